@@ -1,0 +1,154 @@
+/* api.h -- khub's HTTP endpoints: the request a handler sees, the route
+ * tables every file in api/ exports, and the helpers handlers answer with.
+ * server/ owns the libmicrohttpd daemon and the router; handlers here queue
+ * exactly one response per request. */
+#ifndef KHUB_API_H
+#define KHUB_API_H
+
+#include <microhttpd.h>
+#include <jansson.h>
+
+#include "common/common.h"
+#include "storage/storage.h"
+
+/* What the server tells the handlers (set once at start-up). */
+struct api_context {
+	const char *repo_root;		/* {data_dir}/repos */
+	struct lfs_store *lfs;
+	const char *public_url;		/* "" = derive from the Host header */
+	long tree_page_size;
+	long max_body_bytes;
+	long repo_cache_ttl_ms;
+};
+
+extern struct api_context api_ctx;
+
+enum http_method {
+	METHOD_GET = 1, METHOD_HEAD = 2, METHOD_POST = 4, METHOD_PUT = 8, METHOD_DELETE = 16,
+	METHOD_OPTIONS = 32,
+};
+
+#define MAX_SEGMENTS 128
+
+struct request {
+	struct MHD_Connection *conn;
+	enum http_method method;
+	const char *method_name;
+	char request_id[32];
+	uint64_t start_usec;
+	char remote_addr[64];
+
+	/* The raw path split on '/', each segment percent-decoded. */
+	char *path_copy;
+	char *segv[MAX_SEGMENTS];
+	size_t segc;
+
+	/* Filled by the router from the route pattern. */
+	const struct route *route;
+	enum repo_type type;		/* from {type}, {tprefix} or the route */
+	const char *ns, *name, *org;
+	char *rev;			/* owned */
+	char *path;			/* owned; "" when absent */
+
+	/* The caller, from Authorization (anonymous when absent or unknown). */
+	struct principal principal;
+	int bad_token;			/* a token was sent but is unknown */
+
+	/* Body for routes that ask for it (bounded by max_body_bytes). */
+	struct strbuf body;
+	int body_too_large;
+
+	char **owned;			/* freed when the request ends */
+	size_t nowned;
+
+	int status;			/* set when a response is queued */
+	int responded;
+	uint64_t bytes_out;
+};
+
+typedef enum MHD_Result (*route_handler)(struct request *req);
+
+/* Route flags */
+#define ROUTE_BODY 1		/* buffer the request body before calling */
+
+/* Pattern segments: literals, {type} (models|datasets|spaces|kernels),
+ * {tprefix} (datasets|spaces|kernels), {ns}, {name}, {org}, {rev} (one
+ * segment, or refs/{heads,tags,convert}/X and refs/pr/N sent unencoded),
+ * {path*} (every remaining segment, may be empty). */
+struct route {
+	unsigned methods;
+	const char *pattern;
+	route_handler handler;
+	unsigned flags;
+	enum repo_type fixed_type;	/* used when the pattern names no type */
+};
+
+/* The tables, each terminated by a row with a NULL pattern. */
+extern const struct route orgs_routes[];	/* api/orgs.c: overview, whoami, harnesses */
+extern const struct route refs_routes[];	/* api/refs.c */
+extern const struct route tree_routes[];	/* api/tree.c: tree, paths-info, repo info */
+extern const struct route resolve_routes[];	/* api/resolve.c: file bytes */
+
+/* ---- answering (api/respond.c) ------------------------------------------ */
+
+/* Add the headers every answer carries (request id, CORS) and queue it. */
+enum MHD_Result respond(struct request *req, int status, struct MHD_Response *resp);
+/* JSON body; takes ownership of body (json_decref'd). */
+enum MHD_Result respond_json(struct request *req, int status, json_t *body);
+/* Preformatted JSON text (copied). */
+enum MHD_Result respond_json_text(struct request *req, int status, const char *text, size_t len);
+/* {"error": msg}, X-Error-Message, and X-Error-Code when code is not NULL. */
+enum MHD_Result respond_error(struct request *req, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Standard Hub answers. */
+enum MHD_Result respond_repo_not_found(struct request *req);
+enum MHD_Result respond_revision_not_found(struct request *req, const char *rev);
+enum MHD_Result respond_entry_not_found(struct request *req, const char *sha, const char *path);
+
+/* A query argument, percent-decoded (the server keeps the URL raw). The
+ * string lives as long as the request. NULL when absent. */
+const char *request_query(struct request *req, const char *key);
+/* true/1/yes → 1, false/0/no → 0, absent → dflt. */
+int request_query_bool(struct request *req, const char *key, int dflt);
+/* Keep ptr (malloc'd) until the request ends; returns it. */
+char *request_own(struct request *req, char *ptr);
+const char *request_header(struct request *req, const char *name);
+/* "http://host:port" for absolute links; static per thread. */
+const char *request_base_url(struct request *req);
+
+/* Parse a Range header ("bytes=a-b", "bytes=a-", "bytes=-n") against a
+ * size: 0 = absent or ignored (multi-range, malformed), 1 = satisfiable,
+ * filling [from, to], -1 = unsatisfiable (answer 416). */
+int http_range_parse(const char *header, uint64_t size, uint64_t *from, uint64_t *to);
+
+/* JSON string literal (quoted, escaped) appended to sb. */
+void strbuf_add_json_string(struct strbuf *sb, const char *s);
+
+/* ---- repos, access and revisions (api/repo_access.c) --------------------- */
+
+struct repo_handle {
+	struct repo_record record;
+	git_repository *git;		/* borrowed from a per-thread cache */
+	enum role role;			/* what the caller may do */
+};
+
+/* Find req->ns/req->name of req->type (a model id falls back to a kernel
+ * repo of that id), check the caller may read it, open it. On failure a
+ * response has been queued and *result holds what to return. */
+int repo_open_for_read(struct request *req, struct repo_handle *h, enum MHD_Result *result);
+/* Resolve rev to a commit sha; on failure RevisionNotFound is queued. */
+int repo_resolve_or_respond(struct request *req, struct repo_handle *h, const char *rev, char sha[41],
+			    enum MHD_Result *result);
+/* What principal may do with a repo (site admin, owner, org role, capped by
+ * the token's scope). */
+enum role repo_role_of(const struct principal *p, const struct repo_record *repo);
+void repo_cache_invalidate(void);
+
+/* ---- in-memory cache of responses for immutable commit shas --------------- */
+
+void response_cache_init(size_t max_bytes);
+/* Copy of a cached value (caller frees) or NULL. */
+char *response_cache_get(const char *key, size_t *len);
+void response_cache_put(const char *key, const char *value, size_t len);
+
+#endif

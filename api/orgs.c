@@ -1,0 +1,116 @@
+/* orgs.c -- org and user overviews (with trustedKernelPublisher), whoami,
+ * the agent-harness list, and a health probe. */
+#include "api/api.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+static enum MHD_Result handle_agent_harnesses(struct request *req)
+{
+	/* A 200 is cached by huggingface_hub for 24 h; a 404 would be asked
+	 * again by every process. */
+	static const char body[] = "{\"standardEnvVars\":[],\"harnesses\":{}}";
+	return respond_json_text(req, 200, body, sizeof(body) - 1);
+}
+
+static enum MHD_Result handle_health(struct request *req)
+{
+	PGresult *res = db_exec("SELECT 1", 0, NULL, NULL);
+	if (!res)
+		return respond_error(req, 503, NULL, "database unavailable");
+	PQclear(res);
+	static const char body[] = "{\"status\":\"ok\"}";
+	return respond_json_text(req, 200, body, sizeof(body) - 1);
+}
+
+static json_int_t count_repos(int64_t owner_id, const char *type, int include_private)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, owner_id);
+	const char *params[3] = { id, type, include_private ? "true" : "false" };
+	PGresult *res = db_exec("SELECT count(*) FROM repos WHERE owner_id = $1 AND type = $2"
+				" AND (NOT private OR $3::boolean)", 3, params, NULL);
+	json_int_t n = 0;
+	if (res && PQntuples(res) == 1)
+		n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return n;
+}
+
+static enum MHD_Result handle_overview(struct request *req)
+{
+	struct account acct;
+	int rc = db_account_get(req->org, &acct);
+	if (rc == KHUB_EDB)
+		return respond_error(req, 503, NULL, "database unavailable");
+	int wants_org = strcmp(req->segv[1], "organizations") == 0;
+	if (rc < 0 || (wants_org && acct.kind != ACCOUNT_ORG) || (!wants_org && acct.kind != ACCOUNT_USER))
+		return respond_error(req, 404, NULL, "%s %s not found", wants_org ? "Organization" : "User",
+				     req->org);
+	int member = req->principal.user_id &&
+		     (req->principal.user_id == acct.id || req->principal.is_site_admin ||
+		      (acct.kind == ACCOUNT_ORG && db_membership_role(acct.id, req->principal.user_id) >= ROLE_READ));
+	char created[32];
+	format_iso8601(acct.created_at, created);
+	json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:I, s:s}",
+				 "_id", "", "name", acct.name, "fullname", acct.fullname[0] ? acct.fullname : acct.name,
+				 "avatarUrl", "", "isVerified", 0, "isFollowing", 0,
+				 "numModels", count_repos(acct.id, "model", member),
+				 "numDatasets", count_repos(acct.id, "dataset", member),
+				 "numSpaces", count_repos(acct.id, "space", member),
+				 "numKernels", count_repos(acct.id, "kernel", member),
+				 "createdAt", created);
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, acct.id);
+	json_object_set_new(body, "_id", json_string(id));
+	json_object_set_new(body, "type", json_string(acct.kind == ACCOUNT_ORG ? "org" : "user"));
+	json_object_set_new(body, "trustedKernelPublisher", json_boolean(acct.trusted_kernel_publisher));
+	if (acct.kind == ACCOUNT_ORG) {
+		const char *params[1] = { id };
+		PGresult *res = db_exec("SELECT count(*) FROM memberships WHERE org_id = $1", 1, params, NULL);
+		json_object_set_new(body, "numUsers",
+				    json_integer(res ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0));
+		PQclear(res);
+	}
+	return respond_json(req, 200, body);
+}
+
+static enum MHD_Result handle_whoami(struct request *req)
+{
+	if (!req->principal.user_id)
+		return respond_error(req, 401, NULL, "Invalid username or password.");
+	char uid[24], created[32];
+	snprintf(uid, sizeof(uid), "%" PRId64, req->principal.user_id);
+	format_iso8601(req->principal.token_created_at, created);
+	json_t *orgs = json_array();
+	const char *params[1] = { uid };
+	PGresult *res = db_exec("SELECT a.id, a.name, a.fullname, m.role FROM memberships m"
+				" JOIN accounts a ON a.id = m.org_id WHERE m.user_id = $1 ORDER BY a.name",
+				1, params, NULL);
+	for (int i = 0; res && i < PQntuples(res); i++)
+		json_array_append_new(orgs, json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:n}",
+						      "type", "org", "id", PQgetvalue(res, i, 0),
+						      "name", PQgetvalue(res, i, 1),
+						      "fullname", PQgetvalue(res, i, 2),
+						      "roleInOrg", PQgetvalue(res, i, 3), "canPay", 0,
+						      "avatarUrl", "", "periodEnd"));
+	PQclear(res);
+	json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:n, s:s, s:o, s:{s:s, s:{s:s, s:s, s:s}}}",
+				 "type", "user", "id", uid, "name", req->principal.name,
+				 "fullname", req->principal.name, "emailVerified", 0, "canPay", 0, "isPro", 0,
+				 "periodEnd", "avatarUrl", "", "orgs", orgs,
+				 "auth", "type", "access_token", "accessToken",
+				 "displayName", req->principal.token_name, "role", role_name(req->principal.scope),
+				 "createdAt", created);
+	json_object_set_new(body, "isSiteAdmin", json_boolean(req->principal.is_site_admin));
+	return respond_json(req, 200, body);
+}
+
+const struct route orgs_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/api/agent-harnesses", handle_agent_harnesses, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/health", handle_health, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/organizations/{org}/overview", handle_overview, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/users/{org}/overview", handle_overview, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/whoami-v2", handle_whoami, 0, 0 },
+	{ 0, NULL, NULL, 0, 0 },
+};

@@ -1,0 +1,44 @@
+/* refs.c -- GET /api/{type}s/{ns}/{name}/refs: branches, tags, converts and
+ * (with include_prs=1) pull requests. */
+#include "api/api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int compare_refs(const void *a, const void *b)
+{
+	return strcmp(((const struct ref_item *)a)->ref, ((const struct ref_item *)b)->ref);
+}
+
+static enum MHD_Result handle_refs(struct request *req)
+{
+	struct repo_handle h;
+	enum MHD_Result result;
+	if (repo_open_for_read(req, &h, &result) < 0)
+		return result;
+	struct ref_list refs;
+	if (repo_list_refs(h.git, &refs) < 0)
+		return respond_error(req, 500, NULL, "cannot read refs");
+	qsort(refs.items, refs.count, sizeof(*refs.items), compare_refs);
+	int include_prs = request_query_bool(req, "include_prs", 0);
+	json_t *branches = json_array(), *tags = json_array(), *converts = json_array(), *prs = json_array();
+	for (size_t i = 0; i < refs.count; i++) {
+		const struct ref_item *r = &refs.items[i];
+		json_t *item = json_pack("{s:s, s:s, s:s}", "name", r->name, "ref", r->ref, "targetCommit", r->sha);
+		json_t *list = r->kind == REF_BRANCH ? branches : r->kind == REF_TAG ? tags
+			     : r->kind == REF_CONVERT ? converts : prs;
+		json_array_append_new(list, item);
+	}
+	ref_list_release(&refs);
+	json_t *body = json_pack("{s:o, s:o, s:o}", "branches", branches, "converts", converts, "tags", tags);
+	if (include_prs)
+		json_object_set_new(body, "pullRequests", prs);
+	else
+		json_decref(prs);
+	return respond_json(req, 200, body);
+}
+
+const struct route refs_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/refs", handle_refs, 0, 0 },
+	{ 0, NULL, NULL, 0, 0 },
+};

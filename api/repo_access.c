@@ -1,0 +1,173 @@
+/* repo_access.c -- find a repo, decide what the caller may do with it, open
+ * its git store, and resolve revisions. Repo records are cached for a short
+ * time and git handles per thread, so a warm read touches neither the
+ * database nor the repo's config files. */
+#include "api/api.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cached_record {
+	struct repo_record record;
+	int found;
+	uint64_t fetched_usec;
+};
+
+static struct hashmap record_cache;
+static pthread_mutex_t record_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint_fast64_t cache_generation = 1;
+
+#define THREAD_GIT_SLOTS 16
+
+struct git_slot {
+	char key[2 * REPO_NAME_MAX + 16];
+	git_repository *git;
+	uint64_t used;
+};
+
+static __thread struct git_slot git_slots[THREAD_GIT_SLOTS];
+static __thread uint64_t git_slots_generation, git_slots_clock;
+
+void repo_cache_invalidate(void)
+{
+	atomic_fetch_add(&cache_generation, 1);
+	pthread_mutex_lock(&record_lock);
+	if (record_cache.buckets)
+		hashmap_release(&record_cache, free);
+	hashmap_init(&record_cache);
+	pthread_mutex_unlock(&record_lock);
+}
+
+static void record_key(char *key, size_t size, enum repo_type type, const char *ns, const char *name)
+{
+	snprintf(key, size, "%d/%s/%s", (int)type, ns, name);
+	for (char *p = key; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+}
+
+/* 0 with the record, KHUB_ENOTFOUND, or KHUB_EDB. */
+static int lookup_record(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
+{
+	char key[2 * REPO_NAME_MAX + 16];
+	uint64_t now = monotonic_usec(), ttl = (uint64_t)api_ctx.repo_cache_ttl_ms * 1000u;
+	record_key(key, sizeof(key), type, ns, name);
+
+	pthread_mutex_lock(&record_lock);
+	if (!record_cache.buckets)
+		hashmap_init(&record_cache);
+	struct cached_record *c = hashmap_get(&record_cache, key);
+	if (c && now - c->fetched_usec < ttl) {
+		int found = c->found;
+		if (found)
+			*out = c->record;
+		pthread_mutex_unlock(&record_lock);
+		return found ? 0 : KHUB_ENOTFOUND;
+	}
+	pthread_mutex_unlock(&record_lock);
+
+	struct repo_record rec;
+	int rc = db_repo_get(type, ns, name, &rec);
+	if (rc == KHUB_EDB)
+		return rc;
+	c = xcalloc(1, sizeof(*c));
+	c->found = rc == 0;
+	c->record = rec;
+	c->fetched_usec = now;
+	pthread_mutex_lock(&record_lock);
+	free(hashmap_put(&record_cache, key, c));
+	pthread_mutex_unlock(&record_lock);
+	if (rc == 0)
+		*out = rec;
+	return rc;
+}
+
+static git_repository *thread_git_open(const struct repo_record *rec)
+{
+	uint64_t gen = atomic_load(&cache_generation);
+	if (gen != git_slots_generation) {
+		for (int i = 0; i < THREAD_GIT_SLOTS; i++) {
+			git_repository_free(git_slots[i].git);
+			memset(&git_slots[i], 0, sizeof(git_slots[i]));
+		}
+		git_slots_generation = gen;
+	}
+	char key[sizeof(git_slots[0].key)];
+	snprintf(key, sizeof(key), "%d/%s/%s", (int)rec->type, rec->ns, rec->name);
+	int victim = 0;
+	for (int i = 0; i < THREAD_GIT_SLOTS; i++) {
+		if (git_slots[i].git && strcmp(git_slots[i].key, key) == 0) {
+			git_slots[i].used = ++git_slots_clock;
+			return git_slots[i].git;
+		}
+		if (git_slots[i].used < git_slots[victim].used)
+			victim = i;
+	}
+	git_repository *git = NULL;
+	if (repo_store_open(api_ctx.repo_root, rec->type, rec->ns, rec->name, &git) < 0)
+		return NULL;
+	git_repository_free(git_slots[victim].git);
+	snprintf(git_slots[victim].key, sizeof(git_slots[victim].key), "%s", key);
+	git_slots[victim].git = git;
+	git_slots[victim].used = ++git_slots_clock;
+	return git;
+}
+
+enum role repo_role_of(const struct principal *p, const struct repo_record *repo)
+{
+	enum role role;
+	if (!p->user_id)
+		return ROLE_NONE;
+	if (p->is_site_admin || repo->owner_id == p->user_id)
+		role = ROLE_ADMIN;
+	else
+		role = db_membership_role(repo->owner_id, p->user_id);
+	return role < p->scope ? role : p->scope;
+}
+
+int repo_open_for_read(struct request *req, struct repo_handle *h, enum MHD_Result *result)
+{
+	const char *why;
+	memset(h, 0, sizeof(*h));
+	if (repo_name_validate(req->ns, &why) < 0 || repo_name_validate(req->name, &why) < 0) {
+		*result = respond_repo_not_found(req);
+		return -1;
+	}
+	int rc = lookup_record(req->type, req->ns, req->name, &h->record);
+	if (rc == KHUB_ENOTFOUND && req->type == REPO_MODEL)
+		rc = lookup_record(REPO_KERNEL, req->ns, req->name, &h->record);
+	if (rc == KHUB_EDB) {
+		*result = respond_error(req, 503, NULL, "database unavailable");
+		return -1;
+	}
+	if (rc < 0) {
+		*result = respond_repo_not_found(req);
+		return -1;
+	}
+	if (h->record.private) {
+		h->role = repo_role_of(&req->principal, &h->record);
+		if (h->role < ROLE_READ) {
+			*result = respond_repo_not_found(req);
+			return -1;
+		}
+	} else {
+		h->role = req->principal.user_id ? ROLE_READ : ROLE_NONE;
+	}
+	h->git = thread_git_open(&h->record);
+	if (!h->git) {
+		*result = respond_error(req, 500, NULL, "repository storage is unavailable");
+		return -1;
+	}
+	return 0;
+}
+
+int repo_resolve_or_respond(struct request *req, struct repo_handle *h, const char *rev, char sha[41],
+			    enum MHD_Result *result)
+{
+	if (repo_resolve_revision(h->git, rev, sha) == 0)
+		return 0;
+	*result = respond_revision_not_found(req, rev);
+	return -1;
+}

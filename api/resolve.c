@@ -1,0 +1,194 @@
+/* resolve.c -- HEAD/GET /{prefix}{ns}/{name}/resolve/{rev}/{path}: file
+ * bytes with X-Repo-Commit, the Hub's ETag rule (git blob sha1 for regular
+ * files, sha256 for LFS), real sizes on HEAD, and single Range requests.
+ * LFS bodies go out with sendfile from the object store. */
+#include "api/api.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SMALL_FILE_CACHE_MAX (256 * 1024)
+
+struct file_meta {
+	int is_dir;
+	int is_lfs;
+	char oid[41];
+	char lfs_oid[65];
+	uint64_t size;
+	uint64_t cached_body;	/* bytes of the body that follow in the cache value */
+};
+
+static const char *content_type_for(const char *path)
+{
+	static const struct { const char *ext, *type; } types[] = {
+		{ ".json", "application/json" },
+		{ ".py", "text/plain; charset=utf-8" },
+		{ ".md", "text/markdown; charset=utf-8" },
+		{ ".txt", "text/plain; charset=utf-8" },
+		{ ".toml", "text/plain; charset=utf-8" },
+		{ ".gitattributes", "text/plain; charset=utf-8" },
+	};
+	size_t len = strlen(path);
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		size_t n = strlen(types[i].ext);
+		if (len >= n && strcmp(path + len - n, types[i].ext) == 0)
+			return types[i].type;
+	}
+	return "application/octet-stream";
+}
+
+/* Describe path at sha (and keep small regular bodies), through the cache.
+ * Returns the cache value (caller frees) whose head is a struct file_meta. */
+static char *describe_file(struct repo_handle *h, const char *sha, const char *path, int *rc_out)
+{
+	char *key = xasprintf("F|%" PRId64 "|%s|%s", h->record.id, sha, path);
+	size_t len;
+	char *value = response_cache_get(key, &len);
+	if (value) {
+		free(key);
+		*rc_out = 0;
+		return value;
+	}
+	struct tree_entry e;
+	int rc = repo_stat_path(h->git, sha, path, &e);
+	if (rc < 0) {
+		free(key);
+		*rc_out = rc;
+		return NULL;
+	}
+	struct file_meta meta;
+	memset(&meta, 0, sizeof(meta));
+	meta.is_dir = e.is_dir;
+	meta.is_lfs = e.is_lfs;
+	memcpy(meta.oid, e.oid, sizeof(meta.oid));
+	memcpy(meta.lfs_oid, e.lfs_oid, sizeof(meta.lfs_oid));
+	meta.size = e.size;
+	tree_entry_release(&e);
+	char *body = NULL;
+	size_t body_len = 0;
+	if (!meta.is_dir && !meta.is_lfs && meta.size <= SMALL_FILE_CACHE_MAX &&
+	    repo_read_blob(h->git, meta.oid, SMALL_FILE_CACHE_MAX, &body, &body_len) == 0)
+		meta.cached_body = body_len;
+	len = sizeof(meta) + body_len;
+	value = xmalloc(len + 1);
+	memcpy(value, &meta, sizeof(meta));
+	if (body_len)
+		memcpy(value + sizeof(meta), body, body_len);
+	free(body);
+	response_cache_put(key, value, len);
+	free(key);
+	*rc_out = 0;
+	return value;
+}
+
+static void add_file_headers(struct MHD_Response *resp, const struct file_meta *meta, const char *sha,
+			     const char *path)
+{
+	char etag[80], size[24];
+	snprintf(etag, sizeof(etag), "\"%s\"", meta->is_lfs ? meta->lfs_oid : meta->oid);
+	snprintf(size, sizeof(size), "%" PRIu64, meta->size);
+	MHD_add_response_header(resp, "X-Repo-Commit", sha);
+	MHD_add_response_header(resp, "ETag", etag);
+	if (meta->is_lfs) {
+		MHD_add_response_header(resp, "X-Linked-Etag", etag);
+		MHD_add_response_header(resp, "X-Linked-Size", size);
+	}
+	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+	MHD_add_response_header(resp, "Content-Type", content_type_for(path));
+	MHD_add_response_header(resp, "Cache-Control", "private, max-age=0, must-revalidate");
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	struct strbuf cd = STRBUF_INIT;
+	strbuf_adds(&cd, "inline; filename*=UTF-8''");
+	strbuf_add_urlencoded(&cd, base, 0);
+	MHD_add_response_header(resp, "Content-Disposition", cd.buf);
+	strbuf_release(&cd);
+}
+
+static enum MHD_Result handle_resolve(struct request *req)
+{
+	struct repo_handle h;
+	enum MHD_Result result;
+	char sha[41];
+	const char *why;
+	int rc;
+	if (repo_open_for_read(req, &h, &result) < 0)
+		return result;
+	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
+		return result;
+	if (repo_path_validate(req->path, &why) < 0)
+		return respond_entry_not_found(req, sha, req->path);
+
+	char *value = describe_file(&h, sha, req->path, &rc);
+	if (!value) {
+		if (rc == KHUB_ENOTFOUND)
+			return respond_entry_not_found(req, sha, req->path);
+		return respond_error(req, 500, NULL, "cannot read file");
+	}
+	struct file_meta meta;
+	memcpy(&meta, value, sizeof(meta));
+	if (meta.is_dir) {
+		free(value);
+		return respond_entry_not_found(req, sha, req->path);
+	}
+
+	uint64_t from = 0, to = meta.size ? meta.size - 1 : 0;
+	int ranged = http_range_parse(request_header(req, "Range"), meta.size, &from, &to);
+	if (ranged < 0) {
+		free(value);
+		char cr[48];
+		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, meta.size);
+		struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+		MHD_add_response_header(resp, "Content-Range", cr);
+		MHD_add_response_header(resp, "X-Repo-Commit", sha);
+		return respond(req, 416, resp);
+	}
+	uint64_t count = meta.size ? to - from + 1 : 0;
+
+	struct MHD_Response *resp = NULL;
+	if (meta.is_lfs) {
+		int fd;
+		uint64_t stored;
+		if (lfs_store_open_object(api_ctx.lfs, meta.lfs_oid, &fd, &stored) < 0 || stored != meta.size) {
+			free(value);
+			return respond_error(req, 404, "EntryNotFound",
+					     "the content of %s (LFS object %s) is not stored on this server",
+					     req->path, meta.lfs_oid);
+		}
+		resp = MHD_create_response_from_fd_at_offset64(count, fd, from);
+	} else if (meta.cached_body == meta.size) {
+		resp = MHD_create_response_from_buffer(count, value + sizeof(meta) + from, MHD_RESPMEM_MUST_COPY);
+	} else {
+		char *data;
+		size_t len;
+		if (repo_read_blob(h.git, meta.oid, (size_t)-1, &data, &len) < 0) {
+			free(value);
+			return respond_error(req, 500, NULL, "cannot read file");
+		}
+		resp = MHD_create_response_from_buffer(count, data + from, MHD_RESPMEM_MUST_COPY);
+		free(data);
+	}
+	if (!resp) {
+		free(value);
+		return respond_error(req, 500, NULL, "cannot build response");
+	}
+	add_file_headers(resp, &meta, sha, req->path);
+	free(value);
+	if (ranged > 0) {
+		char cr[80];
+		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, meta.size);
+		MHD_add_response_header(resp, "Content-Range", cr);
+	}
+	req->bytes_out = req->method == METHOD_HEAD ? 0 : count;
+	return respond(req, ranged > 0 ? 206 : 200, resp);
+}
+
+const struct route resolve_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/{tprefix}/{ns}/{name}/resolve/{rev}/{path*}", handle_resolve, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/{tprefix}/{ns}/{name}/raw/{rev}/{path*}", handle_resolve, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/{ns}/{name}/resolve/{rev}/{path*}", handle_resolve, 0, REPO_MODEL },
+	{ METHOD_GET | METHOD_HEAD, "/{ns}/{name}/raw/{rev}/{path*}", handle_resolve, 0, REPO_MODEL },
+	{ 0, NULL, NULL, 0, 0 },
+};

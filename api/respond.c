@@ -1,0 +1,229 @@
+/* respond.c -- how every handler answers: common headers, JSON bodies, the
+ * Hub's error shapes, and reading query arguments and headers. */
+#include "api/api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct api_context api_ctx;
+
+static const char cors_expose[] =
+	"X-Repo-Commit,X-Request-Id,X-Error-Code,X-Error-Message,X-Total-Count,ETag,Link,"
+	"Accept-Ranges,Content-Range,X-Linked-Size,X-Linked-ETag";
+
+enum MHD_Result respond(struct request *req, int status, struct MHD_Response *resp)
+{
+	MHD_add_response_header(resp, "X-Request-Id", req->request_id);
+	MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+	MHD_add_response_header(resp, "Access-Control-Expose-Headers", cors_expose);
+	req->status = status;
+	req->responded = 1;
+	enum MHD_Result r = MHD_queue_response(req->conn, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return r;
+}
+
+enum MHD_Result respond_json_text(struct request *req, int status, const char *text, size_t len)
+{
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
+	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	req->bytes_out = len;
+	return respond(req, status, resp);
+}
+
+enum MHD_Result respond_json(struct request *req, int status, json_t *body)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text)
+		return respond_error(req, 500, NULL, "cannot encode response");
+	enum MHD_Result r = respond_json_text(req, status, text, strlen(text));
+	free(text);
+	return r;
+}
+
+static enum MHD_Result respond_error_v(struct request *req, int status, const char *code,
+				       const char *extra_header, const char *extra_value,
+				       const char *fmt, va_list ap)
+{
+	struct strbuf msg = STRBUF_INIT, body = STRBUF_INIT;
+	strbuf_vaddf(&msg, fmt, ap);
+	strbuf_adds(&body, "{\"error\":");
+	strbuf_add_json_string(&body, msg.buf);
+	strbuf_adds(&body, "}");
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(body.len, body.buf, MHD_RESPMEM_MUST_COPY);
+	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	/* Header values must stay on one line. */
+	for (char *p = msg.buf; *p; p++)
+		if (*p == '\r' || *p == '\n')
+			*p = ' ';
+	MHD_add_response_header(resp, "X-Error-Message", msg.buf);
+	if (code)
+		MHD_add_response_header(resp, "X-Error-Code", code);
+	if (extra_header)
+		MHD_add_response_header(resp, extra_header, extra_value);
+	if (status == 401)
+		MHD_add_response_header(resp, "WWW-Authenticate",
+					"Bearer realm=\"Authentication required\", charset=\"UTF-8\"");
+	req->bytes_out = body.len;
+	if (status >= 500)
+		log_error("%d %s", status, msg.buf);
+	strbuf_release(&msg);
+	strbuf_release(&body);
+	return respond(req, status, resp);
+}
+
+enum MHD_Result respond_error(struct request *req, int status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	enum MHD_Result r = respond_error_v(req, status, code, NULL, NULL, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+static enum MHD_Result respond_error_with(struct request *req, int status, const char *code,
+					  const char *header, const char *value, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	enum MHD_Result r = respond_error_v(req, status, code, header, value, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+enum MHD_Result respond_repo_not_found(struct request *req)
+{
+	/* The Hub answers 401 to anonymous callers and 404 to signed-in ones;
+	 * both carry RepoNotFound and say nothing about whether it exists. */
+	int status = req->principal.user_id ? 404 : 401;
+	return respond_error(req, status, "RepoNotFound",
+			     "Repository not found. Check the repo id and your access token.");
+}
+
+enum MHD_Result respond_revision_not_found(struct request *req, const char *rev)
+{
+	return respond_error(req, 404, "RevisionNotFound", "Invalid rev id: %s", rev);
+}
+
+enum MHD_Result respond_entry_not_found(struct request *req, const char *sha, const char *path)
+{
+	return respond_error_with(req, 404, "EntryNotFound", "X-Repo-Commit", sha,
+				  "%s does not exist at revision %s", path, sha);
+}
+
+const char *request_query(struct request *req, const char *key)
+{
+	const char *raw = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+	if (!raw || !strchr(raw, '%'))
+		return raw;
+	char *copy = request_own(req, xstrdup(raw));
+	return percent_decode_inplace(copy) < 0 ? NULL : copy;
+}
+
+char *request_own(struct request *req, char *ptr)
+{
+	req->owned = xrealloc(req->owned, (req->nowned + 1) * sizeof(*req->owned));
+	req->owned[req->nowned++] = ptr;
+	return ptr;
+}
+
+int request_query_bool(struct request *req, const char *key, int dflt)
+{
+	const char *v = request_query(req, key);
+	if (!v)
+		return dflt;
+	if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "True") == 0 || strcmp(v, "yes") == 0)
+		return 1;
+	if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "False") == 0 || strcmp(v, "no") == 0)
+		return 0;
+	return dflt;
+}
+
+const char *request_header(struct request *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *request_base_url(struct request *req)
+{
+	static __thread char base[300];
+	if (api_ctx.public_url && api_ctx.public_url[0]) {
+		snprintf(base, sizeof(base), "%s", api_ctx.public_url);
+		return base;
+	}
+	const char *host = request_header(req, "Host");
+	const char *proto = request_header(req, "X-Forwarded-Proto");
+	if (!host || !host[0] || strpbrk(host, " /\\\"<>"))
+		host = "localhost";
+	snprintf(base, sizeof(base), "%s://%s",
+		 proto && strcmp(proto, "https") == 0 ? "https" : "http", host);
+	return base;
+}
+
+void strbuf_add_json_string(struct strbuf *sb, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	strbuf_add(sb, "\"", 1);
+	const char *run = s;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		strbuf_add(sb, run, (size_t)(s - run));
+		run = s + 1;
+		switch (c) {
+		case '"': strbuf_add(sb, "\\\"", 2); break;
+		case '\\': strbuf_add(sb, "\\\\", 2); break;
+		case '\n': strbuf_add(sb, "\\n", 2); break;
+		case '\r': strbuf_add(sb, "\\r", 2); break;
+		case '\t': strbuf_add(sb, "\\t", 2); break;
+		default: {
+			char esc[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+			strbuf_add(sb, esc, 6);
+		}
+		}
+	}
+	strbuf_add(sb, run, (size_t)(s - run));
+	strbuf_add(sb, "\"", 1);
+}
+
+/* Parse "bytes=a-b", "bytes=a-" or "bytes=-n" against size. 0 = no range
+ * (or one we ignore), 1 = satisfiable range, -1 = unsatisfiable. */
+int http_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
+{
+	if (!h || strncmp(h, "bytes=", 6) != 0 || strchr(h, ','))
+		return 0;
+	const char *p = h + 6;
+	char *end;
+	if (*p == '-') {
+		unsigned long long n = strtoull(p + 1, &end, 10);
+		if (*end || end == p + 1)
+			return 0;
+		if (n == 0 || size == 0)
+			return -1;
+		*from = n >= size ? 0 : size - n;
+		*to = size - 1;
+		return 1;
+	}
+	unsigned long long a = strtoull(p, &end, 10);
+	if (end == p || *end != '-')
+		return 0;
+	p = end + 1;
+	unsigned long long b = size ? size - 1 : 0;
+	if (*p) {
+		b = strtoull(p, &end, 10);
+		if (*end)
+			return 0;
+		if (b >= size)
+			b = size ? size - 1 : 0;
+	}
+	if (a >= size || a > b)
+		return -1;
+	*from = a;
+	*to = b;
+	return 1;
+}
+

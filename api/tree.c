@@ -1,0 +1,262 @@
+/* tree.c -- tree listings with absolute Link pagination, paths-info, and
+ * repo info (GET /api/{type}s/{ns}/{name}[/revision/{rev}]). */
+#include "api/api.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void add_entry_json(struct strbuf *sb, const struct tree_entry *e)
+{
+	if (e->is_dir) {
+		strbuf_adds(sb, "{\"type\":\"directory\",\"oid\":\"");
+		strbuf_adds(sb, e->oid);
+		strbuf_adds(sb, "\",\"size\":0,\"path\":");
+		strbuf_add_json_string(sb, e->path);
+		strbuf_adds(sb, "}");
+		return;
+	}
+	strbuf_addf(sb, "{\"type\":\"file\",\"oid\":\"%s\",\"size\":%" PRIu64 ",\"path\":", e->oid, e->size);
+	strbuf_add_json_string(sb, e->path);
+	if (e->is_lfs)
+		strbuf_addf(sb, ",\"lfs\":{\"oid\":\"%s\",\"size\":%" PRIu64 ",\"pointerSize\":%" PRIu64 "}",
+			    e->lfs_oid, e->size, e->pointer_size);
+	strbuf_adds(sb, "}");
+}
+
+static enum MHD_Result respond_cached_page(struct request *req, char *value, size_t len)
+{
+	/* value = link URL (maybe empty) '\n' JSON body */
+	char *nl = memchr(value, '\n', len);
+	size_t link_len = nl ? (size_t)(nl - value) : 0;
+	const char *body = nl ? nl + 1 : value;
+	size_t body_len = len - (size_t)(body - value);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(body_len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	if (link_len) {
+		value[link_len] = '\0';
+		char *link = xasprintf("<%s>; rel=\"next\"", value);
+		MHD_add_response_header(resp, "Link", link);
+		free(link);
+	}
+	req->bytes_out = body_len;
+	free(value);
+	return respond(req, 200, resp);
+}
+
+static enum MHD_Result handle_tree(struct request *req)
+{
+	struct repo_handle h;
+	enum MHD_Result result;
+	char sha[41];
+	const char *why;
+	if (repo_open_for_read(req, &h, &result) < 0)
+		return result;
+	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
+		return result;
+	/* Trailing slashes name the same directory. */
+	size_t plen = strlen(req->path);
+	while (plen > 0 && req->path[plen - 1] == '/')
+		req->path[--plen] = '\0';
+	if (req->path[0] && repo_path_validate(req->path, &why) < 0)
+		return respond_error(req, 400, NULL, "invalid path: %s", why);
+
+	int recursive = request_query_bool(req, "recursive", 0);
+	int expand = request_query_bool(req, "expand", 0);
+	long limit = api_ctx.tree_page_size;
+	const char *limit_arg = request_query(req, "limit");
+	if (limit_arg) {
+		limit = strtol(limit_arg, NULL, 10);
+		if (limit < 1 || limit > 10000)
+			return respond_error(req, 400, NULL, "limit must be between 1 and 10000");
+	}
+	size_t cursor = 0;
+	const char *cursor_arg = request_query(req, "cursor");
+	if (cursor_arg) {
+		char *end;
+		unsigned long long c = strtoull(cursor_arg, &end, 10);
+		if (*end || end == cursor_arg)
+			return respond_error(req, 400, NULL, "invalid cursor");
+		cursor = (size_t)c;
+	}
+	const char *base = request_base_url(req);
+
+	char *key = xasprintf("T|%" PRId64 "|%s|%d|%d|%ld|%zu|%s|%s", h.record.id, sha, recursive, expand, limit,
+			      cursor, base, req->path);
+	size_t cached_len;
+	char *cached = response_cache_get(key, &cached_len);
+	if (cached) {
+		free(key);
+		return respond_cached_page(req, cached, cached_len);
+	}
+
+	struct tree_listing listing;
+	int rc = repo_list_tree(h.git, sha, req->path, recursive, &listing);
+	if (rc == KHUB_ENOTFOUND || rc == KHUB_ENOTDIR) {
+		free(key);
+		return respond_entry_not_found(req, sha, req->path);
+	}
+	if (rc < 0) {
+		free(key);
+		return respond_error(req, 500, NULL, "cannot read tree");
+	}
+	struct strbuf page = STRBUF_INIT;
+	size_t end = cursor + (size_t)limit < listing.count ? cursor + (size_t)limit : listing.count;
+	if (end < listing.count) {
+		/* Absolute, with every query parameter, at the resolved sha so the
+		 * pages of one listing can never mix two commits. */
+		strbuf_addf(&page, "%s/api/%s/%s/%s/tree/%s", base, repo_type_plural(req->type), h.record.ns,
+			    h.record.name, sha);
+		if (req->path[0]) {
+			strbuf_adds(&page, "/");
+			strbuf_add_urlencoded(&page, req->path, 1);
+		}
+		strbuf_addf(&page, "?recursive=%s&expand=%s&limit=%ld&cursor=%zu", recursive ? "true" : "false",
+			    expand ? "true" : "false", limit, end);
+	}
+	strbuf_adds(&page, "\n[");
+	for (size_t i = cursor; i < end; i++) {
+		if (i > cursor)
+			strbuf_adds(&page, ",");
+		add_entry_json(&page, &listing.entries[i]);
+	}
+	strbuf_adds(&page, "]");
+	tree_listing_release(&listing);
+	response_cache_put(key, page.buf, page.len);
+	free(key);
+	size_t len;
+	char *value = strbuf_detach(&page, &len);
+	return respond_cached_page(req, value, len);
+}
+
+/* paths-info takes a form (huggingface_hub) or JSON (@huggingface/hub). */
+static int collect_paths(struct request *req, json_t **paths_out)
+{
+	json_t *paths = json_array();
+	const char *type = request_header(req, "Content-Type");
+	const char *body = req->body.buf ? req->body.buf : "";
+	if (type && strncmp(type, "application/json", 16) == 0) {
+		json_t *doc = json_loadb(body, req->body.len, 0, NULL);
+		json_t *list = doc ? json_object_get(doc, "paths") : NULL;
+		if (!json_is_array(list)) {
+			json_decref(doc);
+			json_decref(paths);
+			return -1;
+		}
+		size_t i;
+		json_t *v;
+		json_array_foreach(list, i, v)
+			if (json_is_string(v))
+				json_array_append(paths, v);
+		json_decref(doc);
+	} else {
+		char *copy = xstrdup(body), *save = NULL;
+		for (char *pair = strtok_r(copy, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+			if (strncmp(pair, "paths=", 6) != 0)
+				continue;
+			char *value = pair + 6;
+			for (char *p = value; *p; p++)
+				if (*p == '+')
+					*p = ' ';
+			if (percent_decode_inplace(value) == 0)
+				json_array_append_new(paths, json_string(value));
+		}
+		free(copy);
+	}
+	*paths_out = paths;
+	return 0;
+}
+
+static enum MHD_Result handle_paths_info(struct request *req)
+{
+	struct repo_handle h;
+	enum MHD_Result result;
+	char sha[41];
+	json_t *paths;
+	if (req->body_too_large)
+		return respond_error(req, 413, NULL, "request body too large");
+	if (repo_open_for_read(req, &h, &result) < 0)
+		return result;
+	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
+		return result;
+	if (collect_paths(req, &paths) < 0)
+		return respond_error(req, 400, NULL, "body must be a form with paths= or JSON {\"paths\": [...]}");
+	struct strbuf out = STRBUF_INIT;
+	strbuf_adds(&out, "[");
+	size_t i, shown = 0;
+	json_t *v;
+	json_array_foreach(paths, i, v) {
+		const char *path = json_string_value(v);
+		struct tree_entry e;
+		if (repo_path_validate(path, NULL) < 0 || repo_stat_path(h.git, sha, path, &e) < 0)
+			continue;
+		if (shown++)
+			strbuf_adds(&out, ",");
+		add_entry_json(&out, &e);
+		tree_entry_release(&e);
+	}
+	strbuf_adds(&out, "]");
+	json_decref(paths);
+	enum MHD_Result r = respond_json_text(req, 200, out.buf, out.len);
+	strbuf_release(&out);
+	return r;
+}
+
+static json_t *siblings_of(struct repo_handle *h, const char *sha)
+{
+	struct tree_listing listing;
+	json_t *siblings = json_array();
+	if (repo_list_tree(h->git, sha, "", 1, &listing) < 0)
+		return siblings;
+	for (size_t i = 0; i < listing.count; i++) {
+		const struct tree_entry *e = &listing.entries[i];
+		if (e->is_dir)
+			continue;
+		json_t *s = json_pack("{s:s, s:I, s:s}", "rfilename", e->path, "size", (json_int_t)e->size,
+				      "blobId", e->oid);
+		if (e->is_lfs)
+			json_object_set_new(s, "lfs", json_pack("{s:I, s:s, s:I}", "size", (json_int_t)e->size,
+								"sha256", e->lfs_oid, "pointerSize",
+								(json_int_t)e->pointer_size));
+		json_array_append_new(siblings, s);
+	}
+	tree_listing_release(&listing);
+	return siblings;
+}
+
+static enum MHD_Result handle_repo_info(struct request *req)
+{
+	struct repo_handle h;
+	enum MHD_Result result;
+	char sha[41];
+	if (repo_open_for_read(req, &h, &result) < 0)
+		return result;
+	const char *rev = req->rev ? req->rev : "main";
+	int have_sha = repo_resolve_revision(h.git, rev, sha) == 0;
+	if (!have_sha && req->rev)
+		return respond_revision_not_found(req, req->rev);
+	char id[2 * REPO_NAME_MAX + 2], modified[32], rid[24];
+	snprintf(id, sizeof(id), "%s/%s", h.record.ns, h.record.name);
+	snprintf(rid, sizeof(rid), "%" PRId64, h.record.id);
+	format_iso8601(h.record.last_modified, modified);
+	json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:I, s:i, s:[], s:s}",
+				 "_id", rid, "id", id, "author", h.record.ns, "lastModified", modified,
+				 "private", h.record.private, "gated", 0, "disabled", 0,
+				 "downloads", (json_int_t)h.record.downloads, "likes", 0, "tags",
+				 "repoType", repo_type_name(h.record.type));
+	if (have_sha)
+		json_object_set_new(body, "sha", json_string(sha));
+	/* Kernel repos never carry siblings (huggingface_hub 1.10-1.21 crash on
+	 * them); model, dataset and space answers do, as on the Hub. */
+	if (req->type != REPO_KERNEL && have_sha)
+		json_object_set_new(body, "siblings", siblings_of(&h, sha));
+	return respond_json(req, 200, body);
+}
+
+const struct route tree_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/tree/{rev}/{path*}", handle_tree, 0, 0 },
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/paths-info/{rev}", handle_paths_info, ROUTE_BODY, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/revision/{rev}", handle_repo_info, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}", handle_repo_info, 0, 0 },
+	{ 0, NULL, NULL, 0, 0 },
+};

@@ -1,0 +1,142 @@
+/* common.h -- small libraries shared by every module: logging, a growable
+ * string buffer, hex and time helpers. Nothing here knows about HTTP, git or
+ * the database, so any module may include it. */
+#ifndef KHUB_COMMON_H
+#define KHUB_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+/* ---- logging (common/log.c) ------------------------------------------- */
+
+enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
+
+extern enum log_level log_threshold;
+
+/* Parse "error", "warn", "info" or "debug"; returns -1 on anything else. */
+int log_level_parse(const char *name);
+void log_set_output(FILE *fp);
+/* The request id printed on every line logged by this thread; NULL clears. The
+ * string is copied. */
+void log_set_request_id(const char *request_id);
+const char *log_request_id(void);
+void log_write(enum log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define log_error(...) do { if (log_threshold >= LOG_LEVEL_ERROR) log_write(LOG_LEVEL_ERROR, __VA_ARGS__); } while (0)
+#define log_warn(...)  do { if (log_threshold >= LOG_LEVEL_WARN)  log_write(LOG_LEVEL_WARN, __VA_ARGS__); } while (0)
+#define log_info(...)  do { if (log_threshold >= LOG_LEVEL_INFO)  log_write(LOG_LEVEL_INFO, __VA_ARGS__); } while (0)
+#define log_debug(...) do { if (log_threshold >= LOG_LEVEL_DEBUG) log_write(LOG_LEVEL_DEBUG, __VA_ARGS__); } while (0)
+
+/* Print to stderr and exit(1); only for start-up failures. */
+void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* ---- growable string buffer (common/strbuf.c) --------------------------- */
+
+struct strbuf {
+	char *buf;	/* always NUL-terminated once anything was added */
+	size_t len;
+	size_t alloc;
+};
+
+#define STRBUF_INIT { NULL, 0, 0 }
+
+void strbuf_init(struct strbuf *sb);
+void strbuf_grow(struct strbuf *sb, size_t extra);
+void strbuf_add(struct strbuf *sb, const void *data, size_t len);
+void strbuf_adds(struct strbuf *sb, const char *s);
+void strbuf_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap);
+/* Append s with every byte outside [A-Za-z0-9-._~] (and '/' when keep_slash)
+ * percent-encoded. */
+void strbuf_add_urlencoded(struct strbuf *sb, const char *s, int keep_slash);
+void strbuf_reset(struct strbuf *sb);
+/* Hand the buffer to the caller, who frees it; sb is left empty. Never NULL. */
+char *strbuf_detach(struct strbuf *sb, size_t *len);
+void strbuf_release(struct strbuf *sb);
+
+/* ---- helpers (common/util.c) ------------------------------------------- */
+
+/* Allocation that never returns NULL (aborts on out-of-memory). */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Lowercase hex of len bytes into out (2*len+1 bytes). */
+void hex_encode(const unsigned char *in, size_t len, char *out);
+/* Decode 2*len hex chars; 0 or -1 on a bad digit. */
+int hex_decode(const char *hex, unsigned char *out, size_t len);
+/* 1 when s is exactly n lowercase hex characters. */
+int is_lower_hex(const char *s, size_t n);
+
+/* SHA-256 of a buffer as 64 hex chars + NUL. */
+void sha256_hex(const void *data, size_t len, char out[65]);
+
+/* Decode %HH escapes in place; returns -1 on a malformed escape or a
+ * decoded NUL byte. '+' is left alone (paths, not forms). */
+int percent_decode_inplace(char *s);
+
+/* "2026-11-22T10:29:33.000Z" */
+void format_iso8601(time_t t, char out[32]);
+/* Monotonic clock in microseconds. */
+uint64_t monotonic_usec(void);
+
+/* Create every missing directory of path (mode 0755); 0 or -1 with errno. */
+int mkdir_p(const char *path, unsigned mode);
+/* fsync a directory by path; 0 or -1. */
+int fsync_dir(const char *path);
+/* Read a whole small file (limit bytes at most); caller frees; NULL on error. */
+char *read_file_limited(const char *path, size_t limit, size_t *len);
+
+
+
+/* ---- string-keyed hash map (common/hashmap.c); not locked ------------- */
+
+struct hashmap_entry {
+	struct hashmap_entry *next;
+	char *key;
+	void *value;
+	uint64_t hash;
+};
+
+struct hashmap {
+	struct hashmap_entry **buckets;
+	size_t nbuckets;
+	size_t count;
+};
+
+void hashmap_init(struct hashmap *map);
+/* The value stored under key, or NULL. */
+void *hashmap_get(const struct hashmap *map, const char *key);
+/* Store value under key (the key is copied); returns the value it replaced
+ * (the caller frees it) or NULL. */
+void *hashmap_put(struct hashmap *map, const char *key, void *value);
+/* Remove key; returns its value (the caller frees it) or NULL. */
+void *hashmap_remove(struct hashmap *map, const char *key);
+/* Free the table; free_value (may be NULL) is called on every value. */
+void hashmap_release(struct hashmap *map, void (*free_value)(void *));
+uint64_t hash_string(const char *s);
+
+/* ---- one error type for every module ------------------------------------ */
+
+enum khub_err {
+	KHUB_OK = 0,
+	KHUB_ENOTFOUND = -1,	/* repo, revision, path, object or account absent */
+	KHUB_EINVAL = -2,	/* bad input: the caller answers 400 */
+	KHUB_EEXIST = -3,	/* already there */
+	KHUB_ECONFLICT = -4,	/* compare-and-swap lost (parentCommit, ref moved) */
+	KHUB_EIO = -5,		/* disk or git failure */
+	KHUB_EDB = -6,		/* database failure */
+	KHUB_ETOOBIG = -7,	/* over a configured limit */
+	KHUB_EPERM = -8,	/* not allowed */
+	KHUB_ENOTDIR = -9,	/* path names a file where a directory was wanted */
+};
+
+const char *khub_strerror(int err);
+#endif

@@ -1,0 +1,98 @@
+/* strbuf.c -- a growable, always NUL-terminated byte buffer. */
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void strbuf_init(struct strbuf *sb)
+{
+	sb->buf = NULL;
+	sb->len = 0;
+	sb->alloc = 0;
+}
+
+void strbuf_grow(struct strbuf *sb, size_t extra)
+{
+	size_t need = sb->len + extra + 1;
+	if (need <= sb->alloc)
+		return;
+	size_t alloc = sb->alloc ? sb->alloc : 64;
+	while (alloc < need)
+		alloc *= 2;
+	sb->buf = xrealloc(sb->buf, alloc);
+	sb->alloc = alloc;
+}
+
+void strbuf_add(struct strbuf *sb, const void *data, size_t len)
+{
+	strbuf_grow(sb, len);
+	if (len)
+		memcpy(sb->buf + sb->len, data, len);
+	sb->len += len;
+	sb->buf[sb->len] = '\0';
+}
+
+void strbuf_adds(struct strbuf *sb, const char *s)
+{
+	strbuf_add(sb, s, strlen(s));
+}
+
+void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap)
+{
+	va_list copy;
+	va_copy(copy, ap);
+	int n = vsnprintf(NULL, 0, fmt, copy);
+	va_end(copy);
+	if (n < 0)
+		return;
+	strbuf_grow(sb, (size_t)n);
+	vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
+	sb->len += (size_t)n;
+}
+
+void strbuf_addf(struct strbuf *sb, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	strbuf_vaddf(sb, fmt, ap);
+	va_end(ap);
+}
+
+void strbuf_add_urlencoded(struct strbuf *sb, const char *s, int keep_slash)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~' || (keep_slash && c == '/')) {
+			strbuf_add(sb, s, 1);
+		} else {
+			char esc[3] = { '%', hex[c >> 4], hex[c & 15] };
+			strbuf_add(sb, esc, 3);
+		}
+	}
+}
+
+void strbuf_reset(struct strbuf *sb)
+{
+	sb->len = 0;
+	if (sb->buf)
+		sb->buf[0] = '\0';
+}
+
+char *strbuf_detach(struct strbuf *sb, size_t *len)
+{
+	if (!sb->buf)
+		strbuf_grow(sb, 0), sb->buf[0] = '\0';
+	char *out = sb->buf;
+	if (len)
+		*len = sb->len;
+	strbuf_init(sb);
+	return out;
+}
+
+void strbuf_release(struct strbuf *sb)
+{
+	free(sb->buf);
+	strbuf_init(sb);
+}

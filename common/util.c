@@ -1,0 +1,216 @@
+/* util.c -- allocation, hex, hashing, time and filesystem helpers. */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void out_of_memory(void)
+{
+	fputs("khub: out of memory\n", stderr);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		out_of_memory();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		out_of_memory();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		out_of_memory();
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	return xstrndup(s, strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = xmalloc(n + 1);
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	return strbuf_detach(&sb, NULL);
+}
+
+void hex_encode(const unsigned char *in, size_t len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[2 * len] = '\0';
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int hex_decode(const char *hex, unsigned char *out, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		int hi = hex_value(hex[2 * i]), lo = hi < 0 ? -1 : hex_value(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 0;
+}
+
+int is_lower_hex(const char *s, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return s[i] == '\0';
+}
+
+void sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char digest[32];
+	unsigned int dlen = 0;
+	EVP_Digest(data, len, digest, &dlen, EVP_sha256(), NULL);
+	hex_encode(digest, 32, out);
+}
+
+int percent_decode_inplace(char *s)
+{
+	char *out = s;
+	for (char *in = s; *in; in++) {
+		if (*in == '%') {
+			int hi = hex_value(in[1]), lo = hi < 0 ? -1 : hex_value(in[2]);
+			if (hi < 0 || lo < 0)
+				return -1;
+			char c = (char)(hi << 4 | lo);
+			if (c == '\0')
+				return -1;
+			*out++ = c;
+			in += 2;
+		} else {
+			*out++ = *in;
+		}
+	}
+	*out = '\0';
+	return 0;
+}
+
+void format_iso8601(time_t t, char out[32])
+{
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+}
+
+uint64_t monotonic_usec(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int mkdir_p(const char *path, unsigned mode)
+{
+	char *copy = xstrdup(path);
+	int rc = 0;
+	for (char *p = copy + 1; ; p++) {
+		if (*p == '/' || *p == '\0') {
+			char saved = *p;
+			*p = '\0';
+			if (mkdir(copy, mode) < 0 && errno != EEXIST) {
+				rc = -1;
+				break;
+			}
+			*p = saved;
+			if (saved == '\0')
+				break;
+		}
+	}
+	free(copy);
+	return rc;
+}
+
+int fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+char *read_file_limited(const char *path, size_t limit, size_t *len)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return NULL;
+	struct strbuf sb = STRBUF_INIT;
+	char chunk[8192];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) {
+		if (sb.len + n > limit) {
+			strbuf_release(&sb);
+			fclose(fp);
+			errno = EFBIG;
+			return NULL;
+		}
+		strbuf_add(&sb, chunk, n);
+	}
+	fclose(fp);
+	return strbuf_detach(&sb, len);
+}
+
+const char *khub_strerror(int err)
+{
+	switch (err) {
+	case KHUB_OK: return "ok";
+	case KHUB_ENOTFOUND: return "not found";
+	case KHUB_EINVAL: return "invalid input";
+	case KHUB_EEXIST: return "already exists";
+	case KHUB_ECONFLICT: return "conflict";
+	case KHUB_EIO: return "storage failure";
+	case KHUB_EDB: return "database failure";
+	case KHUB_ETOOBIG: return "too large";
+	case KHUB_EPERM: return "not allowed";
+	case KHUB_ENOTDIR: return "not a directory";
+	}
+	return "unknown error";
+}

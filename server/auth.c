@@ -1,0 +1,106 @@
+/* auth.c -- turn an Authorization header into a principal. Bearer tokens
+ * (API clients) and Basic with the token as password (git, git-lfs) are
+ * both accepted; lookups are cached briefly by the token's SHA-256. */
+#include "server/server.h"
+
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cached_principal {
+	struct principal principal;
+	int found;
+	uint64_t fetched_usec;
+};
+
+static struct hashmap token_cache;
+static pthread_mutex_t token_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t token_ttl_usec;
+
+void auth_cache_init(long ttl_ms)
+{
+	token_ttl_usec = (uint64_t)ttl_ms * 1000u;
+	hashmap_init(&token_cache);
+}
+
+static int lookup_cached(const char *token, struct principal *out)
+{
+	char key[65];
+	sha256_hex(token, strlen(token), key);
+	uint64_t now = monotonic_usec();
+	pthread_mutex_lock(&token_lock);
+	struct cached_principal *c = hashmap_get(&token_cache, key);
+	if (c && now - c->fetched_usec < token_ttl_usec) {
+		int found = c->found;
+		if (found)
+			*out = c->principal;
+		pthread_mutex_unlock(&token_lock);
+		return found ? 0 : KHUB_ENOTFOUND;
+	}
+	pthread_mutex_unlock(&token_lock);
+
+	struct principal p;
+	int rc = db_token_lookup(token, &p);
+	if (rc == KHUB_EDB)
+		return rc;
+	c = xcalloc(1, sizeof(*c));
+	c->found = rc == 0;
+	c->principal = p;
+	c->fetched_usec = now;
+	pthread_mutex_lock(&token_lock);
+	if (token_cache.count > 100000) {	/* bounded: drop everything */
+		hashmap_release(&token_cache, free);
+		hashmap_init(&token_cache);
+	}
+	free(hashmap_put(&token_cache, key, c));
+	pthread_mutex_unlock(&token_lock);
+	if (rc == 0)
+		*out = p;
+	return rc;
+}
+
+static char *token_from_basic(const char *b64)
+{
+	size_t len = strlen(b64);
+	if (len == 0 || len > 4096)
+		return NULL;
+	unsigned char *out = xmalloc(len + 1);
+	int n = EVP_DecodeBlock(out, (const unsigned char *)b64, (int)len);
+	if (n < 0) {
+		free(out);
+		return NULL;
+	}
+	while (len > 0 && b64[len - 1] == '=') {	/* DecodeBlock counts padding */
+		len--;
+		n--;
+	}
+	out[n] = '\0';
+	char *colon = strchr((char *)out, ':');
+	char *token = colon ? xstrdup(colon + 1) : NULL;
+	free(out);
+	return token;
+}
+
+void auth_identify(struct request *req)
+{
+	memset(&req->principal, 0, sizeof(req->principal));
+	const char *h = request_header(req, "Authorization");
+	if (!h)
+		return;
+	char *token = NULL;
+	if (strncasecmp(h, "Bearer ", 7) == 0)
+		token = xstrdup(h + 7);
+	else if (strncasecmp(h, "Basic ", 6) == 0)
+		token = token_from_basic(h + 6);
+	if (!token || !token[0] || strlen(token) > 512) {
+		req->bad_token = 1;
+		free(token);
+		return;
+	}
+	if (lookup_cached(token, &req->principal) < 0) {
+		memset(&req->principal, 0, sizeof(req->principal));
+		req->bad_token = 1;
+	}
+	free(token);
+}

@@ -1,0 +1,189 @@
+/* cmd_admin.c -- khub admin: orgs, users, memberships, tokens and trusted
+ * kernel publishers from the command line. Every change is audited. */
+#include "server/server.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char admin_usage[] =
+	"usage:\n"
+	"  khub admin org create NAME [--fullname F]\n"
+	"  khub admin user create NAME [--fullname F] [--site-admin]\n"
+	"  khub admin member set ORG USER read|write|admin|none\n"
+	"  khub admin token create USER [--token-name N] [--scope read|write|admin] [--expires-in-days D]\n"
+	"  khub admin token revoke TOKEN_ID\n"
+	"  khub admin token list USER\n"
+	"  khub admin trust set|unset ORG\n"
+	"  khub admin trust list\n";
+
+/* The value after flag in argv, or NULL. */
+static const char *option(int argc, char **argv, const char *flag)
+{
+	for (int i = 0; i < argc - 1; i++)
+		if (strcmp(argv[i], flag) == 0)
+			return argv[i + 1];
+	return NULL;
+}
+
+static int has_flag(int argc, char **argv, const char *flag)
+{
+	for (int i = 0; i < argc; i++)
+		if (strcmp(argv[i], flag) == 0)
+			return 1;
+	return 0;
+}
+
+static int report(int rc, const char *what)
+{
+	if (rc == 0)
+		return 0;
+	fprintf(stderr, "khub admin: %s: %s\n", what, khub_strerror(rc));
+	return 1;
+}
+
+static int account_create(enum account_kind kind, int argc, char **argv)
+{
+	if (argc < 4)
+		return fprintf(stderr, "%s", admin_usage), 2;
+	const char *name = argv[3], *why;
+	if (repo_name_validate(name, &why) < 0) {
+		fprintf(stderr, "khub admin: invalid name '%s': %s\n", name, why);
+		return 2;
+	}
+	const char *fullname = option(argc, argv, "--fullname");
+	int site_admin = kind == ACCOUNT_USER && has_flag(argc, argv, "--site-admin");
+	int64_t id;
+	int rc = db_account_create(kind, name, fullname ? fullname : name, site_admin, &id);
+	if (rc == KHUB_EEXIST) {
+		fprintf(stderr, "khub admin: the name %s is taken\n", name);
+		return 1;
+	}
+	if (report(rc, "create"))
+		return 1;
+	db_audit(0, "cli", kind == ACCOUNT_ORG ? "org.create" : "user.create", name, NULL, "local");
+	printf("%s %s created (id %" PRId64 ")\n", kind == ACCOUNT_ORG ? "org" : "user", name, id);
+	return 0;
+}
+
+static int member_set(int argc, char **argv)
+{
+	if (argc < 6)
+		return fprintf(stderr, "%s", admin_usage), 2;
+	enum role role = ROLE_NONE;
+	if (strcmp(argv[5], "none") != 0 && role_parse(argv[5], &role) < 0)
+		return fprintf(stderr, "khub admin: role must be read, write, admin or none\n"), 2;
+	if (report(db_membership_set(argv[3], argv[4], role), "member set"))
+		return 1;
+	char *details = xasprintf("{\"user\":\"%s\",\"role\":\"%s\"}", argv[4], argv[5]);
+	db_audit(0, "cli", "org.member.set", argv[3], details, "local");
+	free(details);
+	printf("%s is now %s in %s\n", argv[4], argv[5], argv[3]);
+	return 0;
+}
+
+static int token_create(int argc, char **argv)
+{
+	if (argc < 4)
+		return fprintf(stderr, "%s", admin_usage), 2;
+	enum role scope = ROLE_WRITE;
+	const char *scope_arg = option(argc, argv, "--scope");
+	if (scope_arg && role_parse(scope_arg, &scope) < 0)
+		return fprintf(stderr, "khub admin: scope must be read, write or admin\n"), 2;
+	const char *days = option(argc, argv, "--expires-in-days");
+	time_t expires = days ? time(NULL) + (time_t)(atof(days) * 86400) : 0;
+	const char *name = option(argc, argv, "--token-name");
+	char *token = NULL;
+	int64_t id;
+	if (report(db_token_create(argv[3], name ? name : "cli", scope, expires, &token, &id), "token create"))
+		return 1;
+	char *details = xasprintf("{\"token_id\":%" PRId64 ",\"scope\":\"%s\"}", id, role_name(scope));
+	db_audit(0, "cli", "token.create", argv[3], details, "local");
+	free(details);
+	printf("%s\n", token);
+	fprintf(stderr, "token id %" PRId64 " for %s (scope %s)\n", id, argv[3], role_name(scope));
+	free(token);
+	return 0;
+}
+
+static int token_list(int argc, char **argv)
+{
+	if (argc < 4)
+		return fprintf(stderr, "%s", admin_usage), 2;
+	const char *params[1] = { argv[3] };
+	PGresult *res = db_exec("SELECT t.id, t.token_prefix, t.name, t.scope, t.created_at, t.expires_at, t.revoked_at"
+				" FROM tokens t JOIN accounts a ON a.id = t.user_id WHERE lower(a.name) = lower($1)"
+				" ORDER BY t.id", 1, params, NULL);
+	if (!res)
+		return 1;
+	for (int i = 0; i < PQntuples(res); i++)
+		printf("%s\t%s…\t%s\t%s\tcreated %s\texpires %s\t%s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+		       PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), PQgetvalue(res, i, 4),
+		       PQgetisnull(res, i, 5) ? "never" : PQgetvalue(res, i, 5),
+		       PQgetisnull(res, i, 6) ? "active" : "revoked");
+	PQclear(res);
+	return 0;
+}
+
+static int trust(int argc, char **argv)
+{
+	if (argc >= 3 && strcmp(argv[2], "list") == 0) {
+		PGresult *res = db_exec("SELECT name, kind FROM accounts WHERE trusted_kernel_publisher ORDER BY name",
+					0, NULL, NULL);
+		for (int i = 0; res && i < PQntuples(res); i++)
+			printf("%s\t%s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+		PQclear(res);
+		return res ? 0 : 1;
+	}
+	if (argc < 4 || (strcmp(argv[2], "set") != 0 && strcmp(argv[2], "unset") != 0))
+		return fprintf(stderr, "%s", admin_usage), 2;
+	int trusted = strcmp(argv[2], "set") == 0;
+	struct account acct;
+	if (report(db_account_get(argv[3], &acct), argv[3]))
+		return 1;
+	if (report(db_account_set_trusted(argv[3], trusted), "trust"))
+		return 1;
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, acct.id);
+	const char *params[2] = { id, trusted ? "true" : "false" };
+	PQclear(db_exec("INSERT INTO trusted_publisher_changes (account_id, trusted, changed_by) VALUES ($1, $2, 'cli')",
+			2, params, NULL));
+	db_audit(0, "cli", trusted ? "trust.set" : "trust.unset", acct.name, NULL, "local");
+	printf("%s is %s a trusted kernel publisher\n", acct.name, trusted ? "now" : "no longer");
+	return 0;
+}
+
+int cmd_admin(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "%s", admin_usage);
+		return argc >= 2 && strcmp(argv[1], "help") == 0 ? 0 : 2;
+	}
+	const char *what = argv[1], *verb = argv[2];
+	int rc;
+	runtime_open_database();
+	if (strcmp(what, "org") == 0 && strcmp(verb, "create") == 0)
+		rc = account_create(ACCOUNT_ORG, argc, argv);
+	else if (strcmp(what, "user") == 0 && strcmp(verb, "create") == 0)
+		rc = account_create(ACCOUNT_USER, argc, argv);
+	else if (strcmp(what, "member") == 0 && strcmp(verb, "set") == 0)
+		rc = member_set(argc, argv);
+	else if (strcmp(what, "token") == 0 && strcmp(verb, "create") == 0)
+		rc = token_create(argc, argv);
+	else if (strcmp(what, "token") == 0 && strcmp(verb, "revoke") == 0 && argc >= 4) {
+		rc = report(db_token_revoke(strtoll(argv[3], NULL, 10)), "token revoke");
+		if (rc == 0) {
+			db_audit(0, "cli", "token.revoke", argv[3], NULL, "local");
+			printf("token %s revoked\n", argv[3]);
+		}
+	} else if (strcmp(what, "token") == 0 && strcmp(verb, "list") == 0)
+		rc = token_list(argc, argv);
+	else if (strcmp(what, "trust") == 0)
+		rc = trust(argc, argv);
+	else {
+		fprintf(stderr, "%s", admin_usage);
+		rc = 2;
+	}
+	runtime_close_database();
+	return rc;
+}

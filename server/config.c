@@ -1,0 +1,212 @@
+/* config.c -- the configuration table: one row per key drives the file
+ * parser, KHUB_* environment overrides, --key options and the help text. */
+#include "server/server.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+struct khub_config config;
+
+enum config_type { CONFIG_STRING, CONFIG_LONG };
+
+struct config_row {
+	const char *name;
+	enum config_type type;
+	size_t offset;
+	const char *dflt;
+	long min, max;
+	const char *help;
+};
+
+#define ROW(name, type, dflt, min, max, help) \
+	{ #name, type, offsetof(struct khub_config, name), dflt, min, max, help }
+
+static const struct config_row config_rows[] = {
+	ROW(data_dir, CONFIG_STRING, "./var", 0, 0, "where repos, LFS objects and the embedded database live"),
+	ROW(listen, CONFIG_STRING, "127.0.0.1:8080", 0, 0, "address:port the HTTP server listens on"),
+	ROW(database_url, CONFIG_STRING, "", 0, 0, "PostgreSQL URL; empty = run an embedded cluster under data_dir/pg"),
+	ROW(pg_bindir, CONFIG_STRING, KHUB_PG_BINDIR, 0, 0, "PostgreSQL server binaries for the embedded cluster"),
+	ROW(public_url, CONFIG_STRING, "", 0, 0, "base URL in absolute links; empty = from the Host header"),
+	ROW(log_level, CONFIG_STRING, "info", 0, 0, "error, warn, info or debug"),
+	ROW(threads, CONFIG_LONG, "0", 0, 1024, "HTTP worker threads; 0 = 4 per CPU"),
+	ROW(connection_timeout, CONFIG_LONG, "60", 1, 3600, "seconds an idle or stalled connection is kept"),
+	ROW(max_connections, CONFIG_LONG, "4096", 16, 1000000, "concurrent connections"),
+	ROW(max_body_bytes, CONFIG_LONG, "1048576", 1024, 1L << 30, "largest JSON/form request body"),
+	ROW(cache_mb, CONFIG_LONG, "256", 0, 1L << 20, "memory for responses keyed by immutable commit shas"),
+	ROW(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header"),
+	ROW(repo_cache_ttl_ms, CONFIG_LONG, "1000", 0, 600000, "how long a repo record is reused without the database"),
+	ROW(token_cache_ttl_ms, CONFIG_LONG, "2000", 0, 600000, "how long a token lookup is reused without the database"),
+};
+
+#define CONFIG_ROWS (sizeof(config_rows) / sizeof(config_rows[0]))
+
+static int set_value(const struct config_row *row, const char *value, const char *source)
+{
+	char *field = (char *)&config + row->offset;
+	if (row->type == CONFIG_STRING) {
+		char **s = (char **)field;
+		free(*s);
+		*s = xstrdup(value);
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	long v = strtol(value, &end, 10);
+	if (errno || end == value || *end || v < row->min || v > row->max) {
+		fprintf(stderr, "khub: %s: %s must be a number from %ld to %ld (got '%s')\n", source, row->name,
+			row->min, row->max, value);
+		return -1;
+	}
+	*(long *)field = v;
+	return 0;
+}
+
+static const struct config_row *find_row(const char *name)
+{
+	for (size_t i = 0; i < CONFIG_ROWS; i++)
+		if (strcmp(config_rows[i].name, name) == 0)
+			return &config_rows[i];
+	return NULL;
+}
+
+static void trim(char **s)
+{
+	while (isspace((unsigned char)**s))
+		(*s)++;
+	size_t n = strlen(*s);
+	while (n > 0 && isspace((unsigned char)(*s)[n - 1]))
+		(*s)[--n] = '\0';
+}
+
+static void load_file(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	if (!fp)
+		fatal("cannot read config file %s: %s", path, strerror(errno));
+	char line[4096];
+	int lineno = 0;
+	while (fgets(line, sizeof(line), fp)) {
+		lineno++;
+		char *p = line, *eq;
+		trim(&p);
+		if (!*p || *p == '#')
+			continue;
+		if (!(eq = strchr(p, '=')))
+			fatal("%s:%d: expected 'key = value'", path, lineno);
+		*eq = '\0';
+		char *key = p, *value = eq + 1;
+		trim(&key);
+		trim(&value);
+		size_t vlen = strlen(value);
+		if (vlen >= 2 && value[0] == '"' && value[vlen - 1] == '"') {
+			value[vlen - 1] = '\0';
+			value++;
+		}
+		const struct config_row *row = find_row(key);
+		if (!row)
+			fatal("%s:%d: unknown key '%s' (see khub serve --help)", path, lineno, key);
+		char source[300];
+		snprintf(source, sizeof(source), "%s:%d", path, lineno);
+		if (set_value(row, value, source) < 0)
+			exit(1);
+	}
+	fclose(fp);
+}
+
+static char *env_name(const char *key)
+{
+	char *name = xasprintf("KHUB_%s", key);
+	for (char *p = name; *p; p++)
+		*p = (char)toupper((unsigned char)*p);
+	return name;
+}
+
+int config_load(int argc, char **argv)
+{
+	const char *file = getenv("KHUB_CONFIG");
+	for (size_t i = 0; i < CONFIG_ROWS; i++)
+		if (set_value(&config_rows[i], config_rows[i].dflt, "default") < 0)
+			exit(1);
+	for (int i = 1; i < argc - 1; i++)
+		if (strcmp(argv[i], "--config") == 0)
+			file = argv[i + 1];
+	if (file && *file)
+		load_file(file);
+	for (size_t i = 0; i < CONFIG_ROWS; i++) {
+		char *name = env_name(config_rows[i].name);
+		const char *value = getenv(name);
+		if (value && set_value(&config_rows[i], value, name) < 0)
+			exit(1);
+		free(name);
+	}
+	/* --key value / --key=value, dashes or underscores. */
+	int out = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (strncmp(arg, "--", 2) != 0 || strlen(arg) > 64) {
+			argv[out++] = argv[i];
+			continue;
+		}
+		char key[65];
+		snprintf(key, sizeof(key), "%s", arg + 2);
+		char *eq = strchr(key, '=');
+		if (eq)
+			*eq = '\0';
+		for (char *p = key; *p; p++)
+			if (*p == '-')
+				*p = '_';
+		if (strcmp(key, "config") == 0 && !eq && i + 1 < argc) {
+			i++;
+			continue;
+		}
+		const struct config_row *row = find_row(key);
+		if (!row) {
+			argv[out++] = argv[i];
+			continue;
+		}
+		const char *value = eq ? arg + 2 + (eq - key) + 1 : (i + 1 < argc ? argv[++i] : NULL);
+		if (!value)
+			fatal("option %s needs a value", arg);
+		if (set_value(row, value, arg) < 0)
+			exit(1);
+	}
+	argv[out] = NULL;
+	int level = log_level_parse(config.log_level);
+	if (level < 0)
+		fatal("log_level must be error, warn, info or debug");
+	log_threshold = (enum log_level)level;
+	return out;
+}
+
+void config_print_help(FILE *fp)
+{
+	fprintf(fp, "Configuration (file 'key = value' via --config or KHUB_CONFIG; environment KHUB_<KEY>;\n"
+		    "option --key value):\n\n");
+	for (size_t i = 0; i < CONFIG_ROWS; i++) {
+		char *env = env_name(config_rows[i].name);
+		fprintf(fp, "  %-20s %-28s %s\n  %-20s default: %s\n", config_rows[i].name, env, config_rows[i].help,
+			"", config_rows[i].dflt[0] ? config_rows[i].dflt : "(empty)");
+		free(env);
+	}
+}
+
+void config_dump(FILE *fp)
+{
+	for (size_t i = 0; i < CONFIG_ROWS; i++) {
+		const char *field = (const char *)&config + config_rows[i].offset;
+		if (config_rows[i].type == CONFIG_STRING) {
+			const char *v = *(char *const *)field;
+			/* Never print a password in a database URL. */
+			if (strcmp(config_rows[i].name, "database_url") == 0 && strchr(v, '@'))
+				v = "(set; not shown)";
+			fprintf(fp, "%s = %s\n", config_rows[i].name, v);
+		} else {
+			fprintf(fp, "%s = %ld\n", config_rows[i].name, *(const long *)field);
+		}
+	}
+}

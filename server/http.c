@@ -1,0 +1,230 @@
+/* http.c -- the libmicrohttpd daemon: a thread pool, raw (undecoded) URLs,
+ * timeouts and connection limits, bounded request bodies, a request id on
+ * every log line, and one access-log line per request. */
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint32_t request_id_prefix;
+static atomic_uint_fast64_t request_counter;
+
+static enum http_method parse_method(const char *m)
+{
+	static const struct { const char *name; enum http_method method; } methods[] = {
+		{ "GET", METHOD_GET }, { "HEAD", METHOD_HEAD }, { "POST", METHOD_POST },
+		{ "PUT", METHOD_PUT }, { "DELETE", METHOD_DELETE }, { "OPTIONS", METHOD_OPTIONS },
+	};
+	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+		if (strcmp(m, methods[i].name) == 0)
+			return methods[i].method;
+	return 0;
+}
+
+/* Leave %HH escapes alone: the router decodes each path segment itself and
+ * request_query() decodes argument values. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
+{
+	return strlen(s);
+}
+
+static void request_free(struct request *req)
+{
+	free(req->path_copy);
+	free(req->rev);
+	free(req->path);
+	strbuf_release(&req->body);
+	for (size_t i = 0; i < req->nowned; i++)
+		free(req->owned[i]);
+	free(req->owned);
+	free(req);
+}
+
+static enum MHD_Result respond_preflight(struct request *req)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, DELETE, OPTIONS");
+	MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+				"Authorization, Content-Type, Range, Accept, X-Request-Id, Git-Protocol");
+	MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+	return respond(req, 204, resp);
+}
+
+static enum MHD_Result dispatch(struct request *req)
+{
+	enum MHD_Result r = req->route->handler(req);
+	if (!req->responded)
+		r = respond_error(req, 500, NULL, "handler gave no answer");
+	return r;
+}
+
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
+				      const char *method, const char *version, const char *upload_data,
+				      size_t *upload_data_size, void **con_cls)
+{
+	struct request *req = *con_cls;
+	if (!req) {
+		req = xcalloc(1, sizeof(*req));
+		*con_cls = req;
+		req->conn = conn;
+		req->start_usec = monotonic_usec();
+		req->method_name = method;
+		req->method = parse_method(method);
+		snprintf(req->request_id, sizeof(req->request_id), "%08x%08llx", request_id_prefix,
+			 (unsigned long long)atomic_fetch_add(&request_counter, 1));
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		if (ci && ci->client_addr) {
+			if (ci->client_addr->sa_family == AF_INET)
+				inet_ntop(AF_INET, &((struct sockaddr_in *)ci->client_addr)->sin_addr,
+					  req->remote_addr, sizeof(req->remote_addr));
+			else if (ci->client_addr->sa_family == AF_INET6)
+				inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr,
+					  req->remote_addr, sizeof(req->remote_addr));
+		}
+		log_set_request_id(req->request_id);
+		if (!req->method)
+			return respond_error(req, 405, NULL, "method %s is not supported", method);
+		int rc = router_match(req, url);
+		if (rc == KHUB_EINVAL)
+			return respond_error(req, 400, NULL, "malformed path");
+		if (rc == KHUB_EPERM)
+			return respond_error(req, 405, NULL, "method %s is not allowed here", method);
+		if (rc < 0)
+			return respond_error(req, 404, NULL, "no such endpoint: %s %s", method, url);
+		if (req->method == METHOD_OPTIONS)
+			return respond_preflight(req);
+		auth_identify(req);
+		if (req->route->flags & ROUTE_BODY)
+			return MHD_YES;	/* the body comes in the next calls */
+		return dispatch(req);
+	}
+	log_set_request_id(req->request_id);
+	if (*upload_data_size) {
+		if (!req->body_too_large) {
+			if (req->body.len + *upload_data_size > (size_t)config.max_body_bytes) {
+				req->body_too_large = 1;
+				strbuf_release(&req->body);
+			} else {
+				strbuf_add(&req->body, upload_data, *upload_data_size);
+			}
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (req->responded)
+		return MHD_YES;
+	if (req->body_too_large)
+		return respond_error(req, 413, NULL, "request body larger than %ld bytes", config.max_body_bytes);
+	return dispatch(req);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			      enum MHD_RequestTerminationCode toe)
+{
+	struct request *req = *con_cls;
+	if (!req)
+		return;
+	log_set_request_id(req->request_id);
+	uint64_t usec = monotonic_usec() - req->start_usec;
+	const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" :
+			  toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? " (timed out)" : " (aborted)";
+	if (log_threshold >= LOG_LEVEL_INFO || req->status >= 500)
+		log_write(req->status >= 500 ? LOG_LEVEL_ERROR : LOG_LEVEL_INFO,
+			  "%s %s %s %d %llu bytes %llu us%s user=%s", req->remote_addr, req->method_name,
+			  req->path_copy ? req->path_copy : "-", req->status, (unsigned long long)req->bytes_out,
+			  (unsigned long long)usec, how, req->principal.user_id ? req->principal.name : "-");
+	log_set_request_id(NULL);
+	request_free(req);
+	*con_cls = NULL;
+}
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
+{
+	char host[256];
+	const char *colon = strrchr(listen, ':');
+	if (!colon || (size_t)(colon - listen) >= sizeof(host))
+		return -1;
+	memcpy(host, listen, (size_t)(colon - listen));
+	host[colon - listen] = '\0';
+	long port = strtol(colon + 1, NULL, 10);
+	if (port < 0 || port > 65535)
+		return -1;
+	memset(ss, 0, sizeof(*ss));
+	if (host[0] == '[') {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+		size_t n = strlen(host);
+		if (n < 2 || host[n - 1] != ']')
+			return -1;
+		host[n - 1] = '\0';
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
+			return -1;
+		*len = sizeof(*a);
+		return 0;
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)ss;
+	a->sin_family = AF_INET;
+	a->sin_port = htons((uint16_t)port);
+	if (!host[0] || strcmp(host, "*") == 0)
+		a->sin_addr.s_addr = htonl(INADDR_ANY);
+	else if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+		return -1;
+	*len = sizeof(*a);
+	return 0;
+}
+
+int http_serve(void)
+{
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	if (parse_listen(config.listen, &addr, &addr_len) < 0)
+		fatal("listen: cannot parse '%s' (want host:port)", config.listen);
+	RAND_bytes((unsigned char *)&request_id_prefix, sizeof(request_id_prefix));
+	long threads = config.threads;
+	if (threads == 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		threads = cpus > 0 ? cpus * 4 : 8;
+	}
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO;
+	if (addr.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct MHD_Daemon *d = MHD_start_daemon(
+		flags, 0, NULL, NULL, access_handler, NULL,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.connection_timeout,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024,
+		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
+		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
+		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+		MHD_OPTION_END);
+	if (!d)
+		fatal("cannot listen on %s: %s", config.listen, strerror(errno));
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	log_info("khub listening on %s (port %u, %ld threads)", config.listen,
+		 info ? (unsigned)info->port : 0u, threads);
+
+	int sig = 0;
+	sigwait(&stop, &sig);
+	log_info("signal %d: shutting down", sig);
+	MHD_stop_daemon(d);
+	return 0;
+}

@@ -1,0 +1,100 @@
+/* main.c -- the khub binary: load the configuration and dispatch to a role. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *help;
+} commands[] = {
+	{ "serve", cmd_serve, "run the HTTP server (-n: check the configuration and exit)" },
+	{ "db", cmd_db, "db migrate: apply the schema migrations" },
+	{ "import", cmd_import, "import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]" },
+	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
+};
+
+static void usage(FILE *fp)
+{
+	fprintf(fp, "usage: khub COMMAND [options]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(fp, "  %-8s %s\n", commands[i].name, commands[i].help);
+	fprintf(fp, "  %-8s %s\n\n", "version", "print the version");
+	config_print_help(fp);
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	int check_only = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-n") == 0) {
+			check_only = 1;
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(stdout);
+			return 0;
+		} else {
+			fprintf(stderr, "khub serve: unknown option %s\n", argv[i]);
+			return 2;
+		}
+	}
+	if (check_only) {
+		config_dump(stdout);
+		printf("configuration ok\n");
+		return 0;
+	}
+	runtime_open_database();
+	api_ctx.repo_root = runtime_repo_root();
+	api_ctx.lfs = lfs_store_open(runtime_lfs_root());
+	if (!api_ctx.lfs)
+		fatal("cannot open the LFS store under %s", runtime_lfs_root());
+	api_ctx.public_url = config.public_url;
+	api_ctx.tree_page_size = config.tree_page_size;
+	api_ctx.max_body_bytes = config.max_body_bytes;
+	api_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
+	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
+	auth_cache_init(config.token_cache_ttl_ms);
+	repo_cache_invalidate();
+	int rc = http_serve();
+	lfs_store_close(api_ctx.lfs);
+	runtime_close_database();
+	return rc;
+}
+
+int cmd_db(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "migrate") != 0) {
+		fprintf(stderr, "usage: khub db migrate\n");
+		return 2;
+	}
+	runtime_open_database();	/* migrates */
+	printf("database is up to date\n");
+	runtime_close_database();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+		printf("khub %s\n", PACKAGE_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[1], commands[i].name) == 0) {
+			int n = config_load(argc - 1, argv + 1);
+			return commands[i].run(n, argv + 1);
+		}
+	}
+	fprintf(stderr, "khub: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

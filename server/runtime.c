@@ -1,0 +1,57 @@
+/* runtime.c -- what every command that touches data needs: the data
+ * directories and an open, migrated database (embedded or external). */
+#include "server/server.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char repo_root[PATH_MAX + 16], lfs_root[PATH_MAX + 16];
+static int using_embedded;
+
+static void prepare_data_dir(void)
+{
+	if (mkdir_p(config.data_dir, 0755) < 0)
+		fatal("cannot create data dir %s: %s", config.data_dir, strerror(errno));
+	char absolute[PATH_MAX];
+	if (!realpath(config.data_dir, absolute))
+		fatal("cannot resolve data dir %s: %s", config.data_dir, strerror(errno));
+	free(config.data_dir);
+	config.data_dir = xstrdup(absolute);
+	snprintf(repo_root, sizeof(repo_root), "%s/repos", absolute);
+	snprintf(lfs_root, sizeof(lfs_root), "%s/lfs", absolute);
+	if (mkdir_p(repo_root, 0755) < 0 || mkdir_p(lfs_root, 0755) < 0)
+		fatal("cannot create %s: %s", repo_root, strerror(errno));
+}
+
+const char *runtime_repo_root(void) { return repo_root; }
+const char *runtime_lfs_root(void) { return lfs_root; }
+
+void runtime_open_database(void)
+{
+	prepare_data_dir();
+	repo_store_global_init();
+	if (config.database_url[0]) {
+		db_configure(config.database_url);
+	} else {
+		char *conninfo = NULL;
+		if (db_embedded_acquire(config.data_dir, config.pg_bindir, &conninfo) < 0)
+			fatal("cannot start the embedded database (see the log above)");
+		using_embedded = 1;
+		db_configure(conninfo);
+		free(conninfo);
+	}
+	if (!db_conn())
+		fatal("cannot connect to the database");
+	if (db_migrate() < 0)
+		fatal("database migration failed");
+}
+
+void runtime_close_database(void)
+{
+	db_thread_done();
+	if (using_embedded)
+		db_embedded_release();
+	using_embedded = 0;
+}

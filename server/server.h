@@ -1,0 +1,70 @@
+/* server.h -- the khub binary: configuration, the HTTP server, the router,
+ * authentication, and the command-line roles (serve, db, import, admin). */
+#ifndef KHUB_SERVER_H
+#define KHUB_SERVER_H
+
+#include "api/api.h"
+
+/* ---- configuration (server/config.c) ------------------------------------ */
+
+struct khub_config {
+	char *data_dir;
+	char *listen;
+	char *database_url;
+	char *pg_bindir;
+	char *public_url;
+	char *log_level;
+	long threads;
+	long connection_timeout;
+	long max_connections;
+	long max_body_bytes;
+	long cache_mb;
+	long tree_page_size;
+	long repo_cache_ttl_ms;
+	long token_cache_ttl_ms;
+};
+
+extern struct khub_config config;
+
+/* Defaults, then the file named by --config or KHUB_CONFIG (if any), then
+ * KHUB_* environment variables, then --key value options. Options it uses
+ * are removed from argv; returns the new argc. Exits on a bad value. */
+int config_load(int argc, char **argv);
+/* Print the table (name, default, environment variable, help). */
+void config_print_help(FILE *fp);
+/* Print the effective configuration. */
+void config_dump(FILE *fp);
+
+/* ---- runtime shared by the commands (server/runtime.c) ------------------- */
+
+/* Open the database (embedded or external) and migrate; exits on failure. */
+void runtime_open_database(void);
+void runtime_close_database(void);
+/* "{data_dir}/repos" and "{data_dir}/lfs"; static. */
+const char *runtime_repo_root(void);
+const char *runtime_lfs_root(void);
+
+/* ---- authentication (server/auth.c) ------------------------------------- */
+
+/* Fill req->principal from Authorization (Bearer token, or Basic with the
+ * token as password). Unknown tokens leave the caller anonymous with
+ * req->bad_token set. */
+void auth_identify(struct request *req);
+void auth_cache_init(long ttl_ms);
+
+/* ---- HTTP server (server/http.c) and router (server/router.c) ------------ */
+
+int http_serve(void);	/* runs until SIGINT/SIGTERM */
+/* Split req's raw path and match it against every route table. 0 = matched
+ * (req->route set), KHUB_ENOTFOUND = no route, KHUB_EPERM = path matched
+ * but not the method, KHUB_EINVAL = malformed path. */
+int router_match(struct request *req, const char *raw_path);
+
+/* ---- command-line roles --------------------------------------------------- */
+
+int cmd_serve(int argc, char **argv);
+int cmd_db(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_admin(int argc, char **argv);
+
+#endif

@@ -1,0 +1,124 @@
+/* db.c -- one PostgreSQL connection per thread, queries with text
+ * parameters, and the migration runner. */
+#include "storage.h"
+#include "storage/migrations.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *db_conninfo;
+static __thread PGconn *thread_conn;
+
+void db_configure(const char *conninfo)
+{
+	free(db_conninfo);
+	db_conninfo = xstrdup(conninfo);
+}
+
+PGconn *db_conn(void)
+{
+	if (thread_conn && PQstatus(thread_conn) == CONNECTION_OK)
+		return thread_conn;
+	if (thread_conn) {
+		PQreset(thread_conn);
+		if (PQstatus(thread_conn) == CONNECTION_OK)
+			return thread_conn;
+		PQfinish(thread_conn);
+		thread_conn = NULL;
+	}
+	if (!db_conninfo)
+		return NULL;
+	PGconn *conn = PQconnectdb(db_conninfo);
+	if (PQstatus(conn) != CONNECTION_OK) {
+		log_error("database: %s", PQerrorMessage(conn));
+		PQfinish(conn);
+		return NULL;
+	}
+	PQclear(PQexec(conn, "SET client_min_messages = warning"));
+	thread_conn = conn;
+	return conn;
+}
+
+void db_thread_done(void)
+{
+	if (thread_conn)
+		PQfinish(thread_conn);
+	thread_conn = NULL;
+}
+
+PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate)
+{
+	static const char unreachable[] = "08006";
+	if (sqlstate)
+		*sqlstate = NULL;
+	PGconn *conn = db_conn();
+	if (!conn) {
+		if (sqlstate)
+			*sqlstate = unreachable;
+		return NULL;
+	}
+	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	ExecStatusType st = PQresultStatus(res);
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+		return res;
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (sqlstate && state) {
+		static __thread char state_copy[8];
+		snprintf(state_copy, sizeof(state_copy), "%s", state);
+		*sqlstate = state_copy;
+	}
+	/* Unique violations are answers, not failures. */
+	if (!state || strcmp(state, "23505") != 0)
+		log_error("database: %s", PQresultErrorMessage(res));
+	PQclear(res);
+	return NULL;
+}
+
+static int exec_simple(PGconn *conn, const char *sql)
+{
+	PGresult *res = PQexec(conn, sql);
+	int ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
+	if (!ok)
+		log_error("migration: %s", PQresultErrorMessage(res));
+	PQclear(res);
+	return ok ? 0 : KHUB_EDB;
+}
+
+int db_migrate(void)
+{
+	PGconn *conn = db_conn();
+	if (!conn)
+		return KHUB_EDB;
+	/* Several processes may migrate at once; one advisory lock orders them. */
+	if (exec_simple(conn, "SELECT pg_advisory_lock(4242001)") < 0)
+		return KHUB_EDB;
+	int rc = exec_simple(conn, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+				   "version int PRIMARY KEY, name text NOT NULL,"
+				   "applied_at timestamptz NOT NULL DEFAULT now())");
+	for (size_t i = 0; rc == 0 && i < migration_count; i++) {
+		const struct migration *m = &migrations[i];
+		char version[16];
+		snprintf(version, sizeof(version), "%d", m->version);
+		const char *params[2] = { version, m->name };
+		PGresult *res = PQexecParams(conn, "SELECT 1 FROM schema_migrations WHERE version = $1",
+					     1, NULL, params, NULL, NULL, 0);
+		int applied = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) > 0;
+		PQclear(res);
+		if (applied)
+			continue;
+		log_info("applying migration %s", m->name);
+		if ((rc = exec_simple(conn, "BEGIN")) < 0)
+			break;
+		rc = exec_simple(conn, m->sql);
+		if (rc == 0) {
+			res = PQexecParams(conn, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+					   2, NULL, params, NULL, NULL, 0);
+			rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : KHUB_EDB;
+			PQclear(res);
+		}
+		exec_simple(conn, rc == 0 ? "COMMIT" : "ROLLBACK");
+	}
+	exec_simple(conn, "SELECT pg_advisory_unlock(4242001)");
+	return rc;
+}

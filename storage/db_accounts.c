@@ -1,0 +1,226 @@
+/* db_accounts.c -- users, orgs, memberships, tokens and the audit log. */
+#include "storage.h"
+
+#include <inttypes.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const role_names[] = { "none", "read", "write", "admin" };
+
+const char *role_name(enum role role)
+{
+	return role_names[role];
+}
+
+int role_parse(const char *s, enum role *out)
+{
+	for (int r = ROLE_READ; r <= ROLE_ADMIN; r++)
+		if (strcmp(s, role_names[r]) == 0) {
+			*out = (enum role)r;
+			return 0;
+		}
+	return KHUB_EINVAL;
+}
+
+static int64_t parse_i64(const char *s)
+{
+	return strtoll(s, NULL, 10);
+}
+
+static void copy_field(char *dst, size_t size, const char *src)
+{
+	snprintf(dst, size, "%s", src ? src : "");
+}
+
+int db_account_get(const char *name, struct account *out)
+{
+	const char *params[1] = { name };
+	PGresult *res = db_exec("SELECT id, kind, name, fullname, is_site_admin, trusted_kernel_publisher,"
+				" extract(epoch FROM created_at)::bigint FROM accounts WHERE lower(name) = lower($1)",
+				1, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int rc = KHUB_ENOTFOUND;
+	if (PQntuples(res) == 1) {
+		out->id = parse_i64(PQgetvalue(res, 0, 0));
+		out->kind = strcmp(PQgetvalue(res, 0, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
+		copy_field(out->name, sizeof(out->name), PQgetvalue(res, 0, 2));
+		copy_field(out->fullname, sizeof(out->fullname), PQgetvalue(res, 0, 3));
+		out->is_site_admin = PQgetvalue(res, 0, 4)[0] == 't';
+		out->trusted_kernel_publisher = PQgetvalue(res, 0, 5)[0] == 't';
+		out->created_at = (time_t)parse_i64(PQgetvalue(res, 0, 6));
+		rc = 0;
+	}
+	PQclear(res);
+	return rc;
+}
+
+int db_account_create(enum account_kind kind, const char *name, const char *fullname,
+		      int is_site_admin, int64_t *id)
+{
+	const char *why;
+	if (repo_name_validate(name, &why) < 0)
+		return KHUB_EINVAL;
+	const char *params[4] = { kind == ACCOUNT_ORG ? "org" : "user", name, fullname ? fullname : "",
+				  is_site_admin ? "true" : "false" };
+	const char *state = NULL;
+	PGresult *res = db_exec("INSERT INTO accounts (kind, name, fullname, is_site_admin)"
+				" VALUES ($1, $2, $3, $4) RETURNING id", 4, params, &state);
+	if (!res)
+		return state && strcmp(state, "23505") == 0 ? KHUB_EEXIST : KHUB_EDB;
+	if (id)
+		*id = parse_i64(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+int db_account_set_trusted(const char *name, int trusted)
+{
+	const char *params[2] = { name, trusted ? "true" : "false" };
+	PGresult *res = db_exec("UPDATE accounts SET trusted_kernel_publisher = $2 WHERE lower(name) = lower($1)",
+				2, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
+	PQclear(res);
+	return rc;
+}
+
+int db_membership_set(const char *org, const char *user, enum role role)
+{
+	struct account o, u;
+	int rc;
+	if ((rc = db_account_get(org, &o)) < 0 || (rc = db_account_get(user, &u)) < 0)
+		return rc;
+	if (o.kind != ACCOUNT_ORG || u.kind != ACCOUNT_USER)
+		return KHUB_EINVAL;
+	char oid[24], uid[24];
+	snprintf(oid, sizeof(oid), "%" PRId64, o.id);
+	snprintf(uid, sizeof(uid), "%" PRId64, u.id);
+	PGresult *res;
+	if (role == ROLE_NONE) {
+		const char *params[2] = { oid, uid };
+		res = db_exec("DELETE FROM memberships WHERE org_id = $1 AND user_id = $2", 2, params, NULL);
+	} else {
+		const char *params[3] = { oid, uid, role_name(role) };
+		res = db_exec("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)"
+			      " ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role",
+			      3, params, NULL);
+	}
+	if (!res)
+		return KHUB_EDB;
+	PQclear(res);
+	return 0;
+}
+
+enum role db_membership_role(int64_t org_id, int64_t user_id)
+{
+	char oid[24], uid[24];
+	snprintf(oid, sizeof(oid), "%" PRId64, org_id);
+	snprintf(uid, sizeof(uid), "%" PRId64, user_id);
+	const char *params[2] = { oid, uid };
+	PGresult *res = db_exec("SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2",
+				2, params, NULL);
+	enum role role = ROLE_NONE;
+	if (res && PQntuples(res) == 1)
+		role_parse(PQgetvalue(res, 0, 0), &role);
+	PQclear(res);
+	return role;
+}
+
+int db_token_create(const char *user, const char *name, enum role scope, time_t expires_at,
+		    char **token, int64_t *token_id)
+{
+	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+	struct account acct;
+	unsigned char random[34];
+	char secret[3 + 34 + 1], hash[65], uid[24], expires[32];
+	int rc;
+
+	if ((rc = db_account_get(user, &acct)) < 0)
+		return rc;
+	if (acct.kind != ACCOUNT_USER)
+		return KHUB_EINVAL;
+	if (RAND_bytes(random, sizeof(random)) != 1)
+		return KHUB_EIO;
+	memcpy(secret, "hf_", 3);
+	for (size_t i = 0; i < sizeof(random); i++)
+		secret[3 + i] = alphabet[random[i] % 52];
+	secret[sizeof(secret) - 1] = '\0';
+	sha256_hex(secret, strlen(secret), hash);
+	snprintf(uid, sizeof(uid), "%" PRId64, acct.id);
+	snprintf(expires, sizeof(expires), "%lld", (long long)expires_at);
+	char prefix[8];
+	snprintf(prefix, sizeof(prefix), "%.7s", secret);
+	const char *params[6] = { uid, name ? name : "", hash, prefix, role_name(scope),
+				  expires_at ? expires : NULL };
+	PGresult *res = db_exec("INSERT INTO tokens (user_id, name, token_sha256, token_prefix, scope, expires_at)"
+				" VALUES ($1, $2, $3, $4, $5, to_timestamp($6::bigint)) RETURNING id",
+				6, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	if (token_id)
+		*token_id = parse_i64(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	*token = xstrdup(secret);
+	return 0;
+}
+
+int db_token_lookup(const char *token, struct principal *out)
+{
+	char hash[65];
+	sha256_hex(token, strlen(token), hash);
+	const char *params[1] = { hash };
+	PGresult *res = db_exec("SELECT t.id, a.id, a.name, a.is_site_admin, t.scope, t.name,"
+				" extract(epoch FROM t.created_at)::bigint"
+				" FROM tokens t JOIN accounts a ON a.id = t.user_id"
+				" WHERE t.token_sha256 = $1 AND t.revoked_at IS NULL"
+				" AND (t.expires_at IS NULL OR t.expires_at > now())",
+				1, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int rc = KHUB_ENOTFOUND;
+	if (PQntuples(res) == 1) {
+		memset(out, 0, sizeof(*out));
+		out->token_id = parse_i64(PQgetvalue(res, 0, 0));
+		out->user_id = parse_i64(PQgetvalue(res, 0, 1));
+		copy_field(out->name, sizeof(out->name), PQgetvalue(res, 0, 2));
+		out->is_site_admin = PQgetvalue(res, 0, 3)[0] == 't';
+		role_parse(PQgetvalue(res, 0, 4), &out->scope);
+		copy_field(out->token_name, sizeof(out->token_name), PQgetvalue(res, 0, 5));
+		out->token_created_at = (time_t)parse_i64(PQgetvalue(res, 0, 6));
+		rc = 0;
+	}
+	PQclear(res);
+	return rc;
+}
+
+int db_token_revoke(int64_t token_id)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, token_id);
+	const char *params[1] = { id };
+	PGresult *res = db_exec("UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
+				1, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
+	PQclear(res);
+	return rc;
+}
+
+int db_audit(int64_t actor_id, const char *actor_name, const char *action, const char *target,
+	     const char *details, const char *remote_addr)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, actor_id);
+	const char *params[6] = { actor_id ? id : NULL, actor_name ? actor_name : "anonymous", action,
+				  target, details, remote_addr };
+	PGresult *res = db_exec("INSERT INTO audit_log (actor_id, actor_name, action, target, details, remote_addr)"
+				" VALUES ($1, $2, $3, $4, $5::jsonb, $6)", 6, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	PQclear(res);
+	return 0;
+}

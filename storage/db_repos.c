@@ -1,0 +1,71 @@
+/* db_repos.c -- the repo registry: ids, owners and visibility. */
+#include "storage.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fill_repo(PGresult *res, int row, struct repo_record *out)
+{
+	out->id = strtoll(PQgetvalue(res, row, 0), NULL, 10);
+	repo_type_parse(PQgetvalue(res, row, 1), &out->type);
+	out->owner_id = strtoll(PQgetvalue(res, row, 2), NULL, 10);
+	snprintf(out->ns, sizeof(out->ns), "%s", PQgetvalue(res, row, 3));
+	snprintf(out->name, sizeof(out->name), "%s", PQgetvalue(res, row, 4));
+	out->private = PQgetvalue(res, row, 5)[0] == 't';
+	out->last_modified = (time_t)strtoll(PQgetvalue(res, row, 6), NULL, 10);
+	out->downloads = strtoll(PQgetvalue(res, row, 7), NULL, 10);
+}
+
+#define REPO_COLUMNS "id, type, owner_id, namespace, name, private," \
+	" extract(epoch FROM last_modified)::bigint, downloads"
+
+int db_repo_get(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
+{
+	const char *params[3] = { repo_type_name(type), ns, name };
+	PGresult *res = db_exec("SELECT " REPO_COLUMNS " FROM repos WHERE type = $1"
+				" AND lower(namespace) = lower($2) AND lower(name) = lower($3)",
+				3, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int rc = KHUB_ENOTFOUND;
+	if (PQntuples(res) == 1) {
+		fill_repo(res, 0, out);
+		rc = 0;
+	}
+	PQclear(res);
+	return rc;
+}
+
+int db_repo_insert(enum repo_type type, const char *ns, const char *name, int private,
+		   struct repo_record *out)
+{
+	struct account owner;
+	int rc = db_account_get(ns, &owner);
+	if (rc < 0)
+		return rc;
+	char owner_id[24];
+	snprintf(owner_id, sizeof(owner_id), "%" PRId64, owner.id);
+	const char *params[5] = { repo_type_name(type), owner_id, owner.name, name, private ? "true" : "false" };
+	const char *state = NULL;
+	PGresult *res = db_exec("INSERT INTO repos (type, owner_id, namespace, name, private)"
+				" VALUES ($1, $2, $3, $4, $5) RETURNING " REPO_COLUMNS, 5, params, &state);
+	if (!res)
+		return state && strcmp(state, "23505") == 0 ? KHUB_EEXIST : KHUB_EDB;
+	if (out)
+		fill_repo(res, 0, out);
+	PQclear(res);
+	return 0;
+}
+
+int db_repo_touch(int64_t repo_id)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[1] = { id };
+	PGresult *res = db_exec("UPDATE repos SET last_modified = now() WHERE id = $1", 1, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	PQclear(res);
+	return 0;
+}

@@ -1,0 +1,209 @@
+/* lfs_store.c -- content-addressed LFS objects on the filesystem: write to a
+ * temp file, verify the sha256, fsync, rename into place. */
+#include "storage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct lfs_store {
+	char *root;
+	char *tmp_dir;
+};
+
+struct lfs_writer {
+	struct lfs_store *store;
+	char *tmp_path;
+	int fd;
+	EVP_MD_CTX *sha;
+	uint64_t size;
+};
+
+struct lfs_store *lfs_store_open(const char *root)
+{
+	struct lfs_store *store = xcalloc(1, sizeof(*store));
+	store->root = xstrdup(root);
+	store->tmp_dir = xasprintf("%s/tmp", root);
+	char *objects = xasprintf("%s/objects", root);
+	int rc = mkdir_p(store->tmp_dir, 0755) | mkdir_p(objects, 0755);
+	free(objects);
+	if (rc < 0) {
+		log_error("lfs store: cannot create %s: %s", root, strerror(errno));
+		lfs_store_close(store);
+		return NULL;
+	}
+	return store;
+}
+
+void lfs_store_close(struct lfs_store *store)
+{
+	if (!store)
+		return;
+	free(store->root);
+	free(store->tmp_dir);
+	free(store);
+}
+
+static char *object_dir(struct lfs_store *store, const char *oid)
+{
+	return xasprintf("%s/objects/%.2s/%.2s", store->root, oid, oid + 2);
+}
+
+static char *object_path(struct lfs_store *store, const char *oid)
+{
+	return xasprintf("%s/objects/%.2s/%.2s/%s", store->root, oid, oid + 2, oid);
+}
+
+int lfs_store_stat(struct lfs_store *store, const char *oid, uint64_t *size)
+{
+	if (!is_lower_hex(oid, 64))
+		return KHUB_EINVAL;
+	char *path = object_path(store, oid);
+	struct stat st;
+	int rc = stat(path, &st);
+	free(path);
+	if (rc < 0)
+		return KHUB_ENOTFOUND;
+	if (size)
+		*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uint64_t *size)
+{
+	if (!is_lower_hex(oid, 64))
+		return KHUB_EINVAL;
+	char *path = object_path(store, oid);
+	int f = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	if (f < 0)
+		return errno == ENOENT ? KHUB_ENOTFOUND : KHUB_EIO;
+	struct stat st;
+	if (fstat(f, &st) < 0) {
+		close(f);
+		return KHUB_EIO;
+	}
+	*fd = f;
+	if (size)
+		*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+struct lfs_writer *lfs_writer_begin(struct lfs_store *store)
+{
+	struct lfs_writer *w = xcalloc(1, sizeof(*w));
+	w->store = store;
+	w->tmp_path = xasprintf("%s/upload-XXXXXX", store->tmp_dir);
+	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
+	if (w->fd < 0) {
+		log_error("lfs store: cannot create temp file: %s", strerror(errno));
+		free(w->tmp_path);
+		free(w);
+		return NULL;
+	}
+	w->sha = EVP_MD_CTX_new();
+	EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL);
+	return w;
+}
+
+int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len)
+{
+	const char *p = data;
+	EVP_DigestUpdate(w->sha, data, len);
+	w->size += len;
+	while (len > 0) {
+		ssize_t n = write(w->fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			log_error("lfs store: write failed: %s", strerror(errno));
+			return KHUB_EIO;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void writer_free(struct lfs_writer *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	EVP_MD_CTX_free(w->sha);
+	free(w->tmp_path);
+	free(w);
+}
+
+void lfs_writer_abort(struct lfs_writer *w)
+{
+	if (!w)
+		return;
+	unlink(w->tmp_path);
+	writer_free(w);
+}
+
+int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size)
+{
+	unsigned char digest[32];
+	unsigned int dlen = 0;
+	char *dir = NULL, *final = NULL;
+	int rc = KHUB_EIO;
+
+	EVP_DigestFinal_ex(w->sha, digest, &dlen);
+	hex_encode(digest, 32, oid);
+	if (size)
+		*size = w->size;
+	if (expected_oid && strcmp(expected_oid, oid) != 0) {
+		rc = KHUB_EINVAL;
+		goto cleanup;
+	}
+	if (fsync(w->fd) < 0)
+		goto cleanup;
+	dir = object_dir(w->store, oid);
+	final = object_path(w->store, oid);
+	if (mkdir_p(dir, 0755) < 0)
+		goto cleanup;
+	if (fchmod(w->fd, 0644) < 0 || rename(w->tmp_path, final) < 0)
+		goto cleanup;
+	fsync_dir(dir);
+	rc = 0;
+cleanup:
+	if (rc != 0) {
+		if (rc == KHUB_EIO)
+			log_error("lfs store: cannot store object %s: %s", oid, strerror(errno));
+		unlink(w->tmp_path);
+	}
+	free(dir);
+	free(final);
+	writer_free(w);
+	return rc;
+}
+
+int lfs_store_put_file(struct lfs_store *store, const char *path, char oid[65], uint64_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return KHUB_EIO;
+	struct lfs_writer *w = lfs_writer_begin(store);
+	if (!w) {
+		close(fd);
+		return KHUB_EIO;
+	}
+	char *buf = xmalloc(1 << 20);
+	ssize_t n;
+	int rc = 0;
+	while ((n = read(fd, buf, 1 << 20)) > 0)
+		if ((rc = lfs_writer_write(w, buf, (size_t)n)) < 0)
+			break;
+	free(buf);
+	close(fd);
+	if (n < 0 || rc < 0) {
+		lfs_writer_abort(w);
+		return KHUB_EIO;
+	}
+	return lfs_writer_commit(w, NULL, oid, size);
+}

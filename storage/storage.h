@@ -1,0 +1,277 @@
+/* storage.h -- khub's storage module: names and paths, the git repo store,
+ * the LFS object store, commit building and the PostgreSQL database.
+ * Every function returns 0 or a negative enum khub_err unless it says
+ * otherwise. */
+#ifndef KHUB_STORAGE_H
+#define KHUB_STORAGE_H
+
+#include <git2.h>
+#include <libpq-fe.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "common/common.h"
+
+/* ---- names, paths and revisions (storage/names.c) ----------------------- */
+
+enum repo_type { REPO_MODEL = 0, REPO_DATASET, REPO_SPACE, REPO_KERNEL, REPO_TYPE_COUNT };
+
+const char *repo_type_name(enum repo_type type);	/* "kernel" */
+const char *repo_type_plural(enum repo_type type);	/* "kernels" */
+const char *repo_type_url_prefix(enum repo_type type);	/* "kernels/", "" for models */
+/* Accepts "kernel" and "kernels" (and so on); 0 or KHUB_EINVAL. */
+int repo_type_parse(const char *s, enum repo_type *out);
+
+#define REPO_NAME_MAX 96
+#define REPO_PATH_MAX 1024
+#define REF_NAME_MAX 200
+
+/* A namespace or repo name: [A-Za-z0-9] then [A-Za-z0-9._-], at most 96
+ * chars, no "..", not ending in ".git". On failure *why (static) says what. */
+int repo_name_validate(const char *name, const char **why);
+/* A file path inside a repo: relative, '/'-separated, no empty, "." or ".."
+ * component, no ".git" component, no NUL/control bytes or backslash, at
+ * most REPO_PATH_MAX bytes. */
+int repo_path_validate(const char *path, const char **why);
+/* A short branch or tag name, as git check-ref-format would accept under
+ * refs/heads/; at most REF_NAME_MAX bytes. */
+int ref_name_validate(const char *name, const char **why);
+
+/* ---- LFS pointers (storage/lfs_pointer.c) ------------------------------- */
+
+#define LFS_POINTER_MAX 200
+
+struct lfs_pointer {
+	char oid[65];		/* sha256 of the content, lowercase hex */
+	uint64_t size;		/* content size in bytes */
+};
+
+/* Parse a pointer file (spec v1); 0 or KHUB_EINVAL when data is anything else. */
+int lfs_pointer_parse(const char *data, size_t len, struct lfs_pointer *out);
+/* Write the canonical pointer text into buf; returns its length. */
+size_t lfs_pointer_format(const struct lfs_pointer *ptr, char buf[LFS_POINTER_MAX]);
+
+/* ---- LFS object store (storage/lfs_store.c) ------------------------------ */
+
+/* Objects live at {root}/objects/ab/cd/{oid}; partial uploads in {root}/tmp.
+ * An object is visible only after its sha256 was verified, the file fsynced
+ * and renamed into place. */
+struct lfs_store;
+
+struct lfs_store *lfs_store_open(const char *root);	/* NULL on failure */
+void lfs_store_close(struct lfs_store *store);		/* accepts NULL */
+/* 0 and *size when present, KHUB_ENOTFOUND otherwise. size may be NULL. */
+int lfs_store_stat(struct lfs_store *store, const char *oid, uint64_t *size);
+/* Open for reading; the caller closes *fd. */
+int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uint64_t *size);
+
+struct lfs_writer;
+/* Start a new object; NULL on failure. Write with lfs_writer_write, then
+ * either commit or abort (both free the writer). */
+struct lfs_writer *lfs_writer_begin(struct lfs_store *store);
+int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len);
+/* Verify (when expected_oid is not NULL the sha256 must match, else
+ * KHUB_EINVAL), fsync and rename into place. Fills oid and size. */
+int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size);
+void lfs_writer_abort(struct lfs_writer *w);
+/* Copy a local file into the store. */
+int lfs_store_put_file(struct lfs_store *store, const char *path, char oid[65], uint64_t *size);
+
+/* ---- git repo store (storage/repo_store.c) ------------------------------ */
+
+/* Call once at start-up before any other git function. */
+void repo_store_global_init(void);
+
+/* "{root}/{type plural}/{ns}/{name}.git"; the caller frees. */
+char *repo_store_git_dir(const char *root, enum repo_type type, const char *ns, const char *name);
+/* Create a bare repo with an initial commit on main holding .gitattributes.
+ * KHUB_EEXIST when the directory exists. */
+int repo_store_create(const char *root, enum repo_type type, const char *ns, const char *name);
+/* Open a bare repo. The caller frees *out with git_repository_free. */
+int repo_store_open(const char *root, enum repo_type type, const char *ns, const char *name,
+		    git_repository **out);
+
+/* The .gitattributes khub writes into a new repo. */
+extern const char repo_default_gitattributes[];
+
+/* ---- reading refs, trees and files (storage/repo_read.c) ---------------- */
+
+enum ref_kind { REF_BRANCH, REF_TAG, REF_PR, REF_CONVERT };
+
+struct ref_item {
+	enum ref_kind kind;
+	char *name;	/* "v1", "3" for refs/pr/3 */
+	char *ref;	/* "refs/heads/v1" */
+	char sha[41];
+};
+
+struct ref_list {
+	struct ref_item *items;
+	size_t count;
+};
+
+int repo_list_refs(git_repository *repo, struct ref_list *out);
+void ref_list_release(struct ref_list *list);
+
+/* Resolve a branch, tag, full ref or 40-hex commit sha to a commit sha.
+ * KHUB_ENOTFOUND when it names nothing. */
+int repo_resolve_revision(git_repository *repo, const char *rev, char sha[41]);
+
+struct tree_entry {
+	int is_dir;
+	char *path;		/* repo-root relative */
+	char oid[41];		/* git blob or tree sha1 */
+	uint64_t size;		/* content size (LFS: real size), 0 for dirs */
+	int is_lfs;
+	char lfs_oid[65];
+	uint64_t pointer_size;
+	unsigned mode;		/* git file mode */
+};
+
+struct tree_listing {
+	struct tree_entry *entries;
+	size_t count;
+};
+
+/* List the directory path ("" for the root) at a commit. KHUB_ENOTFOUND when
+ * path is absent, KHUB_ENOTDIR when it is a file. Entries are in git order
+ * (a directory's children follow it when recursive). */
+int repo_list_tree(git_repository *repo, const char *commit_sha, const char *path, int recursive,
+		   struct tree_listing *out);
+void tree_listing_release(struct tree_listing *listing);
+void tree_entry_release(struct tree_entry *entry);
+
+/* Describe one path at a commit; is_dir set for directories. */
+int repo_stat_path(git_repository *repo, const char *commit_sha, const char *path,
+		   struct tree_entry *out);
+
+/* Read a blob's bytes (at most limit). The caller frees *data. */
+int repo_read_blob(git_repository *repo, const char *blob_sha, size_t limit, char **data,
+		   size_t *len);
+
+/* ---- building commits (storage/commit_build.c) -------------------------- */
+
+/* A commit under construction: start from a parent (or none), stage
+ * changes, then write it and move the branch with compare-and-swap. */
+struct commit_builder;
+
+/* parent_sha NULL or "" starts from an empty tree. NULL on failure. */
+struct commit_builder *commit_builder_new(git_repository *repo, const char *parent_sha);
+void commit_builder_free(struct commit_builder *cb);
+/* Stage a file whose blob is already written (blob_sha), mode 0100644/0100755. */
+int commit_builder_put_blob(struct commit_builder *cb, const char *path, const char *blob_sha,
+			    unsigned mode);
+/* Write bytes as a blob and stage it. */
+int commit_builder_put_bytes(struct commit_builder *cb, const char *path, const void *data,
+			     size_t len, unsigned mode);
+int commit_builder_delete_file(struct commit_builder *cb, const char *path);
+int commit_builder_delete_folder(struct commit_builder *cb, const char *path);
+/* 1 when the path is a file in the staged tree (0 otherwise). */
+int commit_builder_has_file(struct commit_builder *cb, const char *path);
+/* Unstage everything (the commit will hold only what is put after). */
+void commit_builder_clear(struct commit_builder *cb);
+/* 1 when the staged tree equals the parent's tree (nothing to commit). */
+int commit_builder_unchanged(struct commit_builder *cb);
+/* Write tree and commit objects (nothing visible yet). */
+int commit_builder_write(struct commit_builder *cb, const char *author_name, const char *author_email,
+			 const char *summary, const char *description, char commit_sha[41]);
+/* Move ref_name (full, e.g. "refs/heads/v1") from expected_old (NULL or ""
+ * when the ref must not exist) to new_sha. KHUB_ECONFLICT when it moved. */
+int repo_update_ref(git_repository *repo, const char *ref_name, const char *expected_old,
+		    const char *new_sha, const char *log_message);
+
+/* Whether a file should be stored as LFS: the .gitattributes rules at the
+ * parent (text of that file, may be NULL), binary content (a NUL byte in
+ * the first 8000 bytes) or a size over 10 MiB. Empty files never are. */
+int lfs_should_store(const char *gitattributes, const char *path, const void *head,
+		     size_t head_len, uint64_t size);
+
+/* ---- database (storage/db.c, db_*.c) ------------------------------------ */
+
+/* Set the connection string every thread's connection uses. */
+void db_configure(const char *conninfo);
+/* This thread's connection, connecting or reconnecting as needed; NULL when
+ * the database is unreachable (logged). Owned by the thread. */
+PGconn *db_conn(void);
+/* Close this thread's connection (call before a thread exits). */
+void db_thread_done(void);
+/* Run a query with text parameters; the caller PQclear()s. NULL on failure
+ * (logged); *sqlstate (static) set when given. */
+PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate);
+/* Apply every migration not yet applied, in order, each in a transaction. */
+int db_migrate(void);
+
+/* Embedded PostgreSQL under {data_dir}/pg: initialise on first use, start
+ * on a unix socket only (as an unprivileged user when run as root) and
+ * return the connection string (caller frees). The last khub process using
+ * the cluster stops it in db_embedded_release. */
+int db_embedded_acquire(const char *data_dir, const char *pg_bindir, char **conninfo);
+void db_embedded_release(void);
+
+/* Accounts: users and orgs share one namespace of names. */
+enum account_kind { ACCOUNT_USER, ACCOUNT_ORG };
+enum role { ROLE_NONE = 0, ROLE_READ = 1, ROLE_WRITE = 2, ROLE_ADMIN = 3 };
+
+const char *role_name(enum role role);
+int role_parse(const char *s, enum role *out);
+
+struct account {
+	int64_t id;
+	enum account_kind kind;
+	char name[REPO_NAME_MAX + 1];
+	char fullname[128];
+	int is_site_admin;
+	int trusted_kernel_publisher;
+	time_t created_at;
+};
+
+int db_account_get(const char *name, struct account *out);	/* case-insensitive */
+int db_account_create(enum account_kind kind, const char *name, const char *fullname,
+		      int is_site_admin, int64_t *id);
+int db_account_set_trusted(const char *name, int trusted);
+int db_membership_set(const char *org, const char *user, enum role role);
+/* The user's role in an org (ROLE_NONE when not a member). */
+enum role db_membership_role(int64_t org_id, int64_t user_id);
+
+/* A caller, as its token makes it. user_id 0 = anonymous. */
+struct principal {
+	int64_t user_id;
+	int64_t token_id;
+	char name[REPO_NAME_MAX + 1];
+	int is_site_admin;
+	enum role scope;	/* what the token may do at most */
+	char token_name[64];
+	time_t token_created_at;
+};
+
+/* Mint a token "hf_" + 34 random chars for a user; stored as its SHA-256.
+ * The caller frees *token. expires_at 0 = never. */
+int db_token_create(const char *user, const char *name, enum role scope, time_t expires_at,
+		    char **token, int64_t *token_id);
+/* KHUB_ENOTFOUND for unknown, expired or revoked tokens. */
+int db_token_lookup(const char *token, struct principal *out);
+int db_token_revoke(int64_t token_id);
+
+struct repo_record {
+	int64_t id;
+	enum repo_type type;
+	int64_t owner_id;	/* the namespace's account id */
+	char ns[REPO_NAME_MAX + 1];
+	char name[REPO_NAME_MAX + 1];
+	int private;
+	time_t last_modified;
+	int64_t downloads;
+};
+
+/* Find a repo by type and id, case-insensitively. */
+int db_repo_get(enum repo_type type, const char *ns, const char *name, struct repo_record *out);
+/* Register a repo (owner account must exist). KHUB_EEXIST when taken. */
+int db_repo_insert(enum repo_type type, const char *ns, const char *name, int private,
+		   struct repo_record *out);
+int db_repo_touch(int64_t repo_id);
+
+/* Append to the audit log; details is JSON text or NULL. */
+int db_audit(int64_t actor_id, const char *actor_name, const char *action, const char *target,
+	     const char *details, const char *remote_addr);
+
+#endif
