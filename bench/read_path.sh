@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# bench/read_path.sh -- khub's read path next to nginx serving the same bytes
+# as static files, in one run, on loopback. Not part of the test suite.
+#
+# Starts a throw-away khub (embedded PostgreSQL) and a private nginx, seeds a
+# kernel repo bench/relu with a 100 MiB LFS file, then runs wrk against each
+# khub endpoint and its static nginx equivalent. Prints a table with
+# PASS/MISS per target; a MISS never fails the script (exit 0 if it ran).
+#
+# Environment (all optional):
+#   BENCH_DURATION          wrk duration per run            (default 8s)
+#   BENCH_WARMUP            wrk warm-up per run, discarded  (default 1s; 0 = none)
+#   BENCH_WRK_THREADS       wrk -t                          (default 4)
+#   BENCH_CONNECTIONS       wrk -c for metadata/HEAD runs   (default 64)
+#   BENCH_FILE_CONNECTIONS  wrk -c for the 100 MiB GET      (default 8)
+#   BENCH_FILE_MB           size of the LFS file in MiB     (default 100)
+#   BENCH_RESULTS           where raw outputs go  (default bench/results/DATE)
+#   BENCH_PERF=1            perf record -g khub during its revision and tree
+#                           runs; reports land in BENCH_RESULTS
+#   KHUB_THREADS            khub worker threads (0 = 4 per CPU, khub's default)
+#   KHUB_LOG_LEVEL          default warn here
+#   KHUB_BIN                the khub binary (default ./khub)
+
+set -u
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DURATION=${BENCH_DURATION:-8s}
+WARMUP=${BENCH_WARMUP:-1s}
+WRK_THREADS=${BENCH_WRK_THREADS:-4}
+CONNS=${BENCH_CONNECTIONS:-64}
+FILE_CONNS=${BENCH_FILE_CONNECTIONS:-8}
+FILE_MB=${BENCH_FILE_MB:-100}
+RESULTS=${BENCH_RESULTS:-$ROOT/bench/results/$(date +%Y%m%d-%H%M%S)}
+export KHUB_LOG_LEVEL=${KHUB_LOG_LEVEL:-warn}
+
+for tool in wrk nginx curl python3; do
+	command -v "$tool" >/dev/null 2>&1 || { echo "read_path.sh: $tool is not installed" >&2; exit 1; }
+done
+NGINX=$(command -v nginx)
+
+# shellcheck source=../tests/lib/khub-test.sh
+. "$ROOT/tests/lib/khub-test.sh"
+[ -x "$KHUB_BIN" ] || { echo "read_path.sh: $KHUB_BIN not built (run make)" >&2; exit 1; }
+
+mkdir -p "$RESULTS"
+khub_setup
+
+NGINX_PID=
+cleanup() {
+	if [ -n "$NGINX_PID" ] && kill -0 "$NGINX_PID" 2>/dev/null; then
+		kill -QUIT "$NGINX_PID"
+		wait "$NGINX_PID" 2>/dev/null
+	fi
+	khub_teardown
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+seconds() {	# "8s" "2m" "500ms"? -> whole seconds (at least 1)
+	case $1 in
+	*ms) echo 1 ;;
+	*s) echo "${1%s}" ;;
+	*m) echo $(( ${1%m} * 60 )) ;;
+	*h) echo $(( ${1%h} * 3600 )) ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# CPU time (clock ticks) used so far by a process and its direct children.
+cpu_ticks() {
+	local total=0 p
+	for p in "$@"; do
+		[ -r "/proc/$p/stat" ] || continue
+		# fields 14, 15: utime, stime (after the ')' of comm)
+		total=$(( total + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}') ))
+	done
+	echo "$total"
+}
+nginx_pids() { echo "$NGINX_PID" $(pgrep -P "$NGINX_PID" 2>/dev/null); }
+CLK_TCK=$(getconf CLK_TCK)
+
+echo "# khub read path vs nginx static, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "# machine: $(nproc) CPU cores (nproc), $(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)" \
+	"-- wrk, khub and nginx share them, so absolute numbers are low; the ratios are the point"
+echo "# khub: $("$KHUB_BIN" version 2>/dev/null | head -1), threads=${KHUB_THREADS:-0} (0 = 4 per CPU), log_level=$KHUB_LOG_LEVEL"
+echo "# nginx: $("$NGINX" -v 2>&1 | sed 's/.*: //'), worker_processes auto, sendfile on"
+echo "# wrk: -t$WRK_THREADS -c$CONNS (file GET: -c$FILE_CONNS) -d$DURATION --latency, warm-up $WARMUP"
+echo "# raw outputs: $RESULTS"
+
+# ---- seed ----------------------------------------------------------------
+khub_start
+SRC="$TEST_DIR/src"
+make_kernel_tree "$SRC" relu
+head -c $((FILE_MB * 1024 * 1024)) /dev/urandom >"$SRC/build/torch-cpu/big.bin"
+khub import "$SRC" --repo bench/relu --branch main >"$TEST_DIR/import.out" 2>"$TEST_DIR/import.err" ||
+	{ cat "$TEST_DIR/import.err" >&2; bail "khub import failed"; }
+sed 's/^/# /' "$TEST_DIR/import.err"
+
+SHA=$(curl -sf "$KHUB_URL/api/kernels/bench/relu/revision/main" |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])') || bail "cannot read revision/main"
+[[ "$SHA" =~ ^[0-9a-f]{40}$ ]] || bail "bad commit sha '$SHA'"
+echo "# commit: $SHA"
+
+REV_PATH="/api/kernels/bench/relu/revision/$SHA"
+TREE_PATH="/api/kernels/bench/relu/tree/$SHA?recursive=true&expand=false"
+FILE_PATH="/kernels/bench/relu/resolve/$SHA/build/torch-cpu/big.bin"
+
+# ---- nginx with the same bytes -------------------------------------------
+NG="$TEST_DIR/nginx"
+mkdir -p "$NG/www" "$NG/tmp"
+curl -sf -o "$NG/www/revision.json" "$KHUB_URL$REV_PATH" || bail "GET revision/{sha} failed"
+curl -sf -o "$NG/www/tree.json" "$KHUB_URL$TREE_PATH" || bail "GET tree/{sha} failed"
+# The file through khub once: checks the bytes and warms the page cache.
+curl -sf "$KHUB_URL$FILE_PATH" | cmp -s - "$SRC/build/torch-cpu/big.bin" || bail "resolve big.bin: bytes differ"
+ln "$SRC/build/torch-cpu/big.bin" "$NG/www/big.bin" 2>/dev/null || cp "$SRC/build/torch-cpu/big.bin" "$NG/www/big.bin"
+cat "$NG/www/big.bin" >/dev/null
+chmod -R a+rX "$NG"
+echo "# bodies: revision $(stat -c %s "$NG/www/revision.json") B, tree $(stat -c %s "$NG/www/tree.json") B, file $(stat -c %s "$NG/www/big.bin") B"
+
+NGINX_PORT=$(free_port)
+NGINX_URL="http://127.0.0.1:$NGINX_PORT"
+user_line=
+[ "$(id -u)" -eq 0 ] && user_line="user nobody $(id -gn nobody 2>/dev/null || echo nogroup);"
+cat >"$NG/nginx.conf" <<EOF
+daemon off;
+$user_line
+worker_processes auto;
+pid $NG/nginx.pid;
+error_log $NG/error.log warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	sendfile on;
+	tcp_nopush on;
+	tcp_nodelay on;
+	keepalive_timeout 65;
+	keepalive_requests 1000000;
+	types { application/json json; application/octet-stream bin; }
+	default_type application/octet-stream;
+	client_body_temp_path $NG/tmp/body;
+	proxy_temp_path $NG/tmp/proxy;
+	fastcgi_temp_path $NG/tmp/fastcgi;
+	uwsgi_temp_path $NG/tmp/uwsgi;
+	scgi_temp_path $NG/tmp/scgi;
+	server {
+		listen 127.0.0.1:$NGINX_PORT;
+		root $NG/www;
+	}
+}
+EOF
+"$NGINX" -p "$NG" -c "$NG/nginx.conf" -e "$NG/error.log" >"$NG/stdout.log" 2>&1 &
+NGINX_PID=$!
+for _ in $(seq 1 100); do
+	curl -sf -o /dev/null "$NGINX_URL/revision.json" && break
+	kill -0 "$NGINX_PID" 2>/dev/null || { cat "$NG/error.log" "$NG/stdout.log" >&2; bail "nginx exited"; }
+	sleep 0.1
+done
+curl -sf -o /dev/null "$NGINX_URL/revision.json" || bail "nginx did not answer"
+for f in revision.json tree.json; do
+	curl -sf "$NGINX_URL/$f" | cmp -s - "$NG/www/$f" || bail "nginx $f differs"
+done
+
+HEAD_LUA="$RESULTS/head.lua"
+echo 'wrk.method = "HEAD"' >"$HEAD_LUA"
+
+# ---- measure -------------------------------------------------------------
+# run_wrk NAME SERVER CONNS URL [LUA]: raw output to $RESULTS/NAME-SERVER.txt,
+# prints "req/s p99_ms bytes/s errors cpu_us_per_req"
+run_wrk() {
+	local name=$1 server=$2 conns=$3 url=$4 lua=${5:-}
+	local out="$RESULTS/$name-$server.txt" script=() pids
+	[ -n "$lua" ] && script=(-s "$lua")
+	if [ "$server" = khub ]; then pids=$KHUB_PID; else pids=$(nginx_pids); fi
+	if [ "$WARMUP" != 0 ]; then
+		wrk -t"$WRK_THREADS" -c"$conns" -d"$WARMUP" "${script[@]}" "$url" >/dev/null 2>&1
+	fi
+	local perf_pid=
+	if [ "${BENCH_PERF:-0}" = 1 ] && [ "$server" = khub ] && [ "$name" != file-get ] && command -v perf >/dev/null; then
+		perf record -q -F 999 -g -p "$KHUB_PID" -o "$RESULTS/perf-$name.data" -- sleep "$(seconds "$DURATION")" \
+			>"$RESULTS/perf-$name.log" 2>&1 &
+		perf_pid=$!
+	fi
+	local t0 t1
+	# shellcheck disable=SC2086
+	t0=$(cpu_ticks $pids)
+	wrk -t"$WRK_THREADS" -c"$conns" -d"$DURATION" --latency "${script[@]}" "$url" >"$out" 2>&1
+	# shellcheck disable=SC2086
+	t1=$(cpu_ticks $pids)
+	if [ -n "$perf_pid" ]; then
+		wait "$perf_pid"
+		perf report -i "$RESULTS/perf-$name.data" --stdio --no-children --percent-limit 1 \
+			>"$RESULTS/perf-$name.report.txt" 2>/dev/null
+		perf report -i "$RESULTS/perf-$name.data" --stdio --no-children -g none --percent-limit 0.5 \
+			>"$RESULTS/perf-$name.flat.txt" 2>/dev/null
+	fi
+	awk -v ticks=$((t1 - t0)) -v hz="$CLK_TCK" '
+	function ms(v) {
+		if (v ~ /us$/) return v / 1000
+		if (v ~ /ms$/) return v + 0
+		if (v ~ /m$/) return v * 60000
+		if (v ~ /s$/) return v * 1000
+		return v + 0
+	}
+	function bytes(v,   n) {
+		n = v + 0
+		if (v ~ /GB$/) return n * 1024 * 1024 * 1024
+		if (v ~ /MB$/) return n * 1024 * 1024
+		if (v ~ /KB$/) return n * 1024
+		return n
+	}
+	/^ +99%/ { p99 = ms($2) }
+	/^Requests\/sec:/ { rps = $2 }
+	/^Transfer\/sec:/ { bps = bytes($2) }
+	/requests in/ { total = $1 }
+	/Non-2xx or 3xx responses:/ { err += $NF }
+	/Socket errors:/ { gsub(",", ""); err += $4 + $6 + $8 + $10 }
+	END {
+		cpu = (total > 0) ? ticks / hz * 1e6 / total : 0
+		printf "%s %s %s %d %.1f\n", (rps == "" ? 0 : rps), (p99 == "" ? 0 : p99), (bps == "" ? 0 : bps), err, cpu
+	}' "$out"
+}
+
+ROWS=()
+measure() {	# measure NAME CONNS KHUB_PATH NGINX_PATH [LUA]
+	local name=$1 conns=$2 kpath=$3 npath=$4 lua=${5:-}
+	echo "# running $name (khub, then nginx) ..." >&2
+	local k n
+	k=$(run_wrk "$name" khub "$conns" "$KHUB_URL$kpath" "$lua")
+	n=$(run_wrk "$name" nginx "$conns" "$NGINX_URL$npath" "$lua")
+	ROWS+=("$name $conns $k $n")
+}
+
+measure revision "$CONNS" "$REV_PATH" /revision.json
+measure tree "$CONNS" "$TREE_PATH" /tree.json
+measure head-file "$CONNS" "$FILE_PATH" /big.bin "$HEAD_LUA"
+measure file-get "$FILE_CONNS" "$FILE_PATH" /big.bin
+
+# ---- report --------------------------------------------------------------
+{
+echo
+printf '%-10s %4s %11s %11s %6s %9s %9s %9s %9s %7s %8s %8s  %s\n' \
+	endpoint conn 'khub req/s' 'nginx req/s' ratio 'khub p99' 'ngx p99' 'khub MB/s' 'ngx MB/s' 'MB/s x' \
+	'khub cpu' 'ngx cpu' 'targets'
+printf '%-10s %4s %11s %11s %6s %9s %9s %9s %9s %7s %8s %8s\n' \
+	'' '' '' '' '' '(ms)' '(ms)' '' '' '' '(us/req)' '(us/req)'
+for row in "${ROWS[@]}"; do
+	# shellcheck disable=SC2086
+	set -- $row
+	name=$1 conns=$2 krps=$3 kp99=$4 kbps=$5 kerr=$6 kcpu=$7 nrps=$8 np99=$9 nbps=${10} nerr=${11} ncpu=${12}
+	awk -v name="$name" -v conns="$conns" -v krps="$krps" -v kp99="$kp99" -v kbps="$kbps" -v kerr="$kerr" \
+		-v kcpu="$kcpu" -v nrps="$nrps" -v np99="$np99" -v nbps="$nbps" -v nerr="$nerr" -v ncpu="$ncpu" '
+	function pf(ok) { return ok ? "PASS" : "MISS" }
+	BEGIN {
+		ratio = nrps > 0 ? krps / nrps : 0
+		kmb = kbps / 1e6; nmb = nbps / 1e6
+		mbx = nmb > 0 ? kmb / nmb : 0
+		if (name == "file-get") {
+			t = sprintf("throughput>=0.9x:%s", pf(mbx >= 0.9))
+		} else {
+			t = sprintf("req/s>=0.5x:%s p99<10ms:%s", pf(ratio >= 0.5), pf(kp99 > 0 && kp99 < 10))
+		}
+		if (kerr > 0) t = t sprintf(" (khub errors/non-2xx: %d)", kerr)
+		if (nerr > 0) t = t sprintf(" (nginx errors/non-2xx: %d)", nerr)
+		printf "%-10s %4d %11.0f %11.0f %6.2f %9.2f %9.2f %9.1f %9.1f %7.2f %8.1f %8.1f  %s\n",
+			name, conns, krps, nrps, ratio, kp99, np99, kmb, nmb, mbx, kcpu, ncpu, t
+	}'
+done
+echo
+echo "# ratio = khub req/s / nginx req/s; MB/s x = khub throughput / nginx throughput (MB = 10^6 bytes);"
+echo "# cpu = server CPU time (user+sys) per completed request (khub: its process; nginx: master+workers)."
+echo "# targets: metadata endpoints >= 0.5x nginx req/s, p99 < 10 ms at $CONNS connections, file GET >= 0.9x throughput."
+echo "# $(nproc) cores shared by wrk and the server under test."
+} | tee "$RESULTS/summary.txt"
+
+if [ "${BENCH_PERF:-0}" = 1 ]; then
+	for name in revision tree head-file; do
+		f="$RESULTS/perf-$name.flat.txt"
+		[ -s "$f" ] || continue
+		echo
+		echo "# perf, khub during $name (top self symbols; full call graphs: ${f%.flat.txt}.report.txt)"
+		grep -E '^ +[0-9.]+%' "$f" | head -20
+	done
+fi
+exit 0

@@ -1,0 +1,135 @@
+# khub-test.sh -- sourced by the integration tests: TAP output, a throw-away
+# data dir, and a real khub server (with its embedded PostgreSQL) on a free
+# port. Tests run as root in CI; the embedded cluster then runs as the
+# 'postgres' user, so the data dir must be searchable by it.
+
+KHUB_BIN=${KHUB_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/khub}
+KHUB_SRC=${KHUB_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+TAP_COUNT=0
+TAP_FAILED=0
+
+ok() {	# ok CONDITION_EXIT_STATUS DESCRIPTION
+	local status=$1; shift
+	TAP_COUNT=$((TAP_COUNT + 1))
+	if [ "$status" -eq 0 ]; then
+		echo "ok $TAP_COUNT - $*"
+	else
+		TAP_FAILED=$((TAP_FAILED + 1))
+		echo "not ok $TAP_COUNT - $*"
+	fi
+}
+
+check() {	# check DESCRIPTION -- COMMAND...: ok when COMMAND succeeds
+	local desc=$1; shift
+	[ "$1" = "--" ] && shift
+	"$@" >/dev/null 2>&1
+	ok $? "$desc"
+}
+
+is() {	# is GOT WANT DESCRIPTION
+	local got=$1 want=$2; shift 2
+	if [ "$got" = "$want" ]; then
+		ok 0 "$*"
+	else
+		ok 1 "$*"
+		echo "#   got:  '$got'"
+		echo "#   want: '$want'"
+	fi
+}
+
+like() {	# like GOT REGEX DESCRIPTION
+	local got=$1 re=$2; shift 2
+	if [[ "$got" =~ $re ]]; then
+		ok 0 "$*"
+	else
+		ok 1 "$*"
+		echo "#   got: '$got'"
+		echo "#   does not match: '$re'"
+	fi
+}
+
+diag() { echo "# $*"; }
+
+bail() { echo "Bail out! $*"; exit 1; }
+
+done_testing() {
+	echo "1..$TAP_COUNT"
+	[ "$TAP_FAILED" -eq 0 ]
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# A fresh data dir, removed (with the server stopped) when the test exits.
+khub_setup() {
+	TEST_DIR=$(mktemp -d /tmp/khub-test.XXXXXX)
+	chmod 755 "$TEST_DIR"
+	export KHUB_DATA_DIR="$TEST_DIR/data"
+	export KHUB_LOG_LEVEL=${KHUB_LOG_LEVEL:-info}
+	unset KHUB_DATABASE_URL KHUB_CONFIG
+	KHUB_PORT=$(free_port)
+	export KHUB_LISTEN="127.0.0.1:$KHUB_PORT"
+	KHUB_URL="http://127.0.0.1:$KHUB_PORT"
+	trap khub_teardown EXIT
+}
+
+khub_teardown() {
+	khub_stop
+	if [ -n "${KEEP_TEST_DIR:-}" ]; then
+		echo "# kept $TEST_DIR"
+	else
+		rm -rf "$TEST_DIR"
+	fi
+}
+
+khub() { "$KHUB_BIN" "$@"; }
+
+# Start the server in the background and wait until /api/health answers.
+khub_start() {
+	"$KHUB_BIN" serve "$@" >>"$TEST_DIR/server.log" 2>&1 &
+	KHUB_PID=$!
+	for _ in $(seq 1 300); do
+		if curl -sf "$KHUB_URL/api/health" >/dev/null 2>&1; then
+			return 0
+		fi
+		if ! kill -0 "$KHUB_PID" 2>/dev/null; then
+			tail -20 "$TEST_DIR/server.log" | sed 's/^/# /'
+			bail "khub serve exited"
+		fi
+		sleep 0.1
+	done
+	tail -20 "$TEST_DIR/server.log" | sed 's/^/# /'
+	bail "khub serve did not answer /api/health"
+}
+
+khub_stop() {
+	if [ -n "${KHUB_PID:-}" ] && kill -0 "$KHUB_PID" 2>/dev/null; then
+		kill -TERM "$KHUB_PID"
+		wait "$KHUB_PID" 2>/dev/null
+	fi
+	KHUB_PID=
+}
+
+# Build a small kernel tree in DIR: a pure-Python torch-cpu variant, a CUDA
+# variant with a binary .so (LFS) and nested files, and a README.
+make_kernel_tree() {
+	local dir=$1 name=${2:-relu}
+	mkdir -p "$dir/build/torch-cpu" "$dir/build/torch211-cxx11-cu128-x86_64-linux/$name/sub"
+	cat >"$dir/build/torch-cpu/__init__.py" <<PY
+import torch
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x)
+PY
+	printf '{"id":"%s","name":"%s","version":1,"license":"apache-2.0","python-depends":[],"backend":{"type":"cpu"}}\n' \
+		"$name" "$name" >"$dir/build/torch-cpu/metadata.json"
+	local cu="$dir/build/torch211-cxx11-cu128-x86_64-linux"
+	printf 'from ._ops import ops\n' >"$cu/__init__.py"
+	printf '{"id":"%s","name":"%s","version":1,"license":"apache-2.0","python-depends":[],"backend":{"type":"cuda","archs":["8.0","9.0"]}}\n' \
+		"$name" "$name" >"$cu/metadata.json"
+	head -c 1500000 /dev/urandom >"$cu/_${name}_cuda.abi3.so"
+	printf 'x = 1\n' >"$cu/$name/sub/nested.py"
+	printf '# %s\n\nA test kernel.\n' "$name" >"$dir/README.md"
+}
