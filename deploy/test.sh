@@ -1,0 +1,31 @@
+#!/bin/bash
+# test.sh -- the whole test suite on a fresh Debian machine: install what is
+# missing (including node for the JS client tests), build with warnings as
+# errors plus ASan/UBSan, and run every unit and integration test (TAP).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+. deploy/install-deps.sh
+install_deps test
+
+if [ ! -d tests/js/node_modules ]; then
+	echo "==> installing the pinned JS client (@huggingface/hub)"
+	(cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+echo "==> building with --enable-debug (ASan + UBSan)"
+./autogen.sh >/dev/null 2>&1
+./configure -q --enable-debug
+make -s -j"$(nproc)" khub
+# Leak checks are off for the daemon: its per-thread database connections
+# and caches live until exit by design.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+make -j"$(nproc)" check VERBOSE=1 || {
+	echo "==> failed test logs:"
+	for f in $(grep -l -E '^(FAIL|ERROR)' tests/unit/*.trs tests/integration/*.trs 2>/dev/null); do
+		echo "---- ${f%.trs}.log"
+		tail -50 "${f%.trs}.log"
+	done
+	exit 1
+}
