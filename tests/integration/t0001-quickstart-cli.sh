@@ -1,0 +1,96 @@
+#!/bin/bash
+# t0001-quickstart-cli.sh -- the command line: config precedence and -n,
+# db migrate, import (idempotent, LFS by rule, validation), admin commands,
+# the embedded database shared by processes and stopped by the last one.
+. "$(dirname "$0")/../lib/khub-test.sh"
+khub_setup
+
+# ---- configuration ---------------------------------------------------------
+OUT=$(khub serve -n)
+like "$OUT" "listen = 127\.0\.0\.1:$KHUB_PORT" "KHUB_LISTEN is honoured"
+printf 'tree_page_size = 7\nlisten = "127.0.0.1:1"\n' >"$TEST_DIR/khub.conf"
+OUT=$(KHUB_LISTEN= khub serve -n --config "$TEST_DIR/khub.conf")
+like "$OUT" "tree_page_size = 7" "config file value"
+OUT=$(khub serve -n --config "$TEST_DIR/khub.conf")
+like "$OUT" "listen = 127\.0\.0\.1:$KHUB_PORT" "environment beats the config file"
+OUT=$(khub serve -n --config "$TEST_DIR/khub.conf" --tree-page-size 9)
+like "$OUT" "tree_page_size = 9" "an option beats the environment and the file"
+khub serve -n --threads nine >/dev/null 2>"$TEST_DIR/err"
+ok $([ $? -ne 0 ]; echo $?) "a bad number is refused"
+like "$(cat "$TEST_DIR/err")" "threads must be a number" "with a clear message"
+printf 'no_such_key = 1\n' >"$TEST_DIR/bad.conf"
+khub serve -n --config "$TEST_DIR/bad.conf" >/dev/null 2>"$TEST_DIR/err"
+like "$(cat "$TEST_DIR/err")" "unknown key 'no_such_key'" "unknown config keys are refused"
+OUT=$(KHUB_DATABASE_URL='postgresql://u:secret@h/db' khub serve -n)
+ok $(echo "$OUT" | grep -q secret; [ $? -ne 0 ]; echo $?) "serve -n never prints a database password"
+
+# ---- db migrate ------------------------------------------------------------
+check "db migrate (first run: initdb + schema)" -- khub db migrate
+check "db migrate again is a no-op" -- khub db migrate
+ok $([ ! -S "$KHUB_DATA_DIR/pg/run/.s.PGSQL.5432" ]; echo $?) "the embedded database is stopped when the last user exits"
+is "$(stat -c %a "$KHUB_DATA_DIR/pg/data")" 700 "the cluster directory is private"
+
+# ---- import ------------------------------------------------------------------
+SRC=$TEST_DIR/src
+make_kernel_tree "$SRC" relu
+head -c 2000 /dev/urandom >"$SRC/build/torch-cpu/table.dat"	# binary, no .gitattributes rule
+printf 'a,b\n1,2\n' >"$SRC/build/torch-cpu/notes.csv"
+FIRST=$(khub import "$SRC" --repo acme/relu --branch v1 2>/dev/null)
+like "$FIRST" '^[0-9a-f]{40}$' "import creates repo, org and branch"
+AGAIN=$(khub import "$SRC" --repo acme/relu --branch v1 2>/dev/null)
+is "$AGAIN" "$FIRST" "importing the same tree again makes no new commit"
+GITDIR=$KHUB_DATA_DIR/repos/kernels/acme/relu.git
+is "$(git --git-dir="$GITDIR" rev-parse refs/heads/v1)" "$FIRST" "branch v1 points at the import"
+check "main holds the initial .gitattributes commit" -- git --git-dir="$GITDIR" cat-file -e main:.gitattributes
+is "$(git --git-dir="$GITDIR" rev-parse "v1^")" "$(git --git-dir="$GITDIR" rev-parse main)" "a new branch starts from main"
+POINTER=$(git --git-dir="$GITDIR" cat-file -p "v1:build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.so")
+like "$POINTER" "^version https://git-lfs.github.com/spec/v1" ".so (a .gitattributes rule) is stored as an LFS pointer"
+SO_SHA=$(sha256sum "$SRC/build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.so" | cut -d' ' -f1)
+like "$POINTER" "oid sha256:$SO_SHA" "pointer names the content's sha256"
+check "the LFS object is in the store under its sha256" -- test -f "$KHUB_DATA_DIR/lfs/objects/${SO_SHA:0:2}/${SO_SHA:2:2}/$SO_SHA"
+like "$(git --git-dir="$GITDIR" cat-file -p v1:build/torch-cpu/table.dat | head -c 40)" "^version https://git-lfs" "binary content becomes LFS"
+is "$(git --git-dir="$GITDIR" cat-file -p v1:build/torch-cpu/notes.csv)" "$(cat "$SRC/build/torch-cpu/notes.csv")" "text stays a regular blob"
+check "git fsck finds the repository clean" -- git --git-dir="$GITDIR" fsck --strict
+rm "$SRC/build/torch-cpu/notes.csv"
+SECOND=$(khub import "$SRC" --repo acme/relu --branch v1 --message "drop notes" 2>/dev/null)
+ok $(git --git-dir="$GITDIR" cat-file -e v1:build/torch-cpu/notes.csv 2>/dev/null; [ $? -ne 0 ]; echo $?) "an import is a snapshot: removed files are gone"
+is "$(git --git-dir="$GITDIR" log -1 --format=%s v1)" "drop notes" "--message is the commit summary"
+is "$(git --git-dir="$GITDIR" rev-parse v1^)" "$FIRST" "the new commit's parent is the old tip"
+
+khub import "$SRC" --repo 'acme/bad..name' >/dev/null 2>"$TEST_DIR/err"
+ok $([ $? -ne 0 ]; echo $?) "invalid repo names are refused"
+khub import "$SRC" --repo acme/relu --branch 'bad branch' >/dev/null 2>"$TEST_DIR/err"
+ok $([ $? -ne 0 ]; echo $?) "invalid branch names are refused"
+like "$(cat "$TEST_DIR/err")" "invalid branch" "with a clear message"
+
+# ---- admin -------------------------------------------------------------------
+check "user create" -- khub admin user create alice
+khub admin user create alice >/dev/null 2>"$TEST_DIR/err"
+like "$(cat "$TEST_DIR/err")" "taken" "a taken name is refused"
+khub admin user create ACME >/dev/null 2>"$TEST_DIR/err"
+ok $([ $? -ne 0 ]; echo $?) "names are case-insensitive (ACME = acme)"
+check "member set" -- khub admin member set acme alice write
+TOKEN=$(khub admin token create alice --scope write 2>/dev/null)
+like "$TOKEN" '^hf_[A-Za-z]{34}$' "token create prints an hf_ token"
+check "token is stored hashed, never in clear" -- bash -c "! grep -r -a -q '$TOKEN' '$KHUB_DATA_DIR/pg/data' 2>/dev/null || ! khub admin token list alice | grep -q '$TOKEN'"
+LIST=$(khub admin token list alice 2>/dev/null)
+like "$LIST" "write" "token list shows the scope"
+ok $(echo "$LIST" | grep -q "$TOKEN"; [ $? -ne 0 ]; echo $?) "token list never shows the secret"
+check "trust set" -- khub admin trust set acme
+like "$(khub admin trust list 2>/dev/null)" "^acme" "trust list"
+
+# ---- two processes share the embedded database --------------------------------
+khub_start
+check "server is up" -- curl -sf "$KHUB_URL/api/health"
+check "admin command while the server runs" -- khub admin org create second
+check "the server still answers after the admin command exited" -- curl -sf "$KHUB_URL/api/organizations/second/overview"
+TOKEN_ID=$(khub admin token list alice 2>/dev/null | head -1 | cut -f1)
+check "token revoke" -- khub admin token revoke "$TOKEN_ID"
+sleep 2.2	# the server reuses token lookups for up to token_cache_ttl_ms (2 s)
+STATUS=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" "$KHUB_URL/api/whoami-v2")
+is "$STATUS" 401 "a revoked token stops working"
+khub_stop
+sleep 0.5
+ok $([ ! -S "$KHUB_DATA_DIR/pg/run/.s.PGSQL.5432" ]; echo $?) "the server stops the embedded database on exit"
+
+done_testing
