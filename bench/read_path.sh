@@ -17,6 +17,10 @@
 #   BENCH_RESULTS           where raw outputs go  (default bench/results/DATE)
 #   BENCH_PERF=1            perf record -g khub during its revision and tree
 #                           runs; reports land in BENCH_RESULTS
+#   BENCH_RELEASE_BUILD     auto (default): when KHUB_BIN is a sanitizer build
+#                           (./configure --enable-debug: ASan+UBSan, -O1), build
+#                           a release copy of the tree (plain ./configure, -O2)
+#                           in the temp dir and measure that; 1: always; 0: never
 #   KHUB_THREADS            khub worker threads (0 = 4 per CPU, khub's default)
 #   KHUB_LOG_LEVEL          default warn here
 #   KHUB_BIN                the khub binary (default ./khub)
@@ -44,6 +48,29 @@ NGINX=$(command -v nginx)
 
 mkdir -p "$RESULTS"
 khub_setup
+
+is_sanitized() { ldd "$1" 2>/dev/null | grep -Eq 'lib(asan|ubsan|tsan)'; }
+want_release=${BENCH_RELEASE_BUILD:-auto}
+if [ "$want_release" = 1 ] || { [ "$want_release" = auto ] && is_sanitized "$KHUB_BIN"; }; then
+	echo "# building a release khub (plain ./configure, no sanitizers) in $TEST_DIR/build ..." >&2
+	mkdir -p "$TEST_DIR/build"
+	tar -C "$KHUB_SRC" -cf - --exclude=.git --exclude='*.o' --exclude='*.a' --exclude=./khub \
+		--exclude=./var --exclude=./bench/results --exclude=node_modules . | tar -C "$TEST_DIR/build" -xf -
+	if (cd "$TEST_DIR/build" &&
+		{ [ ! -f Makefile ] || make distclean; } &&
+		{ [ -x configure ] || ./autogen.sh; } &&
+		./configure -q && make -j"$(nproc)" khub) >"$RESULTS/release-build.log" 2>&1; then
+		KHUB_BIN="$TEST_DIR/build/khub"
+		KHUB_BUILD="release (-O2, built from a copy of $KHUB_SRC)"
+	else
+		echo "# release build failed (see $RESULTS/release-build.log); measuring $KHUB_BIN as is" >&2
+	fi
+fi
+if is_sanitized "$KHUB_BIN"; then
+	KHUB_BUILD="SANITIZER BUILD ($KHUB_BIN links ASan/UBSan): numbers are not representative"
+else
+	KHUB_BUILD=${KHUB_BUILD:-"$KHUB_BIN (no sanitizers)"}
+fi
 
 NGINX_PID=
 cleanup() {
@@ -82,7 +109,8 @@ CLK_TCK=$(getconf CLK_TCK)
 echo "# khub read path vs nginx static, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# machine: $(nproc) CPU cores (nproc), $(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)" \
 	"-- wrk, khub and nginx share them, so absolute numbers are low; the ratios are the point"
-echo "# khub: $("$KHUB_BIN" version 2>/dev/null | head -1), threads=${KHUB_THREADS:-0} (0 = 4 per CPU), log_level=$KHUB_LOG_LEVEL"
+echo "# khub: $("$KHUB_BIN" version 2>/dev/null | head -1), $KHUB_BUILD"
+echo "# khub config: threads=${KHUB_THREADS:-0} (0 = 4 per CPU), log_level=$KHUB_LOG_LEVEL"
 echo "# nginx: $("$NGINX" -v 2>&1 | sed 's/.*: //'), worker_processes auto, sendfile on"
 echo "# wrk: -t$WRK_THREADS -c$CONNS (file GET: -c$FILE_CONNS) -d$DURATION --latency, warm-up $WARMUP"
 echo "# raw outputs: $RESULTS"

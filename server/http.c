@@ -101,9 +101,9 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		if (req->method == METHOD_OPTIONS)
 			return respond_preflight(req);
 		auth_identify(req);
-		if (req->route->flags & ROUTE_BODY)
-			return MHD_YES;	/* the body comes in the next calls */
-		return dispatch(req);
+		/* Answer in a later call: libmicrohttpd closes the connection
+		 * after a response queued while the request was still being read. */
+		return MHD_YES;
 	}
 	log_set_request_id(req->request_id);
 	if (*upload_data_size) {
