@@ -19,6 +19,8 @@ struct api_context {
 	long tree_page_size;
 	long max_body_bytes;
 	long repo_cache_ttl_ms;
+	unsigned char url_secret[32];	/* signs self-authenticating LFS URLs */
+	long lfs_url_ttl;		/* seconds an LFS action URL stays valid */
 };
 
 extern struct api_context api_ctx;
@@ -38,6 +40,7 @@ struct request {
 	uint64_t start_usec;
 	char remote_addr[64];
 
+	char *log_path;			/* the raw path, for the access log */
 	/* The raw path split on '/', each segment percent-decoded. */
 	char *path_copy;
 	char *segv[MAX_SEGMENTS];
@@ -49,10 +52,16 @@ struct request {
 	const char *ns, *name, *org;
 	char *rev;			/* owned */
 	char *path;			/* owned; "" when absent */
+	const char *args[4];		/* {arg} segments, in order */
+	size_t nargs;
 
 	/* The caller, from Authorization (anonymous when absent or unknown). */
 	struct principal principal;
 	int bad_token;			/* a token was sent but is unknown */
+
+	/* State of a streaming route (owned by its stream_ops). */
+	void *stream_state;
+	int stream_stopped;
 
 	/* Body for routes that ask for it (bounded by max_body_bytes). */
 	struct strbuf body;
@@ -71,16 +80,31 @@ typedef enum MHD_Result (*route_handler)(struct request *req);
 /* Route flags */
 #define ROUTE_BODY 1		/* buffer the request body before calling */
 
+/* Routes whose bodies may be larger than memory (commits, LFS uploads) get
+ * the body as it arrives; the handler runs once it has all been read. */
+struct stream_ops {
+	/* Accept the body (0) or refuse it after queuing an answer (-1; the
+	 * connection is then closed without reading the body). */
+	int (*begin)(struct request *req);
+	/* A piece of the body; -1 stops the feeding (the rest is drained and
+	 * the handler decides what to answer). */
+	int (*data)(struct request *req, const char *data, size_t len);
+	/* Always called when the request ends, answered or not. */
+	void (*cleanup)(struct request *req);
+};
+
 /* Pattern segments: literals, {type} (models|datasets|spaces|kernels),
  * {tprefix} (datasets|spaces|kernels), {ns}, {name}, {org}, {rev} (one
  * segment, or refs/{heads,tags,convert}/X and refs/pr/N sent unencoded),
- * {path*} (every remaining segment, may be empty). */
+ * {arg} (any one segment, kept in args[]), {path*} (every remaining
+ * segment, may be empty). */
 struct route {
 	unsigned methods;
 	const char *pattern;
 	route_handler handler;
 	unsigned flags;
 	enum repo_type fixed_type;	/* used when the pattern names no type */
+	const struct stream_ops *stream;	/* NULL: buffered (ROUTE_BODY) or no body */
 };
 
 /* The tables, each terminated by a row with a NULL pattern. */
@@ -88,6 +112,9 @@ extern const struct route orgs_routes[];	/* api/orgs.c: overview, whoami, harnes
 extern const struct route refs_routes[];	/* api/refs.c */
 extern const struct route tree_routes[];	/* api/tree.c: tree, paths-info, repo info */
 extern const struct route resolve_routes[];	/* api/resolve.c: file bytes */
+extern const struct route commit_routes[];	/* api/commit.c: NDJSON commits */
+extern const struct route preupload_routes[];	/* api/preupload.c */
+extern const struct route lfs_routes[];		/* api/lfs.c: batch, upload, verify, download */
 
 /* ---- answering (api/respond.c) ------------------------------------------ */
 
@@ -136,6 +163,28 @@ struct repo_handle {
  * repo of that id), check the caller may read it, open it. On failure a
  * response has been queued and *result holds what to return. */
 int repo_open_for_read(struct request *req, struct repo_handle *h, enum MHD_Result *result);
+/* For writes: the caller must be signed in (else 401), see the repo (else
+ * RepoNotFound) and hold at least `needed` (else 403). type/ns/name come
+ * from the request. On failure a response has been queued. */
+int repo_open_for_write(struct request *req, struct repo_handle *h, enum role needed,
+			enum MHD_Result *result);
+/* Like repo_open_for_write for a repo named explicitly (JSON bodies). */
+int repo_open_named(struct request *req, enum repo_type type, const char *ns, const char *name,
+		    enum role needed, struct repo_handle *h, enum MHD_Result *result);
+/* 401 unless the caller is signed in; returns 0 when signed in. */
+int require_signed_in(struct request *req, enum MHD_Result *result);
+/* What the caller may do in a namespace (own user name: admin; org: role). */
+enum role namespace_role(const struct principal *p, const struct account *ns);
+/* Serialise writers of one repo, across processes (PostgreSQL advisory
+ * lock on this thread's connection). */
+int repo_write_lock(int64_t repo_id);
+void repo_write_unlock(int64_t repo_id);
+/* Audit a write by the caller; details is JSON text or NULL. */
+void api_audit(struct request *req, const char *action, const char *target, const char *details);
+/* Parse the buffered body as a JSON object (an empty body is {}); on
+ * failure 400 is queued and NULL returned. The caller decrefs. */
+json_t *request_json_body(struct request *req, enum MHD_Result *result);
+
 /* Resolve rev to a commit sha; on failure RevisionNotFound is queued. */
 int repo_resolve_or_respond(struct request *req, struct repo_handle *h, const char *rev, char sha[41],
 			    enum MHD_Result *result);

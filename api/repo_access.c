@@ -171,3 +171,119 @@ int repo_resolve_or_respond(struct request *req, struct repo_handle *h, const ch
 	*result = respond_revision_not_found(req, rev);
 	return -1;
 }
+
+int require_signed_in(struct request *req, enum MHD_Result *result)
+{
+	if (req->principal.user_id)
+		return 0;
+	*result = respond_error(req, 401, NULL, req->bad_token ? "Invalid credentials in Authorization header"
+							       : "Invalid username or password.");
+	return -1;
+}
+
+enum role namespace_role(const struct principal *p, const struct account *ns)
+{
+	enum role role;
+	if (!p->user_id)
+		return ROLE_NONE;
+	if (p->is_site_admin || ns->id == p->user_id)
+		role = ROLE_ADMIN;
+	else if (ns->kind == ACCOUNT_ORG)
+		role = db_membership_role(ns->id, p->user_id);
+	else
+		role = ROLE_NONE;
+	return role < p->scope ? role : p->scope;
+}
+
+int repo_open_named(struct request *req, enum repo_type type, const char *ns, const char *name,
+		    enum role needed, struct repo_handle *h, enum MHD_Result *result)
+{
+	const char *why;
+	memset(h, 0, sizeof(*h));
+	if (require_signed_in(req, result) < 0)
+		return -1;
+	if (!ns || !name || repo_name_validate(ns, &why) < 0 || repo_name_validate(name, &why) < 0) {
+		*result = respond_repo_not_found(req);
+		return -1;
+	}
+	int rc = db_repo_get(type, ns, name, &h->record);	/* fresh: writes never use the cache */
+	if (rc == KHUB_EDB) {
+		*result = respond_error(req, 503, NULL, "database unavailable");
+		return -1;
+	}
+	if (rc < 0) {
+		*result = respond_repo_not_found(req);
+		return -1;
+	}
+	h->role = repo_role_of(&req->principal, &h->record);
+	if (!h->record.private && h->role < ROLE_READ)
+		h->role = ROLE_READ;
+	if (h->role < ROLE_READ) {
+		*result = respond_repo_not_found(req);
+		return -1;
+	}
+	if (h->role < needed) {
+		*result = respond_error(req, 403, NULL, "You don't have the rights to %s %s/%s (needs %s access%s)",
+					needed == ROLE_ADMIN ? "administer" : "write to", h->record.ns, h->record.name,
+					role_name(needed),
+					req->principal.scope < needed ? "; your token's scope is too small" : "");
+		return -1;
+	}
+	h->git = thread_git_open(&h->record);
+	if (!h->git) {
+		*result = respond_error(req, 500, NULL, "repository storage is unavailable");
+		return -1;
+	}
+	return 0;
+}
+
+int repo_open_for_write(struct request *req, struct repo_handle *h, enum role needed,
+			enum MHD_Result *result)
+{
+	return repo_open_named(req, req->type, req->ns, req->name, needed, h, result);
+}
+
+int repo_write_lock(int64_t repo_id)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%lld", (long long)repo_id);
+	const char *params[1] = { id };
+	PGresult *res = db_exec("SELECT pg_advisory_lock(1, $1::int)", 1, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	PQclear(res);
+	return 0;
+}
+
+void repo_write_unlock(int64_t repo_id)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%lld", (long long)repo_id);
+	const char *params[1] = { id };
+	PQclear(db_exec("SELECT pg_advisory_unlock(1, $1::int)", 1, params, NULL));
+}
+
+void api_audit(struct request *req, const char *action, const char *target, const char *details)
+{
+	if (db_audit(req->principal.user_id, req->principal.user_id ? req->principal.name : "anonymous", action,
+		     target, details, req->remote_addr) < 0)
+		log_error("audit: cannot record %s %s", action, target);
+}
+
+json_t *request_json_body(struct request *req, enum MHD_Result *result)
+{
+	if (req->body_too_large) {
+		*result = respond_error(req, 413, NULL, "request body larger than %ld bytes", api_ctx.max_body_bytes);
+		return NULL;
+	}
+	if (req->body.len == 0)
+		return json_object();
+	json_error_t err;
+	json_t *doc = json_loadb(req->body.buf, req->body.len, JSON_REJECT_DUPLICATES, &err);
+	if (!doc || !json_is_object(doc)) {
+		json_decref(doc);
+		*result = respond_error(req, 400, NULL, "invalid JSON body: %s", doc ? "not an object" : err.text);
+		return NULL;
+	}
+	return doc;
+}

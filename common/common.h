@@ -123,6 +123,51 @@ void *hashmap_remove(struct hashmap *map, const char *key);
 void hashmap_release(struct hashmap *map, void (*free_value)(void *));
 uint64_t hash_string(const char *s);
 
+/* ---- streaming JSON (common/json_stream.c) ------------------------------ */
+
+/* Parses a sequence of JSON objects (NDJSON, or one document) fed in chunks
+ * of any size, without holding any value whole unless asked to: the
+ * consumer chooses per string whether to receive it in pieces (for
+ * arbitrarily large base64 payloads) or collected (bounded). Keys are
+ * reported as a path from the top-level object. */
+
+#define JSON_STREAM_MAX_DEPTH 8
+#define JSON_STREAM_MAX_KEY 256
+
+enum json_scalar { JSON_STREAM_STRING, JSON_STREAM_NUMBER, JSON_STREAM_TRUE, JSON_STREAM_FALSE,
+		   JSON_STREAM_NULL };
+enum json_string_mode { JSON_STRING_COLLECT, JSON_STRING_STREAM };
+
+struct json_stream_handler {
+	void *ctx;
+	/* A top-level object starts / ends (one NDJSON line). */
+	int (*object_begin)(void *ctx);
+	int (*object_end)(void *ctx);
+	/* A string value at path (keys[0..depth-1]) starts: stream or collect? */
+	enum json_string_mode (*string_mode)(void *ctx, char keys[][JSON_STREAM_MAX_KEY], int depth);
+	/* Pieces of a streamed string (unescaped bytes), then its end. */
+	int (*string_chunk)(void *ctx, const char *data, size_t len);
+	int (*string_end)(void *ctx);
+	/* A collected string, number or literal at path (NUL-terminated text;
+	 * strings may contain NUL only if escaped as \u0000, which is refused). */
+	int (*scalar)(void *ctx, char keys[][JSON_STREAM_MAX_KEY], int depth, enum json_scalar kind,
+		      const char *text, size_t len);
+};
+
+struct json_stream;
+
+/* collect_limit bounds collected strings and numbers. NULL never. */
+struct json_stream *json_stream_new(const struct json_stream_handler *handler, size_t collect_limit);
+void json_stream_free(struct json_stream *js);
+/* Feed bytes; 0, or -1 on a syntax error or a callback failure (then
+ * json_stream_error says why and the stream refuses further input). */
+int json_stream_feed(struct json_stream *js, const char *data, size_t len);
+/* The input ended; -1 if it stopped inside a value. */
+int json_stream_finish(struct json_stream *js);
+const char *json_stream_error(const struct json_stream *js);
+/* Line (1-based) of the byte being parsed, for error messages. */
+size_t json_stream_line(const struct json_stream *js);
+
 /* ---- one error type for every module ------------------------------------ */
 
 enum khub_err {

@@ -37,6 +37,9 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
 
 static void request_free(struct request *req)
 {
+	free(req->log_path);
+	if (req->route && req->route->stream && req->route->stream->cleanup)
+		req->route->stream->cleanup(req);
 	free(req->path_copy);
 	free(req->rev);
 	free(req->path);
@@ -89,6 +92,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 					  req->remote_addr, sizeof(req->remote_addr));
 		}
 		log_set_request_id(req->request_id);
+		req->log_path = xstrdup(url);
 		if (!req->method)
 			return respond_error(req, 405, NULL, "method %s is not supported", method);
 		int rc = router_match(req, url);
@@ -101,11 +105,19 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		if (req->method == METHOD_OPTIONS)
 			return respond_preflight(req);
 		auth_identify(req);
+		if (req->route->stream && req->route->stream->begin(req) < 0)
+			return req->responded ? MHD_YES : respond_error(req, 500, NULL, "request refused");
 		/* Answer in a later call: libmicrohttpd closes the connection
 		 * after a response queued while the request was still being read. */
 		return MHD_YES;
 	}
 	log_set_request_id(req->request_id);
+	if (*upload_data_size && req->route && req->route->stream) {
+		if (!req->stream_stopped && req->route->stream->data(req, upload_data, *upload_data_size) < 0)
+			req->stream_stopped = 1;
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
 	if (*upload_data_size) {
 		if (!req->body_too_large) {
 			if (req->body.len + *upload_data_size > (size_t)config.max_body_bytes) {
@@ -138,7 +150,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
 	if (log_threshold >= LOG_LEVEL_INFO || req->status >= 500)
 		log_write(req->status >= 500 ? LOG_LEVEL_ERROR : LOG_LEVEL_INFO,
 			  "%s %s %s %d %llu bytes %llu us%s user=%s", req->remote_addr, req->method_name,
-			  req->path_copy ? req->path_copy : "-", req->status, (unsigned long long)req->bytes_out,
+			  req->log_path ? req->log_path : "-", req->status, (unsigned long long)req->bytes_out,
 			  (unsigned long long)usec, how, req->principal.user_id ? req->principal.name : "-");
 	log_set_request_id(NULL);
 	request_free(req);
@@ -211,7 +223,6 @@ int http_serve(void)
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.connection_timeout,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
 		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,

@@ -55,6 +55,8 @@ int cmd_serve(int argc, char **argv)
 	api_ctx.tree_page_size = config.tree_page_size;
 	api_ctx.max_body_bytes = config.max_body_bytes;
 	api_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
+	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
+	runtime_load_secret(api_ctx.url_secret);
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();

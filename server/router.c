@@ -6,7 +6,7 @@
 #include <string.h>
 
 static const struct route *const route_tables[] = {
-	orgs_routes, refs_routes, tree_routes, resolve_routes,
+	orgs_routes, refs_routes, tree_routes, resolve_routes, commit_routes, preupload_routes, lfs_routes,
 };
 
 static int type_from_plural(const char *seg, int allow_model, enum repo_type *out)
@@ -40,6 +40,7 @@ static void reset_captures(struct request *req)
 	free(req->path);
 	req->rev = req->path = NULL;
 	req->ns = req->name = req->org = NULL;
+	req->nargs = 0;
 }
 
 static int match_pattern(struct request *req, const struct route *route)
@@ -79,6 +80,10 @@ static int match_pattern(struct request *req, const struct route *route)
 			req->name = seg;
 		} else if (strcmp(tok, "{org}") == 0) {
 			req->org = seg;
+		} else if (strcmp(tok, "{arg}") == 0) {
+			if (req->nargs == sizeof(req->args) / sizeof(req->args[0]))
+				return -1;
+			req->args[req->nargs++] = seg;
 		} else if (strcmp(tok, "{rev}") == 0) {
 			size_t n = revision_segments(req, i);
 			struct strbuf sb = STRBUF_INIT;

@@ -3,6 +3,9 @@
 #include "server/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <unistd.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,28 @@ static void prepare_data_dir(void)
 
 const char *runtime_repo_root(void) { return repo_root; }
 const char *runtime_lfs_root(void) { return lfs_root; }
+
+void runtime_load_secret(unsigned char out[32])
+{
+	char *path = xasprintf("%s/secret", config.data_dir);
+	FILE *fp = fopen(path, "rb");
+	if (fp) {
+		size_t n = fread(out, 1, 32, fp);
+		fclose(fp);
+		if (n != 32)
+			fatal("%s is damaged; delete it to make a new one (outstanding LFS URLs stop working)", path);
+		free(path);
+		return;
+	}
+	if (RAND_bytes(out, 32) != 1)
+		fatal("no randomness for the URL secret");
+	char *tmp = xasprintf("%s.tmp", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, out, 32) != 32 || fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0)
+		fatal("cannot write %s: %s", path, strerror(errno));
+	free(tmp);
+	free(path);
+}
 
 void runtime_open_database(void)
 {

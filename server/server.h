@@ -22,6 +22,7 @@ struct khub_config {
 	long tree_page_size;
 	long repo_cache_ttl_ms;
 	long token_cache_ttl_ms;
+	long lfs_url_ttl;
 };
 
 extern struct khub_config config;
@@ -43,6 +44,9 @@ void runtime_close_database(void);
 /* "{data_dir}/repos" and "{data_dir}/lfs"; static. */
 const char *runtime_repo_root(void);
 const char *runtime_lfs_root(void);
+/* The 32-byte secret that signs LFS action URLs, kept in {data_dir}/secret
+ * (created on first use, mode 0600). Exits on failure. */
+void runtime_load_secret(unsigned char out[32]);
 
 /* ---- authentication (server/auth.c) ------------------------------------- */
 

@@ -4,6 +4,7 @@
 #include "storage.h"
 
 #include <fnmatch.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct commit_builder {
@@ -204,7 +205,7 @@ int repo_update_ref(git_repository *repo, const char *ref_name, const char *expe
 	return 0;
 }
 
-static int gitattributes_says_lfs(const char *gitattributes, const char *path)
+int gitattributes_match_lfs(const char *gitattributes, const char *path)
 {
 	const char *base = strrchr(path, '/');
 	base = base ? base + 1 : path;
@@ -241,8 +242,27 @@ int lfs_should_store(const char *gitattributes, const char *path, const void *he
 		return 0;
 	if (size > 10u * 1024 * 1024)
 		return 1;
-	if (gitattributes && gitattributes_says_lfs(gitattributes, path))
+	if (gitattributes && gitattributes_match_lfs(gitattributes, path))
 		return 1;
 	size_t probe = head_len < 8000 ? head_len : 8000;
 	return memchr(head, '\0', probe) != NULL;
+}
+
+int repo_next_pr_number(git_repository *repo)
+{
+	git_reference_iterator *it = NULL;
+	git_reference *ref;
+	int highest = 0;
+	if (git_reference_iterator_glob_new(&it, repo, "refs/pr/*") < 0)
+		return 1;
+	while (git_reference_next(&ref, it) == 0) {
+		const char *n = git_reference_name(ref) + strlen("refs/pr/");
+		char *end;
+		long v = strtol(n, &end, 10);
+		if (!*end && v > highest && v < 1000000000)
+			highest = (int)v;
+		git_reference_free(ref);
+	}
+	git_reference_iterator_free(it);
+	return highest + 1;
 }

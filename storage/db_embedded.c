@@ -41,8 +41,16 @@ static int run_pg_tool(char *const argv[])
 			dup2(fd, 2);
 			close(fd);
 		}
+		/* PostgreSQL finds its siblings (postgres, share/) through
+		 * argv[0]: give it the full path, not a name found on PATH. */
 		char *path = xasprintf("%s/%s", emb.bindir, argv[0]);
-		execv(path, argv);
+		char *args[16];
+		size_t n = 0;
+		args[n++] = path;
+		for (size_t i = 1; argv[i] && n < 15; i++)
+			args[n++] = argv[i];
+		args[n] = NULL;
+		execv(path, args);
 		_exit(127);
 	}
 	int status;

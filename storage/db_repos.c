@@ -69,3 +69,51 @@ int db_repo_touch(int64_t repo_id)
 	PQclear(res);
 	return 0;
 }
+
+int db_repo_delete(int64_t repo_id)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[1] = { id };
+	PGresult *res = db_exec("DELETE FROM repos WHERE id = $1", 1, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
+	PQclear(res);
+	return rc;
+}
+
+int db_repo_rename(int64_t repo_id, const char *ns, const char *name, struct repo_record *out)
+{
+	struct account owner;
+	int rc = db_account_get(ns, &owner);
+	if (rc < 0)
+		return rc;
+	char id[24], owner_id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	snprintf(owner_id, sizeof(owner_id), "%" PRId64, owner.id);
+	const char *params[4] = { id, owner_id, owner.name, name };
+	const char *state = NULL;
+	PGresult *res = db_exec("UPDATE repos SET owner_id = $2, namespace = $3, name = $4, last_modified = now()"
+				" WHERE id = $1 RETURNING " REPO_COLUMNS, 4, params, &state);
+	if (!res)
+		return state && strcmp(state, "23505") == 0 ? KHUB_EEXIST : KHUB_EDB;
+	rc = PQntuples(res) == 1 ? 0 : KHUB_ENOTFOUND;
+	if (rc == 0 && out)
+		fill_repo(res, 0, out);
+	PQclear(res);
+	return rc;
+}
+
+int db_repo_set_private(int64_t repo_id, int private)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[2] = { id, private ? "true" : "false" };
+	PGresult *res = db_exec("UPDATE repos SET private = $2 WHERE id = $1", 2, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
+	PQclear(res);
+	return rc;
+}

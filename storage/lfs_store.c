@@ -110,6 +110,11 @@ struct lfs_writer *lfs_writer_begin(struct lfs_store *store)
 	return w;
 }
 
+const char *lfs_writer_temp_path(const struct lfs_writer *w)
+{
+	return w->tmp_path;
+}
+
 int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len)
 {
 	const char *p = data;

@@ -74,6 +74,8 @@ int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len);
  * KHUB_EINVAL), fsync and rename into place. Fills oid and size. */
 int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size);
 void lfs_writer_abort(struct lfs_writer *w);
+/* The temp file a writer is filling (valid until commit or abort). */
+const char *lfs_writer_temp_path(const struct lfs_writer *w);
 /* Copy a local file into the store. */
 int lfs_store_put_file(struct lfs_store *store, const char *path, char oid[65], uint64_t *size);
 
@@ -180,11 +182,83 @@ int commit_builder_write(struct commit_builder *cb, const char *author_name, con
 int repo_update_ref(git_repository *repo, const char *ref_name, const char *expected_old,
 		    const char *new_sha, const char *log_message);
 
+/* 1 when the last .gitattributes rule matching path sets filter=lfs. */
+int gitattributes_match_lfs(const char *gitattributes, const char *path);
+/* Next free pull request number (1 + the highest refs/pr/N). */
+int repo_next_pr_number(git_repository *repo);
+
 /* Whether a file should be stored as LFS: the .gitattributes rules at the
  * parent (text of that file, may be NULL), binary content (a NUL byte in
  * the first 8000 bytes) or a size over 10 MiB. Empty files never are. */
 int lfs_should_store(const char *gitattributes, const char *path, const void *head,
 		     size_t head_len, uint64_t size);
+
+/* ---- repo directories over their life (storage/repo_lifecycle.c) -------- */
+
+/* repo_store_create, or adopt a directory left by a crash between creating
+ * it and registering the repo: an intact repo is kept (given its initial
+ * commit when the crash came first), one git cannot open is moved to the
+ * trash and created afresh. *adopted (may be NULL) is set to 1 on adoption. */
+int repo_store_create_or_adopt(const char *root, enum repo_type type, const char *ns, const char *name,
+			       int *adopted);
+/* Move a repo's directory to {root}/../trash/{plural}/{ns}/{name}.git.{UTC
+ * time}.{random} (a rename: nothing is lost, the name is free again).
+ * KHUB_ENOTFOUND when there is no directory. */
+int repo_store_trash(const char *root, enum repo_type type, const char *ns, const char *name);
+/* Rename a repo's directory (another namespace's folder is created as
+ * needed). KHUB_EEXIST when the target exists, KHUB_ENOTFOUND when the
+ * source does not. Callers serialise renames. */
+int repo_store_rename(const char *root, enum repo_type type, const char *from_ns, const char *from_name,
+		      const char *to_ns, const char *to_name);
+
+/* ---- writing refs (storage/refs_write.c) --------------------------------- */
+
+/* repo_resolve_revision, and also an abbreviated sha (7 to 39 hex digits)
+ * naming exactly one commit. KHUB_ENOTFOUND otherwise. */
+int repo_resolve_commitish(git_repository *repo, const char *rev, char sha[41]);
+/* The object a full ref points at, unpeeled. KHUB_ENOTFOUND when absent. */
+int repo_ref_read(git_repository *repo, const char *ref_name, char sha[41]);
+/* Point refs/heads/{branch} at target_sha. KHUB_EEXIST when the branch
+ * exists and !overwrite; with overwrite it moves by compare-and-swap
+ * (KHUB_ECONFLICT when it moved meanwhile). */
+int repo_branch_set(git_repository *repo, const char *branch, const char *target_sha, int overwrite,
+		    const char *log_message);
+/* Delete a full ref if it still points where it did when looked up.
+ * KHUB_ENOTFOUND when absent, KHUB_ECONFLICT when it moved. */
+int repo_delete_ref(git_repository *repo, const char *ref_name);
+/* Create refs/tags/{tag} at a commit: an annotated tag object when message
+ * is not NULL (tagger = name/email, now), else a lightweight tag.
+ * KHUB_EEXIST when the tag exists, KHUB_EINVAL for a bad name,
+ * KHUB_ENOTFOUND when target_sha is not a commit. */
+int repo_tag_create(git_repository *repo, const char *tag, const char *target_sha, const char *message,
+		    const char *tagger_name, const char *tagger_email);
+/* Write a parentless commit with an empty tree (nothing visible yet). */
+int repo_commit_empty_root(git_repository *repo, const char *author_name, const char *author_email,
+			   const char *summary, char commit_sha[41]);
+
+/* ---- history (storage/commit_log.c) ---------------------------------------- */
+
+struct commit_info {
+	char sha[41];
+	char *title;		/* first line of the message */
+	char *message;		/* the rest, after the blank line */
+	char *author_name;
+	char *author_email;
+	time_t time;		/* committer time */
+	char (*parents)[41];
+	size_t nparents;
+};
+
+struct commit_log {
+	struct commit_info *items;	/* owned; release with commit_log_release */
+	size_t count;
+	size_t total;			/* commits reachable from the start */
+};
+
+/* Walk the history of sha newest first (topological, then by time): skip
+ * `skip` commits, keep up to `limit`, count them all. */
+int repo_log(git_repository *repo, const char *sha, size_t skip, size_t limit, struct commit_log *out);
+void commit_log_release(struct commit_log *log);	/* accepts NULL */
 
 /* ---- database (storage/db.c, db_*.c) ------------------------------------ */
 
@@ -269,6 +343,12 @@ int db_repo_get(enum repo_type type, const char *ns, const char *name, struct re
 int db_repo_insert(enum repo_type type, const char *ns, const char *name, int private,
 		   struct repo_record *out);
 int db_repo_touch(int64_t repo_id);
+/* Unregister a repo. KHUB_ENOTFOUND when there is no such row. */
+int db_repo_delete(int64_t repo_id);
+/* Re-register a repo under namespace ns (its owner becomes that account)
+ * and name. KHUB_EEXIST when taken, KHUB_ENOTFOUND when ns is unknown. */
+int db_repo_rename(int64_t repo_id, const char *ns, const char *name, struct repo_record *out);
+int db_repo_set_private(int64_t repo_id, int private);
 
 /* Append to the audit log; details is JSON text or NULL. */
 int db_audit(int64_t actor_id, const char *actor_name, const char *action, const char *target,

@@ -41,10 +41,17 @@ mkdir "$T/b"
 tar -xJf "$BUNDLE" -C "$T/b" || { fail "unpack bundle"; exit 1; }
 chmod 755 "$T/b"
 B=$T/b
-khub() { LD_LIBRARY_PATH=$B/lib "$B/bin/khub" "$@"; }
+# khub execs the PostgreSQL tools by full path but with a bare argv[0]
+# ("initdb"), and PostgreSQL finds its own directory (and so postgres, the
+# share dir and the lib dir) from argv[0] through PATH: without the bindir on
+# PATH, initdb fails with 'could not find a "initdb" to execute' (or, where
+# another PostgreSQL is on PATH, silently uses that one). Workaround: put the
+# bundled bindir first on PATH for khub.
+PGBIN=$B/usr/lib/postgresql/15/bin
+khub() { PATH=$PGBIN:$PATH LD_LIBRARY_PATH=$B/lib "$B/bin/khub" "$@"; }
 
 export KHUB_DATA_DIR=$T/data
-export KHUB_PG_BINDIR=$B/usr/lib/postgresql/15/bin
+export KHUB_PG_BINDIR=$PGBIN
 export KHUB_LISTEN=127.0.0.1:$PORT
 export KHUB_LOG_LEVEL=info
 unset KHUB_DATABASE_URL KHUB_CONFIG
@@ -185,7 +192,8 @@ khub admin trust set khub-demo >>"$T/import.log" 2>&1 && pass "khub admin trust 
 khub admin trust list 2>&1 | sed 's/^/   trust list: /'
 
 # ---- serve -----------------------------------------------------------------
-khub serve --listen "127.0.0.1:$PORT" >"$T/server.log" 2>&1 &
+# not through the khub() function: $! must be khub itself, not a subshell
+PATH=$PGBIN:$PATH LD_LIBRARY_PATH=$B/lib "$B/bin/khub" serve --listen "127.0.0.1:$PORT" >"$T/server.log" 2>&1 &
 SERVER_PID=$!
 E=http://127.0.0.1:$PORT
 up=
@@ -221,13 +229,33 @@ echo "== loader_check (warm cache, new process)"
 python3 "$ROOT/tests/device/loader_check.py" warm 2>&1 | tee -a "$T/loader.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || FAILS=$((FAILS + 1))
 [ -n "${OUT:-}" ] && cp "$T/loader.log" "$OUT/"
+warm_lines=$(wc -l <"$T/server.log")
+
+# khub's access log names the path but not the headers the client reacts
+# to: show them for the two HEADs whose answers matter most.
+echo "== raw HEAD answers (status and X-* headers)"
+python3 - "$E" "$sha_v1" <<'EOF'
+import sys, http.client, urllib.parse
+e, sha = sys.argv[1], sys.argv[2]
+u = urllib.parse.urlparse(e)
+for path in (f"/kernels/khub-demo/relu/resolve/{sha}/kernel-status.toml",
+             f"/kernels/khub-demo/relu/resolve/{sha}/build/torch-cpu/weights.bin",
+             f"/kernels/khub-demo/relu/resolve/{sha}/build/torch-cpu/__init__.py"):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    c.request("HEAD", path, headers={"Accept-Encoding": "identity"})
+    r = c.getresponse()
+    hdrs = ", ".join(f"{k}: {v}" for k, v in r.getheaders()
+                     if k.lower().startswith("x-") or k.lower() in ("etag", "location", "content-length"))
+    print(f"   HEAD {path} -> {r.status} [{hdrs}]")
+    c.close()
+EOF
 
 echo "== khub server log (startup, imports' database use excluded):"
 head -n "$lines_before" "$T/server.log" | sed 's/^/   /'
 echo "== khub access log, cold-cache run:"
-sed -n "$((lines_before + 1)),${cold_lines}p" "$T/server.log" | sed 's/^/   /'
+awk -v a="$lines_before" -v b="$cold_lines" 'NR > a && NR <= b { print "   " $0 }' "$T/server.log"
 echo "== khub access log, warm-cache run:"
-sed -n "$((cold_lines + 1)),\$p" "$T/server.log" | sed 's/^/   /'
+awk -v a="$cold_lines" -v b="$warm_lines" 'NR > a && NR <= b { print "   " $0 }' "$T/server.log"
 
 lp=$(grep -c '^PASS' "$T/loader.log"); lf=$(grep -c '^FAIL' "$T/loader.log")
 echo "== summary: loader checks $lp passed, $lf failed; harness failures $FAILS"

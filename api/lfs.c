@@ -1,0 +1,302 @@
+/* lfs.c -- the git-lfs batch API ({prefix}{ns}/{name}.git/info/lfs/objects/batch)
+ * for upload and download, and the self-authenticating URLs it hands out:
+ * HF clients PUT with no Authorization, so each action URL carries its own
+ * short-lived HMAC signature over (action, oid, size, expiry). */
+#include "api/api.h"
+
+#include <inttypes.h>
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LFS_JSON "application/vnd.git-lfs+json"
+#define MAX_BATCH_OBJECTS 10000
+
+/* "expiry.hmac" for action, oid, size. */
+static void sign_url_token(const char *action, const char *oid, uint64_t size, time_t expires, char out[100])
+{
+	char msg[200], mac_hex[65];
+	unsigned char mac[32];
+	unsigned int mac_len = 0;
+	snprintf(msg, sizeof(msg), "%s\n%s\n%" PRIu64 "\n%lld", action, oid, size, (long long)expires);
+	HMAC(EVP_sha256(), api_ctx.url_secret, sizeof(api_ctx.url_secret), (const unsigned char *)msg, strlen(msg),
+	     mac, &mac_len);
+	hex_encode(mac, 32, mac_hex);
+	snprintf(out, 100, "%lld.%s", (long long)expires, mac_hex);
+}
+
+static int check_url_token(const char *action, const char *token, const char *oid, uint64_t size)
+{
+	char *dot;
+	long long expires = strtoll(token, &dot, 10);
+	if (*dot != '.' || expires < time(NULL))
+		return -1;
+	char want[100];
+	sign_url_token(action, oid, size, (time_t)expires, want);
+	size_t n = strlen(want);
+	return strlen(token) == n && CRYPTO_memcmp(want, token, n) == 0 ? 0 : -1;
+}
+
+static char *action_url(struct request *req, const char *action, const char *oid, uint64_t size)
+{
+	char token[100];
+	sign_url_token(action, oid, size, time(NULL) + api_ctx.lfs_url_ttl, token);
+	return xasprintf("%s/api/lfs/%s/%s/%s/%" PRIu64, request_base_url(req), action, token, oid, size);
+}
+
+static enum MHD_Result lfs_error(struct request *req, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* git-lfs reads {"message"}; HF clients the usual {"error"}. */
+static enum MHD_Result lfs_error(struct request *req, int status, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_t *body = json_pack("{s:s, s:s}", "message", msg, "error", msg);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", LFS_JSON);
+	if (status == 401) {
+		MHD_add_response_header(resp, "LFS-Authenticate", "Basic realm=\"khub\"");
+		MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"khub\"");
+	}
+	return respond(req, status, resp);
+}
+
+/* {name} may carry the ".git" of the remote URL. */
+static void strip_dot_git(struct request *req)
+{
+	size_t n = strlen(req->name);
+	if (n > 4 && strcmp(req->name + n - 4, ".git") == 0)
+		((char *)req->name)[n - 4] = '\0';
+}
+
+static enum MHD_Result handle_batch(struct request *req)
+{
+	struct repo_handle h;
+	enum MHD_Result result;
+	strip_dot_git(req);
+	json_t *doc = request_json_body(req, &result);
+	if (!doc)
+		return result;
+	const char *operation = json_string_value(json_object_get(doc, "operation"));
+	json_t *objects = json_object_get(doc, "objects");
+	json_t *transfers = json_object_get(doc, "transfers");
+	int upload = operation && strcmp(operation, "upload") == 0;
+	if (!operation || (!upload && strcmp(operation, "download") != 0) || !json_is_array(objects)) {
+		json_decref(doc);
+		return lfs_error(req, 422, "want {\"operation\": \"upload\"|\"download\", \"objects\": [...]}");
+	}
+	if (json_array_size(objects) > MAX_BATCH_OBJECTS) {
+		json_decref(doc);
+		return lfs_error(req, 413, "at most %d objects per batch", MAX_BATCH_OBJECTS);
+	}
+	if (transfers && json_is_array(transfers) && json_array_size(transfers) > 0) {
+		int basic = 0;
+		size_t i;
+		json_t *t;
+		json_array_foreach(transfers, i, t)
+			basic |= json_is_string(t) && strcmp(json_string_value(t), "basic") == 0;
+		if (!basic) {
+			json_decref(doc);
+			return lfs_error(req, 422, "khub speaks the basic transfer only");
+		}
+	}
+	/* Uploads need write access, except for a pull request (no ref):
+	 * anyone who can read the repo may open one. Downloads need read. */
+	int for_pr = upload && !json_object_get(doc, "ref");
+	if (!req->principal.user_id && (upload || req->bad_token)) {
+		json_decref(doc);
+		return lfs_error(req, 401, "Authentication required: use a token as the password");
+	}
+	int rc = upload ? repo_open_for_write(req, &h, for_pr ? ROLE_READ : ROLE_WRITE, &result)
+			: repo_open_for_read(req, &h, &result);
+	if (rc < 0) {
+		json_decref(doc);
+		return result;
+	}
+	json_t *out = json_array();
+	size_t i;
+	json_t *o;
+	json_array_foreach(objects, i, o) {
+		const char *oid = json_string_value(json_object_get(o, "oid"));
+		json_t *size_v = json_object_get(o, "size");
+		json_t *item = json_object();
+		json_object_set_new(item, "oid", json_string(oid ? oid : ""));
+		json_object_set(item, "size", size_v ? size_v : json_integer(0));
+		if (!oid || !is_lower_hex(oid, 64) || !json_is_integer(size_v) || json_integer_value(size_v) < 0) {
+			json_object_set_new(item, "error", json_pack("{s:i, s:s}", "code", 422, "message",
+								     "oid must be 64 lowercase hex and size a non-negative integer"));
+			json_array_append_new(out, item);
+			continue;
+		}
+		uint64_t size = (uint64_t)json_integer_value(size_v), stored;
+		int present = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0;
+		if (upload) {
+			if (!present) {
+				char *put = action_url(req, "upload", oid, size);
+				char *verify = action_url(req, "verify", oid, size);
+				json_object_set_new(item, "authenticated", json_true());
+				json_object_set_new(item, "actions", json_pack("{s:{s:s, s:{}, s:i}, s:{s:s, s:{}, s:i}}",
+					"upload", "href", put, "header", "expires_in", (int)api_ctx.lfs_url_ttl,
+					"verify", "href", verify, "header", "expires_in", (int)api_ctx.lfs_url_ttl));
+				free(put);
+				free(verify);
+			}
+		} else if (!present || stored != size) {
+			json_object_set_new(item, "error", json_pack("{s:i, s:s}", "code", 404, "message",
+								     "Object does not exist on the server"));
+		} else {
+			char *get = action_url(req, "download", oid, size);
+			json_object_set_new(item, "authenticated", json_true());
+			json_object_set_new(item, "actions", json_pack("{s:{s:s, s:{}, s:i}}", "download", "href", get,
+								       "header", "expires_in", (int)api_ctx.lfs_url_ttl));
+			free(get);
+		}
+		json_array_append_new(out, item);
+	}
+	json_decref(doc);
+	json_t *body = json_pack("{s:s, s:o, s:s}", "transfer", "basic", "objects", out, "hash_algo", "sha256");
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", LFS_JSON);
+	return respond(req, 200, resp);
+}
+
+/* ---- PUT /api/lfs/upload/{token}/{oid}/{size} ---------------------------------- */
+
+struct upload_state {
+	struct lfs_writer *writer;
+	uint64_t expected_size;
+	uint64_t received;
+	int already_stored;
+};
+
+static int parse_action_args(struct request *req, const char *action, uint64_t *size)
+{
+	const char *token = req->args[0], *oid = req->args[1];
+	char *end;
+	unsigned long long n = strtoull(req->args[2], &end, 10);
+	if (*end || !is_lower_hex(oid, 64))
+		return -1;
+	*size = n;
+	return check_url_token(action, token, oid, n);
+}
+
+static int upload_begin(struct request *req)
+{
+	struct upload_state *st = xcalloc(1, sizeof(*st));
+	req->stream_state = st;
+	if (parse_action_args(req, "upload", &st->expected_size) < 0) {
+		lfs_error(req, 403, "this upload URL is invalid or has expired; ask the batch API for a new one");
+		return -1;
+	}
+	st->already_stored = lfs_store_stat(api_ctx.lfs, req->args[1], NULL) == 0;
+	if (!st->already_stored && !(st->writer = lfs_writer_begin(api_ctx.lfs))) {
+		lfs_error(req, 503, "the object store is unavailable");
+		return -1;
+	}
+	return 0;
+}
+
+static int upload_data(struct request *req, const char *data, size_t len)
+{
+	struct upload_state *st = req->stream_state;
+	st->received += len;
+	if (st->received > st->expected_size)
+		return -1;	/* more than announced: refused at the end */
+	return st->writer ? lfs_writer_write(st->writer, data, len) : 0;
+}
+
+static void upload_cleanup(struct request *req)
+{
+	struct upload_state *st = req->stream_state;
+	if (!st)
+		return;
+	lfs_writer_abort(st->writer);
+	free(st);
+	req->stream_state = NULL;
+}
+
+static enum MHD_Result handle_upload(struct request *req)
+{
+	struct upload_state *st = req->stream_state;
+	const char *oid = req->args[1];
+	if (st->received != st->expected_size)
+		return lfs_error(req, 400, "received %" PRIu64 " bytes, the batch announced %" PRIu64, st->received,
+				 st->expected_size);
+	if (st->writer) {
+		char got[65];
+		uint64_t size;
+		int rc = lfs_writer_commit(st->writer, oid, got, &size);
+		st->writer = NULL;
+		if (rc == KHUB_EINVAL)
+			return lfs_error(req, 400, "content hashes to %s, not %s; nothing was stored", got, oid);
+		if (rc < 0)
+			return lfs_error(req, 503, "cannot store the object");
+	}
+	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(resp, "ETag", "\"stored\"");
+	return respond(req, 200, resp);
+}
+
+static const struct stream_ops upload_stream_ops = { upload_begin, upload_data, upload_cleanup };
+
+/* ---- verify and download ---------------------------------------------------------- */
+
+static enum MHD_Result handle_verify(struct request *req)
+{
+	uint64_t size, stored;
+	if (parse_action_args(req, "verify", &size) < 0)
+		return lfs_error(req, 403, "this verify URL is invalid or has expired");
+	if (lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size)
+		return lfs_error(req, 404, "object %s is not stored (or has another size)", req->args[1]);
+	return respond_json_text(req, 200, "{}", 2);
+}
+
+static enum MHD_Result handle_download(struct request *req)
+{
+	uint64_t size, stored, from = 0, to;
+	int fd;
+	if (parse_action_args(req, "download", &size) < 0)
+		return lfs_error(req, 403, "this download URL is invalid or has expired");
+	if (lfs_store_open_object(api_ctx.lfs, req->args[1], &fd, &stored) < 0 || stored != size)
+		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
+	to = size ? size - 1 : 0;
+	int ranged = http_range_parse(request_header(req, "Range"), size, &from, &to);
+	if (ranged < 0) {
+		close(fd);
+		return lfs_error(req, 416, "range not satisfiable");
+	}
+	uint64_t count = size ? to - from + 1 : 0;
+	struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(count, fd, from);
+	char etag[70];
+	snprintf(etag, sizeof(etag), "\"%s\"", req->args[1]);
+	MHD_add_response_header(resp, "ETag", etag);
+	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+	if (ranged > 0) {
+		char cr[80];
+		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, size);
+		MHD_add_response_header(resp, "Content-Range", cr);
+	}
+	req->bytes_out = req->method == METHOD_HEAD ? 0 : count;
+	return respond(req, ranged > 0 ? 206 : 200, resp);
+}
+
+const struct route lfs_routes[] = {
+	{ METHOD_POST, "/{tprefix}/{ns}/{name}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, 0, NULL },
+	{ METHOD_POST, "/{ns}/{name}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, REPO_MODEL, NULL },
+	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}", handle_upload, 0, 0, &upload_stream_ops },
+	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY, 0, NULL },
+	{ METHOD_GET | METHOD_HEAD, "/api/lfs/download/{arg}/{arg}/{arg}", handle_download, 0, 0, NULL },
+	{ 0, NULL, NULL, 0, 0, NULL },
+};

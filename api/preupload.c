@@ -1,0 +1,159 @@
+/* preupload.c -- POST /api/{type}s/{ns}/{name}/preupload/{rev}: tell each
+ * client, per file, whether to send it inline ("regular") or through LFS,
+ * whether it is ignored, and the oid already stored at that path. */
+#include "api/api.h"
+
+#include <fnmatch.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PREUPLOAD_FILES 10000
+
+static char *read_text_at(git_repository *git, const char *sha, const char *path)
+{
+	struct tree_entry e;
+	char *text = NULL;
+	size_t len;
+	if (sha[0] && repo_stat_path(git, sha, path, &e) == 0) {
+		if (!e.is_dir && !e.is_lfs)
+			repo_read_blob(git, e.oid, 1 << 20, &text, &len);
+		tree_entry_release(&e);
+	}
+	return text;
+}
+
+/* A .gitignore rule (basename patterns, or path patterns with '/'). */
+static int gitignore_matches(const char *gitignore, const char *path)
+{
+	if (!gitignore)
+		return 0;
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	int ignored = 0;
+	char *copy = xstrdup(gitignore), *save = NULL;
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		size_t n = strlen(line);
+		while (n && (line[n - 1] == '\r' || line[n - 1] == ' '))
+			line[--n] = '\0';
+		if (!n || line[0] == '#')
+			continue;
+		int negate = line[0] == '!';
+		const char *pat = line + negate;
+		if (pat[0] == '/')
+			pat++;
+		int match = strchr(pat, '/') ? fnmatch(pat, path, FNM_PATHNAME) == 0 : fnmatch(pat, base, 0) == 0;
+		/* a directory rule "build/" ignores everything below it */
+		if (!match && pat[0] && pat[strlen(pat) - 1] == '/') {
+			size_t pl = strlen(pat);
+			match = strncmp(path, pat, pl) == 0 || strstr(path, pat) != NULL;
+		}
+		if (match)
+			ignored = !negate;
+	}
+	free(copy);
+	return ignored;
+}
+
+static enum MHD_Result handle_preupload(struct request *req)
+{
+	struct repo_handle h;
+	enum MHD_Result result;
+	int create_pr = request_query_bool(req, "create_pr", 0);
+	if (repo_open_for_write(req, &h, create_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
+		return result;
+	json_t *doc = request_json_body(req, &result);
+	if (!doc)
+		return result;
+	json_t *files = json_object_get(doc, "files");
+	if (!json_is_array(files)) {
+		json_decref(doc);
+		return respond_error(req, 400, NULL, "body must be {\"files\": [{\"path\", \"size\", \"sample\"}, ...]}");
+	}
+	if (json_array_size(files) > MAX_PREUPLOAD_FILES) {
+		json_decref(doc);
+		return respond_error(req, 400, NULL, "at most %d files per preupload", MAX_PREUPLOAD_FILES);
+	}
+	char sha[41] = "";
+	if (repo_resolve_revision(h.git, req->rev, sha) < 0 && !create_pr) {
+		/* A commit to a branch that does not exist yet will be refused;
+		 * say so now. */
+		json_decref(doc);
+		return respond_revision_not_found(req, req->rev);
+	}
+	const char *attrs_arg = json_string_value(json_object_get(doc, "gitAttributes"));
+	const char *ignore_arg = json_string_value(json_object_get(doc, "gitIgnore"));
+	char *attrs = attrs_arg ? xstrdup(attrs_arg) : read_text_at(h.git, sha, ".gitattributes");
+	char *ignore = ignore_arg ? xstrdup(ignore_arg) : read_text_at(h.git, sha, ".gitignore");
+	/* huggingface_hub >= 1.20 with hf_xet goes to Xet for any "lfs"
+	 * answer, which khub does not speak: keep it on inline uploads and
+	 * store big or binary content as LFS on our side. */
+	const char *ua = request_header(req, "User-Agent");
+	int inline_only = ua && strstr(ua, "hf_hub/") != NULL;
+
+	json_t *out = json_array();
+	size_t i;
+	json_t *f;
+	const char *why;
+	enum MHD_Result bad = MHD_NO;
+	int failed = 0;
+	json_array_foreach(files, i, f) {
+		const char *path = json_string_value(json_object_get(f, "path"));
+		json_t *size_v = json_object_get(f, "size");
+		if (!path || repo_path_validate(path, &why) < 0) {
+			bad = respond_error(req, 400, NULL, "files[%zu]: invalid path '%s': %s", i, path ? path : "",
+					    path ? why : "missing");
+			failed = 1;
+			break;
+		}
+		if (size_v && (!json_is_integer(size_v) || json_integer_value(size_v) < 0)) {
+			bad = respond_error(req, 400, NULL, "files[%zu]: size must be a non-negative integer", i);
+			failed = 1;
+			break;
+		}
+		uint64_t size = size_v ? (uint64_t)json_integer_value(size_v) : 0;
+		unsigned char sample[600];
+		size_t sample_len = 0;
+		const char *sample_b64 = json_string_value(json_object_get(f, "sample"));
+		if (sample_b64) {
+			size_t n = strlen(sample_b64);
+			if (n <= 800) {
+				int d = EVP_DecodeBlock(sample, (const unsigned char *)sample_b64, (int)n);
+				if (d > 0) {
+					sample_len = (size_t)d;
+					while (n > 0 && sample_b64[n - 1] == '=' && sample_len > 0)
+						n--, sample_len--;
+				}
+			}
+		}
+		int lfs = !inline_only && lfs_should_store(attrs, path, sample, sample_len, size);
+		json_t *item = json_pack("{s:s, s:s, s:b}", "path", path, "uploadMode", lfs ? "lfs" : "regular",
+					 "shouldIgnore", gitignore_matches(ignore, path));
+		struct tree_entry e;
+		if (sha[0] && repo_stat_path(h.git, sha, path, &e) == 0) {
+			/* The oid a client compares with its own hash of the file. */
+			if (!e.is_dir && e.is_lfs && lfs)
+				json_object_set_new(item, "oid", json_string(e.lfs_oid));
+			else if (!e.is_dir && !e.is_lfs && !lfs)
+				json_object_set_new(item, "oid", json_string(e.oid));
+			tree_entry_release(&e);
+		}
+		json_array_append_new(out, item);
+	}
+	free(attrs);
+	free(ignore);
+	json_decref(doc);
+	if (failed) {
+		json_decref(out);
+		return bad;
+	}
+	json_t *body = json_pack("{s:o}", "files", out);
+	if (sha[0])
+		json_object_set_new(body, "commitOid", json_string(sha));
+	return respond_json(req, 200, body);
+}
+
+const struct route preupload_routes[] = {
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/preupload/{rev}", handle_preupload, ROUTE_BODY, 0, NULL },
+	{ 0, NULL, NULL, 0, 0, NULL },
+};

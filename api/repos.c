@@ -1,0 +1,628 @@
+/* repos.c -- repository management: POST /api/repos/create, DELETE
+ * /api/repos/delete, POST /api/repos/move and PUT /api/{type}s/{ns}/{name}/
+ * settings. Creates, deletes and moves hold one registry-wide lock (they
+ * are rare) and then the repo's write lock, so they never race each other
+ * or a commit; a repo's directory is only ever renamed, never removed. */
+#include "api/api.h"
+
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- small helpers --------------------------------------------------------- */
+
+/* An optional string member: absent or null leaves *out NULL; -1 when it
+ * has another type. */
+static int body_string(json_t *doc, const char *key, const char **out)
+{
+	json_t *v = json_object_get(doc, key);
+	*out = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v))
+		return -1;
+	*out = json_string_value(v);
+	return 0;
+}
+
+/* The repo type of a body (default model); -1 when not a known type. */
+static int body_type(json_t *doc, enum repo_type *type)
+{
+	const char *s;
+	*type = REPO_MODEL;
+	if (body_string(doc, "type", &s) < 0)
+		return -1;
+	return s ? repo_type_parse(s, type) : 0;
+}
+
+/* private (bool) or visibility ("public", "private", "protected"; the last
+ * hides the files, so it is private here). *set says whether either was
+ * given; -1 when one is malformed. visibility wins when both are given. */
+static int body_visibility(json_t *doc, int *private_out, int *set)
+{
+	json_t *p = json_object_get(doc, "private");
+	const char *vis;
+	*set = 0;
+	if (p && !json_is_null(p)) {
+		if (!json_is_boolean(p))
+			return -1;
+		*private_out = json_is_true(p);
+		*set = 1;
+	}
+	if (body_string(doc, "visibility", &vis) < 0)
+		return -1;
+	if (vis) {
+		if (strcmp(vis, "public") == 0)
+			*private_out = 0;
+		else if (strcmp(vis, "private") == 0 || strcmp(vis, "protected") == 0)
+			*private_out = 1;
+		else
+			return -1;
+		*set = 1;
+	}
+	return 0;
+}
+
+/* Split "ns/name" into two owned strings; -1 unless there is exactly one
+ * '/' with something on both sides. */
+static int split_repo_id(const char *id, char **ns, char **name)
+{
+	const char *slash = strchr(id, '/');
+	if (!slash || slash == id || !slash[1] || strchr(slash + 1, '/'))
+		return -1;
+	*ns = xstrndup(id, (size_t)(slash - id));
+	*name = xstrdup(slash + 1);
+	return 0;
+}
+
+/* {name, organization} as PY, RS and JS send them; an old-style "ns/name"
+ * in name is accepted when organization is absent. The namespace defaults
+ * to the caller. Fills owned *ns and *name; -1 with a 400 queued. */
+static int body_repo_name(struct request *req, json_t *doc, char **ns, char **name, enum MHD_Result *result)
+{
+	const char *n, *org;
+	*ns = *name = NULL;
+	if (body_string(doc, "name", &n) < 0 || body_string(doc, "organization", &org) < 0 || !n) {
+		*result = respond_error(req, 400, NULL, "\"name\" (string) is required; \"organization\" must be a string or null");
+		return -1;
+	}
+	if (!org && strchr(n, '/')) {
+		if (split_repo_id(n, ns, name) == 0)
+			return 0;
+		*result = respond_error(req, 400, NULL, "Invalid repo name: %s", n);
+		return -1;
+	}
+	*ns = xstrdup(org ? org : req->principal.name);
+	*name = xstrdup(n);
+	return 0;
+}
+
+static char *repo_target(enum repo_type type, const char *ns, const char *name)
+{
+	return xasprintf("%s/%s/%s", repo_type_plural(type), ns, name);
+}
+
+static char *repo_url(struct request *req, enum repo_type type, const char *ns, const char *name)
+{
+	return xasprintf("%s/%s%s/%s", request_base_url(req), repo_type_url_prefix(type), ns, name);
+}
+
+/* One lock for creates, deletes and moves, taken before any repo's write
+ * lock (so the order is always registry, then repo). */
+static int registry_lock(void)
+{
+	PGresult *res = db_exec("SELECT pg_advisory_lock(2, 0)", 0, NULL, NULL);
+	if (!res)
+		return KHUB_EDB;
+	PQclear(res);
+	return 0;
+}
+
+static void registry_unlock(void)
+{
+	PQclear(db_exec("SELECT pg_advisory_unlock(2, 0)", 0, NULL, NULL));
+}
+
+/* ---- files committed at creation (JS createRepo `files`) -------------------- */
+
+struct initial_file {
+	char *path;
+	unsigned char *data;
+	size_t len;
+};
+
+static void initial_files_free(struct initial_file *files, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(files[i].path);
+		free(files[i].data);
+	}
+	free(files);
+}
+
+/* Standard base64 (no line breaks); -1 when malformed. *out is owned. */
+static int base64_decode(const char *in, unsigned char **out, size_t *out_len)
+{
+	size_t len = strlen(in);
+	if (len % 4 != 0 || len > (size_t)1 << 30)
+		return -1;
+	*out = xmalloc(len / 4 * 3 + 1);
+	if (len == 0) {
+		*out_len = 0;
+		return 0;
+	}
+	int n = EVP_DecodeBlock(*out, (const unsigned char *)in, (int)len);
+	if (n < 0) {
+		free(*out);
+		*out = NULL;
+		return -1;
+	}
+	size_t pad = in[len - 1] == '=' ? (in[len - 2] == '=' ? 2 : 1) : 0;
+	*out_len = (size_t)n - pad;
+	return 0;
+}
+
+/* Decode `files: [{path, content, encoding: "base64"|"utf-8"}]` before
+ * anything is created, so a bad entry leaves nothing behind. */
+static int decode_initial_files(struct request *req, json_t *doc, struct initial_file **out, size_t *count,
+				enum MHD_Result *result)
+{
+	json_t *list = json_object_get(doc, "files");
+	*out = NULL;
+	*count = 0;
+	if (!list || json_is_null(list))
+		return 0;
+	if (!json_is_array(list)) {
+		*result = respond_error(req, 400, NULL, "\"files\" must be an array");
+		return -1;
+	}
+	struct initial_file *files = xcalloc(json_array_size(list) + 1, sizeof(*files));
+	size_t i;
+	json_t *item;
+	json_array_foreach(list, i, item) {
+		const char *path = NULL, *content = NULL, *encoding = NULL, *why = "";
+		if (!json_is_object(item) || body_string(item, "path", &path) < 0 || !path ||
+		    body_string(item, "content", &content) < 0 || !content ||
+		    body_string(item, "encoding", &encoding) < 0) {
+			*result = respond_error(req, 400, NULL, "files[%zu] needs \"path\" and \"content\" strings", i);
+			goto fail;
+		}
+		if (repo_path_validate(path, &why) < 0) {
+			*result = respond_error(req, 400, NULL, "files[%zu]: invalid path: %s", i, why);
+			goto fail;
+		}
+		files[i].path = xstrdup(path);
+		if (!encoding || strcmp(encoding, "utf-8") == 0) {
+			files[i].len = strlen(content);
+			files[i].data = (unsigned char *)xstrdup(content);
+		} else if (strcmp(encoding, "base64") != 0 ||
+			   base64_decode(content, &files[i].data, &files[i].len) < 0) {
+			*result = respond_error(req, 400, NULL, "files[%zu]: content is not valid %s", i,
+						strcmp(encoding, "base64") == 0 ? "base64" : "utf-8 or base64");
+			goto fail;
+		}
+	}
+	*out = files;
+	*count = json_array_size(list);
+	return 0;
+fail:
+	initial_files_free(files, json_array_size(list));
+	return -1;
+}
+
+/* One commit on main with the files (kept as regular blobs: the Hub only
+ * takes a few small files at creation). */
+static int commit_initial_files(struct request *req, const struct repo_record *rec,
+				const struct initial_file *files, size_t count)
+{
+	git_repository *git = NULL;
+	struct commit_builder *cb = NULL;
+	char parent[41], sha[41], email[REPO_NAME_MAX + 32];
+	char *summary = NULL;
+	int rc;
+
+	if ((rc = repo_store_open(api_ctx.repo_root, rec->type, rec->ns, rec->name, &git)) < 0)
+		goto cleanup;
+	if ((rc = repo_resolve_revision(git, "main", parent)) < 0)
+		goto cleanup;
+	rc = KHUB_EIO;
+	if (!(cb = commit_builder_new(git, parent)))
+		goto cleanup;
+	for (size_t i = 0; i < count; i++)
+		if ((rc = commit_builder_put_bytes(cb, files[i].path, files[i].data, files[i].len, 0100644)) < 0)
+			goto cleanup;
+	summary = count == 1 ? xasprintf("Add %s", files[0].path) : xasprintf("Add %zu files", count);
+	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
+	if ((rc = commit_builder_write(cb, req->principal.name, email, summary, NULL, sha)) < 0)
+		goto cleanup;
+	rc = repo_update_ref(git, "refs/heads/main", parent, sha, summary);
+cleanup:
+	free(summary);
+	commit_builder_free(cb);
+	git_repository_free(git);
+	return rc;
+}
+
+/* ---- POST /api/repos/create ------------------------------------------------ */
+
+/* The Hub's 409 carries the existing repo's url (PY create_repo(exist_ok)). */
+static enum MHD_Result respond_exists(struct request *req, const struct repo_record *rec)
+{
+	char *url = repo_url(req, rec->type, rec->ns, rec->name);
+	char *msg = xasprintf("You already created this %s repo", repo_type_name(rec->type));
+	json_t *body = json_pack("{s:s, s:s}", "error", msg, "url", url);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	MHD_add_response_header(resp, "X-Error-Message", msg);
+	req->bytes_out = strlen(text);
+	free(msg);
+	free(url);
+	return respond(req, 409, resp);
+}
+
+static enum MHD_Result handle_create(struct request *req)
+{
+	enum MHD_Result result;
+	json_t *doc = NULL;
+	char *ns = NULL, *name = NULL, *target = NULL, *details = NULL;
+	struct initial_file *files = NULL;
+	size_t nfiles = 0;
+	struct account owner;
+	struct repo_record rec;
+	enum repo_type type;
+	int private = 0, private_set, locked = 0, adopted = 0, rc;
+	const char *why;
+
+	if (require_signed_in(req, &result) < 0)
+		return result;
+	if (!(doc = request_json_body(req, &result)))
+		return result;
+	if (body_repo_name(req, doc, &ns, &name, &result) < 0)
+		goto cleanup;
+	if (body_type(doc, &type) < 0) {
+		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
+		goto cleanup;
+	}
+	if (body_visibility(doc, &private, &private_set) < 0) {
+		result = respond_error(req, 400, NULL,
+				       "\"private\" must be a boolean and \"visibility\" public, private or protected");
+		goto cleanup;
+	}
+	if (repo_name_validate(name, &why) < 0) {
+		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
+		goto cleanup;
+	}
+	rc = repo_name_validate(ns, &why) < 0 ? KHUB_ENOTFOUND : db_account_get(ns, &owner);
+	if (rc == KHUB_EDB) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	if (rc < 0 || namespace_role(&req->principal, &owner) < ROLE_WRITE) {
+		result = respond_error(req, 403, NULL, "You don't have the rights to create a %s under the namespace \"%s\"%s",
+				       repo_type_name(type), ns,
+				       req->principal.scope < ROLE_WRITE ? " (your token's scope is too small)" : "");
+		goto cleanup;
+	}
+	if (decode_initial_files(req, doc, &files, &nfiles, &result) < 0)
+		goto cleanup;
+
+	if (registry_lock() < 0) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	locked = 1;
+	rc = db_repo_get(type, owner.name, name, &rec);
+	if (rc == 0) {
+		result = respond_exists(req, &rec);
+		goto cleanup;
+	}
+	if (rc == KHUB_EDB) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	/* git first, then the row: a crash in between leaves a directory the
+	 * next create adopts. */
+	if (repo_store_create_or_adopt(api_ctx.repo_root, type, owner.name, name, &adopted) < 0) {
+		result = respond_error(req, 500, NULL, "cannot create the repository's storage");
+		goto cleanup;
+	}
+	rc = db_repo_insert(type, owner.name, name, private, &rec);
+	if (rc == KHUB_EEXIST && db_repo_get(type, owner.name, name, &rec) == 0) {
+		result = respond_exists(req, &rec);	/* registered by a process without our lock */
+		goto cleanup;
+	}
+	if (rc < 0) {
+		result = respond_error(req, rc == KHUB_EDB ? 503 : 500, NULL, "cannot register the repository");
+		goto cleanup;
+	}
+	/* Registered: from here on the answer is 200 whatever happens, or a
+	 * retrying client would get a 409 for a repo it created. */
+	if (nfiles && commit_initial_files(req, &rec, files, nfiles) < 0)
+		log_error("create %s/%s: the files sent at creation could not be committed", rec.ns, rec.name);
+	registry_unlock();
+	locked = 0;
+	repo_cache_invalidate();
+
+	target = repo_target(type, rec.ns, rec.name);
+	details = xasprintf("{\"private\":%s,\"adopted\":%s,\"files\":%zu}", rec.private ? "true" : "false",
+			    adopted ? "true" : "false", nfiles);
+	api_audit(req, "repo.create", target, details);
+	char *url = repo_url(req, type, rec.ns, rec.name);
+	char *id = xasprintf("%s/%s", rec.ns, rec.name);
+	result = respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "url", url, "id", id, "name", id));
+	free(id);
+	free(url);
+cleanup:
+	if (locked)
+		registry_unlock();
+	initial_files_free(files, nfiles);
+	free(details);
+	free(target);
+	free(name);
+	free(ns);
+	json_decref(doc);
+	return result;
+}
+
+/* ---- DELETE /api/repos/delete ------------------------------------------------ */
+
+static enum MHD_Result handle_delete(struct request *req)
+{
+	enum MHD_Result result;
+	json_t *doc = NULL;
+	char *ns = NULL, *name = NULL, *target = NULL;
+	struct repo_handle h;
+	struct repo_record current;
+	enum repo_type type;
+	int registry_locked = 0, repo_locked = 0, rc;
+
+	if (require_signed_in(req, &result) < 0)
+		return result;
+	if (!(doc = request_json_body(req, &result)))
+		return result;
+	if (body_repo_name(req, doc, &ns, &name, &result) < 0)
+		goto cleanup;
+	if (body_type(doc, &type) < 0) {
+		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
+		goto cleanup;
+	}
+	if (repo_open_named(req, type, ns, name, ROLE_ADMIN, &h, &result) < 0)
+		goto cleanup;
+	if (registry_lock() < 0) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	registry_locked = 1;
+	if (repo_write_lock(h.record.id) < 0) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	repo_locked = 1;
+	/* Deleted or moved since we looked: the name no longer names it. */
+	rc = db_repo_get(type, h.record.ns, h.record.name, &current);
+	if (rc == 0 && current.id != h.record.id)
+		rc = KHUB_ENOTFOUND;
+	if (rc == 0)
+		rc = db_repo_delete(h.record.id);
+	if (rc == KHUB_ENOTFOUND) {
+		result = respond_repo_not_found(req);	/* deleted meanwhile */
+		goto cleanup;
+	}
+	if (rc < 0) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	repo_cache_invalidate();
+	target = repo_target(type, h.record.ns, h.record.name);
+	rc = repo_store_trash(api_ctx.repo_root, type, h.record.ns, h.record.name);
+	if (rc < 0 && rc != KHUB_ENOTFOUND) {
+		/* Unregistered but still on disk: a later create would adopt
+		 * the old history, so say so rather than claim success. */
+		api_audit(req, "repo.delete", target, "{\"trashed\":false}");
+		result = respond_error(req, 500, NULL,
+				       "the repository was unregistered but its storage could not be moved to the trash");
+		goto cleanup;
+	}
+	api_audit(req, "repo.delete", target, "{\"trashed\":true}");
+	struct MHD_Response *resp = MHD_create_response_from_buffer(2, (void *)"OK", MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	req->bytes_out = 2;
+	result = respond(req, 200, resp);
+cleanup:
+	if (repo_locked)
+		repo_write_unlock(h.record.id);
+	if (registry_locked)
+		registry_unlock();
+	free(target);
+	free(name);
+	free(ns);
+	json_decref(doc);
+	return result;
+}
+
+/* ---- POST /api/repos/move ---------------------------------------------------- */
+
+static enum MHD_Result handle_move(struct request *req)
+{
+	enum MHD_Result result;
+	json_t *doc = NULL;
+	const char *from_id, *to_id, *why;
+	char *from_ns = NULL, *from_name = NULL, *to_ns = NULL, *to_name = NULL, *from_target = NULL,
+	     *to_target = NULL, *details = NULL;
+	struct repo_handle h;
+	struct repo_record existing, moved;
+	struct account owner;
+	enum repo_type type;
+	int registry_locked = 0, repo_locked = 0, rc;
+
+	if (require_signed_in(req, &result) < 0)
+		return result;
+	if (!(doc = request_json_body(req, &result)))
+		return result;
+	if (body_string(doc, "fromRepo", &from_id) < 0 || body_string(doc, "toRepo", &to_id) < 0 || !from_id ||
+	    !to_id || split_repo_id(from_id, &from_ns, &from_name) < 0 ||
+	    split_repo_id(to_id, &to_ns, &to_name) < 0) {
+		result = respond_error(req, 400, NULL, "\"fromRepo\" and \"toRepo\" must be repo ids of the form ns/name");
+		goto cleanup;
+	}
+	if (body_type(doc, &type) < 0) {
+		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
+		goto cleanup;
+	}
+	if (repo_open_named(req, type, from_ns, from_name, ROLE_ADMIN, &h, &result) < 0)
+		goto cleanup;
+	if (repo_name_validate(to_name, &why) < 0) {
+		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
+		goto cleanup;
+	}
+	rc = repo_name_validate(to_ns, &why) < 0 ? KHUB_ENOTFOUND : db_account_get(to_ns, &owner);
+	if (rc == KHUB_EDB) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	if (rc < 0 || namespace_role(&req->principal, &owner) < ROLE_WRITE) {
+		result = respond_error(req, 403, NULL, "You don't have the rights to create a %s under the namespace \"%s\"",
+				       repo_type_name(type), to_ns);
+		goto cleanup;
+	}
+	if (registry_lock() < 0) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	registry_locked = 1;
+	/* Deleted or moved by someone else since we looked? */
+	if (db_repo_get(type, h.record.ns, h.record.name, &existing) < 0 || existing.id != h.record.id) {
+		result = respond_repo_not_found(req);
+		goto cleanup;
+	}
+	rc = db_repo_get(type, owner.name, to_name, &existing);
+	if (rc == 0 && existing.id != h.record.id) {
+		result = respond_error(req, 409, NULL, "Repository %s/%s already exists", existing.ns, existing.name);
+		goto cleanup;
+	}
+	if (rc == KHUB_EDB) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	if (repo_write_lock(h.record.id) < 0) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	repo_locked = 1;
+	rc = repo_store_rename(api_ctx.repo_root, type, h.record.ns, h.record.name, owner.name, to_name);
+	if (rc == KHUB_EEXIST) {
+		/* A directory without a row: a crash leftover; keep it aside. */
+		if (repo_store_trash(api_ctx.repo_root, type, owner.name, to_name) == 0)
+			rc = repo_store_rename(api_ctx.repo_root, type, h.record.ns, h.record.name, owner.name,
+					       to_name);
+	}
+	if (rc < 0) {
+		result = respond_error(req, 500, NULL, "cannot move the repository's storage");
+		goto cleanup;
+	}
+	rc = db_repo_rename(h.record.id, owner.name, to_name, &moved);
+	if (rc < 0) {
+		if (repo_store_rename(api_ctx.repo_root, type, owner.name, to_name, h.record.ns, h.record.name) < 0)
+			log_error("move %s/%s: cannot put the directory back after a failed rename", h.record.ns,
+				  h.record.name);
+		if (rc == KHUB_EEXIST)
+			result = respond_error(req, 409, NULL, "Repository %s/%s already exists", owner.name, to_name);
+		else
+			result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	repo_cache_invalidate();
+	from_target = repo_target(type, h.record.ns, h.record.name);
+	to_target = repo_target(type, moved.ns, moved.name);
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "{\"to\":");
+	strbuf_add_json_string(&sb, to_target);
+	strbuf_adds(&sb, "}");
+	details = strbuf_detach(&sb, NULL);
+	api_audit(req, "repo.move", from_target, details);
+	char *url = repo_url(req, type, moved.ns, moved.name);
+	result = respond_json(req, 200, json_pack("{s:s}", "url", url));
+	free(url);
+cleanup:
+	if (repo_locked)
+		repo_write_unlock(h.record.id);
+	if (registry_locked)
+		registry_unlock();
+	free(details);
+	free(to_target);
+	free(from_target);
+	free(to_name);
+	free(to_ns);
+	free(from_name);
+	free(from_ns);
+	json_decref(doc);
+	return result;
+}
+
+/* ---- PUT /api/{type}s/{ns}/{name}/settings ---------------------------------- */
+
+/* Settings this server does not keep are checked for their type and then
+ * ignored (gating, description, discussions, notification settings). */
+static int settings_valid(json_t *doc)
+{
+	json_t *gated = json_object_get(doc, "gated");
+	if (gated && !json_is_null(gated) && !json_is_false(gated) &&
+	    !(json_is_string(gated) && (strcmp(json_string_value(gated), "auto") == 0 ||
+					strcmp(json_string_value(gated), "manual") == 0)))
+		return -1;
+	json_t *dd = json_object_get(doc, "discussionsDisabled");
+	if (dd && !json_is_null(dd) && !json_is_boolean(dd))
+		return -1;
+	const char *s;
+	if (body_string(doc, "description", &s) < 0 || body_string(doc, "gatedNotificationsEmail", &s) < 0 ||
+	    body_string(doc, "gatedNotificationsMode", &s) < 0)
+		return -1;
+	return 0;
+}
+
+static enum MHD_Result handle_settings(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	json_t *doc = NULL;
+	char *target = NULL, *details = NULL;
+	int private = 0, private_set;
+
+	if (repo_open_for_write(req, &h, ROLE_ADMIN, &result) < 0)
+		return result;
+	if (!(doc = request_json_body(req, &result)))
+		return result;
+	if (body_visibility(doc, &private, &private_set) < 0 || settings_valid(doc) < 0) {
+		result = respond_error(req, 400, NULL,
+				       "invalid settings: \"private\" must be a boolean, \"visibility\" public, private or"
+				       " protected, \"gated\" false, \"auto\" or \"manual\"");
+		goto cleanup;
+	}
+	if (private_set && private != h.record.private) {
+		if (db_repo_set_private(h.record.id, private) < 0) {
+			result = respond_error(req, 503, NULL, "database unavailable");
+			goto cleanup;
+		}
+		repo_cache_invalidate();
+		h.record.private = private;
+		target = repo_target(h.record.type, h.record.ns, h.record.name);
+		details = xasprintf("{\"private\":%s}", private ? "true" : "false");
+		api_audit(req, "repo.settings", target, details);
+	}
+	result = respond_json(req, 200, json_pack("{s:b}", "private", h.record.private));
+cleanup:
+	free(details);
+	free(target);
+	json_decref(doc);
+	return result;
+}
+
+const struct route repos_routes[] = {
+	{ METHOD_POST, "/api/repos/create", handle_create, ROUTE_BODY, 0 },
+	{ METHOD_DELETE, "/api/repos/delete", handle_delete, ROUTE_BODY, 0 },
+	{ METHOD_POST, "/api/repos/move", handle_move, ROUTE_BODY, 0 },
+	{ METHOD_PUT, "/api/{type}/{ns}/{name}/settings", handle_settings, ROUTE_BODY, 0 },
+	{ 0, NULL, NULL, 0, 0 },
+};
