@@ -21,6 +21,9 @@ struct api_context {
 	long repo_cache_ttl_ms;
 	unsigned char url_secret[32];	/* signs self-authenticating LFS URLs */
 	long lfs_url_ttl;		/* seconds an LFS action URL stays valid */
+	const char *lfs_root;		/* for the push hooks */
+	const char *hooks_dir;		/* core.hooksPath given to git receive-pack */
+	const char *conninfo;		/* database, for the push hooks */
 };
 
 extern struct api_context api_ctx;
@@ -115,6 +118,10 @@ extern const struct route resolve_routes[];	/* api/resolve.c: file bytes */
 extern const struct route commit_routes[];	/* api/commit.c: NDJSON commits */
 extern const struct route preupload_routes[];	/* api/preupload.c */
 extern const struct route lfs_routes[];		/* api/lfs.c: batch, upload, verify, download */
+extern const struct route git_routes[];		/* api/git_http.c: smart HTTP */
+extern const struct route repos_routes[];	/* api/repos.c: create, delete, move, settings */
+extern const struct route branches_routes[];	/* api/branches.c: branches and tags */
+extern const struct route commits_routes[];	/* api/commits.c: commit history */
 
 /* ---- answering (api/respond.c) ------------------------------------------ */
 

@@ -15,6 +15,7 @@ static const struct {
 	{ "serve", cmd_serve, "run the HTTP server (-n: check the configuration and exit)" },
 	{ "db", cmd_db, "db migrate: apply the schema migrations" },
 	{ "import", cmd_import, "import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]" },
+	{ "hook", cmd_hook, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
 	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
 };
 
@@ -57,6 +58,9 @@ int cmd_serve(int argc, char **argv)
 	api_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
 	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
 	runtime_load_secret(api_ctx.url_secret);
+	api_ctx.lfs_root = runtime_lfs_root();
+	api_ctx.conninfo = runtime_conninfo();
+	api_ctx.hooks_dir = hooks_install();
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();

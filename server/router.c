@@ -7,6 +7,8 @@
 
 static const struct route *const route_tables[] = {
 	orgs_routes, refs_routes, tree_routes, resolve_routes, commit_routes, preupload_routes, lfs_routes,
+	git_routes,
+	repos_routes, branches_routes, commits_routes,
 };
 
 static int type_from_plural(const char *seg, int allow_model, enum repo_type *out)

@@ -12,6 +12,12 @@
 
 static char repo_root[PATH_MAX + 16], lfs_root[PATH_MAX + 16];
 static int using_embedded;
+static char *conninfo_in_use;
+
+const char *runtime_conninfo(void)
+{
+	return conninfo_in_use ? conninfo_in_use : "";
+}
 
 static void prepare_data_dir(void)
 {
@@ -59,13 +65,14 @@ void runtime_open_database(void)
 	repo_store_global_init();
 	if (config.database_url[0]) {
 		db_configure(config.database_url);
+		conninfo_in_use = xstrdup(config.database_url);
 	} else {
 		char *conninfo = NULL;
 		if (db_embedded_acquire(config.data_dir, config.pg_bindir, &conninfo) < 0)
 			fatal("cannot start the embedded database (see the log above)");
 		using_embedded = 1;
 		db_configure(conninfo);
-		free(conninfo);
+		conninfo_in_use = conninfo;
 	}
 	if (!db_conn())
 		fatal("cannot connect to the database");

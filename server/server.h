@@ -41,6 +41,8 @@ void config_dump(FILE *fp);
 /* Open the database (embedded or external) and migrate; exits on failure. */
 void runtime_open_database(void);
 void runtime_close_database(void);
+/* The connection string in use (embedded or configured); static. */
+const char *runtime_conninfo(void);
 /* "{data_dir}/repos" and "{data_dir}/lfs"; static. */
 const char *runtime_repo_root(void);
 const char *runtime_lfs_root(void);
@@ -70,5 +72,9 @@ int cmd_serve(int argc, char **argv);
 int cmd_db(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_admin(int argc, char **argv);
+int cmd_hook(int argc, char **argv);
+/* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns
+ * the directory (static). */
+const char *hooks_install(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The parent of a path ("/a/b/c" -> "/a/b"); the caller frees. */
 static char *parent_dir(const char *path)

@@ -1,0 +1,278 @@
+/* branches.c -- create and delete branches and tags:
+ * POST|DELETE /api/{type}s/{ns}/{name}/branch/{branch} and
+ * POST /api/{type}s/{ns}/{name}/tag/{rev}, DELETE …/tag/{tag}.
+ * Every change happens under the repo's write lock and moves the ref by
+ * compare-and-swap. */
+#include "api/api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A name the Hub accepts for a new branch or tag: a valid short ref name
+ * that is not itself a full ref or a commit sha. */
+static int short_ref_name_ok(const char *name)
+{
+	return strncmp(name, "refs/", 5) != 0 && ref_name_validate(name, NULL) == 0 &&
+	       !(strlen(name) == 40 && is_lower_hex(name, 40));
+}
+
+static int body_optional_bool(json_t *doc, const char *key, int *out)
+{
+	json_t *v = json_object_get(doc, key);
+	*out = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v))
+		return -1;
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int body_optional_string(json_t *doc, const char *key, const char **out)
+{
+	json_t *v = json_object_get(doc, key);
+	*out = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v))
+		return -1;
+	*out = json_string_value(v);
+	return 0;
+}
+
+static enum MHD_Result respond_ref(struct request *req, const char *name, const char *ref, const char *sha)
+{
+	return respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "name", name, "ref", ref, "targetCommit", sha));
+}
+
+static void audit_ref(struct request *req, const struct repo_record *rec, const char *action, const char *ref,
+		      const char *sha)
+{
+	char *target = xasprintf("%s/%s/%s", repo_type_plural(rec->type), rec->ns, rec->name);
+	struct strbuf details = STRBUF_INIT;
+	strbuf_adds(&details, "{\"ref\":");
+	strbuf_add_json_string(&details, ref);
+	if (sha)
+		strbuf_addf(&details, ",\"sha\":\"%s\"", sha);
+	strbuf_adds(&details, "}");
+	api_audit(req, action, target, details.buf);
+	strbuf_release(&details);
+	free(target);
+}
+
+/* After a ref changed: the repo's lastModified moves and cached records go. */
+static void ref_changed(const struct repo_record *rec)
+{
+	if (db_repo_touch(rec->id) < 0)
+		log_warn("cannot update lastModified of %s/%s", rec->ns, rec->name);
+	repo_cache_invalidate();
+}
+
+/* ---- branches ------------------------------------------------------------------ */
+
+static enum MHD_Result handle_branch_create(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	json_t *doc = NULL;
+	const char *branch = req->rev, *starting_point;
+	char ref[REF_NAME_MAX + 16], current[41], sha[41], email[REPO_NAME_MAX + 32];
+	int empty, overwrite, locked = 0, exists, rc;
+
+	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
+		return result;
+	if (!(doc = request_json_body(req, &result)))
+		return result;
+	if (!short_ref_name_ok(branch)) {
+		result = respond_error(req, 400, NULL, "Invalid reference for a branch: %s", branch);
+		goto cleanup;
+	}
+	if (body_optional_string(doc, "startingPoint", &starting_point) < 0 ||
+	    body_optional_bool(doc, "emptyBranch", &empty) < 0 || body_optional_bool(doc, "overwrite", &overwrite) < 0) {
+		result = respond_error(req, 400, NULL, "\"startingPoint\" must be a string, \"emptyBranch\" and"
+				       " \"overwrite\" booleans");
+		goto cleanup;
+	}
+	if (starting_point && empty) {
+		result = respond_error(req, 400, NULL, "\"startingPoint\" and \"emptyBranch\" cannot be combined");
+		goto cleanup;
+	}
+	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
+	if (repo_write_lock(h.record.id) < 0) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	locked = 1;
+	rc = repo_ref_read(h.git, ref, current);
+	if (rc < 0 && rc != KHUB_ENOTFOUND) {
+		result = respond_error(req, 500, NULL, "cannot read %s", ref);
+		goto cleanup;
+	}
+	exists = rc == 0;
+	if (exists && !overwrite) {
+		result = respond_error(req, 409, NULL, "Reference %s already exists", ref);
+		goto cleanup;
+	}
+	if (exists && !starting_point && !empty) {
+		/* overwrite alone: the branch stays where it is (JS doc). */
+		result = respond_ref(req, branch, ref, current);
+		goto cleanup;
+	}
+	if (empty) {
+		snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
+		if (repo_commit_empty_root(h.git, req->principal.name, email, "Empty branch", sha) < 0) {
+			result = respond_error(req, 500, NULL, "cannot write the empty branch's commit");
+			goto cleanup;
+		}
+	} else if (repo_resolve_commitish(h.git, starting_point ? starting_point : "main", sha) < 0) {
+		result = respond_revision_not_found(req, starting_point ? starting_point : "main");
+		goto cleanup;
+	}
+	rc = repo_branch_set(h.git, branch, sha, overwrite, "branch created through the API");
+	if (rc == KHUB_EEXIST || rc == KHUB_ECONFLICT) {
+		result = respond_error(req, 409, NULL, rc == KHUB_EEXIST ? "Reference %s already exists"
+							: "Reference %s was updated concurrently", ref);
+		goto cleanup;
+	}
+	if (rc < 0) {
+		result = respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot create %s", ref);
+		goto cleanup;
+	}
+	ref_changed(&h.record);
+	audit_ref(req, &h.record, "branch.create", ref, sha);
+	result = respond_ref(req, branch, ref, sha);
+cleanup:
+	if (locked)
+		repo_write_unlock(h.record.id);
+	json_decref(doc);
+	return result;
+}
+
+static enum MHD_Result handle_branch_delete(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	const char *branch = req->rev;
+	char ref[REF_NAME_MAX + 16], old[41];
+	int rc;
+
+	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
+		return result;
+	if (strcmp(branch, "main") == 0)
+		return respond_error(req, 403, NULL, "Cannot delete refs/heads/main");
+	if (ref_name_validate(branch, NULL) < 0)
+		return respond_revision_not_found(req, branch);
+	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
+	if (repo_write_lock(h.record.id) < 0)
+		return respond_error(req, 503, NULL, "database unavailable");
+	if (repo_ref_read(h.git, ref, old) < 0)
+		rc = KHUB_ENOTFOUND;
+	else
+		rc = repo_delete_ref(h.git, ref);
+	if (rc == 0) {
+		ref_changed(&h.record);
+		audit_ref(req, &h.record, "branch.delete", ref, old);
+	}
+	repo_write_unlock(h.record.id);
+	if (rc == KHUB_ENOTFOUND)
+		return respond_revision_not_found(req, branch);
+	if (rc == KHUB_ECONFLICT)
+		return respond_error(req, 409, NULL, "Reference %s was updated concurrently", ref);
+	if (rc < 0)
+		return respond_error(req, 500, NULL, "cannot delete %s", ref);
+	return respond_json(req, 200, json_object());
+}
+
+/* ---- tags -------------------------------------------------------------------------- */
+
+static enum MHD_Result handle_tag_create(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	json_t *doc = NULL;
+	const char *tag, *message;
+	char ref[REF_NAME_MAX + 16], sha[41], email[REPO_NAME_MAX + 32];
+	int locked = 0, rc;
+
+	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
+		return result;
+	if (!(doc = request_json_body(req, &result)))
+		return result;
+	if (body_optional_string(doc, "tag", &tag) < 0 || !tag || body_optional_string(doc, "message", &message) < 0) {
+		result = respond_error(req, 400, NULL, "\"tag\" (string) is required; \"message\" must be a string");
+		goto cleanup;
+	}
+	if (!short_ref_name_ok(tag)) {
+		result = respond_error(req, 400, NULL, "Invalid reference for a tag: %s", tag);
+		goto cleanup;
+	}
+	snprintf(ref, sizeof(ref), "refs/tags/%s", tag);
+	if (repo_write_lock(h.record.id) < 0) {
+		result = respond_error(req, 503, NULL, "database unavailable");
+		goto cleanup;
+	}
+	locked = 1;
+	if (repo_resolve_commitish(h.git, req->rev, sha) < 0) {
+		result = respond_revision_not_found(req, req->rev);
+		goto cleanup;
+	}
+	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
+	rc = repo_tag_create(h.git, tag, sha, message, req->principal.name, email);
+	if (rc == KHUB_EEXIST) {
+		result = respond_error(req, 409, NULL, "Reference %s already exists", ref);
+		goto cleanup;
+	}
+	if (rc < 0) {
+		result = respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot create %s", ref);
+		goto cleanup;
+	}
+	ref_changed(&h.record);
+	audit_ref(req, &h.record, "tag.create", ref, sha);
+	result = respond_ref(req, tag, ref, sha);
+cleanup:
+	if (locked)
+		repo_write_unlock(h.record.id);
+	json_decref(doc);
+	return result;
+}
+
+static enum MHD_Result handle_tag_delete(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	const char *tag = req->rev;
+	char ref[REF_NAME_MAX + 16], old[41];
+	int rc;
+
+	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
+		return result;
+	if (ref_name_validate(tag, NULL) < 0)
+		return respond_revision_not_found(req, tag);
+	snprintf(ref, sizeof(ref), "refs/tags/%s", tag);
+	if (repo_write_lock(h.record.id) < 0)
+		return respond_error(req, 503, NULL, "database unavailable");
+	if (repo_ref_read(h.git, ref, old) < 0)
+		rc = KHUB_ENOTFOUND;
+	else
+		rc = repo_delete_ref(h.git, ref);
+	if (rc == 0) {
+		ref_changed(&h.record);
+		audit_ref(req, &h.record, "tag.delete", ref, old);
+	}
+	repo_write_unlock(h.record.id);
+	if (rc == KHUB_ENOTFOUND)
+		return respond_revision_not_found(req, tag);
+	if (rc == KHUB_ECONFLICT)
+		return respond_error(req, 409, NULL, "Reference %s was updated concurrently", ref);
+	if (rc < 0)
+		return respond_error(req, 500, NULL, "cannot delete %s", ref);
+	return respond_json(req, 200, json_object());
+}
+
+const struct route branches_routes[] = {
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/branch/{rev}", handle_branch_create, ROUTE_BODY, 0 },
+	{ METHOD_DELETE, "/api/{type}/{ns}/{name}/branch/{rev}", handle_branch_delete, ROUTE_BODY, 0 },
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/tag/{rev}", handle_tag_create, ROUTE_BODY, 0 },
+	{ METHOD_DELETE, "/api/{type}/{ns}/{name}/tag/{rev}", handle_tag_delete, ROUTE_BODY, 0 },
+	{ 0, NULL, NULL, 0, 0 },
+};

@@ -1,0 +1,180 @@
+/* commits.c -- GET /api/{type}s/{ns}/{name}/commits/{rev}: the history of a
+ * revision newest first, ?limit=N (default 50, at most 1000) per page and
+ * ?p=K for page K, with X-Total-Count and an absolute Link to the next page
+ * (pinned to the resolved sha, so pages never mix two histories). Pages are
+ * cached by sha: a commit's history never changes. */
+#include "api/api.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define COMMITS_DEFAULT_LIMIT 50
+#define COMMITS_MAX_LIMIT 1000
+#define COMMITS_MAX_PAGE 100000000L
+
+/* Length of the valid UTF-8 sequence at s (1 to 4), or 0 when it is not. */
+static size_t utf8_sequence(const unsigned char *s)
+{
+	size_t n;
+	unsigned min;
+	unsigned cp;
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0)
+		n = 2, min = 0x80, cp = s[0] & 0x1f;
+	else if ((s[0] & 0xf0) == 0xe0)
+		n = 3, min = 0x800, cp = s[0] & 0x0f;
+	else if ((s[0] & 0xf8) == 0xf0)
+		n = 4, min = 0x10000, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* A JSON string of text that may not be UTF-8 (git stores bytes): invalid
+ * bytes become U+FFFD so the page stays valid JSON. */
+static void add_json_text(struct strbuf *sb, const char *text)
+{
+	struct strbuf clean = STRBUF_INIT;
+	const unsigned char *s = (const unsigned char *)text;
+	strbuf_adds(&clean, "");
+	while (*s) {
+		size_t n = utf8_sequence(s);
+		if (n) {
+			strbuf_add(&clean, s, n);
+			s += n;
+		} else {
+			strbuf_adds(&clean, "\xef\xbf\xbd");
+			s++;
+		}
+	}
+	strbuf_add_json_string(sb, clean.buf);
+	strbuf_release(&clean);
+}
+
+static void add_commit_json(struct strbuf *sb, const struct commit_info *c)
+{
+	char date[32];
+	format_iso8601(c->time, date);
+	strbuf_addf(sb, "{\"id\":\"%s\",\"title\":", c->sha);
+	add_json_text(sb, c->title);
+	strbuf_adds(sb, ",\"message\":");
+	add_json_text(sb, c->message);
+	strbuf_adds(sb, ",\"authors\":[{\"user\":");
+	add_json_text(sb, c->author_name);
+	strbuf_addf(sb, ",\"avatar\":\"\"}],\"date\":\"%s\",\"parents\":[", date);
+	for (size_t i = 0; i < c->nparents; i++)
+		strbuf_addf(sb, "%s\"%s\"", i ? "," : "", c->parents[i]);
+	strbuf_adds(sb, "]}");
+}
+
+/* value = total '\n' next-link (may be empty) '\n' JSON body; takes value. */
+static enum MHD_Result respond_page(struct request *req, char *value, size_t len)
+{
+	char *total = value, *link = NULL, *body = NULL;
+	char *nl1 = memchr(value, '\n', len);
+	char *nl2 = nl1 ? memchr(nl1 + 1, '\n', len - (size_t)(nl1 + 1 - value)) : NULL;
+	if (!nl2) {
+		free(value);
+		return respond_error(req, 500, NULL, "corrupt cached commit page");
+	}
+	*nl1 = *nl2 = '\0';
+	link = nl1 + 1;
+	body = nl2 + 1;
+	size_t body_len = len - (size_t)(body - value);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(body_len, body, MHD_RESPMEM_MUST_COPY);
+	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	MHD_add_response_header(resp, "X-Total-Count", total);
+	if (link[0]) {
+		char *header = xasprintf("<%s>; rel=\"next\"", link);
+		MHD_add_response_header(resp, "Link", header);
+		free(header);
+	}
+	req->bytes_out = body_len;
+	free(value);
+	return respond(req, 200, resp);
+}
+
+/* A non-negative decimal query argument; 0 = absent (*out = dflt), -1 = bad. */
+static int query_long(struct request *req, const char *key, long dflt, long *out)
+{
+	const char *v = request_query(req, key);
+	*out = dflt;
+	if (!v)
+		return 0;
+	char *end;
+	long n = strtol(v, &end, 10);
+	if (!*v || *end || n < 0)
+		return -1;
+	*out = n;
+	return 0;
+}
+
+static enum MHD_Result handle_commits(struct request *req)
+{
+	struct repo_handle h;
+	enum MHD_Result result;
+	struct commit_log log;
+	char sha[41];
+	long limit, page;
+
+	if (repo_open_for_read(req, &h, &result) < 0)
+		return result;
+	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
+		return result;
+	if (query_long(req, "limit", COMMITS_DEFAULT_LIMIT, &limit) < 0 || limit < 1)
+		return respond_error(req, 400, NULL, "limit must be a positive integer");
+	if (limit > COMMITS_MAX_LIMIT)
+		limit = COMMITS_MAX_LIMIT;
+	if (query_long(req, "p", 0, &page) < 0 || page > COMMITS_MAX_PAGE)
+		return respond_error(req, 400, NULL, "p must be a page number from 0");
+	/* expand[]=formatted (huggingface_hub) is accepted; titles are plain. */
+
+	const char *base = request_base_url(req);
+	const char *plural = repo_type_plural(req->type);
+	char *key = xasprintf("C|%" PRId64 "|%s/%s/%s|%s|%ld|%ld|%s", h.record.id, plural, h.record.ns,
+			      h.record.name, sha, page, limit, base);
+	size_t cached_len;
+	char *cached = response_cache_get(key, &cached_len);
+	if (cached) {
+		free(key);
+		return respond_page(req, cached, cached_len);
+	}
+
+	size_t skip = (size_t)page * (size_t)limit;
+	if (repo_log(h.git, sha, skip, (size_t)limit, &log) < 0) {
+		free(key);
+		return respond_error(req, 500, NULL, "cannot read the history of %s", sha);
+	}
+	struct strbuf page_buf = STRBUF_INIT;
+	strbuf_addf(&page_buf, "%zu\n", log.total);
+	if (skip + (size_t)limit < log.total)
+		strbuf_addf(&page_buf, "%s/api/%s/%s/%s/commits/%s?p=%ld&limit=%ld", base, plural, h.record.ns,
+			    h.record.name, sha, page + 1, limit);
+	strbuf_adds(&page_buf, "\n[");
+	for (size_t i = 0; i < log.count; i++) {
+		if (i)
+			strbuf_adds(&page_buf, ",");
+		add_commit_json(&page_buf, &log.items[i]);
+	}
+	strbuf_adds(&page_buf, "]");
+	commit_log_release(&log);
+	response_cache_put(key, page_buf.buf, page_buf.len);
+	free(key);
+	size_t len;
+	char *value = strbuf_detach(&page_buf, &len);
+	return respond_page(req, value, len);
+}
+
+const struct route commits_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/commits/{rev}", handle_commits, 0, 0 },
+	{ 0, NULL, NULL, 0, 0 },
+};

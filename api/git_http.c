@@ -1,0 +1,322 @@
+/* git_http.c -- git smart HTTP ({prefix}{ns}/{name}[.git]/info/refs,
+ * git-upload-pack, git-receive-pack) through Debian's `git http-backend`
+ * as a CGI child: khub authenticates and authorises, streams the request
+ * body into the child and its answer back out (packs never sit in memory).
+ * Pushes are checked by `khub hook pre-receive` (paths, LFS objects) and
+ * recorded by `khub hook post-receive` (audit, last-modified). */
+#include "api/api.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct git_cgi {
+	pid_t pid;
+	int to_child;		/* child's stdin, -1 once closed */
+	int from_child;		/* child's stdout */
+	int receive;		/* receive-pack (a push) */
+	uint64_t *bytes_out;
+	struct repo_handle repo;
+	char repo_id[2 * REPO_NAME_MAX + 16];
+};
+
+static void strip_dot_git(struct request *req)
+{
+	size_t n = strlen(req->name);
+	if (n > 4 && strcmp(req->name + n - 4, ".git") == 0)
+		((char *)req->name)[n - 4] = '\0';
+}
+
+static enum MHD_Result need_credentials(struct request *req, int status, const char *msg)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_MUST_COPY);
+	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	if (status == 401)
+		MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"khub\"");
+	return respond(req, status, resp);
+}
+
+/* Authorise and open: upload-pack needs read, receive-pack write. Git
+ * clients send credentials only after a 401 with a Basic challenge, so an
+ * anonymous push, or an anonymous read of a repo anonymous callers cannot
+ * see, gets that challenge rather than a 404. */
+static int git_authorize(struct request *req, int receive, struct repo_handle *h, enum MHD_Result *result)
+{
+	strip_dot_git(req);
+	if (!req->principal.user_id) {
+		struct repo_record rec;
+		int visible = !receive && !req->bad_token &&
+			      (db_repo_get(req->type, req->ns, req->name, &rec) == 0 ||
+			       (req->type == REPO_MODEL && db_repo_get(REPO_KERNEL, req->ns, req->name, &rec) == 0)) &&
+			      !rec.private;
+		if (!visible) {
+			*result = need_credentials(req, 401, "Authentication required: use a khub token as the password\n");
+			return -1;
+		}
+	}
+	if (!receive)
+		return repo_open_for_read(req, h, result);
+	return repo_open_for_write(req, h, ROLE_WRITE, result);
+}
+
+static void set_env(const char *key, const char *value)
+{
+	if (value)
+		setenv(key, value, 1);
+}
+
+/* Fork `git http-backend` with the CGI environment. */
+static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *service_path)
+{
+	int in[2], out[2];
+	if (pipe2(in, O_CLOEXEC) < 0)
+		return -1;
+	if (pipe2(out, O_CLOEXEC) < 0) {
+		close(in[0]);
+		close(in[1]);
+		return -1;
+	}
+	char *path_info = xasprintf("/%s/%s/%s.git/%s", repo_type_plural(cgi->repo.record.type), cgi->repo.record.ns,
+				    cgi->repo.record.name, service_path);
+	const char *query = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "service");
+	char *query_string = query ? xasprintf("service=%s", query) : xstrdup("");
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		static const char *const keep[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_LIBRARY_PATH",
+						    "TMPDIR" };
+		char *kept[sizeof(keep) / sizeof(keep[0])];
+		for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+			kept[i] = getenv(keep[i]) ? xstrdup(getenv(keep[i])) : NULL;
+		clearenv();
+		for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+			set_env(keep[i], kept[i]);
+		set_env("PATH", "/usr/local/bin:/usr/bin:/bin");
+		set_env("GIT_PROJECT_ROOT", api_ctx.repo_root);
+		set_env("GIT_HTTP_EXPORT_ALL", "1");
+		set_env("PATH_INFO", path_info);
+		set_env("QUERY_STRING", query_string);
+		set_env("REQUEST_METHOD", req->method_name);
+		set_env("CONTENT_TYPE", request_header(req, "Content-Type"));
+		set_env("HTTP_CONTENT_ENCODING", request_header(req, "Content-Encoding"));
+		set_env("GIT_PROTOCOL", request_header(req, "Git-Protocol"));
+		set_env("REMOTE_ADDR", req->remote_addr);
+		if (req->principal.user_id)
+			set_env("REMOTE_USER", req->principal.name);
+		/* http-backend reads CONTENT_LENGTH bytes, or to EOF without it */
+		const char *cl = request_header(req, "Content-Length");
+		if (cl && !request_header(req, "Content-Encoding"))
+			set_env("CONTENT_LENGTH", cl);
+		/* hooks: khub's own, with what they need to check a push */
+		set_env("GIT_CONFIG_COUNT", "3");
+		set_env("GIT_CONFIG_KEY_0", "core.hooksPath");
+		set_env("GIT_CONFIG_VALUE_0", api_ctx.hooks_dir);
+		set_env("GIT_CONFIG_KEY_1", "receive.denyDeleteCurrent");
+		set_env("GIT_CONFIG_VALUE_1", "true");
+		set_env("GIT_CONFIG_KEY_2", "uploadpack.allowFilter");
+		set_env("GIT_CONFIG_VALUE_2", "true");
+		set_env("KHUB_HOOK_DATABASE", api_ctx.conninfo);
+		set_env("KHUB_HOOK_LFS_ROOT", api_ctx.lfs_root);
+		set_env("KHUB_HOOK_REPO", cgi->repo_id);
+		char id[24];
+		snprintf(id, sizeof(id), "%lld", (long long)cgi->repo.record.id);
+		set_env("KHUB_HOOK_REPO_ID", id);
+		snprintf(id, sizeof(id), "%lld", (long long)req->principal.user_id);
+		set_env("KHUB_HOOK_USER_ID", id);
+		set_env("KHUB_HOOK_USER", req->principal.user_id ? req->principal.name : "anonymous");
+		set_env("KHUB_HOOK_REQUEST_ID", req->request_id);
+		execlp("git", "git", "http-backend", (char *)NULL);
+		_exit(127);
+	}
+	free(path_info);
+	free(query_string);
+	close(in[0]);
+	close(out[1]);
+	if (pid < 0) {
+		close(in[1]);
+		close(out[0]);
+		return -1;
+	}
+	cgi->pid = pid;
+	cgi->to_child = in[1];
+	cgi->from_child = out[0];
+	return 0;
+}
+
+static void cgi_free(struct git_cgi *cgi)
+{
+	if (!cgi)
+		return;
+	if (cgi->to_child >= 0)
+		close(cgi->to_child);
+	if (cgi->from_child >= 0)
+		close(cgi->from_child);
+	if (cgi->pid > 0) {
+		int status;
+		if (waitpid(cgi->pid, &status, WNOHANG) == 0) {
+			kill(cgi->pid, SIGTERM);
+			waitpid(cgi->pid, &status, 0);
+		}
+	}
+	free(cgi);
+}
+
+static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct git_cgi *cgi = cls;
+	for (;;) {
+		ssize_t n = read(cgi->from_child, buf, max);
+		if (n > 0) {
+			*cgi->bytes_out += (uint64_t)n;
+			return n;
+		}
+		if (n == 0)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (errno != EINTR)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+}
+
+static void free_body(void *cls)
+{
+	cgi_free(cls);
+}
+
+/* Read the CGI header block, then hand the rest of the child's output to
+ * libmicrohttpd as a streamed (chunked) body. Takes ownership of cgi. */
+static enum MHD_Result relay_answer(struct request *req, struct git_cgi *cgi)
+{
+	if (cgi->to_child >= 0) {
+		close(cgi->to_child);
+		cgi->to_child = -1;
+	}
+	struct strbuf head = STRBUF_INIT;
+	char c;
+	int status = 200;
+	/* byte by byte up to the blank line: the rest stays in the pipe */
+	while (head.len < 16384) {
+		ssize_t n = read(cgi->from_child, &c, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		strbuf_add(&head, &c, 1);
+		if (head.len >= 2 && head.buf[head.len - 1] == '\n' &&
+		    (head.buf[head.len - 2] == '\n' ||
+		     (head.len >= 4 && memcmp(head.buf + head.len - 4, "\r\n\r\n", 4) == 0)))
+			break;
+	}
+	if (!head.len) {
+		strbuf_release(&head);
+		cgi_free(cgi);
+		return respond_error(req, 500, NULL, "git http-backend gave no answer");
+	}
+	cgi->bytes_out = &req->bytes_out;
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, read_body, cgi,
+								      free_body);
+	char *save = NULL;
+	for (char *line = strtok_r(head.buf, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+		char *colon = strchr(line, ':');
+		if (!colon)
+			continue;
+		*colon = '\0';
+		char *value = colon + 1;
+		while (*value == ' ')
+			value++;
+		if (strcasecmp(line, "Status") == 0)
+			status = atoi(value);
+		else
+			MHD_add_response_header(resp, line, value);
+	}
+	strbuf_release(&head);
+	return respond(req, status ? status : 200, resp);
+}
+
+/* ---- GET info/refs ------------------------------------------------------------ */
+
+static enum MHD_Result handle_info_refs(struct request *req)
+{
+	enum MHD_Result result;
+	const char *service = request_query(req, "service");
+	if (!service || (strcmp(service, "git-upload-pack") != 0 && strcmp(service, "git-receive-pack") != 0))
+		return respond_error(req, 403, NULL, "smart HTTP only: ?service=git-upload-pack or git-receive-pack");
+	struct git_cgi *cgi = xcalloc(1, sizeof(*cgi));
+	cgi->to_child = cgi->from_child = -1;
+	cgi->receive = strcmp(service, "git-receive-pack") == 0;
+	if (git_authorize(req, cgi->receive, &cgi->repo, &result) < 0) {
+		cgi_free(cgi);
+		return result;
+	}
+	snprintf(cgi->repo_id, sizeof(cgi->repo_id), "%s/%s", cgi->repo.record.ns, cgi->repo.record.name);
+	if (spawn_backend(req, cgi, "info/refs") < 0) {
+		cgi_free(cgi);
+		return respond_error(req, 500, NULL, "cannot start git http-backend");
+	}
+	return relay_answer(req, cgi);
+}
+
+/* ---- POST git-upload-pack / git-receive-pack (streamed) ------------------------ */
+
+static int rpc_begin(struct request *req)
+{
+	enum MHD_Result result;
+	struct git_cgi *cgi = xcalloc(1, sizeof(*cgi));
+	cgi->to_child = cgi->from_child = -1;
+	req->stream_state = cgi;
+	const char *last = req->segv[req->segc - 1];
+	cgi->receive = strcmp(last, "git-receive-pack") == 0;
+	if (git_authorize(req, cgi->receive, &cgi->repo, &result) < 0)
+		return -1;
+	snprintf(cgi->repo_id, sizeof(cgi->repo_id), "%s/%s", cgi->repo.record.ns, cgi->repo.record.name);
+	if (spawn_backend(req, cgi, last) < 0) {
+		respond_error(req, 500, NULL, "cannot start git http-backend");
+		return -1;
+	}
+	return 0;
+}
+
+static int rpc_data(struct request *req, const char *data, size_t len)
+{
+	struct git_cgi *cgi = req->stream_state;
+	while (len > 0) {
+		ssize_t n = write(cgi->to_child, data, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;	/* the child went away; its answer says why */
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void rpc_cleanup(struct request *req)
+{
+	cgi_free(req->stream_state);
+	req->stream_state = NULL;
+}
+
+static enum MHD_Result handle_rpc(struct request *req)
+{
+	struct git_cgi *cgi = req->stream_state;
+	req->stream_state = NULL;	/* relay_answer owns it now */
+	return relay_answer(req, cgi);
+}
+
+static const struct stream_ops rpc_stream_ops = { rpc_begin, rpc_data, rpc_cleanup };
+
+const struct route git_routes[] = {
+	{ METHOD_GET, "/{tprefix}/{ns}/{name}/info/refs", handle_info_refs, 0, 0, NULL },
+	{ METHOD_POST, "/{tprefix}/{ns}/{name}/git-upload-pack", handle_rpc, 0, 0, &rpc_stream_ops },
+	{ METHOD_POST, "/{tprefix}/{ns}/{name}/git-receive-pack", handle_rpc, 0, 0, &rpc_stream_ops },
+	{ METHOD_GET, "/{ns}/{name}/info/refs", handle_info_refs, 0, REPO_MODEL, NULL },
+	{ METHOD_POST, "/{ns}/{name}/git-upload-pack", handle_rpc, 0, REPO_MODEL, &rpc_stream_ops },
+	{ METHOD_POST, "/{ns}/{name}/git-receive-pack", handle_rpc, 0, REPO_MODEL, &rpc_stream_ops },
+	{ 0, NULL, NULL, 0, 0, NULL },
+};

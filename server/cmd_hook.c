@@ -1,0 +1,248 @@
+/* cmd_hook.c -- khub hook pre-receive|post-receive: run by git receive-pack
+ * (through the hooks khub installs) so that a push obeys the commit API's
+ * rules: branches and tags only, valid paths, no submodules or symlinks,
+ * every LFS pointer naming an object present in the store, main never
+ * deleted; and is audited afterwards. A rejected pre-receive leaves every
+ * ref of the push untouched. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_COMMITS_CHECKED 200000
+
+static const char zero_sha[] = "0000000000000000000000000000000000000000";
+
+struct push_check {
+	git_repository *git;
+	struct lfs_store *lfs;
+	int problems;
+	const char *ref;
+};
+
+static void complain(struct push_check *pc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void complain(struct push_check *pc, const char *fmt, ...)
+{
+	va_list ap;
+	if (pc->problems++ >= 20)
+		return;
+	fprintf(stderr, "khub: %s: ", pc->ref);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static int check_delta(const git_diff_delta *delta, float progress, void *payload)
+{
+	struct push_check *pc = payload;
+	const char *why;
+	if (delta->status != GIT_DELTA_ADDED && delta->status != GIT_DELTA_MODIFIED &&
+	    delta->status != GIT_DELTA_RENAMED && delta->status != GIT_DELTA_COPIED &&
+	    delta->status != GIT_DELTA_TYPECHANGE)
+		return 0;
+	const char *path = delta->new_file.path;
+	if (repo_path_validate(path, &why) < 0) {
+		complain(pc, "invalid path '%s': %s", path, why);
+		return 0;
+	}
+	if (delta->new_file.mode == GIT_FILEMODE_COMMIT) {
+		complain(pc, "%s: submodules are not supported", path);
+		return 0;
+	}
+	if (delta->new_file.mode == GIT_FILEMODE_LINK) {
+		complain(pc, "%s: symbolic links are not supported", path);
+		return 0;
+	}
+	if (delta->new_file.size >= LFS_POINTER_MAX)
+		return 0;
+	git_blob *blob = NULL;
+	if (git_blob_lookup(&blob, pc->git, &delta->new_file.id) < 0)
+		return 0;
+	struct lfs_pointer ptr;
+	if (lfs_pointer_parse(git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), &ptr) == 0) {
+		uint64_t size;
+		if (lfs_store_stat(pc->lfs, ptr.oid, &size) < 0)
+			complain(pc, "%s is an LFS pointer to %s, which this server does not have: push the LFS "
+				 "objects first (git lfs push --all origin)", path, ptr.oid);
+		else if (size != ptr.size)
+			complain(pc, "%s: LFS object %s has %llu bytes, the pointer says %llu", path, ptr.oid,
+				 (unsigned long long)size, (unsigned long long)ptr.size);
+	}
+	git_blob_free(blob);
+	return 0;
+}
+
+/* Check every commit the push brings that no existing ref reaches. */
+static void check_new_commits(struct push_check *pc, const git_oid *new_tip)
+{
+	git_revwalk *walk = NULL;
+	git_oid oid;
+	size_t seen = 0;
+	if (git_revwalk_new(&walk, pc->git) < 0 || git_revwalk_push(walk, new_tip) < 0) {
+		complain(pc, "cannot read the pushed commits");
+		goto cleanup;
+	}
+	git_revwalk_hide_glob(walk, "refs/*");
+	while (git_revwalk_next(&oid, walk) == 0) {
+		if (++seen > MAX_COMMITS_CHECKED) {
+			complain(pc, "more than %d new commits in one push", MAX_COMMITS_CHECKED);
+			break;
+		}
+		git_commit *commit = NULL;
+		git_tree *tree = NULL, *parent_tree = NULL;
+		git_diff *diff = NULL;
+		if (git_commit_lookup(&commit, pc->git, &oid) < 0 || git_commit_tree(&tree, commit) < 0) {
+			complain(pc, "cannot read a pushed commit");
+			git_commit_free(commit);
+			break;
+		}
+		if (git_commit_parentcount(commit) > 0) {
+			git_commit *parent = NULL;
+			if (git_commit_parent(&parent, commit, 0) == 0)
+				git_commit_tree(&parent_tree, parent);
+			git_commit_free(parent);
+		}
+		if (git_diff_tree_to_tree(&diff, pc->git, parent_tree, tree, NULL) == 0)
+			git_diff_foreach(diff, check_delta, NULL, NULL, NULL, pc);
+		git_diff_free(diff);
+		git_tree_free(parent_tree);
+		git_tree_free(tree);
+		git_commit_free(commit);
+	}
+cleanup:
+	git_revwalk_free(walk);
+}
+
+static int pre_receive(void)
+{
+	struct push_check pc = { 0 };
+	const char *lfs_root = getenv("KHUB_HOOK_LFS_ROOT");
+	if (!lfs_root) {
+		fprintf(stderr, "khub: the push hook runs only under khub serve\n");
+		return 1;
+	}
+	/* FROM_ENV: see the quarantined objects of this push */
+	if (git_repository_open_ext(&pc.git, NULL, GIT_REPOSITORY_OPEN_FROM_ENV, NULL) < 0) {
+		fprintf(stderr, "khub: cannot open the repository\n");
+		return 1;
+	}
+	pc.lfs = lfs_store_open(lfs_root);
+	char line[1024];
+	while (fgets(line, sizeof(line), stdin)) {
+		char old_sha[64], new_sha[64], ref[900];
+		if (sscanf(line, "%63s %63s %899s", old_sha, new_sha, ref) != 3)
+			continue;
+		pc.ref = ref;
+		const char *why;
+		const char *short_name = strncmp(ref, "refs/heads/", 11) == 0 ? ref + 11
+				       : strncmp(ref, "refs/tags/", 10) == 0 ? ref + 10 : NULL;
+		if (!short_name) {
+			complain(&pc, "only branches (refs/heads/) and tags (refs/tags/) can be pushed");
+			continue;
+		}
+		if (ref_name_validate(short_name, &why) < 0) {
+			complain(&pc, "invalid name: %s", why);
+			continue;
+		}
+		if (strcmp(new_sha, zero_sha) == 0) {
+			if (strcmp(ref, "refs/heads/main") == 0)
+				complain(&pc, "the default branch main cannot be deleted");
+			continue;
+		}
+		git_oid tip;
+		git_object *obj = NULL;
+		if (git_oid_fromstr(&tip, new_sha) < 0 || git_object_lookup(&obj, pc.git, &tip, GIT_OBJECT_ANY) < 0) {
+			complain(&pc, "pushed object %s is missing", new_sha);
+			continue;
+		}
+		git_object *peeled = NULL;
+		if (git_object_peel(&peeled, obj, GIT_OBJECT_COMMIT) < 0)
+			complain(&pc, "must point at a commit");
+		else
+			check_new_commits(&pc, git_object_id(peeled));
+		git_object_free(peeled);
+		git_object_free(obj);
+	}
+	if (pc.problems)
+		fprintf(stderr, "khub: push refused (%d problem%s); no ref was changed\n", pc.problems,
+			pc.problems == 1 ? "" : "s");
+	lfs_store_close(pc.lfs);
+	git_repository_free(pc.git);
+	return pc.problems ? 1 : 0;
+}
+
+static int post_receive(void)
+{
+	const char *conninfo = getenv("KHUB_HOOK_DATABASE");
+	const char *repo = getenv("KHUB_HOOK_REPO"), *user = getenv("KHUB_HOOK_USER");
+	const char *repo_id = getenv("KHUB_HOOK_REPO_ID"), *user_id = getenv("KHUB_HOOK_USER_ID");
+	if (!conninfo || !repo || !repo_id)
+		return 0;
+	db_configure(conninfo);
+	char line[1024];
+	while (fgets(line, sizeof(line), stdin)) {
+		char old_sha[64], new_sha[64], ref[900];
+		if (sscanf(line, "%63s %63s %899s", old_sha, new_sha, ref) != 3)
+			continue;
+		json_t *details = json_pack("{s:s, s:s, s:s, s:s}", "ref", ref, "old", old_sha, "new", new_sha,
+					    "request", getenv("KHUB_HOOK_REQUEST_ID") ? getenv("KHUB_HOOK_REQUEST_ID") : "");
+		char *text = json_dumps(details, JSON_COMPACT);
+		db_audit(user_id ? strtoll(user_id, NULL, 10) : 0, user ? user : "anonymous",
+			 strcmp(new_sha, zero_sha) == 0 ? "git.push.delete" : "git.push", repo, text, "git");
+		free(text);
+		json_decref(details);
+	}
+	db_repo_touch(strtoll(repo_id, NULL, 10));
+	db_thread_done();
+	return 0;
+}
+
+int cmd_hook(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: khub hook pre-receive|post-receive (run by git)\n");
+		return 2;
+	}
+	repo_store_global_init();
+	if (strcmp(argv[1], "pre-receive") == 0)
+		return pre_receive();
+	if (strcmp(argv[1], "post-receive") == 0)
+		return post_receive();
+	fprintf(stderr, "khub hook: unknown hook %s\n", argv[1]);
+	return 2;
+}
+
+const char *hooks_install(void)
+{
+	static char dir[PATH_MAX];
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n < 0)
+		fatal("cannot find the khub binary: %s", strerror(errno));
+	self[n] = '\0';
+	snprintf(dir, sizeof(dir), "%s/hooks", config.data_dir);
+	if (mkdir_p(dir, 0755) < 0)
+		fatal("cannot create %s: %s", dir, strerror(errno));
+	static const char *const hooks[] = { "pre-receive", "post-receive" };
+	for (size_t i = 0; i < 2; i++) {
+		char *path = xasprintf("%s/%s", dir, hooks[i]);
+		char *tmp = xasprintf("%s.tmp", path);
+		FILE *fp = fopen(tmp, "w");
+		if (!fp)
+			fatal("cannot write %s: %s", tmp, strerror(errno));
+		fprintf(fp, "#!/bin/sh\n# written by khub serve: checks and records pushes\nexec '%s' hook %s\n", self,
+			hooks[i]);
+		fclose(fp);
+		if (chmod(tmp, 0755) < 0 || rename(tmp, path) < 0)
+			fatal("cannot install %s: %s", path, strerror(errno));
+		free(tmp);
+		free(path);
+	}
+	return dir;
+}
