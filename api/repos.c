@@ -123,6 +123,25 @@ static void registry_unlock(void)
 	PQclear(db_exec("SELECT pg_advisory_unlock(2, 0)", 0, NULL, NULL));
 }
 
+/* Delete, move and settings take the admin role on the repo. A write-scoped
+ * token is enough for that, as on the Hub, where write tokens delete repos;
+ * a read-scoped one is not. Private repos stay RepoNotFound to outsiders. */
+static int repo_open_admin(struct request *req, enum repo_type type, const char *ns, const char *name,
+			   struct repo_handle *h, enum MHD_Result *result)
+{
+	const struct principal *p = &req->principal;
+	if (repo_open_named(req, type, ns, name, ROLE_READ, h, result) < 0)
+		return -1;
+	enum role role = p->is_site_admin || h->record.owner_id == p->user_id
+				 ? ROLE_ADMIN : db_membership_role(h->record.owner_id, p->user_id);
+	if (role >= ROLE_ADMIN && p->scope >= ROLE_WRITE)
+		return 0;
+	*result = respond_error(req, 403, NULL, "You don't have the rights to administer %s/%s (needs admin access%s)",
+				h->record.ns, h->record.name,
+				role >= ROLE_ADMIN ? "; your token's scope is too small" : "");
+	return -1;
+}
+
 /* ---- files committed at creation (JS createRepo `files`) -------------------- */
 
 struct initial_file {
@@ -388,7 +407,7 @@ static enum MHD_Result handle_delete(struct request *req)
 		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
 		goto cleanup;
 	}
-	if (repo_open_named(req, type, ns, name, ROLE_ADMIN, &h, &result) < 0)
+	if (repo_open_admin(req, type, ns, name, &h, &result) < 0)
 		goto cleanup;
 	if (registry_lock() < 0) {
 		result = respond_error(req, 503, NULL, "database unavailable");
@@ -471,7 +490,7 @@ static enum MHD_Result handle_move(struct request *req)
 		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
 		goto cleanup;
 	}
-	if (repo_open_named(req, type, from_ns, from_name, ROLE_ADMIN, &h, &result) < 0)
+	if (repo_open_admin(req, type, from_ns, from_name, &h, &result) < 0)
 		goto cleanup;
 	if (repo_name_validate(to_name, &why) < 0) {
 		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
@@ -590,7 +609,7 @@ static enum MHD_Result handle_settings(struct request *req)
 	char *target = NULL, *details = NULL;
 	int private = 0, private_set;
 
-	if (repo_open_for_write(req, &h, ROLE_ADMIN, &result) < 0)
+	if (repo_open_admin(req, req->type, req->ns, req->name, &h, &result) < 0)
 		return result;
 	if (!(doc = request_json_body(req, &result)))
 		return result;
