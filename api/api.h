@@ -24,6 +24,10 @@ struct api_context {
 	const char *lfs_root;		/* for the push hooks */
 	const char *hooks_dir;		/* core.hooksPath given to git receive-pack */
 	const char *conninfo;		/* database, for the push hooks */
+	/* Fetch a missing LFS object of a mirrored repo from its upstream
+	 * (set by the server to the mirror module's; NULL = none). */
+	int (*lazy_fetch)(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
+			  struct lfs_store *lfs);
 };
 
 extern struct api_context api_ctx;
@@ -122,6 +126,9 @@ extern const struct route git_routes[];		/* api/git_http.c: smart HTTP */
 extern const struct route repos_routes[];	/* api/repos.c: create, delete, move, settings */
 extern const struct route branches_routes[];	/* api/branches.c: branches and tags */
 extern const struct route commits_routes[];	/* api/commits.c: commit history */
+extern const struct route trusted_publishers_routes[];	/* api/trusted_publishers.c: admin API */
+extern const struct route benchmarks_routes[];	/* api/benchmarks.c: upload, list, aggregate */
+extern const struct route downloads_routes[];	/* api/downloads.c: per-variant statistics */
 
 /* ---- answering (api/respond.c) ------------------------------------------ */
 
@@ -206,5 +213,17 @@ void response_cache_init(size_t max_bytes);
 /* Copy of a cached value (caller frees) or NULL. */
 char *response_cache_get(const char *key, size_t *len);
 void response_cache_put(const char *key, const char *value, size_t len);
+
+/* ---- download statistics (api/downloads.c) -------------------------------- */
+
+/* Count a variant download when a resolve request is one (a full GET of
+ * build/<variant>/metadata.json, or of build/<variant>/__init__.py when the
+ * variant has no metadata.json) in memory; no database write here. */
+void download_stats_note(struct request *req, const struct repo_handle *h, const char *sha, int ranged);
+/* Start the thread that adds the counts to the database every flush_ms
+ * (enabled = 0: count nothing). */
+void download_stats_start(int enabled, long flush_ms);
+/* Stop that thread after a last flush (call once no request runs). */
+void download_stats_stop(void);
 
 #endif

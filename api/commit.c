@@ -463,6 +463,10 @@ static int commit_begin(struct request *req)
 	cs->create_pr = request_query_bool(req, "create_pr", 0);
 	if (repo_open_for_write(req, &cs->repo, cs->create_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
 		return -1;
+	if (cs->repo.record.mirrored) {
+		respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
+		return -1;
+	}
 	char sha[41];
 	if (target_ref_of(req, cs, sha) < 0) {
 		respond_revision_not_found(req, req->rev);

@@ -45,7 +45,7 @@ static void add_json_text(struct strbuf *sb, const char *text)
 {
 	struct strbuf clean = STRBUF_INIT;
 	const unsigned char *s = (const unsigned char *)text;
-	strbuf_adds(&clean, "");
+	strbuf_adds(&clean, "");	/* buf is never NULL, even for "" */
 	while (*s) {
 		size_t n = utf8_sequence(s);
 		if (n) {

@@ -114,7 +114,10 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 		if (cl && !request_header(req, "Content-Encoding"))
 			set_env("CONTENT_LENGTH", cl);
 		/* hooks: khub's own, with what they need to check a push */
-		set_env("GIT_CONFIG_COUNT", "3");
+		set_env("GIT_CONFIG_COUNT", "4");
+		/* a mirror's staging refs are nobody's business */
+		set_env("GIT_CONFIG_KEY_3", "uploadpack.hideRefs");
+		set_env("GIT_CONFIG_VALUE_3", "refs/khub-upstream");
 		set_env("GIT_CONFIG_KEY_0", "core.hooksPath");
 		set_env("GIT_CONFIG_VALUE_0", api_ctx.hooks_dir);
 		set_env("GIT_CONFIG_KEY_1", "receive.denyDeleteCurrent");

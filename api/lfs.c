@@ -122,6 +122,10 @@ static enum MHD_Result handle_batch(struct request *req)
 		json_decref(doc);
 		return result;
 	}
+	if (upload && h.record.mirrored) {
+		json_decref(doc);
+		return lfs_error(req, 403, "a mirrored repo is read-only");
+	}
 	json_t *out = json_array();
 	size_t i;
 	json_t *o;

@@ -62,6 +62,8 @@ static enum MHD_Result handle_preupload(struct request *req)
 	int create_pr = request_query_bool(req, "create_pr", 0);
 	if (repo_open_for_write(req, &h, create_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
 		return result;
+	if (h.record.mirrored)
+		return respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
 	json_t *doc = request_json_body(req, &result);
 	if (!doc)
 		return result;

@@ -115,6 +115,13 @@ static git_repository *thread_git_open(const struct repo_record *rec)
 	return git;
 }
 
+/* As on the Hub: a read token only reads; a write token may do whatever
+ * its user's role allows (admin operations included). */
+static enum role scope_cap(const struct principal *p, enum role role)
+{
+	return p->scope == ROLE_READ && role > ROLE_READ ? ROLE_READ : role;
+}
+
 enum role repo_role_of(const struct principal *p, const struct repo_record *repo)
 {
 	enum role role;
@@ -124,7 +131,7 @@ enum role repo_role_of(const struct principal *p, const struct repo_record *repo
 		role = ROLE_ADMIN;
 	else
 		role = db_membership_role(repo->owner_id, p->user_id);
-	return role < p->scope ? role : p->scope;
+	return scope_cap(p, role);
 }
 
 int repo_open_for_read(struct request *req, struct repo_handle *h, enum MHD_Result *result)
@@ -192,7 +199,7 @@ enum role namespace_role(const struct principal *p, const struct account *ns)
 		role = db_membership_role(ns->id, p->user_id);
 	else
 		role = ROLE_NONE;
-	return role < p->scope ? role : p->scope;
+	return scope_cap(p, role);
 }
 
 int repo_open_named(struct request *req, enum repo_type type, const char *ns, const char *name,
@@ -222,11 +229,16 @@ int repo_open_named(struct request *req, enum repo_type type, const char *ns, co
 		*result = respond_repo_not_found(req);
 		return -1;
 	}
+	if (h->record.mirrored && needed >= ROLE_WRITE) {
+		*result = respond_error(req, 403, NULL, "%s/%s is a mirror of an upstream hub and is read-only here",
+					h->record.ns, h->record.name);
+		return -1;
+	}
 	if (h->role < needed) {
 		*result = respond_error(req, 403, NULL, "You don't have the rights to %s %s/%s (needs %s access%s)",
 					needed == ROLE_ADMIN ? "administer" : "write to", h->record.ns, h->record.name,
 					role_name(needed),
-					req->principal.scope < needed ? "; your token's scope is too small" : "");
+					req->principal.scope == ROLE_READ ? "; your token is read-only" : "");
 		return -1;
 	}
 	h->git = thread_git_open(&h->record);

@@ -151,7 +151,22 @@ static enum MHD_Result handle_resolve(struct request *req)
 	if (meta.is_lfs) {
 		int fd;
 		uint64_t stored;
-		if (lfs_store_open_object(api_ctx.lfs, meta.lfs_oid, &fd, &stored) < 0 || stored != meta.size) {
+		int have = lfs_store_open_object(api_ctx.lfs, meta.lfs_oid, &fd, &stored) == 0;
+		if (!have && h.record.mirrored && api_ctx.lazy_fetch) {
+			/* a variant outside the mirror's eager selection: fetch it now */
+			int frc = api_ctx.lazy_fetch(h.record.id, sha, req->path, meta.lfs_oid, meta.size, api_ctx.lfs);
+			if (frc == KHUB_EIO || frc == KHUB_EINVAL) {
+				free(value);
+				return respond_error(req, 503, NULL,
+						     "%s is not mirrored here yet and the upstream hub could not provide it "
+						     "(%s); try again later", req->path,
+						     frc == KHUB_EIO ? "unreachable" : "its bytes failed verification");
+			}
+			have = lfs_store_open_object(api_ctx.lfs, meta.lfs_oid, &fd, &stored) == 0;
+		}
+		if (!have || stored != meta.size) {
+			if (have)
+				close(fd);
 			free(value);
 			return respond_error(req, 404, "EntryNotFound",
 					     "the content of %s (LFS object %s) is not stored on this server",

@@ -81,8 +81,8 @@ static enum MHD_Result handle_tree(struct request *req)
 	}
 	const char *base = request_base_url(req);
 
-	char *key = xasprintf("T|%" PRId64 "|%s|%d|%d|%ld|%zu|%s|%s", h.record.id, sha, recursive, expand, limit,
-			      cursor, base, req->path);
+	char *key = xasprintf("T|%" PRId64 "|%s/%s|%s|%d|%d|%ld|%zu|%s|%s", h.record.id, h.record.ns, h.record.name, sha,
+			      recursive, expand, limit, cursor, base, req->path);
 	size_t cached_len;
 	char *cached = response_cache_get(key, &cached_len);
 	if (cached) {

@@ -3,8 +3,9 @@
 # as static files, in one run, on loopback. Not part of the test suite.
 #
 # Starts a throw-away khub (embedded PostgreSQL) and a private nginx, seeds a
-# kernel repo bench/relu with a 100 MiB LFS file, then runs wrk against each
-# khub endpoint and its static nginx equivalent. Prints a table with
+# kernel repo bench/relu with a 100 MiB LFS file, then runs wrk (for HEAD:
+# headbench, a small client compiled from C below, since wrk cannot do HEAD)
+# against each khub endpoint and its static nginx equivalent. Prints a table with
 # PASS/MISS per target; a MISS never fails the script (exit 0 if it ran).
 #
 # Environment (all optional):
@@ -15,8 +16,8 @@
 #   BENCH_FILE_CONNECTIONS  wrk -c for the 100 MiB GET      (default 8)
 #   BENCH_FILE_MB           size of the LFS file in MiB     (default 100)
 #   BENCH_RESULTS           where raw outputs go  (default bench/results/DATE)
-#   BENCH_PERF=1            perf record -g khub during its revision and tree
-#                           runs; reports land in BENCH_RESULTS
+#   BENCH_PERF=1            perf record -g khub during one extra, unmeasured run
+#                           of revision, tree and HEAD; reports in BENCH_RESULTS
 #   BENCH_RELEASE_BUILD     auto (default): when KHUB_BIN is a sanitizer build
 #                           (./configure --enable-debug: ASan+UBSan, -O1), build
 #                           a release copy of the tree (plain ./configure, -O2)
@@ -114,6 +115,7 @@ echo "# khub config: threads=${KHUB_THREADS:-0} (0 = 4 per CPU), log_level=$KHUB
 echo "# nginx: $("$NGINX" -v 2>&1 | sed 's/.*: //'), worker_processes auto, sendfile on"
 echo "# wrk: -t$WRK_THREADS -c$CONNS (file GET: -c$FILE_CONNS) -d$DURATION --latency, warm-up $WARMUP"
 echo "# raw outputs: $RESULTS"
+echo "# load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (anything else busy on this machine skews both columns)"
 
 # ---- seed ----------------------------------------------------------------
 khub_start
@@ -392,7 +394,9 @@ int main(int argc, char **argv)
 	qsort(all, total, sizeof(*all), cmp_u32);
 	char s[32];
 	fmt_lat(s, sizeof(s), total ? sum / (double)total : 0);
-	printf("  Latency avg %s\n  Latency Distribution\n", s);
+	char mx[32];
+	fmt_lat(mx, sizeof(mx), total ? all[total - 1] : 0);
+	printf("  Latency avg %s, max %s\n  Latency Distribution\n", s, mx);
 	static const int pct[] = { 50, 75, 90, 99 };
 	for (int i = 0; i < 4; i++) {
 		fmt_lat(s, sizeof(s), total ? all[(size_t)((double)(total - 1) * pct[i] / 100.0)] : 0);
@@ -431,15 +435,9 @@ run_wrk() {
 	else
 		load() { wrk -t"$WRK_THREADS" -c"$conns" -d"$1" --latency "${script[@]}" "$url"; }
 	fi
-	if [ "$server" = khub ]; then pids=$KHUB_PID; else pids=$(nginx_pids); fi
+	case $server in khub*) pids=$KHUB_PID ;; *) pids=$(nginx_pids) ;; esac
 	if [ "$WARMUP" != 0 ]; then
 		load "$WARMUP" >/dev/null 2>&1
-	fi
-	local perf_pid=
-	if [ "${BENCH_PERF:-0}" = 1 ] && [ "$server" = khub ] && [ "$name" != file-get ] && command -v perf >/dev/null; then
-		perf record -q -F 999 -g -p "$KHUB_PID" -o "$RESULTS/perf-$name.data" -- sleep "$(seconds "$DURATION")" \
-			>"$RESULTS/perf-$name.log" 2>&1 &
-		perf_pid=$!
 	fi
 	local t0 t1
 	# shellcheck disable=SC2086
@@ -447,12 +445,9 @@ run_wrk() {
 	load "$DURATION" >"$out" 2>&1
 	# shellcheck disable=SC2086
 	t1=$(cpu_ticks $pids)
-	if [ -n "$perf_pid" ]; then
-		wait "$perf_pid"
-		perf report -i "$RESULTS/perf-$name.data" --stdio --no-children --percent-limit 1 \
-			>"$RESULTS/perf-$name.report.txt" 2>/dev/null
-		perf report -i "$RESULTS/perf-$name.data" --stdio --no-children -g none --percent-limit 0.5 \
-			>"$RESULTS/perf-$name.flat.txt" 2>/dev/null
+	if [ "$server" = khub ] && ! kill -0 "$KHUB_PID" 2>/dev/null; then
+		echo "# khub (pid $KHUB_PID) is gone after the $name run; see $TEST_DIR/server.log" >&2
+		echo "khub exited during this run" >>"$out"
 	fi
 	awk -v ticks=$((t1 - t0)) -v hz="$CLK_TCK" '
 	function ms(v) {
@@ -489,6 +484,28 @@ measure() {	# measure NAME CONNS KHUB_PATH NGINX_PATH [LUA]
 	k=$(run_wrk "$name" khub "$conns" "$KHUB_URL$kpath" "$lua")
 	n=$(run_wrk "$name" nginx "$conns" "$NGINX_URL$npath" "$lua")
 	ROWS+=("$name $conns $k $n")
+	[ "${BENCH_PERF:-0}" = 1 ] && [ "$name" != file-get ] && perf_khub "$name" "$conns" "$KHUB_URL$kpath" "$lua"
+	return 0
+}
+
+# perf_khub NAME CONNS URL [LUA]: one more (unmeasured) khub run with
+# perf record -g attached, so that perf does not disturb the table's numbers.
+perf_khub() {
+	local name=$1
+	command -v perf >/dev/null 2>&1 || { echo "# perf is not installed" >&2; return 0; }
+	echo "# perf record -g on khub during another $name run ..." >&2
+	perf record -q -F 999 -g -p "$KHUB_PID" -o "$RESULTS/perf-$name.data" -- sleep "$(seconds "$DURATION")" \
+		>"$RESULTS/perf-$name.log" 2>&1 &
+	local perf_pid=$!
+	sleep 0.2
+	(WARMUP=0 run_wrk "$name" khub-under-perf "$2" "$3" "${4:-}" >/dev/null)
+	wait "$perf_pid"
+	perf report -i "$RESULTS/perf-$name.data" --stdio --no-children --percent-limit 1 \
+		>"$RESULTS/perf-$name.report.txt" 2>/dev/null
+	perf report -i "$RESULTS/perf-$name.data" --stdio --no-children -g none --percent-limit 0.5 \
+		>"$RESULTS/perf-$name.flat.txt" 2>/dev/null
+	perf report -i "$RESULTS/perf-$name.data" --stdio --no-children -g none --sort dso \
+		>"$RESULTS/perf-$name.dso.txt" 2>/dev/null
 }
 
 measure revision "$CONNS" "$REV_PATH" /revision.json
@@ -542,8 +559,9 @@ if [ "${BENCH_PERF:-0}" = 1 ]; then
 		f="$RESULTS/perf-$name.flat.txt"
 		[ -s "$f" ] || continue
 		echo
-		echo "# perf, khub during $name (top self symbols; full call graphs: ${f%.flat.txt}.report.txt)"
-		grep -E '^ +[0-9.]+%' "$f" | head -20
+		echo "# perf, khub during $name (by object, then top self symbols; call graphs: ${f%.flat.txt}.report.txt)"
+		grep -E '^ +[0-9.]+%' "${f%.flat.txt}.dso.txt" | head -8
+		grep -E '^ +[0-9.]+%' "$f" | head -25
 	done
 fi
 exit 0

@@ -1,5 +1,6 @@
 /* main.c -- the khub binary: load the configuration and dispatch to a role. */
 #include "server/server.h"
+#include "mirror/mirror.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@ static const struct {
 	{ "serve", cmd_serve, "run the HTTP server (-n: check the configuration and exit)" },
 	{ "db", cmd_db, "db migrate: apply the schema migrations" },
 	{ "import", cmd_import, "import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]" },
+	{ "mirror", cmd_mirror, "mirror sync|run|status: keep repos in sync with an upstream hub" },
 	{ "hook", cmd_hook, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
 	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
 };
@@ -61,6 +63,7 @@ int cmd_serve(int argc, char **argv)
 	api_ctx.lfs_root = runtime_lfs_root();
 	api_ctx.conninfo = runtime_conninfo();
 	api_ctx.hooks_dir = hooks_install();
+	api_ctx.lazy_fetch = mirror_lazy_fetch;
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();

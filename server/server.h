@@ -73,6 +73,7 @@ int cmd_db(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_admin(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
+int cmd_mirror(int argc, char **argv);
 /* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns
  * the directory (static). */
 const char *hooks_install(void);

@@ -122,3 +122,18 @@ int db_migrate(void)
 	exec_simple(conn, "SELECT pg_advisory_unlock(4242001)");
 	return rc;
 }
+
+void db_array_add(struct strbuf *sb, const char *s)
+{
+	if (!s) {
+		strbuf_adds(sb, "NULL");
+		return;
+	}
+	strbuf_adds(sb, "\"");
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			strbuf_add(sb, "\\", 1);
+		strbuf_add(sb, s, 1);
+	}
+	strbuf_adds(sb, "\"");
+}

@@ -224,3 +224,29 @@ int db_audit(int64_t actor_id, const char *actor_name, const char *action, const
 	PQclear(res);
 	return 0;
 }
+
+int db_trusted_publisher_set(const char *name, int trusted, const char *changed_by, struct account *out,
+			     int *changed)
+{
+	const char *params[3] = { name, trusted ? "true" : "false", changed_by };
+	/* The WHERE on the row itself is re-checked after a concurrent
+	 * change, so two identical calls record one change. */
+	PGresult *res = db_exec("WITH u AS (UPDATE accounts SET trusted_kernel_publisher = $2"
+				"  WHERE lower(name) = lower($1) AND trusted_kernel_publisher <> $2 RETURNING id),"
+				" c AS (INSERT INTO trusted_publisher_changes (account_id, trusted, changed_by)"
+				"  SELECT id, $2, $3 FROM u RETURNING 1)"
+				" SELECT (SELECT count(*) FROM c)", 3, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	*changed = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+	PQclear(res);
+	return db_account_get(name, out);
+}
+
+PGresult *db_trusted_publisher_list(void)
+{
+	return db_exec("SELECT a.name, a.kind, extract(epoch FROM c.changed_at)::bigint, c.changed_by"
+		       " FROM accounts a LEFT JOIN LATERAL (SELECT changed_at, changed_by, trusted"
+		       "  FROM trusted_publisher_changes WHERE account_id = a.id ORDER BY id DESC LIMIT 1) c"
+		       "  ON c.trusted WHERE a.trusted_kernel_publisher ORDER BY lower(a.name)", 0, NULL, NULL);
+}

@@ -15,10 +15,11 @@ static void fill_repo(PGresult *res, int row, struct repo_record *out)
 	out->private = PQgetvalue(res, row, 5)[0] == 't';
 	out->last_modified = (time_t)strtoll(PQgetvalue(res, row, 6), NULL, 10);
 	out->downloads = strtoll(PQgetvalue(res, row, 7), NULL, 10);
+	out->mirrored = PQgetvalue(res, row, 8)[0] == 't';
 }
 
 #define REPO_COLUMNS "id, type, owner_id, namespace, name, private," \
-	" extract(epoch FROM last_modified)::bigint, downloads"
+	" extract(epoch FROM last_modified)::bigint, downloads, mirrored"
 
 int db_repo_get(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
 {
@@ -116,4 +117,35 @@ int db_repo_set_private(int64_t repo_id, int private)
 	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
 	PQclear(res);
 	return rc;
+}
+
+int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
+{
+	int rc = db_repo_get(type, ns, name, out);
+	if (rc == KHUB_ENOTFOUND) {
+		struct account acct;
+		if (db_account_get(ns, &acct) == KHUB_ENOTFOUND) {
+			rc = db_account_create(ACCOUNT_ORG, ns, ns, 0, NULL);
+			if (rc < 0 && rc != KHUB_EEXIST)
+				return rc;
+		}
+		rc = db_repo_insert(type, ns, name, 0, out);
+		if (rc == KHUB_EEXIST)
+			rc = db_repo_get(type, ns, name, out);
+		if (rc < 0)
+			return rc;
+	} else if (rc < 0) {
+		return rc;
+	}
+	if (!out->mirrored) {
+		char id[24];
+		snprintf(id, sizeof(id), "%" PRId64, out->id);
+		const char *params[1] = { id };
+		PGresult *res = db_exec("UPDATE repos SET mirrored = true WHERE id = $1", 1, params, NULL);
+		if (!res)
+			return KHUB_EDB;
+		PQclear(res);
+		out->mirrored = 1;
+	}
+	return 0;
 }

@@ -212,3 +212,51 @@ int lfs_store_put_file(struct lfs_store *store, const char *path, char oid[65], 
 	}
 	return lfs_writer_commit(w, NULL, oid, size);
 }
+
+const char *lfs_store_tmp_dir(const struct lfs_store *store)
+{
+	return store->tmp_dir;
+}
+
+int lfs_store_adopt_file(struct lfs_store *store, const char *path, const char *expected_oid,
+			 uint64_t expected_size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return KHUB_EIO;
+	EVP_MD_CTX *sha = EVP_MD_CTX_new();
+	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+	char *buf = xmalloc(1 << 20);
+	ssize_t n;
+	uint64_t size = 0;
+	while ((n = read(fd, buf, 1 << 20)) > 0) {
+		EVP_DigestUpdate(sha, buf, (size_t)n);
+		size += (uint64_t)n;
+	}
+	free(buf);
+	unsigned char digest[32];
+	char oid[65];
+	EVP_DigestFinal_ex(sha, digest, NULL);
+	EVP_MD_CTX_free(sha);
+	hex_encode(digest, 32, oid);
+	int rc = KHUB_EIO;
+	if (n < 0)
+		goto cleanup;
+	if (size != expected_size || strcmp(oid, expected_oid) != 0) {
+		log_warn("lfs store: %s hashes to %s (%llu bytes), expected %s (%llu bytes): refused", path, oid,
+			 (unsigned long long)size, expected_oid, (unsigned long long)expected_size);
+		unlink(path);
+		rc = KHUB_EINVAL;
+		goto cleanup;
+	}
+	char *dir = object_dir(store, oid), *final = object_path(store, oid);
+	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && chmod(path, 0644) == 0 && rename(path, final) == 0) {
+		fsync_dir(dir);
+		rc = 0;
+	}
+	free(dir);
+	free(final);
+cleanup:
+	close(fd);
+	return rc;
+}

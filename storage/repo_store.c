@@ -86,11 +86,35 @@ int repo_store_create(const char *root, enum repo_type type, const char *ns, con
 	if ((rc = commit_builder_put_bytes(cb, ".gitattributes", repo_default_gitattributes,
 					   strlen(repo_default_gitattributes), 0100644)) < 0)
 		goto cleanup;
-	if ((rc = commit_builder_write(cb, "khub", "khub@localhost", "initial commit", NULL, sha)) < 0)
+	if ((rc = commit_builder_write(cb, "system", "system@khub.local", "initial commit", NULL, sha)) < 0)
 		goto cleanup;
 	rc = repo_update_ref(repo, "refs/heads/main", NULL, sha, "initial commit");
 cleanup:
 	commit_builder_free(cb);
+	git_repository_free(repo);
+	free(dir);
+	return rc;
+}
+
+int repo_store_init_empty(const char *root, enum repo_type type, const char *ns, const char *name)
+{
+	char *dir = repo_store_git_dir(root, type, ns, name);
+	git_repository *repo = NULL;
+	struct stat st;
+	int rc = KHUB_EIO;
+	if (stat(dir, &st) == 0) {
+		rc = KHUB_EEXIST;
+		goto cleanup;
+	}
+	git_repository_init_options opts;
+	git_repository_init_options_init(&opts, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+	opts.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH | GIT_REPOSITORY_INIT_NO_REINIT;
+	opts.initial_head = "main";
+	if (git_repository_init_ext(&repo, dir, &opts) == 0)
+		rc = 0;
+	else
+		log_error("git init %s: %s", dir, git_error_last() ? git_error_last()->message : "?");
+cleanup:
 	git_repository_free(repo);
 	free(dir);
 	return rc;

@@ -76,6 +76,13 @@ int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[6
 void lfs_writer_abort(struct lfs_writer *w);
 /* The temp file a writer is filling (valid until commit or abort). */
 const char *lfs_writer_temp_path(const struct lfs_writer *w);
+/* Move a finished download (path) into the store if its sha256 is
+ * expected_oid and its size expected_size: KHUB_EINVAL (and the file is
+ * removed) otherwise. */
+int lfs_store_adopt_file(struct lfs_store *store, const char *path, const char *expected_oid,
+			 uint64_t expected_size);
+/* {root}/tmp, where partial files live. */
+const char *lfs_store_tmp_dir(const struct lfs_store *store);
 /* Copy a local file into the store. */
 int lfs_store_put_file(struct lfs_store *store, const char *path, char oid[65], uint64_t *size);
 
@@ -89,6 +96,9 @@ char *repo_store_git_dir(const char *root, enum repo_type type, const char *ns, 
 /* Create a bare repo with an initial commit on main holding .gitattributes.
  * KHUB_EEXIST when the directory exists. */
 int repo_store_create(const char *root, enum repo_type type, const char *ns, const char *name);
+/* Create an empty bare repo (no commit): mirrors keep upstream's history
+ * exactly. KHUB_EEXIST when it exists. */
+int repo_store_init_empty(const char *root, enum repo_type type, const char *ns, const char *name);
 /* Open a bare repo. The caller frees *out with git_repository_free. */
 int repo_store_open(const char *root, enum repo_type type, const char *ns, const char *name,
 		    git_repository **out);
@@ -335,6 +345,7 @@ struct repo_record {
 	int private;
 	time_t last_modified;
 	int64_t downloads;
+	int mirrored;		/* kept in sync from an upstream: read-only to users */
 };
 
 /* Find a repo by type and id, case-insensitively. */
@@ -343,6 +354,9 @@ int db_repo_get(enum repo_type type, const char *ns, const char *name, struct re
 int db_repo_insert(enum repo_type type, const char *ns, const char *name, int private,
 		   struct repo_record *out);
 int db_repo_touch(int64_t repo_id);
+/* Register a repo as a mirror (created when missing, with its owner
+ * account as an org). */
+int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *name, struct repo_record *out);
 /* Unregister a repo. KHUB_ENOTFOUND when there is no such row. */
 int db_repo_delete(int64_t repo_id);
 /* Re-register a repo under namespace ns (its owner becomes that account)
@@ -353,5 +367,211 @@ int db_repo_set_private(int64_t repo_id, int private);
 /* Append to the audit log; details is JSON text or NULL. */
 int db_audit(int64_t actor_id, const char *actor_name, const char *action, const char *target,
 	     const char *details, const char *remote_addr);
+
+/* ---- trusted kernel publishers (storage/db_accounts.c) -------------------- */
+
+/* Set or clear an account's trusted_kernel_publisher flag; a real change is
+ * recorded in trusted_publisher_changes with changed_by. Fills out (the
+ * account after the change) and *changed (0 when it already was so).
+ * KHUB_ENOTFOUND for an unknown account. */
+int db_trusted_publisher_set(const char *name, int trusted, const char *changed_by, struct account *out,
+			     int *changed);
+/* Trusted accounts by name: columns name, kind, since (epoch of the latest
+ * change to trusted, NULL when unknown), changed_by (NULL when unknown).
+ * The caller PQclear()s; NULL on failure. */
+PGresult *db_trusted_publisher_list(void);
+
+/* ---- PostgreSQL array literals (storage/db.c) ----------------------------- */
+
+/* Append one element to an array literal being built in sb (the caller
+ * writes the braces and commas): NULL as NULL, anything else quoted. */
+void db_array_add(struct strbuf *sb, const char *s);
+
+/* ---- benchmarks (storage/db_benchmarks.c) --------------------------------- */
+
+#define BENCHMARK_TEXT_MAX 256	/* machineInfo strings, workload names, script sha */
+
+struct benchmark_result {
+	char workload[BENCHMARK_TEXT_MAX + 1];
+	double mean_ms, std_ms, min_ms, max_ms, q1_ms, q3_ms, iqr_ms;
+	int64_t outliers, iterations;
+	int verified;			/* -1 absent, 0 false, 1 true */
+};
+
+/* One upload, as kernels' BenchmarkResult.to_payload() sends it, plus
+ * what the server derives. Strings are borrowed. */
+struct benchmark_run {
+	int64_t repo_id;
+	const char *commit_sha;			/* resolved, 40 hex */
+	const char *kernel_commit_sha;		/* as sent */
+	const char *benchmark_script_path;
+	const char *benchmark_script_sha;	/* NULL when absent */
+	const char *gpu, *backend, *pytorch_version, *os, *cpu;
+	int64_t gpu_cores;			/* -1 when absent */
+	const char *backend_family, *backend_key, *torch_key, *os_family;
+	int64_t submitter_id;
+	const char *submitter_name;
+	const char *payload;			/* the JSON body */
+	const struct benchmark_result *results;
+	size_t nresults;
+};
+
+/* Store a run and its results in one statement; *id is the new run id. */
+int db_benchmark_insert(const struct benchmark_run *run, int64_t *id);
+
+/* Every field NULL/0 = no filter. */
+struct benchmark_filter {
+	const char *commit_sha;
+	const char *backend;		/* lowercase: family, key or the backend text */
+	const char *torch_key, *backend_family, *backend_key, *os_family;	/* from a variant */
+	const char *gpu;		/* case-insensitive substring */
+	const char *workload;		/* exact */
+	int64_t run_id;			/* one run */
+	int64_t before_id;		/* runs older than this id */
+	long limit;			/* runs; 0 = no limit */
+};
+
+/* Columns of db_benchmark_rows: one row per result, newest run first. */
+enum benchmark_column {
+	BENCH_COL_RUN_ID, BENCH_COL_SUBMITTED_AT, BENCH_COL_SUBMITTER, BENCH_COL_COMMIT,
+	BENCH_COL_KERNEL_COMMIT, BENCH_COL_SCRIPT_PATH, BENCH_COL_SCRIPT_SHA, BENCH_COL_GPU,
+	BENCH_COL_GPU_CORES, BENCH_COL_BACKEND, BENCH_COL_PYTORCH, BENCH_COL_OS, BENCH_COL_CPU,
+	BENCH_COL_WORKLOAD, BENCH_COL_MEAN, BENCH_COL_STD, BENCH_COL_MIN, BENCH_COL_MAX, BENCH_COL_Q1,
+	BENCH_COL_Q3, BENCH_COL_IQR, BENCH_COL_OUTLIERS, BENCH_COL_ITERATIONS, BENCH_COL_VERIFIED,
+};
+/* The matching results of at most filter->limit runs (+1 more run, so the
+ * caller knows whether there is a next page). submitted_at is ISO 8601 UTC;
+ * numbers are PostgreSQL's shortest exact text. The caller PQclear()s. */
+PGresult *db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *filter);
+
+/* Columns of db_benchmark_aggregate: one row per workload and GPU. */
+enum benchmark_agg_column {
+	BENCH_AGG_WORKLOAD, BENCH_AGG_GPU, BENCH_AGG_COUNT, BENCH_AGG_MEDIAN, BENCH_AGG_BEST,
+	BENCH_AGG_LATEST_MEAN, BENCH_AGG_LATEST_STD, BENCH_AGG_LATEST_RUN, BENCH_AGG_LATEST_COMMIT,
+	BENCH_AGG_LATEST_AT,
+};
+/* Median (of mean_ms), best mean and the latest result per workload and
+ * GPU over the filtered results (before_id and limit are ignored). */
+PGresult *db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter);
+
+/* ---- download counters (storage/db_downloads.c) --------------------------- */
+
+struct download_count {
+	int64_t repo_id;
+	char day[11];			/* YYYY-MM-DD, UTC */
+	const char *variant, *kernels_version, *torch_version, *backend;	/* borrowed */
+	int64_t count;
+};
+
+/* Add counts in one statement: download_counts rows upserted and
+ * repos.downloads increased. Counts of repos deleted meanwhile are dropped.
+ * On failure nothing was added. */
+int db_downloads_add(const struct download_count *counts, size_t n);
+/* Rows of the last `days` UTC days, newest first: day, variant,
+ * kernels_version, torch_version, backend, count. The caller PQclear()s. */
+PGresult *db_downloads_rows(int64_t repo_id, long days);
+
+/* ---- kernel build variants (storage/variants.c) -------------------------- */
+
+/* Names of build/<variant>/ directories, parsed and chosen the way the
+ * `kernels` loader does (kernels/src/kernels/variants.py). */
+#define VARIANT_NAME_MAX 255
+#define VARIANT_REASON_MAX 256
+
+enum variant_framework { VARIANT_TORCH, VARIANT_TORCH_STABLE_ABI, VARIANT_TVM_FFI, VARIANT_TORCH_NOARCH };
+
+struct variant_name {
+	enum variant_framework framework;
+	long framework_major, framework_minor;	/* torch211 = 2.11; -1 for noarch */
+	int cxx11_abi;				/* 1 cxx11, 0 cxx98, -1 no tag */
+	char backend[64];	/* cuda, rocm, xpu, cann, cpu, metal, neuron, tpu; noarch: after "torch-" */
+	char backend_tag[64];	/* cu128, rocm71, cpu (normalised); noarch: as backend */
+	long backend_major, backend_minor;	/* -1 when the backend has no version */
+	char arch[64], os[64];	/* "" for noarch */
+};
+
+/* Parse a variant name; KHUB_EINVAL (and *why, static) for a name the loader
+ * skips as invalid. */
+int variant_name_parse(const char *s, struct variant_name *out, const char **why);
+/* The name the loader derives from the parsed parts (it downloads
+ * build/<that>/): differs from the directory for non-canonical names such
+ * as cu0128. */
+void variant_name_format(const struct variant_name *v, char *out, size_t size);
+const char *variant_framework_name(enum variant_framework fw);	/* "torch-stable-abi" */
+
+/* A client environment, as the loader detects it. */
+struct variant_env {
+	char backend[16];		/* cpu, cuda, rocm, xpu, cann, metal, neuron, tpu */
+	long backend_major, backend_minor;	/* cuda 12.8, rocm 7.1, xpu 2025.3; -1 none */
+	char backend_version_text[32];
+	char cpu[64], os[64];		/* x86_64 linux; aarch64 darwin */
+	long torch_major, torch_minor;	/* -1: no torch */
+	int cxx11_abi;			/* -1 unknown (not Linux) */
+	long tvm_ffi_major, tvm_ffi_minor;
+	long macos_major, macos_minor;	/* -1 unknown */
+	char macos_text[32];
+	int free_threaded;		/* free-threaded Python < 3.15 */
+};
+
+/* Defaults: CPU backend, x86_64 linux, no torch, C++11 ABI. */
+void variant_env_init(struct variant_env *env);
+/* Set one key (torch, cuda, rocm, xpu, cann, backend, arch, os, cxx11,
+ * macos, tvm_ffi, free_threaded) from its text; KHUB_EINVAL with *why. */
+int variant_env_set(struct variant_env *env, const char *key, const char *value, const char **why);
+/* Apply the loader's normalisations (arm64 on darwin = aarch64, ...). */
+void variant_env_finish(struct variant_env *env);
+
+struct variant_decision {
+	size_t index;		/* into the variants given */
+	int accepted;
+	char reason[VARIANT_REASON_MAX];	/* the loader's words when rejected */
+};
+
+/* Decide every variant for env and order the decisions as the loader does:
+ * accepted first, best first (ties by name). names[i] is variants[i]'s
+ * directory name; out has n slots. */
+void variant_resolve(const struct variant_name *variants, const char *const *names, size_t n,
+		     const struct variant_env *env, struct variant_decision *out);
+
+/* ---- the kernel variant index (storage/variant_index.c) ------------------- */
+
+/* Bumped when what the index records changes: older commits are redone. */
+#define VARIANT_INDEX_VERSION 1
+
+/* Index every build/<variant>/ of a kernel repo's commit (name parts,
+ * metadata.json, file count and size) unless already done, then refresh the
+ * repo's recorded branch heads from git. commit_sha may be a tag object's
+ * sha (peeled) or NULL (heads only, e.g. after a branch was deleted). Does
+ * nothing for repos of other types. */
+int variant_index_update(int64_t repo_id, git_repository *git, const char *commit_sha);
+/* Index one commit if it is not yet (the read endpoints' lazy path). */
+int variant_index_ensure(int64_t repo_id, git_repository *git, const char *commit_sha);
+/* Index the kernel repos (under repo_root) whose heads were never recorded
+ * or point at unindexed commits, at most `limit` repos; returns how many
+ * were (re)indexed or a negative error. */
+int variant_index_catch_up(const char *repo_root, long limit);
+
+enum variant_metadata_status { VARIANT_METADATA_OK, VARIANT_METADATA_MISSING, VARIANT_METADATA_INVALID };
+
+struct variant_row {
+	char *name;			/* owned, like every pointer below */
+	int name_valid;
+	char *name_error;		/* NULL when valid */
+	int64_t file_count, total_size;
+	enum variant_metadata_status metadata_status;
+	char *metadata_error;		/* NULL when ok */
+	char *metadata;			/* the document as JSON text; NULL when missing or not JSON */
+	char *warnings;			/* JSON array text */
+};
+
+struct variant_rows {
+	struct variant_row *items;
+	size_t count;
+};
+
+/* The indexed variants of a commit, by name. KHUB_ENOTFOUND when the commit
+ * is not indexed. Release with variant_rows_release. */
+int variant_index_load(int64_t repo_id, const char *commit_sha, struct variant_rows *out);
+void variant_rows_release(struct variant_rows *rows);	/* accepts NULL */
 
 #endif

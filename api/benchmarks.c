@@ -1,0 +1,733 @@
+/* benchmarks.c -- POST /api/kernels/{ns}/{name}/benchmarks takes the body
+ * `kernels benchmark` uploads (BenchmarkResult.to_payload() of
+ * kernels/cli/benchmark.py), checks it and stores it; GET lists runs with
+ * filters and GET …/benchmarks/aggregate compares them per workload and
+ * GPU, in JSON or CSV. */
+#include "api/api.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BENCH_BODY_MAX (1024 * 1024)
+#define BENCH_RESULTS_MAX 1000
+#define BENCH_MS_MAX 86400000.0		/* a day: anything longer is not a kernel timing */
+#define BENCH_ITERATIONS_MAX 1000000000
+#define BENCH_PAGE_DEFAULT 100
+#define BENCH_PAGE_MAX 1000
+/* The reference a workload is compared with when ?reference= is absent: a
+ * `benchmark_reference` method of the same Benchmark class. */
+#define BENCH_DEFAULT_REFERENCE "reference"
+
+/* ---- reading the upload ---------------------------------------------------- */
+
+/* A string member: 0 with *out (NULL when optional and absent or null), or
+ * -1 with err set. */
+static int get_text(json_t *obj, const char *key, const char *where, size_t max, int optional,
+		    const char **out, struct strbuf *err)
+{
+	json_t *v = json_object_get(obj, key);
+	*out = NULL;
+	if (!v || json_is_null(v)) {
+		if (optional)
+			return 0;
+		strbuf_addf(err, "%s%s is required", where, key);
+		return -1;
+	}
+	if (!json_is_string(v)) {
+		strbuf_addf(err, "%s%s must be a string", where, key);
+		return -1;
+	}
+	const char *s = json_string_value(v);
+	size_t len = json_string_length(v);
+	if (len > max) {
+		strbuf_addf(err, "%s%s is longer than %zu bytes", where, key, max);
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+			strbuf_addf(err, "%s%s contains a control character", where, key);
+			return -1;
+		}
+	*out = s;
+	return 0;
+}
+
+static int get_ms(json_t *timing, const char *key, size_t index, double *out, struct strbuf *err)
+{
+	json_t *v = json_object_get(timing, key);
+	if (!json_is_number(v)) {
+		strbuf_addf(err, "results[%zu].timingResults.%s %s", index, key, v ? "must be a number" : "is required");
+		return -1;
+	}
+	*out = json_number_value(v);
+	if (!isfinite(*out) || *out < 0 || *out > BENCH_MS_MAX) {
+		strbuf_addf(err, "results[%zu].timingResults.%s must be between 0 and %.0f ms", index, key, BENCH_MS_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+static int get_count(json_t *timing, const char *key, size_t index, int64_t min, int64_t max, int64_t *out,
+		     struct strbuf *err)
+{
+	json_t *v = json_object_get(timing, key);
+	if (!json_is_integer(v)) {
+		strbuf_addf(err, "results[%zu].timingResults.%s %s", index, key, v ? "must be an integer" : "is required");
+		return -1;
+	}
+	*out = json_integer_value(v);
+	if (*out < min || *out > max) {
+		strbuf_addf(err, "results[%zu].timingResults.%s must be between %" PRId64 " and %" PRId64, index, key,
+			    min, max);
+		return -1;
+	}
+	return 0;
+}
+
+/* a <= b, allowing for the rounding of whoever computed them. */
+static int not_above(double a, double b)
+{
+	return a <= b + 1e-4 + fabs(b) * 1e-9;
+}
+
+static int read_result(json_t *item, size_t i, struct benchmark_result *r, struct strbuf *err)
+{
+	char where[48];
+	const char *workload;
+	snprintf(where, sizeof(where), "results[%zu].", i);
+	if (!json_is_object(item)) {
+		strbuf_addf(err, "results[%zu] must be an object", i);
+		return -1;
+	}
+	if (get_text(item, "workload", where, BENCHMARK_TEXT_MAX, 0, &workload, err) < 0)
+		return -1;
+	if (!workload[0]) {
+		strbuf_addf(err, "results[%zu].workload is empty", i);
+		return -1;
+	}
+	snprintf(r->workload, sizeof(r->workload), "%s", workload);
+	json_t *t = json_object_get(item, "timingResults");
+	if (!json_is_object(t)) {
+		strbuf_addf(err, "results[%zu].timingResults %s", i, t ? "must be an object" : "is required");
+		return -1;
+	}
+	if (get_ms(t, "mean_ms", i, &r->mean_ms, err) < 0 || get_ms(t, "std_ms", i, &r->std_ms, err) < 0 ||
+	    get_ms(t, "min_ms", i, &r->min_ms, err) < 0 || get_ms(t, "max_ms", i, &r->max_ms, err) < 0 ||
+	    get_ms(t, "q1_ms", i, &r->q1_ms, err) < 0 || get_ms(t, "q3_ms", i, &r->q3_ms, err) < 0 ||
+	    get_ms(t, "iqr_ms", i, &r->iqr_ms, err) < 0 ||
+	    get_count(t, "iterations", i, 1, BENCH_ITERATIONS_MAX, &r->iterations, err) < 0 ||
+	    get_count(t, "outliers", i, 0, r->iterations, &r->outliers, err) < 0)
+		return -1;
+	/* kernels checks min <= max itself; the quartiles may be left at the
+	 * dataclass default of 0 by a producer that does not compute them. */
+	int have_quartiles = r->q1_ms != 0 || r->q3_ms != 0;
+	if (!not_above(r->min_ms, r->max_ms) || !not_above(r->min_ms, r->mean_ms) ||
+	    !not_above(r->mean_ms, r->max_ms) || !not_above(r->q1_ms, r->q3_ms) ||
+	    (have_quartiles && (!not_above(r->min_ms, r->q1_ms) || !not_above(r->q3_ms, r->max_ms)))) {
+		strbuf_addf(err, "results[%zu].timingResults must have min_ms <= q1_ms <= q3_ms <= max_ms and"
+			    " min_ms <= mean_ms <= max_ms", i);
+		return -1;
+	}
+	json_t *verified = json_object_get(item, "verified");
+	if (verified && !json_is_null(verified) && !json_is_boolean(verified)) {
+		strbuf_addf(err, "results[%zu].verified must be a boolean", i);
+		return -1;
+	}
+	r->verified = json_is_boolean(verified) ? json_is_true(verified) : -1;
+	return 0;
+}
+
+/* Lowercase copy of s up to the first space, at most size-1 bytes. */
+static void first_word_lower(const char *s, char *out, size_t size)
+{
+	size_t n = 0;
+	for (; s[n] && s[n] != ' ' && n + 1 < size; n++)
+		out[n] = (char)tolower((unsigned char)s[n]);
+	out[n] = '\0';
+}
+
+/* "12.8" -> "128", "6.3.42131-fa1d" -> "63"; "" when not MAJOR.MINOR. */
+static void major_minor(const char *v, char *out, size_t size)
+{
+	char *end;
+	out[0] = '\0';
+	if (!v || !isdigit((unsigned char)*v))
+		return;
+	long major = strtol(v, &end, 10);
+	if (*end != '.' || !isdigit((unsigned char)end[1]))
+		return;
+	long minor = strtol(end + 1, NULL, 10);
+	snprintf(out, size, "%ld%ld", major, minor);
+}
+
+/* What the filters compare: machineInfo.backend ("CUDA 12.8", "ROCm 6.3",
+ * "XPU", "MPS", "NPU", "CPU") as a family and a variant-style key, the torch
+ * minor as "torch211", the OS as linux/darwin/windows. */
+struct machine_keys {
+	char backend_family[32], backend_key[48], torch_key[32], os_family[16];
+};
+
+static void derive_machine_keys(const char *backend, const char *pytorch, const char *os, struct machine_keys *k)
+{
+	static const struct { const char *word, *family, *prefix; } backends[] = {
+		{ "cuda", "cuda", "cu" }, { "rocm", "rocm", "rocm" }, { "xpu", "xpu", NULL },
+		{ "mps", "metal", NULL }, { "metal", "metal", NULL }, { "npu", "cann", NULL },
+		{ "cann", "cann", NULL }, { "cpu", "cpu", NULL }, { "neuron", "neuron", NULL },
+	};
+	char word[32], version[16];
+	first_word_lower(backend, word, sizeof(word));
+	snprintf(k->backend_family, sizeof(k->backend_family), "%s", word);
+	snprintf(k->backend_key, sizeof(k->backend_key), "%s", word);
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+		if (strcmp(word, backends[i].word) != 0)
+			continue;
+		snprintf(k->backend_family, sizeof(k->backend_family), "%s", backends[i].family);
+		snprintf(k->backend_key, sizeof(k->backend_key), "%s", backends[i].family);
+		const char *space = strchr(backend, ' ');
+		major_minor(space ? space + 1 : NULL, version, sizeof(version));
+		if (backends[i].prefix && version[0])
+			snprintf(k->backend_key, sizeof(k->backend_key), "%s%s", backends[i].prefix, version);
+	}
+	major_minor(pytorch, version, sizeof(version));
+	snprintf(k->torch_key, sizeof(k->torch_key), "%s%s", version[0] ? "torch" : "", version);
+	first_word_lower(os, word, sizeof(word));
+	snprintf(k->os_family, sizeof(k->os_family), "%s",
+		 strcmp(word, "linux") == 0 || strcmp(word, "darwin") == 0 || strcmp(word, "windows") == 0 ? word : "");
+}
+
+static int is_hex_string(const char *s, size_t min, size_t max)
+{
+	size_t n = strlen(s);
+	if (n < min || n > max)
+		return 0;
+	for (; *s; s++)
+		if (!isxdigit((unsigned char)*s))
+			return 0;
+	return 1;
+}
+
+static enum MHD_Result handle_upload(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	struct strbuf err = STRBUF_INIT;
+	struct benchmark_result *results = NULL;
+	json_t *doc = NULL;
+	char sha[41], lower_sha[41];
+	int64_t id = 0;
+
+	if (require_signed_in(req, &result) < 0)
+		return result;
+	if (req->body_too_large || req->body.len > BENCH_BODY_MAX)
+		return respond_error(req, 413, NULL, "a benchmark upload is at most %d bytes", BENCH_BODY_MAX);
+	if (repo_open_for_read(req, &h, &result) < 0)
+		return result;
+	if (!(doc = request_json_body(req, &result)))
+		return result;
+
+	json_t *list = json_object_get(doc, "results");
+	json_t *machine = json_object_get(doc, "machineInfo");
+	const char *gpu, *backend, *pytorch, *os, *cpu, *kernel_sha, *script_path, *script_sha;
+	int64_t gpu_cores = -1;
+	if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > BENCH_RESULTS_MAX) {
+		strbuf_addf(&err, "results must be an array of 1 to %d workloads", BENCH_RESULTS_MAX);
+		goto invalid;
+	}
+	if (!json_is_object(machine)) {
+		strbuf_addf(&err, "machineInfo %s", machine ? "must be an object" : "is required");
+		goto invalid;
+	}
+	if (get_text(machine, "gpu", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &gpu, &err) < 0 ||
+	    get_text(machine, "backend", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &backend, &err) < 0 ||
+	    get_text(machine, "pytorchVersion", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &pytorch, &err) < 0 ||
+	    get_text(machine, "os", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &os, &err) < 0 ||
+	    get_text(machine, "cpu", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &cpu, &err) < 0 ||
+	    get_text(doc, "kernelCommitSha", "", 64, 0, &kernel_sha, &err) < 0 ||
+	    get_text(doc, "benchmarkScriptPath", "", REPO_PATH_MAX, 0, &script_path, &err) < 0 ||
+	    get_text(doc, "benchmarkScriptSha", "", BENCHMARK_TEXT_MAX, 1, &script_sha, &err) < 0)
+		goto invalid;
+	json_t *cores = json_object_get(machine, "gpuCores");
+	if (cores && !json_is_null(cores)) {
+		if (!json_is_integer(cores) || json_integer_value(cores) < 0 || json_integer_value(cores) > 1000000) {
+			strbuf_adds(&err, "machineInfo.gpuCores must be an integer from 0 to 1000000");
+			goto invalid;
+		}
+		gpu_cores = json_integer_value(cores);
+	}
+
+	size_t n = json_array_size(list);
+	results = xcalloc(n, sizeof(*results));
+	for (size_t i = 0; i < n; i++) {
+		if (read_result(json_array_get(list, i), i, &results[i], &err) < 0)
+			goto invalid;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(results[j].workload, results[i].workload) == 0) {
+				strbuf_addf(&err, "workload %s appears twice", results[i].workload);
+				goto invalid;
+			}
+	}
+
+	/* The commit measured must be one of this repo's (kernels sends the
+	 * short sha of the build; a full sha works too). */
+	snprintf(lower_sha, sizeof(lower_sha), "%s", kernel_sha);
+	for (char *p = lower_sha; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	if (!is_hex_string(lower_sha, 7, 40) || repo_resolve_commitish(h.git, lower_sha, sha) < 0) {
+		strbuf_addf(&err, "kernelCommitSha %s is not a commit of %s/%s", kernel_sha, h.record.ns, h.record.name);
+		goto invalid;
+	}
+
+	struct machine_keys keys;
+	derive_machine_keys(backend, pytorch, os, &keys);
+	struct benchmark_run run = {
+		.repo_id = h.record.id, .commit_sha = sha, .kernel_commit_sha = kernel_sha,
+		.benchmark_script_path = script_path, .benchmark_script_sha = script_sha,
+		.gpu = gpu, .backend = backend, .pytorch_version = pytorch, .os = os, .cpu = cpu,
+		.gpu_cores = gpu_cores, .backend_family = keys.backend_family, .backend_key = keys.backend_key,
+		.torch_key = keys.torch_key, .os_family = keys.os_family,
+		.submitter_id = req->principal.user_id, .submitter_name = req->principal.name,
+		.results = results, .nresults = n,
+	};
+	char *payload = json_dumps(doc, JSON_COMPACT);
+	run.payload = payload;
+	int rc = payload ? db_benchmark_insert(&run, &id) : KHUB_EIO;
+	free(payload);
+	free(results);
+	json_decref(doc);
+	strbuf_release(&err);
+	if (rc < 0)
+		return respond_error(req, 503, NULL, "cannot store the benchmark");
+
+	char target[2 * REPO_NAME_MAX + 2], details[96];
+	snprintf(target, sizeof(target), "%s/%s", h.record.ns, h.record.name);
+	snprintf(details, sizeof(details), "{\"id\":%" PRId64 ",\"results\":%zu}", id, n);
+	api_audit(req, "benchmark.upload", target, details);
+	char *url = xasprintf("%s/api/kernels/%s/%s/benchmarks?id=%" PRId64, request_base_url(req), h.record.ns,
+			      h.record.name, id);
+	/* 200, not 201: kernels' submit_benchmark reports anything else as an error. */
+	enum MHD_Result r = respond_json(req, 200, json_pack("{s:I, s:s, s:s, s:I}", "id", (json_int_t)id,
+							      "url", url, "commit", sha, "results", (json_int_t)n));
+	free(url);
+	return r;
+
+invalid:
+	free(results);
+	json_decref(doc);
+	result = respond_error(req, 400, NULL, "invalid benchmark: %s", err.buf);
+	strbuf_release(&err);
+	return result;
+}
+
+/* ---- filters -------------------------------------------------------------- */
+
+/* Which machines a variant name is for: torch211-cxx11-cu128-x86_64-linux
+ * wants torch 2.11, CUDA 12.8 and Linux; torch-cuda any CUDA; torch-cpu the
+ * CPU; torch-universal anything. 0, or -1 when no part is understood. */
+static int variant_filter(const char *variant, struct request *req, struct benchmark_filter *f)
+{
+	static const char *const families[] = { "cuda", "rocm", "xpu", "metal", "cpu", "cann", "neuron" };
+	static const struct { const char *prefix, *family; int keyed; } versioned[] = {
+		{ "cu", "cuda", 1 }, { "rocm", "rocm", 1 }, { "xpu", "xpu", 0 }, { "cann", "cann", 0 },
+	};
+	char *copy = request_own(req, xstrdup(variant)), *save = NULL;
+	int understood = 0;
+	for (char *tok = strtok_r(copy, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
+		size_t n = strlen(tok);
+		if (strcmp(tok, "universal") == 0 || strcmp(tok, "torch") == 0) {
+			understood = 1;
+			continue;
+		}
+		if (n > 5 && strncmp(tok, "torch", 5) == 0 && strspn(tok + 5, "0123456789") == n - 5) {
+			f->torch_key = tok;
+			understood = 1;
+			continue;
+		}
+		if (strcmp(tok, "linux") == 0 || strcmp(tok, "darwin") == 0 || strcmp(tok, "windows") == 0) {
+			f->os_family = tok;
+			understood = 1;
+			continue;
+		}
+		for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
+			if (strcmp(tok, families[i]) == 0) {
+				f->backend_family = families[i];
+				understood = 1;
+			}
+		for (size_t i = 0; i < sizeof(versioned) / sizeof(versioned[0]); i++) {
+			size_t p = strlen(versioned[i].prefix);
+			if (n > p && strncmp(tok, versioned[i].prefix, p) == 0 &&
+			    strspn(tok + p, "0123456789") == n - p) {
+				f->backend_family = versioned[i].family;
+				if (versioned[i].keyed)
+					f->backend_key = tok;
+				understood = 1;
+			}
+		}
+	}
+	return understood ? 0 : -1;
+}
+
+/* Fill f from the query (revision, variant, backend, gpu, workload, id,
+ * limit, cursor). On failure an answer has been queued. */
+static int filter_from_query(struct request *req, struct repo_handle *h, struct benchmark_filter *f,
+			     char sha[41], enum MHD_Result *result)
+{
+	memset(f, 0, sizeof(*f));
+	const char *v;
+	if ((v = request_query(req, "revision")) && *v) {
+		if (repo_resolve_commitish(h->git, v, sha) < 0) {
+			*result = respond_revision_not_found(req, v);
+			return -1;
+		}
+		f->commit_sha = sha;
+	}
+	if ((v = request_query(req, "variant")) && *v && variant_filter(v, req, f) < 0) {
+		*result = respond_error(req, 400, NULL, "cannot read the variant name %s", v);
+		return -1;
+	}
+	if ((v = request_query(req, "backend")) && *v) {
+		char *lower = request_own(req, xstrdup(v));
+		for (char *p = lower; *p; p++)
+			*p = (char)tolower((unsigned char)*p);
+		f->backend = lower;
+	}
+	if ((v = request_query(req, "gpu")) && *v)
+		f->gpu = v;
+	if ((v = request_query(req, "workload")) && *v)
+		f->workload = v;
+	if ((v = request_query(req, "id"))) {
+		char *end;
+		f->run_id = strtoll(v, &end, 10);
+		if (*end || f->run_id < 1) {
+			*result = respond_error(req, 400, NULL, "invalid id");
+			return -1;
+		}
+	}
+	f->limit = BENCH_PAGE_DEFAULT;
+	if ((v = request_query(req, "limit"))) {
+		char *end;
+		f->limit = strtol(v, &end, 10);
+		if (*end || f->limit < 1 || f->limit > BENCH_PAGE_MAX) {
+			*result = respond_error(req, 400, NULL, "limit must be between 1 and %d", BENCH_PAGE_MAX);
+			return -1;
+		}
+	}
+	if ((v = request_query(req, "cursor"))) {
+		char *end;
+		f->before_id = strtoll(v, &end, 10);
+		if (*end || f->before_id < 1) {
+			*result = respond_error(req, 400, NULL, "invalid cursor");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int wants_csv(struct request *req, enum MHD_Result *result)
+{
+	const char *format = request_query(req, "format");
+	if (!format || strcmp(format, "json") == 0)
+		return 0;
+	if (strcmp(format, "csv") == 0)
+		return 1;
+	*result = respond_error(req, 400, NULL, "format must be json or csv");
+	return -1;
+}
+
+/* ---- answers ------------------------------------------------------------- */
+
+static void csv_field(struct strbuf *sb, const char *s, int last)
+{
+	if (strpbrk(s, ",\"\r\n")) {
+		strbuf_adds(sb, "\"");
+		for (; *s; s++) {
+			if (*s == '"')
+				strbuf_adds(sb, "\"");
+			strbuf_add(sb, s, 1);
+		}
+		strbuf_adds(sb, "\"");
+	} else {
+		strbuf_adds(sb, s);
+	}
+	strbuf_adds(sb, last ? "\r\n" : ",");
+}
+
+/* The shortest text that reads back as v (v is finite). */
+static void add_number(struct strbuf *sb, double v)
+{
+	char num[40];
+	for (int precision = 1; precision <= 17; precision++) {
+		snprintf(num, sizeof(num), "%.*g", precision, v);
+		if (strtod(num, NULL) == v)
+			break;
+	}
+	strbuf_adds(sb, num);
+}
+
+static enum MHD_Result respond_text(struct request *req, const char *type, struct strbuf *sb, const char *link)
+{
+	size_t len;
+	char *body = strbuf_detach(sb, &len);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", type);
+	if (link)
+		MHD_add_response_header(resp, "Link", link);
+	req->bytes_out = len;
+	return respond(req, 200, resp);
+}
+
+/* Absolute URL of the next page: the same query with cursor replaced. */
+static char *next_page_link(struct request *req, const struct repo_handle *h, int64_t cursor)
+{
+	static const char *const keys[] = { "revision", "variant", "backend", "gpu", "workload", "id", "limit",
+					     "format" };
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addf(&sb, "<%s/api/kernels/", request_base_url(req));
+	strbuf_add_urlencoded(&sb, h->record.ns, 0);
+	strbuf_adds(&sb, "/");
+	strbuf_add_urlencoded(&sb, h->record.name, 0);
+	strbuf_adds(&sb, "/benchmarks?");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v = request_query(req, keys[i]);
+		if (!v)
+			continue;
+		strbuf_addf(&sb, "%s=", keys[i]);
+		strbuf_add_urlencoded(&sb, v, 0);
+		strbuf_adds(&sb, "&");
+	}
+	strbuf_addf(&sb, "cursor=%" PRId64 ">; rel=\"next\"", cursor);
+	return strbuf_detach(&sb, NULL);
+}
+
+static const char *const list_csv_header =
+	"run_id,submitted_at,submitter,commit,kernel_commit_sha,benchmark_script_path,benchmark_script_sha,"
+	"gpu,gpu_cores,backend,pytorch_version,os,cpu,workload,mean_ms,std_ms,min_ms,max_ms,q1_ms,q3_ms,"
+	"iqr_ms,outliers,iterations,verified\r\n";
+
+static void add_run_json(struct strbuf *sb, PGresult *res, int row)
+{
+	strbuf_addf(sb, "{\"id\":%s,\"submittedAt\":\"%s\",\"submitter\":", PQgetvalue(res, row, BENCH_COL_RUN_ID),
+		    PQgetvalue(res, row, BENCH_COL_SUBMITTED_AT));
+	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_SUBMITTER));
+	strbuf_addf(sb, ",\"commit\":\"%s\",\"kernelCommitSha\":", PQgetvalue(res, row, BENCH_COL_COMMIT));
+	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_KERNEL_COMMIT));
+	strbuf_adds(sb, ",\"benchmarkScriptPath\":");
+	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_SCRIPT_PATH));
+	if (!PQgetisnull(res, row, BENCH_COL_SCRIPT_SHA)) {
+		strbuf_adds(sb, ",\"benchmarkScriptSha\":");
+		strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_SCRIPT_SHA));
+	}
+	static const struct { const char *key; int column; } machine[] = {
+		{ "gpu", BENCH_COL_GPU }, { "backend", BENCH_COL_BACKEND }, { "pytorchVersion", BENCH_COL_PYTORCH },
+		{ "os", BENCH_COL_OS }, { "cpu", BENCH_COL_CPU },
+	};
+	strbuf_adds(sb, ",\"machineInfo\":{");
+	for (size_t i = 0; i < sizeof(machine) / sizeof(machine[0]); i++) {
+		strbuf_addf(sb, "%s\"%s\":", i ? "," : "", machine[i].key);
+		strbuf_add_json_string(sb, PQgetvalue(res, row, machine[i].column));
+	}
+	if (!PQgetisnull(res, row, BENCH_COL_GPU_CORES))
+		strbuf_addf(sb, ",\"gpuCores\":%s", PQgetvalue(res, row, BENCH_COL_GPU_CORES));
+	strbuf_adds(sb, "},\"results\":[");
+}
+
+static void add_result_json(struct strbuf *sb, PGresult *res, int row)
+{
+	static const struct { const char *key; int column; } timing[] = {
+		{ "mean_ms", BENCH_COL_MEAN }, { "std_ms", BENCH_COL_STD }, { "min_ms", BENCH_COL_MIN },
+		{ "max_ms", BENCH_COL_MAX }, { "q1_ms", BENCH_COL_Q1 }, { "q3_ms", BENCH_COL_Q3 },
+		{ "iqr_ms", BENCH_COL_IQR }, { "outliers", BENCH_COL_OUTLIERS }, { "iterations", BENCH_COL_ITERATIONS },
+	};
+	strbuf_adds(sb, "{\"workload\":");
+	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_WORKLOAD));
+	strbuf_adds(sb, ",\"timingResults\":{");
+	for (size_t i = 0; i < sizeof(timing) / sizeof(timing[0]); i++)
+		strbuf_addf(sb, "%s\"%s\":%s", i ? "," : "", timing[i].key, PQgetvalue(res, row, timing[i].column));
+	strbuf_adds(sb, "}");
+	if (!PQgetisnull(res, row, BENCH_COL_VERIFIED))
+		strbuf_addf(sb, ",\"verified\":%s", PQgetvalue(res, row, BENCH_COL_VERIFIED)[0] == 't' ? "true" : "false");
+	strbuf_adds(sb, "}");
+}
+
+static void add_result_csv(struct strbuf *sb, PGresult *res, int row)
+{
+	for (int c = BENCH_COL_RUN_ID; c <= BENCH_COL_VERIFIED; c++) {
+		const char *v = PQgetvalue(res, row, c);
+		if (c == BENCH_COL_VERIFIED && !PQgetisnull(res, row, c))
+			v = v[0] == 't' ? "true" : "false";
+		csv_field(sb, v, c == BENCH_COL_VERIFIED);
+	}
+}
+
+static enum MHD_Result handle_list(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	struct benchmark_filter f;
+	char sha[41];
+	int csv;
+	if (repo_open_for_read(req, &h, &result) < 0 || filter_from_query(req, &h, &f, sha, &result) < 0 ||
+	    (csv = wants_csv(req, &result)) < 0)
+		return result;
+	PGresult *res = db_benchmark_rows(h.record.id, &f);
+	if (!res)
+		return respond_error(req, 503, NULL, "database unavailable");
+
+	/* Rows come grouped by run; the query returns one run more than a page. */
+	int rows = PQntuples(res), runs = 0, next = 0;
+	const char *prev = NULL;
+	for (int i = 0; i < rows; i++) {
+		const char *id = PQgetvalue(res, i, BENCH_COL_RUN_ID);
+		if (prev && strcmp(prev, id) == 0)
+			continue;
+		if (++runs > f.limit) {
+			rows = i;
+			next = 1;
+			break;
+		}
+		prev = id;
+	}
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, csv ? list_csv_header : "[");
+	prev = NULL;
+	for (int i = 0; i < rows; i++) {
+		const char *id = PQgetvalue(res, i, BENCH_COL_RUN_ID);
+		if (csv) {
+			add_result_csv(&sb, res, i);
+			continue;
+		}
+		int same = prev && strcmp(prev, id) == 0;
+		if (prev && !same)
+			strbuf_adds(&sb, "]},");
+		if (!same)
+			add_run_json(&sb, res, i);
+		else
+			strbuf_adds(&sb, ",");
+		add_result_json(&sb, res, i);
+		prev = id;
+	}
+	if (!csv)
+		strbuf_adds(&sb, prev ? "]}]" : "]");
+	char *link = next && rows > 0 ?
+		     next_page_link(req, &h, strtoll(PQgetvalue(res, rows - 1, BENCH_COL_RUN_ID), NULL, 10)) : NULL;
+	PQclear(res);
+	enum MHD_Result r = respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8",
+					 &sb, link);
+	free(link);
+	return r;
+}
+
+/* The reference of workload W ("Class.method"): ref itself when it names a
+ * class ("Class.ref"), else the method ref of W's class. */
+static void reference_of(const char *workload, const char *ref, struct strbuf *out)
+{
+	const char *dot = strrchr(workload, '.');
+	strbuf_reset(out);
+	if (!strchr(ref, '.') && dot)
+		strbuf_add(out, workload, (size_t)(dot - workload + 1));
+	strbuf_adds(out, ref);
+}
+
+static enum MHD_Result handle_aggregate(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	struct benchmark_filter f;
+	char sha[41];
+	int csv;
+	if (repo_open_for_read(req, &h, &result) < 0 || filter_from_query(req, &h, &f, sha, &result) < 0 ||
+	    (csv = wants_csv(req, &result)) < 0)
+		return result;
+	const char *ref = request_query(req, "reference");
+	if (!ref || !*ref)
+		ref = BENCH_DEFAULT_REFERENCE;
+	/* The workload filter applies to the answer, not to the query, so the
+	 * reference rows stay available. */
+	const char *only = f.workload;
+	f.workload = NULL;
+	PGresult *res = db_benchmark_aggregate(h.record.id, &f);
+	if (!res)
+		return respond_error(req, 503, NULL, "database unavailable");
+
+	struct hashmap by_key;	/* workload \x1f gpu -> row + 1 */
+	hashmap_init(&by_key);
+	int rows = PQntuples(res);
+	for (int i = 0; i < rows; i++) {
+		char *key = xasprintf("%s\x1f%s", PQgetvalue(res, i, BENCH_AGG_WORKLOAD), PQgetvalue(res, i, BENCH_AGG_GPU));
+		hashmap_put(&by_key, key, (void *)(intptr_t)(i + 1));
+		free(key);
+	}
+	struct strbuf sb = STRBUF_INIT, refname = STRBUF_INIT;
+	if (csv) {
+		strbuf_adds(&sb, "workload,gpu,count,median_mean_ms,best_mean_ms,latest_mean_ms,latest_std_ms,"
+				 "latest_run_id,latest_commit,latest_submitted_at,reference,reference_median_mean_ms,"
+				 "speedup\r\n");
+	} else {
+		strbuf_adds(&sb, "{\"reference\":");
+		strbuf_add_json_string(&sb, ref);
+		strbuf_adds(&sb, ",\"results\":[");
+	}
+	int shown = 0;
+	for (int i = 0; i < rows; i++) {
+		const char *workload = PQgetvalue(res, i, BENCH_AGG_WORKLOAD), *gpu = PQgetvalue(res, i, BENCH_AGG_GPU);
+		if (only && strcmp(only, workload) != 0)
+			continue;
+		reference_of(workload, ref, &refname);
+		char *key = xasprintf("%s\x1f%s", refname.buf, gpu);
+		int ref_row = (int)(intptr_t)hashmap_get(&by_key, key) - 1;
+		free(key);
+		double median = strtod(PQgetvalue(res, i, BENCH_AGG_MEDIAN), NULL), ref_median = 0;
+		int has_ref = ref_row >= 0 && ref_row != i;
+		if (has_ref)
+			ref_median = strtod(PQgetvalue(res, ref_row, BENCH_AGG_MEDIAN), NULL);
+		int has_speedup = has_ref && median > 0;
+		if (csv) {
+			for (int c = BENCH_AGG_WORKLOAD; c <= BENCH_AGG_LATEST_AT; c++)
+				csv_field(&sb, PQgetvalue(res, i, c), 0);
+			csv_field(&sb, has_ref ? refname.buf : "", 0);
+			csv_field(&sb, has_ref ? PQgetvalue(res, ref_row, BENCH_AGG_MEDIAN) : "", 0);
+			if (has_speedup)
+				add_number(&sb, ref_median / median);
+			strbuf_adds(&sb, "\r\n");
+			continue;
+		}
+		strbuf_adds(&sb, shown++ ? ",{\"workload\":" : "{\"workload\":");
+		strbuf_add_json_string(&sb, workload);
+		strbuf_adds(&sb, ",\"gpu\":");
+		strbuf_add_json_string(&sb, gpu);
+		strbuf_addf(&sb, ",\"count\":%s,\"medianMeanMs\":%s,\"bestMeanMs\":%s,"
+			    "\"latest\":{\"runId\":%s,\"commit\":\"%s\",\"submittedAt\":\"%s\",\"mean_ms\":%s,\"std_ms\":%s}",
+			    PQgetvalue(res, i, BENCH_AGG_COUNT), PQgetvalue(res, i, BENCH_AGG_MEDIAN),
+			    PQgetvalue(res, i, BENCH_AGG_BEST), PQgetvalue(res, i, BENCH_AGG_LATEST_RUN),
+			    PQgetvalue(res, i, BENCH_AGG_LATEST_COMMIT), PQgetvalue(res, i, BENCH_AGG_LATEST_AT),
+			    PQgetvalue(res, i, BENCH_AGG_LATEST_MEAN), PQgetvalue(res, i, BENCH_AGG_LATEST_STD));
+		if (has_ref) {
+			strbuf_adds(&sb, ",\"referenceWorkload\":");
+			strbuf_add_json_string(&sb, refname.buf);
+			strbuf_addf(&sb, ",\"referenceMedianMeanMs\":%s", PQgetvalue(res, ref_row, BENCH_AGG_MEDIAN));
+		} else {
+			strbuf_adds(&sb, ",\"referenceWorkload\":null,\"referenceMedianMeanMs\":null");
+		}
+		strbuf_adds(&sb, ",\"speedup\":");
+		if (has_speedup)
+			add_number(&sb, ref_median / median);
+		else
+			strbuf_adds(&sb, "null");
+		strbuf_adds(&sb, "}");
+	}
+	if (!csv)
+		strbuf_adds(&sb, "]}");
+	hashmap_release(&by_key, NULL);
+	strbuf_release(&refname);
+	PQclear(res);
+	return respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8", &sb, NULL);
+}
+
+const struct route benchmarks_routes[] = {
+	{ METHOD_POST, "/api/kernels/{ns}/{name}/benchmarks", handle_upload, ROUTE_BODY, REPO_KERNEL },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks", handle_list, 0, REPO_KERNEL },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks/aggregate", handle_aggregate, 0, REPO_KERNEL },
+	{ 0, NULL, NULL, 0, 0 },
+};

@@ -1,0 +1,61 @@
+/* trusted_publishers.c -- the admin API for trusted kernel publishers: a
+ * public list, and set/unset for site admins (audited). The org and user
+ * overviews read the same flag, so a change shows there at once. */
+#include "api/api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static enum MHD_Result handle_list(struct request *req)
+{
+	PGresult *res = db_trusted_publisher_list();
+	if (!res)
+		return respond_error(req, 503, NULL, "database unavailable");
+	json_t *list = json_array();
+	for (int i = 0; i < PQntuples(res); i++) {
+		json_t *item = json_pack("{s:s, s:s}", "name", PQgetvalue(res, i, 0), "type",
+					 strcmp(PQgetvalue(res, i, 1), "org") == 0 ? "org" : "user");
+		if (!PQgetisnull(res, i, 2)) {
+			char since[32];
+			format_iso8601((time_t)strtoll(PQgetvalue(res, i, 2), NULL, 10), since);
+			json_object_set_new(item, "trustedSince", json_string(since));
+			json_object_set_new(item, "changedBy", json_string(PQgetvalue(res, i, 3)));
+		} else {
+			json_object_set_new(item, "trustedSince", json_null());
+			json_object_set_new(item, "changedBy", json_null());
+		}
+		json_array_append_new(list, item);
+	}
+	PQclear(res);
+	return respond_json(req, 200, list);
+}
+
+/* PUT sets the flag, DELETE clears it. */
+static enum MHD_Result handle_change(struct request *req)
+{
+	enum MHD_Result result;
+	if (require_signed_in(req, &result) < 0)
+		return result;
+	if (!req->principal.is_site_admin || req->principal.scope < ROLE_ADMIN)
+		return respond_error(req, 403, NULL, "changing trusted publishers needs a site admin%s",
+				     req->principal.is_site_admin ? "'s token with admin scope" : "");
+	int trusted = req->method == METHOD_PUT, changed = 0;
+	struct account acct;
+	int rc = db_trusted_publisher_set(req->org, trusted, req->principal.name, &acct, &changed);
+	if (rc == KHUB_ENOTFOUND)
+		return respond_error(req, 404, NULL, "no user or organization named %s", req->org);
+	if (rc < 0)
+		return respond_error(req, 503, NULL, "database unavailable");
+	api_audit(req, trusted ? "trust.set" : "trust.unset", acct.name,
+		  changed ? "{\"changed\":true}" : "{\"changed\":false}");
+	return respond_json(req, 200, json_pack("{s:s, s:s, s:b, s:b}", "name", acct.name, "type",
+						acct.kind == ACCOUNT_ORG ? "org" : "user",
+						"trustedKernelPublisher", acct.trusted_kernel_publisher,
+						"changed", changed));
+}
+
+const struct route trusted_publishers_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/api/admin/trusted-publishers", handle_list, 0, 0 },
+	{ METHOD_PUT | METHOD_DELETE, "/api/admin/trusted-publishers/{org}", handle_change, 0, 0 },
+	{ 0, NULL, NULL, 0, 0 },
+};

@@ -1,0 +1,212 @@
+/* mirror_config.c -- the mirror configuration: upstreams and selections,
+ * from a JSON file or the database. Example (without the space in "/ *"):
+ *   {"upstreams": [{"name": "hf", "url": "https://huggingface.co",
+ *                   "token_env": "HF_TOKEN", "rate": 10, "concurrency": 4}],
+ *    "selections": [{"name": "community", "upstream": "hf", "type": "kernel",
+ *                    "repos": ["kernels-community/ *"], "refs": ["main", "v*"],
+ *                    "eager_variants": ["torch-*", "torch21*-cxx11-cu12*-x86_64-linux"],
+ *                    "lazy": true, "interval": 600, "policy": "mirror"}]} */
+#include "mirror/mirror.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char **string_list(json_t *array, size_t *n, const char *dflt)
+{
+	if (!json_is_array(array) || json_array_size(array) == 0) {
+		if (!dflt) {
+			*n = 0;
+			return NULL;
+		}
+		char **list = xcalloc(1, sizeof(char *));
+		list[0] = xstrdup(dflt);
+		*n = 1;
+		return list;
+	}
+	char **list = xcalloc(json_array_size(array), sizeof(char *));
+	size_t i, k = 0;
+	json_t *v;
+	json_array_foreach(array, i, v)
+		if (json_is_string(v))
+			list[k++] = xstrdup(json_string_value(v));
+	*n = k;
+	return list;
+}
+
+static char *opt_string(json_t *obj, const char *key, const char *dflt)
+{
+	const char *v = json_string_value(json_object_get(obj, key));
+	return v ? xstrdup(v) : dflt ? xstrdup(dflt) : NULL;
+}
+
+int mirror_config_parse(const char *text, struct mirror_config *out, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	memset(out, 0, sizeof(*out));
+	json_t *doc = json_loads(text, 0, &jerr);
+	if (!json_is_object(doc)) {
+		snprintf(err, errlen, "mirror config is not a JSON object: %s (line %d)", jerr.text, jerr.line);
+		json_decref(doc);
+		return KHUB_EINVAL;
+	}
+	json_t *ups = json_object_get(doc, "upstreams"), *sels = json_object_get(doc, "selections");
+	int rc = KHUB_EINVAL;
+	if (!json_is_array(ups) || !json_is_array(sels)) {
+		snprintf(err, errlen, "mirror config needs \"upstreams\" and \"selections\" arrays");
+		goto cleanup;
+	}
+	out->upstreams = xcalloc(json_array_size(ups) + 1, sizeof(*out->upstreams));
+	size_t i;
+	json_t *u;
+	json_array_foreach(ups, i, u) {
+		struct mirror_upstream *up = &out->upstreams[out->nupstreams++];
+		up->name = opt_string(u, "name", NULL);
+		up->url = opt_string(u, "url", NULL);
+		if (!up->name || !up->url || strncmp(up->url, "http", 4) != 0) {
+			snprintf(err, errlen, "upstreams[%zu] needs a name and an http(s) url", i);
+			goto cleanup;
+		}
+		size_t n = strlen(up->url);
+		while (n > 0 && up->url[n - 1] == '/')
+			up->url[--n] = '\0';
+		up->token_env = opt_string(u, "token_env", NULL);
+		up->token_file = opt_string(u, "token_file", NULL);
+		json_t *rate = json_object_get(u, "rate");
+		up->rate = json_is_number(rate) ? json_number_value(rate) : 0;
+		json_t *conc = json_object_get(u, "concurrency");
+		up->concurrency = json_is_integer(conc) ? (int)json_integer_value(conc) : 4;
+		if (up->concurrency < 1 || up->concurrency > 64) {
+			snprintf(err, errlen, "upstreams[%zu].concurrency must be 1..64", i);
+			goto cleanup;
+		}
+		json_t *retries = json_object_get(u, "max_retries");
+		up->max_retries = json_is_integer(retries) ? (int)json_integer_value(retries) : 6;
+	}
+	out->selections = xcalloc(json_array_size(sels) + 1, sizeof(*out->selections));
+	json_t *s;
+	json_array_foreach(sels, i, s) {
+		struct mirror_selection *sel = &out->selections[out->nselections++];
+		sel->name = opt_string(s, "name", NULL);
+		sel->upstream = opt_string(s, "upstream", out->nupstreams ? out->upstreams[0].name : NULL);
+		if (!sel->name || !sel->upstream || !mirror_config_upstream(out, sel->upstream)) {
+			snprintf(err, errlen, "selections[%zu] needs a name and a known upstream", i);
+			goto cleanup;
+		}
+		char *type = opt_string(s, "type", "kernel");
+		int bad_type = repo_type_parse(type, &sel->type) < 0;
+		free(type);
+		if (bad_type) {
+			snprintf(err, errlen, "selections[%zu].type is not a repo type", i);
+			goto cleanup;
+		}
+		sel->repos = string_list(json_object_get(s, "repos"), &sel->nrepos, NULL);
+		if (!sel->nrepos) {
+			snprintf(err, errlen, "selections[%zu].repos is empty", i);
+			goto cleanup;
+		}
+		for (size_t k = 0; k < sel->nrepos; k++)
+			if (!strchr(sel->repos[k], '/')) {
+				snprintf(err, errlen, "selections[%zu].repos: '%s' is not ns/name or ns/*", i, sel->repos[k]);
+				goto cleanup;
+			}
+		sel->refs = string_list(json_object_get(s, "refs"), &sel->nrefs, "all");
+		sel->eager = string_list(json_object_get(s, "eager_variants"), &sel->neager, "*");
+		json_t *lazy = json_object_get(s, "lazy");
+		sel->lazy = lazy ? json_is_true(lazy) : 1;
+		json_t *interval = json_object_get(s, "interval");
+		sel->interval = json_is_integer(interval) ? (long)json_integer_value(interval) : 600;
+		const char *policy = json_string_value(json_object_get(s, "policy"));
+		if (policy && strcmp(policy, "keep") != 0 && strcmp(policy, "mirror") != 0) {
+			snprintf(err, errlen, "selections[%zu].policy must be \"mirror\" or \"keep\"", i);
+			goto cleanup;
+		}
+		sel->policy = policy && strcmp(policy, "keep") == 0 ? POLICY_KEEP : POLICY_MIRROR;
+	}
+	rc = 0;
+cleanup:
+	json_decref(doc);
+	if (rc < 0)
+		mirror_config_release(out);
+	return rc;
+}
+
+int mirror_config_load(const char *file, struct mirror_config *out, char *err, size_t errlen)
+{
+	char *text = NULL;
+	size_t len;
+	if (file) {
+		text = read_file_limited(file, 1 << 20, &len);
+		if (!text) {
+			snprintf(err, errlen, "cannot read %s", file);
+			return KHUB_EIO;
+		}
+	} else {
+		PGresult *res = db_exec("SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL, NULL);
+		if (!res) {
+			snprintf(err, errlen, "database unavailable");
+			return KHUB_EDB;
+		}
+		if (PQntuples(res) == 1)
+			text = xstrdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
+		if (!text) {
+			snprintf(err, errlen, "no mirror configuration: pass --mirror-config FILE or PUT /api/admin/mirror/config");
+			return KHUB_ENOTFOUND;
+		}
+	}
+	int rc = mirror_config_parse(text, out, err, errlen);
+	free(text);
+	return rc;
+}
+
+static void free_list(char **list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+void mirror_config_release(struct mirror_config *cfg)
+{
+	for (size_t i = 0; i < cfg->nupstreams; i++) {
+		free(cfg->upstreams[i].name);
+		free(cfg->upstreams[i].url);
+		free(cfg->upstreams[i].token_env);
+		free(cfg->upstreams[i].token_file);
+	}
+	free(cfg->upstreams);
+	for (size_t i = 0; i < cfg->nselections; i++) {
+		struct mirror_selection *s = &cfg->selections[i];
+		free(s->name);
+		free(s->upstream);
+		free_list(s->repos, s->nrepos);
+		free_list(s->refs, s->nrefs);
+		free_list(s->eager, s->neager);
+	}
+	free(cfg->selections);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+const struct mirror_upstream *mirror_config_upstream(const struct mirror_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->nupstreams; i++)
+		if (strcmp(cfg->upstreams[i].name, name) == 0)
+			return &cfg->upstreams[i];
+	return NULL;
+}
+
+char *mirror_upstream_token(const struct mirror_upstream *up)
+{
+	if (up->token_env && getenv(up->token_env) && getenv(up->token_env)[0])
+		return xstrdup(getenv(up->token_env));
+	if (up->token_file) {
+		size_t len;
+		char *t = read_file_limited(up->token_file, 4096, &len);
+		if (t) {
+			while (len > 0 && (t[len - 1] == '\n' || t[len - 1] == '\r' || t[len - 1] == ' '))
+				t[--len] = '\0';
+			return t;
+		}
+	}
+	return NULL;
+}

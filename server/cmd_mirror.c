@@ -1,0 +1,196 @@
+/* cmd_mirror.c -- khub mirror sync|run|status: sync selections of an
+ * upstream hub once (with progress on a terminal), as a daemon on each
+ * selection's interval and on triggers from the admin API, or show status. */
+#include "server/server.h"
+#include "mirror/mirror.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static const char mirror_usage[] =
+	"usage:\n"
+	"  khub mirror sync [SELECTION] [--mirror-config FILE] [--repo NS/NAME]\n"
+	"  khub mirror run [--mirror-config FILE]     (daemon: every selection on its interval,\n"
+	"                                             and on POST /api/admin/mirror/sync)\n"
+	"  khub mirror status\n"
+	"The configuration is JSON (see mirror/mirror_config.c); without --mirror-config it is\n"
+	"read from the database (PUT /api/admin/mirror/config).\n";
+
+static void print_stats(const char *what, const struct mirror_stats *st, double seconds)
+{
+	fprintf(stderr,
+		"khub mirror: %s: %" PRIu64 " repos (%" PRIu64 " unchanged), %" PRIu64 " refs moved, %" PRIu64
+		" kept by policy, %" PRIu64 " LFS objects, %.1f MiB in %.2f s (%.1f MiB/s), %" PRIu64 " errors\n",
+		what, st->repos, st->repos_unchanged, st->refs_moved, st->refs_kept, st->objects,
+		(double)st->bytes / 1048576.0, seconds, seconds > 0 ? (double)st->bytes / 1048576.0 / seconds : 0,
+		st->errors);
+}
+
+static int run_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo)
+{
+	struct mirror_stats before = run->stats;
+	uint64_t t0 = monotonic_usec();
+	mirror_sync_selection(run, sel, only_repo);
+	struct mirror_stats delta = run->stats;
+	delta.repos -= before.repos;
+	delta.repos_unchanged -= before.repos_unchanged;
+	delta.refs_moved -= before.refs_moved;
+	delta.refs_kept -= before.refs_kept;
+	delta.objects -= before.objects;
+	delta.bytes -= before.bytes;
+	delta.errors -= before.errors;
+	print_stats(sel->name, &delta, (double)(monotonic_usec() - t0) / 1e6);
+	return delta.errors ? 1 : 0;
+}
+
+static int status(void)
+{
+	PGresult *res = db_exec("SELECT r.namespace || '/' || r.name, m.selection, m.upstream_url,"
+				" coalesce(to_char(m.last_success, 'YYYY-MM-DD HH24:MI:SS'), 'never'),"
+				" m.refs_behind, m.bytes_total, coalesce(m.last_error, ''), coalesce(m.warnings, '')"
+				" FROM mirror_repos m JOIN repos r ON r.id = m.repo_id ORDER BY 1", 0, NULL, NULL);
+	if (!res)
+		return 1;
+	printf("%-40s %-12s %-20s %-8s %-12s %s\n", "repo", "selection", "last success", "behind", "bytes", "error");
+	for (int i = 0; i < PQntuples(res); i++)
+		printf("%-40s %-12s %-20s %-8s %-12s %s%s%s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
+		       PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5), PQgetvalue(res, i, 6),
+		       PQgetvalue(res, i, 7)[0] ? " warnings: " : "", PQgetvalue(res, i, 7));
+	PQclear(res);
+	return 0;
+}
+
+/* Claim the oldest pending trigger: its selection ("" = all) or NULL. */
+static char *claim_trigger(void)
+{
+	PGresult *res = db_exec("UPDATE mirror_triggers SET started_at = now() WHERE id = ("
+				" SELECT id FROM mirror_triggers WHERE started_at IS NULL ORDER BY id"
+				" FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, coalesce(selection, '')", 0, NULL, NULL);
+	char *out = NULL;
+	if (res && PQntuples(res) == 1)
+		out = xasprintf("%s\t%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
+	PQclear(res);
+	return out;
+}
+
+static int daemon_loop(struct mirror_run *run, const char *config_file)
+{
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	time_t *due = NULL;
+	size_t ndue = 0;
+	while (!stop_requested) {
+		struct mirror_config cfg;
+		char err[300];
+		if (mirror_config_load(config_file, &cfg, err, sizeof(err)) < 0) {
+			log_warn("mirror: %s; retrying in 10 s", err);
+			sleep(10);
+			continue;
+		}
+		run->cfg = &cfg;
+		if (ndue != cfg.nselections) {
+			due = xrealloc(due, (cfg.nselections + 1) * sizeof(*due));
+			for (size_t i = ndue; i < cfg.nselections; i++)
+				due[i] = 0;
+			ndue = cfg.nselections;
+		}
+		char *trigger = claim_trigger();
+		const char *wanted = trigger ? strchr(trigger, '\t') + 1 : NULL;
+		time_t now = time(NULL);
+		for (size_t i = 0; i < cfg.nselections && !stop_requested; i++) {
+			const struct mirror_selection *sel = &cfg.selections[i];
+			int triggered = wanted && (!wanted[0] || strcmp(wanted, sel->name) == 0);
+			if (!triggered && now < due[i])
+				continue;
+			run_selection(run, sel, NULL);
+			due[i] = time(NULL) + sel->interval;
+		}
+		if (trigger) {
+			char id[24];
+			snprintf(id, sizeof(id), "%.*s", (int)(strchr(trigger, '\t') - trigger), trigger);
+			const char *params[1] = { id };
+			PQclear(db_exec("UPDATE mirror_triggers SET finished_at = now() WHERE id = $1", 1, params, NULL));
+			free(trigger);
+		}
+		mirror_config_release(&cfg);
+		run->cfg = NULL;
+		for (int s = 0; s < 20 && !stop_requested; s++)
+			usleep(100 * 1000);
+	}
+	free(due);
+	return 0;
+}
+
+int cmd_mirror(int argc, char **argv)
+{
+	const char *config_file = NULL, *only_repo = NULL, *selection = NULL;
+	if (argc < 2) {
+		fputs(mirror_usage, stderr);
+		return 2;
+	}
+	const char *verb = argv[1];
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--mirror-config") == 0 && i + 1 < argc)
+			config_file = argv[++i];
+		else if (strcmp(argv[i], "--repo") == 0 && i + 1 < argc)
+			only_repo = argv[++i];
+		else if (argv[i][0] != '-' && !selection)
+			selection = argv[i];
+		else {
+			fputs(mirror_usage, stderr);
+			return 2;
+		}
+	}
+	if (strcmp(verb, "sync") != 0 && strcmp(verb, "run") != 0 && strcmp(verb, "status") != 0) {
+		fputs(mirror_usage, stderr);
+		return 2;
+	}
+	runtime_open_database();
+	int rc = 0;
+	if (strcmp(verb, "status") == 0) {
+		rc = status();
+		runtime_close_database();
+		return rc;
+	}
+	struct mirror_run run = { 0 };
+	run.repo_root = runtime_repo_root();
+	run.lfs = lfs_store_open(runtime_lfs_root());
+	run.progress = isatty(2);
+	if (!run.lfs)
+		fatal("cannot open the LFS store");
+	if (strcmp(verb, "run") == 0) {
+		rc = daemon_loop(&run, config_file);
+	} else {
+		struct mirror_config cfg;
+		char err[300];
+		if (mirror_config_load(config_file, &cfg, err, sizeof(err)) < 0)
+			fatal("%s", err);
+		run.cfg = &cfg;
+		uint64_t t0 = monotonic_usec();
+		int found = 0;
+		for (size_t i = 0; i < cfg.nselections; i++) {
+			if (selection && strcmp(selection, cfg.selections[i].name) != 0)
+				continue;
+			found = 1;
+			rc |= run_selection(&run, &cfg.selections[i], only_repo);
+		}
+		if (!found)
+			fatal("no selection named %s", selection);
+		print_stats("total", &run.stats, (double)(monotonic_usec() - t0) / 1e6);
+		mirror_config_release(&cfg);
+	}
+	lfs_store_close(run.lfs);
+	runtime_close_database();
+	return rc;
+}

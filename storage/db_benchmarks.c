@@ -1,0 +1,153 @@
+/* db_benchmarks.c -- benchmark runs and their per-workload results: storing
+ * an upload in one statement, filtered listings and per-GPU aggregates. */
+#include "storage.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void add_double(struct strbuf *sb, double v)
+{
+	char num[40];
+	snprintf(num, sizeof(num), "%.17g", v);	/* exact; PostgreSQL prints it back shortest */
+	db_array_add(sb, num);
+}
+
+static void add_i64(struct strbuf *sb, int64_t v)
+{
+	char num[24];
+	snprintf(num, sizeof(num), "%" PRId64, v);
+	db_array_add(sb, num);
+}
+
+int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
+{
+	/* The results go as parallel arrays, unnested into rows. */
+	enum { WORKLOAD, MEAN, STD, MIN, MAX, Q1, Q3, IQR, OUTLIERS, ITERATIONS, VERIFIED, NARRAYS };
+	struct strbuf arrays[NARRAYS];
+	for (int a = 0; a < NARRAYS; a++) {
+		strbuf_init(&arrays[a]);
+		strbuf_adds(&arrays[a], "{");
+	}
+	for (size_t i = 0; i < run->nresults; i++) {
+		const struct benchmark_result *r = &run->results[i];
+		if (i)
+			for (int a = 0; a < NARRAYS; a++)
+				strbuf_adds(&arrays[a], ",");
+		db_array_add(&arrays[WORKLOAD], r->workload);
+		add_double(&arrays[MEAN], r->mean_ms);
+		add_double(&arrays[STD], r->std_ms);
+		add_double(&arrays[MIN], r->min_ms);
+		add_double(&arrays[MAX], r->max_ms);
+		add_double(&arrays[Q1], r->q1_ms);
+		add_double(&arrays[Q3], r->q3_ms);
+		add_double(&arrays[IQR], r->iqr_ms);
+		add_i64(&arrays[OUTLIERS], r->outliers);
+		add_i64(&arrays[ITERATIONS], r->iterations);
+		db_array_add(&arrays[VERIFIED], r->verified < 0 ? NULL : r->verified ? "t" : "f");
+	}
+	for (int a = 0; a < NARRAYS; a++)
+		strbuf_adds(&arrays[a], "}");
+
+	char repo[24], cores[24], submitter[24];
+	snprintf(repo, sizeof(repo), "%" PRId64, run->repo_id);
+	snprintf(cores, sizeof(cores), "%" PRId64, run->gpu_cores);
+	snprintf(submitter, sizeof(submitter), "%" PRId64, run->submitter_id);
+	const char *params[] = {
+		repo, run->commit_sha, run->kernel_commit_sha, run->benchmark_script_path,
+		run->benchmark_script_sha, run->gpu, run->gpu_cores >= 0 ? cores : NULL, run->backend,
+		run->backend_family, run->backend_key, run->pytorch_version, run->torch_key, run->os,
+		run->os_family, run->cpu, run->submitter_id ? submitter : NULL, run->submitter_name,
+		run->payload,
+		arrays[WORKLOAD].buf, arrays[MEAN].buf, arrays[STD].buf, arrays[MIN].buf, arrays[MAX].buf,
+		arrays[Q1].buf, arrays[Q3].buf, arrays[IQR].buf, arrays[OUTLIERS].buf, arrays[ITERATIONS].buf,
+		arrays[VERIFIED].buf,
+	};
+	PGresult *res = db_exec(
+		"WITH run AS (INSERT INTO benchmark_runs (repo_id, commit_sha, kernel_commit_sha,"
+		"  benchmark_script_path, benchmark_script_sha, gpu, gpu_cores, backend, backend_family, backend_key,"
+		"  pytorch_version, torch_key, os, os_family, cpu, submitter_id, submitter_name, payload)"
+		"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb)"
+		"  RETURNING id),"
+		" res AS (INSERT INTO benchmark_results (run_id, workload, mean_ms, std_ms, min_ms, max_ms, q1_ms,"
+		"  q3_ms, iqr_ms, outliers, iterations, verified)"
+		"  SELECT run.id, t.* FROM run, unnest($19::text[], $20::float8[], $21::float8[], $22::float8[],"
+		"  $23::float8[], $24::float8[], $25::float8[], $26::float8[], $27::int[], $28::int[],"
+		"  $29::boolean[]) AS t RETURNING 1)"
+		" SELECT id, (SELECT count(*) FROM res) FROM run",
+		(int)(sizeof(params) / sizeof(params[0])), params, NULL);
+	for (int a = 0; a < NARRAYS; a++)
+		strbuf_release(&arrays[a]);
+	if (!res)
+		return KHUB_EDB;
+	*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return 0;
+}
+
+/* The WHERE clause both queries share, on benchmark_runs r and
+ * benchmark_results b; parameters $1..$10. */
+#define FILTER_SQL \
+	" r.repo_id = $1" \
+	" AND ($2::text IS NULL OR r.commit_sha = $2)" \
+	" AND ($3::text IS NULL OR r.backend_family = $3 OR r.backend_key = $3 OR lower(r.backend) = $3)" \
+	" AND ($4::text IS NULL OR r.torch_key = $4)" \
+	" AND ($5::text IS NULL OR r.backend_family = $5)" \
+	" AND ($6::text IS NULL OR r.backend_key = $6)" \
+	" AND ($7::text IS NULL OR r.os_family = $7)" \
+	" AND ($8::text IS NULL OR strpos(lower(r.gpu), lower($8)) > 0)" \
+	" AND ($9::text IS NULL OR b.workload = $9)" \
+	" AND ($10::bigint IS NULL OR r.id = $10)"
+
+static void filter_params(int64_t repo_id, const struct benchmark_filter *f, char repo[24], char run[24],
+			  const char *params[10])
+{
+	snprintf(repo, 24, "%" PRId64, repo_id);
+	snprintf(run, 24, "%" PRId64, f->run_id);
+	params[0] = repo;
+	params[1] = f->commit_sha;
+	params[2] = f->backend;
+	params[3] = f->torch_key;
+	params[4] = f->backend_family;
+	params[5] = f->backend_key;
+	params[6] = f->os_family;
+	params[7] = f->gpu;
+	params[8] = f->workload;
+	params[9] = f->run_id > 0 ? run : NULL;
+}
+
+PGresult *db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f)
+{
+	char repo[24], run[24], before[24], limit[24];
+	const char *params[12];
+	filter_params(repo_id, f, repo, run, params);
+	snprintf(before, sizeof(before), "%" PRId64, f->before_id);
+	snprintf(limit, sizeof(limit), "%ld", f->limit + 1);
+	params[10] = f->before_id > 0 ? before : NULL;
+	params[11] = f->limit > 0 ? limit : NULL;
+	return db_exec("WITH page AS (SELECT DISTINCT r.id FROM benchmark_runs r"
+		       "  JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
+		       "  AND ($11::bigint IS NULL OR r.id < $11) ORDER BY r.id DESC LIMIT $12::bigint)"
+		       " SELECT r.id, to_char(r.submitted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+		       "  r.submitter_name, r.commit_sha, r.kernel_commit_sha, r.benchmark_script_path,"
+		       "  r.benchmark_script_sha, r.gpu, r.gpu_cores, r.backend, r.pytorch_version, r.os, r.cpu,"
+		       "  b.workload, b.mean_ms, b.std_ms, b.min_ms, b.max_ms, b.q1_ms, b.q3_ms, b.iqr_ms,"
+		       "  b.outliers, b.iterations, b.verified"
+		       " FROM page JOIN benchmark_runs r ON r.id = page.id"
+		       " JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
+		       " ORDER BY r.id DESC, b.workload", 12, params, NULL);
+}
+
+PGresult *db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f)
+{
+	char repo[24], run[24];
+	const char *params[10];
+	filter_params(repo_id, f, repo, run, params);
+	return db_exec("SELECT b.workload, r.gpu, count(*),"
+		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms), min(b.mean_ms),"
+		       "  (array_agg(b.mean_ms ORDER BY r.id DESC))[1], (array_agg(b.std_ms ORDER BY r.id DESC))[1],"
+		       "  max(r.id), (array_agg(r.commit_sha ORDER BY r.id DESC))[1],"
+		       "  to_char(max(r.submitted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+		       " FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
+		       " GROUP BY b.workload, r.gpu ORDER BY b.workload, r.gpu", 10, params, NULL);
+}
