@@ -123,6 +123,7 @@ extern const struct route commit_routes[];	/* api/commit.c: NDJSON commits */
 extern const struct route preupload_routes[];	/* api/preupload.c */
 extern const struct route lfs_routes[];		/* api/lfs.c: batch, upload, verify, download */
 extern const struct route git_routes[];		/* api/git_http.c: smart HTTP */
+extern const struct route mirror_admin_routes[];	/* api/mirror_admin.c: status, trigger, config, /metrics */
 extern const struct route repos_routes[];	/* api/repos.c: create, delete, move, settings */
 extern const struct route branches_routes[];	/* api/branches.c: branches and tags */
 extern const struct route commits_routes[];	/* api/commits.c: commit history */
@@ -164,6 +165,9 @@ int http_range_parse(const char *header, uint64_t size, uint64_t *from, uint64_t
 
 /* JSON string literal (quoted, escaped) appended to sb. */
 void strbuf_add_json_string(struct strbuf *sb, const char *s);
+/* One CSV field (RFC 4180: quoted when it holds a comma, quote or line
+ * break), then "," or, for the last field of a row, "\r\n". */
+void strbuf_add_csv_field(struct strbuf *sb, const char *s, int last);
 
 /* ---- repos, access and revisions (api/repo_access.c) --------------------- */
 

@@ -438,22 +438,6 @@ static int wants_csv(struct request *req, enum MHD_Result *result)
 
 /* ---- answers ------------------------------------------------------------- */
 
-static void csv_field(struct strbuf *sb, const char *s, int last)
-{
-	if (strpbrk(s, ",\"\r\n")) {
-		strbuf_adds(sb, "\"");
-		for (; *s; s++) {
-			if (*s == '"')
-				strbuf_adds(sb, "\"");
-			strbuf_add(sb, s, 1);
-		}
-		strbuf_adds(sb, "\"");
-	} else {
-		strbuf_adds(sb, s);
-	}
-	strbuf_adds(sb, last ? "\r\n" : ",");
-}
-
 /* The shortest text that reads back as v (v is finite). */
 static void add_number(struct strbuf *sb, double v)
 {
@@ -557,7 +541,7 @@ static void add_result_csv(struct strbuf *sb, PGresult *res, int row)
 		const char *v = PQgetvalue(res, row, c);
 		if (c == BENCH_COL_VERIFIED && !PQgetisnull(res, row, c))
 			v = v[0] == 't' ? "true" : "false";
-		csv_field(sb, v, c == BENCH_COL_VERIFIED);
+		strbuf_add_csv_field(sb, v, c == BENCH_COL_VERIFIED);
 	}
 }
 
@@ -685,9 +669,9 @@ static enum MHD_Result handle_aggregate(struct request *req)
 		int has_speedup = has_ref && median > 0;
 		if (csv) {
 			for (int c = BENCH_AGG_WORKLOAD; c <= BENCH_AGG_LATEST_AT; c++)
-				csv_field(&sb, PQgetvalue(res, i, c), 0);
-			csv_field(&sb, has_ref ? refname.buf : "", 0);
-			csv_field(&sb, has_ref ? PQgetvalue(res, ref_row, BENCH_AGG_MEDIAN) : "", 0);
+				strbuf_add_csv_field(&sb, PQgetvalue(res, i, c), 0);
+			strbuf_add_csv_field(&sb, has_ref ? refname.buf : "", 0);
+			strbuf_add_csv_field(&sb, has_ref ? PQgetvalue(res, ref_row, BENCH_AGG_MEDIAN) : "", 0);
 			if (has_speedup)
 				add_number(&sb, ref_median / median);
 			strbuf_adds(&sb, "\r\n");

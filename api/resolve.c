@@ -197,6 +197,7 @@ static enum MHD_Result handle_resolve(struct request *req)
 		MHD_add_response_header(resp, "Content-Range", cr);
 	}
 	req->bytes_out = req->method == METHOD_HEAD ? 0 : count;
+	download_stats_note(req, &h, sha, ranged > 0);
 	return respond(req, ranged > 0 ? 206 : 200, resp);
 }
 

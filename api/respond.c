@@ -190,6 +190,22 @@ void strbuf_add_json_string(struct strbuf *sb, const char *s)
 	strbuf_add(sb, "\"", 1);
 }
 
+void strbuf_add_csv_field(struct strbuf *sb, const char *s, int last)
+{
+	if (strpbrk(s, ",\"\r\n")) {
+		strbuf_add(sb, "\"", 1);
+		for (; *s; s++) {
+			if (*s == '"')
+				strbuf_add(sb, "\"", 1);
+			strbuf_add(sb, s, 1);
+		}
+		strbuf_add(sb, "\"", 1);
+	} else {
+		strbuf_adds(sb, s);
+	}
+	strbuf_adds(sb, last ? "\r\n" : ",");
+}
+
 /* Parse "bytes=a-b", "bytes=a-" or "bytes=-n" against size. 0 = no range
  * (or one we ignore), 1 = satisfiable range, -1 = unsatisfiable. */
 int http_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)

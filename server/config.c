@@ -42,6 +42,8 @@ static const struct config_row config_rows[] = {
 	ROW(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header"),
 	ROW(repo_cache_ttl_ms, CONFIG_LONG, "1000", 0, 600000, "how long a repo record is reused without the database"),
 	ROW(token_cache_ttl_ms, CONFIG_LONG, "2000", 0, 600000, "how long a token lookup is reused without the database"),
+	ROW(download_stats, CONFIG_LONG, "1", 0, 1, "count variant downloads per repo, variant, day and client (0 = off)"),
+	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };
 
 #define CONFIG_ROWS (sizeof(config_rows) / sizeof(config_rows[0]))

@@ -67,7 +67,9 @@ int cmd_serve(int argc, char **argv)
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();
+	download_stats_start((int)config.download_stats, config.download_stats_flush_ms);
 	int rc = http_serve();
+	download_stats_stop();	/* after the last request: its counts are stored */
 	lfs_store_close(api_ctx.lfs);
 	runtime_close_database();
 	return rc;

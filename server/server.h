@@ -23,6 +23,8 @@ struct khub_config {
 	long repo_cache_ttl_ms;
 	long token_cache_ttl_ms;
 	long lfs_url_ttl;
+	long download_stats;
+	long download_stats_flush_ms;
 };
 
 extern struct khub_config config;

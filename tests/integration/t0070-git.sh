@@ -281,12 +281,13 @@ for spec in ".git config" "build .git" ".GIT config" ".Git hooks" ".cache x" ".g
 	fi
 	BEFORE=$(server_refs)
 	git push origin "$C:refs/heads/evil$n" >"$TEST_DIR/err" 2>&1
+	RC=$?
 	case $2 in
 	@link) WHY="symbolic links" ;;
 	@submodule) WHY="submodules" ;;
 	*) WHY="invalid path" ;;
 	esac
-	refused $? "path '$1/${2#@}'" "$WHY"
+	refused $RC "path '$1/${2#@}'" "$WHY"
 	git --git-dir="$GITDIR" update-ref -d "refs/heads/evil$n" 2>/dev/null	# if it got in
 done
 
@@ -352,9 +353,9 @@ is "$(server_refs)" "$BEFORE" "no other ref moved"
 cd "$TEST_DIR" || exit 1
 
 # ---- the server repository is sound -----------------------------------------------------------------
-FSCK=$(git --git-dir="$GITDIR" fsck --no-progress 2>&1)
+FSCK=$(git --git-dir="$GITDIR" fsck --no-progress --no-dangling 2>&1)
 ok $? "git fsck of the server repo exits 0"
-is "$FSCK" "" "git fsck prints nothing (no errors, no warnings)"
+is "$FSCK" "" "git fsck --no-dangling prints nothing (no errors, no warnings)"
 
 # ---- audit log --------------------------------------------------------------------------------------
 if command -v psql >/dev/null 2>&1; then

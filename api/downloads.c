@@ -1,0 +1,356 @@
+/* downloads.c -- variant download statistics. Resolve requests are counted
+ * in memory (sharded hash maps keyed by repo, UTC day, variant and the
+ * client's kernels/, torch/ and backend/ User-Agent parts); a background
+ * thread adds the counts to the database in one statement every flush
+ * interval and once more at shutdown. GET /api/kernels/{ns}/{name}/downloads
+ * answers the per-variant, per-day breakdown.
+ *
+ * One download = one full GET (no Range) of build/<variant>/metadata.json,
+ * which every kernels version fetches exactly once per variant install; for
+ * a variant without metadata.json (older builds) the GET of
+ * build/<variant>/__init__.py counts instead. HEAD requests, ranged GETs and
+ * files served from a client's cache are not downloads. */
+#include "api/api.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SHARDS 16
+#define KEYS_PER_SHARD_MAX 4096	/* past this, new keys lose their client parts */
+#define UA_PART_MAX 32
+#define SEP "\x1f"		/* never in a repo path nor in a cleaned UA part */
+
+struct shard {
+	pthread_mutex_t lock;
+	struct hashmap counts;	/* key -> int64_t* */
+};
+
+static struct shard shards[SHARDS];
+static int stats_enabled;
+static long flush_interval_ms;
+static pthread_t flush_thread;
+static int flush_thread_running;
+static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t flush_cond;
+static int flush_stopping;
+
+/* ---- counting --------------------------------------------------------------- */
+
+static void add_count(const char *key, const char *key_without_client, int64_t n)
+{
+	struct shard *s = &shards[hash_string(key) % SHARDS];
+	pthread_mutex_lock(&s->lock);
+	int64_t *count = hashmap_get(&s->counts, key);
+	if (!count && s->counts.count >= KEYS_PER_SHARD_MAX && key_without_client) {
+		/* Many distinct User-Agents: keep the count exact, drop the detail. */
+		pthread_mutex_unlock(&s->lock);
+		add_count(key_without_client, NULL, n);
+		return;
+	}
+	if (!count) {
+		count = xcalloc(1, sizeof(*count));
+		hashmap_put(&s->counts, key, count);
+	}
+	*count += n;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The value of the first "name/value" part of a User-Agent, cleaned to
+ * [A-Za-z0-9._+-] and at most UA_PART_MAX bytes; "" when absent. */
+static void user_agent_part(const char *ua, const char *name, char out[UA_PART_MAX + 1])
+{
+	size_t len = strlen(name);
+	out[0] = '\0';
+	for (const char *p = ua; p && *p; p = strchr(p, ';') ? strchr(p, ';') + 1 : NULL) {
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, name, len) != 0 || p[len] != '/')
+			continue;
+		size_t n = 0;
+		for (p += len + 1; *p && *p != ';' && *p != ' ' && n < UA_PART_MAX; p++)
+			if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+			    *p == '.' || *p == '_' || *p == '+' || *p == '-')
+				out[n++] = *p;
+		out[n] = '\0';
+		return;
+	}
+}
+
+void download_stats_note(struct request *req, const struct repo_handle *h, const char *sha, int ranged)
+{
+	if (!stats_enabled || req->method != METHOD_GET || ranged || h->record.type != REPO_KERNEL ||
+	    strncmp(req->path, "build/", 6) != 0)
+		return;
+	const char *variant = req->path + 6, *slash = strchr(variant, '/');
+	if (!slash || slash == variant)
+		return;
+	int variant_len = (int)(slash - variant);
+	if (strcmp(slash + 1, "__init__.py") == 0) {
+		/* Counts only for a variant that has no metadata.json. */
+		struct tree_entry e;
+		char *meta = xasprintf("build/%.*s/metadata.json", variant_len, variant);
+		int has_meta = repo_stat_path(h->git, sha, meta, &e) == 0;
+		if (has_meta)
+			tree_entry_release(&e);
+		free(meta);
+		if (has_meta)
+			return;
+	} else if (strcmp(slash + 1, "metadata.json") != 0) {
+		return;
+	}
+
+	const char *ua = request_header(req, "User-Agent");
+	char kernels[UA_PART_MAX + 1] = "", torch[UA_PART_MAX + 1] = "", backend[UA_PART_MAX + 1] = "";
+	if (ua) {
+		user_agent_part(ua, "kernels", kernels);
+		user_agent_part(ua, "torch", torch);
+		user_agent_part(ua, "backend", backend);
+	}
+	char day[16];
+	struct tm tm;
+	time_t now = time(NULL);
+	gmtime_r(&now, &tm);
+	strftime(day, sizeof(day), "%Y-%m-%d", &tm);
+	char *bare = xasprintf("%" PRId64 SEP "%s" SEP "%.*s" SEP SEP SEP, h->record.id, day, variant_len, variant);
+	char *key = xasprintf("%" PRId64 SEP "%s" SEP "%.*s" SEP "%s" SEP "%s" SEP "%s", h->record.id, day,
+			      variant_len, variant, kernels, torch, backend);
+	add_count(key, bare, 1);
+	free(key);
+	free(bare);
+}
+
+/* ---- flushing ----------------------------------------------------------------- */
+
+/* Split a key into its six fields (in place). */
+static int split_key(char *key, char *fields[6])
+{
+	for (int i = 0; i < 6; i++) {
+		fields[i] = key;
+		char *sep = strchr(key, SEP[0]);
+		if (i < 5) {
+			if (!sep)
+				return -1;
+			*sep = '\0';
+			key = sep + 1;
+		}
+	}
+	return 0;
+}
+
+static void flush_counts(void)
+{
+	struct hashmap taken[SHARDS];
+	size_t n = 0;
+	for (int s = 0; s < SHARDS; s++) {
+		pthread_mutex_lock(&shards[s].lock);
+		taken[s] = shards[s].counts;
+		hashmap_init(&shards[s].counts);
+		pthread_mutex_unlock(&shards[s].lock);
+		n += taken[s].count;
+	}
+	if (n == 0) {
+		for (int s = 0; s < SHARDS; s++)
+			hashmap_release(&taken[s], free);
+		return;
+	}
+	struct download_count *counts = xcalloc(n, sizeof(*counts));
+	char **keys = xcalloc(n, sizeof(*keys));
+	int64_t total = 0;
+	size_t k = 0;
+	for (int s = 0; s < SHARDS; s++)
+		for (size_t b = 0; b < taken[s].nbuckets; b++)
+			for (struct hashmap_entry *e = taken[s].buckets[b]; e; e = e->next) {
+				char *fields[6];
+				keys[k] = xstrdup(e->key);
+				if (split_key(keys[k], fields) < 0) {
+					free(keys[k]);
+					continue;
+				}
+				counts[k].repo_id = strtoll(fields[0], NULL, 10);
+				snprintf(counts[k].day, sizeof(counts[k].day), "%s", fields[1]);
+				counts[k].variant = fields[2];
+				counts[k].kernels_version = fields[3];
+				counts[k].torch_version = fields[4];
+				counts[k].backend = fields[5];
+				counts[k].count = *(int64_t *)e->value;
+				total += counts[k].count;
+				k++;
+			}
+	if (db_downloads_add(counts, k) < 0) {
+		/* Keep them for the next flush. */
+		log_error("downloads: cannot store %" PRId64 " download counts; kept for the next try", total);
+		for (int s = 0; s < SHARDS; s++)
+			for (size_t b = 0; b < taken[s].nbuckets; b++)
+				for (struct hashmap_entry *e = taken[s].buckets[b]; e; e = e->next)
+					add_count(e->key, NULL, *(int64_t *)e->value);
+	} else {
+		log_debug("downloads: stored %" PRId64 " downloads in %zu rows", total, k);
+	}
+	for (size_t i = 0; i < k; i++)
+		free(keys[i]);
+	free(keys);
+	free(counts);
+	for (int s = 0; s < SHARDS; s++)
+		hashmap_release(&taken[s], free);
+}
+
+static void *flush_main(void *arg)
+{
+	(void)arg;
+	log_set_request_id("downloads");
+	pthread_mutex_lock(&flush_lock);
+	while (!flush_stopping) {
+		struct timespec until;
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec += flush_interval_ms / 1000;
+		until.tv_nsec += (flush_interval_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (!flush_stopping && pthread_cond_timedwait(&flush_cond, &flush_lock, &until) == 0)
+			;
+		if (flush_stopping)
+			break;
+		pthread_mutex_unlock(&flush_lock);
+		flush_counts();
+		pthread_mutex_lock(&flush_lock);
+	}
+	pthread_mutex_unlock(&flush_lock);
+	flush_counts();		/* the last counts, after the server stopped answering */
+	db_thread_done();
+	return NULL;
+}
+
+void download_stats_start(int enabled, long flush_ms)
+{
+	for (int s = 0; s < SHARDS; s++) {
+		pthread_mutex_init(&shards[s].lock, NULL);
+		hashmap_init(&shards[s].counts);
+	}
+	stats_enabled = enabled;
+	flush_interval_ms = flush_ms;
+	if (!enabled)
+		return;
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&flush_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	/* SIGINT/SIGTERM must reach the thread that waits for them, not this one. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&flush_thread, NULL, flush_main, NULL) != 0)
+		fatal("cannot start the download statistics thread");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	flush_thread_running = 1;
+}
+
+void download_stats_stop(void)
+{
+	if (flush_thread_running) {
+		pthread_mutex_lock(&flush_lock);
+		flush_stopping = 1;
+		pthread_cond_signal(&flush_cond);
+		pthread_mutex_unlock(&flush_lock);
+		pthread_join(flush_thread, NULL);
+		flush_thread_running = 0;
+		pthread_cond_destroy(&flush_cond);
+	}
+	for (int s = 0; s < SHARDS; s++) {
+		if (shards[s].counts.buckets)
+			hashmap_release(&shards[s].counts, free);
+		pthread_mutex_destroy(&shards[s].lock);
+	}
+	stats_enabled = 0;
+}
+
+/* ---- the breakdown ---------------------------------------------------------- */
+
+static enum MHD_Result handle_downloads(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	if (repo_open_for_read(req, &h, &result) < 0)
+		return result;
+	long days = 30;
+	const char *v = request_query(req, "days"), *format = request_query(req, "format");
+	if (v) {
+		char *end;
+		days = strtol(v, &end, 10);
+		if (*end || days < 1 || days > 3660)
+			return respond_error(req, 400, NULL, "days must be between 1 and 3660");
+	}
+	int csv = format && strcmp(format, "csv") == 0;
+	if (format && !csv && strcmp(format, "json") != 0)
+		return respond_error(req, 400, NULL, "format must be json or csv");
+	PGresult *res = db_downloads_rows(h.record.id, days);
+	if (!res)
+		return respond_error(req, 503, NULL, "database unavailable");
+	int rows = PQntuples(res);
+
+	if (csv) {
+		struct strbuf sb = STRBUF_INIT;
+		strbuf_adds(&sb, "day,variant,kernels_version,torch_version,backend,count\r\n");
+		for (int i = 0; i < rows; i++)
+			for (int c = 0; c < 6; c++)
+				strbuf_add_csv_field(&sb, PQgetvalue(res, i, c), c == 5);
+		PQclear(res);
+		size_t len;
+		char *body = strbuf_detach(&sb, &len);
+		struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+		MHD_add_response_header(resp, "Content-Type", "text/csv; charset=utf-8");
+		req->bytes_out = len;
+		return respond(req, 200, resp);
+	}
+
+	/* Rows come newest day first, then by variant. */
+	json_t *variants = json_object(), *flat = json_array();
+	json_int_t total = 0;
+	for (int i = 0; i < rows; i++) {
+		const char *day = PQgetvalue(res, i, 0), *variant = PQgetvalue(res, i, 1);
+		json_int_t n = strtoll(PQgetvalue(res, i, 5), NULL, 10);
+		total += n;
+		json_array_append_new(flat, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "day", day, "variant", variant,
+						      "kernels", PQgetvalue(res, i, 2), "torch", PQgetvalue(res, i, 3),
+						      "backend", PQgetvalue(res, i, 4), "count", n));
+		json_t *entry = json_object_get(variants, variant);
+		if (!entry) {
+			entry = json_pack("{s:s, s:I, s:[]}", "variant", variant, "total", (json_int_t)0, "days");
+			json_object_set_new(variants, variant, entry);
+		}
+		json_object_set_new(entry, "total", json_integer(json_integer_value(json_object_get(entry, "total")) + n));
+		json_t *per_day = json_object_get(entry, "days");
+		json_t *last = json_array_get(per_day, json_array_size(per_day) - 1);
+		if (last && strcmp(json_string_value(json_object_get(last, "day")), day) == 0)
+			json_object_set_new(last, "count", json_integer(json_integer_value(json_object_get(last, "count")) + n));
+		else
+			json_array_append_new(per_day, json_pack("{s:s, s:I}", "day", day, "count", n));
+	}
+	PQclear(res);
+	json_t *list = json_array();
+	const char *key;
+	json_t *entry;
+	json_object_foreach(variants, key, entry)
+		json_array_append(list, entry);
+	json_decref(variants);
+
+	char id[2 * REPO_NAME_MAX + 2], since[16];
+	struct tm tm;
+	time_t first = time(NULL) - (time_t)(days - 1) * 86400;
+	gmtime_r(&first, &tm);
+	strftime(since, sizeof(since), "%Y-%m-%d", &tm);
+	snprintf(id, sizeof(id), "%s/%s", h.record.ns, h.record.name);
+	return respond_json(req, 200, json_pack("{s:s, s:I, s:i, s:s, s:I, s:o, s:o}", "id", id, "downloads",
+						(json_int_t)h.record.downloads, "days", (int)days, "since", since,
+						"total", total, "variants", list, "rows", flat));
+}
+
+const struct route downloads_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/downloads", handle_downloads, 0, REPO_KERNEL },
+	{ 0, NULL, NULL, 0, 0 },
+};

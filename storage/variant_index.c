@@ -1,0 +1,581 @@
+/* variant_index.c -- the kernel variant index: for each commit of a kernel
+ * repo, every build/<variant>/ with its parsed name, its metadata.json
+ * (checked against the kernel requirements), file count and size; and the
+ * repo's branch heads, which the listing filters read. A commit is indexed
+ * once; callers may call again at will. */
+#include "storage.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* metadata.json larger than this is not read (real ones are < 2 KiB). */
+#define METADATA_MAX_BYTES (256 * 1024)
+
+static const char *const backend_types[] = { "cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu" };
+
+struct pending_variant {
+	char *name;
+	int64_t files, size;
+	char metadata_oid[41];		/* "" when there is no build/<v>/metadata.json */
+	int metadata_is_lfs;
+	uint64_t metadata_size;
+};
+
+/* ---- metadata.json against the kernel requirements ------------------------ */
+
+static int is_python_identifier(const char *s)
+{
+	if (!s[0] || (s[0] >= '0' && s[0] <= '9'))
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
+			return 0;
+	return 1;
+}
+
+/* kernels-data's KernelName: ^[a-z][-a-z0-9]*[a-z0-9]$ */
+static int is_kernel_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 2 || s[0] < 'a' || s[0] > 'z')
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || (s[i] == '-' && i < n - 1)))
+			return 0;
+	return 1;
+}
+
+static int is_string_list(json_t *v)
+{
+	size_t i;
+	json_t *item;
+	if (!json_is_array(v))
+		return 0;
+	json_array_foreach(v, i, item)
+		if (!json_is_string(item))
+			return 0;
+	return 1;
+}
+
+static void add_warning(json_t *warnings, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void add_warning(json_t *warnings, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	json_array_append_new(warnings, json_string(sb.buf));
+	strbuf_release(&sb);
+}
+
+/* The backend.type a variant's name implies, or NULL when any goes
+ * (torch-universal, invalid names). */
+static const char *implied_backend_type(const struct variant_name *v)
+{
+	if (v->framework != VARIANT_TORCH_NOARCH)
+		return v->backend;
+	if (strcmp(v->backend, "universal") == 0)
+		return NULL;
+	if (strcmp(v->backend, "npu") == 0)
+		return "cann";
+	return v->backend;
+}
+
+/* Fill the metadata columns of rec from doc; the first broken requirement
+ * (kernel-requirements: id, name, version, license, backend required) makes
+ * the metadata invalid, softer problems are warnings. */
+static void check_metadata(json_t *doc, const struct variant_name *parsed, int name_valid, json_t *rec,
+			   json_t *warnings)
+{
+	const char *error = NULL;
+	json_t *id = json_object_get(doc, "id"), *name = json_object_get(doc, "name");
+	json_t *version = json_object_get(doc, "version"), *license = json_object_get(doc, "license");
+	json_t *backend = json_object_get(doc, "backend"), *depends = json_object_get(doc, "python-depends");
+	json_t *type = json_object_get(backend, "type"), *archs = json_object_get(backend, "archs");
+
+	if (json_is_string(id))
+		json_object_set(rec, "kernel_id", id);
+	if (json_is_string(name))
+		json_object_set(rec, "kernel_name", name);
+	if (json_is_integer(version))
+		json_object_set(rec, "kernel_version", version);
+	if (json_is_string(license))
+		json_object_set(rec, "license", license);
+	if (json_is_string(type))
+		json_object_set(rec, "backend_type", type);
+	if (archs)
+		json_object_set(rec, "backend_archs", archs);
+	if (depends)
+		json_object_set(rec, "python_depends", depends);
+
+	if (!json_is_string(id))
+		error = "\"id\" (string) is required";
+	else if (!is_python_identifier(json_string_value(id)))
+		error = "\"id\" must be a valid Python module name";
+	else if (!json_is_string(name))
+		error = "\"name\" (string) is required";
+	else if (!is_kernel_name(json_string_value(name)))
+		error = "\"name\" must match ^[a-z][-a-z0-9]*[a-z0-9]$";
+	else if (!json_is_integer(version) || json_integer_value(version) < 0)
+		error = "\"version\" (non-negative integer) is required";
+	else if (!json_is_string(license))
+		error = "\"license\" (string) is required";
+	else if (!json_is_object(backend))
+		error = "\"backend\" (object with \"type\") is required";
+	else if (!json_is_string(type))
+		error = "\"backend.type\" (string) is required";
+	else if (archs && !json_is_null(archs) && !is_string_list(archs))
+		error = "\"backend.archs\" must be a list of strings";
+	else if (depends && !is_string_list(depends))
+		error = "\"python-depends\" must be a list of strings";
+	if (!error) {
+		int known = 0;
+		for (size_t i = 0; i < sizeof(backend_types) / sizeof(backend_types[0]); i++)
+			known |= strcmp(json_string_value(type), backend_types[i]) == 0;
+		if (!known)
+			error = "\"backend.type\" must be one of cann, cpu, cuda, metal, neuron, rocm, tpu, xpu";
+	}
+	if (error) {
+		json_object_set_new(rec, "metadata_status", json_string("invalid"));
+		json_object_set_new(rec, "metadata_error", json_string(error));
+		return;
+	}
+	json_object_set_new(rec, "metadata_status", json_string("ok"));
+	const char *t = json_string_value(type);
+	if ((strcmp(t, "cuda") == 0 || strcmp(t, "rocm") == 0) && !is_string_list(archs))
+		add_warning(warnings, "backend.archs is not given: the kernel requirements want the supported %s "
+			    "architectures listed", t);
+	if (!depends)
+		add_warning(warnings, "no \"python-depends\": kernels-data's metadata parser requires the key "
+			    "(use [] for none)");
+	const char *implied = name_valid ? implied_backend_type(parsed) : NULL;
+	if (implied && strcmp(implied, t) != 0)
+		add_warning(warnings, "backend.type is %s but the variant name says %s", t, implied);
+}
+
+/* ---- building the records ------------------------------------------------- */
+
+static json_t *json_version_part(long v)
+{
+	return v < 0 ? json_null() : json_integer(v);
+}
+
+static json_t *variant_record(git_repository *git, const struct pending_variant *pv)
+{
+	struct variant_name parsed;
+	const char *why = NULL;
+	json_t *rec = json_object(), *warnings = json_array();
+	json_t *name = json_string(pv->name);
+	if (!name) {	/* not UTF-8: cannot be stored (or sent) as text */
+		json_decref(rec);
+		json_decref(warnings);
+		return NULL;
+	}
+	json_object_set_new(rec, "variant", name);
+	int valid = variant_name_parse(pv->name, &parsed, &why) == 0;
+	json_object_set_new(rec, "name_valid", json_boolean(valid));
+	if (!valid) {
+		json_object_set_new(rec, "name_error", json_string(why));
+	} else {
+		char canonical[2 * VARIANT_NAME_MAX];
+		variant_name_format(&parsed, canonical, sizeof(canonical));
+		if (strcmp(canonical, pv->name) != 0)
+			add_warning(warnings, "non-canonical name: the loader looks for build/%s/ instead", canonical);
+		json_object_set_new(rec, "framework", json_string(variant_framework_name(parsed.framework)));
+		json_object_set_new(rec, "framework_major", json_version_part(parsed.framework_major));
+		json_object_set_new(rec, "framework_minor", json_version_part(parsed.framework_minor));
+		if (parsed.cxx11_abi >= 0)
+			json_object_set_new(rec, "cxx_abi", json_string(parsed.cxx11_abi ? "cxx11" : "cxx98"));
+		json_object_set_new(rec, "backend", json_string(parsed.backend));
+		json_object_set_new(rec, "backend_tag", json_string(parsed.backend_tag));
+		json_object_set_new(rec, "backend_major", json_version_part(parsed.backend_major));
+		json_object_set_new(rec, "backend_minor", json_version_part(parsed.backend_minor));
+		if (parsed.framework != VARIANT_TORCH_NOARCH) {
+			json_object_set_new(rec, "arch", json_string(parsed.arch));
+			json_object_set_new(rec, "os", json_string(parsed.os));
+		}
+	}
+	json_object_set_new(rec, "file_count", json_integer(pv->files));
+	json_object_set_new(rec, "total_size", json_integer(pv->size));
+
+	char *data = NULL;
+	size_t len = 0;
+	if (!pv->metadata_oid[0]) {
+		json_object_set_new(rec, "metadata_status", json_string("missing"));
+		json_object_set_new(rec, "metadata_error", json_string("build/<variant>/metadata.json is missing"));
+	} else if (pv->metadata_is_lfs || pv->metadata_size > METADATA_MAX_BYTES) {
+		json_object_set_new(rec, "metadata_status", json_string("invalid"));
+		json_object_set_new(rec, "metadata_error",
+				    json_string(pv->metadata_is_lfs ? "metadata.json is stored as an LFS object"
+								    : "metadata.json is larger than 256 KiB"));
+	} else if (repo_read_blob(git, pv->metadata_oid, METADATA_MAX_BYTES, &data, &len) < 0) {
+		json_object_set_new(rec, "metadata_status", json_string("invalid"));
+		json_object_set_new(rec, "metadata_error", json_string("metadata.json cannot be read"));
+	} else {
+		json_error_t err;
+		json_t *doc = json_loadb(data, len, JSON_REJECT_DUPLICATES, &err);
+		if (!doc) {
+			char *msg = xasprintf("metadata.json is not valid JSON: %s (line %d)", err.text, err.line);
+			json_object_set_new(rec, "metadata_status", json_string("invalid"));
+			json_object_set_new(rec, "metadata_error", json_string(msg));
+			free(msg);
+		} else if (!json_is_object(doc)) {
+			json_object_set_new(rec, "metadata_status", json_string("invalid"));
+			json_object_set_new(rec, "metadata_error", json_string("metadata.json is not a JSON object"));
+			json_object_set(rec, "metadata", doc);
+		} else {
+			json_object_set(rec, "metadata", doc);
+			check_metadata(doc, &parsed, valid, rec, warnings);
+		}
+		json_decref(doc);
+	}
+	free(data);
+	json_object_set_new(rec, "warnings", warnings);
+	return rec;
+}
+
+static void pending_release(struct pending_variant *pv, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(pv[i].name);
+	free(pv);
+}
+
+/* Collect build/<variant>/ directories with their files from the tree. */
+static int collect_variants(git_repository *git, const char *sha, struct pending_variant **out, size_t *count)
+{
+	struct tree_listing listing;
+	struct pending_variant *pv = NULL;
+	size_t n = 0, alloc = 0;
+	*out = NULL;
+	*count = 0;
+	int rc = repo_list_tree(git, sha, "build", 1, &listing);
+	if (rc == KHUB_ENOTFOUND || rc == KHUB_ENOTDIR)
+		return 0;	/* no build/ directory: a commit without variants */
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < listing.count; i++) {
+		const struct tree_entry *e = &listing.entries[i];
+		const char *rest = e->path + 6;		/* after "build/" */
+		const char *slash = strchr(rest, '/');
+		if (!slash) {
+			if (!e->is_dir)
+				continue;	/* files directly in build/ are no variant */
+			if (n == alloc) {
+				alloc = alloc ? 2 * alloc : 16;
+				pv = xrealloc(pv, alloc * sizeof(*pv));
+			}
+			memset(&pv[n], 0, sizeof(pv[n]));
+			pv[n++].name = xstrdup(rest);
+			continue;
+		}
+		/* git order: a directory's entries follow it, so this file is the
+		 * last variant's (checked anyway). */
+		size_t vlen = (size_t)(slash - rest);
+		if (n == 0 || strlen(pv[n - 1].name) != vlen || strncmp(pv[n - 1].name, rest, vlen) != 0 || e->is_dir)
+			continue;
+		struct pending_variant *cur = &pv[n - 1];
+		cur->files++;
+		cur->size += (int64_t)e->size;
+		if (strcmp(slash + 1, "metadata.json") == 0) {
+			snprintf(cur->metadata_oid, sizeof(cur->metadata_oid), "%s", e->oid);
+			cur->metadata_is_lfs = e->is_lfs;
+			cur->metadata_size = e->size;
+		}
+	}
+	tree_listing_release(&listing);
+	*out = pv;
+	*count = n;
+	return 0;
+}
+
+/* ---- the database --------------------------------------------------------- */
+
+/* 1 when repo_id is a kernel repo, 0 when another type or absent; *indexed
+ * says whether commit_sha (may be NULL) is indexed at the current version. */
+static int kernel_repo_state(int64_t repo_id, const char *commit_sha, int *indexed)
+{
+	char id[24], version[16];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
+	const char *params[3] = { id, commit_sha ? commit_sha : "", version };
+	PGresult *res = db_exec("SELECT r.type, EXISTS (SELECT 1 FROM kernel_commits c WHERE c.repo_id = r.id"
+				" AND c.commit_sha = $2 AND c.index_version >= $3::int) FROM repos r WHERE r.id = $1",
+				3, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int kernel = PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 0), "kernel") == 0;
+	*indexed = kernel && PQgetvalue(res, 0, 1)[0] == 't';
+	PQclear(res);
+	return kernel;
+}
+
+static int exec_simple(const char *sql)
+{
+	PGresult *res = db_exec(sql, 0, NULL, NULL);
+	if (!res)
+		return KHUB_EDB;
+	PQclear(res);
+	return 0;
+}
+
+static const char insert_variants_sql[] =
+	"INSERT INTO kernel_variants (repo_id, commit_sha, variant, name_valid, name_error, framework,"
+	" framework_major, framework_minor, cxx_abi, backend, backend_tag, backend_major, backend_minor, arch, os,"
+	" file_count, total_size, metadata_status, metadata_error, kernel_id, kernel_name, kernel_version, license,"
+	" backend_type, backend_archs, python_depends, metadata, warnings)"
+	" SELECT $1, $2, x.variant, x.name_valid, x.name_error, x.framework, x.framework_major, x.framework_minor,"
+	" x.cxx_abi, x.backend, x.backend_tag, x.backend_major, x.backend_minor, x.arch, x.os, x.file_count,"
+	" x.total_size, x.metadata_status, x.metadata_error, x.kernel_id, x.kernel_name, x.kernel_version,"
+	" x.license, x.backend_type, x.backend_archs, x.python_depends, x.metadata, coalesce(x.warnings, '[]')"
+	" FROM jsonb_to_recordset($3::jsonb) AS x(variant text, name_valid boolean, name_error text,"
+	" framework text, framework_major int, framework_minor int, cxx_abi text, backend text, backend_tag text,"
+	" backend_major int, backend_minor int, arch text, os text, file_count int, total_size bigint,"
+	" metadata_status text, metadata_error text, kernel_id text, kernel_name text, kernel_version bigint,"
+	" license text, backend_type text, backend_archs jsonb, python_depends jsonb, metadata jsonb,"
+	" warnings jsonb)"
+	" ON CONFLICT (repo_id, commit_sha, variant) DO NOTHING";
+
+static int store_commit(int64_t repo_id, const char *sha, json_t *records)
+{
+	char id[24], version[16], count[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
+	snprintf(count, sizeof(count), "%zu", json_array_size(records));
+	char *doc = json_dumps(records, JSON_COMPACT);
+	const char *params[4] = { id, sha, doc, NULL };
+	int rc = exec_simple("BEGIN");
+	if (rc < 0)
+		goto cleanup;
+	PGresult *res = db_exec("DELETE FROM kernel_variants WHERE repo_id = $1 AND commit_sha = $2", 2, params,
+				NULL);
+	if (res) {
+		PQclear(res);
+		res = db_exec(insert_variants_sql, 3, params, NULL);
+	}
+	if (res) {
+		PQclear(res);
+		params[2] = version;
+		params[3] = count;
+		res = db_exec("INSERT INTO kernel_commits (repo_id, commit_sha, index_version, variant_count)"
+			      " VALUES ($1, $2, $3::int, $4::int) ON CONFLICT (repo_id, commit_sha) DO UPDATE"
+			      " SET index_version = EXCLUDED.index_version, variant_count = EXCLUDED.variant_count,"
+			      " indexed_at = now()", 4, params, NULL);
+	}
+	if (!res) {
+		exec_simple("ROLLBACK");
+		rc = KHUB_EDB;
+		goto cleanup;
+	}
+	PQclear(res);
+	rc = exec_simple("COMMIT");
+cleanup:
+	free(doc);
+	return rc;
+}
+
+static int index_commit(int64_t repo_id, git_repository *git, const char *sha)
+{
+	struct pending_variant *pv = NULL;
+	size_t n = 0;
+	int rc = collect_variants(git, sha, &pv, &n);
+	if (rc < 0) {
+		log_warn("variant index: cannot read build/ of %s: %s", sha, khub_strerror(rc));
+		return rc;
+	}
+	json_t *records = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *rec = variant_record(git, &pv[i]);
+		if (rec)
+			json_array_append_new(records, rec);
+	}
+	rc = store_commit(repo_id, sha, records);
+	if (rc == 0)
+		log_debug("variant index: repo %" PRId64 " commit %s: %zu variants", repo_id, sha,
+			  json_array_size(records));
+	json_decref(records);
+	pending_release(pv, n);
+	return rc;
+}
+
+/* The commit a sha names (tags are peeled); KHUB_ENOTFOUND otherwise. */
+static int peel_commit(git_repository *git, const char *sha, char out[41])
+{
+	git_oid oid;
+	git_object *obj = NULL, *commit = NULL;
+	int rc = KHUB_ENOTFOUND;
+	if (!is_lower_hex(sha, 40) || git_oid_fromstr(&oid, sha) < 0 ||
+	    git_object_lookup(&obj, git, &oid, GIT_OBJECT_ANY) < 0)
+		goto cleanup;
+	if (git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) < 0)
+		goto cleanup;
+	git_oid_tostr(out, 41, git_object_id(commit));
+	rc = 0;
+cleanup:
+	git_object_free(commit);
+	git_object_free(obj);
+	return rc;
+}
+
+static json_t *branch_heads(git_repository *git)
+{
+	struct ref_list refs;
+	json_t *heads = json_array();
+	if (repo_list_refs(git, &refs) < 0)
+		return heads;
+	for (size_t i = 0; i < refs.count; i++)
+		if (refs.items[i].kind == REF_BRANCH)
+			json_array_append_new(heads, json_pack("{s:s, s:s}", "ref", refs.items[i].ref, "sha",
+							       refs.items[i].sha));
+	ref_list_release(&refs);
+	return heads;
+}
+
+static int sync_heads(int64_t repo_id, json_t *heads)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	char *doc = json_dumps(heads, JSON_COMPACT);
+	const char *params[2] = { id, doc };
+	PGresult *res = db_exec("WITH x AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(ref text, sha text)),"
+				" gone AS (DELETE FROM kernel_heads h WHERE h.repo_id = $1"
+				" AND h.ref NOT IN (SELECT ref FROM x))"
+				" INSERT INTO kernel_heads (repo_id, ref, commit_sha) SELECT $1, ref, sha FROM x"
+				" ON CONFLICT (repo_id, ref) DO UPDATE SET commit_sha = EXCLUDED.commit_sha"
+				" WHERE kernel_heads.commit_sha <> EXCLUDED.commit_sha", 2, params, NULL);
+	free(doc);
+	if (!res)
+		return KHUB_EDB;
+	PQclear(res);
+	return 0;
+}
+
+int variant_index_ensure(int64_t repo_id, git_repository *git, const char *commit_sha)
+{
+	char sha[41];
+	int indexed;
+	if (peel_commit(git, commit_sha, sha) < 0)
+		return KHUB_ENOTFOUND;
+	int kernel = kernel_repo_state(repo_id, sha, &indexed);
+	if (kernel <= 0 || indexed)
+		return kernel < 0 ? kernel : 0;
+	return index_commit(repo_id, git, sha);
+}
+
+int variant_index_update(int64_t repo_id, git_repository *git, const char *commit_sha)
+{
+	int indexed, rc = 0;
+	int kernel = kernel_repo_state(repo_id, NULL, &indexed);
+	if (kernel <= 0)
+		return kernel;
+	if (commit_sha)
+		rc = variant_index_ensure(repo_id, git, commit_sha);
+	json_t *heads = branch_heads(git);
+	int hrc = sync_heads(repo_id, heads);
+	json_decref(heads);
+	return rc < 0 ? rc : hrc;
+}
+
+int variant_index_catch_up(const char *repo_root, long limit)
+{
+	char version[16], lim[24];
+	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	const char *params[2] = { version, lim };
+	PGresult *res = db_exec("SELECT r.id, r.namespace, r.name FROM repos r WHERE r.type = 'kernel' AND ("
+				" NOT EXISTS (SELECT 1 FROM kernel_heads h WHERE h.repo_id = r.id) OR"
+				" EXISTS (SELECT 1 FROM kernel_heads h LEFT JOIN kernel_commits c"
+				" ON c.repo_id = h.repo_id AND c.commit_sha = h.commit_sha AND c.index_version >= $1::int"
+				" WHERE h.repo_id = r.id AND c.repo_id IS NULL)) ORDER BY r.id LIMIT $2::bigint",
+				2, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int done = 0;
+	for (int i = 0; i < PQntuples(res); i++) {
+		int64_t repo_id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+		git_repository *git = NULL;
+		if (repo_store_open(repo_root, REPO_KERNEL, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2), &git) < 0)
+			continue;
+		json_t *heads = branch_heads(git);
+		size_t k;
+		json_t *head;
+		json_array_foreach(heads, k, head)
+			variant_index_ensure(repo_id, git, json_string_value(json_object_get(head, "sha")));
+		if (sync_heads(repo_id, heads) == 0)
+			done++;
+		json_decref(heads);
+		git_repository_free(git);
+	}
+	PQclear(res);
+	return done;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+static char *value_or_null(PGresult *res, int row, int col)
+{
+	return PQgetisnull(res, row, col) ? NULL : xstrdup(PQgetvalue(res, row, col));
+}
+
+int variant_index_load(int64_t repo_id, const char *commit_sha, struct variant_rows *out)
+{
+	char id[24], version[16];
+	out->items = NULL;
+	out->count = 0;
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
+	const char *params[3] = { id, commit_sha, version };
+	PGresult *res = db_exec("SELECT v.variant, v.name_valid, v.name_error, v.file_count, v.total_size,"
+				" v.metadata_status, v.metadata_error, v.metadata::text, v.warnings::text"
+				" FROM kernel_commits c LEFT JOIN kernel_variants v"
+				" ON v.repo_id = c.repo_id AND v.commit_sha = c.commit_sha"
+				" WHERE c.repo_id = $1 AND c.commit_sha = $2 AND c.index_version >= $3::int"
+				" ORDER BY v.variant COLLATE \"C\"", 3, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int rows = PQntuples(res);
+	if (rows == 0) {
+		PQclear(res);
+		return KHUB_ENOTFOUND;
+	}
+	out->items = xcalloc((size_t)rows, sizeof(*out->items));
+	for (int i = 0; i < rows; i++) {
+		if (PQgetisnull(res, i, 0))
+			continue;	/* the commit has no variant */
+		struct variant_row *r = &out->items[out->count++];
+		r->name = xstrdup(PQgetvalue(res, i, 0));
+		r->name_valid = PQgetvalue(res, i, 1)[0] == 't';
+		r->name_error = value_or_null(res, i, 2);
+		r->file_count = strtoll(PQgetvalue(res, i, 3), NULL, 10);
+		r->total_size = strtoll(PQgetvalue(res, i, 4), NULL, 10);
+		const char *status = PQgetvalue(res, i, 5);
+		r->metadata_status = strcmp(status, "ok") == 0 ? VARIANT_METADATA_OK
+				   : strcmp(status, "missing") == 0 ? VARIANT_METADATA_MISSING : VARIANT_METADATA_INVALID;
+		r->metadata_error = value_or_null(res, i, 6);
+		r->metadata = value_or_null(res, i, 7);
+		r->warnings = value_or_null(res, i, 8);
+	}
+	PQclear(res);
+	return 0;
+}
+
+void variant_rows_release(struct variant_rows *rows)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < rows->count; i++) {
+		struct variant_row *r = &rows->items[i];
+		free(r->name);
+		free(r->name_error);
+		free(r->metadata_error);
+		free(r->metadata);
+		free(r->warnings);
+	}
+	free(rows->items);
+	rows->items = NULL;
+	rows->count = 0;
+}
