@@ -130,6 +130,9 @@ extern const struct route commits_routes[];	/* api/commits.c: commit history */
 extern const struct route trusted_publishers_routes[];	/* api/trusted_publishers.c: admin API */
 extern const struct route benchmarks_routes[];	/* api/benchmarks.c: upload, list, aggregate */
 extern const struct route downloads_routes[];	/* api/downloads.c: per-variant statistics */
+extern const struct route kernels_routes[];	/* api/kernels.c: GET /api/kernels */
+extern const struct route kernel_variants_routes[];	/* api/kernel_variants.c: variants, metadata, compliance */
+extern const struct route openapi_routes[];	/* api/openapi.c: GET /api/openapi.json */
 
 /* ---- answering (api/respond.c) ------------------------------------------ */
 
@@ -229,5 +232,26 @@ void download_stats_note(struct request *req, const struct repo_handle *h, const
 void download_stats_start(int enabled, long flush_ms);
 /* Stop that thread after a last flush (call once no request runs). */
 void download_stats_stop(void);
+
+/* ---- kernel repos (api/kernels.c, api/kernel_variants.c) ----------------- */
+
+/* The "versions" array of a kernel's repo info: every vN branch, by N, with
+ * its sha and variant names (indexing commits not indexed yet). The caller
+ * owns the result. */
+json_t *kernel_versions_json(struct request *req, struct repo_handle *h);
+/* The vN branches of a repo, by N; release with ref_list_release. */
+int kernel_version_branches(git_repository *git, struct ref_list *out);
+/* The indexed variants of a commit (indexed now when needed); on failure
+ * 503 is queued. Release rows with variant_rows_release. */
+int kernel_variants_load(struct request *req, struct repo_handle *h, const char *sha, struct variant_rows *rows,
+			 enum MHD_Result *result);
+/* data/build-variants.json, parsed once (borrowed). */
+const json_t *kernel_required_variants(void);
+
+/* Files compiled in by api/embed_files.sh (NUL-terminated). */
+extern const char embedded_openapi_json[];
+extern const size_t embedded_openapi_json_len;
+extern const char embedded_build_variants_json[];
+extern const size_t embedded_build_variants_json_len;
 
 #endif

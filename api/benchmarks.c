@@ -193,9 +193,12 @@ static void derive_machine_keys(const char *backend, const char *pytorch, const 
 	}
 	major_minor(pytorch, version, sizeof(version));
 	snprintf(k->torch_key, sizeof(k->torch_key), "%s%s", version[0] ? "torch" : "", version);
+	static const char *const systems[] = { "linux", "darwin", "windows" };
 	first_word_lower(os, word, sizeof(word));
-	snprintf(k->os_family, sizeof(k->os_family), "%s",
-		 strcmp(word, "linux") == 0 || strcmp(word, "darwin") == 0 || strcmp(word, "windows") == 0 ? word : "");
+	k->os_family[0] = '\0';
+	for (size_t i = 0; i < sizeof(systems) / sizeof(systems[0]); i++)
+		if (strcmp(word, systems[i]) == 0)
+			snprintf(k->os_family, sizeof(k->os_family), "%s", systems[i]);
 }
 
 static int is_hex_string(const char *s, size_t min, size_t max)

@@ -656,6 +656,10 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	snprintf(target, sizeof(target), "%s/%s", cs->repo.record.ns, cs->repo.record.name);
 	api_audit(req, cs->create_pr ? "commit.pull_request" : "commit", target, details);
 	free(details);
+	/* Kernel repos: index build/<variant>/ of the new commit (a failure is
+	 * logged and repaired lazily by the read endpoints, never answered). */
+	if (variant_index_update(cs->repo.record.id, cs->repo.git, sha) < 0)
+		log_warn("variant index: commit %s not indexed", sha);
 
 	const char *base_url = request_base_url(req);
 	const char *prefix = repo_type_url_prefix(cs->repo.record.type);

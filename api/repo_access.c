@@ -14,6 +14,7 @@ struct cached_record {
 	struct repo_record record;
 	int found;
 	uint64_t fetched_usec;
+	int refreshing;		/* one thread refreshes; the others use this copy */
 };
 
 static struct hashmap record_cache;
@@ -59,19 +60,29 @@ static int lookup_record(enum repo_type type, const char *ns, const char *name, 
 	if (!record_cache.buckets)
 		hashmap_init(&record_cache);
 	struct cached_record *c = hashmap_get(&record_cache, key);
-	if (c && now - c->fetched_usec < ttl) {
+	/* Fresh, or stale while another thread refreshes it: no worker waits
+	 * on the database because a TTL ran out for everyone at once. */
+	if (c && (now - c->fetched_usec < ttl || (c->refreshing && now - c->fetched_usec < 10 * ttl + 5000000))) {
 		int found = c->found;
 		if (found)
 			*out = c->record;
 		pthread_mutex_unlock(&record_lock);
 		return found ? 0 : KHUB_ENOTFOUND;
 	}
+	if (c)
+		c->refreshing = 1;
 	pthread_mutex_unlock(&record_lock);
 
 	struct repo_record rec;
 	int rc = db_repo_get(type, ns, name, &rec);
-	if (rc == KHUB_EDB)
+	if (rc == KHUB_EDB) {
+		pthread_mutex_lock(&record_lock);
+		struct cached_record *old = hashmap_get(&record_cache, key);
+		if (old)
+			old->refreshing = 0;
+		pthread_mutex_unlock(&record_lock);
 		return rc;
+	}
 	c = xcalloc(1, sizeof(*c));
 	c->found = rc == 0;
 	c->record = rec;

@@ -12,13 +12,14 @@
 #   BENCH_DURATION          wrk duration per run            (default 8s)
 #   BENCH_WARMUP            wrk warm-up per run, discarded  (default 1s; 0 = none)
 #   BENCH_WRK_THREADS       wrk -t                          (default 4)
+#   BENCH_TIMEOUT           wrk --timeout                   (default 10s)
 #   BENCH_CONNECTIONS       wrk -c for metadata/HEAD runs   (default 64)
 #   BENCH_FILE_CONNECTIONS  wrk -c for the 100 MiB GET      (default 8)
 #   BENCH_FILE_MB           size of the LFS file in MiB     (default 100)
 #   BENCH_RESULTS           where raw outputs go  (default bench/results/DATE)
 #   BENCH_PERF=1            perf record -g khub during one extra, unmeasured run
 #                           of revision, tree and HEAD; reports in BENCH_RESULTS
-#   BENCH_RELEASE_BUILD     auto (default): when KHUB_BIN is a sanitizer build
+#   BENCH_RELEASE_BUILD     auto (default): when KHUB_BIN is missing or a sanitizer build
 #                           (./configure --enable-debug: ASan+UBSan, -O1), build
 #                           a release copy of the tree (plain ./configure, -O2)
 #                           in the temp dir and measure that; 1: always; 0: never
@@ -32,6 +33,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DURATION=${BENCH_DURATION:-8s}
 WARMUP=${BENCH_WARMUP:-1s}
 WRK_THREADS=${BENCH_WRK_THREADS:-4}
+WRK_TIMEOUT=${BENCH_TIMEOUT:-10s}
 CONNS=${BENCH_CONNECTIONS:-64}
 FILE_CONNS=${BENCH_FILE_CONNECTIONS:-8}
 FILE_MB=${BENCH_FILE_MB:-100}
@@ -45,14 +47,17 @@ NGINX=$(command -v nginx)
 
 # shellcheck source=../tests/lib/khub-test.sh
 . "$ROOT/tests/lib/khub-test.sh"
-[ -x "$KHUB_BIN" ] || { echo "read_path.sh: $KHUB_BIN not built (run make)" >&2; exit 1; }
 
 mkdir -p "$RESULTS"
 khub_setup
 
 is_sanitized() { ldd "$1" 2>/dev/null | grep -Eq 'lib(asan|ubsan|tsan)'; }
 want_release=${BENCH_RELEASE_BUILD:-auto}
-if [ "$want_release" = 1 ] || { [ "$want_release" = auto ] && is_sanitized "$KHUB_BIN"; }; then
+if [ "$want_release" = 0 ] && [ ! -x "$KHUB_BIN" ]; then
+	echo "read_path.sh: $KHUB_BIN not built (run make)" >&2
+	exit 1
+fi
+if [ "$want_release" = 1 ] || { [ "$want_release" = auto ] && { [ ! -x "$KHUB_BIN" ] || is_sanitized "$KHUB_BIN"; }; }; then
 	echo "# building a release khub (plain ./configure, no sanitizers) in $TEST_DIR/build ..." >&2
 	mkdir -p "$TEST_DIR/build"
 	tar -C "$KHUB_SRC" -cf - --exclude=.git --exclude='*.o' --exclude='*.a' --exclude=./khub \
@@ -65,6 +70,7 @@ if [ "$want_release" = 1 ] || { [ "$want_release" = auto ] && is_sanitized "$KHU
 		KHUB_BUILD="release (-O2, built from a copy of $KHUB_SRC)"
 	else
 		echo "# release build failed (see $RESULTS/release-build.log); measuring $KHUB_BIN as is" >&2
+		[ -x "$KHUB_BIN" ] || exit 1
 	fi
 fi
 if is_sanitized "$KHUB_BIN"; then
@@ -113,7 +119,7 @@ echo "# machine: $(nproc) CPU cores (nproc), $(awk -F': ' '/model name/{print $2
 echo "# khub: $("$KHUB_BIN" version 2>/dev/null | head -1), $KHUB_BUILD"
 echo "# khub config: threads=${KHUB_THREADS:-0} (0 = 4 per CPU), log_level=$KHUB_LOG_LEVEL"
 echo "# nginx: $("$NGINX" -v 2>&1 | sed 's/.*: //'), worker_processes auto, sendfile on"
-echo "# wrk: -t$WRK_THREADS -c$CONNS (file GET: -c$FILE_CONNS) -d$DURATION --latency, warm-up $WARMUP"
+echo "# wrk: -t$WRK_THREADS -c$CONNS (file GET: -c$FILE_CONNS) -d$DURATION --timeout $WRK_TIMEOUT --latency, warm-up $WARMUP"
 echo "# raw outputs: $RESULTS"
 echo "# load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (anything else busy on this machine skews both columns)"
 
@@ -244,7 +250,7 @@ static int dial(struct worker *w)
 		return -1;
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	struct timeval tv = { 2, 0 };
+	struct timeval tv = { 10, 0 };	/* like wrk --timeout 10s */
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		w->econnect++;
@@ -433,7 +439,7 @@ run_wrk() {
 		local port=${rest%%/*} path=/${rest#*/}
 		load() { "$HEADBENCH" "$host" "$port" "$path" "$conns" "$(seconds "$1")"; }
 	else
-		load() { wrk -t"$WRK_THREADS" -c"$conns" -d"$1" --latency "${script[@]}" "$url"; }
+		load() { wrk -t"$WRK_THREADS" -c"$conns" -d"$1" --timeout "$WRK_TIMEOUT" --latency "${script[@]}" "$url"; }
 	fi
 	case $server in khub*) pids=$KHUB_PID ;; *) pids=$(nginx_pids) ;; esac
 	if [ "$WARMUP" != 0 ]; then
@@ -445,10 +451,6 @@ run_wrk() {
 	load "$DURATION" >"$out" 2>&1
 	# shellcheck disable=SC2086
 	t1=$(cpu_ticks $pids)
-	if [ "$server" = khub ] && ! kill -0 "$KHUB_PID" 2>/dev/null; then
-		echo "# khub (pid $KHUB_PID) is gone after the $name run; see $TEST_DIR/server.log" >&2
-		echo "khub exited during this run" >>"$out"
-	fi
 	awk -v ticks=$((t1 - t0)) -v hz="$CLK_TCK" '
 	function ms(v) {
 		if (v ~ /us$/) return v / 1000
@@ -482,6 +484,14 @@ measure() {	# measure NAME CONNS KHUB_PATH NGINX_PATH [LUA]
 	echo "# running $name (khub, then nginx) ..." >&2
 	local k n
 	k=$(run_wrk "$name" khub "$conns" "$KHUB_URL$kpath" "$lua")
+	if ! kill -0 "$KHUB_PID" 2>/dev/null; then
+		local rc=0
+		wait "$KHUB_PID" 2>/dev/null || rc=$?
+		echo "khub exited during this run (status $rc)" >>"$RESULTS/$name-khub.txt"
+		tail -20 "$TEST_DIR/server.log" | sed 's/^/# /' >&2
+		KHUB_PID=
+		bail "khub (status $rc$( [ "$rc" -gt 128 ] && echo ", signal $((rc - 128))")) exited during the $name run"
+	fi
 	n=$(run_wrk "$name" nginx "$conns" "$NGINX_URL$npath" "$lua")
 	ROWS+=("$name $conns $k $n")
 	[ "${BENCH_PERF:-0}" = 1 ] && [ "$name" != file-get ] && perf_khub "$name" "$conns" "$KHUB_URL$kpath" "$lua"

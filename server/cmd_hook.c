@@ -185,11 +185,18 @@ static int post_receive(void)
 	if (!conninfo || !repo || !repo_id)
 		return 0;
 	db_configure(conninfo);
+	/* For the variant index of kernel repos (GIT_DIR is set by git). */
+	git_repository *git = NULL;
+	if (git_repository_open_ext(&git, NULL, GIT_REPOSITORY_OPEN_FROM_ENV, NULL) < 0)
+		git = NULL;
 	char line[1024];
 	while (fgets(line, sizeof(line), stdin)) {
 		char old_sha[64], new_sha[64], ref[900];
 		if (sscanf(line, "%63s %63s %899s", old_sha, new_sha, ref) != 3)
 			continue;
+		if (git && variant_index_update(strtoll(repo_id, NULL, 10), git,
+						strcmp(new_sha, zero_sha) == 0 ? NULL : new_sha) < 0)
+			fprintf(stderr, "khub: %s: the variant index was not updated\n", ref);
 		json_t *details = json_pack("{s:s, s:s, s:s, s:s}", "ref", ref, "old", old_sha, "new", new_sha,
 					    "request", getenv("KHUB_HOOK_REQUEST_ID") ? getenv("KHUB_HOOK_REQUEST_ID") : "");
 		char *text = json_dumps(details, JSON_COMPACT);
@@ -199,6 +206,7 @@ static int post_receive(void)
 		json_decref(details);
 	}
 	db_repo_touch(strtoll(repo_id, NULL, 10));
+	git_repository_free(git);
 	db_thread_done();
 	return 0;
 }

@@ -222,6 +222,8 @@ int cmd_import(int argc, char **argv)
 		goto done;
 	}
 	db_repo_touch(rec.id);
+	if (variant_index_update(rec.id, st.git, sha) < 0)
+		fprintf(stderr, "khub import: warning: the variant index was not updated (it is rebuilt on read)\n");
 	char *details = xasprintf("{\"branch\":\"%s\",\"commit\":\"%s\",\"files\":%zu}", branch, sha, st.files);
 	db_audit(0, "cli", "repo.import", repo_id, details, "local");
 	free(details);

@@ -222,7 +222,7 @@ int http_serve(void)
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.connection_timeout,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)128 * 1024,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
 		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,

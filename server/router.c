@@ -6,7 +6,8 @@
 #include <string.h>
 
 static const struct route *const route_tables[] = {
-	orgs_routes, trusted_publishers_routes, benchmarks_routes, downloads_routes,
+	orgs_routes, openapi_routes, kernels_routes, kernel_variants_routes,
+	trusted_publishers_routes, benchmarks_routes, downloads_routes,
 	refs_routes, tree_routes, resolve_routes, commit_routes, preupload_routes, lfs_routes,
 	git_routes, mirror_admin_routes,
 	repos_routes, branches_routes, commits_routes,
