@@ -114,7 +114,7 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 		if (cl && !request_header(req, "Content-Encoding"))
 			set_env("CONTENT_LENGTH", cl);
 		/* hooks: khub's own, with what they need to check a push */
-		set_env("GIT_CONFIG_COUNT", "4");
+		set_env("GIT_CONFIG_COUNT", "8");
 		/* a mirror's staging refs are nobody's business */
 		set_env("GIT_CONFIG_KEY_3", "uploadpack.hideRefs");
 		set_env("GIT_CONFIG_VALUE_3", "refs/khub-upstream");
@@ -124,6 +124,17 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 		set_env("GIT_CONFIG_VALUE_1", "true");
 		set_env("GIT_CONFIG_KEY_2", "uploadpack.allowFilter");
 		set_env("GIT_CONFIG_VALUE_2", "true");
+		/* git's own tree checks, as errors: '.git' in any spelling a
+		 * checkout would honour (NTFS 'git~1', '.git.', HFS ignorables),
+		 * '.' and '..', also as directory names the hook's diff never shows */
+		set_env("GIT_CONFIG_KEY_4", "receive.fsckObjects");
+		set_env("GIT_CONFIG_VALUE_4", "true");
+		set_env("GIT_CONFIG_KEY_5", "receive.fsck.hasDotgit");
+		set_env("GIT_CONFIG_VALUE_5", "error");
+		set_env("GIT_CONFIG_KEY_6", "receive.fsck.hasDot");
+		set_env("GIT_CONFIG_VALUE_6", "error");
+		set_env("GIT_CONFIG_KEY_7", "receive.fsck.hasDotdot");
+		set_env("GIT_CONFIG_VALUE_7", "error");
 		set_env("KHUB_HOOK_DATABASE", api_ctx.conninfo);
 		set_env("KHUB_HOOK_LFS_ROOT", api_ctx.lfs_root);
 		set_env("KHUB_HOOK_REPO", cgi->repo_id);

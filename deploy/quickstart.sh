@@ -42,6 +42,10 @@ while len(out) < 2 * 1024 * 1024:
     out += block
 open(sys.argv[1], "wb").write(bytes(out))
 PY
+# The same pure-Python code as torch-cuda, so a machine with a CUDA build of
+# torch loads it without backend="cpu".
+cp -r "$DEMO/build/torch-cpu" "$DEMO/build/torch-cuda"
+sed -i 's/"type": "cpu"/"type": "cuda"/' "$DEMO/build/torch-cuda/metadata.json"
 ./khub import "$DEMO" --repo khub-demo/relu --branch main --message "khub demo kernel" >/dev/null
 ./khub import "$DEMO" --repo khub-demo/relu --branch v1 --message "khub demo kernel v1" >/dev/null
 ./khub admin trust set khub-demo >/dev/null

@@ -59,13 +59,33 @@ static int check_delta(const git_diff_delta *delta, float progress, void *payloa
 		complain(pc, "%s: symbolic links are not supported", path);
 		return 0;
 	}
-	if (delta->new_file.size >= LFS_POINTER_MAX)
+	/* Only small blobs can be pointers: read the size from the object
+	 * header before loading anything. */
+	git_odb *odb = NULL;
+	size_t blob_size = 0;
+	git_object_t blob_type;
+	int sized = git_repository_odb(&odb, pc->git) == 0 &&
+		    git_odb_read_header(&blob_size, &blob_type, odb, &delta->new_file.id) == 0;
+	git_odb_free(odb);
+	if (sized && blob_size >= 1024)
 		return 0;
 	git_blob *blob = NULL;
 	if (git_blob_lookup(&blob, pc->git, &delta->new_file.id) < 0)
 		return 0;
 	struct lfs_pointer ptr;
-	if (lfs_pointer_parse(git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), &ptr) == 0) {
+	const char *raw = git_blob_rawcontent(blob);
+	size_t raw_len = (size_t)git_blob_rawsize(blob);
+	if (lfs_pointer_parse(raw, raw_len, &ptr) < 0) {
+		/* git-lfs takes any blob under 1024 bytes that starts with a
+		 * version line naming git-lfs/hawser/git-media for a pointer
+		 * (CRLF, no final newline, extensions): refuse those khub would
+		 * serve as plain text while git clients chase a missing object */
+		if (raw_len < 1024 && raw_len > 8 && memcmp(raw, "version ", 8) == 0 &&
+		    (memmem(raw, raw_len, "git-lfs", 7) || memmem(raw, raw_len, "hawser", 6) ||
+		     memmem(raw, raw_len, "git-media", 9)))
+			complain(pc, "%s looks like an LFS pointer but is not in the canonical form (version, "
+				 "oid sha256:, size, each line ending in a newline)", path);
+	} else {
 		uint64_t size;
 		if (lfs_store_stat(pc->lfs, ptr.oid, &size) < 0)
 			complain(pc, "%s is an LFS pointer to %s, which this server does not have: push the LFS "
@@ -201,7 +221,8 @@ static int post_receive(void)
 					    "request", getenv("KHUB_HOOK_REQUEST_ID") ? getenv("KHUB_HOOK_REQUEST_ID") : "");
 		char *text = json_dumps(details, JSON_COMPACT);
 		db_audit(user_id ? strtoll(user_id, NULL, 10) : 0, user ? user : "anonymous",
-			 strcmp(new_sha, zero_sha) == 0 ? "git.push.delete" : "git.push", repo, text, "git");
+			 strcmp(new_sha, zero_sha) == 0 ? "git.push.delete" : "git.push", repo, text,
+			 getenv("REMOTE_ADDR") ? getenv("REMOTE_ADDR") : "git");
 		free(text);
 		json_decref(details);
 	}

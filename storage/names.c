@@ -88,6 +88,8 @@ int repo_path_validate(const char *path, const char **why)
 			return fail(why, "path must not contain '.' or '..' components");
 		if (n == 4 && strncasecmp(seg, ".git", 4) == 0)
 			return fail(why, "path must not contain a '.git' component");
+		if (n == 6 && strncasecmp(seg, ".cache", 6) == 0)
+			return fail(why, "path must not contain a '.cache' component");
 		if (n > 255)
 			return fail(why, "path component is longer than 255 bytes");
 		if (!slash)

@@ -150,6 +150,24 @@ is "$NOT_LFS" 0 ".gitattributes on v1 puts every LFS path under filter=lfs (git 
 FSCK=$(git --git-dir="$GITDIR" fsck --strict --no-dangling 2>&1)
 is "$?/$FSCK" "0/" "git fsck --strict of the repo is clean"
 
+# A second preupload of the same files now reports what is stored, so that
+# clients can drop unchanged files: sha256 for LFS, git blob sha1 otherwise.
+api POST "$API/preupload/v1" "${AUTH[@]}" -H 'Content-Type: application/json' --data-binary @"$TEST_DIR/preupload.json"
+OIDS=$(python3 - "$B" "$TEST_DIR/manifest.tsv" <<'PY'
+import json, sys
+files = {f["path"]: f for f in json.load(open(sys.argv[1]))["files"]}
+bad = 0
+for line in open(sys.argv[2]):
+    path, size, s256, s1 = line.rstrip("\n").split("\t")
+    f = files[path]
+    want = s256 if f["uploadMode"] == "lfs" else s1
+    bad += f.get("oid") != want
+print(bad)
+PY
+)
+is "$OIDS" 0 "preupload after the commit: every file's oid is its stored sha256 (lfs) / blob sha1 (regular)"
+is "$(json 'd["commitOid"]')" "$C1" "and commitOid is the new head"
+
 # ---- create_pr=1, then commits to refs/pr/1 ------------------------------------------------
 printf '# PR notes\n' >"$TEST_DIR/notes.md"
 printf 'second = 2\n' >"$TEST_DIR/second.py"
@@ -251,4 +269,18 @@ is "$(put "$TEST_DIR/x.bin" "$XHREF")" 200 "the right bytes to the real href: 20
 
 FSCK=$(git --git-dir="$GITDIR" fsck --strict --no-dangling 2>&1)
 is "$?/$FSCK" "0/" "git fsck --strict still clean"
+
+# TODO (QA report): a .gitattributes committed together with a file it marks
+# as LFS does not make that file LFS; git then warns "should have been a
+# pointer, but wasn't".
+api GET "$KHUB_URL/kernels/acme/relu/resolve/v1/.gitattributes"
+{ cat "$B"; printf '*.dat2 filter=lfs diff=lfs merge=lfs -text\n'; } >"$TEST_DIR/ga"
+printf 'small text\n' >"$TEST_DIR/t.dat2"
+python3 "$HELPER" ndjson --summary "attrs + file" --file .gitattributes="$TEST_DIR/ga" --file data/t.dat2="$TEST_DIR/t.dat2" \
+	>"$TEST_DIR/ga.ndjson"
+api POST "$API/commit/v1" "${AUTH[@]}" -H 'Content-Type: application/x-ndjson' --data-binary @"$TEST_DIR/ga.ndjson"
+is "$STATUS" 200 "commit of a .gitattributes adding *.dat2 plus a .dat2 file"
+api POST "$API/paths-info/v1" -H 'Content-Type: application/json' -d '{"paths":["data/t.dat2"]}'
+is "$(json '"lfs" in d[0]')" True "the .dat2 file is stored as LFS, as its own commit's .gitattributes says # TODO stored regular"
+is "$(grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:' "$TEST_DIR/server.log")" 0 "no sanitizer report in the server log"
 done_testing

@@ -214,6 +214,17 @@ for delay in $DELAYS; do
 		is "$got" "$(sha256sum <"$TEST_DIR/many/blob.so" | cut -d' ' -f1)" "the LFS content of the surviving commit is served"
 	fi
 done
+# A crash inside the ref update itself (libgit2 writes refs/heads/v1.lock,
+# then renames it) leaves the lock file behind; simulate that state.
+kill -9 "$KHUB_PID"
+wait "$KHUB_PID" 2>/dev/null
+KHUB_PID=
+head_of >"$GITDIR/refs/heads/v1.lock"
+khub_start
+python3 "$LIB/commit_body.py" ndjson --summary "stale lock" --file stale-lock.txt="$TEST_DIR/x.txt" >"$TEST_DIR/lock.ndjson"
+commit_to v1 "$TEST_DIR/lock.ndjson" "$TEST_DIR/st"
+ok $([ "$(cat "$TEST_DIR/st")" = 200 ]; echo $?) "a commit after a crash that left refs/heads/v1.lock (got $(cat "$TEST_DIR/st"): $(head -c 120 "$TEST_DIR/st.body")) # TODO stale ref locks are never cleared and read as 412"
+rm -f "$GITDIR/refs/heads/v1.lock"
 # The restarted server must still take commits on top of whatever is there.
 OLD=$(head_of)
 python3 "$LIB/commit_body.py" ndjson --summary "after crash 2" --parent "$OLD" --file after2.txt="$TEST_DIR/x.txt" >"$TEST_DIR/after2.ndjson"
@@ -221,4 +232,5 @@ commit_to v1 "$TEST_DIR/after2.ndjson" "$TEST_DIR/st"
 is "$(cat "$TEST_DIR/st")" 200 "a new commit (with parentCommit = head) works after the crashes"
 is "$(git --git-dir="$GITDIR" rev-parse "$(head_of)^")" "$OLD" "on top of the head"
 ok $(fsck_clean; echo $?) "git fsck --strict clean at the end"
+is "$(grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:' "$TEST_DIR/server.log")" 0 "no sanitizer report in the server log"
 done_testing

@@ -302,4 +302,5 @@ is "$STATUS" 200 "she preuploads batch 2 to refs/pr/$PR # TODO needs write acces
 body "$HDR" "$(file_line rita-2.txt)"
 REV="refs%2Fpr%2F$PR" TOK=$RITA post
 is "$STATUS" 200 "she commits batch 2 to refs/pr/$PR # TODO needs write access"
+is "$(grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:' "$TEST_DIR/server.log")" 0 "no sanitizer report in the server log"
 done_testing

@@ -115,7 +115,7 @@ indexed() {	# indexed SHA -> variant count recorded for that commit, or "none"
 
 # ---- the index, written by import before any read ---------------------------------
 if [ -n "$PSQL" ]; then
-	is "$(indexed "$RELU_V1")" 22 "khub import indexed v1's 22 build/ directories"
+	is "$(indexed "$RELU_V1")" 19 "khub import indexed v1's 19 build/ directories"
 	is "$(sql "SELECT file_count || '/' || total_size FROM kernel_variants WHERE commit_sha = '$RELU_V1' AND variant = 'torch-cpu'")" \
 		"$(find "$R/build/torch-cpu" -type f | wc -l)/$(find "$R/build/torch-cpu" -type f -printf '%s\n' | awk '{s+=$1} END {print s}')" \
 		"file count and size of torch-cpu (nested files included)"
@@ -217,7 +217,7 @@ is "$(json '"versions" in d')" False "revision info (every load calls it) has no
 # ---- variants listing --------------------------------------------------------------------
 api GET "$KHUB_URL/api/kernels/acme/relu/variants?revision=v1"
 is "$STATUS" 200 "variants of v1"
-is "$(json 'len(d["variants"])')" 22 "all 22 build/ directories"
+is "$(json 'len(d["variants"])')" 19 "all 19 build/ directories"
 is "$(json '[v for v in d["variants"] if v["name"]=="torch211-cxx11-cu128-x86_64-linux"][0]["framework"]')" \
 	"{'name': 'torch', 'version': '2.11', 'cxxAbi': 'cxx11'}" "framework parts"
 is "$(json '[v for v in d["variants"] if v["name"]=="torch211-cxx11-cu128-x86_64-linux"][0]["backend"]')" \
@@ -236,9 +236,14 @@ is "$STATUS/$(json 'len(d["variants"])')" "200/1" "… and shown to a member"
 # ---- compatibility table (kernels/src/kernels/variants.py rules) -------------------------
 # compat QUERY EXPECTED-SELECTED DESCRIPTION: GET variants?revision=v1&compatible=true&QUERY on REPO
 REPO=acme/relu
+CASES=$TEST_DIR/cases
+mkdir -p "$CASES"
 compat() {
 	api GET "$KHUB_URL/api/kernels/$REPO/variants?revision=v1&compatible=true&$1"
 	is "$STATUS/$(json 'd["selected"]')" "200/$2" "$3"
+	# kept for the comparison with the loader's own code below
+	cp "$B" "$CASES/$(printf '%03d' "$TAP_COUNT").json"
+	printf '%s\n' "$REPO?$1" >"$CASES/$(printf '%03d' "$TAP_COUNT").query"
 }
 reason() {	# reason VARIANT -> the rejection reason in the last answer
 	json "[r['reason'] for r in d['rejected'] if r['name']=='$1'][0]"
@@ -261,7 +266,7 @@ is "$(reason torch211-cxx11-rocm71-x86_64-linux)" "backend (rocm71) does not mat
 is "$(reason torch-cpu)" "backend (cpu) does not match system backend (cuda) and is not universal" "… torch-cpu rejected: noarch backend"
 is "$(reason tvm-ffi01-cu128-x86_64-linux)" "tvm-ffi version (0.1) does not match environment tvm-ffi version (None)" "… tvm-ffi rejected"
 like "$(reason not-a-variant)" "^invalid build variant name .*: the loader skips it$" "… an unparseable name is skipped"
-is "$(json 'len(d["variants"]) + len(d["rejected"])')" 22 "… every variant decided once"
+is "$(json 'len(d["variants"]) + len(d["rejected"])')" 19 "… every variant decided once"
 is "$(json 'd["environment"]')" \
 	"{'torch': '2.11', 'backend': 'cuda', 'backendVersion': '12.8', 'backendVariant': 'cu128', 'arch': 'x86_64', 'os': 'linux', 'cxx11Abi': True, 'macos': None, 'tvmFfi': None, 'freeThreaded': False}" \
 	"… environment echoed"
@@ -314,6 +319,71 @@ api GET "$KHUB_URL/api/kernels/acme/relu/variants?revision=v1&compatible=true&cu
 is "$STATUS" 400 "backend= other than the system's or cpu: 400 (the loader's ValueError)"
 api GET "$KHUB_URL/api/kernels/acme/relu/variants?revision=v1&compatible=true&torch=latest"
 is "$STATUS" 400 "bad torch version: 400"
+
+# ---- the same table through the kernels loader's own code -----------------------------
+# tests/integration/lib/loader_oracle.py runs kernels' _resolve_variant_for_system
+# (read from a huggingface/kernels checkout) on every variant of the repo and
+# the environment khub understood; accepted order and every rejection reason
+# must be identical. Skipped without the checkout or Python's packaging.
+KERNELS_GIT_DIR=${KERNELS_GIT_DIR:-/work/.mirror/huggingface+kernels/repo}
+ORACLE_PY=
+for py in python3 /usr/bin/python3; do
+	if "$py" -c 'import packaging.version' >/dev/null 2>&1; then ORACLE_PY=$py; break; fi
+done
+if [ -n "$ORACLE_PY" ] && git --git-dir="$KERNELS_GIT_DIR" rev-parse -q --verify HEAD >/dev/null 2>&1; then
+	diag "loader: huggingface/kernels $(git --git-dir="$KERNELS_GIT_DIR" log -1 --format='%h %cs')"
+	for f in "$CASES"/*.json; do
+		repo=$(cut -d'?' -f1 "${f%.json}.query")
+		curl -s "$KHUB_URL/api/kernels/$repo/variants?revision=v1" >"${f%.json}.all"
+	done
+	python3 - "$CASES" >"$TEST_DIR/oracle-cases.json" <<'PY'
+import glob, json, sys
+cases = []
+for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    d = json.load(open(f))
+    e = d["environment"]
+    if e["freeThreaded"]:
+        continue  # the loader reads that from its own interpreter
+    names = [v["name"] for v in json.load(open(f[:-5] + ".all"))["variants"]]
+    cases.append({"file": f, "variants": names,
+                  "env": {"backend": e["backend"], "version": e["backendVersion"], "cpu": e["arch"], "os": e["os"],
+                          "torch": e["torch"], "cxx11": e["cxx11Abi"], "tvm_ffi": e["tvmFfi"], "macos": e["macos"]}})
+json.dump(cases, sys.stdout)
+PY
+	if "$ORACLE_PY" "$KHUB_SRC/tests/integration/lib/loader_oracle.py" "$KERNELS_GIT_DIR" \
+		<"$TEST_DIR/oracle-cases.json" >"$TEST_DIR/oracle-answers.json" 2>"$TEST_DIR/oracle.err"; then
+		python3 - "$TEST_DIR/oracle-cases.json" "$TEST_DIR/oracle-answers.json" >"$TEST_DIR/oracle.tap" <<'PY'
+import json, sys
+cases, answers = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for case, want in zip(cases, answers):
+    got = json.load(open(case["file"]))
+    query = open(case["file"][:-5] + ".query").read().strip()
+    accepted = [v["name"] for v in got["variants"]]
+    rejected = {r["name"]: r["reason"] for r in got["rejected"] if r["name"] in case["variants"]}
+    rejected = {k: v for k, v in rejected.items() if not v.startswith("invalid build variant name")}
+    same = accepted == want["accepted"] and rejected == want["rejected"]
+    print(("ok" if same else "not ok") + " " + query)
+    if not same:
+        print("#   khub:   %s" % accepted)
+        print("#   loader: %s" % want["accepted"])
+        for k in sorted(set(rejected) | set(want["rejected"])):
+            if rejected.get(k) != want["rejected"].get(k):
+                print("#   %s: khub %r, loader %r" % (k, rejected.get(k), want["rejected"].get(k)))
+PY
+		while IFS= read -r line; do
+			case $line in
+			"ok "*) ok 0 "the loader agrees: ${line#ok }" ;;
+			"not ok "*) ok 1 "the loader agrees: ${line#not ok }" ;;
+			*) echo "$line" ;;
+			esac
+		done <"$TEST_DIR/oracle.tap"
+	else
+		sed 's/^/#   /' "$TEST_DIR/oracle.err" | tail -5
+		ok 1 "run the kernels loader's resolution"
+	fi
+else
+	skip "no huggingface/kernels checkout ($KERNELS_GIT_DIR) or no Python packaging: loader comparison"
+fi
 
 # ---- metadata ---------------------------------------------------------------------------
 api GET "$KHUB_URL/api/kernels/acme/relu/metadata/torch211-cxx11-cu128-x86_64-linux?revision=v1"

@@ -14,7 +14,8 @@ ok() {	# ok CONDITION_EXIT_STATUS DESCRIPTION
 	if [ "$status" -eq 0 ]; then
 		echo "ok $TAP_COUNT - $*"
 	else
-		TAP_FAILED=$((TAP_FAILED + 1))
+		# a "# TODO" test is an expected failure (TAP): it does not fail the script
+		[[ "$*" == *"# TODO"* ]] || TAP_FAILED=$((TAP_FAILED + 1))
 		echo "not ok $TAP_COUNT - $*"
 	fi
 }

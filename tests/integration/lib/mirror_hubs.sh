@@ -1,0 +1,146 @@
+# mirror_hubs.sh -- sourced after tests/lib/khub-test.sh by the mirror tests
+# and bench/mirror.sh: several khub servers on loopback, each with its own
+# data dir and embedded database (khub_setup/khub_start manage only one),
+# and the fault-injecting proxy (tests/integration/lib/fault_proxy.py).
+#
+#   hub_init NAME          data dir $TEST_DIR/NAME/data, a free port
+#   hub NAME ARGS...       run khub with NAME's KHUB_DATA_DIR/KHUB_LISTEN
+#   hub_start NAME [ARGS]  khub serve in the background, wait for /api/health
+#   hub_stop NAME [SIG]    SIGTERM (default) and wait, or SIGKILL
+#   hub_url NAME / hub_data NAME / hub_log NAME
+#   proxy_start UPSTREAM_URL   -> PROXY_URL PROXY_LOG PROXY_CTL PROXY_PID
+#   proxy_rules JSON           replace the proxy's fault rules
+#   proxy_stop
+#   hubs_teardown          (the EXIT trap) stops everything started here
+
+declare -A HUB_PORT HUB_PID
+HUB_NAMES=()
+MIRROR_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+hub_init() {
+	local name=$1
+	mkdir -p "$TEST_DIR/$name"
+	chmod 755 "$TEST_DIR/$name"
+	HUB_PORT[$name]=$(free_port)
+	HUB_NAMES+=("$name")
+}
+hub_data() { echo "$TEST_DIR/$1/data"; }
+hub_url() { echo "http://127.0.0.1:${HUB_PORT[$1]}"; }
+hub_log() { echo "$TEST_DIR/$1/server.log"; }
+hub() {
+	local name=$1; shift
+	KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" "$KHUB_BIN" "$@"
+}
+
+hub_start() {
+	local name=$1; shift
+	KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" \
+		"$KHUB_BIN" serve "$@" >>"$TEST_DIR/$name/server.log" 2>&1 &
+	HUB_PID[$name]=$!
+	local url
+	url=$(hub_url "$name")
+	for _ in $(seq 1 600); do
+		curl -sf "$url/api/health" >/dev/null 2>&1 && return 0
+		if ! kill -0 "${HUB_PID[$name]}" 2>/dev/null; then
+			tail -20 "$TEST_DIR/$name/server.log" | sed 's/^/# /'
+			bail "khub serve ($name) exited"
+		fi
+		sleep 0.1
+	done
+	tail -20 "$TEST_DIR/$name/server.log" | sed 's/^/# /'
+	bail "khub serve ($name) did not answer /api/health"
+}
+
+hub_stop() {
+	local name=$1 sig=${2:-TERM} pid=${HUB_PID[$1]:-}
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill -"$sig" "$pid"
+		# a graceful stop that hangs (a stuck request) is cut after 20 s
+		for _ in $(seq 1 200); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "# $name (pid $pid) did not stop on SIG$sig within 20 s; SIGKILL"
+			kill -KILL "$pid" 2>/dev/null
+		fi
+		wait "$pid" 2>/dev/null
+	fi
+	HUB_PID[$name]=
+}
+
+# The embedded PostgreSQL of a hub that was SIGKILLed keeps running; a
+# later `khub serve` on the same data dir adopts it and stops it on SIGTERM.
+# For a hub left killed at the end, stop its cluster here.
+hub_stop_cluster() {
+	local pgdata="$TEST_DIR/$1/data/pg/data" bindir=${KHUB_PG_BINDIR:-/usr/lib/postgresql/15/bin}
+	[ -f "$pgdata/postmaster.pid" ] || return 0
+	local owner
+	owner=$(stat -c %U "$pgdata")
+	if [ "$(id -u)" = 0 ] && [ "$owner" != root ]; then
+		su -s /bin/sh "$owner" -c "'$bindir/pg_ctl' stop -m fast -D '$pgdata'" >/dev/null 2>&1
+	else
+		"$bindir/pg_ctl" stop -m fast -D "$pgdata" >/dev/null 2>&1
+	fi
+}
+
+proxy_start() {	# proxy_start UPSTREAM_URL
+	PROXY_LOG=$TEST_DIR/proxy.log
+	PROXY_CTL=$TEST_DIR/proxy-control.json
+	[ -f "$PROXY_CTL" ] || echo '{"rules":[]}' >"$PROXY_CTL"
+	rm -f "$TEST_DIR/proxy.port"
+	python3 "$MIRROR_LIB_DIR/fault_proxy.py" --upstream "$1" --listen "127.0.0.1:${PROXY_PORT:-0}" \
+		--control "$PROXY_CTL" --log "$PROXY_LOG" --port-file "$TEST_DIR/proxy.port" \
+		2>>"$TEST_DIR/proxy.err" &
+	PROXY_PID=$!
+	for _ in $(seq 1 100); do
+		[ -s "$TEST_DIR/proxy.port" ] && break
+		sleep 0.05
+	done
+	[ -s "$TEST_DIR/proxy.port" ] || bail "fault proxy did not start"
+	PROXY_PORT=$(cat "$TEST_DIR/proxy.port")
+	PROXY_URL="http://127.0.0.1:$PROXY_PORT"
+}
+
+proxy_rules() {	# proxy_rules JSON_RULES_ARRAY
+	local tmp="$PROXY_CTL.tmp"
+	printf '{"rules": %s}\n' "$1" >"$tmp"
+	mv "$tmp" "$PROXY_CTL"
+}
+
+proxy_stop() {
+	if [ -n "${PROXY_PID:-}" ] && kill -0 "$PROXY_PID" 2>/dev/null; then
+		kill "$PROXY_PID"
+		wait "$PROXY_PID" 2>/dev/null
+	fi
+	PROXY_PID=
+}
+
+# Lines appended to FILE after line N (N from `lines FILE`).
+lines() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+lines_since() { tail -n +"$(($2 + 1))" "$1"; }
+
+# The LFS store path of an oid in a hub's data dir.
+lfs_object() { echo "$(hub_data "$1")/lfs/objects/${2:0:2}/${2:2:2}/$2"; }
+
+hubs_teardown() {
+	proxy_stop
+	for name in "${HUB_NAMES[@]}"; do
+		hub_stop "$name"
+		hub_stop_cluster "$name"
+	done
+	if [ -n "${KEEP_TEST_DIR:-}" ]; then
+		echo "# kept $TEST_DIR"
+	else
+		rm -rf "$TEST_DIR"
+	fi
+}
+
+# A fresh TEST_DIR (short: the embedded database's socket path is limited).
+hubs_setup() {
+	TEST_DIR=$(mktemp -d /tmp/khm.XXXXXX)
+	chmod 755 "$TEST_DIR"
+	export KHUB_LOG_LEVEL=${KHUB_LOG_LEVEL:-info}
+	unset KHUB_DATABASE_URL KHUB_CONFIG KHUB_DATA_DIR KHUB_LISTEN
+	trap hubs_teardown EXIT
+}
