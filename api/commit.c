@@ -240,8 +240,6 @@ static int on_scalar(void *ctx, char keys[][JSON_STREAM_MAX_KEY], int depth, enu
 	}
 	if (kind == JSON_STREAM_NULL)
 		return 0;
-	if (kind != JSON_STREAM_STRING)
-		return 0;
 	static const struct { const char *name; size_t offset; } fields[] = {
 		{ "path", offsetof(struct commit_stream, path) },
 		{ "encoding", offsetof(struct commit_stream, encoding) },
@@ -251,9 +249,13 @@ static int on_scalar(void *ctx, char keys[][JSON_STREAM_MAX_KEY], int depth, enu
 		{ "description", offsetof(struct commit_stream, description) },
 		{ "parentCommit", offsetof(struct commit_stream, parent) },
 	};
-	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-		if (strcmp(field, fields[i].name) == 0)
-			keep((char **)((char *)cs + fields[i].offset), text);
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		if (strcmp(field, fields[i].name) != 0)
+			continue;
+		if (kind != JSON_STREAM_STRING)
+			return stream_fail(cs, 400, NULL, "line %zu: value.%s must be a string", cs->lines, field);
+		keep((char **)((char *)cs + fields[i].offset), text);
+	}
 	return 0;
 }
 
@@ -281,7 +283,8 @@ static int check_path(struct commit_stream *cs, const char *path)
 	if (!path)
 		return stream_fail(cs, 400, NULL, "line %zu: missing value.path", cs->lines);
 	if (repo_path_validate(path, &why) < 0)
-		return stream_fail(cs, 400, NULL, "line %zu: invalid path '%s': %s", cs->lines, path, why);
+		return stream_fail(cs, 400, NULL, "line %zu: invalid path (%s): '%.200s%s'", cs->lines, why, path,
+				   strlen(path) > 200 ? "..." : "");
 	return 0;
 }
 
@@ -461,7 +464,10 @@ static int commit_begin(struct request *req)
 	req->stream_state = cs;
 	strbuf_init(&cs->raw_text);
 	cs->create_pr = request_query_bool(req, "create_pr", 0);
-	if (repo_open_for_write(req, &cs->repo, cs->create_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
+	/* Anyone who can read a repo may open a pull request and add to it
+	 * (kernel-builder --create-pr sends its later batches to refs/pr/N). */
+	int to_pr = cs->create_pr || strncmp(req->rev, "refs/pr/", 8) == 0;
+	if (repo_open_for_write(req, &cs->repo, to_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
 		return -1;
 	if (cs->repo.record.mirrored) {
 		respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
@@ -557,6 +563,50 @@ static int cover_lfs_paths(struct commit_stream *cs, struct commit_builder *cb, 
 	return rc;
 }
 
+/* A .gitattributes in this very commit also decides which of its regular
+ * files become LFS (they were judged by the parent's rules while the body
+ * streamed in; regular files are at most 10 MiB). */
+static int relfs_by_new_attributes(struct commit_stream *cs, struct commit_builder *cb)
+{
+	char *attrs = NULL;
+	size_t len;
+	for (size_t i = 0; i < cs->nops; i++)
+		if (cs->ops[i].kind == OP_PUT && strcmp(cs->ops[i].path, ".gitattributes") == 0 && !cs->ops[i].stored_as_lfs) {
+			free(attrs);
+			attrs = NULL;
+			repo_read_blob(cs->repo.git, cs->ops[i].blob, 1 << 20, &attrs, &len);
+		}
+	if (!attrs)
+		return 0;
+	int rc = 0;
+	for (size_t i = 0; i < cs->nops && rc == 0; i++) {
+		struct commit_op *op = &cs->ops[i];
+		if (op->kind != OP_PUT || op->stored_as_lfs || strcmp(op->path, ".gitattributes") == 0 ||
+		    !gitattributes_match_lfs(attrs, op->path))
+			continue;
+		char *data = NULL;
+		size_t size;
+		if (repo_read_blob(cs->repo.git, op->blob, 16u << 20, &data, &size) < 0 || size == 0) {
+			free(data);
+			continue;
+		}
+		struct lfs_writer *w = lfs_writer_begin(api_ctx.lfs);
+		struct lfs_pointer ptr;
+		char blob[41];
+		if (!w || lfs_writer_write(w, data, size) < 0 || lfs_writer_commit(w, NULL, ptr.oid, &ptr.size) < 0 ||
+		    write_pointer(cs, &ptr, blob) < 0) {
+			rc = -1;
+		} else {
+			memcpy(op->blob, blob, sizeof(blob));
+			op->stored_as_lfs = 1;
+			rc = commit_builder_put_blob(cb, op->path, op->blob, 0100644);
+		}
+		free(data);
+	}
+	free(attrs);
+	return rc;
+}
+
 static enum MHD_Result apply_commit(struct request *req, struct commit_stream *cs)
 {
 	struct commit_builder *cb = NULL;
@@ -616,6 +666,8 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 			snprintf(msg, sizeof(msg), "cannot apply the operation on %s", op->path);
 		}
 	}
+	if (!status && relfs_by_new_attributes(cs, cb) < 0)
+		status = 500, snprintf(msg, sizeof(msg), "cannot store a file as LFS");
 	if (!status && cover_lfs_paths(cs, cb, base) < 0)
 		status = 500, snprintf(msg, sizeof(msg), "cannot update .gitattributes");
 	if (status) {

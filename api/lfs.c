@@ -111,7 +111,8 @@ static enum MHD_Result handle_batch(struct request *req)
 	}
 	/* Uploads need write access, except for a pull request (no ref):
 	 * anyone who can read the repo may open one. Downloads need read. */
-	int for_pr = upload && !json_object_get(doc, "ref");
+	const char *ref_name = json_string_value(json_object_get(json_object_get(doc, "ref"), "name"));
+	int for_pr = upload && (!json_object_get(doc, "ref") || (ref_name && strncmp(ref_name, "refs/pr/", 8) == 0));
 	if (!req->principal.user_id && (upload || req->bad_token)) {
 		json_decref(doc);
 		return lfs_error(req, 401, "Authentication required: use a token as the password");

@@ -60,7 +60,8 @@ static enum MHD_Result handle_preupload(struct request *req)
 	struct repo_handle h;
 	enum MHD_Result result;
 	int create_pr = request_query_bool(req, "create_pr", 0);
-	if (repo_open_for_write(req, &h, create_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
+	int to_pr = create_pr || strncmp(req->rev, "refs/pr/", 8) == 0;
+	if (repo_open_for_write(req, &h, to_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
 		return result;
 	if (h.record.mirrored)
 		return respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");

@@ -170,6 +170,21 @@ void strbuf_add_json_string(struct strbuf *sb, const char *s)
 	const char *run = s;
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
+		if (c >= 0x80) {
+			/* keep valid UTF-8 sequences, replace anything else with U+FFFD */
+			size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+			size_t k = 1;
+			while (len && k < len && ((unsigned char)s[k] & 0xc0) == 0x80)
+				k++;
+			if (len && k == len && !(len == 2 && c < 0xc2)) {
+				s += len - 1;
+				continue;
+			}
+			strbuf_add(sb, run, (size_t)(s - run));
+			strbuf_add(sb, "\xef\xbf\xbd", 3);
+			run = s + 1;
+			continue;
+		}
 		if (c >= 0x20 && c != '"' && c != '\\')
 			continue;
 		strbuf_add(sb, run, (size_t)(s - run));

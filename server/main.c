@@ -54,6 +54,9 @@ int cmd_serve(int argc, char **argv)
 	api_ctx.lfs = lfs_store_open(runtime_lfs_root());
 	if (!api_ctx.lfs)
 		fatal("cannot open the LFS store under %s", runtime_lfs_root());
+	int stale = lfs_store_clean_tmp(api_ctx.lfs, 0);
+	if (stale)
+		log_info("removed %d partial uploads left by an earlier crash", stale);
 	api_ctx.public_url = config.public_url;
 	api_ctx.tree_page_size = config.tree_page_size;
 	api_ctx.max_body_bytes = config.max_body_bytes;

@@ -4,6 +4,9 @@
 #include "storage.h"
 
 #include <fnmatch.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,6 +183,22 @@ cleanup:
 	return rc;
 }
 
+/* A ref's .lock file left behind by a crash blocks the ref forever; one
+ * older than a minute belongs to nobody (writers hold the repo's advisory
+ * lock and finish in milliseconds). */
+static int remove_stale_lock(git_repository *repo, const char *ref_name)
+{
+	char *lock = xasprintf("%s%s.lock", git_repository_path(repo), ref_name);
+	struct stat st;
+	int rc = -1;
+	if (stat(lock, &st) == 0 && time(NULL) - st.st_mtime > 60 && unlink(lock) == 0) {
+		log_warn("removed a stale lock file %s", lock);
+		rc = 0;
+	}
+	free(lock);
+	return rc;
+}
+
 int repo_update_ref(git_repository *repo, const char *ref_name, const char *expected_old,
 		    const char *new_sha, const char *log_message)
 {
@@ -188,15 +207,23 @@ int repo_update_ref(git_repository *repo, const char *ref_name, const char *expe
 	int rc;
 	if (git_oid_fromstr(&new_oid, new_sha) < 0)
 		return KHUB_EINVAL;
-	if (expected_old && expected_old[0]) {
-		if (git_oid_fromstr(&old_oid, expected_old) < 0)
-			return KHUB_EINVAL;
-		rc = git_reference_create_matching(&ref, repo, ref_name, &new_oid, 1, &old_oid, log_message);
-	} else {
-		rc = git_reference_create(&ref, repo, ref_name, &new_oid, 0, log_message);
+	if (expected_old && expected_old[0] && git_oid_fromstr(&old_oid, expected_old) < 0)
+		return KHUB_EINVAL;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (expected_old && expected_old[0])
+			rc = git_reference_create_matching(&ref, repo, ref_name, &new_oid, 1, &old_oid, log_message);
+		else
+			rc = git_reference_create(&ref, repo, ref_name, &new_oid, 0, log_message);
+		git_reference_free(ref);
+		ref = NULL;
+		if (rc != GIT_ELOCKED || attempt > 0 || remove_stale_lock(repo, ref_name) < 0)
+			break;
 	}
-	git_reference_free(ref);
-	if (rc == GIT_EMODIFIED || rc == GIT_EEXISTS || rc == GIT_ELOCKED)
+	if (rc == GIT_ELOCKED) {
+		log_error("update ref %s: its .lock file is held", ref_name);
+		return KHUB_EIO;
+	}
+	if (rc == GIT_EMODIFIED || rc == GIT_EEXISTS)
 		return KHUB_ECONFLICT;
 	if (rc < 0) {
 		log_git_error("update ref");

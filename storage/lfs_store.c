@@ -2,7 +2,10 @@
  * temp file, verify the sha256, fsync, rename into place. */
 #include "storage.h"
 
+#include <dirent.h>
+#include <sys/file.h>
 #include <errno.h>
+#include <time.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -105,6 +108,8 @@ struct lfs_writer *lfs_writer_begin(struct lfs_store *store)
 		free(w);
 		return NULL;
 	}
+	/* held until the writer ends: lfs_store_clean_tmp leaves it alone */
+	flock(w->fd, LOCK_EX);
 	w->sha = EVP_MD_CTX_new();
 	EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL);
 	return w;
@@ -259,4 +264,29 @@ int lfs_store_adopt_file(struct lfs_store *store, const char *path, const char *
 cleanup:
 	close(fd);
 	return rc;
+}
+
+int lfs_store_clean_tmp(struct lfs_store *store, long max_age)
+{
+	DIR *d = opendir(store->tmp_dir);
+	struct dirent *de;
+	int removed = 0;
+	time_t now = time(NULL);
+	while (d && (de = readdir(d))) {
+		if (strncmp(de->d_name, "upload-", 7) != 0)
+			continue;
+		char *path = xasprintf("%s/%s", store->tmp_dir, de->d_name);
+		struct stat st;
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		/* a writer alive in any khub process holds the lock */
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 &&
+		    now - st.st_mtime >= max_age && unlink(path) == 0)
+			removed++;
+		if (fd >= 0)
+			close(fd);
+		free(path);
+	}
+	if (d)
+		closedir(d);
+	return removed;
 }

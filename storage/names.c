@@ -62,6 +62,80 @@ int repo_name_validate(const char *name, const char **why)
 	return 0;
 }
 
+/* Is the UTF-8 text valid (no overlongs, no surrogates, <= U+10FFFF)? */
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		unsigned char c = s[i];
+		size_t len;
+		unsigned cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if ((c & 0xe0) == 0xc0) {
+			len = 2, cp = c & 0x1f;
+		} else if ((c & 0xf0) == 0xe0) {
+			len = 3, cp = c & 0x0f;
+		} else if ((c & 0xf8) == 0xf0) {
+			len = 4, cp = c & 0x07;
+		} else {
+			return 0;
+		}
+		if (i + len > n)
+			return 0;
+		for (size_t k = 1; k < len; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+		i += len;
+	}
+	return 1;
+}
+
+/* Code points HFS+ ignores when comparing names (git's is_hfs_dotgit). */
+static int hfs_ignorable(unsigned cp)
+{
+	return cp == 0x200c || cp == 0x200d || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+	       (cp >= 0x206a && cp <= 0x206f) || cp == 0xfeff;
+}
+
+/* A component a checkout on some platform would treat as ".git": any case,
+ * with HFS-ignorable characters, trailing dots/spaces (NTFS), or the NTFS
+ * short name GIT~1. */
+static int names_dot_git(const char *seg, size_t n)
+{
+	char folded[8];
+	size_t k = 0;
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)seg[i];
+		if (c >= 0x80) {
+			unsigned cp = 0;
+			size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;
+			cp = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
+			for (size_t j = 1; j < len && i + j < n; j++)
+				cp = (cp << 6) | ((unsigned char)seg[i + j] & 0x3f);
+			i += len;
+			if (hfs_ignorable(cp))
+				continue;
+			return 0;
+		}
+		if (k == sizeof(folded))
+			return 0;
+		folded[k++] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+		i++;
+	}
+	while (k > 4 && (folded[k - 1] == '.' || folded[k - 1] == ' '))
+		k--;	/* NTFS drops trailing dots and spaces */
+	if (k == 4 && memcmp(folded, ".git", 4) == 0)
+		return 1;
+	return k == 5 && memcmp(folded, "git~1", 5) == 0;
+}
+
 int repo_path_validate(const char *path, const char **why)
 {
 	size_t len = strlen(path);
@@ -71,6 +145,8 @@ int repo_path_validate(const char *path, const char **why)
 		return fail(why, "path is longer than 1024 bytes");
 	if (path[0] == '/')
 		return fail(why, "path must be relative");
+	if (!utf8_valid((const unsigned char *)path, len))
+		return fail(why, "path is not valid UTF-8");
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)path[i];
 		if (c < 0x20 || c == 0x7f)
@@ -86,8 +162,8 @@ int repo_path_validate(const char *path, const char **why)
 			return fail(why, "path has an empty component");
 		if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
 			return fail(why, "path must not contain '.' or '..' components");
-		if (n == 4 && strncasecmp(seg, ".git", 4) == 0)
-			return fail(why, "path must not contain a '.git' component");
+		if (names_dot_git(seg, n))
+			return fail(why, "path must not contain a '.git' component (in any spelling)");
 		if (n == 6 && strncasecmp(seg, ".cache", 6) == 0)
 			return fail(why, "path must not contain a '.cache' component");
 		if (n > 255)

@@ -81,6 +81,10 @@ const char *lfs_writer_temp_path(const struct lfs_writer *w);
  * removed) otherwise. */
 int lfs_store_adopt_file(struct lfs_store *store, const char *path, const char *expected_oid,
 			 uint64_t expected_size);
+/* Remove partial uploads left by a crash (no live writer holds their
+ * lock; not resumable mirror downloads) at least max_age seconds old;
+ * returns how many. */
+int lfs_store_clean_tmp(struct lfs_store *store, long max_age);
 /* {root}/tmp, where partial files live. */
 const char *lfs_store_tmp_dir(const struct lfs_store *store);
 /* Copy a local file into the store. */

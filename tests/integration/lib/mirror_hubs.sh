@@ -6,6 +6,7 @@
 #   hub_init NAME          data dir $TEST_DIR/NAME/data, a free port
 #   hub NAME ARGS...       run khub with NAME's KHUB_DATA_DIR/KHUB_LISTEN
 #   hub_start NAME [ARGS]  khub serve in the background, wait for /api/health
+#   hub_spawn/hub_wait     the same in two steps (start two hubs at once)
 #   hub_stop NAME [SIG]    SIGTERM (default) and wait, or SIGKILL
 #   hub_url NAME / hub_data NAME / hub_log NAME
 #   proxy_start UPSTREAM_URL   -> PROXY_URL PROXY_LOG PROXY_CTL PROXY_PID
@@ -32,14 +33,17 @@ hub() {
 	KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" "$KHUB_BIN" "$@"
 }
 
-hub_start() {
+hub_spawn() {	# hub_spawn NAME [serve args]: start khub serve, do not wait
 	local name=$1; shift
 	KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" \
 		"$KHUB_BIN" serve "$@" >>"$TEST_DIR/$name/server.log" 2>&1 &
 	HUB_PID[$name]=$!
-	local url
+}
+
+hub_wait() {	# hub_wait NAME: until /api/health answers (an initdb takes seconds)
+	local name=$1 url
 	url=$(hub_url "$name")
-	for _ in $(seq 1 600); do
+	for _ in $(seq 1 900); do
 		curl -sf "$url/api/health" >/dev/null 2>&1 && return 0
 		if ! kill -0 "${HUB_PID[$name]}" 2>/dev/null; then
 			tail -20 "$TEST_DIR/$name/server.log" | sed 's/^/# /'
@@ -50,6 +54,8 @@ hub_start() {
 	tail -20 "$TEST_DIR/$name/server.log" | sed 's/^/# /'
 	bail "khub serve ($name) did not answer /api/health"
 }
+
+hub_start() { hub_spawn "$@"; hub_wait "$1"; }
 
 hub_stop() {
 	local name=$1 sig=${2:-TERM} pid=${HUB_PID[$1]:-}
