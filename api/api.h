@@ -238,7 +238,7 @@ void download_stats_stop(void);
 /* The "versions" array of a kernel's repo info: every vN branch, by N, with
  * its sha and variant names (indexing commits not indexed yet). The caller
  * owns the result. */
-json_t *kernel_versions_json(struct request *req, struct repo_handle *h);
+json_t *kernel_versions_json(struct repo_handle *h);
 /* The vN branches of a repo, by N; release with ref_list_release. */
 int kernel_version_branches(git_repository *git, struct ref_list *out);
 /* The indexed variants of a commit (indexed now when needed); on failure

@@ -65,6 +65,13 @@ static void ref_changed(const struct repo_record *rec)
 {
 	if (db_repo_touch(rec->id) < 0)
 		log_warn("cannot update lastModified of %s/%s", rec->ns, rec->name);
+	/* the kernel listing's filters follow branch heads */
+	git_repository *git = NULL;
+	if (repo_store_open(api_ctx.repo_root, rec->type, rec->ns, rec->name, &git) == 0) {
+		if (variant_index_update(rec->id, git, NULL) < 0)
+			log_warn("cannot refresh the variant index heads of %s/%s", rec->ns, rec->name);
+		git_repository_free(git);
+	}
 	repo_cache_invalidate();
 }
 

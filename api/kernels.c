@@ -15,7 +15,7 @@
 
 /* ---- the versions block of repo info --------------------------------------- */
 
-json_t *kernel_versions_json(struct request *req, struct repo_handle *h)
+json_t *kernel_versions_json(struct repo_handle *h)
 {
 	struct ref_list refs;
 	json_t *versions = json_array();
@@ -38,7 +38,6 @@ json_t *kernel_versions_json(struct request *req, struct repo_handle *h)
 							  names));
 	}
 	ref_list_release(&refs);
-	(void)req;
 	return versions;
 }
 

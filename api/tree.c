@@ -253,7 +253,7 @@ static enum MHD_Result handle_repo_info(struct request *req)
 	/* Kernel info (not /revision/{rev}, which every load calls) lists the
 	 * vN versions with their variants, from the variant index. */
 	if (req->type == REPO_KERNEL && h.record.type == REPO_KERNEL && !req->rev)
-		json_object_set_new(body, "versions", kernel_versions_json(req, &h));
+		json_object_set_new(body, "versions", kernel_versions_json(&h));
 	return respond_json(req, 200, body);
 }
 

@@ -446,9 +446,12 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 		if (move_visible_ref(&rs, refs[i].name, refs[i].sha) < 0) {
 			strbuf_addf(&rs.errors, "%s: cannot move the ref; ", refs[i].name);
 			rs.refs_behind++;
+		} else if (variant_index_update(rs.rec.id, rs.git, commit_sha) < 0) {
+			log_warn("mirror %s: cannot index %s", repo_id, commit_sha);
 		}
 	}
 	apply_deletions(&rs, refs, nrefs);
+	variant_index_update(rs.rec.id, rs.git, NULL);
 	if (rs.refs_behind == 0)
 		db_repo_touch(rs.rec.id);
 	ok = rs.errors.len == 0;

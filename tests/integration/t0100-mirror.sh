@@ -434,14 +434,24 @@ curl -s "$MI/metrics" >"$TEST_DIR/metrics.txt"
 metric=$(grep "^khub_mirror_bytes_total{repo=\"$ORG/relu\"" "$TEST_DIR/metrics.txt")
 like "$metric" "^khub_mirror_bytes_total\\{repo=\"$ORG/relu\",selection=\"acme\"\\} $RELU_BYTES\$" "/metrics: khub_mirror_bytes_total for $ORG/relu = the admin API's bytes"
 check "/metrics has HELP/TYPE for khub_mirror_bytes_total" -- grep -q '^# TYPE khub_mirror_bytes_total counter' "$TEST_DIR/metrics.txt"
+# Bytes fetched lazily (on first request) cross the network from the
+# upstream too, but only sync bytes are counted.
 lazy_total=$((L1_SIZE + L2_SIZE))
-diag "lazily fetched so far: $lazy_total bytes; admin API bytes for the three repos: $(python3 -c "import json; print(sum(r['bytes'] for r in json.load(open('$TEST_DIR/status.json')) if r['id'].startswith('$ORG/')))")"
+eager_total=$(awk -F'\t' '!seen[$5]++ { s += $6 } END { print s }' "$TEST_DIR/eager.tsv")
+acme_bytes=$(python3 -c "import json; print(sum(r['bytes'] for r in json.load(open('$TEST_DIR/status.json')) if r['id'].startswith('$ORG/')))")
+diag "bytes: eager objects $eager_total, fetched lazily so far $lazy_total, admin API total for $ORG/* $acme_bytes"
+TAP_COUNT=$((TAP_COUNT + 1))
+if [ "$acme_bytes" = $((eager_total + lazy_total)) ]; then
+	echo "ok $TAP_COUNT - admin API bytes include the lazily fetched bytes # TODO lazy fetches are not counted"
+else
+	echo "not ok $TAP_COUNT - admin API bytes include the lazily fetched bytes ($acme_bytes != $eager_total + $lazy_total) # TODO lazy fetches are not counted"
+fi
 
 # ---- a trigger through the admin API, picked up by khub mirror run -------------------------------
 CFGD=$TEST_DIR/mirror-daemon.json
 printf '{"upstreams": [%s], "selections": [%s]}\n' "$(upstream_json)" "$(selection acme "$ACME_REPOS")" >"$CFGD"
-hub mirror mirror run --mirror-config "$CFGD" >"$TEST_DIR/daemon.out" 2>"$TEST_DIR/daemon.err" &
-DAEMON=$!
+hub_bg mirror "$TEST_DIR/daemon.out" "$TEST_DIR/daemon.err" mirror run --mirror-config "$CFGD"
+DAEMON=$BG_PID
 for _ in $(seq 1 300); do grep -q 'khub mirror: acme:' "$TEST_DIR/daemon.err" && break; sleep 0.1; done
 is "$(grep -c 'khub mirror: acme:' "$TEST_DIR/daemon.err")" 1 "khub mirror run: first pass over the selection done"
 mirror_sha() {	# mirror_sha REPO BRANCH ('' when the mirror does not answer)
@@ -496,8 +506,8 @@ wait $DAEMON 2>/dev/null
 t=$(now)
 pids=()
 for k in 0 1 2 3; do
-	hub mirror mirror sync bulk$k --mirror-config "$CFG4" >/dev/null 2>"$TEST_DIR/bulk$k.err" &
-	pids+=($!)
+	hub_bg mirror /dev/null "$TEST_DIR/bulk$k.err" mirror sync bulk$k --mirror-config "$CFG4"
+	pids+=($BG_PID)
 done
 bulk_rc=0
 for p in "${pids[@]}"; do wait "$p" || bulk_rc=1; done

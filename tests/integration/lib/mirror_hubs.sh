@@ -5,6 +5,7 @@
 #
 #   hub_init NAME          data dir $TEST_DIR/NAME/data, a free port
 #   hub NAME ARGS...       run khub with NAME's KHUB_DATA_DIR/KHUB_LISTEN
+#   hub_bg NAME OUT ERR ARGS...  the same in the background (BG_PID = khub's pid)
 #   hub_start NAME [ARGS]  khub serve in the background, wait for /api/health
 #   hub_spawn/hub_wait     the same in two steps (start two hubs at once)
 #   hub_stop NAME [SIG]    SIGTERM (default) and wait, or SIGKILL
@@ -31,6 +32,13 @@ hub_log() { echo "$TEST_DIR/$1/server.log"; }
 hub() {
 	local name=$1; shift
 	KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" "$KHUB_BIN" "$@"
+}
+
+hub_bg() {	# hub_bg NAME OUT ERR ARGS...: khub in the background; BG_PID is khub itself
+	local name=$1 out=$2 err=$3; shift 3
+	KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" \
+		"$KHUB_BIN" "$@" >"$out" 2>"$err" &
+	BG_PID=$!
 }
 
 hub_spawn() {	# hub_spawn NAME [serve args]: start khub serve, do not wait
