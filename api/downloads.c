@@ -39,15 +39,18 @@ static int flush_stopping;
 
 /* ---- counting --------------------------------------------------------------- */
 
-static void add_count(const char *key, const char *key_without_client, int64_t n)
+/* Add n under key. With client_at (the offset of the client parts in
+ * key), a shard that is full takes the count without them instead. */
+static void add_count(char *key, size_t client_at, int64_t n)
 {
 	struct shard *s = &shards[hash_string(key) % SHARDS];
 	pthread_mutex_lock(&s->lock);
 	int64_t *count = hashmap_get(&s->counts, key);
-	if (!count && s->counts.count >= KEYS_PER_SHARD_MAX && key_without_client) {
+	if (!count && s->counts.count >= KEYS_PER_SHARD_MAX && client_at) {
 		/* Many distinct User-Agents: keep the count exact, drop the detail. */
 		pthread_mutex_unlock(&s->lock);
-		add_count(key_without_client, NULL, n);
+		strcpy(key + client_at, SEP SEP);
+		add_count(key, 0, n);
 		return;
 	}
 	if (!count) {
@@ -109,17 +112,23 @@ void download_stats_note(struct request *req, const struct repo_handle *h, const
 		user_agent_part(ua, "torch", torch);
 		user_agent_part(ua, "backend", backend);
 	}
-	char day[16];
-	struct tm tm;
+	/* The UTC day, formatted once a second per thread. */
+	static __thread time_t day_of;
+	static __thread char day[16];
 	time_t now = time(NULL);
-	gmtime_r(&now, &tm);
-	strftime(day, sizeof(day), "%Y-%m-%d", &tm);
-	char *bare = xasprintf("%" PRId64 SEP "%s" SEP "%.*s" SEP SEP SEP, h->record.id, day, variant_len, variant);
-	char *key = xasprintf("%" PRId64 SEP "%s" SEP "%.*s" SEP "%s" SEP "%s" SEP "%s", h->record.id, day,
-			      variant_len, variant, kernels, torch, backend);
-	add_count(key, bare, 1);
-	free(key);
-	free(bare);
+	if (now != day_of) {
+		struct tm tm;
+		gmtime_r(&now, &tm);
+		strftime(day, sizeof(day), "%Y-%m-%d", &tm);
+		day_of = now;
+	}
+	char key[REPO_PATH_MAX + 4 * UA_PART_MAX + 64];
+	int client_at = snprintf(key, sizeof(key), "%" PRId64 SEP "%s" SEP "%.*s" SEP, h->record.id, day,
+				 variant_len, variant);
+	if (client_at <= 0 || (size_t)client_at >= sizeof(key) - 3 * UA_PART_MAX - 3)
+		return;
+	snprintf(key + client_at, sizeof(key) - (size_t)client_at, "%s" SEP "%s" SEP "%s", kernels, torch, backend);
+	add_count(key, (size_t)client_at, 1);
 }
 
 /* ---- flushing ----------------------------------------------------------------- */
@@ -185,7 +194,7 @@ static void flush_counts(void)
 		for (int s = 0; s < SHARDS; s++)
 			for (size_t b = 0; b < taken[s].nbuckets; b++)
 				for (struct hashmap_entry *e = taken[s].buckets[b]; e; e = e->next)
-					add_count(e->key, NULL, *(int64_t *)e->value);
+					add_count(e->key, 0, *(int64_t *)e->value);
 	} else {
 		log_debug("downloads: stored %" PRId64 " downloads in %zu rows", total, k);
 	}

@@ -69,13 +69,16 @@ static enum MHD_Result handle_trigger(struct request *req)
 	const char *params[2] = { selection, req->principal.name };
 	PGresult *res = db_exec("INSERT INTO mirror_triggers (selection, requested_by) VALUES ($1, $2) RETURNING id",
 				2, params, NULL);
-	json_decref(body);
-	if (!res)
+	if (!res) {
+		json_decref(body);
 		return respond_error(req, 503, NULL, "database unavailable");
+	}
 	json_t *out = json_pack("{s:I, s:s}", "trigger", (json_int_t)strtoll(PQgetvalue(res, 0, 0), NULL, 10), "status",
 				"queued for khub mirror run");
 	PQclear(res);
+	/* selection points into body: audit before releasing it */
 	api_audit(req, "mirror.trigger", selection ? selection : "*", NULL);
+	json_decref(body);
 	return respond_json(req, 202, out);
 }
 

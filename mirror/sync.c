@@ -628,6 +628,14 @@ int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path,
 	int rc = upstream_fetch_lfs(client, url.buf, oid, size, lfs, &transferred);
 	if (rc == 0)
 		log_info("mirror: fetched %s (%s, %" PRIu64 " bytes) on first request", path, oid, transferred);
+	if (transferred > 0) {	/* lazy bytes crossed the network too: count them */
+		char bytes[24], objects[4];
+		snprintf(bytes, sizeof(bytes), "%" PRIu64, transferred);
+		snprintf(objects, sizeof(objects), "%d", rc == 0);
+		const char *p3[3] = { id, bytes, objects };
+		PQclear(db_exec("UPDATE mirror_repos SET bytes_total = bytes_total + $2::bigint,"
+				" objects_total = objects_total + $3::bigint WHERE repo_id = $1", 3, p3, NULL));
+	}
 	strbuf_release(&url);
 	upstream_client_free(client);
 	free(token);

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -253,10 +254,33 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 		       struct lfs_store *lfs, uint64_t *transferred)
 {
 	char *part = xasprintf("%s/mirror-%s.part", lfs_store_tmp_dir(lfs), oid);
+	char *lock = xasprintf("%s/mirror-%s.lock", lfs_store_tmp_dir(lfs), oid);
 	int rc = KHUB_EIO, corrupt = 0;
+	/* One fetcher per object (threads of a server answering several first
+	 * requests, a sync process, a second sync): the others wait here and
+	 * then find the object stored. flock locks open file descriptions, so
+	 * threads of one process exclude each other too. */
+	int lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
+		if (lock_fd >= 0)
+			close(lock_fd);
+		free(lock);
+		free(part);
+		return KHUB_EIO;
+	}
+	if (lfs_store_stat(lfs, oid, NULL) == 0) {
+		close(lock_fd);
+		free(lock);
+		free(part);
+		return 0;
+	}
 	CURL *h = curl_easy_init();
-	int failures = 0;
+	int failures = 0, rounds = 0;
 	for (;;) {
+		if (++rounds > 4 * (c->up->max_retries + 4)) {	/* never spin forever */
+			rc = KHUB_EIO;
+			break;
+		}
 		struct stat st;
 		uint64_t have = stat(part, &st) == 0 ? (uint64_t)st.st_size : 0;
 		if (have > size) {
@@ -326,6 +350,10 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 	if (corrupt >= 2 && rc != 0)
 		rc = KHUB_EINVAL;
 	curl_easy_cleanup(h);
+	if (rc == 0)
+		unlink(lock);	/* waiters holding the old inode find the object stored */
+	close(lock_fd);
+	free(lock);
 	free(part);
 	return rc;
 }
