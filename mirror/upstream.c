@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <curl/curl.h>
+#include <openssl/evp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -139,6 +140,7 @@ static void set_common(struct upstream_client *c, CURL *h, const char *url)
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "khub-mirror/" PACKAGE_VERSION);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
 	if (c->token) {
 		/* sent to the upstream host only, never to a redirect's other host */
 		curl_easy_setopt(h, CURLOPT_HTTPAUTH, CURLAUTH_BEARER);
@@ -216,7 +218,27 @@ struct download {
 	int decided;		/* first body byte seen: 206 appends, 200 restarts */
 	CURL *h;
 	int failed;
+	EVP_MD_CTX *sha;	/* sha256 of every byte in the part file so far */
 };
+
+/* Hash what a part file already holds (a resumed download). */
+static int hash_prefix(const char *path, EVP_MD_CTX *sha, uint64_t *have)
+{
+	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+	*have = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char *buf = xmalloc(1 << 20);
+	ssize_t n;
+	while ((n = read(fd, buf, 1 << 20)) > 0) {
+		EVP_DigestUpdate(sha, buf, (size_t)n);
+		*have += (uint64_t)n;
+	}
+	free(buf);
+	close(fd);
+	return n < 0 ? -1 : 0;
+}
 
 static size_t on_file_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
@@ -229,11 +251,13 @@ static size_t on_file_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 			if (ftruncate(d->fd, 0) < 0 || lseek(d->fd, 0, SEEK_SET) < 0)
 				return 0;
 			d->have = 0;
+			EVP_DigestInit_ex(d->sha, EVP_sha256(), NULL);
 		} else if (code != 200 && code != 206) {
 			return n;	/* an error body: drop it */
 		}
 		d->decided = 1;
 	}
+	EVP_DigestUpdate(d->sha, ptr, n);
 	size_t left = n;
 	while (left > 0) {
 		ssize_t w = write(d->fd, ptr, left);
@@ -275,24 +299,43 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 		return 0;
 	}
 	CURL *h = curl_easy_init();
+	EVP_MD_CTX *sha = EVP_MD_CTX_new();
+	uint64_t have = 0;
+	/* the sha256 is computed as bytes arrive; a resumed file's prefix is
+	 * hashed once here */
+	if (hash_prefix(part, sha, &have) < 0 || have > size) {
+		unlink(part);
+		EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+		have = 0;
+	}
 	int failures = 0, rounds = 0;
 	for (;;) {
 		if (++rounds > 4 * (c->up->max_retries + 4)) {	/* never spin forever */
 			rc = KHUB_EIO;
 			break;
 		}
-		struct stat st;
-		uint64_t have = stat(part, &st) == 0 ? (uint64_t)st.st_size : 0;
 		if (have > size) {
 			unlink(part);
+			EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
 			have = 0;
 		}
 		if (have == size) {
-			rc = lfs_store_adopt_file(lfs, part, oid, size);
-			if (rc == 0 || rc == KHUB_EIO)
+			unsigned char digest[32];
+			char got[65];
+			EVP_MD_CTX *copy = EVP_MD_CTX_new();
+			EVP_MD_CTX_copy_ex(copy, sha);
+			EVP_DigestFinal_ex(copy, digest, NULL);
+			EVP_MD_CTX_free(copy);
+			hex_encode(digest, 32, got);
+			if (strcmp(got, oid) == 0) {
+				rc = lfs_store_adopt_hashed(lfs, part, oid);
 				break;
-			/* the bytes did not verify: the file was removed; fetch again,
-			 * but give up when the upstream keeps sending bad bytes */
+			}
+			log_warn("upstream %s: content hashes to %s, not %s: refused", url, got, oid);
+			unlink(part);
+			EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+			have = 0;
+			/* fetch again, but give up when the upstream keeps sending bad bytes */
 			if (++corrupt >= 2)
 				break;
 			continue;
@@ -306,7 +349,7 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 			rc = KHUB_EIO;
 			break;
 		}
-		struct download d = { fd, have, 0, 0, h, 0 };
+		struct download d = { fd, have, 0, 0, h, 0, sha };
 		struct response_meta meta = { -1, NULL };
 		char range[48];
 		curl_easy_reset(h);
@@ -323,14 +366,16 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 		CURLcode cc = curl_easy_perform(h);
 		long status = 0;
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-		fsync(fd);
 		close(fd);
 		free(meta.next_link);
 		*transferred += d.written;
+		have = d.have + d.written;
 		if (cc == CURLE_OK && (status == 200 || status == 206) && d.written > 0)
 			continue;	/* complete or not, the check at the top decides */
 		if (cc == CURLE_OK && status == 416) {
 			unlink(part);
+			EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+			have = 0;
 			failures++;
 			continue;
 		}
@@ -350,6 +395,7 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 	if (corrupt >= 2 && rc != 0)
 		rc = KHUB_EINVAL;
 	curl_easy_cleanup(h);
+	EVP_MD_CTX_free(sha);
 	if (rc == 0)
 		unlink(lock);	/* waiters holding the old inode find the object stored */
 	close(lock_fd);

@@ -290,3 +290,22 @@ int lfs_store_clean_tmp(struct lfs_store *store, long max_age)
 		closedir(d);
 	return removed;
 }
+
+int lfs_store_adopt_hashed(struct lfs_store *store, const char *path, const char *oid)
+{
+	if (!is_lower_hex(oid, 64))
+		return KHUB_EINVAL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return KHUB_EIO;
+	char *dir = object_dir(store, oid), *final = object_path(store, oid);
+	int rc = KHUB_EIO;
+	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && chmod(path, 0644) == 0 && rename(path, final) == 0) {
+		fsync_dir(dir);
+		rc = 0;
+	}
+	close(fd);
+	free(dir);
+	free(final);
+	return rc;
+}

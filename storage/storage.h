@@ -85,6 +85,9 @@ int lfs_store_adopt_file(struct lfs_store *store, const char *path, const char *
  * lock; not resumable mirror downloads) at least max_age seconds old;
  * returns how many. */
 int lfs_store_clean_tmp(struct lfs_store *store, long max_age);
+/* Move a finished download whose sha256 the caller computed as it was
+ * written (and found equal to oid) into the store: fsync, rename. */
+int lfs_store_adopt_hashed(struct lfs_store *store, const char *path, const char *oid);
 /* {root}/tmp, where partial files live. */
 const char *lfs_store_tmp_dir(const struct lfs_store *store);
 /* Copy a local file into the store. */
