@@ -219,6 +219,7 @@ struct download {
 	CURL *h;
 	int failed;
 	EVP_MD_CTX *sha;	/* sha256 of every byte in the part file so far */
+	uint64_t flushed;	/* bytes of this attempt handed to writeback */
 };
 
 /* Hash what a part file already holds (a resumed download). */
@@ -271,6 +272,13 @@ static size_t on_file_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 		left -= (size_t)w;
 	}
 	d->written += n;
+	/* start writeback as we go, so the fsync before the rename has little
+	 * left to do */
+	if (d->written - d->flushed >= (8u << 20)) {
+		sync_file_range(d->fd, (off64_t)(d->have + d->flushed), (off64_t)(d->written - d->flushed),
+				SYNC_FILE_RANGE_WRITE);
+		d->flushed = d->written;
+	}
 	return n;
 }
 
@@ -349,7 +357,7 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 			rc = KHUB_EIO;
 			break;
 		}
-		struct download d = { fd, have, 0, 0, h, 0, sha };
+		struct download d = { fd, have, 0, 0, h, 0, sha, 0 };
 		struct response_meta meta = { -1, NULL };
 		char range[48];
 		curl_easy_reset(h);
