@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define CHILD_SILENCE_MS (120 * 1000)
+
 struct git_cgi {
 	pid_t pid;
 	int to_child;		/* child's stdin, -1 once closed */
@@ -181,10 +183,30 @@ static void cgi_free(struct git_cgi *cgi)
 	free(cgi);
 }
 
+/* Wait until the child has output; 0 when it stayed silent too long (a
+ * stuck git must not hold a server thread forever). */
+static int child_readable(int fd)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	for (;;) {
+		int rc = poll(&p, 1, CHILD_SILENCE_MS);
+		if (rc > 0)
+			return 1;
+		if (rc == 0)
+			return 0;
+		if (errno != EINTR)
+			return 1;	/* let read() report it */
+	}
+}
+
 static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct git_cgi *cgi = cls;
 	for (;;) {
+		if (!child_readable(cgi->from_child)) {
+			log_error("git http-backend sent nothing for %d s: giving up", CHILD_SILENCE_MS / 1000);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
 		ssize_t n = read(cgi->from_child, buf, max);
 		if (n > 0) {
 			*cgi->bytes_out += (uint64_t)n;
@@ -215,6 +237,10 @@ static enum MHD_Result relay_answer(struct request *req, struct git_cgi *cgi)
 	int status = 200;
 	/* byte by byte up to the blank line: the rest stays in the pipe */
 	while (head.len < 16384) {
+		if (!child_readable(cgi->from_child)) {
+			log_error("git http-backend sent no headers for %d s: giving up", CHILD_SILENCE_MS / 1000);
+			break;
+		}
 		ssize_t n = read(cgi->from_child, &c, 1);
 		if (n < 0 && errno == EINTR)
 			continue;

@@ -4,9 +4,12 @@
 # .device/bundle.tar.xz (made by tests/device/make_bundle.sh), start khub as
 # the quickstart would (embedded PostgreSQL, as 'postgres' or 'nobody' when
 # run as root), seed a demo kernel khub-demo/relu with `khub import`, trust
-# the org, serve, and load the kernel with the REAL `kernels` package
-# (tests/device/loader_check.py). Prints PASS/FAIL lines, the client's
-# request log and khub's access log. Logs are copied to $OUT when set.
+# the org, give a member 'bob' a write token, serve, and load the kernel with
+# the REAL `kernels` package (tests/device/loader_check.py), which also checks
+# khub's variants endpoint against the variant loaded, uploads a GPU benchmark
+# of it as kernels' BenchmarkResult.to_payload() and reads it back, and reads
+# the variant's download count. Prints PASS/FAIL lines, the client's request
+# log and khub's access log. Logs are copied to $OUT when set.
 #
 #   bash tests/device/run_loader_check.sh
 set -u
@@ -190,10 +193,19 @@ sha_other=$(seed other-org/relu v1) && pass "khub import --repo other-org/relu -
 echo "== import log:"; sed 's/^/   /' "$T/import.log"
 khub admin trust set khub-demo >>"$T/import.log" 2>&1 && pass "khub admin trust set khub-demo" || fail "trust set"
 khub admin trust list 2>&1 | sed 's/^/   trust list: /'
+# A user with write access to khub-demo and a write token, for the benchmark
+# upload (loader_check.py posts kernels' BenchmarkResult.to_payload()).
+{ khub admin user create bob && khub admin member set khub-demo bob write; } >>"$T/import.log" 2>&1 &&
+	WRITE_TOKEN=$(khub admin token create bob --scope write 2>>"$T/import.log") && [ -n "$WRITE_TOKEN" ] &&
+	pass "khub admin user create bob; member set khub-demo bob write; token create bob --scope write" ||
+	{ fail "user/member/token for bob: $(tail -3 "$T/import.log")"; WRITE_TOKEN=; }
 
 # ---- serve -----------------------------------------------------------------
 # not through the khub() function: $! must be khub itself, not a subshell
-PATH=$PGBIN:$PATH LD_LIBRARY_PATH=$B/lib "$B/bin/khub" serve --listen "127.0.0.1:$PORT" >"$T/server.log" 2>&1 &
+# Download counts are flushed to the database every 500 ms (default 5 s), so
+# the downloads check need not wait long.
+PATH=$PGBIN:$PATH LD_LIBRARY_PATH=$B/lib "$B/bin/khub" serve --listen "127.0.0.1:$PORT" \
+	--download-stats-flush-ms 500 >"$T/server.log" 2>&1 &
 SERVER_PID=$!
 E=http://127.0.0.1:$PORT
 up=
@@ -221,6 +233,7 @@ else
 fi
 export KHUB_REPO=khub-demo/relu KHUB_UNTRUSTED_REPO=other-org/relu
 export EXPECT_WEIGHTS_SHA256=$WEIGHTS_SHA256 EXPECT_ARCH_VARIANT=$ARCH_VARIANT
+export KHUB_ENDPOINT=$E KHUB_WRITE_TOKEN=$WRITE_TOKEN KHUB_V1_SHA=$sha_v1
 echo "== loader_check (cold cache)"
 python3 "$ROOT/tests/device/loader_check.py" cold 2>&1 | tee "$T/loader.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || FAILS=$((FAILS + 1))
