@@ -49,6 +49,70 @@ static void record_key(char *key, size_t size, enum repo_type type, const char *
 		*p = (char)tolower((unsigned char)*p);
 }
 
+/* Records past their TTL are refreshed by one background thread, so no
+ * request waits on the database for a repo it has seen recently (a worker
+ * blocked on a query stalls every connection it serves). */
+struct refresh_job {
+	struct refresh_job *next;
+	char key[2 * REPO_NAME_MAX + 16];
+	enum repo_type type;
+	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
+};
+
+static struct refresh_job *refresh_queue;
+static pthread_cond_t refresh_wakeup = PTHREAD_COND_INITIALIZER;
+static pthread_once_t refresher_once = PTHREAD_ONCE_INIT;
+
+static void store_record(const char *key, int rc, const struct repo_record *rec, uint64_t fetched)
+{
+	struct cached_record *c = xcalloc(1, sizeof(*c));
+	c->found = rc == 0;
+	if (rc == 0)
+		c->record = *rec;
+	c->fetched_usec = fetched;
+	pthread_mutex_lock(&record_lock);
+	free(hashmap_put(&record_cache, key, c));
+	pthread_mutex_unlock(&record_lock);
+}
+
+static void *refresher(void *arg)
+{
+	(void)arg;
+	log_set_request_id("repo-cache");
+	for (;;) {
+		pthread_mutex_lock(&record_lock);
+		while (!refresh_queue)
+			pthread_cond_wait(&refresh_wakeup, &record_lock);
+		struct refresh_job *job = refresh_queue;
+		refresh_queue = job->next;
+		pthread_mutex_unlock(&record_lock);
+		struct repo_record rec;
+		uint64_t now = monotonic_usec(), gen = atomic_load(&cache_generation);
+		int rc = db_repo_get(job->type, job->ns, job->name, &rec);
+		if (gen != atomic_load(&cache_generation)) {
+			/* a write invalidated the cache meanwhile: what we read may
+			 * predate it; the next request looks it up afresh */
+		} else if (rc == KHUB_EDB) {
+			pthread_mutex_lock(&record_lock);
+			struct cached_record *old = hashmap_get(&record_cache, job->key);
+			if (old)
+				old->refreshing = 0;	/* try again on the next request */
+			pthread_mutex_unlock(&record_lock);
+		} else {
+			store_record(job->key, rc, &rec, now);
+		}
+		free(job);
+	}
+	return NULL;
+}
+
+static void start_refresher(void)
+{
+	pthread_t t;
+	pthread_create(&t, NULL, refresher, NULL);
+	pthread_detach(t);
+}
+
 /* 0 with the record, KHUB_ENOTFOUND, or KHUB_EDB. */
 static int lookup_record(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
 {
@@ -60,36 +124,34 @@ static int lookup_record(enum repo_type type, const char *ns, const char *name, 
 	if (!record_cache.buckets)
 		hashmap_init(&record_cache);
 	struct cached_record *c = hashmap_get(&record_cache, key);
-	/* Fresh, or stale while another thread refreshes it: no worker waits
-	 * on the database because a TTL ran out for everyone at once. */
-	if (c && (now - c->fetched_usec < ttl || (c->refreshing && now - c->fetched_usec < 10 * ttl + 5000000))) {
+	/* A record too old to trust (the refresher is stuck or the database
+	 * is down) is looked up again by the request itself. */
+	if (c && now - c->fetched_usec < 30 * ttl + 30000000) {
+		if (now - c->fetched_usec >= ttl && !c->refreshing) {
+			c->refreshing = 1;
+			struct refresh_job *job = xcalloc(1, sizeof(*job));
+			snprintf(job->key, sizeof(job->key), "%s", key);
+			job->type = type;
+			snprintf(job->ns, sizeof(job->ns), "%s", ns);
+			snprintf(job->name, sizeof(job->name), "%s", name);
+			job->next = refresh_queue;
+			refresh_queue = job;
+			pthread_cond_signal(&refresh_wakeup);
+			pthread_once(&refresher_once, start_refresher);
+		}
 		int found = c->found;
 		if (found)
 			*out = c->record;
 		pthread_mutex_unlock(&record_lock);
 		return found ? 0 : KHUB_ENOTFOUND;
 	}
-	if (c)
-		c->refreshing = 1;
 	pthread_mutex_unlock(&record_lock);
 
 	struct repo_record rec;
 	int rc = db_repo_get(type, ns, name, &rec);
-	if (rc == KHUB_EDB) {
-		pthread_mutex_lock(&record_lock);
-		struct cached_record *old = hashmap_get(&record_cache, key);
-		if (old)
-			old->refreshing = 0;
-		pthread_mutex_unlock(&record_lock);
+	if (rc == KHUB_EDB)
 		return rc;
-	}
-	c = xcalloc(1, sizeof(*c));
-	c->found = rc == 0;
-	c->record = rec;
-	c->fetched_usec = now;
-	pthread_mutex_lock(&record_lock);
-	free(hashmap_put(&record_cache, key, c));
-	pthread_mutex_unlock(&record_lock);
+	store_record(key, rc, &rec, now);
 	if (rc == 0)
 		*out = rec;
 	return rc;

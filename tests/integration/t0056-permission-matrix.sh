@@ -17,8 +17,9 @@
 #
 # One TAP line per cell: "caller × endpoint × repo → got …, want …". Cells
 # where khub knowingly differs from the Hub are TAP TODO tests (listed at
-# the end). Destructive calls work on per-caller objects (a branch, a tag, a
-# repo to move, a repo to delete) so that no cell depends on another.
+# the end), and so are the cross-repo LFS checks that close the test.
+# Destructive calls work on per-caller objects (a branch, a tag, a repo to
+# move, a repo to delete) so that no cell depends on another.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 khub_setup
 
@@ -320,6 +321,41 @@ for r in pub priv; do
 	is "$moved_by" "$deleted" "acme: the same callers moved and deleted their $r repos"
 	like "$moved_by" '^(writer )?org-admin site-admin $' "acme: only allowed callers moved and deleted their $r repos"
 done
+
+# ---- LFS objects belong to repos ------------------------------------------------------------------
+# An LFS object committed to the private repo must not be reachable from a
+# repo of someone who cannot read it, by oid alone (GitHub's LFS scopes
+# objects to repositories; the Hub's LFS storage paths are per repo too,
+# inferred): no existence oracle in the upload batch, no download batch, no
+# lfsFile commit that adopts an object that was never uploaded to the repo.
+head -c 4000 /dev/urandom >"$TEST_DIR/secret.so"
+SOID=$(sha256sum "$TEST_DIR/secret.so" | cut -c1-64)
+printf '{"key":"header","value":{"summary":"secret"}}\n{"key":"file","value":{"content":"%s","path":"secret.so","encoding":"base64"}}\n' \
+	"$(base64 -w0 "$TEST_DIR/secret.so")" >"$TEST_DIR/secret.ndjson"
+call org-admin POST /api/kernels/acme/priv/commit/main "$(cat "$TEST_DIR/secret.ndjson")" application/x-ndjson
+is "$GOT" "200/" "org admin commits a binary to acme/priv (stored as LFS)"
+call other-org POST /api/repos/create '{"name":"own","type":"kernel"}'
+is "$GOT" "200/" "other-org creates a repo of its own"
+lfs_objs() {	# lfs_objs OPERATION -> "oid-prefix:actions|error" for the secret object
+	call other-org POST /kernels/mallory/own.git/info/lfs/objects/batch \
+		"{\"operation\":\"$1\",\"transfers\":[\"basic\"],\"ref\":{\"name\":\"main\"},\"objects\":[{\"oid\":\"$SOID\",\"size\":4000}]}" \
+		application/vnd.git-lfs+json
+	python3 -c "import json; o=json.load(open('$B'))['objects'][0]; print('error' if 'error' in o else ','.join(sorted(o.get('actions', {}))) or 'none')" 2>/dev/null
+}
+g=$(lfs_objs upload)
+if [ "$g" = "upload,verify" ]; then ok 0 "other-org × LFS upload batch of acme/priv's oid on its own repo → asked to upload"
+else ok 1 "other-org × LFS upload batch of acme/priv's oid on its own repo → got '$g' (the object exists), want 'upload,verify' # TODO the LFS store is shared by all repos"; fi
+g=$(lfs_objs download)
+if [ "$g" = error ]; then ok 0 "other-org × LFS download batch of acme/priv's oid on its own repo → per-object error"
+else ok 1 "other-org × LFS download batch of acme/priv's oid on its own repo → got '$g', want a per-object error # TODO the LFS store is shared by all repos"; fi
+call other-org POST /api/kernels/mallory/own/commit/main \
+	"$(printf '{"key":"header","value":{"summary":"s"}}\n{"key":"lfsFile","value":{"path":"x.so","algo":"sha256","oid":"%s","size":4000}}' "$SOID")" \
+	application/x-ndjson
+if [[ "$GOT" == 4* ]]; then ok 0 "other-org × lfsFile commit of acme/priv's oid (never uploaded) on its own repo → $GOT"
+else
+	dl=$(curl -s -L -H "Authorization: Bearer ${TOK[other-org]}" "$KHUB_URL/kernels/mallory/own/resolve/main/x.so" | sha256sum | cut -c1-64)
+	ok 1 "other-org × lfsFile commit of acme/priv's oid (never uploaded) on its own repo → got ${GOT%/}$( [ "$dl" = "$SOID" ] && echo ", and then downloads the private bytes"), want 4xx # TODO the LFS store is shared by all repos"
+fi
 
 grep -E 'runtime error|AddressSanitizer' "$TEST_DIR/server.log" | head -5 | sed 's/^/# server: /'
 check "server log has no sanitizer reports" -- bash -c "! grep -qE 'runtime error|AddressSanitizer' '$TEST_DIR/server.log'"
