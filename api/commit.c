@@ -332,6 +332,8 @@ static int finish_inline_file(struct commit_stream *cs)
 		cs->spool = NULL;
 		if (rc < 0)
 			return stream_fail(cs, 500, NULL, "cannot store %s", cs->path);
+		if (db_lfs_link(cs->repo.record.id, ptr.oid) < 0)
+			return stream_fail(cs, 503, NULL, "database unavailable");
 		if (write_pointer(cs, &ptr, blob) < 0)
 			return -1;
 		return add_op(cs, OP_PUT, cs->path, blob, 1);
@@ -353,7 +355,12 @@ static int finish_lfs_file(struct commit_stream *cs)
 	if (!cs->oid || !is_lower_hex(cs->oid, 64))
 		return stream_fail(cs, 400, NULL, "line %zu: lfsFile %s needs a 64-hex sha256 oid", cs->lines, cs->path);
 	uint64_t stored;
-	if (lfs_store_stat(api_ctx.lfs, cs->oid, &stored) < 0)
+	/* the bytes must have been uploaded for this repo: knowing a sha256
+	 * is not a right to another repo's object */
+	int linked = db_lfs_linked(cs->repo.record.id, cs->oid);
+	if (linked < 0)
+		return stream_fail(cs, 503, NULL, "database unavailable");
+	if (!linked || lfs_store_stat(api_ctx.lfs, cs->oid, &stored) < 0)
 		return stream_fail(cs, 422, NULL,
 				   "line %zu: LFS object %s (for %s) is not stored on this server; upload it "
 				   "through the LFS batch API first", cs->lines, cs->oid, cs->path);
@@ -469,6 +476,10 @@ static int commit_begin(struct request *req)
 	int to_pr = cs->create_pr || strncmp(req->rev, "refs/pr/", 8) == 0;
 	if (repo_open_for_write(req, &cs->repo, to_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
 		return -1;
+	if (to_pr && req->principal.scope == ROLE_READ) {
+		respond_error(req, 403, NULL, "a read-only token cannot open or update pull requests");
+		return -1;
+	}
 	if (cs->repo.record.mirrored) {
 		respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
 		return -1;
@@ -594,7 +605,7 @@ static int relfs_by_new_attributes(struct commit_stream *cs, struct commit_build
 		struct lfs_pointer ptr;
 		char blob[41];
 		if (!w || lfs_writer_write(w, data, size) < 0 || lfs_writer_commit(w, NULL, ptr.oid, &ptr.size) < 0 ||
-		    write_pointer(cs, &ptr, blob) < 0) {
+		    db_lfs_link(cs->repo.record.id, ptr.oid) < 0 || write_pointer(cs, &ptr, blob) < 0) {
 			rc = -1;
 		} else {
 			memcpy(op->blob, blob, sizeof(blob));

@@ -40,11 +40,15 @@ static int check_url_token(const char *action, const char *token, const char *oi
 	return strlen(token) == n && CRYPTO_memcmp(want, token, n) == 0 ? 0 : -1;
 }
 
-static char *action_url(struct request *req, const char *action, const char *oid, uint64_t size)
+/* The action, repo id, oid and size are all signed: a URL works for one
+ * object of one repo. */
+static char *action_url(struct request *req, const char *action, int64_t repo_id, const char *oid, uint64_t size)
 {
-	char token[100];
-	sign_url_token(action, oid, size, time(NULL) + api_ctx.lfs_url_ttl, token);
-	return xasprintf("%s/api/lfs/%s/%s/%s/%" PRIu64, request_base_url(req), action, token, oid, size);
+	char token[100], signed_action[64];
+	snprintf(signed_action, sizeof(signed_action), "%s/%" PRId64, action, repo_id);
+	sign_url_token(signed_action, oid, size, time(NULL) + api_ctx.lfs_url_ttl, token);
+	return xasprintf("%s/api/lfs/%s/%s/%s/%" PRIu64 "/%" PRId64, request_base_url(req), action, token, oid, size,
+			 repo_id);
 }
 
 static enum MHD_Result lfs_error(struct request *req, int status, const char *fmt, ...)
@@ -123,6 +127,10 @@ static enum MHD_Result handle_batch(struct request *req)
 		json_decref(doc);
 		return result;
 	}
+	if (for_pr && req->principal.scope == ROLE_READ) {
+		json_decref(doc);
+		return lfs_error(req, 403, "a read-only token cannot upload");
+	}
 	if (upload && h.record.mirrored) {
 		json_decref(doc);
 		return lfs_error(req, 403, "a mirrored repo is read-only");
@@ -143,11 +151,14 @@ static enum MHD_Result handle_batch(struct request *req)
 			continue;
 		}
 		uint64_t size = (uint64_t)json_integer_value(size_v), stored;
-		int present = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0;
+		/* present for this repo = stored and linked to it; an object only
+		 * another repo uploaded must be uploaded again (which proves the
+		 * caller has the bytes) */
+		int present = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0 && db_lfs_linked(h.record.id, oid) == 1;
 		if (upload) {
 			if (!present) {
-				char *put = action_url(req, "upload", oid, size);
-				char *verify = action_url(req, "verify", oid, size);
+				char *put = action_url(req, "upload", h.record.id, oid, size);
+				char *verify = action_url(req, "verify", h.record.id, oid, size);
 				json_object_set_new(item, "authenticated", json_true());
 				json_object_set_new(item, "actions", json_pack("{s:{s:s, s:{}, s:i}, s:{s:s, s:{}, s:i}}",
 					"upload", "href", put, "header", "expires_in", (int)api_ctx.lfs_url_ttl,
@@ -159,7 +170,7 @@ static enum MHD_Result handle_batch(struct request *req)
 			json_object_set_new(item, "error", json_pack("{s:i, s:s}", "code", 404, "message",
 								     "Object does not exist on the server"));
 		} else {
-			char *get = action_url(req, "download", oid, size);
+			char *get = action_url(req, "download", h.record.id, oid, size);
 			json_object_set_new(item, "authenticated", json_true());
 			json_object_set_new(item, "actions", json_pack("{s:{s:s, s:{}, s:i}}", "download", "href", get,
 								       "header", "expires_in", (int)api_ctx.lfs_url_ttl));
@@ -182,30 +193,34 @@ struct upload_state {
 	struct lfs_writer *writer;
 	uint64_t expected_size;
 	uint64_t received;
-	int already_stored;
+	int64_t repo_id;
 };
 
-static int parse_action_args(struct request *req, const char *action, uint64_t *size)
+static int parse_action_args(struct request *req, const char *action, uint64_t *size, int64_t *repo_id)
 {
 	const char *token = req->args[0], *oid = req->args[1];
-	char *end;
+	char *end, *end2, signed_action[64];
 	unsigned long long n = strtoull(req->args[2], &end, 10);
-	if (*end || !is_lower_hex(oid, 64))
+	long long id = strtoll(req->args[3], &end2, 10);
+	if (*end || *end2 || !is_lower_hex(oid, 64))
 		return -1;
 	*size = n;
-	return check_url_token(action, token, oid, n);
+	*repo_id = id;
+	snprintf(signed_action, sizeof(signed_action), "%s/%lld", action, id);
+	return check_url_token(signed_action, token, oid, n);
 }
 
 static int upload_begin(struct request *req)
 {
 	struct upload_state *st = xcalloc(1, sizeof(*st));
 	req->stream_state = st;
-	if (parse_action_args(req, "upload", &st->expected_size) < 0) {
+	if (parse_action_args(req, "upload", &st->expected_size, &st->repo_id) < 0) {
 		lfs_error(req, 403, "this upload URL is invalid or has expired; ask the batch API for a new one");
 		return -1;
 	}
-	st->already_stored = lfs_store_stat(api_ctx.lfs, req->args[1], NULL) == 0;
-	if (!st->already_stored && !(st->writer = lfs_writer_begin(api_ctx.lfs))) {
+	/* always written and verified, even when another repo stored the same
+	 * object: the upload is what proves the caller has the bytes */
+	if (!(st->writer = lfs_writer_begin(api_ctx.lfs))) {
 		lfs_error(req, 503, "the object store is unavailable");
 		return -1;
 	}
@@ -248,6 +263,8 @@ static enum MHD_Result handle_upload(struct request *req)
 		if (rc < 0)
 			return lfs_error(req, 503, "cannot store the object");
 	}
+	if (db_lfs_link(st->repo_id, oid) < 0)
+		return lfs_error(req, 503, "database unavailable");
 	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(resp, "ETag", "\"stored\"");
 	return respond(req, 200, resp);
@@ -260,9 +277,11 @@ static const struct stream_ops upload_stream_ops = { upload_begin, upload_data, 
 static enum MHD_Result handle_verify(struct request *req)
 {
 	uint64_t size, stored;
-	if (parse_action_args(req, "verify", &size) < 0)
+	int64_t repo_id;
+	if (parse_action_args(req, "verify", &size, &repo_id) < 0)
 		return lfs_error(req, 403, "this verify URL is invalid or has expired");
-	if (lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size)
+	if (lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size ||
+	    db_lfs_linked(repo_id, req->args[1]) != 1)
 		return lfs_error(req, 404, "object %s is not stored (or has another size)", req->args[1]);
 	return respond_json_text(req, 200, "{}", 2);
 }
@@ -270,8 +289,9 @@ static enum MHD_Result handle_verify(struct request *req)
 static enum MHD_Result handle_download(struct request *req)
 {
 	uint64_t size, stored, from = 0, to;
+	int64_t repo_id;
 	int fd;
-	if (parse_action_args(req, "download", &size) < 0)
+	if (parse_action_args(req, "download", &size, &repo_id) < 0)
 		return lfs_error(req, 403, "this download URL is invalid or has expired");
 	if (lfs_store_open_object(api_ctx.lfs, req->args[1], &fd, &stored) < 0 || stored != size)
 		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
@@ -300,8 +320,8 @@ static enum MHD_Result handle_download(struct request *req)
 const struct route lfs_routes[] = {
 	{ METHOD_POST, "/{tprefix}/{ns}/{name}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, 0, NULL },
 	{ METHOD_POST, "/{ns}/{name}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, REPO_MODEL, NULL },
-	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}", handle_upload, 0, 0, &upload_stream_ops },
-	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY, 0, NULL },
-	{ METHOD_GET | METHOD_HEAD, "/api/lfs/download/{arg}/{arg}/{arg}", handle_download, 0, 0, NULL },
+	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}/{arg}", handle_upload, 0, 0, &upload_stream_ops },
+	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY, 0, NULL },
+	{ METHOD_GET | METHOD_HEAD, "/api/lfs/download/{arg}/{arg}/{arg}/{arg}", handle_download, 0, 0, NULL },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

@@ -63,6 +63,8 @@ static enum MHD_Result handle_preupload(struct request *req)
 	int to_pr = create_pr || strncmp(req->rev, "refs/pr/", 8) == 0;
 	if (repo_open_for_write(req, &h, to_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
 		return result;
+	if (to_pr && req->principal.scope == ROLE_READ)
+		return respond_error(req, 403, NULL, "a read-only token cannot open or update pull requests");
 	if (h.record.mirrored)
 		return respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
 	json_t *doc = request_json_body(req, &result);

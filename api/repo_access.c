@@ -280,6 +280,15 @@ int repo_open_named(struct request *req, enum repo_type type, const char *ns, co
 {
 	const char *why;
 	memset(h, 0, sizeof(*h));
+	if (!req->principal.user_id) {
+		/* Anonymous: a repo they cannot see is RepoNotFound (as reads
+		 * answer); a public one needs a token. */
+		struct repo_record rec;
+		if (!ns || !name || db_repo_get(type, ns, name, &rec) < 0 || rec.private) {
+			*result = respond_repo_not_found(req);
+			return -1;
+		}
+	}
 	if (require_signed_in(req, result) < 0)
 		return -1;
 	if (!ns || !name || repo_name_validate(ns, &why) < 0 || repo_name_validate(name, &why) < 0) {

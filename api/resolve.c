@@ -136,6 +136,15 @@ static enum MHD_Result handle_resolve(struct request *req)
 
 	uint64_t from = 0, to = meta.size ? meta.size - 1 : 0;
 	int ranged = http_range_parse(request_header(req, "Range"), meta.size, &from, &to);
+	int empty_probe = 0;
+	if (ranged < 0 && meta.size == 0) {
+		/* No range of an empty file is satisfiable, but the JS client's
+		 * `Range: bytes=0-0` probe (fileDownloadInfo, WebBlob.create)
+		 * throws on anything but 2xx and takes the size from
+		 * Content-Range: answer the whole (empty) file and say its size. */
+		ranged = 0;
+		empty_probe = 1;
+	}
 	if (ranged < 0) {
 		free(value);
 		char cr[48];
@@ -191,6 +200,8 @@ static enum MHD_Result handle_resolve(struct request *req)
 	}
 	add_file_headers(resp, &meta, sha, req->path);
 	free(value);
+	if (empty_probe)
+		MHD_add_response_header(resp, "Content-Range", "bytes */0");
 	if (ranged > 0) {
 		char cr[80];
 		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, meta.size);

@@ -180,7 +180,12 @@ static int fetch_wanted_objects(struct repo_sync *rs, const char *sha)
 	size_t n = 0;
 	for (size_t i = 0; i < listing.count; i++) {
 		const struct tree_entry *e = &listing.entries[i];
-		if (e->is_dir || !e->is_lfs || !eager_path(rs->sel, e->path))
+		if (e->is_dir || !e->is_lfs)
+			continue;
+		/* the upstream's tree names it: this repo may serve it (eagerly
+		 * fetched now, or lazily on first request) */
+		db_lfs_link(rs->rec.id, e->lfs_oid);
+		if (!eager_path(rs->sel, e->path))
 			continue;
 		if (lfs_store_stat(rs->run->lfs, e->lfs_oid, NULL) == 0)
 			continue;
@@ -626,6 +631,8 @@ int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path,
 	strbuf_add_urlencoded(&url, path, 1);
 	uint64_t transferred = 0;
 	int rc = upstream_fetch_lfs(client, url.buf, oid, size, lfs, &transferred);
+	if (rc == 0)
+		db_lfs_link(repo_id, oid);
 	if (rc == 0)
 		log_info("mirror: fetched %s (%s, %" PRIu64 " bytes) on first request", path, oid, transferred);
 	if (transferred > 0) {	/* lazy bytes crossed the network too: count them */

@@ -20,6 +20,7 @@ static const char zero_sha[] = "0000000000000000000000000000000000000000";
 struct push_check {
 	git_repository *git;
 	struct lfs_store *lfs;
+	int64_t repo_id;
 	int problems;
 	const char *ref;
 };
@@ -87,9 +88,9 @@ static int check_delta(const git_diff_delta *delta, float progress, void *payloa
 				 "oid sha256:, size, each line ending in a newline)", path);
 	} else {
 		uint64_t size;
-		if (lfs_store_stat(pc->lfs, ptr.oid, &size) < 0)
-			complain(pc, "%s is an LFS pointer to %s, which this server does not have: push the LFS "
-				 "objects first (git lfs push --all origin)", path, ptr.oid);
+		if (lfs_store_stat(pc->lfs, ptr.oid, &size) < 0 || db_lfs_linked(pc->repo_id, ptr.oid) != 1)
+			complain(pc, "%s is an LFS pointer to %s, which this server does not have for this repo: "
+				 "push the LFS objects first (git lfs push --all origin)", path, ptr.oid);
 		else if (size != ptr.size)
 			complain(pc, "%s: LFS object %s has %llu bytes, the pointer says %llu", path, ptr.oid,
 				 (unsigned long long)size, (unsigned long long)ptr.size);
@@ -153,6 +154,13 @@ static int pre_receive(void)
 		return 1;
 	}
 	pc.lfs = lfs_store_open(lfs_root);
+	const char *conninfo = getenv("KHUB_HOOK_DATABASE"), *repo_id = getenv("KHUB_HOOK_REPO_ID");
+	if (!conninfo || !repo_id) {
+		fprintf(stderr, "khub: the push hook runs only under khub serve\n");
+		return 1;
+	}
+	db_configure(conninfo);
+	pc.repo_id = strtoll(repo_id, NULL, 10);
 	char line[1024];
 	while (fgets(line, sizeof(line), stdin)) {
 		char old_sha[64], new_sha[64], ref[900];

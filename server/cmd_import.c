@@ -17,6 +17,7 @@ struct import_state {
 	struct commit_builder *cb;
 	struct lfs_store *lfs;
 	const char *gitattributes;
+	int64_t repo_id;
 	size_t files, lfs_files;
 	uint64_t bytes;
 };
@@ -43,6 +44,8 @@ static int import_file(struct import_state *st, const char *full, const char *re
 		char text[LFS_POINTER_MAX];
 		int rc = lfs_store_put_file(st->lfs, full, ptr.oid, &ptr.size);
 		if (rc < 0)
+			return rc;
+		if ((rc = db_lfs_link(st->repo_id, ptr.oid)) < 0)
 			return rc;
 		size_t len = lfs_pointer_format(&ptr, text);
 		st->lfs_files++;
@@ -170,6 +173,7 @@ int cmd_import(int argc, char **argv)
 		db_audit(0, "cli", "repo.create", repo_id, NULL, "local");
 	}
 	struct import_state st = { 0 };
+	st.repo_id = rec.id;
 	if (repo_store_open(runtime_repo_root(), type, rec.ns, rec.name, &st.git) < 0)
 		fatal("cannot open repository %s", repo_id);
 	st.lfs = lfs_store_open(runtime_lfs_root());

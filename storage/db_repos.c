@@ -149,3 +149,29 @@ int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *nam
 	}
 	return 0;
 }
+
+int db_lfs_link(int64_t repo_id, const char *oid)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[2] = { id, oid };
+	PGresult *res = db_exec("INSERT INTO lfs_repo_objects (repo_id, oid) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+				2, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	PQclear(res);
+	return 0;
+}
+
+int db_lfs_linked(int64_t repo_id, const char *oid)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[2] = { id, oid };
+	PGresult *res = db_exec("SELECT 1 FROM lfs_repo_objects WHERE repo_id = $1 AND oid = $2", 2, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int linked = PQntuples(res) == 1;
+	PQclear(res);
+	return linked;
+}

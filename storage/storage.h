@@ -371,6 +371,11 @@ int db_repo_delete(int64_t repo_id);
 int db_repo_rename(int64_t repo_id, const char *ns, const char *name, struct repo_record *out);
 int db_repo_set_private(int64_t repo_id, int private);
 
+/* LFS objects usable by a repo (the store is shared; see sql/0005). */
+int db_lfs_link(int64_t repo_id, const char *oid);
+/* 1 when linked, 0 when not, negative on a database failure. */
+int db_lfs_linked(int64_t repo_id, const char *oid);
+
 /* Append to the audit log; details is JSON text or NULL. */
 int db_audit(int64_t actor_id, const char *actor_name, const char *action, const char *target,
 	     const char *details, const char *remote_addr);

@@ -166,7 +166,7 @@ git push -q origin v2 >"$TEST_DIR/err" 2>&1
 ok $? "git push origin v2 (new branch)" || sed 's/^/#   /' "$TEST_DIR/err"
 V2=$(git rev-parse HEAD)
 SINCE=$(log_since "$L0")
-like "$SINCE" "PUT /api/lfs/upload/[^ ]*/$NEW_OID/300000 200 " "git-lfs uploaded the new object through the signed URL"
+like "$SINCE" "PUT /api/lfs/upload/[^ ]*/$NEW_OID/300000/[0-9]+ 200 " "git-lfs uploaded the new object through the signed URL"
 like "$SINCE" "POST /kernels/acme/relu(\.git)?/git-receive-pack 200 .* user=bob" "receive-pack ran as bob"
 check "the object is in the LFS store" -- test -f "$(lfs_path "$NEW_OID")"
 is "$(sha256 "$(lfs_path "$NEW_OID")")" "$NEW_OID" "… under its sha256"
