@@ -24,33 +24,9 @@ static char *parent_dir(const char *path)
 static int adopt_existing(const char *dir)
 {
 	git_repository *repo = NULL;
-	git_reference *main_ref = NULL;
-	struct commit_builder *cb = NULL;
-	char sha[41];
-	int rc = KHUB_EIO;
-
-	if (git_repository_open_bare(&repo, dir) < 0) {
-		rc = KHUB_ENOTFOUND;	/* not a repository: the caller trashes it */
-		goto cleanup;
-	}
-	if (git_reference_lookup(&main_ref, repo, "refs/heads/main") == 0) {
-		rc = 0;
-		goto cleanup;
-	}
-	cb = commit_builder_new(repo, NULL);
-	if (!cb)
-		goto cleanup;
-	if ((rc = commit_builder_put_bytes(cb, ".gitattributes", repo_default_gitattributes,
-					   strlen(repo_default_gitattributes), 0100644)) < 0)
-		goto cleanup;
-	if ((rc = commit_builder_write(cb, "khub", "khub@localhost", "initial commit", NULL, sha)) < 0)
-		goto cleanup;
-	rc = repo_update_ref(repo, "refs/heads/main", NULL, sha, "initial commit");
-	if (rc == KHUB_ECONFLICT)
-		rc = 0;		/* another creator wrote it first */
-cleanup:
-	commit_builder_free(cb);
-	git_reference_free(main_ref);
+	if (git_repository_open_bare(&repo, dir) < 0)
+		return KHUB_ENOTFOUND;	/* not a repository: the caller trashes it */
+	int rc = repo_store_initial_commit(repo);
 	git_repository_free(repo);
 	return rc;
 }

@@ -59,26 +59,15 @@ char *repo_store_git_dir(const char *root, enum repo_type type, const char *ns, 
 	return xasprintf("%s/%s/%s/%s.git", root, repo_type_plural(type), ns, name);
 }
 
-int repo_store_create(const char *root, enum repo_type type, const char *ns, const char *name)
+int repo_store_initial_commit(git_repository *repo)
 {
-	char *dir = repo_store_git_dir(root, type, ns, name);
-	git_repository *repo = NULL;
+	git_reference *main_ref = NULL;
 	struct commit_builder *cb = NULL;
 	char sha[41];
 	int rc = KHUB_EIO;
-	struct stat st;
-
-	if (stat(dir, &st) == 0) {
-		rc = KHUB_EEXIST;
-		goto cleanup;
-	}
-	git_repository_init_options opts;
-	git_repository_init_options_init(&opts, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
-	opts.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_MKPATH | GIT_REPOSITORY_INIT_NO_REINIT;
-	opts.initial_head = "main";
-	if (git_repository_init_ext(&repo, dir, &opts) < 0) {
-		log_error("git init %s: %s", dir, git_error_last() ? git_error_last()->message : "?");
-		goto cleanup;
+	if (git_reference_lookup(&main_ref, repo, "refs/heads/main") == 0) {
+		git_reference_free(main_ref);
+		return 0;
 	}
 	cb = commit_builder_new(repo, NULL);
 	if (!cb)
@@ -89,10 +78,23 @@ int repo_store_create(const char *root, enum repo_type type, const char *ns, con
 	if ((rc = commit_builder_write(cb, "system", "system@khub.local", "initial commit", NULL, sha)) < 0)
 		goto cleanup;
 	rc = repo_update_ref(repo, "refs/heads/main", NULL, sha, "initial commit");
+	if (rc == KHUB_ECONFLICT)
+		rc = 0;		/* another creator wrote it first */
 cleanup:
 	commit_builder_free(cb);
+	return rc;
+}
+
+int repo_store_create(const char *root, enum repo_type type, const char *ns, const char *name)
+{
+	git_repository *repo = NULL;
+	int rc = repo_store_init_empty(root, type, ns, name);
+	if (rc < 0)
+		return rc;
+	if ((rc = repo_store_open(root, type, ns, name, &repo)) < 0)
+		return rc;
+	rc = repo_store_initial_commit(repo);
 	git_repository_free(repo);
-	free(dir);
 	return rc;
 }
 

@@ -103,6 +103,9 @@ char *repo_store_git_dir(const char *root, enum repo_type type, const char *ns, 
 /* Create a bare repo with an initial commit on main holding .gitattributes.
  * KHUB_EEXIST when the directory exists. */
 int repo_store_create(const char *root, enum repo_type type, const char *ns, const char *name);
+/* The Hub's initial commit (.gitattributes, author "system") on main,
+ * unless main exists. */
+int repo_store_initial_commit(git_repository *repo);
 /* Create an empty bare repo (no commit): mirrors keep upstream's history
  * exactly. KHUB_EEXIST when it exists. */
 int repo_store_init_empty(const char *root, enum repo_type type, const char *ns, const char *name);
