@@ -83,6 +83,11 @@ static char *describe_file(struct repo_handle *h, const char *sha, const char *p
 	return value;
 }
 
+static ssize_t no_body_for_head(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
 static void add_file_headers(struct MHD_Response *resp, const struct file_meta *meta, const char *sha,
 			     const char *path)
 {
@@ -157,7 +162,14 @@ static enum MHD_Result handle_resolve(struct request *req)
 	uint64_t count = meta.size ? to - from + 1 : 0;
 
 	struct MHD_Response *resp = NULL;
-	if (meta.is_lfs) {
+	uint64_t head_size;
+	if (meta.is_lfs && req->method == METHOD_HEAD && lfs_store_stat(api_ctx.lfs, meta.lfs_oid, &head_size) == 0 &&
+	    head_size == meta.size) {
+		/* HEAD: the size is known, no body is sent: no need to open the
+		 * object (a callback response announces the size; libmicrohttpd
+		 * never reads a HEAD body) */
+		resp = MHD_create_response_from_callback(count, 4096, no_body_for_head, NULL, NULL);
+	} else if (meta.is_lfs) {
 		int fd;
 		uint64_t stored;
 		int have = lfs_store_open_object(api_ctx.lfs, meta.lfs_oid, &fd, &stored) == 0;
