@@ -123,9 +123,9 @@ static void registry_unlock(void)
 	PQclear(db_exec("SELECT pg_advisory_unlock(2, 0)", 0, NULL, NULL));
 }
 
-/* Delete, move and settings take the admin role on the repo. A write-scoped
- * token is enough for that, as on the Hub, where write tokens delete repos;
- * a read-scoped one is not. Private repos stay RepoNotFound to outsiders. */
+/* Delete, move and settings: the write role in the repo's namespace (as on
+ * the Hub) and a token that is not read-only. Private repos stay
+ * RepoNotFound to outsiders. */
 static int repo_open_admin(struct request *req, enum repo_type type, const char *ns, const char *name,
 			   struct repo_handle *h, enum MHD_Result *result)
 {
@@ -134,11 +134,13 @@ static int repo_open_admin(struct request *req, enum repo_type type, const char 
 		return -1;
 	enum role role = p->is_site_admin || h->record.owner_id == p->user_id
 				 ? ROLE_ADMIN : db_membership_role(h->record.owner_id, p->user_id);
-	if (role >= ROLE_ADMIN && p->scope >= ROLE_WRITE)
+	/* As on the Hub: an org's write members may create, delete, rename
+	 * and configure any repo of the org. */
+	if (role >= ROLE_WRITE && p->scope >= ROLE_WRITE)
 		return 0;
-	*result = respond_error(req, 403, NULL, "You don't have the rights to administer %s/%s (needs admin access%s)",
+	*result = respond_error(req, 403, NULL, "You don't have the rights to manage %s/%s (needs write access%s)",
 				h->record.ns, h->record.name,
-				role >= ROLE_ADMIN ? "; your token's scope is too small" : "");
+				role >= ROLE_WRITE ? "; your token is read-only" : "");
 	return -1;
 }
 
@@ -397,8 +399,8 @@ static enum MHD_Result handle_delete(struct request *req)
 	enum repo_type type;
 	int registry_locked = 0, repo_locked = 0, rc;
 
-	if (require_signed_in(req, &result) < 0)
-		return result;
+	/* anonymous callers are answered by repo_open_admin: RepoNotFound for
+	 * a repo they cannot see, as reads answer */
 	if (!(doc = request_json_body(req, &result)))
 		return result;
 	if (body_repo_name(req, doc, &ns, &name, &result) < 0)
@@ -476,8 +478,6 @@ static enum MHD_Result handle_move(struct request *req)
 	enum repo_type type;
 	int registry_locked = 0, repo_locked = 0, rc;
 
-	if (require_signed_in(req, &result) < 0)
-		return result;
 	if (!(doc = request_json_body(req, &result)))
 		return result;
 	if (body_string(doc, "fromRepo", &from_id) < 0 || body_string(doc, "toRepo", &to_id) < 0 || !from_id ||

@@ -294,8 +294,8 @@ is "$(code)" "404/RevisionNotFound" "deleting a tag as a branch: 404 RevisionNot
 is "$(audit tag.create kernels/acme/relu)/$(audit tag.delete kernels/acme/relu)" "4/1" "tag changes are audited"
 
 # ---- settings ---------------------------------------------------------------------------
-api PUT /api/kernels/acme/relu/settings "$BOB" '{"private":true}'
-is "$STATUS" 403 "settings as a write member: 403"
+api PUT /api/kernels/acme/relu/settings "$CAROL" '{"private":true}'
+is "$STATUS" 403 "settings as a read member: 403"
 api PUT /api/kernels/acme/relu/settings "" '{"private":true}'
 is "$STATUS" 401 "settings anonymous: 401"
 api PUT /api/kernels/acme/relu/settings "$ALICE" '{"private":"yes"}'
@@ -322,8 +322,8 @@ is "$(code)" "404/RepoNotFound" "settings of a missing repo: 404 RepoNotFound"
 
 # ---- move -------------------------------------------------------------------------------------
 RELU_MAIN=$(sha_of kernels/acme/relu main)
-api POST /api/repos/move "$BOB" '{"fromRepo":"acme/relu","toRepo":"acme/relu-moved","type":"kernel"}'
-is "$STATUS" 403 "move as a write member: 403"
+api POST /api/repos/move "$CAROL" '{"fromRepo":"acme/relu","toRepo":"acme/relu-moved","type":"kernel"}'
+is "$STATUS" 403 "move as a read member: 403"
 api POST /api/repos/move "" '{"fromRepo":"acme/relu","toRepo":"acme/relu-moved","type":"kernel"}'
 is "$STATUS" 401 "move anonymous: 401"
 api POST /api/repos/move "$MALLORY" '{"fromRepo":"acme/secret","toRepo":"mallory/stolen","type":"kernel"}'
@@ -359,8 +359,8 @@ is "$STATUS" 200 "move back"
 DEL='{"name":"relu","organization":"acme","type":"kernel"}'
 api DELETE /api/repos/delete "" "$DEL"
 is "$STATUS" 401 "delete anonymous: 401"
-api DELETE /api/repos/delete "$BOB" "$DEL"
-is "$STATUS" 403 "delete as a write member: 403"
+api DELETE /api/repos/delete "$CAROL" "$DEL"
+is "$STATUS" 403 "delete as a read member: 403"
 api DELETE /api/repos/delete "$ALICE_READ" "$DEL"
 is "$STATUS" 403 "delete as an admin with a read-scoped token: 403"
 api DELETE /api/repos/delete "$MALLORY" '{"name":"secret","organization":"acme","type":"kernel"}'
