@@ -37,6 +37,7 @@ struct mirror_selection {
 	int lazy;		/* other LFS files fetched on first request */
 	long interval;		/* seconds between syncs in `khub mirror run` */
 	enum mirror_policy policy;	/* upstream force-pushes and deletions */
+	long git_timeout;	/* seconds a git ref listing or fetch may take */
 };
 
 struct mirror_config {

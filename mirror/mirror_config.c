@@ -5,7 +5,8 @@
  *    "selections": [{"name": "community", "upstream": "hf", "type": "kernel",
  *                    "repos": ["kernels-community/ *"], "refs": ["main", "v*"],
  *                    "eager_variants": ["torch-*", "torch21*-cxx11-cu12*-x86_64-linux"],
- *                    "lazy": true, "interval": 600, "policy": "mirror"}]} */
+ *                    "lazy": true, "interval": 600, "policy": "mirror",
+ *                    "git_timeout": 600}]} */
 #include "mirror/mirror.h"
 
 #include <stdlib.h>
@@ -115,6 +116,12 @@ int mirror_config_parse(const char *text, struct mirror_config *out, char *err, 
 		sel->lazy = lazy ? json_is_true(lazy) : 1;
 		json_t *interval = json_object_get(s, "interval");
 		sel->interval = json_is_integer(interval) ? (long)json_integer_value(interval) : 600;
+		json_t *git_timeout = json_object_get(s, "git_timeout");
+		sel->git_timeout = json_is_integer(git_timeout) ? (long)json_integer_value(git_timeout) : 600;
+		if (sel->git_timeout < 1) {
+			snprintf(err, errlen, "selections[%zu].git_timeout must be at least 1 second", i);
+			goto cleanup;
+		}
 		const char *policy = json_string_value(json_object_get(s, "policy"));
 		if (policy && strcmp(policy, "keep") != 0 && strcmp(policy, "mirror") != 0) {
 			snprintf(err, errlen, "selections[%zu].policy must be \"mirror\" or \"keep\"", i);

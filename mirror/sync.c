@@ -6,7 +6,12 @@
  * the next sync resumes partial LFS downloads and skips verified objects. */
 #include "mirror/mirror.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -371,6 +376,116 @@ static void apply_deletions(struct repo_sync *rs, struct upstream_ref *refs, siz
 	strbuf_release(&gone);
 }
 
+/* ---- libgit2's network steps, under a deadline --------------------------------- */
+
+/* libgit2 1.5 has no network timeout: an upstream that accepts a
+ * connection and never answers would hang the sync. Each network step
+ * runs in a child process that reports on a pipe ("R <sha> <ref>" lines,
+ * "E <message>" on failure); the parent stops waiting at the deadline. */
+enum net_step { STEP_LIST, STEP_FETCH };
+
+static void child_report(int fd, const char *line)
+{
+	size_t n = strlen(line);
+	while (n > 0) {
+		ssize_t w = write(fd, line, n);
+		if (w <= 0)
+			return;
+		line += w;
+		n -= (size_t)w;
+	}
+}
+
+static int run_step_in_child(struct repo_sync *rs, git_remote *remote, enum net_step step,
+			     struct upstream_ref **refs, size_t *nrefs)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		strbuf_addf(&rs->errors, "cannot create a pipe; ");
+		return KHUB_EIO;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		strbuf_addf(&rs->errors, "cannot fork; ");
+		return KHUB_EIO;
+	}
+	if (pid == 0) {
+		/* the child: libgit2 only, never the database connection */
+		close(fds[0]);
+		struct strbuf out = STRBUF_INIT;
+		int rc;
+		if (step == STEP_LIST) {
+			rc = list_upstream_refs(rs, remote, refs, nrefs);
+			for (size_t i = 0; rc == 0 && i < *nrefs; i++)
+				strbuf_addf(&out, "R %s %s\n", (*refs)[i].sha, (*refs)[i].name);
+		} else {
+			rc = fetch_objects(rs, remote, *refs, *nrefs);
+		}
+		if (rc < 0)
+			strbuf_addf(&out, "E %s\n", rs->errors.len ? rs->errors.buf : "failed");
+		child_report(fds[1], out.buf ? out.buf : "");
+		_exit(rc < 0 ? 1 : 0);
+	}
+	close(fds[1]);
+	struct strbuf in = STRBUF_INIT;
+	uint64_t deadline = monotonic_usec() + (uint64_t)rs->sel->git_timeout * 1000000u;
+	int timed_out = 0;
+	for (;;) {
+		uint64_t now = monotonic_usec();
+		if (now >= deadline) {
+			timed_out = 1;
+			break;
+		}
+		struct pollfd p = { fds[0], POLLIN, 0 };
+		int prc = poll(&p, 1, (int)((deadline - now) / 1000 + 1));
+		if (prc < 0 && errno == EINTR)
+			continue;
+		if (prc <= 0)
+			continue;
+		char buf[4096];
+		ssize_t n = read(fds[0], buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		strbuf_add(&in, buf, (size_t)n);
+	}
+	close(fds[0]);
+	int status = 0;
+	if (timed_out)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	int rc = 0;
+	if (timed_out) {
+		strbuf_addf(&rs->errors, "the upstream did not answer the git %s within %ld s; ",
+			    step == STEP_LIST ? "ref advertisement" : "fetch", rs->sel->git_timeout);
+		rc = KHUB_EIO;
+	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		const char *e = in.buf ? strstr(in.buf, "E ") : NULL;
+		strbuf_addf(&rs->errors, "%s", e ? e + 2 : "the git step failed; ");
+		rc = KHUB_EIO;
+	} else if (step == STEP_LIST) {
+		*refs = NULL;
+		*nrefs = 0;
+		char *save = NULL;
+		for (char *line = in.len ? strtok_r(in.buf, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
+			if (line[0] != 'R' || strlen(line) < 44)
+				continue;
+			*refs = xrealloc(*refs, (*nrefs + 1) * sizeof(**refs));
+			memcpy((*refs)[*nrefs].sha, line + 2, 40);
+			(*refs)[*nrefs].sha[40] = '\0';
+			(*refs)[*nrefs].name = xstrdup(line + 43);
+			(*nrefs)++;
+		}
+	}
+	strbuf_release(&in);
+	return rc;
+}
+
 /* ---- one repo ---------------------------------------------------------------- */
 
 static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel, struct upstream_client *client,
@@ -403,7 +518,7 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 	char *url = xasprintf("%s/%s%s", rs.up->url, repo_type_url_prefix(sel->type), repo_id);
 	rc = git_remote_create_anonymous(&remote, rs.git, url) < 0 ? KHUB_EIO : 0;
 	free(url);
-	if (rc < 0 || (rc = list_upstream_refs(&rs, remote, &refs, &nrefs)) < 0)
+	if (rc < 0 || (rc = run_step_in_child(&rs, remote, STEP_LIST, &refs, &nrefs)) < 0)
 		goto done;
 
 	/* Nothing new: every selected visible ref already equals upstream and
@@ -420,7 +535,7 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 		rc = 0;
 		goto done;
 	}
-	if ((rc = fetch_objects(&rs, remote, refs, nrefs)) < 0)
+	if ((rc = run_step_in_child(&rs, remote, STEP_FETCH, &refs, &nrefs)) < 0)
 		goto done;
 	for (size_t i = 0; i < nrefs; i++) {
 		char sha[41];
