@@ -20,6 +20,7 @@ struct mirror_upstream {
 	double rate;		/* requests per second (0 = unlimited) */
 	int concurrency;	/* parallel LFS transfers */
 	int max_retries;
+	long request_timeout;	/* seconds one JSON request may take */
 };
 
 enum mirror_policy { POLICY_MIRROR, POLICY_KEEP };

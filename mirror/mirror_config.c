@@ -82,6 +82,12 @@ int mirror_config_parse(const char *text, struct mirror_config *out, char *err, 
 		}
 		json_t *retries = json_object_get(u, "max_retries");
 		up->max_retries = json_is_integer(retries) ? (int)json_integer_value(retries) : 6;
+		json_t *rt = json_object_get(u, "request_timeout");
+		up->request_timeout = json_is_integer(rt) ? (long)json_integer_value(rt) : 120;
+		if (up->max_retries < 0 || up->request_timeout < 1) {
+			snprintf(err, errlen, "upstreams[%zu]: max_retries >= 0 and request_timeout >= 1", i);
+			goto cleanup;
+		}
 	}
 	out->selections = xcalloc(json_array_size(sels) + 1, sizeof(*out->selections));
 	json_t *s;

@@ -737,6 +737,7 @@ int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path,
 	up.token_file = PQgetisnull(res, 0, 3) ? NULL : PQgetvalue(res, 0, 3);
 	up.concurrency = 1;
 	up.max_retries = 1;	/* a client is waiting: fail fast */
+	up.request_timeout = 30;
 	enum repo_type type = REPO_KERNEL;
 	repo_type_parse(PQgetvalue(res, 0, 5), &type);
 	char *token = mirror_upstream_token(&up);

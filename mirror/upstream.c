@@ -176,7 +176,7 @@ int upstream_get_json(struct upstream_client *c, const char *url, json_t **out, 
 		strbuf_reset(&body);
 		curl_easy_reset(h);
 		set_common(c, h, url);
-		curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+		curl_easy_setopt(h, CURLOPT_TIMEOUT, c->up->request_timeout > 0 ? c->up->request_timeout : 120L);
 		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_json_body);
 		curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
 		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
