@@ -91,7 +91,15 @@ static int token_create(int argc, char **argv)
 	if (scope_arg && role_parse(scope_arg, &scope) < 0)
 		return fprintf(stderr, "khub admin: scope must be read, write or admin\n"), 2;
 	const char *days = option(argc, argv, "--expires-in-days");
-	time_t expires = days ? time(NULL) + (time_t)(atof(days) * 86400) : 0;
+	time_t expires = 0;
+	if (days) {
+		char *end;
+		double d = strtod(days, &end);
+		if (*end || end == days || !(d > 0) || d > 36500)
+			return fprintf(stderr, "khub admin: --expires-in-days must be a positive number of days\n"), 2;
+		double seconds = d * 86400;
+		expires = time(NULL) + (time_t)(seconds < 1 ? 1 : seconds);
+	}
 	const char *name = option(argc, argv, "--token-name");
 	char *token = NULL;
 	int64_t id;
@@ -111,7 +119,8 @@ static int token_list(int argc, char **argv)
 	if (argc < 4)
 		return fprintf(stderr, "%s", admin_usage), 2;
 	const char *params[1] = { argv[3] };
-	PGresult *res = db_exec("SELECT t.id, t.token_prefix, t.name, t.scope, t.created_at, t.expires_at, t.revoked_at"
+	PGresult *res = db_exec("SELECT t.id, t.token_prefix, t.name, t.scope, t.created_at, t.expires_at, t.revoked_at,"
+				" coalesce(t.expires_at <= now(), false)"
 				" FROM tokens t JOIN accounts a ON a.id = t.user_id WHERE lower(a.name) = lower($1)"
 				" ORDER BY t.id", 1, params, NULL);
 	if (!res)
@@ -120,7 +129,7 @@ static int token_list(int argc, char **argv)
 		printf("%s\t%s…\t%s\t%s\tcreated %s\texpires %s\t%s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
 		       PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), PQgetvalue(res, i, 4),
 		       PQgetisnull(res, i, 5) ? "never" : PQgetvalue(res, i, 5),
-		       PQgetisnull(res, i, 6) ? "active" : "revoked");
+		       !PQgetisnull(res, i, 6) ? "revoked" : PQgetvalue(res, i, 7)[0] == 't' ? "expired" : "active");
 	PQclear(res);
 	return 0;
 }

@@ -73,6 +73,13 @@ check "member set" -- khub admin member set acme alice write
 TOKEN=$(khub admin token create alice --scope write 2>/dev/null)
 like "$TOKEN" '^hf_[A-Za-z]{34}$' "token create prints an hf_ token"
 check "token is stored hashed, never in clear" -- bash -c "! grep -r -a -q '$TOKEN' '$KHUB_DATA_DIR/pg/data' 2>/dev/null || ! khub admin token list alice | grep -q '$TOKEN'"
+khub admin token create alice --expires-in-days abc >/dev/null 2>"$TEST_DIR/err"
+ok $([ $? -ne 0 ]; echo $?) "a malformed expiry is refused"
+khub admin token create alice --expires-in-days -3 >/dev/null 2>"$TEST_DIR/err"
+like "$(cat "$TEST_DIR/err")" "positive number of days" "a negative expiry is refused with a clear message"
+EXPIRING=$(khub admin token create alice --expires-in-days 0.00001 2>/dev/null)
+sleep 1.5
+like "$(khub admin token list alice 2>/dev/null)" "expired" "token list says which tokens expired"
 LIST=$(khub admin token list alice 2>/dev/null)
 like "$LIST" "write" "token list shows the scope"
 ok $(echo "$LIST" | grep -q "$TOKEN"; [ $? -ne 0 ]; echo $?) "token list never shows the secret"
