@@ -4,41 +4,19 @@
  * the selection wants eagerly, then move each visible ref to exactly the
  * upstream sha. A crash at any point leaves visible refs where they were;
  * the next sync resumes partial LFS downloads and skips verified objects. */
-#include "mirror/mirror.h"
+#include "mirror/sync_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
-
-#define STAGING_PREFIX "refs/khub-upstream/"
-
-struct wanted {
-	char oid[65];
-	uint64_t size;
-	char *path;
-};
-
-struct repo_sync {
-	struct mirror_run *run;
-	const struct mirror_selection *sel;
-	const struct mirror_upstream *up;
-	struct upstream_client *client;
-	git_repository *git;
-	struct repo_record rec;
-	char upstream_repo[2 * REPO_NAME_MAX + 2];
-	struct strbuf warnings;
-	struct strbuf errors;
-	uint64_t bytes, objects;
-	int refs_behind;
-};
 
 static int glob_any(char *const *globs, size_t n, const char *s)
 {
@@ -48,7 +26,7 @@ static int glob_any(char *const *globs, size_t n, const char *s)
 	return 0;
 }
 
-static int ref_selected(const struct mirror_selection *sel, const char *full)
+int sync_ref_selected(const struct mirror_selection *sel, const char *full)
 {
 	if (strncmp(full, "refs/heads/", 11) == 0) {
 		for (size_t i = 0; i < sel->nrefs; i++)
@@ -68,7 +46,7 @@ static int ref_selected(const struct mirror_selection *sel, const char *full)
 
 /* An LFS file is wanted eagerly unless it lies in a build variant outside
  * the selection's eager globs. */
-static int eager_path(const struct mirror_selection *sel, const char *path)
+int sync_eager_path(const struct mirror_selection *sel, const char *path)
 {
 	if (strncmp(path, "build/", 6) != 0)
 		return 1;
@@ -82,9 +60,7 @@ static int eager_path(const struct mirror_selection *sel, const char *path)
 	return glob_any(sel->eager, sel->neager, name);
 }
 
-static void progress(struct repo_sync *rs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void progress(struct repo_sync *rs, const char *fmt, ...)
+void sync_progress(struct repo_sync *rs, const char *fmt, ...)
 {
 	if (!rs->run->progress)
 		return;
@@ -127,365 +103,6 @@ static void status_end(struct repo_sync *rs, int ok)
 			" syncs_total = syncs_total + 1 WHERE repo_id = $1", 7, params, NULL));
 }
 
-/* ---- LFS objects ------------------------------------------------------------ */
-
-struct fetch_pool {
-	struct repo_sync *rs;
-	const char *sha;
-	struct wanted *items;
-	size_t count, next, done, failed;
-	int corrupt;
-	pthread_mutex_t lock;
-};
-
-static void *fetch_worker(void *arg)
-{
-	struct fetch_pool *pool = arg;
-	struct repo_sync *rs = pool->rs;
-	for (;;) {
-		pthread_mutex_lock(&pool->lock);
-		size_t i = pool->next < pool->count ? pool->next++ : (size_t)-1;
-		pthread_mutex_unlock(&pool->lock);
-		if (i == (size_t)-1)
-			break;
-		struct wanted *w = &pool->items[i];
-		struct strbuf url = STRBUF_INIT;
-		strbuf_addf(&url, "%s/%s%s/resolve/%s/", rs->up->url, repo_type_url_prefix(rs->sel->type),
-			    rs->upstream_repo, pool->sha);
-		strbuf_add_urlencoded(&url, w->path, 1);
-		uint64_t transferred = 0;
-		int rc = lfs_store_stat(rs->run->lfs, w->oid, NULL) == 0 ? 0
-		       : upstream_fetch_lfs(rs->client, url.buf, w->oid, w->size, rs->run->lfs, &transferred);
-		strbuf_release(&url);
-		pthread_mutex_lock(&pool->lock);
-		rs->bytes += transferred;
-		pool->done++;
-		if (rc == 0) {
-			rs->objects++;
-		} else {
-			pool->failed++;
-			pool->corrupt |= rc == KHUB_EINVAL;
-			strbuf_addf(&rs->errors, "%s: LFS object %s %s; ", w->path, w->oid,
-				    rc == KHUB_EINVAL ? "failed verification (sha256 or size mismatch)"
-						      : "could not be fetched");
-		}
-		progress(rs, "%zu/%zu LFS objects, %.1f MiB", pool->done, pool->count, (double)rs->bytes / 1048576.0);
-		pthread_mutex_unlock(&pool->lock);
-	}
-	return NULL;
-}
-
-/* Every LFS object the selection wants at sha, fetched and verified. */
-static int fetch_wanted_objects(struct repo_sync *rs, const char *sha)
-{
-	struct tree_listing listing;
-	if (repo_list_tree(rs->git, sha, "", 1, &listing) < 0)
-		return KHUB_EIO;
-	struct wanted *items = xcalloc(listing.count + 1, sizeof(*items));
-	size_t n = 0;
-	for (size_t i = 0; i < listing.count; i++) {
-		const struct tree_entry *e = &listing.entries[i];
-		if (e->is_dir || !e->is_lfs)
-			continue;
-		/* the upstream's tree names it: this repo may serve it (eagerly
-		 * fetched now, or lazily on first request) */
-		db_lfs_link(rs->rec.id, e->lfs_oid);
-		if (!eager_path(rs->sel, e->path))
-			continue;
-		if (lfs_store_stat(rs->run->lfs, e->lfs_oid, NULL) == 0)
-			continue;
-		int dup = 0;
-		for (size_t k = 0; k < n && !dup; k++)
-			dup = strcmp(items[k].oid, e->lfs_oid) == 0;
-		if (dup)
-			continue;
-		memcpy(items[n].oid, e->lfs_oid, 65);
-		items[n].size = e->size;
-		items[n].path = xstrdup(e->path);
-		n++;
-	}
-	tree_listing_release(&listing);
-	int rc = 0;
-	if (n > 0) {
-		struct fetch_pool pool = { rs, sha, items, n, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER };
-		int workers = rs->up->concurrency < (int)n ? rs->up->concurrency : (int)n;
-		pthread_t threads[64];
-		for (int t = 0; t < workers; t++)
-			pthread_create(&threads[t], NULL, fetch_worker, &pool);
-		for (int t = 0; t < workers; t++)
-			pthread_join(threads[t], NULL);
-		rc = pool.failed ? (pool.corrupt ? KHUB_EINVAL : KHUB_EIO) : 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		free(items[i].path);
-	free(items);
-	return rc;
-}
-
-/* ---- refs ----------------------------------------------------------------------- */
-
-struct upstream_ref {
-	char *name;	/* refs/heads/v1 */
-	char sha[41];
-};
-
-static int list_upstream_refs(struct repo_sync *rs, git_remote *remote, struct upstream_ref **out, size_t *n)
-{
-	const git_remote_head **heads;
-	size_t count;
-	git_remote_callbacks callbacks;
-	git_remote_init_callbacks(&callbacks, GIT_REMOTE_CALLBACKS_VERSION);
-	if (git_remote_connect(remote, GIT_DIRECTION_FETCH, &callbacks, NULL, upstream_git_headers(rs->client)) < 0 ||
-	    git_remote_ls(&heads, &count, remote) < 0) {
-		const git_error *e = git_error_last();
-		strbuf_addf(&rs->errors, "cannot list upstream refs: %s; ", e ? e->message : "?");
-		return KHUB_EIO;
-	}
-	*out = xcalloc(count + 1, sizeof(**out));
-	*n = 0;
-	for (size_t i = 0; i < count; i++) {
-		const char *name = heads[i]->name;
-		size_t len = strlen(name);
-		if (len > 3 && strcmp(name + len - 3, "^{}") == 0)
-			continue;	/* peeled tag lines */
-		if (!ref_selected(rs->sel, name))
-			continue;
-		(*out)[*n].name = xstrdup(name);
-		git_oid_tostr((*out)[*n].sha, 41, &heads[i]->oid);
-		(*n)++;
-	}
-	git_remote_disconnect(remote);
-	return 0;
-}
-
-static int local_ref(git_repository *git, const char *name, char sha[41])
-{
-	git_reference *ref = NULL;
-	if (git_reference_lookup(&ref, git, name) < 0)
-		return -1;
-	const git_oid *oid = git_reference_target(ref);
-	int rc = oid ? 0 : -1;
-	if (oid)
-		git_oid_tostr(sha, 41, oid);
-	git_reference_free(ref);
-	return rc;
-}
-
-static char *staging_name(const char *ref)
-{
-	return xasprintf(STAGING_PREFIX "%s", ref + 5);	/* refs/heads/x → refs/khub-upstream/heads/x */
-}
-
-/* Bring every selected upstream ref's objects into staging refs. */
-static int fetch_objects(struct repo_sync *rs, git_remote *remote, struct upstream_ref *refs, size_t n)
-{
-	char **specs = xcalloc(n + 1, sizeof(char *));
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		char staged[41];
-		char *sname = staging_name(refs[i].name);
-		/* staging already at the upstream sha: its objects are here */
-		if (!(local_ref(rs->git, sname, staged) == 0 && strcmp(staged, refs[i].sha) == 0))
-			specs[k++] = xasprintf("+%s:%s", refs[i].name, sname);
-		free(sname);
-	}
-	int rc = 0;
-	if (k > 0) {
-		progress(rs, "fetching git objects for %zu refs", k);
-		git_fetch_options opts;
-		git_fetch_options_init(&opts, GIT_FETCH_OPTIONS_VERSION);
-		if (upstream_git_headers(rs->client))
-			opts.custom_headers = *upstream_git_headers(rs->client);
-		opts.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
-		opts.update_fetchhead = 0;
-		git_strarray arr = { specs, k };
-		if (git_remote_fetch(remote, &arr, &opts, "khub mirror") < 0) {
-			const git_error *e = git_error_last();
-			strbuf_addf(&rs->errors, "git fetch failed: %s; ", e ? e->message : "?");
-			rc = KHUB_EIO;
-		}
-	}
-	for (size_t i = 0; i < k; i++)
-		free(specs[i]);
-	free(specs);
-	return rc;
-}
-
-static int move_visible_ref(struct repo_sync *rs, const char *name, const char *sha)
-{
-	char current[41];
-	int exists = local_ref(rs->git, name, current) == 0;
-	if (exists && strcmp(current, sha) == 0)
-		return 0;
-	if (exists && rs->sel->policy == POLICY_KEEP) {
-		git_oid a, b;
-		git_oid_fromstr(&a, sha);
-		git_oid_fromstr(&b, current);
-		if (git_graph_descendant_of(rs->git, &a, &b) != 1) {
-			strbuf_addf(&rs->warnings, "%s was force-pushed upstream (%.12s -> %.12s): kept %.12s (policy keep); ",
-				    name, current, sha, current);
-			rs->run->stats.refs_kept++;
-			return 0;
-		}
-	}
-	int rc = repo_update_ref(rs->git, name, exists ? current : NULL, sha, "khub mirror");
-	if (rc == 0)
-		rs->run->stats.refs_moved++;
-	return rc;
-}
-
-/* Visible refs inside the selection that upstream no longer has. */
-static void apply_deletions(struct repo_sync *rs, struct upstream_ref *refs, size_t n)
-{
-	git_reference_iterator *it = NULL;
-	git_reference *ref;
-	if (git_reference_iterator_new(&it, rs->git) < 0)
-		return;
-	struct strbuf gone = STRBUF_INIT;
-	while (git_reference_next(&ref, it) == 0) {
-		const char *name = git_reference_name(ref);
-		int upstream_has = 0;
-		if (strncmp(name, STAGING_PREFIX, strlen(STAGING_PREFIX)) == 0) {
-			char *visible = xasprintf("refs/%s", name + strlen(STAGING_PREFIX));
-			for (size_t i = 0; i < n && !upstream_has; i++)
-				upstream_has = strcmp(refs[i].name, visible) == 0;
-			if (!upstream_has)
-				git_reference_delete(ref);	/* staging follows upstream exactly */
-			free(visible);
-		} else if (ref_selected(rs->sel, name)) {
-			for (size_t i = 0; i < n && !upstream_has; i++)
-				upstream_has = strcmp(refs[i].name, name) == 0;
-			if (!upstream_has) {
-				strbuf_adds(&gone, name);
-				strbuf_adds(&gone, "\n");
-			}
-		}
-		git_reference_free(ref);
-	}
-	git_reference_iterator_free(it);
-	char *save = NULL;
-	for (char *name = gone.len ? strtok_r(gone.buf, "\n", &save) : NULL; name;
-	     name = strtok_r(NULL, "\n", &save)) {
-		if (rs->sel->policy == POLICY_KEEP) {
-			strbuf_addf(&rs->warnings, "%s was deleted upstream: kept (policy keep); ", name);
-			rs->run->stats.refs_kept++;
-		} else if (git_reference_remove(rs->git, name) == 0) {
-			rs->run->stats.refs_moved++;
-		}
-	}
-	strbuf_release(&gone);
-}
-
-/* ---- libgit2's network steps, under a deadline --------------------------------- */
-
-/* libgit2 1.5 has no network timeout: an upstream that accepts a
- * connection and never answers would hang the sync. Each network step
- * runs in a child process that reports on a pipe ("R <sha> <ref>" lines,
- * "E <message>" on failure); the parent stops waiting at the deadline. */
-enum net_step { STEP_LIST, STEP_FETCH };
-
-static void child_report(int fd, const char *line)
-{
-	size_t n = strlen(line);
-	while (n > 0) {
-		ssize_t w = write(fd, line, n);
-		if (w <= 0)
-			return;
-		line += w;
-		n -= (size_t)w;
-	}
-}
-
-static int run_step_in_child(struct repo_sync *rs, git_remote *remote, enum net_step step,
-			     struct upstream_ref **refs, size_t *nrefs)
-{
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		strbuf_addf(&rs->errors, "cannot create a pipe; ");
-		return KHUB_EIO;
-	}
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		strbuf_addf(&rs->errors, "cannot fork; ");
-		return KHUB_EIO;
-	}
-	if (pid == 0) {
-		/* the child: libgit2 only, never the database connection */
-		close(fds[0]);
-		struct strbuf out = STRBUF_INIT;
-		int rc;
-		if (step == STEP_LIST) {
-			rc = list_upstream_refs(rs, remote, refs, nrefs);
-			for (size_t i = 0; rc == 0 && i < *nrefs; i++)
-				strbuf_addf(&out, "R %s %s\n", (*refs)[i].sha, (*refs)[i].name);
-		} else {
-			rc = fetch_objects(rs, remote, *refs, *nrefs);
-		}
-		if (rc < 0)
-			strbuf_addf(&out, "E %s\n", rs->errors.len ? rs->errors.buf : "failed");
-		child_report(fds[1], out.buf ? out.buf : "");
-		_exit(rc < 0 ? 1 : 0);
-	}
-	close(fds[1]);
-	struct strbuf in = STRBUF_INIT;
-	uint64_t deadline = monotonic_usec() + (uint64_t)rs->sel->git_timeout * 1000000u;
-	int timed_out = 0;
-	for (;;) {
-		uint64_t now = monotonic_usec();
-		if (now >= deadline) {
-			timed_out = 1;
-			break;
-		}
-		struct pollfd p = { fds[0], POLLIN, 0 };
-		int prc = poll(&p, 1, (int)((deadline - now) / 1000 + 1));
-		if (prc < 0 && errno == EINTR)
-			continue;
-		if (prc <= 0)
-			continue;
-		char buf[4096];
-		ssize_t n = read(fds[0], buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		strbuf_add(&in, buf, (size_t)n);
-	}
-	close(fds[0]);
-	int status = 0;
-	if (timed_out)
-		kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	int rc = 0;
-	if (timed_out) {
-		strbuf_addf(&rs->errors, "the upstream did not answer the git %s within %ld s; ",
-			    step == STEP_LIST ? "ref advertisement" : "fetch", rs->sel->git_timeout);
-		rc = KHUB_EIO;
-	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		const char *e = in.buf ? strstr(in.buf, "E ") : NULL;
-		strbuf_addf(&rs->errors, "%s", e ? e + 2 : "the git step failed; ");
-		rc = KHUB_EIO;
-	} else if (step == STEP_LIST) {
-		*refs = NULL;
-		*nrefs = 0;
-		char *save = NULL;
-		for (char *line = in.len ? strtok_r(in.buf, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
-			if (line[0] != 'R' || strlen(line) < 44)
-				continue;
-			*refs = xrealloc(*refs, (*nrefs + 1) * sizeof(**refs));
-			memcpy((*refs)[*nrefs].sha, line + 2, 40);
-			(*refs)[*nrefs].sha[40] = '\0';
-			(*refs)[*nrefs].name = xstrdup(line + 43);
-			(*nrefs)++;
-		}
-	}
-	strbuf_release(&in);
-	return rc;
-}
-
 /* ---- one repo ---------------------------------------------------------------- */
 
 static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel, struct upstream_client *client,
@@ -518,7 +135,7 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 	char *url = xasprintf("%s/%s%s", rs.up->url, repo_type_url_prefix(sel->type), repo_id);
 	rc = git_remote_create_anonymous(&remote, rs.git, url) < 0 ? KHUB_EIO : 0;
 	free(url);
-	if (rc < 0 || (rc = run_step_in_child(&rs, remote, STEP_LIST, &refs, &nrefs)) < 0)
+	if (rc < 0 || (rc = sync_run_git_step(&rs, remote, STEP_LIST, &refs, &nrefs)) < 0)
 		goto done;
 
 	/* Nothing new: every selected visible ref already equals upstream and
@@ -526,20 +143,20 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 	int unchanged = 1;
 	for (size_t i = 0; i < nrefs && unchanged; i++) {
 		char sha[41];
-		unchanged = local_ref(rs.git, refs[i].name, sha) == 0 && strcmp(sha, refs[i].sha) == 0;
+		unchanged = sync_local_ref(rs.git, refs[i].name, sha) == 0 && strcmp(sha, refs[i].sha) == 0;
 	}
 	if (unchanged) {
-		apply_deletions(&rs, refs, nrefs);
+		sync_apply_deletions(&rs, refs, nrefs);
 		run->stats.repos_unchanged++;
 		ok = rs.errors.len == 0;
 		rc = 0;
 		goto done;
 	}
-	if ((rc = run_step_in_child(&rs, remote, STEP_FETCH, &refs, &nrefs)) < 0)
+	if ((rc = sync_run_git_step(&rs, remote, STEP_FETCH, &refs, &nrefs)) < 0)
 		goto done;
 	for (size_t i = 0; i < nrefs; i++) {
 		char sha[41];
-		if (local_ref(rs.git, refs[i].name, sha) == 0 && strcmp(sha, refs[i].sha) == 0)
+		if (sync_local_ref(rs.git, refs[i].name, sha) == 0 && strcmp(sha, refs[i].sha) == 0)
 			continue;
 		git_object *obj = NULL, *commit = NULL;
 		git_oid oid;
@@ -556,21 +173,21 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 			rs.refs_behind++;
 			continue;
 		}
-		int frc = fetch_wanted_objects(&rs, commit_sha);
+		int frc = sync_fetch_wanted_objects(&rs, commit_sha);
 		if (frc < 0) {
 			/* the ref stays where it was: no client ever sees a commit
 			 * whose selected files are missing */
 			rs.refs_behind++;
 			continue;
 		}
-		if (move_visible_ref(&rs, refs[i].name, refs[i].sha) < 0) {
+		if (sync_move_visible_ref(&rs, refs[i].name, refs[i].sha) < 0) {
 			strbuf_addf(&rs.errors, "%s: cannot move the ref; ", refs[i].name);
 			rs.refs_behind++;
 		} else if (variant_index_update(rs.rec.id, rs.git, commit_sha) < 0) {
 			log_warn("mirror %s: cannot index %s", repo_id, commit_sha);
 		}
 	}
-	apply_deletions(&rs, refs, nrefs);
+	sync_apply_deletions(&rs, refs, nrefs);
 	variant_index_update(rs.rec.id, rs.git, NULL);
 	if (rs.refs_behind == 0)
 		db_repo_touch(rs.rec.id);
@@ -578,7 +195,7 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 	rc = ok ? 0 : KHUB_EIO;
 done:
 	status_end(&rs, ok);
-	progress(&rs, "%s%s\n", ok ? "in sync" : "failed: ", ok ? "" : rs.errors.buf);
+	sync_progress(&rs, "%s%s\n", ok ? "in sync" : "failed: ", ok ? "" : rs.errors.buf);
 	if (!ok)
 		log_warn("mirror %s: %s", repo_id, rs.errors.buf);
 	if (rs.warnings.len)

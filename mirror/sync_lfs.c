@@ -1,0 +1,110 @@
+/* sync_lfs.c -- the LFS objects a selection wants at a commit, fetched from
+ * the upstream by a bounded pool of threads and verified before stored. */
+#include "mirror/sync_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- LFS objects ------------------------------------------------------------ */
+
+struct fetch_pool {
+	struct repo_sync *rs;
+	const char *sha;
+	struct wanted *items;
+	size_t count, next, done, failed;
+	int corrupt;
+	pthread_mutex_t lock;
+};
+
+static void *fetch_worker(void *arg)
+{
+	struct fetch_pool *pool = arg;
+	struct repo_sync *rs = pool->rs;
+	for (;;) {
+		pthread_mutex_lock(&pool->lock);
+		size_t i = pool->next < pool->count ? pool->next++ : (size_t)-1;
+		pthread_mutex_unlock(&pool->lock);
+		if (i == (size_t)-1)
+			break;
+		struct wanted *w = &pool->items[i];
+		struct strbuf url = STRBUF_INIT;
+		strbuf_addf(&url, "%s/%s%s/resolve/%s/", rs->up->url, repo_type_url_prefix(rs->sel->type),
+			    rs->upstream_repo, pool->sha);
+		strbuf_add_urlencoded(&url, w->path, 1);
+		uint64_t transferred = 0;
+		int rc = lfs_store_stat(rs->run->lfs, w->oid, NULL) == 0 ? 0
+		       : upstream_fetch_lfs(rs->client, url.buf, w->oid, w->size, rs->run->lfs, &transferred);
+		strbuf_release(&url);
+		pthread_mutex_lock(&pool->lock);
+		rs->bytes += transferred;
+		pool->done++;
+		if (rc == 0) {
+			rs->objects++;
+		} else {
+			pool->failed++;
+			pool->corrupt |= rc == KHUB_EINVAL;
+			strbuf_addf(&rs->errors, "%s: LFS object %s %s; ", w->path, w->oid,
+				    rc == KHUB_EINVAL ? "failed verification (sha256 or size mismatch)"
+						      : "could not be fetched");
+		}
+		sync_progress(rs, "%zu/%zu LFS objects, %.1f MiB", pool->done, pool->count, (double)rs->bytes / 1048576.0);
+		pthread_mutex_unlock(&pool->lock);
+	}
+	return NULL;
+}
+
+/* Every LFS object the selection wants at sha, fetched and verified. */
+int sync_fetch_wanted_objects(struct repo_sync *rs, const char *sha)
+{
+	struct tree_listing listing;
+	if (repo_list_tree(rs->git, sha, "", 1, &listing) < 0)
+		return KHUB_EIO;
+	struct wanted *items = xcalloc(listing.count + 1, sizeof(*items));
+	size_t n = 0;
+	for (size_t i = 0; i < listing.count; i++) {
+		const struct tree_entry *e = &listing.entries[i];
+		if (e->is_dir || !e->is_lfs)
+			continue;
+		/* the upstream's tree names it: this repo may serve it (eagerly
+		 * fetched now, or lazily on first request) */
+		db_lfs_link(rs->rec.id, e->lfs_oid);
+		if (!sync_eager_path(rs->sel, e->path))
+			continue;
+		if (lfs_store_stat(rs->run->lfs, e->lfs_oid, NULL) == 0)
+			continue;
+		int dup = 0;
+		for (size_t k = 0; k < n && !dup; k++)
+			dup = strcmp(items[k].oid, e->lfs_oid) == 0;
+		if (dup)
+			continue;
+		memcpy(items[n].oid, e->lfs_oid, 65);
+		items[n].size = e->size;
+		items[n].path = xstrdup(e->path);
+		n++;
+	}
+	tree_listing_release(&listing);
+	int rc = 0;
+	if (n > 0) {
+		struct fetch_pool pool = { rs, sha, items, n, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER };
+		int workers = rs->up->concurrency < (int)n ? rs->up->concurrency : (int)n;
+		pthread_t threads[64];
+		for (int t = 0; t < workers; t++)
+			pthread_create(&threads[t], NULL, fetch_worker, &pool);
+		for (int t = 0; t < workers; t++)
+			pthread_join(threads[t], NULL);
+		rc = pool.failed ? (pool.corrupt ? KHUB_EINVAL : KHUB_EIO) : 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(items[i].path);
+	free(items);
+	return rc;
+}
