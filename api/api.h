@@ -57,6 +57,7 @@ struct request {
 	const struct route *route;
 	enum repo_type type;		/* from {type}, {tprefix} or the route */
 	const char *ns, *name, *org;
+	int name_in_git_url;		/* {gname}: a ".git" suffix is dropped */
 	char *rev;			/* owned */
 	char *path;			/* owned; "" when absent */
 	const char *args[4];		/* {arg} segments, in order */
@@ -103,7 +104,8 @@ struct stream_ops {
 /* Pattern segments: literals, {type} (models|datasets|spaces|kernels),
  * {tprefix} (datasets|spaces|kernels), {ns}, {name}, {org}, {rev} (one
  * segment, or refs/{heads,tags,convert}/X and refs/pr/N sent unencoded),
- * {arg} (any one segment, kept in args[]), {path*} (every remaining
+ * {gname} (a repo name as in a git remote URL: a ".git" suffix is
+ * dropped), {arg} (any one segment, kept in args[]), {path*} (every remaining
  * segment, may be empty). */
 struct route {
 	unsigned methods;
@@ -202,6 +204,9 @@ int repo_write_lock(int64_t repo_id);
 void repo_write_unlock(int64_t repo_id);
 /* Audit a write by the caller; details is JSON text or NULL. */
 void api_audit(struct request *req, const char *action, const char *target, const char *details);
+/* An optional string member of a JSON body: absent or null leaves *out
+ * NULL; -1 when it has another type. *out points into doc. */
+int json_optional_string(json_t *doc, const char *key, const char **out);
 /* Parse the buffered body as a JSON object (an empty body is {}); on
  * failure 400 is queued and NULL returned. The caller decrefs. */
 json_t *request_json_body(struct request *req, enum MHD_Result *result);

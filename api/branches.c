@@ -28,18 +28,6 @@ static int body_optional_bool(json_t *doc, const char *key, int *out)
 	return 0;
 }
 
-static int body_optional_string(json_t *doc, const char *key, const char **out)
-{
-	json_t *v = json_object_get(doc, key);
-	*out = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_string(v))
-		return -1;
-	*out = json_string_value(v);
-	return 0;
-}
-
 static enum MHD_Result respond_ref(struct request *req, const char *name, const char *ref, const char *sha)
 {
 	return respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "name", name, "ref", ref, "targetCommit", sha));
@@ -60,19 +48,42 @@ static void audit_ref(struct request *req, const struct repo_record *rec, const 
 	free(target);
 }
 
-/* After a ref changed: the repo's lastModified moves and cached records go. */
-static void ref_changed(const struct repo_record *rec)
+/* After a ref changed: the repo's lastModified moves, the kernel listing's
+ * branch heads follow, and cached records go. */
+static void ref_changed(const struct repo_handle *h)
 {
-	if (db_repo_touch(rec->id) < 0)
-		log_warn("cannot update lastModified of %s/%s", rec->ns, rec->name);
-	/* the kernel listing's filters follow branch heads */
-	git_repository *git = NULL;
-	if (repo_store_open(api_ctx.repo_root, rec->type, rec->ns, rec->name, &git) == 0) {
-		if (variant_index_update(rec->id, git, NULL) < 0)
-			log_warn("cannot refresh the variant index heads of %s/%s", rec->ns, rec->name);
-		git_repository_free(git);
-	}
+	if (db_repo_touch(h->record.id) < 0)
+		log_warn("cannot update lastModified of %s/%s", h->record.ns, h->record.name);
+	if (variant_index_update(h->record.id, h->git, NULL) < 0)
+		log_warn("cannot refresh the variant index heads of %s/%s", h->record.ns, h->record.name);
 	repo_cache_invalidate();
+}
+
+/* DELETE of a branch or tag: under the repo's lock, audited. */
+static enum MHD_Result delete_ref(struct request *req, struct repo_handle *h, const char *kind, const char *name)
+{
+	char ref[REF_NAME_MAX + 16], old[41], action[32];
+	int rc;
+	snprintf(ref, sizeof(ref), "refs/%s/%s", strcmp(kind, "branch") == 0 ? "heads" : "tags", name);
+	snprintf(action, sizeof(action), "%s.delete", kind);
+	if (repo_write_lock(h->record.id) < 0)
+		return respond_error(req, 503, NULL, "database unavailable");
+	if (repo_ref_read(h->git, ref, old) < 0)
+		rc = KHUB_ENOTFOUND;
+	else
+		rc = repo_delete_ref(h->git, ref);
+	if (rc == 0) {
+		ref_changed(h);
+		audit_ref(req, &h->record, action, ref, old);
+	}
+	repo_write_unlock(h->record.id);
+	if (rc == KHUB_ENOTFOUND)
+		return respond_revision_not_found(req, name);
+	if (rc == KHUB_ECONFLICT)
+		return respond_error(req, 409, NULL, "Reference %s was updated concurrently", ref);
+	if (rc < 0)
+		return respond_error(req, 500, NULL, "cannot delete %s", ref);
+	return respond_json(req, 200, json_object());
 }
 
 /* ---- branches ------------------------------------------------------------------ */
@@ -94,7 +105,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 		result = respond_error(req, 400, NULL, "Invalid reference for a branch: %s", branch);
 		goto cleanup;
 	}
-	if (body_optional_string(doc, "startingPoint", &starting_point) < 0 ||
+	if (json_optional_string(doc, "startingPoint", &starting_point) < 0 ||
 	    body_optional_bool(doc, "emptyBranch", &empty) < 0 || body_optional_bool(doc, "overwrite", &overwrite) < 0) {
 		result = respond_error(req, 400, NULL, "\"startingPoint\" must be a string, \"emptyBranch\" and"
 				       " \"overwrite\" booleans");
@@ -145,7 +156,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 		result = respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot create %s", ref);
 		goto cleanup;
 	}
-	ref_changed(&h.record);
+	ref_changed(&h);
 	audit_ref(req, &h.record, "branch.create", ref, sha);
 	result = respond_ref(req, branch, ref, sha);
 cleanup:
@@ -160,8 +171,6 @@ static enum MHD_Result handle_branch_delete(struct request *req)
 	enum MHD_Result result;
 	struct repo_handle h;
 	const char *branch = req->rev;
-	char ref[REF_NAME_MAX + 16], old[41];
-	int rc;
 
 	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
 		return result;
@@ -169,25 +178,7 @@ static enum MHD_Result handle_branch_delete(struct request *req)
 		return respond_error(req, 403, NULL, "Cannot delete refs/heads/main");
 	if (ref_name_validate(branch, NULL) < 0)
 		return respond_revision_not_found(req, branch);
-	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
-	if (repo_write_lock(h.record.id) < 0)
-		return respond_error(req, 503, NULL, "database unavailable");
-	if (repo_ref_read(h.git, ref, old) < 0)
-		rc = KHUB_ENOTFOUND;
-	else
-		rc = repo_delete_ref(h.git, ref);
-	if (rc == 0) {
-		ref_changed(&h.record);
-		audit_ref(req, &h.record, "branch.delete", ref, old);
-	}
-	repo_write_unlock(h.record.id);
-	if (rc == KHUB_ENOTFOUND)
-		return respond_revision_not_found(req, branch);
-	if (rc == KHUB_ECONFLICT)
-		return respond_error(req, 409, NULL, "Reference %s was updated concurrently", ref);
-	if (rc < 0)
-		return respond_error(req, 500, NULL, "cannot delete %s", ref);
-	return respond_json(req, 200, json_object());
+	return delete_ref(req, &h, "branch", branch);
 }
 
 /* ---- tags -------------------------------------------------------------------------- */
@@ -205,7 +196,7 @@ static enum MHD_Result handle_tag_create(struct request *req)
 		return result;
 	if (!(doc = request_json_body(req, &result)))
 		return result;
-	if (body_optional_string(doc, "tag", &tag) < 0 || !tag || body_optional_string(doc, "message", &message) < 0) {
+	if (json_optional_string(doc, "tag", &tag) < 0 || !tag || json_optional_string(doc, "message", &message) < 0) {
 		result = respond_error(req, 400, NULL, "\"tag\" (string) is required; \"message\" must be a string");
 		goto cleanup;
 	}
@@ -233,7 +224,7 @@ static enum MHD_Result handle_tag_create(struct request *req)
 		result = respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot create %s", ref);
 		goto cleanup;
 	}
-	ref_changed(&h.record);
+	ref_changed(&h);
 	audit_ref(req, &h.record, "tag.create", ref, sha);
 	result = respond_ref(req, tag, ref, sha);
 cleanup:
@@ -248,32 +239,12 @@ static enum MHD_Result handle_tag_delete(struct request *req)
 	enum MHD_Result result;
 	struct repo_handle h;
 	const char *tag = req->rev;
-	char ref[REF_NAME_MAX + 16], old[41];
-	int rc;
 
 	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
 		return result;
 	if (ref_name_validate(tag, NULL) < 0)
 		return respond_revision_not_found(req, tag);
-	snprintf(ref, sizeof(ref), "refs/tags/%s", tag);
-	if (repo_write_lock(h.record.id) < 0)
-		return respond_error(req, 503, NULL, "database unavailable");
-	if (repo_ref_read(h.git, ref, old) < 0)
-		rc = KHUB_ENOTFOUND;
-	else
-		rc = repo_delete_ref(h.git, ref);
-	if (rc == 0) {
-		ref_changed(&h.record);
-		audit_ref(req, &h.record, "tag.delete", ref, old);
-	}
-	repo_write_unlock(h.record.id);
-	if (rc == KHUB_ENOTFOUND)
-		return respond_revision_not_found(req, tag);
-	if (rc == KHUB_ECONFLICT)
-		return respond_error(req, 409, NULL, "Reference %s was updated concurrently", ref);
-	if (rc < 0)
-		return respond_error(req, 500, NULL, "cannot delete %s", ref);
-	return respond_json(req, 200, json_object());
+	return delete_ref(req, &h, "tag", tag);
 }
 
 const struct route branches_routes[] = {

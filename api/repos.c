@@ -11,26 +11,12 @@
 
 /* ---- small helpers --------------------------------------------------------- */
 
-/* An optional string member: absent or null leaves *out NULL; -1 when it
- * has another type. */
-static int body_string(json_t *doc, const char *key, const char **out)
-{
-	json_t *v = json_object_get(doc, key);
-	*out = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_string(v))
-		return -1;
-	*out = json_string_value(v);
-	return 0;
-}
-
 /* The repo type of a body (default model); -1 when not a known type. */
 static int body_type(json_t *doc, enum repo_type *type)
 {
 	const char *s;
 	*type = REPO_MODEL;
-	if (body_string(doc, "type", &s) < 0)
+	if (json_optional_string(doc, "type", &s) < 0)
 		return -1;
 	return s ? repo_type_parse(s, type) : 0;
 }
@@ -49,7 +35,7 @@ static int body_visibility(json_t *doc, int *private_out, int *set)
 		*private_out = json_is_true(p);
 		*set = 1;
 	}
-	if (body_string(doc, "visibility", &vis) < 0)
+	if (json_optional_string(doc, "visibility", &vis) < 0)
 		return -1;
 	if (vis) {
 		if (strcmp(vis, "public") == 0)
@@ -82,7 +68,7 @@ static int body_repo_name(struct request *req, json_t *doc, char **ns, char **na
 {
 	const char *n, *org;
 	*ns = *name = NULL;
-	if (body_string(doc, "name", &n) < 0 || body_string(doc, "organization", &org) < 0 || !n) {
+	if (json_optional_string(doc, "name", &n) < 0 || json_optional_string(doc, "organization", &org) < 0 || !n) {
 		*result = respond_error(req, 400, NULL, "\"name\" (string) is required; \"organization\" must be a string or null");
 		return -1;
 	}
@@ -123,24 +109,42 @@ static void registry_unlock(void)
 	PQclear(db_exec("SELECT pg_advisory_unlock(2, 0)", 0, NULL, NULL));
 }
 
+/* May the caller create a repo of this type under ns (create, or the
+ * target of a move)? Fills owner; on failure a 403/503 is queued. */
+static int namespace_writable(struct request *req, enum repo_type type, const char *ns, struct account *owner,
+			      enum MHD_Result *result)
+{
+	const char *why;
+	int rc = repo_name_validate(ns, &why) < 0 ? KHUB_ENOTFOUND : db_account_get(ns, owner);
+	if (rc == KHUB_EDB) {
+		*result = respond_error(req, 503, NULL, "database unavailable");
+		return -1;
+	}
+	if (rc < 0 || namespace_role(&req->principal, owner) < ROLE_WRITE) {
+		*result = respond_error(req, 403, NULL, "You don't have the rights to create a %s under the namespace \"%s\"%s",
+					repo_type_name(type), ns,
+					req->principal.scope < ROLE_WRITE ? " (your token's scope is too small)" : "");
+		return -1;
+	}
+	return 0;
+}
+
 /* Delete, move and settings: the write role in the repo's namespace (as on
  * the Hub) and a token that is not read-only. Private repos stay
  * RepoNotFound to outsiders. */
 static int repo_open_admin(struct request *req, enum repo_type type, const char *ns, const char *name,
 			   struct repo_handle *h, enum MHD_Result *result)
 {
-	const struct principal *p = &req->principal;
 	if (repo_open_named(req, type, ns, name, ROLE_READ, h, result) < 0)
 		return -1;
-	enum role role = p->is_site_admin || h->record.owner_id == p->user_id
-				 ? ROLE_ADMIN : db_membership_role(h->record.owner_id, p->user_id);
 	/* As on the Hub: an org's write members may create, delete, rename
-	 * and configure any repo of the org. */
-	if (role >= ROLE_WRITE && p->scope >= ROLE_WRITE)
+	 * and configure any repo of the org. h->role is already capped by the
+	 * token's scope (a read-only token only reads). */
+	if (h->role >= ROLE_WRITE)
 		return 0;
 	*result = respond_error(req, 403, NULL, "You don't have the rights to manage %s/%s (needs write access%s)",
 				h->record.ns, h->record.name,
-				role >= ROLE_WRITE ? "; your token is read-only" : "");
+				req->principal.scope == ROLE_READ ? "; your token is read-only" : "");
 	return -1;
 }
 
@@ -202,9 +206,9 @@ static int decode_initial_files(struct request *req, json_t *doc, struct initial
 	json_t *item;
 	json_array_foreach(list, i, item) {
 		const char *path = NULL, *content = NULL, *encoding = NULL, *why = "";
-		if (!json_is_object(item) || body_string(item, "path", &path) < 0 || !path ||
-		    body_string(item, "content", &content) < 0 || !content ||
-		    body_string(item, "encoding", &encoding) < 0) {
+		if (!json_is_object(item) || json_optional_string(item, "path", &path) < 0 || !path ||
+		    json_optional_string(item, "content", &content) < 0 || !content ||
+		    json_optional_string(item, "encoding", &encoding) < 0) {
 			*result = respond_error(req, 400, NULL, "files[%zu] needs \"path\" and \"content\" strings", i);
 			goto fail;
 		}
@@ -315,17 +319,8 @@ static enum MHD_Result handle_create(struct request *req)
 		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
 		goto cleanup;
 	}
-	rc = repo_name_validate(ns, &why) < 0 ? KHUB_ENOTFOUND : db_account_get(ns, &owner);
-	if (rc == KHUB_EDB) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+	if (namespace_writable(req, type, ns, &owner, &result) < 0)
 		goto cleanup;
-	}
-	if (rc < 0 || namespace_role(&req->principal, &owner) < ROLE_WRITE) {
-		result = respond_error(req, 403, NULL, "You don't have the rights to create a %s under the namespace \"%s\"%s",
-				       repo_type_name(type), ns,
-				       req->principal.scope < ROLE_WRITE ? " (your token's scope is too small)" : "");
-		goto cleanup;
-	}
 	if (decode_initial_files(req, doc, &files, &nfiles, &result) < 0)
 		goto cleanup;
 
@@ -480,7 +475,7 @@ static enum MHD_Result handle_move(struct request *req)
 
 	if (!(doc = request_json_body(req, &result)))
 		return result;
-	if (body_string(doc, "fromRepo", &from_id) < 0 || body_string(doc, "toRepo", &to_id) < 0 || !from_id ||
+	if (json_optional_string(doc, "fromRepo", &from_id) < 0 || json_optional_string(doc, "toRepo", &to_id) < 0 || !from_id ||
 	    !to_id || split_repo_id(from_id, &from_ns, &from_name) < 0 ||
 	    split_repo_id(to_id, &to_ns, &to_name) < 0) {
 		result = respond_error(req, 400, NULL, "\"fromRepo\" and \"toRepo\" must be repo ids of the form ns/name");
@@ -496,16 +491,8 @@ static enum MHD_Result handle_move(struct request *req)
 		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
 		goto cleanup;
 	}
-	rc = repo_name_validate(to_ns, &why) < 0 ? KHUB_ENOTFOUND : db_account_get(to_ns, &owner);
-	if (rc == KHUB_EDB) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+	if (namespace_writable(req, type, to_ns, &owner, &result) < 0)
 		goto cleanup;
-	}
-	if (rc < 0 || namespace_role(&req->principal, &owner) < ROLE_WRITE) {
-		result = respond_error(req, 403, NULL, "You don't have the rights to create a %s under the namespace \"%s\"",
-				       repo_type_name(type), to_ns);
-		goto cleanup;
-	}
 	if (registry_lock() < 0) {
 		result = respond_error(req, 503, NULL, "database unavailable");
 		goto cleanup;
@@ -595,8 +582,8 @@ static int settings_valid(json_t *doc)
 	if (dd && !json_is_null(dd) && !json_is_boolean(dd))
 		return -1;
 	const char *s;
-	if (body_string(doc, "description", &s) < 0 || body_string(doc, "gatedNotificationsEmail", &s) < 0 ||
-	    body_string(doc, "gatedNotificationsMode", &s) < 0)
+	if (json_optional_string(doc, "description", &s) < 0 || json_optional_string(doc, "gatedNotificationsEmail", &s) < 0 ||
+	    json_optional_string(doc, "gatedNotificationsMode", &s) < 0)
 		return -1;
 	return 0;
 }

@@ -258,3 +258,15 @@ int http_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
 	return 1;
 }
 
+
+int json_optional_string(json_t *doc, const char *key, const char **out)
+{
+	json_t *v = json_object_get(doc, key);
+	*out = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v))
+		return -1;
+	*out = json_string_value(v);
+	return 0;
+}
