@@ -27,13 +27,6 @@ struct git_cgi {
 	char repo_id[2 * REPO_NAME_MAX + 16];
 };
 
-static void strip_dot_git(struct request *req)
-{
-	size_t n = strlen(req->name);
-	if (n > 4 && strcmp(req->name + n - 4, ".git") == 0)
-		((char *)req->name)[n - 4] = '\0';
-}
-
 static enum MHD_Result need_credentials(struct request *req, int status, const char *msg)
 {
 	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_MUST_COPY);
@@ -49,7 +42,6 @@ static enum MHD_Result need_credentials(struct request *req, int status, const c
  * see, gets that challenge rather than a 404. */
 static int git_authorize(struct request *req, int receive, struct repo_handle *h, enum MHD_Result *result)
 {
-	strip_dot_git(req);
 	if (!req->principal.user_id) {
 		struct repo_record rec;
 		int visible = !receive && !req->bad_token &&
@@ -352,11 +344,11 @@ static enum MHD_Result handle_rpc(struct request *req)
 static const struct stream_ops rpc_stream_ops = { rpc_begin, rpc_data, rpc_cleanup };
 
 const struct route git_routes[] = {
-	{ METHOD_GET, "/{tprefix}/{ns}/{name}/info/refs", handle_info_refs, 0, 0, NULL },
-	{ METHOD_POST, "/{tprefix}/{ns}/{name}/git-upload-pack", handle_rpc, 0, 0, &rpc_stream_ops },
-	{ METHOD_POST, "/{tprefix}/{ns}/{name}/git-receive-pack", handle_rpc, 0, 0, &rpc_stream_ops },
-	{ METHOD_GET, "/{ns}/{name}/info/refs", handle_info_refs, 0, REPO_MODEL, NULL },
-	{ METHOD_POST, "/{ns}/{name}/git-upload-pack", handle_rpc, 0, REPO_MODEL, &rpc_stream_ops },
-	{ METHOD_POST, "/{ns}/{name}/git-receive-pack", handle_rpc, 0, REPO_MODEL, &rpc_stream_ops },
+	{ METHOD_GET, "/{tprefix}/{ns}/{gname}/info/refs", handle_info_refs, 0, 0, NULL },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-upload-pack", handle_rpc, 0, 0, &rpc_stream_ops },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-receive-pack", handle_rpc, 0, 0, &rpc_stream_ops },
+	{ METHOD_GET, "/{ns}/{gname}/info/refs", handle_info_refs, 0, REPO_MODEL, NULL },
+	{ METHOD_POST, "/{ns}/{gname}/git-upload-pack", handle_rpc, 0, REPO_MODEL, &rpc_stream_ops },
+	{ METHOD_POST, "/{ns}/{gname}/git-receive-pack", handle_rpc, 0, REPO_MODEL, &rpc_stream_ops },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

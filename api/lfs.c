@@ -74,19 +74,10 @@ static enum MHD_Result lfs_error(struct request *req, int status, const char *fm
 	return respond(req, status, resp);
 }
 
-/* {name} may carry the ".git" of the remote URL. */
-static void strip_dot_git(struct request *req)
-{
-	size_t n = strlen(req->name);
-	if (n > 4 && strcmp(req->name + n - 4, ".git") == 0)
-		((char *)req->name)[n - 4] = '\0';
-}
-
 static enum MHD_Result handle_batch(struct request *req)
 {
 	struct repo_handle h;
 	enum MHD_Result result;
-	strip_dot_git(req);
 	json_t *doc = request_json_body(req, &result);
 	if (!doc)
 		return result;
@@ -318,8 +309,8 @@ static enum MHD_Result handle_download(struct request *req)
 }
 
 const struct route lfs_routes[] = {
-	{ METHOD_POST, "/{tprefix}/{ns}/{name}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, 0, NULL },
-	{ METHOD_POST, "/{ns}/{name}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, REPO_MODEL, NULL },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, 0, NULL },
+	{ METHOD_POST, "/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, REPO_MODEL, NULL },
 	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}/{arg}", handle_upload, 0, 0, &upload_stream_ops },
 	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY, 0, NULL },
 	{ METHOD_GET | METHOD_HEAD, "/api/lfs/download/{arg}/{arg}/{arg}/{arg}", handle_download, 0, 0, NULL },

@@ -44,6 +44,7 @@ static void reset_captures(struct request *req)
 	free(req->path);
 	req->rev = req->path = NULL;
 	req->ns = req->name = req->org = NULL;
+	req->name_in_git_url = 0;
 	req->nargs = 0;
 }
 
@@ -80,8 +81,9 @@ static int match_pattern(struct request *req, const struct route *route)
 				return -1;
 		} else if (strcmp(tok, "{ns}") == 0) {
 			req->ns = seg;
-		} else if (strcmp(tok, "{name}") == 0) {
+		} else if (strcmp(tok, "{name}") == 0 || strcmp(tok, "{gname}") == 0) {
 			req->name = seg;
+			req->name_in_git_url = tok[1] == 'g';
 		} else if (strcmp(tok, "{org}") == 0) {
 			req->org = seg;
 		} else if (strcmp(tok, "{arg}") == 0) {
@@ -142,6 +144,11 @@ int router_match(struct request *req, const char *raw_path)
 				continue;
 			}
 			req->route = r;
+			/* only now that the route is chosen: the segment is shared
+			 * by every pattern tried */
+			size_t n = req->name_in_git_url ? strlen(req->name) : 0;
+			if (n > 4 && strcmp(req->name + n - 4, ".git") == 0)
+				((char *)req->name)[n - 4] = '\0';
 			return 0;
 		}
 	}

@@ -75,6 +75,15 @@ int main(void)
 	is_str(r->org, "acme", "org captured");
 	drop(r);
 
+	r = match("GET", METHOD_GET, "/kernels/acme/relu.git/info/refs", &rc);
+	ok(rc == 0 && r->type == REPO_KERNEL, "git remote URL with .git");
+	is_str(r->name, "relu", "the .git of a remote URL is dropped from the repo name");
+	drop(r);
+
+	r = match("POST", METHOD_POST, "/kernels/acme/relu/info/lfs/objects/batch", &rc);
+	is_str(r->name, "relu", "LFS batch without .git");
+	drop(r);
+
 	r = match("DELETE", METHOD_DELETE, "/api/kernels/acme/relu/refs", &rc);
 	ok(rc == KHUB_EPERM, "known path, wrong method");
 	drop(r);
