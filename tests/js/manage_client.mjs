@@ -19,38 +19,11 @@ import {
 	listCommits,
 	repoExists,
 } from "@huggingface/hub";
+import { done, ok, test } from "./tap.mjs";
 
 const KHUB_URL = (process.env.KHUB_URL || "").replace(/\/+$/, "");
 const TOKEN = process.env.TOKEN || "";
 const NS = process.env.NS || "";
-
-let count = 0;
-let failed = 0;
-
-function diag(msg) {
-	for (const line of String(msg).split("\n")) console.log(`# ${line}`);
-}
-
-function ok(cond, desc, problems = []) {
-	count++;
-	if (cond) {
-		console.log(`ok ${count} - ${desc}`);
-	} else {
-		failed++;
-		console.log(`not ok ${count} - ${desc}`);
-		for (const p of problems) diag(`  ${p}`);
-	}
-}
-
-// Run an async check that returns a list of problems ([] = pass).
-async function test(desc, fn) {
-	try {
-		const problems = (await fn()) || [];
-		ok(problems.length === 0, desc, problems);
-	} catch (e) {
-		ok(false, desc, [`threw: ${e && e.stack ? e.stack.split("\n").slice(0, 3).join(" | ") : e}`]);
-	}
-}
 
 // The call must throw an HTTP error with this status.
 async function rejects(fn, status) {
@@ -228,5 +201,4 @@ await test("createRepo after deleteRepo starts empty", async () => {
 	return problems;
 });
 
-console.log(`1..${count}`);
-process.exit(failed ? 1 : 0);
+done();

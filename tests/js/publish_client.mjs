@@ -26,8 +26,7 @@
 //   STATE_FILE   JSON file this script writes (commit oids, request log)
 //
 // Exit status: 0 when every test passed, 1 otherwise.
-import { createHash } from "node:crypto";
-import { readFileSync, readdirSync, statSync, writeFileSync, existsSync } from "node:fs";
+import { readFileSync, writeFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import {
@@ -43,6 +42,7 @@ import {
 	repoExists,
 	uploadFiles,
 } from "@huggingface/hub";
+import { bailOut, collect, diag, dirsOf, done, gitBlobSha1, lfsPointer, ok, sha256, test, walk } from "./tap.mjs";
 
 const KHUB_URL = (process.env.KHUB_URL || "").replace(/\/+$/, "");
 const TOKEN = process.env.TOKEN || "";
@@ -53,36 +53,6 @@ const SRC2_DIR = process.env.SRC2_DIR || "";
 const STATE_FILE = process.env.STATE_FILE || "";
 const PHASE = process.env.PHASE || "";
 
-let count = 0;
-let failed = 0;
-
-function diag(msg) {
-	for (const line of String(msg).split("\n")) console.log(`# ${line}`);
-}
-
-function ok(cond, desc, problems = []) {
-	count++;
-	if (cond) {
-		console.log(`ok ${count} - ${desc}`);
-	} else {
-		// a "# TODO" test is an expected failure (TAP): it does not fail the run
-		if (!desc.includes("# TODO")) failed++;
-		console.log(`not ok ${count} - ${desc}`);
-		for (const p of problems) diag(`  ${p}`);
-	}
-}
-
-async function test(desc, fn) {
-	try {
-		const problems = (await fn()) || [];
-		ok(problems.length === 0, desc, problems);
-		return problems.length === 0;
-	} catch (e) {
-		ok(false, desc, [`threw: ${e && e.stack ? e.stack.split("\n").slice(0, 3).join(" | ") : e}`]);
-		return false;
-	}
-}
-
 async function throwsStatus(fn, statuses) {
 	try {
 		const got = await fn();
@@ -92,11 +62,6 @@ async function throwsStatus(fn, statuses) {
 	}
 }
 
-const sha256 = (buf) => createHash("sha256").update(buf).digest("hex");
-const gitBlobSha1 = (buf) =>
-	createHash("sha1").update(Buffer.from(`blob ${buf.length}\0`, "latin1")).update(buf).digest("hex");
-const lfsPointer = (oid, size) => `version https://git-lfs.github.com/spec/v1\noid sha256:${oid}\nsize ${size}\n`;
-
 // khub's rule (the Hub's, as far as it is known): empty files are regular;
 // *.so / *.bin (the default .gitattributes), NUL bytes in the first 8000
 // bytes, or more than 10 MiB make an LFS file.
@@ -104,35 +69,6 @@ function expectLfs(path, bytes) {
 	if (bytes.length === 0) return false;
 	if (bytes.length > 10 * 1024 * 1024 || /\.(so|bin)$/.test(path)) return true;
 	return bytes.subarray(0, 8000).includes(0);
-}
-
-function walk(dir, prefix = "", out = new Map()) {
-	for (const name of readdirSync(dir).sort()) {
-		const full = join(dir, name);
-		const rel = prefix ? `${prefix}/${name}` : name;
-		const st = statSync(full);
-		if (st.isDirectory()) walk(full, rel, out);
-		else if (st.isFile()) {
-			const bytes = readFileSync(full);
-			out.set(rel, { full, bytes, size: bytes.length, lfs: expectLfs(rel, bytes) });
-		}
-	}
-	return out;
-}
-
-function dirsOf(paths) {
-	const dirs = new Set();
-	for (const p of paths) {
-		const parts = p.split("/");
-		for (let i = 1; i < parts.length; i++) dirs.add(parts.slice(0, i).join("/"));
-	}
-	return dirs;
-}
-
-async function collect(iter) {
-	const out = [];
-	for await (const e of iter) out.push(e);
-	return out;
 }
 
 // Every request the client makes, for checks on what went over the wire.
@@ -251,7 +187,7 @@ async function verifyRevision(label, name, rev, local, token) {
 }
 
 async function publish() {
-	const local = walk(SRC_DIR);
+	const local = walk(SRC_DIR, expectLfs);
 	const big = [...local.entries()].sort((a, b) => b[1].size - a[1].size)[0];
 	diag(`SRC_DIR: ${local.size} files, ${[...local.values()].filter((f) => f.lfs).length} LFS, largest ${big[0]} (${big[1].size} bytes)`);
 
@@ -357,8 +293,8 @@ async function publish() {
 }
 
 async function update() {
-	const before = walk(SRC_DIR);
-	const after = walk(SRC2_DIR);
+	const before = walk(SRC_DIR, expectLfs);
+	const after = walk(SRC2_DIR, expectLfs);
 	const deletions = [...before.keys()].filter((p) => !after.has(p));
 	const changes = [...after].filter(([p, f]) => !before.has(p) || sha256(before.get(p).bytes) !== sha256(f.bytes));
 	diag(`update: ${deletions.length} deletions (${deletions.join(", ")}), ${changes.length} additions/changes`);
@@ -484,11 +420,7 @@ async function main() {
 		console.log(`Bail out! unknown PHASE '${PHASE}'`);
 		process.exit(2);
 	}
-	console.log(`1..${count}`);
-	process.exit(failed ? 1 : 0);
+	done();
 }
 
-main().catch((e) => {
-	console.log(`Bail out! ${e && e.stack ? e.stack.split("\n")[0] : e}`);
-	process.exit(2);
-});
+main().catch(bailOut);

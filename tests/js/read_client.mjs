@@ -16,9 +16,7 @@
 //                     the server without being in SRC_DIR (default: .gitattributes)
 //
 // Exit status: 0 when every test passed, 1 otherwise.
-import { createHash } from "node:crypto";
-import { readFileSync, readdirSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { bailOut, collect, diag, dirsOf, done, gitBlobSha1, lfsPointer, ok, sha256, test, walk } from "./tap.mjs";
 import { downloadFile, fileDownloadInfo, listFiles } from "@huggingface/hub";
 
 const KHUB_URL = (process.env.KHUB_URL || "").replace(/\/+$/, "");
@@ -32,71 +30,8 @@ const PRIVATE_SRC_DIR = process.env.PRIVATE_SRC_DIR || "";
 const TREE_PAGE_SIZE = parseInt(process.env.TREE_PAGE_SIZE || "0", 10);
 const ALLOWED_EXTRA = new Set((process.env.ALLOWED_EXTRA ?? ".gitattributes").split(",").filter(Boolean));
 
-let count = 0;
-let failed = 0;
-
-function diag(msg) {
-	for (const line of String(msg).split("\n")) console.log(`# ${line}`);
-}
-
-function ok(cond, desc, problems = []) {
-	count++;
-	if (cond) {
-		console.log(`ok ${count} - ${desc}`);
-	} else {
-		failed++;
-		console.log(`not ok ${count} - ${desc}`);
-		for (const p of problems) diag(`  ${p}`);
-	}
-}
-
-// Run an async check that returns a list of problems ([] = pass); an
-// exception is a failure with its message as diagnostic.
-async function test(desc, fn) {
-	try {
-		const problems = (await fn()) || [];
-		ok(problems.length === 0, desc, problems);
-	} catch (e) {
-		ok(false, desc, [`threw: ${e && e.stack ? e.stack.split("\n").slice(0, 3).join(" | ") : e}`]);
-	}
-}
-
-const sha256 = (buf) => createHash("sha256").update(buf).digest("hex");
-const gitBlobSha1 = (buf) =>
-	createHash("sha1").update(Buffer.from(`blob ${buf.length}\0`, "latin1")).update(buf).digest("hex");
-const lfsPointer = (oid, size) => `version https://git-lfs.github.com/spec/v1\noid sha256:${oid}\nsize ${size}\n`;
 const normEtag = (e) => (e || "").replace(/^W\//, "").replace(/^"|"$/g, "");
-
-// Local files: repo path -> {bytes, size, lfs}
-function walk(dir, prefix = "", out = new Map()) {
-	for (const name of readdirSync(dir).sort()) {
-		if (name === ".git") continue;
-		const full = join(dir, name);
-		const rel = prefix ? `${prefix}/${name}` : name;
-		const st = statSync(full);
-		if (st.isDirectory()) walk(full, rel, out);
-		else if (st.isFile()) {
-			const bytes = readFileSync(full);
-			out.set(rel, { bytes, size: bytes.length, lfs: LFS_RE.test(rel) });
-		}
-	}
-	return out;
-}
-
-function dirsOf(paths) {
-	const dirs = new Set();
-	for (const p of paths) {
-		const parts = p.split("/");
-		for (let i = 1; i < parts.length; i++) dirs.add(parts.slice(0, i).join("/"));
-	}
-	return dirs;
-}
-
-async function collect(iter) {
-	const out = [];
-	for await (const e of iter) out.push(e);
-	return out;
-}
+const expectLfs = (rel) => LFS_RE.test(rel);
 
 async function blobBytes(blob) {
 	return Buffer.from(await blob.arrayBuffer());
@@ -109,7 +44,7 @@ async function main() {
 	}
 	const repo = { type: "kernel", name: REPO };
 	const common = { repo, hubUrl: KHUB_URL, revision: REV };
-	const local = walk(SRC_DIR);
+	const local = walk(SRC_DIR, expectLfs);
 	const localDirs = dirsOf(local.keys());
 	diag(`${REPO}@${REV}: ${local.size} local files, ${[...local.values()].filter((f) => f.lfs).length} LFS`);
 
@@ -285,7 +220,7 @@ async function main() {
 	if (PRIVATE_REPO && TOKEN) {
 		const prepo = { type: "kernel", name: PRIVATE_REPO };
 		const pcommon = { repo: prepo, hubUrl: KHUB_URL, revision: "main" };
-		const plocal = PRIVATE_SRC_DIR ? walk(PRIVATE_SRC_DIR) : null;
+		const plocal = PRIVATE_SRC_DIR ? walk(PRIVATE_SRC_DIR, expectLfs) : null;
 		await test(`private ${PRIVATE_REPO}: listFiles with accessToken lists the files`, async () => {
 			const got = await collect(listFiles({ ...pcommon, recursive: true, accessToken: TOKEN }));
 			const files = new Map(got.filter((e) => e.type === "file").map((e) => [e.path, e]));
@@ -334,11 +269,7 @@ async function main() {
 		}
 	}
 
-	console.log(`1..${count}`);
-	process.exit(failed ? 1 : 0);
+	done();
 }
 
-main().catch((e) => {
-	console.log(`Bail out! ${e && e.stack ? e.stack.split("\n")[0] : e}`);
-	process.exit(2);
-});
+main().catch(bailOut);
