@@ -11,19 +11,6 @@
 
 /* ---- the request ------------------------------------------------------------- */
 
-char *commit_read_gitattributes(git_repository *git, const char *sha)
-{
-	struct tree_entry e;
-	char *text = NULL;
-	size_t len;
-	if (sha[0] && repo_stat_path(git, sha, ".gitattributes", &e) == 0) {
-		if (!e.is_dir && !e.is_lfs)
-			repo_read_blob(git, e.oid, 1 << 20, &text, &len);
-		tree_entry_release(&e);
-	}
-	return text;
-}
-
 /* rev → full ref of an existing branch (or PR for direct commits). */
 static int target_ref_of(struct request *req, struct commit_stream *cs, char sha[41])
 {
@@ -64,7 +51,7 @@ static int commit_begin(struct request *req)
 		respond_revision_not_found(req, req->rev);
 		return -1;
 	}
-	cs->gitattributes = commit_read_gitattributes(cs->repo.git, sha);
+	cs->gitattributes = repo_read_text_file(cs->repo.git, sha, ".gitattributes", 1 << 20);
 	struct json_stream_handler events = commit_events;
 	events.ctx = cs;
 	cs->parser = json_stream_new(&events, COLLECT_MAX);
@@ -102,20 +89,30 @@ static void commit_cleanup(struct request *req)
 	req->stream_state = NULL;
 }
 
-/* Add .gitattributes rules for LFS-stored paths no rule covers yet, as the
- * Hub does, so git clients check out content rather than pointers. */
-static int cover_lfs_paths(struct commit_stream *cs, struct commit_builder *cb, const char *base_sha)
+/* The .gitattributes this commit itself writes (the last one), or NULL.
+ * The caller frees. */
+static char *committed_gitattributes(const struct commit_stream *cs)
 {
-	char *attrs = NULL;
+	const struct commit_op *last = NULL;
 	for (size_t i = 0; i < cs->nops; i++)
-		if (cs->ops[i].kind == OP_PUT && strcmp(cs->ops[i].path, ".gitattributes") == 0) {
-			size_t len;
-			free(attrs);
-			attrs = NULL;
-			repo_read_blob(cs->repo.git, cs->ops[i].blob, 1 << 20, &attrs, &len);
-		}
+		if (cs->ops[i].kind == OP_PUT && !cs->ops[i].stored_as_lfs && strcmp(cs->ops[i].path, ".gitattributes") == 0)
+			last = &cs->ops[i];
+	char *text = NULL;
+	size_t len;
+	if (last)
+		repo_read_blob(cs->repo.git, last->blob, 1 << 20, &text, &len);
+	return text;
+}
+
+/* Add .gitattributes rules for LFS-stored paths no rule covers yet, as the
+ * Hub does, so git clients check out content rather than pointers.
+ * committed: the commit's own .gitattributes (NULL: the base's applies). */
+static int cover_lfs_paths(struct commit_stream *cs, struct commit_builder *cb, const char *base_sha,
+			   const char *committed)
+{
+	char *attrs = committed ? xstrdup(committed) : NULL;
 	if (!attrs && commit_builder_has_file(cb, ".gitattributes"))
-		attrs = commit_read_gitattributes(cs->repo.git, base_sha);
+		attrs = repo_read_text_file(cs->repo.git, base_sha, ".gitattributes", 1 << 20);
 	struct strbuf add = STRBUF_INIT;
 	for (size_t i = 0; i < cs->nops; i++) {
 		const struct commit_op *op = &cs->ops[i];
@@ -152,16 +149,8 @@ static int cover_lfs_paths(struct commit_stream *cs, struct commit_builder *cb, 
 /* A .gitattributes in this very commit also decides which of its regular
  * files become LFS (they were judged by the parent's rules while the body
  * streamed in; regular files are at most 10 MiB). */
-static int relfs_by_new_attributes(struct commit_stream *cs, struct commit_builder *cb)
+static int relfs_by_new_attributes(struct commit_stream *cs, struct commit_builder *cb, const char *attrs)
 {
-	char *attrs = NULL;
-	size_t len;
-	for (size_t i = 0; i < cs->nops; i++)
-		if (cs->ops[i].kind == OP_PUT && strcmp(cs->ops[i].path, ".gitattributes") == 0 && !cs->ops[i].stored_as_lfs) {
-			free(attrs);
-			attrs = NULL;
-			repo_read_blob(cs->repo.git, cs->ops[i].blob, 1 << 20, &attrs, &len);
-		}
 	if (!attrs)
 		return 0;
 	int rc = 0;
@@ -189,7 +178,6 @@ static int relfs_by_new_attributes(struct commit_stream *cs, struct commit_build
 		}
 		free(data);
 	}
-	free(attrs);
 	return rc;
 }
 
@@ -252,10 +240,12 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 			snprintf(msg, sizeof(msg), "cannot apply the operation on %s", op->path);
 		}
 	}
-	if (!status && relfs_by_new_attributes(cs, cb) < 0)
+	char *committed_attrs = status ? NULL : committed_gitattributes(cs);
+	if (!status && relfs_by_new_attributes(cs, cb, committed_attrs) < 0)
 		status = 500, snprintf(msg, sizeof(msg), "cannot store a file as LFS");
-	if (!status && cover_lfs_paths(cs, cb, base) < 0)
+	if (!status && cover_lfs_paths(cs, cb, base, committed_attrs) < 0)
 		status = 500, snprintf(msg, sizeof(msg), "cannot update .gitattributes");
+	free(committed_attrs);
 	if (status) {
 		result = respond_error(req, status, code, "%s", msg);
 		goto cleanup;

@@ -63,8 +63,6 @@ int commit_stream_fail(struct commit_stream *cs, int status, const char *code, c
 void commit_line_reset(struct commit_stream *cs);
 /* Store an LFS pointer text as a blob; fills blob_sha. */
 int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr, char blob_sha[41]);
-/* The .gitattributes text at a commit (caller frees), or NULL. */
-char *commit_read_gitattributes(git_repository *git, const char *sha);
 /* The JSON events that turn NDJSON lines into operations (ctx = the
  * struct commit_stream). */
 extern const struct json_stream_handler commit_events;

@@ -10,19 +10,6 @@
 
 #define MAX_PREUPLOAD_FILES 10000
 
-static char *read_text_at(git_repository *git, const char *sha, const char *path)
-{
-	struct tree_entry e;
-	char *text = NULL;
-	size_t len;
-	if (sha[0] && repo_stat_path(git, sha, path, &e) == 0) {
-		if (!e.is_dir && !e.is_lfs)
-			repo_read_blob(git, e.oid, 1 << 20, &text, &len);
-		tree_entry_release(&e);
-	}
-	return text;
-}
-
 /* A .gitignore rule (basename patterns, or path patterns with '/'). */
 static int gitignore_matches(const char *gitignore, const char *path)
 {
@@ -88,8 +75,8 @@ static enum MHD_Result handle_preupload(struct request *req)
 	}
 	const char *attrs_arg = json_string_value(json_object_get(doc, "gitAttributes"));
 	const char *ignore_arg = json_string_value(json_object_get(doc, "gitIgnore"));
-	char *attrs = attrs_arg ? xstrdup(attrs_arg) : read_text_at(h.git, sha, ".gitattributes");
-	char *ignore = ignore_arg ? xstrdup(ignore_arg) : read_text_at(h.git, sha, ".gitignore");
+	char *attrs = attrs_arg ? xstrdup(attrs_arg) : repo_read_text_file(h.git, sha, ".gitattributes", 1 << 20);
+	char *ignore = ignore_arg ? xstrdup(ignore_arg) : repo_read_text_file(h.git, sha, ".gitignore", 1 << 20);
 	/* huggingface_hub >= 1.20 with hf_xet goes to Xet for any "lfs"
 	 * answer, which khub does not speak: keep it on inline uploads and
 	 * store big or binary content as LFS on our side. */

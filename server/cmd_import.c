@@ -188,13 +188,7 @@ int cmd_import(int argc, char **argv)
 		repo_resolve_revision(st.git, "refs/heads/main", parent);
 
 	/* Keep the parent's .gitattributes unless the directory brings one. */
-	char *attributes = NULL;
-	struct tree_entry attr_entry;
-	if (parent[0] && repo_stat_path(st.git, parent, ".gitattributes", &attr_entry) == 0) {
-		size_t len;
-		repo_read_blob(st.git, attr_entry.oid, 1 << 20, &attributes, &len);
-		tree_entry_release(&attr_entry);
-	}
+	char *attributes = repo_read_text_file(st.git, parent, ".gitattributes", 1 << 20);
 	char *local_attr = xasprintf("%s/.gitattributes", dir);
 	size_t local_len;
 	char *local_attributes = read_file_limited(local_attr, 1 << 20, &local_len);

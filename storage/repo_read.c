@@ -309,3 +309,16 @@ int repo_read_blob(git_repository *repo, const char *blob_sha, size_t limit, cha
 	git_blob_free(blob);
 	return 0;
 }
+
+char *repo_read_text_file(git_repository *repo, const char *commit_sha, const char *path, size_t limit)
+{
+	struct tree_entry e;
+	char *text = NULL;
+	size_t len;
+	if (commit_sha[0] && repo_stat_path(repo, commit_sha, path, &e) == 0) {
+		if (!e.is_dir && !e.is_lfs)
+			repo_read_blob(repo, e.oid, limit, &text, &len);
+		tree_entry_release(&e);
+	}
+	return text;
+}

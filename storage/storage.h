@@ -167,6 +167,11 @@ void tree_entry_release(struct tree_entry *entry);
 int repo_stat_path(git_repository *repo, const char *commit_sha, const char *path,
 		   struct tree_entry *out);
 
+/* The content of a small regular (not LFS) file at a commit, at most
+ * limit bytes, NUL-terminated; NULL when absent, a directory, LFS or
+ * larger. The caller frees. */
+char *repo_read_text_file(git_repository *repo, const char *commit_sha, const char *path, size_t limit);
+
 /* Read a blob's bytes (at most limit). The caller frees *data. */
 int repo_read_blob(git_repository *repo, const char *blob_sha, size_t limit, char **data,
 		   size_t *len);
