@@ -156,39 +156,37 @@ void lfs_writer_abort(struct lfs_writer *w)
 	writer_free(w);
 }
 
+/* Make a verified temp file (open as fd) the object oid: fsync, rename
+ * into place, fsync the directory. 0 or KHUB_EIO. */
+static int install_object(struct lfs_store *store, int fd, const char *tmp_path, const char *oid)
+{
+	char *dir = object_dir(store, oid), *final = object_path(store, oid);
+	int rc = KHUB_EIO;
+	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && fchmod(fd, 0644) == 0 && rename(tmp_path, final) == 0) {
+		fsync_dir(dir);
+		rc = 0;
+	}
+	free(dir);
+	free(final);
+	return rc;
+}
+
 int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size)
 {
 	unsigned char digest[32];
 	unsigned int dlen = 0;
-	char *dir = NULL, *final = NULL;
-	int rc = KHUB_EIO;
+	int rc;
 
 	EVP_DigestFinal_ex(w->sha, digest, &dlen);
 	hex_encode(digest, 32, oid);
 	if (size)
 		*size = w->size;
-	if (expected_oid && strcmp(expected_oid, oid) != 0) {
+	if (expected_oid && strcmp(expected_oid, oid) != 0)
 		rc = KHUB_EINVAL;
-		goto cleanup;
-	}
-	if (fsync(w->fd) < 0)
-		goto cleanup;
-	dir = object_dir(w->store, oid);
-	final = object_path(w->store, oid);
-	if (mkdir_p(dir, 0755) < 0)
-		goto cleanup;
-	if (fchmod(w->fd, 0644) < 0 || rename(w->tmp_path, final) < 0)
-		goto cleanup;
-	fsync_dir(dir);
-	rc = 0;
-cleanup:
-	if (rc != 0) {
-		if (rc == KHUB_EIO)
-			log_error("lfs store: cannot store object %s: %s", oid, strerror(errno));
+	else if ((rc = install_object(w->store, w->fd, w->tmp_path, oid)) < 0)
+		log_error("lfs store: cannot store object %s: %s", oid, strerror(errno));
+	if (rc != 0)
 		unlink(w->tmp_path);
-	}
-	free(dir);
-	free(final);
 	writer_free(w);
 	return rc;
 }
@@ -223,49 +221,6 @@ const char *lfs_store_tmp_dir(const struct lfs_store *store)
 	return store->tmp_dir;
 }
 
-int lfs_store_adopt_file(struct lfs_store *store, const char *path, const char *expected_oid,
-			 uint64_t expected_size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return KHUB_EIO;
-	EVP_MD_CTX *sha = EVP_MD_CTX_new();
-	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
-	char *buf = xmalloc(1 << 20);
-	ssize_t n;
-	uint64_t size = 0;
-	while ((n = read(fd, buf, 1 << 20)) > 0) {
-		EVP_DigestUpdate(sha, buf, (size_t)n);
-		size += (uint64_t)n;
-	}
-	free(buf);
-	unsigned char digest[32];
-	char oid[65];
-	EVP_DigestFinal_ex(sha, digest, NULL);
-	EVP_MD_CTX_free(sha);
-	hex_encode(digest, 32, oid);
-	int rc = KHUB_EIO;
-	if (n < 0)
-		goto cleanup;
-	if (size != expected_size || strcmp(oid, expected_oid) != 0) {
-		log_warn("lfs store: %s hashes to %s (%llu bytes), expected %s (%llu bytes): refused", path, oid,
-			 (unsigned long long)size, expected_oid, (unsigned long long)expected_size);
-		unlink(path);
-		rc = KHUB_EINVAL;
-		goto cleanup;
-	}
-	char *dir = object_dir(store, oid), *final = object_path(store, oid);
-	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && chmod(path, 0644) == 0 && rename(path, final) == 0) {
-		fsync_dir(dir);
-		rc = 0;
-	}
-	free(dir);
-	free(final);
-cleanup:
-	close(fd);
-	return rc;
-}
-
 int lfs_store_clean_tmp(struct lfs_store *store, long max_age)
 {
 	DIR *d = opendir(store->tmp_dir);
@@ -298,14 +253,7 @@ int lfs_store_adopt_hashed(struct lfs_store *store, const char *path, const char
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return KHUB_EIO;
-	char *dir = object_dir(store, oid), *final = object_path(store, oid);
-	int rc = KHUB_EIO;
-	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && chmod(path, 0644) == 0 && rename(path, final) == 0) {
-		fsync_dir(dir);
-		rc = 0;
-	}
+	int rc = install_object(store, fd, path, oid);
 	close(fd);
-	free(dir);
-	free(final);
 	return rc;
 }

@@ -76,11 +76,6 @@ int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[6
 void lfs_writer_abort(struct lfs_writer *w);
 /* The temp file a writer is filling (valid until commit or abort). */
 const char *lfs_writer_temp_path(const struct lfs_writer *w);
-/* Move a finished download (path) into the store if its sha256 is
- * expected_oid and its size expected_size: KHUB_EINVAL (and the file is
- * removed) otherwise. */
-int lfs_store_adopt_file(struct lfs_store *store, const char *path, const char *expected_oid,
-			 uint64_t expected_size);
 /* Remove partial uploads left by a crash (no live writer holds their
  * lock; not resumable mirror downloads) at least max_age seconds old;
  * returns how many. */
