@@ -50,6 +50,11 @@ api GET "$KHUB_URL/api/organizations/other/overview"
 is "$(json 'd["trustedKernelPublisher"]')" False "untrusted org says false"
 api GET "$KHUB_URL/api/organizations/nobody-here/overview"
 is "$STATUS" 404 "unknown org is 404"
+api GET "$KHUB_URL/api/users/alice/overview"
+is "$STATUS/$(json '(d["name"], d["type"], d["trustedKernelPublisher"])')" "200/('alice', 'user', False)" \
+	"user overview (kernels asks every namespace for its trust flag)"
+api GET "$KHUB_URL/api/users/acme/overview"
+is "$STATUS" 404 "an org is not a user"
 
 # ---- refs -------------------------------------------------------------------
 api GET "$KHUB_URL/api/kernels/acme/relu/refs"

@@ -39,4 +39,27 @@ STATUS=$("$KHUB_BIN" mirror status 2>/dev/null)
 like "$STATUS" "acme/relu .*never.*did not answer" "khub mirror status shows the repo never synced, with the error"
 REFS=$(git --git-dir="$KHUB_DATA_DIR/repos/kernels/acme/relu.git" for-each-ref 2>/dev/null | wc -l)
 is "$REFS" 0 "no ref is visible"
+
+# ---- the same configuration through the admin API (stored in the database) -------------
+khub admin user create root --site-admin >/dev/null 2>&1
+khub admin user create joe >/dev/null 2>&1
+ROOT=$(khub admin token create root --scope admin 2>/dev/null)
+JOE=$(khub admin token create joe 2>/dev/null)
+khub_start
+put_config() {	# put_config TOKEN -> HTTP status
+	curl -s -o "$TEST_DIR/put.json" -w '%{http_code}' -X PUT -H "Authorization: Bearer $1" \
+		--data-binary @"$TEST_DIR/mirror.json" "$KHUB_URL/api/admin/mirror/config"
+}
+is "$(put_config "$JOE")" 403 "PUT /api/admin/mirror/config needs a site admin"
+is "$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data '{"upstreams":1}' -H "Authorization: Bearer $ROOT" \
+	"$KHUB_URL/api/admin/mirror/config")" 400 "a configuration without upstreams/selections arrays is refused"
+is "$(put_config "$ROOT")" 200 "a site admin stores the configuration"
+GOT=$(curl -s -H "Authorization: Bearer $ROOT" "$KHUB_URL/api/admin/mirror/config" |
+	python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["upstreams"][0]["url"], d["selections"][0]["git_timeout"])')
+is "$GOT" "http://127.0.0.1:$STALL_PORT 3" "GET /api/admin/mirror/config returns it"
+khub_stop
+timeout 120 "$KHUB_BIN" mirror sync >"$TEST_DIR/out2" 2>"$TEST_DIR/err2"
+RC=$?
+ok $([ "$RC" -ne 0 ] && [ "$RC" -ne 124 ]; echo $?) "khub mirror sync without --mirror-config uses the stored configuration (exit $RC)"
+like "$(cat "$TEST_DIR/err2")" "did not answer the git ref advertisement within 3 s" "and reports the same stall"
 done_testing
