@@ -19,6 +19,7 @@ struct api_context {
 	long tree_page_size;
 	long max_body_bytes;
 	long repo_cache_ttl_ms;
+	long lock_wait_ms;		/* longest wait for a repo's write lock */
 	unsigned char url_secret[32];	/* signs self-authenticating LFS URLs */
 	long lfs_url_ttl;		/* seconds an LFS action URL stays valid */
 	const char *lfs_root;		/* for the push hooks */
@@ -70,6 +71,11 @@ struct request {
 	/* State of a streaming route (owned by its stream_ops). */
 	void *stream_state;
 	int stream_stopped;
+
+	/* Waiting without a thread (api/park.c): set while suspended. */
+	int parked;
+	unsigned park_rounds;
+	uint64_t wait_started_usec;	/* first try for a busy lock */
 
 	/* Body for routes that ask for it (bounded by max_body_bytes). */
 	struct strbuf body;
@@ -198,10 +204,27 @@ int repo_open_named(struct request *req, enum repo_type type, const char *ns, co
 int require_signed_in(struct request *req, enum MHD_Result *result);
 /* What the caller may do in a namespace (own user name: admin; org: role). */
 enum role namespace_role(const struct principal *p, const struct account *ns);
-/* Serialise writers of one repo, across processes (PostgreSQL advisory
- * lock on this thread's connection). */
-int repo_write_lock(int64_t repo_id);
+/* Serialise writers of one repo, across processes (a PostgreSQL advisory
+ * lock on this thread's connection), without holding a server thread while
+ * another writer has it: 0 when taken (release with repo_write_unlock in the
+ * same handler call), 1 when the request was parked (return *result, which
+ * is MHD_YES: the handler is called again once the lock is released or
+ * after a short delay, so everything before the lock must be safe to
+ * repeat), -1 when an answer was queued: 503 with Retry-After when the
+ * database is down or the lock stayed busy past lock_wait_ms. */
+int repo_write_lock_request(struct request *req, int64_t repo_id, enum MHD_Result *result);
 void repo_write_unlock(int64_t repo_id);
+
+/* ---- waiting without a thread (api/park.c) -------------------------------- */
+
+/* Suspend the request's connection; its handler runs again after wait_ms,
+ * or sooner when request_wake(key) is called. The handler then returns
+ * MHD_YES without answering. */
+void request_park(struct request *req, const char *key, unsigned wait_ms);
+void request_wake(const char *key);
+/* Resume every parked request now (shutdown). */
+void request_wake_all(void);
+size_t request_parked_count(void);
 /* Audit a write by the caller; details is JSON text or NULL. */
 void api_audit(struct request *req, const char *action, const char *target, const char *details);
 /* An optional string member of a JSON body: absent or null leaves *out

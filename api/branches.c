@@ -66,8 +66,9 @@ static enum MHD_Result delete_ref(struct request *req, struct repo_handle *h, co
 	int rc;
 	snprintf(ref, sizeof(ref), "refs/%s/%s", strcmp(kind, "branch") == 0 ? "heads" : "tags", name);
 	snprintf(action, sizeof(action), "%s.delete", kind);
-	if (repo_write_lock(h->record.id) < 0)
-		return respond_error(req, 503, NULL, "database unavailable");
+	enum MHD_Result result;
+	if (repo_write_lock_request(req, h->record.id, &result) != 0)
+		return result;
 	if (repo_ref_read(h->git, ref, old) < 0)
 		rc = KHUB_ENOTFOUND;
 	else
@@ -116,10 +117,8 @@ static enum MHD_Result handle_branch_create(struct request *req)
 		goto cleanup;
 	}
 	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
-	if (repo_write_lock(h.record.id) < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
-		goto cleanup;
-	}
+	if (repo_write_lock_request(req, h.record.id, &result) != 0)
+		goto cleanup;	/* parked or answered */
 	locked = 1;
 	rc = repo_ref_read(h.git, ref, current);
 	if (rc < 0 && rc != KHUB_ENOTFOUND) {
@@ -205,10 +204,8 @@ static enum MHD_Result handle_tag_create(struct request *req)
 		goto cleanup;
 	}
 	snprintf(ref, sizeof(ref), "refs/tags/%s", tag);
-	if (repo_write_lock(h.record.id) < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
-		goto cleanup;
-	}
+	if (repo_write_lock_request(req, h.record.id, &result) != 0)
+		goto cleanup;	/* parked or answered */
 	locked = 1;
 	if (repo_resolve_commitish(h.git, req->rev, sha) < 0) {
 		result = respond_revision_not_found(req, req->rev);

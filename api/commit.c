@@ -191,8 +191,8 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	const char *code = NULL;
 	char msg[400] = "";
 
-	if (repo_write_lock(cs->repo.record.id) < 0)
-		return respond_error(req, 503, NULL, "database unavailable");
+	if (repo_write_lock_request(req, cs->repo.record.id, &result) != 0)
+		return result;	/* parked (called again later) or answered */
 	locked = 1;
 	if (repo_resolve_revision(cs->repo.git, cs->target_ref, head) < 0) {
 		result = respond_revision_not_found(req, req->rev);
@@ -318,6 +318,9 @@ cleanup:
 static enum MHD_Result handle_commit(struct request *req)
 {
 	struct commit_stream *cs = req->stream_state;
+	if (cs->body_checked)	/* called again after waiting for the lock */
+		return apply_commit(req, cs);
+	cs->body_checked = 1;
 	if (!cs->err_status && json_stream_finish(cs->parser) < 0)
 		commit_stream_fail(cs, 400, NULL, "malformed NDJSON: %s", json_stream_error(cs->parser));
 	if (!cs->err_status && !cs->have_header)

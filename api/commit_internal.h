@@ -49,6 +49,7 @@ struct commit_stream {
 	size_t nops, ops_alloc;
 	size_t lines;
 	uint64_t bytes_in;
+	int body_checked;		/* the handler has run once */
 
 	/* the first error (answered once the body has been read) */
 	int err_status;

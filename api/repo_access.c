@@ -337,24 +337,83 @@ int repo_open_for_write(struct request *req, struct repo_handle *h, enum role ne
 	return repo_open_named(req, req->type, req->ns, req->name, needed, h, result);
 }
 
-int repo_write_lock(int64_t repo_id)
+/* Repo write locks this process holds: a request never asks the database
+ * for a lock another thread of ours has (and is woken when it is freed). */
+static struct hashmap held_locks;
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void lock_key(char *key, size_t size, int64_t repo_id)
 {
-	char id[24];
+	snprintf(key, size, "repo-lock/%lld", (long long)repo_id);
+}
+
+/* 0 taken, 1 busy, KHUB_EDB. */
+static int repo_write_trylock(int64_t repo_id)
+{
+	char key[48], id[24];
+	lock_key(key, sizeof(key), repo_id);
+	pthread_mutex_lock(&held_lock);
+	if (!held_locks.buckets)
+		hashmap_init(&held_locks);
+	if (hashmap_get(&held_locks, key)) {
+		pthread_mutex_unlock(&held_lock);
+		return 1;
+	}
+	hashmap_put(&held_locks, key, (void *)1);	/* reserved while we ask */
+	pthread_mutex_unlock(&held_lock);
 	snprintf(id, sizeof(id), "%lld", (long long)repo_id);
 	const char *params[1] = { id };
-	PGresult *res = db_exec("SELECT pg_advisory_lock(1, $1::int)", 1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
+	PGresult *res = db_exec("SELECT pg_try_advisory_lock(1, $1::int)", 1, params, NULL);
+	int rc = !res ? KHUB_EDB : PQgetvalue(res, 0, 0)[0] == 't' ? 0 : 1;
 	PQclear(res);
-	return 0;
+	if (rc != 0) {
+		pthread_mutex_lock(&held_lock);
+		hashmap_remove(&held_locks, key);
+		pthread_mutex_unlock(&held_lock);
+	}
+	return rc;
+}
+
+int repo_write_lock_request(struct request *req, int64_t repo_id, enum MHD_Result *result)
+{
+	int rc = repo_write_trylock(repo_id);
+	if (rc == 0) {
+		req->wait_started_usec = 0;
+		return 0;
+	}
+	if (rc == KHUB_EDB) {
+		*result = respond_error(req, 503, NULL, "database unavailable");
+		return -1;
+	}
+	uint64_t now = monotonic_usec();
+	if (!req->wait_started_usec)
+		req->wait_started_usec = now;
+	if (now - req->wait_started_usec >= (uint64_t)api_ctx.lock_wait_ms * 1000u) {
+		log_warn("repo %lld: write lock still busy after %ld ms", (long long)repo_id, api_ctx.lock_wait_ms);
+		*result = respond_error(req, 503, NULL, "another write to this repository is in progress; retry later");
+		return -1;
+	}
+	/* Woken at once when a writer of this process lets go; polled with
+	 * backoff for writers in other processes (imports, pushes, mirror). */
+	char key[48];
+	lock_key(key, sizeof(key), repo_id);
+	unsigned rounds = req->park_rounds < 5 ? req->park_rounds : 5;
+	request_park(req, key, 10u << rounds);
+	*result = MHD_YES;
+	return 1;
 }
 
 void repo_write_unlock(int64_t repo_id)
 {
-	char id[24];
+	char key[48], id[24];
 	snprintf(id, sizeof(id), "%lld", (long long)repo_id);
 	const char *params[1] = { id };
 	PQclear(db_exec("SELECT pg_advisory_unlock(1, $1::int)", 1, params, NULL));
+	lock_key(key, sizeof(key), repo_id);
+	pthread_mutex_lock(&held_lock);
+	hashmap_remove(&held_locks, key);
+	pthread_mutex_unlock(&held_lock);
+	request_wake(key);
 }
 
 void api_audit(struct request *req, const char *action, const char *target, const char *details)

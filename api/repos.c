@@ -411,10 +411,10 @@ static enum MHD_Result handle_delete(struct request *req)
 		goto cleanup;
 	}
 	registry_locked = 1;
-	if (repo_write_lock(h.record.id) < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+	/* parked (the registry lock is released by cleanup, and everything
+	 * before is repeated when the handler runs again) or answered */
+	if (repo_write_lock_request(req, h.record.id, &result) != 0)
 		goto cleanup;
-	}
 	repo_locked = 1;
 	/* Deleted or moved since we looked: the name no longer names it. */
 	rc = db_repo_get(type, h.record.ns, h.record.name, &current);
@@ -512,10 +512,10 @@ static enum MHD_Result handle_move(struct request *req)
 		result = respond_error(req, 503, NULL, "database unavailable");
 		goto cleanup;
 	}
-	if (repo_write_lock(h.record.id) < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+	/* parked (the registry lock is released by cleanup, and everything
+	 * before is repeated when the handler runs again) or answered */
+	if (repo_write_lock_request(req, h.record.id, &result) != 0)
 		goto cleanup;
-	}
 	repo_locked = 1;
 	rc = repo_store_rename(api_ctx.repo_root, type, h.record.ns, h.record.name, owner.name, to_name);
 	if (rc == KHUB_EEXIST) {

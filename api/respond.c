@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct api_context api_ctx;
 
@@ -64,6 +65,9 @@ static enum MHD_Result respond_error_v(struct request *req, int status, const ch
 		MHD_add_response_header(resp, "X-Error-Code", code);
 	if (extra_header)
 		MHD_add_response_header(resp, extra_header, extra_value);
+	/* Every 503 is temporary (database, lock, upstream): say when to retry. */
+	if (status == 503 && !(extra_header && strcasecmp(extra_header, "Retry-After") == 0))
+		MHD_add_response_header(resp, "Retry-After", "2");
 	if (status == 401)
 		MHD_add_response_header(resp, "WWW-Authenticate",
 					"Bearer realm=\"Authentication required\", charset=\"UTF-8\"");

@@ -52,33 +52,9 @@ mkdir -p "$RESULTS"
 hubs_setup
 trap 'exit 130' INT TERM
 
-is_sanitized() { ldd "$1" 2>/dev/null | grep -Eq 'lib(asan|ubsan|tsan)'; }
-want_release=${BENCH_RELEASE_BUILD:-auto}
-if [ "$want_release" = 0 ] && [ ! -x "$KHUB_BIN" ]; then
-	echo "mirror.sh: $KHUB_BIN not built (run make)" >&2
-	exit 1
-fi
-if [ "$want_release" = 1 ] || { [ "$want_release" = auto ] && { [ ! -x "$KHUB_BIN" ] || is_sanitized "$KHUB_BIN"; }; }; then
-	echo "# building a release khub (plain ./configure, no sanitizers) in $TEST_DIR/build ..." >&2
-	mkdir -p "$TEST_DIR/build"
-	tar -C "$KHUB_SRC" -cf - --exclude=.git --exclude='*.o' --exclude='*.a' --exclude=./khub \
-		--exclude=./var --exclude=./bench/results --exclude=node_modules . | tar -C "$TEST_DIR/build" -xf -
-	if (cd "$TEST_DIR/build" &&
-		{ [ ! -f Makefile ] || make distclean; } &&
-		{ [ -x configure ] || ./autogen.sh; } &&
-		./configure -q && make -j"$(nproc)" khub) >"$RESULTS/release-build.log" 2>&1; then
-		KHUB_BIN="$TEST_DIR/build/khub"
-		KHUB_BUILD="release (-O2, built from a copy of $KHUB_SRC)"
-	else
-		echo "# release build failed (see $RESULTS/release-build.log); measuring $KHUB_BIN as is" >&2
-		[ -x "$KHUB_BIN" ] || exit 1
-	fi
-fi
-if is_sanitized "$KHUB_BIN"; then
-	KHUB_BUILD="SANITIZER BUILD ($KHUB_BIN links ASan/UBSan): numbers are not representative"
-else
-	KHUB_BUILD=${KHUB_BUILD:-"$KHUB_BIN (no sanitizers)"}
-fi
+BENCH_RESULTS=$RESULTS
+. "$ROOT/bench/lib/release_build.sh"
+bench_release_build
 
 now() { date +%s.%N; }
 calc() { python3 -c "print($*)"; }

@@ -40,6 +40,7 @@ static const struct config_row config_rows[] = {
 	ROW(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid"),
 	ROW(cache_mb, CONFIG_LONG, "256", 0, 1L << 20, "memory for responses keyed by immutable commit shas"),
 	ROW(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header"),
+	ROW(lock_wait_ms, CONFIG_LONG, "30000", 0, 600000, "longest wait of a write for a repo's lock (then 503); waiting holds no thread"),
 	ROW(repo_cache_ttl_ms, CONFIG_LONG, "1000", 0, 600000, "how long a repo record is reused without the database"),
 	ROW(token_cache_ttl_ms, CONFIG_LONG, "2000", 0, 600000, "how long a token lookup is reused without the database"),
 	ROW(download_stats, CONFIG_LONG, "1", 0, 1, "count variant downloads per repo, variant, day and client (0 = off)"),

@@ -62,7 +62,10 @@ static enum MHD_Result respond_preflight(struct request *req)
 
 static enum MHD_Result dispatch(struct request *req)
 {
+	req->parked = 0;
 	enum MHD_Result r = req->route->handler(req);
+	if (req->parked && !req->responded)
+		return MHD_YES;	/* suspended: the handler runs again when resumed */
 	if (!req->responded)
 		r = respond_error(req, 500, NULL, "handler gave no answer");
 	return r;
@@ -205,7 +208,8 @@ int http_serve(void)
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		threads = cpus > 0 ? cpus * 4 : 8;
 	}
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO |
+			 MHD_ALLOW_SUSPEND_RESUME;
 	if (addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 
@@ -236,6 +240,9 @@ int http_serve(void)
 	int sig = 0;
 	sigwait(&stop, &sig);
 	log_info("signal %d: shutting down", sig);
+	MHD_quiesce_daemon(d);
+	request_wake_all();	/* parked requests answer before the daemon stops */
+	usleep(100000);
 	MHD_stop_daemon(d);
 	return 0;
 }

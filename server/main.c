@@ -61,6 +61,7 @@ int cmd_serve(int argc, char **argv)
 	api_ctx.tree_page_size = config.tree_page_size;
 	api_ctx.max_body_bytes = config.max_body_bytes;
 	api_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
+	api_ctx.lock_wait_ms = config.lock_wait_ms;
 	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
 	runtime_load_secret(api_ctx.url_secret);
 	api_ctx.lfs_root = runtime_lfs_root();

@@ -21,6 +21,7 @@ struct khub_config {
 	long cache_mb;
 	long tree_page_size;
 	long repo_cache_ttl_ms;
+	long lock_wait_ms;
 	long token_cache_ttl_ms;
 	long lfs_url_ttl;
 	long download_stats;
