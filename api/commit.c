@@ -32,6 +32,7 @@ static int commit_begin(struct request *req)
 	struct commit_stream *cs = xcalloc(1, sizeof(*cs));
 	req->stream_state = cs;
 	strbuf_init(&cs->raw_text);
+	strbuf_init(&cs->content_mem);
 	cs->create_pr = request_query_bool(req, "create_pr", 0);
 	/* Anyone who can read a repo may open a pull request and add to it
 	 * (kernel-builder --create-pr sends its later batches to refs/pr/N). */
@@ -44,6 +45,13 @@ static int commit_begin(struct request *req)
 	}
 	if (cs->repo.record.mirrored) {
 		respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
+		return -1;
+	}
+	/* Every object this commit writes stays in memory until it is
+	 * accepted: a refused or aborted commit leaves nothing on disk. */
+	if (quarantine_open(api_ctx.repo_root, cs->repo.record.type, cs->repo.record.ns, cs->repo.record.name,
+			    QUARANTINE_MAX_BYTES, &cs->quarantine, &cs->repo.git) < 0) {
+		respond_error(req, 500, NULL, "repository storage is unavailable");
 		return -1;
 	}
 	char sha[41];
@@ -85,6 +93,10 @@ static void commit_cleanup(struct request *req)
 	free(cs->commit_summary);
 	free(cs->commit_description);
 	free(cs->commit_parent);
+	for (size_t i = 0; i < cs->npending_lfs; i++)
+		lfs_writer_abort(cs->pending_lfs[i]);
+	strbuf_release(&cs->content_mem);
+	quarantine_free(cs->quarantine);
 	free(cs);
 	req->stream_state = NULL;
 }
@@ -168,8 +180,10 @@ static int relfs_by_new_attributes(struct commit_stream *cs, struct commit_build
 		struct lfs_writer *w = lfs_writer_begin(api_ctx.lfs);
 		struct lfs_pointer ptr;
 		char blob[41];
-		if (!w || lfs_writer_write(w, data, size) < 0 || lfs_writer_commit(w, NULL, ptr.oid, &ptr.size) < 0 ||
-		    db_lfs_link(cs->repo.record.id, ptr.oid) < 0 || commit_write_pointer(cs, &ptr, blob) < 0) {
+		if (!w || lfs_writer_write(w, data, size) < 0) {
+			lfs_writer_abort(w);
+			rc = -1;
+		} else if (commit_lfs_hold(cs, w, &ptr) < 0 || commit_write_pointer(cs, &ptr, blob) < 0) {
 			rc = -1;
 		} else {
 			memcpy(op->blob, blob, sizeof(blob));
@@ -253,7 +267,21 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	char email[REPO_NAME_MAX + 32];
 	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
 	if (commit_builder_write(cb, req->principal.name, email, cs->commit_summary, cs->commit_description, sha) < 0) {
-		result = respond_error(req, 500, NULL, "cannot write the commit");
+		result = quarantine_over_limit(cs->quarantine)
+			? respond_error(req, 413, NULL, "the commit's regular (non-LFS) files exceed %" PRIu64 " MiB; split it"
+					" into several commits", QUARANTINE_MAX_BYTES >> 20)
+			: respond_error(req, 500, NULL, "cannot write the commit");
+		goto cleanup;
+	}
+	/* Accepted: its objects reach the repo's store (durably) before the
+	 * ref may point at them. */
+	if (quarantine_publish(cs->quarantine) < 0) {
+		result = respond_error(req, 507, NULL, "cannot store the commit's objects (is the disk full?)");
+		goto cleanup;
+	}
+	if ((status = commit_lfs_install(cs)) != 0) {
+		result = status == 503 ? respond_error(req, 503, NULL, "database unavailable")
+				       : respond_error(req, 507, NULL, "cannot store the commit's LFS objects (is the disk full?)");
 		goto cleanup;
 	}
 	int rc;

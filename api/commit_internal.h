@@ -10,6 +10,14 @@
 #define RAW_TEXT_MAX (1 << 20)		/* utf-8 "encoded" content kept for that case */
 #define COLLECT_MAX (1 << 20)		/* any other string value */
 #define MAX_OPERATIONS 100000
+/* Git objects (regular files, trees) of one commit are held in memory until
+ * it is accepted (storage/quarantine.c); LFS content is not counted. */
+#define QUARANTINE_MAX_BYTES ((uint64_t)256 << 20)
+/* Decoded content kept in memory before it goes to a spool file. */
+#define INLINE_MEM_MAX (1 << 20)
+/* LFS content received inline waits (sealed, one open file each) until the
+ * commit is accepted; past this many the rest is stored at once. */
+#define PENDING_LFS_MAX 256
 
 enum op_kind { OP_PUT, OP_DELETE_FILE, OP_DELETE_FOLDER };
 
@@ -21,7 +29,8 @@ struct commit_op {
 };
 
 struct commit_stream {
-	struct repo_handle repo;
+	struct repo_handle repo;	/* repo.git: the quarantined handle */
+	struct git_quarantine *quarantine;
 	int create_pr;
 	char target_ref[REF_NAME_MAX + 16];
 	char *gitattributes;		/* at the head when the body started */
@@ -31,7 +40,8 @@ struct commit_stream {
 	char *key, *path, *encoding, *oid, *algo, *summary, *description, *parent;
 	uint64_t size;
 	int have_size, have_content;
-	struct lfs_writer *spool;
+	struct strbuf content_mem;	/* decoded content while small */
+	struct lfs_writer *spool;	/* decoded content once it is not */
 	char head[HEAD_BYTES];
 	size_t head_len;
 	uint64_t content_size;
@@ -41,6 +51,10 @@ struct commit_stream {
 	int b64_bits, b64_data, b64_pad, b64_bad;
 	char b64_out[48 * 1024];
 	size_t b64_out_len;
+
+	/* LFS objects of this commit, stored and linked once it is accepted */
+	struct lfs_writer *pending_lfs[PENDING_LFS_MAX];
+	size_t npending_lfs;
 
 	/* the commit */
 	int have_header;
@@ -62,6 +76,14 @@ int commit_stream_fail(struct commit_stream *cs, int status, const char *code, c
 	__attribute__((format(printf, 4, 5)));
 /* Forget the line being read (frees its fields and spool). */
 void commit_line_reset(struct commit_stream *cs);
+/* The error for a blob that could not be written: 413 past the
+ * quarantine's limit, else 500; -1. */
+int commit_blob_failed(struct commit_stream *cs);
+/* Content to store as LFS: sealed now, stored and linked by
+ * commit_lfs_install once the commit is accepted (takes the writer). */
+int commit_lfs_hold(struct commit_stream *cs, struct lfs_writer *w, struct lfs_pointer *ptr);
+/* Store and link every held LFS object; 0, or an HTTP status (503, 507). */
+int commit_lfs_install(struct commit_stream *cs);
 /* Store an LFS pointer text as a blob; fills blob_sha. */
 int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr, char blob_sha[41]);
 /* The JSON events that turn NDJSON lines into operations (ctx = the

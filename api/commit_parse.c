@@ -38,6 +38,7 @@ void commit_line_reset(struct commit_stream *cs)
 	cs->size = 0;
 	lfs_writer_abort(cs->spool);
 	cs->spool = NULL;
+	strbuf_reset(&cs->content_mem);
 	cs->head_len = 0;
 	cs->content_size = 0;
 	strbuf_reset(&cs->raw_text);
@@ -59,9 +60,23 @@ static int spool_flush(struct commit_stream *cs)
 	memcpy(cs->head + cs->head_len, cs->b64_out, take);
 	cs->head_len += take;
 	cs->content_size += cs->b64_out_len;
-	int rc = lfs_writer_write(cs->spool, cs->b64_out, cs->b64_out_len);
+	int rc = 0;
+	/* small content stays in memory: no temp file per file */
+	if (!cs->spool && cs->content_mem.len + cs->b64_out_len <= INLINE_MEM_MAX) {
+		strbuf_add(&cs->content_mem, cs->b64_out, cs->b64_out_len);
+	} else {
+		if (!cs->spool) {
+			if (!(cs->spool = lfs_writer_begin(api_ctx.lfs)))
+				rc = -1;
+			else if (cs->content_mem.len)
+				rc = lfs_writer_write(cs->spool, cs->content_mem.buf, cs->content_mem.len);
+			strbuf_reset(&cs->content_mem);
+		}
+		if (rc == 0)
+			rc = lfs_writer_write(cs->spool, cs->b64_out, cs->b64_out_len);
+	}
 	cs->b64_out_len = 0;
-	return rc < 0 ? commit_stream_fail(cs, 500, NULL, "cannot spool file content") : 0;
+	return rc < 0 ? commit_stream_fail(cs, 507, NULL, "cannot spool file content (is the disk full?)") : 0;
 }
 
 static int b64_value(unsigned char c)
@@ -136,21 +151,10 @@ static int line_begin(void *ctx)
 
 static enum json_string_mode string_mode(void *ctx, char keys[][JSON_STREAM_MAX_KEY], int depth)
 {
-	struct commit_stream *cs = ctx;
-	if (depth == 2 && strcmp(keys[0], "value") == 0 && strcmp(keys[1], "content") == 0) {
-		if (!cs->spool)
-			cs->spool = lfs_writer_begin(api_ctx.lfs);
+	(void)ctx;
+	if (depth == 2 && strcmp(keys[0], "value") == 0 && strcmp(keys[1], "content") == 0)
 		return JSON_STRING_STREAM;
-	}
 	return JSON_STRING_COLLECT;
-}
-
-static int on_content_chunk(void *ctx, const char *data, size_t len)
-{
-	struct commit_stream *cs = ctx;
-	if (!cs->spool)
-		return commit_stream_fail(cs, 500, NULL, "cannot spool file content");
-	return content_chunk(ctx, data, len);
 }
 
 static void keep(char **slot, const char *text)
@@ -235,6 +239,14 @@ static int check_path(struct commit_stream *cs, const char *path)
 	return 0;
 }
 
+int commit_blob_failed(struct commit_stream *cs)
+{
+	if (quarantine_over_limit(cs->quarantine))
+		return commit_stream_fail(cs, 413, NULL, "line %zu: the commit's regular (non-LFS) files exceed %" PRIu64
+					  " MiB; split it into several commits", cs->lines, QUARANTINE_MAX_BYTES >> 20);
+	return commit_stream_fail(cs, 500, NULL, "cannot write a blob");
+}
+
 /* Store a pointer text as a blob; fills blob_sha. */
 int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr, char blob_sha[41])
 {
@@ -242,7 +254,7 @@ int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr
 	size_t n = lfs_pointer_format(ptr, text);
 	git_oid oid;
 	if (git_blob_create_from_buffer(&oid, cs->repo.git, text, n) < 0)
-		return commit_stream_fail(cs, 500, NULL, "cannot write a blob");
+		return commit_blob_failed(cs);
 	git_oid_tostr(blob_sha, 41, &oid);
 	return 0;
 }
@@ -266,7 +278,7 @@ static int finish_inline_file(struct commit_stream *cs)
 		cs->spool = NULL;
 		if (git_blob_create_from_buffer(&oid, cs->repo.git, cs->raw_text.buf ? cs->raw_text.buf : "",
 						cs->raw_text.len) < 0)
-			return commit_stream_fail(cs, 500, NULL, "cannot write a blob");
+			return commit_blob_failed(cs);
 		git_oid_tostr(blob, sizeof(blob), &oid);
 		return add_op(cs, OP_PUT, cs->path, blob, 0);
 	}
@@ -275,22 +287,67 @@ static int finish_inline_file(struct commit_stream *cs)
 				   cs->path);
 	if (lfs_should_store(cs->gitattributes, cs->path, cs->head, cs->head_len, cs->content_size)) {
 		struct lfs_pointer ptr;
-		int rc = lfs_writer_commit(cs->spool, NULL, ptr.oid, &ptr.size);
+		struct lfs_writer *w = cs->spool;
 		cs->spool = NULL;
-		if (rc < 0)
-			return commit_stream_fail(cs, 500, NULL, "cannot store %s", cs->path);
-		if (db_lfs_link(cs->repo.record.id, ptr.oid) < 0)
-			return commit_stream_fail(cs, 503, NULL, "database unavailable");
+		if (!w && (!(w = lfs_writer_begin(api_ctx.lfs)) ||
+			   lfs_writer_write(w, cs->content_mem.buf, cs->content_mem.len) < 0)) {
+			lfs_writer_abort(w);
+			return commit_stream_fail(cs, 507, NULL, "cannot store %s (is the disk full?)", cs->path);
+		}
+		if (commit_lfs_hold(cs, w, &ptr) < 0)
+			return -1;
 		if (commit_write_pointer(cs, &ptr, blob) < 0)
 			return -1;
 		return add_op(cs, OP_PUT, cs->path, blob, 1);
 	}
-	if (git_blob_create_from_disk(&oid, cs->repo.git, lfs_writer_temp_path(cs->spool)) < 0)
-		return commit_stream_fail(cs, 500, NULL, "cannot write a blob");
+	int rc = cs->spool ? git_blob_create_from_disk(&oid, cs->repo.git, lfs_writer_temp_path(cs->spool))
+			   : git_blob_create_from_buffer(&oid, cs->repo.git, cs->content_mem.buf ? cs->content_mem.buf : "",
+							 cs->content_mem.len);
 	lfs_writer_abort(cs->spool);
 	cs->spool = NULL;
+	if (rc < 0)
+		return commit_blob_failed(cs);
 	git_oid_tostr(blob, sizeof(blob), &oid);
 	return add_op(cs, OP_PUT, cs->path, blob, 0);
+}
+
+int commit_lfs_hold(struct commit_stream *cs, struct lfs_writer *w, struct lfs_pointer *ptr)
+{
+	if (lfs_writer_seal(w, ptr->oid, &ptr->size) < 0) {
+		lfs_writer_abort(w);
+		return commit_stream_fail(cs, 500, NULL, "cannot store %s", cs->path ? cs->path : "a file");
+	}
+	if (cs->npending_lfs < PENDING_LFS_MAX) {
+		cs->pending_lfs[cs->npending_lfs++] = w;
+		return 0;
+	}
+	/* too many to keep open: this one is stored (not linked) now */
+	if (lfs_writer_install(w) < 0)
+		return commit_stream_fail(cs, 507, NULL, "cannot store %s (is the disk full?)", cs->path ? cs->path : "a file");
+	if (db_lfs_link(cs->repo.record.id, ptr->oid) < 0)
+		return commit_stream_fail(cs, 503, NULL, "database unavailable");
+	return 0;
+}
+
+int commit_lfs_install(struct commit_stream *cs)
+{
+	int status = 0;
+	for (size_t i = 0; i < cs->npending_lfs; i++) {
+		struct lfs_writer *w = cs->pending_lfs[i];
+		char oid[65];
+		cs->pending_lfs[i] = NULL;
+		memcpy(oid, lfs_writer_oid(w), sizeof(oid));
+		if (status) {
+			lfs_writer_abort(w);
+			continue;
+		}
+		if (lfs_writer_install(w) < 0)
+			status = 507;
+		else if (db_lfs_link(cs->repo.record.id, oid) < 0)
+			status = 503;
+	}
+	cs->npending_lfs = 0;
+	return status;
 }
 
 static int finish_lfs_file(struct commit_stream *cs)
@@ -376,7 +433,7 @@ const struct json_stream_handler commit_events = {
 	.object_begin = line_begin,
 	.object_end = line_end,
 	.string_mode = string_mode,
-	.string_chunk = on_content_chunk,
+	.string_chunk = content_chunk,
 	.string_end = content_end,
 	.scalar = on_scalar,
 };

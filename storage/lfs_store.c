@@ -24,6 +24,8 @@ struct lfs_writer {
 	int fd;
 	EVP_MD_CTX *sha;
 	uint64_t size;
+	int sealed;		/* hashed: oid is final, nothing more is written */
+	char oid[65];
 };
 
 struct lfs_store *lfs_store_open(const char *root)
@@ -168,6 +170,37 @@ static int install_object(struct lfs_store *store, int fd, const char *tmp_path,
 	}
 	free(dir);
 	free(final);
+	return rc;
+}
+
+int lfs_writer_seal(struct lfs_writer *w, char oid[65], uint64_t *size)
+{
+	unsigned char digest[32];
+	unsigned int dlen = 0;
+	if (w->sealed)
+		return KHUB_EINVAL;
+	EVP_DigestFinal_ex(w->sha, digest, &dlen);
+	hex_encode(digest, 32, w->oid);
+	w->sealed = 1;
+	memcpy(oid, w->oid, 65);
+	if (size)
+		*size = w->size;
+	return 0;
+}
+
+const char *lfs_writer_oid(const struct lfs_writer *w)
+{
+	return w->oid;
+}
+
+int lfs_writer_install(struct lfs_writer *w)
+{
+	int rc = install_object(w->store, w->fd, w->tmp_path, w->oid);
+	if (rc < 0) {
+		log_error("lfs store: cannot store object %s: %s", w->oid, strerror(errno));
+		unlink(w->tmp_path);
+	}
+	writer_free(w);
 	return rc;
 }
 

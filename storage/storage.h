@@ -74,6 +74,14 @@ int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len);
  * KHUB_EINVAL), fsync and rename into place. Fills oid and size. */
 int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size);
 void lfs_writer_abort(struct lfs_writer *w);
+/* Finish the hash (fills oid and size) without storing anything yet: the
+ * temp file stays (locked) until lfs_writer_install (fsync, rename into
+ * place, frees the writer) or lfs_writer_abort. Lets a commit keep the LFS
+ * content it received out of the store until it is accepted. */
+int lfs_writer_seal(struct lfs_writer *w, char oid[65], uint64_t *size);
+int lfs_writer_install(struct lfs_writer *w);
+/* The sha256 of a sealed writer's content. */
+const char *lfs_writer_oid(const struct lfs_writer *w);
 /* The temp file a writer is filling (valid until commit or abort). */
 const char *lfs_writer_temp_path(const struct lfs_writer *w);
 /* Remove partial uploads left by a crash (no live writer holds their
@@ -212,6 +220,24 @@ int repo_next_pr_number(git_repository *repo);
  * the first 8000 bytes) or a size over 10 MiB. Empty files never are. */
 int lfs_should_store(const char *gitattributes, const char *path, const void *head,
 		     size_t head_len, uint64_t size);
+
+/* ---- quarantined writes (storage/quarantine.c) --------------------------- */
+
+/* The objects of a commit under construction, kept in memory until the
+ * commit is accepted. quarantine_open opens the repo a second time (*repo,
+ * owned by the quarantine): reads see the repo's objects and the new ones,
+ * writes stay in memory, at most max_bytes of them (further writes fail and
+ * quarantine_over_limit says so). */
+struct git_quarantine;
+int quarantine_open(const char *root, enum repo_type type, const char *ns, const char *name, uint64_t max_bytes,
+		    struct git_quarantine **out, git_repository **repo);
+/* Write every quarantined object into the repo's store, durably (fsynced),
+ * before a ref may point at them. */
+int quarantine_publish(struct git_quarantine *q);
+size_t quarantine_object_count(const struct git_quarantine *q);
+int quarantine_over_limit(const struct git_quarantine *q);
+/* Drop what was not published and close the repo handle; accepts NULL. */
+void quarantine_free(struct git_quarantine *q);
 
 /* ---- repo directories over their life (storage/repo_lifecycle.c) -------- */
 
