@@ -70,18 +70,16 @@ static enum MHD_Result handle_tree(struct request *req)
 		if (limit < 1 || limit > 10000)
 			return respond_error(req, 400, NULL, "limit must be between 1 and 10000");
 	}
-	size_t cursor = 0;
-	const char *cursor_arg = request_query(req, "cursor");
-	if (cursor_arg) {
-		char *end;
-		unsigned long long c = strtoull(cursor_arg, &end, 10);
-		if (*end || end == cursor_arg)
-			return respond_error(req, 400, NULL, "invalid cursor");
-		cursor = (size_t)c;
-	}
+	/* The cursor is the last path of the previous page, relative to the
+	 * listed directory: the next page starts right after it. */
+	const char *cursor = request_query(req, "cursor");
+	if (cursor && (!cursor[0] || repo_path_validate(cursor, &why) < 0))
+		return respond_error(req, 400, NULL, "invalid cursor");
+	if (!cursor)
+		cursor = "";
 	const char *base = request_base_url(req);
 
-	char *key = xasprintf("T|%" PRId64 "|%s/%s|%s|%d|%d|%ld|%zu|%s|%s", h.record.id, h.record.ns, h.record.name, sha,
+	char *key = xasprintf("T|%" PRId64 "|%s/%s|%s|%d|%d|%ld|%s|%s|%s", h.record.id, h.record.ns, h.record.name, sha,
 			      recursive, expand, limit, cursor, base, req->path);
 	size_t cached_len;
 	char *cached = response_cache_get(key, &cached_len);
@@ -91,32 +89,40 @@ static enum MHD_Result handle_tree(struct request *req)
 	}
 
 	struct tree_listing listing;
-	int rc = repo_list_tree(h.git, sha, req->path, recursive, &listing);
+	int more = 0;
+	int rc = repo_list_tree_page(h.git, sha, req->path, recursive, cursor, (size_t)limit, &listing, &more);
 	if (rc == KHUB_ENOTFOUND || rc == KHUB_ENOTDIR) {
 		free(key);
 		return respond_entry_not_found(req, sha, req->path);
+	}
+	if (rc == KHUB_EINVAL) {
+		free(key);
+		return respond_error(req, 400, NULL, "invalid cursor: not a path of this listing");
 	}
 	if (rc < 0) {
 		free(key);
 		return respond_error(req, 500, NULL, "cannot read tree");
 	}
 	struct strbuf page = STRBUF_INIT;
-	size_t end = cursor + (size_t)limit < listing.count ? cursor + (size_t)limit : listing.count;
-	if (end < listing.count) {
+	if (more && listing.count) {
 		/* Absolute, with every query parameter, at the resolved sha so the
 		 * pages of one listing can never mix two commits. */
+		const char *last = listing.entries[listing.count - 1].path;
+		if (req->path[0])
+			last += strlen(req->path) + 1;
 		strbuf_addf(&page, "%s/api/%s/%s/%s/tree/%s", base, repo_type_plural(req->type), h.record.ns,
 			    h.record.name, sha);
 		if (req->path[0]) {
 			strbuf_adds(&page, "/");
 			strbuf_add_urlencoded(&page, req->path, 1);
 		}
-		strbuf_addf(&page, "?recursive=%s&expand=%s&limit=%ld&cursor=%zu", recursive ? "true" : "false",
-			    expand ? "true" : "false", limit, end);
+		strbuf_addf(&page, "?recursive=%s&expand=%s&limit=%ld&cursor=", recursive ? "true" : "false",
+			    expand ? "true" : "false", limit);
+		strbuf_add_urlencoded(&page, last, 0);
 	}
 	strbuf_adds(&page, "\n[");
-	for (size_t i = cursor; i < end; i++) {
-		if (i > cursor)
+	for (size_t i = 0; i < listing.count; i++) {
+		if (i > 0)
 			strbuf_adds(&page, ",");
 		add_entry_json(&page, &listing.entries[i]);
 	}

@@ -170,38 +170,84 @@ static void listing_push(struct tree_listing *l, size_t *alloc, struct tree_entr
 	l->entries[l->count++] = *e;
 }
 
-static int list_dir(git_repository *repo, git_tree *tree, const char *prefix, int recursive,
-		    struct tree_listing *out, size_t *alloc)
+/* One page of a listing: entries after the path `after` (in listing
+ * order), at most limit of them; more is set when one was left out. */
+struct list_page {
+	size_t limit;
+	int more;
+};
+
+static int list_entry(git_repository *repo, const git_tree_entry *te, const char *path, int recursive,
+		      const char *after, struct tree_listing *out, size_t *alloc, struct list_page *pg, int emit);
+
+/* List tree (at prefix) in git order, a directory's children right after
+ * it. after: the part of the cursor path inside this tree (NULL: list all);
+ * entries up to it were on earlier pages, so the walk goes straight to it
+ * (a page costs its own size and the depth, not the repo's size). */
+static int list_dir(git_repository *repo, git_tree *tree, const char *prefix, int recursive, const char *after,
+		    struct tree_listing *out, size_t *alloc, struct list_page *pg)
 {
-	size_t n = git_tree_entrycount(tree);
-	for (size_t i = 0; i < n; i++) {
+	size_t n = git_tree_entrycount(tree), i = 0;
+	if (after) {
+		const char *slash = strchr(after, '/');
+		size_t comp_len = slash ? (size_t)(slash - after) : strlen(after);
+		char *comp = xstrndup(after, comp_len);
+		const git_tree_entry *at = git_tree_entry_byname(tree, comp);
+		free(comp);
+		if (!at)
+			return KHUB_EINVAL;	/* not a path of this listing */
+		for (i = 0; i < n && git_tree_entry_byindex(tree, i) != at; i++)
+			;
+		char *path = prefix[0] ? xasprintf("%s/%s", prefix, git_tree_entry_name(at))
+				       : xstrdup(git_tree_entry_name(at));
+		/* the cursor's own entry was listed: only its children may remain */
+		int rc = list_entry(repo, at, path, recursive, slash ? slash + 1 : NULL, out, alloc, pg, 0);
+		free(path);
+		if (rc < 0 || pg->more)
+			return rc;
+		i++;
+	}
+	for (; i < n; i++) {
 		const git_tree_entry *te = git_tree_entry_byindex(tree, i);
 		char *path = prefix[0] ? xasprintf("%s/%s", prefix, git_tree_entry_name(te))
 				       : xstrdup(git_tree_entry_name(te));
+		int rc = list_entry(repo, te, path, recursive, NULL, out, alloc, pg, 1);
+		free(path);
+		if (rc < 0 || pg->more)
+			return rc;
+	}
+	return 0;
+}
+
+static int list_entry(git_repository *repo, const git_tree_entry *te, const char *path, int recursive,
+		      const char *after, struct tree_listing *out, size_t *alloc, struct list_page *pg, int emit)
+{
+	int is_dir = git_tree_entry_type(te) == GIT_OBJECT_TREE;
+	if (emit) {
+		if (out->count == pg->limit) {
+			pg->more = 1;
+			return 0;
+		}
 		struct tree_entry e;
 		int rc = fill_entry(repo, te, path, &e);
 		if (rc < 0) {
-			free(path);
 			tree_entry_release(&e);
 			return rc;
 		}
 		listing_push(out, alloc, &e);
-		if (recursive && e.is_dir) {
-			git_tree *sub = NULL;
-			if (git_tree_lookup(&sub, repo, git_tree_entry_id(te)) < 0) {
-				free(path);
-				return KHUB_EIO;
-			}
-			rc = list_dir(repo, sub, path, recursive, out, alloc);
-			git_tree_free(sub);
-			if (rc < 0) {
-				free(path);
-				return rc;
-			}
-		}
-		free(path);
+	} else if (after && !is_dir) {
+		return KHUB_EINVAL;	/* the cursor goes below a file */
 	}
-	return 0;
+	if (!is_dir || (!recursive && !after))
+		return 0;
+	if (!recursive)
+		return KHUB_EINVAL;	/* a flat listing's cursor has one component */
+	git_tree *sub = NULL;
+	if (git_tree_lookup(&sub, repo, git_tree_entry_id(te)) < 0)
+		return KHUB_EIO;
+	int rc = list_dir(repo, sub, path, recursive, after, out, alloc, pg);
+	git_tree_free(sub);
+	return rc;
 }
 
 static int commit_tree(git_repository *repo, const char *commit_sha, git_tree **tree)
@@ -218,6 +264,15 @@ static int commit_tree(git_repository *repo, const char *commit_sha, git_tree **
 int repo_list_tree(git_repository *repo, const char *commit_sha, const char *path, int recursive,
 		   struct tree_listing *out)
 {
+	return repo_list_tree_page(repo, commit_sha, path, recursive, NULL, SIZE_MAX, out, NULL);
+}
+
+int repo_list_tree_page(git_repository *repo, const char *commit_sha, const char *path, int recursive,
+			const char *after, size_t limit, struct tree_listing *out, int *more)
+{
+	struct list_page pg = { limit, 0 };
+	if (after && !after[0])
+		after = NULL;
 	git_tree *root = NULL, *dir = NULL;
 	git_tree_entry *te = NULL;
 	size_t alloc = 0;
@@ -228,7 +283,7 @@ int repo_list_tree(git_repository *repo, const char *commit_sha, const char *pat
 	if ((rc = commit_tree(repo, commit_sha, &root)) < 0)
 		return rc;
 	if (path[0] == '\0') {
-		rc = list_dir(repo, root, "", recursive, out, &alloc);
+		rc = list_dir(repo, root, "", recursive, after, out, &alloc, &pg);
 		goto cleanup;
 	}
 	if (git_tree_entry_bypath(&te, root, path) < 0) {
@@ -243,8 +298,10 @@ int repo_list_tree(git_repository *repo, const char *commit_sha, const char *pat
 		rc = KHUB_EIO;
 		goto cleanup;
 	}
-	rc = list_dir(repo, dir, path, recursive, out, &alloc);
+	rc = list_dir(repo, dir, path, recursive, after, out, &alloc, &pg);
 cleanup:
+	if (more)
+		*more = pg.more;
 	if (rc < 0)
 		tree_listing_release(out);
 	git_tree_entry_free(te);

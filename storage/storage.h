@@ -163,6 +163,14 @@ struct tree_listing {
  * (a directory's children follow it when recursive). */
 int repo_list_tree(git_repository *repo, const char *commit_sha, const char *path, int recursive,
 		   struct tree_listing *out);
+/* One page of that listing: at most limit entries that come after the
+ * entry `after` (a path relative to path, as listed on the previous page;
+ * NULL or "" = from the start). The walk goes straight to `after`, so a
+ * page costs its size and the tree's depth, not the repo's size. *more
+ * (may be NULL) is set when entries remain. KHUB_EINVAL when `after` is
+ * not an entry of this listing. */
+int repo_list_tree_page(git_repository *repo, const char *commit_sha, const char *path, int recursive,
+			const char *after, size_t limit, struct tree_listing *out, int *more);
 void tree_listing_release(struct tree_listing *listing);
 void tree_entry_release(struct tree_entry *entry);
 
