@@ -210,8 +210,9 @@ int repo_open_named(struct request *req, enum repo_type type, const char *ns, co
 		    enum role needed, struct repo_handle *h, enum MHD_Result *result);
 /* 401 unless the caller is signed in; returns 0 when signed in. */
 int require_signed_in(struct request *req, enum MHD_Result *result);
-/* What the caller may do in a namespace (own user name: admin; org: role). */
-enum role namespace_role(const struct principal *p, const struct account *ns);
+/* What the caller may do in a namespace (own user name: admin; org: role),
+ * in *out; 0, or KHUB_EDB (answer 503, never 403). */
+int namespace_role(const struct principal *p, const struct account *ns, enum role *out);
 /* Serialise writers of one repo, across processes (PostgreSQL advisory
  * lock on this thread's connection). */
 int repo_write_lock(int64_t repo_id);
@@ -229,8 +230,8 @@ json_t *request_json_body(struct request *req, enum MHD_Result *result);
 int repo_resolve_or_respond(struct request *req, struct repo_handle *h, const char *rev, char sha[41],
 			    enum MHD_Result *result);
 /* What principal may do with a repo (site admin, owner, org role, capped by
- * the token's scope). */
-enum role repo_role_of(const struct principal *p, const struct repo_record *repo);
+ * the token's scope), in *out; 0, or KHUB_EDB (answer 503, never 404). */
+int repo_role_of(const struct principal *p, const struct repo_record *repo, enum role *out);
 void repo_cache_invalidate(void);
 
 /* ---- in-memory cache of responses for immutable commit shas --------------- */

@@ -108,7 +108,7 @@ static enum MHD_Result handle_batch(struct request *req)
 	 * anyone who can read the repo may open one. Downloads need read. */
 	const char *ref_name = json_string_value(json_object_get(json_object_get(doc, "ref"), "name"));
 	int for_pr = upload && (!json_object_get(doc, "ref") || (ref_name && strncmp(ref_name, "refs/pr/", 8) == 0));
-	if (!req->principal.user_id && (upload || req->bad_token)) {
+	if (!req->principal.user_id && upload) {
 		json_decref(doc);
 		return lfs_error(req, 401, "Authentication required: use a token as the password");
 	}
@@ -129,6 +129,7 @@ static enum MHD_Result handle_batch(struct request *req)
 	json_t *out = json_array();
 	size_t i;
 	json_t *o;
+	int db_failed = 0;
 	json_array_foreach(objects, i, o) {
 		const char *oid = json_string_value(json_object_get(o, "oid"));
 		json_t *size_v = json_object_get(o, "size");
@@ -145,7 +146,13 @@ static enum MHD_Result handle_batch(struct request *req)
 		/* present for this repo = stored and linked to it; an object only
 		 * another repo uploaded must be uploaded again (which proves the
 		 * caller has the bytes) */
-		int present = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0 && db_lfs_linked(h.record.id, oid) == 1;
+		int linked = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0 ? db_lfs_linked(h.record.id, oid) : 0;
+		if (linked < 0) {
+			json_decref(item);
+			db_failed = 1;
+			break;
+		}
+		int present = linked == 1;
 		if (upload) {
 			if (!present) {
 				char *put = action_url(req, "upload", h.record.id, oid, size);
@@ -170,6 +177,10 @@ static enum MHD_Result handle_batch(struct request *req)
 		json_array_append_new(out, item);
 	}
 	json_decref(doc);
+	if (db_failed) {
+		json_decref(out);
+		return respond_db_unavailable(req);
+	}
 	json_t *body = json_pack("{s:s, s:o, s:s}", "transfer", "basic", "objects", out, "hash_algo", "sha256");
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
@@ -271,8 +282,10 @@ static enum MHD_Result handle_verify(struct request *req)
 	int64_t repo_id;
 	if (parse_action_args(req, "verify", &size, &repo_id) < 0)
 		return lfs_error(req, 403, "this verify URL is invalid or has expired");
-	if (lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size ||
-	    db_lfs_linked(repo_id, req->args[1]) != 1)
+	int linked = db_lfs_linked(repo_id, req->args[1]);
+	if (linked < 0)
+		return respond_db_unavailable(req);
+	if (lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size || !linked)
 		return lfs_error(req, 404, "object %s is not stored (or has another size)", req->args[1]);
 	return respond_json_text(req, 200, "{}", 2);
 }
@@ -309,10 +322,13 @@ static enum MHD_Result handle_download(struct request *req)
 }
 
 const struct route lfs_routes[] = {
-	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, 0, NULL },
-	{ METHOD_POST, "/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, REPO_MODEL, NULL },
-	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}/{arg}", handle_upload, 0, 0, &upload_stream_ops },
-	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY, 0, NULL },
-	{ METHOD_GET | METHOD_HEAD, "/api/lfs/download/{arg}/{arg}/{arg}/{arg}", handle_download, 0, 0, NULL },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, 0, NULL },
+	{ METHOD_POST, "/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, REPO_MODEL, NULL },
+	/* The action URLs carry their own signature: an Authorization header
+	 * (git-lfs may send the one it used for the batch) is not read. */
+	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}/{arg}", handle_upload, ROUTE_NO_AUTH, 0, &upload_stream_ops },
+	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY | ROUTE_NO_AUTH, 0, NULL },
+	{ METHOD_GET | METHOD_HEAD, "/api/lfs/download/{arg}/{arg}/{arg}/{arg}", handle_download, ROUTE_NO_AUTH, 0,
+	  NULL },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

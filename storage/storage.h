@@ -324,8 +324,9 @@ int db_account_create(enum account_kind kind, const char *name, const char *full
 		      int is_site_admin, int64_t *id);
 int db_account_set_trusted(const char *name, int trusted);
 int db_membership_set(const char *org, const char *user, enum role role);
-/* The user's role in an org (ROLE_NONE when not a member). */
-enum role db_membership_role(int64_t org_id, int64_t user_id);
+/* The user's role in an org in *out (ROLE_NONE when not a member); 0, or
+ * KHUB_EDB (then *out is ROLE_NONE, which must not be taken for an answer). */
+int db_membership_role(int64_t org_id, int64_t user_id, enum role *out);
 
 /* A caller, as its token makes it. user_id 0 = anonymous. */
 struct principal {
