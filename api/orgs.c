@@ -13,14 +13,31 @@ static enum MHD_Result handle_agent_harnesses(struct request *req)
 	return respond_json_text(req, 200, body, sizeof(body) - 1);
 }
 
+/* 200 {"status":"ok","database":"ok"}, or 503 {"status":"unavailable",
+ * "database":"down: why"} with Retry-After (what the embedded cluster's
+ * watchdog knows, else the connection's error). */
 static enum MHD_Result handle_health(struct request *req)
 {
 	PGresult *res = db_exec("SELECT 1", 0, NULL, NULL);
-	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
-	PQclear(res);
-	static const char body[] = "{\"status\":\"ok\"}";
-	return respond_json_text(req, 200, body, sizeof(body) - 1);
+	if (res) {
+		PQclear(res);
+		static const char body[] = "{\"status\":\"ok\",\"database\":\"ok\"}";
+		return respond_json_text(req, 200, body, sizeof(body) - 1);
+	}
+	char why[256];
+	if (!db_embedded_problem(why, sizeof(why)))
+		snprintf(why, sizeof(why), "%s", db_last_error());
+	char *down = xasprintf("down: %s", why);
+	json_t *body = json_pack("{s:s, s:s, s:s}", "status", "unavailable", "database", down, "error",
+				 "database unavailable, retry later");
+	free(down);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	MHD_add_response_header(resp, "Retry-After", "5");
+	log_error("health: database %s", why);
+	return respond(req, 503, resp);
 }
 
 static json_int_t count_repos(int64_t owner_id, const char *type, int include_private)

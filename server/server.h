@@ -43,6 +43,9 @@ void config_dump(FILE *fp);
 /* Open the database (embedded or external) and migrate; exits on failure. */
 void runtime_open_database(void);
 void runtime_close_database(void);
+/* Restart the embedded cluster when its postmaster dies (serve only; a
+ * configured database_url is someone else's to run). */
+void runtime_watch_database(void);
 /* The connection string in use (embedded or configured); static. */
 const char *runtime_conninfo(void);
 /* "{data_dir}/repos" and "{data_dir}/lfs"; static. */

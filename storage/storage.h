@@ -289,6 +289,12 @@ void db_configure(const char *conninfo);
 PGconn *db_conn(void);
 /* Close this thread's connection (call before a thread exits). */
 void db_thread_done(void);
+/* The server was restarted: every thread drops its connection before its
+ * next query instead of failing one on a dead socket. */
+void db_server_restarted(void);
+/* Why this thread's last connection or query failed (one line; static per
+ * thread). */
+const char *db_last_error(void);
 /* Run a query with text parameters; the caller PQclear()s. NULL on failure
  * (logged); *sqlstate (static) set when given. */
 PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate);
@@ -300,7 +306,16 @@ int db_migrate(void);
  * return the connection string (caller frees). The last khub process using
  * the cluster stops it in db_embedded_release. */
 int db_embedded_acquire(const char *data_dir, const char *pg_bindir, char **conninfo);
+/* Stops the watchdog first, when it runs. */
 void db_embedded_release(void);
+/* Start a thread that checks every second that the cluster's postmaster
+ * runs and restarts it when it is gone (backing off 1, 2, 4 … 30 s
+ * between failed tries), under the start lock every process sharing the
+ * cluster takes; once it is back, connections are renewed. Serve only. */
+int db_embedded_watchdog_start(void);
+/* What the watchdog knows is wrong with the cluster (one line into buf);
+ * 0 when nothing is. */
+int db_embedded_problem(char *buf, size_t size);
 
 /* Accounts: users and orgs share one namespace of names. */
 enum account_kind { ACCOUNT_USER, ACCOUNT_ORG };
