@@ -16,6 +16,15 @@ static int short_ref_name_ok(const char *name)
 	       !(strlen(name) == 40 && is_lower_hex(name, 40));
 }
 
+/* A ref that could not be written: a bad name is the client's (400), a
+ * full disk 507, anything else ours (500). */
+static enum MHD_Result respond_ref_write_error(struct request *req, int rc, const char *what, const char *ref)
+{
+	if (rc == KHUB_ENOSPC)
+		return respond_storage_full(req, "the repository");
+	return respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot %s %s", what, ref);
+}
+
 static int body_optional_bool(json_t *doc, const char *key, int *out)
 {
 	json_t *v = json_object_get(doc, key);
@@ -67,7 +76,7 @@ static enum MHD_Result delete_ref(struct request *req, struct repo_handle *h, co
 	snprintf(ref, sizeof(ref), "refs/%s/%s", strcmp(kind, "branch") == 0 ? "heads" : "tags", name);
 	snprintf(action, sizeof(action), "%s.delete", kind);
 	if (repo_write_lock(h->record.id) < 0)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	if (repo_ref_read(h->git, ref, old) < 0)
 		rc = KHUB_ENOTFOUND;
 	else
@@ -82,7 +91,7 @@ static enum MHD_Result delete_ref(struct request *req, struct repo_handle *h, co
 	if (rc == KHUB_ECONFLICT)
 		return respond_error(req, 409, NULL, "Reference %s was updated concurrently", ref);
 	if (rc < 0)
-		return respond_error(req, 500, NULL, "cannot delete %s", ref);
+		return respond_ref_write_error(req, rc, "delete", ref);
 	return respond_json(req, 200, json_object());
 }
 
@@ -117,7 +126,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 	}
 	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
 	if (repo_write_lock(h.record.id) < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+		result = respond_db_unavailable(req);
 		goto cleanup;
 	}
 	locked = 1;
@@ -138,8 +147,8 @@ static enum MHD_Result handle_branch_create(struct request *req)
 	}
 	if (empty) {
 		snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
-		if (repo_commit_empty_root(h.git, req->principal.name, email, "Empty branch", sha) < 0) {
-			result = respond_error(req, 500, NULL, "cannot write the empty branch's commit");
+		if ((rc = repo_commit_empty_root(h.git, req->principal.name, email, "Empty branch", sha)) < 0) {
+			result = respond_ref_write_error(req, rc, "write the empty branch's commit for", ref);
 			goto cleanup;
 		}
 	} else if (repo_resolve_commitish(h.git, starting_point ? starting_point : "main", sha) < 0) {
@@ -153,7 +162,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot create %s", ref);
+		result = respond_ref_write_error(req, rc, "create", ref);
 		goto cleanup;
 	}
 	ref_changed(&h);
@@ -206,7 +215,7 @@ static enum MHD_Result handle_tag_create(struct request *req)
 	}
 	snprintf(ref, sizeof(ref), "refs/tags/%s", tag);
 	if (repo_write_lock(h.record.id) < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+		result = respond_db_unavailable(req);
 		goto cleanup;
 	}
 	locked = 1;
@@ -221,7 +230,7 @@ static enum MHD_Result handle_tag_create(struct request *req)
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot create %s", ref);
+		result = respond_ref_write_error(req, rc, "create", ref);
 		goto cleanup;
 	}
 	ref_changed(&h);

@@ -235,6 +235,12 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 			status = 404, code = "EntryNotFound";
 			snprintf(msg, sizeof(msg), "A %s with this name doesn't exist: %s. Make sure to differentiate "
 				 "file and folder paths.", op->kind == OP_DELETE_FILE ? "file" : "folder", op->path);
+		} else if (rc == KHUB_ENOSPC) {
+			status = 507;
+			snprintf(msg, sizeof(msg), "insufficient storage: the disk holding the repository is full");
+		} else if (rc == KHUB_EIO || rc == KHUB_EDB) {
+			status = 500;
+			snprintf(msg, sizeof(msg), "cannot apply the operation on %s: %s", op->path, khub_strerror(rc));
 		} else if (rc < 0) {
 			status = 400;
 			snprintf(msg, sizeof(msg), "cannot apply the operation on %s", op->path);
@@ -252,8 +258,11 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	}
 	char email[REPO_NAME_MAX + 32];
 	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
-	if (commit_builder_write(cb, req->principal.name, email, cs->commit_summary, cs->commit_description, sha) < 0) {
-		result = respond_error(req, 500, NULL, "cannot write the commit");
+	int written = commit_builder_write(cb, req->principal.name, email, cs->commit_summary, cs->commit_description,
+					   sha);
+	if (written < 0) {
+		result = written == KHUB_ENOSPC ? respond_storage_full(req, "the repository")
+						: respond_error(req, 500, NULL, "cannot write the commit");
 		goto cleanup;
 	}
 	int rc;
@@ -270,7 +279,8 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = respond_error(req, 500, NULL, "cannot move %s", cs->create_pr ? pr_ref : cs->target_ref);
+		result = rc == KHUB_ENOSPC ? respond_storage_full(req, "the repository")
+					   : respond_error(req, 500, NULL, "cannot move %s", cs->create_pr ? pr_ref : cs->target_ref);
 		goto cleanup;
 	}
 	/* The commit is visible: from here on nothing may answer 5xx (clients

@@ -4,6 +4,7 @@
  * deletedFolder lines become operations; the first error is kept. */
 #include "api/commit_internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -20,6 +21,21 @@ int commit_stream_fail(struct commit_stream *cs, int status, const char *code, c
 	cs->err_status = status;
 	cs->err_code = code;
 	return -1;
+}
+
+/* A failure of ours while writing: 507 when the disk is full (the client
+ * may retry later), 500 otherwise; never a 400. */
+static int commit_storage_fail(struct commit_stream *cs, int rc, const char *what)
+{
+	if (rc == KHUB_ENOSPC)
+		return commit_stream_fail(cs, 507, NULL, "insufficient storage: no space left to %s", what);
+	return commit_stream_fail(cs, 500, NULL, "cannot %s", what);
+}
+
+/* libgit2 leaves the failed write's errno: a full disk is told apart. */
+static int commit_git_fail(struct commit_stream *cs, const char *what)
+{
+	return commit_storage_fail(cs, khub_err_from_errno(errno), what);
 }
 
 void commit_line_reset(struct commit_stream *cs)
@@ -61,7 +77,7 @@ static int spool_flush(struct commit_stream *cs)
 	cs->content_size += cs->b64_out_len;
 	int rc = lfs_writer_write(cs->spool, cs->b64_out, cs->b64_out_len);
 	cs->b64_out_len = 0;
-	return rc < 0 ? commit_stream_fail(cs, 500, NULL, "cannot spool file content") : 0;
+	return rc < 0 ? commit_storage_fail(cs, rc, "spool file content") : 0;
 }
 
 static int b64_value(unsigned char c)
@@ -242,7 +258,7 @@ int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr
 	size_t n = lfs_pointer_format(ptr, text);
 	git_oid oid;
 	if (git_blob_create_from_buffer(&oid, cs->repo.git, text, n) < 0)
-		return commit_stream_fail(cs, 500, NULL, "cannot write a blob");
+		return commit_git_fail(cs, "write a blob");
 	git_oid_tostr(blob_sha, 41, &oid);
 	return 0;
 }
@@ -266,7 +282,7 @@ static int finish_inline_file(struct commit_stream *cs)
 		cs->spool = NULL;
 		if (git_blob_create_from_buffer(&oid, cs->repo.git, cs->raw_text.buf ? cs->raw_text.buf : "",
 						cs->raw_text.len) < 0)
-			return commit_stream_fail(cs, 500, NULL, "cannot write a blob");
+			return commit_git_fail(cs, "write a blob");
 		git_oid_tostr(blob, sizeof(blob), &oid);
 		return add_op(cs, OP_PUT, cs->path, blob, 0);
 	}
@@ -278,7 +294,7 @@ static int finish_inline_file(struct commit_stream *cs)
 		int rc = lfs_writer_commit(cs->spool, NULL, ptr.oid, &ptr.size);
 		cs->spool = NULL;
 		if (rc < 0)
-			return commit_stream_fail(cs, 500, NULL, "cannot store %s", cs->path);
+			return commit_storage_fail(cs, rc, "store the file as LFS");
 		if (db_lfs_link(cs->repo.record.id, ptr.oid) < 0)
 			return commit_stream_fail(cs, 503, NULL, "database unavailable");
 		if (commit_write_pointer(cs, &ptr, blob) < 0)
@@ -286,7 +302,7 @@ static int finish_inline_file(struct commit_stream *cs)
 		return add_op(cs, OP_PUT, cs->path, blob, 1);
 	}
 	if (git_blob_create_from_disk(&oid, cs->repo.git, lfs_writer_temp_path(cs->spool)) < 0)
-		return commit_stream_fail(cs, 500, NULL, "cannot write a blob");
+		return commit_git_fail(cs, "write a blob");
 	lfs_writer_abort(cs->spool);
 	cs->spool = NULL;
 	git_oid_tostr(blob, sizeof(blob), &oid);

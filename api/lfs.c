@@ -196,6 +196,7 @@ struct upload_state {
 	uint64_t expected_size;
 	uint64_t received;
 	int64_t repo_id;
+	int write_error;	/* KHUB_ENOSPC or KHUB_EIO: the server failed, not the client */
 };
 
 static int parse_action_args(struct request *req, const char *action, uint64_t *size, int64_t *repo_id)
@@ -235,7 +236,18 @@ static int upload_data(struct request *req, const char *data, size_t len)
 	st->received += len;
 	if (st->received > st->expected_size)
 		return -1;	/* more than announced: refused at the end */
-	return st->writer ? lfs_writer_write(st->writer, data, len) : 0;
+	int rc = st->writer ? lfs_writer_write(st->writer, data, len) : 0;
+	if (rc < 0)
+		st->write_error = rc;	/* the rest is drained; answered at the end */
+	return rc;
+}
+
+/* A failure of ours while storing: 507 when the disk is full, else 500. */
+static enum MHD_Result upload_storage_error(struct request *req, int rc)
+{
+	if (rc == KHUB_ENOSPC)
+		return respond_storage_full(req, "LFS objects");
+	return respond_error(req, 500, NULL, "cannot store the object: %s", khub_strerror(rc));
 }
 
 static void upload_cleanup(struct request *req)
@@ -252,6 +264,8 @@ static enum MHD_Result handle_upload(struct request *req)
 {
 	struct upload_state *st = req->stream_state;
 	const char *oid = req->args[1];
+	if (st->write_error)
+		return upload_storage_error(req, st->write_error);
 	if (st->received != st->expected_size)
 		return lfs_error(req, 400, "received %" PRIu64 " bytes, the batch announced %" PRIu64, st->received,
 				 st->expected_size);
@@ -263,10 +277,10 @@ static enum MHD_Result handle_upload(struct request *req)
 		if (rc == KHUB_EINVAL)
 			return lfs_error(req, 400, "content hashes to %s, not %s; nothing was stored", got, oid);
 		if (rc < 0)
-			return lfs_error(req, 503, "cannot store the object");
+			return upload_storage_error(req, rc);
 	}
 	if (db_lfs_link(st->repo_id, oid) < 0)
-		return lfs_error(req, 503, "database unavailable");
+		return respond_db_unavailable(req);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(resp, "ETag", "\"stored\"");
 	return respond(req, 200, resp);

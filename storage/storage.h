@@ -69,9 +69,11 @@ struct lfs_writer;
 /* Start a new object; NULL on failure. Write with lfs_writer_write, then
  * either commit or abort (both free the writer). */
 struct lfs_writer *lfs_writer_begin(struct lfs_store *store);
+/* 0, KHUB_ENOSPC when the disk is full, or KHUB_EIO. */
 int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len);
 /* Verify (when expected_oid is not NULL the sha256 must match, else
- * KHUB_EINVAL), fsync and rename into place. Fills oid and size. */
+ * KHUB_EINVAL), fsync and rename into place. Fills oid and size. A full
+ * disk is KHUB_ENOSPC, other failures KHUB_EIO. */
 int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size);
 void lfs_writer_abort(struct lfs_writer *w);
 /* The temp file a writer is filling (valid until commit or abort). */
