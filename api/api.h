@@ -64,9 +64,12 @@ struct request {
 	const char *args[4];		/* {arg} segments, in order */
 	size_t nargs;
 
-	/* The caller, from Authorization (anonymous when absent or unknown). */
+	/* The caller, from Authorization (anonymous when absent). A request
+	 * with either flag set is answered by the server before any handler
+	 * runs (routes with ROUTE_NO_AUTH never read Authorization). */
 	struct principal principal;
-	int bad_token;			/* a token was sent but is unknown */
+	int bad_token;			/* a token was sent but is unknown, expired or revoked: 401 */
+	int auth_unavailable;		/* the database could not say who the caller is: 503 */
 
 	/* State of a streaming route (owned by its stream_ops). */
 	void *stream_state;
@@ -93,6 +96,8 @@ typedef enum MHD_Result (*route_handler)(struct request *req);
 
 /* Route flags */
 #define ROUTE_BODY 1		/* buffer the request body before calling */
+#define ROUTE_NO_AUTH 2		/* Authorization is not read (health, signed LFS URLs) */
+#define ROUTE_GIT 4		/* git and git-lfs clients: a 401 challenges Basic */
 
 /* Routes whose bodies may be larger than memory (commits, LFS uploads) get
  * the body as it arrives; the handler runs once it has all been read. */
@@ -153,6 +158,15 @@ enum MHD_Result respond_json_text(struct request *req, int status, const char *t
 /* {"error": msg}, X-Error-Message, and X-Error-Code when code is not NULL. */
 enum MHD_Result respond_error(struct request *req, int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* 503 {"error": "database unavailable, retry later"} with Retry-After: for
+ * every database failure, so no client takes an outage for an answer. */
+enum MHD_Result respond_db_unavailable(struct request *req);
+/* 507 with a JSON error naming storage (logged): the disk is full. */
+enum MHD_Result respond_storage_full(struct request *req, const char *what);
+/* 401 {"error": "Invalid credentials in Authorization header"} (the Hub's
+ * answer to an unknown, expired or revoked token), challenging Basic on
+ * ROUTE_GIT routes so git and git-lfs ask for credentials. */
+enum MHD_Result respond_invalid_token(struct request *req);
 /* Standard Hub answers. */
 enum MHD_Result respond_repo_not_found(struct request *req);
 enum MHD_Result respond_revision_not_found(struct request *req, const char *rev);
@@ -202,8 +216,9 @@ int repo_open_named(struct request *req, enum repo_type type, const char *ns, co
 		    enum role needed, struct repo_handle *h, enum MHD_Result *result);
 /* 401 unless the caller is signed in; returns 0 when signed in. */
 int require_signed_in(struct request *req, enum MHD_Result *result);
-/* What the caller may do in a namespace (own user name: admin; org: role). */
-enum role namespace_role(const struct principal *p, const struct account *ns);
+/* What the caller may do in a namespace (own user name: admin; org: role),
+ * in *out; 0, or KHUB_EDB (answer 503, never 403). */
+int namespace_role(const struct principal *p, const struct account *ns, enum role *out);
 /* Serialise writers of one repo, across processes (a PostgreSQL advisory
  * lock on this thread's connection), without holding a server thread while
  * another writer has it: 0 when taken (release with repo_write_unlock in the
@@ -238,8 +253,8 @@ json_t *request_json_body(struct request *req, enum MHD_Result *result);
 int repo_resolve_or_respond(struct request *req, struct repo_handle *h, const char *rev, char sha[41],
 			    enum MHD_Result *result);
 /* What principal may do with a repo (site admin, owner, org role, capped by
- * the token's scope). */
-enum role repo_role_of(const struct principal *p, const struct repo_record *repo);
+ * the token's scope), in *out; 0, or KHUB_EDB (answer 503, never 404). */
+int repo_role_of(const struct principal *p, const struct repo_record *repo, enum role *out);
 void repo_cache_invalidate(void);
 
 /* ---- in-memory cache of responses for immutable commit shas --------------- */

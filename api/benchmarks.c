@@ -560,7 +560,7 @@ static enum MHD_Result handle_list(struct request *req)
 		return result;
 	PGresult *res = db_benchmark_rows(h.record.id, &f);
 	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 
 	/* Rows come grouped by run; the query returns one run more than a page. */
 	int rows = PQntuples(res), runs = 0, next = 0;
@@ -636,7 +636,7 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	f.workload = NULL;
 	PGresult *res = db_benchmark_aggregate(h.record.id, &f);
 	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 
 	struct hashmap by_key;	/* workload \x1f gpu -> row + 1 */
 	hashmap_init(&by_key);

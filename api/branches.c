@@ -16,6 +16,15 @@ static int short_ref_name_ok(const char *name)
 	       !(strlen(name) == 40 && is_lower_hex(name, 40));
 }
 
+/* A ref that could not be written: a bad name is the client's (400), a
+ * full disk 507, anything else ours (500). */
+static enum MHD_Result respond_ref_write_error(struct request *req, int rc, const char *what, const char *ref)
+{
+	if (rc == KHUB_ENOSPC)
+		return respond_storage_full(req, "the repository");
+	return respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot %s %s", what, ref);
+}
+
 static int body_optional_bool(json_t *doc, const char *key, int *out)
 {
 	json_t *v = json_object_get(doc, key);
@@ -83,7 +92,7 @@ static enum MHD_Result delete_ref(struct request *req, struct repo_handle *h, co
 	if (rc == KHUB_ECONFLICT)
 		return respond_error(req, 409, NULL, "Reference %s was updated concurrently", ref);
 	if (rc < 0)
-		return respond_error(req, 500, NULL, "cannot delete %s", ref);
+		return respond_ref_write_error(req, rc, "delete", ref);
 	return respond_json(req, 200, json_object());
 }
 
@@ -137,8 +146,8 @@ static enum MHD_Result handle_branch_create(struct request *req)
 	}
 	if (empty) {
 		snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
-		if (repo_commit_empty_root(h.git, req->principal.name, email, "Empty branch", sha) < 0) {
-			result = respond_error(req, 500, NULL, "cannot write the empty branch's commit");
+		if ((rc = repo_commit_empty_root(h.git, req->principal.name, email, "Empty branch", sha)) < 0) {
+			result = respond_ref_write_error(req, rc, "write the empty branch's commit for", ref);
 			goto cleanup;
 		}
 	} else if (repo_resolve_commitish(h.git, starting_point ? starting_point : "main", sha) < 0) {
@@ -152,7 +161,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot create %s", ref);
+		result = respond_ref_write_error(req, rc, "create", ref);
 		goto cleanup;
 	}
 	ref_changed(&h);
@@ -218,7 +227,7 @@ static enum MHD_Result handle_tag_create(struct request *req)
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot create %s", ref);
+		result = respond_ref_write_error(req, rc, "create", ref);
 		goto cleanup;
 	}
 	ref_changed(&h);

@@ -249,6 +249,12 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 			status = 404, code = "EntryNotFound";
 			snprintf(msg, sizeof(msg), "A %s with this name doesn't exist: %s. Make sure to differentiate "
 				 "file and folder paths.", op->kind == OP_DELETE_FILE ? "file" : "folder", op->path);
+		} else if (rc == KHUB_ENOSPC) {
+			status = 507;
+			snprintf(msg, sizeof(msg), "insufficient storage: the disk holding the repository is full");
+		} else if (rc == KHUB_EIO || rc == KHUB_EDB) {
+			status = 500;
+			snprintf(msg, sizeof(msg), "cannot apply the operation on %s: %s", op->path, khub_strerror(rc));
 		} else if (rc < 0) {
 			status = 400;
 			snprintf(msg, sizeof(msg), "cannot apply the operation on %s", op->path);
@@ -276,12 +282,11 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	/* Accepted: its objects reach the repo's store (durably) before the
 	 * ref may point at them. */
 	if (quarantine_publish(cs->quarantine) < 0) {
-		result = respond_error(req, 507, NULL, "cannot store the commit's objects (is the disk full?)");
+		result = respond_storage_full(req, "the repository");
 		goto cleanup;
 	}
 	if ((status = commit_lfs_install(cs)) != 0) {
-		result = status == 503 ? respond_error(req, 503, NULL, "database unavailable")
-				       : respond_error(req, 507, NULL, "cannot store the commit's LFS objects (is the disk full?)");
+		result = status == 503 ? respond_db_unavailable(req) : respond_storage_full(req, "the LFS store");
 		goto cleanup;
 	}
 	int rc;
@@ -298,7 +303,8 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = respond_error(req, 500, NULL, "cannot move %s", cs->create_pr ? pr_ref : cs->target_ref);
+		result = rc == KHUB_ENOSPC ? respond_storage_full(req, "the repository")
+					   : respond_error(req, 500, NULL, "cannot move %s", cs->create_pr ? pr_ref : cs->target_ref);
 		goto cleanup;
 	}
 	/* The commit is visible: from here on nothing may answer 5xx (clients
@@ -355,6 +361,8 @@ static enum MHD_Result handle_commit(struct request *req)
 		commit_stream_fail(cs, 400, NULL, "the body needs a header line: {\"key\":\"header\",\"value\":{\"summary\":...}}");
 	if (!cs->err_status && cs->nops == 0)
 		commit_stream_fail(cs, 400, NULL, "no operation: add a line with the key `lfsFile`, `file` or `deletedFile`");
+	if (cs->err_status == 503)
+		return respond_db_unavailable(req);
 	if (cs->err_status)
 		return respond_error(req, cs->err_status, cs->err_code, "%s", cs->err);
 	return apply_commit(req, cs);

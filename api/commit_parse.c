@@ -4,6 +4,7 @@
  * deletedFolder lines become operations; the first error is kept. */
 #include "api/commit_internal.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -20,6 +21,21 @@ int commit_stream_fail(struct commit_stream *cs, int status, const char *code, c
 	cs->err_status = status;
 	cs->err_code = code;
 	return -1;
+}
+
+/* A failure of ours while writing: 507 when the disk is full (the client
+ * may retry later), 500 otherwise; never a 400. */
+static int commit_storage_fail(struct commit_stream *cs, int rc, const char *what)
+{
+	if (rc == KHUB_ENOSPC)
+		return commit_stream_fail(cs, 507, NULL, "insufficient storage: no space left to %s", what);
+	return commit_stream_fail(cs, 500, NULL, "cannot %s", what);
+}
+
+/* libgit2 leaves the failed write's errno: a full disk is told apart. */
+static int commit_git_fail(struct commit_stream *cs, const char *what)
+{
+	return commit_storage_fail(cs, khub_err_from_errno(errno), what);
 }
 
 void commit_line_reset(struct commit_stream *cs)
@@ -67,7 +83,7 @@ static int spool_flush(struct commit_stream *cs)
 	} else {
 		if (!cs->spool) {
 			if (!(cs->spool = lfs_writer_begin(api_ctx.lfs)))
-				rc = -1;
+				rc = khub_err_from_errno(errno);
 			else if (cs->content_mem.len)
 				rc = lfs_writer_write(cs->spool, cs->content_mem.buf, cs->content_mem.len);
 			strbuf_reset(&cs->content_mem);
@@ -76,7 +92,7 @@ static int spool_flush(struct commit_stream *cs)
 			rc = lfs_writer_write(cs->spool, cs->b64_out, cs->b64_out_len);
 	}
 	cs->b64_out_len = 0;
-	return rc < 0 ? commit_stream_fail(cs, 507, NULL, "cannot spool file content (is the disk full?)") : 0;
+	return rc < 0 ? commit_storage_fail(cs, rc, "spool file content") : 0;
 }
 
 static int b64_value(unsigned char c)
@@ -244,7 +260,7 @@ int commit_blob_failed(struct commit_stream *cs)
 	if (quarantine_over_limit(cs->quarantine))
 		return commit_stream_fail(cs, 413, NULL, "line %zu: the commit's regular (non-LFS) files exceed %" PRIu64
 					  " MiB; split it into several commits", cs->lines, QUARANTINE_MAX_BYTES >> 20);
-	return commit_stream_fail(cs, 500, NULL, "cannot write a blob");
+	return commit_git_fail(cs, "write a blob");
 }
 
 /* Store a pointer text as a blob; fills blob_sha. */
@@ -289,10 +305,13 @@ static int finish_inline_file(struct commit_stream *cs)
 		struct lfs_pointer ptr;
 		struct lfs_writer *w = cs->spool;
 		cs->spool = NULL;
+		int rc = 0;
 		if (!w && (!(w = lfs_writer_begin(api_ctx.lfs)) ||
-			   lfs_writer_write(w, cs->content_mem.buf, cs->content_mem.len) < 0)) {
+			   (rc = lfs_writer_write(w, cs->content_mem.buf, cs->content_mem.len)) < 0)) {
+			if (!w)
+				rc = khub_err_from_errno(errno);
 			lfs_writer_abort(w);
-			return commit_stream_fail(cs, 507, NULL, "cannot store %s (is the disk full?)", cs->path);
+			return commit_storage_fail(cs, rc, "store the file as LFS");
 		}
 		if (commit_lfs_hold(cs, w, &ptr) < 0)
 			return -1;
@@ -322,8 +341,9 @@ int commit_lfs_hold(struct commit_stream *cs, struct lfs_writer *w, struct lfs_p
 		return 0;
 	}
 	/* too many to keep open: this one is stored (not linked) now */
-	if (lfs_writer_install(w) < 0)
-		return commit_stream_fail(cs, 507, NULL, "cannot store %s (is the disk full?)", cs->path ? cs->path : "a file");
+	int rc = lfs_writer_install(w);
+	if (rc < 0)
+		return commit_storage_fail(cs, rc, "store the file as LFS");
 	if (db_lfs_link(cs->repo.record.id, ptr->oid) < 0)
 		return commit_stream_fail(cs, 503, NULL, "database unavailable");
 	return 0;

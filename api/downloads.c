@@ -299,7 +299,7 @@ static enum MHD_Result handle_downloads(struct request *req)
 		return respond_error(req, 400, NULL, "format must be json or csv");
 	PGresult *res = db_downloads_rows(h.record.id, days);
 	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	int rows = PQntuples(res);
 
 	if (csv) {

@@ -44,11 +44,14 @@ static int git_authorize(struct request *req, int receive, struct repo_handle *h
 {
 	if (!req->principal.user_id) {
 		struct repo_record rec;
-		int visible = !receive && !req->bad_token &&
-			      (db_repo_get(req->type, req->ns, req->name, &rec) == 0 ||
-			       (req->type == REPO_MODEL && db_repo_get(REPO_KERNEL, req->ns, req->name, &rec) == 0)) &&
-			      !rec.private;
-		if (!visible) {
+		int rc = receive ? KHUB_ENOTFOUND : db_repo_get(req->type, req->ns, req->name, &rec);
+		if (rc == KHUB_ENOTFOUND && !receive && req->type == REPO_MODEL)
+			rc = db_repo_get(REPO_KERNEL, req->ns, req->name, &rec);
+		if (rc == KHUB_EDB) {
+			*result = respond_db_unavailable(req);
+			return -1;
+		}
+		if (rc < 0 || rec.private) {
 			*result = need_credentials(req, 401, "Authentication required: use a khub token as the password\n");
 			return -1;
 		}
@@ -344,11 +347,11 @@ static enum MHD_Result handle_rpc(struct request *req)
 static const struct stream_ops rpc_stream_ops = { rpc_begin, rpc_data, rpc_cleanup };
 
 const struct route git_routes[] = {
-	{ METHOD_GET, "/{tprefix}/{ns}/{gname}/info/refs", handle_info_refs, 0, 0, NULL },
-	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-upload-pack", handle_rpc, 0, 0, &rpc_stream_ops },
-	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-receive-pack", handle_rpc, 0, 0, &rpc_stream_ops },
-	{ METHOD_GET, "/{ns}/{gname}/info/refs", handle_info_refs, 0, REPO_MODEL, NULL },
-	{ METHOD_POST, "/{ns}/{gname}/git-upload-pack", handle_rpc, 0, REPO_MODEL, &rpc_stream_ops },
-	{ METHOD_POST, "/{ns}/{gname}/git-receive-pack", handle_rpc, 0, REPO_MODEL, &rpc_stream_ops },
+	{ METHOD_GET, "/{tprefix}/{ns}/{gname}/info/refs", handle_info_refs, ROUTE_GIT, 0, NULL },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-upload-pack", handle_rpc, ROUTE_GIT, 0, &rpc_stream_ops },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-receive-pack", handle_rpc, ROUTE_GIT, 0, &rpc_stream_ops },
+	{ METHOD_GET, "/{ns}/{gname}/info/refs", handle_info_refs, ROUTE_GIT, REPO_MODEL, NULL },
+	{ METHOD_POST, "/{ns}/{gname}/git-upload-pack", handle_rpc, ROUTE_GIT, REPO_MODEL, &rpc_stream_ops },
+	{ METHOD_POST, "/{ns}/{gname}/git-receive-pack", handle_rpc, ROUTE_GIT, REPO_MODEL, &rpc_stream_ops },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

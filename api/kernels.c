@@ -219,7 +219,7 @@ static enum MHD_Result handle_list(struct request *req)
 	PGresult *res = db_exec(q.sql.buf, q.n, q.params, NULL);
 	query_release(&q);
 	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	json_t *list = json_array();
 	long total = PQntuples(res) ? strtol(PQgetvalue(res, 0, COL_TOTAL), NULL, 10) : 0;
 	for (int i = 0; i < PQntuples(res); i++) {
@@ -232,7 +232,13 @@ static enum MHD_Result handle_list(struct request *req)
 		rec.private = PQgetvalue(res, i, COL_PRIVATE)[0] == 't';
 		/* The SQL already hides what the caller may not read; the same
 		 * rule as every other read decides in the end. */
-		if (rec.private && repo_role_of(&req->principal, &rec) < ROLE_READ)
+		enum role role = ROLE_READ;
+		if (rec.private && repo_role_of(&req->principal, &rec, &role) < 0) {
+			json_decref(list);
+			PQclear(res);
+			return respond_db_unavailable(req);
+		}
+		if (role < ROLE_READ)
 			continue;
 		char id[2 * REPO_NAME_MAX + 2], modified[32], created[32];
 		snprintf(id, sizeof(id), "%s/%s", rec.ns, rec.name);

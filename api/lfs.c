@@ -108,7 +108,7 @@ static enum MHD_Result handle_batch(struct request *req)
 	 * anyone who can read the repo may open one. Downloads need read. */
 	const char *ref_name = json_string_value(json_object_get(json_object_get(doc, "ref"), "name"));
 	int for_pr = upload && (!json_object_get(doc, "ref") || (ref_name && strncmp(ref_name, "refs/pr/", 8) == 0));
-	if (!req->principal.user_id && (upload || req->bad_token)) {
+	if (!req->principal.user_id && upload) {
 		json_decref(doc);
 		return lfs_error(req, 401, "Authentication required: use a token as the password");
 	}
@@ -129,6 +129,7 @@ static enum MHD_Result handle_batch(struct request *req)
 	json_t *out = json_array();
 	size_t i;
 	json_t *o;
+	int db_failed = 0;
 	json_array_foreach(objects, i, o) {
 		const char *oid = json_string_value(json_object_get(o, "oid"));
 		json_t *size_v = json_object_get(o, "size");
@@ -145,7 +146,13 @@ static enum MHD_Result handle_batch(struct request *req)
 		/* present for this repo = stored and linked to it; an object only
 		 * another repo uploaded must be uploaded again (which proves the
 		 * caller has the bytes) */
-		int present = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0 && db_lfs_linked(h.record.id, oid) == 1;
+		int linked = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0 ? db_lfs_linked(h.record.id, oid) : 0;
+		if (linked < 0) {
+			json_decref(item);
+			db_failed = 1;
+			break;
+		}
+		int present = linked == 1;
 		if (upload) {
 			if (!present) {
 				char *put = action_url(req, "upload", h.record.id, oid, size);
@@ -170,6 +177,10 @@ static enum MHD_Result handle_batch(struct request *req)
 		json_array_append_new(out, item);
 	}
 	json_decref(doc);
+	if (db_failed) {
+		json_decref(out);
+		return respond_db_unavailable(req);
+	}
 	json_t *body = json_pack("{s:s, s:o, s:s}", "transfer", "basic", "objects", out, "hash_algo", "sha256");
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
@@ -185,6 +196,7 @@ struct upload_state {
 	uint64_t expected_size;
 	uint64_t received;
 	int64_t repo_id;
+	int write_error;	/* KHUB_ENOSPC or KHUB_EIO: the server failed, not the client */
 };
 
 static int parse_action_args(struct request *req, const char *action, uint64_t *size, int64_t *repo_id)
@@ -224,7 +236,18 @@ static int upload_data(struct request *req, const char *data, size_t len)
 	st->received += len;
 	if (st->received > st->expected_size)
 		return -1;	/* more than announced: refused at the end */
-	return st->writer ? lfs_writer_write(st->writer, data, len) : 0;
+	int rc = st->writer ? lfs_writer_write(st->writer, data, len) : 0;
+	if (rc < 0)
+		st->write_error = rc;	/* the rest is drained; answered at the end */
+	return rc;
+}
+
+/* A failure of ours while storing: 507 when the disk is full, else 500. */
+static enum MHD_Result upload_storage_error(struct request *req, int rc)
+{
+	if (rc == KHUB_ENOSPC)
+		return respond_storage_full(req, "LFS objects");
+	return respond_error(req, 500, NULL, "cannot store the object: %s", khub_strerror(rc));
 }
 
 static void upload_cleanup(struct request *req)
@@ -241,6 +264,8 @@ static enum MHD_Result handle_upload(struct request *req)
 {
 	struct upload_state *st = req->stream_state;
 	const char *oid = req->args[1];
+	if (st->write_error)
+		return upload_storage_error(req, st->write_error);
 	if (st->received != st->expected_size)
 		return lfs_error(req, 400, "received %" PRIu64 " bytes, the batch announced %" PRIu64, st->received,
 				 st->expected_size);
@@ -252,10 +277,10 @@ static enum MHD_Result handle_upload(struct request *req)
 		if (rc == KHUB_EINVAL)
 			return lfs_error(req, 400, "content hashes to %s, not %s; nothing was stored", got, oid);
 		if (rc < 0)
-			return lfs_error(req, 503, "cannot store the object");
+			return upload_storage_error(req, rc);
 	}
 	if (db_lfs_link(st->repo_id, oid) < 0)
-		return lfs_error(req, 503, "database unavailable");
+		return respond_db_unavailable(req);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(resp, "ETag", "\"stored\"");
 	return respond(req, 200, resp);
@@ -271,8 +296,10 @@ static enum MHD_Result handle_verify(struct request *req)
 	int64_t repo_id;
 	if (parse_action_args(req, "verify", &size, &repo_id) < 0)
 		return lfs_error(req, 403, "this verify URL is invalid or has expired");
-	if (lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size ||
-	    db_lfs_linked(repo_id, req->args[1]) != 1)
+	int linked = db_lfs_linked(repo_id, req->args[1]);
+	if (linked < 0)
+		return respond_db_unavailable(req);
+	if (lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size || !linked)
 		return lfs_error(req, 404, "object %s is not stored (or has another size)", req->args[1]);
 	return respond_json_text(req, 200, "{}", 2);
 }
@@ -309,10 +336,13 @@ static enum MHD_Result handle_download(struct request *req)
 }
 
 const struct route lfs_routes[] = {
-	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, 0, NULL },
-	{ METHOD_POST, "/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY, REPO_MODEL, NULL },
-	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}/{arg}", handle_upload, 0, 0, &upload_stream_ops },
-	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY, 0, NULL },
-	{ METHOD_GET | METHOD_HEAD, "/api/lfs/download/{arg}/{arg}/{arg}/{arg}", handle_download, 0, 0, NULL },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, 0, NULL },
+	{ METHOD_POST, "/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, REPO_MODEL, NULL },
+	/* The action URLs carry their own signature: an Authorization header
+	 * (git-lfs may send the one it used for the batch) is not read. */
+	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}/{arg}", handle_upload, ROUTE_NO_AUTH, 0, &upload_stream_ops },
+	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY | ROUTE_NO_AUTH, 0, NULL },
+	{ METHOD_GET | METHOD_HEAD, "/api/lfs/download/{arg}/{arg}/{arg}/{arg}", handle_download, ROUTE_NO_AUTH, 0,
+	  NULL },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

@@ -31,7 +31,7 @@ static enum MHD_Result handle_status(struct request *req)
 		" m.bytes_total, m.objects_total, m.syncs_total, m.lazy"
 		" FROM mirror_repos m JOIN repos r ON r.id = m.repo_id ORDER BY 1", 0, NULL, NULL);
 	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	json_t *list = json_array();
 	for (int i = 0; i < PQntuples(res); i++) {
 		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", PQgetvalue(res, i, 0), "type",
@@ -71,7 +71,7 @@ static enum MHD_Result handle_trigger(struct request *req)
 				2, params, NULL);
 	if (!res) {
 		json_decref(body);
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	}
 	json_t *out = json_pack("{s:I, s:s}", "trigger", (json_int_t)strtoll(PQgetvalue(res, 0, 0), NULL, 10), "status",
 				"queued for khub mirror run");
@@ -89,7 +89,7 @@ static enum MHD_Result handle_get_config(struct request *req)
 		return result;
 	PGresult *res = db_exec("SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL, NULL);
 	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	enum MHD_Result r = PQntuples(res) == 1
 		? respond_json_text(req, 200, PQgetvalue(res, 0, 0), strlen(PQgetvalue(res, 0, 0)))
 		: respond_error(req, 404, NULL, "no mirror configuration stored");
@@ -142,7 +142,7 @@ static enum MHD_Result handle_metrics(struct request *req)
 				" FROM mirror_repos m JOIN repos r ON r.id = m.repo_id WHERE NOT r.private ORDER BY 1",
 				0, NULL, NULL);
 	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	static const struct { const char *name, *type, *help; int column; } metrics[] = {
 		{ "khub_mirror_last_success_timestamp_seconds", "gauge", "last sync that completed without error", 2 },
 		{ "khub_mirror_refs_behind", "gauge", "upstream refs not yet visible here", 3 },

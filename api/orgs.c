@@ -13,14 +13,31 @@ static enum MHD_Result handle_agent_harnesses(struct request *req)
 	return respond_json_text(req, 200, body, sizeof(body) - 1);
 }
 
+/* 200 {"status":"ok","database":"ok"}, or 503 {"status":"unavailable",
+ * "database":"down: why"} with Retry-After (what the embedded cluster's
+ * watchdog knows, else the connection's error). */
 static enum MHD_Result handle_health(struct request *req)
 {
 	PGresult *res = db_exec("SELECT 1", 0, NULL, NULL);
-	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
-	PQclear(res);
-	static const char body[] = "{\"status\":\"ok\"}";
-	return respond_json_text(req, 200, body, sizeof(body) - 1);
+	if (res) {
+		PQclear(res);
+		static const char body[] = "{\"status\":\"ok\",\"database\":\"ok\"}";
+		return respond_json_text(req, 200, body, sizeof(body) - 1);
+	}
+	char why[256];
+	if (!db_embedded_problem(why, sizeof(why)))
+		snprintf(why, sizeof(why), "%s", db_last_error());
+	char *down = xasprintf("down: %s", why);
+	json_t *body = json_pack("{s:s, s:s, s:s}", "status", "unavailable", "database", down, "error",
+				 "database unavailable, retry later");
+	free(down);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	MHD_add_response_header(resp, "Retry-After", "5");
+	log_error("health: database %s", why);
+	return respond(req, 503, resp);
 }
 
 static json_int_t count_repos(int64_t owner_id, const char *type, int include_private)
@@ -42,14 +59,17 @@ static enum MHD_Result handle_overview(struct request *req)
 	struct account acct;
 	int rc = db_account_get(req->org, &acct);
 	if (rc == KHUB_EDB)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	int wants_org = strcmp(req->segv[1], "organizations") == 0;
 	if (rc < 0 || (wants_org && acct.kind != ACCOUNT_ORG) || (!wants_org && acct.kind != ACCOUNT_USER))
 		return respond_error(req, 404, NULL, "%s %s not found", wants_org ? "Organization" : "User",
 				     req->org);
+	enum role role = ROLE_NONE;
+	if (req->principal.user_id && acct.kind == ACCOUNT_ORG &&
+	    db_membership_role(acct.id, req->principal.user_id, &role) < 0)
+		return respond_db_unavailable(req);
 	int member = req->principal.user_id &&
-		     (req->principal.user_id == acct.id || req->principal.is_site_admin ||
-		      (acct.kind == ACCOUNT_ORG && db_membership_role(acct.id, req->principal.user_id) >= ROLE_READ));
+		     (req->principal.user_id == acct.id || req->principal.is_site_admin || role >= ROLE_READ);
 	char created[32];
 	format_iso8601(acct.created_at, created);
 	json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:I, s:s}",
@@ -87,7 +107,11 @@ static enum MHD_Result handle_whoami(struct request *req)
 	PGresult *res = db_exec("SELECT a.id, a.name, a.fullname, m.role FROM memberships m"
 				" JOIN accounts a ON a.id = m.org_id WHERE m.user_id = $1 ORDER BY a.name",
 				1, params, NULL);
-	for (int i = 0; res && i < PQntuples(res); i++)
+	if (!res) {
+		json_decref(orgs);
+		return respond_db_unavailable(req);
+	}
+	for (int i = 0; i < PQntuples(res); i++)
 		json_array_append_new(orgs, json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:n}",
 						      "type", "org", "id", PQgetvalue(res, i, 0),
 						      "name", PQgetvalue(res, i, 1),
@@ -108,7 +132,7 @@ static enum MHD_Result handle_whoami(struct request *req)
 
 const struct route orgs_routes[] = {
 	{ METHOD_GET | METHOD_HEAD, "/api/agent-harnesses", handle_agent_harnesses, 0, 0 },
-	{ METHOD_GET | METHOD_HEAD, "/api/health", handle_health, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/health", handle_health, ROUTE_NO_AUTH, 0 },
 	{ METHOD_GET | METHOD_HEAD, "/api/organizations/{org}/overview", handle_overview, 0, 0 },
 	{ METHOD_GET | METHOD_HEAD, "/api/users/{org}/overview", handle_overview, 0, 0 },
 	{ METHOD_GET | METHOD_HEAD, "/api/whoami-v2", handle_whoami, 0, 0 },

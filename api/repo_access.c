@@ -195,16 +195,16 @@ static enum role scope_cap(const struct principal *p, enum role role)
 	return p->scope == ROLE_READ && role > ROLE_READ ? ROLE_READ : role;
 }
 
-enum role repo_role_of(const struct principal *p, const struct repo_record *repo)
+int repo_role_of(const struct principal *p, const struct repo_record *repo, enum role *out)
 {
-	enum role role;
-	if (!p->user_id)
-		return ROLE_NONE;
-	if (p->is_site_admin || repo->owner_id == p->user_id)
+	enum role role = ROLE_NONE;
+	int rc = 0;
+	if (p->user_id && (p->is_site_admin || repo->owner_id == p->user_id))
 		role = ROLE_ADMIN;
-	else
-		role = db_membership_role(repo->owner_id, p->user_id);
-	return scope_cap(p, role);
+	else if (p->user_id)
+		rc = db_membership_role(repo->owner_id, p->user_id, &role);
+	*out = scope_cap(p, role);
+	return rc;
 }
 
 int repo_open_for_read(struct request *req, struct repo_handle *h, enum MHD_Result *result)
@@ -219,7 +219,7 @@ int repo_open_for_read(struct request *req, struct repo_handle *h, enum MHD_Resu
 	if (rc == KHUB_ENOTFOUND && req->type == REPO_MODEL)
 		rc = lookup_record(REPO_KERNEL, req->ns, req->name, &h->record);
 	if (rc == KHUB_EDB) {
-		*result = respond_error(req, 503, NULL, "database unavailable");
+		*result = respond_db_unavailable(req);
 		return -1;
 	}
 	if (rc < 0) {
@@ -227,7 +227,10 @@ int repo_open_for_read(struct request *req, struct repo_handle *h, enum MHD_Resu
 		return -1;
 	}
 	if (h->record.private) {
-		h->role = repo_role_of(&req->principal, &h->record);
+		if (repo_role_of(&req->principal, &h->record, &h->role) < 0) {
+			*result = respond_db_unavailable(req);
+			return -1;
+		}
 		if (h->role < ROLE_READ) {
 			*result = respond_repo_not_found(req);
 			return -1;
@@ -256,23 +259,21 @@ int require_signed_in(struct request *req, enum MHD_Result *result)
 {
 	if (req->principal.user_id)
 		return 0;
-	*result = respond_error(req, 401, NULL, req->bad_token ? "Invalid credentials in Authorization header"
-							       : "Invalid username or password.");
+	*result = req->bad_token ? respond_invalid_token(req)
+				 : respond_error(req, 401, NULL, "Invalid username or password.");
 	return -1;
 }
 
-enum role namespace_role(const struct principal *p, const struct account *ns)
+int namespace_role(const struct principal *p, const struct account *ns, enum role *out)
 {
-	enum role role;
-	if (!p->user_id)
-		return ROLE_NONE;
-	if (p->is_site_admin || ns->id == p->user_id)
+	enum role role = ROLE_NONE;
+	int rc = 0;
+	if (p->user_id && (p->is_site_admin || ns->id == p->user_id))
 		role = ROLE_ADMIN;
-	else if (ns->kind == ACCOUNT_ORG)
-		role = db_membership_role(ns->id, p->user_id);
-	else
-		role = ROLE_NONE;
-	return scope_cap(p, role);
+	else if (p->user_id && ns->kind == ACCOUNT_ORG)
+		rc = db_membership_role(ns->id, p->user_id, &role);
+	*out = scope_cap(p, role);
+	return rc;
 }
 
 int repo_open_named(struct request *req, enum repo_type type, const char *ns, const char *name,
@@ -284,7 +285,12 @@ int repo_open_named(struct request *req, enum repo_type type, const char *ns, co
 		/* Anonymous: a repo they cannot see is RepoNotFound (as reads
 		 * answer); a public one needs a token. */
 		struct repo_record rec;
-		if (!ns || !name || db_repo_get(type, ns, name, &rec) < 0 || rec.private) {
+		int rc = ns && name ? db_repo_get(type, ns, name, &rec) : KHUB_ENOTFOUND;
+		if (rc == KHUB_EDB) {
+			*result = respond_db_unavailable(req);
+			return -1;
+		}
+		if (rc < 0 || rec.private) {
 			*result = respond_repo_not_found(req);
 			return -1;
 		}
@@ -296,15 +302,14 @@ int repo_open_named(struct request *req, enum repo_type type, const char *ns, co
 		return -1;
 	}
 	int rc = db_repo_get(type, ns, name, &h->record);	/* fresh: writes never use the cache */
-	if (rc == KHUB_EDB) {
-		*result = respond_error(req, 503, NULL, "database unavailable");
+	if (rc == KHUB_EDB || (rc == 0 && repo_role_of(&req->principal, &h->record, &h->role) < 0)) {
+		*result = respond_db_unavailable(req);
 		return -1;
 	}
 	if (rc < 0) {
 		*result = respond_repo_not_found(req);
 		return -1;
 	}
-	h->role = repo_role_of(&req->principal, &h->record);
 	if (!h->record.private && h->role < ROLE_READ)
 		h->role = ROLE_READ;
 	if (h->role < ROLE_READ) {

@@ -115,12 +115,15 @@ static int namespace_writable(struct request *req, enum repo_type type, const ch
 			      enum MHD_Result *result)
 {
 	const char *why;
+	enum role role = ROLE_NONE;
 	int rc = repo_name_validate(ns, &why) < 0 ? KHUB_ENOTFOUND : db_account_get(ns, owner);
+	if (rc == 0)
+		rc = namespace_role(&req->principal, owner, &role);
 	if (rc == KHUB_EDB) {
-		*result = respond_error(req, 503, NULL, "database unavailable");
+		*result = respond_db_unavailable(req);
 		return -1;
 	}
-	if (rc < 0 || namespace_role(&req->principal, owner) < ROLE_WRITE) {
+	if (rc < 0 || role < ROLE_WRITE) {
 		*result = respond_error(req, 403, NULL, "You don't have the rights to create a %s under the namespace \"%s\"%s",
 					repo_type_name(type), ns,
 					req->principal.scope < ROLE_WRITE ? " (your token's scope is too small)" : "");
@@ -325,7 +328,7 @@ static enum MHD_Result handle_create(struct request *req)
 		goto cleanup;
 
 	if (registry_lock() < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+		result = respond_db_unavailable(req);
 		goto cleanup;
 	}
 	locked = 1;
@@ -335,13 +338,15 @@ static enum MHD_Result handle_create(struct request *req)
 		goto cleanup;
 	}
 	if (rc == KHUB_EDB) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+		result = respond_db_unavailable(req);
 		goto cleanup;
 	}
 	/* git first, then the row: a crash in between leaves a directory the
 	 * next create adopts. */
-	if (repo_store_create_or_adopt(api_ctx.repo_root, type, owner.name, name, &adopted) < 0) {
-		result = respond_error(req, 500, NULL, "cannot create the repository's storage");
+	rc = repo_store_create_or_adopt(api_ctx.repo_root, type, owner.name, name, &adopted);
+	if (rc < 0) {
+		result = rc == KHUB_ENOSPC ? respond_storage_full(req, "repositories")
+					   : respond_error(req, 500, NULL, "cannot create the repository's storage");
 		goto cleanup;
 	}
 	rc = db_repo_insert(type, owner.name, name, private, &rec);
@@ -407,7 +412,7 @@ static enum MHD_Result handle_delete(struct request *req)
 	if (repo_open_admin(req, type, ns, name, &h, &result) < 0)
 		goto cleanup;
 	if (registry_lock() < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+		result = respond_db_unavailable(req);
 		goto cleanup;
 	}
 	registry_locked = 1;
@@ -427,7 +432,7 @@ static enum MHD_Result handle_delete(struct request *req)
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+		result = respond_db_unavailable(req);
 		goto cleanup;
 	}
 	repo_cache_invalidate();
@@ -494,12 +499,17 @@ static enum MHD_Result handle_move(struct request *req)
 	if (namespace_writable(req, type, to_ns, &owner, &result) < 0)
 		goto cleanup;
 	if (registry_lock() < 0) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+		result = respond_db_unavailable(req);
 		goto cleanup;
 	}
 	registry_locked = 1;
 	/* Deleted or moved by someone else since we looked? */
-	if (db_repo_get(type, h.record.ns, h.record.name, &existing) < 0 || existing.id != h.record.id) {
+	rc = db_repo_get(type, h.record.ns, h.record.name, &existing);
+	if (rc == KHUB_EDB) {
+		result = respond_db_unavailable(req);
+		goto cleanup;
+	}
+	if (rc < 0 || existing.id != h.record.id) {
 		result = respond_repo_not_found(req);
 		goto cleanup;
 	}
@@ -509,7 +519,7 @@ static enum MHD_Result handle_move(struct request *req)
 		goto cleanup;
 	}
 	if (rc == KHUB_EDB) {
-		result = respond_error(req, 503, NULL, "database unavailable");
+		result = respond_db_unavailable(req);
 		goto cleanup;
 	}
 	/* parked (the registry lock is released by cleanup, and everything
@@ -536,7 +546,7 @@ static enum MHD_Result handle_move(struct request *req)
 		if (rc == KHUB_EEXIST)
 			result = respond_error(req, 409, NULL, "Repository %s/%s already exists", owner.name, to_name);
 		else
-			result = respond_error(req, 503, NULL, "database unavailable");
+			result = respond_db_unavailable(req);
 		goto cleanup;
 	}
 	repo_cache_invalidate();
@@ -608,7 +618,7 @@ static enum MHD_Result handle_settings(struct request *req)
 	}
 	if (private_set && private != h.record.private) {
 		if (db_repo_set_private(h.record.id, private) < 0) {
-			result = respond_error(req, 503, NULL, "database unavailable");
+			result = respond_db_unavailable(req);
 			goto cleanup;
 		}
 		repo_cache_invalidate();

@@ -68,7 +68,7 @@ static enum MHD_Result respond_error_v(struct request *req, int status, const ch
 	/* Every 503 is temporary (database, lock, upstream): say when to retry. */
 	if (status == 503 && !(extra_header && strcasecmp(extra_header, "Retry-After") == 0))
 		MHD_add_response_header(resp, "Retry-After", "2");
-	if (status == 401)
+	if (status == 401 && !(extra_header && strcmp(extra_header, "WWW-Authenticate") == 0))
 		MHD_add_response_header(resp, "WWW-Authenticate",
 					"Bearer realm=\"Authentication required\", charset=\"UTF-8\"");
 	req->bytes_out = body.len;
@@ -96,6 +96,23 @@ static enum MHD_Result respond_error_with(struct request *req, int status, const
 	enum MHD_Result r = respond_error_v(req, status, code, header, value, fmt, ap);
 	va_end(ap);
 	return r;
+}
+
+enum MHD_Result respond_db_unavailable(struct request *req)
+{
+	return respond_error_with(req, 503, NULL, "Retry-After", "5", "database unavailable, retry later");
+}
+
+enum MHD_Result respond_storage_full(struct request *req, const char *what)
+{
+	return respond_error(req, 507, NULL, "insufficient storage: the disk holding %s is full", what);
+}
+
+enum MHD_Result respond_invalid_token(struct request *req)
+{
+	int git = req->route && (req->route->flags & ROUTE_GIT);
+	return respond_error_with(req, 401, NULL, git ? "WWW-Authenticate" : NULL, git ? "Basic realm=\"khub\"" : NULL,
+				  "Invalid credentials in Authorization header");
 }
 
 enum MHD_Result respond_repo_not_found(struct request *req)

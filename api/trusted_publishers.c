@@ -10,7 +10,7 @@ static enum MHD_Result handle_list(struct request *req)
 {
 	PGresult *res = db_trusted_publisher_list();
 	if (!res)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	json_t *list = json_array();
 	for (int i = 0; i < PQntuples(res); i++) {
 		json_t *item = json_pack("{s:s, s:s}", "name", PQgetvalue(res, i, 0), "type",
@@ -45,7 +45,7 @@ static enum MHD_Result handle_change(struct request *req)
 	if (rc == KHUB_ENOTFOUND)
 		return respond_error(req, 404, NULL, "no user or organization named %s", req->org);
 	if (rc < 0)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_db_unavailable(req);
 	api_audit(req, trusted ? "trust.set" : "trust.unset", acct.name,
 		  changed ? "{\"changed\":true}" : "{\"changed\":false}");
 	return respond_json(req, 200, json_pack("{s:s, s:s, s:b, s:b}", "name", acct.name, "type",

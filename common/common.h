@@ -181,7 +181,10 @@ enum khub_err {
 	KHUB_ETOOBIG = -7,	/* over a configured limit */
 	KHUB_EPERM = -8,	/* not allowed */
 	KHUB_ENOTDIR = -9,	/* path names a file where a directory was wanted */
+	KHUB_ENOSPC = -10,	/* disk full (or over quota): the caller answers 507 */
 };
 
 const char *khub_strerror(int err);
+/* KHUB_ENOSPC for a full disk or quota (ENOSPC, EDQUOT), else KHUB_EIO. */
+int khub_err_from_errno(int errnum);
 #endif

@@ -211,6 +211,12 @@ const char *khub_strerror(int err)
 	case KHUB_ETOOBIG: return "too large";
 	case KHUB_EPERM: return "not allowed";
 	case KHUB_ENOTDIR: return "not a directory";
+	case KHUB_ENOSPC: return "no space left on the storage device";
 	}
 	return "unknown error";
+}
+
+int khub_err_from_errno(int errnum)
+{
+	return errnum == ENOSPC || errnum == EDQUOT ? KHUB_ENOSPC : KHUB_EIO;
 }

@@ -98,9 +98,28 @@ void auth_identify(struct request *req)
 		free(token);
 		return;
 	}
-	if (lookup_cached(token, &req->principal) < 0) {
+	int rc = lookup_cached(token, &req->principal);
+	if (rc < 0) {
 		memset(&req->principal, 0, sizeof(req->principal));
-		req->bad_token = 1;
+		/* an outage is not an answer: git credential helpers erase a
+		 * password that got a 401 */
+		if (rc == KHUB_EDB)
+			req->auth_unavailable = 1;
+		else
+			req->bad_token = 1;
 	}
 	free(token);
+}
+
+int auth_refuse(struct request *req)
+{
+	if (req->auth_unavailable) {
+		respond_db_unavailable(req);
+		return -1;
+	}
+	if (req->bad_token) {
+		respond_invalid_token(req);
+		return -1;
+	}
+	return 0;
 }

@@ -88,7 +88,10 @@ static int check_delta(const git_diff_delta *delta, float progress, void *payloa
 				 "oid sha256:, size, each line ending in a newline)", path);
 	} else {
 		uint64_t size;
-		if (lfs_store_stat(pc->lfs, ptr.oid, &size) < 0 || db_lfs_linked(pc->repo_id, ptr.oid) != 1)
+		int linked = db_lfs_linked(pc->repo_id, ptr.oid);
+		if (linked < 0)	/* not the pusher's fault: say so, or they re-upload for nothing */
+			complain(pc, "the database is unavailable, cannot check the LFS object of %s; retry later", path);
+		else if (lfs_store_stat(pc->lfs, ptr.oid, &size) < 0 || !linked)
 			complain(pc, "%s is an LFS pointer to %s, which this server does not have for this repo: "
 				 "push the LFS objects first (git lfs push --all origin)", path, ptr.oid);
 		else if (size != ptr.size)

@@ -62,6 +62,8 @@ static enum MHD_Result respond_preflight(struct request *req)
 
 static enum MHD_Result dispatch(struct request *req)
 {
+	if (auth_refuse(req) < 0)
+		return MHD_YES;
 	req->parked = 0;
 	enum MHD_Result r = req->route->handler(req);
 	if (req->parked && !req->responded)
@@ -107,7 +109,15 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 			return respond_error(req, 404, NULL, "no such endpoint: %s %s", method, url);
 		if (req->method == METHOD_OPTIONS)
 			return respond_preflight(req);
-		auth_identify(req);
+		if (!(req->route->flags & ROUTE_NO_AUTH)) {
+			auth_identify(req);
+			/* a bad token or an outage: no handler runs, the body
+			 * is drained and dispatch answers 401 or 503 */
+			if (req->bad_token || req->auth_unavailable) {
+				req->stream_stopped = 1;
+				return MHD_YES;
+			}
+		}
 		if (req->route->stream && req->route->stream->begin(req) < 0)
 			return req->responded ? MHD_YES : respond_error(req, 500, NULL, "request refused");
 		/* Answer in a later call: libmicrohttpd closes the connection

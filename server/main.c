@@ -50,6 +50,7 @@ int cmd_serve(int argc, char **argv)
 		return 0;
 	}
 	runtime_open_database();
+	runtime_watch_database();
 	api_ctx.repo_root = runtime_repo_root();
 	api_ctx.lfs = lfs_store_open(runtime_lfs_root());
 	if (!api_ctx.lfs)

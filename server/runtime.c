@@ -80,6 +80,12 @@ void runtime_open_database(void)
 		fatal("database migration failed");
 }
 
+void runtime_watch_database(void)
+{
+	if (using_embedded && db_embedded_watchdog_start() < 0)
+		fatal("cannot start the embedded database watchdog");
+}
+
 void runtime_close_database(void)
 {
 	db_thread_done();

@@ -44,6 +44,9 @@ void config_dump(FILE *fp);
 /* Open the database (embedded or external) and migrate; exits on failure. */
 void runtime_open_database(void);
 void runtime_close_database(void);
+/* Restart the embedded cluster when its postmaster dies (serve only; a
+ * configured database_url is someone else's to run). */
+void runtime_watch_database(void);
 /* The connection string in use (embedded or configured); static. */
 const char *runtime_conninfo(void);
 /* "{data_dir}/repos" and "{data_dir}/lfs"; static. */
@@ -56,9 +59,15 @@ void runtime_load_secret(unsigned char out[32]);
 /* ---- authentication (server/auth.c) ------------------------------------- */
 
 /* Fill req->principal from Authorization (Bearer token, or Basic with the
- * token as password). Unknown tokens leave the caller anonymous with
- * req->bad_token set. */
+ * token as password). An unknown, expired, revoked or malformed token sets
+ * req->bad_token; a database failure during the lookup sets
+ * req->auth_unavailable (the caller stays anonymous in both cases). */
 void auth_identify(struct request *req);
+/* One policy for every route that reads Authorization: answer 503 (with
+ * Retry-After) when the database could not identify the caller, 401
+ * "Invalid credentials in Authorization header" for a bad token; -1 when
+ * an answer was queued, 0 to go on. */
+int auth_refuse(struct request *req);
 void auth_cache_init(long ttl_ms);
 
 /* ---- HTTP server (server/http.c) and router (server/router.c) ------------ */

@@ -3,6 +3,7 @@
  * ref moves; a crash before that leaves only unreachable objects. */
 #include "storage.h"
 
+#include <errno.h>
 #include <fnmatch.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -87,8 +88,9 @@ int commit_builder_put_bytes(struct commit_builder *cb, const char *path, const 
 	git_oid oid;
 	char hex[41];
 	if (git_blob_create_from_buffer(&oid, cb->repo, data, len) < 0) {
+		int err = errno;	/* libgit2 leaves the failed write's errno */
 		log_git_error("write blob");
-		return KHUB_EIO;
+		return khub_err_from_errno(err);
 	}
 	git_oid_tostr(hex, sizeof(hex), &oid);
 	return commit_builder_put_blob(cb, path, hex, mode);
@@ -149,6 +151,7 @@ int commit_builder_write(struct commit_builder *cb, const char *author_name, con
 	int rc = KHUB_EIO;
 
 	if (git_index_write_tree_to(&tree_oid, cb->index, cb->repo) < 0) {
+		rc = khub_err_from_errno(errno);	/* libgit2 leaves the failed write's errno */
 		log_git_error("write tree");
 		goto cleanup;
 	}
@@ -170,6 +173,7 @@ int commit_builder_write(struct commit_builder *cb, const char *author_name, con
 	const git_commit *parents[1] = { parent };
 	if (git_commit_create(&commit_oid, cb->repo, NULL, sig, sig, NULL, msg.buf, tree,
 			      parent ? 1 : 0, parents) < 0) {
+		rc = khub_err_from_errno(errno);
 		log_git_error("write commit");
 		goto cleanup;
 	}
@@ -226,8 +230,9 @@ int repo_update_ref(git_repository *repo, const char *ref_name, const char *expe
 	if (rc == GIT_EMODIFIED || rc == GIT_EEXISTS)
 		return KHUB_ECONFLICT;
 	if (rc < 0) {
+		int err = errno;
 		log_git_error("update ref");
-		return rc == GIT_EINVALIDSPEC ? KHUB_EINVAL : KHUB_EIO;
+		return rc == GIT_EINVALIDSPEC ? KHUB_EINVAL : khub_err_from_errno(err);
 	}
 	return 0;
 }

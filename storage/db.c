@@ -4,11 +4,17 @@
 #include "storage/migrations.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 static char *db_conninfo;
 static __thread PGconn *thread_conn;
+/* Bumped when the server was restarted: every thread's connection predates
+ * it and is dead, though libpq only learns so from a failed query. */
+static atomic_uint_fast64_t server_generation = 1;
+static __thread uint64_t thread_generation;
+static __thread char thread_error[256];
 
 void db_configure(const char *conninfo)
 {
@@ -16,8 +22,33 @@ void db_configure(const char *conninfo)
 	db_conninfo = xstrdup(conninfo);
 }
 
+void db_server_restarted(void)
+{
+	atomic_fetch_add(&server_generation, 1);
+}
+
+static void note_error(const char *msg)
+{
+	snprintf(thread_error, sizeof(thread_error), "%s", msg && msg[0] ? msg : "unknown error");
+	for (char *p = thread_error; *p; p++)
+		if (*p == '\n' || *p == '\r' || *p == '\t')
+			*p = ' ';
+	for (size_t n = strlen(thread_error); n > 0 && thread_error[n - 1] == ' '; n--)
+		thread_error[n - 1] = '\0';
+}
+
+const char *db_last_error(void)
+{
+	return thread_error[0] ? thread_error : "unknown error";
+}
+
 PGconn *db_conn(void)
 {
+	uint64_t generation = atomic_load(&server_generation);
+	if (thread_conn && thread_generation != generation) {
+		PQfinish(thread_conn);
+		thread_conn = NULL;
+	}
 	if (thread_conn && PQstatus(thread_conn) == CONNECTION_OK)
 		return thread_conn;
 	if (thread_conn) {
@@ -31,12 +62,14 @@ PGconn *db_conn(void)
 		return NULL;
 	PGconn *conn = PQconnectdb(db_conninfo);
 	if (PQstatus(conn) != CONNECTION_OK) {
-		log_error("database: %s", PQerrorMessage(conn));
+		note_error(PQerrorMessage(conn));
+		log_error("database: %s", thread_error);
 		PQfinish(conn);
 		return NULL;
 	}
 	PQclear(PQexec(conn, "SET client_min_messages = warning"));
 	thread_conn = conn;
+	thread_generation = generation;
 	return conn;
 }
 
@@ -62,7 +95,12 @@ PGresult *db_exec(const char *sql, int nparams, const char *const *params, const
 	ExecStatusType st = PQresultStatus(res);
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
 		return res;
+	/* A dead connection fails here (and is reset on the next call); the
+	 * caller reports KHUB_EDB like any other database failure. */
+	if (PQstatus(conn) != CONNECTION_OK && sqlstate)
+		*sqlstate = unreachable;
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	note_error(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
 	if (sqlstate && state) {
 		static __thread char state_copy[8];
 		snprintf(state_copy, sizeof(state_copy), "%s", state);

@@ -114,7 +114,7 @@ int db_membership_set(const char *org, const char *user, enum role role)
 	return 0;
 }
 
-enum role db_membership_role(int64_t org_id, int64_t user_id)
+int db_membership_role(int64_t org_id, int64_t user_id, enum role *out)
 {
 	char oid[24], uid[24];
 	snprintf(oid, sizeof(oid), "%" PRId64, org_id);
@@ -122,11 +122,13 @@ enum role db_membership_role(int64_t org_id, int64_t user_id)
 	const char *params[2] = { oid, uid };
 	PGresult *res = db_exec("SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2",
 				2, params, NULL);
-	enum role role = ROLE_NONE;
-	if (res && PQntuples(res) == 1)
-		role_parse(PQgetvalue(res, 0, 0), &role);
+	*out = ROLE_NONE;
+	if (!res)
+		return KHUB_EDB;
+	if (PQntuples(res) == 1)
+		role_parse(PQgetvalue(res, 0, 0), out);
 	PQclear(res);
-	return role;
+	return 0;
 }
 
 int db_token_create(const char *user, const char *name, enum role scope, time_t expires_at,

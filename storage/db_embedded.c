@@ -1,13 +1,17 @@
 /* db_embedded.c -- khub's own PostgreSQL cluster under {data_dir}/pg, used
  * when no database URL is configured: unix socket only, run as an
  * unprivileged user when khub runs as root (PostgreSQL refuses root), shared
- * by every khub process on the data dir and stopped by the last one. */
+ * by every khub process on the data dir and stopped by the last one; in the
+ * serve role a watchdog restarts its postmaster when it dies. */
 #include "storage.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -27,9 +31,21 @@ static struct {
  * the exit status, or -1 when it could not run. Output goes to the log. */
 static int run_pg_tool(char *const argv[])
 {
+	/* PostgreSQL finds its siblings (postgres, share/) through argv[0]:
+	 * give it the full path, not a name found on PATH. Built before the
+	 * fork: the watchdog forks from a process with many threads. */
+	char *path = xasprintf("%s/%s", emb.bindir, argv[0]);
+	char *args[16];
+	size_t n = 0;
+	args[n++] = path;
+	for (size_t i = 1; argv[i] && n < 15; i++)
+		args[n++] = argv[i];
+	args[n] = NULL;
 	pid_t pid = fork();
-	if (pid < 0)
+	if (pid < 0) {
+		free(path);
 		return -1;
+	}
 	if (pid == 0) {
 		if (emb.drop_privileges) {
 			if (setgroups(0, NULL) < 0 || setgid(emb.gid) < 0 || setuid(emb.uid) < 0)
@@ -41,18 +57,10 @@ static int run_pg_tool(char *const argv[])
 			dup2(fd, 2);
 			close(fd);
 		}
-		/* PostgreSQL finds its siblings (postgres, share/) through
-		 * argv[0]: give it the full path, not a name found on PATH. */
-		char *path = xasprintf("%s/%s", emb.bindir, argv[0]);
-		char *args[16];
-		size_t n = 0;
-		args[n++] = path;
-		for (size_t i = 1; argv[i] && n < 15; i++)
-			args[n++] = argv[i];
-		args[n] = NULL;
 		execv(path, args);
 		_exit(127);
 	}
+	free(path);
 	int status;
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
@@ -230,8 +238,180 @@ unlock:
 	return rc;
 }
 
+/* ---- the watchdog (serve only) ------------------------------------------------ */
+
+static struct {
+	pthread_t thread;
+	int started, stop;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	char problem[256];	/* "" while the postmaster runs */
+} watch = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
+
+static void set_problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_problem(const char *fmt, ...)
+{
+	va_list ap;
+	pthread_mutex_lock(&watch.lock);
+	va_start(ap, fmt);
+	vsnprintf(watch.problem, sizeof(watch.problem), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&watch.lock);
+}
+
+int db_embedded_problem(char *buf, size_t size)
+{
+	pthread_mutex_lock(&watch.lock);
+	int down = watch.problem[0] != '\0';
+	if (down)
+		snprintf(buf, size, "%s", watch.problem);
+	pthread_mutex_unlock(&watch.lock);
+	return down;
+}
+
+static char *pid_file_path(void)
+{
+	return xasprintf("%s/postmaster.pid", emb.cluster);
+}
+
+/* The postmaster's pid, from the first line of postmaster.pid; 0 when the
+ * file is absent or unreadable. */
+static pid_t postmaster_pid(void)
+{
+	char *path = pid_file_path();
+	FILE *fp = fopen(path, "r");
+	free(path);
+	if (!fp)
+		return 0;
+	long pid = 0;
+	if (fscanf(fp, "%ld", &pid) != 1)
+		pid = 0;
+	fclose(fp);
+	return (pid_t)pid;
+}
+
+/* Is pid a live postgres? A killed postmaster that nobody reaps (its
+ * parent is init, which may not reap) stays a zombie, and a pid may have
+ * been reused by another program. */
+static int postmaster_alive(pid_t pid)
+{
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return 0;
+	char path[64], stat[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *fp = fopen(path, "r");
+	if (!fp)
+		return errno != ENOENT;	/* no /proc: kill() said it lives */
+	size_t n = fread(stat, 1, sizeof(stat) - 1, fp);
+	fclose(fp);
+	stat[n] = '\0';
+	char *open_paren = strchr(stat, '('), *close_paren = strrchr(stat, ')');
+	if (!open_paren || !close_paren || close_paren[1] != ' ')
+		return 1;
+	if (close_paren[2] == 'Z' || close_paren[2] == 'X')
+		return 0;
+	return strncmp(open_paren + 1, "postgres", 8) == 0;
+}
+
+/* Restart the cluster if it is still down, holding the start lock that
+ * orders every start and stop among the processes sharing it (each holds
+ * users.lock shared, as this one does, so any of them may). 0 when it
+ * runs, 1 when another process holds the lock (look again soon), or
+ * KHUB_EIO. */
+static int restart_cluster(void)
+{
+	if (flock(emb.start_lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return 1;
+	int rc = 0;
+	pid_t pid = postmaster_pid();
+	if (!postmaster_alive(pid)) {
+		if (pid) {
+			/* PostgreSQL (and pg_ctl) refuse a lock file whose pid
+			 * exists, zombies included; this one is dead */
+			char *path = pid_file_path();
+			unlink(path);
+			free(path);
+		}
+		rc = start_cluster();
+	}
+	flock(emb.start_lock_fd, LOCK_UN);
+	return rc;
+}
+
+static void *watchdog(void *arg)
+{
+	(void)arg;
+	log_set_request_id("db-watchdog");
+	unsigned wait = 1, backoff = 1;
+	int attempts = 0, down = 0;
+	pthread_mutex_lock(&watch.lock);
+	while (!watch.stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += wait;
+		pthread_cond_timedwait(&watch.wake, &watch.lock, &until);
+		if (watch.stop)
+			break;
+		pthread_mutex_unlock(&watch.lock);
+		wait = 1;
+		pid_t pid = postmaster_pid();
+		int rc = postmaster_alive(pid) ? 0 : -1;
+		if (rc < 0) {
+			if (!down)
+				log_error("embedded database: the postmaster (pid %d) is gone; restarting it", (int)pid);
+			down = 1;
+			set_problem("embedded PostgreSQL is not running, restarting it (%d failed attempt%s)", attempts,
+				    attempts == 1 ? "" : "s");
+			rc = restart_cluster();
+			if (rc < 0) {
+				attempts++;
+				wait = backoff;
+				backoff = backoff >= 16 ? 30 : backoff * 2;
+				log_error("embedded database: restart attempt %d failed (see %s); next in %u s", attempts,
+					  emb.log_file, wait);
+			}
+		}
+		/* back, restarted here or by another process sharing it */
+		if (rc == 0 && down) {
+			log_info("embedded database: running again (pid %d) after %d failed attempt%s",
+				 (int)postmaster_pid(), attempts, attempts == 1 ? "" : "s");
+			db_server_restarted();
+			set_problem("%s", "");
+			down = attempts = 0;
+			backoff = 1;
+		}
+		pthread_mutex_lock(&watch.lock);
+	}
+	pthread_mutex_unlock(&watch.lock);
+	return NULL;
+}
+
+int db_embedded_watchdog_start(void)
+{
+	if (emb.users_lock_fd < 0 || watch.started)
+		return 0;
+	watch.stop = 0;
+	if (pthread_create(&watch.thread, NULL, watchdog, NULL) != 0)
+		return KHUB_EIO;
+	watch.started = 1;
+	return 0;
+}
+
+static void watchdog_stop(void)
+{
+	if (!watch.started)
+		return;
+	pthread_mutex_lock(&watch.lock);
+	watch.stop = 1;
+	pthread_cond_signal(&watch.wake);
+	pthread_mutex_unlock(&watch.lock);
+	pthread_join(watch.thread, NULL);
+	watch.started = 0;
+}
+
 void db_embedded_release(void)
 {
+	watchdog_stop();
 	if (emb.users_lock_fd < 0)
 		return;
 	flock(emb.start_lock_fd, LOCK_EX);

@@ -132,8 +132,9 @@ int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			log_error("lfs store: write failed: %s", strerror(errno));
-			return KHUB_EIO;
+			int err = errno;
+			log_error("lfs store: write failed: %s", strerror(err));
+			return khub_err_from_errno(err);
 		}
 		p += n;
 		len -= (size_t)n;
@@ -159,15 +160,15 @@ void lfs_writer_abort(struct lfs_writer *w)
 }
 
 /* Make a verified temp file (open as fd) the object oid: fsync, rename
- * into place, fsync the directory. 0 or KHUB_EIO. */
+ * into place, fsync the directory. 0, KHUB_ENOSPC or KHUB_EIO (errno set). */
 static int install_object(struct lfs_store *store, int fd, const char *tmp_path, const char *oid)
 {
 	char *dir = object_dir(store, oid), *final = object_path(store, oid);
-	int rc = KHUB_EIO;
-	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && fchmod(fd, 0644) == 0 && rename(tmp_path, final) == 0) {
+	int rc = 0;
+	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && fchmod(fd, 0644) == 0 && rename(tmp_path, final) == 0)
 		fsync_dir(dir);
-		rc = 0;
-	}
+	else
+		rc = khub_err_from_errno(errno);
 	free(dir);
 	free(final);
 	return rc;

@@ -4,6 +4,7 @@
  * compare-and-swap catches writers that bypass it (git push). */
 #include "storage.h"
 
+#include <errno.h>
 #include <string.h>
 
 static void log_git_error(const char *what)
@@ -124,6 +125,7 @@ int repo_tag_create(git_repository *repo, const char *tag, const char *target_sh
 		goto cleanup;
 	}
 	if (grc < 0) {
+		rc = khub_err_from_errno(errno);	/* libgit2 leaves the failed write's errno */
 		log_git_error("create tag");
 		goto cleanup;
 	}

@@ -114,7 +114,7 @@ int repo_store_init_empty(const char *root, enum repo_type type, const char *ns,
 	opts.initial_head = "main";
 	if (git_repository_init_ext(&repo, dir, &opts) == 0)
 		rc = 0;
-	else
+	else if ((rc = khub_err_from_errno(errno)) != 0)	/* libgit2 leaves the failed call's errno */
 		log_error("git init %s: %s", dir, git_error_last() ? git_error_last()->message : "?");
 cleanup:
 	git_repository_free(repo);

@@ -69,9 +69,11 @@ struct lfs_writer;
 /* Start a new object; NULL on failure. Write with lfs_writer_write, then
  * either commit or abort (both free the writer). */
 struct lfs_writer *lfs_writer_begin(struct lfs_store *store);
+/* 0, KHUB_ENOSPC when the disk is full, or KHUB_EIO. */
 int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len);
 /* Verify (when expected_oid is not NULL the sha256 must match, else
- * KHUB_EINVAL), fsync and rename into place. Fills oid and size. */
+ * KHUB_EINVAL), fsync and rename into place. Fills oid and size. A full
+ * disk is KHUB_ENOSPC, other failures KHUB_EIO. */
 int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size);
 void lfs_writer_abort(struct lfs_writer *w);
 /* Finish the hash (fills oid and size) without storing anything yet: the
@@ -323,6 +325,12 @@ void db_configure(const char *conninfo);
 PGconn *db_conn(void);
 /* Close this thread's connection (call before a thread exits). */
 void db_thread_done(void);
+/* The server was restarted: every thread drops its connection before its
+ * next query instead of failing one on a dead socket. */
+void db_server_restarted(void);
+/* Why this thread's last connection or query failed (one line; static per
+ * thread). */
+const char *db_last_error(void);
 /* Run a query with text parameters; the caller PQclear()s. NULL on failure
  * (logged); *sqlstate (static) set when given. */
 PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate);
@@ -334,7 +342,16 @@ int db_migrate(void);
  * return the connection string (caller frees). The last khub process using
  * the cluster stops it in db_embedded_release. */
 int db_embedded_acquire(const char *data_dir, const char *pg_bindir, char **conninfo);
+/* Stops the watchdog first, when it runs. */
 void db_embedded_release(void);
+/* Start a thread that checks every second that the cluster's postmaster
+ * runs and restarts it when it is gone (backing off 1, 2, 4 … 30 s
+ * between failed tries), under the start lock every process sharing the
+ * cluster takes; once it is back, connections are renewed. Serve only. */
+int db_embedded_watchdog_start(void);
+/* What the watchdog knows is wrong with the cluster (one line into buf);
+ * 0 when nothing is. */
+int db_embedded_problem(char *buf, size_t size);
 
 /* Accounts: users and orgs share one namespace of names. */
 enum account_kind { ACCOUNT_USER, ACCOUNT_ORG };
@@ -358,8 +375,9 @@ int db_account_create(enum account_kind kind, const char *name, const char *full
 		      int is_site_admin, int64_t *id);
 int db_account_set_trusted(const char *name, int trusted);
 int db_membership_set(const char *org, const char *user, enum role role);
-/* The user's role in an org (ROLE_NONE when not a member). */
-enum role db_membership_role(int64_t org_id, int64_t user_id);
+/* The user's role in an org in *out (ROLE_NONE when not a member); 0, or
+ * KHUB_EDB (then *out is ROLE_NONE, which must not be taken for an answer). */
+int db_membership_role(int64_t org_id, int64_t user_id, enum role *out);
 
 /* A caller, as its token makes it. user_id 0 = anonymous. */
 struct principal {

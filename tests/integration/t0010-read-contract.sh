@@ -197,11 +197,12 @@ is "$STATUS" 200 "a member reads the private repo"
 api HEAD "$KHUB_URL/kernels/acme/secret/resolve/main/$PY_FILE" -u "git:$ALICE"
 is "$STATUS" 200 "Basic auth with the token as password works too"
 api HEAD "$KHUB_URL/kernels/acme/secret/resolve/main/$PY_FILE" -H "Authorization: Bearer hf_unknownunknownunknown"
-is "$STATUS/$(header X-Error-Code)" "401/RepoNotFound" "unknown token sees nothing private"
+is "$STATUS/$(header X-Error-Code)" "401/" "an unknown token sees nothing private (401, as on the Hub: invalid credentials)"
 api GET "$KHUB_URL/api/kernels/acme/relu/refs" -H "Authorization: Bearer hf_unknownunknownunknown"
-is "$STATUS" 200 "an unknown token does not block public reads"
+is "$STATUS $(cat "$B")" '401 {"error":"Invalid credentials in Authorization header"}' \
+	"an unknown token gets 401 on public reads too (the Hub's answer)"
 api GET "$KHUB_URL/api/organizations/acme/overview" -H "Authorization: Bearer hf_unknownunknownunknown"
-is "$STATUS" 200 "overview answers with an unknown token (trust check must not fail)"
+is "$STATUS" 401 "overview with an unknown token: 401"
 
 # ---- paths-info ----------------------------------------------------------------------------
 api POST "$KHUB_URL/api/kernels/acme/relu/paths-info/v1" --data-urlencode "paths=$SO_FILE" --data-urlencode "paths=README.md" --data-urlencode "paths=nope"

@@ -198,7 +198,7 @@ done
 api GET "/kernels/acme/js-priv/resolve/main/$WEIGHTS" ""
 is "$(code)" "401/RepoNotFound" "private repo, anonymous resolve of weights.bin: 401 RepoNotFound"
 api GET "/kernels/acme/js-priv/resolve/main/README.md" "hf_notarealtokennotarealtokennotarea"
-is "$(code)" "401/RepoNotFound" "private repo, resolve with a bogus token: 401 RepoNotFound"
+is "$(code)" "401/" "private repo, resolve with a bogus token: 401 (invalid credentials)"
 
 # git clone + git lfs pull: the same bytes
 export HOME=$TEST_DIR/home GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_ASKPASS=/bin/false SSH_ASKPASS=

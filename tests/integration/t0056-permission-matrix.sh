@@ -6,8 +6,9 @@
 # §2.3, §3, §4; hub docs organizations-security and security-tokens):
 #
 #   anonymous                      401 (private repos: 401 + RepoNotFound)
-#   expired / revoked / bogus hf_  treated as anonymous: public reads 200,
-#                                  everything else 401 (+ RepoNotFound on private)
+#   expired / revoked / bogus hf_  401 "Invalid credentials in Authorization
+#                                  header" everywhere, public repos included
+#                                  (git and LFS: with a Basic challenge)
 #   signed in, cannot see private  404 RepoNotFound
 #   can see, lacks the role        403
 #   org write role (write token)   writes, and (Hub docs) create, delete and
@@ -130,24 +131,26 @@ want() {
 	k=$(class "$3")
 	case $kind in
 	read)	# JSON API reads and resolve
-		if [ $vis = pub ]; then echo 200/
-		else case $k in A|X) echo 401/RepoNotFound ;; O) echo 404/RepoNotFound ;; *) echo 200/ ;; esac; fi ;;
+		if [ $k = X ]; then echo 401/
+		elif [ $vis = pub ]; then echo 200/
+		else case $k in A) echo 401/RepoNotFound ;; O) echo 404/RepoNotFound ;; *) echo 200/ ;; esac; fi ;;
 	gitread)
-		if [ $vis = pub ]; then echo 200
-		else case $k in A|X) echo 401 ;; O) echo 404 ;; *) echo 200 ;; esac; fi ;;
+		if [ $k = X ]; then echo 401
+		elif [ $vis = pub ]; then echo 200
+		else case $k in A) echo 401 ;; O) echo 404 ;; *) echo 200 ;; esac; fi ;;
 	whoami)
 		case $k in A|X) echo 401/ ;; *) echo 200/ ;; esac ;;
 	create)
 		case $k in A|X) echo 401 ;; O|R|S) echo 403 ;; *) echo 200/ ;; esac ;;
 	write|admin)	# admin: settings, move, delete (the Hub's write role may)
 		case $k$vis in
-		[AX]pub) echo 401 ;; [AX]priv) echo 401/RepoNotFound ;;
+		Apub) echo 401 ;; Apriv) echo 401/RepoNotFound ;; X*) echo 401/ ;;
 		Opub) echo 403 ;; Opriv) echo 404/RepoNotFound ;;
 		[RS]*) echo 403 ;; *) echo 200/ ;;
 		esac ;;
 	pr)	# create_pr: anyone who can read, with a token that may write
 		case $k$vis in
-		[AX]pub) echo 401 ;; [AX]priv) echo 401/RepoNotFound ;;
+		Apub) echo 401 ;; Apriv) echo 401/RepoNotFound ;; X*) echo 401/ ;;
 		Opriv) echo 404/RepoNotFound ;; S*) echo 403 ;; *) echo 200/ ;;
 		esac ;;
 	gitwrite|lfswrite)
@@ -167,12 +170,13 @@ known() {
 	case $kind/$k/$vis in
 	admin/W/*) echo "khub gives delete, move and settings to the admin role only" ;;
 	pr/S/*|lfspr/S/*) echo "khub lets a read-scoped token open a pull request" ;;
-	gitread/X/pub) echo "khub answers 401 to an invalid token on git and LFS reads (the JSON API treats it as anonymous)" ;;
-	write/[AX]/priv|admin/[AX]/priv|pr/[AX]/priv)
+	write/A/priv|admin/A/priv|pr/A/priv)
 		echo "khub asks for a valid token before it looks at the repo: 401 without RepoNotFound on private repos" ;;
 	esac
 }
 declare -A SEEN_TODO
+INVALID_TOKEN_BODY='{"error":"Invalid credentials in Authorization header"}'
+XBODY_BAD=()
 cell() {	# cell CALLER ENDPOINT VIS KIND: compare $GOT with want
 	local who=$1 ep=$2 vis=$3 kind=$4 w g desc reason
 	w=$(want "$kind" "$vis" "$who")
@@ -180,6 +184,9 @@ cell() {	# cell CALLER ENDPOINT VIS KIND: compare $GOT with want
 	[[ "$w" == */* ]] || g=${GOT%%/*}
 	reason=$(known "$kind" "$vis" "$who")
 	desc="$who × $ep × $vis → got ${g%/}, want ${w%/}"
+	if [ "$(class "$who")" = X ] && [[ "$ep" != HEAD* ]] && [ "$(cat "$B")" != "$INVALID_TOKEN_BODY" ]; then
+		XBODY_BAD+=("$who × $ep × $vis: $(head -c 100 "$B")")
+	fi
 	if [ "$g" = "$w" ]; then
 		ok 0 "$desc"
 	elif [ -n "$reason" ]; then
@@ -258,6 +265,9 @@ for r in pub priv; do
 		cell "$c" "git info/refs receive-pack" $r gitwrite
 	done
 done
+
+is "${#XBODY_BAD[@]}" 0 "every answer to an expired, revoked or bogus token is the Hub's JSON error"
+for x in "${XBODY_BAD[@]:0:5}"; do diag "  $x"; done
 
 # git push itself (smart HTTP receive-pack), per caller: a new branch
 export HOME=$TEST_DIR/home GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_ASKPASS=/bin/false SSH_ASKPASS=
