@@ -147,6 +147,10 @@ enum MHD_Result respond_json_text(struct request *req, int status, const char *t
 /* {"error": msg}, X-Error-Message, and X-Error-Code when code is not NULL. */
 enum MHD_Result respond_error(struct request *req, int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* 503 with Retry-After: a passing failure (the database), never the
+ * client's fault: clients retry instead of giving up. */
+enum MHD_Result respond_unavailable(struct request *req, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Standard Hub answers. */
 enum MHD_Result respond_repo_not_found(struct request *req);
 enum MHD_Result respond_revision_not_found(struct request *req, const char *rev);

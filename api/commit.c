@@ -192,7 +192,7 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	char msg[400] = "";
 
 	if (repo_write_lock(cs->repo.record.id) < 0)
-		return respond_error(req, 503, NULL, "database unavailable");
+		return respond_unavailable(req, "database unavailable");
 	locked = 1;
 	if (repo_resolve_revision(cs->repo.git, cs->target_ref, head) < 0) {
 		result = respond_revision_not_found(req, req->rev);
@@ -324,6 +324,8 @@ static enum MHD_Result handle_commit(struct request *req)
 		commit_stream_fail(cs, 400, NULL, "the body needs a header line: {\"key\":\"header\",\"value\":{\"summary\":...}}");
 	if (!cs->err_status && cs->nops == 0)
 		commit_stream_fail(cs, 400, NULL, "no operation: add a line with the key `lfsFile`, `file` or `deletedFile`");
+	if (cs->err_status == 503)
+		return respond_unavailable(req, "%s", cs->err);
 	if (cs->err_status)
 		return respond_error(req, cs->err_status, cs->err_code, "%s", cs->err);
 	return apply_commit(req, cs);
