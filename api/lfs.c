@@ -67,6 +67,8 @@ static enum MHD_Result lfs_error(struct request *req, int status, const char *fm
 	json_decref(body);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(resp, "Content-Type", LFS_JSON);
+	if (status == 503)
+		MHD_add_response_header(resp, "Retry-After", "5");
 	if (status == 401) {
 		MHD_add_response_header(resp, "LFS-Authenticate", "Basic realm=\"khub\"");
 		MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"khub\"");
@@ -145,7 +147,14 @@ static enum MHD_Result handle_batch(struct request *req)
 		/* present for this repo = stored and linked to it; an object only
 		 * another repo uploaded must be uploaded again (which proves the
 		 * caller has the bytes) */
-		int present = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0 && db_lfs_linked(h.record.id, oid) == 1;
+		int linked = db_lfs_linked(h.record.id, oid);
+		if (linked < 0) {
+			json_decref(item);
+			json_decref(out);
+			json_decref(doc);
+			return lfs_error(req, 503, "database unavailable");
+		}
+		int present = linked && lfs_store_stat(api_ctx.lfs, oid, &stored) == 0;
 		if (upload) {
 			if (!present) {
 				char *put = action_url(req, "upload", h.record.id, oid, size);
@@ -271,8 +280,10 @@ static enum MHD_Result handle_verify(struct request *req)
 	int64_t repo_id;
 	if (parse_action_args(req, "verify", &size, &repo_id) < 0)
 		return lfs_error(req, 403, "this verify URL is invalid or has expired");
-	if (lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size ||
-	    db_lfs_linked(repo_id, req->args[1]) != 1)
+	int linked = db_lfs_linked(repo_id, req->args[1]);
+	if (linked < 0)
+		return lfs_error(req, 503, "database unavailable");
+	if (!linked || lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size)
 		return lfs_error(req, 404, "object %s is not stored (or has another size)", req->args[1]);
 	return respond_json_text(req, 200, "{}", 2);
 }
@@ -284,6 +295,13 @@ static enum MHD_Result handle_download(struct request *req)
 	int fd;
 	if (parse_action_args(req, "download", &size, &repo_id) < 0)
 		return lfs_error(req, 403, "this download URL is invalid or has expired");
+	/* the batch checked the link when it signed this URL; checked again,
+	 * cheaply, so that no path hands out bytes of an unlinked object */
+	int linked = db_lfs_linked(repo_id, req->args[1]);
+	if (linked < 0)
+		return lfs_error(req, 503, "database unavailable");
+	if (!linked)
+		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
 	if (lfs_store_open_object(api_ctx.lfs, req->args[1], &fd, &stored) < 0 || stored != size)
 		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
 	to = size ? size - 1 : 0;
