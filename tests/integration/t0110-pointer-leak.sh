@@ -4,7 +4,8 @@
 # private repo (secretorg/private) and a public one (puborg/public), each
 # with an LFS file; "up" is a hostile upstream that main mirrors.
 # Writers: an inline pointer in an NDJSON commit (own repo, base64 and
-# utf-8; create_pr=1 on a public repo by an outsider), an lfsFile line, a git
+# utf-8; create_pr=1 on a public repo by an outsider), in the files of a repo
+# creation, an lfsFile line, a git
 # push and `khub import` of a pointer file are refused, refs untouched; a
 # mirrored repo whose upstream tree names the private oid (bytes not served
 # by the upstream) does not get it linked. Readers: for pointers planted in
@@ -113,6 +114,12 @@ is "$STATUS" 400 "create_pr=1 on puborg/public by a non-member with an inline po
 is "$(refs_of main puborg/public)" "$before" "puborg/public: no refs/pr/N was created"
 api GET "$M/api/kernels/puborg/public/refs?include_prs=1"
 like "$(cat "$B")" '"pullRequests":\[\]' "the refs API lists no pull request"
+
+api POST "$M/api/repos/create" -H "Authorization: Bearer $MAL" -H "Content-Type: application/json" \
+	--data "{\"name\":\"fresh\",\"type\":\"kernel\",\"files\":[{\"path\":\"leak/secret\",\"content\":\"$(pointer "$SECRET_OID" $SECRET_SIZE | b64)\",\"encoding\":\"base64\"}]}"
+is "$STATUS" 400 "repo creation whose initial files hold a pointer to the private object: 400"
+api GET "$M/api/kernels/mallory/fresh" -H "Authorization: Bearer $MAL"
+is "$STATUS" 404 "... and the repo was not created"
 
 # legit: an inline pointer to an object linked to the repo is accepted and served
 commit mallory/own main "$MAL" "$(ndjson_file copy/own-again "$(pointer "$OWN_OID" 100000 | b64)")"
