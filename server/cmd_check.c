@@ -8,8 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What a blob is, remembered per repo (hashmap values). */
-static char blob_plain[] = "plain", blob_linked[] = "linked", blob_unlinked[] = "unlinked";
+enum blob_kind { BLOB_PLAIN, BLOB_LINKED, BLOB_UNLINKED };
+
+/* What a blob is, remembered per repo (hashmap values, owned by the map). */
+struct blob_info {
+	enum blob_kind kind;
+	struct lfs_pointer ptr;		/* BLOB_UNLINKED */
+};
 
 struct pointer_scan {
 	git_repository *git;
@@ -18,23 +23,23 @@ struct pointer_scan {
 	char repo[2 * REPO_NAME_MAX + 16];	/* "kernels/ns/name" */
 	const char *ref;
 	char commit[41];
-	struct hashmap blobs;		/* blob sha → blob_plain|blob_linked|blob_unlinked */
+	struct hashmap blobs;		/* blob sha → struct blob_info */
 	struct hashmap clean_trees;	/* tree sha → non-NULL: holds no unlinked pointer */
 	int fix;
 	size_t commits, found;
 	int failed;			/* a database or git error: the report is incomplete */
 };
 
-/* blob_plain, blob_linked or blob_unlinked (then *ptr filled); NULL on a
- * database error. */
-static const char *classify_blob(struct pointer_scan *ps, const git_oid *id, struct lfs_pointer *ptr)
+/* What the blob id is (remembered); NULL on a database error. */
+static const struct blob_info *classify_blob(struct pointer_scan *ps, const git_oid *id)
 {
 	char sha[41];
 	git_oid_tostr(sha, sizeof(sha), id);
-	const char *known = hashmap_get(&ps->blobs, sha);
-	if (known && known != blob_unlinked)
-		return known;
-	const char *kind = blob_plain;
+	struct blob_info *info = hashmap_get(&ps->blobs, sha);
+	if (info)
+		return info;
+	info = xcalloc(1, sizeof(*info));
+	info->kind = BLOB_PLAIN;
 	git_odb *odb = NULL;
 	git_blob *blob = NULL;
 	size_t size = 0;
@@ -43,20 +48,21 @@ static const char *classify_blob(struct pointer_scan *ps, const git_oid *id, str
 	if (git_repository_odb(&odb, ps->git) < 0 || git_odb_read_header(&size, &type, odb, id) < 0 ||
 	    size >= LFS_POINTER_MAX || git_blob_lookup(&blob, ps->git, id) < 0)
 		goto cleanup;
-	if (lfs_pointer_parse(git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), ptr) < 0)
+	if (lfs_pointer_parse(git_blob_rawcontent(blob), (size_t)git_blob_rawsize(blob), &info->ptr) < 0)
 		goto cleanup;
-	int linked = db_lfs_linked(ps->repo_id, ptr->oid);
+	int linked = db_lfs_linked(ps->repo_id, info->ptr.oid);
 	if (linked < 0) {
-		kind = NULL;
+		free(info);
+		info = NULL;
 		goto cleanup;
 	}
-	kind = linked ? blob_linked : blob_unlinked;
+	info->kind = linked ? BLOB_LINKED : BLOB_UNLINKED;
 cleanup:
 	git_blob_free(blob);
 	git_odb_free(odb);
-	if (kind)
-		hashmap_put(&ps->blobs, sha, (void *)kind);
-	return kind;
+	if (info)
+		hashmap_put(&ps->blobs, sha, info);
+	return info;
 }
 
 static void report(struct pointer_scan *ps, const char *path, const struct lfs_pointer *ptr)
@@ -98,19 +104,18 @@ static size_t scan_tree(struct pointer_scan *ps, git_tree *tree, const char *pre
 				complete = 0, ps->failed = 1;
 			git_tree_free(sub);
 		} else if (git_tree_entry_type(e) == GIT_OBJECT_BLOB) {
-			struct lfs_pointer ptr;
-			const char *kind = classify_blob(ps, git_tree_entry_id(e), &ptr);
-			if (!kind) {
+			const struct blob_info *info = classify_blob(ps, git_tree_entry_id(e));
+			if (!info) {
 				complete = 0, ps->failed = 1;
-			} else if (kind == blob_unlinked) {
-				report(ps, path, &ptr);
+			} else if (info->kind == BLOB_UNLINKED) {
+				report(ps, path, &info->ptr);
 				found++;
 			}
 		}
 		free(path);
 	}
 	if (!found && complete)
-		hashmap_put(&ps->clean_trees, sha, blob_plain);
+		hashmap_put(&ps->clean_trees, sha, ps);	/* any non-NULL value */
 	return found;
 }
 
@@ -166,7 +171,7 @@ static void scan_repo(struct pointer_scan *ps, enum repo_type type, const char *
 		scan_ref(ps, &refs, i);
 cleanup:
 	ref_list_release(&refs);
-	hashmap_release(&ps->blobs, NULL);
+	hashmap_release(&ps->blobs, free);
 	hashmap_release(&ps->clean_trees, NULL);
 	git_repository_free(ps->git);
 	ps->git = NULL;
