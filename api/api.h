@@ -167,6 +167,10 @@ enum MHD_Result respond_storage_full(struct request *req, const char *what);
  * answer to an unknown, expired or revoked token), challenging Basic on
  * ROUTE_GIT routes so git and git-lfs ask for credentials. */
 enum MHD_Result respond_invalid_token(struct request *req);
+/* 503 with Retry-After: a passing failure (the database), never the
+ * client's fault: clients retry instead of giving up. */
+enum MHD_Result respond_unavailable(struct request *req, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Standard Hub answers. */
 enum MHD_Result respond_repo_not_found(struct request *req);
 enum MHD_Result respond_revision_not_found(struct request *req, const char *rev);

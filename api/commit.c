@@ -362,7 +362,7 @@ static enum MHD_Result handle_commit(struct request *req)
 	if (!cs->err_status && cs->nops == 0)
 		commit_stream_fail(cs, 400, NULL, "no operation: add a line with the key `lfsFile`, `file` or `deletedFile`");
 	if (cs->err_status == 503)
-		return respond_db_unavailable(req);
+		return respond_unavailable(req, "%s", cs->err);
 	if (cs->err_status)
 		return respond_error(req, cs->err_status, cs->err_code, "%s", cs->err);
 	return apply_commit(req, cs);

@@ -1,6 +1,7 @@
 /* commit_parse.c -- the NDJSON commit body as it streams in: header, file
  * (inline base64 decoded straight to a spool file, stored as a blob or as
- * LFS), lfsFile (the object must be linked to the repo), deletedFile and
+ * LFS; a pointer text only to an object linked to the repo), lfsFile (the
+ * object must be linked to the repo), deletedFile and
  * deletedFolder lines become operations; the first error is kept. */
 #include "api/commit_internal.h"
 
@@ -275,8 +276,46 @@ int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr
 	return 0;
 }
 
+/* Inline content that is an LFS pointer text becomes a pointer in the
+ * commit: it may only name an object this repo may use (stored and
+ * linked), or any writer, or anyone opening a pull request, could point at
+ * another repo's private object and read it back through this one.
+ * 1 when data is such a pointer (*ptr filled), 0 when it is no pointer,
+ * -1 once the error is recorded. */
+static int check_inline_pointer(struct commit_stream *cs, const char *data, size_t len, struct lfs_pointer *ptr)
+{
+	if (lfs_pointer_parse(data, len, ptr) < 0)
+		return 0;
+	int linked = db_lfs_linked(cs->repo.record.id, ptr->oid);
+	if (linked < 0)
+		return commit_stream_fail(cs, 503, NULL, "database unavailable");
+	uint64_t stored;
+	if (!linked || lfs_store_stat(api_ctx.lfs, ptr->oid, &stored) < 0)
+		return commit_stream_fail(cs, 400, NULL,
+				   "line %zu: the content of %s is an LFS pointer to %s, an object this repo does not "
+				   "have; send the file's bytes instead (inline, or uploaded through the LFS batch API "
+				   "and named by an lfsFile line)", cs->lines, cs->path, ptr->oid);
+	if (stored != ptr->size)
+		return commit_stream_fail(cs, 400, NULL, "line %zu: the LFS pointer %s says %" PRIu64 " bytes; LFS object "
+				   "%s has %" PRIu64, cs->lines, cs->path, ptr->size, ptr->oid, stored);
+	return 1;
+}
+
+/* Stage a checked pointer (canonical text) instead of the content. */
+static int put_inline_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr)
+{
+	char blob[41];
+	lfs_writer_abort(cs->spool);
+	cs->spool = NULL;
+	if (commit_write_pointer(cs, ptr, blob) < 0)
+		return -1;
+	return add_op(cs, OP_PUT, cs->path, blob, 1);
+}
+
 static int finish_inline_file(struct commit_stream *cs)
 {
+	struct lfs_pointer inline_ptr;
+	int is_pointer;
 	char blob[41];
 	git_oid oid;
 	if (check_path(cs, cs->path) < 0)
@@ -290,6 +329,10 @@ static int finish_inline_file(struct commit_stream *cs)
 		if (cs->raw_overflow)
 			return commit_stream_fail(cs, 413, NULL, "line %zu: utf-8 content over 1 MiB; send it as base64",
 					   cs->lines);
+		is_pointer = check_inline_pointer(cs, cs->raw_text.buf ? cs->raw_text.buf : "", cs->raw_text.len,
+						  &inline_ptr);
+		if (is_pointer)
+			return is_pointer < 0 ? -1 : put_inline_pointer(cs, &inline_ptr);
 		lfs_writer_abort(cs->spool);
 		cs->spool = NULL;
 		if (git_blob_create_from_buffer(&oid, cs->repo.git, cs->raw_text.buf ? cs->raw_text.buf : "",
@@ -301,6 +344,10 @@ static int finish_inline_file(struct commit_stream *cs)
 	if (cs->b64_bad)
 		return commit_stream_fail(cs, 400, NULL, "line %zu: value.content of %s is not valid base64", cs->lines,
 				   cs->path);
+	/* a pointer is shorter than LFS_POINTER_MAX, so all of it is in head */
+	is_pointer = cs->content_size == cs->head_len ? check_inline_pointer(cs, cs->head, cs->head_len, &inline_ptr) : 0;
+	if (is_pointer)
+		return is_pointer < 0 ? -1 : put_inline_pointer(cs, &inline_ptr);
 	if (lfs_should_store(cs->gitattributes, cs->path, cs->head, cs->head_len, cs->content_size)) {
 		struct lfs_pointer ptr;
 		struct lfs_writer *w = cs->spool;

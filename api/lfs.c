@@ -67,6 +67,8 @@ static enum MHD_Result lfs_error(struct request *req, int status, const char *fm
 	json_decref(body);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(resp, "Content-Type", LFS_JSON);
+	if (status == 503)
+		MHD_add_response_header(resp, "Retry-After", "5");
 	if (status == 401) {
 		MHD_add_response_header(resp, "LFS-Authenticate", "Basic realm=\"khub\"");
 		MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"khub\"");
@@ -311,6 +313,13 @@ static enum MHD_Result handle_download(struct request *req)
 	int fd;
 	if (parse_action_args(req, "download", &size, &repo_id) < 0)
 		return lfs_error(req, 403, "this download URL is invalid or has expired");
+	/* the batch checked the link when it signed this URL; checked again,
+	 * cheaply, so that no path hands out bytes of an unlinked object */
+	int linked = db_lfs_linked(repo_id, req->args[1]);
+	if (linked < 0)
+		return lfs_error(req, 503, "database unavailable");
+	if (!linked)
+		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
 	if (lfs_store_open_object(api_ctx.lfs, req->args[1], &fd, &stored) < 0 || stored != size)
 		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
 	to = size ? size - 1 : 0;

@@ -229,6 +229,14 @@ static int decode_initial_files(struct request *req, json_t *doc, struct initial
 						strcmp(encoding, "base64") == 0 ? "base64" : "utf-8 or base64");
 			goto fail;
 		}
+		/* a new repo has no LFS object: a pointer text would name
+		 * another repo's (see lfs_repo_objects) */
+		struct lfs_pointer ptr;
+		if (lfs_pointer_parse((const char *)files[i].data, files[i].len, &ptr) == 0) {
+			*result = respond_error(req, 400, NULL, "files[%zu]: the content of %s is an LFS pointer (to %s); "
+						"a new repo has no LFS objects: send the file's bytes", i, path, ptr.oid);
+			goto fail;
+		}
 	}
 	*out = files;
 	*count = json_array_size(list);

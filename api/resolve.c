@@ -1,7 +1,8 @@
 /* resolve.c -- HEAD/GET /{prefix}{ns}/{name}/resolve/{rev}/{path}: file
  * bytes with X-Repo-Commit, the Hub's ETag rule (git blob sha1 for regular
  * files, sha256 for LFS), real sizes on HEAD, and single Range requests.
- * LFS bodies go out with sendfile from the object store. */
+ * LFS bodies go out with sendfile from the object store, only when the
+ * object is linked to the repo being read (lfs_repo_objects). */
 #include "api/api.h"
 
 #include <inttypes.h>
@@ -17,6 +18,7 @@ struct file_meta {
 	char oid[41];
 	char lfs_oid[65];
 	uint64_t size;
+	int linked;		/* LFS: the object is linked to the repo (only positives are cached) */
 	uint64_t cached_body;	/* bytes of the body that follow in the cache value */
 };
 
@@ -39,15 +41,22 @@ static const char *content_type_for(const char *path)
 	return "application/octet-stream";
 }
 
-/* Describe path at sha (and keep small regular bodies), through the cache.
- * Returns the cache value (caller frees) whose head is a struct file_meta. */
-static char *describe_file(struct repo_handle *h, const char *sha, const char *path, int *rc_out)
+static char *describe_key(const struct repo_handle *h, const char *sha, const char *path)
 {
-	char *key = xasprintf("F|%" PRId64 "|%s|%s", h->record.id, sha, path);
+	return xasprintf("F|%" PRId64 "|%s|%s", h->record.id, sha, path);
+}
+
+/* Describe path at sha (and keep small regular bodies), through the cache.
+ * Returns the cache value (caller frees; *len_out its length) whose head is
+ * a struct file_meta. */
+static char *describe_file(struct repo_handle *h, const char *sha, const char *path, size_t *len_out, int *rc_out)
+{
+	char *key = describe_key(h, sha, path);
 	size_t len;
 	char *value = response_cache_get(key, &len);
 	if (value) {
 		free(key);
+		*len_out = len;
 		*rc_out = 0;
 		return value;
 	}
@@ -79,8 +88,43 @@ static char *describe_file(struct repo_handle *h, const char *sha, const char *p
 	free(body);
 	response_cache_put(key, value, len);
 	free(key);
+	*len_out = len;
 	*rc_out = 0;
 	return value;
+}
+
+/* May this repo serve the LFS object of meta? A pointer in a repo's tree is
+ * not enough: it may have been planted (a pointer-shaped file written before
+ * commits checked them) to read another repo's private object. 1 yes (and the
+ * cached description says so from now on), 0 no, KHUB_EDB. A mirrored repo
+ * with lazy fetching proves the object by downloading it from its upstream
+ * (verified, then linked). Positives stay cached for the life of the
+ * process: links are only removed with their repo (ids are never reused);
+ * `khub check lfs-pointers` removes none. */
+static int lfs_usable(struct repo_handle *h, const char *sha, const char *path, struct file_meta *meta,
+		      char *value, size_t len, int *fetch_rc)
+{
+	*fetch_rc = 0;
+	if (meta->linked)
+		return 1;
+	int linked = db_lfs_linked(h->record.id, meta->lfs_oid);
+	if (linked < 0)
+		return KHUB_EDB;
+	if (!linked && h->record.mirrored && api_ctx.lazy_fetch) {
+		int frc = api_ctx.lazy_fetch(h->record.id, sha, path, meta->lfs_oid, meta->size, api_ctx.lfs);
+		if (frc == KHUB_EDB)
+			return KHUB_EDB;
+		*fetch_rc = frc;
+		linked = frc == 0;
+	}
+	if (!linked)
+		return 0;
+	meta->linked = 1;
+	memcpy(value, meta, sizeof(*meta));
+	char *key = describe_key(h, sha, path);
+	response_cache_put(key, value, len);
+	free(key);
+	return 1;
 }
 
 static ssize_t no_body_for_head(void *cls, uint64_t pos, char *buf, size_t max)
@@ -126,7 +170,8 @@ static enum MHD_Result handle_resolve(struct request *req)
 	if (repo_path_validate(req->path, &why) < 0)
 		return respond_entry_not_found(req, sha, req->path);
 
-	char *value = describe_file(&h, sha, req->path, &rc);
+	size_t value_len;
+	char *value = describe_file(&h, sha, req->path, &value_len, &rc);
 	if (!value) {
 		if (rc == KHUB_ENOTFOUND)
 			return respond_entry_not_found(req, sha, req->path);
@@ -137,6 +182,23 @@ static enum MHD_Result handle_resolve(struct request *req)
 	if (meta.is_dir) {
 		free(value);
 		return respond_entry_not_found(req, sha, req->path);
+	}
+	if (meta.is_lfs) {
+		int frc;
+		int usable = lfs_usable(&h, sha, req->path, &meta, value, value_len, &frc);
+		if (usable <= 0)
+			free(value);
+		if (usable < 0)
+			return respond_unavailable(req, "database unavailable");
+		if (usable == 0 && (frc == KHUB_EIO || frc == KHUB_EINVAL))
+			return respond_unavailable(req,
+					     "%s is not mirrored here yet and the upstream hub could not provide it "
+					     "(%s); try again later", req->path,
+					     frc == KHUB_EIO ? "unreachable" : "its bytes failed verification");
+		if (usable == 0)
+			return respond_error(req, 404, "EntryNotFound",
+					     "the content of %s (LFS object %s) is not available in this repo",
+					     req->path, meta.lfs_oid);
 	}
 
 	uint64_t from = 0, to = meta.size ? meta.size - 1 : 0;

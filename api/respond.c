@@ -115,6 +115,15 @@ enum MHD_Result respond_invalid_token(struct request *req)
 				  "Invalid credentials in Authorization header");
 }
 
+enum MHD_Result respond_unavailable(struct request *req, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	enum MHD_Result r = respond_error_v(req, 503, NULL, "Retry-After", "5", fmt, ap);
+	va_end(ap);
+	return r;
+}
+
 enum MHD_Result respond_repo_not_found(struct request *req)
 {
 	/* The Hub answers 401 to anonymous callers and 404 to signed-in ones;

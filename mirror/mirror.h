@@ -72,9 +72,12 @@ int upstream_get_json(struct upstream_client *c, const char *url, json_t **out, 
 /* Fetch url into the LFS store as oid/size: resumes a partial download
  * (Range), follows redirects, verifies the sha256, retries. *transferred
  * adds the bytes that crossed the network. KHUB_EINVAL when the bytes do
- * not verify, KHUB_EIO when the upstream cannot be reached. */
+ * not verify, KHUB_EIO when the upstream cannot be reached, KHUB_ENOTFOUND
+ * on 404. prove: download and verify the whole object even when the store
+ * has it already (from scratch), which proves the upstream serves those
+ * bytes: the condition for linking an object to a mirrored repo. */
 int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *oid, uint64_t size,
-		       struct lfs_store *lfs, uint64_t *transferred);
+		       struct lfs_store *lfs, int prove, uint64_t *transferred);
 /* Headers for libgit2 (Authorization), NULL-safe; owned by the client. */
 const git_strarray *upstream_git_headers(struct upstream_client *c);
 uint64_t upstream_requests(const struct upstream_client *c);
@@ -98,8 +101,12 @@ struct mirror_run {
 int mirror_sync_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo);
 
 /* For the server: fetch one LFS object of a mirrored repo on first
- * request. 0 when it is now in the store; KHUB_EIO when the upstream
- * cannot be reached; KHUB_ENOTFOUND when the repo is not lazily mirrored. */
+ * request, and link it to the repo once downloaded and verified (an
+ * object stored for another repo is downloaded again: the upstream must
+ * prove it has it). 0 when it is now in the store and linked; KHUB_EIO
+ * when the upstream cannot be reached; KHUB_EINVAL when its bytes do not
+ * verify; KHUB_ENOTFOUND when the repo is not lazily mirrored or the
+ * upstream does not have it; KHUB_EDB. */
 int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
 		      struct lfs_store *lfs);
 

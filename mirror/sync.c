@@ -363,9 +363,11 @@ int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path,
 	strbuf_addf(&url, "%s/%s%s/resolve/%s/", up.url, repo_type_url_prefix(type), PQgetvalue(res, 0, 1), commit_sha);
 	strbuf_add_urlencoded(&url, path, 1);
 	uint64_t transferred = 0;
-	int rc = upstream_fetch_lfs(client, url.buf, oid, size, lfs, &transferred);
-	if (rc == 0)
-		db_lfs_link(repo_id, oid);
+	/* linked only once this repo's upstream served the verified bytes */
+	int linked = db_lfs_linked(repo_id, oid);
+	int rc = linked < 0 ? KHUB_EDB : upstream_fetch_lfs(client, url.buf, oid, size, lfs, !linked, &transferred);
+	if (rc == 0 && !linked && db_lfs_link(repo_id, oid) < 0)
+		rc = KHUB_EDB;
 	if (rc == 0)
 		log_info("mirror: fetched %s (%s, %" PRIu64 " bytes) on first request", path, oid, transferred);
 	if (transferred > 0) {	/* lazy bytes crossed the network too: count them */

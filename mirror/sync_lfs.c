@@ -41,8 +41,11 @@ static void *fetch_worker(void *arg)
 			    rs->upstream_repo, pool->sha);
 		strbuf_add_urlencoded(&url, w->path, 1);
 		uint64_t transferred = 0;
-		int rc = lfs_store_stat(rs->run->lfs, w->oid, NULL) == 0 ? 0
-		       : upstream_fetch_lfs(rs->client, url.buf, w->oid, w->size, rs->run->lfs, &transferred);
+		/* prove: an object stored for another repo is downloaded again,
+		 * so a tree naming an oid is never enough to get it linked */
+		int rc = upstream_fetch_lfs(rs->client, url.buf, w->oid, w->size, rs->run->lfs, 1, &transferred);
+		if (rc == 0 && db_lfs_link(rs->rec.id, w->oid) < 0)
+			rc = KHUB_EDB;
 		strbuf_release(&url);
 		pthread_mutex_lock(&pool->lock);
 		rs->bytes += transferred;
@@ -54,6 +57,7 @@ static void *fetch_worker(void *arg)
 			pool->corrupt |= rc == KHUB_EINVAL;
 			strbuf_addf(&rs->errors, "%s: LFS object %s %s; ", w->path, w->oid,
 				    rc == KHUB_EINVAL ? "failed verification (sha256 or size mismatch)"
+				    : rc == KHUB_EDB ? "could not be linked (database unavailable)"
 						      : "could not be fetched");
 		}
 		sync_progress(rs, "%zu/%zu LFS objects, %.1f MiB", pool->done, pool->count, (double)rs->bytes / 1048576.0);
@@ -62,7 +66,11 @@ static void *fetch_worker(void *arg)
 	return NULL;
 }
 
-/* Every LFS object the selection wants at sha, fetched and verified. */
+/* Every LFS object the selection wants at sha, fetched, verified and then
+ * linked to the repo. A tree naming an oid proves nothing (a hostile
+ * upstream may name another repo's private object): an object is linked
+ * only once this repo's upstream served its bytes; objects of other
+ * variants are linked by mirror_lazy_fetch on first request. */
 int sync_fetch_wanted_objects(struct repo_sync *rs, const char *sha)
 {
 	struct tree_listing listing;
@@ -70,16 +78,18 @@ int sync_fetch_wanted_objects(struct repo_sync *rs, const char *sha)
 		return KHUB_EIO;
 	struct wanted *items = xcalloc(listing.count + 1, sizeof(*items));
 	size_t n = 0;
-	for (size_t i = 0; i < listing.count; i++) {
+	int rc = 0;
+	for (size_t i = 0; i < listing.count && rc == 0; i++) {
 		const struct tree_entry *e = &listing.entries[i];
-		if (e->is_dir || !e->is_lfs)
+		if (e->is_dir || !e->is_lfs || !sync_eager_path(rs->sel, e->path))
 			continue;
-		/* the upstream's tree names it: this repo may serve it (eagerly
-		 * fetched now, or lazily on first request) */
-		db_lfs_link(rs->rec.id, e->lfs_oid);
-		if (!sync_eager_path(rs->sel, e->path))
-			continue;
-		if (lfs_store_stat(rs->run->lfs, e->lfs_oid, NULL) == 0)
+		int linked = db_lfs_linked(rs->rec.id, e->lfs_oid);
+		if (linked < 0) {
+			strbuf_addf(&rs->errors, "%s: database unavailable; ", e->path);
+			rc = KHUB_EDB;
+			break;
+		}
+		if (linked && lfs_store_stat(rs->run->lfs, e->lfs_oid, NULL) == 0)
 			continue;
 		int dup = 0;
 		for (size_t k = 0; k < n && !dup; k++)
@@ -92,8 +102,7 @@ int sync_fetch_wanted_objects(struct repo_sync *rs, const char *sha)
 		n++;
 	}
 	tree_listing_release(&listing);
-	int rc = 0;
-	if (n > 0) {
+	if (rc == 0 && n > 0) {
 		struct fetch_pool pool = { rs, sha, items, n, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER };
 		int workers = rs->up->concurrency < (int)n ? rs->up->concurrency : (int)n;
 		pthread_t threads[64];

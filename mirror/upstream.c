@@ -283,7 +283,7 @@ static size_t on_file_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 }
 
 int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *oid, uint64_t size,
-		       struct lfs_store *lfs, uint64_t *transferred)
+		       struct lfs_store *lfs, int prove, uint64_t *transferred)
 {
 	char *part = xasprintf("%s/mirror-%s.part", lfs_store_tmp_dir(lfs), oid);
 	char *lock = xasprintf("%s/mirror-%s.lock", lfs_store_tmp_dir(lfs), oid);
@@ -300,12 +300,17 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 		free(part);
 		return KHUB_EIO;
 	}
-	if (lfs_store_stat(lfs, oid, NULL) == 0) {
+	int stored = lfs_store_stat(lfs, oid, NULL) == 0;
+	if (stored && !prove) {
 		close(lock_fd);
 		free(lock);
 		free(part);
 		return 0;
 	}
+	/* a proof starts from nothing: no byte may come from an earlier
+	 * download (possibly from another upstream) */
+	if (stored)
+		unlink(part);
 	CURL *h = curl_easy_init();
 	EVP_MD_CTX *sha = EVP_MD_CTX_new();
 	uint64_t have = 0;

@@ -1,6 +1,7 @@
 /* cmd_import.c -- khub import: commit a local directory as a new commit on
  * a branch (creating the repo and branch if needed), storing big or binary
- * files as LFS the way the Hub does. Seeds a hub without the write API. */
+ * files as LFS the way the Hub does (a pointer text only to an object the
+ * repo already has). Seeds a hub without the write API. */
 #include "server/server.h"
 
 #include <dirent.h>
@@ -39,8 +40,25 @@ static int import_file(struct import_state *st, const char *full, const char *re
 	unsigned mode = (sb->st_mode & 0111) ? 0100755 : 0100644;
 	st->files++;
 	st->bytes += (uint64_t)sb->st_size;
+	struct lfs_pointer ptr;
+	if (lfs_pointer_parse(head, head_len, &ptr) == 0 && (uint64_t)sb->st_size == head_len) {
+		/* a pointer text is committed as a pointer (as git-lfs does) only
+		 * to an object this repo already has: else importing a 3-line
+		 * file would hand this repo another repo's private object */
+		char text[LFS_POINTER_MAX];
+		uint64_t stored;
+		int linked = db_lfs_linked(st->repo_id, ptr.oid);
+		if (linked < 0)
+			return linked;
+		if (!linked || lfs_store_stat(st->lfs, ptr.oid, &stored) < 0 || stored != ptr.size) {
+			fprintf(stderr, "khub import: %s is an LFS pointer to %s, an object this repo does not have: "
+				"import the file's content instead\n", rel, ptr.oid);
+			return KHUB_EPERM;
+		}
+		st->lfs_files++;
+		return commit_builder_put_bytes(st->cb, rel, text, lfs_pointer_format(&ptr, text), mode);
+	}
 	if (lfs_should_store(st->gitattributes, rel, head, head_len, (uint64_t)sb->st_size)) {
-		struct lfs_pointer ptr;
 		char text[LFS_POINTER_MAX];
 		int rc = lfs_store_put_file(st->lfs, full, ptr.oid, &ptr.size);
 		if (rc < 0)

@@ -18,6 +18,7 @@ static const struct {
 	{ "import", cmd_import, "import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]" },
 	{ "mirror", cmd_mirror, "mirror sync|run|status: keep repos in sync with an upstream hub" },
 	{ "hook", cmd_hook, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
+	{ "check", cmd_check, "check lfs-pointers [--fix]: report LFS pointers to objects not linked to their repo" },
 	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
 };
 

@@ -1,5 +1,6 @@
 /* server.h -- the khub binary: configuration, the HTTP server, the router,
- * authentication, and the command-line roles (serve, db, import, admin). */
+ * authentication, and the command-line roles (serve, db, import, admin,
+ * check). */
 #ifndef KHUB_SERVER_H
 #define KHUB_SERVER_H
 
@@ -86,6 +87,7 @@ int cmd_import(int argc, char **argv);
 int cmd_admin(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
 int cmd_mirror(int argc, char **argv);
+int cmd_check(int argc, char **argv);	/* server/cmd_check.c */
 /* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns
  * the directory (static). */
 const char *hooks_install(void);
