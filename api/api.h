@@ -79,6 +79,7 @@ struct request {
 	size_t nowned;
 
 	int status;			/* set when a response is queued */
+	int close_connection;		/* answer with Connection: close */
 	int responded;
 	uint64_t bytes_out;
 };
