@@ -207,9 +207,12 @@ int gitattributes_match_lfs(const char *gitattributes, const char *path);
 /* Next free pull request number (1 + the highest refs/pr/N). */
 int repo_next_pr_number(git_repository *repo);
 
+/* Files over this size are stored as LFS (the Hub's rule); a push may not
+ * bring a plain blob larger than this. */
+#define LFS_SIZE_THRESHOLD (10u * 1024 * 1024)
 /* Whether a file should be stored as LFS: the .gitattributes rules at the
  * parent (text of that file, may be NULL), binary content (a NUL byte in
- * the first 8000 bytes) or a size over 10 MiB. Empty files never are. */
+ * the first 8000 bytes) or a size over LFS_SIZE_THRESHOLD. Empty files never are. */
 int lfs_should_store(const char *gitattributes, const char *path, const void *head,
 		     size_t head_len, uint64_t size);
 
