@@ -27,6 +27,7 @@ struct khub_config {
 	long lfs_url_ttl;
 	long download_stats;
 	long download_stats_flush_ms;
+	long metrics_public;
 };
 
 extern struct khub_config config;
