@@ -429,6 +429,7 @@ struct benchmark_run {
 	const char *backend_family, *backend_key, *torch_key, *os_family;
 	int64_t submitter_id;
 	const char *submitter_name;
+	const char *source;			/* "maintainer" or "community" */
 	const char *payload;			/* the JSON body */
 	const struct benchmark_result *results;
 	size_t nresults;
@@ -447,6 +448,7 @@ struct benchmark_filter {
 	int64_t run_id;			/* one run */
 	int64_t before_id;		/* runs older than this id */
 	long limit;			/* runs; 0 = no limit */
+	const char *source;		/* "maintainer" or "community"; NULL = both */
 };
 
 /* Columns of db_benchmark_rows: one row per result, newest run first. */
@@ -456,6 +458,7 @@ enum benchmark_column {
 	BENCH_COL_GPU_CORES, BENCH_COL_BACKEND, BENCH_COL_PYTORCH, BENCH_COL_OS, BENCH_COL_CPU,
 	BENCH_COL_WORKLOAD, BENCH_COL_MEAN, BENCH_COL_STD, BENCH_COL_MIN, BENCH_COL_MAX, BENCH_COL_Q1,
 	BENCH_COL_Q3, BENCH_COL_IQR, BENCH_COL_OUTLIERS, BENCH_COL_ITERATIONS, BENCH_COL_VERIFIED,
+	BENCH_COL_SOURCE,
 };
 /* The matching results of at most filter->limit runs (+1 more run, so the
  * caller knows whether there is a next page). submitted_at is ISO 8601 UTC;
