@@ -1,6 +1,8 @@
 /* http.c -- the libmicrohttpd daemon: a thread pool, raw (undecoded) URLs,
- * timeouts and connection limits, bounded request bodies, a request id on
- * every log line, and one access-log line per request. */
+ * timeouts and connection limits (per client address too; the header
+ * deadline is conn_guard.c), unambiguous request framing, bounded request
+ * bodies, a request id on every log line, and one access-log line per
+ * request. */
 #include "server/server.h"
 
 #include <arpa/inet.h>
@@ -89,21 +91,29 @@ static enum MHD_Result count_framing_header(void *cls, enum MHD_ValueKind kind, 
  * smuggling): differing Content-Lengths, Content-Length with
  * Transfer-Encoding, and any transfer coding but chunked (which
  * libmicrohttpd would wait on until the timeout). The connection is closed
- * after the answer, so bytes after the headers are never read as a request. */
-static enum MHD_Result refuse_bad_framing(struct request *req)
+ * after the answer, so bytes after the headers are never read as a request.
+ * 0, or -1 with the answer queued and *result set. */
+static int refuse_bad_framing(struct request *req, enum MHD_Result *result)
 {
 	struct framing f = { 0 };
 	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, count_framing_header, &f);
-	req->close_connection = 1;
-	if (f.content_length_differs)
-		return respond_error(req, 400, NULL, "conflicting Content-Length headers");
-	if (f.content_lengths && f.transfer_encodings)
-		return respond_error(req, 400, NULL, "both Content-Length and Transfer-Encoding");
-	if (f.transfer_encodings > 1 || (f.transfer_encodings && strcasecmp(f.transfer_encoding, "chunked") != 0))
-		return respond_error(req, 501, NULL, "Transfer-Encoding %s is not supported (only chunked)",
-				     f.transfer_encoding);
-	req->close_connection = 0;
-	return MHD_NO;
+	if (f.content_length_differs) {
+		req->close_connection = 1;
+		*result = respond_error(req, 400, NULL, "conflicting Content-Length headers");
+		return -1;
+	}
+	if (f.content_lengths && f.transfer_encodings) {
+		req->close_connection = 1;
+		*result = respond_error(req, 400, NULL, "both Content-Length and Transfer-Encoding");
+		return -1;
+	}
+	if (f.transfer_encodings > 1 || (f.transfer_encodings && strcasecmp(f.transfer_encoding, "chunked") != 0)) {
+		req->close_connection = 1;
+		*result = respond_error(req, 501, NULL, "Transfer-Encoding %s is not supported (only chunked)",
+					f.transfer_encoding);
+		return -1;
+	}
+	return 0;
 }
 
 static enum MHD_Result dispatch(struct request *req)
@@ -140,8 +150,9 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		log_set_request_id(req->request_id);
 		req->log_path = xstrdup(url);
 		conn_guard_request_begin(conn);
-		if (refuse_bad_framing(req) == MHD_YES)
-			return MHD_YES;
+		enum MHD_Result refused;
+		if (refuse_bad_framing(req, &refused) < 0)
+			return refused;
 		if (!req->method)
 			return respond_error(req, 405, NULL, "method %s is not supported", method);
 		int rc = router_match(req, url);
