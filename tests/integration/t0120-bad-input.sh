@@ -297,6 +297,11 @@ b64() { printf '%s' "$1" | base64 -w0; }
 	printf '{"key":"file","value":{"content":"%s","path":"conf","encoding":"base64"}}\n' "$(b64 a)"
 	printf '{"key":"file","value":{"content":"%s","path":"conf/x","encoding":"base64"}}\n' "$(b64 b)"
 } >"$TEST_DIR/conf-conf-x.ndjson"
+{
+	printf '%s\n' '{"key":"header","value":{"summary":"lib twice","description":""}}'
+	printf '{"key":"file","value":{"content":"%s","path":"lib/ops/x.py","encoding":"base64"}}\n' "$(b64 a)"
+	printf '{"key":"file","value":{"content":"%s","path":"lib/ops","encoding":"base64"}}\n' "$(b64 b)"
+} >"$TEST_DIR/lib-ops.ndjson"
 BENCH_BODY='{"results":[{"workload":"A.b","timingResults":{"mean_ms":1,"std_ms":0,"min_ms":1,"max_ms":1,"q1_ms":1,"q3_ms":1,"iqr_ms":0,"outliers":0,"iterations":1}}],"machineInfo":{"gpu":"g","backend":"CPU","pytorchVersion":"N/A","os":"Linux 6","cpu":"x"},"kernelCommitSha":"'"$V1"'","benchmarkScriptPath":"benchmarks"}'
 API=$KHUB_URL/api
 JSON=(-H 'Content-Type: application/json')
@@ -324,6 +329,9 @@ http_row "API: create a branch named ORIG_HEAD" 400 'Invalid reference' "" -- \
 http_row "commit with both conf and conf/x" 400 'conf.*both a file and the folder' "" -- \
 	-X POST -H "Authorization: Bearer $BOB" -H 'Content-Type: application/x-ndjson' \
 	--data-binary @"$TEST_DIR/conf-conf-x.ndjson" "$API/kernels/acme/relu/commit/main"
+http_row "commit with lib/ops/x.py and then lib/ops" 400 'lib/ops.*both a file and the folder' "" -- \
+	-X POST -H "Authorization: Bearer $BOB" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$TEST_DIR/lib-ops.ndjson" "$API/kernels/acme/relu/commit/main"
 http_row "an org write member moves a private org repo into their own namespace" 403 'needs admin of "acme"' "" -- \
 	-X POST -H "Authorization: Bearer $BOB" "${JSON[@]}" \
 	--data-binary '{"fromRepo":"acme/secret","toRepo":"bob/secret","type":"kernel"}' "$API/repos/move"
@@ -366,6 +374,14 @@ is "$(curl -s "$API/kernels/acme/relu/benchmarks?source=community" | python3 -c 
 is "$(sql "SELECT count(*) FROM benchmark_runs")" $((RUNS_BEFORE + 1)) "exactly one run stored"
 
 check "the server is still answering" -- curl -sf "$API/health"
+
+# With metrics_public, anyone gets public repo counts, nothing about private repos.
+khub_stop
+khub_start --metrics-public 1
+curl -s -D "$H" -o "$B" "$KHUB_URL/metrics"
+is "$(grep -v '^#' "$B")" 'khub_repos{type="kernel"} 1' "metrics_public = 1: anonymous /metrics counts the public repo only (acme/secret is private)"
+curl -s -o "$B" -H "Authorization: Bearer $ROOT" "$KHUB_URL/metrics"
+is "$(grep '^khub_repos' "$B")" 'khub_repos{type="kernel"} 2' "…and a site admin still gets every repo"
 grep -E "runtime error|AddressSanitizer" "$TEST_DIR/server.log" | sed 's/^/# /' | head -5
 check "no sanitizer report in the server log" -- bash -c "! grep -qE 'runtime error|AddressSanitizer' '$TEST_DIR/server.log'"
 done_testing
