@@ -20,9 +20,9 @@ struct guarded_conn {
 
 /* One mutex for the list and every entry. libmicrohttpd sends the CLOSED
  * notification (which unlinks the entry under this mutex) before it closes
- * the socket (daemon.c, MHD_cleanup_connections, as of 0.9.75; the failed
- * start path too), so a shutdown() made
- * under the mutex never hits a reused descriptor. */
+ * the socket (daemon.c of 0.9.75: MHD_cleanup_connections, and the path of
+ * a connection that fails to start), so a shutdown() made under the mutex
+ * never hits a reused descriptor. */
 static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t guard_wake = PTHREAD_COND_INITIALIZER;
 static struct guarded_conn *guard_head;
