@@ -25,6 +25,7 @@ struct api_context {
 	const char *lfs_root;		/* for the push hooks */
 	const char *hooks_dir;		/* core.hooksPath given to git receive-pack */
 	const char *conninfo;		/* database, for the push hooks */
+	long metrics_public;		/* anonymous /metrics: public repo counts only */
 	/* Fetch a missing LFS object of a mirrored repo from its upstream
 	 * (set by the server to the mirror module's; NULL = none). */
 	int (*lazy_fetch)(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
@@ -88,6 +89,7 @@ struct request {
 	size_t nowned;
 
 	int status;			/* set when a response is queued */
+	int close_connection;		/* answer with Connection: close */
 	int responded;
 	uint64_t bytes_out;
 };

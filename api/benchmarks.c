@@ -2,7 +2,9 @@
  * `kernels benchmark` uploads (BenchmarkResult.to_payload() of
  * kernels/cli/benchmark.py), checks it and stores it; GET lists runs with
  * filters and GET …/benchmarks/aggregate compares them per workload and
- * GPU, in JSON or CSV. */
+ * GPU, in JSON or CSV. Uploads need a write token; runs of users who may
+ * write to the repo are "maintainer" runs, others "community" runs, which
+ * both GETs leave out unless ?source=community or ?source=all. */
 #include "api/api.h"
 
 #include <ctype.h>
@@ -228,6 +230,15 @@ static enum MHD_Result handle_upload(struct request *req)
 		return respond_error(req, 413, NULL, "a benchmark upload is at most %d bytes", BENCH_BODY_MAX);
 	if (repo_open_for_read(req, &h, &result) < 0)
 		return result;
+	/* An upload is a write: never with a read-only token. Who may write to
+	 * the repo submits maintainer results; anyone else community ones,
+	 * which listings show only when asked. */
+	if (req->principal.scope < ROLE_WRITE)
+		return respond_error(req, 403, NULL, "uploading benchmarks needs a write token (your token is read-only)");
+	enum role role;
+	if (repo_role_of(&req->principal, &h.record, &role) < 0)
+		return respond_db_unavailable(req);
+	const char *source = role >= ROLE_WRITE ? "maintainer" : "community";
 	if (!(doc = request_json_body(req, &result)))
 		return result;
 
@@ -292,7 +303,7 @@ static enum MHD_Result handle_upload(struct request *req)
 		.gpu_cores = gpu_cores, .backend_family = keys.backend_family, .backend_key = keys.backend_key,
 		.torch_key = keys.torch_key, .os_family = keys.os_family,
 		.submitter_id = req->principal.user_id, .submitter_name = req->principal.name,
-		.results = results, .nresults = n,
+		.source = source, .results = results, .nresults = n,
 	};
 	char *payload = json_dumps(doc, JSON_COMPACT);
 	run.payload = payload;
@@ -311,8 +322,9 @@ static enum MHD_Result handle_upload(struct request *req)
 	char *url = xasprintf("%s/api/kernels/%s/%s/benchmarks?id=%" PRId64, request_base_url(req), h.record.ns,
 			      h.record.name, id);
 	/* 200, not 201: kernels' submit_benchmark reports anything else as an error. */
-	enum MHD_Result r = respond_json(req, 200, json_pack("{s:I, s:s, s:s, s:I}", "id", (json_int_t)id,
-							      "url", url, "commit", sha, "results", (json_int_t)n));
+	enum MHD_Result r = respond_json(req, 200, json_pack("{s:I, s:s, s:s, s:I, s:s}", "id", (json_int_t)id,
+							      "url", url, "commit", sha, "results", (json_int_t)n,
+							      "source", source));
 	free(url);
 	return r;
 
@@ -398,6 +410,17 @@ static int filter_from_query(struct request *req, struct repo_handle *h, struct 
 	}
 	if ((v = request_query(req, "gpu")) && *v)
 		f->gpu = v;
+	f->source = "maintainer";
+	if ((v = request_query(req, "source")) && *v) {
+		if (strcmp(v, "all") == 0) {
+			f->source = NULL;
+		} else if (strcmp(v, "maintainer") == 0 || strcmp(v, "community") == 0) {
+			f->source = v;
+		} else {
+			*result = respond_error(req, 400, NULL, "source must be maintainer, community or all");
+			return -1;
+		}
+	}
 	if ((v = request_query(req, "workload")) && *v)
 		f->workload = v;
 	if ((v = request_query(req, "id"))) {
@@ -469,7 +492,7 @@ static enum MHD_Result respond_text(struct request *req, const char *type, struc
 static char *next_page_link(struct request *req, const struct repo_handle *h, int64_t cursor)
 {
 	static const char *const keys[] = { "revision", "variant", "backend", "gpu", "workload", "id", "limit",
-					     "format" };
+					     "format", "source" };
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_addf(&sb, "<%s/api/kernels/", request_base_url(req));
 	strbuf_add_urlencoded(&sb, h->record.ns, 0);
@@ -491,13 +514,14 @@ static char *next_page_link(struct request *req, const struct repo_handle *h, in
 static const char *const list_csv_header =
 	"run_id,submitted_at,submitter,commit,kernel_commit_sha,benchmark_script_path,benchmark_script_sha,"
 	"gpu,gpu_cores,backend,pytorch_version,os,cpu,workload,mean_ms,std_ms,min_ms,max_ms,q1_ms,q3_ms,"
-	"iqr_ms,outliers,iterations,verified\r\n";
+	"iqr_ms,outliers,iterations,verified,source\r\n";
 
 static void add_run_json(struct strbuf *sb, PGresult *res, int row)
 {
 	strbuf_addf(sb, "{\"id\":%s,\"submittedAt\":\"%s\",\"submitter\":", PQgetvalue(res, row, BENCH_COL_RUN_ID),
 		    PQgetvalue(res, row, BENCH_COL_SUBMITTED_AT));
 	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_SUBMITTER));
+	strbuf_addf(sb, ",\"source\":\"%s\"", PQgetvalue(res, row, BENCH_COL_SOURCE));
 	strbuf_addf(sb, ",\"commit\":\"%s\",\"kernelCommitSha\":", PQgetvalue(res, row, BENCH_COL_COMMIT));
 	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_KERNEL_COMMIT));
 	strbuf_adds(sb, ",\"benchmarkScriptPath\":");
@@ -540,11 +564,11 @@ static void add_result_json(struct strbuf *sb, PGresult *res, int row)
 
 static void add_result_csv(struct strbuf *sb, PGresult *res, int row)
 {
-	for (int c = BENCH_COL_RUN_ID; c <= BENCH_COL_VERIFIED; c++) {
+	for (int c = BENCH_COL_RUN_ID; c <= BENCH_COL_SOURCE; c++) {
 		const char *v = PQgetvalue(res, row, c);
 		if (c == BENCH_COL_VERIFIED && !PQgetisnull(res, row, c))
 			v = v[0] == 't' ? "true" : "false";
-		strbuf_add_csv_field(sb, v, c == BENCH_COL_VERIFIED);
+		strbuf_add_csv_field(sb, v, c == BENCH_COL_SOURCE);
 	}
 }
 

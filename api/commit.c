@@ -195,6 +195,36 @@ static int relfs_by_new_attributes(struct commit_stream *cs, struct commit_build
 	return rc;
 }
 
+static int compare_paths(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A file of this commit whose path is a folder of another of its files
+ * ("conf" and "conf/x"): one would silently replace the other. Returns the
+ * file path (owned by cs) or NULL. */
+static const char *file_folder_conflict(struct commit_stream *cs, const char **inside)
+{
+	const char *found = NULL;
+	char **paths = xcalloc(cs->nops ? cs->nops : 1, sizeof(*paths));
+	size_t n = 0;
+	for (size_t i = 0; i < cs->nops; i++)
+		if (cs->ops[i].kind == OP_PUT)
+			paths[n++] = cs->ops[i].path;
+	qsort(paths, n, sizeof(*paths), compare_paths);
+	for (size_t i = 0; i < n && !found; i++) {
+		for (char *slash = strchr(paths[i], '/'); slash && !found; slash = strchr(slash + 1, '/')) {
+			char *prefix = xstrndup(paths[i], (size_t)(slash - paths[i]));
+			char **hit = bsearch(&prefix, paths, n, sizeof(*paths), compare_paths);
+			if (hit)
+				found = *hit, *inside = paths[i];
+			free(prefix);
+		}
+	}
+	free(paths);
+	return found;
+}
+
 static enum MHD_Result apply_commit(struct request *req, struct commit_stream *cs)
 {
 	struct commit_builder *cb = NULL;
@@ -205,6 +235,10 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	const char *code = NULL;
 	char msg[400] = "";
 
+	const char *inside = NULL, *clash = file_folder_conflict(cs, &inside);
+	if (clash)
+		return respond_error(req, 400, NULL, "'%s' cannot be both a file and the folder of '%s' in one commit",
+				     clash, inside);
 	if (repo_write_lock_request(req, cs->repo.record.id, &result) != 0)
 		return result;	/* parked (called again later) or answered */
 	locked = 1;

@@ -9,7 +9,10 @@
  * which every kernels version fetches exactly once per variant install; for
  * a variant without metadata.json (older builds) the GET of
  * build/<variant>/__init__.py counts instead. HEAD requests, ranged GETs and
- * files served from a client's cache are not downloads. */
+ * files served from a client's cache are not downloads, and one client
+ * address counts at most once per repo, variant and hour (a bounded set of
+ * what was counted this hour, emptied when the hour changes; once full, new
+ * clients are not counted until then: repeated GETs must not inflate). */
 #include "api/api.h"
 
 #include <inttypes.h>
@@ -22,10 +25,13 @@
 #define KEYS_PER_SHARD_MAX 4096	/* past this, new keys lose their client parts */
 #define UA_PART_MAX 32
 #define SEP "\x1f"		/* never in a repo path nor in a cleaned UA part */
+#define SEEN_PER_SHARD_MAX 16384	/* client, repo, variant triples counted this hour */
 
 struct shard {
 	pthread_mutex_t lock;
 	struct hashmap counts;	/* key -> int64_t* */
+	struct hashmap seen;	/* client SEP repo id SEP variant -> (void *)1, this hour */
+	time_t seen_hour;
 };
 
 static struct shard shards[SHARDS];
@@ -59,6 +65,28 @@ static void add_count(char *key, size_t client_at, int64_t n)
 	}
 	*count += n;
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* 1 the first time this hour that this client fetches this variant of
+ * this repo, else 0. */
+static int first_this_hour(const char *client, int64_t repo_id, const char *variant, int variant_len, time_t now)
+{
+	char key[REPO_PATH_MAX + 128];
+	snprintf(key, sizeof(key), "%s" SEP "%" PRId64 SEP "%.*s", client, repo_id, variant_len, variant);
+	struct shard *s = &shards[hash_string(key) % SHARDS];
+	int first = 0;
+	pthread_mutex_lock(&s->lock);
+	if (s->seen_hour != now / 3600) {
+		hashmap_release(&s->seen, NULL);
+		hashmap_init(&s->seen);
+		s->seen_hour = now / 3600;
+	}
+	if (!hashmap_get(&s->seen, key) && s->seen.count < SEEN_PER_SHARD_MAX) {
+		hashmap_put(&s->seen, key, (void *)1);
+		first = 1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return first;
 }
 
 /* The value of the first "name/value" part of a User-Agent, cleaned to
@@ -105,6 +133,9 @@ void download_stats_note(struct request *req, const struct repo_handle *h, const
 		return;
 	}
 
+	time_t now = time(NULL);
+	if (!first_this_hour(req->remote_addr, h->record.id, variant, variant_len, now))
+		return;
 	const char *ua = request_header(req, "User-Agent");
 	char kernels[UA_PART_MAX + 1] = "", torch[UA_PART_MAX + 1] = "", backend[UA_PART_MAX + 1] = "";
 	if (ua) {
@@ -115,7 +146,6 @@ void download_stats_note(struct request *req, const struct repo_handle *h, const
 	/* The UTC day, formatted once a second per thread. */
 	static __thread time_t day_of;
 	static __thread char day[16];
-	time_t now = time(NULL);
 	if (now != day_of) {
 		struct tm tm;
 		gmtime_r(&now, &tm);
@@ -239,6 +269,7 @@ void download_stats_start(int enabled, long flush_ms)
 	for (int s = 0; s < SHARDS; s++) {
 		pthread_mutex_init(&shards[s].lock, NULL);
 		hashmap_init(&shards[s].counts);
+		hashmap_init(&shards[s].seen);
 	}
 	stats_enabled = enabled;
 	flush_interval_ms = flush_ms;
@@ -273,6 +304,8 @@ void download_stats_stop(void)
 	for (int s = 0; s < SHARDS; s++) {
 		if (shards[s].counts.buckets)
 			hashmap_release(&shards[s].counts, free);
+		if (shards[s].seen.buckets)
+			hashmap_release(&shards[s].seen, NULL);
 		pthread_mutex_destroy(&shards[s].lock);
 	}
 	stats_enabled = 0;

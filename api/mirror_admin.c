@@ -1,6 +1,7 @@
 /* mirror_admin.c -- the mirror through the admin API: status per repo (last
  * sync, lag, errors, bytes), a sync trigger that `khub mirror run` picks up,
- * the configuration, and Prometheus-style metrics at /metrics. */
+ * the configuration, and Prometheus-style metrics at /metrics (site admins;
+ * public repo counts for anyone with metrics_public). */
 #include "api/api.h"
 
 #include <stdlib.h>
@@ -134,12 +135,39 @@ static void metric_label(struct strbuf *sb, const char *v)
 	}
 }
 
+static enum MHD_Result respond_metrics(struct request *req, struct strbuf *sb)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(sb->len, sb->buf, MHD_RESPMEM_MUST_COPY);
+	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	req->bytes_out = sb->len;
+	strbuf_release(sb);
+	return respond(req, 200, resp);
+}
+
+/* Site admins get every repo; with metrics_public anyone else gets only
+ * the number of public repos by type (private repos must not show, even
+ * as a count). */
 static enum MHD_Result handle_metrics(struct request *req)
 {
+	struct strbuf sb = STRBUF_INIT;
+	enum MHD_Result result;
+	if (!req->principal.is_site_admin && api_ctx.metrics_public) {
+		PGresult *res = db_exec("SELECT type, count(*) FROM repos WHERE NOT private GROUP BY type ORDER BY type",
+					0, NULL, NULL);
+		if (!res)
+			return respond_error(req, 503, NULL, "database unavailable");
+		strbuf_adds(&sb, "# HELP khub_repos number of public repos by type\n# TYPE khub_repos gauge\n");
+		for (int i = 0; i < PQntuples(res); i++)
+			strbuf_addf(&sb, "khub_repos{type=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+		PQclear(res);
+		return respond_metrics(req, &sb);
+	}
+	if (require_site_admin(req, &result) < 0)
+		return result;
 	PGresult *res = db_exec("SELECT r.namespace || '/' || r.name, m.selection,"
 				" coalesce(extract(epoch FROM m.last_success)::bigint, 0), m.refs_behind, m.bytes_total,"
 				" m.objects_total, m.syncs_total, (m.last_error IS NOT NULL)::int"
-				" FROM mirror_repos m JOIN repos r ON r.id = m.repo_id WHERE NOT r.private ORDER BY 1",
+				" FROM mirror_repos m JOIN repos r ON r.id = m.repo_id ORDER BY 1",
 				0, NULL, NULL);
 	if (!res)
 		return respond_db_unavailable(req);
@@ -151,7 +179,6 @@ static enum MHD_Result handle_metrics(struct request *req)
 		{ "khub_mirror_syncs_total", "counter", "sync runs", 6 },
 		{ "khub_mirror_last_sync_failed", "gauge", "1 when the last sync recorded an error", 7 },
 	};
-	struct strbuf sb = STRBUF_INIT;
 	for (size_t m = 0; m < sizeof(metrics) / sizeof(metrics[0]); m++) {
 		strbuf_addf(&sb, "# HELP %s %s\n# TYPE %s %s\n", metrics[m].name, metrics[m].help, metrics[m].name,
 			    metrics[m].type);
@@ -169,11 +196,7 @@ static enum MHD_Result handle_metrics(struct request *req)
 	for (int i = 0; res && i < PQntuples(res); i++)
 		strbuf_addf(&sb, "khub_repos{type=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 	PQclear(res);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(sb.len, sb.buf, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	req->bytes_out = sb.len;
-	strbuf_release(&sb);
-	return respond(req, 200, resp);
+	return respond_metrics(req, &sb);
 }
 
 const struct route mirror_admin_routes[] = {

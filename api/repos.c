@@ -506,6 +506,14 @@ static enum MHD_Result handle_move(struct request *req)
 	}
 	if (namespace_writable(req, type, to_ns, &owner, &result) < 0)
 		goto cleanup;
+	/* Taking a repo out of its namespace is the namespace admin's call:
+	 * an org's write members may rename its repos, not carry them off. */
+	if (strcmp(h.record.ns, owner.name) != 0 && h.role < ROLE_ADMIN) {
+		result = respond_error(req, 403, NULL,
+				       "You don't have the rights to move %s/%s out of \"%s\" (needs admin of \"%s\")",
+				       h.record.ns, h.record.name, h.record.ns, h.record.ns);
+		goto cleanup;
+	}
 	if (registry_lock() < 0) {
 		result = respond_db_unavailable(req);
 		goto cleanup;

@@ -17,6 +17,9 @@ enum MHD_Result respond(struct request *req, int status, struct MHD_Response *re
 	MHD_add_response_header(resp, "X-Request-Id", req->request_id);
 	MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
 	MHD_add_response_header(resp, "Access-Control-Expose-Headers", cors_expose);
+	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	if (req->close_connection)
+		MHD_add_response_header(resp, "Connection", "close");
 	req->status = status;
 	req->responded = 1;
 	enum MHD_Result r = MHD_queue_response(req->conn, (unsigned)status, resp);

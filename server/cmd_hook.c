@@ -1,8 +1,8 @@
 /* cmd_hook.c -- khub hook pre-receive|post-receive: run by git receive-pack
  * (through the hooks khub installs) so that a push obeys the commit API's
  * rules: branches and tags only, valid paths, no submodules or symlinks,
- * every LFS pointer naming an object present in the store, main never
- * deleted; and is audited afterwards. A rejected pre-receive leaves every
+ * every LFS pointer naming an object present in the store, no plain blob
+ * over 10 MiB, main never deleted, tags never moved or deleted; and is audited afterwards. A rejected pre-receive leaves every
  * ref of the push untouched. */
 #include "server/server.h"
 
@@ -68,6 +68,12 @@ static int check_delta(const git_diff_delta *delta, float progress, void *payloa
 	int sized = git_repository_odb(&odb, pc->git) == 0 &&
 		    git_odb_read_header(&blob_size, &blob_type, odb, &delta->new_file.id) == 0;
 	git_odb_free(odb);
+	if (sized && blob_size > LFS_SIZE_THRESHOLD) {
+		complain(pc, "%s has %zu bytes: files over %u MiB must be stored with git lfs "
+			 "(git lfs track '%s', then commit and push again)", path, blob_size,
+			 LFS_SIZE_THRESHOLD >> 20, path);
+		return 0;
+	}
 	if (sized && blob_size >= 1024)
 		return 0;
 	git_blob *blob = NULL;
@@ -179,6 +185,13 @@ static int pre_receive(void)
 		}
 		if (ref_name_validate(short_name, &why) < 0) {
 			complain(&pc, "invalid name: %s", why);
+			continue;
+		}
+		/* Tags are immutable: only an admin deletes one, through the API. */
+		if (short_name == ref + 10 && strcmp(old_sha, zero_sha) != 0) {
+			complain(&pc, strcmp(new_sha, zero_sha) == 0
+					      ? "tags cannot be deleted by a push (an admin deletes them through the API)"
+					      : "tags cannot be moved: a tag is immutable once created");
 			continue;
 		}
 		if (strcmp(new_sha, zero_sha) == 0) {

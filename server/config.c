@@ -36,6 +36,8 @@ static const struct config_row config_rows[] = {
 	ROW(threads, CONFIG_LONG, "0", 0, 1024, "HTTP worker threads; 0 = 4 per CPU"),
 	ROW(connection_timeout, CONFIG_LONG, "60", 1, 3600, "seconds an idle or stalled connection is kept"),
 	ROW(max_connections, CONFIG_LONG, "4096", 16, 1000000, "concurrent connections"),
+	ROW(max_connections_per_ip, CONFIG_LONG, "256", 0, 1000000, "concurrent connections from one client address (0 = no limit)"),
+	ROW(header_timeout, CONFIG_LONG, "30", 0, 3600, "seconds a connection has to send a request's complete headers, from opening or from the end of its previous request (0 = no limit)"),
 	ROW(max_body_bytes, CONFIG_LONG, "16777216", 1024, 1L << 30, "largest JSON/form request body (commit bodies and LFS uploads stream and have no limit)"),
 	ROW(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid"),
 	ROW(cache_mb, CONFIG_LONG, "256", 0, 1L << 20, "memory for responses keyed by immutable commit shas"),
@@ -44,6 +46,7 @@ static const struct config_row config_rows[] = {
 	ROW(repo_cache_ttl_ms, CONFIG_LONG, "1000", 0, 600000, "how long a repo record is reused without the database"),
 	ROW(token_cache_ttl_ms, CONFIG_LONG, "2000", 0, 600000, "how long a token lookup is reused without the database"),
 	ROW(download_stats, CONFIG_LONG, "1", 0, 1, "count variant downloads per repo, variant, day and client (0 = off)"),
+	ROW(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };
 

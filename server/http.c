@@ -1,6 +1,8 @@
 /* http.c -- the libmicrohttpd daemon: a thread pool, raw (undecoded) URLs,
- * timeouts and connection limits, bounded request bodies, a request id on
- * every log line, and one access-log line per request. */
+ * timeouts and connection limits (per client address too; the header
+ * deadline is conn_guard.c), unambiguous request framing, bounded request
+ * bodies, a request id on every log line, and one access-log line per
+ * request. */
 #include "server/server.h"
 
 #include <arpa/inet.h>
@@ -11,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static uint32_t request_id_prefix;
@@ -60,6 +63,59 @@ static enum MHD_Result respond_preflight(struct request *req)
 	return respond(req, 204, resp);
 }
 
+struct framing {
+	int content_lengths, transfer_encodings;
+	const char *content_length, *transfer_encoding;
+	int content_length_differs;
+};
+
+static enum MHD_Result count_framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+					    const char *value)
+{
+	struct framing *f = cls;
+	(void)kind;
+	if (!value)
+		value = "";
+	if (strcasecmp(key, "Content-Length") == 0) {
+		if (f->content_lengths++ && strcmp(f->content_length, value) != 0)
+			f->content_length_differs = 1;
+		f->content_length = value;
+	} else if (strcasecmp(key, "Transfer-Encoding") == 0) {
+		f->transfer_encodings++;
+		f->transfer_encoding = value;
+	}
+	return MHD_YES;
+}
+
+/* Refuse what a proxy in front could frame differently from us (request
+ * smuggling): differing Content-Lengths, Content-Length with
+ * Transfer-Encoding, and any transfer coding but chunked (which
+ * libmicrohttpd would wait on until the timeout). The connection is closed
+ * after the answer, so bytes after the headers are never read as a request.
+ * 0, or -1 with the answer queued and *result set. */
+static int refuse_bad_framing(struct request *req, enum MHD_Result *result)
+{
+	struct framing f = { 0 };
+	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, count_framing_header, &f);
+	if (f.content_length_differs) {
+		req->close_connection = 1;
+		*result = respond_error(req, 400, NULL, "conflicting Content-Length headers");
+		return -1;
+	}
+	if (f.content_lengths && f.transfer_encodings) {
+		req->close_connection = 1;
+		*result = respond_error(req, 400, NULL, "both Content-Length and Transfer-Encoding");
+		return -1;
+	}
+	if (f.transfer_encodings > 1 || (f.transfer_encodings && strcasecmp(f.transfer_encoding, "chunked") != 0)) {
+		req->close_connection = 1;
+		*result = respond_error(req, 501, NULL, "Transfer-Encoding %s is not supported (only chunked)",
+					f.transfer_encoding);
+		return -1;
+	}
+	return 0;
+}
+
 static enum MHD_Result dispatch(struct request *req)
 {
 	if (auth_refuse(req) < 0)
@@ -98,6 +154,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		}
 		log_set_request_id(req->request_id);
 		req->log_path = xstrdup(url);
+		conn_guard_request_begin(conn);
+		enum MHD_Result refused;
+		if (refuse_bad_framing(req, &refused) < 0)
+			return refused;
 		if (!req->method)
 			return respond_error(req, 405, NULL, "method %s is not supported", method);
 		int rc = router_match(req, url);
@@ -156,6 +216,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
 	struct request *req = *con_cls;
 	if (!req)
 		return;
+	conn_guard_request_end(conn);
 	log_set_request_id(req->request_id);
 	uint64_t usec = monotonic_usec() - req->start_usec;
 	const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" :
@@ -230,12 +291,15 @@ int http_serve(void)
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	conn_guard_start(config.header_timeout);
 	struct MHD_Daemon *d = MHD_start_daemon(
 		flags, 0, NULL, NULL, access_handler, NULL,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.connection_timeout,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)config.max_connections_per_ip,
+		MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, NULL,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
 		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
@@ -254,5 +318,6 @@ int http_serve(void)
 	request_wake_all();	/* parked requests answer before the daemon stops */
 	usleep(100000);
 	MHD_stop_daemon(d);
+	conn_guard_stop();
 	return 0;
 }

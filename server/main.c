@@ -65,6 +65,7 @@ int cmd_serve(int argc, char **argv)
 	api_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
 	api_ctx.lock_wait_ms = config.lock_wait_ms;
 	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
+	api_ctx.metrics_public = config.metrics_public;
 	runtime_load_secret(api_ctx.url_secret);
 	api_ctx.lfs_root = runtime_lfs_root();
 	api_ctx.conninfo = runtime_conninfo();

@@ -18,6 +18,8 @@ struct khub_config {
 	long threads;
 	long connection_timeout;
 	long max_connections;
+	long max_connections_per_ip;
+	long header_timeout;
 	long max_body_bytes;
 	long cache_mb;
 	long tree_page_size;
@@ -27,6 +29,7 @@ struct khub_config {
 	long lfs_url_ttl;
 	long download_stats;
 	long download_stats_flush_ms;
+	long metrics_public;
 };
 
 extern struct khub_config config;
@@ -74,6 +77,17 @@ void auth_cache_init(long ttl_ms);
 /* ---- HTTP server (server/http.c) and router (server/router.c) ------------ */
 
 int http_serve(void);	/* runs until SIGINT/SIGTERM */
+
+/* The header-completion deadline (server/conn_guard.c). conn_guard_notify
+ * is the daemon's MHD_OPTION_NOTIFY_CONNECTION callback; the access handler
+ * calls conn_guard_request_begin once a request's headers are in, and the
+ * completion callback conn_guard_request_end. A timeout of 0 = no deadline. */
+void conn_guard_start(long header_timeout_s);
+void conn_guard_stop(void);
+void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+		       enum MHD_ConnectionNotificationCode toe);
+void conn_guard_request_begin(struct MHD_Connection *conn);
+void conn_guard_request_end(struct MHD_Connection *conn);
 /* Split req's raw path and match it against every route table. 0 = matched
  * (req->route set), KHUB_ENOTFOUND = no route, KHUB_EPERM = path matched
  * but not the method, KHUB_EINVAL = malformed path. */

@@ -272,7 +272,7 @@ int lfs_should_store(const char *gitattributes, const char *path, const void *he
 {
 	if (size == 0)
 		return 0;
-	if (size > 10u * 1024 * 1024)
+	if (size > LFS_SIZE_THRESHOLD)
 		return 1;
 	if (gitattributes && gitattributes_match_lfs(gitattributes, path))
 		return 1;

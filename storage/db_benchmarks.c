@@ -58,7 +58,7 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 		run->benchmark_script_sha, run->gpu, run->gpu_cores >= 0 ? cores : NULL, run->backend,
 		run->backend_family, run->backend_key, run->pytorch_version, run->torch_key, run->os,
 		run->os_family, run->cpu, run->submitter_id ? submitter : NULL, run->submitter_name,
-		run->payload,
+		run->payload, run->source,
 		arrays[WORKLOAD].buf, arrays[MEAN].buf, arrays[STD].buf, arrays[MIN].buf, arrays[MAX].buf,
 		arrays[Q1].buf, arrays[Q3].buf, arrays[IQR].buf, arrays[OUTLIERS].buf, arrays[ITERATIONS].buf,
 		arrays[VERIFIED].buf,
@@ -66,14 +66,14 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 	PGresult *res = db_exec(
 		"WITH run AS (INSERT INTO benchmark_runs (repo_id, commit_sha, kernel_commit_sha,"
 		"  benchmark_script_path, benchmark_script_sha, gpu, gpu_cores, backend, backend_family, backend_key,"
-		"  pytorch_version, torch_key, os, os_family, cpu, submitter_id, submitter_name, payload)"
-		"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb)"
+		"  pytorch_version, torch_key, os, os_family, cpu, submitter_id, submitter_name, payload, source)"
+		"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19)"
 		"  RETURNING id),"
 		" res AS (INSERT INTO benchmark_results (run_id, workload, mean_ms, std_ms, min_ms, max_ms, q1_ms,"
 		"  q3_ms, iqr_ms, outliers, iterations, verified)"
-		"  SELECT run.id, t.* FROM run, unnest($19::text[], $20::float8[], $21::float8[], $22::float8[],"
-		"  $23::float8[], $24::float8[], $25::float8[], $26::float8[], $27::int[], $28::int[],"
-		"  $29::boolean[]) AS t RETURNING 1)"
+		"  SELECT run.id, t.* FROM run, unnest($20::text[], $21::float8[], $22::float8[], $23::float8[],"
+		"  $24::float8[], $25::float8[], $26::float8[], $27::float8[], $28::int[], $29::int[],"
+		"  $30::boolean[]) AS t RETURNING 1)"
 		" SELECT id, (SELECT count(*) FROM res) FROM run",
 		(int)(sizeof(params) / sizeof(params[0])), params, NULL);
 	for (int a = 0; a < NARRAYS; a++)
@@ -86,7 +86,7 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 }
 
 /* The WHERE clause both queries share, on benchmark_runs r and
- * benchmark_results b; parameters $1..$10. */
+ * benchmark_results b; parameters $1..$11. */
 #define FILTER_SQL \
 	" r.repo_id = $1" \
 	" AND ($2::text IS NULL OR r.commit_sha = $2)" \
@@ -97,10 +97,11 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 	" AND ($7::text IS NULL OR r.os_family = $7)" \
 	" AND ($8::text IS NULL OR strpos(lower(r.gpu), lower($8)) > 0)" \
 	" AND ($9::text IS NULL OR b.workload = $9)" \
-	" AND ($10::bigint IS NULL OR r.id = $10)"
+	" AND ($10::bigint IS NULL OR r.id = $10)" \
+	" AND ($11::text IS NULL OR r.source = $11)"
 
 static void filter_params(int64_t repo_id, const struct benchmark_filter *f, char repo[24], char run[24],
-			  const char *params[10])
+			  const char *params[11])
 {
 	snprintf(repo, 24, "%" PRId64, repo_id);
 	snprintf(run, 24, "%" PRId64, f->run_id);
@@ -114,34 +115,35 @@ static void filter_params(int64_t repo_id, const struct benchmark_filter *f, cha
 	params[7] = f->gpu;
 	params[8] = f->workload;
 	params[9] = f->run_id > 0 ? run : NULL;
+	params[10] = f->source;
 }
 
 PGresult *db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f)
 {
 	char repo[24], run[24], before[24], limit[24];
-	const char *params[12];
+	const char *params[13];
 	filter_params(repo_id, f, repo, run, params);
 	snprintf(before, sizeof(before), "%" PRId64, f->before_id);
 	snprintf(limit, sizeof(limit), "%ld", f->limit + 1);
-	params[10] = f->before_id > 0 ? before : NULL;
-	params[11] = f->limit > 0 ? limit : NULL;
+	params[11] = f->before_id > 0 ? before : NULL;
+	params[12] = f->limit > 0 ? limit : NULL;
 	return db_exec("WITH page AS (SELECT DISTINCT r.id FROM benchmark_runs r"
 		       "  JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
-		       "  AND ($11::bigint IS NULL OR r.id < $11) ORDER BY r.id DESC LIMIT $12::bigint)"
+		       "  AND ($12::bigint IS NULL OR r.id < $12) ORDER BY r.id DESC LIMIT $13::bigint)"
 		       " SELECT r.id, to_char(r.submitted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
 		       "  r.submitter_name, r.commit_sha, r.kernel_commit_sha, r.benchmark_script_path,"
 		       "  r.benchmark_script_sha, r.gpu, r.gpu_cores, r.backend, r.pytorch_version, r.os, r.cpu,"
 		       "  b.workload, b.mean_ms, b.std_ms, b.min_ms, b.max_ms, b.q1_ms, b.q3_ms, b.iqr_ms,"
-		       "  b.outliers, b.iterations, b.verified"
+		       "  b.outliers, b.iterations, b.verified, r.source"
 		       " FROM page JOIN benchmark_runs r ON r.id = page.id"
 		       " JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
-		       " ORDER BY r.id DESC, b.workload", 12, params, NULL);
+		       " ORDER BY r.id DESC, b.workload", 13, params, NULL);
 }
 
 PGresult *db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f)
 {
 	char repo[24], run[24];
-	const char *params[10];
+	const char *params[11];
 	filter_params(repo_id, f, repo, run, params);
 	return db_exec("SELECT b.workload, r.gpu, count(*),"
 		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms), min(b.mean_ms),"
@@ -149,5 +151,5 @@ PGresult *db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter 
 		       "  max(r.id), (array_agg(r.commit_sha ORDER BY r.id DESC))[1],"
 		       "  to_char(max(r.submitted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 		       " FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
-		       " GROUP BY b.workload, r.gpu ORDER BY b.workload, r.gpu", 10, params, NULL);
+		       " GROUP BY b.workload, r.gpu ORDER BY b.workload, r.gpu", 11, params, NULL);
 }

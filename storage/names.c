@@ -192,6 +192,19 @@ int ref_name_validate(const char *name, const char **why)
 		return fail(why, "ref name must not start with '.'");
 	if (strcmp(name, "@") == 0)
 		return fail(why, "ref name must not be '@'");
+	/* Names git would resolve to something else than this branch or tag. */
+	static const char *const ambiguous[] = { "HEAD", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD",
+						 "CHERRY_PICK_HEAD", "REVERT_HEAD", "BISECT_HEAD", "AUTO_MERGE" };
+	for (size_t i = 0; i < sizeof(ambiguous) / sizeof(ambiguous[0]); i++)
+		if (strcmp(name, ambiguous[i]) == 0)
+			return fail(why, "ref name must not be HEAD or another name git reserves");
+	if (strncmp(name, "refs/", 5) == 0)
+		return fail(why, "ref name must not start with 'refs/'");
+	if (len == 40 || len == 64) {
+		size_t hex = strspn(name, "0123456789abcdefABCDEF");
+		if (hex == len)
+			return fail(why, "ref name must not look like a commit sha");
+	}
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)name[i];
 		if (c < 0x20 || c == 0x7f || strchr(" ~^:?*[\\", c))

@@ -225,9 +225,12 @@ int gitattributes_match_lfs(const char *gitattributes, const char *path);
 /* Next free pull request number (1 + the highest refs/pr/N). */
 int repo_next_pr_number(git_repository *repo);
 
+/* Files over this size are stored as LFS (the Hub's rule); a push may not
+ * bring a plain blob larger than this. */
+#define LFS_SIZE_THRESHOLD (10u * 1024 * 1024)
 /* Whether a file should be stored as LFS: the .gitattributes rules at the
  * parent (text of that file, may be NULL), binary content (a NUL byte in
- * the first 8000 bytes) or a size over 10 MiB. Empty files never are. */
+ * the first 8000 bytes) or a size over LFS_SIZE_THRESHOLD. Empty files never are. */
 int lfs_should_store(const char *gitattributes, const char *path, const void *head,
 		     size_t head_len, uint64_t size);
 
@@ -478,6 +481,7 @@ struct benchmark_run {
 	const char *backend_family, *backend_key, *torch_key, *os_family;
 	int64_t submitter_id;
 	const char *submitter_name;
+	const char *source;			/* "maintainer" or "community" */
 	const char *payload;			/* the JSON body */
 	const struct benchmark_result *results;
 	size_t nresults;
@@ -496,6 +500,7 @@ struct benchmark_filter {
 	int64_t run_id;			/* one run */
 	int64_t before_id;		/* runs older than this id */
 	long limit;			/* runs; 0 = no limit */
+	const char *source;		/* "maintainer" or "community"; NULL = both */
 };
 
 /* Columns of db_benchmark_rows: one row per result, newest run first. */
@@ -505,6 +510,7 @@ enum benchmark_column {
 	BENCH_COL_GPU_CORES, BENCH_COL_BACKEND, BENCH_COL_PYTORCH, BENCH_COL_OS, BENCH_COL_CPU,
 	BENCH_COL_WORKLOAD, BENCH_COL_MEAN, BENCH_COL_STD, BENCH_COL_MIN, BENCH_COL_MAX, BENCH_COL_Q1,
 	BENCH_COL_Q3, BENCH_COL_IQR, BENCH_COL_OUTLIERS, BENCH_COL_ITERATIONS, BENCH_COL_VERIFIED,
+	BENCH_COL_SOURCE,
 };
 /* The matching results of at most filter->limit runs (+1 more run, so the
  * caller knows whether there is a next page). submitted_at is ISO 8601 UTC;

@@ -22,11 +22,14 @@ khub import "$LEGACY" --repo acme/legacy --branch main >/dev/null 2>&1
 khub admin user create root --site-admin >/dev/null 2>&1
 khub admin user create alice >/dev/null 2>&1
 khub admin user create mallory >/dev/null 2>&1
+khub admin user create carol >/dev/null 2>&1
 khub admin member set acme alice read >/dev/null 2>&1
+khub admin member set acme carol write >/dev/null 2>&1
 ROOT=$(khub admin token create root --scope admin 2>/dev/null)
 ROOT_READ=$(khub admin token create root --scope read 2>/dev/null)
 ALICE=$(khub admin token create alice --scope read 2>/dev/null)
 MALLORY=$(khub admin token create mallory 2>/dev/null)
+CAROL=$(khub admin token create carol --scope write 2>/dev/null)
 khub_start --download-stats-flush-ms 200
 
 H=$TEST_DIR/headers
@@ -232,19 +235,30 @@ is "$STATUS" 401 "upload anonymous: 401"
 api POST "$KHUB_URL/api/kernels/acme/secret/benchmarks" -H "Authorization: Bearer $MALLORY" \
 	-H 'Content-Type: application/json' --data-binary "@$TEST_DIR/run0.json"
 is "$STATUS/$(header X-Error-Code)" "404/RepoNotFound" "upload to a private repo by an outsider: 404 RepoNotFound"
+post "$TEST_DIR/run0.json" -H "Authorization: Bearer $ALICE"
+is "$STATUS" 403 "upload with a read-scoped token (of a read member): 403"
 IDS=()
 for i in 0 1 2; do
-	post "$TEST_DIR/run$i.json" -H "Authorization: Bearer $ALICE"
-	is "$STATUS" 200 "upload run $i: 200 (what kernels' submit_benchmark expects)"
+	post "$TEST_DIR/run$i.json" -H "Authorization: Bearer $CAROL"
+	is "$STATUS/$(json 'd["source"]')" 200/maintainer "upload run $i by a write member: 200, a maintainer run (what kernels' submit_benchmark expects)"
 	IDS+=("$(json 'd["id"]')")
 done
 is "$(json 'd["commit"]')" "$V1" "the answer names the resolved commit"
-post "$TEST_DIR/run0.json" -H "Authorization: Bearer $ALICE"
+post "$TEST_DIR/run0.json" -H "Authorization: Bearer $MALLORY"
+is "$STATUS/$(json 'd["source"]')" 200/community "upload by a signed-in non-member with a write token: stored as a community run"
+COMMUNITY_ID=$(json 'd["id"]')
+api GET "$BENCH?id=$COMMUNITY_ID"
+is "$STATUS/$(cat "$B")" "200/[]" "community runs are not listed by default"
+api GET "$BENCH?id=$COMMUNITY_ID&source=community"
+is "$(json '[(r["id"], r["source"]) for r in d]')" "[($COMMUNITY_ID, 'community')]" "…but with ?source=community"
+api GET "$BENCH?source=bogus"
+is "$STATUS" 400 "source=bogus: 400"
+post "$TEST_DIR/run0.json" -H "Authorization: Bearer $CAROL"
 is "$STATUS" 200 "the same payload again is a new run (runs are measurements)"
 EXTRA_ID=$(json 'd["id"]')
 
 # Round trip: what GET answers for a run is what was sent.
-ROUNDTRIP=$(python3 - "$BENCH" "$ALICE" "$TEST_DIR" "${IDS[@]}" <<'PY'
+ROUNDTRIP=$(python3 - "$BENCH" "$CAROL" "$TEST_DIR" "${IDS[@]}" <<'PY'
 import json, sys, urllib.request
 base, token, tmp, ids = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 bad = []
@@ -260,7 +274,7 @@ for i, rid in enumerate(ids):
             bad.append(f"run {i}: {key} differs: {got[key]!r} != {sent[key]!r}")
     if got.get("benchmarkScriptSha") != sent.get("benchmarkScriptSha"):
         bad.append(f"run {i}: benchmarkScriptSha differs")
-    if got["submitter"] != "alice" or not got["submittedAt"].endswith("Z"):
+    if got["submitter"] != "carol" or got["source"] != "maintainer" or not got["submittedAt"].endswith("Z"):
         bad.append(f"run {i}: submitter/time {got['submitter']} {got['submittedAt']}")
 print("ok" if not bad else "; ".join(bad))
 PY
@@ -442,13 +456,13 @@ python3 "$TEST_DIR/malformed.py" "$TEST_DIR/run0.json" "$TEST_DIR"
 BEFORE=$(count_runs 'limit=1000')
 for f in "$TEST_DIR"/bad-*.json; do
 	name=$(basename "$f" .json)
-	post "$f" -H "Authorization: Bearer $ALICE"
+	post "$f" -H "Authorization: Bearer $CAROL"
 	want=400
 	[ "$name" = bad-too-large ] && want=413
 	is "$STATUS" "$want" "malformed upload ${name#bad-}: $want ($(json 'd.get("error","")' 2>/dev/null | cut -c1-90))"
 done
 is "$(count_runs 'limit=1000')" "$BEFORE" "no malformed upload was stored"
-api POST "$KHUB_URL/api/kernels/acme/relu/benchmarks" -H "Authorization: Bearer $ALICE" \
+api POST "$KHUB_URL/api/kernels/acme/relu/benchmarks" -H "Authorization: Bearer $CAROL" \
 	-H 'Content-Type: application/json' --data-binary '{"results":[{"workload":"A.b","timingResults":{"mean_ms":1,"std_ms":0,"min_ms":1,"max_ms":1,"q1_ms":0,"q3_ms":0,"iqr_ms":0,"outliers":0,"iterations":1}}],"machineInfo":{"gpu":"g","backend":"CPU","pytorchVersion":"N/A","os":"Linux 6","cpu":"x"},"kernelCommitSha":"'"$V1"'","benchmarkScriptPath":"benchmarks","futureField":{"x":1}}'
 is "$STATUS" 200 "integers for times, the dataclass's default quartiles (0.0) and an unknown extra field are accepted"
 
@@ -470,11 +484,15 @@ wait_total() {	# wait_total URL WANT: poll until the endpoint's total is WANT (1
 	echo "$got"
 }
 
+# One client address counts once per repo, variant and hour, so the load
+# comes from distinct loopback addresses (all of 127.0.0.0/8 is local):
+# client FROM..TO prints one 127.x.y.z per line.
+clients() { seq "$1" "$2" | awk '{ printf "127.%d.%d.%d\n", 1 + int($1 / 62500), int($1 / 250) % 250, 1 + $1 % 250 }'; }
 N1=1500 N2=500
 LOAD=()
-seq 1 $N1 | xargs -P 16 -I{} curl -s -o /dev/null -w '%{http_code}\n' -A "$UA1" "$META" >"$TEST_DIR/codes1" &
+clients 1 $N1 | xargs -P 16 -I{} curl -s -o /dev/null -w '%{http_code}\n' --interface {} -A "$UA1" "$META" >"$TEST_DIR/codes1" &
 LOAD+=($!)
-seq 1 $N2 | xargs -P 16 -I{} curl -s -o /dev/null -w '%{http_code}\n' -A "$UA2" "$META" >"$TEST_DIR/codes2" &
+clients 10001 $((10000 + N2)) | xargs -P 16 -I{} curl -s -o /dev/null -w '%{http_code}\n' --interface {} -A "$UA2" "$META" >"$TEST_DIR/codes2" &
 LOAD+=($!)
 # Not downloads: HEAD, ranged GET, __init__.py of a variant that has metadata.json, other files.
 seq 1 100 | xargs -P 8 -I{} curl -s -o /dev/null -I -A "$UA1" "$META" &
@@ -503,7 +521,7 @@ for _ in $(seq 1 30); do
 done
 is "$(json 'd["downloads"]')" $((N1 + N2)) "repo info downloads = the counted variant downloads"
 curl -s -o /dev/null "$KHUB_URL/kernels/acme/relu/resolve/$V1/build/torch211-cxx11-cu128-x86_64-linux/metadata.json"
-seq 1 7 | xargs -P 4 -I{} curl -s -o /dev/null "$KHUB_URL/kernels/acme/legacy/resolve/main/build/torch-universal/__init__.py"
+clients 20001 20007 | xargs -P 4 -I{} curl -s -o /dev/null --interface {} "$KHUB_URL/kernels/acme/legacy/resolve/main/build/torch-universal/__init__.py"
 is "$(wait_total "$KHUB_URL/api/kernels/acme/legacy/downloads" 7)" 7 "a variant without metadata.json counts its __init__.py"
 is "$(wait_total "$DL" $((N1 + N2 + 1)))" $((N1 + N2 + 1)) "another variant's metadata.json counts (no User-Agent parts)"
 api GET "$DL?format=csv"
@@ -519,7 +537,7 @@ is "$STATUS" 200 "and visible to members"
 # A clean stop loses nothing: counts held in memory are stored at shutdown.
 khub_stop
 khub_start --download-stats-flush-ms 3600000
-seq 1 300 | xargs -P 16 -I{} curl -s -o /dev/null -A "$UA1" "$META"
+clients 30001 30300 | xargs -P 16 -I{} curl -s -o /dev/null --interface {} -A "$UA1" "$META"
 khub_stop
 khub_start --download-stats-flush-ms 200
 is "$(wait_total "$DL" $((N1 + N2 + 301)))" $((N1 + N2 + 301)) "300 downloads counted just before SIGTERM survive the restart"

@@ -430,7 +430,7 @@ diag "admin API row for $ORG/relu: lastSuccess? bytes objects refsBehind lastErr
 like "$status_row" "^True [1-9][0-9]* [1-9][0-9]* 0 None $ORG/relu acme True$" \
 	"GET /api/admin/mirror: $ORG/relu with lastSuccess, bytes, no error, 0 refs behind"
 RELU_BYTES=$(echo "$status_row" | cut -d' ' -f2)
-curl -s "$MI/metrics" >"$TEST_DIR/metrics.txt"
+curl -s -H "Authorization: Bearer $ROOT" "$MI/metrics" >"$TEST_DIR/metrics.txt"
 metric=$(grep "^khub_mirror_bytes_total{repo=\"$ORG/relu\"" "$TEST_DIR/metrics.txt")
 like "$metric" "^khub_mirror_bytes_total\\{repo=\"$ORG/relu\",selection=\"acme\"\\} $RELU_BYTES\$" "/metrics: khub_mirror_bytes_total for $ORG/relu = the admin API's bytes"
 check "/metrics has HELP/TYPE for khub_mirror_bytes_total" -- grep -q '^# TYPE khub_mirror_bytes_total counter' "$TEST_DIR/metrics.txt"

@@ -50,6 +50,11 @@ int main(void)
 	ok(ref_name_validate("a~1", NULL) < 0, "tilde in ref");
 	ok(ref_name_validate("@", NULL) < 0, "@");
 	ok(ref_name_validate("/x", NULL) < 0, "leading slash");
+	ok(ref_name_validate("HEAD", NULL) < 0, "HEAD");
+	ok(ref_name_validate("ORIG_HEAD", NULL) < 0, "ORIG_HEAD");
+	ok(ref_name_validate("refs/heads/x", NULL) < 0, "refs/ prefix");
+	ok(ref_name_validate("0123456789abcdef0123456789abcdef01234567", NULL) < 0, "40-hex");
+	ok(ref_name_validate("HEADS", NULL) == 0, "HEADS is fine");
 
 	/* types */
 	enum repo_type t;

@@ -1,0 +1,141 @@
+/* conn_guard.c -- the header-completion deadline: a connection must finish a
+ * request's headers within header_timeout seconds of opening or of its
+ * previous request ending, however slowly it trickles bytes in.
+ * libmicrohttpd's own timeout is an idle timeout (every byte resets it), so
+ * a watchdog thread shuts down the sockets of connections past the deadline;
+ * libmicrohttpd then sees end-of-file and closes them itself. */
+#include "server/server.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct guarded_conn {
+	struct guarded_conn *prev, *next;
+	int fd;
+	uint64_t since_usec;	/* opened, or the previous request ended */
+	int in_request;		/* headers complete, request not yet ended */
+};
+
+/* One mutex for the list and every entry. libmicrohttpd sends the CLOSED
+ * notification (which unlinks the entry under this mutex) before it closes
+ * the socket (daemon.c of 0.9.75: MHD_cleanup_connections, and the path of
+ * a connection that fails to start), so a shutdown() made under the mutex
+ * never hits a reused descriptor. */
+static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t guard_wake = PTHREAD_COND_INITIALIZER;
+static struct guarded_conn *guard_head;
+static uint64_t guard_timeout_usec;
+static int guard_stopping;
+static pthread_t guard_thread;
+static int guard_running;
+
+static void *guard_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&guard_lock);
+	while (!guard_stopping) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 250 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&guard_wake, &guard_lock, &until);
+		uint64_t now = monotonic_usec();
+		for (struct guarded_conn *g = guard_head; g; g = g->next) {
+			if (g->in_request || g->fd < 0 || now - g->since_usec <= guard_timeout_usec)
+				continue;
+			log_info("connection fd %d: no complete request headers in %llu s, dropped", g->fd,
+				 (unsigned long long)(guard_timeout_usec / 1000000));
+			shutdown(g->fd, SHUT_RDWR);
+			g->fd = -1;	/* once is enough */
+		}
+	}
+	pthread_mutex_unlock(&guard_lock);
+	return NULL;
+}
+
+void conn_guard_start(long header_timeout_s)
+{
+	guard_timeout_usec = (uint64_t)header_timeout_s * 1000000;
+	if (header_timeout_s <= 0)
+		return;
+	if (pthread_create(&guard_thread, NULL, guard_main, NULL) != 0)
+		fatal("cannot start the connection watchdog");
+	guard_running = 1;
+}
+
+void conn_guard_stop(void)
+{
+	if (!guard_running)
+		return;
+	pthread_mutex_lock(&guard_lock);
+	guard_stopping = 1;
+	pthread_cond_signal(&guard_wake);
+	pthread_mutex_unlock(&guard_lock);
+	pthread_join(guard_thread, NULL);
+	guard_running = 0;
+}
+
+void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+		       enum MHD_ConnectionNotificationCode toe)
+{
+	(void)cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		struct guarded_conn *g = xcalloc(1, sizeof(*g));
+		g->fd = ci ? ci->connect_fd : -1;
+		g->since_usec = monotonic_usec();
+		pthread_mutex_lock(&guard_lock);
+		g->next = guard_head;
+		if (guard_head)
+			guard_head->prev = g;
+		guard_head = g;
+		pthread_mutex_unlock(&guard_lock);
+		*socket_context = g;
+		return;
+	}
+	struct guarded_conn *g = *socket_context;
+	if (!g)
+		return;
+	pthread_mutex_lock(&guard_lock);
+	if (g->prev)
+		g->prev->next = g->next;
+	else
+		guard_head = g->next;
+	if (g->next)
+		g->next->prev = g->prev;
+	pthread_mutex_unlock(&guard_lock);
+	free(g);
+	*socket_context = NULL;
+}
+
+static struct guarded_conn *guard_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+void conn_guard_request_begin(struct MHD_Connection *conn)
+{
+	struct guarded_conn *g = guard_of(conn);
+	if (!g)
+		return;
+	pthread_mutex_lock(&guard_lock);
+	g->in_request = 1;
+	pthread_mutex_unlock(&guard_lock);
+}
+
+void conn_guard_request_end(struct MHD_Connection *conn)
+{
+	struct guarded_conn *g = guard_of(conn);
+	if (!g)
+		return;
+	pthread_mutex_lock(&guard_lock);
+	g->in_request = 0;
+	g->since_usec = monotonic_usec();
+	pthread_mutex_unlock(&guard_lock);
+}
