@@ -20,6 +20,8 @@ struct api_context {
 	long max_body_bytes;
 	long repo_cache_ttl_ms;
 	long lock_wait_ms;		/* longest wait for a repo's write lock */
+	long commits_in_flight_per_user;	/* commit bodies one account streams at once */
+	long pull_requests_per_hour;	/* opened by an account without write access */
 	unsigned char url_secret[32];	/* signs self-authenticating LFS URLs */
 	long lfs_url_ttl;		/* seconds an LFS action URL stays valid */
 	const char *lfs_root;		/* for the push hooks */

@@ -5,11 +5,45 @@
 #include "api/commit_internal.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- the request ------------------------------------------------------------- */
+
+/* Commit bodies each account is streaming now: a body holds memory and a
+ * connection until it ends, so one account may not hold many. */
+static struct hashmap in_flight;
+static pthread_mutex_t in_flight_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int in_flight_enter(int64_t user_id)
+{
+	char key[24];
+	snprintf(key, sizeof(key), "%" PRId64, user_id);
+	pthread_mutex_lock(&in_flight_lock);
+	if (!in_flight.buckets)
+		hashmap_init(&in_flight);
+	intptr_t n = (intptr_t)hashmap_get(&in_flight, key);
+	int ok = n < api_ctx.commits_in_flight_per_user;
+	if (ok)
+		hashmap_put(&in_flight, key, (void *)(n + 1));
+	pthread_mutex_unlock(&in_flight_lock);
+	return ok ? 0 : -1;
+}
+
+static void in_flight_leave(int64_t user_id)
+{
+	char key[24];
+	snprintf(key, sizeof(key), "%" PRId64, user_id);
+	pthread_mutex_lock(&in_flight_lock);
+	intptr_t n = (intptr_t)hashmap_get(&in_flight, key);
+	if (n <= 1)
+		hashmap_remove(&in_flight, key);
+	else
+		hashmap_put(&in_flight, key, (void *)(n - 1));
+	pthread_mutex_unlock(&in_flight_lock);
+}
 
 /* rev → full ref of an existing branch (or PR for direct commits). */
 static int target_ref_of(struct request *req, struct commit_stream *cs, char sha[41])
@@ -46,6 +80,25 @@ static int commit_begin(struct request *req)
 	if (cs->repo.record.mirrored) {
 		respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
 		return -1;
+	}
+	if (in_flight_enter(req->principal.user_id) < 0) {
+		respond_error(req, 429, NULL, "your account already has %ld commits in progress; wait for one to end",
+			      api_ctx.commits_in_flight_per_user);
+		return -1;
+	}
+	cs->in_flight_user = req->principal.user_id;
+	/* Pull requests are open to readers: bounded per account and hour. */
+	if (cs->create_pr && cs->repo.role < ROLE_WRITE && api_ctx.pull_requests_per_hour > 0) {
+		long opened = 0;
+		if (db_audit_count_recent(req->principal.user_id, "commit.pull_request", 3600, &opened) < 0) {
+			respond_db_unavailable(req);
+			return -1;
+		}
+		if (opened >= api_ctx.pull_requests_per_hour) {
+			respond_error(req, 429, NULL, "you opened %ld pull requests in the last hour (the limit is %ld)",
+				      opened, api_ctx.pull_requests_per_hour);
+			return -1;
+		}
 	}
 	/* Every object this commit writes stays in memory until it is
 	 * accepted: a refused or aborted commit leaves nothing on disk. */
@@ -97,6 +150,8 @@ static void commit_cleanup(struct request *req)
 		lfs_writer_abort(cs->pending_lfs[i]);
 	strbuf_release(&cs->content_mem);
 	quarantine_free(cs->quarantine);
+	if (cs->in_flight_user)
+		in_flight_leave(cs->in_flight_user);
 	free(cs);
 	req->stream_state = NULL;
 }

@@ -31,6 +31,7 @@ struct commit_op {
 struct commit_stream {
 	struct repo_handle repo;	/* repo.git: the quarantined handle */
 	struct git_quarantine *quarantine;
+	int64_t in_flight_user;		/* counted in the per-account limit */
 	int create_pr;
 	char target_ref[REF_NAME_MAX + 16];
 	char *gitattributes;		/* at the head when the body started */

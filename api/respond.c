@@ -69,7 +69,7 @@ static enum MHD_Result respond_error_v(struct request *req, int status, const ch
 	if (extra_header)
 		MHD_add_response_header(resp, extra_header, extra_value);
 	/* Every 503 is temporary (database, lock, upstream): say when to retry. */
-	if (status == 503 && !(extra_header && strcasecmp(extra_header, "Retry-After") == 0))
+	if ((status == 503 || status == 429) && !(extra_header && strcasecmp(extra_header, "Retry-After") == 0))
 		MHD_add_response_header(resp, "Retry-After", "2");
 	if (status == 401 && !(extra_header && strcmp(extra_header, "WWW-Authenticate") == 0))
 		MHD_add_response_header(resp, "WWW-Authenticate",

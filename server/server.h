@@ -25,6 +25,8 @@ struct khub_config {
 	long tree_page_size;
 	long repo_cache_ttl_ms;
 	long lock_wait_ms;
+	long commits_in_flight_per_user;
+	long pull_requests_per_hour;
 	long token_cache_ttl_ms;
 	long lfs_url_ttl;
 	long download_stats;

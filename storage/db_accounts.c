@@ -212,6 +212,21 @@ int db_token_revoke(int64_t token_id)
 	return rc;
 }
 
+int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count)
+{
+	char id[24], secs[24];
+	snprintf(id, sizeof(id), "%" PRId64, actor_id);
+	snprintf(secs, sizeof(secs), "%ld", seconds);
+	const char *params[3] = { id, action, secs };
+	PGresult *res = db_exec("SELECT count(*) FROM audit_log WHERE actor_id = $1 AND action = $2"
+				" AND at > now() - make_interval(secs => $3::int)", 3, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	*count = strtol(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return 0;
+}
+
 int db_audit(int64_t actor_id, const char *actor_name, const char *action, const char *target,
 	     const char *details, const char *remote_addr)
 {

@@ -434,6 +434,8 @@ int db_lfs_link(int64_t repo_id, const char *oid);
 /* 1 when linked, 0 when not, negative on a database failure. */
 int db_lfs_linked(int64_t repo_id, const char *oid);
 
+/* How many times actor_id did `action` in the last `seconds` (audit log). */
+int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count);
 /* Append to the audit log; details is JSON text or NULL. */
 int db_audit(int64_t actor_id, const char *actor_name, const char *action, const char *target,
 	     const char *details, const char *remote_addr);

@@ -113,4 +113,34 @@ STATUS=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $BOB" 
 	-H 'Content-Type: application/x-ndjson' --data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/main")
 is "$STATUS" 200 "once the lock is free the same commit lands"
 
+# Per-account limits (security issue, item 6): commit bodies streamed at
+# once, and pull requests opened per hour by accounts without write access.
+khub_stop
+khub admin user create eve >>"$TEST_DIR/setup.log" 2>&1
+EVE=$(khub admin token create eve --scope write 2>>"$TEST_DIR/setup.log" | tail -n 1)
+KHUB_COMMITS_IN_FLIGHT_PER_USER=1 KHUB_PULL_REQUESTS_PER_HOUR=2 KHUB_LOCK_WAIT_MS=20000 khub_start
+pr() {	# pr -> HTTP status of a create_pr commit by eve
+	curl -s -D "$TEST_DIR/h" -o "$TEST_DIR/b" -w '%{http_code}' -H "Authorization: Bearer $EVE" \
+		-H 'Content-Type: application/x-ndjson' --data-binary @"$TEST_DIR/late.ndjson" \
+		"$KHUB_URL/api/kernels/acme/relu/commit/main?create_pr=1"
+}
+is "$(pr) $(pr)" "200 200" "an outsider opens two pull requests"
+PRS=$(git --git-dir="$GITDIR" for-each-ref refs/pr | wc -l)
+is "$(pr)" 429 "the third within the hour → 429 (pull_requests_per_hour=2)"
+like "$(grep -i '^retry-after:' "$TEST_DIR/h" | tr -d '\r')" '^[Rr]etry-[Aa]fter: [0-9]+$' "with Retry-After"
+is "$(git --git-dir="$GITDIR" for-each-ref refs/pr | wc -l)" "$PRS" "and no pull request ref was made"
+check "the lock is held again" -- hold_lock 4
+curl -s -o "$TEST_DIR/first.out" -w '%{http_code}' -H "Authorization: Bearer $BOB" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/main" >"$TEST_DIR/first.status" &
+FIRST=$!
+sleep 0.5
+STATUS=$(curl -s -o "$TEST_DIR/b" -w '%{http_code}' -H "Authorization: Bearer $BOB" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/main")
+is "$STATUS" 429 "a second commit while the account's first is in flight → 429 (commits_in_flight_per_user=1)"
+wait "$FIRST"
+is "$(cat "$TEST_DIR/first.status")" 200 "the first lands once the lock is free"
+wait "$HOLDER" 2>/dev/null
+is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $BOB" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/main")" 200 "then the account may commit again"
+
 done_testing
