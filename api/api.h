@@ -10,6 +10,7 @@
 
 #include "common/common.h"
 #include "storage/storage.h"
+#include "storage/publish.h"
 
 /* What the server tells the handlers (set once at start-up). */
 struct api_context {
@@ -237,6 +238,13 @@ int namespace_role(const struct principal *p, const struct account *ns, enum rol
  * database is down or the lock stayed busy past lock_wait_ms. */
 int repo_write_lock_request(struct request *req, int64_t repo_id, enum MHD_Result *result);
 void repo_write_unlock(int64_t repo_id);
+/* The same for a publication (storage/publish.h): its lock is released by
+ * publish_end. */
+int publication_lock_request(struct request *req, struct publication *pub, int64_t repo_id, enum MHD_Result *result);
+/* Registered with the publish module by the server: wake the requests
+ * waiting for a repo's lock; drop caches after ref changes. */
+void api_lock_released(int64_t repo_id);
+void api_after_publish(int64_t repo_id, enum publish_change change);
 
 /* ---- waiting without a thread (api/park.c) -------------------------------- */
 

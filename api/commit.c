@@ -81,12 +81,16 @@ static int commit_begin(struct request *req)
 		respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
 		return -1;
 	}
-	if (in_flight_enter(req->principal.user_id) < 0) {
-		respond_error(req, 429, NULL, "your account already has %ld commits in progress; wait for one to end",
-			      api_ctx.commits_in_flight_per_user);
-		return -1;
+	/* Accounts without write access (pull requests from anyone signed
+	 * in) may stream only a few bodies at once. */
+	if (cs->repo.role < ROLE_WRITE) {
+		if (in_flight_enter(req->principal.user_id) < 0) {
+			respond_error(req, 429, NULL, "your account already has %ld pull request commits in progress; wait"
+				      " for one to end", api_ctx.commits_in_flight_per_user);
+			return -1;
+		}
+		cs->in_flight_user = req->principal.user_id;
 	}
-	cs->in_flight_user = req->principal.user_id;
 	/* Pull requests are open to readers: bounded per account and hour. */
 	if (cs->create_pr && cs->repo.role < ROLE_WRITE && api_ctx.pull_requests_per_hour > 0) {
 		long opened = 0;
@@ -100,13 +104,14 @@ static int commit_begin(struct request *req)
 			return -1;
 		}
 	}
-	/* Every object this commit writes stays in memory until it is
-	 * accepted: a refused or aborted commit leaves nothing on disk. */
-	if (quarantine_open(api_ctx.repo_root, cs->repo.record.type, cs->repo.record.ns, cs->repo.record.name,
-			    QUARANTINE_MAX_BYTES, &cs->quarantine, &cs->repo.git) < 0) {
+	/* Every object this commit writes stays in memory, and LFS content
+	 * in sealed temp files, until it is accepted: a refused or aborted
+	 * commit leaves nothing on disk. */
+	if (publish_begin(api_ctx.repo_root, api_ctx.lfs, &cs->repo.record, &cs->pub) < 0) {
 		respond_error(req, 500, NULL, "repository storage is unavailable");
 		return -1;
 	}
+	cs->repo.git = publish_git(cs->pub);
 	char sha[41];
 	if (target_ref_of(req, cs, sha) < 0) {
 		respond_revision_not_found(req, req->rev);
@@ -146,10 +151,8 @@ static void commit_cleanup(struct request *req)
 	free(cs->commit_summary);
 	free(cs->commit_description);
 	free(cs->commit_parent);
-	for (size_t i = 0; i < cs->npending_lfs; i++)
-		lfs_writer_abort(cs->pending_lfs[i]);
 	strbuf_release(&cs->content_mem);
-	quarantine_free(cs->quarantine);
+	publish_end(cs->pub, NULL, NULL, NULL);
 	if (cs->in_flight_user)
 		in_flight_leave(cs->in_flight_user);
 	free(cs);
@@ -294,7 +297,7 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	if (clash)
 		return respond_error(req, 400, NULL, "'%s' cannot be both a file and the folder of '%s' in one commit",
 				     clash, inside);
-	if (repo_write_lock_request(req, cs->repo.record.id, &result) != 0)
+	if (publication_lock_request(req, cs->pub, cs->repo.record.id, &result) != 0)
 		return result;	/* parked (called again later) or answered */
 	locked = 1;
 	if (repo_resolve_revision(cs->repo.git, cs->target_ref, head) < 0) {
@@ -320,11 +323,11 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 			goto cleanup;
 		}
 	}
-	cb = commit_builder_new(cs->repo.git, base);
-	if (!cb) {
+	if (publish_tree(cs->pub, base, 0) < 0) {
 		result = respond_error(req, 500, NULL, "cannot start the commit");
 		goto cleanup;
 	}
+	cb = publish_builder(cs->pub);
 	for (size_t i = 0; i < cs->nops && !status; i++) {
 		const struct commit_op *op = &cs->ops[i];
 		int rc = 0;
@@ -361,56 +364,38 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	}
 	char email[REPO_NAME_MAX + 32];
 	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
-	if (commit_builder_write(cb, req->principal.name, email, cs->commit_summary, cs->commit_description, sha) < 0) {
-		result = quarantine_over_limit(cs->quarantine)
-			? respond_error(req, 413, NULL, "the commit's regular (non-LFS) files exceed %" PRIu64 " MiB; split it"
-					" into several commits", QUARANTINE_MAX_BYTES >> 20)
-			: respond_error(req, 500, NULL, "cannot write the commit");
-		goto cleanup;
-	}
-	/* Accepted: its objects reach the repo's store (durably) before the
-	 * ref may point at them. */
-	if (quarantine_publish(cs->quarantine) < 0) {
-		result = respond_storage_full(req, "the repository");
-		goto cleanup;
-	}
-	if ((status = commit_lfs_install(cs)) != 0) {
-		result = status == 503 ? respond_db_unavailable(req) : respond_storage_full(req, "the LFS store");
-		goto cleanup;
-	}
-	int rc;
+	struct publish_actor who = { req->principal.user_id, req->principal.name, email, req->remote_addr };
 	if (cs->create_pr) {
 		pr_number = repo_next_pr_number(cs->repo.git);
 		snprintf(pr_ref, sizeof(pr_ref), "refs/pr/%d", pr_number);
-		rc = repo_update_ref(cs->repo.git, pr_ref, NULL, sha, cs->commit_summary);
-	} else {
-		rc = repo_update_ref(cs->repo.git, cs->target_ref, head, sha, cs->commit_summary);
 	}
+	const char *ref = cs->create_pr ? pr_ref : cs->target_ref;
+	/* writes the commit, stores its objects and LFS content durably, then
+	 * moves the ref by compare-and-swap */
+	int rc = publish_commit(cs->pub, &who, cs->commit_summary, cs->commit_description, ref,
+				cs->create_pr ? NULL : head, sha);
 	if (rc == KHUB_ECONFLICT) {
 		result = respond_error(req, 412, NULL, "The branch was updated since you opened this page. Please "
 					    "refresh and try again.");
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = rc == KHUB_ENOSPC ? respond_storage_full(req, "the repository")
-					   : respond_error(req, 500, NULL, "cannot move %s", cs->create_pr ? pr_ref : cs->target_ref);
+		result = rc == KHUB_ETOOBIG ? respond_error(req, 413, NULL, "the commit's regular (non-LFS) files exceed "
+							    "the quarantine limit; split it into several commits")
+			 : rc == KHUB_ENOSPC ? respond_storage_full(req, "the repository")
+			 : rc == KHUB_EDB ? respond_db_unavailable(req)
+			 : respond_error(req, 500, NULL, "cannot write the commit to %s", ref);
 		goto cleanup;
 	}
 	/* The commit is visible: from here on nothing may answer 5xx (clients
-	 * retry 5xx and would commit twice). */
-	repo_write_unlock(cs->repo.record.id);
-	locked = 0;
-	db_repo_touch(cs->repo.record.id);
+	 * retry 5xx and would commit twice). Unlock, then touch, audit and
+	 * index it (kernel repos), once, in the publish module. */
 	char *details = xasprintf("{\"ref\":\"%s\",\"commit\":\"%s\",\"operations\":%zu,\"bytes\":%" PRIu64 "}",
-				  cs->create_pr ? pr_ref : cs->target_ref, sha, cs->nops, cs->bytes_in);
-	char target[2 * REPO_NAME_MAX + 16];
-	snprintf(target, sizeof(target), "%s/%s", cs->repo.record.ns, cs->repo.record.name);
-	api_audit(req, cs->create_pr ? "commit.pull_request" : "commit", target, details);
+				  ref, sha, cs->nops, cs->bytes_in);
+	publish_end(cs->pub, &who, cs->create_pr ? "commit.pull_request" : "commit", details);
+	cs->pub = NULL;
+	locked = 0;
 	free(details);
-	/* Kernel repos: index build/<variant>/ of the new commit (a failure is
-	 * logged and repaired lazily by the read endpoints, never answered). */
-	if (variant_index_update(cs->repo.record.id, cs->repo.git, sha) < 0)
-		log_warn("variant index: commit %s not indexed", sha);
 
 	const char *base_url = request_base_url(req);
 	const char *prefix = repo_type_url_prefix(cs->repo.record.type);
@@ -432,9 +417,10 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 		 cs->repo.record.name, cs->create_pr ? pr_ref : cs->target_ref, cs->nops, cs->bytes_in);
 	result = respond_json(req, 200, body);
 cleanup:
-	if (locked)
-		repo_write_unlock(cs->repo.record.id);
-	commit_builder_free(cb);
+	if (locked) {	/* refused: nothing was published; unlock, drop the quarantine */
+		publish_end(cs->pub, NULL, NULL, NULL);
+		cs->pub = NULL;
+	}
 	return result;
 }
 

@@ -10,14 +10,8 @@
 #define RAW_TEXT_MAX (1 << 20)		/* utf-8 "encoded" content kept for that case */
 #define COLLECT_MAX (1 << 20)		/* any other string value */
 #define MAX_OPERATIONS 100000
-/* Git objects (regular files, trees) of one commit are held in memory until
- * it is accepted (storage/quarantine.c); LFS content is not counted. */
-#define QUARANTINE_MAX_BYTES ((uint64_t)256 << 20)
 /* Decoded content kept in memory before it goes to a spool file. */
 #define INLINE_MEM_MAX (1 << 20)
-/* LFS content received inline waits (sealed, one open file each) until the
- * commit is accepted; past this many the rest is stored at once. */
-#define PENDING_LFS_MAX 256
 
 enum op_kind { OP_PUT, OP_DELETE_FILE, OP_DELETE_FOLDER };
 
@@ -29,8 +23,8 @@ struct commit_op {
 };
 
 struct commit_stream {
-	struct repo_handle repo;	/* repo.git: the quarantined handle */
-	struct git_quarantine *quarantine;
+	struct repo_handle repo;	/* repo.git: the publication's (quarantined) handle */
+	struct publication *pub;	/* storage/publish.h: owns what this commit writes */
 	int64_t in_flight_user;		/* counted in the per-account limit */
 	int create_pr;
 	char target_ref[REF_NAME_MAX + 16];
@@ -52,10 +46,6 @@ struct commit_stream {
 	int b64_bits, b64_data, b64_pad, b64_bad;
 	char b64_out[48 * 1024];
 	size_t b64_out_len;
-
-	/* LFS objects of this commit, stored and linked once it is accepted */
-	struct lfs_writer *pending_lfs[PENDING_LFS_MAX];
-	size_t npending_lfs;
 
 	/* the commit */
 	int have_header;
@@ -80,11 +70,9 @@ void commit_line_reset(struct commit_stream *cs);
 /* The error for a blob that could not be written: 413 past the
  * quarantine's limit, else 500; -1. */
 int commit_blob_failed(struct commit_stream *cs);
-/* Content to store as LFS: sealed now, stored and linked by
- * commit_lfs_install once the commit is accepted (takes the writer). */
+/* Content to store as LFS (takes the writer): held by the publication
+ * until the commit is accepted. */
 int commit_lfs_hold(struct commit_stream *cs, struct lfs_writer *w, struct lfs_pointer *ptr);
-/* Store and link every held LFS object; 0, or an HTTP status (503, 507). */
-int commit_lfs_install(struct commit_stream *cs);
 /* Store an LFS pointer text as a blob; fills blob_sha. */
 int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr, char blob_sha[41]);
 /* The JSON events that turn NDJSON lines into operations (ctx = the

@@ -258,9 +258,9 @@ static int check_path(struct commit_stream *cs, const char *path)
 
 int commit_blob_failed(struct commit_stream *cs)
 {
-	if (quarantine_over_limit(cs->quarantine))
-		return commit_stream_fail(cs, 413, NULL, "line %zu: the commit's regular (non-LFS) files exceed %" PRIu64
-					  " MiB; split it into several commits", cs->lines, QUARANTINE_MAX_BYTES >> 20);
+	if (publish_over_limit(cs->pub))
+		return commit_stream_fail(cs, 413, NULL, "line %zu: the commit's regular (non-LFS) files exceed the"
+					  " quarantine limit; split it into several commits", cs->lines);
 	return commit_git_fail(cs, "write a blob");
 }
 
@@ -379,42 +379,10 @@ static int finish_inline_file(struct commit_stream *cs)
 
 int commit_lfs_hold(struct commit_stream *cs, struct lfs_writer *w, struct lfs_pointer *ptr)
 {
-	if (lfs_writer_seal(w, ptr->oid, &ptr->size) < 0) {
-		lfs_writer_abort(w);
-		return commit_stream_fail(cs, 500, NULL, "cannot store %s", cs->path ? cs->path : "a file");
-	}
-	if (cs->npending_lfs < PENDING_LFS_MAX) {
-		cs->pending_lfs[cs->npending_lfs++] = w;
-		return 0;
-	}
-	/* too many to keep open: this one is stored (not linked) now */
-	int rc = lfs_writer_install(w);
-	if (rc < 0)
-		return commit_storage_fail(cs, rc, "store the file as LFS");
-	if (db_lfs_link(cs->repo.record.id, ptr->oid) < 0)
+	int rc = publish_hold_lfs(cs->pub, w, ptr);
+	if (rc == KHUB_EDB)
 		return commit_stream_fail(cs, 503, NULL, "database unavailable");
-	return 0;
-}
-
-int commit_lfs_install(struct commit_stream *cs)
-{
-	int status = 0;
-	for (size_t i = 0; i < cs->npending_lfs; i++) {
-		struct lfs_writer *w = cs->pending_lfs[i];
-		char oid[65];
-		cs->pending_lfs[i] = NULL;
-		memcpy(oid, lfs_writer_oid(w), sizeof(oid));
-		if (status) {
-			lfs_writer_abort(w);
-			continue;
-		}
-		if (lfs_writer_install(w) < 0)
-			status = 507;
-		else if (db_lfs_link(cs->repo.record.id, oid) < 0)
-			status = 503;
-	}
-	cs->npending_lfs = 0;
-	return status;
+	return rc < 0 ? commit_storage_fail(cs, rc, "store the file as LFS") : 0;
 }
 
 static int finish_lfs_file(struct commit_stream *cs)

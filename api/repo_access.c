@@ -342,52 +342,17 @@ int repo_open_for_write(struct request *req, struct repo_handle *h, enum role ne
 	return repo_open_named(req, req->type, req->ns, req->name, needed, h, result);
 }
 
-/* Repo write locks this process holds: a request never asks the database
- * for a lock another thread of ours has (and is woken when it is freed). */
-static struct hashmap held_locks;
-static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void lock_key(char *key, size_t size, int64_t repo_id)
+/* A busy lock: park the request (woken when a writer of this process lets
+ * go, polled with backoff for writers in other processes: imports, pushes,
+ * the mirror) until lock_wait_ms, then 503. rc is what the try gave. */
+static int wait_for_lock(struct request *req, int64_t repo_id, int rc, enum MHD_Result *result)
 {
-	snprintf(key, size, "repo-lock/%lld", (long long)repo_id);
-}
-
-/* 0 taken, 1 busy, KHUB_EDB. */
-static int repo_write_trylock(int64_t repo_id)
-{
-	char key[48], id[24];
-	lock_key(key, sizeof(key), repo_id);
-	pthread_mutex_lock(&held_lock);
-	if (!held_locks.buckets)
-		hashmap_init(&held_locks);
-	if (hashmap_get(&held_locks, key)) {
-		pthread_mutex_unlock(&held_lock);
-		return 1;
-	}
-	hashmap_put(&held_locks, key, (void *)1);	/* reserved while we ask */
-	pthread_mutex_unlock(&held_lock);
-	snprintf(id, sizeof(id), "%lld", (long long)repo_id);
-	const char *params[1] = { id };
-	PGresult *res = db_exec("SELECT pg_try_advisory_lock(1, $1::int)", 1, params, NULL);
-	int rc = !res ? KHUB_EDB : PQgetvalue(res, 0, 0)[0] == 't' ? 0 : 1;
-	PQclear(res);
-	if (rc != 0) {
-		pthread_mutex_lock(&held_lock);
-		hashmap_remove(&held_locks, key);
-		pthread_mutex_unlock(&held_lock);
-	}
-	return rc;
-}
-
-int repo_write_lock_request(struct request *req, int64_t repo_id, enum MHD_Result *result)
-{
-	int rc = repo_write_trylock(repo_id);
 	if (rc == 0) {
 		req->wait_started_usec = 0;
 		return 0;
 	}
 	if (rc == KHUB_EDB) {
-		*result = respond_error(req, 503, NULL, "database unavailable");
+		*result = respond_db_unavailable(req);
 		return -1;
 	}
 	uint64_t now = monotonic_usec();
@@ -398,27 +363,41 @@ int repo_write_lock_request(struct request *req, int64_t repo_id, enum MHD_Resul
 		*result = respond_error(req, 503, NULL, "another write to this repository is in progress; retry later");
 		return -1;
 	}
-	/* Woken at once when a writer of this process lets go; polled with
-	 * backoff for writers in other processes (imports, pushes, mirror). */
 	char key[48];
-	lock_key(key, sizeof(key), repo_id);
+	snprintf(key, sizeof(key), "repo-lock/%lld", (long long)repo_id);
 	unsigned rounds = req->park_rounds < 5 ? req->park_rounds : 5;
 	request_park(req, key, 10u << rounds);
 	*result = MHD_YES;
 	return 1;
 }
 
+int repo_write_lock_request(struct request *req, int64_t repo_id, enum MHD_Result *result)
+{
+	return wait_for_lock(req, repo_id, publish_repo_trylock(repo_id), result);
+}
+
+int publication_lock_request(struct request *req, struct publication *pub, int64_t repo_id, enum MHD_Result *result)
+{
+	return wait_for_lock(req, repo_id, publish_trylock(pub), result);
+}
+
 void repo_write_unlock(int64_t repo_id)
 {
-	char key[48], id[24];
-	snprintf(id, sizeof(id), "%lld", (long long)repo_id);
-	const char *params[1] = { id };
-	PQclear(db_exec("SELECT pg_advisory_unlock(1, $1::int)", 1, params, NULL));
-	lock_key(key, sizeof(key), repo_id);
-	pthread_mutex_lock(&held_lock);
-	hashmap_remove(&held_locks, key);
-	pthread_mutex_unlock(&held_lock);
+	publish_repo_unlock(repo_id);
+}
+
+void api_lock_released(int64_t repo_id)
+{
+	char key[48];
+	snprintf(key, sizeof(key), "repo-lock/%lld", (long long)repo_id);
 	request_wake(key);
+}
+
+void api_after_publish(int64_t repo_id, enum publish_change change)
+{
+	(void)repo_id;
+	if (change == PUBLISH_REFS_CHANGED)
+		repo_cache_invalidate();
 }
 
 void api_audit(struct request *req, const char *action, const char *target, const char *details)

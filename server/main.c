@@ -64,6 +64,8 @@ int cmd_serve(int argc, char **argv)
 	api_ctx.max_body_bytes = config.max_body_bytes;
 	api_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
 	api_ctx.lock_wait_ms = config.lock_wait_ms;
+	publish_set_unlock_notify(api_lock_released);
+	publish_set_after_move(api_after_publish);
 	api_ctx.commits_in_flight_per_user = config.commits_in_flight_per_user;
 	api_ctx.pull_requests_per_hour = config.pull_requests_per_hour;
 	api_ctx.lfs_url_ttl = config.lfs_url_ttl;

@@ -175,3 +175,41 @@ void db_array_add(struct strbuf *sb, const char *s)
 	}
 	strbuf_adds(sb, "\"");
 }
+
+/* ---- advisory locks ------------------------------------------------------------- */
+
+/* Session-level locks on this thread's connection: (kind, id) pairs, so
+ * the kinds never collide. The order when several are taken: registry,
+ * then a repo's write lock. */
+static int lock_query(const char *fn, enum db_lock kind, int64_t id, int *got)
+{
+	char k[16], i[24], sql[80];
+	snprintf(k, sizeof(k), "%d", (int)kind);
+	snprintf(i, sizeof(i), "%" PRId64, id);
+	snprintf(sql, sizeof(sql), "SELECT %s($1::int, $2::int)", fn);
+	const char *params[2] = { k, i };
+	PGresult *res = db_exec(sql, 2, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	if (got)
+		*got = PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	return 0;
+}
+
+int db_lock_try(enum db_lock kind, int64_t id)
+{
+	int got = 0;
+	int rc = lock_query("pg_try_advisory_lock", kind, id, &got);
+	return rc < 0 ? rc : got ? 0 : 1;
+}
+
+int db_lock_wait(enum db_lock kind, int64_t id)
+{
+	return lock_query("pg_advisory_lock", kind, id, NULL);
+}
+
+void db_unlock(enum db_lock kind, int64_t id)
+{
+	lock_query("pg_advisory_unlock", kind, id, NULL);
+}

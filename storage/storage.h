@@ -82,8 +82,9 @@ void lfs_writer_abort(struct lfs_writer *w);
  * content it received out of the store until it is accepted. */
 int lfs_writer_seal(struct lfs_writer *w, char oid[65], uint64_t *size);
 int lfs_writer_install(struct lfs_writer *w);
-/* The sha256 of a sealed writer's content. */
+/* The sha256 and size of a sealed writer's content. */
 const char *lfs_writer_oid(const struct lfs_writer *w);
+uint64_t lfs_writer_size(const struct lfs_writer *w);
 /* The temp file a writer is filling (valid until commit or abort). */
 const char *lfs_writer_temp_path(const struct lfs_writer *w);
 /* Remove partial uploads left by a crash (no live writer holds their
@@ -337,6 +338,17 @@ const char *db_last_error(void);
 /* Run a query with text parameters; the caller PQclear()s. NULL on failure
  * (logged); *sqlstate (static) set when given. */
 PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate);
+/* Advisory locks by name, held by this thread's connection until
+ * released (or the connection ends). Order: registry before repo write. */
+enum db_lock {
+	DB_LOCK_REPO_WRITE = 1,		/* id: repo id; every writer of a repo */
+	DB_LOCK_REGISTRY = 2,		/* id 0: repo create, delete, move */
+};
+/* 0 taken, 1 held by another session, KHUB_EDB. */
+int db_lock_try(enum db_lock kind, int64_t id);
+/* Wait for it (command line and background work only). */
+int db_lock_wait(enum db_lock kind, int64_t id);
+void db_unlock(enum db_lock kind, int64_t id);
 /* Apply every migration not yet applied, in order, each in a transaction. */
 int db_migrate(void);
 

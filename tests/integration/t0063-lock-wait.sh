@@ -130,17 +130,19 @@ is "$(pr)" 429 "the third within the hour → 429 (pull_requests_per_hour=2)"
 like "$(grep -i '^retry-after:' "$TEST_DIR/h" | tr -d '\r')" '^[Rr]etry-[Aa]fter: [0-9]+$' "with Retry-After"
 is "$(git --git-dir="$GITDIR" for-each-ref refs/pr | wc -l)" "$PRS" "and no pull request ref was made"
 check "the lock is held again" -- hold_lock 4
-curl -s -o "$TEST_DIR/first.out" -w '%{http_code}' -H "Authorization: Bearer $BOB" -H 'Content-Type: application/x-ndjson' \
-	--data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/main" >"$TEST_DIR/first.status" &
+PR1=$(git --git-dir="$GITDIR" for-each-ref refs/pr | wc -l)
+curl -s -o "$TEST_DIR/first.out" -w '%{http_code}' -H "Authorization: Bearer $EVE" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/refs%2Fpr%2F1" >"$TEST_DIR/first.status" &
 FIRST=$!
 sleep 0.5
-STATUS=$(curl -s -o "$TEST_DIR/b" -w '%{http_code}' -H "Authorization: Bearer $BOB" -H 'Content-Type: application/x-ndjson' \
-	--data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/main")
-is "$STATUS" 429 "a second commit while the account's first is in flight → 429 (commits_in_flight_per_user=1)"
+STATUS=$(curl -s -o "$TEST_DIR/b" -w '%{http_code}' -H "Authorization: Bearer $EVE" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/refs%2Fpr%2F2")
+is "$STATUS" 429 "an outsider's second pull-request commit while the first is in flight → 429 (commits_in_flight_per_user=1)"
 wait "$FIRST"
 is "$(cat "$TEST_DIR/first.status")" 200 "the first lands once the lock is free"
 wait "$HOLDER" 2>/dev/null
-is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $BOB" -H 'Content-Type: application/x-ndjson' \
-	--data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/main")" 200 "then the account may commit again"
+is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $EVE" -H 'Content-Type: application/x-ndjson' \
+	--data-binary @"$TEST_DIR/late.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/refs%2Fpr%2F2")" 200 "then the account may add to a pull request again"
+is "$(git --git-dir="$GITDIR" for-each-ref refs/pr | wc -l)" "$PR1" "no new pull request was opened by these updates"
 
 done_testing
