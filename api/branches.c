@@ -61,11 +61,7 @@ static void audit_ref(struct request *req, const struct repo_record *rec, const 
  * branch heads follow, and cached records go. */
 static void ref_changed(const struct repo_handle *h)
 {
-	if (db_repo_touch(h->record.id) < 0)
-		log_warn("cannot update lastModified of %s/%s", h->record.ns, h->record.name);
-	if (variant_index_update(h->record.id, h->git, NULL) < 0)
-		log_warn("cannot refresh the variant index heads of %s/%s", h->record.ns, h->record.name);
-	repo_cache_invalidate();
+	publish_refs_moved(h->record.id, h->git, NULL, PUBLISH_REFS_CHANGED, NULL, NULL, NULL, NULL);
 }
 
 /* DELETE of a branch or tag: under the repo's lock, audited. */

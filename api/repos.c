@@ -251,31 +251,27 @@ fail:
 static int commit_initial_files(struct request *req, const struct repo_record *rec,
 				const struct initial_file *files, size_t count)
 {
-	git_repository *git = NULL;
-	struct commit_builder *cb = NULL;
+	struct publication *pub = NULL;
 	char parent[41], sha[41], email[REPO_NAME_MAX + 32];
 	char *summary = NULL;
-	int rc;
-
-	if ((rc = repo_store_open(api_ctx.repo_root, rec->type, rec->ns, rec->name, &git)) < 0)
+	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
+	struct publish_actor who = { req->principal.user_id, req->principal.name, email, req->remote_addr };
+	int rc = publish_begin(api_ctx.repo_root, api_ctx.lfs, rec, &pub);
+	if (rc < 0)
 		goto cleanup;
-	if ((rc = repo_resolve_revision(git, "main", parent)) < 0)
-		goto cleanup;
-	rc = KHUB_EIO;
-	if (!(cb = commit_builder_new(git, parent)))
+	/* the repo was registered a moment ago under the registry lock: no
+	 * other writer knows it yet, so this wait is immediate */
+	if ((rc = publish_lock(pub)) < 0 || (rc = repo_resolve_revision(publish_git(pub), "main", parent)) < 0 ||
+	    (rc = publish_tree(pub, parent, 0)) < 0)
 		goto cleanup;
 	for (size_t i = 0; i < count; i++)
-		if ((rc = commit_builder_put_bytes(cb, files[i].path, files[i].data, files[i].len, 0100644)) < 0)
+		if ((rc = publish_put_bytes(pub, files[i].path, files[i].data, files[i].len, 0100644, NULL)) < 0)
 			goto cleanup;
 	summary = count == 1 ? xasprintf("Add %s", files[0].path) : xasprintf("Add %zu files", count);
-	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
-	if ((rc = commit_builder_write(cb, req->principal.name, email, summary, NULL, sha)) < 0)
-		goto cleanup;
-	rc = repo_update_ref(git, "refs/heads/main", parent, sha, summary);
+	rc = publish_commit(pub, &who, summary, NULL, "refs/heads/main", parent, sha);
 cleanup:
+	publish_end(pub, &who, rc == 0 ? "commit" : NULL, NULL);
 	free(summary);
-	commit_builder_free(cb);
-	git_repository_free(git);
 	return rc;
 }
 

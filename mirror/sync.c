@@ -5,6 +5,7 @@
  * upstream sha. A crash at any point leaves visible refs where they were;
  * the next sync resumes partial LFS downloads and skips verified objects. */
 #include "mirror/sync_internal.h"
+#include "storage/publish.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -183,14 +184,18 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 		if (sync_move_visible_ref(&rs, refs[i].name, refs[i].sha) < 0) {
 			strbuf_addf(&rs.errors, "%s: cannot move the ref; ", refs[i].name);
 			rs.refs_behind++;
-		} else if (variant_index_update(rs.rec.id, rs.git, commit_sha) < 0) {
-			log_warn("mirror %s: cannot index %s", repo_id, commit_sha);
+		} else {
+			/* the after-move steps every writer runs: touch, index,
+			 * audit, cache invalidation */
+			static const struct publish_actor mirror_actor = { 0, "mirror", NULL, "mirror" };
+			char *details = xasprintf("{\"ref\":\"%s\",\"new\":\"%s\"}", refs[i].name, refs[i].sha);
+			publish_refs_moved(rs.rec.id, rs.git, commit_sha, PUBLISH_NEW_COMMIT, &mirror_actor, "mirror.ref",
+					   repo_id, details);
+			free(details);
 		}
 	}
 	sync_apply_deletions(&rs, refs, nrefs);
-	variant_index_update(rs.rec.id, rs.git, NULL);
-	if (rs.refs_behind == 0)
-		db_repo_touch(rs.rec.id);
+	variant_index_update(rs.rec.id, rs.git, NULL);	/* deleted refs leave the heads */
 	ok = rs.errors.len == 0;
 	rc = ok ? 0 : KHUB_EIO;
 done:

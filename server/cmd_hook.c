@@ -233,24 +233,24 @@ static int post_receive(void)
 	git_repository *git = NULL;
 	if (git_repository_open_ext(&git, NULL, GIT_REPOSITORY_OPEN_FROM_ENV, NULL) < 0)
 		git = NULL;
+	struct publish_actor who = { user_id ? strtoll(user_id, NULL, 10) : 0, user ? user : "anonymous", NULL,
+				     getenv("REMOTE_ADDR") ? getenv("REMOTE_ADDR") : "git" };
 	char line[1024];
 	while (fgets(line, sizeof(line), stdin)) {
 		char old_sha[64], new_sha[64], ref[900];
 		if (sscanf(line, "%63s %63s %899s", old_sha, new_sha, ref) != 3)
 			continue;
-		if (git && variant_index_update(strtoll(repo_id, NULL, 10), git,
-						strcmp(new_sha, zero_sha) == 0 ? NULL : new_sha) < 0)
-			fprintf(stderr, "khub: %s: the variant index was not updated\n", ref);
+		int deleted = strcmp(new_sha, zero_sha) == 0;
 		json_t *details = json_pack("{s:s, s:s, s:s, s:s}", "ref", ref, "old", old_sha, "new", new_sha,
 					    "request", getenv("KHUB_HOOK_REQUEST_ID") ? getenv("KHUB_HOOK_REQUEST_ID") : "");
 		char *text = json_dumps(details, JSON_COMPACT);
-		db_audit(user_id ? strtoll(user_id, NULL, 10) : 0, user ? user : "anonymous",
-			 strcmp(new_sha, zero_sha) == 0 ? "git.push.delete" : "git.push", repo, text,
-			 getenv("REMOTE_ADDR") ? getenv("REMOTE_ADDR") : "git");
+		/* the objects came as a pack; the after-move steps are every
+		 * writer's: touch, index (kernel repos), audit */
+		publish_refs_moved(strtoll(repo_id, NULL, 10), git, deleted ? NULL : new_sha, PUBLISH_REFS_CHANGED, &who,
+				   deleted ? "git.push.delete" : "git.push", repo, text);
 		free(text);
 		json_decref(details);
 	}
-	db_repo_touch(strtoll(repo_id, NULL, 10));
 	git_repository_free(git);
 	db_thread_done();
 	return 0;

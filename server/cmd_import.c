@@ -14,69 +14,33 @@
 #include <unistd.h>
 
 struct import_state {
-	git_repository *git;
-	struct commit_builder *cb;
-	struct lfs_store *lfs;
-	const char *gitattributes;
-	int64_t repo_id;
+	struct publication *pub;
 	size_t files, lfs_files;
 	uint64_t bytes;
 };
 
 static int import_file(struct import_state *st, const char *full, const char *rel, const struct stat *sb)
 {
-	char head[8000];
-	size_t head_len = 0;
-	int fd = open(full, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "khub import: cannot read %s: %s\n", full, strerror(errno));
-		return KHUB_EIO;
-	}
-	ssize_t n = read(fd, head, sizeof(head));
-	close(fd);
-	if (n < 0)
-		return KHUB_EIO;
-	head_len = (size_t)n;
 	unsigned mode = (sb->st_mode & 0111) ? 0100755 : 0100644;
+	int as_lfs = 0;
 	st->files++;
 	st->bytes += (uint64_t)sb->st_size;
-	struct lfs_pointer ptr;
-	if (lfs_pointer_parse(head, head_len, &ptr) == 0 && (uint64_t)sb->st_size == head_len) {
+	int rc = publish_put_file(st->pub, rel, full, mode, &as_lfs);
+	if (rc == KHUB_EPERM) {
 		/* a pointer text is committed as a pointer (as git-lfs does) only
 		 * to an object this repo already has: else importing a 3-line
 		 * file would hand this repo another repo's private object */
-		char text[LFS_POINTER_MAX];
-		uint64_t stored;
-		int linked = db_lfs_linked(st->repo_id, ptr.oid);
-		if (linked < 0)
-			return linked;
-		if (!linked || lfs_store_stat(st->lfs, ptr.oid, &stored) < 0 || stored != ptr.size) {
-			fprintf(stderr, "khub import: %s is an LFS pointer to %s, an object this repo does not have: "
-				"import the file's content instead\n", rel, ptr.oid);
-			return KHUB_EPERM;
-		}
-		st->lfs_files++;
-		return commit_builder_put_bytes(st->cb, rel, text, lfs_pointer_format(&ptr, text), mode);
-	}
-	if (lfs_should_store(st->gitattributes, rel, head, head_len, (uint64_t)sb->st_size)) {
-		char text[LFS_POINTER_MAX];
-		int rc = lfs_store_put_file(st->lfs, full, ptr.oid, &ptr.size);
-		if (rc < 0)
-			return rc;
-		if ((rc = db_lfs_link(st->repo_id, ptr.oid)) < 0)
-			return rc;
-		size_t len = lfs_pointer_format(&ptr, text);
-		st->lfs_files++;
-		return commit_builder_put_bytes(st->cb, rel, text, len, mode);
-	}
-	git_oid oid;
-	char hex[41];
-	if (git_blob_create_from_disk(&oid, st->git, full) < 0) {
-		fprintf(stderr, "khub import: cannot store %s\n", full);
-		return KHUB_EIO;
-	}
-	git_oid_tostr(hex, sizeof(hex), &oid);
-	return commit_builder_put_blob(st->cb, rel, hex, mode);
+		size_t len;
+		char *text = read_file_limited(full, LFS_POINTER_MAX, &len);
+		struct lfs_pointer ptr;
+		fprintf(stderr, "khub import: %s is an LFS pointer to %s, an object this repo does not have: "
+			"import the file's content instead\n", rel,
+			text && lfs_pointer_parse(text, len, &ptr) == 0 ? ptr.oid : "an object");
+		free(text);
+	} else if (rc < 0)
+		fprintf(stderr, "khub import: cannot store %s: %s\n", rel, khub_strerror(rc));
+	st->lfs_files += as_lfs;
+	return rc;
 }
 
 static int import_dir(struct import_state *st, const char *dir, const char *prefix)
@@ -112,19 +76,6 @@ static int import_dir(struct import_state *st, const char *dir, const char *pref
 	}
 	closedir(d);
 	return rc;
-}
-
-static int lock_repo(int64_t repo_id, int lock)
-{
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
-	PGresult *res = db_exec(lock ? "SELECT pg_advisory_lock(1, $1::int)" : "SELECT pg_advisory_unlock(1, $1::int)",
-				1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	PQclear(res);
-	return 0;
 }
 
 int cmd_import(int argc, char **argv)
@@ -191,69 +142,62 @@ int cmd_import(int argc, char **argv)
 		db_audit(0, "cli", "repo.create", repo_id, NULL, "local");
 	}
 	struct import_state st = { 0 };
-	st.repo_id = rec.id;
-	if (repo_store_open(runtime_repo_root(), type, rec.ns, rec.name, &st.git) < 0)
-		fatal("cannot open repository %s", repo_id);
-	st.lfs = lfs_store_open(runtime_lfs_root());
-	if (!st.lfs || lock_repo(rec.id, 1) < 0)
+	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
+	struct publish_actor who = { 0, "khub import", "import@khub.local", "local" };
+	char *details = NULL, *summary = NULL, *attributes = NULL, *local_attributes = NULL;
+	if (!lfs || publish_begin(runtime_repo_root(), lfs, &rec, &st.pub) < 0 || publish_lock(st.pub) < 0)
 		fatal("cannot prepare the import");
+	git_repository *git = publish_git(st.pub);
 
 	char ref[REF_NAME_MAX + 16], old_sha[41] = "", parent[41] = "";
 	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
-	if (repo_resolve_revision(st.git, ref, old_sha) == 0)
+	if (repo_resolve_revision(git, ref, old_sha) == 0)
 		memcpy(parent, old_sha, sizeof(parent));
 	else
-		repo_resolve_revision(st.git, "refs/heads/main", parent);
+		repo_resolve_revision(git, "refs/heads/main", parent);
 
-	/* Keep the parent's .gitattributes unless the directory brings one. */
-	char *attributes = repo_read_text_file(st.git, parent, ".gitattributes", 1 << 20);
+	/* The commit is the directory: start from an empty tree, keeping the
+	 * parent's .gitattributes unless the directory brings one (which then
+	 * decides what is LFS). */
+	if (publish_tree(st.pub, parent[0] ? parent : NULL, 1) < 0)
+		fatal("cannot start a commit");
+	attributes = repo_read_text_file(git, parent, ".gitattributes", 1 << 20);
 	char *local_attr = xasprintf("%s/.gitattributes", dir);
 	size_t local_len;
-	char *local_attributes = read_file_limited(local_attr, 1 << 20, &local_len);
+	local_attributes = read_file_limited(local_attr, 1 << 20, &local_len);
 	free(local_attr);
-	st.gitattributes = local_attributes ? local_attributes : attributes ? attributes : repo_default_gitattributes;
-
-	st.cb = commit_builder_new(st.git, parent[0] ? parent : NULL);
-	if (!st.cb)
-		fatal("cannot start a commit");
-	/* The commit is the directory: start from an empty tree. */
-	commit_builder_clear(st.cb);
+	publish_set_gitattributes(st.pub, local_attributes ? local_attributes
+						   : attributes ? attributes : repo_default_gitattributes);
 	if (!local_attributes && attributes)
-		rc = commit_builder_put_bytes(st.cb, ".gitattributes", attributes, strlen(attributes), 0100644);
+		rc = publish_put_bytes(st.pub, ".gitattributes", attributes, strlen(attributes), 0100644, NULL);
 	if (rc == 0)
 		rc = import_dir(&st, dir, "");
 	char sha[41];
-	char *summary = message ? xstrdup(message) : xasprintf("Import %s", dir);
-	if (rc == 0 && parent[0] && old_sha[0] && commit_builder_unchanged(st.cb)) {
+	summary = message ? xstrdup(message) : xasprintf("Import %s", dir);
+	if (rc == 0 && parent[0] && old_sha[0] && publish_unchanged(st.pub)) {
 		printf("%s\n", old_sha);
 		fprintf(stderr, "khub import: %s@%s is already identical to %s\n", repo_id, branch, dir);
 		goto done;
 	}
 	if (rc == 0)
-		rc = commit_builder_write(st.cb, "khub import", "import@khub.local", summary, NULL, sha);
-	if (rc == 0)
-		rc = repo_update_ref(st.git, ref, old_sha[0] ? old_sha : NULL, sha, summary);
+		rc = publish_commit(st.pub, &who, summary, NULL, ref, old_sha[0] ? old_sha : NULL, sha);
 	if (rc < 0) {
 		fprintf(stderr, "khub import: failed: %s\n", khub_strerror(rc));
 		goto done;
 	}
-	db_repo_touch(rec.id);
-	if (variant_index_update(rec.id, st.git, sha) < 0)
-		fprintf(stderr, "khub import: warning: the variant index was not updated (it is rebuilt on read)\n");
-	char *details = xasprintf("{\"branch\":\"%s\",\"commit\":\"%s\",\"files\":%zu}", branch, sha, st.files);
-	db_audit(0, "cli", "repo.import", repo_id, details, "local");
-	free(details);
+	details = xasprintf("{\"branch\":\"%s\",\"commit\":\"%s\",\"files\":%zu}", branch, sha, st.files);
 	printf("%s\n", sha);
 	fprintf(stderr, "khub import: %s@%s -> %s (%zu files, %zu as LFS, %" PRIu64 " bytes)\n", repo_id, branch,
 		sha, st.files, st.lfs_files, st.bytes);
 done:
-	lock_repo(rec.id, 0);
+	/* unlock; when the branch moved: touch, index, audit (once, as every
+	 * writer does) */
+	publish_end(st.pub, &who, "repo.import", details);
+	free(details);
 	free(summary);
 	free(attributes);
 	free(local_attributes);
-	commit_builder_free(st.cb);
-	lfs_store_close(st.lfs);
-	git_repository_free(st.git);
+	lfs_store_close(lfs);
 	free(ns);
 	runtime_close_database();
 	return rc < 0 ? 1 : 0;

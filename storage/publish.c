@@ -182,6 +182,12 @@ int publish_tree(struct publication *pub, const char *parent_sha, int clear)
 	return 0;
 }
 
+void publish_set_gitattributes(struct publication *pub, const char *text)
+{
+	free(pub->gitattributes);
+	pub->gitattributes = text ? xstrdup(text) : NULL;
+}
+
 int publish_hold_lfs(struct publication *pub, struct lfs_writer *w, struct lfs_pointer *ptr)
 {
 	int rc = lfs_writer_seal(w, ptr->oid, &ptr->size);

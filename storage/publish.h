@@ -71,6 +71,9 @@ void publish_repo_unlock(int64_t repo_id);
  * Reads the parent's .gitattributes for the LFS decisions. */
 int publish_tree(struct publication *pub, const char *parent_sha, int clear);
 
+/* Replace the .gitattributes text the LFS decisions follow (copied; an
+ * import decides by the directory's own). */
+void publish_set_gitattributes(struct publication *pub, const char *text);
 /* A file from bytes or from a file on disk: stored as LFS when the
  * .gitattributes rules, binary content or its size say so (content held
  * until publish_commit), otherwise as a blob. A file whose content is an
