@@ -3,6 +3,7 @@
  * child process under a deadline: libgit2 1.5 has no network timeout),
  * then move or delete the visible refs per policy. */
 #include "mirror/sync_internal.h"
+#include "storage/publish.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -117,7 +118,7 @@ int sync_move_visible_ref(struct repo_sync *rs, const char *name, const char *sh
 			return 0;
 		}
 	}
-	int rc = repo_update_ref(rs->git, name, exists ? current : NULL, sha, "khub mirror");
+	int rc = publish_import_ref(rs->rec.id, rs->git, name, exists ? current : NULL, sha, "khub mirror");
 	if (rc == 0)
 		rs->run->stats.refs_moved++;
 	return rc;
@@ -158,8 +159,9 @@ void sync_apply_deletions(struct repo_sync *rs, struct upstream_ref *refs, size_
 		if (rs->sel->policy == POLICY_KEEP) {
 			strbuf_addf(&rs->warnings, "%s was deleted upstream: kept (policy keep); ", name);
 			rs->run->stats.refs_kept++;
-		} else if (git_reference_remove(rs->git, name) == 0) {
+		} else if (publish_import_ref(rs->rec.id, rs->git, name, NULL, NULL, "khub mirror") == 0) {
 			rs->run->stats.refs_moved++;
+			publish_refs_moved(rs->rec.id, rs->git, NULL, PUBLISH_REFS_CHANGED, NULL, NULL, NULL, NULL);
 		}
 	}
 	strbuf_release(&gone);

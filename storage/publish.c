@@ -395,6 +395,31 @@ int publish_commit(struct publication *pub, const struct publish_actor *who, con
 	return 0;
 }
 
+int publish_import_ref(int64_t repo_id, git_repository *git, const char *ref, const char *expected_old,
+		       const char *new_sha, const char *log_message)
+{
+	if (new_sha) {
+		git_oid oid;
+		git_commit *commit = NULL;
+		if (git_oid_fromstr(&oid, new_sha) < 0 || git_commit_lookup(&commit, git, &oid) < 0)
+			return KHUB_EINVAL;
+		git_commit_free(commit);
+	}
+	while (reserve(repo_id))
+		usleep(20000);
+	int rc = db_lock_wait(DB_LOCK_REPO_WRITE, repo_id);
+	if (rc < 0) {
+		unreserve(repo_id);
+		return rc;
+	}
+	if (new_sha)
+		rc = repo_update_ref(git, ref, expected_old, new_sha, log_message);
+	else
+		rc = repo_delete_ref(git, ref);
+	publish_repo_unlock(repo_id);
+	return rc;
+}
+
 void publish_refs_moved(int64_t repo_id, git_repository *git, const char *new_sha, enum publish_change change,
 			const struct publish_actor *who, const char *action, const char *target,
 			const char *details)

@@ -114,6 +114,15 @@ int publish_commit(struct publication *pub, const struct publish_actor *who, con
  * NULL. */
 void publish_end(struct publication *pub, const struct publish_actor *who, const char *action, const char *details);
 
+/* The ref-import entry, for objects that arrived as a pack (the mirror;
+ * air-gap sync to come): move ref to new_sha (NULL: delete it) by
+ * compare-and-swap from expected_old (NULL or "": must not exist) under
+ * the repo's write lock, waited for (background work only, never a request
+ * thread). The objects must be in the repo already (checked: KHUB_EINVAL
+ * when new_sha is not a commit here). Then call publish_refs_moved. */
+int publish_import_ref(int64_t repo_id, git_repository *git, const char *ref, const char *expected_old,
+		       const char *new_sha, const char *log_message);
+
 /* The after-move steps for refs moved by others (pushes, mirror syncs,
  * branch and tag changes): touch the repo, index new_sha (NULL: refresh
  * the branch heads only), the audit entry when action is not NULL, the
