@@ -195,7 +195,6 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 		}
 	}
 	sync_apply_deletions(&rs, refs, nrefs);
-	variant_index_update(rs.rec.id, rs.git, NULL);	/* deleted refs leave the heads */
 	ok = rs.errors.len == 0;
 	rc = ok ? 0 : KHUB_EIO;
 done:

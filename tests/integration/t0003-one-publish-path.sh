@@ -1,0 +1,24 @@
+#!/bin/bash
+# t0003-one-publish-path.sh -- the tree keeps one publish path: outside
+# storage/, nothing writes a commit, moves a ref to new content, touches a
+# repo or updates the variant index except through storage/publish.h (the
+# after-move steps then run once, in one place, for every writer). A new
+# writer that copies the sequence instead fails here.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+cd "$KHUB_SRC" || bail "no source tree"
+
+for fn in commit_builder_write repo_update_ref variant_index_update db_repo_touch quarantine_publish \
+	lfs_writer_install; do
+	hits=$(grep -rn --include='*.c' "\b$fn(" api server mirror common 2>/dev/null)
+	is "$hits" "" "no $fn() outside storage/ (use storage/publish.h)"
+done
+for f in storage/publish.c storage/publish.h; do
+	check "$f exists" -- test -f "$f"
+done
+users=$(grep -rln --include='*.c' 'publish_begin\|publish_refs_moved\|publish_import_ref' api server mirror | sort | tr '\n' ' ')
+like "$users" 'api/commit.c' "the commit API publishes through it"
+like "$users" 'api/repos.c' "repo creation's files too"
+like "$users" 'server/cmd_import.c' "khub import too"
+like "$users" 'server/cmd_hook.c' "pushes run its after-move steps"
+like "$users" 'mirror/sync' "the mirror too"
+done_testing
