@@ -111,19 +111,25 @@ int publish_trylock(struct publication *pub)
 	return rc;
 }
 
+/* Wait for the lock (command line and background work only). */
+static int repo_lock_wait(int64_t repo_id)
+{
+	while (reserve(repo_id))
+		usleep(20000);
+	int rc = db_lock_wait(DB_LOCK_REPO_WRITE, repo_id);
+	if (rc < 0)
+		unreserve(repo_id);
+	return rc;
+}
+
 int publish_lock(struct publication *pub)
 {
 	if (pub->locked)
 		return 0;
-	while (reserve(pub->rec.id))
-		usleep(20000);
-	int rc = db_lock_wait(DB_LOCK_REPO_WRITE, pub->rec.id);
-	if (rc < 0) {
-		unreserve(pub->rec.id);
-		return rc;
-	}
-	pub->locked = 1;
-	return 0;
+	int rc = repo_lock_wait(pub->rec.id);
+	if (rc == 0)
+		pub->locked = 1;
+	return rc;
 }
 
 static void unlock(struct publication *pub)
@@ -405,13 +411,9 @@ int publish_import_ref(int64_t repo_id, git_repository *git, const char *ref, co
 			return KHUB_EINVAL;
 		git_commit_free(commit);
 	}
-	while (reserve(repo_id))
-		usleep(20000);
-	int rc = db_lock_wait(DB_LOCK_REPO_WRITE, repo_id);
-	if (rc < 0) {
-		unreserve(repo_id);
+	int rc = repo_lock_wait(repo_id);
+	if (rc < 0)
 		return rc;
-	}
 	if (new_sha)
 		rc = repo_update_ref(git, ref, expected_old, new_sha, log_message);
 	else
