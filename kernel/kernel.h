@@ -128,10 +128,9 @@ struct build_path {
 	const char *file;	/* after build/<variant>/; NULL for build/<variant> itself */
 };
 
-/* 0 when path is build/<variant> or build/<variant>/<file> with a non-empty
- * variant, KHUB_EINVAL otherwise (other paths, build itself, build/ files
- * are never variants: build/x is read as a variant dir, the caller knows
- * whether it is one). */
+/* 0 when path is build/<variant> or build/<variant>/<file> (variant not
+ * empty), KHUB_EINVAL otherwise. Whether build/<x> is a directory (a
+ * variant) or a file (none) only the caller knows. */
 int build_path_parse(const char *path, struct build_path *out);
 
 /* ---- metadata.json (kernel/metadata.c) ------------------------------------ */
@@ -185,9 +184,9 @@ struct required_variants {
 	size_t count;
 };
 
-/* Parse the list ({system: {backend: [names]}}); KHUB_EINVAL (with *why,
- * copied into why_buf) when it is not a JSON object. Release with
- * required_variants_release. */
+/* Parse the list ({system: {backend: [names]}}) into out, which the caller
+ * owns (release with required_variants_release); KHUB_EINVAL, with the
+ * reason in why, when it is not a JSON object. */
 int required_variants_parse(const char *text, size_t len, struct required_variants *out, char *why, size_t why_size);
 void required_variants_release(struct required_variants *r);	/* accepts NULL */
 
