@@ -305,7 +305,7 @@ int kernel_version_branches(git_repository *git, struct ref_list *out);
 int kernel_variants_load(struct request *req, struct repo_handle *h, const char *sha, struct variant_rows *rows,
 			 enum MHD_Result *result);
 /* data/build-variants.json, parsed once (borrowed). */
-const json_t *kernel_required_variants(void);
+const struct required_variants *kernel_required_variants(void);
 
 /* Files compiled in by api/embed_files.sh (NUL-terminated). */
 extern const char embedded_openapi_json[];

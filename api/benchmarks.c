@@ -174,24 +174,18 @@ struct machine_keys {
 
 static void derive_machine_keys(const char *backend, const char *pytorch, const char *os, struct machine_keys *k)
 {
-	static const struct { const char *word, *family, *prefix; } backends[] = {
-		{ "cuda", "cuda", "cu" }, { "rocm", "rocm", "rocm" }, { "xpu", "xpu", NULL },
-		{ "mps", "metal", NULL }, { "metal", "metal", NULL }, { "npu", "cann", NULL },
-		{ "cann", "cann", NULL }, { "cpu", "cpu", NULL }, { "neuron", "neuron", NULL },
-	};
 	char word[32], version[16];
 	first_word_lower(backend, word, sizeof(word));
 	snprintf(k->backend_family, sizeof(k->backend_family), "%s", word);
 	snprintf(k->backend_key, sizeof(k->backend_key), "%s", word);
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-		if (strcmp(word, backends[i].word) != 0)
-			continue;
-		snprintf(k->backend_family, sizeof(k->backend_family), "%s", backends[i].family);
-		snprintf(k->backend_key, sizeof(k->backend_key), "%s", backends[i].family);
+	const struct kernel_backend *b = kernel_backend_by_machine_word(word);
+	if (b) {
+		snprintf(k->backend_family, sizeof(k->backend_family), "%s", b->name);
+		snprintf(k->backend_key, sizeof(k->backend_key), "%s", b->name);
 		const char *space = strchr(backend, ' ');
 		major_minor(space ? space + 1 : NULL, version, sizeof(version));
-		if (backends[i].prefix && version[0])
-			snprintf(k->backend_key, sizeof(k->backend_key), "%s%s", backends[i].prefix, version);
+		if (b->benchmark_keyed && version[0])
+			snprintf(k->backend_key, sizeof(k->backend_key), "%s%s", b->variant_prefix, version);
 	}
 	major_minor(pytorch, version, sizeof(version));
 	snprintf(k->torch_key, sizeof(k->torch_key), "%s%s", version[0] ? "torch" : "", version);
@@ -343,15 +337,11 @@ invalid:
  * CPU; torch-universal anything. 0, or -1 when no part is understood. */
 static int variant_filter(const char *variant, struct request *req, struct benchmark_filter *f)
 {
-	static const char *const families[] = { "cuda", "rocm", "xpu", "metal", "cpu", "cann", "neuron" };
-	static const struct { const char *prefix, *family; int keyed; } versioned[] = {
-		{ "cu", "cuda", 1 }, { "rocm", "rocm", 1 }, { "xpu", "xpu", 0 }, { "cann", "cann", 0 },
-	};
 	char *copy = request_own(req, xstrdup(variant)), *save = NULL;
 	int understood = 0;
 	for (char *tok = strtok_r(copy, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
 		size_t n = strlen(tok);
-		if (strcmp(tok, "universal") == 0 || strcmp(tok, "torch") == 0) {
+		if (strcmp(tok, VARIANT_NOARCH_UNIVERSAL) == 0 || strcmp(tok, "torch") == 0) {
 			understood = 1;
 			continue;
 		}
@@ -365,17 +355,15 @@ static int variant_filter(const char *variant, struct request *req, struct bench
 			understood = 1;
 			continue;
 		}
-		for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
-			if (strcmp(tok, families[i]) == 0) {
-				f->backend_family = families[i];
+		for (const struct kernel_backend *b = kernel_backends; b->name; b++) {
+			size_t p = b->variant_prefix ? strlen(b->variant_prefix) : 0;
+			if (strcmp(tok, b->name) == 0) {
+				f->backend_family = b->name;
 				understood = 1;
-			}
-		for (size_t i = 0; i < sizeof(versioned) / sizeof(versioned[0]); i++) {
-			size_t p = strlen(versioned[i].prefix);
-			if (n > p && strncmp(tok, versioned[i].prefix, p) == 0 &&
-			    strspn(tok + p, "0123456789") == n - p) {
-				f->backend_family = versioned[i].family;
-				if (versioned[i].keyed)
+			} else if (p && n > p && strncmp(tok, b->variant_prefix, p) == 0 &&
+				   strspn(tok + p, "0123456789") == n - p) {
+				f->backend_family = b->name;
+				if (b->benchmark_keyed)
 					f->backend_key = tok;
 				understood = 1;
 			}

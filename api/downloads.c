@@ -112,24 +112,23 @@ static void user_agent_part(const char *ua, const char *name, char out[UA_PART_M
 
 void download_stats_note(struct request *req, const struct repo_handle *h, const char *sha, int ranged)
 {
+	struct build_path bp;
 	if (!stats_enabled || req->method != METHOD_GET || ranged || h->record.type != REPO_KERNEL ||
-	    strncmp(req->path, "build/", 6) != 0)
+	    build_path_parse(req->path, &bp) < 0 || !bp.file)
 		return;
-	const char *variant = req->path + 6, *slash = strchr(variant, '/');
-	if (!slash || slash == variant)
-		return;
-	int variant_len = (int)(slash - variant);
-	if (strcmp(slash + 1, "__init__.py") == 0) {
+	const char *variant = bp.variant;
+	int variant_len = (int)bp.variant_len;
+	if (strcmp(bp.file, "__init__.py") == 0) {
 		/* Counts only for a variant that has no metadata.json. */
 		struct tree_entry e;
-		char *meta = xasprintf("build/%.*s/metadata.json", variant_len, variant);
+		char *meta = xasprintf(BUILD_DIR "/%.*s/" BUILD_METADATA_FILE, variant_len, variant);
 		int has_meta = repo_stat_path(h->git, sha, meta, &e) == 0;
 		if (has_meta)
 			tree_entry_release(&e);
 		free(meta);
 		if (has_meta)
 			return;
-	} else if (strcmp(slash + 1, "metadata.json") != 0) {
+	} else if (strcmp(bp.file, BUILD_METADATA_FILE) != 0) {
 		return;
 	}
 

@@ -72,16 +72,11 @@ static void add_name_parts(json_t *obj, const char *name)
 	json_object_set_new(obj, "os", noarch ? json_null() : json_string(v.os));
 }
 
-static const char *metadata_status_name(enum variant_metadata_status s)
-{
-	return s == VARIANT_METADATA_OK ? "ok" : s == VARIANT_METADATA_MISSING ? "missing" : "invalid";
-}
-
 /* {"status", "error"?, "id", "name", "version", "license", "backend",
  * "pythonDepends"} from the stored document. */
 static json_t *metadata_summary(const struct variant_row *r)
 {
-	json_t *m = json_pack("{s:s}", "status", metadata_status_name(r->metadata_status));
+	json_t *m = json_pack("{s:s}", "status", variant_metadata_status_name(r->metadata_status));
 	if (r->metadata_error)
 		json_object_set_new(m, "error", json_string(r->metadata_error));
 	json_t *doc = r->metadata ? json_loads(r->metadata, 0, NULL) : NULL;
@@ -117,34 +112,51 @@ static json_t *variant_json(const struct variant_row *r)
 
 /* ---- GET /api/kernels/{ns}/{name}/variants ------------------------------- */
 
-static const char *const env_keys[] = { "torch", "cuda", "rocm", "xpu", "cann", "arch", "os", "cxx11", "macos",
-					"tvm_ffi", "free_threaded" };
+/* Query keys of the environment besides torch= and one per versioned
+ * backend of the table (cuda=, rocm=, xpu=, cann=). */
+static const char *const env_keys[] = { "arch", "os", "cxx11", "macos", "tvm_ffi", "free_threaded" };
+
+/* One environment key from the query, when given (*versioned: the backend
+ * key seen so far); on failure 400 is queued. */
+static int environment_key(struct request *req, struct variant_env *env, const char *key, const char **versioned,
+			   enum MHD_Result *result)
+{
+	const char *why = NULL, *value = request_query(req, key);
+	const struct kernel_backend *b = kernel_backend_find(key);
+	if (!value)
+		return 0;
+	if (b && b->variant_prefix) {
+		if (*versioned) {
+			*result = respond_error(req, 400, NULL, "give one of cuda=, rocm=, xpu= or cann= (got %s= and %s=)",
+						*versioned, key);
+			return -1;
+		}
+		*versioned = key;
+	}
+	if (variant_env_set(env, key, value, &why) < 0) {
+		*result = respond_error(req, 400, NULL, "invalid %s=%s: %s", key, value, why);
+		return -1;
+	}
+	return 0;
+}
 
 /* The client environment from the query; on failure 400 is queued. */
 static int environment_from_query(struct request *req, struct variant_env *env, enum MHD_Result *result)
 {
 	const char *why = NULL, *versioned = NULL;
 	variant_env_init(env);
-	for (size_t i = 0; i < sizeof(env_keys) / sizeof(env_keys[0]); i++) {
-		const char *value = request_query(req, env_keys[i]);
-		if (!value)
-			continue;
-		if (i >= 1 && i <= 4) {
-			if (versioned) {
-				*result = respond_error(req, 400, NULL, "give one of cuda=, rocm=, xpu= or cann= (got %s= "
-							"and %s=)", versioned, env_keys[i]);
-				return -1;
-			}
-			versioned = env_keys[i];
-		}
-		if (variant_env_set(env, env_keys[i], value, &why) < 0) {
-			*result = respond_error(req, 400, NULL, "invalid %s=%s: %s", env_keys[i], value, why);
-			return -1;
-		}
-	}
+	int rc = environment_key(req, env, "torch", &versioned, result);
+	for (const struct kernel_backend *b = kernel_backends; rc == 0 && b->name; b++)
+		if (b->variant_prefix)
+			rc = environment_key(req, env, b->name, &versioned, result);
+	for (size_t i = 0; rc == 0 && i < sizeof(env_keys) / sizeof(env_keys[0]); i++)
+		rc = environment_key(req, env, env_keys[i], &versioned, result);
+	if (rc < 0)
+		return -1;
 	/* backend= picks among what the system has, as kernels' _select_backend:
 	 * cpu always, else the detected backend itself. */
 	const char *backend = request_query(req, "backend");
+	const struct kernel_backend *b;
 	if (backend && backend[0]) {
 		if (versioned && strcmp(backend, versioned) == 0) {
 			/* the detected backend, already set */
@@ -152,8 +164,7 @@ static int environment_from_query(struct request *req, struct variant_env *env, 
 			*result = respond_error(req, 400, NULL, "Invalid backend '%s', system supported backends: %s, cpu",
 						backend, versioned);
 			return -1;
-		} else if (!versioned && (strcmp(backend, "cuda") == 0 || strcmp(backend, "rocm") == 0 ||
-					  strcmp(backend, "xpu") == 0 || strcmp(backend, "cann") == 0)) {
+		} else if (!versioned && (b = kernel_backend_find(backend)) && b->variant_prefix) {
 			*result = respond_error(req, 400, NULL, "backend=%s needs %s=MAJOR.MINOR (the %s version)", backend,
 						backend, backend);
 			return -1;
@@ -169,12 +180,7 @@ static int environment_from_query(struct request *req, struct variant_env *env, 
 static json_t *environment_json(const struct variant_env *env)
 {
 	char tag[48];
-	if (strcmp(env->backend, "cuda") == 0)
-		snprintf(tag, sizeof(tag), "cu%ld%ld", env->backend_major, env->backend_minor);
-	else if (env->backend_major >= 0)
-		snprintf(tag, sizeof(tag), "%s%ld%ld", env->backend, env->backend_major, env->backend_minor);
-	else
-		snprintf(tag, sizeof(tag), "%s", env->backend);
+	variant_env_backend_tag(env, tag, sizeof(tag));
 	return json_pack("{s:o, s:s, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:b}",
 			 "torch", version_text(env->torch_major, env->torch_minor),
 			 "backend", env->backend,
@@ -230,7 +236,7 @@ static void add_compatibility(json_t *body, const struct variant_rows *rows, con
 	if (best && best->metadata_status != VARIANT_METADATA_OK) {
 		char *w = xasprintf("the loader picks %s, whose metadata.json is %s: get_kernel fails for it (kernels "
 				    "reads the chosen variant's metadata.json and does not fall back to the next one)",
-				    best->name, metadata_status_name(best->metadata_status));
+				    best->name, variant_metadata_status_name(best->metadata_status));
 		json_array_append_new(warnings, json_string(w));
 		free(w);
 	}
@@ -315,7 +321,7 @@ static enum MHD_Result handle_metadata(struct request *req)
 	}
 	json_t *body = json_pack("{s:s, s:s, s:s}", "variant", r->name, "revision", rev, "sha", sha);
 	add_name_parts(body, r->name);
-	json_object_set_new(body, "status", json_string(metadata_status_name(r->metadata_status)));
+	json_object_set_new(body, "status", json_string(variant_metadata_status_name(r->metadata_status)));
 	json_object_set_new(body, "error", r->metadata_error ? json_string(r->metadata_error) : json_null());
 	json_t *doc = r->metadata ? json_loads(r->metadata, 0, NULL) : NULL;
 	json_object_set_new(body, "metadata", doc ? doc : json_null());
@@ -335,96 +341,63 @@ static enum MHD_Result handle_metadata(struct request *req)
 
 /* ---- GET /api/kernels/{ns}/{name}/compliance ------------------------------ */
 
-static json_t *required_variants;	/* parsed data/build-variants.json */
+static struct required_variants required_variants;	/* parsed data/build-variants.json */
 static pthread_once_t required_once = PTHREAD_ONCE_INIT;
 
 static void load_required_variants(void)
 {
-	json_error_t err;
-	required_variants = json_loadb(embedded_build_variants_json, embedded_build_variants_json_len, 0, &err);
-	if (!json_is_object(required_variants)) {
-		log_error("data/build-variants.json: %s", err.text);
-		json_decref(required_variants);
-		required_variants = json_object();
-	}
+	char why[200];
+	if (required_variants_parse(embedded_build_variants_json, embedded_build_variants_json_len, &required_variants,
+				    why, sizeof(why)) < 0)
+		log_error("data/build-variants.json: %s", why);
 }
 
-const json_t *kernel_required_variants(void)
+const struct required_variants *kernel_required_variants(void)
 {
 	pthread_once(&required_once, load_required_variants);
-	return required_variants;
+	return &required_variants;
 }
 
-static int row_usable(const struct variant_rows *rows, const char *name, int *exists)
+static json_t *string_array(const char *const *items, size_t n)
 {
-	for (size_t i = 0; i < rows->count; i++) {
-		if (strcmp(rows->items[i].name, name) == 0) {
-			*exists = 1;
-			return rows->items[i].metadata_status == VARIANT_METADATA_OK;
-		}
-	}
-	*exists = 0;
-	return 0;
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(items[i]));
+	return a;
 }
 
-/* One revision against the list: per arch-os and backend, the variants
- * present (with valid metadata), missing, and present with broken metadata;
- * and the Python-only alternative (any torch-<backend> of the list). */
+/* One revision against the list (kernel/compliance.c), as JSON. */
 static json_t *compliance_of(const struct variant_rows *rows)
 {
-	const json_t *required = kernel_required_variants();
-	json_t *groups = json_array(), *compliant_with = json_array(), *python_present = json_array();
-	json_t *python_accepted = json_array();
-	const char *system;
-	json_t *backends;
-	json_object_foreach((json_t *)required, system, backends) {
-		const char *backend;
-		json_t *list;
-		json_object_foreach(backends, backend, list) {
-			json_t *present = json_array(), *missing = json_array(), *broken = json_array();
-			size_t i;
-			json_t *v;
-			json_array_foreach(list, i, v) {
-				int exists;
-				const char *name = json_string_value(v);
-				if (!name)
-					continue;
-				if (row_usable(rows, name, &exists))
-					json_array_append(present, v);
-				else
-					json_array_append(exists ? broken : missing, v);
-			}
-			int ok = json_array_size(missing) == 0 && json_array_size(broken) == 0;
-			json_array_append_new(groups, json_pack("{s:s, s:s, s:I, s:o, s:o, s:o, s:b}", "system", system,
-								"backend", backend, "required", (json_int_t)json_array_size(list),
-								"present", present, "missing", missing, "invalidMetadata",
-								broken, "compliant", ok));
-			if (ok) {
-				char *label = xasprintf("%s %s", backend, system);
-				json_array_append_new(compliant_with, json_string(label));
-				free(label);
-			}
-			/* Python-only kernels: torch-<backend> for every backend named. */
-			char *noarch = xasprintf("torch-%s", backend);
-			int seen = 0;
-			size_t k;
-			json_t *a;
-			json_array_foreach(python_accepted, k, a)
-				seen |= strcmp(json_string_value(a), noarch) == 0;
-			if (!seen) {
-				int exists;
-				json_array_append_new(python_accepted, json_string(noarch));
-				if (row_usable(rows, noarch, &exists))
-					json_array_append_new(python_present, json_string(noarch));
-			}
-			free(noarch);
+	struct compliance c;
+	struct variant_presence *have = xcalloc(rows->count ? rows->count : 1, sizeof(*have));
+	for (size_t i = 0; i < rows->count; i++) {
+		have[i].name = rows->items[i].name;
+		have[i].metadata_ok = rows->items[i].metadata_status == VARIANT_METADATA_OK;
+	}
+	compliance_compute(kernel_required_variants(), have, rows->count, &c);
+	json_t *groups = json_array(), *compliant_with = json_array();
+	for (size_t i = 0; i < c.ngroups; i++) {
+		const struct compliance_group *g = &c.groups[i];
+		json_array_append_new(groups, json_pack("{s:s, s:s, s:I, s:o, s:o, s:o, s:b}", "system", g->system,
+							"backend", g->backend, "required", (json_int_t)g->required,
+							"present", string_array(g->present, g->npresent), "missing",
+							string_array(g->missing, g->nmissing), "invalidMetadata",
+							string_array(g->invalid_metadata, g->ninvalid), "compliant",
+							g->compliant));
+		if (g->compliant) {
+			char *label = xasprintf("%s %s", g->backend, g->system);
+			json_array_append_new(compliant_with, json_string(label));
+			free(label);
 		}
 	}
-	int python_ok = json_array_size(python_present) > 0;
-	int any = json_array_size(compliant_with) > 0 || python_ok;
-	return json_pack("{s:b, s:o, s:o, s:{s:o, s:o, s:b}}", "compliant", any, "compliantWith", compliant_with,
-			 "groups", groups, "pythonOnly", "accepted", python_accepted, "present", python_present,
-			 "compliant", python_ok);
+	json_t *body = json_pack("{s:b, s:o, s:o, s:{s:o, s:o, s:b}}", "compliant", c.compliant, "compliantWith",
+				 compliant_with, "groups", groups, "pythonOnly", "accepted",
+				 string_array((const char *const *)c.python_accepted, c.npython_accepted), "present",
+				 string_array(c.python_present, c.npython_present), "compliant", c.python_compliant);
+	compliance_release(&c);
+	free(have);
+	return body;
 }
 
 static int version_number(const char *branch)

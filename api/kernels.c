@@ -73,7 +73,8 @@ static void query_release(struct query *q)
 /* The variant filters, as one EXISTS over the main and vN heads: a repo
  * matches when one variant satisfies every filter given. The torch filter
  * follows the loader: torchXY of that version, a stable ABI not newer, or a
- * Python-only variant; backend=cuda also takes torch-universal. */
+ * Python-only variant; backend=cuda also takes torch-universal (and
+ * backend=cann the loader's torch-npu). */
 static int add_variant_filters(struct request *req, struct query *q, const char **error)
 {
 	const char *backend = request_query(req, "backend"), *torch = request_query(req, "torch");
@@ -84,9 +85,10 @@ static int add_variant_filters(struct request *req, struct query *q, const char 
 			     " ON v.repo_id = h.repo_id AND v.commit_sha = h.commit_sha WHERE h.repo_id = r.id"
 			     " AND (h.ref = 'refs/heads/main' OR h.ref ~ '^refs/heads/v[0-9]+$') AND v.name_valid");
 	if (backend && backend[0]) {
-		int p = query_param(q, backend);
-		strbuf_addf(&q->sql, " AND (v.backend = $%d OR v.backend_tag = $%d OR"
-				     " (v.framework = 'torch-noarch' AND v.backend = 'universal'))", p, p);
+		const struct kernel_backend *b = kernel_backend_find(backend);
+		int p = query_param(q, backend), noarch = query_param(q, b ? b->noarch : backend);
+		strbuf_addf(&q->sql, " AND (v.backend = $%d OR v.backend_tag = $%d OR (v.framework = 'torch-noarch' AND"
+				     " v.backend IN ($%d, '" VARIANT_NOARCH_UNIVERSAL "')))", p, p, noarch);
 	}
 	if (torch && torch[0]) {
 		struct variant_env env;
@@ -192,7 +194,7 @@ static enum MHD_Result handle_list(struct request *req)
 		    " (SELECT coalesce(json_agg(DISTINCT v.backend ORDER BY v.backend), '[]')::text"
 		    "  FROM kernel_heads h JOIN kernel_variants v ON v.repo_id = h.repo_id AND v.commit_sha = h.commit_sha"
 		    "  WHERE h.repo_id = r.id AND (h.ref = 'refs/heads/main' OR h.ref ~ '^refs/heads/v[0-9]+$')"
-		    "  AND v.name_valid AND v.backend <> 'universal'),"
+		    "  AND v.name_valid AND v.backend <> '" VARIANT_NOARCH_UNIVERSAL "'),"
 		    " (SELECT a.trusted_kernel_publisher FROM accounts a WHERE a.id = r.owner_id),"
 		    " count(*) OVER ()"
 		    " FROM repos r, LATERAL (SELECT coalesce(sum(d.count), 0)::bigint AS trending FROM download_counts d"

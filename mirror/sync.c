@@ -49,14 +49,12 @@ int sync_ref_selected(const struct mirror_selection *sel, const char *full)
  * the selection's eager globs. */
 int sync_eager_path(const struct mirror_selection *sel, const char *path)
 {
-	if (strncmp(path, "build/", 6) != 0)
-		return 1;
-	const char *variant = path + 6, *slash = strchr(variant, '/');
-	if (!slash)
+	struct build_path bp;
+	if (build_path_parse(path, &bp) < 0 || !bp.file)
 		return 1;
 	char name[256];
-	size_t n = (size_t)(slash - variant) < sizeof(name) - 1 ? (size_t)(slash - variant) : sizeof(name) - 1;
-	memcpy(name, variant, n);
+	size_t n = bp.variant_len < sizeof(name) - 1 ? bp.variant_len : sizeof(name) - 1;
+	memcpy(name, bp.variant, n);
 	name[n] = '\0';
 	return glob_any(sel->eager, sel->neager, name);
 }

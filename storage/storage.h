@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/common.h"
+#include "kernel/kernel.h"
 
 /* ---- names, paths and revisions (storage/names.c) ----------------------- */
 
@@ -558,68 +559,6 @@ int db_downloads_add(const struct download_count *counts, size_t n);
  * kernels_version, torch_version, backend, count. The caller PQclear()s. */
 PGresult *db_downloads_rows(int64_t repo_id, long days);
 
-/* ---- kernel build variants (storage/variants.c) -------------------------- */
-
-/* Names of build/<variant>/ directories, parsed and chosen the way the
- * `kernels` loader does (kernels/src/kernels/variants.py). */
-#define VARIANT_NAME_MAX 255
-#define VARIANT_REASON_MAX 256
-
-enum variant_framework { VARIANT_TORCH, VARIANT_TORCH_STABLE_ABI, VARIANT_TVM_FFI, VARIANT_TORCH_NOARCH };
-
-struct variant_name {
-	enum variant_framework framework;
-	long framework_major, framework_minor;	/* torch211 = 2.11; -1 for noarch */
-	int cxx11_abi;				/* 1 cxx11, 0 cxx98, -1 no tag */
-	char backend[64];	/* cuda, rocm, xpu, cann, cpu, metal, neuron, tpu; noarch: after "torch-" */
-	char backend_tag[64];	/* cu128, rocm71, cpu (normalised); noarch: as backend */
-	long backend_major, backend_minor;	/* -1 when the backend has no version */
-	char arch[64], os[64];	/* "" for noarch */
-};
-
-/* Parse a variant name; KHUB_EINVAL (and *why, static) for a name the loader
- * skips as invalid. */
-int variant_name_parse(const char *s, struct variant_name *out, const char **why);
-/* The name the loader derives from the parsed parts (it downloads
- * build/<that>/): differs from the directory for non-canonical names such
- * as cu0128. */
-void variant_name_format(const struct variant_name *v, char *out, size_t size);
-const char *variant_framework_name(enum variant_framework fw);	/* "torch-stable-abi" */
-
-/* A client environment, as the loader detects it. */
-struct variant_env {
-	char backend[16];		/* cpu, cuda, rocm, xpu, cann, metal, neuron, tpu */
-	long backend_major, backend_minor;	/* cuda 12.8, rocm 7.1, xpu 2025.3; -1 none */
-	char backend_version_text[32];
-	char cpu[64], os[64];		/* x86_64 linux; aarch64 darwin */
-	long torch_major, torch_minor;	/* -1: no torch */
-	int cxx11_abi;			/* -1 unknown (not Linux) */
-	long tvm_ffi_major, tvm_ffi_minor;
-	long macos_major, macos_minor;	/* -1 unknown */
-	char macos_text[32];
-	int free_threaded;		/* free-threaded Python < 3.15 */
-};
-
-/* Defaults: CPU backend, x86_64 linux, no torch, C++11 ABI. */
-void variant_env_init(struct variant_env *env);
-/* Set one key (torch, cuda, rocm, xpu, cann, backend, arch, os, cxx11,
- * macos, tvm_ffi, free_threaded) from its text; KHUB_EINVAL with *why. */
-int variant_env_set(struct variant_env *env, const char *key, const char *value, const char **why);
-/* Apply the loader's normalisations (arm64 on darwin = aarch64, ...). */
-void variant_env_finish(struct variant_env *env);
-
-struct variant_decision {
-	size_t index;		/* into the variants given */
-	int accepted;
-	char reason[VARIANT_REASON_MAX];	/* the loader's words when rejected */
-};
-
-/* Decide every variant for env and order the decisions as the loader does:
- * accepted first, best first (ties by name). names[i] is variants[i]'s
- * directory name; out has n slots. */
-void variant_resolve(const struct variant_name *variants, const char *const *names, size_t n,
-		     const struct variant_env *env, struct variant_decision *out);
-
 /* ---- the kernel variant index (storage/variant_index.c) ------------------- */
 
 /* Bumped when what the index records changes: older commits are redone. */
@@ -637,8 +576,6 @@ int variant_index_ensure(int64_t repo_id, git_repository *git, const char *commi
  * or point at unindexed commits, at most `limit` repos; returns how many
  * were (re)indexed or a negative error. */
 int variant_index_catch_up(const char *repo_root, long limit);
-
-enum variant_metadata_status { VARIANT_METADATA_OK, VARIANT_METADATA_MISSING, VARIANT_METADATA_INVALID };
 
 struct variant_row {
 	char *name;			/* owned, like every pointer below */

@@ -1,6 +1,6 @@
 /* variant_index.c -- the kernel variant index: for each commit of a kernel
  * repo, every build/<variant>/ with its parsed name, its metadata.json
- * (checked against the kernel requirements), file count and size; and the
+ * (judged by kernel/), file count and size; and the
  * repo's branch heads, which the listing filters read. A commit is indexed
  * once; callers may call again at will. */
 #include "storage.h"
@@ -10,11 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* metadata.json larger than this is not read (real ones are < 2 KiB). */
-#define METADATA_MAX_BYTES (256 * 1024)
-
-static const char *const backend_types[] = { "cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu" };
-
 struct pending_variant {
 	char *name;
 	int64_t files, size;
@@ -23,140 +18,6 @@ struct pending_variant {
 	uint64_t metadata_size;
 };
 
-/* ---- metadata.json against the kernel requirements ------------------------ */
-
-static int is_python_identifier(const char *s)
-{
-	if (!s[0] || (s[0] >= '0' && s[0] <= '9'))
-		return 0;
-	for (const char *p = s; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
-			return 0;
-	return 1;
-}
-
-/* kernels-data's KernelName: ^[a-z][-a-z0-9]*[a-z0-9]$ */
-static int is_kernel_name(const char *s)
-{
-	size_t n = strlen(s);
-	if (n < 2 || s[0] < 'a' || s[0] > 'z')
-		return 0;
-	for (size_t i = 1; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || (s[i] == '-' && i < n - 1)))
-			return 0;
-	return 1;
-}
-
-static int is_string_list(json_t *v)
-{
-	size_t i;
-	json_t *item;
-	if (!json_is_array(v))
-		return 0;
-	json_array_foreach(v, i, item)
-		if (!json_is_string(item))
-			return 0;
-	return 1;
-}
-
-static void add_warning(json_t *warnings, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void add_warning(json_t *warnings, const char *fmt, ...)
-{
-	struct strbuf sb = STRBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
-	va_end(ap);
-	json_array_append_new(warnings, json_string(sb.buf));
-	strbuf_release(&sb);
-}
-
-/* The backend.type a variant's name implies, or NULL when any goes
- * (torch-universal, invalid names). */
-static const char *implied_backend_type(const struct variant_name *v)
-{
-	if (v->framework != VARIANT_TORCH_NOARCH)
-		return v->backend;
-	if (strcmp(v->backend, "universal") == 0)
-		return NULL;
-	if (strcmp(v->backend, "npu") == 0)
-		return "cann";
-	return v->backend;
-}
-
-/* Fill the metadata columns of rec from doc; the first broken requirement
- * (kernel-requirements: id, name, version, license, backend required) makes
- * the metadata invalid, softer problems are warnings. */
-static void check_metadata(json_t *doc, const struct variant_name *parsed, int name_valid, json_t *rec,
-			   json_t *warnings)
-{
-	const char *error = NULL;
-	json_t *id = json_object_get(doc, "id"), *name = json_object_get(doc, "name");
-	json_t *version = json_object_get(doc, "version"), *license = json_object_get(doc, "license");
-	json_t *backend = json_object_get(doc, "backend"), *depends = json_object_get(doc, "python-depends");
-	json_t *type = json_object_get(backend, "type"), *archs = json_object_get(backend, "archs");
-
-	if (json_is_string(id))
-		json_object_set(rec, "kernel_id", id);
-	if (json_is_string(name))
-		json_object_set(rec, "kernel_name", name);
-	if (json_is_integer(version))
-		json_object_set(rec, "kernel_version", version);
-	if (json_is_string(license))
-		json_object_set(rec, "license", license);
-	if (json_is_string(type))
-		json_object_set(rec, "backend_type", type);
-	if (archs)
-		json_object_set(rec, "backend_archs", archs);
-	if (depends)
-		json_object_set(rec, "python_depends", depends);
-
-	if (!json_is_string(id))
-		error = "\"id\" (string) is required";
-	else if (!is_python_identifier(json_string_value(id)))
-		error = "\"id\" must be a valid Python module name";
-	else if (!json_is_string(name))
-		error = "\"name\" (string) is required";
-	else if (!is_kernel_name(json_string_value(name)))
-		error = "\"name\" must match ^[a-z][-a-z0-9]*[a-z0-9]$";
-	else if (!json_is_integer(version) || json_integer_value(version) < 0)
-		error = "\"version\" (non-negative integer) is required";
-	else if (!json_is_string(license))
-		error = "\"license\" (string) is required";
-	else if (!json_is_object(backend))
-		error = "\"backend\" (object with \"type\") is required";
-	else if (!json_is_string(type))
-		error = "\"backend.type\" (string) is required";
-	else if (archs && !json_is_null(archs) && !is_string_list(archs))
-		error = "\"backend.archs\" must be a list of strings";
-	else if (depends && !is_string_list(depends))
-		error = "\"python-depends\" must be a list of strings";
-	if (!error) {
-		int known = 0;
-		for (size_t i = 0; i < sizeof(backend_types) / sizeof(backend_types[0]); i++)
-			known |= strcmp(json_string_value(type), backend_types[i]) == 0;
-		if (!known)
-			error = "\"backend.type\" must be one of cann, cpu, cuda, metal, neuron, rocm, tpu, xpu";
-	}
-	if (error) {
-		json_object_set_new(rec, "metadata_status", json_string("invalid"));
-		json_object_set_new(rec, "metadata_error", json_string(error));
-		return;
-	}
-	json_object_set_new(rec, "metadata_status", json_string("ok"));
-	const char *t = json_string_value(type);
-	if ((strcmp(t, "cuda") == 0 || strcmp(t, "rocm") == 0) && !is_string_list(archs))
-		add_warning(warnings, "backend.archs is not given: the kernel requirements want the supported %s "
-			    "architectures listed", t);
-	if (!depends)
-		add_warning(warnings, "no \"python-depends\": kernels-data's metadata parser requires the key "
-			    "(use [] for none)");
-	const char *implied = name_valid ? implied_backend_type(parsed) : NULL;
-	if (implied && strcmp(implied, t) != 0)
-		add_warning(warnings, "backend.type is %s but the variant name says %s", t, implied);
-}
-
 /* ---- building the records ------------------------------------------------- */
 
 static json_t *json_version_part(long v)
@@ -164,77 +25,77 @@ static json_t *json_version_part(long v)
 	return v < 0 ? json_null() : json_integer(v);
 }
 
+static void set_string(json_t *rec, const char *key, const char *value)
+{
+	if (value)
+		json_object_set_new(rec, key, json_string(value));
+}
+
+/* The row of kernel_variants for one variant, judged by kernel/ (name,
+ * metadata.json); NULL when the name cannot be stored as text. */
 static json_t *variant_record(git_repository *git, const struct pending_variant *pv)
 {
-	struct variant_name parsed;
-	const char *why = NULL;
-	json_t *rec = json_object(), *warnings = json_array();
+	struct variant_check c;
 	json_t *name = json_string(pv->name);
-	if (!name) {	/* not UTF-8: cannot be stored (or sent) as text */
-		json_decref(rec);
-		json_decref(warnings);
+	if (!name)	/* not UTF-8: cannot be stored (or sent) as text */
 		return NULL;
+	variant_check_init(&c, pv->name);
+	if (pv->metadata_oid[0]) {
+		char *data = NULL;
+		size_t len = 0;
+		if (pv->metadata_is_lfs)
+			variant_check_unreadable(&c, "metadata.json is stored as an LFS object");
+		else if (pv->metadata_size > METADATA_MAX_BYTES)
+			variant_check_unreadable(&c, "metadata.json is larger than 256 KiB");
+		else if (repo_read_blob(git, pv->metadata_oid, METADATA_MAX_BYTES, &data, &len) < 0)
+			variant_check_unreadable(&c, "metadata.json cannot be read");
+		else
+			variant_check_metadata(&c, data, len);
+		free(data);
 	}
+
+	json_t *rec = json_object(), *warnings = json_array();
 	json_object_set_new(rec, "variant", name);
-	int valid = variant_name_parse(pv->name, &parsed, &why) == 0;
-	json_object_set_new(rec, "name_valid", json_boolean(valid));
-	if (!valid) {
-		json_object_set_new(rec, "name_error", json_string(why));
+	json_object_set_new(rec, "name_valid", json_boolean(c.name_valid));
+	if (!c.name_valid) {
+		json_object_set_new(rec, "name_error", json_string(c.name_error));
 	} else {
-		char canonical[2 * VARIANT_NAME_MAX];
-		variant_name_format(&parsed, canonical, sizeof(canonical));
-		if (strcmp(canonical, pv->name) != 0)
-			add_warning(warnings, "non-canonical name: the loader looks for build/%s/ instead", canonical);
-		json_object_set_new(rec, "framework", json_string(variant_framework_name(parsed.framework)));
-		json_object_set_new(rec, "framework_major", json_version_part(parsed.framework_major));
-		json_object_set_new(rec, "framework_minor", json_version_part(parsed.framework_minor));
-		if (parsed.cxx11_abi >= 0)
-			json_object_set_new(rec, "cxx_abi", json_string(parsed.cxx11_abi ? "cxx11" : "cxx98"));
-		json_object_set_new(rec, "backend", json_string(parsed.backend));
-		json_object_set_new(rec, "backend_tag", json_string(parsed.backend_tag));
-		json_object_set_new(rec, "backend_major", json_version_part(parsed.backend_major));
-		json_object_set_new(rec, "backend_minor", json_version_part(parsed.backend_minor));
-		if (parsed.framework != VARIANT_TORCH_NOARCH) {
-			json_object_set_new(rec, "arch", json_string(parsed.arch));
-			json_object_set_new(rec, "os", json_string(parsed.os));
+		const struct variant_name *v = &c.parsed;
+		json_object_set_new(rec, "framework", json_string(variant_framework_name(v->framework)));
+		json_object_set_new(rec, "framework_major", json_version_part(v->framework_major));
+		json_object_set_new(rec, "framework_minor", json_version_part(v->framework_minor));
+		if (v->cxx11_abi >= 0)
+			json_object_set_new(rec, "cxx_abi", json_string(v->cxx11_abi ? "cxx11" : "cxx98"));
+		json_object_set_new(rec, "backend", json_string(v->backend));
+		json_object_set_new(rec, "backend_tag", json_string(v->backend_tag));
+		json_object_set_new(rec, "backend_major", json_version_part(v->backend_major));
+		json_object_set_new(rec, "backend_minor", json_version_part(v->backend_minor));
+		if (v->framework != VARIANT_TORCH_NOARCH) {
+			json_object_set_new(rec, "arch", json_string(v->arch));
+			json_object_set_new(rec, "os", json_string(v->os));
 		}
 	}
 	json_object_set_new(rec, "file_count", json_integer(pv->files));
 	json_object_set_new(rec, "total_size", json_integer(pv->size));
-
-	char *data = NULL;
-	size_t len = 0;
-	if (!pv->metadata_oid[0]) {
-		json_object_set_new(rec, "metadata_status", json_string("missing"));
-		json_object_set_new(rec, "metadata_error", json_string("build/<variant>/metadata.json is missing"));
-	} else if (pv->metadata_is_lfs || pv->metadata_size > METADATA_MAX_BYTES) {
-		json_object_set_new(rec, "metadata_status", json_string("invalid"));
-		json_object_set_new(rec, "metadata_error",
-				    json_string(pv->metadata_is_lfs ? "metadata.json is stored as an LFS object"
-								    : "metadata.json is larger than 256 KiB"));
-	} else if (repo_read_blob(git, pv->metadata_oid, METADATA_MAX_BYTES, &data, &len) < 0) {
-		json_object_set_new(rec, "metadata_status", json_string("invalid"));
-		json_object_set_new(rec, "metadata_error", json_string("metadata.json cannot be read"));
-	} else {
-		json_error_t err;
-		json_t *doc = json_loadb(data, len, JSON_REJECT_DUPLICATES, &err);
-		if (!doc) {
-			char *msg = xasprintf("metadata.json is not valid JSON: %s (line %d)", err.text, err.line);
-			json_object_set_new(rec, "metadata_status", json_string("invalid"));
-			json_object_set_new(rec, "metadata_error", json_string(msg));
-			free(msg);
-		} else if (!json_is_object(doc)) {
-			json_object_set_new(rec, "metadata_status", json_string("invalid"));
-			json_object_set_new(rec, "metadata_error", json_string("metadata.json is not a JSON object"));
-			json_object_set(rec, "metadata", doc);
-		} else {
-			json_object_set(rec, "metadata", doc);
-			check_metadata(doc, &parsed, valid, rec, warnings);
-		}
-		json_decref(doc);
-	}
-	free(data);
+	json_object_set_new(rec, "metadata_status", json_string(variant_metadata_status_name(c.metadata_status)));
+	if (c.metadata_status != VARIANT_METADATA_OK)
+		json_object_set_new(rec, "metadata_error", json_string(c.metadata_error));
+	if (c.metadata)
+		json_object_set(rec, "metadata", c.metadata);
+	set_string(rec, "kernel_id", c.kernel_id);
+	set_string(rec, "kernel_name", c.kernel_name);
+	if (c.has_kernel_version)
+		json_object_set_new(rec, "kernel_version", json_integer(c.kernel_version));
+	set_string(rec, "license", c.license);
+	set_string(rec, "backend_type", c.backend_type);
+	if (c.backend_archs)
+		json_object_set(rec, "backend_archs", c.backend_archs);
+	if (c.python_depends)
+		json_object_set(rec, "python_depends", c.python_depends);
+	for (size_t i = 0; i < c.nwarnings; i++)
+		json_array_append_new(warnings, json_string(c.warnings[i]));
 	json_object_set_new(rec, "warnings", warnings);
+	variant_check_release(&c);
 	return rec;
 }
 
@@ -253,16 +114,17 @@ static int collect_variants(git_repository *git, const char *sha, struct pending
 	size_t n = 0, alloc = 0;
 	*out = NULL;
 	*count = 0;
-	int rc = repo_list_tree(git, sha, "build", 1, &listing);
+	int rc = repo_list_tree(git, sha, BUILD_DIR, 1, &listing);
 	if (rc == KHUB_ENOTFOUND || rc == KHUB_ENOTDIR)
 		return 0;	/* no build/ directory: a commit without variants */
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < listing.count; i++) {
 		const struct tree_entry *e = &listing.entries[i];
-		const char *rest = e->path + 6;		/* after "build/" */
-		const char *slash = strchr(rest, '/');
-		if (!slash) {
+		struct build_path bp;
+		if (build_path_parse(e->path, &bp) < 0)
+			continue;
+		if (!bp.file) {
 			if (!e->is_dir)
 				continue;	/* files directly in build/ are no variant */
 			if (n == alloc) {
@@ -270,18 +132,18 @@ static int collect_variants(git_repository *git, const char *sha, struct pending
 				pv = xrealloc(pv, alloc * sizeof(*pv));
 			}
 			memset(&pv[n], 0, sizeof(pv[n]));
-			pv[n++].name = xstrdup(rest);
+			pv[n++].name = xstrndup(bp.variant, bp.variant_len);
 			continue;
 		}
 		/* git order: a directory's entries follow it, so this file is the
 		 * last variant's (checked anyway). */
-		size_t vlen = (size_t)(slash - rest);
-		if (n == 0 || strlen(pv[n - 1].name) != vlen || strncmp(pv[n - 1].name, rest, vlen) != 0 || e->is_dir)
+		if (n == 0 || strlen(pv[n - 1].name) != bp.variant_len ||
+		    strncmp(pv[n - 1].name, bp.variant, bp.variant_len) != 0 || e->is_dir)
 			continue;
 		struct pending_variant *cur = &pv[n - 1];
 		cur->files++;
 		cur->size += (int64_t)e->size;
-		if (strcmp(slash + 1, "metadata.json") == 0) {
+		if (strcmp(bp.file, BUILD_METADATA_FILE) == 0) {
 			snprintf(cur->metadata_oid, sizeof(cur->metadata_oid), "%s", e->oid);
 			cur->metadata_is_lfs = e->is_lfs;
 			cur->metadata_size = e->size;

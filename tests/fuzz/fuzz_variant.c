@@ -1,11 +1,12 @@
-/* fuzz_variant.c -- fuzz the build variant name parser and the resolver: a
- * name that parses must format back to a name that parses to the same
- * parts, and resolving any set of names must decide each exactly once. */
+/* fuzz_variant.c -- fuzz kernel/: the build variant name parser and the
+ * resolver (a name that parses must format back to a name that parses to
+ * the same parts, and resolving any set of names must decide each exactly
+ * once), build/ path parsing and the metadata.json check. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage/storage.h"
+#include "kernel/kernel.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
@@ -14,6 +15,18 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	char *s = malloc(size + 1);
 	memcpy(s, data, size);
 	s[size] = '\0';
+	/* The whole input as a metadata.json of a variant, and as a path. */
+	struct variant_check check;
+	variant_check_init(&check, "torch211-cxx11-cu128-x86_64-linux");
+	variant_check_metadata(&check, (const char *)data, size);
+	assert(check.metadata_status == VARIANT_METADATA_OK || check.metadata_error[0]);
+	for (size_t i = 0; i < check.nwarnings; i++)
+		assert(check.warnings[i][0]);
+	variant_check_release(&check);
+	struct build_path bp;
+	if (build_path_parse(s, &bp) == 0)
+		assert(bp.variant == s + 6 && bp.variant_len > 0 && !memchr(bp.variant, '/', bp.variant_len) &&
+		       (!bp.file || bp.file == bp.variant + bp.variant_len + 1));
 	/* Lines are names; the first two parts of the first line also try to
 	 * be an environment. */
 	struct variant_name names[16];

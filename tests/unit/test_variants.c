@@ -2,7 +2,7 @@
  * grammar of kernels' parse_variant (round trips, rejects) and the
  * decisions of its _resolve_variant_for_system for the system setups the
  * kernels test suite checks (kernels/tests/test_variants.py). */
-#include "storage/storage.h"
+#include "kernel/kernel.h"
 #include "tests/unit/tap.h"
 
 #include <stdlib.h>

@@ -1,10 +1,11 @@
-/* variants.c -- kernel build variant names (build/<variant>/) and the
+/* variant.c -- kernel build variant names (build/<variant>/) and the
  * loader's choice among them, written to agree with huggingface/kernels
  * (kernels/src/kernels/variants.py: parse_variant, _check_variants,
- * _sort_variants; backends.py: parse_backend). Pure functions: no git, no
- * database, so the unit tests and the fuzz target drive them directly. */
-#include "storage.h"
+ * _sort_variants; backends.py: parse_backend). Backend rules come from the
+ * table of kernel/backend.c. */
+#include "kernel/kernel.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,30 +79,27 @@ static int copy_part(char *dst, size_t size, const char *src)
 	return 0;
 }
 
-/* backends.py parse_backend: cpu, metal, neuron, tpu; cu*, rocm*, xpu*,
- * cann* with a version. */
+/* backends.py parse_backend: the unversioned backends by name (cpu,
+ * metal, neuron, tpu), the others by prefix and version (cu128, rocm71,
+ * xpu20253, cann81). */
 static int parse_backend(const char *s, struct variant_name *v, const char **why)
 {
-	static const char *const plain[] = { "cpu", "metal", "neuron", "tpu" };
-	static const struct { const char *prefix, *family; } versioned[] = {
-		{ "cu", "cuda" }, { "rocm", "rocm" }, { "xpu", "xpu" }, { "cann", "cann" },
-	};
+	const struct kernel_backend *b;
 	v->backend_major = v->backend_minor = -1;
-	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
-		if (strcmp(s, plain[i]) == 0) {
-			snprintf(v->backend, sizeof(v->backend), "%s", plain[i]);
-			snprintf(v->backend_tag, sizeof(v->backend_tag), "%s", plain[i]);
+	for (b = kernel_backends; b->name; b++) {
+		if (!b->variant_prefix && strcmp(s, b->name) == 0) {
+			snprintf(v->backend, sizeof(v->backend), "%s", b->name);
+			kernel_backend_tag(b, -1, -1, v->backend_tag, sizeof(v->backend_tag));
 			return 0;
 		}
 	}
-	for (size_t i = 0; i < sizeof(versioned) / sizeof(versioned[0]); i++) {
-		if (strncmp(s, versioned[i].prefix, strlen(versioned[i].prefix)) != 0)
+	for (b = kernel_backends; b->name; b++) {
+		if (!b->variant_prefix || strncmp(s, b->variant_prefix, strlen(b->variant_prefix)) != 0)
 			continue;
-		if (parse_prefixed_version(s, versioned[i].prefix, &v->backend_major, &v->backend_minor) < 0)
+		if (parse_prefixed_version(s, b->variant_prefix, &v->backend_major, &v->backend_minor) < 0)
 			return set_why(why, "invalid backend version (want e.g. cu128, rocm71, xpu20253, cann81)");
-		snprintf(v->backend, sizeof(v->backend), "%s", versioned[i].family);
-		snprintf(v->backend_tag, sizeof(v->backend_tag), "%s%ld%ld", versioned[i].prefix, v->backend_major,
-			 v->backend_minor);
+		snprintf(v->backend, sizeof(v->backend), "%s", b->name);
+		kernel_backend_tag(b, v->backend_major, v->backend_minor, v->backend_tag, sizeof(v->backend_tag));
 		return 0;
 	}
 	return set_why(why, "unknown backend (want cpu, metal, neuron, tpu, cuNNN, rocmNN, xpuNNNNN or cannNN)");
@@ -128,6 +126,16 @@ const char *variant_framework_name(enum variant_framework fw)
 	case VARIANT_TORCH_NOARCH: return "torch-noarch";
 	}
 	return "?";
+}
+
+const char *variant_implied_backend_type(const struct variant_name *v)
+{
+	if (v->framework != VARIANT_TORCH_NOARCH)
+		return v->backend;
+	if (strcmp(v->backend, VARIANT_NOARCH_UNIVERSAL) == 0)
+		return NULL;
+	const struct kernel_backend *b = kernel_backend_by_noarch(v->backend);
+	return b ? b->name : v->backend;
 }
 
 int variant_name_parse(const char *s, struct variant_name *out, const char **why)
@@ -229,12 +237,11 @@ static void fmt_version(char *out, size_t size, long major, long minor)
 }
 
 /* The backend's variant_str as the loader prints it (cu128, rocm71, cpu). */
-static void env_backend_tag(const struct variant_env *env, char *out, size_t size)
+void variant_env_backend_tag(const struct variant_env *env, char *out, size_t size)
 {
-	if (strcmp(env->backend, "cuda") == 0)
-		snprintf(out, size, "cu%ld%ld", env->backend_major, env->backend_minor);
-	else if (env->backend_major >= 0)
-		snprintf(out, size, "%s%ld%ld", env->backend, env->backend_major, env->backend_minor);
+	const struct kernel_backend *b = kernel_backend_find(env->backend);
+	if (b)
+		kernel_backend_tag(b, env->backend_major, env->backend_minor, out, size);
 	else
 		snprintf(out, size, "%s", env->backend);
 }
@@ -250,9 +257,10 @@ static int version_cmp(long amaj, long amin, long bmaj, long bmin)
 static int check_variant(const struct variant_name *v, const struct variant_env *env, char *reason, size_t size)
 {
 	char a[48], b[48];
+	const struct kernel_backend *system = kernel_backend_find(env->backend);
 	if (v->framework == VARIANT_TORCH_NOARCH) {
-		const char *sys = strcmp(env->backend, "cann") == 0 ? "npu" : env->backend;
-		if (strcmp(v->backend, sys) != 0 && strcmp(v->backend, "universal") != 0) {
+		const char *sys = system ? system->noarch : env->backend;
+		if (strcmp(v->backend, sys) != 0 && strcmp(v->backend, VARIANT_NOARCH_UNIVERSAL) != 0) {
 			snprintf(reason, size, "backend (%s) does not match system backend (%s) and is not universal",
 				 v->backend, sys);
 			return 0;
@@ -302,24 +310,25 @@ static int check_variant(const struct variant_name *v, const struct variant_env 
 	}
 	/* A system CUDA x.y takes the variants of CUDA x.z with z <= y; any
 	 * other backend must match exactly, version included. */
-	if (strcmp(env->backend, "cuda") == 0 && strcmp(v->backend, "cuda") == 0) {
+	if (system && system->minor_compatible && strcmp(v->backend, system->name) == 0) {
 		if (v->backend_major != env->backend_major || v->backend_minor > env->backend_minor) {
 			fmt_version(a, sizeof(a), v->backend_major, v->backend_minor);
-			snprintf(reason, size, "CUDA version (%s) is not compatible with system CUDA version (%s)", a,
-				 env->backend_version_text);
+			snprintf(reason, size, "%s version (%s) is not compatible with system %s version (%s)",
+				 system->title, a, system->title, env->backend_version_text);
 			return 0;
 		}
 		return 1;
 	}
-	env_backend_tag(env, b, sizeof(b));
+	variant_env_backend_tag(env, b, sizeof(b));
 	if (strcmp(v->backend_tag, b) != 0) {
 		snprintf(reason, size, "backend (%s) does not match selected backend (%s)", v->backend_tag, b);
 		return 0;
 	}
-	if (strcmp(v->backend, "metal") == 0 &&
-	    (env->macos_major < 0 || version_cmp(env->macos_major, env->macos_minor, 26, 0) < 0)) {
-		snprintf(reason, size, "Metal kernels require macOS 26.0 or later, system macOS version is %s",
-			 env->macos_major < 0 ? "None" : env->macos_text);
+	const struct kernel_backend *own = kernel_backend_find(v->backend);
+	if (own && own->macos_min_major > 0 &&
+	    (env->macos_major < 0 || version_cmp(env->macos_major, env->macos_minor, own->macos_min_major, 0) < 0)) {
+		snprintf(reason, size, "%s kernels require macOS %d.0 or later, system macOS version is %s", own->title,
+			 own->macos_min_major, env->macos_major < 0 ? "None" : env->macos_text);
 		return 0;
 	}
 	return 1;
@@ -332,7 +341,7 @@ static void sort_key(const struct variant_name *v, int accepted, long key[5])
 	key[0] = accepted ? 0 : 1;
 	if (v->framework == VARIANT_TORCH_NOARCH) {
 		key[1] = 2, key[2] = 0, key[3] = 0;
-		key[4] = strcmp(v->backend, "universal") == 0;
+		key[4] = strcmp(v->backend, VARIANT_NOARCH_UNIVERSAL) == 0;
 		return;
 	}
 	if (v->framework == VARIANT_TORCH_STABLE_ABI)
@@ -341,9 +350,8 @@ static void sort_key(const struct variant_name *v, int accepted, long key[5])
 		key[1] = 1, key[2] = 0, key[3] = v->cxx11_abi >= 0;	/* tagless first */
 	else
 		key[1] = 2, key[2] = 0, key[3] = 0;
-	int versioned = strcmp(v->backend, "cuda") == 0 || strcmp(v->backend, "rocm") == 0 ||
-			strcmp(v->backend, "xpu") == 0 || strcmp(v->backend, "cann") == 0;
-	key[4] = versioned ? -v->backend_minor : 0;
+	const struct kernel_backend *b = kernel_backend_find(v->backend);
+	key[4] = b && b->variant_prefix ? -v->backend_minor : 0;
 }
 
 struct sort_item {
@@ -437,8 +445,8 @@ int variant_env_set(struct variant_env *env, const char *key, const char *value,
 			env->tvm_ffi_major = major, env->tvm_ffi_minor = minor;
 		return 0;
 	}
-	if (strcmp(key, "cuda") == 0 || strcmp(key, "rocm") == 0 || strcmp(key, "xpu") == 0 ||
-	    strcmp(key, "cann") == 0) {
+	const struct kernel_backend *b = kernel_backend_find(key);
+	if (b && b->variant_prefix) {
 		/* rocm: torch.version.hip "7.1.25424-..." keeps major.minor */
 		if (parse_dotted(value, &major, &minor, 1) < 0)
 			return set_why(why, "a backend version is MAJOR.MINOR, e.g. 12.8, 7.1, 2025.3");
@@ -452,14 +460,12 @@ int variant_env_set(struct variant_env *env, const char *key, const char *value,
 		return 0;
 	}
 	if (strcmp(key, "backend") == 0) {
-		static const char *const plain[] = { "cpu", "metal", "neuron", "tpu" };
-		for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
-			if (strcmp(value, plain[i]) == 0) {
-				snprintf(env->backend, sizeof(env->backend), "%s", value);
-				env->backend_major = env->backend_minor = -1;
-				env->backend_version_text[0] = '\0';
-				return 0;
-			}
+		b = kernel_backend_find(value);
+		if (b && !b->variant_prefix) {
+			snprintf(env->backend, sizeof(env->backend), "%s", value);
+			env->backend_major = env->backend_minor = -1;
+			env->backend_version_text[0] = '\0';
+			return 0;
 		}
 		return set_why(why, "backend= is cpu, metal, neuron or tpu (give cuda=, rocm=, xpu= or cann= with "
 				    "a version for the others)");
