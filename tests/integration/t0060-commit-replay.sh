@@ -39,7 +39,7 @@ diag "commit body: $BODY_BYTES bytes on disk, $(wc -l <"$TEST_DIR/commit.ndjson"
 
 # An ASan build: keep the allocator's own retention small so that the peak
 # resident set reflects what the server holds.
-export ASAN_OPTIONS=detect_leaks=0:quarantine_size_mb=8:malloc_context_size=4
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=8:malloc_context_size=4
 khub_start
 
 H=$TEST_DIR/headers
