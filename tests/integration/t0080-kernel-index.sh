@@ -498,6 +498,6 @@ for p in /api/kernels /api/kernels/{ns}/{name}/variants /api/kernels/{ns}/{name}
 done
 is "$(cmp -s "$B" "$KHUB_SRC/api/openapi.json" && echo same)" same "… byte for byte the file in the repo"
 
-grep -E "ERROR|runtime error|AddressSanitizer" "$TEST_DIR/server.log" | sed 's/^/# /' | head -5
+server_and_sanitizer_logs | grep -E "ERROR|runtime error|AddressSanitizer" | sed 's/^/# /' | head -5
 check "no errors in the server log" -- bash -c "! grep -qE 'ERROR|runtime error|AddressSanitizer' '$TEST_DIR/server.log'"
 done_testing

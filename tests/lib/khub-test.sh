@@ -79,6 +79,12 @@ khub_setup() {
 	trap khub_teardown EXIT
 }
 
+# The server's log and every sanitizer report so far, for tests that check
+# for reports while the server runs.
+server_and_sanitizer_logs() {
+	cat "$TEST_DIR/server.log" "$TEST_DIR"/sanitizer.* 2>/dev/null
+}
+
 # After the servers stopped: print every sanitizer report (leaks included)
 # and fail the script when there is one.
 sanitizer_reports() {
