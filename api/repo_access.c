@@ -157,16 +157,40 @@ static int lookup_record(enum repo_type type, const char *ns, const char *name, 
 	return rc;
 }
 
+static void git_slots_clear(void)
+{
+	for (int i = 0; i < THREAD_GIT_SLOTS; i++) {
+		git_repository_free(git_slots[i].git);
+		memset(&git_slots[i], 0, sizeof(git_slots[i]));
+	}
+}
+
+/* A worker thread that ends (the daemon stops) frees its handles through
+ * this key's destructor; the key's value is only a marker. */
+static pthread_key_t git_slots_key;
+static pthread_once_t git_slots_key_once = PTHREAD_ONCE_INIT;
+
+static void git_slots_at_thread_exit(void *marker)
+{
+	(void)marker;
+	git_slots_clear();
+}
+
+static void git_slots_key_create(void)
+{
+	pthread_key_create(&git_slots_key, git_slots_at_thread_exit);
+}
+
 static git_repository *thread_git_open(const struct repo_record *rec)
 {
 	uint64_t gen = atomic_load(&cache_generation);
 	if (gen != git_slots_generation) {
-		for (int i = 0; i < THREAD_GIT_SLOTS; i++) {
-			git_repository_free(git_slots[i].git);
-			memset(&git_slots[i], 0, sizeof(git_slots[i]));
-		}
+		git_slots_clear();
 		git_slots_generation = gen;
 	}
+	pthread_once(&git_slots_key_once, git_slots_key_create);
+	if (!pthread_getspecific(git_slots_key))
+		pthread_setspecific(git_slots_key, git_slots);
 	char key[sizeof(git_slots[0].key)];
 	snprintf(key, sizeof(key), "%d/%s/%s", (int)rec->type, rec->ns, rec->name);
 	int victim = 0;

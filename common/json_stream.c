@@ -8,6 +8,7 @@
 enum state {
 	ST_TOP,			/* between top-level objects */
 	ST_VALUE,		/* expecting a value */
+	ST_VALUE_OR_END,	/* after '[': a value or ']' */
 	ST_KEY_OR_END,		/* after '{' */
 	ST_KEY,			/* expecting a key after ',' */
 	ST_COLON,
@@ -249,7 +250,7 @@ static int container_open(struct json_stream *js, char kind)
 		js->state = ST_KEY_OR_END;
 	} else {
 		strcpy(js->keys[js->depth - 1], "[]");
-		js->state = ST_VALUE;
+		js->state = ST_VALUE_OR_END;
 	}
 	return 0;
 }
@@ -315,9 +316,10 @@ int json_stream_feed(struct json_stream *js, const char *data, size_t len)
 			js->state = ST_VALUE;
 			break;
 		case ST_VALUE:
+		case ST_VALUE_OR_END:
 			if (is_space(c))
 				break;
-			if (c == ']' && js->depth > 0 && js->stack[js->depth - 1] == '[') {
+			if (c == ']' && js->state == ST_VALUE_OR_END) {	/* not after ',' */
 				if (container_close(js, ']') < 0)
 					return -1;
 				break;

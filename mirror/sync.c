@@ -132,7 +132,12 @@ static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel,
 		goto cleanup;
 	status_begin(&rs);
 	char *url = xasprintf("%s/%s%s", rs.up->url, repo_type_url_prefix(sel->type), repo_id);
-	rc = git_remote_create_anonymous(&remote, rs.git, url) < 0 ? KHUB_EIO : 0;
+	/* The upstream's URL as configured, never rewritten by url.*.insteadOf
+	 * (libgit2 1.5 also leaks a regex match per config entry it checks). */
+	git_remote_create_options ropts = GIT_REMOTE_CREATE_OPTIONS_INIT;
+	ropts.repository = rs.git;
+	ropts.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
+	rc = git_remote_create_with_opts(&remote, url, &ropts) < 0 ? KHUB_EIO : 0;
 	free(url);
 	if (rc < 0 || (rc = sync_run_git_step(&rs, remote, STEP_LIST, &refs, &nrefs)) < 0)
 		goto done;

@@ -2,11 +2,15 @@
  * parser, KHUB_* environment overrides, --key options and the help text. */
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -218,4 +222,129 @@ void config_dump(FILE *fp)
 			fprintf(fp, "%s = %ld\n", config_rows[i].name, *(const long *)field);
 		}
 	}
+}
+
+int config_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
+{
+	char host[256];
+	const char *colon = strrchr(listen, ':');
+	if (!colon || (size_t)(colon - listen) >= sizeof(host))
+		return -1;
+	const char *port_text = colon + 1;
+	if (!*port_text || strlen(port_text) > 5 || strspn(port_text, "0123456789") != strlen(port_text))
+		return -1;
+	long port = strtol(port_text, NULL, 10);
+	if (port > 65535)
+		return -1;
+	memcpy(host, listen, (size_t)(colon - listen));
+	host[colon - listen] = '\0';
+	memset(ss, 0, sizeof(*ss));
+	if (host[0] == '[') {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+		size_t n = strlen(host);
+		if (n < 2 || host[n - 1] != ']')
+			return -1;
+		host[n - 1] = '\0';
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
+			return -1;
+		*len = sizeof(*a);
+		return 0;
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)ss;
+	a->sin_family = AF_INET;
+	a->sin_port = htons((uint16_t)port);
+	if (!host[0] || strcmp(host, "*") == 0)
+		a->sin_addr.s_addr = htonl(INADDR_ANY);
+	else if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+		return -1;
+	*len = sizeof(*a);
+	return 0;
+}
+
+/* data_dir is usable when it is a writable directory, or when the nearest
+ * existing ancestor is one (serve would create the rest). Nothing is
+ * created here. */
+static int check_data_dir(FILE *err, const char *dir)
+{
+	struct stat st;
+	if (stat(dir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			fprintf(err, "khub: data_dir %s is not a directory\n", dir);
+			return 1;
+		}
+		if (access(dir, W_OK | X_OK) < 0) {
+			fprintf(err, "khub: data_dir %s is not writable: %s\n", dir, strerror(errno));
+			return 1;
+		}
+		return 0;
+	}
+	if (errno != ENOENT) {
+		fprintf(err, "khub: data_dir %s cannot be created: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	char *parent = xstrdup(dir);
+	int problems = 0;
+	for (;;) {
+		char *slash = strrchr(parent, '/');
+		if (!slash) {
+			strcpy(parent, ".");
+		} else if (slash == parent) {
+			parent[1] = '\0';
+		} else {
+			*slash = '\0';
+		}
+		if (stat(parent, &st) == 0) {
+			if (!S_ISDIR(st.st_mode) || access(parent, W_OK | X_OK) < 0) {
+				fprintf(err, "khub: data_dir %s does not exist and cannot be created under %s\n", dir,
+					parent);
+				problems = 1;
+			}
+			break;
+		}
+		if (errno != ENOENT || strcmp(parent, ".") == 0 || strcmp(parent, "/") == 0) {
+			fprintf(err, "khub: data_dir %s cannot be created: %s: %s\n", dir, parent, strerror(errno));
+			problems = 1;
+			break;
+		}
+	}
+	free(parent);
+	return problems;
+}
+
+int config_check(FILE *err)
+{
+	int problems = 0;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	if (config_parse_listen(config.listen, &ss, &len) < 0) {
+		fprintf(err, "khub: listen '%s' is not an address: want IPV4:PORT, [IPV6]:PORT or *:PORT "
+			     "(port 0 to 65535)\n", config.listen);
+		problems++;
+	}
+	if (!config.data_dir[0]) {
+		fprintf(err, "khub: data_dir is empty\n");
+		problems++;
+	} else {
+		problems += check_data_dir(err, config.data_dir);
+	}
+	if (!config.database_url[0]) {
+		static const char *const programs[] = { "postgres", "initdb" };
+		for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++) {
+			char *path = xasprintf("%s/%s", config.pg_bindir, programs[i]);
+			if (access(path, X_OK) < 0) {
+				fprintf(err, "khub: pg_bindir %s has no %s (%s); the embedded database needs it "
+					     "(or set database_url)\n", config.pg_bindir, programs[i], strerror(errno));
+				problems++;
+			}
+			free(path);
+		}
+	}
+	if (config.public_url[0] && strncmp(config.public_url, "http://", 7) != 0 &&
+	    strncmp(config.public_url, "https://", 8) != 0) {
+		fprintf(err, "khub: public_url '%s' must start with http:// or https://\n", config.public_url);
+		problems++;
+	}
+	return problems;
 }

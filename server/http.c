@@ -231,47 +231,11 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
 	*con_cls = NULL;
 }
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
-{
-	char host[256];
-	const char *colon = strrchr(listen, ':');
-	if (!colon || (size_t)(colon - listen) >= sizeof(host))
-		return -1;
-	memcpy(host, listen, (size_t)(colon - listen));
-	host[colon - listen] = '\0';
-	long port = strtol(colon + 1, NULL, 10);
-	if (port < 0 || port > 65535)
-		return -1;
-	memset(ss, 0, sizeof(*ss));
-	if (host[0] == '[') {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-		size_t n = strlen(host);
-		if (n < 2 || host[n - 1] != ']')
-			return -1;
-		host[n - 1] = '\0';
-		a->sin6_family = AF_INET6;
-		a->sin6_port = htons((uint16_t)port);
-		if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
-			return -1;
-		*len = sizeof(*a);
-		return 0;
-	}
-	struct sockaddr_in *a = (struct sockaddr_in *)ss;
-	a->sin_family = AF_INET;
-	a->sin_port = htons((uint16_t)port);
-	if (!host[0] || strcmp(host, "*") == 0)
-		a->sin_addr.s_addr = htonl(INADDR_ANY);
-	else if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
-		return -1;
-	*len = sizeof(*a);
-	return 0;
-}
-
 int http_serve(void)
 {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
-	if (parse_listen(config.listen, &addr, &addr_len) < 0)
+	if (config_parse_listen(config.listen, &addr, &addr_len) < 0)
 		fatal("listen: cannot parse '%s' (want host:port)", config.listen);
 	RAND_bytes((unsigned char *)&request_id_prefix, sizeof(request_id_prefix));
 	long threads = config.threads;

@@ -47,6 +47,11 @@ int cmd_serve(int argc, char **argv)
 	}
 	if (check_only) {
 		config_dump(stdout);
+		int problems = config_check(stderr);
+		if (problems) {
+			fprintf(stderr, "khub: configuration has %d problem%s\n", problems, problems == 1 ? "" : "s");
+			return 1;
+		}
 		printf("configuration ok\n");
 		return 0;
 	}

@@ -4,6 +4,8 @@
 #ifndef KHUB_SERVER_H
 #define KHUB_SERVER_H
 
+#include <sys/socket.h>
+
 #include "api/api.h"
 
 /* ---- configuration (server/config.c) ------------------------------------ */
@@ -44,6 +46,14 @@ int config_load(int argc, char **argv);
 void config_print_help(FILE *fp);
 /* Print the effective configuration. */
 void config_dump(FILE *fp);
+/* What serve -n checks beyond the bounds config_load enforces: listen
+ * parses, data_dir exists or can be created, pg_bindir holds postgres and
+ * initdb when the database is embedded, public_url is http(s). One line
+ * per problem on err; returns how many. */
+int config_check(FILE *err);
+/* Parse "host:port" ("[v6]:port", "*:port" or ":port" = any IPv4
+ * address); 0 or -1. */
+int config_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len);
 
 /* ---- runtime shared by the commands (server/runtime.c) ------------------- */
 

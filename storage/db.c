@@ -15,6 +15,28 @@ static __thread PGconn *thread_conn;
 static atomic_uint_fast64_t server_generation = 1;
 static __thread uint64_t thread_generation;
 static __thread char thread_error[256];
+/* A thread that ends (an HTTP worker when the daemon stops) closes its
+ * connection through this key's destructor. */
+static pthread_key_t conn_key;
+static pthread_once_t conn_key_once = PTHREAD_ONCE_INIT;
+
+static void conn_at_thread_exit(void *conn)
+{
+	PQfinish(conn);
+	thread_conn = NULL;
+}
+
+static void conn_key_create(void)
+{
+	pthread_key_create(&conn_key, conn_at_thread_exit);
+}
+
+static void set_thread_conn(PGconn *conn)
+{
+	pthread_once(&conn_key_once, conn_key_create);
+	thread_conn = conn;
+	pthread_setspecific(conn_key, conn);
+}
 
 void db_configure(const char *conninfo)
 {
@@ -47,7 +69,7 @@ PGconn *db_conn(void)
 	uint64_t generation = atomic_load(&server_generation);
 	if (thread_conn && thread_generation != generation) {
 		PQfinish(thread_conn);
-		thread_conn = NULL;
+		set_thread_conn(NULL);
 	}
 	if (thread_conn && PQstatus(thread_conn) == CONNECTION_OK)
 		return thread_conn;
@@ -56,7 +78,7 @@ PGconn *db_conn(void)
 		if (PQstatus(thread_conn) == CONNECTION_OK)
 			return thread_conn;
 		PQfinish(thread_conn);
-		thread_conn = NULL;
+		set_thread_conn(NULL);
 	}
 	if (!db_conninfo)
 		return NULL;
@@ -68,7 +90,7 @@ PGconn *db_conn(void)
 		return NULL;
 	}
 	PQclear(PQexec(conn, "SET client_min_messages = warning"));
-	thread_conn = conn;
+	set_thread_conn(conn);
 	thread_generation = generation;
 	return conn;
 }
@@ -77,7 +99,7 @@ void db_thread_done(void)
 {
 	if (thread_conn)
 		PQfinish(thread_conn);
-	thread_conn = NULL;
+	set_thread_conn(NULL);
 }
 
 PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate)

@@ -13,15 +13,15 @@
 # Environment:
 #   KHUB_BIN        khub binary to pack; default: a release (non-sanitizer)
 #                   build of git HEAD made in a temp dir
-#   KERNELS_GIT_DIR git dir of huggingface/kernels (default: the mirror the
-#                   session's fetch tool makes)
+#   KERNELS_GIT_DIR git dir of a huggingface/kernels clone (required, e.g.
+#                   git clone --bare https://github.com/huggingface/kernels)
 #   KERNELS_REF     tag of kernels to pack (default v0.16.0)
 #   PG_ROOT         PostgreSQL 15 install (default /usr/lib/postgresql/15)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUTDIR=$ROOT/.device
-KERNELS_GIT_DIR=${KERNELS_GIT_DIR:-/work/.mirror/huggingface+kernels/repo}
+KERNELS_GIT_DIR=${KERNELS_GIT_DIR:?set KERNELS_GIT_DIR to the git dir of a huggingface/kernels clone}
 KERNELS_REF=${KERNELS_REF:-v0.16.0}
 PG_ROOT=${PG_ROOT:-/usr/lib/postgresql/15}
 PG_SHARE=/usr/share/postgresql/15

@@ -9,7 +9,7 @@ khub_setup
 OUT=$(khub serve -n)
 like "$OUT" "listen = 127\.0\.0\.1:$KHUB_PORT" "KHUB_LISTEN is honoured"
 printf 'tree_page_size = 7\nlisten = "127.0.0.1:1"\n' >"$TEST_DIR/khub.conf"
-OUT=$(KHUB_LISTEN= khub serve -n --config "$TEST_DIR/khub.conf")
+OUT=$(KHUB_LISTEN= khub serve -n --config "$TEST_DIR/khub.conf" 2>/dev/null)
 like "$OUT" "tree_page_size = 7" "config file value"
 OUT=$(khub serve -n --config "$TEST_DIR/khub.conf")
 like "$OUT" "listen = 127\.0\.0\.1:$KHUB_PORT" "environment beats the config file"
@@ -23,6 +23,36 @@ khub serve -n --config "$TEST_DIR/bad.conf" >/dev/null 2>"$TEST_DIR/err"
 like "$(cat "$TEST_DIR/err")" "unknown key 'no_such_key'" "unknown config keys are refused"
 OUT=$(KHUB_DATABASE_URL='postgresql://u:secret@h/db' khub serve -n)
 ok $(echo "$OUT" | grep -q secret; [ $? -ne 0 ]; echo $?) "serve -n never prints a database password"
+like "$(khub serve -n | tail -1)" "^configuration ok$" "serve -n accepts the test configuration"
+khub serve -n --listen not-an-address >/dev/null 2>"$TEST_DIR/err"
+ok $([ $? -eq 1 ]; echo $?) "serve -n refuses a listen address that does not parse"
+like "$(cat "$TEST_DIR/err")" "listen 'not-an-address' is not an address" "with a clear message"
+for bad in '127.0.0.1:' '127.0.0.1:70000' '127.0.0.1:80x' '[::1:80' 'localhost:80' '999.1.1.1:80'; do
+	khub serve -n --listen "$bad" >/dev/null 2>&1
+	ok $([ $? -eq 1 ]; echo $?) "serve -n refuses listen '$bad'"
+done
+for good in '[::1]:8080' '*:8080' '0.0.0.0:0'; do
+	check "serve -n accepts listen '$good'" -- khub serve -n --listen "$good"
+done
+printf 'x\n' >"$TEST_DIR/a-file"
+khub serve -n --data-dir "$TEST_DIR/a-file" >/dev/null 2>"$TEST_DIR/err"
+ok $([ $? -eq 1 ]; echo $?) "serve -n refuses a data_dir that is a file"
+like "$(cat "$TEST_DIR/err")" "data_dir .*/a-file is not a directory" "with a clear message"
+khub serve -n --data-dir "$TEST_DIR/a-file/sub" >/dev/null 2>"$TEST_DIR/err"
+like "$(cat "$TEST_DIR/err")" "data_dir .*/a-file/sub cannot be created" "serve -n refuses a data_dir that cannot be created"
+check "serve -n accepts a data_dir that it can create" -- khub serve -n --data-dir "$TEST_DIR/not/yet/there"
+ok $([ ! -e "$TEST_DIR/not" ]; echo $?) "and creates nothing"
+khub serve -n --pg-bindir "$TEST_DIR" >/dev/null 2>"$TEST_DIR/err"
+ok $([ $? -eq 1 ]; echo $?) "serve -n refuses a pg_bindir without postgres and initdb"
+like "$(cat "$TEST_DIR/err")" "pg_bindir .* has no postgres" "naming postgres"
+like "$(cat "$TEST_DIR/err")" "pg_bindir .* has no initdb" "and initdb"
+check "pg_bindir is not needed with an external database" -- \
+	env KHUB_DATABASE_URL=postgresql:///x "$KHUB_BIN" serve -n --pg-bindir "$TEST_DIR"
+khub serve -n --listen nowhere --data-dir "$TEST_DIR/a-file" --public-url ftp://x >/dev/null 2>"$TEST_DIR/err"
+is "$(grep -c '^khub: ' "$TEST_DIR/err")" 4 "serve -n reports every problem, one line each, and a count"
+like "$(tail -1 "$TEST_DIR/err")" "configuration has 3 problems" "the count"
+khub serve -n --max-connections 1 >/dev/null 2>"$TEST_DIR/err"
+like "$(cat "$TEST_DIR/err")" "max_connections must be a number from 16 to" "numeric bounds are checked"
 
 # ---- db migrate ------------------------------------------------------------
 check "db migrate (first run: initdb + schema)" -- khub db migrate

@@ -408,7 +408,7 @@ else
 	[ "$rc" -ne 0 ] && diag "node exited with status $rc"
 fi
 
-grep -E 'ERROR|runtime error|AddressSanitizer' "$TEST_DIR/server.log" | head -5 | sed 's/^/# server: /'
-check "server log has no sanitizer reports" -- bash -c "! grep -qE 'runtime error|AddressSanitizer' '$TEST_DIR/server.log'"
+server_and_sanitizer_logs | grep -E 'ERROR|runtime error|AddressSanitizer' | head -5 | sed 's/^/# server: /'
+ok $(server_and_sanitizer_logs | grep -qE 'runtime error|AddressSanitizer'; [ $? -ne 0 ]; echo $?) "server log has no sanitizer reports"
 
 done_testing

@@ -39,7 +39,7 @@ diag "commit body: $BODY_BYTES bytes on disk, $(wc -l <"$TEST_DIR/commit.ndjson"
 
 # An ASan build: keep the allocator's own retention small so that the peak
 # resident set reflects what the server holds.
-export ASAN_OPTIONS=detect_leaks=0:quarantine_size_mb=8:malloc_context_size=4
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=8:malloc_context_size=4
 khub_start
 
 H=$TEST_DIR/headers
@@ -282,5 +282,5 @@ api POST "$API/commit/v1" "${AUTH[@]}" -H 'Content-Type: application/x-ndjson' -
 is "$STATUS" 200 "commit of a .gitattributes adding *.dat2 plus a .dat2 file"
 api POST "$API/paths-info/v1" -H 'Content-Type: application/json' -d '{"paths":["data/t.dat2"]}'
 is "$(json '"lfs" in d[0]')" True "the .dat2 file is stored as LFS, as its own commit's .gitattributes says"
-is "$(grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:' "$TEST_DIR/server.log")" 0 "no sanitizer report in the server log"
+is "$(server_and_sanitizer_logs | grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:')" 0 "no sanitizer report in the server log"
 done_testing

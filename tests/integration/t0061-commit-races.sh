@@ -233,5 +233,5 @@ commit_to v1 "$TEST_DIR/after2.ndjson" "$TEST_DIR/st"
 is "$(cat "$TEST_DIR/st")" 200 "a new commit (with parentCommit = head) works after the crashes"
 is "$(git --git-dir="$GITDIR" rev-parse "$(head_of)^")" "$OLD" "on top of the head"
 ok $(fsck_clean; echo $?) "git fsck --strict clean at the end"
-is "$(grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:' "$TEST_DIR/server.log")" 0 "no sanitizer report in the server log"
+is "$(server_and_sanitizer_logs | grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:')" 0 "no sanitizer report in the server log"
 done_testing

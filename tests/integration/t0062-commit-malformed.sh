@@ -341,5 +341,5 @@ is "$STATUS" 200 "she preuploads batch 2 to refs/pr/$PR"
 body "$HDR" "$(file_line rita-2.txt)"
 REV="refs%2Fpr%2F$PR" TOK=$RITA post
 is "$STATUS" 200 "she commits batch 2 to refs/pr/$PR"
-is "$(grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:' "$TEST_DIR/server.log")" 0 "no sanitizer report in the server log"
+is "$(server_and_sanitizer_logs | grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:')" 0 "no sanitizer report in the server log"
 done_testing

@@ -17,7 +17,6 @@
 for tool in python3 git curl; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now)"; }
 T_START=$(now)

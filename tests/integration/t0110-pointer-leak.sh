@@ -20,7 +20,6 @@ for tool in python3 git curl; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 git lfs version >/dev/null 2>&1 || { echo "1..0 # SKIP git-lfs not installed"; exit 0; }
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 
 hubs_setup
 hub_init main

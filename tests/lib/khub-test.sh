@@ -72,16 +72,42 @@ khub_setup() {
 	KHUB_PORT=$(free_port)
 	export KHUB_LISTEN="127.0.0.1:$KHUB_PORT"
 	KHUB_URL="http://127.0.0.1:$KHUB_PORT"
+	# Sanitizer reports of every khub process of the test (server, CLI,
+	# hooks, mirror children) go to files here; any one fails the test.
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$TEST_DIR/sanitizer"
+	export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$TEST_DIR/sanitizer"
 	trap khub_teardown EXIT
 }
 
+# The server's log and every sanitizer report so far, for tests that check
+# for reports while the server runs.
+server_and_sanitizer_logs() {
+	cat "$TEST_DIR/server.log" "$TEST_DIR"/sanitizer.* 2>/dev/null
+}
+
+# After the servers stopped: print every sanitizer report (leaks included)
+# and fail the script when there is one.
+sanitizer_reports() {
+	local f found=0
+	for f in "$TEST_DIR"/sanitizer.*; do
+		[ -e "$f" ] || continue
+		found=1
+		echo "# sanitizer report $(basename "$f"):"
+		head -60 "$f" | sed 's/^/#   /'
+	done
+	return $found
+}
+
 khub_teardown() {
+	local clean=0
 	khub_stop
+	sanitizer_reports || clean=1
 	if [ -n "${KEEP_TEST_DIR:-}" ]; then
 		echo "# kept $TEST_DIR"
 	else
 		rm -rf "$TEST_DIR"
 	fi
+	[ $clean -eq 0 ] || exit 1
 }
 
 khub() { "$KHUB_BIN" "$@"; }

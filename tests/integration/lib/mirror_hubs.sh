@@ -143,11 +143,14 @@ hubs_teardown() {
 		hub_stop "$name"
 		hub_stop_cluster "$name"
 	done
+	local clean=0
+	sanitizer_reports || clean=1
 	if [ -n "${KEEP_TEST_DIR:-}" ]; then
 		echo "# kept $TEST_DIR"
 	else
 		rm -rf "$TEST_DIR"
 	fi
+	[ $clean -eq 0 ] || exit 1
 }
 
 # A fresh TEST_DIR (short: the embedded database's socket path is limited).
@@ -156,5 +159,7 @@ hubs_setup() {
 	chmod 755 "$TEST_DIR"
 	export KHUB_LOG_LEVEL=${KHUB_LOG_LEVEL:-info}
 	unset KHUB_DATABASE_URL KHUB_CONFIG KHUB_DATA_DIR KHUB_LISTEN
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$TEST_DIR/sanitizer"
+	export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$TEST_DIR/sanitizer"
 	trap hubs_teardown EXIT
 }
