@@ -65,8 +65,9 @@ enum route_access {
 				 * pull requests and benchmark uploads */
 	ACCESS_REPO_WRITE,	/* req->repo with the write role, not a mirror */
 	ACCESS_REPO_MANAGE,	/* req->repo's settings: the write role in its namespace, as on the Hub */
-	ACCESS_NAMESPACE_WRITE,	/* signed in, write-scoped; the handler checks the namespace
-				 * (or the repo) named in the body: create, move, delete */
+	ACCESS_NAMESPACE_WRITE,	/* a write token when signed in; the handler checks the
+				 * namespace or repo named in the body (create, move,
+				 * delete), anonymous callers included (RepoNotFound) */
 	ACCESS_SITE_ADMIN,	/* a site admin's write- or admin-scoped token */
 	ACCESS_SIGNED_URL,	/* signed /api/lfs/... URLs carry their own HMAC; Authorization unread */
 	ACCESS_GIT,		/* git and git-lfs: the handler decides per service or operation */

@@ -1,5 +1,6 @@
-/* repo_access.c -- find a repo, decide what the caller may do with it, open
- * its git store, and resolve revisions. Repo records are cached for a short
+/* repo_access.c -- the access column of the route tables (access_check,
+ * run once per request by the server), find a repo, decide what the caller
+ * may do with it, open its git store, and resolve revisions. Repo records are cached for a short
  * time and git handles per thread, so a warm read touches neither the
  * database nor the repo's config files. */
 #include "api/api.h"

@@ -1,8 +1,9 @@
 /* http.c -- the libmicrohttpd daemon: a thread pool, raw (undecoded) URLs,
  * timeouts and connection limits (per client address too; the header
  * deadline is conn_guard.c), unambiguous request framing, bounded request
- * bodies, a request id on every log line, and one access-log line per
- * request. */
+ * bodies, the one access check of every request (the route's access
+ * column, api/repo_access.c), a request id on every log line, and one
+ * access-log line per request. */
 #include "server/server.h"
 
 #include <arpa/inet.h>
