@@ -738,8 +738,8 @@ static enum MHD_Result handle_aggregate(struct request *req)
  * the handler decides by role whether the run is a maintainer's (who may
  * write to the repo) or a community one. */
 const struct route benchmarks_routes[] = {
-	{ METHOD_POST, "/api/kernels/{ns}/{name}/benchmarks", handle_upload, ROUTE_BODY | ROUTE_HANDLER_ACCESS, REPO_KERNEL,
-	  NULL, ACCESS_REPO_CONTRIBUTE },
+	{ METHOD_POST, "/api/kernels/{ns}/{name}/benchmarks", handle_upload, ROUTE_BODY | ROUTE_HANDLER_ACCESS,
+	  REPO_KERNEL, NULL, ACCESS_REPO_CONTRIBUTE },
 	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks", handle_list, 0, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks/aggregate", handle_aggregate, 0, REPO_KERNEL,

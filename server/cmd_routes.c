@@ -24,10 +24,11 @@ static json_t *route_json(const struct route *r)
 		if (r->methods & method_names[i].method)
 			json_array_append_new(methods, json_string(method_names[i].name));
 	const char *access = access_name(r->access);
+	int dynamic = r->access_for || (r->flags & ROUTE_HANDLER_ACCESS) || r->access == ACCESS_GIT;
 	return json_pack("{s:o, s:s, s:s?, s:s, s:b, s:b, s:b, s:b}", "methods", methods, "pattern", r->pattern,
-			 "access", access, "scope", role_name(access_min_scope(r->access)), "dynamic",
-			 r->access_for || (r->flags & ROUTE_HANDLER_ACCESS) || r->access == ACCESS_GIT, "git", (r->flags & ROUTE_GIT) != 0, "noAuth",
-			 (r->flags & ROUTE_NO_AUTH) != 0, "stream", r->stream != NULL);
+			 "access", access, "scope", role_name(access_min_scope(r->access)), "dynamic", dynamic,
+			 "git", (r->flags & ROUTE_GIT) != 0, "noAuth", (r->flags & ROUTE_NO_AUTH) != 0,
+			 "stream", r->stream != NULL);
 }
 
 int cmd_routes(int argc, char **argv)
@@ -58,8 +59,9 @@ int cmd_routes(int argc, char **argv)
 				strbuf_adds(&m, json_string_value(name));
 			}
 			const char *access = json_string_value(json_object_get(row, "access"));
+			int dynamic = json_is_true(json_object_get(row, "dynamic"));
 			printf("%-12s %-60s %s%s\n", m.buf, json_string_value(json_object_get(row, "pattern")),
-			       access ? access : "(none)", json_is_true(json_object_get(row, "dynamic")) ? " (+handler)" : "");
+			       access ? access : "(none)", dynamic ? " (+handler)" : "");
 			strbuf_release(&m);
 		}
 	}
