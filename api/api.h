@@ -44,6 +44,37 @@ enum http_method {
 
 #define MAX_SEGMENTS 128
 
+/* A repo opened for a request: its record, its git store and what the
+ * caller may do with it. */
+struct repo_handle {
+	struct repo_record record;
+	git_repository *git;		/* borrowed from a per-thread cache */
+	enum role role;			/* what the caller may do */
+};
+
+/* Who may call a route: every row of every table says it, and the server
+ * checks it once, before the handler runs (server/http.c; stream routes
+ * before their body is read). 0 is no value: a row without one stops the
+ * server at start-up (router_check_tables). The token scope each needs is
+ * access_min_scope(): everything that writes needs a write or admin token. */
+enum route_access {
+	ACCESS_UNSET = 0,
+	ACCESS_PUBLIC,		/* anyone, anonymous included (the handler may ask more: /metrics) */
+	ACCESS_SIGNED_IN,	/* a valid token of any scope, else 401 */
+	ACCESS_REPO_READ,	/* req->repo opened for reading: private repos RepoNotFound */
+	ACCESS_REPO_CONTRIBUTE,	/* signed in, sees the repo (req->repo), write-scoped token:
+				 * pull requests and benchmark uploads */
+	ACCESS_REPO_WRITE,	/* req->repo with the write role, not a mirror */
+	ACCESS_REPO_MANAGE,	/* req->repo's settings: the write role in its namespace, as on the Hub */
+	ACCESS_NAMESPACE_WRITE,	/* a write token when signed in; the handler checks the
+				 * namespace or repo named in the body (create, move,
+				 * delete), anonymous callers included (RepoNotFound) */
+	ACCESS_SITE_ADMIN,	/* a site admin's write- or admin-scoped token */
+	ACCESS_SIGNED_URL,	/* signed /api/lfs/... URLs carry their own HMAC; Authorization unread */
+	ACCESS_GIT,		/* git and git-lfs: the handler decides per service or operation */
+	ACCESS_COUNT
+};
+
 struct request {
 	struct MHD_Connection *conn;
 	enum http_method method;
@@ -75,6 +106,11 @@ struct request {
 	int bad_token;			/* a token was sent but is unknown, expired or revoked: 401 */
 	int auth_unavailable;		/* the database could not say who the caller is: 503 */
 
+	/* The repo of a ACCESS_REPO_* route, opened by the server before the
+	 * handler runs (points to repo_storage; NULL for other routes). */
+	struct repo_handle *repo;
+	struct repo_handle repo_storage;
+
 	/* State of a streaming route (owned by its stream_ops). */
 	void *stream_state;
 	int stream_stopped;
@@ -103,6 +139,8 @@ typedef enum MHD_Result (*route_handler)(struct request *req);
 #define ROUTE_BODY 1		/* buffer the request body before calling */
 #define ROUTE_NO_AUTH 2		/* Authorization is not read (health, signed LFS URLs) */
 #define ROUTE_GIT 4		/* git and git-lfs clients: a 401 challenges Basic */
+#define ROUTE_HANDLER_ACCESS 8	/* the handler asks more than the access column
+				 * (documented at its table); t0056 tests it by hand */
 
 /* Routes whose bodies may be larger than memory (commits, LFS uploads) get
  * the body as it arrives; the handler runs once it has all been read. */
@@ -130,6 +168,11 @@ struct route {
 	unsigned flags;
 	enum repo_type fixed_type;	/* used when the pattern names no type */
 	const struct stream_ops *stream;	/* NULL: buffered (ROUTE_BODY) or no body */
+	enum route_access access;	/* the least any call needs */
+	/* Routes whose needs depend on the request (a commit to a pull
+	 * request needs less than one to a branch) name what this one needs;
+	 * never less than access. NULL: access. */
+	enum route_access (*access_for)(struct request *req);
 };
 
 /* The tables, each terminated by a row with a NULL pattern. */
@@ -151,6 +194,18 @@ extern const struct route downloads_routes[];	/* api/downloads.c: per-variant st
 extern const struct route kernels_routes[];	/* api/kernels.c: GET /api/kernels */
 extern const struct route kernel_variants_routes[];	/* api/kernel_variants.c: variants, metadata, compliance */
 extern const struct route openapi_routes[];	/* api/openapi.c: GET /api/openapi.json */
+
+/* ---- access (api/repo_access.c) ------------------------------------------ */
+
+/* "public", "signed-in", "repo-read"... (static), NULL for no value. */
+const char *access_name(enum route_access access);
+/* The least token scope a route of this access needs: ROLE_READ (any),
+ * ROLE_WRITE (write or admin). */
+enum role access_min_scope(enum route_access access);
+/* The check the server runs once per request (access_for applied): 0 to go
+ * on, with req->repo opened for ACCESS_REPO_*; -1 with the answer queued
+ * in *result (401, 403, RepoNotFound, 503). */
+int access_check(struct request *req, enum MHD_Result *result);
 
 /* ---- answering (api/respond.c) ------------------------------------------ */
 
@@ -205,12 +260,6 @@ void strbuf_add_csv_field(struct strbuf *sb, const char *s, int last);
 
 /* ---- repos, access and revisions (api/repo_access.c) --------------------- */
 
-struct repo_handle {
-	struct repo_record record;
-	git_repository *git;		/* borrowed from a per-thread cache */
-	enum role role;			/* what the caller may do */
-};
-
 /* Find req->ns/req->name of req->type (a model id falls back to a kernel
  * repo of that id), check the caller may read it, open it. On failure a
  * response has been queued and *result holds what to return. */
@@ -223,6 +272,10 @@ int repo_open_for_write(struct request *req, struct repo_handle *h, enum role ne
 /* Like repo_open_for_write for a repo named explicitly (JSON bodies). */
 int repo_open_named(struct request *req, enum repo_type type, const char *ns, const char *name,
 		    enum role needed, struct repo_handle *h, enum MHD_Result *result);
+/* Delete, move and settings: repo_open_named for reading, then the write
+ * role in the repo's namespace (as on the Hub), else 403. */
+int repo_open_to_manage(struct request *req, enum repo_type type, const char *ns, const char *name,
+			struct repo_handle *h, enum MHD_Result *result);
 /* 401 unless the caller is signed in; returns 0 when signed in. */
 int require_signed_in(struct request *req, enum MHD_Result *result);
 /* What the caller may do in a namespace (own user name: admin; org: role),

@@ -218,17 +218,13 @@ static enum MHD_Result handle_upload(struct request *req)
 	char sha[41], lower_sha[41];
 	int64_t id = 0;
 
-	if (require_signed_in(req, &result) < 0)
-		return result;
+	/* The route asks for a signed-in caller who sees the repo, with a
+	 * write token (an upload is a write). Who may write to the repo
+	 * submits maintainer results; anyone else community ones, which
+	 * listings show only when asked. */
+	h = *req->repo;
 	if (req->body_too_large || req->body.len > BENCH_BODY_MAX)
 		return respond_error(req, 413, NULL, "a benchmark upload is at most %d bytes", BENCH_BODY_MAX);
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
-	/* An upload is a write: never with a read-only token. Who may write to
-	 * the repo submits maintainer results; anyone else community ones,
-	 * which listings show only when asked. */
-	if (req->principal.scope < ROLE_WRITE)
-		return respond_error(req, 403, NULL, "uploading benchmarks needs a write token (your token is read-only)");
 	enum role role;
 	if (repo_role_of(&req->principal, &h.record, &role) < 0)
 		return respond_db_unavailable(req);
@@ -567,7 +563,8 @@ static enum MHD_Result handle_list(struct request *req)
 	struct benchmark_filter f;
 	char sha[41];
 	int csv;
-	if (repo_open_for_read(req, &h, &result) < 0 || filter_from_query(req, &h, &f, sha, &result) < 0 ||
+	h = *req->repo;
+	if (filter_from_query(req, &h, &f, sha, &result) < 0 ||
 	    (csv = wants_csv(req, &result)) < 0)
 		return result;
 	PGresult *res = db_benchmark_rows(h.record.id, &f);
@@ -636,7 +633,8 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	struct benchmark_filter f;
 	char sha[41];
 	int csv;
-	if (repo_open_for_read(req, &h, &result) < 0 || filter_from_query(req, &h, &f, sha, &result) < 0 ||
+	h = *req->repo;
+	if (filter_from_query(req, &h, &f, sha, &result) < 0 ||
 	    (csv = wants_csv(req, &result)) < 0)
 		return result;
 	const char *ref = request_query(req, "reference");
@@ -724,9 +722,15 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	return respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8", &sb, NULL);
 }
 
+/* An upload needs a signed-in caller who sees the repo, with a write token;
+ * the handler decides by role whether the run is a maintainer's (who may
+ * write to the repo) or a community one. */
 const struct route benchmarks_routes[] = {
-	{ METHOD_POST, "/api/kernels/{ns}/{name}/benchmarks", handle_upload, ROUTE_BODY, REPO_KERNEL },
-	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks", handle_list, 0, REPO_KERNEL },
-	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks/aggregate", handle_aggregate, 0, REPO_KERNEL },
+	{ METHOD_POST, "/api/kernels/{ns}/{name}/benchmarks", handle_upload, ROUTE_BODY | ROUTE_HANDLER_ACCESS,
+	  REPO_KERNEL, NULL, ACCESS_REPO_CONTRIBUTE },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks", handle_list, 0, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks/aggregate", handle_aggregate, 0, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -103,8 +103,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 	char ref[REF_NAME_MAX + 16], current[41], sha[41], email[REPO_NAME_MAX + 32];
 	int empty, overwrite, locked = 0, exists, rc;
 
-	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (!(doc = request_json_body(req, &result)))
 		return result;
 	if (!short_ref_name_ok(branch)) {
@@ -172,12 +171,10 @@ cleanup:
 
 static enum MHD_Result handle_branch_delete(struct request *req)
 {
-	enum MHD_Result result;
 	struct repo_handle h;
 	const char *branch = req->rev;
 
-	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (strcmp(branch, "main") == 0)
 		return respond_error(req, 403, NULL, "Cannot delete refs/heads/main");
 	if (ref_name_validate(branch, NULL) < 0)
@@ -196,8 +193,7 @@ static enum MHD_Result handle_tag_create(struct request *req)
 	char ref[REF_NAME_MAX + 16], sha[41], email[REPO_NAME_MAX + 32];
 	int locked = 0, rc;
 
-	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (!(doc = request_json_body(req, &result)))
 		return result;
 	if (json_optional_string(doc, "tag", &tag) < 0 || !tag || json_optional_string(doc, "message", &message) < 0) {
@@ -238,21 +234,22 @@ cleanup:
 
 static enum MHD_Result handle_tag_delete(struct request *req)
 {
-	enum MHD_Result result;
 	struct repo_handle h;
 	const char *tag = req->rev;
 
-	if (repo_open_for_write(req, &h, ROLE_WRITE, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (ref_name_validate(tag, NULL) < 0)
 		return respond_revision_not_found(req, tag);
 	return delete_ref(req, &h, "tag", tag);
 }
 
 const struct route branches_routes[] = {
-	{ METHOD_POST, "/api/{type}/{ns}/{name}/branch/{rev}", handle_branch_create, ROUTE_BODY, 0 },
-	{ METHOD_DELETE, "/api/{type}/{ns}/{name}/branch/{rev}", handle_branch_delete, ROUTE_BODY, 0 },
-	{ METHOD_POST, "/api/{type}/{ns}/{name}/tag/{rev}", handle_tag_create, ROUTE_BODY, 0 },
-	{ METHOD_DELETE, "/api/{type}/{ns}/{name}/tag/{rev}", handle_tag_delete, ROUTE_BODY, 0 },
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/branch/{rev}", handle_branch_create, ROUTE_BODY, 0,
+	  NULL, ACCESS_REPO_WRITE },
+	{ METHOD_DELETE, "/api/{type}/{ns}/{name}/branch/{rev}", handle_branch_delete, ROUTE_BODY, 0,
+	  NULL, ACCESS_REPO_WRITE },
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/tag/{rev}", handle_tag_create, ROUTE_BODY, 0, NULL, ACCESS_REPO_WRITE },
+	{ METHOD_DELETE, "/api/{type}/{ns}/{name}/tag/{rev}", handle_tag_delete, ROUTE_BODY, 0,
+	  NULL, ACCESS_REPO_WRITE },
 	{ 0, NULL, NULL, 0, 0 },
 };

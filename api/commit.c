@@ -60,23 +60,24 @@ static int target_ref_of(struct request *req, struct commit_stream *cs, char sha
 	return repo_resolve_revision(cs->repo.git, cs->target_ref, sha) == 0 ? 0 : -1;
 }
 
+/* Anyone who can read a repo may open a pull request and add to it
+ * (kernel-builder --create-pr sends its later batches to refs/pr/N), with a
+ * write token; a commit to a branch needs write access. */
+static enum route_access commit_access(struct request *req)
+{
+	int to_pr = request_query_bool(req, "create_pr", 0) || strncmp(req->rev, "refs/pr/", 8) == 0;
+	return to_pr ? ACCESS_REPO_CONTRIBUTE : ACCESS_REPO_WRITE;
+}
+
 static int commit_begin(struct request *req)
 {
-	enum MHD_Result result;
 	struct commit_stream *cs = xcalloc(1, sizeof(*cs));
 	req->stream_state = cs;
 	strbuf_init(&cs->raw_text);
 	strbuf_init(&cs->content_mem);
 	cs->create_pr = request_query_bool(req, "create_pr", 0);
-	/* Anyone who can read a repo may open a pull request and add to it
-	 * (kernel-builder --create-pr sends its later batches to refs/pr/N). */
-	int to_pr = cs->create_pr || strncmp(req->rev, "refs/pr/", 8) == 0;
-	if (repo_open_for_write(req, &cs->repo, to_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
-		return -1;
-	if (to_pr && req->principal.scope == ROLE_READ) {
-		respond_error(req, 403, NULL, "a read-only token cannot open or update pull requests");
-		return -1;
-	}
+	/* The repo was opened by the server (commit_access). */
+	cs->repo = *req->repo;
 	if (cs->repo.record.mirrored) {
 		respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
 		return -1;
@@ -445,7 +446,11 @@ static enum MHD_Result handle_commit(struct request *req)
 
 static const struct stream_ops commit_stream_ops = { commit_begin, commit_data, commit_cleanup };
 
+/* A commit to a pull request (create_pr=1 or refs/pr/N) needs read access
+ * and a write token, one to a branch write access (commit_access); checked
+ * before the body is read. */
 const struct route commit_routes[] = {
-	{ METHOD_POST, "/api/{type}/{ns}/{name}/commit/{rev}", handle_commit, 0, 0, &commit_stream_ops },
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/commit/{rev}", handle_commit, 0, 0,
+	  &commit_stream_ops, ACCESS_REPO_CONTRIBUTE, commit_access },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

@@ -126,8 +126,7 @@ static enum MHD_Result handle_commits(struct request *req)
 	char sha[41];
 	long limit, page;
 
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
 		return result;
 	if (query_long(req, "limit", COMMITS_DEFAULT_LIMIT, &limit) < 0 || limit < 1)
@@ -175,6 +174,7 @@ static enum MHD_Result handle_commits(struct request *req)
 }
 
 const struct route commits_routes[] = {
-	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/commits/{rev}", handle_commits, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/commits/{rev}", handle_commits, 0, 0,
+	  NULL, ACCESS_REPO_READ },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -314,10 +314,8 @@ void download_stats_stop(void)
 
 static enum MHD_Result handle_downloads(struct request *req)
 {
-	enum MHD_Result result;
 	struct repo_handle h;
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	long days = 30;
 	const char *v = request_query(req, "days"), *format = request_query(req, "format");
 	if (v) {
@@ -392,6 +390,7 @@ static enum MHD_Result handle_downloads(struct request *req)
 }
 
 const struct route downloads_routes[] = {
-	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/downloads", handle_downloads, 0, REPO_KERNEL },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/downloads", handle_downloads, 0, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -346,12 +346,19 @@ static enum MHD_Result handle_rpc(struct request *req)
 
 static const struct stream_ops rpc_stream_ops = { rpc_begin, rpc_data, rpc_cleanup };
 
+/* ACCESS_GIT: the handler decides per service (git_authorize): info/refs
+ * and upload-pack read, receive-pack write; an anonymous caller who needs
+ * more gets a Basic challenge, not a 404. A bad token is 401 before. */
 const struct route git_routes[] = {
-	{ METHOD_GET, "/{tprefix}/{ns}/{gname}/info/refs", handle_info_refs, ROUTE_GIT, 0, NULL },
-	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-upload-pack", handle_rpc, ROUTE_GIT, 0, &rpc_stream_ops },
-	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-receive-pack", handle_rpc, ROUTE_GIT, 0, &rpc_stream_ops },
-	{ METHOD_GET, "/{ns}/{gname}/info/refs", handle_info_refs, ROUTE_GIT, REPO_MODEL, NULL },
-	{ METHOD_POST, "/{ns}/{gname}/git-upload-pack", handle_rpc, ROUTE_GIT, REPO_MODEL, &rpc_stream_ops },
-	{ METHOD_POST, "/{ns}/{gname}/git-receive-pack", handle_rpc, ROUTE_GIT, REPO_MODEL, &rpc_stream_ops },
+	{ METHOD_GET, "/{tprefix}/{ns}/{gname}/info/refs", handle_info_refs, ROUTE_GIT, 0, NULL, ACCESS_GIT },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-upload-pack", handle_rpc, ROUTE_GIT, 0,
+	  &rpc_stream_ops, ACCESS_GIT },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/git-receive-pack", handle_rpc, ROUTE_GIT, 0,
+	  &rpc_stream_ops, ACCESS_GIT },
+	{ METHOD_GET, "/{ns}/{gname}/info/refs", handle_info_refs, ROUTE_GIT, REPO_MODEL, NULL, ACCESS_GIT },
+	{ METHOD_POST, "/{ns}/{gname}/git-upload-pack", handle_rpc, ROUTE_GIT, REPO_MODEL,
+	  &rpc_stream_ops, ACCESS_GIT },
+	{ METHOD_POST, "/{ns}/{gname}/git-receive-pack", handle_rpc, ROUTE_GIT, REPO_MODEL,
+	  &rpc_stream_ops, ACCESS_GIT },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

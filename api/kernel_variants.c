@@ -271,8 +271,7 @@ static enum MHD_Result handle_variants(struct request *req)
 	int compatible = request_query_bool(req, "compatible", 0);
 	if (compatible && environment_from_query(req, &env, &result) < 0)
 		return result;
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	const char *rev = requested_revision(req);
 	if (repo_resolve_or_respond(req, &h, rev, sha, &result) < 0)
 		return result;
@@ -301,8 +300,7 @@ static enum MHD_Result handle_metadata(struct request *req)
 	enum MHD_Result result;
 	char sha[41];
 	const char *variant = req->args[0];
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	const char *rev = requested_revision(req);
 	if (repo_resolve_or_respond(req, &h, rev, sha, &result) < 0)
 		return result;
@@ -440,8 +438,7 @@ static enum MHD_Result handle_compliance(struct request *req)
 	enum MHD_Result result;
 	char id[2 * REPO_NAME_MAX + 2];
 	const char *only = request_query(req, "revision");
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (only) {
 		char sha[41];
 		if (repo_resolve_or_respond(req, &h, only, sha, &result) < 0)
@@ -474,8 +471,11 @@ static enum MHD_Result handle_compliance(struct request *req)
 }
 
 const struct route kernel_variants_routes[] = {
-	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/variants", handle_variants, 0, REPO_KERNEL },
-	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/metadata/{arg}", handle_metadata, 0, REPO_KERNEL },
-	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/compliance", handle_compliance, 0, REPO_KERNEL },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/variants", handle_variants, 0, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/metadata/{arg}", handle_metadata, 0, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/compliance", handle_compliance, 0, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -284,6 +284,6 @@ static enum MHD_Result handle_list(struct request *req)
 }
 
 const struct route kernels_routes[] = {
-	{ METHOD_GET | METHOD_HEAD, "/api/kernels", handle_list, 0, REPO_KERNEL },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels", handle_list, 0, REPO_KERNEL, NULL, ACCESS_PUBLIC },
 	{ 0, NULL, NULL, 0, 0 },
 };

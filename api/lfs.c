@@ -191,7 +191,7 @@ static enum MHD_Result handle_batch(struct request *req)
 	return respond(req, 200, resp);
 }
 
-/* ---- PUT /api/lfs/upload/{token}/{oid}/{size} ---------------------------------- */
+/* ---- PUT /api/lfs/upload/{token}/{oid}/{size}/{repo} ---------------------------------- */
 
 struct upload_state {
 	struct lfs_writer *writer;
@@ -344,14 +344,21 @@ static enum MHD_Result handle_download(struct request *req)
 	return respond(req, ranged > 0 ? 206 : 200, resp);
 }
 
+/* The batch is ACCESS_GIT: the operation in its body decides (download:
+ * read; upload: write, or read and a write token for a pull request, i.e.
+ * no ref or refs/pr/N). */
 const struct route lfs_routes[] = {
-	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, 0, NULL },
-	{ METHOD_POST, "/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, REPO_MODEL, NULL },
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, 0, NULL,
+	  ACCESS_GIT },
+	{ METHOD_POST, "/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, REPO_MODEL, NULL,
+	  ACCESS_GIT },
 	/* The action URLs carry their own signature: an Authorization header
 	 * (git-lfs may send the one it used for the batch) is not read. */
-	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}/{arg}", handle_upload, ROUTE_NO_AUTH, 0, &upload_stream_ops },
-	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY | ROUTE_NO_AUTH, 0, NULL },
+	{ METHOD_PUT, "/api/lfs/upload/{arg}/{arg}/{arg}/{arg}", handle_upload, ROUTE_NO_AUTH, 0, &upload_stream_ops,
+	  ACCESS_SIGNED_URL },
+	{ METHOD_POST, "/api/lfs/verify/{arg}/{arg}/{arg}/{arg}", handle_verify, ROUTE_BODY | ROUTE_NO_AUTH, 0, NULL,
+	  ACCESS_SIGNED_URL },
 	{ METHOD_GET | METHOD_HEAD, "/api/lfs/download/{arg}/{arg}/{arg}/{arg}", handle_download, ROUTE_NO_AUTH, 0,
-	  NULL },
+	  NULL, ACCESS_SIGNED_URL },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

@@ -20,9 +20,6 @@ static int require_site_admin(struct request *req, enum MHD_Result *result)
 
 static enum MHD_Result handle_status(struct request *req)
 {
-	enum MHD_Result result;
-	if (require_site_admin(req, &result) < 0)
-		return result;
 	PGresult *res = db_exec(
 		"SELECT r.namespace || '/' || r.name, r.type, m.selection, m.upstream_name, m.upstream_url,"
 		" m.upstream_repo, to_char(m.last_sync_started AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
@@ -61,8 +58,6 @@ static enum MHD_Result handle_status(struct request *req)
 static enum MHD_Result handle_trigger(struct request *req)
 {
 	enum MHD_Result result;
-	if (require_site_admin(req, &result) < 0)
-		return result;
 	json_t *body = request_json_body(req, &result);
 	if (!body)
 		return result;
@@ -85,9 +80,6 @@ static enum MHD_Result handle_trigger(struct request *req)
 
 static enum MHD_Result handle_get_config(struct request *req)
 {
-	enum MHD_Result result;
-	if (require_site_admin(req, &result) < 0)
-		return result;
 	PGresult *res = db_exec("SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL, NULL);
 	if (!res)
 		return respond_db_unavailable(req);
@@ -101,8 +93,6 @@ static enum MHD_Result handle_get_config(struct request *req)
 static enum MHD_Result handle_put_config(struct request *req)
 {
 	enum MHD_Result result;
-	if (require_site_admin(req, &result) < 0)
-		return result;
 	json_t *body = request_json_body(req, &result);
 	if (!body)
 		return result;
@@ -199,11 +189,13 @@ static enum MHD_Result handle_metrics(struct request *req)
 	return respond_metrics(req, &sb);
 }
 
+/* /metrics is public as a route; the handler answers site admins only
+ * unless metrics_public is set. */
 const struct route mirror_admin_routes[] = {
-	{ METHOD_GET, "/api/admin/mirror", handle_status, 0, 0, NULL },
-	{ METHOD_POST, "/api/admin/mirror/sync", handle_trigger, ROUTE_BODY, 0, NULL },
-	{ METHOD_GET, "/api/admin/mirror/config", handle_get_config, 0, 0, NULL },
-	{ METHOD_PUT, "/api/admin/mirror/config", handle_put_config, ROUTE_BODY, 0, NULL },
-	{ METHOD_GET, "/metrics", handle_metrics, 0, 0, NULL },
+	{ METHOD_GET, "/api/admin/mirror", handle_status, 0, 0, NULL, ACCESS_SITE_ADMIN },
+	{ METHOD_POST, "/api/admin/mirror/sync", handle_trigger, ROUTE_BODY, 0, NULL, ACCESS_SITE_ADMIN },
+	{ METHOD_GET, "/api/admin/mirror/config", handle_get_config, 0, 0, NULL, ACCESS_SITE_ADMIN },
+	{ METHOD_PUT, "/api/admin/mirror/config", handle_put_config, ROUTE_BODY, 0, NULL, ACCESS_SITE_ADMIN },
+	{ METHOD_GET, "/metrics", handle_metrics, ROUTE_HANDLER_ACCESS, 0, NULL, ACCESS_PUBLIC },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

@@ -8,6 +8,6 @@ static enum MHD_Result handle_openapi(struct request *req)
 }
 
 const struct route openapi_routes[] = {
-	{ METHOD_GET | METHOD_HEAD, "/api/openapi.json", handle_openapi, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/openapi.json", handle_openapi, 0, 0, NULL, ACCESS_PUBLIC },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -97,8 +97,7 @@ static enum MHD_Result handle_overview(struct request *req)
 
 static enum MHD_Result handle_whoami(struct request *req)
 {
-	if (!req->principal.user_id)
-		return respond_error(req, 401, NULL, "Invalid username or password.");
+	/* signed in (ACCESS_SIGNED_IN) */
 	char uid[24], created[32];
 	snprintf(uid, sizeof(uid), "%" PRId64, req->principal.user_id);
 	format_iso8601(req->principal.token_created_at, created);
@@ -131,10 +130,10 @@ static enum MHD_Result handle_whoami(struct request *req)
 }
 
 const struct route orgs_routes[] = {
-	{ METHOD_GET | METHOD_HEAD, "/api/agent-harnesses", handle_agent_harnesses, 0, 0 },
-	{ METHOD_GET | METHOD_HEAD, "/api/health", handle_health, ROUTE_NO_AUTH, 0 },
-	{ METHOD_GET | METHOD_HEAD, "/api/organizations/{org}/overview", handle_overview, 0, 0 },
-	{ METHOD_GET | METHOD_HEAD, "/api/users/{org}/overview", handle_overview, 0, 0 },
-	{ METHOD_GET | METHOD_HEAD, "/api/whoami-v2", handle_whoami, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/agent-harnesses", handle_agent_harnesses, 0, 0, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/api/health", handle_health, ROUTE_NO_AUTH, 0, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/api/organizations/{org}/overview", handle_overview, 0, 0, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/api/users/{org}/overview", handle_overview, 0, 0, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/api/whoami-v2", handle_whoami, 0, 0, NULL, ACCESS_SIGNED_IN },
 	{ 0, NULL, NULL, 0, 0 },
 };

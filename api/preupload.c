@@ -42,16 +42,20 @@ static int gitignore_matches(const char *gitignore, const char *path)
 	return ignored;
 }
 
+/* As for commits: read access and a write token for a pull request, write
+ * access for a branch. */
+static enum route_access preupload_access(struct request *req)
+{
+	int to_pr = request_query_bool(req, "create_pr", 0) || strncmp(req->rev, "refs/pr/", 8) == 0;
+	return to_pr ? ACCESS_REPO_CONTRIBUTE : ACCESS_REPO_WRITE;
+}
+
 static enum MHD_Result handle_preupload(struct request *req)
 {
+	int create_pr = request_query_bool(req, "create_pr", 0);
 	struct repo_handle h;
 	enum MHD_Result result;
-	int create_pr = request_query_bool(req, "create_pr", 0);
-	int to_pr = create_pr || strncmp(req->rev, "refs/pr/", 8) == 0;
-	if (repo_open_for_write(req, &h, to_pr ? ROLE_READ : ROLE_WRITE, &result) < 0)
-		return result;
-	if (to_pr && req->principal.scope == ROLE_READ)
-		return respond_error(req, 403, NULL, "a read-only token cannot open or update pull requests");
+	h = *req->repo;	/* opened by the server (preupload_access) */
 	if (h.record.mirrored)
 		return respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
 	json_t *doc = request_json_body(req, &result);
@@ -145,7 +149,10 @@ static enum MHD_Result handle_preupload(struct request *req)
 	return respond_json(req, 200, body);
 }
 
+/* As commits: read access and a write token for a pull request, write
+ * access for a branch (preupload_access). */
 const struct route preupload_routes[] = {
-	{ METHOD_POST, "/api/{type}/{ns}/{name}/preupload/{rev}", handle_preupload, ROUTE_BODY, 0, NULL },
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/preupload/{rev}", handle_preupload, ROUTE_BODY, 0,
+	  NULL, ACCESS_REPO_CONTRIBUTE, preupload_access },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

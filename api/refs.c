@@ -13,9 +13,7 @@ static int compare_refs(const void *a, const void *b)
 static enum MHD_Result handle_refs(struct request *req)
 {
 	struct repo_handle h;
-	enum MHD_Result result;
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	struct ref_list refs;
 	if (repo_list_refs(h.git, &refs) < 0)
 		return respond_error(req, 500, NULL, "cannot read refs");
@@ -39,6 +37,6 @@ static enum MHD_Result handle_refs(struct request *req)
 }
 
 const struct route refs_routes[] = {
-	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/refs", handle_refs, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/refs", handle_refs, 0, 0, NULL, ACCESS_REPO_READ },
 	{ 0, NULL, NULL, 0, 0 },
 };

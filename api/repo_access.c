@@ -1,9 +1,11 @@
-/* repo_access.c -- find a repo, decide what the caller may do with it, open
- * its git store, and resolve revisions. Repo records are cached for a short
+/* repo_access.c -- the access column of the route tables (access_check,
+ * run once per request by the server), find a repo, decide what the caller
+ * may do with it, open its git store, and resolve revisions. Repo records are cached for a short
  * time and git handles per thread, so a warm read touches neither the
  * database nor the repo's config files. */
 #include "api/api.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -364,6 +366,117 @@ int repo_open_for_write(struct request *req, struct repo_handle *h, enum role ne
 			enum MHD_Result *result)
 {
 	return repo_open_named(req, req->type, req->ns, req->name, needed, h, result);
+}
+
+int repo_open_to_manage(struct request *req, enum repo_type type, const char *ns, const char *name,
+			struct repo_handle *h, enum MHD_Result *result)
+{
+	if (repo_open_named(req, type, ns, name, ROLE_READ, h, result) < 0)
+		return -1;
+	/* As on the Hub: an org's write members may create, delete, rename
+	 * and configure any repo of the org. h->role is already capped by the
+	 * token's scope (a read-only token only reads). */
+	if (h->role >= ROLE_WRITE)
+		return 0;
+	*result = respond_error(req, 403, NULL, "You don't have the rights to manage %s/%s (needs write access%s)",
+				h->record.ns, h->record.name,
+				req->principal.scope == ROLE_READ ? "; your token is read-only" : "");
+	return -1;
+}
+
+/* ---- the access column of the route tables ------------------------------ */
+
+static const struct {
+	const char *name;
+	enum role scope;
+} access_table[ACCESS_COUNT] = {
+	[ACCESS_PUBLIC] = { "public", ROLE_READ },
+	[ACCESS_SIGNED_IN] = { "signed-in", ROLE_READ },
+	[ACCESS_REPO_READ] = { "repo-read", ROLE_READ },
+	[ACCESS_REPO_CONTRIBUTE] = { "repo-contribute", ROLE_WRITE },
+	[ACCESS_REPO_WRITE] = { "repo-write", ROLE_WRITE },
+	[ACCESS_REPO_MANAGE] = { "repo-manage", ROLE_WRITE },
+	[ACCESS_NAMESPACE_WRITE] = { "namespace-write", ROLE_WRITE },
+	[ACCESS_SITE_ADMIN] = { "site-admin", ROLE_WRITE },
+	[ACCESS_SIGNED_URL] = { "signed-url", ROLE_READ },
+	[ACCESS_GIT] = { "git", ROLE_READ },
+};
+
+const char *access_name(enum route_access access)
+{
+	return access > ACCESS_UNSET && access < ACCESS_COUNT ? access_table[access].name : NULL;
+}
+
+enum role access_min_scope(enum route_access access)
+{
+	return access > ACCESS_UNSET && access < ACCESS_COUNT ? access_table[access].scope : ROLE_ADMIN;
+}
+
+/* Repo-level access opens the repo the handler works on. */
+static int open_route_repo(struct request *req, enum route_access access, enum MHD_Result *result)
+{
+	struct repo_handle *h = &req->repo_storage;
+	int rc;
+	switch (access) {
+	case ACCESS_REPO_READ:
+		rc = repo_open_for_read(req, h, result);
+		break;
+	case ACCESS_REPO_WRITE:
+		rc = repo_open_named(req, req->type, req->ns, req->name, ROLE_WRITE, h, result);
+		break;
+	case ACCESS_REPO_MANAGE:
+		rc = repo_open_to_manage(req, req->type, req->ns, req->name, h, result);
+		break;
+	default:	/* ACCESS_REPO_CONTRIBUTE */
+		rc = repo_open_named(req, req->type, req->ns, req->name, ROLE_READ, h, result);
+		if (rc == 0 && req->principal.scope < ROLE_WRITE) {
+			*result = respond_error(req, 403, NULL, "a read-only token cannot open or update pull requests or "
+						"upload to %s/%s (needs a write token)", h->record.ns, h->record.name);
+			rc = -1;
+		}
+		break;
+	}
+	if (rc < 0)
+		return -1;
+	req->repo = h;
+	return 0;
+}
+
+int access_check(struct request *req, enum MHD_Result *result)
+{
+	const struct route *route = req->route;
+	enum route_access access = route->access_for ? route->access_for(req) : route->access;
+	const struct principal *p = &req->principal;
+	assert(access > ACCESS_UNSET && access < ACCESS_COUNT);
+	req->repo = NULL;
+	switch (access) {
+	case ACCESS_PUBLIC:
+	case ACCESS_SIGNED_URL:
+	case ACCESS_GIT:
+		return 0;
+	case ACCESS_SIGNED_IN:
+		return require_signed_in(req, result);
+	case ACCESS_SITE_ADMIN:
+		if (require_signed_in(req, result) < 0)
+			return -1;
+		if (!p->is_site_admin || p->scope < access_min_scope(access)) {
+			*result = respond_error(req, 403, NULL, "site administrators only%s",
+						p->is_site_admin ? " (your token is read-only)" : "");
+			return -1;
+		}
+		return 0;
+	case ACCESS_NAMESPACE_WRITE:
+		/* Anonymous callers are the handler's to answer: RepoNotFound
+		 * for a repo named in the body that they cannot see. */
+		if (p->user_id && p->scope < access_min_scope(access)) {
+			*result = respond_error(req, 403, NULL, "You don't have the rights to create, move or delete repos "
+						"with a read-only token");
+			return -1;
+		}
+		return 0;
+	default:
+		return open_route_repo(req, access, result);
+	}
 }
 
 /* A busy lock: park the request (woken when a writer of this process lets

@@ -132,25 +132,6 @@ static int namespace_writable(struct request *req, enum repo_type type, const ch
 	return 0;
 }
 
-/* Delete, move and settings: the write role in the repo's namespace (as on
- * the Hub) and a token that is not read-only. Private repos stay
- * RepoNotFound to outsiders. */
-static int repo_open_admin(struct request *req, enum repo_type type, const char *ns, const char *name,
-			   struct repo_handle *h, enum MHD_Result *result)
-{
-	if (repo_open_named(req, type, ns, name, ROLE_READ, h, result) < 0)
-		return -1;
-	/* As on the Hub: an org's write members may create, delete, rename
-	 * and configure any repo of the org. h->role is already capped by the
-	 * token's scope (a read-only token only reads). */
-	if (h->role >= ROLE_WRITE)
-		return 0;
-	*result = respond_error(req, 403, NULL, "You don't have the rights to manage %s/%s (needs write access%s)",
-				h->record.ns, h->record.name,
-				req->principal.scope == ROLE_READ ? "; your token is read-only" : "");
-	return -1;
-}
-
 /* ---- files committed at creation (JS createRepo `files`) -------------------- */
 
 struct initial_file {
@@ -413,7 +394,7 @@ static enum MHD_Result handle_delete(struct request *req)
 		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
 		goto cleanup;
 	}
-	if (repo_open_admin(req, type, ns, name, &h, &result) < 0)
+	if (repo_open_to_manage(req, type, ns, name, &h, &result) < 0)
 		goto cleanup;
 	if (registry_lock() < 0) {
 		result = respond_db_unavailable(req);
@@ -494,7 +475,7 @@ static enum MHD_Result handle_move(struct request *req)
 		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
 		goto cleanup;
 	}
-	if (repo_open_admin(req, type, from_ns, from_name, &h, &result) < 0)
+	if (repo_open_to_manage(req, type, from_ns, from_name, &h, &result) < 0)
 		goto cleanup;
 	if (repo_name_validate(to_name, &why) < 0) {
 		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
@@ -618,8 +599,7 @@ static enum MHD_Result handle_settings(struct request *req)
 	char *target = NULL, *details = NULL;
 	int private = 0, private_set;
 
-	if (repo_open_admin(req, req->type, req->ns, req->name, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (!(doc = request_json_body(req, &result)))
 		return result;
 	if (body_visibility(doc, &private, &private_set) < 0 || settings_valid(doc) < 0) {
@@ -647,10 +627,18 @@ cleanup:
 	return result;
 }
 
+/* create, delete and move name their repo in the body: the server asks for
+ * a write token of signed-in callers, the handlers for the write role in
+ * the namespace (create), repo_open_to_manage on the repo (delete, move;
+ * anonymous callers get RepoNotFound as reads answer), and for a move out of
+ * a namespace its admin and write in the destination. */
 const struct route repos_routes[] = {
-	{ METHOD_POST, "/api/repos/create", handle_create, ROUTE_BODY, 0 },
-	{ METHOD_DELETE, "/api/repos/delete", handle_delete, ROUTE_BODY, 0 },
-	{ METHOD_POST, "/api/repos/move", handle_move, ROUTE_BODY, 0 },
-	{ METHOD_PUT, "/api/{type}/{ns}/{name}/settings", handle_settings, ROUTE_BODY, 0 },
+	{ METHOD_POST, "/api/repos/create", handle_create, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0,
+	  NULL, ACCESS_NAMESPACE_WRITE },
+	{ METHOD_DELETE, "/api/repos/delete", handle_delete, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0,
+	  NULL, ACCESS_NAMESPACE_WRITE },
+	{ METHOD_POST, "/api/repos/move", handle_move, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0,
+	  NULL, ACCESS_NAMESPACE_WRITE },
+	{ METHOD_PUT, "/api/{type}/{ns}/{name}/settings", handle_settings, ROUTE_BODY, 0, NULL, ACCESS_REPO_MANAGE },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -163,8 +163,7 @@ static enum MHD_Result handle_resolve(struct request *req)
 	char sha[41];
 	const char *why;
 	int rc;
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
 		return result;
 	if (repo_path_validate(req->path, &why) < 0)
@@ -287,9 +286,13 @@ static enum MHD_Result handle_resolve(struct request *req)
 }
 
 const struct route resolve_routes[] = {
-	{ METHOD_GET | METHOD_HEAD, "/{tprefix}/{ns}/{name}/resolve/{rev}/{path*}", handle_resolve, 0, 0 },
-	{ METHOD_GET | METHOD_HEAD, "/{tprefix}/{ns}/{name}/raw/{rev}/{path*}", handle_resolve, 0, 0 },
-	{ METHOD_GET | METHOD_HEAD, "/{ns}/{name}/resolve/{rev}/{path*}", handle_resolve, 0, REPO_MODEL },
-	{ METHOD_GET | METHOD_HEAD, "/{ns}/{name}/raw/{rev}/{path*}", handle_resolve, 0, REPO_MODEL },
+	{ METHOD_GET | METHOD_HEAD, "/{tprefix}/{ns}/{name}/resolve/{rev}/{path*}", handle_resolve, 0, 0,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/{tprefix}/{ns}/{name}/raw/{rev}/{path*}", handle_resolve, 0, 0,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/{ns}/{name}/resolve/{rev}/{path*}", handle_resolve, 0, REPO_MODEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/{ns}/{name}/raw/{rev}/{path*}", handle_resolve, 0, REPO_MODEL,
+	  NULL, ACCESS_REPO_READ },
 	{ 0, NULL, NULL, 0, 0 },
 };

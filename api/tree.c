@@ -50,8 +50,7 @@ static enum MHD_Result handle_tree(struct request *req)
 	enum MHD_Result result;
 	char sha[41];
 	const char *why;
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
 		return result;
 	/* Trailing slashes name the same directory. */
@@ -181,8 +180,7 @@ static enum MHD_Result handle_paths_info(struct request *req)
 	json_t *paths;
 	if (req->body_too_large)
 		return respond_error(req, 413, NULL, "request body too large");
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
 		return result;
 	if (collect_paths(req, &paths) < 0)
@@ -233,10 +231,8 @@ static json_t *siblings_of(struct repo_handle *h, const char *sha)
 static enum MHD_Result handle_repo_info(struct request *req)
 {
 	struct repo_handle h;
-	enum MHD_Result result;
 	char sha[41];
-	if (repo_open_for_read(req, &h, &result) < 0)
-		return result;
+	h = *req->repo;
 	const char *rev = req->rev ? req->rev : "main";
 	int have_sha = repo_resolve_revision(h.git, rev, sha) == 0;
 	if (!have_sha && req->rev)
@@ -264,9 +260,12 @@ static enum MHD_Result handle_repo_info(struct request *req)
 }
 
 const struct route tree_routes[] = {
-	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/tree/{rev}/{path*}", handle_tree, 0, 0 },
-	{ METHOD_POST, "/api/{type}/{ns}/{name}/paths-info/{rev}", handle_paths_info, ROUTE_BODY, 0 },
-	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/revision/{rev}", handle_repo_info, 0, 0 },
-	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}", handle_repo_info, 0, 0 },
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/tree/{rev}/{path*}", handle_tree, 0, 0,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/paths-info/{rev}", handle_paths_info, ROUTE_BODY, 0,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}/revision/{rev}", handle_repo_info, 0, 0,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/api/{type}/{ns}/{name}", handle_repo_info, 0, 0, NULL, ACCESS_REPO_READ },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -1,8 +1,9 @@
 /* http.c -- the libmicrohttpd daemon: a thread pool, raw (undecoded) URLs,
  * timeouts and connection limits (per client address too; the header
  * deadline is conn_guard.c), unambiguous request framing, bounded request
- * bodies, a request id on every log line, and one access-log line per
- * request. */
+ * bodies, the one access check of every request (the route's access
+ * column, api/repo_access.c), a request id on every log line, and one
+ * access-log line per request. */
 #include "server/server.h"
 
 #include <arpa/inet.h>
@@ -118,10 +119,16 @@ static int refuse_bad_framing(struct request *req, enum MHD_Result *result)
 
 static enum MHD_Result dispatch(struct request *req)
 {
+	enum MHD_Result r;
 	if (auth_refuse(req) < 0)
 		return MHD_YES;
+	/* Stream routes were checked before their body was read; the others
+	 * on every call (a parked handler may resume on another thread, whose
+	 * git handles are its own). */
+	if (!req->route->stream && access_check(req, &r) < 0)
+		return r;
 	req->parked = 0;
-	enum MHD_Result r = req->route->handler(req);
+	r = req->route->handler(req);
 	if (req->parked && !req->responded)
 		return MHD_YES;	/* suspended: the handler runs again when resumed */
 	if (!req->responded)
@@ -178,6 +185,9 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 				return MHD_YES;
 			}
 		}
+		enum MHD_Result denied;
+		if (req->route->stream && access_check(req, &denied) < 0)
+			return denied;
 		if (req->route->stream && req->route->stream->begin(req) < 0)
 			return req->responded ? MHD_YES : respond_error(req, 500, NULL, "request refused");
 		/* Answer in a later call: libmicrohttpd closes the connection
@@ -235,6 +245,9 @@ int http_serve(void)
 {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
+	const struct route *unchecked = router_row_without_access();
+	if (unchecked)
+		fatal("route %s has no access value (api/api.h enum route_access)", unchecked->pattern);
 	if (config_parse_listen(config.listen, &addr, &addr_len) < 0)
 		fatal("listen: cannot parse '%s' (want host:port)", config.listen);
 	RAND_bytes((unsigned char *)&request_id_prefix, sizeof(request_id_prefix));

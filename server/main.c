@@ -20,6 +20,7 @@ static const struct {
 	{ "hook", cmd_hook, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
 	{ "check", cmd_check, "check lfs-pointers [--fix]: report LFS pointers to objects not linked to their repo" },
 	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
+	{ "routes", cmd_routes, "routes [--json]: every endpoint with who may call it (the route tables)" },
 };
 
 static void usage(FILE *fp)

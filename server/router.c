@@ -5,13 +5,23 @@
 
 #include <string.h>
 
-static const struct route *const route_tables[] = {
+const struct route *const router_tables[] = {
 	orgs_routes, openapi_routes, kernels_routes, kernel_variants_routes,
 	trusted_publishers_routes, benchmarks_routes, downloads_routes,
 	refs_routes, tree_routes, resolve_routes, commit_routes, preupload_routes, lfs_routes,
 	git_routes, mirror_admin_routes,
 	repos_routes, branches_routes, commits_routes,
+	NULL,
 };
+
+const struct route *router_row_without_access(void)
+{
+	for (size_t t = 0; router_tables[t]; t++)
+		for (const struct route *r = router_tables[t]; r->pattern; r++)
+			if (!access_name(r->access))
+				return r;
+	return NULL;
+}
 
 static int type_from_plural(const char *seg, int allow_model, enum repo_type *out)
 {
@@ -135,8 +145,8 @@ int router_match(struct request *req, const char *raw_path)
 		req->segc--;
 
 	int path_matched = 0;
-	for (size_t t = 0; t < sizeof(route_tables) / sizeof(route_tables[0]); t++) {
-		for (const struct route *r = route_tables[t]; r->pattern; r++) {
+	for (size_t t = 0; router_tables[t]; t++) {
+		for (const struct route *r = router_tables[t]; r->pattern; r++) {
 			if (match_pattern(req, r) < 0)
 				continue;
 			if (!(r->methods & req->method) && req->method != METHOD_OPTIONS) {

@@ -104,6 +104,11 @@ void conn_guard_request_end(struct MHD_Connection *conn);
  * (req->route set), KHUB_ENOTFOUND = no route, KHUB_EPERM = path matched
  * but not the method, KHUB_EINVAL = malformed path. */
 int router_match(struct request *req, const char *raw_path);
+/* Every route table, in the order they are matched; NULL-terminated. */
+extern const struct route *const router_tables[];
+/* The first row whose access is not a valid value (NULL: none): the
+ * server refuses to start with one (a route nobody decided who may call). */
+const struct route *router_row_without_access(void);
 
 /* ---- command-line roles --------------------------------------------------- */
 
@@ -114,6 +119,7 @@ int cmd_admin(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
 int cmd_mirror(int argc, char **argv);
 int cmd_check(int argc, char **argv);	/* server/cmd_check.c */
+int cmd_routes(int argc, char **argv);	/* server/cmd_routes.c */
 /* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns
  * the directory (static). */
 const char *hooks_install(void);
