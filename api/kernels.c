@@ -5,13 +5,14 @@
 #include "api/api.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define LIST_LIMIT_DEFAULT 50
 #define LIST_LIMIT_MAX 1000
-/* Repos indexed on the fly per listing (those imported before the index). */
-#define CATCH_UP_PER_LISTING 50
+/* Repos the background catch-up indexes per round. */
+#define CATCH_UP_PER_ROUND 50
 
 /* ---- the versions block of repo info --------------------------------------- */
 
@@ -39,6 +40,67 @@ json_t *kernel_versions_json(struct repo_handle *h)
 	}
 	ref_list_release(&refs);
 	return versions;
+}
+
+/* ---- catching up with repos written without indexing ------------------------ */
+
+/* Commits, pushes and imports index what they write; repos imported before
+ * the index existed (or written while the database was away) are indexed by
+ * this thread, at start-up and then every interval, never by a listing. */
+static pthread_mutex_t catch_up_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t catch_up_changed = PTHREAD_COND_INITIALIZER;
+static int catch_up_stopping;
+static pthread_t catch_up_thread;
+static int catch_up_running;
+static long catch_up_interval_ms;
+
+static void *catch_up_loop(void *arg)
+{
+	(void)arg;
+	log_set_request_id("index");
+	pthread_mutex_lock(&catch_up_lock);
+	while (!catch_up_stopping) {
+		pthread_mutex_unlock(&catch_up_lock);
+		int done = variant_index_catch_up(api_ctx.repo_root, CATCH_UP_PER_ROUND);
+		if (done < 0)
+			log_warn("variant index: catch-up failed");
+		pthread_mutex_lock(&catch_up_lock);
+		if (done >= CATCH_UP_PER_ROUND)
+			continue;	/* more to do */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += catch_up_interval_ms / 1000;
+		ts.tv_nsec += (catch_up_interval_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		if (!catch_up_stopping)
+			pthread_cond_timedwait(&catch_up_changed, &catch_up_lock, &ts);
+	}
+	pthread_mutex_unlock(&catch_up_lock);
+	return NULL;
+}
+
+void kernel_index_catch_up_start(long interval_ms)
+{
+	catch_up_interval_ms = interval_ms;
+	catch_up_stopping = 0;
+	if (pthread_create(&catch_up_thread, NULL, catch_up_loop, NULL) != 0)
+		fatal("cannot start the variant index catch-up thread");
+	catch_up_running = 1;
+}
+
+void kernel_index_catch_up_stop(void)
+{
+	if (!catch_up_running)
+		return;
+	pthread_mutex_lock(&catch_up_lock);
+	catch_up_stopping = 1;
+	pthread_cond_signal(&catch_up_changed);
+	pthread_mutex_unlock(&catch_up_lock);
+	pthread_join(catch_up_thread, NULL);
+	catch_up_running = 0;
 }
 
 /* ---- GET /api/kernels -------------------------------------------------------- */
@@ -173,11 +235,6 @@ static enum MHD_Result handle_list(struct request *req)
 		order = "id";
 	else
 		return respond_error(req, 400, NULL, "sort is lastModified, downloads, trending, createdAt or id");
-
-	/* Repos imported before the index existed get indexed here, a few per
-	 * listing, so the variant filters see them. */
-	if (variant_index_catch_up(api_ctx.repo_root, CATCH_UP_PER_LISTING) < 0)
-		log_warn("variant index: catch-up failed");
 
 	char uid[24];
 	snprintf(uid, sizeof(uid), "%" PRId64, req->principal.user_id);

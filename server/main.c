@@ -77,7 +77,11 @@ int cmd_serve(int argc, char **argv)
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();
 	download_stats_start((int)config.download_stats, config.download_stats_flush_ms);
+	work_queue_start(config.work_threads, config.work_queue_max, config.work_wait_ms);
+	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	int rc = http_serve();
+	kernel_index_catch_up_stop();
+	work_queue_stop();
 	download_stats_stop();	/* after the last request: its counts are stored */
 	lfs_store_close(api_ctx.lfs);
 	runtime_close_database();
