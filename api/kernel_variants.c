@@ -24,7 +24,9 @@ static const char *requested_revision(struct request *req)
 	return "main";
 }
 
-/* Indexing a commit reads every variant's files: a background job. */
+/* Indexing a commit reads every variant's files: a background job. A commit
+ * found unindexed was written behind khub's back (git plumbing): the repo's
+ * branch heads are recorded again too, so listings see its branches. */
 struct index_job {
 	int64_t repo_id;
 	enum repo_type type;
@@ -38,7 +40,7 @@ static int index_job_run(void *arg)
 	git_repository *git = NULL;
 	int rc = repo_store_open(api_ctx.repo_root, j->type, j->ns, j->name, &git);
 	if (rc == 0)
-		rc = variant_index_ensure(j->repo_id, git, j->sha);
+		rc = variant_index_update(j->repo_id, git, j->sha);
 	git_repository_free(git);
 	return rc;
 }
