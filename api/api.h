@@ -249,6 +249,8 @@ void request_park(struct request *req, const char *key, unsigned wait_ms);
 void request_wake(const char *key);
 /* Resume every parked request now (shutdown). */
 void request_wake_all(void);
+/* 1 once request_wake_all was called: answer instead of parking again. */
+int request_park_closing(void);
 size_t request_parked_count(void);
 
 /* ---- slow work off the request threads (api/work_queue.c) ----------------- */

@@ -209,13 +209,13 @@ int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, 
 	} else if (free_arg) {
 		free_arg(arg);	/* joined the running job */
 	}
-	if (!req->work_wait_started_usec || req->work_job_id != j->id)
-		req->work_wait_started_usec = now;
+	if (!req->work_wait_started_usec)
+		req->work_wait_started_usec = now;	/* a request's waits add up */
 	req->work_job_id = j->id;
 	uint64_t waited_ms = (now - req->work_wait_started_usec) / 1000u;
-	if (waited_ms >= (uint64_t)wait_ms) {
+	if (waited_ms >= (uint64_t)wait_ms || request_park_closing()) {
 		pthread_mutex_unlock(&wq_lock);
-		*result = refuse(req, "still working on it");
+		*result = refuse(req, waited_ms >= (uint64_t)wait_ms ? "still working on it" : "the server is stopping");
 		return -1;
 	}
 	/* parked before wq_lock is released: the worker's wake, which follows
