@@ -262,8 +262,10 @@ typedef int (*work_fn)(void *arg);
  * a request waits at most wait_ms for its job (then 503). Without a start
  * (CLI roles), work_queue_run runs the job in the caller. */
 void work_queue_start(long threads, long queue_max, long wait_ms);
-/* Let running jobs finish, drop the rest (after the last request). */
-void work_queue_stop(void);
+/* Drop queued jobs and let running ones finish, waiting at most wait_ms
+ * (after the last request): 0, or -1 when some still run (then leave what
+ * they use, such as the LFS store, open). */
+int work_queue_stop(unsigned wait_ms);
 /* Run fn(arg) in the background under key: one job per key, a request for
  * a key whose job is queued or running joins it. Returns 1 when the request
  * was parked (return *result, MHD_YES: the handler runs again once the job

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* How long a finished job's result stays for the requests that waited on
  * it (they are resumed at once; this only covers a busy parker). */
@@ -36,6 +37,7 @@ static size_t queued;
 static uint64_t next_id = 1;
 static long max_queued = 256, wait_ms = 120000;
 static int stopping;
+static int running_workers;	/* threads not yet returned */
 static pthread_t *workers;
 static size_t nworkers;
 
@@ -108,6 +110,7 @@ static void *worker(void *arg)
 		request_wake(key);
 		pthread_mutex_lock(&wq_lock);
 	}
+	running_workers--;
 	pthread_mutex_unlock(&wq_lock);
 	return NULL;
 }
@@ -117,20 +120,41 @@ void work_queue_start(long threads, long queue_max, long wait_limit_ms)
 	max_queued = queue_max;
 	wait_ms = wait_limit_ms;
 	nworkers = threads > 0 ? (size_t)threads : 1;
+	running_workers = (int)nworkers;
 	workers = xcalloc(nworkers, sizeof(*workers));
 	for (size_t i = 0; i < nworkers; i++)
 		if (pthread_create(&workers[i], NULL, worker, NULL) != 0)
 			fatal("cannot start the work queue's threads");
 }
 
-void work_queue_stop(void)
+int work_queue_stop(unsigned stop_wait_ms)
 {
 	if (!workers)
-		return;
+		return 0;
+	uint64_t deadline = monotonic_usec() + (uint64_t)stop_wait_ms * 1000u;
 	pthread_mutex_lock(&wq_lock);
 	stopping = 1;
+	/* queued jobs are dropped: nobody waits for them any more */
+	for (struct job *j = jobs; j; j = j->next)
+		if (j->state == JOB_QUEUED) {
+			j->state = JOB_DONE;
+			j->rc = KHUB_EIO;
+			j->done_usec = monotonic_usec();
+		}
+	queued = 0;
 	pthread_cond_broadcast(&wq_changed);
+	/* a job stuck on a slow upstream must not hold up the exit */
+	while (running_workers > 0 && monotonic_usec() < deadline) {
+		pthread_mutex_unlock(&wq_lock);
+		usleep(20000);
+		pthread_mutex_lock(&wq_lock);
+	}
+	int left = running_workers;
 	pthread_mutex_unlock(&wq_lock);
+	if (left) {
+		log_warn("work queue: %d jobs still running at exit", left);
+		return -1;
+	}
 	for (size_t i = 0; i < nworkers; i++)
 		pthread_join(workers[i], NULL);
 	free(workers);
@@ -140,8 +164,8 @@ void work_queue_stop(void)
 		jobs = j->next;
 		job_free(j);
 	}
-	queued = 0;
 	stopping = 0;
+	return 0;
 }
 
 static enum MHD_Result refuse(struct request *req, const char *why)

@@ -81,9 +81,10 @@ int cmd_serve(int argc, char **argv)
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	int rc = http_serve();
 	kernel_index_catch_up_stop();
-	work_queue_stop();
+	int busy = work_queue_stop(5000);
 	download_stats_stop();	/* after the last request: its counts are stored */
-	lfs_store_close(api_ctx.lfs);
+	if (!busy)	/* else a job still uses the store: left to the exit */
+		lfs_store_close(api_ctx.lfs);
 	runtime_close_database();
 	return rc;
 }

@@ -4,7 +4,10 @@
 # for a large file wait on a slow upstream (the fault proxy throttles it),
 # metadata requests (repo info, tree, a small file of another repo) still
 # answer within a second each; every download then completes with the right
-# bytes, and the upstream is asked for the file once (single-flight).
+# bytes, and the upstream is asked for the file once (single-flight). With
+# one work thread and room for one waiting job, a third file is refused at
+# once (503, Retry-After), and a request whose job outlasts work_wait_ms
+# gets 503 with Retry-After too.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
@@ -32,6 +35,7 @@ printf 'x = 1\n' >"$TEST_DIR/src/lzb/build/$LZ_VARIANT/__init__.py"
 BIG=$TEST_DIR/src/lzb/build/$LZ_VARIANT/_lzb_rocm.abi3.so
 head -c $((BIG_MB * 1024 * 1024)) /dev/urandom >"$BIG"
 BIG_OID=$(sha256sum "$BIG" | cut -d' ' -f1)
+for i in 1 2 3; do head -c 1000000 /dev/urandom >"$TEST_DIR/src/lzb/build/$LZ_VARIANT/_slow$i.abi3.so"; done
 rm_big() { rm -f "$BIG"; }
 SHA_LZB=$(hub up import "$TEST_DIR/src/lzb" --repo $ORG/lzb --branch main 2>>"$TEST_DIR/import.log")
 rm_big
@@ -96,4 +100,25 @@ check "the object is in the mirror's store" -- test -s "$(lfs_object mirror "$BI
 is "$(curl -s -o /dev/null -w '%{http_code}' "$MI/kernels/$ORG/lzb/resolve/main/build/$LZ_VARIANT/_lzb_rocm.abi3.so")" 200 \
 	"a later request is served from the store"
 like "$(grep -c 'ERROR' "$(hub_log mirror)")" '^0$' "no errors in the mirror's log"
+
+# ---- a full queue and a job past work_wait_ms -----------------------------------------------
+hub_stop mirror
+KHUB_WORK_THREADS=1 KHUB_WORK_QUEUE_MAX=1 KHUB_WORK_WAIT_MS=1500 hub_start mirror
+proxy_rules '[{"match": "_slow", "action": "throttle", "bytes_per_sec": 50000}]'
+slow_url() { echo "$MI/kernels/$ORG/lzb/resolve/main/build/$LZ_VARIANT/_slow$1.abi3.so"; }
+curl -s -o /dev/null -D "$TEST_DIR/slow1.h" -w '%{http_code} %{time_total}\n' "$(slow_url 1)" >"$TEST_DIR/slow1.code" &
+p1=$!
+sleep 0.3
+curl -s -o /dev/null -w '%{http_code}\n' "$(slow_url 2)" >"$TEST_DIR/slow2.code" &
+p2=$!
+sleep 0.3
+is "$(curl -s -o /dev/null -D "$TEST_DIR/slow3.h" -w '%{http_code}' "$(slow_url 3)")" 503 \
+	"one job running, one waiting, work_queue_max=1: a third file is refused"
+like "$(cat "$TEST_DIR/slow3.h")" 'Retry-After: [0-9]+' "… with Retry-After"
+wait $p1 $p2
+read -r code1 secs1 <"$TEST_DIR/slow1.code"
+is "$code1" 503 "a download whose job outlasts work_wait_ms=1500 answers 503"
+like "$(cat "$TEST_DIR/slow1.h")" 'Retry-After: [0-9]+' "… with Retry-After"
+ok "$(python3 -c "print(0 if 1.4 < $secs1 < 10 else 1)")" "… after about work_wait_ms ($secs1 s)"
+is "$(curl -s -o /dev/null -w '%{http_code}' "$MI/api/kernels/$ORG/meta")" 200 "metadata still answers meanwhile"
 done_testing
