@@ -277,8 +277,6 @@ int work_queue_stop(unsigned wait_ms);
  * (also when the request joins a job or is refused). */
 int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
 		   int *job_rc, enum MHD_Result *result);
-/* Jobs queued or running (metrics, tests). */
-size_t work_queue_pending(void);
 
 /* Audit a write by the caller; details is JSON text or NULL. */
 void api_audit(struct request *req, const char *action, const char *target, const char *details);

@@ -251,13 +251,3 @@ int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, 
 	*result = MHD_YES;
 	return 1;
 }
-
-size_t work_queue_pending(void)
-{
-	pthread_mutex_lock(&wq_lock);
-	size_t n = 0;
-	for (struct job *j = jobs; j; j = j->next)
-		n += j->state != JOB_DONE;
-	pthread_mutex_unlock(&wq_lock);
-	return n;
-}
