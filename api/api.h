@@ -119,6 +119,8 @@ struct request {
 	int parked;
 	unsigned park_rounds;
 	uint64_t wait_started_usec;	/* first try for a busy lock */
+	uint64_t work_job_id;		/* the background job it waits for (api/work_queue.c) */
+	uint64_t work_wait_started_usec;
 
 	/* Body for routes that ask for it (bounded by max_body_bytes). */
 	struct strbuf body;
@@ -308,7 +310,35 @@ void request_park(struct request *req, const char *key, unsigned wait_ms);
 void request_wake(const char *key);
 /* Resume every parked request now (shutdown). */
 void request_wake_all(void);
+/* 1 once request_wake_all was called: answer instead of parking again. */
+int request_park_closing(void);
 size_t request_parked_count(void);
+
+/* ---- slow work off the request threads (api/work_queue.c) ----------------- */
+
+/* A job: runs on a worker thread (its own database connection), returns 0
+ * or a negative error. */
+typedef int (*work_fn)(void *arg);
+/* Start `threads` workers; at most queue_max jobs wait for one (more: 503),
+ * a request waits at most wait_ms for its job (then 503). Without a start
+ * (CLI roles), work_queue_run runs the job in the caller. */
+void work_queue_start(long threads, long queue_max, long wait_ms);
+/* Drop queued jobs and let running ones finish, waiting at most wait_ms
+ * (after the last request): 0, or -1 when some still run (then leave what
+ * they use, such as the LFS store, open). */
+int work_queue_stop(unsigned wait_ms);
+/* Run fn(arg) in the background under key: one job per key, a request for
+ * a key whose job is queued or running joins it. Returns 1 when the request
+ * was parked (return *result, MHD_YES: the handler runs again once the job
+ * ended, so everything before this call must be safe to repeat), 0 when the
+ * job this request waited for has ended (*job_rc its result: check what it
+ * was to produce; a finished job is run again for a request that did not
+ * wait on it), -1 when 503 with Retry-After was queued (queue full, or
+ * waited past wait_ms). Takes ownership of arg: free_arg(arg) is called
+ * (also when the request joins a job or is refused). */
+int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
+		   int *job_rc, enum MHD_Result *result);
+
 /* Audit a write by the caller; details is JSON text or NULL. */
 void api_audit(struct request *req, const char *action, const char *target, const char *details);
 /* An optional string member of a JSON body: absent or null leaves *out
@@ -357,6 +387,11 @@ int kernel_version_branches(git_repository *git, struct ref_list *out);
  * 503 is queued. Release rows with variant_rows_release. */
 int kernel_variants_load(struct request *req, struct repo_handle *h, const char *sha, struct variant_rows *rows,
 			 enum MHD_Result *result);
+/* Index kernel repos whose branch heads are not indexed (written before the
+ * index, or while the database was away) on a background thread: now and
+ * every interval_ms; stop waits for the round in progress. */
+void kernel_index_catch_up_start(long interval_ms);
+void kernel_index_catch_up_stop(void);
 /* data/build-variants.json, parsed once (borrowed). */
 const struct required_variants *kernel_required_variants(void);
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,13 +62,25 @@ static int git_authorize(struct request *req, int receive, struct repo_handle *h
 	return repo_open_for_write(req, h, ROLE_WRITE, result);
 }
 
-static void set_env(const char *key, const char *value)
+static void env_add(struct strvec *env, const char *key, const char *value)
 {
 	if (value)
-		setenv(key, value, 1);
+		strvec_pushf(env, "%s=%s", key, value);
 }
 
-/* Fork `git http-backend` with the CGI environment. */
+#define CGI_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* git's path, looked up once (no PATH search between fork and exec) */
+static char *git_path_found;
+static pthread_once_t git_once = PTHREAD_ONCE_INIT;
+
+static void find_git(void)
+{
+	git_path_found = spawn_find_program("git", CGI_PATH);
+}
+
+/* Start `git http-backend` with the CGI environment, all of it built
+ * before the fork (common/spawn.c). */
 static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *service_path)
 {
 	int in[2], out[2];
@@ -78,78 +91,73 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 		close(in[1]);
 		return -1;
 	}
-	char *path_info = xasprintf("/%s/%s/%s.git/%s", repo_type_plural(cgi->repo.record.type), cgi->repo.record.ns,
-				    cgi->repo.record.name, service_path);
+	struct strvec env = STRVEC_INIT;
+	static const char *const keep[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_LIBRARY_PATH",
+					    "TMPDIR" };
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		env_add(&env, keep[i], getenv(keep[i]));
+	env_add(&env, "PATH", CGI_PATH);
+	env_add(&env, "GIT_PROJECT_ROOT", api_ctx.repo_root);
+	env_add(&env, "GIT_HTTP_EXPORT_ALL", "1");
+	strvec_pushf(&env, "PATH_INFO=/%s/%s/%s.git/%s", repo_type_plural(cgi->repo.record.type),
+		     cgi->repo.record.ns, cgi->repo.record.name, service_path);
 	const char *query = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "service");
-	char *query_string = query ? xasprintf("service=%s", query) : xstrdup("");
-	pid_t pid = fork();
-	if (pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		static const char *const keep[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_LIBRARY_PATH",
-						    "TMPDIR" };
-		char *kept[sizeof(keep) / sizeof(keep[0])];
-		for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
-			kept[i] = getenv(keep[i]) ? xstrdup(getenv(keep[i])) : NULL;
-		clearenv();
-		for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
-			set_env(keep[i], kept[i]);
-		set_env("PATH", "/usr/local/bin:/usr/bin:/bin");
-		set_env("GIT_PROJECT_ROOT", api_ctx.repo_root);
-		set_env("GIT_HTTP_EXPORT_ALL", "1");
-		set_env("PATH_INFO", path_info);
-		set_env("QUERY_STRING", query_string);
-		set_env("REQUEST_METHOD", req->method_name);
-		set_env("CONTENT_TYPE", request_header(req, "Content-Type"));
-		set_env("HTTP_CONTENT_ENCODING", request_header(req, "Content-Encoding"));
-		set_env("GIT_PROTOCOL", request_header(req, "Git-Protocol"));
-		set_env("REMOTE_ADDR", req->remote_addr);
-		if (req->principal.user_id)
-			set_env("REMOTE_USER", req->principal.name);
-		/* http-backend reads CONTENT_LENGTH bytes, or to EOF without it */
-		const char *cl = request_header(req, "Content-Length");
-		if (cl && !request_header(req, "Content-Encoding"))
-			set_env("CONTENT_LENGTH", cl);
-		/* hooks: khub's own, with what they need to check a push */
-		set_env("GIT_CONFIG_COUNT", "8");
-		/* a mirror's staging refs are nobody's business */
-		set_env("GIT_CONFIG_KEY_3", "uploadpack.hideRefs");
-		set_env("GIT_CONFIG_VALUE_3", "refs/khub-upstream");
-		set_env("GIT_CONFIG_KEY_0", "core.hooksPath");
-		set_env("GIT_CONFIG_VALUE_0", api_ctx.hooks_dir);
-		set_env("GIT_CONFIG_KEY_1", "receive.denyDeleteCurrent");
-		set_env("GIT_CONFIG_VALUE_1", "true");
-		set_env("GIT_CONFIG_KEY_2", "uploadpack.allowFilter");
-		set_env("GIT_CONFIG_VALUE_2", "true");
-		/* git's own tree checks, as errors: '.git' in any spelling a
-		 * checkout would honour (NTFS 'git~1', '.git.', HFS ignorables),
-		 * '.' and '..', also as directory names the hook's diff never shows */
-		set_env("GIT_CONFIG_KEY_4", "receive.fsckObjects");
-		set_env("GIT_CONFIG_VALUE_4", "true");
-		set_env("GIT_CONFIG_KEY_5", "receive.fsck.hasDotgit");
-		set_env("GIT_CONFIG_VALUE_5", "error");
-		set_env("GIT_CONFIG_KEY_6", "receive.fsck.hasDot");
-		set_env("GIT_CONFIG_VALUE_6", "error");
-		set_env("GIT_CONFIG_KEY_7", "receive.fsck.hasDotdot");
-		set_env("GIT_CONFIG_VALUE_7", "error");
-		set_env("KHUB_HOOK_DATABASE", api_ctx.conninfo);
-		set_env("KHUB_HOOK_LFS_ROOT", api_ctx.lfs_root);
-		set_env("KHUB_HOOK_REPO", cgi->repo_id);
-		char id[24];
-		snprintf(id, sizeof(id), "%lld", (long long)cgi->repo.record.id);
-		set_env("KHUB_HOOK_REPO_ID", id);
-		snprintf(id, sizeof(id), "%lld", (long long)req->principal.user_id);
-		set_env("KHUB_HOOK_USER_ID", id);
-		set_env("KHUB_HOOK_USER", req->principal.user_id ? req->principal.name : "anonymous");
-		set_env("KHUB_HOOK_REQUEST_ID", req->request_id);
-		execlp("git", "git", "http-backend", (char *)NULL);
-		_exit(127);
-	}
-	free(path_info);
-	free(query_string);
+	if (query)
+		strvec_pushf(&env, "QUERY_STRING=service=%s", query);
+	else
+		env_add(&env, "QUERY_STRING", "");
+	env_add(&env, "REQUEST_METHOD", req->method_name);
+	env_add(&env, "CONTENT_TYPE", request_header(req, "Content-Type"));
+	env_add(&env, "HTTP_CONTENT_ENCODING", request_header(req, "Content-Encoding"));
+	env_add(&env, "GIT_PROTOCOL", request_header(req, "Git-Protocol"));
+	env_add(&env, "REMOTE_ADDR", req->remote_addr);
+	if (req->principal.user_id)
+		env_add(&env, "REMOTE_USER", req->principal.name);
+	/* http-backend reads CONTENT_LENGTH bytes, or to EOF without it */
+	const char *cl = request_header(req, "Content-Length");
+	if (cl && !request_header(req, "Content-Encoding"))
+		env_add(&env, "CONTENT_LENGTH", cl);
+	/* hooks: khub's own, with what they need to check a push */
+	env_add(&env, "GIT_CONFIG_COUNT", "8");
+	/* a mirror's staging refs are nobody's business */
+	env_add(&env, "GIT_CONFIG_KEY_3", "uploadpack.hideRefs");
+	env_add(&env, "GIT_CONFIG_VALUE_3", "refs/khub-upstream");
+	env_add(&env, "GIT_CONFIG_KEY_0", "core.hooksPath");
+	env_add(&env, "GIT_CONFIG_VALUE_0", api_ctx.hooks_dir);
+	env_add(&env, "GIT_CONFIG_KEY_1", "receive.denyDeleteCurrent");
+	env_add(&env, "GIT_CONFIG_VALUE_1", "true");
+	env_add(&env, "GIT_CONFIG_KEY_2", "uploadpack.allowFilter");
+	env_add(&env, "GIT_CONFIG_VALUE_2", "true");
+	/* git's own tree checks, as errors: '.git' in any spelling a
+	 * checkout would honour (NTFS 'git~1', '.git.', HFS ignorables),
+	 * '.' and '..', also as directory names the hook's diff never shows */
+	env_add(&env, "GIT_CONFIG_KEY_4", "receive.fsckObjects");
+	env_add(&env, "GIT_CONFIG_VALUE_4", "true");
+	env_add(&env, "GIT_CONFIG_KEY_5", "receive.fsck.hasDotgit");
+	env_add(&env, "GIT_CONFIG_VALUE_5", "error");
+	env_add(&env, "GIT_CONFIG_KEY_6", "receive.fsck.hasDot");
+	env_add(&env, "GIT_CONFIG_VALUE_6", "error");
+	env_add(&env, "GIT_CONFIG_KEY_7", "receive.fsck.hasDotdot");
+	env_add(&env, "GIT_CONFIG_VALUE_7", "error");
+	env_add(&env, "KHUB_HOOK_DATABASE", api_ctx.conninfo);
+	env_add(&env, "KHUB_HOOK_LFS_ROOT", api_ctx.lfs_root);
+	env_add(&env, "KHUB_HOOK_REPO", cgi->repo_id);
+	strvec_pushf(&env, "KHUB_HOOK_REPO_ID=%lld", (long long)cgi->repo.record.id);
+	strvec_pushf(&env, "KHUB_HOOK_USER_ID=%lld", (long long)req->principal.user_id);
+	env_add(&env, "KHUB_HOOK_USER", req->principal.user_id ? req->principal.name : "anonymous");
+	env_add(&env, "KHUB_HOOK_REQUEST_ID", req->request_id);
+
+	pthread_once(&git_once, find_git);
+	char *argv[] = { git_path_found ? git_path_found : "git", "http-backend", NULL };
+	struct spawn_opts opts = { .argv = argv, .envp = env.items, .fd_in = in[0], .fd_out = out[1], .fd_err = -1 };
+	pid_t pid = -1;
+	int rc = git_path_found ? spawn_process(&opts, &pid) : -1;
+	if (!git_path_found)
+		log_error("git is not installed in %s", CGI_PATH);
+	strvec_release(&env);
 	close(in[0]);
 	close(out[1]);
-	if (pid < 0) {
+	if (rc < 0) {
 		close(in[1]);
 		close(out[0]);
 		return -1;

@@ -24,11 +24,53 @@ static const char *requested_revision(struct request *req)
 	return "main";
 }
 
+/* Indexing a commit reads every variant's files: a background job. A commit
+ * found unindexed was written behind khub's back (git plumbing): the repo's
+ * branch heads are recorded again too, so listings see its branches. */
+struct index_job {
+	int64_t repo_id;
+	enum repo_type type;
+	char *ns, *name;
+	char sha[41];
+};
+
+static int index_job_run(void *arg)
+{
+	struct index_job *j = arg;
+	git_repository *git = NULL;
+	int rc = repo_store_open(api_ctx.repo_root, j->type, j->ns, j->name, &git);
+	if (rc == 0)
+		rc = variant_index_update(j->repo_id, git, j->sha);
+	git_repository_free(git);
+	return rc;
+}
+
+static void index_job_free(void *arg)
+{
+	struct index_job *j = arg;
+	free(j->ns);
+	free(j->name);
+	free(j);
+}
+
 int kernel_variants_load(struct request *req, struct repo_handle *h, const char *sha, struct variant_rows *rows,
 			 enum MHD_Result *result)
 {
-	int rc = variant_index_ensure(h->record.id, h->git, sha);
-	if (rc == 0)
+	int rc = variant_index_current(h->record.id, h->git, sha);
+	if (rc == 0) {
+		struct index_job *j = xcalloc(1, sizeof(*j));
+		j->repo_id = h->record.id;
+		j->type = h->record.type;
+		j->ns = xstrdup(h->record.ns);
+		j->name = xstrdup(h->record.name);
+		snprintf(j->sha, sizeof(j->sha), "%s", sha);
+		char key[96];
+		snprintf(key, sizeof(key), "index|%lld|%s", (long long)h->record.id, sha);
+		int wrc = work_queue_run(req, key, index_job_run, j, index_job_free, &rc, result);
+		if (wrc != 0)
+			return -1;	/* parked (*result is MHD_YES) or answered */
+	}
+	if (rc >= 0)
 		rc = variant_index_load(h->record.id, sha, rows);
 	if (rc < 0) {
 		*result = respond_error(req, 503, NULL, "the variant index is unavailable");

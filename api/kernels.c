@@ -5,13 +5,16 @@
 #include "api/api.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define LIST_LIMIT_DEFAULT 50
 #define LIST_LIMIT_MAX 1000
-/* Repos indexed on the fly per listing (those imported before the index). */
-#define CATCH_UP_PER_LISTING 50
+/* Repos the background catch-up indexes per round. */
+#define CATCH_UP_PER_ROUND 50
+/* How long a listing waits (parked) for the round it asked for. */
+#define CATCH_UP_LISTING_WAIT_MS 2000
 
 /* ---- the versions block of repo info --------------------------------------- */
 
@@ -39,6 +42,98 @@ json_t *kernel_versions_json(struct repo_handle *h)
 	}
 	ref_list_release(&refs);
 	return versions;
+}
+
+/* ---- catching up with repos written without indexing ------------------------ */
+
+/* Commits, pushes and imports index what they write; repos imported before
+ * the index existed, written while the database was away or behind khub's
+ * back are indexed by this thread: at start-up, every interval, and when a
+ * listing asks for a round (the listing waits parked, holding no thread, and
+ * every listing that asks meanwhile shares the round). */
+static pthread_mutex_t catch_up_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t catch_up_changed = PTHREAD_COND_INITIALIZER;
+static int catch_up_stopping;
+static pthread_t catch_up_thread;
+static int catch_up_running;
+static long catch_up_interval_ms;
+static uint64_t catch_up_rounds_started;	/* a listing waits for the next one to end */
+static int catch_up_asked;
+
+static void catch_up_park_key(char out[48], uint64_t round)
+{
+	snprintf(out, 48, "catch-up:%" PRIu64, round);
+}
+
+static void *catch_up_loop(void *arg)
+{
+	(void)arg;
+	log_set_request_id("index");
+	pthread_mutex_lock(&catch_up_lock);
+	while (!catch_up_stopping) {
+		uint64_t round = ++catch_up_rounds_started;
+		catch_up_asked = 0;
+		pthread_mutex_unlock(&catch_up_lock);
+		int done = variant_index_catch_up(api_ctx.repo_root, CATCH_UP_PER_ROUND);
+		if (done < 0)
+			log_warn("variant index: catch-up failed");
+		char key[48];
+		catch_up_park_key(key, round);
+		request_wake(key);
+		pthread_mutex_lock(&catch_up_lock);
+		if (done >= CATCH_UP_PER_ROUND || catch_up_asked)
+			continue;	/* more to do, or asked for while it ran */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += catch_up_interval_ms / 1000;
+		ts.tv_nsec += (catch_up_interval_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		if (!catch_up_stopping)
+			pthread_cond_timedwait(&catch_up_changed, &catch_up_lock, &ts);
+	}
+	pthread_mutex_unlock(&catch_up_lock);
+	return NULL;
+}
+
+void kernel_index_catch_up_start(long interval_ms)
+{
+	catch_up_interval_ms = interval_ms;
+	catch_up_stopping = 0;
+	if (pthread_create(&catch_up_thread, NULL, catch_up_loop, NULL) != 0)
+		fatal("cannot start the variant index catch-up thread");
+	catch_up_running = 1;
+}
+
+/* Ask for a catch-up round and park until it ends: 1 parked, 0 when this
+ * request already waited (or there is no catch-up thread). */
+static int catch_up_wait(struct request *req)
+{
+	if (req->park_rounds || !catch_up_running)
+		return 0;
+	char key[48];
+	pthread_mutex_lock(&catch_up_lock);
+	catch_up_asked = 1;
+	catch_up_park_key(key, catch_up_rounds_started + 1);
+	/* parked before the lock is released: the round cannot end unseen */
+	request_park(req, key, CATCH_UP_LISTING_WAIT_MS);
+	pthread_cond_signal(&catch_up_changed);
+	pthread_mutex_unlock(&catch_up_lock);
+	return 1;
+}
+
+void kernel_index_catch_up_stop(void)
+{
+	if (!catch_up_running)
+		return;
+	pthread_mutex_lock(&catch_up_lock);
+	catch_up_stopping = 1;
+	pthread_cond_signal(&catch_up_changed);
+	pthread_mutex_unlock(&catch_up_lock);
+	pthread_join(catch_up_thread, NULL);
+	catch_up_running = 0;
 }
 
 /* ---- GET /api/kernels -------------------------------------------------------- */
@@ -176,10 +271,12 @@ static enum MHD_Result handle_list(struct request *req)
 	else
 		return respond_error(req, 400, NULL, "sort is lastModified, downloads, trending, createdAt or id");
 
-	/* Repos imported before the index existed get indexed here, a few per
-	 * listing, so the variant filters see them. */
-	if (variant_index_catch_up(api_ctx.repo_root, CATCH_UP_PER_LISTING) < 0)
-		log_warn("variant index: catch-up failed");
+	/* repos changed without indexing are caught up with first (on the
+	 * catch-up thread, while this request waits parked) */
+	if (catch_up_wait(req)) {
+		query_release(&q);
+		return MHD_YES;
+	}
 
 	char uid[24];
 	snprintf(uid, sizeof(uid), "%" PRId64, req->principal.user_id);

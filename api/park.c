@@ -20,6 +20,7 @@ static pthread_cond_t park_changed = PTHREAD_COND_INITIALIZER;
 static struct parked *parked_list;
 static pthread_once_t parker_once = PTHREAD_ONCE_INIT;
 static size_t parked_count;
+static int closing;		/* request_wake_all was called: the server stops */
 
 static void *parker(void *arg)
 {
@@ -119,6 +120,7 @@ void request_wake(const char *key)
 void request_wake_all(void)
 {
 	pthread_mutex_lock(&park_lock);
+	closing = 1;
 	for (struct parked *p = parked_list; p; p = p->next)
 		p->wake_usec = 0;
 	pthread_cond_signal(&park_changed);
@@ -131,4 +133,12 @@ size_t request_parked_count(void)
 	size_t n = parked_count;
 	pthread_mutex_unlock(&park_lock);
 	return n;
+}
+
+int request_park_closing(void)
+{
+	pthread_mutex_lock(&park_lock);
+	int c = closing;
+	pthread_mutex_unlock(&park_lock);
+	return c;
 }

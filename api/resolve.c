@@ -93,16 +93,59 @@ static char *describe_file(struct repo_handle *h, const char *sha, const char *p
 	return value;
 }
 
+/* Downloading a file from a mirror's upstream may take minutes: it runs on
+ * a background thread, once per repo and object however many requests want
+ * it, while the requests wait parked. */
+struct fetch_job {
+	int64_t repo_id;
+	char sha[41];
+	char *path;
+	char oid[65];
+	uint64_t size;
+};
+
+static int fetch_job_run(void *arg)
+{
+	struct fetch_job *j = arg;
+	return api_ctx.lazy_fetch(j->repo_id, j->sha, j->path, j->oid, j->size, api_ctx.lfs);
+}
+
+static void fetch_job_free(void *arg)
+{
+	struct fetch_job *j = arg;
+	free(j->path);
+	free(j);
+}
+
+/* 0 when the fetch this request waited for ended (*fetch_rc its result),
+ * else the request was parked or answered: return *result. */
+static int lazy_fetch_background(struct request *req, const struct repo_handle *h, const char *sha, const char *path,
+				 const struct file_meta *meta, int *fetch_rc, enum MHD_Result *result)
+{
+	struct fetch_job *j = xcalloc(1, sizeof(*j));
+	j->repo_id = h->record.id;
+	memcpy(j->sha, sha, sizeof(j->sha));
+	j->path = xstrdup(path);
+	memcpy(j->oid, meta->lfs_oid, sizeof(j->oid));
+	j->size = meta->size;
+	char key[112];
+	snprintf(key, sizeof(key), "lfs|%" PRId64 "|%s", h->record.id, meta->lfs_oid);
+	return work_queue_run(req, key, fetch_job_run, j, fetch_job_free, fetch_rc, result) == 0 ? 0 : -1;
+}
+
+#define LFS_WAITING 2
+
 /* May this repo serve the LFS object of meta? A pointer in a repo's tree is
  * not enough: it may have been planted (a pointer-shaped file written before
  * commits checked them) to read another repo's private object. 1 yes (and the
- * cached description says so from now on), 0 no, KHUB_EDB. A mirrored repo
- * with lazy fetching proves the object by downloading it from its upstream
- * (verified, then linked). Positives stay cached for the life of the
+ * cached description says so from now on), 0 no, KHUB_EDB, LFS_WAITING (the
+ * request waits for a download or was answered: return *result). A mirrored
+ * repo with lazy fetching proves the object by downloading it from its
+ * upstream (verified, then linked). Positives stay cached for the life of the
  * process: links are only removed with their repo (ids are never reused);
  * `khub check lfs-pointers` removes none. */
-static int lfs_usable(struct repo_handle *h, const char *sha, const char *path, struct file_meta *meta,
-		      char *value, size_t len, int *fetch_rc)
+static int lfs_usable(struct request *req, struct repo_handle *h, const char *sha, const char *path,
+		      struct file_meta *meta, char *value, size_t len, int *fetch_rc, enum MHD_Result *result)
 {
 	*fetch_rc = 0;
 	if (meta->linked)
@@ -111,7 +154,9 @@ static int lfs_usable(struct repo_handle *h, const char *sha, const char *path, 
 	if (linked < 0)
 		return KHUB_EDB;
 	if (!linked && h->record.mirrored && api_ctx.lazy_fetch) {
-		int frc = api_ctx.lazy_fetch(h->record.id, sha, path, meta->lfs_oid, meta->size, api_ctx.lfs);
+		int frc;
+		if (lazy_fetch_background(req, h, sha, path, meta, &frc, result) < 0)
+			return LFS_WAITING;
 		if (frc == KHUB_EDB)
 			return KHUB_EDB;
 		*fetch_rc = frc;
@@ -184,9 +229,11 @@ static enum MHD_Result handle_resolve(struct request *req)
 	}
 	if (meta.is_lfs) {
 		int frc;
-		int usable = lfs_usable(&h, sha, req->path, &meta, value, value_len, &frc);
-		if (usable <= 0)
+		int usable = lfs_usable(req, &h, sha, req->path, &meta, value, value_len, &frc, &result);
+		if (usable <= 0 || usable == LFS_WAITING)
 			free(value);
+		if (usable == LFS_WAITING)
+			return result;
 		if (usable < 0)
 			return respond_unavailable(req, "database unavailable");
 		if (usable == 0 && (frc == KHUB_EIO || frc == KHUB_EINVAL))
@@ -236,7 +283,11 @@ static enum MHD_Result handle_resolve(struct request *req)
 		int have = lfs_store_open_object(api_ctx.lfs, meta.lfs_oid, &fd, &stored) == 0;
 		if (!have && h.record.mirrored && api_ctx.lazy_fetch) {
 			/* a variant outside the mirror's eager selection: fetch it now */
-			int frc = api_ctx.lazy_fetch(h.record.id, sha, req->path, meta.lfs_oid, meta.size, api_ctx.lfs);
+			int frc;
+			if (lazy_fetch_background(req, &h, sha, req->path, &meta, &frc, &result) < 0) {
+				free(value);
+				return result;
+			}
 			if (frc == KHUB_EIO || frc == KHUB_EINVAL) {
 				free(value);
 				return respond_error(req, 503, NULL,

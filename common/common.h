@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
+#include <sys/types.h>
 
 /* ---- logging (common/log.c) ------------------------------------------- */
 
@@ -183,6 +184,37 @@ enum khub_err {
 	KHUB_ENOTDIR = -9,	/* path names a file where a directory was wanted */
 	KHUB_ENOSPC = -10,	/* disk full (or over quota): the caller answers 507 */
 };
+
+/* ---- starting programs (common/spawn.c) -------------------------------- */
+
+/* A NULL-terminated list of strings the vector owns (argv, envp). */
+struct strvec {
+	char **items;
+	size_t count;
+};
+#define STRVEC_INIT { NULL, 0 }
+void strvec_pushf(struct strvec *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strvec_release(struct strvec *v);
+
+struct spawn_opts {
+	char *const *argv;	/* argv[0]: the program's path (no PATH search after fork) */
+	char *const *envp;	/* NULL: this process's environment */
+	int fd_in, fd_out, fd_err;	/* become 0, 1, 2 in the child; -1 = inherited */
+	const char *dir;	/* NULL: this process's directory */
+	int drop_privileges;	/* run as uid/gid, without supplementary groups */
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Start opts->argv[0] in a child; 0 and *pid, or -1 (errno) when fork
+ * failed. Between fork and exec the child only calls async-signal-safe
+ * functions (setgroups, setgid, setuid, dup2, fcntl, chdir, execve, _exit),
+ * so it is safe from a process with many threads; exit status 126 means the
+ * child could not be set up, 127 that the program could not be run. */
+int spawn_process(const struct spawn_opts *opts, pid_t *pid);
+/* The path of program `name` in the ':'-separated dirs of path (a name with
+ * a '/' is returned as is); NULL when none is executable. Caller frees. */
+char *spawn_find_program(const char *name, const char *path);
 
 const char *khub_strerror(int err);
 /* KHUB_ENOSPC for a full disk or quota (ENOSPC, EDQUOT), else KHUB_EIO. */

@@ -11,6 +11,23 @@ static FILE *log_fp;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread char thread_request_id[40];
 
+/* A child of fork that logs (mirror/sync_refs.c runs libgit2 in one) must
+ * not inherit the lock held by a thread that no longer exists there. */
+static void log_fork_prepare(void)
+{
+	pthread_mutex_lock(&log_lock);
+}
+
+static void log_fork_done(void)
+{
+	pthread_mutex_unlock(&log_lock);
+}
+
+__attribute__((constructor)) static void log_register_fork_handlers(void)
+{
+	pthread_atfork(log_fork_prepare, log_fork_done, log_fork_done);
+}
+
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
 int log_level_parse(const char *name)

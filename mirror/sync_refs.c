@@ -172,7 +172,15 @@ void sync_apply_deletions(struct repo_sync *rs, struct upstream_ref *refs, size_
 /* libgit2 1.5 has no network timeout: an upstream that accepts a
  * connection and never answers would hang the sync. Each network step
  * runs in a child process that reports on a pipe ("R <sha> <ref>" lines,
- * "E <message>" on failure); the parent stops waiting at the deadline. */
+ * "E <message>" on failure); the parent stops waiting at the deadline.
+ * The child runs libgit2, not a program, so this is a plain fork, not
+ * spawn_process: it is safe because only the mirror role (`khub mirror`,
+ * never the threaded server) gets here, from the one thread that syncs,
+ * while no other thread of its own runs (sync_lfs.c joins its workers
+ * before a repo's git steps, and the role starts no watchdog): no lock the
+ * child needs can be held by a thread missing in the child. glibc keeps
+ * malloc and stdio usable after fork, and log.c takes its lock across fork
+ * so the child may log. The child never touches the database connection. */
 static void child_report(int fd, const char *line)
 {
 	size_t n = strlen(line);

@@ -85,9 +85,14 @@ int cmd_serve(int argc, char **argv)
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();
 	download_stats_start((int)config.download_stats, config.download_stats_flush_ms);
+	work_queue_start(config.work_threads, config.work_queue_max, config.work_wait_ms);
+	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	int rc = http_serve();
+	kernel_index_catch_up_stop();
+	int busy = work_queue_stop(5000);
 	download_stats_stop();	/* after the last request: its counts are stored */
-	lfs_store_close(api_ctx.lfs);
+	if (!busy)	/* else a job still uses the store: left to the exit */
+		lfs_store_close(api_ctx.lfs);
 	runtime_close_database();
 	return rc;
 }

@@ -27,6 +27,10 @@ struct khub_config {
 	long tree_page_size;
 	long repo_cache_ttl_ms;
 	long lock_wait_ms;
+	long work_threads;
+	long work_queue_max;
+	long work_wait_ms;
+	long variant_catch_up_ms;
 	long commits_in_flight_per_user;
 	long pull_requests_per_hour;
 	long token_cache_ttl_ms;

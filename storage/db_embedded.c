@@ -41,24 +41,20 @@ static int run_pg_tool(char *const argv[])
 	for (size_t i = 1; argv[i] && n < 15; i++)
 		args[n++] = argv[i];
 	args[n] = NULL;
-	pid_t pid = fork();
-	if (pid < 0) {
+	/* opened here (before the fork), owned
+	 * by the cluster's owner: pg_ctl -l opens it as that user */
+	int fd = open(emb.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd >= 0 && emb.drop_privileges && fchown(fd, emb.uid, emb.gid) < 0)
+		log_warn("embedded database: cannot hand %s to its owner", emb.log_file);
+	struct spawn_opts opts = { .argv = args, .fd_in = -1, .fd_out = fd, .fd_err = fd,
+				   .drop_privileges = emb.drop_privileges, .uid = emb.uid, .gid = emb.gid };
+	pid_t pid;
+	int rc = spawn_process(&opts, &pid);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0) {
 		free(path);
 		return -1;
-	}
-	if (pid == 0) {
-		if (emb.drop_privileges) {
-			if (setgroups(0, NULL) < 0 || setgid(emb.gid) < 0 || setuid(emb.uid) < 0)
-				_exit(126);
-		}
-		int fd = open(emb.log_file, O_WRONLY | O_CREAT | O_APPEND, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-			close(fd);
-		}
-		execv(path, args);
-		_exit(127);
 	}
 	free(path);
 	int status;
@@ -85,7 +81,9 @@ static int choose_owner(void)
 	return 0;
 }
 
-/* Can the cluster's owner reach pg_dir? Checked in a child as that user. */
+/* Can the cluster's owner reach pg_dir? Checked in a child as that user;
+ * the child runs no program, so not through spawn_process, but it calls only
+ * async-signal-safe functions (setgroups, setgid, setuid, access, _exit). */
 static int owner_can_reach(const char *dir)
 {
 	if (!emb.drop_privileges)

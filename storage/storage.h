@@ -570,6 +570,10 @@ PGresult *db_downloads_rows(int64_t repo_id, long days);
  * sha (peeled) or NULL (heads only, e.g. after a branch was deleted). Does
  * nothing for repos of other types. */
 int variant_index_update(int64_t repo_id, git_repository *git, const char *commit_sha);
+/* 1 when commit_sha is indexed at the current version (or the repo is not
+ * a kernel repo: nothing to index), 0 when variant_index_ensure has work to
+ * do, or a negative error. */
+int variant_index_current(int64_t repo_id, git_repository *git, const char *commit_sha);
 /* Index one commit if it is not yet (the read endpoints' lazy path). */
 int variant_index_ensure(int64_t repo_id, git_repository *git, const char *commit_sha);
 /* Index the kernel repos (under repo_root) whose heads were never recorded

@@ -328,6 +328,18 @@ int variant_index_ensure(int64_t repo_id, git_repository *git, const char *commi
 	return index_commit(repo_id, git, sha);
 }
 
+int variant_index_current(int64_t repo_id, git_repository *git, const char *commit_sha)
+{
+	char sha[41];
+	int indexed;
+	if (peel_commit(git, commit_sha, sha) < 0)
+		return KHUB_ENOTFOUND;
+	int kernel = kernel_repo_state(repo_id, sha, &indexed);
+	if (kernel < 0)
+		return kernel;
+	return !kernel || indexed;
+}
+
 int variant_index_update(int64_t repo_id, git_repository *git, const char *commit_sha)
 {
 	int indexed, rc = 0;

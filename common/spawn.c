@@ -1,0 +1,91 @@
+/* spawn.c -- start a program in a child process from a threaded server.
+ * Everything the child needs (argv, envp, the program's path, open files) is
+ * built before fork; between fork and exec the child calls only functions
+ * POSIX lists as async-signal-safe, because any other thread may have held
+ * any lock (malloc's, the log's, libgit2's) at the moment of the fork. */
+#include "common/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *spawn_find_program(const char *name, const char *path)
+{
+	if (strchr(name, '/'))
+		return xstrdup(name);
+	const char *p = path;
+	while (p && *p) {
+		const char *colon = strchr(p, ':');
+		size_t n = colon ? (size_t)(colon - p) : strlen(p);
+		char *candidate = xasprintf("%.*s/%s", (int)n, p, name);
+		if (access(candidate, X_OK) == 0)
+			return candidate;
+		free(candidate);
+		p = colon ? colon + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* In the child: make fd the descriptor `target`, open across exec. */
+static int child_move_fd(int fd, int target)
+{
+	if (fd < 0)
+		return 0;
+	if (fd == target) {
+		int flags = fcntl(fd, F_GETFD);
+		return flags < 0 ? -1 : fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
+	}
+	return dup2(fd, target) < 0 ? -1 : 0;
+}
+
+int spawn_process(const struct spawn_opts *o, pid_t *pid_out)
+{
+	extern char **environ;
+	char *const *envp = o->envp ? o->envp : environ;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		/* async-signal-safe calls only from here to execve */
+		if (o->drop_privileges &&
+		    (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 || setuid(o->uid) < 0))
+			_exit(126);
+		if (child_move_fd(o->fd_in, 0) < 0 || child_move_fd(o->fd_out, 1) < 0 ||
+		    child_move_fd(o->fd_err, 2) < 0)
+			_exit(126);
+		if (o->dir && chdir(o->dir) < 0)
+			_exit(126);
+		execve(o->argv[0], o->argv, envp);
+		_exit(127);
+	}
+	*pid_out = pid;
+	return 0;
+}
+
+void strvec_pushf(struct strvec *v, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = NULL;
+	if (vasprintf(&s, fmt, ap) < 0)
+		fatal("out of memory");
+	va_end(ap);
+	v->items = xrealloc(v->items, (v->count + 2) * sizeof(*v->items));
+	v->items[v->count++] = s;
+	v->items[v->count] = NULL;
+}
+
+void strvec_release(struct strvec *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < v->count; i++)
+		free(v->items[i]);
+	free(v->items);
+	v->items = NULL;
+	v->count = 0;
+}
