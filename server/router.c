@@ -3,6 +3,8 @@
  * sent as refs%2Fheads%2Fv1 stays one segment. */
 #include "server/server.h"
 
+#include <assert.h>
+#include <pthread.h>
 #include <string.h>
 
 const struct route *const router_tables[] = {
@@ -58,66 +60,129 @@ static void reset_captures(struct request *req)
 	req->nargs = 0;
 }
 
-static int match_pattern(struct request *req, const struct route *route)
+/* Patterns are split once, at the first request, into tokens: matching a
+ * request then compares segments, with no copying or parsing per try. */
+enum token_kind {
+	TOK_LITERAL, TOK_TYPE, TOK_TPREFIX, TOK_NS, TOK_NAME, TOK_GNAME, TOK_ORG, TOK_ARG, TOK_REV, TOK_PATH,
+};
+
+#define MAX_TOKENS 16
+
+struct compiled_route {
+	const struct route *route;
+	size_t ntokens;
+	struct { enum token_kind kind; const char *literal; } tokens[MAX_TOKENS];
+};
+
+static struct compiled_route *compiled;
+static size_t ncompiled;
+static pthread_once_t compile_once = PTHREAD_ONCE_INIT;
+
+static void compile_routes(void)
 {
-	char pattern[256];
-	snprintf(pattern, sizeof(pattern), "%s", route->pattern);
-	char *save = NULL;
-	size_t i = 0;
-	reset_captures(req);
-	req->type = route->fixed_type;
-	for (char *tok = strtok_r(pattern, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
-		if (strcmp(tok, "{path*}") == 0) {
-			struct strbuf sb = STRBUF_INIT;
-			for (; i < req->segc; i++) {
-				if (sb.len)
-					strbuf_adds(&sb, "/");
-				strbuf_adds(&sb, req->segv[i]);
+	static const struct { const char *text; enum token_kind kind; } placeholders[] = {
+		{ "{type}", TOK_TYPE }, { "{tprefix}", TOK_TPREFIX }, { "{ns}", TOK_NS }, { "{name}", TOK_NAME },
+		{ "{gname}", TOK_GNAME }, { "{org}", TOK_ORG }, { "{arg}", TOK_ARG }, { "{rev}", TOK_REV },
+		{ "{path*}", TOK_PATH },
+	};
+	size_t n = 0;
+	for (size_t t = 0; router_tables[t]; t++)
+		for (const struct route *r = router_tables[t]; r->pattern; r++)
+			n++;
+	compiled = xcalloc(n, sizeof(*compiled));
+	for (size_t t = 0; router_tables[t]; t++) {
+		for (const struct route *r = router_tables[t]; r->pattern; r++) {
+			struct compiled_route *c = &compiled[ncompiled++];
+			char *copy = xstrdup(r->pattern), *save = NULL;	/* kept: tokens point into it */
+			c->route = r;
+			for (char *tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+				assert(c->ntokens < MAX_TOKENS);
+				c->tokens[c->ntokens].kind = TOK_LITERAL;
+				c->tokens[c->ntokens].literal = tok;
+				for (size_t k = 0; k < sizeof(placeholders) / sizeof(placeholders[0]); k++)
+					if (strcmp(tok, placeholders[k].text) == 0)
+						c->tokens[c->ntokens].kind = placeholders[k].kind;
+				c->ntokens++;
 			}
-			req->path = strbuf_detach(&sb, NULL);
-			return 0;
+		}
+	}
+}
+
+/* Join segv[from, from + n) with '/' (the caller frees). */
+static char *join_segments(struct request *req, size_t from, size_t n)
+{
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t k = 0; k < n; k++) {
+		if (k)
+			strbuf_adds(&sb, "/");
+		strbuf_adds(&sb, req->segv[from + k]);
+	}
+	return sb.buf ? strbuf_detach(&sb, NULL) : xstrdup("");
+}
+
+static int match_pattern(struct request *req, const struct compiled_route *c)
+{
+	size_t i = 0, rev_at = 0, rev_n = 0;
+	int path = 0;
+	req->ns = req->name = req->org = NULL;
+	req->name_in_git_url = 0;
+	req->nargs = 0;
+	req->type = c->route->fixed_type;
+	for (size_t t = 0; t < c->ntokens && !path; t++) {
+		enum token_kind kind = c->tokens[t].kind;
+		if (kind == TOK_PATH) {
+			path = 1;
+			break;
 		}
 		if (i >= req->segc)
 			return -1;
 		const char *seg = req->segv[i];
-		if (tok[0] != '{') {
-			if (strcmp(tok, seg) != 0)
+		switch (kind) {
+		case TOK_LITERAL:
+			if (strcmp(c->tokens[t].literal, seg) != 0)
 				return -1;
-		} else if (strcmp(tok, "{type}") == 0) {
-			if (type_from_plural(seg, 1, &req->type) < 0)
+			break;
+		case TOK_TYPE:
+		case TOK_TPREFIX:
+			if (type_from_plural(seg, kind == TOK_TYPE, &req->type) < 0)
 				return -1;
-		} else if (strcmp(tok, "{tprefix}") == 0) {
-			if (type_from_plural(seg, 0, &req->type) < 0)
-				return -1;
-		} else if (strcmp(tok, "{ns}") == 0) {
+			break;
+		case TOK_NS:
 			req->ns = seg;
-		} else if (strcmp(tok, "{name}") == 0 || strcmp(tok, "{gname}") == 0) {
+			break;
+		case TOK_NAME:
+		case TOK_GNAME:
 			req->name = seg;
-			req->name_in_git_url = tok[1] == 'g';
-		} else if (strcmp(tok, "{org}") == 0) {
+			req->name_in_git_url = kind == TOK_GNAME;
+			break;
+		case TOK_ORG:
 			req->org = seg;
-		} else if (strcmp(tok, "{arg}") == 0) {
+			break;
+		case TOK_ARG:
 			if (req->nargs == sizeof(req->args) / sizeof(req->args[0]))
 				return -1;
 			req->args[req->nargs++] = seg;
-		} else if (strcmp(tok, "{rev}") == 0) {
-			size_t n = revision_segments(req, i);
-			struct strbuf sb = STRBUF_INIT;
-			for (size_t k = 0; k < n; k++) {
-				if (k)
-					strbuf_adds(&sb, "/");
-				strbuf_adds(&sb, req->segv[i + k]);
-			}
-			req->rev = strbuf_detach(&sb, NULL);
-			i += n - 1;
-		} else {
-			return -1;
+			break;
+		case TOK_REV:
+			rev_at = i;
+			rev_n = revision_segments(req, i);
+			i += rev_n - 1;
+			break;
+		case TOK_PATH:
+			break;
 		}
 		if (seg[0] == '\0')
 			return -1;
 		i++;
 	}
-	return i == req->segc ? 0 : -1;
+	if (!path && i != req->segc)
+		return -1;
+	/* matched: only now are the revision and path strings made */
+	free(req->rev);
+	free(req->path);
+	req->rev = rev_n ? join_segments(req, rev_at, rev_n) : NULL;
+	req->path = path ? join_segments(req, i, req->segc - i) : NULL;
+	return 0;
 }
 
 int router_match(struct request *req, const char *raw_path)
@@ -145,22 +210,22 @@ int router_match(struct request *req, const char *raw_path)
 		req->segc--;
 
 	int path_matched = 0;
-	for (size_t t = 0; router_tables[t]; t++) {
-		for (const struct route *r = router_tables[t]; r->pattern; r++) {
-			if (match_pattern(req, r) < 0)
-				continue;
-			if (!(r->methods & req->method) && req->method != METHOD_OPTIONS) {
-				path_matched = 1;
-				continue;
-			}
-			req->route = r;
-			/* only now that the route is chosen: the segment is shared
-			 * by every pattern tried */
-			size_t n = req->name_in_git_url ? strlen(req->name) : 0;
-			if (n > 4 && strcmp(req->name + n - 4, ".git") == 0)
-				((char *)req->name)[n - 4] = '\0';
-			return 0;
+	pthread_once(&compile_once, compile_routes);
+	for (size_t k = 0; k < ncompiled; k++) {
+		const struct route *r = compiled[k].route;
+		if (match_pattern(req, &compiled[k]) < 0)
+			continue;
+		if (!(r->methods & req->method) && req->method != METHOD_OPTIONS) {
+			path_matched = 1;
+			continue;
 		}
+		req->route = r;
+		/* only now that the route is chosen: the segment is shared by
+		 * every pattern tried */
+		size_t n = req->name_in_git_url ? strlen(req->name) : 0;
+		if (n > 4 && strcmp(req->name + n - 4, ".git") == 0)
+			((char *)req->name)[n - 4] = '\0';
+		return 0;
 	}
 	reset_captures(req);
 	return path_matched ? KHUB_EPERM : KHUB_ENOTFOUND;
