@@ -6,7 +6,6 @@
 #define KHUB_STORAGE_H
 
 #include <git2.h>
-#include <libpq-fe.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -323,33 +322,66 @@ void commit_log_release(struct commit_log *log);	/* accepts NULL */
 
 /* ---- database (storage/db.c, db_*.c) ------------------------------------ */
 
-/* Set the connection string every thread's connection uses. */
+/* Set the connection string of the pool's connections. */
 void db_configure(const char *conninfo);
-/* This thread's connection, connecting or reconnecting as needed; NULL when
- * the database is unreachable (logged). Owned by the thread. */
-PGconn *db_conn(void);
-/* Close this thread's connection (call before a thread exits). */
+/* Bound the pool: at most `size` connections per process (only before the
+ * first one is opened), and how long a thread waits for a free one before
+ * its call fails with KHUB_EDB. */
+void db_pool_configure(long size, long wait_ms);
+/* Connections opened and borrowed now. */
+int db_pool_stats(long *open, long *in_use);
+/* 0 when a connection can be had (borrowed and given back), else KHUB_EDB. */
+int db_ping(void);
+/* Give back this thread's connection (call before a thread exits); a lock
+ * or transaction still held ends with its connection. */
 void db_thread_done(void);
-/* The server was restarted: every thread drops its connection before its
+/* db_thread_done, then close every idle connection (at exit). */
+void db_shutdown(void);
+/* The server was restarted: every pooled connection is replaced before its
  * next query instead of failing one on a dead socket. */
 void db_server_restarted(void);
 /* Why this thread's last connection or query failed (one line; static per
  * thread). */
 const char *db_last_error(void);
-/* Run a query with text parameters; the caller PQclear()s. NULL on failure
- * (logged); *sqlstate (static) set when given. */
-PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate);
-/* Advisory locks by name, held by this thread's connection until
- * released (or the connection ends). Order: registry before repo write. */
+
+/* Rows of a query as text, for listings whose values are passed on as
+ * PostgreSQL formats them (numbers in shortest exact text); each function
+ * returning one names its columns with an enum. */
+struct db_rows {
+	size_t count, columns;
+	char **cells;		/* count * columns, NULL for SQL NULL; owned */
+};
+/* The text of a cell, "" for NULL. */
+const char *db_rows_get(const struct db_rows *rows, size_t row, size_t column);
+int db_rows_isnull(const struct db_rows *rows, size_t row, size_t column);
+void db_rows_release(struct db_rows *rows);	/* accepts NULL; leaves it empty */
+
+/* Explicit transactions on this thread's connection, which stays pinned to
+ * the thread until commit or rollback. No nesting. If the connection dies
+ * meanwhile, every database call of the thread fails with KHUB_EDB until
+ * the rollback (a connection is never silently reset under a transaction). */
+int db_tx_begin(void);
+/* 0, or KHUB_EDB (then nothing was committed). Ends the transaction either way. */
+int db_tx_commit(void);
+void db_tx_rollback(void);	/* no-op without a transaction */
+
+/* Advisory locks by name. Session locks (db_lock_try, db_lock_wait) pin
+ * this thread's connection until db_unlock; while held, a dead connection
+ * fails every call with KHUB_EDB (the lock is gone with it) until the
+ * holder unlocks. Order: registry before repo write. */
 enum db_lock {
 	DB_LOCK_REPO_WRITE = 1,		/* id: repo id; every writer of a repo */
 	DB_LOCK_REGISTRY = 2,		/* id 0: repo create, delete, move */
+	DB_LOCK_MIGRATIONS = 3,		/* id 0: schema migrations (key 4242001, as always) */
 };
 /* 0 taken, 1 held by another session, KHUB_EDB. */
 int db_lock_try(enum db_lock kind, int64_t id);
 /* Wait for it (command line and background work only). */
 int db_lock_wait(enum db_lock kind, int64_t id);
 void db_unlock(enum db_lock kind, int64_t id);
+/* Take a lock until the end of this thread's transaction (which must be
+ * open): pg_advisory_xact_lock. */
+int db_lock_xact(enum db_lock kind, int64_t id);
 /* Apply every migration not yet applied, in order, each in a transaction. */
 int db_migrate(void);
 
@@ -461,10 +493,69 @@ int db_audit(int64_t actor_id, const char *actor_name, const char *action, const
  * KHUB_ENOTFOUND for an unknown account. */
 int db_trusted_publisher_set(const char *name, int trusted, const char *changed_by, struct account *out,
 			     int *changed);
-/* Trusted accounts by name: columns name, kind, since (epoch of the latest
- * change to trusted, NULL when unknown), changed_by (NULL when unknown).
- * The caller PQclear()s; NULL on failure. */
-PGresult *db_trusted_publisher_list(void);
+struct trusted_publisher {
+	char name[REPO_NAME_MAX + 1];
+	enum account_kind kind;
+	time_t since;		/* the latest change to trusted; 0 when unknown */
+	char *changed_by;	/* owned; NULL when unknown */
+};
+struct trusted_publisher_list {
+	struct trusted_publisher *items;	/* owned */
+	size_t count;
+};
+/* Trusted accounts by name (case-insensitive order). 0 or KHUB_EDB; release
+ * with trusted_publisher_list_release either way. */
+int db_trusted_publisher_list(struct trusted_publisher_list *out);
+void trusted_publisher_list_release(struct trusted_publisher_list *list);	/* accepts NULL */
+
+/* Set the flag and always record the change with changed_by (the command
+ * line), in one transaction. KHUB_ENOTFOUND for an unknown account. */
+int db_trusted_publisher_force(const char *name, int trusted, const char *changed_by);
+/* A mirror copies its upstream's flag unless an admin overrode it. */
+int db_account_copy_upstream_trust(const char *name, int trusted);
+
+/* ---- orgs and tokens, listed (storage/db_accounts.c) ------------------------ */
+
+int db_org_member_count(int64_t org_id, int64_t *count);
+
+struct org_membership {
+	int64_t org_id;
+	char name[REPO_NAME_MAX + 1];
+	char fullname[128];
+	enum role role;
+};
+struct org_membership_list {
+	struct org_membership *items;	/* owned */
+	size_t count;
+};
+/* The orgs a user belongs to, by name. 0 or KHUB_EDB; release either way. */
+int db_user_orgs(int64_t user_id, struct org_membership_list *out);
+void org_membership_list_release(struct org_membership_list *list);	/* accepts NULL */
+
+struct token_info {
+	int64_t id;
+	char prefix[16];		/* the first characters, for listings */
+	char name[64];
+	enum role scope;
+	time_t created_at, expires_at;	/* expires_at 0 = never */
+	int revoked, expired;
+};
+struct token_list {
+	struct token_info *items;	/* owned */
+	size_t count;
+};
+/* A user's tokens by id. 0 or KHUB_EDB; release either way. */
+int db_token_list(const char *user, struct token_list *out);
+void token_list_release(struct token_list *list);	/* accepts NULL */
+
+/* ---- repos, counted and listed (storage/db_repos.c) ------------------------- */
+
+/* Repos of an owner and type; private ones only when include_private. */
+int db_repo_count_owned(int64_t owner_id, enum repo_type type, int include_private, int64_t *count);
+/* Repos per type (counts[type]); public ones only unless include_private. */
+int db_repo_count_by_type(int include_private, int64_t counts[REPO_TYPE_COUNT]);
+/* Call fn for every repo, by id, until it returns non-zero (returned). */
+int db_repo_each(int (*fn)(const struct repo_record *rec, void *arg), void *arg);
 
 /* ---- PostgreSQL array literals (storage/db.c) ----------------------------- */
 
@@ -529,8 +620,9 @@ enum benchmark_column {
 };
 /* The matching results of at most filter->limit runs (+1 more run, so the
  * caller knows whether there is a next page). submitted_at is ISO 8601 UTC;
- * numbers are PostgreSQL's shortest exact text. The caller PQclear()s. */
-PGresult *db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *filter);
+ * numbers are PostgreSQL's shortest exact text. 0 or KHUB_EDB; the caller
+ * releases out with db_rows_release. */
+int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
 
 /* Columns of db_benchmark_aggregate: one row per workload and GPU. */
 enum benchmark_agg_column {
@@ -540,7 +632,7 @@ enum benchmark_agg_column {
 };
 /* Median (of mean_ms), best mean and the latest result per workload and
  * GPU over the filtered results (before_id and limit are ignored). */
-PGresult *db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter);
+int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
 
 /* ---- download counters (storage/db_downloads.c) --------------------------- */
 
@@ -556,8 +648,111 @@ struct download_count {
  * On failure nothing was added. */
 int db_downloads_add(const struct download_count *counts, size_t n);
 /* Rows of the last `days` UTC days, newest first: day, variant,
- * kernels_version, torch_version, backend, count. The caller PQclear()s. */
-PGresult *db_downloads_rows(int64_t repo_id, long days);
+ * kernels_version, torch_version, backend, count (enum download_column).
+ * 0 or KHUB_EDB; the caller releases out with db_rows_release. */
+enum download_column {
+	DOWNLOAD_COL_DAY, DOWNLOAD_COL_VARIANT, DOWNLOAD_COL_KERNELS, DOWNLOAD_COL_TORCH, DOWNLOAD_COL_BACKEND,
+	DOWNLOAD_COL_COUNT,
+};
+int db_downloads_rows(int64_t repo_id, long days, struct db_rows *out);
+
+/* ---- the kernel listing (storage/db_kernels.c) ------------------------------ */
+
+enum kernel_sort {
+	KERNEL_SORT_LAST_MODIFIED, KERNEL_SORT_DOWNLOADS, KERNEL_SORT_TRENDING, KERNEL_SORT_CREATED, KERNEL_SORT_ID,
+};
+
+/* Strings borrowed; NULL or "" = no filter. */
+struct kernel_listing_filter {
+	int64_t user_id;		/* the caller (0 = anonymous): private repos it may see */
+	int is_site_admin;
+	const char *author, *search;
+	/* variants of the main and vN heads: one must match all of these */
+	const char *backend;
+	int torch;			/* filter on torch_major.torch_minor */
+	long torch_major, torch_minor;
+	const char *arch, *os;		/* arch may be "x86_64-linux" */
+	enum kernel_sort sort;
+	int descending;
+	long limit, offset;
+};
+
+struct kernel_listing_item {
+	struct repo_record record;
+	time_t created_at;
+	int64_t trending;		/* downloads of the last 7 UTC days */
+	char *versions;			/* owned: JSON array of the vN branch names */
+	char *backends;			/* owned: JSON array of the variants' backends */
+	int trusted_publisher;		/* the owner's flag */
+};
+
+struct kernel_listing {
+	struct kernel_listing_item *items;
+	size_t count;
+	long total;			/* matches over every page */
+};
+
+/* One page of kernel repos. 0 or KHUB_EDB; release either way. */
+int db_kernel_listing(const struct kernel_listing_filter *filter, struct kernel_listing *out);
+void kernel_listing_release(struct kernel_listing *list);	/* accepts NULL */
+
+/* ---- mirror tables (storage/db_mirror.c) ---------------------------------- */
+
+/* One mirrored repo's sync status. Strings owned by the list. */
+struct mirror_status {
+	char *repo;			/* ns/name */
+	enum repo_type type;
+	char *selection, *upstream_name, *upstream_url, *upstream_repo;
+	time_t last_sync_started, last_sync_finished, last_success;	/* 0 = never */
+	int64_t lag_seconds;		/* since the last success; -1 = never */
+	int64_t refs_behind;
+	char *last_error, *warnings;	/* NULL when none */
+	int64_t bytes, objects, syncs;
+	int lazy;
+};
+struct mirror_status_list {
+	struct mirror_status *items;
+	size_t count;
+};
+/* Every mirrored repo by name. 0 or KHUB_EDB; release either way. */
+int db_mirror_status_list(struct mirror_status_list *out);
+void mirror_status_list_release(struct mirror_status_list *list);	/* accepts NULL */
+
+/* What a sync of a repo records as it starts (strings borrowed). */
+struct mirror_sync_start {
+	int64_t repo_id;
+	const char *selection, *upstream_name, *upstream_url, *upstream_repo;
+	const char *token_env, *token_file;	/* NULL when absent */
+	int lazy;
+};
+int db_mirror_sync_started(const struct mirror_sync_start *start);
+/* error, warnings: NULL when none; the counts are added to the totals. */
+int db_mirror_sync_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
+			    uint64_t objects, int refs_behind);
+/* Add bytes and objects transferred outside a sync (lazy fetches). */
+int db_mirror_count_transfer(int64_t repo_id, uint64_t bytes, uint64_t objects);
+
+/* Where a lazily mirrored repo's files come from. */
+struct mirror_lazy_source {
+	char *upstream_url, *upstream_repo;	/* owned */
+	char *token_env, *token_file;		/* owned; NULL when absent */
+	enum repo_type type;
+};
+/* KHUB_ENOTFOUND when the repo is no lazy mirror; release on success. */
+int db_mirror_lazy_source(int64_t repo_id, struct mirror_lazy_source *out);
+void mirror_lazy_source_release(struct mirror_lazy_source *src);	/* accepts NULL */
+
+/* Queue a sync (selection NULL = all); *id is the trigger's. */
+int db_mirror_trigger_add(const char *selection, const char *requested_by, int64_t *id);
+/* Claim the oldest pending trigger: 0 with *id and *selection ("" = all;
+ * the caller frees), 1 when none is pending, KHUB_EDB. */
+int db_mirror_trigger_claim(int64_t *id, char **selection);
+int db_mirror_trigger_finish(int64_t id);
+/* The configuration stored through the admin API, as JSON text (the caller
+ * frees). KHUB_ENOTFOUND when none is stored. */
+int db_mirror_config_get(char **json);
+/* KHUB_EDB also when PostgreSQL rejects the JSON. */
+int db_mirror_config_put(const char *json, const char *updated_by);
 
 /* ---- the kernel variant index (storage/variant_index.c) ------------------- */
 
