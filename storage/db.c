@@ -216,12 +216,6 @@ static void conn_put(void)
 	pthread_mutex_unlock(&pool_lock);
 }
 
-int db_ping(void)
-{
-	PGconn *conn = conn_get();
-	conn_put();
-	return conn ? 0 : KHUB_EDB;
-}
 
 void db_thread_done(void)
 {
@@ -313,6 +307,11 @@ int db_run(const char *sql, int nparams, const char *const *params)
 		return KHUB_EDB;
 	PQclear(res);
 	return 0;
+}
+
+int db_ping(void)
+{
+	return db_run("SELECT 1", 0, NULL);
 }
 
 /* ---- transactions ------------------------------------------------------------- */

@@ -330,7 +330,7 @@ void db_configure(const char *conninfo);
 void db_pool_configure(long size, long wait_ms);
 /* Connections opened and borrowed now. */
 int db_pool_stats(long *open, long *in_use);
-/* 0 when a connection can be had (borrowed and given back), else KHUB_EDB. */
+/* 0 when the database answers a query, else KHUB_EDB (db_last_error says why). */
 int db_ping(void);
 /* Give back this thread's connection (call before a thread exits); a lock
  * or transaction still held ends with its connection. */
