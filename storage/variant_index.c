@@ -204,6 +204,11 @@ static int store_commit(int64_t repo_id, const char *sha, json_t *records)
 	int rc = db_tx_begin();
 	if (rc < 0)
 		goto cleanup;
+	/* Two indexers of one repo (a push and a lazy read) take turns. */
+	if ((rc = db_lock_xact(DB_LOCK_VARIANT_INDEX, repo_id)) < 0) {
+		db_tx_rollback();
+		goto cleanup;
+	}
 	PGresult *res = db_exec("DELETE FROM kernel_variants WHERE repo_id = $1 AND commit_sha = $2", 2, params,
 				NULL);
 	if (res) {
