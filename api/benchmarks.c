@@ -6,6 +6,7 @@
  * write to the repo are "maintainer" runs, others "community" runs, which
  * both GETs leave out unless ?source=community or ?source=all. */
 #include "api/api.h"
+#include "kernel/kernel.h"
 
 #include <ctype.h>
 #include <inttypes.h>

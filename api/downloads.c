@@ -14,6 +14,7 @@
  * what was counted this hour, emptied when the hour changes; once full, new
  * clients are not counted until then: repeated GETs must not inflate). */
 #include "api/api.h"
+#include "kernel/kernel.h"
 
 #include <inttypes.h>
 #include <pthread.h>

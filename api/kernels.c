@@ -3,6 +3,8 @@
  * torch version, arch, os), sorted, with absolute Link pagination; and the
  * versions block of a kernel's repo info (api/tree.c). */
 #include "api/api.h"
+#include "kernel/kernel.h"
+#include "storage/variant_index.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

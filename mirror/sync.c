@@ -6,6 +6,7 @@
  * the next sync resumes partial LFS downloads and skips verified objects. */
 #include "mirror/sync_internal.h"
 #include "storage/publish.h"
+#include "kernel/kernel.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
 
 #include <libpq-fe.h>
 
-#include "storage/storage.h"
+#include "storage/db.h"
 
 /* Run a query with text parameters on this thread's connection (borrowed
  * from the pool for the call unless pinned). The caller PQclear()s. NULL on

@@ -2,6 +2,7 @@
  * author and search filters, the variant filters over the main and vN
  * heads of the variant index, sorting and one page. */
 #include "storage/db_internal.h"
+#include "kernel/kernel.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -3,7 +3,9 @@
  * (judged by kernel/), file count and size; and the
  * repo's branch heads, which the listing filters read. A commit is indexed
  * once; callers may call again at will. */
+#include "storage/variant_index.h"
 #include "storage/db_internal.h"
+#include "kernel/kernel.h"
 
 #include <inttypes.h>
 #include <jansson.h>
