@@ -68,7 +68,10 @@ void db_pool_configure(long size, long wait_ms)
 	pthread_once(&pool_once, pool_init);
 	pthread_mutex_lock(&pool_lock);
 	/* Only before the first connection: slots are never moved after. */
-	if (size >= 1 && (!pool || !pool[0].conn)) {
+	int opened = 0;
+	for (size_t i = 0; pool && i < pool_size; i++)
+		opened |= pool[i].conn != NULL || pool[i].in_use;
+	if (size >= 1 && !opened) {
 		free(pool);
 		pool_size = (size_t)size;
 		pool = xcalloc(pool_size, sizeof(*pool));
