@@ -9,8 +9,11 @@
 #include <jansson.h>
 
 #include "common/common.h"
-#include "storage/storage.h"
+#include "storage/repo.h"
+#include "storage/lfs.h"
+#include "storage/db.h"
 #include "storage/publish.h"
+#include "storage/variant_index.h"
 
 /* What the server tells the handlers (set once at start-up). */
 struct api_context {

@@ -6,6 +6,7 @@
  * write to the repo are "maintainer" runs, others "community" runs, which
  * both GETs leave out unless ?source=community or ?source=all. */
 #include "api/api.h"
+#include "kernel/kernel.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -500,19 +501,19 @@ static const char *const list_csv_header =
 	"gpu,gpu_cores,backend,pytorch_version,os,cpu,workload,mean_ms,std_ms,min_ms,max_ms,q1_ms,q3_ms,"
 	"iqr_ms,outliers,iterations,verified,source\r\n";
 
-static void add_run_json(struct strbuf *sb, PGresult *res, int row)
+static void add_run_json(struct strbuf *sb, const struct db_rows *res, size_t row)
 {
-	strbuf_addf(sb, "{\"id\":%s,\"submittedAt\":\"%s\",\"submitter\":", PQgetvalue(res, row, BENCH_COL_RUN_ID),
-		    PQgetvalue(res, row, BENCH_COL_SUBMITTED_AT));
-	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_SUBMITTER));
-	strbuf_addf(sb, ",\"source\":\"%s\"", PQgetvalue(res, row, BENCH_COL_SOURCE));
-	strbuf_addf(sb, ",\"commit\":\"%s\",\"kernelCommitSha\":", PQgetvalue(res, row, BENCH_COL_COMMIT));
-	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_KERNEL_COMMIT));
+	strbuf_addf(sb, "{\"id\":%s,\"submittedAt\":\"%s\",\"submitter\":", db_rows_get(res, row, BENCH_COL_RUN_ID),
+		    db_rows_get(res, row, BENCH_COL_SUBMITTED_AT));
+	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_SUBMITTER));
+	strbuf_addf(sb, ",\"source\":\"%s\"", db_rows_get(res, row, BENCH_COL_SOURCE));
+	strbuf_addf(sb, ",\"commit\":\"%s\",\"kernelCommitSha\":", db_rows_get(res, row, BENCH_COL_COMMIT));
+	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_KERNEL_COMMIT));
 	strbuf_adds(sb, ",\"benchmarkScriptPath\":");
-	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_SCRIPT_PATH));
-	if (!PQgetisnull(res, row, BENCH_COL_SCRIPT_SHA)) {
+	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_PATH));
+	if (!db_rows_isnull(res, row, BENCH_COL_SCRIPT_SHA)) {
 		strbuf_adds(sb, ",\"benchmarkScriptSha\":");
-		strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_SCRIPT_SHA));
+		strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_SHA));
 	}
 	static const struct { const char *key; int column; } machine[] = {
 		{ "gpu", BENCH_COL_GPU }, { "backend", BENCH_COL_BACKEND }, { "pytorchVersion", BENCH_COL_PYTORCH },
@@ -521,14 +522,14 @@ static void add_run_json(struct strbuf *sb, PGresult *res, int row)
 	strbuf_adds(sb, ",\"machineInfo\":{");
 	for (size_t i = 0; i < sizeof(machine) / sizeof(machine[0]); i++) {
 		strbuf_addf(sb, "%s\"%s\":", i ? "," : "", machine[i].key);
-		strbuf_add_json_string(sb, PQgetvalue(res, row, machine[i].column));
+		strbuf_add_json_string(sb, db_rows_get(res, row, machine[i].column));
 	}
-	if (!PQgetisnull(res, row, BENCH_COL_GPU_CORES))
-		strbuf_addf(sb, ",\"gpuCores\":%s", PQgetvalue(res, row, BENCH_COL_GPU_CORES));
+	if (!db_rows_isnull(res, row, BENCH_COL_GPU_CORES))
+		strbuf_addf(sb, ",\"gpuCores\":%s", db_rows_get(res, row, BENCH_COL_GPU_CORES));
 	strbuf_adds(sb, "},\"results\":[");
 }
 
-static void add_result_json(struct strbuf *sb, PGresult *res, int row)
+static void add_result_json(struct strbuf *sb, const struct db_rows *res, size_t row)
 {
 	static const struct { const char *key; int column; } timing[] = {
 		{ "mean_ms", BENCH_COL_MEAN }, { "std_ms", BENCH_COL_STD }, { "min_ms", BENCH_COL_MIN },
@@ -536,21 +537,21 @@ static void add_result_json(struct strbuf *sb, PGresult *res, int row)
 		{ "iqr_ms", BENCH_COL_IQR }, { "outliers", BENCH_COL_OUTLIERS }, { "iterations", BENCH_COL_ITERATIONS },
 	};
 	strbuf_adds(sb, "{\"workload\":");
-	strbuf_add_json_string(sb, PQgetvalue(res, row, BENCH_COL_WORKLOAD));
+	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_WORKLOAD));
 	strbuf_adds(sb, ",\"timingResults\":{");
 	for (size_t i = 0; i < sizeof(timing) / sizeof(timing[0]); i++)
-		strbuf_addf(sb, "%s\"%s\":%s", i ? "," : "", timing[i].key, PQgetvalue(res, row, timing[i].column));
+		strbuf_addf(sb, "%s\"%s\":%s", i ? "," : "", timing[i].key, db_rows_get(res, row, timing[i].column));
 	strbuf_adds(sb, "}");
-	if (!PQgetisnull(res, row, BENCH_COL_VERIFIED))
-		strbuf_addf(sb, ",\"verified\":%s", PQgetvalue(res, row, BENCH_COL_VERIFIED)[0] == 't' ? "true" : "false");
+	if (!db_rows_isnull(res, row, BENCH_COL_VERIFIED))
+		strbuf_addf(sb, ",\"verified\":%s", db_rows_get(res, row, BENCH_COL_VERIFIED)[0] == 't' ? "true" : "false");
 	strbuf_adds(sb, "}");
 }
 
-static void add_result_csv(struct strbuf *sb, PGresult *res, int row)
+static void add_result_csv(struct strbuf *sb, const struct db_rows *res, size_t row)
 {
 	for (int c = BENCH_COL_RUN_ID; c <= BENCH_COL_SOURCE; c++) {
-		const char *v = PQgetvalue(res, row, c);
-		if (c == BENCH_COL_VERIFIED && !PQgetisnull(res, row, c))
+		const char *v = db_rows_get(res, row, c);
+		if (c == BENCH_COL_VERIFIED && !db_rows_isnull(res, row, c))
 			v = v[0] == 't' ? "true" : "false";
 		strbuf_add_csv_field(sb, v, c == BENCH_COL_SOURCE);
 	}
@@ -567,15 +568,16 @@ static enum MHD_Result handle_list(struct request *req)
 	if (filter_from_query(req, &h, &f, sha, &result) < 0 ||
 	    (csv = wants_csv(req, &result)) < 0)
 		return result;
-	PGresult *res = db_benchmark_rows(h.record.id, &f);
-	if (!res)
+	struct db_rows table;
+	const struct db_rows *res = &table;
+	if (db_benchmark_rows(h.record.id, &f, &table) < 0)
 		return respond_db_unavailable(req);
 
 	/* Rows come grouped by run; the query returns one run more than a page. */
-	int rows = PQntuples(res), runs = 0, next = 0;
+	int rows = (int)res->count, runs = 0, next = 0;
 	const char *prev = NULL;
 	for (int i = 0; i < rows; i++) {
-		const char *id = PQgetvalue(res, i, BENCH_COL_RUN_ID);
+		const char *id = db_rows_get(res, i, BENCH_COL_RUN_ID);
 		if (prev && strcmp(prev, id) == 0)
 			continue;
 		if (++runs > f.limit) {
@@ -589,7 +591,7 @@ static enum MHD_Result handle_list(struct request *req)
 	strbuf_adds(&sb, csv ? list_csv_header : "[");
 	prev = NULL;
 	for (int i = 0; i < rows; i++) {
-		const char *id = PQgetvalue(res, i, BENCH_COL_RUN_ID);
+		const char *id = db_rows_get(res, i, BENCH_COL_RUN_ID);
 		if (csv) {
 			add_result_csv(&sb, res, i);
 			continue;
@@ -607,8 +609,8 @@ static enum MHD_Result handle_list(struct request *req)
 	if (!csv)
 		strbuf_adds(&sb, prev ? "]}]" : "]");
 	char *link = next && rows > 0 ?
-		     next_page_link(req, &h, strtoll(PQgetvalue(res, rows - 1, BENCH_COL_RUN_ID), NULL, 10)) : NULL;
-	PQclear(res);
+		     next_page_link(req, &h, strtoll(db_rows_get(res, rows - 1, BENCH_COL_RUN_ID), NULL, 10)) : NULL;
+	db_rows_release(&table);
 	enum MHD_Result r = respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8",
 					 &sb, link);
 	free(link);
@@ -644,15 +646,16 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	 * reference rows stay available. */
 	const char *only = f.workload;
 	f.workload = NULL;
-	PGresult *res = db_benchmark_aggregate(h.record.id, &f);
-	if (!res)
+	struct db_rows table;
+	const struct db_rows *res = &table;
+	if (db_benchmark_aggregate(h.record.id, &f, &table) < 0)
 		return respond_db_unavailable(req);
 
 	struct hashmap by_key;	/* workload \x1f gpu -> row + 1 */
 	hashmap_init(&by_key);
-	int rows = PQntuples(res);
+	int rows = (int)res->count;
 	for (int i = 0; i < rows; i++) {
-		char *key = xasprintf("%s\x1f%s", PQgetvalue(res, i, BENCH_AGG_WORKLOAD), PQgetvalue(res, i, BENCH_AGG_GPU));
+		char *key = xasprintf("%s\x1f%s", db_rows_get(res, i, BENCH_AGG_WORKLOAD), db_rows_get(res, i, BENCH_AGG_GPU));
 		hashmap_put(&by_key, key, (void *)(intptr_t)(i + 1));
 		free(key);
 	}
@@ -668,23 +671,23 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	}
 	int shown = 0;
 	for (int i = 0; i < rows; i++) {
-		const char *workload = PQgetvalue(res, i, BENCH_AGG_WORKLOAD), *gpu = PQgetvalue(res, i, BENCH_AGG_GPU);
+		const char *workload = db_rows_get(res, i, BENCH_AGG_WORKLOAD), *gpu = db_rows_get(res, i, BENCH_AGG_GPU);
 		if (only && strcmp(only, workload) != 0)
 			continue;
 		reference_of(workload, ref, &refname);
 		char *key = xasprintf("%s\x1f%s", refname.buf, gpu);
 		int ref_row = (int)(intptr_t)hashmap_get(&by_key, key) - 1;
 		free(key);
-		double median = strtod(PQgetvalue(res, i, BENCH_AGG_MEDIAN), NULL), ref_median = 0;
+		double median = strtod(db_rows_get(res, i, BENCH_AGG_MEDIAN), NULL), ref_median = 0;
 		int has_ref = ref_row >= 0 && ref_row != i;
 		if (has_ref)
-			ref_median = strtod(PQgetvalue(res, ref_row, BENCH_AGG_MEDIAN), NULL);
+			ref_median = strtod(db_rows_get(res, ref_row, BENCH_AGG_MEDIAN), NULL);
 		int has_speedup = has_ref && median > 0;
 		if (csv) {
 			for (int c = BENCH_AGG_WORKLOAD; c <= BENCH_AGG_LATEST_AT; c++)
-				strbuf_add_csv_field(&sb, PQgetvalue(res, i, c), 0);
+				strbuf_add_csv_field(&sb, db_rows_get(res, i, c), 0);
 			strbuf_add_csv_field(&sb, has_ref ? refname.buf : "", 0);
-			strbuf_add_csv_field(&sb, has_ref ? PQgetvalue(res, ref_row, BENCH_AGG_MEDIAN) : "", 0);
+			strbuf_add_csv_field(&sb, has_ref ? db_rows_get(res, ref_row, BENCH_AGG_MEDIAN) : "", 0);
 			if (has_speedup)
 				add_number(&sb, ref_median / median);
 			strbuf_adds(&sb, "\r\n");
@@ -696,14 +699,14 @@ static enum MHD_Result handle_aggregate(struct request *req)
 		strbuf_add_json_string(&sb, gpu);
 		strbuf_addf(&sb, ",\"count\":%s,\"medianMeanMs\":%s,\"bestMeanMs\":%s,"
 			    "\"latest\":{\"runId\":%s,\"commit\":\"%s\",\"submittedAt\":\"%s\",\"mean_ms\":%s,\"std_ms\":%s}",
-			    PQgetvalue(res, i, BENCH_AGG_COUNT), PQgetvalue(res, i, BENCH_AGG_MEDIAN),
-			    PQgetvalue(res, i, BENCH_AGG_BEST), PQgetvalue(res, i, BENCH_AGG_LATEST_RUN),
-			    PQgetvalue(res, i, BENCH_AGG_LATEST_COMMIT), PQgetvalue(res, i, BENCH_AGG_LATEST_AT),
-			    PQgetvalue(res, i, BENCH_AGG_LATEST_MEAN), PQgetvalue(res, i, BENCH_AGG_LATEST_STD));
+			    db_rows_get(res, i, BENCH_AGG_COUNT), db_rows_get(res, i, BENCH_AGG_MEDIAN),
+			    db_rows_get(res, i, BENCH_AGG_BEST), db_rows_get(res, i, BENCH_AGG_LATEST_RUN),
+			    db_rows_get(res, i, BENCH_AGG_LATEST_COMMIT), db_rows_get(res, i, BENCH_AGG_LATEST_AT),
+			    db_rows_get(res, i, BENCH_AGG_LATEST_MEAN), db_rows_get(res, i, BENCH_AGG_LATEST_STD));
 		if (has_ref) {
 			strbuf_adds(&sb, ",\"referenceWorkload\":");
 			strbuf_add_json_string(&sb, refname.buf);
-			strbuf_addf(&sb, ",\"referenceMedianMeanMs\":%s", PQgetvalue(res, ref_row, BENCH_AGG_MEDIAN));
+			strbuf_addf(&sb, ",\"referenceMedianMeanMs\":%s", db_rows_get(res, ref_row, BENCH_AGG_MEDIAN));
 		} else {
 			strbuf_adds(&sb, ",\"referenceWorkload\":null,\"referenceMedianMeanMs\":null");
 		}
@@ -718,7 +721,7 @@ static enum MHD_Result handle_aggregate(struct request *req)
 		strbuf_adds(&sb, "]}");
 	hashmap_release(&by_key, NULL);
 	strbuf_release(&refname);
-	PQclear(res);
+	db_rows_release(&table);
 	return respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8", &sb, NULL);
 }
 

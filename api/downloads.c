@@ -14,6 +14,7 @@
  * what was counted this hour, emptied when the hour changes; once full, new
  * clients are not counted until then: repeated GETs must not inflate). */
 #include "api/api.h"
+#include "kernel/kernel.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -327,18 +328,18 @@ static enum MHD_Result handle_downloads(struct request *req)
 	int csv = format && strcmp(format, "csv") == 0;
 	if (format && !csv && strcmp(format, "json") != 0)
 		return respond_error(req, 400, NULL, "format must be json or csv");
-	PGresult *res = db_downloads_rows(h.record.id, days);
-	if (!res)
+	struct db_rows res;
+	if (db_downloads_rows(h.record.id, days, &res) < 0)
 		return respond_db_unavailable(req);
-	int rows = PQntuples(res);
+	size_t rows = res.count;
 
 	if (csv) {
 		struct strbuf sb = STRBUF_INIT;
 		strbuf_adds(&sb, "day,variant,kernels_version,torch_version,backend,count\r\n");
-		for (int i = 0; i < rows; i++)
-			for (int c = 0; c < 6; c++)
-				strbuf_add_csv_field(&sb, PQgetvalue(res, i, c), c == 5);
-		PQclear(res);
+		for (size_t i = 0; i < rows; i++)
+			for (size_t c = 0; c <= DOWNLOAD_COL_COUNT; c++)
+				strbuf_add_csv_field(&sb, db_rows_get(&res, i, c), c == DOWNLOAD_COL_COUNT);
+		db_rows_release(&res);
 		size_t len;
 		char *body = strbuf_detach(&sb, &len);
 		struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -350,13 +351,13 @@ static enum MHD_Result handle_downloads(struct request *req)
 	/* Rows come newest day first, then by variant. */
 	json_t *variants = json_object(), *flat = json_array();
 	json_int_t total = 0;
-	for (int i = 0; i < rows; i++) {
-		const char *day = PQgetvalue(res, i, 0), *variant = PQgetvalue(res, i, 1);
-		json_int_t n = strtoll(PQgetvalue(res, i, 5), NULL, 10);
+	for (size_t i = 0; i < rows; i++) {
+		const char *day = db_rows_get(&res, i, DOWNLOAD_COL_DAY), *variant = db_rows_get(&res, i, DOWNLOAD_COL_VARIANT);
+		json_int_t n = strtoll(db_rows_get(&res, i, DOWNLOAD_COL_COUNT), NULL, 10);
 		total += n;
 		json_array_append_new(flat, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "day", day, "variant", variant,
-						      "kernels", PQgetvalue(res, i, 2), "torch", PQgetvalue(res, i, 3),
-						      "backend", PQgetvalue(res, i, 4), "count", n));
+						      "kernels", db_rows_get(&res, i, DOWNLOAD_COL_KERNELS), "torch", db_rows_get(&res, i, DOWNLOAD_COL_TORCH),
+						      "backend", db_rows_get(&res, i, DOWNLOAD_COL_BACKEND), "count", n));
 		json_t *entry = json_object_get(variants, variant);
 		if (!entry) {
 			entry = json_pack("{s:s, s:I, s:[]}", "variant", variant, "total", (json_int_t)0, "days");
@@ -370,7 +371,7 @@ static enum MHD_Result handle_downloads(struct request *req)
 		else
 			json_array_append_new(per_day, json_pack("{s:s, s:I}", "day", day, "count", n));
 	}
-	PQclear(res);
+	db_rows_release(&res);
 	json_t *list = json_array();
 	const char *key;
 	json_t *entry;

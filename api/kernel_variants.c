@@ -4,6 +4,8 @@
  * every other variant is rejected), .../metadata/{variant}, and
  * .../compliance against the required build-variant list (data/). */
 #include "api/api.h"
+#include "kernel/kernel.h"
+#include "storage/variant_index.h"
 
 #include <pthread.h>
 #include <stdlib.h>

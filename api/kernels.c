@@ -3,6 +3,8 @@
  * torch version, arch, os), sorted, with absolute Link pagination; and the
  * versions block of a kernel's repo info (api/tree.c). */
 #include "api/api.h"
+#include "kernel/kernel.h"
+#include "storage/variant_index.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -138,76 +140,22 @@ void kernel_index_catch_up_stop(void)
 
 /* ---- GET /api/kernels -------------------------------------------------------- */
 
-struct query {
-	struct strbuf sql;
-	const char *params[16];
-	char *owned[16];
-	int n;
-};
-
-/* Add a text parameter; returns its $N. */
-static int query_param(struct query *q, const char *value)
+/* The variant filters of the query (backend, torch, arch, os) into f. */
+static int variant_filters(struct request *req, struct kernel_listing_filter *f, const char **error)
 {
-	q->params[q->n] = value;
-	return ++q->n;
-}
-
-static int query_param_owned(struct query *q, char *value)
-{
-	q->owned[q->n] = value;
-	return query_param(q, value);
-}
-
-static void query_release(struct query *q)
-{
-	for (int i = 0; i < q->n; i++)
-		free(q->owned[i]);
-	strbuf_release(&q->sql);
-}
-
-/* The variant filters, as one EXISTS over the main and vN heads: a repo
- * matches when one variant satisfies every filter given. The torch filter
- * follows the loader: torchXY of that version, a stable ABI not newer, or a
- * Python-only variant; backend=cuda also takes torch-universal (and
- * backend=cann the loader's torch-npu). */
-static int add_variant_filters(struct request *req, struct query *q, const char **error)
-{
-	const char *backend = request_query(req, "backend"), *torch = request_query(req, "torch");
-	const char *arch = request_query(req, "arch"), *os = request_query(req, "os");
-	if (!(backend && backend[0]) && !(torch && torch[0]) && !(arch && arch[0]) && !(os && os[0]))
-		return 0;
-	strbuf_adds(&q->sql, " AND EXISTS (SELECT 1 FROM kernel_heads h JOIN kernel_variants v"
-			     " ON v.repo_id = h.repo_id AND v.commit_sha = h.commit_sha WHERE h.repo_id = r.id"
-			     " AND (h.ref = 'refs/heads/main' OR h.ref ~ '^refs/heads/v[0-9]+$') AND v.name_valid");
-	if (backend && backend[0]) {
-		const struct kernel_backend *b = kernel_backend_find(backend);
-		int p = query_param(q, backend), noarch = query_param(q, b ? b->noarch : backend);
-		strbuf_addf(&q->sql, " AND (v.backend = $%d OR v.backend_tag = $%d OR (v.framework = 'torch-noarch' AND"
-				     " v.backend IN ($%d, '" VARIANT_NOARCH_UNIVERSAL "')))", p, p, noarch);
-	}
+	f->backend = request_query(req, "backend");
+	f->arch = request_query(req, "arch");
+	f->os = request_query(req, "os");
+	const char *torch = request_query(req, "torch");
 	if (torch && torch[0]) {
 		struct variant_env env;
 		variant_env_init(&env);
 		if (variant_env_set(&env, "torch", torch, error) < 0)
 			return -1;
-		int maj = query_param_owned(q, xasprintf("%ld", env.torch_major));
-		int min = query_param_owned(q, xasprintf("%ld", env.torch_minor));
-		strbuf_addf(&q->sql, " AND ((v.framework = 'torch' AND v.framework_major = $%d::int"
-				     " AND v.framework_minor = $%d::int) OR (v.framework = 'torch-stable-abi' AND"
-				     " (v.framework_major, v.framework_minor) <= ($%d::int, $%d::int)) OR"
-				     " v.framework = 'torch-noarch')", maj, min, maj, min);
+		f->torch = 1;
+		f->torch_major = env.torch_major;
+		f->torch_minor = env.torch_minor;
 	}
-	if (arch && arch[0]) {
-		/* arch=x86_64 or arch=x86_64-linux */
-		const char *dash = strchr(arch, '-');
-		int p = query_param_owned(q, dash ? xstrndup(arch, (size_t)(dash - arch)) : xstrdup(arch));
-		strbuf_addf(&q->sql, " AND (v.arch IS NULL OR v.arch = $%d)", p);
-		if (dash)
-			strbuf_addf(&q->sql, " AND (v.os IS NULL OR v.os = $%d)", query_param(q, dash + 1));
-	}
-	if (os && os[0])
-		strbuf_addf(&q->sql, " AND (v.os IS NULL OR v.os = $%d)", query_param(q, os));
-	strbuf_adds(&q->sql, ")");
 	return 0;
 }
 
@@ -240,127 +188,85 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-enum { COL_ID, COL_NS, COL_NAME, COL_PRIVATE, COL_MODIFIED, COL_CREATED, COL_DOWNLOADS, COL_OWNER, COL_TRENDING,
-       COL_VERSIONS, COL_FAMILIES, COL_TRUSTED, COL_TOTAL };
-
 static enum MHD_Result handle_list(struct request *req)
 {
-	struct query q = { STRBUF_INIT, { 0 }, { 0 }, 0 };
+	struct kernel_listing_filter f = { 0 };
 	const char *error = NULL;
 	long limit = LIST_LIMIT_DEFAULT, cursor = 0, direction = -1;
 	const char *limit_arg = request_query(req, "limit"), *cursor_arg = request_query(req, "cursor");
 	const char *direction_arg = request_query(req, "direction"), *sort = request_query(req, "sort");
-	const char *author = request_query(req, "author"), *search = request_query(req, "search");
 	if (limit_arg && parse_long(limit_arg, 1, LIST_LIMIT_MAX, &limit) < 0)
 		return respond_error(req, 400, NULL, "limit must be between 1 and %d", LIST_LIMIT_MAX);
 	if (cursor_arg && parse_long(cursor_arg, 0, 1000000000L, &cursor) < 0)
 		return respond_error(req, 400, NULL, "invalid cursor");
 	if (direction_arg && (parse_long(direction_arg, -1, 1, &direction) < 0 || direction == 0))
 		return respond_error(req, 400, NULL, "direction is -1 (descending) or 1 (ascending)");
-	const char *order;
 	if (!sort || strcmp(sort, "lastModified") == 0)
-		order = "r.last_modified";
+		f.sort = KERNEL_SORT_LAST_MODIFIED;
 	else if (strcmp(sort, "downloads") == 0)
-		order = "r.downloads";
+		f.sort = KERNEL_SORT_DOWNLOADS;
 	else if (strcmp(sort, "trending") == 0 || strcmp(sort, "trendingScore") == 0)
-		order = "trending";
+		f.sort = KERNEL_SORT_TRENDING;
 	else if (strcmp(sort, "createdAt") == 0)
-		order = "r.created_at";
+		f.sort = KERNEL_SORT_CREATED;
 	else if (strcmp(sort, "id") == 0)
-		order = "id";
+		f.sort = KERNEL_SORT_ID;
 	else
 		return respond_error(req, 400, NULL, "sort is lastModified, downloads, trending, createdAt or id");
 
 	/* repos changed without indexing are caught up with first (on the
 	 * catch-up thread, while this request waits parked) */
-	if (catch_up_wait(req)) {
-		query_release(&q);
+	if (catch_up_wait(req))
 		return MHD_YES;
-	}
 
-	char uid[24];
-	snprintf(uid, sizeof(uid), "%" PRId64, req->principal.user_id);
-	int p_uid = query_param(&q, uid);
-	int p_admin = query_param(&q, req->principal.is_site_admin ? "true" : "false");
-	/* trending: downloads of the last 7 UTC days */
-	strbuf_addf(&q.sql,
-		    "SELECT r.id, r.namespace, r.name, r.private, extract(epoch FROM r.last_modified)::bigint,"
-		    " extract(epoch FROM r.created_at)::bigint, r.downloads, r.owner_id, trending,"
-		    " (SELECT coalesce(json_agg(substr(h.ref, 12) ORDER BY substr(h.ref, 13)::bigint), '[]')::text"
-		    "  FROM kernel_heads h WHERE h.repo_id = r.id AND h.ref ~ '^refs/heads/v[0-9]{1,9}$'),"
-		    " (SELECT coalesce(json_agg(DISTINCT v.backend ORDER BY v.backend), '[]')::text"
-		    "  FROM kernel_heads h JOIN kernel_variants v ON v.repo_id = h.repo_id AND v.commit_sha = h.commit_sha"
-		    "  WHERE h.repo_id = r.id AND (h.ref = 'refs/heads/main' OR h.ref ~ '^refs/heads/v[0-9]+$')"
-		    "  AND v.name_valid AND v.backend <> '" VARIANT_NOARCH_UNIVERSAL "'),"
-		    " (SELECT a.trusted_kernel_publisher FROM accounts a WHERE a.id = r.owner_id),"
-		    " count(*) OVER ()"
-		    " FROM repos r, LATERAL (SELECT coalesce(sum(d.count), 0)::bigint AS trending FROM download_counts d"
-		    "  WHERE d.repo_id = r.id AND d.day > (now() AT TIME ZONE 'UTC')::date - 7) t"
-		    " WHERE r.type = 'kernel' AND (NOT r.private OR $%d::boolean OR r.owner_id = $%d::bigint"
-		    " OR r.owner_id IN (SELECT org_id FROM memberships WHERE user_id = $%d::bigint))",
-		    p_admin, p_uid, p_uid);
-	if (author && author[0])
-		strbuf_addf(&q.sql, " AND lower(r.namespace) = lower($%d)", query_param(&q, author));
-	if (search && search[0])
-		strbuf_addf(&q.sql, " AND strpos(lower(r.namespace || '/' || r.name), lower($%d)) > 0",
-			    query_param(&q, search));
-	if (add_variant_filters(req, &q, &error) < 0) {
-		query_release(&q);
+	f.user_id = req->principal.user_id;
+	f.is_site_admin = req->principal.is_site_admin;
+	f.author = request_query(req, "author");
+	f.search = request_query(req, "search");
+	if (variant_filters(req, &f, &error) < 0)
 		return respond_error(req, 400, NULL, "invalid torch=: %s", error);
-	}
-	const char *dir = direction < 0 ? "DESC" : "ASC";
-	if (strcmp(order, "id") == 0)
-		strbuf_addf(&q.sql, " ORDER BY lower(r.namespace) %s, lower(r.name) %s, r.id %s", dir, dir, dir);
-	else
-		strbuf_addf(&q.sql, " ORDER BY %s %s, r.id %s", order, dir, dir);
-	strbuf_addf(&q.sql, " LIMIT %ld OFFSET %ld", limit, cursor);
+	f.descending = direction < 0;
+	f.limit = limit;
+	f.offset = cursor;
 
-	PGresult *res = db_exec(q.sql.buf, q.n, q.params, NULL);
-	query_release(&q);
-	if (!res)
+	struct kernel_listing page;
+	if (db_kernel_listing(&f, &page) < 0)
 		return respond_db_unavailable(req);
 	json_t *list = json_array();
-	long total = PQntuples(res) ? strtol(PQgetvalue(res, 0, COL_TOTAL), NULL, 10) : 0;
-	for (int i = 0; i < PQntuples(res); i++) {
-		struct repo_record rec = { 0 };
-		rec.id = strtoll(PQgetvalue(res, i, COL_ID), NULL, 10);
-		rec.type = REPO_KERNEL;
-		rec.owner_id = strtoll(PQgetvalue(res, i, COL_OWNER), NULL, 10);
-		snprintf(rec.ns, sizeof(rec.ns), "%s", PQgetvalue(res, i, COL_NS));
-		snprintf(rec.name, sizeof(rec.name), "%s", PQgetvalue(res, i, COL_NAME));
-		rec.private = PQgetvalue(res, i, COL_PRIVATE)[0] == 't';
+	long total = page.total;
+	for (size_t i = 0; i < page.count; i++) {
+		const struct kernel_listing_item *it = &page.items[i];
+		const struct repo_record *rec = &it->record;
 		/* The SQL already hides what the caller may not read; the same
 		 * rule as every other read decides in the end. */
 		enum role role = ROLE_READ;
-		if (rec.private && repo_role_of(&req->principal, &rec, &role) < 0) {
+		if (rec->private && repo_role_of(&req->principal, rec, &role) < 0) {
 			json_decref(list);
-			PQclear(res);
+			kernel_listing_release(&page);
 			return respond_db_unavailable(req);
 		}
 		if (role < ROLE_READ)
 			continue;
-		char id[2 * REPO_NAME_MAX + 2], modified[32], created[32];
-		snprintf(id, sizeof(id), "%s/%s", rec.ns, rec.name);
-		format_iso8601((time_t)strtoll(PQgetvalue(res, i, COL_MODIFIED), NULL, 10), modified);
-		format_iso8601((time_t)strtoll(PQgetvalue(res, i, COL_CREATED), NULL, 10), created);
-		json_t *versions = json_loads(PQgetvalue(res, i, COL_VERSIONS), 0, NULL);
-		json_t *families = json_loads(PQgetvalue(res, i, COL_FAMILIES), 0, NULL);
+		char id[2 * REPO_NAME_MAX + 2], rid[24], modified[32], created[32];
+		snprintf(id, sizeof(id), "%s/%s", rec->ns, rec->name);
+		snprintf(rid, sizeof(rid), "%" PRId64, rec->id);
+		format_iso8601(rec->last_modified, modified);
+		format_iso8601(it->created_at, created);
+		json_t *versions = json_loads(it->versions, 0, NULL);
+		json_t *families = json_loads(it->backends, 0, NULL);
 		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:I, s:i, s:I, s:[], s:s, s:o}",
-						      "_id", PQgetvalue(res, i, COL_ID), "id", id, "author", rec.ns,
-						      "private", rec.private, "lastModified", modified, "createdAt",
-						      created, "downloads",
-						      (json_int_t)strtoll(PQgetvalue(res, i, COL_DOWNLOADS), NULL, 10),
-						      "likes", 0, "trendingScore",
-						      (json_int_t)strtoll(PQgetvalue(res, i, COL_TRENDING), NULL, 10),
+						      "_id", rid, "id", id, "author", rec->ns,
+						      "private", rec->private, "lastModified", modified, "createdAt",
+						      created, "downloads", (json_int_t)rec->downloads,
+						      "likes", 0, "trendingScore", (json_int_t)it->trending,
 						      "tags", "repoType", "kernel", "versions",
 						      versions ? versions : json_array()));
 		json_t *item = json_array_get(list, json_array_size(list) - 1);
 		json_object_set_new(item, "supportedDriverFamilies", families ? families : json_array());
-		json_object_set_new(item, "trustedPublisher",
-				    json_boolean(PQgetvalue(res, i, COL_TRUSTED)[0] == 't'));
+		json_object_set_new(item, "trustedPublisher", json_boolean(it->trusted_publisher));
 	}
-	int rows = PQntuples(res);
-	PQclear(res);
+	long rows = (long)page.count;
+	kernel_listing_release(&page);
 
 	char *text = json_dumps(list, JSON_COMPACT);
 	json_decref(list);

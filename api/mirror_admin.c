@@ -4,8 +4,10 @@
  * public repo counts for anyone with metrics_public). */
 #include "api/api.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int require_site_admin(struct request *req, enum MHD_Result *result)
 {
@@ -20,38 +22,35 @@ static int require_site_admin(struct request *req, enum MHD_Result *result)
 
 static enum MHD_Result handle_status(struct request *req)
 {
-	PGresult *res = db_exec(
-		"SELECT r.namespace || '/' || r.name, r.type, m.selection, m.upstream_name, m.upstream_url,"
-		" m.upstream_repo, to_char(m.last_sync_started AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-		" to_char(m.last_sync_finished AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-		" to_char(m.last_success AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),"
-		" extract(epoch FROM now() - m.last_success)::bigint, m.refs_behind, m.last_error, m.warnings,"
-		" m.bytes_total, m.objects_total, m.syncs_total, m.lazy"
-		" FROM mirror_repos m JOIN repos r ON r.id = m.repo_id ORDER BY 1", 0, NULL, NULL);
-	if (!res)
+	struct mirror_status_list mirrors;
+	if (db_mirror_status_list(&mirrors) < 0)
 		return respond_db_unavailable(req);
 	json_t *list = json_array();
-	for (int i = 0; i < PQntuples(res); i++) {
-		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", PQgetvalue(res, i, 0), "type",
-				      PQgetvalue(res, i, 1), "selection", PQgetvalue(res, i, 2), "upstream",
-				      PQgetvalue(res, i, 3), "upstreamUrl", PQgetvalue(res, i, 4), "upstreamRepo",
-				      PQgetvalue(res, i, 5));
+	for (size_t i = 0; i < mirrors.count; i++) {
+		const struct mirror_status *m = &mirrors.items[i];
+		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", m->repo, "type", repo_type_name(m->type),
+				      "selection", m->selection, "upstream", m->upstream_name, "upstreamUrl",
+				      m->upstream_url, "upstreamRepo", m->upstream_repo);
 		static const char *const times[] = { "lastSyncStarted", "lastSyncFinished", "lastSuccess" };
-		for (int k = 0; k < 3; k++)
-			json_object_set_new(o, times[k], PQgetisnull(res, i, 6 + k) ? json_null()
-										: json_string(PQgetvalue(res, i, 6 + k)));
-		json_object_set_new(o, "lagSeconds", PQgetisnull(res, i, 9) ? json_null()
-							: json_integer(strtoll(PQgetvalue(res, i, 9), NULL, 10)));
-		json_object_set_new(o, "refsBehind", json_integer(strtoll(PQgetvalue(res, i, 10), NULL, 10)));
-		json_object_set_new(o, "lastError", PQgetisnull(res, i, 11) ? json_null() : json_string(PQgetvalue(res, i, 11)));
-		json_object_set_new(o, "warnings", PQgetisnull(res, i, 12) ? json_null() : json_string(PQgetvalue(res, i, 12)));
-		json_object_set_new(o, "bytes", json_integer(strtoll(PQgetvalue(res, i, 13), NULL, 10)));
-		json_object_set_new(o, "objects", json_integer(strtoll(PQgetvalue(res, i, 14), NULL, 10)));
-		json_object_set_new(o, "syncs", json_integer(strtoll(PQgetvalue(res, i, 15), NULL, 10)));
-		json_object_set_new(o, "lazy", json_boolean(PQgetvalue(res, i, 16)[0] == 't'));
+		const time_t at[3] = { m->last_sync_started, m->last_sync_finished, m->last_success };
+		for (int k = 0; k < 3; k++) {
+			char text[32];
+			struct tm tm;
+			if (at[k])
+				strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&at[k], &tm));
+			json_object_set_new(o, times[k], at[k] ? json_string(text) : json_null());
+		}
+		json_object_set_new(o, "lagSeconds", m->lag_seconds < 0 ? json_null() : json_integer(m->lag_seconds));
+		json_object_set_new(o, "refsBehind", json_integer(m->refs_behind));
+		json_object_set_new(o, "lastError", m->last_error ? json_string(m->last_error) : json_null());
+		json_object_set_new(o, "warnings", m->warnings ? json_string(m->warnings) : json_null());
+		json_object_set_new(o, "bytes", json_integer(m->bytes));
+		json_object_set_new(o, "objects", json_integer(m->objects));
+		json_object_set_new(o, "syncs", json_integer(m->syncs));
+		json_object_set_new(o, "lazy", json_boolean(m->lazy));
 		json_array_append_new(list, o);
 	}
-	PQclear(res);
+	mirror_status_list_release(&mirrors);
 	return respond_json(req, 200, list);
 }
 
@@ -62,16 +61,12 @@ static enum MHD_Result handle_trigger(struct request *req)
 	if (!body)
 		return result;
 	const char *selection = json_string_value(json_object_get(body, "selection"));
-	const char *params[2] = { selection, req->principal.name };
-	PGresult *res = db_exec("INSERT INTO mirror_triggers (selection, requested_by) VALUES ($1, $2) RETURNING id",
-				2, params, NULL);
-	if (!res) {
+	int64_t trigger = 0;
+	if (db_mirror_trigger_add(selection, req->principal.name, &trigger) < 0) {
 		json_decref(body);
 		return respond_db_unavailable(req);
 	}
-	json_t *out = json_pack("{s:I, s:s}", "trigger", (json_int_t)strtoll(PQgetvalue(res, 0, 0), NULL, 10), "status",
-				"queued for khub mirror run");
-	PQclear(res);
+	json_t *out = json_pack("{s:I, s:s}", "trigger", (json_int_t)trigger, "status", "queued for khub mirror run");
 	/* selection points into body: audit before releasing it */
 	api_audit(req, "mirror.trigger", selection ? selection : "*", NULL);
 	json_decref(body);
@@ -80,13 +75,13 @@ static enum MHD_Result handle_trigger(struct request *req)
 
 static enum MHD_Result handle_get_config(struct request *req)
 {
-	PGresult *res = db_exec("SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL, NULL);
-	if (!res)
+	char *text = NULL;
+	int rc = db_mirror_config_get(&text);
+	if (rc == KHUB_EDB)
 		return respond_db_unavailable(req);
-	enum MHD_Result r = PQntuples(res) == 1
-		? respond_json_text(req, 200, PQgetvalue(res, 0, 0), strlen(PQgetvalue(res, 0, 0)))
-		: respond_error(req, 404, NULL, "no mirror configuration stored");
-	PQclear(res);
+	enum MHD_Result r = text ? respond_json_text(req, 200, text, strlen(text))
+				 : respond_error(req, 404, NULL, "no mirror configuration stored");
+	free(text);
 	return r;
 }
 
@@ -103,15 +98,11 @@ static enum MHD_Result handle_put_config(struct request *req)
 	}
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	const char *params[2] = { text, req->principal.name };
-	PGresult *res = db_exec("INSERT INTO mirror_config (id, config, updated_by) VALUES (1, $1::jsonb, $2)"
-				" ON CONFLICT (id) DO UPDATE SET config = EXCLUDED.config, updated_by = $2, updated_at = now()",
-				2, params, NULL);
+	int rc = db_mirror_config_put(text, req->principal.name);
 	api_audit(req, "mirror.config", "mirror", text);
 	free(text);
-	if (!res)
+	if (rc < 0)
 		return respond_error(req, 400, NULL, "the configuration was not stored");
-	PQclear(res);
 	return respond_json_text(req, 200, "{\"stored\":true}", 15);
 }
 
@@ -134,6 +125,16 @@ static enum MHD_Result respond_metrics(struct request *req, struct strbuf *sb)
 	return respond(req, 200, resp);
 }
 
+/* One line per type that has repos, by type name. */
+static void add_repo_counts(struct strbuf *sb, const int64_t counts[REPO_TYPE_COUNT])
+{
+	static const enum repo_type by_name[] = { REPO_DATASET, REPO_KERNEL, REPO_MODEL, REPO_SPACE };
+	for (size_t i = 0; i < sizeof(by_name) / sizeof(by_name[0]); i++)
+		if (counts[by_name[i]])
+			strbuf_addf(sb, "khub_repos{type=\"%s\"} %" PRId64 "\n", repo_type_name(by_name[i]),
+				    counts[by_name[i]]);
+}
+
 /* Site admins get every repo; with metrics_public anyone else gets only
  * the number of public repos by type (private repos must not show, even
  * as a count). */
@@ -141,51 +142,46 @@ static enum MHD_Result handle_metrics(struct request *req)
 {
 	struct strbuf sb = STRBUF_INIT;
 	enum MHD_Result result;
+	int64_t counts[REPO_TYPE_COUNT];
 	if (!req->principal.is_site_admin && api_ctx.metrics_public) {
-		PGresult *res = db_exec("SELECT type, count(*) FROM repos WHERE NOT private GROUP BY type ORDER BY type",
-					0, NULL, NULL);
-		if (!res)
+		if (db_repo_count_by_type(0, counts) < 0)
 			return respond_error(req, 503, NULL, "database unavailable");
 		strbuf_adds(&sb, "# HELP khub_repos number of public repos by type\n# TYPE khub_repos gauge\n");
-		for (int i = 0; i < PQntuples(res); i++)
-			strbuf_addf(&sb, "khub_repos{type=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
-		PQclear(res);
+		add_repo_counts(&sb, counts);
 		return respond_metrics(req, &sb);
 	}
 	if (require_site_admin(req, &result) < 0)
 		return result;
-	PGresult *res = db_exec("SELECT r.namespace || '/' || r.name, m.selection,"
-				" coalesce(extract(epoch FROM m.last_success)::bigint, 0), m.refs_behind, m.bytes_total,"
-				" m.objects_total, m.syncs_total, (m.last_error IS NOT NULL)::int"
-				" FROM mirror_repos m JOIN repos r ON r.id = m.repo_id ORDER BY 1",
-				0, NULL, NULL);
-	if (!res)
+	struct mirror_status_list mirrors;
+	if (db_mirror_status_list(&mirrors) < 0)
 		return respond_db_unavailable(req);
+	enum { LAST_SUCCESS, REFS_BEHIND, BYTES, OBJECTS, SYNCS, FAILED };
 	static const struct { const char *name, *type, *help; int column; } metrics[] = {
-		{ "khub_mirror_last_success_timestamp_seconds", "gauge", "last sync that completed without error", 2 },
-		{ "khub_mirror_refs_behind", "gauge", "upstream refs not yet visible here", 3 },
-		{ "khub_mirror_bytes_total", "counter", "LFS bytes transferred from the upstream", 4 },
-		{ "khub_mirror_objects_total", "counter", "LFS objects fetched and verified", 5 },
-		{ "khub_mirror_syncs_total", "counter", "sync runs", 6 },
-		{ "khub_mirror_last_sync_failed", "gauge", "1 when the last sync recorded an error", 7 },
+		{ "khub_mirror_last_success_timestamp_seconds", "gauge", "last sync that completed without error", LAST_SUCCESS },
+		{ "khub_mirror_refs_behind", "gauge", "upstream refs not yet visible here", REFS_BEHIND },
+		{ "khub_mirror_bytes_total", "counter", "LFS bytes transferred from the upstream", BYTES },
+		{ "khub_mirror_objects_total", "counter", "LFS objects fetched and verified", OBJECTS },
+		{ "khub_mirror_syncs_total", "counter", "sync runs", SYNCS },
+		{ "khub_mirror_last_sync_failed", "gauge", "1 when the last sync recorded an error", FAILED },
 	};
 	for (size_t m = 0; m < sizeof(metrics) / sizeof(metrics[0]); m++) {
 		strbuf_addf(&sb, "# HELP %s %s\n# TYPE %s %s\n", metrics[m].name, metrics[m].help, metrics[m].name,
 			    metrics[m].type);
-		for (int i = 0; i < PQntuples(res); i++) {
+		for (size_t i = 0; i < mirrors.count; i++) {
+			const struct mirror_status *ms = &mirrors.items[i];
+			const int64_t values[] = { (int64_t)ms->last_success, ms->refs_behind, ms->bytes, ms->objects,
+						   ms->syncs, ms->last_error != NULL };
 			strbuf_addf(&sb, "%s{repo=\"", metrics[m].name);
-			metric_label(&sb, PQgetvalue(res, i, 0));
+			metric_label(&sb, ms->repo);
 			strbuf_adds(&sb, "\",selection=\"");
-			metric_label(&sb, PQgetvalue(res, i, 1));
-			strbuf_addf(&sb, "\"} %s\n", PQgetvalue(res, i, metrics[m].column));
+			metric_label(&sb, ms->selection);
+			strbuf_addf(&sb, "\"} %" PRId64 "\n", values[metrics[m].column]);
 		}
 	}
-	PQclear(res);
-	res = db_exec("SELECT type, count(*) FROM repos GROUP BY type ORDER BY type", 0, NULL, NULL);
+	mirror_status_list_release(&mirrors);
 	strbuf_adds(&sb, "# HELP khub_repos number of repos by type\n# TYPE khub_repos gauge\n");
-	for (int i = 0; res && i < PQntuples(res); i++)
-		strbuf_addf(&sb, "khub_repos{type=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
-	PQclear(res);
+	if (db_repo_count_by_type(1, counts) == 0)
+		add_repo_counts(&sb, counts);
 	return respond_metrics(req, &sb);
 }
 

@@ -18,9 +18,7 @@ static enum MHD_Result handle_agent_harnesses(struct request *req)
  * watchdog knows, else the connection's error). */
 static enum MHD_Result handle_health(struct request *req)
 {
-	PGresult *res = db_exec("SELECT 1", 0, NULL, NULL);
-	if (res) {
-		PQclear(res);
+	if (db_ping() == 0) {
 		static const char body[] = "{\"status\":\"ok\",\"database\":\"ok\"}";
 		return respond_json_text(req, 200, body, sizeof(body) - 1);
 	}
@@ -40,18 +38,11 @@ static enum MHD_Result handle_health(struct request *req)
 	return respond(req, 503, resp);
 }
 
-static json_int_t count_repos(int64_t owner_id, const char *type, int include_private)
+static json_int_t count_repos(int64_t owner_id, enum repo_type type, int include_private)
 {
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, owner_id);
-	const char *params[3] = { id, type, include_private ? "true" : "false" };
-	PGresult *res = db_exec("SELECT count(*) FROM repos WHERE owner_id = $1 AND type = $2"
-				" AND (NOT private OR $3::boolean)", 3, params, NULL);
-	json_int_t n = 0;
-	if (res && PQntuples(res) == 1)
-		n = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	return n;
+	int64_t n = 0;
+	db_repo_count_owned(owner_id, type, include_private, &n);
+	return (json_int_t)n;
 }
 
 static enum MHD_Result handle_overview(struct request *req)
@@ -75,10 +66,10 @@ static enum MHD_Result handle_overview(struct request *req)
 	json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:I, s:s}",
 				 "_id", "", "name", acct.name, "fullname", acct.fullname[0] ? acct.fullname : acct.name,
 				 "avatarUrl", "", "isVerified", 0, "isFollowing", 0,
-				 "numModels", count_repos(acct.id, "model", member),
-				 "numDatasets", count_repos(acct.id, "dataset", member),
-				 "numSpaces", count_repos(acct.id, "space", member),
-				 "numKernels", count_repos(acct.id, "kernel", member),
+				 "numModels", count_repos(acct.id, REPO_MODEL, member),
+				 "numDatasets", count_repos(acct.id, REPO_DATASET, member),
+				 "numSpaces", count_repos(acct.id, REPO_SPACE, member),
+				 "numKernels", count_repos(acct.id, REPO_KERNEL, member),
 				 "createdAt", created);
 	char id[24];
 	snprintf(id, sizeof(id), "%" PRId64, acct.id);
@@ -86,11 +77,9 @@ static enum MHD_Result handle_overview(struct request *req)
 	json_object_set_new(body, "type", json_string(acct.kind == ACCOUNT_ORG ? "org" : "user"));
 	json_object_set_new(body, "trustedKernelPublisher", json_boolean(acct.trusted_kernel_publisher));
 	if (acct.kind == ACCOUNT_ORG) {
-		const char *params[1] = { id };
-		PGresult *res = db_exec("SELECT count(*) FROM memberships WHERE org_id = $1", 1, params, NULL);
-		json_object_set_new(body, "numUsers",
-				    json_integer(res ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) : 0));
-		PQclear(res);
+		int64_t members = 0;
+		db_org_member_count(acct.id, &members);
+		json_object_set_new(body, "numUsers", json_integer((json_int_t)members));
 	}
 	return respond_json(req, 200, body);
 }
@@ -102,22 +91,21 @@ static enum MHD_Result handle_whoami(struct request *req)
 	snprintf(uid, sizeof(uid), "%" PRId64, req->principal.user_id);
 	format_iso8601(req->principal.token_created_at, created);
 	json_t *orgs = json_array();
-	const char *params[1] = { uid };
-	PGresult *res = db_exec("SELECT a.id, a.name, a.fullname, m.role FROM memberships m"
-				" JOIN accounts a ON a.id = m.org_id WHERE m.user_id = $1 ORDER BY a.name",
-				1, params, NULL);
-	if (!res) {
+	struct org_membership_list mine;
+	if (db_user_orgs(req->principal.user_id, &mine) < 0) {
 		json_decref(orgs);
 		return respond_db_unavailable(req);
 	}
-	for (int i = 0; i < PQntuples(res); i++)
+	for (size_t i = 0; i < mine.count; i++) {
+		char oid[24];
+		snprintf(oid, sizeof(oid), "%" PRId64, mine.items[i].org_id);
 		json_array_append_new(orgs, json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:s, s:n}",
-						      "type", "org", "id", PQgetvalue(res, i, 0),
-						      "name", PQgetvalue(res, i, 1),
-						      "fullname", PQgetvalue(res, i, 2),
-						      "roleInOrg", PQgetvalue(res, i, 3), "canPay", 0,
+						      "type", "org", "id", oid, "name", mine.items[i].name,
+						      "fullname", mine.items[i].fullname,
+						      "roleInOrg", role_name(mine.items[i].role), "canPay", 0,
 						      "avatarUrl", "", "periodEnd"));
-	PQclear(res);
+	}
+	org_membership_list_release(&mine);
 	json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:n, s:s, s:o, s:{s:s, s:{s:s, s:s, s:s}}}",
 				 "type", "user", "id", uid, "name", req->principal.name,
 				 "fullname", req->principal.name, "emailVerified", 0, "canPay", 0, "isPro", 0,

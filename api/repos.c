@@ -97,16 +97,12 @@ static char *repo_url(struct request *req, enum repo_type type, const char *ns, 
  * lock (so the order is always registry, then repo). */
 static int registry_lock(void)
 {
-	PGresult *res = db_exec("SELECT pg_advisory_lock(2, 0)", 0, NULL, NULL);
-	if (!res)
-		return KHUB_EDB;
-	PQclear(res);
-	return 0;
+	return db_lock_wait(DB_LOCK_REGISTRY, 0);
 }
 
 static void registry_unlock(void)
 {
-	PQclear(db_exec("SELECT pg_advisory_unlock(2, 0)", 0, NULL, NULL));
+	db_unlock(DB_LOCK_REGISTRY, 0);
 }
 
 /* May the caller create a repo of this type under ns (create, or the

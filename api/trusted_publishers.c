@@ -8,25 +8,25 @@
 
 static enum MHD_Result handle_list(struct request *req)
 {
-	PGresult *res = db_trusted_publisher_list();
-	if (!res)
+	struct trusted_publisher_list tp;
+	if (db_trusted_publisher_list(&tp) < 0)
 		return respond_db_unavailable(req);
 	json_t *list = json_array();
-	for (int i = 0; i < PQntuples(res); i++) {
-		json_t *item = json_pack("{s:s, s:s}", "name", PQgetvalue(res, i, 0), "type",
-					 strcmp(PQgetvalue(res, i, 1), "org") == 0 ? "org" : "user");
-		if (!PQgetisnull(res, i, 2)) {
+	for (size_t i = 0; i < tp.count; i++) {
+		const struct trusted_publisher *t = &tp.items[i];
+		json_t *item = json_pack("{s:s, s:s}", "name", t->name, "type", t->kind == ACCOUNT_ORG ? "org" : "user");
+		if (t->since) {
 			char since[32];
-			format_iso8601((time_t)strtoll(PQgetvalue(res, i, 2), NULL, 10), since);
+			format_iso8601(t->since, since);
 			json_object_set_new(item, "trustedSince", json_string(since));
-			json_object_set_new(item, "changedBy", json_string(PQgetvalue(res, i, 3)));
+			json_object_set_new(item, "changedBy", json_string(t->changed_by ? t->changed_by : ""));
 		} else {
 			json_object_set_new(item, "trustedSince", json_null());
 			json_object_set_new(item, "changedBy", json_null());
 		}
 		json_array_append_new(list, item);
 	}
-	PQclear(res);
+	trusted_publisher_list_release(&tp);
 	return respond_json(req, 200, list);
 }
 

@@ -8,7 +8,9 @@
 
 #include <jansson.h>
 
-#include "storage/storage.h"
+#include "storage/repo.h"
+#include "storage/lfs.h"
+#include "storage/db.h"
 
 /* ---- configuration (mirror/mirror_config.c) ------------------------------ */
 

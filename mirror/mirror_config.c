@@ -154,14 +154,11 @@ int mirror_config_load(const char *file, struct mirror_config *out, char *err, s
 			return KHUB_EIO;
 		}
 	} else {
-		PGresult *res = db_exec("SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL, NULL);
-		if (!res) {
+		int rc = db_mirror_config_get(&text);
+		if (rc == KHUB_EDB) {
 			snprintf(err, errlen, "database unavailable");
 			return KHUB_EDB;
 		}
-		if (PQntuples(res) == 1)
-			text = xstrdup(PQgetvalue(res, 0, 0));
-		PQclear(res);
 		if (!text) {
 			snprintf(err, errlen, "no mirror configuration: pass --mirror-config FILE or PUT /api/admin/mirror/config");
 			return KHUB_ENOTFOUND;

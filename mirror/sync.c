@@ -6,6 +6,7 @@
  * the next sync resumes partial LFS downloads and skips verified objects. */
 #include "mirror/sync_internal.h"
 #include "storage/publish.h"
+#include "kernel/kernel.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,31 +76,15 @@ void sync_progress(struct repo_sync *rs, const char *fmt, ...)
 
 static void status_begin(struct repo_sync *rs)
 {
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, rs->rec.id);
-	const char *params[8] = { id, rs->sel->name, rs->up->name, rs->up->url, rs->upstream_repo,
-				  rs->up->token_env, rs->up->token_file, rs->sel->lazy ? "true" : "false" };
-	PQclear(db_exec("INSERT INTO mirror_repos (repo_id, selection, upstream_name, upstream_url, upstream_repo,"
-			" token_env, token_file, lazy, last_sync_started) VALUES ($1,$2,$3,$4,$5,$6,$7,$8, now())"
-			" ON CONFLICT (repo_id) DO UPDATE SET selection = $2, upstream_name = $3, upstream_url = $4,"
-			" upstream_repo = $5, token_env = $6, token_file = $7, lazy = $8, last_sync_started = now()",
-			8, params, NULL));
+	struct mirror_sync_start start = { rs->rec.id, rs->sel->name, rs->up->name, rs->up->url, rs->upstream_repo,
+					   rs->up->token_env, rs->up->token_file, rs->sel->lazy };
+	db_mirror_sync_started(&start);
 }
 
 static void status_end(struct repo_sync *rs, int ok)
 {
-	char id[24], bytes[24], objects[24], behind[16];
-	snprintf(id, sizeof(id), "%" PRId64, rs->rec.id);
-	snprintf(bytes, sizeof(bytes), "%" PRIu64, rs->bytes);
-	snprintf(objects, sizeof(objects), "%" PRIu64, rs->objects);
-	snprintf(behind, sizeof(behind), "%d", rs->refs_behind);
-	const char *params[7] = { id, ok ? "true" : "false", rs->errors.len ? rs->errors.buf : NULL,
-				  rs->warnings.len ? rs->warnings.buf : NULL, bytes, objects, behind };
-	PQclear(db_exec("UPDATE mirror_repos SET last_sync_finished = now(),"
-			" last_success = CASE WHEN $2::boolean THEN now() ELSE last_success END,"
-			" last_error = $3, warnings = $4, bytes_total = bytes_total + $5::bigint,"
-			" objects_total = objects_total + $6::bigint, refs_behind = $7::int,"
-			" syncs_total = syncs_total + 1 WHERE repo_id = $1", 7, params, NULL));
+	db_mirror_sync_finished(rs->rec.id, ok, rs->errors.len ? rs->errors.buf : NULL,
+				rs->warnings.len ? rs->warnings.buf : NULL, rs->bytes, rs->objects, rs->refs_behind);
 }
 
 /* ---- one repo ---------------------------------------------------------------- */
@@ -238,10 +223,7 @@ static void copy_trust(struct upstream_client *client, const struct mirror_upstr
 		free(url);
 		if (rc == 0 && json_is_object(doc)) {
 			int trusted = json_is_true(json_object_get(doc, "trustedKernelPublisher"));
-			const char *params[2] = { ns, trusted ? "true" : "false" };
-			PQclear(db_exec("UPDATE accounts SET trusted_kernel_publisher = $2"
-					" WHERE lower(name) = lower($1) AND trust_override IS NULL"
-					" AND trusted_kernel_publisher <> $2::boolean", 2, params, NULL));
+			db_account_copy_upstream_trust(ns, trusted);
 			json_decref(doc);
 			return;
 		}
@@ -342,52 +324,38 @@ int mirror_sync_selection(struct mirror_run *run, const struct mirror_selection 
 int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
 		      struct lfs_store *lfs)
 {
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
-	PGresult *res = db_exec("SELECT m.upstream_url, m.upstream_repo, m.token_env, m.token_file, m.lazy, r.type"
-				" FROM mirror_repos m JOIN repos r ON r.id = m.repo_id WHERE m.repo_id = $1",
-				1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	if (PQntuples(res) != 1 || PQgetvalue(res, 0, 4)[0] != 't') {
-		PQclear(res);
-		return KHUB_ENOTFOUND;
-	}
+	struct mirror_lazy_source src;
+	int rc = db_mirror_lazy_source(repo_id, &src);
+	if (rc < 0)
+		return rc;
 	struct mirror_upstream up = { 0 };
 	up.name = "lazy";
-	up.url = PQgetvalue(res, 0, 0);
-	up.token_env = PQgetisnull(res, 0, 2) ? NULL : PQgetvalue(res, 0, 2);
-	up.token_file = PQgetisnull(res, 0, 3) ? NULL : PQgetvalue(res, 0, 3);
+	up.url = src.upstream_url;
+	up.token_env = src.token_env;
+	up.token_file = src.token_file;
 	up.concurrency = 1;
 	up.max_retries = 1;	/* a client is waiting: fail fast */
 	up.request_timeout = 30;
-	enum repo_type type = REPO_KERNEL;
-	repo_type_parse(PQgetvalue(res, 0, 5), &type);
+	enum repo_type type = src.type;
 	char *token = mirror_upstream_token(&up);
 	struct upstream_client *client = upstream_client_new(&up, token);
 	struct strbuf url = STRBUF_INIT;
-	strbuf_addf(&url, "%s/%s%s/resolve/%s/", up.url, repo_type_url_prefix(type), PQgetvalue(res, 0, 1), commit_sha);
+	strbuf_addf(&url, "%s/%s%s/resolve/%s/", up.url, repo_type_url_prefix(type), src.upstream_repo, commit_sha);
 	strbuf_add_urlencoded(&url, path, 1);
 	uint64_t transferred = 0;
 	/* linked only once this repo's upstream served the verified bytes */
 	int linked = db_lfs_linked(repo_id, oid);
-	int rc = linked < 0 ? KHUB_EDB : upstream_fetch_lfs(client, url.buf, oid, size, lfs, !linked, &transferred);
+	rc = linked < 0 ? KHUB_EDB : upstream_fetch_lfs(client, url.buf, oid, size, lfs, !linked, &transferred);
 	if (rc == 0 && !linked && db_lfs_link(repo_id, oid) < 0)
 		rc = KHUB_EDB;
 	if (rc == 0)
 		log_info("mirror: fetched %s (%s, %" PRIu64 " bytes) on first request", path, oid, transferred);
 	if (transferred > 0) {	/* lazy bytes crossed the network too: count them */
-		char bytes[24], objects[4];
-		snprintf(bytes, sizeof(bytes), "%" PRIu64, transferred);
-		snprintf(objects, sizeof(objects), "%d", rc == 0);
-		const char *p3[3] = { id, bytes, objects };
-		PQclear(db_exec("UPDATE mirror_repos SET bytes_total = bytes_total + $2::bigint,"
-				" objects_total = objects_total + $3::bigint WHERE repo_id = $1", 3, p3, NULL));
+		db_mirror_count_transfer(repo_id, transferred, rc == 0);
 	}
 	strbuf_release(&url);
 	upstream_client_free(client);
 	free(token);
-	PQclear(res);
+	mirror_lazy_source_release(&src);
 	return rc;
 }

@@ -118,31 +118,31 @@ static int token_list(int argc, char **argv)
 {
 	if (argc < 4)
 		return fprintf(stderr, "%s", admin_usage), 2;
-	const char *params[1] = { argv[3] };
-	PGresult *res = db_exec("SELECT t.id, t.token_prefix, t.name, t.scope, t.created_at, t.expires_at, t.revoked_at,"
-				" coalesce(t.expires_at <= now(), false)"
-				" FROM tokens t JOIN accounts a ON a.id = t.user_id WHERE lower(a.name) = lower($1)"
-				" ORDER BY t.id", 1, params, NULL);
-	if (!res)
+	struct token_list tokens;
+	if (db_token_list(argv[3], &tokens) < 0)
 		return 1;
-	for (int i = 0; i < PQntuples(res); i++)
-		printf("%s\t%s…\t%s\t%s\tcreated %s\texpires %s\t%s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-		       PQgetvalue(res, i, 2), PQgetvalue(res, i, 3), PQgetvalue(res, i, 4),
-		       PQgetisnull(res, i, 5) ? "never" : PQgetvalue(res, i, 5),
-		       !PQgetisnull(res, i, 6) ? "revoked" : PQgetvalue(res, i, 7)[0] == 't' ? "expired" : "active");
-	PQclear(res);
+	for (size_t i = 0; i < tokens.count; i++) {
+		const struct token_info *t = &tokens.items[i];
+		char created[32], expires[32] = "never";
+		format_iso8601(t->created_at, created);
+		if (t->expires_at)
+			format_iso8601(t->expires_at, expires);
+		printf("%" PRId64 "\t%s…\t%s\t%s\tcreated %s\texpires %s\t%s\n", t->id, t->prefix, t->name,
+		       role_name(t->scope), created, expires, t->revoked ? "revoked" : t->expired ? "expired" : "active");
+	}
+	token_list_release(&tokens);
 	return 0;
 }
 
 static int trust(int argc, char **argv)
 {
 	if (argc >= 3 && strcmp(argv[2], "list") == 0) {
-		PGresult *res = db_exec("SELECT name, kind FROM accounts WHERE trusted_kernel_publisher ORDER BY name",
-					0, NULL, NULL);
-		for (int i = 0; res && i < PQntuples(res); i++)
-			printf("%s\t%s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
-		PQclear(res);
-		return res ? 0 : 1;
+		struct trusted_publisher_list tp;
+		int rc = db_trusted_publisher_list(&tp);
+		for (size_t i = 0; i < tp.count; i++)
+			printf("%s\t%s\n", tp.items[i].name, tp.items[i].kind == ACCOUNT_ORG ? "org" : "user");
+		trusted_publisher_list_release(&tp);
+		return rc < 0 ? 1 : 0;
 	}
 	if (argc < 4 || (strcmp(argv[2], "set") != 0 && strcmp(argv[2], "unset") != 0))
 		return fprintf(stderr, "%s", admin_usage), 2;
@@ -150,13 +150,8 @@ static int trust(int argc, char **argv)
 	struct account acct;
 	if (report(db_account_get(argv[3], &acct), argv[3]))
 		return 1;
-	if (report(db_account_set_trusted(argv[3], trusted), "trust"))
+	if (report(db_trusted_publisher_force(argv[3], trusted, "cli"), "trust"))
 		return 1;
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, acct.id);
-	const char *params[2] = { id, trusted ? "true" : "false" };
-	PQclear(db_exec("INSERT INTO trusted_publisher_changes (account_id, trusted, changed_by) VALUES ($1, $2, 'cli')",
-			2, params, NULL));
 	db_audit(0, "cli", trusted ? "trust.set" : "trust.unset", acct.name, NULL, "local");
 	printf("%s is %s a trusted kernel publisher\n", acct.name, trusted ? "now" : "no longer");
 	return 0;

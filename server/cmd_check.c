@@ -28,6 +28,7 @@ struct pointer_scan {
 	int fix;
 	size_t commits, found;
 	int failed;			/* a database or git error: the report is incomplete */
+	int nrepos;
 };
 
 /* What the blob id is (remembered); NULL on a database error. */
@@ -177,31 +178,31 @@ cleanup:
 	ps->git = NULL;
 }
 
+static int scan_one(const struct repo_record *rec, void *arg)
+{
+	struct pointer_scan *ps = arg;
+	ps->repo_id = rec->id;
+	ps->nrepos++;
+	scan_repo(ps, rec->type, rec->ns, rec->name);
+	return 0;
+}
+
 static int check_lfs_pointers(int fix)
 {
 	struct pointer_scan ps = { 0 };
 	ps.fix = fix;
-	PGresult *res = db_exec("SELECT id, type, namespace, name FROM repos ORDER BY id", 0, NULL, NULL);
-	if (!res) {
-		fprintf(stderr, "khub check: database unavailable\n");
-		return 2;
-	}
 	ps.lfs = lfs_store_open(runtime_lfs_root());
 	if (!ps.lfs) {
-		PQclear(res);
 		fprintf(stderr, "khub check: cannot open the LFS store under %s\n", runtime_lfs_root());
 		return 2;
 	}
 	printf("# repo\tref\tcommit\tpath\toid\tobject\n");
-	int nrepos = PQntuples(res);
-	for (int r = 0; r < nrepos; r++) {
-		enum repo_type type;
-		if (repo_type_parse(PQgetvalue(res, r, 1), &type) < 0)
-			continue;
-		ps.repo_id = strtoll(PQgetvalue(res, r, 0), NULL, 10);
-		scan_repo(&ps, type, PQgetvalue(res, r, 2), PQgetvalue(res, r, 3));
+	if (db_repo_each(scan_one, &ps) < 0) {
+		lfs_store_close(ps.lfs);
+		fprintf(stderr, "khub check: database unavailable\n");
+		return 2;
 	}
-	PQclear(res);
+	int nrepos = ps.nrepos;
 	lfs_store_close(ps.lfs);
 	fprintf(stderr, "khub check lfs-pointers: %d repos, %zu commits, %zu pointer%s to objects not linked to "
 		"their repo%s%s\n", nrepos, ps.commits, ps.found, ps.found == 1 ? "" : "s",

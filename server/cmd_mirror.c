@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t stop_requested;
@@ -56,32 +57,23 @@ static int run_selection(struct mirror_run *run, const struct mirror_selection *
 
 static int status(void)
 {
-	PGresult *res = db_exec("SELECT r.namespace || '/' || r.name, m.selection, m.upstream_url,"
-				" coalesce(to_char(m.last_success, 'YYYY-MM-DD HH24:MI:SS'), 'never'),"
-				" m.refs_behind, m.bytes_total, coalesce(m.last_error, ''), coalesce(m.warnings, '')"
-				" FROM mirror_repos m JOIN repos r ON r.id = m.repo_id ORDER BY 1", 0, NULL, NULL);
-	if (!res)
+	struct mirror_status_list list;
+	if (db_mirror_status_list(&list) < 0)
 		return 1;
 	printf("%-40s %-12s %-20s %-8s %-12s %s\n", "repo", "selection", "last success", "behind", "bytes", "error");
-	for (int i = 0; i < PQntuples(res); i++)
-		printf("%-40s %-12s %-20s %-8s %-12s %s%s%s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1),
-		       PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5), PQgetvalue(res, i, 6),
-		       PQgetvalue(res, i, 7)[0] ? " warnings: " : "", PQgetvalue(res, i, 7));
-	PQclear(res);
+	for (size_t i = 0; i < list.count; i++) {
+		const struct mirror_status *m = &list.items[i];
+		char success[32] = "never";
+		if (m->last_success) {
+			struct tm tm;
+			strftime(success, sizeof(success), "%Y-%m-%d %H:%M:%S", localtime_r(&m->last_success, &tm));
+		}
+		printf("%-40s %-12s %-20s %-8" PRId64 " %-12" PRId64 " %s%s%s\n", m->repo, m->selection, success,
+		       m->refs_behind, m->bytes, m->last_error ? m->last_error : "", m->warnings ? " warnings: " : "",
+		       m->warnings ? m->warnings : "");
+	}
+	mirror_status_list_release(&list);
 	return 0;
-}
-
-/* Claim the oldest pending trigger: its selection ("" = all) or NULL. */
-static char *claim_trigger(void)
-{
-	PGresult *res = db_exec("UPDATE mirror_triggers SET started_at = now() WHERE id = ("
-				" SELECT id FROM mirror_triggers WHERE started_at IS NULL ORDER BY id"
-				" FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, coalesce(selection, '')", 0, NULL, NULL);
-	char *out = NULL;
-	if (res && PQntuples(res) == 1)
-		out = xasprintf("%s\t%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1));
-	PQclear(res);
-	return out;
 }
 
 static int daemon_loop(struct mirror_run *run, const char *config_file)
@@ -105,8 +97,9 @@ static int daemon_loop(struct mirror_run *run, const char *config_file)
 				due[i] = 0;
 			ndue = cfg.nselections;
 		}
-		char *trigger = claim_trigger();
-		const char *wanted = trigger ? strchr(trigger, '\t') + 1 : NULL;
+		int64_t trigger_id = 0;
+		char *wanted = NULL;
+		int claimed = db_mirror_trigger_claim(&trigger_id, &wanted) == 0;
 		time_t now = time(NULL);
 		for (size_t i = 0; i < cfg.nselections && !stop_requested; i++) {
 			const struct mirror_selection *sel = &cfg.selections[i];
@@ -116,13 +109,9 @@ static int daemon_loop(struct mirror_run *run, const char *config_file)
 			run_selection(run, sel, NULL);
 			due[i] = time(NULL) + sel->interval;
 		}
-		if (trigger) {
-			char id[24];
-			snprintf(id, sizeof(id), "%.*s", (int)(strchr(trigger, '\t') - trigger), trigger);
-			const char *params[1] = { id };
-			PQclear(db_exec("UPDATE mirror_triggers SET finished_at = now() WHERE id = $1", 1, params, NULL));
-			free(trigger);
-		}
+		if (claimed)
+			db_mirror_trigger_finish(trigger_id);
+		free(wanted);
 		mirror_config_release(&cfg);
 		run->cfg = NULL;
 		for (int s = 0; s < 20 && !stop_requested; s++)

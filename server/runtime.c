@@ -74,7 +74,8 @@ void runtime_open_database(void)
 		db_configure(conninfo);
 		conninfo_in_use = conninfo;
 	}
-	if (!db_conn())
+	db_pool_configure(config.db_pool_size, config.db_pool_wait_ms);
+	if (db_ping() < 0)
 		fatal("cannot connect to the database");
 	if (db_migrate() < 0)
 		fatal("database migration failed");
@@ -88,7 +89,7 @@ void runtime_watch_database(void)
 
 void runtime_close_database(void)
 {
-	db_thread_done();
+	db_shutdown();
 	if (using_embedded)
 		db_embedded_release();
 	using_embedded = 0;

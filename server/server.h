@@ -37,6 +37,8 @@ struct khub_config {
 	long lfs_url_ttl;
 	long download_stats;
 	long download_stats_flush_ms;
+	long db_pool_size;
+	long db_pool_wait_ms;
 	long metrics_public;
 };
 

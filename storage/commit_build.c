@@ -1,7 +1,7 @@
 /* commit_build.c -- build a commit on top of a parent through an in-memory
  * index, then move a ref with compare-and-swap. Nothing is visible until the
  * ref moves; a crash before that leaves only unreachable objects. */
-#include "storage.h"
+#include "storage/repo.h"
 
 #include <errno.h>
 #include <fnmatch.h>

@@ -1,6 +1,6 @@
 /* commit_log.c -- the history of a commit, newest first, one page at a time,
  * with the number of commits reachable (the Hub's X-Total-Count). */
-#include "storage.h"
+#include "storage/repo.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,47 +1,84 @@
-/* db.c -- one PostgreSQL connection per thread, queries with text
- * parameters, and the migration runner. */
-#include "storage.h"
+/* db.c -- a bounded pool of PostgreSQL connections that threads borrow per
+ * query (or keep while they hold an advisory lock or a transaction),
+ * queries with text parameters, explicit transactions, advisory locks and
+ * the migration runner. */
+#include "storage/db_internal.h"
 #include "storage/migrations.h"
 
+#include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* One pooled connection. conn is NULL until first borrowed; generation
+ * is the server generation it was opened under. */
+struct pool_slot {
+	PGconn *conn;
+	uint64_t generation;
+	int in_use;
+};
 
 static char *db_conninfo;
-static __thread PGconn *thread_conn;
-/* Bumped when the server was restarted: every thread's connection predates
- * it and is dead, though libpq only learns so from a failed query. */
+static struct pool_slot *pool;
+static size_t pool_size = 16;
+static long pool_wait_ms = 2000;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+/* Bumped when the server was restarted: every connection opened before
+ * is dead, though libpq only learns so from a failed query. */
 static atomic_uint_fast64_t server_generation = 1;
-static __thread uint64_t thread_generation;
+
+/* The slot this thread borrowed, and why it keeps it: advisory locks held
+ * and whether a transaction is open. While pinned (locks or tx) the slot is
+ * never reset or swapped: a dead connection fails every call with
+ * KHUB_EDB (broken) until the pins are released. */
+static __thread struct pool_slot *thread_slot;
+static __thread int thread_locks;
+static __thread int thread_in_tx;
+static __thread int thread_broken;
 static __thread char thread_error[256];
-/* A thread that ends (an HTTP worker when the daemon stops) closes its
- * connection through this key's destructor. */
-static pthread_key_t conn_key;
-static pthread_once_t conn_key_once = PTHREAD_ONCE_INIT;
 
-static void conn_at_thread_exit(void *conn)
+static void pool_init(void)
 {
-	PQfinish(conn);
-	thread_conn = NULL;
-}
-
-static void conn_key_create(void)
-{
-	pthread_key_create(&conn_key, conn_at_thread_exit);
-}
-
-static void set_thread_conn(PGconn *conn)
-{
-	pthread_once(&conn_key_once, conn_key_create);
-	thread_conn = conn;
-	pthread_setspecific(conn_key, conn);
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&pool_cond, &attr);
+	pthread_condattr_destroy(&attr);
 }
 
 void db_configure(const char *conninfo)
 {
+	pthread_once(&pool_once, pool_init);
+	pthread_mutex_lock(&pool_lock);
 	free(db_conninfo);
 	db_conninfo = xstrdup(conninfo);
+	if (!pool)
+		pool = xcalloc(pool_size, sizeof(*pool));
+	pthread_mutex_unlock(&pool_lock);
+}
+
+void db_pool_configure(long size, long wait_ms)
+{
+	pthread_once(&pool_once, pool_init);
+	pthread_mutex_lock(&pool_lock);
+	/* Only before the first connection: slots are never moved after. */
+	int opened = 0;
+	for (size_t i = 0; pool && i < pool_size; i++)
+		opened |= pool[i].conn != NULL || pool[i].in_use;
+	if (size >= 1 && !opened) {
+		free(pool);
+		pool_size = (size_t)size;
+		pool = xcalloc(pool_size, sizeof(*pool));
+	}
+	if (wait_ms >= 0)
+		pool_wait_ms = wait_ms;
+	pthread_mutex_unlock(&pool_lock);
 }
 
 void db_server_restarted(void)
@@ -64,42 +101,165 @@ const char *db_last_error(void)
 	return thread_error[0] ? thread_error : "unknown error";
 }
 
-PGconn *db_conn(void)
+static int pinned(void)
+{
+	return thread_locks > 0 || thread_in_tx;
+}
+
+/* Make slot's connection usable (connect, or replace a stale or dead one);
+ * only for a slot no pin depends on. */
+static int slot_connect(struct pool_slot *slot)
 {
 	uint64_t generation = atomic_load(&server_generation);
-	if (thread_conn && thread_generation != generation) {
-		PQfinish(thread_conn);
-		set_thread_conn(NULL);
+	if (slot->conn && slot->generation != generation) {
+		PQfinish(slot->conn);
+		slot->conn = NULL;
 	}
-	if (thread_conn && PQstatus(thread_conn) == CONNECTION_OK)
-		return thread_conn;
-	if (thread_conn) {
-		PQreset(thread_conn);
-		if (PQstatus(thread_conn) == CONNECTION_OK)
-			return thread_conn;
-		PQfinish(thread_conn);
-		set_thread_conn(NULL);
+	if (slot->conn && PQstatus(slot->conn) == CONNECTION_OK &&
+	    PQtransactionStatus(slot->conn) == PQTRANS_IDLE)
+		return 0;
+	if (slot->conn) {
+		/* Dead, or left inside a transaction: start afresh (locks and
+		 * transactions of a connection end with it). */
+		PQfinish(slot->conn);
+		slot->conn = NULL;
 	}
 	if (!db_conninfo)
-		return NULL;
+		return KHUB_EDB;
 	PGconn *conn = PQconnectdb(db_conninfo);
 	if (PQstatus(conn) != CONNECTION_OK) {
 		note_error(PQerrorMessage(conn));
 		log_error("database: %s", thread_error);
 		PQfinish(conn);
-		return NULL;
+		return KHUB_EDB;
 	}
 	PQclear(PQexec(conn, "SET client_min_messages = warning"));
-	set_thread_conn(conn);
-	thread_generation = generation;
-	return conn;
+	slot->conn = conn;
+	slot->generation = generation;
+	return 0;
 }
+
+/* This thread's connection: the pinned one, or one borrowed from the pool
+ * (waiting up to db_pool_wait_ms for a free one). NULL on failure (noted). */
+static PGconn *conn_get(void)
+{
+	if (thread_slot) {
+		if (thread_broken) {
+			note_error("the connection holding this thread's lock or transaction is gone");
+			return NULL;
+		}
+		if (pinned() && (PQstatus(thread_slot->conn) != CONNECTION_OK ||
+				 thread_slot->generation != atomic_load(&server_generation))) {
+			thread_broken = 1;
+			note_error("the connection holding this thread's lock or transaction is gone");
+			return NULL;
+		}
+		if (!pinned() && slot_connect(thread_slot) < 0)
+			return NULL;
+		return thread_slot->conn;
+	}
+	pthread_once(&pool_once, pool_init);
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += pool_wait_ms / 1000;
+	until.tv_nsec += (pool_wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	struct pool_slot *slot = NULL;
+	pthread_mutex_lock(&pool_lock);
+	while (pool) {
+		/* Prefer a slot with a connection already open. */
+		for (size_t i = 0; i < pool_size && !slot; i++)
+			if (!pool[i].in_use && pool[i].conn)
+				slot = &pool[i];
+		for (size_t i = 0; i < pool_size && !slot; i++)
+			if (!pool[i].in_use)
+				slot = &pool[i];
+		if (slot || pthread_cond_timedwait(&pool_cond, &pool_lock, &until) == ETIMEDOUT)
+			break;
+	}
+	if (slot)
+		slot->in_use = 1;
+	pthread_mutex_unlock(&pool_lock);
+	if (!slot) {
+		note_error(pool ? "every database connection is in use" : "database not configured");
+		log_warn("database: %s", thread_error);
+		return NULL;
+	}
+	thread_slot = slot;
+	if (slot_connect(slot) < 0) {
+		thread_slot = NULL;
+		pthread_mutex_lock(&pool_lock);
+		slot->in_use = 0;
+		pthread_cond_signal(&pool_cond);
+		pthread_mutex_unlock(&pool_lock);
+		return NULL;
+	}
+	return slot->conn;
+}
+
+/* Give the connection back unless a lock or transaction pins it. A
+ * connection that broke while pinned is dropped here, once unpinned. */
+static void conn_put(void)
+{
+	if (!thread_slot || pinned())
+		return;
+	struct pool_slot *slot = thread_slot;
+	thread_slot = NULL;
+	if (thread_broken && slot->conn) {
+		PQfinish(slot->conn);
+		slot->conn = NULL;
+	}
+	thread_broken = 0;
+	pthread_mutex_lock(&pool_lock);
+	slot->in_use = 0;
+	pthread_cond_signal(&pool_cond);
+	pthread_mutex_unlock(&pool_lock);
+}
+
 
 void db_thread_done(void)
 {
-	if (thread_conn)
-		PQfinish(thread_conn);
-	set_thread_conn(NULL);
+	if (thread_slot && pinned()) {
+		/* A lock or transaction left behind ends with its connection. */
+		log_warn("database: thread exits holding %d lock(s)%s", thread_locks,
+			 thread_in_tx ? " and a transaction" : "");
+		PQfinish(thread_slot->conn);
+		thread_slot->conn = NULL;
+	}
+	thread_locks = 0;
+	thread_in_tx = 0;
+	conn_put();
+}
+
+void db_shutdown(void)
+{
+	db_thread_done();
+	pthread_mutex_lock(&pool_lock);
+	for (size_t i = 0; pool && i < pool_size; i++)
+		if (!pool[i].in_use && pool[i].conn) {
+			PQfinish(pool[i].conn);
+			pool[i].conn = NULL;
+		}
+	pthread_mutex_unlock(&pool_lock);
+}
+
+int db_pool_stats(long *open, long *in_use)
+{
+	long o = 0, u = 0;
+	pthread_mutex_lock(&pool_lock);
+	for (size_t i = 0; pool && i < pool_size; i++) {
+		o += pool[i].conn != NULL;
+		u += pool[i].in_use;
+	}
+	pthread_mutex_unlock(&pool_lock);
+	if (open)
+		*open = o;
+	if (in_use)
+		*in_use = u;
+	return 0;
 }
 
 PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate)
@@ -107,20 +267,27 @@ PGresult *db_exec(const char *sql, int nparams, const char *const *params, const
 	static const char unreachable[] = "08006";
 	if (sqlstate)
 		*sqlstate = NULL;
-	PGconn *conn = db_conn();
+	PGconn *conn = conn_get();
 	if (!conn) {
 		if (sqlstate)
 			*sqlstate = unreachable;
+		conn_put();
 		return NULL;
 	}
 	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	ExecStatusType st = PQresultStatus(res);
-	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+		conn_put();
 		return res;
-	/* A dead connection fails here (and is reset on the next call); the
-	 * caller reports KHUB_EDB like any other database failure. */
-	if (PQstatus(conn) != CONNECTION_OK && sqlstate)
-		*sqlstate = unreachable;
+	}
+	/* A dead connection fails here; unpinned, it is replaced on its next
+	 * borrowing; pinned, every call fails until the pins are released. */
+	if (PQstatus(conn) != CONNECTION_OK) {
+		if (sqlstate)
+			*sqlstate = unreachable;
+		if (pinned())
+			thread_broken = 1;
+	}
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	note_error(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
 	if (sqlstate && state) {
@@ -130,56 +297,124 @@ PGresult *db_exec(const char *sql, int nparams, const char *const *params, const
 	}
 	/* Unique violations are answers, not failures. */
 	if (!state || strcmp(state, "23505") != 0)
-		log_error("database: %s", PQresultErrorMessage(res));
+		log_error("database: %s", res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
 	PQclear(res);
+	conn_put();
 	return NULL;
 }
 
-static int exec_simple(PGconn *conn, const char *sql)
+int db_run(const char *sql, int nparams, const char *const *params)
 {
+	PGresult *res = db_exec(sql, nparams, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	PQclear(res);
+	return 0;
+}
+
+int db_ping(void)
+{
+	return db_run("SELECT 1", 0, NULL);
+}
+
+/* ---- transactions ------------------------------------------------------------- */
+
+int db_tx_begin(void)
+{
+	assert(!thread_in_tx);
+	if (thread_in_tx)
+		return KHUB_EINVAL;
+	PGconn *conn = conn_get();
+	if (!conn) {
+		conn_put();
+		return KHUB_EDB;
+	}
+	thread_in_tx = 1;
+	if (db_run("BEGIN", 0, NULL) < 0) {
+		thread_in_tx = 0;
+		conn_put();
+		return KHUB_EDB;
+	}
+	return 0;
+}
+
+int db_tx_commit(void)
+{
+	assert(thread_in_tx);
+	if (!thread_in_tx)
+		return KHUB_EINVAL;
+	int rc = db_run("COMMIT", 0, NULL);
+	thread_in_tx = 0;
+	conn_put();
+	return rc;
+}
+
+void db_tx_rollback(void)
+{
+	if (!thread_in_tx)
+		return;
+	if (!thread_broken)
+		db_run("ROLLBACK", 0, NULL);
+	thread_in_tx = 0;
+	conn_put();
+}
+
+/* ---- migrations ----------------------------------------------------------------- */
+
+/* Several statements in one string (a migration file): PQexec on the
+ * pinned connection. */
+static int exec_script(const char *sql)
+{
+	PGconn *conn = conn_get();
+	if (!conn)
+		return KHUB_EDB;
 	PGresult *res = PQexec(conn, sql);
 	int ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
-	if (!ok)
-		log_error("migration: %s", PQresultErrorMessage(res));
+	if (!ok) {
+		note_error(PQresultErrorMessage(res));
+		log_error("migration: %s", thread_error);
+		if (PQstatus(conn) != CONNECTION_OK)
+			thread_broken = 1;
+	}
 	PQclear(res);
 	return ok ? 0 : KHUB_EDB;
 }
 
 int db_migrate(void)
 {
-	PGconn *conn = db_conn();
-	if (!conn)
-		return KHUB_EDB;
 	/* Several processes may migrate at once; one advisory lock orders them. */
-	if (exec_simple(conn, "SELECT pg_advisory_lock(4242001)") < 0)
-		return KHUB_EDB;
-	int rc = exec_simple(conn, "CREATE TABLE IF NOT EXISTS schema_migrations ("
-				   "version int PRIMARY KEY, name text NOT NULL,"
-				   "applied_at timestamptz NOT NULL DEFAULT now())");
+	int rc = db_lock_wait(DB_LOCK_MIGRATIONS, 0);
+	if (rc < 0)
+		return rc;
+	rc = db_run("CREATE TABLE IF NOT EXISTS schema_migrations ("
+		    "version int PRIMARY KEY, name text NOT NULL,"
+		    "applied_at timestamptz NOT NULL DEFAULT now())", 0, NULL);
 	for (size_t i = 0; rc == 0 && i < migration_count; i++) {
 		const struct migration *m = &migrations[i];
 		char version[16];
 		snprintf(version, sizeof(version), "%d", m->version);
 		const char *params[2] = { version, m->name };
-		PGresult *res = PQexecParams(conn, "SELECT 1 FROM schema_migrations WHERE version = $1",
-					     1, NULL, params, NULL, NULL, 0);
-		int applied = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) > 0;
+		PGresult *res = db_exec("SELECT 1 FROM schema_migrations WHERE version = $1", 1, params, NULL);
+		if (!res) {
+			rc = KHUB_EDB;
+			break;
+		}
+		int applied = PQntuples(res) > 0;
 		PQclear(res);
 		if (applied)
 			continue;
 		log_info("applying migration %s", m->name);
-		if ((rc = exec_simple(conn, "BEGIN")) < 0)
+		if ((rc = db_tx_begin()) < 0)
 			break;
-		rc = exec_simple(conn, m->sql);
-		if (rc == 0) {
-			res = PQexecParams(conn, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-					   2, NULL, params, NULL, NULL, 0);
-			rc = PQresultStatus(res) == PGRES_COMMAND_OK ? 0 : KHUB_EDB;
-			PQclear(res);
-		}
-		exec_simple(conn, rc == 0 ? "COMMIT" : "ROLLBACK");
+		rc = exec_script(m->sql);
+		if (rc == 0)
+			rc = db_run("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", 2, params);
+		if (rc == 0)
+			rc = db_tx_commit();
+		else
+			db_tx_rollback();
 	}
-	exec_simple(conn, "SELECT pg_advisory_unlock(4242001)");
+	db_unlock(DB_LOCK_MIGRATIONS, 0);
 	return rc;
 }
 
@@ -200,38 +435,122 @@ void db_array_add(struct strbuf *sb, const char *s)
 
 /* ---- advisory locks ------------------------------------------------------------- */
 
-/* Session-level locks on this thread's connection: (kind, id) pairs, so
- * the kinds never collide. The order when several are taken: registry,
- * then a repo's write lock. */
+/* Session-level locks on this thread's (then pinned) connection: (kind,
+ * id) pairs, so the kinds never collide. The migration lock keeps the
+ * single bigint key 4242001 it has always had (a separate key space in
+ * PostgreSQL), so an older khub and this one never migrate at once. The
+ * order when several are taken: registry, then a repo's write lock. */
+#define MIGRATION_LOCK_KEY "4242001"
+
 static int lock_query(const char *fn, enum db_lock kind, int64_t id, int *got)
 {
 	char k[16], i[24], sql[80];
-	snprintf(k, sizeof(k), "%d", (int)kind);
-	snprintf(i, sizeof(i), "%" PRId64, id);
-	snprintf(sql, sizeof(sql), "SELECT %s($1::int, $2::int)", fn);
 	const char *params[2] = { k, i };
-	PGresult *res = db_exec(sql, 2, params, NULL);
+	int nparams = 2;
+	if (kind == DB_LOCK_MIGRATIONS) {
+		snprintf(sql, sizeof(sql), "SELECT %s($1::bigint)", fn);
+		params[0] = MIGRATION_LOCK_KEY;
+		nparams = 1;
+	} else {
+		snprintf(k, sizeof(k), "%d", (int)kind);
+		snprintf(i, sizeof(i), "%" PRId64, id);
+		snprintf(sql, sizeof(sql), "SELECT %s($1::int, $2::int)", fn);
+	}
+	PGresult *res = db_exec(sql, nparams, params, NULL);
 	if (!res)
 		return KHUB_EDB;
 	if (got)
-		*got = PQgetvalue(res, 0, 0)[0] == 't';
+		*got = PQgetvalue(res, 0, 0)[0] != 'f';
 	PQclear(res);
 	return 0;
+}
+
+/* Pin the connection before the query so that it is still this thread's
+ * when the lock is taken; unpin when it was not. */
+static int lock_take(const char *fn, enum db_lock kind, int64_t id, int *got)
+{
+	thread_locks++;
+	int rc = lock_query(fn, kind, id, got);
+	if (rc < 0 || (got && !*got)) {
+		thread_locks--;
+		conn_put();
+	}
+	return rc;
 }
 
 int db_lock_try(enum db_lock kind, int64_t id)
 {
 	int got = 0;
-	int rc = lock_query("pg_try_advisory_lock", kind, id, &got);
+	int rc = lock_take("pg_try_advisory_lock", kind, id, &got);
 	return rc < 0 ? rc : got ? 0 : 1;
 }
 
 int db_lock_wait(enum db_lock kind, int64_t id)
 {
-	return lock_query("pg_advisory_lock", kind, id, NULL);
+	return lock_take("pg_advisory_lock", kind, id, NULL);
 }
 
 void db_unlock(enum db_lock kind, int64_t id)
 {
-	lock_query("pg_advisory_unlock", kind, id, NULL);
+	assert(thread_locks > 0);
+	if (thread_locks <= 0)
+		return;
+	/* On a broken connection the lock ended with it. */
+	if (!thread_broken)
+		lock_query("pg_advisory_unlock", kind, id, NULL);
+	thread_locks--;
+	conn_put();
+}
+
+int db_lock_xact(enum db_lock kind, int64_t id)
+{
+	assert(thread_in_tx);
+	if (!thread_in_tx)
+		return KHUB_EINVAL;
+	return lock_query("pg_advisory_xact_lock", kind, id, NULL);
+}
+
+/* ---- rows as text ----------------------------------------------------------------- */
+
+const char *db_rows_get(const struct db_rows *rows, size_t row, size_t column)
+{
+	assert(row < rows->count && column < rows->columns);
+	const char *v = rows->cells[row * rows->columns + column];
+	return v ? v : "";
+}
+
+int db_rows_isnull(const struct db_rows *rows, size_t row, size_t column)
+{
+	assert(row < rows->count && column < rows->columns);
+	return rows->cells[row * rows->columns + column] == NULL;
+}
+
+void db_rows_release(struct db_rows *rows)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < rows->count * rows->columns; i++)
+		free(rows->cells[i]);
+	free(rows->cells);
+	rows->cells = NULL;
+	rows->count = rows->columns = 0;
+}
+
+int db_query(struct db_rows *out, const char *sql, int nparams, const char *const *params)
+{
+	out->count = out->columns = 0;
+	out->cells = NULL;
+	PGresult *res = db_exec(sql, nparams, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	size_t n = (size_t)PQntuples(res), c = (size_t)PQnfields(res);
+	out->cells = xcalloc(n * c + 1, sizeof(char *));
+	for (size_t r = 0; r < n; r++)
+		for (size_t k = 0; k < c; k++)
+			if (!PQgetisnull(res, (int)r, (int)k))
+				out->cells[r * c + k] = xstrdup(PQgetvalue(res, (int)r, (int)k));
+	out->count = n;
+	out->columns = c;
+	PQclear(res);
+	return 0;
 }

@@ -1,6 +1,6 @@
 /* db_benchmarks.c -- benchmark runs and their per-workload results: storing
  * an upload in one statement, filtered listings and per-GPU aggregates. */
-#include "storage.h"
+#include "storage/db_internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -118,7 +118,7 @@ static void filter_params(int64_t repo_id, const struct benchmark_filter *f, cha
 	params[10] = f->source;
 }
 
-PGresult *db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f)
+int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f, struct db_rows *out)
 {
 	char repo[24], run[24], before[24], limit[24];
 	const char *params[13];
@@ -127,7 +127,7 @@ PGresult *db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f)
 	snprintf(limit, sizeof(limit), "%ld", f->limit + 1);
 	params[11] = f->before_id > 0 ? before : NULL;
 	params[12] = f->limit > 0 ? limit : NULL;
-	return db_exec("WITH page AS (SELECT DISTINCT r.id FROM benchmark_runs r"
+	return db_query(out, "WITH page AS (SELECT DISTINCT r.id FROM benchmark_runs r"
 		       "  JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
 		       "  AND ($12::bigint IS NULL OR r.id < $12) ORDER BY r.id DESC LIMIT $13::bigint)"
 		       " SELECT r.id, to_char(r.submitted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
@@ -137,19 +137,19 @@ PGresult *db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f)
 		       "  b.outliers, b.iterations, b.verified, r.source"
 		       " FROM page JOIN benchmark_runs r ON r.id = page.id"
 		       " JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
-		       " ORDER BY r.id DESC, b.workload", 13, params, NULL);
+		       " ORDER BY r.id DESC, b.workload", 13, params);
 }
 
-PGresult *db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f)
+int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f, struct db_rows *out)
 {
 	char repo[24], run[24];
 	const char *params[11];
 	filter_params(repo_id, f, repo, run, params);
-	return db_exec("SELECT b.workload, r.gpu, count(*),"
+	return db_query(out, "SELECT b.workload, r.gpu, count(*),"
 		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms), min(b.mean_ms),"
 		       "  (array_agg(b.mean_ms ORDER BY r.id DESC))[1], (array_agg(b.std_ms ORDER BY r.id DESC))[1],"
 		       "  max(r.id), (array_agg(r.commit_sha ORDER BY r.id DESC))[1],"
 		       "  to_char(max(r.submitted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 		       " FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
-		       " GROUP BY b.workload, r.gpu ORDER BY b.workload, r.gpu", 11, params, NULL);
+		       " GROUP BY b.workload, r.gpu ORDER BY b.workload, r.gpu", 11, params);
 }

@@ -1,6 +1,6 @@
 /* db_downloads.c -- download counters: batched additions from the server's
  * in-memory counts, and the per-variant, per-day breakdown. */
-#include "storage.h"
+#include "storage/db_internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -59,15 +59,15 @@ int db_downloads_add(const struct download_count *counts, size_t n)
 	return 0;
 }
 
-PGresult *db_downloads_rows(int64_t repo_id, long days)
+int db_downloads_rows(int64_t repo_id, long days, struct db_rows *out)
 {
 	char repo[24], ndays[24];
 	snprintf(repo, sizeof(repo), "%" PRId64, repo_id);
 	snprintf(ndays, sizeof(ndays), "%ld", days);
 	const char *params[2] = { repo, ndays };
-	return db_exec("SELECT to_char(day, 'YYYY-MM-DD'), variant, kernels_version, torch_version, backend, count"
+	return db_query(out, "SELECT to_char(day, 'YYYY-MM-DD'), variant, kernels_version, torch_version, backend, count"
 		       " FROM download_counts WHERE repo_id = $1"
 		       " AND day > (now() AT TIME ZONE 'UTC')::date - $2::int"
 		       " ORDER BY day DESC, variant, count DESC, kernels_version, torch_version, backend",
-		       2, params, NULL);
+		       2, params);
 }

@@ -3,7 +3,7 @@
  * unprivileged user when khub runs as root (PostgreSQL refuses root), shared
  * by every khub process on the data dir and stopped by the last one; in the
  * serve role a watchdog restarts its postmaster when it dies. */
-#include "storage.h"
+#include "storage/db_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

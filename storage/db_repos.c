@@ -1,5 +1,5 @@
 /* db_repos.c -- the repo registry: ids, owners and visibility. */
-#include "storage.h"
+#include "storage/db_internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -174,4 +174,51 @@ int db_lfs_linked(int64_t repo_id, const char *oid)
 	int linked = PQntuples(res) == 1;
 	PQclear(res);
 	return linked;
+}
+
+int db_repo_count_owned(int64_t owner_id, enum repo_type type, int include_private, int64_t *count)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, owner_id);
+	const char *params[3] = { id, repo_type_name(type), include_private ? "true" : "false" };
+	struct db_rows rows;
+	*count = 0;
+	int rc = db_query(&rows, "SELECT count(*) FROM repos WHERE owner_id = $1 AND type = $2"
+			  " AND (NOT private OR $3::boolean)", 3, params);
+	if (rc == 0 && rows.count == 1)
+		*count = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+	db_rows_release(&rows);
+	return rc;
+}
+
+int db_repo_count_by_type(int include_private, int64_t counts[REPO_TYPE_COUNT])
+{
+	const char *params[1] = { include_private ? "true" : "false" };
+	struct db_rows rows;
+	for (int t = 0; t < REPO_TYPE_COUNT; t++)
+		counts[t] = 0;
+	int rc = db_query(&rows, "SELECT type, count(*) FROM repos WHERE NOT private OR $1::boolean GROUP BY type",
+			  1, params);
+	for (size_t i = 0; rc == 0 && i < rows.count; i++) {
+		enum repo_type type;
+		if (repo_type_parse(db_rows_get(&rows, i, 0), &type) == 0)
+			counts[type] = strtoll(db_rows_get(&rows, i, 1), NULL, 10);
+	}
+	db_rows_release(&rows);
+	return rc;
+}
+
+int db_repo_each(int (*fn)(const struct repo_record *rec, void *arg), void *arg)
+{
+	PGresult *res = db_exec("SELECT " REPO_COLUMNS " FROM repos ORDER BY id", 0, NULL, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < PQntuples(res); i++) {
+		struct repo_record rec = { 0 };
+		fill_repo(res, i, &rec);
+		rc = fn(&rec, arg);
+	}
+	PQclear(res);
+	return rc;
 }

@@ -1,5 +1,5 @@
 /* lfs_pointer.c -- parse and format git-lfs pointer files (spec v1). */
-#include "storage.h"
+#include "storage/lfs.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* lfs_store.c -- content-addressed LFS objects on the filesystem: write to a
  * temp file, verify the sha256, fsync, rename into place. */
-#include "storage.h"
+#include "storage/lfs.h"
 
 #include <dirent.h>
 #include <sys/file.h>

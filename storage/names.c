@@ -1,5 +1,5 @@
 /* names.c -- repo types, and validation of names, file paths and ref names. */
-#include "storage.h"
+#include "storage/repo.h"
 
 #include <string.h>
 

@@ -2,6 +2,7 @@
  * the repo's write lock, the LFS decision and per-repo links, commit with
  * compare-and-swap, and the after-move steps in one place. */
 #include "storage/publish.h"
+#include "storage/variant_index.h"
 
 #include <errno.h>
 #include <fcntl.h>

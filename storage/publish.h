@@ -20,7 +20,9 @@
 #ifndef KHUB_PUBLISH_H
 #define KHUB_PUBLISH_H
 
-#include "storage/storage.h"
+#include "storage/repo.h"
+#include "storage/lfs.h"
+#include "storage/db.h"
 
 /* Who publishes, for the audit log (strings borrowed). user_id 0 with a
  * name such as "cli" or "mirror" for the server's own work. */

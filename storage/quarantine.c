@@ -4,7 +4,7 @@
  * commit leaves nothing behind, as git's receive-pack quarantine does. The
  * accepted objects are written in one go: loose for a few, one pack (one
  * fsync) for many. */
-#include "storage.h"
+#include "storage/repo.h"
 
 #include <git2/sys/odb_backend.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * and resolve the revisions a client may start them from (abbreviated shas
  * included). Callers serialise writers with the repo's write lock; the
  * compare-and-swap catches writers that bypass it (git push). */
-#include "storage.h"
+#include "storage/repo.h"
 
 #include <errno.h>
 #include <string.h>

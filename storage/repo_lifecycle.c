@@ -1,7 +1,7 @@
 /* repo_lifecycle.c -- a repo's git directory over its life: created (or
  * adopted after a crash), renamed when the repo moves, and moved to the
  * trash, never removed, when the repo is deleted. */
-#include "storage.h"
+#include "storage/repo.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 /* repo_read.c -- read refs, trees and blobs of a bare repo, describing LFS
  * pointer files the way the Hub does (tree oid = pointer blob sha1, size and
  * lfs.oid = the content's). */
-#include "storage.h"
+#include "storage/repo.h"
+#include "storage/lfs.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* repo_store.c -- one bare git repository per Hub repo, created with the
  * Hub's initial commit (.gitattributes on main). */
-#include "storage.h"
+#include "storage/repo.h"
 
 #include <errno.h>
 #include <string.h>

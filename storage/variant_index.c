@@ -3,7 +3,9 @@
  * (judged by kernel/), file count and size; and the
  * repo's branch heads, which the listing filters read. A commit is indexed
  * once; callers may call again at will. */
-#include "storage.h"
+#include "storage/variant_index.h"
+#include "storage/db_internal.h"
+#include "kernel/kernel.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -176,15 +178,6 @@ static int kernel_repo_state(int64_t repo_id, const char *commit_sha, int *index
 	return kernel;
 }
 
-static int exec_simple(const char *sql)
-{
-	PGresult *res = db_exec(sql, 0, NULL, NULL);
-	if (!res)
-		return KHUB_EDB;
-	PQclear(res);
-	return 0;
-}
-
 static const char insert_variants_sql[] =
 	"INSERT INTO kernel_variants (repo_id, commit_sha, variant, name_valid, name_error, framework,"
 	" framework_major, framework_minor, cxx_abi, backend, backend_tag, backend_major, backend_minor, arch, os,"
@@ -210,9 +203,14 @@ static int store_commit(int64_t repo_id, const char *sha, json_t *records)
 	snprintf(count, sizeof(count), "%zu", json_array_size(records));
 	char *doc = json_dumps(records, JSON_COMPACT);
 	const char *params[4] = { id, sha, doc, NULL };
-	int rc = exec_simple("BEGIN");
+	int rc = db_tx_begin();
 	if (rc < 0)
 		goto cleanup;
+	/* Two indexers of one repo (a push and a lazy read) take turns. */
+	if ((rc = db_lock_xact(DB_LOCK_VARIANT_INDEX, repo_id)) < 0) {
+		db_tx_rollback();
+		goto cleanup;
+	}
 	PGresult *res = db_exec("DELETE FROM kernel_variants WHERE repo_id = $1 AND commit_sha = $2", 2, params,
 				NULL);
 	if (res) {
@@ -229,12 +227,12 @@ static int store_commit(int64_t repo_id, const char *sha, json_t *records)
 			      " indexed_at = now()", 4, params, NULL);
 	}
 	if (!res) {
-		exec_simple("ROLLBACK");
+		db_tx_rollback();
 		rc = KHUB_EDB;
 		goto cleanup;
 	}
 	PQclear(res);
-	rc = exec_simple("COMMIT");
+	rc = db_tx_commit();
 cleanup:
 	free(doc);
 	return rc;

@@ -1,6 +1,7 @@
 /* test_lfs_pointer.c -- LFS pointer parsing and formatting, and the
  * store-as-LFS decision. */
-#include "storage/storage.h"
+#include "storage/lfs.h"
+#include "storage/repo.h"
 #include "tap.h"
 
 int main(void)

@@ -1,0 +1,451 @@
+/* db.h -- storage: the PostgreSQL database behind typed functions (the
+ * connection pool, transactions, advisory locks, migrations, the embedded
+ * cluster, accounts and tokens, repo records, LFS links, the audit log,
+ * benchmarks, download counters, the kernel listing, mirror tables). No
+ * libpq type appears here. Every function returns 0 or a negative enum
+ * khub_err unless it says otherwise. */
+#ifndef KHUB_STORAGE_DB_H
+#define KHUB_STORAGE_DB_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "common/common.h"
+#include "storage/repo.h"
+
+/* ---- database (storage/db.c, db_*.c) ------------------------------------ */
+
+/* Set the connection string of the pool's connections. */
+void db_configure(const char *conninfo);
+/* Bound the pool: at most `size` connections per process (only before the
+ * first one is opened), and how long a thread waits for a free one before
+ * its call fails with KHUB_EDB. */
+void db_pool_configure(long size, long wait_ms);
+/* Connections opened and borrowed now. */
+int db_pool_stats(long *open, long *in_use);
+/* 0 when the database answers a query, else KHUB_EDB (db_last_error says why). */
+int db_ping(void);
+/* Give back this thread's connection (call before a thread exits); a lock
+ * or transaction still held ends with its connection. */
+void db_thread_done(void);
+/* db_thread_done, then close every idle connection (at exit). */
+void db_shutdown(void);
+/* The server was restarted: every pooled connection is replaced before its
+ * next query instead of failing one on a dead socket. */
+void db_server_restarted(void);
+/* Why this thread's last connection or query failed (one line; static per
+ * thread). */
+const char *db_last_error(void);
+
+/* Rows of a query as text, for listings whose values are passed on as
+ * PostgreSQL formats them (numbers in shortest exact text); each function
+ * returning one names its columns with an enum. */
+struct db_rows {
+	size_t count, columns;
+	char **cells;		/* count * columns, NULL for SQL NULL; owned */
+};
+/* The text of a cell, "" for NULL. */
+const char *db_rows_get(const struct db_rows *rows, size_t row, size_t column);
+int db_rows_isnull(const struct db_rows *rows, size_t row, size_t column);
+void db_rows_release(struct db_rows *rows);	/* accepts NULL; leaves it empty */
+
+/* Explicit transactions on this thread's connection, which stays pinned to
+ * the thread until commit or rollback. No nesting. If the connection dies
+ * meanwhile, every database call of the thread fails with KHUB_EDB until
+ * the rollback (a connection is never silently reset under a transaction). */
+int db_tx_begin(void);
+/* 0, or KHUB_EDB (then nothing was committed). Ends the transaction either way. */
+int db_tx_commit(void);
+void db_tx_rollback(void);	/* no-op without a transaction */
+
+/* Advisory locks by name. Session locks (db_lock_try, db_lock_wait) pin
+ * this thread's connection until db_unlock; while held, a dead connection
+ * fails every call with KHUB_EDB (the lock is gone with it) until the
+ * holder unlocks. Order: registry before repo write. */
+enum db_lock {
+	DB_LOCK_REPO_WRITE = 1,		/* id: repo id; every writer of a repo */
+	DB_LOCK_REGISTRY = 2,		/* id 0: repo create, delete, move */
+	DB_LOCK_MIGRATIONS = 3,		/* id 0: schema migrations (key 4242001, as always) */
+	DB_LOCK_VARIANT_INDEX = 4,	/* id: repo id; one index write per repo (transaction scope) */
+};
+/* 0 taken, 1 held by another session, KHUB_EDB. */
+int db_lock_try(enum db_lock kind, int64_t id);
+/* Wait for it (command line and background work only). */
+int db_lock_wait(enum db_lock kind, int64_t id);
+void db_unlock(enum db_lock kind, int64_t id);
+/* Take a lock until the end of this thread's transaction (which must be
+ * open): pg_advisory_xact_lock. */
+int db_lock_xact(enum db_lock kind, int64_t id);
+/* Apply every migration not yet applied, in order, each in a transaction. */
+int db_migrate(void);
+
+/* Embedded PostgreSQL under {data_dir}/pg: initialise on first use, start
+ * on a unix socket only (as an unprivileged user when run as root) and
+ * return the connection string (caller frees). The last khub process using
+ * the cluster stops it in db_embedded_release. */
+int db_embedded_acquire(const char *data_dir, const char *pg_bindir, char **conninfo);
+/* Stops the watchdog first, when it runs. */
+void db_embedded_release(void);
+/* Start a thread that checks every second that the cluster's postmaster
+ * runs and restarts it when it is gone (backing off 1, 2, 4 … 30 s
+ * between failed tries), under the start lock every process sharing the
+ * cluster takes; once it is back, connections are renewed. Serve only. */
+int db_embedded_watchdog_start(void);
+/* What the watchdog knows is wrong with the cluster (one line into buf);
+ * 0 when nothing is. */
+int db_embedded_problem(char *buf, size_t size);
+
+/* Accounts: users and orgs share one namespace of names. */
+enum account_kind { ACCOUNT_USER, ACCOUNT_ORG };
+enum role { ROLE_NONE = 0, ROLE_READ = 1, ROLE_WRITE = 2, ROLE_ADMIN = 3 };
+
+const char *role_name(enum role role);
+int role_parse(const char *s, enum role *out);
+
+struct account {
+	int64_t id;
+	enum account_kind kind;
+	char name[REPO_NAME_MAX + 1];
+	char fullname[128];
+	int is_site_admin;
+	int trusted_kernel_publisher;
+	time_t created_at;
+};
+
+int db_account_get(const char *name, struct account *out);	/* case-insensitive */
+int db_account_create(enum account_kind kind, const char *name, const char *fullname,
+		      int is_site_admin, int64_t *id);
+int db_account_set_trusted(const char *name, int trusted);
+int db_membership_set(const char *org, const char *user, enum role role);
+/* The user's role in an org in *out (ROLE_NONE when not a member); 0, or
+ * KHUB_EDB (then *out is ROLE_NONE, which must not be taken for an answer). */
+int db_membership_role(int64_t org_id, int64_t user_id, enum role *out);
+
+/* A caller, as its token makes it. user_id 0 = anonymous. */
+struct principal {
+	int64_t user_id;
+	int64_t token_id;
+	char name[REPO_NAME_MAX + 1];
+	int is_site_admin;
+	enum role scope;	/* what the token may do at most */
+	char token_name[64];
+	time_t token_created_at;
+};
+
+/* Mint a token "hf_" + 34 random chars for a user; stored as its SHA-256.
+ * The caller frees *token. expires_at 0 = never. */
+int db_token_create(const char *user, const char *name, enum role scope, time_t expires_at,
+		    char **token, int64_t *token_id);
+/* KHUB_ENOTFOUND for unknown, expired or revoked tokens. */
+int db_token_lookup(const char *token, struct principal *out);
+int db_token_revoke(int64_t token_id);
+
+struct repo_record {
+	int64_t id;
+	enum repo_type type;
+	int64_t owner_id;	/* the namespace's account id */
+	char ns[REPO_NAME_MAX + 1];
+	char name[REPO_NAME_MAX + 1];
+	int private;
+	time_t last_modified;
+	int64_t downloads;
+	int mirrored;		/* kept in sync from an upstream: read-only to users */
+};
+
+/* Find a repo by type and id, case-insensitively. */
+int db_repo_get(enum repo_type type, const char *ns, const char *name, struct repo_record *out);
+/* Register a repo (owner account must exist). KHUB_EEXIST when taken. */
+int db_repo_insert(enum repo_type type, const char *ns, const char *name, int private,
+		   struct repo_record *out);
+int db_repo_touch(int64_t repo_id);
+/* Register a repo as a mirror (created when missing, with its owner
+ * account as an org). */
+int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *name, struct repo_record *out);
+/* Unregister a repo. KHUB_ENOTFOUND when there is no such row. */
+int db_repo_delete(int64_t repo_id);
+/* Re-register a repo under namespace ns (its owner becomes that account)
+ * and name. KHUB_EEXIST when taken, KHUB_ENOTFOUND when ns is unknown. */
+int db_repo_rename(int64_t repo_id, const char *ns, const char *name, struct repo_record *out);
+int db_repo_set_private(int64_t repo_id, int private);
+
+/* LFS objects usable by a repo (the store is shared; see sql/0005). */
+int db_lfs_link(int64_t repo_id, const char *oid);
+/* 1 when linked, 0 when not, negative on a database failure. */
+int db_lfs_linked(int64_t repo_id, const char *oid);
+
+/* How many times actor_id did `action` in the last `seconds` (audit log). */
+int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count);
+/* Append to the audit log; details is JSON text or NULL. */
+int db_audit(int64_t actor_id, const char *actor_name, const char *action, const char *target,
+	     const char *details, const char *remote_addr);
+
+/* ---- trusted kernel publishers (storage/db_accounts.c) -------------------- */
+
+/* Set or clear an account's trusted_kernel_publisher flag; a real change is
+ * recorded in trusted_publisher_changes with changed_by. Fills out (the
+ * account after the change) and *changed (0 when it already was so).
+ * KHUB_ENOTFOUND for an unknown account. */
+int db_trusted_publisher_set(const char *name, int trusted, const char *changed_by, struct account *out,
+			     int *changed);
+struct trusted_publisher {
+	char name[REPO_NAME_MAX + 1];
+	enum account_kind kind;
+	time_t since;		/* the latest change to trusted; 0 when unknown */
+	char *changed_by;	/* owned; NULL when unknown */
+};
+struct trusted_publisher_list {
+	struct trusted_publisher *items;	/* owned */
+	size_t count;
+};
+/* Trusted accounts by name (case-insensitive order). 0 or KHUB_EDB; release
+ * with trusted_publisher_list_release either way. */
+int db_trusted_publisher_list(struct trusted_publisher_list *out);
+void trusted_publisher_list_release(struct trusted_publisher_list *list);	/* accepts NULL */
+
+/* Set the flag and always record the change with changed_by (the command
+ * line), in one transaction. KHUB_ENOTFOUND for an unknown account. */
+int db_trusted_publisher_force(const char *name, int trusted, const char *changed_by);
+/* A mirror copies its upstream's flag unless an admin overrode it. */
+int db_account_copy_upstream_trust(const char *name, int trusted);
+
+/* ---- orgs and tokens, listed (storage/db_accounts.c) ------------------------ */
+
+int db_org_member_count(int64_t org_id, int64_t *count);
+
+struct org_membership {
+	int64_t org_id;
+	char name[REPO_NAME_MAX + 1];
+	char fullname[128];
+	enum role role;
+};
+struct org_membership_list {
+	struct org_membership *items;	/* owned */
+	size_t count;
+};
+/* The orgs a user belongs to, by name. 0 or KHUB_EDB; release either way. */
+int db_user_orgs(int64_t user_id, struct org_membership_list *out);
+void org_membership_list_release(struct org_membership_list *list);	/* accepts NULL */
+
+struct token_info {
+	int64_t id;
+	char prefix[16];		/* the first characters, for listings */
+	char name[64];
+	enum role scope;
+	time_t created_at, expires_at;	/* expires_at 0 = never */
+	int revoked, expired;
+};
+struct token_list {
+	struct token_info *items;	/* owned */
+	size_t count;
+};
+/* A user's tokens by id. 0 or KHUB_EDB; release either way. */
+int db_token_list(const char *user, struct token_list *out);
+void token_list_release(struct token_list *list);	/* accepts NULL */
+
+/* ---- repos, counted and listed (storage/db_repos.c) ------------------------- */
+
+/* Repos of an owner and type; private ones only when include_private. */
+int db_repo_count_owned(int64_t owner_id, enum repo_type type, int include_private, int64_t *count);
+/* Repos per type (counts[type]); public ones only unless include_private. */
+int db_repo_count_by_type(int include_private, int64_t counts[REPO_TYPE_COUNT]);
+/* Call fn for every repo, by id, until it returns non-zero (returned). */
+int db_repo_each(int (*fn)(const struct repo_record *rec, void *arg), void *arg);
+
+/* ---- PostgreSQL array literals (storage/db.c) ----------------------------- */
+
+/* Append one element to an array literal being built in sb (the caller
+ * writes the braces and commas): NULL as NULL, anything else quoted. */
+void db_array_add(struct strbuf *sb, const char *s);
+
+/* ---- benchmarks (storage/db_benchmarks.c) --------------------------------- */
+
+#define BENCHMARK_TEXT_MAX 256	/* machineInfo strings, workload names, script sha */
+
+struct benchmark_result {
+	char workload[BENCHMARK_TEXT_MAX + 1];
+	double mean_ms, std_ms, min_ms, max_ms, q1_ms, q3_ms, iqr_ms;
+	int64_t outliers, iterations;
+	int verified;			/* -1 absent, 0 false, 1 true */
+};
+
+/* One upload, as kernels' BenchmarkResult.to_payload() sends it, plus
+ * what the server derives. Strings are borrowed. */
+struct benchmark_run {
+	int64_t repo_id;
+	const char *commit_sha;			/* resolved, 40 hex */
+	const char *kernel_commit_sha;		/* as sent */
+	const char *benchmark_script_path;
+	const char *benchmark_script_sha;	/* NULL when absent */
+	const char *gpu, *backend, *pytorch_version, *os, *cpu;
+	int64_t gpu_cores;			/* -1 when absent */
+	const char *backend_family, *backend_key, *torch_key, *os_family;
+	int64_t submitter_id;
+	const char *submitter_name;
+	const char *source;			/* "maintainer" or "community" */
+	const char *payload;			/* the JSON body */
+	const struct benchmark_result *results;
+	size_t nresults;
+};
+
+/* Store a run and its results in one statement; *id is the new run id. */
+int db_benchmark_insert(const struct benchmark_run *run, int64_t *id);
+
+/* Every field NULL/0 = no filter. */
+struct benchmark_filter {
+	const char *commit_sha;
+	const char *backend;		/* lowercase: family, key or the backend text */
+	const char *torch_key, *backend_family, *backend_key, *os_family;	/* from a variant */
+	const char *gpu;		/* case-insensitive substring */
+	const char *workload;		/* exact */
+	int64_t run_id;			/* one run */
+	int64_t before_id;		/* runs older than this id */
+	long limit;			/* runs; 0 = no limit */
+	const char *source;		/* "maintainer" or "community"; NULL = both */
+};
+
+/* Columns of db_benchmark_rows: one row per result, newest run first. */
+enum benchmark_column {
+	BENCH_COL_RUN_ID, BENCH_COL_SUBMITTED_AT, BENCH_COL_SUBMITTER, BENCH_COL_COMMIT,
+	BENCH_COL_KERNEL_COMMIT, BENCH_COL_SCRIPT_PATH, BENCH_COL_SCRIPT_SHA, BENCH_COL_GPU,
+	BENCH_COL_GPU_CORES, BENCH_COL_BACKEND, BENCH_COL_PYTORCH, BENCH_COL_OS, BENCH_COL_CPU,
+	BENCH_COL_WORKLOAD, BENCH_COL_MEAN, BENCH_COL_STD, BENCH_COL_MIN, BENCH_COL_MAX, BENCH_COL_Q1,
+	BENCH_COL_Q3, BENCH_COL_IQR, BENCH_COL_OUTLIERS, BENCH_COL_ITERATIONS, BENCH_COL_VERIFIED,
+	BENCH_COL_SOURCE,
+};
+/* The matching results of at most filter->limit runs (+1 more run, so the
+ * caller knows whether there is a next page). submitted_at is ISO 8601 UTC;
+ * numbers are PostgreSQL's shortest exact text. 0 or KHUB_EDB; the caller
+ * releases out with db_rows_release. */
+int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
+
+/* Columns of db_benchmark_aggregate: one row per workload and GPU. */
+enum benchmark_agg_column {
+	BENCH_AGG_WORKLOAD, BENCH_AGG_GPU, BENCH_AGG_COUNT, BENCH_AGG_MEDIAN, BENCH_AGG_BEST,
+	BENCH_AGG_LATEST_MEAN, BENCH_AGG_LATEST_STD, BENCH_AGG_LATEST_RUN, BENCH_AGG_LATEST_COMMIT,
+	BENCH_AGG_LATEST_AT,
+};
+/* Median (of mean_ms), best mean and the latest result per workload and
+ * GPU over the filtered results (before_id and limit are ignored). */
+int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
+
+/* ---- download counters (storage/db_downloads.c) --------------------------- */
+
+struct download_count {
+	int64_t repo_id;
+	char day[11];			/* YYYY-MM-DD, UTC */
+	const char *variant, *kernels_version, *torch_version, *backend;	/* borrowed */
+	int64_t count;
+};
+
+/* Add counts in one statement: download_counts rows upserted and
+ * repos.downloads increased. Counts of repos deleted meanwhile are dropped.
+ * On failure nothing was added. */
+int db_downloads_add(const struct download_count *counts, size_t n);
+/* Rows of the last `days` UTC days, newest first: day, variant,
+ * kernels_version, torch_version, backend, count (enum download_column).
+ * 0 or KHUB_EDB; the caller releases out with db_rows_release. */
+enum download_column {
+	DOWNLOAD_COL_DAY, DOWNLOAD_COL_VARIANT, DOWNLOAD_COL_KERNELS, DOWNLOAD_COL_TORCH, DOWNLOAD_COL_BACKEND,
+	DOWNLOAD_COL_COUNT,
+};
+int db_downloads_rows(int64_t repo_id, long days, struct db_rows *out);
+
+/* ---- the kernel listing (storage/db_kernels.c) ------------------------------ */
+
+enum kernel_sort {
+	KERNEL_SORT_LAST_MODIFIED, KERNEL_SORT_DOWNLOADS, KERNEL_SORT_TRENDING, KERNEL_SORT_CREATED, KERNEL_SORT_ID,
+};
+
+/* Strings borrowed; NULL or "" = no filter. */
+struct kernel_listing_filter {
+	int64_t user_id;		/* the caller (0 = anonymous): private repos it may see */
+	int is_site_admin;
+	const char *author, *search;
+	/* variants of the main and vN heads: one must match all of these */
+	const char *backend;
+	int torch;			/* filter on torch_major.torch_minor */
+	long torch_major, torch_minor;
+	const char *arch, *os;		/* arch may be "x86_64-linux" */
+	enum kernel_sort sort;
+	int descending;
+	long limit, offset;
+};
+
+struct kernel_listing_item {
+	struct repo_record record;
+	time_t created_at;
+	int64_t trending;		/* downloads of the last 7 UTC days */
+	char *versions;			/* owned: JSON array of the vN branch names */
+	char *backends;			/* owned: JSON array of the variants' backends */
+	int trusted_publisher;		/* the owner's flag */
+};
+
+struct kernel_listing {
+	struct kernel_listing_item *items;
+	size_t count;
+	long total;			/* matches over every page */
+};
+
+/* One page of kernel repos. 0 or KHUB_EDB; release either way. */
+int db_kernel_listing(const struct kernel_listing_filter *filter, struct kernel_listing *out);
+void kernel_listing_release(struct kernel_listing *list);	/* accepts NULL */
+
+/* ---- mirror tables (storage/db_mirror.c) ---------------------------------- */
+
+/* One mirrored repo's sync status. Strings owned by the list. */
+struct mirror_status {
+	char *repo;			/* ns/name */
+	enum repo_type type;
+	char *selection, *upstream_name, *upstream_url, *upstream_repo;
+	time_t last_sync_started, last_sync_finished, last_success;	/* 0 = never */
+	int64_t lag_seconds;		/* since the last success; -1 = never */
+	int64_t refs_behind;
+	char *last_error, *warnings;	/* NULL when none */
+	int64_t bytes, objects, syncs;
+	int lazy;
+};
+struct mirror_status_list {
+	struct mirror_status *items;
+	size_t count;
+};
+/* Every mirrored repo by name. 0 or KHUB_EDB; release either way. */
+int db_mirror_status_list(struct mirror_status_list *out);
+void mirror_status_list_release(struct mirror_status_list *list);	/* accepts NULL */
+
+/* What a sync of a repo records as it starts (strings borrowed). */
+struct mirror_sync_start {
+	int64_t repo_id;
+	const char *selection, *upstream_name, *upstream_url, *upstream_repo;
+	const char *token_env, *token_file;	/* NULL when absent */
+	int lazy;
+};
+int db_mirror_sync_started(const struct mirror_sync_start *start);
+/* error, warnings: NULL when none; the counts are added to the totals. */
+int db_mirror_sync_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
+			    uint64_t objects, int refs_behind);
+/* Add bytes and objects transferred outside a sync (lazy fetches). */
+int db_mirror_count_transfer(int64_t repo_id, uint64_t bytes, uint64_t objects);
+
+/* Where a lazily mirrored repo's files come from. */
+struct mirror_lazy_source {
+	char *upstream_url, *upstream_repo;	/* owned */
+	char *token_env, *token_file;		/* owned; NULL when absent */
+	enum repo_type type;
+};
+/* KHUB_ENOTFOUND when the repo is no lazy mirror; release on success. */
+int db_mirror_lazy_source(int64_t repo_id, struct mirror_lazy_source *out);
+void mirror_lazy_source_release(struct mirror_lazy_source *src);	/* accepts NULL */
+
+/* Queue a sync (selection NULL = all); *id is the trigger's. */
+int db_mirror_trigger_add(const char *selection, const char *requested_by, int64_t *id);
+/* Claim the oldest pending trigger: 0 with *id and *selection ("" = all;
+ * the caller frees), 1 when none is pending, KHUB_EDB. */
+int db_mirror_trigger_claim(int64_t *id, char **selection);
+int db_mirror_trigger_finish(int64_t id);
+/* The configuration stored through the admin API, as JSON text (the caller
+ * frees). KHUB_ENOTFOUND when none is stored. */
+int db_mirror_config_get(char **json);
+/* KHUB_EDB also when PostgreSQL rejects the JSON. */
+int db_mirror_config_put(const char *json, const char *updated_by);
+
+#endif

@@ -1,0 +1,73 @@
+/* lfs.h -- storage: LFS pointer files and the content-addressed LFS
+ * object store. Every function returns 0 or a negative enum khub_err
+ * unless it says otherwise. */
+#ifndef KHUB_STORAGE_LFS_H
+#define KHUB_STORAGE_LFS_H
+
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* ---- LFS pointers (storage/lfs_pointer.c) ------------------------------- */
+
+#define LFS_POINTER_MAX 200
+
+struct lfs_pointer {
+	char oid[65];		/* sha256 of the content, lowercase hex */
+	uint64_t size;		/* content size in bytes */
+};
+
+/* Parse a pointer file (spec v1); 0 or KHUB_EINVAL when data is anything else. */
+int lfs_pointer_parse(const char *data, size_t len, struct lfs_pointer *out);
+/* Write the canonical pointer text into buf; returns its length. */
+size_t lfs_pointer_format(const struct lfs_pointer *ptr, char buf[LFS_POINTER_MAX]);
+
+/* ---- LFS object store (storage/lfs_store.c) ------------------------------ */
+
+/* Objects live at {root}/objects/ab/cd/{oid}; partial uploads in {root}/tmp.
+ * An object is visible only after its sha256 was verified, the file fsynced
+ * and renamed into place. */
+struct lfs_store;
+
+struct lfs_store *lfs_store_open(const char *root);	/* NULL on failure */
+void lfs_store_close(struct lfs_store *store);		/* accepts NULL */
+/* 0 and *size when present, KHUB_ENOTFOUND otherwise. size may be NULL. */
+int lfs_store_stat(struct lfs_store *store, const char *oid, uint64_t *size);
+/* Open for reading; the caller closes *fd. */
+int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uint64_t *size);
+
+struct lfs_writer;
+/* Start a new object; NULL on failure. Write with lfs_writer_write, then
+ * either commit or abort (both free the writer). */
+struct lfs_writer *lfs_writer_begin(struct lfs_store *store);
+/* 0, KHUB_ENOSPC when the disk is full, or KHUB_EIO. */
+int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len);
+/* Verify (when expected_oid is not NULL the sha256 must match, else
+ * KHUB_EINVAL), fsync and rename into place. Fills oid and size. A full
+ * disk is KHUB_ENOSPC, other failures KHUB_EIO. */
+int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size);
+void lfs_writer_abort(struct lfs_writer *w);
+/* Finish the hash (fills oid and size) without storing anything yet: the
+ * temp file stays (locked) until lfs_writer_install (fsync, rename into
+ * place, frees the writer) or lfs_writer_abort. Lets a commit keep the LFS
+ * content it received out of the store until it is accepted. */
+int lfs_writer_seal(struct lfs_writer *w, char oid[65], uint64_t *size);
+int lfs_writer_install(struct lfs_writer *w);
+/* The sha256 and size of a sealed writer's content. */
+const char *lfs_writer_oid(const struct lfs_writer *w);
+uint64_t lfs_writer_size(const struct lfs_writer *w);
+/* The temp file a writer is filling (valid until commit or abort). */
+const char *lfs_writer_temp_path(const struct lfs_writer *w);
+/* Remove partial uploads left by a crash (no live writer holds their
+ * lock; not resumable mirror downloads) at least max_age seconds old;
+ * returns how many. */
+int lfs_store_clean_tmp(struct lfs_store *store, long max_age);
+/* Move a finished download whose sha256 the caller computed as it was
+ * written (and found equal to oid) into the store: fsync, rename. */
+int lfs_store_adopt_hashed(struct lfs_store *store, const char *path, const char *oid);
+/* {root}/tmp, where partial files live. */
+const char *lfs_store_tmp_dir(const struct lfs_store *store);
+/* Copy a local file into the store. */
+int lfs_store_put_file(struct lfs_store *store, const char *path, char oid[65], uint64_t *size);
+
+#endif
