@@ -237,6 +237,25 @@ static enum MHD_Result handle_repo_info(struct request *req)
 	int have_sha = repo_resolve_revision(h.git, rev, sha) == 0;
 	if (!have_sha && req->rev)
 		return respond_revision_not_found(req, req->rev);
+	/* Kernel info (not /revision/{rev}, which every load calls) lists the
+	 * vN versions with their variants, from the variant index. */
+	int versions = req->type == REPO_KERNEL && h.record.type == REPO_KERNEL && !req->rev;
+	/* Everything else is a function of the sha and the record: cached (the
+	 * hot path of every get_kernel). */
+	char *key = NULL;
+	if (have_sha && !versions) {
+		key = xasprintf("I|%" PRId64 "|%d|%d|%s|%lld|%" PRId64 "|%d|%s/%s", h.record.id, (int)req->type,
+				(int)h.record.type, sha, (long long)h.record.last_modified, h.record.downloads,
+				h.record.private, h.record.ns, h.record.name);
+		size_t len;
+		char *cached = response_cache_get(key, &len);
+		if (cached) {
+			free(key);
+			enum MHD_Result r = respond_json_text(req, 200, cached, len);
+			free(cached);
+			return r;
+		}
+	}
 	char id[2 * REPO_NAME_MAX + 2], modified[32], rid[24];
 	snprintf(id, sizeof(id), "%s/%s", h.record.ns, h.record.name);
 	snprintf(rid, sizeof(rid), "%" PRId64, h.record.id);
@@ -252,11 +271,21 @@ static enum MHD_Result handle_repo_info(struct request *req)
 	 * them); model, dataset and space answers do, as on the Hub. */
 	if (req->type != REPO_KERNEL && have_sha)
 		json_object_set_new(body, "siblings", siblings_of(&h, sha));
-	/* Kernel info (not /revision/{rev}, which every load calls) lists the
-	 * vN versions with their variants, from the variant index. */
-	if (req->type == REPO_KERNEL && h.record.type == REPO_KERNEL && !req->rev)
+	if (versions)
 		json_object_set_new(body, "versions", kernel_versions_json(&h));
-	return respond_json(req, 200, body);
+	if (!key)
+		return respond_json(req, 200, body);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text) {
+		free(key);
+		return respond_error(req, 500, NULL, "cannot encode response");
+	}
+	response_cache_put(key, text, strlen(text));
+	free(key);
+	enum MHD_Result r = respond_json_text(req, 200, text, strlen(text));
+	free(text);
+	return r;
 }
 
 const struct route tree_routes[] = {
