@@ -228,6 +228,16 @@ enum MHD_Result respond_error(struct request *req, int status, const char *code,
 enum MHD_Result respond_db_unavailable(struct request *req);
 /* 507 with a JSON error naming storage (logged): the disk is full. */
 enum MHD_Result respond_storage_full(struct request *req, const char *what);
+/* The status a khub_err answers (one table in api/respond.c): 404, 400, 409,
+ * 500, 503, 413, 403, 507; 500 for anything not in the table (rc >= 0 too). */
+int khub_err_http_status(int rc);
+/* Answers rc with its status from that table and {"error": fmt…}; a database
+ * failure answers as respond_db_unavailable, a full disk as
+ * respond_storage_full(req, "the repository") (fmt unused for both). Callers
+ * whose answer is not the table's (RepoNotFound, the commit API's 412, a
+ * full disk that holds something else) answer those first. */
+enum MHD_Result respond_err(struct request *req, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* 401 {"error": "Invalid credentials in Authorization header"} (the Hub's
  * answer to an unknown, expired or revoked token), challenging Basic on
  * ROUTE_GIT routes so git and git-lfs ask for credentials. */

@@ -304,7 +304,7 @@ static enum MHD_Result handle_upload(struct request *req)
 	json_decref(doc);
 	strbuf_release(&err);
 	if (rc < 0)
-		return respond_error(req, 503, NULL, "cannot store the benchmark");
+		return respond_err(req, rc, "cannot store the benchmark");
 
 	char target[2 * REPO_NAME_MAX + 2], details[96];
 	snprintf(target, sizeof(target), "%s/%s", h.record.ns, h.record.name);

@@ -20,9 +20,7 @@ static int short_ref_name_ok(const char *name)
  * full disk 507, anything else ours (500). */
 static enum MHD_Result respond_ref_write_error(struct request *req, int rc, const char *what, const char *ref)
 {
-	if (rc == KHUB_ENOSPC)
-		return respond_storage_full(req, "the repository");
-	return respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot %s %s", what, ref);
+	return respond_err(req, rc == KHUB_EINVAL || rc == KHUB_ENOSPC ? rc : KHUB_EIO, "cannot %s %s", what, ref);
 }
 
 static int body_optional_bool(json_t *doc, const char *key, int *out)

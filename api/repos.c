@@ -336,7 +336,7 @@ static enum MHD_Result handle_create(struct request *req)
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = respond_error(req, rc == KHUB_EDB ? 503 : 500, NULL, "cannot register the repository");
+		result = respond_err(req, rc == KHUB_EDB ? rc : KHUB_EIO, "cannot register the repository");
 		goto cleanup;
 	}
 	/* Registered: from here on the answer is 200 whatever happens, or a
