@@ -190,7 +190,8 @@ extern const struct route preupload_routes[];	/* api/preupload.c */
 extern const struct route lfs_routes[];		/* api/lfs.c: batch, upload, verify, download */
 extern const struct route git_routes[];		/* api/git_http.c: smart HTTP */
 extern const struct route mirror_admin_routes[];	/* api/mirror_admin.c: status, trigger, config, /metrics */
-extern const struct route repos_routes[];	/* api/repos.c: create, delete, move, settings */
+extern const struct route repos_routes[];	/* api/repos.c: create, delete, move */
+extern const struct route repo_settings_routes[];	/* api/repo_settings.c: settings */
 extern const struct route branches_routes[];	/* api/branches.c: branches and tags */
 extern const struct route commits_routes[];	/* api/commits.c: commit history */
 extern const struct route trusted_publishers_routes[];	/* api/trusted_publishers.c: admin API */
@@ -352,6 +353,12 @@ int work_queue_stop(unsigned wait_ms);
 int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
 		   int *job_rc, enum MHD_Result *result);
 
+/* "kernels/ns/name": how the audit log names a repo. The caller owns it. */
+char *repo_audit_target(enum repo_type type, const char *ns, const char *name);
+/* private (bool) or visibility ("public", "private", "protected") of a
+ * create or settings body (api/repo_settings.c): *set says whether either
+ * was given; -1 when one is malformed. */
+int repo_visibility_from_body(json_t *doc, int *private_out, int *set);
 /* Audit a write by the caller; details is JSON text or NULL. */
 void api_audit(struct request *req, const char *action, const char *target, const char *details);
 /* An optional string member of a JSON body: absent or null leaves *out

@@ -43,7 +43,7 @@ static enum MHD_Result respond_ref(struct request *req, const char *name, const 
 static void audit_ref(struct request *req, const struct repo_record *rec, const char *action, const char *ref,
 		      const char *sha)
 {
-	char *target = xasprintf("%s/%s/%s", repo_type_plural(rec->type), rec->ns, rec->name);
+	char *target = repo_audit_target(rec->type, rec->ns, rec->name);
 	struct strbuf details = STRBUF_INIT;
 	strbuf_adds(&details, "{\"ref\":");
 	strbuf_add_json_string(&details, ref);

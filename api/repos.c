@@ -1,6 +1,5 @@
-/* repos.c -- repository management: POST /api/repos/create, DELETE
- * /api/repos/delete, POST /api/repos/move and PUT /api/{type}s/{ns}/{name}/
- * settings. Creates, deletes and moves hold one registry-wide lock (they
+/* repos.c -- the registry of repositories: POST /api/repos/create, DELETE
+ * /api/repos/delete and POST /api/repos/move (settings: repo_settings.c). Creates, deletes and moves hold one registry-wide lock (they
  * are rare) and then the repo's write lock, so they never race each other
  * or a commit; a repo's directory is only ever renamed, never removed. */
 #include "api/api.h"
@@ -19,34 +18,6 @@ static int body_type(json_t *doc, enum repo_type *type)
 	if (json_optional_string(doc, "type", &s) < 0)
 		return -1;
 	return s ? repo_type_parse(s, type) : 0;
-}
-
-/* private (bool) or visibility ("public", "private", "protected"; the last
- * hides the files, so it is private here). *set says whether either was
- * given; -1 when one is malformed. visibility wins when both are given. */
-static int body_visibility(json_t *doc, int *private_out, int *set)
-{
-	json_t *p = json_object_get(doc, "private");
-	const char *vis;
-	*set = 0;
-	if (p && !json_is_null(p)) {
-		if (!json_is_boolean(p))
-			return -1;
-		*private_out = json_is_true(p);
-		*set = 1;
-	}
-	if (json_optional_string(doc, "visibility", &vis) < 0)
-		return -1;
-	if (vis) {
-		if (strcmp(vis, "public") == 0)
-			*private_out = 0;
-		else if (strcmp(vis, "private") == 0 || strcmp(vis, "protected") == 0)
-			*private_out = 1;
-		else
-			return -1;
-		*set = 1;
-	}
-	return 0;
 }
 
 /* Split "ns/name" into two owned strings; -1 unless there is exactly one
@@ -81,11 +52,6 @@ static int body_repo_name(struct request *req, json_t *doc, char **ns, char **na
 	*ns = xstrdup(org ? org : req->principal.name);
 	*name = xstrdup(n);
 	return 0;
-}
-
-static char *repo_target(enum repo_type type, const char *ns, const char *name)
-{
-	return xasprintf("%s/%s/%s", repo_type_plural(type), ns, name);
 }
 
 static char *repo_url(struct request *req, enum repo_type type, const char *ns, const char *name)
@@ -294,7 +260,7 @@ static enum MHD_Result handle_create(struct request *req)
 		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
 		goto cleanup;
 	}
-	if (body_visibility(doc, &private, &private_set) < 0) {
+	if (repo_visibility_from_body(doc, &private, &private_set) < 0) {
 		result = respond_error(req, 400, NULL,
 				       "\"private\" must be a boolean and \"visibility\" public, private or protected");
 		goto cleanup;
@@ -347,7 +313,7 @@ static enum MHD_Result handle_create(struct request *req)
 	locked = 0;
 	repo_cache_invalidate();
 
-	target = repo_target(type, rec.ns, rec.name);
+	target = repo_audit_target(type, rec.ns, rec.name);
 	details = xasprintf("{\"private\":%s,\"adopted\":%s,\"files\":%zu}", rec.private ? "true" : "false",
 			    adopted ? "true" : "false", nfiles);
 	api_audit(req, "repo.create", target, details);
@@ -417,7 +383,7 @@ static enum MHD_Result handle_delete(struct request *req)
 		goto cleanup;
 	}
 	repo_cache_invalidate();
-	target = repo_target(type, h.record.ns, h.record.name);
+	target = repo_audit_target(type, h.record.ns, h.record.name);
 	rc = repo_store_trash(api_ctx.repo_root, type, h.record.ns, h.record.name);
 	if (rc < 0 && rc != KHUB_ENOTFOUND) {
 		/* Unregistered but still on disk: a later create would adopt
@@ -539,8 +505,8 @@ static enum MHD_Result handle_move(struct request *req)
 		goto cleanup;
 	}
 	repo_cache_invalidate();
-	from_target = repo_target(type, h.record.ns, h.record.name);
-	to_target = repo_target(type, moved.ns, moved.name);
+	from_target = repo_audit_target(type, h.record.ns, h.record.name);
+	to_target = repo_audit_target(type, moved.ns, moved.name);
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_adds(&sb, "{\"to\":");
 	strbuf_add_json_string(&sb, to_target);
@@ -566,63 +532,6 @@ cleanup:
 	return result;
 }
 
-/* ---- PUT /api/{type}s/{ns}/{name}/settings ---------------------------------- */
-
-/* Settings this server does not keep are checked for their type and then
- * ignored (gating, description, discussions, notification settings). */
-static int settings_valid(json_t *doc)
-{
-	json_t *gated = json_object_get(doc, "gated");
-	if (gated && !json_is_null(gated) && !json_is_false(gated) &&
-	    !(json_is_string(gated) && (strcmp(json_string_value(gated), "auto") == 0 ||
-					strcmp(json_string_value(gated), "manual") == 0)))
-		return -1;
-	json_t *dd = json_object_get(doc, "discussionsDisabled");
-	if (dd && !json_is_null(dd) && !json_is_boolean(dd))
-		return -1;
-	const char *s;
-	if (json_optional_string(doc, "description", &s) < 0 || json_optional_string(doc, "gatedNotificationsEmail", &s) < 0 ||
-	    json_optional_string(doc, "gatedNotificationsMode", &s) < 0)
-		return -1;
-	return 0;
-}
-
-static enum MHD_Result handle_settings(struct request *req)
-{
-	enum MHD_Result result;
-	struct repo_handle h;
-	json_t *doc = NULL;
-	char *target = NULL, *details = NULL;
-	int private = 0, private_set;
-
-	h = *req->repo;
-	if (!(doc = request_json_body(req, &result)))
-		return result;
-	if (body_visibility(doc, &private, &private_set) < 0 || settings_valid(doc) < 0) {
-		result = respond_error(req, 400, NULL,
-				       "invalid settings: \"private\" must be a boolean, \"visibility\" public, private or"
-				       " protected, \"gated\" false, \"auto\" or \"manual\"");
-		goto cleanup;
-	}
-	if (private_set && private != h.record.private) {
-		if (db_repo_set_private(h.record.id, private) < 0) {
-			result = respond_db_unavailable(req);
-			goto cleanup;
-		}
-		repo_cache_invalidate();
-		h.record.private = private;
-		target = repo_target(h.record.type, h.record.ns, h.record.name);
-		details = xasprintf("{\"private\":%s}", private ? "true" : "false");
-		api_audit(req, "repo.settings", target, details);
-	}
-	result = respond_json(req, 200, json_pack("{s:b}", "private", h.record.private));
-cleanup:
-	free(details);
-	free(target);
-	json_decref(doc);
-	return result;
-}
-
 /* create, delete and move name their repo in the body: the server asks for
  * a write token of signed-in callers, the handlers for the write role in
  * the namespace (create), repo_open_to_manage on the repo (delete, move;
@@ -635,6 +544,5 @@ const struct route repos_routes[] = {
 	  NULL, ACCESS_NAMESPACE_WRITE },
 	{ METHOD_POST, "/api/repos/move", handle_move, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0,
 	  NULL, ACCESS_NAMESPACE_WRITE },
-	{ METHOD_PUT, "/api/{type}/{ns}/{name}/settings", handle_settings, ROUTE_BODY, 0, NULL, ACCESS_REPO_MANAGE },
 	{ 0, NULL, NULL, 0, 0 },
 };
