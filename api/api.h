@@ -195,7 +195,8 @@ extern const struct route repo_settings_routes[];	/* api/repo_settings.c: settin
 extern const struct route branches_routes[];	/* api/branches.c: branches and tags */
 extern const struct route commits_routes[];	/* api/commits.c: commit history */
 extern const struct route trusted_publishers_routes[];	/* api/trusted_publishers.c: admin API */
-extern const struct route benchmarks_routes[];	/* api/benchmarks.c: upload, list, aggregate */
+extern const struct route benchmarks_routes[];	/* api/benchmarks.c: upload */
+extern const struct route benchmark_queries_routes[];	/* api/benchmark_queries.c: list, aggregate */
 extern const struct route downloads_routes[];	/* api/downloads.c: per-variant statistics */
 extern const struct route kernels_routes[];	/* api/kernels.c: GET /api/kernels */
 extern const struct route kernel_variants_routes[];	/* api/kernel_variants.c: variants, metadata, compliance */
