@@ -365,6 +365,8 @@ void api_audit(struct request *req, const char *action, const char *target, cons
 /* An optional string member of a JSON body: absent or null leaves *out
  * NULL; -1 when it has another type. *out points into doc. */
 int json_optional_string(json_t *doc, const char *key, const char **out);
+/* The same for a boolean member: *out 0 when absent or null. */
+int json_optional_bool(json_t *doc, const char *key, int *out);
 /* Parse the buffered body as a JSON object (an empty body is {}); on
  * failure 400 is queued and NULL returned. The caller decrefs. */
 json_t *request_json_body(struct request *req, enum MHD_Result *result);

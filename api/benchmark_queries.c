@@ -266,15 +266,13 @@ static enum MHD_Result handle_list(struct request *req)
 {
 	enum MHD_Result result;
 	struct bench_query q;
+	struct db_rows table;
 	if (bench_query_read(req, &q, &result) < 0)
 		return result;
-	const struct repo_handle *h = req->repo;
-	struct benchmark_filter *f = &q.f;
-	int csv = q.csv;
-	struct db_rows table;
-	const struct db_rows *res = &table;
-	if (db_benchmark_rows(h->record.id, f, &table) < 0)
+	if (db_benchmark_rows(req->repo->record.id, &q.f, &table) < 0)
 		return respond_db_unavailable(req);
+	const struct db_rows *res = &table;
+	int csv = q.csv;
 
 	/* Rows come grouped by run; the query returns one run more than a page. */
 	int rows = (int)res->count, runs = 0, next = 0;
@@ -283,7 +281,7 @@ static enum MHD_Result handle_list(struct request *req)
 		const char *id = db_rows_get(res, i, BENCH_COL_RUN_ID);
 		if (prev && strcmp(prev, id) == 0)
 			continue;
-		if (++runs > f->limit) {
+		if (++runs > q.f.limit) {
 			rows = i;
 			next = 1;
 			break;
@@ -312,7 +310,7 @@ static enum MHD_Result handle_list(struct request *req)
 	if (!csv)
 		strbuf_adds(&sb, prev ? "]}]" : "]");
 	char *link = next && rows > 0 ?
-		     next_page_link(req, h, strtoll(db_rows_get(res, rows - 1, BENCH_COL_RUN_ID), NULL, 10)) : NULL;
+		     next_page_link(req, req->repo, strtoll(db_rows_get(res, rows - 1, BENCH_COL_RUN_ID), NULL, 10)) : NULL;
 	db_rows_release(&table);
 	enum MHD_Result r = respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8",
 					 &sb, link);
@@ -337,19 +335,17 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	struct bench_query q;
 	if (bench_query_read(req, &q, &result) < 0)
 		return result;
-	const struct repo_handle *h = req->repo;
-	struct benchmark_filter *f = &q.f;
 	int csv = q.csv;
 	const char *ref = request_query(req, "reference");
 	if (!ref || !*ref)
 		ref = BENCH_DEFAULT_REFERENCE;
 	/* The workload filter applies to the answer, not to the query, so the
 	 * reference rows stay available. */
-	const char *only = f->workload;
-	f->workload = NULL;
+	const char *only = q.f.workload;
+	q.f.workload = NULL;
 	struct db_rows table;
 	const struct db_rows *res = &table;
-	if (db_benchmark_aggregate(h->record.id, f, &table) < 0)
+	if (db_benchmark_aggregate(req->repo->record.id, &q.f, &table) < 0)
 		return respond_db_unavailable(req);
 
 	struct hashmap by_key;	/* workload \x1f gpu -> row + 1 */

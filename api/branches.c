@@ -23,18 +23,6 @@ static enum MHD_Result respond_ref_write_error(struct request *req, int rc, cons
 	return respond_err(req, rc == KHUB_EINVAL || rc == KHUB_ENOSPC ? rc : KHUB_EIO, "cannot %s %s", what, ref);
 }
 
-static int body_optional_bool(json_t *doc, const char *key, int *out)
-{
-	json_t *v = json_object_get(doc, key);
-	*out = 0;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v))
-		return -1;
-	*out = json_is_true(v);
-	return 0;
-}
-
 static enum MHD_Result respond_ref(struct request *req, const char *name, const char *ref, const char *sha)
 {
 	return respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "name", name, "ref", ref, "targetCommit", sha));
@@ -60,6 +48,21 @@ static void audit_ref(struct request *req, const struct repo_record *rec, const 
 static void ref_changed(const struct repo_handle *h)
 {
 	publish_refs_moved(h->record.id, h->git, NULL, PUBLISH_REFS_CHANGED, NULL, NULL, NULL, NULL);
+}
+
+/* The end of a create (branch or tag), as rc says it went: 409 when the name
+ * is taken or the ref moved meanwhile, else the new ref, audited. */
+static enum MHD_Result respond_ref_created(struct request *req, const struct repo_handle *h, int rc,
+					   const char *action, const char *name, const char *ref, const char *sha)
+{
+	if (rc == KHUB_EEXIST || rc == KHUB_ECONFLICT)
+		return respond_error(req, 409, NULL, rc == KHUB_EEXIST ? "Reference %s already exists"
+						: "Reference %s was updated concurrently", ref);
+	if (rc < 0)
+		return respond_ref_write_error(req, rc, "create", ref);
+	ref_changed(h);
+	audit_ref(req, &h->record, action, ref, sha);
+	return respond_ref(req, name, ref, sha);
 }
 
 /* DELETE of a branch or tag: under the repo's lock, audited. */
@@ -109,7 +112,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 		goto cleanup;
 	}
 	if (json_optional_string(doc, "startingPoint", &starting_point) < 0 ||
-	    body_optional_bool(doc, "emptyBranch", &empty) < 0 || body_optional_bool(doc, "overwrite", &overwrite) < 0) {
+	    json_optional_bool(doc, "emptyBranch", &empty) < 0 || json_optional_bool(doc, "overwrite", &overwrite) < 0) {
 		result = respond_error(req, 400, NULL, "\"startingPoint\" must be a string, \"emptyBranch\" and"
 				       " \"overwrite\" booleans");
 		goto cleanup;
@@ -148,18 +151,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 		goto cleanup;
 	}
 	rc = repo_branch_set(h.git, branch, sha, overwrite, "branch created through the API");
-	if (rc == KHUB_EEXIST || rc == KHUB_ECONFLICT) {
-		result = respond_error(req, 409, NULL, rc == KHUB_EEXIST ? "Reference %s already exists"
-							: "Reference %s was updated concurrently", ref);
-		goto cleanup;
-	}
-	if (rc < 0) {
-		result = respond_ref_write_error(req, rc, "create", ref);
-		goto cleanup;
-	}
-	ref_changed(&h);
-	audit_ref(req, &h.record, "branch.create", ref, sha);
-	result = respond_ref(req, branch, ref, sha);
+	result = respond_ref_created(req, &h, rc, "branch.create", branch, ref, sha);
 cleanup:
 	if (locked)
 		repo_write_unlock(h.record.id);
@@ -212,17 +204,7 @@ static enum MHD_Result handle_tag_create(struct request *req)
 	}
 	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
 	rc = repo_tag_create(h.git, tag, sha, message, req->principal.name, email);
-	if (rc == KHUB_EEXIST) {
-		result = respond_error(req, 409, NULL, "Reference %s already exists", ref);
-		goto cleanup;
-	}
-	if (rc < 0) {
-		result = respond_ref_write_error(req, rc, "create", ref);
-		goto cleanup;
-	}
-	ref_changed(&h);
-	audit_ref(req, &h.record, "tag.create", ref, sha);
-	result = respond_ref(req, tag, ref, sha);
+	result = respond_ref_created(req, &h, rc, "tag.create", tag, ref, sha);
 cleanup:
 	if (locked)
 		repo_write_unlock(h.record.id);

@@ -10,14 +10,16 @@
 
 /* ---- small helpers --------------------------------------------------------- */
 
-/* The repo type of a body (default model); -1 when not a known type. */
-static int body_type(json_t *doc, enum repo_type *type)
+/* The repo type of a body (default model); -1 with a 400 queued when it
+ * is not a known type. */
+static int body_type(struct request *req, json_t *doc, enum repo_type *type, enum MHD_Result *result)
 {
 	const char *s;
 	*type = REPO_MODEL;
-	if (json_optional_string(doc, "type", &s) < 0)
-		return -1;
-	return s ? repo_type_parse(s, type) : 0;
+	if (json_optional_string(doc, "type", &s) == 0 && (!s || repo_type_parse(s, type) == 0))
+		return 0;
+	*result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
+	return -1;
 }
 
 /* Split "ns/name" into two owned strings; -1 unless there is exactly one
@@ -60,15 +62,37 @@ static char *repo_url(struct request *req, enum repo_type type, const char *ns, 
 }
 
 /* One lock for creates, deletes and moves, taken before any repo's write
- * lock (so the order is always registry, then repo). */
-static int registry_lock(void)
+ * lock (so the order is always registry, then repo). -1 with a 503 queued
+ * when the database cannot give it. */
+static int registry_lock(struct request *req, enum MHD_Result *result)
 {
-	return db_lock_wait(DB_LOCK_REGISTRY, 0);
+	if (db_lock_wait(DB_LOCK_REGISTRY, 0) == 0)
+		return 0;
+	*result = respond_db_unavailable(req);
+	return -1;
 }
 
 static void registry_unlock(void)
 {
 	db_unlock(DB_LOCK_REGISTRY, 0);
+}
+
+/* Is h's repo still registered under its name (not deleted or moved since
+ * it was opened)? 0, KHUB_ENOTFOUND or KHUB_EDB. */
+static int repo_still_named(const struct repo_handle *h)
+{
+	struct repo_record current;
+	int rc = db_repo_get(h->record.type, h->record.ns, h->record.name, &current);
+	return rc == 0 && current.id != h->record.id ? KHUB_ENOTFOUND : rc;
+}
+
+/* The end of a delete or move: the locks it holds, in reverse order. */
+static void manage_unlock(const struct repo_handle *h, int repo_locked, int registry_locked)
+{
+	if (repo_locked)
+		repo_write_unlock(h->record.id);
+	if (registry_locked)
+		registry_unlock();
 }
 
 /* May the caller create a repo of this type under ns (create, or the
@@ -256,10 +280,8 @@ static enum MHD_Result handle_create(struct request *req)
 		return result;
 	if (body_repo_name(req, doc, &ns, &name, &result) < 0)
 		goto cleanup;
-	if (body_type(doc, &type) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
+	if (body_type(req, doc, &type, &result) < 0)
 		goto cleanup;
-	}
 	if (repo_visibility_from_body(doc, &private, &private_set) < 0) {
 		result = respond_error(req, 400, NULL,
 				       "\"private\" must be a boolean and \"visibility\" public, private or protected");
@@ -274,10 +296,8 @@ static enum MHD_Result handle_create(struct request *req)
 	if (decode_initial_files(req, doc, &files, &nfiles, &result) < 0)
 		goto cleanup;
 
-	if (registry_lock() < 0) {
-		result = respond_db_unavailable(req);
+	if (registry_lock(req, &result) < 0)
 		goto cleanup;
-	}
 	locked = 1;
 	rc = db_repo_get(type, owner.name, name, &rec);
 	if (rc == 0) {
@@ -342,7 +362,6 @@ static enum MHD_Result handle_delete(struct request *req)
 	json_t *doc = NULL;
 	char *ns = NULL, *name = NULL, *target = NULL;
 	struct repo_handle h;
-	struct repo_record current;
 	enum repo_type type;
 	int registry_locked = 0, repo_locked = 0, rc;
 
@@ -352,26 +371,19 @@ static enum MHD_Result handle_delete(struct request *req)
 		return result;
 	if (body_repo_name(req, doc, &ns, &name, &result) < 0)
 		goto cleanup;
-	if (body_type(doc, &type) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
+	if (body_type(req, doc, &type, &result) < 0)
 		goto cleanup;
-	}
 	if (repo_open_to_manage(req, type, ns, name, &h, &result) < 0)
 		goto cleanup;
-	if (registry_lock() < 0) {
-		result = respond_db_unavailable(req);
+	if (registry_lock(req, &result) < 0)
 		goto cleanup;
-	}
 	registry_locked = 1;
 	/* parked (the registry lock is released by cleanup, and everything
 	 * before is repeated when the handler runs again) or answered */
 	if (repo_write_lock_request(req, h.record.id, &result) != 0)
 		goto cleanup;
 	repo_locked = 1;
-	/* Deleted or moved since we looked: the name no longer names it. */
-	rc = db_repo_get(type, h.record.ns, h.record.name, &current);
-	if (rc == 0 && current.id != h.record.id)
-		rc = KHUB_ENOTFOUND;
+	rc = repo_still_named(&h);
 	if (rc == 0)
 		rc = db_repo_delete(h.record.id);
 	if (rc == KHUB_ENOTFOUND) {
@@ -399,10 +411,7 @@ static enum MHD_Result handle_delete(struct request *req)
 	req->bytes_out = 2;
 	result = respond(req, 200, resp);
 cleanup:
-	if (repo_locked)
-		repo_write_unlock(h.record.id);
-	if (registry_locked)
-		registry_unlock();
+	manage_unlock(&h, repo_locked, registry_locked);
 	free(target);
 	free(name);
 	free(ns);
@@ -433,10 +442,8 @@ static enum MHD_Result handle_move(struct request *req)
 		result = respond_error(req, 400, NULL, "\"fromRepo\" and \"toRepo\" must be repo ids of the form ns/name");
 		goto cleanup;
 	}
-	if (body_type(doc, &type) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
+	if (body_type(req, doc, &type, &result) < 0)
 		goto cleanup;
-	}
 	if (repo_open_to_manage(req, type, from_ns, from_name, &h, &result) < 0)
 		goto cleanup;
 	if (repo_name_validate(to_name, &why) < 0) {
@@ -453,19 +460,12 @@ static enum MHD_Result handle_move(struct request *req)
 				       h.record.ns, h.record.name, h.record.ns, h.record.ns);
 		goto cleanup;
 	}
-	if (registry_lock() < 0) {
-		result = respond_db_unavailable(req);
+	if (registry_lock(req, &result) < 0)
 		goto cleanup;
-	}
 	registry_locked = 1;
-	/* Deleted or moved by someone else since we looked? */
-	rc = db_repo_get(type, h.record.ns, h.record.name, &existing);
-	if (rc == KHUB_EDB) {
-		result = respond_db_unavailable(req);
-		goto cleanup;
-	}
-	if (rc < 0 || existing.id != h.record.id) {
-		result = respond_repo_not_found(req);
+	rc = repo_still_named(&h);
+	if (rc < 0) {
+		result = rc == KHUB_EDB ? respond_db_unavailable(req) : respond_repo_not_found(req);
 		goto cleanup;
 	}
 	rc = db_repo_get(type, owner.name, to_name, &existing);
@@ -517,10 +517,7 @@ static enum MHD_Result handle_move(struct request *req)
 	result = respond_json(req, 200, json_pack("{s:s}", "url", url));
 	free(url);
 cleanup:
-	if (repo_locked)
-		repo_write_unlock(h.record.id);
-	if (registry_locked)
-		registry_unlock();
+	manage_unlock(&h, repo_locked, registry_locked);
 	free(details);
 	free(to_target);
 	free(from_target);

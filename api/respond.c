@@ -334,14 +334,23 @@ int http_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
 }
 
 
-int json_optional_string(json_t *doc, const char *key, const char **out)
+/* A member of doc, NULL when absent or null. */
+static json_t *json_optional_member(json_t *doc, const char *key)
 {
 	json_t *v = json_object_get(doc, key);
-	*out = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_string(v))
-		return -1;
-	*out = json_string_value(v);
-	return 0;
+	return json_is_null(v) ? NULL : v;
+}
+
+int json_optional_string(json_t *doc, const char *key, const char **out)
+{
+	json_t *v = json_optional_member(doc, key);
+	*out = json_string_value(v);	/* NULL unless a string */
+	return !v || json_is_string(v) ? 0 : -1;
+}
+
+int json_optional_bool(json_t *doc, const char *key, int *out)
+{
+	json_t *v = json_optional_member(doc, key);
+	*out = json_is_true(v);
+	return !v || json_is_boolean(v) ? 0 : -1;
 }
