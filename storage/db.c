@@ -312,6 +312,19 @@ int db_run(const char *sql, int nparams, const char *const *params)
 	return 0;
 }
 
+int db_run_id(const char *sql, int64_t id)
+{
+	char text[24];
+	snprintf(text, sizeof(text), "%" PRId64, id);
+	const char *params[1] = { text };
+	PGresult *res = db_exec(sql, 1, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int changed = atoi(PQcmdTuples(res));
+	PQclear(res);
+	return changed;
+}
+
 int db_ping(void)
 {
 	return db_run("SELECT 1", 0, NULL);

@@ -200,16 +200,8 @@ int db_token_lookup(const char *token, struct principal *out)
 
 int db_token_revoke(int64_t token_id)
 {
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, token_id);
-	const char *params[1] = { id };
-	PGresult *res = db_exec("UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
-				1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
-	PQclear(res);
-	return rc;
+	int n = db_run_id("UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL", token_id);
+	return n < 0 ? n : n == 1 ? 0 : KHUB_ENOTFOUND;
 }
 
 int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count)

@@ -13,6 +13,9 @@
 PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate);
 /* db_exec for statements whose rows are not wanted: 0 or KHUB_EDB. */
 int db_run(const char *sql, int nparams, const char *const *params);
+/* db_run of a statement whose one parameter $1 is an id: the number of rows
+ * it changed, or KHUB_EDB. */
+int db_run_id(const char *sql, int64_t id);
 /* db_exec into out (released by the caller with db_rows_release): 0 or
  * KHUB_EDB (then out is empty). */
 int db_query(struct db_rows *out, const char *sql, int nparams, const char *const *params);
