@@ -22,21 +22,21 @@ static int body_type(struct request *req, json_t *doc, enum repo_type *type, enu
 	return -1;
 }
 
-/* Split "ns/name" into two owned strings; -1 unless there is exactly one
+/* Split "ns/name" into two strings the request owns; -1 unless there is exactly one
  * '/' with something on both sides. */
-static int split_repo_id(const char *id, char **ns, char **name)
+static int split_repo_id(struct request *req, const char *id, char **ns, char **name)
 {
 	const char *slash = strchr(id, '/');
 	if (!slash || slash == id || !slash[1] || strchr(slash + 1, '/'))
 		return -1;
-	*ns = xstrndup(id, (size_t)(slash - id));
-	*name = xstrdup(slash + 1);
+	*ns = request_own(req, xstrndup(id, (size_t)(slash - id)));
+	*name = request_own(req, xstrdup(slash + 1));
 	return 0;
 }
 
 /* {name, organization} as PY, RS and JS send them; an old-style "ns/name"
  * in name is accepted when organization is absent. The namespace defaults
- * to the caller. Fills owned *ns and *name; -1 with a 400 queued. */
+ * to the caller. Fills *ns and *name (the request owns them); -1 with a 400 queued. */
 static int body_repo_name(struct request *req, json_t *doc, char **ns, char **name, enum MHD_Result *result)
 {
 	const char *n, *org;
@@ -46,13 +46,13 @@ static int body_repo_name(struct request *req, json_t *doc, char **ns, char **na
 		return -1;
 	}
 	if (!org && strchr(n, '/')) {
-		if (split_repo_id(n, ns, name) == 0)
+		if (split_repo_id(req, n, ns, name) == 0)
 			return 0;
 		*result = respond_error(req, 400, NULL, "Invalid repo name: %s", n);
 		return -1;
 	}
-	*ns = xstrdup(org ? org : req->principal.name);
-	*name = xstrdup(n);
+	*ns = request_own(req, xstrdup(org ? org : req->principal.name));
+	*name = request_own(req, xstrdup(n));
 	return 0;
 }
 
@@ -348,8 +348,6 @@ cleanup:
 	initial_files_free(files, nfiles);
 	free(details);
 	free(target);
-	free(name);
-	free(ns);
 	json_decref(doc);
 	return result;
 }
@@ -413,8 +411,6 @@ static enum MHD_Result handle_delete(struct request *req)
 cleanup:
 	manage_unlock(&h, repo_locked, registry_locked);
 	free(target);
-	free(name);
-	free(ns);
 	json_decref(doc);
 	return result;
 }
@@ -437,8 +433,8 @@ static enum MHD_Result handle_move(struct request *req)
 	if (!(doc = request_json_body(req, &result)))
 		return result;
 	if (json_optional_string(doc, "fromRepo", &from_id) < 0 || json_optional_string(doc, "toRepo", &to_id) < 0 || !from_id ||
-	    !to_id || split_repo_id(from_id, &from_ns, &from_name) < 0 ||
-	    split_repo_id(to_id, &to_ns, &to_name) < 0) {
+	    !to_id || split_repo_id(req, from_id, &from_ns, &from_name) < 0 ||
+	    split_repo_id(req, to_id, &to_ns, &to_name) < 0) {
 		result = respond_error(req, 400, NULL, "\"fromRepo\" and \"toRepo\" must be repo ids of the form ns/name");
 		goto cleanup;
 	}
@@ -521,10 +517,6 @@ cleanup:
 	free(details);
 	free(to_target);
 	free(from_target);
-	free(to_name);
-	free(to_ns);
-	free(from_name);
-	free(from_ns);
 	json_decref(doc);
 	return result;
 }

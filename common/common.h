@@ -87,6 +87,9 @@ int percent_decode_inplace(char *s);
 void format_iso8601(time_t t, char out[32]);
 /* Monotonic clock in microseconds. */
 uint64_t monotonic_usec(void);
+/* The time usec from now on clock (CLOCK_MONOTONIC, CLOCK_REALTIME): a
+ * deadline for pthread_cond_timedwait and friends. */
+struct timespec clock_after_usec(clockid_t clock, uint64_t usec);
 
 /* Create every missing directory of path (mode 0755); 0 or -1 with errno. */
 int mkdir_p(const char *path, unsigned mode);

@@ -36,13 +36,7 @@ static void *guard_main(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&guard_lock);
 	while (!guard_stopping) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 250 * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = clock_after_usec(CLOCK_REALTIME, 250 * 1000);
 		pthread_cond_timedwait(&guard_wake, &guard_lock, &until);
 		uint64_t now = monotonic_usec();
 		for (struct guarded_conn *g = guard_head; g; g = g->next) {

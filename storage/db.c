@@ -159,14 +159,7 @@ static PGconn *conn_get(void)
 		return thread_slot->conn;
 	}
 	pthread_once(&pool_once, pool_init);
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += pool_wait_ms / 1000;
-	until.tv_nsec += (pool_wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = clock_after_usec(CLOCK_MONOTONIC, (uint64_t)pool_wait_ms * 1000);
 	struct pool_slot *slot = NULL;
 	pthread_mutex_lock(&pool_lock);
 	while (pool) {
