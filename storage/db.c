@@ -305,17 +305,28 @@ int db_run(const char *sql, int nparams, const char *const *params)
 	return 0;
 }
 
-int db_run_id(const char *sql, int64_t id)
+int db_run_count(const char *sql, int nparams, const char *const *params)
 {
-	char text[24];
-	snprintf(text, sizeof(text), "%" PRId64, id);
-	const char *params[1] = { text };
-	PGresult *res = db_exec(sql, 1, params, NULL);
+	PGresult *res = db_exec(sql, nparams, params, NULL);
 	if (!res)
 		return KHUB_EDB;
 	int changed = atoi(PQcmdTuples(res));
 	PQclear(res);
 	return changed;
+}
+
+int db_run_one(const char *sql, int nparams, const char *const *params)
+{
+	int changed = db_run_count(sql, nparams, params);
+	return changed < 0 ? changed : changed == 1 ? 0 : KHUB_ENOTFOUND;
+}
+
+int db_run_id(const char *sql, int64_t id)
+{
+	char text[24];
+	snprintf(text, sizeof(text), "%" PRId64, id);
+	const char *params[1] = { text };
+	return db_run_count(sql, 1, params);
 }
 
 int db_ping(void)
@@ -437,6 +448,35 @@ void db_array_add(struct strbuf *sb, const char *s)
 		strbuf_add(sb, s, 1);
 	}
 	strbuf_adds(sb, "\"");
+}
+
+void db_columns_init(struct strbuf *cols, int n)
+{
+	for (int a = 0; a < n; a++) {
+		strbuf_init(&cols[a]);
+		strbuf_adds(&cols[a], "{");
+	}
+}
+
+void db_columns_row(struct strbuf *cols, int n, size_t row)
+{
+	for (int a = 0; row && a < n; a++)
+		strbuf_adds(&cols[a], ",");
+}
+
+void db_columns_end(struct strbuf *cols, int n, const char **params)
+{
+	for (int a = 0; a < n; a++) {
+		strbuf_adds(&cols[a], "}");
+		if (params)
+			params[a] = cols[a].buf;
+	}
+}
+
+void db_columns_release(struct strbuf *cols, int n)
+{
+	for (int a = 0; a < n; a++)
+		strbuf_release(&cols[a]);
 }
 
 /* ---- advisory locks ------------------------------------------------------------- */
