@@ -113,23 +113,26 @@ static struct guarded_conn *guard_of(struct MHD_Connection *conn)
 	return ci ? ci->socket_context : NULL;
 }
 
-void conn_guard_request_begin(struct MHD_Connection *conn)
+/* A request on conn began (1) or ended (0): the header deadline runs only
+ * between requests, from the end of the last one. */
+static void guard_set_in_request(struct MHD_Connection *conn, int in_request)
 {
 	struct guarded_conn *g = guard_of(conn);
 	if (!g)
 		return;
 	pthread_mutex_lock(&guard_lock);
-	g->in_request = 1;
+	g->in_request = in_request;
+	if (!in_request)
+		g->since_usec = monotonic_usec();
 	pthread_mutex_unlock(&guard_lock);
+}
+
+void conn_guard_request_begin(struct MHD_Connection *conn)
+{
+	guard_set_in_request(conn, 1);
 }
 
 void conn_guard_request_end(struct MHD_Connection *conn)
 {
-	struct guarded_conn *g = guard_of(conn);
-	if (!g)
-		return;
-	pthread_mutex_lock(&guard_lock);
-	g->in_request = 0;
-	g->since_usec = monotonic_usec();
-	pthread_mutex_unlock(&guard_lock);
+	guard_set_in_request(conn, 0);
 }

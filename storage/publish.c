@@ -102,16 +102,6 @@ void publish_repo_unlock(int64_t repo_id)
 		unlock_notify(repo_id);
 }
 
-int publish_trylock(struct publication *pub)
-{
-	if (pub->locked)
-		return 0;
-	int rc = publish_repo_trylock(pub->rec.id);
-	if (rc == 0)
-		pub->locked = 1;
-	return rc;
-}
-
 /* Wait for the lock (command line and background work only). */
 static int repo_lock_wait(int64_t repo_id)
 {
@@ -123,14 +113,23 @@ static int repo_lock_wait(int64_t repo_id)
 	return rc;
 }
 
-int publish_lock(struct publication *pub)
+/* pub's repo lock, taken once by take (try or wait). */
+static int publication_lock(struct publication *pub, int (*take)(int64_t repo_id))
 {
-	if (pub->locked)
-		return 0;
-	int rc = repo_lock_wait(pub->rec.id);
+	int rc = pub->locked ? 0 : take(pub->rec.id);
 	if (rc == 0)
 		pub->locked = 1;
 	return rc;
+}
+
+int publish_trylock(struct publication *pub)
+{
+	return publication_lock(pub, publish_repo_trylock);
+}
+
+int publish_lock(struct publication *pub)
+{
+	return publication_lock(pub, repo_lock_wait);
 }
 
 static void unlock(struct publication *pub)
