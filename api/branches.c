@@ -66,10 +66,13 @@ static enum MHD_Result respond_ref_created(struct request *req, const struct rep
 }
 
 /* DELETE of a branch or tag: under the repo's lock, audited. */
-static enum MHD_Result delete_ref(struct request *req, struct repo_handle *h, const char *kind, const char *name)
+static enum MHD_Result delete_ref(struct request *req, const char *kind, const char *name)
 {
+	struct repo_handle *h = req->repo;
 	char ref[REF_NAME_MAX + 16], old[41], action[32];
 	int rc;
+	if (ref_name_validate(name, NULL) < 0)
+		return respond_revision_not_found(req, name);
 	snprintf(ref, sizeof(ref), "refs/%s/%s", strcmp(kind, "branch") == 0 ? "heads" : "tags", name);
 	snprintf(action, sizeof(action), "%s.delete", kind);
 	enum MHD_Result result;
@@ -161,66 +164,53 @@ cleanup:
 
 static enum MHD_Result handle_branch_delete(struct request *req)
 {
-	struct repo_handle h;
-	const char *branch = req->rev;
-
-	h = *req->repo;
-	if (strcmp(branch, "main") == 0)
+	if (strcmp(req->rev, "main") == 0)
 		return respond_error(req, 403, NULL, "Cannot delete refs/heads/main");
-	if (ref_name_validate(branch, NULL) < 0)
-		return respond_revision_not_found(req, branch);
-	return delete_ref(req, &h, "branch", branch);
+	return delete_ref(req, "branch", req->rev);
 }
 
 /* ---- tags -------------------------------------------------------------------------- */
 
+/* Under the repo's write lock: the tag, on the commit req->rev names. */
+static enum MHD_Result tag_create_locked(struct request *req, struct repo_handle *h, const char *tag,
+					 const char *message, const char *ref)
+{
+	char sha[41], email[REPO_NAME_MAX + 32];
+	if (repo_resolve_commitish(h->git, req->rev, sha) < 0)
+		return respond_revision_not_found(req, req->rev);
+	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
+	int rc = repo_tag_create(h->git, tag, sha, message, req->principal.name, email);
+	return respond_ref_created(req, h, rc, "tag.create", tag, ref, sha);
+}
+
 static enum MHD_Result handle_tag_create(struct request *req)
 {
 	enum MHD_Result result;
-	struct repo_handle h;
-	json_t *doc = NULL;
+	struct repo_handle h = *req->repo;
 	const char *tag, *message;
-	char ref[REF_NAME_MAX + 16], sha[41], email[REPO_NAME_MAX + 32];
-	int locked = 0, rc;
-
-	h = *req->repo;
-	if (!(doc = request_json_body(req, &result)))
+	char ref[REF_NAME_MAX + 16];
+	json_t *doc = request_json_body(req, &result);
+	if (!doc)
 		return result;
 	if (json_optional_string(doc, "tag", &tag) < 0 || !tag || json_optional_string(doc, "message", &message) < 0) {
 		result = respond_error(req, 400, NULL, "\"tag\" (string) is required; \"message\" must be a string");
-		goto cleanup;
-	}
-	if (!short_ref_name_ok(tag)) {
+	} else if (!short_ref_name_ok(tag)) {
 		result = respond_error(req, 400, NULL, "Invalid reference for a tag: %s", tag);
-		goto cleanup;
+	} else {
+		snprintf(ref, sizeof(ref), "refs/tags/%s", tag);
+		/* else parked or answered */
+		if (repo_write_lock_request(req, h.record.id, &result) == 0) {
+			result = tag_create_locked(req, &h, tag, message, ref);
+			repo_write_unlock(h.record.id);
+		}
 	}
-	snprintf(ref, sizeof(ref), "refs/tags/%s", tag);
-	if (repo_write_lock_request(req, h.record.id, &result) != 0)
-		goto cleanup;	/* parked or answered */
-	locked = 1;
-	if (repo_resolve_commitish(h.git, req->rev, sha) < 0) {
-		result = respond_revision_not_found(req, req->rev);
-		goto cleanup;
-	}
-	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
-	rc = repo_tag_create(h.git, tag, sha, message, req->principal.name, email);
-	result = respond_ref_created(req, &h, rc, "tag.create", tag, ref, sha);
-cleanup:
-	if (locked)
-		repo_write_unlock(h.record.id);
 	json_decref(doc);
 	return result;
 }
 
 static enum MHD_Result handle_tag_delete(struct request *req)
 {
-	struct repo_handle h;
-	const char *tag = req->rev;
-
-	h = *req->repo;
-	if (ref_name_validate(tag, NULL) < 0)
-		return respond_revision_not_found(req, tag);
-	return delete_ref(req, &h, "tag", tag);
+	return delete_ref(req, "tag", req->rev);
 }
 
 const struct route branches_routes[] = {
