@@ -354,8 +354,8 @@ int work_queue_stop(unsigned wait_ms);
 int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
 		   int *job_rc, enum MHD_Result *result);
 
-/* "kernels/ns/name": how the audit log names a repo. The caller owns it. */
-char *repo_audit_target(enum repo_type type, const char *ns, const char *name);
+/* "kernels/ns/name": how the audit log names a repo. The request owns it. */
+const char *repo_audit_target(struct request *req, enum repo_type type, const char *ns, const char *name);
 /* private (bool) or visibility ("public", "private", "protected") of a
  * create or settings body (api/repo_settings.c): *set says whether either
  * was given; -1 when one is malformed. */

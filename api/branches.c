@@ -31,7 +31,7 @@ static enum MHD_Result respond_ref(struct request *req, const char *name, const 
 static void audit_ref(struct request *req, const struct repo_record *rec, const char *action, const char *ref,
 		      const char *sha)
 {
-	char *target = repo_audit_target(rec->type, rec->ns, rec->name);
+	const char *target = repo_audit_target(req, rec->type, rec->ns, rec->name);
 	struct strbuf details = STRBUF_INIT;
 	strbuf_adds(&details, "{\"ref\":");
 	strbuf_add_json_string(&details, ref);
@@ -40,7 +40,6 @@ static void audit_ref(struct request *req, const struct repo_record *rec, const 
 	strbuf_adds(&details, "}");
 	api_audit(req, action, target, details.buf);
 	strbuf_release(&details);
-	free(target);
 }
 
 /* After a ref changed: the repo's lastModified moves, the kernel listing's

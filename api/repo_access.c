@@ -537,9 +537,9 @@ void api_after_publish(int64_t repo_id, enum publish_change change)
 		repo_cache_invalidate();
 }
 
-char *repo_audit_target(enum repo_type type, const char *ns, const char *name)
+const char *repo_audit_target(struct request *req, enum repo_type type, const char *ns, const char *name)
 {
-	return xasprintf("%s/%s/%s", repo_type_plural(type), ns, name);
+	return request_own(req, xasprintf("%s/%s/%s", repo_type_plural(type), ns, name));
 }
 
 void api_audit(struct request *req, const char *action, const char *target, const char *details)

@@ -58,7 +58,7 @@ static enum MHD_Result handle_settings(struct request *req)
 	enum MHD_Result result;
 	struct repo_handle h;
 	json_t *doc = NULL;
-	char *target = NULL, *details = NULL;
+	char *details = NULL;
 	int private = 0, private_set;
 
 	h = *req->repo;
@@ -77,14 +77,13 @@ static enum MHD_Result handle_settings(struct request *req)
 		}
 		repo_cache_invalidate();
 		h.record.private = private;
-		target = repo_audit_target(h.record.type, h.record.ns, h.record.name);
+		const char *target = repo_audit_target(req, h.record.type, h.record.ns, h.record.name);
 		details = xasprintf("{\"private\":%s}", private ? "true" : "false");
 		api_audit(req, "repo.settings", target, details);
 	}
 	result = respond_json(req, 200, json_pack("{s:b}", "private", h.record.private));
 cleanup:
 	free(details);
-	free(target);
 	json_decref(doc);
 	return result;
 }

@@ -95,13 +95,18 @@ static void manage_unlock(const struct repo_handle *h, int repo_locked, int regi
 		registry_unlock();
 }
 
-/* May the caller create a repo of this type under ns (create, or the
- * target of a move)? Fills owner; on failure a 403/503 is queued. */
-static int namespace_writable(struct request *req, enum repo_type type, const char *ns, struct account *owner,
-			      enum MHD_Result *result)
+/* May the caller create a repo of this type named name under ns (create,
+ * or the target of a move)? Fills owner; on failure a 400 (a bad name) or
+ * 403/503 is queued. */
+static int namespace_writable(struct request *req, enum repo_type type, const char *ns, const char *name,
+			      struct account *owner, enum MHD_Result *result)
 {
 	const char *why;
 	enum role role = ROLE_NONE;
+	if (repo_name_validate(name, &why) < 0) {
+		*result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
+		return -1;
+	}
 	int rc = repo_name_validate(ns, &why) < 0 ? KHUB_ENOTFOUND : db_account_get(ns, owner);
 	if (rc == 0)
 		rc = namespace_role(&req->principal, owner, &role);
@@ -265,14 +270,13 @@ static enum MHD_Result handle_create(struct request *req)
 {
 	enum MHD_Result result;
 	json_t *doc = NULL;
-	char *ns = NULL, *name = NULL, *target = NULL, *details = NULL;
+	char *ns = NULL, *name = NULL, *details = NULL;
 	struct initial_file *files = NULL;
 	size_t nfiles = 0;
 	struct account owner;
 	struct repo_record rec;
 	enum repo_type type;
 	int private = 0, private_set, locked = 0, adopted = 0, rc;
-	const char *why;
 
 	if (require_signed_in(req, &result) < 0)
 		return result;
@@ -287,11 +291,7 @@ static enum MHD_Result handle_create(struct request *req)
 				       "\"private\" must be a boolean and \"visibility\" public, private or protected");
 		goto cleanup;
 	}
-	if (repo_name_validate(name, &why) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
-		goto cleanup;
-	}
-	if (namespace_writable(req, type, ns, &owner, &result) < 0)
+	if (namespace_writable(req, type, ns, name, &owner, &result) < 0)
 		goto cleanup;
 	if (decode_initial_files(req, doc, &files, &nfiles, &result) < 0)
 		goto cleanup;
@@ -333,7 +333,7 @@ static enum MHD_Result handle_create(struct request *req)
 	locked = 0;
 	repo_cache_invalidate();
 
-	target = repo_audit_target(type, rec.ns, rec.name);
+	const char *target = repo_audit_target(req, type, rec.ns, rec.name);
 	details = xasprintf("{\"private\":%s,\"adopted\":%s,\"files\":%zu}", rec.private ? "true" : "false",
 			    adopted ? "true" : "false", nfiles);
 	api_audit(req, "repo.create", target, details);
@@ -347,7 +347,6 @@ cleanup:
 		registry_unlock();
 	initial_files_free(files, nfiles);
 	free(details);
-	free(target);
 	json_decref(doc);
 	return result;
 }
@@ -358,7 +357,7 @@ static enum MHD_Result handle_delete(struct request *req)
 {
 	enum MHD_Result result;
 	json_t *doc = NULL;
-	char *ns = NULL, *name = NULL, *target = NULL;
+	char *ns = NULL, *name = NULL;
 	struct repo_handle h;
 	enum repo_type type;
 	int registry_locked = 0, repo_locked = 0, rc;
@@ -393,7 +392,7 @@ static enum MHD_Result handle_delete(struct request *req)
 		goto cleanup;
 	}
 	repo_cache_invalidate();
-	target = repo_audit_target(type, h.record.ns, h.record.name);
+	const char *target = repo_audit_target(req, type, h.record.ns, h.record.name);
 	rc = repo_store_trash(api_ctx.repo_root, type, h.record.ns, h.record.name);
 	if (rc < 0 && rc != KHUB_ENOTFOUND) {
 		/* Unregistered but still on disk: a later create would adopt
@@ -410,7 +409,6 @@ static enum MHD_Result handle_delete(struct request *req)
 	result = respond(req, 200, resp);
 cleanup:
 	manage_unlock(&h, repo_locked, registry_locked);
-	free(target);
 	json_decref(doc);
 	return result;
 }
@@ -421,9 +419,8 @@ static enum MHD_Result handle_move(struct request *req)
 {
 	enum MHD_Result result;
 	json_t *doc = NULL;
-	const char *from_id, *to_id, *why;
-	char *from_ns = NULL, *from_name = NULL, *to_ns = NULL, *to_name = NULL, *from_target = NULL,
-	     *to_target = NULL, *details = NULL;
+	const char *from_id, *to_id;
+	char *from_ns = NULL, *from_name = NULL, *to_ns = NULL, *to_name = NULL, *details = NULL;
 	struct repo_handle h;
 	struct repo_record existing, moved;
 	struct account owner;
@@ -442,11 +439,7 @@ static enum MHD_Result handle_move(struct request *req)
 		goto cleanup;
 	if (repo_open_to_manage(req, type, from_ns, from_name, &h, &result) < 0)
 		goto cleanup;
-	if (repo_name_validate(to_name, &why) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
-		goto cleanup;
-	}
-	if (namespace_writable(req, type, to_ns, &owner, &result) < 0)
+	if (namespace_writable(req, type, to_ns, to_name, &owner, &result) < 0)
 		goto cleanup;
 	/* Taking a repo out of its namespace is the namespace admin's call:
 	 * an org's write members may rename its repos, not carry them off. */
@@ -501,8 +494,8 @@ static enum MHD_Result handle_move(struct request *req)
 		goto cleanup;
 	}
 	repo_cache_invalidate();
-	from_target = repo_audit_target(type, h.record.ns, h.record.name);
-	to_target = repo_audit_target(type, moved.ns, moved.name);
+	const char *from_target = repo_audit_target(req, type, h.record.ns, h.record.name);
+	const char *to_target = repo_audit_target(req, type, moved.ns, moved.name);
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_adds(&sb, "{\"to\":");
 	strbuf_add_json_string(&sb, to_target);
@@ -515,8 +508,6 @@ static enum MHD_Result handle_move(struct request *req)
 cleanup:
 	manage_unlock(&h, repo_locked, registry_locked);
 	free(details);
-	free(to_target);
-	free(from_target);
 	json_decref(doc);
 	return result;
 }
