@@ -56,6 +56,15 @@ static int body_repo_name(struct request *req, json_t *doc, char **ns, char **na
 	return 0;
 }
 
+/* The repo a create or delete body names: type, namespace and name. */
+static int body_repo(struct request *req, json_t *doc, enum repo_type *type, char **ns, char **name,
+		     enum MHD_Result *result)
+{
+	if (body_repo_name(req, doc, ns, name, result) < 0)
+		return -1;
+	return body_type(req, doc, type, result);
+}
+
 static char *repo_url(struct request *req, enum repo_type type, const char *ns, const char *name)
 {
 	return xasprintf("%s/%s%s/%s", request_base_url(req), repo_type_url_prefix(type), ns, name);
@@ -282,9 +291,7 @@ static enum MHD_Result handle_create(struct request *req)
 		return result;
 	if (!(doc = request_json_body(req, &result)))
 		return result;
-	if (body_repo_name(req, doc, &ns, &name, &result) < 0)
-		goto cleanup;
-	if (body_type(req, doc, &type, &result) < 0)
+	if (body_repo(req, doc, &type, &ns, &name, &result) < 0)
 		goto cleanup;
 	if (repo_visibility_from_body(doc, &private, &private_set) < 0) {
 		result = respond_error(req, 400, NULL,
@@ -366,9 +373,7 @@ static enum MHD_Result handle_delete(struct request *req)
 	 * a repo they cannot see, as reads answer */
 	if (!(doc = request_json_body(req, &result)))
 		return result;
-	if (body_repo_name(req, doc, &ns, &name, &result) < 0)
-		goto cleanup;
-	if (body_type(req, doc, &type, &result) < 0)
+	if (body_repo(req, doc, &type, &ns, &name, &result) < 0)
 		goto cleanup;
 	if (repo_open_to_manage(req, type, ns, name, &h, &result) < 0)
 		goto cleanup;
