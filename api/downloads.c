@@ -286,11 +286,7 @@ void download_stats_start(int enabled, long flush_ms)
 void download_stats_stop(void)
 {
 	if (flush_thread_running) {
-		pthread_mutex_lock(&flush_lock);
-		flush_stopping = 1;
-		pthread_cond_signal(&flush_cond);
-		pthread_mutex_unlock(&flush_lock);
-		pthread_join(flush_thread, NULL);
+		thread_stop(flush_thread, &flush_lock, &flush_cond, &flush_stopping);
 		flush_thread_running = 0;
 		pthread_cond_destroy(&flush_cond);
 	}

@@ -123,11 +123,7 @@ void kernel_index_catch_up_stop(void)
 {
 	if (!catch_up_running)
 		return;
-	pthread_mutex_lock(&catch_up_lock);
-	catch_up_stopping = 1;
-	pthread_cond_signal(&catch_up_changed);
-	pthread_mutex_unlock(&catch_up_lock);
-	pthread_join(catch_up_thread, NULL);
+	thread_stop(catch_up_thread, &catch_up_lock, &catch_up_changed, &catch_up_stopping);
 	catch_up_running = 0;
 }
 

@@ -159,6 +159,15 @@ struct timespec clock_after_usec(clockid_t clock, uint64_t usec)
 	return ts;
 }
 
+void thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, int *stopping)
+{
+	pthread_mutex_lock(lock);
+	*stopping = 1;
+	pthread_cond_signal(cond);
+	pthread_mutex_unlock(lock);
+	pthread_join(thread, NULL);
+}
+
 int mkdir_p(const char *path, unsigned mode)
 {
 	char *copy = xstrdup(path);

@@ -66,11 +66,7 @@ void conn_guard_stop(void)
 {
 	if (!guard_running)
 		return;
-	pthread_mutex_lock(&guard_lock);
-	guard_stopping = 1;
-	pthread_cond_signal(&guard_wake);
-	pthread_mutex_unlock(&guard_lock);
-	pthread_join(guard_thread, NULL);
+	thread_stop(guard_thread, &guard_lock, &guard_wake, &guard_stopping);
 	guard_running = 0;
 }
 
