@@ -309,8 +309,8 @@ static enum MHD_Result handle_list(struct request *req)
 	}
 	if (!csv)
 		strbuf_adds(&sb, prev ? "]}]" : "]");
-	char *link = next && rows > 0 ?
-		     next_page_link(req, req->repo, strtoll(db_rows_get(res, rows - 1, BENCH_COL_RUN_ID), NULL, 10)) : NULL;
+	int64_t last_id = rows > 0 ? strtoll(db_rows_get(res, rows - 1, BENCH_COL_RUN_ID), NULL, 10) : 0;
+	char *link = next && rows > 0 ? next_page_link(req, req->repo, last_id) : NULL;
 	db_rows_release(&table);
 	enum MHD_Result r = respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8",
 					 &sb, link);

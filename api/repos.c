@@ -1,7 +1,8 @@
 /* repos.c -- the registry of repositories: POST /api/repos/create, DELETE
- * /api/repos/delete and POST /api/repos/move (settings: repo_settings.c). Creates, deletes and moves hold one registry-wide lock (they
- * are rare) and then the repo's write lock, so they never race each other
- * or a commit; a repo's directory is only ever renamed, never removed. */
+ * /api/repos/delete and POST /api/repos/move (settings: repo_settings.c).
+ * They hold one registry-wide lock (they are rare) and then the repo's write
+ * lock, so they never race each other or a commit; a repo's directory is
+ * only ever renamed, never removed. */
 #include "api/api.h"
 
 #include <openssl/evp.h>
@@ -22,8 +23,8 @@ static int body_type(struct request *req, json_t *doc, enum repo_type *type, enu
 	return -1;
 }
 
-/* Split "ns/name" into two strings the request owns; -1 unless there is exactly one
- * '/' with something on both sides. */
+/* Split "ns/name" into two strings the request owns; -1 unless there is
+ * exactly one '/' with something on both sides. */
 static int split_repo_id(struct request *req, const char *id, char **ns, char **name)
 {
 	const char *slash = strchr(id, '/');
@@ -36,7 +37,8 @@ static int split_repo_id(struct request *req, const char *id, char **ns, char **
 
 /* {name, organization} as PY, RS and JS send them; an old-style "ns/name"
  * in name is accepted when organization is absent. The namespace defaults
- * to the caller. Fills *ns and *name (the request owns them); -1 with a 400 queued. */
+ * to the caller. Fills *ns and *name (the request owns them); -1 with a
+ * 400 queued. */
 static int body_repo_name(struct request *req, json_t *doc, char **ns, char **name, enum MHD_Result *result)
 {
 	const char *n, *org;
