@@ -20,7 +20,7 @@ int db_run_count(const char *sql, int nparams, const char *const *params);
 int db_run_one(const char *sql, int nparams, const char *const *params);
 /* db_run_count of a statement whose one parameter $1 is an id. */
 int db_run_id(const char *sql, int64_t id);
-/* n parallel array literals, one per column, for unnest($1::type[], …):
+/* n parallel array literals (storage/db_arrays.c), one per column, for unnest():
  * db_columns_init, then per row db_columns_row and a db_array_add to each
  * column, then db_columns_end (closes them; params[a] = cols[a].buf when
  * params is not NULL) and db_columns_release. */
