@@ -190,11 +190,13 @@ extern const struct route preupload_routes[];	/* api/preupload.c */
 extern const struct route lfs_routes[];		/* api/lfs.c: batch, upload, verify, download */
 extern const struct route git_routes[];		/* api/git_http.c: smart HTTP */
 extern const struct route mirror_admin_routes[];	/* api/mirror_admin.c: status, trigger, config, /metrics */
-extern const struct route repos_routes[];	/* api/repos.c: create, delete, move, settings */
+extern const struct route repos_routes[];	/* api/repos.c: create, delete, move */
+extern const struct route repo_settings_routes[];	/* api/repo_settings.c: settings */
 extern const struct route branches_routes[];	/* api/branches.c: branches and tags */
 extern const struct route commits_routes[];	/* api/commits.c: commit history */
 extern const struct route trusted_publishers_routes[];	/* api/trusted_publishers.c: admin API */
-extern const struct route benchmarks_routes[];	/* api/benchmarks.c: upload, list, aggregate */
+extern const struct route benchmarks_routes[];	/* api/benchmarks.c: upload */
+extern const struct route benchmark_queries_routes[];	/* api/benchmark_queries.c: list, aggregate */
 extern const struct route downloads_routes[];	/* api/downloads.c: per-variant statistics */
 extern const struct route kernels_routes[];	/* api/kernels.c: GET /api/kernels */
 extern const struct route kernel_variants_routes[];	/* api/kernel_variants.c: variants, metadata, compliance */
@@ -228,6 +230,16 @@ enum MHD_Result respond_error(struct request *req, int status, const char *code,
 enum MHD_Result respond_db_unavailable(struct request *req);
 /* 507 with a JSON error naming storage (logged): the disk is full. */
 enum MHD_Result respond_storage_full(struct request *req, const char *what);
+/* The status a khub_err answers (one table in api/respond.c): 404, 400, 409,
+ * 500, 503, 413, 403, 507; 500 for anything not in the table (rc >= 0 too). */
+int khub_err_http_status(int rc);
+/* Answers rc with its status from that table and {"error": fmt…}; a database
+ * failure answers as respond_db_unavailable, a full disk as
+ * respond_storage_full(req, "the repository") (fmt unused for both). Callers
+ * whose answer is not the table's (RepoNotFound, the commit API's 412, a
+ * full disk that holds something else) answer those first. */
+enum MHD_Result respond_err(struct request *req, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* 401 {"error": "Invalid credentials in Authorization header"} (the Hub's
  * answer to an unknown, expired or revoked token), challenging Basic on
  * ROUTE_GIT routes so git and git-lfs ask for credentials. */
@@ -342,11 +354,19 @@ int work_queue_stop(unsigned wait_ms);
 int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
 		   int *job_rc, enum MHD_Result *result);
 
+/* "kernels/ns/name": how the audit log names a repo. The request owns it. */
+const char *repo_audit_target(struct request *req, enum repo_type type, const char *ns, const char *name);
+/* private (bool) or visibility ("public", "private", "protected") of a
+ * create or settings body (api/repo_settings.c): *set says whether either
+ * was given; -1 when one is malformed. */
+int repo_visibility_from_body(json_t *doc, int *private_out, int *set);
 /* Audit a write by the caller; details is JSON text or NULL. */
 void api_audit(struct request *req, const char *action, const char *target, const char *details);
 /* An optional string member of a JSON body: absent or null leaves *out
  * NULL; -1 when it has another type. *out points into doc. */
 int json_optional_string(json_t *doc, const char *key, const char **out);
+/* The same for a boolean member: *out 0 when absent or null. */
+int json_optional_bool(json_t *doc, const char *key, int *out);
 /* Parse the buffered body as a JSON object (an empty body is {}); on
  * failure 400 is queued and NULL returned. The caller decrefs. */
 json_t *request_json_body(struct request *req, enum MHD_Result *result);

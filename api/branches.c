@@ -20,21 +20,7 @@ static int short_ref_name_ok(const char *name)
  * full disk 507, anything else ours (500). */
 static enum MHD_Result respond_ref_write_error(struct request *req, int rc, const char *what, const char *ref)
 {
-	if (rc == KHUB_ENOSPC)
-		return respond_storage_full(req, "the repository");
-	return respond_error(req, rc == KHUB_EINVAL ? 400 : 500, NULL, "cannot %s %s", what, ref);
-}
-
-static int body_optional_bool(json_t *doc, const char *key, int *out)
-{
-	json_t *v = json_object_get(doc, key);
-	*out = 0;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v))
-		return -1;
-	*out = json_is_true(v);
-	return 0;
+	return respond_err(req, rc == KHUB_EINVAL || rc == KHUB_ENOSPC ? rc : KHUB_EIO, "cannot %s %s", what, ref);
 }
 
 static enum MHD_Result respond_ref(struct request *req, const char *name, const char *ref, const char *sha)
@@ -45,7 +31,7 @@ static enum MHD_Result respond_ref(struct request *req, const char *name, const 
 static void audit_ref(struct request *req, const struct repo_record *rec, const char *action, const char *ref,
 		      const char *sha)
 {
-	char *target = xasprintf("%s/%s/%s", repo_type_plural(rec->type), rec->ns, rec->name);
+	const char *target = repo_audit_target(req, rec->type, rec->ns, rec->name);
 	struct strbuf details = STRBUF_INIT;
 	strbuf_adds(&details, "{\"ref\":");
 	strbuf_add_json_string(&details, ref);
@@ -54,7 +40,6 @@ static void audit_ref(struct request *req, const struct repo_record *rec, const 
 	strbuf_adds(&details, "}");
 	api_audit(req, action, target, details.buf);
 	strbuf_release(&details);
-	free(target);
 }
 
 /* After a ref changed: the repo's lastModified moves, the kernel listing's
@@ -64,11 +49,29 @@ static void ref_changed(const struct repo_handle *h)
 	publish_refs_moved(h->record.id, h->git, NULL, PUBLISH_REFS_CHANGED, NULL, NULL, NULL, NULL);
 }
 
-/* DELETE of a branch or tag: under the repo's lock, audited. */
-static enum MHD_Result delete_ref(struct request *req, struct repo_handle *h, const char *kind, const char *name)
+/* The end of a create (branch or tag), as rc says it went: 409 when the name
+ * is taken or the ref moved meanwhile, else the new ref, audited. */
+static enum MHD_Result respond_ref_created(struct request *req, const struct repo_handle *h, int rc,
+					   const char *action, const char *name, const char *ref, const char *sha)
 {
+	if (rc == KHUB_EEXIST || rc == KHUB_ECONFLICT)
+		return respond_error(req, 409, NULL, rc == KHUB_EEXIST ? "Reference %s already exists"
+						: "Reference %s was updated concurrently", ref);
+	if (rc < 0)
+		return respond_ref_write_error(req, rc, "create", ref);
+	ref_changed(h);
+	audit_ref(req, &h->record, action, ref, sha);
+	return respond_ref(req, name, ref, sha);
+}
+
+/* DELETE of a branch or tag: under the repo's lock, audited. */
+static enum MHD_Result delete_ref(struct request *req, const char *kind, const char *name)
+{
+	struct repo_handle *h = req->repo;
 	char ref[REF_NAME_MAX + 16], old[41], action[32];
 	int rc;
+	if (ref_name_validate(name, NULL) < 0)
+		return respond_revision_not_found(req, name);
 	snprintf(ref, sizeof(ref), "refs/%s/%s", strcmp(kind, "branch") == 0 ? "heads" : "tags", name);
 	snprintf(action, sizeof(action), "%s.delete", kind);
 	enum MHD_Result result;
@@ -111,7 +114,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 		goto cleanup;
 	}
 	if (json_optional_string(doc, "startingPoint", &starting_point) < 0 ||
-	    body_optional_bool(doc, "emptyBranch", &empty) < 0 || body_optional_bool(doc, "overwrite", &overwrite) < 0) {
+	    json_optional_bool(doc, "emptyBranch", &empty) < 0 || json_optional_bool(doc, "overwrite", &overwrite) < 0) {
 		result = respond_error(req, 400, NULL, "\"startingPoint\" must be a string, \"emptyBranch\" and"
 				       " \"overwrite\" booleans");
 		goto cleanup;
@@ -150,18 +153,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 		goto cleanup;
 	}
 	rc = repo_branch_set(h.git, branch, sha, overwrite, "branch created through the API");
-	if (rc == KHUB_EEXIST || rc == KHUB_ECONFLICT) {
-		result = respond_error(req, 409, NULL, rc == KHUB_EEXIST ? "Reference %s already exists"
-							: "Reference %s was updated concurrently", ref);
-		goto cleanup;
-	}
-	if (rc < 0) {
-		result = respond_ref_write_error(req, rc, "create", ref);
-		goto cleanup;
-	}
-	ref_changed(&h);
-	audit_ref(req, &h.record, "branch.create", ref, sha);
-	result = respond_ref(req, branch, ref, sha);
+	result = respond_ref_created(req, &h, rc, "branch.create", branch, ref, sha);
 cleanup:
 	if (locked)
 		repo_write_unlock(h.record.id);
@@ -171,76 +163,53 @@ cleanup:
 
 static enum MHD_Result handle_branch_delete(struct request *req)
 {
-	struct repo_handle h;
-	const char *branch = req->rev;
-
-	h = *req->repo;
-	if (strcmp(branch, "main") == 0)
+	if (strcmp(req->rev, "main") == 0)
 		return respond_error(req, 403, NULL, "Cannot delete refs/heads/main");
-	if (ref_name_validate(branch, NULL) < 0)
-		return respond_revision_not_found(req, branch);
-	return delete_ref(req, &h, "branch", branch);
+	return delete_ref(req, "branch", req->rev);
 }
 
 /* ---- tags -------------------------------------------------------------------------- */
 
+/* Under the repo's write lock: the tag, on the commit req->rev names. */
+static enum MHD_Result tag_create_locked(struct request *req, struct repo_handle *h, const char *tag,
+					 const char *message, const char *ref)
+{
+	char sha[41], email[REPO_NAME_MAX + 32];
+	if (repo_resolve_commitish(h->git, req->rev, sha) < 0)
+		return respond_revision_not_found(req, req->rev);
+	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
+	int rc = repo_tag_create(h->git, tag, sha, message, req->principal.name, email);
+	return respond_ref_created(req, h, rc, "tag.create", tag, ref, sha);
+}
+
 static enum MHD_Result handle_tag_create(struct request *req)
 {
 	enum MHD_Result result;
-	struct repo_handle h;
-	json_t *doc = NULL;
+	struct repo_handle h = *req->repo;
 	const char *tag, *message;
-	char ref[REF_NAME_MAX + 16], sha[41], email[REPO_NAME_MAX + 32];
-	int locked = 0, rc;
-
-	h = *req->repo;
-	if (!(doc = request_json_body(req, &result)))
+	char ref[REF_NAME_MAX + 16];
+	json_t *doc = request_json_body(req, &result);
+	if (!doc)
 		return result;
 	if (json_optional_string(doc, "tag", &tag) < 0 || !tag || json_optional_string(doc, "message", &message) < 0) {
 		result = respond_error(req, 400, NULL, "\"tag\" (string) is required; \"message\" must be a string");
-		goto cleanup;
-	}
-	if (!short_ref_name_ok(tag)) {
+	} else if (!short_ref_name_ok(tag)) {
 		result = respond_error(req, 400, NULL, "Invalid reference for a tag: %s", tag);
-		goto cleanup;
+	} else {
+		snprintf(ref, sizeof(ref), "refs/tags/%s", tag);
+		/* else parked or answered */
+		if (repo_write_lock_request(req, h.record.id, &result) == 0) {
+			result = tag_create_locked(req, &h, tag, message, ref);
+			repo_write_unlock(h.record.id);
+		}
 	}
-	snprintf(ref, sizeof(ref), "refs/tags/%s", tag);
-	if (repo_write_lock_request(req, h.record.id, &result) != 0)
-		goto cleanup;	/* parked or answered */
-	locked = 1;
-	if (repo_resolve_commitish(h.git, req->rev, sha) < 0) {
-		result = respond_revision_not_found(req, req->rev);
-		goto cleanup;
-	}
-	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
-	rc = repo_tag_create(h.git, tag, sha, message, req->principal.name, email);
-	if (rc == KHUB_EEXIST) {
-		result = respond_error(req, 409, NULL, "Reference %s already exists", ref);
-		goto cleanup;
-	}
-	if (rc < 0) {
-		result = respond_ref_write_error(req, rc, "create", ref);
-		goto cleanup;
-	}
-	ref_changed(&h);
-	audit_ref(req, &h.record, "tag.create", ref, sha);
-	result = respond_ref(req, tag, ref, sha);
-cleanup:
-	if (locked)
-		repo_write_unlock(h.record.id);
 	json_decref(doc);
 	return result;
 }
 
 static enum MHD_Result handle_tag_delete(struct request *req)
 {
-	struct repo_handle h;
-	const char *tag = req->rev;
-
-	h = *req->repo;
-	if (ref_name_validate(tag, NULL) < 0)
-		return respond_revision_not_found(req, tag);
-	return delete_ref(req, &h, "tag", tag);
+	return delete_ref(req, "tag", req->rev);
 }
 
 const struct route branches_routes[] = {

@@ -381,11 +381,10 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = rc == KHUB_ETOOBIG ? respond_error(req, 413, NULL, "the commit's regular (non-LFS) files exceed "
+		result = rc == KHUB_ETOOBIG ? respond_err(req, rc, "the commit's regular (non-LFS) files exceed "
 							    "the quarantine limit; split it into several commits")
-			 : rc == KHUB_ENOSPC ? respond_storage_full(req, "the repository")
-			 : rc == KHUB_EDB ? respond_db_unavailable(req)
-			 : respond_error(req, 500, NULL, "cannot write the commit to %s", ref);
+			 : respond_err(req, rc == KHUB_ENOSPC || rc == KHUB_EDB ? rc : KHUB_EIO,
+				       "cannot write the commit to %s", ref);
 		goto cleanup;
 	}
 	/* The commit is visible: from here on nothing may answer 5xx (clients

@@ -242,14 +242,7 @@ static void *flush_main(void *arg)
 	log_set_request_id("downloads");
 	pthread_mutex_lock(&flush_lock);
 	while (!flush_stopping) {
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += flush_interval_ms / 1000;
-		until.tv_nsec += (flush_interval_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = clock_after_usec(CLOCK_MONOTONIC, (uint64_t)flush_interval_ms * 1000);
 		while (!flush_stopping && pthread_cond_timedwait(&flush_cond, &flush_lock, &until) == 0)
 			;
 		if (flush_stopping)
@@ -293,11 +286,7 @@ void download_stats_start(int enabled, long flush_ms)
 void download_stats_stop(void)
 {
 	if (flush_thread_running) {
-		pthread_mutex_lock(&flush_lock);
-		flush_stopping = 1;
-		pthread_cond_signal(&flush_cond);
-		pthread_mutex_unlock(&flush_lock);
-		pthread_join(flush_thread, NULL);
+		thread_stop(flush_thread, &flush_lock, &flush_cond, &flush_stopping);
 		flush_thread_running = 0;
 		pthread_cond_destroy(&flush_cond);
 	}

@@ -117,28 +117,28 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 	const char *cl = request_header(req, "Content-Length");
 	if (cl && !request_header(req, "Content-Encoding"))
 		env_add(&env, "CONTENT_LENGTH", cl);
-	/* hooks: khub's own, with what they need to check a push */
-	env_add(&env, "GIT_CONFIG_COUNT", "8");
-	/* a mirror's staging refs are nobody's business */
-	env_add(&env, "GIT_CONFIG_KEY_3", "uploadpack.hideRefs");
-	env_add(&env, "GIT_CONFIG_VALUE_3", "refs/khub-upstream");
-	env_add(&env, "GIT_CONFIG_KEY_0", "core.hooksPath");
-	env_add(&env, "GIT_CONFIG_VALUE_0", api_ctx.hooks_dir);
-	env_add(&env, "GIT_CONFIG_KEY_1", "receive.denyDeleteCurrent");
-	env_add(&env, "GIT_CONFIG_VALUE_1", "true");
-	env_add(&env, "GIT_CONFIG_KEY_2", "uploadpack.allowFilter");
-	env_add(&env, "GIT_CONFIG_VALUE_2", "true");
-	/* git's own tree checks, as errors: '.git' in any spelling a
-	 * checkout would honour (NTFS 'git~1', '.git.', HFS ignorables),
-	 * '.' and '..', also as directory names the hook's diff never shows */
-	env_add(&env, "GIT_CONFIG_KEY_4", "receive.fsckObjects");
-	env_add(&env, "GIT_CONFIG_VALUE_4", "true");
-	env_add(&env, "GIT_CONFIG_KEY_5", "receive.fsck.hasDotgit");
-	env_add(&env, "GIT_CONFIG_VALUE_5", "error");
-	env_add(&env, "GIT_CONFIG_KEY_6", "receive.fsck.hasDot");
-	env_add(&env, "GIT_CONFIG_VALUE_6", "error");
-	env_add(&env, "GIT_CONFIG_KEY_7", "receive.fsck.hasDotdot");
-	env_add(&env, "GIT_CONFIG_VALUE_7", "error");
+	/* git configuration for this request, as GIT_CONFIG_KEY_n/VALUE_n */
+	const struct { const char *key, *value; } config[] = {
+		/* hooks: khub's own, with what they need to check a push */
+		{ "core.hooksPath", api_ctx.hooks_dir },
+		{ "receive.denyDeleteCurrent", "true" },
+		{ "uploadpack.allowFilter", "true" },
+		/* a mirror's staging refs are nobody's business */
+		{ "uploadpack.hideRefs", "refs/khub-upstream" },
+		/* git's own tree checks, as errors: '.git' in any spelling a
+		 * checkout would honour (NTFS 'git~1', '.git.', HFS ignorables),
+		 * '.' and '..', also as directory names the hook's diff never shows */
+		{ "receive.fsckObjects", "true" },
+		{ "receive.fsck.hasDotgit", "error" },
+		{ "receive.fsck.hasDot", "error" },
+		{ "receive.fsck.hasDotdot", "error" },
+	};
+	size_t nconfig = sizeof(config) / sizeof(config[0]);
+	strvec_pushf(&env, "GIT_CONFIG_COUNT=%zu", nconfig);
+	for (size_t i = 0; i < nconfig; i++) {
+		strvec_pushf(&env, "GIT_CONFIG_KEY_%zu=%s", i, config[i].key);
+		strvec_pushf(&env, "GIT_CONFIG_VALUE_%zu=%s", i, config[i].value);
+	}
 	env_add(&env, "KHUB_HOOK_DATABASE", api_ctx.conninfo);
 	env_add(&env, "KHUB_HOOK_LFS_ROOT", api_ctx.lfs_root);
 	env_add(&env, "KHUB_HOOK_REPO", cgi->repo_id);

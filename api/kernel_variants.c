@@ -305,6 +305,17 @@ static void add_compatibility(json_t *body, const struct variant_rows *rows, con
 	free(parsed);
 }
 
+/* The request's repo (h) and the indexed variants of rev (resolved to sha):
+ * 0, or -1 with the answer queued. */
+static int variants_at(struct request *req, const char *rev, struct repo_handle *h, char sha[41],
+		       struct variant_rows *rows, enum MHD_Result *result)
+{
+	*h = *req->repo;
+	if (repo_resolve_or_respond(req, h, rev, sha, result) < 0)
+		return -1;
+	return kernel_variants_load(req, h, sha, rows, result);
+}
+
 static enum MHD_Result handle_variants(struct request *req)
 {
 	struct repo_handle h;
@@ -315,11 +326,8 @@ static enum MHD_Result handle_variants(struct request *req)
 	int compatible = request_query_bool(req, "compatible", 0);
 	if (compatible && environment_from_query(req, &env, &result) < 0)
 		return result;
-	h = *req->repo;
 	const char *rev = requested_revision(req);
-	if (repo_resolve_or_respond(req, &h, rev, sha, &result) < 0)
-		return result;
-	if (kernel_variants_load(req, &h, sha, &rows, &result) < 0)
+	if (variants_at(req, rev, &h, sha, &rows, &result) < 0)
 		return result;
 	snprintf(id, sizeof(id), "%s/%s", h.record.ns, h.record.name);
 	json_t *body = json_pack("{s:s, s:s, s:s}", "id", id, "revision", rev, "sha", sha);
@@ -344,11 +352,8 @@ static enum MHD_Result handle_metadata(struct request *req)
 	enum MHD_Result result;
 	char sha[41];
 	const char *variant = req->args[0];
-	h = *req->repo;
 	const char *rev = requested_revision(req);
-	if (repo_resolve_or_respond(req, &h, rev, sha, &result) < 0)
-		return result;
-	if (kernel_variants_load(req, &h, sha, &rows, &result) < 0)
+	if (variants_at(req, rev, &h, sha, &rows, &result) < 0)
 		return result;
 	const struct variant_row *r = NULL;
 	for (size_t i = 0; i < rows.count && !r; i++)

@@ -85,14 +85,7 @@ static void *catch_up_loop(void *arg)
 		pthread_mutex_lock(&catch_up_lock);
 		if (done >= CATCH_UP_PER_ROUND || catch_up_asked)
 			continue;	/* more to do, or asked for while it ran */
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += catch_up_interval_ms / 1000;
-		ts.tv_nsec += (catch_up_interval_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		struct timespec ts = clock_after_usec(CLOCK_REALTIME, (uint64_t)catch_up_interval_ms * 1000);
 		if (!catch_up_stopping)
 			pthread_cond_timedwait(&catch_up_changed, &catch_up_lock, &ts);
 	}
@@ -130,11 +123,7 @@ void kernel_index_catch_up_stop(void)
 {
 	if (!catch_up_running)
 		return;
-	pthread_mutex_lock(&catch_up_lock);
-	catch_up_stopping = 1;
-	pthread_cond_signal(&catch_up_changed);
-	pthread_mutex_unlock(&catch_up_lock);
-	pthread_join(catch_up_thread, NULL);
+	thread_stop(catch_up_thread, &catch_up_lock, &catch_up_changed, &catch_up_stopping);
 	catch_up_running = 0;
 }
 

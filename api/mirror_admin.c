@@ -145,7 +145,7 @@ static enum MHD_Result handle_metrics(struct request *req)
 	int64_t counts[REPO_TYPE_COUNT];
 	if (!req->principal.is_site_admin && api_ctx.metrics_public) {
 		if (db_repo_count_by_type(0, counts) < 0)
-			return respond_error(req, 503, NULL, "database unavailable");
+			return respond_db_unavailable(req);
 		strbuf_adds(&sb, "# HELP khub_repos number of public repos by type\n# TYPE khub_repos gauge\n");
 		add_repo_counts(&sb, counts);
 		return respond_metrics(req, &sb);

@@ -57,15 +57,7 @@ static void *parker(void *arg)
 		if (next == UINT64_MAX) {
 			pthread_cond_wait(&park_changed, &park_lock);
 		} else {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t delta = next - now;
-			ts.tv_sec += (time_t)(delta / 1000000u);
-			ts.tv_nsec += (long)(delta % 1000000u) * 1000;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			struct timespec ts = clock_after_usec(CLOCK_MONOTONIC, next - now);
 			pthread_cond_timedwait(&park_changed, &park_lock, &ts);
 		}
 	}

@@ -537,6 +537,11 @@ void api_after_publish(int64_t repo_id, enum publish_change change)
 		repo_cache_invalidate();
 }
 
+const char *repo_audit_target(struct request *req, enum repo_type type, const char *ns, const char *name)
+{
+	return request_own(req, xasprintf("%s/%s/%s", repo_type_plural(type), ns, name));
+}
+
 void api_audit(struct request *req, const char *action, const char *target, const char *details)
 {
 	if (db_audit(req->principal.user_id, req->principal.user_id ? req->principal.name : "anonymous", action,

@@ -1,8 +1,8 @@
-/* repos.c -- repository management: POST /api/repos/create, DELETE
- * /api/repos/delete, POST /api/repos/move and PUT /api/{type}s/{ns}/{name}/
- * settings. Creates, deletes and moves hold one registry-wide lock (they
- * are rare) and then the repo's write lock, so they never race each other
- * or a commit; a repo's directory is only ever renamed, never removed. */
+/* repos.c -- the registry of repositories: POST /api/repos/create, DELETE
+ * /api/repos/delete and POST /api/repos/move (settings: repo_settings.c).
+ * They hold one registry-wide lock (they are rare) and then the repo's write
+ * lock, so they never race each other or a commit; a repo's directory is
+ * only ever renamed, never removed. */
 #include "api/api.h"
 
 #include <openssl/evp.h>
@@ -11,59 +11,34 @@
 
 /* ---- small helpers --------------------------------------------------------- */
 
-/* The repo type of a body (default model); -1 when not a known type. */
-static int body_type(json_t *doc, enum repo_type *type)
+/* The repo type of a body (default model); -1 with a 400 queued when it
+ * is not a known type. */
+static int body_type(struct request *req, json_t *doc, enum repo_type *type, enum MHD_Result *result)
 {
 	const char *s;
 	*type = REPO_MODEL;
-	if (json_optional_string(doc, "type", &s) < 0)
-		return -1;
-	return s ? repo_type_parse(s, type) : 0;
+	if (json_optional_string(doc, "type", &s) == 0 && (!s || repo_type_parse(s, type) == 0))
+		return 0;
+	*result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
+	return -1;
 }
 
-/* private (bool) or visibility ("public", "private", "protected"; the last
- * hides the files, so it is private here). *set says whether either was
- * given; -1 when one is malformed. visibility wins when both are given. */
-static int body_visibility(json_t *doc, int *private_out, int *set)
-{
-	json_t *p = json_object_get(doc, "private");
-	const char *vis;
-	*set = 0;
-	if (p && !json_is_null(p)) {
-		if (!json_is_boolean(p))
-			return -1;
-		*private_out = json_is_true(p);
-		*set = 1;
-	}
-	if (json_optional_string(doc, "visibility", &vis) < 0)
-		return -1;
-	if (vis) {
-		if (strcmp(vis, "public") == 0)
-			*private_out = 0;
-		else if (strcmp(vis, "private") == 0 || strcmp(vis, "protected") == 0)
-			*private_out = 1;
-		else
-			return -1;
-		*set = 1;
-	}
-	return 0;
-}
-
-/* Split "ns/name" into two owned strings; -1 unless there is exactly one
- * '/' with something on both sides. */
-static int split_repo_id(const char *id, char **ns, char **name)
+/* Split "ns/name" into two strings the request owns; -1 unless there is
+ * exactly one '/' with something on both sides. */
+static int split_repo_id(struct request *req, const char *id, char **ns, char **name)
 {
 	const char *slash = strchr(id, '/');
 	if (!slash || slash == id || !slash[1] || strchr(slash + 1, '/'))
 		return -1;
-	*ns = xstrndup(id, (size_t)(slash - id));
-	*name = xstrdup(slash + 1);
+	*ns = request_own(req, xstrndup(id, (size_t)(slash - id)));
+	*name = request_own(req, xstrdup(slash + 1));
 	return 0;
 }
 
 /* {name, organization} as PY, RS and JS send them; an old-style "ns/name"
  * in name is accepted when organization is absent. The namespace defaults
- * to the caller. Fills owned *ns and *name; -1 with a 400 queued. */
+ * to the caller. Fills *ns and *name (the request owns them); -1 with a
+ * 400 queued. */
 static int body_repo_name(struct request *req, json_t *doc, char **ns, char **name, enum MHD_Result *result)
 {
 	const char *n, *org;
@@ -73,19 +48,23 @@ static int body_repo_name(struct request *req, json_t *doc, char **ns, char **na
 		return -1;
 	}
 	if (!org && strchr(n, '/')) {
-		if (split_repo_id(n, ns, name) == 0)
+		if (split_repo_id(req, n, ns, name) == 0)
 			return 0;
 		*result = respond_error(req, 400, NULL, "Invalid repo name: %s", n);
 		return -1;
 	}
-	*ns = xstrdup(org ? org : req->principal.name);
-	*name = xstrdup(n);
+	*ns = request_own(req, xstrdup(org ? org : req->principal.name));
+	*name = request_own(req, xstrdup(n));
 	return 0;
 }
 
-static char *repo_target(enum repo_type type, const char *ns, const char *name)
+/* The repo a create or delete body names: type, namespace and name. */
+static int body_repo(struct request *req, json_t *doc, enum repo_type *type, char **ns, char **name,
+		     enum MHD_Result *result)
 {
-	return xasprintf("%s/%s/%s", repo_type_plural(type), ns, name);
+	if (body_repo_name(req, doc, ns, name, result) < 0)
+		return -1;
+	return body_type(req, doc, type, result);
 }
 
 static char *repo_url(struct request *req, enum repo_type type, const char *ns, const char *name)
@@ -94,10 +73,14 @@ static char *repo_url(struct request *req, enum repo_type type, const char *ns, 
 }
 
 /* One lock for creates, deletes and moves, taken before any repo's write
- * lock (so the order is always registry, then repo). */
-static int registry_lock(void)
+ * lock (so the order is always registry, then repo). -1 with a 503 queued
+ * when the database cannot give it. */
+static int registry_lock(struct request *req, enum MHD_Result *result)
 {
-	return db_lock_wait(DB_LOCK_REGISTRY, 0);
+	if (db_lock_wait(DB_LOCK_REGISTRY, 0) == 0)
+		return 0;
+	*result = respond_db_unavailable(req);
+	return -1;
 }
 
 static void registry_unlock(void)
@@ -105,13 +88,36 @@ static void registry_unlock(void)
 	db_unlock(DB_LOCK_REGISTRY, 0);
 }
 
-/* May the caller create a repo of this type under ns (create, or the
- * target of a move)? Fills owner; on failure a 403/503 is queued. */
-static int namespace_writable(struct request *req, enum repo_type type, const char *ns, struct account *owner,
-			      enum MHD_Result *result)
+/* Is h's repo still registered under its name (not deleted or moved since
+ * it was opened)? 0, KHUB_ENOTFOUND or KHUB_EDB. */
+static int repo_still_named(const struct repo_handle *h)
+{
+	struct repo_record current;
+	int rc = db_repo_get(h->record.type, h->record.ns, h->record.name, &current);
+	return rc == 0 && current.id != h->record.id ? KHUB_ENOTFOUND : rc;
+}
+
+/* The end of a delete or move: the locks it holds, in reverse order. */
+static void manage_unlock(const struct repo_handle *h, int repo_locked, int registry_locked)
+{
+	if (repo_locked)
+		repo_write_unlock(h->record.id);
+	if (registry_locked)
+		registry_unlock();
+}
+
+/* May the caller create a repo of this type named name under ns (create,
+ * or the target of a move)? Fills owner; on failure a 400 (a bad name) or
+ * 403/503 is queued. */
+static int namespace_writable(struct request *req, enum repo_type type, const char *ns, const char *name,
+			      struct account *owner, enum MHD_Result *result)
 {
 	const char *why;
 	enum role role = ROLE_NONE;
+	if (repo_name_validate(name, &why) < 0) {
+		*result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
+		return -1;
+	}
 	int rc = repo_name_validate(ns, &why) < 0 ? KHUB_ENOTFOUND : db_account_get(ns, owner);
 	if (rc == 0)
 		rc = namespace_role(&req->principal, owner, &role);
@@ -275,43 +281,32 @@ static enum MHD_Result handle_create(struct request *req)
 {
 	enum MHD_Result result;
 	json_t *doc = NULL;
-	char *ns = NULL, *name = NULL, *target = NULL, *details = NULL;
+	char *ns = NULL, *name = NULL, *details = NULL;
 	struct initial_file *files = NULL;
 	size_t nfiles = 0;
 	struct account owner;
 	struct repo_record rec;
 	enum repo_type type;
 	int private = 0, private_set, locked = 0, adopted = 0, rc;
-	const char *why;
 
 	if (require_signed_in(req, &result) < 0)
 		return result;
 	if (!(doc = request_json_body(req, &result)))
 		return result;
-	if (body_repo_name(req, doc, &ns, &name, &result) < 0)
+	if (body_repo(req, doc, &type, &ns, &name, &result) < 0)
 		goto cleanup;
-	if (body_type(doc, &type) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
-		goto cleanup;
-	}
-	if (body_visibility(doc, &private, &private_set) < 0) {
+	if (repo_visibility_from_body(doc, &private, &private_set) < 0) {
 		result = respond_error(req, 400, NULL,
 				       "\"private\" must be a boolean and \"visibility\" public, private or protected");
 		goto cleanup;
 	}
-	if (repo_name_validate(name, &why) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
-		goto cleanup;
-	}
-	if (namespace_writable(req, type, ns, &owner, &result) < 0)
+	if (namespace_writable(req, type, ns, name, &owner, &result) < 0)
 		goto cleanup;
 	if (decode_initial_files(req, doc, &files, &nfiles, &result) < 0)
 		goto cleanup;
 
-	if (registry_lock() < 0) {
-		result = respond_db_unavailable(req);
+	if (registry_lock(req, &result) < 0)
 		goto cleanup;
-	}
 	locked = 1;
 	rc = db_repo_get(type, owner.name, name, &rec);
 	if (rc == 0) {
@@ -336,7 +331,7 @@ static enum MHD_Result handle_create(struct request *req)
 		goto cleanup;
 	}
 	if (rc < 0) {
-		result = respond_error(req, rc == KHUB_EDB ? 503 : 500, NULL, "cannot register the repository");
+		result = respond_err(req, rc == KHUB_EDB ? rc : KHUB_EIO, "cannot register the repository");
 		goto cleanup;
 	}
 	/* Registered: from here on the answer is 200 whatever happens, or a
@@ -347,7 +342,7 @@ static enum MHD_Result handle_create(struct request *req)
 	locked = 0;
 	repo_cache_invalidate();
 
-	target = repo_target(type, rec.ns, rec.name);
+	const char *target = repo_audit_target(req, type, rec.ns, rec.name);
 	details = xasprintf("{\"private\":%s,\"adopted\":%s,\"files\":%zu}", rec.private ? "true" : "false",
 			    adopted ? "true" : "false", nfiles);
 	api_audit(req, "repo.create", target, details);
@@ -361,9 +356,6 @@ cleanup:
 		registry_unlock();
 	initial_files_free(files, nfiles);
 	free(details);
-	free(target);
-	free(name);
-	free(ns);
 	json_decref(doc);
 	return result;
 }
@@ -374,9 +366,8 @@ static enum MHD_Result handle_delete(struct request *req)
 {
 	enum MHD_Result result;
 	json_t *doc = NULL;
-	char *ns = NULL, *name = NULL, *target = NULL;
+	char *ns = NULL, *name = NULL;
 	struct repo_handle h;
-	struct repo_record current;
 	enum repo_type type;
 	int registry_locked = 0, repo_locked = 0, rc;
 
@@ -384,28 +375,19 @@ static enum MHD_Result handle_delete(struct request *req)
 	 * a repo they cannot see, as reads answer */
 	if (!(doc = request_json_body(req, &result)))
 		return result;
-	if (body_repo_name(req, doc, &ns, &name, &result) < 0)
+	if (body_repo(req, doc, &type, &ns, &name, &result) < 0)
 		goto cleanup;
-	if (body_type(doc, &type) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
-		goto cleanup;
-	}
 	if (repo_open_to_manage(req, type, ns, name, &h, &result) < 0)
 		goto cleanup;
-	if (registry_lock() < 0) {
-		result = respond_db_unavailable(req);
+	if (registry_lock(req, &result) < 0)
 		goto cleanup;
-	}
 	registry_locked = 1;
 	/* parked (the registry lock is released by cleanup, and everything
 	 * before is repeated when the handler runs again) or answered */
 	if (repo_write_lock_request(req, h.record.id, &result) != 0)
 		goto cleanup;
 	repo_locked = 1;
-	/* Deleted or moved since we looked: the name no longer names it. */
-	rc = db_repo_get(type, h.record.ns, h.record.name, &current);
-	if (rc == 0 && current.id != h.record.id)
-		rc = KHUB_ENOTFOUND;
+	rc = repo_still_named(&h);
 	if (rc == 0)
 		rc = db_repo_delete(h.record.id);
 	if (rc == KHUB_ENOTFOUND) {
@@ -417,7 +399,7 @@ static enum MHD_Result handle_delete(struct request *req)
 		goto cleanup;
 	}
 	repo_cache_invalidate();
-	target = repo_target(type, h.record.ns, h.record.name);
+	const char *target = repo_audit_target(req, type, h.record.ns, h.record.name);
 	rc = repo_store_trash(api_ctx.repo_root, type, h.record.ns, h.record.name);
 	if (rc < 0 && rc != KHUB_ENOTFOUND) {
 		/* Unregistered but still on disk: a later create would adopt
@@ -433,13 +415,7 @@ static enum MHD_Result handle_delete(struct request *req)
 	req->bytes_out = 2;
 	result = respond(req, 200, resp);
 cleanup:
-	if (repo_locked)
-		repo_write_unlock(h.record.id);
-	if (registry_locked)
-		registry_unlock();
-	free(target);
-	free(name);
-	free(ns);
+	manage_unlock(&h, repo_locked, registry_locked);
 	json_decref(doc);
 	return result;
 }
@@ -450,9 +426,8 @@ static enum MHD_Result handle_move(struct request *req)
 {
 	enum MHD_Result result;
 	json_t *doc = NULL;
-	const char *from_id, *to_id, *why;
-	char *from_ns = NULL, *from_name = NULL, *to_ns = NULL, *to_name = NULL, *from_target = NULL,
-	     *to_target = NULL, *details = NULL;
+	const char *from_id, *to_id;
+	char *from_ns = NULL, *from_name = NULL, *to_ns = NULL, *to_name = NULL, *details = NULL;
 	struct repo_handle h;
 	struct repo_record existing, moved;
 	struct account owner;
@@ -462,22 +437,16 @@ static enum MHD_Result handle_move(struct request *req)
 	if (!(doc = request_json_body(req, &result)))
 		return result;
 	if (json_optional_string(doc, "fromRepo", &from_id) < 0 || json_optional_string(doc, "toRepo", &to_id) < 0 || !from_id ||
-	    !to_id || split_repo_id(from_id, &from_ns, &from_name) < 0 ||
-	    split_repo_id(to_id, &to_ns, &to_name) < 0) {
+	    !to_id || split_repo_id(req, from_id, &from_ns, &from_name) < 0 ||
+	    split_repo_id(req, to_id, &to_ns, &to_name) < 0) {
 		result = respond_error(req, 400, NULL, "\"fromRepo\" and \"toRepo\" must be repo ids of the form ns/name");
 		goto cleanup;
 	}
-	if (body_type(doc, &type) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo type: must be model, dataset, space or kernel");
+	if (body_type(req, doc, &type, &result) < 0)
 		goto cleanup;
-	}
 	if (repo_open_to_manage(req, type, from_ns, from_name, &h, &result) < 0)
 		goto cleanup;
-	if (repo_name_validate(to_name, &why) < 0) {
-		result = respond_error(req, 400, NULL, "Invalid repo name: %s", why);
-		goto cleanup;
-	}
-	if (namespace_writable(req, type, to_ns, &owner, &result) < 0)
+	if (namespace_writable(req, type, to_ns, to_name, &owner, &result) < 0)
 		goto cleanup;
 	/* Taking a repo out of its namespace is the namespace admin's call:
 	 * an org's write members may rename its repos, not carry them off. */
@@ -487,19 +456,12 @@ static enum MHD_Result handle_move(struct request *req)
 				       h.record.ns, h.record.name, h.record.ns, h.record.ns);
 		goto cleanup;
 	}
-	if (registry_lock() < 0) {
-		result = respond_db_unavailable(req);
+	if (registry_lock(req, &result) < 0)
 		goto cleanup;
-	}
 	registry_locked = 1;
-	/* Deleted or moved by someone else since we looked? */
-	rc = db_repo_get(type, h.record.ns, h.record.name, &existing);
-	if (rc == KHUB_EDB) {
-		result = respond_db_unavailable(req);
-		goto cleanup;
-	}
-	if (rc < 0 || existing.id != h.record.id) {
-		result = respond_repo_not_found(req);
+	rc = repo_still_named(&h);
+	if (rc < 0) {
+		result = rc == KHUB_EDB ? respond_db_unavailable(req) : respond_repo_not_found(req);
 		goto cleanup;
 	}
 	rc = db_repo_get(type, owner.name, to_name, &existing);
@@ -539,8 +501,8 @@ static enum MHD_Result handle_move(struct request *req)
 		goto cleanup;
 	}
 	repo_cache_invalidate();
-	from_target = repo_target(type, h.record.ns, h.record.name);
-	to_target = repo_target(type, moved.ns, moved.name);
+	const char *from_target = repo_audit_target(req, type, h.record.ns, h.record.name);
+	const char *to_target = repo_audit_target(req, type, moved.ns, moved.name);
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_adds(&sb, "{\"to\":");
 	strbuf_add_json_string(&sb, to_target);
@@ -551,74 +513,8 @@ static enum MHD_Result handle_move(struct request *req)
 	result = respond_json(req, 200, json_pack("{s:s}", "url", url));
 	free(url);
 cleanup:
-	if (repo_locked)
-		repo_write_unlock(h.record.id);
-	if (registry_locked)
-		registry_unlock();
+	manage_unlock(&h, repo_locked, registry_locked);
 	free(details);
-	free(to_target);
-	free(from_target);
-	free(to_name);
-	free(to_ns);
-	free(from_name);
-	free(from_ns);
-	json_decref(doc);
-	return result;
-}
-
-/* ---- PUT /api/{type}s/{ns}/{name}/settings ---------------------------------- */
-
-/* Settings this server does not keep are checked for their type and then
- * ignored (gating, description, discussions, notification settings). */
-static int settings_valid(json_t *doc)
-{
-	json_t *gated = json_object_get(doc, "gated");
-	if (gated && !json_is_null(gated) && !json_is_false(gated) &&
-	    !(json_is_string(gated) && (strcmp(json_string_value(gated), "auto") == 0 ||
-					strcmp(json_string_value(gated), "manual") == 0)))
-		return -1;
-	json_t *dd = json_object_get(doc, "discussionsDisabled");
-	if (dd && !json_is_null(dd) && !json_is_boolean(dd))
-		return -1;
-	const char *s;
-	if (json_optional_string(doc, "description", &s) < 0 || json_optional_string(doc, "gatedNotificationsEmail", &s) < 0 ||
-	    json_optional_string(doc, "gatedNotificationsMode", &s) < 0)
-		return -1;
-	return 0;
-}
-
-static enum MHD_Result handle_settings(struct request *req)
-{
-	enum MHD_Result result;
-	struct repo_handle h;
-	json_t *doc = NULL;
-	char *target = NULL, *details = NULL;
-	int private = 0, private_set;
-
-	h = *req->repo;
-	if (!(doc = request_json_body(req, &result)))
-		return result;
-	if (body_visibility(doc, &private, &private_set) < 0 || settings_valid(doc) < 0) {
-		result = respond_error(req, 400, NULL,
-				       "invalid settings: \"private\" must be a boolean, \"visibility\" public, private or"
-				       " protected, \"gated\" false, \"auto\" or \"manual\"");
-		goto cleanup;
-	}
-	if (private_set && private != h.record.private) {
-		if (db_repo_set_private(h.record.id, private) < 0) {
-			result = respond_db_unavailable(req);
-			goto cleanup;
-		}
-		repo_cache_invalidate();
-		h.record.private = private;
-		target = repo_target(h.record.type, h.record.ns, h.record.name);
-		details = xasprintf("{\"private\":%s}", private ? "true" : "false");
-		api_audit(req, "repo.settings", target, details);
-	}
-	result = respond_json(req, 200, json_pack("{s:b}", "private", h.record.private));
-cleanup:
-	free(details);
-	free(target);
 	json_decref(doc);
 	return result;
 }
@@ -635,6 +531,5 @@ const struct route repos_routes[] = {
 	  NULL, ACCESS_NAMESPACE_WRITE },
 	{ METHOD_POST, "/api/repos/move", handle_move, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0,
 	  NULL, ACCESS_NAMESPACE_WRITE },
-	{ METHOD_PUT, "/api/{type}/{ns}/{name}/settings", handle_settings, ROUTE_BODY, 0, NULL, ACCESS_REPO_MANAGE },
 	{ 0, NULL, NULL, 0, 0 },
 };

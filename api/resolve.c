@@ -201,6 +201,15 @@ static void add_file_headers(struct MHD_Response *resp, const struct file_meta *
 	strbuf_release(&cd);
 }
 
+/* A lazily mirrored file the upstream could not give (frc KHUB_EIO) or gave
+ * wrong (KHUB_EINVAL): a passing failure, 503. */
+static enum MHD_Result respond_lazy_fetch_failed(struct request *req, int frc)
+{
+	return respond_unavailable(req, "%s is not mirrored here yet and the upstream hub could not provide it "
+				   "(%s); try again later", req->path,
+				   frc == KHUB_EIO ? "unreachable" : "its bytes failed verification");
+}
+
 static enum MHD_Result handle_resolve(struct request *req)
 {
 	struct repo_handle h;
@@ -235,12 +244,9 @@ static enum MHD_Result handle_resolve(struct request *req)
 		if (usable == LFS_WAITING)
 			return result;
 		if (usable < 0)
-			return respond_unavailable(req, "database unavailable");
+			return respond_db_unavailable(req);
 		if (usable == 0 && (frc == KHUB_EIO || frc == KHUB_EINVAL))
-			return respond_unavailable(req,
-					     "%s is not mirrored here yet and the upstream hub could not provide it "
-					     "(%s); try again later", req->path,
-					     frc == KHUB_EIO ? "unreachable" : "its bytes failed verification");
+			return respond_lazy_fetch_failed(req, frc);
 		if (usable == 0)
 			return respond_error(req, 404, "EntryNotFound",
 					     "the content of %s (LFS object %s) is not available in this repo",
@@ -290,10 +296,7 @@ static enum MHD_Result handle_resolve(struct request *req)
 			}
 			if (frc == KHUB_EIO || frc == KHUB_EINVAL) {
 				free(value);
-				return respond_error(req, 503, NULL,
-						     "%s is not mirrored here yet and the upstream hub could not provide it "
-						     "(%s); try again later", req->path,
-						     frc == KHUB_EIO ? "unreachable" : "its bytes failed verification");
+				return respond_lazy_fetch_failed(req, frc);
 			}
 			have = lfs_store_open_object(api_ctx.lfs, meta.lfs_oid, &fd, &stored) == 0;
 		}

@@ -111,6 +111,48 @@ enum MHD_Result respond_storage_full(struct request *req, const char *what)
 	return respond_error(req, 507, NULL, "insufficient storage: the disk holding %s is full", what);
 }
 
+/* What each khub_err answers (docs/api.md, "Errors"). No row carries an
+ * X-Error-Code: the Hub sends one only for what is missing by name, and the
+ * helpers below that name it (RepoNotFound, RevisionNotFound, EntryNotFound)
+ * send it. A lost compare-and-swap is a 409 here; the commit API answers the
+ * Hub's 412 itself. */
+static const struct err_status {
+	enum khub_err rc;
+	int status;
+} err_statuses[] = {
+	{ KHUB_ENOTFOUND, 404 },
+	{ KHUB_EINVAL, 400 },
+	{ KHUB_EEXIST, 409 },
+	{ KHUB_ECONFLICT, 409 },
+	{ KHUB_EIO, 500 },
+	{ KHUB_EDB, 503 },	/* respond_db_unavailable's body and Retry-After */
+	{ KHUB_ETOOBIG, 413 },
+	{ KHUB_EPERM, 403 },
+	{ KHUB_ENOTDIR, 400 },
+	{ KHUB_ENOSPC, 507 },	/* respond_storage_full's body */
+};
+
+int khub_err_http_status(int rc)
+{
+	for (size_t i = 0; i < sizeof(err_statuses) / sizeof(err_statuses[0]); i++)
+		if (err_statuses[i].rc == rc)
+			return err_statuses[i].status;
+	return 500;
+}
+
+enum MHD_Result respond_err(struct request *req, int rc, const char *fmt, ...)
+{
+	if (rc == KHUB_EDB)
+		return respond_db_unavailable(req);
+	if (rc == KHUB_ENOSPC)
+		return respond_storage_full(req, "the repository");
+	va_list ap;
+	va_start(ap, fmt);
+	enum MHD_Result r = respond_error_v(req, khub_err_http_status(rc), NULL, NULL, NULL, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
 enum MHD_Result respond_invalid_token(struct request *req)
 {
 	int git = req->route && (req->route->flags & ROUTE_GIT);
@@ -292,14 +334,23 @@ int http_range_parse(const char *h, uint64_t size, uint64_t *from, uint64_t *to)
 }
 
 
-int json_optional_string(json_t *doc, const char *key, const char **out)
+/* A member of doc, NULL when absent or null. */
+static json_t *json_optional_member(json_t *doc, const char *key)
 {
 	json_t *v = json_object_get(doc, key);
-	*out = NULL;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_string(v))
-		return -1;
-	*out = json_string_value(v);
-	return 0;
+	return json_is_null(v) ? NULL : v;
+}
+
+int json_optional_string(json_t *doc, const char *key, const char **out)
+{
+	json_t *v = json_optional_member(doc, key);
+	*out = json_string_value(v);	/* NULL unless a string */
+	return !v || json_is_string(v) ? 0 : -1;
+}
+
+int json_optional_bool(json_t *doc, const char *key, int *out)
+{
+	json_t *v = json_optional_member(doc, key);
+	*out = json_is_true(v);
+	return !v || json_is_boolean(v) ? 0 : -1;
 }

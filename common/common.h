@@ -4,6 +4,7 @@
 #ifndef KHUB_COMMON_H
 #define KHUB_COMMON_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,6 +88,12 @@ int percent_decode_inplace(char *s);
 void format_iso8601(time_t t, char out[32]);
 /* Monotonic clock in microseconds. */
 uint64_t monotonic_usec(void);
+/* The time usec from now on clock (CLOCK_MONOTONIC, CLOCK_REALTIME): a
+ * deadline for pthread_cond_timedwait and friends. */
+struct timespec clock_after_usec(clockid_t clock, uint64_t usec);
+/* Stop a background thread that waits on cond under lock until *stopping:
+ * set it, wake the thread and join it. */
+void thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, int *stopping);
 
 /* Create every missing directory of path (mode 0755); 0 or -1 with errno. */
 int mkdir_p(const char *path, unsigned mode);

@@ -146,6 +146,28 @@ uint64_t monotonic_usec(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+struct timespec clock_after_usec(clockid_t clock, uint64_t usec)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	ts.tv_sec += (time_t)(usec / 1000000u);
+	ts.tv_nsec += (long)(usec % 1000000u) * 1000;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+void thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, int *stopping)
+{
+	pthread_mutex_lock(lock);
+	*stopping = 1;
+	pthread_cond_signal(cond);
+	pthread_mutex_unlock(lock);
+	pthread_join(thread, NULL);
+}
+
 int mkdir_p(const char *path, unsigned mode)
 {
 	char *copy = xstrdup(path);

@@ -38,35 +38,26 @@ static long digits_value(const char *s, size_t n)
 	return v;
 }
 
-/* PREFIX(\d+)(\d+), greedy: the last digit is the minor version, the rest
- * the major one (cu128 = 12.8, cu130 = 13.0, xpu20253 = 2025.3). */
-static int parse_prefixed_version(const char *s, const char *prefix, long *major, long *minor)
-{
-	size_t plen = strlen(prefix);
-	if (strncmp(s, prefix, plen) != 0)
-		return -1;
-	const char *d = s + plen;
-	size_t n = strlen(d);
-	if (n < 2 || !all_digits(d, n))
-		return -1;
-	*major = digits_value(d, n - 1);
-	*minor = digits_value(d + n - 1, 1);
-	return 0;
-}
+/* PREFIX and digits, split into a major and a minor version. MINOR_LAST:
+ * PREFIX(\d+)(\d), the last digit is the minor version (cu128 = 12.8,
+ * cu130 = 13.0, xpu20253 = 2025.3). MAJOR_FIRST: PREFIX(\d)(\d+), one digit
+ * of major version (torch211 = 2.11, torch-stable-abi29 = 2.9; tvm-ffi is
+ * the same split). */
+enum version_split { MINOR_LAST, MAJOR_FIRST };
 
-/* PREFIX(\d)(\d+): one digit of major version, the rest minor (torch211 =
- * 2.11, torch-stable-abi29 = 2.9); tvm-ffi(\d+?)(\d+) is the same split. */
-static int parse_short_major_version(const char *s, const char *prefix, long *major, long *minor)
+static int parse_version_digits(const char *s, const char *prefix, enum version_split split, long *major,
+				long *minor)
 {
 	size_t plen = strlen(prefix);
 	if (strncmp(s, prefix, plen) != 0)
 		return -1;
 	const char *d = s + plen;
 	size_t n = strlen(d);
-	if (n < 2 || n > NUMBER_DIGITS_MAX + 1 || !all_digits(d, 1) || !all_digits(d + 1, n - 1))
+	if (n < 2 || !all_digits(d, n) || (split == MAJOR_FIRST && n > NUMBER_DIGITS_MAX + 1))
 		return -1;
-	*major = d[0] - '0';
-	*minor = digits_value(d + 1, n - 1);
+	size_t nmajor = split == MINOR_LAST ? n - 1 : 1;
+	*major = digits_value(d, nmajor);
+	*minor = digits_value(d + nmajor, n - nmajor);
 	return 0;
 }
 
@@ -96,7 +87,7 @@ static int parse_backend(const char *s, struct variant_name *v, const char **why
 	for (b = kernel_backends; b->name; b++) {
 		if (!b->variant_prefix || strncmp(s, b->variant_prefix, strlen(b->variant_prefix)) != 0)
 			continue;
-		if (parse_prefixed_version(s, b->variant_prefix, &v->backend_major, &v->backend_minor) < 0)
+		if (parse_version_digits(s, b->variant_prefix, MINOR_LAST, &v->backend_major, &v->backend_minor) < 0)
 			return set_why(why, "invalid backend version (want e.g. cu128, rocm71, xpu20253, cann81)");
 		snprintf(v->backend, sizeof(v->backend), "%s", b->name);
 		kernel_backend_tag(b, v->backend_major, v->backend_minor, v->backend_tag, sizeof(v->backend_tag));
@@ -165,7 +156,7 @@ int variant_name_parse(const char *s, struct variant_name *out, const char **why
 	if (strncmp(s, "torch-stable-abi", 16) == 0) {
 		out->framework = VARIANT_TORCH_STABLE_ABI;
 		if (n < 3 || strncmp(parts[2], "abi", 3) != 0 ||
-		    parse_short_major_version(parts[2], "abi", &out->framework_major, &out->framework_minor) < 0)
+		    parse_version_digits(parts[2], "abi", MAJOR_FIRST, &out->framework_major, &out->framework_minor) < 0)
 			return set_why(why, "invalid Torch stable ABI version (want e.g. torch-stable-abi211)");
 		return parse_arch(parts + 3, n - 3, out, why);
 	}
@@ -180,7 +171,7 @@ int variant_name_parse(const char *s, struct variant_name *out, const char **why
 	}
 	if (strncmp(parts[0], "torch", 5) == 0) {
 		out->framework = VARIANT_TORCH;
-		if (parse_short_major_version(parts[0], "torch", &out->framework_major, &out->framework_minor) < 0)
+		if (parse_version_digits(parts[0], "torch", MAJOR_FIRST, &out->framework_major, &out->framework_minor) < 0)
 			return set_why(why, "invalid Torch version (want e.g. torch211)");
 		size_t first = 1;
 		if (n >= 2 && (strcmp(parts[1], "cxx11") == 0 || strcmp(parts[1], "cxx98") == 0)) {
@@ -191,7 +182,7 @@ int variant_name_parse(const char *s, struct variant_name *out, const char **why
 	}
 	if (strcmp(parts[0], "tvm") == 0 && n >= 2 && strncmp(parts[1], "ffi", 3) == 0) {
 		out->framework = VARIANT_TVM_FFI;
-		rc = parse_short_major_version(parts[1], "ffi", &out->framework_major, &out->framework_minor);
+		rc = parse_version_digits(parts[1], "ffi", MAJOR_FIRST, &out->framework_major, &out->framework_minor);
 		if (rc < 0)
 			return set_why(why, "invalid tvm-ffi version (want e.g. tvm-ffi01)");
 		return parse_arch(parts + 2, n - 2, out, why);

@@ -36,13 +36,7 @@ static void *guard_main(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&guard_lock);
 	while (!guard_stopping) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 250 * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = clock_after_usec(CLOCK_REALTIME, 250 * 1000);
 		pthread_cond_timedwait(&guard_wake, &guard_lock, &until);
 		uint64_t now = monotonic_usec();
 		for (struct guarded_conn *g = guard_head; g; g = g->next) {
@@ -72,11 +66,7 @@ void conn_guard_stop(void)
 {
 	if (!guard_running)
 		return;
-	pthread_mutex_lock(&guard_lock);
-	guard_stopping = 1;
-	pthread_cond_signal(&guard_wake);
-	pthread_mutex_unlock(&guard_lock);
-	pthread_join(guard_thread, NULL);
+	thread_stop(guard_thread, &guard_lock, &guard_wake, &guard_stopping);
 	guard_running = 0;
 }
 
@@ -119,23 +109,26 @@ static struct guarded_conn *guard_of(struct MHD_Connection *conn)
 	return ci ? ci->socket_context : NULL;
 }
 
-void conn_guard_request_begin(struct MHD_Connection *conn)
+/* A request on conn began (1) or ended (0): the header deadline runs only
+ * between requests, from the end of the last one. */
+static void guard_set_in_request(struct MHD_Connection *conn, int in_request)
 {
 	struct guarded_conn *g = guard_of(conn);
 	if (!g)
 		return;
 	pthread_mutex_lock(&guard_lock);
-	g->in_request = 1;
+	g->in_request = in_request;
+	if (!in_request)
+		g->since_usec = monotonic_usec();
 	pthread_mutex_unlock(&guard_lock);
+}
+
+void conn_guard_request_begin(struct MHD_Connection *conn)
+{
+	guard_set_in_request(conn, 1);
 }
 
 void conn_guard_request_end(struct MHD_Connection *conn)
 {
-	struct guarded_conn *g = guard_of(conn);
-	if (!g)
-		return;
-	pthread_mutex_lock(&guard_lock);
-	g->in_request = 0;
-	g->since_usec = monotonic_usec();
-	pthread_mutex_unlock(&guard_lock);
+	guard_set_in_request(conn, 0);
 }

@@ -159,14 +159,7 @@ static PGconn *conn_get(void)
 		return thread_slot->conn;
 	}
 	pthread_once(&pool_once, pool_init);
-	struct timespec until;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += pool_wait_ms / 1000;
-	until.tv_nsec += (pool_wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	struct timespec until = clock_after_usec(CLOCK_MONOTONIC, (uint64_t)pool_wait_ms * 1000);
 	struct pool_slot *slot = NULL;
 	pthread_mutex_lock(&pool_lock);
 	while (pool) {
@@ -312,6 +305,30 @@ int db_run(const char *sql, int nparams, const char *const *params)
 	return 0;
 }
 
+int db_run_count(const char *sql, int nparams, const char *const *params)
+{
+	PGresult *res = db_exec(sql, nparams, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int changed = atoi(PQcmdTuples(res));
+	PQclear(res);
+	return changed;
+}
+
+int db_run_one(const char *sql, int nparams, const char *const *params)
+{
+	int changed = db_run_count(sql, nparams, params);
+	return changed < 0 ? changed : changed == 1 ? 0 : KHUB_ENOTFOUND;
+}
+
+int db_run_id(const char *sql, int64_t id)
+{
+	char text[24];
+	snprintf(text, sizeof(text), "%" PRId64, id);
+	const char *params[1] = { text };
+	return db_run_count(sql, 1, params);
+}
+
 int db_ping(void)
 {
 	return db_run("SELECT 1", 0, NULL);
@@ -416,21 +433,6 @@ int db_migrate(void)
 	}
 	db_unlock(DB_LOCK_MIGRATIONS, 0);
 	return rc;
-}
-
-void db_array_add(struct strbuf *sb, const char *s)
-{
-	if (!s) {
-		strbuf_adds(sb, "NULL");
-		return;
-	}
-	strbuf_adds(sb, "\"");
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			strbuf_add(sb, "\\", 1);
-		strbuf_add(sb, s, 1);
-	}
-	strbuf_adds(sb, "\"");
 }
 
 /* ---- advisory locks ------------------------------------------------------------- */

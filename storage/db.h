@@ -251,7 +251,7 @@ int db_repo_count_by_type(int include_private, int64_t counts[REPO_TYPE_COUNT]);
 /* Call fn for every repo, by id, until it returns non-zero (returned). */
 int db_repo_each(int (*fn)(const struct repo_record *rec, void *arg), void *arg);
 
-/* ---- PostgreSQL array literals (storage/db.c) ----------------------------- */
+/* ---- PostgreSQL array literals (storage/db_arrays.c) ---------------------- */
 
 /* Append one element to an array literal being built in sb (the caller
  * writes the braces and commas): NULL as NULL, anything else quoted. */

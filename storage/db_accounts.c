@@ -78,13 +78,8 @@ int db_account_create(enum account_kind kind, const char *name, const char *full
 int db_account_set_trusted(const char *name, int trusted)
 {
 	const char *params[2] = { name, trusted ? "true" : "false" };
-	PGresult *res = db_exec("UPDATE accounts SET trusted_kernel_publisher = $2 WHERE lower(name) = lower($1)",
-				2, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
-	PQclear(res);
-	return rc;
+	return db_run_one("UPDATE accounts SET trusted_kernel_publisher = $2 WHERE lower(name) = lower($1)", 2,
+			  params);
 }
 
 int db_membership_set(const char *org, const char *user, enum role role)
@@ -98,20 +93,11 @@ int db_membership_set(const char *org, const char *user, enum role role)
 	char oid[24], uid[24];
 	snprintf(oid, sizeof(oid), "%" PRId64, o.id);
 	snprintf(uid, sizeof(uid), "%" PRId64, u.id);
-	PGresult *res;
-	if (role == ROLE_NONE) {
-		const char *params[2] = { oid, uid };
-		res = db_exec("DELETE FROM memberships WHERE org_id = $1 AND user_id = $2", 2, params, NULL);
-	} else {
-		const char *params[3] = { oid, uid, role_name(role) };
-		res = db_exec("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)"
-			      " ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role",
-			      3, params, NULL);
-	}
-	if (!res)
-		return KHUB_EDB;
-	PQclear(res);
-	return 0;
+	const char *params[3] = { oid, uid, role_name(role) };
+	if (role == ROLE_NONE)
+		return db_run("DELETE FROM memberships WHERE org_id = $1 AND user_id = $2", 2, params);
+	return db_run("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)"
+		      " ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role", 3, params);
 }
 
 int db_membership_role(int64_t org_id, int64_t user_id, enum role *out)
@@ -200,16 +186,8 @@ int db_token_lookup(const char *token, struct principal *out)
 
 int db_token_revoke(int64_t token_id)
 {
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, token_id);
-	const char *params[1] = { id };
-	PGresult *res = db_exec("UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL",
-				1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
-	PQclear(res);
-	return rc;
+	int n = db_run_id("UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL", token_id);
+	return n < 0 ? n : n == 1 ? 0 : KHUB_ENOTFOUND;	/* revoked before, or no such token */
 }
 
 int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count)
@@ -234,12 +212,8 @@ int db_audit(int64_t actor_id, const char *actor_name, const char *action, const
 	snprintf(id, sizeof(id), "%" PRId64, actor_id);
 	const char *params[6] = { actor_id ? id : NULL, actor_name ? actor_name : "anonymous", action,
 				  target, details, remote_addr };
-	PGresult *res = db_exec("INSERT INTO audit_log (actor_id, actor_name, action, target, details, remote_addr)"
-				" VALUES ($1, $2, $3, $4, $5::jsonb, $6)", 6, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	PQclear(res);
-	return 0;
+	return db_run("INSERT INTO audit_log (actor_id, actor_name, action, target, details, remote_addr)"
+		      " VALUES ($1, $2, $3, $4, $5::jsonb, $6)", 6, params);
 }
 
 int db_trusted_publisher_set(const char *name, int trusted, const char *changed_by, struct account *out,

@@ -25,15 +25,10 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 	/* The results go as parallel arrays, unnested into rows. */
 	enum { WORKLOAD, MEAN, STD, MIN, MAX, Q1, Q3, IQR, OUTLIERS, ITERATIONS, VERIFIED, NARRAYS };
 	struct strbuf arrays[NARRAYS];
-	for (int a = 0; a < NARRAYS; a++) {
-		strbuf_init(&arrays[a]);
-		strbuf_adds(&arrays[a], "{");
-	}
+	db_columns_init(arrays, NARRAYS);
 	for (size_t i = 0; i < run->nresults; i++) {
 		const struct benchmark_result *r = &run->results[i];
-		if (i)
-			for (int a = 0; a < NARRAYS; a++)
-				strbuf_adds(&arrays[a], ",");
+		db_columns_row(arrays, NARRAYS, i);
 		db_array_add(&arrays[WORKLOAD], r->workload);
 		add_double(&arrays[MEAN], r->mean_ms);
 		add_double(&arrays[STD], r->std_ms);
@@ -46,8 +41,7 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 		add_i64(&arrays[ITERATIONS], r->iterations);
 		db_array_add(&arrays[VERIFIED], r->verified < 0 ? NULL : r->verified ? "t" : "f");
 	}
-	for (int a = 0; a < NARRAYS; a++)
-		strbuf_adds(&arrays[a], "}");
+	db_columns_end(arrays, NARRAYS, NULL);
 
 	char repo[24], cores[24], submitter[24];
 	snprintf(repo, sizeof(repo), "%" PRId64, run->repo_id);
@@ -76,8 +70,7 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 		"  $30::boolean[]) AS t RETURNING 1)"
 		" SELECT id, (SELECT count(*) FROM res) FROM run",
 		(int)(sizeof(params) / sizeof(params[0])), params, NULL);
-	for (int a = 0; a < NARRAYS; a++)
-		strbuf_release(&arrays[a]);
+	db_columns_release(arrays, NARRAYS);
 	if (!res)
 		return KHUB_EDB;
 	*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);

@@ -12,16 +12,11 @@ int db_downloads_add(const struct download_count *counts, size_t n)
 	if (n == 0)
 		return 0;
 	struct strbuf arrays[NARRAYS];
-	for (int a = 0; a < NARRAYS; a++) {
-		strbuf_init(&arrays[a]);
-		strbuf_adds(&arrays[a], "{");
-	}
+	db_columns_init(arrays, NARRAYS);
 	for (size_t i = 0; i < n; i++) {
 		const struct download_count *c = &counts[i];
 		char num[24];
-		if (i)
-			for (int a = 0; a < NARRAYS; a++)
-				strbuf_adds(&arrays[a], ",");
+		db_columns_row(arrays, NARRAYS, i);
 		snprintf(num, sizeof(num), "%" PRId64, c->repo_id);
 		db_array_add(&arrays[REPO], num);
 		db_array_add(&arrays[DAY], c->day);
@@ -33,10 +28,7 @@ int db_downloads_add(const struct download_count *counts, size_t n)
 		db_array_add(&arrays[COUNT], num);
 	}
 	const char *params[NARRAYS];
-	for (int a = 0; a < NARRAYS; a++) {
-		strbuf_adds(&arrays[a], "}");
-		params[a] = arrays[a].buf;
-	}
+	db_columns_end(arrays, NARRAYS, params);
 	/* One statement, so the per-day rows and repos.downloads move
 	 * together. The join drops counts of repos deleted since. */
 	PGresult *res = db_exec(
@@ -51,8 +43,7 @@ int db_downloads_add(const struct download_count *counts, size_t n)
 		"  FROM (SELECT repo_id, sum(n)::bigint AS n FROM d GROUP BY repo_id) s WHERE r.id = s.repo_id"
 		"  RETURNING 1)"
 		" SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM upd)", NARRAYS, params, NULL);
-	for (int a = 0; a < NARRAYS; a++)
-		strbuf_release(&arrays[a]);
+	db_columns_release(arrays, NARRAYS);
 	if (!res)
 		return KHUB_EDB;
 	PQclear(res);

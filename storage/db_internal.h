@@ -13,6 +13,21 @@
 PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate);
 /* db_exec for statements whose rows are not wanted: 0 or KHUB_EDB. */
 int db_run(const char *sql, int nparams, const char *const *params);
+/* db_run that counts: the number of rows the statement changed, or KHUB_EDB. */
+int db_run_count(const char *sql, int nparams, const char *const *params);
+/* db_run of a statement meant to change one row: 0, KHUB_ENOTFOUND when it
+ * changed none, or KHUB_EDB. */
+int db_run_one(const char *sql, int nparams, const char *const *params);
+/* db_run_count of a statement whose one parameter $1 is an id. */
+int db_run_id(const char *sql, int64_t id);
+/* n parallel array literals (storage/db_arrays.c), one per column, for unnest():
+ * db_columns_init, then per row db_columns_row and a db_array_add to each
+ * column, then db_columns_end (closes them; params[a] = cols[a].buf when
+ * params is not NULL) and db_columns_release. */
+void db_columns_init(struct strbuf *cols, int n);
+void db_columns_row(struct strbuf *cols, int n, size_t row);
+void db_columns_end(struct strbuf *cols, int n, const char **params);
+void db_columns_release(struct strbuf *cols, int n);
 /* db_exec into out (released by the caller with db_rows_release): 0 or
  * KHUB_EDB (then out is empty). */
 int db_query(struct db_rows *out, const char *sql, int nparams, const char *const *params);

@@ -61,27 +61,14 @@ int db_repo_insert(enum repo_type type, const char *ns, const char *name, int pr
 
 int db_repo_touch(int64_t repo_id)
 {
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
-	PGresult *res = db_exec("UPDATE repos SET last_modified = now() WHERE id = $1", 1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	PQclear(res);
-	return 0;
+	int n = db_run_id("UPDATE repos SET last_modified = now() WHERE id = $1", repo_id);
+	return n < 0 ? n : 0;
 }
 
 int db_repo_delete(int64_t repo_id)
 {
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
-	PGresult *res = db_exec("DELETE FROM repos WHERE id = $1", 1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
-	PQclear(res);
-	return rc;
+	int n = db_run_id("DELETE FROM repos WHERE id = $1", repo_id);
+	return n < 0 ? n : n == 1 ? 0 : KHUB_ENOTFOUND;
 }
 
 int db_repo_rename(int64_t repo_id, const char *ns, const char *name, struct repo_record *out)
@@ -111,12 +98,7 @@ int db_repo_set_private(int64_t repo_id, int private)
 	char id[24];
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	const char *params[2] = { id, private ? "true" : "false" };
-	PGresult *res = db_exec("UPDATE repos SET private = $2 WHERE id = $1", 2, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rc = strcmp(PQcmdTuples(res), "1") == 0 ? 0 : KHUB_ENOTFOUND;
-	PQclear(res);
-	return rc;
+	return db_run_one("UPDATE repos SET private = $2 WHERE id = $1", 2, params);
 }
 
 int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
@@ -138,13 +120,8 @@ int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *nam
 		return rc;
 	}
 	if (!out->mirrored) {
-		char id[24];
-		snprintf(id, sizeof(id), "%" PRId64, out->id);
-		const char *params[1] = { id };
-		PGresult *res = db_exec("UPDATE repos SET mirrored = true WHERE id = $1", 1, params, NULL);
-		if (!res)
-			return KHUB_EDB;
-		PQclear(res);
+		if ((rc = db_run_id("UPDATE repos SET mirrored = true WHERE id = $1", out->id)) < 0)
+			return rc;
 		out->mirrored = 1;
 	}
 	return 0;
@@ -155,12 +132,7 @@ int db_lfs_link(int64_t repo_id, const char *oid)
 	char id[24];
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	const char *params[2] = { id, oid };
-	PGresult *res = db_exec("INSERT INTO lfs_repo_objects (repo_id, oid) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-				2, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	PQclear(res);
-	return 0;
+	return db_run("INSERT INTO lfs_repo_objects (repo_id, oid) VALUES ($1, $2) ON CONFLICT DO NOTHING", 2, params);
 }
 
 int db_lfs_linked(int64_t repo_id, const char *oid)

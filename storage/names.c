@@ -43,10 +43,8 @@ static int fail(const char **why, const char *msg)
 int repo_name_validate(const char *name, const char **why)
 {
 	size_t len = strlen(name);
-	if (len == 0)
-		return fail(why, "name is empty");
-	if (len > REPO_NAME_MAX)
-		return fail(why, "name is longer than 96 characters");
+	if (len == 0 || len > REPO_NAME_MAX)
+		return fail(why, len ? "name is longer than 96 characters" : "name is empty");
 	if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
 	      (name[0] >= '0' && name[0] <= '9')))
 		return fail(why, "name must start with a letter or digit");
@@ -139,10 +137,8 @@ static int names_dot_git(const char *seg, size_t n)
 int repo_path_validate(const char *path, const char **why)
 {
 	size_t len = strlen(path);
-	if (len == 0)
-		return fail(why, "path is empty");
-	if (len > REPO_PATH_MAX)
-		return fail(why, "path is longer than 1024 bytes");
+	if (len == 0 || len > REPO_PATH_MAX)
+		return fail(why, len ? "path is longer than 1024 bytes" : "path is empty");
 	if (path[0] == '/')
 		return fail(why, "path must be relative");
 	if (!utf8_valid((const unsigned char *)path, len))

@@ -102,16 +102,6 @@ void publish_repo_unlock(int64_t repo_id)
 		unlock_notify(repo_id);
 }
 
-int publish_trylock(struct publication *pub)
-{
-	if (pub->locked)
-		return 0;
-	int rc = publish_repo_trylock(pub->rec.id);
-	if (rc == 0)
-		pub->locked = 1;
-	return rc;
-}
-
 /* Wait for the lock (command line and background work only). */
 static int repo_lock_wait(int64_t repo_id)
 {
@@ -123,14 +113,23 @@ static int repo_lock_wait(int64_t repo_id)
 	return rc;
 }
 
-int publish_lock(struct publication *pub)
+/* pub's repo lock, taken once by take (try or wait). */
+static int publication_lock(struct publication *pub, int (*take)(int64_t repo_id))
 {
-	if (pub->locked)
-		return 0;
-	int rc = repo_lock_wait(pub->rec.id);
+	int rc = pub->locked ? 0 : take(pub->rec.id);
 	if (rc == 0)
 		pub->locked = 1;
 	return rc;
+}
+
+int publish_trylock(struct publication *pub)
+{
+	return publication_lock(pub, publish_repo_trylock);
+}
+
+int publish_lock(struct publication *pub)
+{
+	return publication_lock(pub, repo_lock_wait);
 }
 
 static void unlock(struct publication *pub)
@@ -275,6 +274,23 @@ static int blob_failed(struct publication *pub)
 	return quarantine_over_limit(pub->quarantine) ? KHUB_ETOOBIG : khub_err_from_errno(errno);
 }
 
+/* The end of an LFS put: w holds the content (rc 0) or failed (rc < 0, w
+ * may be NULL); held for the commit, its pointer goes in at path. */
+static int put_lfs_written(struct publication *pub, struct lfs_writer *w, int rc, const char *path, unsigned mode,
+			   int *as_lfs)
+{
+	struct lfs_pointer ptr;
+	char blob[41];
+	if (rc < 0) {
+		lfs_writer_abort(w);
+		return rc;
+	}
+	if ((rc = publish_hold_lfs(pub, w, &ptr)) < 0 || (rc = publish_write_pointer(pub, &ptr, blob)) < 0)
+		return rc;
+	*as_lfs = 1;
+	return commit_builder_put_blob(pub->cb, path, blob, mode);
+}
+
 int publish_put_bytes(struct publication *pub, const char *path, const void *data, size_t len, unsigned mode,
 		      int *as_lfs)
 {
@@ -291,16 +307,7 @@ int publish_put_bytes(struct publication *pub, const char *path, const void *dat
 		struct lfs_writer *w = lfs_writer_begin(pub->lfs);
 		if (!w)
 			return khub_err_from_errno(errno);
-		int rc = lfs_writer_write(w, data, len);
-		if (rc < 0) {
-			lfs_writer_abort(w);
-			return rc;
-		}
-		char blob[41];
-		if ((rc = publish_hold_lfs(pub, w, &ptr)) < 0 || (rc = publish_write_pointer(pub, &ptr, blob)) < 0)
-			return rc;
-		*as_lfs = 1;
-		return commit_builder_put_blob(pub->cb, path, blob, mode);
+		return put_lfs_written(pub, w, lfs_writer_write(w, data, len), path, mode, as_lfs);
 	}
 	git_oid oid;
 	if (git_blob_create_from_buffer(&oid, pub->git, data, len) < 0)
@@ -349,15 +356,7 @@ int publish_put_file(struct publication *pub, const char *path, const char *fs_p
 			rc = lfs_writer_write(w, buf, (size_t)n);
 	}
 	close(fd);
-	if (rc < 0) {
-		lfs_writer_abort(w);
-		return rc;
-	}
-	char blob[41];
-	if ((rc = publish_hold_lfs(pub, w, &ptr)) < 0 || (rc = publish_write_pointer(pub, &ptr, blob)) < 0)
-		return rc;
-	*as_lfs = 1;
-	return commit_builder_put_blob(pub->cb, path, blob, mode);
+	return put_lfs_written(pub, w, rc, path, mode, as_lfs);
 }
 
 /* ---- commit, end ----------------------------------------------------------------- */

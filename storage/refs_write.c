@@ -37,16 +37,22 @@ int repo_resolve_commitish(git_repository *repo, const char *rev, char sha[41])
 	return 0;
 }
 
+/* A failed libgit2 ref lookup as ours: a missing or malformed name is
+ * KHUB_ENOTFOUND, anything else (logged) KHUB_EIO. */
+static int ref_lookup_failed(int rc, const char *what)
+{
+	if (rc == GIT_ENOTFOUND || rc == GIT_EINVALIDSPEC)
+		return KHUB_ENOTFOUND;
+	log_git_error(what);
+	return KHUB_EIO;
+}
+
 int repo_ref_read(git_repository *repo, const char *ref_name, char sha[41])
 {
 	git_oid oid;
 	int rc = git_reference_name_to_id(&oid, repo, ref_name);
-	if (rc == GIT_ENOTFOUND || rc == GIT_EINVALIDSPEC)
-		return KHUB_ENOTFOUND;
-	if (rc < 0) {
-		log_git_error("read ref");
-		return KHUB_EIO;
-	}
+	if (rc < 0)
+		return ref_lookup_failed(rc, "read ref");
 	git_oid_tostr(sha, 41, &oid);
 	return 0;
 }
@@ -70,12 +76,8 @@ int repo_delete_ref(git_repository *repo, const char *ref_name)
 {
 	git_reference *ref = NULL;
 	int rc = git_reference_lookup(&ref, repo, ref_name);
-	if (rc == GIT_ENOTFOUND || rc == GIT_EINVALIDSPEC)
-		return KHUB_ENOTFOUND;
-	if (rc < 0) {
-		log_git_error("look up ref");
-		return KHUB_EIO;
-	}
+	if (rc < 0)
+		return ref_lookup_failed(rc, "look up ref");
 	/* Fails with GIT_EMODIFIED when the ref moved since the lookup. */
 	rc = git_reference_delete(ref);
 	git_reference_free(ref);

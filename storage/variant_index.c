@@ -301,41 +301,40 @@ static int sync_heads(int64_t repo_id, json_t *heads)
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	char *doc = json_dumps(heads, JSON_COMPACT);
 	const char *params[2] = { id, doc };
-	PGresult *res = db_exec("WITH x AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(ref text, sha text)),"
-				" gone AS (DELETE FROM kernel_heads h WHERE h.repo_id = $1"
-				" AND h.ref NOT IN (SELECT ref FROM x))"
-				" INSERT INTO kernel_heads (repo_id, ref, commit_sha) SELECT $1, ref, sha FROM x"
-				" ON CONFLICT (repo_id, ref) DO UPDATE SET commit_sha = EXCLUDED.commit_sha"
-				" WHERE kernel_heads.commit_sha <> EXCLUDED.commit_sha", 2, params, NULL);
+	int rc = db_run("WITH x AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(ref text, sha text)),"
+			" gone AS (DELETE FROM kernel_heads h WHERE h.repo_id = $1"
+			" AND h.ref NOT IN (SELECT ref FROM x))"
+			" INSERT INTO kernel_heads (repo_id, ref, commit_sha) SELECT $1, ref, sha FROM x"
+			" ON CONFLICT (repo_id, ref) DO UPDATE SET commit_sha = EXCLUDED.commit_sha"
+			" WHERE kernel_heads.commit_sha <> EXCLUDED.commit_sha", 2, params);
 	free(doc);
-	if (!res)
-		return KHUB_EDB;
-	PQclear(res);
-	return 0;
+	return rc;
+}
+
+/* variant_index_current, with the peeled sha for a caller that goes on to
+ * index it. */
+static int index_state(int64_t repo_id, git_repository *git, const char *commit_sha, char sha[41])
+{
+	int indexed;
+	if (peel_commit(git, commit_sha, sha) < 0)
+		return KHUB_ENOTFOUND;
+	int kernel = kernel_repo_state(repo_id, sha, &indexed);
+	return kernel < 0 ? kernel : !kernel || indexed;
 }
 
 int variant_index_ensure(int64_t repo_id, git_repository *git, const char *commit_sha)
 {
 	char sha[41];
-	int indexed;
-	if (peel_commit(git, commit_sha, sha) < 0)
-		return KHUB_ENOTFOUND;
-	int kernel = kernel_repo_state(repo_id, sha, &indexed);
-	if (kernel <= 0 || indexed)
-		return kernel < 0 ? kernel : 0;
+	int current = index_state(repo_id, git, commit_sha, sha);
+	if (current != 0)
+		return current < 0 ? current : 0;
 	return index_commit(repo_id, git, sha);
 }
 
 int variant_index_current(int64_t repo_id, git_repository *git, const char *commit_sha)
 {
 	char sha[41];
-	int indexed;
-	if (peel_commit(git, commit_sha, sha) < 0)
-		return KHUB_ENOTFOUND;
-	int kernel = kernel_repo_state(repo_id, sha, &indexed);
-	if (kernel < 0)
-		return kernel;
-	return !kernel || indexed;
+	return index_state(repo_id, git, commit_sha, sha);
 }
 
 int variant_index_update(int64_t repo_id, git_repository *git, const char *commit_sha)

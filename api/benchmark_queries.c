@@ -1,0 +1,431 @@
+/* benchmark_queries.c -- GET /api/kernels/{ns}/{name}/benchmarks lists
+ * stored runs with filters, GET …/benchmarks/aggregate compares them per
+ * workload and GPU, in JSON or CSV (uploads: benchmarks.c). Community runs
+ * are left out unless ?source=community or ?source=all. */
+#include "api/api.h"
+#include "kernel/kernel.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BENCH_PAGE_DEFAULT 100
+#define BENCH_PAGE_MAX 1000
+/* The reference a workload is compared with when ?reference= is absent: a
+ * `benchmark_reference` method of the same Benchmark class. */
+#define BENCH_DEFAULT_REFERENCE "reference"
+
+/* ---- filters -------------------------------------------------------------- */
+
+/* Which machines a variant name is for: torch211-cxx11-cu128-x86_64-linux
+ * wants torch 2.11, CUDA 12.8 and Linux; torch-cuda any CUDA; torch-cpu the
+ * CPU; torch-universal anything. 0, or -1 when no part is understood. */
+static int variant_filter(const char *variant, struct request *req, struct benchmark_filter *f)
+{
+	char *copy = request_own(req, xstrdup(variant)), *save = NULL;
+	int understood = 0;
+	for (char *tok = strtok_r(copy, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
+		size_t n = strlen(tok);
+		if (strcmp(tok, VARIANT_NOARCH_UNIVERSAL) == 0 || strcmp(tok, "torch") == 0) {
+			understood = 1;
+			continue;
+		}
+		if (n > 5 && strncmp(tok, "torch", 5) == 0 && strspn(tok + 5, "0123456789") == n - 5) {
+			f->torch_key = tok;
+			understood = 1;
+			continue;
+		}
+		if (strcmp(tok, "linux") == 0 || strcmp(tok, "darwin") == 0 || strcmp(tok, "windows") == 0) {
+			f->os_family = tok;
+			understood = 1;
+			continue;
+		}
+		for (const struct kernel_backend *b = kernel_backends; b->name; b++) {
+			size_t p = b->variant_prefix ? strlen(b->variant_prefix) : 0;
+			if (strcmp(tok, b->name) == 0) {
+				f->backend_family = b->name;
+				understood = 1;
+			} else if (p && n > p && strncmp(tok, b->variant_prefix, p) == 0 &&
+				   strspn(tok + p, "0123456789") == n - p) {
+				f->backend_family = b->name;
+				if (b->benchmark_keyed)
+					f->backend_key = tok;
+				understood = 1;
+			}
+		}
+	}
+	return understood ? 0 : -1;
+}
+
+/* Fill f from the query (revision, variant, backend, gpu, workload, id,
+ * limit, cursor). On failure an answer has been queued. */
+static int filter_from_query(struct request *req, struct repo_handle *h, struct benchmark_filter *f,
+			     char sha[41], enum MHD_Result *result)
+{
+	memset(f, 0, sizeof(*f));
+	const char *v;
+	if ((v = request_query(req, "revision")) && *v) {
+		if (repo_resolve_commitish(h->git, v, sha) < 0) {
+			*result = respond_revision_not_found(req, v);
+			return -1;
+		}
+		f->commit_sha = sha;
+	}
+	if ((v = request_query(req, "variant")) && *v && variant_filter(v, req, f) < 0) {
+		*result = respond_error(req, 400, NULL, "cannot read the variant name %s", v);
+		return -1;
+	}
+	if ((v = request_query(req, "backend")) && *v) {
+		char *lower = request_own(req, xstrdup(v));
+		for (char *p = lower; *p; p++)
+			*p = (char)tolower((unsigned char)*p);
+		f->backend = lower;
+	}
+	if ((v = request_query(req, "gpu")) && *v)
+		f->gpu = v;
+	f->source = "maintainer";
+	if ((v = request_query(req, "source")) && *v) {
+		if (strcmp(v, "all") == 0) {
+			f->source = NULL;
+		} else if (strcmp(v, "maintainer") == 0 || strcmp(v, "community") == 0) {
+			f->source = v;
+		} else {
+			*result = respond_error(req, 400, NULL, "source must be maintainer, community or all");
+			return -1;
+		}
+	}
+	if ((v = request_query(req, "workload")) && *v)
+		f->workload = v;
+	if ((v = request_query(req, "id"))) {
+		char *end;
+		f->run_id = strtoll(v, &end, 10);
+		if (*end || f->run_id < 1) {
+			*result = respond_error(req, 400, NULL, "invalid id");
+			return -1;
+		}
+	}
+	f->limit = BENCH_PAGE_DEFAULT;
+	if ((v = request_query(req, "limit"))) {
+		char *end;
+		f->limit = strtol(v, &end, 10);
+		if (*end || f->limit < 1 || f->limit > BENCH_PAGE_MAX) {
+			*result = respond_error(req, 400, NULL, "limit must be between 1 and %d", BENCH_PAGE_MAX);
+			return -1;
+		}
+	}
+	if ((v = request_query(req, "cursor"))) {
+		char *end;
+		f->before_id = strtoll(v, &end, 10);
+		if (*end || f->before_id < 1) {
+			*result = respond_error(req, 400, NULL, "invalid cursor");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int wants_csv(struct request *req, enum MHD_Result *result)
+{
+	const char *format = request_query(req, "format");
+	if (!format || strcmp(format, "json") == 0)
+		return 0;
+	if (strcmp(format, "csv") == 0)
+		return 1;
+	*result = respond_error(req, 400, NULL, "format must be json or csv");
+	return -1;
+}
+
+/* What both GETs read from the query: the filter (commit_sha points into
+ * sha) and the format. */
+struct bench_query {
+	struct benchmark_filter f;
+	char sha[41];
+	int csv;
+};
+
+static int bench_query_read(struct request *req, struct bench_query *q, enum MHD_Result *result)
+{
+	if (filter_from_query(req, req->repo, &q->f, q->sha, result) < 0 ||
+	    (q->csv = wants_csv(req, result)) < 0)
+		return -1;
+	return 0;
+}
+
+/* ---- answers ------------------------------------------------------------- */
+
+/* The shortest text that reads back as v (v is finite). */
+static void add_number(struct strbuf *sb, double v)
+{
+	char num[40];
+	for (int precision = 1; precision <= 17; precision++) {
+		snprintf(num, sizeof(num), "%.*g", precision, v);
+		if (strtod(num, NULL) == v)
+			break;
+	}
+	strbuf_adds(sb, num);
+}
+
+static enum MHD_Result respond_text(struct request *req, const char *type, struct strbuf *sb, const char *link)
+{
+	size_t len;
+	char *body = strbuf_detach(sb, &len);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", type);
+	if (link)
+		MHD_add_response_header(resp, "Link", link);
+	req->bytes_out = len;
+	return respond(req, 200, resp);
+}
+
+/* Absolute URL of the next page: the same query with cursor replaced. */
+static char *next_page_link(struct request *req, const struct repo_handle *h, int64_t cursor)
+{
+	static const char *const keys[] = { "revision", "variant", "backend", "gpu", "workload", "id", "limit",
+					     "format", "source" };
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addf(&sb, "<%s/api/kernels/", request_base_url(req));
+	strbuf_add_urlencoded(&sb, h->record.ns, 0);
+	strbuf_adds(&sb, "/");
+	strbuf_add_urlencoded(&sb, h->record.name, 0);
+	strbuf_adds(&sb, "/benchmarks?");
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v = request_query(req, keys[i]);
+		if (!v)
+			continue;
+		strbuf_addf(&sb, "%s=", keys[i]);
+		strbuf_add_urlencoded(&sb, v, 0);
+		strbuf_adds(&sb, "&");
+	}
+	strbuf_addf(&sb, "cursor=%" PRId64 ">; rel=\"next\"", cursor);
+	return strbuf_detach(&sb, NULL);
+}
+
+static const char *const list_csv_header =
+	"run_id,submitted_at,submitter,commit,kernel_commit_sha,benchmark_script_path,benchmark_script_sha,"
+	"gpu,gpu_cores,backend,pytorch_version,os,cpu,workload,mean_ms,std_ms,min_ms,max_ms,q1_ms,q3_ms,"
+	"iqr_ms,outliers,iterations,verified,source\r\n";
+
+static void add_run_json(struct strbuf *sb, const struct db_rows *res, size_t row)
+{
+	strbuf_addf(sb, "{\"id\":%s,\"submittedAt\":\"%s\",\"submitter\":", db_rows_get(res, row, BENCH_COL_RUN_ID),
+		    db_rows_get(res, row, BENCH_COL_SUBMITTED_AT));
+	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_SUBMITTER));
+	strbuf_addf(sb, ",\"source\":\"%s\"", db_rows_get(res, row, BENCH_COL_SOURCE));
+	strbuf_addf(sb, ",\"commit\":\"%s\",\"kernelCommitSha\":", db_rows_get(res, row, BENCH_COL_COMMIT));
+	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_KERNEL_COMMIT));
+	strbuf_adds(sb, ",\"benchmarkScriptPath\":");
+	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_PATH));
+	if (!db_rows_isnull(res, row, BENCH_COL_SCRIPT_SHA)) {
+		strbuf_adds(sb, ",\"benchmarkScriptSha\":");
+		strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_SHA));
+	}
+	static const struct { const char *key; int column; } machine[] = {
+		{ "gpu", BENCH_COL_GPU }, { "backend", BENCH_COL_BACKEND }, { "pytorchVersion", BENCH_COL_PYTORCH },
+		{ "os", BENCH_COL_OS }, { "cpu", BENCH_COL_CPU },
+	};
+	strbuf_adds(sb, ",\"machineInfo\":{");
+	for (size_t i = 0; i < sizeof(machine) / sizeof(machine[0]); i++) {
+		strbuf_addf(sb, "%s\"%s\":", i ? "," : "", machine[i].key);
+		strbuf_add_json_string(sb, db_rows_get(res, row, machine[i].column));
+	}
+	if (!db_rows_isnull(res, row, BENCH_COL_GPU_CORES))
+		strbuf_addf(sb, ",\"gpuCores\":%s", db_rows_get(res, row, BENCH_COL_GPU_CORES));
+	strbuf_adds(sb, "},\"results\":[");
+}
+
+static void add_result_json(struct strbuf *sb, const struct db_rows *res, size_t row)
+{
+	static const struct { const char *key; int column; } timing[] = {
+		{ "mean_ms", BENCH_COL_MEAN }, { "std_ms", BENCH_COL_STD }, { "min_ms", BENCH_COL_MIN },
+		{ "max_ms", BENCH_COL_MAX }, { "q1_ms", BENCH_COL_Q1 }, { "q3_ms", BENCH_COL_Q3 },
+		{ "iqr_ms", BENCH_COL_IQR }, { "outliers", BENCH_COL_OUTLIERS }, { "iterations", BENCH_COL_ITERATIONS },
+	};
+	strbuf_adds(sb, "{\"workload\":");
+	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_WORKLOAD));
+	strbuf_adds(sb, ",\"timingResults\":{");
+	for (size_t i = 0; i < sizeof(timing) / sizeof(timing[0]); i++)
+		strbuf_addf(sb, "%s\"%s\":%s", i ? "," : "", timing[i].key, db_rows_get(res, row, timing[i].column));
+	strbuf_adds(sb, "}");
+	if (!db_rows_isnull(res, row, BENCH_COL_VERIFIED))
+		strbuf_addf(sb, ",\"verified\":%s", db_rows_get(res, row, BENCH_COL_VERIFIED)[0] == 't' ? "true" : "false");
+	strbuf_adds(sb, "}");
+}
+
+static void add_result_csv(struct strbuf *sb, const struct db_rows *res, size_t row)
+{
+	for (int c = BENCH_COL_RUN_ID; c <= BENCH_COL_SOURCE; c++) {
+		const char *v = db_rows_get(res, row, c);
+		if (c == BENCH_COL_VERIFIED && !db_rows_isnull(res, row, c))
+			v = v[0] == 't' ? "true" : "false";
+		strbuf_add_csv_field(sb, v, c == BENCH_COL_SOURCE);
+	}
+}
+
+static enum MHD_Result handle_list(struct request *req)
+{
+	enum MHD_Result result;
+	struct bench_query q;
+	struct db_rows table;
+	if (bench_query_read(req, &q, &result) < 0)
+		return result;
+	if (db_benchmark_rows(req->repo->record.id, &q.f, &table) < 0)
+		return respond_db_unavailable(req);
+	const struct db_rows *res = &table;
+	int csv = q.csv;
+
+	/* Rows come grouped by run; the query returns one run more than a page. */
+	int rows = (int)res->count, runs = 0, next = 0;
+	const char *prev = NULL;
+	for (int i = 0; i < rows; i++) {
+		const char *id = db_rows_get(res, i, BENCH_COL_RUN_ID);
+		if (prev && strcmp(prev, id) == 0)
+			continue;
+		if (++runs > q.f.limit) {
+			rows = i;
+			next = 1;
+			break;
+		}
+		prev = id;
+	}
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, csv ? list_csv_header : "[");
+	prev = NULL;
+	for (int i = 0; i < rows; i++) {
+		const char *id = db_rows_get(res, i, BENCH_COL_RUN_ID);
+		if (csv) {
+			add_result_csv(&sb, res, i);
+			continue;
+		}
+		int same = prev && strcmp(prev, id) == 0;
+		if (prev && !same)
+			strbuf_adds(&sb, "]},");
+		if (!same)
+			add_run_json(&sb, res, i);
+		else
+			strbuf_adds(&sb, ",");
+		add_result_json(&sb, res, i);
+		prev = id;
+	}
+	if (!csv)
+		strbuf_adds(&sb, prev ? "]}]" : "]");
+	int64_t last_id = rows > 0 ? strtoll(db_rows_get(res, rows - 1, BENCH_COL_RUN_ID), NULL, 10) : 0;
+	char *link = next && rows > 0 ? next_page_link(req, req->repo, last_id) : NULL;
+	db_rows_release(&table);
+	enum MHD_Result r = respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8",
+					 &sb, link);
+	free(link);
+	return r;
+}
+
+/* The reference of workload W ("Class.method"): ref itself when it names a
+ * class ("Class.ref"), else the method ref of W's class. */
+static void reference_of(const char *workload, const char *ref, struct strbuf *out)
+{
+	const char *dot = strrchr(workload, '.');
+	strbuf_reset(out);
+	if (!strchr(ref, '.') && dot)
+		strbuf_add(out, workload, (size_t)(dot - workload + 1));
+	strbuf_adds(out, ref);
+}
+
+static enum MHD_Result handle_aggregate(struct request *req)
+{
+	enum MHD_Result result;
+	struct bench_query q;
+	if (bench_query_read(req, &q, &result) < 0)
+		return result;
+	int csv = q.csv;
+	const char *ref = request_query(req, "reference");
+	if (!ref || !*ref)
+		ref = BENCH_DEFAULT_REFERENCE;
+	/* The workload filter applies to the answer, not to the query, so the
+	 * reference rows stay available. */
+	const char *only = q.f.workload;
+	q.f.workload = NULL;
+	struct db_rows table;
+	const struct db_rows *res = &table;
+	if (db_benchmark_aggregate(req->repo->record.id, &q.f, &table) < 0)
+		return respond_db_unavailable(req);
+
+	struct hashmap by_key;	/* workload \x1f gpu -> row + 1 */
+	hashmap_init(&by_key);
+	int rows = (int)res->count;
+	for (int i = 0; i < rows; i++) {
+		char *key = xasprintf("%s\x1f%s", db_rows_get(res, i, BENCH_AGG_WORKLOAD), db_rows_get(res, i, BENCH_AGG_GPU));
+		hashmap_put(&by_key, key, (void *)(intptr_t)(i + 1));
+		free(key);
+	}
+	struct strbuf sb = STRBUF_INIT, refname = STRBUF_INIT;
+	if (csv) {
+		strbuf_adds(&sb, "workload,gpu,count,median_mean_ms,best_mean_ms,latest_mean_ms,latest_std_ms,"
+				 "latest_run_id,latest_commit,latest_submitted_at,reference,reference_median_mean_ms,"
+				 "speedup\r\n");
+	} else {
+		strbuf_adds(&sb, "{\"reference\":");
+		strbuf_add_json_string(&sb, ref);
+		strbuf_adds(&sb, ",\"results\":[");
+	}
+	int shown = 0;
+	for (int i = 0; i < rows; i++) {
+		const char *workload = db_rows_get(res, i, BENCH_AGG_WORKLOAD), *gpu = db_rows_get(res, i, BENCH_AGG_GPU);
+		if (only && strcmp(only, workload) != 0)
+			continue;
+		reference_of(workload, ref, &refname);
+		char *key = xasprintf("%s\x1f%s", refname.buf, gpu);
+		int ref_row = (int)(intptr_t)hashmap_get(&by_key, key) - 1;
+		free(key);
+		double median = strtod(db_rows_get(res, i, BENCH_AGG_MEDIAN), NULL), ref_median = 0;
+		int has_ref = ref_row >= 0 && ref_row != i;
+		if (has_ref)
+			ref_median = strtod(db_rows_get(res, ref_row, BENCH_AGG_MEDIAN), NULL);
+		int has_speedup = has_ref && median > 0;
+		if (csv) {
+			for (int c = BENCH_AGG_WORKLOAD; c <= BENCH_AGG_LATEST_AT; c++)
+				strbuf_add_csv_field(&sb, db_rows_get(res, i, c), 0);
+			strbuf_add_csv_field(&sb, has_ref ? refname.buf : "", 0);
+			strbuf_add_csv_field(&sb, has_ref ? db_rows_get(res, ref_row, BENCH_AGG_MEDIAN) : "", 0);
+			if (has_speedup)
+				add_number(&sb, ref_median / median);
+			strbuf_adds(&sb, "\r\n");
+			continue;
+		}
+		strbuf_adds(&sb, shown++ ? ",{\"workload\":" : "{\"workload\":");
+		strbuf_add_json_string(&sb, workload);
+		strbuf_adds(&sb, ",\"gpu\":");
+		strbuf_add_json_string(&sb, gpu);
+		strbuf_addf(&sb, ",\"count\":%s,\"medianMeanMs\":%s,\"bestMeanMs\":%s,"
+			    "\"latest\":{\"runId\":%s,\"commit\":\"%s\",\"submittedAt\":\"%s\",\"mean_ms\":%s,\"std_ms\":%s}",
+			    db_rows_get(res, i, BENCH_AGG_COUNT), db_rows_get(res, i, BENCH_AGG_MEDIAN),
+			    db_rows_get(res, i, BENCH_AGG_BEST), db_rows_get(res, i, BENCH_AGG_LATEST_RUN),
+			    db_rows_get(res, i, BENCH_AGG_LATEST_COMMIT), db_rows_get(res, i, BENCH_AGG_LATEST_AT),
+			    db_rows_get(res, i, BENCH_AGG_LATEST_MEAN), db_rows_get(res, i, BENCH_AGG_LATEST_STD));
+		if (has_ref) {
+			strbuf_adds(&sb, ",\"referenceWorkload\":");
+			strbuf_add_json_string(&sb, refname.buf);
+			strbuf_addf(&sb, ",\"referenceMedianMeanMs\":%s", db_rows_get(res, ref_row, BENCH_AGG_MEDIAN));
+		} else {
+			strbuf_adds(&sb, ",\"referenceWorkload\":null,\"referenceMedianMeanMs\":null");
+		}
+		strbuf_adds(&sb, ",\"speedup\":");
+		if (has_speedup)
+			add_number(&sb, ref_median / median);
+		else
+			strbuf_adds(&sb, "null");
+		strbuf_adds(&sb, "}");
+	}
+	if (!csv)
+		strbuf_adds(&sb, "]}");
+	hashmap_release(&by_key, NULL);
+	strbuf_release(&refname);
+	db_rows_release(&table);
+	return respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8", &sb, NULL);
+}
+
+const struct route benchmark_queries_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks", handle_list, 0, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks/aggregate", handle_aggregate, 0, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ 0, NULL, NULL, 0, 0 },
+};

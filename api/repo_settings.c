@@ -1,0 +1,94 @@
+/* repo_settings.c -- a repo's settings: PUT /api/{type}s/{ns}/{name}/settings
+ * (visibility is kept; the Hub's other settings are checked and ignored). */
+#include "api/api.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* "protected" hides the files, so it is private here; visibility wins when
+ * both are given. */
+int repo_visibility_from_body(json_t *doc, int *private_out, int *set)
+{
+	json_t *p = json_object_get(doc, "private");
+	const char *vis;
+	*set = 0;
+	if (p && !json_is_null(p)) {
+		if (!json_is_boolean(p))
+			return -1;
+		*private_out = json_is_true(p);
+		*set = 1;
+	}
+	if (json_optional_string(doc, "visibility", &vis) < 0)
+		return -1;
+	if (vis) {
+		if (strcmp(vis, "public") == 0)
+			*private_out = 0;
+		else if (strcmp(vis, "private") == 0 || strcmp(vis, "protected") == 0)
+			*private_out = 1;
+		else
+			return -1;
+		*set = 1;
+	}
+	return 0;
+}
+
+/* ---- PUT /api/{type}s/{ns}/{name}/settings ---------------------------------- */
+
+/* Settings this server does not keep are checked for their type and then
+ * ignored (gating, description, discussions, notification settings). */
+static int settings_valid(json_t *doc)
+{
+	json_t *gated = json_object_get(doc, "gated");
+	if (gated && !json_is_null(gated) && !json_is_false(gated) &&
+	    !(json_is_string(gated) && (strcmp(json_string_value(gated), "auto") == 0 ||
+					strcmp(json_string_value(gated), "manual") == 0)))
+		return -1;
+	json_t *dd = json_object_get(doc, "discussionsDisabled");
+	if (dd && !json_is_null(dd) && !json_is_boolean(dd))
+		return -1;
+	const char *s;
+	if (json_optional_string(doc, "description", &s) < 0 || json_optional_string(doc, "gatedNotificationsEmail", &s) < 0 ||
+	    json_optional_string(doc, "gatedNotificationsMode", &s) < 0)
+		return -1;
+	return 0;
+}
+
+static enum MHD_Result handle_settings(struct request *req)
+{
+	enum MHD_Result result;
+	struct repo_handle h;
+	json_t *doc = NULL;
+	char *details = NULL;
+	int private = 0, private_set;
+
+	h = *req->repo;
+	if (!(doc = request_json_body(req, &result)))
+		return result;
+	if (repo_visibility_from_body(doc, &private, &private_set) < 0 || settings_valid(doc) < 0) {
+		result = respond_error(req, 400, NULL,
+				       "invalid settings: \"private\" must be a boolean, \"visibility\" public, private or"
+				       " protected, \"gated\" false, \"auto\" or \"manual\"");
+		goto cleanup;
+	}
+	if (private_set && private != h.record.private) {
+		if (db_repo_set_private(h.record.id, private) < 0) {
+			result = respond_db_unavailable(req);
+			goto cleanup;
+		}
+		repo_cache_invalidate();
+		h.record.private = private;
+		const char *target = repo_audit_target(req, h.record.type, h.record.ns, h.record.name);
+		details = xasprintf("{\"private\":%s}", private ? "true" : "false");
+		api_audit(req, "repo.settings", target, details);
+	}
+	result = respond_json(req, 200, json_pack("{s:b}", "private", h.record.private));
+cleanup:
+	free(details);
+	json_decref(doc);
+	return result;
+}
+
+const struct route repo_settings_routes[] = {
+	{ METHOD_PUT, "/api/{type}/{ns}/{name}/settings", handle_settings, ROUTE_BODY, 0, NULL, ACCESS_REPO_MANAGE },
+	{ 0, NULL, NULL, 0, 0 },
+};
