@@ -19,6 +19,8 @@ struct file_meta {
 	char lfs_oid[65];
 	uint64_t size;
 	int linked;		/* LFS: the object is linked to the repo (only positives are cached) */
+	int stored;		/* LFS: the object is in the store with this size (objects are never
+				 * removed: a garbage collector must empty the response cache) */
 	uint64_t cached_body;	/* bytes of the body that follow in the cache value */
 };
 
@@ -144,6 +146,19 @@ static int lazy_fetch_background(struct request *req, const struct repo_handle *
  * upstream (verified, then linked). Positives stay cached for the life of the
  * process: links are only removed with their repo (ids are never reused);
  * `khub check lfs-pointers` removes none. */
+/* The object is in the store: kept in the file's cached description, so
+ * the next HEAD needs no stat. Returns 1. */
+static int remember_stored(struct repo_handle *h, const char *sha, const char *path, struct file_meta *meta,
+			   char *value, size_t len)
+{
+	meta->stored = 1;
+	memcpy(value, meta, sizeof(*meta));
+	char *key = describe_key(h, sha, path);
+	response_cache_put(key, value, len);
+	free(key);
+	return 1;
+}
+
 static int lfs_usable(struct request *req, struct repo_handle *h, const char *sha, const char *path,
 		      struct file_meta *meta, char *value, size_t len, int *fetch_rc, enum MHD_Result *result)
 {
@@ -218,13 +233,24 @@ static enum MHD_Result handle_resolve(struct request *req)
 	const char *why;
 	int rc;
 	h = *req->repo;
-	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
-		return result;
-	if (repo_path_validate(req->path, &why) < 0)
-		return respond_entry_not_found(req, sha, req->path);
-
 	size_t value_len;
-	char *value = describe_file(&h, sha, req->path, &value_len, &rc);
+	char *value = NULL;
+	/* A 40-hex revision whose file description is cached was resolved
+	 * before (the key holds the repo id and the sha): no lookup. */
+	if (strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
+		char *key = describe_key(&h, req->rev, req->path);
+		value = response_cache_get(key, &value_len);
+		free(key);
+		if (value)
+			memcpy(sha, req->rev, 41);
+	}
+	if (!value) {
+		if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
+			return result;
+		if (repo_path_validate(req->path, &why) < 0)
+			return respond_entry_not_found(req, sha, req->path);
+		value = describe_file(&h, sha, req->path, &value_len, &rc);
+	}
 	if (!value) {
 		if (rc == KHUB_ENOTFOUND)
 			return respond_entry_not_found(req, sha, req->path);
@@ -277,8 +303,9 @@ static enum MHD_Result handle_resolve(struct request *req)
 
 	struct MHD_Response *resp = NULL;
 	uint64_t head_size;
-	if (meta.is_lfs && req->method == METHOD_HEAD && lfs_store_stat(api_ctx.lfs, meta.lfs_oid, &head_size) == 0 &&
-	    head_size == meta.size) {
+	if (meta.is_lfs && req->method == METHOD_HEAD &&
+	    (meta.stored || (lfs_store_stat(api_ctx.lfs, meta.lfs_oid, &head_size) == 0 && head_size == meta.size &&
+			     remember_stored(&h, sha, req->path, &meta, value, value_len)))) {
 		/* HEAD: the size is known, no body is sent: no need to open the
 		 * object (a callback response announces the size; libmicrohttpd
 		 * never reads a HEAD body) */
