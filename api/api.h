@@ -327,7 +327,6 @@ void request_wake(const char *key);
 void request_wake_all(void);
 /* 1 once request_wake_all was called: answer instead of parking again. */
 int request_park_closing(void);
-size_t request_parked_count(void);
 
 /* ---- slow work off the request threads (api/work_queue.c) ----------------- */
 

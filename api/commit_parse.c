@@ -267,13 +267,7 @@ int commit_blob_failed(struct commit_stream *cs)
 /* Store a pointer text as a blob; fills blob_sha. */
 int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr, char blob_sha[41])
 {
-	char text[LFS_POINTER_MAX];
-	size_t n = lfs_pointer_format(ptr, text);
-	git_oid oid;
-	if (git_blob_create_from_buffer(&oid, cs->repo.git, text, n) < 0)
-		return commit_blob_failed(cs);
-	git_oid_tostr(blob_sha, 41, &oid);
-	return 0;
+	return publish_write_pointer(cs->pub, ptr, blob_sha) < 0 ? commit_blob_failed(cs) : 0;
 }
 
 /* Inline content that is an LFS pointer text becomes a pointer in the

@@ -19,7 +19,6 @@ static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t park_changed = PTHREAD_COND_INITIALIZER;
 static struct parked *parked_list;
 static pthread_once_t parker_once = PTHREAD_ONCE_INIT;
-static size_t parked_count;
 static int closing;		/* request_wake_all was called: the server stops */
 
 static void *parker(void *arg)
@@ -36,7 +35,6 @@ static void *parker(void *arg)
 				*pp = p->next;
 				p->next = due;
 				due = p;
-				parked_count--;
 			} else {
 				if (p->wake_usec < next)
 					next = p->wake_usec;
@@ -90,7 +88,6 @@ void request_park(struct request *req, const char *key, unsigned wait_ms)
 	pthread_mutex_lock(&park_lock);
 	p->next = parked_list;
 	parked_list = p;
-	parked_count++;
 	pthread_cond_signal(&park_changed);
 	pthread_mutex_unlock(&park_lock);
 }
@@ -117,14 +114,6 @@ void request_wake_all(void)
 		p->wake_usec = 0;
 	pthread_cond_signal(&park_changed);
 	pthread_mutex_unlock(&park_lock);
-}
-
-size_t request_parked_count(void)
-{
-	pthread_mutex_lock(&park_lock);
-	size_t n = parked_count;
-	pthread_mutex_unlock(&park_lock);
-	return n;
 }
 
 int request_park_closing(void)

@@ -137,6 +137,17 @@ static int lazy_fetch_background(struct request *req, const struct repo_handle *
 
 #define LFS_WAITING 2
 
+/* Keep what was learnt about meta (linked, stored) in the file's cached
+ * description (value, len), so the next request skips the check. */
+static void remember_meta(struct repo_handle *h, const char *sha, const char *path, const struct file_meta *meta,
+			  char *value, size_t len)
+{
+	memcpy(value, meta, sizeof(*meta));
+	char *key = describe_key(h, sha, path);
+	response_cache_put(key, value, len);
+	free(key);
+}
+
 /* May this repo serve the LFS object of meta? A pointer in a repo's tree is
  * not enough: it may have been planted (a pointer-shaped file written before
  * commits checked them) to read another repo's private object. 1 yes (and the
@@ -146,19 +157,6 @@ static int lazy_fetch_background(struct request *req, const struct repo_handle *
  * upstream (verified, then linked). Positives stay cached for the life of the
  * process: links are only removed with their repo (ids are never reused);
  * `khub check lfs-pointers` removes none. */
-/* The object is in the store: kept in the file's cached description, so
- * the next HEAD needs no stat. Returns 1. */
-static int remember_stored(struct repo_handle *h, const char *sha, const char *path, struct file_meta *meta,
-			   char *value, size_t len)
-{
-	meta->stored = 1;
-	memcpy(value, meta, sizeof(*meta));
-	char *key = describe_key(h, sha, path);
-	response_cache_put(key, value, len);
-	free(key);
-	return 1;
-}
-
 static int lfs_usable(struct request *req, struct repo_handle *h, const char *sha, const char *path,
 		      struct file_meta *meta, char *value, size_t len, int *fetch_rc, enum MHD_Result *result)
 {
@@ -180,10 +178,7 @@ static int lfs_usable(struct request *req, struct repo_handle *h, const char *sh
 	if (!linked)
 		return 0;
 	meta->linked = 1;
-	memcpy(value, meta, sizeof(*meta));
-	char *key = describe_key(h, sha, path);
-	response_cache_put(key, value, len);
-	free(key);
+	remember_meta(h, sha, path, meta, value, len);
 	return 1;
 }
 
@@ -303,9 +298,14 @@ static enum MHD_Result handle_resolve(struct request *req)
 
 	struct MHD_Response *resp = NULL;
 	uint64_t head_size;
-	if (meta.is_lfs && req->method == METHOD_HEAD &&
-	    (meta.stored || (lfs_store_stat(api_ctx.lfs, meta.lfs_oid, &head_size) == 0 && head_size == meta.size &&
-			     remember_stored(&h, sha, req->path, &meta, value, value_len)))) {
+	if (meta.is_lfs && req->method == METHOD_HEAD && !meta.stored &&
+	    lfs_store_stat(api_ctx.lfs, meta.lfs_oid, &head_size) == 0 && head_size == meta.size) {
+		/* objects are never removed (a garbage collector must empty
+		 * the response cache): the next HEAD needs no stat */
+		meta.stored = 1;
+		remember_meta(&h, sha, req->path, &meta, value, value_len);
+	}
+	if (meta.is_lfs && req->method == METHOD_HEAD && meta.stored) {
 		/* HEAD: the size is known, no body is sent: no need to open the
 		 * object (a callback response announces the size; libmicrohttpd
 		 * never reads a HEAD body) */

@@ -128,7 +128,7 @@ static int match_pattern(struct request *req, const struct compiled_route *c)
 	req->name_in_git_url = 0;
 	req->nargs = 0;
 	req->type = c->route->fixed_type;
-	for (size_t t = 0; t < c->ntokens && !path; t++) {
+	for (size_t t = 0; t < c->ntokens; t++) {
 		enum token_kind kind = c->tokens[t].kind;
 		if (kind == TOK_PATH) {
 			path = 1;
@@ -168,7 +168,7 @@ static int match_pattern(struct request *req, const struct compiled_route *c)
 			rev_n = revision_segments(req, i);
 			i += rev_n - 1;
 			break;
-		case TOK_PATH:
+		case TOK_PATH:	/* handled before the switch */
 			break;
 		}
 		if (seg[0] == '\0')

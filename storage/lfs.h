@@ -53,9 +53,8 @@ void lfs_writer_abort(struct lfs_writer *w);
  * content it received out of the store until it is accepted. */
 int lfs_writer_seal(struct lfs_writer *w, char oid[65], uint64_t *size);
 int lfs_writer_install(struct lfs_writer *w);
-/* The sha256 and size of a sealed writer's content. */
+/* The sha256 of a sealed writer's content. */
 const char *lfs_writer_oid(const struct lfs_writer *w);
-uint64_t lfs_writer_size(const struct lfs_writer *w);
 /* The temp file a writer is filling (valid until commit or abort). */
 const char *lfs_writer_temp_path(const struct lfs_writer *w);
 /* Remove partial uploads left by a crash (no live writer holds their

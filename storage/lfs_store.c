@@ -194,11 +194,6 @@ const char *lfs_writer_oid(const struct lfs_writer *w)
 	return w->oid;
 }
 
-uint64_t lfs_writer_size(const struct lfs_writer *w)
-{
-	return w->size;
-}
-
 int lfs_writer_install(struct lfs_writer *w)
 {
 	int rc = install_object(w->store, w->fd, w->tmp_path, w->oid);

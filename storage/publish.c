@@ -197,13 +197,9 @@ void publish_set_gitattributes(struct publication *pub, const char *text)
 int publish_hold_lfs(struct publication *pub, struct lfs_writer *w, struct lfs_pointer *ptr)
 {
 	int rc = lfs_writer_seal(w, ptr->oid, &ptr->size);
-	if (rc < 0 && rc != KHUB_EINVAL) {	/* EINVAL: sealed already */
+	if (rc < 0) {	/* sealed twice: a caller's mistake */
 		lfs_writer_abort(w);
 		return rc;
-	}
-	if (rc == KHUB_EINVAL) {
-		memcpy(ptr->oid, lfs_writer_oid(w), 65);
-		ptr->size = lfs_writer_size(w);
 	}
 	if (pub->npending < PUBLISH_PENDING_MAX) {
 		pub->pending[pub->npending++] = w;
@@ -216,30 +212,20 @@ int publish_hold_lfs(struct publication *pub, struct lfs_writer *w, struct lfs_p
 	return db_lfs_link(pub->rec.id, ptr->oid);
 }
 
+static int blob_failed(struct publication *pub)
+{
+	return quarantine_over_limit(pub->quarantine) ? KHUB_ETOOBIG : khub_err_from_errno(errno);
+}
+
 int publish_write_pointer(struct publication *pub, const struct lfs_pointer *ptr, char blob_sha[41])
 {
 	char text[LFS_POINTER_MAX];
 	size_t n = lfs_pointer_format(ptr, text);
 	git_oid oid;
 	if (git_blob_create_from_buffer(&oid, pub->git, text, n) < 0)
-		return quarantine_over_limit(pub->quarantine) ? KHUB_ETOOBIG : khub_err_from_errno(errno);
+		return blob_failed(pub);
 	git_oid_tostr(blob_sha, 41, &oid);
 	return 0;
-}
-
-int publish_put_blob(struct publication *pub, const char *path, const char *blob_sha, unsigned mode)
-{
-	return commit_builder_put_blob(pub->cb, path, blob_sha, mode);
-}
-
-int publish_delete_file(struct publication *pub, const char *path)
-{
-	return commit_builder_delete_file(pub->cb, path);
-}
-
-int publish_delete_folder(struct publication *pub, const char *path)
-{
-	return commit_builder_delete_folder(pub->cb, path);
 }
 
 int publish_unchanged(struct publication *pub)
@@ -269,10 +255,6 @@ static int put_as_blob(struct publication *pub, const char *path, git_oid *oid, 
 	return commit_builder_put_blob(pub->cb, path, hex, mode);
 }
 
-static int blob_failed(struct publication *pub)
-{
-	return quarantine_over_limit(pub->quarantine) ? KHUB_ETOOBIG : khub_err_from_errno(errno);
-}
 
 /* The end of an LFS put: w holds the content (rc 0) or failed (rc < 0, w
  * may be NULL); held for the commit, its pointer goes in at path. */

@@ -86,16 +86,13 @@ void publish_set_gitattributes(struct publication *pub, const char *text);
 int publish_put_bytes(struct publication *pub, const char *path, const void *data, size_t len, unsigned mode,
 		      int *as_lfs);
 int publish_put_file(struct publication *pub, const char *path, const char *fs_path, unsigned mode, int *as_lfs);
-/* Content already spooled and hashed by the caller (a sealed or open LFS
- * writer, taken): held and stored as LFS at publish_commit. Fills ptr. */
+/* Content already spooled by the caller (an open LFS writer, taken):
+ * sealed, held and stored as LFS at publish_commit. Fills ptr. */
 int publish_hold_lfs(struct publication *pub, struct lfs_writer *w, struct lfs_pointer *ptr);
 /* The pointer blob for an LFS object; fills blob_sha. */
 int publish_write_pointer(struct publication *pub, const struct lfs_pointer *ptr, char blob_sha[41]);
-/* Stage an already written blob. */
-int publish_put_blob(struct publication *pub, const char *path, const char *blob_sha, unsigned mode);
-int publish_delete_file(struct publication *pub, const char *path);
-int publish_delete_folder(struct publication *pub, const char *path);
-/* The staged tree, for callers that stage in ways of their own. */
+/* The staged tree, for callers that stage in ways of their own (blobs
+ * already written, deletions: commit_builder_* in storage/repo.h). */
 struct commit_builder *publish_builder(struct publication *pub);
 /* 1 when the staged tree equals the parent's. */
 int publish_unchanged(struct publication *pub);

@@ -151,11 +151,6 @@ fail:
 	return KHUB_EIO;
 }
 
-size_t quarantine_object_count(const struct git_quarantine *q)
-{
-	return q ? q->backend->count : 0;
-}
-
 int quarantine_over_limit(const struct git_quarantine *q)
 {
 	return q && q->backend->over_limit;

@@ -185,7 +185,6 @@ int quarantine_open(const char *root, enum repo_type type, const char *ns, const
 /* Write every quarantined object into the repo's store, durably (fsynced),
  * before a ref may point at them. */
 int quarantine_publish(struct git_quarantine *q);
-size_t quarantine_object_count(const struct git_quarantine *q);
 int quarantine_over_limit(const struct git_quarantine *q);
 /* Drop what was not published and close the repo handle; accepts NULL. */
 void quarantine_free(struct git_quarantine *q);
