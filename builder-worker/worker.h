@@ -1,0 +1,73 @@
+/* worker.h -- khub-worker's internal API: toolchains and their probe, one
+ * sandboxed build of one variant, and the claim loop that drives builds for
+ * a khub server. khub-worker links common/ and kernel/ only (never
+ * storage/, api/ or server/): it talks to khub over HTTP (docs/build-farm.md). */
+#ifndef KHUB_WORKER_H
+#define KHUB_WORKER_H
+
+#include <stddef.h>
+
+/* ---- toolchains (toolchain.c) ------------------------------------------------------ */
+
+/* One entry of toolchains.json, plus what probing it found. */
+struct toolchain {
+	char *name;
+	char *python;			/* the interpreter with torch: fixes the variant */
+	char *cxx, *nvcc, *hipcc;	/* NULL when absent */
+	char *cmake, *ninja;		/* NULL when absent */
+	char **env;			/* "KEY=VALUE" strings, nenv of them */
+	size_t nenv;
+
+	/* Filled by toolchain_probe. */
+	int usable;			/* 1 when it can build the variants below */
+	char why[256];			/* why not, when !usable */
+	char *torch_version;		/* "1.13.1" */
+	char *cuda_version, *rocm_version;	/* "13.0" / "7.1", NULL for a CPU torch */
+	int cxx11_abi;
+	char **variants;		/* the variant names it can produce, nvariants of them */
+	size_t nvariants;
+};
+
+struct toolchain_set {
+	struct toolchain *items;
+	size_t count;
+};
+
+/* Read toolchains.json into *out (the caller releases it with
+ * toolchains_release); KHUB_EINVAL with a message naming the entry and key
+ * in why. */
+int toolchains_load(const char *path, struct toolchain_set *out, char *why, size_t why_size);
+void toolchains_release(struct toolchain_set *set);	/* accepts NULL */
+
+/* Run the toolchain's Python and compilers to learn what it builds; sets
+ * usable/why and the probe fields. 0, or a KHUB_E* error (tc->why says). */
+int toolchain_probe(struct toolchain *tc);
+
+/* The first usable toolchain that produces variant, or NULL (borrowed). */
+const struct toolchain *toolchain_for_variant(const struct toolchain_set *set, const char *variant);
+
+/* ---- one build (build.c and friends) ----------------------------------------------- */
+
+/* Exit codes of `khub-worker build`. */
+enum build_outcome {
+	BUILD_OK = 0,		/* OUT has <variant>/ and abi-report.json (which may list violations) */
+	BUILD_FAILED = 1,	/* compile, link or smoke import failed: the log says why */
+	BUILD_BAD_SOURCE = 2,	/* build.toml or the source layout is invalid: the log names the key */
+	BUILD_TIMED_OUT = 3,	/* a limit was hit (wall clock, CPU time, memory, disk) */
+	BUILD_INTERNAL = 4,	/* the worker itself failed (disk, sandbox set-up) */
+	BUILD_USAGE = 64
+};
+
+/* `khub-worker build ...`: one variant from a source directory into OUT
+ * (docs/build-farm.md), logging to stdout/stderr; returns an enum
+ * build_outcome. Untrusted code (CMake, compilers, the smoke import) runs
+ * in a sandbox without network and without the worker's environment. */
+int build_main(int argc, char **argv);
+
+/* ---- the daemon (daemon.c) ---------------------------------------------------------- */
+
+/* `khub-worker --url ...`: register, claim, build, heartbeat, stream logs,
+ * publish, until SIGTERM/SIGINT (then finish or release the jobs held). */
+int daemon_main(int argc, char **argv);
+
+#endif
