@@ -116,6 +116,16 @@ struct variant_decision {
 void variant_resolve(const struct variant_name *variants, const char *const *names, size_t n,
 		     const struct variant_env *env, struct variant_decision *out);
 
+/* ---- what to build for an environment (kernel/build_target.c) ------------ */
+
+/* The arch variant (torch<MM>-cxx11-<backend tag>-<cpu>-<os>) a build must
+ * produce for env (after variant_env_finish) to load it: the loader takes
+ * it (variant_resolve accepts it). KHUB_EINVAL with the reason in why when
+ * env can load no compiled variant or names too little (no torch version, a
+ * CUDA backend without its version, a free-threaded Python, Metal before
+ * macOS 26). */
+int variant_build_target(const struct variant_env *env, struct variant_name *out, char *why, size_t why_size);
+
 /* ---- paths under build/ (kernel/build_path.c) ----------------------------- */
 
 #define BUILD_DIR "build"
