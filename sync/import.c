@@ -135,14 +135,13 @@ static long entry_index(struct import_run *x, const char *name)
 
 /* Read one entry to its end, hashing it; into the indexer or a file when
  * given. */
-static int stream_entry(struct import_run *x, struct sync_in *in, const struct sync_entry *e, git_indexer *idx, int fd,
-			struct sync_progress *prog, char *buf)
+static int stream_entry(struct import_run *x, struct sync_in *in, const struct sync_entry *e, git_indexer *idx,
+			git_indexer_progress *stats, int fd, struct sync_progress *prog, char *buf)
 {
 	EVP_MD_CTX *sha = EVP_MD_CTX_new();
 	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
 	uint64_t total = 0;
 	int rc = 0;
-	git_indexer_progress stats;
 	for (;;) {
 		long n = sync_in_read(in, buf, CHUNK);
 		if (n < 0) {
@@ -157,7 +156,7 @@ static int stream_entry(struct import_run *x, struct sync_in *in, const struct s
 			break;
 		}
 		EVP_DigestUpdate(sha, buf, (size_t)n);
-		if (idx && git_indexer_append(idx, buf, (size_t)n, &stats) < 0) {
+		if (idx && git_indexer_append(idx, buf, (size_t)n, stats) < 0) {
 			const git_error *ge = git_error_last();
 			rc = ifail(x, KHUB_EINVAL, "%s is not a valid git pack: %s", e->name, ge ? ge->message : "?");
 			break;
@@ -198,7 +197,7 @@ static int stage_pack(struct import_run *x, struct sync_in *in, long i, struct s
 	const struct sync_entry *e = &x->m.entries[i];
 	git_indexer *idx = NULL;
 	if (!x->apply)
-		return stream_entry(x, in, e, NULL, -1, prog, buf);
+		return stream_entry(x, in, e, NULL, NULL, -1, prog, buf);
 	char *dir = xasprintf("%s/%ld", x->pack_dir, i);
 	int rc = 0;
 	git_indexer_options opts = GIT_INDEXER_OPTIONS_INIT;
@@ -206,9 +205,9 @@ static int stage_pack(struct import_run *x, struct sync_in *in, long i, struct s
 		rc = ifail(x, KHUB_EIO, "cannot stage %s", e->name);
 		goto cleanup;
 	}
-	if ((rc = stream_entry(x, in, e, idx, -1, prog, buf)) < 0)
+	git_indexer_progress stats = { 0 };
+	if ((rc = stream_entry(x, in, e, idx, &stats, -1, prog, buf)) < 0)
 		goto cleanup;
-	git_indexer_progress stats;
 	if (git_indexer_commit(idx, &stats) < 0) {
 		const git_error *ge = git_error_last();
 		rc = ifail(x, KHUB_EINVAL, "%s is not a complete git pack: %s", e->name, ge ? ge->message : "?");
@@ -237,7 +236,7 @@ static int stage_lfs(struct import_run *x, struct sync_in *in, long i, struct sy
 			return rc;
 		}
 	}
-	int rc = stream_entry(x, in, e, NULL, fd, prog, buf);
+	int rc = stream_entry(x, in, e, NULL, NULL, fd, prog, buf);
 	if (fd >= 0 && close(fd) < 0 && rc == 0)
 		rc = ifail(x, KHUB_EIO, "cannot stage %s: %s", e->name, strerror(errno));
 	free(path);

@@ -43,7 +43,7 @@ static int valid_uuid(const char *s)
 		if (i == 8 || i == 13 || i == 18 || i == 23) {
 			if (s[i] != '-')
 				return 0;
-		} else if (!is_lower_hex(s + i, 1)) {
+		} else if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
 			return 0;
 		}
 	}
@@ -269,8 +269,8 @@ int sync_manifest_parse(const char *text, size_t len, int is_state, struct sync_
 	out->since_bundle = since ? xstrdup(since) : NULL;
 	const char *hub = json_string_value(json_object_get(doc, "hub"));
 	const char *created = json_string_value(json_object_get(doc, "created"));
-	out->hub = xstrndup(hub ? hub : "", 256);
-	out->created = xstrndup(created ? created : "", 64);
+	out->hub = xstrndup(hub ? hub : "", strnlen(hub ? hub : "", 256));
+	out->created = xstrndup(created ? created : "", strnlen(created ? created : "", 64));
 	json_t *sel = json_object_get(doc, "selection");
 	out->selection = sel ? json_incref(sel) : NULL;
 	json_t *repos = json_object_get(doc, "repos");

@@ -1,0 +1,214 @@
+#!/bin/bash
+# t0150-sync-bundles.sh -- air-gap bundles between two khub instances that
+# share nothing (own data dirs and embedded databases; the bundle file is
+# the only thing that crosses): A publishes (khub import and the commit
+# API, LFS binaries, several versions) and exports a signed bundle; B
+# verifies and imports it: same refs and commit shas, byte-identical files,
+# equal kernels lock hashes. Then: incremental bundles (--since; only new
+# objects travel; out of order refused, naming the bundle to import first),
+# refusals that leave B unchanged (flipped LFS byte, flipped manifest byte,
+# untrusted key, truncated bundle, missing volume), SIGKILL during an import
+# then a re-run, the same bundle twice, and a --lock bundle that holds only
+# the locked variants' files (a third hub C serves exactly those).
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
+
+for tool in python3 curl zstd tar; do
+	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
+done
+LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")/lib" && pwd)
+SB() { python3 "$LIB/sync_bundle.py" "$@"; }
+
+hubs_setup
+hub_init a
+hub_init b
+hub_init c
+hub_spawn a
+hub_spawn b
+hub_spawn c
+hub_wait a
+A=$(hub_url a)
+B=$(hub_url b)
+C=$(hub_url c)
+W=$TEST_DIR/work
+mkdir -p "$W"
+
+# ---- A: repos with LFS binaries and several versions --------------------------------
+seed_fail=0
+for name in relu gelu; do
+	for b in v1 v2 main; do
+		d=$W/src/$name-$b
+		make_kernel_tree "$d" "$name"	# torch-cpu + torch211-cxx11-cu128 (.so = LFS)
+		head -c 50000 /dev/urandom >"$d/build/torch-cpu/weights.bin"
+		printf '%s of %s\n' "$b" "$name" >"$d/VERSION.txt"
+		hub a import "$d" --repo "acme/$name" --branch "$b" >/dev/null 2>>"$W/import.log" || seed_fail=1
+	done
+done
+hub a admin trust set acme >/dev/null 2>&1 || seed_fail=1
+hub a admin user create root --site-admin >/dev/null 2>&1
+TOKEN=$(hub a admin token create root --scope admin 2>/dev/null | tail -n 1)
+ok $seed_fail "A: acme/relu and acme/gelu, branches v1 v2 main, LFS binaries; acme trusted"
+
+# a commit through the commit API: a new binary (LFS) on main
+commit_api() {	# commit_api REPO BRANCH SUMMARY REPO_PATH=LOCAL...
+	local repo=$1 branch=$2 summary=$3; shift 3
+	local args=()
+	for f in "$@"; do args+=(--file "$f"); done
+	python3 "$LIB/commit_body.py" ndjson --summary "$summary" "${args[@]}" >"$W/c.ndjson"
+	curl -s -o "$W/c.out" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
+		-H 'Content-Type: application/x-ndjson' --data-binary @"$W/c.ndjson" "$A/api/kernels/$repo/commit/$branch"
+}
+head -c 70000 /dev/urandom >"$W/extra1.bin"
+is "$(commit_api acme/relu main "extra weights" build/torch-cpu/extra.bin="$W/extra1.bin")" 200 \
+	"A: a commit with a binary file through the commit API"
+
+# ---- keys ------------------------------------------------------------------------------
+hub a sync keygen --out "$W/k1" >"$W/keygen.out" 2>&1
+ok $? "sync keygen makes a key pair"
+like "$(cat "$W/keygen.out")" "key id [0-9a-f]{16}" "keygen prints the key id"
+is "$(stat -c %a "$W/k1.key")" 600 "the private key is mode 0600"
+hub a sync keygen --out "$W/k2" >/dev/null 2>&1
+export KHUB_SYNC_TRUSTED_KEYS=$W/k1.pub
+
+# ---- full export ------------------------------------------------------------------------------
+hub a sync export --key "$W/k1.key" --out "$W/b1.khub" --repos 'acme/*' --state-out "$W/s1.json" >"$W/e1.out" 2>"$W/e1.err"
+ok $? "export acme/* with --state-out"
+like "$(cat "$W/e1.out")" "2 repos, 6 refs, [0-9]+ LFS objects" "export reports 2 repos and 6 refs"
+entries=$(SB list "$W/b1.khub")
+is "$(echo "$entries" | head -2 | paste -sd,)" "manifest.json,manifest.sig" "the manifest comes first, then its signature"
+is "$(echo "$entries" | grep -c '^git/')" 2 "one git pack per repo"
+nlfs1=$(echo "$entries" | grep -c '^lfs/')
+like "$nlfs1" '^(1[0-9]|[2-9][0-9])$' "LFS objects travel by sha256 ($nlfs1)"
+tar --zstd -tf "$W/b1.khub" >/dev/null 2>&1
+ok $? "the bundle is a plain tar + zstd (tar --zstd lists it)"
+
+# ---- verify offline -----------------------------------------------------------------------------
+hub_wait b
+hub b sync verify "$W/b1.khub" >"$W/v1.out" 2>"$W/v1.err"
+ok $? "verify: signature, hashes and sizes"
+like "$(cat "$W/v1.out")" "would move refs/heads/v1 \(none\) -> [0-9a-f]{40}" "verify prints refs old -> new"
+hub b sync verify "$W/b1.khub" --key "$W/k2.pub" >/dev/null 2>"$W/v2.err"
+is $? 1 "verify with another public key: refused"
+like "$(cat "$W/v2.err")" "not trust" "  says the signing key is not trusted"
+
+# ---- refusals, each leaving B unchanged -------------------------------------------------------------
+state_b() { hub b sync state | python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d["repos"], sort_keys=True))'; }
+lfs_count_b() { find "$(hub_data b)/lfs/objects" -type f 2>/dev/null | wc -l; }
+S0=$(state_b)
+L0=$(lfs_count_b)
+refuse() {	# refuse DESC PATTERN BUNDLE...
+	local desc=$1 pat=$2; shift 2
+	hub b sync import "$@" >"$W/r.out" 2>"$W/r.err"
+	local rc=$?
+	ok $([ $rc -ne 0 ]; echo $?) "refused: $desc (exit $rc)"
+	like "$(cat "$W/r.err")" "$pat" "  the message says why"
+	is "$(state_b)/$(lfs_count_b)" "$S0/$L0" "  B unchanged (refs, LFS store)"
+}
+SB tamper "$W/b1.khub" "$W/bad-lfs.khub" lfs/
+refuse "one flipped byte in an LFS object" "lfs/[0-9a-f]{64} fails verification" "$W/bad-lfs.khub"
+SB tamper "$W/b1.khub" "$W/bad-manifest.khub" manifest
+refuse "one flipped byte in the manifest" "signature .* does not verify" "$W/bad-manifest.khub"
+hub a sync export --key "$W/k2.key" --out "$W/untrusted.khub" --repos 'acme/*' >/dev/null 2>&1
+refuse "a bundle signed by an untrusted key" "not trust" "$W/untrusted.khub"
+size=$(stat -c %s "$W/b1.khub")
+head -c $((size * 2 / 3)) "$W/b1.khub" >"$W/trunc.khub"
+refuse "a truncated bundle" "truncated|corrupt" "$W/trunc.khub"
+hub a sync export --key "$W/k1.key" --out "$W/vol.khub" --repos 'acme/gelu' --volume-size 300K >/dev/null 2>"$W/vol.err"
+nvol=$(ls "$W"/vol.khub.0* 2>/dev/null | wc -l)
+ok $([ "$nvol" -ge 3 ]; echo $?) "export --volume-size 300K writes $nvol volumes and an index"
+big=$(stat -c %s "$W"/vol.khub.0* | sort -n | tail -1)
+ok $([ "$big" -le 307200 ]; echo $?) "  no volume is larger than 300 KiB ($big bytes)"
+hub b sync verify "$W/vol.khub" >/dev/null 2>&1
+ok $? "  verify reads the volumes as one stream"
+mv "$W/vol.khub.002" "$W/vol.002.away"
+refuse "a missing volume" "missing volume .*vol.khub.002" "$W/vol.khub"
+mv "$W/vol.002.away" "$W/vol.khub.002"
+
+# ---- import ------------------------------------------------------------------------------------
+hub b sync import "$W/b1.khub" >"$W/i1.out" 2>"$W/i1.err"
+ok $? "import the bundle into B"
+like "$(cat "$W/i1.out")" "imported: 6 refs moved" "  6 refs moved"
+hub_wait b
+SB compare "$A" "$B" acme/relu v1 v2 main
+SB compare "$A" "$B" acme/gelu v1 main
+is "$(curl -s "$B/api/organizations/acme/overview" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))')" True \
+	"the org trust flag came along"
+S1=$(state_b)
+L1=$(lfs_count_b)
+hub b sync import "$W/b1.khub" >"$W/i2.out" 2>&1
+ok $? "the same bundle again: exit 0"
+like "$(cat "$W/i2.out")" "imported already: nothing changed" "  says nothing changed"
+is "$(state_b)/$(lfs_count_b)" "$S1/$L1" "  B unchanged"
+
+# ---- incremental ------------------------------------------------------------------------------
+head -c 90000 /dev/urandom >"$W/extra2.bin"
+is "$(commit_api acme/relu main "more weights" build/torch-cpu/extra2.bin="$W/extra2.bin")" 200 "A: a new commit on relu main"
+hub a sync export --key "$W/k1.key" --out "$W/b2.khub" --repos 'acme/*' --since "$W/s1.json" --state-out "$W/s2.json" >"$W/e2.out" 2>&1
+ok $? "export --since the first bundle's state"
+like "$(cat "$W/e2.out")" "1 repos, 1 refs, 1 LFS objects" "  only relu main and its one new LFS object"
+e2=$(SB list "$W/b2.khub")
+is "$(echo "$e2" | grep '^lfs/' | sed 's|lfs/||')" "$(sha256sum "$W/extra2.bin" | cut -c1-64)" "  the one LFS object is the new file"
+s1=$(stat -c %s "$W/b1.khub"); s2=$(stat -c %s "$W/b2.khub")
+ok $([ "$s2" -lt 120000 ] && [ "$s2" -lt $((s1 / 10)) ]; echo $?) "  the bundle is small: $s2 bytes (full: $s1)"
+head -c 80000 /dev/urandom >"$W/extra3.bin"
+is "$(commit_api acme/relu main "even more" build/torch-cpu/extra3.bin="$W/extra3.bin")" 200 "A: another commit"
+hub a sync export --key "$W/k1.key" --out "$W/b3.khub" --repos 'acme/*' --since "$W/s2.json" --state-out "$W/s3.json" >/dev/null 2>&1
+ok $? "export --since the second state"
+B2ID=$(hub b sync verify "$W/b2.khub" | sed -n 's/^bundle \([0-9a-f-]*\) from.*/\1/p')
+S0=$(state_b)
+L0=$(lfs_count_b)
+refuse "out of order (the third bundle before the second)" "needs repo acme/relu at commit [0-9a-f]{40} \(refs/heads/main\); this hub has [0-9a-f]{40}: import bundle $B2ID first" "$W/b3.khub"
+hub b sync import "$W/b2.khub" "$W/b3.khub" >"$W/i3.out" 2>&1
+ok $? "then the second and third in order"
+SB compare "$A" "$B" acme/relu main
+
+# ---- SIGKILL during an import, then a re-run ------------------------------------------------------------
+head -c $((48 << 20)) /dev/urandom >"$W/huge.bin"
+is "$(commit_api acme/gelu main "big" build/torch-cpu/huge.bin="$W/huge.bin")" 200 "A: a 48 MiB binary on gelu main"
+hub a sync export --key "$W/k1.key" --out "$W/b4.khub" --repos 'acme/*' --since "$W/s3.json" --state-out "$W/s4.json" >/dev/null 2>&1
+ok $? "export it"
+S0=$(state_b)
+hub_bg b "$W/k.out" "$W/k.err" sync import "$W/b4.khub"
+killed=0
+for _ in $(seq 1 400); do
+	if ls "$(hub_data b)"/lfs/tmp/sync-*/* >/dev/null 2>&1; then
+		kill -KILL "$BG_PID" && killed=1
+		break
+	fi
+	kill -0 "$BG_PID" 2>/dev/null || break
+	sleep 0.02
+done
+wait "$BG_PID" 2>/dev/null
+ok $([ $killed = 1 ]; echo $?) "import SIGKILLed while staging"
+is "$(state_b)" "$S0" "  no ref moved"
+hub b sync import "$W/b4.khub" >"$W/i4.out" 2>&1
+ok $? "the re-run completes"
+SB compare "$A" "$B" acme/gelu main
+ls "$(hub_data b)"/lfs/tmp/sync-* >/dev/null 2>&1
+ok $([ $? -ne 0 ]; echo $?) "  no staging left behind"
+
+# ---- --lock: exactly the locked commits and variants -------------------------------------------------------------------
+SB lock "$A" acme/relu v1 torch-cpu >"$W/kernels.lock"
+ok $? "a kernels.lock for acme/relu v1, variant torch-cpu"
+hub a sync export --key "$W/k1.key" --out "$W/lock.khub" --lock "$W/kernels.lock" >"$W/el.out" 2>&1
+ok $? "export --lock kernels.lock"
+lfs_in=$(SB list "$W/lock.khub" | grep '^lfs/' | sed 's|lfs/||' | sort)
+want=$(curl -s "$A/api/kernels/acme/relu/tree/v1?recursive=true" | python3 -c '
+import json,sys
+print("\n".join(sorted({e["lfs"]["oid"] for e in json.load(sys.stdin) if e.get("lfs") and e["path"].startswith("build/torch-cpu/")})))')
+is "$lfs_in" "$want" "the lock bundle holds exactly torch-cpu's LFS objects"
+hub_wait c
+hub c sync import "$W/lock.khub" >"$W/ic.out" 2>"$W/ic.err"
+ok $? "C imports the lock bundle"
+V1=$(curl -s "$A/api/kernels/acme/relu/revision/v1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+is "$(curl -s "$C/api/kernels/acme/relu/revision/$V1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')" "$V1" "C has the locked commit"
+is "$(SB lockhash "$C" acme/relu "$V1")" "$(SB lockhash "$A" acme/relu "$V1")" "lock hashes on C = on A"
+a=$(curl -s "$A/kernels/acme/relu/resolve/$V1/build/torch-cpu/weights.bin" | sha256sum)
+c=$(curl -s "$C/kernels/acme/relu/resolve/$V1/build/torch-cpu/weights.bin" | sha256sum)
+is "$c" "$a" "C serves the locked variant's LFS file byte-identical"
+got=$(SB get "$C/kernels/acme/relu/resolve/$V1/build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.so")
+like "$got" "^404 " "C answers 404 for a variant outside the lock"
+diag "$got"
+like "$(curl -s "$C/api/kernels/acme/gelu/revision/main" -o /dev/null -w "%{http_code}")" "^40[14]$" "C has no repo outside the lock (not found)"
+
+done_testing
