@@ -426,7 +426,7 @@ static int apply_repo(struct import_run *x, const struct sync_repo *r, size_t *m
 			goto cleanup;
 		}
 	}
-	char *target = xasprintf("%s/%s", rec.ns, rec.name);
+	char *target = xasprintf("%s%s/%s", repo_type_url_prefix(rec.type), rec.ns, rec.name);
 	for (size_t k = 0; k < r->nrefs && rc == 0; k++) {
 		const struct sync_ref *ref = &r->refs[k];
 		char cur[41];

@@ -18,6 +18,21 @@ for tool in python3 curl zstd tar; do
 done
 LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")/lib" && pwd)
 SB() { python3 "$LIB/sync_bundle.py" "$@"; }
+compare() {	# compare HUB_A_URL HUB_B_URL REPO REV...: the python checks as TAP lines of this test
+	local out rc line
+	out=$(SB compare "$@" 2>&1)
+	rc=$?
+	while IFS= read -r line; do
+		if [[ "$line" =~ ^ok\ -\ (.*)$ ]]; then
+			ok 0 "${BASH_REMATCH[1]}"
+		elif [[ "$line" =~ ^not\ ok\ -\ (.*)$ ]]; then
+			ok 1 "${BASH_REMATCH[1]}"
+		elif [ -n "$line" ]; then
+			echo "# $line"
+		fi
+	done <<<"$out"
+	[ $rc -eq 0 ] || ok 1 "the comparison of $3 ran to the end (exit $rc)"
+}
 
 hubs_setup
 hub_init a
@@ -129,10 +144,26 @@ hub b sync import "$W/b1.khub" >"$W/i1.out" 2>"$W/i1.err"
 ok $? "import the bundle into B"
 like "$(cat "$W/i1.out")" "imported: 6 refs moved" "  6 refs moved"
 hub_wait b
-SB compare "$A" "$B" acme/relu v1 v2 main
-SB compare "$A" "$B" acme/gelu v1 main
+compare "$A" "$B" acme/relu v1 v2 main
+compare "$A" "$B" acme/gelu v1 main
 is "$(curl -s "$B/api/organizations/acme/overview" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))')" True \
 	"the org trust flag came along"
+B1ID=$(hub b sync verify "$W/b1.khub" | sed -n 's/^bundle \([0-9a-f-]*\) from.*/\1/p')
+KEYID=$(sed -n 's/^key id \([0-9a-f]*\):.*/\1/p' "$W/keygen.out")
+audit=$(psql "host=$(hub_data b)/pg/run dbname=khub user=khub" -tAc \
+	"SELECT count(*) FROM audit_log WHERE action = 'sync.import' AND target = 'kernels/acme/relu'
+	 AND details::text LIKE '%$B1ID%' AND details::text LIKE '%$KEYID%'" 2>&1)
+is "$audit" 1 "the import is audit-logged with the bundle id and the key id"
+refs_audit=$(psql "host=$(hub_data b)/pg/run dbname=khub user=khub" -tAc \
+	"SELECT count(*) FROM audit_log WHERE action = 'sync.ref' AND details::text LIKE '%$B1ID%'" 2>&1)
+is "$refs_audit" 6 "  and every ref it moved"
+hub b admin user create root --site-admin >/dev/null 2>&1
+BTOKEN=$(hub b admin token create root --scope admin 2>/dev/null | tail -n 1)
+printf '%s\n' '{"key":"header","value":{"summary":"try to write to an imported repo"}}' \
+	'{"key":"file","value":{"path":"NEW.txt","content":"aGk=","encoding":"base64"}}' >"$W/ro.ndjson"
+code=$(curl -s -o "$W/ro.out" -w '%{http_code}' -H "Authorization: Bearer $BTOKEN" \
+	-H 'Content-Type: application/x-ndjson' --data-binary @"$W/ro.ndjson" "$B/api/kernels/acme/relu/commit/main")
+is "$code" 403 "imported repos are read-only (commit API as a site admin: 403)"
 S1=$(state_b)
 L1=$(lfs_count_b)
 hub b sync import "$W/b1.khub" >"$W/i2.out" 2>&1
@@ -158,9 +189,12 @@ B2ID=$(hub b sync verify "$W/b2.khub" | sed -n 's/^bundle \([0-9a-f-]*\) from.*/
 S0=$(state_b)
 L0=$(lfs_count_b)
 refuse "out of order (the third bundle before the second)" "needs repo acme/relu at commit [0-9a-f]{40} \(refs/heads/main\); this hub has [0-9a-f]{40}: import bundle $B2ID first" "$W/b3.khub"
+hub b admin trust unset acme >/dev/null 2>&1
 hub b sync import "$W/b2.khub" "$W/b3.khub" >"$W/i3.out" 2>&1
 ok $? "then the second and third in order"
-SB compare "$A" "$B" acme/relu main
+compare "$A" "$B" acme/relu main
+is "$(curl -s "$B/api/organizations/acme/overview" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))')" False \
+	"an admin's trust decision on B outlives later imports"
 
 # ---- SIGKILL during an import, then a re-run ------------------------------------------------------------
 head -c $((48 << 20)) /dev/urandom >"$W/huge.bin"
@@ -183,7 +217,7 @@ ok $([ $killed = 1 ]; echo $?) "import SIGKILLed while staging"
 is "$(state_b)" "$S0" "  no ref moved"
 hub b sync import "$W/b4.khub" >"$W/i4.out" 2>&1
 ok $? "the re-run completes"
-SB compare "$A" "$B" acme/gelu main
+compare "$A" "$B" acme/gelu main
 ls "$(hub_data b)"/lfs/tmp/sync-* >/dev/null 2>&1
 ok $([ $? -ne 0 ]; echo $?) "  no staging left behind"
 
