@@ -17,18 +17,12 @@
 #include <unistd.h>
 #include <openssl/evp.h>
 
-struct lock_pin {
-	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
-	char sha[41];
-	char **variants;
-	size_t nvariants;
-};
 
 struct export_run {
 	const struct sync_export_opts *o;
 	struct sync_manifest m;		/* what the bundle carries */
 	struct sync_manifest since;	/* the base state (repos may be empty) */
-	struct lock_pin *pins;
+	struct sync_lock_pin *pins;
 	size_t npins;
 	char *tmpdir;			/* packs before they are streamed */
 	char **packs;			/* temp file per entry name */
@@ -44,59 +38,6 @@ static int efail(struct export_run *x, int rc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(x->err, x->errlen, fmt, ap);
 	va_end(ap);
-	return rc;
-}
-
-/* ---- kernels.lock ------------------------------------------------------------ */
-
-static int load_lock(struct export_run *x, const char *path)
-{
-	size_t len;
-	char *text = sync_read_file(path, 16u << 20, &len, x->err, x->errlen);
-	if (!text)
-		return KHUB_EINVAL;
-	json_t *doc = json_loadb(text, len, 0, NULL);
-	free(text);
-	int rc = 0;
-	if (!json_is_array(doc))
-		rc = efail(x, KHUB_EINVAL, "%s: a kernels.lock is a JSON array of {repo_id, sha, variants}", path);
-	size_t i;
-	json_t *v;
-	json_array_foreach(doc, i, v) {
-		if (rc < 0)
-			break;
-		const char *id = json_string_value(json_object_get(v, "repo_id"));
-		const char *sha = json_string_value(json_object_get(v, "sha"));
-		json_t *vars = json_object_get(v, "variants");
-		const char *slash = id ? strchr(id, '/') : NULL, *why;
-		if (!slash || !sha || !is_lower_hex(sha, 40) || !json_is_object(vars) ||
-		    (size_t)(slash - id) > REPO_NAME_MAX || strlen(slash + 1) > REPO_NAME_MAX) {
-			rc = efail(x, KHUB_EINVAL, "%s: entry %zu is not {repo_id, sha, variants}", path, i);
-			break;
-		}
-		x->pins = xrealloc(x->pins, (x->npins + 1) * sizeof(*x->pins));
-		struct lock_pin *p = &x->pins[x->npins++];
-		memset(p, 0, sizeof(*p));
-		memcpy(p->ns, id, (size_t)(slash - id));
-		snprintf(p->name, sizeof(p->name), "%s", slash + 1);
-		memcpy(p->sha, sha, 41);
-		if (repo_name_validate(p->ns, &why) < 0 || repo_name_validate(p->name, &why) < 0) {
-			rc = efail(x, KHUB_EINVAL, "%s: %s: %s", path, id, why);
-			break;
-		}
-		const char *vname;
-		json_t *vv;
-		p->variants = xcalloc(json_object_size(vars) + 1, sizeof(char *));
-		json_object_foreach(vars, vname, vv) {
-			(void)vv;
-			if (strpbrk(vname, "*?[/") || !*vname) {
-				rc = efail(x, KHUB_EINVAL, "%s: %s: bad variant name", path, id);
-				break;
-			}
-			p->variants[p->nvariants++] = xstrdup(vname);
-		}
-	}
-	json_decref(doc);
 	return rc;
 }
 
@@ -214,7 +155,7 @@ cleanup:
 /* ---- LFS ---------------------------------------------------------------------- */
 
 /* Is an LFS path wanted: the --variants globs, or the pin's variants. */
-static int lfs_wanted(struct export_run *x, const struct lock_pin *pin, const char *path)
+static int lfs_wanted(struct export_run *x, const struct sync_lock_pin *pin, const char *path)
 {
 	if (pin)
 		return select_variant_path(pin->variants, pin->nvariants, path);
@@ -225,7 +166,7 @@ static int lfs_wanted(struct export_run *x, const struct lock_pin *pin, const ch
 
 /* LFS oids of the wanted files at sha into set (value "1"). */
 static int lfs_at(struct export_run *x, git_repository *git, const struct sync_repo *r, const char *sha,
-		  const struct lock_pin *pin, struct hashmap *set, struct hashmap *paths)
+		  const struct sync_lock_pin *pin, struct hashmap *set, struct hashmap *paths)
 {
 	struct tree_listing listing;
 	if (repo_list_tree(git, sha, "", 1, &listing) < 0)
@@ -244,7 +185,7 @@ static int lfs_at(struct export_run *x, git_repository *git, const struct sync_r
 	return 0;
 }
 
-static int collect_lfs(struct export_run *x, git_repository *git, struct sync_repo *r, const struct lock_pin *pin)
+static int collect_lfs(struct export_run *x, git_repository *git, struct sync_repo *r, const struct sync_lock_pin *pin)
 {
 	struct hashmap base, want, paths;
 	hashmap_init(&base);
@@ -297,7 +238,7 @@ static int ref_wanted(struct export_run *x, const char *name)
 	return select_ref(x->o->refs, x->o->nrefs, name);
 }
 
-static int export_repo(struct export_run *x, const struct repo_record *rec, const struct lock_pin *pin)
+static int export_repo(struct export_run *x, const struct repo_record *rec, const struct sync_lock_pin *pin)
 {
 	git_repository *git = NULL;
 	git_reference_iterator *it = NULL;
@@ -582,7 +523,7 @@ int sync_export(const struct sync_export_opts *o, char *err, size_t errlen)
 		goto cleanup;
 	}
 	for (size_t i = 0; i < o->nlocks && rc == 0; i++)
-		rc = load_lock(&x, o->locks[i]);
+		rc = sync_lock_load(o->locks[i], &x.pins, &x.npins, err, errlen);
 	if (rc < 0)
 		goto cleanup;
 	if (o->nlocks) {
@@ -640,12 +581,7 @@ cleanup:
 		free(x.packs[i]);
 	free(x.packs);
 	free(x.tmpdir);
-	for (size_t i = 0; i < x.npins; i++) {
-		for (size_t k = 0; k < x.pins[i].nvariants; k++)
-			free(x.pins[i].variants[k]);
-		free(x.pins[i].variants);
-	}
-	free(x.pins);
+	sync_lock_release(x.pins, x.npins);
 	free(pick.recs);
 	free(manifest);
 	free(sig);
@@ -653,60 +589,4 @@ cleanup:
 	sync_manifest_release(&x.m);
 	sync_manifest_release(&x.since);
 	return rc;
-}
-
-/* ---- state --------------------------------------------------------------------- */
-
-struct state_walk {
-	const char *repo_root;
-	enum repo_type type;
-	struct sync_manifest *st;
-};
-
-static int state_repo(const struct repo_record *rec, void *arg)
-{
-	struct state_walk *w = arg;
-	git_repository *git = NULL;
-	git_reference_iterator *it = NULL;
-	git_reference *ref;
-	if (rec->type != w->type || repo_store_open(w->repo_root, rec->type, rec->ns, rec->name, &git) < 0)
-		return 0;
-	struct sync_repo *r = sync_manifest_add_repo(w->st);
-	r->type = rec->type;
-	snprintf(r->ns, sizeof(r->ns), "%s", rec->ns);
-	snprintf(r->name, sizeof(r->name), "%s", rec->name);
-	if (git_reference_iterator_new(&it, git) == 0) {
-		while (git_reference_next(&ref, it) == 0) {
-			const char *name = git_reference_name(ref);
-			const git_oid *oid = git_reference_target(ref);
-			if (oid && (strncmp(name, "refs/heads/", 11) == 0 || strncmp(name, "refs/tags/", 10) == 0 ||
-				    strncmp(name, "refs/khub-sync/", 15) == 0)) {
-				char hex[41];
-				git_oid_tostr(hex, sizeof(hex), oid);
-				sync_repo_add_ref(r, name, NULL, hex);
-			}
-			git_reference_free(ref);
-		}
-		git_reference_iterator_free(it);
-	}
-	git_repository_free(git);
-	return 0;
-}
-
-char *sync_state_collect(const char *repo_root, enum repo_type type, const char *hub, char *err, size_t errlen)
-{
-	struct sync_manifest st = { 0 };
-	struct state_walk w = { repo_root, type, &st };
-	st.format = SYNC_FORMAT;
-	st.hub = xstrdup(hub);
-	char now[32];
-	format_iso8601(time(NULL), now);
-	st.created = xstrdup(now);
-	char *text = NULL;
-	if (db_repo_each(state_repo, &w) < 0)
-		snprintf(err, errlen, "cannot list repos (database)");
-	else
-		text = sync_manifest_format(&st, 1);
-	sync_manifest_release(&st);
-	return text;
 }

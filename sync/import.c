@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <openssl/evp.h>
@@ -516,6 +517,8 @@ int sync_import(const struct sync_import_opts *o, const char *bundle, char *err,
 	struct import_run x = { .o = o, .apply = 1, .err = err, .errlen = errlen };
 	struct sync_in *in = NULL;
 	size_t pending = 0, moved = 0;
+	int lock_fd = -1;
+	char *lock_path = NULL;
 	int rc = open_checked(&x, bundle, &in);
 	if (rc < 0)
 		goto cleanup;
@@ -528,6 +531,17 @@ int sync_import(const struct sync_import_opts *o, const char *bundle, char *err,
 	}
 	x.seen = xcalloc(x.m.nentries + 1, 1);
 	x.staged_pack = xcalloc(x.m.nentries + 1, sizeof(char *));
+	/* one import of a bundle at a time (the staging is per bundle) */
+	char *staging = xasprintf("%s/.sync-staging", o->repo_root);
+	lock_path = xasprintf("%s/%s.lock", staging, x.m.bundle);
+	if (mkdir_p(staging, 0755) == 0)
+		lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(staging);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = ifail(&x, lock_fd < 0 ? KHUB_EIO : KHUB_ECONFLICT, "%s",
+			   lock_fd < 0 ? "cannot create the staging directory" : "another import of this bundle is running");
+		goto cleanup;
+	}
 	x.pack_dir = xasprintf("%s/.sync-staging/%s", o->repo_root, x.m.bundle);
 	x.lfs_dir = xasprintf("%s/sync-%s", lfs_store_tmp_dir(o->lfs), x.m.bundle);
 	remove_tree(x.pack_dir);	/* what a killed run left */
@@ -551,6 +565,11 @@ cleanup:
 		remove_tree(x.pack_dir);
 	if (x.lfs_dir)
 		remove_tree(x.lfs_dir);
+	if (lock_fd >= 0) {
+		unlink(lock_path);
+		close(lock_fd);
+	}
+	free(lock_path);
 	for (size_t i = 0; x.staged_pack && i < x.m.nentries; i++)
 		free(x.staged_pack[i]);
 	free(x.staged_pack);

@@ -414,6 +414,10 @@ void sync_manifest_release(struct sync_manifest *m)
 	for (size_t i = 0; i < m->nentries; i++)
 		free(m->entries[i].name);
 	free(m->entries);
+	if (m->index) {
+		hashmap_release(m->index, NULL);
+		free(m->index);
+	}
 	free(m->hub);
 	free(m->created);
 	free(m->since_bundle);
@@ -423,10 +427,16 @@ void sync_manifest_release(struct sync_manifest *m)
 
 const struct sync_entry *sync_manifest_entry(const struct sync_manifest *m, const char *name)
 {
-	for (size_t i = 0; i < m->nentries; i++)
-		if (m->entries[i].name && strcmp(m->entries[i].name, name) == 0)
-			return &m->entries[i];
-	return NULL;
+	struct sync_manifest *mm = (struct sync_manifest *)m;	/* the index is a cache */
+	if (!mm->index) {
+		mm->index = xcalloc(1, sizeof(*mm->index));
+		hashmap_init(mm->index);
+	}
+	/* entries are only ever appended: index the new ones */
+	for (size_t i = mm->index->count; i < m->nentries && m->entries[i].name; i++)
+		hashmap_put(mm->index, m->entries[i].name, (void *)(uintptr_t)(i + 1));
+	uintptr_t pos = (uintptr_t)hashmap_get(mm->index, name);
+	return pos ? &m->entries[pos - 1] : NULL;
 }
 
 struct sync_repo *sync_manifest_repo(const struct sync_manifest *m, enum repo_type type, const char *ns,

@@ -70,6 +70,7 @@ struct sync_manifest {
 	size_t nrepos;
 	struct sync_entry *entries;
 	size_t nentries;
+	struct hashmap *index;	/* entry name → position + 1, built on lookup */
 };
 
 /* Parse and validate a manifest (is_state 0) or a state file (is_state 1):
@@ -175,8 +176,21 @@ struct sync_export_opts {
 };
 int sync_export(const struct sync_export_opts *o, char *err, size_t errlen);
 
-/* The hub's state (every repo of type, its branches and tags) as JSON
- * text (caller frees), for `--since`. */
+/* ---- inputs of an export (sync/state.c) ----------------------------------- */
+
+/* One entry of a kernels.lock: a repo at a commit, with its locked variants. */
+struct sync_lock_pin {
+	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
+	char sha[41];
+	char **variants;
+	size_t nvariants;
+};
+/* Append the entries of a kernels.lock ([{repo_id, sha, variants}]) to
+ * *pins; KHUB_EINVAL with err when it is anything else. */
+int sync_lock_load(const char *path, struct sync_lock_pin **pins, size_t *npins, char *err, size_t errlen);
+void sync_lock_release(struct sync_lock_pin *pins, size_t n);	/* accepts NULL */
+/* The hub's state (every repo of type: its branches, tags and lock refs)
+ * as JSON text (caller frees), for `export --since`. */
 char *sync_state_collect(const char *repo_root, enum repo_type type, const char *hub, char *err, size_t errlen);
 
 /* ---- verify and import (sync/import.c) -------------------------------------- */

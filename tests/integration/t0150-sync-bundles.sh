@@ -221,6 +221,22 @@ compare "$A" "$B" acme/gelu main
 ls "$(hub_data b)"/lfs/tmp/sync-* >/dev/null 2>&1
 ok $([ $? -ne 0 ]; echo $?) "  no staging left behind"
 
+# ---- --since the importing hub's own state (`khub sync state` carried out) -------------------------
+head -c 60000 /dev/urandom >"$W/fix.bin"
+is "$(commit_api acme/relu v2 "v2 fix" build/torch-cpu/fix.bin="$W/fix.bin")" 200 "A: a commit on relu v2"
+hub b sync state --out "$W/sb.json"
+ok $? "khub sync state on B"
+hub a sync export --key "$W/k1.key" --out "$W/b5.khub" --repos 'acme/*' --since "$W/sb.json" >"$W/e5.out" 2>&1
+like "$(cat "$W/e5.out")" "1 repos, 1 refs, 1 LFS objects" "export --since B's state: only relu v2's new commit"
+hub b sync import "$W/b5.khub" >/dev/null 2>&1
+ok $? "B imports it"
+compare "$A" "$B" acme/relu v2
+hub b sync state --out "$W/sb2.json"
+hub a sync export --key "$W/k1.key" --out "$W/b6.khub" --repos 'acme/*' --since "$W/sb2.json" >"$W/e6.out" 2>&1
+like "$(cat "$W/e6.out")" "0 repos, 0 refs, 0 LFS objects" "nothing new since B's state: an empty bundle"
+hub b sync import "$W/b6.khub" >"$W/i6.out" 2>&1
+like "$(cat "$W/i6.out")" "nothing changed" "  importing it changes nothing"
+
 # ---- --lock: exactly the locked commits and variants -------------------------------------------------------------------
 SB lock "$A" acme/relu v1 torch-cpu >"$W/kernels.lock"
 ok $? "a kernels.lock for acme/relu v1, variant torch-cpu"
