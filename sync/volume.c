@@ -341,7 +341,8 @@ static la_ssize_t in_read(struct archive *a, void *arg, const void **data)
 		}
 		if (n > 0) {
 			in->vol_bytes += (uint64_t)n;
-			EVP_DigestUpdate(in->sha, in->buf, (size_t)n);
+			if (in->nindex)	/* checked against the index at the volume's end */
+				EVP_DigestUpdate(in->sha, in->buf, (size_t)n);
 			*data = in->buf;
 			return n;
 		}
