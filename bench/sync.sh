@@ -8,7 +8,8 @@
 # PostgreSQL), imports one kernel repo with LFS files of BENCH_FILE_MB MiB
 # (random bytes: zstd cannot shrink them, as with real .so files mostly)
 # into A, then in each of BENCH_ROUNDS rounds (dirty pages flushed first):
-#   1. tar --zstd -cf of A's LFS objects        vs  khub sync export (A)
+#   1. tar --zstd -cf of A's LFS objects + sync vs  khub sync export (A; it
+#      fsyncs the bundle: a bundle is what gets carried, so both end on disk)
 #   2. tar --zstd -xf of that archive + sync    vs  khub sync import (into an empty B)
 #   3. khub sync verify of the bundle (for reference)
 # Prints median MiB/s, the ratios khub / tar (target >= 0.8) and the peak
@@ -95,7 +96,7 @@ declare -a TX KX TI KI KV
 RSS_EX=0 RSS_IM=0
 for r in $(seq 1 "$ROUNDS"); do
 	rm -f "$REF" "$BUNDLE"
-	timed "tar-c-$r" tar --zstd -cf "$REF" -C "$A_LFS" . && TX+=("$T_WALL")
+	timed "tar-c-$r" sh -c "tar --zstd -cf '$REF' -C '$A_LFS' . && sync" && TX+=("$T_WALL")
 	timed "export-$r" env KHUB_DATA_DIR="$TEST_DIR/a/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[a]}" \
 		"$KHUB_BIN" sync export --key "$TEST_DIR/k.key" --out "$BUNDLE" --repos 'bench/*' && KX+=("$T_WALL")
 	[ "$T_RSS" -gt "$RSS_EX" ] && RSS_EX=$T_RSS
@@ -117,7 +118,7 @@ tx=$(mbs "${TX[@]}"); kx=$(mbs "${KX[@]}"); ti=$(mbs "${TI[@]}"); ki=$(mbs "${KI
 rex=$(calc "round($kx / $tx, 2)"); rim=$(calc "round($ki / $ti, 2)")
 verdict() { python3 -c "import sys; print('PASS' if float(sys.argv[1]) $2 float(sys.argv[3]) else 'MISS')" "$1" "$2" "$3"; }
 echo "bundle: $(stat -c %s "$BUNDLE") bytes for $TOTAL bytes of LFS objects"
-echo "export: $kx MiB/s vs tar --zstd -c $tx MiB/s: ratio $rex (target >= 0.8: $(verdict "$rex" '>=' 0.8))"
+echo "export: $kx MiB/s vs tar --zstd -c + sync $tx MiB/s: ratio $rex (target >= 0.8: $(verdict "$rex" '>=' 0.8))"
 echo "import: $ki MiB/s vs tar --zstd -x + sync $ti MiB/s: ratio $rim (target >= 0.8: $(verdict "$rim" '>=' 0.8))"
 echo "verify: $kv MiB/s"
 echo "peak RSS: export $((RSS_EX / 1024)) MiB, import $((RSS_IM / 1024)) MiB (target < 64 MiB: $(verdict $((RSS_EX > RSS_IM ? RSS_EX : RSS_IM)) '<' 65536))"

@@ -293,7 +293,8 @@ static int open_volume(struct sync_in *in, unsigned n)
 		return 1;	/* no index: the end of the volumes */
 	}
 	if (in->fd < 0) {
-		snprintf(in->error, sizeof(in->error), "missing volume %s: %s", name, strerror(errno));
+		snprintf(in->error, sizeof(in->error), "%s %s: %s", in->volumes ? "missing volume" : "cannot open", name,
+			 strerror(errno));
 		free(name);
 		return -1;
 	}
