@@ -237,6 +237,37 @@ like "$(cat "$W/e6.out")" "0 repos, 0 refs, 0 LFS objects" "nothing new since B'
 hub b sync import "$W/b6.khub" >"$W/i6.out" 2>&1
 like "$(cat "$W/i6.out")" "nothing changed" "  importing it changes nothing"
 
+# ---- SIGKILL while applying (packs moved, LFS objects being stored, refs not yet) -------------------
+files=()
+for i in $(seq 1 120); do
+	head -c 3000 /dev/urandom >"$W/many-$i.bin"
+	files+=("build/torch-cpu/many/m$i.bin=$W/many-$i.bin")
+done
+is "$(commit_api acme/relu main "many small binaries" "${files[@]}")" 200 "A: 120 small binaries on relu main"
+hub b sync state --out "$W/sb3.json"
+hub a sync export --key "$W/k1.key" --out "$W/b7.khub" --repos 'acme/*' --since "$W/sb3.json" >/dev/null 2>&1
+ok $? "export them"
+PACKDIR=$(hub_data b)/repos/kernels/acme/relu.git/objects/pack
+npacks=$(ls "$PACKDIR"/*.pack 2>/dev/null | wc -l)
+MAIN0=$(curl -s "$B/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+hub_bg b "$W/k2.out" "$W/k2.err" sync import "$W/b7.khub"
+killed=0
+for _ in $(seq 1 1000); do
+	if [ "$(ls "$PACKDIR"/*.pack 2>/dev/null | wc -l)" -gt "$npacks" ]; then
+		kill -KILL "$BG_PID" && killed=1
+		break
+	fi
+	kill -0 "$BG_PID" 2>/dev/null || break
+	sleep 0.005
+done
+wait "$BG_PID" 2>/dev/null
+ok $([ $killed = 1 ]; echo $?) "import SIGKILLed while applying (its pack already in the repo)"
+MAIN1=$(curl -s "$B/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+is "$MAIN1" "$MAIN0" "  relu main did not move"
+hub b sync import "$W/b7.khub" >"$W/i7.out" 2>&1
+ok $? "the re-run completes"
+compare "$A" "$B" acme/relu main
+
 # ---- --lock: exactly the locked commits and variants -------------------------------------------------------------------
 SB lock "$A" acme/relu v1 torch-cpu >"$W/kernels.lock"
 ok $? "a kernels.lock for acme/relu v1, variant torch-cpu"
