@@ -169,6 +169,13 @@ static int lfs_at(struct export_run *x, git_repository *git, const struct sync_r
 		  const struct sync_lock_pin *pin, struct hashmap *set, struct hashmap *paths)
 {
 	struct tree_listing listing;
+	git_oid oid, commit;
+	char hex[41];
+	git_oid_fromstr(&oid, sha);
+	if (peel_commit(git, &oid, &commit) < 0)	/* an annotated tag names its commit */
+		return efail(x, KHUB_EIO, "%s/%s: %.12s is not a commit", r->ns, r->name, sha);
+	git_oid_tostr(hex, sizeof(hex), &commit);
+	sha = hex;
 	if (repo_list_tree(git, sha, "", 1, &listing) < 0)
 		return efail(x, KHUB_EIO, "%s/%s: cannot list the tree of %.12s", r->ns, r->name, sha);
 	for (size_t i = 0; i < listing.count; i++) {

@@ -444,7 +444,18 @@ static int apply_repo(struct import_run *x, const struct sync_repo *r, size_t *m
 		}
 		char *details = xasprintf("{\"bundle\":\"%s\",\"key_id\":\"%s\",\"ref\":\"%s\",\"old\":\"%s\",\"new\":\"%s\"}",
 					  x->m.bundle, x->key_id, ref->name, exists ? cur : "", ref->new_);
-		publish_refs_moved(rec.id, git, ref->new_[0] ? ref->new_ : NULL,
+		char commit[41] = "";
+		if (ref->new_[0]) {	/* indexing wants the commit an annotated tag names */
+			git_oid oid;
+			git_object *obj = NULL, *c = NULL;
+			git_oid_fromstr(&oid, ref->new_);
+			if (git_object_lookup(&obj, git, &oid, GIT_OBJECT_ANY) == 0 &&
+			    git_object_peel(&c, obj, GIT_OBJECT_COMMIT) == 0)
+				git_oid_tostr(commit, sizeof(commit), git_object_id(c));
+			git_object_free(c);
+			git_object_free(obj);
+		}
+		publish_refs_moved(rec.id, git, commit[0] ? commit : NULL,
 				   ref->new_[0] ? PUBLISH_NEW_COMMIT : PUBLISH_REFS_CHANGED, &actor, "sync.ref", target,
 				   details);
 		free(details);

@@ -77,6 +77,10 @@ head -c 70000 /dev/urandom >"$W/extra1.bin"
 is "$(commit_api acme/relu main "extra weights" build/torch-cpu/extra.bin="$W/extra1.bin")" 200 \
 	"A: a commit with a binary file through the commit API"
 
+tag=$(curl -s -o "$W/tag.out" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+	-d '{"tag": "1.0", "message": "first release"}' "$A/api/kernels/acme/relu/tag/v1")
+is "$tag" 200 "A: an annotated tag 1.0 on relu v1"
+
 # ---- keys ------------------------------------------------------------------------------
 hub a sync keygen --out "$W/k1" >"$W/keygen.out" 2>&1
 ok $? "sync keygen makes a key pair"
@@ -88,7 +92,7 @@ export KHUB_SYNC_TRUSTED_KEYS=$W/k1.pub
 # ---- full export ------------------------------------------------------------------------------
 hub a sync export --key "$W/k1.key" --out "$W/b1.khub" --repos 'acme/*' --state-out "$W/s1.json" >"$W/e1.out" 2>"$W/e1.err"
 ok $? "export acme/* with --state-out"
-like "$(cat "$W/e1.out")" "2 repos, 6 refs, [0-9]+ LFS objects" "export reports 2 repos and 6 refs"
+like "$(cat "$W/e1.out")" "2 repos, 7 refs, [0-9]+ LFS objects" "export reports 2 repos and 7 refs (6 branches, 1 tag)"
 entries=$(SB list "$W/b1.khub")
 is "$(echo "$entries" | head -2 | paste -sd,)" "manifest.json,manifest.sig" "the manifest comes first, then its signature"
 is "$(echo "$entries" | grep -c '^git/')" 2 "one git pack per repo"
@@ -142,10 +146,22 @@ mv "$W/vol.002.away" "$W/vol.khub.002"
 # ---- import ------------------------------------------------------------------------------------
 hub b sync import "$W/b1.khub" >"$W/i1.out" 2>"$W/i1.err"
 ok $? "import the bundle into B"
-like "$(cat "$W/i1.out")" "imported: 6 refs moved" "  6 refs moved"
+like "$(cat "$W/i1.out")" "imported: 7 refs moved" "  7 refs moved"
 hub_wait b
 compare "$A" "$B" acme/relu v1 v2 main
 compare "$A" "$B" acme/gelu v1 main
+is "$(git --git-dir="$(hub_data b)/repos/kernels/acme/relu.git" cat-file -t refs/tags/1.0 2>&1)/$(git --git-dir="$(hub_data b)/repos/kernels/acme/relu.git" rev-parse refs/tags/1.0 2>&1)" \
+	"tag/$(git --git-dir="$(hub_data a)/repos/kernels/acme/relu.git" rev-parse refs/tags/1.0 2>&1)" "the annotated tag object came along (same sha)"
+hub a sync export --key "$W/k1.key" --out "$W/var.khub" --repos acme/gelu --variants torch-cpu >/dev/null 2>&1
+ok $? "export --variants torch-cpu"
+want=$(for r in v1 v2 main; do curl -s "$A/api/kernels/acme/gelu/tree/$r?recursive=true"; echo; done | python3 -c '
+import json,sys
+oids = set()
+for line in sys.stdin:
+    if line.strip():
+        oids |= {e["lfs"]["oid"] for e in json.loads(line) if e.get("lfs") and e["path"].startswith("build/torch-cpu/")}
+print("\n".join(sorted(oids)))')
+is "$(SB list "$W/var.khub" | grep '^lfs/' | sed 's|lfs/||' | sort)" "$want" "  it holds exactly torch-cpu's LFS objects (the trees whole)"
 is "$(curl -s "$B/api/organizations/acme/overview" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))')" True \
 	"the org trust flag came along"
 B1ID=$(hub b sync verify "$W/b1.khub" | sed -n 's/^bundle \([0-9a-f-]*\) from.*/\1/p')
@@ -156,7 +172,7 @@ audit=$(psql "host=$(hub_data b)/pg/run dbname=khub user=khub" -tAc \
 is "$audit" 1 "the import is audit-logged with the bundle id and the key id"
 refs_audit=$(psql "host=$(hub_data b)/pg/run dbname=khub user=khub" -tAc \
 	"SELECT count(*) FROM audit_log WHERE action = 'sync.ref' AND details::text LIKE '%$B1ID%'" 2>&1)
-is "$refs_audit" 6 "  and every ref it moved"
+is "$refs_audit" 7 "  and every ref it moved"
 hub b admin user create root --site-admin >/dev/null 2>&1
 BTOKEN=$(hub b admin token create root --scope admin 2>/dev/null | tail -n 1)
 printf '%s\n' '{"key":"header","value":{"summary":"try to write to an imported repo"}}' \
@@ -183,6 +199,8 @@ s1=$(stat -c %s "$W/b1.khub"); s2=$(stat -c %s "$W/b2.khub")
 ok $([ "$s2" -lt 120000 ] && [ "$s2" -lt $((s1 / 10)) ]; echo $?) "  the bundle is small: $s2 bytes (full: $s1)"
 head -c 80000 /dev/urandom >"$W/extra3.bin"
 is "$(commit_api acme/relu main "even more" build/torch-cpu/extra3.bin="$W/extra3.bin")" 200 "A: another commit"
+is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOKEN" -X DELETE "$A/api/kernels/acme/gelu/branch/v2")" 200 \
+	"A: gelu branch v2 deleted"
 hub a sync export --key "$W/k1.key" --out "$W/b3.khub" --repos 'acme/*' --since "$W/s2.json" --state-out "$W/s3.json" >/dev/null 2>&1
 ok $? "export --since the second state"
 B2ID=$(hub b sync verify "$W/b2.khub" | sed -n 's/^bundle \([0-9a-f-]*\) from.*/\1/p')
@@ -193,6 +211,7 @@ hub b admin trust unset acme >/dev/null 2>&1
 hub b sync import "$W/b2.khub" "$W/b3.khub" >"$W/i3.out" 2>&1
 ok $? "then the second and third in order"
 compare "$A" "$B" acme/relu main
+compare "$A" "$B" acme/gelu v1
 is "$(curl -s "$B/api/organizations/acme/overview" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))')" False \
 	"an admin's trust decision on B outlives later imports"
 
