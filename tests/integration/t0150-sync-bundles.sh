@@ -106,6 +106,14 @@ hub_wait b
 hub b sync verify "$W/b1.khub" >"$W/v1.out" 2>"$W/v1.err"
 ok $? "verify: signature, hashes and sizes"
 like "$(cat "$W/v1.out")" "would move refs/heads/v1 \(none\) -> [0-9a-f]{40}" "verify prints refs old -> new"
+if command -v script >/dev/null 2>&1; then	# stderr a terminal: a progress bar
+	KHUB_DATA_DIR="$TEST_DIR/b/data" KHUB_BIN="$KHUB_BIN" BUNDLE="$W/b1.khub" \
+		script -qec '"$KHUB_BIN" sync verify "$BUNDLE" >/dev/null' /dev/null >"$W/tty.out" 2>&1
+	like "$(tr '\r' '\n' <"$W/tty.out" | grep -a 'verify' | tail -1)" 'verify +100\.0% [0-9.]+ / [0-9.]+ MiB' \
+		"on a terminal, verify draws a progress bar"
+	"$KHUB_BIN" sync verify "$W/b1.khub" 2>"$W/notty.err" >/dev/null
+	is "$(cat "$W/notty.err")" "" "  and none when stderr is not a terminal"
+fi
 hub b sync verify "$W/b1.khub" --key "$W/k2.pub" >/dev/null 2>"$W/v2.err"
 is $? 1 "verify with another public key: refused"
 like "$(cat "$W/v2.err")" "not trust" "  says the signing key is not trusted"
