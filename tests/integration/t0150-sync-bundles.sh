@@ -59,10 +59,12 @@ for name in relu gelu; do
 		hub a import "$d" --repo "acme/$name" --branch "$b" >/dev/null 2>>"$W/import.log" || seed_fail=1
 	done
 done
+make_kernel_tree "$W/src/secret" secret
+hub a import "$W/src/secret" --repo acme/secret --branch main --private >/dev/null 2>>"$W/import.log" || seed_fail=1
 hub a admin trust set acme >/dev/null 2>&1 || seed_fail=1
 hub a admin user create root --site-admin >/dev/null 2>&1
 TOKEN=$(hub a admin token create root --scope admin 2>/dev/null | tail -n 1)
-ok $seed_fail "A: acme/relu and acme/gelu, branches v1 v2 main, LFS binaries; acme trusted"
+ok $seed_fail "A: acme/relu and acme/gelu (branches v1 v2 main, LFS binaries), private acme/secret; acme trusted"
 
 # a commit through the commit API: a new binary (LFS) on main
 commit_api() {	# commit_api REPO BRANCH SUMMARY REPO_PATH=LOCAL...
@@ -92,10 +94,10 @@ export KHUB_SYNC_TRUSTED_KEYS=$W/k1.pub
 # ---- full export ------------------------------------------------------------------------------
 hub a sync export --key "$W/k1.key" --out "$W/b1.khub" --repos 'acme/*' --state-out "$W/s1.json" >"$W/e1.out" 2>"$W/e1.err"
 ok $? "export acme/* with --state-out"
-like "$(cat "$W/e1.out")" "2 repos, 7 refs, [0-9]+ LFS objects" "export reports 2 repos and 7 refs (6 branches, 1 tag)"
+like "$(cat "$W/e1.out")" "3 repos, 8 refs, [0-9]+ LFS objects" "export reports 3 repos and 8 refs (7 branches, 1 tag)"
 entries=$(SB list "$W/b1.khub")
 is "$(echo "$entries" | head -2 | paste -sd,)" "manifest.json,manifest.sig" "the manifest comes first, then its signature"
-is "$(echo "$entries" | grep -c '^git/')" 2 "one git pack per repo"
+is "$(echo "$entries" | grep -c '^git/')" 3 "one git pack per repo"
 nlfs1=$(echo "$entries" | grep -c '^lfs/')
 like "$nlfs1" '^(1[0-9]|[2-9][0-9])$' "LFS objects travel by sha256 ($nlfs1)"
 tar --zstd -tf "$W/b1.khub" >/dev/null 2>&1
@@ -119,7 +121,8 @@ is $? 1 "verify with another public key: refused"
 like "$(cat "$W/v2.err")" "not trust" "  says the signing key is not trusted"
 
 # ---- refusals, each leaving B unchanged -------------------------------------------------------------
-state_b() { hub b sync state | python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d["repos"], sort_keys=True))'; }
+state_of() { hub "$1" sync state | python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d["repos"], sort_keys=True))'; }
+state_b() { state_of b; }
 lfs_count_b() { find "$(hub_data b)/lfs/objects" -type f 2>/dev/null | wc -l; }
 S0=$(state_b)
 L0=$(lfs_count_b)
@@ -154,7 +157,7 @@ mv "$W/vol.002.away" "$W/vol.khub.002"
 # ---- import ------------------------------------------------------------------------------------
 hub b sync import "$W/b1.khub" >"$W/i1.out" 2>"$W/i1.err"
 ok $? "import the bundle into B"
-like "$(cat "$W/i1.out")" "imported: 7 refs moved" "  7 refs moved"
+like "$(cat "$W/i1.out")" "imported: 8 refs moved" "  8 refs moved"
 hub_wait b
 compare "$A" "$B" acme/relu v1 v2 main
 compare "$A" "$B" acme/gelu v1 main
@@ -180,7 +183,7 @@ audit=$(psql "host=$(hub_data b)/pg/run dbname=khub user=khub" -tAc \
 is "$audit" 1 "the import is audit-logged with the bundle id and the key id"
 refs_audit=$(psql "host=$(hub_data b)/pg/run dbname=khub user=khub" -tAc \
 	"SELECT count(*) FROM audit_log WHERE action = 'sync.ref' AND details::text LIKE '%$B1ID%'" 2>&1)
-is "$refs_audit" 7 "  and every ref it moved"
+is "$refs_audit" 8 "  and every ref it moved"
 hub b admin user create root --site-admin >/dev/null 2>&1
 BTOKEN=$(hub b admin token create root --scope admin 2>/dev/null | tail -n 1)
 printf '%s\n' '{"key":"header","value":{"summary":"try to write to an imported repo"}}' \
@@ -188,6 +191,9 @@ printf '%s\n' '{"key":"header","value":{"summary":"try to write to an imported r
 code=$(curl -s -o "$W/ro.out" -w '%{http_code}' -H "Authorization: Bearer $BTOKEN" \
 	-H 'Content-Type: application/x-ndjson' --data-binary @"$W/ro.ndjson" "$B/api/kernels/acme/relu/commit/main")
 is "$code" 403 "imported repos are read-only (commit API as a site admin: 403)"
+like "$(curl -s -o /dev/null -w '%{http_code}' "$B/api/kernels/acme/secret")" '^40[14]$' "a private repo stays private on B (anonymous: not found)"
+is "$(curl -s -H "Authorization: Bearer $BTOKEN" "$B/api/kernels/acme/secret" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("private"))')" True \
+	"  and a site admin sees it, private"
 S1=$(state_b)
 L1=$(lfs_count_b)
 hub b sync import "$W/b1.khub" >"$W/i2.out" 2>&1
@@ -306,6 +312,14 @@ import json,sys
 print("\n".join(sorted({e["lfs"]["oid"] for e in json.load(sys.stdin) if e.get("lfs") and e["path"].startswith("build/torch-cpu/")})))')
 is "$lfs_in" "$want" "the lock bundle holds exactly torch-cpu's LFS objects"
 hub_wait c
+make_kernel_tree "$W/src/local" gelu
+hub c import "$W/src/local" --repo acme/gelu --branch main >/dev/null 2>>"$W/import.log"
+ok $? "C: a local (not mirrored) repo acme/gelu"
+C0=$(state_of c)
+hub c sync import "$W/b1.khub" >/dev/null 2>"$W/ic0.err"
+ok $([ $? -ne 0 ]; echo $?) "C refuses a bundle that would overwrite its own acme/gelu"
+like "$(cat "$W/ic0.err")" "acme/gelu exists here and is not a mirrored repo" "  the message says so"
+is "$(state_of c)" "$C0" "  C unchanged"
 hub c sync import "$W/lock.khub" >"$W/ic.out" 2>"$W/ic.err"
 ok $? "C imports the lock bundle"
 V1=$(curl -s "$A/api/kernels/acme/relu/revision/v1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
@@ -317,6 +331,6 @@ is "$c" "$a" "C serves the locked variant's LFS file byte-identical"
 got=$(SB get "$C/kernels/acme/relu/resolve/$V1/build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.so")
 like "$got" "^404 " "C answers 404 for a variant outside the lock"
 diag "$got"
-like "$(curl -s "$C/api/kernels/acme/gelu/revision/main" -o /dev/null -w "%{http_code}")" "^40[14]$" "C has no repo outside the lock (not found)"
+like "$(curl -s "$C/api/kernels/acme/secret/revision/main" -o /dev/null -w "%{http_code}")" "^40[14]$" "C has no repo outside the lock (not found)"
 
 done_testing
