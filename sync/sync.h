@@ -139,9 +139,9 @@ int sync_out_close(struct sync_out *o, unsigned *volumes, char *err, size_t errl
 void sync_out_abort(struct sync_out *o);
 
 struct sync_in;
-/* Open a bundle: a single file, or volumes named path.001... (path may be
- * the base name or its .001); with path.index every volume is checked to
- * be there (size, and sha256 as it is read). */
+/* Open a bundle: the file path, or (when path ends in .001, or no file of
+ * that name exists) the volumes path.001, path.002, ...; with path.index
+ * every volume is checked to be there (size, and sha256 as it is read). */
 struct sync_in *sync_in_open(const char *path, char *err, size_t errlen);
 /* The next entry: 1 (name valid until the next call), 0 at the end,
  * KHUB_EIO with sync_in_error() on a truncated or corrupt stream. */

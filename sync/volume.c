@@ -415,7 +415,7 @@ struct sync_in *sync_in_open(const char *path, char *err, size_t errlen)
 	if (len > 4 && strcmp(path + len - 4, ".001") == 0) {
 		in->base = xstrndup(path, len - 4);
 		in->volumes = 1;
-	} else if (exists(first)) {
+	} else if (!exists(path) && exists(first)) {	/* a file of that name wins */
 		in->base = xstrdup(path);
 		in->volumes = 1;
 	} else {
