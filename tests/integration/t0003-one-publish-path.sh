@@ -24,5 +24,5 @@ like "$users" 'api/repos.c' "repo creation's files too"
 like "$users" 'server/cmd_import.c' "khub import too"
 like "$users" 'server/cmd_hook.c' "pushes run its after-move steps"
 like "$users" 'mirror/sync' "the mirror too"
-like "$users" 'sync/import.c' "air-gap imports too"
+like "$users" 'sync/import_apply.c' "air-gap imports too"
 done_testing
