@@ -128,8 +128,9 @@ void sync_progress_add(struct sync_progress *p, uint64_t n);
 void sync_progress_end(struct sync_progress *p);
 
 struct sync_out;
-/* A tar + zstd stream into path, or into path.001, path.002, ... of at
- * most volume_size bytes each (0: one file) plus path.index. */
+/* A tar + zstd stream into path (written as path.partial, renamed by
+ * sync_out_close), or into path.001, path.002, ... of at most volume_size
+ * bytes each plus path.index, written last. */
 struct sync_out *sync_out_open(const char *path, uint64_t volume_size, char *err, size_t errlen);
 int sync_out_bytes(struct sync_out *o, const char *name, const void *data, size_t len);
 /* An entry of size bytes read from fd (from its current offset). */

@@ -97,7 +97,8 @@ static int next_volume(struct sync_out *o)
 	if (finish_volume(o) < 0)
 		return -1;
 	o->nvol++;
-	char *name = o->volume_size ? volume_name(o->path, o->nvol) : xstrdup(o->path);
+	/* one file: written as path.partial, renamed when complete */
+	char *name = o->volume_size ? volume_name(o->path, o->nvol) : xasprintf("%s.partial", o->path);
 	o->fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	free(name);
 	o->cur = 0;
@@ -157,6 +158,11 @@ struct sync_out *sync_out_open(const char *path, uint64_t volume_size, char *err
 	o->fd = -1;
 	o->sha = EVP_MD_CTX_new();
 	o->buf = xmalloc(CHUNK);
+	if (volume_size) {	/* an index left by an earlier export would describe other volumes */
+		char *index = xasprintf("%s.index", path);
+		unlink(index);
+		free(index);
+	}
 	o->ar = archive_write_new();
 	if (archive_write_add_filter_zstd(o->ar) != ARCHIVE_OK || archive_write_set_format_pax_restricted(o->ar) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(o->ar, 1) != ARCHIVE_OK ||
@@ -223,6 +229,11 @@ void sync_out_abort(struct sync_out *o)
 		return;
 	if (o->ar)
 		archive_write_fail(o->ar);
+	if (!o->volume_size) {
+		char *partial = xasprintf("%s.partial", o->path);
+		unlink(partial);
+		free(partial);
+	}
 	out_free(o);
 }
 
@@ -237,6 +248,18 @@ int sync_out_close(struct sync_out *o, unsigned *volumes, char *err, size_t errl
 	if (rc == 0 && finish_volume(o) < 0) {
 		snprintf(err, errlen, "cannot write the bundle %s: %s", o->path, strerror(errno));
 		rc = KHUB_EIO;
+	}
+	if (rc == 0 && !o->volume_size) {
+		char *partial = xasprintf("%s.partial", o->path);
+		if (rename(partial, o->path) < 0) {
+			snprintf(err, errlen, "cannot rename %s to %s: %s", partial, o->path, strerror(errno));
+			rc = KHUB_EIO;
+		}
+		free(partial);
+	} else if (rc < 0 && !o->volume_size) {
+		char *partial = xasprintf("%s.partial", o->path);
+		unlink(partial);
+		free(partial);
 	}
 	if (rc == 0 && o->volume_size) {
 		json_t *doc = json_object(), *vols = json_array();
