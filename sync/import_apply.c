@@ -130,13 +130,17 @@ int import_apply_repo(struct import_run *x, const struct sync_repo *r, size_t *m
 	static const struct publish_actor actor = { 0, "sync", NULL, "local" };
 	struct repo_record rec;
 	git_repository *git = NULL;
+	int existed = db_repo_get(r->type, r->ns, r->name, &rec) == 0;
 	int rc = db_repo_ensure_mirrored(r->type, r->ns, r->name, &rec);
 	if (rc < 0)
 		return import_fail(x, rc, "%s/%s: cannot register the repo", r->ns, r->name);
 	rc = repo_store_init_empty(x->o->repo_root, r->type, rec.ns, rec.name);
 	if (rc < 0 && rc != KHUB_EEXIST)
 		return import_fail(x, rc, "%s/%s: cannot create the repo", r->ns, r->name);
-	if (rec.private != r->private_ && db_repo_set_private(rec.id, r->private_) < 0)
+	/* private at the source: private here; public at the source: public
+	 * when the repo is new here (an admin may have hidden it since) */
+	int want_private = r->private_ || (existed && rec.private);
+	if (rec.private != want_private && db_repo_set_private(rec.id, want_private) < 0)
 		return import_fail(x, KHUB_EDB, "%s/%s: cannot set its visibility", r->ns, r->name);
 	/* the org's trust flag follows the source unless an admin set it here */
 	db_account_copy_upstream_trust(r->ns, r->org_trusted);
