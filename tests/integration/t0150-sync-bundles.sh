@@ -4,7 +4,7 @@
 # the only thing that crosses): A publishes (khub import and the commit
 # API, LFS binaries, several versions) and exports a signed bundle; B
 # verifies and imports it: same refs and commit shas, byte-identical files,
-# equal kernels lock hashes. Then: incremental bundles (--since; only new
+# equal kernels lock hashes (metadata.json.sigstore files included). Then: incremental bundles (--since; only new
 # objects travel; out of order refused, naming the bundle to import first),
 # refusals that leave B unchanged (flipped LFS byte, flipped manifest byte,
 # untrusted key, truncated bundle, missing volume), SIGKILL during an import
@@ -56,6 +56,8 @@ for name in relu gelu; do
 		make_kernel_tree "$d" "$name"	# torch-cpu + torch211-cxx11-cu128 (.so = LFS)
 		head -c 50000 /dev/urandom >"$d/build/torch-cpu/weights.bin"
 		printf '%s of %s\n' "$b" "$name" >"$d/VERSION.txt"
+		printf '{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json", "of": "%s"}\n' "$name-$b" \
+			>"$d/build/torch-cpu/metadata.json.sigstore"
 		hub a import "$d" --repo "acme/$name" --branch "$b" >/dev/null 2>>"$W/import.log" || seed_fail=1
 	done
 done
