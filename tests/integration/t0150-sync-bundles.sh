@@ -1,15 +1,19 @@
 #!/bin/bash
-# t0150-sync-bundles.sh -- air-gap bundles between two khub instances that
+# t0150-sync-bundles.sh -- air-gap bundles between khub instances that
 # share nothing (own data dirs and embedded databases; the bundle file is
-# the only thing that crosses): A publishes (khub import and the commit
-# API, LFS binaries, several versions) and exports a signed bundle; B
-# verifies and imports it: same refs and commit shas, byte-identical files,
-# equal kernels lock hashes (metadata.json.sigstore files included). Then: incremental bundles (--since; only new
-# objects travel; out of order refused, naming the bundle to import first),
-# refusals that leave B unchanged (flipped LFS byte, flipped manifest byte,
-# untrusted key, truncated bundle, missing volume), SIGKILL during an import
-# then a re-run, the same bundle twice, and a --lock bundle that holds only
-# the locked variants' files (a third hub C serves exactly those).
+# the only thing that crosses). A publishes (khub import and the commit
+# API: LFS binaries, several versions, an annotated tag, a private repo,
+# metadata.json.sigstore files) and exports a signed bundle; B verifies and
+# imports it: same refs and commit shas, byte-identical files, equal
+# kernels lock hashes, read-only repos, audited with bundle and key id.
+# Then: incremental bundles (--since an export's state or B's own state;
+# only new objects travel; a deleted branch follows; out of order refused,
+# naming the bundle to import first), refusals that leave B unchanged
+# (flipped LFS byte, flipped manifest byte, untrusted key, truncated
+# bundle, missing volume), SIGKILL while staging and while applying, then
+# a re-run, the same bundle twice, --variants, and a --lock bundle that
+# holds only the locked variants' files (a third hub C serves exactly
+# those, and refuses to overwrite a repo of its own).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
