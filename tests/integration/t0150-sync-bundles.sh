@@ -154,7 +154,7 @@ nvol=$(ls "$W"/vol.khub.0* 2>/dev/null | wc -l)
 ok $([ "$nvol" -ge 3 ]; echo $?) "export --volume-size 300K writes $nvol volumes and an index"
 big=$(stat -c %s "$W"/vol.khub.0* | sort -n | tail -1)
 ok $([ "$big" -le 307200 ]; echo $?) "  no volume is larger than 300 KiB ($big bytes)"
-hub b sync verify "$W/vol.khub" >/dev/null 2>&1
+hub b sync verify "$W/vol.khub" >"$W/vol.verify" 2>&1
 ok $? "  verify reads the volumes as one stream"
 mv "$W/vol.khub.002" "$W/vol.002.away"
 refuse "a missing volume" "missing volume .*vol.khub.002" "$W/vol.khub"
@@ -318,13 +318,23 @@ import json,sys
 print("\n".join(sorted({e["lfs"]["oid"] for e in json.load(sys.stdin) if e.get("lfs") and e["path"].startswith("build/torch-cpu/")})))')
 is "$lfs_in" "$want" "the lock bundle holds exactly torch-cpu's LFS objects"
 hub_wait c
-make_kernel_tree "$W/src/local" gelu
-hub c import "$W/src/local" --repo acme/gelu --branch main >/dev/null 2>>"$W/import.log"
-ok $? "C: a local (not mirrored) repo acme/gelu"
+# the volumes of acme/gelu (exported before gelu moved on at A), read back to back
+hub c sync import "$W/vol.khub.001" >"$W/icv.out" 2>&1
+ok $? "C imports the bundle in $nvol volumes (named by its first)"
+want=$(sed -n 's|^ *would move \(refs/heads/[^ ]*\) (none) -> \([0-9a-f]*\)$|\1 \2|p' "$W/vol.verify" | sort)
+got=$(curl -s "$C/api/kernels/acme/gelu/refs" | python3 -c 'import json,sys; print("\n".join(sorted(b["ref"] + " " + b["targetCommit"] for b in json.load(sys.stdin)["branches"])))')
+is "$got" "$want" "  C's acme/gelu branches are the bundle's"
+so=build/torch211-cxx11-cu128-x86_64-linux/_gelu_cuda.abi3.so
+vsha=$(echo "$want" | awk '$1 == "refs/heads/v1" {print $2}')
+is "$(curl -s "$C/kernels/acme/gelu/resolve/$vsha/$so" | sha256sum)" "$(curl -s "$A/kernels/acme/gelu/resolve/$vsha/$so" | sha256sum)" \
+	"  and serves its LFS files byte-identical"
+make_kernel_tree "$W/src/local" secret
+hub c import "$W/src/local" --repo acme/secret --branch main >/dev/null 2>>"$W/import.log"
+ok $? "C: a local (not mirrored) repo acme/secret"
 C0=$(state_of c)
 hub c sync import "$W/b1.khub" >/dev/null 2>"$W/ic0.err"
-ok $([ $? -ne 0 ]; echo $?) "C refuses a bundle that would overwrite its own acme/gelu"
-like "$(cat "$W/ic0.err")" "acme/gelu exists here and is not a mirrored repo" "  the message says so"
+ok $([ $? -ne 0 ]; echo $?) "C refuses a bundle that would overwrite its own acme/secret"
+like "$(cat "$W/ic0.err")" "acme/secret exists here and is not a mirrored repo" "  the message says so"
 is "$(state_of c)" "$C0" "  C unchanged"
 hub c sync import "$W/lock.khub" >"$W/ic.out" 2>"$W/ic.err"
 ok $? "C imports the lock bundle"
@@ -337,6 +347,7 @@ is "$c" "$a" "C serves the locked variant's LFS file byte-identical"
 got=$(SB get "$C/kernels/acme/relu/resolve/$V1/build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.so")
 like "$got" "^404 " "C answers 404 for a variant outside the lock"
 diag "$got"
-like "$(curl -s "$C/api/kernels/acme/secret/revision/main" -o /dev/null -w "%{http_code}")" "^40[14]$" "C has no repo outside the lock (not found)"
+is "$(curl -s "$C/api/kernels/acme/relu/refs" | python3 -c 'import json,sys; d=json.load(sys.stdin); print([b["name"] for b in d["branches"]], [t["name"] for t in d["tags"]])')" \
+	"['v1'] ['1.0']" "C's acme/relu has exactly the refs at the locked commit (v1, tag 1.0)"
 
 done_testing
