@@ -3,7 +3,7 @@
 install_deps() {
 	local want=(build-essential autoconf automake libtool pkg-config
 		libmicrohttpd-dev libgit2-dev libjansson-dev libpq-dev libssl-dev
-		libcurl4-openssl-dev libarchive-dev postgresql git git-lfs curl python3 ca-certificates)
+		libcurl4-openssl-dev libarchive-dev zstd postgresql git git-lfs curl python3 ca-certificates)
 	if [ "${1:-build}" = test ]; then
 		want+=(nodejs npm)
 	fi

@@ -232,4 +232,17 @@ void compliance_compute(const struct required_variants *list, const struct varia
 			struct compliance *out);
 void compliance_release(struct compliance *c);	/* accepts NULL */
 
+
+/* ---- selections (kernel/select.c) ----------------------------------------- */
+
+/* Shared by the mirror and air-gap bundles. 1 when s matches one of the
+ * fnmatch globs. */
+int select_glob_any(char *const *globs, size_t n, const char *s);
+/* Is a full ref name (refs/heads/x, refs/tags/y) selected by short-name
+ * globs ("main", "v*"), "tags" (every tag) or "all"? */
+int select_ref(char *const *refs, size_t nrefs, const char *full);
+/* Is a repo path wanted: 1 unless it lies in build/<variant>/ with a
+ * variant name outside the globs. */
+int select_variant_path(char *const *globs, size_t n, const char *path);
+
 #endif

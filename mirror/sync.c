@@ -20,44 +20,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int glob_any(char *const *globs, size_t n, const char *s)
-{
-	for (size_t i = 0; i < n; i++)
-		if (fnmatch(globs[i], s, 0) == 0)
-			return 1;
-	return 0;
-}
-
 int sync_ref_selected(const struct mirror_selection *sel, const char *full)
 {
-	if (strncmp(full, "refs/heads/", 11) == 0) {
-		for (size_t i = 0; i < sel->nrefs; i++)
-			if (strcmp(sel->refs[i], "all") == 0 ||
-			    (strcmp(sel->refs[i], "tags") != 0 && fnmatch(sel->refs[i], full + 11, 0) == 0))
-				return 1;
-		return 0;
-	}
-	if (strncmp(full, "refs/tags/", 10) == 0) {
-		for (size_t i = 0; i < sel->nrefs; i++)
-			if (strcmp(sel->refs[i], "all") == 0 || strcmp(sel->refs[i], "tags") == 0)
-				return 1;
-		return 0;
-	}
-	return 0;
+	return select_ref(sel->refs, sel->nrefs, full);
 }
 
 /* An LFS file is wanted eagerly unless it lies in a build variant outside
  * the selection's eager globs. */
 int sync_eager_path(const struct mirror_selection *sel, const char *path)
 {
-	struct build_path bp;
-	if (build_path_parse(path, &bp) < 0 || !bp.file)
-		return 1;
-	char name[256];
-	size_t n = bp.variant_len < sizeof(name) - 1 ? bp.variant_len : sizeof(name) - 1;
-	memcpy(name, bp.variant, n);
-	name[n] = '\0';
-	return glob_any(sel->eager, sel->neager, name);
+	return select_variant_path(sel->eager, sel->neager, path);
 }
 
 void sync_progress(struct repo_sync *rs, const char *fmt, ...)

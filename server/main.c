@@ -17,6 +17,7 @@ static const struct {
 	{ "db", cmd_db, "db migrate: apply the schema migrations" },
 	{ "import", cmd_import, "import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]" },
 	{ "mirror", cmd_mirror, "mirror sync|run|status: keep repos in sync with an upstream hub" },
+	{ "sync", cmd_sync, "sync keygen|export|verify|import|state: air-gap bundles (khub sync help)" },
 	{ "hook", cmd_hook, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
 	{ "check", cmd_check, "check lfs-pointers [--fix]: report LFS pointers to objects not linked to their repo" },
 	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },

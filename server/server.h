@@ -17,6 +17,7 @@ struct khub_config {
 	char *pg_bindir;
 	char *public_url;
 	char *log_level;
+	char *sync_trusted_keys;
 	long threads;
 	long connection_timeout;
 	long max_connections;
@@ -124,6 +125,7 @@ int cmd_import(int argc, char **argv);
 int cmd_admin(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
 int cmd_mirror(int argc, char **argv);
+int cmd_sync(int argc, char **argv);
 int cmd_check(int argc, char **argv);	/* server/cmd_check.c */
 int cmd_routes(int argc, char **argv);	/* server/cmd_routes.c */
 /* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns

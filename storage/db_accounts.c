@@ -231,6 +231,12 @@ int db_trusted_publisher_set(const char *name, int trusted, const char *changed_
 		return KHUB_EDB;
 	*changed = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
 	PQclear(res);
+	/* an admin's word: mirrors and air-gap imports no longer copy the
+	 * source's flag onto this account (db_account_copy_upstream_trust) */
+	int rc = db_run("UPDATE accounts SET trust_override = $2::boolean WHERE lower(name) = lower($1)"
+			" AND trust_override IS DISTINCT FROM $2::boolean", 2, params);
+	if (rc < 0)
+		return rc;
 	return db_account_get(name, out);
 }
 
@@ -275,8 +281,8 @@ int db_trusted_publisher_force(const char *name, int trusted, const char *change
 	int rc = db_tx_begin();
 	if (rc < 0)
 		return rc;
-	PGresult *res = db_exec("UPDATE accounts SET trusted_kernel_publisher = $2 WHERE lower(name) = lower($1)"
-				" RETURNING id", 2, params, NULL);
+	PGresult *res = db_exec("UPDATE accounts SET trusted_kernel_publisher = $2, trust_override = $2::boolean"
+				" WHERE lower(name) = lower($1) RETURNING id", 2, params, NULL);
 	if (!res) {
 		rc = KHUB_EDB;
 		goto cleanup;

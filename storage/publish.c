@@ -386,12 +386,15 @@ int publish_commit(struct publication *pub, const struct publish_actor *who, con
 int publish_import_ref(int64_t repo_id, git_repository *git, const char *ref, const char *expected_old,
 		       const char *new_sha, const char *log_message)
 {
-	if (new_sha) {
+	if (new_sha) {	/* a commit, or an annotated tag of one */
 		git_oid oid;
-		git_commit *commit = NULL;
-		if (git_oid_fromstr(&oid, new_sha) < 0 || git_commit_lookup(&commit, git, &oid) < 0)
+		git_object *obj = NULL, *commit = NULL;
+		int found = git_oid_fromstr(&oid, new_sha) == 0 && git_object_lookup(&obj, git, &oid, GIT_OBJECT_ANY) == 0 &&
+			    git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) == 0;
+		git_object_free(commit);
+		git_object_free(obj);
+		if (!found)
 			return KHUB_EINVAL;
-		git_commit_free(commit);
 	}
 	int rc = repo_lock_wait(repo_id);
 	if (rc < 0)

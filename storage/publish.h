@@ -118,7 +118,8 @@ void publish_end(struct publication *pub, const struct publish_actor *who, const
  * compare-and-swap from expected_old (NULL or "": must not exist) under
  * the repo's write lock, waited for (background work only, never a request
  * thread). The objects must be in the repo already (checked: KHUB_EINVAL
- * when new_sha is not a commit here). Then call publish_refs_moved. */
+ * when new_sha is neither a commit here nor an annotated tag of one). Then
+ * call publish_refs_moved. */
 int publish_import_ref(int64_t repo_id, git_repository *git, const char *ref, const char *expected_old,
 		       const char *new_sha, const char *log_message);
 

@@ -1,0 +1,283 @@
+/* cmd_sync.c -- khub sync keygen|export|verify|import|state: air-gap
+ * bundles (sync/), with a progress bar on a terminal. */
+#include "server/server.h"
+#include "sync/sync.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char sync_usage[] =
+	"usage:\n"
+	"  khub sync keygen --out PREFIX          PREFIX.key (private, 0600) and PREFIX.pub\n"
+	"  khub sync export --key PRIV --out FILE [--repos GLOB]... [--refs GLOB]... [--variants GLOB]...\n"
+	"                   [--lock kernels.lock]... [--since STATE] [--state-out FILE]\n"
+	"                   [--volume-size BYTES] [--type kernel]\n"
+	"  khub sync verify BUNDLE... [--key PUB]  check signature, hashes and sizes offline; print the changes\n"
+	"  khub sync import BUNDLE...              verify and import (keys from sync_trusted_keys)\n"
+	"  khub sync state [--out FILE] [--type kernel]   this hub's refs, for export --since\n"
+	"Options taking GLOB may repeat or hold a comma-separated list. See docs/sync.md.\n";
+
+struct list {
+	char **items;
+	size_t n;
+};
+
+static void list_add(struct list *l, const char *value)
+{
+	char *copy = xstrdup(value), *save = NULL;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		l->items = xrealloc(l->items, (l->n + 1) * sizeof(char *));
+		l->items[l->n++] = xstrdup(t);
+	}
+	free(copy);
+}
+
+static void list_free(struct list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->items[i]);
+	free(l->items);
+}
+
+static char *hub_name(void)
+{
+	if (config.public_url && config.public_url[0])
+		return xstrdup(config.public_url);
+	char host[256] = "khub";
+	gethostname(host, sizeof(host) - 1);
+	host[sizeof(host) - 1] = '\0';
+	return xstrdup(host);
+}
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	uint64_t mult = 1;
+	if (*end == 'K' || *end == 'k')
+		mult = 1024, end++;
+	else if (*end == 'M' || *end == 'm')
+		mult = 1024 * 1024, end++;
+	else if (*end == 'G' || *end == 'g')
+		mult = 1024ull * 1024 * 1024, end++;
+	if (errno || *end || v == 0 || s[0] == '-')
+		return -1;
+	*out = v * mult;
+	return *out < 4096 ? -1 : 0;
+}
+
+static int cmd_keygen(int argc, char **argv)
+{
+	const char *out = NULL;
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+			out = argv[++i];
+		else
+			goto usage;
+	}
+	if (!out)
+		goto usage;
+	char err[512], id[SYNC_KEY_ID_LEN + 1];
+	if (sync_keygen(out, id, err, sizeof(err)) < 0) {
+		fprintf(stderr, "khub sync keygen: %s\n", err);
+		return 1;
+	}
+	printf("key id %s: private key %s.key (keep it on the exporting side), public key %s.pub "
+	       "(list it in sync_trusted_keys where bundles are imported)\n", id, out, out);
+	return 0;
+usage:
+	fputs(sync_usage, stderr);
+	return 2;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+	struct sync_export_opts o = { 0 };
+	struct list repos = { 0 }, refs = { 0 }, variants = { 0 }, locks = { 0 };
+	const char *type = "kernel";
+	int rc = 2;
+	o.type = REPO_KERNEL;
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v)
+			goto usage;
+		i++;
+		if (strcmp(a, "--key") == 0)
+			o.key_path = v;
+		else if (strcmp(a, "--out") == 0)
+			o.out = v;
+		else if (strcmp(a, "--repos") == 0)
+			list_add(&repos, v);
+		else if (strcmp(a, "--refs") == 0)
+			list_add(&refs, v);
+		else if (strcmp(a, "--variants") == 0)
+			list_add(&variants, v);
+		else if (strcmp(a, "--lock") == 0)
+			list_add(&locks, v);
+		else if (strcmp(a, "--since") == 0)
+			o.since = v;
+		else if (strcmp(a, "--state-out") == 0)
+			o.state_out = v;
+		else if (strcmp(a, "--type") == 0)
+			type = v;
+		else if (strcmp(a, "--volume-size") == 0) {
+			if (parse_size(v, &o.volume_size) < 0) {
+				fprintf(stderr, "khub sync export: --volume-size wants bytes (at least 4096; K, M, G suffixes)\n");
+				goto done;
+			}
+		} else
+			goto usage;
+	}
+	if (!o.key_path || !o.out || repo_type_parse(type, &o.type) < 0)
+		goto usage;
+	if (locks.n && (repos.n || refs.n || variants.n)) {
+		fprintf(stderr, "khub sync export: --lock selects repos, commits and variants itself: "
+				"not with --repos, --refs or --variants\n");
+		goto done;
+	}
+	o.repos = repos.items, o.nrepos = repos.n;
+	o.refs = refs.items, o.nrefs = refs.n;
+	o.variants = variants.items, o.nvariants = variants.n;
+	o.locks = locks.items, o.nlocks = locks.n;
+	runtime_open_database();
+	o.repo_root = runtime_repo_root();
+	o.lfs = lfs_store_open(runtime_lfs_root());
+	if (!o.lfs)
+		fatal("cannot open the LFS store");
+	char *hub = hub_name();
+	o.hub = hub;
+	o.progress = isatty(2);
+	o.report = stdout;
+	char err[1024];
+	rc = 0;
+	if (sync_export(&o, err, sizeof(err)) < 0) {
+		fprintf(stderr, "khub sync export: %s\n", err);
+		rc = 1;
+	}
+	free(hub);
+	lfs_store_close(o.lfs);
+	runtime_close_database();
+	goto done;
+usage:
+	fputs(sync_usage, stderr);
+done:
+	list_free(&repos);
+	list_free(&refs);
+	list_free(&variants);
+	list_free(&locks);
+	return rc;
+}
+
+static int cmd_verify_import(int argc, char **argv, int import)
+{
+	struct sync_import_opts o = { 0 };
+	struct list bundles = { 0 };
+	const char *key = NULL;
+	for (int i = 2; i < argc; i++) {
+		if (!import && strcmp(argv[i], "--key") == 0 && i + 1 < argc)
+			key = argv[++i];
+		else if (argv[i][0] != '-')
+			list_add(&bundles, argv[i]);
+		else {
+			fputs(sync_usage, stderr);
+			list_free(&bundles);
+			return 2;
+		}
+	}
+	if (bundles.n == 0) {
+		fputs(sync_usage, stderr);
+		return 2;
+	}
+	o.trusted = key ? key : config.sync_trusted_keys;
+	o.progress = isatty(2);
+	o.report = stdout;
+	if (import) {
+		runtime_open_database();
+		o.repo_root = runtime_repo_root();
+		o.lfs = lfs_store_open(runtime_lfs_root());
+		if (!o.lfs)
+			fatal("cannot open the LFS store");
+	}
+	int rc = 0;
+	for (size_t i = 0; i < bundles.n && rc == 0; i++) {
+		char err[1024];
+		int r = import ? sync_import(&o, bundles.items[i], err, sizeof(err))
+			       : sync_verify(&o, bundles.items[i], err, sizeof(err));
+		if (r < 0) {
+			fprintf(stderr, "khub sync %s: %s: refused: %s\n", import ? "import" : "verify", bundles.items[i], err);
+			rc = r == KHUB_ECONFLICT ? 3 : 1;
+		}
+	}
+	if (import) {
+		lfs_store_close(o.lfs);
+		runtime_close_database();
+	}
+	list_free(&bundles);
+	return rc;
+}
+
+static int cmd_state(int argc, char **argv)
+{
+	const char *out = NULL, *type = "kernel";
+	enum repo_type t;
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+			out = argv[++i];
+		else if (strcmp(argv[i], "--type") == 0 && i + 1 < argc)
+			type = argv[++i];
+		else {
+			fputs(sync_usage, stderr);
+			return 2;
+		}
+	}
+	if (repo_type_parse(type, &t) < 0) {
+		fputs(sync_usage, stderr);
+		return 2;
+	}
+	runtime_open_database();
+	char err[256], *hub = hub_name();
+	char *text = sync_state_collect(runtime_repo_root(), t, hub, err, sizeof(err));
+	free(hub);
+	runtime_close_database();
+	if (!text) {
+		fprintf(stderr, "khub sync state: %s\n", err);
+		return 1;
+	}
+	FILE *fp = out ? fopen(out, "w") : stdout;
+	int rc = fp && fputs(text, fp) >= 0 && fputc('\n', fp) >= 0 ? 0 : 1;
+	if (out && fp && fclose(fp) != 0)
+		rc = 1;
+	if (rc)
+		fprintf(stderr, "khub sync state: cannot write %s\n", out ? out : "stdout");
+	free(text);
+	return rc;
+}
+
+int cmd_sync(int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(sync_usage, stderr);
+		return 2;
+	}
+	const char *verb = argv[1];
+	if (strcmp(verb, "keygen") == 0)
+		return cmd_keygen(argc, argv);
+	if (strcmp(verb, "export") == 0)
+		return cmd_export(argc, argv);
+	if (strcmp(verb, "verify") == 0)
+		return cmd_verify_import(argc, argv, 0);
+	if (strcmp(verb, "import") == 0)
+		return cmd_verify_import(argc, argv, 1);
+	if (strcmp(verb, "state") == 0)
+		return cmd_state(argc, argv);
+	if (strcmp(verb, "help") == 0) {
+		fputs(sync_usage, stdout);
+		return 0;
+	}
+	fputs(sync_usage, stderr);
+	return 2;
+}

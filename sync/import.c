@@ -1,0 +1,165 @@
+/* import.c -- verify and import a bundle: the manifest and its signature
+ * first (a trusted key, or nothing happens), then the hub's base state
+ * (refused before anything changes when the hub lacks it), then every
+ * entry streamed and hashed as it arrives (constant memory: packs through
+ * libgit2's indexer into a staging directory, LFS objects into staging
+ * files), and only when every entry verified: packs moved into the repos,
+ * LFS objects into the store and linked, refs moved through
+ * publish_import_ref. A killed import leaves staging only; a re-run starts
+ * the stream again and completes. */
+#include "sync/import_internal.h"
+#include "storage/db.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <openssl/evp.h>
+#include <ftw.h>
+#include <sys/file.h>
+
+int import_fail(struct import_run *x, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(x->err, x->errlen, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void remove_tree(const char *path)
+{
+	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- the report and the entry points --------------------------------------------------- */
+
+static void report(struct import_run *x, const char *verb)
+{
+	FILE *fp = x->o->report;
+	if (!fp)
+		return;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < x->m.nentries; i++)
+		bytes += x->m.entries[i].size;
+	fprintf(fp, "bundle %s from %s (%s), signed by key %s: %zu repos, %zu entries, %" PRIu64 " bytes\n",
+		x->m.bundle, x->m.hub, x->m.created, x->key_id, x->m.nrepos, x->m.nentries, bytes);
+	if (x->m.since_bundle)
+		fprintf(fp, "  builds on bundle %s\n", x->m.since_bundle);
+	for (size_t i = 0; i < x->m.nrepos; i++) {
+		const struct sync_repo *r = &x->m.repos[i];
+		uint64_t lb = 0;
+		for (size_t k = 0; k < r->nlfs; k++)
+			lb += r->lfs[k].size;
+		const struct sync_entry *pe = r->pack ? sync_manifest_entry(&x->m, r->pack) : NULL;
+		fprintf(fp, "  %s %s/%s%s: pack %" PRIu64 " bytes, %zu LFS objects (%" PRIu64 " bytes)\n",
+			repo_type_name(r->type), r->ns, r->name, r->private_ ? " (private)" : "", pe ? pe->size : 0,
+			r->nlfs, lb);
+		for (size_t k = 0; k < r->nrefs; k++)
+			fprintf(fp, "    %s %s %s -> %s\n", verb, r->refs[k].name,
+				r->refs[k].old[0] ? r->refs[k].old : "(none)",
+				r->refs[k].new_[0] ? r->refs[k].new_ : "(deleted)");
+	}
+}
+
+int sync_verify(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen)
+{
+	struct import_run x = { .o = o, .apply = 0, .err = err, .errlen = errlen };
+	struct sync_in *in = NULL;
+	int rc = import_open_checked(&x, bundle, &in);
+	if (rc == 0) {
+		x.seen = xcalloc(x.m.nentries + 1, 1);
+		rc = import_stream_all(&x, in);
+	}
+	if (rc == 0) {
+		report(&x, "would move");
+		if (o->report)
+			fprintf(o->report, "bundle %s verifies: signature, every entry's sha256 and size\n", x.m.bundle);
+	}
+	sync_in_close(in);
+	free(x.seen);
+	sync_manifest_release(&x.m);
+	return rc;
+}
+
+int sync_import(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen)
+{
+	struct import_run x = { .o = o, .apply = 1, .err = err, .errlen = errlen };
+	struct sync_in *in = NULL;
+	size_t pending = 0, moved = 0;
+	int lock_fd = -1;
+	char *lock_path = NULL;
+	int rc = import_open_checked(&x, bundle, &in);
+	if (rc < 0)
+		goto cleanup;
+	if ((rc = import_check_base(&x, &pending)) < 0)
+		goto cleanup;
+	if (pending == 0) {
+		if (o->report)
+			fprintf(o->report, "bundle %s is imported already: nothing changed\n", x.m.bundle);
+		goto cleanup;
+	}
+	x.seen = xcalloc(x.m.nentries + 1, 1);
+	x.staged_pack = xcalloc(x.m.nentries + 1, sizeof(char *));
+	/* one import of a bundle at a time (the staging is per bundle) */
+	char *staging = xasprintf("%s/.sync-staging", o->repo_root);
+	lock_path = xasprintf("%s/%s.lock", staging, x.m.bundle);
+	if (mkdir_p(staging, 0755) == 0)
+		lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(staging);
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = import_fail(&x, lock_fd < 0 ? KHUB_EIO : KHUB_ECONFLICT, "%s",
+			   lock_fd < 0 ? "cannot create the staging directory" : "another import of this bundle is running");
+		goto cleanup;
+	}
+	x.pack_dir = xasprintf("%s/.sync-staging/%s", o->repo_root, x.m.bundle);
+	x.lfs_dir = xasprintf("%s/sync-%s", lfs_store_tmp_dir(o->lfs), x.m.bundle);
+	remove_tree(x.pack_dir);	/* what a killed run left */
+	remove_tree(x.lfs_dir);
+	if (mkdir_p(x.pack_dir, 0755) < 0 || mkdir_p(x.lfs_dir, 0700) < 0) {
+		rc = import_fail(&x, KHUB_EIO, "cannot create the staging directories: %s", strerror(errno));
+		goto cleanup;
+	}
+	if ((rc = import_stream_all(&x, in)) < 0)
+		goto cleanup;
+	/* every entry verified: now the hub changes */
+	for (size_t i = 0; i < x.m.nrepos && rc == 0; i++)
+		rc = import_apply_repo(&x, &x.m.repos[i], &moved);
+	if (rc == 0) {
+		report(&x, "moved");
+		if (o->report)
+			fprintf(o->report, "bundle %s imported: %zu refs moved\n", x.m.bundle, moved);
+	}
+cleanup:
+	if (x.pack_dir)
+		remove_tree(x.pack_dir);
+	if (x.lfs_dir)
+		remove_tree(x.lfs_dir);
+	if (lock_fd >= 0) {
+		unlink(lock_path);
+		close(lock_fd);
+	}
+	free(lock_path);
+	for (size_t i = 0; x.staged_pack && i < x.m.nentries; i++)
+		free(x.staged_pack[i]);
+	free(x.staged_pack);
+	free(x.pack_dir);
+	free(x.lfs_dir);
+	free(x.seen);
+	sync_in_close(in);
+	sync_manifest_release(&x.m);
+	return rc;
+}

@@ -1,0 +1,512 @@
+/* volume.c -- bundle byte streams: tar + zstd through libarchive, written
+ * to one file or split into volumes (path.001, path.002, ... plus
+ * path.index listing each volume's size and sha256), and read back as one
+ * stream; the progress bar on a terminal. */
+#include "sync/sync.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <openssl/evp.h>
+
+#define CHUNK (1u << 20)
+
+/* ---- progress ---------------------------------------------------------------- */
+
+static void progress_print(struct sync_progress *p)
+{
+	double pct = p->total ? 100.0 * (double)p->done / (double)p->total : 100.0;
+	fprintf(stderr, "\r\033[K%s %5.1f%% %.1f / %.1f MiB", p->what, pct > 100 ? 100 : pct,
+		(double)p->done / 1048576.0, (double)p->total / 1048576.0);
+	fflush(stderr);
+}
+
+void sync_progress_add(struct sync_progress *p, uint64_t n)
+{
+	if (!p)
+		return;
+	p->done += n;
+	if (!p->on)
+		return;
+	uint64_t now = monotonic_usec();
+	if (now - p->last_us >= 200000) {
+		p->last_us = now;
+		progress_print(p);
+	}
+}
+
+void sync_progress_end(struct sync_progress *p)
+{
+	if (!p || !p->on)
+		return;
+	p->done = p->total > p->done ? p->total : p->done;
+	progress_print(p);
+	fputc('\n', stderr);
+}
+
+/* ---- writing ------------------------------------------------------------------- */
+
+struct volume_info {
+	uint64_t size;
+	char sha256[65];
+};
+
+struct sync_out {
+	struct archive *ar;
+	char *path;
+	uint64_t volume_size;
+	int fd;
+	unsigned nvol;
+	uint64_t cur;			/* bytes in the current volume */
+	EVP_MD_CTX *sha;
+	struct volume_info *vols;
+	int failed;
+	char *buf;
+};
+
+static char *volume_name(const char *path, unsigned n)
+{
+	return xasprintf("%s.%03u", path, n);
+}
+
+static int finish_volume(struct sync_out *o)
+{
+	if (o->fd < 0)
+		return 0;
+	int rc = fsync(o->fd) == 0 && close(o->fd) == 0 ? 0 : -1;
+	o->fd = -1;
+	if (o->volume_size) {
+		unsigned char d[32];
+		unsigned int dl;
+		EVP_DigestFinal_ex(o->sha, d, &dl);
+		o->vols = xrealloc(o->vols, o->nvol * sizeof(*o->vols));
+		o->vols[o->nvol - 1].size = o->cur;
+		hex_encode(d, 32, o->vols[o->nvol - 1].sha256);
+	}
+	return rc;
+}
+
+static int next_volume(struct sync_out *o)
+{
+	if (finish_volume(o) < 0)
+		return -1;
+	o->nvol++;
+	/* one file: written as path.partial, renamed when complete */
+	char *name = o->volume_size ? volume_name(o->path, o->nvol) : xasprintf("%s.partial", o->path);
+	o->fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	free(name);
+	o->cur = 0;
+	if (o->volume_size)
+		EVP_DigestInit_ex(o->sha, EVP_sha256(), NULL);
+	return o->fd < 0 ? -1 : 0;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static la_ssize_t out_write(struct archive *a, void *arg, const void *data, size_t len)
+{
+	(void)a;
+	struct sync_out *o = arg;
+	const char *p = data;
+	size_t left = len;
+	while (left > 0) {
+		if (o->fd < 0 || (o->volume_size && o->cur >= o->volume_size)) {
+			if (next_volume(o) < 0) {
+				o->failed = errno ? errno : EIO;
+				return -1;
+			}
+		}
+		size_t n = left;
+		if (o->volume_size && n > o->volume_size - o->cur)
+			n = (size_t)(o->volume_size - o->cur);
+		if (write_all(o->fd, p, n) < 0) {
+			o->failed = errno ? errno : EIO;
+			return -1;
+		}
+		if (o->volume_size)
+			EVP_DigestUpdate(o->sha, p, n);
+		o->cur += n;
+		p += n;
+		left -= n;
+	}
+	return (la_ssize_t)len;
+}
+
+struct sync_out *sync_out_open(const char *path, uint64_t volume_size, char *err, size_t errlen)
+{
+	struct sync_out *o = xcalloc(1, sizeof(*o));
+	o->path = xstrdup(path);
+	o->volume_size = volume_size;
+	o->fd = -1;
+	o->sha = EVP_MD_CTX_new();
+	o->buf = xmalloc(CHUNK);
+	if (volume_size) {	/* an index left by an earlier export would describe other volumes */
+		char *index = xasprintf("%s.index", path);
+		unlink(index);
+		free(index);
+	}
+	o->ar = archive_write_new();
+	if (archive_write_add_filter_zstd(o->ar) != ARCHIVE_OK || archive_write_set_format_pax_restricted(o->ar) != ARCHIVE_OK ||
+	    archive_write_set_bytes_in_last_block(o->ar, 1) != ARCHIVE_OK ||
+	    archive_write_open2(o->ar, o, NULL, out_write, NULL, NULL) != ARCHIVE_OK) {
+		snprintf(err, errlen, "cannot start the bundle %s: %s", path, archive_error_string(o->ar));
+		sync_out_abort(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int entry_header(struct sync_out *o, const char *name, uint64_t size)
+{
+	struct archive_entry *e = archive_entry_new();
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_size(e, (la_int64_t)size);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_mtime(e, time(NULL), 0);
+	int rc = archive_write_header(o->ar, e) == ARCHIVE_OK ? 0 : KHUB_EIO;
+	archive_entry_free(e);
+	return rc;
+}
+
+int sync_out_bytes(struct sync_out *o, const char *name, const void *data, size_t len)
+{
+	if (entry_header(o, name, len) < 0 || (len && archive_write_data(o->ar, data, len) != (la_ssize_t)len))
+		return KHUB_EIO;
+	return 0;
+}
+
+int sync_out_fd(struct sync_out *o, const char *name, int fd, uint64_t size, struct sync_progress *p)
+{
+	if (entry_header(o, name, size) < 0)
+		return KHUB_EIO;
+	uint64_t left = size;
+	while (left > 0) {
+		ssize_t n = read(fd, o->buf, left < CHUNK ? (size_t)left : CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || archive_write_data(o->ar, o->buf, (size_t)n) != n)
+			return KHUB_EIO;
+		left -= (uint64_t)n;
+		sync_progress_add(p, (uint64_t)n);
+	}
+	return 0;
+}
+
+static void out_free(struct sync_out *o)
+{
+	if (o->fd >= 0)
+		close(o->fd);
+	archive_write_free(o->ar);
+	EVP_MD_CTX_free(o->sha);
+	free(o->vols);
+	free(o->path);
+	free(o->buf);
+	free(o);
+}
+
+void sync_out_abort(struct sync_out *o)
+{
+	if (!o)
+		return;
+	if (o->ar)
+		archive_write_fail(o->ar);
+	if (!o->volume_size) {
+		char *partial = xasprintf("%s.partial", o->path);
+		unlink(partial);
+		free(partial);
+	}
+	out_free(o);
+}
+
+int sync_out_close(struct sync_out *o, unsigned *volumes, char *err, size_t errlen)
+{
+	int rc = 0;
+	if (archive_write_close(o->ar) != ARCHIVE_OK || o->failed) {
+		snprintf(err, errlen, "cannot write the bundle %s: %s", o->path,
+			 o->failed ? strerror(o->failed) : archive_error_string(o->ar));
+		rc = KHUB_EIO;
+	}
+	if (rc == 0 && finish_volume(o) < 0) {
+		snprintf(err, errlen, "cannot write the bundle %s: %s", o->path, strerror(errno));
+		rc = KHUB_EIO;
+	}
+	if (rc == 0 && !o->volume_size) {
+		char *partial = xasprintf("%s.partial", o->path);
+		if (rename(partial, o->path) < 0) {
+			snprintf(err, errlen, "cannot rename %s to %s: %s", partial, o->path, strerror(errno));
+			rc = KHUB_EIO;
+		}
+		free(partial);
+	} else if (rc < 0 && !o->volume_size) {
+		char *partial = xasprintf("%s.partial", o->path);
+		unlink(partial);
+		free(partial);
+	}
+	if (rc == 0 && o->volume_size) {
+		json_t *doc = json_object(), *vols = json_array();
+		for (unsigned i = 0; i < o->nvol; i++) {
+			char *name = volume_name(o->path, i + 1);
+			const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+			json_array_append_new(vols, json_pack("{s:s, s:I, s:s}", "name", base, "size",
+							      (json_int_t)o->vols[i].size, "sha256", o->vols[i].sha256));
+			free(name);
+		}
+		json_object_set_new(doc, "volumes", vols);
+		char *index = xasprintf("%s.index", o->path);
+		if (json_dump_file(doc, index, JSON_INDENT(1)) < 0) {
+			snprintf(err, errlen, "cannot write %s", index);
+			rc = KHUB_EIO;
+		}
+		free(index);
+		json_decref(doc);
+	}
+	if (volumes)
+		*volumes = o->nvol;
+	out_free(o);
+	return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------- */
+
+struct sync_in {
+	struct archive *ar;
+	char *base;			/* the volumes' base name, or the one file */
+	int volumes;			/* split into base.NNN */
+	unsigned nindex;		/* volumes the index lists (0: no index) */
+	struct volume_info *index;
+	unsigned cur;
+	int fd;
+	uint64_t vol_bytes;
+	EVP_MD_CTX *sha;
+	char *buf;
+	char error[512];
+};
+
+static int exists(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+static int open_volume(struct sync_in *in, unsigned n)
+{
+	char *name = in->volumes ? volume_name(in->base, n) : xstrdup(in->base);
+	in->fd = open(name, O_RDONLY | O_CLOEXEC);
+	if (in->fd < 0 && n > 1 && in->nindex == 0 && errno == ENOENT) {
+		free(name);
+		return 1;	/* no index: the end of the volumes */
+	}
+	if (in->fd < 0) {
+		snprintf(in->error, sizeof(in->error), "%s %s: %s", in->volumes ? "missing volume" : "cannot open", name,
+			 strerror(errno));
+		free(name);
+		return -1;
+	}
+	free(name);
+	in->cur = n;
+	in->vol_bytes = 0;
+	EVP_DigestInit_ex(in->sha, EVP_sha256(), NULL);
+	return 0;
+}
+
+/* The current volume is read to its end: check it against the index. */
+static int close_volume(struct sync_in *in)
+{
+	close(in->fd);
+	in->fd = -1;
+	if (in->nindex == 0)
+		return 0;
+	unsigned char d[32];
+	unsigned int dl;
+	char hex[65];
+	EVP_DigestFinal_ex(in->sha, d, &dl);
+	hex_encode(d, 32, hex);
+	const struct volume_info *v = &in->index[in->cur - 1];
+	if (v->size != in->vol_bytes || strcmp(v->sha256, hex) != 0) {
+		snprintf(in->error, sizeof(in->error), "volume %03u differs from the index (%s)", in->cur,
+			 v->size != in->vol_bytes ? "size" : "sha256");
+		return -1;
+	}
+	return 0;
+}
+
+static la_ssize_t in_read(struct archive *a, void *arg, const void **data)
+{
+	(void)a;
+	struct sync_in *in = arg;
+	for (;;) {
+		if (in->fd < 0)
+			return 0;
+		ssize_t n = read(in->fd, in->buf, CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(in->error, sizeof(in->error), "cannot read the bundle: %s", strerror(errno));
+			return -1;
+		}
+		if (n > 0) {
+			in->vol_bytes += (uint64_t)n;
+			if (in->nindex)	/* checked against the index at the volume's end */
+				EVP_DigestUpdate(in->sha, in->buf, (size_t)n);
+			*data = in->buf;
+			return n;
+		}
+		if (close_volume(in) < 0)
+			return -1;
+		if (!in->volumes || (in->nindex && in->cur >= in->nindex))
+			return 0;
+		int rc = open_volume(in, in->cur + 1);
+		if (rc != 0)
+			return rc < 0 ? -1 : 0;
+	}
+}
+
+static int load_index(struct sync_in *in, char *err, size_t errlen)
+{
+	char *path = xasprintf("%s.index", in->base);
+	int rc = 0;
+	if (!exists(path))
+		goto cleanup;
+	json_t *doc = json_load_file(path, 0, NULL);
+	json_t *vols = json_object_get(doc, "volumes");
+	size_t i;
+	json_t *v;
+	if (!json_is_array(vols) || json_array_size(vols) == 0 || json_array_size(vols) > 99999) {
+		snprintf(err, errlen, "%s is malformed", path);
+		rc = KHUB_EINVAL;
+	}
+	in->index = xcalloc(json_array_size(vols) + 1, sizeof(*in->index));
+	json_array_foreach(vols, i, v) {
+		const char *sha = json_string_value(json_object_get(v, "sha256"));
+		json_t *size = json_object_get(v, "size");
+		if (rc < 0 || !sha || !is_lower_hex(sha, 64) || !json_is_integer(size) || json_integer_value(size) < 0) {
+			snprintf(err, errlen, "%s is malformed", path);
+			rc = KHUB_EINVAL;
+			break;
+		}
+		in->index[i].size = (uint64_t)json_integer_value(size);
+		memcpy(in->index[i].sha256, sha, 65);
+		char *name = volume_name(in->base, (unsigned)i + 1);
+		struct stat st;
+		if (stat(name, &st) < 0) {
+			snprintf(err, errlen, "missing volume %s (the index lists %zu volumes)", name, json_array_size(vols));
+			rc = KHUB_EINVAL;
+		} else if ((uint64_t)st.st_size != in->index[i].size) {
+			snprintf(err, errlen, "volume %s has %lld bytes, the index says %" PRIu64 " (truncated?)", name,
+				 (long long)st.st_size, in->index[i].size);
+			rc = KHUB_EINVAL;
+		}
+		free(name);
+		if (rc < 0)
+			break;
+	}
+	if (rc == 0)
+		in->nindex = (unsigned)json_array_size(vols);
+	json_decref(doc);
+cleanup:
+	free(path);
+	return rc;
+}
+
+struct sync_in *sync_in_open(const char *path, char *err, size_t errlen)
+{
+	struct sync_in *in = xcalloc(1, sizeof(*in));
+	in->fd = -1;
+	in->sha = EVP_MD_CTX_new();
+	in->buf = xmalloc(CHUNK);
+	size_t len = strlen(path);
+	char *first = xasprintf("%s.001", path);
+	if (len > 4 && strcmp(path + len - 4, ".001") == 0) {
+		in->base = xstrndup(path, len - 4);
+		in->volumes = 1;
+	} else if (!exists(path) && exists(first)) {	/* a file of that name wins */
+		in->base = xstrdup(path);
+		in->volumes = 1;
+	} else {
+		in->base = xstrdup(path);
+	}
+	free(first);
+	if (in->volumes && load_index(in, err, errlen) < 0)
+		goto fail;
+	if (open_volume(in, 1) != 0) {
+		snprintf(err, errlen, "%s", in->error[0] ? in->error : "cannot open the bundle");
+		goto fail;
+	}
+	in->ar = archive_read_new();
+	archive_read_support_filter_zstd(in->ar);
+	archive_read_support_format_tar(in->ar);
+	if (archive_read_open(in->ar, in, NULL, in_read, NULL) != ARCHIVE_OK) {
+		snprintf(err, errlen, "%s is not a bundle (tar + zstd): %s", path,
+			 in->error[0] ? in->error : archive_error_string(in->ar));
+		goto fail;
+	}
+	return in;
+fail:
+	sync_in_close(in);
+	return NULL;
+}
+
+int sync_in_next(struct sync_in *in, const char **name, uint64_t *size)
+{
+	struct archive_entry *e;
+	int rc = archive_read_next_header(in->ar, &e);
+	if (rc == ARCHIVE_EOF)
+		return 0;
+	if (rc != ARCHIVE_OK) {
+		if (!in->error[0])
+			snprintf(in->error, sizeof(in->error), "the bundle is truncated or corrupt: %s",
+				 archive_error_string(in->ar) ? archive_error_string(in->ar) : "unreadable");
+		return KHUB_EIO;
+	}
+	*name = archive_entry_pathname(e);
+	*size = archive_entry_size_is_set(e) ? (uint64_t)archive_entry_size(e) : 0;
+	return 1;
+}
+
+long sync_in_read(struct sync_in *in, void *buf, size_t len)
+{
+	la_ssize_t n = archive_read_data(in->ar, buf, len);
+	if (n < 0 && !in->error[0])
+		snprintf(in->error, sizeof(in->error), "the bundle is truncated or corrupt: %s",
+			 archive_error_string(in->ar) ? archive_error_string(in->ar) : "unreadable");
+	return n < 0 ? KHUB_EIO : (long)n;
+}
+
+const char *sync_in_error(struct sync_in *in)
+{
+	return in->error[0] ? in->error : "the bundle is truncated or corrupt";
+}
+
+void sync_in_close(struct sync_in *in)
+{
+	if (!in)
+		return;
+	if (in->ar)
+		archive_read_free(in->ar);
+	if (in->fd >= 0)
+		close(in->fd);
+	EVP_MD_CTX_free(in->sha);
+	free(in->index);
+	free(in->base);
+	free(in->buf);
+	free(in);
+}
