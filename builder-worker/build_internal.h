@@ -114,6 +114,11 @@ int package_card(const struct build_plan *plan, const char *out_path, const char
 /* Copy a directory tree (regular files and directories; symlinks are
  * skipped with a warning on the log). */
 int copy_tree(const char *from, const char *to, int log_fd);
+/* Copy one regular file (mode 0644). */
+int copy_tree_file(const char *from, const char *to);
+/* The digest "files" map (path -> sha256 base64, as metadata.json's) of
+ * every file under dir, into files. */
+int package_tree_digest(const char *dir, json_t *files);
 /* rm -rf. */
 int remove_tree(const char *path);
 

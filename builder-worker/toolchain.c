@@ -1,8 +1,8 @@
 /* toolchain.c -- toolchains.json and what each toolchain can build: its
  * Python's torch fixes the arch variant (torch version, CUDA/ROCm version,
  * C++ ABI, CPU), its compilers decide whether it can compile it. A usable
- * toolchain also packages the noarch variants torch-<its backend> and
- * torch-universal, which need no compiler. */
+ * toolchain also packages the noarch variant torch-<its backend>, which
+ * needs no compiler (its smoke import runs on the toolchain's torch). */
 #include "builder-worker/build_internal.h"
 
 #include <stdlib.h>
@@ -380,7 +380,6 @@ int toolchain_probe(struct toolchain *tc)
 	char noarch[64];
 	snprintf(noarch, sizeof(noarch), "torch-%s", backend);
 	add_variant(tc, noarch);
-	add_variant(tc, "torch-universal");
 	tc->usable = 1;
 	rc = 0;
 cleanup:
