@@ -2,7 +2,7 @@
 // few runtime names that differ are mapped below.
 #include "relu_kernel.h"
 
-#if defined(__HIP_PLATFORM_AMD__) || defined(USE_ROCM)
+#if defined(__HIP__) || defined(USE_ROCM)
 #include <hip/hip_runtime.h>
 typedef hipStream_t gpu_stream_t;
 #define gpu_get_last_error hipGetLastError
