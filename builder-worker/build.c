@@ -65,7 +65,7 @@ static void usage(void)
 		"usage: khub-worker build --toolchains FILE --toolchain NAME --source DIR --out DIR --variant V\n"
 		"         [--build-id ID] [--repo NS/NAME] [--commit SHA40] [--worker NAME]\n"
 		"         [--wall-seconds N] [--cpu-seconds N] [--memory-mb N] [--disk-mb N]\n"
-		"         [--work-dir DIR] [--hide PATH]...\n"
+		"         [--work-dir DIR] [--hide PATH]... [--sandbox auto|bwrap|unshare]\n"
 		"exit: 0 ok, 1 build failed, 2 bad source, 3 limit hit, 4 worker failure, 64 usage\n");
 }
 
@@ -138,10 +138,12 @@ int build_main(int argc, char **argv)
 		{ "worker", required_argument, NULL, 'w' }, { "wall-seconds", required_argument, NULL, 'W' },
 		{ "cpu-seconds", required_argument, NULL, 'C' }, { "memory-mb", required_argument, NULL, 'M' },
 		{ "disk-mb", required_argument, NULL, 'D' }, { "work-dir", required_argument, NULL, 'd' },
-		{ "hide", required_argument, NULL, 'h' }, { "help", no_argument, NULL, '?' }, { NULL, 0, NULL, 0 },
+		{ "hide", required_argument, NULL, 'h' }, { "sandbox", required_argument, NULL, 'S' }, { "help", no_argument, NULL, '?' }, { NULL, 0, NULL, 0 },
 	};
+	if (argc >= 5 && !strcmp(argv[1], "--exec-measured") && !strcmp(argv[3], "--"))
+		return sandbox_exec_measured(strtol(argv[2], NULL, 10), argv + 4);
 	const char *toolchains_path = NULL, *toolchain_name = NULL, *source = NULL, *out_dir = NULL, *variant = NULL;
-	const char *build_id = NULL, *repo = NULL, *commit = NULL, *worker = NULL, *work_dir = NULL;
+	const char *build_id = NULL, *repo = NULL, *commit = NULL, *worker = NULL, *work_dir = NULL, *only = NULL;
 	long wall = 0, cpu = 0, memory = 0, disk = 0;
 	struct strvec hide = STRVEC_INIT;
 	int c;
@@ -159,6 +161,14 @@ int build_main(int argc, char **argv)
 		case 'w': worker = optarg; break;
 		case 'd': work_dir = optarg; break;
 		case 'h': strvec_pushf(&hide, "%s", optarg); break;
+		case 'S':
+			if (!strcmp(optarg, "auto"))
+				only = NULL;
+			else if (!strcmp(optarg, "bwrap") || !strcmp(optarg, "unshare"))
+				only = optarg;
+			else
+				goto usage_error;
+			break;
 		case 'W': if ((wall = parse_limit(optarg, "wall-seconds")) < 0) goto usage_error; break;
 		case 'C': if ((cpu = parse_limit(optarg, "cpu-seconds")) < 0) goto usage_error; break;
 		case 'M': if ((memory = parse_limit(optarg, "memory-mb")) < 0) goto usage_error; break;
@@ -262,7 +272,7 @@ int build_main(int argc, char **argv)
 		fprintf(stderr, "khub-worker build: cannot make the scratch directories under %s\n", scratch);
 		goto cleanup;
 	}
-	if (sandbox_init(&sb, scratch, tc->allow_no_sandbox, why, sizeof(why)) < 0) {
+	if (sandbox_init(&sb, scratch, tc->allow_no_sandbox, only, why, sizeof(why)) < 0) {
 		free(home);
 		fprintf(stderr, "khub-worker build: refusing to build: %s\n", why);
 		goto cleanup;
@@ -304,7 +314,7 @@ int build_main(int argc, char **argv)
 		int r = sandbox_run(&sb, args, plan.src, fd);
 		free(toml);
 		close(fd);
-		if (r == SANDBOX_TIMED_OUT) {
+		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT) {
 			rc = BUILD_TIMED_OUT;
 			goto cleanup;
 		}
@@ -390,8 +400,9 @@ int build_main(int argc, char **argv)
 		tree_uid(plan.src, uid);
 	}
 	plan.ops_name = xasprintf("_%s_%s_%s", plan.module, plan.backend, uid);
-	fprintf(stderr, "khub-worker build: %s %s, op namespace %s\n",
-		json_string_value(json_object_get(general, "name")), plan.noarch ? "(noarch)" : "", plan.ops_name);
+	fprintf(stderr, "khub-worker build: kernel %s%s, op namespace %s\n",
+		json_string_value(json_object_get(general, "name")), plan.noarch ? " (noarch: packaged, not compiled)" : "",
+		plan.ops_name);
 
 	if (!plan.noarch) {
 		char *reg = xasprintf("%s/torch-ext/registration.h", plan.src);
@@ -431,7 +442,7 @@ int build_main(int argc, char **argv)
 		char *args[] = { tc->python, "-c", (char *)smoke_script, plan.stage, plan.ops_name, plan.module,
 				 plan.noarch ? "noarch" : "arch", NULL };
 		int r = sandbox_run(&sb, args, scratch, 2);
-		if (r == SANDBOX_TIMED_OUT) {
+		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT) {
 			rc = BUILD_TIMED_OUT;
 			goto cleanup;
 		}

@@ -31,13 +31,18 @@ struct sandbox {
 	int log_fd;		/* stderr of every command (and stdout unless redirected) */
 };
 
-/* Outcome of sandbox_run besides an exit status. */
-#define SANDBOX_TIMED_OUT (-100)
+/* Outcomes of sandbox_run besides an exit status. */
+#define SANDBOX_TIMED_OUT (-100)	/* the wall-clock deadline (or a stop signal) */
+#define SANDBOX_CPU_LIMIT (-101)	/* failed after using up the CPU-time limit */
+/* The exit status of `khub-worker build --exec-measured` for that. */
+#define SANDBOX_EXIT_CPU_LIMIT 152
 
 /* Choose the isolation (bwrap, else unshare as root, else none when
- * allowed): 0, or KHUB_EPERM with why when no network isolation is
- * possible and allow_no_sandbox is 0. Takes a copy of scratch. */
-int sandbox_init(struct sandbox *sb, const char *scratch, int allow_no_sandbox, char *why, size_t why_size);
+ * allowed; only "bwrap" or "unshare": that one or fail): 0, or KHUB_EPERM
+ * with why when no network isolation is possible and allow_no_sandbox is
+ * 0. Takes a copy of scratch. */
+int sandbox_init(struct sandbox *sb, const char *scratch, int allow_no_sandbox, const char *only, char *why,
+		 size_t why_size);
 void sandbox_release(struct sandbox *sb);
 const char *sandbox_mode_name(enum sandbox_mode mode);
 
@@ -47,6 +52,11 @@ const char *sandbox_mode_name(enum sandbox_mode mode);
  * status (128+signal when killed), SANDBOX_TIMED_OUT, or a negative KHUB_E*
  * when it could not be started. */
 int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_fd);
+
+/* `khub-worker build --exec-measured CPU -- PROG ARGS` (inside the
+ * sandbox): run PROG, return its status (128+signal), or
+ * SANDBOX_EXIT_CPU_LIMIT when it failed having used the CPU limit. */
+int sandbox_exec_measured(long cpu_seconds, char **argv);
 
 /* Run a trusted program outside the sandbox (the toolchain probe), with env
  * only, capturing stdout (at most 1 MiB) into *out (caller frees); stderr

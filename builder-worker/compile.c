@@ -185,14 +185,15 @@ static int run_logged(struct build_plan *p, struct strvec *args)
 		dprintf(p->sb->log_fd, "khub-worker: the build ran out of time (wall-clock limit)\n");
 		return BUILD_TIMED_OUT;
 	}
+	if (rc == SANDBOX_CPU_LIMIT)
+		return BUILD_TIMED_OUT;
 	if (rc < 0) {
 		dprintf(p->sb->log_fd, "khub-worker: could not start %s\n", args->items[0]);
 		return BUILD_INTERNAL;
 	}
 	if (rc != 0) {
 		dprintf(p->sb->log_fd, "khub-worker: %s exited with status %d\n", args->items[0], rc);
-		/* RLIMIT_CPU ends a process with SIGXCPU or SIGKILL. */
-		return rc == 128 + 24 || rc == 128 + 9 ? BUILD_TIMED_OUT : BUILD_FAILED;
+		return BUILD_FAILED;
 	}
 	return BUILD_OK;
 }

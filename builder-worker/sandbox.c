@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -139,12 +140,13 @@ static int probe_ok(char *const *argv)
 	return rc == 0 ? 0 : -1;
 }
 
-int sandbox_init(struct sandbox *sb, const char *scratch, int allow_no_sandbox, char *why, size_t why_size)
+int sandbox_init(struct sandbox *sb, const char *scratch, int allow_no_sandbox, const char *only, char *why,
+		 size_t why_size)
 {
 	memset(sb, 0, sizeof(*sb));
 	sb->scratch = xstrdup(scratch);
 	sb->log_fd = 2;
-	char *bwrap = spawn_find_program("bwrap", SYSTEM_PATH);
+	char *bwrap = only && strcmp(only, "bwrap") != 0 ? NULL : spawn_find_program("bwrap", SYSTEM_PATH);
 	if (bwrap) {
 		char *argv[] = { bwrap, "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/",
 				 "--dev", "/dev", "--proc", "/proc", "true", NULL };
@@ -155,7 +157,7 @@ int sandbox_init(struct sandbox *sb, const char *scratch, int allow_no_sandbox, 
 		}
 		free(bwrap);
 	}
-	char *unshare = geteuid() == 0 ? spawn_find_program("unshare", SYSTEM_PATH) : NULL;
+	char *unshare = geteuid() == 0 && (!only || !strcmp(only, "unshare")) ? spawn_find_program("unshare", SYSTEM_PATH) : NULL;
 	if (unshare) {
 		char *argv[] = { unshare, "--net", "--pid", "--fork", "--kill-child", "true", NULL };
 		if (probe_ok(argv) == 0) {
@@ -164,6 +166,11 @@ int sandbox_init(struct sandbox *sb, const char *scratch, int allow_no_sandbox, 
 			return 0;
 		}
 		free(unshare);
+	}
+	if (only) {
+		snprintf(why, why_size, "the %s sandbox cannot be used here%s", only,
+			 !strcmp(only, "unshare") && geteuid() != 0 ? " (needs root)" : "");
+		return KHUB_EPERM;
 	}
 	if (allow_no_sandbox) {
 		sb->mode = SANDBOX_NONE;
@@ -204,8 +211,8 @@ int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_
 		return 127;
 	}
 	struct strvec args = STRVEC_INIT;
-	char *const *envp = sb->env.items;
 	char *empty_env[] = { NULL };
+	char *const *envp = sb->env.items ? sb->env.items : empty_env;	/* never the worker's own */
 	if (sb->mode == SANDBOX_BWRAP) {
 		strvec_pushf(&args, "%s", sb->tool);
 		const char *fixed[] = { "--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent",
@@ -249,6 +256,23 @@ int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_
 		strvec_pushf(&args, "--kill-child");
 		strvec_pushf(&args, "--");
 	}
+	/* With a CPU limit, our own launcher runs the command to tell a kill by
+	 * RLIMIT_CPU from a failure: a compiler driver only reports that its
+	 * cc1plus died, and bwrap does not pass CPU times up. */
+	char self[4096];
+	int measure = sb->cpu_seconds > 0;
+#if defined(__SANITIZE_ADDRESS__)
+	measure = measure && sb->memory_mb == 0;	/* an ASan build cannot start under RLIMIT_AS */
+#endif
+	ssize_t selflen = measure ? readlink("/proc/self/exe", self, sizeof(self) - 1) : -1;
+	if (selflen > 0) {
+		self[selflen] = 0;
+		strvec_pushf(&args, "%s", self);
+		strvec_pushf(&args, "build");
+		strvec_pushf(&args, "--exec-measured");
+		strvec_pushf(&args, "%ld", sb->cpu_seconds);
+		strvec_pushf(&args, "--");
+	}
 	strvec_pushf(&args, "%s", prog);
 	for (size_t i = 1; argv[i]; i++)
 		strvec_pushf(&args, "%s", argv[i]);
@@ -275,5 +299,33 @@ int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_
 	if (rc < 0)
 		return KHUB_EIO;
 	setpgid(pid, pid);	/* both sides, so the group exists before we may kill it */
-	return wait_group(pid, sb->deadline_usec);
+	rc = wait_group(pid, sb->deadline_usec);
+	if (rc == SANDBOX_EXIT_CPU_LIMIT && sb->cpu_seconds > 0)
+		return SANDBOX_CPU_LIMIT;
+	return rc;
+}
+
+int sandbox_exec_measured(long cpu_seconds, char **argv)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return 126;
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return 126;
+	struct rusage ru;
+	getrusage(RUSAGE_CHILDREN, &ru);
+	double used = (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+		      (double)ru.ru_stime.tv_usec / 1e6;
+	int code = status_code(status);
+	if (code != 0 && used >= (double)cpu_seconds - 0.5) {
+		fprintf(stderr, "khub-worker: the CPU-time limit (%ld s per process) was hit after %.1f s\n", cpu_seconds, used);
+		return SANDBOX_EXIT_CPU_LIMIT;
+	}
+	return code;
 }
