@@ -15,9 +15,11 @@ $PY -c 'import torch, tomllib' 2>/dev/null || { echo "1..0 # SKIP Debian's pytho
 
 T=$(mktemp -d /tmp/khub-t0132-XXXXXX)
 LISTENER_PID=
+TOKDIR=
 cleanup() {
 	[ -n "$LISTENER_PID" ] && kill "$LISTENER_PID" 2>/dev/null
 	rm -rf "$T"
+	[ -n "$TOKDIR" ] && rm -rf "$TOKDIR"
 }
 trap cleanup EXIT
 
@@ -205,6 +207,39 @@ like "$(cat "$T/slow.log")" 'ran out of time' "the log says the time limit was h
 check "timed out: nothing in OUT" -- out_empty slow
 check "no compiler left running from the killed group" -- bash -c "! pgrep -f 'spin[.]cpp' >/dev/null"
 
+s0=$(date +%s)
+wbuild cpu "$T/slow" "$VARIANT" --cpu-seconds 3 --wall-seconds 120
+s1=$(date +%s)
+is "$RC" 3 "the same compile under --cpu-seconds 3: exit 3 (a limit was hit)"
+like "$(cat "$T/cpu.log")" 'CPU-time limit \(3 s per process\) was hit' "the log names the CPU-time limit"
+ok $(( s1 - s0 < 60 ? 0 : 1 )) "and the CPU limit, not the wall clock, stopped it ($((s1 - s0)) s)"
+
+# Nothing of the worker reaches build code: not its environment, not a
+# file it hides (the daemon hides its token file with --hide).
+# (Not under /tmp: the sandbox has its own empty /tmp.)
+TOKDIR=$(mktemp -d /var/tmp/khub-t0132-XXXXXX)
+echo "worker-token-secret" > "$TOKDIR/worker.token"
+mkdir -p "$T/leak/torch-ext/leak"
+sed 's/name = "halve"/name = "leak"/' "$T/noarch/build.toml" > "$T/leak/build.toml"
+cat > "$T/leak/torch-ext/leak/__init__.py" <<EOF
+import os
+leaks = []
+if os.environ.get("KHUB_TEST_SECRET"):
+    leaks.append("environment")
+try:
+    if open("$TOKDIR/worker.token").read():
+        leaks.append("token file")
+except OSError:
+    pass
+if leaks:
+    raise SystemExit("leaked: " + ", ".join(leaks))
+EOF
+KHUB_TEST_SECRET=hunter2 wbuild leak "$T/leak" torch-cpu --hide "$TOKDIR/worker.token"
+is "$RC" 0 "build code sees neither the worker's environment nor a --hide file"
+KHUB_TEST_SECRET=hunter2 wbuild leak2 "$T/leak" torch-cpu
+is "$RC" 1 "control: without --hide the same build reads the file and fails"
+like "$(cat "$T/leak2.log")" 'leaked: token file' "and says what leaked (not the environment)"
+
 # Build code reaching the network: the kernel's __init__.py (run by the
 # smoke import) connects to a listener this test runs on the host.
 PORT=$(free_port)
@@ -236,6 +271,14 @@ is "$RC" 1 "a build whose code connects to the host: exit 1 (the smoke import fa
 like "$(cat "$T/net.log")" 'ConnectionRefusedError|Network is unreachable|OSError' "the log shows the connection refused in the sandbox"
 is "$(wc -l < "$T/connections")" 0 "the listener saw no connection from the build"
 check "network build: nothing in OUT" -- out_empty net
+if [ "$(id -u)" = 0 ]; then
+	wbuild net-unshare "$T/net" torch-cpu --sandbox unshare
+	is "$RC" 1 "the unshare fallback (root): the same build fails too"
+	like "$(cat "$T/net-unshare.log")" 'sandbox unshare' "and the log names the unshare sandbox"
+	is "$(wc -l < "$T/connections")" 0 "the listener still saw no connection"
+else
+	for i in 1 2 3; do ok 0 "# SKIP the unshare fallback needs root"; done
+fi
 
 wbuild usage "$KHUB_SRC/examples/relu" torch212-cxx11-cu130-x86_64-linux
 is "$RC" 64 "a variant the toolchain cannot build: exit 64"
