@@ -40,6 +40,9 @@ out_empty() {	# out_empty NAME: OUT is missing or empty
 	[ -z "$(ls -A "$T/out-$1" 2>/dev/null)" ]
 }
 
+libs=$(ldd "$WORKER" | grep -E 'libpq|libmicrohttpd|libgit2|libcurl' )
+is "$libs" "" "khub-worker links neither libpq, libmicrohttpd, libgit2 nor libcurl (common/ and kernel/ only)"
+
 # ---- --check ----------------------------------------------------------------------------
 check_out=$("$WORKER" --check --toolchains "$T/toolchains.json" 2>&1)
 ok $? "--check: a usable toolchain exits 0"
