@@ -219,16 +219,15 @@ int build_main(int argc, char **argv)
 		goto cleanup;
 	}
 	toolchain_probe(tc);
-	if (!toolchain_for_variant(&set, variant) || toolchain_for_variant(&set, variant) != tc) {
-		int can = 0;
-		for (size_t i = 0; i < tc->nvariants; i++)
-			can |= !strcmp(tc->variants[i], variant);
-		if (!can) {
-			fprintf(stderr, "khub-worker build: toolchain %s cannot build %s%s%s\n", tc->name, variant,
-				tc->why[0] ? ": " : "", tc->why);
-			rc = BUILD_USAGE;
-			goto cleanup;
-		}
+	uint64_t t_probed = monotonic_usec(), t_compiled = 0, t_checked = 0;
+	int can = 0;
+	for (size_t i = 0; tc->usable && i < tc->nvariants; i++)
+		can |= !strcmp(tc->variants[i], variant);
+	if (!can) {
+		fprintf(stderr, "khub-worker build: toolchain %s cannot build %s%s%s\n", tc->name, variant,
+			tc->why[0] ? ": " : "", tc->why);
+		rc = BUILD_USAGE;
+		goto cleanup;
 	}
 	const char *parse_why = NULL;
 	if (variant_name_parse(variant, &plan.parsed, &parse_why) < 0 ||
@@ -415,6 +414,7 @@ int build_main(int argc, char **argv)
 		if ((rc = compile_variant(&plan)) != BUILD_OK)
 			goto cleanup;
 	}
+	t_compiled = monotonic_usec();
 	rc = BUILD_INTERNAL;
 	if (package_python(&plan) < 0) {
 		fprintf(stderr, "khub-worker build: cannot copy torch-ext/%s\n", plan.module);
@@ -452,6 +452,7 @@ int build_main(int argc, char **argv)
 			goto cleanup;
 		}
 	}
+	t_checked = monotonic_usec();
 	package_remove_bytecode(plan.stage);
 	if (package_digest(plan.stage) < 0)
 		goto cleanup;
@@ -483,8 +484,11 @@ int build_main(int argc, char **argv)
 	json_t *fv;
 	json_array_foreach(json_object_get(report, "files"), fi, fv)
 		nviol += json_array_size(json_object_get(fv, "violations"));
-	fprintf(stderr, "khub-worker build: ok: %s/%s in %.1f s (ABI: %zu violation%s)\n", out_dir, variant,
-		(double)(monotonic_usec() - started) / 1e6, nviol, nviol == 1 ? "" : "s");
+	uint64_t t_done = monotonic_usec();
+	fprintf(stderr, "khub-worker build: ok: %s/%s in %.1f s (probe %.1f s, build.toml and compile %.1f s, "
+		"ABI check and smoke import %.1f s, packaging %.1f s; ABI: %zu violation%s)\n", out_dir, variant,
+		(double)(t_done - started) / 1e6, (double)(t_probed - started) / 1e6, (double)(t_compiled - t_probed) / 1e6,
+		(double)(t_checked - t_compiled) / 1e6, (double)(t_done - t_checked) / 1e6, nviol, nviol == 1 ? "" : "s");
 	rc = BUILD_OK;
 cleanup:
 	if (rc != BUILD_OK && sandbox_interrupted) {

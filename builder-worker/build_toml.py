@@ -56,6 +56,16 @@ def strings(value, key, choices=None):
     return value
 
 
+def paths(value, key):
+    """Files or directories of the source: relative, and inside it."""
+    strings(value, key)
+    for i, v in enumerate(value):
+        parts = v.replace("\\", "/").split("/")
+        if not v or v.startswith("/") or ".." in parts:
+            fail("%s[%d]" % (key, i), "%r must be a relative path inside the source" % v)
+    return value
+
+
 def version(value, key):
     if not isinstance(value, str) or not VERSION_RE.match(value):
         fail(key, "must be a version string such as \"2.12\"")
@@ -125,7 +135,10 @@ def check_general(g):
 
 def check_torch(t):
     table(t, "torch", ["src", "include", "minver", "maxver", "pyext", "cxx-flags", "stable-abi"])
-    for k in ("src", "include", "pyext", "cxx-flags"):
+    for k in ("src", "include"):
+        if k in t:
+            paths(t[k], "torch." + k)
+    for k in ("pyext", "cxx-flags"):
         if k in t:
             strings(t[k], "torch." + k)
     for k in ("minver", "maxver"):
@@ -158,8 +171,10 @@ def check_kernel(name, k):
         if req not in k:
             fail("%s.%s" % (key, req), "missing")
     strings(k["depends"], key + ".depends", DEPENDS)
-    strings(k["src"], key + ".src")
-    for opt in ("include", "cxx-flags", "cuda-capabilities", "cuda-flags", "rocm-archs", "hip-flags", "sycl-flags"):
+    paths(k["src"], key + ".src")
+    if "include" in k:
+        paths(k["include"], key + ".include")
+    for opt in ("cxx-flags", "cuda-capabilities", "cuda-flags", "rocm-archs", "hip-flags", "sycl-flags"):
         if opt in k:
             strings(k[opt], "%s.%s" % (key, opt))
     if "cuda-minver" in k:
@@ -195,7 +210,7 @@ def main():
         if "src" not in t:
             fail("tvm-ffi.src", "missing")
         for k in t:
-            strings(t[k], "tvm-ffi." + k)
+            (paths if k in ("src", "include") else strings)(t[k], "tvm-ffi." + k)
     kernels = doc.get("kernel", {})
     if not isinstance(kernels, dict):
         fail("kernel", "must be a table of [kernel.<name>] tables")

@@ -169,6 +169,12 @@ wbuild badtoml "$T/badtoml" "$VARIANT"
 is "$RC" 2 "build.toml that is not TOML: exit 2"
 like "$(cat "$T/badtoml.log")" 'build.toml: not valid TOML' "the message says so"
 
+cp -r "$KHUB_SRC/examples/relu" "$T/escape"
+sed -i 's|src = \["relu_cpu/relu_cpu.cpp"\]|src = ["../../etc/relu_cpu.cpp"]|' "$T/escape/build.toml"
+wbuild escape "$T/escape" "$VARIANT"
+is "$RC" 2 "a source path leaving the tree: exit 2"
+like "$(cat "$T/escape.log")" 'build.toml: kernel.relu_cpu.src\[0\]: .* must be a relative path inside the source' "the message names the key"
+
 cp -r "$KHUB_SRC/examples/relu" "$T/layout"
 rm "$T/layout/torch-ext/relu/__init__.py"
 wbuild layout "$T/layout" "$VARIANT"
