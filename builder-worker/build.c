@@ -38,7 +38,7 @@ static const char smoke_script[] =
 	"    from pathlib import Path\n"
 	"    try:\n"
 	"        mod = kernels.get_local_kernel(Path(os.path.dirname(stage)))\n"
-	"    except TypeError:  # kernels < 0.5 also wanted the package name\n"
+	"    except TypeError:  # older kernels also wanted the package name\n"
 	"        mod = kernels.get_local_kernel(Path(os.path.dirname(stage)), module)\n"
 	"    print('smoke import: kernels.get_local_kernel loaded', getattr(mod, '__name__', mod))\n"
 	"else:\n"

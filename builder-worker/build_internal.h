@@ -122,7 +122,7 @@ int package_digest(const char *stage);
  * there is no CARD.md, or KHUB_EIO. */
 int package_card(const struct build_plan *plan, const char *out_path, const char *repo);
 /* Copy a directory tree (regular files and directories; symlinks are
- * skipped with a warning on the log). */
+ * skipped with a warning on the log; .git and __pycache__ are not copied). */
 int copy_tree(const char *from, const char *to, int log_fd);
 /* Copy one regular file (mode 0644). */
 int copy_tree_file(const char *from, const char *to);

@@ -115,7 +115,8 @@ static int copy_walk(const char *from, const char *to, const char *rel, int (*ke
 	}
 	struct dirent *e;
 	while (rc == 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "__pycache__"))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "__pycache__") ||
+		    !strcmp(e->d_name, ".git"))
 			continue;
 		char *sub = *rel ? xasprintf("%s/%s", rel, e->d_name) : xstrdup(e->d_name);
 		char *src = xasprintf("%s/%s", from, sub), *dst = xasprintf("%s/%s", to, sub);
