@@ -117,6 +117,19 @@ static void tree_uid(const char *src, char out[8])
 	json_decref(files);
 }
 
+/* 1 (and a log line) when the scratch directory uses more than disk_mb. */
+static int over_disk(const char *scratch, long disk_mb)
+{
+	if (disk_mb <= 0)
+		return 0;
+	unsigned long long used = tree_disk_usage(scratch);
+	if (used <= (unsigned long long)disk_mb << 20)
+		return 0;
+	fprintf(stderr, "khub-worker build: the build uses %.1f MiB of disk, over the limit of %ld MiB\n",
+		(double)used / (1024.0 * 1024.0), disk_mb);
+	return 1;
+}
+
 static long parse_limit(const char *s, const char *name)
 {
 	char *end;
@@ -298,6 +311,11 @@ int build_main(int argc, char **argv)
 		rc = BUILD_BAD_SOURCE;
 		goto cleanup;
 	}
+	rc = BUILD_TIMED_OUT;	/* for over_disk below */
+
+	if (over_disk(scratch, disk))
+		goto cleanup;
+	rc = BUILD_INTERNAL;
 
 	/* build.toml, read by the toolchain's Python in the sandbox. */
 	script = xasprintf("%s/build_toml.py", scratch);
@@ -326,6 +344,7 @@ int build_main(int argc, char **argv)
 			goto cleanup;
 		}
 	}
+	rc = BUILD_INTERNAL;
 	json_error_t jerr;
 	plan.config = json_load_file(build_json, 0, &jerr);
 	if (!json_is_object(plan.config)) {
@@ -415,6 +434,10 @@ int build_main(int argc, char **argv)
 			goto cleanup;
 	}
 	t_compiled = monotonic_usec();
+	if (over_disk(scratch, disk)) {
+		rc = BUILD_TIMED_OUT;
+		goto cleanup;
+	}
 	rc = BUILD_INTERNAL;
 	if (package_python(&plan) < 0) {
 		fprintf(stderr, "khub-worker build: cannot copy torch-ext/%s\n", plan.module);
@@ -495,7 +518,7 @@ cleanup:
 		fprintf(stderr, "khub-worker build: stopped by a signal\n");
 		rc = BUILD_INTERNAL;
 	} else if (rc == BUILD_TIMED_OUT) {
-		fprintf(stderr, "khub-worker build: a limit was hit (wall clock %ld s, CPU %ld s per process)\n", wall, cpu);
+		fprintf(stderr, "khub-worker build: stopped: a limit was hit (see above)\n");
 	}
 	if (rc != BUILD_OK && out_created) {
 		/* Leave OUT as it was: empty. */

@@ -129,6 +129,8 @@ int copy_tree_file(const char *from, const char *to);
 /* The digest "files" map (path -> sha256 base64, as metadata.json's) of
  * every file under dir, into files. */
 int package_tree_digest(const char *dir, json_t *files);
+/* Bytes allocated under path (du). */
+unsigned long long tree_disk_usage(const char *path);
 /* rm -rf. */
 int remove_tree(const char *path);
 

@@ -150,6 +150,29 @@ int copy_tree(const char *from, const char *to, int log_fd)
 	return copy_walk(from, to, "", NULL, NULL, log_fd);
 }
 
+unsigned long long tree_disk_usage(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return 0;
+	unsigned long long total = (unsigned long long)st.st_blocks * 512;
+	if (!S_ISDIR(st.st_mode))
+		return total;
+	DIR *d = opendir(path);
+	if (!d)
+		return total;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char *sub = xasprintf("%s/%s", path, e->d_name);
+		total += tree_disk_usage(sub);
+		free(sub);
+	}
+	closedir(d);
+	return total;
+}
+
 int remove_tree(const char *path)
 {
 	struct stat st;

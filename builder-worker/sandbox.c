@@ -307,13 +307,11 @@ int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_
 
 int sandbox_exec_measured(long cpu_seconds, char **argv)
 {
-	pid_t pid = fork();
-	if (pid < 0)
+	extern char **environ;
+	struct spawn_opts o = { .argv = argv, .envp = environ, .fd_in = -1, .fd_out = -1, .fd_err = -1 };
+	pid_t pid;
+	if (spawn_process(&o, &pid) < 0)
 		return 126;
-	if (pid == 0) {
-		execv(argv[0], argv);
-		_exit(127);
-	}
 	int status;
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)

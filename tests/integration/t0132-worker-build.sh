@@ -223,6 +223,15 @@ is "$RC" 3 "the same compile under --cpu-seconds 3: exit 3 (a limit was hit)"
 like "$(cat "$T/cpu.log")" 'CPU-time limit \(3 s per process\) was hit' "the log names the CPU-time limit"
 ok $(( s1 - s0 < 60 ? 0 : 1 )) "and the CPU limit, not the wall clock, stopped it ($((s1 - s0)) s)"
 
+mkdir -p "$T/big/torch-ext/big"
+sed 's/name = "halve"/name = "big"/' "$T/noarch/build.toml" > "$T/big/build.toml"
+echo 'SIZE = 3' > "$T/big/torch-ext/big/__init__.py"
+head -c 3000000 /dev/urandom > "$T/big/blob.bin"
+wbuild big "$T/big" torch-cpu --disk-mb 2
+is "$RC" 3 "a 3 MB source under --disk-mb 2: exit 3 (a limit was hit)"
+like "$(cat "$T/big.log")" 'over the limit of 2 MiB' "the log names the disk limit"
+check "disk limit: nothing in OUT" -- out_empty big
+
 # Nothing of the worker reaches build code: not its environment, not a
 # file it hides (the daemon hides its token file with --hide).
 # (Not under /tmp: the sandbox has its own empty /tmp.)
