@@ -65,7 +65,7 @@ static void usage(void)
 		"usage: khub-worker build --toolchains FILE --toolchain NAME --source DIR --out DIR --variant V\n"
 		"         [--build-id ID] [--repo NS/NAME] [--commit SHA40] [--worker NAME]\n"
 		"         [--wall-seconds N] [--cpu-seconds N] [--memory-mb N] [--disk-mb N]\n"
-		"         [--work-dir DIR] [--hide PATH]... [--sandbox auto|bwrap|unshare]\n"
+		"         [--work-dir DIR] [--hide PATH]... [--sandbox auto|bwrap|unshare] [--jobs N]\n"
 		"exit: 0 ok, 1 build failed, 2 bad source, 3 limit hit, 4 worker failure, 64 usage\n");
 }
 
@@ -151,13 +151,14 @@ int build_main(int argc, char **argv)
 		{ "worker", required_argument, NULL, 'w' }, { "wall-seconds", required_argument, NULL, 'W' },
 		{ "cpu-seconds", required_argument, NULL, 'C' }, { "memory-mb", required_argument, NULL, 'M' },
 		{ "disk-mb", required_argument, NULL, 'D' }, { "work-dir", required_argument, NULL, 'd' },
-		{ "hide", required_argument, NULL, 'h' }, { "sandbox", required_argument, NULL, 'S' }, { "help", no_argument, NULL, '?' }, { NULL, 0, NULL, 0 },
+		{ "hide", required_argument, NULL, 'h' }, { "sandbox", required_argument, NULL, 'S' },
+		{ "jobs", required_argument, NULL, 'j' }, { "help", no_argument, NULL, '?' }, { NULL, 0, NULL, 0 },
 	};
 	if (argc >= 5 && !strcmp(argv[1], "--exec-measured") && !strcmp(argv[3], "--"))
 		return sandbox_exec_measured(strtol(argv[2], NULL, 10), argv + 4);
 	const char *toolchains_path = NULL, *toolchain_name = NULL, *source = NULL, *out_dir = NULL, *variant = NULL;
 	const char *build_id = NULL, *repo = NULL, *commit = NULL, *worker = NULL, *work_dir = NULL, *only = NULL;
-	long wall = 0, cpu = 0, memory = 0, disk = 0;
+	long wall = 0, cpu = 0, memory = 0, disk = 0, jobs = sysconf(_SC_NPROCESSORS_ONLN);
 	struct strvec hide = STRVEC_INIT;
 	int c;
 	optind = 1;
@@ -186,6 +187,7 @@ int build_main(int argc, char **argv)
 		case 'C': if ((cpu = parse_limit(optarg, "cpu-seconds")) < 0) goto usage_error; break;
 		case 'M': if ((memory = parse_limit(optarg, "memory-mb")) < 0) goto usage_error; break;
 		case 'D': if ((disk = parse_limit(optarg, "disk-mb")) < 0) goto usage_error; break;
+		case 'j': if ((jobs = parse_limit(optarg, "jobs")) < 1) goto usage_error; break;
 		default: goto usage_error;
 		}
 	}
@@ -299,6 +301,7 @@ int build_main(int argc, char **argv)
 	sb.disk_mb = disk;
 	sb.deadline_usec = wall > 0 ? started + (uint64_t)wall * 1000000 : 0;
 	plan.sb = &sb;
+	plan.jobs = jobs > 64 ? 64 : jobs < 1 ? 1 : (int)jobs;
 	fprintf(stderr, "khub-worker build: %s with toolchain %s (torch %s%s%s, python %s), sandbox %s\n", variant, tc->name,
 		tc->torch_version ? tc->torch_version : "?", tc->cuda_version ? ", CUDA " : tc->rocm_version ? ", ROCm " : "",
 		tc->cuda_version ? tc->cuda_version : tc->rocm_version ? tc->rocm_version : "",

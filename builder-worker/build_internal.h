@@ -58,6 +58,16 @@ int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_
  * SANDBOX_EXIT_CPU_LIMIT when it failed having used the CPU limit. */
 int sandbox_exec_measured(long cpu_seconds, char **argv);
 
+/* sandbox_run in two halves, for several commands at once: start one
+ * (0 and *pid, 127 when the program is not found, or a negative KHUB_E*),
+ * then wait for any of pids[0..n) (entries <= 0 are skipped): the finished
+ * one's index and result as sandbox_run's, its entry set to 0. At the
+ * deadline every group is killed and SANDBOX_TIMED_OUT returned. */
+int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int out_fd, pid_t *pid);
+int sandbox_wait_any(struct sandbox *sb, pid_t *pids, size_t n, size_t *index);
+/* Kill and reap the process groups of pids[0..n) still running. */
+void sandbox_kill_all(pid_t *pids, size_t n);
+
 /* Run a trusted program outside the sandbox (the toolchain probe), with env
  * only, capturing stdout (at most 1 MiB) into *out (caller frees); stderr
  * to err_fd (-1: discarded). Returns the exit status, SANDBOX_TIMED_OUT
@@ -87,12 +97,13 @@ struct build_plan {
 	char *stage;		/* scratch/stage/<variant>: the package being made (owned) */
 	struct strvec archs;	/* compiled archs for backend.archs (sorted, unique) */
 	struct sandbox *sb;
+	int jobs;		/* compiler processes at once */
 };
 
 /* ---- compile (compile.c) ------------------------------------------------------------ */
 
-/* Path B: compile [torch].src and the variant backend's [kernel.*] sources,
- * link stage/<ops>.abi3.so without RPATH. BUILD_OK, BUILD_FAILED or
+/* Path B: compile [torch].src and the variant backend's [kernel.*] sources
+ * (plan->jobs at a time), link stage/<ops>.abi3.so without RPATH. BUILD_OK, BUILD_FAILED or
  * BUILD_TIMED_OUT / BUILD_INTERNAL; the log says why. */
 int compile_variant(struct build_plan *plan);
 

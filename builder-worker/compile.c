@@ -172,7 +172,7 @@ static void push_common_defines(const struct build_plan *p, struct strvec *args)
 	}
 }
 
-static int run_logged(struct build_plan *p, struct strvec *args)
+static void log_command(struct build_plan *p, const struct strvec *args)
 {
 	struct strbuf line = STRBUF_INIT;
 	strbuf_adds(&line, "+");
@@ -180,7 +180,11 @@ static int run_logged(struct build_plan *p, struct strvec *args)
 		strbuf_addf(&line, " %s", args->items[i]);
 	dprintf(p->sb->log_fd, "%s\n", line.buf);
 	strbuf_release(&line);
-	int rc = sandbox_run(p->sb, args->items, p->src, -1);
+}
+
+/* A sandbox result as a build outcome, with a log line for a failure. */
+static int outcome(struct build_plan *p, const char *prog, int rc)
+{
 	if (rc == SANDBOX_TIMED_OUT) {
 		dprintf(p->sb->log_fd, "khub-worker: the build ran out of time (wall-clock limit)\n");
 		return BUILD_TIMED_OUT;
@@ -188,18 +192,70 @@ static int run_logged(struct build_plan *p, struct strvec *args)
 	if (rc == SANDBOX_CPU_LIMIT)
 		return BUILD_TIMED_OUT;
 	if (rc < 0) {
-		dprintf(p->sb->log_fd, "khub-worker: could not start %s\n", args->items[0]);
+		dprintf(p->sb->log_fd, "khub-worker: could not start %s\n", prog);
 		return BUILD_INTERNAL;
 	}
 	if (rc != 0) {
-		dprintf(p->sb->log_fd, "khub-worker: %s exited with status %d\n", args->items[0], rc);
+		dprintf(p->sb->log_fd, "khub-worker: %s exited with status %d\n", prog, rc);
 		return BUILD_FAILED;
 	}
 	return BUILD_OK;
 }
 
+static int run_logged(struct build_plan *p, struct strvec *args)
+{
+	log_command(p, args);
+	return outcome(p, args->items[0], sandbox_run(p->sb, args->items, p->src, -1));
+}
+
+/* Run cmds[0..n) at most p->jobs at a time; the first failure stops the
+ * rest (killed) and is the result. */
+static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
+{
+	size_t jobs = p->jobs > 0 ? (size_t)p->jobs : 1;
+	pid_t *pids = xcalloc(jobs, sizeof(*pids));
+	size_t *which = xcalloc(jobs, sizeof(*which));
+	size_t next = 0, running = 0;
+	int rc = BUILD_OK;
+	for (;;) {
+		while (rc == BUILD_OK && next < n && running < jobs) {
+			size_t slot = 0;
+			while (pids[slot] > 0)
+				slot++;
+			log_command(p, &cmds[next]);
+			int r = sandbox_start(p->sb, cmds[next].items, p->src, -1, &pids[slot]);
+			if (r != 0) {
+				pids[slot] = 0;
+				rc = outcome(p, cmds[next].items[0], r);
+				break;
+			}
+			which[slot] = next++;
+			running++;
+		}
+		if (running == 0 || rc != BUILD_OK)
+			break;
+		size_t slot;
+		int r = sandbox_wait_any(p->sb, pids, jobs, &slot);
+		if (r == SANDBOX_TIMED_OUT) {
+			running = 0;
+			rc = outcome(p, "", r);
+			break;
+		}
+		running--;
+		rc = outcome(p, cmds[which[slot]].items[0], r);
+		if (rc != BUILD_OK)
+			dprintf(p->sb->log_fd, "khub-worker: while compiling %s\n", cmds[which[slot]].items[cmds[which[slot]].count - 3]);
+	}
+	if (running)
+		sandbox_kill_all(pids, jobs);
+	free(pids);
+	free(which);
+	return rc;
+}
+
 /* One source file: which compiler, and the flags its table gives. */
-static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, size_t index, struct strvec *objects)
+static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, size_t index, struct strvec *objects,
+		       struct strvec *cmd)
 {
 	const struct toolchain *tc = p->tc;
 	int is_cu = ends_with(rel, ".cu"), is_hip = ends_with(rel, ".hip");
@@ -262,9 +318,9 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 	strvec_pushf(&args, "%s/%s", p->src, rel);
 	strvec_pushf(&args, "-o");
 	strvec_pushf(&args, "%s", obj);
-	rc = run_logged(p, &args);
-	if (rc == BUILD_OK)
-		strvec_pushf(objects, "%s", obj);
+	strvec_pushf(objects, "%s", obj);
+	*cmd = args;
+	args = (struct strvec)STRVEC_INIT;
 cleanup:
 	strvec_release(&args);
 	free(obj);
@@ -302,9 +358,26 @@ static void select_archs(struct build_plan *p)
 		qsort(p->archs.items, p->archs.count, sizeof(char *), cmp_str);
 }
 
+/* compile_one, its command appended to *cmds. */
+static int add_compile(struct build_plan *p, const char *rel, json_t *kernel, size_t index, struct strvec *objects,
+		       struct strvec **cmds, size_t *ncmds)
+{
+	struct strvec cmd = STRVEC_INIT;
+	int rc = compile_one(p, rel, kernel, index, objects, &cmd);
+	if (rc == BUILD_OK && cmd.count) {
+		*cmds = xrealloc(*cmds, (*ncmds + 1) * sizeof(**cmds));
+		(*cmds)[(*ncmds)++] = cmd;
+	} else {
+		strvec_release(&cmd);
+	}
+	return rc;
+}
+
 int compile_variant(struct build_plan *p)
 {
 	const struct toolchain *tc = p->tc;
+	struct strvec *cmds = NULL;
+	size_t ncmds = 0;
 	struct strvec objects = STRVEC_INIT;
 	struct strvec args = STRVEC_INIT;
 	int rc = BUILD_OK;
@@ -321,7 +394,7 @@ int compile_variant(struct build_plan *p)
 	size_t i;
 	json_t *v;
 	json_array_foreach(json_object_get(json_object_get(p->config, "torch"), "src"), i, v)
-		if ((rc = compile_one(p, json_string_value(v), NULL, index++, &objects)) != BUILD_OK)
+		if ((rc = add_compile(p, json_string_value(v), NULL, index++, &objects, &cmds, &ncmds)) != BUILD_OK)
 			goto cleanup;
 	const char *name;
 	json_t *k;
@@ -329,7 +402,7 @@ int compile_variant(struct build_plan *p)
 		if (strcmp(json_string_value(json_object_get(k, "backend")), p->backend) != 0)
 			continue;
 		json_array_foreach(json_object_get(k, "src"), i, v)
-			if ((rc = compile_one(p, json_string_value(v), k, index++, &objects)) != BUILD_OK)
+			if ((rc = add_compile(p, json_string_value(v), k, index++, &objects, &cmds, &ncmds)) != BUILD_OK)
 				goto cleanup;
 	}
 	if (objects.count == 0) {
@@ -337,6 +410,8 @@ int compile_variant(struct build_plan *p)
 		rc = BUILD_BAD_SOURCE;
 		goto cleanup;
 	}
+	if ((rc = run_all(p, cmds, ncmds)) != BUILD_OK)
+		goto cleanup;
 	/* The link: torch's libraries, no RPATH (the loader finds them through
 	 * the already imported torch). */
 	strvec_pushf(&args, "%s", tc->cxx);
@@ -363,6 +438,9 @@ int compile_variant(struct build_plan *p)
 	}
 	rc = run_logged(p, &args);
 cleanup:
+	for (size_t c = 0; c < ncmds; c++)
+		strvec_release(&cmds[c]);
+	free(cmds);
 	strvec_release(&objects);
 	strvec_release(&args);
 	return rc;

@@ -201,10 +201,8 @@ static const char *sandbox_path(const struct sandbox *sb)
 	return SYSTEM_PATH;
 }
 
-int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_fd)
+int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int out_fd, pid_t *pid_out)
 {
-	if (sb->deadline_usec && monotonic_usec() >= sb->deadline_usec)
-		return SANDBOX_TIMED_OUT;
 	char *prog = spawn_find_program(argv[0], sandbox_path(sb));
 	if (!prog) {
 		dprintf(sb->log_fd, "khub-worker: %s: not found in PATH\n", argv[0]);
@@ -299,10 +297,60 @@ int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_
 	if (rc < 0)
 		return KHUB_EIO;
 	setpgid(pid, pid);	/* both sides, so the group exists before we may kill it */
-	rc = wait_group(pid, sb->deadline_usec);
-	if (rc == SANDBOX_EXIT_CPU_LIMIT && sb->cpu_seconds > 0)
-		return SANDBOX_CPU_LIMIT;
-	return rc;
+	*pid_out = pid;
+	return 0;
+}
+
+static int map_status(const struct sandbox *sb, int rc)
+{
+	return rc == SANDBOX_EXIT_CPU_LIMIT && sb->cpu_seconds > 0 ? SANDBOX_CPU_LIMIT : rc;
+}
+
+int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_fd)
+{
+	if (sb->deadline_usec && monotonic_usec() >= sb->deadline_usec)
+		return SANDBOX_TIMED_OUT;
+	pid_t pid;
+	int rc = sandbox_start(sb, argv, dir, out_fd, &pid);
+	if (rc != 0)
+		return rc;
+	return map_status(sb, wait_group(pid, sb->deadline_usec));
+}
+
+int sandbox_wait_any(struct sandbox *sb, pid_t *pids, size_t n, size_t *index)
+{
+	for (;;) {
+		for (size_t i = 0; i < n; i++) {
+			if (pids[i] <= 0)
+				continue;
+			int status;
+			pid_t r = waitpid(pids[i], &status, WNOHANG);
+			if (r == pids[i] || (r < 0 && errno != EINTR)) {
+				pids[i] = 0;
+				*index = i;
+				return r < 0 ? KHUB_EIO : map_status(sb, status_code(status));
+			}
+		}
+		if ((sb->deadline_usec && monotonic_usec() >= sb->deadline_usec) || sandbox_interrupted) {
+			sandbox_kill_all(pids, n);
+			return SANDBOX_TIMED_OUT;
+		}
+		sleep_ms(20);
+	}
+}
+
+void sandbox_kill_all(pid_t *pids, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (pids[i] <= 0)
+			continue;
+		kill(-pids[i], SIGKILL);
+		kill(pids[i], SIGKILL);
+		int status;
+		while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+			;
+		pids[i] = 0;
+	}
 }
 
 int sandbox_exec_measured(long cpu_seconds, char **argv)
