@@ -253,6 +253,40 @@ static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
 	return rc;
 }
 
+/* The value of KEY in the toolchain's env, or NULL. */
+static const char *toolchain_env(const struct toolchain *tc, const char *key)
+{
+	size_t n = strlen(key);
+	for (size_t i = 0; i < tc->nenv; i++)
+		if (!strncmp(tc->env[i], key, n) && tc->env[i][n] == '=')
+			return tc->env[i] + n + 1;
+	return NULL;
+}
+
+/* A kernel's depends beyond torch: the worker fetches nothing, so CUTLASS
+ * and sycl-tla come from a checkout the toolchain names in its env
+ * (CUTLASS_SRC_DIR, SYCL_TLA_SRC_DIR, as the CMake project reads them). */
+static int push_dependencies(struct build_plan *p, json_t *kernel, struct strvec *args)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(kernel, "depends"), i, v) {
+		const char *dep = json_string_value(v);
+		const char *var = !strncmp(dep, "cutlass_", 8) ? "CUTLASS_SRC_DIR" : !strcmp(dep, "sycl_tla") ? "SYCL_TLA_SRC_DIR" : NULL;
+		if (!var)
+			continue;	/* torch; metal-cpp has no Linux part */
+		const char *dir = toolchain_env(p->tc, var);
+		if (!dir) {
+			dprintf(p->sb->log_fd, "khub-worker: depends = \"%s\" needs a checkout: set %s in toolchain %s's env\n",
+				dep, var, p->tc->name);
+			return BUILD_FAILED;
+		}
+		strvec_pushf(args, "-I%s/include", dir);
+		strvec_pushf(args, "-I%s/tools/util/include", dir);
+	}
+	return BUILD_OK;
+}
+
 /* One source file: which compiler, and the flags its table gives. */
 static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, size_t index, struct strvec *objects,
 		       struct strvec *cmd)
@@ -312,8 +346,11 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		rc = BUILD_BAD_SOURCE;
 		goto cleanup;
 	}
-	if (kernel)
+	if (kernel) {
 		push_strings(&args, json_object_get(kernel, "include"), "-I", p->src);
+		if ((rc = push_dependencies(p, kernel, &args)) != BUILD_OK)
+			goto cleanup;
+	}
 	strvec_pushf(&args, "-c");
 	strvec_pushf(&args, "%s/%s", p->src, rel);
 	strvec_pushf(&args, "-o");

@@ -175,6 +175,12 @@ wbuild escape "$T/escape" "$VARIANT"
 is "$RC" 2 "a source path leaving the tree: exit 2"
 like "$(cat "$T/escape.log")" 'build.toml: kernel.relu_cpu.src\[0\]: .* must be a relative path inside the source' "the message names the key"
 
+cp -r "$KHUB_SRC/examples/relu" "$T/cutlass"
+sed -i '0,/depends = \["torch"\]/s//depends = ["torch", "cutlass_3_6"]/' "$T/cutlass/build.toml"
+wbuild cutlass "$T/cutlass" "$VARIANT"
+is "$RC" 1 "a CPU kernel depending on CUTLASS without a checkout: exit 1"
+like "$(cat "$T/cutlass.log")" 'depends = "cutlass_3_6" needs a checkout: set CUTLASS_SRC_DIR' "and the log says what to set"
+
 cp -r "$KHUB_SRC/examples/relu" "$T/layout"
 rm "$T/layout/torch-ext/relu/__init__.py"
 wbuild layout "$T/layout" "$VARIANT"
