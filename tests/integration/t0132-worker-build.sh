@@ -286,9 +286,12 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
 	$PY -c "import socket; socket.create_connection(('127.0.0.1', $PORT), timeout=1).close()" 2>/dev/null && break
 	sleep 0.3
 done
+sleep 0.5	# the listener logs asynchronously: let the readiness probe's line land first
 : > "$T/connections"
 $PY -c "exec(open('$T/net/torch-ext/net/__init__.py').read())"
+for i in 1 2 3 4 5 6 7 8 9 10; do [ -s "$T/connections" ] && break; sleep 0.2; done
 is "$(wc -l < "$T/connections")" 1 "control: the same code outside the sandbox reaches the listener"
+sleep 0.5
 : > "$T/connections"
 wbuild net "$T/net" torch-cpu
 is "$RC" 1 "a build whose code connects to the host: exit 1 (the smoke import failed)"
