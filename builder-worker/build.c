@@ -117,6 +117,33 @@ static void tree_uid(const char *src, char out[8])
 	json_decref(files);
 }
 
+/* Judge stage/metadata.json with the server's own rules (kernel/): what
+ * it would refuse is a worker bug, caught here; warnings are logged. */
+static int check_metadata(const struct build_plan *plan)
+{
+	char *path = xasprintf("%s/" BUILD_METADATA_FILE, plan->stage);
+	size_t len = 0;
+	char *text = read_file_limited(path, METADATA_MAX_BYTES, &len);
+	free(path);
+	struct variant_check c;
+	variant_check_init(&c, plan->variant);
+	if (text)
+		variant_check_metadata(&c, text, len);
+	else
+		variant_check_unreadable(&c, "cannot be read");
+	for (size_t i = 0; i < c.nwarnings; i++)
+		fprintf(stderr, "khub-worker build: metadata.json: warning: %s\n", c.warnings[i]);
+	int rc = 0;
+	if (!c.name_valid || c.metadata_status != VARIANT_METADATA_OK) {
+		fprintf(stderr, "khub-worker build: metadata.json would be refused: %s\n",
+			!c.name_valid ? c.name_error : c.metadata_error);
+		rc = KHUB_EINVAL;
+	}
+	variant_check_release(&c);
+	free(text);
+	return rc;
+}
+
 /* 1 (and a log line) when the scratch directory uses more than disk_mb. */
 static int over_disk(const char *scratch, long disk_mb)
 {
@@ -455,6 +482,8 @@ int build_main(int argc, char **argv)
 				"cxx", tc->cxx_version, "nvcc", tc->nvcc_version, "hipcc", tc->hipcc_version,
 				"cxx11-abi", tc->cxx11_abi, "sandbox", sandbox_mode_name(sb.mode));
 	if (package_metadata(&plan, commit, khub_fields) < 0)
+		goto cleanup;
+	if (check_metadata(&plan) < 0)
 		goto cleanup;
 
 	/* Checks: the ABI (reported, not fatal: the server's abi_policy
