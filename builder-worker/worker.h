@@ -26,6 +26,17 @@ struct toolchain {
 	int cxx11_abi;
 	char **variants;		/* the variant names it can produce, nvariants of them */
 	size_t nvariants;
+
+	/* Also from toolchains.json and the probe, for the build (build.c). */
+	int allow_no_sandbox;		/* build without network isolation when none can be made */
+	char *python_version, *machine;	/* "3.11.2", "x86_64" */
+	char *python_include;		/* Python.h's directory */
+	char **torch_includes;		/* torch.utils.cpp_extension.include_paths() */
+	size_t ntorch_includes;
+	char *torch_lib;		/* libtorch*.so's directory */
+	char *cxx_version, *nvcc_version, *hipcc_version;	/* first line of --version, NULL absent */
+	int nvcc_major, nvcc_minor;	/* from "release X.Y"; -1 unknown */
+	int has_kernels;		/* the Python can import kernels (smoke import through it) */
 };
 
 struct toolchain_set {

@@ -10,6 +10,7 @@
 #include <grp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,6 +55,13 @@ int spawn_process(const struct spawn_opts *o, pid_t *pid_out)
 		if (o->drop_privileges &&
 		    (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 || setuid(o->uid) < 0))
 			_exit(126);
+		if (o->new_process_group && setpgid(0, 0) < 0)
+			_exit(126);
+		for (size_t i = 0; i < o->nrlimits; i++) {
+			struct rlimit rl = { (rlim_t)o->rlimits[i].value, (rlim_t)o->rlimits[i].value };
+			if (setrlimit(o->rlimits[i].resource, &rl) < 0)
+				_exit(126);
+		}
 		if (child_move_fd(o->fd_in, 0) < 0 || child_move_fd(o->fd_out, 1) < 0 ||
 		    child_move_fd(o->fd_err, 2) < 0)
 			_exit(126);

@@ -3,9 +3,12 @@
 install_deps() {
 	local want=(build-essential autoconf automake libtool pkg-config
 		libmicrohttpd-dev libgit2-dev libjansson-dev libpq-dev libssl-dev
-		libcurl4-openssl-dev libarchive-dev zstd postgresql git git-lfs curl python3 ca-certificates)
+		libcurl4-openssl-dev libarchive-dev zstd libelf-dev bubblewrap postgresql git git-lfs curl python3 ca-certificates)
 	if [ "${1:-build}" = test ]; then
 		want+=(nodejs npm)
+		# khub-worker's tests build a kernel with Debian's torch and compile
+		# its HIP source with Debian's hipcc.
+		want+=(python3-torch libtorch-dev hipcc)
 	fi
 	local missing=()
 	for p in "${want[@]}"; do

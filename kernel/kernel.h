@@ -75,6 +75,13 @@ int variant_name_parse(const char *s, struct variant_name *out, const char **why
  * as cu0128. */
 void variant_name_format(const struct variant_name *v, char *out, size_t size);
 const char *variant_framework_name(enum variant_framework fw);	/* "torch-stable-abi" */
+/* Fill *v for a torch arch variant: torch major.minor, cxx11 (1, 0, -1 no
+ * tag), the backend by name (cpu, cuda, rocm, xpu...) with its version
+ * (-1 for none), arch (x86_64) and os (linux). variant_name_format then
+ * gives torch113-cxx11-cpu-x86_64-linux. */
+void variant_name_set_torch(struct variant_name *v, long torch_major, long torch_minor, int cxx11,
+			    const char *backend, long backend_major, long backend_minor, const char *arch,
+			    const char *os);
 /* The metadata backend.type a parsed name implies, or NULL when any goes
  * (torch-universal, an unknown noarch backend is taken as is). */
 const char *variant_implied_backend_type(const struct variant_name *v);

@@ -190,6 +190,27 @@ int variant_name_parse(const char *s, struct variant_name *out, const char **why
 	return set_why(why, "unknown framework (want torchNN, torch-stable-abiNN, tvm-ffiNN or torch-BACKEND)");
 }
 
+void variant_name_set_torch(struct variant_name *v, long torch_major, long torch_minor, int cxx11,
+			    const char *backend, long backend_major, long backend_minor, const char *arch,
+			    const char *os)
+{
+	memset(v, 0, sizeof(*v));
+	v->framework = VARIANT_TORCH;
+	v->framework_major = torch_major;
+	v->framework_minor = torch_minor;
+	v->cxx11_abi = cxx11;
+	snprintf(v->backend, sizeof(v->backend), "%s", backend);
+	const struct kernel_backend *b = kernel_backend_find(backend);
+	v->backend_major = b && b->variant_prefix ? backend_major : -1;
+	v->backend_minor = b && b->variant_prefix ? backend_minor : -1;
+	if (b)
+		kernel_backend_tag(b, v->backend_major, v->backend_minor, v->backend_tag, sizeof(v->backend_tag));
+	else
+		snprintf(v->backend_tag, sizeof(v->backend_tag), "%s", backend);
+	snprintf(v->arch, sizeof(v->arch), "%s", arch);
+	snprintf(v->os, sizeof(v->os), "%s", os);
+}
+
 void variant_name_format(const struct variant_name *v, char *out, size_t size)
 {
 	switch (v->framework) {

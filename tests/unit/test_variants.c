@@ -296,8 +296,32 @@ static void test_env(void)
 	   "darwin: lowercase os, arm64 = aarch64, no C++ ABI");
 }
 
+/* The worker names what a toolchain builds from its torch's facts; the
+ * loader must parse the name back to the same parts. */
+static void test_set_torch(void)
+{
+	struct variant_name v, back;
+	char name[VARIANT_NAME_MAX + 1];
+	const char *why = NULL;
+	variant_name_set_torch(&v, 1, 13, 1, "cpu", -1, -1, "x86_64", "linux");
+	variant_name_format(&v, name, sizeof(name));
+	is_str(name, "torch113-cxx11-cpu-x86_64-linux", "Debian's torch 1.13 CPU");
+	variant_name_set_torch(&v, 2, 12, 1, "cuda", 13, 0, "x86_64", "linux");
+	variant_name_format(&v, name, sizeof(name));
+	is_str(name, "torch212-cxx11-cu130-x86_64-linux", "torch 2.12 CUDA 13.0");
+	ok(variant_name_parse(name, &back, &why) == 0 && back.backend_major == 13 && back.backend_minor == 0 &&
+	   strcmp(back.backend, "cuda") == 0, "the CUDA name parses back to cuda 13.0");
+	variant_name_set_torch(&v, 2, 13, 1, "rocm", 7, 1, "x86_64", "linux");
+	variant_name_format(&v, name, sizeof(name));
+	is_str(name, "torch213-cxx11-rocm71-x86_64-linux", "torch 2.13 ROCm 7.1");
+	variant_name_set_torch(&v, 2, 11, 0, "cpu", 5, 5, "aarch64", "linux");
+	variant_name_format(&v, name, sizeof(name));
+	is_str(name, "torch211-cxx98-cpu-aarch64-linux", "a cpu backend ignores a version; cxx98 when not the C++11 ABI");
+}
+
 int main(void)
 {
+	test_set_torch();
 	test_grammar();
 	test_resolution();
 	test_env();

@@ -1,0 +1,160 @@
+/* build_internal.h -- the pieces of one `khub-worker build` (build.c drives
+ * them): the sandbox every untrusted command runs in, Path B compilation,
+ * packaging of the variant directory, and the ABI check. Not used by the
+ * daemon, which runs `khub-worker build` as a subprocess. */
+#ifndef KHUB_WORKER_BUILD_INTERNAL_H
+#define KHUB_WORKER_BUILD_INTERNAL_H
+
+#include "builder-worker/worker.h"
+#include "common/common.h"
+#include "kernel/kernel.h"
+
+#include <jansson.h>
+#include <stdint.h>
+
+/* ---- sandbox (sandbox.c) ----------------------------------------------------------- */
+
+enum sandbox_mode {
+	SANDBOX_BWRAP,		/* bubblewrap: new net, pid and ipc namespaces, read-only / */
+	SANDBOX_UNSHARE,	/* util-linux unshare --net --pid (root only): no network, / writable */
+	SANDBOX_NONE		/* only when the toolchain sets allow_no_sandbox */
+};
+
+struct sandbox {
+	enum sandbox_mode mode;
+	char *tool;		/* bwrap or unshare (owned); NULL for SANDBOX_NONE */
+	char *scratch;		/* the one writable directory (owned) */
+	struct strvec hide;	/* paths overlaid with nothing inside the sandbox */
+	struct strvec env;	/* KEY=VALUE: the whole environment of the commands */
+	long cpu_seconds, memory_mb, disk_mb;	/* per process; 0 = no limit */
+	uint64_t deadline_usec;	/* monotonic_usec() limit for the whole build; 0 = none */
+	int log_fd;		/* stderr of every command (and stdout unless redirected) */
+};
+
+/* Outcomes of sandbox_run besides an exit status. */
+#define SANDBOX_TIMED_OUT (-100)	/* the wall-clock deadline (or a stop signal) */
+#define SANDBOX_CPU_LIMIT (-101)	/* failed after using up the CPU-time limit */
+/* The exit status of `khub-worker build --exec-measured` for that. */
+#define SANDBOX_EXIT_CPU_LIMIT 152
+
+/* Choose the isolation (bwrap, else unshare as root, else none when
+ * allowed; only "bwrap" or "unshare": that one or fail): 0, or KHUB_EPERM
+ * with why when no network isolation is possible and allow_no_sandbox is
+ * 0. Takes a copy of scratch. */
+int sandbox_init(struct sandbox *sb, const char *scratch, int allow_no_sandbox, const char *only, char *why,
+		 size_t why_size);
+void sandbox_release(struct sandbox *sb);
+const char *sandbox_mode_name(enum sandbox_mode mode);
+
+/* Run argv (argv[0] searched in the sandbox's PATH) in the sandbox, with
+ * cwd dir (inside scratch), stdout to out_fd (-1: the log): its own process
+ * group, rlimits, killed with its group at the deadline. Returns the exit
+ * status (128+signal when killed), SANDBOX_TIMED_OUT, or a negative KHUB_E*
+ * when it could not be started. */
+int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_fd);
+
+/* `khub-worker build --exec-measured CPU -- PROG ARGS` (inside the
+ * sandbox): run PROG, return its status (128+signal), or
+ * SANDBOX_EXIT_CPU_LIMIT when it failed having used the CPU limit. */
+int sandbox_exec_measured(long cpu_seconds, char **argv);
+
+/* sandbox_run in two halves, for several commands at once: start one
+ * (0 and *pid, 127 when the program is not found, or a negative KHUB_E*),
+ * then wait for any of pids[0..n) (entries <= 0 are skipped): the finished
+ * one's index and result as sandbox_run's, its entry set to 0. At the
+ * deadline every group is killed and SANDBOX_TIMED_OUT returned. */
+int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int out_fd, pid_t *pid);
+int sandbox_wait_any(struct sandbox *sb, pid_t *pids, size_t n, size_t *index);
+/* Kill and reap the process groups of pids[0..n) still running. */
+void sandbox_kill_all(pid_t *pids, size_t n);
+
+/* Run a trusted program outside the sandbox (the toolchain probe), with env
+ * only, capturing stdout (at most 1 MiB) into *out (caller frees); stderr
+ * to err_fd (-1: discarded). Returns the exit status, SANDBOX_TIMED_OUT
+ * after timeout_s, or a negative KHUB_E*. */
+int run_capture(char *const *argv, char *const *env, int timeout_s, char **out, int err_fd);
+
+/* ---- toolchains (toolchain.c) ------------------------------------------------------ */
+
+/* The environment of a toolchain's programs into env: PATH (system dirs
+ * unless the toolchain sets it), HOME=home, TMPDIR=/tmp, LC_ALL, then the
+ * toolchain's env. Nothing of the worker's own environment. */
+void toolchain_environment(const struct toolchain *tc, const char *home, struct strvec *env);
+
+/* ---- build plan shared by compile.c and package.c ---------------------------------- */
+
+struct build_plan {
+	const struct toolchain *tc;
+	json_t *config;		/* build.toml as validated by build_toml.py (owned) */
+	const char *variant;
+	struct variant_name parsed;	/* the variant */
+	const char *backend;	/* cpu, cuda, rocm... (the variant's) */
+	int noarch;		/* a torch-<backend> or torch-universal variant */
+	char *module;		/* name with - as _ (owned) */
+	char *ops_name;		/* _<module>_<backend>_<uid> (owned) */
+	char *src;		/* scratch copy of the source (owned) */
+	char *obj;		/* scratch object directory (owned) */
+	char *stage;		/* scratch/stage/<variant>: the package being made (owned) */
+	struct strvec archs;	/* compiled archs for backend.archs (sorted, unique) */
+	struct sandbox *sb;
+	int jobs;		/* compiler processes at once */
+};
+
+/* ---- compile (compile.c) ------------------------------------------------------------ */
+
+/* Path B: compile [torch].src and the variant backend's [kernel.*] sources
+ * (plan->jobs at a time), link stage/<ops>.abi3.so without RPATH. BUILD_OK, BUILD_FAILED or
+ * BUILD_TIMED_OUT / BUILD_INTERNAL; the log says why. */
+int compile_variant(struct build_plan *plan);
+
+/* The CUDA archs to build for nvcc version major.minor and the kernel's
+ * capabilities (NULL/0: the defaults), as the loose intersection of the
+ * contract: each default takes the kernel's highest capability <= it with
+ * its major. Appends "8.0", "9.0+PTX"... to out, unique. */
+void cuda_archs_select(int nvcc_major, int nvcc_minor, const char *const *caps, size_t ncaps, struct strvec *out);
+
+/* ---- packaging (package.c) ----------------------------------------------------------- */
+
+/* The registration.h the binding includes (macros of the kernel-builder
+ * contract, our own text). */
+extern const char registration_header[];
+
+/* Write stage/_ops.py and copy torch-ext/<module>/ (py + pyext files). */
+int package_python(struct build_plan *plan);
+/* Remove __pycache__ and *.pyc under dir. */
+void package_remove_bytecode(const char *dir);
+/* metadata.json without digest, in plan->stage. prov: the khub provenance
+ * object (borrowed). */
+int package_metadata(struct build_plan *plan, const char *commit, json_t *khub_fields);
+/* Add "digest" (sha256 base64 of every file but the top-level metadata.json
+ * and metadata.json.sigstore) to stage/metadata.json. */
+int package_digest(const char *stage);
+/* Render source/CARD.md into out_path (README.md); 0 when written, 1 when
+ * there is no CARD.md, or KHUB_EIO. */
+int package_card(const struct build_plan *plan, const char *out_path, const char *repo);
+/* Copy a directory tree (regular files and directories; symlinks are
+ * skipped with a warning on the log; .git and __pycache__ are not copied). */
+int copy_tree(const char *from, const char *to, int log_fd);
+/* Copy one regular file (mode 0644). */
+int copy_tree_file(const char *from, const char *to);
+/* The digest "files" map (path -> sha256 base64, as metadata.json's) of
+ * every file under dir, into files. */
+int package_tree_digest(const char *dir, json_t *files);
+/* Bytes allocated under path (du). */
+unsigned long long tree_disk_usage(const char *path);
+/* rm -rf. */
+int remove_tree(const char *path);
+
+/* ---- ABI check (abi_check.c) ------------------------------------------------------- */
+
+enum abi_violation_kind { ABI_MANYLINUX, ABI_PYTHON, ABI_NON_ABI3, ABI_NEEDED };
+
+/* Check every *.so under dir (a variant directory): manylinux_2_28 symbol
+ * versions, Python stable ABI 3.9, DT_NEEDED allowlist. *report receives
+ * the abi-report.json document (owned by the caller); 0 (even with
+ * violations: see report "ok"), or KHUB_EIO when a file cannot be read. */
+int abi_check_dir(const char *dir, json_t **report);
+/* Check one ELF file into a report entry {path, needed, violations}. */
+int abi_check_file(const char *path, const char *display, json_t **entry, struct strbuf *text);
+
+#endif

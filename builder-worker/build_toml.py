@@ -1,0 +1,228 @@
+# build_toml.py -- read a kernel's build.toml with a real TOML parser
+# (tomllib, else tomli), check it against the edition 5 rules, print it as
+# JSON on stdout. Any problem: one line "build.toml: <key>: <what>" on
+# stderr and exit status 2. Embedded in khub-worker and run by the
+# toolchain's Python inside the build sandbox.
+import json
+import re
+import sys
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib
+
+
+class Bad(Exception):
+    pass
+
+
+def fail(key, what):
+    raise Bad("build.toml: %s: %s" % (key, what))
+
+
+BACKENDS = ["cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu"]
+KERNEL_BACKENDS = ["cpu", "cuda", "metal", "rocm", "xpu"]
+DEPENDS = ["torch", "cutlass_2_10", "cutlass_3_5", "cutlass_3_6", "cutlass_3_8", "cutlass_3_9",
+           "cutlass_4_0", "cutlass_4_4", "cutlass_4_5", "sycl_tla", "metal-cpp"]
+PYTHON_DEPENDS = {"general": ["einops", "helion", "tvm-ffi"], "cuda": ["nvidia-cutlass-dsl"],
+                  "neuron": ["nki"], "xpu": ["onednn"], "tpu": []}
+NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
+VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*$")
+GIT_URL_RE = re.compile(r"^((https?|git|ssh|git\+ssh|git\+https?)://\S+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:\S+)$")
+
+
+def table(doc, key, allowed):
+    if not isinstance(doc, dict):
+        fail(key, "must be a table")
+    for k in doc:
+        if k not in allowed:
+            fail("%s.%s" % (key, k) if key else k, "unknown key")
+    return doc
+
+
+def string(value, key):
+    if not isinstance(value, str) or not value:
+        fail(key, "must be a non-empty string")
+    return value
+
+
+def strings(value, key, choices=None):
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        fail(key, "must be an array of strings")
+    for v in value:
+        if choices is not None and v not in choices:
+            fail(key, "%r is not one of %s" % (v, ", ".join(choices) if choices else "(none allowed)"))
+    return value
+
+
+def paths(value, key):
+    """Files or directories of the source: relative, and inside it."""
+    strings(value, key)
+    for i, v in enumerate(value):
+        parts = v.replace("\\", "/").split("/")
+        if not v or v.startswith("/") or ".." in parts:
+            fail("%s[%d]" % (key, i), "%r must be a relative path inside the source" % v)
+    return value
+
+
+def version(value, key):
+    if not isinstance(value, str) or not VERSION_RE.match(value):
+        fail(key, "must be a version string such as \"2.12\"")
+    return value
+
+
+def deps(value, key):
+    if not isinstance(value, list):
+        fail(key, "must be an array of {repo-id, version} or {repo-id, revision} tables")
+    for i, d in enumerate(value):
+        k = "%s[%d]" % (key, i)
+        table(d, k, ["repo-id", "version", "revision"])
+        string(d.get("repo-id"), k + ".repo-id")
+        if ("version" in d) == ("revision" in d):
+            fail(k, "needs exactly one of version and revision")
+        if "version" in d and (type(d["version"]) is not int or d["version"] < 0):
+            fail(k + ".version", "must be an integer ≥ 0")
+        if "revision" in d:
+            string(d["revision"], k + ".revision")
+    return value
+
+
+def check_general(g):
+    table(g, "general", ["name", "version", "edition", "license", "backends", "upstream", "source",
+                         "python-depends", "kernel-depends", "hub", "cuda", "neuron", "tpu", "xpu"])
+    if "edition" not in g:
+        fail("general.edition", "missing (this worker reads edition 5; run kernel-builder update-build)")
+    if type(g["edition"]) is not int or g["edition"] != 5:
+        fail("general.edition", "unsupported build edition %r (want 5)" % (g["edition"],))
+    for key in ("name", "version", "license", "backends"):
+        if key not in g:
+            fail("general." + key, "missing")
+    if not isinstance(g["name"], str) or not NAME_RE.match(g["name"]):
+        fail("general.name", "must match ^[a-z][-a-z0-9]*[a-z0-9]$")
+    if type(g["version"]) is not int or g["version"] < 0:
+        fail("general.version", "must be an integer ≥ 0")
+    string(g["license"], "general.license")
+    strings(g["backends"], "general.backends", BACKENDS)
+    if not g["backends"]:
+        fail("general.backends", "must name at least one backend")
+    for key in ("upstream", "source"):
+        if key in g and (not isinstance(g[key], str) or not GIT_URL_RE.match(g[key])):
+            fail("general." + key, "must be a git URL (https, http, git, ssh, git+ssh, git+https, git+http or user@host:path)")
+    if "python-depends" in g:
+        strings(g["python-depends"], "general.python-depends", PYTHON_DEPENDS["general"])
+    if "kernel-depends" in g:
+        deps(g["kernel-depends"], "general.kernel-depends")
+    if "hub" in g:
+        table(g["hub"], "general.hub", ["repo-id", "branch"])
+        for k, v in g["hub"].items():
+            string(v, "general.hub." + k)
+    per_backend = {"cuda": ["minver", "maxver", "kernel-depends", "python-depends"],
+                   "neuron": ["kernel-depends", "python-depends"], "tpu": ["python-depends"],
+                   "xpu": ["kernel-depends", "python-depends"]}
+    for b, allowed in per_backend.items():
+        if b not in g:
+            continue
+        t = table(g[b], "general." + b, allowed)
+        for k in ("minver", "maxver"):
+            if k in t:
+                version(t[k], "general.%s.%s" % (b, k))
+        if "python-depends" in t:
+            strings(t["python-depends"], "general.%s.python-depends" % b, PYTHON_DEPENDS[b])
+        if "kernel-depends" in t:
+            deps(t["kernel-depends"], "general.%s.kernel-depends" % b)
+
+
+def check_torch(t):
+    table(t, "torch", ["src", "include", "minver", "maxver", "pyext", "cxx-flags", "stable-abi"])
+    for k in ("src", "include"):
+        if k in t:
+            paths(t[k], "torch." + k)
+    for k in ("pyext", "cxx-flags"):
+        if k in t:
+            strings(t[k], "torch." + k)
+    for k in ("minver", "maxver"):
+        if k in t:
+            version(t[k], "torch." + k)
+    if "stable-abi" in t:
+        s = t["stable-abi"]
+        if isinstance(s, dict):
+            table(s, "torch.stable-abi", BACKENDS)
+            for b, v in s.items():
+                version(v, "torch.stable-abi." + b)
+        else:
+            version(s, "torch.stable-abi")
+
+
+KERNEL_KEYS = {"cpu": [], "cuda": ["cuda-capabilities", "cuda-flags", "cuda-minver"],
+               "rocm": ["rocm-archs", "hip-flags"], "xpu": ["sycl-flags"], "metal": []}
+
+
+def check_kernel(name, k):
+    key = "kernel." + name
+    if not isinstance(k, dict):
+        fail(key, "must be a table")
+    if "backend" not in k:
+        fail(key + ".backend", "missing")
+    if k["backend"] not in KERNEL_BACKENDS:
+        fail(key + ".backend", "%r is not one of %s" % (k["backend"], ", ".join(KERNEL_BACKENDS)))
+    table(k, key, ["backend", "depends", "src", "include", "cxx-flags"] + KERNEL_KEYS[k["backend"]])
+    for req in ("depends", "src"):
+        if req not in k:
+            fail("%s.%s" % (key, req), "missing")
+    strings(k["depends"], key + ".depends", DEPENDS)
+    paths(k["src"], key + ".src")
+    if "include" in k:
+        paths(k["include"], key + ".include")
+    for opt in ("cxx-flags", "cuda-capabilities", "cuda-flags", "rocm-archs", "hip-flags", "sycl-flags"):
+        if opt in k:
+            strings(k[opt], "%s.%s" % (key, opt))
+    if "cuda-minver" in k:
+        version(k["cuda-minver"], key + ".cuda-minver")
+
+
+def main():
+    path = sys.argv[1]
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except FileNotFoundError:
+        raise Bad("build.toml: missing at the top of the source")
+    except tomllib.TOMLDecodeError as e:
+        raise Bad("build.toml: not valid TOML: %s" % e)
+    table(doc, "", ["general", "torch", "torch-noarch", "tvm-ffi", "kernel"])
+    if "general" not in doc:
+        fail("general", "missing")
+    check_general(doc["general"])
+    frameworks = [f for f in ("torch", "torch-noarch", "tvm-ffi") if f in doc]
+    if not frameworks:
+        fail("torch", "a framework table is required: one of [torch], [torch-noarch], [tvm-ffi]")
+    if len(frameworks) > 1:
+        fail(frameworks[1], "only one framework table may be given (also found [%s])" % frameworks[0])
+    if "torch" in doc:
+        check_torch(doc["torch"])
+    if "torch-noarch" in doc:
+        t = table(doc["torch-noarch"], "torch-noarch", ["pyext", "cuda_capabilities", "rocm_archs"])
+        for k in t:
+            strings(t[k], "torch-noarch." + k)
+    if "tvm-ffi" in doc:
+        t = table(doc["tvm-ffi"], "tvm-ffi", ["src", "include", "pyext", "cxx-flags"])
+        if "src" not in t:
+            fail("tvm-ffi.src", "missing")
+        for k in t:
+            (paths if k in ("src", "include") else strings)(t[k], "tvm-ffi." + k)
+    kernels = doc.get("kernel", {})
+    if not isinstance(kernels, dict):
+        fail("kernel", "must be a table of [kernel.<name>] tables")
+    for name, k in kernels.items():
+        check_kernel(name, k)
+    json.dump(doc, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Bad as e:
+        sys.stderr.write("%s\n" % e)
+        sys.exit(2)

@@ -1,0 +1,484 @@
+/* compile.c -- Path B of the build contract: the compiler invocations that
+ * the generated CMake project would make, run one by one in the sandbox.
+ * C/C++ sources go to cxx, .cu to nvcc (CUDA) or hipcc -x hip (ROCm), .hip
+ * to hipcc; then one link into <ops>.abi3.so without RPATH. */
+#include "builder-worker/build_internal.h"
+
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Default CUDA archs by nvcc version (contract 2.4). */
+static const char *const cuda_archs_13[] = { "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "11.0", "12.0", "12.1+PTX", NULL };
+static const char *const cuda_archs_128[] = { "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.1", "12.0+PTX", NULL };
+static const char *const cuda_archs_old[] = { "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0+PTX", NULL };
+/* ROCm archs torch supports (contract 2.4); rocm-archs is intersected with it. */
+static const char *const rocm_archs_supported[] = { "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030",
+						    "gfx1100", "gfx1101", "gfx1200", "gfx1201", NULL };
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int has_string(const struct strvec *v, const char *s)
+{
+	for (size_t i = 0; i < v->count; i++)
+		if (strcmp(v->items[i], s) == 0)
+			return 1;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "9.0a+PTX" -> major 9, minor 0, suffix "a", ptx 1. */
+static int parse_cap(const char *s, int *major, int *minor, char *suffix, int *ptx)
+{
+	int n = 0;
+	if (sscanf(s, "%d.%d%n", major, minor, &n) != 2)
+		return -1;
+	const char *rest = s + n;
+	*ptx = ends_with(rest, "+PTX");
+	size_t len = strlen(rest) - (*ptx ? 4 : 0);
+	if (len > 3)
+		return -1;
+	memcpy(suffix, rest, len);
+	suffix[len] = 0;
+	return 0;
+}
+
+void cuda_archs_select(int nvcc_major, int nvcc_minor, const char *const *caps, size_t ncaps, struct strvec *out)
+{
+	const char *const *defaults = nvcc_major >= 13 ? cuda_archs_13 :
+		(nvcc_major == 12 && nvcc_minor >= 8) ? cuda_archs_128 : cuda_archs_old;
+	for (size_t d = 0; defaults[d]; d++) {
+		if (!caps || ncaps == 0) {
+			if (!has_string(out, defaults[d]))
+				strvec_pushf(out, "%s", defaults[d]);
+			continue;
+		}
+		int dmaj, dmin, dptx;
+		char dsuf[4];
+		parse_cap(defaults[d], &dmaj, &dmin, dsuf, &dptx);
+		/* The kernel's highest capability <= this default, same major (a
+		 * PTX one may cross majors); 9.0a / 10.0f only match exactly. */
+		const char *best = NULL;
+		int bmaj = -1, bmin = -1;
+		for (size_t k = 0; k < ncaps; k++) {
+			int kmaj, kmin, kptx;
+			char ksuf[4];
+			if (parse_cap(caps[k], &kmaj, &kmin, ksuf, &kptx) < 0)
+				continue;
+			if (ksuf[0] && (kmaj != dmaj || kmin != dmin))
+				continue;
+			if (kmaj > dmaj || (kmaj == dmaj && kmin > dmin))
+				continue;
+			if (kmaj != dmaj && !kptx)
+				continue;
+			if (kmaj > bmaj || (kmaj == bmaj && kmin > bmin)) {
+				best = caps[k];
+				bmaj = kmaj;
+				bmin = kmin;
+			}
+		}
+		if (best && !has_string(out, best))
+			strvec_pushf(out, "%s", best);
+	}
+}
+
+/* nvcc -gencode flags for "8.0", "9.0a", "12.1+PTX". */
+static void push_gencode(struct strvec *args, const char *cap)
+{
+	int maj, min, ptx;
+	char suf[4];
+	if (parse_cap(cap, &maj, &min, suf, &ptx) < 0)
+		return;
+	strvec_pushf(args, "-gencode");
+	strvec_pushf(args, "arch=compute_%d%d%s,code=sm_%d%d%s", maj, min, suf, maj, min, suf);
+	if (ptx) {
+		strvec_pushf(args, "-gencode");
+		strvec_pushf(args, "arch=compute_%d%d%s,code=compute_%d%d%s", maj, min, suf, maj, min, suf);
+	}
+}
+
+static void push_strings(struct strvec *args, json_t *array, const char *prefix, const char *root)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(array, i, v)
+		if (json_is_string(v)) {
+			if (root)
+				strvec_pushf(args, "%s%s/%s", prefix, root, json_string_value(v));
+			else
+				strvec_pushf(args, "%s%s", prefix, json_string_value(v));
+		}
+}
+
+/* The directory above a compiler's bin/ (the CUDA or ROCm root). */
+static char *toolkit_root(const char *compiler)
+{
+	char *found = spawn_find_program(compiler, "/usr/local/bin:/usr/bin:/bin");
+	if (!found)
+		return NULL;
+	char real[PATH_MAX];
+	char *root = NULL;
+	if (realpath(found, real)) {
+		char *bin = dirname(real);
+		root = xasprintf("%s/..", bin);
+	}
+	free(found);
+	return root;
+}
+
+/* Flags every C++ translation unit gets. */
+static void push_common_defines(const struct build_plan *p, struct strvec *args)
+{
+	const struct toolchain *tc = p->tc;
+	long tmaj = p->parsed.framework_major, tmin = p->parsed.framework_minor;
+	int cxx20 = tmaj > 2 || (tmaj == 2 && tmin >= 12);
+	strvec_pushf(args, "-std=%s", cxx20 ? "c++20" : "c++17");
+	strvec_pushf(args, "-D_GLIBCXX_USE_CXX11_ABI=%d", tc->cxx11_abi ? 1 : 0);
+	strvec_pushf(args, "-DTORCH_EXTENSION_NAME=%s", p->ops_name);
+	strvec_pushf(args, "-DPy_LIMITED_API=0x03090000");
+	if (!strcmp(p->backend, "cpu")) {
+		strvec_pushf(args, "-DCPU_KERNEL");
+	} else if (!strcmp(p->backend, "cuda")) {
+		strvec_pushf(args, "-DUSE_CUDA=1");
+		strvec_pushf(args, "-DCUDA_KERNEL");
+		if (tc->nvcc_major > 11 || (tc->nvcc_major == 11 && tc->nvcc_minor >= 8))
+			strvec_pushf(args, "-DENABLE_FP8");
+	} else if (!strcmp(p->backend, "rocm")) {
+		strvec_pushf(args, "-DUSE_ROCM=1");
+		strvec_pushf(args, "-DROCM_KERNEL");
+		strvec_pushf(args, "-D__HIP_PLATFORM_AMD__=1");
+	}
+	strvec_pushf(args, "-I%s/torch-ext", p->src);
+	push_strings(args, json_object_get(json_object_get(p->config, "torch"), "include"), "-I", p->src);
+	for (size_t i = 0; i < tc->ntorch_includes; i++)
+		strvec_pushf(args, "-I%s", tc->torch_includes[i]);
+	if (tc->python_include)
+		strvec_pushf(args, "-I%s", tc->python_include);
+	const char *gpu = !strcmp(p->backend, "cuda") ? tc->nvcc : !strcmp(p->backend, "rocm") ? tc->hipcc : NULL;
+	char *root = gpu ? toolkit_root(gpu) : NULL;
+	if (root) {
+		strvec_pushf(args, "-I%s/include", root);
+		free(root);
+	}
+}
+
+static void log_command(struct build_plan *p, const struct strvec *args)
+{
+	struct strbuf line = STRBUF_INIT;
+	strbuf_adds(&line, "+");
+	for (size_t i = 0; i < args->count; i++)
+		strbuf_addf(&line, " %s", args->items[i]);
+	dprintf(p->sb->log_fd, "%s\n", line.buf);
+	strbuf_release(&line);
+}
+
+/* A sandbox result as a build outcome, with a log line for a failure. */
+static int outcome(struct build_plan *p, const char *prog, int rc)
+{
+	if (rc == SANDBOX_TIMED_OUT) {
+		dprintf(p->sb->log_fd, "khub-worker: the build ran out of time (wall-clock limit)\n");
+		return BUILD_TIMED_OUT;
+	}
+	if (rc == SANDBOX_CPU_LIMIT)
+		return BUILD_TIMED_OUT;
+	if (rc < 0) {
+		dprintf(p->sb->log_fd, "khub-worker: could not start %s\n", prog);
+		return BUILD_INTERNAL;
+	}
+	if (rc != 0) {
+		dprintf(p->sb->log_fd, "khub-worker: %s exited with status %d\n", prog, rc);
+		return BUILD_FAILED;
+	}
+	return BUILD_OK;
+}
+
+static int run_logged(struct build_plan *p, struct strvec *args)
+{
+	log_command(p, args);
+	return outcome(p, args->items[0], sandbox_run(p->sb, args->items, p->src, -1));
+}
+
+/* Run cmds[0..n) at most p->jobs at a time; the first failure stops the
+ * rest (killed) and is the result. */
+static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
+{
+	size_t jobs = p->jobs > 0 ? (size_t)p->jobs : 1;
+	pid_t *pids = xcalloc(jobs, sizeof(*pids));
+	size_t *which = xcalloc(jobs, sizeof(*which));
+	size_t next = 0, running = 0;
+	int rc = BUILD_OK;
+	for (;;) {
+		while (rc == BUILD_OK && next < n && running < jobs) {
+			size_t slot = 0;
+			while (pids[slot] > 0)
+				slot++;
+			log_command(p, &cmds[next]);
+			int r = sandbox_start(p->sb, cmds[next].items, p->src, -1, &pids[slot]);
+			if (r != 0) {
+				pids[slot] = 0;
+				rc = outcome(p, cmds[next].items[0], r);
+				break;
+			}
+			which[slot] = next++;
+			running++;
+		}
+		if (running == 0 || rc != BUILD_OK)
+			break;
+		size_t slot;
+		int r = sandbox_wait_any(p->sb, pids, jobs, &slot);
+		if (r == SANDBOX_TIMED_OUT) {
+			running = 0;
+			rc = outcome(p, "", r);
+			break;
+		}
+		running--;
+		rc = outcome(p, cmds[which[slot]].items[0], r);
+		if (rc != BUILD_OK)
+			dprintf(p->sb->log_fd, "khub-worker: while compiling %s\n", cmds[which[slot]].items[cmds[which[slot]].count - 3]);
+	}
+	if (running)
+		sandbox_kill_all(pids, jobs);
+	free(pids);
+	free(which);
+	return rc;
+}
+
+/* The value of KEY in the toolchain's env, or NULL. */
+static const char *toolchain_env(const struct toolchain *tc, const char *key)
+{
+	size_t n = strlen(key);
+	for (size_t i = 0; i < tc->nenv; i++)
+		if (!strncmp(tc->env[i], key, n) && tc->env[i][n] == '=')
+			return tc->env[i] + n + 1;
+	return NULL;
+}
+
+/* A kernel's depends beyond torch: the worker fetches nothing, so CUTLASS
+ * and sycl-tla come from a checkout the toolchain names in its env
+ * (CUTLASS_SRC_DIR, SYCL_TLA_SRC_DIR, as the CMake project reads them). */
+static int push_dependencies(struct build_plan *p, json_t *kernel, struct strvec *args)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(kernel, "depends"), i, v) {
+		const char *dep = json_string_value(v);
+		const char *var = !strncmp(dep, "cutlass_", 8) ? "CUTLASS_SRC_DIR" : !strcmp(dep, "sycl_tla") ? "SYCL_TLA_SRC_DIR" : NULL;
+		if (!var)
+			continue;	/* torch; metal-cpp has no Linux part */
+		const char *dir = toolchain_env(p->tc, var);
+		if (!dir) {
+			dprintf(p->sb->log_fd, "khub-worker: depends = \"%s\" needs a checkout: set %s in toolchain %s's env\n",
+				dep, var, p->tc->name);
+			return BUILD_FAILED;
+		}
+		strvec_pushf(args, "-I%s/include", dir);
+		strvec_pushf(args, "-I%s/tools/util/include", dir);
+	}
+	return BUILD_OK;
+}
+
+/* One source file: which compiler, and the flags its table gives. */
+static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, size_t index, struct strvec *objects,
+		       struct strvec *cmd)
+{
+	const struct toolchain *tc = p->tc;
+	int is_cu = ends_with(rel, ".cu"), is_hip = ends_with(rel, ".hip");
+	int is_cxx = ends_with(rel, ".cpp") || ends_with(rel, ".cc") || ends_with(rel, ".cxx") || ends_with(rel, ".c");
+	if (!is_cu && !is_hip && !is_cxx)
+		return BUILD_OK;	/* headers and data are only listed */
+	char *base = xstrdup(rel);
+	for (char *c = base; *c; c++)
+		if (*c == '/')
+			*c = '_';
+	char *obj = xasprintf("%s/%zu-%s.o", p->obj, index, base);
+	free(base);
+	struct strvec args = STRVEC_INIT;
+	int rc = BUILD_OK;
+	if ((is_cu || is_hip) && !strcmp(p->backend, "cuda") && is_cu) {
+		strvec_pushf(&args, "%s", tc->nvcc);
+		strvec_pushf(&args, "-O3");
+		strvec_pushf(&args, "-DNDEBUG");
+		strvec_pushf(&args, "-Xcompiler");
+		strvec_pushf(&args, "-fPIC");
+		if (tc->cxx) {
+			strvec_pushf(&args, "-ccbin");
+			strvec_pushf(&args, "%s", tc->cxx);
+		}
+		strvec_pushf(&args, "--expt-relaxed-constexpr");
+		push_common_defines(p, &args);
+		for (size_t i = 0; i < p->archs.count; i++)
+			push_gencode(&args, p->archs.items[i]);
+		push_strings(&args, json_object_get(kernel, "cuda-flags"), "", NULL);
+	} else if ((is_cu || is_hip) && !strcmp(p->backend, "rocm")) {
+		strvec_pushf(&args, "%s", tc->hipcc);
+		strvec_pushf(&args, "-O3");
+		strvec_pushf(&args, "-DNDEBUG");
+		strvec_pushf(&args, "-fPIC");
+		push_common_defines(p, &args);
+		for (size_t i = 0; i < p->archs.count; i++)
+			strvec_pushf(&args, "--offload-arch=%s", p->archs.items[i]);
+		push_strings(&args, json_object_get(kernel, "hip-flags"), "", NULL);
+		strvec_pushf(&args, "-x");
+		strvec_pushf(&args, "hip");
+	} else if (is_cxx) {
+		strvec_pushf(&args, "%s", tc->cxx);
+		strvec_pushf(&args, "-O3");
+		strvec_pushf(&args, "-DNDEBUG");
+		strvec_pushf(&args, "-fPIC");
+		strvec_pushf(&args, "-fno-gnu-unique");
+		push_common_defines(p, &args);
+		if (kernel)
+			push_strings(&args, json_object_get(kernel, "cxx-flags"), "", NULL);
+		else
+			push_strings(&args, json_object_get(json_object_get(p->config, "torch"), "cxx-flags"), "", NULL);
+	} else {
+		dprintf(p->sb->log_fd, "khub-worker: %s: no compiler for a %s build\n", rel, p->backend);
+		rc = BUILD_BAD_SOURCE;
+		goto cleanup;
+	}
+	if (kernel) {
+		push_strings(&args, json_object_get(kernel, "include"), "-I", p->src);
+		if ((rc = push_dependencies(p, kernel, &args)) != BUILD_OK)
+			goto cleanup;
+	}
+	strvec_pushf(&args, "-c");
+	strvec_pushf(&args, "%s/%s", p->src, rel);
+	strvec_pushf(&args, "-o");
+	strvec_pushf(&args, "%s", obj);
+	strvec_pushf(objects, "%s", obj);
+	*cmd = args;
+	args = (struct strvec)STRVEC_INIT;
+cleanup:
+	strvec_release(&args);
+	free(obj);
+	return rc;
+}
+
+/* The archs of the variant's GPU backend into p->archs (sorted, unique). */
+static void select_archs(struct build_plan *p)
+{
+	json_t *kernels = json_object_get(p->config, "kernel");
+	const char *name;
+	json_t *k;
+	json_object_foreach(kernels, name, k) {
+		if (strcmp(json_string_value(json_object_get(k, "backend")), p->backend) != 0)
+			continue;
+		json_t *list = json_object_get(k, !strcmp(p->backend, "cuda") ? "cuda-capabilities" : "rocm-archs");
+		size_t n = json_array_size(list);
+		const char **caps = n ? xcalloc(n, sizeof(*caps)) : NULL;
+		for (size_t i = 0; i < n; i++)
+			caps[i] = json_string_value(json_array_get(list, i));
+		if (!strcmp(p->backend, "cuda")) {
+			cuda_archs_select(p->tc->nvcc_major, p->tc->nvcc_minor, caps, n, &p->archs);
+		} else {
+			for (size_t s = 0; rocm_archs_supported[s]; s++) {
+				int want = n == 0;
+				for (size_t i = 0; i < n && !want; i++)
+					want = caps[i] && !strcmp(caps[i], rocm_archs_supported[s]);
+				if (want && !has_string(&p->archs, rocm_archs_supported[s]))
+					strvec_pushf(&p->archs, "%s", rocm_archs_supported[s]);
+			}
+		}
+		free(caps);
+	}
+	if (p->archs.count > 1)
+		qsort(p->archs.items, p->archs.count, sizeof(char *), cmp_str);
+}
+
+/* compile_one, its command appended to *cmds. */
+static int add_compile(struct build_plan *p, const char *rel, json_t *kernel, size_t index, struct strvec *objects,
+		       struct strvec **cmds, size_t *ncmds)
+{
+	struct strvec cmd = STRVEC_INIT;
+	int rc = compile_one(p, rel, kernel, index, objects, &cmd);
+	if (rc == BUILD_OK && cmd.count) {
+		*cmds = xrealloc(*cmds, (*ncmds + 1) * sizeof(**cmds));
+		(*cmds)[(*ncmds)++] = cmd;
+	} else {
+		strvec_release(&cmd);
+	}
+	return rc;
+}
+
+int compile_variant(struct build_plan *p)
+{
+	const struct toolchain *tc = p->tc;
+	struct strvec *cmds = NULL;
+	size_t ncmds = 0;
+	struct strvec objects = STRVEC_INIT;
+	struct strvec args = STRVEC_INIT;
+	int rc = BUILD_OK;
+	if (!strcmp(p->backend, "cuda") || !strcmp(p->backend, "rocm")) {
+		select_archs(p);
+		if (p->archs.count == 0) {
+			dprintf(p->sb->log_fd, "build.toml: kernel.*.%s: no arch left after intersecting with the supported set\n",
+				!strcmp(p->backend, "cuda") ? "cuda-capabilities" : "rocm-archs");
+			rc = BUILD_BAD_SOURCE;
+			goto cleanup;
+		}
+	}
+	size_t index = 0;
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(json_object_get(p->config, "torch"), "src"), i, v)
+		if ((rc = add_compile(p, json_string_value(v), NULL, index++, &objects, &cmds, &ncmds)) != BUILD_OK)
+			goto cleanup;
+	const char *name;
+	json_t *k;
+	json_object_foreach(json_object_get(p->config, "kernel"), name, k) {
+		if (strcmp(json_string_value(json_object_get(k, "backend")), p->backend) != 0)
+			continue;
+		json_array_foreach(json_object_get(k, "src"), i, v)
+			if ((rc = add_compile(p, json_string_value(v), k, index++, &objects, &cmds, &ncmds)) != BUILD_OK)
+				goto cleanup;
+	}
+	if (objects.count == 0) {
+		dprintf(p->sb->log_fd, "build.toml: torch.src: nothing to compile for %s\n", p->backend);
+		rc = BUILD_BAD_SOURCE;
+		goto cleanup;
+	}
+	if ((rc = run_all(p, cmds, ncmds)) != BUILD_OK)
+		goto cleanup;
+	/* The link: torch's libraries, no RPATH (the loader finds them through
+	 * the already imported torch). */
+	strvec_pushf(&args, "%s", tc->cxx);
+	strvec_pushf(&args, "-shared");
+	strvec_pushf(&args, "-o");
+	strvec_pushf(&args, "%s/%s.abi3.so", p->stage, p->ops_name);
+	for (i = 0; i < objects.count; i++)
+		strvec_pushf(&args, "%s", objects.items[i]);
+	if (tc->torch_lib)
+		strvec_pushf(&args, "-L%s", tc->torch_lib);
+	strvec_pushf(&args, "-ltorch");
+	strvec_pushf(&args, "-ltorch_cpu");
+	strvec_pushf(&args, "-lc10");
+	if (!strcmp(p->backend, "cuda") || !strcmp(p->backend, "rocm")) {
+		int cuda = !strcmp(p->backend, "cuda");
+		char *root = toolkit_root(cuda ? tc->nvcc : tc->hipcc);
+		if (root) {
+			strvec_pushf(&args, "-L%s/%s", root, cuda ? "lib64" : "lib");
+			free(root);
+		}
+		strvec_pushf(&args, cuda ? "-ltorch_cuda" : "-ltorch_hip");
+		strvec_pushf(&args, cuda ? "-lc10_cuda" : "-lc10_hip");
+		strvec_pushf(&args, cuda ? "-lcudart" : "-lamdhip64");
+	}
+	rc = run_logged(p, &args);
+cleanup:
+	for (size_t c = 0; c < ncmds; c++)
+		strvec_release(&cmds[c]);
+	free(cmds);
+	strvec_release(&objects);
+	strvec_release(&args);
+	return rc;
+}

@@ -1,0 +1,403 @@
+/* toolchain.c -- toolchains.json and what each toolchain can build: its
+ * Python's torch fixes the arch variant (torch version, CUDA/ROCm version,
+ * C++ ABI, CPU), its compilers decide whether it can compile it. A usable
+ * toolchain also packages the noarch variant torch-<its backend>, which
+ * needs no compiler (its smoke import runs on the toolchain's torch). */
+#include "builder-worker/build_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PROBE_TIMEOUT_S 120
+
+/* Printed as one JSON line by the toolchain's Python. */
+static const char probe_script[] =
+	"import json, os, platform, sysconfig\n"
+	"r = {'python': platform.python_version(), 'machine': platform.machine(),\n"
+	"     'python_include': sysconfig.get_paths()['include']}\n"
+	"try:\n"
+	"    import torch\n"
+	"    r['torch'] = torch.__version__.split('+')[0]\n"
+	"    r['cuda'] = torch.version.cuda\n"
+	"    r['hip'] = getattr(torch.version, 'hip', None)\n"
+	"    r['cxx11_abi'] = bool(torch.compiled_with_cxx11_abi())\n"
+	"    try:\n"
+	"        from torch.utils import cpp_extension as ce\n"
+	"        r['torch_include'] = [p for p in ce.include_paths() if os.path.isdir(p)]\n"
+	"        r['torch_lib'] = ce.library_paths()[0]\n"
+	"    except Exception:\n"
+	"        base = os.path.dirname(torch.__file__)\n"
+	"        r['torch_include'] = [os.path.join(base, 'include'), os.path.join(base, 'include', 'torch', 'csrc', 'api', 'include')]\n"
+	"        r['torch_lib'] = os.path.join(base, 'lib')\n"
+	"except Exception as e:\n"
+	"    r['error'] = 'import torch: %s' % e\n"
+	"try:\n"
+	"    import kernels\n"
+	"    r['kernels'] = True\n"
+	"except Exception:\n"
+	"    r['kernels'] = False\n"
+	"try:\n"
+	"    import tomllib\n"
+	"    r['tomllib'] = True\n"
+	"except ImportError:\n"
+	"    try:\n"
+	"        import tomli\n"
+	"        r['tomllib'] = True\n"
+	"    except ImportError:\n"
+	"        r['tomllib'] = False\n"
+	"print(json.dumps(r))\n";
+
+static const char *const toolchain_keys[] = { "name", "python", "cxx", "nvcc", "hipcc", "cmake", "ninja", "env",
+					       "allow_no_sandbox", NULL };
+
+static void free_strings(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void toolchain_clear_probe(struct toolchain *tc)
+{
+	free(tc->torch_version);
+	free(tc->cuda_version);
+	free(tc->rocm_version);
+	free_strings(tc->variants, tc->nvariants);
+	free(tc->python_version);
+	free(tc->machine);
+	free(tc->python_include);
+	free_strings(tc->torch_includes, tc->ntorch_includes);
+	free(tc->torch_lib);
+	free(tc->cxx_version);
+	free(tc->nvcc_version);
+	free(tc->hipcc_version);
+	tc->torch_version = tc->cuda_version = tc->rocm_version = NULL;
+	tc->variants = NULL;
+	tc->nvariants = 0;
+	tc->python_version = tc->machine = tc->python_include = tc->torch_lib = NULL;
+	tc->torch_includes = NULL;
+	tc->ntorch_includes = 0;
+	tc->cxx_version = tc->nvcc_version = tc->hipcc_version = NULL;
+	tc->usable = 0;
+	tc->why[0] = 0;
+	tc->nvcc_major = tc->nvcc_minor = -1;
+	tc->has_kernels = 0;
+}
+
+void toolchains_release(struct toolchain_set *set)
+{
+	if (!set)
+		return;
+	for (size_t i = 0; i < set->count; i++) {
+		struct toolchain *tc = &set->items[i];
+		toolchain_clear_probe(tc);
+		free(tc->name);
+		free(tc->python);
+		free(tc->cxx);
+		free(tc->nvcc);
+		free(tc->hipcc);
+		free(tc->cmake);
+		free(tc->ninja);
+		free_strings(tc->env, tc->nenv);
+	}
+	free(set->items);
+	set->items = NULL;
+	set->count = 0;
+}
+
+static int string_key(json_t *entry, const char *key, char **out, int required, size_t idx, char *why, size_t why_size)
+{
+	json_t *v = json_object_get(entry, key);
+	if (!v || json_is_null(v)) {
+		if (!required)
+			return 0;
+		snprintf(why, why_size, "toolchains[%zu].%s: missing", idx, key);
+		return KHUB_EINVAL;
+	}
+	if (!json_is_string(v) || json_string_length(v) == 0) {
+		snprintf(why, why_size, "toolchains[%zu].%s: must be a non-empty string", idx, key);
+		return KHUB_EINVAL;
+	}
+	*out = xstrdup(json_string_value(v));
+	return 0;
+}
+
+int toolchains_load(const char *path, struct toolchain_set *out, char *why, size_t why_size)
+{
+	memset(out, 0, sizeof(*out));
+	json_error_t jerr;
+	json_t *doc = json_load_file(path, 0, &jerr);
+	if (!doc) {
+		snprintf(why, why_size, "%s:%d: %s", path, jerr.line, jerr.text);
+		return KHUB_EINVAL;
+	}
+	int rc = KHUB_EINVAL;
+	json_t *list = json_object_get(doc, "toolchains");
+	if (!json_is_array(list) || json_array_size(list) == 0) {
+		snprintf(why, why_size, "%s: \"toolchains\" must be a non-empty array", path);
+		goto cleanup;
+	}
+	out->items = xcalloc(json_array_size(list), sizeof(*out->items));
+	size_t i;
+	json_t *entry;
+	json_array_foreach(list, i, entry) {
+		struct toolchain *tc = &out->items[i];
+		out->count = i + 1;
+		tc->nvcc_major = tc->nvcc_minor = -1;
+		if (!json_is_object(entry)) {
+			snprintf(why, why_size, "toolchains[%zu]: must be an object", i);
+			goto cleanup;
+		}
+		const char *key;
+		json_t *value;
+		json_object_foreach(entry, key, value) {
+			size_t k = 0;
+			while (toolchain_keys[k] && strcmp(toolchain_keys[k], key) != 0)
+				k++;
+			if (!toolchain_keys[k]) {
+				snprintf(why, why_size, "toolchains[%zu].%s: unknown key", i, key);
+				goto cleanup;
+			}
+		}
+		if (string_key(entry, "name", &tc->name, 1, i, why, why_size) < 0 ||
+		    string_key(entry, "python", &tc->python, 1, i, why, why_size) < 0 ||
+		    string_key(entry, "cxx", &tc->cxx, 0, i, why, why_size) < 0 ||
+		    string_key(entry, "nvcc", &tc->nvcc, 0, i, why, why_size) < 0 ||
+		    string_key(entry, "hipcc", &tc->hipcc, 0, i, why, why_size) < 0 ||
+		    string_key(entry, "cmake", &tc->cmake, 0, i, why, why_size) < 0 ||
+		    string_key(entry, "ninja", &tc->ninja, 0, i, why, why_size) < 0)
+			goto cleanup;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(out->items[j].name, tc->name) == 0) {
+				snprintf(why, why_size, "toolchains[%zu].name: \"%s\" is used twice", i, tc->name);
+				goto cleanup;
+			}
+		json_t *ans = json_object_get(entry, "allow_no_sandbox");
+		if (ans && !json_is_boolean(ans)) {
+			snprintf(why, why_size, "toolchains[%zu].allow_no_sandbox: must be true or false", i);
+			goto cleanup;
+		}
+		tc->allow_no_sandbox = json_is_true(ans);
+		json_t *env = json_object_get(entry, "env");
+		if (env && !json_is_object(env)) {
+			snprintf(why, why_size, "toolchains[%zu].env: must be an object of strings", i);
+			goto cleanup;
+		}
+		json_object_foreach(env, key, value) {
+			if (!json_is_string(value) || !*key || strchr(key, '=')) {
+				snprintf(why, why_size, "toolchains[%zu].env.%s: must be a string (and the name have no '=')", i, key);
+				goto cleanup;
+			}
+			tc->env = xrealloc(tc->env, (tc->nenv + 1) * sizeof(*tc->env));
+			tc->env[tc->nenv++] = xasprintf("%s=%s", key, json_string_value(value));
+		}
+	}
+	rc = 0;
+cleanup:
+	json_decref(doc);
+	if (rc < 0)
+		toolchains_release(out);
+	return rc;
+}
+
+/* The environment a toolchain's programs run with: PATH and HOME unless the
+ * toolchain sets them, then its env. Nothing of the worker's own. */
+void toolchain_environment(const struct toolchain *tc, const char *home, struct strvec *env)
+{
+	int has_path = 0, has_home = 0;
+	for (size_t i = 0; i < tc->nenv; i++) {
+		has_path |= strncmp(tc->env[i], "PATH=", 5) == 0;
+		has_home |= strncmp(tc->env[i], "HOME=", 5) == 0;
+	}
+	if (!has_path)
+		strvec_pushf(env, "PATH=/usr/local/bin:/usr/bin:/bin");
+	if (!has_home)
+		strvec_pushf(env, "HOME=%s", home);
+	strvec_pushf(env, "TMPDIR=/tmp");
+	strvec_pushf(env, "LC_ALL=C.UTF-8");
+	for (size_t i = 0; i < tc->nenv; i++)
+		strvec_pushf(env, "%s", tc->env[i]);
+}
+
+/* First line of `prog --version`, or NULL. */
+static char *version_line(const char *prog, char *const *env)
+{
+	char *argv[] = { (char *)prog, "--version", NULL };
+	char *out = NULL;
+	int rc = run_capture(argv, env, 30, &out, -1);
+	char *line = NULL;
+	if (rc == 0 && out && *out) {
+		size_t n = strcspn(out, "\n");
+		line = xstrndup(out, n);
+	}
+	free(out);
+	return line;
+}
+
+/* Whole --version text (nvcc's release is on its last line). */
+static char *version_text(const char *prog, char *const *env)
+{
+	char *argv[] = { (char *)prog, "--version", NULL };
+	char *out = NULL;
+	int rc = run_capture(argv, env, 60, &out, -1);
+	if (rc != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static void add_variant(struct toolchain *tc, const char *name)
+{
+	tc->variants = xrealloc(tc->variants, (tc->nvariants + 1) * sizeof(*tc->variants));
+	tc->variants[tc->nvariants++] = xstrdup(name);
+}
+
+static char *json_str_dup(json_t *obj, const char *key)
+{
+	const char *s = json_string_value(json_object_get(obj, key));
+	return s ? xstrdup(s) : NULL;
+}
+
+int toolchain_probe(struct toolchain *tc)
+{
+	toolchain_clear_probe(tc);
+	struct strvec env = STRVEC_INIT;
+	toolchain_environment(tc, "/tmp", &env);
+	char *argv[] = { tc->python, "-c", (char *)probe_script, NULL };
+	char *out = NULL;
+	json_t *doc = NULL;
+	int rc = run_capture(argv, env.items, PROBE_TIMEOUT_S, &out, -1);
+	if (rc != 0) {
+		snprintf(tc->why, sizeof(tc->why), "%s: %s", tc->python,
+			 rc == 127 ? "not found" : rc == SANDBOX_TIMED_OUT ? "probe timed out" : "probe failed");
+		rc = KHUB_EINVAL;
+		goto cleanup;
+	}
+	const char *line = out ? strrchr(out, '{') : NULL;
+	doc = line ? json_loads(line, 0, NULL) : NULL;
+	if (!json_is_object(doc)) {
+		snprintf(tc->why, sizeof(tc->why), "%s: probe printed no JSON", tc->python);
+		rc = KHUB_EINVAL;
+		goto cleanup;
+	}
+	tc->python_version = json_str_dup(doc, "python");
+	tc->machine = json_str_dup(doc, "machine");
+	tc->python_include = json_str_dup(doc, "python_include");
+	tc->has_kernels = json_is_true(json_object_get(doc, "kernels"));
+	const char *err = json_string_value(json_object_get(doc, "error"));
+	if (err) {
+		snprintf(tc->why, sizeof(tc->why), "%s: %s", tc->python, err);
+		rc = KHUB_EINVAL;
+		goto cleanup;
+	}
+	if (!json_is_true(json_object_get(doc, "tomllib"))) {
+		snprintf(tc->why, sizeof(tc->why), "%s: no tomllib (Python >= 3.11) nor tomli to read build.toml", tc->python);
+		rc = KHUB_EINVAL;
+		goto cleanup;
+	}
+	tc->torch_version = json_str_dup(doc, "torch");
+	tc->cuda_version = json_str_dup(doc, "cuda");
+	tc->rocm_version = json_str_dup(doc, "hip");
+	tc->cxx11_abi = json_is_true(json_object_get(doc, "cxx11_abi"));
+	tc->torch_lib = json_str_dup(doc, "torch_lib");
+	json_t *inc = json_object_get(doc, "torch_include");
+	size_t i;
+	json_t *v;
+	json_array_foreach(inc, i, v) {
+		if (!json_is_string(v))
+			continue;
+		tc->torch_includes = xrealloc(tc->torch_includes, (tc->ntorch_includes + 1) * sizeof(char *));
+		tc->torch_includes[tc->ntorch_includes++] = xstrdup(json_string_value(v));
+	}
+
+	/* The arch variant this torch fixes. */
+	struct variant_name vn;
+	long tmaj = -1, tmin = -1, bmaj = -1, bmin = -1;
+	const char *backend = "cpu";
+	if (!tc->torch_version || sscanf(tc->torch_version, "%ld.%ld", &tmaj, &tmin) != 2) {
+		snprintf(tc->why, sizeof(tc->why), "torch version \"%s\" is not MAJOR.MINOR...",
+			 tc->torch_version ? tc->torch_version : "");
+		rc = KHUB_EINVAL;
+		goto cleanup;
+	}
+	if (tc->cuda_version) {
+		backend = "cuda";
+		sscanf(tc->cuda_version, "%ld.%ld", &bmaj, &bmin);
+	} else if (tc->rocm_version) {
+		backend = "rocm";
+		sscanf(tc->rocm_version, "%ld.%ld", &bmaj, &bmin);
+	}
+	const char *arch = tc->machine ? tc->machine : "";
+	if (!strcmp(arch, "amd64") || !strcmp(arch, "AMD64"))
+		arch = "x86_64";
+	else if (!strcmp(arch, "arm64") || !strcmp(arch, "ARM64"))
+		arch = "aarch64";
+	variant_name_set_torch(&vn, tmaj, tmin, tc->cxx11_abi, backend, bmaj, bmin, arch, "linux");
+	char name[VARIANT_NAME_MAX + 1];
+	variant_name_format(&vn, name, sizeof(name));
+
+	/* Compilers: the arch variant needs cxx, and nvcc/hipcc for a GPU torch. */
+	const char *missing = NULL;
+	if (tc->cxx && !(tc->cxx_version = version_line(tc->cxx, env.items)))
+		missing = tc->cxx;
+	if (tc->nvcc) {
+		char *text = version_text(tc->nvcc, env.items);
+		if (text) {
+			const char *rel = strstr(text, "release ");
+			if (rel)
+				sscanf(rel, "release %d.%d", &tc->nvcc_major, &tc->nvcc_minor);
+			const char *last = rel ? rel : text;
+			tc->nvcc_version = xstrndup(last, strcspn(last, "\n"));
+			free(text);
+		} else if (!missing) {
+			missing = tc->nvcc;
+		}
+	}
+	if (tc->hipcc) {
+		char *text = version_text(tc->hipcc, env.items);
+		if (text) {
+			const char *hv = strstr(text, "HIP version");
+			const char *line0 = hv ? hv : text;
+			tc->hipcc_version = xstrndup(line0, strcspn(line0, "\n"));
+			free(text);
+		} else if (!missing) {
+			missing = tc->hipcc;
+		}
+	}
+	if (missing) {
+		snprintf(tc->why, sizeof(tc->why), "%s --version failed (not installed?)", missing);
+	} else if (!tc->cxx) {
+		snprintf(tc->why, sizeof(tc->why), "no cxx: only noarch variants");
+	} else if (!strcmp(backend, "cuda") && !tc->nvcc) {
+		snprintf(tc->why, sizeof(tc->why), "torch is built for CUDA %s but the toolchain has no nvcc", tc->cuda_version);
+	} else if (!strcmp(backend, "rocm") && !tc->hipcc) {
+		snprintf(tc->why, sizeof(tc->why), "torch is built for ROCm %s but the toolchain has no hipcc", tc->rocm_version);
+	} else {
+		add_variant(tc, name);
+	}
+	/* Python-only variants need the Python alone. */
+	char noarch[64];
+	snprintf(noarch, sizeof(noarch), "torch-%s", backend);
+	add_variant(tc, noarch);
+	tc->usable = 1;
+	rc = 0;
+cleanup:
+	json_decref(doc);
+	free(out);
+	strvec_release(&env);
+	return rc;
+}
+
+const struct toolchain *toolchain_for_variant(const struct toolchain_set *set, const char *variant)
+{
+	for (size_t i = 0; i < set->count; i++) {
+		const struct toolchain *tc = &set->items[i];
+		if (!tc->usable)
+			continue;
+		for (size_t j = 0; j < tc->nvariants; j++)
+			if (strcmp(tc->variants[j], variant) == 0)
+				return tc;
+	}
+	return NULL;
+}

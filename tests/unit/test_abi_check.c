@@ -1,0 +1,129 @@
+/* test_abi_check.c -- khub-worker's ABI check on tiny shared libraries
+ * compiled here with the system C compiler: a clean one, one needing a
+ * GLIBC 2.32 symbol, one using Python symbols newer than 3.9 or outside the
+ * stable ABI, one with a DT_NEEDED outside the allowlist, and a stripped one. */
+#include "builder-worker/build_internal.h"
+#include "tests/unit/tap.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/khub-abi-test-XXXXXX";
+
+/* Compile src into dir/name.so with extra flags; 0 on success. */
+static int build_so(const char *name, const char *src, const char *flags)
+{
+	char *c = xasprintf("%s/%s.c", dir, name);
+	FILE *f = fopen(c, "w");
+	if (!f)
+		return -1;
+	fputs(src, f);
+	fclose(f);
+	char *cmd = xasprintf("cc -shared -fPIC -O1 -o %s/%s.so %s %s 2>&1", dir, name, c, flags);
+	int rc = system(cmd);
+	free(cmd);
+	free(c);
+	return rc;
+}
+
+/* Violations of kind in entry, as "symbol@version" joined by spaces. */
+static char *violations(json_t *entry, const char *kind)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "");
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(entry, "violations"), i, v) {
+		if (strcmp(json_string_value(json_object_get(v, "kind")), kind) != 0)
+			continue;
+		const char *ver = json_string_value(json_object_get(v, "version"));
+		strbuf_addf(&sb, "%s%s%s%s", sb.len ? " " : "", json_string_value(json_object_get(v, "symbol")),
+			    ver ? "@" : "", ver ? ver : "");
+	}
+	return strbuf_detach(&sb, NULL);
+}
+
+static json_t *check(const char *name, struct strbuf *text)
+{
+	char *path = xasprintf("%s/%s.so", dir, name);
+	json_t *entry = NULL;
+	strbuf_reset(text);
+	int rc = abi_check_file(path, name, &entry, text);
+	free(path);
+	return rc == 0 ? entry : NULL;
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir)) {
+		printf("1..0 # SKIP no temp dir\n");
+		return 0;
+	}
+	struct strbuf text = STRBUF_INIT;
+	char *s;
+
+	ok(build_so("clean", "#include <string.h>\nvoid f(char *a, const char *b, unsigned long n) { memcpy(a, b, n); }\n"
+		    "extern void *PyModule_Create2(void *, int);\nvoid *g(void *d) { return PyModule_Create2(d, 3); }\n"
+		    "extern void _Py_Dealloc(void *);\nvoid h(void *o) { _Py_Dealloc(o); }\n", "") == 0,
+	   "compiled clean.so");
+	json_t *e = check("clean", &text);
+	ok(e && json_array_size(json_object_get(e, "violations")) == 0, "clean.so: no violation (memcpy, PyModule_Create2, _Py_Dealloc)");
+	ok(strstr(text.buf, "🐍 Checking for compatibility with manylinux_2_28 and Python ABI version 3.9: clean") != NULL &&
+	   strstr(text.buf, "✅ No compatibility issues found") != NULL, "clean.so: check-abi's wording");
+	json_decref(e);
+
+	ok(build_so("glibc", "#include <sys/single_threaded.h>\nint f(void) { return __libc_single_threaded; }\n", "") == 0,
+	   "compiled glibc.so");
+	e = check("glibc", &text);
+	s = violations(e, "manylinux");
+	is_str(s, "__libc_single_threaded@GLIBC_2.32", "glibc.so: GLIBC_2.32 is above manylinux_2_28");
+	ok(strstr(text.buf, "⛔ Symbols incompatible with `manylinux_2_28` found:") &&
+	   strstr(text.buf, "__libc_single_threaded_GLIBC: 2.32"), "glibc.so: reported as <name>_<DEP>: <version>");
+	free(s);
+	json_decref(e);
+
+	ok(build_so("python", "extern int PyModule_AddType(void *, void *);\nint f(void *m, void *t) { return PyModule_AddType(m, t); }\n"
+		    "extern void *_PyObject_GetDictPtr(void *);\nvoid *g(void *o) { return _PyObject_GetDictPtr(o); }\n"
+		    "extern int PyObject_GetBuffer(void *, void *, int);\nint h(void *o, void *b) { return PyObject_GetBuffer(o, b, 0); }\n",
+		    "") == 0, "compiled python.so");
+	e = check("python", &text);
+	s = violations(e, "python-abi");
+	is_str(s, "PyModule_AddType@3.10 PyObject_GetBuffer@3.11", "python.so: stable-ABI symbols added after 3.9");
+	free(s);
+	s = violations(e, "non-abi3");
+	is_str(s, "_PyObject_GetDictPtr", "python.so: a symbol outside the stable ABI");
+	free(s);
+	ok(strstr(text.buf, "⛔ Symbols >= Python ABI 3.9 found:\n\nPyModule_AddType: 3.10\n") &&
+	   strstr(text.buf, "⛔ Non-ABI3 symbols found:\n\n_PyObject_GetDictPtr\n"), "python.so: check-abi's wording");
+	json_decref(e);
+
+	ok(build_so("needed", "extern unsigned long crc32(unsigned long, const unsigned char *, unsigned);\nunsigned long f(void) { return crc32(0, 0, 0); }\n", "-l:libz.so.1") == 0,
+	   "compiled needed.so (links libz)");
+	e = check("needed", &text);
+	s = violations(e, "needed");
+	is_str(s, "libz.so.1", "needed.so: libz is outside the allowlist");
+	free(s);
+	json_decref(e);
+
+	/* Stripped: .symtab is gone, .dynsym is what the loader uses. */
+	char *strip = xasprintf("cp %s/glibc.so %s/stripped.so && strip %s/stripped.so", dir, dir, dir);
+	ok(system(strip) == 0, "stripped a copy of glibc.so");
+	free(strip);
+	e = check("stripped", &text);
+	s = violations(e, "manylinux");
+	is_str(s, "__libc_single_threaded@GLIBC_2.32", "stripped.so: still found (read from .dynsym)");
+	free(s);
+	json_decref(e);
+
+	json_t *report = NULL;
+	ok(abi_check_dir(dir, &report) == 0 && !json_is_true(json_object_get(report, "ok")) &&
+	   json_array_size(json_object_get(report, "files")) == 5, "the directory report: 5 files, not ok");
+	json_decref(report);
+	strbuf_release(&text);
+	char *rm = xasprintf("rm -rf %s", dir);
+	if (system(rm) != 0)
+		printf("# could not remove %s\n", dir);
+	free(rm);
+	return done_testing();
+}
