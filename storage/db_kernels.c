@@ -47,7 +47,7 @@ static int given(const char *s)
  * backend=cann the loader's torch-npu). */
 static void add_variant_filters(const struct kernel_listing_filter *f, struct query *q)
 {
-	if (!given(f->backend) && !f->torch && !given(f->arch) && !given(f->os))
+	if (!given(f->backend) && !f->torch && !given(f->arch) && !given(f->os) && !f->backend_version)
 		return;
 	strbuf_adds(&q->sql, " AND EXISTS (SELECT 1 FROM kernel_heads h JOIN kernel_variants v"
 			     " ON v.repo_id = h.repo_id AND v.commit_sha = h.commit_sha WHERE h.repo_id = r.id"
@@ -76,6 +76,11 @@ static void add_variant_filters(const struct kernel_listing_filter *f, struct qu
 	}
 	if (given(f->os))
 		strbuf_addf(&q->sql, " AND (v.os IS NULL OR v.os = $%d)", query_param(q, f->os));
+	if (f->backend_version) {
+		int maj = query_param_owned(q, xasprintf("%ld", f->backend_major));
+		int min = query_param_owned(q, xasprintf("%ld", f->backend_minor));
+		strbuf_addf(&q->sql, " AND v.backend_major = $%d::int AND v.backend_minor = $%d::int", maj, min);
+	}
 	strbuf_adds(&q->sql, ")");
 }
 
@@ -116,6 +121,9 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 	if (given(f->search))
 		strbuf_addf(&q.sql, " AND strpos(lower(r.namespace || '/' || r.name), lower($%d)) > 0",
 			    query_param(&q, f->search));
+	if (f->trusted_only)
+		strbuf_adds(&q.sql, " AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = r.owner_id"
+				    " AND a.trusted_kernel_publisher)");
 	add_variant_filters(f, &q);
 	const char *dir = f->descending ? "DESC" : "ASC";
 	if (f->sort == KERNEL_SORT_ID)
