@@ -223,17 +223,18 @@ int router_match(struct request *req, const char *raw_path)
 	if (req->segc > 0 && req->segv[req->segc - 1][0] == '\0')
 		req->segc--;
 
-	int path_matched = 0;
+	int path_matched = 0, api_path_matched = 0;
 	pthread_once(&compile_once, compile_routes);
 	int under_api = req->segc > 0 && strcmp(req->segv[0], "api") == 0;
 	for (size_t k = 0; k < ncompiled; k++) {
 		const struct route *r = compiled[k].route;
-		if ((r->flags & ROUTE_PAGE) && (under_api || path_matched))
-			break;	/* pages: after the API, never under /api/ */
+		if ((r->flags & ROUTE_PAGE) && (under_api || api_path_matched))
+			break;	/* pages: after the API, never under /api/ or an API path */
 		if (match_pattern(req, &compiled[k]) < 0)
 			continue;
 		if (!(r->methods & req->method) && req->method != METHOD_OPTIONS) {
 			path_matched = 1;
+			api_path_matched |= !(r->flags & ROUTE_PAGE);
 			continue;
 		}
 		req->route = r;

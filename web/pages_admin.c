@@ -151,6 +151,9 @@ enum MHD_Result page_admin_trust(struct request *req)
 	const char *name = form_value(req, "name"), *trusted = form_value(req, "trusted");
 	struct account acct;
 	int changed = 0;
+	if (req->principal.scope < ROLE_ADMIN)	/* as PUT /api/admin/trusted-publishers/{org} */
+		return web_error_page(req, 403, "Changing trusted publishers needs a session opened with an admin-scoped "
+					   "token.");
 	if (!name || !trusted)
 		return web_error_page(req, 400, "Give an account name.");
 	int rc = db_trusted_publisher_set(name, strcmp(trusted, "true") == 0, req->principal.name, &acct, &changed);
