@@ -134,20 +134,23 @@ static void matrix_section(struct page *pg, struct repo_handle *h, const struct 
 	page_html(pg, "<section aria-labelledby=\"variants-h\"><h2 id=\"variants-h\">Variants of ");
 	page_text(pg, label);
 	page_html(pg, "</h2><p id=\"compliance-summary\">");
-	if (json_is_true(json_object_get(compliance, "compliant"))) {
-		page_html(pg, "<span class=\"badge ok\">compliant</span> with the required build list: ");
-	} else {
-		page_html(pg, "<span class=\"badge bad\">not compliant</span> with the required build list. Compliant with: ");
-	}
+	int compliant = json_is_true(json_object_get(compliance, "compliant"));
+	int python_only = json_is_true(json_object_get(json_object_get(compliance, "pythonOnly"), "compliant"));
 	size_t i;
 	json_t *v;
 	json_t *with = json_object_get(compliance, "compliantWith");
-	json_array_foreach(with, i, v) {
-		page_html(pg, i ? ", " : "");
-		page_text(pg, json_string_value(v));
+	page_html(pg, compliant ? "<span class=\"badge ok\">compliant</span> with the required build list" :
+				  "<span class=\"badge bad\">not compliant</span> with the required build list");
+	if (json_array_size(with)) {
+		page_html(pg, compliant ? " (" : "; compliant for ");
+		json_array_foreach(with, i, v) {
+			page_html(pg, i ? ", " : "");
+			page_text(pg, json_string_value(v));
+		}
+		page_html(pg, compliant ? ")" : "");
+	} else if (python_only) {
+		page_html(pg, " (Python-only variants, which load everywhere)");
 	}
-	if (!json_array_size(with))
-		page_html(pg, "none");
 	page_html(pg, ".</p><div class=\"table-wrap\"><table id=\"variant-matrix\"><caption class=\"muted\">Build "
 		      "variants; rows marked missing are required but absent</caption><thead><tr>"
 		      "<th scope=\"col\">Variant</th><th scope=\"col\">Backend</th><th scope=\"col\">Torch</th>"
