@@ -48,7 +48,7 @@ TOKEN=$(khub admin token create root --scope write 2>/dev/null)
 khub_start --download-stats-flush-ms 200
 echo "# publishing $KERNELS kernels through the API ..." >&2
 python3 - "$KHUB_URL" "$TOKEN" "$KERNELS" <<'PY' || { echo "web.sh: publishing failed" >&2; exit 1; }
-import base64, http.client, json, sys, urllib.parse
+import base64, http.client, json, sys, time, urllib.parse
 url, token, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 u = urllib.parse.urlparse(url)
 conn = http.client.HTTPConnection(u.hostname, u.port)
@@ -61,8 +61,12 @@ for i in range(n):
     for v, b in (("torch-cpu", "cpu"), ("torch211-cxx11-cu128-x86_64-linux", "cuda"), ("torch211-cxx11-rocm71-x86_64-linux", "rocm")):
         files.append({"path": f"build/{v}/__init__.py", "content": b64("x = 1\n"), "encoding": "base64"})
         files.append({"path": f"build/{v}/metadata.json", "content": b64(meta(b)), "encoding": "base64"})
-    conn.request("POST", "/api/repos/create", json.dumps({"name": name, "organization": org, "type": "kernel", "files": files}), H)
-    r = conn.getresponse(); r.read()
+    for attempt in range(10):	# a 503 (busy machine) says when to retry
+        conn.request("POST", "/api/repos/create", json.dumps({"name": name, "organization": org, "type": "kernel", "files": files}), H)
+        r = conn.getresponse(); r.read()
+        if r.status != 503:
+            break
+        time.sleep(float(r.getheader("Retry-After") or 1))
     if r.status != 200:
         sys.exit(f"create {org}/{name}: {r.status}")
     if i == 0:

@@ -466,5 +466,8 @@ int db_org_members(int64_t org_id, struct db_rows *out);
 /* Accounts, orgs first: kind, name, is_site_admin (t/f), trusted (t/f),
  * created (YYYY-MM-DD). 0 or KHUB_EDB; release out. */
 int db_account_rows(long limit, struct db_rows *out);
+/* Downloads per repo and day of the last `days` UTC days, for sparklines:
+ * repo_id, days ago (0 = today), count. 0 or KHUB_EDB; release out. */
+int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_rows *out);
 
 #endif

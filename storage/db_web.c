@@ -72,3 +72,22 @@ int db_account_rows(long limit, struct db_rows *out)
 			" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 			" FROM accounts ORDER BY kind DESC, lower(name) LIMIT $1::int", 1, params);
 }
+
+int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_rows *out)
+{
+	struct strbuf ids = STRBUF_INIT;
+	char num[24], d[24];
+	strbuf_adds(&ids, "{");
+	for (size_t i = 0; i < n; i++) {
+		snprintf(num, sizeof(num), "%s%" PRId64, i ? "," : "", repo_ids[i]);
+		strbuf_adds(&ids, num);
+	}
+	strbuf_adds(&ids, "}");
+	snprintf(d, sizeof(d), "%ld", days);
+	const char *params[2] = { ids.buf, d };
+	int rc = db_query(out, "SELECT repo_id, ((now() AT TIME ZONE 'UTC')::date - day), sum(count)::bigint"
+			  " FROM download_counts WHERE repo_id = ANY($1::bigint[])"
+			  " AND day > (now() AT TIME ZONE 'UTC')::date - $2::int GROUP BY 1, 2", 2, params);
+	strbuf_release(&ids);
+	return rc;
+}

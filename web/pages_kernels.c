@@ -105,7 +105,56 @@ static void badges(struct page *pg, json_t *array, const char *cls)
 	}
 }
 
-static void listing_row(struct page *pg, json_t *item)
+#define SPARK_DAYS 14
+
+/* Downloads of the last SPARK_DAYS days per listed repo, oldest first. */
+struct sparks {
+	int64_t *ids;
+	long (*counts)[SPARK_DAYS];
+	size_t n;
+};
+
+static void sparks_load(struct sparks *sp, json_t *items)
+{
+	struct db_rows rows;
+	sp->n = json_array_size(items);
+	sp->ids = xcalloc(sp->n + 1, sizeof(*sp->ids));
+	sp->counts = xcalloc(sp->n + 1, sizeof(*sp->counts));
+	for (size_t i = 0; i < sp->n; i++)
+		sp->ids[i] = strtoll(json_string_value(json_object_get(json_array_get(items, i), "_id")), NULL, 10);
+	if (!sp->n || db_downloads_daily(sp->ids, sp->n, SPARK_DAYS, &rows) < 0)
+		return;	/* no sparkline is no reason to fail the listing */
+	for (size_t r = 0; r < rows.count; r++) {
+		int64_t id = strtoll(db_rows_get(&rows, r, 0), NULL, 10);
+		long ago = strtol(db_rows_get(&rows, r, 1), NULL, 10);
+		for (size_t i = 0; i < sp->n && ago >= 0 && ago < SPARK_DAYS; i++)
+			if (sp->ids[i] == id)
+				sp->counts[i][SPARK_DAYS - 1 - ago] = strtol(db_rows_get(&rows, r, 2), NULL, 10);
+	}
+	db_rows_release(&rows);
+}
+
+static void sparks_release(struct sparks *sp)
+{
+	free(sp->ids);
+	free(sp->counts);
+}
+
+/* An inline SVG line of daily downloads (no script, no style attribute). */
+static void sparkline(struct page *pg, const long counts[SPARK_DAYS])
+{
+	long max = 1;
+	for (int d = 0; d < SPARK_DAYS; d++)
+		if (counts[d] > max)
+			max = counts[d];
+	page_htmlf(pg, "<svg class=\"spark\" width=\"70\" height=\"18\" viewBox=\"0 0 %d 18\" role=\"img\" "
+		       "aria-label=\"downloads per day, last %d days\"><polyline points=\"", (SPARK_DAYS - 1) * 5, SPARK_DAYS);
+	for (int d = 0; d < SPARK_DAYS; d++)
+		page_htmlf(pg, "%s%d,%ld", d ? " " : "", d * 5, 16 - counts[d] * 15 / max);
+	page_html(pg, "\"/></svg>");
+}
+
+static void listing_row(struct page *pg, json_t *item, const long spark[SPARK_DAYS])
 {
 	const char *id = json_string_value(json_object_get(item, "id"));
 	const char *author = json_string_value(json_object_get(item, "author"));
@@ -131,9 +180,11 @@ static void listing_row(struct page *pg, json_t *item)
 	badges(pg, json_object_get(item, "versions"), "");
 	page_html(pg, "</td><td>");
 	badges(pg, json_object_get(item, "supportedDriverFamilies"), "");
-	page_htmlf(pg, "</td><td class=\"num\">%lld</td><td class=\"num\">%lld</td><td>",
+	page_htmlf(pg, "</td><td class=\"num\">%lld</td><td class=\"num\">%lld ",
 		   (long long)json_integer_value(json_object_get(item, "downloads")),
 		   (long long)json_integer_value(json_object_get(item, "trendingScore")));
+	sparkline(pg, spark);
+	page_html(pg, "</td><td>");
 	page_text(pg, json_string_value(json_object_get(item, "lastModified")));
 	page_html(pg, "</td></tr>");
 }
@@ -163,11 +214,14 @@ enum MHD_Result page_kernels(struct request *req)
 	page_html(&pg, "<div class=\"table-wrap\"><table id=\"kernels\"><caption class=\"muted\">Kernels matching the "
 		       "filters</caption><thead><tr><th scope=\"col\">Kernel</th><th scope=\"col\">Versions</th>"
 		       "<th scope=\"col\">Backends</th><th scope=\"col\" class=\"num\">Downloads</th>"
-		       "<th scope=\"col\" class=\"num\">Last 7 days</th><th scope=\"col\">Updated</th></tr></thead><tbody>");
+		       "<th scope=\"col\" class=\"num\">Last 7 days, 14-day trend</th><th scope=\"col\">Updated</th></tr></thead><tbody>");
+	struct sparks sp = { 0 };
+	sparks_load(&sp, lp.items);
 	size_t i;
 	json_t *item;
 	json_array_foreach(lp.items, i, item)
-		listing_row(&pg, item);
+		listing_row(&pg, item, sp.counts[i]);
+	sparks_release(&sp);
 	page_html(&pg, "</tbody></table></div><nav class=\"pager\" aria-label=\"Pages\">");
 	if (lp.cursor > 0)
 		page_link(&pg, req, lp.cursor > lp.limit ? lp.cursor - lp.limit : 0, "prev", "← Previous");
