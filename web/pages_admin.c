@@ -33,7 +33,9 @@ static void trusted_section(struct page *pg)
 		page_html(pg, "<input type=\"hidden\" name=\"trusted\" value=\"false\"><input type=\"hidden\" name=\"name\" "
 			      "value=\"");
 		page_text(pg, list.items[i].name);
-		page_html(pg, "\"><button class=\"danger\" type=\"submit\">Withdraw</button></form></td></tr>");
+		page_html(pg, "\"><button class=\"danger\" type=\"submit\" aria-label=\"Withdraw trust from ");
+		page_text(pg, list.items[i].name);
+		page_html(pg, "\">Withdraw</button></form></td></tr>");
 	}
 	page_html(pg, "</tbody></table><form method=\"post\" action=\"/admin/trusted\" class=\"env\">");
 	page_csrf_field(pg);
