@@ -414,7 +414,10 @@ void download_stats_stop(void);
 /* GET /api/kernels's query, shared with the web listing (one implementation):
  * the filters of req's query arguments (author, search, backend,
  * backend_version, torch, arch, os, trusted, sort, direction, limit, cursor)
- * run for req's caller; author, when not NULL, replaces author=. 0 with *out filled (items as the API answers them;
+ * run for req's caller; author, when not NULL, replaces author=. With
+ * wait_for_index, repos changed without indexing are caught up with first
+ * (the API does; the web UI shows the background catch-up's state, at most
+ * variant_catch_up_ms old, and answers sooner). 0 with *out filled (items as the API answers them;
  * the caller json_decrefs out->items); 1 when the request was parked (the
  * handler returns MHD_YES and runs again); KHUB_EINVAL with *error (static)
  * for a bad argument; KHUB_EDB. */
@@ -422,7 +425,8 @@ struct kernel_listing_page {
 	json_t *items;
 	long total, rows, limit, cursor;
 };
-int kernel_listing_query(struct request *req, const char *author, struct kernel_listing_page *out, const char **error);
+int kernel_listing_query(struct request *req, const char *author, int wait_for_index, struct kernel_listing_page *out,
+			 const char **error);
 /* The "versions" array of a kernel's repo info: every vN branch, by N, with
  * its sha and variant names (indexing commits not indexed yet). The caller
  * owns the result. */

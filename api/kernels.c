@@ -194,7 +194,8 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-int kernel_listing_query(struct request *req, const char *author, struct kernel_listing_page *out, const char **error)
+int kernel_listing_query(struct request *req, const char *author, int wait_for_index, struct kernel_listing_page *out,
+			 const char **error)
 {
 	struct kernel_listing_filter f = { 0 };
 	long limit = LIST_LIMIT_DEFAULT, cursor = 0, direction = -1;
@@ -233,7 +234,7 @@ int kernel_listing_query(struct request *req, const char *author, struct kernel_
 
 	/* repos changed without indexing are caught up with first (on the
 	 * catch-up thread, while this request waits parked) */
-	if (catch_up_wait(req))
+	if (wait_for_index && catch_up_wait(req))
 		return 1;
 
 	f.user_id = req->principal.user_id;
@@ -293,7 +294,7 @@ static enum MHD_Result handle_list(struct request *req)
 {
 	struct kernel_listing_page page;
 	const char *error;
-	int rc = kernel_listing_query(req, NULL, &page, &error);
+	int rc = kernel_listing_query(req, NULL, 1, &page, &error);
 	if (rc == 1)
 		return MHD_YES;
 	if (rc == KHUB_EINVAL)

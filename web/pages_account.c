@@ -187,7 +187,7 @@ enum MHD_Result page_namespace(struct request *req)
 	struct kernel_listing_page lp;
 	const char *error;
 	/* the listing's own query, author= this namespace: what the caller may see */
-	rc = kernel_listing_query(req, acct.name, &lp, &error);
+	rc = kernel_listing_query(req, acct.name, 0, &lp, &error);
 	if (rc == 1)
 		return MHD_YES;
 	if (rc < 0)

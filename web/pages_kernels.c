@@ -193,7 +193,7 @@ enum MHD_Result page_kernels(struct request *req)
 {
 	struct kernel_listing_page lp;
 	const char *error = NULL;
-	int rc = kernel_listing_query(req, NULL, &lp, &error);
+	int rc = kernel_listing_query(req, NULL, 0, &lp, &error);
 	if (rc == 1)
 		return MHD_YES;	/* parked: the index catches up first */
 	if (rc < 0 && rc != KHUB_EINVAL)
