@@ -59,6 +59,23 @@ while IFS= read -r line; do
 done <<<"$out"
 is "$plan" "$results" "the node script ran its whole plan"
 [ "$rc" -ne 0 ] && diag "node exited with status $rc"
+# Behind https (public_url), both cookies are Secure; plain http they cannot be.
+cookie_flags() {	# cookie_flags NAME: the Set-Cookie of a sign-in, by cookie name
+	local jar=$TEST_DIR/jar html=$TEST_DIR/login.html csrf
+	curl -s -c "$jar" -D "$TEST_DIR/h1" -o "$html" "$KHUB_URL/login"
+	csrf=$(grep -o 'name="csrf" value="[0-9a-f]*"' "$html" | head -1 | sed 's/.*value="//; s/"//')
+	curl -s -b "$jar" -D "$TEST_DIR/h2" -o /dev/null --data-urlencode "csrf=$csrf" --data-urlencode "token=$ALICE" \
+		"$KHUB_URL/login"
+	cat "$TEST_DIR/h1" "$TEST_DIR/h2" | tr -d '\r' | grep -i "^set-cookie: $1=" | head -1
+}
+like "$(cookie_flags khub_session)" "HttpOnly; SameSite=Lax$" "plain http: the session cookie is HttpOnly, SameSite=Lax, not Secure"
+khub_stop
+khub_start --public-url https://hub.example.test
+like "$(cookie_flags khub_session)" "HttpOnly; SameSite=Lax; Secure$" "public_url https: the session cookie is Secure"
+like "$(cookie_flags khub_login)" "SameSite=Strict; Secure$" "public_url https: the sign-in cookie is Secure"
+status=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data "token=$ALICE" "$KHUB_URL/login")
+is "$status" 403 "a sign-in POST without its CSRF token is refused"
+
 shots=$(ls "$WEB_DIR/artifacts"/*.png 2>/dev/null | wc -l)
 ok $([ "$shots" -ge 8 ] && echo 0 || echo 1) "screenshots of each page saved ($shots in tests/web/artifacts)"
 done_testing
