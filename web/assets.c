@@ -19,6 +19,8 @@ void web_configure(const char *web_root, const char *public_url, long session_se
  * from web/node_modules/, the rest from web/ itself. */
 static char *disk_path(const char *name)
 {
+	if (strcmp(name, "static/vendor/uPlot-LICENSE.txt") == 0)
+		return xasprintf("%s/node_modules/uplot/LICENSE", web_settings.root);
 	if (strncmp(name, "static/vendor/", 14) == 0)
 		return xasprintf("%s/node_modules/uplot/dist/%s", web_settings.root, name + 14);
 	return xasprintf("%s/%s", web_settings.root, name);
@@ -61,6 +63,7 @@ static const char *content_type(const char *name)
 	static const struct { const char *ext, *type; } types[] = {
 		{ ".css", "text/css; charset=utf-8" }, { ".js", "text/javascript; charset=utf-8" },
 		{ ".svg", "image/svg+xml" }, { ".html", "text/html; charset=utf-8" },
+		{ ".txt", "text/plain; charset=utf-8" },
 	};
 	const char *dot = strrchr(name, '.');
 	for (size_t i = 0; dot && i < sizeof(types) / sizeof(types[0]); i++)

@@ -70,7 +70,18 @@ cookie_flags() {	# cookie_flags NAME: the Set-Cookie of a sign-in, by cookie nam
 }
 like "$(cookie_flags khub_session)" "HttpOnly; SameSite=Lax$" "plain http: the session cookie is HttpOnly, SameSite=Lax, not Secure"
 khub_stop
-khub_start --public-url https://hub.example.test
+# web_root: templates and static files from disk (working on the UI), only
+# the files the binary knows by name
+mkdir -p "$TEST_DIR/webroot"
+cp -r "$KHUB_SRC/web/templates" "$KHUB_SRC/web/static" "$TEST_DIR/webroot/"
+echo "/* edited on disk */" >>"$TEST_DIR/webroot/static/khub.css"
+echo "not served" >"$TEST_DIR/webroot/static/extra.css"
+khub_start --public-url https://hub.example.test --web-root "$TEST_DIR/webroot"
+like "$(curl -s "$KHUB_URL/-/static/khub.css" | tail -1)" "edited on disk" "web_root: static files come from disk"
+is "$(curl -s -o /dev/null -w '%{http_code}' "$KHUB_URL/-/static/extra.css")" 404 "web_root: a file the binary does not know is not served"
+is "$(curl -s --path-as-is -o /dev/null -w '%{http_code}' "$KHUB_URL/-/static/../../web/web.h")" 404 "no way out of the static files (..)"
+is "$(curl -s -o /dev/null -w '%{http_code}' "$KHUB_URL/-/static/..%2F..%2Fweb.h")" 404 "nor with an encoded .."
+like "$(curl -s "$KHUB_URL/-/static/vendor/uPlot-LICENSE.txt" | head -3)" "MIT|Permission|Copyright" "the chart library's license is served"
 like "$(cookie_flags khub_session)" "HttpOnly; SameSite=Lax; Secure$" "public_url https: the session cookie is Secure"
 like "$(cookie_flags khub_login)" "SameSite=Strict; Secure$" "public_url https: the sign-in cookie is Secure"
 status=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data "token=$ALICE" "$KHUB_URL/login")

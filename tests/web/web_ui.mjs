@@ -430,7 +430,7 @@ await test("org page: kernels, members; an org admin changes a role", async () =
 	return problems;
 });
 
-await test("forms are labelled and the reading pages work without JavaScript", async () => {
+await test("forms are labelled, the keyboard reaches them, and the reading pages work without JavaScript", async () => {
 	const ctx = await browser.newContext({ baseURL: URL_, javaScriptEnabled: false });
 	const page = await ctx.newPage();
 	const problems = [];
@@ -442,6 +442,14 @@ await test("forms are labelled and the reading pages work without JavaScript", a
 			els.filter((e) => !(e.labels && e.labels.length) && !e.getAttribute("aria-label")).map((e) => e.id || e.name));
 		if (unlabelled.length) problems.push(`${path}: unlabelled ${unlabelled}`);
 	}
+	await page.goto("/kernels");
+	await page.keyboard.press("Tab");
+	const first = await page.evaluate(() => document.activeElement.textContent.trim());
+	if (first !== "Skip to content") problems.push(`the first Tab stop is "${first}", not the skip link`);
+	await page.keyboard.press("Enter");
+	for (let i = 0; i < 3; i++) await page.keyboard.press("Tab");
+	const inForm = await page.evaluate(() => document.activeElement.closest("form.filters") !== null);
+	if (!inForm) problems.push("Tab from the skip link does not reach the filters");
 	const rows = await (await page.goto("/kernels?backend=cuda")) && await page.$$eval("#kernels tbody tr", (t) => t.length);
 	if (!rows) problems.push("the filtered listing is empty without JavaScript");
 	await ctx.close();

@@ -139,3 +139,18 @@ if (form && out) {
 	document.getElementById('wil-paste').addEventListener('input', (e) => fillForm(parseEnvLine(e.target.value)));
 	form.addEventListener('submit', check);
 }
+
+// Copy buttons for the usage snippets (the text stays selectable without JS).
+for (const code of document.querySelectorAll('pre > code[id^="snippet-"], pre > code#env-snippet')) {
+	const button = el('button', { type: 'button', class: 'copy', 'aria-label': `Copy ${code.id.replace('snippet-', '')} snippet` }, 'Copy');
+	button.addEventListener('click', async () => {
+		try {
+			await navigator.clipboard.writeText(code.textContent);
+			button.textContent = 'Copied';
+		} catch {
+			button.textContent = 'Select and copy';
+		}
+		setTimeout(() => { button.textContent = 'Copy'; }, 2000);
+	});
+	code.parentElement.after(button);
+}
