@@ -469,5 +469,8 @@ int db_account_rows(long limit, struct db_rows *out);
 /* Downloads per repo and day of the last `days` UTC days, for sparklines:
  * repo_id, days ago (0 = today), count. 0 or KHUB_EDB; release out. */
 int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_rows *out);
+/* The newest audit log entries: at (UTC text), actor, action, target. 0 or
+ * KHUB_EDB; release out. */
+int db_audit_recent(long limit, struct db_rows *out);
 
 #endif

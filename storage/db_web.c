@@ -91,3 +91,12 @@ int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_r
 	strbuf_release(&ids);
 	return rc;
 }
+
+int db_audit_recent(long limit, struct db_rows *out)
+{
+	char lim[24];
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	const char *params[1] = { lim };
+	return db_query(out, "SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), actor_name, action, target"
+			" FROM audit_log ORDER BY id DESC LIMIT $1::int", 1, params);
+}

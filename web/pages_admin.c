@@ -1,13 +1,15 @@
 /* pages_admin.c -- /admin for site admins: trusted publishers (grant and
- * withdraw), users and orgs, mirror status with "sync now" (the same
- * trigger as POST /api/admin/mirror/sync), and the slot where the build
- * farm's queue and logs will appear. */
+ * withdraw), mirror status with "sync now" (the same trigger as POST
+ * /api/admin/mirror/sync), the slot where the build farm's queue and logs
+ * will appear, recent activity (who published what: the audit log), users
+ * and orgs. */
 #include "web/web_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define ADMIN_ACCOUNTS_SHOWN 500
+#define ADMIN_ACTIVITY_SHOWN 50
 
 static void trusted_section(struct page *pg)
 {
@@ -43,6 +45,30 @@ static void trusted_section(struct page *pg)
 		      "account</label><input id=\"trust-name\" name=\"name\" required></div><div><button type=\"submit\">"
 		      "Trust</button></div></form></section>");
 	trusted_publisher_list_release(&list);
+}
+
+/* Who did what lately: publishes, pushes, settings, trust, tokens. */
+static void activity_section(struct page *pg)
+{
+	struct db_rows rows;
+	page_html(pg, "<section aria-labelledby=\"activity-h\"><h2 id=\"activity-h\">Recent activity</h2>");
+	if (db_audit_recent(ADMIN_ACTIVITY_SHOWN, &rows) < 0) {
+		page_html(pg, "<p class=\"problem\">The database is unavailable.</p></section>");
+		return;
+	}
+	page_html(pg, "<div class=\"table-wrap\"><table id=\"activity\"><thead><tr><th scope=\"col\">When (UTC)</th>"
+		      "<th scope=\"col\">Who</th><th scope=\"col\">What</th><th scope=\"col\">On</th></tr></thead><tbody>");
+	for (size_t i = 0; i < rows.count; i++) {
+		page_html(pg, "<tr>");
+		for (size_t c = 0; c < 4; c++) {
+			page_html(pg, c == 2 ? "<td class=\"mono\">" : "<td>");
+			page_text(pg, db_rows_get(&rows, i, c));
+			page_html(pg, "</td>");
+		}
+		page_html(pg, "</tr>");
+	}
+	page_html(pg, "</tbody></table></div></section>");
+	db_rows_release(&rows);
 }
 
 static void accounts_section(struct page *pg)
@@ -130,6 +156,7 @@ enum MHD_Result page_admin(struct request *req)
 	page_html(&pg, "<section aria-labelledby=\"builds-h\" id=\"builds\"><h2 id=\"builds-h\">Builds</h2>"
 		       "<div class=\"slot\" data-slot=\"builds\">No build farm is configured on this hub yet; its queue, "
 		       "workers and logs will appear here.</div></section>");
+	activity_section(&pg);
 	accounts_section(&pg);
 	return page_send(&pg, 200);
 }
