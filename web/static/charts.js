@@ -97,15 +97,26 @@ function latencyChart(rows) {
 	box.after(details);
 }
 
+// One GPU and backend at a time (a select picks which): a series per
+// workload, a point per run, oldest first.
 function historyChart(rows) {
 	const box = document.getElementById('chart-history');
-	const workloads = [...new Set(rows.map((r) => r.workload))].sort();
-	const runs = [...new Map(rows.map((r) => [r.id, r])).values()];
-	const data = [runs.map((_, i) => i)];
-	for (const w of workloads)
-		data.push(runs.map((run) => rows.find((r) => r.id === run.id && r.workload === w)?.mean ?? null));
-	draw(box, workloads, data, { yLabel: 'ms', xTicks: (u, ticks) => ticks.map((t) => (runs[t] ? runs[t].commit.slice(0, 7) : '')),
-		label: 'Mean latency per run over time, one series per workload' });
+	const machines = [...new Set(rows.map((r) => `${r.gpu} · ${r.backend}`))].sort();
+	const select = el('select', { id: 'history-machine' }, ...machines.map((m) => el('option', { value: m }, m)));
+	const label = el('label', { for: 'history-machine' }, 'GPU and backend ');
+	box.before(el('div', { class: 'env' }, label, select));
+	const show = () => {
+		const mine = rows.filter((r) => `${r.gpu} · ${r.backend}` === select.value);
+		const workloads = [...new Set(mine.map((r) => r.workload))].sort();
+		const runs = [...new Map(mine.map((r) => [r.id, r])).values()];
+		const data = [runs.map((_, i) => i)];
+		for (const w of workloads)
+			data.push(runs.map((run) => mine.find((r) => r.id === run.id && r.workload === w)?.mean ?? null));
+		draw(box, workloads, data, { yLabel: 'ms', xTicks: (u, ticks) => ticks.map((t) => (runs[t] ? runs[t].commit.slice(0, 7) : '')),
+			label: `Mean latency per run on ${select.value}, one series per workload` });
+	};
+	select.addEventListener('change', show);
+	show();
 }
 
 function compare(rows) {
