@@ -185,7 +185,17 @@ static void listing_row(struct page *pg, json_t *item, const long spark[SPARK_DA
 		   (long long)json_integer_value(json_object_get(item, "trendingScore")));
 	sparkline(pg, spark);
 	page_html(pg, "</td><td>");
-	page_text(pg, json_string_value(json_object_get(item, "lastModified")));
+	/* "2026-11-23T10:29:33.000Z" shown as "2026-11-23 10:29", the full time on hover */
+	const char *modified = json_string_value(json_object_get(item, "lastModified"));
+	if (modified && strlen(modified) >= 16) {
+		page_html(pg, "<time datetime=\"");
+		page_text(pg, modified);
+		page_html(pg, "\">");
+		html_escape_n(&pg->main, modified, 10);
+		page_html(pg, " ");
+		html_escape_n(&pg->main, modified + 11, 5);
+		page_html(pg, "</time>");
+	}
 	page_html(pg, "</td></tr>");
 }
 
