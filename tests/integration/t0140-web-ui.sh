@@ -84,6 +84,13 @@ is "$(curl -s -o /dev/null -w '%{http_code}' "$KHUB_URL/-/static/..%2F..%2Fweb.h
 like "$(curl -s "$KHUB_URL/-/static/vendor/uPlot-LICENSE.txt" | head -3)" "MIT|Permission|Copyright" "the chart library's license is served"
 like "$(cookie_flags khub_session)" "HttpOnly; SameSite=Lax; Secure$" "public_url https: the session cookie is Secure"
 like "$(cookie_flags khub_login)" "SameSite=Strict; Secure$" "public_url https: the sign-in cookie is Secure"
+session=$(grep -i "^set-cookie: khub_session=" "$TEST_DIR/h2" | sed 's/.*khub_session=\([0-9a-f]*\).*/\1/' | tr -d '\r')
+is "$(curl -s -o /dev/null -w '%{http_code}' -b "khub_session=$session" "$KHUB_URL/settings/tokens")" 200 "a fresh session opens /settings/tokens"
+psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qc \
+	"UPDATE web_sessions SET expires_at = now() - interval '1 second'" >/dev/null 2>&1
+is "$(curl -s -o /dev/null -w '%{http_code}' -b "khub_session=$session" "$KHUB_URL/settings/tokens")" 401 "an expired session is signed out"
+is "$(psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -tAc "SELECT count(*) FROM web_sessions WHERE id_sha256 = '$session'")" 0 \
+	"the database keeps only the session id's hash"
 status=$(curl -s -o /dev/null -w '%{http_code}' -X POST --data "token=$ALICE" "$KHUB_URL/login")
 is "$status" 403 "a sign-in POST without its CSRF token is refused"
 

@@ -351,6 +351,24 @@ await test("create a token on /settings/tokens, revoke it: the API then answers 
 	return problems;
 });
 
+await test("revoking a token ends the sessions opened with it", async () => {
+	const page = alice.page;
+	await page.goto("/settings/tokens");
+	await page.fill("#t-name", "second-browser");
+	await page.click("form[action='/settings/tokens'] button[type=submit]");
+	const token = (await page.textContent("#new-token")).trim();
+	const other = await signedIn(token);
+	const before = await other.page.goto("/settings/tokens");
+	await page.goto("/settings/tokens");
+	await page.click("button[aria-label='Revoke token second-browser']");
+	await page.waitForURL(/\/settings\/tokens$/);
+	const after = await other.page.goto("/settings/tokens");
+	const still = await page.goto("/settings/tokens");
+	await other.ctx.close();
+	return before.status() === 200 && after.status() === 401 && still.status() === 200 ? [] :
+		[`other session before ${before.status()}, after ${after.status()}; alice's ${still.status()}`];
+});
+
 await test("a POST without the CSRF token (or with another session's) is refused", async () => {
 	const page = alice.page;
 	const count = async () => (await page.request.get("/settings/tokens").then((r) => r.text())).split("data-token-id").length;
