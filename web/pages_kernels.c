@@ -210,7 +210,6 @@ enum MHD_Result page_kernels(struct request *req)
 		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
 	struct page pg;
 	page_init(&pg, req, "Kernels");
-	page_script(&pg, "listing.js");
 	page_html(&pg, "<h1>Kernels</h1>");
 	listing_form(&pg, req);
 	if (rc == KHUB_EINVAL) {
