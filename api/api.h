@@ -15,6 +15,8 @@
 #include "storage/publish.h"
 #include "storage/variant_index.h"
 
+struct request;
+
 /* What the server tells the handlers (set once at start-up). */
 struct api_context {
 	const char *repo_root;		/* {data_dir}/repos */
@@ -36,6 +38,13 @@ struct api_context {
 	 * (set by the server to the mirror module's; NULL = none). */
 	int (*lazy_fetch)(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
 			  struct lfs_store *lfs);
+	/* Routes flagged ROUTE_PAGE (set by the server to the web module's;
+	 * NULL = none): the headers every page answer carries, and the HTML
+	 * page that answers an error respond_error would answer in JSON (so the
+	 * access checks shared with the API answer a page in HTML): 0 when it
+	 * answered (*result set), -1 to answer in JSON (the UI's JSON paths). */
+	void (*page_headers)(struct request *req, struct MHD_Response *resp);
+	int (*page_error)(struct request *req, int status, const char *message, enum MHD_Result *result);
 };
 
 extern struct api_context api_ctx;
@@ -146,6 +155,9 @@ typedef enum MHD_Result (*route_handler)(struct request *req);
 #define ROUTE_GIT 4		/* git and git-lfs clients: a 401 challenges Basic */
 #define ROUTE_HANDLER_ACCESS 8	/* the handler asks more than the access column
 				 * (documented at its table); t0056 tests it by hand */
+#define ROUTE_PAGE 16		/* a web UI page (web/): the caller comes from the
+				 * session cookie, never Authorization; no CORS
+				 * headers; errors are answered as HTML pages */
 
 /* Routes whose bodies may be larger than memory (commits, LFS uploads) get
  * the body as it arrives; the handler runs once it has all been read. */
@@ -399,6 +411,22 @@ void download_stats_stop(void);
 
 /* ---- kernel repos (api/kernels.c, api/kernel_variants.c) ----------------- */
 
+/* GET /api/kernels's query, shared with the web listing (one implementation):
+ * the filters of req's query arguments (author, search, backend,
+ * backend_version, torch, arch, os, trusted, sort, direction, limit, cursor)
+ * run for req's caller; author, when not NULL, replaces author=. With
+ * wait_for_index, repos changed without indexing are caught up with first
+ * (the API does; the web UI shows the background catch-up's state, at most
+ * variant_catch_up_ms old, and answers sooner). 0 with *out filled (items as the API answers them;
+ * the caller json_decrefs out->items); 1 when the request was parked (the
+ * handler returns MHD_YES and runs again); KHUB_EINVAL with *error (static)
+ * for a bad argument; KHUB_EDB. */
+struct kernel_listing_page {
+	json_t *items;
+	long total, rows, limit, cursor;
+};
+int kernel_listing_query(struct request *req, const char *author, int wait_for_index, struct kernel_listing_page *out,
+			 const char **error);
 /* The "versions" array of a kernel's repo info: every vN branch, by N, with
  * its sha and variant names (indexing commits not indexed yet). The caller
  * owns the result. */
@@ -414,6 +442,11 @@ int kernel_variants_load(struct request *req, struct repo_handle *h, const char 
  * every interval_ms; stop waits for the round in progress. */
 void kernel_index_catch_up_start(long interval_ms);
 void kernel_index_catch_up_stop(void);
+/* One indexed variant as the variants API shows it (name parts, files,
+ * size, metadata summary, warnings), and one revision's variants against the
+ * required build list as the compliance API shows it. The caller owns both. */
+json_t *kernel_variant_json(const struct variant_row *r);
+json_t *kernel_compliance_json(const struct variant_rows *rows);
 /* data/build-variants.json, parsed once (borrowed). */
 const struct required_variants *kernel_required_variants(void);
 

@@ -140,7 +140,7 @@ static json_t *metadata_summary(const struct variant_row *r)
 	return m;
 }
 
-static json_t *variant_json(const struct variant_row *r)
+json_t *kernel_variant_json(const struct variant_row *r)
 {
 	json_t *obj = json_pack("{s:s}", "name", r->name);
 	add_name_parts(obj, r->name);
@@ -266,7 +266,7 @@ static void add_compatibility(json_t *body, const struct variant_rows *rows, con
 	for (size_t i = 0; i < nvalid; i++) {
 		const struct variant_row *r = valid_rows[decisions[i].index];
 		if (decisions[i].accepted) {
-			json_t *obj = variant_json(r);
+			json_t *obj = kernel_variant_json(r);
 			json_object_set_new(obj, "rank", json_integer((json_int_t)json_array_size(accepted) + 1));
 			json_array_append_new(accepted, obj);
 		} else {
@@ -336,7 +336,7 @@ static enum MHD_Result handle_variants(struct request *req)
 	} else {
 		json_t *list = json_array();
 		for (size_t i = 0; i < rows.count; i++)
-			json_array_append_new(list, variant_json(&rows.items[i]));
+			json_array_append_new(list, kernel_variant_json(&rows.items[i]));
 		json_object_set_new(body, "variants", list);
 	}
 	variant_rows_release(&rows);
@@ -414,7 +414,7 @@ static json_t *string_array(const char *const *items, size_t n)
 }
 
 /* One revision against the list (kernel/compliance.c), as JSON. */
-static json_t *compliance_of(const struct variant_rows *rows)
+json_t *kernel_compliance_json(const struct variant_rows *rows)
 {
 	struct compliance c;
 	struct variant_presence *have = xcalloc(rows->count ? rows->count : 1, sizeof(*have));
@@ -508,7 +508,7 @@ static enum MHD_Result handle_compliance(struct request *req)
 			ref_list_release(&refs);
 			return result;
 		}
-		json_t *c = compliance_of(&rows);
+		json_t *c = kernel_compliance_json(&rows);
 		json_object_set_new(c, "revision", json_string(refs.items[i].name));
 		json_object_set_new(c, "sha", json_string(refs.items[i].sha));
 		json_array_append_new(versions, c);

@@ -129,7 +129,8 @@ void kernel_index_catch_up_stop(void)
 
 /* ---- GET /api/kernels -------------------------------------------------------- */
 
-/* The variant filters of the query (backend, torch, arch, os) into f. */
+/* The variant filters of the query (backend, backend_version, torch, arch,
+ * os) into f. */
 static int variant_filters(struct request *req, struct kernel_listing_filter *f, const char **error)
 {
 	f->backend = request_query(req, "backend");
@@ -139,17 +140,33 @@ static int variant_filters(struct request *req, struct kernel_listing_filter *f,
 	if (torch && torch[0]) {
 		struct variant_env env;
 		variant_env_init(&env);
-		if (variant_env_set(&env, "torch", torch, error) < 0)
+		if (variant_env_set(&env, "torch", torch, error) < 0) {
+			*error = "invalid torch= (want a version such as 2.8)";
 			return -1;
+		}
 		f->torch = 1;
 		f->torch_major = env.torch_major;
 		f->torch_minor = env.torch_minor;
 	}
+	const char *bv = request_query(req, "backend_version");
+	if (bv && bv[0]) {
+		char *end;
+		long major = strtol(bv, &end, 10), minor = 0;
+		if (*end == '.')
+			minor = strtol(end + 1, &end, 10);
+		if (end == bv || *end || major < 0 || major > 1000 || minor < 0 || minor > 1000) {
+			*error = "invalid backend_version= (want a version such as 12.8)";
+			return -1;
+		}
+		f->backend_version = 1;
+		f->backend_major = major;
+		f->backend_minor = minor;
+	}
 	return 0;
 }
 
-static const char *const passed_on[] = { "author", "search", "backend", "torch", "arch", "os", "sort", "direction",
-					  "limit" };
+static const char *const passed_on[] = { "author", "search", "backend", "backend_version", "torch", "arch", "os",
+					  "trusted", "sort", "direction", "limit" };
 
 static char *next_link(struct request *req, long limit, long next)
 {
@@ -177,20 +194,28 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-static enum MHD_Result handle_list(struct request *req)
+int kernel_listing_query(struct request *req, const char *author, int wait_for_index, struct kernel_listing_page *out,
+			 const char **error)
 {
 	struct kernel_listing_filter f = { 0 };
-	const char *error = NULL;
 	long limit = LIST_LIMIT_DEFAULT, cursor = 0, direction = -1;
 	const char *limit_arg = request_query(req, "limit"), *cursor_arg = request_query(req, "cursor");
 	const char *direction_arg = request_query(req, "direction"), *sort = request_query(req, "sort");
-	if (limit_arg && parse_long(limit_arg, 1, LIST_LIMIT_MAX, &limit) < 0)
-		return respond_error(req, 400, NULL, "limit must be between 1 and %d", LIST_LIMIT_MAX);
-	if (cursor_arg && parse_long(cursor_arg, 0, 1000000000L, &cursor) < 0)
-		return respond_error(req, 400, NULL, "invalid cursor");
-	if (direction_arg && (parse_long(direction_arg, -1, 1, &direction) < 0 || direction == 0))
-		return respond_error(req, 400, NULL, "direction is -1 (descending) or 1 (ascending)");
-	if (!sort || strcmp(sort, "lastModified") == 0)
+	memset(out, 0, sizeof(*out));
+	*error = NULL;
+	if (limit_arg && parse_long(limit_arg, 1, LIST_LIMIT_MAX, &limit) < 0) {
+		*error = "limit must be between 1 and 1000";
+		return KHUB_EINVAL;
+	}
+	if (cursor_arg && parse_long(cursor_arg, 0, 1000000000L, &cursor) < 0) {
+		*error = "invalid cursor";
+		return KHUB_EINVAL;
+	}
+	if (direction_arg && (parse_long(direction_arg, -1, 1, &direction) < 0 || direction == 0)) {
+		*error = "direction is -1 (descending) or 1 (ascending)";
+		return KHUB_EINVAL;
+	}
+	if (!sort || !sort[0] || strcmp(sort, "lastModified") == 0)
 		f.sort = KERNEL_SORT_LAST_MODIFIED;
 	else if (strcmp(sort, "downloads") == 0)
 		f.sort = KERNEL_SORT_DOWNLOADS;
@@ -200,29 +225,31 @@ static enum MHD_Result handle_list(struct request *req)
 		f.sort = KERNEL_SORT_CREATED;
 	else if (strcmp(sort, "id") == 0)
 		f.sort = KERNEL_SORT_ID;
-	else
-		return respond_error(req, 400, NULL, "sort is lastModified, downloads, trending, createdAt or id");
+	else {
+		*error = "sort is lastModified, downloads, trending, createdAt or id";
+		return KHUB_EINVAL;
+	}
+	if (variant_filters(req, &f, error) < 0)
+		return KHUB_EINVAL;
 
 	/* repos changed without indexing are caught up with first (on the
 	 * catch-up thread, while this request waits parked) */
-	if (catch_up_wait(req))
-		return MHD_YES;
+	if (wait_for_index && catch_up_wait(req))
+		return 1;
 
 	f.user_id = req->principal.user_id;
 	f.is_site_admin = req->principal.is_site_admin;
-	f.author = request_query(req, "author");
+	f.author = author ? author : request_query(req, "author");
 	f.search = request_query(req, "search");
-	if (variant_filters(req, &f, &error) < 0)
-		return respond_error(req, 400, NULL, "invalid torch=: %s", error);
+	f.trusted_only = request_query_bool(req, "trusted", 0);
 	f.descending = direction < 0;
 	f.limit = limit;
 	f.offset = cursor;
 
 	struct kernel_listing page;
 	if (db_kernel_listing(&f, &page) < 0)
-		return respond_db_unavailable(req);
+		return KHUB_EDB;
 	json_t *list = json_array();
-	long total = page.total;
 	for (size_t i = 0; i < page.count; i++) {
 		const struct kernel_listing_item *it = &page.items[i];
 		const struct repo_record *rec = &it->record;
@@ -232,7 +259,7 @@ static enum MHD_Result handle_list(struct request *req)
 		if (rec->private && repo_role_of(&req->principal, rec, &role) < 0) {
 			json_decref(list);
 			kernel_listing_release(&page);
-			return respond_db_unavailable(req);
+			return KHUB_EDB;
 		}
 		if (role < ROLE_READ)
 			continue;
@@ -254,18 +281,36 @@ static enum MHD_Result handle_list(struct request *req)
 		json_object_set_new(item, "supportedDriverFamilies", families ? families : json_array());
 		json_object_set_new(item, "trustedPublisher", json_boolean(it->trusted_publisher));
 	}
-	long rows = (long)page.count;
+	out->items = list;
+	out->total = page.total;
+	out->rows = (long)page.count;
+	out->limit = limit;
+	out->cursor = cursor;
 	kernel_listing_release(&page);
+	return 0;
+}
 
-	char *text = json_dumps(list, JSON_COMPACT);
-	json_decref(list);
+static enum MHD_Result handle_list(struct request *req)
+{
+	struct kernel_listing_page page;
+	const char *error;
+	int rc = kernel_listing_query(req, NULL, 1, &page, &error);
+	if (rc == 1)
+		return MHD_YES;
+	if (rc == KHUB_EINVAL)
+		return respond_error(req, 400, NULL, "%s", error);
+	if (rc < 0)
+		return respond_db_unavailable(req);
+
+	char *text = json_dumps(page.items, JSON_COMPACT);
+	json_decref(page.items);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
 	char count[24];
-	snprintf(count, sizeof(count), "%ld", total);
+	snprintf(count, sizeof(count), "%ld", page.total);
 	MHD_add_response_header(resp, "X-Total-Count", count);
-	if (rows > 0 && cursor + rows < total) {
-		char *url = next_link(req, limit, cursor + rows);
+	if (page.rows > 0 && page.cursor + page.rows < page.total) {
+		char *url = next_link(req, page.limit, page.cursor + page.rows);
 		char *link = xasprintf("<%s>; rel=\"next\"", url);
 		MHD_add_response_header(resp, "Link", link);
 		free(link);

@@ -15,8 +15,15 @@ static const char cors_expose[] =
 enum MHD_Result respond(struct request *req, int status, struct MHD_Response *resp)
 {
 	MHD_add_response_header(resp, "X-Request-Id", req->request_id);
-	MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
-	MHD_add_response_header(resp, "Access-Control-Expose-Headers", cors_expose);
+	/* Pages are read with a session cookie: no other origin may read them
+	 * (the API ignores the cookie, so its blanket CORS exposes nothing). */
+	if (req->route && (req->route->flags & ROUTE_PAGE)) {
+		if (api_ctx.page_headers)
+			api_ctx.page_headers(req, resp);
+	} else {
+		MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+		MHD_add_response_header(resp, "Access-Control-Expose-Headers", cors_expose);
+	}
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	if (req->close_connection)
 		MHD_add_response_header(resp, "Connection", "close");
@@ -53,6 +60,14 @@ static enum MHD_Result respond_error_v(struct request *req, int status, const ch
 {
 	struct strbuf msg = STRBUF_INIT, body = STRBUF_INIT;
 	strbuf_vaddf(&msg, fmt, ap);
+	enum MHD_Result page_result;
+	if (req->route && (req->route->flags & ROUTE_PAGE) && api_ctx.page_error &&
+	    api_ctx.page_error(req, status, msg.buf, &page_result) == 0) {
+		if (status >= 500)
+			log_error("%d %s", status, msg.buf);
+		strbuf_release(&msg);
+		return page_result;
+	}
 	strbuf_adds(&body, "{\"error\":");
 	strbuf_add_json_string(&body, msg.buf);
 	strbuf_adds(&body, "}");

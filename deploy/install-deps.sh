@@ -3,9 +3,11 @@
 install_deps() {
 	local want=(build-essential autoconf automake libtool pkg-config
 		libmicrohttpd-dev libgit2-dev libjansson-dev libpq-dev libssl-dev
-		libcurl4-openssl-dev libarchive-dev zstd libelf-dev bubblewrap postgresql git git-lfs curl python3 ca-certificates)
+		libcurl4-openssl-dev libarchive-dev zstd libelf-dev bubblewrap libcmark-gfm-dev libcmark-gfm-extensions-dev
+		postgresql git git-lfs curl python3 ca-certificates
+		nodejs npm)	# npm installs the web UI's chart library (web/package.json), compiled in
 	if [ "${1:-build}" = test ]; then
-		want+=(nodejs npm)
+		want+=(chromium)	# the web UI's end-to-end test (tests/web, playwright-core)
 		# khub-worker's tests build a kernel with Debian's torch and compile
 		# its HIP source with Debian's hipcc.
 		want+=(python3-torch libtorch-dev hipcc)
@@ -15,7 +17,7 @@ install_deps() {
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 	done
 	# node/npm may come from elsewhere (nodesource, nvm): accept working binaries.
-	if [ "${1:-build}" = test ] && command -v node >/dev/null && command -v npm >/dev/null; then
+	if command -v node >/dev/null && command -v npm >/dev/null; then
 		local keep=()
 		for p in "${missing[@]}"; do
 			[ "$p" = nodejs ] || [ "$p" = npm ] || keep+=("$p")

@@ -12,6 +12,14 @@ if [ ! -d tests/js/node_modules ]; then
 	echo "==> installing the pinned JS client (@huggingface/hub)"
 	(cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 fi
+if [ ! -d web/node_modules/uplot ]; then
+	echo "==> installing the web UI's chart library (uPlot, compiled into khub)"
+	(cd web && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [ ! -d tests/web/node_modules/playwright-core ]; then
+	echo "==> installing playwright-core for the web UI's tests (drives Debian's chromium)"
+	(cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
+fi
 
 echo "==> building with --enable-debug (ASan + UBSan)"
 ./autogen.sh >/dev/null 2>&1

@@ -1,6 +1,7 @@
-/* cmd_routes.c -- khub routes [--json]: every row of every route table with
- * who may call it, so tests and docs are built from the tables themselves
- * (t0056 derives its permission matrix from this). */
+/* cmd_routes.c -- khub routes [--pages] [--json]: every row of every route
+ * table with who may call it, so tests and docs are built from the tables
+ * themselves (t0056 derives its permission matrix from this); --pages lists
+ * the web UI's page table instead. */
 #include "server/server.h"
 
 #include <stdlib.h>
@@ -33,14 +34,21 @@ static json_t *route_json(const struct route *r)
 
 int cmd_routes(int argc, char **argv)
 {
-	int as_json = argc > 1 && strcmp(argv[1], "--json") == 0;
-	if (argc > 2 || (argc == 2 && !as_json)) {
-		fprintf(stderr, "usage: khub routes [--json]\n");
-		return 2;
+	int as_json = 0, pages = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			as_json = 1;
+		else if (strcmp(argv[i], "--pages") == 0)
+			pages = 1;
+		else {
+			fprintf(stderr, "usage: khub routes [--pages] [--json]\n");
+			return 2;
+		}
 	}
+	const struct route *const *tables = pages ? router_page_tables : router_tables;
 	json_t *all = json_array();
-	for (size_t t = 0; router_tables[t]; t++)
-		for (const struct route *r = router_tables[t]; r->pattern; r++)
+	for (size_t t = 0; tables[t]; t++)
+		for (const struct route *r = tables[t]; r->pattern; r++)
 			json_array_append_new(all, route_json(r));
 	if (as_json) {
 		char *text = json_dumps(all, JSON_INDENT(1));

@@ -60,6 +60,8 @@ static const struct config_row config_rows[] = {
 	ROW(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)"),
 	ROW(db_pool_size, CONFIG_LONG, "16", 1, 1000, "database connections a process opens at most; a thread borrows one per query, or keeps it while it holds a lock or transaction"),
 	ROW(db_pool_wait_ms, CONFIG_LONG, "2000", 0, 600000, "longest wait for a free database connection (then the request answers 503 with Retry-After)"),
+	ROW(web_root, CONFIG_STRING, "", 0, 0, "serve the web UI's templates and static files from this folder (the source tree's web/) instead of the copies compiled in: for working on the UI"),
+	ROW(web_session_hours, CONFIG_LONG, "168", 1, 24 * 365, "hours a web UI sign-in lasts (a session also ends when its token is revoked or expires)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };
 

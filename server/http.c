@@ -120,6 +120,8 @@ static int refuse_bad_framing(struct request *req, enum MHD_Result *result)
 static enum MHD_Result dispatch(struct request *req)
 {
 	enum MHD_Result r;
+	if (req->route->flags & ROUTE_PAGE)
+		return web_dispatch(req);	/* its own answers for sessions, same access check */
 	if (auth_refuse(req) < 0)
 		return MHD_YES;
 	/* Stream routes were checked before their body was read; the others
@@ -176,7 +178,9 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 			return respond_error(req, 404, NULL, "no such endpoint: %s %s", method, url);
 		if (req->method == METHOD_OPTIONS)
 			return respond_preflight(req);
-		if (!(req->route->flags & ROUTE_NO_AUTH)) {
+		if (req->route->flags & ROUTE_PAGE) {
+			web_identify(req);	/* the session cookie; Authorization is never read */
+		} else if (!(req->route->flags & ROUTE_NO_AUTH)) {
 			auth_identify(req);
 			/* a bad token or an outage: no handler runs, the body
 			 * is drained and dispatch answers 401 or 503 */

@@ -82,6 +82,9 @@ int cmd_serve(int argc, char **argv)
 	api_ctx.conninfo = runtime_conninfo();
 	api_ctx.hooks_dir = hooks_install();
 	api_ctx.lazy_fetch = mirror_lazy_fetch;
+	web_configure(config.web_root, config.public_url, config.web_session_hours * 3600L);
+	api_ctx.page_headers = web_page_headers;
+	api_ctx.page_error = web_page_error;
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();

@@ -16,11 +16,19 @@ const struct route *const router_tables[] = {
 	NULL,
 };
 
+/* The web UI's pages come after every API table, and never under /api/
+ * (docs/web-ui.md, "Routing"). */
+const struct route *const router_page_tables[] = { web_routes, NULL };
+
 const struct route *router_row_without_access(void)
 {
 	for (size_t t = 0; router_tables[t]; t++)
 		for (const struct route *r = router_tables[t]; r->pattern; r++)
 			if (!access_name(r->access))
+				return r;
+	for (size_t t = 0; router_page_tables[t]; t++)
+		for (const struct route *r = router_page_tables[t]; r->pattern; r++)
+			if (!access_name(r->access) || !(r->flags & ROUTE_PAGE))
 				return r;
 	return NULL;
 }
@@ -85,24 +93,30 @@ static void compile_routes(void)
 		{ "{gname}", TOK_GNAME }, { "{org}", TOK_ORG }, { "{arg}", TOK_ARG }, { "{rev}", TOK_REV },
 		{ "{path*}", TOK_PATH },
 	};
+	const struct route *const *groups[] = { router_tables, router_page_tables };
 	size_t n = 0;
-	for (size_t t = 0; router_tables[t]; t++)
-		for (const struct route *r = router_tables[t]; r->pattern; r++)
-			n++;
+	for (size_t g = 0; g < 2; g++)
+		for (size_t t = 0; groups[g][t]; t++)
+			for (const struct route *r = groups[g][t]; r->pattern; r++)
+				n++;
 	compiled = xcalloc(n, sizeof(*compiled));
-	for (size_t t = 0; router_tables[t]; t++) {
-		for (const struct route *r = router_tables[t]; r->pattern; r++) {
-			struct compiled_route *c = &compiled[ncompiled++];
-			char *copy = xstrdup(r->pattern), *save = NULL;	/* kept: tokens point into it */
-			c->route = r;
-			for (char *tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
-				assert(c->ntokens < MAX_TOKENS);
-				c->tokens[c->ntokens].kind = TOK_LITERAL;
-				c->tokens[c->ntokens].literal = tok;
-				for (size_t k = 0; k < sizeof(placeholders) / sizeof(placeholders[0]); k++)
-					if (strcmp(tok, placeholders[k].text) == 0)
-						c->tokens[c->ntokens].kind = placeholders[k].kind;
-				c->ntokens++;
+	for (size_t g = 0; g < 2; g++) {
+		for (size_t t = 0; groups[g][t]; t++) {
+			for (const struct route *r = groups[g][t]; r->pattern; r++) {
+				struct compiled_route *c = &compiled[ncompiled++];
+				char *copy = xstrdup(r->pattern), *save = NULL;	/* kept: tokens point into it */
+				c->route = r;
+				for (char *tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+					assert(c->ntokens < MAX_TOKENS);
+					c->tokens[c->ntokens].kind = TOK_LITERAL;
+					c->tokens[c->ntokens].literal = tok;
+					for (size_t k = 0; k < sizeof(placeholders) / sizeof(placeholders[0]); k++)
+						if (strcmp(tok, placeholders[k].text) == 0)
+							c->tokens[c->ntokens].kind = placeholders[k].kind;
+					c->ntokens++;
+				}
+				if (c->ntokens == 0)
+					free(copy);	/* "/": nothing points into it */
 			}
 		}
 	}
@@ -209,14 +223,18 @@ int router_match(struct request *req, const char *raw_path)
 	if (req->segc > 0 && req->segv[req->segc - 1][0] == '\0')
 		req->segc--;
 
-	int path_matched = 0;
+	int path_matched = 0, api_path_matched = 0;
 	pthread_once(&compile_once, compile_routes);
+	int under_api = req->segc > 0 && strcmp(req->segv[0], "api") == 0;
 	for (size_t k = 0; k < ncompiled; k++) {
 		const struct route *r = compiled[k].route;
+		if ((r->flags & ROUTE_PAGE) && (under_api || api_path_matched))
+			break;	/* pages: after the API, never under /api/ or an API path */
 		if (match_pattern(req, &compiled[k]) < 0)
 			continue;
 		if (!(r->methods & req->method) && req->method != METHOD_OPTIONS) {
 			path_matched = 1;
+			api_path_matched |= !(r->flags & ROUTE_PAGE);
 			continue;
 		}
 		req->route = r;

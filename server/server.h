@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "api/api.h"
+#include "web/web.h"
 
 /* ---- configuration (server/config.c) ------------------------------------ */
 
@@ -41,6 +42,8 @@ struct khub_config {
 	long db_pool_size;
 	long db_pool_wait_ms;
 	long metrics_public;
+	char *web_root;
+	long web_session_hours;
 };
 
 extern struct khub_config config;
@@ -113,6 +116,9 @@ void conn_guard_request_end(struct MHD_Connection *conn);
 int router_match(struct request *req, const char *raw_path);
 /* Every route table, in the order they are matched; NULL-terminated. */
 extern const struct route *const router_tables[];
+/* The web UI's page tables (web/web.h), matched after every API table and
+ * never for a path under /api/; NULL-terminated. */
+extern const struct route *const router_page_tables[];
 /* The first row whose access is not a valid value (NULL: none): the
  * server refuses to start with one (a route nobody decided who may call). */
 const struct route *router_row_without_access(void);

@@ -366,6 +366,9 @@ struct kernel_listing_filter {
 	int torch;			/* filter on torch_major.torch_minor */
 	long torch_major, torch_minor;
 	const char *arch, *os;		/* arch may be "x86_64-linux" */
+	int backend_version;		/* filter on backend_major.backend_minor (CUDA, ROCm...) */
+	long backend_major, backend_minor;
+	int trusted_only;		/* owners that are trusted kernel publishers */
 	enum kernel_sort sort;
 	int descending;
 	long limit, offset;
@@ -447,5 +450,27 @@ int db_mirror_trigger_finish(int64_t id);
 int db_mirror_config_get(char **json);
 /* KHUB_EDB also when PostgreSQL rejects the JSON. */
 int db_mirror_config_put(const char *json, const char *updated_by);
+
+
+/* ---- the web UI (storage/db_web.c) ------------------------------------------- */
+
+/* A browser session opened with a token, stored by the SHA-256 of its id,
+ * expiring after ttl_seconds: 0 or KHUB_EDB. */
+int db_web_session_create(const char *id_sha256, int64_t token_id, long ttl_seconds);
+/* The caller a session stands for, as db_token_lookup: 0, KHUB_ENOTFOUND
+ * (unknown, expired, or its token revoked or expired) or KHUB_EDB. */
+int db_web_session_lookup(const char *id_sha256, struct principal *out);
+int db_web_session_delete(const char *id_sha256);	/* 0 or KHUB_EDB */
+/* An org's members: name, role; by name. 0 or KHUB_EDB; release out. */
+int db_org_members(int64_t org_id, struct db_rows *out);
+/* Accounts, orgs first: kind, name, is_site_admin (t/f), trusted (t/f),
+ * created (YYYY-MM-DD). 0 or KHUB_EDB; release out. */
+int db_account_rows(long limit, struct db_rows *out);
+/* Downloads per repo and day of the last `days` UTC days, for sparklines:
+ * repo_id, days ago (0 = today), count. 0 or KHUB_EDB; release out. */
+int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_rows *out);
+/* The newest audit log entries: at (UTC text), actor, action, target. 0 or
+ * KHUB_EDB; release out. */
+int db_audit_recent(long limit, struct db_rows *out);
 
 #endif

@@ -47,7 +47,7 @@ static int given(const char *s)
  * backend=cann the loader's torch-npu). */
 static void add_variant_filters(const struct kernel_listing_filter *f, struct query *q)
 {
-	if (!given(f->backend) && !f->torch && !given(f->arch) && !given(f->os))
+	if (!given(f->backend) && !f->torch && !given(f->arch) && !given(f->os) && !f->backend_version)
 		return;
 	strbuf_adds(&q->sql, " AND EXISTS (SELECT 1 FROM kernel_heads h JOIN kernel_variants v"
 			     " ON v.repo_id = h.repo_id AND v.commit_sha = h.commit_sha WHERE h.repo_id = r.id"
@@ -76,6 +76,11 @@ static void add_variant_filters(const struct kernel_listing_filter *f, struct qu
 	}
 	if (given(f->os))
 		strbuf_addf(&q->sql, " AND (v.os IS NULL OR v.os = $%d)", query_param(q, f->os));
+	if (f->backend_version) {
+		int maj = query_param_owned(q, xasprintf("%ld", f->backend_major));
+		int min = query_param_owned(q, xasprintf("%ld", f->backend_minor));
+		strbuf_addf(&q->sql, " AND v.backend_major = $%d::int AND v.backend_minor = $%d::int", maj, min);
+	}
 	strbuf_adds(&q->sql, ")");
 }
 
@@ -88,16 +93,27 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 		[KERNEL_SORT_LAST_MODIFIED] = "r.last_modified", [KERNEL_SORT_DOWNLOADS] = "r.downloads",
 		[KERNEL_SORT_TRENDING] = "trending", [KERNEL_SORT_CREATED] = "r.created_at",
 	};
+	/* trending: downloads of the last 7 UTC days */
+	static const char trending_sql[] = "(SELECT coalesce(sum(d.count), 0)::bigint FROM download_counts d"
+					   " WHERE d.repo_id = r.id AND d.day > (now() AT TIME ZONE 'UTC')::date - 7)";
 	struct query q = { STRBUF_INIT, { 0 }, { 0 }, 0 };
+	struct strbuf order = STRBUF_INIT;
 	memset(out, 0, sizeof(*out));
 	char uid[24];
 	snprintf(uid, sizeof(uid), "%" PRId64, f->user_id);
 	int p_uid = query_param(&q, uid);
 	int p_admin = query_param(&q, f->is_site_admin ? "true" : "false");
-	/* trending: downloads of the last 7 UTC days */
+	int by_trending = f->sort == KERNEL_SORT_TRENDING;
+	const char *dir = f->descending ? "DESC" : "ASC";
+	if (f->sort == KERNEL_SORT_ID)
+		strbuf_addf(&order, " ORDER BY lower(r.namespace) %s, lower(r.name) %s, r.id %s", dir, dir, dir);
+	else
+		strbuf_addf(&order, " ORDER BY %s %s, r.id %s", orders[f->sort], dir, dir);
+	/* The matching page is chosen first (with the count of every match);
+	 * what each listed repo shows is worked out for that page's rows only. */
 	strbuf_addf(&q.sql,
 		    "SELECT r.id, r.namespace, r.name, r.private, extract(epoch FROM r.last_modified)::bigint,"
-		    " extract(epoch FROM r.created_at)::bigint, r.downloads, r.owner_id, trending,"
+		    " extract(epoch FROM r.created_at)::bigint, r.downloads, r.owner_id, %s AS trending,"
 		    " (SELECT coalesce(json_agg(substr(h.ref, 12) ORDER BY substr(h.ref, 13)::bigint), '[]')::text"
 		    "  FROM kernel_heads h WHERE h.repo_id = r.id AND h.ref ~ '^refs/heads/v[0-9]{1,9}$'),"
 		    " (SELECT coalesce(json_agg(DISTINCT v.backend ORDER BY v.backend), '[]')::text"
@@ -105,24 +121,25 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 		    "  WHERE h.repo_id = r.id AND (h.ref = 'refs/heads/main' OR h.ref ~ '^refs/heads/v[0-9]+$')"
 		    "  AND v.name_valid AND v.backend <> '" VARIANT_NOARCH_UNIVERSAL "'),"
 		    " (SELECT a.trusted_kernel_publisher FROM accounts a WHERE a.id = r.owner_id),"
-		    " count(*) OVER ()"
-		    " FROM repos r, LATERAL (SELECT coalesce(sum(d.count), 0)::bigint AS trending FROM download_counts d"
-		    "  WHERE d.repo_id = r.id AND d.day > (now() AT TIME ZONE 'UTC')::date - 7) t"
+		    " page.total"
+		    " FROM (SELECT r.id AS rid, count(*) OVER () AS total%s%s%s FROM repos r"
 		    " WHERE r.type = 'kernel' AND (NOT r.private OR $%d::boolean OR r.owner_id = $%d::bigint"
 		    " OR r.owner_id IN (SELECT org_id FROM memberships WHERE user_id = $%d::bigint))",
-		    p_admin, p_uid, p_uid);
+		    by_trending ? "page.trending" : trending_sql, by_trending ? ", " : "", by_trending ? trending_sql : "",
+		    by_trending ? " AS trending" : "", p_admin, p_uid, p_uid);
 	if (given(f->author))
 		strbuf_addf(&q.sql, " AND lower(r.namespace) = lower($%d)", query_param(&q, f->author));
 	if (given(f->search))
 		strbuf_addf(&q.sql, " AND strpos(lower(r.namespace || '/' || r.name), lower($%d)) > 0",
 			    query_param(&q, f->search));
+	if (f->trusted_only)
+		strbuf_adds(&q.sql, " AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = r.owner_id"
+				    " AND a.trusted_kernel_publisher)");
 	add_variant_filters(f, &q);
-	const char *dir = f->descending ? "DESC" : "ASC";
-	if (f->sort == KERNEL_SORT_ID)
-		strbuf_addf(&q.sql, " ORDER BY lower(r.namespace) %s, lower(r.name) %s, r.id %s", dir, dir, dir);
-	else
-		strbuf_addf(&q.sql, " ORDER BY %s %s, r.id %s", orders[f->sort], dir, dir);
-	strbuf_addf(&q.sql, " LIMIT %ld OFFSET %ld", f->limit, f->offset);
+	strbuf_adds(&q.sql, order.buf);
+	strbuf_addf(&q.sql, " LIMIT %ld OFFSET %ld) page JOIN repos r ON r.id = page.rid", f->limit, f->offset);
+	strbuf_adds(&q.sql, order.buf);
+	strbuf_release(&order);
 
 	struct db_rows rows;
 	int rc = db_query(&rows, q.sql.buf, q.n, q.params);

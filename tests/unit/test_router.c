@@ -22,8 +22,86 @@ static void drop(struct request *req)
 	free(req);
 }
 
+/* A concrete path for a pattern: each placeholder filled with a value it
+ * accepts (kernels as the type, a repo name with .git for git URLs). */
+static char *instantiate(const char *pattern)
+{
+	static const struct { const char *ph, *value; } fill[] = {
+		{ "{type}", "kernels" }, { "{tprefix}", "kernels" }, { "{ns}", "acme" }, { "{name}", "relu" },
+		{ "{gname}", "relu.git" }, { "{org}", "acme" }, { "{arg}", "x" }, { "{rev}", "main" },
+		{ "{path*}", "build/a.py" },
+	};
+	struct strbuf sb = STRBUF_INIT;
+	const char *p = pattern;
+	while (*p) {
+		int done = 0;
+		for (size_t i = 0; i < sizeof(fill) / sizeof(fill[0]) && !done; i++) {
+			size_t n = strlen(fill[i].ph);
+			if (strncmp(p, fill[i].ph, n) == 0) {
+				strbuf_adds(&sb, fill[i].value);
+				p += n;
+				done = 1;
+			}
+		}
+		if (!done)
+			strbuf_add(&sb, p++, 1);
+	}
+	return strbuf_detach(&sb, NULL);
+}
+
+static enum http_method first_method(unsigned methods)
+{
+	for (unsigned m = METHOD_GET; m <= METHOD_DELETE; m <<= 1)
+		if (methods & m)
+			return (enum http_method)m;
+	return METHOD_GET;
+}
+
+/* The routing rule of the web UI: no page shadows an API, git or resolve
+ * path (every API row still gets its own requests), and every page is
+ * reachable (no API row takes its paths). */
+static void pages_shadow_nothing(void)
+{
+	int rc, shadowed = 0, unreachable = 0;
+	for (size_t t = 0; router_tables[t]; t++)
+		for (const struct route *row = router_tables[t]; row->pattern; row++) {
+			char *path = instantiate(row->pattern);
+			struct request *r = match("X", first_method(row->methods), path, &rc);
+			if (rc != 0 || !r->route || (r->route->flags & ROUTE_PAGE)) {
+				shadowed++;
+				printf("# %s is answered by %s\n", path, r->route ? r->route->pattern : "nothing");
+			}
+			drop(r);
+			free(path);
+		}
+	ok(shadowed == 0, "every API route's path is answered by an API route, never a page");
+	for (size_t t = 0; router_page_tables[t]; t++)
+		for (const struct route *row = router_page_tables[t]; row->pattern; row++) {
+			char *path = instantiate(row->pattern);
+			struct request *r = match("X", first_method(row->methods), path, &rc);
+			if (rc != 0 || r->route != row) {
+				unreachable++;
+				printf("# page %s is answered by %s\n", path, r->route ? r->route->pattern : "nothing");
+			}
+			drop(r);
+			free(path);
+		}
+	ok(unreachable == 0, "every page's path reaches its page");
+	struct request *r = match("GET", METHOD_GET, "/api/no-such-thing", &rc);
+	ok(rc == KHUB_ENOTFOUND, "an unknown path under /api/ is never a page");
+	drop(r);
+	r = match("GET", METHOD_GET, "/api", &rc);
+	ok(rc == KHUB_ENOTFOUND, "nor is /api itself");
+	drop(r);
+	r = match("GET", METHOD_GET, "/acme", &rc);
+	ok(rc == 0 && r->route && (r->route->flags & ROUTE_PAGE) && strcmp(r->org, "acme") == 0,
+	   "/{ns} is the namespace page");
+	drop(r);
+}
+
 int main(void)
 {
+	pages_shadow_nothing();
 	int rc;
 	struct request *r;
 

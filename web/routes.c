@@ -1,0 +1,101 @@
+/* routes.c -- the web UI's page table, with who may open each page (the
+ * API's access values, checked by the API's access_check), and the
+ * dispatch of a page request: session, CSRF on every POST, access, handler.
+ * The routing rule (docs/web-ui.md): the API, git and resolve tables are
+ * matched first, paths under /api/ are never pages, and only then this
+ * table; no row here may match a path an API row matches (test_router). */
+#include "web/web_internal.h"
+
+#include <string.h>
+
+/* Pages of one kernel repo open it as the API does (ACCESS_REPO_READ): a
+ * private repo is a 404 page to whoever may not read it. The JSON paths
+ * under /-/ answer the API's own handlers for the session's caller (the
+ * API itself never reads the cookie). */
+const struct route web_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/", page_home, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/-/static/{path*}", page_static, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/login", page_login, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },
+	{ METHOD_POST, "/login", page_login_post, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL, ACCESS_PUBLIC },
+	{ METHOD_POST, "/logout", page_logout, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/kernels", page_kernels, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}", page_kernel, ROUTE_PAGE, REPO_KERNEL, NULL,
+	  ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/tree/{rev}/{path*}", page_tree, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/commits/{rev}", page_commits, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/-/variants", page_json_alias, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/-/benchmarks", page_json_alias, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/-/benchmarks/aggregate", page_json_alias, ROUTE_PAGE,
+	  REPO_KERNEL, NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/-/downloads", page_json_alias, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/-/resolve/{rev}/{path*}", page_json_alias, ROUTE_PAGE,
+	  REPO_KERNEL, NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/settings/tokens", page_tokens, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_SIGNED_IN },
+	{ METHOD_POST, "/settings/tokens", page_tokens_create, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
+	  ACCESS_SIGNED_IN },
+	{ METHOD_POST, "/settings/tokens/revoke", page_tokens_revoke, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
+	  ACCESS_SIGNED_IN },
+	{ METHOD_GET | METHOD_HEAD, "/admin", page_admin, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_SITE_ADMIN },
+	{ METHOD_POST, "/admin/mirror/sync", page_admin_sync, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
+	  ACCESS_SITE_ADMIN },
+	{ METHOD_POST, "/admin/trusted", page_admin_trust, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
+	  ACCESS_SITE_ADMIN },
+	/* an org's admins change roles (the handler checks the org role) */
+	{ METHOD_POST, "/{org}/-/members", page_member_role, ROUTE_PAGE | ROUTE_BODY | ROUTE_HANDLER_ACCESS,
+	  REPO_KERNEL, NULL, ACCESS_SIGNED_IN },
+	{ METHOD_GET | METHOD_HEAD, "/{org}", page_namespace, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },
+	{ 0, NULL, NULL, 0, 0 },
+};
+
+void web_page_headers(struct request *req, struct MHD_Response *resp)
+{
+	static const char csp[] =
+		"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+		"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+	MHD_add_response_header(resp, "Content-Security-Policy", csp);
+	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+	MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
+	/* pages depend on who is signed in; static files on nothing */
+	MHD_add_response_header(resp, "Cache-Control",
+				req->route && req->route->handler == page_static ? "public, max-age=3600" : "no-store");
+	if (req->route && req->route->handler != page_static)
+		MHD_add_response_header(resp, "Vary", "Cookie");
+}
+
+int web_page_error(struct request *req, int status, const char *message, enum MHD_Result *result)
+{
+	if (req->route && req->route->handler == page_json_alias)
+		return -1;	/* the UI's JSON paths answer errors in JSON */
+	/* the API tells anonymous callers 401 for a repo it will not show (as
+	 * the Hub does); a page says it is not there, to everyone */
+	if (status == 401 && req->route && req->route->access == ACCESS_REPO_READ)
+		status = 404;
+	*result = web_error_page(req, status, message);
+	return 0;
+}
+
+enum MHD_Result web_dispatch(struct request *req)
+{
+	enum MHD_Result r;
+	if (req->auth_unavailable)
+		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+	/* every state-changing form carries the token bound to the session
+	 * (the sign-in form: to its sign-in cookie) */
+	if (req->method == METHOD_POST && !web_csrf_valid(req))
+		return web_error_page(req, 403, "This form has expired or did not come from this site (missing "
+					   "or wrong CSRF token). Reload the page and try again.");
+	if (access_check(req, &r) < 0)
+		return r;
+	req->parked = 0;
+	r = req->route->handler(req);
+	if (req->parked && !req->responded)
+		return MHD_YES;
+	if (!req->responded)
+		r = web_error_page(req, 500, "the page gave no answer");
+	return r;
+}

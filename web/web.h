@@ -1,0 +1,45 @@
+/* web.h -- khub's web UI: pages rendered in C from the templates and
+ * static files of web/ (compiled in, or read from web_root), browser
+ * sessions opened with a token, and the HTML helpers the pages share. The
+ * pages use the API's access checks (api/repo_access.c) and its queries;
+ * server/ routes to web_routes after every API table (docs/web-ui.md). */
+#ifndef KHUB_WEB_H
+#define KHUB_WEB_H
+
+#include "api/api.h"
+
+/* The page table (web/routes.c): every row flagged ROUTE_PAGE. */
+extern const struct route web_routes[];
+
+/* Set once at start-up: web_root ("" = the compiled-in files), public_url
+ * (https: cookies are Secure), how long a sign-in lasts. Strings borrowed. */
+void web_configure(const char *web_root, const char *public_url, long session_seconds);
+/* The caller of a page request, from its session cookie (anonymous when
+ * none or unknown; auth_unavailable when the database cannot say). */
+void web_identify(struct request *req);
+/* Run a page route: the route's access check (the API's), then its handler;
+ * errors are HTML pages. */
+enum MHD_Result web_dispatch(struct request *req);
+/* api_ctx hooks: the headers of every page answer (CSP, nosniff,
+ * frame-ancestors, Referrer-Policy), and errors of page routes as pages. */
+void web_page_headers(struct request *req, struct MHD_Response *resp);
+int web_page_error(struct request *req, int status, const char *message, enum MHD_Result *result);
+
+/* ---- HTML (web/html.c) ----------------------------------------------------- */
+
+/* Append s with & < > " ' escaped: safe in element content and in quoted
+ * attribute values. NULL appends nothing. The one escaping function. */
+void html_escape(struct strbuf *sb, const char *s);
+void html_escape_n(struct strbuf *sb, const char *s, size_t n);
+
+/* ---- Markdown (web/markdown.c) --------------------------------------------- */
+
+/* Render a README (GitHub Flavored Markdown: tables, task lists,
+ * strikethrough, autolinks) to HTML that is safe to embed: raw HTML is
+ * dropped, links are http(s), mailto, fragments or relative, images only
+ * from this hub (relative paths are made absolute with link_base, e.g.
+ * "/kernels/ns/name/resolve/sha/"; NULL = dropped). Appends to out; 0, or -1
+ * when the parser failed. */
+int markdown_render_safe(const char *text, size_t len, const char *link_base, struct strbuf *out);
+
+#endif
