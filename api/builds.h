@@ -1,0 +1,47 @@
+/* builds.h -- what the build farm's files in api/ share (builds.c,
+ * build_enqueue.c, build_worker.c, build_source.c, build_output.c,
+ * build_trigger.c); nothing outside api/ includes it. */
+#ifndef KHUB_API_BUILDS_H
+#define KHUB_API_BUILDS_H
+
+#include "api/api.h"
+#include "kernel/kernel.h"
+#include "storage/db_builds.h"
+
+/* Parked claimers wait on this key; an enqueue wakes them. */
+#define BUILD_QUEUE_WAKE_KEY "build-queue"
+
+/* The job named by the route's {arg} into *id; 404 queued when it is no
+ * number. */
+int build_id_from_request(struct request *req, int64_t *id, enum MHD_Result *result);
+/* BUILD (docs/build-farm.md) of one row of enum build_column; the caller
+ * owns it. */
+json_t *build_json(const struct db_rows *rows, size_t row);
+/* JOB, the claim's answer, of one row. */
+json_t *build_job_json(const struct db_rows *rows, size_t row);
+/* For the lease-holding worker's routes: 0 when the caller holds the
+ * job's lease; else the answer is queued (404, 409 {"state"}, 503). */
+int build_require_lease(struct request *req, int64_t id, enum MHD_Result *result);
+
+/* The required list default builds come from: the build_variants file,
+ * else data/build-variants.json (borrowed; parsed once). */
+const struct required_variants *build_required_list(void);
+/* Every variant some registered worker can build (sorted, owned: free
+ * each and the array with build_names_free). 0 or KHUB_EDB. */
+int build_worker_variants(char ***names, size_t *n);
+void build_names_free(char **names, size_t n);
+/* The default variants: the required list ∩ what workers can build, else
+ * everything workers can build (owned like build_worker_variants'). */
+int build_default_variants(char ***names, size_t *n);
+/* Enqueue variants of commit for rec; each becomes a BUILD in builds or a
+ * {"variant", "reason", "build"} in skipped (either may be NULL). Wakes
+ * parked claimers when something was queued. 0 or KHUB_EDB. */
+int build_enqueue_all(const struct repo_record *rec, const char *commit, char *const *variants, size_t n, int force,
+		      const char *requested_by, const char *source_url, const char *source_revision, json_t *builds,
+		      json_t *skipped);
+
+/* Set while the farm publishes a build's output on this thread: the
+ * trigger leaves those commits alone. */
+extern __thread int build_publishing;
+
+#endif
