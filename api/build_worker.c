@@ -99,12 +99,12 @@ static enum MHD_Result handle_claim(struct request *req)
 	if (!doc)
 		return result;
 	json_t *list = json_object_get(doc, "variants"), *wait = json_object_get(doc, "wait_seconds");
-	long wait_seconds = json_is_integer(wait) ? (long)json_integer_value(wait) : 0;
+	long wait_seconds = json_is_integer(wait) ? (long)json_integer_value(wait) : wait ? -1 : 0;
 	size_t n = 0, bad = 0;
 	char **names = json_is_array(list) && json_array_size(list) <= MAX_CLAIM_VARIANTS ? variant_list(list, &n, &bad)
 											     : NULL;
 	json_decref(doc);
-	if (!names || (wait && !json_is_integer(wait)) || wait_seconds < 0 || wait_seconds > MAX_CLAIM_WAIT_SECONDS) {
+	if (!names || wait_seconds < 0 || wait_seconds > MAX_CLAIM_WAIT_SECONDS) {
 		build_names_free(names, n);
 		return respond_error(req, 400, NULL, "expected {\"variants\": [build variant names], \"wait_seconds\": 0-30}");
 	}
