@@ -167,6 +167,33 @@ static int commit_has_build_toml(git_repository *git, const char *sha)
 	return found;
 }
 
+/* The commit of an external source: fetched (the request waits parked;
+ * everything before must be safe to repeat), resolved, with build.toml. */
+static int external_commit(struct request *req, const char *url, const char *rev, char sha[41],
+			   enum MHD_Result *result)
+{
+	int fetch_rc = 0, rc = build_source_fetch(req, url, &fetch_rc, result);
+	if (rc != 0)
+		return -1;
+	git_repository *git = NULL;
+	if (fetch_rc < 0 || build_source_open(url, &git) < 0) {
+		*result = respond_error(req, 422, NULL, "cannot fetch %s", url);
+		return -1;
+	}
+	rc = build_source_resolve(git, rev, sha);
+	int has_toml = rc == 0 && commit_has_build_toml(git, sha);
+	git_repository_free(git);
+	if (rc < 0) {
+		*result = respond_error(req, 404, "RevisionNotFound", "%s has no branch, tag or commit %s", url, rev);
+		return -1;
+	}
+	if (!has_toml) {
+		*result = respond_error(req, 422, NULL, "%s at %s has no build.toml at its root: nothing to build", url, rev);
+		return -1;
+	}
+	return 0;
+}
+
 static enum MHD_Result handle_enqueue(struct request *req)
 {
 	enum MHD_Result result;
@@ -185,20 +212,34 @@ static enum MHD_Result handle_enqueue(struct request *req)
 		return respond_error(req, 400, NULL, "expected {\"revision\": string, \"variants\": [names] | \"missing\", "
 					   "\"force\": bool}");
 	}
-	if (json_object_get(doc, "source")) {
+	char sha[41], target[41];
+	const char *src_url = NULL, *src_rev = NULL;
+	json_t *source = json_object_get(doc, "source");
+	if (source && (!json_is_object(source) || json_optional_string(source, "url", &src_url) < 0 ||
+		       json_optional_string(source, "revision", &src_rev) < 0 || !build_source_url_valid(src_url) ||
+		       (src_rev && !build_source_revision_valid(src_rev)))) {
 		json_decref(doc);
-		return respond_error(req, 501, NULL, "external git sources are not supported yet: push the source "
-					   "to the repo and build a revision of it");
+		return respond_error(req, 400, NULL, "source must be {\"url\": an http, https or git URL, \"revision\": "
+					   "a branch, tag or commit sha}");
 	}
-	char sha[41];
-	if (repo_resolve_or_respond(req, req->repo, revision ? revision : "main", sha, &result) < 0) {
+	if (source) {
+		if (external_commit(req, src_url, src_rev ? src_rev : "main", sha, &result) < 0) {
+			json_decref(doc);
+			return result;
+		}
+	} else if (repo_resolve_or_respond(req, req->repo, revision ? revision : "main", sha, &result) < 0) {
 		json_decref(doc);
 		return result;
-	}
-	if (!commit_has_build_toml(req->repo->git, sha)) {
+	} else if (!commit_has_build_toml(req->repo->git, sha)) {
 		json_decref(doc);
 		return respond_error(req, 422, NULL, "%s has no build.toml at its root: nothing to build",
 				     revision ? revision : "main");
+	}
+	memcpy(target, sha, 41);
+	if (source && json_is_string(variants) &&
+	    repo_resolve_or_respond(req, req->repo, revision ? revision : "main", target, &result) < 0) {
+		json_decref(doc);
+		return result;
 	}
 	if (json_is_array(variants)) {
 		size_t i;
@@ -217,7 +258,7 @@ static enum MHD_Result handle_enqueue(struct request *req)
 				names[n++] = xstrdup(json_string_value(v));
 		}
 	} else if (json_is_string(variants)) {
-		if (missing_variants(req, sha, &names, &n, &result) < 0) {
+		if (missing_variants(req, target, &names, &n, &result) < 0) {
 			json_decref(doc);
 			return result;
 		}
@@ -225,15 +266,16 @@ static enum MHD_Result handle_enqueue(struct request *req)
 		json_decref(doc);
 		return respond_db_unavailable(req);
 	}
-	json_decref(doc);
 	if (n == 0 && !json_is_string(variants)) {
+		json_decref(doc);
 		build_names_free(names, n);
 		return respond_error(req, 422, NULL, "no variant to build: no registered worker can build any");
 	}
 	json_t *builds = json_array(), *skipped = json_array();
-	int rc = build_enqueue_all(&req->repo->record, sha, names, n, force, req->principal.name, NULL, NULL, builds,
-				   skipped);
+	int rc = build_enqueue_all(&req->repo->record, sha, names, n, force, req->principal.name, src_url,
+				   src_url ? (src_rev ? src_rev : "main") : NULL, builds, skipped);
 	build_names_free(names, n);
+	json_decref(doc);	/* src_url and src_rev point into it */
 	if (rc < 0) {
 		json_decref(builds);
 		json_decref(skipped);

@@ -159,11 +159,10 @@ int build_publish_run(void *arg)
 	snprintf(v.name, sizeof(v.name), "%s", db_rows_get(&rows, 0, BUILD_COL_NAME));
 	snprintf(v.commit, sizeof(v.commit), "%s", db_rows_get(&rows, 0, BUILD_COL_COMMIT));
 	snprintf(v.variant, sizeof(v.variant), "%s", db_rows_get(&rows, 0, BUILD_COL_VARIANT));
+	rc = build_open_job_source(&rows, 0, &git);
 	db_rows_release(&rows);
-	if ((rc = db_repo_get(REPO_KERNEL, v.ns, v.name, &rec)) < 0)
-		return rc == KHUB_ENOTFOUND ? refuse(job, "the repository is gone", NULL) : rc;
-	if (repo_store_open(api_ctx.repo_root, REPO_KERNEL, v.ns, v.name, &git) < 0)
-		return KHUB_EIO;
+	if (rc < 0)
+		return rc == KHUB_ENOTFOUND ? refuse(job, "the job's source is gone", NULL) : rc;
 	char *toml = repo_read_text_file(git, v.commit, "build.toml", 1024 * 1024);
 	git_repository_free(git);
 	rc = build_output_check(job->path, v.variant, toml, &out, why, sizeof(why));
@@ -171,6 +170,10 @@ int build_publish_run(void *arg)
 	if (rc < 0) {
 		build_output_release(&out);
 		return refuse(job, why, NULL);
+	}
+	if ((rc = db_repo_get(REPO_KERNEL, v.ns, v.name, &rec)) < 0) {
+		build_output_release(&out);
+		return rc == KHUB_EDB ? rc : refuse(job, "the repository is gone", NULL);
 	}
 	int abi_ok = out.report && json_is_true(json_object_get(out.report, "ok"));
 	const char *abi = abi_ok ? "passed" : out.report ? "violations (abi_policy warn)" : "no report (abi_policy warn)";

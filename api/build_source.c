@@ -135,8 +135,7 @@ static enum MHD_Result handle_source(struct request *req)
 	git_repository *git = NULL;
 	char sha[41];
 	snprintf(sha, sizeof(sha), "%s", db_rows_get(&rows, 0, BUILD_COL_COMMIT));
-	int rc = repo_store_open(api_ctx.repo_root, REPO_KERNEL, db_rows_get(&rows, 0, BUILD_COL_NS),
-				 db_rows_get(&rows, 0, BUILD_COL_NAME), &git);
+	int rc = build_open_job_source(&rows, 0, &git);
 	db_rows_release(&rows);
 	if (rc < 0)
 		return respond_error(req, 500, NULL, "the job's repository cannot be opened");

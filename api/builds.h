@@ -40,6 +40,27 @@ int build_enqueue_all(const struct repo_record *rec, const char *commit, char *c
 		      const char *requested_by, const char *source_url, const char *source_revision, json_t *builds,
 		      json_t *skipped);
 
+/* ---- external git sources (api/build_external.c) ---------------------------- */
+
+/* 1 for an http, https or git URL of sane length without spaces or
+ * control characters (no file:// or ssh: the server fetches it). */
+int build_source_url_valid(const char *url);
+/* 1 for a 40-hex sha or a valid branch or tag name. */
+int build_source_revision_valid(const char *rev);
+/* {sources_dir}/<hash of url>.git (the caller frees). */
+char *build_source_dir(const char *url);
+/* Open the fetched copy of url (git_repository_free it); KHUB_ENOTFOUND. */
+int build_source_open(const char *url, git_repository **out);
+/* A fetched branch, tag or sha to its commit; KHUB_ENOTFOUND. */
+int build_source_resolve(git_repository *git, const char *revision, char sha[41]);
+/* Fetch url's branches and tags on a background thread, as
+ * work_queue_run: 1 parked (return *result), 0 done (*fetch_rc: 0 or
+ * KHUB_ENOTFOUND when the fetch failed), -1 answered. */
+int build_source_fetch(struct request *req, const char *url, int *fetch_rc, enum MHD_Result *result);
+/* The git store a job builds from (its repo, or its external source's
+ * fetched copy): git_repository_free it. */
+int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out);
+
 /* Set while the farm publishes a build's output on this thread: the
  * trigger leaves those commits alone. */
 extern __thread int build_publishing;

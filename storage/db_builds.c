@@ -139,6 +139,8 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 		goto cleanup;
 	}
 	rc = out->count ? 0 : 1;
+	if (rc == 1)
+		db_rows_release(out);
 	goto cleanup;
 rollback:
 	db_tx_rollback();

@@ -328,14 +328,16 @@ is "$(j 'd["state"]')" failed "a second expiry (max_attempts 2) → failed"
 like "$(j 'd["error"]')" "lease expired" "… saying the lease expired"
 
 # ---- concurrent claimers, a parked claim woken by an enqueue -------------------------------------------
+pids=()
 for i in 1 2 3 4; do
-	curl -s -o "$TEST_DIR/race$i" -w '%{http_code}' -H "Authorization: Bearer $([ $((i % 2)) = 0 ] && echo "$W1" || echo "$W2")" \
+	curl -s -o "$TEST_DIR/race$i" -w '%{http_code}\n' -H "Authorization: Bearer $([ $((i % 2)) = 0 ] && echo "$W1" || echo "$W2")" \
 		--data-binary "{\"variants\":[\"$V2\"],\"wait_seconds\":3}" "$KHUB_URL/api/workers/claim" >"$TEST_DIR/race$i.code" &
+	pids+=($!)
 done
 sleep 0.5
 enqueue "{\"revision\":\"$C1\",\"variants\":[\"$V2\"],\"force\":true}"
 JR=$(j 'd["builds"][0]["id"]')
-wait
+wait "${pids[@]}"
 got=$(cat "$TEST_DIR"/race?.code | sort | tr '\n' ' ')
 is "$got" "200 204 204 204 " "four parked claimers, one job: exactly one gets it"
 is "$(cat "$TEST_DIR"/race? | grep -o '"id": *[0-9]*' | tr -d ' ')" "\"id\":$JR" "… and it is the job just queued"
@@ -382,6 +384,46 @@ is "$(j '[(w["toolchains"][0]["name"], w["variants"], [x["id"] for x in w["jobs"
 api "$ALICE" GET /api/admin/workers
 is "$ST" 403 "an org admin is not a site admin: 403"
 like "$(khub admin worker list 2>&1)" "^w1"$'\t' "khub admin worker list"
+
+# ---- khub import of sources queues builds too -----------------------------------------------------------
+mkdir -p "$TEST_DIR/imp/torch-ext/relu" && cp "$SRC/build.toml" "$TEST_DIR/imp/" && cp "$SRC/torch-ext/relu/__init__.py" "$TEST_DIR/imp/torch-ext/relu/"
+khub import "$TEST_DIR/imp" --repo acme/imported --type kernel >>"$log" 2>&1
+ok $? "khub import of a source tree into acme/imported"
+api "$ALICE" GET /api/kernels/acme/imported/builds
+is "$(j 'sorted(b["variant"] for b in d["builds"])')" "['$V1', '$V2']" "the import queued the default variants"
+for id in $(j '" ".join(str(b["id"]) for b in d["builds"])'); do api "$ALICE" POST "/api/builds/$id/cancel" '{}'; done
+is "$ST $(j 'd["state"]')" "200 canceled" "(canceled again, out of the way)"
+
+# ---- an external git source ----------------------------------------------------------------------------
+UP=$TEST_DIR/upstream
+mkdir -p "$UP/torch-ext/relu"
+printf '[general]\nname = "relu"\nversion = 1\n' >"$UP/build.toml"
+printf 'def upstream():\n    return 1\n' >"$UP/torch-ext/relu/__init__.py"
+files=$(for f in build.toml torch-ext/relu/__init__.py; do printf '{"path":"%s","content":"%s","encoding":"base64"},' "$f" "$(b64 "$UP/$f")"; done)
+api "$ALICE" POST /api/repos/create "{\"name\":\"upstream-src\",\"organization\":\"acme\",\"type\":\"model\",\"files\":[${files%,}]}"
+is "$ST" 200 "an upstream source repo (a public model repo, served over git smart HTTP)"
+UPSHA=$(git --git-dir="$KHUB_DATA_DIR/repos/models/acme/upstream-src.git" rev-parse main)
+enqueue "{\"source\":{\"url\":\"$KHUB_URL/acme/upstream-src\",\"revision\":\"main\"},\"variants\":[\"$V2\"]}"
+is "$ST $(j 'd["commit"], d["builds"][0]["source"]["url"], d["builds"][0]["source"]["revision"]')" \
+	"202 ('$UPSHA', '$KHUB_URL/acme/upstream-src', 'main')" "enqueue from an external git URL: the server fetched it; the job names the source"
+JE=$(j 'd["builds"][0]["id"]')
+api "$ALICE" GET "/api/kernels/acme/relu/builds?state=queued"	# the others out of the way
+for id in $(j '" ".join(str(b["id"]) for b in d["builds"] if b["id"] != '"$JE"')'); do api "$ALICE" POST "/api/builds/$id/cancel" '{}'; done
+ls -d "$KHUB_DATA_DIR"/build-sources/*.git >/dev/null 2>&1
+ok $? "the fetched copy lives under data_dir/build-sources/"
+claim "$W2" "[\"$V2\"]"
+is "$(j 'd["build"]["id"], d["build"]["commit"]')" "($JE, '$UPSHA')" "w2 claims the external job"
+rm -rf "$TEST_DIR/ext" && mkdir -p "$TEST_DIR/ext"
+curl -s -H "Authorization: Bearer $W2" "$KHUB_URL/api/builds/$JE/source" | tar -xf - -C "$TEST_DIR/ext"
+is "$(cat "$TEST_DIR/ext/torch-ext/relu/__init__.py" | head -1)" "def upstream():" "its source tar is the external commit's tree"
+api "$W2" POST "/api/builds/$JE/fail" '{"error":"done with it"}'
+is "$(j 'd["state"]')" failed "(failed, out of the way)"
+enqueue '{"source":{"url":"file:///etc","revision":"main"}}'
+is "$ST" 400 "a file:// source URL → 400"
+enqueue "{\"source\":{\"url\":\"$KHUB_URL/acme/upstream-src\",\"revision\":\"no-such-branch\"},\"variants\":[\"$V2\"]}"
+is "$ST" 404 "an unknown revision of the source → 404"
+enqueue "{\"source\":{\"url\":\"http://127.0.0.1:1/nothing\",\"revision\":\"main\"},\"variants\":[\"$V2\"]}"
+is "$ST" 422 "a source that cannot be fetched → 422"
 
 # ---- abi_policy = warn --------------------------------------------------------------------------------
 khub_stop
