@@ -242,7 +242,7 @@ static enum MHD_Result handle_list(struct request *req)
 static enum MHD_Result handle_workers(struct request *req)
 {
 	struct db_rows rows;
-	if (db_worker_list(&rows) < 0)
+	if (db_build_expire_leases() < 0 || db_worker_list(&rows) < 0)
 		return respond_db_unavailable(req);
 	json_t *list = json_array();
 	for (size_t i = 0; i < rows.count; i++) {
