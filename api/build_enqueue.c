@@ -124,11 +124,20 @@ int build_enqueue_all(const struct repo_record *rec, const char *commit, char *c
 
 /* ---- POST /api/kernels/{ns}/{name}/builds ------------------------------------------ */
 
-/* The required variants the revision's build/ lacks (compliance). */
-static int missing_variants(struct request *req, const char *sha, char ***names, size_t *n, enum MHD_Result *result)
+/* The required variants that the branch v<N> the source's build.toml
+ * names lacks (compliance of its head; all of them when there is no such
+ * branch yet). src is the git store of the source commit. */
+static int missing_variants(struct request *req, git_repository *src, const char *source_sha, char ***names,
+			    size_t *n, enum MHD_Result *result)
 {
-	struct variant_rows rows;
-	if (kernel_variants_load(req, req->repo, sha, &rows, result) < 0)
+	struct variant_rows rows = { 0 };
+	char *toml = repo_read_text_file(src, source_sha, "build.toml", 1024 * 1024);
+	long version = toml ? build_toml_version(toml) : -1;
+	free(toml);
+	char branch[32], head[41];
+	snprintf(branch, sizeof(branch), "refs/heads/v%ld", version < 1 ? 1 : version);
+	if (repo_ref_read(req->repo->git, branch, head) == 0 &&
+	    kernel_variants_load(req, req->repo, head, &rows, result) < 0)
 		return -1;
 	struct variant_presence *have = xcalloc(rows.count + 1, sizeof(*have));
 	for (size_t i = 0; i < rows.count; i++) {
@@ -212,7 +221,7 @@ static enum MHD_Result handle_enqueue(struct request *req)
 		return respond_error(req, 400, NULL, "expected {\"revision\": string, \"variants\": [names] | \"missing\", "
 					   "\"force\": bool}");
 	}
-	char sha[41], target[41];
+	char sha[41];
 	const char *src_url = NULL, *src_rev = NULL;
 	json_t *source = json_object_get(doc, "source");
 	if (source && (!json_is_object(source) || json_optional_string(source, "url", &src_url) < 0 ||
@@ -235,12 +244,7 @@ static enum MHD_Result handle_enqueue(struct request *req)
 		return respond_error(req, 422, NULL, "%s has no build.toml at its root: nothing to build",
 				     revision ? revision : "main");
 	}
-	memcpy(target, sha, 41);
-	if (source && json_is_string(variants) &&
-	    repo_resolve_or_respond(req, req->repo, revision ? revision : "main", target, &result) < 0) {
-		json_decref(doc);
-		return result;
-	}
+
 	if (json_is_array(variants)) {
 		size_t i;
 		json_t *v;
@@ -258,7 +262,14 @@ static enum MHD_Result handle_enqueue(struct request *req)
 				names[n++] = xstrdup(json_string_value(v));
 		}
 	} else if (json_is_string(variants)) {
-		if (missing_variants(req, target, &names, &n, &result) < 0) {
+		git_repository *src = NULL;
+		if (source ? build_source_open(src_url, &src) < 0 : 0) {
+			json_decref(doc);
+			return respond_error(req, 500, NULL, "the fetched source is gone");
+		}
+		int rc = missing_variants(req, src ? src : req->repo->git, sha, &names, &n, &result);
+		git_repository_free(src);
+		if (rc < 0) {
 			json_decref(doc);
 			return result;
 		}

@@ -90,9 +90,7 @@ char *build_output_read_member(struct archive *ar, int64_t size, size_t limit, s
 
 #define REFUSE(...) do { snprintf(why, why_size, __VA_ARGS__); rc = KHUB_EINVAL; goto cleanup; } while (0)
 
-/* "version = N" in the [general] table of build.toml (enough to compare
- * with metadata.json; the worker parses the file for real): -1 if none. */
-static long build_toml_version(const char *text)
+long build_toml_version(const char *text)
 {
 	int in_general = 0;
 	for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {

@@ -61,6 +61,11 @@ int build_source_fetch(struct request *req, const char *url, int *fetch_rc, enum
  * fetched copy): git_repository_free it. */
 int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out);
 
+/* "version = N" in the [general] table of build.toml text (enough to name
+ * the branch and to compare with metadata.json; the worker parses the file
+ * for real): -1 when it says none (api/build_output.c). */
+long build_toml_version(const char *text);
+
 /* Set while the farm publishes a build's output on this thread: the
  * trigger leaves those commits alone. */
 extern __thread int build_publishing;

@@ -237,8 +237,10 @@ is "$(j 'sorted(set(b["commit"] for b in d["builds"]))')" "['$C1']" "the publica
 enqueue "{\"revision\":\"$C1\",\"variants\":[\"$V1\"]}"
 is "$(j 'len(d["builds"]), d["skipped"][0]["reason"]')" "(0, 'already built (force to rebuild)')" "a succeeded variant is not rebuilt"
 
-# a second variant, then V1 again (forced) with a changed file set
-enqueue "{\"revision\":\"$C1\",\"variants\":[\"$V2\"]}"
+# a second variant ("missing": what v1 lacks of the list), then V1 again
+# (forced) with a changed file set
+enqueue "{\"revision\":\"$C1\",\"variants\":\"missing\"}"
+is "$ST $(j '[b["variant"] for b in d["builds"]]')" "202 ['$V2']" "variants \"missing\": only $V2, which v1 lacks"
 J2=$(j 'd["builds"][0]["id"]')
 claim "$W2" "[\"$V2\"]"
 is "$(j 'd["build"]["id"]')" "$J2" "w2 claims $V2"
