@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define LOG_PIECE (256 * 1024)	/* the largest row of build_log_chunks */
+
 #define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
 /* The columns of enum build_column, over builds b JOIN repos r. */
@@ -232,22 +234,27 @@ int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *d
 		/* only the part not stored yet: a resent chunk may overlap */
 		size_t skip = (size_t)(have - at);
 		char have_text[24], newlen[24];
-		snprintf(have_text, sizeof(have_text), "%" PRId64, have);
 		snprintf(newlen, sizeof(newlen), "%" PRId64, at + (int64_t)len);
-		const char *p3[3] = { bid, have_text, NULL };
-		struct strbuf hex = STRBUF_INIT;
-		strbuf_adds(&hex, "\\x");
-		static const char digits[] = "0123456789abcdef";
-		for (size_t i = skip; i < len; i++) {
-			unsigned char c = ((const unsigned char *)data)[i];
-			char two[2] = { digits[c >> 4], digits[c & 15] };
-			strbuf_add(&hex, two, 2);
+		/* stored in pieces of at most LOG_PIECE bytes, so a read from an
+		 * offset starts at most one piece before it */
+		for (size_t from = skip; from < len; from += LOG_PIECE) {
+			size_t end = len - from > LOG_PIECE ? from + LOG_PIECE : len;
+			snprintf(have_text, sizeof(have_text), "%" PRId64, at + (int64_t)from);
+			const char *p3[3] = { bid, have_text, NULL };
+			struct strbuf hex = STRBUF_INIT;
+			strbuf_adds(&hex, "\\x");
+			static const char digits[] = "0123456789abcdef";
+			for (size_t i = from; i < end; i++) {
+				unsigned char c = ((const unsigned char *)data)[i];
+				char two[2] = { digits[c >> 4], digits[c & 15] };
+				strbuf_add(&hex, two, 2);
+			}
+			p3[2] = hex.buf;
+			rc = db_run("INSERT INTO build_log_chunks (build_id, at, data) VALUES ($1, $2, $3::bytea)", 3, p3);
+			strbuf_release(&hex);
+			if (rc < 0)
+				goto rollback;
 		}
-		p3[2] = hex.buf;
-		rc = db_run("INSERT INTO build_log_chunks (build_id, at, data) VALUES ($1, $2, $3::bytea)", 3, p3);
-		strbuf_release(&hex);
-		if (rc < 0)
-			goto rollback;
 		const char *p2[2] = { bid, newlen };
 		if ((rc = db_run("UPDATE builds SET log_length = $2 WHERE id = $1", 2, p2)) < 0)
 			goto rollback;
@@ -279,12 +286,14 @@ int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, 
 	if (from >= *length)
 		return 0;
 	/* the chunks reaching past `from`, cut to [from, from + max) */
-	const char *p3[3] = { bid, from_text, max_text };
+	char piece[24];
+	snprintf(piece, sizeof(piece), "%d", LOG_PIECE);
+	const char *p3[4] = { bid, from_text, max_text, piece };
 	rc = db_query(&rows,
 		      "SELECT encode(substring(string_agg(data, ''::bytea ORDER BY at)"
 		      "  FROM ($2::bigint - min(at) + 1)::int FOR $3::int), 'hex')"
-		      " FROM build_log_chunks WHERE build_id = $1 AND at + length(data) > $2::bigint"
-		      " AND at < $2::bigint + $3::bigint", 3, p3);
+		      " FROM build_log_chunks WHERE build_id = $1 AND at > $2::bigint - $4::bigint"
+		      " AND at + length(data) > $2::bigint AND at < $2::bigint + $3::bigint", 4, p3);
 	if (rc < 0)
 		return rc;
 	const char *hex = rows.count ? db_rows_get(&rows, 0, 0) : "";

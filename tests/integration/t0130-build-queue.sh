@@ -156,6 +156,13 @@ is "$(logpost "$W2" 19 "y")" 409 "another worker cannot append"
 got=$(curl -s -D "$H" -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log?offset=10")
 is "$got|$(hdr X-Log-Length)|$(hdr X-Build-State)" $'ninja\nok|19|running' "read the log from offset 10 while running: X-Log-Length, X-Build-State"
 is "$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log" | head -1)" "cmake ..." "the log from the start"
+python3 -c 'import sys; sys.stdout.write("".join("line %06d\n" % i for i in range(60000)))' >"$TEST_DIR/big.log"	# 720 kB
+code=$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W1" --data-binary "@$TEST_DIR/big.log" "$KHUB_URL/api/builds/$J1/log?offset=19")
+is "$code/$(j 'd["length"]')" "200/720019" "a 720 kB chunk (stored in pieces)"
+got=$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log?offset=$((19 + 12 * 41000))" | head -c 23)
+is "$got" $'line 041000\nline 041001' "read from an offset in its middle"
+is "$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log" | sha256sum | cut -c1-16)" \
+	"$( (printf 'cmake ...\nninja\nok\n'; cat "$TEST_DIR/big.log") | sha256sum | cut -c1-16)" "the whole log reads back byte for byte"
 is "$(curl -s -o /dev/null -w '%{http_code}' "$KHUB_URL/api/builds/$J1/log")" 401 "anonymous × the log of a private repo's build → 401"
 
 # source
