@@ -119,8 +119,11 @@ int build_output_check(const char *path, const char *variant, const char *build_
 	if (build_output_open(path, &ar) < 0)
 		REFUSE("the output is not a tar archive");
 	while ((r = archive_read_next_header(ar, &e)) == ARCHIVE_OK) {
+		const char *raw = archive_entry_pathname(e);
+		if (archive_entry_filetype(e) == AE_IFDIR && raw && (strcmp(raw, ".") == 0 || strcmp(raw, "./") == 0))
+			continue;	/* the top of `tar -C dir .` */
 		free(name);
-		name = build_output_clean_path(archive_entry_pathname(e));
+		name = build_output_clean_path(raw);
 		if (!name)
 			REFUSE("bad path in the output: '%.200s' (absolute, empty, '.', '..' or not a repo path)",
 			       archive_entry_pathname(e) ? archive_entry_pathname(e) : "");

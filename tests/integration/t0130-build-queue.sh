@@ -252,7 +252,8 @@ J2=$(j 'd["builds"][0]["id"]')
 claim "$W2" "[\"$V2\"]"
 is "$(j 'd["build"]["id"]')" "$J2" "w2 claims $V2"
 mktar "$TEST_DIR/v2.tar" "$V2" good
-is "$(put_output "$W2" "$J2" "$TEST_DIR/v2.tar")" 200 "$V2 published"
+mkdir -p "$TEST_DIR/v2out" && tar -xf "$TEST_DIR/v2.tar" -C "$TEST_DIR/v2out" && tar -cf "$TEST_DIR/v2.tar" -C "$TEST_DIR/v2out" .
+is "$(put_output "$W2" "$J2" "$TEST_DIR/v2.tar")" 200 "$V2 published (a tar made by GNU tar -C dir .)"
 V2_TREE=$(git --git-dir="$GD" rev-parse "v1:build/$V2")
 enqueue "{\"revision\":\"$C1\",\"variants\":[\"$V1\"],\"force\":true}"
 J1B=$(j 'd["builds"][0]["id"]')
