@@ -45,6 +45,15 @@ struct api_context {
 	 * answered (*result set), -1 to answer in JSON (the UI's JSON paths). */
 	void (*page_headers)(struct request *req, struct MHD_Response *resp);
 	int (*page_error)(struct request *req, int status, const char *message, enum MHD_Result *result);
+	struct build_settings {		/* the build farm (docs/build-farm.md) */
+		long lease_seconds, heartbeat_seconds, max_attempts;
+		int abi_enforce;	/* abi_policy = enforce (else warn) */
+		long output_max_bytes;	/* an output tar, whole */
+		const char *variants_file;	/* build_variants: "" = data/build-variants.json */
+		const char *tmp_dir;	/* {data_dir}/build-tmp: output tars, source tars */
+		const char *sources_dir;	/* {data_dir}/build-sources: external git sources */
+		long wall_seconds, cpu_seconds, memory_mb, disk_mb;	/* limits told to workers */
+	} builds;
 };
 
 extern struct api_context api_ctx;
@@ -84,6 +93,8 @@ enum route_access {
 	ACCESS_SITE_ADMIN,	/* a site admin's write- or admin-scoped token */
 	ACCESS_SIGNED_URL,	/* signed /api/lfs/... URLs carry their own HMAC; Authorization unread */
 	ACCESS_GIT,		/* git and git-lfs: the handler decides per service or operation */
+	ACCESS_WORKER,		/* a build worker's token (scope "worker"), which no other
+				 * route accepts (403); the handler checks the job's lease */
 	ACCESS_COUNT
 };
 
@@ -213,6 +224,11 @@ extern const struct route downloads_routes[];	/* api/downloads.c: per-variant st
 extern const struct route kernels_routes[];	/* api/kernels.c: GET /api/kernels */
 extern const struct route kernel_variants_routes[];	/* api/kernel_variants.c: variants, metadata, compliance */
 extern const struct route openapi_routes[];	/* api/openapi.c: GET /api/openapi.json */
+extern const struct route builds_routes[];	/* api/builds.c: build jobs for users, workers listed */
+extern const struct route build_enqueue_routes[];	/* api/build_enqueue.c: POST …/builds */
+extern const struct route build_worker_routes[];	/* api/build_worker.c: register, claim, lease, log */
+extern const struct route build_source_routes[];	/* api/build_source.c: a job's source tar */
+extern const struct route build_output_routes[];	/* api/build_output.c: a job's output, published */
 
 /* ---- access (api/repo_access.c) ------------------------------------------ */
 
@@ -449,6 +465,16 @@ json_t *kernel_variant_json(const struct variant_row *r);
 json_t *kernel_compliance_json(const struct variant_rows *rows);
 /* data/build-variants.json, parsed once (borrowed). */
 const struct required_variants *kernel_required_variants(void);
+
+/* ---- the build farm (api/build_trigger.c) ----------------------------------- */
+
+/* Registered with the publish module (server and push hook): a branch of a
+ * kernel repo moved from old_sha (NULL: new branch) to new_sha; when its
+ * tree has build.toml and the change touches more than build/, README.md
+ * and benchmarks/, the default variants are enqueued (repo setting
+ * buildOnPush; never for mirrors or the farm's own publications). */
+void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
+			  const char *new_sha);
 
 /* Files compiled in by api/embed_files.sh (NUL-terminated). */
 extern const char embedded_openapi_json[];

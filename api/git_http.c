@@ -146,6 +146,8 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 	strvec_pushf(&env, "KHUB_HOOK_USER_ID=%lld", (long long)req->principal.user_id);
 	env_add(&env, "KHUB_HOOK_USER", req->principal.user_id ? req->principal.name : "anonymous");
 	env_add(&env, "KHUB_HOOK_REQUEST_ID", req->request_id);
+	env_add(&env, "KHUB_HOOK_BUILD_VARIANTS", api_ctx.builds.variants_file ? api_ctx.builds.variants_file : "");
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_ATTEMPTS=%ld", api_ctx.builds.max_attempts);
 
 	pthread_once(&git_once, find_git);
 	char *argv[] = { git_path_found ? git_path_found : "git", "http-backend", NULL };

@@ -400,6 +400,7 @@ static const struct {
 	[ACCESS_SITE_ADMIN] = { "site-admin", ROLE_WRITE },
 	[ACCESS_SIGNED_URL] = { "signed-url", ROLE_READ },
 	[ACCESS_GIT] = { "git", ROLE_READ },
+	[ACCESS_WORKER] = { "worker", ROLE_NONE },
 };
 
 const char *access_name(enum route_access access)
@@ -449,7 +450,19 @@ int access_check(struct request *req, enum MHD_Result *result)
 	const struct principal *p = &req->principal;
 	assert(access > ACCESS_UNSET && access < ACCESS_COUNT);
 	req->repo = NULL;
+	/* A build worker's token opens the worker routes and nothing else. */
+	if (p->worker_id != 0 && access != ACCESS_WORKER) {
+		*result = respond_error(req, 403, NULL, "a worker token may only call the build farm's worker routes");
+		return -1;
+	}
 	switch (access) {
+	case ACCESS_WORKER:
+		if (p->worker_id)
+			return 0;
+		if (require_signed_in(req, result) < 0)
+			return -1;
+		*result = respond_error(req, 403, NULL, "build workers only (needs a worker token)");
+		return -1;
 	case ACCESS_PUBLIC:
 	case ACCESS_SIGNED_URL:
 	case ACCESS_GIT:

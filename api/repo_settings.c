@@ -1,6 +1,7 @@
 /* repo_settings.c -- a repo's settings: PUT /api/{type}s/{ns}/{name}/settings
  * (visibility is kept; the Hub's other settings are checked and ignored). */
 #include "api/api.h"
+#include "storage/db_builds.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,17 +60,28 @@ static enum MHD_Result handle_settings(struct request *req)
 	struct repo_handle h;
 	json_t *doc = NULL;
 	char *details = NULL;
-	int private = 0, private_set;
+	int private = 0, private_set, build_on_push = 1, mirrored = 0;
+	json_t *bop;
 
 	h = *req->repo;
 	if (!(doc = request_json_body(req, &result)))
 		return result;
-	if (repo_visibility_from_body(doc, &private, &private_set) < 0 || settings_valid(doc) < 0) {
+	bop = json_object_get(doc, "buildOnPush");
+	if (repo_visibility_from_body(doc, &private, &private_set) < 0 || settings_valid(doc) < 0 ||
+	    (bop && !json_is_boolean(bop) && !json_is_null(bop))) {
 		result = respond_error(req, 400, NULL,
 				       "invalid settings: \"private\" must be a boolean, \"visibility\" public, private or"
-				       " protected, \"gated\" false, \"auto\" or \"manual\"");
+				       " protected, \"gated\" false, \"auto\" or \"manual\", \"buildOnPush\" a boolean");
 		goto cleanup;
 	}
+	/* the build farm's trigger on commits and pushes (docs/build-farm.md) */
+	if (json_is_boolean(bop) && db_repo_set_build_on_push(h.record.id, json_is_true(bop)) < 0) {
+		result = respond_db_unavailable(req);
+		goto cleanup;
+	}
+	if (json_is_boolean(bop))
+		api_audit(req, "repo.settings", repo_audit_target(req, h.record.type, h.record.ns, h.record.name),
+			  json_is_true(bop) ? "{\"buildOnPush\":true}" : "{\"buildOnPush\":false}");
 	if (private_set && private != h.record.private) {
 		if (db_repo_set_private(h.record.id, private) < 0) {
 			result = respond_db_unavailable(req);
@@ -81,7 +93,12 @@ static enum MHD_Result handle_settings(struct request *req)
 		details = xasprintf("{\"private\":%s}", private ? "true" : "false");
 		api_audit(req, "repo.settings", target, details);
 	}
-	result = respond_json(req, 200, json_pack("{s:b}", "private", h.record.private));
+	if (db_repo_build_settings(h.record.id, &build_on_push, &mirrored) < 0) {
+		result = respond_db_unavailable(req);
+		goto cleanup;
+	}
+	result = respond_json(req, 200, json_pack("{s:b, s:b}", "private", h.record.private, "buildOnPush",
+						  build_on_push));
 cleanup:
 	free(details);
 	json_decref(doc);

@@ -15,7 +15,9 @@ static const char admin_usage[] =
 	"  khub admin token revoke TOKEN_ID\n"
 	"  khub admin token list USER\n"
 	"  khub admin trust set|unset ORG\n"
-	"  khub admin trust list\n";
+	"  khub admin trust list\n"
+	"  khub admin worker add|remove NAME\n"
+	"  khub admin worker list\n";
 
 /* The value after flag in argv, or NULL. */
 static const char *option(int argc, char **argv, const char *flag)
@@ -184,6 +186,8 @@ int cmd_admin(int argc, char **argv)
 		rc = token_list(argc, argv);
 	else if (strcmp(what, "trust") == 0)
 		rc = trust(argc, argv);
+	else if (strcmp(what, "worker") == 0)
+		rc = admin_worker(argc, argv);
 	else {
 		fprintf(stderr, "%s", admin_usage);
 		rc = 2;

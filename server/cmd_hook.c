@@ -229,6 +229,10 @@ static int post_receive(void)
 	if (!conninfo || !repo || !repo_id)
 		return 0;
 	db_configure(conninfo);
+	/* the build farm's trigger, with the server's settings */
+	api_ctx.builds.variants_file = getenv("KHUB_HOOK_BUILD_VARIANTS") ? getenv("KHUB_HOOK_BUILD_VARIANTS") : "";
+	api_ctx.builds.max_attempts = getenv("KHUB_HOOK_BUILD_ATTEMPTS") ? atol(getenv("KHUB_HOOK_BUILD_ATTEMPTS")) : 3;
+	publish_set_on_new_commit(builds_on_new_commit);
 	/* For the variant index of kernel repos (GIT_DIR is set by git). */
 	git_repository *git = NULL;
 	if (git_repository_open_ext(&git, NULL, GIT_REPOSITORY_OPEN_FROM_ENV, NULL) < 0)
@@ -248,6 +252,9 @@ static int post_receive(void)
 		 * writer's: touch, index (kernel repos), audit */
 		publish_refs_moved(strtoll(repo_id, NULL, 10), git, deleted ? NULL : new_sha, PUBLISH_REFS_CHANGED, &who,
 				   deleted ? "git.push.delete" : "git.push", repo, text);
+		if (!deleted)
+			publish_new_commit_notify(strtoll(repo_id, NULL, 10), git, ref,
+						  strcmp(old_sha, zero_sha) == 0 ? NULL : old_sha, new_sha);
 		free(text);
 		json_decref(details);
 	}

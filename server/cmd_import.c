@@ -142,6 +142,10 @@ int cmd_import(int argc, char **argv)
 		db_audit(0, "cli", "repo.create", repo_id, NULL, "local");
 	}
 	struct import_state st = { 0 };
+	/* an import of sources with build.toml queues builds, as a push does */
+	api_ctx.builds.variants_file = config.build_variants;
+	api_ctx.builds.max_attempts = config.build_max_attempts;
+	publish_set_on_new_commit(builds_on_new_commit);
 	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
 	struct publish_actor who = { 0, "khub import", "import@khub.local", "local" };
 	char *details = NULL, *summary = NULL, *attributes = NULL, *local_attributes = NULL;

@@ -62,6 +62,16 @@ static const struct config_row config_rows[] = {
 	ROW(db_pool_wait_ms, CONFIG_LONG, "2000", 0, 600000, "longest wait for a free database connection (then the request answers 503 with Retry-After)"),
 	ROW(web_root, CONFIG_STRING, "", 0, 0, "serve the web UI's templates and static files from this folder (the source tree's web/) instead of the copies compiled in: for working on the UI"),
 	ROW(web_session_hours, CONFIG_LONG, "168", 1, 24 * 365, "hours a web UI sign-in lasts (a session also ends when its token is revoked or expires)"),
+	ROW(build_lease_seconds, CONFIG_LONG, "60", 2, 3600, "build farm: seconds a worker's claim on a job lasts without a heartbeat (then the job is queued again)"),
+	ROW(build_heartbeat_seconds, CONFIG_LONG, "15", 1, 3600, "build farm: how often workers are told to heartbeat (less than build_lease_seconds)"),
+	ROW(build_max_attempts, CONFIG_LONG, "3", 1, 100, "build farm: attempts of a job (lost leases, failures marked retry) before it fails"),
+	ROW(abi_policy, CONFIG_STRING, "enforce", 0, 0, "build farm: enforce (a build whose ABI report has violations is not published) or warn (published, report kept)"),
+	ROW(build_output_max_mb, CONFIG_LONG, "4096", 1, 1L << 20, "build farm: largest output tar a worker may upload"),
+	ROW(build_variants, CONFIG_STRING, "", 0, 0, "build farm: JSON file of required variants ({system: {backend: [names]}}) replacing the official list for default builds; empty = the official list"),
+	ROW(build_wall_seconds, CONFIG_LONG, "7200", 10, 7 * 86400, "build farm: wall-clock limit told to workers per build"),
+	ROW(build_cpu_seconds, CONFIG_LONG, "28800", 10, 30 * 86400, "build farm: CPU-time limit told to workers per build"),
+	ROW(build_memory_mb, CONFIG_LONG, "16384", 64, 1L << 24, "build farm: memory limit told to workers per build"),
+	ROW(build_disk_mb, CONFIG_LONG, "32768", 64, 1L << 30, "build farm: scratch-disk limit told to workers per build"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };
 
@@ -349,6 +359,19 @@ int config_check(FILE *err)
 			}
 			free(path);
 		}
+	}
+	if (strcmp(config.abi_policy, "enforce") != 0 && strcmp(config.abi_policy, "warn") != 0) {
+		fprintf(err, "khub: abi_policy '%s' must be enforce or warn\n", config.abi_policy);
+		problems++;
+	}
+	if (config.build_heartbeat_seconds >= config.build_lease_seconds) {
+		fprintf(err, "khub: build_heartbeat_seconds (%ld) must be less than build_lease_seconds (%ld)\n",
+			config.build_heartbeat_seconds, config.build_lease_seconds);
+		problems++;
+	}
+	if (config.build_variants[0] && access(config.build_variants, R_OK) < 0) {
+		fprintf(err, "khub: build_variants %s: %s\n", config.build_variants, strerror(errno));
+		problems++;
 	}
 	if (config.public_url[0] && strncmp(config.public_url, "http://", 7) != 0 &&
 	    strncmp(config.public_url, "https://", 8) != 0) {

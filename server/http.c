@@ -237,9 +237,10 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
 			  toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? " (timed out)" : " (aborted)";
 	if (log_threshold >= LOG_LEVEL_INFO || req->status >= 500)
 		log_write(req->status >= 500 ? LOG_LEVEL_ERROR : LOG_LEVEL_INFO,
-			  "%s %s %s %d %llu bytes %llu us%s user=%s", req->remote_addr, req->method_name,
+			  "%s %s %s %d %llu bytes %llu us%s %s=%s", req->remote_addr, req->method_name,
 			  req->log_path ? req->log_path : "-", req->status, (unsigned long long)req->bytes_out,
-			  (unsigned long long)usec, how, req->principal.user_id ? req->principal.name : "-");
+			  (unsigned long long)usec, how, req->principal.worker_id ? "worker" : "user",
+			  req->principal.user_id || req->principal.worker_id ? req->principal.name : "-");
 	log_set_request_id(NULL);
 	request_free(req);
 	*con_cls = NULL;

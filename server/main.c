@@ -85,6 +85,18 @@ int cmd_serve(int argc, char **argv)
 	web_configure(config.web_root, config.public_url, config.web_session_hours * 3600L);
 	api_ctx.page_headers = web_page_headers;
 	api_ctx.page_error = web_page_error;
+	api_ctx.builds = (struct build_settings){
+		.lease_seconds = config.build_lease_seconds, .heartbeat_seconds = config.build_heartbeat_seconds,
+		.max_attempts = config.build_max_attempts, .abi_enforce = strcmp(config.abi_policy, "warn") != 0,
+		.output_max_bytes = config.build_output_max_mb * 1024 * 1024, .variants_file = config.build_variants,
+		.tmp_dir = xasprintf("%s/build-tmp", config.data_dir),
+		.sources_dir = xasprintf("%s/build-sources", config.data_dir),
+		.wall_seconds = config.build_wall_seconds, .cpu_seconds = config.build_cpu_seconds,
+		.memory_mb = config.build_memory_mb, .disk_mb = config.build_disk_mb,
+	};
+	if (mkdir_p(api_ctx.builds.tmp_dir, 0700) < 0)
+		fatal("cannot create %s: %s", api_ctx.builds.tmp_dir, strerror(errno));
+	publish_set_on_new_commit(builds_on_new_commit);
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();

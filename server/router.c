@@ -13,6 +13,7 @@ const struct route *const router_tables[] = {
 	refs_routes, tree_routes, resolve_routes, commit_routes, preupload_routes, lfs_routes,
 	git_routes, mirror_admin_routes,
 	repos_routes, repo_settings_routes, branches_routes, commits_routes,
+	builds_routes, build_enqueue_routes, build_worker_routes, build_source_routes, build_output_routes,
 	NULL,
 };
 

@@ -44,6 +44,16 @@ struct khub_config {
 	long metrics_public;
 	char *web_root;
 	long web_session_hours;
+	long build_lease_seconds;
+	long build_heartbeat_seconds;
+	long build_max_attempts;
+	char *abi_policy;
+	long build_output_max_mb;
+	char *build_variants;
+	long build_wall_seconds;
+	long build_cpu_seconds;
+	long build_memory_mb;
+	long build_disk_mb;
 };
 
 extern struct khub_config config;
@@ -129,6 +139,8 @@ int cmd_serve(int argc, char **argv);
 int cmd_db(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_admin(int argc, char **argv);
+/* khub admin worker add|remove|list (server/cmd_worker.c) */
+int admin_worker(int argc, char **argv);
 int cmd_hook(int argc, char **argv);
 int cmd_mirror(int argc, char **argv);
 int cmd_sync(int argc, char **argv);

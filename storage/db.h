@@ -124,6 +124,7 @@ int db_membership_role(int64_t org_id, int64_t user_id, enum role *out);
 /* A caller, as its token makes it. user_id 0 = anonymous. */
 struct principal {
 	int64_t user_id;
+	int64_t worker_id;	/* a build worker's token (scope "worker"; user_id 0) */
 	int64_t token_id;
 	char name[REPO_NAME_MAX + 1];
 	int is_site_admin;

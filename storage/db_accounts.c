@@ -1,5 +1,6 @@
 /* db_accounts.c -- users, orgs, memberships, tokens and the audit log. */
 #include "storage/db_internal.h"
+#include "storage/db_builds.h"
 
 #include <inttypes.h>
 #include <openssl/rand.h>
@@ -181,6 +182,8 @@ int db_token_lookup(const char *token, struct principal *out)
 		rc = 0;
 	}
 	PQclear(res);
+	if (rc == KHUB_ENOTFOUND && strncmp(token, "khw_", 4) == 0)
+		rc = db_worker_token_lookup(token, out);	/* a build worker's */
 	return rc;
 }
 

@@ -33,14 +33,28 @@ struct publication {
 	int moved;				/* publish_commit moved ref */
 	char ref[REF_NAME_MAX + 16];
 	char sha[41];
+	char old[41];				/* expected_old of publish_commit; "" = none */
 };
 
 static publish_after_move_fn after_move_hook;
+static publish_new_commit_fn new_commit_hook;
 static void (*unlock_notify)(int64_t repo_id);
 
 void publish_set_after_move(publish_after_move_fn fn)
 {
 	after_move_hook = fn;
+}
+
+void publish_set_on_new_commit(publish_new_commit_fn fn)
+{
+	new_commit_hook = fn;
+}
+
+void publish_new_commit_notify(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
+			       const char *new_sha)
+{
+	if (new_commit_hook && git && ref && new_sha)
+		new_commit_hook(repo_id, git, ref, old_sha && old_sha[0] ? old_sha : NULL, new_sha);
 }
 
 void publish_set_unlock_notify(void (*fn)(int64_t repo_id))
@@ -378,6 +392,7 @@ int publish_commit(struct publication *pub, const struct publish_actor *who, con
 	if ((rc = repo_update_ref(pub->git, ref, expected_old, sha, summary)) < 0)
 		return rc;
 	pub->moved = 1;
+	snprintf(pub->old, sizeof(pub->old), "%s", expected_old ? expected_old : "");
 	snprintf(pub->ref, sizeof(pub->ref), "%s", ref);
 	memcpy(pub->sha, sha, 41);
 	return 0;
@@ -432,6 +447,7 @@ void publish_end(struct publication *pub, const struct publish_actor *who, const
 	if (pub->moved) {
 		char *target = xasprintf("%s/%s", pub->rec.ns, pub->rec.name);
 		publish_refs_moved(pub->rec.id, pub->git, pub->sha, PUBLISH_NEW_COMMIT, who, action, target, details);
+		publish_new_commit_notify(pub->rec.id, pub->git, pub->ref, pub->old, pub->sha);
 		free(target);
 	}
 	for (size_t i = 0; i < pub->npending; i++)

@@ -44,6 +44,15 @@ enum publish_change {
 typedef void (*publish_after_move_fn)(int64_t repo_id, enum publish_change change);
 void publish_set_after_move(publish_after_move_fn fn);
 
+/* Called after a ref moved to a new commit (publish_end, and the push hook
+ * through publish_new_commit_notify): ref is the full name, old_sha NULL
+ * for a new ref. The server registers the build farm's trigger here. */
+typedef void (*publish_new_commit_fn)(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
+				      const char *new_sha);
+void publish_set_on_new_commit(publish_new_commit_fn fn);
+void publish_new_commit_notify(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
+			       const char *new_sha);
+
 struct publication;
 
 /* Open rec's repo for publishing under repo_root, LFS content into lfs

@@ -18,6 +18,9 @@
 #
 #   read-scoped token of an org or  403 on every admin and write route
 #   site admin                     (site-admin routes included)
+#   build worker token (scope       403 everywhere but the build farm's
+#   worker)                         worker routes, which refuse every
+#                                  other caller (anonymous 401, others 403)
 #
 # One TAP line per cell: "caller × endpoint × repo → got …, want …"; there
 # are no TODO cells. The matrix has two parts:
@@ -61,12 +64,13 @@ TOK[expired]=$(mint bob --scope write --expires-in-days 0.00001)
 TOK[revoked]=$(khub admin token create bob --scope write 2>"$TEST_DIR/revoked.err" | tail -n 1)
 REVOKED_ID=$(sed -n 's/^token id \([0-9]*\) .*/\1/p' "$TEST_DIR/revoked.err")
 TOK[bogus]=hf_$(head -c 64 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 34)
-CALLERS=(anonymous reader writer other-org org-admin site-admin expired revoked read-scoped admin-read root-read bogus)
+TOK[worker]=$(khub admin worker add matrix-worker 2>>"$log" | tail -n 1)
+CALLERS=(anonymous reader writer other-org org-admin site-admin expired revoked read-scoped admin-read root-read bogus worker)
 khub_start
 
 bad=0
-for c in "${CALLERS[@]}"; do [ $c = anonymous ] || [[ "${TOK[$c]}" =~ ^hf_[A-Za-z0-9]+$ ]] || bad=1; done
-is "$bad" 0 "an hf_ token minted for every signed-in caller"
+for c in "${CALLERS[@]}"; do [ $c = anonymous ] || [[ "${TOK[$c]}" =~ ^(hf|khw)_[A-Za-z0-9]+$ ]] || bad=1; done
+is "$bad" 0 "an hf_ token (khw_ for the worker) minted for every signed-in caller"
 like "$REVOKED_ID" '^[0-9]+$' "the token to revoke has an id"
 
 H=$TEST_DIR/headers
@@ -109,7 +113,7 @@ for r in pub priv; do
 		git --git-dir="$gd" update-ref "refs/heads/d-$c" main && git --git-dir="$gd" update-ref "refs/tags/dt-$c" main
 	done
 done
-is "$created" 50 "acme/pub, acme/priv and 48 per-caller repos (to move, to delete) created"
+is "$created" $((2 + 4 * ${#CALLERS[@]})) "acme/pub, acme/priv and $((4 * ${#CALLERS[@]})) per-caller repos (to move, to delete) created"
 
 # ---- tokens that stop working -------------------------------------------------------------
 call revoked GET /api/whoami-v2
@@ -132,11 +136,13 @@ like "$GOT $(header LFS-Authenticate)" '^401/ Basic' "anonymous LFS upload batch
 # class of a caller: A anonymous, X a token that is no longer (or never was)
 # valid, O signed in outside the org, R read member, S read-scoped token (of
 # a write member, an org admin or a site admin: each may read acme/priv and
-# may write nothing), W write member, D org admin, Z site admin
+# may write nothing), W write member, D org admin, Z site admin, K a build
+# worker's token (refused 403 by every route but the worker routes)
 class() {
 	case $1 in
 	anonymous) echo A ;; expired|revoked|bogus) echo X ;; other-org) echo O ;; reader) echo R ;;
 	read-scoped|admin-read|root-read) echo S ;; writer) echo W ;; org-admin) echo D ;; site-admin) echo Z ;;
+	worker) echo K ;;
 	esac
 }
 # want KIND VIS CALLER -> "STATUS[/X-Error-Code]"; without "/" only the
@@ -144,6 +150,7 @@ class() {
 want() {
 	local kind=$1 vis=$2 k
 	k=$(class "$3")
+	if [ $k = K ]; then echo 403; return; fi
 	case $kind in
 	read)	# JSON API reads and resolve
 		if [ $k = X ]; then echo 401/
@@ -298,10 +305,36 @@ for r in pub priv; do
 		cell "$c" "POST benchmarks (invalid payload)" $r contribute
 	done
 done
+# build jobs (/api/builds/{id}): the job's repo decides, as the repo's own
+# routes do (read; write for cancel and retry); one job per caller and repo
+BT=$(printf '[general]\nname = "m"\nversion = 1\n' | base64 -w0)
+declare -A JOB
+i=0
+for r in pub priv; do
+	priv=false; [ $r = priv ] && priv=true
+	api_admin POST /api/repos/create "{\"name\":\"b$r\",\"organization\":\"acme\",\"type\":\"kernel\",\"private\":$priv,\"files\":[{\"path\":\"build.toml\",\"content\":\"$BT\",\"encoding\":\"base64\"}]}" >/dev/null
+	for c in "${CALLERS[@]}"; do
+		i=$((i + 1))
+		JOB[$r-$c]=$(curl -s -H "Authorization: Bearer ${TOK[org-admin]}" -H 'Content-Type: application/json' \
+			--data-binary "{\"variants\":[\"torch2$((10 + i))-cxx11-cpu-x86_64-linux\"]}" "$KHUB_URL/api/kernels/acme/b$r/builds" |
+			python3 -c 'import json,sys; print(json.load(sys.stdin)["builds"][0]["id"])' 2>/dev/null)
+	done
+done
+for r in pub priv; do
+	for c in "${CALLERS[@]}"; do
+		id=${JOB[$r-$c]}
+		covers "/api/builds/{arg}"; call "$c" GET "/api/builds/$id"; cell "$c" "GET builds/$id" $r read
+		covers "/api/builds/{arg}/log"; call "$c" GET "/api/builds/$id/log"; cell "$c" "GET builds/$id/log" $r read
+		covers "/api/builds/{arg}/cancel"; call "$c" POST "/api/builds/$id/cancel" '{}'
+		cell "$c" "POST builds/$id/cancel" $r write
+		covers "/api/builds/{arg}/retry"; call "$c" POST "/api/builds/$id/retry" '{}'
+		cell "$c" "POST builds/$id/retry (after the cancel)" $r write
+	done
+done
 # /metrics: site admins (a read is enough: any scope); anyone else 401/403
 for c in "${CALLERS[@]}"; do
 	call "$c" GET /metrics
-	case $c in anonymous|expired|revoked|bogus) w=401 ;; site-admin|root-read) w=200 ;; *) w=403 ;; esac
+	case $c in anonymous|expired|revoked|bogus) w=401 ;; site-admin|root-read) w=200 ;; *) w=403 ;; esac	# worker: 403
 	HAND[/metrics]=1
 	is "${GOT%%/*}" "$w" "$c × GET /metrics → got ${GOT%%/*}, want $w"
 done
@@ -339,8 +372,10 @@ done
 gwant() {
 	local access=$1 vis=$2 who=$3 noauth=$4 k w
 	k=$(class "$who")
-	[ "$noauth" = 1 ] && [ $k = X ] && k=A	# Authorization is not read
+	[ "$noauth" = 1 ] && { [ $k = X ] || [ $k = K ]; } && k=A	# Authorization is not read
+	if [ $k = K ] && [ "$access" != worker ]; then echo 403; return; fi
 	case $access in
+	worker) case $k in A|X) echo 401/ ;; K) echo pass ;; *) echo 403/ ;; esac ;;
 	public) [ $k = X ] && echo 401/ || echo pass ;;
 	signed-in) case $k in A|X) echo 401/ ;; *) echo pass ;; esac ;;
 	site-admin) case $k in A|X) echo 401/ ;; Z) echo pass ;; *) echo 403/ ;; esac ;;

@@ -45,7 +45,7 @@ static int writes_need_write_token(const struct route *r)
 	if (!(r->methods & (METHOD_POST | METHOD_PUT | METHOD_DELETE)))
 		return 1;
 	if (r->access == ACCESS_PUBLIC || r->access == ACCESS_REPO_READ || r->access == ACCESS_GIT ||
-	    r->access == ACCESS_SIGNED_URL)
+	    r->access == ACCESS_SIGNED_URL || r->access == ACCESS_WORKER)	/* workers: a scope of their own */
 		return 1;
 	return access_min_scope(r->access) >= ROLE_WRITE;
 }

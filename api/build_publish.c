@@ -1,0 +1,202 @@
+/* build_publish.c -- a build's output becomes commits (background job):
+ * build/<variant>/ on branch v<version> (stale files of the variant
+ * removed, other variants untouched; a new branch starts from main without
+ * build/ and benchmarks/, as kernel-builder's upload does), then README.md
+ * on main when it changed; the ABI policy decides first. */
+#include "api/build_output.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+__thread int build_publishing;
+
+struct job_view {
+	int64_t id;
+	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
+	char commit[41], variant[256];
+};
+
+static const struct publish_actor *farm_actor(const char *worker)
+{
+	static __thread char addr[REPO_NAME_MAX + 16];
+	static __thread struct publish_actor who;
+	snprintf(addr, sizeof(addr), "worker %s", worker);
+	who = (struct publish_actor){ 0, "khub build farm", "builds@khub.local", addr };
+	return &who;
+}
+
+/* Stage every file of <variant>/ from the tar under build/<variant>/. */
+static int stage_variant(struct publication *pub, const char *path, const char *variant)
+{
+	struct archive *ar;
+	struct archive_entry *e;
+	size_t vlen = strlen(variant);
+	int rc = build_output_open(path, &ar), r;
+	if (rc < 0)
+		return rc;
+	while (rc == 0 && (r = archive_read_next_header(ar, &e)) == ARCHIVE_OK) {
+		char *name = build_output_clean_path(archive_entry_pathname(e));
+		if (name && archive_entry_filetype(e) == AE_IFREG && strncmp(name, variant, vlen) == 0 &&
+		    name[vlen] == '/') {
+			size_t len = 0;
+			char *data = build_output_read_member(ar, archive_entry_size(e),
+							      (size_t)api_ctx.builds.output_max_bytes, &len);
+			char *repo_path = xasprintf("build/%s", name);
+			unsigned mode = (archive_entry_perm(e) & 0111) ? 0100755 : 0100644;
+			rc = data ? publish_put_bytes(pub, repo_path, data, len, mode, NULL) : KHUB_EIO;
+			free(repo_path);
+			free(data);
+		}
+		free(name);
+	}
+	archive_read_free(ar);
+	return rc;
+}
+
+static int publish_variant(const struct repo_record *rec, const struct job_view *v, const char *worker,
+			   const char *tar, long version, const char *abi, char branch[32], char sha[41])
+{
+	struct publication *pub = NULL;
+	const struct publish_actor *who = farm_actor(worker);
+	char ref[48], old[41] = "", parent[41] = "";
+	snprintf(branch, 32, "v%ld", version);
+	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
+	int rc = publish_begin(api_ctx.repo_root, api_ctx.lfs, rec, &pub);
+	if (rc < 0)
+		return rc;
+	if ((rc = publish_lock(pub)) < 0)
+		goto cleanup;
+	git_repository *git = publish_git(pub);
+	int exists = repo_ref_read(git, ref, old) == 0;
+	if (exists)
+		memcpy(parent, old, 41);
+	else if (repo_resolve_revision(git, "main", parent) < 0)
+		parent[0] = '\0';
+	if ((rc = publish_tree(pub, parent, 0)) < 0)
+		goto cleanup;
+	struct commit_builder *cb = publish_builder(pub);
+	char *dir = xasprintf("build/%s", v->variant);
+	if (exists) {
+		commit_builder_delete_folder(cb, dir);	/* stale files of this variant */
+	} else {
+		commit_builder_delete_folder(cb, "build");
+		commit_builder_delete_folder(cb, "benchmarks");
+	}
+	free(dir);
+	if ((rc = stage_variant(pub, tar, v->variant)) < 0)
+		goto cleanup;
+	if (exists && publish_unchanged(pub)) {
+		memcpy(sha, old, 41);	/* the same bytes again: nothing to commit */
+		goto cleanup;
+	}
+	char *summary = xasprintf("Build %s of %.7s (build #%" PRId64 ")", v->variant, v->commit, v->id);
+	char *description = xasprintf("Built by khub's build farm from %s/%s at %s (build #%" PRId64 ", worker %s).\n"
+				      "ABI check: %s.\n", v->ns, v->name, v->commit, v->id, worker, abi);
+	rc = publish_commit(pub, who, summary, description, ref, exists ? old : NULL, sha);
+	free(summary);
+	free(description);
+cleanup:;
+	char *details = xasprintf("{\"build\":%" PRId64 ",\"variant\":\"%s\",\"branch\":\"%s\"}", v->id, v->variant,
+				  branch);
+	publish_end(pub, who, "build.publish", details);
+	free(details);
+	return rc;
+}
+
+/* README.md on main, in a commit of its own, when it differs. */
+static int publish_readme(const struct repo_record *rec, const struct job_view *v, const char *worker,
+			  const char *text, size_t len)
+{
+	struct publication *pub = NULL;
+	const struct publish_actor *who = farm_actor(worker);
+	char parent[41], sha[41];
+	int rc = publish_begin(api_ctx.repo_root, api_ctx.lfs, rec, &pub);
+	if (rc < 0)
+		return rc;
+	if ((rc = publish_lock(pub)) < 0 || repo_resolve_revision(publish_git(pub), "main", parent) < 0)
+		goto cleanup;
+	char *now = repo_read_text_file(publish_git(pub), parent, "README.md", len + 1);
+	int same = now && strlen(now) == len && memcmp(now, text, len) == 0;
+	free(now);
+	if (same || (rc = publish_tree(pub, parent, 0)) < 0 ||
+	    (rc = publish_put_bytes(pub, "README.md", text, len, 0100644, NULL)) < 0)
+		goto cleanup;
+	char *summary = xasprintf("Update README.md from build #%" PRId64 " of %.7s", v->id, v->commit);
+	rc = publish_commit(pub, who, summary, NULL, "refs/heads/main", parent, sha);
+	free(summary);
+cleanup:
+	publish_end(pub, who, "build.readme", NULL);
+	return rc;
+}
+
+/* End the job refused, with the reason and the report kept. */
+static int refuse(const struct build_publish_job *job, const char *why, const char *report)
+{
+	log_info("build %" PRId64 ": output refused: %s", job->id, why);
+	int rc = db_build_finish(job->id, job->worker_id, 0, why, report, NULL, NULL);
+	return rc == KHUB_ECONFLICT ? 0 : rc;
+}
+
+int build_publish_run(void *arg)
+{
+	struct build_publish_job *job = arg;
+	struct build_output out;
+	struct db_rows rows;
+	struct job_view v;
+	struct repo_record rec;
+	git_repository *git = NULL;
+	char why[512], branch[32] = "", sha[41] = "", state[16];
+	if (!job->path)
+		return 0;	/* a request that joined: the job's own run answers */
+	int rc = db_build_lease_check(job->id, job->worker_id, state);
+	if (rc < 0)
+		return rc == KHUB_EDB ? rc : 0;
+	if ((rc = db_build_get(job->id, &rows)) < 0)
+		return rc;
+	v.id = job->id;
+	snprintf(v.ns, sizeof(v.ns), "%s", db_rows_get(&rows, 0, BUILD_COL_NS));
+	snprintf(v.name, sizeof(v.name), "%s", db_rows_get(&rows, 0, BUILD_COL_NAME));
+	snprintf(v.commit, sizeof(v.commit), "%s", db_rows_get(&rows, 0, BUILD_COL_COMMIT));
+	snprintf(v.variant, sizeof(v.variant), "%s", db_rows_get(&rows, 0, BUILD_COL_VARIANT));
+	rc = build_open_job_source(&rows, 0, &git);
+	db_rows_release(&rows);
+	if (rc < 0)
+		return rc == KHUB_ENOTFOUND ? refuse(job, "the job's source is gone", NULL) : rc;
+	char *toml = repo_read_text_file(git, v.commit, "build.toml", 1024 * 1024);
+	git_repository_free(git);
+	rc = build_output_check(job->path, v.variant, toml, &out, why, sizeof(why));
+	free(toml);
+	if (rc < 0) {
+		build_output_release(&out);
+		return refuse(job, why, NULL);
+	}
+	if ((rc = db_repo_get(REPO_KERNEL, v.ns, v.name, &rec)) < 0) {
+		build_output_release(&out);
+		return rc == KHUB_EDB ? rc : refuse(job, "the repository is gone", NULL);
+	}
+	int abi_ok = out.report && json_is_true(json_object_get(out.report, "ok"));
+	const char *abi = abi_ok ? "passed" : out.report ? "violations (abi_policy warn)" : "no report (abi_policy warn)";
+	if (!abi_ok && api_ctx.builds.abi_enforce) {
+		rc = refuse(job, out.report ? "the ABI check found violations (abi_policy enforce): nothing published"
+					    : "no abi-report.json in the output (abi_policy enforce): nothing published",
+			    out.report_text);
+		build_output_release(&out);
+		return rc;
+	}
+	build_publishing = 1;
+	rc = publish_variant(&rec, &v, job->worker, job->path, out.version, abi, branch, sha);
+	if (rc == 0 && out.readme && publish_readme(&rec, &v, job->worker, out.readme, out.readme_len) < 0)
+		log_warn("build %" PRId64 ": README.md not published on main", job->id);
+	build_publishing = 0;
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "publishing failed: %s", khub_strerror(rc));
+		int end = refuse(job, why, out.report_text);
+		build_output_release(&out);
+		return rc == KHUB_ENOSPC || end < 0 ? (end < 0 ? end : rc) : 0;
+	}
+	log_info("build %" PRId64 ": %s published on %s at %s", job->id, v.variant, branch, sha);
+	rc = db_build_finish(job->id, job->worker_id, 1, NULL, out.report_text, branch, sha);
+	build_output_release(&out);
+	return rc == KHUB_ECONFLICT ? 0 : rc;
+}

@@ -1,0 +1,83 @@
+/* build_trigger.c -- builds on push: a branch of a kernel repo that moved
+ * to a commit with build.toml at its root, changing more than build/,
+ * README.md and benchmarks/, gets the default variants queued. Called by
+ * the publish path after every new commit (commit API, import, git push
+ * through the hook); never for the farm's own publications or mirrors. */
+#include "api/builds.h"
+
+#include <string.h>
+
+/* What a change to these leaves alone: the outputs of a build. */
+static int is_output_path(const char *name)
+{
+	return strcmp(name, "build") == 0 || strcmp(name, "README.md") == 0 || strcmp(name, "benchmarks") == 0;
+}
+
+static git_tree *commit_tree(git_repository *git, const char *sha)
+{
+	git_oid oid;
+	git_commit *commit = NULL;
+	git_tree *tree = NULL;
+	if (git_oid_fromstr(&oid, sha) == 0 && git_commit_lookup(&commit, git, &oid) == 0)
+		git_commit_tree(&tree, commit);
+	git_commit_free(commit);
+	return tree;
+}
+
+/* 1 when a top-level entry other than the outputs differs (any change
+ * below one changes its tree id). */
+static int sources_changed(const git_tree *from, const git_tree *to)
+{
+	const git_tree *trees[2] = { from, to };
+	for (int side = 0; side < 2; side++) {
+		const git_tree *a = trees[side], *b = trees[1 - side];
+		for (size_t i = 0; i < git_tree_entrycount(a); i++) {
+			const git_tree_entry *e = git_tree_entry_byindex(a, i);
+			if (is_output_path(git_tree_entry_name(e)))
+				continue;
+			const git_tree_entry *other = git_tree_entry_byname(b, git_tree_entry_name(e));
+			if (!other || git_oid_cmp(git_tree_entry_id(e), git_tree_entry_id(other)) != 0 ||
+			    git_tree_entry_filemode(e) != git_tree_entry_filemode(other))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
+			  const char *new_sha)
+{
+	int on = 0, mirrored = 0;
+	if (build_publishing || strncmp(ref, "refs/heads/", 11) != 0)
+		return;
+	if (db_repo_build_settings(repo_id, &on, &mirrored) < 0 || !on || mirrored)
+		return;
+	git_tree *to = commit_tree(git, new_sha), *from = NULL;
+	if (!to || !git_tree_entry_byname(to, "build.toml"))
+		goto cleanup;
+	/* a new branch is compared with main (a version branch made from it
+	 * by a publication changes no source) */
+	char main_sha[41];
+	if (old_sha)
+		from = commit_tree(git, old_sha);
+	else if (strcmp(ref, "refs/heads/main") != 0 && repo_ref_read(git, "refs/heads/main", main_sha) == 0)
+		from = commit_tree(git, main_sha);
+	if (from && !sources_changed(from, to))
+		goto cleanup;
+	char **names = NULL;
+	size_t n = 0;
+	if (build_default_variants(&names, &n) < 0) {
+		log_warn("build trigger: repo %lld %s: the database is unavailable; nothing queued", (long long)repo_id,
+			 new_sha);
+		goto cleanup;
+	}
+	struct repo_record rec = { .id = repo_id };
+	if (n && build_enqueue_all(&rec, new_sha, names, n, 0, "push", NULL, NULL, NULL, NULL) < 0)
+		log_warn("build trigger: repo %lld %s: not queued (database)", (long long)repo_id, new_sha);
+	else
+		log_info("build trigger: repo %lld %s (%s): %zu variants", (long long)repo_id, new_sha, ref, n);
+	build_names_free(names, n);
+cleanup:
+	git_tree_free(from);
+	git_tree_free(to);
+}

@@ -1,0 +1,234 @@
+/* build_worker.c -- the worker side of the build farm (docs/build-farm.md):
+ * register, claim (waiting parked, without a thread), heartbeat, log
+ * chunks, fail and release. Every route needs a worker token; those about
+ * a job need its lease. */
+#include "api/builds.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CLAIM_VARIANTS 1000
+#define MAX_CLAIM_WAIT_SECONDS 30
+
+static enum MHD_Result respond_lease_lost(struct request *req, int64_t id)
+{
+	enum MHD_Result result;
+	if (build_require_lease(req, id, &result) == 0)	/* held after all: a passing failure */
+		return respond_unavailable(req, "build %" PRId64 " could not be updated; retry", id);
+	return result;
+}
+
+/* The variant names of a JSON array (strings, valid names): a new list
+ * (build_names_free), or NULL when one is not. */
+static char **variant_list(json_t *array, size_t *n, size_t *bad)
+{
+	size_t i;
+	json_t *v;
+	char **names = xcalloc(json_array_size(array) + 1, sizeof(char *));
+	*n = 0;
+	json_array_foreach(array, i, v) {
+		struct variant_name parsed;
+		const char *why;
+		if (!json_is_string(v) || variant_name_parse(json_string_value(v), &parsed, &why) < 0) {
+			*bad = i;
+			build_names_free(names, *n);
+			return NULL;
+		}
+		names[(*n)++] = xstrdup(json_string_value(v));
+	}
+	return names;
+}
+
+static enum MHD_Result handle_register(struct request *req)
+{
+	enum MHD_Result result;
+	json_t *doc = request_json_body(req, &result);
+	if (!doc)
+		return result;
+	const char *version = NULL;
+	json_t *toolchains = json_object_get(doc, "toolchains"), *conc = json_object_get(doc, "concurrency");
+	long concurrency = json_is_integer(conc) ? (long)json_integer_value(conc) : 1;
+	if (json_optional_string(doc, "version", &version) < 0 || !json_is_array(toolchains) ||
+	    (conc && !json_is_integer(conc)) || concurrency < 1 || concurrency > 1024) {
+		json_decref(doc);
+		return respond_error(req, 400, NULL, "expected {\"name\", \"version\", \"concurrency\": 1-1024, "
+					   "\"toolchains\": [{\"name\", \"variants\": [..], ...}]}");
+	}
+	struct strbuf variants = STRBUF_INIT;
+	strbuf_adds(&variants, "{");
+	size_t i, count = 0;
+	json_t *tc;
+	json_array_foreach(toolchains, i, tc) {
+		json_t *list = json_object_get(tc, "variants");
+		size_t n = 0, bad = 0;
+		char **names = json_is_object(tc) && json_is_array(list) ? variant_list(list, &n, &bad) : NULL;
+		if (!names) {
+			strbuf_release(&variants);
+			json_decref(doc);
+			return respond_error(req, 400, NULL, "toolchains[%zu]: variants must be an array of build variant "
+					     "names (entry %zu is not)", i, bad);
+		}
+		for (size_t k = 0; k < n; k++) {
+			if (count++)
+				strbuf_adds(&variants, ",");
+			db_array_add(&variants, names[k]);
+		}
+		build_names_free(names, n);
+	}
+	strbuf_adds(&variants, "}");
+	char *caps = json_dumps(toolchains, JSON_COMPACT);
+	int rc = db_worker_register(req->principal.worker_id, version ? version : "", concurrency, caps, variants.buf);
+	free(caps);
+	strbuf_release(&variants);
+	json_decref(doc);
+	if (rc == KHUB_ENOTFOUND)
+		return respond_error(req, 403, NULL, "this worker was removed");
+	if (rc < 0)
+		return respond_db_unavailable(req);
+	log_info("worker %s registered (%zu variants)", req->principal.name, count);
+	return respond_json(req, 200, json_pack("{s:s, s:I, s:I}", "worker", req->principal.name, "heartbeat_seconds",
+						(json_int_t)api_ctx.builds.heartbeat_seconds, "lease_seconds",
+						(json_int_t)api_ctx.builds.lease_seconds));
+}
+
+static enum MHD_Result handle_claim(struct request *req)
+{
+	enum MHD_Result result;
+	json_t *doc = request_json_body(req, &result);
+	if (!doc)
+		return result;
+	json_t *list = json_object_get(doc, "variants"), *wait = json_object_get(doc, "wait_seconds");
+	long wait_seconds = json_is_integer(wait) ? (long)json_integer_value(wait) : wait ? -1 : 0;
+	size_t n = 0, bad = 0;
+	char **names = json_is_array(list) && json_array_size(list) <= MAX_CLAIM_VARIANTS ? variant_list(list, &n, &bad)
+											     : NULL;
+	json_decref(doc);
+	if (!names || wait_seconds < 0 || wait_seconds > MAX_CLAIM_WAIT_SECONDS) {
+		build_names_free(names, n);
+		return respond_error(req, 400, NULL, "expected {\"variants\": [build variant names], \"wait_seconds\": 0-30}");
+	}
+	struct db_rows rows;
+	int rc = db_build_claim(req->principal.worker_id, (const char *const *)names, n, api_ctx.builds.lease_seconds,
+				&rows);
+	build_names_free(names, n);
+	if (rc < 0)
+		return respond_db_unavailable(req);
+	if (rc == 0) {
+		req->wait_started_usec = 0;
+		json_t *job = build_job_json(&rows, 0);
+		log_info("worker %s claimed build %s (%s)", req->principal.name, db_rows_get(&rows, 0, BUILD_COL_ID),
+			 db_rows_get(&rows, 0, BUILD_COL_VARIANT));
+		db_rows_release(&rows);
+		return respond_json(req, 200, json_pack("{s:o}", "build", job));
+	}
+	/* nothing ready: wait parked (woken by an enqueue here; other
+	 * processes' enqueues are seen at the next poll, within a second) */
+	uint64_t now = monotonic_usec(), limit = (uint64_t)wait_seconds * 1000000u;
+	if (!req->wait_started_usec)
+		req->wait_started_usec = now;
+	uint64_t waited = now - req->wait_started_usec;
+	if (waited < limit && !request_park_closing()) {
+		uint64_t left_ms = (limit - waited) / 1000u;
+		request_park(req, BUILD_QUEUE_WAKE_KEY, (unsigned)(left_ms < 1000 ? left_ms + 1 : 1000));
+		return MHD_YES;
+	}
+	req->wait_started_usec = 0;
+	return respond(req, 204, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
+}
+
+static enum MHD_Result handle_heartbeat(struct request *req)
+{
+	enum MHD_Result result;
+	int64_t id;
+	if (build_id_from_request(req, &id, &result) < 0)
+		return result;
+	char expires[40];
+	int cancel = 0;
+	int rc = db_build_heartbeat(id, req->principal.worker_id, api_ctx.builds.lease_seconds, expires, &cancel);
+	if (rc == KHUB_ECONFLICT)
+		return respond_lease_lost(req, id);
+	if (rc < 0)
+		return respond_db_unavailable(req);
+	return respond_json(req, 200, json_pack("{s:s, s:b}", "lease_expires_at", expires, "cancel", cancel));
+}
+
+static enum MHD_Result handle_log_append(struct request *req)
+{
+	enum MHD_Result result;
+	int64_t id, length = 0;
+	if (build_id_from_request(req, &id, &result) < 0)
+		return result;
+	if (req->body_too_large)
+		return respond_error(req, 413, NULL, "a log chunk is at most %ld bytes", api_ctx.max_body_bytes);
+	const char *offset_arg = request_query(req, "offset");
+	char *end = NULL;
+	long long at = offset_arg ? strtoll(offset_arg, &end, 10) : -1;
+	if (!offset_arg || *end || at < 0)
+		return respond_error(req, 400, NULL, "offset=N (the byte this chunk starts at) is required");
+	int rc = db_build_log_append(id, req->principal.worker_id, at, req->body.buf ? req->body.buf : "", req->body.len,
+				     &length);
+	if (rc == KHUB_ECONFLICT)
+		return respond_lease_lost(req, id);
+	if (rc < 0)
+		return respond_db_unavailable(req);
+	return respond_json(req, rc == 1 ? 409 : 200, json_pack("{s:I}", "length", (json_int_t)length));
+}
+
+static enum MHD_Result handle_fail(struct request *req)
+{
+	enum MHD_Result result;
+	int64_t id;
+	if (build_id_from_request(req, &id, &result) < 0)
+		return result;
+	json_t *doc = request_json_body(req, &result);
+	if (!doc)
+		return result;
+	const char *error = NULL;
+	int retry = 0;
+	json_t *report = json_object_get(doc, "abi_report");
+	if (json_optional_string(doc, "error", &error) < 0 || json_optional_bool(doc, "retry", &retry) < 0 ||
+	    (report && !json_is_object(report) && !json_is_null(report))) {
+		json_decref(doc);
+		return respond_error(req, 400, NULL, "expected {\"error\": string, \"retry\": bool, \"abi_report\": {...} | null}");
+	}
+	char *report_text = json_is_object(report) ? json_dumps(report, JSON_COMPACT) : NULL;
+	char state[16] = "";
+	int rc = db_build_fail(id, req->principal.worker_id, error ? error : "the worker gave no reason", retry,
+			       report_text, state);
+	free(report_text);
+	json_decref(doc);
+	if (rc == KHUB_ECONFLICT)
+		return respond_lease_lost(req, id);
+	if (rc < 0)
+		return respond_db_unavailable(req);
+	if (strcmp(state, "queued") == 0)
+		request_wake(BUILD_QUEUE_WAKE_KEY);
+	log_info("worker %s: build %" PRId64 " failed (%s)", req->principal.name, id, state);
+	return respond_json(req, 200, json_pack("{s:s}", "state", state));
+}
+
+static enum MHD_Result handle_release(struct request *req)
+{
+	enum MHD_Result result;
+	int64_t id;
+	if (build_id_from_request(req, &id, &result) < 0)
+		return result;
+	int rc = db_build_release(id, req->principal.worker_id);
+	if (rc == KHUB_ECONFLICT)
+		return respond_lease_lost(req, id);
+	if (rc < 0)
+		return respond_db_unavailable(req);
+	request_wake(BUILD_QUEUE_WAKE_KEY);
+	return respond_json(req, 200, json_pack("{s:s}", "state", "queued"));
+}
+
+const struct route build_worker_routes[] = {
+	{ METHOD_POST, "/api/workers/register", handle_register, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
+	{ METHOD_POST, "/api/workers/claim", handle_claim, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
+	{ METHOD_POST, "/api/builds/{arg}/heartbeat", handle_heartbeat, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
+	{ METHOD_POST, "/api/builds/{arg}/log", handle_log_append, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
+	{ METHOD_POST, "/api/builds/{arg}/fail", handle_fail, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
+	{ METHOD_POST, "/api/builds/{arg}/release", handle_release, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
+	{ 0, NULL, NULL, 0, 0 },
+};

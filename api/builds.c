@@ -1,0 +1,285 @@
+/* builds.c -- build jobs as users see them: GET /api/builds/{id}, its log,
+ * cancel and retry, a repo's list, and GET /api/admin/workers; plus the
+ * JSON of a job that every build file answers with. */
+#include "api/builds.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+int build_id_from_request(struct request *req, int64_t *id, enum MHD_Result *result)
+{
+	const char *arg = req->nargs ? req->args[0] : "";
+	char *end;
+	long long v = strtoll(arg, &end, 10);
+	if (!arg[0] || *end || v <= 0) {
+		*result = respond_error(req, 404, NULL, "no build %s", arg);
+		return -1;
+	}
+	*id = v;
+	return 0;
+}
+
+static json_t *cell_string(const struct db_rows *rows, size_t row, enum build_column c)
+{
+	return db_rows_isnull(rows, row, c) ? json_null() : json_string(db_rows_get(rows, row, c));
+}
+
+static json_int_t cell_int(const struct db_rows *rows, size_t row, enum build_column c)
+{
+	return (json_int_t)strtoll(db_rows_get(rows, row, c), NULL, 10);
+}
+
+json_t *build_json(const struct db_rows *rows, size_t row)
+{
+	char repo[2 * REPO_NAME_MAX + 2];
+	snprintf(repo, sizeof(repo), "%s/%s", db_rows_get(rows, row, BUILD_COL_NS), db_rows_get(rows, row, BUILD_COL_NAME));
+	json_t *report = NULL;
+	if (!db_rows_isnull(rows, row, BUILD_COL_ABI_REPORT))
+		report = json_loads(db_rows_get(rows, row, BUILD_COL_ABI_REPORT), 0, NULL);
+	json_t *source = json_null();
+	if (!db_rows_isnull(rows, row, BUILD_COL_SOURCE_URL))
+		source = json_pack("{s:o, s:o}", "url", cell_string(rows, row, BUILD_COL_SOURCE_URL), "revision",
+				   cell_string(rows, row, BUILD_COL_SOURCE_REVISION));
+	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+			      "id", cell_int(rows, row, BUILD_COL_ID), "repo", repo, "commit",
+			      db_rows_get(rows, row, BUILD_COL_COMMIT), "variant", db_rows_get(rows, row, BUILD_COL_VARIANT),
+			      "state", db_rows_get(rows, row, BUILD_COL_STATE), "attempt",
+			      cell_int(rows, row, BUILD_COL_ATTEMPT), "max_attempts",
+			      cell_int(rows, row, BUILD_COL_MAX_ATTEMPTS), "worker", cell_string(rows, row, BUILD_COL_WORKER),
+			      "created_at", cell_string(rows, row, BUILD_COL_CREATED), "started_at",
+			      cell_string(rows, row, BUILD_COL_STARTED), "finished_at",
+			      cell_string(rows, row, BUILD_COL_FINISHED), "not_before",
+			      cell_string(rows, row, BUILD_COL_NOT_BEFORE), "lease_expires_at",
+			      cell_string(rows, row, BUILD_COL_LEASE_EXPIRES), "error", cell_string(rows, row, BUILD_COL_ERROR),
+			      "source", source);
+	json_object_set_new(o, "published", db_rows_isnull(rows, row, BUILD_COL_BRANCH) ? json_null()
+				: json_pack("{s:o, s:o}", "branch", cell_string(rows, row, BUILD_COL_BRANCH), "commit",
+					    cell_string(rows, row, BUILD_COL_PUBLISHED)));
+	json_object_set_new(o, "abi_report", report ? report : json_null());
+	json_object_set_new(o, "force", json_boolean(db_rows_get(rows, row, BUILD_COL_FORCE)[0] == 't'));
+	json_object_set_new(o, "requested_by", cell_string(rows, row, BUILD_COL_REQUESTED_BY));
+	json_object_set_new(o, "log_length", json_integer(cell_int(rows, row, BUILD_COL_LOG_LENGTH)));
+	return o;
+}
+
+json_t *build_job_json(const struct db_rows *rows, size_t row)
+{
+	char repo[2 * REPO_NAME_MAX + 2];
+	const struct build_settings *s = &api_ctx.builds;
+	snprintf(repo, sizeof(repo), "%s/%s", db_rows_get(rows, row, BUILD_COL_NS), db_rows_get(rows, row, BUILD_COL_NAME));
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}}", "id",
+			 cell_int(rows, row, BUILD_COL_ID), "repo", repo, "repo_type", "kernel", "commit",
+			 db_rows_get(rows, row, BUILD_COL_COMMIT), "variant", db_rows_get(rows, row, BUILD_COL_VARIANT),
+			 "attempt", cell_int(rows, row, BUILD_COL_ATTEMPT), "max_attempts",
+			 cell_int(rows, row, BUILD_COL_MAX_ATTEMPTS), "lease_seconds", (json_int_t)s->lease_seconds,
+			 "heartbeat_seconds", (json_int_t)s->heartbeat_seconds, "limits", "wall_seconds",
+			 (json_int_t)s->wall_seconds, "cpu_seconds", (json_int_t)s->cpu_seconds, "memory_mb",
+			 (json_int_t)s->memory_mb, "disk_mb", (json_int_t)s->disk_mb);
+}
+
+int build_require_lease(struct request *req, int64_t id, enum MHD_Result *result)
+{
+	char state[16];
+	int rc = db_build_lease_check(id, req->principal.worker_id, state);
+	if (rc == 0)
+		return 0;
+	if (rc == KHUB_ENOTFOUND)
+		*result = respond_error(req, 404, NULL, "no build %" PRId64, id);
+	else if (rc == KHUB_ECONFLICT)
+		*result = respond_json(req, 409, json_pack("{s:s, s:s}", "error", "this worker does not hold the build's lease",
+							   "state", state));
+	else
+		*result = respond_db_unavailable(req);
+	return -1;
+}
+
+/* The job of the route's {arg}, with the caller's access to its repo
+ * checked (needed: ROLE_READ or ROLE_WRITE); rows hold it on success. */
+static int load_for_user(struct request *req, enum role needed, int64_t *id, struct db_rows *rows,
+			 enum MHD_Result *result)
+{
+	if (build_id_from_request(req, id, result) < 0)
+		return -1;
+	if (db_build_expire_leases() < 0) {
+		*result = respond_db_unavailable(req);
+		return -1;
+	}
+	int rc = db_build_get(*id, rows);
+	if (rc < 0) {
+		*result = rc == KHUB_ENOTFOUND ? respond_error(req, 404, NULL, "no build %" PRId64, *id)
+					       : respond_db_unavailable(req);
+		return -1;
+	}
+	/* the repo's access decides, as its own routes would */
+	req->type = REPO_KERNEL;
+	req->ns = request_own(req, xstrdup(db_rows_get(rows, 0, BUILD_COL_NS)));
+	req->name = request_own(req, xstrdup(db_rows_get(rows, 0, BUILD_COL_NAME)));
+	struct repo_handle *h = &req->repo_storage;
+	rc = needed >= ROLE_WRITE ? repo_open_named(req, REPO_KERNEL, req->ns, req->name, needed, h, result)
+				  : repo_open_for_read(req, h, result);
+	if (rc < 0) {
+		db_rows_release(rows);
+		return -1;
+	}
+	req->repo = h;
+	return 0;
+}
+
+static enum MHD_Result handle_get(struct request *req)
+{
+	struct db_rows rows;
+	int64_t id;
+	enum MHD_Result result;
+	if (load_for_user(req, ROLE_READ, &id, &rows, &result) < 0)
+		return result;
+	json_t *body = build_json(&rows, 0);
+	db_rows_release(&rows);
+	return respond_json(req, 200, body);
+}
+
+#define LOG_READ_MAX (4L * 1024 * 1024)	/* one answer; read on from the next offset */
+
+static enum MHD_Result handle_log_read(struct request *req)
+{
+	struct db_rows rows;
+	int64_t id, length = 0;
+	enum MHD_Result result;
+	const char *offset_arg = request_query(req, "offset");
+	char *end = NULL;
+	long long from = offset_arg ? strtoll(offset_arg, &end, 10) : 0;
+	if (offset_arg && (*end || from < 0))
+		return respond_error(req, 400, NULL, "offset must be a byte offset");
+	if (load_for_user(req, ROLE_READ, &id, &rows, &result) < 0)
+		return result;
+	char state[16];
+	snprintf(state, sizeof(state), "%s", db_rows_get(&rows, 0, BUILD_COL_STATE));
+	db_rows_release(&rows);
+	struct strbuf text = STRBUF_INIT;
+	int rc = db_build_log_read(id, from, LOG_READ_MAX, &text, &length);
+	if (rc < 0) {
+		strbuf_release(&text);
+		return rc == KHUB_ENOTFOUND ? respond_error(req, 404, NULL, "no build %" PRId64, id)
+					    : respond_db_unavailable(req);
+	}
+	struct MHD_Response *resp = MHD_create_response_from_buffer(text.len, text.buf ? text.buf : "",
+								    MHD_RESPMEM_MUST_COPY);
+	strbuf_release(&text);
+	char len_text[24];
+	snprintf(len_text, sizeof(len_text), "%" PRId64, length);
+	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	MHD_add_response_header(resp, "X-Log-Length", len_text);
+	MHD_add_response_header(resp, "X-Build-State", state);
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	return respond(req, 200, resp);
+}
+
+static enum MHD_Result handle_cancel(struct request *req)
+{
+	struct db_rows rows;
+	int64_t id;
+	enum MHD_Result result;
+	char state[16] = "";
+	if (load_for_user(req, ROLE_WRITE, &id, &rows, &result) < 0)
+		return result;
+	db_rows_release(&rows);
+	int rc = db_build_cancel(id, state);
+	if (rc == KHUB_ECONFLICT)
+		return respond_error(req, 409, NULL, "build %" PRId64 " has already ended", id);
+	if (rc < 0)
+		return respond_db_unavailable(req);
+	char *details = xasprintf("{\"build\":%" PRId64 "}", id);
+	api_audit(req, "build.cancel", repo_audit_target(req, REPO_KERNEL, req->ns, req->name), details);
+	free(details);
+	return respond_json(req, 200, json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", state));
+}
+
+static enum MHD_Result handle_retry(struct request *req)
+{
+	struct db_rows rows;
+	int64_t id;
+	enum MHD_Result result;
+	if (load_for_user(req, ROLE_WRITE, &id, &rows, &result) < 0)
+		return result;
+	db_rows_release(&rows);
+	int rc = db_build_retry(id);
+	if (rc == KHUB_ECONFLICT)
+		return respond_error(req, 409, NULL, "build %" PRId64 " is not failed or canceled, or the same commit "
+					   "and variant is queued again", id);
+	if (rc < 0 || db_build_get(id, &rows) < 0)
+		return respond_db_unavailable(req);
+	request_wake(BUILD_QUEUE_WAKE_KEY);
+	char *details = xasprintf("{\"build\":%" PRId64 "}", id);
+	api_audit(req, "build.retry", repo_audit_target(req, REPO_KERNEL, req->ns, req->name), details);
+	free(details);
+	json_t *body = build_json(&rows, 0);
+	db_rows_release(&rows);
+	return respond_json(req, 200, body);
+}
+
+static enum MHD_Result handle_list(struct request *req)
+{
+	const char *state = request_query(req, "state");
+	const char *limit_arg = request_query(req, "limit"), *offset_arg = request_query(req, "offset");
+	long limit = limit_arg ? atol(limit_arg) : 50, offset = offset_arg ? atol(offset_arg) : 0;
+	static const char *const states[] = { "queued", "running", "succeeded", "failed", "canceled" };
+	int known = !state;
+	for (size_t i = 0; state && i < sizeof(states) / sizeof(states[0]); i++)
+		known |= strcmp(state, states[i]) == 0;
+	if (!known || limit < 1 || limit > 1000 || offset < 0)
+		return respond_error(req, 400, NULL, "state must be queued, running, succeeded, failed or canceled; "
+					   "limit 1 to 1000; offset from 0");
+	struct db_rows rows;
+	if (db_build_expire_leases() < 0 || db_build_list(req->repo->record.id, state, limit, offset, &rows) < 0)
+		return respond_db_unavailable(req);
+	json_t *list = json_array();
+	for (size_t i = 0; i < rows.count; i++)
+		json_array_append_new(list, build_json(&rows, i));
+	db_rows_release(&rows);
+	return respond_json(req, 200, json_pack("{s:o}", "builds", list));
+}
+
+static enum MHD_Result handle_workers(struct request *req)
+{
+	struct db_rows rows;
+	if (db_build_expire_leases() < 0 || db_worker_list(&rows) < 0)
+		return respond_db_unavailable(req);
+	json_t *list = json_array();
+	for (size_t i = 0; i < rows.count; i++) {
+		json_t *caps = json_loads(db_rows_get(&rows, i, WORKER_COL_CAPABILITIES), 0, NULL);
+		json_t *variants = json_loads(db_rows_get(&rows, i, WORKER_COL_VARIANTS), 0, NULL);
+		json_t *jobs = json_loads(db_rows_get(&rows, i, WORKER_COL_JOBS), 0, NULL);
+		json_t *w = json_pack("{s:s, s:s, s:I, s:o, s:o, s:o, s:s}", "name", db_rows_get(&rows, i, WORKER_COL_NAME),
+				      "version", db_rows_get(&rows, i, WORKER_COL_VERSION), "concurrency",
+				      (json_int_t)atol(db_rows_get(&rows, i, WORKER_COL_CONCURRENCY)), "toolchains",
+				      caps ? caps : json_array(), "variants", variants ? variants : json_array(), "jobs",
+				      jobs ? jobs : json_array(), "token_prefix", db_rows_get(&rows, i, WORKER_COL_TOKEN_PREFIX));
+		static const struct { const char *key; enum worker_column col; } times[] = {
+			{ "created_at", WORKER_COL_CREATED }, { "registered_at", WORKER_COL_REGISTERED },
+			{ "last_heartbeat", WORKER_COL_HEARTBEAT },
+		};
+		for (size_t t = 0; t < sizeof(times) / sizeof(times[0]); t++)
+			json_object_set_new(w, times[t].key, db_rows_isnull(&rows, i, times[t].col) ? json_null()
+						: json_string(db_rows_get(&rows, i, times[t].col)));
+		json_array_append_new(list, w);
+	}
+	db_rows_release(&rows);
+	return respond_json(req, 200, json_pack("{s:o}", "workers", list));
+}
+
+/* /api/builds/{id}: routes whose handler checks the job's repo like the
+ * repo's own routes (read; write for cancel and retry, anonymous callers
+ * answered as repo writes answer them); t0056 has their cells. */
+const struct route builds_routes[] = {
+	{ METHOD_GET | METHOD_HEAD, "/api/builds/{arg}", handle_get, ROUTE_HANDLER_ACCESS, 0, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/api/builds/{arg}/log", handle_log_read, ROUTE_HANDLER_ACCESS, 0, NULL,
+	  ACCESS_PUBLIC },
+	{ METHOD_POST, "/api/builds/{arg}/cancel", handle_cancel, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0, NULL,
+	  ACCESS_PUBLIC },
+	{ METHOD_POST, "/api/builds/{arg}/retry", handle_retry, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0, NULL,
+	  ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/builds", handle_list, 0, REPO_KERNEL, NULL,
+	  ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/api/admin/workers", handle_workers, 0, 0, NULL, ACCESS_SITE_ADMIN },
+	{ 0, NULL, NULL, 0, 0 },
+};

@@ -1,0 +1,389 @@
+/* db_builds.c -- build jobs: enqueue with de-duplication, claims with
+ * leases (FOR UPDATE SKIP LOCKED), heartbeats, expiry with backoff, the
+ * end states, and logs kept as chunks at byte offsets. */
+#include "storage/db_internal.h"
+#include "storage/db_builds.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOG_PIECE (256 * 1024)	/* the largest row of build_log_chunks */
+
+#define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+
+/* The columns of enum build_column, over builds b JOIN repos r. */
+#define BUILD_COLUMNS \
+	"b.id, b.repo_id, r.namespace, r.name, r.private, b.source_commit, b.variant, b.state, b.attempt," \
+	" b.max_attempts, " ISO("b.not_before") ", b.worker_id, w.name, " ISO("b.lease_expires_at") "," \
+	" " ISO("b.created_at") ", " ISO("b.started_at") ", " ISO("b.finished_at") ", b.error, b.abi_report," \
+	" b.published_branch, b.published_commit, b.force, b.requested_by, b.source_url, b.source_revision," \
+	" b.log_length"
+#define BUILD_FROM " FROM builds b JOIN repos r ON r.id = b.repo_id LEFT JOIN workers w ON w.id = b.worker_id"
+
+/* Seconds a retried attempt waits: 5 s × 2^(attempt-1), at most 5 min. */
+#define BACKOFF "make_interval(secs => least(300, 5 * power(2, greatest(b.attempt, 1) - 1)))"
+
+static void id_text(char buf[24], int64_t id)
+{
+	snprintf(buf, 24, "%" PRId64, id);
+}
+
+int db_build_enqueue(const struct build_request *r, const char *variant, enum build_enqueue_outcome *outcome,
+		     int64_t *id)
+{
+	char repo[24], attempts[24];
+	id_text(repo, r->repo_id);
+	snprintf(attempts, sizeof(attempts), "%d", r->max_attempts > 0 ? r->max_attempts : 3);
+	const char *params[8] = { repo, r->commit, variant, r->force ? "true" : "false", attempts,
+				  r->requested_by ? r->requested_by : "", r->source_url, r->source_revision };
+	struct db_rows rows;
+	/* one statement: the partial unique index settles races between
+	 * two enqueues; a succeeded job stops it unless forced */
+	int rc = db_query(&rows,
+			  "WITH done AS (SELECT id FROM builds WHERE repo_id = $1 AND source_commit = $2 AND variant = $3"
+			  "  AND state = 'succeeded' AND NOT $4::boolean ORDER BY id DESC LIMIT 1),"
+			  " ins AS (INSERT INTO builds (repo_id, source_commit, variant, force, max_attempts, requested_by,"
+			  "  source_url, source_revision)"
+			  "  SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE NOT EXISTS (SELECT 1 FROM done)"
+			  "  ON CONFLICT (repo_id, source_commit, variant) WHERE state IN ('queued', 'running') DO NOTHING"
+			  "  RETURNING id)"
+			  " SELECT 'new', id FROM ins UNION ALL SELECT 'done', id FROM done", 8, params);
+	if (rc < 0)
+		return rc;
+	if (rows.count > 0) {
+		*outcome = strcmp(db_rows_get(&rows, 0, 0), "new") == 0 ? BUILD_ENQUEUED : BUILD_SKIP_SUCCEEDED;
+		*id = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
+		db_rows_release(&rows);
+		return 0;
+	}
+	db_rows_release(&rows);
+	*outcome = BUILD_SKIP_ACTIVE;
+	rc = db_query(&rows, "SELECT id FROM builds WHERE repo_id = $1 AND source_commit = $2 AND variant = $3"
+			     " AND state IN ('queued', 'running')", 3, params);
+	if (rc < 0)
+		return rc;
+	*id = rows.count ? strtoll(db_rows_get(&rows, 0, 0), NULL, 10) : 0;
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_build_get(int64_t id, struct db_rows *out)
+{
+	char bid[24];
+	id_text(bid, id);
+	const char *params[1] = { bid };
+	int rc = db_query(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE b.id = $1", 1, params);
+	if (rc == 0 && out->count == 0) {
+		db_rows_release(out);
+		return KHUB_ENOTFOUND;
+	}
+	return rc;
+}
+
+int db_build_list(int64_t repo_id, const char *state, long limit, long offset, struct db_rows *out)
+{
+	char repo[24], lim[24], off[24];
+	id_text(repo, repo_id);
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	const char *params[4] = { repo, state, lim, off };
+	return db_query(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE b.repo_id = $1 AND ($2::text IS NULL OR b.state = $2)"
+			     " ORDER BY b.id DESC LIMIT $3 OFFSET $4", 4, params);
+}
+
+int db_build_expire_leases(void)
+{
+	return db_run_count("UPDATE builds b SET"
+			    " state = CASE WHEN b.attempt >= b.max_attempts THEN 'failed' ELSE 'queued' END,"
+			    " error = 'lease expired (attempt ' || b.attempt || ' of ' || b.max_attempts || ')',"
+			    " not_before = now() + " BACKOFF ", worker_id = NULL, lease_expires_at = NULL,"
+			    " finished_at = CASE WHEN b.attempt >= b.max_attempts THEN now() END"
+			    " WHERE b.state = 'running' AND b.lease_expires_at < now()", 0, NULL);
+}
+
+int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
+		   struct db_rows *out)
+{
+	struct strbuf list = STRBUF_INIT;
+	char wid[24], lease[24];
+	id_text(wid, worker_id);
+	snprintf(lease, sizeof(lease), "%ld", lease_seconds);
+	strbuf_adds(&list, "{");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			strbuf_adds(&list, ",");
+		db_array_add(&list, variants[i]);
+	}
+	strbuf_adds(&list, "}");
+	const char *params[3] = { wid, list.buf, lease };
+	int rc = db_tx_begin();
+	if (rc < 0)
+		goto cleanup;
+	if ((rc = db_build_expire_leases()) < 0)
+		goto rollback;
+	rc = db_query(out,
+		      "WITH c AS (SELECT id FROM builds WHERE state = 'queued' AND not_before <= now()"
+		      "  AND variant = ANY($2::text[]) ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),"
+		      " u AS (UPDATE builds b SET state = 'running', attempt = b.attempt + 1, worker_id = $1,"
+		      "  lease_expires_at = now() + make_interval(secs => $3::int), started_at = now(),"
+		      "  finished_at = NULL FROM c WHERE b.id = c.id RETURNING b.*)"
+		      " SELECT " BUILD_COLUMNS " FROM u b JOIN repos r ON r.id = b.repo_id"
+		      " LEFT JOIN workers w ON w.id = b.worker_id", 3, params);
+	if (rc < 0)
+		goto rollback;
+	if ((rc = db_run("UPDATE workers SET last_heartbeat = now() WHERE id = $1", 1, params)) < 0) {
+		db_rows_release(out);
+		goto rollback;
+	}
+	if ((rc = db_tx_commit()) < 0) {
+		db_rows_release(out);
+		goto cleanup;
+	}
+	rc = out->count ? 0 : 1;
+	if (rc == 1)
+		db_rows_release(out);
+	goto cleanup;
+rollback:
+	db_tx_rollback();
+cleanup:
+	strbuf_release(&list);
+	return rc;
+}
+
+int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])
+{
+	char bid[24], wid[24];
+	id_text(bid, id);
+	id_text(wid, worker_id);
+	const char *params[2] = { bid, wid };
+	struct db_rows rows;
+	int rc = db_query(&rows, "SELECT state, worker_id = $2 AND lease_expires_at >= now() FROM builds WHERE id = $1",
+			  2, params);
+	if (rc < 0)
+		return rc;
+	state[0] = '\0';
+	if (rows.count == 0) {
+		rc = KHUB_ENOTFOUND;
+	} else {
+		snprintf(state, 16, "%s", db_rows_get(&rows, 0, 0));
+		rc = strcmp(state, "running") == 0 && db_rows_get(&rows, 0, 1)[0] == 't' ? 0 : KHUB_ECONFLICT;
+	}
+	db_rows_release(&rows);
+	return rc;
+}
+
+int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char expires[40], int *cancel)
+{
+	char bid[24], wid[24], lease[24];
+	id_text(bid, id);
+	id_text(wid, worker_id);
+	snprintf(lease, sizeof(lease), "%ld", lease_seconds);
+	const char *params[3] = { bid, wid, lease };
+	struct db_rows rows;
+	/* a canceled job stays its worker's until it stops: the answer says
+	 * cancel; an expired lease is lost even when nobody took it yet */
+	int rc = db_query(&rows,
+			  "UPDATE builds SET lease_expires_at = CASE WHEN state = 'running'"
+			  "  THEN now() + make_interval(secs => $3::int) ELSE lease_expires_at END"
+			  " WHERE id = $1 AND worker_id = $2 AND (state = 'canceled' OR"
+			  "  (state = 'running' AND lease_expires_at >= now()))"
+			  " RETURNING state = 'canceled', "
+			  ISO("coalesce(lease_expires_at, now())"), 3, params);
+	if (rc < 0)
+		return rc;
+	if (rows.count == 0) {
+		db_rows_release(&rows);
+		return KHUB_ECONFLICT;
+	}
+	*cancel = db_rows_get(&rows, 0, 0)[0] == 't';
+	snprintf(expires, 40, "%s", db_rows_get(&rows, 0, 1));
+	db_rows_release(&rows);
+	return db_run("UPDATE workers SET last_heartbeat = now() WHERE id = $1", 1, params + 1);
+}
+
+int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *data, size_t len,
+			int64_t *length)
+{
+	char bid[24], wid[24], at_text[24];
+	id_text(bid, id);
+	id_text(wid, worker_id);
+	snprintf(at_text, sizeof(at_text), "%" PRId64, at);
+	int rc = db_tx_begin();
+	if (rc < 0)
+		return rc;
+	const char *params[2] = { bid, wid };
+	struct db_rows rows;
+	rc = db_query(&rows, "SELECT log_length FROM builds WHERE id = $1 AND worker_id = $2"
+			     " AND state IN ('running', 'canceled') FOR UPDATE", 2, params);
+	if (rc < 0)
+		goto rollback;
+	if (rows.count == 0) {
+		db_rows_release(&rows);
+		rc = KHUB_ECONFLICT;
+		goto rollback;
+	}
+	int64_t have = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+	db_rows_release(&rows);
+	*length = have;
+	if (at > have) {
+		db_tx_rollback();
+		return 1;
+	}
+	if (at + (int64_t)len > have) {
+		/* only the part not stored yet: a resent chunk may overlap */
+		size_t skip = (size_t)(have - at);
+		char have_text[24], newlen[24];
+		snprintf(newlen, sizeof(newlen), "%" PRId64, at + (int64_t)len);
+		/* stored in pieces of at most LOG_PIECE bytes, so a read from an
+		 * offset starts at most one piece before it */
+		for (size_t from = skip; from < len; from += LOG_PIECE) {
+			size_t end = len - from > LOG_PIECE ? from + LOG_PIECE : len;
+			snprintf(have_text, sizeof(have_text), "%" PRId64, at + (int64_t)from);
+			const char *p3[3] = { bid, have_text, NULL };
+			struct strbuf hex = STRBUF_INIT;
+			strbuf_adds(&hex, "\\x");
+			static const char digits[] = "0123456789abcdef";
+			for (size_t i = from; i < end; i++) {
+				unsigned char c = ((const unsigned char *)data)[i];
+				char two[2] = { digits[c >> 4], digits[c & 15] };
+				strbuf_add(&hex, two, 2);
+			}
+			p3[2] = hex.buf;
+			rc = db_run("INSERT INTO build_log_chunks (build_id, at, data) VALUES ($1, $2, $3::bytea)", 3, p3);
+			strbuf_release(&hex);
+			if (rc < 0)
+				goto rollback;
+		}
+		const char *p2[2] = { bid, newlen };
+		if ((rc = db_run("UPDATE builds SET log_length = $2 WHERE id = $1", 2, p2)) < 0)
+			goto rollback;
+		*length = at + (int64_t)len;
+	}
+	return db_tx_commit();
+rollback:
+	db_tx_rollback();
+	return rc;
+}
+
+int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, int64_t *length)
+{
+	char bid[24], from_text[24], max_text[24];
+	id_text(bid, id);
+	snprintf(from_text, sizeof(from_text), "%" PRId64, from);
+	snprintf(max_text, sizeof(max_text), "%zu", max);
+	const char *params[1] = { bid };
+	struct db_rows rows;
+	int rc = db_query(&rows, "SELECT log_length FROM builds WHERE id = $1", 1, params);
+	if (rc < 0)
+		return rc;
+	if (rows.count == 0) {
+		db_rows_release(&rows);
+		return KHUB_ENOTFOUND;
+	}
+	*length = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+	db_rows_release(&rows);
+	if (from >= *length)
+		return 0;
+	/* the chunks reaching past `from`, cut to [from, from + max) */
+	char piece[24];
+	snprintf(piece, sizeof(piece), "%d", LOG_PIECE);
+	const char *p3[4] = { bid, from_text, max_text, piece };
+	rc = db_query(&rows,
+		      "SELECT encode(substring(string_agg(data, ''::bytea ORDER BY at)"
+		      "  FROM ($2::bigint - min(at) + 1)::int FOR $3::int), 'hex')"
+		      " FROM build_log_chunks WHERE build_id = $1 AND at > $2::bigint - $4::bigint"
+		      " AND at + length(data) > $2::bigint AND at < $2::bigint + $3::bigint", 4, p3);
+	if (rc < 0)
+		return rc;
+	const char *hex = rows.count ? db_rows_get(&rows, 0, 0) : "";
+	for (size_t i = 0; hex[i] && hex[i + 1]; i += 2) {
+		char pair[3] = { hex[i], hex[i + 1], '\0' };
+		char c = (char)strtol(pair, NULL, 16);
+		strbuf_add(out, &c, 1);
+	}
+	db_rows_release(&rows);
+	return 0;
+}
+
+/* Run an UPDATE of one job held by worker_id: KHUB_ECONFLICT when it
+ * changed nothing; the first column of the returned row into state_out. */
+static int update_held(const char *sql, int nparams, const char *const *params, char state_out[16])
+{
+	struct db_rows rows;
+	int rc = db_query(&rows, sql, nparams, params);
+	if (rc < 0)
+		return rc;
+	rc = rows.count ? 0 : KHUB_ECONFLICT;
+	if (rows.count && state_out)
+		snprintf(state_out, 16, "%s", db_rows_get(&rows, 0, 0));
+	db_rows_release(&rows);
+	return rc;
+}
+
+int db_build_fail(int64_t id, int64_t worker_id, const char *error, int retry, const char *abi_report,
+		  char state_out[16])
+{
+	char bid[24], wid[24];
+	id_text(bid, id);
+	id_text(wid, worker_id);
+	const char *params[5] = { bid, wid, error, retry ? "true" : "false", abi_report };
+	return update_held("UPDATE builds b SET"
+			   " state = CASE WHEN $4::boolean AND b.attempt < b.max_attempts THEN 'queued' ELSE 'failed' END,"
+			   " error = $3, abi_report = coalesce($5::jsonb, b.abi_report),"
+			   " not_before = now() + " BACKOFF ", lease_expires_at = NULL,"
+			   " worker_id = CASE WHEN $4::boolean AND b.attempt < b.max_attempts THEN NULL ELSE b.worker_id END,"
+			   " finished_at = CASE WHEN $4::boolean AND b.attempt < b.max_attempts THEN NULL ELSE now() END"
+			   " WHERE b.id = $1 AND b.worker_id = $2 AND b.state = 'running' RETURNING b.state",
+			   5, params, state_out);
+}
+
+int db_build_release(int64_t id, int64_t worker_id)
+{
+	char bid[24], wid[24];
+	id_text(bid, id);
+	id_text(wid, worker_id);
+	const char *params[2] = { bid, wid };
+	return update_held("UPDATE builds SET state = 'queued', attempt = greatest(attempt - 1, 0), worker_id = NULL,"
+			   " lease_expires_at = NULL, not_before = now()"
+			   " WHERE id = $1 AND worker_id = $2 AND state = 'running' RETURNING state", 2, params, NULL);
+}
+
+int db_build_finish(int64_t id, int64_t worker_id, int succeeded, const char *error, const char *abi_report,
+		    const char *branch, const char *commit)
+{
+	char bid[24], wid[24];
+	id_text(bid, id);
+	id_text(wid, worker_id);
+	const char *params[7] = { bid, wid, succeeded ? "succeeded" : "failed", error, abi_report, branch, commit };
+	return update_held("UPDATE builds SET state = $3, error = $4, abi_report = coalesce($5::jsonb, abi_report),"
+			   " published_branch = $6, published_commit = $7, finished_at = now(), lease_expires_at = NULL"
+			   " WHERE id = $1 AND worker_id = $2 AND state = 'running' RETURNING state", 7, params, NULL);
+}
+
+int db_build_cancel(int64_t id, char state_out[16])
+{
+	char bid[24];
+	id_text(bid, id);
+	const char *params[1] = { bid };
+	int rc = update_held("UPDATE builds SET state = 'canceled', finished_at = now(),"
+			     " error = coalesce(error, 'canceled')"
+			     " WHERE id = $1 AND state IN ('queued', 'running') RETURNING state", 1, params, state_out);
+	return rc;
+}
+
+int db_build_retry(int64_t id)
+{
+	char bid[24];
+	id_text(bid, id);
+	const char *params[1] = { bid };
+	const char *sqlstate = NULL;
+	PGresult *res = db_exec("UPDATE builds SET state = 'queued', attempt = 0, worker_id = NULL, lease_expires_at = NULL,"
+				" not_before = now(), started_at = NULL, finished_at = NULL, error = NULL"
+				" WHERE id = $1 AND state IN ('failed', 'canceled') RETURNING id", 1, params, &sqlstate);
+	if (!res)
+		return sqlstate && strcmp(sqlstate, "23505") == 0 ? KHUB_ECONFLICT : KHUB_EDB;
+	int rc = PQntuples(res) == 1 ? 0 : KHUB_ECONFLICT;
+	PQclear(res);
+	return rc;
+}

@@ -1,0 +1,127 @@
+/* db_workers.c -- build workers: identities with a token of scope
+ * "worker", what each registered it can build, and the per-repo
+ * buildOnPush setting the push trigger reads. */
+#include "storage/db_internal.h"
+#include "storage/db_builds.h"
+
+#include <inttypes.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+
+int db_worker_create(const char *name, const char *created_by, char **token, int64_t *id)
+{
+	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char random[40];
+	char secret[4 + 40 + 1], hash[65], prefix[9];
+	if (RAND_bytes(random, sizeof(random)) != 1)
+		return KHUB_EIO;
+	memcpy(secret, "khw_", 4);
+	for (size_t i = 0; i < sizeof(random); i++)
+		secret[4 + i] = alphabet[random[i] % 62];
+	secret[sizeof(secret) - 1] = '\0';
+	sha256_hex(secret, strlen(secret), hash);
+	snprintf(prefix, sizeof(prefix), "%.8s", secret);
+	const char *params[4] = { name, hash, prefix, created_by ? created_by : "" };
+	const char *sqlstate = NULL;
+	PGresult *res = db_exec("INSERT INTO workers (name, token_sha256, token_prefix, created_by)"
+				" VALUES ($1, $2, $3, $4) RETURNING id", 4, params, &sqlstate);
+	if (!res)
+		return sqlstate && strcmp(sqlstate, "23505") == 0 ? KHUB_EEXIST : KHUB_EDB;
+	*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	*token = xstrdup(secret);
+	return 0;
+}
+
+int db_worker_remove(const char *name)
+{
+	const char *params[1] = { name };
+	return db_run_one("UPDATE workers SET removed_at = now() WHERE lower(name) = lower($1) AND removed_at IS NULL",
+			  1, params);
+}
+
+int db_worker_token_lookup(const char *token, struct principal *out)
+{
+	char hash[65];
+	sha256_hex(token, strlen(token), hash);
+	const char *params[1] = { hash };
+	struct db_rows rows;
+	int rc = db_query(&rows, "SELECT id, name, extract(epoch FROM created_at)::bigint FROM workers"
+				 " WHERE token_sha256 = $1 AND removed_at IS NULL", 1, params);
+	if (rc < 0)
+		return rc;
+	if (rows.count != 1) {
+		db_rows_release(&rows);
+		return KHUB_ENOTFOUND;
+	}
+	memset(out, 0, sizeof(*out));
+	out->worker_id = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+	snprintf(out->name, sizeof(out->name), "%s", db_rows_get(&rows, 0, 1));
+	snprintf(out->token_name, sizeof(out->token_name), "worker");
+	out->token_created_at = (time_t)strtoll(db_rows_get(&rows, 0, 2), NULL, 10);
+	out->scope = ROLE_NONE;
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_worker_register(int64_t id, const char *version, long concurrency, const char *capabilities,
+		       const char *variants)
+{
+	char wid[24], conc[24];
+	snprintf(wid, sizeof(wid), "%" PRId64, id);
+	snprintf(conc, sizeof(conc), "%ld", concurrency);
+	const char *params[5] = { wid, version, conc, capabilities, variants };
+	return db_run_one("UPDATE workers SET version = $2, concurrency = $3, capabilities = $4::jsonb,"
+			  " variants = $5::text[], registered_at = now(), last_heartbeat = now()"
+			  " WHERE id = $1 AND removed_at IS NULL", 5, params);
+}
+
+#define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+
+int db_worker_list(struct db_rows *out)
+{
+	return db_query(out,
+			"SELECT w.name, w.version, w.concurrency, w.capabilities::text, to_json(w.variants)::text,"
+			" " ISO("w.created_at") ", " ISO("w.registered_at") ", " ISO("w.last_heartbeat") ","
+			" coalesce((SELECT json_agg(json_build_object('id', b.id, 'repo', r.namespace || '/' || r.name,"
+			"   'commit', b.source_commit, 'variant', b.variant, 'state', b.state, 'attempt', b.attempt,"
+			"   'leaseExpiresAt', " ISO("b.lease_expires_at") ") ORDER BY b.id)"
+			"  FROM builds b JOIN repos r ON r.id = b.repo_id"
+			"  WHERE b.worker_id = w.id AND b.state = 'running'), '[]')::text,"
+			" w.token_prefix"
+			" FROM workers w WHERE w.removed_at IS NULL ORDER BY lower(w.name)", 0, NULL);
+}
+
+int db_worker_variants(struct db_rows *out)
+{
+	return db_query(out, "SELECT DISTINCT v FROM workers, unnest(variants) v WHERE removed_at IS NULL ORDER BY v",
+			0, NULL);
+}
+
+int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored)
+{
+	char rid[24];
+	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
+	const char *params[1] = { rid };
+	struct db_rows rows;
+	int rc = db_query(&rows, "SELECT build_on_push AND type = 'kernel', mirrored FROM repos WHERE id = $1", 1, params);
+	if (rc < 0)
+		return rc;
+	if (rows.count == 0) {
+		db_rows_release(&rows);
+		return KHUB_ENOTFOUND;
+	}
+	*build_on_push = db_rows_get(&rows, 0, 0)[0] == 't';
+	*mirrored = db_rows_get(&rows, 0, 1)[0] == 't';
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_repo_set_build_on_push(int64_t repo_id, int on)
+{
+	char rid[24];
+	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
+	const char *params[2] = { rid, on ? "true" : "false" };
+	return db_run_one("UPDATE repos SET build_on_push = $2 WHERE id = $1", 2, params);
+}
