@@ -461,6 +461,13 @@ void kernel_index_catch_up_stop(void);
 /* One indexed variant as the variants API shows it (name parts, files,
  * size, metadata summary, warnings), and one revision's variants against the
  * required build list as the compliance API shows it. The caller owns both. */
+/* A client environment (torch, cuda|rocm|xpu|cann, backend, arch, os,
+ * cxx11, macos, tvm_ffi, free_threaded: the keys of GET .../variants) read
+ * through get (NULL: not given) into *env, with the loader's choice of
+ * backend; on failure 400 is queued and -1 returned. */
+typedef const char *(*environment_getter)(void *ctx, const char *key);
+int kernel_environment_parse(struct request *req, environment_getter get, void *ctx, struct variant_env *env,
+			     enum MHD_Result *result);
 json_t *kernel_variant_json(const struct variant_row *r);
 json_t *kernel_compliance_json(const struct variant_rows *rows);
 /* data/build-variants.json, parsed once (borrowed). */

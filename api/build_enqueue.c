@@ -127,17 +127,26 @@ int build_enqueue_all(const struct repo_record *rec, const char *commit, char *c
 /* The required variants that the branch v<N> the source's build.toml
  * names lacks (compliance of its head; all of them when there is no such
  * branch yet). src is the git store of the source commit. */
-static int missing_variants(struct request *req, git_repository *src, const char *source_sha, char ***names,
-			    size_t *n, enum MHD_Result *result)
+int build_version_branch_variants(struct request *req, git_repository *src, const char *source_sha,
+				  struct variant_rows *rows, enum MHD_Result *result)
 {
-	struct variant_rows rows = { 0 };
 	char *toml = repo_read_text_file(src, source_sha, "build.toml", 1024 * 1024);
 	long version = toml ? build_toml_version(toml) : -1;
 	free(toml);
 	char branch[32], head[41];
+	memset(rows, 0, sizeof(*rows));
 	snprintf(branch, sizeof(branch), "refs/heads/v%ld", version < 1 ? 1 : version);
 	if (repo_ref_read(req->repo->git, branch, head) == 0 &&
-	    kernel_variants_load(req, req->repo, head, &rows, result) < 0)
+	    kernel_variants_load(req, req->repo, head, rows, result) < 0)
+		return -1;
+	return 0;
+}
+
+static int missing_variants(struct request *req, git_repository *src, const char *source_sha, char ***names,
+			    size_t *n, enum MHD_Result *result)
+{
+	struct variant_rows rows;
+	if (build_version_branch_variants(req, src, source_sha, &rows, result) < 0)
 		return -1;
 	struct variant_presence *have = xcalloc(rows.count + 1, sizeof(*have));
 	for (size_t i = 0; i < rows.count; i++) {
@@ -245,7 +254,25 @@ static enum MHD_Result handle_enqueue(struct request *req)
 				     revision ? revision : "main");
 	}
 
-	if (json_is_array(variants)) {
+	json_t *environment = json_object_get(doc, "environment"), *target = NULL;
+	if (environment && variants && !json_is_null(variants)) {
+		json_decref(doc);
+		return respond_error(req, 400, NULL, "give variants or environment, not both");
+	}
+	if (environment) {
+		git_repository *src = NULL;
+		if (source ? build_source_open(src_url, &src) < 0 : 0) {
+			json_decref(doc);
+			return respond_error(req, 500, NULL, "the fetched source is gone");
+		}
+		int rc = build_environment_variants(req, environment, src ? src : req->repo->git, sha, &names, &n,
+						    &target, &result);
+		git_repository_free(src);
+		if (rc < 0) {
+			json_decref(doc);
+			return result;
+		}
+	} else if (json_is_array(variants)) {
 		size_t i;
 		json_t *v;
 		names = xcalloc(json_array_size(variants) + 1, sizeof(char *));
@@ -290,13 +317,25 @@ static enum MHD_Result handle_enqueue(struct request *req)
 	if (rc < 0) {
 		json_decref(builds);
 		json_decref(skipped);
+		json_decref(target);
 		return respond_db_unavailable(req);
 	}
 	char *details = xasprintf("{\"commit\":\"%s\",\"queued\":%zu}", sha, json_array_size(builds));
 	api_audit(req, "build.enqueue", repo_audit_target(req, REPO_KERNEL, req->repo->record.ns, req->repo->record.name),
 		  details);
 	free(details);
-	return respond_json(req, 202, json_pack("{s:s, s:o, s:o}", "commit", sha, "builds", builds, "skipped", skipped));
+	json_t *answer = json_pack("{s:s, s:o, s:o}", "commit", sha, "builds", builds, "skipped", skipped);
+	if (target) {	/* where to watch the build the environment asked for */
+		json_t *first = json_array_size(builds) ? json_array_get(builds, 0) : json_array_get(skipped, 0);
+		json_int_t id = json_integer_value(json_object_get(first, json_array_size(builds) ? "id" : "build"));
+		json_object_update(answer, target);
+		json_decref(target);
+		if (id > 0) {
+			json_object_set_new(answer, "watch", json_sprintf("/api/builds/%lld", (long long)id));
+			json_object_set_new(answer, "log", json_sprintf("/api/builds/%lld/log", (long long)id));
+		}
+	}
+	return respond_json(req, 202, answer);
 }
 
 const struct route build_enqueue_routes[] = {

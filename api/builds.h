@@ -40,6 +40,25 @@ int build_enqueue_all(const struct repo_record *rec, const char *commit, char *c
 		      const char *requested_by, const char *source_url, const char *source_revision, json_t *builds,
 		      json_t *skipped);
 
+/* The variants of the branch v<N> that the build.toml of source_sha (in
+ * src) names, from the index (none when there is no such branch yet):
+ * release with variant_rows_release; -1 when an answer was queued. */
+int build_version_branch_variants(struct request *req, git_repository *src, const char *source_sha,
+				  struct variant_rows *rows, enum MHD_Result *result);
+
+/* ---- builds asked for by environment (api/build_environment.c) -------------- */
+
+/* The variant a client environment ({"torch": "2.11", "cuda": "13.0", ...},
+ * the keys of GET .../variants) would load, to build from source_sha: 1 with
+ * *names = {that variant} (owned, build_names_free) and *info = {"variant",
+ * "environment"} (owned) when it should be built; -1 when an answer was
+ * queued: 200 when a published variant of v<N> already loads there, 400 for
+ * a bad environment, 422 when nothing compiled loads there or no registered
+ * worker can build it, 503. */
+int build_environment_variants(struct request *req, json_t *environment, git_repository *src,
+			       const char *source_sha, char ***names, size_t *n, json_t **info,
+			       enum MHD_Result *result);
+
 /* ---- external git sources (api/build_external.c) ---------------------------- */
 
 /* 1 for an http, https or git URL of sane length without spaces or

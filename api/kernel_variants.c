@@ -162,10 +162,10 @@ static const char *const env_keys[] = { "arch", "os", "cxx11", "macos", "tvm_ffi
 
 /* One environment key from the query, when given (*versioned: the backend
  * key seen so far); on failure 400 is queued. */
-static int environment_key(struct request *req, struct variant_env *env, const char *key, const char **versioned,
-			   enum MHD_Result *result)
+static int environment_key(struct request *req, environment_getter get, void *ctx, struct variant_env *env,
+			   const char *key, const char **versioned, enum MHD_Result *result)
 {
-	const char *why = NULL, *value = request_query(req, key);
+	const char *why = NULL, *value = get(ctx, key);
 	const struct kernel_backend *b = kernel_backend_find(key);
 	if (!value)
 		return 0;
@@ -184,22 +184,22 @@ static int environment_key(struct request *req, struct variant_env *env, const c
 	return 0;
 }
 
-/* The client environment from the query; on failure 400 is queued. */
-static int environment_from_query(struct request *req, struct variant_env *env, enum MHD_Result *result)
+int kernel_environment_parse(struct request *req, environment_getter get, void *ctx, struct variant_env *env,
+			     enum MHD_Result *result)
 {
 	const char *why = NULL, *versioned = NULL;
 	variant_env_init(env);
-	int rc = environment_key(req, env, "torch", &versioned, result);
+	int rc = environment_key(req, get, ctx, env, "torch", &versioned, result);
 	for (const struct kernel_backend *b = kernel_backends; rc == 0 && b->name; b++)
 		if (b->variant_prefix)
-			rc = environment_key(req, env, b->name, &versioned, result);
+			rc = environment_key(req, get, ctx, env, b->name, &versioned, result);
 	for (size_t i = 0; rc == 0 && i < sizeof(env_keys) / sizeof(env_keys[0]); i++)
-		rc = environment_key(req, env, env_keys[i], &versioned, result);
+		rc = environment_key(req, get, ctx, env, env_keys[i], &versioned, result);
 	if (rc < 0)
 		return -1;
 	/* backend= picks among what the system has, as kernels' _select_backend:
 	 * cpu always, else the detected backend itself. */
-	const char *backend = request_query(req, "backend");
+	const char *backend = get(ctx, "backend");
 	const struct kernel_backend *b;
 	if (backend && backend[0]) {
 		if (versioned && strcmp(backend, versioned) == 0) {
@@ -219,6 +219,17 @@ static int environment_from_query(struct request *req, struct variant_env *env, 
 	}
 	variant_env_finish(env);
 	return 0;
+}
+
+static const char *query_value(void *ctx, const char *key)
+{
+	return request_query(ctx, key);
+}
+
+/* The client environment from the query; on failure 400 is queued. */
+static int environment_from_query(struct request *req, struct variant_env *env, enum MHD_Result *result)
+{
+	return kernel_environment_parse(req, query_value, req, env, result);
 }
 
 static json_t *environment_json(const struct variant_env *env)

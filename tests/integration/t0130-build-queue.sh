@@ -439,6 +439,31 @@ is "$ST" 404 "an unknown revision of the source → 404"
 enqueue "{\"source\":{\"url\":\"http://127.0.0.1:1/nothing\",\"revision\":\"main\"},\"variants\":[\"$V2\"]}"
 is "$ST" 422 "a source that cannot be fetched → 422"
 
+# ---- builds asked for by environment (the gap filler) -------------------------------------
+# v1 has $V1 and $V2 now; w1/w2 build $V1 $V2 $V4, nobody builds CUDA.
+enqueue "{\"revision\":\"$C1\",\"environment\":{\"torch\":\"2.11\",\"arch\":\"x86_64\",\"os\":\"linux\"}}"
+is "$ST $(j 'd["variant"], d["loads"], len(d["builds"])')" "200 ('$V1', '$V1', 0)" "environment torch 2.11 CPU: $V1 already loads there, nothing queued"
+enqueue "{\"revision\":\"$C1\",\"environment\":{\"torch\":2.12,\"cuda\":null,\"cxx11\":true}}"
+is "$ST $(j 'd["variant"], [b["variant"] for b in d["builds"]], d["watch"] == "/api/builds/%d" % d["builds"][0]["id"]')" \
+	"202 ('$V4', ['$V4'], True)" "environment torch 2.12 CPU (a JSON number, cuda null): $V4 queued, with the URL to watch"
+JENV=$(j 'd["builds"][0]["id"]')
+enqueue "{\"revision\":\"$C1\",\"environment\":{\"torch\":\"2.12\"}}"
+is "$ST $(j 'len(d["builds"]), d["watch"]')" "202 (0, '/api/builds/$JENV')" "the same environment again: nothing new, the same build to watch"
+enqueue "{\"revision\":\"$C1\",\"environment\":{\"torch\":\"2.12\",\"cuda\":\"13.0\"}}"
+is "$ST $(j '"no registered worker can build '"$V3"'" in d["error"]')" "422 True" "environment torch 2.12 CUDA 13.0: $V3, which no worker builds → 422 naming it"
+enqueue "{\"revision\":\"$C1\",\"environment\":{\"torch\":\"2.11\",\"cuda\":\"12.8\",\"free_threaded\":true}}"
+is "$ST $(j '"free-threaded" in d["error"]')" "422 True" "a free-threaded Python loads nothing compiled → 422 saying why"
+enqueue "{\"revision\":\"$C1\",\"environment\":{\"torch\":\"latest\"}}"
+is "$ST" 400 "an environment with a bad torch version → 400"
+enqueue "{\"revision\":\"$C1\",\"environment\":\"torch 2.11\"}"
+is "$ST" 400 "an environment that is not an object → 400"
+enqueue "{\"revision\":\"$C1\",\"variants\":[\"$V1\"],\"environment\":{\"torch\":\"2.11\"}}"
+is "$ST" 400 "variants and environment together → 400"
+api "$ALICE_RO" POST /api/kernels/acme/relu/builds "{\"environment\":{\"torch\":\"2.12\"}}"
+is "$ST" 403 "a read-scoped token cannot ask for an environment's build"
+api "$ALICE" POST "/api/builds/$JENV/cancel"
+is "$ST" 200 "the environment's build canceled (the rest of the test claims by name)"
+
 # ---- abi_policy = warn --------------------------------------------------------------------------------
 khub_stop
 KHUB_ABI_POLICY=warn khub_start
