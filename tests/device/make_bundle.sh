@@ -12,7 +12,8 @@
 #
 # Environment:
 #   KHUB_BIN        khub binary to pack; default: a release (non-sanitizer)
-#                   build of git HEAD made in a temp dir
+#                   build of git HEAD made in a temp dir (with khub-worker)
+#   KHUB_WORKER_BIN khub-worker to pack; default: next to KHUB_BIN
 #   KERNELS_GIT_DIR git dir of a huggingface/kernels clone (required, e.g.
 #                   git clone --bare https://github.com/huggingface/kernels)
 #   KERNELS_REF     tag of kernels to pack (default v0.16.0)
@@ -38,11 +39,15 @@ if [ -z "${KHUB_BIN:-}" ]; then
 	echo "building a release khub from git HEAD ..."
 	mkdir "$WORK/src"
 	git -C "$ROOT" archive HEAD | tar -x -C "$WORK/src"
-	(cd "$WORK/src" && autoreconf -fi >/dev/null 2>&1 && ./configure -q && make -j8 khub >/dev/null)
+	[ -d "$ROOT/web/node_modules" ] && cp -a "$ROOT/web/node_modules" "$WORK/src/web/"
+	(cd "$WORK/src" && autoreconf -fi >/dev/null 2>&1 && ./configure -q && make -j8 khub khub-worker >/dev/null)
 	KHUB_BIN=$WORK/src/khub
+	KHUB_WORKER_BIN=${KHUB_WORKER_BIN:-$WORK/src/khub-worker}
 fi
+KHUB_WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
 install -m 755 "$KHUB_BIN" "$STAGE/bin/khub"
-strip "$STAGE/bin/khub" 2>/dev/null || true
+install -m 755 "$KHUB_WORKER_BIN" "$STAGE/bin/khub-worker"
+strip "$STAGE/bin/khub" "$STAGE/bin/khub-worker" 2>/dev/null || true
 
 # 2. PostgreSQL: initdb, pg_ctl, postgres, the loadable modules (no JIT) and
 # the share dir, in the same relative layout so postgres finds its share dir
@@ -67,7 +72,7 @@ is_system_lib() {
 	esac
 	return 1
 }
-for f in "$STAGE/bin/khub" "$STAGE"/usr/lib/postgresql/15/bin/* "$STAGE"/usr/lib/postgresql/15/lib/*.so; do
+for f in "$STAGE/bin/khub" "$STAGE/bin/khub-worker" "$STAGE"/usr/lib/postgresql/15/bin/* "$STAGE"/usr/lib/postgresql/15/lib/*.so; do
 	ldd "$f" | awk '/=> \//{print $1, $3}'
 done | sort -u | while read -r name path; do
 	is_system_lib "$name" && continue
@@ -77,7 +82,7 @@ chmod 755 "$STAGE"/lib/*
 
 # Every non-system dependency must now resolve inside the bundle.
 missing=0
-for f in "$STAGE/bin/khub" "$STAGE"/usr/lib/postgresql/15/bin/* "$STAGE"/usr/lib/postgresql/15/lib/*.so "$STAGE"/lib/*; do
+for f in "$STAGE/bin/khub" "$STAGE/bin/khub-worker" "$STAGE"/usr/lib/postgresql/15/bin/* "$STAGE"/usr/lib/postgresql/15/lib/*.so "$STAGE"/lib/*; do
 	while read -r name path; do
 		is_system_lib "$name" && continue
 		case $path in "$STAGE"/lib/*) ;; *) echo "not bundled: $name ($path) for $f" >&2; missing=1 ;; esac

@@ -3,6 +3,7 @@
 does and check its relu against torch.relu on random tensors.
 
   load_kernel.py KHUB_URL REPO VERSION [--expect-variant NAME] [--token T]
+                 [--backend cpu] [--device cuda]
 
 With the real `kernels` package importable (PYTHONPATH made by
 tests/lib/real_loader.sh), this is `kernels.get_kernel(REPO, version=N)`
@@ -27,10 +28,12 @@ import urllib.request
 import torch
 
 
-def this_variant():
+def this_variant(backend=None):
     major, minor = torch.__version__.split("+")[0].split(".")[:2]
     abi = "cxx11" if torch.compiled_with_cxx11_abi() else "cxx98"
-    if torch.version.cuda:
+    if backend == "cpu":
+        compute = "cpu"
+    elif torch.version.cuda:
         compute = "cu" + "".join(torch.version.cuda.split(".")[:2])
     elif getattr(torch.version, "hip", None):
         compute = "rocm" + "".join(torch.version.hip.split(".")[:2])
@@ -47,13 +50,13 @@ def get(url, token):
         return r.read()
 
 
-def by_hand(base, repo, version, token):
+def by_hand(base, repo, version, token, backend):
     branch = urllib.parse.quote(f"refs/heads/v{version}", safe="")
     info = json.loads(get(f"{base}/api/kernels/{repo}/revision/{branch}", token))
     sha = info["sha"]
     listing = json.loads(get(f"{base}/api/kernels/{repo}/tree/{sha}/build", token))
     names = [e["path"].split("/", 1)[1] for e in listing if e["type"] == "directory"]
-    want = this_variant()
+    want = this_variant(backend)
     if want not in names:
         raise SystemExit(f"no variant {want} in build/ of v{version}: {names}")
     files = json.loads(get(f"{base}/api/kernels/{repo}/tree/{sha}/build/{want}?recursive=true", token))
@@ -79,6 +82,8 @@ def main():
     args = sys.argv[4:]
     expect = args[args.index("--expect-variant") + 1] if "--expect-variant" in args else None
     token = args[args.index("--token") + 1] if "--token" in args else None
+    backend = args[args.index("--backend") + 1] if "--backend" in args else None
+    device = args[args.index("--device") + 1] if "--device" in args else "cpu"
     try:
         import kernels  # noqa: F401 -- the real loader, when it is on PYTHONPATH
         loader = "kernels " + getattr(kernels, "__version__", "?")
@@ -88,19 +93,19 @@ def main():
         os.environ["HF_ENDPOINT"] = base
         if token:
             os.environ["HF_TOKEN"] = token
-        module = kernels.get_kernel(repo, version=version)
+        module = kernels.get_kernel(repo, version=version, backend=backend)
         variant = os.path.basename(os.path.dirname(module.__file__))
     else:
         loader = "by hand (the loader's import steps)"
-        module, variant = by_hand(base, repo, version, token)
+        module, variant = by_hand(base, repo, version, token, backend)
     torch.manual_seed(0)
     worst = 0.0
     for shape in ((1024,), (33, 17), (4, 8, 16)):
-        x = torch.randn(*shape)
+        x = torch.randn(*shape, device=device)
         y = module.relu(x)
         worst = max(worst, (y - torch.relu(x)).abs().max().item())
     ok = worst == 0.0 and (expect is None or variant == expect)
-    print(json.dumps({"loader": loader, "variant": variant, "max_abs_err": worst, "ok": ok}))
+    print(json.dumps({"loader": loader, "variant": variant, "device": device, "max_abs_err": worst, "ok": ok}))
     return 0 if ok else 1
 
 
