@@ -265,6 +265,7 @@ static int claim_loop(struct daemon *d)
 		if (stop)
 			break;
 		struct hub_reply r = { 0 };
+		uint64_t asked = monotonic_usec();
 		hub_call(d->hc, "POST", "/api/workers/claim", text, strlen(text), NULL, d->poll_seconds + 30, &r);
 		if (r.status == 200) {
 			delay = 1;
@@ -282,6 +283,9 @@ static int claim_loop(struct daemon *d)
 				hub_reply_release(&r);
 				break;
 			}
+			/* no long poll (wait_seconds 0, or khub answered at once): no tight loop */
+			if (monotonic_usec() - asked < 1000000)
+				daemon_nap(d, 1);
 		} else if (r.status == 401 || r.status == 403) {
 			log_error("worker token rejected by %s (%s)", d->cfg.url, hub_reply_error(&r));
 			hub_reply_release(&r);

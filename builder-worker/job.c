@@ -312,7 +312,7 @@ static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pi
 	int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	struct spawn_opts o = { .argv = argv.items, .envp = envp.items, .fd_in = null_fd, .fd_out = out_fd,
 				.fd_err = out_fd, .dir = j->scratch, .new_process_group = 1,
-				.die_with_parent = 1 };
+				.die_with_parent = 1, .reset_signals = 1 };
 	int ret = spawn_process(&o, pid);
 	if (null_fd >= 0)
 		close(null_fd);

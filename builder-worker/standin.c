@@ -143,9 +143,10 @@ int build_main(int argc, char **argv)
 	}
 	fflush(stdout);
 	if (json_is_integer(code)) {
-		fprintf(stderr, "stand-in: exiting with %lld as asked\n", (long long)json_integer_value(code));
+		int exit_code = (int)json_integer_value(code);
+		fprintf(stderr, "stand-in: exiting with %d as asked\n", exit_code);
 		json_decref(o);
-		return (int)json_integer_value(code);
+		return exit_code;
 	}
 	json_decref(o);
 	const char *slash = strchr(repo, '/');

@@ -213,12 +213,13 @@ struct spawn_opts {
 	gid_t gid;
 	int new_process_group;	/* setpgid(0, 0): the caller can signal the whole group */
 	int die_with_parent;	/* SIGKILL the child when the forking thread dies */
+	int reset_signals;	/* no blocked signal, SIGPIPE/SIGTERM/SIGINT default */
 };
 
 /* Start opts->argv[0] in a child; 0 and *pid, or -1 (errno) when fork
  * failed. Between fork and exec the child only calls async-signal-safe
  * functions (setgroups, setgid, setuid, dup2, fcntl, chdir, setpgid, prctl,
- * execve, _exit),
+ * sigaction, sigprocmask, execve, _exit),
  * so it is safe from a process with many threads; exit status 126 means the
  * child could not be set up, 127 that the program could not be run. */
 int spawn_process(const struct spawn_opts *opts, pid_t *pid);

@@ -57,6 +57,15 @@ int spawn_process(const struct spawn_opts *o, pid_t *pid_out)
 		 * plain system call) */
 		if (o->new_process_group && setpgid(0, 0) < 0)
 			_exit(126);
+		if (o->reset_signals) {
+			/* a blocked mask and SIG_IGN survive execve */
+			struct sigaction dfl = { .sa_handler = SIG_DFL };
+			sigset_t none;
+			sigemptyset(&none);
+			if (sigaction(SIGPIPE, &dfl, NULL) < 0 || sigaction(SIGTERM, &dfl, NULL) < 0 ||
+			    sigaction(SIGINT, &dfl, NULL) < 0 || sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+				_exit(126);
+		}
 		if (o->die_with_parent &&
 		    (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
 			_exit(126);
