@@ -226,7 +226,8 @@ static int register_worker(struct daemon *d)
 			break;
 		}
 		if (!hub_reply_retryable(&r)) {
-			log_error("registering with %s failed: %s", d->cfg.url, hub_reply_error(&r));
+			log_error("registering with %s failed: %s%s", d->cfg.url, hub_reply_error(&r),
+				  r.status == 404 ? " (a khub without the build farm?)" : "");
 			hub_reply_release(&r);
 			break;
 		}
@@ -391,6 +392,7 @@ int daemon_main(int argc, char **argv)
 		{ "once", no_argument, NULL, 'o' }, { "poll-seconds", required_argument, NULL, 'p' },
 		{ "drain-seconds", required_argument, NULL, 'd' }, { "kill-grace-seconds", required_argument, NULL, 'g' },
 		{ "log-level", required_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
+		{ "token", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 } };
 	struct daemon d = { .concurrency = 1, .poll_seconds = 20 };
 	const char *token_file = NULL, *work_dir = NULL, *name = NULL;
@@ -417,6 +419,10 @@ int daemon_main(int argc, char **argv)
 			log_threshold = (enum log_level)log_level_parse(optarg);
 			break;
 		case 'h': usage(stdout); return 0;
+		case 'T':
+			fprintf(stderr, "khub-worker: the token is not taken on the command line (ps would show it): "
+				"--token-file FILE or KHUB_WORKER_TOKEN\n");
+			return 64;
 		default: usage(stderr); return 64;
 		}
 	}
