@@ -2,8 +2,7 @@
 # t0130-worker-alone.sh -- khub-worker's daemon where no build farm answers:
 # an unreachable khub fails clearly with --once and is retried (with a clear
 # line) without it, until SIGTERM stops it at once; the token is never
-# taken on the command
-# line; a missing token or toolchain file says what is missing; --check
+# taken on the command line; a missing token or toolchain file says what is missing; --check
 # names an unusable toolchain; the work dir of a running worker is not
 # shared with a second one of the same name.
 . "$(dirname "$0")/../lib/khub-test.sh"
