@@ -252,7 +252,7 @@ static int claim_loop(struct daemon *d)
 	json_t *req = json_pack("{s:O, s:i}", "variants", d->variants, "wait_seconds", d->once ? 0 : d->poll_seconds);
 	char *text = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	unsigned delay = 1;
+	unsigned delay = 1, failures = 0;
 	int ret = 0;
 	for (;;) {
 		pthread_mutex_lock(&d->lock);
@@ -268,6 +268,8 @@ static int claim_loop(struct daemon *d)
 		struct hub_reply r = { 0 };
 		uint64_t asked = monotonic_usec();
 		hub_call(d->hc, "POST", "/api/workers/claim", text, strlen(text), NULL, d->poll_seconds + 30, &r);
+		if (r.status == 200 || r.status == 204)
+			failures = 0;
 		if (r.status == 200) {
 			delay = 1;
 			json_t *a = hub_reply_json(&r);
@@ -289,6 +291,11 @@ static int claim_loop(struct daemon *d)
 				daemon_nap(d, 1);
 		} else if (r.status == 401 || r.status == 403) {
 			log_error("worker token rejected by %s (%s)", d->cfg.url, hub_reply_error(&r));
+			hub_reply_release(&r);
+			ret = 1;
+			break;
+		} else if (d->once && ++failures >= 3) {
+			log_error("claim failed %u times (%s); giving up (--once)", failures, hub_reply_error(&r));
 			hub_reply_release(&r);
 			ret = 1;
 			break;

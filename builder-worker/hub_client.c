@@ -98,6 +98,21 @@ struct source {
 	FILE *file;
 };
 
+/* libcurl rewinds a body it must send again (a reused connection the
+ * server had closed, a redirect). */
+static int source_seek(void *ctx, curl_off_t offset, int origin)
+{
+	struct source *src = ctx;
+	if (origin != SEEK_SET || offset < 0)
+		return CURL_SEEKFUNC_CANTSEEK;
+	if (src->file)
+		return fseeko(src->file, (off_t)offset, SEEK_SET) == 0 ? CURL_SEEKFUNC_OK : CURL_SEEKFUNC_FAIL;
+	if ((size_t)offset > src->len)
+		return CURL_SEEKFUNC_FAIL;
+	src->pos = (size_t)offset;
+	return CURL_SEEKFUNC_OK;
+}
+
 static size_t source_read(char *buf, size_t size, size_t n, void *ctx)
 {
 	struct source *src = ctx;
@@ -141,6 +156,10 @@ static int perform(struct hub_client *hc, const char *method, const char *path,
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, sink);
 	sink->curl = c;
+	if (strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0) {
+		curl_easy_setopt(c, CURLOPT_SEEKFUNCTION, source_seek);
+		curl_easy_setopt(c, CURLOPT_SEEKDATA, src);
+	}
 	if (strcmp(method, "PUT") == 0) {
 		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(c, CURLOPT_READFUNCTION, source_read);
