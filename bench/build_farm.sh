@@ -65,7 +65,7 @@ VARIANT=$(sed -n 's/^  \(torch[0-9]*-cxx[0-9a-z]*-cpu-[a-z0-9_]*-linux\)$/\1/p' 
 
 khub admin org create acme >/dev/null 2>&1
 khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice write >/dev/null 2>&1
+khub admin member set acme alice admin >/dev/null 2>&1
 ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
 for i in $(seq 1 "$WORKERS"); do
 	khub admin worker add "w$i" 2>/dev/null | tail -n 1 >"$W/w$i.token"
