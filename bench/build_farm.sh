@@ -60,8 +60,8 @@ fi
 "$KHUB_WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1 ||
 	{ echo "build_farm.sh: no usable toolchain:" >&2; cat "$W/check.out" >&2; exit 1; }
 TOOLCHAIN=$(sed -n 's/^\([^ ][^:]*\): torch .*/\1/p' "$W/check.out" | head -1)
-VARIANT=$(sed -n 's/^  \(torch[0-9]*-cxx[0-9a-z]*-cpu-[a-z0-9_]*-linux\)$/\1/p' "$W/check.out" | head -1)
-[ -n "$VARIANT" ] || VARIANT=$(sed -n 's/^  \([^ ]*\)$/\1/p' "$W/check.out" | head -1)
+VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out" | head -1)
+[ -n "$VARIANT" ] || VARIANT=$(grep -oE '\btorch[0-9a-z_-]*' "$W/check.out" | grep -v '^torch$' | head -1)
 
 khub admin org create acme >/dev/null 2>&1
 khub admin user create alice >/dev/null 2>&1

@@ -36,8 +36,8 @@ fi
 "$WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1 ||
 	{ sed 's/^/# /' "$W/check.out"; echo "1..0 # SKIP no usable toolchain on this machine"; exit 0; }
 # the variant to build: the toolchain's CPU arch variant, else its first
-VARIANT=$(sed -n 's/^  \(torch[0-9]*-cxx[0-9a-z]*-cpu-[a-z0-9_]*-linux\)$/\1/p' "$W/check.out" | head -1)
-[ -n "$VARIANT" ] || VARIANT=$(sed -n 's/^  \([^ ]*\)$/\1/p' "$W/check.out" | head -1)
+VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out" | head -1)
+[ -n "$VARIANT" ] || VARIANT=$(grep -oE '\btorch[0-9a-z_-]*' "$W/check.out" | grep -v '^torch$' | head -1)
 diag "building $VARIANT"
 
 khub admin org create acme >/dev/null 2>&1

@@ -34,7 +34,7 @@ diag "system toolchain usable: $USABLE"
 worker --check --toolchains "$W/broken.json" >"$W/out" 2>&1
 rc=$?
 is "$rc" 1 "--check with no usable toolchain exits 1"
-like "$(cat "$W/out")" 'broken: not usable: .+' "--check names the toolchain and why it is not usable"
+like "$(cat "$W/out")" 'broken: (not usable|unusable): .+' "--check names the toolchain and why it is not usable"
 worker --check --toolchains "$W/missing.json" >"$W/out" 2>&1
 rc=$?
 ok $([ "$rc" -ne 0 ]; echo $?) "--check with a missing toolchains file fails"
