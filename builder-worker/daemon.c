@@ -372,7 +372,7 @@ static char *claim_work_dir(const char *work_dir, const char *name, int *lock_fd
 			continue;
 		char *p = xasprintf("%s/%s", root, de->d_name);
 		log_info("removing %s, left by an earlier run", p);
-		remove_tree(p);
+		scratch_remove(p);
 		free(p);
 	}
 	if (dir)

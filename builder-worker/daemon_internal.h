@@ -80,7 +80,7 @@ int tar_pack(const char *dir, const char *const *names, size_t nnames, const cha
 
 /* Remove path and everything under it (directories made writable first,
  * links not followed); 0 or -1. */
-int remove_tree(const char *path);
+int scratch_remove(const char *path);
 
 /* ---- the daemon's shared state and one job (daemon.c, job.c) ----------------------------- */
 

@@ -313,7 +313,7 @@ static int remove_one(const char *path, const struct stat *st, int type, struct 
 	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
 }
 
-int remove_tree(const char *path)
+int scratch_remove(const char *path)
 {
 	struct stat st;
 	if (lstat(path, &st) < 0)

@@ -159,10 +159,10 @@ int main(void)
 	symlink("/etc/passwd", lnk);
 	ok(tar_pack(out, names, 3, tar, why, sizeof(why)) == KHUB_EINVAL, "a link in the output is refused: %s", why);
 
-	/* remove_tree copes with a directory without permissions */
+	/* scratch_remove copes with a directory without permissions */
 	char *locked = xasprintf("%s/out/torch-cpu/sub", base);
 	chmod(locked, 0);
-	ok(remove_tree(base) == 0 && access(base, F_OK) != 0, "remove_tree removes everything");
+	ok(scratch_remove(base) == 0 && access(base, F_OK) != 0, "scratch_remove removes everything");
 	free(locked);
 	free(lnk);
 	free(back);

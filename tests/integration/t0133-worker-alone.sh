@@ -1,5 +1,5 @@
 #!/bin/bash
-# t0132-worker-alone.sh -- khub-worker's daemon where no build farm answers:
+# t0133-worker-alone.sh -- khub-worker's daemon where no build farm answers:
 # an unreachable khub fails clearly with --once and is retried (with a clear
 # line) without it, until SIGTERM stops it at once; the token is never
 # taken on the command line; a missing token or toolchain file says what is missing; --check
