@@ -7,9 +7,10 @@
 #
 # A throw-away khub on loopback; the kernel source (examples/relu) pushed
 # with git to acme/relu (buildOnPush off: the bench enqueues by hand).
-# (a) BENCH_RUNS times each, alternating: `khub-worker build` on a checkout
-#     of the source; then POST .../builds {force} with one idle worker
-#     long-polling, timed until GET /api/builds/ID says succeeded. Medians.
+# (a) after one untimed warm-up build, BENCH_RUNS times each, alternating:
+#     `khub-worker build` on a checkout of the source; then POST .../builds
+#     {force} with one idle worker long-polling, timed until GET
+#     /api/builds/ID says succeeded. Medians.
 # (b) four idle workers (concurrency 1 each); 20 builds of 20 commits
 #     enqueued back to back. Enqueue-to-claim per job: from the moment its
 #     POST was sent to the worker's "claimed build #ID" log line (same
@@ -121,6 +122,9 @@ def call(method, path, body=None):
     with urllib.request.urlopen(req) as r:
         return json.load(r)
 direct, farm = [], []
+# one untimed build first: compiler and Python caches warm for both sides
+subprocess.run([worker, "build", "--toolchains", tcs, "--toolchain", tc, "--source", src, "--out", outdir,
+                "--variant", variant], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 for i in range(int(runs)):
     shutil.rmtree(outdir, ignore_errors=True)
     t0 = time.monotonic()
