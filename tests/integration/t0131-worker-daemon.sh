@@ -131,9 +131,9 @@ like "$ID1" '^[0-9]+$' "the push enqueued build #$ID1 of $VARIANT"
 # after this first push, builds are enqueued by hand, one variant each
 api PUT /api/kernels/acme/relu/settings -H 'Content-Type: application/json' -d '{"buildOnPush": false}'
 is "$STATUS" 200 "buildOnPush turned off for the rest of the test"
-enqueue() {	# enqueue SHA: one build of $VARIANT, its id
+enqueue() {	# enqueue SHA [force]: one build of $VARIANT, its id
 	api POST /api/kernels/acme/relu/builds -H 'Content-Type: application/json' \
-		-d "{\"revision\": \"$1\", \"variants\": [\"$VARIANT\"]}"
+		-d "{\"revision\": \"$1\", \"variants\": [\"$VARIANT\"], \"force\": ${2:-false}}"
 	json 'd["builds"][0]["id"]'
 }
 push() {	# push BRANCH: the clone's BRANCH to khub (main may have moved: the farm publishes README.md)
@@ -209,6 +209,71 @@ is "$(publications "$ID2")" 1 "build #$ID2 published exactly once"
 worker w1 --once
 like "$(cat "$W/w1.log")" "removing .*/w1/build-$ID2-.*, left by an earlier run" "w1's next run removes the killed run's scratch dir"
 is "$(ls "$W/work/w1" | grep -c '^build-')" 0 "and none is left"
+
+# ---- cancel and stop --------------------------------------------------------------------------------------
+start_daemon() {	# start_daemon NAME ID: a daemon in the background ($WPID) once it runs build ID ($CHILD)
+	"$WORKER_BIN" --url "$KHUB_URL" --token-file "$W/$1.token" --toolchains "$W/toolchains.json" --name "$1" \
+		--work-dir "$W/work" --poll-seconds 1 --kill-grace-seconds 2 2>>"$W/$1.log" &
+	WPID=$!
+	CHILD=
+	for _ in $(seq 1 150); do
+		CHILD=$(pgrep -P "$WPID" | head -1)
+		[ -n "$CHILD" ] && [ "$(build_field "$2" 'd["state"]')" = running ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+exited_within() {	# exited_within PID SECONDS: 0 once PID is gone; its status in $EXIT
+	local i
+	for i in $(seq 1 $(($2 * 10))); do
+		kill -0 "$1" 2>/dev/null || { wait "$1"; EXIT=$?; return 0; }
+		sleep 0.1
+	done
+	return 1
+}
+ID3=$(enqueue "$SHA2" true)
+start_daemon w1 "$ID3"
+ok $? "build #$ID3 running on w1"
+api POST "/api/builds/$ID3/cancel"
+is "$STATUS" 200 "cancel build #$ID3"
+gone=1
+for _ in $(seq 1 100); do pgrep -g "$CHILD" >/dev/null || { gone=0; break; }; sleep 0.1; done
+is "$gone" 0 "the worker killed the canceled build's process group at its next heartbeat"
+for _ in $(seq 1 50); do grep -q "canceled build #$ID3" "$W/w1.log" && break; sleep 0.1; done
+like "$(cat "$W/w1.log")" "canceled build #$ID3 " "and logged it"
+is "$(build_field "$ID3" 'd["state"]')/$(publications "$ID3")" canceled/0 "build #$ID3 canceled, nothing published"
+api GET "/api/builds/$ID3/log"
+like "$(cat "$B")" '\[khub-worker\] canceled; build killed' "its log ends with the worker's note"
+for _ in $(seq 1 30); do [ "$(ls "$W/work/w1" | grep -c '^build-')" = 0 ] && break; sleep 0.1; done
+is "$(ls "$W/work/w1" | grep -c '^build-')" 0 "its scratch directory is gone"
+
+# SIGTERM twice: the build is killed and given back, its attempt not counted
+ID4=$(enqueue "$SHA2" true)
+for _ in $(seq 1 50); do [ "$(build_field "$ID4" 'd["state"]')" = running ] && break; sleep 0.1; done
+ok $([ "$(build_field "$ID4" 'd["state"]')" = running ]; echo $?) "the idle daemon claimed build #$ID4"
+for _ in $(seq 1 100); do CHILD=$(pgrep -P "$WPID" | head -1); [ -n "$CHILD" ] && break; sleep 0.1; done
+kill -TERM "$WPID"
+sleep 0.5
+kill -0 "$WPID" 2>/dev/null
+ok $? "after one SIGTERM the daemon waits for its build"
+kill -TERM "$WPID"
+exited_within "$WPID" 15
+ok $? "a second SIGTERM ends it within seconds"
+is "$EXIT" 0 "exit status 0"
+ok $( ! pgrep -g "$CHILD" >/dev/null; echo $?) "no process of the build is left"
+like "$(cat "$W/w1.log")" "released build #$ID4 " "the worker released build #$ID4"
+is "$(build_field "$ID4" 'd["state"]')/$(build_field "$ID4" 'd["attempt"]')" queued/0 \
+	"build #$ID4 is queued again, no attempt counted"
+
+# SIGTERM once: the running build finishes and is published, then the daemon exits
+start_daemon w1 "$ID4"
+ok $? "build #$ID4 running on w1 again"
+kill -TERM "$WPID"
+exited_within "$WPID" 300
+ok $? "after one SIGTERM the daemon exits once the build is done"
+is "$EXIT" 0 "exit status 0"
+is "$(build_field "$ID4" 'd["state"]')/$(publications "$ID4")" succeeded/1 "build #$ID4 finished and was published once"
+like "$(cat "$W/w1.log")" "signal 15: no more claims" "the worker logged that it stopped claiming"
 
 # ---- two workers, one queue ---------------------------------------------------------------------------
 IDS=
