@@ -1,6 +1,7 @@
 /* standin.c -- TEST STAND-IN, replaced by the real toolchain.c/build.c at
  * merge: toolchains_load/toolchain_probe/toolchain_for_variant reading the
- * variants a toolchain builds from an explicit "variants" key, and a
+ * variants a toolchain builds from an explicit "variants" key (default: the
+ * two of Debian's torch 1.13), and a
  * build_main that compiles nothing. It lets the daemon run end to end
  * before the real build lands; it is not part of khub-worker's sources
  * (Makefile.am). The build writes a pure-Python <variant>/ (__init__.py with
@@ -49,11 +50,16 @@ int toolchains_load(const char *path, struct toolchain_set *out, char *why, size
 			toolchains_release(out);
 			return KHUB_EINVAL;
 		}
+		/* no "variants": what Debian's python3-torch would give */
 		json_t *vs = json_object_get(e, "variants");
-		tc->variants = xcalloc(json_array_size(vs) + 1, sizeof(char *));
+		tc->variants = xcalloc(json_array_size(vs) + 3, sizeof(char *));
 		for (size_t k = 0; k < json_array_size(vs); k++)
 			if (json_is_string(json_array_get(vs, k)))
 				tc->variants[tc->nvariants++] = xstrdup(json_string_value(json_array_get(vs, k)));
+		if (!vs) {
+			tc->variants[tc->nvariants++] = xstrdup("torch113-cxx11-cpu-x86_64-linux");
+			tc->variants[tc->nvariants++] = xstrdup("torch-cpu");
+		}
 	}
 	json_decref(root);
 	return KHUB_OK;

@@ -16,15 +16,13 @@ W=$TEST_DIR/worker
 mkdir -p "$W"
 printf 'not-a-real-token\n' >"$W/token"
 chmod 600 "$W/token"
-# A toolchain on the system Python: usable for both the real probe (torch
-# permitting) and the stand-in; the tests below do not depend on which.
+# A toolchain on the system Python (usable when it has torch), and one
+# whose Python does not exist.
 cat >"$W/toolchains.json" <<EOF
-{"toolchains": [{"name": "cpu", "python": "/usr/bin/python3", "cxx": "g++",
-                 "variants": ["torch-cpu"]}]}
+{"toolchains": [{"name": "cpu", "python": "/usr/bin/python3", "cxx": "g++"}]}
 EOF
 cat >"$W/broken.json" <<EOF
-{"toolchains": [{"name": "broken", "python": "$TEST_DIR/no/such/python", "cxx": "g++",
-                 "variants": ["torch-cpu"]}]}
+{"toolchains": [{"name": "broken", "python": "$TEST_DIR/no/such/python", "cxx": "g++"}]}
 EOF
 USABLE=0
 worker --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1 && USABLE=1
