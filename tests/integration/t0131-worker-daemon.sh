@@ -18,7 +18,8 @@ command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0
 WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
 [ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
 KSRC=${KHUB_TEST_KERNEL_SRC:-$KHUB_SRC/examples/relu}
-[ -f "$KSRC/build.toml" ] || bail "no kernel source with build.toml at $KSRC"
+# examples/relu comes with the build (worker-build); without it there is nothing to build
+[ -f "$KSRC/build.toml" ] || { echo "1..0 # SKIP no kernel source with build.toml at $KSRC"; exit 0; }
 
 khub_setup
 # short leases so that a killed worker's job comes back within seconds; a
@@ -48,6 +49,7 @@ khub admin member set acme alice admin >/dev/null 2>&1
 ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
 T1=$(khub admin worker add w1 2>/dev/null | tail -n 1)
 T2=$(khub admin worker add w2 2>/dev/null | tail -n 1)
+[ -n "$T1" ] && [ -n "$T2" ] || bail "khub admin worker add failed (is the build farm in this khub?)"
 printf '%s\n' "$T1" >"$W/w1.token"
 printf '%s\n' "$T2" >"$W/w2.token"
 chmod 600 "$W"/*.token
