@@ -1,45 +1,50 @@
-/* main.c -- khub-worker's entry: `build` (one variant by hand, build.c) and
- * `--check` (what each toolchain builds). The daemon's options come later. */
+/* main.c -- khub-worker's entry: `--check` (what each toolchain builds),
+ * `build` (one build by hand, build.c) or the daemon (daemon.c). */
 #include "builder-worker/worker.h"
 #include "common/common.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+/* `khub-worker --check --toolchains F`: 0 when at least one toolchain is usable. */
 static int check_main(int argc, char **argv)
 {
 	const char *path = NULL;
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--toolchains") && i + 1 < argc)
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--toolchains") == 0 && i + 1 < argc)
 			path = argv[++i];
+		else if (strncmp(argv[i], "--toolchains=", 13) == 0)
+			path = argv[i] + 13;
+		else if (strcmp(argv[i], "--check") != 0) {
+			fprintf(stderr, "khub-worker --check: unexpected argument '%s'\n", argv[i]);
+			return 64;
+		}
+	}
 	if (!path) {
 		fprintf(stderr, "usage: khub-worker --check --toolchains FILE\n");
 		return 64;
 	}
-	struct toolchain_set set;
+	struct toolchain_set set = { 0 };
 	char why[512];
-	if (toolchains_load(path, &set, why, sizeof(why)) < 0) {
-		fprintf(stderr, "khub-worker: %s\n", why);
+	if (toolchains_load(path, &set, why, sizeof(why)) != KHUB_OK) {
+		fprintf(stderr, "khub-worker: %s: %s\n", path, why);
 		return 1;
 	}
-	int usable = 0;
+	size_t usable = 0;
 	for (size_t i = 0; i < set.count; i++) {
 		struct toolchain *tc = &set.items[i];
-		toolchain_probe(tc);
-		if (!tc->usable) {
-			printf("%s: unusable: %s\n", tc->name, tc->why);
+		if (toolchain_probe(tc) != KHUB_OK || !tc->usable) {
+			printf("%s: not usable: %s\n", tc->name, tc->why);
 			continue;
 		}
 		usable++;
-		printf("%s: torch %s%s%s, C++11 ABI %s:", tc->name, tc->torch_version,
-		       tc->cuda_version ? ", CUDA " : tc->rocm_version ? ", ROCm " : "",
-		       tc->cuda_version ? tc->cuda_version : tc->rocm_version ? tc->rocm_version : "",
-		       tc->cxx11_abi ? "yes" : "no");
-		for (size_t j = 0; j < tc->nvariants; j++)
-			printf(" %s", tc->variants[j]);
-		printf("\n");
-		if (tc->why[0])
-			printf("%s: note: %s\n", tc->name, tc->why);
+		printf("%s: torch %s%s%s%s%s, %s ABI\n", tc->name, tc->torch_version ? tc->torch_version : "?",
+		       tc->cuda_version ? ", CUDA " : "", tc->cuda_version ? tc->cuda_version : "",
+		       tc->rocm_version ? ", ROCm " : "", tc->rocm_version ? tc->rocm_version : "",
+		       tc->cxx11_abi ? "cxx11" : "pre-cxx11");
+		for (size_t k = 0; k < tc->nvariants; k++)
+			printf("  %s\n", tc->variants[k]);
 	}
 	toolchains_release(&set);
 	return usable ? 0 : 1;
@@ -47,11 +52,10 @@ static int check_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc >= 2 && !strcmp(argv[1], "build"))
+	if (argc > 1 && strcmp(argv[1], "build") == 0)
 		return build_main(argc - 1, argv + 1);
 	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--check"))
+		if (strcmp(argv[i], "--check") == 0)
 			return check_main(argc, argv);
-	fprintf(stderr, "usage: khub-worker build ... | khub-worker --check --toolchains FILE\n");
-	return 64;
+	return daemon_main(argc, argv);
 }

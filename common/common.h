@@ -212,6 +212,8 @@ struct spawn_opts {
 	uid_t uid;
 	gid_t gid;
 	int new_process_group;	/* setpgid(0, 0): the caller can signal the whole group */
+	int die_with_parent;	/* SIGKILL the child when the forking thread dies */
+	int reset_signals;	/* no blocked signal, SIGPIPE/SIGTERM/SIGINT default */
 	const struct spawn_rlimit *rlimits;	/* set in the child before exec (both soft and hard) */
 	size_t nrlimits;
 };
@@ -224,8 +226,8 @@ struct spawn_rlimit {
 
 /* Start opts->argv[0] in a child; 0 and *pid, or -1 (errno) when fork
  * failed. Between fork and exec the child only calls async-signal-safe
- * functions (setgroups, setgid, setuid, setpgid, setrlimit, dup2, fcntl, chdir,
- * execve, _exit),
+ * functions (setgroups, setgid, setuid, setpgid, setrlimit, dup2, fcntl, chdir, prctl,
+ * sigaction, sigprocmask, execve, _exit),
  * so it is safe from a process with many threads; exit status 126 means the
  * child could not be set up, 127 that the program could not be run. */
 int spawn_process(const struct spawn_opts *opts, pid_t *pid);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/prctl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,15 +49,29 @@ int spawn_process(const struct spawn_opts *o, pid_t *pid_out)
 {
 	extern char **environ;
 	char *const *envp = o->envp ? o->envp : environ;
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
-		/* async-signal-safe calls only from here to execve */
+		/* async-signal-safe calls only from here to execve (prctl is a
+		 * plain system call) */
+		if (o->new_process_group && setpgid(0, 0) < 0)
+			_exit(126);
+		if (o->reset_signals) {
+			/* a blocked mask and SIG_IGN survive execve */
+			struct sigaction dfl = { .sa_handler = SIG_DFL };
+			sigset_t none;
+			sigemptyset(&none);
+			if (sigaction(SIGPIPE, &dfl, NULL) < 0 || sigaction(SIGTERM, &dfl, NULL) < 0 ||
+			    sigaction(SIGINT, &dfl, NULL) < 0 || sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+				_exit(126);
+		}
+		if (o->die_with_parent &&
+		    (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
+			_exit(126);
 		if (o->drop_privileges &&
 		    (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 || setuid(o->uid) < 0))
-			_exit(126);
-		if (o->new_process_group && setpgid(0, 0) < 0)
 			_exit(126);
 		for (size_t i = 0; i < o->nrlimits; i++) {
 			struct rlimit rl = { (rlim_t)o->rlimits[i].value, (rlim_t)o->rlimits[i].value };
@@ -70,6 +86,10 @@ int spawn_process(const struct spawn_opts *o, pid_t *pid_out)
 		execve(o->argv[0], o->argv, envp);
 		_exit(127);
 	}
+	/* Both sides set the group, so a kill(-pid) right after this returns
+	 * cannot miss it. */
+	if (o->new_process_group)
+		(void)setpgid(pid, pid);
 	*pid_out = pid;
 	return 0;
 }

@@ -1,0 +1,549 @@
+/* daemon.c -- `khub-worker --url ...`: probe the toolchains, register with
+ * khub, then claim jobs (long poll) and run up to --concurrency of them at
+ * once, one thread each (job.c), until SIGTERM/SIGINT or, with --once, until
+ * the queue is empty. The first signal stops claiming and lets running builds
+ * finish (at most --drain-seconds when set); a second one kills them and
+ * gives them back to the queue. */
+#include "builder-worker/daemon_internal.h"
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct slot {
+	pthread_t thread;
+	json_t *job;
+	int busy, done;
+	struct daemon *d;
+};
+
+struct daemon {
+	struct daemon_config cfg;
+	struct hub_client *hc;	/* the main thread's: register, claim */
+	json_t *variants;	/* what this worker can build */
+	int concurrency, once, poll_seconds, drain_seconds;
+	struct slot *slots;
+	int running;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	/* a slot freed, or a signal came */
+};
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+		"usage: khub-worker --url URL --token-file FILE --toolchains FILE [options]\n"
+		"  --url URL             khub's address (or KHUB_URL)\n"
+		"  --token-file FILE     the worker token (or KHUB_WORKER_TOKEN; never on the command line)\n"
+		"  --toolchains FILE     toolchains.json\n"
+		"  --concurrency N       builds at once (1)\n"
+		"  --work-dir DIR        scratch space ($TMPDIR/khub-worker, else /var/tmp/khub-worker)\n"
+		"  --name NAME           this worker's name (the host name)\n"
+		"  --once                exit when the queue is empty and the builds are done\n"
+		"  --poll-seconds N      how long one claim waits for a job (20)\n"
+		"  --drain-seconds N     after SIGTERM, how long running builds may go on (0: to their end)\n"
+		"  --kill-grace-seconds N  between SIGTERM and SIGKILL of a build's processes (10)\n"
+		"  --log-level LEVEL     error, warn, info, debug\n"
+		"       khub-worker --check --toolchains FILE\n"
+		"       khub-worker build --help\n");
+}
+
+/* Sleep up to seconds, or less when a signal or a freed slot wakes us. */
+static void daemon_nap(struct daemon *d, unsigned seconds)
+{
+	struct timespec until = clock_after_usec(CLOCK_MONOTONIC, (uint64_t)seconds * 1000000);
+	pthread_mutex_lock(&d->lock);
+	if (!d->cfg.stopping)
+		pthread_cond_timedwait(&d->cond, &d->lock, &until);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- signals ------------------------------------------------------------------------------ */
+
+static void *signal_thread(void *arg)
+{
+	struct daemon *d = arg;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1);
+	for (;;) {
+		int sig = 0;
+		if (sigwait(&set, &sig) != 0 || sig == SIGUSR1)
+			break;
+		pthread_mutex_lock(&d->lock);
+		if (!d->cfg.stopping) {
+			d->cfg.stopping = 1;
+			log_info("signal %d: no more claims; %d running build(s) %s (a second signal kills and "
+				 "releases them)", sig, d->running,
+				 d->drain_seconds ? "get --drain-seconds to finish" : "finish");
+		} else if (!d->cfg.releasing) {
+			d->cfg.releasing = 1;
+			log_info("signal %d: killing the running builds and giving them back", sig);
+		}
+		pthread_cond_broadcast(&d->cond);
+		pthread_mutex_unlock(&d->lock);
+	}
+	return NULL;
+}
+
+/* ---- jobs ----------------------------------------------------------------------------------- */
+
+static void *job_thread(void *arg)
+{
+	struct slot *s = arg;
+	job_run(&s->d->cfg, s->job);
+	pthread_mutex_lock(&s->d->lock);
+	s->done = 1;
+	pthread_cond_broadcast(&s->d->cond);
+	pthread_mutex_unlock(&s->d->lock);
+	return NULL;
+}
+
+/* Join finished job threads; under d->lock. */
+static void reap(struct daemon *d)
+{
+	for (int i = 0; i < d->concurrency; i++) {
+		struct slot *s = &d->slots[i];
+		if (s->busy && s->done) {
+			pthread_join(s->thread, NULL);
+			json_decref(s->job);
+			s->job = NULL;
+			s->busy = s->done = 0;
+			d->running--;
+		}
+	}
+}
+
+static int start_job(struct daemon *d, json_t *job)
+{
+	pthread_mutex_lock(&d->lock);
+	struct slot *s = NULL;
+	for (int i = 0; i < d->concurrency && !s; i++)
+		if (!d->slots[i].busy)
+			s = &d->slots[i];
+	int ret = -1;
+	if (s) {
+		s->job = json_incref(job);
+		s->d = d;
+		s->busy = 1;
+		s->done = 0;
+		if (pthread_create(&s->thread, NULL, job_thread, s) == 0) {
+			d->running++;
+			ret = 0;
+		} else {
+			json_decref(s->job);
+			s->job = NULL;
+			s->busy = 0;
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
+/* A job that came while stopping goes straight back. */
+static void release_claimed(struct daemon *d, json_t *job)
+{
+	json_t *id = json_object_get(job, "id");
+	char *path = json_is_integer(id) ? xasprintf("/api/builds/%lld/release", (long long)json_integer_value(id))
+					 : xasprintf("/api/builds/%s/release", json_string_value(id));
+	struct hub_reply r = { 0 };
+	hub_call(d->hc, "POST", path, "{}", 2, NULL, 30, &r);
+	if (r.status == 200)
+		log_info("released build #%s just claimed (worker stopping)", path + strlen("/api/builds/"));
+	else
+		log_warn("releasing %s failed (%s); its lease will expire", path, hub_reply_error(&r));
+	hub_reply_release(&r);
+	free(path);
+}
+
+/* ---- register and claim ------------------------------------------------------------------------ */
+
+static json_t *register_body(struct daemon *d)
+{
+	json_t *tcs = json_array();
+	d->variants = json_array();
+	const struct toolchain_set *set = d->cfg.toolchains;
+	for (size_t i = 0; i < set->count; i++) {
+		const struct toolchain *tc = &set->items[i];
+		if (!tc->usable)
+			continue;
+		json_t *vs = json_array();
+		for (size_t k = 0; k < tc->nvariants; k++) {
+			json_array_append_new(vs, json_string(tc->variants[k]));
+			int seen = 0;
+			for (size_t m = 0; m < json_array_size(d->variants); m++)
+				seen |= strcmp(json_string_value(json_array_get(d->variants, m)), tc->variants[k]) == 0;
+			if (!seen)
+				json_array_append_new(d->variants, json_string(tc->variants[k]));
+		}
+		json_array_append_new(tcs, json_pack("{s:s, s:o, s:s?, s:s?, s:s?, s:b, s:s?}", "name", tc->name,
+						     "variants", vs, "torch", tc->torch_version, "cuda",
+						     tc->cuda_version, "rocm", tc->rocm_version, "cxx11_abi",
+						     tc->cxx11_abi, "python", tc->python));
+	}
+	return json_pack("{s:s, s:s, s:i, s:o}", "name", d->cfg.name, "version", PACKAGE_VERSION, "concurrency",
+			 d->concurrency, "toolchains", tcs);
+}
+
+/* 0 when registered; -1 when it must give up (message logged). */
+static int register_worker(struct daemon *d)
+{
+	json_t *body = register_body(d);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	unsigned delay = 1, tries = 0;
+	int ret = -1;
+	while (!d->cfg.stopping) {
+		struct hub_reply r = { 0 };
+		hub_call(d->hc, "POST", "/api/workers/register", text, strlen(text), NULL, 30, &r);
+		tries++;
+		if (r.status == 200) {
+			json_t *a = hub_reply_json(&r);
+			json_int_t hb = a ? json_integer_value(json_object_get(a, "heartbeat_seconds")) : 0;
+			json_int_t lease = a ? json_integer_value(json_object_get(a, "lease_seconds")) : 0;
+			d->cfg.heartbeat_seconds = hb > 0 ? (int)hb : 15;
+			d->cfg.lease_seconds = lease > 0 ? (int)lease : 60;
+			log_info("registered with %s as %s: %zu variant(s), concurrency %d, heartbeat %d s",
+				 d->cfg.url, d->cfg.name, json_array_size(d->variants), d->concurrency,
+				 d->cfg.heartbeat_seconds);
+			json_decref(a);
+			hub_reply_release(&r);
+			ret = 0;
+			break;
+		}
+		if (r.status == 401 || r.status == 403) {
+			log_error("worker token rejected by %s (%s)", d->cfg.url, hub_reply_error(&r));
+			hub_reply_release(&r);
+			break;
+		}
+		if (!hub_reply_retryable(&r)) {
+			log_error("registering with %s failed: %s%s", d->cfg.url, hub_reply_error(&r),
+				  r.status == 404 ? " (a khub without the build farm?)" : "");
+			hub_reply_release(&r);
+			break;
+		}
+		if (d->once && tries >= 3) {
+			log_error("cannot reach khub at %s: %s", d->cfg.url, hub_reply_error(&r));
+			hub_reply_release(&r);
+			break;
+		}
+		log_warn("khub at %s unreachable or failing (%s); retrying in %u s", d->cfg.url, hub_reply_error(&r),
+			 delay);
+		hub_reply_release(&r);
+		daemon_nap(d, delay);
+		delay = delay < 60 ? delay * 2 : 60;
+	}
+	free(text);
+	return ret;
+}
+
+/* The claim loop; 0, or 1 when khub refused this worker. */
+static int claim_loop(struct daemon *d)
+{
+	json_t *req = json_pack("{s:O, s:i}", "variants", d->variants, "wait_seconds", d->once ? 0 : d->poll_seconds);
+	char *text = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	unsigned delay = 1, failures = 0;
+	int ret = 0;
+	for (;;) {
+		pthread_mutex_lock(&d->lock);
+		reap(d);
+		while (d->running == d->concurrency && !d->cfg.stopping) {
+			pthread_cond_wait(&d->cond, &d->lock);
+			reap(d);
+		}
+		int stop = d->cfg.stopping;
+		pthread_mutex_unlock(&d->lock);
+		if (stop)
+			break;
+		struct hub_reply r = { 0 };
+		uint64_t asked = monotonic_usec();
+		hub_call(d->hc, "POST", "/api/workers/claim", text, strlen(text), NULL, d->poll_seconds + 30, &r);
+		if (r.status == 200 || r.status == 204)
+			failures = 0;
+		if (r.status == 200) {
+			delay = 1;
+			json_t *a = hub_reply_json(&r);
+			json_t *job = a ? json_object_get(a, "build") : NULL;
+			if (!json_is_object(job))
+				log_error("claim answered 200 without a build: %s", hub_reply_error(&r));
+			else if (d->cfg.stopping || start_job(d, job) < 0)
+				release_claimed(d, job);
+			json_decref(a);
+		} else if (r.status == 204) {
+			delay = 1;
+			if (d->once) {
+				log_info("queue empty: no more claims (--once)");
+				hub_reply_release(&r);
+				break;
+			}
+			/* no long poll (wait_seconds 0, or khub answered at once): no tight loop */
+			if (monotonic_usec() - asked < 1000000)
+				daemon_nap(d, 1);
+		} else if (r.status == 401 || r.status == 403) {
+			log_error("worker token rejected by %s (%s)", d->cfg.url, hub_reply_error(&r));
+			hub_reply_release(&r);
+			ret = 1;
+			break;
+		} else if (d->once && ++failures >= 3) {
+			log_error("claim failed %u times (%s); giving up (--once)", failures, hub_reply_error(&r));
+			hub_reply_release(&r);
+			ret = 1;
+			break;
+		} else {
+			log_warn("claim failed (%s); again in %u s", hub_reply_error(&r), delay);
+			daemon_nap(d, delay);
+			delay = delay < 60 ? delay * 2 : 60;
+		}
+		hub_reply_release(&r);
+	}
+	free(text);
+	return ret;
+}
+
+/* Wait for the running builds; after --drain-seconds, have them released. */
+static void drain(struct daemon *d)
+{
+	uint64_t deadline = d->drain_seconds ? monotonic_usec() + (uint64_t)d->drain_seconds * 1000000 : 0;
+	pthread_mutex_lock(&d->lock);
+	reap(d);
+	if (d->running)
+		log_info("waiting for %d running build(s)", d->running);
+	while (d->running) {
+		if (deadline && !d->cfg.releasing) {
+			if (monotonic_usec() >= deadline) {
+				log_info("--drain-seconds passed: killing and releasing %d build(s)", d->running);
+				d->cfg.releasing = 1;
+				continue;
+			}
+			struct timespec until = clock_after_usec(CLOCK_MONOTONIC, deadline - monotonic_usec());
+			pthread_cond_timedwait(&d->cond, &d->lock, &until);
+		} else {
+			pthread_cond_wait(&d->cond, &d->lock);
+		}
+		reap(d);
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- start-up ------------------------------------------------------------------------------------- */
+
+static char *read_token(const char *path)
+{
+	size_t len = 0;
+	char *t = read_file_limited(path, 4096, &len);
+	if (!t)
+		fatal("khub-worker: cannot read the token file %s: %s", path, strerror(errno));
+	while (len && (t[len - 1] == '\n' || t[len - 1] == '\r' || t[len - 1] == ' '))
+		t[--len] = '\0';
+	if (!len || strpbrk(t, "\r\n"))
+		fatal("khub-worker: %s does not hold one token", path);
+	struct stat st;
+	if (stat(path, &st) == 0 && (st.st_mode & 077))
+		log_warn("token file %s is readable by others (chmod 600 it)", path);
+	return t;
+}
+
+/* <work-dir>/<name>, locked for this process; leftovers of a killed run removed. */
+static char *claim_work_dir(const char *work_dir, const char *name, int *lock_fd)
+{
+	char *root = xasprintf("%s/%s", work_dir, name);
+	if (mkdir_p(root, 0700) < 0)
+		fatal("khub-worker: cannot make %s: %s", root, strerror(errno));
+	char *lock = xasprintf("%s/.lock", root);
+	*lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0)
+		fatal("khub-worker: %s is in use by another khub-worker named %s (give each a --name "
+		      "or --work-dir)", root, name);
+	free(lock);
+	DIR *dir = opendir(root);
+	struct dirent *de;
+	while (dir && (de = readdir(dir))) {
+		if (strncmp(de->d_name, "build-", 6) != 0)
+			continue;
+		char *p = xasprintf("%s/%s", root, de->d_name);
+		log_info("removing %s, left by an earlier run", p);
+		scratch_remove(p);
+		free(p);
+	}
+	if (dir)
+		closedir(dir);
+	return root;
+}
+
+static int parse_int(const char *s, const char *flag, int lo, int hi)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < lo || v > hi)
+		fatal("khub-worker: %s wants a number from %d to %d", flag, lo, hi);
+	return (int)v;
+}
+
+int daemon_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "url", required_argument, NULL, 'u' }, { "token-file", required_argument, NULL, 't' },
+		{ "toolchains", required_argument, NULL, 'c' }, { "concurrency", required_argument, NULL, 'n' },
+		{ "work-dir", required_argument, NULL, 'w' }, { "name", required_argument, NULL, 'N' },
+		{ "once", no_argument, NULL, 'o' }, { "poll-seconds", required_argument, NULL, 'p' },
+		{ "drain-seconds", required_argument, NULL, 'd' }, { "kill-grace-seconds", required_argument, NULL, 'g' },
+		{ "log-level", required_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
+		{ "token", required_argument, NULL, 'T' },
+		{ NULL, 0, NULL, 0 } };
+	struct daemon d = { .concurrency = 1, .poll_seconds = 20 };
+	const char *token_file = NULL, *work_dir = NULL, *name = NULL;
+	char host[256], self[PATH_MAX], *token = NULL;
+	struct toolchain_set set = { 0 };
+	int c, ret = 1, lock_fd = -1;
+	d.cfg.kill_grace_seconds = 10;
+	d.cfg.url = getenv("KHUB_URL");
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'u': d.cfg.url = optarg; break;
+		case 't': token_file = optarg; break;
+		case 'c': d.cfg.toolchains_path = optarg; break;
+		case 'n': d.concurrency = parse_int(optarg, "--concurrency", 1, 256); break;
+		case 'w': work_dir = optarg; break;
+		case 'N': name = optarg; break;
+		case 'o': d.once = 1; break;
+		case 'p': d.poll_seconds = parse_int(optarg, "--poll-seconds", 0, 30); break;
+		case 'd': d.drain_seconds = parse_int(optarg, "--drain-seconds", 0, 7 * 24 * 3600); break;
+		case 'g': d.cfg.kill_grace_seconds = parse_int(optarg, "--kill-grace-seconds", 0, 3600); break;
+		case 'l':
+			if (log_level_parse(optarg) < 0)
+				fatal("khub-worker: --log-level: error, warn, info or debug");
+			log_threshold = (enum log_level)log_level_parse(optarg);
+			break;
+		case 'h': usage(stdout); return 0;
+		case 'T':
+			fprintf(stderr, "khub-worker: the token is not taken on the command line (ps would show it): "
+				"--token-file FILE or KHUB_WORKER_TOKEN\n");
+			return 64;
+		default: usage(stderr); return 64;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "khub-worker: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 64;
+	}
+	if (!d.cfg.url || !*d.cfg.url || !d.cfg.toolchains_path) {
+		usage(stderr);
+		return 64;
+	}
+	if (token_file)
+		token = read_token(token_file);
+	else if (getenv("KHUB_WORKER_TOKEN") && *getenv("KHUB_WORKER_TOKEN"))
+		token = xstrdup(getenv("KHUB_WORKER_TOKEN"));
+	else
+		fatal("khub-worker: no worker token: --token-file FILE or KHUB_WORKER_TOKEN");
+	unsetenv("KHUB_WORKER_TOKEN");	/* nothing started later inherits it */
+	d.cfg.token = token;
+	char *url = xstrdup(d.cfg.url);
+	while (strlen(url) && url[strlen(url) - 1] == '/')
+		url[strlen(url) - 1] = '\0';
+	d.cfg.url = url;
+	if (!name) {
+		if (gethostname(host, sizeof(host)) < 0)
+			snprintf(host, sizeof(host), "worker");
+		host[sizeof(host) - 1] = '\0';
+		name = host;
+	}
+	d.cfg.name = name;
+	if (!realpath("/proc/self/exe", self))
+		fatal("khub-worker: cannot find its own program: %s", strerror(errno));
+	d.cfg.self_exe = self;
+
+	char why[512];
+	if (toolchains_load(d.cfg.toolchains_path, &set, why, sizeof(why)) != KHUB_OK)
+		fatal("khub-worker: %s: %s", d.cfg.toolchains_path, why);
+	size_t usable = 0;
+	for (size_t i = 0; i < set.count; i++) {
+		struct toolchain *tc = &set.items[i];
+		if (toolchain_probe(tc) == KHUB_OK && tc->usable) {
+			usable++;
+			log_info("toolchain %s: %zu variant(s)%s%s", tc->name, tc->nvariants,
+				 tc->nvariants ? ", first " : "", tc->nvariants ? tc->variants[0] : "");
+		} else {
+			log_warn("toolchain %s is not usable: %s", tc->name, tc->why);
+		}
+	}
+	if (!usable) {
+		log_error("no usable toolchain in %s (khub-worker --check says why)", d.cfg.toolchains_path);
+		goto cleanup_set;
+	}
+	d.cfg.toolchains = &set;
+
+	if (!work_dir) {
+		const char *tmp = getenv("TMPDIR");
+		work_dir = tmp && *tmp ? NULL : "/var/tmp/khub-worker";
+		if (!work_dir) {
+			static char buf[PATH_MAX];
+			snprintf(buf, sizeof(buf), "%s/khub-worker", tmp);
+			work_dir = buf;
+		}
+	}
+	char *scratch_root = claim_work_dir(work_dir, name, &lock_fd);
+	d.cfg.scratch_root = scratch_root;
+
+	/* signals go to one thread; every other thread (curl, jobs) has them blocked */
+	sigset_t set_sig;
+	sigemptyset(&set_sig);
+	sigaddset(&set_sig, SIGTERM);
+	sigaddset(&set_sig, SIGINT);
+	sigaddset(&set_sig, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set_sig, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&d.lock, NULL);
+	d.slots = xcalloc((size_t)d.concurrency, sizeof(*d.slots));
+	if (hub_global_init() < 0)
+		fatal("khub-worker: libcurl initialisation failed");
+	pthread_t sig_thread;
+	if (pthread_create(&sig_thread, NULL, signal_thread, &d) != 0)
+		fatal("khub-worker: cannot start a thread");
+	d.hc = hub_client_new(d.cfg.url, d.cfg.token);
+	if (!d.hc)
+		fatal("khub-worker: libcurl initialisation failed");
+
+	if (register_worker(&d) == 0) {
+		ret = claim_loop(&d);
+		drain(&d);
+	} else if (d.cfg.stopping) {
+		ret = 0;
+	}
+	log_info("khub-worker %s stopped", name);
+
+	pthread_kill(sig_thread, SIGUSR1);
+	pthread_join(sig_thread, NULL);
+	hub_client_free(d.hc);
+	hub_global_cleanup();
+	json_decref(d.variants);
+	free(d.slots);
+	pthread_cond_destroy(&d.cond);
+	pthread_mutex_destroy(&d.lock);
+	free(scratch_root);
+	if (lock_fd >= 0)
+		close(lock_fd);
+cleanup_set:
+	toolchains_release(&set);
+	explicit_bzero(token, strlen(token));
+	free(token);
+	free(url);
+	return ret;
+}

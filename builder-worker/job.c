@@ -1,0 +1,593 @@
+/* job.c -- one claimed build, from the source tar to the published output:
+ * `khub-worker build` runs in its own process group with a clean
+ * environment, its output streams to the job's log while the lease is kept
+ * alive, and the outcome goes back to khub (output, fail or release). */
+#include "builder-worker/daemon_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define LOG_CHUNK (64 * 1024)			/* one POST .../log at most */
+#define LOG_PENDING_LIMIT (8 * 1024 * 1024)	/* held while khub does not take it */
+#define SOURCE_LIMIT_DEFAULT_MB 4096
+#define REPORT_RETRY_SECONDS 300		/* output/fail/release retried this long */
+
+enum job_end { END_EXITED, END_CANCELED, END_LOST, END_RELEASED, END_WALL };
+
+struct job {
+	const struct daemon_config *cfg;
+	struct hub_client *hc;
+	char *id, *repo, *commit, *variant;
+	json_t *limits;
+	int heartbeat_seconds, attempt, max_attempts;
+	char *scratch;
+	/* the log stream */
+	struct strbuf pending;
+	uint64_t sent, dropped;
+	int log_off;
+	uint64_t last_flush_us;
+	char tail[512];		/* the last bytes of output, for the error message */
+	size_t tail_len;
+	/* the lease */
+	uint64_t next_heartbeat_us;
+	enum job_end end;
+};
+
+static uint64_t now_us(void)
+{
+	return monotonic_usec();
+}
+
+static char *job_path(const struct job *j, const char *what)
+{
+	return xasprintf("/api/builds/%s/%s", j->id, what);
+}
+
+/* ---- log stream ---------------------------------------------------------------------- */
+
+static void log_take(struct job *j, const char *data, size_t len)
+{
+	if (j->pending.len + len > LOG_PENDING_LIMIT) {
+		j->dropped += len;
+		return;
+	}
+	if (j->dropped) {
+		strbuf_addf(&j->pending, "\n[khub-worker: %llu bytes of output dropped: khub did not take the log]\n",
+			    (unsigned long long)j->dropped);
+		j->dropped = 0;
+	}
+	strbuf_add(&j->pending, data, len);
+	for (size_t i = 0; i < len; i++) {
+		if (j->tail_len == sizeof(j->tail)) {
+			memmove(j->tail, j->tail + sizeof(j->tail) / 2, sizeof(j->tail) / 2);
+			j->tail_len = sizeof(j->tail) / 2;
+		}
+		j->tail[j->tail_len++] = data[i];
+	}
+}
+
+/* Send what is pending, in chunks; a chunk that fails on the way is sent
+ * again with the same offset next time (khub ignores a repeated chunk). */
+static void log_flush(struct job *j)
+{
+	j->last_flush_us = now_us();
+	while (j->pending.len && !j->log_off) {
+		size_t n = j->pending.len > LOG_CHUNK ? LOG_CHUNK : j->pending.len;
+		char *path = xasprintf("/api/builds/%s/log?offset=%llu", j->id, (unsigned long long)j->sent);
+		struct hub_reply r = { 0 };
+		hub_call(j->hc, "POST", path, j->pending.buf, n, "text/plain; charset=utf-8", 30, &r);
+		free(path);
+		json_t *body = hub_reply_json(&r);
+		json_int_t length = body ? json_integer_value(json_object_get(body, "length")) : -1;
+		json_decref(body);
+		if (r.status == 200) {
+			j->sent += n;
+			memmove(j->pending.buf, j->pending.buf + n, j->pending.len - n);
+			j->pending.len -= n;
+			j->pending.buf[j->pending.len] = '\0';
+		} else if (r.status == 409 && length >= 0) {
+			log_warn("build #%s: log offset %llu is beyond khub's %lld; continuing from there", j->id,
+				 (unsigned long long)j->sent, (long long)length);
+			j->sent = (uint64_t)length;
+		} else if (hub_reply_retryable(&r)) {
+			log_warn("build #%s: log chunk at %llu not taken (%s); will send it again", j->id,
+				 (unsigned long long)j->sent, hub_reply_error(&r));
+			hub_reply_release(&r);
+			return;
+		} else {
+			log_warn("build #%s: khub refused the log (%s); no more log for this build", j->id,
+				 hub_reply_error(&r));
+			j->log_off = 1;
+		}
+		hub_reply_release(&r);
+	}
+}
+
+/* A line of the worker's own in the build's log. */
+static void log_note(struct job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_note(struct job *j, const char *fmt, ...)
+{
+	struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+	strbuf_adds(&sb, "[khub-worker] ");
+	va_start(ap, fmt);
+	strbuf_vaddf(&sb, fmt, ap);
+	va_end(ap);
+	strbuf_adds(&sb, "\n");
+	log_take(j, sb.buf, sb.len);
+	strbuf_release(&sb);
+}
+
+/* The last non-empty line of the build's output, at most 200 bytes. */
+static void last_line(const struct job *j, char *out, size_t size)
+{
+	size_t end = j->tail_len;
+	while (end && (j->tail[end - 1] == '\n' || j->tail[end - 1] == '\r' || j->tail[end - 1] == ' '))
+		end--;
+	size_t start = end;
+	while (start && j->tail[start - 1] != '\n')
+		start--;
+	size_t n = end - start > 200 ? 200 : end - start;
+	snprintf(out, size, "%.*s", (int)n, j->tail + start);
+}
+
+/* ---- lease ----------------------------------------------------------------------------- */
+
+/* Renew the lease; sets j->end to END_CANCELED / END_LOST when the build
+ * must stop. 1 when it must. */
+static int heartbeat(struct job *j)
+{
+	char *path = job_path(j, "heartbeat");
+	struct hub_reply r = { 0 };
+	int stop = 0;
+	hub_call(j->hc, "POST", path, "{}", 2, NULL, 20, &r);
+	free(path);
+	if (r.status == 200) {
+		json_t *body = hub_reply_json(&r);
+		if (body && json_is_true(json_object_get(body, "cancel"))) {
+			log_info("build #%s: canceled on khub; stopping it", j->id);
+			j->end = END_CANCELED;
+			stop = 1;
+		}
+		json_decref(body);
+		j->next_heartbeat_us = now_us() + (uint64_t)j->heartbeat_seconds * 1000000;
+	} else if (r.status == 409 || r.status == 404 || r.status == 410) {
+		log_warn("build #%s: the lease is no longer this worker's (%s); stopping it", j->id,
+			 hub_reply_error(&r));
+		j->end = END_LOST;
+		stop = 1;
+	} else {
+		log_warn("build #%s: heartbeat failed (%s); trying again", j->id, hub_reply_error(&r));
+		uint64_t again = (uint64_t)(j->heartbeat_seconds < 5 ? j->heartbeat_seconds : 5) * 1000000;
+		j->next_heartbeat_us = now_us() + again;
+	}
+	hub_reply_release(&r);
+	return stop;
+}
+
+/* ---- reporting --------------------------------------------------------------------------- */
+
+/* A report call (output, fail, release) retried on transport errors and
+ * 5xx; the final reply is left in r. */
+static void report(struct job *j, const char *method, const char *what, const char *json, const char *file,
+		   struct hub_reply *r)
+{
+	char *path = job_path(j, what);
+	uint64_t give_up = now_us() + (uint64_t)REPORT_RETRY_SECONDS * 1000000;
+	unsigned delay = 1;
+	for (;;) {
+		if (file)
+			hub_upload(j->hc, path, file, r);
+		else
+			hub_call(j->hc, method, path, json, strlen(json), NULL, 60, r);
+		if (!hub_reply_retryable(r) || now_us() > give_up)
+			break;
+		log_warn("build #%s: %s %s failed (%s); again in %u s", j->id, method, path, hub_reply_error(r), delay);
+		sleep(delay);
+		delay = delay < 30 ? delay * 2 : 30;
+		/* keep the lease while khub is away */
+		if (now_us() >= j->next_heartbeat_us && heartbeat(j) && j->end == END_LOST)
+			break;
+	}
+	free(path);
+}
+
+static void report_fail(struct job *j, const char *error, int retry, json_t *abi_report)
+{
+	json_t *body = json_pack("{s:s, s:b, s:O?}", "error", error, "retry", retry, "abi_report", abi_report);
+	char *text = json_dumps(body, JSON_COMPACT);
+	struct hub_reply r = { 0 };
+	report(j, "POST", "fail", text, NULL, &r);
+	json_t *answer = hub_reply_json(&r);
+	const char *state = answer ? json_string_value(json_object_get(answer, "state")) : NULL;
+	if (r.status == 200)
+		log_info("failed build #%s %s %s@%.12s: %s (now %s)", j->id, j->variant, j->repo, j->commit, error,
+			 state ? state : "?");
+	else
+		log_error("build #%s: reporting the failure failed (%s)", j->id, hub_reply_error(&r));
+	json_decref(answer);
+	hub_reply_release(&r);
+	free(text);
+	json_decref(body);
+}
+
+static void report_release(struct job *j)
+{
+	struct hub_reply r = { 0 };
+	report(j, "POST", "release", "{}", NULL, &r);
+	if (r.status == 200)
+		log_info("released build #%s %s %s@%.12s (worker stopping)", j->id, j->variant, j->repo, j->commit);
+	else
+		log_error("build #%s: release failed (%s); its lease will expire", j->id, hub_reply_error(&r));
+	hub_reply_release(&r);
+}
+
+static void report_output(struct job *j)
+{
+	char why[512];
+	char *outdir = xasprintf("%s/out", j->scratch);
+	char *tar = xasprintf("%s/output.tar", j->scratch);
+	const char *names[] = { j->variant, "abi-report.json", "README.md" };
+	int err = tar_pack(outdir, names, 3, tar, why, sizeof(why));
+	if (err != KHUB_OK) {
+		log_note(j, "packing the output failed: %s", why);
+		log_flush(j);
+		report_fail(j, why, err != KHUB_EINVAL, NULL);
+		goto cleanup;
+	}
+	struct hub_reply r = { 0 };
+	report(j, "PUT", "output", NULL, tar, &r);
+	json_t *answer = hub_reply_json(&r);
+	const char *s = answer ? json_string_value(json_object_get(answer, "branch")) : NULL;
+	const char *c = answer ? json_string_value(json_object_get(answer, "commit")) : NULL;
+	if (r.status == 200)
+		log_info("published build #%s %s %s@%.12s on %s (%.12s)", j->id, j->variant, j->repo, j->commit,
+			 s ? s : "?", c ? c : "?");
+	else if (r.status == 422)
+		log_info("failed build #%s %s %s@%.12s: khub refused the output (%s)", j->id, j->variant, j->repo,
+			 j->commit, hub_reply_error(&r));
+	else
+		log_error("build #%s: the output upload failed (%s)", j->id, hub_reply_error(&r));
+	json_decref(answer);
+	hub_reply_release(&r);
+cleanup:
+	free(outdir);
+	free(tar);
+}
+
+/* ---- the build process ------------------------------------------------------------------- */
+
+static void push_limit(struct strvec *argv, json_t *limits, const char *key, const char *flag)
+{
+	json_t *v = json_object_get(limits, key);
+	if (json_is_integer(v) && json_integer_value(v) > 0) {
+		strvec_pushf(argv, "%s", flag);
+		strvec_pushf(argv, "%lld", (long long)json_integer_value(v));
+	}
+}
+
+static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pid_t *pid)
+{
+	struct strvec argv = STRVEC_INIT, envp = STRVEC_INIT;
+	const struct daemon_config *cfg = j->cfg;
+	strvec_pushf(&argv, "%s", cfg->self_exe);
+	strvec_pushf(&argv, "build");
+	strvec_pushf(&argv, "--toolchains");
+	strvec_pushf(&argv, "%s", cfg->toolchains_path);
+	strvec_pushf(&argv, "--toolchain");
+	strvec_pushf(&argv, "%s", tc->name);
+	strvec_pushf(&argv, "--source");
+	strvec_pushf(&argv, "%s/src", j->scratch);
+	strvec_pushf(&argv, "--out");
+	strvec_pushf(&argv, "%s/out", j->scratch);
+	strvec_pushf(&argv, "--variant");
+	strvec_pushf(&argv, "%s", j->variant);
+	strvec_pushf(&argv, "--build-id");
+	strvec_pushf(&argv, "%s", j->id);
+	strvec_pushf(&argv, "--repo");
+	strvec_pushf(&argv, "%s", j->repo);
+	strvec_pushf(&argv, "--commit");
+	strvec_pushf(&argv, "%s", j->commit);
+	push_limit(&argv, j->limits, "wall_seconds", "--wall-seconds");
+	push_limit(&argv, j->limits, "cpu_seconds", "--cpu-seconds");
+	push_limit(&argv, j->limits, "memory_mb", "--memory-mb");
+	push_limit(&argv, j->limits, "disk_mb", "--disk-mb");
+	/* built from nothing: the worker's token never reaches build code */
+	const char *path = getenv("PATH");
+	strvec_pushf(&envp, "PATH=%s", path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	strvec_pushf(&envp, "HOME=%s/home", j->scratch);
+	strvec_pushf(&envp, "TMPDIR=%s/tmp", j->scratch);
+	strvec_pushf(&envp, "LANG=C.UTF-8");
+	/* sanitizer settings of a debug build (where reports go) */
+	const char *pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
+	for (size_t i = 0; i < sizeof(pass) / sizeof(pass[0]); i++)
+		if (getenv(pass[i]))
+			strvec_pushf(&envp, "%s=%s", pass[i], getenv(pass[i]));
+	int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	struct spawn_opts o = { .argv = argv.items, .envp = envp.items, .fd_in = null_fd, .fd_out = out_fd,
+				.fd_err = out_fd, .dir = j->scratch, .new_process_group = 1,
+				.die_with_parent = 1, .reset_signals = 1 };
+	int ret = spawn_process(&o, pid);
+	if (null_fd >= 0)
+		close(null_fd);
+	strvec_release(&argv);
+	strvec_release(&envp);
+	return ret;
+}
+
+/* Run the build to its end, streaming its output and keeping the lease;
+ * the exit status in *status. */
+static int run_build(struct job *j, const struct toolchain *tc, int *status)
+{
+	int fds[2];
+	pid_t pid;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -1;
+	if (spawn_build(j, tc, fds[1], &pid) < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	close(fds[1]);
+	json_int_t wall = json_integer_value(json_object_get(j->limits, "wall_seconds"));
+	uint64_t wall_deadline = now_us() + (uint64_t)((wall > 0 ? wall : 3600) + 120) * 1000000;
+	uint64_t term_at = 0, kill_at = 0, give_up_at = 0;
+	const uint64_t grace = (uint64_t)j->cfg->kill_grace_seconds * 1000000;
+	char buf[64 * 1024];
+	int eof = 0;
+
+	while (!eof) {
+		uint64_t now = now_us();
+		int stop = 0;
+		if (!term_at) {
+			if (j->cfg->releasing) {
+				j->end = END_RELEASED;
+				stop = 1;
+			} else if (now >= wall_deadline) {
+				j->end = END_WALL;
+				stop = 1;
+			} else if (now >= j->next_heartbeat_us) {
+				stop = heartbeat(j);
+			}
+			if (stop) {
+				kill(-pid, SIGTERM);
+				term_at = now_us();
+				kill_at = term_at + grace;
+				give_up_at = kill_at + 10 * 1000000ULL;
+			}
+		} else if (kill_at && now >= kill_at) {
+			kill(-pid, SIGKILL);
+			kill_at = 0;
+		} else if (!kill_at && now >= give_up_at) {
+			break;	/* something outside the group holds the pipe */
+		}
+		if (j->pending.len && (j->pending.len >= LOG_CHUNK || now >= j->last_flush_us + 1000000))
+			log_flush(j);
+		/* sleep until output, the next flush, heartbeat or kill step: at most 1 s */
+		int timeout = 1000;
+		if (!term_at && j->next_heartbeat_us > now && (j->next_heartbeat_us - now) / 1000 < (uint64_t)timeout)
+			timeout = (int)((j->next_heartbeat_us - now) / 1000) + 1;
+		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+		int n = poll(&pfd, 1, timeout);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n > 0) {
+			ssize_t got = read(fds[0], buf, sizeof(buf));
+			if (got > 0)
+				log_take(j, buf, (size_t)got);
+			else if (got == 0 || (errno != EINTR && errno != EAGAIN))
+				eof = 1;
+		}
+	}
+	close(fds[0]);
+	if (kill_at)	/* the group got TERM and closed its output: make sure of the rest */
+		kill(-pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+static const char *outcome_text(int code, int *retry)
+{
+	*retry = 0;
+	switch (code) {
+	case BUILD_FAILED: return "build failed: compile, link or smoke import error";
+	case BUILD_BAD_SOURCE: return "bad source: build.toml or the source layout is invalid";
+	case BUILD_TIMED_OUT: return "build stopped: over a limit (wall clock, CPU time, memory or disk)";
+	case BUILD_INTERNAL: *retry = 1; return "worker internal error";
+	case BUILD_USAGE: return "worker error: the build was started with bad arguments";
+	default: return "build exited with an unknown status";
+	}
+}
+
+static void finish(struct job *j, int status)
+{
+	char tail[256], error[512];
+	last_line(j, tail, sizeof(tail));
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		log_note(j, "build finished; uploading the output");
+		log_flush(j);
+		report_output(j);
+		return;
+	}
+	int retry = 1;
+	if (WIFEXITED(status)) {
+		const char *what = outcome_text(WEXITSTATUS(status), &retry);
+		snprintf(error, sizeof(error), "%s (exit %d)%s%s", what, WEXITSTATUS(status), tail[0] ? ": " : "", tail);
+	} else {
+		snprintf(error, sizeof(error), "worker internal error: the build process died of signal %d",
+			 WTERMSIG(status));
+	}
+	log_note(j, "%s", error);
+	log_flush(j);
+	char *abi_path = xasprintf("%s/out/abi-report.json", j->scratch);
+	json_t *abi = json_load_file(abi_path, 0, NULL);
+	free(abi_path);
+	report_fail(j, error, retry, json_is_object(abi) ? abi : NULL);
+	json_decref(abi);
+}
+
+/* ---- one job ----------------------------------------------------------------------------- */
+
+static char *job_string(json_t *job, const char *key)
+{
+	json_t *v = json_object_get(job, key);
+	if (json_is_string(v))
+		return xstrdup(json_string_value(v));
+	if (json_is_integer(v))
+		return xasprintf("%lld", (long long)json_integer_value(v));
+	return NULL;
+}
+
+/* Fetch and unpack the source into <scratch>/src; 0, or -1 after reporting. */
+static int fetch_source(struct job *j)
+{
+	char *tar = xasprintf("%s/source.tar", j->scratch);
+	char *src = xasprintf("%s/src", j->scratch);
+	char *path = job_path(j, "source");
+	json_int_t disk_mb = json_integer_value(json_object_get(j->limits, "disk_mb"));
+	uint64_t limit = (uint64_t)(disk_mb > 0 ? disk_mb : SOURCE_LIMIT_DEFAULT_MB) * 1024 * 1024;
+	struct hub_reply r = { 0 };
+	char why[512];
+	int ret = -1;
+	for (unsigned delay = 1;; delay = delay < 16 ? delay * 2 : 16) {
+		unlink(tar);
+		hub_download(j->hc, path, tar, limit, &r);
+		if (!hub_reply_retryable(&r) || delay >= 16 || j->cfg->releasing)
+			break;
+		log_warn("build #%s: source download failed (%s); again in %u s", j->id, hub_reply_error(&r), delay);
+		sleep(delay);
+		if (now_us() >= j->next_heartbeat_us && heartbeat(j))
+			goto cleanup;
+	}
+	if (r.status == 409 || r.status == 404) {
+		log_warn("build #%s: source refused (%s): the job is no longer this worker's", j->id,
+			 hub_reply_error(&r));
+		j->end = END_LOST;
+		goto cleanup;
+	}
+	if (r.status != 200) {
+		snprintf(why, sizeof(why), "source download failed: %s", hub_reply_error(&r));
+		log_note(j, "%s", why);
+		log_flush(j);
+		report_fail(j, why, 1, NULL);
+		goto cleanup;
+	}
+	struct tar_limits lim = { .max_bytes = limit, .max_entries = 200000 };
+	int err = tar_unpack(tar, src, &lim, why, sizeof(why));
+	if (err != KHUB_OK) {
+		log_note(j, "%s", why);
+		log_flush(j);
+		report_fail(j, why, err == KHUB_EIO, NULL);
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	unlink(tar);
+	hub_reply_release(&r);
+	free(path);
+	free(src);
+	free(tar);
+	return ret;
+}
+
+void job_run(const struct daemon_config *cfg, json_t *job)
+{
+	struct job j = { .cfg = cfg, .pending = STRBUF_INIT, .end = END_EXITED };
+	j.id = job_string(job, "id");
+	j.repo = job_string(job, "repo");
+	j.commit = job_string(job, "commit");
+	j.variant = job_string(job, "variant");
+	j.limits = json_object_get(job, "limits");
+	json_int_t hb = json_integer_value(json_object_get(job, "heartbeat_seconds"));
+	j.heartbeat_seconds = hb > 0 ? (int)hb : cfg->heartbeat_seconds;
+	j.attempt = (int)json_integer_value(json_object_get(job, "attempt"));
+	j.max_attempts = (int)json_integer_value(json_object_get(job, "max_attempts"));
+	j.next_heartbeat_us = now_us() + (uint64_t)j.heartbeat_seconds * 1000000;
+	j.last_flush_us = now_us();
+	j.hc = hub_client_new(cfg->url, cfg->token);
+	if (!j.id || !j.repo || !j.commit || !j.variant || !j.hc) {
+		log_error("claimed a job without id, repo, commit or variant; ignoring it (its lease will expire)");
+		goto cleanup;
+	}
+	log_set_request_id(j.id);
+	log_info("claimed build #%s %s %s@%.12s (attempt %d of %d)", j.id, j.variant, j.repo, j.commit, j.attempt,
+		 j.max_attempts);
+	const struct toolchain *tc = toolchain_for_variant(cfg->toolchains, j.variant);
+	j.scratch = xasprintf("%s/build-%s-XXXXXX", cfg->scratch_root, j.id);
+	if (!mkdtemp(j.scratch)) {
+		char why[256];
+		snprintf(why, sizeof(why), "worker internal error: scratch directory: %s", strerror(errno));
+		free(j.scratch);
+		j.scratch = NULL;
+		report_fail(&j, why, 1, NULL);
+		goto cleanup;
+	}
+	const char *subdirs[] = { "src", "out", "tmp", "home" };
+	for (size_t i = 0; i < 4; i++) {
+		char *d = xasprintf("%s/%s", j.scratch, subdirs[i]);
+		int bad = mkdir(d, 0755) < 0;
+		free(d);
+		if (bad) {
+			report_fail(&j, "worker internal error: cannot make the scratch directory", 1, NULL);
+			goto cleanup;
+		}
+	}
+	if (!tc) {
+		char why[256];
+		snprintf(why, sizeof(why), "worker %s has no usable toolchain for %s", cfg->name, j.variant);
+		report_fail(&j, why, 1, NULL);
+		goto cleanup;
+	}
+	log_note(&j, "build %s of %s@%s on worker %s, toolchain %s (attempt %d of %d)", j.id, j.repo, j.commit,
+		 cfg->name, tc->name, j.attempt, j.max_attempts);
+	if (fetch_source(&j) < 0)
+		goto cleanup;
+	int status = 0;
+	if (run_build(&j, tc, &status) < 0) {
+		char why[256];
+		snprintf(why, sizeof(why), "worker internal error: cannot start the build: %s", strerror(errno));
+		report_fail(&j, why, 1, NULL);
+		goto cleanup;
+	}
+	switch (j.end) {
+	case END_EXITED:
+		finish(&j, status);
+		break;
+	case END_WALL:
+		log_note(&j, "the build ran past its wall-clock limit; killed");
+		log_flush(&j);
+		report_fail(&j, "build stopped: over its wall-clock limit (killed by the worker)", 0, NULL);
+		break;
+	case END_RELEASED:
+		log_note(&j, "the worker is stopping; build killed and given back to the queue");
+		log_flush(&j);
+		report_release(&j);
+		break;
+	case END_CANCELED:
+		log_note(&j, "canceled; build killed");
+		log_flush(&j);
+		log_info("canceled build #%s %s %s@%.12s", j.id, j.variant, j.repo, j.commit);
+		break;
+	case END_LOST:
+		log_info("dropped build #%s %s %s@%.12s (lease lost)", j.id, j.variant, j.repo, j.commit);
+		break;
+	}
+cleanup:
+	if (j.scratch && scratch_remove(j.scratch) < 0)
+		log_warn("build #%s: could not remove %s: %s", j.id, j.scratch, strerror(errno));
+	log_set_request_id(NULL);
+	hub_client_free(j.hc);
+	strbuf_release(&j.pending);
+	free(j.scratch);
+	free(j.id);
+	free(j.repo);
+	free(j.commit);
+	free(j.variant);
+}
