@@ -376,10 +376,20 @@ int toolchain_probe(struct toolchain *tc)
 	} else {
 		add_variant(tc, name);
 	}
+	/* A GPU torch also builds its version's CPU arch variant: every torch
+	 * ships libtorch_cpu and c10, and the build compiles only the cpu
+	 * kernels (what `get_kernel(..., backend="cpu")` loads). */
+	if (tc->cxx && !missing && strcmp(backend, "cpu") != 0) {
+		variant_name_set_torch(&vn, tmaj, tmin, tc->cxx11_abi, "cpu", -1, -1, arch, "linux");
+		variant_name_format(&vn, name, sizeof(name));
+		add_variant(tc, name);
+	}
 	/* Python-only variants need the Python alone. */
 	char noarch[64];
 	snprintf(noarch, sizeof(noarch), "torch-%s", backend);
 	add_variant(tc, noarch);
+	if (strcmp(backend, "cpu") != 0)
+		add_variant(tc, "torch-cpu");
 	tc->usable = 1;
 	rc = 0;
 cleanup:

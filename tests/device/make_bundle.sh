@@ -48,6 +48,12 @@ KHUB_WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
 install -m 755 "$KHUB_BIN" "$STAGE/bin/khub"
 install -m 755 "$KHUB_WORKER_BIN" "$STAGE/bin/khub-worker"
 strip "$STAGE/bin/khub" "$STAGE/bin/khub-worker" 2>/dev/null || true
+# khub-worker starts itself again (the daemon runs `khub-worker build`, the
+# sandbox its CPU-time launcher) with an environment built from nothing, so
+# it finds the bundled libraries through its RPATH (DT_RPATH, which also
+# serves its libraries' own dependencies), not LD_LIBRARY_PATH.
+patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$STAGE/bin/khub-worker" ||
+	{ echo "make_bundle: patchelf (Debian: patchelf) is needed" >&2; exit 1; }
 
 # 2. PostgreSQL: initdb, pg_ctl, postgres, the loadable modules (no JIT) and
 # the share dir, in the same relative layout so postgres finds its share dir
@@ -85,7 +91,7 @@ missing=0
 for f in "$STAGE/bin/khub" "$STAGE/bin/khub-worker" "$STAGE"/usr/lib/postgresql/15/bin/* "$STAGE"/usr/lib/postgresql/15/lib/*.so "$STAGE"/lib/*; do
 	while read -r name path; do
 		is_system_lib "$name" && continue
-		case $path in "$STAGE"/lib/*) ;; *) echo "not bundled: $name ($path) for $f" >&2; missing=1 ;; esac
+		case $(realpath -m "$path") in "$STAGE"/lib/*) ;; *) echo "not bundled: $name ($path) for $f" >&2; missing=1 ;; esac
 	done < <(LD_LIBRARY_PATH=$STAGE/lib ldd "$f" | awk '/=>/{print $1, $3}')
 done
 [ "$missing" -eq 0 ] || { echo "make_bundle: missing libraries" >&2; exit 1; }
