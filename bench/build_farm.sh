@@ -45,6 +45,9 @@ done
 # shellcheck source=../tests/lib/khub-test.sh
 . "$ROOT/tests/lib/khub-test.sh"
 khub_setup
+WORKER_PIDS=
+# workers die with the bench, even when it stops early (they hold its output open)
+trap 'kill $WORKER_PIDS 2>/dev/null; khub_teardown' EXIT
 trap 'exit 130' INT TERM
 . "$ROOT/bench/lib/release_build.sh"
 bench_release_build khub-worker
@@ -104,6 +107,7 @@ start_worker() {	# start_worker NAME [options]: a daemon in the background, pid 
 	"$KHUB_WORKER_BIN" --url "$KHUB_URL" --token-file "$W/$name.token" --toolchains "$W/toolchains.json" \
 		--name "$name" --work-dir "$W/work" --poll-seconds 20 --log-level info "$@" 2>>"$W/$name.log" &
 	WPID=$!
+	WORKER_PIDS="$WORKER_PIDS $WPID"
 	for _ in $(seq 1 100); do grep -q 'registered with' "$W/$name.log" 2>/dev/null && return 0; sleep 0.1; done
 	echo "worker $name did not register:" >&2; cat "$W/$name.log" >&2; exit 1
 }
@@ -143,7 +147,8 @@ for i in range(int(runs)):
         time.sleep(0.02)
     farm.append(time.monotonic() - t0)
     if st != "succeeded":
-        sys.exit(f"build #{bid} {st}")
+        info = call("GET", f"/api/builds/{bid}")
+        sys.exit(f"build #{bid} {st}: {info.get('error')}")
 d, f = statistics.median(direct), statistics.median(farm)
 print(f"{d:.2f} {f:.2f} {f / d:.3f} {' '.join(f'{x:.2f}' for x in direct)} / {' '.join(f'{x:.2f}' for x in farm)}")
 PY

@@ -211,6 +211,17 @@ int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int ou
 	struct strvec args = STRVEC_INIT;
 	char *empty_env[] = { NULL };
 	char *const *envp = sb->env.items ? sb->env.items : empty_env;	/* never the worker's own */
+	/* With a CPU limit, our own launcher runs the command to tell a kill by
+	 * RLIMIT_CPU from a failure: a compiler driver only reports that its
+	 * cc1plus died, and bwrap does not pass CPU times up. */
+	char self[4096];
+	int measure = sb->cpu_seconds > 0;
+#if defined(__SANITIZE_ADDRESS__)
+	measure = measure && sb->memory_mb == 0;	/* an ASan build cannot start under RLIMIT_AS */
+#endif
+	ssize_t selflen = measure ? readlink("/proc/self/exe", self, sizeof(self) - 1) : -1;
+	if (selflen > 0)
+		self[selflen] = 0;
 	if (sb->mode == SANDBOX_BWRAP) {
 		strvec_pushf(&args, "%s", sb->tool);
 		const char *fixed[] = { "--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent",
@@ -233,6 +244,11 @@ int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int ou
 		strvec_pushf(&args, "--bind");
 		strvec_pushf(&args, "%s", sb->scratch);
 		strvec_pushf(&args, "%s", sb->scratch);
+		if (selflen > 0) {	/* the launcher, even where it lives under /tmp or a hidden dir */
+			strvec_pushf(&args, "--ro-bind");
+			strvec_pushf(&args, "%s", self);
+			strvec_pushf(&args, "%s", self);
+		}
 		strvec_pushf(&args, "--chdir");
 		strvec_pushf(&args, "%s", dir ? dir : sb->scratch);
 		strvec_pushf(&args, "--clearenv");
@@ -254,17 +270,7 @@ int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int ou
 		strvec_pushf(&args, "--kill-child");
 		strvec_pushf(&args, "--");
 	}
-	/* With a CPU limit, our own launcher runs the command to tell a kill by
-	 * RLIMIT_CPU from a failure: a compiler driver only reports that its
-	 * cc1plus died, and bwrap does not pass CPU times up. */
-	char self[4096];
-	int measure = sb->cpu_seconds > 0;
-#if defined(__SANITIZE_ADDRESS__)
-	measure = measure && sb->memory_mb == 0;	/* an ASan build cannot start under RLIMIT_AS */
-#endif
-	ssize_t selflen = measure ? readlink("/proc/self/exe", self, sizeof(self) - 1) : -1;
 	if (selflen > 0) {
-		self[selflen] = 0;
 		strvec_pushf(&args, "%s", self);
 		strvec_pushf(&args, "build");
 		strvec_pushf(&args, "--exec-measured");

@@ -163,6 +163,20 @@ like "$(json '[f["path"] for f in d]')" "build/$VARIANT/metadata.json" "with its
 is "$(publications "$ID1")" 1 "published exactly once"
 is "$(ls "$W/work/w1" | grep -c '^build-')" 0 "the scratch directory is gone"
 
+# ---- the published variant loads -------------------------------------------------------------------
+# get_kernel(acme/relu, version=1) with the real kernels loader when its
+# sources are at hand (KERNELS_GIT_DIR and HF_HUB_GIT_DIR, see
+# tests/lib/real_loader.sh), else the loader's own steps by hand; relu must
+# equal torch.relu on random tensors.
+. "$KHUB_SRC/tests/lib/real_loader.sh"
+khub admin trust set acme >/dev/null 2>&1
+LOADER_PATH=$(real_loader_pythonpath "$TEST_DIR/loader" 2>/dev/null) || LOADER_PATH=
+loaded=$(cd "$TEST_DIR" && PYTHONPATH=$LOADER_PATH HF_HUB_CACHE=$TEST_DIR/hf-cache HF_HOME=$TEST_DIR/hf-home \
+	HF_HUB_DISABLE_XET=1 /usr/bin/python3 "$KHUB_SRC/tests/integration/lib/load_kernel.py" "$KHUB_URL" acme/relu 1 \
+	--expect-variant "$VARIANT" --token "$ALICE" 2>"$TEST_DIR/load.err")
+ok $? "get_kernel(acme/relu, version=1) loads $VARIANT and its relu equals torch.relu: $loaded" ||
+	sed 's/^/#   /' "$TEST_DIR/load.err" | tail -5
+
 # ---- SIGKILL mid-build: the lease expires, another worker completes it -------------------------------------
 cd "$TEST_DIR/clone" || bail "no clone"
 printf '\n# second revision\n' >>build.toml
@@ -305,4 +319,15 @@ is "$(printf '%s\n%s\n' "$C1" "$C2" | grep . | sort -n | tr '\n' ' ')" "$(echo $
 for id in $IDS; do
 	is "$(build_field "$id" 'd["state"]')/$(publications "$id")" succeeded/1 "build #$id succeeded, published once"
 done
+# ---- abi_policy = enforce: the Debian toolchain's GLIBC_2.32 symbol refuses it -------------------------
+V1_HEAD=$(git ls-remote "$REMOTE" refs/heads/v1 | cut -f1)
+khub_stop
+KHUB_ABI_POLICY=enforce khub_start
+ID5=$(enqueue "$SHA2" true)
+worker w1 --once
+is "$(build_field "$ID5" 'd["state"]')" failed "abi_policy=enforce: the build with ABI violations failed"
+like "$(build_field "$ID5" 'd["error"]')" "ABI" "its error names the ABI check"
+like "$(build_field "$ID5" 'd["abi_report"]["text"]')" "GLIBC: 2.32" "its ABI report is kept and names the symbol version"
+is "$(git ls-remote "$REMOTE" refs/heads/v1 | cut -f1)" "$V1_HEAD" "nothing was published: v1 did not move"
+is "$(publications "$ID5")" 0 "no commit names build #$ID5"
 done_testing
