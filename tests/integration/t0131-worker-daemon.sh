@@ -174,8 +174,9 @@ LOADER_PATH=$(real_loader_pythonpath "$TEST_DIR/loader" 2>/dev/null) || LOADER_P
 loaded=$(cd "$TEST_DIR" && PYTHONPATH=$LOADER_PATH HF_HUB_CACHE=$TEST_DIR/hf-cache HF_HOME=$TEST_DIR/hf-home \
 	HF_HUB_DISABLE_XET=1 /usr/bin/python3 "$KHUB_SRC/tests/integration/lib/load_kernel.py" "$KHUB_URL" acme/relu 1 \
 	--expect-variant "$VARIANT" --token "$ALICE" 2>"$TEST_DIR/load.err")
-ok $? "get_kernel(acme/relu, version=1) loads $VARIANT and its relu equals torch.relu: $loaded" ||
-	sed 's/^/#   /' "$TEST_DIR/load.err" | tail -5
+load_rc=$?
+ok $load_rc "get_kernel(acme/relu, version=1) loads $VARIANT and its relu equals torch.relu: $loaded"
+[ $load_rc -eq 0 ] || sed 's/^/#   /' "$TEST_DIR/load.err" | tail -8
 
 # ---- SIGKILL mid-build: the lease expires, another worker completes it -------------------------------------
 cd "$TEST_DIR/clone" || bail "no clone"

@@ -84,15 +84,16 @@ def main():
     token = args[args.index("--token") + 1] if "--token" in args else None
     backend = args[args.index("--backend") + 1] if "--backend" in args else None
     device = args[args.index("--device") + 1] if "--device" in args else "cpu"
+    # huggingface_hub reads HF_ENDPOINT when it is imported
+    os.environ["HF_ENDPOINT"] = base
+    if token:
+        os.environ["HF_TOKEN"] = token
     try:
         import kernels  # noqa: F401 -- the real loader, when it is on PYTHONPATH
         loader = "kernels " + getattr(kernels, "__version__", "?")
     except ImportError:
         loader = None
     if loader:
-        os.environ["HF_ENDPOINT"] = base
-        if token:
-            os.environ["HF_TOKEN"] = token
         module = kernels.get_kernel(repo, version=version, backend=backend)
         variant = os.path.basename(os.path.dirname(module.__file__))
     else:
