@@ -88,7 +88,7 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	snprintf(off, sizeof(off), "%ld", offset);
 	const char *params[4] = { repo, state, lim, off };
-	return db_query(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE b.repo_id = $1 AND ($2::text IS NULL OR b.state = $2)"
+	return db_query(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE ($1::bigint = 0 OR b.repo_id = $1) AND ($2::text IS NULL OR b.state = $2)"
 			     " ORDER BY b.id DESC LIMIT $3 OFFSET $4", 4, params);
 }
 

@@ -37,7 +37,7 @@ int db_build_enqueue(const struct build_request *r, const char *variant, enum bu
 
 /* One job: KHUB_ENOTFOUND when there is none. */
 int db_build_get(int64_t id, struct db_rows *out);
-/* A repo's jobs, newest first; state NULL = any. */
+/* A repo's jobs (repo_id 0: every repo's), newest first; state NULL = any. */
 int db_build_list(int64_t repo_id, const char *state, long limit, long offset, struct db_rows *out);
 
 /* Running jobs whose lease expired go back to the queue with a backoff of

@@ -1,9 +1,9 @@
 /* pages_admin.c -- /admin for site admins: trusted publishers (grant and
  * withdraw), mirror status with "sync now" (the same trigger as POST
- * /api/admin/mirror/sync), the slot where the build farm's queue and logs
- * will appear, recent activity (who published what: the audit log), users
- * and orgs. */
+ * /api/admin/mirror/sync), the build farm's workers and newest builds,
+ * recent activity (who published what: the audit log), users and orgs. */
 #include "web/web_internal.h"
+#include "storage/db_builds.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +142,74 @@ static void mirror_section(struct page *pg)
 	mirror_status_list_release(&list);
 }
 
+/* The build farm: its workers (as GET /api/admin/workers) and the newest
+ * builds of every repo (a site admin sees private repos' too). */
+static void builds_section(struct page *pg)
+{
+	struct db_rows workers = { 0 }, builds = { 0 };
+	page_html(pg, "<section aria-labelledby=\"builds-h\" id=\"builds\"><h2 id=\"builds-h\">Builds</h2>");
+	if (db_worker_list(&workers) < 0 || db_build_list(0, NULL, 30, 0, &builds) < 0) {
+		page_html(pg, "<p>The database is unavailable; try again shortly.</p></section>");
+		goto cleanup;
+	}
+	if (workers.count == 0)
+		page_html(pg, "<p>No worker is registered: <code>khub admin worker add NAME</code> makes a worker token "
+			      "for <code>khub-worker</code> (docs/build-farm.md).</p>");
+	else
+		page_html(pg, "<div class=\"table-wrap\"><table><caption>Workers</caption><thead><tr>"
+			      "<th scope=\"col\">Worker</th><th scope=\"col\">Version</th>"
+			      "<th scope=\"col\" class=\"num\">Concurrency</th><th scope=\"col\">Variants</th>"
+			      "<th scope=\"col\">Last heartbeat</th></tr></thead><tbody>");
+	for (size_t i = 0; i < workers.count; i++) {
+		const char *cell;
+		page_html(pg, "<tr><th scope=\"row\">");
+		page_text(pg, db_rows_get(&workers, i, WORKER_COL_NAME));
+		page_html(pg, "</th><td>");
+		page_text(pg, (cell = db_rows_get(&workers, i, WORKER_COL_VERSION)) ? cell : "");
+		page_html(pg, "</td><td class=\"num\">");
+		page_text(pg, (cell = db_rows_get(&workers, i, WORKER_COL_CONCURRENCY)) ? cell : "");
+		page_html(pg, "</td><td>");
+		page_text(pg, (cell = db_rows_get(&workers, i, WORKER_COL_VARIANTS)) ? cell : "");
+		page_html(pg, "</td><td>");
+		page_text(pg, (cell = db_rows_get(&workers, i, WORKER_COL_HEARTBEAT)) ? cell : "never");
+		page_html(pg, "</td></tr>");
+	}
+	if (workers.count)
+		page_html(pg, "</tbody></table></div>");
+	if (builds.count == 0) {
+		page_html(pg, "<p>No build yet.</p></section>");
+		goto cleanup;
+	}
+	page_html(pg, "<div class=\"table-wrap\"><table><caption>Newest builds</caption><thead><tr>"
+		      "<th scope=\"col\" class=\"num\">Build</th><th scope=\"col\">Repo</th><th scope=\"col\">Commit</th>"
+		      "<th scope=\"col\">Variant</th><th scope=\"col\">State</th><th scope=\"col\">Worker</th>"
+		      "<th scope=\"col\">Created</th><th scope=\"col\">Error</th></tr></thead><tbody>");
+	for (size_t i = 0; i < builds.count; i++) {
+		const char *commit = db_rows_get(&builds, i, BUILD_COL_COMMIT), *cell;
+		page_html(pg, "<tr><th scope=\"row\" class=\"num\">");
+		page_text(pg, db_rows_get(&builds, i, BUILD_COL_ID));
+		page_html(pg, "</th><td>");
+		page_text(pg, db_rows_get(&builds, i, BUILD_COL_NS));
+		page_html(pg, "/");
+		page_text(pg, db_rows_get(&builds, i, BUILD_COL_NAME));
+		page_htmlf(pg, "</td><td><code>%.12s</code></td><td>", commit ? commit : "");
+		page_text(pg, db_rows_get(&builds, i, BUILD_COL_VARIANT));
+		page_html(pg, "</td><td>");
+		page_text(pg, db_rows_get(&builds, i, BUILD_COL_STATE));
+		page_html(pg, "</td><td>");
+		page_text(pg, (cell = db_rows_get(&builds, i, BUILD_COL_WORKER)) ? cell : "");
+		page_html(pg, "</td><td>");
+		page_text(pg, (cell = db_rows_get(&builds, i, BUILD_COL_CREATED)) ? cell : "");
+		page_html(pg, "</td><td>");
+		page_text(pg, (cell = db_rows_get(&builds, i, BUILD_COL_ERROR)) ? cell : "");
+		page_html(pg, "</td></tr>");
+	}
+	page_html(pg, "</tbody></table></div></section>");
+cleanup:
+	db_rows_release(&workers);
+	db_rows_release(&builds);
+}
+
 enum MHD_Result page_admin(struct request *req)
 {
 	struct page pg;
@@ -151,11 +219,7 @@ enum MHD_Result page_admin(struct request *req)
 		page_html(&pg, "<p class=\"notice\" role=\"status\">Sync queued: <code>khub mirror run</code> picks it up.</p>");
 	trusted_section(&pg);
 	mirror_section(&pg);
-	/* The build farm (GET /api/admin/workers, /api/kernels/{ns}/{name}/builds)
-	 * fills this section: its queue, workers and logs. */
-	page_html(&pg, "<section aria-labelledby=\"builds-h\" id=\"builds\"><h2 id=\"builds-h\">Builds</h2>"
-		       "<div class=\"slot\" data-slot=\"builds\">No build farm is configured on this hub yet; its queue, "
-		       "workers and logs will appear here.</div></section>");
+	builds_section(&pg);
 	activity_section(&pg);
 	accounts_section(&pg);
 	return page_send(&pg, 200);

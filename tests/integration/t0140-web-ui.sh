@@ -27,6 +27,7 @@ khub admin user create mallory >/dev/null 2>&1
 khub admin member set acme alice write >/dev/null 2>&1
 khub admin member set acme mallory read >/dev/null 2>&1
 khub admin member set other root admin >/dev/null 2>&1
+khub admin worker add ui-worker-1 >/dev/null 2>&1	# the build farm section of /admin lists it
 ROOT=$(khub admin token create root --scope write 2>/dev/null)
 ROOT_ADMIN=$(khub admin token create root --scope admin 2>/dev/null)
 ALICE=$(khub admin token create alice --scope write 2>/dev/null)
