@@ -16,12 +16,15 @@
 struct tar_walk {
 	git_repository *git;
 	struct archive *ar;
+	int64_t repo_id;	/* the job's repo: only objects linked to it leave the store */
 	int rc;
 	size_t lfs_missing;
 };
 
 /* One regular file: bytes from memory or, for an LFS pointer whose object
- * is stored, from the store. */
+ * is stored and linked to the job's repo (the rule every read path keeps:
+ * an external source's pointer may name any object of the shared store),
+ * from the store. */
 static int add_file(struct tar_walk *w, const char *path, const git_blob *blob, unsigned mode)
 {
 	const void *data = git_blob_rawcontent(blob);
@@ -30,7 +33,10 @@ static int add_file(struct tar_walk *w, const char *path, const git_blob *blob, 
 	int fd = -1;
 	uint64_t size = len;
 	if (len <= LFS_POINTER_MAX && lfs_pointer_parse(data, len, &ptr) == 0) {
-		if (lfs_store_open_object(api_ctx.lfs, ptr.oid, &fd, &size) < 0) {
+		int linked = db_lfs_linked(w->repo_id, ptr.oid);
+		if (linked < 0)
+			return KHUB_EDB;
+		if (!linked || lfs_store_open_object(api_ctx.lfs, ptr.oid, &fd, &size) < 0) {
 			w->lfs_missing++;	/* sent as the pointer: the build will say what is missing */
 			fd = -1;
 			size = len;
@@ -94,13 +100,14 @@ static int walk_entry(const char *root, const git_tree_entry *entry, void *arg)
 	return w->rc < 0 ? -1 : 0;
 }
 
-/* Write the tree of sha as a tar to fd. */
-static int write_tar(git_repository *git, const char *sha, int fd, size_t *lfs_missing)
+/* Write the tree of sha as a tar to fd, LFS content of objects linked to
+ * repo_id. */
+static int write_tar(git_repository *git, const char *sha, int64_t repo_id, int fd, size_t *lfs_missing)
 {
 	git_oid oid;
 	git_commit *commit = NULL;
 	git_tree *tree = NULL;
-	struct tar_walk w = { git, archive_write_new(), 0, 0 };
+	struct tar_walk w = { git, archive_write_new(), repo_id, 0, 0 };
 	int rc = KHUB_EIO;
 	archive_write_set_format_pax_restricted(w.ar);
 	if (archive_write_open_fd(w.ar, fd) != ARCHIVE_OK)
@@ -135,6 +142,7 @@ static enum MHD_Result handle_source(struct request *req)
 	git_repository *git = NULL;
 	char sha[41];
 	snprintf(sha, sizeof(sha), "%s", db_rows_get(&rows, 0, BUILD_COL_COMMIT));
+	int64_t repo_id = strtoll(db_rows_get(&rows, 0, BUILD_COL_REPO_ID), NULL, 10);
 	int rc = build_open_job_source(&rows, 0, &git);
 	db_rows_release(&rows);
 	if (rc < 0)
@@ -146,7 +154,7 @@ static enum MHD_Result handle_source(struct request *req)
 		rc = khub_err_from_errno(errno);
 	} else {
 		unlink(tmp);	/* the descriptor keeps it until the answer is sent */
-		rc = write_tar(git, sha, fd, &lfs_missing);
+		rc = write_tar(git, sha, repo_id, fd, &lfs_missing);
 	}
 	free(tmp);
 	git_repository_free(git);
@@ -155,6 +163,8 @@ static enum MHD_Result handle_source(struct request *req)
 			close(fd);
 		if (rc == KHUB_ENOSPC)
 			return respond_storage_full(req, "the build's source");
+		if (rc == KHUB_EDB)
+			return respond_db_unavailable(req);
 		return respond_error(req, rc == KHUB_ENOTFOUND ? 404 : 500, NULL, "cannot make the source of build %" PRId64, id);
 	}
 	struct stat st;
@@ -163,7 +173,7 @@ static enum MHD_Result handle_source(struct request *req)
 		return respond_error(req, 500, NULL, "cannot make the source of build %" PRId64, id);
 	}
 	if (lfs_missing)
-		log_warn("build %" PRId64 ": %zu LFS objects of %s are not stored; sent as pointers", id, lfs_missing, sha);
+		log_warn("build %" PRId64 ": %zu LFS objects of %s are not stored or not linked to the repo; sent as pointers", id, lfs_missing, sha);
 	struct MHD_Response *resp = MHD_create_response_from_fd64((uint64_t)st.st_size, fd);
 	MHD_add_response_header(resp, "Content-Type", "application/x-tar");
 	MHD_add_response_header(resp, "X-Source-Commit", sha);

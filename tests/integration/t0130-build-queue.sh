@@ -432,6 +432,41 @@ curl -s -H "Authorization: Bearer $W2" "$KHUB_URL/api/builds/$JE/source" | tar -
 is "$(cat "$TEST_DIR/ext/torch-ext/relu/__init__.py" | head -1)" "def upstream():" "its source tar is the external commit's tree"
 api "$W2" POST "/api/builds/$JE/fail" '{"error":"done with it"}'
 is "$(j 'd["state"]')" failed "(failed, out of the way)"
+# An external source is anybody's git tree: a pointer in it naming another
+# repo's LFS object (here a private repo of another org) must not bring that
+# object's bytes into the source tar; the job's own repo's objects do come.
+khub admin org create vault >>"$log" 2>&1
+head -c 2048 /dev/urandom >"$TEST_DIR/secret.bin"
+SOID=$(sha256sum "$TEST_DIR/secret.bin" | cut -d' ' -f1)
+api "$ROOT" POST /api/repos/create "{\"name\":\"secret\",\"organization\":\"vault\",\"type\":\"kernel\",\"private\":true,\"files\":[{\"path\":\"secret.bin\",\"content\":\"$(b64 "$TEST_DIR/secret.bin")\",\"encoding\":\"base64\"}]}"
+is "$ST" 200 "vault/secret (private, another org) holds an LFS object"
+WOID=$(sha256sum "$SRC/torch-ext/relu/weights.bin" | cut -d' ' -f1)
+EVIL=$TEST_DIR/gitd/evil.git
+git init -q --bare "$EVIL" && git init -q "$TEST_DIR/evil" &&
+	printf '[general]\nname = "relu"\nversion = 1\n' >"$TEST_DIR/evil/build.toml" &&
+	printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize 2048\n' "$SOID" >"$TEST_DIR/evil/stolen.bin" &&
+	printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize 3000\n' "$WOID" >"$TEST_DIR/evil/own.bin" &&
+	git -C "$TEST_DIR/evil" add -A && git -C "$TEST_DIR/evil" -c user.name=t -c user.email=t@t commit -qm evil &&
+	git -C "$TEST_DIR/evil" push -q "$EVIL" HEAD:refs/heads/main
+GPORT=$(free_port)
+git daemon --export-all --reuseaddr --listen=127.0.0.1 --port="$GPORT" --base-path="$TEST_DIR/gitd" "$TEST_DIR/gitd" \
+	>"$TEST_DIR/gitd.log" 2>&1 &
+GDPID=$!
+for _ in $(seq 1 50); do git ls-remote "git://127.0.0.1:$GPORT/evil.git" >/dev/null 2>&1 && break; sleep 0.1; done
+enqueue "{\"source\":{\"url\":\"git://127.0.0.1:$GPORT/evil.git\",\"revision\":\"main\"},\"variants\":[\"$V2\"]}"
+is "$ST" 202 "enqueue from a git:// source whose tree points at vault/secret's object"
+JS=$(j 'd["builds"][0]["id"]')
+claim "$W2" "[\"$V2\"]"
+is "$(j 'd["build"]["id"]')" "$JS" "w2 claims it"
+rm -rf "$TEST_DIR/evilsrc" && mkdir -p "$TEST_DIR/evilsrc"
+curl -s -H "Authorization: Bearer $W2" "$KHUB_URL/api/builds/$JS/source" | tar -xf - -C "$TEST_DIR/evilsrc"
+is "$(head -1 "$TEST_DIR/evilsrc/stolen.bin")" "version https://git-lfs.github.com/spec/v1" \
+	"the other repo's object stays a pointer in the source tar (its bytes never leave)"
+cmp -s "$TEST_DIR/evilsrc/own.bin" "$SRC/torch-ext/relu/weights.bin"
+ok $? "an object linked to the job's repo (acme/relu) comes as its content"
+api "$W2" POST "/api/builds/$JS/fail" '{"error":"done with it"}'
+kill "$GDPID" 2>/dev/null
+wait "$GDPID" 2>/dev/null
 enqueue '{"source":{"url":"file:///etc","revision":"main"}}'
 is "$ST" 400 "a file:// source URL → 400"
 enqueue "{\"source\":{\"url\":\"$KHUB_URL/acme/upstream-src\",\"revision\":\"no-such-branch\"},\"variants\":[\"$V2\"]}"
