@@ -57,7 +57,7 @@ int build_worker_variants(char ***names, size_t *n)
 	return 0;
 }
 
-static int in_list(char *const *names, size_t n, const char *name)
+int build_names_contain(char *const *names, size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(names[i], name) == 0)
@@ -77,7 +77,7 @@ int build_default_variants(char ***names, size_t *n)
 	for (size_t g = 0; g < list->count; g++)
 		for (size_t v = 0; v < list->groups[g].count; v++) {
 			const char *name = list->groups[g].variants[v];
-			if (in_list(workers, nworkers, name) && !in_list(out, count, name))
+			if (build_names_contain(workers, nworkers, name) && !build_names_contain(out, count, name))
 				out[count++] = xstrdup(name);
 		}
 	if (count == 0) {	/* the farm builds none of the list: all it can */
@@ -164,7 +164,7 @@ static int missing_variants(struct request *req, git_repository *src, const char
 		const struct compliance_group *grp = &c.groups[g];
 		for (size_t k = 0; k < grp->nmissing + grp->ninvalid; k++) {
 			const char *name = k < grp->nmissing ? grp->missing[k] : grp->invalid_metadata[k - grp->nmissing];
-			if (!in_list(*names, *n, name))
+			if (!build_names_contain(*names, *n, name))
 				(*names)[(*n)++] = xstrdup(name);
 		}
 	}
@@ -285,7 +285,7 @@ static enum MHD_Result handle_enqueue(struct request *req)
 				return respond_error(req, 400, NULL, "variants[%zu] is not a build variant name%s%s", i,
 						     why ? ": " : "", why ? why : "");
 			}
-			if (!in_list(names, n, json_string_value(v)))
+			if (!build_names_contain(names, n, json_string_value(v)))
 				names[n++] = xstrdup(json_string_value(v));
 		}
 	} else if (json_is_string(variants)) {

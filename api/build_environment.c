@@ -96,15 +96,14 @@ int build_environment_variants(struct request *req, json_t *environment, git_rep
 	variant_rows_release(&rows);
 
 	char **workers;
-	size_t nworkers, i;
+	size_t nworkers;
 	if (build_worker_variants(&workers, &nworkers) < 0) {
 		*result = respond_db_unavailable(req);
 		return -1;
 	}
-	for (i = 0; i < nworkers && strcmp(workers[i], name) != 0; i++)
-		;
+	int buildable = build_names_contain(workers, nworkers, name);
 	build_names_free(workers, nworkers);
-	if (i == nworkers) {
+	if (!buildable) {
 		*result = respond_error(req, 422, NULL, "no registered worker can build %s (the variant this "
 						       "environment loads): register a worker with a toolchain for it",
 					name);

@@ -30,6 +30,8 @@ const struct required_variants *build_required_list(void);
  * each and the array with build_names_free). 0 or KHUB_EDB. */
 int build_worker_variants(char ***names, size_t *n);
 void build_names_free(char **names, size_t n);
+/* 1 when name is one of names[0..n). */
+int build_names_contain(char *const *names, size_t n, const char *name);
 /* The default variants: the required list ∩ what workers can build, else
  * everything workers can build (owned like build_worker_variants'). */
 int build_default_variants(char ***names, size_t *n);
