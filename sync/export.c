@@ -192,7 +192,12 @@ static int lfs_at(struct export_run *x, git_repository *git, const struct sync_r
 	return 0;
 }
 
-static int collect_lfs(struct export_run *x, git_repository *git, struct sync_repo *r, const struct sync_lock_pin *pin)
+/* The LFS objects the new refs need and the base lacks; each must be stored
+ * and linked to the repo (repo_id): a pointer naming another repo's object
+ * (made behind khub's back) is refused, never carried, as every read path
+ * refuses to serve it. */
+static int collect_lfs(struct export_run *x, git_repository *git, struct sync_repo *r, int64_t repo_id,
+		       const struct sync_lock_pin *pin)
 {
 	struct hashmap base, want, paths;
 	hashmap_init(&base);
@@ -215,6 +220,16 @@ static int collect_lfs(struct export_run *x, git_repository *git, struct sync_re
 					   "%s/%s: the LFS object of %s (%s) is not in this hub's store (a lazily mirrored "
 					   "variant never fetched?): fetch it or narrow --variants",
 					   r->ns, r->name, (const char *)hashmap_get(&paths, e->key), e->key);
+				break;
+			}
+			int linked = db_lfs_linked(repo_id, e->key);
+			if (linked <= 0) {
+				rc = linked < 0 ? efail(x, KHUB_EDB, "%s/%s: the database is unavailable", r->ns, r->name)
+						: efail(x, KHUB_EINVAL,
+							"%s/%s: the LFS object of %s (%s) is not linked to this repo (a "
+							"pointer made behind khub's back: see khub check lfs-pointers); "
+							"it is not carried", r->ns, r->name,
+							(const char *)hashmap_get(&paths, e->key), e->key);
 				break;
 			}
 			memcpy(r->lfs[r->nlfs].oid, e->key, 65);
@@ -348,7 +363,7 @@ static int export_repo(struct export_run *x, const struct repo_record *rec, cons
 	}
 	if ((rc = build_pack(x, git, r, tips, ntips, tags, ntags)) < 0)
 		goto cleanup;
-	rc = collect_lfs(x, git, r, pin);
+	rc = collect_lfs(x, git, r, rec->id, pin);
 cleanup:
 	git_reference_iterator_free(it);
 	git_repository_free(git);

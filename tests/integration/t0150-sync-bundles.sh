@@ -350,4 +350,21 @@ diag "$got"
 is "$(curl -s "$C/api/kernels/acme/relu/refs" | python3 -c 'import json,sys; d=json.load(sys.stdin); print([b["name"] for b in d["branches"]], [t["name"] for t in d["tags"]])')" \
 	"['v1'] ['1.0']" "C's acme/relu has exactly the refs at the locked commit (v1, tag 1.0)"
 
+# A pointer made behind khub's back in acme/gelu, naming acme/relu's LFS
+# object (in A's shared store, linked to relu only): export refuses to carry
+# it, as every read path refuses to serve it.
+GELU=$(hub_data a)/repos/kernels/acme/gelu.git
+RELU_PTR=$(git --git-dir="$(hub_data a)/repos/kernels/acme/relu.git" cat-file -p "$V1:build/torch-cpu/weights.bin" |
+	git --git-dir="$GELU" hash-object -w --stdin)
+export GIT_INDEX_FILE=$W/sneaky.index
+git --git-dir="$GELU" read-tree main &&
+	git --git-dir="$GELU" update-index --add --cacheinfo "100644,$RELU_PTR,stolen.bin" &&
+	SNEAKY=$(git --git-dir="$GELU" -c user.name=x -c user.email=x@x commit-tree "$(git --git-dir="$GELU" write-tree)" \
+		-p main -m sneaky) && git --git-dir="$GELU" update-ref refs/heads/sneaky "$SNEAKY"
+unset GIT_INDEX_FILE
+hub a sync export --key "$W/k1.key" --out "$W/sneaky.khub" --repos acme/gelu --refs sneaky >/dev/null 2>"$W/sneaky.err"
+is "$?" 1 "export of a branch whose pointer names another repo's LFS object fails"
+like "$(cat "$W/sneaky.err")" "stolen.bin .*is not linked to this repo" "naming the file and why"
+ok $([ ! -e "$W/sneaky.khub" ]; echo $?) "and writes no bundle"
+
 done_testing
