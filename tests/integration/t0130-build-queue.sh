@@ -169,7 +169,10 @@ is "$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log" |
 	"$( (printf 'cmake ...\nninja\nok\n'; cat "$TEST_DIR/big.log") | sha256sum | cut -c1-16)" "the whole log reads back byte for byte"
 is "$(curl -s -o /dev/null -w '%{http_code}' "$KHUB_URL/api/builds/$J1/log")" 401 "anonymous × the log of a private repo's build → 401"
 
-# source
+# source (a heartbeat first, as a worker keeps sending them: the 720 kB log
+# above can take longer than the 3 s lease under a loaded CI machine)
+api "$W1" POST "/api/builds/$J1/heartbeat" '{}'
+is "$ST" 200 "w1 heartbeats before fetching the source"
 curl -s -o "$TEST_DIR/src.tar" -w '%{http_code}' -H "Authorization: Bearer $W1" "$KHUB_URL/api/builds/$J1/source" >"$TEST_DIR/code"
 is "$(cat "$TEST_DIR/code")" 200 "GET source → 200"
 mkdir -p "$TEST_DIR/unpacked" && tar -xf "$TEST_DIR/src.tar" -C "$TEST_DIR/unpacked"
@@ -227,6 +230,8 @@ put_output() { curl -s -o "$B" -w '%{http_code}' -X PUT -H "Authorization: Beare
 
 mktar "$TEST_DIR/good.tar" "$V1" good
 is "$(put_output "$W2" "$J1" "$TEST_DIR/good.tar")" 409 "another worker's output → 409"
+api "$W1" POST "/api/builds/$J1/heartbeat" '{}'	# still its lease, as a working worker keeps it
+is "$ST" 200 "w1 heartbeats before uploading its output"
 st=$(put_output "$W1" "$J1" "$TEST_DIR/good.tar")
 is "$st $(j 'd["state"], d["branch"]')" "200 ('succeeded', 'v1')" "w1's output → 200 succeeded on v1"
 PUB1=$(j 'd["commit"]')
