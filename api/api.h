@@ -50,8 +50,10 @@ struct api_context {
 		int abi_enforce;	/* abi_policy = enforce (else warn) */
 		long output_max_bytes;	/* an output tar, whole */
 		const char *variants_file;	/* build_variants: "" = data/build-variants.json */
-		const char *tmp_dir;	/* {data_dir}/build-tmp: output tars, source tars */
+		const char *tmp_dir;	/* {data_dir}/build-tmp: output tars in transit */
 		const char *sources_dir;	/* {data_dir}/build-sources: external git sources */
+		const char *source_cache_dir;	/* {data_dir}/build-source-cache: source tars made */
+		long long source_cache_bytes;	/* build_source_cache_mb: kept at most (one tar may pass it) */
 		long wall_seconds, cpu_seconds, memory_mb, disk_mb;	/* limits told to workers */
 	} builds;
 };
@@ -482,6 +484,16 @@ const struct required_variants *kernel_required_variants(void);
  * buildOnPush; never for mirrors or the farm's own publications). */
 void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
 			  const char *new_sha);
+
+/* Start (and stop) the thread that requeues running jobs whose lease lapsed
+ * (api/build_leases.c): every check_ms, and at the next lapse when sooner. */
+void build_lease_timer_start(long check_ms);
+void build_lease_timer_stop(void);
+/* Make the source-tar cache's folder, drop temp files an earlier run left
+ * and trim it to its bound (api/build_source_cache.c); fatal on failure. */
+void build_source_cache_init(void);
+/* The build farm's counters, Prometheus text, for /metrics (site admins). */
+void build_metrics_add(struct strbuf *sb);
 
 /* Files compiled in by api/embed_files.sh (NUL-terminated). */
 extern const char embedded_openapi_json[];

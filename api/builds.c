@@ -101,10 +101,6 @@ static int load_for_user(struct request *req, enum role needed, int64_t *id, str
 {
 	if (build_id_from_request(req, id, result) < 0)
 		return -1;
-	if (db_build_expire_leases() < 0) {
-		*result = respond_db_unavailable(req);
-		return -1;
-	}
 	int rc = db_build_get(*id, rows);
 	if (rc < 0) {
 		*result = rc == KHUB_ENOTFOUND ? respond_error(req, 404, NULL, "no build %" PRId64, *id)
@@ -230,7 +226,7 @@ static enum MHD_Result handle_list(struct request *req)
 		return respond_error(req, 400, NULL, "state must be queued, running, succeeded, failed or canceled; "
 					   "limit 1 to 1000; offset from 0");
 	struct db_rows rows;
-	if (db_build_expire_leases() < 0 || db_build_list(req->repo->record.id, state, limit, offset, &rows) < 0)
+	if (db_build_list(req->repo->record.id, state, limit, offset, &rows) < 0)
 		return respond_db_unavailable(req);
 	json_t *list = json_array();
 	for (size_t i = 0; i < rows.count; i++)
@@ -242,7 +238,7 @@ static enum MHD_Result handle_list(struct request *req)
 static enum MHD_Result handle_workers(struct request *req)
 {
 	struct db_rows rows;
-	if (db_build_expire_leases() < 0 || db_worker_list(&rows) < 0)
+	if (db_worker_list(&rows) < 0)
 		return respond_db_unavailable(req);
 	json_t *list = json_array();
 	for (size_t i = 0; i < rows.count; i++) {

@@ -1,6 +1,7 @@
 /* builds.h -- what the build farm's files in api/ share (builds.c,
  * build_enqueue.c, build_worker.c, build_source.c, build_output.c,
- * build_trigger.c); nothing outside api/ includes it. */
+ * build_trigger.c, build_source_cache.c, build_leases.c); nothing outside
+ * api/ includes it. */
 #ifndef KHUB_API_BUILDS_H
 #define KHUB_API_BUILDS_H
 
@@ -81,6 +82,23 @@ int build_source_fetch(struct request *req, const char *url, int *fetch_rc, enum
 /* The git store a job builds from (its repo, or its external source's
  * fetched copy): git_repository_free it. */
 int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out);
+
+/* ---- source tars (api/build_source_cache.c) ------------------------------------ */
+
+/* The cached tar of repo_id's commit sha: *fd (the caller closes it) and
+ * *size; complete_only: only a tar with every LFS object's content (counted
+ * as a cache hit), else a partial one too. KHUB_ENOTFOUND when none. */
+int build_source_cache_open(int64_t repo_id, const char *sha, int complete_only, int *fd, uint64_t *size);
+/* Make the tar of the job in row of rows on the work queue, one job per
+ * repo and commit, as work_queue_run: 1 parked (return *result), 0 done
+ * (*job_rc: 0, then build_source_cache_open finds it; KHUB_ENOTFOUND,
+ * KHUB_EIO, KHUB_EDB, KHUB_ENOSPC), -1 answered (503). */
+int build_source_make(struct request *req, const struct db_rows *rows, size_t row, int *job_rc,
+		      enum MHD_Result *result);
+/* Tars made and cache hits since start. */
+void build_source_stats(uint64_t *made, uint64_t *hits);
+/* Leases the timer found lapsed since start (api/build_leases.c). */
+uint64_t build_leases_expired(void);
 
 /* "version = N" in the [general] table of build.toml text (enough to name
  * the branch and to compare with metadata.json; the worker parses the file

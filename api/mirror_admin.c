@@ -182,6 +182,7 @@ static enum MHD_Result handle_metrics(struct request *req)
 	strbuf_adds(&sb, "# HELP khub_repos number of repos by type\n# TYPE khub_repos gauge\n");
 	if (db_repo_count_by_type(1, counts) == 0)
 		add_repo_counts(&sb, counts);
+	build_metrics_add(&sb);
 	return respond_metrics(req, &sb);
 }
 

@@ -72,6 +72,8 @@ static const struct config_row config_rows[] = {
 	ROW(build_cpu_seconds, CONFIG_LONG, "28800", 10, 30 * 86400, "build farm: CPU-time limit told to workers per build"),
 	ROW(build_memory_mb, CONFIG_LONG, "16384", 64, 1L << 24, "build farm: memory limit told to workers per build"),
 	ROW(build_disk_mb, CONFIG_LONG, "32768", 64, 1L << 30, "build farm: scratch-disk limit told to workers per build"),
+	ROW(build_source_cache_mb, CONFIG_LONG, "4096", 1, 1L << 24, "build farm: disk kept for source tars already made (data_dir/build-source-cache; least recently served removed first)"),
+	ROW(build_lease_check_ms, CONFIG_LONG, "1000", 50, 600000, "build farm: how often a background thread looks for lapsed leases (and at the next lapse, when sooner)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };
 

@@ -91,11 +91,14 @@ int cmd_serve(int argc, char **argv)
 		.output_max_bytes = config.build_output_max_mb * 1024 * 1024, .variants_file = config.build_variants,
 		.tmp_dir = xasprintf("%s/build-tmp", config.data_dir),
 		.sources_dir = xasprintf("%s/build-sources", config.data_dir),
+		.source_cache_dir = xasprintf("%s/build-source-cache", config.data_dir),
+		.source_cache_bytes = (long long)config.build_source_cache_mb * 1024 * 1024,
 		.wall_seconds = config.build_wall_seconds, .cpu_seconds = config.build_cpu_seconds,
 		.memory_mb = config.build_memory_mb, .disk_mb = config.build_disk_mb,
 	};
 	if (mkdir_p(api_ctx.builds.tmp_dir, 0700) < 0)
 		fatal("cannot create %s: %s", api_ctx.builds.tmp_dir, strerror(errno));
+	build_source_cache_init();
 	publish_set_on_new_commit(builds_on_new_commit);
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
 	auth_cache_init(config.token_cache_ttl_ms);
@@ -103,7 +106,9 @@ int cmd_serve(int argc, char **argv)
 	download_stats_start((int)config.download_stats, config.download_stats_flush_ms);
 	work_queue_start(config.work_threads, config.work_queue_max, config.work_wait_ms);
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
+	build_lease_timer_start(config.build_lease_check_ms);
 	int rc = http_serve();
+	build_lease_timer_stop();
 	kernel_index_catch_up_stop();
 	int busy = work_queue_stop(5000);
 	download_stats_stop();	/* after the last request: its counts are stored */

@@ -54,6 +54,8 @@ struct khub_config {
 	long build_cpu_seconds;
 	long build_memory_mb;
 	long build_disk_mb;
+	long build_source_cache_mb;
+	long build_lease_check_ms;
 };
 
 extern struct khub_config config;

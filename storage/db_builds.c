@@ -122,26 +122,33 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 		goto cleanup;
 	if ((rc = db_build_expire_leases()) < 0)
 		goto rollback;
-	rc = db_query(out,
-		      "WITH c AS (SELECT id FROM builds WHERE state = 'queued' AND not_before <= now()"
-		      "  AND variant = ANY($2::text[]) ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),"
-		      " u AS (UPDATE builds b SET state = 'running', attempt = b.attempt + 1, worker_id = $1,"
-		      "  lease_expires_at = now() + make_interval(secs => $3::int), started_at = now(),"
-		      "  finished_at = NULL FROM c WHERE b.id = c.id RETURNING b.*)"
-		      " SELECT " BUILD_COLUMNS " FROM u b JOIN repos r ON r.id = b.repo_id"
-		      " LEFT JOIN workers w ON w.id = b.worker_id", 3, params);
+	/* the worker's row locked first: its concurrent claims take turns, so
+	 * two cannot both see a free slot */
+	rc = db_query(out, "SELECT w.concurrency > (SELECT count(*) FROM builds b WHERE b.worker_id = w.id"
+			   "  AND b.state = 'running') FROM workers w WHERE w.id = $1 FOR UPDATE", 1, params);
 	if (rc < 0)
 		goto rollback;
-	if ((rc = db_run("UPDATE workers SET last_heartbeat = now() WHERE id = $1", 1, params)) < 0) {
-		db_rows_release(out);
+	int has_room = out->count == 1 && db_rows_get(out, 0, 0)[0] == 't';
+	db_rows_release(out);
+	memset(out, 0, sizeof(*out));
+	if (has_room)
+		rc = db_query(out,
+			      "WITH c AS (SELECT id FROM builds WHERE state = 'queued' AND not_before <= now()"
+			      "  AND variant = ANY($2::text[]) ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),"
+			      " u AS (UPDATE builds b SET state = 'running', attempt = b.attempt + 1, worker_id = $1,"
+			      "  lease_expires_at = now() + make_interval(secs => $3::int), started_at = now(),"
+			      "  finished_at = NULL FROM c WHERE b.id = c.id RETURNING b.*)"
+			      " SELECT " BUILD_COLUMNS " FROM u b JOIN repos r ON r.id = b.repo_id"
+			      " LEFT JOIN workers w ON w.id = b.worker_id", 3, params);
+	if (rc < 0)
 		goto rollback;
-	}
-	if ((rc = db_tx_commit()) < 0) {
+	if ((rc = db_run("UPDATE workers SET last_heartbeat = now() WHERE id = $1", 1, params)) < 0 ||
+	    (rc = db_tx_commit()) < 0) {
 		db_rows_release(out);
-		goto cleanup;
+		goto rollback;	/* nothing left to roll back when the commit failed */
 	}
-	rc = out->count ? 0 : 1;
-	if (rc == 1)
+	rc = !has_room ? 2 : out->count ? 0 : 1;
+	if (rc != 0)
 		db_rows_release(out);
 	goto cleanup;
 rollback:
@@ -149,6 +156,20 @@ rollback:
 cleanup:
 	strbuf_release(&list);
 	return rc;
+}
+
+int db_build_next_lease_expiry(long *ms)
+{
+	struct db_rows rows;
+	int rc = db_query(&rows, "SELECT ceil(extract(epoch FROM min(lease_expires_at) - now()) * 1000)::bigint"
+				 " FROM builds WHERE state = 'running'", 0, NULL);
+	if (rc < 0)
+		return rc;
+	*ms = rows.count && !db_rows_isnull(&rows, 0, 0) ? strtol(db_rows_get(&rows, 0, 0), NULL, 10) : -1;
+	if (*ms < -1)
+		*ms = 0;	/* lapsed already */
+	db_rows_release(&rows);
+	return 0;
 }
 
 int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])

@@ -44,10 +44,15 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
  * 5 s × 2^(attempt-1) (at most 5 min), or fail after max_attempts. Returns
  * how many changed, or KHUB_EDB. */
 int db_build_expire_leases(void);
-/* In one transaction: expire leases, then take the oldest queued job whose
+/* Milliseconds until the first lease of a running job lapses (0: one has
+ * lapsed), -1 when no job runs. */
+int db_build_next_lease_expiry(long *ms);
+/* In one transaction: expire leases, then, when worker_id runs fewer jobs
+ * than the concurrency it registered, take the oldest queued job whose
  * variant is one of variants[0..n) and whose backoff is over (FOR UPDATE
  * SKIP LOCKED), leased to worker_id for lease_seconds. 0 with one row in
- * out, 1 when none is ready, KHUB_EDB. */
+ * out, 1 when none is ready, 2 when the worker is at its concurrency,
+ * KHUB_EDB. */
 int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
 		   struct db_rows *out);
 

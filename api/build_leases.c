@@ -1,0 +1,104 @@
+/* build_leases.c -- the build farm's lease timer: a thread of khub serve
+ * that puts running jobs whose lease lapsed (their worker died or lost
+ * touch) back in the queue, or fails them after build_max_attempts, so what
+ * GET /api/builds/{id}, the admin workers list and the web UI show is true
+ * without waiting for a claim. Claims still expire leases in their own
+ * transaction, so a job is never held past its lease by a slow timer. */
+#include "api/builds.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+
+/* After the first lease lapses, how long the timer waits on top (the
+ * database compares with its own clock, to the microsecond). */
+#define LAPSE_SLACK_MS 20
+
+static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t timer_changed = PTHREAD_COND_INITIALIZER;
+static pthread_t timer_thread;
+static int timer_stopping, timer_running;
+static long timer_check_ms;
+static uint64_t expired_total;	/* __atomic */
+
+/* One round: expire what lapsed; the milliseconds until the next round. */
+static long timer_round(int *failing)
+{
+	int n = db_build_expire_leases();
+	long next_ms = -1;
+	if (n < 0 || db_build_next_lease_expiry(&next_ms) < 0) {
+		if (!*failing)
+			log_warn("build leases: cannot check for lapsed leases (database unavailable); trying every %ld ms",
+				 timer_check_ms);
+		*failing = 1;
+		return timer_check_ms;
+	}
+	if (*failing)
+		log_info("build leases: checking again");
+	*failing = 0;
+	if (n > 0) {
+		__atomic_add_fetch(&expired_total, (uint64_t)n, __ATOMIC_RELAXED);
+		log_info("build leases: %d running jobs lost their lease (queued again with a backoff, or failed at their "
+			 "last attempt)", n);
+		request_wake(BUILD_QUEUE_WAKE_KEY);
+	}
+	/* a lease taken meanwhile (claims, other processes) lasts at least
+	 * build_lease_seconds: seen by the round after check_ms */
+	if (next_ms >= 0 && next_ms + LAPSE_SLACK_MS < timer_check_ms)
+		return next_ms + LAPSE_SLACK_MS;
+	return timer_check_ms;
+}
+
+static void *timer_loop(void *arg)
+{
+	(void)arg;
+	log_set_request_id("leases");
+	int failing = 0;
+	pthread_mutex_lock(&timer_lock);
+	while (!timer_stopping) {
+		pthread_mutex_unlock(&timer_lock);
+		long wait_ms = timer_round(&failing);
+		pthread_mutex_lock(&timer_lock);
+		struct timespec ts = clock_after_usec(CLOCK_REALTIME, (uint64_t)wait_ms * 1000u);
+		if (!timer_stopping)
+			pthread_cond_timedwait(&timer_changed, &timer_lock, &ts);
+	}
+	pthread_mutex_unlock(&timer_lock);
+	return NULL;
+}
+
+void build_lease_timer_start(long check_ms)
+{
+	timer_check_ms = check_ms > 0 ? check_ms : 1000;
+	timer_stopping = 0;
+	if (pthread_create(&timer_thread, NULL, timer_loop, NULL) != 0)
+		fatal("cannot start the build lease timer");
+	timer_running = 1;
+}
+
+void build_lease_timer_stop(void)
+{
+	if (!timer_running)
+		return;
+	thread_stop(timer_thread, &timer_lock, &timer_changed, &timer_stopping);
+	timer_running = 0;
+}
+
+uint64_t build_leases_expired(void)
+{
+	return __atomic_load_n(&expired_total, __ATOMIC_RELAXED);
+}
+
+void build_metrics_add(struct strbuf *sb)
+{
+	uint64_t made, hits;
+	build_source_stats(&made, &hits);
+	strbuf_addf(sb, "# HELP khub_build_source_tars_made_total build source tars made (one per repo and commit "
+			"however many workers asked at once)\n# TYPE khub_build_source_tars_made_total counter\n"
+			"khub_build_source_tars_made_total %" PRIu64 "\n", made);
+	strbuf_addf(sb, "# HELP khub_build_source_cache_hits_total build source requests served from the tar cache\n"
+			"# TYPE khub_build_source_cache_hits_total counter\nkhub_build_source_cache_hits_total %" PRIu64
+			"\n", hits);
+	strbuf_addf(sb, "# HELP khub_build_leases_expired_total running build jobs whose lease the timer found lapsed\n"
+			"# TYPE khub_build_leases_expired_total counter\nkhub_build_leases_expired_total %" PRIu64 "\n",
+		    build_leases_expired());
+}
