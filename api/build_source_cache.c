@@ -197,7 +197,8 @@ static void cache_trim(const char *keep, int drop_tmp)
 	}
 	if (d)
 		closedir(d);
-	qsort(items, n, sizeof(*items), by_mtime);
+	if (n)
+		qsort(items, n, sizeof(*items), by_mtime);
 	for (size_t i = 0; i < n; i++) {
 		if (total > api_ctx.builds.source_cache_bytes) {
 			char *path = xasprintf("%s/%s", dir, items[i].name);
