@@ -122,10 +122,13 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 		goto cleanup;
 	if ((rc = db_build_expire_leases()) < 0)
 		goto rollback;
-	/* the worker's row locked first: its concurrent claims take turns, so
-	 * two cannot both see a free slot */
+	/* the worker's row locked first, in a statement of its own: its
+	 * concurrent claims take turns, and the count below (a new snapshot)
+	 * sees the jobs the one before took */
+	if ((rc = db_run("SELECT 1 FROM workers WHERE id = $1 FOR UPDATE", 1, params)) < 0)
+		goto rollback;
 	rc = db_query(out, "SELECT w.concurrency > (SELECT count(*) FROM builds b WHERE b.worker_id = w.id"
-			   "  AND b.state = 'running') FROM workers w WHERE w.id = $1 FOR UPDATE", 1, params);
+			   "  AND b.state = 'running') FROM workers w WHERE w.id = $1", 1, params);
 	if (rc < 0)
 		goto rollback;
 	int has_room = out->count == 1 && db_rows_get(out, 0, 0)[0] == 't';
