@@ -50,7 +50,7 @@ static const struct config_row config_rows[] = {
 	ROW(commits_in_flight_per_user, CONFIG_LONG, "4", 1, 1000, "pull-request commits one account without write access may stream at once (more: 429)"),
 	ROW(pull_requests_per_hour, CONFIG_LONG, "30", 0, 100000, "pull requests an account without write access may open per hour (0 = no limit)"),
 	ROW(lock_wait_ms, CONFIG_LONG, "30000", 0, 600000, "longest wait of a write for a repo's lock (then 503); waiting holds no thread"),
-	ROW(work_threads, CONFIG_LONG, "4", 1, 256, "background threads for slow work (lazy mirror downloads, variant indexing); requests wait for it without a thread"),
+	ROW(work_threads, CONFIG_LONG, "4", 1, 256, "background threads for slow work (lazy mirror downloads, variant indexing, build source tars); requests wait for it without a thread"),
 	ROW(work_queue_max, CONFIG_LONG, "256", 1, 1000000, "jobs that may wait for a background thread (more: 503 with Retry-After)"),
 	ROW(work_wait_ms, CONFIG_LONG, "120000", 100, 3600000, "longest wait of a request for its background job (then 503 with Retry-After)"),
 	ROW(variant_catch_up_ms, CONFIG_LONG, "5000", 100, 3600000, "how often a background thread indexes kernel repos whose branches are not indexed yet"),

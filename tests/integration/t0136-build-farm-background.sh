@@ -18,7 +18,7 @@ V1=torch211-cxx11-cpu-x86_64-linux
 V2=torch210-cxx11-cpu-x86_64-linux
 V4=torch212-cxx11-cpu-x86_64-linux
 BIG_MB=${BIG_MB:-256}
-NFILES=${NFILES:-2000}
+NFILES=${NFILES:-4000}
 # one HTTP thread: a tar made on it would hold every other request
 export KHUB_THREADS=1 KHUB_BUILD_LEASE_SECONDS=4 KHUB_BUILD_HEARTBEAT_SECONDS=1 KHUB_BUILD_MAX_ATTEMPTS=2
 log=$TEST_DIR/setup.log
