@@ -122,8 +122,10 @@ static enum MHD_Result handle_claim(struct request *req)
 		db_rows_release(&rows);
 		return respond_json(req, 200, json_pack("{s:o}", "build", job));
 	}
-	/* nothing ready: wait parked (woken by an enqueue here; other
-	 * processes' enqueues are seen at the next poll, within a second) */
+	/* nothing ready, or the worker runs as many jobs as it registered
+	 * (rc 2: answered as an empty queue): wait parked (woken by an enqueue
+	 * here; other processes' enqueues and ended jobs are seen at the next
+	 * poll, within a second) */
 	uint64_t now = monotonic_usec(), limit = (uint64_t)wait_seconds * 1000000u;
 	if (!req->wait_started_usec)
 		req->wait_started_usec = now;
