@@ -53,6 +53,32 @@ is "$unlike_rocm" 0 "without rocm_from_hipcc the same hipcc and CPU torch offer 
 is "$?" 1 "rocm_from_hipcc without hipcc: refused"
 like "$(cat "$W/nohipcc.out")" 'toolchains\[0\]\.rocm_from_hipcc: needs "hipcc"' "naming the key"
 
+# A torch that is a ROCm build keeps the probe's own path: there is no ROCm
+# torch on this machine, so a stand-in `torch` module on the toolchain's
+# PYTHONPATH says what such a torch says (torch.version.hip); only the probe
+# (--check) reads it, nothing is built with it.
+mkdir -p "$W/rocm-torch/torch"
+cat >"$W/rocm-torch/torch/__init__.py" <<'PYEOF'
+__version__ = "2.9.1+rocm6.4"
+class version:
+    cuda = None
+    hip = "6.4.43482-0f2d60242"
+def compiled_with_cxx11_abi():
+    return True
+PYEOF
+cat >"$W/rocm-torch.json" <<EOF
+{"toolchains": [{"name": "rocm-torch", "python": "$PY", "cxx": "g++", "hipcc": "hipcc",
+                 "env": {"PYTHONPATH": "$W/rocm-torch"}},
+                {"name": "rocm-torch-key", "python": "$PY", "cxx": "g++", "hipcc": "hipcc", "rocm_from_hipcc": true,
+                 "env": {"PYTHONPATH": "$W/rocm-torch"}}]}
+EOF
+"$WORKER_BIN" --check --toolchains "$W/rocm-torch.json" >"$W/rocm-torch.out" 2>&1
+ok $(grep -qx "  torch29-cxx11-rocm64-$(uname -m)-linux" "$W/rocm-torch.out"; echo $?) \
+	"a ROCm torch (torch.version.hip 6.4) without the key: torch29-cxx11-rocm64, its version from torch, not hipcc"
+ok $(grep -qx "  torch-rocm" "$W/rocm-torch.out"; echo $?) "and its noarch torch-rocm"
+like "$(cat "$W/rocm-torch.out")" 'rocm-torch-key: not usable: rocm_from_hipcc: torch 2.9.1 is itself a ROCm build \(HIP 6\.4' \
+	"rocm_from_hipcc with a ROCm torch is refused, saying why"
+
 # ---- the farm: push, build, publish --------------------------------------------------------------
 khub admin org create acme >/dev/null 2>&1
 khub admin user create alice >/dev/null 2>&1
