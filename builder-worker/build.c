@@ -507,9 +507,6 @@ int build_main(int argc, char **argv)
 			rc = r == KHUB_EINVAL ? BUILD_FAILED : BUILD_INTERNAL;
 			goto cleanup;
 		}
-		char *list = json_dumps(offload, JSON_COMPACT);
-		fprintf(stderr, "khub-worker build: HIP code objects in the libraries: %s\n", list ? list : "?");
-		free(list);
 	}
 	{
 		char *args[] = { tc->python, "-c", (char *)smoke_script, plan.stage, plan.ops_name, plan.module,
@@ -527,9 +524,6 @@ int build_main(int argc, char **argv)
 	}
 	t_checked = monotonic_usec();
 	report_add_build(report, &plan, offload);
-	for (size_t i = 0; i < json_array_size(json_object_get(json_object_get(report, "build"), "notes")); i++)
-		fprintf(stderr, "khub-worker build: note: %s\n",
-			json_string_value(json_array_get(json_object_get(json_object_get(report, "build"), "notes"), i)));
 	package_remove_bytecode(plan.stage);
 	if (package_digest(plan.stage) < 0)
 		goto cleanup;

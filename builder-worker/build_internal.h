@@ -165,14 +165,15 @@ int abi_check_file(const char *path, const char *display, json_t **entry, struct
  * added). 0, or KHUB_EIO when the file cannot be read as ELF. */
 int report_offload_archs(const char *path, json_t *archs);
 /* The targets of every library of the report (its "files", under
- * p->stage) into *found (a new array, the caller's); KHUB_EINVAL with a
- * log line when an arch of p->archs has no code object, KHUB_EIO when a
- * library cannot be read. */
+ * p->stage) into *found (a new array, the caller's), logged; KHUB_EINVAL
+ * with a log line when an arch of p->archs has no code object, KHUB_EIO
+ * when a library cannot be read. */
 int report_hip_archs(const struct build_plan *p, json_t *report, json_t **found);
 /* Set report["build"]: the variant, the torch it was compiled against and
  * what that torch was built for, ROCm's version and where it came from,
  * the archs compiled and left out, offload_archs (borrowed, may be NULL),
- * what the (passed) smoke import showed and notes for a reader. */
+ * what the (passed) smoke import showed and notes for a reader (also
+ * logged). */
 void report_add_build(json_t *report, const struct build_plan *p, json_t *offload_archs);
 
 #endif

@@ -62,8 +62,11 @@ static void bundle_targets(const unsigned char *data, size_t size, json_t *archs
 			for (size_t k = 0; k + 1 < idlen; k++)
 				if (id[k] == '-' && id[k + 1] == '-')
 					dash = id + k + 2;
-			if (!strncmp(id, "hip", 3) && dash && dash < id + idlen)
-				add_unique(archs, dash, (size_t)(id + idlen - dash));
+			if (!strncmp(id, "hip", 3) && dash && dash < id + idlen) {
+				size_t len = (size_t)(id + idlen - dash);	/* "gfx90a:xnack-": the arch alone */
+				const char *colon = memchr(dash, ':', len);
+				add_unique(archs, dash, colon ? (size_t)(colon - dash) : len);
+			}
 		}
 	}
 }
@@ -112,6 +115,9 @@ int report_hip_archs(const struct build_plan *p, json_t *report, json_t **found)
 		if (r < 0)
 			return r;
 	}
+	char *list = json_dumps(*found, JSON_COMPACT);
+	dprintf(p->sb->log_fd, "khub-worker build: HIP code objects in the libraries: %s\n", list ? list : "?");
+	free(list);
 	int rc = 0;
 	for (i = 0; i < p->archs.count; i++) {
 		int have = 0;
@@ -141,7 +147,8 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 	json_t *b = json_pack("{s:s,s:s,s:s?,s:s,s:s}", "variant", p->variant, "backend", p->backend, "torch",
 			      tc->torch_version, "torch_build", tb, "smoke_import", smoke);
 	free(smoke);
-	json_t *notes = json_array();
+	json_t *notes = json_array(), *v;
+	size_t i;
 	if (!strcmp(p->backend, "rocm") && !p->noarch) {
 		json_object_set_new(b, "rocm", json_string(tc->rocm_version ? tc->rocm_version : "?"));
 		json_object_set_new(b, "rocm_from", json_string(tc->rocm_from_hipcc ? "hipcc" : "torch"));
@@ -153,14 +160,14 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 	}
 	if (gpu) {
 		json_t *archs = json_array();
-		for (size_t i = 0; i < p->archs.count; i++)
+		for (i = 0; i < p->archs.count; i++)
 			json_array_append_new(archs, json_string(p->archs.items[i]));
 		json_object_set_new(b, "archs", archs);
 	}
 	if (p->archs_left_out.count) {
 		json_t *left = json_array();
 		struct strbuf s = STRBUF_INIT;
-		for (size_t i = 0; i < p->archs_left_out.count; i++) {
+		for (i = 0; i < p->archs_left_out.count; i++) {
 			json_array_append_new(left, json_string(p->archs_left_out.items[i]));
 			strbuf_addf(&s, "%s%s", i ? ", " : "", p->archs_left_out.items[i]);
 		}
@@ -171,6 +178,8 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 	}
 	if (offload_archs)
 		json_object_set(b, "offload_archs", offload_archs);
+	json_array_foreach(notes, i, v)
+		dprintf(p->sb->log_fd, "khub-worker build: note: %s\n", json_string_value(v));
 	json_object_set_new(b, "notes", notes);
 	json_object_set_new(report, "build", b);
 }
