@@ -2,7 +2,10 @@
  * Python's torch fixes the arch variant (torch version, CUDA/ROCm version,
  * C++ ABI, CPU), its compilers decide whether it can compile it. A usable
  * toolchain also packages the noarch variant torch-<its backend>, which
- * needs no compiler (its smoke import runs on the toolchain's torch). */
+ * needs no compiler (its smoke import runs on the toolchain's torch). With
+ * "rocm_from_hipcc" a CPU torch also builds the ROCm arch variant of its
+ * version, the ROCm version read from `hipcc --version` (an explicit opt-in:
+ * such a variant is compiled against a torch that is not a ROCm build). */
 #include "builder-worker/build_internal.h"
 
 #include <stdlib.h>
