@@ -24,17 +24,19 @@ extern volatile sig_atomic_t sandbox_interrupted;
 
 /* Imports <stage>/__init__.py under the metadata id, as the kernels loader
  * does, then checks that the arch build registered ops in its namespace.
- * argv: stage, id, module, "arch"|"noarch". */
+ * argv: stage, id, module, "arch"|"noarch", "loader"|"direct" (direct: the
+ * import logic even when kernels is there; a rocm_from_hipcc variant is not
+ * the one kernels would pick for the torch running it). */
 static const char smoke_script[] =
 	"import importlib.util, os, sys\n"
-	"stage, kid, module, kind = sys.argv[1:5]\n"
+	"stage, kid, module, kind, how = sys.argv[1:6]\n"
 	"import torch\n"
 	"try:\n"
 	"    import kernels\n"
 	"except Exception:\n"
 	"    kernels = None\n"
 	"mod = None\n"
-	"if kernels is not None and hasattr(kernels, 'get_local_kernel'):\n"
+	"if how == 'loader' and kernels is not None and hasattr(kernels, 'get_local_kernel'):\n"
 	"    from pathlib import Path\n"
 	"    try:\n"
 	"        mod = kernels.get_local_kernel(Path(os.path.dirname(stage)))\n"
@@ -237,7 +239,7 @@ int build_main(int argc, char **argv)
 	struct build_plan plan;
 	memset(&plan, 0, sizeof(plan));
 	char *scratch = NULL, *build_json = NULL, *script = NULL, *text = NULL, *report_path = NULL, *readme = NULL;
-	json_t *report = NULL, *khub_fields = NULL;
+	json_t *report = NULL, *khub_fields = NULL, *offload = NULL;
 	int out_created = 0;
 	char why[512];
 	struct sigaction sa;
@@ -333,6 +335,11 @@ int build_main(int argc, char **argv)
 		tc->torch_version ? tc->torch_version : "?", tc->cuda_version ? ", CUDA " : tc->rocm_version ? ", ROCm " : "",
 		tc->cuda_version ? tc->cuda_version : tc->rocm_version ? tc->rocm_version : "",
 		tc->python_version ? tc->python_version : "?", sandbox_mode_name(sb.mode));
+	int foreign = tc->rocm_from_hipcc && !strcmp(plan.backend, "rocm");
+	if (foreign)
+		fprintf(stderr, "khub-worker build: ROCm %s from hipcc (%s) against torch %s, a %s build, not a ROCm "
+			"torch build (rocm_from_hipcc): built and ABI-checked here, never run on an AMD GPU\n",
+			tc->rocm_version, tc->hipcc_version ? tc->hipcc_version : "?", tc->torch_version, tc->torch_build);
 	if (sb.mode == SANDBOX_NONE)
 		fprintf(stderr, "khub-worker build: WARNING: no sandbox (allow_no_sandbox): build code has the network\n");
 
@@ -475,12 +482,13 @@ int build_main(int argc, char **argv)
 	}
 	char time_text[32];
 	format_iso8601(time(NULL), time_text);
-	khub_fields = json_pack("{s:s?,s:s?,s:s?,s:s?,s:s,s:{s:s,s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:b},s:s}",
+	khub_fields = json_pack("{s:s?,s:s?,s:s?,s:s?,s:s,s:{s:s,s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:b,s:s?,s:b},s:s}",
 				"build-id", build_id, "repo", repo, "commit", commit, "worker", worker,
 				"built-at", time_text, "toolchain", "name", tc->name, "python", tc->python_version,
 				"torch", tc->torch_version, "cuda", tc->cuda_version, "rocm", tc->rocm_version,
 				"cxx", tc->cxx_version, "nvcc", tc->nvcc_version, "hipcc", tc->hipcc_version,
-				"cxx11-abi", tc->cxx11_abi, "sandbox", sandbox_mode_name(sb.mode));
+				"cxx11-abi", tc->cxx11_abi, "torch-build", tc->torch_build, "rocm-from-hipcc", foreign,
+				"sandbox", sandbox_mode_name(sb.mode));
 	if (package_metadata(&plan, commit, khub_fields) < 0)
 		goto cleanup;
 	if (check_metadata(&plan) < 0)
@@ -493,9 +501,16 @@ int build_main(int argc, char **argv)
 		goto cleanup;
 	}
 	fprintf(stderr, "%s", json_string_value(json_object_get(report, "text")));
+	if (!plan.noarch && !strcmp(plan.backend, "rocm")) {
+		int r = report_hip_archs(&plan, report, &offload);
+		if (r < 0) {
+			rc = r == KHUB_EINVAL ? BUILD_FAILED : BUILD_INTERNAL;
+			goto cleanup;
+		}
+	}
 	{
 		char *args[] = { tc->python, "-c", (char *)smoke_script, plan.stage, plan.ops_name, plan.module,
-				 plan.noarch ? "noarch" : "arch", NULL };
+				 plan.noarch ? "noarch" : "arch", foreign ? "direct" : "loader", NULL };
 		int r = sandbox_run(&sb, args, scratch, 2);
 		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT) {
 			rc = BUILD_TIMED_OUT;
@@ -508,6 +523,7 @@ int build_main(int argc, char **argv)
 		}
 	}
 	t_checked = monotonic_usec();
+	report_add_build(report, &plan, offload);
 	package_remove_bytecode(plan.stage);
 	if (package_digest(plan.stage) < 0)
 		goto cleanup;
@@ -574,6 +590,7 @@ cleanup:
 	free(readme);
 	json_decref(report);
 	json_decref(khub_fields);
+	json_decref(offload);
 	json_decref(plan.config);
 	free(plan.module);
 	free(plan.ops_name);
@@ -581,6 +598,7 @@ cleanup:
 	free(plan.obj);
 	free(plan.stage);
 	strvec_release(&plan.archs);
+	strvec_release(&plan.archs_left_out);
 	sandbox_release(&sb);
 	toolchains_release(&set);
 	strvec_release(&hide);

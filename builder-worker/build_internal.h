@@ -96,6 +96,7 @@ struct build_plan {
 	char *obj;		/* scratch object directory (owned) */
 	char *stage;		/* scratch/stage/<variant>: the package being made (owned) */
 	struct strvec archs;	/* compiled archs for backend.archs (sorted, unique) */
+	struct strvec archs_left_out;	/* ROCm archs asked for that hipcc cannot compile */
 	struct sandbox *sb;
 	int jobs;		/* compiler processes at once */
 };
@@ -156,5 +157,23 @@ enum abi_violation_kind { ABI_MANYLINUX, ABI_PYTHON, ABI_NON_ABI3, ABI_NEEDED };
 int abi_check_dir(const char *dir, json_t **report);
 /* Check one ELF file into a report entry {path, needed, violations}. */
 int abi_check_file(const char *path, const char *display, json_t **entry, struct strbuf *text);
+
+/* ---- the report's build object (report.c) ----------------------------------------- */
+
+/* Append to archs (a JSON array) the AMD GPU targets ("gfx90a") of the
+ * clang offload bundles in path's .hip_fatbin section (none: nothing
+ * added). 0, or KHUB_EIO when the file cannot be read as ELF. */
+int report_offload_archs(const char *path, json_t *archs);
+/* The targets of every library of the report (its "files", under
+ * p->stage) into *found (a new array, the caller's), logged; KHUB_EINVAL
+ * with a log line when an arch of p->archs has no code object, KHUB_EIO
+ * when a library cannot be read. */
+int report_hip_archs(const struct build_plan *p, json_t *report, json_t **found);
+/* Set report["build"]: the variant, the torch it was compiled against and
+ * what that torch was built for, ROCm's version and where it came from,
+ * the archs compiled and left out, offload_archs (borrowed, may be NULL),
+ * what the (passed) smoke import showed and notes for a reader (also
+ * logged). */
+void report_add_build(json_t *report, const struct build_plan *p, json_t *offload_archs);
 
 #endif

@@ -7,6 +7,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -395,6 +396,55 @@ static void select_archs(struct build_plan *p)
 		qsort(p->archs.items, p->archs.count, sizeof(char *), cmp_str);
 }
 
+/* Keep the ROCm archs this hipcc can compile for: one device-only compile
+ * of an empty HIP file per arch (an unknown arch, or one without device
+ * libraries, fails at once). The others are left out with a log line and
+ * listed in p->archs_left_out (the ABI report says so). */
+static int hip_archs_available(struct build_plan *p)
+{
+	char *probe = xasprintf("%s/khub-arch-probe.hip", p->obj);
+	struct strvec keep = STRVEC_INIT;
+	FILE *f = fopen(probe, "we");
+	int rc = BUILD_INTERNAL;
+	if (!f || fclose(f) != 0)
+		goto cleanup;
+	rc = BUILD_OK;
+	for (size_t i = 0; i < p->archs.count && rc == BUILD_OK; i++) {
+		struct strvec args = STRVEC_INIT;
+		strvec_pushf(&args, "%s", p->tc->hipcc);
+		strvec_pushf(&args, "-x");
+		strvec_pushf(&args, "hip");
+		strvec_pushf(&args, "--offload-arch=%s", p->archs.items[i]);
+		strvec_pushf(&args, "--cuda-device-only");
+		strvec_pushf(&args, "-S");
+		strvec_pushf(&args, "%s", probe);
+		strvec_pushf(&args, "-o");
+		strvec_pushf(&args, "/dev/null");
+		dprintf(p->sb->log_fd, "khub-worker: can %s compile for %s?\n", p->tc->hipcc, p->archs.items[i]);
+		int r = sandbox_run(p->sb, args.items, p->src, -1);
+		strvec_release(&args);
+		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT || r < 0) {
+			rc = outcome(p, p->tc->hipcc, r);
+		} else if (r == 0) {
+			strvec_pushf(&keep, "%s", p->archs.items[i]);
+		} else {
+			dprintf(p->sb->log_fd, "khub-worker: rocm-archs: %s (%s) cannot compile for %s: left out\n",
+				p->tc->hipcc, p->tc->hipcc_version ? p->tc->hipcc_version : "?", p->archs.items[i]);
+			strvec_pushf(&p->archs_left_out, "%s", p->archs.items[i]);
+		}
+	}
+	strvec_release(&p->archs);
+	p->archs = keep;
+	keep = (struct strvec)STRVEC_INIT;
+cleanup:
+	strvec_release(&keep);
+	if (rc == BUILD_INTERNAL)
+		dprintf(p->sb->log_fd, "khub-worker: cannot write %s\n", probe);
+	unlink(probe);
+	free(probe);
+	return rc;
+}
+
 /* compile_one, its command appended to *cmds. */
 static int add_compile(struct build_plan *p, const char *rel, json_t *kernel, size_t index, struct strvec *objects,
 		       struct strvec **cmds, size_t *ncmds)
@@ -420,6 +470,8 @@ int compile_variant(struct build_plan *p)
 	int rc = BUILD_OK;
 	if (!strcmp(p->backend, "cuda") || !strcmp(p->backend, "rocm")) {
 		select_archs(p);
+		if (!strcmp(p->backend, "rocm") && p->archs.count && (rc = hip_archs_available(p)) != BUILD_OK)
+			goto cleanup;
 		if (p->archs.count == 0) {
 			dprintf(p->sb->log_fd, "build.toml: kernel.*.%s: no arch left after intersecting with the supported set\n",
 				!strcmp(p->backend, "cuda") ? "cuda-capabilities" : "rocm-archs");
@@ -469,8 +521,15 @@ int compile_variant(struct build_plan *p)
 			strvec_pushf(&args, "-L%s/%s", root, cuda ? "lib64" : "lib");
 			free(root);
 		}
-		strvec_pushf(&args, cuda ? "-ltorch_cuda" : "-ltorch_hip");
-		strvec_pushf(&args, cuda ? "-lc10_cuda" : "-lc10_hip");
+		/* rocm_from_hipcc: a torch that is not a ROCm build has no
+		 * torch_hip/c10_hip; the HIP runtime comes from hipcc's ROCm. */
+		if (cuda || !strcmp(tc->torch_build, "rocm")) {
+			strvec_pushf(&args, cuda ? "-ltorch_cuda" : "-ltorch_hip");
+			strvec_pushf(&args, cuda ? "-lc10_cuda" : "-lc10_hip");
+		} else {
+			dprintf(p->sb->log_fd, "khub-worker: linking without torch_hip and c10_hip: torch %s is a %s build, "
+				"not a ROCm one (rocm_from_hipcc)\n", tc->torch_version, tc->torch_build);
+		}
 		strvec_pushf(&args, cuda ? "-lcudart" : "-lamdhip64");
 	}
 	rc = run_logged(p, &args);

@@ -39,9 +39,10 @@ static int check_main(int argc, char **argv)
 			continue;
 		}
 		usable++;
-		printf("%s: torch %s%s%s%s%s, %s ABI\n", tc->name, tc->torch_version ? tc->torch_version : "?",
+		printf("%s: torch %s%s%s%s%s%s, %s ABI\n", tc->name, tc->torch_version ? tc->torch_version : "?",
 		       tc->cuda_version ? ", CUDA " : "", tc->cuda_version ? tc->cuda_version : "",
 		       tc->rocm_version ? ", ROCm " : "", tc->rocm_version ? tc->rocm_version : "",
+		       tc->rocm_from_hipcc ? " from hipcc (rocm_from_hipcc: the torch is a CPU build, not a ROCm one)" : "",
 		       tc->cxx11_abi ? "cxx11" : "pre-cxx11");
 		for (size_t k = 0; k < tc->nvariants; k++)
 			printf("  %s\n", tc->variants[k]);

@@ -2,7 +2,10 @@
  * Python's torch fixes the arch variant (torch version, CUDA/ROCm version,
  * C++ ABI, CPU), its compilers decide whether it can compile it. A usable
  * toolchain also packages the noarch variant torch-<its backend>, which
- * needs no compiler (its smoke import runs on the toolchain's torch). */
+ * needs no compiler (its smoke import runs on the toolchain's torch). With
+ * "rocm_from_hipcc" a CPU torch also builds the ROCm arch variant of its
+ * version, the ROCm version read from `hipcc --version` (an explicit opt-in:
+ * such a variant is compiled against a torch that is not a ROCm build). */
 #include "builder-worker/build_internal.h"
 
 #include <stdlib.h>
@@ -48,7 +51,7 @@ static const char probe_script[] =
 	"print(json.dumps(r))\n";
 
 static const char *const toolchain_keys[] = { "name", "python", "cxx", "nvcc", "hipcc", "cmake", "ninja", "env",
-					       "allow_no_sandbox", NULL };
+					       "allow_no_sandbox", "rocm_from_hipcc", NULL };
 
 static void free_strings(char **v, size_t n)
 {
@@ -78,6 +81,7 @@ static void toolchain_clear_probe(struct toolchain *tc)
 	tc->torch_includes = NULL;
 	tc->ntorch_includes = 0;
 	tc->cxx_version = tc->nvcc_version = tc->hipcc_version = NULL;
+	tc->torch_build = NULL;
 	tc->usable = 0;
 	tc->why[0] = 0;
 	tc->nvcc_major = tc->nvcc_minor = -1;
@@ -178,6 +182,16 @@ int toolchains_load(const char *path, struct toolchain_set *out, char *why, size
 			goto cleanup;
 		}
 		tc->allow_no_sandbox = json_is_true(ans);
+		json_t *rfh = json_object_get(entry, "rocm_from_hipcc");
+		if (rfh && !json_is_boolean(rfh)) {
+			snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: must be true or false", i);
+			goto cleanup;
+		}
+		tc->rocm_from_hipcc = json_is_true(rfh);
+		if (tc->rocm_from_hipcc && !tc->hipcc) {
+			snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: needs \"hipcc\"", i);
+			goto cleanup;
+		}
 		json_t *env = json_object_get(entry, "env");
 		if (env && !json_is_object(env)) {
 			snprintf(why, why_size, "toolchains[%zu].env: must be an object of strings", i);
@@ -311,31 +325,15 @@ int toolchain_probe(struct toolchain *tc)
 		tc->torch_includes[tc->ntorch_includes++] = xstrdup(json_string_value(v));
 	}
 
-	/* The arch variant this torch fixes. */
-	struct variant_name vn;
+	/* The torch's own build, and its version numbers. */
 	long tmaj = -1, tmin = -1, bmaj = -1, bmin = -1;
-	const char *backend = "cpu";
+	tc->torch_build = tc->cuda_version ? "cuda" : tc->rocm_version ? "rocm" : "cpu";
 	if (!tc->torch_version || sscanf(tc->torch_version, "%ld.%ld", &tmaj, &tmin) != 2) {
 		snprintf(tc->why, sizeof(tc->why), "torch version \"%s\" is not MAJOR.MINOR...",
 			 tc->torch_version ? tc->torch_version : "");
 		rc = KHUB_EINVAL;
 		goto cleanup;
 	}
-	if (tc->cuda_version) {
-		backend = "cuda";
-		sscanf(tc->cuda_version, "%ld.%ld", &bmaj, &bmin);
-	} else if (tc->rocm_version) {
-		backend = "rocm";
-		sscanf(tc->rocm_version, "%ld.%ld", &bmaj, &bmin);
-	}
-	const char *arch = tc->machine ? tc->machine : "";
-	if (!strcmp(arch, "amd64") || !strcmp(arch, "AMD64"))
-		arch = "x86_64";
-	else if (!strcmp(arch, "arm64") || !strcmp(arch, "ARM64"))
-		arch = "aarch64";
-	variant_name_set_torch(&vn, tmaj, tmin, tc->cxx11_abi, backend, bmaj, bmin, arch, "linux");
-	char name[VARIANT_NAME_MAX + 1];
-	variant_name_format(&vn, name, sizeof(name));
 
 	/* Compilers: the arch variant needs cxx, and nvcc/hipcc for a GPU torch. */
 	const char *missing = NULL;
@@ -354,17 +352,59 @@ int toolchain_probe(struct toolchain *tc)
 			missing = tc->nvcc;
 		}
 	}
+	long hmaj = -1, hmin = -1;
 	if (tc->hipcc) {
 		char *text = version_text(tc->hipcc, env.items);
 		if (text) {
 			const char *hv = strstr(text, "HIP version");
 			const char *line0 = hv ? hv : text;
 			tc->hipcc_version = xstrndup(line0, strcspn(line0, "\n"));
+			if (hv && sscanf(hv, "HIP version: %ld.%ld", &hmaj, &hmin) != 2)
+				hmaj = hmin = -1;
 			free(text);
 		} else if (!missing) {
 			missing = tc->hipcc;
 		}
 	}
+
+	/* rocm_from_hipcc: the ROCm variant of a torch that is not a ROCm
+	 * build, its ROCm version hipcc's. Refused for a CUDA or ROCm torch
+	 * (the one contradicts it, the other makes it pointless). */
+	const char *backend = tc->torch_build;
+	if (tc->rocm_from_hipcc) {
+		if (strcmp(tc->torch_build, "cpu") != 0) {
+			snprintf(tc->why, sizeof(tc->why),
+				 "rocm_from_hipcc: torch %s is itself a %s build (%s %s): remove the key (a ROCm torch is probed "
+				 "as it is)", tc->torch_version, !strcmp(tc->torch_build, "cuda") ? "CUDA" : "ROCm",
+				 !strcmp(tc->torch_build, "cuda") ? "CUDA" : "HIP",
+				 tc->cuda_version ? tc->cuda_version : tc->rocm_version);
+			rc = KHUB_EINVAL;
+			goto cleanup;
+		}
+		if (!tc->hipcc_version || hmaj < 0) {
+			snprintf(tc->why, sizeof(tc->why), "rocm_from_hipcc: %s --version %s", tc->hipcc,
+				 !tc->hipcc_version ? "failed (not installed?)" : "prints no \"HIP version: X.Y\"");
+			rc = KHUB_EINVAL;
+			goto cleanup;
+		}
+		tc->rocm_version = xasprintf("%ld.%ld", hmaj, hmin);
+		backend = "rocm";
+	}
+	if (tc->cuda_version)
+		sscanf(tc->cuda_version, "%ld.%ld", &bmaj, &bmin);
+	else if (tc->rocm_version)
+		sscanf(tc->rocm_version, "%ld.%ld", &bmaj, &bmin);
+
+	/* The arch variant this torch (and hipcc, for rocm_from_hipcc) fixes. */
+	struct variant_name vn;
+	const char *arch = tc->machine ? tc->machine : "";
+	if (!strcmp(arch, "amd64") || !strcmp(arch, "AMD64"))
+		arch = "x86_64";
+	else if (!strcmp(arch, "arm64") || !strcmp(arch, "ARM64"))
+		arch = "aarch64";
+	variant_name_set_torch(&vn, tmaj, tmin, tc->cxx11_abi, backend, bmaj, bmin, arch, "linux");
+	char name[VARIANT_NAME_MAX + 1];
+	variant_name_format(&vn, name, sizeof(name));
 	if (missing) {
 		snprintf(tc->why, sizeof(tc->why), "%s --version failed (not installed?)", missing);
 	} else if (!tc->cxx) {
@@ -376,19 +416,22 @@ int toolchain_probe(struct toolchain *tc)
 	} else {
 		add_variant(tc, name);
 	}
-	/* A GPU torch also builds its version's CPU arch variant: every torch
-	 * ships libtorch_cpu and c10, and the build compiles only the cpu
-	 * kernels (what `get_kernel(..., backend="cpu")` loads). */
+	/* A GPU torch (or rocm_from_hipcc) also builds its version's CPU arch
+	 * variant: every torch ships libtorch_cpu and c10, and the build
+	 * compiles only the cpu kernels (what `get_kernel(..., backend="cpu")`
+	 * loads). */
 	if (tc->cxx && !missing && strcmp(backend, "cpu") != 0) {
 		variant_name_set_torch(&vn, tmaj, tmin, tc->cxx11_abi, "cpu", -1, -1, arch, "linux");
 		variant_name_format(&vn, name, sizeof(name));
 		add_variant(tc, name);
 	}
-	/* Python-only variants need the Python alone. */
+	/* Python-only variants need the Python alone; their smoke import runs
+	 * on this torch, so only the torch's own backend (never rocm for
+	 * rocm_from_hipcc: its torch is a CPU one). */
 	char noarch[64];
-	snprintf(noarch, sizeof(noarch), "torch-%s", backend);
+	snprintf(noarch, sizeof(noarch), "torch-%s", tc->torch_build);
 	add_variant(tc, noarch);
-	if (strcmp(backend, "cpu") != 0)
+	if (strcmp(tc->torch_build, "cpu") != 0)
 		add_variant(tc, "torch-cpu");
 	tc->usable = 1;
 	rc = 0;

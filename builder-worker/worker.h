@@ -17,12 +17,17 @@ struct toolchain {
 	char *cmake, *ninja;		/* NULL when absent */
 	char **env;			/* "KEY=VALUE" strings, nenv of them */
 	size_t nenv;
+	int rocm_from_hipcc;		/* build ROCm variants with hipcc against a torch
+					 * that is not a ROCm build (ROCm version from
+					 * `hipcc --version`); see docs/worker-build.md */
 
 	/* Filled by toolchain_probe. */
 	int usable;			/* 1 when it can build the variants below */
 	char why[256];			/* why not, when !usable */
 	char *torch_version;		/* "1.13.1" */
-	char *cuda_version, *rocm_version;	/* "13.0" / "7.1", NULL for a CPU torch */
+	char *cuda_version, *rocm_version;	/* "13.0" / "7.1", NULL for a CPU torch; with
+						 * rocm_from_hipcc, hipcc's HIP version */
+	const char *torch_build;	/* what the torch itself was built for: "cpu", "cuda", "rocm" */
 	int cxx11_abi;
 	char **variants;		/* the variant names it can produce, nvariants of them */
 	size_t nvariants;

@@ -1,7 +1,8 @@
 /* test_abi_check.c -- khub-worker's ABI check on tiny shared libraries
  * compiled here with the system C compiler: a clean one, one needing a
  * GLIBC 2.32 symbol, one using Python symbols newer than 3.9 or outside the
- * stable ABI, one with a DT_NEEDED outside the allowlist, and a stripped one. */
+ * stable ABI, one with a DT_NEEDED outside the allowlist, and a stripped one;
+ * then the targets read from a library's .hip_fatbin section (report.c). */
 #include "builder-worker/build_internal.h"
 #include "tests/unit/tap.h"
 
@@ -120,6 +121,52 @@ int main(void)
 	ok(abi_check_dir(dir, &report) == 0 && !json_is_true(json_object_get(report, "ok")) &&
 	   json_array_size(json_object_get(report, "files")) == 5, "the directory report: 5 files, not ok");
 	json_decref(report);
+
+	/* A .hip_fatbin section as hipcc leaves it in a library: one clang
+	 * offload bundle per object file, a host entry and one per target. */
+	static const char *const bundles[][3] = {
+		{ "host-x86_64-unknown-linux", "hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx1030:xnack-" },
+		{ "host-x86_64-unknown-linux", "hipv4-amdgcn-amd-amdhsa--gfx90a", NULL },
+	};
+	struct strbuf bytes = STRBUF_INIT;
+	strbuf_adds(&bytes, "");
+	for (size_t b = 0; b < 2; b++) {
+		unsigned char buf[512];
+		size_t n = 0, count = bundles[b][2] ? 3 : 2;
+		memcpy(buf, "__CLANG_OFFLOAD_BUNDLE__", 24);
+		n = 24;
+		for (int k = 0; k < 8; k++)
+			buf[n++] = k == 0 ? (unsigned char)count : 0;
+		for (size_t x = 0; x < count; x++) {
+			size_t len = strlen(bundles[b][x]);
+			for (int k = 0; k < 16; k++)
+				buf[n++] = 0;	/* offset and size of the code object */
+			for (int k = 0; k < 8; k++)
+				buf[n++] = k == 0 ? (unsigned char)len : 0;
+			memcpy(buf + n, bundles[b][x], len);
+			n += len;
+		}
+		for (size_t k = 0; k < n; k++)
+			strbuf_addf(&bytes, "%u,", buf[k]);
+		strbuf_adds(&bytes, "0,0,0,0,0,0,0,0,");	/* padding between bundles */
+	}
+	char *src = xasprintf("__attribute__((section(\".hip_fatbin\"), used)) static const unsigned char fb[] = {%s};\n"
+			      "int f(void) { return 1; }\n", bytes.buf);
+	strbuf_release(&bytes);
+	ok(build_so("fatbin", src, "") == 0, "compiled fatbin.so with a .hip_fatbin section of two bundles");
+	free(src);
+	json_t *archs = json_array();
+	char *fpath = xasprintf("%s/fatbin.so", dir);
+	ok(report_offload_archs(fpath, archs) == 0, "report_offload_archs reads fatbin.so");
+	char *found = json_dumps(archs, JSON_COMPACT);
+	is_str(found, "[\"gfx90a\",\"gfx1030\"]", "the AMD GPU targets, once each, features cut, host entries left out");
+	free(found);
+	json_array_clear(archs);
+	free(fpath);
+	fpath = xasprintf("%s/glibc.so", dir);
+	ok(report_offload_archs(fpath, archs) == 0 && json_array_size(archs) == 0, "a library without .hip_fatbin: no target");
+	free(fpath);
+	json_decref(archs);
 	strbuf_release(&text);
 	char *rm = xasprintf("rm -rf %s", dir);
 	if (system(rm) != 0)

@@ -2,9 +2,15 @@
 // torch's current stream (CUDA, or HIP masquerading as CUDA in ROCm torch).
 #include <torch/torch.h>
 
-#if defined(ROCM_KERNEL)
+#if defined(ROCM_KERNEL) && __has_include(<c10/hip/HIPStream.h>)
 #include <ATen/hip/impl/HIPStreamMasqueradingAsCUDA.h>
 static void *current_stream() { return at::hip::getCurrentHIPStreamMasqueradingAsCUDA().stream(); }
+#elif defined(ROCM_KERNEL)
+// Compiled by hipcc against a torch that is not a ROCm build (a worker's
+// rocm_from_hipcc toolchain): torch's HIP stream API is absent, so the
+// kernel runs on the device's null stream, torch's default stream. It
+// ignores a stream the caller made current.
+static void *current_stream() { return nullptr; }
 #else
 #include <c10/cuda/CUDAStream.h>
 static void *current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
