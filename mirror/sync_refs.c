@@ -183,14 +183,7 @@ void sync_apply_deletions(struct repo_sync *rs, struct upstream_ref *refs, size_
  * so the child may log. The child never touches the database connection. */
 static void child_report(int fd, const char *line)
 {
-	size_t n = strlen(line);
-	while (n > 0) {
-		ssize_t w = write(fd, line, n);
-		if (w <= 0)
-			return;
-		line += w;
-		n -= (size_t)w;
-	}
+	(void)write_all(fd, line, strlen(line));
 }
 
 int sync_run_git_step(struct repo_sync *rs, git_remote *remote, enum net_step step,
