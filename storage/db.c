@@ -556,3 +556,13 @@ int db_query(struct db_rows *out, const char *sql, int nparams, const char *cons
 	PQclear(res);
 	return 0;
 }
+
+int db_query_one(struct db_rows *out, const char *sql, int nparams, const char *const *params)
+{
+	int rc = db_query(out, sql, nparams, params);
+	if (rc == 0 && out->count == 0) {
+		db_rows_release(out);
+		rc = KHUB_ENOTFOUND;
+	}
+	return rc;
+}

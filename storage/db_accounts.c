@@ -2,6 +2,7 @@
 #include "storage/db_internal.h"
 #include "storage/db_builds.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <openssl/rand.h>
 #include <stdlib.h>
@@ -37,24 +38,21 @@ static void copy_field(char *dst, size_t size, const char *src)
 int db_account_get(const char *name, struct account *out)
 {
 	const char *params[1] = { name };
-	PGresult *res = db_exec("SELECT id, kind, name, fullname, is_site_admin, trusted_kernel_publisher,"
-				" extract(epoch FROM created_at)::bigint FROM accounts WHERE lower(name) = lower($1)",
-				1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rc = KHUB_ENOTFOUND;
-	if (PQntuples(res) == 1) {
-		out->id = parse_i64(PQgetvalue(res, 0, 0));
-		out->kind = strcmp(PQgetvalue(res, 0, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
-		copy_field(out->name, sizeof(out->name), PQgetvalue(res, 0, 2));
-		copy_field(out->fullname, sizeof(out->fullname), PQgetvalue(res, 0, 3));
-		out->is_site_admin = PQgetvalue(res, 0, 4)[0] == 't';
-		out->trusted_kernel_publisher = PQgetvalue(res, 0, 5)[0] == 't';
-		out->created_at = (time_t)parse_i64(PQgetvalue(res, 0, 6));
-		rc = 0;
-	}
-	PQclear(res);
-	return rc;
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT id, kind, name, fullname, is_site_admin, trusted_kernel_publisher,"
+			      " extract(epoch FROM created_at)::bigint FROM accounts WHERE lower(name) = lower($1)",
+			      1, params);
+	if (rc < 0)
+		return rc;
+	out->id = parse_i64(db_rows_get(&rows, 0, 0));
+	out->kind = strcmp(db_rows_get(&rows, 0, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
+	copy_field(out->name, sizeof(out->name), db_rows_get(&rows, 0, 2));
+	copy_field(out->fullname, sizeof(out->fullname), db_rows_get(&rows, 0, 3));
+	out->is_site_admin = db_rows_get(&rows, 0, 4)[0] == 't';
+	out->trusted_kernel_publisher = db_rows_get(&rows, 0, 5)[0] == 't';
+	out->created_at = (time_t)parse_i64(db_rows_get(&rows, 0, 6));
+	db_rows_release(&rows);
+	return 0;
 }
 
 int db_account_create(enum account_kind kind, const char *name, const char *fullname,
@@ -118,12 +116,25 @@ int db_membership_role(int64_t org_id, int64_t user_id, enum role *out)
 	return 0;
 }
 
+int db_token_secret(const char *prefix, const char *alphabet, size_t len, char *secret, char hash[65])
+{
+	unsigned char random[64];
+	size_t plen = strlen(prefix), n = strlen(alphabet);
+	assert(len <= sizeof(random));
+	if (RAND_bytes(random, (int)len) != 1)
+		return KHUB_EIO;
+	memcpy(secret, prefix, plen);
+	for (size_t i = 0; i < len; i++)
+		secret[plen + i] = alphabet[random[i] % n];
+	secret[plen + len] = '\0';
+	sha256_hex(secret, plen + len, hash);
+	return 0;
+}
+
 int db_token_create(const char *user, const char *name, enum role scope, time_t expires_at,
 		    char **token, int64_t *token_id)
 {
-	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 	struct account acct;
-	unsigned char random[34];
 	char secret[3 + 34 + 1], hash[65], uid[24], expires[32];
 	int rc;
 
@@ -131,13 +142,8 @@ int db_token_create(const char *user, const char *name, enum role scope, time_t 
 		return rc;
 	if (acct.kind != ACCOUNT_USER)
 		return KHUB_EINVAL;
-	if (RAND_bytes(random, sizeof(random)) != 1)
+	if (db_token_secret("hf_", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", 34, secret, hash) < 0)
 		return KHUB_EIO;
-	memcpy(secret, "hf_", 3);
-	for (size_t i = 0; i < sizeof(random); i++)
-		secret[3 + i] = alphabet[random[i] % 52];
-	secret[sizeof(secret) - 1] = '\0';
-	sha256_hex(secret, strlen(secret), hash);
 	snprintf(uid, sizeof(uid), "%" PRId64, acct.id);
 	snprintf(expires, sizeof(expires), "%lld", (long long)expires_at);
 	char prefix[8];
@@ -156,32 +162,29 @@ int db_token_create(const char *user, const char *name, enum role scope, time_t 
 	return 0;
 }
 
+void db_principal_from_row(const struct db_rows *rows, struct principal *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->token_id = parse_i64(db_rows_get(rows, 0, 0));
+	out->user_id = parse_i64(db_rows_get(rows, 0, 1));
+	copy_field(out->name, sizeof(out->name), db_rows_get(rows, 0, 2));
+	out->is_site_admin = db_rows_get(rows, 0, 3)[0] == 't';
+	role_parse(db_rows_get(rows, 0, 4), &out->scope);
+	copy_field(out->token_name, sizeof(out->token_name), db_rows_get(rows, 0, 5));
+	out->token_created_at = (time_t)parse_i64(db_rows_get(rows, 0, 6));
+}
+
 int db_token_lookup(const char *token, struct principal *out)
 {
 	char hash[65];
 	sha256_hex(token, strlen(token), hash);
 	const char *params[1] = { hash };
-	PGresult *res = db_exec("SELECT t.id, a.id, a.name, a.is_site_admin, t.scope, t.name,"
-				" extract(epoch FROM t.created_at)::bigint"
-				" FROM tokens t JOIN accounts a ON a.id = t.user_id"
-				" WHERE t.token_sha256 = $1 AND t.revoked_at IS NULL"
-				" AND (t.expires_at IS NULL OR t.expires_at > now())",
-				1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rc = KHUB_ENOTFOUND;
-	if (PQntuples(res) == 1) {
-		memset(out, 0, sizeof(*out));
-		out->token_id = parse_i64(PQgetvalue(res, 0, 0));
-		out->user_id = parse_i64(PQgetvalue(res, 0, 1));
-		copy_field(out->name, sizeof(out->name), PQgetvalue(res, 0, 2));
-		out->is_site_admin = PQgetvalue(res, 0, 3)[0] == 't';
-		role_parse(PQgetvalue(res, 0, 4), &out->scope);
-		copy_field(out->token_name, sizeof(out->token_name), PQgetvalue(res, 0, 5));
-		out->token_created_at = (time_t)parse_i64(PQgetvalue(res, 0, 6));
-		rc = 0;
-	}
-	PQclear(res);
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT " PRINCIPAL_COLUMNS " FROM tokens t JOIN accounts a ON a.id = t.user_id"
+			      " WHERE t.token_sha256 = $1 AND " TOKEN_USABLE, 1, params);
+	if (rc == 0)
+		db_principal_from_row(&rows, out);
+	db_rows_release(&rows);
 	if (rc == KHUB_ENOTFOUND && strncmp(token, "khw_", 4) == 0)
 		rc = db_worker_token_lookup(token, out);	/* a build worker's */
 	return rc;

@@ -124,20 +124,17 @@ int db_mirror_lazy_source(int64_t repo_id, struct mirror_lazy_source *out)
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	const char *params[1] = { id };
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT m.upstream_url, m.upstream_repo, m.token_env, m.token_file, m.lazy, r.type"
-			  " FROM mirror_repos m JOIN repos r ON r.id = m.repo_id WHERE m.repo_id = $1", 1, params);
+	int rc = db_query_one(&rows, "SELECT m.upstream_url, m.upstream_repo, m.token_env, m.token_file, r.type"
+			      " FROM mirror_repos m JOIN repos r ON r.id = m.repo_id WHERE m.repo_id = $1 AND m.lazy",
+			      1, params);
 	if (rc < 0)
 		return rc;
-	if (rows.count != 1 || db_rows_get(&rows, 0, 4)[0] != 't') {
-		db_rows_release(&rows);
-		return KHUB_ENOTFOUND;
-	}
 	out->upstream_url = xstrdup(db_rows_get(&rows, 0, 0));
 	out->upstream_repo = xstrdup(db_rows_get(&rows, 0, 1));
 	out->token_env = dup_or_null(&rows, 0, 2);
 	out->token_file = dup_or_null(&rows, 0, 3);
 	out->type = REPO_KERNEL;
-	repo_type_parse(db_rows_get(&rows, 0, 5), &out->type);
+	repo_type_parse(db_rows_get(&rows, 0, 4), &out->type);
 	db_rows_release(&rows);
 	return 0;
 }
@@ -171,19 +168,15 @@ int db_mirror_trigger_claim(int64_t *id, char **selection)
 	*id = 0;
 	*selection = NULL;
 	struct db_rows rows;
-	int rc = db_query(&rows, "UPDATE mirror_triggers SET started_at = now() WHERE id = ("
-			  " SELECT id FROM mirror_triggers WHERE started_at IS NULL ORDER BY id"
-			  " FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, coalesce(selection, '')", 0, NULL);
-	if (rc < 0)
-		return rc;
-	rc = 1;
-	if (rows.count == 1) {
+	int rc = db_query_one(&rows, "UPDATE mirror_triggers SET started_at = now() WHERE id = ("
+			      " SELECT id FROM mirror_triggers WHERE started_at IS NULL ORDER BY id"
+			      " FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, coalesce(selection, '')", 0, NULL);
+	if (rc == 0) {
 		*id = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
 		*selection = xstrdup(db_rows_get(&rows, 0, 1));
-		rc = 0;
 	}
 	db_rows_release(&rows);
-	return rc;
+	return rc == KHUB_ENOTFOUND ? 1 : rc;
 }
 
 int db_mirror_trigger_finish(int64_t id)
@@ -198,13 +191,11 @@ int db_mirror_config_get(char **json)
 {
 	*json = NULL;
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL);
-	if (rc < 0)
-		return rc;
-	if (rows.count == 1)
+	int rc = db_query_one(&rows, "SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL);
+	if (rc == 0)
 		*json = xstrdup(db_rows_get(&rows, 0, 0));
 	db_rows_release(&rows);
-	return *json ? 0 : KHUB_ENOTFOUND;
+	return rc;
 }
 
 int db_mirror_config_put(const char *json, const char *updated_by)
