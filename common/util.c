@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -207,6 +208,29 @@ int write_all(int fd, const void *data, size_t len)
 		len -= (size_t)w;
 	}
 	return 0;
+}
+
+int read_until_deadline(int fd, uint64_t deadline, size_t limit, struct strbuf *out)
+{
+	for (;;) {
+		uint64_t now = monotonic_usec();
+		if (now >= deadline)
+			return 1;
+		struct pollfd p = { fd, POLLIN, 0 };
+		int n = poll(&p, 1, (int)((deadline - now) / 1000) + 1);
+		if (n < 0 && errno != EINTR)
+			return -1;
+		if (n <= 0)
+			continue;
+		char buf[4096];
+		ssize_t got = read(fd, buf, sizeof(buf));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? -1 : 0;
+		if (!limit || out->len < limit)
+			strbuf_add(out, buf, (size_t)got);
+	}
 }
 
 static int walk_below(const char *root, const char *rel,
