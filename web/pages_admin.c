@@ -174,12 +174,14 @@ static void builds_section(struct page *pg)
 			      "<th scope=\"col\">Worker</th><th scope=\"col\">Version</th>"
 			      "<th scope=\"col\" class=\"num\">Concurrency</th><th scope=\"col\">Variants</th>"
 			      "<th scope=\"col\">Last heartbeat</th></tr></thead><tbody>");
+	static const struct { int column; const char *open; } worker_cells[] = {
+		{ WORKER_COL_NAME, "<th scope=\"row\">" }, { WORKER_COL_VERSION, "<td>" },
+		{ WORKER_COL_CONCURRENCY, "<td class=\"num\">" }, { WORKER_COL_VARIANTS, "<td>" },
+	};
 	for (size_t i = 0; i < workers.count; i++) {
 		page_html(pg, "<tr>");
-		page_cell(pg, "<th scope=\"row\">", db_rows_get(&workers, i, WORKER_COL_NAME));
-		page_cell(pg, "<td>", db_rows_get(&workers, i, WORKER_COL_VERSION));
-		page_cell(pg, "<td class=\"num\">", db_rows_get(&workers, i, WORKER_COL_CONCURRENCY));
-		page_cell(pg, "<td>", db_rows_get(&workers, i, WORKER_COL_VARIANTS));
+		for (size_t c = 0; c < sizeof(worker_cells) / sizeof(worker_cells[0]); c++)
+			page_cell(pg, worker_cells[c].open, db_rows_get(&workers, i, (size_t)worker_cells[c].column));
 		page_cell(pg, "<td>", db_rows_isnull(&workers, i, WORKER_COL_HEARTBEAT) ? "never" :
 				      db_rows_get(&workers, i, WORKER_COL_HEARTBEAT));
 		page_html(pg, "</tr>");
