@@ -246,28 +246,24 @@ int db_trusted_publisher_set(const char *name, int trusted, const char *changed_
 	return db_account_get(name, out);
 }
 
+static void fill_trusted_publisher(void *item, const struct db_rows *rows, size_t i)
+{
+	struct trusted_publisher *t = item;
+	snprintf(t->name, sizeof(t->name), "%s", db_rows_get(rows, i, 0));
+	t->kind = strcmp(db_rows_get(rows, i, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
+	t->since = db_rows_isnull(rows, i, 2) ? 0 : (time_t)strtoll(db_rows_get(rows, i, 2), NULL, 10);
+	t->changed_by = db_rows_isnull(rows, i, 3) ? NULL : xstrdup(db_rows_get(rows, i, 3));
+}
+
 int db_trusted_publisher_list(struct trusted_publisher_list *out)
 {
-	out->items = NULL;
-	out->count = 0;
-	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT a.name, a.kind, extract(epoch FROM c.changed_at)::bigint, c.changed_by"
-		       " FROM accounts a LEFT JOIN LATERAL (SELECT changed_at, changed_by, trusted"
-		       "  FROM trusted_publisher_changes WHERE account_id = a.id ORDER BY id DESC LIMIT 1) c"
-		       "  ON c.trusted WHERE a.trusted_kernel_publisher ORDER BY lower(a.name)", 0, NULL);
-	if (rc < 0)
-		return rc;
-	out->items = xcalloc(rows.count + 1, sizeof(*out->items));
-	for (size_t i = 0; i < rows.count; i++) {
-		struct trusted_publisher *t = &out->items[i];
-		snprintf(t->name, sizeof(t->name), "%s", db_rows_get(&rows, i, 0));
-		t->kind = strcmp(db_rows_get(&rows, i, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
-		t->since = db_rows_isnull(&rows, i, 2) ? 0 : (time_t)strtoll(db_rows_get(&rows, i, 2), NULL, 10);
-		t->changed_by = db_rows_isnull(&rows, i, 3) ? NULL : xstrdup(db_rows_get(&rows, i, 3));
-	}
-	out->count = rows.count;
-	db_rows_release(&rows);
-	return 0;
+	int rc;
+	out->items = db_query_items(sizeof(*out->items), fill_trusted_publisher, &out->count, &rc,
+				    "SELECT a.name, a.kind, extract(epoch FROM c.changed_at)::bigint, c.changed_by"
+				    " FROM accounts a LEFT JOIN LATERAL (SELECT changed_at, changed_by, trusted"
+				    "  FROM trusted_publisher_changes WHERE account_id = a.id ORDER BY id DESC LIMIT 1) c"
+				    "  ON c.trusted WHERE a.trusted_kernel_publisher ORDER BY lower(a.name)", 0, NULL);
+	return rc;
 }
 
 void trusted_publisher_list_release(struct trusted_publisher_list *list)
@@ -330,30 +326,26 @@ int db_org_member_count(int64_t org_id, int64_t *count)
 	return rc;
 }
 
+static void fill_org_membership(void *item, const struct db_rows *rows, size_t i)
+{
+	struct org_membership *m = item;
+	m->org_id = strtoll(db_rows_get(rows, i, 0), NULL, 10);
+	snprintf(m->name, sizeof(m->name), "%s", db_rows_get(rows, i, 1));
+	snprintf(m->fullname, sizeof(m->fullname), "%s", db_rows_get(rows, i, 2));
+	m->role = ROLE_NONE;
+	role_parse(db_rows_get(rows, i, 3), &m->role);
+}
+
 int db_user_orgs(int64_t user_id, struct org_membership_list *out)
 {
 	char id[24];
 	snprintf(id, sizeof(id), "%" PRId64, user_id);
 	const char *params[1] = { id };
-	struct db_rows rows;
-	out->items = NULL;
-	out->count = 0;
-	int rc = db_query(&rows, "SELECT a.id, a.name, a.fullname, m.role FROM memberships m"
-			  " JOIN accounts a ON a.id = m.org_id WHERE m.user_id = $1 ORDER BY a.name", 1, params);
-	if (rc < 0)
-		return rc;
-	out->items = xcalloc(rows.count + 1, sizeof(*out->items));
-	for (size_t i = 0; i < rows.count; i++) {
-		struct org_membership *m = &out->items[i];
-		m->org_id = strtoll(db_rows_get(&rows, i, 0), NULL, 10);
-		snprintf(m->name, sizeof(m->name), "%s", db_rows_get(&rows, i, 1));
-		snprintf(m->fullname, sizeof(m->fullname), "%s", db_rows_get(&rows, i, 2));
-		m->role = ROLE_NONE;
-		role_parse(db_rows_get(&rows, i, 3), &m->role);
-	}
-	out->count = rows.count;
-	db_rows_release(&rows);
-	return 0;
+	int rc;
+	out->items = db_query_items(sizeof(*out->items), fill_org_membership, &out->count, &rc,
+				    "SELECT a.id, a.name, a.fullname, m.role FROM memberships m"
+				    " JOIN accounts a ON a.id = m.org_id WHERE m.user_id = $1 ORDER BY a.name", 1, params);
+	return rc;
 }
 
 void org_membership_list_release(struct org_membership_list *list)
@@ -365,35 +357,31 @@ void org_membership_list_release(struct org_membership_list *list)
 	list->count = 0;
 }
 
+static void fill_token_info(void *item, const struct db_rows *rows, size_t i)
+{
+	struct token_info *t = item;
+	t->id = strtoll(db_rows_get(rows, i, 0), NULL, 10);
+	snprintf(t->prefix, sizeof(t->prefix), "%s", db_rows_get(rows, i, 1));
+	snprintf(t->name, sizeof(t->name), "%s", db_rows_get(rows, i, 2));
+	t->scope = ROLE_NONE;
+	role_parse(db_rows_get(rows, i, 3), &t->scope);
+	t->created_at = (time_t)strtoll(db_rows_get(rows, i, 4), NULL, 10);
+	t->expires_at = db_rows_isnull(rows, i, 5) ? 0 : (time_t)strtoll(db_rows_get(rows, i, 5), NULL, 10);
+	t->revoked = db_rows_get(rows, i, 6)[0] == 't';
+	t->expired = db_rows_get(rows, i, 7)[0] == 't';
+}
+
 int db_token_list(const char *user, struct token_list *out)
 {
 	const char *params[1] = { user };
-	struct db_rows rows;
-	out->items = NULL;
-	out->count = 0;
-	int rc = db_query(&rows, "SELECT t.id, t.token_prefix, t.name, t.scope, extract(epoch FROM t.created_at)::bigint,"
-			  " extract(epoch FROM t.expires_at)::bigint, t.revoked_at IS NOT NULL,"
-			  " coalesce(t.expires_at <= now(), false)"
-			  " FROM tokens t JOIN accounts a ON a.id = t.user_id WHERE lower(a.name) = lower($1)"
-			  " ORDER BY t.id", 1, params);
-	if (rc < 0)
-		return rc;
-	out->items = xcalloc(rows.count + 1, sizeof(*out->items));
-	for (size_t i = 0; i < rows.count; i++) {
-		struct token_info *t = &out->items[i];
-		t->id = strtoll(db_rows_get(&rows, i, 0), NULL, 10);
-		snprintf(t->prefix, sizeof(t->prefix), "%s", db_rows_get(&rows, i, 1));
-		snprintf(t->name, sizeof(t->name), "%s", db_rows_get(&rows, i, 2));
-		t->scope = ROLE_NONE;
-		role_parse(db_rows_get(&rows, i, 3), &t->scope);
-		t->created_at = (time_t)strtoll(db_rows_get(&rows, i, 4), NULL, 10);
-		t->expires_at = db_rows_isnull(&rows, i, 5) ? 0 : (time_t)strtoll(db_rows_get(&rows, i, 5), NULL, 10);
-		t->revoked = db_rows_get(&rows, i, 6)[0] == 't';
-		t->expired = db_rows_get(&rows, i, 7)[0] == 't';
-	}
-	out->count = rows.count;
-	db_rows_release(&rows);
-	return 0;
+	int rc;
+	out->items = db_query_items(sizeof(*out->items), fill_token_info, &out->count, &rc,
+				    "SELECT t.id, t.token_prefix, t.name, t.scope, extract(epoch FROM t.created_at)::bigint,"
+				    " extract(epoch FROM t.expires_at)::bigint, t.revoked_at IS NOT NULL,"
+				    " coalesce(t.expires_at <= now(), false)"
+				    " FROM tokens t JOIN accounts a ON a.id = t.user_id WHERE lower(a.name) = lower($1)"
+				    " ORDER BY t.id", 1, params);
+	return rc;
 }
 
 void token_list_release(struct token_list *list)

@@ -35,6 +35,11 @@ int db_query(struct db_rows *out, const char *sql, int nparams, const char *cons
  * the caller), KHUB_ENOTFOUND when it answered none, or KHUB_EDB (then out
  * is empty). */
 int db_query_one(struct db_rows *out, const char *sql, int nparams, const char *const *params);
+/* db_query turned into an array of items of size bytes, one per row, each
+ * filled from zeroes by fill(item, rows, row): the items (owned; one more
+ * than *count, zeroed) with *rc 0, or NULL with *count 0 and *rc KHUB_EDB. */
+void *db_query_items(size_t size, void (*fill)(void *item, const struct db_rows *rows, size_t row),
+		     size_t *count, int *rc, const char *sql, int nparams, const char *const *params);
 
 /* A new token: prefix and then len (at most 64) characters drawn at random
  * from alphabet into secret (strlen(prefix) + len + 1 bytes), and the
