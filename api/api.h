@@ -353,6 +353,9 @@ void api_after_publish(int64_t repo_id, enum publish_change change);
  * MHD_YES without answering. */
 void request_park(struct request *req, const char *key, unsigned wait_ms);
 void request_wake(const char *key);
+/* The key of what waiters wait for: "kind:n" ("work:12"). */
+#define PARK_KEY_MAX 48
+void park_key(char out[PARK_KEY_MAX], const char *kind, uint64_t n);
 /* Resume every parked request now (shutdown). */
 void request_wake_all(void);
 /* 1 once request_wake_all was called: answer instead of parking again. */

@@ -170,23 +170,38 @@ static enum MHD_Result handle_log_read(struct request *req)
 	return respond(req, 200, resp);
 }
 
-static enum MHD_Result handle_cancel(struct request *req)
+/* A change to the route's job: its id, with the caller's write access to
+ * its repo checked. */
+static int load_for_change(struct request *req, int64_t *id, enum MHD_Result *result)
 {
 	struct db_rows rows;
+	if (load_for_user(req, ROLE_WRITE, id, &rows, result) < 0)
+		return -1;
+	db_rows_release(&rows);
+	return 0;
+}
+
+/* The audit log entry of action (build.cancel...) done to job id. */
+static void audit_change(struct request *req, const char *action, int64_t id)
+{
+	char *details = xasprintf("{\"build\":%" PRId64 "}", id);
+	api_audit(req, action, repo_audit_target(req, REPO_KERNEL, req->ns, req->name), details);
+	free(details);
+}
+
+static enum MHD_Result handle_cancel(struct request *req)
+{
 	int64_t id;
 	enum MHD_Result result;
 	char state[16] = "";
-	if (load_for_user(req, ROLE_WRITE, &id, &rows, &result) < 0)
+	if (load_for_change(req, &id, &result) < 0)
 		return result;
-	db_rows_release(&rows);
 	int rc = db_build_cancel(id, state);
 	if (rc == KHUB_ECONFLICT)
 		return respond_error(req, 409, NULL, "build %" PRId64 " has already ended", id);
 	if (rc < 0)
 		return respond_db_unavailable(req);
-	char *details = xasprintf("{\"build\":%" PRId64 "}", id);
-	api_audit(req, "build.cancel", repo_audit_target(req, REPO_KERNEL, req->ns, req->name), details);
-	free(details);
+	audit_change(req, "build.cancel", id);
 	return respond_json(req, 200, json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", state));
 }
 
@@ -195,9 +210,8 @@ static enum MHD_Result handle_retry(struct request *req)
 	struct db_rows rows;
 	int64_t id;
 	enum MHD_Result result;
-	if (load_for_user(req, ROLE_WRITE, &id, &rows, &result) < 0)
+	if (load_for_change(req, &id, &result) < 0)
 		return result;
-	db_rows_release(&rows);
 	int rc = db_build_retry(id);
 	if (rc == KHUB_ECONFLICT)
 		return respond_error(req, 409, NULL, "build %" PRId64 " is not failed or canceled, or the same commit "
@@ -205,9 +219,7 @@ static enum MHD_Result handle_retry(struct request *req)
 	if (rc < 0 || db_build_get(id, &rows) < 0)
 		return respond_db_unavailable(req);
 	request_wake(BUILD_QUEUE_WAKE_KEY);
-	char *details = xasprintf("{\"build\":%" PRId64 "}", id);
-	api_audit(req, "build.retry", repo_audit_target(req, REPO_KERNEL, req->ns, req->name), details);
-	free(details);
+	audit_change(req, "build.retry", id);
 	json_t *body = build_json(&rows, 0);
 	db_rows_release(&rows);
 	return respond_json(req, 200, body);

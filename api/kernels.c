@@ -62,11 +62,6 @@ static long catch_up_interval_ms;
 static uint64_t catch_up_rounds_started;	/* a listing waits for the next one to end */
 static int catch_up_asked;
 
-static void catch_up_park_key(char out[48], uint64_t round)
-{
-	snprintf(out, 48, "catch-up:%" PRIu64, round);
-}
-
 static void *catch_up_loop(void *arg)
 {
 	(void)arg;
@@ -79,8 +74,8 @@ static void *catch_up_loop(void *arg)
 		int done = variant_index_catch_up(api_ctx.repo_root, CATCH_UP_PER_ROUND);
 		if (done < 0)
 			log_warn("variant index: catch-up failed");
-		char key[48];
-		catch_up_park_key(key, round);
+		char key[PARK_KEY_MAX];
+		park_key(key, "catch-up", round);
 		request_wake(key);
 		pthread_mutex_lock(&catch_up_lock);
 		if (done >= CATCH_UP_PER_ROUND || catch_up_asked)
@@ -108,10 +103,10 @@ static int catch_up_wait(struct request *req)
 {
 	if (req->park_rounds || !catch_up_running)
 		return 0;
-	char key[48];
+	char key[PARK_KEY_MAX];
 	pthread_mutex_lock(&catch_up_lock);
 	catch_up_asked = 1;
-	catch_up_park_key(key, catch_up_rounds_started + 1);
+	park_key(key, "catch-up", catch_up_rounds_started + 1);
 	/* parked before the lock is released: the round cannot end unseen */
 	request_park(req, key, CATCH_UP_LISTING_WAIT_MS);
 	pthread_cond_signal(&catch_up_changed);

@@ -4,6 +4,7 @@
  * Used for a repo's write lock; one thread does all the resuming. */
 #include "api/api.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 struct parked {
 	struct parked *next;
 	struct MHD_Connection *conn;
-	char key[48];
+	char key[PARK_KEY_MAX];
 	uint64_t wake_usec;
 };
 
@@ -90,6 +91,11 @@ void request_park(struct request *req, const char *key, unsigned wait_ms)
 	parked_list = p;
 	pthread_cond_signal(&park_changed);
 	pthread_mutex_unlock(&park_lock);
+}
+
+void park_key(char out[PARK_KEY_MAX], const char *kind, uint64_t n)
+{
+	snprintf(out, PARK_KEY_MAX, "%s:%" PRIu64, kind, n);
 }
 
 void request_wake(const char *key)

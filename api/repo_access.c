@@ -513,8 +513,8 @@ static int wait_for_lock(struct request *req, int64_t repo_id, int rc, enum MHD_
 		*result = respond_error(req, 503, NULL, "another write to this repository is in progress; retry later");
 		return -1;
 	}
-	char key[48];
-	snprintf(key, sizeof(key), "repo-lock/%lld", (long long)repo_id);
+	char key[PARK_KEY_MAX];
+	park_key(key, "repo-lock", (uint64_t)repo_id);
 	unsigned rounds = req->park_rounds < 5 ? req->park_rounds : 5;
 	request_park(req, key, 10u << rounds);
 	*result = MHD_YES;
@@ -538,8 +538,8 @@ void repo_write_unlock(int64_t repo_id)
 
 void api_lock_released(int64_t repo_id)
 {
-	char key[48];
-	snprintf(key, sizeof(key), "repo-lock/%lld", (long long)repo_id);
+	char key[PARK_KEY_MAX];
+	park_key(key, "repo-lock", (uint64_t)repo_id);
 	request_wake(key);
 }
 

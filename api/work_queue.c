@@ -74,11 +74,6 @@ static struct job *find_job(const char *key)
 	return NULL;
 }
 
-static void park_key(char out[48], uint64_t id)
-{
-	snprintf(out, 48, "work:%" PRIu64, id);
-}
-
 static void *worker(void *arg)
 {
 	(void)arg;
@@ -104,8 +99,8 @@ static void *worker(void *arg)
 		j->rc = rc;
 		j->state = JOB_DONE;
 		j->done_usec = monotonic_usec();
-		char key[48];
-		park_key(key, j->id);
+		char key[PARK_KEY_MAX];
+		park_key(key, "work", j->id);
 		pthread_mutex_unlock(&wq_lock);
 		request_wake(key);
 		pthread_mutex_lock(&wq_lock);
@@ -244,8 +239,8 @@ int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, 
 	}
 	/* parked before wq_lock is released: the worker's wake, which follows
 	 * its taking wq_lock, cannot come between the check and the park */
-	char pk[48];
-	park_key(pk, j->id);
+	char pk[PARK_KEY_MAX];
+	park_key(pk, "work", j->id);
 	request_park(req, pk, (unsigned)((uint64_t)wait_ms - waited_ms));
 	pthread_mutex_unlock(&wq_lock);
 	*result = MHD_YES;

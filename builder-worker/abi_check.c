@@ -6,7 +6,6 @@
  * system libraries. The report text uses check-abi's wording. */
 #include "builder-worker/build_internal.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <gelf.h>
@@ -314,33 +313,25 @@ static int ends_with_so(const char *name)
 	return (n > 3 && !strcmp(name + n - 3, ".so")) || strstr(name, ".so.") != NULL;
 }
 
-static int check_walk(const char *root, const char *rel, json_t *files, struct strbuf *text)
+struct check_walk {
+	json_t *files;
+	struct strbuf *text;
+};
+
+static int check_visit(const char *rel, const char *path, const char *name, void *arg)
 {
-	char *dir = *rel ? xasprintf("%s/%s", root, rel) : xstrdup(root);
-	DIR *d = opendir(dir);
-	free(dir);
-	if (!d)
-		return KHUB_EIO;
-	struct dirent *e;
-	int rc = 0;
-	while (rc == 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		char *sub = *rel ? xasprintf("%s/%s", rel, e->d_name) : xstrdup(e->d_name);
-		char *full = xasprintf("%s/%s", root, sub);
-		struct stat st;
-		if (lstat(full, &st) == 0 && S_ISDIR(st.st_mode)) {
-			rc = check_walk(root, sub, files, text);
-		} else if (S_ISREG(st.st_mode) && ends_with_so(e->d_name)) {
-			json_t *entry;
-			rc = abi_check_file(full, sub, &entry, text);
-			if (rc == 0)
-				json_array_append_new(files, entry);
-		}
-		free(full);
-		free(sub);
-	}
-	closedir(d);
+	struct check_walk *w = arg;
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (S_ISDIR(st.st_mode))
+		return DIR_WALK_ENTER;
+	if (!S_ISREG(st.st_mode) || !ends_with_so(name))
+		return 0;
+	json_t *entry;
+	int rc = abi_check_file(path, rel, &entry, w->text);
+	if (rc == 0)
+		json_array_append_new(w->files, entry);
 	return rc;
 }
 
@@ -350,7 +341,8 @@ int abi_check_dir(const char *dir, json_t **report)
 	json_t *files = json_array();
 	struct strbuf text = STRBUF_INIT;
 	strbuf_adds(&text, "");
-	int rc = check_walk(dir, "", files, &text);
+	struct check_walk w = { files, &text };
+	int rc = dir_walk(dir, check_visit, &w);
 	if (rc < 0) {
 		json_decref(files);
 		strbuf_release(&text);

@@ -276,28 +276,26 @@ static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pi
 {
 	struct strvec argv = STRVEC_INIT, envp = STRVEC_INIT;
 	const struct daemon_config *cfg = j->cfg;
+	char *src = xasprintf("%s/src", j->scratch), *out = xasprintf("%s/out", j->scratch);
+	const char *const options[][2] = {
+		{ "--toolchains", cfg->toolchains_path }, { "--toolchain", tc->name }, { "--source", src },
+		{ "--out", out }, { "--variant", j->variant }, { "--build-id", j->id }, { "--repo", j->repo },
+		{ "--commit", j->commit },
+	};
+	static const char *const limits[][2] = {
+		{ "wall_seconds", "--wall-seconds" }, { "cpu_seconds", "--cpu-seconds" },
+		{ "memory_mb", "--memory-mb" }, { "disk_mb", "--disk-mb" },
+	};
 	strvec_pushf(&argv, "%s", cfg->self_exe);
 	strvec_pushf(&argv, "build");
-	strvec_pushf(&argv, "--toolchains");
-	strvec_pushf(&argv, "%s", cfg->toolchains_path);
-	strvec_pushf(&argv, "--toolchain");
-	strvec_pushf(&argv, "%s", tc->name);
-	strvec_pushf(&argv, "--source");
-	strvec_pushf(&argv, "%s/src", j->scratch);
-	strvec_pushf(&argv, "--out");
-	strvec_pushf(&argv, "%s/out", j->scratch);
-	strvec_pushf(&argv, "--variant");
-	strvec_pushf(&argv, "%s", j->variant);
-	strvec_pushf(&argv, "--build-id");
-	strvec_pushf(&argv, "%s", j->id);
-	strvec_pushf(&argv, "--repo");
-	strvec_pushf(&argv, "%s", j->repo);
-	strvec_pushf(&argv, "--commit");
-	strvec_pushf(&argv, "%s", j->commit);
-	push_limit(&argv, j->limits, "wall_seconds", "--wall-seconds");
-	push_limit(&argv, j->limits, "cpu_seconds", "--cpu-seconds");
-	push_limit(&argv, j->limits, "memory_mb", "--memory-mb");
-	push_limit(&argv, j->limits, "disk_mb", "--disk-mb");
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		strvec_pushf(&argv, "%s", options[i][0]);
+		strvec_pushf(&argv, "%s", options[i][1]);
+	}
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+		push_limit(&argv, j->limits, limits[i][0], limits[i][1]);
+	free(src);
+	free(out);
 	/* built from nothing: the worker's token never reaches build code */
 	const char *path = getenv("PATH");
 	strvec_pushf(&envp, "PATH=%s", path && *path ? path : "/usr/local/bin:/usr/bin:/bin");

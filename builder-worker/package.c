@@ -48,18 +48,36 @@ static int write_file(const char *path, const char *data, size_t len)
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return KHUB_EIO;
-	size_t off = 0;
-	while (off < len) {
-		ssize_t n = write(fd, data + off, len - off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			close(fd);
-			return khub_err_from_errno(errno);
-		}
-		off += (size_t)n;
+	if (write_all(fd, data, len) < 0) {
+		int err = errno;
+		close(fd);
+		return khub_err_from_errno(err);
 	}
 	return close(fd) == 0 ? 0 : KHUB_EIO;
+}
+
+/* Read fd to its end, handing each chunk to use (which returns 0 or a
+ * KHUB_E* that stops the reading): 0, use's error, or KHUB_EIO. */
+static int read_chunks(int fd, int (*use)(const char *buf, size_t n, void *ctx), void *ctx)
+{
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return KHUB_EIO;
+		if (n == 0)
+			return 0;
+		int rc = use(buf, (size_t)n, ctx);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+static int write_chunk(const char *buf, size_t n, void *fd)
+{
+	return write_all(*(int *)fd, buf, n) < 0 ? khub_err_from_errno(errno) : 0;
 }
 
 static int copy_file(const char *from, const char *to, mode_t mode)
@@ -72,74 +90,41 @@ static int copy_file(const char *from, const char *to, mode_t mode)
 		close(in);
 		return KHUB_EIO;
 	}
-	char buf[65536];
-	int rc = 0;
-	for (;;) {
-		ssize_t n = read(in, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = KHUB_EIO;
-			break;
-		}
-		if (n == 0)
-			break;
-		for (ssize_t off = 0; off < n;) {
-			ssize_t w = write(out, buf + off, (size_t)(n - off));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				rc = khub_err_from_errno(errno);
-				goto done;
-			}
-			off += w;
-		}
-	}
-done:
+	int rc = read_chunks(in, write_chunk, &out);
 	close(in);
 	if (close(out) < 0 && rc == 0)
 		rc = KHUB_EIO;
 	return rc;
 }
 
-/* Walk from/rel recursively, copying what keep() accepts to to/rel. */
-static int copy_walk(const char *from, const char *to, const char *rel, int (*keep)(const char *name, void *ctx),
-		     void *ctx, int log_fd)
+/* Copying a tree: what keep() accepts (every regular file when NULL),
+ * without symbolic links, __pycache__ or .git. */
+struct tree_copy {
+	const char *to;
+	int (*keep)(const char *name, void *ctx);
+	void *ctx;
+	int log_fd;
+};
+
+static int copy_visit(const char *rel, const char *src, const char *name, void *arg)
 {
-	char *dir = *rel ? xasprintf("%s/%s", from, rel) : xstrdup(from);
-	DIR *d = opendir(dir);
+	const struct tree_copy *c = arg;
+	if (!strcmp(name, "__pycache__") || !strcmp(name, ".git"))
+		return 0;
+	char *dst = xasprintf("%s/%s", c->to, rel);
+	struct stat st;
 	int rc = 0;
-	if (!d) {
-		free(dir);
-		return KHUB_EIO;
+	if (lstat(src, &st) < 0) {
+		rc = KHUB_EIO;
+	} else if (S_ISLNK(st.st_mode)) {
+		if (c->log_fd >= 0)
+			dprintf(c->log_fd, "khub-worker: %s: a symbolic link, not copied\n", rel);
+	} else if (S_ISDIR(st.st_mode)) {
+		rc = mkdir(dst, 0755) < 0 && errno != EEXIST ? KHUB_EIO : DIR_WALK_ENTER;
+	} else if (S_ISREG(st.st_mode) && (!c->keep || c->keep(name, c->ctx))) {
+		rc = copy_file(src, dst, st.st_mode);
 	}
-	struct dirent *e;
-	while (rc == 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "__pycache__") ||
-		    !strcmp(e->d_name, ".git"))
-			continue;
-		char *sub = *rel ? xasprintf("%s/%s", rel, e->d_name) : xstrdup(e->d_name);
-		char *src = xasprintf("%s/%s", from, sub), *dst = xasprintf("%s/%s", to, sub);
-		struct stat st;
-		if (lstat(src, &st) < 0) {
-			rc = KHUB_EIO;
-		} else if (S_ISLNK(st.st_mode)) {
-			if (log_fd >= 0)
-				dprintf(log_fd, "khub-worker: %s: a symbolic link, not copied\n", sub);
-		} else if (S_ISDIR(st.st_mode)) {
-			if (mkdir(dst, 0755) < 0 && errno != EEXIST)
-				rc = KHUB_EIO;
-			else
-				rc = copy_walk(from, to, sub, keep, ctx, log_fd);
-		} else if (S_ISREG(st.st_mode) && (!keep || keep(e->d_name, ctx))) {
-			rc = copy_file(src, dst, st.st_mode);
-		}
-		free(src);
-		free(dst);
-		free(sub);
-	}
-	closedir(d);
-	free(dir);
+	free(dst);
 	return rc;
 }
 
@@ -147,7 +132,8 @@ int copy_tree(const char *from, const char *to, int log_fd)
 {
 	if (mkdir_p(to, 0755) < 0)
 		return KHUB_EIO;
-	return copy_walk(from, to, "", NULL, NULL, log_fd);
+	struct tree_copy c = { to, NULL, NULL, log_fd };
+	return dir_walk(from, copy_visit, &c);
 }
 
 unsigned long long tree_disk_usage(const char *path)
@@ -285,7 +271,8 @@ int package_python(struct build_plan *p)
 	json_t *framework = json_object_get(p->config, p->noarch && json_object_get(p->config, "torch-noarch") ?
 					    "torch-noarch" : "torch");
 	char *from = xasprintf("%s/torch-ext/%s", p->src, p->module);
-	int rc = copy_walk(from, p->stage, "", keep_python, json_object_get(framework, "pyext"), p->sb->log_fd);
+	struct tree_copy copy = { p->stage, keep_python, json_object_get(framework, "pyext"), p->sb->log_fd };
+	int rc = dir_walk(from, copy_visit, &copy);
 	free(from);
 	if (rc < 0)
 		return rc;
@@ -376,6 +363,12 @@ int package_metadata(struct build_plan *p, const char *commit, json_t *khub_fiel
 	return rc;
 }
 
+static int digest_chunk(const char *buf, size_t n, void *ctx)
+{
+	EVP_DigestUpdate(ctx, buf, n);
+	return 0;
+}
+
 /* sha256 of a file as standard base64 (with padding). */
 static int hash_file(const char *path, char out[64])
 {
@@ -384,20 +377,7 @@ static int hash_file(const char *path, char out[64])
 		return KHUB_EIO;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
 	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-	char buf[65536];
-	int rc = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = KHUB_EIO;
-			break;
-		}
-		if (n == 0)
-			break;
-		EVP_DigestUpdate(ctx, buf, (size_t)n);
-	}
+	int rc = read_chunks(fd, digest_chunk, ctx);
 	close(fd);
 	unsigned char md[SHA256_DIGEST_LENGTH];
 	EVP_DigestFinal_ex(ctx, md, NULL);
@@ -406,46 +386,30 @@ static int hash_file(const char *path, char out[64])
 	return rc;
 }
 
-static int digest_walk(const char *root, const char *rel, json_t *files)
+/* The digest's files: all but metadata.json and its signature at the top,
+ * and Python caches; symbolic links followed. */
+static int digest_visit(const char *rel, const char *path, const char *name, void *files)
 {
-	char *dir = *rel ? xasprintf("%s/%s", root, rel) : xstrdup(root);
-	DIR *d = opendir(dir);
-	free(dir);
-	if (!d)
+	if (!strchr(rel, '/') && (!strcmp(name, BUILD_METADATA_FILE) || !strcmp(name, "metadata.json.sigstore")))
+		return 0;
+	size_t n = strlen(name);
+	if (!strcmp(name, "__pycache__") || (n > 4 && !strcmp(name + n - 4, ".pyc")))
+		return 0;
+	struct stat st;
+	if (stat(path, &st) < 0)
 		return KHUB_EIO;
-	struct dirent *e;
-	int rc = 0;
-	while (rc == 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (!*rel && (!strcmp(e->d_name, BUILD_METADATA_FILE) || !strcmp(e->d_name, "metadata.json.sigstore")))
-			continue;
-		size_t n = strlen(e->d_name);
-		if (!strcmp(e->d_name, "__pycache__") || (n > 4 && !strcmp(e->d_name + n - 4, ".pyc")))
-			continue;
-		char *sub = *rel ? xasprintf("%s/%s", rel, e->d_name) : xstrdup(e->d_name);
-		char *full = xasprintf("%s/%s", root, sub);
-		struct stat st;
-		if (stat(full, &st) < 0) {
-			rc = KHUB_EIO;
-		} else if (S_ISDIR(st.st_mode)) {
-			rc = digest_walk(root, sub, files);
-		} else {
-			char b64[64];
-			rc = hash_file(full, b64);
-			if (rc == 0)
-				json_object_set_new(files, sub, json_string(b64));
-		}
-		free(full);
-		free(sub);
-	}
-	closedir(d);
+	if (S_ISDIR(st.st_mode))
+		return DIR_WALK_ENTER;
+	char b64[64];
+	int rc = hash_file(path, b64);
+	if (rc == 0)
+		json_object_set_new(files, rel, json_string(b64));
 	return rc;
 }
 
 int package_tree_digest(const char *dir, json_t *files)
 {
-	return digest_walk(dir, "", files);
+	return dir_walk(dir, digest_visit, files);
 }
 
 int copy_tree_file(const char *from, const char *to)
@@ -461,7 +425,7 @@ int package_digest(const char *stage)
 	if (!md)
 		goto cleanup;
 	json_t *files = json_object();
-	rc = digest_walk(stage, "", files);
+	rc = dir_walk(stage, digest_visit, files);
 	json_object_set_new(md, "digest", json_pack("{s:s,s:o}", "algorithm", "sha256", "files", files));
 	if (rc == 0)
 		rc = dump_json(md, path);

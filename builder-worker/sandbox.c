@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,25 +104,7 @@ int run_capture(char *const *argv, char *const *env, int timeout_s, char **out, 
 	}
 	uint64_t deadline = monotonic_usec() + (uint64_t)timeout_s * 1000000;
 	struct strbuf sb = STRBUF_INIT;
-	for (;;) {
-		uint64_t now = monotonic_usec();
-		if (now >= deadline)
-			break;
-		struct pollfd pfd = { p[0], POLLIN, 0 };
-		int n = poll(&pfd, 1, (int)((deadline - now) / 1000) + 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		char buf[4096];
-		ssize_t got = read(p[0], buf, sizeof(buf));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			break;
-		if (sb.len < 1024 * 1024)
-			strbuf_add(&sb, buf, (size_t)got);
-	}
+	read_until_deadline(p[0], deadline, 1024 * 1024, &sb);
 	close(p[0]);
 	rc = wait_group(pid, deadline);
 	*out = strbuf_detach(&sb, NULL);

@@ -101,6 +101,21 @@ int mkdir_p(const char *path, unsigned mode);
 int fsync_dir(const char *path);
 /* Read a whole small file (limit bytes at most); caller frees; NULL on error. */
 char *read_file_limited(const char *path, size_t limit, size_t *len);
+/* Write all len bytes of data to fd, again after EINTR: 0, or -1 with errno
+ * (EIO when write wrote nothing). */
+int write_all(int fd, const void *data, size_t len);
+/* Read fd (a child's pipe) into out until end of file or the
+ * monotonic_usec() deadline, keeping at most limit bytes (0: no limit):
+ * 0 at end of file, 1 when the deadline came first, -1 on a read error. */
+int read_until_deadline(int fd, uint64_t deadline, size_t limit, struct strbuf *out);
+/* Walk the tree below root depth first, in readdir order: visit(rel, path,
+ * name, ctx) for every entry but . and .., with rel its path below root
+ * ("sub/x.so"), path root/rel and name its last part. visit returns 0 to go
+ * on, DIR_WALK_ENTER to walk into the entry (a directory), or a negative
+ * KHUB_E* that ends the walk and is returned. KHUB_EIO when a directory
+ * cannot be opened. */
+#define DIR_WALK_ENTER 1
+int dir_walk(const char *root, int (*visit)(const char *rel, const char *path, const char *name, void *ctx), void *ctx);
 
 
 

@@ -1,9 +1,11 @@
 /* util.c -- allocation, hex, hashing, time and filesystem helpers. */
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -187,6 +189,78 @@ int mkdir_p(const char *path, unsigned mode)
 	}
 	free(copy);
 	return rc;
+}
+
+int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		if (w == 0) {
+			errno = EIO;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int read_until_deadline(int fd, uint64_t deadline, size_t limit, struct strbuf *out)
+{
+	for (;;) {
+		uint64_t now = monotonic_usec();
+		if (now >= deadline)
+			return 1;
+		struct pollfd p = { fd, POLLIN, 0 };
+		int n = poll(&p, 1, (int)((deadline - now) / 1000) + 1);
+		if (n < 0 && errno != EINTR)
+			return -1;
+		if (n <= 0)
+			continue;
+		char buf[4096];
+		ssize_t got = read(fd, buf, sizeof(buf));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? -1 : 0;
+		if (!limit || out->len < limit)
+			strbuf_add(out, buf, (size_t)got);
+	}
+}
+
+static int walk_below(const char *root, const char *rel,
+		      int (*visit)(const char *rel, const char *path, const char *name, void *ctx), void *ctx)
+{
+	char *dir = *rel ? xasprintf("%s/%s", root, rel) : xstrdup(root);
+	DIR *d = opendir(dir);
+	free(dir);
+	if (!d)
+		return KHUB_EIO;
+	struct dirent *e;
+	int rc = 0;
+	while (rc == 0 && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		char *sub = *rel ? xasprintf("%s/%s", rel, e->d_name) : xstrdup(e->d_name);
+		char *path = xasprintf("%s/%s", root, sub);
+		rc = visit(sub, path, e->d_name, ctx);
+		if (rc == DIR_WALK_ENTER)
+			rc = walk_below(root, sub, visit, ctx);
+		free(path);
+		free(sub);
+	}
+	closedir(d);
+	return rc;
+}
+
+int dir_walk(const char *root, int (*visit)(const char *rel, const char *path, const char *name, void *ctx), void *ctx)
+{
+	return walk_below(root, "", visit, ctx);
 }
 
 int fsync_dir(const char *path)

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -183,14 +182,7 @@ void sync_apply_deletions(struct repo_sync *rs, struct upstream_ref *refs, size_
  * so the child may log. The child never touches the database connection. */
 static void child_report(int fd, const char *line)
 {
-	size_t n = strlen(line);
-	while (n > 0) {
-		ssize_t w = write(fd, line, n);
-		if (w <= 0)
-			return;
-		line += w;
-		n -= (size_t)w;
-	}
+	(void)write_all(fd, line, strlen(line));
 }
 
 int sync_run_git_step(struct repo_sync *rs, git_remote *remote, enum net_step step,
@@ -229,27 +221,7 @@ int sync_run_git_step(struct repo_sync *rs, git_remote *remote, enum net_step st
 	close(fds[1]);
 	struct strbuf in = STRBUF_INIT;
 	uint64_t deadline = monotonic_usec() + (uint64_t)rs->sel->git_timeout * 1000000u;
-	int timed_out = 0;
-	for (;;) {
-		uint64_t now = monotonic_usec();
-		if (now >= deadline) {
-			timed_out = 1;
-			break;
-		}
-		struct pollfd p = { fds[0], POLLIN, 0 };
-		int prc = poll(&p, 1, (int)((deadline - now) / 1000 + 1));
-		if (prc < 0 && errno == EINTR)
-			continue;
-		if (prc <= 0)
-			continue;
-		char buf[4096];
-		ssize_t n = read(fds[0], buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		strbuf_add(&in, buf, (size_t)n);
-	}
+	int timed_out = read_until_deadline(fds[0], deadline, 0, &in) == 1;
 	close(fds[0]);
 	int status = 0;
 	if (timed_out)

@@ -259,17 +259,9 @@ static size_t on_file_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 		d->decided = 1;
 	}
 	EVP_DigestUpdate(d->sha, ptr, n);
-	size_t left = n;
-	while (left > 0) {
-		ssize_t w = write(d->fd, ptr, left);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			d->failed = 1;
-			return 0;
-		}
-		ptr += w;
-		left -= (size_t)w;
+	if (write_all(d->fd, ptr, n) < 0) {
+		d->failed = 1;
+		return 0;
 	}
 	d->written += n;
 	/* start writeback as we go, so the fsync before the rename has little

@@ -7,6 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The end of `worker VERB NAME`, whose change returned rc: -1 having said
+ * why it failed (expected_why for the expected error), or 0 having written
+ * it to the audit log as worker.VERB. */
+static int worker_changed(const char *verb, const char *name, int rc, int expected, const char *expected_why)
+{
+	if (rc < 0) {
+		fprintf(stderr, "khub admin: worker %s %s: %s\n", verb, name, rc == expected ? expected_why : khub_strerror(rc));
+		return -1;
+	}
+	char *action = xasprintf("worker.%s", verb);
+	db_audit(0, "cli", action, name, NULL, "local");
+	free(action);
+	return 0;
+}
+
 int admin_worker(int argc, char **argv)
 {
 	const char *verb = argc >= 3 ? argv[2] : "";
@@ -36,25 +51,16 @@ int admin_worker(int argc, char **argv)
 		return 2;
 	}
 	if (strcmp(verb, "remove") == 0) {
-		int rc = db_worker_remove(name);
-		if (rc < 0) {
-			fprintf(stderr, "khub admin: worker remove %s: %s\n", name,
-				rc == KHUB_ENOTFOUND ? "no such worker" : khub_strerror(rc));
+		if (worker_changed(verb, name, db_worker_remove(name), KHUB_ENOTFOUND, "no such worker") < 0)
 			return 1;
-		}
-		db_audit(0, "cli", "worker.remove", name, NULL, "local");
 		printf("worker %s removed (its token no longer works)\n", name);
 		return 0;
 	}
 	char *token = NULL;
 	int64_t id;
-	int rc = db_worker_create(name, "cli", &token, &id);
-	if (rc < 0) {
-		fprintf(stderr, "khub admin: worker add %s: %s\n", name,
-			rc == KHUB_EEXIST ? "a worker of that name exists" : khub_strerror(rc));
+	if (worker_changed(verb, name, db_worker_create(name, "cli", &token, &id), KHUB_EEXIST,
+			   "a worker of that name exists") < 0)
 		return 1;
-	}
-	db_audit(0, "cli", "worker.add", name, NULL, "local");
 	printf("%s\n", token);
 	fprintf(stderr, "worker %s (id %" PRId64 "): keep the token above, it is shown once\n", name, id);
 	free(token);

@@ -18,12 +18,6 @@ struct commit_builder {
 	int has_parent;
 };
 
-static void log_git_error(const char *what)
-{
-	const git_error *e = git_error_last();
-	log_error("%s: %s", what, e ? e->message : "unknown git error");
-}
-
 struct commit_builder *commit_builder_new(git_repository *repo, const char *parent_sha)
 {
 	struct commit_builder *cb = xcalloc(1, sizeof(*cb));

@@ -80,8 +80,7 @@ int repo_log(git_repository *repo, const char *sha, size_t skip, size_t limit, s
 	rc = 0;
 cleanup:
 	if (rc < 0) {
-		const git_error *e = git_error_last();
-		log_error("commit log of %s: %s", sha, e ? e->message : "unknown git error");
+		log_git_error("commit log of %s", sha);
 		commit_log_release(out);
 	}
 	git_revwalk_free(walk);

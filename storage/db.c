@@ -556,3 +556,29 @@ int db_query(struct db_rows *out, const char *sql, int nparams, const char *cons
 	PQclear(res);
 	return 0;
 }
+
+int db_query_one(struct db_rows *out, const char *sql, int nparams, const char *const *params)
+{
+	int rc = db_query(out, sql, nparams, params);
+	if (rc == 0 && out->count == 0) {
+		db_rows_release(out);
+		rc = KHUB_ENOTFOUND;
+	}
+	return rc;
+}
+
+void *db_query_items(size_t size, void (*fill)(void *item, const struct db_rows *rows, size_t row),
+		     size_t *count, int *rc, const char *sql, int nparams, const char *const *params)
+{
+	struct db_rows rows;
+	*count = 0;
+	*rc = db_query(&rows, sql, nparams, params);
+	if (*rc < 0)
+		return NULL;
+	char *items = xcalloc(rows.count + 1, size);
+	for (size_t i = 0; i < rows.count; i++)
+		fill(items + i * size, &rows, i);
+	*count = rows.count;
+	db_rows_release(&rows);
+	return items;
+}

@@ -2,6 +2,7 @@
 #include "storage/db_internal.h"
 #include "storage/db_builds.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <openssl/rand.h>
 #include <stdlib.h>
@@ -37,24 +38,21 @@ static void copy_field(char *dst, size_t size, const char *src)
 int db_account_get(const char *name, struct account *out)
 {
 	const char *params[1] = { name };
-	PGresult *res = db_exec("SELECT id, kind, name, fullname, is_site_admin, trusted_kernel_publisher,"
-				" extract(epoch FROM created_at)::bigint FROM accounts WHERE lower(name) = lower($1)",
-				1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rc = KHUB_ENOTFOUND;
-	if (PQntuples(res) == 1) {
-		out->id = parse_i64(PQgetvalue(res, 0, 0));
-		out->kind = strcmp(PQgetvalue(res, 0, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
-		copy_field(out->name, sizeof(out->name), PQgetvalue(res, 0, 2));
-		copy_field(out->fullname, sizeof(out->fullname), PQgetvalue(res, 0, 3));
-		out->is_site_admin = PQgetvalue(res, 0, 4)[0] == 't';
-		out->trusted_kernel_publisher = PQgetvalue(res, 0, 5)[0] == 't';
-		out->created_at = (time_t)parse_i64(PQgetvalue(res, 0, 6));
-		rc = 0;
-	}
-	PQclear(res);
-	return rc;
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT id, kind, name, fullname, is_site_admin, trusted_kernel_publisher,"
+			      " extract(epoch FROM created_at)::bigint FROM accounts WHERE lower(name) = lower($1)",
+			      1, params);
+	if (rc < 0)
+		return rc;
+	out->id = parse_i64(db_rows_get(&rows, 0, 0));
+	out->kind = strcmp(db_rows_get(&rows, 0, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
+	copy_field(out->name, sizeof(out->name), db_rows_get(&rows, 0, 2));
+	copy_field(out->fullname, sizeof(out->fullname), db_rows_get(&rows, 0, 3));
+	out->is_site_admin = db_rows_get(&rows, 0, 4)[0] == 't';
+	out->trusted_kernel_publisher = db_rows_get(&rows, 0, 5)[0] == 't';
+	out->created_at = (time_t)parse_i64(db_rows_get(&rows, 0, 6));
+	db_rows_release(&rows);
+	return 0;
 }
 
 int db_account_create(enum account_kind kind, const char *name, const char *fullname,
@@ -118,12 +116,25 @@ int db_membership_role(int64_t org_id, int64_t user_id, enum role *out)
 	return 0;
 }
 
+int db_token_secret(const char *prefix, const char *alphabet, size_t len, char *secret, char hash[65])
+{
+	unsigned char random[64];
+	size_t plen = strlen(prefix), n = strlen(alphabet);
+	assert(len <= sizeof(random));
+	if (RAND_bytes(random, (int)len) != 1)
+		return KHUB_EIO;
+	memcpy(secret, prefix, plen);
+	for (size_t i = 0; i < len; i++)
+		secret[plen + i] = alphabet[random[i] % n];
+	secret[plen + len] = '\0';
+	sha256_hex(secret, plen + len, hash);
+	return 0;
+}
+
 int db_token_create(const char *user, const char *name, enum role scope, time_t expires_at,
 		    char **token, int64_t *token_id)
 {
-	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 	struct account acct;
-	unsigned char random[34];
 	char secret[3 + 34 + 1], hash[65], uid[24], expires[32];
 	int rc;
 
@@ -131,13 +142,8 @@ int db_token_create(const char *user, const char *name, enum role scope, time_t 
 		return rc;
 	if (acct.kind != ACCOUNT_USER)
 		return KHUB_EINVAL;
-	if (RAND_bytes(random, sizeof(random)) != 1)
+	if (db_token_secret("hf_", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", 34, secret, hash) < 0)
 		return KHUB_EIO;
-	memcpy(secret, "hf_", 3);
-	for (size_t i = 0; i < sizeof(random); i++)
-		secret[3 + i] = alphabet[random[i] % 52];
-	secret[sizeof(secret) - 1] = '\0';
-	sha256_hex(secret, strlen(secret), hash);
 	snprintf(uid, sizeof(uid), "%" PRId64, acct.id);
 	snprintf(expires, sizeof(expires), "%lld", (long long)expires_at);
 	char prefix[8];
@@ -156,32 +162,29 @@ int db_token_create(const char *user, const char *name, enum role scope, time_t 
 	return 0;
 }
 
+void db_principal_from_row(const struct db_rows *rows, struct principal *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->token_id = parse_i64(db_rows_get(rows, 0, 0));
+	out->user_id = parse_i64(db_rows_get(rows, 0, 1));
+	copy_field(out->name, sizeof(out->name), db_rows_get(rows, 0, 2));
+	out->is_site_admin = db_rows_get(rows, 0, 3)[0] == 't';
+	role_parse(db_rows_get(rows, 0, 4), &out->scope);
+	copy_field(out->token_name, sizeof(out->token_name), db_rows_get(rows, 0, 5));
+	out->token_created_at = (time_t)parse_i64(db_rows_get(rows, 0, 6));
+}
+
 int db_token_lookup(const char *token, struct principal *out)
 {
 	char hash[65];
 	sha256_hex(token, strlen(token), hash);
 	const char *params[1] = { hash };
-	PGresult *res = db_exec("SELECT t.id, a.id, a.name, a.is_site_admin, t.scope, t.name,"
-				" extract(epoch FROM t.created_at)::bigint"
-				" FROM tokens t JOIN accounts a ON a.id = t.user_id"
-				" WHERE t.token_sha256 = $1 AND t.revoked_at IS NULL"
-				" AND (t.expires_at IS NULL OR t.expires_at > now())",
-				1, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rc = KHUB_ENOTFOUND;
-	if (PQntuples(res) == 1) {
-		memset(out, 0, sizeof(*out));
-		out->token_id = parse_i64(PQgetvalue(res, 0, 0));
-		out->user_id = parse_i64(PQgetvalue(res, 0, 1));
-		copy_field(out->name, sizeof(out->name), PQgetvalue(res, 0, 2));
-		out->is_site_admin = PQgetvalue(res, 0, 3)[0] == 't';
-		role_parse(PQgetvalue(res, 0, 4), &out->scope);
-		copy_field(out->token_name, sizeof(out->token_name), PQgetvalue(res, 0, 5));
-		out->token_created_at = (time_t)parse_i64(PQgetvalue(res, 0, 6));
-		rc = 0;
-	}
-	PQclear(res);
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT " PRINCIPAL_COLUMNS " FROM tokens t JOIN accounts a ON a.id = t.user_id"
+			      " WHERE t.token_sha256 = $1 AND " TOKEN_USABLE, 1, params);
+	if (rc == 0)
+		db_principal_from_row(&rows, out);
+	db_rows_release(&rows);
 	if (rc == KHUB_ENOTFOUND && strncmp(token, "khw_", 4) == 0)
 		rc = db_worker_token_lookup(token, out);	/* a build worker's */
 	return rc;
@@ -243,28 +246,24 @@ int db_trusted_publisher_set(const char *name, int trusted, const char *changed_
 	return db_account_get(name, out);
 }
 
+static void fill_trusted_publisher(void *item, const struct db_rows *rows, size_t i)
+{
+	struct trusted_publisher *t = item;
+	snprintf(t->name, sizeof(t->name), "%s", db_rows_get(rows, i, 0));
+	t->kind = strcmp(db_rows_get(rows, i, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
+	t->since = db_rows_isnull(rows, i, 2) ? 0 : (time_t)strtoll(db_rows_get(rows, i, 2), NULL, 10);
+	t->changed_by = db_rows_isnull(rows, i, 3) ? NULL : xstrdup(db_rows_get(rows, i, 3));
+}
+
 int db_trusted_publisher_list(struct trusted_publisher_list *out)
 {
-	out->items = NULL;
-	out->count = 0;
-	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT a.name, a.kind, extract(epoch FROM c.changed_at)::bigint, c.changed_by"
-		       " FROM accounts a LEFT JOIN LATERAL (SELECT changed_at, changed_by, trusted"
-		       "  FROM trusted_publisher_changes WHERE account_id = a.id ORDER BY id DESC LIMIT 1) c"
-		       "  ON c.trusted WHERE a.trusted_kernel_publisher ORDER BY lower(a.name)", 0, NULL);
-	if (rc < 0)
-		return rc;
-	out->items = xcalloc(rows.count + 1, sizeof(*out->items));
-	for (size_t i = 0; i < rows.count; i++) {
-		struct trusted_publisher *t = &out->items[i];
-		snprintf(t->name, sizeof(t->name), "%s", db_rows_get(&rows, i, 0));
-		t->kind = strcmp(db_rows_get(&rows, i, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
-		t->since = db_rows_isnull(&rows, i, 2) ? 0 : (time_t)strtoll(db_rows_get(&rows, i, 2), NULL, 10);
-		t->changed_by = db_rows_isnull(&rows, i, 3) ? NULL : xstrdup(db_rows_get(&rows, i, 3));
-	}
-	out->count = rows.count;
-	db_rows_release(&rows);
-	return 0;
+	int rc;
+	out->items = db_query_items(sizeof(*out->items), fill_trusted_publisher, &out->count, &rc,
+				    "SELECT a.name, a.kind, extract(epoch FROM c.changed_at)::bigint, c.changed_by"
+				    " FROM accounts a LEFT JOIN LATERAL (SELECT changed_at, changed_by, trusted"
+				    "  FROM trusted_publisher_changes WHERE account_id = a.id ORDER BY id DESC LIMIT 1) c"
+				    "  ON c.trusted WHERE a.trusted_kernel_publisher ORDER BY lower(a.name)", 0, NULL);
+	return rc;
 }
 
 void trusted_publisher_list_release(struct trusted_publisher_list *list)
@@ -327,30 +326,26 @@ int db_org_member_count(int64_t org_id, int64_t *count)
 	return rc;
 }
 
+static void fill_org_membership(void *item, const struct db_rows *rows, size_t i)
+{
+	struct org_membership *m = item;
+	m->org_id = strtoll(db_rows_get(rows, i, 0), NULL, 10);
+	snprintf(m->name, sizeof(m->name), "%s", db_rows_get(rows, i, 1));
+	snprintf(m->fullname, sizeof(m->fullname), "%s", db_rows_get(rows, i, 2));
+	m->role = ROLE_NONE;
+	role_parse(db_rows_get(rows, i, 3), &m->role);
+}
+
 int db_user_orgs(int64_t user_id, struct org_membership_list *out)
 {
 	char id[24];
 	snprintf(id, sizeof(id), "%" PRId64, user_id);
 	const char *params[1] = { id };
-	struct db_rows rows;
-	out->items = NULL;
-	out->count = 0;
-	int rc = db_query(&rows, "SELECT a.id, a.name, a.fullname, m.role FROM memberships m"
-			  " JOIN accounts a ON a.id = m.org_id WHERE m.user_id = $1 ORDER BY a.name", 1, params);
-	if (rc < 0)
-		return rc;
-	out->items = xcalloc(rows.count + 1, sizeof(*out->items));
-	for (size_t i = 0; i < rows.count; i++) {
-		struct org_membership *m = &out->items[i];
-		m->org_id = strtoll(db_rows_get(&rows, i, 0), NULL, 10);
-		snprintf(m->name, sizeof(m->name), "%s", db_rows_get(&rows, i, 1));
-		snprintf(m->fullname, sizeof(m->fullname), "%s", db_rows_get(&rows, i, 2));
-		m->role = ROLE_NONE;
-		role_parse(db_rows_get(&rows, i, 3), &m->role);
-	}
-	out->count = rows.count;
-	db_rows_release(&rows);
-	return 0;
+	int rc;
+	out->items = db_query_items(sizeof(*out->items), fill_org_membership, &out->count, &rc,
+				    "SELECT a.id, a.name, a.fullname, m.role FROM memberships m"
+				    " JOIN accounts a ON a.id = m.org_id WHERE m.user_id = $1 ORDER BY a.name", 1, params);
+	return rc;
 }
 
 void org_membership_list_release(struct org_membership_list *list)
@@ -362,35 +357,31 @@ void org_membership_list_release(struct org_membership_list *list)
 	list->count = 0;
 }
 
+static void fill_token_info(void *item, const struct db_rows *rows, size_t i)
+{
+	struct token_info *t = item;
+	t->id = strtoll(db_rows_get(rows, i, 0), NULL, 10);
+	snprintf(t->prefix, sizeof(t->prefix), "%s", db_rows_get(rows, i, 1));
+	snprintf(t->name, sizeof(t->name), "%s", db_rows_get(rows, i, 2));
+	t->scope = ROLE_NONE;
+	role_parse(db_rows_get(rows, i, 3), &t->scope);
+	t->created_at = (time_t)strtoll(db_rows_get(rows, i, 4), NULL, 10);
+	t->expires_at = db_rows_isnull(rows, i, 5) ? 0 : (time_t)strtoll(db_rows_get(rows, i, 5), NULL, 10);
+	t->revoked = db_rows_get(rows, i, 6)[0] == 't';
+	t->expired = db_rows_get(rows, i, 7)[0] == 't';
+}
+
 int db_token_list(const char *user, struct token_list *out)
 {
 	const char *params[1] = { user };
-	struct db_rows rows;
-	out->items = NULL;
-	out->count = 0;
-	int rc = db_query(&rows, "SELECT t.id, t.token_prefix, t.name, t.scope, extract(epoch FROM t.created_at)::bigint,"
-			  " extract(epoch FROM t.expires_at)::bigint, t.revoked_at IS NOT NULL,"
-			  " coalesce(t.expires_at <= now(), false)"
-			  " FROM tokens t JOIN accounts a ON a.id = t.user_id WHERE lower(a.name) = lower($1)"
-			  " ORDER BY t.id", 1, params);
-	if (rc < 0)
-		return rc;
-	out->items = xcalloc(rows.count + 1, sizeof(*out->items));
-	for (size_t i = 0; i < rows.count; i++) {
-		struct token_info *t = &out->items[i];
-		t->id = strtoll(db_rows_get(&rows, i, 0), NULL, 10);
-		snprintf(t->prefix, sizeof(t->prefix), "%s", db_rows_get(&rows, i, 1));
-		snprintf(t->name, sizeof(t->name), "%s", db_rows_get(&rows, i, 2));
-		t->scope = ROLE_NONE;
-		role_parse(db_rows_get(&rows, i, 3), &t->scope);
-		t->created_at = (time_t)strtoll(db_rows_get(&rows, i, 4), NULL, 10);
-		t->expires_at = db_rows_isnull(&rows, i, 5) ? 0 : (time_t)strtoll(db_rows_get(&rows, i, 5), NULL, 10);
-		t->revoked = db_rows_get(&rows, i, 6)[0] == 't';
-		t->expired = db_rows_get(&rows, i, 7)[0] == 't';
-	}
-	out->count = rows.count;
-	db_rows_release(&rows);
-	return 0;
+	int rc;
+	out->items = db_query_items(sizeof(*out->items), fill_token_info, &out->count, &rc,
+				    "SELECT t.id, t.token_prefix, t.name, t.scope, extract(epoch FROM t.created_at)::bigint,"
+				    " extract(epoch FROM t.expires_at)::bigint, t.revoked_at IS NOT NULL,"
+				    " coalesce(t.expires_at <= now(), false)"
+				    " FROM tokens t JOIN accounts a ON a.id = t.user_id WHERE lower(a.name) = lower($1)"
+				    " ORDER BY t.id", 1, params);
+	return rc;
 }
 
 void token_list_release(struct token_list *list)

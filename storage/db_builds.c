@@ -182,17 +182,13 @@ int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])
 	id_text(wid, worker_id);
 	const char *params[2] = { bid, wid };
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT state, worker_id = $2 AND lease_expires_at >= now() FROM builds WHERE id = $1",
-			  2, params);
+	state[0] = '\0';
+	int rc = db_query_one(&rows, "SELECT state, worker_id = $2 AND lease_expires_at >= now() FROM builds WHERE id = $1",
+			      2, params);
 	if (rc < 0)
 		return rc;
-	state[0] = '\0';
-	if (rows.count == 0) {
-		rc = KHUB_ENOTFOUND;
-	} else {
-		snprintf(state, 16, "%s", db_rows_get(&rows, 0, 0));
-		rc = strcmp(state, "running") == 0 && db_rows_get(&rows, 0, 1)[0] == 't' ? 0 : KHUB_ECONFLICT;
-	}
+	snprintf(state, 16, "%s", db_rows_get(&rows, 0, 0));
+	rc = strcmp(state, "running") == 0 && db_rows_get(&rows, 0, 1)[0] == 't' ? 0 : KHUB_ECONFLICT;
 	db_rows_release(&rows);
 	return rc;
 }
@@ -207,7 +203,7 @@ int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char e
 	struct db_rows rows;
 	/* a canceled job stays its worker's until it stops: the answer says
 	 * cancel; an expired lease is lost even when nobody took it yet */
-	int rc = db_query(&rows,
+	int rc = db_query_one(&rows,
 			  "UPDATE builds SET lease_expires_at = CASE WHEN state = 'running'"
 			  "  THEN now() + make_interval(secs => $3::int) ELSE lease_expires_at END"
 			  " WHERE id = $1 AND worker_id = $2 AND (state = 'canceled' OR"
@@ -215,11 +211,7 @@ int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char e
 			  " RETURNING state = 'canceled', "
 			  ISO("coalesce(lease_expires_at, now())"), 3, params);
 	if (rc < 0)
-		return rc;
-	if (rows.count == 0) {
-		db_rows_release(&rows);
-		return KHUB_ECONFLICT;
-	}
+		return rc == KHUB_ENOTFOUND ? KHUB_ECONFLICT : rc;
 	*cancel = db_rows_get(&rows, 0, 0)[0] == 't';
 	snprintf(expires, 40, "%s", db_rows_get(&rows, 0, 1));
 	db_rows_release(&rows);
@@ -238,15 +230,12 @@ int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *d
 		return rc;
 	const char *params[2] = { bid, wid };
 	struct db_rows rows;
-	rc = db_query(&rows, "SELECT log_length FROM builds WHERE id = $1 AND worker_id = $2"
-			     " AND state IN ('running', 'canceled') FOR UPDATE", 2, params);
+	rc = db_query_one(&rows, "SELECT log_length FROM builds WHERE id = $1 AND worker_id = $2"
+				 " AND state IN ('running', 'canceled') FOR UPDATE", 2, params);
+	if (rc == KHUB_ENOTFOUND)
+		rc = KHUB_ECONFLICT;
 	if (rc < 0)
 		goto rollback;
-	if (rows.count == 0) {
-		db_rows_release(&rows);
-		rc = KHUB_ECONFLICT;
-		goto rollback;
-	}
 	int64_t have = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
 	db_rows_release(&rows);
 	*length = have;
@@ -298,13 +287,9 @@ int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, 
 	snprintf(max_text, sizeof(max_text), "%zu", max);
 	const char *params[1] = { bid };
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT log_length FROM builds WHERE id = $1", 1, params);
+	int rc = db_query_one(&rows, "SELECT log_length FROM builds WHERE id = $1", 1, params);
 	if (rc < 0)
 		return rc;
-	if (rows.count == 0) {
-		db_rows_release(&rows);
-		return KHUB_ENOTFOUND;
-	}
 	*length = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
 	db_rows_release(&rows);
 	if (from >= *length)

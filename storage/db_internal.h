@@ -31,5 +31,26 @@ void db_columns_release(struct strbuf *cols, int n);
 /* db_exec into out (released by the caller with db_rows_release): 0 or
  * KHUB_EDB (then out is empty). */
 int db_query(struct db_rows *out, const char *sql, int nparams, const char *const *params);
+/* db_query of a statement answering one row: 0 with it in out (released by
+ * the caller), KHUB_ENOTFOUND when it answered none, or KHUB_EDB (then out
+ * is empty). */
+int db_query_one(struct db_rows *out, const char *sql, int nparams, const char *const *params);
+/* db_query turned into an array of items of size bytes, one per row, each
+ * filled from zeroes by fill(item, rows, row): the items (owned; one more
+ * than *count, zeroed) with *rc 0, or NULL with *count 0 and *rc KHUB_EDB. */
+void *db_query_items(size_t size, void (*fill)(void *item, const struct db_rows *rows, size_t row),
+		     size_t *count, int *rc, const char *sql, int nparams, const char *const *params);
+
+/* A new token: prefix and then len (at most 64) characters drawn at random
+ * from alphabet into secret (strlen(prefix) + len + 1 bytes), and the
+ * SHA-256 it is stored as (hex): 0 or KHUB_EIO (storage/db_accounts.c). */
+int db_token_secret(const char *prefix, const char *alphabet, size_t len, char *secret, char hash[65]);
+
+/* A signed-in user's token: the columns db_principal_from_row reads, from
+ * tokens t JOIN accounts a, and the condition that it may still be used. */
+#define PRINCIPAL_COLUMNS "t.id, a.id, a.name, a.is_site_admin, t.scope, t.name, extract(epoch FROM t.created_at)::bigint"
+#define TOKEN_USABLE "t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"
+/* The principal of the first row of PRINCIPAL_COLUMNS (storage/db_accounts.c). */
+void db_principal_from_row(const struct db_rows *rows, struct principal *out);
 
 #endif

@@ -17,45 +17,40 @@ static int64_t int_or(const struct db_rows *rows, size_t r, size_t c, int64_t df
 	return db_rows_isnull(rows, r, c) ? dflt : strtoll(db_rows_get(rows, r, c), NULL, 10);
 }
 
+static void fill_mirror_status(void *item, const struct db_rows *rows, size_t i)
+{
+	struct mirror_status *m = item;
+	m->repo = xstrdup(db_rows_get(rows, i, 0));
+	m->type = REPO_KERNEL;
+	repo_type_parse(db_rows_get(rows, i, 1), &m->type);
+	m->selection = xstrdup(db_rows_get(rows, i, 2));
+	m->upstream_name = xstrdup(db_rows_get(rows, i, 3));
+	m->upstream_url = xstrdup(db_rows_get(rows, i, 4));
+	m->upstream_repo = xstrdup(db_rows_get(rows, i, 5));
+	m->last_sync_started = (time_t)int_or(rows, i, 6, 0);
+	m->last_sync_finished = (time_t)int_or(rows, i, 7, 0);
+	m->last_success = (time_t)int_or(rows, i, 8, 0);
+	m->lag_seconds = int_or(rows, i, 9, -1);
+	m->refs_behind = int_or(rows, i, 10, 0);
+	m->last_error = dup_or_null(rows, i, 11);
+	m->warnings = dup_or_null(rows, i, 12);
+	m->bytes = int_or(rows, i, 13, 0);
+	m->objects = int_or(rows, i, 14, 0);
+	m->syncs = int_or(rows, i, 15, 0);
+	m->lazy = db_rows_get(rows, i, 16)[0] == 't';
+}
+
 int db_mirror_status_list(struct mirror_status_list *out)
 {
-	out->items = NULL;
-	out->count = 0;
-	struct db_rows rows;
-	int rc = db_query(&rows,
-			  "SELECT r.namespace || '/' || r.name, r.type, m.selection, m.upstream_name, m.upstream_url,"
-			  " m.upstream_repo, extract(epoch FROM m.last_sync_started)::bigint,"
-			  " extract(epoch FROM m.last_sync_finished)::bigint, extract(epoch FROM m.last_success)::bigint,"
-			  " extract(epoch FROM now() - m.last_success)::bigint, m.refs_behind, m.last_error, m.warnings,"
-			  " m.bytes_total, m.objects_total, m.syncs_total, m.lazy"
-			  " FROM mirror_repos m JOIN repos r ON r.id = m.repo_id ORDER BY 1", 0, NULL);
-	if (rc < 0)
-		return rc;
-	out->items = xcalloc(rows.count + 1, sizeof(*out->items));
-	for (size_t i = 0; i < rows.count; i++) {
-		struct mirror_status *m = &out->items[i];
-		m->repo = xstrdup(db_rows_get(&rows, i, 0));
-		m->type = REPO_KERNEL;
-		repo_type_parse(db_rows_get(&rows, i, 1), &m->type);
-		m->selection = xstrdup(db_rows_get(&rows, i, 2));
-		m->upstream_name = xstrdup(db_rows_get(&rows, i, 3));
-		m->upstream_url = xstrdup(db_rows_get(&rows, i, 4));
-		m->upstream_repo = xstrdup(db_rows_get(&rows, i, 5));
-		m->last_sync_started = (time_t)int_or(&rows, i, 6, 0);
-		m->last_sync_finished = (time_t)int_or(&rows, i, 7, 0);
-		m->last_success = (time_t)int_or(&rows, i, 8, 0);
-		m->lag_seconds = int_or(&rows, i, 9, -1);
-		m->refs_behind = int_or(&rows, i, 10, 0);
-		m->last_error = dup_or_null(&rows, i, 11);
-		m->warnings = dup_or_null(&rows, i, 12);
-		m->bytes = int_or(&rows, i, 13, 0);
-		m->objects = int_or(&rows, i, 14, 0);
-		m->syncs = int_or(&rows, i, 15, 0);
-		m->lazy = db_rows_get(&rows, i, 16)[0] == 't';
-		out->count++;
-	}
-	db_rows_release(&rows);
-	return 0;
+	int rc;
+	out->items = db_query_items(sizeof(*out->items), fill_mirror_status, &out->count, &rc,
+				    "SELECT r.namespace || '/' || r.name, r.type, m.selection, m.upstream_name, m.upstream_url,"
+				    " m.upstream_repo, extract(epoch FROM m.last_sync_started)::bigint,"
+				    " extract(epoch FROM m.last_sync_finished)::bigint, extract(epoch FROM m.last_success)::bigint,"
+				    " extract(epoch FROM now() - m.last_success)::bigint, m.refs_behind, m.last_error, m.warnings,"
+				    " m.bytes_total, m.objects_total, m.syncs_total, m.lazy"
+				    " FROM mirror_repos m JOIN repos r ON r.id = m.repo_id ORDER BY 1", 0, NULL);
+	return rc;
 }
 
 void mirror_status_list_release(struct mirror_status_list *list)
@@ -124,20 +119,17 @@ int db_mirror_lazy_source(int64_t repo_id, struct mirror_lazy_source *out)
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	const char *params[1] = { id };
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT m.upstream_url, m.upstream_repo, m.token_env, m.token_file, m.lazy, r.type"
-			  " FROM mirror_repos m JOIN repos r ON r.id = m.repo_id WHERE m.repo_id = $1", 1, params);
+	int rc = db_query_one(&rows, "SELECT m.upstream_url, m.upstream_repo, m.token_env, m.token_file, r.type"
+			      " FROM mirror_repos m JOIN repos r ON r.id = m.repo_id WHERE m.repo_id = $1 AND m.lazy",
+			      1, params);
 	if (rc < 0)
 		return rc;
-	if (rows.count != 1 || db_rows_get(&rows, 0, 4)[0] != 't') {
-		db_rows_release(&rows);
-		return KHUB_ENOTFOUND;
-	}
 	out->upstream_url = xstrdup(db_rows_get(&rows, 0, 0));
 	out->upstream_repo = xstrdup(db_rows_get(&rows, 0, 1));
 	out->token_env = dup_or_null(&rows, 0, 2);
 	out->token_file = dup_or_null(&rows, 0, 3);
 	out->type = REPO_KERNEL;
-	repo_type_parse(db_rows_get(&rows, 0, 5), &out->type);
+	repo_type_parse(db_rows_get(&rows, 0, 4), &out->type);
 	db_rows_release(&rows);
 	return 0;
 }
@@ -171,19 +163,15 @@ int db_mirror_trigger_claim(int64_t *id, char **selection)
 	*id = 0;
 	*selection = NULL;
 	struct db_rows rows;
-	int rc = db_query(&rows, "UPDATE mirror_triggers SET started_at = now() WHERE id = ("
-			  " SELECT id FROM mirror_triggers WHERE started_at IS NULL ORDER BY id"
-			  " FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, coalesce(selection, '')", 0, NULL);
-	if (rc < 0)
-		return rc;
-	rc = 1;
-	if (rows.count == 1) {
+	int rc = db_query_one(&rows, "UPDATE mirror_triggers SET started_at = now() WHERE id = ("
+			      " SELECT id FROM mirror_triggers WHERE started_at IS NULL ORDER BY id"
+			      " FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, coalesce(selection, '')", 0, NULL);
+	if (rc == 0) {
 		*id = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
 		*selection = xstrdup(db_rows_get(&rows, 0, 1));
-		rc = 0;
 	}
 	db_rows_release(&rows);
-	return rc;
+	return rc == KHUB_ENOTFOUND ? 1 : rc;
 }
 
 int db_mirror_trigger_finish(int64_t id)
@@ -198,13 +186,11 @@ int db_mirror_config_get(char **json)
 {
 	*json = NULL;
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL);
-	if (rc < 0)
-		return rc;
-	if (rows.count == 1)
+	int rc = db_query_one(&rows, "SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL);
+	if (rc == 0)
 		*json = xstrdup(db_rows_get(&rows, 0, 0));
 	db_rows_release(&rows);
-	return *json ? 0 : KHUB_ENOTFOUND;
+	return rc;
 }
 
 int db_mirror_config_put(const char *json, const char *updated_by)

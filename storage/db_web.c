@@ -24,26 +24,11 @@ int db_web_session_lookup(const char *id_sha256, struct principal *out)
 {
 	const char *params[1] = { id_sha256 };
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT t.id, a.id, a.name, a.is_site_admin, t.scope, t.name,"
-			  " extract(epoch FROM t.created_at)::bigint"
-			  " FROM web_sessions s JOIN tokens t ON t.id = s.token_id JOIN accounts a ON a.id = t.user_id"
-			  " WHERE s.id_sha256 = $1 AND s.expires_at > now() AND t.revoked_at IS NULL"
-			  " AND (t.expires_at IS NULL OR t.expires_at > now())", 1, params);
-	if (rc < 0)
-		return rc;
-	rc = KHUB_ENOTFOUND;
-	if (rows.count == 1) {
-		memset(out, 0, sizeof(*out));
-		out->token_id = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-		out->user_id = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
-		snprintf(out->name, sizeof(out->name), "%s", db_rows_get(&rows, 0, 2));
-		out->is_site_admin = db_rows_get(&rows, 0, 3)[0] == 't';
-		out->scope = ROLE_READ;
-		role_parse(db_rows_get(&rows, 0, 4), &out->scope);
-		snprintf(out->token_name, sizeof(out->token_name), "%s", db_rows_get(&rows, 0, 5));
-		out->token_created_at = (time_t)strtoll(db_rows_get(&rows, 0, 6), NULL, 10);
-		rc = 0;
-	}
+	int rc = db_query_one(&rows, "SELECT " PRINCIPAL_COLUMNS " FROM web_sessions s JOIN tokens t ON t.id = s.token_id"
+			      " JOIN accounts a ON a.id = t.user_id WHERE s.id_sha256 = $1 AND s.expires_at > now()"
+			      " AND " TOKEN_USABLE, 1, params);
+	if (rc == 0)
+		db_principal_from_row(&rows, out);
 	db_rows_release(&rows);
 	return rc;
 }

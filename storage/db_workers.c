@@ -5,22 +5,14 @@
 #include "storage/db_builds.h"
 
 #include <inttypes.h>
-#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 
 int db_worker_create(const char *name, const char *created_by, char **token, int64_t *id)
 {
-	static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-	unsigned char random[40];
 	char secret[4 + 40 + 1], hash[65], prefix[9];
-	if (RAND_bytes(random, sizeof(random)) != 1)
+	if (db_token_secret("khw_", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 40, secret, hash) < 0)
 		return KHUB_EIO;
-	memcpy(secret, "khw_", 4);
-	for (size_t i = 0; i < sizeof(random); i++)
-		secret[4 + i] = alphabet[random[i] % 62];
-	secret[sizeof(secret) - 1] = '\0';
-	sha256_hex(secret, strlen(secret), hash);
 	snprintf(prefix, sizeof(prefix), "%.8s", secret);
 	const char *params[4] = { name, hash, prefix, created_by ? created_by : "" };
 	const char *sqlstate = NULL;
@@ -47,14 +39,10 @@ int db_worker_token_lookup(const char *token, struct principal *out)
 	sha256_hex(token, strlen(token), hash);
 	const char *params[1] = { hash };
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT id, name, extract(epoch FROM created_at)::bigint FROM workers"
-				 " WHERE token_sha256 = $1 AND removed_at IS NULL", 1, params);
+	int rc = db_query_one(&rows, "SELECT id, name, extract(epoch FROM created_at)::bigint FROM workers"
+				     " WHERE token_sha256 = $1 AND removed_at IS NULL", 1, params);
 	if (rc < 0)
 		return rc;
-	if (rows.count != 1) {
-		db_rows_release(&rows);
-		return KHUB_ENOTFOUND;
-	}
 	memset(out, 0, sizeof(*out));
 	out->worker_id = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
 	snprintf(out->name, sizeof(out->name), "%s", db_rows_get(&rows, 0, 1));
@@ -105,13 +93,10 @@ int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored)
 	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
 	const char *params[1] = { rid };
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT build_on_push AND type = 'kernel', mirrored FROM repos WHERE id = $1", 1, params);
+	int rc = db_query_one(&rows, "SELECT build_on_push AND type = 'kernel', mirrored FROM repos WHERE id = $1", 1,
+			      params);
 	if (rc < 0)
 		return rc;
-	if (rows.count == 0) {
-		db_rows_release(&rows);
-		return KHUB_ENOTFOUND;
-	}
 	*build_on_push = db_rows_get(&rows, 0, 0)[0] == 't';
 	*mirrored = db_rows_get(&rows, 0, 1)[0] == 't';
 	db_rows_release(&rows);

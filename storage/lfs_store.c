@@ -124,20 +124,12 @@ const char *lfs_writer_temp_path(const struct lfs_writer *w)
 
 int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len)
 {
-	const char *p = data;
 	EVP_DigestUpdate(w->sha, data, len);
 	w->size += len;
-	while (len > 0) {
-		ssize_t n = write(w->fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int err = errno;
-			log_error("lfs store: write failed: %s", strerror(err));
-			return khub_err_from_errno(err);
-		}
-		p += n;
-		len -= (size_t)n;
+	if (write_all(w->fd, data, len) < 0) {
+		int err = errno;
+		log_error("lfs store: write failed: %s", strerror(err));
+		return khub_err_from_errno(err);
 	}
 	return 0;
 }

@@ -188,10 +188,8 @@ static int publish_pack(struct git_quarantine *q)
 		goto cleanup;
 	rc = 0;
 cleanup:
-	if (rc < 0) {
-		const git_error *e = git_error_last();
-		log_error("quarantine: cannot write a pack into %s: %s", pack_dir, e ? e->message : "unknown error");
-	}
+	if (rc < 0)
+		log_git_error("quarantine: cannot write a pack into %s", pack_dir);
 	git_packbuilder_free(pb);
 	free(pack_dir);
 	return rc;

@@ -7,12 +7,6 @@
 #include <errno.h>
 #include <string.h>
 
-static void log_git_error(const char *what)
-{
-	const git_error *e = git_error_last();
-	log_error("%s: %s", what, e ? e->message : "unknown git error");
-}
-
 static int is_hex(const char *s)
 {
 	for (; *s; s++)
@@ -43,7 +37,7 @@ static int ref_lookup_failed(int rc, const char *what)
 {
 	if (rc == GIT_ENOTFOUND || rc == GIT_EINVALIDSPEC)
 		return KHUB_ENOTFOUND;
-	log_git_error(what);
+	log_git_error("%s", what);
 	return KHUB_EIO;
 }
 

@@ -40,6 +40,9 @@ int ref_name_validate(const char *name, const char **why);
 
 /* Call once at start-up before any other git function. */
 void repo_store_global_init(void);
+/* log_error of what fmt says, then ": " and libgit2's last error on this
+ * thread. */
+void log_git_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "{root}/{type plural}/{ns}/{name}.git"; the caller frees. */
 char *repo_store_git_dir(const char *root, enum repo_type type, const char *ns, const char *name);

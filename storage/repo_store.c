@@ -3,6 +3,7 @@
 #include "storage/repo.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -43,6 +44,18 @@ const char repo_default_gitattributes[] =
 	"*.zip filter=lfs diff=lfs merge=lfs -text\n"
 	"*.zst filter=lfs diff=lfs merge=lfs -text\n"
 	"*tfevents* filter=lfs diff=lfs merge=lfs -text\n";
+
+void log_git_error(const char *fmt, ...)
+{
+	const git_error *e = git_error_last();
+	struct strbuf what = STRBUF_INIT;
+	va_list ap;
+	va_start(ap, fmt);
+	strbuf_vaddf(&what, fmt, ap);
+	va_end(ap);
+	log_error("%s: %s", what.buf, e ? e->message : "unknown git error");
+	strbuf_release(&what);
+}
 
 void repo_store_global_init(void)
 {
@@ -115,7 +128,7 @@ int repo_store_init_empty(const char *root, enum repo_type type, const char *ns,
 	if (git_repository_init_ext(&repo, dir, &opts) == 0)
 		rc = 0;
 	else if ((rc = khub_err_from_errno(errno)) != 0)	/* libgit2 leaves the failed call's errno */
-		log_error("git init %s: %s", dir, git_error_last() ? git_error_last()->message : "?");
+		log_git_error("git init %s", dir);
 cleanup:
 	git_repository_free(repo);
 	free(dir);

@@ -65,17 +65,8 @@ struct pack_sink {
 static int pack_chunk(void *buf, size_t size, void *arg)
 {
 	struct pack_sink *s = arg;
-	const char *p = buf;
-	size_t left = size;
-	while (left > 0) {
-		ssize_t w = write(s->fd, p, left);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		left -= (size_t)w;
-	}
+	if (write_all(s->fd, buf, size) < 0)
+		return -1;
 	EVP_DigestUpdate(s->sha, buf, size);
 	s->size += size;
 	return 0;

@@ -116,22 +116,9 @@ static int stream_entry(struct import_run *x, struct sync_in *in, const struct s
 			rc = import_fail(x, KHUB_EINVAL, "%s is not a valid git pack: %s", e->name, ge ? ge->message : "?");
 			break;
 		}
-		if (fd >= 0) {
-			const char *p = buf;
-			size_t left = (size_t)n;
-			while (left > 0) {
-				ssize_t w = write(fd, p, left);
-				if (w < 0 && errno == EINTR)
-					continue;
-				if (w <= 0) {
-					rc = import_fail(x, KHUB_EIO, "cannot stage %s: %s", e->name, strerror(errno));
-					break;
-				}
-				p += w;
-				left -= (size_t)w;
-			}
-			if (rc < 0)
-				break;
+		if (fd >= 0 && write_all(fd, buf, (size_t)n) < 0) {
+			rc = import_fail(x, KHUB_EIO, "cannot stage %s: %s", e->name, strerror(errno));
+			break;
 		}
 		sync_progress_add(prog, (uint64_t)n);
 	}

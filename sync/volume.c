@@ -107,20 +107,6 @@ static int next_volume(struct sync_out *o)
 	return o->fd < 0 ? -1 : 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static la_ssize_t out_write(struct archive *a, void *arg, const void *data, size_t len)
 {
 	(void)a;

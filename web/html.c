@@ -71,6 +71,22 @@ void page_htmlf(struct page *pg, const char *fmt, ...)
 	va_end(ap);
 }
 
+void page_account_link(struct page *pg, const char *name)
+{
+	page_html(pg, "<a href=\"/");
+	page_text(pg, name);
+	page_html(pg, "\">");
+	page_text(pg, name);
+	page_html(pg, "</a>");
+}
+
+void page_cell(struct page *pg, const char *open, const char *text)
+{
+	page_html(pg, open);
+	page_text(pg, text ? text : "");
+	page_html(pg, strncmp(open, "<th", 3) == 0 ? "</th>" : "</td>");
+}
+
 void page_script(struct page *pg, const char *static_name)
 {
 	strbuf_adds(&pg->head, "<script type=\"module\" src=\"/-/static/");

@@ -11,32 +11,40 @@
 #define ADMIN_ACCOUNTS_SHOWN 500
 #define ADMIN_ACTIVITY_SHOWN 50
 
+/* Open the section id headed title: 0, or -1 (the section said so and
+ * closed) when loaded, the return of the section's database read, failed. */
+static int section_open(struct page *pg, const char *id, const char *title, int loaded)
+{
+	page_htmlf(pg, "<section aria-labelledby=\"%s-h\"><h2 id=\"%s-h\">%s</h2>", id, id, title);
+	if (loaded >= 0)
+		return 0;
+	page_html(pg, "<p class=\"problem\">The database is unavailable.</p></section>");
+	return -1;
+}
+
 static void trusted_section(struct page *pg)
 {
 	struct trusted_publisher_list list;
-	page_html(pg, "<section aria-labelledby=\"trust-h\"><h2 id=\"trust-h\">Trusted publishers</h2>");
-	if (db_trusted_publisher_list(&list) < 0) {
-		page_html(pg, "<p class=\"problem\">The database is unavailable.</p></section>");
+	if (section_open(pg, "trust", "Trusted publishers", db_trusted_publisher_list(&list)) < 0)
 		return;
-	}
 	page_html(pg, "<table id=\"trusted\"><thead><tr><th scope=\"col\">Account</th><th scope=\"col\">Since</th>"
 		      "<th scope=\"col\">By</th><th scope=\"col\"><span class=\"muted\">Action</span></th></tr></thead><tbody>");
 	for (size_t i = 0; i < list.count; i++) {
+		const struct trusted_publisher *t = &list.items[i];
 		char since[32];
-		format_day(list.items[i].since, since);
-		page_html(pg, "<tr><th scope=\"row\"><a href=\"/");
-		page_text(pg, list.items[i].name);
-		page_html(pg, "\">");
-		page_text(pg, list.items[i].name);
-		page_htmlf(pg, "</a></th><td>%s</td><td>", since);
-		page_text(pg, list.items[i].changed_by ? list.items[i].changed_by : "");
-		page_html(pg, "</td><td><form method=\"post\" action=\"/admin/trusted\" class=\"inline\">");
+		format_day(t->since, since);
+		page_html(pg, "<tr><th scope=\"row\">");
+		page_account_link(pg, t->name);
+		page_html(pg, "</th>");
+		page_cell(pg, "<td>", since);
+		page_cell(pg, "<td>", t->changed_by);
+		page_html(pg, "<td><form method=\"post\" action=\"/admin/trusted\" class=\"inline\">");
 		page_csrf_field(pg);
 		page_html(pg, "<input type=\"hidden\" name=\"trusted\" value=\"false\"><input type=\"hidden\" name=\"name\" "
 			      "value=\"");
-		page_text(pg, list.items[i].name);
+		page_text(pg, t->name);
 		page_html(pg, "\"><button class=\"danger\" type=\"submit\" aria-label=\"Withdraw trust from ");
-		page_text(pg, list.items[i].name);
+		page_text(pg, t->name);
 		page_html(pg, "\">Withdraw</button></form></td></tr>");
 	}
 	page_html(pg, "</tbody></table><form method=\"post\" action=\"/admin/trusted\" class=\"env\">");
@@ -47,65 +55,71 @@ static void trusted_section(struct page *pg)
 	trusted_publisher_list_release(&list);
 }
 
+/* A section holding a table of rows read from the database (loaded: the
+ * read's return): head opens the table up to its <tbody>, render_row writes
+ * the cells of a row. Releases rows. */
+static void rows_section(struct page *pg, const char *id, const char *title, int loaded, struct db_rows *rows,
+			 const char *head, void (*render_row)(struct page *pg, const struct db_rows *rows, size_t i))
+{
+	if (section_open(pg, id, title, loaded) == 0) {
+		page_html(pg, head);
+		for (size_t i = 0; i < rows->count; i++) {
+			page_html(pg, "<tr>");
+			render_row(pg, rows, i);
+			page_html(pg, "</tr>");
+		}
+		page_html(pg, "</tbody></table></div></section>");
+	}
+	db_rows_release(rows);
+}
+
+static void activity_row(struct page *pg, const struct db_rows *rows, size_t i)
+{
+	for (size_t c = 0; c < 4; c++)
+		page_cell(pg, c == 2 ? "<td class=\"mono\">" : "<td>", db_rows_get(rows, i, c));
+}
+
 /* Who did what lately: publishes, pushes, settings, trust, tokens. */
 static void activity_section(struct page *pg)
 {
 	struct db_rows rows;
-	page_html(pg, "<section aria-labelledby=\"activity-h\"><h2 id=\"activity-h\">Recent activity</h2>");
-	if (db_audit_recent(ADMIN_ACTIVITY_SHOWN, &rows) < 0) {
-		page_html(pg, "<p class=\"problem\">The database is unavailable.</p></section>");
-		return;
-	}
-	page_html(pg, "<div class=\"table-wrap\"><table id=\"activity\"><thead><tr><th scope=\"col\">When (UTC)</th>"
-		      "<th scope=\"col\">Who</th><th scope=\"col\">What</th><th scope=\"col\">On</th></tr></thead><tbody>");
-	for (size_t i = 0; i < rows.count; i++) {
-		page_html(pg, "<tr>");
-		for (size_t c = 0; c < 4; c++) {
-			page_html(pg, c == 2 ? "<td class=\"mono\">" : "<td>");
-			page_text(pg, db_rows_get(&rows, i, c));
-			page_html(pg, "</td>");
-		}
-		page_html(pg, "</tr>");
-	}
-	page_html(pg, "</tbody></table></div></section>");
-	db_rows_release(&rows);
+	int loaded = db_audit_recent(ADMIN_ACTIVITY_SHOWN, &rows);
+	rows_section(pg, "activity", "Recent activity", loaded, &rows,
+		     "<div class=\"table-wrap\"><table id=\"activity\"><thead><tr><th scope=\"col\">When (UTC)</th>"
+		     "<th scope=\"col\">Who</th><th scope=\"col\">What</th><th scope=\"col\">On</th></tr></thead><tbody>",
+		     activity_row);
+}
+
+static void account_row(struct page *pg, const struct db_rows *rows, size_t i)
+{
+	page_html(pg, "<th scope=\"row\">");
+	page_account_link(pg, db_rows_get(rows, i, 1));
+	page_html(pg, "</th>");
+	page_cell(pg, "<td>", db_rows_get(rows, i, 0));
+	page_html(pg, "<td>");
+	if (db_rows_get(rows, i, 2)[0] == 't')
+		page_html(pg, "<span class=\"badge\">site admin</span> ");
+	if (db_rows_get(rows, i, 3)[0] == 't')
+		page_html(pg, "<span class=\"badge trusted\">trusted</span>");
+	page_html(pg, "</td>");
+	page_cell(pg, "<td>", db_rows_get(rows, i, 4));
 }
 
 static void accounts_section(struct page *pg)
 {
 	struct db_rows rows;
-	page_html(pg, "<section aria-labelledby=\"acct-h\"><h2 id=\"acct-h\">Organizations and users</h2>");
-	if (db_account_rows(ADMIN_ACCOUNTS_SHOWN, &rows) < 0) {
-		page_html(pg, "<p class=\"problem\">The database is unavailable.</p></section>");
-		return;
-	}
-	page_html(pg, "<div class=\"table-wrap\"><table id=\"accounts\"><thead><tr><th scope=\"col\">Name</th>"
-		      "<th scope=\"col\">Kind</th><th scope=\"col\">Flags</th><th scope=\"col\">Created</th></tr></thead><tbody>");
-	for (size_t i = 0; i < rows.count; i++) {
-		page_html(pg, "<tr><th scope=\"row\"><a href=\"/");
-		page_text(pg, db_rows_get(&rows, i, 1));
-		page_html(pg, "\">");
-		page_text(pg, db_rows_get(&rows, i, 1));
-		page_html(pg, "</a></th><td>");
-		page_text(pg, db_rows_get(&rows, i, 0));
-		page_html(pg, "</td><td>");
-		if (db_rows_get(&rows, i, 2)[0] == 't')
-			page_html(pg, "<span class=\"badge\">site admin</span> ");
-		if (db_rows_get(&rows, i, 3)[0] == 't')
-			page_html(pg, "<span class=\"badge trusted\">trusted</span>");
-		page_html(pg, "</td><td>");
-		page_text(pg, db_rows_get(&rows, i, 4));
-		page_html(pg, "</td></tr>");
-	}
-	page_html(pg, "</tbody></table></div></section>");
-	db_rows_release(&rows);
+	int loaded = db_account_rows(ADMIN_ACCOUNTS_SHOWN, &rows);
+	rows_section(pg, "acct", "Organizations and users", loaded, &rows,
+		     "<div class=\"table-wrap\"><table id=\"accounts\"><thead><tr><th scope=\"col\">Name</th>"
+		     "<th scope=\"col\">Kind</th><th scope=\"col\">Flags</th><th scope=\"col\">Created</th></tr></thead>"
+		     "<tbody>", account_row);
 }
 
 static void mirror_section(struct page *pg)
 {
 	struct mirror_status_list list;
-	page_html(pg, "<section aria-labelledby=\"mirror-h\"><h2 id=\"mirror-h\">Mirror</h2>"
-		      "<form method=\"post\" action=\"/admin/mirror/sync\" class=\"env\">");
+	section_open(pg, "mirror", "Mirror", 0);
+	page_html(pg, "<form method=\"post\" action=\"/admin/mirror/sync\" class=\"env\">");
 	page_csrf_field(pg);
 	page_html(pg, "<div><label for=\"sync-sel\">Selection (empty = all)</label><input id=\"sync-sel\" name=\"selection\">"
 		      "</div><div><button type=\"submit\">Sync now</button></div></form>");
@@ -122,19 +136,19 @@ static void mirror_section(struct page *pg)
 			      "<th scope=\"col\">Error</th></tr></thead><tbody>");
 	for (size_t i = 0; i < list.count; i++) {
 		const struct mirror_status *m = &list.items[i];
-		char last[32], bytes[32];
+		char last[32], lag[24], bytes[32];
 		format_day(m->last_sync_finished, last);
+		snprintf(lag, sizeof(lag), "%lld", (long long)m->lag_seconds);
 		format_size((uint64_t)m->bytes, bytes);
-		page_html(pg, "<tr><th scope=\"row\">");
-		page_text(pg, m->repo);
-		page_html(pg, "</th><td>");
-		page_text(pg, m->upstream_name);
-		page_html(pg, "</td><td>");
-		page_text(pg, m->selection);
-		page_htmlf(pg, "</td><td>%s</td><td class=\"num\">%lld</td><td class=\"num\">%s</td><td>", last,
-			   (long long)m->lag_seconds, bytes);
-		page_text(pg, m->last_error ? m->last_error : "");
-		page_html(pg, "</td></tr>");
+		page_html(pg, "<tr>");
+		page_cell(pg, "<th scope=\"row\">", m->repo);
+		page_cell(pg, "<td>", m->upstream_name);
+		page_cell(pg, "<td>", m->selection);
+		page_cell(pg, "<td>", last);
+		page_cell(pg, "<td class=\"num\">", lag);
+		page_cell(pg, "<td class=\"num\">", bytes);
+		page_cell(pg, "<td>", m->last_error);
+		page_html(pg, "</tr>");
 	}
 	if (list.count)
 		page_html(pg, "</tbody></table></div>");
@@ -160,19 +174,17 @@ static void builds_section(struct page *pg)
 			      "<th scope=\"col\">Worker</th><th scope=\"col\">Version</th>"
 			      "<th scope=\"col\" class=\"num\">Concurrency</th><th scope=\"col\">Variants</th>"
 			      "<th scope=\"col\">Last heartbeat</th></tr></thead><tbody>");
+	static const struct { int column; const char *open; } worker_cells[] = {
+		{ WORKER_COL_NAME, "<th scope=\"row\">" }, { WORKER_COL_VERSION, "<td>" },
+		{ WORKER_COL_CONCURRENCY, "<td class=\"num\">" }, { WORKER_COL_VARIANTS, "<td>" },
+	};
 	for (size_t i = 0; i < workers.count; i++) {
-		const char *cell;
-		page_html(pg, "<tr><th scope=\"row\">");
-		page_text(pg, db_rows_get(&workers, i, WORKER_COL_NAME));
-		page_html(pg, "</th><td>");
-		page_text(pg, (cell = db_rows_get(&workers, i, WORKER_COL_VERSION)) ? cell : "");
-		page_html(pg, "</td><td class=\"num\">");
-		page_text(pg, (cell = db_rows_get(&workers, i, WORKER_COL_CONCURRENCY)) ? cell : "");
-		page_html(pg, "</td><td>");
-		page_text(pg, (cell = db_rows_get(&workers, i, WORKER_COL_VARIANTS)) ? cell : "");
-		page_html(pg, "</td><td>");
-		page_text(pg, (cell = db_rows_get(&workers, i, WORKER_COL_HEARTBEAT)) ? cell : "never");
-		page_html(pg, "</td></tr>");
+		page_html(pg, "<tr>");
+		for (size_t c = 0; c < sizeof(worker_cells) / sizeof(worker_cells[0]); c++)
+			page_cell(pg, worker_cells[c].open, db_rows_get(&workers, i, (size_t)worker_cells[c].column));
+		page_cell(pg, "<td>", db_rows_isnull(&workers, i, WORKER_COL_HEARTBEAT) ? "never" :
+				      db_rows_get(&workers, i, WORKER_COL_HEARTBEAT));
+		page_html(pg, "</tr>");
 	}
 	if (workers.count)
 		page_html(pg, "</tbody></table></div>");
@@ -184,25 +196,19 @@ static void builds_section(struct page *pg)
 		      "<th scope=\"col\" class=\"num\">Build</th><th scope=\"col\">Repo</th><th scope=\"col\">Commit</th>"
 		      "<th scope=\"col\">Variant</th><th scope=\"col\">State</th><th scope=\"col\">Worker</th>"
 		      "<th scope=\"col\">Created</th><th scope=\"col\">Error</th></tr></thead><tbody>");
+	static const int text_columns[] = { BUILD_COL_VARIANT, BUILD_COL_STATE, BUILD_COL_WORKER, BUILD_COL_CREATED,
+					    BUILD_COL_ERROR };
 	for (size_t i = 0; i < builds.count; i++) {
-		const char *commit = db_rows_get(&builds, i, BUILD_COL_COMMIT), *cell;
-		page_html(pg, "<tr><th scope=\"row\" class=\"num\">");
-		page_text(pg, db_rows_get(&builds, i, BUILD_COL_ID));
-		page_html(pg, "</th><td>");
+		page_html(pg, "<tr>");
+		page_cell(pg, "<th scope=\"row\" class=\"num\">", db_rows_get(&builds, i, BUILD_COL_ID));
+		page_html(pg, "<td>");
 		page_text(pg, db_rows_get(&builds, i, BUILD_COL_NS));
 		page_html(pg, "/");
 		page_text(pg, db_rows_get(&builds, i, BUILD_COL_NAME));
-		page_htmlf(pg, "</td><td><code>%.12s</code></td><td>", commit ? commit : "");
-		page_text(pg, db_rows_get(&builds, i, BUILD_COL_VARIANT));
-		page_html(pg, "</td><td>");
-		page_text(pg, db_rows_get(&builds, i, BUILD_COL_STATE));
-		page_html(pg, "</td><td>");
-		page_text(pg, (cell = db_rows_get(&builds, i, BUILD_COL_WORKER)) ? cell : "");
-		page_html(pg, "</td><td>");
-		page_text(pg, (cell = db_rows_get(&builds, i, BUILD_COL_CREATED)) ? cell : "");
-		page_html(pg, "</td><td>");
-		page_text(pg, (cell = db_rows_get(&builds, i, BUILD_COL_ERROR)) ? cell : "");
-		page_html(pg, "</td></tr>");
+		page_htmlf(pg, "</td><td><code>%.12s</code></td>", db_rows_get(&builds, i, BUILD_COL_COMMIT));
+		for (size_t c = 0; c < sizeof(text_columns) / sizeof(text_columns[0]); c++)
+			page_cell(pg, "<td>", db_rows_get(&builds, i, (size_t)text_columns[c]));
+		page_html(pg, "</tr>");
 	}
 	page_html(pg, "</tbody></table></div></section>");
 cleanup:

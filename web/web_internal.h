@@ -45,6 +45,11 @@ void page_release(struct page *pg);
 void page_text(struct page *pg, const char *text);
 void page_html(struct page *pg, const char *html);
 void page_htmlf(struct page *pg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* <a href="/name">name</a>: the page of a user or an org. */
+void page_account_link(struct page *pg, const char *name);
+/* A table cell: its start tag open ("<td>", "<th scope=\"row\">"...), the
+ * text escaped (NULL as none), and the end tag that goes with it. */
+void page_cell(struct page *pg, const char *open, const char *text);
 /* A module script or stylesheet of /-/static/ for this page. */
 void page_script(struct page *pg, const char *static_name);
 void page_style(struct page *pg, const char *static_name);
