@@ -133,8 +133,8 @@ static int check_metadata(const struct build_plan *plan)
 		variant_check_metadata(&c, text, len);
 	else
 		variant_check_unreadable(&c, "cannot be read");
-	for (size_t i = 0; i < c.nwarnings; i++)
-		fprintf(stderr, "khub-worker build: metadata.json: warning: %s\n", c.warnings[i]);
+	for (size_t i = 0; i < c.warnings.count; i++)
+		fprintf(stderr, "khub-worker build: metadata.json: warning: %s\n", c.warnings.items[i]);
 	int rc = 0;
 	if (!c.name_valid || c.metadata_status != VARIANT_METADATA_OK) {
 		fprintf(stderr, "khub-worker build: metadata.json would be refused: %s\n",

@@ -60,6 +60,16 @@ void strbuf_reset(struct strbuf *sb);
 char *strbuf_detach(struct strbuf *sb, size_t *len);
 void strbuf_release(struct strbuf *sb);
 
+/* A NULL-terminated list of strings the vector owns (argv, envp, warnings). */
+struct strvec {
+	char **items;
+	size_t count;
+};
+#define STRVEC_INIT { NULL, 0 }
+void strvec_pushf(struct strvec *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strvec_vpushf(struct strvec *v, const char *fmt, va_list ap);
+void strvec_release(struct strvec *v);
+
 /* ---- helpers (common/util.c) ------------------------------------------- */
 
 /* Allocation that never returns NULL (aborts on out-of-memory). */
@@ -208,15 +218,6 @@ enum khub_err {
 };
 
 /* ---- starting programs (common/spawn.c) -------------------------------- */
-
-/* A NULL-terminated list of strings the vector owns (argv, envp). */
-struct strvec {
-	char **items;
-	size_t count;
-};
-#define STRVEC_INIT { NULL, 0 }
-void strvec_pushf(struct strvec *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void strvec_release(struct strvec *v);
 
 struct spawn_opts {
 	char *const *argv;	/* argv[0]: the program's path (no PATH search after fork) */

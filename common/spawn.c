@@ -94,26 +94,3 @@ int spawn_process(const struct spawn_opts *o, pid_t *pid_out)
 	return 0;
 }
 
-void strvec_pushf(struct strvec *v, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char *s = NULL;
-	if (vasprintf(&s, fmt, ap) < 0)
-		fatal("out of memory");
-	va_end(ap);
-	v->items = xrealloc(v->items, (v->count + 2) * sizeof(*v->items));
-	v->items[v->count++] = s;
-	v->items[v->count] = NULL;
-}
-
-void strvec_release(struct strvec *v)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; i < v->count; i++)
-		free(v->items[i]);
-	free(v->items);
-	v->items = NULL;
-	v->count = 0;
-}

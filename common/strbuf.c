@@ -96,3 +96,31 @@ void strbuf_release(struct strbuf *sb)
 	free(sb->buf);
 	strbuf_init(sb);
 }
+
+void strvec_vpushf(struct strvec *v, const char *fmt, va_list ap)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_vaddf(&sb, fmt, ap);
+	v->items = xrealloc(v->items, (v->count + 2) * sizeof(*v->items));
+	v->items[v->count++] = strbuf_detach(&sb, NULL);
+	v->items[v->count] = NULL;
+}
+
+void strvec_pushf(struct strvec *v, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	strvec_vpushf(v, fmt, ap);
+	va_end(ap);
+}
+
+void strvec_release(struct strvec *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < v->count; i++)
+		free(v->items[i]);
+	free(v->items);
+	v->items = NULL;
+	v->count = 0;
+}

@@ -173,8 +173,7 @@ struct variant_check {
 	int has_kernel_version;
 	json_int_t kernel_version;
 	json_t *backend_archs, *python_depends;
-	char **warnings;		/* owned, like each string */
-	size_t nwarnings;
+	struct strvec warnings;		/* owned */
 };
 
 /* Judge the name (a non-canonical one warns); the metadata starts missing. */

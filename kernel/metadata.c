@@ -16,13 +16,10 @@ static void add_warning(struct variant_check *c, const char *fmt, ...) __attribu
 
 static void add_warning(struct variant_check *c, const char *fmt, ...)
 {
-	struct strbuf sb = STRBUF_INIT;
 	va_list ap;
 	va_start(ap, fmt);
-	strbuf_vaddf(&sb, fmt, ap);
+	strvec_vpushf(&c->warnings, fmt, ap);
 	va_end(ap);
-	c->warnings = xrealloc(c->warnings, (c->nwarnings + 1) * sizeof(*c->warnings));
-	c->warnings[c->nwarnings++] = strbuf_detach(&sb, NULL);
 }
 
 static void set_invalid(struct variant_check *c, const char *error)
@@ -169,9 +166,7 @@ void variant_check_release(struct variant_check *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->nwarnings; i++)
-		free(c->warnings[i]);
-	free(c->warnings);
+	strvec_release(&c->warnings);
 	json_decref(c->metadata);
 	memset(c, 0, sizeof(*c));
 }

@@ -94,8 +94,8 @@ static json_t *variant_record(git_repository *git, const struct pending_variant 
 		json_object_set(rec, "backend_archs", c.backend_archs);
 	if (c.python_depends)
 		json_object_set(rec, "python_depends", c.python_depends);
-	for (size_t i = 0; i < c.nwarnings; i++)
-		json_array_append_new(warnings, json_string(c.warnings[i]));
+	for (size_t i = 0; i < c.warnings.count; i++)
+		json_array_append_new(warnings, json_string(c.warnings.items[i]));
 	json_object_set_new(rec, "warnings", warnings);
 	variant_check_release(&c);
 	return rec;

@@ -20,8 +20,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	variant_check_init(&check, "torch211-cxx11-cu128-x86_64-linux");
 	variant_check_metadata(&check, (const char *)data, size);
 	assert(check.metadata_status == VARIANT_METADATA_OK || check.metadata_error[0]);
-	for (size_t i = 0; i < check.nwarnings; i++)
-		assert(check.warnings[i][0]);
+	for (size_t i = 0; i < check.warnings.count; i++)
+		assert(check.warnings.items[i][0]);
 	variant_check_release(&check);
 	struct build_path bp;
 	if (build_path_parse(s, &bp) == 0)

@@ -75,7 +75,7 @@ static void test_metadata(void)
 	check_json("torch211-cxx11-cu128-x86_64-linux",
 		   "{\"id\":\"_relu_cuda_abc\",\"name\":\"relu\",\"version\":1,\"license\":\"Apache-2.0\","
 		   "\"backend\":{\"type\":\"cuda\",\"archs\":[\"8.0\"]},\"python-depends\":[]}", &c);
-	ok(c.metadata_status == VARIANT_METADATA_OK && c.nwarnings == 0, "complete metadata is ok, no warning");
+	ok(c.metadata_status == VARIANT_METADATA_OK && c.warnings.count == 0, "complete metadata is ok, no warning");
 	ok(c.kernel_id && strcmp(c.kernel_id, "_relu_cuda_abc") == 0 && c.has_kernel_version &&
 	   c.kernel_version == 1 && strcmp(c.backend_type, "cuda") == 0 && json_is_array(c.backend_archs),
 	   "fields read");
@@ -84,15 +84,15 @@ static void test_metadata(void)
 	check_json("torch211-cxx11-cu128-x86_64-linux",
 		   "{\"id\":\"_relu\",\"name\":\"relu\",\"version\":1,\"license\":\"MIT\",\"backend\":{\"type\":\"rocm\"}}",
 		   &c);
-	ok(c.metadata_status == VARIANT_METADATA_OK && c.nwarnings == 3, "three warnings");
-	ok(c.nwarnings == 3 && strstr(c.warnings[0], "backend.archs is not given") &&
-	   strstr(c.warnings[1], "python-depends") &&
-	   strcmp(c.warnings[2], "backend.type is rocm but the variant name says cuda") == 0, "… the right ones");
+	ok(c.metadata_status == VARIANT_METADATA_OK && c.warnings.count == 3, "three warnings");
+	ok(c.warnings.count == 3 && strstr(c.warnings.items[0], "backend.archs is not given") &&
+	   strstr(c.warnings.items[1], "python-depends") &&
+	   strcmp(c.warnings.items[2], "backend.type is rocm but the variant name says cuda") == 0, "… the right ones");
 	variant_check_release(&c);
 
 	check_json("torch-npu", "{\"id\":\"_x\",\"name\":\"x1\",\"version\":0,\"license\":\"MIT\","
 		   "\"backend\":{\"type\":\"cann\"},\"python-depends\":[]}", &c);
-	ok(c.metadata_status == VARIANT_METADATA_OK && c.nwarnings == 0, "torch-npu with backend cann: no warning");
+	ok(c.metadata_status == VARIANT_METADATA_OK && c.warnings.count == 0, "torch-npu with backend cann: no warning");
 	variant_check_release(&c);
 
 	check_json("torch-cpu", "{\"id\":\"1x\",\"name\":\"relu\"}", &c);
@@ -117,8 +117,8 @@ static void test_metadata(void)
 	variant_check_release(&c);
 
 	check_json("torch211-cxx11-cu0128-x86_64-linux", NULL, &c);
-	ok(c.name_valid && c.nwarnings == 1 &&
-	   strcmp(c.warnings[0], "non-canonical name: the loader looks for build/torch211-cxx11-cu128-x86_64-linux/ "
+	ok(c.name_valid && c.warnings.count == 1 &&
+	   strcmp(c.warnings.items[0], "non-canonical name: the loader looks for build/torch211-cxx11-cu128-x86_64-linux/ "
 		  "instead") == 0, "non-canonical name warns");
 	variant_check_release(&c);
 
