@@ -8,6 +8,8 @@
  * such a variant is compiled against a torch that is not a ROCm build). */
 #include "builder-worker/build_internal.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -273,6 +275,18 @@ static char *json_str_dup(json_t *obj, const char *key)
 	return s ? xstrdup(s) : NULL;
 }
 
+/* Say why tc cannot build (tc->why) and return KHUB_EINVAL. */
+static int unusable(struct toolchain *tc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int unusable(struct toolchain *tc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(tc->why, sizeof(tc->why), fmt, ap);
+	va_end(ap);
+	return KHUB_EINVAL;
+}
+
 int toolchain_probe(struct toolchain *tc)
 {
 	toolchain_clear_probe(tc);
@@ -283,16 +297,14 @@ int toolchain_probe(struct toolchain *tc)
 	json_t *doc = NULL;
 	int rc = run_capture(argv, env.items, PROBE_TIMEOUT_S, &out, -1);
 	if (rc != 0) {
-		snprintf(tc->why, sizeof(tc->why), "%s: %s", tc->python,
-			 rc == 127 ? "not found" : rc == SANDBOX_TIMED_OUT ? "probe timed out" : "probe failed");
-		rc = KHUB_EINVAL;
+		rc = unusable(tc, "%s: %s", tc->python,
+			      rc == 127 ? "not found" : rc == SANDBOX_TIMED_OUT ? "probe timed out" : "probe failed");
 		goto cleanup;
 	}
 	const char *line = out ? strrchr(out, '{') : NULL;
 	doc = line ? json_loads(line, 0, NULL) : NULL;
 	if (!json_is_object(doc)) {
-		snprintf(tc->why, sizeof(tc->why), "%s: probe printed no JSON", tc->python);
-		rc = KHUB_EINVAL;
+		rc = unusable(tc, "%s: probe printed no JSON", tc->python);
 		goto cleanup;
 	}
 	tc->python_version = json_str_dup(doc, "python");
@@ -301,13 +313,11 @@ int toolchain_probe(struct toolchain *tc)
 	tc->has_kernels = json_is_true(json_object_get(doc, "kernels"));
 	const char *err = json_string_value(json_object_get(doc, "error"));
 	if (err) {
-		snprintf(tc->why, sizeof(tc->why), "%s: %s", tc->python, err);
-		rc = KHUB_EINVAL;
+		rc = unusable(tc, "%s: %s", tc->python, err);
 		goto cleanup;
 	}
 	if (!json_is_true(json_object_get(doc, "tomllib"))) {
-		snprintf(tc->why, sizeof(tc->why), "%s: no tomllib (Python >= 3.11) nor tomli to read build.toml", tc->python);
-		rc = KHUB_EINVAL;
+		rc = unusable(tc, "%s: no tomllib (Python >= 3.11) nor tomli to read build.toml", tc->python);
 		goto cleanup;
 	}
 	tc->torch_version = json_str_dup(doc, "torch");
@@ -329,9 +339,8 @@ int toolchain_probe(struct toolchain *tc)
 	long tmaj = -1, tmin = -1, bmaj = -1, bmin = -1;
 	tc->torch_build = tc->cuda_version ? "cuda" : tc->rocm_version ? "rocm" : "cpu";
 	if (!tc->torch_version || sscanf(tc->torch_version, "%ld.%ld", &tmaj, &tmin) != 2) {
-		snprintf(tc->why, sizeof(tc->why), "torch version \"%s\" is not MAJOR.MINOR...",
-			 tc->torch_version ? tc->torch_version : "");
-		rc = KHUB_EINVAL;
+		rc = unusable(tc, "torch version \"%s\" is not MAJOR.MINOR...",
+			      tc->torch_version ? tc->torch_version : "");
 		goto cleanup;
 	}
 
@@ -373,18 +382,16 @@ int toolchain_probe(struct toolchain *tc)
 	const char *backend = tc->torch_build;
 	if (tc->rocm_from_hipcc) {
 		if (strcmp(tc->torch_build, "cpu") != 0) {
-			snprintf(tc->why, sizeof(tc->why),
-				 "rocm_from_hipcc: torch %s is itself a %s build (%s %s): remove the key (a ROCm torch is probed "
-				 "as it is)", tc->torch_version, !strcmp(tc->torch_build, "cuda") ? "CUDA" : "ROCm",
-				 !strcmp(tc->torch_build, "cuda") ? "CUDA" : "HIP",
-				 tc->cuda_version ? tc->cuda_version : tc->rocm_version);
-			rc = KHUB_EINVAL;
+			rc = unusable(tc,
+				      "rocm_from_hipcc: torch %s is itself a %s build (%s %s): remove the key (a ROCm torch is probed "
+				      "as it is)", tc->torch_version, !strcmp(tc->torch_build, "cuda") ? "CUDA" : "ROCm",
+				      !strcmp(tc->torch_build, "cuda") ? "CUDA" : "HIP",
+				      tc->cuda_version ? tc->cuda_version : tc->rocm_version);
 			goto cleanup;
 		}
 		if (!tc->hipcc_version || hmaj < 0) {
-			snprintf(tc->why, sizeof(tc->why), "rocm_from_hipcc: %s --version %s", tc->hipcc,
-				 !tc->hipcc_version ? "failed (not installed?)" : "prints no \"HIP version: X.Y\"");
-			rc = KHUB_EINVAL;
+			rc = unusable(tc, "rocm_from_hipcc: %s --version %s", tc->hipcc,
+				      !tc->hipcc_version ? "failed (not installed?)" : "prints no \"HIP version: X.Y\"");
 			goto cleanup;
 		}
 		tc->rocm_version = xasprintf("%ld.%ld", hmaj, hmin);
