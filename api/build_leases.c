@@ -13,10 +13,7 @@
  * database compares with its own clock, to the microsecond). */
 #define LAPSE_SLACK_MS 20
 
-static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t timer_changed = PTHREAD_COND_INITIALIZER;
-static pthread_t timer_thread;
-static int timer_stopping, timer_running;
+static struct bg_thread timer = BG_THREAD_INIT;
 static long timer_check_ms;
 static uint64_t expired_total;	/* __atomic */
 
@@ -53,34 +50,28 @@ static void *timer_loop(void *arg)
 	(void)arg;
 	log_set_request_id("leases");
 	int failing = 0;
-	pthread_mutex_lock(&timer_lock);
-	while (!timer_stopping) {
-		pthread_mutex_unlock(&timer_lock);
+	pthread_mutex_lock(&timer.lock);
+	while (!timer.stopping) {
+		pthread_mutex_unlock(&timer.lock);
 		long wait_ms = timer_round(&failing);
-		pthread_mutex_lock(&timer_lock);
+		pthread_mutex_lock(&timer.lock);
 		struct timespec ts = clock_after_usec(CLOCK_REALTIME, (uint64_t)wait_ms * 1000u);
-		if (!timer_stopping)
-			pthread_cond_timedwait(&timer_changed, &timer_lock, &ts);
+		if (!timer.stopping)
+			pthread_cond_timedwait(&timer.wake, &timer.lock, &ts);
 	}
-	pthread_mutex_unlock(&timer_lock);
+	pthread_mutex_unlock(&timer.lock);
 	return NULL;
 }
 
 void build_lease_timer_start(long check_ms)
 {
 	timer_check_ms = check_ms > 0 ? check_ms : 1000;
-	timer_stopping = 0;
-	if (pthread_create(&timer_thread, NULL, timer_loop, NULL) != 0)
-		fatal("cannot start the build lease timer");
-	timer_running = 1;
+	bg_thread_start(&timer, timer_loop, "build lease timer");
 }
 
 void build_lease_timer_stop(void)
 {
-	if (!timer_running)
-		return;
-	thread_stop(timer_thread, &timer_lock, &timer_changed, &timer_stopping);
-	timer_running = 0;
+	bg_thread_stop(&timer);
 }
 
 uint64_t build_leases_expired(void)

@@ -38,11 +38,7 @@ struct shard {
 static struct shard shards[SHARDS];
 static int stats_enabled;
 static long flush_interval_ms;
-static pthread_t flush_thread;
-static int flush_thread_running;
-static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t flush_cond;
-static int flush_stopping;
+static struct bg_thread flush = { .lock = PTHREAD_MUTEX_INITIALIZER };	/* wake: on CLOCK_MONOTONIC */
 
 /* ---- counting --------------------------------------------------------------- */
 
@@ -240,18 +236,18 @@ static void *flush_main(void *arg)
 {
 	(void)arg;
 	log_set_request_id("downloads");
-	pthread_mutex_lock(&flush_lock);
-	while (!flush_stopping) {
+	pthread_mutex_lock(&flush.lock);
+	while (!flush.stopping) {
 		struct timespec until = clock_after_usec(CLOCK_MONOTONIC, (uint64_t)flush_interval_ms * 1000);
-		while (!flush_stopping && pthread_cond_timedwait(&flush_cond, &flush_lock, &until) == 0)
+		while (!flush.stopping && pthread_cond_timedwait(&flush.wake, &flush.lock, &until) == 0)
 			;
-		if (flush_stopping)
+		if (flush.stopping)
 			break;
-		pthread_mutex_unlock(&flush_lock);
+		pthread_mutex_unlock(&flush.lock);
 		flush_counts();
-		pthread_mutex_lock(&flush_lock);
+		pthread_mutex_lock(&flush.lock);
 	}
-	pthread_mutex_unlock(&flush_lock);
+	pthread_mutex_unlock(&flush.lock);
 	flush_counts();		/* the last counts, after the server stopped answering */
 	db_thread_done();
 	return NULL;
@@ -271,24 +267,21 @@ void download_stats_start(int enabled, long flush_ms)
 	pthread_condattr_t attr;
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&flush_cond, &attr);
+	pthread_cond_init(&flush.wake, &attr);
 	pthread_condattr_destroy(&attr);
 	/* SIGINT/SIGTERM must reach the thread that waits for them, not this one. */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&flush_thread, NULL, flush_main, NULL) != 0)
-		fatal("cannot start the download statistics thread");
+	bg_thread_start(&flush, flush_main, "download statistics thread");
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	flush_thread_running = 1;
 }
 
 void download_stats_stop(void)
 {
-	if (flush_thread_running) {
-		thread_stop(flush_thread, &flush_lock, &flush_cond, &flush_stopping);
-		flush_thread_running = 0;
-		pthread_cond_destroy(&flush_cond);
+	if (flush.running) {
+		bg_thread_stop(&flush);
+		pthread_cond_destroy(&flush.wake);
 	}
 	for (int s = 0; s < SHARDS; s++) {
 		if (shards[s].counts.buckets)

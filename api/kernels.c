@@ -53,11 +53,7 @@ json_t *kernel_versions_json(struct repo_handle *h)
  * back are indexed by this thread: at start-up, every interval, and when a
  * listing asks for a round (the listing waits parked, holding no thread, and
  * every listing that asks meanwhile shares the round). */
-static pthread_mutex_t catch_up_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t catch_up_changed = PTHREAD_COND_INITIALIZER;
-static int catch_up_stopping;
-static pthread_t catch_up_thread;
-static int catch_up_running;
+static struct bg_thread catch_up = BG_THREAD_INIT;
 static long catch_up_interval_ms;
 static uint64_t catch_up_rounds_started;	/* a listing waits for the next one to end */
 static int catch_up_asked;
@@ -66,60 +62,54 @@ static void *catch_up_loop(void *arg)
 {
 	(void)arg;
 	log_set_request_id("index");
-	pthread_mutex_lock(&catch_up_lock);
-	while (!catch_up_stopping) {
+	pthread_mutex_lock(&catch_up.lock);
+	while (!catch_up.stopping) {
 		uint64_t round = ++catch_up_rounds_started;
 		catch_up_asked = 0;
-		pthread_mutex_unlock(&catch_up_lock);
+		pthread_mutex_unlock(&catch_up.lock);
 		int done = variant_index_catch_up(api_ctx.repo_root, CATCH_UP_PER_ROUND);
 		if (done < 0)
 			log_warn("variant index: catch-up failed");
 		char key[PARK_KEY_MAX];
 		park_key(key, "catch-up", round);
 		request_wake(key);
-		pthread_mutex_lock(&catch_up_lock);
+		pthread_mutex_lock(&catch_up.lock);
 		if (done >= CATCH_UP_PER_ROUND || catch_up_asked)
 			continue;	/* more to do, or asked for while it ran */
 		struct timespec ts = clock_after_usec(CLOCK_REALTIME, (uint64_t)catch_up_interval_ms * 1000);
-		if (!catch_up_stopping)
-			pthread_cond_timedwait(&catch_up_changed, &catch_up_lock, &ts);
+		if (!catch_up.stopping)
+			pthread_cond_timedwait(&catch_up.wake, &catch_up.lock, &ts);
 	}
-	pthread_mutex_unlock(&catch_up_lock);
+	pthread_mutex_unlock(&catch_up.lock);
 	return NULL;
 }
 
 void kernel_index_catch_up_start(long interval_ms)
 {
 	catch_up_interval_ms = interval_ms;
-	catch_up_stopping = 0;
-	if (pthread_create(&catch_up_thread, NULL, catch_up_loop, NULL) != 0)
-		fatal("cannot start the variant index catch-up thread");
-	catch_up_running = 1;
+	bg_thread_start(&catch_up, catch_up_loop, "variant index catch-up thread");
 }
 
 /* Ask for a catch-up round and park until it ends: 1 parked, 0 when this
  * request already waited (or there is no catch-up thread). */
 static int catch_up_wait(struct request *req)
 {
-	if (req->park_rounds || !catch_up_running)
+	if (req->park_rounds || !catch_up.running)
 		return 0;
 	char key[PARK_KEY_MAX];
-	pthread_mutex_lock(&catch_up_lock);
+	pthread_mutex_lock(&catch_up.lock);
 	catch_up_asked = 1;
 	park_key(key, "catch-up", catch_up_rounds_started + 1);
 	/* parked before the lock is released: the round cannot end unseen */
 	request_park(req, key, CATCH_UP_LISTING_WAIT_MS);
-	pthread_cond_signal(&catch_up_changed);
-	pthread_mutex_unlock(&catch_up_lock);
+	pthread_cond_signal(&catch_up.wake);
+	pthread_mutex_unlock(&catch_up.lock);
 	return 1;
 }
 
 void kernel_index_catch_up_stop(void)
 {
-	if (!catch_up_running)
-		return;
-	thread_stop(catch_up_thread, &catch_up_lock, &catch_up_changed, &catch_up_stopping);
-	catch_up_running = 0;
+	bg_thread_stop(&catch_up);
 }
 
 /* ---- GET /api/kernels -------------------------------------------------------- */

@@ -101,9 +101,20 @@ uint64_t monotonic_usec(void);
 /* The time usec from now on clock (CLOCK_MONOTONIC, CLOCK_REALTIME): a
  * deadline for pthread_cond_timedwait and friends. */
 struct timespec clock_after_usec(clockid_t clock, uint64_t usec);
-/* Stop a background thread that waits on cond under lock until *stopping:
- * set it, wake the thread and join it. */
-void thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, int *stopping);
+/* A background thread of the server that waits on wake under lock until
+ * stopping is set. */
+struct bg_thread {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t thread;
+	int stopping, running;
+};
+#define BG_THREAD_INIT { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER }
+/* Run fn(NULL) on t's thread; fatal ("cannot start the <what>") when it
+ * cannot be created. */
+void bg_thread_start(struct bg_thread *t, void *(*fn)(void *), const char *what);
+/* If t runs: set stopping, wake the thread and join it. */
+void bg_thread_stop(struct bg_thread *t);
 
 /* Create every missing directory of path (mode 0755); 0 or -1 with errno. */
 int mkdir_p(const char *path, unsigned mode);

@@ -161,13 +161,24 @@ struct timespec clock_after_usec(clockid_t clock, uint64_t usec)
 	return ts;
 }
 
-void thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, int *stopping)
+void bg_thread_start(struct bg_thread *t, void *(*fn)(void *), const char *what)
 {
-	pthread_mutex_lock(lock);
-	*stopping = 1;
-	pthread_cond_signal(cond);
-	pthread_mutex_unlock(lock);
-	pthread_join(thread, NULL);
+	t->stopping = 0;
+	if (pthread_create(&t->thread, NULL, fn, NULL) != 0)
+		fatal("cannot start the %s", what);
+	t->running = 1;
+}
+
+void bg_thread_stop(struct bg_thread *t)
+{
+	if (!t->running)
+		return;
+	pthread_mutex_lock(&t->lock);
+	t->stopping = 1;
+	pthread_cond_signal(&t->wake);
+	pthread_mutex_unlock(&t->lock);
+	pthread_join(t->thread, NULL);
+	t->running = 0;
 }
 
 int mkdir_p(const char *path, unsigned mode)

@@ -23,21 +23,17 @@ struct guarded_conn {
  * the socket (daemon.c of 0.9.75: MHD_cleanup_connections, and the path of
  * a connection that fails to start), so a shutdown() made under the mutex
  * never hits a reused descriptor. */
-static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t guard_wake = PTHREAD_COND_INITIALIZER;
+static struct bg_thread guard = BG_THREAD_INIT;
 static struct guarded_conn *guard_head;
 static uint64_t guard_timeout_usec;
-static int guard_stopping;
-static pthread_t guard_thread;
-static int guard_running;
 
 static void *guard_main(void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&guard_lock);
-	while (!guard_stopping) {
+	pthread_mutex_lock(&guard.lock);
+	while (!guard.stopping) {
 		struct timespec until = clock_after_usec(CLOCK_REALTIME, 250 * 1000);
-		pthread_cond_timedwait(&guard_wake, &guard_lock, &until);
+		pthread_cond_timedwait(&guard.wake, &guard.lock, &until);
 		uint64_t now = monotonic_usec();
 		for (struct guarded_conn *g = guard_head; g; g = g->next) {
 			if (g->in_request || g->fd < 0 || now - g->since_usec <= guard_timeout_usec)
@@ -48,7 +44,7 @@ static void *guard_main(void *arg)
 			g->fd = -1;	/* once is enough */
 		}
 	}
-	pthread_mutex_unlock(&guard_lock);
+	pthread_mutex_unlock(&guard.lock);
 	return NULL;
 }
 
@@ -57,17 +53,12 @@ void conn_guard_start(long header_timeout_s)
 	guard_timeout_usec = (uint64_t)header_timeout_s * 1000000;
 	if (header_timeout_s <= 0)
 		return;
-	if (pthread_create(&guard_thread, NULL, guard_main, NULL) != 0)
-		fatal("cannot start the connection watchdog");
-	guard_running = 1;
+	bg_thread_start(&guard, guard_main, "connection watchdog");
 }
 
 void conn_guard_stop(void)
 {
-	if (!guard_running)
-		return;
-	thread_stop(guard_thread, &guard_lock, &guard_wake, &guard_stopping);
-	guard_running = 0;
+	bg_thread_stop(&guard);
 }
 
 void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -79,26 +70,26 @@ void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
 		struct guarded_conn *g = xcalloc(1, sizeof(*g));
 		g->fd = ci ? ci->connect_fd : -1;
 		g->since_usec = monotonic_usec();
-		pthread_mutex_lock(&guard_lock);
+		pthread_mutex_lock(&guard.lock);
 		g->next = guard_head;
 		if (guard_head)
 			guard_head->prev = g;
 		guard_head = g;
-		pthread_mutex_unlock(&guard_lock);
+		pthread_mutex_unlock(&guard.lock);
 		*socket_context = g;
 		return;
 	}
 	struct guarded_conn *g = *socket_context;
 	if (!g)
 		return;
-	pthread_mutex_lock(&guard_lock);
+	pthread_mutex_lock(&guard.lock);
 	if (g->prev)
 		g->prev->next = g->next;
 	else
 		guard_head = g->next;
 	if (g->next)
 		g->next->prev = g->prev;
-	pthread_mutex_unlock(&guard_lock);
+	pthread_mutex_unlock(&guard.lock);
 	free(g);
 	*socket_context = NULL;
 }
@@ -116,11 +107,11 @@ static void guard_set_in_request(struct MHD_Connection *conn, int in_request)
 	struct guarded_conn *g = guard_of(conn);
 	if (!g)
 		return;
-	pthread_mutex_lock(&guard_lock);
+	pthread_mutex_lock(&guard.lock);
 	g->in_request = in_request;
 	if (!in_request)
 		g->since_usec = monotonic_usec();
-	pthread_mutex_unlock(&guard_lock);
+	pthread_mutex_unlock(&guard.lock);
 }
 
 void conn_guard_request_begin(struct MHD_Connection *conn)
