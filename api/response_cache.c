@@ -8,14 +8,14 @@
 #include <string.h>
 
 struct cache_value {
-	struct cache_value *older, *newer;	/* insertion order */
+	struct dlist_node order;	/* in cache_order */
 	char *key;
 	size_t len;
 	char data[];
 };
 
 static struct hashmap cache_map;
-static struct cache_value *oldest, *newest;
+static struct dlist cache_order;	/* oldest first */
 static size_t cache_bytes, cache_budget;
 static pthread_rwlock_t cache_lock = PTHREAD_RWLOCK_INITIALIZER;
 
@@ -44,14 +44,7 @@ char *response_cache_get(const char *key, size_t *len)
 
 static void unlink_value(struct cache_value *v)
 {
-	if (v->older)
-		v->older->newer = v->newer;
-	else
-		oldest = v->newer;
-	if (v->newer)
-		v->newer->older = v->older;
-	else
-		newest = v->older;
+	dlist_unlink(&cache_order, &v->order);
 	cache_bytes -= v->len + sizeof(*v);
 }
 
@@ -71,16 +64,10 @@ void response_cache_put(const char *key, const char *value, size_t len)
 		free(old->key);
 		free(old);
 	}
-	v->older = newest;
-	v->newer = NULL;
-	if (newest)
-		newest->newer = v;
-	newest = v;
-	if (!oldest)
-		oldest = v;
+	dlist_append(&cache_order, &v->order);
 	cache_bytes += len + sizeof(*v);
-	while (cache_bytes > cache_budget && oldest && oldest != v) {
-		struct cache_value *victim = oldest;
+	while (cache_bytes > cache_budget && cache_order.first != &v->order) {
+		struct cache_value *victim = dlist_item(cache_order.first, struct cache_value, order);
 		unlink_value(victim);
 		hashmap_remove(&cache_map, victim->key);
 		free(victim->key);

@@ -101,6 +101,18 @@ uint64_t monotonic_usec(void);
 /* The time usec from now on clock (CLOCK_MONOTONIC, CLOCK_REALTIME): a
  * deadline for pthread_cond_timedwait and friends. */
 struct timespec clock_after_usec(clockid_t clock, uint64_t usec);
+/* A doubly linked list whose nodes live inside the items (dlist_item gets
+ * the item back); it owns nothing. */
+struct dlist_node {
+	struct dlist_node *prev, *next;
+};
+struct dlist {
+	struct dlist_node *first, *last;
+};
+#define dlist_item(node, type, member) ((type *)(void *)((char *)(node) - offsetof(type, member)))
+void dlist_append(struct dlist *l, struct dlist_node *n);
+void dlist_unlink(struct dlist *l, struct dlist_node *n);
+
 /* A background thread of the server that waits on wake under lock until
  * stopping is set. */
 struct bg_thread {

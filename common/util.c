@@ -161,6 +161,30 @@ struct timespec clock_after_usec(clockid_t clock, uint64_t usec)
 	return ts;
 }
 
+void dlist_append(struct dlist *l, struct dlist_node *n)
+{
+	n->prev = l->last;
+	n->next = NULL;
+	if (l->last)
+		l->last->next = n;
+	else
+		l->first = n;
+	l->last = n;
+}
+
+void dlist_unlink(struct dlist *l, struct dlist_node *n)
+{
+	if (n->prev)
+		n->prev->next = n->next;
+	else
+		l->first = n->next;
+	if (n->next)
+		n->next->prev = n->prev;
+	else
+		l->last = n->prev;
+	n->prev = n->next = NULL;
+}
+
 void bg_thread_start(struct bg_thread *t, void *(*fn)(void *), const char *what)
 {
 	t->stopping = 0;

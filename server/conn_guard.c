@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 struct guarded_conn {
-	struct guarded_conn *prev, *next;
+	struct dlist_node link;	/* in guards */
 	int fd;
 	uint64_t since_usec;	/* opened, or the previous request ended */
 	int in_request;		/* headers complete, request not yet ended */
@@ -24,7 +24,7 @@ struct guarded_conn {
  * a connection that fails to start), so a shutdown() made under the mutex
  * never hits a reused descriptor. */
 static struct bg_thread guard = BG_THREAD_INIT;
-static struct guarded_conn *guard_head;
+static struct dlist guards;
 static uint64_t guard_timeout_usec;
 
 static void *guard_main(void *arg)
@@ -35,7 +35,8 @@ static void *guard_main(void *arg)
 		struct timespec until = clock_after_usec(CLOCK_REALTIME, 250 * 1000);
 		pthread_cond_timedwait(&guard.wake, &guard.lock, &until);
 		uint64_t now = monotonic_usec();
-		for (struct guarded_conn *g = guard_head; g; g = g->next) {
+		for (struct dlist_node *n = guards.first; n; n = n->next) {
+			struct guarded_conn *g = dlist_item(n, struct guarded_conn, link);
 			if (g->in_request || g->fd < 0 || now - g->since_usec <= guard_timeout_usec)
 				continue;
 			log_info("connection fd %d: no complete request headers in %llu s, dropped", g->fd,
@@ -71,10 +72,7 @@ void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
 		g->fd = ci ? ci->connect_fd : -1;
 		g->since_usec = monotonic_usec();
 		pthread_mutex_lock(&guard.lock);
-		g->next = guard_head;
-		if (guard_head)
-			guard_head->prev = g;
-		guard_head = g;
+		dlist_append(&guards, &g->link);
 		pthread_mutex_unlock(&guard.lock);
 		*socket_context = g;
 		return;
@@ -83,12 +81,7 @@ void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
 	if (!g)
 		return;
 	pthread_mutex_lock(&guard.lock);
-	if (g->prev)
-		g->prev->next = g->next;
-	else
-		guard_head = g->next;
-	if (g->next)
-		g->next->prev = g->prev;
+	dlist_unlink(&guards, &g->link);
 	pthread_mutex_unlock(&guard.lock);
 	free(g);
 	*socket_context = NULL;
