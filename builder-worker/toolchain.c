@@ -307,10 +307,6 @@ int toolchain_probe(struct toolchain *tc)
 		rc = unusable(tc, "%s: probe printed no JSON", tc->python);
 		goto cleanup;
 	}
-	tc->python_version = json_str_dup(doc, "python");
-	tc->machine = json_str_dup(doc, "machine");
-	tc->python_include = json_str_dup(doc, "python_include");
-	tc->has_kernels = json_is_true(json_object_get(doc, "kernels"));
 	const char *err = json_string_value(json_object_get(doc, "error"));
 	if (err) {
 		rc = unusable(tc, "%s: %s", tc->python, err);
@@ -320,6 +316,10 @@ int toolchain_probe(struct toolchain *tc)
 		rc = unusable(tc, "%s: no tomllib (Python >= 3.11) nor tomli to read build.toml", tc->python);
 		goto cleanup;
 	}
+	tc->python_version = json_str_dup(doc, "python");
+	tc->machine = json_str_dup(doc, "machine");
+	tc->python_include = json_str_dup(doc, "python_include");
+	tc->has_kernels = json_is_true(json_object_get(doc, "kernels"));
 	tc->torch_version = json_str_dup(doc, "torch");
 	tc->cuda_version = json_str_dup(doc, "cuda");
 	tc->rocm_version = json_str_dup(doc, "hip");
