@@ -75,8 +75,8 @@ int build_default_variants(char ***names, size_t *n)
 	char **out = xcalloc(nworkers + 1, sizeof(char *));
 	size_t count = 0;
 	for (size_t g = 0; g < list->count; g++)
-		for (size_t v = 0; v < list->groups[g].count; v++) {
-			const char *name = list->groups[g].variants[v];
+		for (size_t v = 0; v < list->groups[g].variants.count; v++) {
+			const char *name = list->groups[g].variants.items[v];
 			if (build_names_contain(workers, nworkers, name) && !build_names_contain(out, count, name))
 				out[count++] = xstrdup(name);
 		}

@@ -28,12 +28,11 @@ int required_variants_parse(const char *text, size_t len, struct required_varian
 			g->system = xstrdup(system);
 			g->backend = xstrdup(backend);
 			g->required = json_array_size(list);
-			g->variants = xcalloc(g->required ? g->required : 1, sizeof(*g->variants));
 			size_t i;
 			json_t *v;
 			json_array_foreach(list, i, v)
 				if (json_is_string(v))
-					g->variants[g->count++] = xstrdup(json_string_value(v));
+					strvec_pushf(&g->variants, "%s", json_string_value(v));
 		}
 	}
 	json_decref(doc);
@@ -45,9 +44,7 @@ void required_variants_release(struct required_variants *r)
 	if (!r)
 		return;
 	for (size_t i = 0; i < r->count; i++) {
-		for (size_t k = 0; k < r->groups[i].count; k++)
-			free(r->groups[i].variants[k]);
-		free(r->groups[i].variants);
+		strvec_release(&r->groups[i].variants);
 		free(r->groups[i].system);
 		free(r->groups[i].backend);
 	}
@@ -81,16 +78,16 @@ void compliance_compute(const struct required_variants *list, const struct varia
 	for (size_t i = 0; i < list->count; i++) {
 		const struct required_group *r = &list->groups[i];
 		struct compliance_group *g = &out->groups[i];
-		size_t slots = r->count ? r->count : 1;
+		size_t slots = r->variants.count ? r->variants.count : 1;
 		g->system = r->system;
 		g->backend = r->backend;
 		g->required = r->required;
 		g->present = xcalloc(slots, sizeof(*g->present));
 		g->missing = xcalloc(slots, sizeof(*g->missing));
 		g->invalid_metadata = xcalloc(slots, sizeof(*g->invalid_metadata));
-		for (size_t k = 0; k < r->count; k++) {
+		for (size_t k = 0; k < r->variants.count; k++) {
 			int exists;
-			const char *name = r->variants[k];
+			const char *name = r->variants.items[k];
 			if (usable(have, n, name, &exists))
 				g->present[g->npresent++] = name;
 			else if (exists)

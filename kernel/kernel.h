@@ -191,8 +191,7 @@ void variant_check_release(struct variant_check *c);	/* accepts NULL */
 struct required_group {
 	char *system, *backend;		/* owned */
 	size_t required;		/* entries in the list (strings or not) */
-	char **variants;		/* owned: the string entries */
-	size_t count;
+	struct strvec variants;		/* owned: the string entries */
 };
 
 struct required_variants {

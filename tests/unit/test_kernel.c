@@ -140,7 +140,7 @@ static void test_compliance(void)
 	ok(required_variants_parse("[]", 2, &list, why, sizeof(why)) < 0, "a list is an object");
 	ok(required_variants_parse(list_json, strlen(list_json), &list, why, sizeof(why)) == 0 && list.count == 4,
 	   "4 groups");
-	ok(list.count == 4 && list.groups[2].required == 2 && list.groups[2].count == 1, "non-strings are counted, "
+	ok(list.count == 4 && list.groups[2].required == 2 && list.groups[2].variants.count == 1, "non-strings are counted, "
 	   "not kept");
 
 	struct variant_presence have[] = { { "a-cu", 1 }, { "b-cu", 0 }, { "a-cpu", 1 }, { "torch-npu", 1 } };
