@@ -45,7 +45,15 @@ static const char *content_type_for(const char *path)
 
 static char *describe_key(const struct repo_handle *h, const char *sha, const char *path)
 {
-	return xasprintf("F|%" PRId64 "|%s|%s", h->record.id, sha, path);
+	struct strbuf key = STRBUF_INIT;
+	strbuf_grow(&key, 48 + strlen(path));
+	strbuf_adds(&key, "F|");
+	strbuf_add_int(&key, h->record.id);
+	strbuf_adds(&key, "|");
+	strbuf_adds(&key, sha);
+	strbuf_adds(&key, "|");
+	strbuf_adds(&key, path);
+	return strbuf_detach(&key, NULL);
 }
 
 /* Describe path at sha (and keep small regular bodies), through the cache.
@@ -308,8 +316,9 @@ static enum MHD_Result handle_resolve(struct request *req)
 	if (meta.is_lfs && req->method == METHOD_HEAD && meta.stored) {
 		/* HEAD: the size is known, no body is sent: no need to open the
 		 * object (a callback response announces the size; libmicrohttpd
-		 * never reads a HEAD body) */
-		resp = MHD_create_response_from_callback(count, 4096, no_body_for_head, NULL, NULL);
+		 * never reads a HEAD body; its buffer is allocated and zeroed
+		 * with the response, so it is one byte, not a page) */
+		resp = MHD_create_response_from_callback(count, 1, no_body_for_head, NULL, NULL);
 	} else if (meta.is_lfs) {
 		int fd;
 		uint64_t stored;

@@ -44,6 +44,30 @@ static enum MHD_Result respond_cached_page(struct request *req, char *value, siz
 	return respond(req, 200, resp);
 }
 
+/* The cache key of a tree page: everything the page is a function of. */
+static void tree_page_key(struct strbuf *key, const struct repo_handle *h, const char *sha, int recursive,
+			  int expand, long limit, const char *cursor, const char *base, const char *path)
+{
+	strbuf_grow(key, 192);
+	strbuf_adds(key, "T|");
+	strbuf_add_int(key, h->record.id);
+	strbuf_adds(key, "|");
+	strbuf_adds(key, h->record.ns);
+	strbuf_adds(key, "/");
+	strbuf_adds(key, h->record.name);
+	strbuf_adds(key, "|");
+	strbuf_adds(key, sha);
+	strbuf_adds(key, recursive ? "|1" : "|0");
+	strbuf_adds(key, expand ? "|1|" : "|0|");
+	strbuf_add_int(key, limit);
+	strbuf_adds(key, "|");
+	strbuf_adds(key, cursor);
+	strbuf_adds(key, "|");
+	strbuf_adds(key, base);
+	strbuf_adds(key, "|");
+	strbuf_adds(key, path);
+}
+
 static enum MHD_Result handle_tree(struct request *req)
 {
 	struct repo_handle h;
@@ -51,39 +75,57 @@ static enum MHD_Result handle_tree(struct request *req)
 	char sha[41];
 	const char *why;
 	h = *req->repo;
-	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
-		return result;
 	/* Trailing slashes name the same directory. */
 	size_t plen = strlen(req->path);
 	while (plen > 0 && req->path[plen - 1] == '/')
 		req->path[--plen] = '\0';
-	if (req->path[0] && repo_path_validate(req->path, &why) < 0)
-		return respond_error(req, 400, NULL, "invalid path: %s", why);
-
+	int path_ok = !req->path[0] || repo_path_validate(req->path, &why) == 0;
 	int recursive = request_query_bool(req, "recursive", 0);
 	int expand = request_query_bool(req, "expand", 0);
 	long limit = api_ctx.tree_page_size;
 	const char *limit_arg = request_query(req, "limit");
-	if (limit_arg) {
+	if (limit_arg)
 		limit = strtol(limit_arg, NULL, 10);
-		if (limit < 1 || limit > 10000)
-			return respond_error(req, 400, NULL, "limit must be between 1 and 10000");
-	}
+	int limit_ok = limit >= 1 && limit <= 10000;
 	/* The cursor is the last path of the previous page, relative to the
 	 * listed directory: the next page starts right after it. */
 	const char *cursor = request_query(req, "cursor");
-	if (cursor && (!cursor[0] || repo_path_validate(cursor, &why) < 0))
-		return respond_error(req, 400, NULL, "invalid cursor");
+	int cursor_ok = !cursor || (cursor[0] && repo_path_validate(cursor, NULL) == 0);
 	if (!cursor)
 		cursor = "";
 	const char *base = request_base_url(req);
-
-	char *key = xasprintf("T|%" PRId64 "|%s/%s|%s|%d|%d|%ld|%s|%s|%s", h.record.id, h.record.ns, h.record.name, sha,
-			      recursive, expand, limit, cursor, base, req->path);
+	struct strbuf key = STRBUF_INIT;
 	size_t cached_len;
-	char *cached = response_cache_get(key, &cached_len);
-	if (cached) {
-		free(key);
+	char *cached;
+	/* A page of a 40-hex revision that is cached was listed before (the
+	 * key holds the repo id and the sha): no lookup. */
+	if (path_ok && limit_ok && cursor_ok && strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
+		tree_page_key(&key, &h, req->rev, recursive, expand, limit, cursor, base, req->path);
+		if ((cached = response_cache_get(key.buf, &cached_len))) {
+			strbuf_release(&key);
+			return respond_cached_page(req, cached, cached_len);
+		}
+		strbuf_reset(&key);
+	}
+	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0) {
+		strbuf_release(&key);
+		return result;
+	}
+	if (!path_ok) {
+		strbuf_release(&key);
+		return respond_error(req, 400, NULL, "invalid path: %s", why);
+	}
+	if (!limit_ok) {
+		strbuf_release(&key);
+		return respond_error(req, 400, NULL, "limit must be between 1 and 10000");
+	}
+	if (!cursor_ok) {
+		strbuf_release(&key);
+		return respond_error(req, 400, NULL, "invalid cursor");
+	}
+	tree_page_key(&key, &h, sha, recursive, expand, limit, cursor, base, req->path);
+	if ((cached = response_cache_get(key.buf, &cached_len))) {
+		strbuf_release(&key);
 		return respond_cached_page(req, cached, cached_len);
 	}
 
@@ -91,15 +133,15 @@ static enum MHD_Result handle_tree(struct request *req)
 	int more = 0;
 	int rc = repo_list_tree_page(h.git, sha, req->path, recursive, cursor, (size_t)limit, &listing, &more);
 	if (rc == KHUB_ENOTFOUND || rc == KHUB_ENOTDIR) {
-		free(key);
+		strbuf_release(&key);
 		return respond_entry_not_found(req, sha, req->path);
 	}
 	if (rc == KHUB_EINVAL) {
-		free(key);
+		strbuf_release(&key);
 		return respond_error(req, 400, NULL, "invalid cursor: not a path of this listing");
 	}
 	if (rc < 0) {
-		free(key);
+		strbuf_release(&key);
 		return respond_error(req, 500, NULL, "cannot read tree");
 	}
 	struct strbuf page = STRBUF_INIT;
@@ -127,8 +169,8 @@ static enum MHD_Result handle_tree(struct request *req)
 	}
 	strbuf_adds(&page, "]");
 	tree_listing_release(&listing);
-	response_cache_put(key, page.buf, page.len);
-	free(key);
+	response_cache_put(key.buf, page.buf, page.len);
+	strbuf_release(&key);
 	size_t len;
 	char *value = strbuf_detach(&page, &len);
 	return respond_cached_page(req, value, len);
@@ -228,29 +270,62 @@ static json_t *siblings_of(struct repo_handle *h, const char *sha)
 	return siblings;
 }
 
+/* The cache key of repo info: everything the answer is a function of. */
+static void repo_info_key(struct strbuf *key, const struct request *req, const struct repo_handle *h,
+			  const char *sha)
+{
+	strbuf_grow(key, 160);
+	strbuf_adds(key, "I|");
+	strbuf_add_int(key, h->record.id);
+	strbuf_adds(key, "|");
+	strbuf_add_int(key, (int)req->type);
+	strbuf_adds(key, "|");
+	strbuf_add_int(key, (int)h->record.type);
+	strbuf_adds(key, "|");
+	strbuf_adds(key, sha);
+	strbuf_adds(key, "|");
+	strbuf_add_int(key, (int64_t)h->record.last_modified);
+	strbuf_adds(key, "|");
+	strbuf_add_int(key, h->record.downloads);
+	strbuf_adds(key, h->record.private ? "|1|" : "|0|");
+	strbuf_adds(key, h->record.ns);
+	strbuf_adds(key, "/");
+	strbuf_adds(key, h->record.name);
+}
+
 static enum MHD_Result handle_repo_info(struct request *req)
 {
 	struct repo_handle h;
 	char sha[41];
 	h = *req->repo;
 	const char *rev = req->rev ? req->rev : "main";
-	int have_sha = repo_resolve_revision(h.git, rev, sha) == 0;
-	if (!have_sha && req->rev)
-		return respond_revision_not_found(req, req->rev);
 	/* Kernel info (not /revision/{rev}, which every load calls) lists the
 	 * vN versions with their variants, from the variant index. */
 	int versions = req->type == REPO_KERNEL && h.record.type == REPO_KERNEL && !req->rev;
 	/* Everything else is a function of the sha and the record: cached (the
-	 * hot path of every get_kernel). */
-	char *key = NULL;
+	 * hot path of every get_kernel). A 40-hex revision whose answer is
+	 * cached was found in this repo before (the key holds the repo id and
+	 * the sha; commits are never removed from a repo): no lookup. */
+	struct strbuf key = STRBUF_INIT;
+	size_t len;
+	char *cached;
+	if (!versions && strlen(rev) == 40 && is_lower_hex(rev, 40)) {
+		repo_info_key(&key, req, &h, rev);
+		if ((cached = response_cache_get(key.buf, &len))) {
+			strbuf_release(&key);
+			enum MHD_Result r = respond_json_text(req, 200, cached, len);
+			free(cached);
+			return r;
+		}
+		strbuf_reset(&key);
+	}
+	int have_sha = repo_resolve_revision(h.git, rev, sha) == 0;
+	if (!have_sha && req->rev)
+		return respond_revision_not_found(req, req->rev);
 	if (have_sha && !versions) {
-		key = xasprintf("I|%" PRId64 "|%d|%d|%s|%lld|%" PRId64 "|%d|%s/%s", h.record.id, (int)req->type,
-				(int)h.record.type, sha, (long long)h.record.last_modified, h.record.downloads,
-				h.record.private, h.record.ns, h.record.name);
-		size_t len;
-		char *cached = response_cache_get(key, &len);
-		if (cached) {
-			free(key);
+		repo_info_key(&key, req, &h, sha);
+		if ((cached = response_cache_get(key.buf, &len))) {
+			strbuf_release(&key);
 			enum MHD_Result r = respond_json_text(req, 200, cached, len);
 			free(cached);
 			return r;
@@ -273,16 +348,16 @@ static enum MHD_Result handle_repo_info(struct request *req)
 		json_object_set_new(body, "siblings", siblings_of(&h, sha));
 	if (versions)
 		json_object_set_new(body, "versions", kernel_versions_json(&h));
-	if (!key)
+	if (!key.len)
 		return respond_json(req, 200, body);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (!text) {
-		free(key);
+		strbuf_release(&key);
 		return respond_error(req, 500, NULL, "cannot encode response");
 	}
-	response_cache_put(key, text, strlen(text));
-	free(key);
+	response_cache_put(key.buf, text, strlen(text));
+	strbuf_release(&key);
 	enum MHD_Result r = respond_json_text(req, 200, text, strlen(text));
 	free(text);
 	return r;

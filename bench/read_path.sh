@@ -14,6 +14,8 @@
 #   BENCH_WRK_THREADS       wrk -t                          (default 4)
 #   BENCH_TIMEOUT           wrk --timeout                   (default 10s)
 #   BENCH_CONNECTIONS       wrk -c for metadata/HEAD runs   (default 64)
+#   BENCH_ROUNDS            khub/nginx pairs per endpoint, the order alternating;
+#                           the table shows each column's median (default 3)
 #   BENCH_FILE_CONNECTIONS  wrk -c for the 100 MiB GET      (default 8)
 #   BENCH_FILE_MB           size of the LFS file in MiB     (default 100)
 #   BENCH_RESULTS           where raw outputs go  (default bench/results/DATE)
@@ -35,6 +37,7 @@ WARMUP=${BENCH_WARMUP:-1s}
 WRK_THREADS=${BENCH_WRK_THREADS:-4}
 WRK_TIMEOUT=${BENCH_TIMEOUT:-10s}
 CONNS=${BENCH_CONNECTIONS:-64}
+ROUNDS=${BENCH_ROUNDS:-3}
 FILE_CONNS=${BENCH_FILE_CONNECTIONS:-8}
 FILE_MB=${BENCH_FILE_MB:-100}
 RESULTS=${BENCH_RESULTS:-$ROOT/bench/results/$(date +%Y%m%d-%H%M%S)}
@@ -95,7 +98,7 @@ echo "# machine: $(nproc) CPU cores (nproc), $(awk -F': ' '/model name/{print $2
 echo "# khub: $("$KHUB_BIN" version 2>/dev/null | head -1), $KHUB_BUILD"
 echo "# khub config: threads=${KHUB_THREADS:-0} (0 = 4 per CPU), log_level=$KHUB_LOG_LEVEL"
 echo "# nginx: $("$NGINX" -v 2>&1 | sed 's/.*: //'), worker_processes auto, sendfile on"
-echo "# wrk: -t$WRK_THREADS -c$CONNS (file GET: -c$FILE_CONNS) -d$DURATION --timeout $WRK_TIMEOUT --latency, warm-up $WARMUP"
+echo "# wrk: -t$WRK_THREADS -c$CONNS (file GET: -c$FILE_CONNS) -d$DURATION --timeout $WRK_TIMEOUT --latency, warm-up $WARMUP; $ROUNDS rounds per endpoint (khub and nginx alternating who goes first), medians shown"
 echo "# raw outputs: $RESULTS"
 echo "# load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (anything else busy on this machine skews both columns)"
 
@@ -403,11 +406,11 @@ fi
 [ -n "$HEADBENCH" ] || echo "# no C compiler: the HEAD row is skipped"
 
 # ---- measure -------------------------------------------------------------
-# run_wrk NAME SERVER CONNS URL [LUA]: raw output to $RESULTS/NAME-SERVER.txt,
+# run_wrk NAME SERVER CONNS URL [LUA [ROUND]]: raw output to $RESULTS/NAME-SERVER-ROUND.txt,
 # prints "req/s p99_ms bytes/s errors cpu_us_per_req"
 run_wrk() {
-	local name=$1 server=$2 conns=$3 url=$4 lua=${5:-}
-	local out="$RESULTS/$name-$server.txt" script=() pids
+	local name=$1 server=$2 conns=$3 url=$4 lua=${5:-} round=${6:-1}
+	local out="$RESULTS/$name-$server-$round.txt" script=() pids
 	[ -n "$lua" ] && script=(-s "$lua")
 	if [ "$lua" = HEAD ]; then	# headbench HOST PORT PATH CONNECTIONS SECONDS
 		local hostport=${url#http://}
@@ -455,21 +458,47 @@ run_wrk() {
 }
 
 ROWS=()
+# median_cols "A B C ..." "A B C ..." ...: the median of each column
+median_cols() {
+	printf '%s\n' "$@" | awk '
+	{ for (i = 1; i <= NF; i++) v[i, NR] = $i; nf = NF; n = NR }
+	END {
+		for (i = 1; i <= nf; i++) {
+			for (j = 1; j <= n; j++) a[j] = v[i, j]
+			for (j = 2; j <= n; j++) { x = a[j]; k = j - 1; while (k > 0 && a[k] > x) { a[k + 1] = a[k]; k-- } a[k + 1] = x }
+			m = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+			printf "%s%s", m, (i < nf ? " " : "\n")
+		}
+	}'
+}
+
 measure() {	# measure NAME CONNS KHUB_PATH NGINX_PATH [LUA]
 	local name=$1 conns=$2 kpath=$3 npath=$4 lua=${5:-}
-	echo "# running $name (khub, then nginx) ..." >&2
-	local k n
-	k=$(run_wrk "$name" khub "$conns" "$KHUB_URL$kpath" "$lua")
-	if ! kill -0 "$KHUB_PID" 2>/dev/null; then
-		local rc=0
-		wait "$KHUB_PID" 2>/dev/null || rc=$?
-		echo "khub exited during this run (status $rc)" >>"$RESULTS/$name-khub.txt"
-		tail -20 "$TEST_DIR/server.log" | sed 's/^/# /' >&2
-		KHUB_PID=
-		bail "khub (status $rc$( [ "$rc" -gt 128 ] && echo ", signal $((rc - 128))")) exited during the $name run"
-	fi
-	n=$(run_wrk "$name" nginx "$conns" "$NGINX_URL$npath" "$lua")
-	ROWS+=("$name $conns $k $n")
+	local round ks=() ns=() k n
+	for round in $(seq 1 "$ROUNDS"); do
+		echo "# running $name round $round/$ROUNDS ..." >&2
+		# alternate who goes first, so a drift of the machine's load
+		# weighs on both columns alike
+		if [ $((round % 2)) = 1 ]; then
+			k=$(run_wrk "$name" khub "$conns" "$KHUB_URL$kpath" "$lua" "$round")
+			n=$(run_wrk "$name" nginx "$conns" "$NGINX_URL$npath" "$lua" "$round")
+		else
+			n=$(run_wrk "$name" nginx "$conns" "$NGINX_URL$npath" "$lua" "$round")
+			k=$(run_wrk "$name" khub "$conns" "$KHUB_URL$kpath" "$lua" "$round")
+		fi
+		if ! kill -0 "$KHUB_PID" 2>/dev/null; then
+			local rc=0
+			wait "$KHUB_PID" 2>/dev/null || rc=$?
+			echo "khub exited during this run (status $rc)" >>"$RESULTS/$name-khub.txt"
+			tail -20 "$TEST_DIR/server.log" | sed 's/^/# /' >&2
+			KHUB_PID=
+			bail "khub (status $rc$( [ "$rc" -gt 128 ] && echo ", signal $((rc - 128))")) exited during the $name run"
+		fi
+		echo "$name round $round: khub $k | nginx $n" >>"$RESULTS/rounds.txt"
+		ks+=("$k")
+		ns+=("$n")
+	done
+	ROWS+=("$name $conns $(median_cols "${ks[@]}") $(median_cols "${ns[@]}")")
 	[ "${BENCH_PERF:-0}" = 1 ] && [ "$name" != file-get ] && perf_khub "$name" "$conns" "$KHUB_URL$kpath" "$lua"
 	return 0
 }
@@ -534,7 +563,8 @@ for row in "${ROWS[@]}"; do
 	}'
 done
 echo
-echo "# ratio = khub req/s / nginx req/s; MB/s x = khub throughput / nginx throughput (MB = 10^6 bytes);"
+echo "# each column is the median of $ROUNDS rounds (per-round figures: $RESULTS/rounds.txt); ratio = khub req/s / nginx req/s of those medians;"
+echo "# MB/s x = khub throughput / nginx throughput (MB = 10^6 bytes);"
 echo "# cpu = server CPU time (user+sys) per completed request (khub: its process; nginx: master+workers)."
 echo "# targets (issue 10): metadata endpoints and HEAD >= 1.0x nginx req/s with p99 <= 1.5x nginx's at $CONNS connections, file GET >= 0.95x throughput."
 echo "# $(nproc) cores shared by wrk and the server under test."

@@ -52,6 +52,7 @@ void strbuf_add(struct strbuf *sb, const void *data, size_t len);
 void strbuf_adds(struct strbuf *sb, const char *s);
 void strbuf_addf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap);
+void strbuf_add_int(struct strbuf *sb, int64_t v);	/* decimal, no printf */
 /* Append s with every byte outside [A-Za-z0-9-._~] (and '/' when keep_slash)
  * percent-encoded. */
 void strbuf_add_urlencoded(struct strbuf *sb, const char *s, int keep_slash);

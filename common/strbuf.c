@@ -37,17 +37,36 @@ void strbuf_adds(struct strbuf *sb, const char *s)
 	strbuf_add(sb, s, strlen(s));
 }
 
+/* Formats into the room already there and only formats again, after
+ * growing, when that was too small (most calls fit: one vsnprintf). */
 void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap)
 {
 	va_list copy;
+	strbuf_grow(sb, 64);
 	va_copy(copy, ap);
-	int n = vsnprintf(NULL, 0, fmt, copy);
+	int n = vsnprintf(sb->buf + sb->len, sb->alloc - sb->len, fmt, copy);
 	va_end(copy);
-	if (n < 0)
+	if (n < 0) {
+		sb->buf[sb->len] = '\0';
 		return;
-	strbuf_grow(sb, (size_t)n);
-	vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
+	}
+	if ((size_t)n >= sb->alloc - sb->len) {
+		strbuf_grow(sb, (size_t)n);
+		vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
+	}
 	sb->len += (size_t)n;
+}
+
+void strbuf_add_int(struct strbuf *sb, int64_t v)
+{
+	char digits[24], *p = digits + sizeof(digits);
+	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	do
+		*--p = (char)('0' + u % 10);
+	while ((u /= 10) > 0);
+	if (v < 0)
+		*--p = '-';
+	strbuf_add(sb, p, (size_t)(digits + sizeof(digits) - p));
 }
 
 void strbuf_addf(struct strbuf *sb, const char *fmt, ...)

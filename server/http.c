@@ -20,6 +20,41 @@
 static uint32_t request_id_prefix;
 static atomic_uint_fast64_t request_counter;
 
+/* The id of a request: the process's random prefix (8 hex digits) and a
+ * counter (at least 8), as "%08x%08llx" would write them, formatted by hand:
+ * this runs for every request. */
+static void format_request_id(char *out, uint64_t counter)
+{
+	static const char hex[] = "0123456789abcdef";
+	char digits[16];
+	int n = 0;
+	do
+		digits[n++] = hex[counter & 15];
+	while ((counter >>= 4) > 0);
+	while (n < 8)
+		digits[n++] = '0';
+	for (int i = 7; i >= 0; i--)
+		*out++ = hex[(request_id_prefix >> (4 * i)) & 15];
+	while (n > 0)
+		*out++ = digits[--n];
+	*out = '\0';
+}
+
+/* Dotted quad, as inet_ntop writes it (by hand for the same reason). */
+static void format_ipv4(char *out, const struct in_addr *addr)
+{
+	const unsigned char *b = (const unsigned char *)&addr->s_addr;
+	for (int i = 0; i < 4; i++) {
+		unsigned v = b[i];
+		if (v >= 100)
+			*out++ = (char)('0' + v / 100);
+		if (v >= 10)
+			*out++ = (char)('0' + v / 10 % 10);
+		*out++ = (char)('0' + v % 10);
+		*out++ = i < 3 ? '.' : '\0';
+	}
+}
+
 static enum http_method parse_method(const char *m)
 {
 	static const struct { const char *name; enum http_method method; } methods[] = {
@@ -39,6 +74,29 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
+/* Each thread keeps the last request it freed for its next one: a request
+ * is large (its path segments), and allocating one per request costs malloc
+ * a consolidation of its small-chunk lists every time. The spare is freed
+ * when its thread ends. */
+static pthread_key_t spare_request_key;
+static pthread_once_t spare_request_once = PTHREAD_ONCE_INIT;
+
+static void spare_request_key_create(void)
+{
+	pthread_key_create(&spare_request_key, free);
+}
+
+static struct request *request_new(void)
+{
+	pthread_once(&spare_request_once, spare_request_key_create);
+	struct request *req = pthread_getspecific(spare_request_key);
+	if (!req)
+		return xcalloc(1, sizeof(*req));
+	pthread_setspecific(spare_request_key, NULL);
+	memset(req, 0, sizeof(*req));
+	return req;
+}
+
 static void request_free(struct request *req)
 {
 	free(req->log_path);
@@ -51,7 +109,10 @@ static void request_free(struct request *req)
 	for (size_t i = 0; i < req->nowned; i++)
 		free(req->owned[i]);
 	free(req->owned);
-	free(req);
+	if (!pthread_getspecific(spare_request_key))
+		pthread_setspecific(spare_request_key, req);
+	else
+		free(req);
 }
 
 static enum MHD_Result respond_preflight(struct request *req)
@@ -144,19 +205,17 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 {
 	struct request *req = *con_cls;
 	if (!req) {
-		req = xcalloc(1, sizeof(*req));
+		req = request_new();
 		*con_cls = req;
 		req->conn = conn;
 		req->start_usec = monotonic_usec();
 		req->method_name = method;
 		req->method = parse_method(method);
-		snprintf(req->request_id, sizeof(req->request_id), "%08x%08llx", request_id_prefix,
-			 (unsigned long long)atomic_fetch_add(&request_counter, 1));
+		format_request_id(req->request_id, atomic_fetch_add(&request_counter, 1));
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 		if (ci && ci->client_addr) {
 			if (ci->client_addr->sa_family == AF_INET)
-				inet_ntop(AF_INET, &((struct sockaddr_in *)ci->client_addr)->sin_addr,
-					  req->remote_addr, sizeof(req->remote_addr));
+				format_ipv4(req->remote_addr, &((struct sockaddr_in *)ci->client_addr)->sin_addr);
 			else if (ci->client_addr->sa_family == AF_INET6)
 				inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr,
 					  req->remote_addr, sizeof(req->remote_addr));

@@ -80,6 +80,7 @@ enum token_kind {
 struct compiled_route {
 	const struct route *route;
 	size_t ntokens;
+	size_t min_segments, max_segments;	/* what a match can span: a cheap first test */
 	struct { enum token_kind kind; const char *literal; } tokens[MAX_TOKENS];
 };
 
@@ -118,6 +119,15 @@ static void compile_routes(void)
 				}
 				if (c->ntokens == 0)
 					free(copy);	/* "/": nothing points into it */
+				c->min_segments = c->max_segments = 0;
+				for (size_t k = 0; k < c->ntokens; k++) {
+					if (c->tokens[k].kind == TOK_PATH) {
+						c->max_segments = MAX_SEGMENTS;
+						break;
+					}
+					c->min_segments++;
+					c->max_segments += c->tokens[k].kind == TOK_REV ? 3 : 1;
+				}
 			}
 		}
 	}
@@ -231,6 +241,8 @@ int router_match(struct request *req, const char *raw_path)
 		const struct route *r = compiled[k].route;
 		if ((r->flags & ROUTE_PAGE) && (under_api || api_path_matched))
 			break;	/* pages: after the API, never under /api/ or an API path */
+		if (req->segc < compiled[k].min_segments || req->segc > compiled[k].max_segments)
+			continue;
 		if (match_pattern(req, &compiled[k]) < 0)
 			continue;
 		if (!(r->methods & req->method) && req->method != METHOD_OPTIONS) {
