@@ -252,6 +252,11 @@ enum MHD_Result respond(struct request *req, int status, struct MHD_Response *re
 enum MHD_Result respond_json(struct request *req, int status, json_t *body);
 /* Preformatted JSON text (copied). */
 enum MHD_Result respond_json_text(struct request *req, int status, const char *text, size_t len);
+/* Listing pages as the response cache keeps them ("[total\n]link\nJSON");
+ * both take the page. */
+enum MHD_Result respond_listing_page(struct request *req, char *value, size_t len, int with_total);
+enum MHD_Result respond_new_listing_page(struct request *req, const char *key, struct strbuf *page,
+					 int with_total);
 /* {"error": msg}, X-Error-Message, and X-Error-Code when code is not NULL. */
 enum MHD_Result respond_error(struct request *req, int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

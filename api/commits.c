@@ -76,33 +76,6 @@ static void add_commit_json(struct strbuf *sb, const struct commit_info *c)
 	strbuf_adds(sb, "]}");
 }
 
-/* value = total '\n' next-link (may be empty) '\n' JSON body; takes value. */
-static enum MHD_Result respond_page(struct request *req, char *value, size_t len)
-{
-	char *total = value, *link = NULL, *body = NULL;
-	char *nl1 = memchr(value, '\n', len);
-	char *nl2 = nl1 ? memchr(nl1 + 1, '\n', len - (size_t)(nl1 + 1 - value)) : NULL;
-	if (!nl2) {
-		free(value);
-		return respond_error(req, 500, NULL, "corrupt cached commit page");
-	}
-	*nl1 = *nl2 = '\0';
-	link = nl1 + 1;
-	body = nl2 + 1;
-	size_t body_len = len - (size_t)(body - value);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(body_len, body, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-	MHD_add_response_header(resp, "X-Total-Count", total);
-	if (link[0]) {
-		char *header = xasprintf("<%s>; rel=\"next\"", link);
-		MHD_add_response_header(resp, "Link", header);
-		free(header);
-	}
-	req->bytes_out = body_len;
-	free(value);
-	return respond(req, 200, resp);
-}
-
 /* A non-negative decimal query argument; 0 = absent (*out = dflt), -1 = bad. */
 static int query_long(struct request *req, const char *key, long dflt, long *out)
 {
@@ -145,7 +118,7 @@ static enum MHD_Result handle_commits(struct request *req)
 	char *cached = response_cache_get(key, &cached_len);
 	if (cached) {
 		free(key);
-		return respond_page(req, cached, cached_len);
+		return respond_listing_page(req, cached, cached_len, 1);
 	}
 
 	size_t skip = (size_t)page * (size_t)limit;
@@ -164,13 +137,10 @@ static enum MHD_Result handle_commits(struct request *req)
 			strbuf_adds(&page_buf, ",");
 		add_commit_json(&page_buf, &log.items[i]);
 	}
-	strbuf_adds(&page_buf, "]");
 	commit_log_release(&log);
-	response_cache_put(key, page_buf.buf, page_buf.len);
+	enum MHD_Result r = respond_new_listing_page(req, key, &page_buf, 1);
 	free(key);
-	size_t len;
-	char *value = strbuf_detach(&page_buf, &len);
-	return respond_page(req, value, len);
+	return r;
 }
 
 const struct route commits_routes[] = {

@@ -43,6 +43,52 @@ enum MHD_Result respond_json_text(struct request *req, int status, const char *t
 	return respond(req, status, resp);
 }
 
+/* A page of a listing as kept in the response cache: with_total, a first
+ * line that is the X-Total-Count; then the next page's absolute URL (empty
+ * on the last page) and a line break; then the JSON body. Takes value. */
+enum MHD_Result respond_listing_page(struct request *req, char *value, size_t len, int with_total)
+{
+	char *total = NULL, *link = value;
+	char *nl = memchr(value, '\n', len);
+	if (nl && with_total) {
+		*nl = '\0';
+		total = value;
+		link = nl + 1;
+		nl = memchr(link, '\n', len - (size_t)(link - value));
+	}
+	if (!nl) {
+		free(value);
+		return respond_error(req, 500, NULL, "corrupt cached listing page");
+	}
+	*nl = '\0';
+	const char *body = nl + 1;
+	size_t body_len = len - (size_t)(body - value);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(body_len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	if (total)
+		MHD_add_response_header(resp, "X-Total-Count", total);
+	if (link[0]) {
+		char *header = xasprintf("<%s>; rel=\"next\"", link);
+		MHD_add_response_header(resp, "Link", header);
+		free(header);
+	}
+	req->bytes_out = body_len;
+	free(value);
+	return respond(req, 200, resp);
+}
+
+/* Close a page being built (page holds the lines above and the items after
+ * "["), keep it in the response cache under key and answer it. */
+enum MHD_Result respond_new_listing_page(struct request *req, const char *key, struct strbuf *page,
+					 int with_total)
+{
+	strbuf_adds(page, "]");
+	response_cache_put(key, page->buf, page->len);
+	size_t len;
+	char *value = strbuf_detach(page, &len);
+	return respond_listing_page(req, value, len, with_total);
+}
+
 enum MHD_Result respond_json(struct request *req, int status, json_t *body)
 {
 	char *text = json_dumps(body, JSON_COMPACT);

@@ -24,26 +24,6 @@ static void add_entry_json(struct strbuf *sb, const struct tree_entry *e)
 	strbuf_adds(sb, "}");
 }
 
-static enum MHD_Result respond_cached_page(struct request *req, char *value, size_t len)
-{
-	/* value = link URL (maybe empty) '\n' JSON body */
-	char *nl = memchr(value, '\n', len);
-	size_t link_len = nl ? (size_t)(nl - value) : 0;
-	const char *body = nl ? nl + 1 : value;
-	size_t body_len = len - (size_t)(body - value);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(body_len, (void *)body, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-	if (link_len) {
-		value[link_len] = '\0';
-		char *link = xasprintf("<%s>; rel=\"next\"", value);
-		MHD_add_response_header(resp, "Link", link);
-		free(link);
-	}
-	req->bytes_out = body_len;
-	free(value);
-	return respond(req, 200, resp);
-}
-
 /* The cache key of a tree page: everything the page is a function of. */
 static void tree_page_key(struct strbuf *key, const struct repo_handle *h, const char *sha, int recursive,
 			  int expand, long limit, const char *cursor, const char *base, const char *path)
@@ -103,9 +83,9 @@ static enum MHD_Result handle_tree(struct request *req)
 		tree_page_key(&key, &h, req->rev, recursive, expand, limit, cursor, base, req->path);
 		if ((cached = response_cache_get(key.buf, &cached_len))) {
 			strbuf_release(&key);
-			return respond_cached_page(req, cached, cached_len);
+			return respond_listing_page(req, cached, cached_len, 0);
 		}
-		strbuf_reset(&key);
+		strbuf_release(&key);
 	}
 	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0) {
 		strbuf_release(&key);
@@ -126,7 +106,7 @@ static enum MHD_Result handle_tree(struct request *req)
 	tree_page_key(&key, &h, sha, recursive, expand, limit, cursor, base, req->path);
 	if ((cached = response_cache_get(key.buf, &cached_len))) {
 		strbuf_release(&key);
-		return respond_cached_page(req, cached, cached_len);
+		return respond_listing_page(req, cached, cached_len, 0);
 	}
 
 	struct tree_listing listing;
@@ -167,13 +147,10 @@ static enum MHD_Result handle_tree(struct request *req)
 			strbuf_adds(&page, ",");
 		add_entry_json(&page, &listing.entries[i]);
 	}
-	strbuf_adds(&page, "]");
 	tree_listing_release(&listing);
-	response_cache_put(key.buf, page.buf, page.len);
+	enum MHD_Result r = respond_new_listing_page(req, key.buf, &page, 0);
 	strbuf_release(&key);
-	size_t len;
-	char *value = strbuf_detach(&page, &len);
-	return respond_cached_page(req, value, len);
+	return r;
 }
 
 /* paths-info takes a form (huggingface_hub) or JSON (@huggingface/hub). */
@@ -317,7 +294,7 @@ static enum MHD_Result handle_repo_info(struct request *req)
 			free(cached);
 			return r;
 		}
-		strbuf_reset(&key);
+		strbuf_release(&key);
 	}
 	int have_sha = repo_resolve_revision(h.git, rev, sha) == 0;
 	if (!have_sha && req->rev)
