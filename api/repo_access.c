@@ -44,11 +44,22 @@ void repo_cache_invalidate(void)
 	pthread_mutex_unlock(&record_lock);
 }
 
+/* "type/ns/name", cut at size, lowercased when lower; by hand, as it runs
+ * for every request. */
+static void repo_key(char *key, size_t size, enum repo_type type, const char *ns, const char *name, int lower)
+{
+	char type_digits[4] = { (char)('0' + (int)type % 10), '/', '\0' };
+	const char *parts[] = { type_digits, ns, "/", name };
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		for (const char *p = parts[i]; *p && n < size - 1; p++)
+			key[n++] = lower ? (char)tolower((unsigned char)*p) : *p;
+	key[n] = '\0';
+}
+
 static void record_key(char *key, size_t size, enum repo_type type, const char *ns, const char *name)
 {
-	snprintf(key, size, "%d/%s/%s", (int)type, ns, name);
-	for (char *p = key; *p; p++)
-		*p = (char)tolower((unsigned char)*p);
+	repo_key(key, size, type, ns, name, 1);
 }
 
 /* Records past their TTL are refreshed by one background thread, so no
@@ -194,7 +205,7 @@ static git_repository *thread_git_open(const struct repo_record *rec)
 	if (!pthread_getspecific(git_slots_key))
 		pthread_setspecific(git_slots_key, git_slots);
 	char key[sizeof(git_slots[0].key)];
-	snprintf(key, sizeof(key), "%d/%s/%s", (int)rec->type, rec->ns, rec->name);
+	repo_key(key, sizeof(key), rec->type, rec->ns, rec->name, 0);
 	int victim = 0;
 	for (int i = 0; i < THREAD_GIT_SLOTS; i++) {
 		if (git_slots[i].git && strcmp(git_slots[i].key, key) == 0) {

@@ -49,7 +49,9 @@ void log_set_request_id(const char *request_id)
 		thread_request_id[0] = '\0';
 		return;
 	}
-	snprintf(thread_request_id, sizeof(thread_request_id), "%s", request_id);
+	size_t n = strnlen(request_id, sizeof(thread_request_id) - 1);	/* every request: no printf */
+	memcpy(thread_request_id, request_id, n);
+	thread_request_id[n] = '\0';
 }
 
 const char *log_request_id(void)
