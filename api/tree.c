@@ -270,6 +270,19 @@ static void repo_info_key(struct strbuf *key, const struct request *req, const s
 	strbuf_adds(key, h->record.name);
 }
 
+/* Answer the JSON kept in the response cache under key, if there is one:
+ * 1 (answered, *result set) or 0. */
+static int respond_from_cache(struct request *req, const char *key, enum MHD_Result *result)
+{
+	size_t len;
+	char *cached = response_cache_get(key, &len);
+	if (!cached)
+		return 0;
+	*result = respond_json_text(req, 200, cached, len);
+	free(cached);
+	return 1;
+}
+
 static enum MHD_Result handle_repo_info(struct request *req)
 {
 	struct repo_handle h;
@@ -284,27 +297,21 @@ static enum MHD_Result handle_repo_info(struct request *req)
 	 * cached was found in this repo before (the key holds the repo id and
 	 * the sha; commits are never removed from a repo): no lookup. */
 	struct strbuf key = STRBUF_INIT;
-	size_t len;
-	char *cached;
+	enum MHD_Result r;
 	if (!versions && strlen(rev) == 40 && is_lower_hex(rev, 40)) {
 		repo_info_key(&key, req, &h, rev);
-		if ((cached = response_cache_get(key.buf, &len))) {
-			strbuf_release(&key);
-			enum MHD_Result r = respond_json_text(req, 200, cached, len);
-			free(cached);
-			return r;
-		}
+		int answered = respond_from_cache(req, key.buf, &r);
 		strbuf_release(&key);
+		if (answered)
+			return r;
 	}
 	int have_sha = repo_resolve_revision(h.git, rev, sha) == 0;
 	if (!have_sha && req->rev)
 		return respond_revision_not_found(req, req->rev);
 	if (have_sha && !versions) {
 		repo_info_key(&key, req, &h, sha);
-		if ((cached = response_cache_get(key.buf, &len))) {
+		if (respond_from_cache(req, key.buf, &r)) {
 			strbuf_release(&key);
-			enum MHD_Result r = respond_json_text(req, 200, cached, len);
-			free(cached);
 			return r;
 		}
 	}
@@ -335,7 +342,7 @@ static enum MHD_Result handle_repo_info(struct request *req)
 	}
 	response_cache_put(key.buf, text, strlen(text));
 	strbuf_release(&key);
-	enum MHD_Result r = respond_json_text(req, 200, text, strlen(text));
+	r = respond_json_text(req, 200, text, strlen(text));
 	free(text);
 	return r;
 }
