@@ -203,7 +203,7 @@ struct route {
 	route_handler handler;
 	unsigned flags;
 	enum repo_type fixed_type;	/* used when the pattern names no type */
-	const struct stream_ops *stream;	/* NULL: buffered (ROUTE_BODY) or no body */
+	const struct stream_ops *stream;	/* NULL: buffered (ROUTE_BODY, ROUTE_JSON) or no body */
 	enum route_access access;	/* the least any call needs */
 	/* Routes whose needs depend on the request (a commit to a pull
 	 * request needs less than one to a branch) name what this one needs;
