@@ -150,6 +150,7 @@ struct request {
 	/* Body for routes that ask for it (bounded by max_body_bytes). */
 	struct strbuf body;
 	int body_too_large;
+	json_t *json;			/* ROUTE_JSON: the body, parsed (owned; decref'd when the request ends) */
 
 	char **owned;			/* freed when the request ends */
 	size_t nowned;
@@ -171,6 +172,11 @@ typedef enum MHD_Result (*route_handler)(struct request *req);
 #define ROUTE_PAGE 16		/* a web UI page (web/): the caller comes from the
 				 * session cookie, never Authorization; no CORS
 				 * headers; errors are answered as HTML pages */
+#define ROUTE_JSON 32		/* the body is a JSON object (implies ROUTE_BODY):
+				 * the server parses it after the access check,
+				 * before the handler runs, into req->json (an
+				 * empty body is {}); anything else is answered
+				 * 400 {"error": "invalid JSON body: ..."} */
 
 /* Routes whose bodies may be larger than memory (commits, LFS uploads) get
  * the body as it arrives; the handler runs once it has all been read. */
@@ -197,7 +203,7 @@ struct route {
 	route_handler handler;
 	unsigned flags;
 	enum repo_type fixed_type;	/* used when the pattern names no type */
-	const struct stream_ops *stream;	/* NULL: buffered (ROUTE_BODY) or no body */
+	const struct stream_ops *stream;	/* NULL: buffered (ROUTE_BODY, ROUTE_JSON) or no body */
 	enum route_access access;	/* the least any call needs */
 	/* Routes whose needs depend on the request (a commit to a pull
 	 * request needs less than one to a branch) name what this one needs;
@@ -404,8 +410,13 @@ void api_audit(struct request *req, const char *action, const char *target, cons
 int json_optional_string(json_t *doc, const char *key, const char **out);
 /* The same for a boolean member: *out 0 when absent or null. */
 int json_optional_bool(json_t *doc, const char *key, int *out);
-/* Parse the buffered body as a JSON object (an empty body is {}); on
- * failure 400 is queued and NULL returned. The caller decrefs. */
+/* Parse the buffered body as a JSON object (an empty body is {}) into
+ * req->json, once: 0, or -1 with 400 (413 when it was too large) queued.
+ * The server calls it for ROUTE_JSON routes. */
+int request_json_parse(struct request *req, enum MHD_Result *result);
+/* The same for handlers that check more before reading the body (an
+ * answer that must come first): a new reference to req->json, which the
+ * caller decrefs, or NULL with the answer queued. */
 json_t *request_json_body(struct request *req, enum MHD_Result *result);
 
 /* Resolve rev to a commit sha; on failure RevisionNotFound is queued. */

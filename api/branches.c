@@ -107,8 +107,7 @@ static enum MHD_Result handle_branch_create(struct request *req)
 	int empty, overwrite, locked = 0, exists, rc;
 
 	h = *req->repo;
-	if (!(doc = request_json_body(req, &result)))
-		return result;
+	doc = req->json;
 	if (!short_ref_name_ok(branch)) {
 		result = respond_error(req, 400, NULL, "Invalid reference for a branch: %s", branch);
 		goto cleanup;
@@ -157,7 +156,6 @@ static enum MHD_Result handle_branch_create(struct request *req)
 cleanup:
 	if (locked)
 		repo_write_unlock(h.record.id);
-	json_decref(doc);
 	return result;
 }
 
@@ -188,9 +186,7 @@ static enum MHD_Result handle_tag_create(struct request *req)
 	struct repo_handle h = *req->repo;
 	const char *tag, *message;
 	char ref[REF_NAME_MAX + 16];
-	json_t *doc = request_json_body(req, &result);
-	if (!doc)
-		return result;
+	json_t *doc = req->json;
 	if (json_optional_string(doc, "tag", &tag) < 0 || !tag || json_optional_string(doc, "message", &message) < 0) {
 		result = respond_error(req, 400, NULL, "\"tag\" (string) is required; \"message\" must be a string");
 	} else if (!short_ref_name_ok(tag)) {
@@ -203,7 +199,6 @@ static enum MHD_Result handle_tag_create(struct request *req)
 			repo_write_unlock(h.record.id);
 		}
 	}
-	json_decref(doc);
 	return result;
 }
 
@@ -213,11 +208,11 @@ static enum MHD_Result handle_tag_delete(struct request *req)
 }
 
 const struct route branches_routes[] = {
-	{ METHOD_POST, "/api/{type}/{ns}/{name}/branch/{rev}", handle_branch_create, ROUTE_BODY, 0,
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/branch/{rev}", handle_branch_create, ROUTE_JSON, 0,
 	  NULL, ACCESS_REPO_WRITE },
 	{ METHOD_DELETE, "/api/{type}/{ns}/{name}/branch/{rev}", handle_branch_delete, ROUTE_BODY, 0,
 	  NULL, ACCESS_REPO_WRITE },
-	{ METHOD_POST, "/api/{type}/{ns}/{name}/tag/{rev}", handle_tag_create, ROUTE_BODY, 0, NULL, ACCESS_REPO_WRITE },
+	{ METHOD_POST, "/api/{type}/{ns}/{name}/tag/{rev}", handle_tag_create, ROUTE_JSON, 0, NULL, ACCESS_REPO_WRITE },
 	{ METHOD_DELETE, "/api/{type}/{ns}/{name}/tag/{rev}", handle_tag_delete, ROUTE_BODY, 0,
 	  NULL, ACCESS_REPO_WRITE },
 	{ 0, NULL, NULL, 0, 0 },

@@ -215,9 +215,7 @@ static int external_commit(struct request *req, const char *url, const char *rev
 static enum MHD_Result handle_enqueue(struct request *req)
 {
 	enum MHD_Result result;
-	json_t *doc = request_json_body(req, &result);
-	if (!doc)
-		return result;
+	json_t *doc = req->json;
 	const char *revision = NULL;
 	int force = 0;
 	char **names = NULL;
@@ -226,7 +224,6 @@ static enum MHD_Result handle_enqueue(struct request *req)
 	if (json_optional_string(doc, "revision", &revision) < 0 || json_optional_bool(doc, "force", &force) < 0 ||
 	    (variants && !json_is_null(variants) && !json_is_array(variants) &&
 	     !(json_is_string(variants) && strcmp(json_string_value(variants), "missing") == 0))) {
-		json_decref(doc);
 		return respond_error(req, 400, NULL, "expected {\"revision\": string, \"variants\": [names] | \"missing\", "
 					   "\"force\": bool}");
 	}
@@ -236,42 +233,31 @@ static enum MHD_Result handle_enqueue(struct request *req)
 	if (source && (!json_is_object(source) || json_optional_string(source, "url", &src_url) < 0 ||
 		       json_optional_string(source, "revision", &src_rev) < 0 || !build_source_url_valid(src_url) ||
 		       (src_rev && !build_source_revision_valid(src_rev)))) {
-		json_decref(doc);
 		return respond_error(req, 400, NULL, "source must be {\"url\": an http, https or git URL, \"revision\": "
 					   "a branch, tag or commit sha}");
 	}
 	if (source) {
-		if (external_commit(req, src_url, src_rev ? src_rev : "main", sha, &result) < 0) {
-			json_decref(doc);
+		if (external_commit(req, src_url, src_rev ? src_rev : "main", sha, &result) < 0)
 			return result;
-		}
 	} else if (repo_resolve_or_respond(req, req->repo, revision ? revision : "main", sha, &result) < 0) {
-		json_decref(doc);
 		return result;
 	} else if (!commit_has_build_toml(req->repo->git, sha)) {
-		json_decref(doc);
 		return respond_error(req, 422, NULL, "%s has no build.toml at its root: nothing to build",
 				     revision ? revision : "main");
 	}
 
 	json_t *environment = json_object_get(doc, "environment"), *target = NULL;
-	if (environment && variants && !json_is_null(variants)) {
-		json_decref(doc);
+	if (environment && variants && !json_is_null(variants))
 		return respond_error(req, 400, NULL, "give variants or environment, not both");
-	}
 	if (environment) {
 		git_repository *src = NULL;
-		if (source ? build_source_open(src_url, &src) < 0 : 0) {
-			json_decref(doc);
+		if (source ? build_source_open(src_url, &src) < 0 : 0)
 			return respond_error(req, 500, NULL, "the fetched source is gone");
-		}
 		int rc = build_environment_variants(req, environment, src ? src : req->repo->git, sha, &names, &n,
 						    &target, &result);
 		git_repository_free(src);
-		if (rc < 0) {
-			json_decref(doc);
+		if (rc < 0)
 			return result;
-		}
 	} else if (json_is_array(variants)) {
 		size_t i;
 		json_t *v;
@@ -281,7 +267,6 @@ static enum MHD_Result handle_enqueue(struct request *req)
 			const char *why = NULL;
 			if (!json_is_string(v) || variant_name_parse(json_string_value(v), &parsed, &why) < 0) {
 				build_names_free(names, n);
-				json_decref(doc);
 				return respond_error(req, 400, NULL, "variants[%zu] is not a build variant name%s%s", i,
 						     why ? ": " : "", why ? why : "");
 			}
@@ -290,22 +275,16 @@ static enum MHD_Result handle_enqueue(struct request *req)
 		}
 	} else if (json_is_string(variants)) {
 		git_repository *src = NULL;
-		if (source ? build_source_open(src_url, &src) < 0 : 0) {
-			json_decref(doc);
+		if (source ? build_source_open(src_url, &src) < 0 : 0)
 			return respond_error(req, 500, NULL, "the fetched source is gone");
-		}
 		int rc = missing_variants(req, src ? src : req->repo->git, sha, &names, &n, &result);
 		git_repository_free(src);
-		if (rc < 0) {
-			json_decref(doc);
+		if (rc < 0)
 			return result;
-		}
 	} else if (build_default_variants(&names, &n) < 0) {
-		json_decref(doc);
 		return respond_db_unavailable(req);
 	}
 	if (n == 0 && !json_is_string(variants)) {
-		json_decref(doc);
 		build_names_free(names, n);
 		return respond_error(req, 422, NULL, "no variant to build: no registered worker can build any");
 	}
@@ -313,7 +292,6 @@ static enum MHD_Result handle_enqueue(struct request *req)
 	int rc = build_enqueue_all(&req->repo->record, sha, names, n, force, req->principal.name, src_url,
 				   src_url ? (src_rev ? src_rev : "main") : NULL, builds, skipped);
 	build_names_free(names, n);
-	json_decref(doc);	/* src_url and src_rev point into it */
 	if (rc < 0) {
 		json_decref(builds);
 		json_decref(skipped);
@@ -339,7 +317,7 @@ static enum MHD_Result handle_enqueue(struct request *req)
 }
 
 const struct route build_enqueue_routes[] = {
-	{ METHOD_POST, "/api/kernels/{ns}/{name}/builds", handle_enqueue, ROUTE_BODY, REPO_KERNEL, NULL,
+	{ METHOD_POST, "/api/kernels/{ns}/{name}/builds", handle_enqueue, ROUTE_JSON, REPO_KERNEL, NULL,
 	  ACCESS_REPO_WRITE },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -42,16 +42,12 @@ static char **variant_list(json_t *array, size_t *n, size_t *bad)
 
 static enum MHD_Result handle_register(struct request *req)
 {
-	enum MHD_Result result;
-	json_t *doc = request_json_body(req, &result);
-	if (!doc)
-		return result;
+	json_t *doc = req->json;
 	const char *version = NULL;
 	json_t *toolchains = json_object_get(doc, "toolchains"), *conc = json_object_get(doc, "concurrency");
 	long concurrency = json_is_integer(conc) ? (long)json_integer_value(conc) : 1;
 	if (json_optional_string(doc, "version", &version) < 0 || !json_is_array(toolchains) ||
 	    (conc && !json_is_integer(conc)) || concurrency < 1 || concurrency > 1024) {
-		json_decref(doc);
 		return respond_error(req, 400, NULL, "expected {\"name\", \"version\", \"concurrency\": 1-1024, "
 					   "\"toolchains\": [{\"name\", \"variants\": [..], ...}]}");
 	}
@@ -65,7 +61,6 @@ static enum MHD_Result handle_register(struct request *req)
 		char **names = json_is_object(tc) && json_is_array(list) ? variant_list(list, &n, &bad) : NULL;
 		if (!names) {
 			strbuf_release(&variants);
-			json_decref(doc);
 			return respond_error(req, 400, NULL, "toolchains[%zu]: variants must be an array of build variant "
 					     "names (entry %zu is not)", i, bad);
 		}
@@ -81,7 +76,6 @@ static enum MHD_Result handle_register(struct request *req)
 	int rc = db_worker_register(req->principal.worker_id, version ? version : "", concurrency, caps, variants.buf);
 	free(caps);
 	strbuf_release(&variants);
-	json_decref(doc);
 	if (rc == KHUB_ENOTFOUND)
 		return respond_error(req, 403, NULL, "this worker was removed");
 	if (rc < 0)
@@ -94,16 +88,12 @@ static enum MHD_Result handle_register(struct request *req)
 
 static enum MHD_Result handle_claim(struct request *req)
 {
-	enum MHD_Result result;
-	json_t *doc = request_json_body(req, &result);
-	if (!doc)
-		return result;
+	json_t *doc = req->json;
 	json_t *list = json_object_get(doc, "variants"), *wait = json_object_get(doc, "wait_seconds");
 	long wait_seconds = json_is_integer(wait) ? (long)json_integer_value(wait) : wait ? -1 : 0;
 	size_t n = 0, bad = 0;
 	char **names = json_is_array(list) && json_array_size(list) <= MAX_CLAIM_VARIANTS ? variant_list(list, &n, &bad)
 											     : NULL;
-	json_decref(doc);
 	if (!names || wait_seconds < 0 || wait_seconds > MAX_CLAIM_WAIT_SECONDS) {
 		build_names_free(names, n);
 		return respond_error(req, 400, NULL, "expected {\"variants\": [build variant names], \"wait_seconds\": 0-30}");
@@ -226,8 +216,8 @@ static enum MHD_Result handle_release(struct request *req)
 }
 
 const struct route build_worker_routes[] = {
-	{ METHOD_POST, "/api/workers/register", handle_register, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
-	{ METHOD_POST, "/api/workers/claim", handle_claim, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
+	{ METHOD_POST, "/api/workers/register", handle_register, ROUTE_JSON, 0, NULL, ACCESS_WORKER },
+	{ METHOD_POST, "/api/workers/claim", handle_claim, ROUTE_JSON, 0, NULL, ACCESS_WORKER },
 	{ METHOD_POST, "/api/builds/{arg}/heartbeat", handle_heartbeat, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
 	{ METHOD_POST, "/api/builds/{arg}/log", handle_log_append, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
 	{ METHOD_POST, "/api/builds/{arg}/fail", handle_fail, ROUTE_BODY, 0, NULL, ACCESS_WORKER },

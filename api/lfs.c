@@ -80,54 +80,38 @@ static enum MHD_Result handle_batch(struct request *req)
 {
 	struct repo_handle h;
 	enum MHD_Result result;
-	json_t *doc = request_json_body(req, &result);
-	if (!doc)
-		return result;
+	json_t *doc = req->json;
 	const char *operation = json_string_value(json_object_get(doc, "operation"));
 	json_t *objects = json_object_get(doc, "objects");
 	json_t *transfers = json_object_get(doc, "transfers");
 	int upload = operation && strcmp(operation, "upload") == 0;
-	if (!operation || (!upload && strcmp(operation, "download") != 0) || !json_is_array(objects)) {
-		json_decref(doc);
+	if (!operation || (!upload && strcmp(operation, "download") != 0) || !json_is_array(objects))
 		return lfs_error(req, 422, "want {\"operation\": \"upload\"|\"download\", \"objects\": [...]}");
-	}
-	if (json_array_size(objects) > MAX_BATCH_OBJECTS) {
-		json_decref(doc);
+	if (json_array_size(objects) > MAX_BATCH_OBJECTS)
 		return lfs_error(req, 413, "at most %d objects per batch", MAX_BATCH_OBJECTS);
-	}
 	if (transfers && json_is_array(transfers) && json_array_size(transfers) > 0) {
 		int basic = 0;
 		size_t i;
 		json_t *t;
 		json_array_foreach(transfers, i, t)
 			basic |= json_is_string(t) && strcmp(json_string_value(t), "basic") == 0;
-		if (!basic) {
-			json_decref(doc);
+		if (!basic)
 			return lfs_error(req, 422, "khub speaks the basic transfer only");
-		}
 	}
 	/* Uploads need write access, except for a pull request (no ref):
 	 * anyone who can read the repo may open one. Downloads need read. */
 	const char *ref_name = json_string_value(json_object_get(json_object_get(doc, "ref"), "name"));
 	int for_pr = upload && (!json_object_get(doc, "ref") || (ref_name && strncmp(ref_name, "refs/pr/", 8) == 0));
-	if (!req->principal.user_id && upload) {
-		json_decref(doc);
+	if (!req->principal.user_id && upload)
 		return lfs_error(req, 401, "Authentication required: use a token as the password");
-	}
 	int rc = upload ? repo_open_for_write(req, &h, for_pr ? ROLE_READ : ROLE_WRITE, &result)
 			: repo_open_for_read(req, &h, &result);
-	if (rc < 0) {
-		json_decref(doc);
+	if (rc < 0)
 		return result;
-	}
-	if (for_pr && req->principal.scope == ROLE_READ) {
-		json_decref(doc);
+	if (for_pr && req->principal.scope == ROLE_READ)
 		return lfs_error(req, 403, "a read-only token cannot upload");
-	}
-	if (upload && h.record.mirrored) {
-		json_decref(doc);
+	if (upload && h.record.mirrored)
 		return lfs_error(req, 403, "a mirrored repo is read-only");
-	}
 	json_t *out = json_array();
 	size_t i;
 	json_t *o;
@@ -178,7 +162,6 @@ static enum MHD_Result handle_batch(struct request *req)
 		}
 		json_array_append_new(out, item);
 	}
-	json_decref(doc);
 	if (db_failed) {
 		json_decref(out);
 		return respond_db_unavailable(req);
@@ -348,9 +331,9 @@ static enum MHD_Result handle_download(struct request *req)
  * read; upload: write, or read and a write token for a pull request, i.e.
  * no ref or refs/pr/N). */
 const struct route lfs_routes[] = {
-	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, 0, NULL,
+	{ METHOD_POST, "/{tprefix}/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_JSON | ROUTE_GIT, 0, NULL,
 	  ACCESS_GIT },
-	{ METHOD_POST, "/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_BODY | ROUTE_GIT, REPO_MODEL, NULL,
+	{ METHOD_POST, "/{ns}/{gname}/info/lfs/objects/batch", handle_batch, ROUTE_JSON | ROUTE_GIT, REPO_MODEL, NULL,
 	  ACCESS_GIT },
 	/* The action URLs carry their own signature: an Authorization header
 	 * (git-lfs may send the one it used for the batch) is not read. */

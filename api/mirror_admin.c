@@ -56,20 +56,13 @@ static enum MHD_Result handle_status(struct request *req)
 
 static enum MHD_Result handle_trigger(struct request *req)
 {
-	enum MHD_Result result;
-	json_t *body = request_json_body(req, &result);
-	if (!body)
-		return result;
+	json_t *body = req->json;
 	const char *selection = json_string_value(json_object_get(body, "selection"));
 	int64_t trigger = 0;
-	if (db_mirror_trigger_add(selection, req->principal.name, &trigger) < 0) {
-		json_decref(body);
+	if (db_mirror_trigger_add(selection, req->principal.name, &trigger) < 0)
 		return respond_db_unavailable(req);
-	}
 	json_t *out = json_pack("{s:I, s:s}", "trigger", (json_int_t)trigger, "status", "queued for khub mirror run");
-	/* selection points into body: audit before releasing it */
 	api_audit(req, "mirror.trigger", selection ? selection : "*", NULL);
-	json_decref(body);
 	return respond_json(req, 202, out);
 }
 
@@ -87,17 +80,11 @@ static enum MHD_Result handle_get_config(struct request *req)
 
 static enum MHD_Result handle_put_config(struct request *req)
 {
-	enum MHD_Result result;
-	json_t *body = request_json_body(req, &result);
-	if (!body)
-		return result;
+	json_t *body = req->json;
 	json_t *ups = json_object_get(body, "upstreams"), *sels = json_object_get(body, "selections");
-	if (!json_is_array(ups) || !json_is_array(sels)) {
-		json_decref(body);
+	if (!json_is_array(ups) || !json_is_array(sels))
 		return respond_error(req, 400, NULL, "the configuration needs \"upstreams\" and \"selections\" arrays");
-	}
 	char *text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
 	int rc = db_mirror_config_put(text, req->principal.name);
 	api_audit(req, "mirror.config", "mirror", text);
 	free(text);
@@ -190,9 +177,9 @@ static enum MHD_Result handle_metrics(struct request *req)
  * unless metrics_public is set. */
 const struct route mirror_admin_routes[] = {
 	{ METHOD_GET, "/api/admin/mirror", handle_status, 0, 0, NULL, ACCESS_SITE_ADMIN },
-	{ METHOD_POST, "/api/admin/mirror/sync", handle_trigger, ROUTE_BODY, 0, NULL, ACCESS_SITE_ADMIN },
+	{ METHOD_POST, "/api/admin/mirror/sync", handle_trigger, ROUTE_JSON, 0, NULL, ACCESS_SITE_ADMIN },
 	{ METHOD_GET, "/api/admin/mirror/config", handle_get_config, 0, 0, NULL, ACCESS_SITE_ADMIN },
-	{ METHOD_PUT, "/api/admin/mirror/config", handle_put_config, ROUTE_BODY, 0, NULL, ACCESS_SITE_ADMIN },
+	{ METHOD_PUT, "/api/admin/mirror/config", handle_put_config, ROUTE_JSON, 0, NULL, ACCESS_SITE_ADMIN },
 	{ METHOD_GET, "/metrics", handle_metrics, ROUTE_HANDLER_ACCESS, 0, NULL, ACCESS_PUBLIC },
 	{ 0, NULL, NULL, 0, 0, NULL },
 };

@@ -64,8 +64,7 @@ static enum MHD_Result handle_settings(struct request *req)
 	json_t *bop;
 
 	h = *req->repo;
-	if (!(doc = request_json_body(req, &result)))
-		return result;
+	doc = req->json;
 	bop = json_object_get(doc, "buildOnPush");
 	if (repo_visibility_from_body(doc, &private, &private_set) < 0 || settings_valid(doc) < 0 ||
 	    (bop && !json_is_boolean(bop) && !json_is_null(bop))) {
@@ -101,11 +100,10 @@ static enum MHD_Result handle_settings(struct request *req)
 						  build_on_push));
 cleanup:
 	free(details);
-	json_decref(doc);
 	return result;
 }
 
 const struct route repo_settings_routes[] = {
-	{ METHOD_PUT, "/api/{type}/{ns}/{name}/settings", handle_settings, ROUTE_BODY, 0, NULL, ACCESS_REPO_MANAGE },
+	{ METHOD_PUT, "/api/{type}/{ns}/{name}/settings", handle_settings, ROUTE_JSON, 0, NULL, ACCESS_REPO_MANAGE },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -373,8 +373,7 @@ static enum MHD_Result handle_delete(struct request *req)
 
 	/* anonymous callers are answered by repo_open_admin: RepoNotFound for
 	 * a repo they cannot see, as reads answer */
-	if (!(doc = request_json_body(req, &result)))
-		return result;
+	doc = req->json;
 	if (body_repo(req, doc, &type, &ns, &name, &result) < 0)
 		goto cleanup;
 	if (repo_open_to_manage(req, type, ns, name, &h, &result) < 0)
@@ -416,7 +415,6 @@ static enum MHD_Result handle_delete(struct request *req)
 	result = respond(req, 200, resp);
 cleanup:
 	manage_unlock(&h, repo_locked, registry_locked);
-	json_decref(doc);
 	return result;
 }
 
@@ -434,8 +432,7 @@ static enum MHD_Result handle_move(struct request *req)
 	enum repo_type type;
 	int registry_locked = 0, repo_locked = 0, rc;
 
-	if (!(doc = request_json_body(req, &result)))
-		return result;
+	doc = req->json;
 	if (json_optional_string(doc, "fromRepo", &from_id) < 0 || json_optional_string(doc, "toRepo", &to_id) < 0 || !from_id ||
 	    !to_id || split_repo_id(req, from_id, &from_ns, &from_name) < 0 ||
 	    split_repo_id(req, to_id, &to_ns, &to_name) < 0) {
@@ -515,7 +512,6 @@ static enum MHD_Result handle_move(struct request *req)
 cleanup:
 	manage_unlock(&h, repo_locked, registry_locked);
 	free(details);
-	json_decref(doc);
 	return result;
 }
 
@@ -527,9 +523,9 @@ cleanup:
 const struct route repos_routes[] = {
 	{ METHOD_POST, "/api/repos/create", handle_create, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0,
 	  NULL, ACCESS_NAMESPACE_WRITE },
-	{ METHOD_DELETE, "/api/repos/delete", handle_delete, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0,
+	{ METHOD_DELETE, "/api/repos/delete", handle_delete, ROUTE_JSON | ROUTE_HANDLER_ACCESS, 0,
 	  NULL, ACCESS_NAMESPACE_WRITE },
-	{ METHOD_POST, "/api/repos/move", handle_move, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0,
+	{ METHOD_POST, "/api/repos/move", handle_move, ROUTE_JSON | ROUTE_HANDLER_ACCESS, 0,
 	  NULL, ACCESS_NAMESPACE_WRITE },
 	{ 0, NULL, NULL, 0, 0 },
 };

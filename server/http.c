@@ -106,6 +106,7 @@ static void request_free(struct request *req)
 	free(req->rev);
 	free(req->path);
 	strbuf_release(&req->body);
+	json_decref(req->json);
 	for (size_t i = 0; i < req->nowned; i++)
 		free(req->owned[i]);
 	free(req->owned);
@@ -189,6 +190,10 @@ static enum MHD_Result dispatch(struct request *req)
 	 * on every call (a parked handler may resume on another thread, whose
 	 * git handles are its own). */
 	if (!req->route->stream && access_check(req, &r) < 0)
+		return r;
+	/* A JSON body is read once the caller may call the route: a caller
+	 * who may not is answered 401, 403 or 404 whatever it sent. */
+	if ((req->route->flags & ROUTE_JSON) && request_json_parse(req, &r) < 0)
 		return r;
 	req->parked = 0;
 	r = req->route->handler(req);

@@ -36,6 +36,7 @@ BOB=$(token bob write)
 BOB_READ=$(token bob read)
 RITA=$(token rita read)
 MALLORY=$(token mallory write)
+WORKER=$(khub admin worker add w1 2>>"$SETUP_LOG" | tail -n 1)
 GITDIR=$KHUB_DATA_DIR/repos/kernels/acme/relu.git
 git --git-dir="$GITDIR" tag rel1 "$V1"
 like "$V1" '^[0-9a-f]{40}$' "seeded acme/relu (tag rel1) and private acme/secret"
@@ -342,6 +343,44 @@ http_row "benchmark upload with a read-scoped token (of a write member)" 403 'wr
 	-X POST -H "Authorization: Bearer $BOB_READ" "${JSON[@]}" --data-binary "$BENCH_BODY" "$API/kernels/acme/relu/benchmarks"
 http_row "benchmark upload with a read-scoped token (of a read member)" 403 'write token' "" -- \
 	-X POST -H "Authorization: Bearer $RITA" "${JSON[@]}" --data-binary "$BENCH_BODY" "$API/kernels/acme/relu/benchmarks"
+
+# JSON bodies (ROUTE_JSON): read by the server after the access check, so a
+# caller who may not call the route learns nothing from a malformed body;
+# one route of each access kind.
+BAD='{"tag": "v1",'
+http_row "repo-write: tag create with a malformed body" 400 '^invalid JSON body: ' "" -- \
+	-X POST -H "Authorization: Bearer $BOB" "${JSON[@]}" --data-binary "$BAD" "$API/kernels/acme/relu/tag/main"
+http_row "repo-write: tag create with a body that is not an object" 400 '^invalid JSON body: not an object$' "" -- \
+	-X POST -H "Authorization: Bearer $BOB" "${JSON[@]}" --data-binary '["v1"]' "$API/kernels/acme/relu/tag/main"
+http_row "repo-write: tag create, anonymous, malformed body" 401 '' "" -- \
+	-X POST "${JSON[@]}" --data-binary "$BAD" "$API/kernels/acme/relu/tag/main"
+http_row "repo-write: tag create, a read member, malformed body" 403 '' "" -- \
+	-X POST -H "Authorization: Bearer $RITA" "${JSON[@]}" --data-binary "$BAD" "$API/kernels/acme/relu/tag/main"
+http_row "repo-write: tag create in a private repo, a stranger, malformed body" 404 '' RepoNotFound -- \
+	-X POST -H "Authorization: Bearer $MALLORY" "${JSON[@]}" --data-binary "$BAD" "$API/kernels/acme/secret/tag/main"
+http_row "repo-manage: settings with a malformed body" 400 '^invalid JSON body: ' "" -- \
+	-X PUT -H "Authorization: Bearer $BOB" "${JSON[@]}" --data-binary '{"private": tru}' "$API/kernels/acme/relu/settings"
+http_row "repo-manage: settings, anonymous, malformed body" 401 '' "" -- \
+	-X PUT "${JSON[@]}" --data-binary '{"private": tru}' "$API/kernels/acme/relu/settings"
+http_row "site-admin: mirror config with a malformed body" 400 '^invalid JSON body: ' "" -- \
+	-X PUT -H "Authorization: Bearer $ROOT" "${JSON[@]}" --data-binary '{"upstreams": [' "$API/admin/mirror/config"
+http_row "site-admin: mirror config, anonymous, malformed body" 401 '' "" -- \
+	-X PUT "${JSON[@]}" --data-binary '{"upstreams": [' "$API/admin/mirror/config"
+http_row "site-admin: mirror config, not a site admin, malformed body" 403 'site administrators' "" -- \
+	-X PUT -H "Authorization: Bearer $MALLORY" "${JSON[@]}" --data-binary '{"upstreams": [' "$API/admin/mirror/config"
+http_row "worker: claim with a malformed body" 400 '^invalid JSON body: ' "" -- \
+	-X POST -H "Authorization: Bearer $WORKER" "${JSON[@]}" --data-binary '{"variants": ' "$API/workers/claim"
+http_row "worker: claim, anonymous, malformed body" 401 '' "" -- \
+	-X POST "${JSON[@]}" --data-binary '{"variants": ' "$API/workers/claim"
+http_row "worker: claim with a user's token, malformed body" 403 'worker token' "" -- \
+	-X POST -H "Authorization: Bearer $BOB" "${JSON[@]}" --data-binary '{"variants": ' "$API/workers/claim"
+http_row "namespace-write: move with a malformed body" 400 '^invalid JSON body: ' "" -- \
+	-X POST -H "Authorization: Bearer $BOB" "${JSON[@]}" --data-binary '{"fromRepo": "acme/relu"' "$API/repos/move"
+http_row "namespace-write: move with a read-scoped token, malformed body" 403 'read-only token' "" -- \
+	-X POST -H "Authorization: Bearer $BOB_READ" "${JSON[@]}" --data-binary '{"fromRepo": "acme/relu"' "$API/repos/move"
+http_row "git: LFS batch with a malformed body" 400 '^invalid JSON body: ' "" -- \
+	-X POST -H 'Content-Type: application/vnd.git-lfs+json' --data-binary '{"operation": "download"' \
+	"$KHUB_URL/kernels/acme/relu.git/info/lfs/objects/batch"
 
 header_row "resolve answers X-Content-Type-Options: nosniff" X-Content-Type-Options nosniff -- \
 	"$KHUB_URL/kernels/acme/relu/resolve/main/README.md"
