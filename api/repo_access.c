@@ -572,31 +572,3 @@ void api_audit(struct request *req, const char *action, const char *target, cons
 		     target, details, req->remote_addr) < 0)
 		log_error("audit: cannot record %s %s", action, target);
 }
-
-int request_json_parse(struct request *req, enum MHD_Result *result)
-{
-	if (req->json)
-		return 0;	/* a parked handler's request, called again */
-	if (req->body_too_large) {
-		*result = respond_error(req, 413, NULL, "request body larger than %ld bytes", api_ctx.max_body_bytes);
-		return -1;
-	}
-	if (req->body.len == 0) {
-		req->json = json_object();
-		return 0;
-	}
-	json_error_t err;
-	json_t *doc = json_loadb(req->body.buf, req->body.len, JSON_REJECT_DUPLICATES, &err);
-	if (!doc || !json_is_object(doc)) {
-		json_decref(doc);
-		*result = respond_error(req, 400, NULL, "invalid JSON body: %s", doc ? "not an object" : err.text);
-		return -1;
-	}
-	req->json = doc;
-	return 0;
-}
-
-json_t *request_json_body(struct request *req, enum MHD_Result *result)
-{
-	return request_json_parse(req, result) < 0 ? NULL : json_incref(req->json);
-}

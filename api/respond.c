@@ -1,5 +1,5 @@
 /* respond.c -- how every handler answers: common headers, JSON bodies, the
- * Hub's error shapes, and reading query arguments and headers. */
+ * Hub's error shapes, and reading query arguments, headers and JSON bodies. */
 #include "api/api.h"
 
 #include <stdlib.h>
@@ -414,4 +414,32 @@ int json_optional_bool(json_t *doc, const char *key, int *out)
 	json_t *v = json_optional_member(doc, key);
 	*out = json_is_true(v);
 	return !v || json_is_boolean(v) ? 0 : -1;
+}
+
+int request_json_parse(struct request *req, enum MHD_Result *result)
+{
+	if (req->json)
+		return 0;	/* a parked handler's request, called again */
+	if (req->body_too_large) {
+		*result = respond_error(req, 413, NULL, "request body larger than %ld bytes", api_ctx.max_body_bytes);
+		return -1;
+	}
+	if (req->body.len == 0) {
+		req->json = json_object();
+		return 0;
+	}
+	json_error_t err;
+	json_t *doc = json_loadb(req->body.buf, req->body.len, JSON_REJECT_DUPLICATES, &err);
+	if (!doc || !json_is_object(doc)) {
+		json_decref(doc);
+		*result = respond_error(req, 400, NULL, "invalid JSON body: %s", doc ? "not an object" : err.text);
+		return -1;
+	}
+	req->json = doc;
+	return 0;
+}
+
+json_t *request_json_body(struct request *req, enum MHD_Result *result)
+{
+	return request_json_parse(req, result) < 0 ? NULL : json_incref(req->json);
 }
