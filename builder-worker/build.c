@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,17 +160,6 @@ static int over_disk(const char *scratch, long disk_mb)
 	return 1;
 }
 
-static long parse_limit(const char *s, const char *name)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-	if (*end || v < 0) {
-		fprintf(stderr, "khub-worker build: --%s: not a number >= 0\n", name);
-		return -1;
-	}
-	return v;
-}
-
 int build_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -212,11 +202,11 @@ int build_main(int argc, char **argv)
 			else
 				goto usage_error;
 			break;
-		case 'W': if ((wall = parse_limit(optarg, "wall-seconds")) < 0) goto usage_error; break;
-		case 'C': if ((cpu = parse_limit(optarg, "cpu-seconds")) < 0) goto usage_error; break;
-		case 'M': if ((memory = parse_limit(optarg, "memory-mb")) < 0) goto usage_error; break;
-		case 'D': if ((disk = parse_limit(optarg, "disk-mb")) < 0) goto usage_error; break;
-		case 'j': if ((jobs = parse_limit(optarg, "jobs")) < 1) goto usage_error; break;
+		case 'W': if (worker_parse_number(optarg, "--wall-seconds", 0, LONG_MAX, &wall) < 0) goto usage_error; break;
+		case 'C': if (worker_parse_number(optarg, "--cpu-seconds", 0, LONG_MAX, &cpu) < 0) goto usage_error; break;
+		case 'M': if (worker_parse_number(optarg, "--memory-mb", 0, LONG_MAX, &memory) < 0) goto usage_error; break;
+		case 'D': if (worker_parse_number(optarg, "--disk-mb", 0, LONG_MAX, &disk) < 0) goto usage_error; break;
+		case 'j': if (worker_parse_number(optarg, "--jobs", 1, 1024, &jobs) < 0) goto usage_error; break;
 		default: goto usage_error;
 		}
 	}

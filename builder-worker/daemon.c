@@ -382,11 +382,9 @@ static char *claim_work_dir(const char *work_dir, const char *name, int *lock_fd
 
 static int parse_int(const char *s, const char *flag, int lo, int hi)
 {
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < lo || v > hi)
-		fatal("khub-worker: %s wants a number from %d to %d", flag, lo, hi);
+	long v;
+	if (worker_parse_number(s, flag, lo, hi, &v) < 0)
+		exit(2);
 	return (int)v;
 }
 

@@ -3,11 +3,26 @@
 #include "builder-worker/worker.h"
 #include "common/common.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* `khub-worker --check --toolchains F`: 0 when at least one toolchain is usable. */
+int worker_parse_number(const char *s, const char *flag, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < lo || v > hi) {
+		fprintf(stderr, "khub-worker: %s wants a number from %ld to %ld\n", flag, lo, hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 static int check_main(int argc, char **argv)
 {
 	const char *path = NULL;

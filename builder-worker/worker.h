@@ -80,6 +80,10 @@ enum build_outcome {
  * in a sandbox without network and without the worker's environment. */
 int build_main(int argc, char **argv);
 
+/* A command-line number for flag (as "--name") between lo and hi: 0 and
+ * *out, or -1 after saying on stderr what the flag wants (main.c). */
+int worker_parse_number(const char *s, const char *flag, long lo, long hi, long *out);
+
 /* ---- the daemon (daemon.c) ---------------------------------------------------------- */
 
 /* `khub-worker --url ...`: register, claim, build, heartbeat, stream logs,
