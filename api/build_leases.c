@@ -50,14 +50,19 @@ static void *timer_loop(void *arg)
 	(void)arg;
 	log_set_request_id("leases");
 	int failing = 0;
+	/* The first round comes one interval after start: a lease that lapsed
+	 * while the server was down is expired by the first claim anyway, and
+	 * starting takes no database connection of its own. */
+	long wait_ms = timer_check_ms;
 	pthread_mutex_lock(&timer.lock);
 	while (!timer.stopping) {
-		pthread_mutex_unlock(&timer.lock);
-		long wait_ms = timer_round(&failing);
-		pthread_mutex_lock(&timer.lock);
 		struct timespec ts = clock_after_usec(CLOCK_REALTIME, (uint64_t)wait_ms * 1000u);
-		if (!timer.stopping)
-			pthread_cond_timedwait(&timer.wake, &timer.lock, &ts);
+		pthread_cond_timedwait(&timer.wake, &timer.lock, &ts);
+		if (timer.stopping)
+			break;
+		pthread_mutex_unlock(&timer.lock);
+		wait_ms = timer_round(&failing);
+		pthread_mutex_lock(&timer.lock);
 	}
 	pthread_mutex_unlock(&timer.lock);
 	return NULL;
