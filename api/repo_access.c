@@ -16,11 +16,21 @@ struct cached_record {
 	struct repo_record record;
 	int found;
 	uint64_t fetched_usec;
-	int refreshing;		/* one thread refreshes; the others use this copy */
+	_Atomic int refreshing;	/* one thread refreshes; the others use this copy */
 };
 
+/* Requests only read the cache: a read lock, so that they never wait for
+ * one another (one mutex taken by every request of eight threads made the
+ * read path's tail: a holder preempted on a busy core parks them all).
+ * Entries are replaced or freed under the write lock only. */
 static struct hashmap record_cache;
-static pthread_mutex_t record_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t record_lock = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_once_t record_cache_once = PTHREAD_ONCE_INIT;
+
+static void record_cache_init(void)
+{
+	hashmap_init(&record_cache);
+}
 static atomic_uint_fast64_t cache_generation = 1;
 
 #define THREAD_GIT_SLOTS 16
@@ -37,11 +47,11 @@ static __thread uint64_t git_slots_generation, git_slots_clock;
 void repo_cache_invalidate(void)
 {
 	atomic_fetch_add(&cache_generation, 1);
-	pthread_mutex_lock(&record_lock);
-	if (record_cache.buckets)
-		hashmap_release(&record_cache, free);
+	pthread_once(&record_cache_once, record_cache_init);
+	pthread_rwlock_wrlock(&record_lock);
+	hashmap_release(&record_cache, free);
 	hashmap_init(&record_cache);
-	pthread_mutex_unlock(&record_lock);
+	pthread_rwlock_unlock(&record_lock);
 }
 
 /* "type/ns/name", cut at size, lowercased when lower; by hand, as it runs
@@ -72,7 +82,8 @@ struct refresh_job {
 	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
 };
 
-static struct refresh_job *refresh_queue;
+static struct refresh_job *refresh_queue;	/* under refresh_lock */
+static pthread_mutex_t refresh_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t refresh_wakeup = PTHREAD_COND_INITIALIZER;
 static pthread_once_t refresher_once = PTHREAD_ONCE_INIT;
 
@@ -83,9 +94,10 @@ static void store_record(const char *key, int rc, const struct repo_record *rec,
 	if (rc == 0)
 		c->record = *rec;
 	c->fetched_usec = fetched;
-	pthread_mutex_lock(&record_lock);
+	pthread_once(&record_cache_once, record_cache_init);
+	pthread_rwlock_wrlock(&record_lock);
 	free(hashmap_put(&record_cache, key, c));
-	pthread_mutex_unlock(&record_lock);
+	pthread_rwlock_unlock(&record_lock);
 }
 
 static void *refresher(void *arg)
@@ -93,12 +105,12 @@ static void *refresher(void *arg)
 	(void)arg;
 	log_set_request_id("repo-cache");
 	for (;;) {
-		pthread_mutex_lock(&record_lock);
+		pthread_mutex_lock(&refresh_lock);
 		while (!refresh_queue)
-			pthread_cond_wait(&refresh_wakeup, &record_lock);
+			pthread_cond_wait(&refresh_wakeup, &refresh_lock);
 		struct refresh_job *job = refresh_queue;
 		refresh_queue = job->next;
-		pthread_mutex_unlock(&record_lock);
+		pthread_mutex_unlock(&refresh_lock);
 		struct repo_record rec;
 		uint64_t now = monotonic_usec(), gen = atomic_load(&cache_generation);
 		int rc = db_repo_get(job->type, job->ns, job->name, &rec);
@@ -106,11 +118,11 @@ static void *refresher(void *arg)
 			/* a write invalidated the cache meanwhile: what we read may
 			 * predate it; the next request looks it up afresh */
 		} else if (rc == KHUB_EDB) {
-			pthread_mutex_lock(&record_lock);
+			pthread_rwlock_rdlock(&record_lock);
 			struct cached_record *old = hashmap_get(&record_cache, job->key);
 			if (old)
-				old->refreshing = 0;	/* try again on the next request */
-			pthread_mutex_unlock(&record_lock);
+				atomic_store(&old->refreshing, 0);	/* try again on the next request */
+			pthread_rwlock_unlock(&record_lock);
 		} else {
 			store_record(job->key, rc, &rec, now);
 		}
@@ -133,32 +145,32 @@ static int lookup_record(enum repo_type type, const char *ns, const char *name, 
 	uint64_t now = monotonic_usec(), ttl = (uint64_t)api_ctx.repo_cache_ttl_ms * 1000u;
 	record_key(key, sizeof(key), type, ns, name);
 
-	pthread_mutex_lock(&record_lock);
-	if (!record_cache.buckets)
-		hashmap_init(&record_cache);
+	pthread_once(&record_cache_once, record_cache_init);
+	pthread_rwlock_rdlock(&record_lock);
 	struct cached_record *c = hashmap_get(&record_cache, key);
 	/* A record too old to trust (the refresher is stuck or the database
 	 * is down) is looked up again by the request itself. */
 	if (c && now - c->fetched_usec < 30 * ttl + 30000000) {
-		if (now - c->fetched_usec >= ttl && !c->refreshing) {
-			c->refreshing = 1;
+		if (now - c->fetched_usec >= ttl && !atomic_exchange(&c->refreshing, 1)) {
 			struct refresh_job *job = xcalloc(1, sizeof(*job));
 			snprintf(job->key, sizeof(job->key), "%s", key);
 			job->type = type;
 			snprintf(job->ns, sizeof(job->ns), "%s", ns);
 			snprintf(job->name, sizeof(job->name), "%s", name);
+			pthread_mutex_lock(&refresh_lock);
 			job->next = refresh_queue;
 			refresh_queue = job;
 			pthread_cond_signal(&refresh_wakeup);
+			pthread_mutex_unlock(&refresh_lock);
 			pthread_once(&refresher_once, start_refresher);
 		}
 		int found = c->found;
 		if (found)
 			*out = c->record;
-		pthread_mutex_unlock(&record_lock);
+		pthread_rwlock_unlock(&record_lock);
 		return found ? 0 : KHUB_ENOTFOUND;
 	}
-	pthread_mutex_unlock(&record_lock);
+	pthread_rwlock_unlock(&record_lock);
 
 	struct repo_record rec;
 	int rc = db_repo_get(type, ns, name, &rec);

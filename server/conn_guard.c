@@ -7,6 +7,7 @@
 #include "server/server.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,15 +15,20 @@
 struct guarded_conn {
 	struct dlist_node link;	/* in guards */
 	int fd;
-	uint64_t since_usec;	/* opened, or the previous request ended */
-	int in_request;		/* headers complete, request not yet ended */
+	/* Set by the connection's own thread at each request's start and end,
+	 * read by the watchdog: atomics, so that requests never take the
+	 * mutex (eight threads taking one mutex twice a request made the
+	 * read path's tail: a holder preempted on a busy core parks them all). */
+	_Atomic uint64_t since_usec;	/* opened, or the previous request ended */
+	_Atomic int in_request;		/* headers complete, request not yet ended */
 };
 
-/* One mutex for the list and every entry. libmicrohttpd sends the CLOSED
- * notification (which unlinks the entry under this mutex) before it closes
- * the socket (daemon.c of 0.9.75: MHD_cleanup_connections, and the path of
- * a connection that fails to start), so a shutdown() made under the mutex
- * never hits a reused descriptor. */
+/* One mutex for the list (connections opening and closing) and the
+ * watchdog's walk. libmicrohttpd sends the CLOSED notification (which
+ * unlinks the entry under this mutex) before it closes the socket (daemon.c
+ * of 0.9.75: MHD_cleanup_connections, and the path of a connection that
+ * fails to start), so a shutdown() made under the mutex never hits a reused
+ * descriptor. */
 static struct bg_thread guard = BG_THREAD_INIT;
 static struct dlist guards;
 static uint64_t guard_timeout_usec;
@@ -37,7 +43,8 @@ static void *guard_main(void *arg)
 		uint64_t now = monotonic_usec();
 		for (struct dlist_node *n = guards.first; n; n = n->next) {
 			struct guarded_conn *g = dlist_item(n, struct guarded_conn, link);
-			if (g->in_request || g->fd < 0 || now - g->since_usec <= guard_timeout_usec)
+			uint64_t since = atomic_load(&g->since_usec);
+			if (atomic_load(&g->in_request) || g->fd < 0 || now < since || now - since <= guard_timeout_usec)
 				continue;
 			log_info("connection fd %d: no complete request headers in %llu s, dropped", g->fd,
 				 (unsigned long long)(guard_timeout_usec / 1000000));
@@ -100,11 +107,9 @@ static void guard_set_in_request(struct MHD_Connection *conn, int in_request)
 	struct guarded_conn *g = guard_of(conn);
 	if (!g)
 		return;
-	pthread_mutex_lock(&guard.lock);
-	g->in_request = in_request;
 	if (!in_request)
-		g->since_usec = monotonic_usec();
-	pthread_mutex_unlock(&guard.lock);
+		atomic_store(&g->since_usec, monotonic_usec());
+	atomic_store(&g->in_request, in_request);
 }
 
 void conn_guard_request_begin(struct MHD_Connection *conn)
