@@ -5,16 +5,9 @@
 // by side, downloads per variant per day. Each chart says how many series it
 // drew in data-series; every number is also in a table.
 
-const uPlot = window.uPlot;
+import { el } from './dom.js';
 
-function el(tag, attrs = {}, ...children) {
-	const e = document.createElement(tag);
-	for (const [k, v] of Object.entries(attrs))
-		e.setAttribute(k, v);
-	for (const c of children)
-		e.append(c instanceof Node ? c : document.createTextNode(String(c)));
-	return e;
-}
+const uPlot = window.uPlot;
 
 function table(head, rows, caption) {
 	const t = el('table');

@@ -4,6 +4,8 @@
 // page's same-origin path), which answers what the kernels loader would pick
 // and why it rejects every other variant. Nothing is decided here.
 
+import { el } from './dom.js';
+
 const form = document.getElementById('wil-form');
 const out = document.getElementById('wil-result');
 
@@ -53,15 +55,6 @@ export function envQuery(env) {
 	if (env.arch)
 		q.set('arch', env.arch);
 	return q;
-}
-
-function el(tag, attrs = {}, ...children) {
-	const e = document.createElement(tag);
-	for (const [k, v] of Object.entries(attrs))
-		e.setAttribute(k, v);
-	for (const c of children)
-		e.append(c instanceof Node ? c : document.createTextNode(String(c)));
-	return e;
 }
 
 function table(caption, head, rows, id) {
