@@ -263,6 +263,10 @@ enum MHD_Result respond_json_text(struct request *req, int status, const char *t
 enum MHD_Result respond_listing_page(struct request *req, char *value, size_t len, int with_total);
 enum MHD_Result respond_new_listing_page(struct request *req, const char *key, struct strbuf *page,
 					 int with_total);
+/* What the response cache keeps under key, answered: 1 (*result set) or 0
+ * when it keeps nothing there. */
+int respond_cached_json(struct request *req, const char *key, enum MHD_Result *result);
+int respond_cached_listing(struct request *req, const char *key, int with_total, enum MHD_Result *result);
 /* {"error": msg}, X-Error-Message, and X-Error-Code when code is not NULL. */
 enum MHD_Result respond_error(struct request *req, int status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

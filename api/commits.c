@@ -114,11 +114,10 @@ static enum MHD_Result handle_commits(struct request *req)
 	const char *plural = repo_type_plural(req->type);
 	char *key = xasprintf("C|%" PRId64 "|%s/%s/%s|%s|%ld|%ld|%s", h.record.id, plural, h.record.ns,
 			      h.record.name, sha, page, limit, base);
-	size_t cached_len;
-	char *cached = response_cache_get(key, &cached_len);
-	if (cached) {
+	enum MHD_Result cached;
+	if (respond_cached_listing(req, key, 1, &cached)) {
 		free(key);
-		return respond_listing_page(req, cached, cached_len, 1);
+		return cached;
 	}
 
 	size_t skip = (size_t)page * (size_t)limit;

@@ -77,6 +77,29 @@ enum MHD_Result respond_listing_page(struct request *req, char *value, size_t le
 	return respond(req, 200, resp);
 }
 
+/* Answer what the response cache keeps under key, if it keeps anything: 1
+ * (answered, *result set) or 0. A JSON body, or a listing page as above. */
+int respond_cached_json(struct request *req, const char *key, enum MHD_Result *result)
+{
+	size_t len;
+	char *cached = response_cache_get(key, &len);
+	if (!cached)
+		return 0;
+	*result = respond_json_text(req, 200, cached, len);
+	free(cached);
+	return 1;
+}
+
+int respond_cached_listing(struct request *req, const char *key, int with_total, enum MHD_Result *result)
+{
+	size_t len;
+	char *cached = response_cache_get(key, &len);
+	if (!cached)
+		return 0;
+	*result = respond_listing_page(req, cached, len, with_total);
+	return 1;
+}
+
 /* Close a page being built (page holds the lines above and the items after
  * "["), keep it in the response cache under key and answer it. */
 enum MHD_Result respond_new_listing_page(struct request *req, const char *key, struct strbuf *page,

@@ -75,38 +75,27 @@ static enum MHD_Result handle_tree(struct request *req)
 		cursor = "";
 	const char *base = request_base_url(req);
 	struct strbuf key = STRBUF_INIT;
-	size_t cached_len;
-	char *cached;
 	/* A page of a 40-hex revision that is cached was listed before (the
 	 * key holds the repo id and the sha): no lookup. */
 	if (path_ok && limit_ok && cursor_ok && strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
 		tree_page_key(&key, &h, req->rev, recursive, expand, limit, cursor, base, req->path);
-		if ((cached = response_cache_get(key.buf, &cached_len))) {
-			strbuf_release(&key);
-			return respond_listing_page(req, cached, cached_len, 0);
-		}
+		int answered = respond_cached_listing(req, key.buf, 0, &result);
 		strbuf_release(&key);
+		if (answered)
+			return result;
 	}
-	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0) {
+	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
+		return result;
+	if (!path_ok)
+		return respond_error(req, 400, NULL, "invalid path: %s", why);
+	if (!limit_ok)
+		return respond_error(req, 400, NULL, "limit must be between 1 and 10000");
+	if (!cursor_ok)
+		return respond_error(req, 400, NULL, "invalid cursor");
+	tree_page_key(&key, &h, sha, recursive, expand, limit, cursor, base, req->path);
+	if (respond_cached_listing(req, key.buf, 0, &result)) {
 		strbuf_release(&key);
 		return result;
-	}
-	if (!path_ok) {
-		strbuf_release(&key);
-		return respond_error(req, 400, NULL, "invalid path: %s", why);
-	}
-	if (!limit_ok) {
-		strbuf_release(&key);
-		return respond_error(req, 400, NULL, "limit must be between 1 and 10000");
-	}
-	if (!cursor_ok) {
-		strbuf_release(&key);
-		return respond_error(req, 400, NULL, "invalid cursor");
-	}
-	tree_page_key(&key, &h, sha, recursive, expand, limit, cursor, base, req->path);
-	if ((cached = response_cache_get(key.buf, &cached_len))) {
-		strbuf_release(&key);
-		return respond_listing_page(req, cached, cached_len, 0);
 	}
 
 	struct tree_listing listing;
@@ -270,19 +259,6 @@ static void repo_info_key(struct strbuf *key, const struct request *req, const s
 	strbuf_adds(key, h->record.name);
 }
 
-/* Answer the JSON kept in the response cache under key, if there is one:
- * 1 (answered, *result set) or 0. */
-static int respond_from_cache(struct request *req, const char *key, enum MHD_Result *result)
-{
-	size_t len;
-	char *cached = response_cache_get(key, &len);
-	if (!cached)
-		return 0;
-	*result = respond_json_text(req, 200, cached, len);
-	free(cached);
-	return 1;
-}
-
 static enum MHD_Result handle_repo_info(struct request *req)
 {
 	struct repo_handle h;
@@ -300,7 +276,7 @@ static enum MHD_Result handle_repo_info(struct request *req)
 	enum MHD_Result r;
 	if (!versions && strlen(rev) == 40 && is_lower_hex(rev, 40)) {
 		repo_info_key(&key, req, &h, rev);
-		int answered = respond_from_cache(req, key.buf, &r);
+		int answered = respond_cached_json(req, key.buf, &r);
 		strbuf_release(&key);
 		if (answered)
 			return r;
@@ -310,7 +286,7 @@ static enum MHD_Result handle_repo_info(struct request *req)
 		return respond_revision_not_found(req, req->rev);
 	if (have_sha && !versions) {
 		repo_info_key(&key, req, &h, sha);
-		if (respond_from_cache(req, key.buf, &r)) {
+		if (respond_cached_json(req, key.buf, &r)) {
 			strbuf_release(&key);
 			return r;
 		}
