@@ -139,6 +139,11 @@ struct request {
 	/* State of a streaming route (owned by its stream_ops). */
 	void *stream_state;
 	int stream_stopped;
+	size_t stream_left;		/* bytes of the last piece not taken (parked) */
+	/* What a handler keeps between the calls of a parked request (owned;
+	 * handler_state_free(handler_state) when the request ends). */
+	void *handler_state;
+	void (*handler_state_free)(void *state);
 
 	/* Waiting without a thread (api/park.c): set while suspended. */
 	int parked;
@@ -185,7 +190,9 @@ struct stream_ops {
 	 * connection is then closed without reading the body). */
 	int (*begin)(struct request *req);
 	/* A piece of the body; -1 stops the feeding (the rest is drained and
-	 * the handler decides what to answer). */
+	 * the handler decides what to answer). It may take only part of it:
+	 * it then parks the request and sets req->stream_left to the bytes it
+	 * did not take, which come again once the request resumes. */
 	int (*data)(struct request *req, const char *data, size_t len);
 	/* Always called when the request ends, answered or not. */
 	void (*cleanup)(struct request *req);
@@ -367,6 +374,12 @@ void api_after_publish(int64_t repo_id, enum publish_change change);
  * or sooner when request_wake(key) is called. The handler then returns
  * MHD_YES without answering. */
 void request_park(struct request *req, const char *key, unsigned wait_ms);
+/* The same, woken when fd is ready for events (POLLIN, POLLOUT), hangs up
+ * or fails, or after wait_ms. Also usable from a response's content reader
+ * (which then returns 0: libmicrohttpd calls it again once resumed). */
+void request_park_fd(struct request *req, int fd, short events, unsigned wait_ms);
+/* The connection-level form of both (key NULL or fd -1 when unused). */
+void park_connection(struct MHD_Connection *conn, const char *key, int fd, short events, unsigned wait_ms);
 void request_wake(const char *key);
 /* The key of what waiters wait for: "kind:n" ("work:12"). */
 #define PARK_KEY_MAX 48

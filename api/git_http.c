@@ -2,6 +2,8 @@
  * git-upload-pack, git-receive-pack) through Debian's `git http-backend`
  * as a CGI child: khub authenticates and authorises, streams the request
  * body into the child and its answer back out (packs never sit in memory).
+ * The pipes are non-blocking: while git thinks (counting objects, indexing
+ * a pack) the request waits parked on the pipe, holding no server thread.
  * Pushes are checked by `khub hook pre-receive` (paths, LFS objects) and
  * recorded by `khub hook post-receive` (audit, last-modified). */
 #include "api/api.h"
@@ -23,6 +25,11 @@ struct git_cgi {
 	int to_child;		/* child's stdin, -1 once closed */
 	int from_child;		/* child's stdout */
 	int receive;		/* receive-pack (a push) */
+	uint64_t last_io_usec;	/* the child last took or gave bytes */
+	struct strbuf head;	/* its CGI header block, as read so far */
+	size_t body_start;	/* where the body starts in head (0: not yet) */
+	size_t body_sent;	/* of head's body bytes, how many were relayed */
+	struct MHD_Connection *conn;
 	uint64_t *bytes_out;
 	struct repo_handle repo;
 	char repo_id[2 * REPO_NAME_MAX + 16];
@@ -167,6 +174,11 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 	cgi->pid = pid;
 	cgi->to_child = in[1];
 	cgi->from_child = out[0];
+	/* our ends only: the child's are other open files */
+	fcntl(cgi->to_child, F_SETFL, fcntl(cgi->to_child, F_GETFL) | O_NONBLOCK);
+	fcntl(cgi->from_child, F_SETFL, fcntl(cgi->from_child, F_GETFL) | O_NONBLOCK);
+	cgi->conn = req->conn;
+	cgi->last_io_usec = monotonic_usec();
 	return 0;
 }
 
@@ -185,42 +197,66 @@ static void cgi_free(struct git_cgi *cgi)
 			waitpid(cgi->pid, &status, 0);
 		}
 	}
+	strbuf_release(&cgi->head);
 	free(cgi);
 }
 
-/* Wait until the child has output; 0 when it stayed silent too long (a
- * stuck git must not hold a server thread forever). */
-static int child_readable(int fd)
+static void cgi_free_state(void *state)
 {
-	struct pollfd p = { fd, POLLIN, 0 };
-	for (;;) {
-		int rc = poll(&p, 1, CHILD_SILENCE_MS);
-		if (rc > 0)
-			return 1;
-		if (rc == 0)
-			return 0;
-		if (errno != EINTR)
-			return 1;	/* let read() report it */
-	}
+	cgi_free(state);
 }
 
+static struct git_cgi *cgi_new(void)
+{
+	struct git_cgi *cgi = xcalloc(1, sizeof(*cgi));
+	cgi->to_child = cgi->from_child = -1;
+	strbuf_init(&cgi->head);
+	return cgi;
+}
+
+/* How long the child may still stay silent before we give up on it (a
+ * stuck git must not hold a connection forever): ms, 0 when past. */
+static unsigned silence_left_ms(const struct git_cgi *cgi)
+{
+	uint64_t quiet_ms = (monotonic_usec() - cgi->last_io_usec) / 1000u;
+	return quiet_ms >= CHILD_SILENCE_MS ? 0 : (unsigned)(CHILD_SILENCE_MS - quiet_ms);
+}
+
+/* The body after the headers: what was read with them first, then the
+ * pipe. Nothing to read yet: park the connection on the pipe and give
+ * libmicrohttpd nothing (it calls again once resumed). */
 static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct git_cgi *cgi = cls;
+	(void)pos;
+	size_t buffered = cgi->head.len - cgi->body_start - cgi->body_sent;
+	if (buffered) {
+		size_t n = buffered < max ? buffered : max;
+		memcpy(buf, cgi->head.buf + cgi->body_start + cgi->body_sent, n);
+		cgi->body_sent += n;
+		*cgi->bytes_out += n;
+		return (ssize_t)n;
+	}
 	for (;;) {
-		if (!child_readable(cgi->from_child)) {
-			log_error("git http-backend sent nothing for %d s: giving up", CHILD_SILENCE_MS / 1000);
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		}
 		ssize_t n = read(cgi->from_child, buf, max);
 		if (n > 0) {
+			cgi->last_io_usec = monotonic_usec();
 			*cgi->bytes_out += (uint64_t)n;
 			return n;
 		}
 		if (n == 0)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (errno != EINTR)
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
+		unsigned left = silence_left_ms(cgi);
+		if (!left || request_park_closing()) {
+			log_error("git http-backend sent nothing for %d s: giving up", CHILD_SILENCE_MS / 1000);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		park_connection(cgi->conn, NULL, cgi->from_child, POLLIN, left);
+		return 0;
 	}
 }
 
@@ -229,44 +265,63 @@ static void free_body(void *cls)
 	cgi_free(cls);
 }
 
-/* Read the CGI header block, then hand the rest of the child's output to
- * libmicrohttpd as a streamed (chunked) body. Takes ownership of cgi. */
-static enum MHD_Result relay_answer(struct request *req, struct git_cgi *cgi)
+/* The end of the CGI header block in head, or 0 when not there yet. */
+static size_t header_end(const struct strbuf *head)
 {
+	for (size_t i = 1; i < head->len; i++) {
+		if (head->buf[i] != '\n')
+			continue;
+		if (head->buf[i - 1] == '\n')
+			return i + 1;
+		if (i >= 3 && memcmp(head->buf + i - 3, "\r\n\r\n", 4) == 0)
+			return i + 1;
+	}
+	return 0;
+}
+
+/* Read the child's CGI header block (req->handler_state is the child),
+ * then hand the rest of its output to libmicrohttpd as a streamed
+ * (chunked) body. While the headers are not all there, the request waits
+ * parked on the pipe and this runs again. */
+static enum MHD_Result relay_answer(struct request *req)
+{
+	struct git_cgi *cgi = req->handler_state;
 	if (cgi->to_child >= 0) {
 		close(cgi->to_child);
 		cgi->to_child = -1;
 	}
-	struct strbuf head = STRBUF_INIT;
-	char c;
-	int status = 200;
-	/* byte by byte up to the blank line: the rest stays in the pipe */
-	while (head.len < 16384) {
-		if (!child_readable(cgi->from_child)) {
-			log_error("git http-backend sent no headers for %d s: giving up", CHILD_SILENCE_MS / 1000);
-			break;
-		}
-		ssize_t n = read(cgi->from_child, &c, 1);
+	while (!cgi->body_start && cgi->head.len < 16384) {
+		char buf[4096];
+		ssize_t n = read(cgi->from_child, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EAGAIN) {
+			unsigned left = silence_left_ms(cgi);
+			if (!left || request_park_closing()) {
+				log_error("git http-backend sent no headers for %d s: giving up", CHILD_SILENCE_MS / 1000);
+				break;
+			}
+			request_park_fd(req, cgi->from_child, POLLIN, left);
+			return MHD_YES;
+		}
 		if (n <= 0)
 			break;
-		strbuf_add(&head, &c, 1);
-		if (head.len >= 2 && head.buf[head.len - 1] == '\n' &&
-		    (head.buf[head.len - 2] == '\n' ||
-		     (head.len >= 4 && memcmp(head.buf + head.len - 4, "\r\n\r\n", 4) == 0)))
-			break;
+		cgi->last_io_usec = monotonic_usec();
+		strbuf_add(&cgi->head, buf, (size_t)n);
+		cgi->body_start = header_end(&cgi->head);
 	}
-	if (!head.len) {
-		strbuf_release(&head);
-		cgi_free(cgi);
+	if (!cgi->head.len)
 		return respond_error(req, 500, NULL, "git http-backend gave no answer");
-	}
+	if (!cgi->body_start)
+		cgi->body_start = cgi->head.len;	/* no blank line: all of it is headers */
+	req->handler_state = NULL;	/* the response's now */
 	cgi->bytes_out = &req->bytes_out;
 	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, read_body, cgi,
 								      free_body);
+	int status = 200;
+	char *headers = xstrndup(cgi->head.buf, cgi->body_start);
 	char *save = NULL;
-	for (char *line = strtok_r(head.buf, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+	for (char *line = strtok_r(headers, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
 		char *colon = strchr(line, ':');
 		if (!colon)
 			continue;
@@ -279,7 +334,7 @@ static enum MHD_Result relay_answer(struct request *req, struct git_cgi *cgi)
 		else
 			MHD_add_response_header(resp, line, value);
 	}
-	strbuf_release(&head);
+	free(headers);
 	return respond(req, status ? status : 200, resp);
 }
 
@@ -288,11 +343,12 @@ static enum MHD_Result relay_answer(struct request *req, struct git_cgi *cgi)
 static enum MHD_Result handle_info_refs(struct request *req)
 {
 	enum MHD_Result result;
+	if (req->handler_state)	/* called again: the headers were not all there */
+		return relay_answer(req);
 	const char *service = request_query(req, "service");
 	if (!service || (strcmp(service, "git-upload-pack") != 0 && strcmp(service, "git-receive-pack") != 0))
 		return respond_error(req, 403, NULL, "smart HTTP only: ?service=git-upload-pack or git-receive-pack");
-	struct git_cgi *cgi = xcalloc(1, sizeof(*cgi));
-	cgi->to_child = cgi->from_child = -1;
+	struct git_cgi *cgi = cgi_new();
 	cgi->receive = strcmp(service, "git-receive-pack") == 0;
 	if (git_authorize(req, cgi->receive, &cgi->repo, &result) < 0) {
 		cgi_free(cgi);
@@ -303,7 +359,9 @@ static enum MHD_Result handle_info_refs(struct request *req)
 		cgi_free(cgi);
 		return respond_error(req, 500, NULL, "cannot start git http-backend");
 	}
-	return relay_answer(req, cgi);
+	req->handler_state = cgi;
+	req->handler_state_free = cgi_free_state;
+	return relay_answer(req);
 }
 
 /* ---- POST git-upload-pack / git-receive-pack (streamed) ------------------------ */
@@ -311,8 +369,7 @@ static enum MHD_Result handle_info_refs(struct request *req)
 static int rpc_begin(struct request *req)
 {
 	enum MHD_Result result;
-	struct git_cgi *cgi = xcalloc(1, sizeof(*cgi));
-	cgi->to_child = cgi->from_child = -1;
+	struct git_cgi *cgi = cgi_new();
 	req->stream_state = cgi;
 	const char *last = req->segv[req->segc - 1];
 	cgi->receive = strcmp(last, "git-receive-pack") == 0;
@@ -326,6 +383,8 @@ static int rpc_begin(struct request *req)
 	return 0;
 }
 
+/* Into the child's stdin; a full pipe (git busy indexing) parks the
+ * request on it with the rest of the piece left for later. */
 static int rpc_data(struct request *req, const char *data, size_t len)
 {
 	struct git_cgi *cgi = req->stream_state;
@@ -333,8 +392,19 @@ static int rpc_data(struct request *req, const char *data, size_t len)
 		ssize_t n = write(cgi->to_child, data, len);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == EAGAIN) {
+			unsigned left = silence_left_ms(cgi);
+			if (!left || request_park_closing()) {
+				log_error("git http-backend took nothing for %d s: giving up", CHILD_SILENCE_MS / 1000);
+				return -1;
+			}
+			request_park_fd(req, cgi->to_child, POLLOUT, left);
+			req->stream_left = len;
+			return 0;
+		}
 		if (n <= 0)
 			return -1;	/* the child went away; its answer says why */
+		cgi->last_io_usec = monotonic_usec();
 		data += n;
 		len -= (size_t)n;
 	}
@@ -349,9 +419,12 @@ static void rpc_cleanup(struct request *req)
 
 static enum MHD_Result handle_rpc(struct request *req)
 {
-	struct git_cgi *cgi = req->stream_state;
-	req->stream_state = NULL;	/* relay_answer owns it now */
-	return relay_answer(req, cgi);
+	if (!req->handler_state) {
+		req->handler_state = req->stream_state;	/* relay_answer's now */
+		req->handler_state_free = cgi_free_state;
+		req->stream_state = NULL;
+	}
+	return relay_answer(req);
 }
 
 static const struct stream_ops rpc_stream_ops = { rpc_begin, rpc_data, rpc_cleanup };

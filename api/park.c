@@ -1,31 +1,59 @@
 /* park.c -- let a request wait without holding a server thread: its
- * connection is suspended and resumed later (after a delay, or when the
- * thing it waits for is released), and its handler is then called again.
- * Used for a repo's write lock; one thread does all the resuming. */
+ * connection is suspended and resumed later (after a delay, when the
+ * thing it waits for is released, or when a file descriptor it waits on is ready), and its handler (or
+ * its response's reader) is then called again. Used for a repo's write
+ * lock, background jobs and git's pipes; one thread does all the resuming. */
 #include "api/api.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 struct parked {
 	struct parked *next;
 	struct MHD_Connection *conn;
 	char key[PARK_KEY_MAX];
 	uint64_t wake_usec;
+	int fd;			/* -1, or resume as soon as it is ready */
+	short events;		/* POLLIN or POLLOUT */
 };
 
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t park_changed = PTHREAD_COND_INITIALIZER;
 static struct parked *parked_list;
+static size_t parked_fds;	/* entries with an fd */
 static pthread_once_t parker_once = PTHREAD_ONCE_INIT;
+static int changed_fd = -1;	/* eventfd: the list changed, look again */
 static int closing;		/* request_wake_all was called: the server stops */
+
+/* Tell the parker the list changed; under park_lock or not. */
+static void parker_poke(void)
+{
+	uint64_t one = 1;
+	ssize_t n = write(changed_fd, &one, sizeof(one));
+	(void)n;	/* a full counter already means "look again" */
+}
+
+/* Mark the entries whose fd is ready as due; under park_lock. The entries
+ * are still on the list: only the parker takes them off. */
+static void mark_ready(struct pollfd *fds, struct parked **owners, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i].revents)
+			owners[i]->wake_usec = 0;
+}
 
 static void *parker(void *arg)
 {
 	(void)arg;
 	log_set_request_id("park");
+	struct pollfd *fds = NULL;
+	struct parked **owners = NULL;
+	size_t cap = 0;
 	pthread_mutex_lock(&park_lock);
 	for (;;) {
 		uint64_t now = monotonic_usec(), next = UINT64_MAX;
@@ -36,6 +64,8 @@ static void *parker(void *arg)
 				*pp = p->next;
 				p->next = due;
 				due = p;
+				if (p->fd >= 0)
+					parked_fds--;
 			} else {
 				if (p->wake_usec < next)
 					next = p->wake_usec;
@@ -53,44 +83,77 @@ static void *parker(void *arg)
 			pthread_mutex_lock(&park_lock);
 			continue;
 		}
-		if (next == UINT64_MAX) {
-			pthread_cond_wait(&park_changed, &park_lock);
-		} else {
-			struct timespec ts = clock_after_usec(CLOCK_MONOTONIC, next - now);
-			pthread_cond_timedwait(&park_changed, &park_lock, &ts);
+		/* wait for a change, a ready fd or the next deadline */
+		if (parked_fds + 1 > cap) {
+			cap = (parked_fds + 1) * 2;
+			fds = xrealloc(fds, cap * sizeof(*fds));
+			owners = xrealloc(owners, cap * sizeof(*owners));
 		}
+		size_t n = 1;
+		fds[0] = (struct pollfd){ changed_fd, POLLIN, 0 };
+		for (struct parked *p = parked_list; p; p = p->next)
+			if (p->fd >= 0) {
+				fds[n] = (struct pollfd){ p->fd, p->events, 0 };
+				owners[n++] = p;
+			}
+		uint64_t wait_ms = next == UINT64_MAX ? 0 : (next - now + 999) / 1000;
+		int timeout = next == UINT64_MAX ? -1 : wait_ms > 60000 ? 60000 : (int)wait_ms;
+		pthread_mutex_unlock(&park_lock);
+		int rc = poll(fds, n, timeout);
+		if (rc > 0 && fds[0].revents) {
+			uint64_t count;
+			ssize_t got = read(changed_fd, &count, sizeof(count));
+			(void)got;
+		}
+		pthread_mutex_lock(&park_lock);
+		if (rc > 0)
+			mark_ready(fds + 1, owners + 1, n - 1);
 	}
 	return NULL;
 }
 
 static void start_parker(void)
 {
-	pthread_condattr_t attr;
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_destroy(&park_changed);
-	pthread_cond_init(&park_changed, &attr);
-	pthread_condattr_destroy(&attr);
+	changed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (changed_fd < 0)
+		fatal("cannot create the parker's eventfd: %s", strerror(errno));
 	pthread_t t;
-	pthread_create(&t, NULL, parker, NULL);
+	if (pthread_create(&t, NULL, parker, NULL) != 0)
+		fatal("cannot start the parker thread");
 	pthread_detach(t);
+}
+
+void park_connection(struct MHD_Connection *conn, const char *key, int fd, short events, unsigned wait_ms)
+{
+	pthread_once(&parker_once, start_parker);
+	struct parked *p = xcalloc(1, sizeof(*p));
+	p->conn = conn;
+	snprintf(p->key, sizeof(p->key), "%s", key ? key : "");
+	p->wake_usec = monotonic_usec() + (uint64_t)wait_ms * 1000u;
+	p->fd = fd;
+	p->events = events;
+	MHD_suspend_connection(conn);
+	pthread_mutex_lock(&park_lock);
+	p->next = parked_list;
+	parked_list = p;
+	if (fd >= 0)
+		parked_fds++;
+	pthread_mutex_unlock(&park_lock);
+	parker_poke();
 }
 
 void request_park(struct request *req, const char *key, unsigned wait_ms)
 {
-	pthread_once(&parker_once, start_parker);
-	struct parked *p = xcalloc(1, sizeof(*p));
-	p->conn = req->conn;
-	snprintf(p->key, sizeof(p->key), "%s", key);
-	p->wake_usec = monotonic_usec() + (uint64_t)wait_ms * 1000u;
 	req->parked = 1;
 	req->park_rounds++;
-	MHD_suspend_connection(req->conn);
-	pthread_mutex_lock(&park_lock);
-	p->next = parked_list;
-	parked_list = p;
-	pthread_cond_signal(&park_changed);
-	pthread_mutex_unlock(&park_lock);
+	park_connection(req->conn, key, -1, 0, wait_ms);
+}
+
+void request_park_fd(struct request *req, int fd, short events, unsigned wait_ms)
+{
+	req->parked = 1;
+	req->park_rounds++;
+	park_connection(req->conn, NULL, fd, events, wait_ms);
 }
 
 void park_key(char out[PARK_KEY_MAX], const char *kind, uint64_t n)
@@ -107,9 +170,9 @@ void request_wake(const char *key)
 			p->wake_usec = 0;
 			any = 1;
 		}
-	if (any)
-		pthread_cond_signal(&park_changed);
 	pthread_mutex_unlock(&park_lock);
+	if (any)
+		parker_poke();
 }
 
 void request_wake_all(void)
@@ -118,8 +181,9 @@ void request_wake_all(void)
 	closing = 1;
 	for (struct parked *p = parked_list; p; p = p->next)
 		p->wake_usec = 0;
-	pthread_cond_signal(&park_changed);
 	pthread_mutex_unlock(&park_lock);
+	if (changed_fd >= 0)
+		parker_poke();
 }
 
 int request_park_closing(void)

@@ -102,6 +102,8 @@ static void request_free(struct request *req)
 	free(req->log_path);
 	if (req->route && req->route->stream && req->route->stream->cleanup)
 		req->route->stream->cleanup(req);
+	if (req->handler_state && req->handler_state_free)
+		req->handler_state_free(req->handler_state);
 	free(req->path_copy);
 	free(req->rev);
 	free(req->path);
@@ -264,9 +266,12 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	}
 	log_set_request_id(req->request_id);
 	if (*upload_data_size && req->route && req->route->stream) {
+		req->parked = 0;
+		req->stream_left = 0;
 		if (!req->stream_stopped && req->route->stream->data(req, upload_data, *upload_data_size) < 0)
 			req->stream_stopped = 1;
-		*upload_data_size = 0;
+		/* a parked stream gets the rest again when it resumes */
+		*upload_data_size = req->parked && !req->stream_stopped ? req->stream_left : 0;
 		return MHD_YES;
 	}
 	if (*upload_data_size) {

@@ -1,0 +1,116 @@
+#!/bin/bash
+# t0137-git-parked.sh -- git smart HTTP holds no server thread while git
+# works: on a server with ONE request thread, (1) a push whose pre-receive
+# hook is held (git busy before it answers) leaves the thread free: the Hub
+# API, another clone and info/refs answer meanwhile, then the push lands;
+# (2) a push of a pack far larger than a pipe's buffer, fed while
+# metadata requests run beside it, lands byte-identical; (3) a clone of it
+# reads back the same bytes.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+
+command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0; }
+
+khub_setup
+export KHUB_THREADS=1
+log=$TEST_DIR/setup.log
+khub admin org create acme >>"$log" 2>&1
+khub admin user create bob >>"$log" 2>&1
+khub admin member set acme bob write >>"$log" 2>&1
+BOB=$(khub admin token create bob --scope write 2>>"$log" | tail -n 1)
+SRC=$TEST_DIR/src
+make_kernel_tree "$SRC" relu
+khub import "$SRC" --repo acme/relu --branch main >>"$log" 2>&1
+khub_start
+HOSTPORT=${KHUB_URL#http://}
+REPO_URL=http://bob:$BOB@$HOSTPORT/kernels/acme/relu
+
+export HOME=$TEST_DIR/home GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_ASKPASS=/bin/false SSH_ASKPASS=
+unset GIT_DIR GIT_WORK_TREE GIT_CONFIG_GLOBAL
+mkdir -p "$HOME"
+git config --global user.name "Test User"
+git config --global user.email test@example.com
+git config --global advice.detachedHead false
+# without git-lfs's filters: this test is about the pipes, not LFS
+git config --global --unset-all filter.lfs.process 2>/dev/null || true
+
+W=$TEST_DIR/work
+mkdir -p "$W"
+GIT_LFS_SKIP_SMUDGE=1 git -c filter.lfs.smudge= -c filter.lfs.process= -c filter.lfs.required=false \
+	clone -q "$REPO_URL" "$W/c" >"$TEST_DIR/err" 2>&1
+ok $? "clone through the one-thread server"
+
+# ---- (1) a push held in its pre-receive hook ------------------------------------
+# The server rewrote data_dir/hooks at start; wrap its pre-receive so that
+# it waits for a go file (git http-backend answers nothing meanwhile).
+HOOK=$KHUB_DATA_DIR/hooks/pre-receive
+cp "$HOOK" "$HOOK.khub"
+cat >"$HOOK" <<SH
+#!/bin/sh
+touch '$TEST_DIR/hook-started'
+while [ ! -e '$TEST_DIR/go' ]; do sleep 0.05; done
+exec '$HOOK.khub' "\$@"
+SH
+chmod 755 "$HOOK"
+
+git -C "$W/c" checkout -q -b held
+printf 'held push\n' >"$W/c/held.txt"
+git -C "$W/c" add held.txt
+git -C "$W/c" -c core.hooksPath=/dev/null commit -q -m "held push"
+HELD=$(git -C "$W/c" rev-parse HEAD)
+git -C "$W/c" -c filter.lfs.process= push -q origin held >"$TEST_DIR/push1.err" 2>&1 &
+PUSH_PID=$!
+for _ in $(seq 1 200); do [ -e "$TEST_DIR/hook-started" ] && break; sleep 0.05; done
+check "the push reached its pre-receive hook" -- test -e "$TEST_DIR/hook-started"
+
+code=$(curl -s -o "$TEST_DIR/info.json" -w '%{http_code}' --max-time 5 "$KHUB_URL/api/kernels/acme/relu")
+is "$code" 200 "GET /api/kernels/acme/relu answers while the push waits in git"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
+	"$KHUB_URL/kernels/acme/relu/info/refs?service=git-upload-pack")
+is "$code" 200 "info/refs answers while the push waits in git"
+GIT_LFS_SKIP_SMUDGE=1 timeout 20 git -c filter.lfs.smudge= -c filter.lfs.process= -c filter.lfs.required=false \
+	clone -q "$REPO_URL" "$W/c2" >"$TEST_DIR/err" 2>&1
+ok $? "a whole clone runs while the push waits in git"
+check "the held push is still running" -- kill -0 "$PUSH_PID"
+touch "$TEST_DIR/go"
+wait "$PUSH_PID"
+ok $? "the push lands once its hook goes on"
+sha=$(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/held" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+is "$sha" "$HELD" "the held branch's head is the pushed commit"
+mv "$HOOK.khub" "$HOOK"
+
+# ---- (2) a pack much larger than a pipe, with metadata requests beside it -------
+git -C "$W/c" checkout -q -b big main
+head -c 6000000 /dev/urandom >"$W/c/blob.bin"
+# a pack of many files too: git's indexing keeps the pipe full a while
+mkdir -p "$W/c/many"
+for i in $(seq 1 300); do head -c 3000 /dev/urandom >"$W/c/many/f$i.txt"; done
+git -C "$W/c" add blob.bin many
+git -C "$W/c" -c core.hooksPath=/dev/null commit -q -m "a large push"
+BIG=$(git -C "$W/c" rev-parse HEAD)
+git -C "$W/c" -c filter.lfs.process= -c http.postBuffer=65536 push -q origin big >"$TEST_DIR/push2.err" 2>&1 &
+PUSH_PID=$!
+fails=0 n=0
+while kill -0 "$PUSH_PID" 2>/dev/null && [ $n -lt 200 ]; do
+	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$KHUB_URL/api/kernels/acme/relu/revision/main")
+	[ "$code" = 200 ] || fails=$((fails + 1))
+	n=$((n + 1))
+done
+wait "$PUSH_PID"
+rc=$?
+[ $rc -eq 0 ] || sed 's/^/# /' "$TEST_DIR/push2.err"
+ok $rc "a push of a 7 MB pack lands ($n metadata requests beside it)"
+is "$fails" 0 "every metadata request beside the push answered 200"
+sha=$(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/big" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+is "$sha" "$BIG" "the big branch's head is the pushed commit"
+
+# ---- (3) read back ----------------------------------------------------------------
+GIT_LFS_SKIP_SMUDGE=1 git -c filter.lfs.smudge= -c filter.lfs.process= -c filter.lfs.required=false \
+	clone -q -b big "$REPO_URL" "$W/c3" >"$TEST_DIR/err" 2>&1
+ok $? "clone of the big branch"
+check "blob.bin comes back byte-identical" -- cmp "$W/c/blob.bin" "$W/c3/blob.bin"
+check "the 300 small files come back identical" -- diff -r "$W/c/many" "$W/c3/many"
+curl -s "$KHUB_URL/kernels/acme/relu/resolve/big/blob.bin" -o "$TEST_DIR/blob.api"
+check "the API serves the pushed blob.bin identical" -- cmp "$W/c/blob.bin" "$TEST_DIR/blob.api"
+check "git fsck of the server's repo" -- git --git-dir="$KHUB_DATA_DIR/repos/kernels/acme/relu.git" fsck --no-progress
+
+done_testing
