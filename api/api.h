@@ -413,6 +413,12 @@ int work_queue_stop(unsigned wait_ms);
  * (also when the request joins a job or is refused). */
 int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
 		   int *job_rc, enum MHD_Result *result);
+/* The same for a job whose end the request must see (a commit: a 503
+ * while it might still land would be retried and land twice): no
+ * work_wait_ms deadline, and at shutdown the request waits for it on its
+ * thread. -1 only when the queue is full (nothing was started). */
+int work_queue_run_to_end(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
+			  int *job_rc, enum MHD_Result *result);
 
 /* "kernels/ns/name": how the audit log names a repo. The request owns it. */
 const char *repo_audit_target(struct request *req, enum repo_type type, const char *ns, const char *name);

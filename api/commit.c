@@ -5,6 +5,7 @@
 #include "api/commit_internal.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -284,52 +285,57 @@ static const char *file_folder_conflict(struct commit_stream *cs, const char **i
 	return found;
 }
 
-static enum MHD_Result apply_commit(struct request *req, struct commit_stream *cs)
+/* Record why the commit is refused; the request answers it. */
+static void commit_refuse(struct commit_stream *cs, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void commit_refuse(struct commit_stream *cs, int status, const char *code, const char *fmt, ...)
 {
-	struct commit_builder *cb = NULL;
-	char head[41] = "", base[41] = "", sha[41], pr_ref[32] = "";
-	int pr_number = 0, locked = 0;
-	enum MHD_Result result;
-	int status = 0;
-	const char *code = NULL;
-	char msg[400] = "";
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cs->result_msg, sizeof(cs->result_msg), fmt, ap);
+	va_end(ap);
+	cs->result_status = status;
+	cs->result_code = code;
+}
 
-	const char *inside = NULL, *clash = file_folder_conflict(cs, &inside);
-	if (clash)
-		return respond_error(req, 400, NULL, "'%s' cannot be both a file and the folder of '%s' in one commit",
-				     clash, inside);
-	if (publication_lock_request(req, cs->pub, cs->repo.record.id, &result) != 0)
-		return result;	/* parked (called again later) or answered */
-	locked = 1;
-	if (repo_resolve_revision(cs->repo.git, cs->target_ref, head) < 0) {
-		result = respond_revision_not_found(req, req->rev);
-		goto cleanup;
+/* The work queue's job (api/work_queue.c), while the request waits parked
+ * with the repo's lock held on its thread's connection: build the tree
+ * from the operations, write the commit and its objects durably and move
+ * the ref by compare-and-swap. Uses only the publication's own git handle.
+ * The outcome is left in cs. */
+static int build_and_write_commit(void *arg)
+{
+	struct commit_stream *cs = arg;
+	struct commit_builder *cb = NULL;
+	char base[41];
+	if (repo_resolve_revision(cs->repo.git, cs->target_ref, cs->ref_head) < 0) {
+		commit_refuse(cs, 404, "RevisionNotFound", "Invalid rev id: %s", cs->rev);
+		return 0;
 	}
-	memcpy(base, head, sizeof(base));
+	memcpy(base, cs->ref_head, sizeof(base));
 	if (cs->commit_parent) {
 		if (cs->create_pr) {
 			git_object *obj = NULL;
 			if (git_revparse_single(&obj, cs->repo.git, cs->commit_parent) < 0 ||
 			    git_object_type(obj) != GIT_OBJECT_COMMIT) {
 				git_object_free(obj);
-				result = respond_revision_not_found(req, cs->commit_parent);
-				goto cleanup;
+				commit_refuse(cs, 404, "RevisionNotFound", "Invalid rev id: %s", cs->commit_parent);
+				return 0;
 			}
 			git_oid_tostr(base, sizeof(base), git_object_id(obj));
 			git_object_free(obj);
-		} else if (strncmp(head, cs->commit_parent, strlen(cs->commit_parent)) != 0) {
-			result = respond_error(req, 412, NULL,
-					       "The branch was updated since you opened this page. Please refresh and "
-					       "try again. (parentCommit %s, head %s)", cs->commit_parent, head);
-			goto cleanup;
+		} else if (strncmp(cs->ref_head, cs->commit_parent, strlen(cs->commit_parent)) != 0) {
+			commit_refuse(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
+				      "try again. (parentCommit %s, head %s)", cs->commit_parent, cs->ref_head);
+			return 0;
 		}
 	}
 	if (publish_tree(cs->pub, base, 0) < 0) {
-		result = respond_error(req, 500, NULL, "cannot start the commit");
-		goto cleanup;
+		commit_refuse(cs, 500, NULL, "cannot start the commit");
+		return 0;
 	}
 	cb = publish_builder(cs->pub);
-	for (size_t i = 0; i < cs->nops && !status; i++) {
+	for (size_t i = 0; i < cs->nops && !cs->result_status; i++) {
 		const struct commit_op *op = &cs->ops[i];
 		int rc = 0;
 		if (op->kind == OP_PUT)
@@ -338,89 +344,119 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 			rc = commit_builder_delete_file(cb, op->path);
 		else
 			rc = commit_builder_delete_folder(cb, op->path);
-		if (rc == KHUB_ENOTFOUND) {
-			status = 404, code = "EntryNotFound";
-			snprintf(msg, sizeof(msg), "A %s with this name doesn't exist: %s. Make sure to differentiate "
-				 "file and folder paths.", op->kind == OP_DELETE_FILE ? "file" : "folder", op->path);
-		} else if (rc == KHUB_ENOSPC) {
-			status = 507;
-			snprintf(msg, sizeof(msg), "insufficient storage: the disk holding the repository is full");
-		} else if (rc == KHUB_EIO || rc == KHUB_EDB) {
-			status = 500;
-			snprintf(msg, sizeof(msg), "cannot apply the operation on %s: %s", op->path, khub_strerror(rc));
-		} else if (rc < 0) {
-			status = 400;
-			snprintf(msg, sizeof(msg), "cannot apply the operation on %s", op->path);
-		}
+		if (rc == KHUB_ENOTFOUND)
+			commit_refuse(cs, 404, "EntryNotFound", "A %s with this name doesn't exist: %s. Make sure to "
+				      "differentiate file and folder paths.", op->kind == OP_DELETE_FILE ? "file" : "folder",
+				      op->path);
+		else if (rc == KHUB_ENOSPC)
+			commit_refuse(cs, 507, NULL, "insufficient storage: the disk holding the repository is full");
+		else if (rc == KHUB_EIO || rc == KHUB_EDB)
+			commit_refuse(cs, 500, NULL, "cannot apply the operation on %s: %s", op->path, khub_strerror(rc));
+		else if (rc < 0)
+			commit_refuse(cs, 400, NULL, "cannot apply the operation on %s", op->path);
 	}
-	char *committed_attrs = status ? NULL : committed_gitattributes(cs);
-	if (!status && relfs_by_new_attributes(cs, cb, committed_attrs) < 0)
-		status = 500, snprintf(msg, sizeof(msg), "cannot store a file as LFS");
-	if (!status && cover_lfs_paths(cs, cb, base, committed_attrs) < 0)
-		status = 500, snprintf(msg, sizeof(msg), "cannot update .gitattributes");
+	if (cs->result_status)
+		return 0;
+	char *committed_attrs = committed_gitattributes(cs);
+	if (relfs_by_new_attributes(cs, cb, committed_attrs) < 0)
+		commit_refuse(cs, 500, NULL, "cannot store a file as LFS");
+	else if (cover_lfs_paths(cs, cb, base, committed_attrs) < 0)
+		commit_refuse(cs, 500, NULL, "cannot update .gitattributes");
 	free(committed_attrs);
-	if (status) {
-		result = respond_error(req, status, code, "%s", msg);
-		goto cleanup;
-	}
-	char email[REPO_NAME_MAX + 32];
-	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
-	struct publish_actor who = { req->principal.user_id, req->principal.name, email, req->remote_addr };
+	if (cs->result_status)
+		return 0;
 	if (cs->create_pr) {
-		pr_number = repo_next_pr_number(cs->repo.git);
-		snprintf(pr_ref, sizeof(pr_ref), "refs/pr/%d", pr_number);
+		cs->pr_number = repo_next_pr_number(cs->repo.git);
+		snprintf(cs->pr_ref, sizeof(cs->pr_ref), "refs/pr/%d", cs->pr_number);
 	}
-	const char *ref = cs->create_pr ? pr_ref : cs->target_ref;
+	const char *ref = cs->create_pr ? cs->pr_ref : cs->target_ref;
 	/* writes the commit, stores its objects and LFS content durably, then
 	 * moves the ref by compare-and-swap */
-	int rc = publish_commit(cs->pub, &who, cs->commit_summary, cs->commit_description, ref,
-				cs->create_pr ? NULL : head, sha);
-	if (rc == KHUB_ECONFLICT) {
-		result = respond_error(req, 412, NULL, "The branch was updated since you opened this page. Please "
-					    "refresh and try again.");
-		goto cleanup;
+	int rc = publish_commit(cs->pub, &cs->who, cs->commit_summary, cs->commit_description, ref,
+				cs->create_pr ? NULL : cs->ref_head, cs->sha);
+	if (rc == KHUB_ECONFLICT)
+		commit_refuse(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
+			      "try again.");
+	else if (rc == KHUB_ETOOBIG)
+		commit_refuse(cs, 413, NULL, "the commit's regular (non-LFS) files exceed the quarantine limit; split "
+			      "it into several commits");
+	else if (rc < 0) {
+		commit_refuse(cs, 500, NULL, "cannot write the commit to %s", ref);
+		cs->result_rc = rc == KHUB_ENOSPC || rc == KHUB_EDB ? rc : KHUB_EIO;
 	}
-	if (rc < 0) {
-		result = rc == KHUB_ETOOBIG ? respond_err(req, rc, "the commit's regular (non-LFS) files exceed "
-							    "the quarantine limit; split it into several commits")
-			 : respond_err(req, rc == KHUB_ENOSPC || rc == KHUB_EDB ? rc : KHUB_EIO,
-				       "cannot write the commit to %s", ref);
-		goto cleanup;
+	return 0;
+}
+
+static void no_free(void *arg)
+{
+	(void)arg;	/* the commit stream is the request's */
+}
+
+static enum MHD_Result apply_commit(struct request *req, struct commit_stream *cs)
+{
+	enum MHD_Result result;
+	const char *inside = NULL, *clash = file_folder_conflict(cs, &inside);
+	if (clash)
+		return respond_error(req, 400, NULL, "'%s' cannot be both a file and the folder of '%s' in one commit",
+				     clash, inside);
+	if (publication_lock_request(req, cs->pub, cs->repo.record.id, &result) != 0)
+		return result;	/* parked (called again later) or answered */
+	cs->rev = req->rev;
+	snprintf(cs->who_email, sizeof(cs->who_email), "%s@users.khub", req->principal.name);
+	cs->who = (struct publish_actor){ req->principal.user_id, req->principal.name, cs->who_email, req->remote_addr };
+	/* The slow part (tree, objects, fsync, ref) on the work queue: this
+	 * thread goes on serving other connections. The request waits for it
+	 * to end, however long (a commit answered 503 might still land, and
+	 * clients retry 5xx). */
+	char key[64];
+	snprintf(key, sizeof(key), "commit/%s", req->request_id);
+	int job_rc = 0;
+	int rc = work_queue_run_to_end(req, key, build_and_write_commit, cs, no_free, &job_rc, &result);
+	if (rc == 1)
+		return result;	/* parked: called again when the job ends */
+	if (rc < 0)
+		goto refused;	/* queue full: 503 queued, nothing was written */
+	if (cs->result_status) {
+		result = cs->result_rc ? respond_err(req, cs->result_rc, "%s", cs->result_msg)
+			 : cs->result_status == 413 ? respond_err(req, KHUB_ETOOBIG, "%s", cs->result_msg)
+			 : respond_error(req, cs->result_status, cs->result_code, "%s", cs->result_msg);
+		goto refused;
 	}
 	/* The commit is visible: from here on nothing may answer 5xx (clients
-	 * retry 5xx and would commit twice). Unlock, then touch, audit and
-	 * index it (kernel repos), once, in the publish module. */
+	 * retry 5xx and would commit twice). Unlock (on this thread, whose
+	 * connection holds the lock), then touch, audit and index it (kernel
+	 * repos), once, in the publish module. */
+	const char *ref = cs->create_pr ? cs->pr_ref : cs->target_ref;
 	char *details = xasprintf("{\"ref\":\"%s\",\"commit\":\"%s\",\"operations\":%zu,\"bytes\":%" PRIu64 "}",
-				  ref, sha, cs->nops, cs->bytes_in);
-	publish_end(cs->pub, &who, cs->create_pr ? "commit.pull_request" : "commit", details);
+				  ref, cs->sha, cs->nops, cs->bytes_in);
+	publish_end(cs->pub, &cs->who, cs->create_pr ? "commit.pull_request" : "commit", details);
 	cs->pub = NULL;
-	locked = 0;
 	free(details);
 
 	const char *base_url = request_base_url(req);
 	const char *prefix = repo_type_url_prefix(cs->repo.record.type);
 	json_t *body = json_object();
 	json_object_set_new(body, "success", json_true());
-	json_object_set_new(body, "commitOid", json_string(sha));
-	char *url = xasprintf("%s/%s%s/%s/commit/%s", base_url, prefix, cs->repo.record.ns, cs->repo.record.name, sha);
+	json_object_set_new(body, "commitOid", json_string(cs->sha));
+	char *url = xasprintf("%s/%s%s/%s/commit/%s", base_url, prefix, cs->repo.record.ns, cs->repo.record.name,
+			      cs->sha);
 	json_object_set_new(body, "commitUrl", json_string(url));
 	free(url);
 	json_object_set_new(body, "hookOutput", json_string(""));
 	if (cs->create_pr) {
 		url = xasprintf("%s/%s%s/%s/discussions/%d", base_url, prefix, cs->repo.record.ns, cs->repo.record.name,
-				pr_number);
+				cs->pr_number);
 		json_object_set_new(body, "pullRequestUrl", json_string(url));
-		json_object_set_new(body, "prNum", json_integer(pr_number));
+		json_object_set_new(body, "prNum", json_integer(cs->pr_number));
 		free(url);
 	}
-	log_info("commit %s to %s/%s %s: %zu operations, %" PRIu64 " bytes of body", sha, cs->repo.record.ns,
-		 cs->repo.record.name, cs->create_pr ? pr_ref : cs->target_ref, cs->nops, cs->bytes_in);
-	result = respond_json(req, 200, body);
-cleanup:
-	if (locked) {	/* refused: nothing was published; unlock, drop the quarantine */
-		publish_end(cs->pub, NULL, NULL, NULL);
-		cs->pub = NULL;
-	}
+	log_info("commit %s to %s/%s %s: %zu operations, %" PRIu64 " bytes of body", cs->sha, cs->repo.record.ns,
+		 cs->repo.record.name, ref, cs->nops, cs->bytes_in);
+	return respond_json(req, 200, body);
+refused:
+	/* nothing was published: unlock, drop the quarantine */
+	publish_end(cs->pub, NULL, NULL, NULL);
+	cs->pub = NULL;
 	return result;
 }
 

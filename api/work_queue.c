@@ -1,9 +1,10 @@
-/* work_queue.c -- slow work (a lazily mirrored LFS download, indexing a
- * commit's variants) off the request threads: a few worker threads run jobs
- * keyed by a string, one job per key however many requests want it; each
- * request parks its connection until its job ends, then its handler runs
- * again and finds the job's result. A full queue or a job running past
- * work_wait_ms is 503 with Retry-After. */
+/* work_queue.c -- slow work (a lazily mirrored LFS download, applying a
+ * commit, indexing a commit's variants) off the request threads: a few
+ * worker threads run jobs keyed by a string, one job per key however many
+ * requests want it; each request parks its connection until its job ends,
+ * then its handler runs again and finds the job's result. A full queue or
+ * a job running past work_wait_ms is 503 with Retry-After (commits wait to
+ * the end). */
 #include "api/api.h"
 
 #include <inttypes.h>
@@ -170,8 +171,19 @@ static enum MHD_Result refuse(struct request *req, const char *why)
 	return respond_unavailable(req, "%s; retry later", why);
 }
 
-int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
-		   int *job_rc, enum MHD_Result *result)
+/* Under wq_lock: block this thread until j ended (the server is stopping:
+ * a request that must see its job's end may hold its thread now). */
+static void wait_here(struct job *j)
+{
+	while (j->state != JOB_DONE) {
+		pthread_mutex_unlock(&wq_lock);
+		usleep(20000);
+		pthread_mutex_lock(&wq_lock);
+	}
+}
+
+static int run_job(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
+		   int to_end, int *job_rc, enum MHD_Result *result)
 {
 	uint64_t now = monotonic_usec();
 	pthread_mutex_lock(&wq_lock);
@@ -232,7 +244,17 @@ int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, 
 		req->work_wait_started_usec = now;	/* a request's waits add up */
 	req->work_job_id = j->id;
 	uint64_t waited_ms = (now - req->work_wait_started_usec) / 1000u;
-	if (waited_ms >= (uint64_t)wait_ms || request_park_closing()) {
+	if (to_end) {
+		if (request_park_closing()) {
+			wait_here(j);
+			*job_rc = j->rc;
+			pthread_mutex_unlock(&wq_lock);
+			req->work_job_id = 0;
+			req->work_wait_started_usec = 0;
+			return 0;
+		}
+		waited_ms = 0;	/* no deadline: parked until the job ends */
+	} else if (waited_ms >= (uint64_t)wait_ms || request_park_closing()) {
 		pthread_mutex_unlock(&wq_lock);
 		*result = refuse(req, waited_ms >= (uint64_t)wait_ms ? "still working on it" : "the server is stopping");
 		return -1;
@@ -245,4 +267,16 @@ int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, 
 	pthread_mutex_unlock(&wq_lock);
 	*result = MHD_YES;
 	return 1;
+}
+
+int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
+		   int *job_rc, enum MHD_Result *result)
+{
+	return run_job(req, key, fn, arg, free_arg, 0, job_rc, result);
+}
+
+int work_queue_run_to_end(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
+			  int *job_rc, enum MHD_Result *result)
+{
+	return run_job(req, key, fn, arg, free_arg, 1, job_rc, result);
 }

@@ -5,7 +5,9 @@
 # API, another clone and info/refs answer meanwhile, then the push lands;
 # (2) a push of a pack far larger than a pipe's buffer, fed while
 # metadata requests run beside it, lands byte-identical; (3) a clone of it
-# reads back the same bytes.
+# reads back the same bytes. (4) A large Hub API commit (20,000 files in one
+# NDJSON body: streamed into the quarantine, then applied on the work
+# queue) lands while metadata requests are answered throughout.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0; }
@@ -112,5 +114,69 @@ check "the 300 small files come back identical" -- diff -r "$W/c/many" "$W/c3/ma
 curl -s "$KHUB_URL/kernels/acme/relu/resolve/big/blob.bin" -o "$TEST_DIR/blob.api"
 check "the API serves the pushed blob.bin identical" -- cmp "$W/c/blob.bin" "$TEST_DIR/blob.api"
 check "git fsck of the server's repo" -- git --git-dir="$KHUB_DATA_DIR/repos/kernels/acme/relu.git" fsck --no-progress
+
+# ---- (4) a commit applied on the work queue ---------------------------------------
+# 20,000 small files: the body arrives in a moment, applying it takes a while
+python3 - "$TEST_DIR/many.ndjson" <<'PY'
+import base64, json, sys
+with open(sys.argv[1], "w") as out:
+    out.write(json.dumps({"key": "header", "value": {"summary": "twenty thousand files"}}) + "\n")
+    for i in range(20000):
+        content = base64.b64encode(("file %d\n" % i).encode()).decode()
+        out.write(json.dumps({"key": "file", "value": {"path": "bulk/d%d/f%d.txt" % (i % 100, i),
+                                                       "content": content, "encoding": "base64"}}) + "\n")
+PY
+# One client sends the commit and notes when its body was all sent and when
+# the answer came; another fetches metadata meanwhile and notes when each
+# answer came. Applying the commit is the time between the two notes.
+python3 - "$HOSTPORT" "$BOB" "$TEST_DIR/many.ndjson" "$TEST_DIR/commit.json" >"$TEST_DIR/window.txt" <<'PY'
+import http.client, socket, sys, threading, time
+hostport, token, body_path, out_path = sys.argv[1:5]
+host, port = hostport.rsplit(":", 1)
+body = open(body_path, "rb").read()
+marks = {}
+answers = []
+def commit():
+    s = socket.create_connection((host, int(port)))
+    s.sendall(("POST /api/kernels/acme/relu/commit/main HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"
+               "Content-Type: application/x-ndjson\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+               % (hostport, token, len(body))).encode() + body)
+    marks["sent"] = time.monotonic()
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    marks["answered"] = time.monotonic()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    marks["status"] = head.split(b" ")[1].decode()
+    open(out_path, "wb").write(rest)
+t = threading.Thread(target=commit)
+t.start()
+failed = 0
+while t.is_alive():
+    c = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        c.request("GET", "/api/kernels/acme/relu/revision/big")
+        r = c.getresponse()
+        r.read()
+        if r.status != 200:
+            failed += 1
+        answers.append(time.monotonic())
+    except OSError:
+        failed += 1
+    c.close()
+t.join()
+# a little margin: the server reads the body's last bytes after sendall
+inside = sum(1 for a in answers if marks["sent"] + 0.05 < a < marks["answered"])
+print(marks["status"], inside, failed, "%.2f" % (marks["answered"] - marks["sent"]))
+PY
+read -r status inside failed apply_s <"$TEST_DIR/window.txt"
+is "$status" 200 "the 20,000-file commit lands"
+diag "from the body sent to the answer: ${apply_s}s; metadata answers meanwhile: $inside"
+ok $([ "$inside" -ge 5 ] && [ "$failed" -eq 0 ]; echo $?) "metadata requests are answered while the commit is read and applied ($inside, $failed failed)"
+oid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["commitOid"])' "$TEST_DIR/commit.json")
+is "$(curl -s "$KHUB_URL/kernels/acme/relu/resolve/$oid/bulk/d7/f19907.txt")" "file 19907" "a file of the commit reads back"
 
 done_testing
