@@ -245,27 +245,77 @@ static void upload_cleanup(struct request *req)
 	req->stream_state = NULL;
 }
 
+/* The slow end of an upload (fsync, rename into place, the repo link),
+ * on the work queue: a large object's fsync must not stall the other
+ * connections of a server thread. */
+struct upload_job {
+	struct lfs_writer *writer;	/* sealed; NULL once installed */
+	int64_t repo_id;
+	char oid[65];
+};
+
+static int upload_job_run(void *arg)
+{
+	struct upload_job *job = arg;
+	int rc = lfs_writer_install(job->writer);
+	job->writer = NULL;	/* installed or aborted by install */
+	if (rc < 0)
+		return rc;
+	return db_lfs_link(job->repo_id, job->oid) < 0 ? KHUB_EDB : 0;
+}
+
+static void upload_job_free(void *arg)
+{
+	struct upload_job *job = arg;
+	if (!job)
+		return;
+	lfs_writer_abort(job->writer);
+	free(job);
+}
+
 static enum MHD_Result handle_upload(struct request *req)
 {
 	struct upload_state *st = req->stream_state;
 	const char *oid = req->args[1];
+	enum MHD_Result result;
+	struct upload_job *job = NULL;
 	if (st->write_error)
 		return upload_storage_error(req, st->write_error);
 	if (st->received != st->expected_size)
 		return lfs_error(req, 400, "received %" PRIu64 " bytes, the batch announced %" PRIu64, st->received,
 				 st->expected_size);
-	if (st->writer) {
+	if (st->writer) {	/* first call: check the content, hand it to the job */
 		char got[65];
 		uint64_t size;
-		int rc = lfs_writer_commit(st->writer, oid, got, &size);
-		st->writer = NULL;
-		if (rc == KHUB_EINVAL)
-			return lfs_error(req, 400, "content hashes to %s, not %s; nothing was stored", got, oid);
-		if (rc < 0)
+		int rc = lfs_writer_seal(st->writer, got, &size);
+		if (rc < 0) {
+			lfs_writer_abort(st->writer);
+			st->writer = NULL;
 			return upload_storage_error(req, rc);
+		}
+		if (strcmp(got, oid) != 0) {
+			lfs_writer_abort(st->writer);
+			st->writer = NULL;
+			return lfs_error(req, 400, "content hashes to %s, not %s; nothing was stored", got, oid);
+		}
+		job = xcalloc(1, sizeof(*job));
+		job->writer = st->writer;
+		job->repo_id = st->repo_id;
+		snprintf(job->oid, sizeof(job->oid), "%s", oid);
+		st->writer = NULL;
 	}
-	if (db_lfs_link(st->repo_id, oid) < 0)
+	/* without a writer (called again once the job ended) the key finds
+	 * the job this request waits for */
+	char key[96];
+	snprintf(key, sizeof(key), "lfs-upload/%s", req->request_id);
+	int job_rc = 0;
+	int rc = work_queue_run(req, key, upload_job_run, job, upload_job_free, &job_rc, &result);
+	if (rc != 0)
+		return result;	/* parked, or 503 (queue full, past work_wait_ms) */
+	if (job_rc == KHUB_EDB)
 		return respond_db_unavailable(req);
+	if (job_rc < 0)
+		return upload_storage_error(req, job_rc);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(resp, "ETag", "\"stored\"");
 	return respond(req, 200, resp);

@@ -7,7 +7,10 @@
 # metadata requests run beside it, lands byte-identical; (3) a clone of it
 # reads back the same bytes. (4) A large Hub API commit (20,000 files in one
 # NDJSON body: streamed into the quarantine, then applied on the work
-# queue) lands while metadata requests are answered throughout.
+# queue) lands while metadata requests are answered throughout. (5) An LFS
+# upload is checked on the request thread and stored (fsync, rename, repo
+# link) on the work queue: a wrong body is refused with nothing stored, a
+# right one is stored, verified and served back.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0; }
@@ -178,5 +181,29 @@ diag "from the body sent to the answer: ${apply_s}s; metadata answers meanwhile:
 ok $([ "$inside" -ge 5 ] && [ "$failed" -eq 0 ]; echo $?) "metadata requests are answered while the commit is read and applied ($inside, $failed failed)"
 oid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["commitOid"])' "$TEST_DIR/commit.json")
 is "$(curl -s "$KHUB_URL/kernels/acme/relu/resolve/$oid/bulk/d7/f19907.txt")" "file 19907" "a file of the commit reads back"
+
+# ---- (5) LFS basic-transfer upload ---------------------------------------------------
+head -c 3000000 /dev/urandom >"$TEST_DIR/obj.bin"
+OID=$(sha256sum "$TEST_DIR/obj.bin" | cut -d' ' -f1)
+SIZE=$(stat -c %s "$TEST_DIR/obj.bin")
+curl -s -u "bob:$BOB" -H 'Content-Type: application/vnd.git-lfs+json' \
+	--data "{\"operation\":\"upload\",\"transfers\":[\"basic\"],\"objects\":[{\"oid\":\"$OID\",\"size\":$SIZE}]}" \
+	"$KHUB_URL/kernels/acme/relu.git/info/lfs/objects/batch" >"$TEST_DIR/batch.json"
+read -r PUT_URL VERIFY_URL < <(python3 -c '
+import json, sys
+o = json.load(open(sys.argv[1]))["objects"][0]["actions"]
+print(o["upload"]["href"], o["verify"]["href"])' "$TEST_DIR/batch.json")
+like "$PUT_URL" '/api/lfs/upload/' "the batch hands out an upload URL"
+head -c "$SIZE" /dev/zero >"$TEST_DIR/wrong.bin"
+code=$(curl -s -o "$TEST_DIR/put.out" -w '%{http_code}' -X PUT --data-binary @"$TEST_DIR/wrong.bin" "$PUT_URL")
+like "$code $(cat "$TEST_DIR/put.out")" "^400 .*hashes to .*not $OID" "a body of the announced size with other content is refused"
+is "$(find "$KHUB_DATA_DIR/lfs" -name "$OID" | wc -l)" 0 "nothing was stored for it"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary @"$TEST_DIR/obj.bin" "$PUT_URL")
+is "$code" 200 "the right body is stored"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/vnd.git-lfs+json' \
+	--data "{\"oid\":\"$OID\",\"size\":$SIZE}" "$VERIFY_URL")
+is "$code" 200 "verify finds it stored and linked to the repo"
+check "the stored object is byte-identical" -- cmp "$TEST_DIR/obj.bin" "$(find "$KHUB_DATA_DIR/lfs" -name "$OID" | head -1)"
+is "$(find "$KHUB_DATA_DIR/lfs/tmp" -type f | wc -l)" 0 "no upload temp file is left in the LFS store"
 
 done_testing
