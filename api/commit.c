@@ -5,7 +5,6 @@
 #include "api/commit_internal.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -285,31 +284,18 @@ static const char *file_folder_conflict(struct commit_stream *cs, const char **i
 	return found;
 }
 
-/* Record why the commit is refused; the request answers it. */
-static void commit_refuse(struct commit_stream *cs, int status, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void commit_refuse(struct commit_stream *cs, int status, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cs->result_msg, sizeof(cs->result_msg), fmt, ap);
-	va_end(ap);
-	cs->result_status = status;
-	cs->result_code = code;
-}
-
 /* The work queue's job (api/work_queue.c), while the request waits parked
  * with the repo's lock held on its thread's connection: build the tree
  * from the operations, write the commit and its objects durably and move
  * the ref by compare-and-swap. Uses only the publication's own git handle.
- * The outcome is left in cs. */
+ * Why it was refused is left in cs (commit_stream_fail). */
 static int build_and_write_commit(void *arg)
 {
 	struct commit_stream *cs = arg;
 	struct commit_builder *cb = NULL;
 	char base[41];
 	if (repo_resolve_revision(cs->repo.git, cs->target_ref, cs->ref_head) < 0) {
-		commit_refuse(cs, 404, "RevisionNotFound", "Invalid rev id: %s", cs->rev);
+		commit_stream_fail(cs, 404, "RevisionNotFound", "Invalid rev id: %s", cs->rev);
 		return 0;
 	}
 	memcpy(base, cs->ref_head, sizeof(base));
@@ -319,23 +305,23 @@ static int build_and_write_commit(void *arg)
 			if (git_revparse_single(&obj, cs->repo.git, cs->commit_parent) < 0 ||
 			    git_object_type(obj) != GIT_OBJECT_COMMIT) {
 				git_object_free(obj);
-				commit_refuse(cs, 404, "RevisionNotFound", "Invalid rev id: %s", cs->commit_parent);
+				commit_stream_fail(cs, 404, "RevisionNotFound", "Invalid rev id: %s", cs->commit_parent);
 				return 0;
 			}
 			git_oid_tostr(base, sizeof(base), git_object_id(obj));
 			git_object_free(obj);
 		} else if (strncmp(cs->ref_head, cs->commit_parent, strlen(cs->commit_parent)) != 0) {
-			commit_refuse(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
+			commit_stream_fail(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
 				      "try again. (parentCommit %s, head %s)", cs->commit_parent, cs->ref_head);
 			return 0;
 		}
 	}
 	if (publish_tree(cs->pub, base, 0) < 0) {
-		commit_refuse(cs, 500, NULL, "cannot start the commit");
+		commit_stream_fail(cs, 500, NULL, "cannot start the commit");
 		return 0;
 	}
 	cb = publish_builder(cs->pub);
-	for (size_t i = 0; i < cs->nops && !cs->result_status; i++) {
+	for (size_t i = 0; i < cs->nops && !cs->err_status; i++) {
 		const struct commit_op *op = &cs->ops[i];
 		int rc = 0;
 		if (op->kind == OP_PUT)
@@ -345,25 +331,25 @@ static int build_and_write_commit(void *arg)
 		else
 			rc = commit_builder_delete_folder(cb, op->path);
 		if (rc == KHUB_ENOTFOUND)
-			commit_refuse(cs, 404, "EntryNotFound", "A %s with this name doesn't exist: %s. Make sure to "
+			commit_stream_fail(cs, 404, "EntryNotFound", "A %s with this name doesn't exist: %s. Make sure to "
 				      "differentiate file and folder paths.", op->kind == OP_DELETE_FILE ? "file" : "folder",
 				      op->path);
 		else if (rc == KHUB_ENOSPC)
-			commit_refuse(cs, 507, NULL, "insufficient storage: the disk holding the repository is full");
+			commit_stream_fail(cs, 507, NULL, "insufficient storage: the disk holding the repository is full");
 		else if (rc == KHUB_EIO || rc == KHUB_EDB)
-			commit_refuse(cs, 500, NULL, "cannot apply the operation on %s: %s", op->path, khub_strerror(rc));
+			commit_stream_fail(cs, 500, NULL, "cannot apply the operation on %s: %s", op->path, khub_strerror(rc));
 		else if (rc < 0)
-			commit_refuse(cs, 400, NULL, "cannot apply the operation on %s", op->path);
+			commit_stream_fail(cs, 400, NULL, "cannot apply the operation on %s", op->path);
 	}
-	if (cs->result_status)
+	if (cs->err_status)
 		return 0;
 	char *committed_attrs = committed_gitattributes(cs);
 	if (relfs_by_new_attributes(cs, cb, committed_attrs) < 0)
-		commit_refuse(cs, 500, NULL, "cannot store a file as LFS");
+		commit_stream_fail(cs, 500, NULL, "cannot store a file as LFS");
 	else if (cover_lfs_paths(cs, cb, base, committed_attrs) < 0)
-		commit_refuse(cs, 500, NULL, "cannot update .gitattributes");
+		commit_stream_fail(cs, 500, NULL, "cannot update .gitattributes");
 	free(committed_attrs);
-	if (cs->result_status)
+	if (cs->err_status)
 		return 0;
 	if (cs->create_pr) {
 		cs->pr_number = repo_next_pr_number(cs->repo.git);
@@ -375,13 +361,13 @@ static int build_and_write_commit(void *arg)
 	int rc = publish_commit(cs->pub, &cs->who, cs->commit_summary, cs->commit_description, ref,
 				cs->create_pr ? NULL : cs->ref_head, cs->sha);
 	if (rc == KHUB_ECONFLICT)
-		commit_refuse(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
+		commit_stream_fail(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
 			      "try again.");
 	else if (rc == KHUB_ETOOBIG)
-		commit_refuse(cs, 413, NULL, "the commit's regular (non-LFS) files exceed the quarantine limit; split "
+		commit_stream_fail(cs, 413, NULL, "the commit's regular (non-LFS) files exceed the quarantine limit; split "
 			      "it into several commits");
 	else if (rc < 0) {
-		commit_refuse(cs, 500, NULL, "cannot write the commit to %s", ref);
+		commit_stream_fail(cs, 500, NULL, "cannot write the commit to %s", ref);
 		cs->result_rc = rc == KHUB_ENOSPC || rc == KHUB_EDB ? rc : KHUB_EIO;
 	}
 	return 0;
@@ -416,10 +402,10 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 		return result;	/* parked: called again when the job ends */
 	if (rc < 0)
 		goto refused;	/* queue full: 503 queued, nothing was written */
-	if (cs->result_status) {
-		result = cs->result_rc ? respond_err(req, cs->result_rc, "%s", cs->result_msg)
-			 : cs->result_status == 413 ? respond_err(req, KHUB_ETOOBIG, "%s", cs->result_msg)
-			 : respond_error(req, cs->result_status, cs->result_code, "%s", cs->result_msg);
+	if (cs->err_status) {
+		result = cs->result_rc ? respond_err(req, cs->result_rc, "%s", cs->err)
+			 : cs->err_status == 413 ? respond_err(req, KHUB_ETOOBIG, "%s", cs->err)
+			 : respond_error(req, cs->err_status, cs->err_code, "%s", cs->err);
 		goto refused;
 	}
 	/* The commit is visible: from here on nothing may answer 5xx (clients

@@ -55,15 +55,13 @@ struct commit_stream {
 	size_t lines;
 	uint64_t bytes_in;
 	int body_checked;		/* the handler has run once */
-	/* Applying it (api/commit.c): the work queue's job fills these while
-	 * the request waits parked; the request answers from them. */
+	/* Applying it (api/commit.c): the work queue's job fills these (and
+	 * the error below) while the request waits parked; the request
+	 * answers from them. */
 	struct publish_actor who;
 	const char *rev;		/* as the request named it (the request's) */
 	char who_email[REPO_NAME_MAX + 32];
-	int result_status;		/* 0: published; else the HTTP status to answer */
-	const char *result_code;	/* X-Error-Code, or NULL */
-	int result_rc;			/* the khub_err behind a 5xx */
-	char result_msg[400];
+	int result_rc;			/* the khub_err behind its 5xx (err_status) */
 	char ref_head[41], sha[41], pr_ref[32];
 	int pr_number;
 

@@ -222,6 +222,23 @@ static unsigned silence_left_ms(const struct git_cgi *cgi)
 	return quiet_ms >= CHILD_SILENCE_MS ? 0 : (unsigned)(CHILD_SILENCE_MS - quiet_ms);
 }
 
+/* The pipe fd is not ready: park until it is (req NULL from the response's
+ * reader, which parks the connection itself). -1 when the child has been
+ * silent too long or the server stops: give up on it. */
+static int wait_for_child(struct request *req, struct git_cgi *cgi, int fd, short events, const char *waiting_for)
+{
+	unsigned left = silence_left_ms(cgi);
+	if (!left || request_park_closing()) {
+		log_error("git http-backend: no %s for %d s: giving up", waiting_for, CHILD_SILENCE_MS / 1000);
+		return -1;
+	}
+	if (req)
+		request_park_fd(req, fd, events, left);
+	else
+		park_connection(cgi->conn, NULL, fd, events, left);
+	return 0;
+}
+
 /* The body after the headers: what was read with them first, then the
  * pipe. Nothing to read yet: park the connection on the pipe and give
  * libmicrohttpd nothing (it calls again once resumed). */
@@ -248,15 +265,9 @@ static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		if (errno == EINTR)
 			continue;
-		if (errno != EAGAIN)
+		if (errno != EAGAIN || wait_for_child(NULL, cgi, cgi->from_child, POLLIN, "output") < 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-		unsigned left = silence_left_ms(cgi);
-		if (!left || request_park_closing()) {
-			log_error("git http-backend sent nothing for %d s: giving up", CHILD_SILENCE_MS / 1000);
-			return MHD_CONTENT_READER_END_WITH_ERROR;
-		}
-		park_connection(cgi->conn, NULL, cgi->from_child, POLLIN, left);
-		return 0;
+		return 0;	/* parked: called again once the pipe has something */
 	}
 }
 
@@ -296,12 +307,8 @@ static enum MHD_Result relay_answer(struct request *req)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			unsigned left = silence_left_ms(cgi);
-			if (!left || request_park_closing()) {
-				log_error("git http-backend sent no headers for %d s: giving up", CHILD_SILENCE_MS / 1000);
+			if (wait_for_child(req, cgi, cgi->from_child, POLLIN, "headers") < 0)
 				break;
-			}
-			request_park_fd(req, cgi->from_child, POLLIN, left);
 			return MHD_YES;
 		}
 		if (n <= 0)
@@ -393,12 +400,8 @@ static int rpc_data(struct request *req, const char *data, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			unsigned left = silence_left_ms(cgi);
-			if (!left || request_park_closing()) {
-				log_error("git http-backend took nothing for %d s: giving up", CHILD_SILENCE_MS / 1000);
+			if (wait_for_child(req, cgi, cgi->to_child, POLLOUT, "room in its input") < 0)
 				return -1;
-			}
-			request_park_fd(req, cgi->to_child, POLLOUT, left);
 			req->stream_left = len;
 			return 0;
 		}
