@@ -527,6 +527,16 @@ int db_rows_isnull(const struct db_rows *rows, size_t row, size_t column)
 	return rows->cells[row * rows->columns + column] == NULL;
 }
 
+char *db_rows_strdup(const struct db_rows *rows, size_t row, size_t column)
+{
+	return db_rows_isnull(rows, row, column) ? NULL : xstrdup(db_rows_get(rows, row, column));
+}
+
+int64_t db_rows_int(const struct db_rows *rows, size_t row, size_t column, int64_t null_value)
+{
+	return db_rows_isnull(rows, row, column) ? null_value : strtoll(db_rows_get(rows, row, column), NULL, 10);
+}
+
 void db_rows_release(struct db_rows *rows)
 {
 	if (!rows)
