@@ -113,6 +113,14 @@ void sha256_hex(const void *data, size_t len, char out[65])
 	hex_encode(digest, 32, out);
 }
 
+void sha256_final_hex(EVP_MD_CTX *ctx, char out[65])
+{
+	unsigned char digest[32];
+	unsigned int dlen = 0;
+	EVP_DigestFinal_ex(ctx, digest, &dlen);
+	hex_encode(digest, 32, out);
+}
+
 int percent_decode_inplace(char *s)
 {
 	char *out = s;
