@@ -82,6 +82,8 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Free n strings and then the array holding them (NULL when n is 0). */
+void free_strings(char **v, size_t n);
 
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void hex_encode(const unsigned char *in, size_t len, char *out);

@@ -64,6 +64,13 @@ char *xasprintf(const char *fmt, ...)
 	return strbuf_detach(&sb, NULL);
 }
 
+void free_strings(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 void hex_encode(const unsigned char *in, size_t len, char *out)
 {
 	static const char digits[] = "0123456789abcdef";

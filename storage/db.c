@@ -541,9 +541,7 @@ void db_rows_release(struct db_rows *rows)
 {
 	if (!rows)
 		return;
-	for (size_t i = 0; i < rows->count * rows->columns; i++)
-		free(rows->cells[i]);
-	free(rows->cells);
+	free_strings(rows->cells, rows->count * rows->columns);
 	rows->cells = NULL;
 	rows->count = rows->columns = 0;
 }
