@@ -38,9 +38,7 @@ const struct required_variants *build_required_list(void)
 
 void build_names_free(char **names, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	free_strings(names, n);
 }
 
 int build_worker_variants(char ***names, size_t *n)

@@ -224,9 +224,7 @@ static void flush_counts(void)
 	} else {
 		log_debug("downloads: stored %" PRId64 " downloads in %zu rows", total, k);
 	}
-	for (size_t i = 0; i < k; i++)
-		free(keys[i]);
-	free(keys);
+	free_strings(keys, k);
 	free(counts);
 	for (int s = 0; s < SHARDS; s++)
 		hashmap_release(&taken[s], free);

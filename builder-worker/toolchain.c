@@ -55,13 +55,6 @@ static const char probe_script[] =
 static const char *const toolchain_keys[] = { "name", "python", "cxx", "nvcc", "hipcc", "cmake", "ninja", "env",
 					       "allow_no_sandbox", "rocm_from_hipcc", NULL };
 
-static void free_strings(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 static void toolchain_clear_probe(struct toolchain *tc)
 {
 	free(tc->torch_version);

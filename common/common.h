@@ -12,6 +12,8 @@
 #include <time.h>
 #include <sys/types.h>
 
+#include <openssl/types.h>
+
 /* ---- logging (common/log.c) ------------------------------------------- */
 
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
@@ -80,6 +82,8 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Free n strings and then the array holding them (NULL when n is 0). */
+void free_strings(char **v, size_t n);
 
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void hex_encode(const unsigned char *in, size_t len, char *out);
@@ -90,6 +94,9 @@ int is_lower_hex(const char *s, size_t n);
 
 /* SHA-256 of a buffer as 64 hex chars + NUL. */
 void sha256_hex(const void *data, size_t len, char out[65]);
+/* Finish a SHA-256 that ctx was fed (EVP_DigestInit_ex with EVP_sha256())
+ * into 64 hex chars + NUL; ctx must be initialised again before reuse. */
+void sha256_final_hex(EVP_MD_CTX *ctx, char out[65]);
 
 /* Decode %HH escapes in place; returns -1 on a malformed escape or a
  * decoded NUL byte. '+' is left alone (paths, not forms). */

@@ -137,9 +137,7 @@ void strvec_release(struct strvec *v)
 {
 	if (!v)
 		return;
-	for (size_t i = 0; i < v->count; i++)
-		free(v->items[i]);
-	free(v->items);
+	free_strings(v->items, v->count);
 	v->items = NULL;
 	v->count = 0;
 }

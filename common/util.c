@@ -64,6 +64,13 @@ char *xasprintf(const char *fmt, ...)
 	return strbuf_detach(&sb, NULL);
 }
 
+void free_strings(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 void hex_encode(const unsigned char *in, size_t len, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -110,6 +117,14 @@ void sha256_hex(const void *data, size_t len, char out[65])
 	unsigned char digest[32];
 	unsigned int dlen = 0;
 	EVP_Digest(data, len, digest, &dlen, EVP_sha256(), NULL);
+	hex_encode(digest, 32, out);
+}
+
+void sha256_final_hex(EVP_MD_CTX *ctx, char out[65])
+{
+	unsigned char digest[32];
+	unsigned int dlen = 0;
+	EVP_DigestFinal_ex(ctx, digest, &dlen);
 	hex_encode(digest, 32, out);
 }
 

@@ -127,9 +127,7 @@ void compliance_release(struct compliance *c)
 		free(c->groups[i].invalid_metadata);
 	}
 	free(c->groups);
-	for (size_t i = 0; i < c->npython_accepted; i++)
-		free(c->python_accepted[i]);
-	free(c->python_accepted);
+	free_strings(c->python_accepted, c->npython_accepted);
 	free(c->python_present);
 	memset(c, 0, sizeof(*c));
 }

@@ -169,13 +169,6 @@ int mirror_config_load(const char *file, struct mirror_config *out, char *err, s
 	return rc;
 }
 
-static void free_list(char **list, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(list[i]);
-	free(list);
-}
-
 void mirror_config_release(struct mirror_config *cfg)
 {
 	for (size_t i = 0; i < cfg->nupstreams; i++) {
@@ -189,9 +182,9 @@ void mirror_config_release(struct mirror_config *cfg)
 		struct mirror_selection *s = &cfg->selections[i];
 		free(s->name);
 		free(s->upstream);
-		free_list(s->repos, s->nrepos);
-		free_list(s->refs, s->nrefs);
-		free_list(s->eager, s->neager);
+		free_strings(s->repos, s->nrepos);
+		free_strings(s->refs, s->nrefs);
+		free_strings(s->eager, s->neager);
 	}
 	free(cfg->selections);
 	memset(cfg, 0, sizeof(*cfg));

@@ -282,12 +282,8 @@ int mirror_sync_selection(struct mirror_run *run, const struct mirror_selection 
 		}
 		sync_repo(run, sel, client, ids[i]);
 	}
-	for (size_t i = 0; i < nids; i++)
-		free(ids[i]);
-	free(ids);
-	for (size_t i = 0; i < nns; i++)
-		free(namespaces[i]);
-	free(namespaces);
+	free_strings(ids, nids);
+	free_strings(namespaces, nns);
 	log_info("mirror %s: %" PRIu64 " upstream requests", sel->name, upstream_requests(client));
 	upstream_client_free(client);
 	return 0;

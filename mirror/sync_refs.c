@@ -94,9 +94,7 @@ static int fetch_objects(struct repo_sync *rs, git_remote *remote, struct upstre
 			rc = KHUB_EIO;
 		}
 	}
-	for (size_t i = 0; i < k; i++)
-		free(specs[i]);
-	free(specs);
+	free_strings(specs, k);
 	return rc;
 }
 

@@ -325,13 +325,11 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 			have = 0;
 		}
 		if (have == size) {
-			unsigned char digest[32];
 			char got[65];
 			EVP_MD_CTX *copy = EVP_MD_CTX_new();
 			EVP_MD_CTX_copy_ex(copy, sha);
-			EVP_DigestFinal_ex(copy, digest, NULL);
+			sha256_final_hex(copy, got);
 			EVP_MD_CTX_free(copy);
-			hex_encode(digest, 32, got);
 			if (strcmp(got, oid) == 0) {
 				rc = lfs_store_adopt_hashed(lfs, part, oid);
 				break;

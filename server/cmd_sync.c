@@ -37,9 +37,7 @@ static void list_add(struct list *l, const char *value)
 
 static void list_free(struct list *l)
 {
-	for (size_t i = 0; i < l->n; i++)
-		free(l->items[i]);
-	free(l->items);
+	free_strings(l->items, l->n);
 }
 
 static char *hub_name(void)

@@ -527,13 +527,21 @@ int db_rows_isnull(const struct db_rows *rows, size_t row, size_t column)
 	return rows->cells[row * rows->columns + column] == NULL;
 }
 
+char *db_rows_strdup(const struct db_rows *rows, size_t row, size_t column)
+{
+	return db_rows_isnull(rows, row, column) ? NULL : xstrdup(db_rows_get(rows, row, column));
+}
+
+int64_t db_rows_int(const struct db_rows *rows, size_t row, size_t column, int64_t null_value)
+{
+	return db_rows_isnull(rows, row, column) ? null_value : strtoll(db_rows_get(rows, row, column), NULL, 10);
+}
+
 void db_rows_release(struct db_rows *rows)
 {
 	if (!rows)
 		return;
-	for (size_t i = 0; i < rows->count * rows->columns; i++)
-		free(rows->cells[i]);
-	free(rows->cells);
+	free_strings(rows->cells, rows->count * rows->columns);
 	rows->cells = NULL;
 	rows->count = rows->columns = 0;
 }

@@ -251,8 +251,8 @@ static void fill_trusted_publisher(void *item, const struct db_rows *rows, size_
 	struct trusted_publisher *t = item;
 	snprintf(t->name, sizeof(t->name), "%s", db_rows_get(rows, i, 0));
 	t->kind = strcmp(db_rows_get(rows, i, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
-	t->since = db_rows_isnull(rows, i, 2) ? 0 : (time_t)strtoll(db_rows_get(rows, i, 2), NULL, 10);
-	t->changed_by = db_rows_isnull(rows, i, 3) ? NULL : xstrdup(db_rows_get(rows, i, 3));
+	t->since = (time_t)db_rows_int(rows, i, 2, 0);
+	t->changed_by = db_rows_strdup(rows, i, 3);
 }
 
 int db_trusted_publisher_list(struct trusted_publisher_list *out)
@@ -366,7 +366,7 @@ static void fill_token_info(void *item, const struct db_rows *rows, size_t i)
 	t->scope = ROLE_NONE;
 	role_parse(db_rows_get(rows, i, 3), &t->scope);
 	t->created_at = (time_t)strtoll(db_rows_get(rows, i, 4), NULL, 10);
-	t->expires_at = db_rows_isnull(rows, i, 5) ? 0 : (time_t)strtoll(db_rows_get(rows, i, 5), NULL, 10);
+	t->expires_at = (time_t)db_rows_int(rows, i, 5, 0);
 	t->revoked = db_rows_get(rows, i, 6)[0] == 't';
 	t->expired = db_rows_get(rows, i, 7)[0] == 't';
 }

@@ -28,6 +28,10 @@ void db_columns_init(struct strbuf *cols, int n);
 void db_columns_row(struct strbuf *cols, int n, size_t row);
 void db_columns_end(struct strbuf *cols, int n, const char **params);
 void db_columns_release(struct strbuf *cols, int n);
+/* A cell of db_query's rows as an owned copy, or NULL for SQL NULL. */
+char *db_rows_strdup(const struct db_rows *rows, size_t row, size_t column);
+/* A cell of db_query's rows as an integer, or null_value for SQL NULL. */
+int64_t db_rows_int(const struct db_rows *rows, size_t row, size_t column, int64_t null_value);
 /* db_exec into out (released by the caller with db_rows_release): 0 or
  * KHUB_EDB (then out is empty). */
 int db_query(struct db_rows *out, const char *sql, int nparams, const char *const *params);

@@ -7,16 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dup_or_null(const struct db_rows *rows, size_t r, size_t c)
-{
-	return db_rows_isnull(rows, r, c) ? NULL : xstrdup(db_rows_get(rows, r, c));
-}
-
-static int64_t int_or(const struct db_rows *rows, size_t r, size_t c, int64_t dflt)
-{
-	return db_rows_isnull(rows, r, c) ? dflt : strtoll(db_rows_get(rows, r, c), NULL, 10);
-}
-
 static void fill_mirror_status(void *item, const struct db_rows *rows, size_t i)
 {
 	struct mirror_status *m = item;
@@ -27,16 +17,16 @@ static void fill_mirror_status(void *item, const struct db_rows *rows, size_t i)
 	m->upstream_name = xstrdup(db_rows_get(rows, i, 3));
 	m->upstream_url = xstrdup(db_rows_get(rows, i, 4));
 	m->upstream_repo = xstrdup(db_rows_get(rows, i, 5));
-	m->last_sync_started = (time_t)int_or(rows, i, 6, 0);
-	m->last_sync_finished = (time_t)int_or(rows, i, 7, 0);
-	m->last_success = (time_t)int_or(rows, i, 8, 0);
-	m->lag_seconds = int_or(rows, i, 9, -1);
-	m->refs_behind = int_or(rows, i, 10, 0);
-	m->last_error = dup_or_null(rows, i, 11);
-	m->warnings = dup_or_null(rows, i, 12);
-	m->bytes = int_or(rows, i, 13, 0);
-	m->objects = int_or(rows, i, 14, 0);
-	m->syncs = int_or(rows, i, 15, 0);
+	m->last_sync_started = (time_t)db_rows_int(rows, i, 6, 0);
+	m->last_sync_finished = (time_t)db_rows_int(rows, i, 7, 0);
+	m->last_success = (time_t)db_rows_int(rows, i, 8, 0);
+	m->lag_seconds = db_rows_int(rows, i, 9, -1);
+	m->refs_behind = db_rows_int(rows, i, 10, 0);
+	m->last_error = db_rows_strdup(rows, i, 11);
+	m->warnings = db_rows_strdup(rows, i, 12);
+	m->bytes = db_rows_int(rows, i, 13, 0);
+	m->objects = db_rows_int(rows, i, 14, 0);
+	m->syncs = db_rows_int(rows, i, 15, 0);
 	m->lazy = db_rows_get(rows, i, 16)[0] == 't';
 }
 
@@ -126,8 +116,8 @@ int db_mirror_lazy_source(int64_t repo_id, struct mirror_lazy_source *out)
 		return rc;
 	out->upstream_url = xstrdup(db_rows_get(&rows, 0, 0));
 	out->upstream_repo = xstrdup(db_rows_get(&rows, 0, 1));
-	out->token_env = dup_or_null(&rows, 0, 2);
-	out->token_file = dup_or_null(&rows, 0, 3);
+	out->token_env = db_rows_strdup(&rows, 0, 2);
+	out->token_file = db_rows_strdup(&rows, 0, 3);
 	out->type = REPO_KERNEL;
 	repo_type_parse(db_rows_get(&rows, 0, 4), &out->type);
 	db_rows_release(&rows);

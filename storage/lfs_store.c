@@ -168,12 +168,9 @@ static int install_object(struct lfs_store *store, int fd, const char *tmp_path,
 
 int lfs_writer_seal(struct lfs_writer *w, char oid[65], uint64_t *size)
 {
-	unsigned char digest[32];
-	unsigned int dlen = 0;
 	if (w->sealed)
 		return KHUB_EINVAL;
-	EVP_DigestFinal_ex(w->sha, digest, &dlen);
-	hex_encode(digest, 32, w->oid);
+	sha256_final_hex(w->sha, w->oid);
 	w->sealed = 1;
 	memcpy(oid, w->oid, 65);
 	if (size)
@@ -199,12 +196,9 @@ int lfs_writer_install(struct lfs_writer *w)
 
 int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size)
 {
-	unsigned char digest[32];
-	unsigned int dlen = 0;
 	int rc;
 
-	EVP_DigestFinal_ex(w->sha, digest, &dlen);
-	hex_encode(digest, 32, oid);
+	sha256_final_hex(w->sha, oid);
 	if (size)
 		*size = w->size;
 	if (expected_oid && strcmp(expected_oid, oid) != 0)

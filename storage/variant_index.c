@@ -387,50 +387,40 @@ int variant_index_catch_up(const char *repo_root, long limit)
 
 /* ---- reading ------------------------------------------------------------- */
 
-static char *value_or_null(PGresult *res, int row, int col)
-{
-	return PQgetisnull(res, row, col) ? NULL : xstrdup(PQgetvalue(res, row, col));
-}
-
 int variant_index_load(int64_t repo_id, const char *commit_sha, struct variant_rows *out)
 {
 	char id[24], version[16];
-	out->items = NULL;
-	out->count = 0;
+	struct db_rows rows;
+	memset(out, 0, sizeof(*out));
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
 	const char *params[3] = { id, commit_sha, version };
-	PGresult *res = db_exec("SELECT v.variant, v.name_valid, v.name_error, v.file_count, v.total_size,"
-				" v.metadata_status, v.metadata_error, v.metadata::text, v.warnings::text"
-				" FROM kernel_commits c LEFT JOIN kernel_variants v"
-				" ON v.repo_id = c.repo_id AND v.commit_sha = c.commit_sha"
-				" WHERE c.repo_id = $1 AND c.commit_sha = $2 AND c.index_version >= $3::int"
-				" ORDER BY v.variant COLLATE \"C\"", 3, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	int rows = PQntuples(res);
-	if (rows == 0) {
-		PQclear(res);
-		return KHUB_ENOTFOUND;
-	}
-	out->items = xcalloc((size_t)rows, sizeof(*out->items));
-	for (int i = 0; i < rows; i++) {
-		if (PQgetisnull(res, i, 0))
+	int rc = db_query_one(&rows, "SELECT v.variant, v.name_valid, v.name_error, v.file_count, v.total_size,"
+			      " v.metadata_status, v.metadata_error, v.metadata::text, v.warnings::text"
+			      " FROM kernel_commits c LEFT JOIN kernel_variants v"
+			      " ON v.repo_id = c.repo_id AND v.commit_sha = c.commit_sha"
+			      " WHERE c.repo_id = $1 AND c.commit_sha = $2 AND c.index_version >= $3::int"
+			      " ORDER BY v.variant COLLATE \"C\"", 3, params);
+	if (rc < 0)
+		return rc;
+	out->items = xcalloc(rows.count, sizeof(*out->items));
+	for (size_t i = 0; i < rows.count; i++) {
+		if (db_rows_isnull(&rows, i, 0))
 			continue;	/* the commit has no variant */
 		struct variant_row *r = &out->items[out->count++];
-		r->name = xstrdup(PQgetvalue(res, i, 0));
-		r->name_valid = PQgetvalue(res, i, 1)[0] == 't';
-		r->name_error = value_or_null(res, i, 2);
-		r->file_count = strtoll(PQgetvalue(res, i, 3), NULL, 10);
-		r->total_size = strtoll(PQgetvalue(res, i, 4), NULL, 10);
-		const char *status = PQgetvalue(res, i, 5);
+		r->name = xstrdup(db_rows_get(&rows, i, 0));
+		r->name_valid = db_rows_get(&rows, i, 1)[0] == 't';
+		r->name_error = db_rows_strdup(&rows, i, 2);
+		r->file_count = strtoll(db_rows_get(&rows, i, 3), NULL, 10);
+		r->total_size = strtoll(db_rows_get(&rows, i, 4), NULL, 10);
+		const char *status = db_rows_get(&rows, i, 5);
 		r->metadata_status = strcmp(status, "ok") == 0 ? VARIANT_METADATA_OK
 				   : strcmp(status, "missing") == 0 ? VARIANT_METADATA_MISSING : VARIANT_METADATA_INVALID;
-		r->metadata_error = value_or_null(res, i, 6);
-		r->metadata = value_or_null(res, i, 7);
-		r->warnings = value_or_null(res, i, 8);
+		r->metadata_error = db_rows_strdup(&rows, i, 6);
+		r->metadata = db_rows_strdup(&rows, i, 7);
+		r->warnings = db_rows_strdup(&rows, i, 8);
 	}
-	PQclear(res);
+	db_rows_release(&rows);
 	return 0;
 }
 

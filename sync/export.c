@@ -117,11 +117,8 @@ static int build_pack(struct export_run *x, git_repository *git, struct sync_rep
 	EVP_DigestInit_ex(sink.sha, EVP_sha256(), NULL);
 	if (sink.fd < 0 || git_packbuilder_foreach(pb, pack_chunk, &sink) < 0)
 		goto cleanup;
-	unsigned char d[32];
-	unsigned int dl;
 	char hex[65];
-	EVP_DigestFinal_ex(sink.sha, d, &dl);
-	hex_encode(d, 32, hex);
+	sha256_final_hex(sink.sha, hex);
 	add_entry(x, entry, hex, sink.size);
 	r->pack = xstrdup(entry);
 	x->packs = xrealloc(x->packs, x->m.nentries * sizeof(char *));

@@ -122,12 +122,9 @@ static int stream_entry(struct import_run *x, struct sync_in *in, const struct s
 		}
 		sync_progress_add(prog, (uint64_t)n);
 	}
-	unsigned char d[32];
-	unsigned int dl;
 	char hex[65];
-	EVP_DigestFinal_ex(sha, d, &dl);
+	sha256_final_hex(sha, hex);
 	EVP_MD_CTX_free(sha);
-	hex_encode(d, 32, hex);
 	if (rc == 0 && (total != e->size || strcmp(hex, e->sha256) != 0))
 		rc = import_fail(x, KHUB_EINVAL, "%s fails verification (%s differs from the signed manifest): the bundle was "
 			   "altered or damaged", e->name, total != e->size ? "size" : "sha256");

@@ -14,8 +14,10 @@
 #include <openssl/pem.h>
 
 struct sync_keyring {
-	EVP_PKEY **keys;
-	char (*ids)[SYNC_KEY_ID_LEN + 1];
+	struct trusted_key {
+		EVP_PKEY *key;
+		char id[SYNC_KEY_ID_LEN + 1];
+	} *keys;
 	size_t count;
 };
 
@@ -118,9 +120,8 @@ static int ring_add_file(struct sync_keyring *ring, const char *path, char *err,
 		return KHUB_EINVAL;
 	}
 	ring->keys = xrealloc(ring->keys, (ring->count + 1) * sizeof(*ring->keys));
-	ring->ids = xrealloc(ring->ids, (ring->count + 1) * sizeof(*ring->ids));
-	ring->keys[ring->count] = key;
-	key_id_of(key, ring->ids[ring->count]);
+	ring->keys[ring->count].key = key;
+	key_id_of(key, ring->keys[ring->count].id);
 	ring->count++;
 	return 0;
 }
@@ -170,9 +171,8 @@ void sync_keyring_free(struct sync_keyring *ring)
 	if (!ring)
 		return;
 	for (size_t i = 0; i < ring->count; i++)
-		EVP_PKEY_free(ring->keys[i]);
+		EVP_PKEY_free(ring->keys[i].key);
 	free(ring->keys);
-	free(ring->ids);
 	free(ring);
 }
 
@@ -199,10 +199,10 @@ int sync_signature_check(const struct sync_keyring *ring, const char *sig_text, 
 	rc = KHUB_EPERM;
 	snprintf(err, errlen, "the bundle is signed by key %s, which this hub does not trust (sync_trusted_keys)", id);
 	for (size_t i = 0; ring && i < ring->count; i++) {
-		if (strcmp(ring->ids[i], id) != 0)
+		if (strcmp(ring->keys[i].id, id) != 0)
 			continue;
 		EVP_MD_CTX *md = EVP_MD_CTX_new();
-		int good = EVP_DigestVerifyInit(md, NULL, NULL, NULL, ring->keys[i]) == 1 &&
+		int good = EVP_DigestVerifyInit(md, NULL, NULL, NULL, ring->keys[i].key) == 1 &&
 			   EVP_DigestVerify(md, sig, 64, digest, 32) == 1;
 		EVP_MD_CTX_free(md);
 		if (good) {

@@ -57,17 +57,38 @@ struct volume_info {
 	char sha256[65];
 };
 
+/* What writing and reading a bundle share: the volume file open now (-1
+ * between volumes), the SHA-256 of what passed through it, a chunk buffer. */
+struct volume_io {
+	int fd;
+	EVP_MD_CTX *sha;
+	char *buf;
+};
+
+static void volume_io_init(struct volume_io *io)
+{
+	io->fd = -1;
+	io->sha = EVP_MD_CTX_new();
+	io->buf = xmalloc(CHUNK);
+}
+
+static void volume_io_release(struct volume_io *io)
+{
+	if (io->fd >= 0)
+		close(io->fd);
+	EVP_MD_CTX_free(io->sha);
+	free(io->buf);
+}
+
 struct sync_out {
 	struct archive *ar;
+	struct volume_io io;
 	char *path;
 	uint64_t volume_size;
-	int fd;
 	unsigned nvol;
 	uint64_t cur;			/* bytes in the current volume */
-	EVP_MD_CTX *sha;
 	struct volume_info *vols;
 	int failed;
-	char *buf;
 };
 
 static char *volume_name(const char *path, unsigned n)
@@ -77,17 +98,14 @@ static char *volume_name(const char *path, unsigned n)
 
 static int finish_volume(struct sync_out *o)
 {
-	if (o->fd < 0)
+	if (o->io.fd < 0)
 		return 0;
-	int rc = fsync(o->fd) == 0 && close(o->fd) == 0 ? 0 : -1;
-	o->fd = -1;
+	int rc = fsync(o->io.fd) == 0 && close(o->io.fd) == 0 ? 0 : -1;
+	o->io.fd = -1;
 	if (o->volume_size) {
-		unsigned char d[32];
-		unsigned int dl;
-		EVP_DigestFinal_ex(o->sha, d, &dl);
 		o->vols = xrealloc(o->vols, o->nvol * sizeof(*o->vols));
 		o->vols[o->nvol - 1].size = o->cur;
-		hex_encode(d, 32, o->vols[o->nvol - 1].sha256);
+		sha256_final_hex(o->io.sha, o->vols[o->nvol - 1].sha256);
 	}
 	return rc;
 }
@@ -99,12 +117,12 @@ static int next_volume(struct sync_out *o)
 	o->nvol++;
 	/* one file: written as path.partial, renamed when complete */
 	char *name = o->volume_size ? volume_name(o->path, o->nvol) : xasprintf("%s.partial", o->path);
-	o->fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	o->io.fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	free(name);
 	o->cur = 0;
 	if (o->volume_size)
-		EVP_DigestInit_ex(o->sha, EVP_sha256(), NULL);
-	return o->fd < 0 ? -1 : 0;
+		EVP_DigestInit_ex(o->io.sha, EVP_sha256(), NULL);
+	return o->io.fd < 0 ? -1 : 0;
 }
 
 static la_ssize_t out_write(struct archive *a, void *arg, const void *data, size_t len)
@@ -114,7 +132,7 @@ static la_ssize_t out_write(struct archive *a, void *arg, const void *data, size
 	const char *p = data;
 	size_t left = len;
 	while (left > 0) {
-		if (o->fd < 0 || (o->volume_size && o->cur >= o->volume_size)) {
+		if (o->io.fd < 0 || (o->volume_size && o->cur >= o->volume_size)) {
 			if (next_volume(o) < 0) {
 				o->failed = errno ? errno : EIO;
 				return -1;
@@ -123,12 +141,12 @@ static la_ssize_t out_write(struct archive *a, void *arg, const void *data, size
 		size_t n = left;
 		if (o->volume_size && n > o->volume_size - o->cur)
 			n = (size_t)(o->volume_size - o->cur);
-		if (write_all(o->fd, p, n) < 0) {
+		if (write_all(o->io.fd, p, n) < 0) {
 			o->failed = errno ? errno : EIO;
 			return -1;
 		}
 		if (o->volume_size)
-			EVP_DigestUpdate(o->sha, p, n);
+			EVP_DigestUpdate(o->io.sha, p, n);
 		o->cur += n;
 		p += n;
 		left -= n;
@@ -141,9 +159,7 @@ struct sync_out *sync_out_open(const char *path, uint64_t volume_size, char *err
 	struct sync_out *o = xcalloc(1, sizeof(*o));
 	o->path = xstrdup(path);
 	o->volume_size = volume_size;
-	o->fd = -1;
-	o->sha = EVP_MD_CTX_new();
-	o->buf = xmalloc(CHUNK);
+	volume_io_init(&o->io);
 	if (volume_size) {	/* an index left by an earlier export would describe other volumes */
 		char *index = xasprintf("%s.index", path);
 		unlink(index);
@@ -186,10 +202,10 @@ int sync_out_fd(struct sync_out *o, const char *name, int fd, uint64_t size, str
 		return KHUB_EIO;
 	uint64_t left = size;
 	while (left > 0) {
-		ssize_t n = read(fd, o->buf, left < CHUNK ? (size_t)left : CHUNK);
+		ssize_t n = read(fd, o->io.buf, left < CHUNK ? (size_t)left : CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0 || archive_write_data(o->ar, o->buf, (size_t)n) != n)
+		if (n <= 0 || archive_write_data(o->ar, o->io.buf, (size_t)n) != n)
 			return KHUB_EIO;
 		left -= (uint64_t)n;
 		sync_progress_add(p, (uint64_t)n);
@@ -199,13 +215,10 @@ int sync_out_fd(struct sync_out *o, const char *name, int fd, uint64_t size, str
 
 static void out_free(struct sync_out *o)
 {
-	if (o->fd >= 0)
-		close(o->fd);
+	volume_io_release(&o->io);
 	archive_write_free(o->ar);
-	EVP_MD_CTX_free(o->sha);
 	free(o->vols);
 	free(o->path);
-	free(o->buf);
 	free(o);
 }
 
@@ -280,10 +293,8 @@ struct sync_in {
 	unsigned nindex;		/* volumes the index lists (0: no index) */
 	struct volume_info *index;
 	unsigned cur;
-	int fd;
+	struct volume_io io;
 	uint64_t vol_bytes;
-	EVP_MD_CTX *sha;
-	char *buf;
 	char error[512];
 };
 
@@ -296,12 +307,12 @@ static int exists(const char *p)
 static int open_volume(struct sync_in *in, unsigned n)
 {
 	char *name = in->volumes ? volume_name(in->base, n) : xstrdup(in->base);
-	in->fd = open(name, O_RDONLY | O_CLOEXEC);
-	if (in->fd < 0 && n > 1 && in->nindex == 0 && errno == ENOENT) {
+	in->io.fd = open(name, O_RDONLY | O_CLOEXEC);
+	if (in->io.fd < 0 && n > 1 && in->nindex == 0 && errno == ENOENT) {
 		free(name);
 		return 1;	/* no index: the end of the volumes */
 	}
-	if (in->fd < 0) {
+	if (in->io.fd < 0) {
 		snprintf(in->error, sizeof(in->error), "%s %s: %s", in->volumes ? "missing volume" : "cannot open", name,
 			 strerror(errno));
 		free(name);
@@ -310,22 +321,19 @@ static int open_volume(struct sync_in *in, unsigned n)
 	free(name);
 	in->cur = n;
 	in->vol_bytes = 0;
-	EVP_DigestInit_ex(in->sha, EVP_sha256(), NULL);
+	EVP_DigestInit_ex(in->io.sha, EVP_sha256(), NULL);
 	return 0;
 }
 
 /* The current volume is read to its end: check it against the index. */
 static int close_volume(struct sync_in *in)
 {
-	close(in->fd);
-	in->fd = -1;
+	close(in->io.fd);
+	in->io.fd = -1;
 	if (in->nindex == 0)
 		return 0;
-	unsigned char d[32];
-	unsigned int dl;
 	char hex[65];
-	EVP_DigestFinal_ex(in->sha, d, &dl);
-	hex_encode(d, 32, hex);
+	sha256_final_hex(in->io.sha, hex);
 	const struct volume_info *v = &in->index[in->cur - 1];
 	if (v->size != in->vol_bytes || strcmp(v->sha256, hex) != 0) {
 		snprintf(in->error, sizeof(in->error), "volume %03u differs from the index (%s)", in->cur,
@@ -340,9 +348,9 @@ static la_ssize_t in_read(struct archive *a, void *arg, const void **data)
 	(void)a;
 	struct sync_in *in = arg;
 	for (;;) {
-		if (in->fd < 0)
+		if (in->io.fd < 0)
 			return 0;
-		ssize_t n = read(in->fd, in->buf, CHUNK);
+		ssize_t n = read(in->io.fd, in->io.buf, CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -352,8 +360,8 @@ static la_ssize_t in_read(struct archive *a, void *arg, const void **data)
 		if (n > 0) {
 			in->vol_bytes += (uint64_t)n;
 			if (in->nindex)	/* checked against the index at the volume's end */
-				EVP_DigestUpdate(in->sha, in->buf, (size_t)n);
-			*data = in->buf;
+				EVP_DigestUpdate(in->io.sha, in->io.buf, (size_t)n);
+			*data = in->io.buf;
 			return n;
 		}
 		if (close_volume(in) < 0)
@@ -416,9 +424,7 @@ cleanup:
 struct sync_in *sync_in_open(const char *path, char *err, size_t errlen)
 {
 	struct sync_in *in = xcalloc(1, sizeof(*in));
-	in->fd = -1;
-	in->sha = EVP_MD_CTX_new();
-	in->buf = xmalloc(CHUNK);
+	volume_io_init(&in->io);
 	size_t len = strlen(path);
 	char *first = xasprintf("%s.001", path);
 	if (len > 4 && strcmp(path + len - 4, ".001") == 0) {
@@ -488,11 +494,8 @@ void sync_in_close(struct sync_in *in)
 		return;
 	if (in->ar)
 		archive_read_free(in->ar);
-	if (in->fd >= 0)
-		close(in->fd);
-	EVP_MD_CTX_free(in->sha);
+	volume_io_release(&in->io);
 	free(in->index);
 	free(in->base);
-	free(in->buf);
 	free(in);
 }
