@@ -351,7 +351,7 @@ int http_serve(void)
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)config.max_connections_per_ip,
 		MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, NULL,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
 		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
 		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
