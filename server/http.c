@@ -330,10 +330,13 @@ int http_serve(void)
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		threads = cpus > 0 ? cpus * 4 : 8;
 	}
+	/* khub accepts (server/acceptor.c): libmicrohttpd then spreads the
+	 * connections evenly over its threads */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO |
-			 MHD_ALLOW_SUSPEND_RESUME;
-	if (addr.ss_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
+			 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
+	unsigned port = 0;
+	if (acceptor_listen(&addr, addr_len, 1024, &port) < 0)
+		fatal("cannot listen on %s: %s", config.listen, strerror(errno));
 
 	sigset_t stop;
 	sigemptyset(&stop);
@@ -345,27 +348,24 @@ int http_serve(void)
 	conn_guard_start(config.header_timeout);
 	struct MHD_Daemon *d = MHD_start_daemon(
 		flags, 0, NULL, NULL, access_handler, NULL,
-		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.connection_timeout,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)config.max_connections_per_ip,
 		MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, NULL,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
-		MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024,
 		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 		MHD_OPTION_END);
 	if (!d)
-		fatal("cannot listen on %s: %s", config.listen, strerror(errno));
-	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-	log_info("khub listening on %s (port %u, %ld threads)", config.listen,
-		 info ? (unsigned)info->port : 0u, threads);
+		fatal("cannot start the HTTP server on %s: %s", config.listen, strerror(errno));
+	acceptor_start(d);
+	log_info("khub listening on %s (port %u, %ld threads)", config.listen, port, threads);
 
 	int sig = 0;
 	sigwait(&stop, &sig);
 	log_info("signal %d: shutting down", sig);
-	MHD_quiesce_daemon(d);
+	acceptor_stop();
 	request_wake_all();	/* parked requests answer before the daemon stops */
 	usleep(100000);
 	MHD_stop_daemon(d);

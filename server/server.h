@@ -112,6 +112,14 @@ void auth_cache_init(long ttl_ms);
 
 int http_serve(void);	/* runs until SIGINT/SIGTERM */
 
+/* The listening socket (server/acceptor.c): bound and listening (port
+ * filled: the one bound, for port 0), -1 with errno. acceptor_start hands
+ * every connection accepted on it to d; acceptor_stop stops accepting and
+ * closes the socket (before the daemon stops). */
+int acceptor_listen(const struct sockaddr_storage *addr, socklen_t addr_len, int backlog, unsigned *port);
+void acceptor_start(struct MHD_Daemon *d);
+void acceptor_stop(void);
+
 /* The header-completion deadline (server/conn_guard.c). conn_guard_notify
  * is the daemon's MHD_OPTION_NOTIFY_CONNECTION callback; the access handler
  * calls conn_guard_request_begin once a request's headers are in, and the
