@@ -333,7 +333,8 @@ int http_serve(void)
 	/* khub accepts (server/acceptor.c): libmicrohttpd then spreads the
 	 * connections evenly over its threads */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO |
-			 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
+			 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET |
+			 MHD_USE_SUPPRESS_DATE_NO_CLOCK;	/* Date: api/respond.c */
 	unsigned port = 0;
 	if (acceptor_listen(&addr, addr_len, 1024, &port) < 0)
 		fatal("cannot listen on %s: %s", config.listen, strerror(errno));

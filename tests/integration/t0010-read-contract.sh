@@ -221,5 +221,12 @@ is "$STATUS" 401 "whoami with an unknown token is 401"
 RID=$(curl -s -D - -o /dev/null "$KHUB_URL/api/kernels/acme/relu/refs" | grep -i '^x-request-id:' | cut -d' ' -f2 | tr -d '\r')
 sleep 0.2
 check "the access log line carries the request id" -- grep -q "\[$RID\]" "$TEST_DIR/server.log"
+# one Date header, in the IMF-fixdate form, within a few seconds of now
+curl -s -D "$TEST_DIR/date.h" -o /dev/null "$KHUB_URL/api/kernels/acme/relu/refs"
+is "$(grep -ci '^date:' "$TEST_DIR/date.h")" 1 "one Date header"
+DATE=$(grep -i '^date:' "$TEST_DIR/date.h" | cut -d' ' -f2- | tr -d '\r')
+like "$DATE" '^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-9]{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$' "Date is an IMF-fixdate"
+skew=$(( $(date -u +%s) - $(date -u -d "$DATE" +%s) ))
+ok $([ "${skew#-}" -le 5 ]; echo $?) "Date is the current time (off by ${skew}s)"
 
 done_testing
