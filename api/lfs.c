@@ -257,8 +257,10 @@ struct upload_job {
 static int upload_job_run(void *arg)
 {
 	struct upload_job *job = arg;
-	int rc = lfs_writer_install(job->writer);
-	job->writer = NULL;	/* installed or aborted by install */
+	char oid[65];
+	uint64_t size;
+	int rc = lfs_writer_commit(job->writer, job->oid, oid, &size);
+	job->writer = NULL;	/* stored, or removed, by commit */
 	if (rc < 0)
 		return rc;
 	return db_lfs_link(job->repo_id, job->oid) < 0 ? KHUB_EDB : 0;

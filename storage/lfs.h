@@ -44,7 +44,8 @@ struct lfs_writer *lfs_writer_begin(struct lfs_store *store);
 int lfs_writer_write(struct lfs_writer *w, const void *data, size_t len);
 /* Verify (when expected_oid is not NULL the sha256 must match, else
  * KHUB_EINVAL), fsync and rename into place. Fills oid and size. A full
- * disk is KHUB_ENOSPC, other failures KHUB_EIO. */
+ * disk is KHUB_ENOSPC, other failures KHUB_EIO. Also takes a sealed
+ * writer (lfs_writer_seal: the hash was looked at first). Frees w. */
 int lfs_writer_commit(struct lfs_writer *w, const char *expected_oid, char oid[65], uint64_t *size);
 void lfs_writer_abort(struct lfs_writer *w);
 /* Finish the hash (fills oid and size) without storing anything yet: the
