@@ -281,8 +281,8 @@ static enum MHD_Result handle_output(struct request *req)
 	job->id = st->id;
 	job->worker_id = req->principal.worker_id;
 	snprintf(job->worker, sizeof(job->worker), "%s", req->principal.name);
-	if (st->path && st->fd >= 0 && fsync(st->fd) == 0) {
-		job->path = st->path;	/* the job's now; a rerun after parking joins it */
+	if (st->path && st->fd >= 0) {
+		job->path = st->path;	/* the job's now (it syncs it); a rerun after parking joins it */
 		st->path = NULL;
 	}
 	char key[48];
