@@ -363,19 +363,15 @@ static int build_and_write_commit(void *arg)
 	if (rc == KHUB_ECONFLICT)
 		commit_stream_fail(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
 			      "try again.");
-	else if (rc == KHUB_ETOOBIG)
+	else if (rc == KHUB_ETOOBIG) {
 		commit_stream_fail(cs, 413, NULL, "the commit's regular (non-LFS) files exceed the quarantine limit; split "
 			      "it into several commits");
-	else if (rc < 0) {
+		cs->result_rc = rc;
+	} else if (rc < 0) {
 		commit_stream_fail(cs, 500, NULL, "cannot write the commit to %s", ref);
 		cs->result_rc = rc == KHUB_ENOSPC || rc == KHUB_EDB ? rc : KHUB_EIO;
 	}
 	return 0;
-}
-
-static void no_free(void *arg)
-{
-	(void)arg;	/* the commit stream is the request's */
 }
 
 static enum MHD_Result apply_commit(struct request *req, struct commit_stream *cs)
@@ -397,14 +393,14 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	char key[64];
 	snprintf(key, sizeof(key), "commit/%s", req->request_id);
 	int job_rc = 0;
-	int rc = work_queue_run_to_end(req, key, build_and_write_commit, cs, no_free, &job_rc, &result);
+	/* no free_arg: the commit stream is the request's */
+	int rc = work_queue_run_to_end(req, key, build_and_write_commit, cs, NULL, &job_rc, &result);
 	if (rc == 1)
 		return result;	/* parked: called again when the job ends */
 	if (rc < 0)
 		goto refused;	/* queue full: 503 queued, nothing was written */
 	if (cs->err_status) {
 		result = cs->result_rc ? respond_err(req, cs->result_rc, "%s", cs->err)
-			 : cs->err_status == 413 ? respond_err(req, KHUB_ETOOBIG, "%s", cs->err)
 			 : respond_error(req, cs->err_status, cs->err_code, "%s", cs->err);
 		goto refused;
 	}

@@ -61,7 +61,7 @@ struct commit_stream {
 	struct publish_actor who;
 	const char *rev;		/* as the request named it (the request's) */
 	char who_email[REPO_NAME_MAX + 32];
-	int result_rc;			/* the khub_err behind its 5xx (err_status) */
+	int result_rc;			/* the khub_err that decides the answer (5xx, 413), or 0 */
 	char ref_head[41], sha[41], pr_ref[32];
 	int pr_number;
 

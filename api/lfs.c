@@ -257,6 +257,8 @@ struct upload_job {
 static int upload_job_run(void *arg)
 {
 	struct upload_job *job = arg;
+	if (!job || !job->writer)
+		return KHUB_EIO;	/* a rerun without the content: nothing to store */
 	char oid[65];
 	uint64_t size;
 	int rc = lfs_writer_commit(job->writer, job->oid, oid, &size);
@@ -290,15 +292,11 @@ static enum MHD_Result handle_upload(struct request *req)
 		char got[65];
 		uint64_t size;
 		int rc = lfs_writer_seal(st->writer, got, &size);
-		if (rc < 0) {
+		if (rc < 0 || strcmp(got, oid) != 0) {
 			lfs_writer_abort(st->writer);
 			st->writer = NULL;
-			return upload_storage_error(req, rc);
-		}
-		if (strcmp(got, oid) != 0) {
-			lfs_writer_abort(st->writer);
-			st->writer = NULL;
-			return lfs_error(req, 400, "content hashes to %s, not %s; nothing was stored", got, oid);
+			return rc < 0 ? upload_storage_error(req, rc)
+				      : lfs_error(req, 400, "content hashes to %s, not %s; nothing was stored", got, oid);
 		}
 		job = xcalloc(1, sizeof(*job));
 		job->writer = st->writer;

@@ -1,8 +1,9 @@
 /* park.c -- let a request wait without holding a server thread: its
  * connection is suspended and resumed later (after a delay, when the
- * thing it waits for is released, or when a file descriptor it waits on is ready), and its handler (or
- * its response's reader) is then called again. Used for a repo's write
- * lock, background jobs and git's pipes; one thread does all the resuming. */
+ * thing it waits for is released, or when a file descriptor it waits on
+ * is ready), and its handler (or its response's reader) is then called
+ * again. Used for a repo's write lock, background jobs and git's pipes;
+ * one thread does all the resuming. */
 #include "api/api.h"
 
 #include <errno.h>
@@ -25,7 +26,6 @@ struct parked {
 
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct parked *parked_list;
-static size_t parked_fds;	/* entries with an fd */
 static pthread_once_t parker_once = PTHREAD_ONCE_INIT;
 static int changed_fd = -1;	/* eventfd: the list changed, look again */
 static int closing;		/* request_wake_all was called: the server stops */
@@ -64,8 +64,6 @@ static void *parker(void *arg)
 				*pp = p->next;
 				p->next = due;
 				due = p;
-				if (p->fd >= 0)
-					parked_fds--;
 			} else {
 				if (p->wake_usec < next)
 					next = p->wake_usec;
@@ -84,8 +82,11 @@ static void *parker(void *arg)
 			continue;
 		}
 		/* wait for a change, a ready fd or the next deadline */
-		if (parked_fds + 1 > cap) {
-			cap = (parked_fds + 1) * 2;
+		size_t with_fd = 0;
+		for (struct parked *p = parked_list; p; p = p->next)
+			with_fd += p->fd >= 0;
+		if (with_fd + 1 > cap) {
+			cap = (with_fd + 1) * 2;
 			fds = xrealloc(fds, cap * sizeof(*fds));
 			owners = xrealloc(owners, cap * sizeof(*owners));
 		}
@@ -136,8 +137,6 @@ void park_connection(struct MHD_Connection *conn, const char *key, int fd, short
 	pthread_mutex_lock(&park_lock);
 	p->next = parked_list;
 	parked_list = p;
-	if (fd >= 0)
-		parked_fds++;
 	pthread_mutex_unlock(&park_lock);
 	parker_poke();
 }

@@ -182,6 +182,17 @@ static void wait_here(struct job *j)
 	}
 }
 
+/* Under wq_lock, which it releases: the ended job j's result is the
+ * request's; it waits for nothing any more. */
+static int take_result(struct request *req, const struct job *j, int *job_rc)
+{
+	*job_rc = j->rc;
+	pthread_mutex_unlock(&wq_lock);
+	req->work_job_id = 0;
+	req->work_wait_started_usec = 0;
+	return 0;
+}
+
 static int run_job(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
 		   int to_end, int *job_rc, enum MHD_Result *result)
 {
@@ -191,12 +202,9 @@ static int run_job(struct request *req, const char *key, work_fn fn, void *arg, 
 	struct job *j = find_job(key);
 	if (j && j->state == JOB_DONE && j->id == req->work_job_id) {
 		/* the job this request waited for */
-		*job_rc = j->rc;
-		pthread_mutex_unlock(&wq_lock);
+		take_result(req, j, job_rc);
 		if (free_arg)
 			free_arg(arg);
-		req->work_job_id = 0;
-		req->work_wait_started_usec = 0;
 		return 0;
 	}
 	if (!workers) {
@@ -247,11 +255,7 @@ static int run_job(struct request *req, const char *key, work_fn fn, void *arg, 
 	if (to_end) {
 		if (request_park_closing()) {
 			wait_here(j);
-			*job_rc = j->rc;
-			pthread_mutex_unlock(&wq_lock);
-			req->work_job_id = 0;
-			req->work_wait_started_usec = 0;
-			return 0;
+			return take_result(req, j, job_rc);
 		}
 		waited_ms = 0;	/* no deadline: parked until the job ends */
 	} else if (waited_ms >= (uint64_t)wait_ms || request_park_closing()) {
