@@ -162,6 +162,7 @@ struct request {
 
 	int status;			/* set when a response is queued */
 	int close_connection;		/* answer with Connection: close */
+	void *memo;			/* the response_memo slot whose answer it holds */
 	int responded;
 	uint64_t bytes_out;
 };
@@ -259,8 +260,28 @@ int access_check(struct request *req, enum MHD_Result *result);
 
 /* ---- answering (api/respond.c) ------------------------------------------ */
 
-/* Add the headers every answer carries (request id, CORS) and queue it. */
+/* Add the headers every answer carries (Date, request id, CORS) and queue
+ * it; takes resp. */
 enum MHD_Result respond(struct request *req, int status, struct MHD_Response *resp);
+/* The parts of respond: the headers that are the same for every request of
+ * a route (CORS or the page headers, nosniff, Connection: close), and
+ * queueing (req->status, req->responded; resp stays the caller's). */
+void respond_add_fixed_headers(struct request *req, struct MHD_Response *resp);
+enum MHD_Result respond_queue(struct request *req, int status, struct MHD_Response *resp);
+/* The Date header's value now (formatted once a second per thread). */
+const char *http_date_now(void);
+
+/* Answers kept whole per HTTP thread (api/response_memo.c), for content
+ * named by key alone (repo id, commit sha, path), checked for access by the
+ * caller first. respond_memo: 1 with the kept answer queued (*result set),
+ * 0 when this thread keeps none free for key. respond_and_memo: answers
+ * like respond (takes resp) and keeps the answer for the next request.
+ * response_memo_release: the request ended (server/http.c, always);
+ * response_memo_shutdown: once the HTTP threads are gone. */
+int respond_memo(struct request *req, const char *key, enum MHD_Result *result);
+enum MHD_Result respond_and_memo(struct request *req, const char *key, int status, struct MHD_Response *resp);
+void response_memo_release(struct request *req);
+void response_memo_shutdown(void);
 /* JSON body; takes ownership of body (json_decref'd). */
 enum MHD_Result respond_json(struct request *req, int status, json_t *body);
 /* Preformatted JSON text (copied). */

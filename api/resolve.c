@@ -238,10 +238,18 @@ static enum MHD_Result handle_resolve(struct request *req)
 	h = *req->repo;
 	size_t value_len;
 	char *value = NULL;
+	/* A plain HEAD's answer is kept whole (api/response_memo.c) under
+	 * the file's key: only Date and X-Request-Id change between two. */
+	int plain_head = req->method == METHOD_HEAD && !request_header(req, "Range");
 	/* A 40-hex revision whose file description is cached was resolved
 	 * before (the key holds the repo id and the sha): no lookup. */
 	if (strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
 		char *key = describe_key(&h, req->rev, req->path);
+		if (plain_head && respond_memo(req, key, &result)) {
+			free(key);
+			download_stats_note(req, &h, req->rev, 0);
+			return result;
+		}
 		value = response_cache_get(key, &value_len);
 		free(key);
 		if (value)
@@ -252,6 +260,15 @@ static enum MHD_Result handle_resolve(struct request *req)
 			return result;
 		if (repo_path_validate(req->path, &why) < 0)
 			return respond_entry_not_found(req, sha, req->path);
+		if (plain_head && strcmp(sha, req->rev) != 0) {
+			char *key = describe_key(&h, sha, req->path);
+			int kept = respond_memo(req, key, &result);
+			free(key);
+			if (kept) {
+				download_stats_note(req, &h, sha, 0);
+				return result;
+			}
+		}
 		value = describe_file(&h, sha, req->path, &value_len, &rc);
 	}
 	if (!value) {
@@ -313,11 +330,13 @@ static enum MHD_Result handle_resolve(struct request *req)
 		meta.stored = 1;
 		remember_meta(&h, sha, req->path, &meta, value, value_len);
 	}
-	if (meta.is_lfs && req->method == METHOD_HEAD && meta.stored) {
-		/* HEAD: the size is known, no body is sent: no need to open the
-		 * object (a callback response announces the size; libmicrohttpd
-		 * never reads a HEAD body; its buffer is allocated and zeroed
-		 * with the response, so it is one byte, not a page) */
+	int bodiless = req->method == METHOD_HEAD && (!meta.is_lfs || meta.stored);
+	if (bodiless) {
+		/* HEAD: the size is known, no body is sent: no need to read the
+		 * blob or open the object (a callback response announces the
+		 * size; libmicrohttpd never reads a HEAD body; its buffer is
+		 * allocated and zeroed with the response, so it is one byte, not
+		 * a page) */
 		resp = MHD_create_response_from_callback(count, 1, no_body_for_head, NULL, NULL);
 	} else if (meta.is_lfs) {
 		int fd;
@@ -372,6 +391,12 @@ static enum MHD_Result handle_resolve(struct request *req)
 	}
 	req->bytes_out = req->method == METHOD_HEAD ? 0 : count;
 	download_stats_note(req, &h, sha, ranged > 0);
+	if (plain_head && bodiless && !ranged && !empty_probe) {
+		char *key = describe_key(&h, sha, req->path);
+		result = respond_and_memo(req, key, 200, resp);
+		free(key);
+		return result;
+	}
 	return respond(req, ranged > 0 ? 206 : 200, resp);
 }
 

@@ -13,7 +13,7 @@ struct api_context api_ctx;
  * (turned off in server/http.c) calls gmtime_r for every answer, and glibc
  * takes one process-wide lock in it, which eight threads on two cores
  * queue on behind a preempted holder. */
-static const char *http_date_now(void)
+const char *http_date_now(void)
 {
 	static __thread char text[32];
 	static __thread time_t formatted_at = -1;
@@ -31,10 +31,8 @@ static const char cors_expose[] =
 	"X-Repo-Commit,X-Request-Id,X-Error-Code,X-Error-Message,X-Total-Count,ETag,Link,"
 	"Accept-Ranges,Content-Range,X-Linked-Size,X-Linked-ETag";
 
-enum MHD_Result respond(struct request *req, int status, struct MHD_Response *resp)
+void respond_add_fixed_headers(struct request *req, struct MHD_Response *resp)
 {
-	MHD_add_response_header(resp, "Date", http_date_now());
-	MHD_add_response_header(resp, "X-Request-Id", req->request_id);
 	/* Pages are read with a session cookie: no other origin may read them
 	 * (the API ignores the cookie, so its blanket CORS exposes nothing). */
 	if (req->route && (req->route->flags & ROUTE_PAGE)) {
@@ -47,9 +45,21 @@ enum MHD_Result respond(struct request *req, int status, struct MHD_Response *re
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 	if (req->close_connection)
 		MHD_add_response_header(resp, "Connection", "close");
+}
+
+enum MHD_Result respond_queue(struct request *req, int status, struct MHD_Response *resp)
+{
 	req->status = status;
 	req->responded = 1;
-	enum MHD_Result r = MHD_queue_response(req->conn, (unsigned)status, resp);
+	return MHD_queue_response(req->conn, (unsigned)status, resp);
+}
+
+enum MHD_Result respond(struct request *req, int status, struct MHD_Response *resp)
+{
+	MHD_add_response_header(resp, "Date", http_date_now());
+	MHD_add_response_header(resp, "X-Request-Id", req->request_id);
+	respond_add_fixed_headers(req, resp);
+	enum MHD_Result r = respond_queue(req, status, resp);
 	MHD_destroy_response(resp);
 	return r;
 }

@@ -19,6 +19,8 @@
 #   BENCH_FILE_CONNECTIONS  wrk -c for the 100 MiB GET      (default 8)
 #   BENCH_FILE_MB           size of the LFS file in MiB     (default 100)
 #   BENCH_RESULTS           where raw outputs go  (default bench/results/DATE)
+#   BENCH_ONLY              the rows to run, e.g. "head-file tree" (default all:
+#                           revision tree head-file file-get)
 #   BENCH_PERF=1            perf record -g khub during one extra, unmeasured run
 #                           of revision, tree and HEAD; reports in BENCH_RESULTS
 #   BENCH_RELEASE_BUILD     auto (default): when KHUB_BIN is missing or a sanitizer build
@@ -88,6 +90,15 @@ cpu_ticks() {
 		total=$(( total + $(sed 's/.*) //' "/proc/$p/stat" | awk '{print $12 + $13}') ))
 	done
 	echo "$total"
+}
+# Context switches (voluntary + involuntary) so far, over every thread of
+# the given processes: a server that wakes once per request pays for it in
+# the kernel, which the CPU column shows but does not explain.
+ctx_switches() {
+	local p
+	for p in "$@"; do
+		cat /proc/"$p"/task/*/status 2>/dev/null
+	done | awk '/^(non)?voluntary_ctxt_switches:/ { n += $2 } END { print n + 0 }'
 }
 nginx_pids() { echo "$NGINX_PID" $(pgrep -P "$NGINX_PID" 2>/dev/null); }
 CLK_TCK=$(getconf CLK_TCK)
@@ -407,7 +418,7 @@ fi
 
 # ---- measure -------------------------------------------------------------
 # run_wrk NAME SERVER CONNS URL [LUA [ROUND]]: raw output to $RESULTS/NAME-SERVER-ROUND.txt,
-# prints "req/s p99_ms bytes/s errors cpu_us_per_req"
+# prints "req/s p99_ms bytes/s errors cpu_us_per_req context_switches_per_req"
 run_wrk() {
 	local name=$1 server=$2 conns=$3 url=$4 lua=${5:-} round=${6:-1}
 	local out="$RESULTS/$name-$server-$round.txt" script=() pids
@@ -427,9 +438,15 @@ run_wrk() {
 	local t0 t1
 	# shellcheck disable=SC2086
 	t0=$(cpu_ticks $pids)
+	# shellcheck disable=SC2086
+	local cs0 cs1
+	cs0=$(ctx_switches $pids)
 	load "$DURATION" >"$out" 2>&1
 	# shellcheck disable=SC2086
+	cs1=$(ctx_switches $pids)
+	# shellcheck disable=SC2086
 	t1=$(cpu_ticks $pids)
+	echo "context switches: $((cs1 - cs0))" >>"$out"
 	awk -v ticks=$((t1 - t0)) -v hz="$CLK_TCK" '
 	function ms(v) {
 		if (v ~ /us$/) return v / 1000
@@ -449,11 +466,13 @@ run_wrk() {
 	/^Requests\/sec:/ { rps = $2 }
 	/^Transfer\/sec:/ { bps = bytes($2) }
 	/requests in/ { total = $1 }
+	/^context switches:/ { cs = $3 }
 	/Non-2xx or 3xx responses:/ { err += $NF }
 	/Socket errors:/ { gsub(",", ""); err += $4 + $6 + $8 + $10 }
 	END {
 		cpu = (total > 0) ? ticks / hz * 1e6 / total : 0
-		printf "%s %s %s %d %.1f\n", (rps == "" ? 0 : rps), (p99 == "" ? 0 : p99), (bps == "" ? 0 : bps), err, cpu
+		csr = (total > 0) ? cs / total : 0
+		printf "%s %s %s %d %.1f %.3f\n", (rps == "" ? 0 : rps), (p99 == "" ? 0 : p99), (bps == "" ? 0 : bps), err, cpu, csr
 	}' "$out"
 }
 
@@ -475,6 +494,7 @@ median_cols() {
 measure() {	# measure NAME CONNS KHUB_PATH NGINX_PATH [LUA]
 	local name=$1 conns=$2 kpath=$3 npath=$4 lua=${5:-}
 	local round ks=() ns=() k n
+	case " ${BENCH_ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
 	for round in $(seq 1 "$ROUNDS"); do
 		echo "# running $name round $round/$ROUNDS ..." >&2
 		# alternate who goes first, so a drift of the machine's load
@@ -531,17 +551,18 @@ measure file-get "$FILE_CONNS" "$FILE_PATH" /big.bin
 # ---- report --------------------------------------------------------------
 {
 echo
-printf '%-10s %4s %11s %11s %6s %9s %9s %9s %9s %7s %8s %8s  %s\n' \
+printf '%-10s %4s %11s %11s %6s %9s %9s %9s %9s %7s %8s %8s %7s %7s  %s\n' \
 	endpoint conn 'khub req/s' 'nginx req/s' ratio 'khub p99' 'ngx p99' 'khub MB/s' 'ngx MB/s' 'MB/s x' \
-	'khub cpu' 'ngx cpu' 'targets'
-printf '%-10s %4s %11s %11s %6s %9s %9s %9s %9s %7s %8s %8s\n' \
-	'' '' '' '' '' '(ms)' '(ms)' '' '' '' '(us/req)' '(us/req)'
+	'khub cpu' 'ngx cpu' 'khub cs' 'ngx cs' 'targets'
+printf '%-10s %4s %11s %11s %6s %9s %9s %9s %9s %7s %8s %8s %7s %7s\n' \
+	'' '' '' '' '' '(ms)' '(ms)' '' '' '' '(us/req)' '(us/req)' '(/req)' '(/req)'
 for row in "${ROWS[@]}"; do
 	# shellcheck disable=SC2086
 	set -- $row
-	name=$1 conns=$2 krps=$3 kp99=$4 kbps=$5 kerr=$6 kcpu=$7 nrps=$8 np99=$9 nbps=${10} nerr=${11} ncpu=${12}
+	name=$1 conns=$2 krps=$3 kp99=$4 kbps=$5 kerr=$6 kcpu=$7 kcs=$8 nrps=$9 np99=${10} nbps=${11} nerr=${12} ncpu=${13} ncs=${14}
 	awk -v name="$name" -v conns="$conns" -v krps="$krps" -v kp99="$kp99" -v kbps="$kbps" -v kerr="$kerr" \
-		-v kcpu="$kcpu" -v nrps="$nrps" -v np99="$np99" -v nbps="$nbps" -v nerr="$nerr" -v ncpu="$ncpu" '
+		-v kcpu="$kcpu" -v nrps="$nrps" -v np99="$np99" -v nbps="$nbps" -v nerr="$nerr" -v ncpu="$ncpu" \
+		-v kcs="$kcs" -v ncs="$ncs" '
 	function pf(ok) { return ok ? "PASS" : "MISS" }
 	BEGIN {
 		ratio = nrps > 0 ? krps / nrps : 0
@@ -558,14 +579,15 @@ for row in "${ROWS[@]}"; do
 			mb = sprintf("%9.1f %9.1f %7.2f", kmb, nmb, mbx)
 		else
 			mb = sprintf("%9s %9s %7s", "-", "-", "-")
-		printf "%-10s %4d %11.0f %11.0f %6.2f %9.2f %9.2f %s %8.1f %8.1f  %s\n",
-			name, conns, krps, nrps, ratio, kp99, np99, mb, kcpu, ncpu, t
+		printf "%-10s %4d %11.0f %11.0f %6.2f %9.2f %9.2f %s %8.1f %8.1f %7.2f %7.2f  %s\n",
+			name, conns, krps, nrps, ratio, kp99, np99, mb, kcpu, ncpu, kcs, ncs, t
 	}'
 done
 echo
 echo "# each column is the median of $ROUNDS rounds (per-round figures: $RESULTS/rounds.txt); ratio = khub req/s / nginx req/s of those medians;"
 echo "# MB/s x = khub throughput / nginx throughput (MB = 10^6 bytes);"
-echo "# cpu = server CPU time (user+sys) per completed request (khub: its process; nginx: master+workers)."
+echo "# cpu = server CPU time (user+sys) per completed request (khub: its process; nginx: master+workers);"
+echo "# cs = the server's context switches (voluntary + involuntary, all threads) per completed request."
 echo "# targets (issue 10): metadata endpoints and HEAD >= 1.0x nginx req/s with p99 <= 1.5x nginx's at $CONNS connections, file GET >= 0.95x throughput."
 echo "# $(nproc) cores shared by wrk and the server under test."
 } | tee "$RESULTS/summary.txt"

@@ -99,6 +99,7 @@ static struct request *request_new(void)
 
 static void request_free(struct request *req)
 {
+	response_memo_release(req);
 	free(req->log_path);
 	if (req->route && req->route->stream && req->route->stream->cleanup)
 		req->route->stream->cleanup(req);
@@ -370,6 +371,7 @@ int http_serve(void)
 	request_wake_all();	/* parked requests answer before the daemon stops */
 	usleep(100000);
 	MHD_stop_daemon(d);
+	response_memo_shutdown();
 	conn_guard_stop();
 	return 0;
 }
