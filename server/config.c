@@ -47,6 +47,7 @@ static const struct config_row config_rows[] = {
 	ROW(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid"),
 	ROW(cache_mb, CONFIG_LONG, "256", 0, 1L << 20, "memory for responses keyed by immutable commit shas"),
 	ROW(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header"),
+	ROW(commit_memory_mb, CONFIG_LONG, "256", 1, 1L << 20, "memory one commit's regular (non-LFS) files and git objects may take while it is built; a bigger commit is refused with 413 (send big files as LFS)"),
 	ROW(commits_in_flight_per_user, CONFIG_LONG, "4", 1, 1000, "pull-request commits one account without write access may stream at once (more: 429)"),
 	ROW(pull_requests_per_hour, CONFIG_LONG, "30", 0, 100000, "pull requests an account without write access may open per hour (0 = no limit)"),
 	ROW(lock_wait_ms, CONFIG_LONG, "30000", 0, 600000, "longest wait of a write for a repo's lock (then 503); waiting holds no thread"),

@@ -100,6 +100,7 @@ int cmd_serve(int argc, char **argv)
 		fatal("cannot create %s: %s", api_ctx.builds.tmp_dir, strerror(errno));
 	build_source_cache_init();
 	publish_set_on_new_commit(builds_on_new_commit);
+	publish_set_memory_limit((uint64_t)config.commit_memory_mb << 20);
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();

@@ -26,6 +26,7 @@ struct khub_config {
 	long header_timeout;
 	long max_body_bytes;
 	long cache_mb;
+	long commit_memory_mb;
 	long tree_page_size;
 	long repo_cache_ttl_ms;
 	long lock_wait_ms;

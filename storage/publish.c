@@ -13,8 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Git objects of one publication are held in memory up to this. */
-#define PUBLISH_QUARANTINE_MAX ((uint64_t)256 << 20)
+/* Git objects of one publication are held in memory up to this
+ * (publish_set_memory_limit; the server sets commit_memory_mb). */
+static uint64_t quarantine_max = (uint64_t)256 << 20;
 /* LFS content waits (one open temp file each) until the commit is
  * accepted; past this many, the rest is stored and linked at once. */
 #define PUBLISH_PENDING_MAX 256
@@ -48,6 +49,11 @@ void publish_set_after_move(publish_after_move_fn fn)
 void publish_set_on_new_commit(publish_new_commit_fn fn)
 {
 	new_commit_hook = fn;
+}
+
+void publish_set_memory_limit(uint64_t bytes)
+{
+	quarantine_max = bytes;
 }
 
 void publish_new_commit_notify(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
@@ -162,7 +168,7 @@ int publish_begin(const char *repo_root, struct lfs_store *lfs, const struct rep
 	struct publication *pub = xcalloc(1, sizeof(*pub));
 	pub->rec = *rec;
 	pub->lfs = lfs;
-	int rc = quarantine_open(repo_root, rec->type, rec->ns, rec->name, PUBLISH_QUARANTINE_MAX, &pub->quarantine,
+	int rc = quarantine_open(repo_root, rec->type, rec->ns, rec->name, quarantine_max, &pub->quarantine,
 				 &pub->git);
 	if (rc < 0) {
 		free(pub);

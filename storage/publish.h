@@ -53,6 +53,11 @@ void publish_set_on_new_commit(publish_new_commit_fn fn);
 void publish_new_commit_notify(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
 			       const char *new_sha);
 
+/* The git objects one publication may hold in memory before it is
+ * accepted (default 256 MiB): past it, writes fail and publish_over_limit
+ * says so (the commit API answers 413). Set once, before publishing. */
+void publish_set_memory_limit(uint64_t bytes);
+
 struct publication;
 
 /* Open rec's repo for publishing under repo_root, LFS content into lfs

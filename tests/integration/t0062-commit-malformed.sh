@@ -341,5 +341,29 @@ is "$STATUS" 200 "she preuploads batch 2 to refs/pr/$PR"
 body "$HDR" "$(file_line rita-2.txt)"
 REV="refs%2Fpr%2F$PR" TOK=$RITA post
 is "$STATUS" 200 "she commits batch 2 to refs/pr/$PR"
+
+# ---- commit_memory_mb: a commit whose regular files outgrow it is refused ---------------
+# (they are held in memory until the commit is accepted; big files go as LFS)
+khub_stop
+KHUB_COMMIT_MEMORY_MB=1 khub_start
+big_line() {	# big_line PATH BYTES: a regular file of about BYTES of random text (text
+	# under 10 MB stays a git blob), base64
+	printf '{"key":"file","value":{"content":"%s","path":"%s","encoding":"base64"}}' \
+		"$(head -c $(($2 * 3 / 4)) /dev/urandom | base64 -w 76 | base64 -w0)" "$1"
+}
+objects() { find "$GITDIR/objects" -type f | wc -l; }
+body "$HDR" "$(big_line notes/a.txt 400000)" "$(big_line notes/b.txt 400000)" "$(big_line notes/c.txt 400000)"
+BEFORE=$(snapshot); OBJ_BEFORE=$(objects); post; AFTER=$(snapshot)
+is "$STATUS" 413 "commit_memory_mb=1: three 400 kB regular files in one commit → 413"
+ok $(error_matches 'quarantine limit.*split it into several commits'; echo $?) "  the error says to split the commit"
+ok $([ "$BEFORE" = "$AFTER" ]; echo $?) "  no ref moved"
+is "$(objects)" "$OBJ_BEFORE" "  no object reached the repo"
+body "$HDR" "$(big_line notes/a.txt 400000)"
+post
+is "$STATUS" 200 "one 400 kB file under the same limit commits"
+curl -s "$KHUB_URL/api/kernels/acme/relu/tree/v1/notes" -o "$B"
+is "$(python3 -c "import json; print([e['path'] for e in json.load(open('$B'))])")" "['notes/a.txt']" \
+	"  and is the only new file on v1"
+
 is "$(server_and_sanitizer_logs | grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:')" 0 "no sanitizer report in the server log"
 done_testing
