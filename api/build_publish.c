@@ -6,11 +6,9 @@
 #include "api/build_output.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 __thread int build_publishing;
 
@@ -154,15 +152,11 @@ int build_publish_run(void *arg)
 		return 0;	/* a request that joined: the job's own run answers */
 	/* the uploaded tar is on disk before anything is made of it (here,
 	 * not on the request thread: an fsync can take seconds) */
-	int fd = open(job->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0) {
+	if (fsync_file(job->path) < 0) {
 		int saved = errno;
-		if (fd >= 0)
-			close(fd);
 		log_error("build %" PRId64 ": cannot sync the uploaded output: %s", job->id, strerror(saved));
 		return khub_err_from_errno(saved);
 	}
-	close(fd);
 	int rc = db_build_lease_check(job->id, job->worker_id, state);
 	if (rc < 0)
 		return rc == KHUB_EDB ? rc : 0;

@@ -228,6 +228,18 @@ static enum MHD_Result respond_lazy_fetch_failed(struct request *req, int frc)
 				   frc == KHUB_EIO ? "unreachable" : "its bytes failed verification");
 }
 
+/* A plain HEAD (no Range) answered with the answer its thread kept under
+ * key, the file's description key (api/response_memo.c): 1 with *result
+ * set and the download counted, 0 when none is kept. */
+static int respond_kept_head(struct request *req, const struct repo_handle *h, const char *sha, const char *key,
+			     enum MHD_Result *result)
+{
+	if (!respond_memo(req, key, result))
+		return 0;
+	download_stats_note(req, h, sha, 0);
+	return 1;
+}
+
 static enum MHD_Result handle_resolve(struct request *req)
 {
 	struct repo_handle h;
@@ -245,9 +257,8 @@ static enum MHD_Result handle_resolve(struct request *req)
 	 * before (the key holds the repo id and the sha): no lookup. */
 	if (strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
 		char *key = describe_key(&h, req->rev, req->path);
-		if (plain_head && respond_memo(req, key, &result)) {
+		if (plain_head && respond_kept_head(req, &h, req->rev, key, &result)) {
 			free(key);
-			download_stats_note(req, &h, req->rev, 0);
 			return result;
 		}
 		value = response_cache_get(key, &value_len);
@@ -262,12 +273,10 @@ static enum MHD_Result handle_resolve(struct request *req)
 			return respond_entry_not_found(req, sha, req->path);
 		if (plain_head && strcmp(sha, req->rev) != 0) {
 			char *key = describe_key(&h, sha, req->path);
-			int kept = respond_memo(req, key, &result);
+			int kept = respond_kept_head(req, &h, sha, key, &result);
 			free(key);
-			if (kept) {
-				download_stats_note(req, &h, sha, 0);
+			if (kept)
 				return result;
-			}
 		}
 		value = describe_file(&h, sha, req->path, &value_len, &rc);
 	}

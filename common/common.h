@@ -138,8 +138,9 @@ void bg_thread_stop(struct bg_thread *t);
 
 /* Create every missing directory of path (mode 0755); 0 or -1 with errno. */
 int mkdir_p(const char *path, unsigned mode);
-/* fsync a directory by path; 0 or -1. */
+/* fsync a directory, or a file, by path; 0 or -1 with errno. */
 int fsync_dir(const char *path);
+int fsync_file(const char *path);
 /* Read a whole small file (limit bytes at most); caller frees; NULL on error. */
 char *read_file_limited(const char *path, size_t limit, size_t *len);
 /* Write all len bytes of data to fd, again after EINTR: 0, or -1 with errno

@@ -313,14 +313,26 @@ int dir_walk(const char *root, int (*visit)(const char *rel, const char *path, c
 	return walk_below(root, "", visit, ctx);
 }
 
-int fsync_dir(const char *path)
+static int fsync_opened(const char *path, int flags)
 {
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open(path, flags | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	int rc = fsync(fd);
+	int saved = errno;
 	close(fd);
+	errno = saved;
 	return rc;
+}
+
+int fsync_dir(const char *path)
+{
+	return fsync_opened(path, O_RDONLY | O_DIRECTORY);
+}
+
+int fsync_file(const char *path)
+{
+	return fsync_opened(path, O_RDONLY);
 }
 
 char *read_file_limited(const char *path, size_t limit, size_t *len)
