@@ -55,6 +55,7 @@ struct api_context {
 		const char *source_cache_dir;	/* {data_dir}/build-source-cache: source tars made */
 		long long source_cache_bytes;	/* build_source_cache_mb: kept at most (one tar may pass it) */
 		long wall_seconds, cpu_seconds, memory_mb, disk_mb;	/* limits told to workers */
+		long queue_per_repo, queue_per_user, variants_per_request;	/* 0: no limit */
 	} builds;
 };
 
@@ -321,6 +322,10 @@ enum MHD_Result respond_invalid_token(struct request *req);
  * client's fault: clients retry instead of giving up. */
 enum MHD_Result respond_unavailable(struct request *req, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* 429 with Retry-After: retry_after_seconds: the caller has too much
+ * going on (a queue limit), not a failure. */
+enum MHD_Result respond_too_many(struct request *req, long retry_after_seconds, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* Standard Hub answers. */
 enum MHD_Result respond_repo_not_found(struct request *req);
 enum MHD_Result respond_revision_not_found(struct request *req, const char *rev);

@@ -96,7 +96,9 @@ int build_enqueue_all(const struct repo_record *rec, const char *commit, char *c
 {
 	struct build_request r = { rec->id, commit, force, (int)api_ctx.builds.max_attempts, requested_by, source_url,
 				   source_revision };
-	int queued = 0, rc = 0;
+	int queued = 0, rc = build_queue_begin(n);
+	if (rc < 0)
+		return rc;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		enum build_enqueue_outcome outcome;
 		int64_t id = 0;
@@ -115,7 +117,7 @@ int build_enqueue_all(const struct repo_record *rec, const char *commit, char *c
 								 : "already built (force to rebuild)", "build", (json_int_t)id));
 		}
 	}
-	if (queued)
+	if ((rc = build_queue_end(rec, requested_by, rc)) == 0 && queued)
 		request_wake(BUILD_QUEUE_WAKE_KEY);
 	return rc;
 }
@@ -294,7 +296,7 @@ static enum MHD_Result handle_enqueue(struct request *req)
 		json_decref(builds);
 		json_decref(skipped);
 		json_decref(target);
-		return respond_db_unavailable(req);
+		return build_queue_respond_refused(req, rc);
 	}
 	char *details = xasprintf("{\"commit\":\"%s\",\"queued\":%zu}", sha, json_array_size(builds));
 	api_audit(req, "build.enqueue", repo_audit_target(req, REPO_KERNEL, req->repo->record.ns, req->repo->record.name),

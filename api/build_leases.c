@@ -20,9 +20,9 @@ static uint64_t expired_total;	/* __atomic */
 /* One round: expire what lapsed; the milliseconds until the next round. */
 static long timer_round(int *failing)
 {
-	int n = db_build_expire_leases();
+	int n = db_build_expire_leases(), back = n < 0 ? 0 : db_build_take_back_out_of_scope();
 	long next_ms = -1;
-	if (n < 0 || db_build_next_lease_expiry(&next_ms) < 0) {
+	if (n < 0 || back < 0 || db_build_next_lease_expiry(&next_ms) < 0) {
 		if (!*failing)
 			log_warn("build leases: cannot check for lapsed leases (database unavailable); trying every %ld ms",
 				 timer_check_ms);
@@ -36,6 +36,11 @@ static long timer_round(int *failing)
 		__atomic_add_fetch(&expired_total, (uint64_t)n, __ATOMIC_RELAXED);
 		log_info("build leases: %d running jobs lost their lease (queued again with a backoff, or failed at their "
 			 "last attempt)", n);
+		request_wake(BUILD_QUEUE_WAKE_KEY);
+	}
+	if (back > 0) {
+		log_info("build leases: %d running jobs taken back from workers whose scope no longer covers their repo",
+			 back);
 		request_wake(BUILD_QUEUE_WAKE_KEY);
 	}
 	/* a lease taken meanwhile (claims, other processes) lasts at least

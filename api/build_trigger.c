@@ -73,7 +73,8 @@ void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref,
 	}
 	struct repo_record rec = { .id = repo_id };
 	if (n && build_enqueue_all(&rec, new_sha, names, n, 0, "push", NULL, NULL, NULL, NULL) < 0)
-		log_warn("build trigger: repo %lld %s: not queued (database)", (long long)repo_id, new_sha);
+		log_warn("build trigger: repo %lld %s: not queued (%s)", (long long)repo_id, new_sha,
+			 build_queue_refusal() ? build_queue_refusal() : "database");
 	else
 		log_info("build trigger: repo %lld %s (%s): %zu variants", (long long)repo_id, new_sha, ref, n);
 	build_names_free(names, n);

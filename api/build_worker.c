@@ -1,7 +1,8 @@
 /* build_worker.c -- the worker side of the build farm (docs/build-farm.md):
  * register, claim (waiting parked, without a thread), heartbeat, log
  * chunks, fail and release. Every route needs a worker token; those about
- * a job need its lease. */
+ * a job need its lease and the worker's scope to cover the job's repo now
+ * (storage/db_builds.c: WORKER_MAY_BUILD). */
 #include "api/builds.h"
 
 #include <inttypes.h>
@@ -133,7 +134,7 @@ static enum MHD_Result handle_heartbeat(struct request *req)
 {
 	enum MHD_Result result;
 	int64_t id;
-	if (build_id_from_request(req, &id, &result) < 0)
+	if (build_id_from_request(req, &id, &result) < 0 || build_require_scope(req, id, &result) < 0)
 		return result;
 	char expires[40];
 	int cancel = 0;
@@ -149,7 +150,7 @@ static enum MHD_Result handle_log_append(struct request *req)
 {
 	enum MHD_Result result;
 	int64_t id, length = 0;
-	if (build_id_from_request(req, &id, &result) < 0)
+	if (build_id_from_request(req, &id, &result) < 0 || build_require_scope(req, id, &result) < 0)
 		return result;
 	if (req->body_too_large)
 		return respond_error(req, 413, NULL, "a log chunk is at most %ld bytes", api_ctx.max_body_bytes);
@@ -171,7 +172,7 @@ static enum MHD_Result handle_fail(struct request *req)
 {
 	enum MHD_Result result;
 	int64_t id;
-	if (build_id_from_request(req, &id, &result) < 0)
+	if (build_id_from_request(req, &id, &result) < 0 || build_require_scope(req, id, &result) < 0)
 		return result;
 	json_t *doc = request_json_body(req, &result);
 	if (!doc)
@@ -204,7 +205,7 @@ static enum MHD_Result handle_release(struct request *req)
 {
 	enum MHD_Result result;
 	int64_t id;
-	if (build_id_from_request(req, &id, &result) < 0)
+	if (build_id_from_request(req, &id, &result) < 0 || build_require_scope(req, id, &result) < 0)
 		return result;
 	int rc = db_build_release(id, req->principal.worker_id);
 	if (rc == KHUB_ECONFLICT)

@@ -78,19 +78,37 @@ json_t *build_job_json(const struct db_rows *rows, size_t row)
 			 (json_int_t)s->memory_mb, "disk_mb", (json_int_t)s->disk_mb);
 }
 
+/* The answer to a worker whose check of job id gave rc (not 0). */
+static enum MHD_Result respond_not_held(struct request *req, int64_t id, int rc, const char *state)
+{
+	if (rc == KHUB_ENOTFOUND)	/* out of scope: as if there were none */
+		return respond_error(req, 404, NULL, "no build %" PRId64, id);
+	if (rc == KHUB_EPERM)	/* 409: a worker stops the build as for a lost lease */
+		return respond_json(req, 409, json_pack("{s:s, s:s}", "error", "this worker's scope no longer covers the "
+							"build's repository: the job was taken back", "state", state));
+	if (rc == KHUB_ECONFLICT)
+		return respond_json(req, 409, json_pack("{s:s, s:s}", "error", "this worker does not hold the build's lease",
+							"state", state));
+	return respond_db_unavailable(req);
+}
+
 int build_require_lease(struct request *req, int64_t id, enum MHD_Result *result)
 {
 	char state[16];
 	int rc = db_build_lease_check(id, req->principal.worker_id, state);
 	if (rc == 0)
 		return 0;
-	if (rc == KHUB_ENOTFOUND)
-		*result = respond_error(req, 404, NULL, "no build %" PRId64, id);
-	else if (rc == KHUB_ECONFLICT)
-		*result = respond_json(req, 409, json_pack("{s:s, s:s}", "error", "this worker does not hold the build's lease",
-							   "state", state));
-	else
-		*result = respond_db_unavailable(req);
+	*result = respond_not_held(req, id, rc, state);
+	return -1;
+}
+
+int build_require_scope(struct request *req, int64_t id, enum MHD_Result *result)
+{
+	char state[16];
+	int rc = db_build_lease_check(id, req->principal.worker_id, state);
+	if (rc == 0 || rc == KHUB_ECONFLICT)
+		return 0;
+	*result = respond_not_held(req, id, rc, state);
 	return -1;
 }
 
@@ -257,11 +275,16 @@ static enum MHD_Result handle_workers(struct request *req)
 		json_t *caps = json_loads(db_rows_get(&rows, i, WORKER_COL_CAPABILITIES), 0, NULL);
 		json_t *variants = json_loads(db_rows_get(&rows, i, WORKER_COL_VARIANTS), 0, NULL);
 		json_t *jobs = json_loads(db_rows_get(&rows, i, WORKER_COL_JOBS), 0, NULL);
+		json_t *orgs = json_loads(db_rows_get(&rows, i, WORKER_COL_SCOPE_ORGS), 0, NULL);
+		json_t *repos = json_loads(db_rows_get(&rows, i, WORKER_COL_SCOPE_REPOS), 0, NULL);
 		json_t *w = json_pack("{s:s, s:s, s:I, s:o, s:o, s:o, s:s}", "name", db_rows_get(&rows, i, WORKER_COL_NAME),
 				      "version", db_rows_get(&rows, i, WORKER_COL_VERSION), "concurrency",
 				      (json_int_t)atol(db_rows_get(&rows, i, WORKER_COL_CONCURRENCY)), "toolchains",
 				      caps ? caps : json_array(), "variants", variants ? variants : json_array(), "jobs",
 				      jobs ? jobs : json_array(), "token_prefix", db_rows_get(&rows, i, WORKER_COL_TOKEN_PREFIX));
+		json_object_set_new(w, "scope", json_pack("{s:o, s:o, s:b}", "orgs", orgs ? orgs : json_array(), "repos",
+							  repos ? repos : json_array(), "private",
+							  db_rows_get(&rows, i, WORKER_COL_SCOPE_PRIVATE)[0] == 't'));
 		static const struct { const char *key; enum worker_column col; } times[] = {
 			{ "created_at", WORKER_COL_CREATED }, { "registered_at", WORKER_COL_REGISTERED },
 			{ "last_heartbeat", WORKER_COL_HEARTBEAT },

@@ -21,8 +21,13 @@ json_t *build_json(const struct db_rows *rows, size_t row);
 /* JOB, the claim's answer, of one row. */
 json_t *build_job_json(const struct db_rows *rows, size_t row);
 /* For the lease-holding worker's routes: 0 when the caller holds the
- * job's lease; else the answer is queued (404, 409 {"state"}, 503). */
+ * job's lease and its scope covers the job's repo now; else the answer is
+ * queued (404 also when out of scope, 409 {"error", "state"} when the lease
+ * is not its own or was taken back for its scope, 503). */
 int build_require_lease(struct request *req, int64_t id, enum MHD_Result *result);
+/* build_require_lease for the routes that answer a lost lease themselves
+ * (heartbeat, log, fail, release): only the scope is checked. */
+int build_require_scope(struct request *req, int64_t id, enum MHD_Result *result);
 
 /* The required list default builds come from: the build_variants file,
  * else data/build-variants.json (borrowed; parsed once). */
@@ -38,10 +43,28 @@ int build_names_contain(char *const *names, size_t n, const char *name);
 int build_default_variants(char ***names, size_t *n);
 /* Enqueue variants of commit for rec; each becomes a BUILD in builds or a
  * {"variant", "reason", "build"} in skipped (either may be NULL). Wakes
- * parked claimers when something was queued. 0 or KHUB_EDB. */
+ * parked claimers when something was queued. 0, KHUB_EDB, or a refusal of
+ * the queue limits (nothing queued: KHUB_ETOOBIG, KHUB_EINVAL; see
+ * build_queue_refusal). */
 int build_enqueue_all(const struct repo_record *rec, const char *commit, char *const *variants, size_t n, int force,
 		      const char *requested_by, const char *source_url, const char *source_revision, json_t *builds,
 		      json_t *skipped);
+
+/* ---- queue limits (api/build_queue_limits.c) -------------------------------- */
+
+/* Before enqueueing n variants: KHUB_EINVAL (refused) when n passes
+ * build_variants_per_request; else a transaction is open, enqueues taking
+ * turns, until build_queue_end. */
+int build_queue_begin(size_t n);
+/* After the enqueues (rc: how they went): commits when every limit holds,
+ * else rolls back (nothing queued) and returns KHUB_ETOOBIG (refused) or
+ * the failure. */
+int build_queue_end(const struct repo_record *rec, const char *requested_by, int rc);
+/* Why this thread's last enqueue was refused (NULL when it was not). */
+const char *build_queue_refusal(void);
+/* The answer to a refused enqueue: 429 with Retry-After for a full queue
+ * (KHUB_ETOOBIG), 400 for too many variants (KHUB_EINVAL), 503. */
+enum MHD_Result build_queue_respond_refused(struct request *req, int rc);
 
 /* The variants of the branch v<N> that the build.toml of source_sha (in
  * src) names, from the index (none when there is no such branch yet):

@@ -283,6 +283,17 @@ enum MHD_Result respond_unavailable(struct request *req, const char *fmt, ...)
 	return r;
 }
 
+enum MHD_Result respond_too_many(struct request *req, long retry_after_seconds, const char *fmt, ...)
+{
+	char seconds[24];
+	snprintf(seconds, sizeof(seconds), "%ld", retry_after_seconds);
+	va_list ap;
+	va_start(ap, fmt);
+	enum MHD_Result r = respond_error_v(req, 429, NULL, "Retry-After", seconds, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
 enum MHD_Result respond_repo_not_found(struct request *req)
 {
 	/* The Hub answers 401 to anonymous callers and 404 to signed-in ones;

@@ -16,7 +16,9 @@ static const char admin_usage[] =
 	"  khub admin token list USER\n"
 	"  khub admin trust set|unset ORG\n"
 	"  khub admin trust list\n"
-	"  khub admin worker add|remove NAME\n"
+	"  khub admin worker add NAME [--org ORG]... [--repo NS/NAME]... [--private]\n"
+	"  khub admin worker scope NAME [--org ORG]... [--repo NS/NAME]... [--private]\n"
+	"  khub admin worker rotate|remove NAME\n"
 	"  khub admin worker list\n";
 
 /* The value after flag in argv, or NULL. */

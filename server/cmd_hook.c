@@ -232,6 +232,13 @@ static int post_receive(void)
 	/* the build farm's trigger, with the server's settings */
 	api_ctx.builds.variants_file = getenv("KHUB_HOOK_BUILD_VARIANTS") ? getenv("KHUB_HOOK_BUILD_VARIANTS") : "";
 	api_ctx.builds.max_attempts = getenv("KHUB_HOOK_BUILD_ATTEMPTS") ? atol(getenv("KHUB_HOOK_BUILD_ATTEMPTS")) : 3;
+	const char *queue = getenv("KHUB_HOOK_BUILD_QUEUE");	/* per repo, per user, per request */
+	if (!queue || sscanf(queue, "%ld,%ld,%ld", &api_ctx.builds.queue_per_repo, &api_ctx.builds.queue_per_user,
+			     &api_ctx.builds.variants_per_request) != 3) {
+		api_ctx.builds.queue_per_repo = 128;	/* config.c's defaults */
+		api_ctx.builds.queue_per_user = 512;
+		api_ctx.builds.variants_per_request = 64;
+	}
 	publish_set_on_new_commit(builds_on_new_commit);
 	/* For the variant index of kernel repos (GIT_DIR is set by git). */
 	git_repository *git = NULL;

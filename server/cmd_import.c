@@ -145,6 +145,9 @@ int cmd_import(int argc, char **argv)
 	/* an import of sources with build.toml queues builds, as a push does */
 	api_ctx.builds.variants_file = config.build_variants;
 	api_ctx.builds.max_attempts = config.build_max_attempts;
+	api_ctx.builds.queue_per_repo = config.build_queue_per_repo;
+	api_ctx.builds.queue_per_user = config.build_queue_per_user;
+	api_ctx.builds.variants_per_request = config.build_variants_per_request;
 	publish_set_on_new_commit(builds_on_new_commit);
 	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
 	struct publish_actor who = { 0, "khub import", "import@khub.local", "local" };

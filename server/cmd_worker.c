@@ -1,5 +1,5 @@
-/* cmd_worker.c -- khub admin worker add|remove|list: build farm workers
- * and their tokens (scope "worker"). */
+/* cmd_worker.c -- khub admin worker add|scope|rotate|remove|list: build
+ * farm workers, their tokens (scope "worker") and what each may build. */
 #include "server/server.h"
 #include "storage/db_builds.h"
 
@@ -7,62 +7,263 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char worker_usage[] =
+	"usage: khub admin worker add NAME [--org ORG]... [--repo NS/NAME]... [--private]\n"
+	"       khub admin worker scope NAME [--org ORG]... [--repo NS/NAME]... [--private]\n"
+	"       khub admin worker rotate NAME\n"
+	"       khub admin worker remove NAME\n"
+	"       khub admin worker list\n"
+	"A worker builds public repos of every namespace unless --org/--repo name the namespaces and repos it\n"
+	"may build; private repos (of those, or of all) only with --private. scope replaces the whole scope.\n";
+
 /* The end of `worker VERB NAME`, whose change returned rc: -1 having said
  * why it failed (expected_why for the expected error), or 0 having written
- * it to the audit log as worker.VERB. */
-static int worker_changed(const char *verb, const char *name, int rc, int expected, const char *expected_why)
+ * it to the audit log as worker.VERB with details (JSON or NULL). */
+static int worker_changed(const char *verb, const char *name, int rc, int expected, const char *expected_why,
+			  const char *details)
 {
 	if (rc < 0) {
 		fprintf(stderr, "khub admin: worker %s %s: %s\n", verb, name, rc == expected ? expected_why : khub_strerror(rc));
 		return -1;
 	}
 	char *action = xasprintf("worker.%s", verb);
-	db_audit(0, "cli", action, name, NULL, "local");
+	db_audit(0, "cli", action, name, details, "local");
 	free(action);
 	return 0;
 }
 
+/* --repo NS/NAME: an existing kernel repo. */
+static int scope_repo_valid(const char *arg)
+{
+	const char *slash = strchr(arg, '/'), *why = NULL;
+	char ns[REPO_NAME_MAX + 1];
+	struct repo_record rec;
+	if (!slash || (size_t)(slash - arg) > REPO_NAME_MAX) {
+		fprintf(stderr, "khub admin: --repo %s: expected NAMESPACE/NAME\n", arg);
+		return -1;
+	}
+	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - arg), arg);
+	if (repo_name_validate(ns, &why) < 0 || repo_name_validate(slash + 1, &why) < 0) {
+		fprintf(stderr, "khub admin: --repo %s: %s\n", arg, why);
+		return -1;
+	}
+	int rc = db_repo_get(REPO_KERNEL, ns, slash + 1, &rec);
+	if (rc < 0)
+		fprintf(stderr, "khub admin: --repo %s: %s\n", arg, rc == KHUB_ENOTFOUND ? "no such kernel repo"
+										 : khub_strerror(rc));
+	return rc < 0 ? -1 : 0;
+}
+
+/* --org ORG: an existing org or user (its namespace). */
+static int scope_org_valid(const char *arg)
+{
+	struct account acct;
+	int rc = db_account_get(arg, &acct);
+	if (rc < 0)
+		fprintf(stderr, "khub admin: --org %s: %s\n", arg, rc == KHUB_ENOTFOUND ? "no such org or user"
+										: khub_strerror(rc));
+	return rc < 0 ? -1 : 0;
+}
+
+/* The scope given by argv[from..argc): 0, or -1 having said why. */
+static int scope_parse(int argc, char **argv, int from, struct worker_scope *scope)
+{
+	for (int i = from; i < argc; i++) {
+		int is_org = strcmp(argv[i], "--org") == 0, is_repo = strcmp(argv[i], "--repo") == 0;
+		if (strcmp(argv[i], "--private") == 0) {
+			scope->private_repos = 1;
+		} else if ((is_org || is_repo) && i + 1 < argc) {
+			const char *arg = argv[++i];
+			if (is_org ? scope_org_valid(arg) < 0 : scope_repo_valid(arg) < 0)
+				return -1;
+			strvec_pushf(is_org ? &scope->orgs : &scope->repos, "%s", arg);
+		} else {
+			fprintf(stderr, "khub admin: unexpected %s\n%s", argv[i], worker_usage);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The scope as one line of text (list, messages); the caller frees it. */
+static char *scope_text(const struct worker_scope *scope)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, scope->private_repos ? "public and private repos" : "public repos only");
+	if (scope->orgs.count + scope->repos.count == 0)
+		strbuf_adds(&sb, ", every namespace");
+	const char *sep = " of ";
+	for (size_t i = 0; i < scope->orgs.count; i++, sep = ", ")
+		strbuf_addf(&sb, "%s%s/*", sep, scope->orgs.items[i]);
+	for (size_t i = 0; i < scope->repos.count; i++, sep = ", ")
+		strbuf_addf(&sb, "%s%s", sep, scope->repos.items[i]);
+	return strbuf_detach(&sb, NULL);
+}
+
+static char *scope_json(const struct worker_scope *scope)
+{
+	json_t *orgs = json_array(), *repos = json_array();
+	for (size_t i = 0; i < scope->orgs.count; i++)
+		json_array_append_new(orgs, json_string(scope->orgs.items[i]));
+	for (size_t i = 0; i < scope->repos.count; i++)
+		json_array_append_new(repos, json_string(scope->repos.items[i]));
+	json_t *doc = json_pack("{s:o, s:o, s:b}", "orgs", orgs, "repos", repos, "private", scope->private_repos);
+	char *text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	return text;
+}
+
+/* Jobs a change left outside some worker's scope go back to the queue now
+ * (the server would at its next lease check anyway). */
+static void take_back_jobs(void)
+{
+	int n = db_build_take_back_out_of_scope();
+	if (n > 0)
+		fprintf(stderr, "%d running job(s) taken back: the worker may no longer build them\n", n);
+}
+
+static int worker_add(const char *name, int argc, char **argv)
+{
+	struct worker_scope scope = WORKER_SCOPE_INIT;
+	char *token = NULL, *details = NULL, *text = NULL;
+	int64_t id;
+	int ret = 1;
+	if (scope_parse(argc, argv, 4, &scope) < 0) {
+		ret = 2;
+		goto cleanup;
+	}
+	details = scope_json(&scope);
+	if (worker_changed("add", name, db_worker_create(name, "cli", &scope, &token, &id), KHUB_EEXIST,
+			   "a worker of that name exists", details) < 0)
+		goto cleanup;
+	text = scope_text(&scope);
+	printf("%s\n", token);
+	fprintf(stderr, "worker %s (id %" PRId64 ") may build %s: keep the token above, it is shown once\n", name, id,
+		text);
+	ret = 0;
+cleanup:
+	free(token);
+	free(details);
+	free(text);
+	strvec_release(&scope.orgs);
+	strvec_release(&scope.repos);
+	return ret;
+}
+
+static int worker_scope(const char *name, int argc, char **argv)
+{
+	struct worker_scope scope = WORKER_SCOPE_INIT;
+	char *details = NULL, *text = NULL;
+	int ret = 1;
+	if (scope_parse(argc, argv, 4, &scope) < 0) {
+		ret = 2;
+		goto cleanup;
+	}
+	details = scope_json(&scope);
+	if (worker_changed("scope", name, db_worker_set_scope(name, &scope), KHUB_ENOTFOUND, "no such worker",
+			   details) < 0)
+		goto cleanup;
+	take_back_jobs();
+	text = scope_text(&scope);
+	printf("worker %s may build %s\n", name, text);
+	ret = 0;
+cleanup:
+	free(details);
+	free(text);
+	strvec_release(&scope.orgs);
+	strvec_release(&scope.repos);
+	return ret;
+}
+
+static int worker_rotate(const char *name, int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	char *token = NULL;
+	if (worker_changed("rotate", name, db_worker_rotate(name, &token), KHUB_ENOTFOUND, "no such worker", NULL) < 0)
+		return 1;
+	printf("%s\n", token);
+	fprintf(stderr, "worker %s: new token above (shown once); the old one no longer works. Its jobs and history "
+			"stay its own; restart the worker with the new token\n", name);
+	free(token);
+	return 0;
+}
+
+static int worker_remove(const char *name, int argc, char **argv)
+{
+	(void)argc, (void)argv;
+	if (worker_changed("remove", name, db_worker_remove(name), KHUB_ENOTFOUND, "no such worker", NULL) < 0)
+		return 1;
+	take_back_jobs();
+	printf("worker %s removed (its token no longer works)\n", name);
+	return 0;
+}
+
+/* The scope columns of a db_worker_list row, as a scope (the caller
+ * releases its lists). */
+static void scope_from_row(const struct db_rows *rows, size_t i, struct worker_scope *scope)
+{
+	static const enum worker_column cols[2] = { WORKER_COL_SCOPE_ORGS, WORKER_COL_SCOPE_REPOS };
+	struct strvec *lists[2] = { &scope->orgs, &scope->repos };
+	for (int l = 0; l < 2; l++) {
+		json_t *arr = json_loads(db_rows_get(rows, i, cols[l]), 0, NULL), *v;
+		size_t k;
+		json_array_foreach(arr, k, v)
+			strvec_pushf(lists[l], "%s", json_string_value(v));
+		json_decref(arr);
+	}
+	scope->private_repos = db_rows_get(rows, i, WORKER_COL_SCOPE_PRIVATE)[0] == 't';
+}
+
+static int worker_list(void)
+{
+	struct db_rows rows;
+	if (db_worker_list(&rows) < 0) {
+		fprintf(stderr, "khub admin: worker list: %s\n", khub_strerror(KHUB_EDB));
+		return 1;
+	}
+	for (size_t i = 0; i < rows.count; i++) {
+		struct worker_scope scope = WORKER_SCOPE_INIT;
+		scope_from_row(&rows, i, &scope);
+		char *text = scope_text(&scope);
+		printf("%s\t%s…\tversion %s\tconcurrency %s\tlast heartbeat %s\tscope %s\tvariants %s\tjobs %s\n",
+		       db_rows_get(&rows, i, WORKER_COL_NAME), db_rows_get(&rows, i, WORKER_COL_TOKEN_PREFIX),
+		       db_rows_get(&rows, i, WORKER_COL_VERSION)[0] ? db_rows_get(&rows, i, WORKER_COL_VERSION) : "-",
+		       db_rows_get(&rows, i, WORKER_COL_CONCURRENCY),
+		       db_rows_isnull(&rows, i, WORKER_COL_HEARTBEAT) ? "never" : db_rows_get(&rows, i, WORKER_COL_HEARTBEAT),
+		       text, db_rows_get(&rows, i, WORKER_COL_VARIANTS), db_rows_get(&rows, i, WORKER_COL_JOBS));
+		free(text);
+		strvec_release(&scope.orgs);
+		strvec_release(&scope.repos);
+	}
+	db_rows_release(&rows);
+	return 0;
+}
+
+static const struct {
+	const char *verb;
+	int (*run)(const char *name, int argc, char **argv);
+} worker_verbs[] = {
+	{ "add", worker_add },
+	{ "scope", worker_scope },
+	{ "rotate", worker_rotate },
+	{ "remove", worker_remove },
+};
+
 int admin_worker(int argc, char **argv)
 {
 	const char *verb = argc >= 3 ? argv[2] : "";
-	if (strcmp(verb, "list") == 0) {
-		struct db_rows rows;
-		if (db_worker_list(&rows) < 0) {
-			fprintf(stderr, "khub admin: worker list: %s\n", khub_strerror(KHUB_EDB));
-			return 1;
+	if (strcmp(verb, "list") == 0)
+		return worker_list();
+	for (size_t i = 0; argc >= 4 && i < sizeof(worker_verbs) / sizeof(worker_verbs[0]); i++) {
+		if (strcmp(verb, worker_verbs[i].verb) != 0)
+			continue;
+		const char *name = argv[3], *why;
+		if (repo_name_validate(name, &why) < 0) {
+			fprintf(stderr, "khub admin: invalid worker name '%s': %s\n", name, why);
+			return 2;
 		}
-		for (size_t i = 0; i < rows.count; i++)
-			printf("%s\t%s…\tversion %s\tconcurrency %s\tlast heartbeat %s\tvariants %s\tjobs %s\n",
-			       db_rows_get(&rows, i, WORKER_COL_NAME), db_rows_get(&rows, i, WORKER_COL_TOKEN_PREFIX),
-			       db_rows_get(&rows, i, WORKER_COL_VERSION)[0] ? db_rows_get(&rows, i, WORKER_COL_VERSION) : "-",
-			       db_rows_get(&rows, i, WORKER_COL_CONCURRENCY),
-			       db_rows_isnull(&rows, i, WORKER_COL_HEARTBEAT) ? "never" : db_rows_get(&rows, i, WORKER_COL_HEARTBEAT),
-			       db_rows_get(&rows, i, WORKER_COL_VARIANTS), db_rows_get(&rows, i, WORKER_COL_JOBS));
-		db_rows_release(&rows);
-		return 0;
+		return worker_verbs[i].run(name, argc, argv);
 	}
-	if (argc < 4 || (strcmp(verb, "add") != 0 && strcmp(verb, "remove") != 0)) {
-		fprintf(stderr, "usage: khub admin worker add NAME | remove NAME | list\n");
-		return 2;
-	}
-	const char *name = argv[3], *why;
-	if (repo_name_validate(name, &why) < 0) {
-		fprintf(stderr, "khub admin: invalid worker name '%s': %s\n", name, why);
-		return 2;
-	}
-	if (strcmp(verb, "remove") == 0) {
-		if (worker_changed(verb, name, db_worker_remove(name), KHUB_ENOTFOUND, "no such worker") < 0)
-			return 1;
-		printf("worker %s removed (its token no longer works)\n", name);
-		return 0;
-	}
-	char *token = NULL;
-	int64_t id;
-	if (worker_changed(verb, name, db_worker_create(name, "cli", &token, &id), KHUB_EEXIST,
-			   "a worker of that name exists") < 0)
-		return 1;
-	printf("%s\n", token);
-	fprintf(stderr, "worker %s (id %" PRId64 "): keep the token above, it is shown once\n", name, id);
-	free(token);
-	return 0;
+	fprintf(stderr, "%s", worker_usage);
+	return 2;
 }

@@ -74,6 +74,9 @@ static const struct config_row config_rows[] = {
 	ROW(build_memory_mb, CONFIG_LONG, "16384", 64, 1L << 24, "build farm: memory limit told to workers per build"),
 	ROW(build_disk_mb, CONFIG_LONG, "32768", 64, 1L << 30, "build farm: scratch-disk limit told to workers per build"),
 	ROW(build_source_cache_mb, CONFIG_LONG, "4096", 1, 1L << 24, "build farm: disk kept for source tars already made (data_dir/build-source-cache; least recently served removed first)"),
+	ROW(build_queue_per_repo, CONFIG_LONG, "128", 1, 1000000, "build farm: jobs one repo may have queued (not yet claimed) at once; an enqueue past it queues nothing and answers 429"),
+	ROW(build_queue_per_user, CONFIG_LONG, "512", 1, 1000000, "build farm: jobs one user's requests may have queued at once (builds on push count per repo only); past it: 429"),
+	ROW(build_variants_per_request, CONFIG_LONG, "64", 1, 100000, "build farm: variants one build request (or push) may queue; more: 400"),
 	ROW(build_lease_check_ms, CONFIG_LONG, "1000", 50, 600000, "build farm: how often a background thread looks for lapsed leases (and at the next lapse, when sooner)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };

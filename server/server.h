@@ -57,6 +57,9 @@ struct khub_config {
 	long build_disk_mb;
 	long build_source_cache_mb;
 	long build_lease_check_ms;
+	long build_queue_per_repo;
+	long build_queue_per_user;
+	long build_variants_per_request;
 };
 
 extern struct khub_config config;

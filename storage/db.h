@@ -67,6 +67,7 @@ enum db_lock {
 	DB_LOCK_REGISTRY = 2,		/* id 0: repo create, delete, move */
 	DB_LOCK_MIGRATIONS = 3,		/* id 0: schema migrations (key 4242001, as always) */
 	DB_LOCK_VARIANT_INDEX = 4,	/* id: repo id; one index write per repo (transaction scope) */
+	DB_LOCK_BUILD_QUEUE = 5,	/* id 0: enqueues take turns, so the queue limits hold (transaction scope) */
 };
 /* 0 taken, 1 held by another session, KHUB_EDB. */
 int db_lock_try(enum db_lock kind, int64_t id);

@@ -21,6 +21,22 @@
 	" b.log_length"
 #define BUILD_FROM " FROM builds b JOIN repos r ON r.id = b.repo_id LEFT JOIN workers w ON w.id = b.worker_id"
 
+/* Whether worker w (a workers row) may build a job of repo r (a repos row)
+ * now: not removed; a private repo only with scope_private; inside its
+ * namespaces or repos when it lists any (sql/0009_worker_scopes.sql). */
+#define WORKER_MAY_BUILD(w, r) \
+	"(" w ".removed_at IS NULL AND (NOT " r ".private OR " w ".scope_private) AND" \
+	" (cardinality(" w ".scope_orgs) + cardinality(" w ".scope_repos) = 0" \
+	"  OR lower(" r ".namespace) = ANY(" w ".scope_orgs)" \
+	"  OR lower(" r ".namespace || '/' || " r ".name) = ANY(" w ".scope_repos)))"
+
+/* A running job b (of repo r) whose worker w may no longer build it goes
+ * back to the queue, its attempt not counted, as a release would. */
+#define TAKE_BACK_SET \
+	" state = 'queued', attempt = greatest(b.attempt - 1, 0), worker_id = NULL, lease_expires_at = NULL," \
+	" not_before = now(), error = 'taken back from worker ' || w.name || ': its scope no longer covers '" \
+	"  || r.namespace || '/' || r.name || CASE WHEN r.private THEN ' (private)' ELSE '' END"
+
 /* Seconds a retried attempt waits: 5 s × 2^(attempt-1), at most 5 min. */
 #define BACKOFF "make_interval(secs => least(300, 5 * power(2, greatest(b.attempt, 1) - 1)))"
 
@@ -68,6 +84,31 @@ int db_build_enqueue(const struct build_request *r, const char *variant, enum bu
 	return 0;
 }
 
+int db_build_queue_begin(void)
+{
+	int rc = db_tx_begin();
+	if (rc == 0 && (rc = db_lock_xact(DB_LOCK_BUILD_QUEUE, 0)) < 0)
+		db_tx_rollback();
+	return rc;
+}
+
+int db_build_queued_counts(int64_t repo_id, const char *requested_by, long *repo_queued, long *requester_queued)
+{
+	char repo[24];
+	id_text(repo, repo_id);
+	const char *params[2] = { repo, requested_by ? requested_by : "" };
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT (SELECT count(*) FROM builds WHERE state = 'queued' AND repo_id = $1),"
+				     " (SELECT count(*) FROM builds WHERE state = 'queued' AND requested_by = $2)",
+			      2, params);
+	if (rc < 0)
+		return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
+	*repo_queued = strtol(db_rows_get(&rows, 0, 0), NULL, 10);
+	*requester_queued = strtol(db_rows_get(&rows, 0, 1), NULL, 10);
+	db_rows_release(&rows);
+	return 0;
+}
+
 int db_build_get(int64_t id, struct db_rows *out)
 {
 	char bid[24];
@@ -102,6 +143,20 @@ int db_build_expire_leases(void)
 			    " WHERE b.state = 'running' AND b.lease_expires_at < now()", 0, NULL);
 }
 
+/* Round robin by repo: first the repo whose last claim is oldest (never
+ * claimed: first of all), then its oldest job; one repo's flood of jobs
+ * does not starve another's single job. */
+#define FAIR_ORDER \
+	" ORDER BY (SELECT max(x.started_at) FROM builds x WHERE x.repo_id = b.repo_id) NULLS FIRST," \
+	" b.created_at, b.id"
+
+int db_build_take_back_out_of_scope(void)
+{
+	return db_run_count("UPDATE builds b SET" TAKE_BACK_SET " FROM workers w, repos r"
+			    " WHERE b.state = 'running' AND w.id = b.worker_id AND r.id = b.repo_id"
+			    " AND NOT " WORKER_MAY_BUILD("w", "r"), 0, NULL);
+}
+
 int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
 		   struct db_rows *out)
 {
@@ -120,7 +175,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	int rc = db_tx_begin();
 	if (rc < 0)
 		goto cleanup;
-	if ((rc = db_build_expire_leases()) < 0)
+	if ((rc = db_build_expire_leases()) < 0 || (rc = db_build_take_back_out_of_scope()) < 0)
 		goto rollback;
 	/* the worker's row locked first, in a statement of its own: its
 	 * concurrent claims take turns, and the count below (a new snapshot)
@@ -136,8 +191,10 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	memset(out, 0, sizeof(*out));
 	if (has_room)
 		rc = db_query(out,
-			      "WITH c AS (SELECT id FROM builds WHERE state = 'queued' AND not_before <= now()"
-			      "  AND variant = ANY($2::text[]) ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED),"
+			      "WITH c AS (SELECT b.id FROM builds b JOIN repos r ON r.id = b.repo_id, workers w"
+			      "  WHERE w.id = $1 AND b.state = 'queued' AND b.not_before <= now()"
+			      "  AND b.variant = ANY($2::text[]) AND " WORKER_MAY_BUILD("w", "r") FAIR_ORDER
+			      "  LIMIT 1 FOR UPDATE OF b SKIP LOCKED),"
 			      " u AS (UPDATE builds b SET state = 'running', attempt = b.attempt + 1, worker_id = $1,"
 			      "  lease_expires_at = now() + make_interval(secs => $3::int), started_at = now(),"
 			      "  finished_at = NULL FROM c WHERE b.id = c.id RETURNING b.*)"
@@ -183,14 +240,26 @@ int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])
 	const char *params[2] = { bid, wid };
 	struct db_rows rows;
 	state[0] = '\0';
-	int rc = db_query_one(&rows, "SELECT state, worker_id = $2 AND lease_expires_at >= now() FROM builds WHERE id = $1",
+	/* the job's worker (this one or another) that may no longer build it
+	 * loses it first; the SELECT sees the rows as they were before */
+	int rc = db_query_one(&rows,
+			      "WITH back AS (UPDATE builds b SET" TAKE_BACK_SET " FROM workers w, repos r"
+			      "  WHERE b.id = $1 AND b.state = 'running' AND w.id = b.worker_id AND r.id = b.repo_id"
+			      "  AND NOT " WORKER_MAY_BUILD("w", "r") " RETURNING b.id)"
+			      " SELECT b.state, b.worker_id = $2 AND b.lease_expires_at >= now(), b.worker_id = $2 AND b.state IN ('running', 'canceled'),"
+			      "  " WORKER_MAY_BUILD("w", "r") ", EXISTS (SELECT 1 FROM back)"
+			      " FROM builds b JOIN repos r ON r.id = b.repo_id, workers w WHERE b.id = $1 AND w.id = $2",
 			      2, params);
 	if (rc < 0)
 		return rc;
-	snprintf(state, 16, "%s", db_rows_get(&rows, 0, 0));
-	rc = strcmp(state, "running") == 0 && db_rows_get(&rows, 0, 1)[0] == 't' ? 0 : KHUB_ECONFLICT;
+	int running = strcmp(db_rows_get(&rows, 0, 0), "running") == 0;
+	int leased = db_rows_get(&rows, 0, 1)[0] == 't', held = db_rows_get(&rows, 0, 2)[0] == 't';
+	int allowed = db_rows_get(&rows, 0, 3)[0] == 't', taken_back = db_rows_get(&rows, 0, 4)[0] == 't';
+	snprintf(state, 16, "%s", taken_back ? "queued" : db_rows_get(&rows, 0, 0));
 	db_rows_release(&rows);
-	return rc;
+	if (!allowed)
+		return held ? KHUB_EPERM : KHUB_ENOTFOUND;
+	return running && leased && !taken_back ? 0 : KHUB_ECONFLICT;
 }
 
 int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char expires[40], int *cancel)

@@ -35,6 +35,13 @@ enum build_enqueue_outcome { BUILD_ENQUEUED, BUILD_SKIP_ACTIVE, BUILD_SKIP_SUCCE
 int db_build_enqueue(const struct build_request *r, const char *variant, enum build_enqueue_outcome *outcome,
 		     int64_t *id);
 
+/* Open a transaction for enqueues, holding DB_LOCK_BUILD_QUEUE until it
+ * ends (db_tx_commit or db_tx_rollback): counts taken inside it stay true
+ * until then. */
+int db_build_queue_begin(void);
+/* Jobs queued (not yet claimed) of repo_id, and requested by requested_by. */
+int db_build_queued_counts(int64_t repo_id, const char *requested_by, long *repo_queued, long *requester_queued);
+
 /* One job: KHUB_ENOTFOUND when there is none. */
 int db_build_get(int64_t id, struct db_rows *out);
 /* A repo's jobs (repo_id 0: every repo's), newest first; state NULL = any. */
@@ -47,18 +54,27 @@ int db_build_expire_leases(void);
 /* Milliseconds until the first lease of a running job lapses (0: one has
  * lapsed), -1 when no job runs. */
 int db_build_next_lease_expiry(long *ms);
-/* In one transaction: expire leases, then, when worker_id runs fewer jobs
- * than the concurrency it registered, take the oldest queued job whose
- * variant is one of variants[0..n) and whose backoff is over (FOR UPDATE
- * SKIP LOCKED), leased to worker_id for lease_seconds. 0 with one row in
- * out, 1 when none is ready, 2 when the worker is at its concurrency,
- * KHUB_EDB. */
+/* Running jobs whose worker's scope no longer covers their repo (the
+ * repo turned private, the scope narrowed, the worker removed) go back to
+ * the queue without counting the attempt. How many, or KHUB_EDB. */
+int db_build_take_back_out_of_scope(void);
+/* In one transaction: expire leases and take back what is out of scope,
+ * then, when worker_id runs fewer jobs than the concurrency it registered,
+ * take a queued job whose variant is one of variants[0..n), whose repo the
+ * worker's scope covers and whose backoff is over (FOR UPDATE SKIP
+ * LOCKED): of the repos with such jobs, the one whose last claim is oldest
+ * (never claimed first), its oldest job; leased to worker_id for
+ * lease_seconds. 0 with one row in out, 1 when none is ready, 2 when the
+ * worker is at its concurrency, KHUB_EDB. */
 int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
 		   struct db_rows *out);
 
-/* The lease of a job: 0 when worker_id holds it (running), KHUB_ECONFLICT
- * when it does not (*state says what the job is, "" when unknown),
- * KHUB_ENOTFOUND. */
+/* The lease of a job, with the worker's scope checked against the job's
+ * repo as it is now: 0 when worker_id holds it (running); KHUB_ECONFLICT
+ * when it does not (*state says what the job is); KHUB_EPERM when it held
+ * it (running or canceled) but its scope no longer covers the repo (a
+ * running job is put back in the queue: *state "queued"); KHUB_ENOTFOUND
+ * when there is no such job or the worker's scope does not cover it. */
 int db_build_lease_check(int64_t id, int64_t worker_id, char state[16]);
 /* Extend the lease: *cancel 1 when the job was canceled while this worker
  * held it; KHUB_ECONFLICT when the lease is someone else's or gone. */
@@ -94,10 +110,28 @@ int db_build_retry(int64_t id);
 
 /* ---- workers (storage/db_workers.c) ------------------------------------------- */
 
+/* What a worker may build (sql/0009_worker_scopes.sql): the namespaces
+ * (orgs or users) and repos ("ns/name") listed, every namespace when both
+ * lists are empty; private repos only with private_repos. Strings owned. */
+struct worker_scope {
+	struct strvec orgs, repos;
+	int private_repos;
+};
+#define WORKER_SCOPE_INIT { STRVEC_INIT, STRVEC_INIT, 0 }
+
 /* A new worker identity with a token "khw_" + 40 random characters (stored
- * as its SHA-256; the caller frees *token). KHUB_EEXIST when the name is
- * taken by a worker not removed. */
-int db_worker_create(const char *name, const char *created_by, char **token, int64_t *id);
+ * as its SHA-256; the caller frees *token) and its scope (borrowed).
+ * KHUB_EEXIST when the name is taken by a worker not removed. */
+int db_worker_create(const char *name, const char *created_by, const struct worker_scope *scope, char **token,
+		     int64_t *id);
+/* Replace a worker's scope. KHUB_ENOTFOUND when unknown. Its running jobs
+ * the new scope leaves out are the caller's to take back
+ * (db_build_take_back_out_of_scope). */
+int db_worker_set_scope(const char *name, const struct worker_scope *scope);
+/* A new token for the worker (the caller frees *token); the old one stops
+ * working at once, the worker's jobs and history stay its own.
+ * KHUB_ENOTFOUND when unknown. */
+int db_worker_rotate(const char *name, char **token);
 /* Remove (its token stops working). KHUB_ENOTFOUND when unknown. */
 int db_worker_remove(const char *name);
 /* The principal of a worker token (worker_id set, user_id 0, scope
@@ -110,8 +144,10 @@ int db_worker_register(int64_t id, const char *version, long concurrency, const 
 enum worker_column {
 	WORKER_COL_NAME, WORKER_COL_VERSION, WORKER_COL_CONCURRENCY, WORKER_COL_CAPABILITIES, WORKER_COL_VARIANTS,
 	WORKER_COL_CREATED, WORKER_COL_REGISTERED, WORKER_COL_HEARTBEAT, WORKER_COL_JOBS, WORKER_COL_TOKEN_PREFIX,
+	WORKER_COL_SCOPE_ORGS, WORKER_COL_SCOPE_REPOS, WORKER_COL_SCOPE_PRIVATE,
 };
-/* Workers not removed, by name; variants and jobs as JSON text. */
+/* Workers not removed, by name; variants, jobs and the scope's lists as
+ * JSON text, WORKER_COL_SCOPE_PRIVATE "t" or "f". */
 int db_worker_list(struct db_rows *out);
 /* Every variant some worker not removed registered (one column, sorted). */
 int db_worker_variants(struct db_rows *out);

@@ -1,29 +1,92 @@
 /* db_workers.c -- build workers: identities with a token of scope
- * "worker", what each registered it can build, and the per-repo
+ * "worker" (rotated in place), what each may build (its scope) and
+ * registered it can build, and the per-repo
  * buildOnPush setting the push trigger reads. */
 #include "storage/db_internal.h"
 #include "storage/db_builds.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-int db_worker_create(const char *name, const char *created_by, char **token, int64_t *id)
+/* The scope's lists as PostgreSQL array literals, lower-cased (names
+ * match case-insensitively, as repos_id_key does). */
+static void scope_arrays(const struct worker_scope *scope, struct strbuf *orgs, struct strbuf *repos)
 {
-	char secret[4 + 40 + 1], hash[65], prefix[9];
+	const struct strvec *lists[2] = { &scope->orgs, &scope->repos };
+	struct strbuf *out[2] = { orgs, repos };
+	for (int l = 0; l < 2; l++) {
+		strbuf_adds(out[l], "{");
+		for (size_t i = 0; i < lists[l]->count; i++) {
+			char *lower = xstrdup(lists[l]->items[i]);
+			for (char *c = lower; *c; c++)
+				*c = (char)tolower((unsigned char)*c);
+			if (i)
+				strbuf_adds(out[l], ",");
+			db_array_add(out[l], lower);
+			free(lower);
+		}
+		strbuf_adds(out[l], "}");
+	}
+}
+
+/* A new token "khw_" + 40 random characters: secret, its hash and prefix. */
+static int new_worker_token(char secret[4 + 40 + 1], char hash[65], char prefix[9])
+{
 	if (db_token_secret("khw_", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", 40, secret, hash) < 0)
 		return KHUB_EIO;
-	snprintf(prefix, sizeof(prefix), "%.8s", secret);
-	const char *params[4] = { name, hash, prefix, created_by ? created_by : "" };
+	snprintf(prefix, 9, "%.8s", secret);
+	return 0;
+}
+
+int db_worker_create(const char *name, const char *created_by, const struct worker_scope *scope, char **token,
+		     int64_t *id)
+{
+	char secret[4 + 40 + 1], hash[65], prefix[9];
+	if (new_worker_token(secret, hash, prefix) < 0)
+		return KHUB_EIO;
+	struct strbuf orgs = STRBUF_INIT, repos = STRBUF_INIT;
+	scope_arrays(scope, &orgs, &repos);
+	const char *params[7] = { name, hash, prefix, created_by ? created_by : "", orgs.buf, repos.buf,
+				  scope->private_repos ? "true" : "false" };
 	const char *sqlstate = NULL;
-	PGresult *res = db_exec("INSERT INTO workers (name, token_sha256, token_prefix, created_by)"
-				" VALUES ($1, $2, $3, $4) RETURNING id", 4, params, &sqlstate);
+	PGresult *res = db_exec("INSERT INTO workers (name, token_sha256, token_prefix, created_by, scope_orgs,"
+				" scope_repos, scope_private) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+				7, params, &sqlstate);
+	strbuf_release(&orgs);
+	strbuf_release(&repos);
 	if (!res)
 		return sqlstate && strcmp(sqlstate, "23505") == 0 ? KHUB_EEXIST : KHUB_EDB;
 	*id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	PQclear(res);
 	*token = xstrdup(secret);
 	return 0;
+}
+
+int db_worker_set_scope(const char *name, const struct worker_scope *scope)
+{
+	struct strbuf orgs = STRBUF_INIT, repos = STRBUF_INIT;
+	scope_arrays(scope, &orgs, &repos);
+	const char *params[4] = { name, orgs.buf, repos.buf, scope->private_repos ? "true" : "false" };
+	int rc = db_run_one("UPDATE workers SET scope_orgs = $2, scope_repos = $3, scope_private = $4"
+			    " WHERE lower(name) = lower($1) AND removed_at IS NULL", 4, params);
+	strbuf_release(&orgs);
+	strbuf_release(&repos);
+	return rc;
+}
+
+int db_worker_rotate(const char *name, char **token)
+{
+	char secret[4 + 40 + 1], hash[65], prefix[9];
+	if (new_worker_token(secret, hash, prefix) < 0)
+		return KHUB_EIO;
+	const char *params[3] = { name, hash, prefix };
+	int rc = db_run_one("UPDATE workers SET token_sha256 = $2, token_prefix = $3, token_rotated_at = now()"
+			    " WHERE lower(name) = lower($1) AND removed_at IS NULL", 3, params);
+	if (rc == 0)
+		*token = xstrdup(secret);
+	return rc;
 }
 
 int db_worker_remove(const char *name)
@@ -77,7 +140,7 @@ int db_worker_list(struct db_rows *out)
 			"   'leaseExpiresAt', " ISO("b.lease_expires_at") ") ORDER BY b.id)"
 			"  FROM builds b JOIN repos r ON r.id = b.repo_id"
 			"  WHERE b.worker_id = w.id AND b.state = 'running'), '[]')::text,"
-			" w.token_prefix"
+			" w.token_prefix, to_json(w.scope_orgs)::text, to_json(w.scope_repos)::text, w.scope_private"
 			" FROM workers w WHERE w.removed_at IS NULL ORDER BY lower(w.name)", 0, NULL);
 }
 

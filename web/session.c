@@ -211,6 +211,11 @@ enum MHD_Result page_login_post(struct request *req)
 		log_info("web sign-in refused: unknown, expired or revoked token");
 		return login_form(req, 401, "That token is unknown, expired or revoked.");
 	}
+	if (p.worker_id || !p.user_id || !p.token_id) {	/* a session is bound to a user's token */
+		log_info("web sign-in refused: a build worker's token (%s)", p.name);
+		return login_form(req, 403, "That is a build worker's token: it cannot sign in. Sign in with a user "
+					    "token (khub admin token create USER).");
+	}
 	char id[65], hash[65];
 	random_hex(id);
 	sha256_hex(id, 64, hash);
