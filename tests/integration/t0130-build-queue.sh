@@ -32,8 +32,8 @@ khub admin member set acme alice admin >>"$log" 2>&1
 ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
 ALICE_RO=$(khub admin token create alice --scope read 2>>"$log" | tail -n 1)
 ROOT=$(khub admin token create root --scope write 2>>"$log" | tail -n 1)
-W1=$(khub admin worker add w1 2>>"$log" | tail -n 1)
-W2=$(khub admin worker add w2 2>>"$log" | tail -n 1)
+W1=$(khub admin worker add w1 --private 2>>"$log" | tail -n 1)	# acme/relu is private
+W2=$(khub admin worker add w2 --private 2>>"$log" | tail -n 1)
 like "$W1" '^khw_[A-Za-z0-9]{40}$' "khub admin worker add prints a worker token"
 khub admin worker add w1 >>"$log" 2>&1
 is "$?" 1 "a second worker named w1 is refused"
