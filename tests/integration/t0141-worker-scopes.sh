@@ -220,7 +220,7 @@ is "$ST" 401 "a dead worker token × enqueue → 401"
 jar=$TEST_DIR/jar
 curl -s -c "$jar" -o "$TEST_DIR/login.html" "$KHUB_URL/login"
 csrf=$(grep -o 'name="csrf" value="[0-9a-f]*"' "$TEST_DIR/login.html" | head -1 | sed 's/.*value="//; s/"//')
-st=$(curl -s -b "$jar" -o "$B" -D "$H" -w '%{http_code}' --data-urlencode "csrf=$csrf" --data-urlencode "token=$NEW" \
+st=$(curl -s -b "$jar" -o "$B" -D "$H" -w '%{http_code}' --data-urlencode "csrf=$csrf" --data-urlencode "token=$PRIV" \
 	"$KHUB_URL/login")
 is "$st" 403 "POST /login with a worker token → 403"
 like "$(cat "$B")" "build worker&#39;s token|build worker's token" "the page says it is a worker's token"
@@ -230,11 +230,11 @@ fives=""
 while read -r methods path _; do
 	m=${methods%%,*}
 	p=$(sed 's|{type}|kernels|; s|{ns}|acme|; s|{name}|pub|; s|{org}|acme|; s|{arg}|1|; s|{rev}|main|; s|{path\*}|build.toml|; s|{[a-z*]*}|x|g' <<<"$path")
-	api "$NEW" "$m" "$p" '{}'
+	api "$PRIV" "$m" "$p" '{}'
 	case $ST in 5*) fives="$fives $m $p → $ST;" ;; esac
 done < <(khub routes | grep -v ' worker')
 is "$fives" "" "a worker token on every other route: never a 5xx"
-api "$NEW" GET /api/whoami-v2
+api "$PRIV" GET /api/whoami-v2
 is "$ST" 403 "a worker token × whoami → 403"
 
 # ---- queue limits --------------------------------------------------------------------------
