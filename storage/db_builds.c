@@ -246,7 +246,8 @@ int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])
 			      "WITH back AS (UPDATE builds b SET" TAKE_BACK_SET " FROM workers w, repos r"
 			      "  WHERE b.id = $1 AND b.state = 'running' AND w.id = b.worker_id AND r.id = b.repo_id"
 			      "  AND NOT " WORKER_MAY_BUILD("w", "r") " RETURNING b.id)"
-			      " SELECT b.state, b.worker_id = $2 AND b.lease_expires_at >= now(), b.worker_id = $2 AND b.state IN ('running', 'canceled'),"
+			      " SELECT b.state, b.worker_id = $2 AND b.lease_expires_at >= now(),"
+			      "  b.worker_id = $2 AND b.state IN ('running', 'canceled'),"
 			      "  " WORKER_MAY_BUILD("w", "r") ", EXISTS (SELECT 1 FROM back)"
 			      " FROM builds b JOIN repos r ON r.id = b.repo_id, workers w WHERE b.id = $1 AND w.id = $2",
 			      2, params);
