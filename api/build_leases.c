@@ -1,7 +1,8 @@
 /* build_leases.c -- the build farm's lease timer: a thread of khub serve
  * that puts running jobs whose lease lapsed (their worker died or lost
- * touch) back in the queue, or fails them after build_max_attempts, so what
- * GET /api/builds/{id}, the admin workers list and the web UI show is true
+ * touch) back in the queue, or fails them after build_max_attempts, and
+ * takes back running jobs whose worker's scope no longer covers their repo
+ * (storage/db_builds.c), so what GET /api/builds/{id}, the admin workers list and the web UI show is true
  * without waiting for a claim. Claims still expire leases in their own
  * transaction, so a job is never held past its lease by a slow timer. */
 #include "api/builds.h"

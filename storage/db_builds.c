@@ -175,7 +175,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	int rc = db_tx_begin();
 	if (rc < 0)
 		goto cleanup;
-	if ((rc = db_build_expire_leases()) < 0 || (rc = db_build_take_back_out_of_scope()) < 0)
+	if ((rc = db_build_expire_leases()) < 0)
 		goto rollback;
 	/* the worker's row locked first, in a statement of its own: its
 	 * concurrent claims take turns, and the count below (a new snapshot)

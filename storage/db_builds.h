@@ -58,8 +58,7 @@ int db_build_next_lease_expiry(long *ms);
  * repo turned private, the scope narrowed, the worker removed) go back to
  * the queue without counting the attempt. How many, or KHUB_EDB. */
 int db_build_take_back_out_of_scope(void);
-/* In one transaction: expire leases and take back what is out of scope,
- * then, when worker_id runs fewer jobs than the concurrency it registered,
+/* In one transaction: expire leases, then, when worker_id runs fewer jobs than the concurrency it registered,
  * take a queued job whose variant is one of variants[0..n), whose repo the
  * worker's scope covers and whose backoff is over (FOR UPDATE SKIP
  * LOCKED): of the repos with such jobs, the one whose last claim is oldest

@@ -7,6 +7,7 @@
 # narrowed, takes the job back from the worker holding it; rotation (old
 # token 401 at once, new one works, jobs and history kept); a worker token
 # cannot sign in to the web UI nor use a user route (never a 5xx); the
+# lease timer takes jobs back without waiting for the worker; the
 # queue limits (variants per request, jobs per repo and per user: 429 with
 # Retry-After and nothing queued) and the claim's round robin by repo.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
@@ -273,4 +274,15 @@ is "$(state $JD | cut -d' ' -f1,2)" "running fair" "dave/one's single job runs"
 claim "$FAIR"
 is "$(j 'd["build"]["repo"]')" "carol/flood" "then carol/flood, whose last claim is now the oldest"
 
+# ---- the lease timer takes a job back without waiting for its worker ------------------------
+khub_stop
+export KHUB_BUILD_LEASE_CHECK_MS=200
+khub_start
+is "$(state $JO)" "running pub 1" "bob/other's job is still pub's (rotated token) after a restart"
+api "$BOB" PUT /api/kernels/bob/other/settings '{"private": true}'
+is "$ST" 200 "bob turns bob/other private"
+for _ in $(seq 1 300); do [ "$(state $JO)" = "queued - 0" ] && break; sleep 0.1; done
+is "$(state $JO)" "queued - 0" "the lease timer takes it back from the public-only worker, no call needed"
+api "$NEW" POST /api/builds/$JO/heartbeat '{}'
+is "$ST" 404 "pub's next heartbeat: 404 (no longer its job, out of its scope)"
 done_testing
