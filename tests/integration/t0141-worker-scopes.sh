@@ -258,6 +258,19 @@ is "$(sql "SELECT r.name, count(*) FROM builds b JOIN repos r ON r.id = b.repo_i
 	"nothing over the limits was queued"
 enqueue "$CAROL" carol/flood2 "${V[0]}" "${V[1]}"
 is "$ST" 202 "two fit"
+queued_flood() { sql "SELECT count(*) FROM builds b JOIN repos r ON r.id = b.repo_id WHERE r.name = 'flood' AND state = 'queued'"; }
+printf '{"key":"header","value":{"summary":"src"}}\n{"key":"file","value":{"content":"%s","path":"torch-ext/k/more.py","encoding":"base64"}}\n' \
+	"$(b64 'x = 1')" >"$TEST_DIR/src.ndjson"
+code=$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $CAROL" -H 'Content-Type: application/x-ndjson' \
+	--data-binary "@$TEST_DIR/src.ndjson" "$KHUB_URL/api/kernels/carol/flood/commit/main")
+is "$code $(queued_flood)" "200 5" "a source commit to carol/flood (at its limit) is kept, its builds are not queued"
+like "$(grep 'build trigger' "$TEST_DIR/server.log" | tail -1)" "not queued \(this repository would have 6 build jobs queued.*build_queue_per_repo" \
+	"the server logs why"
+export HOME=$TEST_DIR/home GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0
+mkdir -p "$HOME" && git config --global user.name t && git config --global user.email t@example.com
+git clone -q "http://x:$CAROL@127.0.0.1:$KHUB_PORT/kernels/carol/flood" "$TEST_DIR/clone" >>"$log" 2>&1
+(cd "$TEST_DIR/clone" && printf 'x = 2\n' >torch-ext/k/more.py && git commit -qam "change" && git push -q origin main) >>"$log" 2>&1
+is "$? $(queued_flood)" "0 5" "a git push to it (the hook, with the server's limits) is kept and queues nothing either"
 
 # ---- fair claims: one job of dave/one is not starved by carol's flood -------------------------
 enqueue "$DAVE" dave/one "${V[0]}"
