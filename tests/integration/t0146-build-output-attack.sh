@@ -49,8 +49,9 @@ meta='{"id":"_relu","name":"relu","version":1,"license":"apache-2.0","python-dep
 OUT=$TEST_DIR/out
 mkdir -p "$OUT/$V"
 printf '%s\n' "$meta" >"$OUT/$V/metadata.json"
+printf '{"ok": true}\n' >"$OUT/abi-report.json"	# the ABI policy has nothing to say
 for f in a b; do printf 'ELF' >"$OUT/$V/_$f.so"; truncate -s 1G "$OUT/$V/_$f.so"; done
-tar --sparse --format=pax -C "$OUT" -cf "$TEST_DIR/sparse.tar" "$V"
+tar --sparse --format=pax -C "$OUT" -cf "$TEST_DIR/sparse.tar" "$V" abi-report.json
 rm -rf "$OUT"
 size=$(stat -c %s "$TEST_DIR/sparse.tar")
 ok $((size < 100000 ? 0 : 1)) "a tar of $size bytes whose two members claim 1 GiB each"
@@ -71,6 +72,8 @@ d, v, meta = sys.argv[1], sys.argv[2], sys.argv[3].encode()
 def tar(path, extra):
     with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
         i = tarfile.TarInfo(f"{v}/metadata.json"); i.size = len(meta); t.addfile(i, io.BytesIO(meta))
+        r = b'{"ok": true}'
+        i = tarfile.TarInfo("abi-report.json"); i.size = len(r); t.addfile(i, io.BytesIO(r))
         extra(t)
 def hard(t):
     i = tarfile.TarInfo(f"{v}/passwd"); i.type = tarfile.LNKTYPE; i.linkname = "../../../../etc/passwd"; t.addfile(i)
