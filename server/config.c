@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "api/builds.h"
 
 struct khub_config config;
 
@@ -384,6 +385,13 @@ int config_check(FILE *err)
 		fprintf(err, "khub: build_variants %s: %s\n", config.build_variants, strerror(errno));
 		problems++;
 	}
+	struct source_net_limits limits = { 0 };
+	char why[256];
+	if (source_net_configure(config.build_source_allow, &limits, why, sizeof(why)) < 0) {
+		fprintf(err, "khub: %s\n", why);
+		problems++;
+	}
+	source_net_release();
 	if (config.public_url[0] && strncmp(config.public_url, "http://", 7) != 0 &&
 	    strncmp(config.public_url, "https://", 8) != 0) {
 		fprintf(err, "khub: public_url '%s' must start with http:// or https://\n", config.public_url);
