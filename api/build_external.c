@@ -5,6 +5,7 @@
  * worker gets that commit from GET /api/builds/{id}/source as usual. */
 #include "api/builds.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <pthread.h>
@@ -135,6 +136,21 @@ static void remove_tree(const char *dir)
 {
 	if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
 		log_warn("cannot remove %s: %s", dir, strerror(errno));
+}
+
+void build_sources_clean(void)
+{
+	DIR *d = opendir(api_ctx.builds.sources_dir);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (strstr(de->d_name, ".git.new-")) {
+			char *path = xasprintf("%s/%s", api_ctx.builds.sources_dir, de->d_name);
+			log_info("removing %s, a fetch a crash cut short", path);
+			remove_tree(path);
+			free(path);
+		}
+	if (d)
+		closedir(d);
 }
 
 /* Every branch and tag of the URL into git, under the fetch limits and

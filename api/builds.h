@@ -80,6 +80,9 @@ int build_source_resolve(git_repository *git, const char *revision, char sha[41]
  * KHUB_ENOTFOUND when the fetch failed: build_source_fetch_error says
  * why), -1 answered. A failed first fetch leaves nothing on disk. */
 int build_source_fetch(struct request *req, const char *url, int *fetch_rc, enum MHD_Result *result);
+/* Remove the temporary folders of first fetches a crash cut short (at
+ * start, before any fetch). */
+void build_sources_clean(void);
 /* Why the last fetch of url failed, into why ("" when unknown). */
 void build_source_fetch_error(const char *url, char *why, size_t why_size);
 /* The git store a job builds from (its repo, or its external source's

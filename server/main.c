@@ -110,6 +110,7 @@ int cmd_serve(int argc, char **argv)
 	if (mkdir_p(api_ctx.builds.tmp_dir, 0700) < 0)
 		fatal("cannot create %s: %s", api_ctx.builds.tmp_dir, strerror(errno));
 	build_source_cache_init();
+	build_sources_clean();
 	publish_set_on_new_commit(builds_on_new_commit);
 	publish_set_memory_limit((uint64_t)config.commit_memory_mb << 20);
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);

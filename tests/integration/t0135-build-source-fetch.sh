@@ -105,7 +105,10 @@ khub_stop
 
 # ---- limits: the low-speed limit and the deadline --------------------------------------------------
 export KHUB_BUILD_SOURCE_LOW_SPEED_BYTES=100 KHUB_BUILD_SOURCE_LOW_SPEED_S=3 KHUB_BUILD_SOURCE_DEADLINE_S=8
+mkdir -p "$KHUB_DATA_DIR/build-sources/0123456789abcdef01234567.git.new-AbC123/objects/pack"	# a crash mid-fetch
+touch "$KHUB_DATA_DIR/build-sources/0123456789abcdef01234567.git.new-AbC123/objects/pack/x.pack"
 khub_start
+is "$(sources_left | wc -w)" 1 "a restart removes what a fetch cut short by a crash left"
 rm -f "$TEST_DIR/silent/release"
 enqueue "http://127.0.0.2:$TP/c.git"
 like "$ST $(j 'd["error"]')" "^422 cannot fetch .*too slow: 0 bytes in 3 s" "a silent upstream fails the low-speed limit, with the reason"
