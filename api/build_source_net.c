@@ -271,8 +271,7 @@ static int connect_one(struct net_stream *st, const struct addrinfo *ai)
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 		return fd;
 	if (!st->checked || errno != EINPROGRESS) {
-		if (st->checked)
-			set_failure("cannot connect to %s: %s", st->host, strerror(errno));
+		set_failure("cannot connect to %s: %s", st->host, strerror(errno));
 		close(fd);
 		return -1;
 	}
