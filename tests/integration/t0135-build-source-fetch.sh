@@ -59,7 +59,8 @@ is "$ST" 200 "acme/other, a repo that has nothing to do with builds"
 # ---- addresses ----------------------------------------------------------------------------------
 for url in "$KHUB_URL/acme/upstream" "http://[::1]:$KHUB_PORT/acme/upstream" \
 	"http://[::ffff:127.0.0.1]:$KHUB_PORT/acme/upstream" "http://169.254.169.254/latest" "http://10.1.2.3/x.git" \
-	"http://0.0.0.0:$KHUB_PORT/acme/upstream" "http://100.64.0.1/x" "git://127.0.0.1:1/x.git"; do
+	"http://0.0.0.0:$KHUB_PORT/acme/upstream" "http://100.64.0.1/x" "git://127.0.0.1:1/x.git" \
+	"https://127.0.0.1:$KHUB_PORT/acme/upstream" "http://[fe80::1]:80/x" "http://224.0.0.1/x"; do
 	enqueue "$url"
 	like "$ST $(j 'd["error"]')" "^422 cannot fetch .*(loopback, private, link-local or reserved)" "$url is refused: $(j 'd["error"]' | cut -c1-80)…"
 done
@@ -104,11 +105,15 @@ is "$(sources_left | wc -w)" 1 "the failed fetches left nothing under build-sour
 khub_stop
 
 # ---- limits: the low-speed limit and the deadline --------------------------------------------------
-export KHUB_BUILD_SOURCE_LOW_SPEED_BYTES=100 KHUB_BUILD_SOURCE_LOW_SPEED_S=3 KHUB_BUILD_SOURCE_DEADLINE_S=8
+export KHUB_BUILD_SOURCE_LOW_SPEED_BYTES=100 KHUB_BUILD_SOURCE_LOW_SPEED_S=3 KHUB_BUILD_SOURCE_DEADLINE_S=8 \
+	KHUB_BUILD_SOURCE_ALLOW=127.0.0.2/32
 mkdir -p "$KHUB_DATA_DIR/build-sources/0123456789abcdef01234567.git.new-AbC123/objects/pack"	# a crash mid-fetch
 touch "$KHUB_DATA_DIR/build-sources/0123456789abcdef01234567.git.new-AbC123/objects/pack/x.pack"
 khub_start
 is "$(sources_left | wc -w)" 1 "a restart removes what a fetch cut short by a crash left"
+enqueue "http://localhost:$KHUB_PORT/acme/upstream"
+like "$ST $(j 'd["error"]')" "^422 cannot fetch .*localhost resolves to .*(loopback, private, link-local or reserved)" \
+	"a host name is checked on the addresses DNS gives (localhost, no longer allow-listed, is refused)"
 rm -f "$TEST_DIR/silent/release"
 enqueue "http://127.0.0.2:$TP/c.git"
 like "$ST $(j 'd["error"]')" "^422 cannot fetch .*too slow: 0 bytes in 3 s" "a silent upstream fails the low-speed limit, with the reason"
