@@ -9,11 +9,13 @@
 #include "api/builds.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -88,13 +90,27 @@ static int range_contains(const struct net_range *r, int family, const unsigned 
 	return !rest || ((r->addr[full] ^ addr[full]) & (0xff00 >> rest) & 0xff) == 0;
 }
 
-static int in_table(const char *const *table, size_t n, int family, const unsigned char *addr)
+#define REFUSED_V4 (sizeof(refused_v4) / sizeof(*refused_v4))
+#define REFUSED_V6 (sizeof(refused_v6) / sizeof(*refused_v6))
+static struct net_range refused[REFUSED_V4 + REFUSED_V6];	/* both tables, parsed once */
+static pthread_once_t refused_once = PTHREAD_ONCE_INIT;
+
+static void refused_parse(void)
 {
-	for (size_t i = 0; i < n; i++) {
-		struct net_range r;
-		if (range_parse(table[i], &r) == 0 && range_contains(&r, family, addr))
-			return 1;
+	for (size_t i = 0; i < REFUSED_V4 + REFUSED_V6; i++) {
+		int rc = range_parse(i < REFUSED_V4 ? refused_v4[i] : refused_v6[i - REFUSED_V4], &refused[i]);
+		assert(rc == 0);
+		(void)rc;
 	}
+}
+
+/* 1 when addr is in a refused range of its family. */
+static int is_refused(int family, const unsigned char *addr)
+{
+	pthread_once(&refused_once, refused_parse);
+	for (size_t i = 0; i < REFUSED_V4 + REFUSED_V6; i++)
+		if (range_contains(&refused[i], family, addr))
+			return 1;
 	return 0;
 }
 
@@ -133,7 +149,7 @@ int source_net_address_allowed(const char *host, const struct sockaddr *sa, char
 	if (sa->sa_family == AF_INET) {
 		const unsigned char *a = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
 		inet_ntop(AF_INET, a, text, sizeof(text));
-		if (allowed_range(AF_INET, a) || !in_table(refused_v4, sizeof(refused_v4) / sizeof(*refused_v4), AF_INET, a))
+		if (allowed_range(AF_INET, a) || !is_refused(AF_INET, a))
 			return 1;
 	} else if (sa->sa_family == AF_INET6) {
 		const unsigned char *a = (const unsigned char *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
@@ -146,9 +162,7 @@ int source_net_address_allowed(const char *host, const struct sockaddr *sa, char
 			return 1;
 		/* an IPv6 form of a public IPv4 address is as good as that one,
 		 * except the NAT64 and 6to4 relays, which are refused outright */
-		int ok = !in_table(refused_v6, sizeof(refused_v6) / sizeof(*refused_v6), AF_INET6, a) ||
-			 (has_v4 && a[0] == 0 && a[1] == 0 &&
-			  !in_table(refused_v4, sizeof(refused_v4) / sizeof(*refused_v4), AF_INET, v4));
+		int ok = !is_refused(AF_INET6, a) || (has_v4 && a[0] == 0 && a[1] == 0 && !is_refused(AF_INET, v4));
 		if (ok)
 			return 1;
 	}

@@ -122,7 +122,7 @@ tarpit trickle trickle "$TR" 0.5
 enqueue "http://127.0.0.2:$TR/d.git"
 like "$ST $(j 'd["error"]')" "^422 cannot fetch .*too slow: [0-9]+ bytes in 3 s" "an upstream trickling a byte every half second fails the low-speed limit"
 FL=$(free_port)
-tarpit flood flood "$FL" 600
+tarpit flood flood "$FL" 2000
 enqueue "http://127.0.0.2:$FL/e.git"
 like "$ST $(j 'd["error"]')" "^422 cannot fetch .*longer than build_source_deadline_s \\(8 s\\)" \
 	"an upstream sending an endless answer fast enough for the low-speed limit fails at the deadline"
