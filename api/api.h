@@ -56,6 +56,7 @@ struct api_context {
 		long long source_cache_bytes;	/* build_source_cache_mb: kept at most (one tar may pass it) */
 		long wall_seconds, cpu_seconds, memory_mb, disk_mb;	/* limits told to workers */
 		long queue_per_repo, queue_per_user, variants_per_request;	/* 0: no limit */
+		long long log_max_bytes;	/* build_log_max_kb: a build's log kept, head and tail */
 	} builds;
 };
 
@@ -424,8 +425,14 @@ typedef int (*work_fn)(void *arg);
  * a request waits at most wait_ms for its job (then 503). Without a start
  * (CLI roles), work_queue_run runs the job in the caller. */
 void work_queue_start(long threads, long queue_max, long wait_ms);
-/* Drop queued jobs and let running ones finish, waiting at most wait_ms
- * (after the last request): 0, or -1 when some still run (then leave what
+/* The queues: MAIN for everything by default; FETCH for work that waits on
+ * servers khub does not run (external git sources), so that a stalled
+ * stranger never holds the threads commits need. */
+enum work_pool_id { WORK_POOL_MAIN, WORK_POOL_FETCH, WORK_POOLS };
+/* Start a pool's threads, as work_queue_start (which starts MAIN). */
+void work_pool_start(enum work_pool_id id, long threads, long queue_max, long wait_ms);
+/* Drop queued jobs of every pool and let running ones finish, waiting at
+ * most wait_ms (after the last request): 0, or -1 when some still run (then leave what
  * they use, such as the LFS store, open). */
 int work_queue_stop(unsigned wait_ms);
 /* Run fn(arg) in the background under key: one job per key, a request for
@@ -439,6 +446,9 @@ int work_queue_stop(unsigned wait_ms);
  * (also when the request joins a job or is refused). */
 int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
 		   int *job_rc, enum MHD_Result *result);
+/* work_queue_run on another pool (its own threads, queue and wait). */
+int work_pool_run(enum work_pool_id id, struct request *req, const char *key, work_fn fn, void *arg,
+		  void (*free_arg)(void *), int *job_rc, enum MHD_Result *result);
 /* The same for a job whose end the request must see (a commit: a 503
  * while it might still land would be retried and land twice): no
  * work_wait_ms deadline, and at shutdown the request waits for it on its

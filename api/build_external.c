@@ -1,9 +1,15 @@
 /* build_external.c -- builds of an external git source: the server
  * fetches the URL (http, https or git) with libgit2 into
- * {data_dir}/build-sources/<hash>.git on a background thread, and the
+ * {data_dir}/build-sources/<hash>.git on the fetch pool's threads (its
+ * connections checked and bounded by api/build_source_net.c), and the
  * worker gets that commit from GET /api/builds/{id}/source as usual. */
 #include "api/builds.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,37 +86,134 @@ static void fetch_job_free(void *arg)
 	free(job);
 }
 
-/* Every branch and tag of the URL into the bare repo (made when missing). */
-static int fetch_run(void *arg)
+/* Why recent fetches failed, by URL hash: a small ring the requests that
+ * waited read when they resume. */
+#define FAILURES_KEPT 32
+static struct {
+	char hash[25];
+	char why[300];
+} failures[FAILURES_KEPT];
+static size_t failures_next;
+static pthread_mutex_t failures_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void remember_failure(const char *url, const char *why)
 {
-	struct fetch_job *job = arg;
-	char *dir = build_source_dir(job->url);
-	git_repository *git = NULL;
+	char hash[65];
+	sha256_hex(url, strlen(url), hash);
+	pthread_mutex_lock(&failures_lock);
+	size_t i = 0;
+	while (i < FAILURES_KEPT && strncmp(failures[i].hash, hash, 24) != 0)
+		i++;
+	if (i == FAILURES_KEPT)
+		i = failures_next++ % FAILURES_KEPT;
+	snprintf(failures[i].hash, sizeof(failures[i].hash), "%.24s", hash);
+	snprintf(failures[i].why, sizeof(failures[i].why), "%s", why);
+	pthread_mutex_unlock(&failures_lock);
+}
+
+void build_source_fetch_error(const char *url, char *why, size_t why_size)
+{
+	char hash[65];
+	sha256_hex(url, strlen(url), hash);
+	why[0] = '\0';
+	pthread_mutex_lock(&failures_lock);
+	for (size_t i = 0; i < FAILURES_KEPT; i++)
+		if (strncmp(failures[i].hash, hash, 24) == 0)
+			snprintf(why, why_size, "%s", failures[i].why);
+	pthread_mutex_unlock(&failures_lock);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* Remove a directory and everything below it (a failed first fetch). */
+static void remove_tree(const char *dir)
+{
+	if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && errno != ENOENT)
+		log_warn("cannot remove %s: %s", dir, strerror(errno));
+}
+
+void build_sources_clean(void)
+{
+	DIR *d = opendir(api_ctx.builds.sources_dir);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (strstr(de->d_name, ".git.new-")) {
+			char *path = xasprintf("%s/%s", api_ctx.builds.sources_dir, de->d_name);
+			log_info("removing %s, a fetch a crash cut short", path);
+			remove_tree(path);
+			free(path);
+		}
+	if (d)
+		closedir(d);
+}
+
+/* Every branch and tag of the URL into git, under the fetch limits and
+ * address checks; 0 or KHUB_ENOTFOUND (the reason remembered). */
+static int fetch_into(git_repository *git, const char *url)
+{
 	git_remote *remote = NULL;
-	int rc = KHUB_EIO;
 	char *refspecs[] = { "+refs/heads/*:refs/khub/heads/*", "+refs/tags/*:refs/khub/tags/*" };
 	git_strarray specs = { refspecs, 2 };
-	if (mkdir_p(api_ctx.builds.sources_dir, 0755) < 0 ||
-	    (git_repository_open_bare(&git, dir) < 0 && git_repository_init(&git, dir, 1) < 0))
-		goto cleanup;
 	/* the URL as given, never rewritten by url.*.insteadOf (libgit2 1.5
 	 * also leaks a regex match per config entry it checks) */
 	git_remote_create_options ropts = GIT_REMOTE_CREATE_OPTIONS_INIT;
 	ropts.repository = git;
 	ropts.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
-	if (git_remote_create_with_opts(&remote, job->url, &ropts) < 0)
-		goto cleanup;
-	git_fetch_options opts = GIT_FETCH_OPTIONS_INIT;
-	if (git_remote_fetch(remote, &specs, &opts, "khub build source") < 0) {
-		const git_error *e = git_error_last();
-		log_warn("build source %s: fetch failed: %s", job->url, e && e->message ? e->message : "?");
-		rc = KHUB_ENOTFOUND;
-		goto cleanup;
+	if (git_remote_create_with_opts(&remote, url, &ropts) < 0) {
+		remember_failure(url, "not a git URL libgit2 can fetch");
+		return KHUB_ENOTFOUND;
 	}
-	rc = 0;
-cleanup:
+	git_fetch_options opts = GIT_FETCH_OPTIONS_INIT;
+	source_net_begin();
+	int rc = git_remote_fetch(remote, &specs, &opts, "khub build source") < 0 ? KHUB_ENOTFOUND : 0;
+	source_net_end();
+	if (rc < 0) {
+		const git_error *e = git_error_last();
+		const char *why = source_net_failure()[0] ? source_net_failure() : e && e->message ? e->message : "?";
+		log_warn("build source %s: fetch failed: %s", url, why);
+		remember_failure(url, why);
+	}
 	git_remote_free(remote);
+	return rc;
+}
+
+/* Every branch and tag of the URL into its bare repo. A first fetch goes
+ * to a temporary folder renamed into place once it worked, so a failed one
+ * leaves nothing; a failed refetch keeps what the last one got. */
+static int fetch_run(void *arg)
+{
+	struct fetch_job *job = arg;
+	char *dir = build_source_dir(job->url), *tmp = NULL;
+	git_repository *git = NULL;
+	int rc = KHUB_EIO;
+	if (mkdir_p(api_ctx.builds.sources_dir, 0755) < 0)
+		goto cleanup;
+	if (git_repository_open_bare(&git, dir) < 0) {
+		tmp = xasprintf("%s.new-XXXXXX", dir);
+		if (!mkdtemp(tmp) || git_repository_init(&git, tmp, 1) < 0) {
+			free(tmp);
+			tmp = NULL;
+			goto cleanup;
+		}
+	}
+	rc = fetch_into(git, job->url);
 	git_repository_free(git);
+	git = NULL;
+	if (tmp && rc == 0 && rename(tmp, dir) < 0) {
+		log_warn("build source %s: cannot rename %s: %s", job->url, tmp, strerror(errno));
+		rc = KHUB_EIO;
+	}
+cleanup:
+	if (tmp && rc < 0)
+		remove_tree(tmp);
+	git_repository_free(git);
+	free(tmp);
 	free(dir);
 	return rc;
 }
@@ -122,7 +225,7 @@ int build_source_fetch(struct request *req, const char *url, int *fetch_rc, enum
 	snprintf(key, sizeof(key), "build-source/%.24s", hash);
 	struct fetch_job *job = xcalloc(1, sizeof(*job));
 	job->url = xstrdup(url);
-	return work_queue_run(req, key, fetch_run, job, fetch_job_free, fetch_rc, result);
+	return work_pool_run(WORK_POOL_FETCH, req, key, fetch_run, job, fetch_job_free, fetch_rc, result);
 }
 
 int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out)

@@ -12,9 +12,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#define OUTPUT_MAX_ENTRIES 100000
+#define OUTPUT_MAX_ENTRIES 20000	/* members, directories and "./" included */
 #define REPORT_MAX_BYTES (16 * 1024 * 1024)
 #define README_MAX_BYTES (1024 * 1024)
 
@@ -70,22 +71,40 @@ char *build_output_clean_path(const char *raw)
 	return p;
 }
 
-/* Read a member's bytes whole (at most limit): the caller frees. */
+/* Read a member's bytes whole (at most limit): the caller frees. The
+ * buffer grows with the bytes read, never to the size a header claims. */
 char *build_output_read_member(struct archive *ar, int64_t size, size_t limit, size_t *len)
 {
 	if (size < 0 || (uint64_t)size > limit)
 		return NULL;
-	char *buf = xmalloc((size_t)size + 1);
-	la_ssize_t got = 0, n;
-	while (got < size && (n = archive_read_data(ar, buf + got, (size_t)(size - got))) > 0)
-		got += n;
-	if (got != size) {
-		free(buf);
+	struct strbuf buf = STRBUF_INIT;
+	char chunk[16384];
+	la_ssize_t n;
+	while ((n = archive_read_data(ar, chunk, sizeof(chunk))) > 0) {
+		if (buf.len + (size_t)n > (size_t)size) {
+			strbuf_release(&buf);
+			return NULL;
+		}
+		strbuf_add(&buf, chunk, (size_t)n);
+	}
+	if (n < 0 || buf.len != (size_t)size) {
+		strbuf_release(&buf);
 		return NULL;
 	}
-	buf[size] = '\0';
-	*len = (size_t)size;
-	return buf;
+	return strbuf_detach(&buf, len);
+}
+
+/* Read a member through a small buffer: its real bytes (holes of a sparse
+ * member are not counted: those are refused before), or -1 when the tar
+ * ends early or is damaged. */
+static int64_t member_real_bytes(struct archive *ar)
+{
+	char chunk[65536];
+	int64_t total = 0;
+	la_ssize_t n;
+	while ((n = archive_read_data(ar, chunk, sizeof(chunk))) > 0)
+		total += n;
+	return n < 0 ? -1 : total;
 }
 
 #define REFUSE(...) do { snprintf(why, why_size, __VA_ARGS__); rc = KHUB_EINVAL; goto cleanup; } while (0)
@@ -107,6 +126,72 @@ long build_toml_version(const char *text)
 	return -1;
 }
 
+/* One regular member outside the three files read whole: its declared
+ * size must be the bytes that really follow it. 0 or KHUB_EINVAL. */
+static int check_plain_member(struct archive *ar, const char *name, int64_t size, uint64_t *total, char *why,
+			      size_t why_size)
+{
+	int64_t real = member_real_bytes(ar);
+	if (real < 0 || real != size) {
+		snprintf(why, why_size, "'%.200s' claims %" PRId64 " bytes but the tar holds %" PRId64, name, size,
+			 real < 0 ? (int64_t)0 : real);
+		return KHUB_EINVAL;
+	}
+	*total += (uint64_t)real;
+	return 0;
+}
+
+/* Refuse what is not a plain member: links, devices, sparse files, sizes
+ * past the limits. 0 or KHUB_EINVAL. */
+static int check_member_kind(struct archive_entry *e, const char *name, uint64_t total, uint64_t tar_size,
+			     char *why, size_t why_size)
+{
+	mode_t type = archive_entry_filetype(e);
+	int64_t size = archive_entry_size(e);
+	if (type != AE_IFREG || archive_entry_hardlink(e) || archive_entry_symlink(e))
+		snprintf(why, why_size, "'%.200s' is not a regular file (links and devices are refused)", name);
+	else if (archive_entry_sparse_count(e) > 0)
+		snprintf(why, why_size, "'%.200s' is a sparse file (refused: write its bytes)", name);
+	else if (size < 0 || (uint64_t)size > (uint64_t)api_ctx.builds.output_max_bytes ||
+		 (uint64_t)size > tar_size || total + (uint64_t)size > tar_size)
+		snprintf(why, why_size, "'%.200s' is too large (%" PRId64 " bytes; the tar is %" PRIu64 ")", name,
+			 size, tar_size);
+	else
+		return 0;
+	return KHUB_EINVAL;
+}
+
+/* A regular member: metadata.json, abi-report.json and README.md read
+ * whole (bounded), any other file of <variant>/ read through and counted. */
+static int check_file(struct archive *ar, struct archive_entry *e, const char *name, const char *variant,
+		      struct build_output *out, uint64_t *total, char *why, size_t why_size)
+{
+	size_t vlen = strlen(variant), len = 0;
+	int64_t size = archive_entry_size(e);
+	int in_variant = strncmp(name, variant, vlen) == 0 && name[vlen] == '/';
+	if (in_variant)
+		out->files++;
+	if (in_variant && strcmp(name + vlen, "/metadata.json") == 0 && !out->metadata) {
+		if (!(out->metadata = build_output_read_member(ar, size, METADATA_MAX_BYTES, &out->metadata_len)))
+			return snprintf(why, why_size, "%s/metadata.json is unreadable or larger than %d bytes", variant,
+					METADATA_MAX_BYTES), KHUB_EINVAL;
+	} else if (strcmp(name, "abi-report.json") == 0 && !out->report_text) {
+		if (!(out->report_text = build_output_read_member(ar, size, REPORT_MAX_BYTES, &len)))
+			return snprintf(why, why_size, "abi-report.json is unreadable or too large"), KHUB_EINVAL;
+	} else if (strcmp(name, "README.md") == 0 && !out->readme) {
+		if (!(out->readme = build_output_read_member(ar, size, README_MAX_BYTES, &out->readme_len)))
+			return snprintf(why, why_size, "README.md is unreadable or larger than %d bytes", README_MAX_BYTES),
+			       KHUB_EINVAL;
+	} else if (in_variant) {
+		return check_plain_member(ar, name, size, total, why, why_size);
+	} else {
+		return snprintf(why, why_size, "'%.200s' is outside %s/ or repeated (the output holds %s/, "
+				"abi-report.json and README.md once each)", name, variant, variant), KHUB_EINVAL;
+	}
+	*total += (uint64_t)size;
+	return 0;
+}
+
 int build_output_check(const char *path, const char *variant, const char *build_toml, struct build_output *out,
 		       char *why, size_t why_size)
 {
@@ -114,12 +199,17 @@ int build_output_check(const char *path, const char *variant, const char *build_
 	struct archive_entry *e;
 	char *name = NULL;
 	int rc = 0, r;
-	size_t vlen = strlen(variant);
+	size_t vlen = strlen(variant), headers = 0;
+	uint64_t total = 0, tar_size = 0;
+	struct stat st;
 	memset(out, 0, sizeof(*out));
-	if (build_output_open(path, &ar) < 0)
+	if (stat(path, &st) < 0 || build_output_open(path, &ar) < 0)
 		REFUSE("the output is not a tar archive");
+	tar_size = (uint64_t)st.st_size;
 	while ((r = archive_read_next_header(ar, &e)) == ARCHIVE_OK) {
 		const char *raw = archive_entry_pathname(e);
+		if (++headers > OUTPUT_MAX_ENTRIES)
+			REFUSE("more than %d entries in the output", OUTPUT_MAX_ENTRIES);
 		if (archive_entry_filetype(e) == AE_IFDIR && raw && (strcmp(raw, ".") == 0 || strcmp(raw, "./") == 0))
 			continue;	/* the top of `tar -C dir .` */
 		free(name);
@@ -127,36 +217,16 @@ int build_output_check(const char *path, const char *variant, const char *build_
 		if (!name)
 			REFUSE("bad path in the output: '%.200s' (absolute, empty, '.', '..' or not a repo path)",
 			       archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
-		if (++out->entries > OUTPUT_MAX_ENTRIES)
-			REFUSE("more than %d entries in the output", OUTPUT_MAX_ENTRIES);
-		mode_t type = archive_entry_filetype(e);
+		out->entries++;
 		int in_variant = strncmp(name, variant, vlen) == 0 && (name[vlen] == '/' || name[vlen] == '\0');
-		if (type == AE_IFDIR) {
+		if (archive_entry_filetype(e) == AE_IFDIR && !archive_entry_hardlink(e) && !archive_entry_symlink(e)) {
 			if (!in_variant)
 				REFUSE("'%.200s' is not the variant's directory (%s/)", name, variant);
 			continue;
 		}
-		if (type != AE_IFREG || archive_entry_hardlink(e))
-			REFUSE("'%.200s' is not a regular file (links and devices are refused)", name);
-		int64_t size = archive_entry_size(e);
-		if (size < 0 || size > api_ctx.builds.output_max_bytes)
-			REFUSE("'%.200s' is too large", name);
-		size_t len = 0;
-		if (in_variant && name[vlen] == '/') {
-			out->files++;
-			if (strcmp(name + vlen, "/metadata.json") == 0 &&
-			    !(out->metadata = build_output_read_member(ar, size, METADATA_MAX_BYTES, &out->metadata_len)))
-				REFUSE("%s/metadata.json is unreadable or larger than %d bytes", variant, METADATA_MAX_BYTES);
-		} else if (strcmp(name, "abi-report.json") == 0) {
-			if (!(out->report_text = build_output_read_member(ar, size, REPORT_MAX_BYTES, &len)))
-				REFUSE("abi-report.json is unreadable or too large");
-		} else if (strcmp(name, "README.md") == 0) {
-			if (!(out->readme = build_output_read_member(ar, size, README_MAX_BYTES, &out->readme_len)))
-				REFUSE("README.md is unreadable or larger than %d bytes", README_MAX_BYTES);
-		} else {
-			REFUSE("'%.200s' is outside %s/ (the output holds %s/, abi-report.json and README.md)", name,
-			       variant, variant);
-		}
+		if ((rc = check_member_kind(e, name, total, tar_size, why, why_size)) < 0 ||
+		    (rc = check_file(ar, e, name, variant, out, &total, why, why_size)) < 0)
+			goto cleanup;
 	}
 	if (r != ARCHIVE_EOF)
 		REFUSE("the output tar is damaged: %.200s", archive_error_string(ar) ? archive_error_string(ar) : "");

@@ -160,7 +160,7 @@ static enum MHD_Result handle_log_append(struct request *req)
 	if (!offset_arg || *end || at < 0)
 		return respond_error(req, 400, NULL, "offset=N (the byte this chunk starts at) is required");
 	int rc = db_build_log_append(id, req->principal.worker_id, at, req->body.buf ? req->body.buf : "", req->body.len,
-				     &length);
+				     api_ctx.builds.log_max_bytes, &length);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)

@@ -169,20 +169,26 @@ static enum MHD_Result handle_log_read(struct request *req)
 	char state[16];
 	snprintf(state, sizeof(state), "%s", db_rows_get(&rows, 0, BUILD_COL_STATE));
 	db_rows_release(&rows);
-	struct strbuf text = STRBUF_INIT;
-	int rc = db_build_log_read(id, from, LOG_READ_MAX, &text, &length);
+	struct strbuf text = STRBUF_INIT, shown = STRBUF_INIT;
+	int64_t next = 0;
+	int rc = db_build_log_read(id, from, LOG_READ_MAX, &text, &length, &next);
 	if (rc < 0) {
 		strbuf_release(&text);
 		return rc == KHUB_ENOTFOUND ? respond_error(req, 404, NULL, "no build %" PRId64, id)
 					    : respond_db_unavailable(req);
 	}
-	struct MHD_Response *resp = MHD_create_response_from_buffer(text.len, text.buf ? text.buf : "",
-								    MHD_RESPMEM_MUST_COPY);
+	/* build code wrote it: nothing in it may drive the reader's terminal */
+	terminal_text_sanitize(text.buf ? text.buf : "", text.len, &shown);
 	strbuf_release(&text);
-	char len_text[24];
+	struct MHD_Response *resp = MHD_create_response_from_buffer(shown.len, shown.buf ? shown.buf : "",
+								    MHD_RESPMEM_MUST_COPY);
+	strbuf_release(&shown);
+	char len_text[24], next_text[24];
 	snprintf(len_text, sizeof(len_text), "%" PRId64, length);
+	snprintf(next_text, sizeof(next_text), "%" PRId64, next);
 	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
 	MHD_add_response_header(resp, "X-Log-Length", len_text);
+	MHD_add_response_header(resp, "X-Log-Next-Offset", next_text);
 	MHD_add_response_header(resp, "X-Build-State", state);
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	return respond(req, 200, resp);

@@ -98,13 +98,46 @@ char *build_source_dir(const char *url);
 int build_source_open(const char *url, git_repository **out);
 /* A fetched branch, tag or sha to its commit; KHUB_ENOTFOUND. */
 int build_source_resolve(git_repository *git, const char *revision, char sha[41]);
-/* Fetch url's branches and tags on a background thread, as
+/* Fetch url's branches and tags on the fetch pool's thread, as
  * work_queue_run: 1 parked (return *result), 0 done (*fetch_rc: 0 or
- * KHUB_ENOTFOUND when the fetch failed), -1 answered. */
+ * KHUB_ENOTFOUND when the fetch failed: build_source_fetch_error says
+ * why), -1 answered. A failed first fetch leaves nothing on disk. */
 int build_source_fetch(struct request *req, const char *url, int *fetch_rc, enum MHD_Result *result);
+/* Remove the temporary folders of first fetches a crash cut short (at
+ * start, before any fetch). */
+void build_sources_clean(void);
+/* Why the last fetch of url failed, into why ("" when unknown). */
+void build_source_fetch_error(const char *url, char *why, size_t why_size);
 /* The git store a job builds from (its repo, or its external source's
  * fetched copy): git_repository_free it. */
 int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out);
+
+/* ---- the network of external fetches (api/build_source_net.c) ------------------ */
+
+struct sockaddr;
+/* Limits of one fetch (configuration build_source_*). */
+struct source_net_limits {
+	long connect_timeout_s;		/* per connection attempt */
+	long low_speed_bytes, low_speed_s;	/* fewer bytes a second over a window: fail (0: off) */
+	long deadline_s;		/* the whole fetch */
+};
+/* Set the limits and the allow-list (comma-separated addresses, CIDR
+ * ranges and host names that may be reached although private): 0, or -1
+ * with the bad entry in why. */
+int source_net_configure(const char *allow, const struct source_net_limits *limits, char *why, size_t why_size);
+void source_net_release(void);
+/* Route libgit2's TCP connections through the checked stream (once, at
+ * start-up): 0 or KHUB_EIO. */
+int source_net_register(void);
+/* 1 when sa may be reached for a URL naming host, else 0 with the reason
+ * in why (loopback, private, link-local, reserved, not allow-listed). */
+int source_net_address_allowed(const char *host, const struct sockaddr *sa, char *why, size_t why_size);
+/* The calling thread's connections between begin and end are a fetch's:
+ * addresses checked, limits applied, the deadline counted from begin. */
+void source_net_begin(void);
+void source_net_end(void);
+/* Why the calling thread's fetch last failed ("" when it did not say). */
+const char *source_net_failure(void);
 
 /* ---- source tars (api/build_source_cache.c) ------------------------------------ */
 

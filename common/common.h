@@ -161,6 +161,15 @@ int dir_walk(const char *root, int (*visit)(const char *rel, const char *path, c
 
 
 
+/* ---- text from builds, safe to show (common/terminal_text.c) ----------- */
+
+/* Append text to out with nothing a terminal or a page would act on: ANSI
+ * CSI and OSC sequences dropped, \r\n kept as \n and a lone \r made a line
+ * end, every other C0 control, DEL, C1 control (U+0080 to U+009F) and byte
+ * that is not well-formed UTF-8 written as the four characters \xNN; \n,
+ * \t and printable UTF-8 kept. */
+void terminal_text_sanitize(const char *text, size_t n, struct strbuf *out);
+
 /* ---- string-keyed hash map (common/hashmap.c); not locked ------------- */
 
 struct hashmap_entry {

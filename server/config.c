@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "api/builds.h"
 
 struct khub_config config;
 
@@ -77,6 +78,14 @@ static const struct config_row config_rows[] = {
 	ROW(build_queue_per_repo, CONFIG_LONG, "128", 1, 1000000, "build farm: jobs one repo may have queued (not yet claimed) at once; an enqueue past it queues nothing and answers 429"),
 	ROW(build_queue_per_user, CONFIG_LONG, "512", 1, 1000000, "build farm: jobs one user's requests may have queued at once (builds on push count per repo only); past it: 429"),
 	ROW(build_variants_per_request, CONFIG_LONG, "64", 1, 100000, "build farm: variants one build request (or push) may queue; more: 400"),
+	ROW(build_source_fetch_threads, CONFIG_LONG, "2", 1, 64, "build farm: background threads that fetch external git sources (their own queue: a stalled upstream never holds the threads commits use)"),
+	ROW(build_source_fetch_queue_max, CONFIG_LONG, "16", 1, 10000, "build farm: external git fetches that may wait for a fetch thread (more: 503 with Retry-After)"),
+	ROW(build_source_connect_timeout_s, CONFIG_LONG, "10", 1, 600, "build farm: seconds an external git fetch waits for each TCP connection"),
+	ROW(build_source_low_speed_bytes, CONFIG_LONG, "1024", 0, 1L << 30, "build farm: an external git fetch receiving fewer bytes a second than this over build_source_low_speed_s fails (0 = no limit)"),
+	ROW(build_source_low_speed_s, CONFIG_LONG, "30", 1, 3600, "build farm: the window of build_source_low_speed_bytes, in seconds"),
+	ROW(build_source_deadline_s, CONFIG_LONG, "600", 1, 86400, "build farm: seconds one external git fetch may take in all"),
+	ROW(build_source_allow, CONFIG_STRING, "", 0, 0, "build farm: comma-separated addresses, CIDR ranges and host names external git sources may reach although loopback, private, link-local or reserved (all of those are refused otherwise, after DNS and on every redirect)"),
+	ROW(build_log_max_kb, CONFIG_LONG, "4096", 16, 1L << 22, "build farm: log kept per build: its first and last halves, with a line saying how much was cut between them"),
 	ROW(build_lease_check_ms, CONFIG_LONG, "1000", 50, 600000, "build farm: how often a background thread looks for lapsed leases (and at the next lapse, when sooner)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };
@@ -379,6 +388,13 @@ int config_check(FILE *err)
 		fprintf(err, "khub: build_variants %s: %s\n", config.build_variants, strerror(errno));
 		problems++;
 	}
+	struct source_net_limits limits = { 0 };
+	char why[256];
+	if (source_net_configure(config.build_source_allow, &limits, why, sizeof(why)) < 0) {
+		fprintf(err, "khub: %s\n", why);
+		problems++;
+	}
+	source_net_release();
 	if (config.public_url[0] && strncmp(config.public_url, "http://", 7) != 0 &&
 	    strncmp(config.public_url, "https://", 8) != 0) {
 		fprintf(err, "khub: public_url '%s' must start with http:// or https://\n", config.public_url);

@@ -1,6 +1,7 @@
 /* main.c -- the khub binary: load the configuration and dispatch to a role. */
 #include "server/server.h"
 #include "mirror/mirror.h"
+#include "api/builds.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -97,10 +98,21 @@ int cmd_serve(int argc, char **argv)
 		.memory_mb = config.build_memory_mb, .disk_mb = config.build_disk_mb,
 		.queue_per_repo = config.build_queue_per_repo, .queue_per_user = config.build_queue_per_user,
 		.variants_per_request = config.build_variants_per_request,
+		.log_max_bytes = (long long)config.build_log_max_kb * 1024,
 	};
+	struct source_net_limits limits = {
+		config.build_source_connect_timeout_s, config.build_source_low_speed_bytes,
+		config.build_source_low_speed_s, config.build_source_deadline_s,
+	};
+	char why[256];
+	if (source_net_configure(config.build_source_allow, &limits, why, sizeof(why)) < 0)
+		fatal("%s", why);
+	if (source_net_register() < 0)
+		fatal("cannot route libgit2's connections through the build source checks");
 	if (mkdir_p(api_ctx.builds.tmp_dir, 0700) < 0)
 		fatal("cannot create %s: %s", api_ctx.builds.tmp_dir, strerror(errno));
 	build_source_cache_init();
+	build_sources_clean();
 	publish_set_on_new_commit(builds_on_new_commit);
 	publish_set_memory_limit((uint64_t)config.commit_memory_mb << 20);
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
@@ -108,6 +120,8 @@ int cmd_serve(int argc, char **argv)
 	repo_cache_invalidate();
 	download_stats_start((int)config.download_stats, config.download_stats_flush_ms);
 	work_queue_start(config.work_threads, config.work_queue_max, config.work_wait_ms);
+	work_pool_start(WORK_POOL_FETCH, config.build_source_fetch_threads, config.build_source_fetch_queue_max,
+			config.work_wait_ms);
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	build_lease_timer_start(config.build_lease_check_ms);
 	int rc = http_serve();
@@ -115,6 +129,7 @@ int cmd_serve(int argc, char **argv)
 	kernel_index_catch_up_stop();
 	int busy = work_queue_stop(5000);
 	download_stats_stop();	/* after the last request: its counts are stored */
+	source_net_release();
 	if (!busy)	/* else a job still uses the store: left to the exit */
 		lfs_store_close(api_ctx.lfs);
 	runtime_close_database();

@@ -60,6 +60,14 @@ struct khub_config {
 	long build_queue_per_repo;
 	long build_queue_per_user;
 	long build_variants_per_request;
+	long build_source_fetch_threads;
+	long build_source_fetch_queue_max;
+	long build_source_connect_timeout_s;
+	long build_source_low_speed_bytes;
+	long build_source_low_speed_s;
+	long build_source_deadline_s;
+	char *build_source_allow;
+	long build_log_max_kb;
 };
 
 extern struct khub_config config;

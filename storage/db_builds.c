@@ -288,13 +288,75 @@ int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char e
 	return db_run("UPDATE workers SET last_heartbeat = now() WHERE id = $1", 1, params + 1);
 }
 
-int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *data, size_t len,
-			int64_t *length)
+/* Store data[from, to) as the log's bytes at `at` + from, in pieces of at
+ * most LOG_PIECE bytes (a read from an offset starts at most one piece
+ * before it); in the caller's transaction. */
+static int log_store(const char *bid, int64_t at, const unsigned char *data, size_t from, size_t to)
 {
-	char bid[24], wid[24], at_text[24];
+	static const char digits[] = "0123456789abcdef";
+	for (; from < to; from += LOG_PIECE) {
+		size_t end = to - from > LOG_PIECE ? from + LOG_PIECE : to;
+		char at_text[24];
+		snprintf(at_text, sizeof(at_text), "%" PRId64, at + (int64_t)from);
+		struct strbuf hex = STRBUF_INIT;
+		strbuf_adds(&hex, "\\x");
+		for (size_t i = from; i < end; i++) {
+			char two[2] = { digits[data[i] >> 4], digits[data[i] & 15] };
+			strbuf_add(&hex, two, 2);
+		}
+		const char *p3[3] = { bid, at_text, hex.buf };
+		int rc = db_run("INSERT INTO build_log_chunks (build_id, at, data) VALUES ($1, $2, $3::bytea)", 3, p3);
+		strbuf_release(&hex);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Past the head, keep only the bytes from keep_from on: older tail pieces
+ * dropped, the one straddling it cut. */
+static int log_trim_tail(const char *bid, int64_t head, int64_t keep_from)
+{
+	char head_text[24], keep_text[24];
+	snprintf(head_text, sizeof(head_text), "%" PRId64, head);
+	snprintf(keep_text, sizeof(keep_text), "%" PRId64, keep_from);
+	const char *p3[3] = { bid, head_text, keep_text };
+	int rc = db_run("DELETE FROM build_log_chunks WHERE build_id = $1 AND at >= $2::bigint"
+			" AND at + length(data) <= $3::bigint", 3, p3);
+	if (rc == 0)
+		rc = db_run("UPDATE build_log_chunks SET data = substring(data FROM ($3::bigint - at + 1)::int),"
+			    " at = $3::bigint WHERE build_id = $1 AND at >= $2::bigint AND at < $3::bigint", 3, p3);
+	return rc;
+}
+
+/* Store the new bytes [have, at + len) of a chunk at `at`: those of the
+ * head (the first half of max_bytes) and of the tail (the last half of
+ * the log so far); what falls between is never stored. */
+static int log_store_new(const char *bid, int64_t have, int64_t at, const void *data, size_t len, int64_t max_bytes)
+{
+	if (max_bytes <= 0)	/* no cap */
+		return log_store(bid, at, data, (size_t)(have - at), len);
+	int64_t end = at + (int64_t)len, head = max_bytes / 2, tail = max_bytes - head;
+	int64_t head_to = end < head ? end : head;
+	int rc = 0;
+	if (have < head_to)
+		rc = log_store(bid, at, data, (size_t)(have - at), (size_t)(head_to - at));
+	int64_t tail_from = have > head ? have : head;
+	if (end - tail > tail_from)
+		tail_from = end - tail;
+	if (rc == 0 && tail_from < end)
+		rc = log_store(bid, at, data, (size_t)(tail_from - at), len);
+	if (rc == 0 && end - tail > head)
+		rc = log_trim_tail(bid, head, end - tail);
+	return rc;
+}
+
+int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *data, size_t len,
+			int64_t max_bytes, int64_t *length)
+{
+	char bid[24], wid[24];
 	id_text(bid, id);
 	id_text(wid, worker_id);
-	snprintf(at_text, sizeof(at_text), "%" PRId64, at);
 	int rc = db_tx_begin();
 	if (rc < 0)
 		return rc;
@@ -315,29 +377,10 @@ int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *d
 	}
 	if (at + (int64_t)len > have) {
 		/* only the part not stored yet: a resent chunk may overlap */
-		size_t skip = (size_t)(have - at);
-		char have_text[24], newlen[24];
+		char newlen[24];
 		snprintf(newlen, sizeof(newlen), "%" PRId64, at + (int64_t)len);
-		/* stored in pieces of at most LOG_PIECE bytes, so a read from an
-		 * offset starts at most one piece before it */
-		for (size_t from = skip; from < len; from += LOG_PIECE) {
-			size_t end = len - from > LOG_PIECE ? from + LOG_PIECE : len;
-			snprintf(have_text, sizeof(have_text), "%" PRId64, at + (int64_t)from);
-			const char *p3[3] = { bid, have_text, NULL };
-			struct strbuf hex = STRBUF_INIT;
-			strbuf_adds(&hex, "\\x");
-			static const char digits[] = "0123456789abcdef";
-			for (size_t i = from; i < end; i++) {
-				unsigned char c = ((const unsigned char *)data)[i];
-				char two[2] = { digits[c >> 4], digits[c & 15] };
-				strbuf_add(&hex, two, 2);
-			}
-			p3[2] = hex.buf;
-			rc = db_run("INSERT INTO build_log_chunks (build_id, at, data) VALUES ($1, $2, $3::bytea)", 3, p3);
-			strbuf_release(&hex);
-			if (rc < 0)
-				goto rollback;
-		}
+		if ((rc = log_store_new(bid, have, at, data, len, max_bytes)) < 0)
+			goto rollback;
 		const char *p2[2] = { bid, newlen };
 		if ((rc = db_run("UPDATE builds SET log_length = $2 WHERE id = $1", 2, p2)) < 0)
 			goto rollback;
@@ -349,30 +392,22 @@ rollback:
 	return rc;
 }
 
-int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, int64_t *length)
+/* The stored bytes [from, from + max) of the log into out (nothing cut in
+ * between: the caller reads on each side of the cut). */
+static int log_read_range(const char *bid, int64_t from, int64_t max, struct strbuf *out)
 {
-	char bid[24], from_text[24], max_text[24];
-	id_text(bid, id);
+	char from_text[24], max_text[24], piece[24];
 	snprintf(from_text, sizeof(from_text), "%" PRId64, from);
-	snprintf(max_text, sizeof(max_text), "%zu", max);
-	const char *params[1] = { bid };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT log_length FROM builds WHERE id = $1", 1, params);
-	if (rc < 0)
-		return rc;
-	*length = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-	db_rows_release(&rows);
-	if (from >= *length)
-		return 0;
-	/* the chunks reaching past `from`, cut to [from, from + max) */
-	char piece[24];
+	snprintf(max_text, sizeof(max_text), "%" PRId64, max);
 	snprintf(piece, sizeof(piece), "%d", LOG_PIECE);
-	const char *p3[4] = { bid, from_text, max_text, piece };
-	rc = db_query(&rows,
-		      "SELECT encode(substring(string_agg(data, ''::bytea ORDER BY at)"
-		      "  FROM ($2::bigint - min(at) + 1)::int FOR $3::int), 'hex')"
-		      " FROM build_log_chunks WHERE build_id = $1 AND at > $2::bigint - $4::bigint"
-		      " AND at + length(data) > $2::bigint AND at < $2::bigint + $3::bigint", 4, p3);
+	const char *p4[4] = { bid, from_text, max_text, piece };
+	struct db_rows rows;
+	/* the chunks reaching past `from`, cut to [from, from + max) */
+	int rc = db_query(&rows,
+			  "SELECT encode(substring(string_agg(data, ''::bytea ORDER BY at)"
+			  "  FROM ($2::bigint - min(at) + 1)::int FOR $3::int), 'hex')"
+			  " FROM build_log_chunks WHERE build_id = $1 AND at > $2::bigint - $4::bigint"
+			  " AND at + length(data) > $2::bigint AND at < $2::bigint + $3::bigint", 4, p4);
 	if (rc < 0)
 		return rc;
 	const char *hex = rows.count ? db_rows_get(&rows, 0, 0) : "";
@@ -383,6 +418,71 @@ int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, 
 	}
 	db_rows_release(&rows);
 	return 0;
+}
+
+/* Where the log was cut: [*cut_from, *cut_to) not stored; both 0 when
+ * nothing was. */
+static int log_find_cut(const char *bid, int64_t *cut_from, int64_t *cut_to)
+{
+	const char *p1[1] = { bid };
+	struct db_rows rows;
+	*cut_from = *cut_to = 0;
+	int rc = db_query(&rows,
+			  "SELECT e, n FROM (SELECT at + length(data) AS e, lead(at) OVER (ORDER BY at) AS n"
+			  "  FROM build_log_chunks WHERE build_id = $1) g WHERE n > e ORDER BY e LIMIT 1", 1, p1);
+	if (rc < 0)
+		return rc;
+	if (rows.count) {
+		*cut_from = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+		*cut_to = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
+	}
+	db_rows_release(&rows);
+	return 0;
+}
+
+/* "[khub: 55.1 MB cut from this log]" for n bytes. */
+static void log_cut_line(struct strbuf *out, int64_t n)
+{
+	if (n >= 1000000)
+		strbuf_addf(out, "\n[khub: %.1f MB cut from this log]\n", (double)n / 1e6);
+	else if (n >= 1000)
+		strbuf_addf(out, "\n[khub: %.1f kB cut from this log]\n", (double)n / 1e3);
+	else
+		strbuf_addf(out, "\n[khub: %" PRId64 " bytes cut from this log]\n", n);
+}
+
+int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, int64_t *length, int64_t *next)
+{
+	char bid[24];
+	id_text(bid, id);
+	const char *params[1] = { bid };
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT log_length FROM builds WHERE id = $1", 1, params);
+	if (rc < 0)
+		return rc;
+	*length = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+	db_rows_release(&rows);
+	*next = from > *length ? from : *length;
+	if (from >= *length)
+		return 0;
+	int64_t cut_from, cut_to, budget = (int64_t)max;
+	if ((rc = log_find_cut(bid, &cut_from, &cut_to)) < 0)
+		return rc;
+	if (cut_to > cut_from && from < cut_from) {
+		int64_t n = cut_from - from < budget ? cut_from - from : budget;
+		if ((rc = log_read_range(bid, from, n, out)) < 0)
+			return rc;
+		budget -= n;
+		*next = from + n;
+		if (from + n < cut_from)
+			return 0;
+	}
+	if (cut_to > cut_from && from < cut_to) {
+		log_cut_line(out, cut_to - cut_from);
+		from = cut_to;
+	}
+	*next = from + budget < *length ? from + budget : *length;
+	return log_read_range(bid, from, budget, out);
 }
 
 /* Run an UPDATE of one job held by worker_id: KHUB_ECONFLICT when it

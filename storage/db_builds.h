@@ -81,12 +81,15 @@ int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char e
 /* Append len bytes at byte `at` of the log (the lease holder only: else
  * KHUB_ECONFLICT). A chunk that ends at or before the current length is
  * ignored (sent twice); a chunk starting past the end returns 1. *length
- * is the log's length after. */
+ * is the log's length after (every byte received, kept or not). Only the
+ * first max_bytes / 2 and the last max_bytes / 2 bytes are kept. */
 int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *data, size_t len,
-			int64_t *length);
-/* At most max bytes of the log from byte `from` into out; *length the
- * whole log's length. KHUB_ENOTFOUND for no such job. */
-int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, int64_t *length);
+			int64_t max_bytes, int64_t *length);
+/* At most max stored bytes of the log from byte `from` into out, with a
+ * line "[khub: 55.1 MB cut from this log]" where the read crosses the part
+ * that was not kept; *length the whole log's length, *next the offset to
+ * read on from. KHUB_ENOTFOUND for no such job. */
+int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, int64_t *length, int64_t *next);
 
 /* The worker gives up: error kept, abi_report (JSON text or NULL) stored;
  * retry with attempts left queues it again with the backoff, else it

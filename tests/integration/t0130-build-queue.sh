@@ -22,8 +22,9 @@ V2=torch210-cxx11-cpu-x86_64-linux
 V3=torch212-cxx11-cu130-x86_64-linux	# no worker builds it
 V4=torch212-cxx11-cpu-x86_64-linux
 printf '{"x86_64-linux": {"cpu": ["%s", "%s"]}}\n' "$V1" "$V2" >"$TEST_DIR/variants.json"
+# the external sources below are this server and a git daemon on loopback
 export KHUB_BUILD_VARIANTS=$TEST_DIR/variants.json KHUB_BUILD_LEASE_SECONDS=3 KHUB_BUILD_HEARTBEAT_SECONDS=1 \
-	KHUB_BUILD_MAX_ATTEMPTS=2
+	KHUB_BUILD_MAX_ATTEMPTS=2 KHUB_BUILD_SOURCE_ALLOW=127.0.0.1
 log=$TEST_DIR/setup.log
 khub admin org create acme >>"$log" 2>&1
 khub admin user create alice >>"$log" 2>&1

@@ -1,0 +1,79 @@
+/* terminal_text.c -- text from a build (its log) made safe to show: no
+ * byte of it can drive the reader's terminal or confuse a page. */
+#include "common/common.h"
+
+/* Length of the escape sequence at s (ESC already seen at s[0]) that is
+ * dropped whole: CSI (ESC [ params intermediates final) and OSC (ESC ]
+ * ... BEL or ESC \); 0 when it is neither (the ESC is escaped instead).
+ * A sequence cut by the end of the text is dropped to the end. */
+static size_t escape_sequence_len(const unsigned char *s, size_t n)
+{
+	size_t i = 2;
+	if (n < 2)
+		return 0;
+	if (s[1] == '[') {
+		while (i < n && s[i] >= 0x20 && s[i] <= 0x3f)
+			i++;
+		if (i < n && s[i] >= 0x40 && s[i] <= 0x7e)
+			return i + 1;
+		return i == n ? n : 0;
+	}
+	if (s[1] == ']') {
+		for (; i < n; i++) {
+			if (s[i] == 0x07)
+				return i + 1;
+			if (s[i] == 0x1b && i + 1 < n && s[i + 1] == '\\')
+				return i + 2;
+		}
+		return n;
+	}
+	return 0;
+}
+
+/* Length of the well-formed UTF-8 character at s of a code point from
+ * U+00A0 up (C1 controls, overlongs, surrogates refused); 0 when not. */
+static size_t utf8_printable_len(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+	if (!len || len > n || s[0] > 0xf4)
+		return 0;
+	uint32_t cp = s[0] & (0x7f >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	static const uint32_t least[5] = { 0, 0, 0xa0, 0x800, 0x10000 };
+	if (cp < least[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return len;
+}
+
+void terminal_text_sanitize(const char *text, size_t n, struct strbuf *out)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	static const char digits[] = "0123456789abcdef";
+	size_t i = 0;
+	strbuf_grow(out, n);
+	while (i < n) {
+		unsigned char c = s[i];
+		size_t len;
+		if ((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t') {
+			strbuf_add(out, s + i++, 1);
+		} else if (c == '\r') {
+			/* \r\n is a line end; a lone \r rewrote the line: a new one */
+			if (i + 1 >= n || s[i + 1] != '\n')
+				strbuf_add(out, "\n", 1);
+			i++;
+		} else if (c == 0x1b && (len = escape_sequence_len(s + i, n - i)) > 0) {
+			i += len;
+		} else if (c >= 0x80 && (len = utf8_printable_len(s + i, n - i)) > 0) {
+			strbuf_add(out, s + i, len);
+			i += len;
+		} else {
+			char esc[4] = { '\\', 'x', digits[c >> 4], digits[c & 15] };
+			strbuf_add(out, esc, 4);
+			i++;
+		}
+	}
+}

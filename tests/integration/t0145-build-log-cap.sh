@@ -1,0 +1,94 @@
+#!/bin/bash
+# t0145-build-log-cap.sh -- a build's log is capped (build_log_max_kb,
+# docs/build-farm.md): a worker posting megabytes keeps its first and last
+# halves with a line saying how much was cut, the database holds no more
+# than the cap, the worker's offsets keep working; terminal escape
+# sequences and control bytes in a log are dropped or escaped when served.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+khub_setup
+
+V=torch211-cxx11-cpu-x86_64-linux
+log=$TEST_DIR/setup.log
+khub admin org create acme >>"$log" 2>&1
+khub admin user create alice >>"$log" 2>&1
+khub admin member set acme alice admin >>"$log" 2>&1
+ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
+W=$(khub admin worker add w1 2>>"$log" | tail -n 1)
+export KHUB_BUILD_LOG_MAX_KB=64
+khub_start
+
+H=$TEST_DIR/h
+B=$TEST_DIR/b
+api() {
+	local args=(-s -D "$H" -o "$B" -w '%{http_code}' -X "$2")
+	[ -n "$1" ] && args+=(-H "Authorization: Bearer $1")
+	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
+	ST=$(curl "${args[@]}" "$KHUB_URL$3")
+}
+j() { python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+hdr() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+b64() { base64 -w0 "$@"; }
+logpost() { curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W" --data-binary "@$3" "$KHUB_URL/api/builds/$1/log?offset=$2"; }
+
+files=$(printf '{"path":"build.toml","content":"%s","encoding":"base64"}' "$(printf '[general]\nname = "relu"\nversion = 1\n' | b64)")
+api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[$files]}"
+is "$ST" 200 "acme/relu (public)"
+api "$W" POST /api/workers/register "{\"name\":\"w1\",\"version\":\"0.1\",\"concurrency\":1,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V\"],\"torch\":\"2.11\",\"cxx11_abi\":true,\"python\":\"3.11\"}]}"
+claim_job() {
+	api "$ALICE" POST /api/kernels/acme/relu/builds "{\"revision\":\"main\",\"variants\":[\"$V\"],\"force\":true}"
+	api "$W" POST /api/workers/claim "{\"variants\":[\"$V\"],\"wait_seconds\":0}"
+	JOB=$(j 'd["build"]["id"]')
+}
+
+# ---- a huge log ------------------------------------------------------------------------------------
+claim_job
+python3 -c 'import sys; sys.stdout.write("".join("line %07d\n" % i for i in range(250000)))' >"$TEST_DIR/huge.log"	# 3 MB
+SIZE=$(stat -c %s "$TEST_DIR/huge.log")
+split -b 65536 -d -a 3 "$TEST_DIR/huge.log" "$TEST_DIR/part."
+at=0 bad=0
+for p in "$TEST_DIR"/part.*; do
+	code=$(logpost "$JOB" "$at" "$p")
+	at=$((at + $(stat -c %s "$p")))
+	[ "$code/$(j 'd["length"]')" = "200/$at" ] || bad=$((bad + 1))
+done
+is "$bad" 0 "a worker posts $SIZE bytes in 64 KiB chunks: every one answered 200 with the length so far"
+head -c 1000000 "$TEST_DIR/huge.log" >"$TEST_DIR/again"
+is "$(logpost "$JOB" 0 "$TEST_DIR/again")/$(j 'd["length"]')" "200/$SIZE" "a chunk sent again is ignored (the length is every byte received)"
+printf 'last words\n' >"$TEST_DIR/last"
+is "$(logpost "$JOB" "$SIZE" "$TEST_DIR/last")/$(j 'd["length"]')" "200/$((SIZE + 11))" "and the log goes on at its offset"
+cat "$TEST_DIR/last" >>"$TEST_DIR/huge.log"
+SIZE=$((SIZE + 11))
+curl -s -D "$H" -o "$TEST_DIR/read" "$KHUB_URL/api/builds/$JOB/log"
+is "$(hdr X-Log-Length) $(hdr X-Log-Next-Offset)" "$SIZE $SIZE" "X-Log-Length is every byte received; X-Log-Next-Offset the end"
+CUT=$((SIZE - 65536))
+want_line=$(python3 -c "print('[khub: %.1f MB cut from this log]' % ($CUT / 1e6))")
+like "$(sed -n '/^\[khub: /p' "$TEST_DIR/read")" "^\\[khub: [0-9.]+ MB cut from this log\\]$" "the read says what was cut: $want_line"
+is "$(grep -c '^\[khub: ' "$TEST_DIR/read")" 1 "… once"
+cmp -s <(head -c 32768 "$TEST_DIR/read") <(head -c 32768 "$TEST_DIR/huge.log")
+ok $? "the first 32 KiB are the log's head"
+cmp -s <(tail -c 32768 "$TEST_DIR/read") <(tail -c 32768 "$TEST_DIR/huge.log")
+ok $? "the last 32 KiB are the log's tail"
+is "$(stat -c %s "$TEST_DIR/read")" "$((65536 + ${#want_line} + 2))" "nothing else: head + the line + tail"
+got=$(curl -s -D "$H" "$KHUB_URL/api/builds/$JOB/log?offset=100000" | head -2)
+is "$got" $'\n'"$want_line" "a read from inside the cut part starts with the line, then the tail"
+curl -s -D "$H" -o "$TEST_DIR/read2" "$KHUB_URL/api/builds/$JOB/log?offset=$((SIZE - 11))"
+is "$(cat "$TEST_DIR/read2")" "last words" "a read from inside the tail is the tail's bytes"
+if command -v psql >/dev/null 2>&1; then
+	stored=$(psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qAt -c "SELECT sum(length(data)) FROM build_log_chunks WHERE build_id = $JOB")
+	is "$stored" 65536 "the database holds 64 KiB of it, not $SIZE bytes"
+else
+	ok 0 "# SKIP psql not installed"
+fi
+
+# ---- escape sequences --------------------------------------------------------------------------------
+api "$W" POST "/api/builds/$JOB/fail" '{"error":"done with it"}'
+claim_job
+printf '\033[31merror:\033[0m x\n\033]0;owned\007\033]8;;http://evil/\033\\click\033]8;;\033\\\n50%%\r100%%\r\nbell\007 c1 \302\233 raw \233 nul \000 end\n' >"$TEST_DIR/esc.log"
+is "$(logpost "$JOB" 0 "$TEST_DIR/esc.log")" 200 "a worker posts a log with colours, an OSC title, a hyperlink, \\r, BEL, C1 and NUL"
+curl -s -D "$H" -o "$TEST_DIR/esc.read" "$KHUB_URL/api/builds/$JOB/log"
+is "$(cat "$TEST_DIR/esc.read")" $'error: x\nclick\n50%\n100%\nbell\\x07 c1 \\xc2\\x9b raw \\x9b nul \\x00 end' \
+	"served with the sequences dropped and the other controls escaped"
+python3 -c "import sys; sys.exit(any(b < 32 and b not in (9, 10) for b in open(sys.argv[1], 'rb').read()))" "$TEST_DIR/esc.read"
+ok $? "no ESC or other C0 control but \\n and \\t in the answer"
+is "$(hdr Content-Type)" "text/plain; charset=utf-8" "text/plain; charset=utf-8"
+done_testing
