@@ -55,6 +55,9 @@ struct api_context {
 		const char *source_cache_dir;	/* {data_dir}/build-source-cache: source tars made */
 		long long source_cache_bytes;	/* build_source_cache_mb: kept at most (one tar may pass it) */
 		long wall_seconds, cpu_seconds, memory_mb, disk_mb;	/* limits told to workers */
+		long worker_live_seconds;	/* a worker's variants count while it was seen this recently */
+		const char *plan_python;	/* reads build.toml (api/build_plan.c) */
+		long plan_wall_ms;		/* its wall-clock limit */
 	} builds;
 };
 

@@ -232,6 +232,9 @@ static int post_receive(void)
 	/* the build farm's trigger, with the server's settings */
 	api_ctx.builds.variants_file = getenv("KHUB_HOOK_BUILD_VARIANTS") ? getenv("KHUB_HOOK_BUILD_VARIANTS") : "";
 	api_ctx.builds.max_attempts = getenv("KHUB_HOOK_BUILD_ATTEMPTS") ? atol(getenv("KHUB_HOOK_BUILD_ATTEMPTS")) : 3;
+	api_ctx.builds.worker_live_seconds = getenv("KHUB_HOOK_BUILD_LIVE") ? atol(getenv("KHUB_HOOK_BUILD_LIVE")) : 300;
+	api_ctx.builds.plan_python = getenv("KHUB_HOOK_BUILD_PYTHON") ? getenv("KHUB_HOOK_BUILD_PYTHON") : "python3";
+	api_ctx.builds.plan_wall_ms = getenv("KHUB_HOOK_BUILD_PLAN_MS") ? atol(getenv("KHUB_HOOK_BUILD_PLAN_MS")) : 10000;
 	publish_set_on_new_commit(builds_on_new_commit);
 	/* For the variant index of kernel repos (GIT_DIR is set by git). */
 	git_repository *git = NULL;

@@ -145,6 +145,9 @@ int cmd_import(int argc, char **argv)
 	/* an import of sources with build.toml queues builds, as a push does */
 	api_ctx.builds.variants_file = config.build_variants;
 	api_ctx.builds.max_attempts = config.build_max_attempts;
+	api_ctx.builds.worker_live_seconds = config.build_worker_live_seconds;
+	api_ctx.builds.plan_python = config.build_plan_python;
+	api_ctx.builds.plan_wall_ms = config.build_plan_wall_ms;
 	publish_set_on_new_commit(builds_on_new_commit);
 	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
 	struct publish_actor who = { 0, "khub import", "import@khub.local", "local" };

@@ -74,6 +74,9 @@ static const struct config_row config_rows[] = {
 	ROW(build_memory_mb, CONFIG_LONG, "16384", 64, 1L << 24, "build farm: memory limit told to workers per build"),
 	ROW(build_disk_mb, CONFIG_LONG, "32768", 64, 1L << 30, "build farm: scratch-disk limit told to workers per build"),
 	ROW(build_source_cache_mb, CONFIG_LONG, "4096", 1, 1L << 24, "build farm: disk kept for source tars already made (data_dir/build-source-cache; least recently served removed first)"),
+	ROW(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent"),
+	ROW(build_plan_python, CONFIG_STRING, "python3", 0, 0, "build farm: the Python (3.11 or later, for tomllib) that reads build.toml to plan builds, found in /usr/local/bin:/usr/bin:/bin unless a path"),
+	ROW(build_plan_wall_ms, CONFIG_LONG, "10000", 100, 600000, "build farm: wall-clock limit of the child that reads one build.toml to plan builds (it also gets 10 s of CPU, 512 MiB and 64 KiB of output)"),
 	ROW(build_lease_check_ms, CONFIG_LONG, "1000", 50, 600000, "build farm: how often a background thread looks for lapsed leases (and at the next lapse, when sooner)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };

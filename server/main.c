@@ -95,6 +95,8 @@ int cmd_serve(int argc, char **argv)
 		.source_cache_bytes = (long long)config.build_source_cache_mb * 1024 * 1024,
 		.wall_seconds = config.build_wall_seconds, .cpu_seconds = config.build_cpu_seconds,
 		.memory_mb = config.build_memory_mb, .disk_mb = config.build_disk_mb,
+		.worker_live_seconds = config.build_worker_live_seconds, .plan_python = config.build_plan_python,
+		.plan_wall_ms = config.build_plan_wall_ms,
 	};
 	if (mkdir_p(api_ctx.builds.tmp_dir, 0700) < 0)
 		fatal("cannot create %s: %s", api_ctx.builds.tmp_dir, strerror(errno));

@@ -57,6 +57,9 @@ struct khub_config {
 	long build_disk_mb;
 	long build_source_cache_mb;
 	long build_lease_check_ms;
+	long build_worker_live_seconds;
+	char *build_plan_python;
+	long build_plan_wall_ms;
 };
 
 extern struct khub_config config;
