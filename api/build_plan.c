@@ -130,14 +130,19 @@ struct plan_entry {
 	char key[65];
 	char *doc;		/* the planner's JSON, or NULL */
 	char *refused;		/* why not, or NULL */
+	uint64_t expires_usec;	/* 0: kept; else a limit was hit, which load may explain: tried again after */
 };
+
+/* How long a result stopped at a limit stands (the requests that waited
+ * for it read it at once). */
+#define PLAN_LIMIT_KEEP_USEC (60u * 1000000u)
 
 #define PLAN_CACHE_SIZE 64
 static struct plan_entry cache[PLAN_CACHE_SIZE];
 static size_t cache_next;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void cache_put(const char *key, const char *doc, const char *refused)
+static void cache_put(const char *key, const char *doc, const char *refused, int at_limit)
 {
 	pthread_mutex_lock(&cache_lock);
 	struct plan_entry *e = &cache[cache_next++ % PLAN_CACHE_SIZE];
@@ -146,6 +151,7 @@ static void cache_put(const char *key, const char *doc, const char *refused)
 	snprintf(e->key, sizeof(e->key), "%s", key);
 	e->doc = doc ? xstrdup(doc) : NULL;
 	e->refused = refused ? xstrdup(refused) : NULL;
+	e->expires_usec = at_limit ? monotonic_usec() + PLAN_LIMIT_KEEP_USEC : 0;
 	pthread_mutex_unlock(&cache_lock);
 }
 
@@ -153,10 +159,11 @@ static void cache_put(const char *key, const char *doc, const char *refused)
 static int cache_get(const char *key, struct build_plan *out)
 {
 	int found = 0;
+	uint64_t now = monotonic_usec();
 	pthread_mutex_lock(&cache_lock);
 	for (size_t i = 0; i < PLAN_CACHE_SIZE && !found; i++) {
 		struct plan_entry *e = &cache[i];
-		if (!e->key[0] || strcmp(e->key, key) != 0)
+		if (!e->key[0] || strcmp(e->key, key) != 0 || (e->expires_usec && now > e->expires_usec))
 			continue;
 		found = 1;
 		out->doc = e->doc ? json_loads(e->doc, 0, NULL) : NULL;
@@ -183,16 +190,16 @@ static int plan_and_keep(const char *key, const char *toml, size_t len)
 	while (out.len && (out.buf[out.len - 1] == '\n' || out.buf[out.len - 1] == '\r'))
 		out.buf[--out.len] = '\0';
 	if (status == 0) {
-		cache_put(key, out.buf ? out.buf : "", NULL);
+		cache_put(key, out.buf ? out.buf : "", NULL, 0);
 	} else if (status == 2 && out.len && !memchr(out.buf, '\n', out.len)) {
-		cache_put(key, NULL, out.buf);	/* its one line: "build.toml: <key>: <what>" */
+		cache_put(key, NULL, out.buf, 0);	/* its one line: "build.toml: <key>: <what>" */
 	} else {
 		char *why = limit ? xasprintf("build.toml: reading it was stopped at %s (%ld ms, %d s CPU, %d MiB, "
 					      "%d KiB of output)", limit, api_ctx.builds.plan_wall_ms, PLAN_CPU_SECONDS,
 					      PLAN_MEMORY_MB, PLAN_OUTPUT_MAX / 1024)
 				  : xasprintf("build.toml: the reader failed (status %d)", status);
 		log_warn("build planner: %s", why);
-		cache_put(key, NULL, why);
+		cache_put(key, NULL, why, 1);
 		free(why);
 	}
 	strbuf_release(&out);
