@@ -110,6 +110,12 @@ is "$ST $QUEUED" "202 $A0 $A1 $A2" "POST .../builds {}: the same"
 like "$(j 'd["plan"]["warning"]')" "edition 4.*kernel-builder update-build" "… and the answer says it was upgraded, with the command that persists it"
 like "$(cat "$TEST_DIR/import-relu4.log")" "edition 4" "the import's trigger logged the upgrade"
 
+# ---- the worker reads build.toml with the same file ------------------------------------------------------
+python3 -I "$KHUB_SRC/builder-worker/build_toml.py" "$EX/relu-edition4/build.toml" >"$TEST_DIR/w4.json" 2>"$TEST_DIR/w4.err"
+is "$? $(python3 -c "import json; print(json.load(open('$TEST_DIR/w4.json'))['general']['edition'])")" "0 5" \
+	"the worker's reader (build_toml.py PATH) upgrades edition 4 too: exit 0, edition 5"
+like "$(cat "$TEST_DIR/w4.err")" "edition 4.*kernel-builder update-build" "… and warns in the build log"
+
 # ---- inline build.toml files -----------------------------------------------------------------------------
 # tree NAME BUILD_TOML: a kernel tree with that build.toml and a module.
 tree() {
