@@ -55,7 +55,9 @@ static pid_t start_planner(int in_fd, int out_fd)
 	char *envp[] = { NULL };
 	struct spawn_opts o = { .argv = argv, .envp = envp, .fd_in = in_fd, .fd_out = out_fd, .fd_err = out_fd,
 				.dir = "/", .new_process_group = 1, .die_with_parent = 1, .reset_signals = 1,
-				.rlimits = limits, .nrlimits = sizeof(limits) / sizeof(limits[0]) };
+				.rlimits = limits, .nrlimits = sizeof(limits) / sizeof(limits[0]),
+				/* a server run as root reads hostile input as nobody */
+				.drop_privileges = geteuid() == 0, .uid = 65534, .gid = 65534 };
 	pid_t pid = -1;
 	if (spawn_process(&o, &pid) < 0)
 		pid = -1;

@@ -246,6 +246,20 @@ is "$ST" 422 "a planner that floods its output: 422"
 like "$(j 'd["error"]')" "stopped at its output limit" "… stopped at its output limit"
 curl -sf "$KHUB_URL/api/health" >/dev/null
 ok $? "the server is still up"
+khub_stop
+cat >"$TEST_DIR/probe" <<'SH'
+#!/bin/sh
+echo "build.toml: uid=$(/usr/bin/id -u) env=[$(/usr/bin/env | /usr/bin/cut -d= -f1 | /usr/bin/grep -v '^PWD$' | /usr/bin/tr '\n' ' ')] cpu=$(ulimit -t) as=$(ulimit -v) core=$(ulimit -c) fsize=$(ulimit -f) nofile=$(ulimit -n)"
+exit 2
+SH
+chmod +x "$TEST_DIR/probe"
+KHUB_BUILD_PLAN_PYTHON=$TEST_DIR/probe khub_start
+tree probe "a = 3 # $RANDOM" >/dev/null
+khub import "$TEST_DIR/t/probe" --repo acme/probe --type kernel >>"$log" 2>&1
+api "$ALICE" POST /api/kernels/acme/probe/builds '{}'
+want_uid=$(id -u); [ "$want_uid" = 0 ] && want_uid=65534
+is "$ST $(j 'd["error"]')" "422 build.toml: uid=$want_uid env=[] cpu=10 as=524288 core=0 fsize=0 nofile=16" \
+	"the planner child runs with no environment, as nobody when khub runs as root, under CPU, memory, core, file and fd limits"
 
 khub_stop
 ok $(server_and_sanitizer_logs | grep -qE 'runtime error|AddressSanitizer'; [ $? -ne 0 ]; echo $?) "server log has no sanitizer reports"
