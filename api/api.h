@@ -57,6 +57,9 @@ struct api_context {
 		long wall_seconds, cpu_seconds, memory_mb, disk_mb;	/* limits told to workers */
 		long queue_per_repo, queue_per_user, variants_per_request;	/* 0: no limit */
 		long long log_max_bytes;	/* build_log_max_kb: a build's log kept, head and tail */
+		long worker_live_seconds;	/* a worker's variants count while it was seen this recently */
+		const char *plan_python;	/* reads build.toml (api/build_plan.c) */
+		long plan_wall_ms;		/* its wall-clock limit */
 	} builds;
 };
 

@@ -1,6 +1,7 @@
 /* build_enqueue.c -- which variants a build request means (the required
- * list, what registered workers can build, what a revision misses) and
- * POST /api/kernels/{ns}/{name}/builds. */
+ * list, what live workers can build, what a revision misses; judged
+ * against build.toml by api/build_plan.c) and POST
+ * /api/kernels/{ns}/{name}/builds. */
 #include "api/builds.h"
 
 #include <pthread.h>
@@ -41,18 +42,32 @@ void build_names_free(char **names, size_t n)
 	free_strings(names, n);
 }
 
-int build_worker_variants(char ***names, size_t *n)
+int build_worker_offers(char ***live, size_t *nlive, char ***stale, size_t *nstale)
 {
 	struct db_rows rows;
-	*names = NULL;
-	*n = 0;
-	if (db_worker_variants(&rows) < 0)
+	*live = *stale = NULL;
+	*nlive = *nstale = 0;
+	if (db_worker_variants(api_ctx.builds.worker_live_seconds, &rows) < 0)
 		return KHUB_EDB;
-	*names = xcalloc(rows.count + 1, sizeof(char *));
-	for (size_t i = 0; i < rows.count; i++)
-		(*names)[(*n)++] = xstrdup(db_rows_get(&rows, i, 0));
+	*live = xcalloc(rows.count + 1, sizeof(char *));
+	*stale = xcalloc(rows.count + 1, sizeof(char *));
+	for (size_t i = 0; i < rows.count; i++) {
+		if (db_rows_get(&rows, i, 1)[0] == 't')
+			(*live)[(*nlive)++] = xstrdup(db_rows_get(&rows, i, 0));
+		else
+			(*stale)[(*nstale)++] = xstrdup(db_rows_get(&rows, i, 0));
+	}
 	db_rows_release(&rows);
 	return 0;
+}
+
+int build_worker_variants(char ***names, size_t *n)
+{
+	char **stale;
+	size_t nstale;
+	int rc = build_worker_offers(names, n, &stale, &nstale);
+	build_names_free(stale, nstale);
+	return rc;
 }
 
 int build_names_contain(char *const *names, size_t n, const char *name)
@@ -63,30 +78,15 @@ int build_names_contain(char *const *names, size_t n, const char *name)
 	return 0;
 }
 
-int build_default_variants(char ***names, size_t *n)
+int build_default_variants(const struct build_plan *plan, char ***names, size_t *n, json_t *skipped)
 {
-	char **workers;
-	size_t nworkers;
-	if (build_worker_variants(&workers, &nworkers) < 0)
+	char **live, **stale;
+	size_t nlive, nstale;
+	if (build_worker_offers(&live, &nlive, &stale, &nstale) < 0)
 		return KHUB_EDB;
-	const struct required_variants *list = build_required_list();
-	char **out = xcalloc(nworkers + 1, sizeof(char *));
-	size_t count = 0;
-	for (size_t g = 0; g < list->count; g++)
-		for (size_t v = 0; v < list->groups[g].variants.count; v++) {
-			const char *name = list->groups[g].variants.items[v];
-			if (build_names_contain(workers, nworkers, name) && !build_names_contain(out, count, name))
-				out[count++] = xstrdup(name);
-		}
-	if (count == 0) {	/* the farm builds none of the list: all it can */
-		free(out);
-		*names = workers;
-		*n = nworkers;
-		return 0;
-	}
-	build_names_free(workers, nworkers);
-	*names = out;
-	*n = count;
+	build_plan_default(plan, live, nlive, stale, nstale, build_required_list(), names, n, skipped);
+	build_names_free(live, nlive);
+	build_names_free(stale, nstale);
 	return 0;
 }
 
@@ -195,9 +195,7 @@ static int external_commit(struct request *req, const char *url, const char *rev
 		return -1;
 	git_repository *git = NULL;
 	if (fetch_rc < 0 || build_source_open(url, &git) < 0) {
-		char why[300];
-		build_source_fetch_error(url, why, sizeof(why));
-		*result = respond_error(req, 422, NULL, "cannot fetch %s%s%s", url, why[0] ? ": " : "", why);
+		*result = respond_error(req, 422, NULL, "cannot fetch %s", url);
 		return -1;
 	}
 	rc = build_source_resolve(git, rev, sha);
@@ -214,97 +212,70 @@ static int external_commit(struct request *req, const char *url, const char *rev
 	return 0;
 }
 
-static enum MHD_Result handle_enqueue(struct request *req)
+/* The variants named in the request, checked as names: 0, or -1 with a 400
+ * queued. */
+static int named_variants(struct request *req, json_t *variants, char ***names, size_t *n, enum MHD_Result *result)
 {
-	enum MHD_Result result;
-	json_t *doc = req->json;
-	const char *revision = NULL;
-	int force = 0;
-	char **names = NULL;
-	size_t n = 0;
-	json_t *variants = json_object_get(doc, "variants");
-	if (json_optional_string(doc, "revision", &revision) < 0 || json_optional_bool(doc, "force", &force) < 0 ||
-	    (variants && !json_is_null(variants) && !json_is_array(variants) &&
-	     !(json_is_string(variants) && strcmp(json_string_value(variants), "missing") == 0))) {
-		return respond_error(req, 400, NULL, "expected {\"revision\": string, \"variants\": [names] | \"missing\", "
-					   "\"force\": bool}");
-	}
-	char sha[41];
-	const char *src_url = NULL, *src_rev = NULL;
-	json_t *source = json_object_get(doc, "source");
-	if (source && (!json_is_object(source) || json_optional_string(source, "url", &src_url) < 0 ||
-		       json_optional_string(source, "revision", &src_rev) < 0 || !build_source_url_valid(src_url) ||
-		       (src_rev && !build_source_revision_valid(src_rev)))) {
-		return respond_error(req, 400, NULL, "source must be {\"url\": an http, https or git URL, \"revision\": "
-					   "a branch, tag or commit sha}");
-	}
-	if (source) {
-		if (external_commit(req, src_url, src_rev ? src_rev : "main", sha, &result) < 0)
-			return result;
-	} else if (repo_resolve_or_respond(req, req->repo, revision ? revision : "main", sha, &result) < 0) {
-		return result;
-	} else if (!commit_has_build_toml(req->repo->git, sha)) {
-		return respond_error(req, 422, NULL, "%s has no build.toml at its root: nothing to build",
-				     revision ? revision : "main");
-	}
-
-	json_t *environment = json_object_get(doc, "environment"), *target = NULL;
-	if (environment && variants && !json_is_null(variants))
-		return respond_error(req, 400, NULL, "give variants or environment, not both");
-	if (environment) {
-		git_repository *src = NULL;
-		if (source ? build_source_open(src_url, &src) < 0 : 0)
-			return respond_error(req, 500, NULL, "the fetched source is gone");
-		int rc = build_environment_variants(req, environment, src ? src : req->repo->git, sha, &names, &n,
-						    &target, &result);
-		git_repository_free(src);
-		if (rc < 0)
-			return result;
-	} else if (json_is_array(variants)) {
-		size_t i;
-		json_t *v;
-		names = xcalloc(json_array_size(variants) + 1, sizeof(char *));
-		json_array_foreach(variants, i, v) {
-			struct variant_name parsed;
-			const char *why = NULL;
-			if (!json_is_string(v) || variant_name_parse(json_string_value(v), &parsed, &why) < 0) {
-				build_names_free(names, n);
-				return respond_error(req, 400, NULL, "variants[%zu] is not a build variant name%s%s", i,
-						     why ? ": " : "", why ? why : "");
-			}
-			if (!build_names_contain(names, n, json_string_value(v)))
-				names[n++] = xstrdup(json_string_value(v));
+	size_t i;
+	json_t *v;
+	*names = xcalloc(json_array_size(variants) + 1, sizeof(char *));
+	*n = 0;
+	json_array_foreach(variants, i, v) {
+		struct variant_name parsed;
+		const char *why = NULL;
+		if (!json_is_string(v) || variant_name_parse(json_string_value(v), &parsed, &why) < 0) {
+			build_names_free(*names, *n);
+			*names = NULL;
+			*n = 0;
+			*result = respond_error(req, 400, NULL, "variants[%zu] is not a build variant name%s%s", i,
+						why ? ": " : "", why ? why : "");
+			return -1;
 		}
-	} else if (json_is_string(variants)) {
-		git_repository *src = NULL;
-		if (source ? build_source_open(src_url, &src) < 0 : 0)
-			return respond_error(req, 500, NULL, "the fetched source is gone");
-		int rc = missing_variants(req, src ? src : req->repo->git, sha, &names, &n, &result);
-		git_repository_free(src);
-		if (rc < 0)
-			return result;
-	} else if (build_default_variants(&names, &n) < 0) {
-		return respond_db_unavailable(req);
+		if (!build_names_contain(*names, *n, json_string_value(v)))
+			(*names)[(*n)++] = xstrdup(json_string_value(v));
 	}
-	if (n == 0 && !json_is_string(variants)) {
-		build_names_free(names, n);
-		return respond_error(req, 422, NULL, "no variant to build: no registered worker can build any");
-	}
-	json_t *builds = json_array(), *skipped = json_array();
-	int rc = build_enqueue_all(&req->repo->record, sha, names, n, force, req->principal.name, src_url,
-				   src_url ? (src_rev ? src_rev : "main") : NULL, builds, skipped);
-	build_names_free(names, n);
-	if (rc < 0) {
-		json_decref(builds);
-		json_decref(skipped);
-		json_decref(target);
-		return build_queue_respond_refused(req, rc);
-	}
+	return 0;
+}
+
+/* What the request asks to build, judged against the plan: *names (owned)
+ * and what was left out in skipped; -1 when an answer was queued. */
+static int requested_variants(struct request *req, json_t *doc, git_repository *src, const char *sha,
+			      const struct build_plan *plan, char ***names, size_t *n, json_t **target,
+			      json_t *skipped, enum MHD_Result *result)
+{
+	json_t *variants = json_object_get(doc, "variants"), *environment = json_object_get(doc, "environment");
+	int rc = 0;
+	if (environment)
+		return build_environment_variants(req, environment, src, sha, plan, names, n, target, result) < 0 ? -1 : 0;
+	if (json_is_array(variants))
+		rc = named_variants(req, variants, names, n, result);
+	else if (json_is_string(variants))
+		rc = missing_variants(req, src, sha, names, n, result);
+	else if (build_default_variants(plan, names, n, skipped) < 0) {
+		*result = respond_db_unavailable(req);
+		return -1;
+	} else
+		return 0;
+	if (rc == 0)
+		build_plan_filter(plan, *names, n, skipped);
+	return rc;
+}
+
+/* 202 {"commit", "builds", "queued", "skipped", "plan"} (plus where to
+ * watch an environment's build). */
+static enum MHD_Result enqueue_answer(struct request *req, const char *sha, json_t *builds, json_t *skipped,
+				      const struct build_plan *plan, json_t *target)
+{
 	char *details = xasprintf("{\"commit\":\"%s\",\"queued\":%zu}", sha, json_array_size(builds));
 	api_audit(req, "build.enqueue", repo_audit_target(req, REPO_KERNEL, req->repo->record.ns, req->repo->record.name),
 		  details);
 	free(details);
-	json_t *answer = json_pack("{s:s, s:o, s:o}", "commit", sha, "builds", builds, "skipped", skipped);
+	json_t *queued = json_array(), *b;
+	size_t i;
+	json_array_foreach(builds, i, b)
+		json_array_append(queued, json_object_get(b, "variant"));
+	json_t *answer = json_pack("{s:s, s:o, s:o, s:o, s:o}", "commit", sha, "builds", builds, "queued", queued,
+				   "skipped", skipped, "plan", build_plan_json(plan));
 	if (target) {	/* where to watch the build the environment asked for */
 		json_t *first = json_array_size(builds) ? json_array_get(builds, 0) : json_array_get(skipped, 0);
 		json_int_t id = json_integer_value(json_object_get(first, json_array_size(builds) ? "id" : "build"));
@@ -316,6 +287,80 @@ static enum MHD_Result handle_enqueue(struct request *req)
 		}
 	}
 	return respond_json(req, 202, answer);
+}
+
+/* Plan, choose and queue the variants of commit sha (in src). */
+static enum MHD_Result enqueue_planned(struct request *req, json_t *doc, git_repository *src, const char *sha,
+				       const char *src_url, const char *src_rev)
+{
+	enum MHD_Result result;
+	struct build_plan plan;
+	char **names = NULL;
+	size_t n = 0;
+	int force = 0;
+	json_t *target = NULL, *skipped = json_array(), *builds = json_array();
+	json_optional_bool(doc, "force", &force);
+	if (build_plan_load(req, src, sha, &plan, &result) < 0 ||
+	    requested_variants(req, doc, src, sha, &plan, &names, &n, &target, skipped, &result) < 0)
+		goto cleanup;
+	if (n == 0 && !json_is_string(json_object_get(doc, "variants"))) {
+		json_t *answer = json_pack("{s:s, s:O, s:o}", "error", "no variant to build: build.toml and the live "
+					   "workers leave none (see skipped)", "skipped", skipped, "plan", build_plan_json(&plan));
+		result = respond_json(req, 422, answer);
+		goto cleanup;
+	}
+	int rc = build_enqueue_all(&req->repo->record, sha, names, n, force, req->principal.name, src_url,
+				   src_url ? (src_rev ? src_rev : "main") : NULL, builds, skipped);
+	if (rc < 0) {
+		result = build_queue_respond_refused(req, rc);
+		goto cleanup;
+	}
+	result = enqueue_answer(req, sha, builds, skipped, &plan, target);
+	builds = skipped = target = NULL;
+cleanup:
+	build_names_free(names, n);
+	build_plan_release(&plan);
+	json_decref(builds);
+	json_decref(skipped);
+	json_decref(target);
+	return result;
+}
+
+static enum MHD_Result handle_enqueue(struct request *req)
+{
+	enum MHD_Result result;
+	json_t *doc = req->json;
+	const char *revision = NULL;
+	int force = 0;
+	json_t *variants = json_object_get(doc, "variants");
+	if (json_optional_string(doc, "revision", &revision) < 0 || json_optional_bool(doc, "force", &force) < 0 ||
+	    (variants && !json_is_null(variants) && !json_is_array(variants) &&
+	     !(json_is_string(variants) && strcmp(json_string_value(variants), "missing") == 0))) {
+		return respond_error(req, 400, NULL, "expected {\"revision\": string, \"variants\": [names] | \"missing\", "
+					   "\"force\": bool}");
+	}
+	if (json_object_get(doc, "environment") && variants && !json_is_null(variants))
+		return respond_error(req, 400, NULL, "give variants or environment, not both");
+	char sha[41];
+	const char *src_url = NULL, *src_rev = NULL;
+	json_t *source = json_object_get(doc, "source");
+	if (source && (!json_is_object(source) || json_optional_string(source, "url", &src_url) < 0 ||
+		       json_optional_string(source, "revision", &src_rev) < 0 || !build_source_url_valid(src_url) ||
+		       (src_rev && !build_source_revision_valid(src_rev)))) {
+		return respond_error(req, 400, NULL, "source must be {\"url\": an http, https or git URL, \"revision\": "
+					   "a branch, tag or commit sha}");
+	}
+	if (!source)
+		return repo_resolve_or_respond(req, req->repo, revision ? revision : "main", sha, &result) < 0
+			       ? result : enqueue_planned(req, doc, req->repo->git, sha, NULL, NULL);
+	if (external_commit(req, src_url, src_rev ? src_rev : "main", sha, &result) < 0)
+		return result;
+	git_repository *src = NULL;
+	if (build_source_open(src_url, &src) < 0)
+		return respond_error(req, 500, NULL, "the fetched source is gone");
+	result = enqueue_planned(req, doc, src, sha, src_url, src_rev);
+	git_repository_free(src);
+	return result;
 }
 
 const struct route build_enqueue_routes[] = {

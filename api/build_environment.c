@@ -59,9 +59,29 @@ static const char *published_choice(const struct variant_rows *rows, const struc
 	return choice;
 }
 
+/* The name the kernel of plan is built as for env, given the arch variant
+ * target: torch-<backend> for a noarch kernel, torch-stable-abi<MM>-… when
+ * build.toml targets the stable ABI (and env's torch is not older). */
+static void planned_name(const struct build_plan *plan, const struct variant_env *env,
+			 const struct variant_name *target, char *name, size_t size)
+{
+	const char *fw = json_string_value(json_object_get(plan->doc, "framework"));
+	const char *stable = json_string_value(json_object_get(json_object_get(plan->doc, "stable-abi"), target->backend));
+	const struct kernel_backend *row = kernel_backend_find(target->backend);
+	long maj = -1, min = -1;
+	if (strcmp(fw, "torch-noarch") == 0 || (strcmp(fw, "torch") == 0 && !json_is_true(json_object_get(plan->doc, "compiled"))))
+		snprintf(name, size, "torch-%s", row && row->noarch ? row->noarch : target->backend);
+	else if (stable && sscanf(stable, "%ld.%ld", &maj, &min) == 2 &&
+		 (env->torch_major > maj || (env->torch_major == maj && env->torch_minor >= min)))
+		snprintf(name, size, "torch-stable-abi%ld%ld-%s-%s-%s", maj, min, target->backend_tag, target->arch,
+			 target->os);
+	else
+		variant_name_format(target, name, size);
+}
+
 int build_environment_variants(struct request *req, json_t *environment, git_repository *src,
-			       const char *source_sha, char ***names, size_t *n, json_t **info,
-			       enum MHD_Result *result)
+			       const char *source_sha, const struct build_plan *plan, char ***names, size_t *n,
+			       json_t **info, enum MHD_Result *result)
 {
 	struct json_env_reader reader = { .object = environment };
 	struct variant_env env;
@@ -79,7 +99,12 @@ int build_environment_variants(struct request *req, json_t *environment, git_rep
 		*result = respond_error(req, 422, NULL, "nothing to build for this environment: %s", why);
 		return -1;
 	}
-	variant_name_format(&target, name, sizeof(name));
+	planned_name(plan, &env, &target, name, sizeof(name));
+	if (!build_plan_judge(plan, name, why, sizeof(why))) {
+		*result = respond_error(req, 422, NULL, "%s, the variant this environment loads, is not built for this "
+						       "kernel: %s", name, why);
+		return -1;
+	}
 
 	struct variant_rows rows;
 	if (build_version_branch_variants(req, src, source_sha, &rows, result) < 0)
@@ -105,7 +130,8 @@ int build_environment_variants(struct request *req, json_t *environment, git_rep
 	build_names_free(workers, nworkers);
 	if (!buildable) {
 		*result = respond_error(req, 422, NULL, "no registered worker can build %s (the variant this "
-						       "environment loads): register a worker with a toolchain for it",
+						       "environment loads; none seen within build_worker_live_seconds): "
+						       "register a worker with a toolchain for it",
 					name);
 		return -1;
 	}

@@ -1,8 +1,11 @@
 /* build_trigger.c -- builds on push: a branch of a kernel repo that moved
  * to a commit with build.toml at its root, changing more than build/,
- * README.md and benchmarks/, gets the default variants queued. Called by
- * the publish path after every new commit (commit API, import, git push
- * through the hook); never for the farm's own publications or mirrors. */
+ * README.md and benchmarks/, gets the default variants of its plan queued
+ * (api/build_plan.c; what is left out is logged with its reason). Called
+ * by the publish path after every new commit (commit API on the work
+ * queue, import, git push through the hook: never a request thread, so
+ * the planner runs here); never for the farm's own publications or
+ * mirrors. */
 #include "api/builds.h"
 
 #include <string.h>
@@ -44,6 +47,50 @@ static int sources_changed(const git_tree *from, const git_tree *to)
 	return 0;
 }
 
+/* Log what planning left out of a push's builds, one line per variant. */
+static void log_skipped(int64_t repo_id, const char *sha, json_t *skipped)
+{
+	size_t i;
+	json_t *s;
+	json_array_foreach(skipped, i, s)
+		log_info("build trigger: repo %lld %s: not building %s: %s", (long long)repo_id, sha,
+			 json_string_value(json_object_get(s, "variant")), json_string_value(json_object_get(s, "reason")));
+}
+
+static void queue_planned(int64_t repo_id, git_repository *git, const char *ref, const char *sha)
+{
+	struct build_plan plan;
+	char **names = NULL;
+	size_t n = 0;
+	json_t *skipped = json_array();
+	if (build_plan_commit(git, sha, &plan) < 0) {
+		log_warn("build trigger: repo %lld %s: the build planner cannot run; nothing queued", (long long)repo_id, sha);
+		goto cleanup;
+	}
+	if (plan.refused) {
+		log_warn("build trigger: repo %lld %s: nothing queued: %s", (long long)repo_id, sha, plan.refused);
+		goto cleanup;
+	}
+	if (build_default_variants(&plan, &names, &n, skipped) < 0) {
+		log_warn("build trigger: repo %lld %s: the database is unavailable; nothing queued", (long long)repo_id, sha);
+		goto cleanup;
+	}
+	struct repo_record rec = { .id = repo_id };
+	if (n && build_enqueue_all(&rec, sha, names, n, 0, "push", NULL, NULL, NULL, skipped) < 0)
+		log_warn("build trigger: repo %lld %s: not queued (%s)", (long long)repo_id, sha,
+			 build_queue_refusal() ? build_queue_refusal() : "database");
+	else
+		log_info("build trigger: repo %lld %s (%s): %zu variants", (long long)repo_id, sha, ref, n);
+	log_skipped(repo_id, sha, skipped);
+	const char *warning = json_string_value(json_object_get(plan.doc, "warning"));
+	if (warning)
+		log_warn("build trigger: repo %lld %s: %s", (long long)repo_id, sha, warning);
+cleanup:
+	build_names_free(names, n);
+	build_plan_release(&plan);
+	json_decref(skipped);
+}
+
 void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
 			  const char *new_sha)
 {
@@ -64,20 +111,7 @@ void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref,
 		from = commit_tree(git, main_sha);
 	if (from && !sources_changed(from, to))
 		goto cleanup;
-	char **names = NULL;
-	size_t n = 0;
-	if (build_default_variants(&names, &n) < 0) {
-		log_warn("build trigger: repo %lld %s: the database is unavailable; nothing queued", (long long)repo_id,
-			 new_sha);
-		goto cleanup;
-	}
-	struct repo_record rec = { .id = repo_id };
-	if (n && build_enqueue_all(&rec, new_sha, names, n, 0, "push", NULL, NULL, NULL, NULL) < 0)
-		log_warn("build trigger: repo %lld %s: not queued (%s)", (long long)repo_id, new_sha,
-			 build_queue_refusal() ? build_queue_refusal() : "database");
-	else
-		log_info("build trigger: repo %lld %s (%s): %zu variants", (long long)repo_id, new_sha, ref, n);
-	build_names_free(names, n);
+	queue_planned(repo_id, git, ref, new_sha);
 cleanup:
 	git_tree_free(from);
 	git_tree_free(to);

@@ -32,15 +32,22 @@ int build_require_scope(struct request *req, int64_t id, enum MHD_Result *result
 /* The required list default builds come from: the build_variants file,
  * else data/build-variants.json (borrowed; parsed once). */
 const struct required_variants *build_required_list(void);
-/* Every variant some registered worker can build (sorted, owned: free
- * each and the array with build_names_free). 0 or KHUB_EDB. */
+/* Every variant some live worker (seen within build_worker_live_seconds)
+ * can build (sorted, owned: free each and the array with
+ * build_names_free). 0 or KHUB_EDB. */
 int build_worker_variants(char ***names, size_t *n);
+/* The same, and in *stale what only workers not seen lately offer. */
+int build_worker_offers(char ***live, size_t *nlive, char ***stale, size_t *nstale);
 void build_names_free(char **names, size_t n);
 /* 1 when name is one of names[0..n). */
 int build_names_contain(char *const *names, size_t n, const char *name);
-/* The default variants: the required list ∩ what workers can build, else
- * everything workers can build (owned like build_worker_variants'). */
-int build_default_variants(char ***names, size_t *n);
+/* The default variants of plan (api/build_plan.c): what live workers can
+ * build that the plan takes, the required list's first when it has some
+ * (owned like build_worker_variants'); every variant left out, and every
+ * backend nothing is built for, as {"variant", "reason"} in skipped (may
+ * be NULL). 0 or KHUB_EDB. */
+struct build_plan;
+int build_default_variants(const struct build_plan *plan, char ***names, size_t *n, json_t *skipped);
 /* Enqueue variants of commit for rec; each becomes a BUILD in builds or a
  * {"variant", "reason", "build"} in skipped (either may be NULL). Wakes
  * parked claimers when something was queued. 0, KHUB_EDB, or a refusal of
@@ -81,9 +88,10 @@ int build_version_branch_variants(struct request *req, git_repository *src, cons
  * queued: 200 when a published variant of v<N> already loads there, 400 for
  * a bad environment, 422 when nothing compiled loads there or no registered
  * worker can build it, 503. */
+struct build_plan;
 int build_environment_variants(struct request *req, json_t *environment, git_repository *src,
-			       const char *source_sha, char ***names, size_t *n, json_t **info,
-			       enum MHD_Result *result);
+			       const char *source_sha, const struct build_plan *plan, char ***names, size_t *n,
+			       json_t **info, enum MHD_Result *result);
 
 /* ---- external git sources (api/build_external.c) ---------------------------- */
 
@@ -155,6 +163,49 @@ int build_source_make(struct request *req, const struct db_rows *rows, size_t ro
 void build_source_stats(uint64_t *made, uint64_t *hits);
 /* Leases the timer found lapsed since start (api/build_leases.c). */
 uint64_t build_leases_expired(void);
+
+/* ---- planning from build.toml (api/build_plan.c) ------------------------------ */
+
+/* build.toml larger than this is refused unread. */
+#define BUILD_TOML_MAX (256 * 1024)
+
+/* What builder-worker/build_toml.py --plan printed for a build.toml, or why
+ * it cannot be built from. */
+struct build_plan {
+	json_t *doc;		/* owned; NULL when refused */
+	char *refused;		/* owned: "build.toml: <key>: <what>"; NULL when doc */
+};
+void build_plan_release(struct build_plan *p);	/* accepts NULL */
+/* build.toml of commit sha (bounded by BUILD_TOML_MAX, not LFS) into *text
+ * (the caller frees): KHUB_ENOTFOUND, KHUB_EINVAL, KHUB_ETOOBIG (why says
+ * it for the author) or KHUB_EIO. */
+int build_plan_read_toml(git_repository *git, const char *sha, char **text, size_t *len, char *why, size_t size);
+/* Plan build.toml text in a child Python on this thread (never a request
+ * thread: it takes up to build_plan_wall_ms). 0 with out->doc or
+ * out->refused (release it), KHUB_EIO when the planner cannot run.
+ * Results are kept by the text's hash. */
+int build_plan_text(const char *toml, size_t len, struct build_plan *out);
+/* The same for build.toml of commit sha, a missing or unreadable file
+ * being a refusal too. */
+int build_plan_commit(git_repository *git, const char *sha, struct build_plan *out);
+/* For a request: planned on the work queue, the request parked (1 time
+ * per distinct build.toml). 0 with out->doc; -1 when an answer was queued
+ * (return *result): parked, 422 {"error": the refusal}, 500, 503. */
+int build_plan_load(struct request *req, git_repository *git, const char *sha, struct build_plan *out,
+		    enum MHD_Result *result);
+/* 1 when plan builds variant name, else 0 with the reason in why. */
+int build_plan_judge(const struct build_plan *plan, const char *name, char *why, size_t size);
+/* Keep in names (NULL-terminated again) those plan builds; the others are
+ * freed and answered in skipped (may be NULL) as {"variant", "reason"}. */
+void build_plan_filter(const struct build_plan *plan, char **names, size_t *n, json_t *skipped);
+/* The default variants of plan given what live and stale workers offer
+ * (see build_default_variants). */
+void build_plan_default(const struct build_plan *plan, char *const *live, size_t nlive, char *const *stale,
+			size_t nstale, const struct required_variants *list, char ***names, size_t *n,
+			json_t *skipped);
+/* {"framework", "backends", "compiled", "warning"?} of plan (owned). */
+json_t *build_plan_json(const struct build_plan *plan);
+extern const char embedded_build_toml_py[];
 
 /* "version = N" in the [general] table of build.toml text (enough to name
  * the branch and to compare with metadata.json; the worker parses the file

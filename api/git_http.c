@@ -157,6 +157,9 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 	strvec_pushf(&env, "KHUB_HOOK_BUILD_ATTEMPTS=%ld", api_ctx.builds.max_attempts);
 	strvec_pushf(&env, "KHUB_HOOK_BUILD_QUEUE=%ld,%ld,%ld", api_ctx.builds.queue_per_repo,
 		     api_ctx.builds.queue_per_user, api_ctx.builds.variants_per_request);
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_LIVE=%ld", api_ctx.builds.worker_live_seconds);
+	env_add(&env, "KHUB_HOOK_BUILD_PYTHON", api_ctx.builds.plan_python ? api_ctx.builds.plan_python : "python3");
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_PLAN_MS=%ld", api_ctx.builds.plan_wall_ms);
 
 	pthread_once(&git_once, find_git);
 	char *argv[] = { git_path_found ? git_path_found : "git", "http-backend", NULL };

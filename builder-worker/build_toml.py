@@ -1,8 +1,12 @@
 # build_toml.py -- read a kernel's build.toml with a real TOML parser
-# (tomllib, else tomli), check it against the edition 5 rules, print it as
-# JSON on stdout. Any problem: one line "build.toml: <key>: <what>" on
-# stderr and exit status 2. Embedded in khub-worker and run by the
-# toolchain's Python inside the build sandbox.
+# (tomllib, else tomli), check it against the edition 5 rules (an edition 4
+# file, without `edition`, is upgraded in memory as kernel-builder does;
+# older ones are refused), print it as JSON on stdout. Any problem: one
+# line "build.toml: <key>: <what>" on stderr and exit status 2. Embedded in
+# khub-worker, run by the toolchain's Python inside the build sandbox with
+# the file's path; and in khub, run as `python3 -I -S -c <this> --plan`
+# with build.toml on stdin, printing only what planning needs (a hostile
+# file: the server bounds the child's CPU, memory, time and output).
 import json
 import re
 import sys
@@ -88,13 +92,47 @@ def deps(value, key):
     return value
 
 
+# Edition 4 (no general.edition): what v4 lacked against v5 (kernels-data
+# config/v4.rs); such a file is read as edition 5 once it passes these.
+V4_GENERAL = ["name", "version", "license", "backends", "upstream", "source", "python-depends", "hub",
+              "cuda", "neuron", "xpu"]
+V4_PER_BACKEND = {"cuda": ["minver", "maxver", "python-depends"], "neuron": ["python-depends"],
+                  "xpu": ["python-depends"]}
+UPGRADE_HINT = "migrate it with `kernel-builder update-build`"
+
+
+def upgrade_v4(doc):
+    """Read a build.toml without general.edition as edition 4 and upgrade
+    it in memory to 5; returns the warning kernel-builder prints."""
+    g = doc.get("general")
+    if not isinstance(g, dict) or "edition" in g:
+        return None
+    try:
+        table(g, "general", V4_GENERAL)
+        for key in ("name", "version", "license", "backends"):
+            if key not in g:
+                fail("general." + key, "missing")
+        for b, allowed in V4_PER_BACKEND.items():
+            if b in g:
+                table(g[b], "general." + b, allowed)
+        t = doc.get("torch")
+        if isinstance(t, dict) and isinstance(t.get("stable-abi"), dict):
+            fail("torch.stable-abi", "a per-backend table needs edition 5")
+    except Bad as e:
+        raise Bad("%s (no general.edition: not a valid edition 4 file; older formats are refused: %s)"
+                  % (e, UPGRADE_HINT))
+    g["edition"] = 5
+    return ("build.toml uses the legacy edition 4 format; upgraded to edition 5 in memory. "
+            "Run `kernel-builder update-build` to persist the upgrade.")
+
+
 def check_general(g):
     table(g, "general", ["name", "version", "edition", "license", "backends", "upstream", "source",
                          "python-depends", "kernel-depends", "hub", "cuda", "neuron", "tpu", "xpu"])
     if "edition" not in g:
-        fail("general.edition", "missing (this worker reads edition 5; run kernel-builder update-build)")
+        fail("general.edition", "missing; " + UPGRADE_HINT)
     if type(g["edition"]) is not int or g["edition"] != 5:
-        fail("general.edition", "unsupported build edition %r (want 5)" % (g["edition"],))
+        fail("general.edition", "unsupported build edition %r (want 5; upgrade kernel-builder)" % (g["edition"],))
     for key in ("name", "version", "license", "backends"):
         if key not in g:
             fail("general." + key, "missing")
@@ -181,18 +219,20 @@ def check_kernel(name, k):
         version(k["cuda-minver"], key + ".cuda-minver")
 
 
-def main():
-    path = sys.argv[1]
+def parse(data):
+    """The checked document of build.toml bytes, and a warning or None."""
     try:
-        with open(path, "rb") as f:
-            doc = tomllib.load(f)
-    except FileNotFoundError:
-        raise Bad("build.toml: missing at the top of the source")
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise Bad("build.toml: not UTF-8 text (byte %d)" % e.start)
     except tomllib.TOMLDecodeError as e:
         raise Bad("build.toml: not valid TOML: %s" % e)
+    except (RecursionError, MemoryError):
+        raise Bad("build.toml: too deeply nested or too large to read")
     table(doc, "", ["general", "torch", "torch-noarch", "tvm-ffi", "kernel"])
     if "general" not in doc:
         fail("general", "missing")
+    warning = upgrade_v4(doc)
     check_general(doc["general"])
     frameworks = [f for f in ("torch", "torch-noarch", "tvm-ffi") if f in doc]
     if not frameworks:
@@ -216,7 +256,46 @@ def main():
         fail("kernel", "must be a table of [kernel.<name>] tables")
     for name, k in kernels.items():
         check_kernel(name, k)
-    json.dump(doc, sys.stdout)
+    return doc, warning
+
+
+def plan(doc):
+    """What the server plans variants from (docs/build-farm.md, Planning)."""
+    g = doc["general"]
+    kernels = doc.get("kernel", {})
+    framework = [f for f in ("torch", "torch-noarch", "tvm-ffi") if f in doc][0]
+    fw = doc[framework]
+    stable = fw.get("stable-abi") if framework == "torch" else None
+    if isinstance(stable, str):
+        stable = {b: stable for b in g["backends"]}
+    cuda = [k for k in kernels.values() if k["backend"] == "cuda"]
+    return {
+        "name": g["name"], "version": g["version"], "framework": framework, "backends": g["backends"],
+        "compiled": bool(fw.get("src")) or any(k.get("src") for k in kernels.values()),
+        "kernel-backends": sorted(set(k["backend"] for k in kernels.values())),
+        "torch": {k: fw[k] for k in ("minver", "maxver") if framework == "torch" and k in fw},
+        "stable-abi": stable or {},
+        "cuda": {k: g.get("cuda", {})[k] for k in ("minver", "maxver") if k in g.get("cuda", {})},
+        "cuda-kernels": [{"capabilities": k.get("cuda-capabilities", []), "minver": k.get("cuda-minver")}
+                         for k in cuda],
+    }
+
+
+def main():
+    if sys.argv[1:] == ["--plan"]:
+        doc, warning = parse(sys.stdin.buffer.read())
+        out = plan(doc)
+        out["warning"] = warning
+    else:
+        try:
+            with open(sys.argv[1], "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise Bad("build.toml: missing at the top of the source")
+        out, warning = parse(data)
+        if warning:
+            sys.stderr.write("%s\n" % warning)
+    json.dump(out, sys.stdout)
     sys.stdout.write("\n")
 
 

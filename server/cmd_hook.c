@@ -239,6 +239,9 @@ static int post_receive(void)
 		api_ctx.builds.queue_per_user = 512;
 		api_ctx.builds.variants_per_request = 64;
 	}
+	api_ctx.builds.worker_live_seconds = getenv("KHUB_HOOK_BUILD_LIVE") ? atol(getenv("KHUB_HOOK_BUILD_LIVE")) : 300;
+	api_ctx.builds.plan_python = getenv("KHUB_HOOK_BUILD_PYTHON") ? getenv("KHUB_HOOK_BUILD_PYTHON") : "python3";
+	api_ctx.builds.plan_wall_ms = getenv("KHUB_HOOK_BUILD_PLAN_MS") ? atol(getenv("KHUB_HOOK_BUILD_PLAN_MS")) : 10000;
 	publish_set_on_new_commit(builds_on_new_commit);
 	/* For the variant index of kernel repos (GIT_DIR is set by git). */
 	git_repository *git = NULL;

@@ -148,6 +148,9 @@ int cmd_import(int argc, char **argv)
 	api_ctx.builds.queue_per_repo = config.build_queue_per_repo;
 	api_ctx.builds.queue_per_user = config.build_queue_per_user;
 	api_ctx.builds.variants_per_request = config.build_variants_per_request;
+	api_ctx.builds.worker_live_seconds = config.build_worker_live_seconds;
+	api_ctx.builds.plan_python = config.build_plan_python;
+	api_ctx.builds.plan_wall_ms = config.build_plan_wall_ms;
 	publish_set_on_new_commit(builds_on_new_commit);
 	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
 	struct publish_actor who = { 0, "khub import", "import@khub.local", "local" };

@@ -86,6 +86,9 @@ static const struct config_row config_rows[] = {
 	ROW(build_source_deadline_s, CONFIG_LONG, "600", 1, 86400, "build farm: seconds one external git fetch may take in all"),
 	ROW(build_source_allow, CONFIG_STRING, "", 0, 0, "build farm: comma-separated addresses, CIDR ranges and host names external git sources may reach although loopback, private, link-local or reserved (all of those are refused otherwise, after DNS and on every redirect)"),
 	ROW(build_log_max_kb, CONFIG_LONG, "4096", 16, 1L << 22, "build farm: log kept per build: its first and last halves, with a line saying how much was cut between them"),
+	ROW(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent"),
+	ROW(build_plan_python, CONFIG_STRING, "python3", 0, 0, "build farm: the Python (3.11 or later, for tomllib) that reads build.toml to plan builds, found in /usr/local/bin:/usr/bin:/bin unless a path"),
+	ROW(build_plan_wall_ms, CONFIG_LONG, "10000", 100, 600000, "build farm: wall-clock limit of the child that reads one build.toml to plan builds (it also gets 10 s of CPU, 512 MiB and 64 KiB of output)"),
 	ROW(build_lease_check_ms, CONFIG_LONG, "1000", 50, 600000, "build farm: how often a background thread looks for lapsed leases (and at the next lapse, when sooner)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };

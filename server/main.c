@@ -99,6 +99,8 @@ int cmd_serve(int argc, char **argv)
 		.queue_per_repo = config.build_queue_per_repo, .queue_per_user = config.build_queue_per_user,
 		.variants_per_request = config.build_variants_per_request,
 		.log_max_bytes = (long long)config.build_log_max_kb * 1024,
+		.worker_live_seconds = config.build_worker_live_seconds, .plan_python = config.build_plan_python,
+		.plan_wall_ms = config.build_plan_wall_ms,
 	};
 	struct source_net_limits limits = {
 		config.build_source_connect_timeout_s, config.build_source_low_speed_bytes,

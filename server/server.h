@@ -68,6 +68,9 @@ struct khub_config {
 	long build_source_deadline_s;
 	char *build_source_allow;
 	long build_log_max_kb;
+	long build_worker_live_seconds;
+	char *build_plan_python;
+	long build_plan_wall_ms;
 };
 
 extern struct khub_config config;

@@ -151,8 +151,10 @@ enum worker_column {
 /* Workers not removed, by name; variants, jobs and the scope's lists as
  * JSON text, WORKER_COL_SCOPE_PRIVATE "t" or "f". */
 int db_worker_list(struct db_rows *out);
-/* Every variant some worker not removed registered (one column, sorted). */
-int db_worker_variants(struct db_rows *out);
+/* Every variant some worker not removed registered, sorted: (variant, live
+ * 't'/'f'), live when one of its workers registered, claimed or
+ * heartbeat within live_seconds. */
+int db_worker_variants(long live_seconds, struct db_rows *out);
 
 /* The repo's buildOnPush setting and whether it is a mirror. */
 int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored);

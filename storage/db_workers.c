@@ -144,10 +144,14 @@ int db_worker_list(struct db_rows *out)
 			" FROM workers w WHERE w.removed_at IS NULL ORDER BY lower(w.name)", 0, NULL);
 }
 
-int db_worker_variants(struct db_rows *out)
+int db_worker_variants(long live_seconds, struct db_rows *out)
 {
-	return db_query(out, "SELECT DISTINCT v FROM workers, unnest(variants) v WHERE removed_at IS NULL ORDER BY v",
-			0, NULL);
+	char secs[24];
+	snprintf(secs, sizeof(secs), "%ld", live_seconds);
+	const char *params[1] = { secs };
+	return db_query(out, "SELECT v, bool_or(coalesce(last_heartbeat > now() - make_interval(secs => $1::int), false))"
+			     " FROM workers, unnest(variants) v WHERE removed_at IS NULL GROUP BY v ORDER BY v",
+			1, params);
 }
 
 int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored)

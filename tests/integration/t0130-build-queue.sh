@@ -59,7 +59,9 @@ b64() { base64 -w0 "$@"; }
 # ---- a private kernel repo with a source tree ----------------------------------------
 SRC=$TEST_DIR/src
 mkdir -p "$SRC/torch-ext/relu"
-printf '[general]\nname = "relu"\nversion = 1\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' >"$SRC/build.toml"
+# build.toml edition 5 (the server plans from it): a compiled kernel for cpu and cuda
+TOML='[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu", "cuda"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n'
+printf "$TOML" >"$SRC/build.toml"
 printf 'from ._ops import ops\n' >"$SRC/torch-ext/relu/__init__.py"
 head -c 3000 /dev/urandom >"$SRC/torch-ext/relu/weights.bin"	# binary: stored as LFS
 files=$(for f in build.toml torch-ext/relu/__init__.py torch-ext/relu/weights.bin; do
@@ -423,7 +425,7 @@ is "$ST $(j 'd["state"]')" "200 canceled" "(canceled again, out of the way)"
 # ---- an external git source ----------------------------------------------------------------------------
 UP=$TEST_DIR/upstream
 mkdir -p "$UP/torch-ext/relu"
-printf '[general]\nname = "relu"\nversion = 1\n' >"$UP/build.toml"
+printf "$TOML" >"$UP/build.toml"
 printf 'def upstream():\n    return 1\n' >"$UP/torch-ext/relu/__init__.py"
 files=$(for f in build.toml torch-ext/relu/__init__.py; do printf '{"path":"%s","content":"%s","encoding":"base64"},' "$f" "$(b64 "$UP/$f")"; done)
 api "$ALICE" POST /api/repos/create "{\"name\":\"upstream-src\",\"organization\":\"acme\",\"type\":\"model\",\"files\":[${files%,}]}"
@@ -455,7 +457,7 @@ is "$ST" 200 "vault/secret (private, another org) holds an LFS object"
 WOID=$(sha256sum "$SRC/torch-ext/relu/weights.bin" | cut -d' ' -f1)
 EVIL=$TEST_DIR/gitd/evil.git
 git init -q --bare "$EVIL" && git init -q "$TEST_DIR/evil" &&
-	printf '[general]\nname = "relu"\nversion = 1\n' >"$TEST_DIR/evil/build.toml" &&
+	printf "$TOML" >"$TEST_DIR/evil/build.toml" &&
 	printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize 2048\n' "$SOID" >"$TEST_DIR/evil/stolen.bin" &&
 	printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize 3000\n' "$WOID" >"$TEST_DIR/evil/own.bin" &&
 	git -C "$TEST_DIR/evil" add -A && git -C "$TEST_DIR/evil" -c user.name=t -c user.email=t@t commit -qm evil &&

@@ -37,7 +37,7 @@ like "$W4" '^khw_' "four worker tokens"
 # a kernel source whose tar is slow to make: many LFS files and a big one
 BIGSRC=$TEST_DIR/bigsrc
 mkdir -p "$BIGSRC/data"
-printf '[general]\nname = "big"\nversion = 1\n' >"$BIGSRC/build.toml"
+printf '[general]\nname = "big"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["b.cpp"]\n' >"$BIGSRC/build.toml"
 python3 - "$BIGSRC/data" "$NFILES" <<'PY'
 import os, sys
 d, n = sys.argv[1], int(sys.argv[2])
@@ -50,7 +50,7 @@ BIG_OID=$(sha256sum "$BIGSRC/weights.bin" | cut -d' ' -f1)
 khub import "$BIGSRC" --repo acme/big --type kernel >>"$log" 2>&1
 ok $? "khub import of acme/big ($NFILES small LFS files and a $BIG_MB MiB one)"
 mkdir -p "$TEST_DIR/smallsrc"
-printf '[general]\nname = "small"\nversion = 1\n' >"$TEST_DIR/smallsrc/build.toml"
+printf '[general]\nname = "small"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["b.cpp"]\n' >"$TEST_DIR/smallsrc/build.toml"
 printf 'x = 1\n' >"$TEST_DIR/smallsrc/small.py"
 khub import "$TEST_DIR/smallsrc" --repo acme/small --type kernel >>"$log" 2>&1
 ok $? "khub import of acme/small"

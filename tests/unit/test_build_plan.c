@@ -1,0 +1,108 @@
+/* test_build_plan.c -- judging variants against a build.toml plan (what
+ * builder-worker/build_toml.py --plan prints), and the default variants of
+ * a plan given what live and stale workers offer (api/build_plan.c). */
+#include "api/builds.h"
+#include "tests/unit/tap.h"
+
+#include <stdlib.h>
+
+static struct build_plan plan_of(const char *json)
+{
+	struct build_plan p = { json_loads(json, 0, NULL), NULL };
+	if (!p.doc)
+		printf("# bad test JSON: %s\n", json);
+	return p;
+}
+
+/* judge: want 1 (built) or 0 with why containing reason. */
+static void judge(const char *json, const char *variant, int want, const char *reason)
+{
+	struct build_plan p = plan_of(json);
+	char why[512] = "";
+	int got = p.doc ? build_plan_judge(&p, variant, why, sizeof(why)) : -1;
+	ok(got == want && (want || strstr(why, reason)), "%s: %s%s%s", variant, want ? "built" : "skipped: ",
+	   want ? "" : reason, got == want ? "" : " (got the other)");
+	if (!want && got == 0 && !strstr(why, reason))
+		printf("#   why: %s\n", why);
+	build_plan_release(&p);
+}
+
+#define RELU "{\"framework\":\"torch\",\"backends\":[\"cpu\",\"cuda\"],\"compiled\":true," \
+	     "\"kernel-backends\":[\"cpu\",\"cuda\"],\"torch\":{},\"stable-abi\":{},\"cuda\":{},\"cuda-kernels\":[]}"
+#define NOARCH "{\"framework\":\"torch-noarch\",\"backends\":[\"cuda\",\"cann\"],\"compiled\":false," \
+	       "\"kernel-backends\":[],\"torch\":{},\"stable-abi\":{},\"cuda\":{},\"cuda-kernels\":[]}"
+#define STABLE "{\"framework\":\"torch\",\"backends\":[\"cpu\",\"cuda\"],\"compiled\":true," \
+	       "\"kernel-backends\":[],\"torch\":{},\"stable-abi\":{\"cpu\":\"2.11\"},\"cuda\":{},\"cuda-kernels\":[]}"
+#define BOUNDS "{\"framework\":\"torch\",\"backends\":[\"cuda\"],\"compiled\":true,\"kernel-backends\":[\"cuda\"]," \
+	       "\"torch\":{\"minver\":\"2.11\",\"maxver\":\"2.12\"},\"stable-abi\":{}," \
+	       "\"cuda\":{\"minver\":\"12.8\"},\"cuda-kernels\":[{\"capabilities\":[\"7.0\",\"9.0a\"],\"minver\":null}]}"
+#define CAPS "{\"framework\":\"torch\",\"backends\":[\"cuda\"],\"compiled\":true,\"kernel-backends\":[\"cuda\"]," \
+	     "\"torch\":{},\"stable-abi\":{},\"cuda\":{},\"cuda-kernels\":[{\"capabilities\":[\"12.0\"],\"minver\":null}," \
+	     "{\"capabilities\":[],\"minver\":\"13.0\"}]}"
+#define TVM "{\"framework\":\"tvm-ffi\",\"backends\":[\"cuda\"],\"compiled\":true,\"kernel-backends\":[]," \
+	    "\"torch\":{},\"stable-abi\":{},\"cuda\":{},\"cuda-kernels\":[]}"
+
+static void test_judge(void)
+{
+	judge(RELU, "torch212-cxx11-cpu-x86_64-linux", 1, NULL);
+	judge(RELU, "torch212-cxx11-cu130-x86_64-linux", 1, NULL);
+	judge(RELU, "torch212-cxx11-rocm71-x86_64-linux", 0, "general.backends does not list rocm");
+	judge(RELU, "torch-cpu", 0, "compiled sources");
+	judge(RELU, "torch-stable-abi211-cpu-x86_64-linux", 0, "no torch.stable-abi for cpu");
+	judge(RELU, "tvm-ffi01-cu130-x86_64-linux", 0, "not a [tvm-ffi] kernel");
+	judge(RELU, "torch-universal", 0, "not torch-universal");
+	judge(NOARCH, "torch-cuda", 1, NULL);
+	judge(NOARCH, "torch-npu", 1, NULL);
+	judge(NOARCH, "torch-cpu", 0, "general.backends does not list cpu");
+	judge(NOARCH, "torch212-cxx11-cu130-x86_64-linux", 0, "builds only torch-<backend> variants (torch-cuda)");
+	judge(STABLE, "torch-stable-abi211-cpu-x86_64-linux", 1, NULL);
+	judge(STABLE, "torch-stable-abi210-cpu-x86_64-linux", 0, "torch.stable-abi is 2.11 for cpu, not 2.10");
+	judge(STABLE, "torch212-cxx11-cpu-x86_64-linux", 0, "built as torch-stable-abi211-cpu-x86_64-linux instead");
+	judge(STABLE, "torch212-cxx11-cu130-x86_64-linux", 1, NULL);	/* no stable ABI for cuda */
+	judge(BOUNDS, "torch210-cxx11-cu130-x86_64-linux", 0, "torch 2.10 is below torch.minver 2.11");
+	judge(BOUNDS, "torch213-cxx11-cu130-x86_64-linux", 0, "torch 2.13 is above torch.maxver 2.12");
+	judge(BOUNDS, "torch212-cxx11-cu126-x86_64-linux", 0, "CUDA 12.6 is below general.cuda.minver 12.8");
+	judge(BOUNDS, "torch212-cxx11-cu128-x86_64-linux", 1, NULL);
+	judge(BOUNDS, "torch212-cxx11-cu130-x86_64-linux", 1, NULL);	/* 9.0a still compiles */
+	judge(CAPS, "torch212-cxx11-cu126-x86_64-linux", 0, "no [kernel.*] for cuda compiles with CUDA 12.6");
+	judge(CAPS, "torch212-cxx11-cu128-x86_64-linux", 1, NULL);	/* 12.0 from 12.8 */
+	judge(CAPS, "torch212-cxx11-cu130-x86_64-linux", 1, NULL);
+	judge(TVM, "tvm-ffi01-cu130-x86_64-linux", 1, NULL);
+	judge(TVM, "torch212-cxx11-cu130-x86_64-linux", 0, "builds only tvm-ffi");
+}
+
+static void test_default(void)
+{
+	struct build_plan p = plan_of(RELU);
+	char *live[] = { "torch211-cxx11-cpu-x86_64-linux", "torch210-cxx11-cpu-x86_64-linux", "torch-cpu", NULL };
+	char *stale[] = { "torch212-cxx11-cu130-x86_64-linux", NULL };
+	struct required_variants list;
+	const char *text = "{\"x86_64-linux\": {\"cpu\": [\"torch211-cxx11-cpu-x86_64-linux\"]}}";
+	char why[128];
+	ok(required_variants_parse(text, strlen(text), &list, why, sizeof(why)) == 0, "a required list");
+	char **names;
+	size_t n;
+	json_t *skipped = json_array();
+	build_plan_default(&p, live, 3, stale, 1, &list, &names, &n, skipped);
+	ok(n == 1 && strcmp(names[0], "torch211-cxx11-cpu-x86_64-linux") == 0 && !names[1],
+	   "default: the required list's cpu variant only");
+	char *dump = json_dumps(skipped, JSON_SORT_KEYS);
+	ok(strstr(dump, "\"torch210-cxx11-cpu-x86_64-linux\"") && strstr(dump, "not on the required list"),
+	   "torch210 skipped: not on the required list");
+	ok(strstr(dump, "\"torch-cpu\"") && strstr(dump, "compiled sources"), "torch-cpu skipped: compiled sources");
+	ok(strstr(dump, "only workers not seen within build_worker_live_seconds offer it"),
+	   "the stale worker's cu130 variant named with why");
+	ok(strstr(dump, "no live worker builds cuda (only workers not seen"), "cuda: no live worker builds it");
+	free(dump);
+	json_decref(skipped);
+	build_names_free(names, n);
+	required_variants_release(&list);
+	build_plan_release(&p);
+}
+
+int main(void)
+{
+	test_judge();
+	test_default();
+	return done_testing();
+}
