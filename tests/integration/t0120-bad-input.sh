@@ -389,12 +389,13 @@ header_row "a resolve 404 carries X-Content-Type-Options: nosniff too" X-Content
 
 # ---- rows that must write, but only so much --------------------------------------------------
 # Repeated GETs of a variant's metadata.json from one address count once.
+LOADER_UA='kernels/0.15.2; hf_hub/1.29.0; python/3.11.2'	# only a loader's fetch is a download
 downloads_total() { curl -s "$API/kernels/acme/relu/downloads" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])'; }
 DL_BEFORE=$(downloads_total)
 for _ in 1 2 3 4 5; do
-	curl -s -o /dev/null --interface 127.0.0.10 "$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/metadata.json"
+	curl -s -o /dev/null --interface 127.0.0.10 -A "$LOADER_UA" "$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/metadata.json"
 done
-curl -s -o /dev/null --interface 127.0.0.11 "$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/metadata.json"
+curl -s -o /dev/null --interface 127.0.0.11 -A "$LOADER_UA" "$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/metadata.json"
 sleep 1	# two flush intervals and more
 is "$(downloads_total)" $((DL_BEFORE + 2)) "5 GETs from one address and 1 from another count 2 downloads (once per address, repo, variant and hour)"
 
