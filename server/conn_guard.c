@@ -213,5 +213,6 @@ void conn_guard_mhd_log(void *cls, const char *fmt, va_list ap)
 	if (g)
 		answer_once(g, status, why);
 	pthread_mutex_unlock(&guard.lock);
-	log_info("refused before routing: %u %s%s", status, why, g ? "" : " (answered by libmicrohttpd)");
+	log_info("libmicrohttpd refused a request: %u %s (%s)", status, why,
+		 g ? "answered once by khub" : "answered by libmicrohttpd");
 }
