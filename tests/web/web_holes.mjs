@@ -110,8 +110,11 @@ await test("signed in, /login?next= never leaves the khub origin (15 encodings o
 	return problems;
 });
 await test("signed in, /login?next=/kernels/acme/relu still lands there", async () => {
-	await alice.page.goto("/login?next=/kernels/acme/relu");
-	return alice.page.url() === `${ORIGIN}/kernels/acme/relu` ? [] : [`landed on ${alice.page.url()}`];
+	const page = await alice.ctx.newPage();	// nothing left over from the redirects above
+	await page.goto("/login?next=/kernels/acme/relu");
+	const at = page.url();
+	await page.close();
+	return at === `${ORIGIN}/kernels/acme/relu` ? [] : [`landed on ${at}`];
 });
 // The sign-in POST: Chrome's CSP form-action 'self' also stops a redirect
 // to another host after a form, so the server's own answer is checked too.
@@ -252,7 +255,7 @@ await test("the API still ignores the session cookie: resolve and repo info answ
 async function downloads() {
 	return (await must("GET", "/api/kernels/acme/relu/downloads")).data;
 }
-await test("viewing a README that embeds metadata.json counts no download; a loader's fetch does", async () => {
+await test("viewing a README that embeds metadata.json counts no download, nor the page route; a loader's fetch does", async () => {
 	const viewers = [alice, await anonymous()];
 	const fetched = [];
 	for (const v of viewers) {
@@ -260,6 +263,10 @@ await test("viewing a README that embeds metadata.json counts no download; a loa
 		for (let i = 0; i < 3; i++)
 			await v.page.goto("/kernels/acme/relu");	// "load": the images were fetched
 	}
+	// the page route never counts, whoever asks
+	const viaPage = await alice.page.request.get("/kernels/acme/relu/-/resolve/main/build/torch-cpu/metadata.json",
+		{ headers: { "User-Agent": LOADER_UA } });
+	if (viaPage.status() !== 200) fetched.push(`page route ${viaPage.status()}`);
 	// one loader fetch of another variant: when it shows, the counts of
 	// everything fetched before it have been flushed too
 	await must("GET", "/kernels/acme/relu/resolve/main/build/torch-universal/metadata.json", { ua: LOADER_UA });
