@@ -26,11 +26,22 @@ struct guarded_conn {
 	 * read path's tail: a holder preempted on a busy core parks them all). */
 	_Atomic uint64_t since_usec;	/* opened, or the previous request ended */
 	_Atomic int in_request;		/* headers complete, request not yet ended */
-	/* Only the connection's own thread reads and writes these: */
 	struct MHD_Connection *conn;
-	pthread_t owner;		/* the thread that read the request line */
-	int reading_headers;		/* request line read, khub not yet called */
+	/* Written by the connection's thread, read by any thread's logger
+	 * walk (under the mutex, but written without it): atomics. */
+	_Atomic unsigned long owner;	/* thread_token() of the thread that read the request line */
+	_Atomic int reading_headers;	/* request line read, khub not yet called */
 };
+
+/* A number for the calling thread, never 0 (pthread_t is not atomic). */
+static unsigned long thread_token(void)
+{
+	static atomic_ulong next_token = 1;
+	static _Thread_local unsigned long token;
+	if (!token)
+		token = atomic_fetch_add(&next_token, 1);
+	return token;
+}
 
 /* One mutex for the list (connections opening and closing) and the
  * watchdog's walk. libmicrohttpd sends the CLOSED notification (which
@@ -126,7 +137,7 @@ void conn_guard_request_begin(struct MHD_Connection *conn)
 {
 	struct guarded_conn *g = guard_of(conn);
 	if (g)
-		g->reading_headers = 0;
+		atomic_store(&g->reading_headers, 0);
 	guard_set_in_request(conn, 1);
 }
 
@@ -141,8 +152,8 @@ void *conn_guard_request_line(void *cls, const char *uri, struct MHD_Connection 
 	(void)uri;
 	struct guarded_conn *g = guard_of(conn);
 	if (g) {
-		g->owner = pthread_self();
-		g->reading_headers = 1;
+		atomic_store(&g->owner, thread_token());
+		atomic_store(&g->reading_headers, 1);
 	}
 	return NULL;	/* the request is made at its first access_handler call */
 }
@@ -158,7 +169,7 @@ static struct guarded_conn *parsing_headers_here(void)
 	int n = 0;
 	for (struct dlist_node *d = guards.first; d; d = d->next) {
 		struct guarded_conn *g = dlist_item(d, struct guarded_conn, link);
-		if (!g->reading_headers || g->fd < 0 || !pthread_equal(g->owner, pthread_self()))
+		if (!atomic_load(&g->reading_headers) || g->fd < 0 || atomic_load(&g->owner) != thread_token())
 			continue;
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(g->conn,
 									      MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
@@ -185,7 +196,7 @@ static void answer_once(struct guarded_conn *g, unsigned status, const char *why
 		(void)send(g->fd, body, (size_t)blen, MSG_NOSIGNAL);
 	shutdown(g->fd, SHUT_WR);
 	g->fd = -1;	/* the watchdog leaves it alone */
-	g->reading_headers = 0;
+	atomic_store(&g->reading_headers, 0);
 }
 
 void conn_guard_mhd_log(void *cls, const char *fmt, va_list ap)

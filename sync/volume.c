@@ -356,6 +356,7 @@ int sync_out_fd(struct sync_out *o, const char *name, int fd, uint64_t size, str
 {
 	if (entry_header(o, name, size) < 0)
 		return KHUB_EIO;
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);	/* a larger read-ahead */
 	uint64_t left = size;
 	while (left > 0) {
 		ssize_t n = read(fd, o->io.buf, left < CHUNK ? (size_t)left : CHUNK);
@@ -483,6 +484,7 @@ static int open_volume(struct sync_in *in, unsigned n)
 		return -1;
 	}
 	free(name);
+	(void)posix_fadvise(in->io.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	in->cur = n;
 	in->vol_bytes = 0;
 	EVP_DigestInit_ex(in->io.sha, EVP_sha256(), NULL);
