@@ -44,6 +44,26 @@ static enum url_kind url_kind(const char *url)
 	return URL_REFUSED;	/* javascript:, data:, vbscript:, file:, ... */
 }
 
+/* An image URL of this hub's API resolve path, /kernels/NS/NAME/resolve/...,
+ * as the page route /kernels/NS/NAME/-/resolve/... (the API ignores the
+ * session: a private repo's image would not load); NULL when it is not one. */
+static char *image_via_page_route(const char *url)
+{
+	static const char prefix[] = "/kernels/";
+	if (strncmp(url, prefix, sizeof(prefix) - 1) != 0)
+		return NULL;
+	const char *p = url + sizeof(prefix) - 1;
+	for (int segment = 0; segment < 2; segment++) {	/* NS, NAME */
+		size_t n = strcspn(p, "/?#");
+		if (n == 0 || p[n] != '/')
+			return NULL;
+		p += n + 1;
+	}
+	if (strncmp(p, "resolve/", 8) != 0)
+		return NULL;
+	return xasprintf("%.*s-/%s", (int)(p - url), url, p);
+}
+
 /* Links: web, mail, local and fragment URLs; relative ones point into the
  * repo (bases->link). Images: from this hub only; relative ones resolve in
  * the repo (bases->image). */
@@ -58,6 +78,8 @@ static void sanitize_node(cmark_node *node, const struct markdown_bases *bases)
 	char *fixed = NULL;
 	if (kind == URL_RELATIVE && base && url[0])
 		fixed = xasprintf("%s%s", base, strncmp(url, "./", 2) == 0 ? url + 2 : url);
+	else if (image && kind == URL_LOCAL_ABSOLUTE)
+		fixed = image_via_page_route(url);
 	else if (kind == URL_REFUSED || (image && kind != URL_LOCAL_ABSOLUTE) || (kind == URL_RELATIVE && !base))
 		fixed = xstrdup("");
 	if (fixed) {

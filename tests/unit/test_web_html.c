@@ -86,8 +86,15 @@ int main(void)
 	       "![proto](//evil.example/x.png) ![local](/kernels/acme/relu/resolve/abc/img.png) ![rel](./plot.png)\n",
 	       1);
 	ok(!has(s, "evil.example") && !has(s, "data:"), "images from elsewhere are dropped");
-	ok(has(s, "src=\"/kernels/acme/relu/resolve/abc/img.png\""), "same-hub images kept");
+	ok(has(s, "src=\"/kernels/acme/relu/-/resolve/abc/img.png\""),
+	   "same-hub images of the API's resolve path come from the page route");
 	ok(has(s, "src=\"" FILES "plot.png\""), "relative images come from the page route (the session, no download)");
+	free(s);
+	s = md("![a](/kernels/acme/relu/-/resolve/main/a.png) ![b](/kernels/acme/relu/tree/main/b.png) "
+	       "![c](/kernels/acme/resolve/main/c.png) ![d](/kernels/a/b/resolve) [l](/kernels/acme/relu/resolve/main/l.md)\n", 0);
+	ok(has(s, "src=\"/kernels/acme/relu/-/resolve/main/a.png\"") && has(s, "src=\"/kernels/acme/relu/tree/main/b.png\"") &&
+	   has(s, "src=\"/kernels/acme/resolve/main/c.png\"") && has(s, "src=\"/kernels/a/b/resolve\"") &&
+	   has(s, "href=\"/kernels/acme/relu/resolve/main/l.md\""), "other local URLs and links are left as they are");
 	free(s);
 	s = md("[x](docs/a.md)\n", 0);
 	ok(!has(s, "docs/a.md"), "relative links without a base are emptied");

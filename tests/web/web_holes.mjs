@@ -52,6 +52,7 @@ const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR
 const SVG = "<svg xmlns='http://www.w3.org/2000/svg' width='4' height='4'><script>parent.__pwned='svg'</script>" +
 	"<rect width='4' height='4'/></svg>";
 const SECRET_README = "# secret\n\n![plot](docs/plot.png)\n\n![diagram](./docs/diagram.svg)\n\n" +
+	"![absolute](/kernels/acme/secret/resolve/main/docs/plot.png)\n\n" +
 	"[usage](docs/usage.md) and [the docs folder](docs/)\n";
 const PUBLIC_README = "# relu\n\n![the variant's metadata](build/torch-cpu/metadata.json)\n";
 
@@ -165,10 +166,10 @@ const member = await readme(alice.page);
 const imageUrl = member.images.find((i) => i.alt === "plot")?.src || "";
 const svgUrl = member.images.find((i) => i.alt === "diagram")?.src || "";
 const docUrl = imageUrl.replace(/plot\.png$/, "page.html");
-await test("a member sees the private README's images (a PNG and an SVG) decoded", async () => {
+await test("a member sees the private README's images (a PNG, an SVG, an absolute resolve URL) decoded", async () => {
 	const problems = [];
 	if (member.status !== 200) return [`kernel page ${member.status}`];
-	if (member.images.length !== 2) problems.push(`${member.images.length} images`);
+	if (member.images.length !== 3) problems.push(`${member.images.length} images`);
 	for (const i of member.images)
 		if (!i.loaded || new URL(i.src).origin !== ORIGIN) problems.push(`${i.alt}: ${i.src} loaded=${i.loaded}`);
 	if (await alice.page.evaluate(() => window.__pwned)) problems.push("the SVG's script ran");
@@ -209,7 +210,7 @@ await test("read-scoped member: the README's images load", async () => {
 	const reader = await signedIn(READER);
 	const r = await readme(reader.page);
 	await reader.ctx.close();
-	return r.status === 200 && r.images.length === 2 && r.images.every((i) => i.loaded) ? [] :
+	return r.status === 200 && r.images.length === 3 && r.images.every((i) => i.loaded) ? [] :
 		[`${r.status} ${JSON.stringify(r.images)}`];
 });
 // what a visitor gets for the member's image URL: the status and whether
