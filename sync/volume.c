@@ -224,8 +224,19 @@ static void ring_stop(struct sync_out *o)
 	r->started = 0;
 }
 
+static int out_failed(struct sync_out *o)
+{
+	pthread_mutex_lock(&o->ring.lock);
+	int failed = o->failed;
+	pthread_mutex_unlock(&o->ring.lock);
+	return failed;
+}
+
 /* libarchive's output: into the chunk being filled (only this thread
- * touches it), handed over when full. */
+ * touches it), handed over when full. Once the writer failed, the rest is
+ * dropped, not refused: an error here would leave libarchive in its fatal
+ * state, where freeing it leaks its output buffer; the sync_out_ calls
+ * report the failure instead. */
 static la_ssize_t out_write(struct archive *a, void *arg, const void *data, size_t len)
 {
 	(void)a;
@@ -239,14 +250,14 @@ static la_ssize_t out_write(struct archive *a, void *arg, const void *data, size
 		int failed = o->failed;
 		pthread_mutex_unlock(&r->lock);
 		if (failed)
-			return -1;
+			return (la_ssize_t)len;
 		size_t n = CHUNK - r->len[slot] < left ? CHUNK - r->len[slot] : left;
 		memcpy(r->buf[slot] + r->len[slot], p, n);
 		r->len[slot] += n;
 		p += n;
 		left -= n;
 		if (r->len[slot] == CHUNK && ring_push(o) < 0)
-			return -1;
+			return (la_ssize_t)len;
 	}
 	return (la_ssize_t)len;
 }
@@ -347,7 +358,8 @@ static int entry_header(struct sync_out *o, const char *name, uint64_t size)
 
 int sync_out_bytes(struct sync_out *o, const char *name, const void *data, size_t len)
 {
-	if (entry_header(o, name, len) < 0 || (len && archive_write_data(o->ar, data, len) != (la_ssize_t)len))
+	if (entry_header(o, name, len) < 0 || (len && archive_write_data(o->ar, data, len) != (la_ssize_t)len) ||
+	    out_failed(o))
 		return KHUB_EIO;
 	return 0;
 }
@@ -356,13 +368,12 @@ int sync_out_fd(struct sync_out *o, const char *name, int fd, uint64_t size, str
 {
 	if (entry_header(o, name, size) < 0)
 		return KHUB_EIO;
-	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);	/* a larger read-ahead */
 	uint64_t left = size;
 	while (left > 0) {
 		ssize_t n = read(fd, o->io.buf, left < CHUNK ? (size_t)left : CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0 || archive_write_data(o->ar, o->io.buf, (size_t)n) != n)
+		if (n <= 0 || archive_write_data(o->ar, o->io.buf, (size_t)n) != n || out_failed(o))
 			return KHUB_EIO;
 		left -= (uint64_t)n;
 		sync_progress_add(p, (uint64_t)n);
@@ -385,11 +396,13 @@ void sync_out_abort(struct sync_out *o)
 {
 	if (!o)
 		return;
-	if (o->ar)
-		archive_write_fail(o->ar);
 	pthread_mutex_lock(&o->ring.lock);
 	o->failed = o->failed ? o->failed : ECANCELED;	/* the writer writes nothing more */
 	pthread_mutex_unlock(&o->ring.lock);
+	/* closed, not failed: libarchive frees what it holds only on close;
+	 * what the close writes is dropped (out_write) */
+	if (o->ar)
+		archive_write_close(o->ar);
 	ring_stop(o);
 	if (!o->volume_size) {
 		char *partial = xasprintf("%s.partial", o->path);

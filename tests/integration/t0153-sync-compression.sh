@@ -81,4 +81,20 @@ rc=$?
 ok $([ $rc -ne 0 ] && echo 0 || echo 1) "an export whose bundle cannot be written fails (exit $rc)"
 like "$(cat "$W/nodir.err")" "cannot" "and says so"
 ok $([ ! -e "$W/nodir" ] && echo 0 || echo 1) "nothing written"
+# a disk that fills up mid-bundle (a 1 MiB tmpfs; where mounting is
+# allowed): the writer thread's ENOSPC ends the export, no partial file
+FULL=$W/full
+mkdir -p "$FULL"
+if mount -t tmpfs -o size=1m tmpfs "$FULL" 2>/dev/null; then
+	hub a sync export --key "$W/k.key" --out "$FULL/b.khub" --repos 'acme/*' --compression none >/dev/null 2>"$W/full.err"
+	rc=$?
+	ok $([ $rc -ne 0 ] && echo 0 || echo 1) "a bundle that fills the disk fails (exit $rc)"
+	like "$(cat "$W/full.err")" "cannot write" "and says so"
+	is "$(ls -A "$FULL" | wc -l)" 0 "no partial file left"
+	umount "$FULL"
+else
+	ok 0 "# SKIP cannot mount a small tmpfs here"
+	ok 0 "# SKIP cannot mount a small tmpfs here"
+	ok 0 "# SKIP cannot mount a small tmpfs here"
+fi
 done_testing
