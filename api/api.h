@@ -229,6 +229,10 @@ extern const struct route orgs_routes[];	/* api/orgs.c: overview, whoami, harnes
 extern const struct route refs_routes[];	/* api/refs.c */
 extern const struct route tree_routes[];	/* api/tree.c: tree, paths-info, repo info */
 extern const struct route resolve_routes[];	/* api/resolve.c: file bytes */
+/* The same file answer for a page route (ROUTE_PAGE, req->repo opened for
+ * the session's caller): browser-safe content types and disposition, a
+ * sandbox CSP, no download counted, no HEAD answer kept. */
+enum MHD_Result resolve_for_page(struct request *req);
 extern const struct route commit_routes[];	/* api/commit.c: NDJSON commits */
 extern const struct route preupload_routes[];	/* api/preupload.c */
 extern const struct route lfs_routes[];		/* api/lfs.c: batch, upload, verify, download */

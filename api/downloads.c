@@ -5,7 +5,9 @@
  * interval and once more at shutdown. GET /api/kernels/{ns}/{name}/downloads
  * answers the per-variant, per-day breakdown.
  *
- * One download = one full GET (no Range) of build/<variant>/metadata.json,
+ * One download = one full GET (no Range) of build/<variant>/metadata.json
+ * by a loader (its User-Agent names kernels/, hf_hub/, huggingface_hub/ or
+ * hf-hub/: a browser showing a README that embeds the file is not one),
  * which every kernels version fetches exactly once per variant install; for
  * a variant without metadata.json (older builds) the GET of
  * build/<variant>/__init__.py counts instead. HEAD requests, ranged GETs and
@@ -107,11 +109,31 @@ static void user_agent_part(const char *ua, const char *name, char out[UA_PART_M
 	}
 }
 
+/* The User-Agent parts that say a loader, not a browser, fetched a file:
+ * the kernels package passes its version to huggingface_hub, which writes
+ * "kernels/0.15.2; hf_hub/1.29.0; python/..."; huggingface_hub alone
+ * writes "unknown/None; hf_hub/..."; the Rust hf-hub crate "hf-hub/...". */
+static const char *const loader_agents[] = { "kernels", "hf_hub", "huggingface_hub", "hf-hub" };
+
+static int user_agent_is_loader(const char *ua)
+{
+	char part[UA_PART_MAX + 1];
+	for (size_t i = 0; ua && i < sizeof(loader_agents) / sizeof(loader_agents[0]); i++) {
+		user_agent_part(ua, loader_agents[i], part);
+		if (part[0])
+			return 1;
+	}
+	return 0;
+}
+
 void download_stats_note(struct request *req, const struct repo_handle *h, const char *sha, int ranged)
 {
 	struct build_path bp;
+	const char *ua = request_header(req, "User-Agent");
+	/* what a page embeds (a README's image of metadata.json) is fetched by
+	 * every viewer's browser: only a loader's fetch is a download */
 	if (!stats_enabled || req->method != METHOD_GET || ranged || h->record.type != REPO_KERNEL ||
-	    build_path_parse(req->path, &bp) < 0 || !bp.file)
+	    !user_agent_is_loader(ua) || build_path_parse(req->path, &bp) < 0 || !bp.file)
 		return;
 	const char *variant = bp.variant;
 	int variant_len = (int)bp.variant_len;
@@ -132,13 +154,10 @@ void download_stats_note(struct request *req, const struct repo_handle *h, const
 	time_t now = time(NULL);
 	if (!first_this_hour(req->remote_addr, h->record.id, variant, variant_len, now))
 		return;
-	const char *ua = request_header(req, "User-Agent");
 	char kernels[UA_PART_MAX + 1] = "", torch[UA_PART_MAX + 1] = "", backend[UA_PART_MAX + 1] = "";
-	if (ua) {
-		user_agent_part(ua, "kernels", kernels);
-		user_agent_part(ua, "torch", torch);
-		user_agent_part(ua, "backend", backend);
-	}
+	user_agent_part(ua, "kernels", kernels);
+	user_agent_part(ua, "torch", torch);
+	user_agent_part(ua, "backend", backend);
 	/* The UTC day, formatted once a second per thread. */
 	static __thread time_t day_of;
 	static __thread char day[16];

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define SMALL_FILE_CACHE_MAX (256 * 1024)
@@ -41,6 +42,42 @@ static const char *content_type_for(const char *path)
 			return types[i].type;
 	}
 	return "application/octet-stream";
+}
+
+/* What a page route (the web UI's same-origin file path) sends a browser:
+ * images and plain text inline, everything else, SVG and HTML included,
+ * as a download; every answer also carries a sandbox CSP, so even a file
+ * opened directly runs no script with this site's cookies. */
+static const struct page_file_type {
+	const char *ext, *type;
+	int shown_inline;
+} page_file_types[] = {
+	{ ".png", "image/png", 1 },
+	{ ".jpg", "image/jpeg", 1 },
+	{ ".jpeg", "image/jpeg", 1 },
+	{ ".gif", "image/gif", 1 },
+	{ ".webp", "image/webp", 1 },
+	{ ".avif", "image/avif", 1 },
+	{ ".svg", "image/svg+xml", 0 },	/* an <img> shows it; opened, it is a download */
+	{ ".json", "application/json", 1 },
+	{ ".md", "text/plain; charset=utf-8", 1 },
+	{ ".txt", "text/plain; charset=utf-8", 1 },
+	{ ".py", "text/plain; charset=utf-8", 1 },
+	{ ".toml", "text/plain; charset=utf-8", 1 },
+	{ ".lock", "text/plain; charset=utf-8", 1 },
+	{ ".gitattributes", "text/plain; charset=utf-8", 1 },
+};
+
+static const struct page_file_type *page_file_type_for(const char *path)
+{
+	static const struct page_file_type other = { "", "application/octet-stream", 0 };
+	size_t len = strlen(path);
+	for (size_t i = 0; i < sizeof(page_file_types) / sizeof(page_file_types[0]); i++) {
+		size_t n = strlen(page_file_types[i].ext);
+		if (len >= n && strcasecmp(path + len - n, page_file_types[i].ext) == 0)
+			return &page_file_types[i];
+	}
+	return &other;
 }
 
 static char *describe_key(const struct repo_handle *h, const char *sha, const char *path)
@@ -196,7 +233,7 @@ static ssize_t no_body_for_head(void *cls, uint64_t pos, char *buf, size_t max)
 }
 
 static void add_file_headers(struct MHD_Response *resp, const struct file_meta *meta, const char *sha,
-			     const char *path)
+			     const char *path, int for_page)
 {
 	char etag[80], size[24];
 	snprintf(etag, sizeof(etag), "\"%s\"", meta->is_lfs ? meta->lfs_oid : meta->oid);
@@ -208,12 +245,18 @@ static void add_file_headers(struct MHD_Response *resp, const struct file_meta *
 		MHD_add_response_header(resp, "X-Linked-Size", size);
 	}
 	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
-	MHD_add_response_header(resp, "Content-Type", content_type_for(path));
-	MHD_add_response_header(resp, "Cache-Control", "private, max-age=0, must-revalidate");
+	const struct page_file_type *shown = for_page ? page_file_type_for(path) : NULL;
+	MHD_add_response_header(resp, "Content-Type", shown ? shown->type : content_type_for(path));
+	if (shown)	/* beside the page's own CSP (api_ctx.page_headers): both apply */
+		MHD_add_response_header(resp, "Content-Security-Policy", "sandbox; default-src 'none'; "
+					"img-src 'self'; style-src 'unsafe-inline'");
+	else		/* a page answer's Cache-Control comes with the page headers */
+		MHD_add_response_header(resp, "Cache-Control", "private, max-age=0, must-revalidate");
 	const char *base = strrchr(path, '/');
 	base = base ? base + 1 : path;
 	struct strbuf cd = STRBUF_INIT;
-	strbuf_adds(&cd, "inline; filename*=UTF-8''");
+	strbuf_adds(&cd, !shown || shown->shown_inline ? "inline" : "attachment");
+	strbuf_adds(&cd, "; filename*=UTF-8''");
 	strbuf_add_urlencoded(&cd, base, 0);
 	MHD_add_response_header(resp, "Content-Disposition", cd.buf);
 	strbuf_release(&cd);
@@ -240,7 +283,10 @@ static int respond_kept_head(struct request *req, const struct repo_handle *h, c
 	return 1;
 }
 
-static enum MHD_Result handle_resolve(struct request *req)
+/* The file answer; for_page: the web UI's page route (the session's
+ * caller, page headers), which never counts a download and keeps no HEAD
+ * answer. */
+static enum MHD_Result resolve_file(struct request *req, int for_page)
 {
 	struct repo_handle h;
 	enum MHD_Result result;
@@ -252,7 +298,7 @@ static enum MHD_Result handle_resolve(struct request *req)
 	char *value = NULL;
 	/* A plain HEAD's answer is kept whole (api/response_memo.c) under
 	 * the file's key: only Date and X-Request-Id change between two. */
-	int plain_head = req->method == METHOD_HEAD && !request_header(req, "Range");
+	int plain_head = !for_page && req->method == METHOD_HEAD && !request_header(req, "Range");
 	/* A 40-hex revision whose file description is cached was resolved
 	 * before (the key holds the repo id and the sha): no lookup. */
 	if (strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
@@ -389,7 +435,7 @@ static enum MHD_Result handle_resolve(struct request *req)
 		free(value);
 		return respond_error(req, 500, NULL, "cannot build response");
 	}
-	add_file_headers(resp, &meta, sha, req->path);
+	add_file_headers(resp, &meta, sha, req->path, for_page);
 	free(value);
 	if (empty_probe)
 		MHD_add_response_header(resp, "Content-Range", "bytes */0");
@@ -399,7 +445,8 @@ static enum MHD_Result handle_resolve(struct request *req)
 		MHD_add_response_header(resp, "Content-Range", cr);
 	}
 	req->bytes_out = req->method == METHOD_HEAD ? 0 : count;
-	download_stats_note(req, &h, sha, ranged > 0);
+	if (!for_page)
+		download_stats_note(req, &h, sha, ranged > 0);
 	if (plain_head && bodiless && !ranged && !empty_probe) {
 		char *key = describe_key(&h, sha, req->path);
 		result = respond_and_memo(req, key, 200, resp);
@@ -407,6 +454,16 @@ static enum MHD_Result handle_resolve(struct request *req)
 		return result;
 	}
 	return respond(req, ranged > 0 ? 206 : 200, resp);
+}
+
+static enum MHD_Result handle_resolve(struct request *req)
+{
+	return resolve_file(req, 0);
+}
+
+enum MHD_Result resolve_for_page(struct request *req)
+{
+	return resolve_file(req, 1);
 }
 
 const struct route resolve_routes[] = {

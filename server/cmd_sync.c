@@ -14,7 +14,7 @@ static const char sync_usage[] =
 	"  khub sync keygen --out PREFIX          PREFIX.key (private, 0600) and PREFIX.pub\n"
 	"  khub sync export --key PRIV --out FILE [--repos GLOB]... [--refs GLOB]... [--variants GLOB]...\n"
 	"                   [--lock kernels.lock]... [--since STATE] [--state-out FILE]\n"
-	"                   [--volume-size BYTES] [--type kernel]\n"
+	"                   [--volume-size BYTES] [--compression none|zstd[:LEVEL]] [--type kernel]\n"
 	"  khub sync verify BUNDLE... [--key PUB]  check signature, hashes and sizes offline; print the changes\n"
 	"  khub sync import BUNDLE...              verify and import (keys from sync_trusted_keys)\n"
 	"  khub sync state [--out FILE] [--type kernel]   this hub's refs, for export --since\n"
@@ -125,6 +125,12 @@ static int cmd_export(int argc, char **argv)
 		else if (strcmp(a, "--volume-size") == 0) {
 			if (parse_size(v, &o.volume_size) < 0) {
 				fprintf(stderr, "khub sync export: --volume-size wants bytes (at least 4096; K, M, G suffixes)\n");
+				goto done;
+			}
+		} else if (strcmp(a, "--compression") == 0) {
+			o.compression = v;
+			if (sync_compression_check(v) < 0) {
+				fprintf(stderr, "khub sync export: --compression wants none, zstd or zstd:LEVEL (1 to 19)\n");
 				goto done;
 			}
 		} else

@@ -3,12 +3,17 @@
  * previous request ending, however slowly it trickles bytes in.
  * libmicrohttpd's own timeout is an idle timeout (every byte resets it), so
  * a watchdog thread shuts down the sockets of connections past the deadline;
- * libmicrohttpd then sees end-of-file and closes them itself. */
+ * libmicrohttpd then sees end-of-file and closes them itself. And the one
+ * answer to a request libmicrohttpd refuses before khub sees it (its own
+ * answer is written twice: server.h). */
 #include "server/server.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,7 +26,22 @@ struct guarded_conn {
 	 * read path's tail: a holder preempted on a busy core parks them all). */
 	_Atomic uint64_t since_usec;	/* opened, or the previous request ended */
 	_Atomic int in_request;		/* headers complete, request not yet ended */
+	struct MHD_Connection *conn;
+	/* Written by the connection's thread, read by any thread's logger
+	 * walk (under the mutex, but written without it): atomics. */
+	_Atomic unsigned long owner;	/* thread_token() of the thread that read the request line */
+	_Atomic int reading_headers;	/* request line read, khub not yet called */
 };
+
+/* A number for the calling thread, never 0 (pthread_t is not atomic). */
+static unsigned long thread_token(void)
+{
+	static atomic_ulong next_token = 1;
+	static _Thread_local unsigned long token;
+	if (!token)
+		token = atomic_fetch_add(&next_token, 1);
+	return token;
+}
 
 /* One mutex for the list (connections opening and closing) and the
  * watchdog's walk. libmicrohttpd sends the CLOSED notification (which
@@ -77,6 +97,7 @@ void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		struct guarded_conn *g = xcalloc(1, sizeof(*g));
 		g->fd = ci ? ci->connect_fd : -1;
+		g->conn = conn;
 		g->since_usec = monotonic_usec();
 		pthread_mutex_lock(&guard.lock);
 		dlist_append(&guards, &g->link);
@@ -114,10 +135,95 @@ static void guard_set_in_request(struct MHD_Connection *conn, int in_request)
 
 void conn_guard_request_begin(struct MHD_Connection *conn)
 {
+	struct guarded_conn *g = guard_of(conn);
+	if (g)
+		atomic_store(&g->reading_headers, 0);
 	guard_set_in_request(conn, 1);
 }
 
 void conn_guard_request_end(struct MHD_Connection *conn)
 {
 	guard_set_in_request(conn, 0);
+}
+
+void *conn_guard_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	(void)cls;
+	(void)uri;
+	struct guarded_conn *g = guard_of(conn);
+	if (g) {
+		atomic_store(&g->owner, thread_token());
+		atomic_store(&g->reading_headers, 1);
+	}
+	return NULL;	/* the request is made at its first access_handler call */
+}
+
+/* The connection whose complete headers libmicrohttpd is parsing on this
+ * thread now: one of this thread's that read a request line, has all its
+ * headers (libmicrohttpd has moved on to the next state of every other
+ * connection with complete headers) and was not handed to khub. NULL
+ * unless exactly one. Called with guard.lock held. */
+static struct guarded_conn *parsing_headers_here(void)
+{
+	struct guarded_conn *found = NULL;
+	int n = 0;
+	for (struct dlist_node *d = guards.first; d; d = d->next) {
+		struct guarded_conn *g = dlist_item(d, struct guarded_conn, link);
+		if (!atomic_load(&g->reading_headers) || g->fd < 0 || atomic_load(&g->owner) != thread_token())
+			continue;
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(g->conn,
+									      MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+		if (ci && ci->header_size > 0) {
+			found = g;
+			n++;
+		}
+	}
+	return n == 1 ? found : NULL;
+}
+
+/* Answer status once on g's socket (JSON, as khub answers every error),
+ * then end the writing side: libmicrohttpd's own answer fails to go out
+ * and it closes the connection. */
+static void answer_once(struct guarded_conn *g, unsigned status, const char *why)
+{
+	char body[256], head[512];
+	int blen = snprintf(body, sizeof(body), "{\"error\":\"%s\"}", why);
+	int hlen = snprintf(head, sizeof(head), "HTTP/1.1 %u %s\r\nDate: %s\r\nContent-Type: application/json; "
+			    "charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n"
+			    "Content-Length: %d\r\n\r\n", status, MHD_get_reason_phrase_for(status), http_date_now(),
+			    blen);
+	if (send(g->fd, head, (size_t)hlen, MSG_NOSIGNAL) == hlen)
+		(void)send(g->fd, body, (size_t)blen, MSG_NOSIGNAL);
+	shutdown(g->fd, SHUT_WR);
+	g->fd = -1;	/* the watchdog leaves it alone */
+	atomic_store(&g->reading_headers, 0);
+}
+
+void conn_guard_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	static const char refused[] = "Error processing request (HTTP response code is ";
+	(void)cls;
+	char text[512];
+	va_list copy;
+	va_copy(copy, ap);
+	vsnprintf(text, sizeof(text), fmt, copy);
+	va_end(copy);
+	text[strcspn(text, "\n")] = '\0';
+	if (strncmp(fmt, refused, sizeof(refused) - 1) != 0) {
+		log_debug("libmicrohttpd: %s", text);
+		return;
+	}
+	unsigned status = va_arg(ap, unsigned);
+	const char *page = va_arg(ap, const char *);
+	const char *why = !page ? "malformed request" :
+			  strstr(page, "Content-Length") ? (status == 413 ? "Content-Length too large" :
+							    "malformed Content-Length (one value, digits only)") :
+			  strstr(page, "Host") ? "an HTTP/1.1 request needs a Host header" : "malformed request";
+	pthread_mutex_lock(&guard.lock);
+	struct guarded_conn *g = parsing_headers_here();
+	if (g)
+		answer_once(g, status, why);
+	pthread_mutex_unlock(&guard.lock);
+	log_info("libmicrohttpd refused a request: %u %s (%s)", status, why,
+		 g ? "answered once by khub" : "answered by libmicrohttpd");
 }

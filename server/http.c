@@ -153,15 +153,77 @@ static enum MHD_Result count_framing_header(void *cls, enum MHD_ValueKind kind, 
 	return MHD_YES;
 }
 
+/* Header values as libmicrohttpd 0.9.75 leaves them: in its read buffer,
+ * in the order received, each ended by a NUL written over its line end
+ * (CR, LF: both become NUL). A NUL inside a value ends the C string early
+ * and hides the rest of the line, so the bytes from one value's end to the
+ * next header's name (and from the last one to the end of the headers)
+ * must all be NUL. */
+struct header_scan {
+	const char *prev_end;	/* the end of the previous value, NULL before the first */
+	const char *why;
+};
+
+/* 1 when the bytes from one value's end to what follows hide something:
+ * a plausible gap (a line's end, 16 KiB at most) that is not all NUL. A gap
+ * that is not plausible is a layout this check does not know: no verdict. */
+static int gap_hides_bytes(const char *from, const char *to)
+{
+	if (to < from || to - from > 16 * 1024)
+		return 0;
+	for (const char *p = from; p < to; p++)
+		if (*p)
+			return 1;
+	return 0;
+}
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+				   const char *value, size_t value_size)
+{
+	struct header_scan *scan = cls;
+	(void)kind;
+	for (size_t i = 0; value && i < value_size; i++) {
+		unsigned char c = (unsigned char)value[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f) {
+			scan->why = "a control character (CR, LF, NUL...) in a header value";
+			return MHD_NO;
+		}
+	}
+	if (scan->prev_end && gap_hides_bytes(scan->prev_end, key)) {
+		scan->why = "a NUL byte or a folded line (obs-fold) in a header value";
+		return MHD_NO;
+	}
+	scan->prev_end = value ? value + value_size : key + key_size;
+	return MHD_YES;
+}
+
+/* NULL when every header value is clean, else why not. headers_end: the
+ * end of the request's headers in libmicrohttpd's buffer. */
+static const char *header_values_refused(struct MHD_Connection *conn, const char *headers_end)
+{
+	struct header_scan scan = { NULL, NULL };
+	MHD_get_connection_values_n(conn, MHD_HEADER_KIND, scan_header, &scan);
+	if (!scan.why && scan.prev_end && headers_end && gap_hides_bytes(scan.prev_end, headers_end))
+		scan.why = "a NUL byte in a header value";
+	return scan.why;
+}
+
 /* Refuse what a proxy in front could frame differently from us (request
  * smuggling): differing Content-Lengths, Content-Length with
  * Transfer-Encoding, and any transfer coding but chunked (which
  * libmicrohttpd would wait on until the timeout). The connection is closed
  * after the answer, so bytes after the headers are never read as a request.
  * 0, or -1 with the answer queued and *result set. */
-static int refuse_bad_framing(struct request *req, enum MHD_Result *result)
+static int refuse_bad_framing(struct request *req, const char *request_line, enum MHD_Result *result)
 {
 	struct framing f = { 0 };
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	const char *why = header_values_refused(req->conn, ci && ci->header_size ? request_line + ci->header_size : NULL);
+	if (why) {
+		req->close_connection = 1;
+		*result = respond_error(req, 400, NULL, "%s", why);
+		return -1;
+	}
 	MHD_get_connection_values(req->conn, MHD_HEADER_KIND, count_framing_header, &f);
 	if (f.content_length_differs) {
 		req->close_connection = 1;
@@ -232,7 +294,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		req->log_path = xstrdup(url);
 		conn_guard_request_begin(conn);
 		enum MHD_Result refused;
-		if (refuse_bad_framing(req, &refused) < 0)
+		/* the request line starts libmicrohttpd's buffer of the headers */
+		if (refuse_bad_framing(req, method, &refused) < 0)
 			return refused;
 		if (!req->method)
 			return respond_error(req, 405, NULL, "method %s is not supported", method);
@@ -333,7 +396,7 @@ int http_serve(void)
 	}
 	/* khub accepts (server/acceptor.c): libmicrohttpd then spreads the
 	 * connections evenly over its threads */
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO |
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ERROR_LOG |
 			 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET |
 			 MHD_USE_SUPPRESS_DATE_NO_CLOCK;	/* Date: api/respond.c */
 	unsigned port = 0;
@@ -355,6 +418,8 @@ int http_serve(void)
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)config.max_connections_per_ip,
 		MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, NULL,
+		MHD_OPTION_URI_LOG_CALLBACK, conn_guard_request_line, NULL,
+		MHD_OPTION_EXTERNAL_LOGGER, conn_guard_mhd_log, NULL,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
 		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,

@@ -145,6 +145,16 @@ void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
 		       enum MHD_ConnectionNotificationCode toe);
 void conn_guard_request_begin(struct MHD_Connection *conn);
 void conn_guard_request_end(struct MHD_Connection *conn);
+/* libmicrohttpd 0.9.75 answers a request it cannot parse (a Content-Length
+ * of "+5" or "5, 5", a missing Host) by itself, before khub sees it, and
+ * writes that answer's status line and headers twice. The request-line
+ * callback (MHD_OPTION_URI_LOG_CALLBACK) marks the connection as reading
+ * headers; the logger (MHD_OPTION_EXTERNAL_LOGGER) hears of the error
+ * before libmicrohttpd writes anything, answers once itself (JSON, like
+ * every khub error) and shuts the socket for writing, so libmicrohttpd's
+ * answer never goes out and it closes the connection. */
+void *conn_guard_request_line(void *cls, const char *uri, struct MHD_Connection *conn);
+void conn_guard_mhd_log(void *cls, const char *fmt, va_list ap);
 /* Split req's raw path and match it against every route table. 0 = matched
  * (req->route set), KHUB_ENOTFOUND = no route, KHUB_EPERM = path matched
  * but not the method, KHUB_EINVAL = malformed path. */

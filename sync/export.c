@@ -416,7 +416,7 @@ static int write_bundle(struct export_run *x, const char *manifest, const char *
 	for (size_t i = 0; i < x->m.nentries; i++)
 		prog.total += x->m.entries[i].size;
 	*bytes = prog.total;
-	struct sync_out *out = sync_out_open(x->o->out, x->o->volume_size, x->err, x->errlen);
+	struct sync_out *out = sync_out_open(x->o->out, x->o->volume_size, x->o->compression, x->err, x->errlen);
 	if (!out)
 		return KHUB_EIO;
 	int rc = 0;

@@ -128,10 +128,16 @@ void sync_progress_add(struct sync_progress *p, uint64_t n);
 void sync_progress_end(struct sync_progress *p);
 
 struct sync_out;
-/* A tar + zstd stream into path (written as path.partial, renamed by
- * sync_out_close), or into path.001, path.002, ... of at most volume_size
- * bytes each plus path.index, written last. */
-struct sync_out *sync_out_open(const char *path, uint64_t volume_size, char *err, size_t errlen);
+/* A tar stream, compressed as compression says ("none", "zstd" or
+ * "zstd:LEVEL"; NULL: zstd at level 3), into path (written as
+ * path.partial, renamed by sync_out_close), or into path.001, path.002, ...
+ * of at most volume_size bytes each plus path.index, written last. A
+ * writer thread writes (and hashes and fsyncs the volumes) while the
+ * caller reads and compresses. NULL with err on a bad compression. */
+struct sync_out *sync_out_open(const char *path, uint64_t volume_size, const char *compression, char *err,
+			       size_t errlen);
+/* 0 when compression is one sync_out_open takes, else KHUB_EINVAL. */
+int sync_compression_check(const char *compression);
 int sync_out_bytes(struct sync_out *o, const char *name, const void *data, size_t len);
 /* An entry of size bytes read from fd (from its current offset). */
 int sync_out_fd(struct sync_out *o, const char *name, int fd, uint64_t size, struct sync_progress *p);
@@ -172,6 +178,7 @@ struct sync_export_opts {
 	const char *since;		/* a state file, or NULL */
 	const char *state_out;		/* or NULL */
 	uint64_t volume_size;		/* 0: one file */
+	const char *compression;	/* none, zstd or zstd:LEVEL; NULL: zstd */
 	int progress;
 	FILE *report;			/* a summary line goes here */
 };

@@ -1,7 +1,8 @@
-/* volume.c -- bundle byte streams: tar + zstd through libarchive, written
- * to one file or split into volumes (path.001, path.002, ... plus
- * path.index listing each volume's size and sha256), and read back as one
- * stream; the progress bar on a terminal. */
+/* volume.c -- bundle byte streams: tar + zstd (or plain tar) through
+ * libarchive, written to one file or split into volumes (path.001,
+ * path.002, ... plus path.index listing each volume's size and sha256) by a
+ * writer thread while the exporting thread reads and compresses, and read
+ * back as one stream; the progress bar on a terminal. */
 #include "sync/sync.h"
 
 #include <archive.h>
@@ -9,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -80,15 +82,32 @@ static void volume_io_release(struct volume_io *io)
 	free(io->buf);
 }
 
+#define OUT_BUFFERS 4		/* chunks between the exporting and the writing thread */
+
+/* The exporting thread fills ring[(head + queued) % OUT_BUFFERS] while the
+ * writer thread writes ring[head]: reading the objects, compressing and
+ * writing (and hashing and fsyncing volumes) overlap. */
+struct out_ring {
+	pthread_t writer;
+	int started;
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	char *buf[OUT_BUFFERS];
+	size_t len[OUT_BUFFERS];
+	unsigned head, queued;		/* under lock */
+	int closing;			/* under lock: no more chunks come */
+};
+
 struct sync_out {
 	struct archive *ar;
 	struct volume_io io;
+	struct out_ring ring;
 	char *path;
 	uint64_t volume_size;
 	unsigned nvol;
 	uint64_t cur;			/* bytes in the current volume */
 	struct volume_info *vols;
-	int failed;
+	int failed;			/* an errno; set by the writer under ring.lock */
 };
 
 static char *volume_name(const char *path, unsigned n)
@@ -125,48 +144,196 @@ static int next_volume(struct sync_out *o)
 	return o->io.fd < 0 ? -1 : 0;
 }
 
-static la_ssize_t out_write(struct archive *a, void *arg, const void *data, size_t len)
+/* Write len bytes to the volumes (the writer thread). */
+static int write_volumes(struct sync_out *o, const char *p, size_t left)
 {
-	(void)a;
-	struct sync_out *o = arg;
-	const char *p = data;
-	size_t left = len;
 	while (left > 0) {
 		if (o->io.fd < 0 || (o->volume_size && o->cur >= o->volume_size)) {
-			if (next_volume(o) < 0) {
-				o->failed = errno ? errno : EIO;
+			if (next_volume(o) < 0)
 				return -1;
-			}
 		}
 		size_t n = left;
 		if (o->volume_size && n > o->volume_size - o->cur)
 			n = (size_t)(o->volume_size - o->cur);
-		if (write_all(o->io.fd, p, n) < 0) {
-			o->failed = errno ? errno : EIO;
+		if (write_all(o->io.fd, p, n) < 0)
 			return -1;
-		}
 		if (o->volume_size)
 			EVP_DigestUpdate(o->io.sha, p, n);
 		o->cur += n;
 		p += n;
 		left -= n;
 	}
+	return 0;
+}
+
+static void *writer_main(void *arg)
+{
+	struct sync_out *o = arg;
+	struct out_ring *r = &o->ring;
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		while (!r->queued && !r->closing)
+			pthread_cond_wait(&r->changed, &r->lock);
+		if (!r->queued)
+			break;
+		unsigned slot = r->head;
+		int failed = o->failed;
+		pthread_mutex_unlock(&r->lock);
+		errno = 0;
+		int rc = failed ? 0 : write_volumes(o, r->buf[slot], r->len[slot]);
+		pthread_mutex_lock(&r->lock);
+		if (rc < 0 && !o->failed)
+			o->failed = errno ? errno : EIO;
+		r->head = (r->head + 1) % OUT_BUFFERS;
+		r->queued--;
+		pthread_cond_broadcast(&r->changed);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* Hand the chunk being filled to the writer and wait for a free one. */
+static int ring_push(struct sync_out *o)
+{
+	struct out_ring *r = &o->ring;
+	pthread_mutex_lock(&r->lock);
+	r->queued++;
+	pthread_cond_broadcast(&r->changed);
+	while (r->queued == OUT_BUFFERS && !o->failed)
+		pthread_cond_wait(&r->changed, &r->lock);
+	int failed = o->failed;
+	r->len[(r->head + r->queued) % OUT_BUFFERS] = 0;
+	pthread_mutex_unlock(&r->lock);
+	return failed ? -1 : 0;
+}
+
+/* Queue what is left and wait for the writer to end (every path out of a
+ * sync_out goes through here once the writer started). */
+static void ring_stop(struct sync_out *o)
+{
+	struct out_ring *r = &o->ring;
+	if (!r->started)
+		return;
+	pthread_mutex_lock(&r->lock);
+	if (r->len[(r->head + r->queued) % OUT_BUFFERS] && r->queued < OUT_BUFFERS)
+		r->queued++;
+	r->closing = 1;
+	pthread_cond_broadcast(&r->changed);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->writer, NULL);
+	r->started = 0;
+}
+
+static int out_failed(struct sync_out *o)
+{
+	pthread_mutex_lock(&o->ring.lock);
+	int failed = o->failed;
+	pthread_mutex_unlock(&o->ring.lock);
+	return failed;
+}
+
+/* libarchive's output: into the chunk being filled (only this thread
+ * touches it), handed over when full. Once the writer failed, the rest is
+ * dropped, not refused: an error here would leave libarchive in its fatal
+ * state, where freeing it leaks its output buffer; the sync_out_ calls
+ * report the failure instead. */
+static la_ssize_t out_write(struct archive *a, void *arg, const void *data, size_t len)
+{
+	(void)a;
+	struct sync_out *o = arg;
+	struct out_ring *r = &o->ring;
+	const char *p = data;
+	size_t left = len;
+	while (left > 0) {
+		pthread_mutex_lock(&r->lock);
+		unsigned slot = (r->head + r->queued) % OUT_BUFFERS;
+		int failed = o->failed;
+		pthread_mutex_unlock(&r->lock);
+		if (failed)
+			return (la_ssize_t)len;
+		size_t n = CHUNK - r->len[slot] < left ? CHUNK - r->len[slot] : left;
+		memcpy(r->buf[slot] + r->len[slot], p, n);
+		r->len[slot] += n;
+		p += n;
+		left -= n;
+		if (r->len[slot] == CHUNK && ring_push(o) < 0)
+			return (la_ssize_t)len;
+	}
 	return (la_ssize_t)len;
 }
 
-struct sync_out *sync_out_open(const char *path, uint64_t volume_size, char *err, size_t errlen)
+static int ring_start(struct sync_out *o)
+{
+	struct out_ring *r = &o->ring;
+	for (unsigned i = 0; i < OUT_BUFFERS; i++)
+		r->buf[i] = xmalloc(CHUNK);
+	r->started = pthread_create(&r->writer, NULL, writer_main, o) == 0;
+	return r->started ? 0 : -1;
+}
+
+static void ring_release(struct out_ring *r)
+{
+	for (unsigned i = 0; i < OUT_BUFFERS; i++)
+		free(r->buf[i]);
+	pthread_cond_destroy(&r->changed);
+	pthread_mutex_destroy(&r->lock);
+}
+
+/* spec: "none" (plain tar), "zstd" or "zstd:LEVEL" (1 to 19). */
+static int set_compression(struct archive *ar, const char *spec)
+{
+	if (!spec || strcmp(spec, "zstd") == 0)
+		spec = "zstd:3";
+	if (strcmp(spec, "none") == 0)
+		return archive_write_add_filter_none(ar) == ARCHIVE_OK ? 0 : -1;
+	char *end = NULL;
+	long level = strncmp(spec, "zstd:", 5) == 0 ? strtol(spec + 5, &end, 10) : 0;
+	if (!end || *end || end == spec + 5 || level < 1 || level > 19)
+		return KHUB_EINVAL;
+	char text[8];
+	snprintf(text, sizeof(text), "%ld", level);
+	if (archive_write_add_filter_zstd(ar) != ARCHIVE_OK ||
+	    archive_write_set_filter_option(ar, "zstd", "compression-level", text) != ARCHIVE_OK)
+		return -1;
+	/* compress on every core the machine has (ignored where unsupported) */
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cpus > 1) {
+		snprintf(text, sizeof(text), "%ld", cpus > 8 ? 8 : cpus);
+		archive_write_set_filter_option(ar, "zstd", "threads", text);
+	}
+	return 0;
+}
+
+int sync_compression_check(const char *spec)
+{
+	struct archive *ar = archive_write_new();
+	int rc = set_compression(ar, spec);
+	archive_write_free(ar);
+	return rc == KHUB_EINVAL ? KHUB_EINVAL : 0;
+}
+
+struct sync_out *sync_out_open(const char *path, uint64_t volume_size, const char *compression, char *err,
+			       size_t errlen)
 {
 	struct sync_out *o = xcalloc(1, sizeof(*o));
 	o->path = xstrdup(path);
 	o->volume_size = volume_size;
 	volume_io_init(&o->io);
+	pthread_mutex_init(&o->ring.lock, NULL);
+	pthread_cond_init(&o->ring.changed, NULL);
 	if (volume_size) {	/* an index left by an earlier export would describe other volumes */
 		char *index = xasprintf("%s.index", path);
 		unlink(index);
 		free(index);
 	}
 	o->ar = archive_write_new();
-	if (archive_write_add_filter_zstd(o->ar) != ARCHIVE_OK || archive_write_set_format_pax_restricted(o->ar) != ARCHIVE_OK ||
+	int crc = set_compression(o->ar, compression);
+	if (crc == KHUB_EINVAL) {
+		snprintf(err, errlen, "compression %s: want none, zstd or zstd:LEVEL (1 to 19)", compression);
+		sync_out_abort(o);
+		return NULL;
+	}
+	if (crc < 0 || ring_start(o) < 0 || archive_write_set_format_pax_restricted(o->ar) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(o->ar, 1) != ARCHIVE_OK ||
 	    archive_write_open2(o->ar, o, NULL, out_write, NULL, NULL) != ARCHIVE_OK) {
 		snprintf(err, errlen, "cannot start the bundle %s: %s", path, archive_error_string(o->ar));
@@ -191,7 +358,8 @@ static int entry_header(struct sync_out *o, const char *name, uint64_t size)
 
 int sync_out_bytes(struct sync_out *o, const char *name, const void *data, size_t len)
 {
-	if (entry_header(o, name, len) < 0 || (len && archive_write_data(o->ar, data, len) != (la_ssize_t)len))
+	if (entry_header(o, name, len) < 0 || (len && archive_write_data(o->ar, data, len) != (la_ssize_t)len) ||
+	    out_failed(o))
 		return KHUB_EIO;
 	return 0;
 }
@@ -205,7 +373,7 @@ int sync_out_fd(struct sync_out *o, const char *name, int fd, uint64_t size, str
 		ssize_t n = read(fd, o->io.buf, left < CHUNK ? (size_t)left : CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0 || archive_write_data(o->ar, o->io.buf, (size_t)n) != n)
+		if (n <= 0 || archive_write_data(o->ar, o->io.buf, (size_t)n) != n || out_failed(o))
 			return KHUB_EIO;
 		left -= (uint64_t)n;
 		sync_progress_add(p, (uint64_t)n);
@@ -215,6 +383,8 @@ int sync_out_fd(struct sync_out *o, const char *name, int fd, uint64_t size, str
 
 static void out_free(struct sync_out *o)
 {
+	ring_stop(o);
+	ring_release(&o->ring);
 	volume_io_release(&o->io);
 	archive_write_free(o->ar);
 	free(o->vols);
@@ -226,8 +396,14 @@ void sync_out_abort(struct sync_out *o)
 {
 	if (!o)
 		return;
+	pthread_mutex_lock(&o->ring.lock);
+	o->failed = o->failed ? o->failed : ECANCELED;	/* the writer writes nothing more */
+	pthread_mutex_unlock(&o->ring.lock);
+	/* closed, not failed: libarchive frees what it holds only on close;
+	 * what the close writes is dropped (out_write) */
 	if (o->ar)
-		archive_write_fail(o->ar);
+		archive_write_close(o->ar);
+	ring_stop(o);
 	if (!o->volume_size) {
 		char *partial = xasprintf("%s.partial", o->path);
 		unlink(partial);
@@ -239,7 +415,9 @@ void sync_out_abort(struct sync_out *o)
 int sync_out_close(struct sync_out *o, unsigned *volumes, char *err, size_t errlen)
 {
 	int rc = 0;
-	if (archive_write_close(o->ar) != ARCHIVE_OK || o->failed) {
+	int closed = archive_write_close(o->ar) == ARCHIVE_OK;
+	ring_stop(o);	/* everything written: the volumes are the writer's no more */
+	if (!closed || o->failed) {
 		snprintf(err, errlen, "cannot write the bundle %s: %s", o->path,
 			 o->failed ? strerror(o->failed) : archive_error_string(o->ar));
 		rc = KHUB_EIO;
@@ -319,6 +497,7 @@ static int open_volume(struct sync_in *in, unsigned n)
 		return -1;
 	}
 	free(name);
+	(void)posix_fadvise(in->io.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	in->cur = n;
 	in->vol_bytes = 0;
 	EVP_DigestInit_ex(in->io.sha, EVP_sha256(), NULL);

@@ -187,11 +187,52 @@ enum MHD_Result page_send_cookie(struct page *pg, int status, const char *set_co
 	return send_html(req, status, &out, set_cookie);
 }
 
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)(c | 0x20);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Whether one byte of a local path is allowed as is: printable ASCII
+ * without space, backslash and the characters a browser would escape or
+ * read as something else. Browsers drop tabs and line breaks anywhere in
+ * a URL and trim spaces and control characters, so "/\t/evil.example" is
+ * "//evil.example" to them: none of those may appear at all. */
+static int local_path_byte_ok(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && !strchr("\\\"<>`{}|^", c);
+}
+
+int web_local_path_ok(const char *path)
+{
+	if (!path || path[0] != '/' || strlen(path) > 2048)
+		return 0;
+	for (size_t i = 0; path[i]; i++) {
+		unsigned char c = (unsigned char)path[i];
+		if (!local_path_byte_ok(c) || (c == '/' && path[i + 1] == '/'))
+			return 0;
+		if (c != '%')
+			continue;
+		/* an escape must be well formed and decode to a byte that is
+		 * allowed as is: no encoded control, space or backslash, and no
+		 * encoded slash right after the first (/%2F/evil.example) */
+		int hi = hex_digit(path[i + 1]), lo = hi < 0 ? -1 : hex_digit(path[i + 2]);
+		if (lo < 0)
+			return 0;
+		unsigned char d = (unsigned char)(hi * 16 + lo);
+		if ((d < 0x80 && !local_path_byte_ok(d)) || (d == '/' && i == 1))
+			return 0;
+	}
+	return 1;
+}
+
 enum MHD_Result web_redirect(struct request *req, const char *location, const char *set_cookie)
 {
 	/* only local paths: no open redirect through ?next= */
-	if (location[0] != '/' || location[1] == '/' || location[1] == '\\' || strpbrk(location, "\r\n"))
-		location = "/kernels";
+	if (!web_local_path_ok(location))
+		location = "/";
 	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(resp, "Location", location);
 	if (set_cookie)

@@ -44,19 +44,43 @@ static enum url_kind url_kind(const char *url)
 	return URL_REFUSED;	/* javascript:, data:, vbscript:, file:, ... */
 }
 
+/* An image URL of this hub's API resolve path, /kernels/NS/NAME/resolve/...,
+ * as the page route /kernels/NS/NAME/-/resolve/... (the API ignores the
+ * session: a private repo's image would not load); NULL when it is not one. */
+static char *image_via_page_route(const char *url)
+{
+	static const char prefix[] = "/kernels/";
+	if (strncmp(url, prefix, sizeof(prefix) - 1) != 0)
+		return NULL;
+	const char *p = url + sizeof(prefix) - 1;
+	for (int segment = 0; segment < 2; segment++) {	/* NS, NAME */
+		size_t n = strcspn(p, "/?#");
+		if (n == 0 || p[n] != '/')
+			return NULL;
+		p += n + 1;
+	}
+	if (strncmp(p, "resolve/", 8) != 0)
+		return NULL;
+	return xasprintf("%.*s-/%s", (int)(p - url), url, p);
+}
+
 /* Links: web, mail, local and fragment URLs; relative ones point into the
- * repo (link_base). Images: from this hub only. */
-static void sanitize_node(cmark_node *node, const char *link_base)
+ * repo (bases->link). Images: from this hub only; relative ones resolve in
+ * the repo (bases->image). */
+static void sanitize_node(cmark_node *node, const struct markdown_bases *bases)
 {
 	int image = cmark_node_get_type(node) == CMARK_NODE_IMAGE;
 	const char *url = cmark_node_get_url(node);
 	if (!url)
 		url = "";
 	enum url_kind kind = url_kind(url);
+	const char *base = bases ? (image ? bases->image : bases->link) : NULL;
 	char *fixed = NULL;
-	if (kind == URL_RELATIVE && link_base && url[0])
-		fixed = xasprintf("%s%s", link_base, strncmp(url, "./", 2) == 0 ? url + 2 : url);
-	else if (kind == URL_REFUSED || (image && kind != URL_LOCAL_ABSOLUTE) || (kind == URL_RELATIVE && !link_base))
+	if (kind == URL_RELATIVE && base && url[0])
+		fixed = xasprintf("%s%s", base, strncmp(url, "./", 2) == 0 ? url + 2 : url);
+	else if (image && kind == URL_LOCAL_ABSOLUTE)
+		fixed = image_via_page_route(url);
+	else if (kind == URL_REFUSED || (image && kind != URL_LOCAL_ABSOLUTE) || (kind == URL_RELATIVE && !base))
 		fixed = xstrdup("");
 	if (fixed) {
 		cmark_node_set_url(node, fixed);
@@ -64,7 +88,7 @@ static void sanitize_node(cmark_node *node, const char *link_base)
 	}
 }
 
-int markdown_render_safe(const char *text, size_t len, const char *link_base, struct strbuf *out)
+int markdown_render_safe(const char *text, size_t len, const struct markdown_bases *bases, struct strbuf *out)
 {
 	static const char *const extensions[] = { "table", "tasklist", "strikethrough", "autolink" };
 	pthread_once(&extensions_once, register_extensions);
@@ -91,7 +115,7 @@ int markdown_render_safe(const char *text, size_t len, const char *link_base, st
 		cmark_node *node = cmark_iter_get_node(it);
 		cmark_node_type type = cmark_node_get_type(node);
 		if (ev == CMARK_EVENT_ENTER && (type == CMARK_NODE_LINK || type == CMARK_NODE_IMAGE))
-			sanitize_node(node, link_base);
+			sanitize_node(node, bases);
 	}
 	cmark_iter_free(it);
 	char *html = cmark_render_html(doc, options, cmark_parser_get_syntax_extensions(parser));

@@ -1,8 +1,9 @@
 /* pages_repo.c -- the file browser (/kernels/{ns}/{name}/tree/{rev}/{path})
  * with sizes, LFS badges and download links, the commit history
- * (/kernels/{ns}/{name}/commits/{rev}), and the same-origin JSON and file
- * paths under /kernels/{ns}/{name}/-/ that answer with the API's own
- * handlers for the session's caller. */
+ * (/kernels/{ns}/{name}/commits/{rev}), the same-origin JSON paths under
+ * /kernels/{ns}/{name}/-/ that answer with the API's own handlers for the
+ * session's caller, and -/resolve/{rev}/{path}: a file for the session
+ * (README images, download links), never counted as a download. */
 #include "web/web_internal.h"
 
 #include <stdlib.h>
@@ -161,7 +162,12 @@ enum MHD_Result page_commits(struct request *req)
 	return page_send(&pg, 200);
 }
 
-/* Each same-origin path and the API row whose handler answers it. */
+enum MHD_Result page_file(struct request *req)
+{
+	return resolve_for_page(req);
+}
+
+/* Each same-origin JSON path and the API row whose handler answers it. */
 static const struct {
 	const char *suffix;		/* after /kernels/{ns}/{name}/-/ */
 	const struct route *table;
@@ -171,7 +177,6 @@ static const struct {
 	{ "benchmarks", benchmark_queries_routes, "/api/kernels/{ns}/{name}/benchmarks" },
 	{ "benchmarks/aggregate", benchmark_queries_routes, "/api/kernels/{ns}/{name}/benchmarks/aggregate" },
 	{ "downloads", downloads_routes, "/api/kernels/{ns}/{name}/downloads" },
-	{ "resolve", resolve_routes, "/{tprefix}/{ns}/{name}/resolve/{rev}/{path*}" },
 };
 
 enum MHD_Result page_json_alias(struct request *req)
@@ -184,7 +189,7 @@ enum MHD_Result page_json_alias(struct request *req)
 		size_t n = strlen(aliases[i].suffix);
 		if (strncmp(dash + 3, aliases[i].suffix, n) != 0 || (dash[3 + n] != '\0' && dash[3 + n] != '/'))
 			continue;
-		if (dash[3 + n] == '/' && strcmp(aliases[i].suffix, "resolve") != 0)
+		if (dash[3 + n] == '/')
 			continue;
 		for (const struct route *r = aliases[i].table; r->pattern; r++)
 			if (strcmp(r->pattern, aliases[i].api_pattern) == 0 && (r->methods & req->method))

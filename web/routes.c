@@ -33,8 +33,10 @@ const struct route web_routes[] = {
 	  REPO_KERNEL, NULL, ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/-/downloads", page_json_alias, ROUTE_PAGE, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },
-	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/-/resolve/{rev}/{path*}", page_json_alias, ROUTE_PAGE,
-	  REPO_KERNEL, NULL, ACCESS_REPO_READ },
+	/* a file for the visitor's session (README images, the file browser's
+	 * links): GET only, never a download count (api/resolve.c) */
+	{ METHOD_GET, "/kernels/{ns}/{name}/-/resolve/{rev}/{path*}", page_file, ROUTE_PAGE, REPO_KERNEL, NULL,
+	  ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/settings/tokens", page_tokens, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_SIGNED_IN },
 	{ METHOD_POST, "/settings/tokens", page_tokens_create, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_SIGNED_IN },

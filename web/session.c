@@ -178,7 +178,7 @@ static enum MHD_Result login_form(struct request *req, int status, const char *p
 		       "<form method=\"post\" action=\"/login\" class=\"stack\">");
 	page_htmlf(&pg, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", csrf);
 	page_html(&pg, "<input type=\"hidden\" name=\"next\" value=\"");
-	page_text(&pg, next && next[0] == '/' ? next : "/kernels");
+	page_text(&pg, web_local_path_ok(next) ? next : "/kernels");
 	page_html(&pg, "\"><label for=\"token\">Access token</label>"
 		       "<input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" "
 		       "required spellcheck=\"false\">"

@@ -32,14 +32,27 @@ int web_page_error(struct request *req, int status, const char *message, enum MH
 void html_escape(struct strbuf *sb, const char *s);
 void html_escape_n(struct strbuf *sb, const char *s, size_t n);
 
+/* 1 when path is a path on this site however a browser reads it: starts
+ * with one '/', no control characters or whitespace anywhere (browsers drop
+ * them), no "//", no backslash, no malformed or dangerous %-escape. */
+int web_local_path_ok(const char *path);
+
 /* ---- Markdown (web/markdown.c) --------------------------------------------- */
+
+/* Where a README's relative URLs point: links to the file browser
+ * ("/kernels/ns/name/tree/sha/"), images to the page route that serves a
+ * file for the visitor's session ("/kernels/ns/name/-/resolve/sha/"); a NULL
+ * base drops relative URLs of its kind. */
+struct markdown_bases {
+	const char *link;
+	const char *image;
+};
 
 /* Render a README (GitHub Flavored Markdown: tables, task lists,
  * strikethrough, autolinks) to HTML that is safe to embed: raw HTML is
  * dropped, links are http(s), mailto, fragments or relative, images only
- * from this hub (relative paths are made absolute with link_base, e.g.
- * "/kernels/ns/name/resolve/sha/"; NULL = dropped). Appends to out; 0, or -1
- * when the parser failed. */
-int markdown_render_safe(const char *text, size_t len, const char *link_base, struct strbuf *out);
+ * from this hub (relative URLs are made absolute with bases; NULL bases =
+ * dropped). Appends to out; 0, or -1 when the parser failed. */
+int markdown_render_safe(const char *text, size_t len, const struct markdown_bases *bases, struct strbuf *out);
 
 #endif

@@ -57,7 +57,7 @@ void page_style(struct page *pg, const char *static_name);
 enum MHD_Result page_send(struct page *pg, int status);
 /* The same with a Set-Cookie header (NULL: none). */
 enum MHD_Result page_send_cookie(struct page *pg, int status, const char *set_cookie);
-/* 303 See Other to a local path (must start with '/', not "//"). */
+/* 303 to location, or to "/" when it is not web_local_path_ok. */
 enum MHD_Result web_redirect(struct request *req, const char *location, const char *set_cookie);
 /* An error page with a message. */
 enum MHD_Result web_error_page(struct request *req, int status, const char *message);
@@ -91,6 +91,7 @@ enum MHD_Result page_kernels(struct request *req);
 enum MHD_Result page_kernel(struct request *req);
 enum MHD_Result page_tree(struct request *req);			/* web/pages_repo.c */
 enum MHD_Result page_commits(struct request *req);
+enum MHD_Result page_file(struct request *req);
 enum MHD_Result page_json_alias(struct request *req);
 enum MHD_Result page_tokens(struct request *req);		/* web/pages_account.c */
 enum MHD_Result page_tokens_create(struct request *req);

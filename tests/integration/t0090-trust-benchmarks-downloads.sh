@@ -520,10 +520,17 @@ for _ in $(seq 1 30); do
 	sleep 0.1
 done
 is "$(json 'd["downloads"]')" $((N1 + N2)) "repo info downloads = the counted variant downloads"
-curl -s -o /dev/null "$KHUB_URL/kernels/acme/relu/resolve/$V1/build/torch211-cxx11-cu128-x86_64-linux/metadata.json"
-clients 20001 20007 | xargs -P 4 -I{} curl -s -o /dev/null --interface {} "$KHUB_URL/kernels/acme/legacy/resolve/main/build/torch-universal/__init__.py"
+# Only a loader's fetch is a download: a browser (a README that embeds the
+# file) or a client that does not say what it is counts nothing.
+CU128=$KHUB_URL/kernels/acme/relu/resolve/$V1/build/torch211-cxx11-cu128-x86_64-linux/metadata.json
+curl -s -o /dev/null --interface 127.3.0.1 -A 'Mozilla/5.0 (X11; Linux x86_64) Chrome/120.0' "$CU128"
+curl -s -o /dev/null --interface 127.3.0.2 -A '' "$CU128"
+curl -s -o /dev/null --interface 127.3.0.3 -A 'curl/7.88.1' "$CU128"
+curl -s -o /dev/null -A 'unknown/None; hf_hub/1.29.0; python/3.11.2' "$CU128"
+clients 20001 20007 | xargs -P 4 -I{} curl -s -o /dev/null --interface {} -A "$UA1" "$KHUB_URL/kernels/acme/legacy/resolve/main/build/torch-universal/__init__.py"
 is "$(wait_total "$KHUB_URL/api/kernels/acme/legacy/downloads" 7)" 7 "a variant without metadata.json counts its __init__.py"
-is "$(wait_total "$DL" $((N1 + N2 + 1)))" $((N1 + N2 + 1)) "another variant's metadata.json counts (no User-Agent parts)"
+is "$(wait_total "$DL" $((N1 + N2 + 1)))" $((N1 + N2 + 1)) \
+	"another variant's metadata.json counts for huggingface_hub alone (no kernels/ part), not for a browser, curl or no User-Agent"
 api GET "$DL?format=csv"
 is "$(head -1 "$B" | tr -d '\r')" "day,variant,kernels_version,torch_version,backend,count" "format=csv"
 is "$(tail -n +2 "$B" | tr -d '\r' | awk -F, '{n += $6} END {print n}')" $((N1 + N2 + 1)) "the CSV rows add up"

@@ -202,6 +202,11 @@ printf "POST /api/repos/create HTTP/1.1\r\nHost: $HOSTPORT\r\nAuthorization: Bea
 	"${#CREATE_CHUNKED}" "$CREATE_CHUNKED" >"$TEST_DIR/cl-te.raw"
 printf "POST /api/repos/create HTTP/1.1\r\nHost: $HOSTPORT\r\nAuthorization: Bearer $BOB\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip\r\n\r\nxyz" \
 	>"$TEST_DIR/te-gzip.raw"
+printf "POST /api/repos/create HTTP/1.1\r\nHost: $HOSTPORT\r\nContent-Length: +5\r\n\r\n{\"x\"}" >"$TEST_DIR/cl-plus.raw"
+printf "POST /api/repos/create HTTP/1.1\r\nHost: $HOSTPORT\r\nContent-Length: 5, 5\r\n\r\n{\"x\"}" >"$TEST_DIR/cl-list.raw"
+printf "GET /api/whoami-v2 HTTP/1.1\r\nHost: $HOSTPORT\r\nAuthorization: Bearer $BOB\000x\r\nAccept: */*\r\n\r\n" >"$TEST_DIR/nul-value.raw"
+printf "GET /api/health HTTP/1.1\r\nHost: $HOSTPORT\r\nX-Note: a\000hidden\r\n\r\n" >"$TEST_DIR/nul-last.raw"
+printf "GET /api/health HTTP/1.1\r\nHost: $HOSTPORT\r\nX-Note: a\rX-Injected: 1\r\n\r\n" >"$TEST_DIR/cr-value.raw"
 
 # ---- connection limits (a function each: they need several sockets) --------------------------
 per_ip_cap_row() {
@@ -314,6 +319,14 @@ raw_row "POST with both Content-Length and Transfer-Encoding: chunked" \
 	400 'Content-Length.*Transfer-Encoding' 3 "$TEST_DIR/cl-te.raw"
 raw_row "POST with Transfer-Encoding: gzip (answered at once, not at the connection timeout)" \
 	501 'Transfer-Encoding' 5 "$TEST_DIR/te-gzip.raw"
+# libmicrohttpd refuses these before khub sees them and wrote its answer's
+# status line and headers twice: one answer, then close. NUL and bare CR
+# inside a header value are refused, not truncated or passed on.
+raw_row "POST with Content-Length: +5" 400 'Content-Length' 3 "$TEST_DIR/cl-plus.raw"
+raw_row "POST with Content-Length: 5, 5" 400 'Content-Length' 3 "$TEST_DIR/cl-list.raw"
+raw_row "GET with a NUL byte inside a header value" 400 'NUL' 3 "$TEST_DIR/nul-value.raw"
+raw_row "GET with a NUL byte inside the last header value" 400 'NUL' 3 "$TEST_DIR/nul-last.raw"
+raw_row "GET with a bare CR inside a header value" 400 'control character' 3 "$TEST_DIR/cr-value.raw"
 per_ip_cap_row
 slowloris_row
 
@@ -389,12 +402,13 @@ header_row "a resolve 404 carries X-Content-Type-Options: nosniff too" X-Content
 
 # ---- rows that must write, but only so much --------------------------------------------------
 # Repeated GETs of a variant's metadata.json from one address count once.
+LOADER_UA='kernels/0.15.2; hf_hub/1.29.0; python/3.11.2'	# only a loader's fetch is a download
 downloads_total() { curl -s "$API/kernels/acme/relu/downloads" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])'; }
 DL_BEFORE=$(downloads_total)
 for _ in 1 2 3 4 5; do
-	curl -s -o /dev/null --interface 127.0.0.10 "$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/metadata.json"
+	curl -s -o /dev/null --interface 127.0.0.10 -A "$LOADER_UA" "$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/metadata.json"
 done
-curl -s -o /dev/null --interface 127.0.0.11 "$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/metadata.json"
+curl -s -o /dev/null --interface 127.0.0.11 -A "$LOADER_UA" "$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/metadata.json"
 sleep 1	# two flush intervals and more
 is "$(downloads_total)" $((DL_BEFORE + 2)) "5 GETs from one address and 1 from another count 2 downloads (once per address, repo, variant and hour)"
 
