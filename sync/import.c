@@ -95,55 +95,83 @@ int sync_verify(const struct sync_import_opts *o, const char *bundle, char *err,
 	return rc;
 }
 
+/* One import of a bundle at a time (the staging is per bundle); the
+ * staging directories emptied of what a killed run left. */
+static int import_stage_begin(struct import_run *x, int *lock_fd, char **lock_path)
+{
+	char *staging = xasprintf("%s/.sync-staging", x->o->repo_root);
+	*lock_path = xasprintf("%s/%s.lock", staging, x->m.bundle);
+	if (mkdir_p(staging, 0755) == 0)
+		*lock_fd = open(*lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(staging);
+	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return import_fail(x, *lock_fd < 0 ? KHUB_EIO : KHUB_ECONFLICT, "%s",
+				   *lock_fd < 0 ? "cannot create the staging directory"
+						: "another import of this bundle is running");
+	x->pack_dir = xasprintf("%s/.sync-staging/%s", x->o->repo_root, x->m.bundle);
+	x->lfs_dir = xasprintf("%s/sync-%s", lfs_store_tmp_dir(x->o->lfs), x->m.bundle);
+	remove_tree(x->pack_dir);	/* what a killed run left */
+	remove_tree(x->lfs_dir);
+	if (mkdir_p(x->pack_dir, 0755) < 0 || mkdir_p(x->lfs_dir, 0700) < 0)
+		return import_fail(x, KHUB_EIO, "cannot create the staging directories: %s", strerror(errno));
+	x->seen = xcalloc(x->m.nentries + 1, 1);
+	x->staged_pack = xcalloc(x->m.nentries + 1, sizeof(char *));
+	return 0;
+}
+
+/* Whether the bundle is to be applied: 1 when it is (or was) in already. */
+static int import_decide(struct import_run *x)
+{
+	int resume = 0;
+	size_t pending = 0;
+	int rc = import_check_sequence(x, &resume);
+	if (rc == 1 && x->o->report)
+		fprintf(x->o->report, "bundle %s is imported already: nothing changed\n", x->m.bundle);
+	if (rc != 0)
+		return rc;
+	if (resume && x->o->report)
+		fprintf(x->o->report, "bundle %s: an earlier import was cut short; finishing it\n", x->m.bundle);
+	if ((rc = import_check_base(x, &pending)) < 0)
+		return rc;
+	if (pending)
+		return 0;
+	if ((rc = import_record_unchanged(x)) < 0)
+		return rc;
+	if (x->o->report)
+		fprintf(x->o->report, "bundle %s (number %lld of exporter %s): everything is here already, nothing "
+			"changed\n", x->m.bundle, (long long)x->m.sequence, x->m.exporter);
+	return 1;
+}
+
 int sync_import(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen)
 {
 	struct import_run x = { .o = o, .apply = 1, .err = err, .errlen = errlen };
 	struct sync_in *in = NULL;
-	size_t pending = 0, moved = 0;
+	size_t moved = 0;
 	int lock_fd = -1;
 	char *lock_path = NULL;
 	int rc = import_open_checked(&x, bundle, &in);
-	if (rc < 0)
+	if (rc < 0 || (rc = import_decide(&x)) != 0)
 		goto cleanup;
-	if ((rc = import_check_base(&x, &pending)) < 0)
+	if ((rc = import_stage_begin(&x, &lock_fd, &lock_path)) < 0 || (rc = import_stream_all(&x, in)) < 0)
 		goto cleanup;
-	if (pending == 0) {
-		if (o->report)
-			fprintf(o->report, "bundle %s is imported already: nothing changed\n", x.m.bundle);
+	/* every entry verified: now the hub changes, invisibly first */
+	import_crash_point("staged");
+	if ((rc = import_prepare(&x)) < 0)
 		goto cleanup;
-	}
-	x.seen = xcalloc(x.m.nentries + 1, 1);
-	x.staged_pack = xcalloc(x.m.nentries + 1, sizeof(char *));
-	/* one import of a bundle at a time (the staging is per bundle) */
-	char *staging = xasprintf("%s/.sync-staging", o->repo_root);
-	lock_path = xasprintf("%s/%s.lock", staging, x.m.bundle);
-	if (mkdir_p(staging, 0755) == 0)
-		lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	free(staging);
-	if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		rc = import_fail(&x, lock_fd < 0 ? KHUB_EIO : KHUB_ECONFLICT, "%s",
-			   lock_fd < 0 ? "cannot create the staging directory" : "another import of this bundle is running");
+	import_crash_point("prepared");
+	if ((rc = import_register(&x)) < 0)
 		goto cleanup;
-	}
-	x.pack_dir = xasprintf("%s/.sync-staging/%s", o->repo_root, x.m.bundle);
-	x.lfs_dir = xasprintf("%s/sync-%s", lfs_store_tmp_dir(o->lfs), x.m.bundle);
-	remove_tree(x.pack_dir);	/* what a killed run left */
-	remove_tree(x.lfs_dir);
-	if (mkdir_p(x.pack_dir, 0755) < 0 || mkdir_p(x.lfs_dir, 0700) < 0) {
-		rc = import_fail(&x, KHUB_EIO, "cannot create the staging directories: %s", strerror(errno));
+	import_crash_point("registered");
+	if ((rc = import_move_refs(&x, &moved)) < 0)
 		goto cleanup;
-	}
-	if ((rc = import_stream_all(&x, in)) < 0)
-		goto cleanup;
-	/* every entry verified: now the hub changes */
-	for (size_t i = 0; i < x.m.nrepos && rc == 0; i++)
-		rc = import_apply_repo(&x, &x.m.repos[i], &moved);
-	if (rc == 0) {
-		report(&x, "moved");
-		if (o->report)
-			fprintf(o->report, "bundle %s imported: %zu refs moved\n", x.m.bundle, moved);
-	}
+	report(&x, "moved");
+	if (o->report)
+		fprintf(o->report, "bundle %s imported: %zu refs moved%s\n", x.m.bundle, moved,
+			moved || x.changes ? "" : " (nothing changed)");
 cleanup:
+	if (rc == 1)
+		rc = 0;
 	if (x.pack_dir)
 		remove_tree(x.pack_dir);
 	if (x.lfs_dir)
@@ -159,6 +187,9 @@ cleanup:
 	free(x.pack_dir);
 	free(x.lfs_dir);
 	free(x.seen);
+	free(x.fresh);
+	free(x.repo_id);
+	free_strings(x.sel_refs, x.nsel_refs);
 	sync_in_close(in);
 	sync_manifest_release(&x.m);
 	return rc;
