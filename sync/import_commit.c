@@ -27,7 +27,9 @@ void import_crash_point(const char *step)
 
 static char *audit_details(struct import_run *x, const char *extra)
 {
-	char *op = json_dumps(json_string(x->o->operator_ ? x->o->operator_ : "unknown"), JSON_ENCODE_ANY);
+	json_t *name = json_string(x->o->operator_ ? x->o->operator_ : "unknown");
+	char *op = name ? json_dumps(name, JSON_ENCODE_ANY) : NULL;
+	json_decref(name);
 	char *d = xasprintf("{\"bundle\":\"%s\",\"key_id\":\"%s\",\"exporter\":\"%s\",\"sequence\":%lld,"
 			    "\"operator\":%s%s%s}", x->m.bundle, x->key_id, x->m.exporter, (long long)x->m.sequence,
 			    op ? op : "null", extra[0] ? "," : "", extra);
