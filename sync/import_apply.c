@@ -86,10 +86,23 @@ static int check_local(struct import_run *x, const struct sync_repo *r, int have
 	if (kind < 0)
 		return import_fail(x, KHUB_EDB, "database unavailable");
 	if (kind == SYNC_ACCOUNT_LOCAL)
-		return import_fail(x, KHUB_ECONFLICT, "bundle %s would add repo %s/%s to %s, a user or org of this hub (not "
+		return import_fail(x, KHUB_EPERM, "bundle %s would add repo %s/%s to %s, a user or org of this hub (not "
 				   "made by an import): a bundle never changes the members or trust of a local account; "
 				   "refusing", x->m.bundle, r->ns, r->name, r->ns);
 	return 0;
+}
+
+/* A tag here stays where it is, whatever a bundle says: said and audited. */
+static void tag_kept(struct import_run *x, const struct sync_repo *r, const struct sync_ref *ref, const char *cur)
+{
+	if (x->o->report)
+		fprintf(x->o->report, "  kept %s of %s/%s at %.12s (the bundle moves it to %.12s: tags never move)\n",
+			ref->name, r->ns, r->name, cur, ref->new_);
+	char *target = xasprintf("%s%s/%s", repo_type_url_prefix(r->type), r->ns, r->name);
+	char *extra = xasprintf("\"ref\":\"%s\",\"old\":\"%s\",\"new\":\"%s\"", ref->name, cur, ref->new_);
+	import_audit(x, "sync.tag_kept", target, extra);
+	free(extra);
+	free(target);
 }
 
 /* The refs of one repo against the hub's: *pending counts moves. */
@@ -101,8 +114,10 @@ static int check_refs(struct import_run *x, const struct sync_repo *r, git_repos
 		int exists = local_ref(git, ref->name, cur) == 0;
 		if (exists ? strcmp(cur, ref->new_) == 0 : !ref->new_[0])
 			continue;	/* there already */
-		if (exists && import_tag_would_move(ref->name, cur, ref->new_))
-			continue;	/* kept (said when applied) */
+		if (exists && import_tag_would_move(ref->name, cur, ref->new_)) {
+			tag_kept(x, r, ref, cur);
+			continue;
+		}
 		(*pending)++;
 		if (ref->old[0] && (!exists || strcmp(cur, ref->old) != 0)) {
 			char hint[160];
@@ -290,7 +305,7 @@ static int check_forward(struct import_run *x, const struct sync_repo *r, git_re
 					   ref->name, ref->new_);
 		if (git_graph_descendant_of(git, &cb, &ca) == 1 || x->o->allow_rewind)
 			continue;
-		return import_fail(x, KHUB_ECONFLICT, "bundle %s would move %s of %s/%s from %.12s back to %.12s (not a "
+		return import_fail(x, KHUB_EPERM, "bundle %s would move %s of %s/%s from %.12s back to %.12s (not a "
 				   "fast-forward: an older or rewritten history): refused; an admin who wants it passes "
 				   "--allow-rewind", x->m.bundle, ref->name, r->ns, r->name, cur, ref->new_);
 	}

@@ -224,11 +224,7 @@ static int move_one(struct import_run *x, const struct sync_repo *r, int64_t id,
 	if (exists ? strcmp(cur, new_) == 0 : !new_[0])
 		return 0;
 	char *extra = ref_extra(name, cur, new_);
-	if (exists && import_tag_would_move(name, cur, new_)) {
-		if (x->o->report)
-			fprintf(x->o->report, "  kept %s of %s/%s at %.12s (the bundle moves it to %.12s: tags never move)\n",
-				name, r->ns, r->name, cur, new_);
-		import_audit(x, "sync.tag_kept", target, extra);
+	if (exists && import_tag_would_move(name, cur, new_)) {	/* said and audited by the check */
 		free(extra);
 		return 0;
 	}
