@@ -18,6 +18,7 @@ static const char sync_usage[] =
 	"                   [--volume-size BYTES] [--type kernel]\n"
 	"  khub sync verify BUNDLE... [--key PUB]  check signature, hashes and sizes offline; print the changes\n"
 	"  khub sync import BUNDLE... [--allow-rewind]   verify and import (keys from sync_trusted_keys)\n"
+	"  khub sync import --dry-run [--json] BUNDLE...  verify and say what would change; change nothing\n"
 	"  khub sync history [--json]              the bundles this hub applied\n"
 	"  khub sync state [--out FILE] [--type kernel]   this hub's refs, for export --since\n"
 	"Options taking GLOB may repeat or hold a comma-separated list. See docs/sync.md.\n";
@@ -150,7 +151,7 @@ static int cmd_export(int argc, char **argv)
 		fatal("cannot open the LFS store");
 	char *hub = hub_name();
 	o.hub = hub;
-	o.progress = isatty(2);
+	o.progress = isatty(2) ? SYNC_PROGRESS_BAR : SYNC_PROGRESS_OFF;
 	o.report = stdout;
 	char err[1024];
 	rc = 0;
@@ -195,6 +196,10 @@ static int cmd_verify_import(int argc, char **argv, int import)
 			key = argv[++i];
 		else if (import && strcmp(argv[i], "--allow-rewind") == 0)
 			o.allow_rewind = 1;
+		else if (import && strcmp(argv[i], "--dry-run") == 0)
+			o.dry_run = 1;
+		else if (import && strcmp(argv[i], "--json") == 0)
+			o.json = 1;
 		else if (argv[i][0] != '-')
 			list_add(&bundles, argv[i]);
 		else {
@@ -203,12 +208,14 @@ static int cmd_verify_import(int argc, char **argv, int import)
 			return 2;
 		}
 	}
-	if (bundles.n == 0) {
+	if (bundles.n == 0 || (o.json && !o.dry_run)) {
 		fputs(sync_usage, stderr);
+		list_free(&bundles);
 		return 2;
 	}
 	o.trusted = key ? key : config.sync_trusted_keys;
-	o.progress = isatty(2);
+	/* an import run by cron or a pipeline logs a line per tenth of the bundle */
+	o.progress = isatty(2) ? SYNC_PROGRESS_BAR : import && !o.dry_run ? SYNC_PROGRESS_LINES : SYNC_PROGRESS_OFF;
 	o.report = stdout;
 	if (import) {
 		runtime_open_database();

@@ -143,6 +143,74 @@ static int import_decide(struct import_run *x)
 	return 1;
 }
 
+static void dry_run_text(struct import_run *x, const char *status, uint64_t bytes)
+{
+	FILE *fp = x->o->report;
+	fprintf(fp, "bundle %s (number %lld of exporter %s) from %s, signed by key %s: %s\n", x->m.bundle,
+		(long long)x->m.sequence, x->m.exporter, x->m.hub, x->key_id, status);
+	size_t i;
+	json_t *c;
+	json_array_foreach(x->plan, i, c) {
+		const char *action = json_string_value(json_object_get(c, "action"));
+		const char *ref = json_string_value(json_object_get(c, "ref"));
+		const char *from = json_string_value(json_object_get(c, "from")), *to = json_string_value(json_object_get(c, "to"));
+		json_t *ff = json_object_get(c, "fast_forward");
+		fprintf(fp, "  %s %s", action, json_string_value(json_object_get(c, json_object_get(c, "org") ? "org" : "repo")));
+		if (ref)
+			fprintf(fp, " %s %.12s -> %.12s", ref, from ? from : "(none)", to ? to : "(deleted)");
+		if (json_is_boolean(ff))
+			fprintf(fp, "%s", json_is_true(ff) ? " (fast-forward)" : " (moves back: refused without --allow-rewind)");
+		if (json_object_get(c, "objects"))
+			fprintf(fp, " %lld objects, %lld bytes", (long long)json_integer_value(json_object_get(c, "objects")),
+				(long long)json_integer_value(json_object_get(c, "bytes")));
+		if (json_object_get(c, "trusted"))
+			fprintf(fp, " %s", json_is_true(json_object_get(c, "trusted")) ? "trusted" : "not trusted");
+		fputc('\n', fp);
+	}
+	fprintf(fp, "  %zu changes; %" PRIu64 " bytes of entries verified (signature, every sha256 and size); "
+		"nothing was changed\n", json_array_size(x->plan), bytes);
+}
+
+/* --dry-run: the checks of an import and the bundle verified, nothing
+ * written; what would change, as text or JSON. */
+static int import_dry_run(struct import_run *x, struct sync_in *in)
+{
+	int resume = 0, rc;
+	size_t pending = 0;
+	const char *status = "would apply";
+	x->plan = json_array();
+	int seq = import_check_sequence(x, &resume);
+	if (seq < 0 && seq != KHUB_EEXIST)
+		return seq;
+	if (seq == 1 || seq == KHUB_EEXIST) {
+		status = seq == 1 ? "applied already: nothing would change" : "older or replayed: nothing would move";
+	} else {
+		if ((rc = import_check_base(x, &pending)) < 0)
+			return rc;
+		status = pending == 0 ? "nothing would change" : resume ? "would finish a cut-short import" : "would apply";
+	}
+	x->apply = 0;
+	x->seen = xcalloc(x->m.nentries + 1, 1);
+	if ((rc = import_stream_all(x, in)) < 0)
+		return rc;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < x->m.nentries; i++)
+		bytes += x->m.entries[i].size;
+	if (x->o->report && x->o->json) {
+		json_t *doc = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:O, s:I, s:b}", "bundle", x->m.bundle, "exporter",
+					x->m.exporter, "sequence", (json_int_t)x->m.sequence, "key_id", x->key_id, "hub",
+					x->m.hub, "status", status, "changes", x->plan, "bytes", (json_int_t)bytes,
+					"verified", 1);
+		char *text = json_dumps(doc, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+		fprintf(x->o->report, "%s\n", text ? text : "{}");
+		free(text);
+		json_decref(doc);
+	} else if (x->o->report) {
+		dry_run_text(x, status, bytes);
+	}
+	return seq == KHUB_EEXIST ? seq : 0;
+}
+
 int sync_import(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen)
 {
 	struct import_run x = { .o = o, .apply = 1, .err = err, .errlen = errlen };
@@ -151,6 +219,10 @@ int sync_import(const struct sync_import_opts *o, const char *bundle, char *err,
 	int lock_fd = -1;
 	char *lock_path = NULL;
 	int rc = import_open_checked(&x, bundle, &in);
+	if (rc == 0 && o->dry_run) {
+		rc = import_dry_run(&x, in);
+		goto cleanup;
+	}
 	if (rc < 0 || (rc = import_decide(&x)) != 0)
 		goto cleanup;
 	if ((rc = import_stage_begin(&x, &lock_fd, &lock_path)) < 0 || (rc = import_stream_all(&x, in)) < 0)
@@ -172,6 +244,9 @@ int sync_import(const struct sync_import_opts *o, const char *bundle, char *err,
 cleanup:
 	if (rc == 1)
 		rc = 0;
+	if (rc < 0 && rc != KHUB_EDB && !o->dry_run)
+		import_audit_refused(&x, bundle, rc);
+	json_decref(x.plan);
 	if (x.pack_dir)
 		remove_tree(x.pack_dir);
 	if (x.lfs_dir)

@@ -92,9 +92,54 @@ static int check_local(struct import_run *x, const struct sync_repo *r, int have
 	return 0;
 }
 
+/* A change the import would make, for --dry-run (into x->plan when set). */
+static void plan(struct import_run *x, const struct sync_repo *r, const char *action, const char *ref,
+		 const char *from, const char *to)
+{
+	if (!x->plan)
+		return;
+	char *id = xasprintf("%s/%s", r->ns, r->name);
+	json_t *c = json_pack("{s:s, s:s}", "action", action, "repo", id);
+	if (ref)
+		json_object_set_new(c, "ref", json_string(ref));
+	if (from)
+		json_object_set_new(c, "from", from[0] ? json_string(from) : json_null());
+	if (to)
+		json_object_set_new(c, "to", to[0] ? json_string(to) : json_null());
+	json_array_append_new(x->plan, c);
+	free(id);
+}
+
+/* For a planned branch move: a fast-forward (1), not (0), or not known
+ * before the bundle's pack is read (-1). */
+static int plan_forward(git_repository *git, const char *cur, const char *new_)
+{
+	git_oid a, b;
+	git_odb *odb = NULL;
+	int known = git_oid_fromstr(&a, cur) == 0 && git_oid_fromstr(&b, new_) == 0 &&
+		    git_repository_odb(&odb, git) == 0 && git_odb_exists(odb, &b);
+	git_odb_free(odb);
+	return known ? git_graph_descendant_of(git, &b, &a) == 1 : -1;
+}
+
+static void plan_ref(struct import_run *x, const struct sync_repo *r, git_repository *git, const char *name,
+		     const char *cur, const char *new_)
+{
+	plan(x, r, !cur ? "create-ref" : new_[0] ? "move-ref" : "delete-ref", name, cur ? cur : "", new_);
+	if (x->plan && cur && new_[0] && strncmp(name, "refs/heads/", 11) == 0) {
+		int ff = plan_forward(git, cur, new_);
+		json_object_set_new(json_array_get(x->plan, json_array_size(x->plan) - 1), "fast_forward",
+				    ff < 0 ? json_null() : json_boolean(ff));
+	}
+}
+
 /* A tag here stays where it is, whatever a bundle says: said and audited. */
 static void tag_kept(struct import_run *x, const struct sync_repo *r, const struct sync_ref *ref, const char *cur)
 {
+	if (x->plan) {
+		plan(x, r, "keep-tag", ref->name, cur, ref->new_);
+		return;
+	}
 	if (x->o->report)
 		fprintf(x->o->report, "  kept %s of %s/%s at %.12s (the bundle moves it to %.12s: tags never move)\n",
 			ref->name, r->ns, r->name, cur, ref->new_);
@@ -119,6 +164,7 @@ static int check_refs(struct import_run *x, const struct sync_repo *r, git_repos
 			continue;
 		}
 		(*pending)++;
+		plan_ref(x, r, git, ref->name, exists ? cur : NULL, ref->new_);
 		if (ref->old[0] && (!exists || strcmp(cur, ref->old) != 0)) {
 			char hint[160];
 			first_hint(x, hint, sizeof(hint));
@@ -131,6 +177,11 @@ static int check_refs(struct import_run *x, const struct sync_repo *r, git_repos
 	size_t ngone;
 	import_gone_refs(x, git, r, &gone, &ngone);
 	*pending += ngone;
+	for (size_t k = 0; k < ngone; k++) {
+		char cur[41];
+		if (local_ref(git, gone[k], cur) == 0)
+			plan(x, r, "delete-ref", gone[k], cur, "");
+	}
 	free_strings(gone, ngone);
 	return 0;
 }
@@ -154,24 +205,54 @@ static int check_base_commits(struct import_run *x, const struct sync_repo *r, g
 	return 0;
 }
 
-/* What the bundle would change of a registered repo besides refs: its
- * privacy, its org's trust flag, its LFS links. */
-static int check_meta(struct import_run *x, const struct sync_repo *r, const struct repo_record *rec, size_t *pending)
+/* The trust flag of the repo's org (once per org in the plan) and the LFS
+ * objects to link (repo_id 0: a repo new here, all of them). */
+static int check_lfs(struct import_run *x, const struct sync_repo *r, int64_t repo_id, size_t *pending)
 {
-	if (r->private_ && !rec->private)
-		(*pending)++;
 	int t = db_sync_trust_differs(r->ns, r->org_trusted);
 	if (t < 0)
 		return import_fail(x, KHUB_EDB, "database unavailable");
 	*pending += (size_t)t;
+	if (t && x->plan) {
+		int seen = 0;
+		for (size_t i = 0; i < json_array_size(x->plan) && !seen; i++) {
+			json_t *c = json_array_get(x->plan, i);
+			seen = json_is_string(json_object_get(c, "org")) &&
+			       strcasecmp(json_string_value(json_object_get(c, "org")), r->ns) == 0;
+		}
+		if (!seen)
+			json_array_append_new(x->plan, json_pack("{s:s, s:s, s:b}", "action", "set-org-trust", "org", r->ns,
+								 "trusted", r->org_trusted));
+	}
+	uint64_t n = 0, bytes = 0;
 	for (size_t k = 0; k < r->nlfs; k++) {
-		int linked = db_lfs_linked(rec->id, r->lfs[k].oid);
+		int linked = repo_id ? db_lfs_linked(repo_id, r->lfs[k].oid) : 0;
 		if (linked < 0)
 			return import_fail(x, KHUB_EDB, "database unavailable");
-		if (!linked || lfs_store_stat(x->o->lfs, r->lfs[k].oid, NULL) < 0)
+		if (!linked || lfs_store_stat(x->o->lfs, r->lfs[k].oid, NULL) < 0) {
 			(*pending)++;
+			n++;
+			bytes += r->lfs[k].size;
+		}
+	}
+	if (n && x->plan) {
+		char *id = xasprintf("%s/%s", r->ns, r->name);
+		json_array_append_new(x->plan, json_pack("{s:s, s:s, s:I, s:I}", "action", "link-lfs", "repo", id,
+							 "objects", (json_int_t)n, "bytes", (json_int_t)bytes));
+		free(id);
 	}
 	return 0;
+}
+
+/* What the bundle would change of a registered repo besides refs: its
+ * privacy, its org's trust flag, its LFS links. */
+static int check_meta(struct import_run *x, const struct sync_repo *r, const struct repo_record *rec, size_t *pending)
+{
+	if (r->private_ && !rec->private) {
+		(*pending)++;
+		plan(x, r, "make-private", NULL, NULL, NULL);
+	}
+	return check_lfs(x, r, rec ? rec->id : 0, pending);
 }
 
 static void load_selection(struct import_run *x)
@@ -211,17 +292,23 @@ int import_check_base(struct import_run *x, size_t *pending)
 			rc = check_base_commits(x, r, git, have);
 		if (rc == 0 && have)
 			rc = check_meta(x, r, &rec, pending);
+		else if (rc == 0)
+			rc = check_lfs(x, r, 0, pending);
 		git_repository_free(git);
 		if (rc < 0)
 			return rc;
-		if (!have)
+		if (!have) {
 			(*pending)++;
+			plan(x, r, r->private_ ? "create-private-repo" : "create-repo", NULL, NULL, NULL);
+		}
 	}
 	for (size_t i = 0; i < x->m.ndeleted; i++) {
 		struct repo_record rec;
 		const struct sync_repo *d = &x->m.deleted[i];
-		if (db_repo_get(d->type, d->ns, d->name, &rec) == 0 && rec.mirrored)
+		if (db_repo_get(d->type, d->ns, d->name, &rec) == 0 && rec.mirrored) {
 			(*pending)++;
+			plan(x, d, "delete-repo", NULL, NULL, NULL);
+		}
 	}
 	return 0;
 }

@@ -51,6 +51,22 @@ void import_audit(struct import_run *x, const char *action, const char *target, 
 	free(actor);
 }
 
+void import_audit_refused(struct import_run *x, const char *file, int rc)
+{
+	const char *base = strrchr(file, '/');
+	json_t *d = json_pack("{s:s, s:s?, s:s?, s:s?, s:I, s:s, s:s}", "file", base ? base + 1 : file, "bundle",
+			      x->m.bundle[0] ? x->m.bundle : NULL, "key_id", x->key_id[0] ? x->key_id : NULL,
+			      "exporter", x->m.exporter[0] ? x->m.exporter : NULL, "sequence", (json_int_t)x->m.sequence,
+			      "reason", x->err, "operator", x->o->operator_ ? x->o->operator_ : "unknown");
+	char *details = d ? json_dumps(d, JSON_COMPACT) : NULL, *actor = actor_name(x);
+	const char *action = rc == KHUB_EEXIST ? "sync.stale" : "sync.refused";
+	if (details && db_audit(0, actor, action, x->m.bundle[0] ? x->m.bundle : "bundle", details, "local") < 0)
+		log_error("audit: cannot record %s of %s", action, file);
+	json_decref(d);
+	free(details);
+	free(actor);
+}
+
 static char *ref_extra(const char *name, const char *old, const char *new_)
 {
 	return xasprintf("\"ref\":\"%s\",\"old\":\"%s\",\"new\":\"%s\"", name, old ? old : "", new_ ? new_ : "");

@@ -22,6 +22,7 @@ struct import_run {
 	char **sel_refs;		/* the bundle's ref selection (deletions by current) */
 	size_t nsel_refs;
 	size_t changes;			/* what the import changed besides refs */
+	json_t *plan;			/* --dry-run: the changes it would make */
 	char *err;
 	size_t errlen;
 };
@@ -66,6 +67,9 @@ int import_record_unchanged(struct import_run *x);
 /* An audit entry of this import (actor sync:<operator>); extra is more
  * JSON members ("" for none). */
 void import_audit(struct import_run *x, const char *action, const char *target, const char *extra);
+/* A refused, tampered or older bundle in the audit log (sync.refused,
+ * sync.stale) with the reason (x->err) and the operator. */
+void import_audit_refused(struct import_run *x, const char *file, int rc);
 /* KHUB_TEST_CRASH_AT=step: SIGKILL here (tests of a killed import). */
 void import_crash_point(const char *step);
 

@@ -138,10 +138,12 @@ int sync_signature_check(const struct sync_keyring *ring, const char *sig_text, 
 
 /* ---- bundle streams and volumes (sync/volume.c) ---------------------------- */
 
+enum { SYNC_PROGRESS_OFF = 0, SYNC_PROGRESS_BAR = 1, SYNC_PROGRESS_LINES = 2 };
 struct sync_progress {
-	int on;			/* print on stderr */
+	int on;			/* SYNC_PROGRESS_*: on stderr, a bar (a terminal) or a line per tenth (a log) */
 	const char *what;
 	uint64_t total, done, last_us;
+	int step;		/* lines: the tenths printed */
 };
 void sync_progress_add(struct sync_progress *p, uint64_t n);
 void sync_progress_end(struct sync_progress *p);
@@ -224,6 +226,8 @@ struct sync_import_opts {
 	int progress;
 	FILE *report;			/* what changes / changed */
 	int allow_rewind;		/* import: a branch may move back (audited) */
+	int dry_run;			/* import: verify and say what would change (json: as JSON) */
+	int json;
 	const char *operator_;		/* import: who runs it (audit, history) */
 };
 /* Check signature, every entry's sha256 and size, print the changes;

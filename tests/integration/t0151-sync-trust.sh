@@ -85,6 +85,7 @@ ok $? "bundle 1: acme/*"
 like "$(cat "$W/e1.out")" "sequence 1 of exporter [0-9a-f-]{36}" "  it says its sequence and exporter"
 hub b sync import "$W/b1.khub" >/dev/null 2>"$W/i.err"
 ok $? "B imports bundle 1"
+like "$(cat "$W/i.err")" "import +100\.0% [0-9.]+ / [0-9.]+ MiB" "  with progress lines on stderr (not a terminal)"
 MAIN1=$(sha_of "$A" acme/relu main)
 TAG1=$(git --git-dir="$ARELU" rev-parse refs/tags/1.0)
 printf 'fix\n' >"$W/fix.txt"
@@ -101,6 +102,14 @@ B2=$(state_of b)
 hub b sync import "$W/b1.khub" >"$W/r1.out" 2>"$W/r1.err"
 is $? 4 "bundle 1 again after bundle 2: exit 4"
 like "$(cat "$W/r1.err")" "number 1 of exporter .* applied number 2 .*older or replayed bundle moves nothing" "  it says why"
+is "$(psql_of b "SELECT count(*) FROM audit_log WHERE action = 'sync.stale' AND actor_name = 'sync:$(id -un)'
+	AND details->>'reason' LIKE '%older or replayed%' AND details->>'operator' = '$(id -un)'")" 1 \
+	"  audited as sync.stale with the reason and the operator's name"
+SB tamper "$W/b2.khub" "$W/bad.khub" manifest
+hub b sync import "$W/bad.khub" >/dev/null 2>&1
+is "$(psql_of b "SELECT count(*) FROM audit_log WHERE action = 'sync.refused' AND details->>'file' = 'bad.khub'
+	AND details->>'reason' LIKE '%signature%' AND details->>'operator' = '$(id -un)'")" 1 \
+	"a tampered bundle is audited as sync.refused with the reason and the operator's name"
 is "$(state_of b)" "$B2" "  nothing moved (main keeps the fix, old stays deleted)"
 hub b sync import "$W/b2.khub" >"$W/r2.out" 2>&1
 ok $? "bundle 2 again: exit 0"
@@ -111,6 +120,10 @@ is $? 4 "bundles 1 and 2 in one run: exit 4 (the older one moved nothing, the ne
 git --git-dir="$ARELU" update-ref refs/heads/main "$MAIN1"
 export_a --out "$W/b3.khub" --repos 'acme/*' >/dev/null
 ok $? "bundle 3: relu main moved back at the source"
+hub b sync import --dry-run --json "$W/b3.khub" >"$W/d3.json" 2>&1
+is "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+print(d["status"], [(c["action"], c["ref"], c["fast_forward"]) for c in d["changes"] if c.get("ref")])' "$W/d3.json")" \
+	"would apply [('move-ref', 'refs/heads/main', False)]" "--dry-run --json: main would move, not a fast-forward"
 hub b sync import "$W/b3.khub" >/dev/null 2>"$W/r3.err"
 is $? 1 "B refuses a branch moving back (exit 1)"
 like "$(cat "$W/r3.err")" "would move refs/heads/main of acme/relu from [0-9a-f]{12} back to [0-9a-f]{12} .*--allow-rewind" \
@@ -189,8 +202,18 @@ is "$(psql_of d "SELECT state FROM sync_imports ORDER BY id" | paste -sd,)" "don
 
 # ---- 3. revocations without a new commit ---------------------------------------------------------------
 export_a --out "$W/p0.khub" --repos 'acme/*' --state-out "$W/p0.json" >/dev/null
+S_BEFORE=$(state_of b)
+hub b sync import --dry-run --json "$W/p0.khub" >"$W/d0.json" 2>"$W/d0.err"
+ok $? "--dry-run --json of a bundle that moves refs"
+is "$(state_of b)" "$S_BEFORE" "  B unchanged by it"
+P0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bundle"])' "$W/d0.json")
+planned=$(python3 -c 'import json,sys
+print("\n".join(sorted(c["repo"] + " " + c["ref"] + " " + (c["to"] or "") for c in json.load(open(sys.argv[1]))["changes"] if c.get("ref"))))' "$W/d0.json")
 hub b sync import "$W/p0.khub" >/dev/null 2>&1
 ok $? "B is up to date"
+done_=$(psql_of b "SELECT substring(target from 'acme/.*') || ' ' || (details->>'ref') || ' ' || (details->>'new') FROM audit_log
+	WHERE action IN ('sync.ref', 'sync.rewind') AND details->>'bundle' = '$P0' ORDER BY 1")
+is "$done_" "$planned" "  the refs it moved are the ones --dry-run listed ($(echo "$planned" | wc -l))"
 is "$(private_of b acme/relu)/$(trusted_of b acme)" "f/t" "  relu public, acme trusted on B"
 is "$(api_a -X PUT -d '{"private": true}' "$A/api/kernels/acme/relu/settings")" 200 "A: relu made private (no commit)"
 hub a admin trust unset acme >/dev/null 2>&1
@@ -198,6 +221,12 @@ ok $? "A: acme no longer trusted"
 is "$(api_a -X DELETE -d '{"type": "kernel", "organization": "acme", "name": "tanh"}' "$A/api/repos/delete")" 200 \
 	"A: acme/tanh deleted"
 export_a --out "$W/p1.khub" --repos 'acme/*' --since "$W/p0.json" >"$W/ep1.out"
+hub b sync import --dry-run "$W/p1.khub" >"$W/d1.txt" 2>&1
+ok $? "--dry-run (text) of the revocations"
+like "$(cat "$W/d1.txt")" "make-private acme/relu" "  relu would be made private"
+like "$(cat "$W/d1.txt")" "set-org-trust acme not trusted" "  acme would lose its trust"
+like "$(cat "$W/d1.txt")" "delete-repo acme/tanh" "  acme/tanh would be deleted"
+is "$(private_of b acme/relu)/$(trusted_of b acme)" "f/t" "  and nothing changed yet"
 like "$(cat "$W/ep1.out")" "0 repos, 0 refs, 0 LFS objects.*the state of 2 repos, 1 deleted" \
 	"export --since: no new object, but the state of 2 repos and 1 deletion"
 hub b sync import "$W/p1.khub" >/dev/null 2>"$W/p1.err"
@@ -252,6 +281,8 @@ hub b sync import "$W/team.khub" >/dev/null 2>"$W/team.err"
 is $? 1 "B refuses a bundle that adds team/x to its local org"
 like "$(cat "$W/team.err")" "team/x to team, a user or org of this hub .*never changes the members or trust of a local account" \
 	"  the message says so"
+is "$(psql_of b "SELECT count(*) FROM audit_log WHERE action = 'sync.refused' AND details->>'reason' LIKE '%local account%'")" 1 \
+	"  audited as sync.refused"
 is "$(trusted_of b team)/$(psql_of b "SELECT count(*) FROM repos WHERE namespace = 'team'")" "f/0" "  team stays untrusted and has no team/x"
 
 # ---- 6. history ------------------------------------------------------------------------------------
