@@ -41,7 +41,8 @@ refs_of() { curl -s "$1/api/kernels/$2/refs" | python3 -c 'import json,sys; d=js
 print(" ".join(sorted([b["name"] for b in d["branches"]] + ["tag:" + t["name"] for t in d["tags"]])))' 2>/dev/null; }
 state_of() {	# the refs of acme/* and team/* (what the bundles carry), one line
 	hub "$1" sync state | python3 -c 'import json,sys; d=json.load(sys.stdin)
-print(json.dumps(sorted([r["id"], r["refs"], sorted(r.get("lfs", []))] for r in d["repos"]), sort_keys=True))'
+print(json.dumps(sorted([r["id"], r["refs"], sorted(r.get("lfs", []))] for r in d["repos"]
+	if r["id"].split("/")[0] in ("acme", "team")), sort_keys=True))'
 }
 private_of() { psql_of "$1" "SELECT private FROM repos WHERE namespace = '${2%/*}' AND name = '${2#*/}'"; }
 trusted_of() { psql_of "$1" "SELECT trusted_kernel_publisher FROM accounts WHERE name = '$2'"; }
@@ -59,11 +60,14 @@ done
 hub a import "$W/src/gelu-v1" --repo acme/gelu --branch old >/dev/null 2>>"$W/import.log" || seed_fail=1
 make_kernel_tree "$W/src/x" x
 hub a import "$W/src/x" --repo team/x --branch main >/dev/null 2>>"$W/import.log" || seed_fail=1
+for i in $(seq 1 20); do
+	hub a import "$W/src/x" --repo "many/k$i" --branch main >/dev/null 2>>"$W/import.log" || seed_fail=1
+done
 hub a admin trust set acme >/dev/null 2>&1 || seed_fail=1
 hub a admin trust set team >/dev/null 2>&1 || seed_fail=1
 hub a admin user create root --site-admin >/dev/null 2>&1
 TOKEN=$(hub a admin token create root --scope admin 2>/dev/null | tail -n 1)
-ok $seed_fail "A: acme/relu, acme/gelu (main, old), acme/tanh, team/x; acme and team trusted"
+ok $seed_fail "A: acme/relu, acme/gelu (main, old), acme/tanh, team/x, many/k1..k20; acme and team trusted"
 ARELU=$(hub_data a)/repos/kernels/acme/relu.git
 api_a() { curl -s -o "$W/api.out" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' "$@"; }
 is "$(api_a -d '{"tag": "1.0"}' "$A/api/kernels/acme/relu/tag/v1")" 200 "A: tag 1.0 on relu v1"
@@ -184,6 +188,29 @@ hub d sync import "$W/k1.khub" >"$W/rerun.out" 2>&1
 ok $? "the re-run completes"
 like "$(cat "$W/rerun.out")" "cut short; finishing it" "  saying it finishes a cut-short import"
 is "$(state_of d)" "$REF1" "  D ends where C (uninterrupted) ended: refs and LFS objects"
+# kill -9 at an observed point: as soon as D has registered a first repo of many/*
+export_a --out "$W/many.khub" --repos 'many/*' >/dev/null
+hub_bg d "$W/m.out" "$W/m.err" sync import "$W/many.khub"
+killed=0
+for _ in $(seq 1 3000); do
+	if [ "$(psql_of d "SELECT count(*) FROM repos WHERE namespace = 'many'")" != 0 ]; then
+		kill -KILL "$BG_PID" 2>/dev/null && killed=1
+		break
+	fi
+	kill -0 "$BG_PID" 2>/dev/null || break
+	sleep 0.01
+done
+wait "$BG_PID" 2>/dev/null
+diag "killed: $killed"
+is "$(psql_of d "SELECT count(*) || '/' || count(*) FILTER (WHERE NOT mirrored) FROM repos WHERE namespace = 'many'")" "20/0" \
+	"kill -9 as the first of 20 new repos shows: all 20 are there at once, none half registered"
+nomain=0
+for i in $(seq 1 20); do
+	git --git-dir="$(hub_data d)/repos/kernels/many/k$i.git" rev-parse -q --verify refs/heads/main >/dev/null || nomain=$((nomain + 1))
+done
+is "$nomain" 0 "  each with its main"
+hub d sync import "$W/many.khub" >/dev/null 2>&1
+ok $? "  the re-run completes"
 printf 'one\n' >"$W/one.txt"
 is "$(commit_api acme/relu main "one" ONE.txt="$W/one.txt")" 200 "A: new commits on relu main and tanh main"
 is "$(commit_api acme/tanh main "one" ONE.txt="$W/one.txt")" 200 "  (two repos move)"
@@ -198,7 +225,7 @@ is "$moved" 1 "  one ref moved, the other still at its old commit"
 hub d sync import "$W/k2.khub" >/dev/null 2>&1
 ok $? "the re-run completes"
 is "$(state_of d)" "$REF2" "  D ends where C ended"
-is "$(psql_of d "SELECT state FROM sync_imports ORDER BY id" | paste -sd,)" "done,done" "  both bundles recorded as applied"
+is "$(psql_of d "SELECT state FROM sync_imports ORDER BY id" | paste -sd,)" "done,done,done" "  the bundles recorded as applied"
 
 # ---- 3. revocations without a new commit ---------------------------------------------------------------
 export_a --out "$W/p0.khub" --repos 'acme/*' --state-out "$W/p0.json" >/dev/null
