@@ -516,6 +516,33 @@ static int add_deleted(const char *ns, const char *name, void *arg)
 	return 0;
 }
 
+/* The base state (--since), this hub's exporter id and the bundle's
+ * sequence, and the repos deleted since they were exported. */
+static int export_origin(struct export_run *x)
+{
+	const struct sync_export_opts *o = x->o;
+	int rc;
+	if (o->since) {
+		size_t len;
+		char *text = sync_read_file(o->since, SYNC_MANIFEST_MAX, &len, x->err, x->errlen);
+		if (!text)
+			return KHUB_EINVAL;
+		char perr[256];
+		rc = sync_manifest_parse(text, len, 1, &x->since, perr, sizeof(perr));
+		free(text);
+		if (rc < 0)
+			return efail(x, rc, "%s is not a sync state: %s", o->since, perr);
+		x->m.since_bundle = x->since.bundle[0] ? xstrdup(x->since.bundle) : NULL;
+	}
+	char candidate[37];
+	sync_uuid(candidate);
+	if (db_sync_next_sequence(candidate, x->m.exporter, &x->m.sequence) < 0)
+		return efail(x, KHUB_EDB, "cannot take the next bundle sequence (database)");
+	if ((rc = db_sync_exported_gone(o->type, add_deleted, x)) < 0)
+		return efail(x, rc, "cannot list the repos exported before (database)");
+	return 0;
+}
+
 /* The state after this bundle: the base state with the carried refs applied. */
 static int write_state(struct export_run *x)
 {
@@ -585,32 +612,8 @@ int sync_export(const struct sync_export_opts *o, char *err, size_t errlen)
 	format_iso8601(time(NULL), now);
 	x.m.created = xstrdup(now);
 	x.m.selection = selection_json(o);
-	if (o->since) {
-		size_t len;
-		char *text = sync_read_file(o->since, SYNC_MANIFEST_MAX, &len, err, errlen);
-		if (!text) {
-			rc = KHUB_EINVAL;
-			goto cleanup;
-		}
-		char perr[256];
-		rc = sync_manifest_parse(text, len, 1, &x.since, perr, sizeof(perr));
-		free(text);
-		if (rc < 0) {
-			efail(&x, rc, "%s is not a sync state: %s", o->since, perr);
-			goto cleanup;
-		}
-		x.m.since_bundle = x.since.bundle[0] ? xstrdup(x.since.bundle) : NULL;
-	}
-	char candidate[37];
-	sync_uuid(candidate);
-	if (db_sync_next_sequence(candidate, x.m.exporter, &x.m.sequence) < 0) {
-		rc = efail(&x, KHUB_EDB, "cannot take the next bundle sequence (database)");
+	if ((rc = export_origin(&x)) < 0)
 		goto cleanup;
-	}
-	if ((rc = db_sync_exported_gone(o->type, add_deleted, &x)) < 0) {
-		efail(&x, rc, "cannot list the repos exported before (database)");
-		goto cleanup;
-	}
 	x.tmpdir = xasprintf("%s.tmpXXXXXX", o->out);
 	if (!mkdtemp(x.tmpdir)) {
 		rc = efail(&x, KHUB_EIO, "cannot create a directory next to %s: %s", o->out, strerror(errno));

@@ -446,6 +446,34 @@ cleanup:
 	return rc;
 }
 
+static json_t *ref_map(const struct sync_ref *refs, size_t n);
+
+/* A bundle's repo: flags, refs, current refs, base, pack, LFS objects. */
+static void format_repo(json_t *jr, const struct sync_repo *r)
+{
+	json_object_set_new(jr, "private", json_boolean(r->private_));
+	json_object_set_new(jr, "org_trusted", json_boolean(r->org_trusted));
+	json_t *refs = json_array();
+	for (size_t k = 0; k < r->nrefs; k++) {
+		const struct sync_ref *ref = &r->refs[k];
+		json_array_append_new(refs, json_pack("{s:s, s:o, s:o}", "name", ref->name, "old",
+						      ref->old[0] ? json_string(ref->old) : json_null(), "new",
+						      ref->new_[0] ? json_string(ref->new_) : json_null()));
+	}
+	json_object_set_new(jr, "refs", refs);
+	json_object_set_new(jr, "current", r->has_current ? ref_map(r->current, r->ncurrent) : json_null());
+	json_t *base = json_array();
+	for (size_t k = 0; k < r->nbase; k++)
+		json_array_append_new(base, json_string(r->base[k]));
+	json_object_set_new(jr, "base", base);
+	json_object_set_new(jr, "pack", r->pack ? json_string(r->pack) : json_null());
+	json_t *lfs = json_array();
+	for (size_t k = 0; k < r->nlfs; k++)
+		json_array_append_new(lfs, json_pack("{s:s, s:I}", "oid", r->lfs[k].oid, "size",
+						     (json_int_t)r->lfs[k].size));
+	json_object_set_new(jr, "lfs", lfs);
+}
+
 static json_t *ref_map(const struct sync_ref *refs, size_t n)
 {
 	json_t *map = json_object();
@@ -488,27 +516,7 @@ char *sync_manifest_format(const struct sync_manifest *m, int is_state)
 			json_array_append_new(repos, jr);
 			continue;
 		}
-		json_object_set_new(jr, "private", json_boolean(r->private_));
-		json_object_set_new(jr, "org_trusted", json_boolean(r->org_trusted));
-		json_t *refs = json_array();
-		for (size_t k = 0; k < r->nrefs; k++) {
-			const struct sync_ref *ref = &r->refs[k];
-			json_array_append_new(refs, json_pack("{s:s, s:o, s:o}", "name", ref->name, "old",
-							      ref->old[0] ? json_string(ref->old) : json_null(), "new",
-							      ref->new_[0] ? json_string(ref->new_) : json_null()));
-		}
-		json_object_set_new(jr, "refs", refs);
-		json_object_set_new(jr, "current", r->has_current ? ref_map(r->current, r->ncurrent) : json_null());
-		json_t *base = json_array();
-		for (size_t k = 0; k < r->nbase; k++)
-			json_array_append_new(base, json_string(r->base[k]));
-		json_object_set_new(jr, "base", base);
-		json_object_set_new(jr, "pack", r->pack ? json_string(r->pack) : json_null());
-		json_t *lfs = json_array();
-		for (size_t k = 0; k < r->nlfs; k++)
-			json_array_append_new(lfs, json_pack("{s:s, s:I}", "oid", r->lfs[k].oid, "size",
-							     (json_int_t)r->lfs[k].size));
-		json_object_set_new(jr, "lfs", lfs);
+		format_repo(jr, r);
 		json_array_append_new(repos, jr);
 	}
 	json_object_set_new(doc, "repos", repos);
