@@ -95,19 +95,25 @@ int sync_verify(const struct sync_import_opts *o, const char *bundle, char *err,
 	return rc;
 }
 
-/* One import of a bundle at a time (the staging is per bundle); the
- * staging directories emptied of what a killed run left. */
-static int import_stage_begin(struct import_run *x, int *lock_fd, char **lock_path)
+/* One import at a time on this hub, taken before the sequence is checked
+ * (two bundles applied at once could each pass it). */
+static int import_lock(struct import_run *x, int *lock_fd, char **lock_path)
 {
 	char *staging = xasprintf("%s/.sync-staging", x->o->repo_root);
-	*lock_path = xasprintf("%s/%s.lock", staging, x->m.bundle);
+	*lock_path = xasprintf("%s/import.lock", staging);
 	if (mkdir_p(staging, 0755) == 0)
 		*lock_fd = open(*lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	free(staging);
 	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0)
 		return import_fail(x, *lock_fd < 0 ? KHUB_EIO : KHUB_ECONFLICT, "%s",
 				   *lock_fd < 0 ? "cannot create the staging directory"
-						: "another import of this bundle is running");
+						: "another import is running on this hub (one at a time)");
+	return 0;
+}
+
+/* The staging directories, emptied of what a killed run left. */
+static int import_stage_begin(struct import_run *x)
+{
 	x->pack_dir = xasprintf("%s/.sync-staging/%s", x->o->repo_root, x->m.bundle);
 	x->lfs_dir = xasprintf("%s/sync-%s", lfs_store_tmp_dir(x->o->lfs), x->m.bundle);
 	remove_tree(x->pack_dir);	/* what a killed run left */
@@ -223,9 +229,9 @@ int sync_import(const struct sync_import_opts *o, const char *bundle, char *err,
 		rc = import_dry_run(&x, in);
 		goto cleanup;
 	}
-	if (rc < 0 || (rc = import_decide(&x)) != 0)
+	if (rc < 0 || (rc = import_lock(&x, &lock_fd, &lock_path)) < 0 || (rc = import_decide(&x)) != 0)
 		goto cleanup;
-	if ((rc = import_stage_begin(&x, &lock_fd, &lock_path)) < 0 || (rc = import_stream_all(&x, in)) < 0)
+	if ((rc = import_stage_begin(&x)) < 0 || (rc = import_stream_all(&x, in)) < 0)
 		goto cleanup;
 	/* every entry verified: now the hub changes, invisibly first */
 	import_crash_point("staged");
@@ -251,10 +257,8 @@ cleanup:
 		remove_tree(x.pack_dir);
 	if (x.lfs_dir)
 		remove_tree(x.lfs_dir);
-	if (lock_fd >= 0) {
-		unlink(lock_path);
-		close(lock_fd);
-	}
+	if (lock_fd >= 0)
+		close(lock_fd);	/* the file stays: unlinking it would let a third import lock another inode */
 	free(lock_path);
 	for (size_t i = 0; x.staged_pack && i < x.m.nentries; i++)
 		free(x.staged_pack[i]);

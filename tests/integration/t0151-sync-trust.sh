@@ -12,7 +12,10 @@
 #     equals the lock made outside; the variants the lock left out arrive
 #     with the next bundle --since the inside hub's state;
 #  5. a bundle never adds to, or changes the trust of, a local org;
-#  6. khub sync history and the operator's name in the audit log.
+#  6. --dry-run [--json] says what the import then does; refused, tampered
+#     and older bundles audited with the reason and the operator's name;
+#     progress lines when stderr is not a terminal; one import at a time;
+#     khub sync history.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
@@ -118,6 +121,12 @@ is "$(state_of b)" "$B2" "  nothing moved (main keeps the fix, old stays deleted
 hub b sync import "$W/b2.khub" >"$W/r2.out" 2>&1
 ok $? "bundle 2 again: exit 0"
 like "$(cat "$W/r2.out")" "imported already: nothing changed" "  nothing changed"
+exec 9>"$(hub_data b)/repos/.sync-staging/import.lock"
+flock 9
+hub b sync import "$W/b2.khub" >/dev/null 2>"$W/busy.err"
+is $? 3 "while another import holds the hub's import lock: refused"
+like "$(cat "$W/busy.err")" "another import is running on this hub" "  saying so"
+exec 9>&-
 hub b sync import "$W/b1.khub" "$W/b2.khub" >/dev/null 2>&1
 is $? 4 "bundles 1 and 2 in one run: exit 4 (the older one moved nothing, the next one was read)"
 # A's main moved back behind khub's back (a force push), and its tag moved
