@@ -321,10 +321,22 @@ is "$(psql_of b "SELECT count(*) FROM audit_log WHERE action = 'sync.refused' AN
 	"  audited as sync.refused"
 is "$(trusted_of b team)/$(psql_of b "SELECT count(*) FROM repos WHERE namespace = 'team'")" "f/0" "  team stays untrusted and has no team/x"
 
+make_kernel_tree "$W/src/local" x
+hub b import "$W/src/local" --repo team/x --branch main >/dev/null 2>>"$W/import.log"
+ok $? "B: a local repo team/x of its own"
+is "$(api_a -X DELETE -d '{"type": "kernel", "organization": "team", "name": "x"}' "$A/api/repos/delete")" 200 \
+	"A: team/x (exported once) deleted"
+export_a --out "$W/del.khub" --repos 'acme/*' >"$W/edel.out"
+like "$(cat "$W/edel.out")" ", 2 deleted;" "  the next bundle carries its deletion (and acme/tanh's)"
+hub b sync import "$W/del.khub" >/dev/null 2>&1
+ok $? "B imports it"
+is "$(psql_of b "SELECT count(*) FROM repos WHERE namespace = 'team' AND name = 'x' AND NOT mirrored")" 1 \
+	"  B's own team/x is untouched (only mirrored repos are deleted by a bundle)"
+
 # ---- 6. history ------------------------------------------------------------------------------------
 hub b sync history --json >"$W/h.json"
 ok $? "khub sync history --json"
 is "$(python3 -c 'import json,sys; h=json.load(open(sys.argv[1])); print(len(h), h[0]["sequence"], h[0]["operator"] != "", h[0]["state"])' "$W/h.json")" \
-	"7 1 True applied" "  the bundles B applied, oldest first, with sequence and operator"
+	"8 1 True applied" "  the bundles B applied, oldest first, with sequence and operator"
 
 done_testing
