@@ -598,6 +598,36 @@ static int write_state(struct export_run *x)
 	return rc;
 }
 
+/* The repos of the bundle: those of the lockfiles at their commits, or
+ * the selection's. */
+static int export_repos(struct export_run *x, struct pick *pick)
+{
+	const struct sync_export_opts *o = x->o;
+	int rc = 0;
+	for (size_t i = 0; i < o->nlocks && rc == 0; i++)
+		rc = sync_lock_load(o->locks[i], &x->pins, &x->npins, x->err, x->errlen);
+	if (rc < 0)
+		return rc;
+	if (!o->nlocks) {
+		if ((rc = db_repo_each(pick_repo, pick)) < 0)
+			return efail(x, rc, "cannot list repos (database)");
+		for (size_t i = 0; i < pick->n && rc == 0; i++)
+			rc = export_repo(x, &pick->recs[i], NULL);
+		return rc;
+	}
+	for (size_t i = 0; i < x->npins && rc == 0; i++) {
+		struct repo_record rec;
+		rc = db_repo_get(o->type, x->pins[i].ns, x->pins[i].name, &rec);
+		if (rc < 0)
+			return efail(x, rc, "%s/%s (from the lockfile) is not a repo of this hub", x->pins[i].ns,
+				     x->pins[i].name);
+		if (sync_manifest_repo(&x->m, rec.type, rec.ns, rec.name))
+			return efail(x, KHUB_EINVAL, "%s/%s is locked twice: one bundle per lock set", rec.ns, rec.name);
+		rc = export_repo(x, &rec, &x->pins[i]);
+	}
+	return rc;
+}
+
 int sync_export(const struct sync_export_opts *o, char *err, size_t errlen)
 {
 	struct export_run x = { .o = o, .err = err, .errlen = errlen };
@@ -621,33 +651,7 @@ int sync_export(const struct sync_export_opts *o, char *err, size_t errlen)
 		x.tmpdir = NULL;
 		goto cleanup;
 	}
-	for (size_t i = 0; i < o->nlocks && rc == 0; i++)
-		rc = sync_lock_load(o->locks[i], &x.pins, &x.npins, err, errlen);
-	if (rc < 0)
-		goto cleanup;
-	if (o->nlocks) {
-		for (size_t i = 0; i < x.npins && rc == 0; i++) {
-			struct repo_record rec;
-			rc = db_repo_get(o->type, x.pins[i].ns, x.pins[i].name, &rec);
-			if (rc < 0) {
-				efail(&x, rc, "%s/%s (from the lockfile) is not a repo of this hub", x.pins[i].ns,
-				      x.pins[i].name);
-				break;
-			}
-			if (sync_manifest_repo(&x.m, rec.type, rec.ns, rec.name)) {
-				rc = efail(&x, KHUB_EINVAL, "%s/%s is locked twice: one bundle per lock set", rec.ns, rec.name);
-				break;
-			}
-			rc = export_repo(&x, &rec, &x.pins[i]);
-		}
-	} else {
-		if ((rc = db_repo_each(pick_repo, &pick)) < 0) {
-			efail(&x, rc, "cannot list repos (database)");
-			goto cleanup;
-		}
-		for (size_t i = 0; i < pick.n && rc == 0; i++)
-			rc = export_repo(&x, &pick.recs[i], NULL);
-	}
+	rc = export_repos(&x, &pick);
 	if (rc < 0)
 		goto cleanup;
 	manifest = sync_manifest_format(&x.m, 0);
