@@ -491,6 +491,10 @@ int db_sync_account_kind(const char *name);
 /* 1 when an import would change the account's trust flag (a mirrored
  * account, no admin override, another value), 0 when not, or an error. */
 int db_sync_trust_differs(const char *name, int trusted);
+/* 1 (with its id) when a repo deleted at a bundle's source may be deleted
+ * here: it exists, is mirrored, and is not kept by `khub mirror` (another
+ * source); 0 when not, or an error. */
+int db_sync_deletable(enum repo_type type, const char *ns, const char *name, int64_t *repo_id);
 /* Register a mirrored repo (and its namespace as a mirrored org) when
  * missing, with statements that cannot fail on a conflict (safe inside a
  * transaction). The caller has checked neither is local. */

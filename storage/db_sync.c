@@ -149,3 +149,19 @@ int db_sync_trust_differs(const char *name, int trusted)
 	db_rows_release(&rows);
 	return rc;
 }
+
+int db_sync_deletable(enum repo_type type, const char *ns, const char *name, int64_t *repo_id)
+{
+	const char *params[3] = { repo_type_name(type), ns, name };
+	struct db_rows rows;
+	int rc = db_query(&rows, "SELECT r.id FROM repos r WHERE r.type = $1 AND lower(r.namespace) = lower($2)"
+			  " AND lower(r.name) = lower($3) AND r.mirrored"
+			  " AND NOT EXISTS (SELECT 1 FROM mirror_repos m WHERE m.repo_id = r.id)", 3, params);
+	if (rc < 0)
+		return rc;
+	rc = rows.count > 0;
+	if (rc && repo_id)
+		*repo_id = db_rows_int(&rows, 0, 0, 0);
+	db_rows_release(&rows);
+	return rc;
+}

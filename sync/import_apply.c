@@ -303,9 +303,11 @@ int import_check_base(struct import_run *x, size_t *pending)
 		}
 	}
 	for (size_t i = 0; i < x->m.ndeleted; i++) {
-		struct repo_record rec;
 		const struct sync_repo *d = &x->m.deleted[i];
-		if (db_repo_get(d->type, d->ns, d->name, &rec) == 0 && rec.mirrored) {
+		int del = db_sync_deletable(d->type, d->ns, d->name, NULL);
+		if (del < 0)
+			return import_fail(x, KHUB_EDB, "database unavailable");
+		if (del) {
 			(*pending)++;
 			plan(x, d, "delete-repo", NULL, NULL, NULL);
 		}

@@ -161,10 +161,13 @@ static int unregister_deleted(struct import_run *x)
 {
 	for (size_t i = 0; i < x->m.ndeleted; i++) {
 		const struct sync_repo *d = &x->m.deleted[i];
-		struct repo_record rec;
-		if (db_repo_get(d->type, d->ns, d->name, &rec) < 0 || !rec.mirrored)
-			continue;
-		if (db_repo_delete(rec.id) < 0)
+		int64_t id = 0;
+		int del = db_sync_deletable(d->type, d->ns, d->name, &id);
+		if (del < 0)
+			return import_fail(x, KHUB_EDB, "database unavailable");
+		if (!del)
+			continue;	/* local, gone already, or kept by `khub mirror` */
+		if (db_repo_delete(id) < 0)
 			return import_fail(x, KHUB_EDB, "%s/%s: cannot delete it (database)", d->ns, d->name);
 		char *target = xasprintf("%s%s/%s", repo_type_url_prefix(d->type), d->ns, d->name);
 		import_audit(x, "sync.delete", target, "\"deleted_at_source\":true");
