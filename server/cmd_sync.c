@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
 #include <unistd.h>
 
 static const char sync_usage[] =
@@ -16,7 +17,9 @@ static const char sync_usage[] =
 	"                   [--lock kernels.lock]... [--since STATE] [--state-out FILE]\n"
 	"                   [--volume-size BYTES] [--compression none|zstd[:LEVEL]] [--type kernel]\n"
 	"  khub sync verify BUNDLE... [--key PUB]  check signature, hashes and sizes offline; print the changes\n"
-	"  khub sync import BUNDLE...              verify and import (keys from sync_trusted_keys)\n"
+	"  khub sync import BUNDLE... [--allow-rewind]   verify and import (keys from sync_trusted_keys)\n"
+	"  khub sync import --dry-run [--json] BUNDLE...  verify and say what would change; change nothing\n"
+	"  khub sync history [--json]              the bundles this hub applied\n"
 	"  khub sync state [--out FILE] [--type kernel]   this hub's refs, for export --since\n"
 	"Options taking GLOB may repeat or hold a comma-separated list. See docs/sync.md.\n";
 
@@ -154,7 +157,7 @@ static int cmd_export(int argc, char **argv)
 		fatal("cannot open the LFS store");
 	char *hub = hub_name();
 	o.hub = hub;
-	o.progress = isatty(2);
+	o.progress = isatty(2) ? SYNC_PROGRESS_BAR : SYNC_PROGRESS_OFF;
 	o.report = stdout;
 	char err[1024];
 	rc = 0;
@@ -176,6 +179,19 @@ done:
 	return rc;
 }
 
+/* Who runs the import, for the audit log and the history: the user sudo
+ * was run by, else the login name of the effective user. */
+static char *operator_name(void)
+{
+	const char *sudo = getenv("SUDO_USER");
+	if (sudo && *sudo)
+		return xstrdup(sudo);
+	struct passwd *pw = getpwuid(geteuid());
+	if (pw && pw->pw_name)
+		return xstrdup(pw->pw_name);
+	return xasprintf("uid %u", (unsigned)geteuid());
+}
+
 static int cmd_verify_import(int argc, char **argv, int import)
 {
 	struct sync_import_opts o = { 0 };
@@ -184,6 +200,12 @@ static int cmd_verify_import(int argc, char **argv, int import)
 	for (int i = 2; i < argc; i++) {
 		if (!import && strcmp(argv[i], "--key") == 0 && i + 1 < argc)
 			key = argv[++i];
+		else if (import && strcmp(argv[i], "--allow-rewind") == 0)
+			o.allow_rewind = 1;
+		else if (import && strcmp(argv[i], "--dry-run") == 0)
+			o.dry_run = 1;
+		else if (import && strcmp(argv[i], "--json") == 0)
+			o.json = 1;
 		else if (argv[i][0] != '-')
 			list_add(&bundles, argv[i]);
 		else {
@@ -192,12 +214,14 @@ static int cmd_verify_import(int argc, char **argv, int import)
 			return 2;
 		}
 	}
-	if (bundles.n == 0) {
+	if (bundles.n == 0 || (o.json && !o.dry_run)) {
 		fputs(sync_usage, stderr);
+		list_free(&bundles);
 		return 2;
 	}
 	o.trusted = key ? key : config.sync_trusted_keys;
-	o.progress = isatty(2);
+	/* an import run by cron or a pipeline logs a line per tenth of the bundle */
+	o.progress = isatty(2) ? SYNC_PROGRESS_BAR : import && !o.dry_run ? SYNC_PROGRESS_LINES : SYNC_PROGRESS_OFF;
 	o.report = stdout;
 	if (import) {
 		runtime_open_database();
@@ -206,16 +230,23 @@ static int cmd_verify_import(int argc, char **argv, int import)
 		if (!o.lfs)
 			fatal("cannot open the LFS store");
 	}
+	char *op = import ? operator_name() : NULL;
+	o.operator_ = op;
 	int rc = 0;
-	for (size_t i = 0; i < bundles.n && rc == 0; i++) {
+	/* an older or replayed bundle (exit 4) moves nothing and does not stop the ones after it */
+	for (size_t i = 0; i < bundles.n && (rc == 0 || rc == 4); i++) {
 		char err[1024];
 		int r = import ? sync_import(&o, bundles.items[i], err, sizeof(err))
 			       : sync_verify(&o, bundles.items[i], err, sizeof(err));
-		if (r < 0) {
+		if (r < 0 && import && r == KHUB_EEXIST) {
+			fprintf(stderr, "khub sync import: %s: nothing moved: %s\n", bundles.items[i], err);
+			rc = 4;
+		} else if (r < 0) {
 			fprintf(stderr, "khub sync %s: %s: refused: %s\n", import ? "import" : "verify", bundles.items[i], err);
 			rc = r == KHUB_ECONFLICT ? 3 : 1;
 		}
 	}
+	free(op);
 	if (import) {
 		lfs_store_close(o.lfs);
 		runtime_close_database();
@@ -243,9 +274,13 @@ static int cmd_state(int argc, char **argv)
 		return 2;
 	}
 	runtime_open_database();
+	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
+	if (!lfs)
+		fatal("cannot open the LFS store");
 	char err[256], *hub = hub_name();
-	char *text = sync_state_collect(runtime_repo_root(), t, hub, err, sizeof(err));
+	char *text = sync_state_collect(runtime_repo_root(), lfs, t, hub, err, sizeof(err));
 	free(hub);
+	lfs_store_close(lfs);
 	runtime_close_database();
 	if (!text) {
 		fprintf(stderr, "khub sync state: %s\n", err);
@@ -259,6 +294,48 @@ static int cmd_state(int argc, char **argv)
 		fprintf(stderr, "khub sync state: cannot write %s\n", out ? out : "stdout");
 	free(text);
 	return rc;
+}
+
+static int cmd_history(int argc, char **argv)
+{
+	int as_json = argc == 3 && strcmp(argv[2], "--json") == 0;
+	if (argc > 3 || (argc == 3 && !as_json)) {
+		fputs(sync_usage, stderr);
+		return 2;
+	}
+	runtime_open_database();
+	size_t n = 0;
+	int rc = 0;
+	struct sync_import_record *h = db_sync_history(&n, &rc);
+	runtime_close_database();
+	if (rc < 0) {
+		fprintf(stderr, "khub sync history: the database is unavailable\n");
+		return 1;
+	}
+	json_t *all = json_array();
+	for (size_t i = 0; i < n; i++) {
+		if (as_json)
+			json_array_append_new(all, json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:I, s:s}", "bundle",
+							     h[i].bundle, "exporter", h[i].exporter, "sequence",
+							     (json_int_t)h[i].sequence, "key_id", h[i].key_id, "hub",
+							     h[i].hub ? h[i].hub : "", "operator",
+							     h[i].operator_ ? h[i].operator_ : "", "state",
+							     h[i].done ? "applied" : "interrupted", "refs_moved",
+							     (json_int_t)h[i].refs_moved, "started", h[i].started ? h[i].started : ""));
+		else
+			printf("%s  %s  exporter %s #%" PRId64 "  key %s  by %s  %s, %" PRId64 " refs moved\n",
+			       h[i].started ? h[i].started : "", h[i].bundle, h[i].exporter, h[i].sequence, h[i].key_id,
+			       h[i].operator_ ? h[i].operator_ : "", h[i].done ? "applied" : "interrupted (run it again)",
+			       h[i].refs_moved);
+	}
+	if (as_json) {
+		char *text = json_dumps(all, JSON_INDENT(1));
+		puts(text ? text : "[]");
+		free(text);
+	}
+	json_decref(all);
+	db_sync_history_free(h, n);
+	return 0;
 }
 
 int cmd_sync(int argc, char **argv)
@@ -278,6 +355,8 @@ int cmd_sync(int argc, char **argv)
 		return cmd_verify_import(argc, argv, 1);
 	if (strcmp(verb, "state") == 0)
 		return cmd_state(argc, argv);
+	if (strcmp(verb, "history") == 0)
+		return cmd_history(argc, argv);
 	if (strcmp(verb, "help") == 0) {
 		fputs(sync_usage, stdout);
 		return 0;

@@ -174,6 +174,8 @@ int db_repo_set_private(int64_t repo_id, int private);
 int db_lfs_link(int64_t repo_id, const char *oid);
 /* 1 when linked, 0 when not, negative on a database failure. */
 int db_lfs_linked(int64_t repo_id, const char *oid);
+/* Every LFS object linked to a repo (caller frees with free_strings). */
+int db_lfs_links(int64_t repo_id, char ***oids, size_t *n);
 
 /* How many times actor_id did `action` in the last `seconds` (audit log). */
 int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count);
@@ -453,6 +455,51 @@ int db_mirror_config_get(char **json);
 /* KHUB_EDB also when PostgreSQL rejects the JSON. */
 int db_mirror_config_put(const char *json, const char *updated_by);
 
+
+/* ---- air-gap bundles (storage/db_sync.c) --------------------------------- */
+
+/* Exporting side: the next bundle's sequence (1, 2, ...) and this hub's
+ * exporter id (candidate, a uuid, is taken the first time). */
+int db_sync_next_sequence(const char *candidate, char exporter[37], int64_t *seq);
+/* Remember a repo as exported (its deletion travels in later bundles). */
+int db_sync_exported_add(enum repo_type type, const char *ns, const char *name);
+/* cb for each repo of type exported once and no longer here; stops at a negative return. */
+int db_sync_exported_gone(enum repo_type type, int (*cb)(const char *ns, const char *name, void *arg), void *arg);
+
+/* Importing side: a bundle applied (or being applied). */
+struct sync_import_record {
+	char bundle[37];
+	char exporter[37];
+	char key_id[17];
+	int64_t sequence;
+	int done;		/* 0: its apply was interrupted */
+	char *hub, *operator_, *started;	/* db_sync_history only */
+	int64_t refs_moved;
+};
+/* The highest sequence applied from exporter; KHUB_ENOTFOUND when none. */
+int db_sync_import_last(const char *exporter, struct sync_import_record *out);
+/* Record a bundle as being applied (kept when it is already recorded). */
+int db_sync_import_begin(const char *exporter, int64_t seq, const char *bundle, const char *key_id,
+			 const char *hub, const char *operator_);
+int db_sync_import_done(const char *bundle, long refs_moved);
+/* Every bundle recorded, oldest first (free with db_sync_history_free). */
+struct sync_import_record *db_sync_history(size_t *count, int *rc);
+void db_sync_history_free(struct sync_import_record *items, size_t count);
+enum { SYNC_ACCOUNT_NONE = 0, SYNC_ACCOUNT_MIRRORED = 1, SYNC_ACCOUNT_LOCAL = 2 };
+/* Whether an account exists and was made by an import or the mirror
+ * (SYNC_ACCOUNT_*), or a negative error. */
+int db_sync_account_kind(const char *name);
+/* 1 when an import would change the account's trust flag (a mirrored
+ * account, no admin override, another value), 0 when not, or an error. */
+int db_sync_trust_differs(const char *name, int trusted);
+/* 1 (with its id) when a repo deleted at a bundle's source may be deleted
+ * here: it exists, is mirrored, and is not kept by `khub mirror` (another
+ * source); 0 when not, or an error. */
+int db_sync_deletable(enum repo_type type, const char *ns, const char *name, int64_t *repo_id);
+/* Register a mirrored repo (and its namespace as a mirrored org) when
+ * missing, with statements that cannot fail on a conflict (safe inside a
+ * transaction). The caller has checked neither is local. */
+int db_sync_register_repo(enum repo_type type, const char *ns, const char *name, int private_);
 
 /* ---- the web UI (storage/db_web.c) ------------------------------------------- */
 

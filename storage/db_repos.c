@@ -107,8 +107,12 @@ int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *nam
 	if (rc == KHUB_ENOTFOUND) {
 		struct account acct;
 		if (db_account_get(ns, &acct) == KHUB_ENOTFOUND) {
-			rc = db_account_create(ACCOUNT_ORG, ns, ns, 0, NULL);
+			int64_t org = 0;
+			rc = db_account_create(ACCOUNT_ORG, ns, ns, 0, &org);
 			if (rc < 0 && rc != KHUB_EEXIST)
+				return rc;
+			/* made here for a mirror: bundles may change it (accounts.mirrored) */
+			if (rc == 0 && (rc = db_run_id("UPDATE accounts SET mirrored = true WHERE id = $1", org)) < 0)
 				return rc;
 		}
 		rc = db_repo_insert(type, ns, name, 0, out);
@@ -133,6 +137,25 @@ int db_lfs_link(int64_t repo_id, const char *oid)
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	const char *params[2] = { id, oid };
 	return db_run("INSERT INTO lfs_repo_objects (repo_id, oid) VALUES ($1, $2) ON CONFLICT DO NOTHING", 2, params);
+}
+
+int db_lfs_links(int64_t repo_id, char ***oids, size_t *n)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[1] = { id };
+	struct db_rows rows;
+	*oids = NULL;
+	*n = 0;
+	int rc = db_query(&rows, "SELECT oid FROM lfs_repo_objects WHERE repo_id = $1 ORDER BY oid", 1, params);
+	if (rc < 0)
+		return rc;
+	*oids = xcalloc(rows.count + 1, sizeof(char *));
+	for (size_t i = 0; i < rows.count; i++)
+		(*oids)[i] = xstrdup(db_rows_get(&rows, i, 0));
+	*n = rows.count;
+	db_rows_release(&rows);
+	return 0;
 }
 
 int db_lfs_linked(int64_t repo_id, const char *oid)

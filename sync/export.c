@@ -180,23 +180,33 @@ static int lfs_at(struct export_run *x, git_repository *git, const struct sync_r
 	return 0;
 }
 
-/* The LFS objects the new refs need and the base lacks; each must be stored
- * and linked to the repo (repo_id): a pointer naming another repo's object
- * (made behind khub's back) is refused, never carried, as every read path
- * refuses to serve it. */
+/* The LFS objects the wanted refs (tips: every selected ref, changed or
+ * not, so what an earlier partial bundle left out travels now) need and
+ * the base lacks: the state's own list of what the importing hub has, or
+ * (an older state) the objects of the base commits. r->have gets the base
+ * set (for --state-out). Each must be stored and linked to the repo
+ * (repo_id): a pointer naming another repo's object (made behind khub's
+ * back) is refused, never carried, as every read path refuses to serve it. */
 static int collect_lfs(struct export_run *x, git_repository *git, struct sync_repo *r, int64_t repo_id,
-		       const struct sync_lock_pin *pin)
+		       const struct sync_lock_pin *pin, const struct sync_repo *st, char (*tips)[41], size_t ntips)
 {
 	struct hashmap base, want, paths;
 	hashmap_init(&base);
 	hashmap_init(&want);
 	hashmap_init(&paths);
 	int rc = 0;
-	for (size_t i = 0; i < r->nbase && rc == 0; i++)
-		rc = lfs_at(x, git, r, r->base[i], pin, &base, NULL);
-	for (size_t i = 0; i < r->nrefs && rc == 0; i++)
-		if (r->refs[i].new_[0])
-			rc = lfs_at(x, git, r, r->refs[i].new_, pin, &want, &paths);
+	if (st && st->has_have) {
+		for (size_t i = 0; i < st->nhave; i++)
+			hashmap_put(&base, st->have[i], "1");
+	} else {
+		for (size_t i = 0; i < r->nbase && rc == 0; i++)
+			rc = lfs_at(x, git, r, r->base[i], pin, &base, NULL);
+	}
+	for (size_t b = 0; b < base.nbuckets; b++)
+		for (struct hashmap_entry *e = base.buckets[b]; e; e = e->next)
+			sync_repo_add_have(r, e->key);
+	for (size_t i = 0; i < ntips && rc == 0; i++)
+		rc = lfs_at(x, git, r, tips[i], pin, &want, &paths);
 	r->lfs = xcalloc(want.count + 1, sizeof(*r->lfs));
 	for (size_t b = 0; rc == 0 && b < want.nbuckets; b++) {
 		for (struct hashmap_entry *e = want.buckets[b]; e && rc == 0; e = e->next) {
@@ -248,13 +258,132 @@ static int ref_wanted(struct export_run *x, const char *name)
 	return select_ref(x->o->refs, x->o->nrefs, name);
 }
 
+/* The base: every commit the state names for this repo. */
+static int export_base(struct export_run *x, git_repository *git, struct sync_repo *r, const struct sync_repo *st)
+{
+	r->base = xcalloc(st ? st->nrefs + 1 : 1, sizeof(*r->base));
+	for (size_t i = 0; st && i < st->nrefs; i++) {
+		git_oid oid, c;
+		git_oid_fromstr(&oid, st->refs[i].new_);
+		if (peel_commit(git, &oid, &c) < 0)
+			return efail(x, KHUB_ECONFLICT, "%s/%s: the --since state names commit %s (%s), which this hub lacks",
+				     r->ns, r->name, st->refs[i].new_, st->refs[i].name);
+		char hex[41];
+		git_oid_tostr(hex, sizeof(hex), &c);
+		int dup = 0;
+		for (size_t k = 0; k < r->nbase && !dup; k++)
+			dup = strcmp(r->base[k], hex) == 0;
+		if (!dup)
+			memcpy(r->base[r->nbase++], hex, 41);
+	}
+	return 0;
+}
+
+/* The refs of one repo being exported: tips (commits) and tags (annotated
+ * tag objects) for the pack, lfs_tips for its LFS objects. */
+struct repo_refs {
+	git_oid *tips, *tags;
+	size_t ntips, ntags;
+	char (*lfs_tips)[41];
+	size_t nlfs_tips;
+};
+
+static void refs_take(struct repo_refs *rr, struct sync_repo *r, const struct sync_repo *st, const char *name,
+		      const git_oid *target, const git_oid *commit)
+{
+	char hex[41], chex[41];
+	git_oid_tostr(hex, sizeof(hex), target);
+	git_oid_tostr(chex, sizeof(chex), commit);
+	rr->lfs_tips = xrealloc(rr->lfs_tips, (rr->nlfs_tips + 1) * sizeof(*rr->lfs_tips));
+	memcpy(rr->lfs_tips[rr->nlfs_tips++], chex, 41);
+	const struct sync_ref *old = st ? sync_repo_ref(st, name) : NULL;
+	if (old && strcmp(old->new_, hex) == 0)
+		return;	/* the base has it */
+	sync_repo_add_ref(r, name, old ? old->new_ : NULL, hex);
+	rr->tips = xrealloc(rr->tips, (rr->ntips + 1) * sizeof(*rr->tips));
+	git_oid_cpy(&rr->tips[rr->ntips++], commit);
+	if (!git_oid_equal(commit, target)) {	/* an annotated tag */
+		rr->tags = xrealloc(rr->tags, (rr->ntags + 1) * sizeof(*rr->tags));
+		git_oid_cpy(&rr->tags[rr->ntags++], target);
+	}
+}
+
+/* Which refs travel: the selection's (all listed in current), or for a
+ * lock the branches and tags at the locked commit plus main (the loader
+ * reads kernel-status.toml there before it resolves a version). */
+static int export_refs(struct export_run *x, git_repository *git, struct sync_repo *r, const struct sync_repo *st,
+		       const struct sync_lock_pin *pin, struct repo_refs *rr)
+{
+	git_reference_iterator *it = NULL;
+	git_reference *ref = NULL;
+	git_oid p;
+	if (pin)
+		git_oid_fromstr(&p, pin->sha);
+	else
+		r->has_current = 1;
+	if (git_reference_iterator_new(&it, git) < 0)
+		return efail(x, KHUB_EIO, "%s/%s: cannot list refs", r->ns, r->name);
+	while (git_reference_next(&ref, it) == 0) {
+		const char *name = git_reference_name(ref);
+		const git_oid *target = git_reference_target(ref);
+		git_oid commit;
+		int take = target && peel_commit(git, target, &commit) == 0;
+		if (take && pin)
+			take = (strncmp(name, "refs/heads/", 11) == 0 || strncmp(name, "refs/tags/", 10) == 0) &&
+			       (git_oid_equal(&commit, &p) || strcmp(name, "refs/heads/main") == 0);
+		else if (take)
+			take = ref_wanted(x, name);
+		if (take) {
+			if (!pin) {
+				char hex[41];
+				git_oid_tostr(hex, sizeof(hex), target);
+				sync_repo_add_current(r, name, hex);
+			}
+			refs_take(rr, r, st, name, target, &commit);
+		}
+		git_reference_free(ref);
+	}
+	git_reference_iterator_free(it);
+	return 0;
+}
+
+/* A hidden ref keeps the locked commit reachable on the importing hub. */
+static int export_lock_ref(struct export_run *x, git_repository *git, struct sync_repo *r, const struct sync_repo *st,
+			   const struct sync_lock_pin *pin, struct repo_refs *rr)
+{
+	char *keep = xasprintf("refs/khub-sync/lock/%s", pin->sha);
+	git_oid p, c;
+	git_oid_fromstr(&p, pin->sha);
+	int rc = 0;
+	if (peel_commit(git, &p, &c) < 0 || !git_oid_equal(&p, &c))
+		rc = efail(x, KHUB_ENOTFOUND, "%s/%s: this hub has no commit %s (from the lockfile)", r->ns, r->name,
+			   pin->sha);
+	else
+		refs_take(rr, r, st, keep, &p, &p);
+	free(keep);
+	return rc;
+}
+
+/* Refs the base has that this hub no longer has: deleted. */
+static void export_deleted_refs(struct export_run *x, git_repository *git, struct sync_repo *r,
+				const struct sync_repo *st)
+{
+	for (size_t i = 0; st && i < st->nrefs; i++)
+		if (ref_wanted(x, st->refs[i].name) && !sync_repo_ref(r, st->refs[i].name)) {
+			git_reference *gone = NULL;
+			if (git_reference_lookup(&gone, git, st->refs[i].name) < 0)
+				sync_repo_add_ref(r, st->refs[i].name, st->refs[i].new_, NULL);
+			git_reference_free(gone);
+		}
+}
+
+/* One repo: always listed (its privacy, its org's trust and its current
+ * refs travel even when nothing else changed), with the refs that moved,
+ * a pack of what the base lacks and the LFS objects it lacks. */
 static int export_repo(struct export_run *x, const struct repo_record *rec, const struct sync_lock_pin *pin)
 {
 	git_repository *git = NULL;
-	git_reference_iterator *it = NULL;
-	git_reference *ref = NULL;
-	git_oid *tips = NULL, *tags = NULL;
-	size_t ntips = 0, ntags = 0;
+	struct repo_refs rr = { 0 };
 	int rc = repo_store_open(x->o->repo_root, rec->type, rec->ns, rec->name, &git);
 	if (rc < 0)
 		return efail(x, rc, "%s/%s: cannot open the repo", rec->ns, rec->name);
@@ -266,97 +395,22 @@ static int export_repo(struct export_run *x, const struct repo_record *rec, cons
 	struct account acct;
 	r->org_trusted = db_account_get(rec->ns, &acct) == 0 && acct.trusted_kernel_publisher;
 	const struct sync_repo *st = sync_manifest_repo(&x->since, rec->type, rec->ns, rec->name);
-	/* the base: every commit the state names for this repo */
-	r->base = xcalloc(st ? st->nrefs + 1 : 1, sizeof(*r->base));
-	for (size_t i = 0; st && i < st->nrefs; i++) {
-		git_oid oid, c;
-		git_oid_fromstr(&oid, st->refs[i].new_);
-		if (peel_commit(git, &oid, &c) < 0) {
-			rc = efail(x, KHUB_ECONFLICT, "%s/%s: the --since state names commit %s (%s), which this hub lacks",
-				   rec->ns, rec->name, st->refs[i].new_, st->refs[i].name);
-			goto cleanup;
-		}
-		char hex[41];
-		git_oid_tostr(hex, sizeof(hex), &c);
-		int dup = 0;
-		for (size_t k = 0; k < r->nbase && !dup; k++)
-			dup = strcmp(r->base[k], hex) == 0;
-		if (!dup)
-			memcpy(r->base[r->nbase++], hex, 41);
-	}
-	if (git_reference_iterator_new(&it, git) < 0) {
-		rc = efail(x, KHUB_EIO, "%s/%s: cannot list refs", rec->ns, rec->name);
+	if ((rc = export_base(x, git, r, st)) < 0 || (rc = export_refs(x, git, r, st, pin, &rr)) < 0)
 		goto cleanup;
-	}
-	while (git_reference_next(&ref, it) == 0) {
-		const char *name = git_reference_name(ref);
-		const git_oid *target = git_reference_target(ref);
-		git_oid commit;
-		char hex[41];
-		int take = target && (pin ? (strncmp(name, "refs/heads/", 11) == 0 || strncmp(name, "refs/tags/", 10) == 0)
-					  : ref_wanted(x, name));
-		if (take && pin) {
-			git_oid p;
-			git_oid_fromstr(&p, pin->sha);
-			take = peel_commit(git, target, &commit) == 0 && git_oid_equal(&commit, &p);
-		}
-		if (take && peel_commit(git, target, &commit) == 0) {
-			git_oid_tostr(hex, sizeof(hex), target);
-			const struct sync_ref *old = st ? sync_repo_ref(st, name) : NULL;
-			if (!old || strcmp(old->new_, hex) != 0) {
-				sync_repo_add_ref(r, name, old ? old->new_ : NULL, hex);
-				tips = xrealloc(tips, (ntips + 1) * sizeof(*tips));
-				git_oid_cpy(&tips[ntips++], &commit);
-				if (!git_oid_equal(&commit, target)) {	/* an annotated tag */
-					tags = xrealloc(tags, (ntags + 1) * sizeof(*tags));
-					git_oid_cpy(&tags[ntags++], target);
-				}
-			}
-		}
-		git_reference_free(ref);
-	}
-	if (pin) {
-		/* a hidden ref keeps the locked commit reachable on the importing hub */
-		char *keep = xasprintf("refs/khub-sync/lock/%s", pin->sha);
-		git_oid p, c;
-		git_oid_fromstr(&p, pin->sha);
-		if (peel_commit(git, &p, &c) < 0 || !git_oid_equal(&p, &c)) {
-			rc = efail(x, KHUB_ENOTFOUND, "%s/%s: this hub has no commit %s (from the lockfile)", rec->ns,
-				   rec->name, pin->sha);
-			free(keep);
-			goto cleanup;
-		}
-		const struct sync_ref *old = st ? sync_repo_ref(st, keep) : NULL;
-		if (!old) {
-			sync_repo_add_ref(r, keep, NULL, pin->sha);
-			tips = xrealloc(tips, (ntips + 1) * sizeof(*tips));
-			git_oid_cpy(&tips[ntips++], &p);
-		}
-		free(keep);
-	} else {
-		/* refs the base has that this hub no longer has: deleted */
-		for (size_t i = 0; st && i < st->nrefs; i++)
-			if (ref_wanted(x, st->refs[i].name) && !sync_repo_ref(r, st->refs[i].name)) {
-				git_reference *gone = NULL;
-				if (git_reference_lookup(&gone, git, st->refs[i].name) < 0)
-					sync_repo_add_ref(r, st->refs[i].name, st->refs[i].new_, NULL);
-				git_reference_free(gone);
-			}
-	}
-	if (r->nrefs == 0) {	/* nothing new: not in the bundle */
-		sync_repo_clear(r);
-		x->m.nrepos--;
-		rc = 0;
+	if (pin)
+		rc = export_lock_ref(x, git, r, st, pin, &rr);
+	else
+		export_deleted_refs(x, git, r, st);
+	if (rc < 0 || (rc = build_pack(x, git, r, rr.tips, rr.ntips, rr.tags, rr.ntags)) < 0)
 		goto cleanup;
-	}
-	if ((rc = build_pack(x, git, r, tips, ntips, tags, ntags)) < 0)
-		goto cleanup;
-	rc = collect_lfs(x, git, r, rec->id, pin);
+	rc = collect_lfs(x, git, r, rec->id, pin, st, rr.lfs_tips, rr.nlfs_tips);
+	if (rc == 0 && db_sync_exported_add(rec->type, rec->ns, rec->name) < 0)
+		rc = efail(x, KHUB_EDB, "the database is unavailable");
 cleanup:
-	git_reference_iterator_free(it);
 	git_repository_free(git);
-	free(tips);
-	free(tags);
+	free(rr.tips);
+	free(rr.tags);
+	free(rr.lfs_tips);
 	return rc;
 }
 
@@ -449,6 +503,46 @@ static int write_bundle(struct export_run *x, const char *manifest, const char *
 	return rc;
 }
 
+/* A repo exported once and deleted here since: its deletion travels. */
+static int add_deleted(const char *ns, const char *name, void *arg)
+{
+	struct export_run *x = arg;
+	x->m.deleted = xrealloc(x->m.deleted, (x->m.ndeleted + 1) * sizeof(*x->m.deleted));
+	struct sync_repo *d = &x->m.deleted[x->m.ndeleted++];
+	memset(d, 0, sizeof(*d));
+	d->type = x->o->type;
+	snprintf(d->ns, sizeof(d->ns), "%s", ns);
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	return 0;
+}
+
+/* The base state (--since), this hub's exporter id and the bundle's
+ * sequence, and the repos deleted since they were exported. */
+static int export_origin(struct export_run *x)
+{
+	const struct sync_export_opts *o = x->o;
+	int rc;
+	if (o->since) {
+		size_t len;
+		char *text = sync_read_file(o->since, SYNC_MANIFEST_MAX, &len, x->err, x->errlen);
+		if (!text)
+			return KHUB_EINVAL;
+		char perr[256];
+		rc = sync_manifest_parse(text, len, 1, &x->since, perr, sizeof(perr));
+		free(text);
+		if (rc < 0)
+			return efail(x, rc, "%s is not a sync state: %s", o->since, perr);
+		x->m.since_bundle = x->since.bundle[0] ? xstrdup(x->since.bundle) : NULL;
+	}
+	char candidate[37];
+	sync_uuid(candidate);
+	if (db_sync_next_sequence(candidate, x->m.exporter, &x->m.sequence) < 0)
+		return efail(x, KHUB_EDB, "cannot take the next bundle sequence (database)");
+	if ((rc = db_sync_exported_gone(o->type, add_deleted, x)) < 0)
+		return efail(x, rc, "cannot list the repos exported before (database)");
+	return 0;
+}
+
 /* The state after this bundle: the base state with the carried refs applied. */
 static int write_state(struct export_run *x)
 {
@@ -465,6 +559,9 @@ static int write_state(struct export_run *x)
 		memcpy(r->name, s->name, sizeof(r->name));
 		for (size_t k = 0; k < s->nrefs; k++)
 			sync_repo_add_ref(r, s->refs[k].name, NULL, s->refs[k].new_);
+		if (s->has_have && !sync_manifest_repo(&x->m, s->type, s->ns, s->name))
+			for (size_t k = 0; k < s->nhave; k++)
+				sync_repo_add_have(r, s->have[k]);
 	}
 	for (size_t i = 0; i < x->m.nrepos; i++) {
 		const struct sync_repo *m = &x->m.repos[i];
@@ -482,6 +579,12 @@ static int write_state(struct export_run *x)
 			else
 				sync_repo_add_ref(r, m->refs[k].name, NULL, m->refs[k].new_);
 		}
+		/* the LFS objects the importing hub has then: the base's and this bundle's */
+		r->has_have = 1;
+		for (size_t k = 0; k < m->nhave; k++)
+			sync_repo_add_have(r, m->have[k]);
+		for (size_t k = 0; k < m->nlfs; k++)
+			sync_repo_add_have(r, m->lfs[k].oid);
 	}
 	char *text = sync_manifest_format(&st, 1);
 	FILE *fp = fopen(x->o->state_out, "w");
@@ -492,6 +595,36 @@ static int write_state(struct export_run *x)
 		efail(x, rc, "cannot write the state %s", x->o->state_out);
 	free(text);
 	sync_manifest_release(&st);
+	return rc;
+}
+
+/* The repos of the bundle: those of the lockfiles at their commits, or
+ * the selection's. */
+static int export_repos(struct export_run *x, struct pick *pick)
+{
+	const struct sync_export_opts *o = x->o;
+	int rc = 0;
+	for (size_t i = 0; i < o->nlocks && rc == 0; i++)
+		rc = sync_lock_load(o->locks[i], &x->pins, &x->npins, x->err, x->errlen);
+	if (rc < 0)
+		return rc;
+	if (!o->nlocks) {
+		if ((rc = db_repo_each(pick_repo, pick)) < 0)
+			return efail(x, rc, "cannot list repos (database)");
+		for (size_t i = 0; i < pick->n && rc == 0; i++)
+			rc = export_repo(x, &pick->recs[i], NULL);
+		return rc;
+	}
+	for (size_t i = 0; i < x->npins && rc == 0; i++) {
+		struct repo_record rec;
+		rc = db_repo_get(o->type, x->pins[i].ns, x->pins[i].name, &rec);
+		if (rc < 0)
+			return efail(x, rc, "%s/%s (from the lockfile) is not a repo of this hub", x->pins[i].ns,
+				     x->pins[i].name);
+		if (sync_manifest_repo(&x->m, rec.type, rec.ns, rec.name))
+			return efail(x, KHUB_EINVAL, "%s/%s is locked twice: one bundle per lock set", rec.ns, rec.name);
+		rc = export_repo(x, &rec, &x->pins[i]);
+	}
 	return rc;
 }
 
@@ -509,22 +642,8 @@ int sync_export(const struct sync_export_opts *o, char *err, size_t errlen)
 	format_iso8601(time(NULL), now);
 	x.m.created = xstrdup(now);
 	x.m.selection = selection_json(o);
-	if (o->since) {
-		size_t len;
-		char *text = sync_read_file(o->since, SYNC_MANIFEST_MAX, &len, err, errlen);
-		if (!text) {
-			rc = KHUB_EINVAL;
-			goto cleanup;
-		}
-		char perr[256];
-		rc = sync_manifest_parse(text, len, 1, &x.since, perr, sizeof(perr));
-		free(text);
-		if (rc < 0) {
-			efail(&x, rc, "%s is not a sync state: %s", o->since, perr);
-			goto cleanup;
-		}
-		x.m.since_bundle = x.since.bundle[0] ? xstrdup(x.since.bundle) : NULL;
-	}
+	if ((rc = export_origin(&x)) < 0)
+		goto cleanup;
 	x.tmpdir = xasprintf("%s.tmpXXXXXX", o->out);
 	if (!mkdtemp(x.tmpdir)) {
 		rc = efail(&x, KHUB_EIO, "cannot create a directory next to %s: %s", o->out, strerror(errno));
@@ -532,33 +651,7 @@ int sync_export(const struct sync_export_opts *o, char *err, size_t errlen)
 		x.tmpdir = NULL;
 		goto cleanup;
 	}
-	for (size_t i = 0; i < o->nlocks && rc == 0; i++)
-		rc = sync_lock_load(o->locks[i], &x.pins, &x.npins, err, errlen);
-	if (rc < 0)
-		goto cleanup;
-	if (o->nlocks) {
-		for (size_t i = 0; i < x.npins && rc == 0; i++) {
-			struct repo_record rec;
-			rc = db_repo_get(o->type, x.pins[i].ns, x.pins[i].name, &rec);
-			if (rc < 0) {
-				efail(&x, rc, "%s/%s (from the lockfile) is not a repo of this hub", x.pins[i].ns,
-				      x.pins[i].name);
-				break;
-			}
-			if (sync_manifest_repo(&x.m, rec.type, rec.ns, rec.name)) {
-				rc = efail(&x, KHUB_EINVAL, "%s/%s is locked twice: one bundle per lock set", rec.ns, rec.name);
-				break;
-			}
-			rc = export_repo(&x, &rec, &x.pins[i]);
-		}
-	} else {
-		if ((rc = db_repo_each(pick_repo, &pick)) < 0) {
-			efail(&x, rc, "cannot list repos (database)");
-			goto cleanup;
-		}
-		for (size_t i = 0; i < pick.n && rc == 0; i++)
-			rc = export_repo(&x, &pick.recs[i], NULL);
-	}
+	rc = export_repos(&x, &pick);
 	if (rc < 0)
 		goto cleanup;
 	manifest = sync_manifest_format(&x.m, 0);
@@ -572,14 +665,18 @@ int sync_export(const struct sync_export_opts *o, char *err, size_t errlen)
 		goto cleanup;
 	if (o->state_out && (rc = write_state(&x)) < 0)
 		goto cleanup;
-	size_t nrefs = 0, nlfs = 0;
-	for (size_t i = 0; i < x.m.nrepos; i++)
+	size_t nrefs = 0, nlfs = 0, nchanged = 0;
+	for (size_t i = 0; i < x.m.nrepos; i++) {
 		nrefs += x.m.repos[i].nrefs;
+		nchanged += x.m.repos[i].nrefs || x.m.repos[i].nlfs;
+	}
 	for (size_t i = 0; i < x.m.nentries; i++)
 		nlfs += strncmp(x.m.entries[i].name, "lfs/", 4) == 0;
 	if (o->report)
-		fprintf(o->report, "bundle %s: %zu repos, %zu refs, %zu LFS objects, %" PRIu64 " bytes of entries, "
-			"signed by key %s\n", x.m.bundle, x.m.nrepos, nrefs, nlfs, bytes, key_id);
+		fprintf(o->report, "bundle %s: %zu repos, %zu refs, %zu LFS objects, %" PRIu64 " bytes of entries; "
+			"the state of %zu repos, %zu deleted; sequence %" PRId64 " of exporter %s, signed by key %s\n",
+			x.m.bundle, nchanged, nrefs, nlfs, bytes, x.m.nrepos, x.m.ndeleted, x.m.sequence, x.m.exporter,
+			key_id);
 cleanup:
 	if (x.tmpdir) {
 		for (size_t i = 0; i < x.m.nentries; i++)

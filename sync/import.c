@@ -95,63 +95,170 @@ int sync_verify(const struct sync_import_opts *o, const char *bundle, char *err,
 	return rc;
 }
 
+/* One import at a time on this hub, taken before the sequence is checked
+ * (two bundles applied at once could each pass it). */
+static int import_lock(struct import_run *x, int *lock_fd, char **lock_path)
+{
+	char *staging = xasprintf("%s/.sync-staging", x->o->repo_root);
+	*lock_path = xasprintf("%s/import.lock", staging);
+	if (mkdir_p(staging, 0755) == 0)
+		*lock_fd = open(*lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(staging);
+	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return import_fail(x, *lock_fd < 0 ? KHUB_EIO : KHUB_ECONFLICT, "%s",
+				   *lock_fd < 0 ? "cannot create the staging directory"
+						: "another import is running on this hub (one at a time)");
+	return 0;
+}
+
+/* The staging directories, emptied of what a killed run left. */
+static int import_stage_begin(struct import_run *x)
+{
+	x->pack_dir = xasprintf("%s/.sync-staging/%s", x->o->repo_root, x->m.bundle);
+	x->lfs_dir = xasprintf("%s/sync-%s", lfs_store_tmp_dir(x->o->lfs), x->m.bundle);
+	remove_tree(x->pack_dir);	/* what a killed run left */
+	remove_tree(x->lfs_dir);
+	if (mkdir_p(x->pack_dir, 0755) < 0 || mkdir_p(x->lfs_dir, 0700) < 0)
+		return import_fail(x, KHUB_EIO, "cannot create the staging directories: %s", strerror(errno));
+	x->seen = xcalloc(x->m.nentries + 1, 1);
+	x->staged_pack = xcalloc(x->m.nentries + 1, sizeof(char *));
+	return 0;
+}
+
+/* Whether the bundle is to be applied: 1 when it is (or was) in already. */
+static int import_decide(struct import_run *x)
+{
+	int resume = 0;
+	size_t pending = 0;
+	int rc = import_check_sequence(x, &resume);
+	if (rc == 1 && x->o->report)
+		fprintf(x->o->report, "bundle %s is imported already: nothing changed\n", x->m.bundle);
+	if (rc != 0)
+		return rc;
+	if (resume && x->o->report)
+		fprintf(x->o->report, "bundle %s: an earlier import was cut short; finishing it\n", x->m.bundle);
+	if ((rc = import_check_base(x, &pending)) < 0)
+		return rc;
+	if (pending)
+		return 0;
+	if ((rc = import_record_unchanged(x)) < 0)
+		return rc;
+	if (x->o->report)
+		fprintf(x->o->report, "bundle %s (number %lld of exporter %s): everything is here already, nothing "
+			"changed\n", x->m.bundle, (long long)x->m.sequence, x->m.exporter);
+	return 1;
+}
+
+static void dry_run_text(struct import_run *x, const char *status, uint64_t bytes)
+{
+	FILE *fp = x->o->report;
+	fprintf(fp, "bundle %s (number %lld of exporter %s) from %s, signed by key %s: %s\n", x->m.bundle,
+		(long long)x->m.sequence, x->m.exporter, x->m.hub, x->key_id, status);
+	size_t i;
+	json_t *c;
+	json_array_foreach(x->plan, i, c) {
+		const char *action = json_string_value(json_object_get(c, "action"));
+		const char *ref = json_string_value(json_object_get(c, "ref"));
+		const char *from = json_string_value(json_object_get(c, "from")), *to = json_string_value(json_object_get(c, "to"));
+		json_t *ff = json_object_get(c, "fast_forward");
+		fprintf(fp, "  %s %s", action, json_string_value(json_object_get(c, json_object_get(c, "org") ? "org" : "repo")));
+		if (ref)
+			fprintf(fp, " %s %.12s -> %.12s", ref, from ? from : "(none)", to ? to : "(deleted)");
+		if (json_is_boolean(ff))
+			fprintf(fp, "%s", json_is_true(ff) ? " (fast-forward)" : " (moves back: refused without --allow-rewind)");
+		if (json_object_get(c, "objects"))
+			fprintf(fp, " %lld objects, %lld bytes", (long long)json_integer_value(json_object_get(c, "objects")),
+				(long long)json_integer_value(json_object_get(c, "bytes")));
+		if (json_object_get(c, "trusted"))
+			fprintf(fp, " %s", json_is_true(json_object_get(c, "trusted")) ? "trusted" : "not trusted");
+		fputc('\n', fp);
+	}
+	fprintf(fp, "  %zu changes; %" PRIu64 " bytes of entries verified (signature, every sha256 and size); "
+		"nothing was changed\n", json_array_size(x->plan), bytes);
+}
+
+/* --dry-run: the checks of an import and the bundle verified, nothing
+ * written; what would change, as text or JSON. */
+static int import_dry_run(struct import_run *x, struct sync_in *in)
+{
+	int resume = 0, rc;
+	size_t pending = 0;
+	const char *status = "would apply";
+	x->plan = json_array();
+	int seq = import_check_sequence(x, &resume);
+	if (seq < 0 && seq != KHUB_EEXIST)
+		return seq;
+	if (seq == 1 || seq == KHUB_EEXIST) {
+		status = seq == 1 ? "applied already: nothing would change" : "older or replayed: nothing would move";
+	} else {
+		if ((rc = import_check_base(x, &pending)) < 0)
+			return rc;
+		status = pending == 0 ? "nothing would change" : resume ? "would finish a cut-short import" : "would apply";
+	}
+	x->apply = 0;
+	x->seen = xcalloc(x->m.nentries + 1, 1);
+	if ((rc = import_stream_all(x, in)) < 0)
+		return rc;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < x->m.nentries; i++)
+		bytes += x->m.entries[i].size;
+	if (x->o->report && x->o->json) {
+		json_t *doc = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:O, s:I, s:b}", "bundle", x->m.bundle, "exporter",
+					x->m.exporter, "sequence", (json_int_t)x->m.sequence, "key_id", x->key_id, "hub",
+					x->m.hub, "status", status, "changes", x->plan, "bytes", (json_int_t)bytes,
+					"verified", 1);
+		char *text = json_dumps(doc, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+		fprintf(x->o->report, "%s\n", text ? text : "{}");
+		free(text);
+		json_decref(doc);
+	} else if (x->o->report) {
+		dry_run_text(x, status, bytes);
+	}
+	return seq == KHUB_EEXIST ? seq : 0;
+}
+
 int sync_import(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen)
 {
 	struct import_run x = { .o = o, .apply = 1, .err = err, .errlen = errlen };
 	struct sync_in *in = NULL;
-	size_t pending = 0, moved = 0;
+	size_t moved = 0;
 	int lock_fd = -1;
 	char *lock_path = NULL;
 	int rc = import_open_checked(&x, bundle, &in);
-	if (rc < 0)
-		goto cleanup;
-	if ((rc = import_check_base(&x, &pending)) < 0)
-		goto cleanup;
-	if (pending == 0) {
-		if (o->report)
-			fprintf(o->report, "bundle %s is imported already: nothing changed\n", x.m.bundle);
+	if (rc == 0 && o->dry_run) {
+		rc = import_dry_run(&x, in);
 		goto cleanup;
 	}
-	x.seen = xcalloc(x.m.nentries + 1, 1);
-	x.staged_pack = xcalloc(x.m.nentries + 1, sizeof(char *));
-	/* one import of a bundle at a time (the staging is per bundle) */
-	char *staging = xasprintf("%s/.sync-staging", o->repo_root);
-	lock_path = xasprintf("%s/%s.lock", staging, x.m.bundle);
-	if (mkdir_p(staging, 0755) == 0)
-		lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	free(staging);
-	if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		rc = import_fail(&x, lock_fd < 0 ? KHUB_EIO : KHUB_ECONFLICT, "%s",
-			   lock_fd < 0 ? "cannot create the staging directory" : "another import of this bundle is running");
+	if (rc < 0 || (rc = import_lock(&x, &lock_fd, &lock_path)) < 0 || (rc = import_decide(&x)) != 0)
 		goto cleanup;
-	}
-	x.pack_dir = xasprintf("%s/.sync-staging/%s", o->repo_root, x.m.bundle);
-	x.lfs_dir = xasprintf("%s/sync-%s", lfs_store_tmp_dir(o->lfs), x.m.bundle);
-	remove_tree(x.pack_dir);	/* what a killed run left */
-	remove_tree(x.lfs_dir);
-	if (mkdir_p(x.pack_dir, 0755) < 0 || mkdir_p(x.lfs_dir, 0700) < 0) {
-		rc = import_fail(&x, KHUB_EIO, "cannot create the staging directories: %s", strerror(errno));
+	if ((rc = import_stage_begin(&x)) < 0 || (rc = import_stream_all(&x, in)) < 0)
 		goto cleanup;
-	}
-	if ((rc = import_stream_all(&x, in)) < 0)
+	/* every entry verified: now the hub changes, invisibly first */
+	import_crash_point("staged");
+	if ((rc = import_prepare(&x)) < 0)
 		goto cleanup;
-	/* every entry verified: now the hub changes */
-	for (size_t i = 0; i < x.m.nrepos && rc == 0; i++)
-		rc = import_apply_repo(&x, &x.m.repos[i], &moved);
-	if (rc == 0) {
-		report(&x, "moved");
-		if (o->report)
-			fprintf(o->report, "bundle %s imported: %zu refs moved\n", x.m.bundle, moved);
-	}
+	import_crash_point("prepared");
+	if ((rc = import_register(&x)) < 0)
+		goto cleanup;
+	import_crash_point("registered");
+	if ((rc = import_move_refs(&x, &moved)) < 0)
+		goto cleanup;
+	report(&x, "moved");
+	if (o->report)
+		fprintf(o->report, "bundle %s imported: %zu refs moved%s\n", x.m.bundle, moved,
+			moved || x.changes ? "" : " (nothing changed)");
 cleanup:
+	if (rc == 1)
+		rc = 0;
+	if (rc < 0 && rc != KHUB_EDB && !o->dry_run)
+		import_audit_refused(&x, bundle, rc);
+	json_decref(x.plan);
 	if (x.pack_dir)
 		remove_tree(x.pack_dir);
 	if (x.lfs_dir)
 		remove_tree(x.lfs_dir);
-	if (lock_fd >= 0) {
-		unlink(lock_path);
-		close(lock_fd);
-	}
+	if (lock_fd >= 0)
+		close(lock_fd);	/* the file stays: unlinking it would let a third import lock another inode */
 	free(lock_path);
 	for (size_t i = 0; x.staged_pack && i < x.m.nentries; i++)
 		free(x.staged_pack[i]);
@@ -159,6 +266,9 @@ cleanup:
 	free(x.pack_dir);
 	free(x.lfs_dir);
 	free(x.seen);
+	free(x.fresh);
+	free(x.repo_id);
+	free_strings(x.sel_refs, x.nsel_refs);
 	sync_in_close(in);
 	sync_manifest_release(&x.m);
 	return rc;

@@ -17,6 +17,12 @@ struct import_run {
 	char *pack_dir, *lfs_dir;	/* staging */
 	char **staged_pack;		/* per entry index: the staged pack's base path (no .pack/.idx) */
 	unsigned char *seen;		/* per entry */
+	unsigned char *fresh;		/* per repo: not registered here when the import began */
+	int64_t *repo_id;		/* per repo, once registered */
+	char **sel_refs;		/* the bundle's ref selection (deletions by current) */
+	size_t nsel_refs;
+	size_t changes;			/* what the import changed besides refs */
+	json_t *plan;			/* --dry-run: the changes it would make */
 	char *err;
 	size_t errlen;
 };
@@ -35,7 +41,36 @@ int import_stream_all(struct import_run *x, struct sync_in *in);
 
 /* The hub has the bundle's base state; *pending counts what is still to do. */
 int import_check_base(struct import_run *x, size_t *pending);
-/* Register, fill and move the refs of one repo; *moved counts refs moved. */
-int import_apply_repo(struct import_run *x, const struct sync_repo *r, size_t *moved);
+/* Packs into the repos, LFS objects into the store (nothing visible yet),
+ * every branch move checked (a fast-forward, or --allow-rewind), then the
+ * refs of repos new here set (not visible before they are registered). */
+int import_prepare(struct import_run *x);
+/* In one database transaction: the bundle recorded as being applied,
+ * repos registered (mirrored) with their privacy, org trust and LFS links,
+ * repos deleted at the source unregistered. */
+int import_register(struct import_run *x);
+/* Move the refs of repos that were here already (compare-and-swap through
+ * publish_import_ref), delete the refs the source no longer has, run the
+ * after-move steps, mark the bundle applied; *moved counts refs moved. */
+int import_move_refs(struct import_run *x, size_t *moved);
+/* The local refs of r (heads and tags, within the bundle's ref selection)
+ * that the source no longer has; caller frees with free_strings. */
+void import_gone_refs(struct import_run *x, git_repository *git, const struct sync_repo *r, char ***names,
+		      size_t *n);
+/* Would this ref move a tag (tags never move here)? */
+int import_tag_would_move(const char *name, const char *cur, const char *new_);
+/* 0: go on (*resume 1 when an earlier run of this bundle was cut short),
+ * 1: this bundle was applied, KHUB_EEXIST: an older or replayed bundle. */
+int import_check_sequence(struct import_run *x, int *resume);
+/* A bundle that changes nothing is recorded (its sequence counts). */
+int import_record_unchanged(struct import_run *x);
+/* An audit entry of this import (actor sync:<operator>); extra is more
+ * JSON members ("" for none). */
+void import_audit(struct import_run *x, const char *action, const char *target, const char *extra);
+/* A refused, tampered or older bundle in the audit log (sync.refused,
+ * sync.stale) with the reason (x->err) and the operator. */
+void import_audit_refused(struct import_run *x, const char *file, int rc);
+/* KHUB_TEST_CRASH_AT=step: SIGKILL here (tests of a killed import). */
+void import_crash_point(const char *step);
 
 #endif

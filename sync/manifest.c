@@ -142,6 +142,31 @@ void sync_repo_add_ref(struct sync_repo *r, const char *name, const char *old, c
 	snprintf(ref->new_, sizeof(ref->new_), "%s", new_ ? new_ : "");
 }
 
+void sync_repo_add_current(struct sync_repo *r, const char *name, const char *sha)
+{
+	r->current = xrealloc(r->current, (r->ncurrent + 1) * sizeof(*r->current));
+	struct sync_ref *ref = &r->current[r->ncurrent++];
+	ref->name = xstrdup(name);
+	ref->old[0] = '\0';
+	snprintf(ref->new_, sizeof(ref->new_), "%s", sha);
+	r->has_current = 1;
+}
+
+void sync_repo_add_have(struct sync_repo *r, const char *oid)
+{
+	r->have = xrealloc(r->have, (r->nhave + 1) * sizeof(*r->have));
+	snprintf(r->have[r->nhave++], 65, "%s", oid);
+	r->has_have = 1;
+}
+
+const char *sync_repo_current(const struct sync_repo *r, const char *name)
+{
+	for (size_t i = 0; i < r->ncurrent; i++)
+		if (strcmp(r->current[i].name, name) == 0)
+			return r->current[i].new_;
+	return NULL;
+}
+
 const struct sync_ref *sync_repo_ref(const struct sync_repo *r, const char *name)
 {
 	for (size_t i = 0; i < r->nrefs; i++)
@@ -155,13 +180,57 @@ void sync_repo_clear(struct sync_repo *r)
 	for (size_t i = 0; i < r->nrefs; i++)
 		free(r->refs[i].name);
 	free(r->refs);
+	for (size_t i = 0; i < r->ncurrent; i++)
+		free(r->current[i].name);
+	free(r->current);
+	free(r->have);
 	free(r->base);
 	free(r->pack);
 	free(r->lfs);
 	memset(r, 0, sizeof(*r));
 }
 
-static int parse_repo(json_t *jr, int is_state, struct sync_repo *r, char *err, size_t errlen)
+/* {"refs/heads/x": sha, ...} into r's current refs (or, for a state, refs' new_) */
+static int parse_ref_map(json_t *refs, int as_current, struct sync_repo *r, const char *id, char *err, size_t errlen)
+{
+	const char *name;
+	json_t *v;
+	if (!json_is_object(refs))
+		return fail(err, errlen, "repo %s: refs must be an object", id);
+	json_object_foreach(refs, name, v) {
+		const char *sha = json_string_value(v);
+		if (!valid_ref_name(name) || !sha || !is_lower_hex(sha, 40))
+			return fail(err, errlen, "repo %s: bad ref %.80s", id, name);
+		if (as_current)
+			sync_repo_add_current(r, name, sha);
+		else
+			sync_repo_add_ref(r, name, NULL, sha);
+	}
+	if (as_current)
+		r->has_current = 1;
+	return 0;
+}
+
+/* A state's "lfs": the oids the hub has for the repo (absent: an older state). */
+static int parse_have(json_t *lfs, struct sync_repo *r, const char *id, char *err, size_t errlen)
+{
+	size_t i;
+	json_t *v;
+	if (!lfs || json_is_null(lfs))
+		return 0;
+	if (!json_is_array(lfs))
+		return fail(err, errlen, "repo %s: lfs must be an array", id);
+	r->has_have = 1;
+	json_array_foreach(lfs, i, v) {
+		const char *oid = json_string_value(v);
+		if (!oid || !is_lower_hex(oid, 64))
+			return fail(err, errlen, "repo %s: bad LFS object %zu", id, i);
+		sync_repo_add_have(r, oid);
+	}
+	return 0;
+}
+
+static int parse_id(json_t *jr, struct sync_repo *r, char *err, size_t errlen)
 {
 	const char *type = json_string_value(json_object_get(jr, "type"));
 	const char *id = json_string_value(json_object_get(jr, "id"));
@@ -176,26 +245,30 @@ static int parse_repo(json_t *jr, int is_state, struct sync_repo *r, char *err, 
 	snprintf(r->name, sizeof(r->name), "%s", slash + 1);
 	if (repo_name_validate(r->ns, &why) < 0 || repo_name_validate(r->name, &why) < 0)
 		return fail(err, errlen, "repo %s: %s", id, why);
+	return 0;
+}
+
+static int parse_repo(json_t *jr, int is_state, struct sync_repo *r, char *err, size_t errlen)
+{
+	int rc = parse_id(jr, r, err, errlen);
+	if (rc < 0)
+		return rc;
+	const char *id = json_string_value(json_object_get(jr, "id"));
 	json_t *refs = json_object_get(jr, "refs");
 	if (is_state) {
-		if (!json_is_object(refs))
-			return fail(err, errlen, "repo %s: refs must be an object", id);
-		const char *name;
-		json_t *v;
-		json_object_foreach(refs, name, v) {
-			const char *sha = json_string_value(v);
-			if (!valid_ref_name(name) || !sha || !is_lower_hex(sha, 40))
-				return fail(err, errlen, "repo %s: bad ref %.80s", id, name);
-			sync_repo_add_ref(r, name, NULL, sha);
-		}
-		return 0;
+		if ((rc = parse_ref_map(refs, 0, r, id, err, errlen)) < 0)
+			return rc;
+		return parse_have(json_object_get(jr, "lfs"), r, id, err, errlen);
 	}
+	json_t *cur = json_object_get(jr, "current");
+	if (cur && !json_is_null(cur) && (rc = parse_ref_map(cur, 1, r, id, err, errlen)) < 0)
+		return rc;
 	r->private_ = json_is_true(json_object_get(jr, "private"));
 	r->org_trusted = json_is_true(json_object_get(jr, "org_trusted"));
 	size_t i;
 	json_t *v;
-	if (!json_is_array(refs) || json_array_size(refs) == 0)
-		return fail(err, errlen, "repo %s: refs must be a non-empty array", id);
+	if (!json_is_array(refs))
+		return fail(err, errlen, "repo %s: refs must be an array", id);
 	json_array_foreach(refs, i, v) {
 		const char *name = json_string_value(json_object_get(v, "name"));
 		char old[41], new_[41];
@@ -234,6 +307,33 @@ static int parse_repo(json_t *jr, int is_state, struct sync_repo *r, char *err, 
 	return 0;
 }
 
+/* The exporter's id, the bundle's sequence and the repos deleted at the source. */
+static int parse_origin(json_t *doc, struct sync_manifest *out, char *err, size_t errlen)
+{
+	const char *exporter = json_string_value(json_object_get(doc, "exporter"));
+	json_t *seq = json_object_get(doc, "sequence");
+	if (!exporter || !valid_uuid(exporter))
+		return fail(err, errlen, "no exporter id");
+	if (!json_is_integer(seq) || json_integer_value(seq) < 1)
+		return fail(err, errlen, "no sequence");
+	snprintf(out->exporter, sizeof(out->exporter), "%s", exporter);
+	out->sequence = (int64_t)json_integer_value(seq);
+	json_t *deleted = json_object_get(doc, "deleted");
+	size_t i;
+	json_t *v;
+	if (deleted && !json_is_array(deleted))
+		return fail(err, errlen, "deleted must be an array");
+	out->deleted = xcalloc(json_array_size(deleted) + 1, sizeof(*out->deleted));
+	json_array_foreach(deleted, i, v) {
+		int rc = json_is_object(v) ? parse_id(v, &out->deleted[out->ndeleted], err, errlen)
+					   : fail(err, errlen, "deleted repo %zu is not an object", i);
+		if (rc < 0)
+			return rc;
+		out->ndeleted++;
+	}
+	return 0;
+}
+
 int sync_manifest_parse(const char *text, size_t len, int is_state, struct sync_manifest *out, char *err,
 			size_t errlen)
 {
@@ -246,11 +346,13 @@ int sync_manifest_parse(const char *text, size_t len, int is_state, struct sync_
 		goto cleanup;
 	}
 	json_t *fmt = json_object_get(doc, "format");
-	if (!json_is_integer(fmt) || json_integer_value(fmt) != SYNC_FORMAT) {
-		rc = fail(err, errlen, "unknown format (this khub reads format %d)", SYNC_FORMAT);
+	json_int_t f = json_is_integer(fmt) ? json_integer_value(fmt) : 0;
+	if (is_state ? f < 1 || f > SYNC_STATE_FORMAT : f != SYNC_FORMAT) {
+		rc = fail(err, errlen, "unknown format (this khub reads %s format %d%s)", is_state ? "state" : "bundle",
+			  is_state ? SYNC_STATE_FORMAT : SYNC_FORMAT, is_state ? " and older" : "");
 		goto cleanup;
 	}
-	out->format = SYNC_FORMAT;
+	out->format = (int)f;
 	const char *bundle = json_string_value(json_object_get(doc, "bundle"));
 	if (bundle && !valid_uuid(bundle)) {
 		rc = fail(err, errlen, "bad bundle id");
@@ -267,6 +369,8 @@ int sync_manifest_parse(const char *text, size_t len, int is_state, struct sync_
 		goto cleanup;
 	}
 	out->since_bundle = since ? xstrdup(since) : NULL;
+	if (!is_state && (rc = parse_origin(doc, out, err, errlen)) < 0)
+		goto cleanup;
 	const char *hub = json_string_value(json_object_get(doc, "hub"));
 	const char *created = json_string_value(json_object_get(doc, "created"));
 	out->hub = xstrndup(hub ? hub : "", strnlen(hub ? hub : "", 256));
@@ -342,13 +446,53 @@ cleanup:
 	return rc;
 }
 
+static json_t *ref_map(const struct sync_ref *refs, size_t n);
+
+/* A bundle's repo: flags, refs, current refs, base, pack, LFS objects. */
+static void format_repo(json_t *jr, const struct sync_repo *r)
+{
+	json_object_set_new(jr, "private", json_boolean(r->private_));
+	json_object_set_new(jr, "org_trusted", json_boolean(r->org_trusted));
+	json_t *refs = json_array();
+	for (size_t k = 0; k < r->nrefs; k++) {
+		const struct sync_ref *ref = &r->refs[k];
+		json_array_append_new(refs, json_pack("{s:s, s:o, s:o}", "name", ref->name, "old",
+						      ref->old[0] ? json_string(ref->old) : json_null(), "new",
+						      ref->new_[0] ? json_string(ref->new_) : json_null()));
+	}
+	json_object_set_new(jr, "refs", refs);
+	json_object_set_new(jr, "current", r->has_current ? ref_map(r->current, r->ncurrent) : json_null());
+	json_t *base = json_array();
+	for (size_t k = 0; k < r->nbase; k++)
+		json_array_append_new(base, json_string(r->base[k]));
+	json_object_set_new(jr, "base", base);
+	json_object_set_new(jr, "pack", r->pack ? json_string(r->pack) : json_null());
+	json_t *lfs = json_array();
+	for (size_t k = 0; k < r->nlfs; k++)
+		json_array_append_new(lfs, json_pack("{s:s, s:I}", "oid", r->lfs[k].oid, "size",
+						     (json_int_t)r->lfs[k].size));
+	json_object_set_new(jr, "lfs", lfs);
+}
+
+static json_t *ref_map(const struct sync_ref *refs, size_t n)
+{
+	json_t *map = json_object();
+	for (size_t k = 0; k < n; k++)
+		if (refs[k].new_[0])
+			json_object_set_new(map, refs[k].name, json_string(refs[k].new_));
+	return map;
+}
+
 char *sync_manifest_format(const struct sync_manifest *m, int is_state)
 {
 	json_t *doc = json_object();
-	json_object_set_new(doc, "format", json_integer(SYNC_FORMAT));
+	json_object_set_new(doc, "format", json_integer(is_state ? SYNC_STATE_FORMAT : SYNC_FORMAT));
 	json_object_set_new(doc, "bundle", m->bundle[0] ? json_string(m->bundle) : json_null());
-	if (!is_state)
+	if (!is_state) {
 		json_object_set_new(doc, "since_bundle", m->since_bundle ? json_string(m->since_bundle) : json_null());
+		json_object_set_new(doc, "exporter", json_string(m->exporter));
+		json_object_set_new(doc, "sequence", json_integer((json_int_t)m->sequence));
+	}
 	json_object_set_new(doc, "hub", json_string(m->hub ? m->hub : ""));
 	json_object_set_new(doc, "created", json_string(m->created ? m->created : ""));
 	if (!is_state && m->selection)
@@ -362,38 +506,29 @@ char *sync_manifest_format(const struct sync_manifest *m, int is_state)
 		json_object_set_new(jr, "id", json_string(id));
 		free(id);
 		if (is_state) {
-			json_t *refs = json_object();
-			for (size_t k = 0; k < r->nrefs; k++)
-				if (r->refs[k].new_[0])
-					json_object_set_new(refs, r->refs[k].name, json_string(r->refs[k].new_));
-			json_object_set_new(jr, "refs", refs);
+			json_object_set_new(jr, "refs", ref_map(r->refs, r->nrefs));
+			if (r->has_have) {
+				json_t *have = json_array();
+				for (size_t k = 0; k < r->nhave; k++)
+					json_array_append_new(have, json_string(r->have[k]));
+				json_object_set_new(jr, "lfs", have);
+			}
 			json_array_append_new(repos, jr);
 			continue;
 		}
-		json_object_set_new(jr, "private", json_boolean(r->private_));
-		json_object_set_new(jr, "org_trusted", json_boolean(r->org_trusted));
-		json_t *refs = json_array();
-		for (size_t k = 0; k < r->nrefs; k++) {
-			const struct sync_ref *ref = &r->refs[k];
-			json_array_append_new(refs, json_pack("{s:s, s:o, s:o}", "name", ref->name, "old",
-							      ref->old[0] ? json_string(ref->old) : json_null(), "new",
-							      ref->new_[0] ? json_string(ref->new_) : json_null()));
-		}
-		json_object_set_new(jr, "refs", refs);
-		json_t *base = json_array();
-		for (size_t k = 0; k < r->nbase; k++)
-			json_array_append_new(base, json_string(r->base[k]));
-		json_object_set_new(jr, "base", base);
-		json_object_set_new(jr, "pack", r->pack ? json_string(r->pack) : json_null());
-		json_t *lfs = json_array();
-		for (size_t k = 0; k < r->nlfs; k++)
-			json_array_append_new(lfs, json_pack("{s:s, s:I}", "oid", r->lfs[k].oid, "size",
-							     (json_int_t)r->lfs[k].size));
-		json_object_set_new(jr, "lfs", lfs);
+		format_repo(jr, r);
 		json_array_append_new(repos, jr);
 	}
 	json_object_set_new(doc, "repos", repos);
 	if (!is_state) {
+		json_t *deleted = json_array();
+		for (size_t i = 0; i < m->ndeleted; i++) {
+			char *id = xasprintf("%s/%s", m->deleted[i].ns, m->deleted[i].name);
+			json_array_append_new(deleted, json_pack("{s:s, s:s}", "type", repo_type_name(m->deleted[i].type),
+								 "id", id));
+			free(id);
+		}
+		json_object_set_new(doc, "deleted", deleted);
 		json_t *entries = json_array();
 		for (size_t i = 0; i < m->nentries; i++)
 			json_array_append_new(entries, json_pack("{s:s, s:s, s:I}", "name", m->entries[i].name, "sha256",
@@ -414,6 +549,9 @@ void sync_manifest_release(struct sync_manifest *m)
 	for (size_t i = 0; i < m->nentries; i++)
 		free(m->entries[i].name);
 	free(m->entries);
+	for (size_t i = 0; i < m->ndeleted; i++)
+		sync_repo_clear(&m->deleted[i]);
+	free(m->deleted);
 	if (m->index) {
 		hashmap_release(m->index, NULL);
 		free(m->index);

@@ -84,9 +84,25 @@ void sync_lock_release(struct sync_lock_pin *pins, size_t n)
 
 struct state_walk {
 	const char *repo_root;
+	struct lfs_store *lfs;
 	enum repo_type type;
 	struct sync_manifest *st;
+	int rc;
 };
+
+/* The LFS objects this hub has for the repo: linked and in the store. */
+static int state_have(struct state_walk *w, const struct repo_record *rec, struct sync_repo *r)
+{
+	char **oids = NULL;
+	size_t n = 0;
+	int rc = db_lfs_links(rec->id, &oids, &n);
+	r->has_have = 1;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (is_lower_hex(oids[i], 64) && lfs_store_stat(w->lfs, oids[i], NULL) == 0)
+			sync_repo_add_have(r, oids[i]);
+	free_strings(oids, n);
+	return rc;
+}
 
 static int state_repo(const struct repo_record *rec, void *arg)
 {
@@ -115,14 +131,17 @@ static int state_repo(const struct repo_record *rec, void *arg)
 		git_reference_iterator_free(it);
 	}
 	git_repository_free(git);
-	return 0;
+	if (state_have(w, rec, r) < 0)
+		w->rc = KHUB_EDB;
+	return w->rc;
 }
 
-char *sync_state_collect(const char *repo_root, enum repo_type type, const char *hub, char *err, size_t errlen)
+char *sync_state_collect(const char *repo_root, struct lfs_store *lfs, enum repo_type type, const char *hub, char *err,
+			 size_t errlen)
 {
 	struct sync_manifest st = { 0 };
-	struct state_walk w = { repo_root, type, &st };
-	st.format = SYNC_FORMAT;
+	struct state_walk w = { repo_root, lfs, type, &st, 0 };
+	st.format = SYNC_STATE_FORMAT;
 	st.hub = xstrdup(hub);
 	char now[32];
 	format_iso8601(time(NULL), now);

@@ -18,7 +18,8 @@
 #include "storage/repo.h"
 #include "storage/lfs.h"
 
-#define SYNC_FORMAT 1
+#define SYNC_FORMAT 2		/* bundles: 2 adds exporter, sequence, current refs, deletions */
+#define SYNC_STATE_FORMAT 2	/* states: 2 adds the LFS objects a hub has; 1 is read too */
 #define SYNC_MANIFEST_MAX (64u << 20)	/* largest manifest.json read */
 #define SYNC_SIG_MAX 4096		/* largest manifest.sig read */
 #define SYNC_KEY_ID_LEN 16		/* hex characters of a key id */
@@ -49,6 +50,16 @@ struct sync_repo {
 	char *pack;		/* entry name ("git/3.pack") or NULL */
 	struct sync_lfs *lfs;	/* LFS objects to link to this repo */
 	size_t nlfs;
+	/* every ref of the selection at the source (new_ only), so a ref gone
+	 * there goes here; has_current 0 (a --lock bundle): none deleted */
+	struct sync_ref *current;
+	size_t ncurrent;
+	int has_current;
+	/* states: the LFS objects the hub has for the repo; has_have 0 (an
+	 * older state): those of the refs' commits */
+	char (*have)[65];
+	size_t nhave;
+	int has_have;
 };
 
 struct sync_entry {
@@ -65,6 +76,10 @@ struct sync_manifest {
 	char *hub;
 	char *created;
 	char *since_bundle;	/* the bundle whose state this one builds on, or NULL */
+	char exporter[37];	/* the exporting hub's stable id (uuid) */
+	int64_t sequence;	/* its bundles' sequence: only grows */
+	struct sync_repo *deleted;	/* repos deleted at the source (type, ns, name only) */
+	size_t ndeleted;
 	json_t *selection;	/* as given (owned) */
 	struct sync_repo *repos;
 	size_t nrepos;
@@ -88,6 +103,10 @@ struct sync_repo *sync_manifest_repo(const struct sync_manifest *m, enum repo_ty
 /* Add an empty repo (fields copied by the caller) and return it. */
 struct sync_repo *sync_manifest_add_repo(struct sync_manifest *m);
 void sync_repo_add_ref(struct sync_repo *r, const char *name, const char *old, const char *new_);
+void sync_repo_add_current(struct sync_repo *r, const char *name, const char *sha);
+void sync_repo_add_have(struct sync_repo *r, const char *oid);
+/* The sha of name in r's current refs, or NULL. */
+const char *sync_repo_current(const struct sync_repo *r, const char *name);
 /* The ref's entry in r, or NULL. */
 const struct sync_ref *sync_repo_ref(const struct sync_repo *r, const char *name);
 void sync_repo_clear(struct sync_repo *r);
@@ -119,10 +138,12 @@ int sync_signature_check(const struct sync_keyring *ring, const char *sig_text, 
 
 /* ---- bundle streams and volumes (sync/volume.c) ---------------------------- */
 
+enum { SYNC_PROGRESS_OFF = 0, SYNC_PROGRESS_BAR = 1, SYNC_PROGRESS_LINES = 2 };
 struct sync_progress {
-	int on;			/* print on stderr */
+	int on;			/* SYNC_PROGRESS_*: on stderr, a bar (a terminal) or a line per tenth (a log) */
 	const char *what;
 	uint64_t total, done, last_us;
+	int step;		/* lines: the tenths printed */
 };
 void sync_progress_add(struct sync_progress *p, uint64_t n);
 void sync_progress_end(struct sync_progress *p);
@@ -197,9 +218,11 @@ struct sync_lock_pin {
  * *pins; KHUB_EINVAL with err when it is anything else. */
 int sync_lock_load(const char *path, struct sync_lock_pin **pins, size_t *npins, char *err, size_t errlen);
 void sync_lock_release(struct sync_lock_pin *pins, size_t n);	/* accepts NULL */
-/* The hub's state (every repo of type: its branches, tags and lock refs)
- * as JSON text (caller frees), for `export --since`. */
-char *sync_state_collect(const char *repo_root, enum repo_type type, const char *hub, char *err, size_t errlen);
+/* The hub's state (every repo of type: its branches, tags and lock refs,
+ * and the LFS objects linked to it and in the store) as JSON text (caller
+ * frees), for `export --since`. */
+char *sync_state_collect(const char *repo_root, struct lfs_store *lfs, enum repo_type type, const char *hub, char *err,
+			 size_t errlen);
 
 /* ---- verify and import (sync/import.c) -------------------------------------- */
 
@@ -209,13 +232,19 @@ struct sync_import_opts {
 	const char *trusted;		/* key list (sync_keyring_load) */
 	int progress;
 	FILE *report;			/* what changes / changed */
+	int allow_rewind;		/* import: a branch may move back (audited) */
+	int dry_run;			/* import: verify and say what would change (json: as JSON) */
+	int json;
+	const char *operator_;		/* import: who runs it (audit, history) */
 };
 /* Check signature, every entry's sha256 and size, print the changes;
  * imports nothing, needs no database. */
 int sync_verify(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen);
 /* Verify and import one bundle (see the header comment). KHUB_ECONFLICT
- * when the hub lacks the bundle's base state; nothing changes on any
- * refusal. */
+ * when the hub lacks the bundle's base state; KHUB_EEXIST (with err) when
+ * the hub applied this exporter's bundle of the same or a higher sequence
+ * (a replayed or older bundle: nothing moves); nothing changes on any
+ * refusal. A killed import is finished by running it again. */
 int sync_import(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen);
 
 #endif

@@ -24,9 +24,20 @@
 static void progress_print(struct sync_progress *p)
 {
 	double pct = p->total ? 100.0 * (double)p->done / (double)p->total : 100.0;
-	fprintf(stderr, "\r\033[K%s %5.1f%% %.1f / %.1f MiB", p->what, pct > 100 ? 100 : pct,
-		(double)p->done / 1048576.0, (double)p->total / 1048576.0);
+	fprintf(stderr, "%s%s %5.1f%% %.1f / %.1f MiB%s", p->on == SYNC_PROGRESS_LINES ? "" : "\r\033[K", p->what,
+		pct > 100 ? 100 : pct, (double)p->done / 1048576.0, (double)p->total / 1048576.0,
+		p->on == SYNC_PROGRESS_LINES ? "\n" : "");
 	fflush(stderr);
+}
+
+/* Lines (a log, not a terminal): one per tenth of the way. */
+static int progress_line_due(struct sync_progress *p)
+{
+	int step = p->total ? (int)(10 * (p->done > p->total ? p->total : p->done) / p->total) : 10;
+	if (step <= p->step)
+		return 0;
+	p->step = step;
+	return 1;
 }
 
 void sync_progress_add(struct sync_progress *p, uint64_t n)
@@ -36,6 +47,11 @@ void sync_progress_add(struct sync_progress *p, uint64_t n)
 	p->done += n;
 	if (!p->on)
 		return;
+	if (p->on == SYNC_PROGRESS_LINES) {
+		if (progress_line_due(p) && p->step < 10)
+			progress_print(p);
+		return;
+	}
 	uint64_t now = monotonic_usec();
 	if (now - p->last_us >= 200000) {
 		p->last_us = now;
@@ -49,7 +65,8 @@ void sync_progress_end(struct sync_progress *p)
 		return;
 	p->done = p->total > p->done ? p->total : p->done;
 	progress_print(p);
-	fputc('\n', stderr);
+	if (p->on != SYNC_PROGRESS_LINES)
+		fputc('\n', stderr);
 }
 
 /* ---- writing ------------------------------------------------------------------- */

@@ -313,10 +313,14 @@ ok $? "a kernels.lock for acme/relu v1, variant torch-cpu"
 hub a sync export --key "$W/k1.key" --out "$W/lock.khub" --lock "$W/kernels.lock" >"$W/el.out" 2>&1
 ok $? "export --lock kernels.lock"
 lfs_in=$(SB list "$W/lock.khub" | grep '^lfs/' | sed 's|lfs/||' | sort)
-want=$(curl -s "$A/api/kernels/acme/relu/tree/v1?recursive=true" | python3 -c '
+want=$(for r in v1 main; do curl -s "$A/api/kernels/acme/relu/tree/$r?recursive=true"; echo; done | python3 -c '
 import json,sys
-print("\n".join(sorted({e["lfs"]["oid"] for e in json.load(sys.stdin) if e.get("lfs") and e["path"].startswith("build/torch-cpu/")})))')
-is "$lfs_in" "$want" "the lock bundle holds exactly torch-cpu's LFS objects"
+oids = set()
+for line in sys.stdin:
+    if line.strip():
+        oids |= {e["lfs"]["oid"] for e in json.loads(line) if e.get("lfs") and not e["path"].startswith("build/") or (e.get("lfs") and e["path"].startswith("build/torch-cpu/"))}
+print("\n".join(sorted(oids)))')
+is "$lfs_in" "$want" "the lock bundle holds exactly torch-cpu's LFS objects (of v1, and of main: the loader reads main)"
 hub_wait c
 # the volumes of acme/gelu (exported before gelu moved on at A), read back to back
 hub c sync import "$W/vol.khub.001" >"$W/icv.out" 2>&1
@@ -332,7 +336,8 @@ make_kernel_tree "$W/src/local" secret
 hub c import "$W/src/local" --repo acme/secret --branch main >/dev/null 2>>"$W/import.log"
 ok $? "C: a local (not mirrored) repo acme/secret"
 C0=$(state_of c)
-hub c sync import "$W/b1.khub" >/dev/null 2>"$W/ic0.err"
+hub a sync export --key "$W/k1.key" --out "$W/secret.khub" --repos 'acme/secret' >/dev/null 2>&1
+hub c sync import "$W/secret.khub" >/dev/null 2>"$W/ic0.err"
 ok $([ $? -ne 0 ]; echo $?) "C refuses a bundle that would overwrite its own acme/secret"
 like "$(cat "$W/ic0.err")" "acme/secret exists here and is not a mirrored repo" "  the message says so"
 is "$(state_of c)" "$C0" "  C unchanged"
@@ -347,8 +352,8 @@ is "$c" "$a" "C serves the locked variant's LFS file byte-identical"
 got=$(SB get "$C/kernels/acme/relu/resolve/$V1/build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.so")
 like "$got" "^404 " "C answers 404 for a variant outside the lock"
 diag "$got"
-is "$(curl -s "$C/api/kernels/acme/relu/refs" | python3 -c 'import json,sys; d=json.load(sys.stdin); print([b["name"] for b in d["branches"]], [t["name"] for t in d["tags"]])')" \
-	"['v1'] ['1.0']" "C's acme/relu has exactly the refs at the locked commit (v1, tag 1.0)"
+is "$(curl -s "$C/api/kernels/acme/relu/refs" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sorted(b["name"] for b in d["branches"]), [t["name"] for t in d["tags"]])')" \
+	"['main', 'v1'] ['1.0']" "C's acme/relu has exactly the refs at the locked commit (v1, tag 1.0) and main"
 
 # A pointer made behind khub's back in acme/gelu, naming acme/relu's LFS
 # object (in A's shared store, linked to relu only): export refuses to carry

@@ -11,13 +11,16 @@
 #define OID "3333333333333333333333333333333333333333333333333333333333333333"
 #define PACK_SHA "4444444444444444444444444444444444444444444444444444444444444444"
 #define UUID "0f0e0d0c-0b0a-4908-8706-050403020100"
+#define EXPORTER "a0a1a2a3-b0b1-4c0c-8d0d-e0e1e2e3e4e5"
 
 static const char good[] =
-	"{\"format\": 1, \"bundle\": \"" UUID "\", \"since_bundle\": null, \"hub\": \"hub.example\","
+	"{\"format\": 2, \"bundle\": \"" UUID "\", \"since_bundle\": null, \"hub\": \"hub.example\","
+	" \"exporter\": \"" EXPORTER "\", \"sequence\": 7, \"deleted\": [{\"type\": \"kernel\", \"id\": \"acme/gone\"}],"
 	" \"created\": \"2026-01-01T00:00:00.000Z\", \"selection\": {\"repos\": [\"acme/*\"]},"
 	" \"repos\": [{\"type\": \"kernel\", \"id\": \"acme/relu\", \"private\": true, \"org_trusted\": true,"
 	"   \"refs\": [{\"name\": \"refs/heads/v1\", \"old\": \"" SHA_A "\", \"new\": \"" SHA_B "\"},"
 	"              {\"name\": \"refs/tags/gone\", \"old\": \"" SHA_A "\", \"new\": null}],"
+	"   \"current\": {\"refs/heads/v1\": \"" SHA_B "\", \"refs/heads/main\": \"" SHA_A "\"},"
 	"   \"base\": [\"" SHA_A "\"], \"pack\": \"git/0.pack\", \"lfs\": [{\"oid\": \"" OID "\", \"size\": 12}]}],"
 	" \"entries\": [{\"name\": \"git/0.pack\", \"sha256\": \"" PACK_SHA "\", \"size\": 99},"
 	"              {\"name\": \"lfs/" OID "\", \"sha256\": \"" OID "\", \"size\": 12}]}";
@@ -53,15 +56,28 @@ int main(void)
 	   "refs old -> new, and a deletion");
 	ok(m.repos[0].nbase == 1 && m.repos[0].nlfs == 1 && m.repos[0].lfs[0].size == 12, "base and LFS objects");
 	ok(m.nentries == 2 && sync_manifest_entry(&m, "git/0.pack")->size == 99, "entries with sizes");
+	ok(strcmp(m.exporter, EXPORTER) == 0 && m.sequence == 7, "exporter id and sequence");
+	ok(m.repos[0].has_current && m.repos[0].ncurrent == 2 &&
+		   strcmp(sync_repo_current(&m.repos[0], "refs/heads/main"), SHA_A) == 0,
+	   "the source's current refs");
+	ok(m.ndeleted == 1 && strcmp(m.deleted[0].name, "gone") == 0, "a repo deleted at the source");
 	char *text = sync_manifest_format(&m, 0);
 	ok(sync_manifest_parse(text, strlen(text), 0, &again, err, sizeof(err)) == 0 && again.nrepos == 1 &&
-		   again.nentries == 2 && strcmp(again.repos[0].refs[0].new_, SHA_B) == 0,
+		   again.nentries == 2 && strcmp(again.repos[0].refs[0].new_, SHA_B) == 0 && again.sequence == 7 &&
+		   again.ndeleted == 1 && again.repos[0].ncurrent == 2,
 	   "format round-trips");
 	free(text);
 	sync_manifest_release(&again);
 	sync_manifest_release(&m);
 
-	ok(parse_with("\"format\": 1", "\"format\": 2") < 0, "unknown format refused");
+	ok(parse_with("\"format\": 2", "\"format\": 3") < 0, "unknown format refused");
+	ok(parse_with("\"format\": 2", "\"format\": 1") < 0, "format 1 (no sequence: could be replayed) refused");
+	ok(parse_with("\"sequence\": 7", "\"sequence\": 0") < 0, "a sequence below 1 refused");
+	ok(parse_with("\"sequence\": 7", "\"sequence\": \"7\"") < 0, "a sequence that is not a number refused");
+	ok(parse_with("\"exporter\": \"" EXPORTER "\"", "\"exporter\": \"x\"") < 0, "a bad exporter id refused");
+	ok(parse_with("\"id\": \"acme/gone\"", "\"id\": \"../gone\"") < 0, "a deleted repo with .. refused");
+	ok(parse_with("\"refs/heads/main\": \"" SHA_A "\"", "\"refs/heads/../x\": \"" SHA_A "\"") < 0,
+	   "a current ref with .. refused");
 	ok(parse_with(UUID "\", \"since", "not-a-uuid\", \"since") < 0, "bad bundle id refused");
 	ok(parse_with("\"id\": \"acme/relu\"", "\"id\": \"../relu\"") < 0, "a repo id with .. refused");
 	ok(parse_with("\"id\": \"acme/relu\"", "\"id\": \"acme\"") < 0, "a repo id without a namespace refused");
@@ -87,7 +103,7 @@ int main(void)
 	   "a ref with neither old nor new refused");
 	ok(sync_manifest_parse("[]", 2, 0, &m, err, sizeof(err)) < 0, "not an object refused");
 	sync_manifest_release(&m);
-	ok(sync_manifest_parse("{\"format\":1,\"bundle\":\"" UUID "\",\"repos\":[]}", 50, 0, &m, err, sizeof(err)) < 0,
+	ok(sync_manifest_parse("{\"format\":2,\"bundle\":\"" UUID "\",\"repos\":[]}", 50, 0, &m, err, sizeof(err)) < 0,
 	   "a manifest cut short refused");
 	sync_manifest_release(&m);
 
@@ -98,6 +114,17 @@ int main(void)
 	   "a state from `khub sync state` parses (no bundle id)");
 	sync_manifest_release(&m);
 	ok(sync_manifest_parse(state, strlen(state), 0, &m, err, sizeof(err)) < 0, "a state is not a manifest");
+	sync_manifest_release(&m);
+	static const char state2[] = "{\"format\": 2, \"bundle\": null, \"hub\": \"h\", \"repos\": [{\"type\": \"kernel\","
+				     " \"id\": \"acme/relu\", \"refs\": {}, \"lfs\": [\"" OID "\"]}]}";
+	ok(sync_manifest_parse(state2, strlen(state2), 1, &m, err, sizeof(err)) == 0 && m.repos[0].has_have &&
+		   m.repos[0].nhave == 1 && strcmp(m.repos[0].have[0], OID) == 0,
+	   "a state lists the LFS objects the hub has");
+	text = sync_manifest_format(&m, 1);
+	sync_manifest_release(&m);
+	ok(sync_manifest_parse(text, strlen(text), 1, &m, err, sizeof(err)) == 0 && m.repos[0].nhave == 1,
+	   "  and round-trips");
+	free(text);
 	sync_manifest_release(&m);
 	return done_testing();
 }

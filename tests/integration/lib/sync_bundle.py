@@ -11,6 +11,11 @@
   lock URL REPO REV VARIANT...   a kernels.lock for those variants
   lockhash URL REPO REV   {variant: hash} as JSON
   get URL                 "STATUS BODY-PREFIX"
+  loaderlock URL REPO N   the lock `kernels lock` makes of version N against URL:
+                          the real loader's get_kernel_locks when `kernels` is
+                          importable (HF_ENDPOINT=URL), else its steps by hand
+                          (kernel-status.toml read at main first, so a hub
+                          without main fails as the loader does)
 """
 import hashlib, io, json, re, subprocess, sys, tarfile, urllib.error, urllib.request
 from pathlib import PurePosixPath
@@ -115,6 +120,31 @@ def compare(a, b, repo, revs):
         ok(la and la == lb, f"{repo}@{rev}: kernels lock hashes equal ({len(la)} variants)", [la, lb])
 
 
+def loader_lock(url, repo, version):
+    try:
+        import os
+        os.environ["HF_ENDPOINT"] = url
+        from kernels.lockfile import get_kernel_locks
+    except Exception:
+        get_kernel_locks = None
+    if get_kernel_locks is not None:
+        lock = get_kernel_locks(repo, int(version))
+        return {"loader": "kernels", "sha": lock.sha, "variants": {v: l.hash for v, l in lock.variants.items()}}
+    st, h, body = get(f"{url}/kernels/{repo}/resolve/main/kernel-status.toml")
+    if st == 200:
+        raise SystemExit("kernel-status.toml redirects are not followed here")
+    code = h.get("X-Error-Code") or ""
+    if code != "EntryNotFound":
+        raise SystemExit(f"{code or st} on main (the loader reads kernel-status.toml there first)")
+    st, _, refs = get_json(f"{url}/api/kernels/{repo}/refs")
+    branch = [b for b in refs["branches"] if b["name"] == f"v{version}"]
+    if not branch:
+        raise SystemExit(f"Version {version} not found")
+    sha = branch[0]["targetCommit"]
+    st, _, info = get_json(f"{url}/api/kernels/{repo}/revision/{sha}")
+    return {"loader": "by hand", "sha": info["sha"], "variants": lock_of(tree(url, repo, info["sha"]))}
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "tamper":
@@ -134,6 +164,8 @@ def main():
         want = sys.argv[5:]
         print(json.dumps([{"repo_id": repo, "sha": info["sha"],
                            "variants": {v: {"hash": locks[v], "hash_type": "git_lfs_concat"} for v in want}}], indent=2))
+    elif cmd == "loaderlock":
+        print(json.dumps(loader_lock(sys.argv[2], sys.argv[3], sys.argv[4]), sort_keys=True))
     elif cmd == "get":
         st, _, body = get(sys.argv[2])
         print(st, body[:300].decode("utf-8", "replace").replace("\n", " "))

@@ -1,0 +1,309 @@
+/* import_commit.c -- the visible part of an import, made so that a crash
+ * at any moment leaves old or new state and a re-run finishes it: the
+ * bundle's exporter sequence (a replayed or older bundle moves nothing),
+ * one database transaction that records the bundle as being applied and
+ * registers its repos (whose refs were set before, so a new repo appears
+ * whole), then the ref moves of repos that were here already, each a
+ * compare-and-swap, then the bundle marked applied. */
+#include "sync/import_internal.h"
+#include "storage/db.h"
+#include "storage/publish.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void import_crash_point(const char *step)
+{
+	const char *at = getenv("KHUB_TEST_CRASH_AT");
+	if (!at || strcmp(at, step) != 0)
+		return;
+	fprintf(stderr, "KHUB_TEST_CRASH_AT=%s: killed here\n", step);
+	fflush(NULL);
+	raise(SIGKILL);
+}
+
+static char *audit_details(struct import_run *x, const char *extra)
+{
+	json_t *name = json_string(x->o->operator_ ? x->o->operator_ : "unknown");
+	char *op = name ? json_dumps(name, JSON_ENCODE_ANY) : NULL;
+	json_decref(name);
+	char *d = xasprintf("{\"bundle\":\"%s\",\"key_id\":\"%s\",\"exporter\":\"%s\",\"sequence\":%lld,"
+			    "\"operator\":%s%s%s}", x->m.bundle, x->key_id, x->m.exporter, (long long)x->m.sequence,
+			    op ? op : "null", extra[0] ? "," : "", extra);
+	free(op);
+	return d;
+}
+
+static char *actor_name(struct import_run *x)
+{
+	return xasprintf("sync:%s", x->o->operator_ ? x->o->operator_ : "unknown");
+}
+
+void import_audit(struct import_run *x, const char *action, const char *target, const char *extra)
+{
+	char *details = audit_details(x, extra), *actor = actor_name(x);
+	if (db_audit(0, actor, action, target, details, "local") < 0)
+		log_error("audit: cannot record %s %s", action, target);
+	free(details);
+	free(actor);
+}
+
+void import_audit_refused(struct import_run *x, const char *file, int rc)
+{
+	const char *base = strrchr(file, '/');
+	json_t *d = json_pack("{s:s, s:s?, s:s?, s:s?, s:I, s:s, s:s}", "file", base ? base + 1 : file, "bundle",
+			      x->m.bundle[0] ? x->m.bundle : NULL, "key_id", x->key_id[0] ? x->key_id : NULL,
+			      "exporter", x->m.exporter[0] ? x->m.exporter : NULL, "sequence", (json_int_t)x->m.sequence,
+			      "reason", x->err, "operator", x->o->operator_ ? x->o->operator_ : "unknown");
+	char *details = d ? json_dumps(d, JSON_COMPACT) : NULL, *actor = actor_name(x);
+	const char *action = rc == KHUB_EEXIST ? "sync.stale" : "sync.refused";
+	if (details && db_audit(0, actor, action, x->m.bundle[0] ? x->m.bundle : "bundle", details, "local") < 0)
+		log_error("audit: cannot record %s of %s", action, file);
+	json_decref(d);
+	free(details);
+	free(actor);
+}
+
+static char *ref_extra(const char *name, const char *old, const char *new_)
+{
+	return xasprintf("\"ref\":\"%s\",\"old\":\"%s\",\"new\":\"%s\"", name, old ? old : "", new_ ? new_ : "");
+}
+
+/* ---- the exporter's sequence --------------------------------------------------------- */
+
+int import_check_sequence(struct import_run *x, int *resume)
+{
+	struct sync_import_record last;
+	*resume = 0;
+	int rc = db_sync_import_last(x->m.exporter, &last);
+	if (rc == KHUB_ENOTFOUND)
+		return 0;
+	if (rc < 0)
+		return import_fail(x, KHUB_EDB, "database unavailable");
+	if (strcmp(last.bundle, x->m.bundle) == 0) {
+		*resume = !last.done;
+		return last.done ? 1 : 0;
+	}
+	if (x->m.sequence > last.sequence)
+		return 0;
+	return import_fail(x, KHUB_EEXIST, "bundle %s is number %lld of exporter %s; this hub applied number %lld "
+			   "(bundle %s) already: an older or replayed bundle moves nothing",
+			   x->m.bundle, (long long)x->m.sequence, x->m.exporter, (long long)last.sequence, last.bundle);
+}
+
+int import_record_unchanged(struct import_run *x)
+{
+	if (db_sync_import_begin(x->m.exporter, x->m.sequence, x->m.bundle, x->key_id, x->m.hub,
+				 x->o->operator_ ? x->o->operator_ : "unknown") < 0 ||
+	    db_sync_import_done(x->m.bundle, 0) < 0)
+		return import_fail(x, KHUB_EDB, "cannot record the bundle (database)");
+	return 0;
+}
+
+/* ---- one transaction -------------------------------------------------------------- */
+
+static int register_links(struct import_run *x, const struct sync_repo *r, int64_t id)
+{
+	for (size_t k = 0; k < r->nlfs; k++)
+		if (db_lfs_link(id, r->lfs[k].oid) < 0)
+			return import_fail(x, KHUB_EDB, "%s/%s: cannot link LFS object %s (database)", r->ns, r->name,
+					   r->lfs[k].oid);
+	return 0;
+}
+
+static int register_repo(struct import_run *x, size_t i)
+{
+	const struct sync_repo *r = &x->m.repos[i];
+	struct repo_record rec;
+	int kind = db_sync_account_kind(r->ns);
+	if (kind < 0 || db_sync_register_repo(r->type, r->ns, r->name, r->private_) < 0 ||
+	    db_repo_get(r->type, r->ns, r->name, &rec) < 0)
+		return import_fail(x, KHUB_EDB, "%s/%s: cannot register the repo (database)", r->ns, r->name);
+	x->repo_id[i] = rec.id;
+	/* private at the source: private here; public at the source: public
+	 * when the repo is new here (an admin may have hidden it since) */
+	if (r->private_ && !rec.private) {
+		if (db_repo_set_private(rec.id, 1) < 0)
+			return import_fail(x, KHUB_EDB, "%s/%s: cannot set its visibility", r->ns, r->name);
+		x->changes++;
+	}
+	/* the org's trust flag follows the source unless an admin set it here;
+	 * a local account (an old import's repo in it) is never touched */
+	if (kind != SYNC_ACCOUNT_LOCAL) {
+		int t = db_sync_trust_differs(r->ns, r->org_trusted);
+		if (t > 0 && db_account_copy_upstream_trust(r->ns, r->org_trusted) < 0)
+			t = -1;
+		if (t < 0)
+			return import_fail(x, KHUB_EDB, "%s: cannot copy its trust flag (database)", r->ns);
+		x->changes += (size_t)t;
+	}
+	return register_links(x, r, rec.id);
+}
+
+static void audit_fresh(struct import_run *x, size_t i)
+{
+	const struct sync_repo *r = &x->m.repos[i];
+	char *target = xasprintf("%s%s/%s", repo_type_url_prefix(r->type), r->ns, r->name);
+	for (size_t k = 0; k < r->nrefs; k++) {
+		if (!r->refs[k].new_[0])
+			continue;
+		char *extra = ref_extra(r->refs[k].name, "", r->refs[k].new_);
+		import_audit(x, "sync.ref", target, extra);
+		free(extra);
+	}
+	free(target);
+}
+
+static int unregister_deleted(struct import_run *x)
+{
+	for (size_t i = 0; i < x->m.ndeleted; i++) {
+		const struct sync_repo *d = &x->m.deleted[i];
+		int64_t id = 0;
+		int del = db_sync_deletable(d->type, d->ns, d->name, &id);
+		if (del < 0)
+			return import_fail(x, KHUB_EDB, "database unavailable");
+		if (!del)
+			continue;	/* local, gone already, or kept by `khub mirror` */
+		if (db_repo_delete(id) < 0)
+			return import_fail(x, KHUB_EDB, "%s/%s: cannot delete it (database)", d->ns, d->name);
+		char *target = xasprintf("%s%s/%s", repo_type_url_prefix(d->type), d->ns, d->name);
+		import_audit(x, "sync.delete", target, "\"deleted_at_source\":true");
+		free(target);
+		x->changes++;
+	}
+	return 0;
+}
+
+int import_register(struct import_run *x)
+{
+	x->repo_id = xcalloc(x->m.nrepos + 1, sizeof(*x->repo_id));
+	if (db_tx_begin() < 0)
+		return import_fail(x, KHUB_EDB, "database unavailable");
+	int rc = db_sync_import_begin(x->m.exporter, x->m.sequence, x->m.bundle, x->key_id, x->m.hub,
+				      x->o->operator_ ? x->o->operator_ : "unknown");
+	if (rc < 0)
+		rc = import_fail(x, KHUB_EDB, "cannot record the bundle (database)");
+	for (size_t i = 0; i < x->m.nrepos && rc == 0; i++) {
+		rc = register_repo(x, i);
+		if (rc == 0 && x->fresh[i])
+			audit_fresh(x, i);
+	}
+	if (rc == 0)
+		rc = unregister_deleted(x);
+	if (rc < 0) {
+		db_tx_rollback();
+		return rc;
+	}
+	if (db_tx_commit() < 0)
+		return import_fail(x, KHUB_EDB, "cannot commit the import (database): nothing changed");
+	/* the directories of repos deleted at the source go to the trash */
+	for (size_t i = 0; i < x->m.ndeleted; i++) {
+		struct repo_record rec;
+		const struct sync_repo *d = &x->m.deleted[i];
+		if (db_repo_get(d->type, d->ns, d->name, &rec) == KHUB_ENOTFOUND)
+			repo_store_trash(x->o->repo_root, d->type, d->ns, d->name);
+	}
+	return 0;
+}
+
+/* ---- the refs of repos that were here already --------------------------------------- */
+
+static void after_move(struct import_run *x, int64_t id, git_repository *git, const char *new_, const char *action,
+		       const char *target, const char *extra)
+{
+	char commit[41] = "";
+	if (new_ && new_[0]) {	/* indexing wants the commit an annotated tag names */
+		git_oid oid;
+		git_object *obj = NULL, *c = NULL;
+		git_oid_fromstr(&oid, new_);
+		if (git_object_lookup(&obj, git, &oid, GIT_OBJECT_ANY) == 0 &&
+		    git_object_peel(&c, obj, GIT_OBJECT_COMMIT) == 0)
+			git_oid_tostr(commit, sizeof(commit), git_object_id(c));
+		git_object_free(c);
+		git_object_free(obj);
+	}
+	publish_refs_moved(id, git, commit[0] ? commit : NULL, new_ && new_[0] ? PUBLISH_NEW_COMMIT : PUBLISH_REFS_CHANGED,
+			   NULL, NULL, target, NULL);
+	if (action)
+		import_audit(x, action, target, extra);
+}
+
+static int move_one(struct import_run *x, const struct sync_repo *r, int64_t id, git_repository *git,
+		    const char *name, const char *new_, const char *target, size_t *moved)
+{
+	char cur[41] = "";
+	git_reference *ref = NULL;
+	int exists = git_reference_lookup(&ref, git, name) == 0 && git_reference_target(ref);
+	if (exists)
+		git_oid_tostr(cur, sizeof(cur), git_reference_target(ref));
+	git_reference_free(ref);
+	if (exists ? strcmp(cur, new_) == 0 : !new_[0])
+		return 0;
+	char *extra = ref_extra(name, cur, new_);
+	if (exists && import_tag_would_move(name, cur, new_)) {	/* said and audited by the check */
+		free(extra);
+		return 0;
+	}
+	char *msg = xasprintf("khub sync import %s", x->m.bundle);
+	int rc = publish_import_ref(id, git, name, exists ? cur : NULL, new_[0] ? new_ : NULL, msg);
+	free(msg);
+	if (rc < 0) {
+		free(extra);
+		return import_fail(x, rc, "%s/%s: cannot move %s to %.12s%s", r->ns, r->name, name, new_,
+				   rc == KHUB_EINVAL ? " (its commit is not in the repo)" : "");
+	}
+	git_oid a, b;
+	int rewind = exists && new_[0] && strncmp(name, "refs/tags/", 10) != 0 && git_oid_fromstr(&a, cur) == 0 &&
+		     git_oid_fromstr(&b, new_) == 0 && git_graph_descendant_of(git, &b, &a) != 1;
+	after_move(x, id, git, new_, rewind ? "sync.rewind" : "sync.ref", target, extra);
+	free(extra);
+	(*moved)++;
+	import_crash_point("moving");
+	return 0;
+}
+
+static int move_repo(struct import_run *x, size_t i, size_t *moved)
+{
+	const struct sync_repo *r = &x->m.repos[i];
+	git_repository *git = NULL;
+	char **gone = NULL;
+	size_t ngone = 0;
+	int rc = repo_store_open(x->o->repo_root, r->type, r->ns, r->name, &git);
+	if (rc < 0)
+		return import_fail(x, rc, "%s/%s: cannot open the repo", r->ns, r->name);
+	char *target = xasprintf("%s%s/%s", repo_type_url_prefix(r->type), r->ns, r->name);
+	if (x->fresh[i]) {	/* set and audited before it was registered */
+		for (size_t k = 0; k < r->nrefs; k++)
+			after_move(x, x->repo_id[i], git, r->refs[k].new_, NULL, target, NULL);
+		*moved += r->nrefs;
+	} else {
+		for (size_t k = 0; k < r->nrefs && rc == 0; k++)
+			rc = move_one(x, r, x->repo_id[i], git, r->refs[k].name, r->refs[k].new_, target, moved);
+		import_gone_refs(x, git, r, &gone, &ngone);
+		for (size_t k = 0; k < ngone && rc == 0; k++)
+			rc = move_one(x, r, x->repo_id[i], git, gone[k], "", target, moved);
+	}
+	if (rc == 0) {
+		char *extra = xasprintf("\"hub\":\"%s\",\"refs\":%zu,\"lfs\":%zu,\"private\":%s", x->m.hub, r->nrefs,
+					r->nlfs, r->private_ ? "true" : "false");
+		import_audit(x, "sync.import", target, extra);
+		free(extra);
+	}
+	free_strings(gone, ngone);
+	free(target);
+	git_repository_free(git);
+	return rc;
+}
+
+int import_move_refs(struct import_run *x, size_t *moved)
+{
+	int rc = 0;
+	for (size_t i = 0; i < x->m.nrepos && rc == 0; i++)
+		rc = move_repo(x, i, moved);
+	if (rc == 0 && db_sync_import_done(x->m.bundle, (long)*moved) < 0)
+		rc = import_fail(x, KHUB_EDB, "cannot record the bundle as applied (database)");
+	return rc;
+}
