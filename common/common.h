@@ -286,4 +286,18 @@ char *spawn_find_program(const char *name, const char *path);
 const char *khub_strerror(int err);
 /* KHUB_ENOSPC for a full disk or quota (ENOSPC, EDQUOT), else KHUB_EIO. */
 int khub_err_from_errno(int errnum);
+/* ---- CPUs this process may use (common/cpus.c) --------------------------- */
+
+/* The CPUs this process may run on: the online CPUs narrowed by its
+ * affinity mask (sched_getaffinity) and by the CPU quota of its cgroup and
+ * the cgroup's ancestors (v2 cpu.max, v1 cpu.cfs_quota_us/cfs_period_us),
+ * a quota rounding up to whole CPUs; at least 1. Everything sized per CPU
+ * uses this. When why is not NULL it gets the reason, e.g. "2 CPUs:
+ * sched_getaffinity allows 2 of 16, no cgroup CPU quota". */
+long usable_cpus(char *why, size_t why_len);
+/* Parse a cgroup CPU quota, "QUOTA PERIOD" in microseconds ("max" or "-1"
+ * for no quota): the CPUs it grants rounded up (>= 1), 0 for no quota, -1
+ * for anything else. shown (may be NULL) gets "QUOTA/PERIOD". */
+long cpu_quota_parse(const char *text, char *shown, size_t shown_len);
+
 #endif
