@@ -299,5 +299,10 @@ long usable_cpus(char *why, size_t why_len);
  * for no quota): the CPUs it grants rounded up (>= 1), 0 for no quota, -1
  * for anything else. shown (may be NULL) gets "QUOTA/PERIOD". */
 long cpu_quota_parse(const char *text, char *shown, size_t shown_len);
+/* The smallest CPU quota (cpu_quota_parse) on the cgroup that PROC_CGROUP
+ * (a /proc/PID/cgroup) names and its ancestors, under SYSFS_ROOT
+ * (/sys/fs/cgroup: v2 there or in unified/, v1 in cpu/ or cpu,cpuacct/);
+ * 0 when none. why gets "cgroup cpu.max QUOTA/PERIOD" or the v1 files. */
+long cgroup_cpu_quota(const char *proc_cgroup, const char *sysfs_root, char *why, size_t why_len);
 
 #endif

@@ -11,8 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CGROUP_ROOT "/sys/fs/cgroup"
-
 /* A strictly positive decimal with nothing after it but spaces or a newline. */
 static int parse_positive(const char *s, const char **end, long long *out)
 {
@@ -102,13 +100,12 @@ static long quota_up_from(const char *root, const char *own, int v2, char *why, 
 	return best;
 }
 
-/* The CPU quota of this process's cgroup (v2, else v1's cpu controller). */
-static long cgroup_quota(char *why, size_t why_len)
+long cgroup_cpu_quota(const char *proc_cgroup, const char *sysfs_root, char *why, size_t why_len)
 {
-	FILE *fp = fopen("/proc/self/cgroup", "re");
+	FILE *fp = fopen(proc_cgroup, "re");
 	if (!fp)
 		return 0;
-	char line[PATH_MAX + 64];
+	char line[PATH_MAX + 64], roots[2][PATH_MAX];
 	long cpus = 0;
 	while (!cpus && fgets(line, sizeof(line), fp)) {
 		line[strcspn(line, "\n")] = '\0';
@@ -117,16 +114,16 @@ static long cgroup_quota(char *why, size_t why_len)
 		if (!own || own[1] != '/')
 			continue;
 		*own++ = '\0';
-		controllers++;
+		*controllers++ = '\0';	/* line: the hierarchy id */
 		int v2 = strcmp(line, "0") == 0 && !*controllers;
 		char list[256];
 		snprintf(list, sizeof(list), ",%s,", controllers);
 		if (!v2 && !strstr(list, ",cpu,"))
 			continue;
-		/* v2 alone, or beside v1 (hybrid); v1's cpu controller alone or with cpuacct */
-		static const char *const v2_roots[] = { CGROUP_ROOT, CGROUP_ROOT "/unified" };
-		static const char *const v1_roots[] = { CGROUP_ROOT "/cpu", CGROUP_ROOT "/cpu,cpuacct" };
-		const char *const *roots = v2 ? v2_roots : v1_roots;
+		/* v2 alone or beside v1 (hybrid); v1's cpu controller alone or with cpuacct */
+		if (snprintf(roots[0], PATH_MAX, "%s%s", sysfs_root, v2 ? "" : "/cpu") >= PATH_MAX ||
+		    snprintf(roots[1], PATH_MAX, "%s%s", sysfs_root, v2 ? "/unified" : "/cpu,cpuacct") >= PATH_MAX)
+			break;
 		for (size_t i = 0; !cpus && i < 2; i++)
 			cpus = quota_up_from(roots[i], own, v2, why, why_len);
 	}
@@ -164,7 +161,7 @@ long usable_cpus(char *why, size_t why_len)
 		snprintf(affinity, sizeof(affinity), "sched_getaffinity allows %ld of %ld", allowed, online);
 	else
 		snprintf(affinity, sizeof(affinity), "sched_getaffinity failed, %ld online", cpus);
-	long quota = cgroup_quota(quota_why, sizeof(quota_why));	/* "cgroup FILE Q/P" */
+	long quota = cgroup_cpu_quota("/proc/self/cgroup", "/sys/fs/cgroup", quota_why, sizeof(quota_why));	/* "cgroup FILE Q/P" */
 	long count = quota > 0 && quota < cpus ? quota : cpus;
 	const char *s = count == 1 ? "" : "s";
 	if (!why || !why_len)

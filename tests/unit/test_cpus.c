@@ -2,7 +2,68 @@
 #include "common/common.h"
 #include "tap.h"
 
+#include <stdlib.h>
 #include <unistd.h>
+
+static char root[64];
+
+static void put(const char *rel, const char *text)
+{
+	char *path = xasprintf("%s/%s", root, rel);
+	char *dir = xstrdup(path);
+	*strrchr(dir, '/') = '\0';
+	if (mkdir_p(dir, 0755) < 0)
+		abort();
+	FILE *fp = fopen(path, "w");
+	if (!fp || fputs(text, fp) < 0 || fclose(fp) != 0)
+		abort();
+	free(dir);
+	free(path);
+}
+
+/* cgroup_cpu_quota over a fake /sys/fs/cgroup under root. */
+static long quota_of(const char *proc_cgroup_text, char *why, size_t why_len)
+{
+	put("proc-cgroup", proc_cgroup_text);
+	char *proc = xasprintf("%s/proc-cgroup", root);
+	why[0] = '\0';
+	long cpus = cgroup_cpu_quota(proc, root, why, why_len);
+	free(proc);
+	return cpus;
+}
+
+static void test_cgroup_tree(void)
+{
+	char why[128];
+	snprintf(root, sizeof(root), "/tmp/khub-test-cpus.XXXXXX");
+	if (!mkdtemp(root))
+		abort();
+	put("a/b/cpu.max", "max 100000\n");
+	put("a/cpu.max", "250000 100000\n");
+	ok(quota_of("0::/a/b\n", why, sizeof(why)) == 3, "v2: a parent's cpu.max binds the child");
+	is_str(why, "cgroup cpu.max 250000/100000", "v2: the binding file and quota");
+	put("a/b/cpu.max", "100000 100000\n");
+	ok(quota_of("0::/a/b\n", why, sizeof(why)) == 1, "v2: the smaller quota wins");
+	put("a/b/cpu.max", "garbage\n");
+	ok(quota_of("0::/a/b\n", why, sizeof(why)) == 3, "v2: a garbage cpu.max is no quota");
+	ok(quota_of("0::/\n", why, sizeof(why)) == 0 && !why[0], "v2 root cgroup: no quota");
+	ok(quota_of("0::/elsewhere\n", why, sizeof(why)) == 0, "v2: no cpu.max files: no quota");
+	put("unified/h/cpu.max", "50000 100000\n");
+	ok(quota_of("1:name=systemd:/h\n0::/h\n", why, sizeof(why)) == 1, "hybrid: v2 under unified/");
+	put("cpu,cpuacct/c/cpu.cfs_quota_us", "200000\n");
+	put("cpu,cpuacct/c/cpu.cfs_period_us", "100000\n");
+	ok(quota_of("4:memory:/x\n3:cpu,cpuacct:/c\n0::/\n", why, sizeof(why)) == 2, "v1: cpu,cpuacct quota");
+	is_str(why, "cgroup cpu.cfs_quota_us/cfs_period_us 200000/100000", "v1: the files and quota");
+	put("cpu/d/cpu.cfs_quota_us", "-1\n");
+	put("cpu/d/cpu.cfs_period_us", "100000\n");
+	ok(quota_of("2:cpu:/d\n", why, sizeof(why)) == 0, "v1: quota -1 is no quota");
+	ok(quota_of("2:cpuacct:/c\n", why, sizeof(why)) == 0, "v1: cpuacct alone is not the cpu controller");
+	ok(quota_of("garbage\n::\n0::relative\n", why, sizeof(why)) == 0, "garbage /proc/self/cgroup: no quota");
+	ok(cgroup_cpu_quota("/nonexistent/cgroup", root, why, sizeof(why)) == 0, "no /proc/self/cgroup: no quota");
+	char *cmd = xasprintf("rm -rf '%s'", root);
+	ok(system(cmd) == 0, "fake tree removed");
+	free(cmd);
+}
 
 int main(void)
 {
@@ -22,6 +83,8 @@ int main(void)
 	};
 	for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++)
 		ok(cpu_quota_parse(garbage[i], NULL, 0) == -1, "garbage #%zu refused", i);
+
+	test_cgroup_tree();
 
 	char why[256];
 	long cpus = usable_cpus(why, sizeof(why));
