@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A strictly positive decimal with nothing after it but spaces or a newline. */
+/* A strictly positive decimal (digits first: no sign or space); *end after it. */
 static int parse_positive(const char *s, const char **end, long long *out)
 {
 	if (*s < '0' || *s > '9')
