@@ -177,7 +177,7 @@ int build_main(int argc, char **argv)
 		return sandbox_exec_measured(strtol(argv[2], NULL, 10), argv + 4);
 	const char *toolchains_path = NULL, *toolchain_name = NULL, *source = NULL, *out_dir = NULL, *variant = NULL;
 	const char *build_id = NULL, *repo = NULL, *commit = NULL, *worker = NULL, *work_dir = NULL, *only = NULL;
-	long wall = 0, cpu = 0, memory = 0, disk = 0, jobs = sysconf(_SC_NPROCESSORS_ONLN);
+	long wall = 0, cpu = 0, memory = 0, disk = 0, jobs = usable_cpus(NULL, 0);
 	struct strvec hide = STRVEC_INIT;
 	int c;
 	optind = 1;

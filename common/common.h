@@ -295,4 +295,23 @@ char *spawn_find_program(const char *name, const char *path);
 const char *khub_strerror(int err);
 /* KHUB_ENOSPC for a full disk or quota (ENOSPC, EDQUOT), else KHUB_EIO. */
 int khub_err_from_errno(int errnum);
+/* ---- CPUs this process may use (common/cpus.c) --------------------------- */
+
+/* The CPUs this process may run on: the online CPUs narrowed by its
+ * affinity mask (sched_getaffinity) and by the CPU quota of its cgroup and
+ * the cgroup's ancestors (v2 cpu.max, v1 cpu.cfs_quota_us/cfs_period_us),
+ * a quota rounding up to whole CPUs; at least 1. Everything sized per CPU
+ * uses this. When why is not NULL it gets the reason, e.g. "2 CPUs:
+ * sched_getaffinity allows 2 of 16, no cgroup CPU quota". */
+long usable_cpus(char *why, size_t why_len);
+/* Parse a cgroup CPU quota, "QUOTA PERIOD" in microseconds ("max" or "-1"
+ * for no quota): the CPUs it grants rounded up (>= 1), 0 for no quota, -1
+ * for anything else. shown (may be NULL) gets "QUOTA/PERIOD". */
+long cpu_quota_parse(const char *text, char *shown, size_t shown_len);
+/* The smallest CPU quota (cpu_quota_parse) on the cgroup that PROC_CGROUP
+ * (a /proc/PID/cgroup) names and its ancestors, under SYSFS_ROOT
+ * (/sys/fs/cgroup: v2 there or in unified/, v1 in cpu/ or cpu,cpuacct/);
+ * 0 when none. why gets "cgroup cpu.max QUOTA/PERIOD" or the v1 files. */
+long cgroup_cpu_quota(const char *proc_cgroup, const char *sysfs_root, char *why, size_t why_len);
+
 #endif

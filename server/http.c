@@ -389,11 +389,8 @@ int http_serve(void)
 	if (config_parse_listen(config.listen, &addr, &addr_len) < 0)
 		fatal("listen: cannot parse '%s' (want host:port)", config.listen);
 	RAND_bytes((unsigned char *)&request_id_prefix, sizeof(request_id_prefix));
-	long threads = config.threads;
-	if (threads == 0) {
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		threads = cpus > 0 ? cpus * 4 : 8;
-	}
+	char threads_why[320];
+	long threads = config_http_threads(threads_why, sizeof(threads_why));
 	/* khub accepts (server/acceptor.c): libmicrohttpd then spreads the
 	 * connections evenly over its threads */
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ERROR_LOG |
@@ -427,7 +424,7 @@ int http_serve(void)
 	if (!d)
 		fatal("cannot start the HTTP server on %s: %s", config.listen, strerror(errno));
 	acceptor_start(d);
-	log_info("khub listening on %s (port %u, %ld threads)", config.listen, port, threads);
+	log_info("khub listening on %s (port %u, %ld threads; %s)", config.listen, port, threads, threads_why);
 
 	int sig = 0;
 	sigwait(&stop, &sig);

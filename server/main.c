@@ -50,6 +50,9 @@ int cmd_serve(int argc, char **argv)
 	}
 	if (check_only) {
 		config_dump(stdout);
+		char why[320];
+		long threads = config_http_threads(why, sizeof(why));
+		printf("http threads in use = %ld (%s)\n", threads, why);
 		int problems = config_check(stderr);
 		if (problems) {
 			fprintf(stderr, "khub: configuration has %d problem%s\n", problems, problems == 1 ? "" : "s");

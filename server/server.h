@@ -88,6 +88,9 @@ void config_dump(FILE *fp);
  * initdb when the database is embedded, public_url is http(s). One line
  * per problem on err; returns how many. */
 int config_check(FILE *err);
+/* The HTTP threads to start: threads, or 4 per usable CPU (usable_cpus)
+ * when it is 0; why gets how the number was chosen. */
+long config_http_threads(char *why, size_t why_len);
 /* Parse "host:port" ("[v6]:port", "*:port" or ":port" = any IPv4
  * address); 0 or -1. */
 int config_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len);
