@@ -101,23 +101,6 @@ static int write_text(const char *path, const char *data, size_t len)
 	return fclose(f) == 0 && ok ? 0 : KHUB_EIO;
 }
 
-/* --build-user UID[:GID] (GID: UID's when left out). */
-static int parse_build_user(const char *s, struct sandbox_options *o)
-{
-	char *end;
-	errno = 0;
-	long uid = strtol(s, &end, 10), gid = uid;
-	if (!errno && *end == ':')
-		gid = strtol(end + 1, &end, 10);
-	if (errno || *end || end == s || uid <= 0 || gid <= 0 || uid > 0x7fffffffL || gid > 0x7fffffffL) {
-		fprintf(stderr, "khub-worker build: --build-user wants UID or UID:GID, not 0\n");
-		return -1;
-	}
-	o->build_uid = uid;
-	o->build_gid = gid;
-	return 0;
-}
-
 /* The build's scratch: SCRATCH/{src,obj,home,stage/VARIANT}, the worker's
  * own top (build code sees only the binds: src, obj and home read-write,
  * the variant directory read-write until the compile is done). */
@@ -238,6 +221,46 @@ static int over_disk(const char *scratch, long disk_mb)
 	return 1;
 }
 
+int build_describe_sandbox(const struct toolchain *tc, long build_uid, long build_gid, long max_processes,
+			   char *text, size_t size)
+{
+	struct sandbox_options o = { .build_uid = build_uid, .build_gid = build_gid, .max_processes = max_processes };
+	struct sandbox sb;
+	memset(&sb, 0, sizeof(sb));
+	const char *base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char *scratch = xasprintf("%s/khub-check-XXXXXX", base);
+	int rc = KHUB_EIO;
+	snprintf(text, size, "cannot be probed: no scratch directory in %s", base);
+	if (!mkdtemp(scratch)) {
+		free(scratch);
+		return rc;
+	}
+	char why[1024];
+	struct strvec dirs = STRVEC_INIT;
+	o.allow_no_sandbox = tc->allow_no_sandbox;
+	rc = toolchain_sandbox_dirs(tc, &dirs, why, sizeof(why));
+	if (rc == 0 && chmod(scratch, geteuid() == 0 ? 0711 : 0700) < 0)
+		rc = KHUB_EIO;
+	if (rc == 0)
+		rc = sandbox_init(&sb, scratch, &o, &dirs, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(text, size, "none: builds are refused: %s", why);
+	} else {
+		sandbox_bind(&sb, scratch, 0);
+		toolchain_environment(tc, "/tmp", &sb.env);
+		int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		sb.log_fd = null_fd >= 0 ? null_fd : 2;
+		rc = sandbox_describe(&sb, text, size);
+		if (null_fd >= 0)
+			close(null_fd);
+	}
+	strvec_release(&dirs);
+	sandbox_release(&sb);
+	remove_tree(scratch);
+	free(scratch);
+	return rc < 0 ? KHUB_EPERM : 0;
+}
+
 int build_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -287,7 +310,10 @@ int build_main(int argc, char **argv)
 				goto usage_error;
 			sopts.bwrap_only = !strcmp(optarg, "bwrap");
 			break;
-		case 'U': if (parse_build_user(optarg, &sopts) < 0) goto usage_error; break;
+		case 'U':
+			if (worker_parse_build_user(optarg, &sopts.build_uid, &sopts.build_gid) < 0)
+				goto usage_error;
+			break;
 		case 'P':
 			if (worker_parse_number(optarg, "--max-processes", 0, 1 << 22, &sopts.max_processes) < 0)
 				goto usage_error;

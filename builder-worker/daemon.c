@@ -50,6 +50,8 @@ static void usage(FILE *fp)
 		"  --poll-seconds N      how long one claim waits for a job (20)\n"
 		"  --drain-seconds N     after SIGTERM, how long running builds may go on (0: to their end)\n"
 		"  --kill-grace-seconds N  between SIGTERM and SIGKILL of a build's processes (10)\n"
+		"  --build-user UID[:GID]  who build code runs as when the worker is root (65534:65534)\n"
+		"  --max-processes N     processes (and threads) of that uid at once, builds together (512)\n"
 		"  --log-level LEVEL     error, warn, info, debug\n"
 		"       khub-worker --check --toolchains FILE\n"
 		"       khub-worker build --help\n");
@@ -357,7 +359,9 @@ static char *read_token(const char *path)
 static char *claim_work_dir(const char *work_dir, const char *name, int *lock_fd)
 {
 	char *root = xasprintf("%s/%s", work_dir, name);
-	if (mkdir_p(root, 0700) < 0)
+	/* a root worker's builds run as the build uid, which must reach its
+	 * scratch below (search, never list) */
+	if (mkdir_p(root, 0700) < 0 || chmod(root, geteuid() == 0 ? 0711 : 0700) < 0)
 		fatal("khub-worker: cannot make %s: %s", root, strerror(errno));
 	char *lock = xasprintf("%s/.lock", root);
 	*lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -397,7 +401,8 @@ int daemon_main(int argc, char **argv)
 		{ "once", no_argument, NULL, 'o' }, { "poll-seconds", required_argument, NULL, 'p' },
 		{ "drain-seconds", required_argument, NULL, 'd' }, { "kill-grace-seconds", required_argument, NULL, 'g' },
 		{ "log-level", required_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
-		{ "token", required_argument, NULL, 'T' },
+		{ "token", required_argument, NULL, 'T' }, { "build-user", required_argument, NULL, 'U' },
+		{ "max-processes", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 } };
 	struct daemon d = { .concurrency = 1, .poll_seconds = 20 };
 	const char *token_file = NULL, *work_dir = NULL, *name = NULL;
@@ -405,6 +410,8 @@ int daemon_main(int argc, char **argv)
 	struct toolchain_set set = { 0 };
 	int c, ret = 1, lock_fd = -1;
 	d.cfg.kill_grace_seconds = 10;
+	d.cfg.build_uid = d.cfg.build_gid = 65534;
+	d.cfg.max_processes = 512;
 	d.cfg.url = getenv("KHUB_URL");
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -418,6 +425,11 @@ int daemon_main(int argc, char **argv)
 		case 'p': d.poll_seconds = parse_int(optarg, "--poll-seconds", 0, 30); break;
 		case 'd': d.drain_seconds = parse_int(optarg, "--drain-seconds", 0, 7 * 24 * 3600); break;
 		case 'g': d.cfg.kill_grace_seconds = parse_int(optarg, "--kill-grace-seconds", 0, 3600); break;
+		case 'U':
+			if (worker_parse_build_user(optarg, &d.cfg.build_uid, &d.cfg.build_gid) < 0)
+				return 64;
+			break;
+		case 'P': d.cfg.max_processes = parse_int(optarg, "--max-processes", 0, 1 << 22); break;
 		case 'l':
 			if (log_level_parse(optarg) < 0)
 				fatal("khub-worker: --log-level: error, warn, info or debug");
@@ -440,13 +452,18 @@ int daemon_main(int argc, char **argv)
 		usage(stderr);
 		return 64;
 	}
+	char *from_env = getenv("KHUB_WORKER_TOKEN");
 	if (token_file)
 		token = read_token(token_file);
-	else if (getenv("KHUB_WORKER_TOKEN") && *getenv("KHUB_WORKER_TOKEN"))
-		token = xstrdup(getenv("KHUB_WORKER_TOKEN"));
+	else if (from_env && *from_env)
+		token = xstrdup(from_env);
 	else
 		fatal("khub-worker: no worker token: --token-file FILE or KHUB_WORKER_TOKEN");
-	unsetenv("KHUB_WORKER_TOKEN");	/* nothing started later inherits it */
+	/* Held in memory only: nothing started later inherits it, and the
+	 * process's own environment block (/proc/PID/environ) no longer has it. */
+	if (from_env)
+		explicit_bzero(from_env, strlen(from_env));
+	unsetenv("KHUB_WORKER_TOKEN");
 	d.cfg.token = token;
 	char *url = xstrdup(d.cfg.url);
 	while (strlen(url) && url[strlen(url) - 1] == '/')
@@ -473,6 +490,9 @@ int daemon_main(int argc, char **argv)
 			usable++;
 			log_info("toolchain %s: %zu variant(s)%s%s", tc->name, tc->nvariants,
 				 tc->nvariants ? ", first " : "", tc->nvariants ? tc->variants[0] : "");
+			if (tc->allow_no_sandbox)
+				log_warn("toolchain %s sets allow_no_sandbox: where bubblewrap is missing its builds run WITHOUT "
+					 "A SANDBOX (network, the whole machine); khub-worker --check says what it gets", tc->name);
 		} else {
 			log_warn("toolchain %s is not usable: %s", tc->name, tc->why);
 		}

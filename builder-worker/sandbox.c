@@ -745,7 +745,7 @@ int sandbox_describe(struct sandbox *sb, char *text, size_t size)
 {
 	char *probe = run_probe(sb);
 	if (!probe) {
-		snprintf(text, size, "%s: the sandbox could not run a probe (see the log above)", sandbox_mode_name(sb->mode));
+		snprintf(text, size, "%s: the sandbox could not run a probe (bwrap failed: see the build log)", sandbox_mode_name(sb->mode));
 		return KHUB_EPERM;
 	}
 	char uid[32];
