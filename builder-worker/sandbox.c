@@ -475,6 +475,7 @@ static void push_filesystem(const struct sandbox *sb, struct strvec *args, const
 		else
 			push3(args, "--ro-bind", "/dev/null", sb->hide.items[i]);
 	}
+	push2(args, "--remount-ro", "/");	/* the root bwrap made (/etc, the binds' parents): read-only */
 }
 
 static void push_environment(const struct sandbox *sb, struct strvec *args)
