@@ -105,17 +105,19 @@ def environment():
         secret(v)
     worker_vars = [k for k in os.environ if k.startswith("KHUB") or "TOKEN" in k]
     report("environment", bool(worker_vars), "variables %s" % sorted(os.environ))
-    for pid in ["1", str(os.getppid()), str(C["host_pid"])]:
-        try_read("proc-environ-" + ("host" if pid == str(C["host_pid"]) else pid), "/proc/%s/environ" % pid,
-                 harmless=no_worker_variables)
+    # the processes above this one: in the sandbox, only bwrap's and the launcher; the host's (the
+    # test's shell, standing for the daemon) do not exist here
+    for who, pid in [("init", 1), ("parent", os.getppid()), ("host", C["host_pid"])]:
+        try_read("proc-environ-" + who, "/proc/%s/environ" % pid, harmless=no_worker_variables)
         try:
             with open("/proc/%s/cmdline" % pid, "rb") as f:
                 cmd = f.read()
             for part in cmd.split(b"\0"):
                 secret(part)
-            report("proc-cmdline-" + pid, b"khub" in cmd and b"--url" in cmd, cmd.replace(b"\0", b" ")[:80].decode(errors="replace"))
+            report("proc-cmdline-" + who, b"khub" in cmd and b"--url" in cmd or who == "host",
+                   cmd.replace(b"\0", b" ")[:80].decode(errors="replace"))
         except Exception as e:
-            report("proc-cmdline-" + pid, False, err_name(e))
+            report("proc-cmdline-" + who, False, err_name(e))
 
 
 def processes():
