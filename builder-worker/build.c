@@ -221,6 +221,33 @@ static int over_disk(const char *scratch, long disk_mb)
 	return 1;
 }
 
+/* 1 when a sandbox result is a limit hit (the wall clock's logged here; the
+ * CPU and disk limits log themselves). */
+static int limit_hit(int r)
+{
+	if (r == SANDBOX_TIMED_OUT && !sandbox_interrupted)
+		fprintf(stderr, "khub-worker: the build ran out of time (wall-clock limit)\n");
+	return r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT || r == SANDBOX_DISK_LIMIT;
+}
+
+/* Log what isolation the sandbox gives: BUILD_OK, BUILD_TIMED_OUT when the
+ * wall clock ran out first, BUILD_INTERNAL when it is less than whole. */
+static int sandbox_check(struct sandbox *sb)
+{
+	char isolation[1024];
+	int whole = sandbox_describe(sb, isolation, sizeof(isolation));
+	if (whole < 0 && ((sb->deadline_usec && monotonic_usec() >= sb->deadline_usec) || sandbox_interrupted)) {
+		limit_hit(SANDBOX_TIMED_OUT);
+		return BUILD_TIMED_OUT;
+	}
+	fprintf(stderr, "khub-worker build: sandbox %s\n", isolation);
+	if (whole < 0) {
+		fprintf(stderr, "khub-worker build: refusing to build: the sandbox is less than it must be\n");
+		return BUILD_INTERNAL;
+	}
+	return BUILD_OK;
+}
+
 int build_describe_sandbox(const struct toolchain *tc, long build_uid, long build_gid, long max_processes,
 			   char *text, size_t size)
 {
@@ -455,23 +482,16 @@ int build_main(int argc, char **argv)
 		rc = BUILD_BAD_SOURCE;
 		goto cleanup;
 	}
+	rc = BUILD_TIMED_OUT;	/* for over_disk below */
+	if (over_disk(scratch, disk))
+		goto cleanup;
+	rc = BUILD_INTERNAL;
 	if (write_text(script, embedded_build_toml_py, embedded_build_toml_py_len) < 0 ||
 	    scratch_prepare(&sb, &plan, scratch, script) < 0) {
 		fprintf(stderr, "khub-worker build: cannot prepare the scratch directory %s\n", scratch);
 		goto cleanup;
 	}
-	{
-		char isolation[1024];
-		int whole = sandbox_describe(&sb, isolation, sizeof(isolation));
-		fprintf(stderr, "khub-worker build: sandbox %s\n", isolation);
-		if (whole < 0) {
-			fprintf(stderr, "khub-worker build: refusing to build: the sandbox is less than it must be\n");
-			goto cleanup;
-		}
-	}
-	rc = BUILD_TIMED_OUT;	/* for over_disk below */
-
-	if (over_disk(scratch, disk))
+	if ((rc = sandbox_check(&sb)) != BUILD_OK)
 		goto cleanup;
 	rc = BUILD_INTERNAL;
 
@@ -486,7 +506,7 @@ int build_main(int argc, char **argv)
 		int r = sandbox_run(&sb, args, plan.src, fd);
 		free(toml);
 		close(fd);
-		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT || r == SANDBOX_DISK_LIMIT) {
+		if (limit_hit(r)) {
 			rc = BUILD_TIMED_OUT;
 			goto cleanup;
 		}
@@ -641,7 +661,7 @@ int build_main(int argc, char **argv)
 		char *args[] = { tc->python, "-c", (char *)smoke_script, plan.stage, plan.ops_name, plan.module,
 				 plan.noarch ? "noarch" : "arch", foreign ? "direct" : "loader", NULL };
 		int r = sandbox_run(&sb, args, scratch, 2);
-		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT || r == SANDBOX_DISK_LIMIT) {
+		if (limit_hit(r)) {
 			rc = BUILD_TIMED_OUT;
 			goto cleanup;
 		}
