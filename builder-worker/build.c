@@ -614,11 +614,13 @@ int build_main(int argc, char **argv)
 		goto cleanup;
 	}
 	rc = BUILD_INTERNAL;
-	/* From here on the worker writes in the variant directory: build code
-	 * only reads it, and what it left there that is no file is removed. */
+	/* From here on the worker reads the source and writes the variant
+	 * directory: build code only reads them, and what it left there that
+	 * is no file (a link to a secret of the machine) is removed. */
 	sandbox_bind(&sb, plan.stage, 0);
-	if (sandbox_take_back(&sb, plan.stage) < 0) {
-		fprintf(stderr, "khub-worker build: cannot take %s back from the build\n", plan.stage);
+	sandbox_bind(&sb, plan.src, 0);
+	if (sandbox_take_back(&sb, plan.stage) < 0 || sandbox_take_back(&sb, plan.src) < 0) {
+		fprintf(stderr, "khub-worker build: cannot take the source and %s back from the build\n", plan.stage);
 		goto cleanup;
 	}
 	if (package_python(&plan) < 0) {

@@ -90,10 +90,6 @@ int sandbox_describe(struct sandbox *sb, char *text, size_t size);
  * EPERM, in a new memfd without close-on-exec at offset 0 (caller closes),
  * or -1. */
 int sandbox_seccomp_fd(void);
-/* 1 when uid:gid can search every directory above path and has the
- * permissions want (4 read, 2 write, 1 search; 0: none) on it, by the mode
- * bits. */
-int sandbox_reachable(const char *path, uid_t uid, gid_t gid, int want);
 
 /* Run argv (argv[0] searched in the sandbox's PATH) in the sandbox, with
  * cwd dir (inside scratch), stdout to out_fd (-1: the log): its own process

@@ -356,13 +356,17 @@ static char *read_token(const char *path)
 }
 
 /* <work-dir>/<name>, locked for this process; leftovers of a killed run removed. */
-static char *claim_work_dir(const char *work_dir, const char *name, int *lock_fd)
+static char *claim_work_dir(const struct daemon_config *cfg, const char *work_dir, const char *name, int *lock_fd)
 {
 	char *root = xasprintf("%s/%s", work_dir, name);
 	/* a root worker's builds run as the build uid, which must reach its
 	 * scratch below (search, never list) */
-	if (mkdir_p(root, 0700) < 0 || chmod(root, geteuid() == 0 ? 0711 : 0700) < 0)
+	mode_t mode = geteuid() == 0 ? 0711 : 0700;
+	if (mkdir_p(root, mode) < 0 || chmod(root, mode) < 0)
 		fatal("khub-worker: cannot make %s: %s", root, strerror(errno));
+	if (geteuid() == 0 && !sandbox_reachable(root, (uid_t)cfg->build_uid, (gid_t)cfg->build_gid, 1))
+		fatal("khub-worker: the build uid %ld cannot reach %s: every directory above it must be searchable by "
+		      "that uid (chmod o+x), or choose another --work-dir", cfg->build_uid, root);
 	char *lock = xasprintf("%s/.lock", root);
 	*lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0)
@@ -512,7 +516,7 @@ int daemon_main(int argc, char **argv)
 			work_dir = buf;
 		}
 	}
-	char *scratch_root = claim_work_dir(work_dir, name, &lock_fd);
+	char *scratch_root = claim_work_dir(&d.cfg, work_dir, name, &lock_fd);
 	d.cfg.scratch_root = scratch_root;
 
 	/* signals go to one thread; every other thread (curl, jobs) has them blocked */

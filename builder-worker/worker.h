@@ -6,6 +6,7 @@
 #define KHUB_WORKER_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* ---- toolchains (toolchain.c) ------------------------------------------------------ */
 
@@ -93,6 +94,11 @@ int worker_parse_build_user(const char *s, long *uid, long *gid);
  * missing or why there is none) (build.c). */
 int build_describe_sandbox(const struct toolchain *tc, long build_uid, long build_gid, long max_processes,
 			   char *text, size_t size);
+
+/* 1 when uid:gid can search every directory above path and has the
+ * permissions want (4 read, 2 write, 1 search; 0: none) on it, by the mode
+ * bits (sandbox.c; the daemon checks its work directory with it). */
+int sandbox_reachable(const char *path, uid_t uid, gid_t gid, int want);
 
 /* ---- the daemon (daemon.c) ---------------------------------------------------------- */
 

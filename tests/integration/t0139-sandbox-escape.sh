@@ -38,7 +38,7 @@ TOKEN_HASH=$(printf '%s' "$TOKEN" | sha256sum | cut -d' ' -f1)
 TMP_MARKER=/tmp/khub-t0139-marker-$$
 
 # The attacks every run must report, blocked.
-NAMES="token-file shadow other-scratch work-dir root-home home var scratch-neighbours environment
+NAMES="token-file shadow other-scratch work-dir root-home home var scratch-neighbours stage-link source-link environment
 proc-environ-init proc-cmdline-init proc-environ-parent proc-cmdline-parent proc-environ-host proc-cmdline-host
 host-processes identity no-new-privs seccomp mount-tmpfs remount-rw umount-proc unshare-user unshare-mount
 unshare-command network-127.0.0.1 network-1.1.1.1 processes"
@@ -180,6 +180,11 @@ worker() {
 }
 worker --once
 is "$?" 0 "the worker registers"
+mkdir -m 700 "$TEST_DIR/private"
+worker --once --work-dir "$TEST_DIR/private/work"
+ok $([ $? -ne 0 ]; echo $?) "a root worker whose work dir the build uid cannot reach does not start"
+like "$(tail -1 "$W/w1.log")" "build uid 65534 cannot reach $TEST_DIR/private/work/w1: every directory above it must be searchable" \
+	"saying why"
 
 export HOME=$TEST_DIR/home GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_ASKPASS=/bin/false
 mkdir -p "$HOME"
