@@ -40,6 +40,7 @@ struct sandbox_bind {
 struct sandbox {
 	enum sandbox_mode mode;
 	char *tool;		/* bwrap (owned); NULL for SANDBOX_NONE */
+	int disable_userns;	/* this bwrap has --disable-userns (0.8+; the seccomp filter refuses them anyway) */
 	char *scratch;		/* the build's scratch directory (owned); only its binds are seen */
 	struct sandbox_bind *binds;	/* owned; the only parts of the worker's disk a command can write */
 	size_t nbinds;

@@ -223,6 +223,10 @@ int sandbox_init(struct sandbox *sb, const char *scratch, const struct sandbox_o
 	if (bwrap) {
 		sb->mode = SANDBOX_BWRAP;
 		sb->tool = bwrap;
+		char *help_argv[] = { bwrap, "--help", NULL }, *env[] = { NULL }, *help = NULL;
+		run_capture(help_argv, env, 20, &help, -1);
+		sb->disable_userns = help && strstr(help, "--disable-userns") != NULL;
+		free(help);
 		return 0;
 	}
 	if (o->allow_no_sandbox && !o->bwrap_only) {
@@ -425,13 +429,15 @@ static int bwrap_fds_open(const struct sandbox *sb, struct bwrap_fds *f)
 }
 
 /* Namespaces, identity, capabilities. */
-static void push_isolation(struct strvec *args, const struct bwrap_fds *f)
+static void push_isolation(const struct sandbox *sb, struct strvec *args, const struct bwrap_fds *f)
 {
-	static const char *const fixed[] = { "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-net",
+	static const char *const fixed[] = { "--unshare-user", "--unshare-pid", "--unshare-net",
 					     "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
 					     "--new-session", "--cap-drop", "ALL", "--hostname", "khub-build" };
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
 		push(args, fixed[i]);
+	if (sb->disable_userns)
+		push(args, "--disable-userns");
 	strvec_pushf(args, "--uid");
 	strvec_pushf(args, "%d", SANDBOX_INNER_UID);
 	strvec_pushf(args, "--gid");
@@ -543,7 +549,7 @@ static void sandbox_command(const struct sandbox *sb, const struct bwrap_fds *f,
 {
 	if (sb->mode == SANDBOX_BWRAP) {
 		push(args, sb->tool);
-		push_isolation(args, f);
+		push_isolation(sb, args, f);
 		push_filesystem(sb, args, f, launcher);
 		push2(args, "--chdir", dir);
 		push_environment(sb, args);
