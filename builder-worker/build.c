@@ -23,6 +23,17 @@ extern const char embedded_build_toml_py[];
 extern const size_t embedded_build_toml_py_len;
 extern volatile sig_atomic_t sandbox_interrupted;
 
+/* This process is the launcher inside the sandbox, where ptrace is refused:
+ * LeakSanitizer (which stops the world with ptrace) must stay out of it. */
+static int measuring_launcher;
+#if defined(__SANITIZE_ADDRESS__)
+int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void)
+{
+	return measuring_launcher;
+}
+#endif
+
 /* Imports <stage>/__init__.py under the metadata id, as the kernels loader
  * does, then checks that the arch build registered ops in its namespace.
  * argv: stage, id, module, "arch"|"noarch", "loader"|"direct" (direct: the
@@ -68,17 +79,67 @@ static void usage(void)
 		"usage: khub-worker build --toolchains FILE --toolchain NAME --source DIR --out DIR --variant V\n"
 		"         [--build-id ID] [--repo NS/NAME] [--commit SHA40] [--worker NAME]\n"
 		"         [--wall-seconds N] [--cpu-seconds N] [--memory-mb N] [--disk-mb N]\n"
-		"         [--work-dir DIR] [--hide PATH]... [--sandbox auto|bwrap|unshare] [--jobs N]\n"
+		"         [--work-dir DIR] [--hide PATH]... [--sandbox auto|bwrap] [--jobs N]\n"
+		"         [--build-user UID[:GID]] [--max-processes N]\n"
 		"exit: 0 ok, 1 build failed, 2 bad source, 3 limit hit, 4 worker failure, 64 usage\n");
 }
 
+/* A new file (never through a link build code may have left there). */
 static int write_text(const char *path, const char *data, size_t len)
 {
-	FILE *f = fopen(path, "we");
-	if (!f)
+	if (unlink(path) < 0 && errno != ENOENT)
 		return KHUB_EIO;
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return KHUB_EIO;
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		return KHUB_EIO;
+	}
 	int ok = fwrite(data, 1, len, f) == len;
 	return fclose(f) == 0 && ok ? 0 : KHUB_EIO;
+}
+
+/* The build's scratch: SCRATCH/{src,obj,home,stage/VARIANT}, the worker's
+ * own top (build code sees only the binds: src, obj and home read-write,
+ * the variant directory read-write until the compile is done). */
+static int scratch_prepare(struct sandbox *sb, const struct build_plan *plan, const char *scratch, const char *script)
+{
+	char *home = xasprintf("%s/home", scratch), *stage = xasprintf("%s/stage", scratch);
+	const char *owned[] = { plan->src, plan->obj, home, plan->stage };
+	int rc = chmod(scratch, sb->drop ? 0711 : 0700) < 0 || chmod(stage, 0711) < 0 ? KHUB_EIO : 0;
+	for (size_t i = 0; i < 4 && rc == 0; i++)
+		rc = chmod(owned[i], 0700) < 0 ? KHUB_EIO : sandbox_give(sb, owned[i]);
+	if (rc == 0) {
+		sandbox_bind(sb, script, 0);
+		sandbox_bind(sb, plan->src, 1);
+		sandbox_bind(sb, plan->obj, 1);
+		sandbox_bind(sb, home, 1);
+		sandbox_bind(sb, stage, 0);
+		sandbox_bind(sb, plan->stage, 1);
+	}
+	free(home);
+	free(stage);
+	return rc;
+}
+
+/* Set the sandbox up for this toolchain, log what it gives: 0, or
+ * KHUB_EPERM (logged) when it is less than a whole sandbox. */
+static int sandbox_setup(struct sandbox *sb, const struct toolchain *tc, const struct sandbox_options *opts,
+			 const char *scratch)
+{
+	char why[1024];
+	struct strvec dirs = STRVEC_INIT;
+	struct sandbox_options o = *opts;
+	o.allow_no_sandbox = tc->allow_no_sandbox;
+	int rc = toolchain_sandbox_dirs(tc, &dirs, why, sizeof(why));
+	if (rc == 0)
+		rc = sandbox_init(sb, scratch, &o, &dirs, why, sizeof(why));
+	strvec_release(&dirs);
+	if (rc < 0)
+		fprintf(stderr, "khub-worker build: refusing to build: %s\n", why);
+	return rc;
 }
 
 static int is_dir_empty_or_missing(const char *path)
@@ -160,6 +221,73 @@ static int over_disk(const char *scratch, long disk_mb)
 	return 1;
 }
 
+/* 1 when a sandbox result is a limit hit (the wall clock's logged here; the
+ * CPU and disk limits log themselves). */
+static int limit_hit(int r)
+{
+	if (r == SANDBOX_TIMED_OUT && !sandbox_interrupted)
+		fprintf(stderr, "khub-worker: the build ran out of time (wall-clock limit)\n");
+	return r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT || r == SANDBOX_DISK_LIMIT;
+}
+
+/* Log what isolation the sandbox gives: BUILD_OK, BUILD_TIMED_OUT when the
+ * wall clock ran out first, BUILD_INTERNAL when it is less than whole. */
+static int sandbox_check(struct sandbox *sb)
+{
+	char isolation[1024];
+	int whole = sandbox_describe(sb, isolation, sizeof(isolation));
+	if (whole < 0 && ((sb->deadline_usec && monotonic_usec() >= sb->deadline_usec) || sandbox_interrupted)) {
+		limit_hit(SANDBOX_TIMED_OUT);
+		return BUILD_TIMED_OUT;
+	}
+	fprintf(stderr, "khub-worker build: sandbox %s\n", isolation);
+	if (whole < 0) {
+		fprintf(stderr, "khub-worker build: refusing to build: the sandbox is less than it must be\n");
+		return BUILD_INTERNAL;
+	}
+	return BUILD_OK;
+}
+
+int build_describe_sandbox(const struct toolchain *tc, long build_uid, long build_gid, long max_processes,
+			   char *text, size_t size)
+{
+	struct sandbox_options o = { .build_uid = build_uid, .build_gid = build_gid, .max_processes = max_processes };
+	struct sandbox sb;
+	memset(&sb, 0, sizeof(sb));
+	const char *base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char *scratch = xasprintf("%s/khub-check-XXXXXX", base);
+	int rc = KHUB_EIO;
+	snprintf(text, size, "cannot be probed: no scratch directory in %s", base);
+	if (!mkdtemp(scratch)) {
+		free(scratch);
+		return rc;
+	}
+	char why[1024];
+	struct strvec dirs = STRVEC_INIT;
+	o.allow_no_sandbox = tc->allow_no_sandbox;
+	rc = toolchain_sandbox_dirs(tc, &dirs, why, sizeof(why));
+	if (rc == 0 && chmod(scratch, geteuid() == 0 ? 0711 : 0700) < 0)
+		rc = KHUB_EIO;
+	if (rc == 0)
+		rc = sandbox_init(&sb, scratch, &o, &dirs, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(text, size, "none: builds are refused: %s", why);
+	} else {
+		sandbox_bind(&sb, scratch, 0);
+		toolchain_environment(tc, "/tmp", &sb.env);
+		int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		sb.log_fd = null_fd >= 0 ? null_fd : 2;
+		rc = sandbox_describe(&sb, text, size);
+		if (null_fd >= 0)
+			close(null_fd);
+	}
+	strvec_release(&dirs);
+	sandbox_release(&sb);
+	remove_tree(scratch);
+	free(scratch);
+	return rc < 0 ? KHUB_EPERM : 0;
+}
+
 int build_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -171,12 +299,17 @@ int build_main(int argc, char **argv)
 		{ "cpu-seconds", required_argument, NULL, 'C' }, { "memory-mb", required_argument, NULL, 'M' },
 		{ "disk-mb", required_argument, NULL, 'D' }, { "work-dir", required_argument, NULL, 'd' },
 		{ "hide", required_argument, NULL, 'h' }, { "sandbox", required_argument, NULL, 'S' },
-		{ "jobs", required_argument, NULL, 'j' }, { "help", no_argument, NULL, '?' }, { NULL, 0, NULL, 0 },
+		{ "jobs", required_argument, NULL, 'j' }, { "build-user", required_argument, NULL, 'U' },
+		{ "max-processes", required_argument, NULL, 'P' }, { "help", no_argument, NULL, '?' }, { NULL, 0, NULL, 0 },
 	};
-	if (argc >= 5 && !strcmp(argv[1], "--exec-measured") && !strcmp(argv[3], "--"))
+	if (argc >= 5 && !strcmp(argv[1], "--exec-measured") && !strcmp(argv[3], "--")) {
+		measuring_launcher = 1;
 		return sandbox_exec_measured(strtol(argv[2], NULL, 10), argv + 4);
+	}
 	const char *toolchains_path = NULL, *toolchain_name = NULL, *source = NULL, *out_dir = NULL, *variant = NULL;
-	const char *build_id = NULL, *repo = NULL, *commit = NULL, *worker = NULL, *work_dir = NULL, *only = NULL;
+	const char *build_id = NULL, *repo = NULL, *commit = NULL, *worker = NULL, *work_dir = NULL;
+	struct sandbox_options sopts = { .build_uid = SANDBOX_BUILD_UID_DEFAULT, .build_gid = SANDBOX_BUILD_UID_DEFAULT,
+					 .max_processes = SANDBOX_MAX_PROCESSES_DEFAULT };
 	long wall = 0, cpu = 0, memory = 0, disk = 0, jobs = usable_cpus(NULL, 0);
 	struct strvec hide = STRVEC_INIT;
 	int c;
@@ -195,11 +328,21 @@ int build_main(int argc, char **argv)
 		case 'd': work_dir = optarg; break;
 		case 'h': strvec_pushf(&hide, "%s", optarg); break;
 		case 'S':
-			if (!strcmp(optarg, "auto"))
-				only = NULL;
-			else if (!strcmp(optarg, "bwrap") || !strcmp(optarg, "unshare"))
-				only = optarg;
-			else
+			if (!strcmp(optarg, "unshare")) {
+				fprintf(stderr, "khub-worker build: --sandbox unshare is refused: it cannot hide the machine's "
+					"files nor drop root; bubblewrap is the only sandbox (--sandbox bwrap)\n");
+				goto usage_error;
+			}
+			if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "bwrap") != 0)
+				goto usage_error;
+			sopts.bwrap_only = !strcmp(optarg, "bwrap");
+			break;
+		case 'U':
+			if (worker_parse_build_user(optarg, &sopts.build_uid, &sopts.build_gid) < 0)
+				goto usage_error;
+			break;
+		case 'P':
+			if (worker_parse_number(optarg, "--max-processes", 0, 1 << 22, &sopts.max_processes) < 0)
 				goto usage_error;
 			break;
 		case 'W': if (worker_parse_number(optarg, "--wall-seconds", 0, LONG_MAX, &wall) < 0) goto usage_error; break;
@@ -299,15 +442,14 @@ int build_main(int argc, char **argv)
 	plan.obj = xasprintf("%s/obj", scratch);
 	plan.stage = xasprintf("%s/stage/%s", scratch, variant);
 	char *home = xasprintf("%s/home", scratch);
-	int mk = mkdir_p(plan.obj, 0755) | mkdir_p(plan.stage, 0755) | mkdir_p(home, 0755);
+	int mk = mkdir_p(plan.obj, 0700) | mkdir_p(plan.stage, 0700) | mkdir_p(home, 0700);
 	if (mk < 0) {
 		free(home);
 		fprintf(stderr, "khub-worker build: cannot make the scratch directories under %s\n", scratch);
 		goto cleanup;
 	}
-	if (sandbox_init(&sb, scratch, tc->allow_no_sandbox, only, why, sizeof(why)) < 0) {
+	if (sandbox_setup(&sb, tc, &sopts, scratch) < 0) {
 		free(home);
-		fprintf(stderr, "khub-worker build: refusing to build: %s\n", why);
 		goto cleanup;
 	}
 	toolchain_environment(tc, home, &sb.env);
@@ -319,6 +461,7 @@ int build_main(int argc, char **argv)
 	sb.memory_mb = memory;
 	sb.disk_mb = disk;
 	sb.deadline_usec = wall > 0 ? started + (uint64_t)wall * 1000000 : 0;
+	script = xasprintf("%s/build_toml.py", scratch);
 	plan.sb = &sb;
 	plan.jobs = jobs > 64 ? 64 : jobs < 1 ? 1 : (int)jobs;
 	fprintf(stderr, "khub-worker build: %s with toolchain %s (torch %s%s%s, python %s), sandbox %s\n", variant, tc->name,
@@ -331,7 +474,8 @@ int build_main(int argc, char **argv)
 			"torch build (rocm_from_hipcc): built and ABI-checked here, never run on an AMD GPU\n",
 			tc->rocm_version, tc->hipcc_version ? tc->hipcc_version : "?", tc->torch_version, tc->torch_build);
 	if (sb.mode == SANDBOX_NONE)
-		fprintf(stderr, "khub-worker build: WARNING: no sandbox (allow_no_sandbox): build code has the network\n");
+		fprintf(stderr, "khub-worker build: WARNING: NO SANDBOX (the toolchain sets allow_no_sandbox): build code "
+			"runs with the network, sees the whole machine and everything uid %ld may read\n", (long)sb.uid);
 
 	if (copy_tree(source, plan.src, 2) < 0) {
 		fprintf(stderr, "khub-worker build: cannot copy the source %s\n", source);
@@ -339,16 +483,20 @@ int build_main(int argc, char **argv)
 		goto cleanup;
 	}
 	rc = BUILD_TIMED_OUT;	/* for over_disk below */
-
 	if (over_disk(scratch, disk))
+		goto cleanup;
+	rc = BUILD_INTERNAL;
+	if (write_text(script, embedded_build_toml_py, embedded_build_toml_py_len) < 0 ||
+	    scratch_prepare(&sb, &plan, scratch, script) < 0) {
+		fprintf(stderr, "khub-worker build: cannot prepare the scratch directory %s\n", scratch);
+		goto cleanup;
+	}
+	if ((rc = sandbox_check(&sb)) != BUILD_OK)
 		goto cleanup;
 	rc = BUILD_INTERNAL;
 
 	/* build.toml, read by the toolchain's Python in the sandbox. */
-	script = xasprintf("%s/build_toml.py", scratch);
 	build_json = xasprintf("%s/build.json", scratch);
-	if (write_text(script, embedded_build_toml_py, embedded_build_toml_py_len) < 0)
-		goto cleanup;
 	{
 		int fd = open(build_json, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0)
@@ -358,7 +506,7 @@ int build_main(int argc, char **argv)
 		int r = sandbox_run(&sb, args, plan.src, fd);
 		free(toml);
 		close(fd);
-		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT) {
+		if (limit_hit(r)) {
 			rc = BUILD_TIMED_OUT;
 			goto cleanup;
 		}
@@ -466,6 +614,15 @@ int build_main(int argc, char **argv)
 		goto cleanup;
 	}
 	rc = BUILD_INTERNAL;
+	/* From here on the worker reads the source and writes the variant
+	 * directory: build code only reads them, and what it left there that
+	 * is no file (a link to a secret of the machine) is removed. */
+	sandbox_bind(&sb, plan.stage, 0);
+	sandbox_bind(&sb, plan.src, 0);
+	if (sandbox_take_back(&sb, plan.stage) < 0 || sandbox_take_back(&sb, plan.src) < 0) {
+		fprintf(stderr, "khub-worker build: cannot take the source and %s back from the build\n", plan.stage);
+		goto cleanup;
+	}
 	if (package_python(&plan) < 0) {
 		fprintf(stderr, "khub-worker build: cannot copy torch-ext/%s\n", plan.module);
 		goto cleanup;
@@ -498,11 +655,15 @@ int build_main(int argc, char **argv)
 			goto cleanup;
 		}
 	}
+	if (sandbox_take_back(&sb, plan.stage) < 0) {	/* the files written since: readable by the build */
+		fprintf(stderr, "khub-worker build: cannot hand %s to the smoke import\n", plan.stage);
+		goto cleanup;
+	}
 	{
 		char *args[] = { tc->python, "-c", (char *)smoke_script, plan.stage, plan.ops_name, plan.module,
 				 plan.noarch ? "noarch" : "arch", foreign ? "direct" : "loader", NULL };
 		int r = sandbox_run(&sb, args, scratch, 2);
-		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT) {
+		if (limit_hit(r)) {
 			rc = BUILD_TIMED_OUT;
 			goto cleanup;
 		}

@@ -12,45 +12,92 @@
 #include <jansson.h>
 #include <stdint.h>
 
-/* ---- sandbox (sandbox.c) ----------------------------------------------------------- */
+/* ---- sandbox (sandbox.c, sandbox_seccomp.c) ----------------------------------------- */
 
 enum sandbox_mode {
-	SANDBOX_BWRAP,		/* bubblewrap: new net, pid and ipc namespaces, read-only / */
-	SANDBOX_UNSHARE,	/* util-linux unshare --net --pid (root only): no network, / writable */
-	SANDBOX_NONE		/* only when the toolchain sets allow_no_sandbox */
+	SANDBOX_BWRAP,		/* bubblewrap: user, pid, net, ipc, mount namespaces; a filesystem of its own */
+	SANDBOX_NONE		/* only when the toolchain sets allow_no_sandbox (loud in every log) */
+};
+
+#define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */
+#define SANDBOX_MAX_PROCESSES_DEFAULT 512
+#define SANDBOX_INNER_UID 1000		/* the uid build code sees in its user namespace */
+
+/* How a build may be isolated, from the command line and the toolchain. */
+struct sandbox_options {
+	int allow_no_sandbox;		/* the toolchain's allow_no_sandbox */
+	int bwrap_only;			/* --sandbox bwrap: no fallback, not even an allowed one */
+	long build_uid, build_gid;	/* the uid the commands run as when the worker is root */
+	long max_processes;		/* RLIMIT_NPROC of the commands' uid; 0: none */
+};
+
+/* A directory of the scratch the commands see, read-write or read-only. */
+struct sandbox_bind {
+	char *path;		/* owned */
+	int writable;
 };
 
 struct sandbox {
 	enum sandbox_mode mode;
-	char *tool;		/* bwrap or unshare (owned); NULL for SANDBOX_NONE */
-	char *scratch;		/* the one writable directory (owned) */
+	char *tool;		/* bwrap (owned); NULL for SANDBOX_NONE */
+	int disable_userns;	/* this bwrap has --disable-userns (0.8+; the seccomp filter refuses them anyway) */
+	char *scratch;		/* the build's scratch directory (owned); only its binds are seen */
+	struct sandbox_bind *binds;	/* owned; the only parts of the worker's disk a command can write */
+	size_t nbinds;
+	struct strvec ro_dirs;	/* the toolchain's directories outside /usr, bound read-only */
 	struct strvec hide;	/* paths overlaid with nothing inside the sandbox */
 	struct strvec env;	/* KEY=VALUE: the whole environment of the commands */
-	long cpu_seconds, memory_mb, disk_mb;	/* per process; 0 = no limit */
+	int drop;		/* the worker is root: commands run as uid/gid */
+	uid_t uid;
+	gid_t gid;
+	long max_processes;	/* RLIMIT_NPROC; 0 = none */
+	long cpu_seconds, memory_mb, disk_mb;	/* per process (disk_mb: also the whole scratch); 0 = no limit */
 	uint64_t deadline_usec;	/* monotonic_usec() limit for the whole build; 0 = none */
+	int disk_hit;		/* a command was killed for filling the scratch over disk_mb */
 	int log_fd;		/* stderr of every command (and stdout unless redirected) */
 };
 
 /* Outcomes of sandbox_run besides an exit status. */
 #define SANDBOX_TIMED_OUT (-100)	/* the wall-clock deadline (or a stop signal) */
 #define SANDBOX_CPU_LIMIT (-101)	/* failed after using up the CPU-time limit */
+#define SANDBOX_DISK_LIMIT (-102)	/* killed: the scratch grew over disk_mb */
 /* The exit status of `khub-worker build --exec-measured` for that. */
 #define SANDBOX_EXIT_CPU_LIMIT 152
 
-/* Choose the isolation (bwrap, else unshare as root, else none when
- * allowed; only "bwrap" or "unshare": that one or fail): 0, or KHUB_EPERM
- * with why when no network isolation is possible and allow_no_sandbox is
- * 0. Takes a copy of scratch. */
-int sandbox_init(struct sandbox *sb, const char *scratch, int allow_no_sandbox, const char *only, char *why,
-		 size_t why_size);
+/* Choose the isolation: bubblewrap with every namespace, else, only when
+ * o->allow_no_sandbox (and not o->bwrap_only), none. 0, or KHUB_EPERM with
+ * why. Takes a copy of scratch; fills sb->ro_dirs from ro_dirs (borrowed).
+ * When the worker is root the commands run as o->build_uid. */
+int sandbox_init(struct sandbox *sb, const char *scratch, const struct sandbox_options *o,
+		 const struct strvec *ro_dirs, char *why, size_t why_size);
 void sandbox_release(struct sandbox *sb);
 const char *sandbox_mode_name(enum sandbox_mode mode);
+/* Let the commands see path (inside the scratch) read-write or read-only;
+ * a second call for the same path changes its mode. */
+void sandbox_bind(struct sandbox *sb, const char *path, int writable);
+/* Hand path (a tree inside the scratch) to the build uid (lchown; only
+ * when the worker is root). 0 or KHUB_EIO. */
+int sandbox_give(struct sandbox *sb, const char *path);
+/* Take path back from build code before the worker uses it: remove every
+ * entry that is not a regular file or a directory (links, fifos...), give
+ * the rest to the worker's uid and the build's gid, 0750/0640 (build code
+ * reads, only the worker writes). 0 or KHUB_EIO. */
+int sandbox_take_back(struct sandbox *sb, const char *path);
+/* Run a probe inside the sandbox and describe what isolation it gives
+ * into text (one line); 0 when it is the whole of it (always 0 for
+ * SANDBOX_NONE, whose text says what is missing), else KHUB_EPERM. */
+int sandbox_describe(struct sandbox *sb, char *text, size_t size);
+/* A seccomp filter (BPF) refusing mount, ptrace, unshare, bpf... with
+ * EPERM, in a new memfd without close-on-exec at offset 0 (caller closes),
+ * or -1. */
+int sandbox_seccomp_fd(void);
 
 /* Run argv (argv[0] searched in the sandbox's PATH) in the sandbox, with
  * cwd dir (inside scratch), stdout to out_fd (-1: the log): its own process
- * group, rlimits, killed with its group at the deadline. Returns the exit
- * status (128+signal when killed), SANDBOX_TIMED_OUT, or a negative KHUB_E*
- * when it could not be started. */
+ * group, rlimits, killed with its group at the deadline or when the scratch
+ * grows over disk_mb. Returns the exit status (128+signal when killed),
+ * SANDBOX_TIMED_OUT, SANDBOX_DISK_LIMIT, or a negative KHUB_E* when it could
+ * not be started. */
 int sandbox_run(struct sandbox *sb, char *const *argv, const char *dir, int out_fd);
 
 /* `khub-worker build --exec-measured CPU -- PROG ARGS` (inside the
@@ -62,7 +109,8 @@ int sandbox_exec_measured(long cpu_seconds, char **argv);
  * (0 and *pid, 127 when the program is not found, or a negative KHUB_E*),
  * then wait for any of pids[0..n) (entries <= 0 are skipped): the finished
  * one's index and result as sandbox_run's, its entry set to 0. At the
- * deadline every group is killed and SANDBOX_TIMED_OUT returned. */
+ * deadline (or over the disk limit) every group is killed and
+ * SANDBOX_TIMED_OUT (SANDBOX_DISK_LIMIT) returned. */
 int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int out_fd, pid_t *pid);
 int sandbox_wait_any(struct sandbox *sb, pid_t *pids, size_t n, size_t *index);
 /* Kill and reap the process groups of pids[0..n) still running. */
@@ -80,6 +128,12 @@ int run_capture(char *const *argv, char *const *env, int timeout_s, char **out, 
  * unless the toolchain sets it), HOME=home, TMPDIR=/tmp, LC_ALL, then the
  * toolchain's env. Nothing of the worker's own environment. */
 void toolchain_environment(const struct toolchain *tc, const char *home, struct strvec *env);
+/* The directories a probed toolchain needs that the sandbox does not show
+ * already (/usr, /lib*, /bin): the prefixes of its programs, the absolute
+ * paths of its env, its torch and Python headers, into dirs. KHUB_EPERM
+ * with why when one lies where a build may never look (/root, /home, /var,
+ * /tmp, /etc, /run...). */
+int toolchain_sandbox_dirs(const struct toolchain *tc, struct strvec *dirs, char *why, size_t why_size);
 
 /* ---- build plan shared by compile.c and package.c ---------------------------------- */
 

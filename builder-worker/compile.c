@@ -190,7 +190,7 @@ static int outcome(struct build_plan *p, const char *prog, int rc)
 		dprintf(p->sb->log_fd, "khub-worker: the build ran out of time (wall-clock limit)\n");
 		return BUILD_TIMED_OUT;
 	}
-	if (rc == SANDBOX_CPU_LIMIT)
+	if (rc == SANDBOX_CPU_LIMIT || rc == SANDBOX_DISK_LIMIT)	/* the sandbox said which */
 		return BUILD_TIMED_OUT;
 	if (rc < 0) {
 		dprintf(p->sb->log_fd, "khub-worker: could not start %s\n", prog);
@@ -237,7 +237,7 @@ static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
 			break;
 		size_t slot;
 		int r = sandbox_wait_any(p->sb, pids, jobs, &slot);
-		if (r == SANDBOX_TIMED_OUT) {
+		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_DISK_LIMIT) {	/* every group was killed */
 			running = 0;
 			rc = outcome(p, "", r);
 			break;

@@ -50,6 +50,8 @@ static void usage(FILE *fp)
 		"  --poll-seconds N      how long one claim waits for a job (20)\n"
 		"  --drain-seconds N     after SIGTERM, how long running builds may go on (0: to their end)\n"
 		"  --kill-grace-seconds N  between SIGTERM and SIGKILL of a build's processes (10)\n"
+		"  --build-user UID[:GID]  who build code runs as when the worker is root (65534:65534)\n"
+		"  --max-processes N     processes (and threads) of that uid at once, builds together (512)\n"
 		"  --log-level LEVEL     error, warn, info, debug\n"
 		"       khub-worker --check --toolchains FILE\n"
 		"       khub-worker build --help\n");
@@ -354,11 +356,17 @@ static char *read_token(const char *path)
 }
 
 /* <work-dir>/<name>, locked for this process; leftovers of a killed run removed. */
-static char *claim_work_dir(const char *work_dir, const char *name, int *lock_fd)
+static char *claim_work_dir(const struct daemon_config *cfg, const char *work_dir, const char *name, int *lock_fd)
 {
 	char *root = xasprintf("%s/%s", work_dir, name);
-	if (mkdir_p(root, 0700) < 0)
+	/* a root worker's builds run as the build uid, which must reach its
+	 * scratch below (search, never list) */
+	mode_t mode = geteuid() == 0 ? 0711 : 0700;
+	if (mkdir_p(root, mode) < 0 || chmod(root, mode) < 0)
 		fatal("khub-worker: cannot make %s: %s", root, strerror(errno));
+	if (geteuid() == 0 && !sandbox_reachable(root, (uid_t)cfg->build_uid, (gid_t)cfg->build_gid, 1))
+		fatal("khub-worker: the build uid %ld cannot reach %s: every directory above it must be searchable by "
+		      "that uid (chmod o+x), or choose another --work-dir", cfg->build_uid, root);
 	char *lock = xasprintf("%s/.lock", root);
 	*lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0)
@@ -397,7 +405,8 @@ int daemon_main(int argc, char **argv)
 		{ "once", no_argument, NULL, 'o' }, { "poll-seconds", required_argument, NULL, 'p' },
 		{ "drain-seconds", required_argument, NULL, 'd' }, { "kill-grace-seconds", required_argument, NULL, 'g' },
 		{ "log-level", required_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
-		{ "token", required_argument, NULL, 'T' },
+		{ "token", required_argument, NULL, 'T' }, { "build-user", required_argument, NULL, 'U' },
+		{ "max-processes", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 } };
 	struct daemon d = { .concurrency = 1, .poll_seconds = 20 };
 	const char *token_file = NULL, *work_dir = NULL, *name = NULL;
@@ -405,6 +414,8 @@ int daemon_main(int argc, char **argv)
 	struct toolchain_set set = { 0 };
 	int c, ret = 1, lock_fd = -1;
 	d.cfg.kill_grace_seconds = 10;
+	d.cfg.build_uid = d.cfg.build_gid = 65534;
+	d.cfg.max_processes = 512;
 	d.cfg.url = getenv("KHUB_URL");
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -418,6 +429,11 @@ int daemon_main(int argc, char **argv)
 		case 'p': d.poll_seconds = parse_int(optarg, "--poll-seconds", 0, 30); break;
 		case 'd': d.drain_seconds = parse_int(optarg, "--drain-seconds", 0, 7 * 24 * 3600); break;
 		case 'g': d.cfg.kill_grace_seconds = parse_int(optarg, "--kill-grace-seconds", 0, 3600); break;
+		case 'U':
+			if (worker_parse_build_user(optarg, &d.cfg.build_uid, &d.cfg.build_gid) < 0)
+				return 64;
+			break;
+		case 'P': d.cfg.max_processes = parse_int(optarg, "--max-processes", 0, 1 << 22); break;
 		case 'l':
 			if (log_level_parse(optarg) < 0)
 				fatal("khub-worker: --log-level: error, warn, info or debug");
@@ -440,13 +456,18 @@ int daemon_main(int argc, char **argv)
 		usage(stderr);
 		return 64;
 	}
+	char *from_env = getenv("KHUB_WORKER_TOKEN");
 	if (token_file)
 		token = read_token(token_file);
-	else if (getenv("KHUB_WORKER_TOKEN") && *getenv("KHUB_WORKER_TOKEN"))
-		token = xstrdup(getenv("KHUB_WORKER_TOKEN"));
+	else if (from_env && *from_env)
+		token = xstrdup(from_env);
 	else
 		fatal("khub-worker: no worker token: --token-file FILE or KHUB_WORKER_TOKEN");
-	unsetenv("KHUB_WORKER_TOKEN");	/* nothing started later inherits it */
+	/* Held in memory only: nothing started later inherits it, and the
+	 * process's own environment block (/proc/PID/environ) no longer has it. */
+	if (from_env)
+		explicit_bzero(from_env, strlen(from_env));
+	unsetenv("KHUB_WORKER_TOKEN");
 	d.cfg.token = token;
 	char *url = xstrdup(d.cfg.url);
 	while (strlen(url) && url[strlen(url) - 1] == '/')
@@ -473,6 +494,9 @@ int daemon_main(int argc, char **argv)
 			usable++;
 			log_info("toolchain %s: %zu variant(s)%s%s", tc->name, tc->nvariants,
 				 tc->nvariants ? ", first " : "", tc->nvariants ? tc->variants[0] : "");
+			if (tc->allow_no_sandbox)
+				log_warn("toolchain %s sets allow_no_sandbox: where bubblewrap is missing its builds run WITHOUT "
+					 "A SANDBOX (network, the whole machine); khub-worker --check says what it gets", tc->name);
 		} else {
 			log_warn("toolchain %s is not usable: %s", tc->name, tc->why);
 		}
@@ -492,7 +516,7 @@ int daemon_main(int argc, char **argv)
 			work_dir = buf;
 		}
 	}
-	char *scratch_root = claim_work_dir(work_dir, name, &lock_fd);
+	char *scratch_root = claim_work_dir(&d.cfg, work_dir, name, &lock_fd);
 	d.cfg.scratch_root = scratch_root;
 
 	/* signals go to one thread; every other thread (curl, jobs) has them blocked */

@@ -94,6 +94,8 @@ struct daemon_config {
 	const struct toolchain_set *toolchains;
 	int heartbeat_seconds, lease_seconds;
 	int kill_grace_seconds;
+	long build_uid, build_gid;	/* who builds when the worker is root (--build-user) */
+	long max_processes;		/* the builds' RLIMIT_NPROC (--max-processes) */
 	/* Raised by the signal thread: stop claiming / release running jobs. */
 	volatile sig_atomic_t stopping, releasing;
 };

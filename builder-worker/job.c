@@ -32,6 +32,7 @@ struct job {
 	uint64_t sent, dropped;
 	int log_off;
 	uint64_t last_flush_us;
+	int output_done;	/* the build's output has ended: nothing is held back */
 	char tail[512];		/* the last bytes of output, for the error message */
 	size_t tail_len;
 	/* the lease */
@@ -51,6 +52,66 @@ static char *job_path(const struct job *j, const char *what)
 
 /* ---- log stream ---------------------------------------------------------------------- */
 
+/* Build code never sees the worker's token; should it print it all the
+ * same, no log leaves the worker with it. */
+#define TOKEN_MARK "[worker token]"
+
+/* Replace every occurrence of token in sb from byte `from` on. */
+static void scrub_token(struct strbuf *sb, size_t from, const char *token)
+{
+	size_t tlen = strlen(token);
+	if (!tlen || sb->len < tlen || !memmem(sb->buf + from, sb->len - from, token, tlen))
+		return;
+	struct strbuf out = STRBUF_INIT;
+	strbuf_add(&out, sb->buf, from);
+	const char *p = sb->buf + from, *end = sb->buf + sb->len, *hit;
+	while ((hit = memmem(p, (size_t)(end - p), token, tlen))) {
+		strbuf_add(&out, p, (size_t)(hit - p));
+		strbuf_adds(&out, TOKEN_MARK);
+		p = hit + tlen;
+	}
+	strbuf_add(&out, p, (size_t)(end - p));
+	strbuf_release(sb);
+	*sb = out;
+}
+
+/* How many bytes at the end of buf[0..len) could begin the token (held
+ * back until the next bytes say whether they do). */
+static size_t token_prefix_at_end(const char *buf, size_t len, const char *token)
+{
+	size_t tlen = strlen(token);
+	for (size_t k = tlen > len + 1 ? len : tlen - 1; k > 0; k--)
+		if (!memcmp(buf + len - k, token, k))
+			return k;
+	return 0;
+}
+
+/* A line of text (the error message) with the token, whole or cut at
+ * either end (4 bytes or more), replaced. */
+static void scrub_line(char *line, size_t size, const char *token)
+{
+	struct strbuf sb = STRBUF_INIT;
+	size_t tlen = strlen(token), len = strlen(line), start = 0;
+	strbuf_adds(&sb, line);
+	for (size_t k = tlen - 1; k >= 4 && k < tlen && !start; k--)
+		if (len >= k && !memcmp(line, token + tlen - k, k))
+			start = k;	/* the line begins with the end of the token */
+	struct strbuf out = STRBUF_INIT;
+	if (start)
+		strbuf_adds(&out, TOKEN_MARK);
+	strbuf_add(&out, sb.buf + start, sb.len - start);
+	scrub_token(&out, 0, token);
+	size_t held = token_prefix_at_end(out.buf, out.len, token);
+	if (held >= 4) {
+		out.len -= held;
+		out.buf[out.len] = 0;
+		strbuf_adds(&out, TOKEN_MARK);
+	}
+	snprintf(line, size, "%s", out.buf ? out.buf : "");
+	strbuf_release(&sb);
+	strbuf_release(&out);
+}
+
 static void log_take(struct job *j, const char *data, size_t len)
 {
 	if (j->pending.len + len > LOG_PENDING_LIMIT) {
@@ -62,7 +123,10 @@ static void log_take(struct job *j, const char *data, size_t len)
 			    (unsigned long long)j->dropped);
 		j->dropped = 0;
 	}
+	size_t tlen = strlen(j->cfg->token);
+	size_t from = j->pending.len >= tlen ? j->pending.len - tlen + 1 : 0;	/* a token across two reads */
 	strbuf_add(&j->pending, data, len);
+	scrub_token(&j->pending, from, j->cfg->token);
 	for (size_t i = 0; i < len; i++) {
 		if (j->tail_len == sizeof(j->tail)) {
 			memmove(j->tail, j->tail + sizeof(j->tail) / 2, sizeof(j->tail) / 2);
@@ -77,8 +141,9 @@ static void log_take(struct job *j, const char *data, size_t len)
 static void log_flush(struct job *j)
 {
 	j->last_flush_us = now_us();
-	while (j->pending.len && !j->log_off) {
-		size_t n = j->pending.len > LOG_CHUNK ? LOG_CHUNK : j->pending.len;
+	size_t held = j->output_done ? 0 : token_prefix_at_end(j->pending.buf, j->pending.len, j->cfg->token);
+	while (j->pending.len > held && !j->log_off) {
+		size_t n = j->pending.len - held > LOG_CHUNK ? LOG_CHUNK : j->pending.len - held;
 		char *path = xasprintf("/api/builds/%s/log?offset=%llu", j->id, (unsigned long long)j->sent);
 		struct hub_reply r = { 0 };
 		hub_call(j->hc, "POST", path, j->pending.buf, n, "text/plain; charset=utf-8", 30, &r);
@@ -135,6 +200,7 @@ static void last_line(const struct job *j, char *out, size_t size)
 		start--;
 	size_t n = end - start > 200 ? 200 : end - start;
 	snprintf(out, size, "%.*s", (int)n, j->tail + start);
+	scrub_line(out, size, j->cfg->token);
 }
 
 /* ---- lease ----------------------------------------------------------------------------- */
@@ -294,6 +360,12 @@ static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pi
 	}
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
 		push_limit(&argv, j->limits, limits[i][0], limits[i][1]);
+	strvec_pushf(&argv, "--sandbox");
+	strvec_pushf(&argv, "bwrap");
+	strvec_pushf(&argv, "--build-user");
+	strvec_pushf(&argv, "%ld:%ld", cfg->build_uid, cfg->build_gid);
+	strvec_pushf(&argv, "--max-processes");
+	strvec_pushf(&argv, "%ld", cfg->max_processes);
 	free(src);
 	free(out);
 	/* built from nothing: the worker's token never reaches build code */
@@ -384,6 +456,7 @@ static int run_build(struct job *j, const struct toolchain *tc, int *status)
 		}
 	}
 	close(fds[0]);
+	j->output_done = 1;
 	if (kill_at)	/* the group got TERM and closed its output: make sure of the rest */
 		kill(-pid, SIGKILL);
 	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
@@ -527,15 +600,20 @@ void job_run(const struct daemon_config *cfg, json_t *job)
 		report_fail(&j, why, 1, NULL);
 		goto cleanup;
 	}
+	/* the build uid (a root worker's builds) reaches tmp/, where `khub-worker
+	 * build` makes its own scratch; nothing else here is anyone's but ours */
+	int root = geteuid() == 0;
 	const char *subdirs[] = { "src", "out", "tmp", "home" };
-	for (size_t i = 0; i < 4; i++) {
+	const mode_t modes[] = { 0700, 0700, root ? 0711 : 0700, 0700 };
+	int bad = chmod(j.scratch, root ? 0711 : 0700) < 0;
+	for (size_t i = 0; i < 4 && !bad; i++) {
 		char *d = xasprintf("%s/%s", j.scratch, subdirs[i]);
-		int bad = mkdir(d, 0755) < 0;
+		bad = mkdir(d, 0700) < 0 || chmod(d, modes[i]) < 0;
 		free(d);
-		if (bad) {
-			report_fail(&j, "worker internal error: cannot make the scratch directory", 1, NULL);
-			goto cleanup;
-		}
+	}
+	if (bad) {
+		report_fail(&j, "worker internal error: cannot make the scratch directory", 1, NULL);
+		goto cleanup;
 	}
 	if (!tc) {
 		char why[256];

@@ -23,12 +23,36 @@ int worker_parse_number(const char *s, const char *flag, long lo, long hi, long 
 	return 0;
 }
 
+int worker_parse_build_user(const char *s, long *uid, long *gid)
+{
+	char *end;
+	errno = 0;
+	long u = strtol(s, &end, 10), g = u;
+	if (!errno && *end == ':')
+		g = strtol(end + 1, &end, 10);
+	if (errno || *end || end == s || u <= 0 || g <= 0 || u > 0x7fffffffL || g > 0x7fffffffL) {
+		fprintf(stderr, "khub-worker: --build-user wants UID or UID:GID (not 0, root)\n");
+		return -1;
+	}
+	*uid = u;
+	*gid = g;
+	return 0;
+}
+
 static int check_main(int argc, char **argv)
 {
 	const char *path = NULL;
+	long uid = 65534, gid = 65534, nproc = 512;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--toolchains") == 0 && i + 1 < argc)
 			path = argv[++i];
+		else if (strcmp(argv[i], "--build-user") == 0 && i + 1 < argc) {
+			if (worker_parse_build_user(argv[++i], &uid, &gid) < 0)
+				return 64;
+		} else if (strcmp(argv[i], "--max-processes") == 0 && i + 1 < argc) {
+			if (worker_parse_number(argv[++i], "--max-processes", 0, 1 << 22, &nproc) < 0)
+				return 64;
+		}
 		else if (strncmp(argv[i], "--toolchains=", 13) == 0)
 			path = argv[i] + 13;
 		else if (strcmp(argv[i], "--check") != 0) {
@@ -37,7 +61,7 @@ static int check_main(int argc, char **argv)
 		}
 	}
 	if (!path) {
-		fprintf(stderr, "usage: khub-worker --check --toolchains FILE\n");
+		fprintf(stderr, "usage: khub-worker --check --toolchains FILE [--build-user UID[:GID]] [--max-processes N]\n");
 		return 64;
 	}
 	struct toolchain_set set = { 0 };
@@ -61,6 +85,10 @@ static int check_main(int argc, char **argv)
 		       tc->cxx11_abi ? "cxx11" : "pre-cxx11");
 		for (size_t k = 0; k < tc->nvariants; k++)
 			printf("  %s\n", tc->variants[k]);
+		char isolation[1024];
+		int whole = build_describe_sandbox(tc, uid, gid, nproc, isolation, sizeof(isolation));
+		printf("  sandbox %s%s\n", isolation, whole < 0 ? " -- builds are REFUSED" :
+		       tc->allow_no_sandbox && strncmp(isolation, "none", 4) == 0 ? " -- WARNING: allow_no_sandbox" : "");
 	}
 	toolchains_release(&set);
 	return usable ? 0 : 1;

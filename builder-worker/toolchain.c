@@ -8,10 +8,12 @@
  * such a variant is compiled against a torch that is not a ROCm build). */
 #include "builder-worker/build_internal.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define PROBE_TIMEOUT_S 120
 
@@ -226,6 +228,107 @@ void toolchain_environment(const struct toolchain *tc, const char *home, struct 
 	strvec_pushf(env, "LC_ALL=C.UTF-8");
 	for (size_t i = 0; i < tc->nenv; i++)
 		strvec_pushf(env, "%s", tc->env[i]);
+}
+
+/* ---- what the sandbox must show of a toolchain ------------------------------------ */
+
+/* Seen by every build already (sandbox.c binds them). */
+static const char *const system_roots[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+/* Never shown to a build: a toolchain there is refused. */
+static const char *const forbidden_roots[] = { "/root", "/home", "/var", "/tmp", "/etc", "/run", "/proc", "/sys",
+					       "/dev", "/boot", "/mnt", "/media", "/srv", "/lost+found" };
+
+static int under(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+	return !strncmp(path, root, n) && (path[n] == '/' || path[n] == 0);
+}
+
+static int under_any(const char *path, const char *const *roots, size_t nroots)
+{
+	for (size_t i = 0; i < nroots; i++)
+		if (under(path, roots[i]))
+			return 1;
+	return 0;
+}
+
+/* Add dir (an existing absolute path) unless the sandbox shows it already. */
+static int add_dir(struct strvec *dirs, const char *dir, const char *what, char *why, size_t why_size)
+{
+	if (dir[0] != '/' || under_any(dir, system_roots, sizeof(system_roots) / sizeof(*system_roots)))
+		return 0;
+	if (!strcmp(dir, "/") || under_any(dir, forbidden_roots, sizeof(forbidden_roots) / sizeof(*forbidden_roots))) {
+		snprintf(why, why_size, "%s is in %s, which a build never sees: install the toolchain under /usr, /usr/local "
+			 "or /opt", what, dir);
+		return KHUB_EPERM;
+	}
+	for (size_t i = 0; i < dirs->count; i++)
+		if (under(dir, dirs->items[i]))
+			return 0;
+	strvec_pushf(dirs, "%s", dir);
+	return 0;
+}
+
+/* A program's prefix: /opt/x for /opt/x/bin/prog, else its directory. */
+static int add_program(struct strvec *dirs, const char *path, const char *what, char *why, size_t why_size)
+{
+	char *dir = xstrdup(path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir && !strcmp(slash, "/bin"))
+		*slash = 0;
+	int rc = *dir ? add_dir(dirs, dir, what, why, why_size) : 0;
+	free(dir);
+	return rc;
+}
+
+/* Every absolute, existing path in a PATH-like value (':'-separated). */
+static int add_paths(struct strvec *dirs, const char *value, const char *what, char *why, size_t why_size)
+{
+	char *copy = xstrdup(value), *save = NULL;
+	int rc = 0;
+	for (char *p = strtok_r(copy, ":", &save); p && rc == 0; p = strtok_r(NULL, ":", &save)) {
+		struct stat st;
+		if (p[0] == '/' && stat(p, &st) == 0)
+			rc = S_ISDIR(st.st_mode) ? add_dir(dirs, p, what, why, why_size) : add_program(dirs, p, what, why, why_size);
+	}
+	free(copy);
+	return rc;
+}
+
+int toolchain_sandbox_dirs(const struct toolchain *tc, struct strvec *dirs, char *why, size_t why_size)
+{
+	struct strvec env = STRVEC_INIT;
+	toolchain_environment(tc, "/tmp", &env);
+	const char *path = "/usr/local/bin:/usr/bin:/bin";
+	for (size_t i = 0; i < env.count; i++)
+		if (!strncmp(env.items[i], "PATH=", 5))
+			path = env.items[i] + 5;
+	const char *programs[] = { tc->python, tc->cxx, tc->nvcc, tc->hipcc, tc->cmake, tc->ninja };
+	int rc = 0;
+	for (size_t i = 0; i < sizeof(programs) / sizeof(*programs) && rc == 0; i++) {
+		char *found = programs[i] ? spawn_find_program(programs[i], path) : NULL;
+		char real[PATH_MAX];
+		if (found)
+			rc = add_program(dirs, found, programs[i], why, why_size);
+		if (found && rc == 0 && realpath(found, real))
+			rc = add_program(dirs, real, programs[i], why, why_size);
+		free(found);
+	}
+	for (size_t i = 0; i < tc->nenv && rc == 0; i++) {
+		const char *eq = strchr(tc->env[i], '=');
+		rc = add_paths(dirs, eq + 1, tc->env[i], why, why_size);
+	}
+	const char *probed[] = { tc->python_include, tc->torch_lib };
+	for (size_t i = 0; i < 2 && rc == 0; i++)
+		if (probed[i])
+			rc = add_paths(dirs, probed[i], "the toolchain's Python or torch", why, why_size);
+	for (size_t i = 0; i < tc->ntorch_includes && rc == 0; i++)
+		rc = add_paths(dirs, tc->torch_includes[i], "torch's headers", why, why_size);
+	strvec_release(&env);
+	return rc;
 }
 
 /* First line of `prog --version`, or NULL. */

@@ -6,6 +6,7 @@
 #define KHUB_WORKER_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* ---- toolchains (toolchain.c) ------------------------------------------------------ */
 
@@ -83,6 +84,21 @@ int build_main(int argc, char **argv);
 /* A command-line number for flag (as "--name") between lo and hi: 0 and
  * *out, or -1 after saying on stderr what the flag wants (main.c). */
 int worker_parse_number(const char *s, const char *flag, long lo, long hi, long *out);
+/* --build-user UID[:GID] (GID: UID when left out; neither 0): 0, or -1
+ * after saying so on stderr (main.c). */
+int worker_parse_build_user(const char *s, long *uid, long *gid);
+
+/* What isolation tc's builds get here (`--check`): sets up a sandbox on a
+ * throw-away scratch as a build would and probes it; one line into text.
+ * 0 when it is the whole sandbox, else KHUB_EPERM (text says what is
+ * missing or why there is none) (build.c). */
+int build_describe_sandbox(const struct toolchain *tc, long build_uid, long build_gid, long max_processes,
+			   char *text, size_t size);
+
+/* 1 when uid:gid can search every directory above path and has the
+ * permissions want (4 read, 2 write, 1 search; 0: none) on it, by the mode
+ * bits (sandbox.c; the daemon checks its work directory with it). */
+int sandbox_reachable(const char *path, uid_t uid, gid_t gid, int want);
 
 /* ---- the daemon (daemon.c) ---------------------------------------------------------- */
 

@@ -268,6 +268,7 @@ struct spawn_opts {
 	int drop_privileges;	/* run as uid/gid, without supplementary groups */
 	uid_t uid;
 	gid_t gid;
+	int no_new_privs;	/* PR_SET_NO_NEW_PRIVS: no setuid program regains privileges */
 	int new_process_group;	/* setpgid(0, 0): the caller can signal the whole group */
 	int die_with_parent;	/* SIGKILL the child when the forking thread dies */
 	int reset_signals;	/* no blocked signal, SIGPIPE/SIGTERM/SIGINT default */

@@ -73,6 +73,8 @@ int spawn_process(const struct spawn_opts *o, pid_t *pid_out)
 		if (o->drop_privileges &&
 		    (setgroups(0, NULL) < 0 || setgid(o->gid) < 0 || setuid(o->uid) < 0))
 			_exit(126);
+		if (o->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+			_exit(126);
 		for (size_t i = 0; i < o->nrlimits; i++) {
 			struct rlimit rl = { (rlim_t)o->rlimits[i].value, (rlim_t)o->rlimits[i].value };
 			if (setrlimit(o->rlimits[i].resource, &rl) < 0)

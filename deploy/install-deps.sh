@@ -3,7 +3,7 @@
 install_deps() {
 	local want=(build-essential autoconf automake libtool pkg-config
 		libmicrohttpd-dev libgit2-dev libjansson-dev libpq-dev libssl-dev
-		libcurl4-openssl-dev libarchive-dev zstd libelf-dev bubblewrap libcmark-gfm-dev libcmark-gfm-extensions-dev
+		libcurl4-openssl-dev libarchive-dev zstd libelf-dev bubblewrap libseccomp-dev libcmark-gfm-dev libcmark-gfm-extensions-dev
 		postgresql git git-lfs curl python3 ca-certificates
 		nodejs npm)	# npm installs the web UI's chart library (web/package.json), compiled in
 	if [ "${1:-build}" = test ]; then
