@@ -47,6 +47,9 @@ fi
 KHUB_WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
 install -m 755 "$KHUB_BIN" "$STAGE/bin/khub"
 install -m 755 "$KHUB_WORKER_BIN" "$STAGE/bin/khub-worker"
+# The worker's sandbox: Debian's bubblewrap (the device has none); its
+# libraries come with the ldd closure below.
+install -m 755 "$(command -v bwrap)" "$STAGE/bin/bwrap"
 strip "$STAGE/bin/khub" "$STAGE/bin/khub-worker" 2>/dev/null || true
 # khub-worker starts itself again (the daemon runs `khub-worker build`, the
 # sandbox its CPU-time launcher) with an environment built from nothing, so
@@ -78,7 +81,7 @@ is_system_lib() {
 	esac
 	return 1
 }
-for f in "$STAGE/bin/khub" "$STAGE/bin/khub-worker" "$STAGE"/usr/lib/postgresql/15/bin/* "$STAGE"/usr/lib/postgresql/15/lib/*.so; do
+for f in "$STAGE/bin/khub" "$STAGE/bin/khub-worker" "$STAGE/bin/bwrap" "$STAGE"/usr/lib/postgresql/15/bin/* "$STAGE"/usr/lib/postgresql/15/lib/*.so; do
 	ldd "$f" | awk '/=> \//{print $1, $3}'
 done | sort -u | while read -r name path; do
 	is_system_lib "$name" && continue
@@ -88,7 +91,7 @@ chmod 755 "$STAGE"/lib/*
 
 # Every non-system dependency must now resolve inside the bundle.
 missing=0
-for f in "$STAGE/bin/khub" "$STAGE/bin/khub-worker" "$STAGE"/usr/lib/postgresql/15/bin/* "$STAGE"/usr/lib/postgresql/15/lib/*.so "$STAGE"/lib/*; do
+for f in "$STAGE/bin/khub" "$STAGE/bin/khub-worker" "$STAGE/bin/bwrap" "$STAGE"/usr/lib/postgresql/15/bin/* "$STAGE"/usr/lib/postgresql/15/lib/*.so "$STAGE"/lib/*; do
 	while read -r name path; do
 		is_system_lib "$name" && continue
 		case $(realpath -m "$path") in "$STAGE"/lib/*) ;; *) echo "not bundled: $name ($path) for $f" >&2; missing=1 ;; esac
