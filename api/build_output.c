@@ -107,6 +107,48 @@ long build_toml_version(const char *text)
 	return -1;
 }
 
+/* After "src =": 1 when the array holds something (skipping blanks,
+ * newlines and comments up to its first element or its "]"). */
+static int src_array_nonempty(const char *v)
+{
+	v += strspn(v, " \t");
+	if (*v != '[')
+		return *v != '\0' && *v != '\n';	/* not an array: let the worker judge */
+	for (v++; *v;) {
+		v += strspn(v, " \t\r\n,");
+		if (*v == '#')
+			v += strcspn(v, "\n");
+		else
+			return *v != ']' && *v != '\0';
+	}
+	return 0;
+}
+
+int build_toml_has_compiled_sources(const char *text)
+{
+	char table[128] = "";
+	for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		line += strspn(line, " \t");
+		if (*line == '[') {
+			size_t n = strcspn(line + 1, "]\n");
+			snprintf(table, sizeof(table), "%.*s", (int)(n < sizeof(table) - 1 ? n : sizeof(table) - 1), line + 1);
+			continue;
+		}
+		size_t klen = strcspn(line, " \t=\n#");
+		const char *eq = line + klen + strspn(line + klen, " \t");
+		if (klen == 0 || *eq != '=')
+			continue;
+		char key[256];
+		snprintf(key, sizeof(key), "%s%s%.*s", table, table[0] ? "." : "", (int)(klen < 128 ? klen : 128), line);
+		size_t len = strlen(key);
+		int is_src = len > 4 && strcmp(key + len - 4, ".src") == 0 &&
+			     (strcmp(key, "torch.src") == 0 || strcmp(key, "tvm-ffi.src") == 0 || (strncmp(key, "kernel.", 7) == 0 && len > 11));
+		if (is_src && src_array_nonempty(eq + 1))
+			return 1;
+	}
+	return 0;
+}
+
 int build_output_check(const char *path, const char *variant, const char *build_toml, struct build_output *out,
 		       char *why, size_t why_size)
 {
@@ -180,6 +222,11 @@ int build_output_check(const char *path, const char *variant, const char *build_
 	if (source_version >= 0 && source_version != out->version)
 		REFUSE("%s/metadata.json has version %ld but the source's build.toml says %ld", variant, out->version,
 		       source_version);
+	struct variant_name vn;
+	if (build_toml && variant_name_parse(variant, &vn, NULL) == 0 && vn.framework == VARIANT_TORCH_NOARCH &&
+	    build_toml_has_compiled_sources(build_toml))
+		REFUSE("%s is a noarch (Python-only) variant but the source's build.toml lists sources to compile: "
+		       "it would load and fail on its first op; only arch variants of this kernel are published", variant);
 	if (out->report_text) {
 		out->report = json_loads(out->report_text, 0, NULL);
 		if (!json_is_object(out->report) || !json_is_boolean(json_object_get(out->report, "ok")))

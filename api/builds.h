@@ -104,6 +104,11 @@ uint64_t build_leases_expired(void);
  * the branch and to compare with metadata.json; the worker parses the file
  * for real): -1 when it says none (api/build_output.c). */
 long build_toml_version(const char *text);
+/* 1 when build.toml's text lists sources to compile (a non-empty src array
+ * under [torch], [tvm-ffi] or a [kernel.*] table), read line by line like
+ * build_toml_version: the worker parses build.toml for real; this is the
+ * server's second line against a noarch output of a compiled kernel. */
+int build_toml_has_compiled_sources(const char *text);
 
 /* Set while the farm publishes a build's output on this thread: the
  * trigger leaves those commits alone. */

@@ -1,5 +1,5 @@
 /* test_build_output.c -- the build farm's checks of a worker's output: tar
- * member names, build.toml's version, and whole tars (made here with
+ * member names, build.toml's version and compiled sources, and whole tars (made here with
  * libarchive) against the layout rules. */
 #include "api/build_output.h"
 #include "tap.h"
@@ -51,6 +51,18 @@ static char *make_tar(const char *const *members, size_t n)
 	return path;
 }
 
+static int check_variant(const char *const *members, size_t n, const char *variant, const char *toml, char *why,
+			 size_t why_size)
+{
+	char *path = make_tar(members, n);
+	struct build_output out;
+	int rc = build_output_check(path, variant, toml, &out, why, why_size);
+	build_output_release(&out);
+	unlink(path);
+	free(path);
+	return rc;
+}
+
 static int check(const char *const *members, size_t n, const char *toml, char *why, size_t why_size)
 {
 	char *path = make_tar(members, n);
@@ -79,6 +91,14 @@ int main(void)
 	ok(build_toml_version("[general]\nname = \"relu\"\nversion = 3\n") == 3, "build.toml [general] version");
 	ok(build_toml_version("[torch]\nversion = 9\n[general]\nname = \"x\"\n") == -1, "a version in another table is not it");
 	ok(build_toml_version("") == -1, "no version");
+	ok(build_toml_has_compiled_sources("[torch]\nsrc = [\"a.cpp\"]\n") == 1, "[torch] src: compiled");
+	ok(build_toml_has_compiled_sources("[kernel.relu_cpu]\nbackend = \"cpu\"\nsrc = [\n  # x\n  \"r.cpp\",\n]\n") == 1,
+	   "[kernel.x] src over lines: compiled");
+	ok(build_toml_has_compiled_sources("[torch]\nsrc = []\n[torch-noarch]\n") == 0, "an empty src is not");
+	ok(build_toml_has_compiled_sources("[torch-noarch]\npyext = [\"json\"]\n") == 0, "noarch: not compiled");
+	ok(build_toml_has_compiled_sources("[general]\nsrc = [\"a\"]\n[tvm]\nsrc = [\"b\"]\n") == 0,
+	   "src in other tables is not");
+	ok(build_toml_has_compiled_sources("kernel.k.src = [\"a.cu\"]\n") == 1, "a dotted key: compiled");
 
 	char why[512];
 	const char *good[] = { V, "d", "", V "/__init__.py", "f", "x = 1\n", V "/metadata.json", "f", metadata,
@@ -92,6 +112,11 @@ int main(void)
 	ok(check(other, 2, NULL, why, sizeof(why)) < 0, "another top directory: %s", why);
 	const char *nometa[] = { V "/a.py", "f", "" };
 	ok(check(nometa, 1, NULL, why, sizeof(why)) < 0 && strstr(why, "metadata.json"), "no metadata.json: %s", why);
+	const char *noarch[] = { "torch-cpu/metadata.json", "f", metadata, "torch-cpu/__init__.py", "f", "" };
+	ok(check_variant(noarch, 2, "torch-cpu", "[general]\nversion = 2\n[torch-noarch]\n", why, sizeof(why)) == 0,
+	   "a noarch output of a noarch kernel passes");
+	ok(check_variant(noarch, 2, "torch-cpu", "[general]\nversion = 2\n[torch]\nsrc = [\"b.cpp\"]\n", why, sizeof(why)) < 0 &&
+	   strstr(why, "noarch"), "a noarch output of a compiled kernel is refused: %s", why);
 	const char *badreport[] = { V "/metadata.json", "f", metadata, "abi-report.json", "f", "[1]" };
 	ok(check(badreport, 2, NULL, why, sizeof(why)) < 0, "a report without \"ok\": %s", why);
 	return done_testing();
