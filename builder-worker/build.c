@@ -377,6 +377,10 @@ int build_main(int argc, char **argv)
 	if (!can) {
 		fprintf(stderr, "khub-worker build: toolchain %s cannot build %s%s%s\n", tc->name, variant,
 			tc->why[0] ? ": " : "", tc->why);
+		if (tc->usable && plan.parsed.framework == VARIANT_TORCH_STABLE_ABI)
+			fprintf(stderr, "khub-worker build: a torch-stable-abi<MM> variant is built against torch %s's headers "
+				"with TORCH_TARGET_VERSION; this toolchain's torch %s builds the stable ABI 2.9 up to its own "
+				"version only\n", "MM or newer", tc->torch_version);
 		rc = BUILD_USAGE;
 		goto cleanup;
 	}
