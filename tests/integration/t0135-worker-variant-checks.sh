@@ -11,7 +11,7 @@
 # checked against torch.relu; else the naming, the command line and the
 # refusals, through a toolchain whose probe reports torch 2.11); tvm-ffi is
 # refused with a reason. The server refuses a noarch output of a compiled
-# kernel and publishes nothing.
+# kernel and publishes nothing; the daemon fails such a job for good.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
 WORKER=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
@@ -221,6 +221,25 @@ PYEOF
 else
 	ok 0 "the server did not queue torch-cpu for a compiled kernel: $(j 'd["skipped"][0]["reason"]' | head -c 120)"
 	ok 0 "# SKIP no noarch job to upload an output for (planning refused it: the first line)"
+fi
+
+# The daemon: a torch-cpu job of the compiled kernel fails as a bad job, for good (not retried).
+W2=$(khub admin worker add w2 2>>"$setup_log" | tail -n 1)
+printf '%s\n' "$W2" >"$T/w2.token"
+chmod 600 "$T/w2.token"
+api "$ALICE" POST /api/kernels/acme/relu/builds '{"revision":"main","variants":["torch-cpu"],"force":true}'
+JOB2=$(j 'd["builds"][0]["id"] if d["builds"] else ""')
+if [ -n "$JOB2" ]; then
+	"$WORKER" --url "$KHUB_URL" --token-file "$T/w2.token" --toolchains "$T/toolchains.json" --name w2 --once \
+		--poll-seconds 1 --work-dir "$T/dwork" 2>"$T/daemon.log"
+	ok $? "the daemon (--once) ran the torch-cpu job and exited"
+	api "$ALICE" GET "/api/builds/$JOB2"
+	is "$(j 'd["state"]')" failed "… the job failed, not queued again"
+	like "$(j 'd["error"]')" '^bad job: the kernel is not built as this variant \(exit 5\): ' "… as a bad job (exit 5)"
+else
+	ok 0 "# SKIP torch-cpu of a compiled kernel not queued (planning refused it)"
+	ok 0 "# SKIP torch-cpu of a compiled kernel not queued (planning refused it)"
+	ok 0 "# SKIP torch-cpu of a compiled kernel not queued (planning refused it)"
 fi
 is "$(git --git-dir="$GD" rev-parse -q --verify v1 || echo none)" none "nothing published: no v1"
 
