@@ -139,6 +139,27 @@ static int refuse(const struct build_publish_job *job, const char *why, const ch
 	return rc == KHUB_ECONFLICT ? 0 : rc;
 }
 
+/* Whether the plan of build.toml at commit builds variant (the second line
+ * behind the worker's own check: a noarch output of a compiled kernel, a
+ * backend the kernel does not list, an arch output of a stable-ABI kernel
+ * are refused): 1, 0 with the reason in why, or KHUB_EIO. */
+static int plan_takes_variant(git_repository *git, const char *commit, const char *variant, char *why, size_t size)
+{
+	struct build_plan plan;
+	char reason[400];
+	int rc = build_plan_commit(git, commit, &plan);
+	if (rc < 0)
+		return rc;
+	if (plan.refused)
+		snprintf(why, size, "the source cannot be built from: %s", plan.refused);
+	else if (!build_plan_judge(&plan, variant, reason, sizeof(reason)))
+		snprintf(why, size, "build.toml does not build %s (%s): nothing published", variant, reason);
+	else
+		rc = 1;
+	build_plan_release(&plan);
+	return rc;
+}
+
 int build_publish_run(void *arg)
 {
 	struct build_publish_job *job = arg;
@@ -172,7 +193,12 @@ int build_publish_run(void *arg)
 	if (rc < 0)
 		return rc == KHUB_ENOTFOUND ? refuse(job, "the job's source is gone", NULL) : rc;
 	char *toml = repo_read_text_file(git, v.commit, "build.toml", 1024 * 1024);
+	rc = plan_takes_variant(git, v.commit, v.variant, why, sizeof(why));
 	git_repository_free(git);
+	if (rc <= 0) {
+		free(toml);
+		return rc < 0 ? rc : refuse(job, why, NULL);
+	}
 	rc = build_output_check(job->path, v.variant, toml, &out, why, sizeof(why));
 	free(toml);
 	if (rc < 0) {

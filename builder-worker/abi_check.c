@@ -3,7 +3,9 @@
  * too): undefined symbols must need at most the manylinux_2_28 versions,
  * Python symbols must be in the stable ABI as of 3.9, and DT_NEEDED may
  * name only torch, the CUDA/ROCm runtimes torch ships, and the manylinux
- * system libraries. The report text uses check-abi's wording. */
+ * system libraries. A torch stable ABI build (check-abi --torch-stable-abi)
+ * may not import C++ symbols of c10::, at:: or torch:: (torch::stable::
+ * aside). The report text uses check-abi's wording. */
 #include "builder-worker/build_internal.h"
 
 #include <fcntl.h>
@@ -97,7 +99,7 @@ static const char *stable_abi_added(const char *name, char *buf, size_t size)
 
 static void add_violation(json_t *list, enum abi_violation_kind kind, const char *symbol, const char *version)
 {
-	static const char *const names[] = { "manylinux", "python-abi", "non-abi3", "needed" };
+	static const char *const names[] = { "manylinux", "python-abi", "non-abi3", "needed", "torch-stable-abi" };
 	json_array_append_new(list, json_pack("{s:s,s:s,s:o}", "kind", names[kind], "symbol", symbol, "version",
 					      version ? json_string(version) : json_null()));
 }
@@ -124,12 +126,35 @@ static void sort_violations(json_t *list)
 	free(items);
 }
 
+/* A mangled C++ name (_ZN..., or the typeinfo/vtable of one) in namespace
+ * c10, at or torch but not torch::stable: outside the torch stable ABI. */
+static int is_torch_cxx_symbol(const char *name)
+{
+	if (strncmp(name, "_Z", 2) != 0)
+		return 0;
+	const char *p = name + 2;
+	if (p[0] == 'T' && (p[1] == 'I' || p[1] == 'V' || p[1] == 'S'))
+		p += 2;
+	if (*p++ != 'N')
+		return 0;
+	p += strspn(p, "rVKRO");
+	if (!strncmp(p, "3c10", 4) || !strncmp(p, "2at", 3))
+		return 1;
+	return !strncmp(p, "5torch", 6) && strncmp(p + 6, "6stable", 7) != 0;
+}
+
 struct verneed_entry {
 	unsigned index;
 	char *version;	/* GLIBC_2.32 */
 };
 
 int abi_check_file(const char *path, const char *display, json_t **entry_out, struct strbuf *text)
+{
+	return abi_check_file_for(path, display, NULL, entry_out, text);
+}
+
+int abi_check_file_for(const char *path, const char *display, const char *torch_stable_abi, json_t **entry_out,
+		       struct strbuf *text)
 {
 	*entry_out = NULL;
 	if (elf_version(EV_CURRENT) == EV_NONE)
@@ -208,7 +233,7 @@ int abi_check_file(const char *path, const char *display, json_t **entry_out, st
 				add_violation(violations, ABI_NEEDED, lib, NULL);
 		}
 	}
-	json_t *manylinux = json_array(), *python = json_array(), *non_abi3 = json_array();
+	json_t *manylinux = json_array(), *python = json_array(), *non_abi3 = json_array(), *torch_cxx = json_array();
 	if (dynsym) {
 		Elf_Data *syms = elf_getdata(dynsym, NULL);
 		Elf_Data *vers = versym ? elf_getdata(versym, NULL) : NULL;
@@ -242,6 +267,8 @@ int abi_check_file(const char *path, const char *display, json_t **entry_out, st
 						add_violation(manylinux, ABI_MANYLINUX, name, version);
 				}
 			}
+			if (torch_stable_abi && is_torch_cxx_symbol(name))
+				add_violation(torch_cxx, ABI_TORCH_STABLE, name, NULL);
 			if (!strncmp(name, "Py", 2) || !strncmp(name, "_Py", 3)) {
 				char added[16];
 				if (!stable_abi_added(name, added, sizeof(added)))
@@ -254,6 +281,7 @@ int abi_check_file(const char *path, const char *display, json_t **entry_out, st
 	sort_violations(manylinux);
 	sort_violations(python);
 	sort_violations(non_abi3);
+	sort_violations(torch_cxx);
 	strbuf_addf(text, "🐍 Checking for compatibility with %s and Python ABI version %s: %s\n", MANYLINUX, PYTHON_ABI,
 		    display);
 	size_t i;
@@ -278,6 +306,12 @@ int abi_check_file(const char *path, const char *display, json_t **entry_out, st
 		json_array_foreach(non_abi3, i, v)
 			strbuf_addf(text, "%s\n", json_string_value(json_object_get(v, "symbol")));
 	}
+	if (json_array_size(torch_cxx)) {
+		strbuf_addf(text, "\n⛔ Symbols outside the Torch stable ABI %s found (c10::, at::, torch::):\n\n",
+			    torch_stable_abi);
+		json_array_foreach(torch_cxx, i, v)
+			strbuf_addf(text, "%s\n", json_string_value(json_object_get(v, "symbol")));
+	}
 	if (json_array_size(violations)) {
 		strbuf_adds(text, "\n⛔ Dynamic dependencies outside torch, its CUDA/ROCm runtime and the manylinux libraries found:\n\n");
 		json_array_foreach(violations, i, v)
@@ -287,12 +321,14 @@ int abi_check_file(const char *path, const char *display, json_t **entry_out, st
 	json_array_extend(all, manylinux);
 	json_array_extend(all, python);
 	json_array_extend(all, non_abi3);
+	json_array_extend(all, torch_cxx);
 	json_array_extend(all, violations);
 	if (json_array_size(all) == 0)
 		strbuf_adds(text, "✅ No compatibility issues found\n");
 	json_decref(manylinux);
 	json_decref(python);
 	json_decref(non_abi3);
+	json_decref(torch_cxx);
 	*entry_out = json_pack("{s:s,s:O,s:o}", "path", display, "needed", needed, "violations", all);
 	rc = 0;
 cleanup:
@@ -316,6 +352,7 @@ static int ends_with_so(const char *name)
 struct check_walk {
 	json_t *files;
 	struct strbuf *text;
+	const char *torch_stable_abi;
 };
 
 static int check_visit(const char *rel, const char *path, const char *name, void *arg)
@@ -329,7 +366,7 @@ static int check_visit(const char *rel, const char *path, const char *name, void
 	if (!S_ISREG(st.st_mode) || !ends_with_so(name))
 		return 0;
 	json_t *entry;
-	int rc = abi_check_file(path, rel, &entry, w->text);
+	int rc = abi_check_file_for(path, rel, w->torch_stable_abi, &entry, w->text);
 	if (rc == 0)
 		json_array_append_new(w->files, entry);
 	return rc;
@@ -337,11 +374,16 @@ static int check_visit(const char *rel, const char *path, const char *name, void
 
 int abi_check_dir(const char *dir, json_t **report)
 {
+	return abi_check_dir_for(dir, NULL, report);
+}
+
+int abi_check_dir_for(const char *dir, const char *torch_stable_abi, json_t **report)
+{
 	*report = NULL;
 	json_t *files = json_array();
 	struct strbuf text = STRBUF_INIT;
 	strbuf_adds(&text, "");
-	struct check_walk w = { files, &text };
+	struct check_walk w = { files, &text, torch_stable_abi };
 	int rc = dir_walk(dir, check_visit, &w);
 	if (rc < 0) {
 		json_decref(files);
@@ -356,8 +398,8 @@ int abi_check_dir(const char *dir, json_t **report)
 			ok = 0;
 	if (!ok)
 		strbuf_adds(&text, "\nABI compatibility issues found\n");
-	*report = json_pack("{s:b,s:s,s:s,s:s,s:o}", "ok", ok, "manylinux", MANYLINUX, "python_abi", PYTHON_ABI, "text",
-			    text.buf, "files", files);
+	*report = json_pack("{s:b,s:s,s:s,s:s?,s:s,s:o}", "ok", ok, "manylinux", MANYLINUX, "python_abi", PYTHON_ABI,
+			    "torch_stable_abi", torch_stable_abi, "text", text.buf, "files", files);
 	strbuf_release(&text);
 	return 0;
 }

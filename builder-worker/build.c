@@ -34,38 +34,8 @@ int __lsan_is_turned_off(void)
 }
 #endif
 
-/* Imports <stage>/__init__.py under the metadata id, as the kernels loader
- * does, then checks that the arch build registered ops in its namespace.
- * argv: stage, id, module, "arch"|"noarch", "loader"|"direct" (direct: the
- * import logic even when kernels is there; a rocm_from_hipcc variant is not
- * the one kernels would pick for the torch running it). */
-static const char smoke_script[] =
-	"import importlib.util, os, sys\n"
-	"stage, kid, module, kind, how = sys.argv[1:6]\n"
-	"import torch\n"
-	"try:\n"
-	"    import kernels\n"
-	"except Exception:\n"
-	"    kernels = None\n"
-	"mod = None\n"
-	"if how == 'loader' and kernels is not None and hasattr(kernels, 'get_local_kernel'):\n"
-	"    from pathlib import Path\n"
-	"    try:\n"
-	"        mod = kernels.get_local_kernel(Path(os.path.dirname(stage)))\n"
-	"    except TypeError:  # older kernels also wanted the package name\n"
-	"        mod = kernels.get_local_kernel(Path(os.path.dirname(stage)), module)\n"
-	"    print('smoke import: kernels.get_local_kernel loaded', getattr(mod, '__name__', mod))\n"
-	"else:\n"
-	"    spec = importlib.util.spec_from_file_location(kid, os.path.join(stage, '__init__.py'))\n"
-	"    mod = importlib.util.module_from_spec(spec)\n"
-	"    sys.modules[kid] = mod\n"
-	"    spec.loader.exec_module(mod)\n"
-	"    print('smoke import: loaded', kid, 'from', stage, '(the loader\\'s import logic)')\n"
-	"if kind == 'arch':\n"
-	"    ops = [s.name for s in torch._C._jit_get_all_schemas() if s.name.startswith(kid + '::')]\n"
-	"    if not ops:\n"
-	"        sys.exit('smoke import: no op registered in namespace ' + kid)\n"
-	"    print('smoke import: ops', ', '.join(sorted(ops)))\n";
+extern const char embedded_smoke_check_py[];
+extern const size_t embedded_smoke_check_py_len;
 
 static void on_signal(int sig)
 {
@@ -81,7 +51,8 @@ static void usage(void)
 		"         [--wall-seconds N] [--cpu-seconds N] [--memory-mb N] [--disk-mb N]\n"
 		"         [--work-dir DIR] [--hide PATH]... [--sandbox auto|bwrap] [--jobs N]\n"
 		"         [--build-user UID[:GID]] [--max-processes N]\n"
-		"exit: 0 ok, 1 build failed, 2 bad source, 3 limit hit, 4 worker failure, 64 usage\n");
+		"exit: 0 ok, 1 build failed, 2 bad source, 3 limit hit, 4 worker failure, 5 bad job (wrong variant\n"
+		"      for this kernel), 64 usage\n");
 }
 
 /* A new file (never through a link build code may have left there). */
@@ -248,6 +219,115 @@ static int sandbox_check(struct sandbox *sb)
 	return BUILD_OK;
 }
 
+/* "2.11" -> "211" into buf (the <MM> of a variant name). */
+static const char *stable_abi_digits(const char *version, char *buf, size_t size)
+{
+	long major = 0, minor = 0;
+	if (sscanf(version, "%ld.%ld", &major, &minor) < 1)
+		major = minor = 0;
+	snprintf(buf, size, "%ld%ld", major, minor);
+	return buf;
+}
+
+/* 1 when build.toml lists sources to compile: a [kernel.*] with src, or
+ * [torch] src. Such a kernel never gets a noarch variant (it would load
+ * and fail on its first op); *where names the first key. */
+static int has_compiled_sources(json_t *config, const char **where)
+{
+	const char *name;
+	json_t *k;
+	json_object_foreach(json_object_get(config, "kernel"), name, k)
+		if (json_array_size(json_object_get(k, "src")) > 0) {
+			*where = name;
+			return 1;
+		}
+	*where = NULL;
+	return json_array_size(json_object_get(json_object_get(config, "torch"), "src")) > 0;
+}
+
+/* The torch stable ABI version [torch] stable-abi sets for backend ("2.11",
+ * a string or a per-backend table), or NULL. */
+static const char *stable_abi_target(json_t *config, const char *backend)
+{
+	json_t *s = json_object_get(json_object_get(config, "torch"), "stable-abi");
+	return json_is_object(s) ? json_string_value(json_object_get(s, backend)) : json_string_value(s);
+}
+
+/* Whether plan->variant is one this kernel is built as: BUILD_OK, or
+ * BUILD_BAD_JOB with the reason on the log (a job the server should not
+ * have queued: failed for good, never retried). Sets plan->stable_abi. */
+static int check_variant_fits(struct build_plan *plan)
+{
+	const struct variant_name *v = &plan->parsed;
+	const char *where = NULL;
+	if (json_object_get(plan->config, "tvm-ffi")) {
+		fprintf(stderr, "build.toml: tvm-ffi: tvm-ffi kernels are not built by this worker (no toolchain has the "
+			"tvm-ffi package and headers; see docs/worker-build.md): the job asked for %s\n", plan->variant);
+		return BUILD_BAD_JOB;
+	}
+	if (plan->noarch && has_compiled_sources(plan->config, &where)) {
+		fprintf(stderr, "build.toml: %s%s: the kernel has compiled sources, so it has no noarch variant: %s would "
+			"package the Python only, load, and fail on its first op. Build its arch variants "
+			"(torch<MM>-cxx11-%s-..., or torch-stable-abi<MM>-... with [torch] stable-abi) instead\n",
+			where ? "kernel." : "torch.src", where ? where : "", plan->variant, plan->backend);
+		return BUILD_BAD_JOB;
+	}
+	if (plan->noarch)
+		return BUILD_OK;
+	const char *target = stable_abi_target(plan->config, plan->backend);
+	char want[32];
+	if (v->framework == VARIANT_TORCH && target) {
+		fprintf(stderr, "build.toml: torch.stable-abi: the kernel is built against the torch stable ABI %s for %s: "
+			"its variant is torch-stable-abi%s-..., not %s\n", target, plan->backend,
+			stable_abi_digits(target, want, sizeof(want)), plan->variant);
+		return BUILD_BAD_JOB;
+	}
+	if (v->framework != VARIANT_TORCH_STABLE_ABI)
+		return BUILD_OK;
+	if (!target) {
+		fprintf(stderr, "build.toml: torch.stable-abi: not set for %s, so %s (a stable ABI variant) is not built; "
+			"the kernel's variant is torch<MM>-cxx11-...\n", plan->backend, plan->variant);
+		return BUILD_BAD_JOB;
+	}
+	snprintf(want, sizeof(want), "%ld%ld", v->framework_major, v->framework_minor);
+	char have[32];
+	if (strcmp(stable_abi_digits(target, have, sizeof(have)), want) != 0) {
+		fprintf(stderr, "build.toml: torch.stable-abi: the kernel targets the stable ABI %s (torch-stable-abi%s-...), "
+			"not %s\n", target, have, plan->variant);
+		return BUILD_BAD_JOB;
+	}
+	if (plan->torch_major < v->framework_major ||
+	    (plan->torch_major == v->framework_major && plan->torch_minor < v->framework_minor)) {
+		fprintf(stderr, "build.toml: torch.stable-abi: torch %ld.%ld is older than the stable ABI target %s\n",
+			plan->torch_major, plan->torch_minor, target);
+		return BUILD_BAD_JOB;
+	}
+	snprintf(plan->stable_abi, sizeof(plan->stable_abi), "%s", target);
+	return BUILD_OK;
+}
+
+/* torch.minver / torch.maxver against the toolchain's torch (the installed
+ * one, as kernel-builder's CMake checks it, also for a stable ABI build). */
+static int check_torch_bounds(const struct build_plan *plan)
+{
+	json_t *torch = json_object_get(plan->config, "torch");
+	const char *bound[2] = { json_string_value(json_object_get(torch, "minver")),
+				 json_string_value(json_object_get(torch, "maxver")) };
+	for (int i = 0; i < 2; i++) {
+		long mj, mn;
+		if (!bound[i] || sscanf(bound[i], "%ld.%ld", &mj, &mn) != 2)
+			continue;
+		int cmp = plan->torch_major != mj ? (plan->torch_major < mj ? -1 : 1) :
+			  plan->torch_minor != mn ? (plan->torch_minor < mn ? -1 : 1) : 0;
+		if ((i == 0 && cmp < 0) || (i == 1 && cmp > 0)) {
+			fprintf(stderr, "build.toml: torch.%s: %s is %s this toolchain's torch %ld.%ld\n", i ? "maxver" : "minver",
+				bound[i], i ? "below" : "above", plan->torch_major, plan->torch_minor);
+			return BUILD_BAD_SOURCE;
+		}
+	}
+	return BUILD_OK;
+}
+
 int build_describe_sandbox(const struct toolchain *tc, long build_uid, long build_gid, long max_processes,
 			   char *text, size_t size)
 {
@@ -286,6 +366,27 @@ int build_describe_sandbox(const struct toolchain *tc, long build_uid, long buil
 	remove_tree(scratch);
 	free(scratch);
 	return rc < 0 ? KHUB_EPERM : 0;
+}
+
+/* The smoke import (smoke_check.py, run with -c in the sandbox, where the
+ * scratch's top is not visible): the import, and the ops it registers
+ * against what the Python calls and the namespace. */
+static int smoke_import(struct build_plan *plan, struct sandbox *sb, const char *scratch, int foreign)
+{
+	if (sandbox_take_back(sb, plan->stage) < 0) {	/* the files written since: readable by the build */
+		fprintf(stderr, "khub-worker build: cannot hand %s to the smoke import\n", plan->stage);
+		return BUILD_INTERNAL;
+	}
+	char *args[] = { plan->tc->python, "-c", (char *)embedded_smoke_check_py, plan->stage, plan->ops_name,
+			 plan->module, plan->noarch ? "noarch" : "arch", foreign ? "direct" : "loader", NULL };
+	int r = sandbox_run(sb, args, scratch, 2);
+	if (limit_hit(r))
+		return BUILD_TIMED_OUT;
+	if (r != 0) {
+		fprintf(stderr, "khub-worker build: the smoke import failed (status %d): nothing is published\n", r);
+		return BUILD_FAILED;
+	}
+	return BUILD_OK;
 }
 
 int build_main(int argc, char **argv)
@@ -397,23 +498,34 @@ int build_main(int argc, char **argv)
 	}
 	toolchain_probe(tc);
 	uint64_t t_probed = monotonic_usec(), t_compiled = 0, t_checked = 0;
+	const char *parse_why = NULL;
+	if (variant_name_parse(variant, &plan.parsed, &parse_why) < 0) {
+		fprintf(stderr, "khub-worker build: variant %s: %s\n", variant, parse_why);
+		rc = BUILD_USAGE;
+		goto cleanup;
+	}
+	if (plan.parsed.framework == VARIANT_TVM_FFI) {
+		fprintf(stderr, "khub-worker build: %s: tvm-ffi variants are not built by this worker (no toolchain has the "
+			"tvm-ffi package and headers; see docs/worker-build.md)\n", variant);
+		rc = BUILD_BAD_JOB;
+		goto cleanup;
+	}
 	int can = 0;
 	for (size_t i = 0; tc->usable && i < tc->nvariants; i++)
 		can |= !strcmp(tc->variants[i], variant);
 	if (!can) {
 		fprintf(stderr, "khub-worker build: toolchain %s cannot build %s%s%s\n", tc->name, variant,
 			tc->why[0] ? ": " : "", tc->why);
-		rc = BUILD_USAGE;
-		goto cleanup;
-	}
-	const char *parse_why = NULL;
-	if (variant_name_parse(variant, &plan.parsed, &parse_why) < 0 ||
-	    (plan.parsed.framework != VARIANT_TORCH && plan.parsed.framework != VARIANT_TORCH_NOARCH)) {
-		fprintf(stderr, "khub-worker build: variant %s: %s\n", variant, parse_why ? parse_why : "only torch variants are built");
+		if (tc->usable && plan.parsed.framework == VARIANT_TORCH_STABLE_ABI)
+			fprintf(stderr, "khub-worker build: a torch-stable-abi<MM> variant is built against torch %s's headers "
+				"with TORCH_TARGET_VERSION; this toolchain's torch %s builds the stable ABI 2.9 up to its own "
+				"version only\n", "MM or newer", tc->torch_version);
 		rc = BUILD_USAGE;
 		goto cleanup;
 	}
 	plan.tc = tc;
+	if (sscanf(tc->torch_version, "%ld.%ld", &plan.torch_major, &plan.torch_minor) != 2)
+		plan.torch_major = plan.torch_minor = -1;	/* a usable toolchain has one */
 	plan.variant = variant;
 	plan.backend = plan.parsed.backend;
 	plan.noarch = plan.parsed.framework == VARIANT_TORCH_NOARCH;
@@ -533,11 +645,9 @@ int build_main(int argc, char **argv)
 			*p = '_';
 
 	/* What the source must look like for this variant. */
-	rc = BUILD_BAD_SOURCE;
-	if (json_object_get(plan.config, "tvm-ffi")) {
-		fprintf(stderr, "build.toml: tvm-ffi: tvm-ffi kernels are not built by this worker\n");
+	if ((rc = check_variant_fits(&plan)) != BUILD_OK)
 		goto cleanup;
-	}
+	rc = BUILD_BAD_SOURCE;
 	int has_backend = 0;
 	size_t bi;
 	json_t *bv;
@@ -565,24 +675,8 @@ int build_main(int argc, char **argv)
 		if (bad_init || bad_nested)
 			goto cleanup;
 	}
-	if (!plan.noarch) {
-		json_t *torch = json_object_get(plan.config, "torch");
-		const char *minver = json_string_value(json_object_get(torch, "minver"));
-		const char *maxver = json_string_value(json_object_get(torch, "maxver"));
-		char have[32];
-		snprintf(have, sizeof(have), "%ld.%ld", plan.parsed.framework_major, plan.parsed.framework_minor);
-		long mj, mn;
-		if (minver && sscanf(minver, "%ld.%ld", &mj, &mn) == 2 &&
-		    (plan.parsed.framework_major < mj || (plan.parsed.framework_major == mj && plan.parsed.framework_minor < mn))) {
-			fprintf(stderr, "build.toml: torch.minver: %s is above this toolchain's torch %s\n", minver, have);
-			goto cleanup;
-		}
-		if (maxver && sscanf(maxver, "%ld.%ld", &mj, &mn) == 2 &&
-		    (plan.parsed.framework_major > mj || (plan.parsed.framework_major == mj && plan.parsed.framework_minor > mn))) {
-			fprintf(stderr, "build.toml: torch.maxver: %s is below this toolchain's torch %s\n", maxver, have);
-			goto cleanup;
-		}
-	}
+	if (!plan.noarch && (rc = check_torch_bounds(&plan)) != BUILD_OK)
+		goto cleanup;
 
 	/* Op namespace: _<module>_<backend>_<7 hex of the commit, else of the tree>. */
 	char uid[8];
@@ -593,9 +687,10 @@ int build_main(int argc, char **argv)
 		tree_uid(plan.src, uid);
 	}
 	plan.ops_name = xasprintf("_%s_%s_%s", plan.module, plan.backend, uid);
-	fprintf(stderr, "khub-worker build: kernel %s%s, op namespace %s\n",
+	fprintf(stderr, "khub-worker build: kernel %s%s%s%s%s, op namespace %s\n",
 		json_string_value(json_object_get(general, "name")), plan.noarch ? " (noarch: packaged, not compiled)" : "",
-		plan.ops_name);
+		plan.stable_abi[0] ? " (against the torch stable ABI " : "", plan.stable_abi[0] ? plan.stable_abi : "",
+		plan.stable_abi[0] ? ")" : "", plan.ops_name);
 
 	if (!plan.noarch) {
 		char *reg = xasprintf("%s/torch-ext/registration.h", plan.src);
@@ -643,7 +738,7 @@ int build_main(int argc, char **argv)
 
 	/* Checks: the ABI (reported, not fatal: the server's abi_policy
 	 * decides), then the import (fatal). */
-	if (abi_check_dir(plan.stage, &report) < 0) {
+	if (abi_check_dir_for(plan.stage, plan.stable_abi[0] ? plan.stable_abi : NULL, &report) < 0) {
 		fprintf(stderr, "khub-worker build: ABI check could not read the libraries\n");
 		goto cleanup;
 	}
@@ -655,24 +750,9 @@ int build_main(int argc, char **argv)
 			goto cleanup;
 		}
 	}
-	if (sandbox_take_back(&sb, plan.stage) < 0) {	/* the files written since: readable by the build */
-		fprintf(stderr, "khub-worker build: cannot hand %s to the smoke import\n", plan.stage);
+	if ((rc = smoke_import(&plan, &sb, scratch, foreign)) != BUILD_OK)
 		goto cleanup;
-	}
-	{
-		char *args[] = { tc->python, "-c", (char *)smoke_script, plan.stage, plan.ops_name, plan.module,
-				 plan.noarch ? "noarch" : "arch", foreign ? "direct" : "loader", NULL };
-		int r = sandbox_run(&sb, args, scratch, 2);
-		if (limit_hit(r)) {
-			rc = BUILD_TIMED_OUT;
-			goto cleanup;
-		}
-		if (r != 0) {
-			fprintf(stderr, "khub-worker build: the smoke import failed (status %d)\n", r);
-			rc = BUILD_FAILED;
-			goto cleanup;
-		}
-	}
+	rc = BUILD_INTERNAL;
 	t_checked = monotonic_usec();
 	report_add_build(report, &plan, offload);
 	package_remove_bytecode(plan.stage);

@@ -143,6 +143,8 @@ struct build_plan {
 	const char *variant;
 	struct variant_name parsed;	/* the variant */
 	const char *backend;	/* cpu, cuda, rocm... (the variant's) */
+	long torch_major, torch_minor;	/* the toolchain's torch, compiled against */
+	char stable_abi[16];	/* a torch-stable-abi variant: the target ("2.11"); else "" */
 	int noarch;		/* a torch-<backend> or torch-universal variant */
 	char *module;		/* name with - as _ (owned) */
 	char *ops_name;		/* _<module>_<backend>_<uid> (owned) */
@@ -202,15 +204,21 @@ int remove_tree(const char *path);
 
 /* ---- ABI check (abi_check.c) ------------------------------------------------------- */
 
-enum abi_violation_kind { ABI_MANYLINUX, ABI_PYTHON, ABI_NON_ABI3, ABI_NEEDED };
+enum abi_violation_kind { ABI_MANYLINUX, ABI_PYTHON, ABI_NON_ABI3, ABI_NEEDED, ABI_TORCH_STABLE };
 
 /* Check every *.so under dir (a variant directory): manylinux_2_28 symbol
  * versions, Python stable ABI 3.9, DT_NEEDED allowlist. *report receives
  * the abi-report.json document (owned by the caller); 0 (even with
  * violations: see report "ok"), or KHUB_EIO when a file cannot be read. */
 int abi_check_dir(const char *dir, json_t **report);
+/* The same, plus for a torch stable ABI build (torch_stable_abi: its target,
+ * "2.11"; NULL for none) the rule that no C++ symbol of c10::, at:: or
+ * torch:: (torch::stable:: aside) is imported. */
+int abi_check_dir_for(const char *dir, const char *torch_stable_abi, json_t **report);
 /* Check one ELF file into a report entry {path, needed, violations}. */
 int abi_check_file(const char *path, const char *display, json_t **entry, struct strbuf *text);
+int abi_check_file_for(const char *path, const char *display, const char *torch_stable_abi, json_t **entry,
+		       struct strbuf *text);
 
 /* ---- the report's build object (report.c) ----------------------------------------- */
 

@@ -141,9 +141,16 @@ static char *toolkit_root(const char *compiler)
 static void push_common_defines(const struct build_plan *p, struct strvec *args)
 {
 	const struct toolchain *tc = p->tc;
-	long tmaj = p->parsed.framework_major, tmin = p->parsed.framework_minor;
+	long tmaj = p->torch_major, tmin = p->torch_minor;	/* the installed torch, also for stable ABI */
 	int cxx20 = tmaj > 2 || (tmaj == 2 && tmin >= 12);
 	strvec_pushf(args, "-std=%s", cxx20 ? "c++20" : "c++17");
+	if (p->stable_abi[0]) {
+		/* kernel-builder's define: (major << 56) | (minor << 48); torch's
+		 * headers then keep to the stable ABI of that version. */
+		unsigned long long smaj = (unsigned long long)p->parsed.framework_major;
+		unsigned long long smin = (unsigned long long)p->parsed.framework_minor;
+		strvec_pushf(args, "-DTORCH_TARGET_VERSION=0x%016llx", (smaj << 56) | (smin << 48));
+	}
 	strvec_pushf(args, "-D_GLIBCXX_USE_CXX11_ABI=%d", tc->cxx11_abi ? 1 : 0);
 	strvec_pushf(args, "-DTORCH_EXTENSION_NAME=%s", p->ops_name);
 	strvec_pushf(args, "-DPy_LIMITED_API=0x03090000");

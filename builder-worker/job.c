@@ -472,6 +472,7 @@ static const char *outcome_text(int code, int *retry)
 	case BUILD_BAD_SOURCE: return "bad source: build.toml or the source layout is invalid";
 	case BUILD_TIMED_OUT: return "build stopped: over a limit (wall clock, CPU time, memory or disk)";
 	case BUILD_INTERNAL: *retry = 1; return "worker internal error";
+	case BUILD_BAD_JOB: return "bad job: the kernel is not built as this variant";
 	case BUILD_USAGE: return "worker error: the build was started with bad arguments";
 	default: return "build exited with an unknown status";
 	}

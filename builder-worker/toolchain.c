@@ -371,6 +371,30 @@ static char *json_str_dup(json_t *obj, const char *key)
 	return s ? xstrdup(s) : NULL;
 }
 
+/* The first torch whose headers take TORCH_TARGET_VERSION (the stable ABI
+ * of kernel-builder's [torch] stable-abi). */
+#define STABLE_ABI_FIRST_MAJOR 2
+#define STABLE_ABI_FIRST_MINOR 9
+
+/* The stable ABI variants a torch tmaj.tmin builds besides its arch one:
+ * torch-stable-abi<T>-<backend tag>-<arch>-linux for every target T from
+ * 2.9 to the torch itself (a library for target T loads on any torch >= T;
+ * it is compiled against this newer torch's headers, which keep to T). */
+static void add_stable_abi_variants(struct toolchain *tc, long tmaj, long tmin, const char *backend, long bmaj,
+				    long bmin, const char *arch)
+{
+	if (tmaj != STABLE_ABI_FIRST_MAJOR)
+		return;	/* a torch 3 would start its own list */
+	for (long minor = STABLE_ABI_FIRST_MINOR; minor <= tmin; minor++) {
+		struct variant_name vn;
+		char name[VARIANT_NAME_MAX + 1];
+		variant_name_set_torch(&vn, tmaj, minor, -1, backend, bmaj, bmin, arch, "linux");
+		vn.framework = VARIANT_TORCH_STABLE_ABI;
+		variant_name_format(&vn, name, sizeof(name));
+		add_variant(tc, name);
+	}
+}
+
 /* Say why tc cannot build (tc->why) and return KHUB_EINVAL. */
 static int unusable(struct toolchain *tc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -518,6 +542,7 @@ int toolchain_probe(struct toolchain *tc)
 		snprintf(tc->why, sizeof(tc->why), "torch is built for ROCm %s but the toolchain has no hipcc", tc->rocm_version);
 	} else {
 		add_variant(tc, name);
+		add_stable_abi_variants(tc, tmaj, tmin, backend, bmaj, bmin, arch);
 	}
 	/* A GPU torch (or rocm_from_hipcc) also builds its version's CPU arch
 	 * variant: every torch ships libtorch_cpu and c10, and the build
@@ -527,6 +552,7 @@ int toolchain_probe(struct toolchain *tc)
 		variant_name_set_torch(&vn, tmaj, tmin, tc->cxx11_abi, "cpu", -1, -1, arch, "linux");
 		variant_name_format(&vn, name, sizeof(name));
 		add_variant(tc, name);
+		add_stable_abi_variants(tc, tmaj, tmin, "cpu", -1, -1, arch);
 	}
 	/* Python-only variants need the Python alone; their smoke import runs
 	 * on this torch, so only the torch's own backend (never rocm for

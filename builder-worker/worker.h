@@ -72,6 +72,8 @@ enum build_outcome {
 	BUILD_BAD_SOURCE = 2,	/* build.toml or the source layout is invalid: the log names the key */
 	BUILD_TIMED_OUT = 3,	/* a limit was hit (wall clock, CPU time, memory, disk) */
 	BUILD_INTERNAL = 4,	/* the worker itself failed (disk, sandbox set-up) */
+	BUILD_BAD_JOB = 5,	/* the variant is not one this kernel is built as (a noarch variant of
+				 * compiled sources, a stable ABI mismatch, tvm-ffi): never retried */
 	BUILD_USAGE = 64
 };
 

@@ -2,6 +2,7 @@
  * compiled here with the system C compiler: a clean one, one needing a
  * GLIBC 2.32 symbol, one using Python symbols newer than 3.9 or outside the
  * stable ABI, one with a DT_NEEDED outside the allowlist, and a stripped one;
+ * one importing torch C++ symbols, under the torch stable ABI rule;
  * then the targets read from a library's .hip_fatbin section (report.c). */
 #include "builder-worker/build_internal.h"
 #include "tests/unit/tap.h"
@@ -121,6 +122,33 @@ int main(void)
 	ok(abi_check_dir(dir, &report) == 0 && !json_is_true(json_object_get(report, "ok")) &&
 	   json_array_size(json_object_get(report, "files")) == 5, "the directory report: 5 files, not ok");
 	json_decref(report);
+
+	/* The torch stable ABI rule: undefined C++ symbols of c10::, at::,
+	 * torch:: (not torch::stable::) under a stable ABI target only. */
+	ok(build_so("stable",
+		    "extern void c10_fail(void) __asm__(\"_ZN3c106detail14torchCheckFailEPKcS2_jS2_\");\n"
+		    "extern void at_empty(void) __asm__(\"_ZN2at5emptyEv\");\n"
+		    "extern void torch_lib(void) __asm__(\"_ZNK5torch7Library4_defEv\");\n"
+		    "extern void stable_ok(void) __asm__(\"_ZN5torch6stable6detail4callEv\");\n"
+		    "extern void shim(void) __asm__(\"aoti_torch_empty_strided\");\n"
+		    "extern void std_ok(void) __asm__(\"_ZNSt6vectorIN3c104HalfESaIS1_EE9push_backEv\");\n"
+		    "void f(void) { c10_fail(); at_empty(); torch_lib(); stable_ok(); shim(); std_ok(); }\n", "") == 0,
+	   "compiled stable.so");
+	char *stable_path = xasprintf("%s/stable.so", dir);
+	strbuf_reset(&text);
+	e = NULL;
+	ok(abi_check_file_for(stable_path, "stable", "2.11", &e, &text) == 0, "stable.so checked for the stable ABI 2.11");
+	s = violations(e, "torch-stable-abi");
+	is_str(s, "_ZN2at5emptyEv _ZN3c106detail14torchCheckFailEPKcS2_jS2_ _ZNK5torch7Library4_defEv",
+	       "stable.so: c10::, at::, torch:: are violations; torch::stable::, the C shim and std:: are not");
+	free(s);
+	ok(strstr(text.buf, "Symbols outside the Torch stable ABI 2.11 found") != NULL, "… in the report text");
+	json_decref(e);
+	strbuf_reset(&text);
+	e = check("stable", &text);
+	ok(e && json_array_size(json_object_get(e, "violations")) == 0, "stable.so without a stable ABI target: no violation");
+	json_decref(e);
+	free(stable_path);
 
 	/* A .hip_fatbin section as hipcc leaves it in a library: one clang
 	 * offload bundle per object file, a host entry and one per target. */

@@ -1,5 +1,6 @@
-// Registers relu(Tensor! out, Tensor input) -> () through the stable ABI
-// (no libtorch C++ symbol is linked), for the backend being compiled.
+// Registers relu(Tensor! out, Tensor input) -> () in this build's op
+// namespace through the stable ABI's registration macros (no c10 or ATen
+// symbol is imported, so the library loads on any torch >= its target).
 #include <torch/csrc/stable/library.h>
 
 #include "registration.h"
@@ -11,11 +12,11 @@ STABLE_TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
 
 #if defined(CPU_KERNEL)
 STABLE_TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, ops) {
-  ops.impl("relu", TORCH_BOX(&relu));
+  ops.impl("relu", TORCH_BOX(&relu_stable));
 }
 #elif defined(CUDA_KERNEL)
 STABLE_TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CUDA, ops) {
-  ops.impl("relu", TORCH_BOX(&relu));
+  ops.impl("relu", TORCH_BOX(&relu_stable));
 }
 #endif
 
