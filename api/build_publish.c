@@ -151,9 +151,9 @@ static int plan_takes_variant(git_repository *git, const char *commit, const cha
 	if (rc < 0)
 		return rc;
 	if (plan.refused)
-		snprintf(why, size, "the source cannot be built from: %s", plan.refused);
+		snprintf(why, size, "the source cannot be built from: %.400s", plan.refused);
 	else if (!build_plan_judge(&plan, variant, reason, sizeof(reason)))
-		snprintf(why, size, "build.toml does not build %s (%s): nothing published", variant, reason);
+		snprintf(why, size, "build.toml does not build %.100s (%.300s): nothing published", variant, reason);
 	else
 		rc = 1;
 	build_plan_release(&plan);
