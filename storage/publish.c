@@ -404,19 +404,23 @@ int publish_commit(struct publication *pub, const struct publish_actor *who, con
 	return 0;
 }
 
+/* 1 when new_sha is a commit in git, or an annotated tag of one. */
+static int names_commit(git_repository *git, const char *new_sha)
+{
+	git_oid oid;
+	git_object *obj = NULL, *commit = NULL;
+	int found = git_oid_fromstr(&oid, new_sha) == 0 && git_object_lookup(&obj, git, &oid, GIT_OBJECT_ANY) == 0 &&
+		    git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) == 0;
+	git_object_free(commit);
+	git_object_free(obj);
+	return found;
+}
+
 int publish_import_ref(int64_t repo_id, git_repository *git, const char *ref, const char *expected_old,
 		       const char *new_sha, const char *log_message)
 {
-	if (new_sha) {	/* a commit, or an annotated tag of one */
-		git_oid oid;
-		git_object *obj = NULL, *commit = NULL;
-		int found = git_oid_fromstr(&oid, new_sha) == 0 && git_object_lookup(&obj, git, &oid, GIT_OBJECT_ANY) == 0 &&
-			    git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) == 0;
-		git_object_free(commit);
-		git_object_free(obj);
-		if (!found)
-			return KHUB_EINVAL;
-	}
+	if (new_sha && !names_commit(git, new_sha))
+		return KHUB_EINVAL;
 	int rc = repo_lock_wait(repo_id);
 	if (rc < 0)
 		return rc;
@@ -426,6 +430,14 @@ int publish_import_ref(int64_t repo_id, git_repository *git, const char *ref, co
 		rc = repo_delete_ref(git, ref);
 	publish_repo_unlock(repo_id);
 	return rc;
+}
+
+int publish_import_unregistered_ref(git_repository *git, const char *ref, const char *expected_old, const char *new_sha,
+				    const char *log_message)
+{
+	if (!names_commit(git, new_sha))
+		return KHUB_EINVAL;
+	return repo_update_ref(git, ref, expected_old, new_sha, log_message);
 }
 
 void publish_refs_moved(int64_t repo_id, git_repository *git, const char *new_sha, enum publish_change change,

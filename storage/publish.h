@@ -1,6 +1,6 @@
 /* publish.h -- the one way new content becomes visible in a repo. Every
  * writer (the commit API, repo creation, khub import; the build worker and
- * air-gap sync to come) follows the same steps:
+ * air-gap sync) follows the same steps:
  *
  *   publish_begin      a quarantined handle on the repo: objects written
  *                      through it stay in memory, LFS content in sealed
@@ -128,7 +128,7 @@ int publish_commit(struct publication *pub, const struct publish_actor *who, con
 void publish_end(struct publication *pub, const struct publish_actor *who, const char *action, const char *details);
 
 /* The ref-import entry, for objects that arrived as a pack (the mirror;
- * air-gap sync to come): move ref to new_sha (NULL: delete it) by
+ * air-gap sync): move ref to new_sha (NULL: delete it) by
  * compare-and-swap from expected_old (NULL or "": must not exist) under
  * the repo's write lock, waited for (background work only, never a request
  * thread). The objects must be in the repo already (checked: KHUB_EINVAL
@@ -136,6 +136,12 @@ void publish_end(struct publication *pub, const struct publish_actor *who, const
  * call publish_refs_moved. */
 int publish_import_ref(int64_t repo_id, git_repository *git, const char *ref, const char *expected_old,
 		       const char *new_sha, const char *log_message);
+
+/* The same for a repo that is not registered yet (an import sets its refs
+ * before the repo becomes visible, so it appears whole): no lock, nobody
+ * else can reach it; no after-move steps (registering the repo does them). */
+int publish_import_unregistered_ref(git_repository *git, const char *ref, const char *expected_old, const char *new_sha,
+				    const char *log_message);
 
 /* The after-move steps for refs moved by others (pushes, mirror syncs,
  * branch and tag changes): touch the repo, index new_sha (NULL: refresh

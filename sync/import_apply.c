@@ -413,7 +413,7 @@ static int set_fresh_refs(struct import_run *x, const struct sync_repo *r, git_r
 		int exists = local_ref(git, ref->name, cur) == 0;
 		if (!ref->new_[0] || (exists && strcmp(cur, ref->new_) == 0))
 			continue;
-		rc = repo_update_ref(git, ref->name, exists ? cur : NULL, ref->new_, msg);
+		rc = publish_import_unregistered_ref(git, ref->name, exists ? cur : NULL, ref->new_, msg);
 		if (rc < 0)
 			import_fail(x, rc, "%s/%s: cannot set %s", r->ns, r->name, ref->name);
 	}

@@ -307,7 +307,7 @@ for r in pub priv; do
 done
 # build jobs (/api/builds/{id}): the job's repo decides, as the repo's own
 # routes do (read; write for cancel and retry); one job per caller and repo
-BT=$(printf '[general]\nname = "m"\nversion = 1\n' | base64 -w0)
+BT=$(printf '[general]\nname = "mm"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' | base64 -w0)
 declare -A JOB
 i=0
 for r in pub priv; do
