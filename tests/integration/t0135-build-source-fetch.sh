@@ -47,10 +47,10 @@ tarpit() {	# tarpit NAME MODE PORT [ARG]: a hostile upstream on 127.0.0.2
 }
 stop_tarpits() { for p in "${TARPITS[@]}"; do kill "$p" 2>/dev/null; done; }
 
-files=$(printf '{"path":"build.toml","content":"%s","encoding":"base64"}' "$(printf '[general]\nname = "relu"\nversion = 1\n' | b64)")
+files=$(printf '{"path":"build.toml","content":"%s","encoding":"base64"}' "$(printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' | b64)")
 api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[$files]}"
 is "$ST" 200 "acme/relu, the kernel the builds are for"
-UP=$(printf '[general]\nname = "relu"\nversion = 1\n' | b64)
+UP=$(printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' | b64)
 api "$ALICE" POST /api/repos/create "{\"name\":\"upstream\",\"organization\":\"acme\",\"type\":\"model\",\"files\":[{\"path\":\"build.toml\",\"content\":\"$UP\",\"encoding\":\"base64\"}]}"
 is "$ST" 200 "acme/upstream, a git repo served by this server on 127.0.0.1"
 api "$ALICE" POST /api/repos/create '{"name":"other","organization":"acme","type":"model"}'

@@ -20,9 +20,11 @@ PY=/usr/bin/python3
 $PY -c 'import torch, tomllib' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
 KERNELS=$KHUB_SRC/tests/integration/kernels
 
-# Under /var/tmp: the fake toolchain Python below must be visible inside the
-# build sandbox, which gives builds a fresh /tmp.
-T=$(mktemp -d /var/tmp/khub-t0135-XXXXXX)
+# Under /opt: the fake toolchain Python below must be visible inside the
+# build sandbox, which shows builds /usr and toolchains under /opt, never
+# /tmp, /var or /home.
+mkdir -p /opt
+T=$(mktemp -d /opt/khub-t0144-XXXXXX)
 chmod 755 "$T"
 khub_setup
 trap 'rm -rf "$T"; khub_teardown' EXIT
@@ -123,11 +125,13 @@ fi
 
 # A toolchain whose probe says torch 2.11 (everything else runs Debian's
 # Python): the stable ABI variants it advertises and the compile command.
+# In a directory of its own (a toolchain directory never holds a scratch).
+mkdir -p "$T/tc"
 printf '#!/bin/sh\nif [ "$1" = "-c" ]; then\n\techo %s\n\texit 0\nfi\nexec %s "$@"\n' \
 	"'{\"python\": \"3.11.2\", \"machine\": \"x86_64\", \"python_include\": \"/usr/include/python3.11\", \"torch\": \"2.11.0\", \"cuda\": null, \"hip\": null, \"cxx11_abi\": true, \"torch_include\": [], \"torch_lib\": \"/nonexistent\", \"kernels\": false, \"tomllib\": true}'" \
-	"$PY" >"$T/py211"
-chmod 755 "$T/py211"
-printf '{"toolchains": [{"name": "t211", "python": "%s", "cxx": "g++"}]}\n' "$T/py211" >"$T/t211.json"
+	"$PY" >"$T/tc/py211"
+chmod 755 "$T/tc/py211"
+printf '{"toolchains": [{"name": "t211", "python": "%s", "cxx": "g++"}]}\n' "$T/tc/py211" >"$T/t211.json"
 check211=$("$WORKER" --check --toolchains "$T/t211.json" 2>&1)
 like "$(echo $check211)" 'torch211-cxx11-cpu-x86_64-linux torch-stable-abi29-cpu-x86_64-linux torch-stable-abi210-cpu-x86_64-linux torch-stable-abi211-cpu-x86_64-linux torch-cpu' \
 	"--check: torch 2.11 advertises torch-stable-abi29..211-cpu-x86_64-linux (no cxx11 tag)"

@@ -30,7 +30,7 @@ hdr() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 b64() { base64 -w0 "$@"; }
 logpost() { curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W" --data-binary "@$3" "$KHUB_URL/api/builds/$1/log?offset=$2"; }
 
-files=$(printf '{"path":"build.toml","content":"%s","encoding":"base64"}' "$(printf '[general]\nname = "relu"\nversion = 1\n' | b64)")
+files=$(printf '{"path":"build.toml","content":"%s","encoding":"base64"}' "$(printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' | b64)")
 api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[$files]}"
 is "$ST" 200 "acme/relu (public)"
 api "$W" POST /api/workers/register "{\"name\":\"w1\",\"version\":\"0.1\",\"concurrency\":1,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V\"],\"torch\":\"2.11\",\"cxx11_abi\":true,\"python\":\"3.11\"}]}"

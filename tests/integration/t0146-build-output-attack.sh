@@ -29,7 +29,7 @@ j() { python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[
 b64() { base64 -w0 "$@"; }
 peak_kb() { awk '/^VmHWM/ {print $2}' "/proc/$KHUB_PID/status"; }
 
-files=$(printf '{"path":"build.toml","content":"%s","encoding":"base64"}' "$(printf '[general]\nname = "relu"\nversion = 1\n' | b64)")
+files=$(printf '{"path":"build.toml","content":"%s","encoding":"base64"}' "$(printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' | b64)")
 api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[$files]}"
 is "$ST" 200 "acme/relu"
 GD=$KHUB_DATA_DIR/repos/kernels/acme/relu.git
