@@ -195,7 +195,9 @@ static int external_commit(struct request *req, const char *url, const char *rev
 		return -1;
 	git_repository *git = NULL;
 	if (fetch_rc < 0 || build_source_open(url, &git) < 0) {
-		*result = respond_error(req, 422, NULL, "cannot fetch %s", url);
+		char why[300];
+		build_source_fetch_error(url, why, sizeof(why));
+		*result = respond_error(req, 422, NULL, "cannot fetch %s%s%s", url, why[0] ? ": " : "", why);
 		return -1;
 	}
 	rc = build_source_resolve(git, rev, sha);
