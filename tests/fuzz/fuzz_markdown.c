@@ -32,7 +32,8 @@ static void check_urls(const char *html, const char *attr, int web)
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
 	struct strbuf out = STRBUF_INIT;
-	if (markdown_render_safe((const char *)data, size, size % 2 ? "prefix/" : NULL, &out) == 0 && out.buf) {
+	const struct markdown_bases bases = { "prefix/", "prefix/-/resolve/" };
+	if (markdown_render_safe((const char *)data, size, size % 2 ? &bases : NULL, &out) == 0 && out.buf) {
 		/* raw HTML of the input never survives: every '<' the renderer
 		 * writes starts one of its own tags */
 		assert(!strcasestr(out.buf, "<script") && !strcasestr(out.buf, "<iframe") &&
