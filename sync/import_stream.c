@@ -223,8 +223,8 @@ int import_stream_all(struct import_run *x, struct sync_in *in)
 		if (x->verified && x->verified[i]) {
 			/* staged and verified by a killed run of this bundle: not read again (skipped by the reader) */
 			prog.total -= size <= prog.total ? size : prog.total;
-			if ((rc = sync_in_skip(in)) < 0) {
-				import_fail(x, KHUB_EINVAL, "%s", sync_in_error(in));
+			if (sync_in_skip(in) < 0) {
+				rc = import_fail(x, KHUB_EINVAL, "%s", sync_in_error(in));
 				break;
 			}
 			continue;
