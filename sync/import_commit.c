@@ -15,10 +15,15 @@
 #include <string.h>
 #include <unistd.h>
 
-void import_crash_point(const char *step)
+int import_crash_at(const char *step)
 {
 	const char *at = getenv("KHUB_TEST_CRASH_AT");
-	if (!at || strcmp(at, step) != 0)
+	return at && strcmp(at, step) == 0;
+}
+
+void import_crash_point(const char *step)
+{
+	if (!import_crash_at(step))
 		return;
 	fprintf(stderr, "KHUB_TEST_CRASH_AT=%s: killed here\n", step);
 	fflush(NULL);

@@ -88,5 +88,6 @@ void import_audit(struct import_run *x, const char *action, const char *target, 
 void import_audit_refused(struct import_run *x, const char *file, int rc);
 /* KHUB_TEST_CRASH_AT=step: SIGKILL here (tests of a killed import). */
 void import_crash_point(const char *step);
+int import_crash_at(const char *step);	/* whether KHUB_TEST_CRASH_AT names step */
 
 #endif

@@ -203,6 +203,7 @@ int import_stream_all(struct import_run *x, struct sync_in *in)
 	for (size_t i = 0; i < x->m.nentries; i++)
 		prog.total += x->m.entries[i].size;
 	int rc = 0;
+	size_t streamed = 0;
 	for (;;) {
 		const char *name;
 		uint64_t size;
@@ -232,6 +233,11 @@ int import_stream_all(struct import_run *x, struct sync_in *in)
 		rc = strncmp(name, "git/", 4) == 0 ? stage_pack(x, in, i, &prog) : stage_lfs(x, in, i, &prog);
 		if (rc < 0)
 			break;
+		if (x->flush && ++streamed == (x->m.nentries + 1) / 2 && import_crash_at("streaming")) {
+			import_flush_finish(x->flush);	/* tests: a kill mid-stream, the first half journaled */
+			x->flush = NULL;
+			import_crash_point("streaming");
+		}
 	}
 	for (size_t i = 0; rc == 0 && i < x->m.nentries; i++)
 		if (!x->seen[i])
