@@ -485,6 +485,16 @@ int db_sync_import_done(const char *bundle, long refs_moved);
 /* Every bundle recorded, oldest first (free with db_sync_history_free). */
 struct sync_import_record *db_sync_history(size_t *count, int *rc);
 void db_sync_history_free(struct sync_import_record *items, size_t count);
+/* Per signing key (its 16-hex key id), the orgs it may bring in: a
+ * comma-separated list of names or globs (*orgs, caller frees), or
+ * KHUB_ENOTFOUND when the key has no scope (any org). */
+int db_sync_key_scope_get(const char *key_id, char **orgs);
+/* Set a key's scope (orgs comma-separated), or remove it (orgs NULL). */
+int db_sync_key_scope_set(const char *key_id, const char *orgs, const char *set_by);
+/* cb for every key with a scope, by key id; stops at a negative return. */
+int db_sync_key_scope_list(int (*cb)(const char *key_id, const char *orgs, const char *set_by, const char *set_at,
+				     void *arg),
+			   void *arg);
 enum { SYNC_ACCOUNT_NONE = 0, SYNC_ACCOUNT_MIRRORED = 1, SYNC_ACCOUNT_LOCAL = 2 };
 /* Whether an account exists and was made by an import or the mirror
  * (SYNC_ACCOUNT_*), or a negative error. */
