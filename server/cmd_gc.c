@@ -101,8 +101,9 @@ static unsigned long long tree_bytes;
 
 static int add_size(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-	(void)path, (void)flag, (void)ftw;
-	tree_bytes += (unsigned long long)st->st_size;
+	(void)path, (void)ftw;
+	if (flag == FTW_F)	/* what the files hold, not the directories */
+		tree_bytes += (unsigned long long)st->st_size;
 	return 0;
 }
 
