@@ -284,6 +284,9 @@ static int check_repo(const struct repo_record *rec, void *arg)
 	char *dir = repo_store_git_dir(runtime_repo_root(), rec->type, rec->ns, rec->name);
 	hashmap_put(&f->repo_dirs, dir, f);
 	if (stat(dir, &st) < 0 || repo_store_open(runtime_repo_root(), rec->type, rec->ns, rec->name, &git) < 0) {
+		struct repo_record now;
+		if (db_repo_get(rec->type, rec->ns, rec->name, &now) != 0 || now.id != rec->id)
+			goto cleanup;	/* deleted or moved since it was listed */
 		problem(f, repo, "repo row without a git directory", dir, 0,
 			"not repairable: restore the directory from a backup, or delete the repo");
 		goto cleanup;
@@ -332,6 +335,16 @@ static void check_stray(struct fsck *f, enum repo_type type, const char *ns, con
 	free(name);
 }
 
+/* A git dir younger than this may be a repo being created by a command
+ * that makes the dir before the row (khub import, a sync import). */
+#define STRAY_MIN_AGE 3600
+
+static int recently_made(const char *dir)
+{
+	struct stat st;
+	return lstat(dir, &st) == 0 && time(NULL) - st.st_mtime < STRAY_MIN_AGE;
+}
+
 static void check_unregistered(struct fsck *f)
 {
 	for (int t = 0; t < REPO_TYPE_COUNT; t++) {
@@ -348,7 +361,7 @@ static void check_unregistered(struct fsck *f)
 				if (e->d_name[0] == '.')
 					continue;
 				char *dir = xasprintf("%s/%s", ns_dir, e->d_name);
-				if (!hashmap_get(&f->repo_dirs, dir))
+				if (!hashmap_get(&f->repo_dirs, dir) && !recently_made(dir))
 					check_stray(f, (enum repo_type)t, ns->d_name, e->d_name, dir);
 				free(dir);
 			}
