@@ -107,7 +107,8 @@ static void git_fsck(struct fsck *f, const char *repo, const char *dir)
 {
 	char *git = spawn_find_program("git", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
 	char *gd = xasprintf("--git-dir=%s", dir);
-	char *argv[] = { git, gd, "fsck", "--no-progress", "--no-dangling", NULL };
+	/* the data may belong to the user khub runs as, not to the caller */
+	char *argv[] = { git, "-c", "safe.directory=*", gd, "fsck", "--no-progress", "--no-dangling", NULL };
 	int fds[2] = { -1, -1 };
 	pid_t pid;
 	struct strbuf out = STRBUF_INIT;

@@ -141,11 +141,12 @@ static struct gc *tmp_gc;
 static char **tmp_found;
 static size_t tmp_nfound;
 
-/* A temp file libgit2 or git leaves when killed mid-write. */
+/* A temp file libgit2 ("{name}_git2_{random}") or git leaves when killed
+ * mid-write. */
 static int is_git_temp(const char *name)
 {
 	size_t n = strlen(name);
-	return strncmp(name, "tmp_pack_", 9) == 0 || strncmp(name, "tmp_idx_", 8) == 0 ||
+	return strstr(name, "_git2_") || strncmp(name, "tmp_pack_", 9) == 0 || strncmp(name, "tmp_idx_", 8) == 0 ||
 	       strncmp(name, "tmp_obj_", 8) == 0 || strncmp(name, "incoming-", 9) == 0 ||
 	       (n > 5 && strcmp(name + n - 5, ".lock") == 0);
 }
@@ -285,11 +286,16 @@ int cmd_gc(int argc, char **argv)
 	struct gc gc = { .grace = 24 * 3600L, .now = time(NULL) };
 	for (int i = 1; i < argc; i++) {
 		char *end = NULL;
+		long hours = -1;
+		if (strcmp(argv[i], "--grace") == 0 && i + 1 < argc) {
+			hours = strtol(argv[++i], &end, 10);
+			if (*end || end == argv[i] || hours > 24L * 365 * 100)
+				hours = -1;
+		}
 		if (strcmp(argv[i], "--dry-run") == 0) {
 			gc.dry_run = 1;
-		} else if (strcmp(argv[i], "--grace") == 0 && i + 1 < argc &&
-			   (gc.grace = strtol(argv[i + 1], &end, 10) * 3600L, *end == '\0' && gc.grace >= 0)) {
-			i++;
+		} else if (hours >= 0) {
+			gc.grace = hours * 3600L;
 		} else {
 			fprintf(stderr, "usage: khub gc [--dry-run] [--grace HOURS]\n"
 				"  remove LFS objects no commit references and no repo links, partial uploads,\n"
