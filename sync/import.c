@@ -253,6 +253,9 @@ cleanup:
 	if (rc < 0 && rc != KHUB_EDB && !o->dry_run)
 		import_audit_refused(&x, bundle, rc);
 	json_decref(x.plan);
+	for (size_t i = 0; i < x.ninflight; i++)	/* linked by now, or the import failed */
+		db_lfs_inflight_end(x.inflight[i]);
+	free(x.inflight);
 	if (x.pack_dir)
 		remove_tree(x.pack_dir);
 	if (x.lfs_dir)
