@@ -1,8 +1,9 @@
 /* cmd_fsck.c -- khub fsck: check every repo at git fsck level, every LFS
  * object against its name, and the database against storage (repo rows
- * and git dirs, LFS links, the variant index); --repair does what loses
- * nothing (quarantine damaged LFS objects, drop links to missing objects
- * no commit references, re-index, trash unregistered git dirs). */
+ * and git dirs, LFS links, the variant index, published build outputs);
+ * --repair does what loses nothing (quarantine damaged LFS objects, drop
+ * links to missing objects no commit references, re-index, trash
+ * unregistered git dirs). */
 #include "server/server.h"
 
 #include <dirent.h>
@@ -272,6 +273,31 @@ cleanup:
 	db_rows_release(&heads);
 }
 
+/* ---- build outputs ---------------------------------------------------------------- */
+
+/* Every published build's commit exists and holds build/{variant}/. */
+static void check_build_outputs(struct repo_check *rc, git_repository *git)
+{
+	struct db_rows rows = { 0 };
+	if (db_build_outputs_of(rc->rec->id, &rows) < 0) {
+		rc->f->failed = 1;
+		return;
+	}
+	for (size_t i = 0; i < rows.count; i++) {
+		const char *sha = db_rows_get(&rows, i, 2);
+		char *dir = xasprintf("build/%s", db_rows_get(&rows, i, 1));
+		char *where = xasprintf("build %s: %s at %s", db_rows_get(&rows, i, 0), dir, sha);
+		struct tree_entry e = { 0 };
+		if (repo_stat_path(git, sha, dir, &e) < 0 || !e.is_dir)
+			problem(rc->f, rc->repo, "published build output missing from its commit", where, 0,
+				"not repairable: build it again (force)");
+		tree_entry_release(&e);
+		free(where);
+		free(dir);
+	}
+	db_rows_release(&rows);
+}
+
 /* ---- repos ----------------------------------------------------------------------- */
 
 static int check_repo(const struct repo_record *rec, void *arg)
@@ -299,6 +325,7 @@ static int check_repo(const struct repo_record *rec, void *arg)
 			"not repairable: see git fsck");
 	check_links(&rc);
 	check_variant_index(&rc, git);
+	check_build_outputs(&rc, git);
 	hashmap_release(&rc.referenced, NULL);
 cleanup:
 	git_repository_free(git);

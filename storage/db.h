@@ -206,6 +206,9 @@ int db_lfs_unlink(int64_t repo_id, const char *oid);
  * column 1), and the branch heads it recorded (ref, commit_sha). */
 int db_kernel_commits_of(int64_t repo_id, struct db_rows *out);
 int db_kernel_heads_of(int64_t repo_id, struct db_rows *out);
+/* The builds of a repo that published an output: id, variant,
+ * published_commit (succeeded builds only). */
+int db_build_outputs_of(int64_t repo_id, struct db_rows *out);
 /* Forget the index of a commit (its kernel_commits and kernel_variants rows). */
 int db_kernel_commit_forget(int64_t repo_id, const char *commit_sha);
 

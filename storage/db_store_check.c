@@ -1,6 +1,6 @@
 /* db_store_check.c -- what khub fsck and khub gc ask the database: LFS
  * writes in flight, links, the removal of an unused LFS object under its
- * lock, and the variant index rows of a repo. */
+ * lock, the variant index rows and published build outputs of a repo. */
 #include "storage/db_internal.h"
 
 #include <inttypes.h>
@@ -110,6 +110,15 @@ int db_kernel_heads_of(int64_t repo_id, struct db_rows *out)
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	const char *params[1] = { id };
 	return db_query(out, "SELECT ref, commit_sha FROM kernel_heads WHERE repo_id = $1 ORDER BY ref", 1, params);
+}
+
+int db_build_outputs_of(int64_t repo_id, struct db_rows *out)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[1] = { id };
+	return db_query(out, "SELECT id, variant, published_commit FROM builds WHERE repo_id = $1 AND state = 'succeeded' "
+			"AND published_commit IS NOT NULL ORDER BY id", 1, params);
 }
 
 int db_kernel_commit_forget(int64_t repo_id, const char *commit_sha)

@@ -156,6 +156,11 @@ ok $indexed "relu's head commit is in the variant index"
 sql "INSERT INTO kernel_variants (repo_id, commit_sha, variant, name_valid, file_count, total_size, metadata_status)
      SELECT id, '$HEAD', 'torch-bogus', false, 0, 0, 'missing' FROM repos WHERE name = 'relu'" >/dev/null
 is "$(sql "SELECT count(*) FROM kernel_variants WHERE variant = 'torch-bogus'")" 1 "a bogus variant index row planted"
+# 7. a succeeded build whose published commit lacks its output (and one that has it)
+for v in torch-gone torch-cpu; do
+	sql "INSERT INTO builds (repo_id, source_commit, variant, state, published_branch, published_commit)
+	     SELECT id, '$HEAD', '$v', 'succeeded', 'main', '$HEAD' FROM repos WHERE name = 'relu'" >/dev/null
+done
 
 khub fsck --json >"$TEST_DIR/fsck2.json" 2>"$TEST_DIR/fsck2.err"
 is "$?" 1 "fsck of the damaged hub exits 1"
@@ -169,6 +174,9 @@ check "reports the repo row without a git dir" -- found kernels/alice/nodir "wit
 check "reports the git dir without a repo row" -- found kernels/alice/stray "without a repo row" "stray.git"
 ok $(jq -e '[.problems[] | select(.where | test("young.git"))] | length == 0' "$TEST_DIR/fsck2.json" >/dev/null; echo $?) \
 	"an unregistered git dir younger than an hour is not reported (a create may be in progress)"
+check "reports the published build output missing from its commit" -- found kernels/alice/relu "build output missing" "build/torch-gone at $HEAD"
+ok $(jq -e '[.problems[] | select(.where | test("build/torch-cpu"))] | length == 0' "$TEST_DIR/fsck2.json" >/dev/null; echo $?) \
+	"a build output its commit holds is not reported"
 check "reports the variant index row for a missing variant" -- found kernels/alice/relu "variant index rows differ" "$HEAD"
 khub fsck >"$TEST_DIR/fsck2.txt" 2>&1
 like "$(cat "$TEST_DIR/fsck2.txt")" "kernels/alice/nodir	repo row without a git directory	[^	]*nodir.git	damaged" \
