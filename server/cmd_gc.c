@@ -4,12 +4,15 @@
  * younger than the grace period nor named by an in-flight write (decided
  * under the object's database lock, see storage/db_store_check.c);
  * partial uploads; git temp packs, stale locks and push staging dirs
- * (under the repo's write lock); trash older than trash_keep_days. */
+ * (under the repo's write lock); what a killed sync import staged; trash
+ * older than trash_keep_days. */
 #include "server/server.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
+#include <sys/file.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -191,6 +194,51 @@ static int clean_repo_temp(const struct repo_record *rec, void *arg)
 	return 0;
 }
 
+/* ---- staging of khub sync import ------------------------------------------------ */
+
+/* Remove the entries of dir whose names start with prefix, older than the
+ * grace period. */
+static void clean_staging_in(struct gc *gc, const char *dir, const char *prefix, const char *skip)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.' || strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
+		    (skip && strcmp(e->d_name, skip) == 0))
+			continue;
+		char *path = xasprintf("%s/%s", dir, e->d_name);
+		struct stat st;
+		if (lstat(path, &st) == 0 && gc->now - st.st_mtime >= gc->grace)
+			remove_counted(gc, &gc->tmp, path, "staging");
+		free(path);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* What a killed sync import left (repos/.sync-staging/{bundle},
+ * lfs/tmp/sync-{bundle}), only while no import holds its lock: a running
+ * import has its lock file locked, and a new one waits for nothing (it
+ * refuses to start, so gc keeps the lock only for this moment). */
+static void clean_sync_staging(struct gc *gc)
+{
+	char *staging = xasprintf("%s/.sync-staging", runtime_repo_root());
+	char *lock = xasprintf("%s/import.lock", staging);
+	char *lfs_tmp = xasprintf("%s/tmp", runtime_lfs_root());
+	int fd = open(lock, O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		clean_staging_in(gc, staging, "", "import.lock");
+		clean_staging_in(gc, lfs_tmp, "sync-", NULL);
+	} else if (fd >= 0) {
+		printf("skipped the sync import staging: an import is running\n");
+	}
+	if (fd >= 0)
+		close(fd);
+	free(lfs_tmp);
+	free(lock);
+	free(staging);
+}
+
 /* ---- trash ---------------------------------------------------------------- */
 
 /* When an entry "{name}.git.{YYYYmmddTHHMMSSZ}.{random}" was trashed; its
@@ -277,6 +325,7 @@ static int run_gc(struct gc *gc)
 	lfs_store_close(lfs);
 	if ((rc = db_repo_each(clean_repo_temp, gc)) < 0)
 		return rc;
+	clean_sync_staging(gc);
 	clean_trash(gc);
 	return 0;
 }

@@ -72,6 +72,11 @@ touch -d '3 days ago' "$PACKS/tmp_pack_oldXYZ"
 head -c 3000 /dev/urandom >"$PACKS/pack_git2_k1ll3d"	# libgit2's name for a pack being written
 touch -d '3 days ago' "$PACKS/pack_git2_k1ll3d"
 head -c 4000 /dev/urandom >"$PACKS/tmp_pack_newXYZ"
+mkdir -p "$KHUB_DATA_DIR/repos/.sync-staging/deadbundle" "$KHUB_DATA_DIR/lfs/tmp/sync-deadbundle"
+: >"$KHUB_DATA_DIR/repos/.sync-staging/import.lock"
+head -c 1000 /dev/urandom >"$KHUB_DATA_DIR/repos/.sync-staging/deadbundle/pack-x.pack"
+head -c 500 /dev/urandom >"$KHUB_DATA_DIR/lfs/tmp/sync-deadbundle/obj"
+touch -d '3 days ago' "$KHUB_DATA_DIR/repos/.sync-staging/deadbundle" "$KHUB_DATA_DIR/lfs/tmp/sync-deadbundle"
 TRASH=$KHUB_DATA_DIR/trash/kernels/alice
 mkdir -p "$TRASH/gone.git.20200101T000000Z.abcdef/objects" "$TRASH/fresh.git.$(date -u +%Y%m%dT%H%M%SZ).ghijkl"
 printf 'x\n' >"$TRASH/gone.git.20200101T000000Z.abcdef/objects/f"
@@ -88,9 +93,12 @@ ok $([ -f "$(obj_path "$RELU_SO")" ] && [ -f "$(obj_path "$OTHER_SO")" ]; echo $
 	"gc kept the objects commits reference (one only by an old commit)"
 ok $([ ! -e "$PACKS/tmp_pack_oldXYZ" ] && [ ! -e "$PACKS/pack_git2_k1ll3d" ] && [ -f "$PACKS/tmp_pack_newXYZ" ]; echo $?) \
 	"gc removed the old temp packs (git's and libgit2's), kept the young one"
+ok $([ ! -e "$KHUB_DATA_DIR/repos/.sync-staging/deadbundle" ] && [ ! -e "$KHUB_DATA_DIR/lfs/tmp/sync-deadbundle" ] &&
+	[ -f "$KHUB_DATA_DIR/repos/.sync-staging/import.lock" ]; echo $?) \
+	"gc removed what a killed sync import staged (no import holds its lock), kept the lock file"
 ok $([ ! -e "$TRASH/gone.git.20200101T000000Z.abcdef" ] && [ -n "$(ls -d "$TRASH"/fresh.git.* 2>/dev/null)" ]; echo $?) \
 	"gc removed trash older than trash_keep_days, kept fresh trash"
-like "$(tail -n 1 "$TEST_DIR/gc1.out")" "freed 1 LFS objects \(70000 bytes\), 2 temp files \(7000 bytes\), 1 trash dirs \(2 bytes\)" \
+like "$(tail -n 1 "$TEST_DIR/gc1.out")" "freed 1 LFS objects \(70000 bytes\), 4 temp files \(8500 bytes\), 1 trash dirs \(2 bytes\)" \
 	"gc reports what it freed (count and bytes)"
 
 # an upload in flight: its object (stored already, unlinked and old) survives gc --grace 0
