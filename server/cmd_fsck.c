@@ -127,11 +127,18 @@ static void git_fsck(struct fsck *f, const char *repo, const char *dir)
 			strbuf_add(&out, buf, (size_t)n);
 	int status = 0;
 	waitpid(pid, &status, 0);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || out.len) {
+	/* damage is a failing exit; notices (an empty mirror's unborn HEAD)
+	 * and warnings alone are not */
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		int lines = 0;
-		for (char *line = strtok(out.buf ? out.buf : (char *)"", "\n"); line && lines < 20;
-		     line = strtok(NULL, "\n"), lines++)
+		char *save = NULL;
+		for (char *line = out.len ? strtok_r(out.buf, "\n", &save) : NULL; line && lines < 20;
+		     line = strtok_r(NULL, "\n", &save)) {
+			if (strncmp(line, "notice:", 7) == 0)
+				continue;
 			problem(f, repo, "git fsck", line, 0, "not repairable: restore the repo from a backup");
+			lines++;
+		}
 		if (!lines)
 			problem(f, repo, "git fsck failed", dir, 0, "not repairable: restore the repo from a backup");
 	}

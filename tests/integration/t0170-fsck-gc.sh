@@ -49,6 +49,11 @@ done
 ok $seed "four kernel repos imported (each with an LFS .so)"
 RELU_SO=$(sha256 "$W/relu/build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.so")
 OTHER_SO=$(sha256 "$W/other/build/torch211-cxx11-cu128-x86_64-linux/_other_cuda.abi3.so")
+# an empty repo (a mirror before its first sync): git fsck's notices are no damage
+khub admin org create mirrors >/dev/null 2>&1
+git init -q --bare "$REPOS/mirrors/empty.git"
+sql "INSERT INTO repos (type, owner_id, namespace, name) SELECT 'kernel', id, 'mirrors', 'empty' FROM accounts WHERE name = 'mirrors'" >/dev/null
+is "$(sql "SELECT count(*) FROM repos WHERE namespace = 'mirrors' AND name = 'empty'")" 1 "an empty repo (no commit) is registered"
 khub fsck >"$TEST_DIR/fsck0.out" 2>&1
 is "$?" 0 "fsck of a healthy hub exits 0 (while khub serve runs)"
 is "$(khub fsck --json 2>/dev/null | jq -c '[.damaged, .complete]')" "[0,true]" "fsck --json: nothing damaged, the check complete"
