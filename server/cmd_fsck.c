@@ -271,7 +271,7 @@ static void check_variant_index(struct repo_check *rc, git_repository *git)
 		const char *ref = db_rows_get(&heads, i, 0);
 		if (repo_resolve_revision(git, ref, sha) == 0 && strcmp(sha, db_rows_get(&heads, i, 1)) == 0)
 			continue;
-		int repaired = rc->f->repair && variant_index_update(rc->rec->id, git, NULL) == 0;
+		int repaired = rc->f->repair && variant_index_catch_up_repo(rc->rec->id, git) == 0;
 		problem(rc->f, rc->repo, "variant index branch head differs from git", ref, repaired,
 			"not repairable: re-indexing failed");
 	}

@@ -169,6 +169,7 @@ ok $indexed "relu's head commit is in the variant index"
 sql "INSERT INTO kernel_variants (repo_id, commit_sha, variant, name_valid, file_count, total_size, metadata_status)
      SELECT id, '$HEAD', 'torch-bogus', false, 0, 0, 'missing' FROM repos WHERE name = 'relu'" >/dev/null
 is "$(sql "SELECT count(*) FROM kernel_variants WHERE variant = 'torch-bogus'")" 1 "a bogus variant index row planted"
+sql "UPDATE kernel_heads SET commit_sha = repeat('0', 40) WHERE ref = 'refs/heads/main' AND repo_id = (SELECT id FROM repos WHERE name = 'relu')" >/dev/null
 # 7. a succeeded build whose published commit lacks its output (and one that has it)
 for v in torch-gone torch-cpu; do
 	sql "INSERT INTO builds (repo_id, source_commit, variant, state, published_branch, published_commit)
@@ -190,6 +191,7 @@ ok $(jq -e '[.problems[] | select(.where | test("young.git"))] | length == 0' "$
 check "reports the published build output missing from its commit" -- found kernels/alice/relu "build output missing" "build/torch-gone at $HEAD"
 ok $(jq -e '[.problems[] | select(.where | test("build/torch-cpu"))] | length == 0' "$TEST_DIR/fsck2.json" >/dev/null; echo $?) \
 	"a build output its commit holds is not reported"
+check "reports the variant index's recorded branch head that git does not have" -- found kernels/alice/relu "branch head differs" "refs/heads/main"
 check "reports the variant index row for a missing variant" -- found kernels/alice/relu "variant index rows differ" "$HEAD"
 khub fsck >"$TEST_DIR/fsck2.txt" 2>&1
 like "$(cat "$TEST_DIR/fsck2.txt")" "kernels/alice/nodir	repo row without a git directory	[^	]*nodir.git	damaged" \
@@ -204,6 +206,8 @@ ok $([ ! -e "$(obj_path "$OTHER_SO")" ] && ls "$KHUB_DATA_DIR/quarantine/lfs/$OT
 	"the damaged object is in data_dir/quarantine/lfs, not deleted"
 is "$(sql "SELECT count(*) FROM lfs_repo_objects WHERE oid = '$LINKED'")/$(sql "SELECT count(*) FROM kernel_variants WHERE variant = 'torch-bogus'")" \
 	"0/0" "the dangling link and the bogus index row are gone"
+is "$(sql "SELECT commit_sha FROM kernel_heads WHERE ref = 'refs/heads/main' AND repo_id = (SELECT id FROM repos WHERE name = 'relu')")" "$HEAD" \
+	"the recorded branch head is git's again"
 ok $([ ! -e "$REPOS/alice/stray.git" ] && [ -n "$(ls -d "$KHUB_DATA_DIR"/trash/kernels/alice/stray.git.* 2>/dev/null)" ]; echo $?) \
 	"the stray git dir was moved to trash/"
 unrepaired() { jq -c '[.problems[] | select(.state != "repaired") | [.repo, .what, .where]] | sort' "$1"; }
