@@ -1,10 +1,12 @@
 #!/bin/bash
 # t0170-fsck-gc.sh -- khub fsck and khub gc, run while khub serve serves.
-# fsck: a healthy hub is clean; a flipped byte in an LFS object, a linked
-# LFS object gone from the store, a git object removed under a ref, a repo
-# row without its git dir, a git dir without a row and a variant index row
-# for a missing variant are each reported (exit 1); --repair fixes what it
-# says it can and a later fsck reports exactly what it said it could not.
+# fsck: a healthy hub (with an empty repo) is clean; a flipped byte in an
+# LFS object, a linked LFS object gone from the store, a git object removed
+# under a ref, a ref at a missing commit, a repo row without its git dir, a
+# git dir without a row, a variant index row for a missing variant, a stale
+# recorded branch head and a published build output its commit lacks are
+# each reported (exit 1); --repair fixes what it says it can and a later
+# fsck reports exactly what it said it could not.
 # gc: removes an old unreferenced LFS object, an old temp pack and expired
 # trash; keeps an object referenced only by an old commit and young ones;
 # never removes the object of an upload in flight (a throttled PUT while
@@ -153,6 +155,8 @@ README_BLOB=$(git --git-dir="$REPOS/alice/broken.git" rev-parse main:README.md)
 rm -f "$REPOS/alice/broken.git/objects/${README_BLOB:0:2}/${README_BLOB:2}"
 ok $([ -z "$(git --git-dir="$REPOS/alice/broken.git" cat-file -t "$README_BLOB" 2>/dev/null)" ]; echo $?) \
 	"broken's README blob is gone"
+# 3b. a ref pointing at a commit the repo does not have
+echo 1234567890123456789012345678901234567890 >"$REPOS/alice/broken.git/refs/heads/ghost"
 # 4. a repo row without its git dir; 5. a git dir without a row
 mv "$REPOS/alice/nodir.git" "$TEST_DIR/nodir.git.saved"
 git init -q --bare "$REPOS/alice/stray.git"
@@ -184,6 +188,7 @@ found() { jq -e --arg r "$1" --arg w "$2" --arg x "$3" \
 check "reports the flipped byte (object content vs name)" -- found - "does not match its sha256" "$OTHER_SO"
 check "reports the missing linked object" -- found kernels/alice/relu "LFS link to a missing object" "$LINKED"
 check "reports the missing git object (git fsck)" -- found kernels/alice/broken "git fsck" "$README_BLOB|missing"
+check "reports the ref pointing at a missing commit (git fsck)" -- found kernels/alice/broken "git fsck" "ghost"
 check "reports the repo row without a git dir" -- found kernels/alice/nodir "without a git directory" "nodir.git"
 check "reports the git dir without a repo row" -- found kernels/alice/stray "without a repo row" "stray.git"
 ok $(jq -e '[.problems[] | select(.where | test("young.git"))] | length == 0' "$TEST_DIR/fsck2.json" >/dev/null; echo $?) \
