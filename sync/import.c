@@ -337,6 +337,9 @@ cleanup:
 	import_flush_finish(x.flush);
 	if (x.journal >= 0)
 		close(x.journal);
+	for (size_t i = 0; i < x.ninflight; i++)	/* linked by now, or the import failed */
+		db_lfs_inflight_end(x.inflight[i]);
+	free(x.inflight);
 	/* kept for a re-run after a disk or database failure (what verified is not read again) */
 	if (x.pack_dir && rc != KHUB_EIO && rc != KHUB_ENOSPC && rc != KHUB_EDB)
 		remove_tree(x.pack_dir);

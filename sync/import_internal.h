@@ -23,6 +23,8 @@ struct import_run {
 	int64_t *repo_id;		/* per repo, once registered */
 	char **sel_refs;		/* the bundle's ref selection (deletions by current) */
 	size_t nsel_refs;
+	int64_t *inflight;		/* lfs_inflight rows (khub gc keeps their objects) until the links exist */
+	size_t ninflight;
 	size_t changes;			/* what the import changed besides refs */
 	json_t *plan;			/* --dry-run: the changes it would make */
 	struct import_flush *flush;	/* while streaming: staged files fsynced behind */

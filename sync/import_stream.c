@@ -173,6 +173,15 @@ static int stage_lfs(struct import_run *x, struct sync_in *in, long i, struct sy
 	const char *oid = e->name + 4;
 	int fd = -1;
 	char *part = NULL;
+	/* named in flight from now until the import ends (its links exist
+	 * then): khub gc must not remove an object found in the store here */
+	if (x->apply) {
+		int64_t id = 0;
+		if (db_lfs_inflight_begin(oid, &id) < 0)
+			return import_fail(x, KHUB_EDB, "cannot record %s as in flight (database)", e->name);
+		x->inflight = xrealloc(x->inflight, (x->ninflight + 1) * sizeof(*x->inflight));
+		x->inflight[x->ninflight++] = id;
+	}
 	/* an object the store has already is still hashed, never rewritten */
 	if (x->apply && lfs_store_stat(x->o->lfs, oid, NULL) < 0) {
 		part = xasprintf("%s/%s.part", x->lfs_dir, oid);
