@@ -181,6 +181,7 @@ struct upload_state {
 	uint64_t expected_size;
 	uint64_t received;
 	int64_t repo_id;
+	int64_t inflight;	/* the lfs_inflight row keeping khub gc away (0: none or handed to the job) */
 	int write_error;	/* KHUB_ENOSPC or KHUB_EIO: the server failed, not the client */
 };
 
@@ -204,6 +205,12 @@ static int upload_begin(struct request *req)
 	req->stream_state = st;
 	if (parse_action_args(req, "upload", &st->expected_size, &st->repo_id) < 0) {
 		lfs_error(req, 403, "this upload URL is invalid or has expired; ask the batch API for a new one");
+		return -1;
+	}
+	/* named in flight until linked: khub gc must not remove the object
+	 * (stored already for another repo, or once this one stores it) */
+	if (db_lfs_inflight_begin(req->args[1], &st->inflight) < 0) {
+		respond_db_unavailable(req);
 		return -1;
 	}
 	/* always written and verified, even when another repo stored the same
@@ -241,6 +248,7 @@ static void upload_cleanup(struct request *req)
 	if (!st)
 		return;
 	lfs_writer_abort(st->writer);
+	db_lfs_inflight_end(st->inflight);
 	free(st);
 	req->stream_state = NULL;
 }
@@ -251,6 +259,7 @@ static void upload_cleanup(struct request *req)
 struct upload_job {
 	struct lfs_writer *writer;	/* sealed; NULL once installed */
 	int64_t repo_id;
+	int64_t inflight;		/* ended once linked (or by upload_job_free) */
 	char oid[65];
 };
 
@@ -265,7 +274,10 @@ static int upload_job_run(void *arg)
 	job->writer = NULL;	/* stored, or removed, by commit */
 	if (rc < 0)
 		return rc;
-	return db_lfs_link(job->repo_id, job->oid) < 0 ? KHUB_EDB : 0;
+	rc = db_lfs_link(job->repo_id, job->oid) < 0 ? KHUB_EDB : 0;
+	db_lfs_inflight_end(job->inflight);	/* the link keeps it now */
+	job->inflight = 0;
+	return rc;
 }
 
 static void upload_job_free(void *arg)
@@ -274,6 +286,7 @@ static void upload_job_free(void *arg)
 	if (!job)
 		return;
 	lfs_writer_abort(job->writer);
+	db_lfs_inflight_end(job->inflight);
 	free(job);
 }
 
@@ -301,6 +314,8 @@ static enum MHD_Result handle_upload(struct request *req)
 		job = xcalloc(1, sizeof(*job));
 		job->writer = st->writer;
 		job->repo_id = st->repo_id;
+		job->inflight = st->inflight;
+		st->inflight = 0;
 		snprintf(job->oid, sizeof(job->oid), "%s", oid);
 		st->writer = NULL;
 	}

@@ -8,6 +8,7 @@ install_deps() {
 		nodejs npm)	# npm installs the web UI's chart library (web/package.json), compiled in
 	if [ "${1:-build}" = test ]; then
 		want+=(chromium)	# the web UI's end-to-end test (tests/web, playwright-core)
+		want+=(jq)	# t0170-fsck-gc reads fsck --json with it
 		# khub-worker's tests build a kernel with Debian's torch and compile
 		# its HIP source with Debian's hipcc.
 		want+=(python3-torch libtorch-dev hipcc)

@@ -313,9 +313,13 @@ int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path,
 	uint64_t transferred = 0;
 	/* linked only once this repo's upstream served the verified bytes */
 	int linked = db_lfs_linked(repo_id, oid);
+	int64_t inflight = 0;	/* khub gc keeps the object until it is linked */
+	if (linked == 0 && db_lfs_inflight_begin(oid, &inflight) < 0)
+		linked = KHUB_EDB;
 	rc = linked < 0 ? KHUB_EDB : upstream_fetch_lfs(client, url.buf, oid, size, lfs, !linked, &transferred);
 	if (rc == 0 && !linked && db_lfs_link(repo_id, oid) < 0)
 		rc = KHUB_EDB;
+	db_lfs_inflight_end(inflight);
 	if (rc == 0)
 		log_info("mirror: fetched %s (%s, %" PRIu64 " bytes) on first request", path, oid, transferred);
 	if (transferred > 0) {	/* lazy bytes crossed the network too: count them */

@@ -43,9 +43,14 @@ static void *fetch_worker(void *arg)
 		uint64_t transferred = 0;
 		/* prove: an object stored for another repo is downloaded again,
 		 * so a tree naming an oid is never enough to get it linked */
-		int rc = upstream_fetch_lfs(rs->client, url.buf, w->oid, w->size, rs->run->lfs, 1, &transferred);
+		/* named in flight until linked: khub gc keeps it meanwhile */
+		int64_t inflight = 0;
+		int rc = db_lfs_inflight_begin(w->oid, &inflight) < 0 ? KHUB_EDB : 0;
+		if (rc == 0)
+			rc = upstream_fetch_lfs(rs->client, url.buf, w->oid, w->size, rs->run->lfs, 1, &transferred);
 		if (rc == 0 && db_lfs_link(rs->rec.id, w->oid) < 0)
 			rc = KHUB_EDB;
+		db_lfs_inflight_end(inflight);
 		strbuf_release(&url);
 		pthread_mutex_lock(&pool->lock);
 		rs->bytes += transferred;

@@ -20,6 +20,7 @@ static const char sync_usage[] =
 	"  khub sync import BUNDLE... [--allow-rewind]   verify and import (keys from sync_trusted_keys)\n"
 	"  khub sync import --dry-run [--json] BUNDLE...  verify and say what would change; change nothing\n"
 	"  khub sync history [--json]              the bundles this hub applied\n"
+	"  khub sync key-scope [PUB|KEYID --orgs LIST|--any]   which orgs a signing key may bring in\n"
 	"  khub sync state [--out FILE] [--type kernel]   this hub's refs, for export --since\n"
 	"Options taking GLOB may repeat or hold a comma-separated list. See docs/sync.md.\n";
 
@@ -338,6 +339,66 @@ static int cmd_history(int argc, char **argv)
 	return 0;
 }
 
+static int print_scope(const char *key_id, const char *orgs, const char *set_by, const char *set_at, void *arg)
+{
+	(*(int *)arg)++;
+	printf("%s  %s  (set by %s, %s)\n", key_id, orgs, set_by, set_at);
+	return 0;
+}
+
+/* Org names or globs: the characters of names plus * ? [ ]. */
+static int valid_scope(const char *orgs)
+{
+	if (!orgs[0] || orgs[0] == ',' || orgs[strlen(orgs) - 1] == ',' || strstr(orgs, ",,"))
+		return 0;
+	return strspn(orgs, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-*?[],") == strlen(orgs);
+}
+
+/* khub sync key-scope: list; KEY --orgs LIST: set; KEY --any: remove. */
+static int cmd_key_scope(int argc, char **argv)
+{
+	if (argc != 2 && !(argc == 5 && strcmp(argv[3], "--orgs") == 0) && !(argc == 4 && strcmp(argv[3], "--any") == 0)) {
+		fputs(sync_usage, stderr);
+		return 2;
+	}
+	const char *orgs = argc == 5 ? argv[4] : NULL;
+	char id[SYNC_KEY_ID_LEN + 1], err[256];
+	if (argc > 2 && strlen(argv[2]) == SYNC_KEY_ID_LEN && strspn(argv[2], "0123456789abcdef") == SYNC_KEY_ID_LEN)
+		memcpy(id, argv[2], sizeof(id));
+	else if (argc > 2 && sync_key_id_file(argv[2], id, err, sizeof(err)) < 0) {
+		fprintf(stderr, "khub sync key-scope: %s\n", err);
+		return 1;
+	}
+	if (orgs && !valid_scope(orgs)) {
+		fprintf(stderr, "khub sync key-scope: --orgs takes org names or globs, comma-separated\n");
+		return 2;
+	}
+	runtime_open_database();
+	int rc = 0, n = 0;
+	if (argc == 2) {
+		rc = db_sync_key_scope_list(print_scope, &n);
+		if (rc == 0 && n == 0)
+			printf("no key has a scope: every trusted key may bring in any org\n");
+	} else {
+		char *op = operator_name(), *actor = xasprintf("sync:%s", op);
+		json_t *d = json_pack("{s:s, s:s?, s:s}", "key_id", id, "orgs", orgs, "operator", op);
+		char *details = json_dumps(d, JSON_COMPACT);
+		rc = db_sync_key_scope_set(id, orgs, op);
+		if (rc == 0)
+			rc = db_audit(0, actor, "sync.key_scope", id, details, "local");
+		if (rc == 0)
+			printf("key %s may bring in %s\n", id, orgs ? orgs : "any org");
+		json_decref(d);
+		free(details);
+		free(actor);
+		free(op);
+	}
+	runtime_close_database();
+	if (rc < 0)
+		fprintf(stderr, "khub sync key-scope: the database is unavailable\n");
+	return rc < 0 ? 1 : 0;
+}
+
 int cmd_sync(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -357,6 +418,8 @@ int cmd_sync(int argc, char **argv)
 		return cmd_state(argc, argv);
 	if (strcmp(verb, "history") == 0)
 		return cmd_history(argc, argv);
+	if (strcmp(verb, "key-scope") == 0)
+		return cmd_key_scope(argc, argv);
 	if (strcmp(verb, "help") == 0) {
 		fputs(sync_usage, stdout);
 		return 0;

@@ -21,6 +21,8 @@ static const struct {
 	{ "sync", cmd_sync, "sync keygen|export|verify|import|state: air-gap bundles (khub sync help)" },
 	{ "hook", cmd_hook, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
 	{ "check", cmd_check, "check lfs-pointers [--fix]: report LFS pointers to objects not linked to their repo" },
+	{ "fsck", cmd_fsck, "fsck [--repair] [--json]: check git repos, LFS objects and the database against each other" },
+	{ "gc", cmd_gc, "gc [--dry-run] [--grace HOURS]: remove unreferenced LFS objects, temp files and expired trash" },
 	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
 	{ "routes", cmd_routes, "routes [--json]: every endpoint with who may call it (the route tables)" },
 };

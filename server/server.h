@@ -71,6 +71,7 @@ struct khub_config {
 	long build_worker_live_seconds;
 	char *build_plan_python;
 	long build_plan_wall_ms;
+	long trash_keep_days;
 };
 
 extern struct khub_config config;
@@ -94,6 +95,18 @@ long config_http_threads(char *why, size_t why_len);
 /* Parse "host:port" ("[v6]:port", "*:port" or ":port" = any IPv4
  * address); 0 or -1. */
 int config_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len);
+
+/* ---- integrity and garbage collection (server/store_scan.c, cmd_fsck.c, cmd_gc.c) */
+
+/* Every LFS pointer in the history of every ref of a repo (pull request
+ * refs and tags too): fn once per distinct pointer blob. 0, or KHUB_EIO when part
+ * of the history could not be read (what could be read was reported). */
+int store_scan_pointers(git_repository *git, void (*fn)(const struct lfs_pointer *ptr, void *arg), void *arg);
+/* Call fn(oid, path, arg) for every file under {lfs_root}/objects. */
+int store_each_lfs_object(const char *lfs_root, int (*fn)(const char *oid, const char *path, void *arg),
+			  void *arg);
+int cmd_fsck(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 
 /* ---- runtime shared by the commands (server/runtime.c) ------------------- */
 

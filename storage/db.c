@@ -512,6 +512,14 @@ int db_lock_xact(enum db_lock kind, int64_t id)
 	return lock_query("pg_advisory_xact_lock", kind, id, NULL);
 }
 
+int db_lock_xact_shared(enum db_lock kind, int64_t id)
+{
+	assert(thread_in_tx);
+	if (!thread_in_tx)
+		return KHUB_EINVAL;
+	return lock_query("pg_advisory_xact_lock_shared", kind, id, NULL);
+}
+
 /* ---- rows as text ----------------------------------------------------------------- */
 
 const char *db_rows_get(const struct db_rows *rows, size_t row, size_t column)

@@ -68,6 +68,8 @@ enum db_lock {
 	DB_LOCK_MIGRATIONS = 3,		/* id 0: schema migrations (key 4242001, as always) */
 	DB_LOCK_VARIANT_INDEX = 4,	/* id: repo id; one index write per repo (transaction scope) */
 	DB_LOCK_BUILD_QUEUE = 5,	/* id 0: enqueues take turns, so the queue limits hold (transaction scope) */
+	DB_LOCK_LFS_OBJECT = 6,		/* id: db_lfs_object_key(oid); gc's removal (exclusive) against a
+					 * write starting (shared), transaction scope */
 };
 /* 0 taken, 1 held by another session, KHUB_EDB. */
 int db_lock_try(enum db_lock kind, int64_t id);
@@ -77,6 +79,8 @@ void db_unlock(enum db_lock kind, int64_t id);
 /* Take a lock until the end of this thread's transaction (which must be
  * open): pg_advisory_xact_lock. */
 int db_lock_xact(enum db_lock kind, int64_t id);
+/* The same, shared: pg_advisory_xact_lock_shared. */
+int db_lock_xact_shared(enum db_lock kind, int64_t id);
 /* Apply every migration not yet applied, in order, each in a transaction. */
 int db_migrate(void);
 
@@ -176,6 +180,37 @@ int db_lfs_link(int64_t repo_id, const char *oid);
 int db_lfs_linked(int64_t repo_id, const char *oid);
 /* Every LFS object linked to a repo (caller frees with free_strings). */
 int db_lfs_links(int64_t repo_id, char ***oids, size_t *n);
+
+/* ---- integrity and garbage collection (storage/db_store_check.c) --------- */
+
+/* The DB_LOCK_LFS_OBJECT id of an LFS oid (its first 7 hex digits). */
+int64_t db_lfs_object_key(const char *oid);
+/* An LFS object is about to be stored and then linked: a row naming it
+ * keeps khub gc away until db_lfs_inflight_end(*id). Waits while gc is
+ * removing that object. */
+int db_lfs_inflight_begin(const char *oid, int64_t *id);
+void db_lfs_inflight_end(int64_t id);	/* id 0: nothing to end */
+/* Every oid linked to some repo, sorted and unique: n strings in a
+ * NULL-terminated array; the caller frees each and the array. */
+int db_lfs_linked_oids(char ***oids, size_t *n);
+/* Remove an object when nothing may use it any more: under the object's
+ * exclusive lock, when no repo links it and no in-flight row (younger than
+ * a day) names it, call remove(oid, arg) (it re-checks the file's age and
+ * deletes it; 1 removed, 0 kept). 1 removed, 0 kept, or KHUB_EDB. */
+int db_lfs_collect(const char *oid, int (*remove)(const char *oid, void *arg), void *arg);
+/* Delete in-flight rows older than a day (left by a crash); how many. */
+int db_lfs_inflight_expire(void);
+/* Drop one repo's link to an object. */
+int db_lfs_unlink(int64_t repo_id, const char *oid);
+/* The commits of a repo the variant index has rows for (index_version in
+ * column 1), and the branch heads it recorded (ref, commit_sha). */
+int db_kernel_commits_of(int64_t repo_id, struct db_rows *out);
+int db_kernel_heads_of(int64_t repo_id, struct db_rows *out);
+/* The builds of a repo that published an output: id, variant,
+ * published_commit (succeeded builds only). */
+int db_build_outputs_of(int64_t repo_id, struct db_rows *out);
+/* Forget the index of a commit (its kernel_commits and kernel_variants rows). */
+int db_kernel_commit_forget(int64_t repo_id, const char *commit_sha);
 
 /* How many times actor_id did `action` in the last `seconds` (audit log). */
 int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count);
@@ -485,6 +520,16 @@ int db_sync_import_done(const char *bundle, long refs_moved);
 /* Every bundle recorded, oldest first (free with db_sync_history_free). */
 struct sync_import_record *db_sync_history(size_t *count, int *rc);
 void db_sync_history_free(struct sync_import_record *items, size_t count);
+/* Per signing key (its 16-hex key id), the orgs it may bring in: a
+ * comma-separated list of names or globs (*orgs, caller frees), or
+ * KHUB_ENOTFOUND when the key has no scope (any org). */
+int db_sync_key_scope_get(const char *key_id, char **orgs);
+/* Set a key's scope (orgs comma-separated), or remove it (orgs NULL). */
+int db_sync_key_scope_set(const char *key_id, const char *orgs, const char *set_by);
+/* cb for every key with a scope, by key id; stops at a negative return. */
+int db_sync_key_scope_list(int (*cb)(const char *key_id, const char *orgs, const char *set_by, const char *set_at,
+				     void *arg),
+			   void *arg);
 enum { SYNC_ACCOUNT_NONE = 0, SYNC_ACCOUNT_MIRRORED = 1, SYNC_ACCOUNT_LOCAL = 2 };
 /* Whether an account exists and was made by an import or the mirror
  * (SYNC_ACCOUNT_*), or a negative error. */

@@ -165,3 +165,44 @@ int db_sync_deletable(enum repo_type type, const char *ns, const char *name, int
 	db_rows_release(&rows);
 	return rc;
 }
+
+int db_sync_key_scope_get(const char *key_id, char **orgs)
+{
+	const char *params[1] = { key_id };
+	struct db_rows rows;
+	*orgs = NULL;
+	int rc = db_query_one(&rows, "SELECT array_to_string(orgs, ',') FROM sync_key_scopes WHERE key_id = $1", 1,
+			      params);
+	if (rc < 0)
+		return rc;
+	*orgs = db_rows_strdup(&rows, 0, 0);
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_sync_key_scope_set(const char *key_id, const char *orgs, const char *set_by)
+{
+	const char *params[3] = { key_id, orgs, set_by };
+	if (!orgs)
+		return db_run("DELETE FROM sync_key_scopes WHERE key_id = $1", 1, params);
+	return db_run("INSERT INTO sync_key_scopes (key_id, orgs, set_by) VALUES ($1, string_to_array($2, ','), $3)"
+		      " ON CONFLICT (key_id) DO UPDATE SET orgs = excluded.orgs, set_by = excluded.set_by, set_at = now()",
+		      3, params);
+}
+
+int db_sync_key_scope_list(int (*cb)(const char *key_id, const char *orgs, const char *set_by, const char *set_at,
+				     void *arg),
+			   void *arg)
+{
+	struct db_rows rows;
+	int rc = db_query(&rows, "SELECT key_id, array_to_string(orgs, ','), set_by,"
+			  " to_char(set_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+			  " FROM sync_key_scopes ORDER BY key_id", 0, NULL);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < rows.count; i++)
+		rc = cb(db_rows_get(&rows, i, 0), db_rows_get(&rows, i, 1), db_rows_get(&rows, i, 2),
+			db_rows_get(&rows, i, 3), arg);
+	db_rows_release(&rows);
+	return rc;
+}

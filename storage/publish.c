@@ -214,6 +214,22 @@ void publish_set_gitattributes(struct publication *pub, const char *text)
 	pub->gitattributes = text ? xstrdup(text) : NULL;
 }
 
+/* Store a sealed writer's object and link it to the repo, named in flight
+ * in between so that khub gc cannot remove it before the link exists. */
+static int install_and_link(struct publication *pub, struct lfs_writer *w, const char *oid)
+{
+	int64_t inflight = 0;
+	int rc = db_lfs_inflight_begin(oid, &inflight);
+	if (rc < 0) {
+		lfs_writer_abort(w);
+		return rc;
+	}
+	if ((rc = lfs_writer_install(w)) == 0)
+		rc = db_lfs_link(pub->rec.id, oid);
+	db_lfs_inflight_end(inflight);
+	return rc;
+}
+
 int publish_hold_lfs(struct publication *pub, struct lfs_writer *w, struct lfs_pointer *ptr)
 {
 	int rc = lfs_writer_seal(w, ptr->oid, &ptr->size);
@@ -227,9 +243,7 @@ int publish_hold_lfs(struct publication *pub, struct lfs_writer *w, struct lfs_p
 	}
 	/* too many to keep open: stored and linked now (never referenced
 	 * unless the commit lands) */
-	if ((rc = lfs_writer_install(w)) < 0)
-		return rc;
-	return db_lfs_link(pub->rec.id, ptr->oid);
+	return install_and_link(pub, w, ptr->oid);
 }
 
 static int blob_failed(struct publication *pub)
@@ -375,8 +389,7 @@ static int install_pending(struct publication *pub)
 			lfs_writer_abort(w);
 			continue;
 		}
-		if ((rc = lfs_writer_install(w)) == 0)
-			rc = db_lfs_link(pub->rec.id, oid);
+		rc = install_and_link(pub, w, oid);
 	}
 	pub->npending = 0;
 	return rc;

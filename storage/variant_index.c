@@ -351,6 +351,18 @@ int variant_index_update(int64_t repo_id, git_repository *git, const char *commi
 	return rc < 0 ? rc : hrc;
 }
 
+int variant_index_catch_up_repo(int64_t repo_id, git_repository *git)
+{
+	json_t *heads = branch_heads(git);
+	size_t k;
+	json_t *head;
+	json_array_foreach(heads, k, head)
+		variant_index_ensure(repo_id, git, json_string_value(json_object_get(head, "sha")));
+	int rc = sync_heads(repo_id, heads);
+	json_decref(heads);
+	return rc;
+}
+
 int variant_index_catch_up(const char *repo_root, long limit)
 {
 	char version[16], lim[24];
@@ -371,14 +383,8 @@ int variant_index_catch_up(const char *repo_root, long limit)
 		git_repository *git = NULL;
 		if (repo_store_open(repo_root, REPO_KERNEL, PQgetvalue(res, i, 1), PQgetvalue(res, i, 2), &git) < 0)
 			continue;
-		json_t *heads = branch_heads(git);
-		size_t k;
-		json_t *head;
-		json_array_foreach(heads, k, head)
-			variant_index_ensure(repo_id, git, json_string_value(json_object_get(head, "sha")));
-		if (sync_heads(repo_id, heads) == 0)
+		if (variant_index_catch_up_repo(repo_id, git) == 0)
 			done++;
-		json_decref(heads);
 		git_repository_free(git);
 	}
 	PQclear(res);

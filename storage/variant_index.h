@@ -32,6 +32,9 @@ int variant_index_current(int64_t repo_id, git_repository *git, const char *comm
  * or point at unindexed commits, at most `limit` repos; returns how many
  * were (re)indexed or a negative error. */
 int variant_index_catch_up(const char *repo_root, long limit);
+/* The same for one repo, whatever its recorded heads: index every branch
+ * head, then record the heads as git has them (khub fsck --repair). */
+int variant_index_catch_up_repo(int64_t repo_id, git_repository *git);
 
 struct variant_row {
 	char *name;			/* owned, like every pointer below */

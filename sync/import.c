@@ -5,8 +5,8 @@
  * libgit2's indexer into a staging directory, LFS objects into staging
  * files), and only when every entry verified: packs moved into the repos,
  * LFS objects into the store and linked, refs moved through
- * publish_import_ref. A killed import leaves staging only; a re-run starts
- * the stream again and completes. */
+ * publish_import_ref. A killed import leaves staging and its journal of
+ * verified entries; a re-run reads the stream again but skips those. */
 #include "sync/import_internal.h"
 #include "storage/db.h"
 
@@ -111,17 +111,95 @@ static int import_lock(struct import_run *x, int *lock_fd, char **lock_path)
 	return 0;
 }
 
-/* The staging directories, emptied of what a killed run left. */
+/* A journal line "NAME SHA256 [PACK]" names an entry a killed run of this
+ * bundle verified and staged: trusted again only when it matches the signed
+ * manifest and its staged file is still there (an LFS object of the right
+ * size, or in the store already; a pack and its index). */
+static void journal_line(struct import_run *x, char *line)
+{
+	char *save = NULL, *name = strtok_r(line, " \n", &save), *sha = strtok_r(NULL, " \n", &save);
+	char *pack = strtok_r(NULL, " \n", &save);
+	long i = name && sha ? import_entry_index(x, name) : -1;
+	if (i < 0 || strcmp(x->m.entries[i].sha256, sha) != 0)
+		return;
+	const struct sync_entry *e = &x->m.entries[i];
+	struct stat st;
+	if (strncmp(name, "lfs/", 4) == 0) {
+		char *path = xasprintf("%s/%s", x->lfs_dir, name + 4);
+		x->verified[i] = (stat(path, &st) == 0 && (uint64_t)st.st_size == e->size) ||
+				 lfs_store_stat(x->o->lfs, name + 4, NULL) == 0;
+		free(path);
+	} else if (pack && strncmp(pack, "pack-", 5) == 0 && !strchr(pack, '/')) {
+		char *base = xasprintf("%s/%ld/%s", x->pack_dir, i, pack), *p = xasprintf("%s.pack", base),
+		     *idx = xasprintf("%s.idx", base);
+		if (stat(p, &st) == 0 && stat(idx, &st) == 0 && !x->staged_pack[i]) {
+			x->verified[i] = 1;
+			x->staged_pack[i] = base;
+			base = NULL;
+		}
+		free(base);
+		free(p);
+		free(idx);
+	}
+}
+
+static size_t journal_load(struct import_run *x, const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	char line[256];
+	size_t n = 0;
+	while (fp && fgets(line, sizeof(line), fp))
+		journal_line(x, line);
+	if (fp)
+		fclose(fp);
+	for (size_t i = 0; i < x->m.nentries; i++)
+		n += x->verified[i];
+	return n;
+}
+
+static int drop_part(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	size_t len = strlen(path);
+	if (flag == FTW_F && len > 5 && strcmp(path + len - 5, ".part") == 0)
+		unlink(path);	/* a staging file a killed run did not finish */
+	return 0;
+}
+
+/* The staging directories; what a killed run of this bundle verified stays
+ * (its journal), the rest of what it left goes. */
 static int import_stage_begin(struct import_run *x)
 {
 	x->pack_dir = xasprintf("%s/.sync-staging/%s", x->o->repo_root, x->m.bundle);
 	x->lfs_dir = xasprintf("%s/sync-%s", lfs_store_tmp_dir(x->o->lfs), x->m.bundle);
-	remove_tree(x->pack_dir);	/* what a killed run left */
-	remove_tree(x->lfs_dir);
 	if (mkdir_p(x->pack_dir, 0755) < 0 || mkdir_p(x->lfs_dir, 0700) < 0)
 		return import_fail(x, KHUB_EIO, "cannot create the staging directories: %s", strerror(errno));
+	nftw(x->lfs_dir, drop_part, 16, FTW_PHYS);
 	x->seen = xcalloc(x->m.nentries + 1, 1);
+	x->verified = xcalloc(x->m.nentries + 1, 1);
 	x->staged_pack = xcalloc(x->m.nentries + 1, sizeof(char *));
+	char *journal = xasprintf("%s/verified", x->pack_dir);
+	size_t kept = journal_load(x, journal);
+	if (kept && x->o->report)
+		fprintf(x->o->report, "bundle %s: %zu entries verified by an earlier, cut-short run are not read again\n",
+			x->m.bundle, kept);
+	x->journal = open(journal, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	free(journal);
+	if (x->journal < 0)
+		return import_fail(x, KHUB_EIO, "cannot create the staging journal: %s", strerror(errno));
+	x->flush = import_flush_start(x->journal);
+	return 0;
+}
+
+/* Every staged file durable (and named) before anything refers to it. */
+static int import_stage_end(struct import_run *x)
+{
+	int e = import_flush_finish(x->flush);
+	x->flush = NULL;
+	if (e)
+		return import_fail(x, e == ENOSPC ? KHUB_ENOSPC : KHUB_EIO, "cannot stage the bundle's objects: %s",
+				   strerror(e));
 	return 0;
 }
 
@@ -219,19 +297,22 @@ static int import_dry_run(struct import_run *x, struct sync_in *in)
 
 int sync_import(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen)
 {
-	struct import_run x = { .o = o, .apply = 1, .err = err, .errlen = errlen };
+	struct import_run x = { .o = o, .apply = 1, .err = err, .errlen = errlen, .journal = -1 };
 	struct sync_in *in = NULL;
 	size_t moved = 0;
 	int lock_fd = -1;
 	char *lock_path = NULL;
 	int rc = import_open_checked(&x, bundle, &in);
+	if (rc == 0)
+		rc = import_check_scope(&x);
 	if (rc == 0 && o->dry_run) {
 		rc = import_dry_run(&x, in);
 		goto cleanup;
 	}
 	if (rc < 0 || (rc = import_lock(&x, &lock_fd, &lock_path)) < 0 || (rc = import_decide(&x)) != 0)
 		goto cleanup;
-	if ((rc = import_stage_begin(&x)) < 0 || (rc = import_stream_all(&x, in)) < 0)
+	if ((rc = import_stage_begin(&x)) < 0 || (rc = import_stream_all(&x, in)) < 0 ||
+	    (rc = import_stage_end(&x)) < 0)
 		goto cleanup;
 	/* every entry verified: now the hub changes, invisibly first */
 	import_crash_point("staged");
@@ -253,9 +334,16 @@ cleanup:
 	if (rc < 0 && rc != KHUB_EDB && !o->dry_run)
 		import_audit_refused(&x, bundle, rc);
 	json_decref(x.plan);
-	if (x.pack_dir)
+	import_flush_finish(x.flush);
+	if (x.journal >= 0)
+		close(x.journal);
+	for (size_t i = 0; i < x.ninflight; i++)	/* linked by now, or the import failed */
+		db_lfs_inflight_end(x.inflight[i]);
+	free(x.inflight);
+	/* kept for a re-run after a disk or database failure (what verified is not read again) */
+	if (x.pack_dir && rc != KHUB_EIO && rc != KHUB_ENOSPC && rc != KHUB_EDB)
 		remove_tree(x.pack_dir);
-	if (x.lfs_dir)
+	if (x.lfs_dir && rc != KHUB_EIO && rc != KHUB_ENOSPC && rc != KHUB_EDB)
 		remove_tree(x.lfs_dir);
 	if (lock_fd >= 0)
 		close(lock_fd);	/* the file stays: unlinking it would let a third import lock another inode */
@@ -266,6 +354,7 @@ cleanup:
 	free(x.pack_dir);
 	free(x.lfs_dir);
 	free(x.seen);
+	free(x.verified);
 	free(x.fresh);
 	free(x.repo_id);
 	free_strings(x.sel_refs, x.nsel_refs);

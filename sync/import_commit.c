@@ -15,10 +15,15 @@
 #include <string.h>
 #include <unistd.h>
 
-void import_crash_point(const char *step)
+int import_crash_at(const char *step)
 {
 	const char *at = getenv("KHUB_TEST_CRASH_AT");
-	if (!at || strcmp(at, step) != 0)
+	return at && strcmp(at, step) == 0;
+}
+
+void import_crash_point(const char *step)
+{
+	if (!import_crash_at(step))
 		return;
 	fprintf(stderr, "KHUB_TEST_CRASH_AT=%s: killed here\n", step);
 	fflush(NULL);
@@ -70,6 +75,38 @@ void import_audit_refused(struct import_run *x, const char *file, int rc)
 static char *ref_extra(const char *name, const char *old, const char *new_)
 {
 	return xasprintf("\"ref\":\"%s\",\"old\":\"%s\",\"new\":\"%s\"", name, old ? old : "", new_ ? new_ : "");
+}
+
+/* ---- the signing key's scope --------------------------------------------------------- */
+
+static const struct sync_repo *outside_scope(const struct sync_repo *repos, size_t n, const char *orgs)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!sync_scope_allows(orgs, repos[i].ns))
+			return &repos[i];
+	return NULL;
+}
+
+int import_check_scope(struct import_run *x)
+{
+	char *orgs = NULL;
+	int rc = db_sync_key_scope_get(x->key_id, &orgs);
+	if (rc == KHUB_ENOTFOUND)
+		return 0;	/* a key without a scope may bring in any org */
+	if (rc < 0)
+		return import_fail(x, KHUB_EDB, "database unavailable");
+	const struct sync_repo *r = outside_scope(x->m.repos, x->m.nrepos, orgs);
+	const char *what = "carries";
+	if (!r) {
+		r = outside_scope(x->m.deleted, x->m.ndeleted, orgs);
+		what = "deletes";
+	}
+	if (r)
+		rc = import_fail(x, KHUB_EPERM, "bundle %s is signed by key %s, which may bring in only %s (khub sync "
+				 "key-scope); it %s repo %s/%s, outside that scope: refusing the whole bundle",
+				 x->m.bundle, x->key_id, orgs, what, r->ns, r->name);
+	free(orgs);
+	return rc;
 }
 
 /* ---- the exporter's sequence --------------------------------------------------------- */

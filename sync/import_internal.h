@@ -17,15 +17,30 @@ struct import_run {
 	char *pack_dir, *lfs_dir;	/* staging */
 	char **staged_pack;		/* per entry index: the staged pack's base path (no .pack/.idx) */
 	unsigned char *seen;		/* per entry */
+	unsigned char *verified;	/* per entry: staged and verified by a killed run (journal) */
+	int journal;			/* fd of <pack_dir>/verified, or -1 */
 	unsigned char *fresh;		/* per repo: not registered here when the import began */
 	int64_t *repo_id;		/* per repo, once registered */
 	char **sel_refs;		/* the bundle's ref selection (deletions by current) */
 	size_t nsel_refs;
+	int64_t *inflight;		/* lfs_inflight rows (khub gc keeps their objects) until the links exist */
+	size_t ninflight;
 	size_t changes;			/* what the import changed besides refs */
 	json_t *plan;			/* --dry-run: the changes it would make */
+	struct import_flush *flush;	/* while streaming: staged files fsynced behind */
 	char *err;
 	size_t errlen;
 };
+
+/* sync/import_flush.c: staged files fsynced and closed by a thread while
+ * the stream goes on. start takes the journal's fd (-1: none); add takes
+ * fd (-1: none), then renames from to to (when from), then appends line to
+ * the journal (when line); finish waits for every job and returns the
+ * first errno, or 0 (where no thread could be made, jobs run in add). */
+struct import_flush;
+struct import_flush *import_flush_start(int journal);
+int import_flush_add(struct import_flush *f, int fd, const char *from, const char *to, const char *line);
+int import_flush_finish(struct import_flush *f);
 
 /* Set x->err from fmt; returns rc. */
 int import_fail(struct import_run *x, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -59,6 +74,9 @@ void import_gone_refs(struct import_run *x, git_repository *git, const struct sy
 		      size_t *n);
 /* Would this ref move a tag (tags never move here)? */
 int import_tag_would_move(const char *name, const char *cur, const char *new_);
+/* The signing key's scope (khub sync key-scope) covers every repo the
+ * bundle carries or deletes; KHUB_EPERM (with the first one outside) if not. */
+int import_check_scope(struct import_run *x);
 /* 0: go on (*resume 1 when an earlier run of this bundle was cut short),
  * 1: this bundle was applied, KHUB_EEXIST: an older or replayed bundle. */
 int import_check_sequence(struct import_run *x, int *resume);
@@ -72,5 +90,6 @@ void import_audit(struct import_run *x, const char *action, const char *target, 
 void import_audit_refused(struct import_run *x, const char *file, int rc);
 /* KHUB_TEST_CRASH_AT=step: SIGKILL here (tests of a killed import). */
 void import_crash_point(const char *step);
+int import_crash_at(const char *step);	/* whether KHUB_TEST_CRASH_AT names step */
 
 #endif

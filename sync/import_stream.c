@@ -89,16 +89,17 @@ long import_entry_index(struct import_run *x, const char *name)
 }
 
 /* Read one entry to its end, hashing it; into the indexer or a file when
- * given. */
+ * given. The bytes are taken from the reader's buffer (no copy). */
 static int stream_entry(struct import_run *x, struct sync_in *in, const struct sync_entry *e, git_indexer *idx,
-			git_indexer_progress *stats, int fd, struct sync_progress *prog, char *buf)
+			git_indexer_progress *stats, int fd, struct sync_progress *prog)
 {
 	EVP_MD_CTX *sha = EVP_MD_CTX_new();
 	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
 	uint64_t total = 0;
 	int rc = 0;
 	for (;;) {
-		long n = sync_in_read(in, buf, CHUNK);
+		const void *buf;
+		long n = sync_in_block(in, &buf);
 		if (n < 0) {
 			rc = import_fail(x, KHUB_EINVAL, "%s: %s", e->name, sync_in_error(in));
 			break;
@@ -117,7 +118,8 @@ static int stream_entry(struct import_run *x, struct sync_in *in, const struct s
 			break;
 		}
 		if (fd >= 0 && write_all(fd, buf, (size_t)n) < 0) {
-			rc = import_fail(x, KHUB_EIO, "cannot stage %s: %s", e->name, strerror(errno));
+			rc = import_fail(x, errno == ENOSPC ? KHUB_ENOSPC : KHUB_EIO, "cannot stage %s: %s", e->name,
+					 strerror(errno));
 			break;
 		}
 		sync_progress_add(prog, (uint64_t)n);
@@ -131,12 +133,12 @@ static int stream_entry(struct import_run *x, struct sync_in *in, const struct s
 	return rc;
 }
 
-static int stage_pack(struct import_run *x, struct sync_in *in, long i, struct sync_progress *prog, char *buf)
+static int stage_pack(struct import_run *x, struct sync_in *in, long i, struct sync_progress *prog)
 {
 	const struct sync_entry *e = &x->m.entries[i];
 	git_indexer *idx = NULL;
 	if (!x->apply)
-		return stream_entry(x, in, e, NULL, NULL, -1, prog, buf);
+		return stream_entry(x, in, e, NULL, NULL, -1, prog);
 	char *dir = xasprintf("%s/%ld", x->pack_dir, i);
 	int rc = 0;
 	git_indexer_options opts = GIT_INDEXER_OPTIONS_INIT;
@@ -145,7 +147,7 @@ static int stage_pack(struct import_run *x, struct sync_in *in, long i, struct s
 		goto cleanup;
 	}
 	git_indexer_progress stats = { 0 };
-	if ((rc = stream_entry(x, in, e, idx, &stats, -1, prog, buf)) < 0)
+	if ((rc = stream_entry(x, in, e, idx, &stats, -1, prog)) < 0)
 		goto cleanup;
 	if (git_indexer_commit(idx, &stats) < 0) {
 		const git_error *ge = git_error_last();
@@ -153,32 +155,54 @@ static int stage_pack(struct import_run *x, struct sync_in *in, long i, struct s
 		goto cleanup;
 	}
 	x->staged_pack[i] = xasprintf("%s/pack-%s", dir, git_indexer_name(idx));
+	/* the indexer fsynced the pack and its index (GIT_OPT_ENABLE_FSYNC_GITDIR) */
+	char *line = xasprintf("%s %s pack-%s\n", e->name, e->sha256, git_indexer_name(idx));
+	rc = import_flush_add(x->flush, -1, NULL, NULL, line);
+	free(line);
 cleanup:
 	git_indexer_free(idx);
 	free(dir);
 	return rc;
 }
 
-static int stage_lfs(struct import_run *x, struct sync_in *in, long i, struct sync_progress *prog, char *buf)
+/* An LFS object is staged as OID.part, then (fsynced, by the flush thread)
+ * renamed OID and journaled: a staged OID is whole and verified. */
+static int stage_lfs(struct import_run *x, struct sync_in *in, long i, struct sync_progress *prog)
 {
 	const struct sync_entry *e = &x->m.entries[i];
 	const char *oid = e->name + 4;
 	int fd = -1;
-	char *path = NULL;
+	char *part = NULL;
+	/* named in flight from now until the import ends (its links exist
+	 * then): khub gc must not remove an object found in the store here */
+	if (x->apply) {
+		int64_t id = 0;
+		if (db_lfs_inflight_begin(oid, &id) < 0)
+			return import_fail(x, KHUB_EDB, "cannot record %s as in flight (database)", e->name);
+		x->inflight = xrealloc(x->inflight, (x->ninflight + 1) * sizeof(*x->inflight));
+		x->inflight[x->ninflight++] = id;
+	}
 	/* an object the store has already is still hashed, never rewritten */
 	if (x->apply && lfs_store_stat(x->o->lfs, oid, NULL) < 0) {
-		path = xasprintf("%s/%s", x->lfs_dir, oid);
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		part = xasprintf("%s/%s.part", x->lfs_dir, oid);
+		fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd < 0) {
 			int rc = import_fail(x, KHUB_EIO, "cannot stage %s: %s", e->name, strerror(errno));
-			free(path);
+			free(part);
 			return rc;
 		}
 	}
-	int rc = stream_entry(x, in, e, NULL, NULL, fd, prog, buf);
-	if (fd >= 0 && close(fd) < 0 && rc == 0)
-		rc = import_fail(x, KHUB_EIO, "cannot stage %s: %s", e->name, strerror(errno));
-	free(path);
+	int rc = stream_entry(x, in, e, NULL, NULL, fd, prog);
+	if (fd >= 0 && rc == 0) {
+		char *final = xasprintf("%s/%s", x->lfs_dir, oid), *line = xasprintf("%s %s\n", e->name, e->sha256);
+		rc = import_flush_add(x->flush, fd, part, final, line);	/* takes fd */
+		free(final);
+		free(line);
+	} else if (fd >= 0) {
+		close(fd);
+		unlink(part);
+	}
+	free(part);
 	return rc;
 }
 
@@ -187,8 +211,8 @@ int import_stream_all(struct import_run *x, struct sync_in *in)
 	struct sync_progress prog = { x->o->progress, x->apply ? "import" : "verify", 0, 0, 0 };
 	for (size_t i = 0; i < x->m.nentries; i++)
 		prog.total += x->m.entries[i].size;
-	char *buf = xmalloc(CHUNK);
 	int rc = 0;
+	size_t streamed = 0;
 	for (;;) {
 		const char *name;
 		uint64_t size;
@@ -206,14 +230,27 @@ int import_stream_all(struct import_run *x, struct sync_in *in)
 			break;
 		}
 		x->seen[i] = 1;
-		rc = strncmp(name, "git/", 4) == 0 ? stage_pack(x, in, i, &prog, buf) : stage_lfs(x, in, i, &prog, buf);
+		if (x->verified && x->verified[i]) {
+			/* staged and verified by a killed run of this bundle: not read again (skipped by the reader) */
+			prog.total -= size <= prog.total ? size : prog.total;
+			if (sync_in_skip(in) < 0) {
+				rc = import_fail(x, KHUB_EINVAL, "%s", sync_in_error(in));
+				break;
+			}
+			continue;
+		}
+		rc = strncmp(name, "git/", 4) == 0 ? stage_pack(x, in, i, &prog) : stage_lfs(x, in, i, &prog);
 		if (rc < 0)
 			break;
+		if (x->flush && ++streamed == (x->m.nentries + 1) / 2 && import_crash_at("streaming")) {
+			import_flush_finish(x->flush);	/* tests: a kill mid-stream, the first half journaled */
+			x->flush = NULL;
+			import_crash_point("streaming");
+		}
 	}
 	for (size_t i = 0; rc == 0 && i < x->m.nentries; i++)
 		if (!x->seen[i])
 			rc = import_fail(x, KHUB_EINVAL, "the bundle is truncated: %s is missing", x->m.entries[i].name);
-	free(buf);
 	if (rc == 0)
 		sync_progress_end(&prog);
 	else if (prog.on)

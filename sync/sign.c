@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -217,4 +218,26 @@ int sync_signature_check(const struct sync_keyring *ring, const char *sig_text, 
 cleanup:
 	json_decref(doc);
 	return rc;
+}
+
+int sync_key_id_file(const char *path, char key_id[SYNC_KEY_ID_LEN + 1], char *err, size_t errlen)
+{
+	struct sync_keyring ring = { 0 };
+	int rc = ring_add_file(&ring, path, err, errlen);
+	if (rc == 0)
+		memcpy(key_id, ring.keys[0].id, SYNC_KEY_ID_LEN + 1);
+	for (size_t i = 0; i < ring.count; i++)
+		EVP_PKEY_free(ring.keys[i].key);
+	free(ring.keys);
+	return rc;
+}
+
+int sync_scope_allows(const char *orgs, const char *ns)
+{
+	char *copy = xstrdup(orgs), *save = NULL;
+	int ok = 0;
+	for (char *t = strtok_r(copy, ",", &save); t && !ok; t = strtok_r(NULL, ",", &save))
+		ok = fnmatch(t, ns, FNM_CASEFOLD) == 0;
+	free(copy);
+	return ok;
 }

@@ -124,6 +124,11 @@ int sync_keygen(const char *prefix, char key_id[SYNC_KEY_ID_LEN + 1], char *err,
 int sync_sign(const char *key_path, const unsigned char digest[32], char **sig_json, char key_id[SYNC_KEY_ID_LEN + 1],
 	      char *err, size_t errlen);
 
+/* The key id of a public key file (PEM, Ed25519). */
+int sync_key_id_file(const char *path, char key_id[SYNC_KEY_ID_LEN + 1], char *err, size_t errlen);
+/* Whether a namespace is within a key's scope (orgs: comma-separated names
+ * or globs, case-insensitive). */
+int sync_scope_allows(const char *orgs, const char *ns);
 struct sync_keyring;
 /* Public keys from a comma-separated list of files and directories (every
  * *.pub within). KHUB_EINVAL with err when one cannot be read. */
@@ -176,6 +181,13 @@ struct sync_in *sync_in_open(const char *path, char *err, size_t errlen);
 int sync_in_next(struct sync_in *in, const char **name, uint64_t *size);
 /* Read from the current entry: bytes, 0 at its end, negative on error. */
 long sync_in_read(struct sync_in *in, void *buf, size_t len);
+/* The next bytes of the current entry without a copy: *data points into
+ * the reader's buffer until the next call; their count, 0 at the entry's
+ * end, or a negative error (sync_in_error says which). */
+long sync_in_block(struct sync_in *in, const void **data);
+/* Pass over the rest of the current entry, seeking where the bundle is not
+ * compressed (a volume read partly is then checked by size only). */
+int sync_in_skip(struct sync_in *in);
 const char *sync_in_error(struct sync_in *in);
 void sync_in_close(struct sync_in *in);
 

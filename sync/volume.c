@@ -8,6 +8,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -490,6 +491,9 @@ struct sync_in {
 	unsigned cur;
 	struct volume_io io;
 	uint64_t vol_bytes;
+	uint64_t entry_off;		/* sync_in_block: the next offset in the entry */
+	int skipping;			/* sync_in_skip: the reader may seek over bytes */
+	int vol_unhashed;		/* bytes of this volume were skipped: its sha256 is not known */
 	char error[512];
 };
 
@@ -517,6 +521,7 @@ static int open_volume(struct sync_in *in, unsigned n)
 	(void)posix_fadvise(in->io.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	in->cur = n;
 	in->vol_bytes = 0;
+	in->vol_unhashed = 0;
 	EVP_DigestInit_ex(in->io.sha, EVP_sha256(), NULL);
 	return 0;
 }
@@ -531,7 +536,7 @@ static int close_volume(struct sync_in *in)
 	char hex[65];
 	sha256_final_hex(in->io.sha, hex);
 	const struct volume_info *v = &in->index[in->cur - 1];
-	if (v->size != in->vol_bytes || strcmp(v->sha256, hex) != 0) {
+	if (v->size != in->vol_bytes || (!in->vol_unhashed && strcmp(v->sha256, hex) != 0)) {
 		snprintf(in->error, sizeof(in->error), "volume %03u differs from the index (%s)", in->cur,
 			 v->size != in->vol_bytes ? "size" : "sha256");
 		return -1;
@@ -568,6 +573,25 @@ static la_ssize_t in_read(struct archive *a, void *arg, const void **data)
 		if (rc != 0)
 			return rc < 0 ? -1 : 0;
 	}
+}
+
+/* libarchive's skip (only without a compression filter, only inside
+ * sync_in_skip): seek within the current volume. */
+static la_int64_t in_skip(struct archive *a, void *arg, la_int64_t request)
+{
+	(void)a;
+	struct sync_in *in = arg;
+	struct stat st;
+	off_t at;
+	if (!in->skipping || in->io.fd < 0 || request <= 0 || fstat(in->io.fd, &st) < 0 ||
+	    (at = lseek(in->io.fd, 0, SEEK_CUR)) < 0 || at >= st.st_size)
+		return 0;
+	la_int64_t n = st.st_size - at < request ? st.st_size - at : request;
+	if (lseek(in->io.fd, (off_t)n, SEEK_CUR) < 0)
+		return 0;
+	in->vol_bytes += (uint64_t)n;
+	in->vol_unhashed = 1;
+	return n;
 }
 
 static int load_index(struct sync_in *in, char *err, size_t errlen)
@@ -642,7 +666,10 @@ struct sync_in *sync_in_open(const char *path, char *err, size_t errlen)
 	in->ar = archive_read_new();
 	archive_read_support_filter_zstd(in->ar);
 	archive_read_support_format_tar(in->ar);
-	if (archive_read_open(in->ar, in, NULL, in_read, NULL) != ARCHIVE_OK) {
+	archive_read_set_callback_data(in->ar, in);
+	archive_read_set_read_callback(in->ar, in_read);
+	archive_read_set_skip_callback(in->ar, in_skip);
+	if (archive_read_open1(in->ar) != ARCHIVE_OK) {
 		snprintf(err, errlen, "%s is not a bundle (tar + zstd): %s", path,
 			 in->error[0] ? in->error : archive_error_string(in->ar));
 		goto fail;
@@ -667,6 +694,7 @@ int sync_in_next(struct sync_in *in, const char **name, uint64_t *size)
 	}
 	*name = archive_entry_pathname(e);
 	*size = archive_entry_size_is_set(e) ? (uint64_t)archive_entry_size(e) : 0;
+	in->entry_off = 0;
 	return 1;
 }
 
@@ -677,6 +705,41 @@ long sync_in_read(struct sync_in *in, void *buf, size_t len)
 		snprintf(in->error, sizeof(in->error), "the bundle is truncated or corrupt: %s",
 			 archive_error_string(in->ar) ? archive_error_string(in->ar) : "unreadable");
 	return n < 0 ? KHUB_EIO : (long)n;
+}
+
+long sync_in_block(struct sync_in *in, const void **data)
+{
+	for (;;) {
+		size_t size = 0;
+		la_int64_t off = 0;
+		int r = archive_read_data_block(in->ar, data, &size, &off);
+		if (r == ARCHIVE_EOF)
+			return 0;
+		if (r != ARCHIVE_OK) {
+			if (!in->error[0])
+				snprintf(in->error, sizeof(in->error), "the bundle is truncated or corrupt: %s",
+					 archive_error_string(in->ar) ? archive_error_string(in->ar) : "unreadable");
+			return KHUB_EIO;
+		}
+		if (off < 0 || (uint64_t)off != in->entry_off || size > (size_t)LONG_MAX) {
+			snprintf(in->error, sizeof(in->error), "the bundle holds a sparse or out-of-order entry");
+			return KHUB_EIO;
+		}
+		in->entry_off += size;
+		if (size)
+			return (long)size;
+	}
+}
+
+int sync_in_skip(struct sync_in *in)
+{
+	in->skipping = 1;
+	int r = archive_read_data_skip(in->ar);
+	in->skipping = 0;
+	if (r != ARCHIVE_OK && !in->error[0])
+		snprintf(in->error, sizeof(in->error), "the bundle is truncated or corrupt: %s",
+			 archive_error_string(in->ar) ? archive_error_string(in->ar) : "unreadable");
+	return r == ARCHIVE_OK ? 0 : KHUB_EIO;
 }
 
 const char *sync_in_error(struct sync_in *in)

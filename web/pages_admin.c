@@ -1,10 +1,13 @@
 /* pages_admin.c -- /admin for site admins: trusted publishers (grant and
  * withdraw), mirror status with "sync now" (the same trigger as POST
  * /api/admin/mirror/sync), the build farm's workers and newest builds,
- * recent activity (who published what: the audit log), users and orgs. */
+ * recent activity (who published what: the audit log), users and orgs;
+ * /admin/airgap: the air-gap bundles this hub applied (khub sync history)
+ * and the signing keys' scopes. */
 #include "web/web_internal.h"
 #include "storage/db_builds.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -228,6 +231,70 @@ enum MHD_Result page_admin(struct request *req)
 	builds_section(&pg);
 	activity_section(&pg);
 	accounts_section(&pg);
+	page_html(&pg, "<p><a href=\"/admin/airgap\">Air-gap imports</a>: the bundles <code>khub sync import</code> "
+		       "applied here.</p>");
+	return page_send(&pg, 200);
+}
+
+static void import_row(struct page *pg, const struct sync_import_record *h)
+{
+	char seq[64], moved[24];
+	page_cell(pg, "<tr><td>", h->started ? h->started : "");
+	page_cell(pg, "<td class=\"mono\">", h->bundle);
+	snprintf(seq, sizeof(seq), "%s #%" PRId64, h->exporter, h->sequence);
+	page_cell(pg, "<td class=\"mono\">", seq);
+	page_cell(pg, "<td class=\"mono\">", h->key_id);
+	page_cell(pg, "<td>", h->hub ? h->hub : "");
+	page_cell(pg, "<td>", h->operator_ ? h->operator_ : "");
+	page_cell(pg, "<td>", h->done ? "applied" : "interrupted (run it again)");
+	snprintf(moved, sizeof(moved), "%" PRId64, h->refs_moved);
+	page_cell(pg, "<td class=\"num\">", moved);
+	page_html(pg, "</tr>");
+}
+
+static int scope_row(const char *key_id, const char *orgs, const char *set_by, const char *set_at, void *arg)
+{
+	struct page *pg = arg;
+	page_cell(pg, "<tr><td class=\"mono\">", key_id);
+	page_cell(pg, "<td>", orgs);
+	page_cell(pg, "<td>", set_by);
+	page_cell(pg, "<td>", set_at);
+	page_html(pg, "</tr>");
+	return 0;
+}
+
+/* /admin/airgap: the bundles applied, newest first, and the keys' scopes. */
+enum MHD_Result page_admin_airgap(struct request *req)
+{
+	struct page pg;
+	size_t n = 0;
+	int rc = 0;
+	struct sync_import_record *h = db_sync_history(&n, &rc);
+	page_init(&pg, req, "Air-gap imports");
+	page_html(&pg, "<h1>Air-gap imports</h1><p>Bundles applied by <code>khub sync import</code> (docs/sync.md), "
+		       "newest first.</p>");
+	if (section_open(&pg, "imports", "Bundles", rc) == 0) {
+		if (n == 0)
+			page_html(&pg, "<p>No bundle was imported here.</p>");
+		else
+			page_html(&pg, "<div class=\"table-wrap\"><table id=\"sync-imports\"><thead><tr>"
+				       "<th scope=\"col\">Started (UTC)</th><th scope=\"col\">Bundle</th>"
+				       "<th scope=\"col\">Exporter #</th><th scope=\"col\">Key</th><th scope=\"col\">From</th>"
+				       "<th scope=\"col\">Operator</th><th scope=\"col\">State</th>"
+				       "<th scope=\"col\" class=\"num\">Refs moved</th></tr></thead><tbody>");
+		for (size_t i = n; i-- > 0;)
+			import_row(&pg, &h[i]);
+		page_html(&pg, n ? "</tbody></table></div></section>" : "</section>");
+	}
+	db_sync_history_free(h, n);
+	page_html(&pg, "<section aria-labelledby=\"scopes-h\"><h2 id=\"scopes-h\">Signing key scopes</h2><p>Set with "
+		       "<code>khub sync key-scope</code>; a trusted key not listed may bring in any org.</p>"
+		       "<div class=\"table-wrap\"><table id=\"sync-scopes\"><thead><tr><th scope=\"col\">Key</th>"
+		       "<th scope=\"col\">Orgs</th><th scope=\"col\">Set by</th><th scope=\"col\">Set (UTC)</th>"
+		       "</tr></thead><tbody>");
+	if (db_sync_key_scope_list(scope_row, &pg) < 0)
+		page_html(&pg, "<tr><td colspan=\"4\" class=\"problem\">The database is unavailable.</td></tr>");
+	page_html(&pg, "</tbody></table></div></section>");
 	return page_send(&pg, 200);
 }
 

@@ -43,6 +43,8 @@ const struct route web_routes[] = {
 	{ METHOD_POST, "/settings/tokens/revoke", page_tokens_revoke, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_SIGNED_IN },
 	{ METHOD_GET | METHOD_HEAD, "/admin", page_admin, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_SITE_ADMIN },
+	{ METHOD_GET | METHOD_HEAD, "/admin/airgap", page_admin_airgap, ROUTE_PAGE, REPO_KERNEL, NULL,
+	  ACCESS_SITE_ADMIN },
 	{ METHOD_POST, "/admin/mirror/sync", page_admin_sync, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_SITE_ADMIN },
 	{ METHOD_POST, "/admin/trusted", page_admin_trust, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,

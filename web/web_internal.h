@@ -101,6 +101,7 @@ enum MHD_Result page_member_role(struct request *req);
 enum MHD_Result page_admin(struct request *req);		/* web/pages_admin.c */
 enum MHD_Result page_admin_sync(struct request *req);
 enum MHD_Result page_admin_trust(struct request *req);
+enum MHD_Result page_admin_airgap(struct request *req);
 
 /* The kernel pages' header and tabs (web/pages_kernels.c). */
 void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab);

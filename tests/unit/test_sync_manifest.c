@@ -1,6 +1,7 @@
 /* test_sync_manifest.c -- the air-gap bundle manifest and state parser:
  * a good manifest round-trips; every field that names a path, a ref, a
- * sha or a size is validated; hostile entry names never parse. */
+ * sha or a size is validated; hostile entry names never parse; a signing
+ * key's scope matches namespaces by name or glob, case-insensitively. */
 #include "sync/sync.h"
 #include "tap.h"
 
@@ -126,5 +127,10 @@ int main(void)
 	   "  and round-trips");
 	free(text);
 	sync_manifest_release(&m);
+	ok(sync_scope_allows("team", "team") && sync_scope_allows("team", "TEAM"), "scope: a name, any case");
+	ok(!sync_scope_allows("team", "team2") && !sync_scope_allows("team", "tea"), "  only that name");
+	ok(sync_scope_allows("acme-*,team", "ACME-labs") && sync_scope_allows("acme-*,team", "team") &&
+		   !sync_scope_allows("acme-*,team", "acme"), "  globs in a comma-separated list");
+	ok(!sync_scope_allows("", "team") && !sync_scope_allows("te?m", "tem"), "  an empty scope allows nothing");
 	return done_testing();
 }

@@ -1,0 +1,466 @@
+/* cmd_fsck.c -- khub fsck: check every repo at git fsck level, every LFS
+ * object against its name, and the database against storage (repo rows
+ * and git dirs, LFS links, the variant index, published build outputs);
+ * --repair does what loses nothing (quarantine damaged LFS objects, drop
+ * links to missing objects no commit references, re-index, trash
+ * unregistered git dirs). */
+#include "server/server.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct fsck {
+	int repair, json;
+	json_t *problems;
+	size_t damaged, unrepaired;
+	struct lfs_store *lfs;
+	struct hashmap repo_dirs;	/* git dirs of registered repos → non-NULL */
+	int failed;			/* could not check something: exit 2 */
+};
+
+/* Record a problem: repaired says whether --repair fixed it, why_not
+ * (NULL when repaired or not attempted) why it could not. */
+static void problem(struct fsck *f, const char *repo, const char *what, const char *where, int repaired,
+		    const char *why_not)
+{
+	const char *state = repaired ? "repaired" : !f->repair ? "damaged" : why_not ? why_not : "not repairable";
+	f->damaged++;
+	if (!repaired)
+		f->unrepaired++;
+	json_array_append_new(f->problems, json_pack("{s:s, s:s, s:s, s:s}", "repo", repo, "what", what, "where",
+						     where, "state", state));
+	if (!f->json)
+		printf("%s\t%s\t%s\t%s\n", repo, what, where, state);
+}
+
+/* ---- LFS objects ---------------------------------------------------------- */
+
+/* The sha256 of a file; 0, or -1 when it cannot be read. */
+static int hash_file(const char *path, char oid[65], uint64_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	EVP_MD_CTX *sha = EVP_MD_CTX_new();
+	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+	char *buf = xmalloc(1 << 20);
+	ssize_t n;
+	*size = 0;
+	while ((n = read(fd, buf, 1 << 20)) > 0) {
+		EVP_DigestUpdate(sha, buf, (size_t)n);
+		*size += (uint64_t)n;
+	}
+	sha256_final_hex(sha, oid);
+	EVP_MD_CTX_free(sha);
+	free(buf);
+	close(fd);
+	return n < 0 ? -1 : 0;
+}
+
+/* Move a damaged object to data_dir/quarantine/lfs/{oid}.{time}: kept for
+ * a person to look at, out of the store. */
+static int quarantine_object(const char *oid, const char *path)
+{
+	char *dir = xasprintf("%s/quarantine/lfs", config.data_dir);
+	char *to = xasprintf("%s/%s.%ld", dir, oid, (long)time(NULL));
+	int rc = mkdir_p(dir, 0700) == 0 && rename(path, to) == 0 ? 0 : -1;
+	if (rc == 0)
+		fsync_dir(dir);
+	free(to);
+	free(dir);
+	return rc;
+}
+
+static int check_object(const char *name, const char *path, void *arg)
+{
+	struct fsck *f = arg;
+	char oid[65];
+	uint64_t size;
+	if (!is_lower_hex(name, 64)) {
+		problem(f, "-", "a file in the LFS store that is not named by a sha256", path, 0,
+			"not repairable: look at it and remove it by hand");
+		return 0;
+	}
+	if (hash_file(path, oid, &size) < 0) {
+		problem(f, "-", "unreadable LFS object", path, 0, "not repairable: check the disk");
+		return 0;
+	}
+	if (strcmp(oid, name) == 0)
+		return 0;
+	int repaired = f->repair && quarantine_object(name, path) == 0;
+	problem(f, "-", "LFS object content does not match its sha256 (moved to quarantine/lfs when repaired)",
+		path, repaired, "not repairable: cannot move it to quarantine/lfs");
+	return 0;
+}
+
+/* ---- git ---------------------------------------------------------------- */
+
+/* git fsck of a bare repo; each line it prints about damage is a problem. */
+static void git_fsck(struct fsck *f, const char *repo, const char *dir)
+{
+	char *git = spawn_find_program("git", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	char *gd = xasprintf("--git-dir=%s", dir);
+	/* the data may belong to the user khub runs as, not to the caller */
+	char *argv[] = { git, "-c", "safe.directory=*", gd, "fsck", "--no-progress", "--no-dangling", NULL };
+	int fds[2] = { -1, -1 };
+	pid_t pid;
+	struct strbuf out = STRBUF_INIT;
+	if (!git || pipe2(fds, O_CLOEXEC) < 0)
+		goto fail;
+	struct spawn_opts opts = { .argv = argv, .fd_in = -1, .fd_out = fds[1], .fd_err = fds[1] };
+	if (spawn_process(&opts, &pid) < 0)
+		goto fail;
+	close(fds[1]);
+	fds[1] = -1;
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(fds[0], buf, sizeof(buf))) > 0)
+		if (out.len < 65536)
+			strbuf_add(&out, buf, (size_t)n);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	/* damage is a failing exit; notices (an empty mirror's unborn HEAD)
+	 * and warnings alone are not */
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		int lines = 0;
+		char *save = NULL;
+		for (char *line = out.len ? strtok_r(out.buf, "\n", &save) : NULL; line && lines < 20;
+		     line = strtok_r(NULL, "\n", &save)) {
+			if (strncmp(line, "notice:", 7) == 0)
+				continue;
+			problem(f, repo, "git fsck", line, 0, "not repairable: restore the repo from a backup");
+			lines++;
+		}
+		if (!lines)
+			problem(f, repo, "git fsck failed", dir, 0, "not repairable: restore the repo from a backup");
+	}
+	goto cleanup;
+fail:
+	fprintf(stderr, "khub fsck: %s: cannot run git fsck\n", repo);
+	f->failed = 1;
+cleanup:
+	if (fds[0] >= 0)
+		close(fds[0]);
+	if (fds[1] >= 0)
+		close(fds[1]);
+	strbuf_release(&out);
+	free(gd);
+	free(git);
+}
+
+/* ---- LFS pointers and links of a repo --------------------------------------- */
+
+struct repo_check {
+	struct fsck *f;
+	const struct repo_record *rec;
+	const char *repo;
+	struct hashmap referenced;	/* oid → non-NULL */
+};
+
+static void check_pointer(const struct lfs_pointer *ptr, void *arg)
+{
+	struct repo_check *rc = arg;
+	uint64_t size;
+	if (hashmap_get(&rc->referenced, ptr->oid))
+		return;
+	hashmap_put(&rc->referenced, ptr->oid, rc);
+	if (lfs_store_stat(rc->f->lfs, ptr->oid, &size) < 0) {
+		if (!rc->rec->mirrored)	/* a mirror fetches on first request */
+			problem(rc->f, rc->repo, "LFS object referenced by a commit is missing", ptr->oid, 0,
+				"not repairable: restore lfs/ from a backup");
+	} else if (size != ptr->size) {
+		char *where = xasprintf("%s (stored %llu bytes, pointer says %llu)", ptr->oid,
+					(unsigned long long)size, (unsigned long long)ptr->size);
+		problem(rc->f, rc->repo, "LFS object size differs from its pointer", where, 0,
+			"not repairable: restore lfs/ from a backup");
+		free(where);
+	}
+}
+
+/* Links to objects the store lacks: dropped when no commit references them. */
+static void check_links(struct repo_check *rc)
+{
+	char **oids = NULL;
+	size_t n = 0;
+	if (db_lfs_links(rc->rec->id, &oids, &n) < 0) {
+		rc->f->failed = 1;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (lfs_store_stat(rc->f->lfs, oids[i], NULL) < 0) {
+			int referenced = hashmap_get(&rc->referenced, oids[i]) != NULL;
+			int repaired = rc->f->repair && !referenced && db_lfs_unlink(rc->rec->id, oids[i]) == 0;
+			problem(rc->f, rc->repo, "LFS link to a missing object", oids[i], repaired,
+				referenced ? "not repairable: a commit references it; restore lfs/ from a backup"
+					   : "not repairable: database error");
+		}
+		free(oids[i]);
+	}
+	free(oids);
+}
+
+/* ---- the variant index -------------------------------------------------------- */
+
+/* 1 when the indexed variants of sha are exactly the build/ dirs of the commit. */
+static int index_matches(int64_t repo_id, git_repository *git, const char *sha)
+{
+	struct variant_rows rows = { 0 };
+	struct tree_listing build = { 0 };
+	if (variant_index_load(repo_id, sha, &rows) < 0)
+		return 0;
+	int rc = repo_list_tree(git, sha, "build", 0, &build);
+	size_t dirs = 0, found = 0;
+	for (size_t i = 0; rc == 0 && i < build.count; i++) {
+		if (!build.entries[i].is_dir)
+			continue;
+		dirs++;
+		const char *name = strrchr(build.entries[i].path, '/');
+		name = name ? name + 1 : build.entries[i].path;
+		for (size_t k = 0; k < rows.count; k++)
+			if (strcmp(rows.items[k].name, name) == 0)
+				found++;
+	}
+	int match = (rc == 0 || rc == KHUB_ENOTFOUND) && dirs == found && found == rows.count;
+	tree_listing_release(&build);
+	variant_rows_release(&rows);
+	return match;
+}
+
+static void reindex(struct repo_check *rc, git_repository *git, const char *sha, const char *what)
+{
+	int repaired = 0;
+	if (rc->f->repair && db_kernel_commit_forget(rc->rec->id, sha) == 0) {
+		git_commit *c = NULL;
+		git_oid id;
+		int exists = git_oid_fromstr(&id, sha) == 0 && git_commit_lookup(&c, git, &id) == 0;
+		git_commit_free(c);
+		repaired = !exists || variant_index_ensure(rc->rec->id, git, sha) == 0;
+	}
+	problem(rc->f, rc->repo, what, sha, repaired, "not repairable: re-indexing failed");
+}
+
+static void check_variant_index(struct repo_check *rc, git_repository *git)
+{
+	struct db_rows commits = { 0 }, heads = { 0 };
+	if (rc->rec->type != REPO_KERNEL)
+		return;
+	if (db_kernel_commits_of(rc->rec->id, &commits) < 0 || db_kernel_heads_of(rc->rec->id, &heads) < 0) {
+		rc->f->failed = 1;
+		goto cleanup;
+	}
+	for (size_t i = 0; i < commits.count; i++) {
+		const char *sha = db_rows_get(&commits, i, 0);
+		git_commit *c = NULL;
+		git_oid id;
+		if (git_oid_fromstr(&id, sha) < 0 || git_commit_lookup(&c, git, &id) < 0)
+			reindex(rc, git, sha, "variant index rows for a commit the repo does not have");
+		else if (!index_matches(rc->rec->id, git, sha))
+			reindex(rc, git, sha, "variant index rows differ from the commit's build/ variants");
+		git_commit_free(c);
+	}
+	for (size_t i = 0; i < heads.count; i++) {
+		char sha[41];
+		const char *ref = db_rows_get(&heads, i, 0);
+		if (repo_resolve_revision(git, ref, sha) == 0 && strcmp(sha, db_rows_get(&heads, i, 1)) == 0)
+			continue;
+		int repaired = rc->f->repair && variant_index_catch_up_repo(rc->rec->id, git) == 0;
+		problem(rc->f, rc->repo, "variant index branch head differs from git", ref, repaired,
+			"not repairable: re-indexing failed");
+	}
+cleanup:
+	db_rows_release(&commits);
+	db_rows_release(&heads);
+}
+
+/* ---- build outputs ---------------------------------------------------------------- */
+
+/* Every published build's commit exists and holds build/{variant}/. */
+static void check_build_outputs(struct repo_check *rc, git_repository *git)
+{
+	struct db_rows rows = { 0 };
+	if (db_build_outputs_of(rc->rec->id, &rows) < 0) {
+		rc->f->failed = 1;
+		return;
+	}
+	for (size_t i = 0; i < rows.count; i++) {
+		const char *sha = db_rows_get(&rows, i, 2);
+		char *dir = xasprintf("build/%s", db_rows_get(&rows, i, 1));
+		char *where = xasprintf("build %s: %s at %s", db_rows_get(&rows, i, 0), dir, sha);
+		struct tree_entry e = { 0 };
+		if (repo_stat_path(git, sha, dir, &e) < 0 || !e.is_dir)
+			problem(rc->f, rc->repo, "published build output missing from its commit", where, 0,
+				"not repairable: build it again (force)");
+		tree_entry_release(&e);
+		free(where);
+		free(dir);
+	}
+	db_rows_release(&rows);
+}
+
+/* ---- repos ----------------------------------------------------------------------- */
+
+static int check_repo(const struct repo_record *rec, void *arg)
+{
+	struct fsck *f = arg;
+	char repo[2 * REPO_NAME_MAX + 16];
+	struct repo_check rc = { .f = f, .rec = rec, .repo = repo };
+	git_repository *git = NULL;
+	struct stat st;
+	snprintf(repo, sizeof(repo), "%s/%s/%s", repo_type_plural(rec->type), rec->ns, rec->name);
+	char *dir = repo_store_git_dir(runtime_repo_root(), rec->type, rec->ns, rec->name);
+	hashmap_put(&f->repo_dirs, dir, f);
+	if (stat(dir, &st) < 0 || repo_store_open(runtime_repo_root(), rec->type, rec->ns, rec->name, &git) < 0) {
+		struct repo_record now;
+		if (db_repo_get(rec->type, rec->ns, rec->name, &now) != 0 || now.id != rec->id)
+			goto cleanup;	/* deleted or moved since it was listed */
+		problem(f, repo, "repo row without a git directory", dir, 0,
+			"not repairable: restore the directory from a backup, or delete the repo");
+		goto cleanup;
+	}
+	git_fsck(f, repo, dir);
+	hashmap_init(&rc.referenced);
+	if (store_scan_pointers(git, check_pointer, &rc) < 0)
+		problem(f, repo, "history not readable completely (LFS pointers not all checked)", dir, 0,
+			"not repairable: see git fsck");
+	check_links(&rc);
+	check_variant_index(&rc, git);
+	check_build_outputs(&rc, git);
+	hashmap_release(&rc.referenced, NULL);
+cleanup:
+	git_repository_free(git);
+	free(dir);
+	return 0;
+}
+
+/* A git dir no repo row names (re-checked under the registry lock, which
+ * repo creation holds between making the dir and inserting the row). */
+static void check_stray(struct fsck *f, enum repo_type type, const char *ns, const char *entry, const char *dir)
+{
+	struct repo_record rec;
+	char repo[600];
+	size_t n = strlen(entry);
+	if (n <= 4 || strcmp(entry + n - 4, ".git") != 0) {
+		problem(f, "-", "unexpected entry in the repo store", dir, 0, "not repairable: look at it by hand");
+		return;
+	}
+	char *name = xstrndup(entry, n - 4);
+	snprintf(repo, sizeof(repo), "%s/%s/%s", repo_type_plural(type), ns, name);
+	if (db_lock_wait(DB_LOCK_REGISTRY, 0) < 0) {
+		f->failed = 1;
+		free(name);
+		return;
+	}
+	int rc = db_repo_get(type, ns, name, &rec);
+	if (rc == KHUB_ENOTFOUND) {
+		int repaired = f->repair && repo_store_trash(runtime_repo_root(), type, ns, name) == 0;
+		problem(f, repo, "git directory without a repo row (moved to trash/ when repaired)", dir, repaired,
+			"not repairable: cannot move it to trash/");
+	} else if (rc < 0) {
+		f->failed = 1;
+	}
+	db_unlock(DB_LOCK_REGISTRY, 0);
+	free(name);
+}
+
+/* A git dir younger than this may be a repo being created by a command
+ * that makes the dir before the row (khub import, a sync import). */
+#define STRAY_MIN_AGE 3600
+
+static int recently_made(const char *dir)
+{
+	struct stat st;
+	return lstat(dir, &st) == 0 && time(NULL) - st.st_mtime < STRAY_MIN_AGE;
+}
+
+static void check_unregistered(struct fsck *f)
+{
+	for (int t = 0; t < REPO_TYPE_COUNT; t++) {
+		char *type_dir = xasprintf("%s/%s", runtime_repo_root(), repo_type_plural((enum repo_type)t));
+		DIR *d = opendir(type_dir);
+		struct dirent *ns;
+		while (d && (ns = readdir(d))) {
+			if (ns->d_name[0] == '.')
+				continue;
+			char *ns_dir = xasprintf("%s/%s", type_dir, ns->d_name);
+			DIR *nd = opendir(ns_dir);
+			struct dirent *e;
+			while (nd && (e = readdir(nd))) {
+				if (e->d_name[0] == '.')
+					continue;
+				char *dir = xasprintf("%s/%s", ns_dir, e->d_name);
+				if (!hashmap_get(&f->repo_dirs, dir) && !recently_made(dir))
+					check_stray(f, (enum repo_type)t, ns->d_name, e->d_name, dir);
+				free(dir);
+			}
+			if (nd)
+				closedir(nd);
+			free(ns_dir);
+		}
+		if (d)
+			closedir(d);
+		free(type_dir);
+	}
+}
+
+/* ---- the command ------------------------------------------------------------------- */
+
+static int run_fsck(struct fsck *f)
+{
+	/* the store first: a quarantined object is then a missing one below */
+	if (store_each_lfs_object(runtime_lfs_root(), check_object, f) < 0)
+		f->failed = 1;
+	if (db_repo_each(check_repo, f) < 0)
+		return KHUB_EDB;
+	check_unregistered(f);
+	return 0;
+}
+
+int cmd_fsck(int argc, char **argv)
+{
+	struct fsck f = { 0 };
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--repair") == 0) {
+			f.repair = 1;
+		} else if (strcmp(argv[i], "--json") == 0) {
+			f.json = 1;
+		} else {
+			fprintf(stderr, "usage: khub fsck [--repair] [--json]\n"
+				"  check every repo (git fsck), every LFS object's sha256 and the database against\n"
+				"  storage; exits 1 when something is damaged (with --repair: when something is\n"
+				"  left unrepaired), 2 when the check could not run\n");
+			return 2;
+		}
+	}
+	runtime_open_database();
+	f.problems = json_array();
+	f.lfs = lfs_store_open(runtime_lfs_root());
+	hashmap_init(&f.repo_dirs);
+	int rc = f.lfs ? run_fsck(&f) : KHUB_EIO;
+	if (f.json) {
+		json_t *doc = json_pack("{s:O, s:I, s:I, s:I, s:b}", "problems", f.problems, "damaged",
+					(json_int_t)f.damaged, "repaired", (json_int_t)(f.damaged - f.unrepaired),
+					"unrepaired", (json_int_t)f.unrepaired, "complete", rc == 0 && !f.failed);
+		char *text = json_dumps(doc, JSON_COMPACT);
+		printf("%s\n", text);
+		free(text);
+		json_decref(doc);
+	}
+	fprintf(stderr, "khub fsck: %zu problem%s found, %zu repaired, %zu left%s\n", f.damaged,
+		f.damaged == 1 ? "" : "s", f.damaged - f.unrepaired, f.unrepaired,
+		rc < 0 || f.failed ? "; the check was incomplete (see above)" : "");
+	hashmap_release(&f.repo_dirs, NULL);
+	lfs_store_close(f.lfs);
+	json_decref(f.problems);
+	runtime_close_database();
+	if (rc < 0 || f.failed)
+		return 2;
+	return (f.repair ? f.unrepaired : f.damaged) ? 1 : 0;
+}

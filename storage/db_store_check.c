@@ -1,0 +1,138 @@
+/* db_store_check.c -- what khub fsck and khub gc ask the database: LFS
+ * writes in flight, links, the removal of an unused LFS object under its
+ * lock, the variant index rows and published build outputs of a repo. */
+#include "storage/db_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows older than this name a write that died with its process. */
+#define INFLIGHT_STALE "1 day"
+
+int64_t db_lfs_object_key(const char *oid)
+{
+	char head[8] = { 0 };
+	memcpy(head, oid, strnlen(oid, 7));
+	return (int64_t)strtoll(head, NULL, 16);
+}
+
+int db_lfs_inflight_begin(const char *oid, int64_t *id)
+{
+	struct db_rows rows = { 0 };
+	const char *params[1] = { oid };
+	*id = 0;
+	int rc = db_tx_begin();
+	if (rc < 0)
+		return rc;
+	/* waits while gc removes this object; gc then sees the row */
+	if ((rc = db_lock_xact_shared(DB_LOCK_LFS_OBJECT, db_lfs_object_key(oid))) < 0 ||
+	    (rc = db_query(&rows, "INSERT INTO lfs_inflight (oid) VALUES ($1) RETURNING id", 1, params)) < 0) {
+		db_tx_rollback();
+		return rc;
+	}
+	if ((rc = db_tx_commit()) == 0 && rows.count == 1)
+		*id = db_rows_int(&rows, 0, 0, 0);
+	db_rows_release(&rows);
+	return rc;
+}
+
+void db_lfs_inflight_end(int64_t id)
+{
+	if (id > 0 && db_run_id("DELETE FROM lfs_inflight WHERE id = $1", id) < 0)
+		log_warn("cannot end the in-flight LFS write %" PRId64 " (khub gc expires it after a day)", id);
+}
+
+int db_lfs_linked_oids(char ***oids, size_t *n)
+{
+	struct db_rows rows;
+	*oids = NULL;
+	*n = 0;
+	int rc = db_query(&rows, "SELECT DISTINCT oid FROM lfs_repo_objects ORDER BY oid", 0, NULL);
+	if (rc < 0)
+		return rc;
+	*oids = xcalloc(rows.count + 1, sizeof(char *));
+	for (size_t i = 0; i < rows.count; i++)
+		(*oids)[i] = xstrdup(db_rows_get(&rows, i, 0));
+	*n = rows.count;
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_lfs_collect(const char *oid, int (*remove)(const char *oid, void *arg), void *arg)
+{
+	struct db_rows rows = { 0 };
+	const char *params[1] = { oid };
+	int rc = db_tx_begin();
+	if (rc < 0)
+		return rc;
+	if ((rc = db_lock_xact(DB_LOCK_LFS_OBJECT, db_lfs_object_key(oid))) < 0 ||
+	    (rc = db_query(&rows, "SELECT EXISTS (SELECT 1 FROM lfs_repo_objects WHERE oid = $1) OR "
+			   "EXISTS (SELECT 1 FROM lfs_inflight WHERE oid = $1 AND started_at > now() - interval '"
+			   INFLIGHT_STALE "')", 1, params)) < 0) {
+		db_tx_rollback();
+		return rc;
+	}
+	int used = rows.count == 1 && db_rows_get(&rows, 0, 0)[0] == 't';
+	db_rows_release(&rows);
+	/* removed while the lock is held: a write starting now waits for it */
+	rc = used ? 0 : remove(oid, arg);
+	db_tx_rollback();	/* nothing was written; ends the lock */
+	return rc;
+}
+
+int db_lfs_inflight_expire(void)
+{
+	return db_run_count("DELETE FROM lfs_inflight WHERE started_at < now() - interval '" INFLIGHT_STALE "'", 0,
+			    NULL);
+}
+
+int db_lfs_unlink(int64_t repo_id, const char *oid)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[2] = { id, oid };
+	return db_run("DELETE FROM lfs_repo_objects WHERE repo_id = $1 AND oid = $2", 2, params);
+}
+
+int db_kernel_commits_of(int64_t repo_id, struct db_rows *out)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[1] = { id };
+	return db_query(out, "SELECT commit_sha, index_version FROM kernel_commits WHERE repo_id = $1 ORDER BY commit_sha",
+			1, params);
+}
+
+int db_kernel_heads_of(int64_t repo_id, struct db_rows *out)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[1] = { id };
+	return db_query(out, "SELECT ref, commit_sha FROM kernel_heads WHERE repo_id = $1 ORDER BY ref", 1, params);
+}
+
+int db_build_outputs_of(int64_t repo_id, struct db_rows *out)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[1] = { id };
+	return db_query(out, "SELECT id, variant, published_commit FROM builds WHERE repo_id = $1 AND state = 'succeeded' "
+			"AND published_commit IS NOT NULL ORDER BY id", 1, params);
+}
+
+int db_kernel_commit_forget(int64_t repo_id, const char *commit_sha)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[2] = { id, commit_sha };
+	int rc = db_tx_begin();
+	if (rc < 0)
+		return rc;
+	if ((rc = db_run("DELETE FROM kernel_variants WHERE repo_id = $1 AND commit_sha = $2", 2, params)) < 0 ||
+	    (rc = db_run("DELETE FROM kernel_commits WHERE repo_id = $1 AND commit_sha = $2", 2, params)) < 0) {
+		db_tx_rollback();
+		return rc;
+	}
+	return db_tx_commit();
+}
