@@ -16,7 +16,27 @@ struct job_view {
 	int64_t id;
 	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
 	char commit[41], variant[256];
+	json_t *digest;			/* the output's metadata.json "digest" (owned; NULL: none) */
+	char earlier[41];		/* what an earlier build of this source commit and variant
+					 * published, "" when none */
 };
+
+/* 1 when the variant's metadata.json at commit sha has the digest d: the
+ * same files, byte for byte, as the output (metadata.json itself aside,
+ * which names the build). */
+static int same_digest(git_repository *git, const char *sha, const char *variant, const json_t *d)
+{
+	if (!d || !sha[0])
+		return 0;
+	char *path = xasprintf("build/%s/" BUILD_METADATA_FILE, variant);
+	char *text = repo_read_text_file(git, sha, path, METADATA_MAX_BYTES);
+	json_t *md = text ? json_loads(text, 0, NULL) : NULL;
+	int same = md && json_equal(json_object_get(md, "digest"), (json_t *)d);
+	json_decref(md);
+	free(text);
+	free(path);
+	return same;
+}
 
 static const struct publish_actor *farm_actor(const char *worker)
 {
@@ -55,8 +75,11 @@ static int stage_variant(struct publication *pub, const char *path, const char *
 	return rc;
 }
 
+/* Commit build/<variant>/ on v<version>; sha gets the new commit, or the
+ * published one whose files are identical (*identical 1: nothing
+ * committed, a rebuild of the same source and toolchain). */
 static int publish_variant(const struct repo_record *rec, const struct job_view *v, const char *worker,
-			   const char *tar, long version, const char *abi, char branch[32], char sha[41])
+			   const char *tar, long version, const char *abi, char branch[32], char sha[41], int *identical)
 {
 	struct publication *pub = NULL;
 	const struct publish_actor *who = farm_actor(worker);
@@ -70,6 +93,13 @@ static int publish_variant(const struct repo_record *rec, const struct job_view 
 		goto cleanup;
 	git_repository *git = publish_git(pub);
 	int exists = repo_ref_read(git, ref, old) == 0;
+	const char *same = exists && same_digest(git, old, v->variant, v->digest) ? old
+			   : same_digest(git, v->earlier, v->variant, v->digest) ? v->earlier : NULL;
+	if (same) {
+		memcpy(sha, same, 41);
+		*identical = 1;
+		goto cleanup;
+	}
 	if (exists)
 		memcpy(parent, old, 41);
 	else if (repo_resolve_revision(git, "main", parent) < 0)
@@ -135,7 +165,7 @@ cleanup:
 static int refuse(const struct build_publish_job *job, const char *why, const char *report)
 {
 	log_info("build %" PRId64 ": output refused: %s", job->id, why);
-	int rc = db_build_finish(job->id, job->worker_id, 0, why, report, NULL, NULL);
+	int rc = db_build_finish(job->id, job->worker_id, 0, why, report, NULL, NULL, NULL);
 	return rc == KHUB_ECONFLICT ? 0 : rc;
 }
 
@@ -167,6 +197,11 @@ int build_publish_run(void *arg)
 	snprintf(v.name, sizeof(v.name), "%s", db_rows_get(&rows, 0, BUILD_COL_NAME));
 	snprintf(v.commit, sizeof(v.commit), "%s", db_rows_get(&rows, 0, BUILD_COL_COMMIT));
 	snprintf(v.variant, sizeof(v.variant), "%s", db_rows_get(&rows, 0, BUILD_COL_VARIANT));
+	v.digest = NULL;
+	if ((rc = db_build_earlier_publication(job->id, v.earlier)) < 0) {
+		db_rows_release(&rows);
+		return rc;
+	}
 	rc = build_open_job_source(&rows, 0, &git);
 	db_rows_release(&rows);
 	if (rc < 0)
@@ -193,8 +228,13 @@ int build_publish_run(void *arg)
 		return rc;
 	}
 	build_publishing = 1;
-	rc = publish_variant(&rec, &v, job->worker, job->path, out.version, abi, branch, sha);
-	if (rc == 0 && out.readme && publish_readme(&rec, &v, job->worker, out.readme, out.readme_len) < 0)
+	int identical = 0;
+	json_t *md = json_loadb(out.metadata, out.metadata_len, 0, NULL);
+	v.digest = json_incref(json_object_get(md, "digest"));
+	json_decref(md);
+	rc = publish_variant(&rec, &v, job->worker, job->path, out.version, abi, branch, sha, &identical);
+	json_decref(v.digest);
+	if (rc == 0 && !identical && out.readme && publish_readme(&rec, &v, job->worker, out.readme, out.readme_len) < 0)
 		log_warn("build %" PRId64 ": README.md not published on main", job->id);
 	build_publishing = 0;
 	if (rc < 0) {
@@ -203,8 +243,12 @@ int build_publish_run(void *arg)
 		build_output_release(&out);
 		return rc == KHUB_ENOSPC || end < 0 ? (end < 0 ? end : rc) : 0;
 	}
-	log_info("build %" PRId64 ": %s published on %s at %s", job->id, v.variant, branch, sha);
-	rc = db_build_finish(job->id, job->worker_id, 1, NULL, out.report_text, branch, sha);
+	char note[96] = "";
+	if (identical)
+		snprintf(note, sizeof(note), "identical to published commit %s", sha);
+	log_info("build %" PRId64 ": %s %s on %s at %s", job->id, v.variant, identical ? "identical to what is published" :
+		 "published", branch, sha);
+	rc = db_build_finish(job->id, job->worker_id, 1, NULL, out.report_text, branch, sha, identical ? note : NULL);
 	build_output_release(&out);
 	return rc == KHUB_ECONFLICT ? 0 : rc;
 }

@@ -5,6 +5,7 @@
 #include "api/builds.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,8 +159,13 @@ static enum MHD_Result handle_log_append(struct request *req)
 	long long at = offset_arg ? strtoll(offset_arg, &end, 10) : -1;
 	if (!offset_arg || *end || at < 0)
 		return respond_error(req, 400, NULL, "offset=N (the byte this chunk starts at) is required");
-	int rc = db_build_log_append(id, req->principal.worker_id, at, req->body.buf ? req->body.buf : "", req->body.len,
-				     &length);
+	/* attempt=N (optional): a chunk of an earlier attempt is refused as a lost lease */
+	const char *attempt_arg = request_query(req, "attempt");
+	long attempt = attempt_arg ? strtol(attempt_arg, &end, 10) : -1;
+	if (attempt_arg && (*end || end == attempt_arg || attempt < 0 || attempt > INT_MAX))
+		return respond_error(req, 400, NULL, "attempt=N: the attempt this chunk is from (the claim's \"attempt\")");
+	int rc = db_build_log_append(id, req->principal.worker_id, (int)attempt, at, req->body.buf ? req->body.buf : "",
+				     req->body.len, &length);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
