@@ -154,24 +154,31 @@ is "$ST $(j 'd["state"]')" "409 running" "another worker's heartbeat → 409"
 (while sleep 1; do curl -s -o /dev/null -X POST -H "Authorization: Bearer $W1" "$KHUB_URL/api/builds/$J1/heartbeat"; done) &
 HEARTBEATS=$!
 
-# logs
-logpost() { curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $1" --data-binary "$3" "$KHUB_URL/api/builds/$J1/log?offset=$2"; }
+# logs: khub's own line starts each attempt; the worker's offsets count from after it
+KL=$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log")
+like "$KL" '^\[khub\] attempt 1 of [0-9]+ on worker w1$' "the claim started the log with khub's line for attempt 1"
+HL=$((${#KL} + 1))
+logpost() { curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $1" --data-binary "$3" "$KHUB_URL/api/builds/$J1/log?offset=$2${4:+&attempt=$4}"; }
 is "$(logpost "$W1" 0 "cmake ..."$'\n')/$(j 'd["length"]')" "200/10" "log chunk at 0 → length 10"
 is "$(logpost "$W1" 0 "cmake ..."$'\n')/$(j 'd["length"]')" "200/10" "the same chunk again → ignored, length 10"
 is "$(logpost "$W1" 50 "x")/$(j 'd["length"]')" "409/10" "a chunk beyond the end → 409 with the length"
 is "$(logpost "$W1" 10 "ninja"$'\n')/$(j 'd["length"]')" "200/16" "next chunk at 10 → 16"
 is "$(logpost "$W1" 13 "ja"$'\n'"ok"$'\n')/$(j 'd["length"]')" "200/19" "an overlapping chunk adds only its new bytes → 19"
 is "$(logpost "$W2" 19 "y")" 409 "another worker cannot append"
-got=$(curl -s -D "$H" -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log?offset=10")
-is "$got|$(hdr X-Log-Length)|$(hdr X-Build-State)" $'ninja\nok|19|running' "read the log from offset 10 while running: X-Log-Length, X-Build-State"
-is "$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log" | head -1)" "cmake ..." "the log from the start"
+is "$(logpost "$W1" 19 "z" 7)" 409 "a chunk of another attempt (attempt=7) → 409"
+is "$(logpost "$W1" 19 "" 1)/$(j 'd["length"]')" "200/19" "this attempt's (attempt=1) → taken"
+got=$(curl -s -D "$H" -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log?offset=$((HL + 10))")
+is "$got|$(hdr X-Log-Length)|$(hdr X-Build-State)" $'ninja\nok|'$((HL + 19))'|running' \
+	"read the log from offset $HL+10 while running: X-Log-Length (the whole log), X-Build-State"
+is "$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log" | head -2 | tail -1)" "cmake ..." \
+	"the log from the start: khub's line, then the worker's"
 python3 -c 'import sys; sys.stdout.write("".join("line %06d\n" % i for i in range(60000)))' >"$TEST_DIR/big.log"	# 720 kB
 code=$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W1" --data-binary "@$TEST_DIR/big.log" "$KHUB_URL/api/builds/$J1/log?offset=19")
 is "$code/$(j 'd["length"]')" "200/720019" "a 720 kB chunk (stored in pieces)"
-got=$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log?offset=$((19 + 12 * 41000))" | head -c 23)
+got=$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log?offset=$((HL + 19 + 12 * 41000))" | head -c 23)
 is "$got" $'line 041000\nline 041001' "read from an offset in its middle"
 is "$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log" | sha256sum | cut -c1-16)" \
-	"$( (printf 'cmake ...\nninja\nok\n'; cat "$TEST_DIR/big.log") | sha256sum | cut -c1-16)" "the whole log reads back byte for byte"
+	"$( (printf '%s\ncmake ...\nninja\nok\n' "$KL"; cat "$TEST_DIR/big.log") | sha256sum | cut -c1-16)" "the whole log reads back byte for byte"
 is "$(curl -s -o /dev/null -w '%{http_code}' "$KHUB_URL/api/builds/$J1/log")" 401 "anonymous × the log of a private repo's build → 401"
 
 # source
@@ -327,6 +334,15 @@ is "$ST" 204 "not claimable during the backoff"
 sleep 5.2
 claim "$W1" "[\"$V1\"]"
 is "$(j 'd["build"]["id"], d["build"]["attempt"]')" "($JX, 2)" "claimed after the backoff: attempt 2"
+# a retried build's log: the new attempt writes from its own offset 0, and
+# neither loses its first bytes nor lands in the earlier attempt's
+xlog() { curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W1" --data-binary "$3" "$KHUB_URL/api/builds/$JX/log?offset=$1&attempt=$2"; }
+is "$(xlog 0 2 "second attempt starts"$'\n')/$(j 'd["length"]')" "200/22" "attempt 2's first chunk at offset 0 → taken whole (22 bytes)"
+is "$(xlog 0 1 "late chunk of attempt 1"$'\n')" 409 "a late chunk of attempt 1 → 409, not mixed in"
+XL=$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$JX/log")
+is "$(grep -c '^\[khub\] attempt [0-9]* of [0-9]* on worker w1$' <<<"$XL") $(tail -2 <<<"$XL" | tr '\n' '|')" \
+	"4 [khub] attempt 2 of 2 on worker w1|second attempt starts|" \
+	"the log: a line of khub's per claim (3 of attempt 1: canceled, released, failed), then attempt 2 whole"
 api "$W1" POST "/api/builds/$JX/fail" '{"error":"syntax error","retry":true,"abi_report":{"ok":false,"files":[]}}'
 is "$ST $(j 'd["state"]')" "200 failed" "fail at the last attempt → failed"
 api "$ALICE" GET "/api/builds/$JX"
@@ -463,7 +479,7 @@ GPORT=$(free_port)
 git daemon --export-all --reuseaddr --listen=127.0.0.1 --port="$GPORT" --base-path="$TEST_DIR/gitd" "$TEST_DIR/gitd" \
 	>"$TEST_DIR/gitd.log" 2>&1 &
 GDPID=$!
-for _ in $(seq 1 50); do git ls-remote "git://127.0.0.1:$GPORT/evil.git" >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 1 1200); do git ls-remote "git://127.0.0.1:$GPORT/evil.git" >/dev/null 2>&1 && break; sleep 0.1; done
 enqueue "{\"source\":{\"url\":\"git://127.0.0.1:$GPORT/evil.git\",\"revision\":\"main\"},\"variants\":[\"$V2\"]}"
 is "$ST" 202 "enqueue from a git:// source whose tree points at vault/secret's object"
 JS=$(j 'd["builds"][0]["id"]')
