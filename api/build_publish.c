@@ -16,7 +16,9 @@ struct job_view {
 	int64_t id;
 	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
 	char commit[41], variant[256];
-	json_t *digest;			/* the output's metadata.json "digest" (owned; NULL: none) */
+	const char *metadata;		/* the output's <variant>/metadata.json (borrowed) */
+	size_t metadata_len;
+	json_t *digest;			/* its "digest" (owned; NULL: none) */
 	char earlier[41];		/* what an earlier build of this source commit and variant
 					 * published, "" when none */
 };
@@ -26,7 +28,7 @@ struct job_view {
  * which names the build). */
 static int same_digest(git_repository *git, const char *sha, const char *variant, const json_t *d)
 {
-	if (!d || !sha[0])
+	if (!json_is_object(json_object_get(d, "files")) || !sha[0])
 		return 0;
 	char *path = xasprintf("build/%s/" BUILD_METADATA_FILE, variant);
 	char *text = repo_read_text_file(git, sha, path, METADATA_MAX_BYTES);
@@ -75,6 +77,37 @@ static int stage_variant(struct publication *pub, const char *path, const char *
 	return rc;
 }
 
+/* 1 (and sha) when the staged variant is already published: its files but
+ * metadata.json (which names the build) the same bytes as at the head old
+ * of the branch (compared as trees, whatever the worker claims), or its
+ * digest the one an earlier build of the same source commit published. 0
+ * when it is new (the staged tree as it was), or a negative error. */
+static int identical_publication(struct publication *pub, const struct job_view *v, const char *old, char sha[41])
+{
+	git_repository *git = publish_git(pub);
+	char *path = xasprintf("build/%s/" BUILD_METADATA_FILE, v->variant);
+	char *published = old[0] ? repo_read_text_file(git, old, path, METADATA_MAX_BYTES) : NULL;
+	int rc = 0;
+	if (published) {
+		/* the published metadata.json in place of the new one: no change left means the same files */
+		rc = publish_put_bytes(pub, path, published, strlen(published), 0100644, NULL);
+		int same = rc == 0 && publish_unchanged(pub);
+		if (rc == 0)
+			rc = publish_put_bytes(pub, path, v->metadata, v->metadata_len, 0100644, NULL);
+		if (rc == 0 && same) {
+			memcpy(sha, old, 41);
+			rc = 1;
+		}
+	}
+	if (rc == 0 && v->earlier[0] && strcmp(v->earlier, old) != 0 && same_digest(git, v->earlier, v->variant, v->digest)) {
+		memcpy(sha, v->earlier, 41);
+		rc = 1;
+	}
+	free(published);
+	free(path);
+	return rc;
+}
+
 /* Commit build/<variant>/ on v<version>; sha gets the new commit, or the
  * published one whose files are identical (*identical 1: nothing
  * committed, a rebuild of the same source and toolchain). */
@@ -93,13 +126,6 @@ static int publish_variant(const struct repo_record *rec, const struct job_view 
 		goto cleanup;
 	git_repository *git = publish_git(pub);
 	int exists = repo_ref_read(git, ref, old) == 0;
-	const char *same = exists && same_digest(git, old, v->variant, v->digest) ? old
-			   : same_digest(git, v->earlier, v->variant, v->digest) ? v->earlier : NULL;
-	if (same) {
-		memcpy(sha, same, 41);
-		*identical = 1;
-		goto cleanup;
-	}
 	if (exists)
 		memcpy(parent, old, 41);
 	else if (repo_resolve_revision(git, "main", parent) < 0)
@@ -115,8 +141,12 @@ static int publish_variant(const struct repo_record *rec, const struct job_view 
 		commit_builder_delete_folder(cb, "benchmarks");
 	}
 	free(dir);
-	if ((rc = stage_variant(pub, tar, v->variant)) < 0)
+	if ((rc = stage_variant(pub, tar, v->variant)) < 0 ||
+	    (rc = identical_publication(pub, v, exists ? old : "", sha)) != 0) {
+		*identical = rc == 1;
+		rc = rc == 1 ? 0 : rc;
 		goto cleanup;
+	}
 	if (exists && publish_unchanged(pub)) {
 		memcpy(sha, old, 41);	/* the same bytes again: nothing to commit */
 		goto cleanup;
@@ -231,6 +261,8 @@ int build_publish_run(void *arg)
 	int identical = 0;
 	json_t *md = json_loadb(out.metadata, out.metadata_len, 0, NULL);
 	v.digest = json_incref(json_object_get(md, "digest"));
+	v.metadata = out.metadata;
+	v.metadata_len = out.metadata_len;
 	json_decref(md);
 	rc = publish_variant(&rec, &v, job->worker, job->path, out.version, abi, branch, sha, &identical);
 	json_decref(v.digest);

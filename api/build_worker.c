@@ -170,6 +170,9 @@ static enum MHD_Result handle_log_append(struct request *req)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
 		return respond_db_unavailable(req);
+	if (rc == 2)
+		return respond_error(req, 409, NULL, "build %" PRId64 " is no longer at attempt %ld: this chunk is not "
+				     "its log", id, attempt);
 	return respond_json(req, rc == 1 ? 409 : 200, json_pack("{s:I}", "length", (json_int_t)length));
 }
 

@@ -248,13 +248,18 @@ int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, 
 		return rc;
 	const char *params[3] = { bid, wid, att };
 	struct db_rows rows;
-	rc = db_query_one(&rows, "SELECT log_length, log_base FROM builds WHERE id = $1 AND worker_id = $2"
-				 " AND state IN ('running', 'canceled') AND ($3::int < 0 OR attempt = $3::int) FOR UPDATE",
+	rc = db_query_one(&rows, "SELECT log_length, log_base, $3::int >= 0 AND attempt <> $3::int FROM builds"
+				 " WHERE id = $1 AND worker_id = $2 AND state IN ('running', 'canceled') FOR UPDATE",
 			  3, params);
 	if (rc == KHUB_ENOTFOUND)
-		rc = KHUB_ECONFLICT;	/* not this worker's, or an earlier attempt's chunk */
+		rc = KHUB_ECONFLICT;
 	if (rc < 0)
 		goto rollback;
+	if (db_rows_get(&rows, 0, 2)[0] == 't') {
+		db_rows_release(&rows);	/* a chunk of an earlier attempt: never mixed in */
+		db_tx_rollback();
+		return 2;
+	}
 	/* offsets count from the attempt's first byte */
 	int64_t base = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
 	int64_t have = strtoll(db_rows_get(&rows, 0, 0), NULL, 10) - base;

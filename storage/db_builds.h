@@ -64,8 +64,8 @@ int db_build_lease_check(int64_t id, int64_t worker_id, char state[16]);
  * held it; KHUB_ECONFLICT when the lease is someone else's or gone. */
 int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char expires[40], int *cancel);
 /* Append len bytes at byte `at` of the running attempt's log (the lease
- * holder only, and attempt the job's, unless attempt < 0: else
- * KHUB_ECONFLICT). Offsets count from the attempt's first byte: every claim
+ * holder only: else KHUB_ECONFLICT; 2, nothing stored, when attempt >= 0 is
+ * not the job's attempt). Offsets count from the attempt's first byte: every claim
  * starts a new part of the log after a line "[khub] attempt N of M on
  * worker W". A chunk that ends at or before the current length is ignored
  * (sent twice); a chunk starting past the end returns 1. *length is the
