@@ -185,7 +185,9 @@ static void push_reproducible(const struct build_plan *p, struct strvec *args, i
 	strvec_pushf(args, "-ffile-prefix-map=%s=" BUILD_PREFIX_MAP_TO, p->scratch);
 	if (!seed)
 		return;	/* clang (hipcc) has no -frandom-seed */
-	if (via_nvcc)
+	/* nvcc 13 has its own (its symbol names, then the host compiler's);
+	 * older ones: the host compiler's only */
+	if (via_nvcc && p->tc->nvcc_major < 13)
 		strvec_pushf(args, "-Xcompiler");
 	strvec_pushf(args, "-frandom-seed=%s", seed);
 }
@@ -522,6 +524,10 @@ int compile_variant(struct build_plan *p)
 	 * the already imported torch). */
 	strvec_pushf(&args, "%s", tc->cxx);
 	strvec_pushf(&args, "-shared");
+	/* no local symbols: nvcc's objects name their temp file (tmpxft_<pid>_...)
+	 * in a FILE symbol, different on every run; loading needs none of them */
+	if (strcmp(p->backend, "cpu") != 0)
+		strvec_pushf(&args, "-Wl,--discard-all");
 	strvec_pushf(&args, "-o");
 	strvec_pushf(&args, "%s/%s.abi3.so", p->stage, p->ops_name);
 	for (i = 0; i < objects.count; i++)
