@@ -199,6 +199,27 @@ static int refuse(const struct build_publish_job *job, const char *why, const ch
 	return rc == KHUB_ECONFLICT ? 0 : rc;
 }
 
+/* The output's metadata.json and its digest (owned), for identical_publication. */
+static void job_view_take_output(struct job_view *v, const struct build_output *out)
+{
+	json_t *md = json_loadb(out->metadata, out->metadata_len, 0, NULL);
+	v->digest = json_incref(json_object_get(md, "digest"));
+	json_decref(md);
+	v->metadata = out->metadata;
+	v->metadata_len = out->metadata_len;
+}
+
+/* End the job succeeded: published at sha, or identical to it. */
+static int finish_published(const struct build_publish_job *job, const struct job_view *v, const char *report,
+			    const char *branch, const char *sha, int identical)
+{
+	char note[96];
+	snprintf(note, sizeof(note), "identical to published commit %s", sha);
+	log_info("build %" PRId64 ": %s %s on %s at %s", job->id, v->variant,
+		 identical ? "identical to what is published" : "published", branch, sha);
+	return db_build_finish(job->id, job->worker_id, 1, NULL, report, branch, sha, identical ? note : NULL);
+}
+
 int build_publish_run(void *arg)
 {
 	struct build_publish_job *job = arg;
@@ -259,11 +280,7 @@ int build_publish_run(void *arg)
 	}
 	build_publishing = 1;
 	int identical = 0;
-	json_t *md = json_loadb(out.metadata, out.metadata_len, 0, NULL);
-	v.digest = json_incref(json_object_get(md, "digest"));
-	v.metadata = out.metadata;
-	v.metadata_len = out.metadata_len;
-	json_decref(md);
+	job_view_take_output(&v, &out);
 	rc = publish_variant(&rec, &v, job->worker, job->path, out.version, abi, branch, sha, &identical);
 	json_decref(v.digest);
 	if (rc == 0 && !identical && out.readme && publish_readme(&rec, &v, job->worker, out.readme, out.readme_len) < 0)
@@ -275,12 +292,7 @@ int build_publish_run(void *arg)
 		build_output_release(&out);
 		return rc == KHUB_ENOSPC || end < 0 ? (end < 0 ? end : rc) : 0;
 	}
-	char note[96] = "";
-	if (identical)
-		snprintf(note, sizeof(note), "identical to published commit %s", sha);
-	log_info("build %" PRId64 ": %s %s on %s at %s", job->id, v.variant, identical ? "identical to what is published" :
-		 "published", branch, sha);
-	rc = db_build_finish(job->id, job->worker_id, 1, NULL, out.report_text, branch, sha, identical ? note : NULL);
+	rc = finish_published(job, &v, out.report_text, branch, sha, identical);
 	build_output_release(&out);
 	return rc == KHUB_ECONFLICT ? 0 : rc;
 }

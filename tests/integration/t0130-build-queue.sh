@@ -126,12 +126,33 @@ like "$J3" '^[0-9]+$' "a variant no worker builds can still be queued by name"
 
 # ---- claims ----------------------------------------------------------------------------------
 claim() { api "$1" POST /api/workers/claim "{\"variants\":$2,\"wait_seconds\":${3:-0}}"; }
+# The backoff, judged at the server's clock, not by sleeping: server_now is
+# the last answer's Date; claim_after_backoff TOKEN VARIANTS NOT_BEFORE WHAT
+# checks that a claim made at once gets nothing, unless the server's clock
+# had already passed NOT_BEFORE (a slow machine), then polls (bounded) until
+# the job comes.
+server_now() { date -u -d "$(hdr Date)" +%Y-%m-%dT%H:%M:%SZ; }
+claim_after_backoff() {
+	claim "$1" "$2"
+	if [ "$ST" = 204 ]; then
+		ok 0 "$4: not claimable during the backoff"
+	else
+		[[ ! "$(server_now)" < "${3%.*}" ]]
+		ok $? "$4: claimed only once the server's clock passed the backoff (${3%.*}, now $(server_now))"
+	fi
+	for _ in $(seq 1 600); do [ "$ST" = 200 ] && break; sleep 0.5; claim "$1" "$2"; done
+}
 claim "$W2" "[\"$V2\"]"
 is "$ST" 204 "claim for $V2 only: nothing queued → 204"
 claim "$W1" "[\"$V1\",\"$V2\"]"
 is "$ST $(j 'd["build"]["id"], d["build"]["variant"], d["build"]["commit"], d["build"]["attempt"], d["build"]["repo"], d["build"]["repo_type"]')" \
 	"200 ($J1, '$V1', '$C1', 1, 'acme/relu', 'kernel')" "w1 claims $V1: the JOB with attempt 1"
 is "$(j 'sorted(d["build"]["limits"])')" "['cpu_seconds', 'disk_mb', 'memory_mb', 'wall_seconds']" "the JOB carries the limits"
+# From here to its output w1 keeps its lease as a real worker does, heartbeating
+# in the background at once and twice a second (the lease is 3 s; on a loaded
+# machine the checks below take longer than that).
+(while :; do curl -s -o /dev/null -X POST -H "Authorization: Bearer $W1" "$KHUB_URL/api/builds/$J1/heartbeat"; sleep 0.5; done) &
+HEARTBEATS=$!
 claim "$W2" "[\"$V1\",\"$V2\"]"
 is "$ST" 204 "the job is w1's: w2 gets nothing ($V3 is not in its list)"
 api "$ALICE" GET "/api/builds/$J1"
@@ -148,11 +169,6 @@ E2=$(j 'd["lease_expires_at"]')
 ok $? "a heartbeat extends the lease ($E1 → $E2)"
 api "$W2" POST "/api/builds/$J1/heartbeat" '{}'
 is "$ST $(j 'd["state"]')" "409 running" "another worker's heartbeat → 409"
-# From here to its output w1 keeps its lease as a real worker does, heartbeating
-# every second in the background (the lease is 3 s; the log and source checks
-# below take longer than that on a loaded CI machine).
-(while sleep 1; do curl -s -o /dev/null -X POST -H "Authorization: Bearer $W1" "$KHUB_URL/api/builds/$J1/heartbeat"; done) &
-HEARTBEATS=$!
 
 # logs: khub's own line starts each attempt; the worker's offsets count from after it
 KL=$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log")
@@ -325,14 +341,12 @@ claim "$W1" "[\"$V1\"]"
 is "$(j 'd["build"]["id"], d["build"]["attempt"]')" "($JX, 1)" "claimed again: a release does not count an attempt"
 api "$W1" POST "/api/builds/$JX/fail" '{"error":"compiler crashed","retry":true}'
 is "$ST $(j 'd["state"]')" "200 queued" "fail with retry and attempts left → queued"
+FAILED_AT=$(server_now)
 api "$ALICE" GET "/api/builds/$JX"
 NB=$(j 'd["not_before"]')
-[[ "$NB" > "$(date -u +%Y-%m-%dT%H:%M:%SZ)" ]]
-ok $? "… with a backoff (not_before $NB)"
-claim "$W1" "[\"$V1\"]"
-is "$ST" 204 "not claimable during the backoff"
-sleep 5.2
-claim "$W1" "[\"$V1\"]"
+[[ "$NB" > "$FAILED_AT" ]]
+ok $? "… with a backoff (not_before $NB, failed at $FAILED_AT by the server's clock)"
+claim_after_backoff "$W1" "[\"$V1\"]" "$NB" "the failed attempt"
 is "$(j 'd["build"]["id"], d["build"]["attempt"]')" "($JX, 2)" "claimed after the backoff: attempt 2"
 # a retried build's log: the new attempt writes from its own offset 0, and
 # neither loses its first bytes nor lands in the earlier attempt's
@@ -353,18 +367,22 @@ enqueue "{\"revision\":\"$C1\",\"variants\":[\"$V2\"],\"force\":true}"
 JL=$(j 'd["builds"][0]["id"]')
 claim "$W1" "[\"$V2\"]"
 is "$(j 'd["build"]["id"], d["build"]["attempt"]')" "($JL, 1)" "w1 claims $JL, then goes silent"
-sleep 3.5
-claim "$W2" "[\"$V2\"]"
-is "$ST" 204 "lease expired: back in the queue but waiting its backoff"
-api "$ALICE" GET "/api/builds/$JL"
+for _ in $(seq 1 600); do	# the lease (3 s) lapses; the server's timer requeues it (polled, bounded)
+	api "$ALICE" GET "/api/builds/$JL"
+	[ "$(j 'd["state"]')" = queued ] && break
+	sleep 0.5
+done
 is "$(j 'd["state"], d["attempt"], d["worker"]')" "('queued', 1, None)" "the expired job is queued with its attempt counted"
+NB=$(j 'd["not_before"]')
 api "$W1" POST "/api/builds/$JL/heartbeat" '{}'
 is "$ST" 409 "the silent worker's heartbeat → 409 (kill the build)"
-sleep 5.2
-claim "$W2" "[\"$V2\"]"
+claim_after_backoff "$W2" "[\"$V2\"]" "$NB" "lease expired, back in the queue"
 is "$(j 'd["build"]["id"], d["build"]["attempt"]')" "($JL, 2)" "w2 claims it after the backoff: attempt 2"
-sleep 3.5
-api "$ALICE" GET "/api/builds/$JL"
+for _ in $(seq 1 600); do
+	api "$ALICE" GET "/api/builds/$JL"
+	[ "$(j 'd["state"]')" = failed ] && break
+	sleep 0.5
+done
 is "$(j 'd["state"]')" failed "a second expiry (max_attempts 2) → failed"
 like "$(j 'd["error"]')" "lease expired" "… saying the lease expired"
 
