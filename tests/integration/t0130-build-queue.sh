@@ -22,7 +22,7 @@ V2=torch210-cxx11-cpu-x86_64-linux
 V3=torch212-cxx11-cu130-x86_64-linux	# no worker builds it
 V4=torch212-cxx11-cpu-x86_64-linux
 printf '{"x86_64-linux": {"cpu": ["%s", "%s"]}}\n' "$V1" "$V2" >"$TEST_DIR/variants.json"
-export KHUB_BUILD_VARIANTS=$TEST_DIR/variants.json KHUB_BUILD_LEASE_SECONDS=3 KHUB_BUILD_HEARTBEAT_SECONDS=1 \
+export KHUB_BUILD_VARIANTS=$TEST_DIR/variants.json KHUB_BUILD_LEASE_SECONDS=10 KHUB_BUILD_HEARTBEAT_SECONDS=1 \
 	KHUB_BUILD_MAX_ATTEMPTS=2
 log=$TEST_DIR/setup.log
 khub admin org create acme >>"$log" 2>&1
@@ -101,7 +101,7 @@ is "$ST" 401 "a bogus worker token → 401"
 # ---- register --------------------------------------------------------------------------------
 reg() { api "$1" POST /api/workers/register "{\"name\":\"$2\",\"version\":\"0.1\",\"concurrency\":2,\"toolchains\":[{\"name\":\"cpu-debian\",\"variants\":[\"$V1\",\"$V2\",\"$V4\"],\"torch\":\"2.12\",\"cxx11_abi\":true,\"python\":\"3.11\"}]}"; }
 reg "$W1" w1
-is "$ST $(j 'd["worker"], d["heartbeat_seconds"], d["lease_seconds"]')" "200 ('w1', 1, 3)" "w1 registers: heartbeat and lease from the configuration"
+is "$ST $(j 'd["worker"], d["heartbeat_seconds"], d["lease_seconds"]')" "200 ('w1', 1, 10)" "w1 registers: heartbeat and lease from the configuration"
 reg "$W2" w2
 is "$ST" 200 "w2 registers"
 api "$W1" POST /api/workers/register '{"toolchains":[{"name":"x","variants":["not a variant"]}]}'
@@ -145,14 +145,14 @@ claim_after_backoff() {
 claim "$W2" "[\"$V2\"]"
 is "$ST" 204 "claim for $V2 only: nothing queued → 204"
 claim "$W1" "[\"$V1\",\"$V2\"]"
+# From here to its output w1 keeps its lease as a real worker does, heartbeating
+# in the background from the claim on, twice a second (the lease is 10 s; on a
+# loaded machine the checks below take longer than that).
+(while :; do curl -s -o /dev/null -X POST -H "Authorization: Bearer $W1" "$KHUB_URL/api/builds/$J1/heartbeat"; sleep 0.5; done) &
+HEARTBEATS=$!
 is "$ST $(j 'd["build"]["id"], d["build"]["variant"], d["build"]["commit"], d["build"]["attempt"], d["build"]["repo"], d["build"]["repo_type"]')" \
 	"200 ($J1, '$V1', '$C1', 1, 'acme/relu', 'kernel')" "w1 claims $V1: the JOB with attempt 1"
 is "$(j 'sorted(d["build"]["limits"])')" "['cpu_seconds', 'disk_mb', 'memory_mb', 'wall_seconds']" "the JOB carries the limits"
-# From here to its output w1 keeps its lease as a real worker does, heartbeating
-# in the background at once and twice a second (the lease is 3 s; on a loaded
-# machine the checks below take longer than that).
-(while :; do curl -s -o /dev/null -X POST -H "Authorization: Bearer $W1" "$KHUB_URL/api/builds/$J1/heartbeat"; sleep 0.5; done) &
-HEARTBEATS=$!
 claim "$W2" "[\"$V1\",\"$V2\"]"
 is "$ST" 204 "the job is w1's: w2 gets nothing ($V3 is not in its list)"
 api "$ALICE" GET "/api/builds/$J1"
@@ -367,7 +367,7 @@ enqueue "{\"revision\":\"$C1\",\"variants\":[\"$V2\"],\"force\":true}"
 JL=$(j 'd["builds"][0]["id"]')
 claim "$W1" "[\"$V2\"]"
 is "$(j 'd["build"]["id"], d["build"]["attempt"]')" "($JL, 1)" "w1 claims $JL, then goes silent"
-for _ in $(seq 1 600); do	# the lease (3 s) lapses; the server's timer requeues it (polled, bounded)
+for _ in $(seq 1 600); do	# the lease (10 s) lapses; the server's timer requeues it (polled, bounded)
 	api "$ALICE" GET "/api/builds/$JL"
 	[ "$(j 'd["state"]')" = queued ] && break
 	sleep 0.5
