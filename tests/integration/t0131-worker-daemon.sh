@@ -235,9 +235,9 @@ for p in parts:
     print(lines[0], "|", lines[1][:60] if len(lines) > 1 else "", "|", "end" if "build finished" in p else "cut")
 EOF
 )
-like "$parts" "^\[khub\] attempt 1 of [0-9]+ on worker w1 \| \[khub-worker\] build $ID2 of acme/relu@.{24} \| cut" \
+like "$parts" "^\[khub\] attempt 1 of [0-9]+ on worker w1 \| \[khub-worker\] build $ID2 of acme/relu@[0-9a-f]+ \| cut" \
 	"build #$ID2's log: attempt 1 (w1, killed) from its first line"
-like "$parts" $'\n'"\[khub\] attempt 2 of [0-9]+ on worker w2 \| \[khub-worker\] build $ID2 of acme/relu@.{24} \| end\$" \
+like "$parts" $'\n'"\[khub\] attempt 2 of [0-9]+ on worker w2 \| \[khub-worker\] build $ID2 of acme/relu@[0-9a-f]+ \| end\$" \
 	"then attempt 2 (w2) whole, from its first line to the end"
 is "$(publications "$ID2")" 1 "build #$ID2 published exactly once"
 worker w1 --once
