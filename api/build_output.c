@@ -344,7 +344,7 @@ static enum MHD_Result handle_output(struct request *req)
 		if (st->write_error)
 			return respond_err(req, st->write_error, "cannot store the output");
 		db_build_finish(st->id, req->principal.worker_id, 0, "the output tar is larger than build_output_max_mb",
-				NULL, NULL, NULL);
+				NULL, NULL, NULL, NULL);
 		return respond_error(req, 413, NULL, "the output is larger than %ld bytes", api_ctx.builds.output_max_bytes);
 	}
 	struct build_publish_job *job = xcalloc(1, sizeof(*job));
@@ -367,9 +367,11 @@ static enum MHD_Result handle_output(struct request *req)
 		return respond_db_unavailable(req);
 	const char *state = db_rows_get(&rows, 0, BUILD_COL_STATE);
 	if (strcmp(state, "succeeded") == 0)
-		result = respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "state", state, "branch",
+		result = respond_json(req, 200, json_pack("{s:s, s:s, s:s, s:s?}", "state", state, "branch",
 							  db_rows_get(&rows, 0, BUILD_COL_BRANCH), "commit",
-							  db_rows_get(&rows, 0, BUILD_COL_PUBLISHED)));
+							  db_rows_get(&rows, 0, BUILD_COL_PUBLISHED), "note",
+							  db_rows_isnull(&rows, 0, BUILD_COL_NOTE) ? NULL
+							  : db_rows_get(&rows, 0, BUILD_COL_NOTE)));
 	else if (strcmp(state, "failed") == 0)
 		result = respond_json(req, 422, json_pack("{s:s, s:s}", "state", state, "error",
 							  db_rows_get(&rows, 0, BUILD_COL_ERROR)));

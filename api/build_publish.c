@@ -16,7 +16,29 @@ struct job_view {
 	int64_t id;
 	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
 	char commit[41], variant[256];
+	const char *metadata;		/* the output's <variant>/metadata.json (borrowed) */
+	size_t metadata_len;
+	json_t *digest;			/* its "digest" (owned; NULL: none) */
+	char earlier[41];		/* what an earlier build of this source commit and variant
+					 * published, "" when none */
 };
+
+/* 1 when the variant's metadata.json at commit sha has the digest d: the
+ * same files, byte for byte, as the output (metadata.json itself aside,
+ * which names the build). */
+static int same_digest(git_repository *git, const char *sha, const char *variant, const json_t *d)
+{
+	if (!json_is_object(json_object_get(d, "files")) || !sha[0])
+		return 0;
+	char *path = xasprintf("build/%s/" BUILD_METADATA_FILE, variant);
+	char *text = repo_read_text_file(git, sha, path, METADATA_MAX_BYTES);
+	json_t *md = text ? json_loads(text, 0, NULL) : NULL;
+	int same = md && json_equal(json_object_get(md, "digest"), (json_t *)d);
+	json_decref(md);
+	free(text);
+	free(path);
+	return same;
+}
 
 static const struct publish_actor *farm_actor(const char *worker)
 {
@@ -55,8 +77,42 @@ static int stage_variant(struct publication *pub, const char *path, const char *
 	return rc;
 }
 
+/* 1 (and sha) when the staged variant is already published: its files but
+ * metadata.json (which names the build) the same bytes as at the head old
+ * of the branch (compared as trees, whatever the worker claims), or its
+ * digest the one an earlier build of the same source commit published. 0
+ * when it is new (the staged tree as it was), or a negative error. */
+static int identical_publication(struct publication *pub, const struct job_view *v, const char *old, char sha[41])
+{
+	git_repository *git = publish_git(pub);
+	char *path = xasprintf("build/%s/" BUILD_METADATA_FILE, v->variant);
+	char *published = old[0] ? repo_read_text_file(git, old, path, METADATA_MAX_BYTES) : NULL;
+	int rc = 0;
+	if (published) {
+		/* the published metadata.json in place of the new one: no change left means the same files */
+		rc = publish_put_bytes(pub, path, published, strlen(published), 0100644, NULL);
+		int same = rc == 0 && publish_unchanged(pub);
+		if (rc == 0)
+			rc = publish_put_bytes(pub, path, v->metadata, v->metadata_len, 0100644, NULL);
+		if (rc == 0 && same) {
+			memcpy(sha, old, 41);
+			rc = 1;
+		}
+	}
+	if (rc == 0 && v->earlier[0] && strcmp(v->earlier, old) != 0 && same_digest(git, v->earlier, v->variant, v->digest)) {
+		memcpy(sha, v->earlier, 41);
+		rc = 1;
+	}
+	free(published);
+	free(path);
+	return rc;
+}
+
+/* Commit build/<variant>/ on v<version>; sha gets the new commit, or the
+ * published one whose files are identical (*identical 1: nothing
+ * committed, a rebuild of the same source and toolchain). */
 static int publish_variant(const struct repo_record *rec, const struct job_view *v, const char *worker,
-			   const char *tar, long version, const char *abi, char branch[32], char sha[41])
+			   const char *tar, long version, const char *abi, char branch[32], char sha[41], int *identical)
 {
 	struct publication *pub = NULL;
 	const struct publish_actor *who = farm_actor(worker);
@@ -85,8 +141,12 @@ static int publish_variant(const struct repo_record *rec, const struct job_view 
 		commit_builder_delete_folder(cb, "benchmarks");
 	}
 	free(dir);
-	if ((rc = stage_variant(pub, tar, v->variant)) < 0)
+	if ((rc = stage_variant(pub, tar, v->variant)) < 0 ||
+	    (rc = identical_publication(pub, v, exists ? old : "", sha)) != 0) {
+		*identical = rc == 1;
+		rc = rc == 1 ? 0 : rc;
 		goto cleanup;
+	}
 	if (exists && publish_unchanged(pub)) {
 		memcpy(sha, old, 41);	/* the same bytes again: nothing to commit */
 		goto cleanup;
@@ -135,7 +195,7 @@ cleanup:
 static int refuse(const struct build_publish_job *job, const char *why, const char *report)
 {
 	log_info("build %" PRId64 ": output refused: %s", job->id, why);
-	int rc = db_build_finish(job->id, job->worker_id, 0, why, report, NULL, NULL);
+	int rc = db_build_finish(job->id, job->worker_id, 0, why, report, NULL, NULL, NULL);
 	return rc == KHUB_ECONFLICT ? 0 : rc;
 }
 
@@ -160,6 +220,48 @@ static int plan_takes_variant(git_repository *git, const char *commit, const cha
 	return rc;
 }
 
+/* The output's metadata.json and its digest (owned), for identical_publication. */
+static void job_view_take_output(struct job_view *v, const struct build_output *out)
+{
+	json_t *md = json_loadb(out->metadata, out->metadata_len, 0, NULL);
+	v->digest = json_incref(json_object_get(md, "digest"));
+	json_decref(md);
+	v->metadata = out->metadata;
+	v->metadata_len = out->metadata_len;
+}
+
+/* End the job succeeded: published at sha, or identical to it. */
+static int finish_published(const struct build_publish_job *job, const struct job_view *v, const char *report,
+			    const char *branch, const char *sha, int identical)
+{
+	char note[96];
+	snprintf(note, sizeof(note), "identical to published commit %s", sha);
+	log_info("build %" PRId64 ": %s %s on %s at %s", job->id, v->variant,
+		 identical ? "identical to what is published" : "published", branch, sha);
+	return db_build_finish(job->id, job->worker_id, 1, NULL, report, branch, sha, identical ? note : NULL);
+}
+
+/* The job's source judged by its plan, then the uploaded tar checked:
+ * 1 (out filled), 0 with why (refuse it), or an error. */
+static int check_job_output(const struct build_publish_job *job, struct db_rows *rows, const struct job_view *v,
+			    struct build_output *out, char *why, size_t size)
+{
+	git_repository *git = NULL;
+	memset(out, 0, sizeof(*out));
+	int rc = build_open_job_source(rows, 0, &git);
+	if (rc < 0) {
+		snprintf(why, size, "the job's source is gone");
+		return rc == KHUB_ENOTFOUND ? 0 : rc;
+	}
+	char *toml = repo_read_text_file(git, v->commit, "build.toml", 1024 * 1024);
+	rc = plan_takes_variant(git, v->commit, v->variant, why, size);
+	git_repository_free(git);
+	if (rc > 0)
+		rc = build_output_check(job->path, v->variant, toml, out, why, size) < 0 ? 0 : 1;
+	free(toml);
+	return rc;
+}
+
 int build_publish_run(void *arg)
 {
 	struct build_publish_job *job = arg;
@@ -167,7 +269,6 @@ int build_publish_run(void *arg)
 	struct db_rows rows;
 	struct job_view v;
 	struct repo_record rec;
-	git_repository *git = NULL;
 	char why[512], branch[32] = "", sha[41] = "", state[16];
 	if (!job->path)
 		return 0;	/* a request that joined: the job's own run answers */
@@ -188,22 +289,16 @@ int build_publish_run(void *arg)
 	snprintf(v.name, sizeof(v.name), "%s", db_rows_get(&rows, 0, BUILD_COL_NAME));
 	snprintf(v.commit, sizeof(v.commit), "%s", db_rows_get(&rows, 0, BUILD_COL_COMMIT));
 	snprintf(v.variant, sizeof(v.variant), "%s", db_rows_get(&rows, 0, BUILD_COL_VARIANT));
-	rc = build_open_job_source(&rows, 0, &git);
-	db_rows_release(&rows);
-	if (rc < 0)
-		return rc == KHUB_ENOTFOUND ? refuse(job, "the job's source is gone", NULL) : rc;
-	char *toml = repo_read_text_file(git, v.commit, "build.toml", 1024 * 1024);
-	rc = plan_takes_variant(git, v.commit, v.variant, why, sizeof(why));
-	git_repository_free(git);
-	if (rc <= 0) {
-		free(toml);
-		return rc < 0 ? rc : refuse(job, why, NULL);
+	v.digest = NULL;
+	if ((rc = db_build_earlier_publication(job->id, v.earlier)) < 0) {
+		db_rows_release(&rows);
+		return rc;
 	}
-	rc = build_output_check(job->path, v.variant, toml, &out, why, sizeof(why));
-	free(toml);
-	if (rc < 0) {
+	rc = check_job_output(job, &rows, &v, &out, why, sizeof(why));
+	db_rows_release(&rows);
+	if (rc <= 0) {
 		build_output_release(&out);
-		return refuse(job, why, NULL);
+		return rc < 0 ? rc : refuse(job, why, NULL);
 	}
 	if ((rc = db_repo_get(REPO_KERNEL, v.ns, v.name, &rec)) < 0) {
 		build_output_release(&out);
@@ -219,8 +314,11 @@ int build_publish_run(void *arg)
 		return rc;
 	}
 	build_publishing = 1;
-	rc = publish_variant(&rec, &v, job->worker, job->path, out.version, abi, branch, sha);
-	if (rc == 0 && out.readme && publish_readme(&rec, &v, job->worker, out.readme, out.readme_len) < 0)
+	int identical = 0;
+	job_view_take_output(&v, &out);
+	rc = publish_variant(&rec, &v, job->worker, job->path, out.version, abi, branch, sha, &identical);
+	json_decref(v.digest);
+	if (rc == 0 && !identical && out.readme && publish_readme(&rec, &v, job->worker, out.readme, out.readme_len) < 0)
 		log_warn("build %" PRId64 ": README.md not published on main", job->id);
 	build_publishing = 0;
 	if (rc < 0) {
@@ -229,8 +327,7 @@ int build_publish_run(void *arg)
 		build_output_release(&out);
 		return rc == KHUB_ENOSPC || end < 0 ? (end < 0 ? end : rc) : 0;
 	}
-	log_info("build %" PRId64 ": %s published on %s at %s", job->id, v.variant, branch, sha);
-	rc = db_build_finish(job->id, job->worker_id, 1, NULL, out.report_text, branch, sha);
+	rc = finish_published(job, &v, out.report_text, branch, sha, identical);
 	build_output_release(&out);
 	return rc == KHUB_ECONFLICT ? 0 : rc;
 }

@@ -33,6 +33,8 @@ struct tar_walk {
 	int64_t repo_id;	/* the job's repo: only objects linked to it leave the store */
 	int rc;
 	size_t lfs_missing;
+	int64_t mtime;		/* every member's: the commit's time, as git archive does (the
+				 * worker's SOURCE_DATE_EPOCH) */
 };
 
 /* One regular file: bytes from memory or, for an LFS pointer whose object
@@ -61,7 +63,7 @@ static int add_file(struct tar_walk *w, const char *path, const git_blob *blob, 
 	archive_entry_set_filetype(e, AE_IFREG);
 	archive_entry_set_perm(e, mode == 0100755 ? 0755 : 0644);
 	archive_entry_set_size(e, (la_int64_t)size);
-	archive_entry_set_mtime(e, 0, 0);
+	archive_entry_set_mtime(e, (time_t)w->mtime, 0);
 	int rc = archive_write_header(w->ar, e) == ARCHIVE_OK ? 0 : KHUB_EIO;
 	if (rc == 0 && fd < 0 && len && archive_write_data(w->ar, data, len) < 0)
 		rc = KHUB_EIO;
@@ -90,6 +92,7 @@ static int add_symlink(struct tar_walk *w, const char *path, const git_blob *blo
 	archive_entry_set_filetype(e, AE_IFLNK);
 	archive_entry_set_perm(e, 0777);
 	archive_entry_set_symlink(e, target);
+	archive_entry_set_mtime(e, (time_t)w->mtime, 0);
 	int rc = archive_write_header(w->ar, e) == ARCHIVE_OK ? 0 : KHUB_EIO;
 	archive_entry_free(e);
 	free(target);
@@ -121,7 +124,7 @@ static int write_tar(git_repository *git, const char *sha, int64_t repo_id, int 
 	git_oid oid;
 	git_commit *commit = NULL;
 	git_tree *tree = NULL;
-	struct tar_walk w = { git, archive_write_new(), repo_id, 0, 0 };
+	struct tar_walk w = { git, archive_write_new(), repo_id, 0, 0, 0 };
 	int rc = KHUB_EIO;
 	archive_write_set_format_pax_restricted(w.ar);
 	if (archive_write_open_fd(w.ar, fd) != ARCHIVE_OK)
@@ -131,6 +134,7 @@ static int write_tar(git_repository *git, const char *sha, int64_t repo_id, int 
 		rc = KHUB_ENOTFOUND;
 		goto cleanup;
 	}
+	w.mtime = git_commit_time(commit) > 0 ? (int64_t)git_commit_time(commit) : 0;
 	if (git_tree_walk(tree, GIT_TREEWALK_PRE, walk_entry, &w) < 0) {
 		rc = w.rc < 0 ? w.rc : KHUB_EIO;
 		goto cleanup;

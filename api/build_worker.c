@@ -6,6 +6,7 @@
 #include "api/builds.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,12 +160,20 @@ static enum MHD_Result handle_log_append(struct request *req)
 	long long at = offset_arg ? strtoll(offset_arg, &end, 10) : -1;
 	if (!offset_arg || *end || at < 0)
 		return respond_error(req, 400, NULL, "offset=N (the byte this chunk starts at) is required");
-	int rc = db_build_log_append(id, req->principal.worker_id, at, req->body.buf ? req->body.buf : "", req->body.len,
-				     api_ctx.builds.log_max_bytes, &length);
+	/* attempt=N (optional): a chunk of an earlier attempt is refused as a lost lease */
+	const char *attempt_arg = request_query(req, "attempt");
+	long attempt = attempt_arg ? strtol(attempt_arg, &end, 10) : -1;
+	if (attempt_arg && (*end || end == attempt_arg || attempt < 0 || attempt > INT_MAX))
+		return respond_error(req, 400, NULL, "attempt=N: the attempt this chunk is from (the claim's \"attempt\")");
+	int rc = db_build_log_append(id, req->principal.worker_id, (int)attempt, at, req->body.buf ? req->body.buf : "",
+				     req->body.len, api_ctx.builds.log_max_bytes, &length);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
 		return respond_db_unavailable(req);
+	if (rc == 2)
+		return respond_error(req, 409, NULL, "build %" PRId64 " is no longer at attempt %ld: this chunk is not "
+				     "its log", id, attempt);
 	return respond_json(req, rc == 1 ? 409 : 200, json_pack("{s:I}", "length", (json_int_t)length));
 }
 

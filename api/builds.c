@@ -60,6 +60,7 @@ json_t *build_json(const struct db_rows *rows, size_t row)
 	json_object_set_new(o, "force", json_boolean(db_rows_get(rows, row, BUILD_COL_FORCE)[0] == 't'));
 	json_object_set_new(o, "requested_by", cell_string(rows, row, BUILD_COL_REQUESTED_BY));
 	json_object_set_new(o, "log_length", json_integer(cell_int(rows, row, BUILD_COL_LOG_LENGTH)));
+	json_object_set_new(o, "note", cell_string(rows, row, BUILD_COL_NOTE));
 	return o;
 }
 

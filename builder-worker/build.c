@@ -43,6 +43,17 @@ static void on_signal(int sig)
 	sandbox_interrupted = 1;
 }
 
+/* SOURCE_DATE_EPOCH from the environment into *epoch (0 when unset): 0,
+ * or -1 after saying on stderr that it is not a number. */
+static int source_date_epoch_from_env(long *epoch)
+{
+	const char *env = getenv("SOURCE_DATE_EPOCH");
+	*epoch = 0;
+	if (!env || !*env)
+		return 0;
+	return worker_parse_number(env, "SOURCE_DATE_EPOCH", 0, LONG_MAX, epoch);
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
@@ -51,6 +62,7 @@ static void usage(void)
 		"         [--wall-seconds N] [--cpu-seconds N] [--memory-mb N] [--disk-mb N]\n"
 		"         [--work-dir DIR] [--hide PATH]... [--sandbox auto|bwrap] [--jobs N]\n"
 		"         [--build-user UID[:GID]] [--max-processes N]\n"
+		"         [--source-date-epoch SECONDS]  (the commit's time; else $SOURCE_DATE_EPOCH, else 0)\n"
 		"exit: 0 ok, 1 build failed, 2 bad source, 3 limit hit, 4 worker failure, 5 bad job (wrong variant\n"
 		"      for this kernel), 64 usage\n");
 }
@@ -196,8 +208,6 @@ static int over_disk(const char *scratch, long disk_mb)
  * CPU and disk limits log themselves). */
 static int limit_hit(int r)
 {
-	if (r == SANDBOX_TIMED_OUT && !sandbox_interrupted)
-		fprintf(stderr, "khub-worker: the build ran out of time (wall-clock limit)\n");
 	return r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT || r == SANDBOX_DISK_LIMIT;
 }
 
@@ -401,7 +411,8 @@ int build_main(int argc, char **argv)
 		{ "disk-mb", required_argument, NULL, 'D' }, { "work-dir", required_argument, NULL, 'd' },
 		{ "hide", required_argument, NULL, 'h' }, { "sandbox", required_argument, NULL, 'S' },
 		{ "jobs", required_argument, NULL, 'j' }, { "build-user", required_argument, NULL, 'U' },
-		{ "max-processes", required_argument, NULL, 'P' }, { "help", no_argument, NULL, '?' }, { NULL, 0, NULL, 0 },
+		{ "max-processes", required_argument, NULL, 'P' }, { "source-date-epoch", required_argument, NULL, 'E' },
+		{ "help", no_argument, NULL, '?' }, { NULL, 0, NULL, 0 },
 	};
 	if (argc >= 5 && !strcmp(argv[1], "--exec-measured") && !strcmp(argv[3], "--")) {
 		measuring_launcher = 1;
@@ -411,7 +422,7 @@ int build_main(int argc, char **argv)
 	const char *build_id = NULL, *repo = NULL, *commit = NULL, *worker = NULL, *work_dir = NULL;
 	struct sandbox_options sopts = { .build_uid = SANDBOX_BUILD_UID_DEFAULT, .build_gid = SANDBOX_BUILD_UID_DEFAULT,
 					 .max_processes = SANDBOX_MAX_PROCESSES_DEFAULT };
-	long wall = 0, cpu = 0, memory = 0, disk = 0, jobs = usable_cpus(NULL, 0);
+	long wall = 0, cpu = 0, memory = 0, disk = 0, jobs = usable_cpus(NULL, 0), epoch = -1;
 	struct strvec hide = STRVEC_INIT;
 	int c;
 	optind = 1;
@@ -451,6 +462,7 @@ int build_main(int argc, char **argv)
 		case 'M': if (worker_parse_number(optarg, "--memory-mb", 0, LONG_MAX, &memory) < 0) goto usage_error; break;
 		case 'D': if (worker_parse_number(optarg, "--disk-mb", 0, LONG_MAX, &disk) < 0) goto usage_error; break;
 		case 'j': if (worker_parse_number(optarg, "--jobs", 1, 1024, &jobs) < 0) goto usage_error; break;
+		case 'E': if (worker_parse_number(optarg, "--source-date-epoch", 0, LONG_MAX, &epoch) < 0) goto usage_error; break;
 		default: goto usage_error;
 		}
 	}
@@ -460,6 +472,8 @@ int build_main(int argc, char **argv)
 		fprintf(stderr, "khub-worker build: --commit: want 40 lowercase hex characters\n");
 		goto usage_error;
 	}
+	if (epoch < 0 && source_date_epoch_from_env(&epoch) < 0)
+		goto usage_error;
 	if (!is_dir_empty_or_missing(out_dir)) {
 		fprintf(stderr, "khub-worker build: --out %s: must be missing or an empty directory\n", out_dir);
 		goto usage_error;
@@ -550,6 +564,7 @@ int build_main(int argc, char **argv)
 			scratch = xstrdup(real);
 		}
 	}
+	plan.scratch = scratch;
 	plan.src = xasprintf("%s/src", scratch);
 	plan.obj = xasprintf("%s/obj", scratch);
 	plan.stage = xasprintf("%s/stage/%s", scratch, variant);
@@ -566,6 +581,7 @@ int build_main(int argc, char **argv)
 	}
 	toolchain_environment(tc, home, &sb.env);
 	strvec_pushf(&sb.env, "PYTHONDONTWRITEBYTECODE=1");
+	strvec_pushf(&sb.env, "SOURCE_DATE_EPOCH=%ld", epoch);	/* __DATE__, __TIME__ and tools that honour it */
 	free(home);
 	for (size_t i = 0; i < hide.count; i++)
 		strvec_pushf(&sb.hide, "%s", hide.items[i]);
@@ -722,11 +738,13 @@ int build_main(int argc, char **argv)
 		fprintf(stderr, "khub-worker build: cannot copy torch-ext/%s\n", plan.module);
 		goto cleanup;
 	}
+	/* no time of the build itself: the same source gives the same bytes
+	 * (the server records when a build ran) */
 	char time_text[32];
-	format_iso8601(time(NULL), time_text);
+	format_iso8601((time_t)epoch, time_text);
 	khub_fields = json_pack("{s:s?,s:s?,s:s?,s:s?,s:s,s:{s:s,s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:b,s:s?,s:b},s:s}",
 				"build-id", build_id, "repo", repo, "commit", commit, "worker", worker,
-				"built-at", time_text, "toolchain", "name", tc->name, "python", tc->python_version,
+				"source-date", time_text, "toolchain", "name", tc->name, "python", tc->python_version,
 				"torch", tc->torch_version, "cuda", tc->cuda_version, "rocm", tc->rocm_version,
 				"cxx", tc->cxx_version, "nvcc", tc->nvcc_version, "hipcc", tc->hipcc_version,
 				"cxx11-abi", tc->cxx11_abi, "torch-build", tc->torch_build, "rocm-from-hipcc", foreign,
@@ -796,6 +814,9 @@ cleanup:
 	if (rc != BUILD_OK && sandbox_interrupted) {
 		fprintf(stderr, "khub-worker build: stopped by a signal\n");
 		rc = BUILD_INTERNAL;
+	} else if (rc == BUILD_TIMED_OUT && sb.deadline_usec && monotonic_usec() >= sb.deadline_usec) {
+		/* whichever step was running when the clock ran out */
+		fprintf(stderr, "khub-worker build: stopped: the build ran out of time (wall-clock limit of %ld s)\n", wall);
 	} else if (rc == BUILD_TIMED_OUT) {
 		fprintf(stderr, "khub-worker build: stopped: a limit was hit (see above)\n");
 	}

@@ -148,6 +148,7 @@ struct build_plan {
 	int noarch;		/* a torch-<backend> or torch-universal variant */
 	char *module;		/* name with - as _ (owned) */
 	char *ops_name;		/* _<module>_<backend>_<uid> (owned) */
+	const char *scratch;	/* the build's scratch directory (borrowed) */
 	char *src;		/* scratch copy of the source (owned) */
 	char *obj;		/* scratch object directory (owned) */
 	char *stage;		/* scratch/stage/<variant>: the package being made (owned) */
@@ -158,6 +159,10 @@ struct build_plan {
 };
 
 /* ---- compile (compile.c) ------------------------------------------------------------ */
+
+/* What the scratch directory is called in everything a build writes
+ * (-ffile-prefix-map): the same bytes whatever the scratch's name. */
+#define BUILD_PREFIX_MAP_TO "/khub/build"
 
 /* Path B: compile [torch].src and the variant backend's [kernel.*] sources
  * (plan->jobs at a time), link stage/<ops>.abi3.so without RPATH. BUILD_OK, BUILD_FAILED or

@@ -180,6 +180,25 @@ static void push_common_defines(const struct build_plan *p, struct strvec *args)
 	}
 }
 
+/* Flags that keep the scratch directory's random name out of the objects
+ * (__FILE__, debug paths; docs/worker-build.md "Reproducible builds"):
+ * the scratch is seen as BUILD_PREFIX_MAP_TO. For nvcc they go to the host
+ * compiler. seed: a name stable across builds of the same source (gcc's
+ * -frandom-seed, which otherwise may differ between two runs). */
+static void push_reproducible(const struct build_plan *p, struct strvec *args, int via_nvcc, const char *seed)
+{
+	if (via_nvcc)
+		strvec_pushf(args, "-Xcompiler");
+	strvec_pushf(args, "-ffile-prefix-map=%s=" BUILD_PREFIX_MAP_TO, p->scratch);
+	if (!seed)
+		return;	/* clang (hipcc) has no -frandom-seed */
+	/* nvcc 13 has its own (its symbol names, then the host compiler's);
+	 * older ones: the host compiler's only */
+	if (via_nvcc && p->tc->nvcc_major < 13)
+		strvec_pushf(args, "-Xcompiler");
+	strvec_pushf(args, "-frandom-seed=%s", seed);
+}
+
 static void log_command(struct build_plan *p, const struct strvec *args)
 {
 	struct strbuf line = STRBUF_INIT;
@@ -193,11 +212,8 @@ static void log_command(struct build_plan *p, const struct strvec *args)
 /* A sandbox result as a build outcome, with a log line for a failure. */
 static int outcome(struct build_plan *p, const char *prog, int rc)
 {
-	if (rc == SANDBOX_TIMED_OUT) {
-		dprintf(p->sb->log_fd, "khub-worker: the build ran out of time (wall-clock limit)\n");
-		return BUILD_TIMED_OUT;
-	}
-	if (rc == SANDBOX_CPU_LIMIT || rc == SANDBOX_DISK_LIMIT)	/* the sandbox said which */
+	/* build.c says which limit ended it */
+	if (rc == SANDBOX_TIMED_OUT || rc == SANDBOX_CPU_LIMIT || rc == SANDBOX_DISK_LIMIT)
 		return BUILD_TIMED_OUT;
 	if (rc < 0) {
 		dprintf(p->sb->log_fd, "khub-worker: could not start %s\n", prog);
@@ -323,6 +339,7 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 			strvec_pushf(&args, "%s", tc->cxx);
 		}
 		strvec_pushf(&args, "--expt-relaxed-constexpr");
+		push_reproducible(p, &args, 1, rel);
 		push_common_defines(p, &args);
 		for (size_t i = 0; i < p->archs.count; i++)
 			push_gencode(&args, p->archs.items[i]);
@@ -332,6 +349,7 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		strvec_pushf(&args, "-O3");
 		strvec_pushf(&args, "-DNDEBUG");
 		strvec_pushf(&args, "-fPIC");
+		push_reproducible(p, &args, 0, NULL);
 		push_common_defines(p, &args);
 		for (size_t i = 0; i < p->archs.count; i++)
 			strvec_pushf(&args, "--offload-arch=%s", p->archs.items[i]);
@@ -344,6 +362,7 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		strvec_pushf(&args, "-DNDEBUG");
 		strvec_pushf(&args, "-fPIC");
 		strvec_pushf(&args, "-fno-gnu-unique");
+		push_reproducible(p, &args, 0, rel);
 		push_common_defines(p, &args);
 		if (kernel)
 			push_strings(&args, json_object_get(kernel, "cxx-flags"), "", NULL);
@@ -360,7 +379,7 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 			goto cleanup;
 	}
 	strvec_pushf(&args, "-c");
-	strvec_pushf(&args, "%s/%s", p->src, rel);
+	strvec_pushf(&args, "%s", rel);	/* relative: the compilers run in p->src */
 	strvec_pushf(&args, "-o");
 	strvec_pushf(&args, "%s", obj);
 	strvec_pushf(objects, "%s", obj);
@@ -512,6 +531,10 @@ int compile_variant(struct build_plan *p)
 	 * the already imported torch). */
 	strvec_pushf(&args, "%s", tc->cxx);
 	strvec_pushf(&args, "-shared");
+	/* no local symbols: nvcc's objects name their temp file (tmpxft_<pid>_...)
+	 * in a FILE symbol, different on every run; loading needs none of them */
+	if (strcmp(p->backend, "cpu") != 0)
+		strvec_pushf(&args, "-Wl,--discard-all");
 	strvec_pushf(&args, "-o");
 	strvec_pushf(&args, "%s/%s.abi3.so", p->stage, p->ops_name);
 	for (i = 0; i < objects.count; i++)

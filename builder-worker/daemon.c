@@ -30,6 +30,7 @@ struct daemon {
 	struct hub_client *hc;	/* the main thread's: register, claim */
 	json_t *variants;	/* what this worker can build */
 	int concurrency, once, poll_seconds, drain_seconds;
+	int misconfigured;	/* a job showed this worker cannot build: stop, exit 1 */
 	struct slot *slots;
 	int running;
 	pthread_mutex_t lock;
@@ -102,8 +103,12 @@ static void *signal_thread(void *arg)
 static void *job_thread(void *arg)
 {
 	struct slot *s = arg;
-	job_run(&s->d->cfg, s->job);
+	int misconfigured = job_run(&s->d->cfg, s->job);
 	pthread_mutex_lock(&s->d->lock);
+	if (misconfigured) {
+		s->d->misconfigured = 1;
+		s->d->cfg.stopping = 1;	/* no more claims: they would fail the same way */
+	}
 	s->done = 1;
 	pthread_cond_broadcast(&s->d->cond);
 	pthread_mutex_unlock(&s->d->lock);
@@ -367,6 +372,11 @@ static char *claim_work_dir(const struct daemon_config *cfg, const char *work_di
 	if (geteuid() == 0 && !sandbox_reachable(root, (uid_t)cfg->build_uid, (gid_t)cfg->build_gid, 1))
 		fatal("khub-worker: the build uid %ld cannot reach %s: every directory above it must be searchable by "
 		      "that uid (chmod o+x), or choose another --work-dir", cfg->build_uid, root);
+	char real[PATH_MAX];
+	if (!realpath(root, real))
+		fatal("khub-worker: %s: %s", root, strerror(errno));
+	free(root);
+	root = xstrdup(real);	/* builds run elsewhere: no relative path may reach them */
 	char *lock = xasprintf("%s/.lock", root);
 	*lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0)
@@ -410,7 +420,7 @@ int daemon_main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 } };
 	struct daemon d = { .concurrency = 1, .poll_seconds = 20 };
 	const char *token_file = NULL, *work_dir = NULL, *name = NULL;
-	char host[256], self[PATH_MAX], *token = NULL;
+	char host[256], self[PATH_MAX], toolchains_real[PATH_MAX], *token = NULL;
 	struct toolchain_set set = { 0 };
 	int c, ret = 1, lock_fd = -1;
 	d.cfg.kill_grace_seconds = 10;
@@ -484,6 +494,10 @@ int daemon_main(int argc, char **argv)
 		fatal("khub-worker: cannot find its own program: %s", strerror(errno));
 	d.cfg.self_exe = self;
 
+	/* absolute: `khub-worker build` runs in each job's scratch directory */
+	if (!realpath(d.cfg.toolchains_path, toolchains_real))
+		fatal("khub-worker: --toolchains %s: %s", d.cfg.toolchains_path, strerror(errno));
+	d.cfg.toolchains_path = toolchains_real;
 	char why[512];
 	if (toolchains_load(d.cfg.toolchains_path, &set, why, sizeof(why)) != KHUB_OK)
 		fatal("khub-worker: %s: %s", d.cfg.toolchains_path, why);
@@ -546,6 +560,10 @@ int daemon_main(int argc, char **argv)
 	if (register_worker(&d) == 0) {
 		ret = claim_loop(&d);
 		drain(&d);
+		if (d.misconfigured) {
+			log_error("khub-worker %s is misconfigured (see above): stopped; its job went back to the queue", name);
+			ret = 1;
+		}
 	} else if (d.cfg.stopping) {
 		ret = 0;
 	}

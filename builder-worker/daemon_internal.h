@@ -68,14 +68,18 @@ struct tar_limits {
  * components; regular files, directories and symbolic links whose target
  * stays inside dest; nothing else (hard links, devices, fifos). 0, or
  * KHUB_EINVAL (why says which entry), KHUB_ETOOBIG, KHUB_EIO. Whatever was
- * written before a refusal stays in dest (the caller removes dest). */
-int tar_unpack(const char *tar_path, const char *dest, const struct tar_limits *limits,
+ * written before a refusal stays in dest (the caller removes dest).
+ * newest_mtime (may be NULL) receives the newest member mtime (khub sets
+ * every member's to the commit's time, as git archive does; 0 if none). */
+int tar_unpack(const char *tar_path, const char *dest, const struct tar_limits *limits, int64_t *newest_mtime,
 	       char *why, size_t why_size);
 
 /* Write a tar at tar_path of the entries named in names (relative to dir;
  * a directory is taken whole); a missing name is skipped. Regular files and
- * directories only: a symbolic link or anything else is KHUB_EINVAL. */
-int tar_pack(const char *dir, const char *const *names, size_t nnames, const char *tar_path,
+ * directories only: a symbolic link or anything else is KHUB_EINVAL. The
+ * same tree gives the same bytes: members in byte order, each with mtime,
+ * owner 0:0, mode 0755 or 0644. */
+int tar_pack(const char *dir, const char *const *names, size_t nnames, int64_t mtime, const char *tar_path,
 	     char *why, size_t why_size);
 
 /* Remove path and everything under it (directories made writable first,
@@ -104,7 +108,9 @@ struct daemon_config {
  * source, `khub-worker build` in its own process group, log streaming,
  * heartbeats, then output or fail (or release when cfg->releasing); the
  * scratch dir is removed whatever happened. Returns when the job is no
- * longer this worker's. */
-void job_run(const struct daemon_config *cfg, json_t *job);
+ * longer this worker's: 0, or 1 when the worker proved misconfigured (no
+ * scratch, no toolchain, `khub-worker build` refusing its arguments): the
+ * job was given back, not failed, and the daemon must stop. */
+int job_run(const struct daemon_config *cfg, json_t *job);
 
 #endif

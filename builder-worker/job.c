@@ -27,6 +27,7 @@ struct job {
 	json_t *limits;
 	int heartbeat_seconds, attempt, max_attempts;
 	char *scratch;
+	int64_t source_epoch;	/* the commit's time (the source tar's mtimes): SOURCE_DATE_EPOCH */
 	/* the log stream */
 	struct strbuf pending;
 	uint64_t sent, dropped;
@@ -144,7 +145,10 @@ static void log_flush(struct job *j)
 	size_t held = j->output_done ? 0 : token_prefix_at_end(j->pending.buf, j->pending.len, j->cfg->token);
 	while (j->pending.len > held && !j->log_off) {
 		size_t n = j->pending.len - held > LOG_CHUNK ? LOG_CHUNK : j->pending.len - held;
-		char *path = xasprintf("/api/builds/%s/log?offset=%llu", j->id, (unsigned long long)j->sent);
+		/* offsets count from this attempt's first byte; khub keeps each
+		 * attempt's log apart (a chunk of another attempt is refused) */
+		char *path = xasprintf("/api/builds/%s/log?offset=%llu&attempt=%d", j->id, (unsigned long long)j->sent,
+				       j->attempt);
 		struct hub_reply r = { 0 };
 		hub_call(j->hc, "POST", path, j->pending.buf, n, "text/plain; charset=utf-8", 30, &r);
 		free(path);
@@ -300,7 +304,7 @@ static void report_output(struct job *j)
 	char *outdir = xasprintf("%s/out", j->scratch);
 	char *tar = xasprintf("%s/output.tar", j->scratch);
 	const char *names[] = { j->variant, "abi-report.json", "README.md" };
-	int err = tar_pack(outdir, names, 3, tar, why, sizeof(why));
+	int err = tar_pack(outdir, names, 3, j->source_epoch, tar, why, sizeof(why));
 	if (err != KHUB_OK) {
 		log_note(j, "packing the output failed: %s", why);
 		log_flush(j);
@@ -312,9 +316,10 @@ static void report_output(struct job *j)
 	json_t *answer = hub_reply_json(&r);
 	const char *s = answer ? json_string_value(json_object_get(answer, "branch")) : NULL;
 	const char *c = answer ? json_string_value(json_object_get(answer, "commit")) : NULL;
+	const char *note = answer ? json_string_value(json_object_get(answer, "note")) : NULL;
 	if (r.status == 200)
-		log_info("published build #%s %s %s@%.12s on %s (%.12s)", j->id, j->variant, j->repo, j->commit,
-			 s ? s : "?", c ? c : "?");
+		log_info("published build #%s %s %s@%.12s on %s (%.12s)%s%s", j->id, j->variant, j->repo, j->commit,
+			 s ? s : "?", c ? c : "?", note ? ": " : "", note ? note : "");
 	else if (r.status == 422)
 		log_info("failed build #%s %s %s@%.12s: khub refused the output (%s)", j->id, j->variant, j->repo,
 			 j->commit, hub_reply_error(&r));
@@ -343,10 +348,12 @@ static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pi
 	struct strvec argv = STRVEC_INIT, envp = STRVEC_INIT;
 	const struct daemon_config *cfg = j->cfg;
 	char *src = xasprintf("%s/src", j->scratch), *out = xasprintf("%s/out", j->scratch);
+	char epoch[24];
+	snprintf(epoch, sizeof(epoch), "%lld", (long long)j->source_epoch);
 	const char *const options[][2] = {
 		{ "--toolchains", cfg->toolchains_path }, { "--toolchain", tc->name }, { "--source", src },
 		{ "--out", out }, { "--variant", j->variant }, { "--build-id", j->id }, { "--repo", j->repo },
-		{ "--commit", j->commit },
+		{ "--commit", j->commit }, { "--worker", cfg->name }, { "--source-date-epoch", epoch },
 	};
 	static const char *const limits[][2] = {
 		{ "wall_seconds", "--wall-seconds" }, { "cpu_seconds", "--cpu-seconds" },
@@ -464,21 +471,50 @@ static int run_build(struct job *j, const struct toolchain *tc, int *status)
 	return 0;
 }
 
-static const char *outcome_text(int code, int *retry)
+/* Who a failed build is the fault of, and so what becomes of the job. */
+enum failure_kind {
+	FAIL_SOURCE,	/* the kernel's: failed for good, no retry */
+	FAIL_TRANSIENT,	/* the worker's, maybe passing (disk, a crash): failed, retried (an attempt spent) */
+	FAIL_WORKER	/* the worker is misconfigured: the job goes back untouched, the worker stops */
+};
+
+static const struct {
+	int code;
+	enum failure_kind kind;
+	const char *text;
+} outcomes[] = {
+	{ BUILD_FAILED, FAIL_SOURCE, "build failed: compile, link or smoke import error" },
+	{ BUILD_BAD_SOURCE, FAIL_SOURCE, "bad source: build.toml or the source layout is invalid" },
+	{ BUILD_TIMED_OUT, FAIL_SOURCE, "build stopped: over a limit (wall clock, CPU time, memory or disk)" },
+	{ BUILD_INTERNAL, FAIL_TRANSIENT, "worker internal error" },
+	{ BUILD_BAD_JOB, FAIL_SOURCE, "bad job: the kernel is not built as this variant" },
+	{ BUILD_USAGE, FAIL_WORKER, "worker misconfigured: `khub-worker build` refused its arguments or toolchains" },
+};
+
+static const char *outcome_text(int code, enum failure_kind *kind)
 {
-	*retry = 0;
-	switch (code) {
-	case BUILD_FAILED: return "build failed: compile, link or smoke import error";
-	case BUILD_BAD_SOURCE: return "bad source: build.toml or the source layout is invalid";
-	case BUILD_TIMED_OUT: return "build stopped: over a limit (wall clock, CPU time, memory or disk)";
-	case BUILD_INTERNAL: *retry = 1; return "worker internal error";
-	case BUILD_BAD_JOB: return "bad job: the kernel is not built as this variant";
-	case BUILD_USAGE: return "worker error: the build was started with bad arguments";
-	default: return "build exited with an unknown status";
-	}
+	for (size_t i = 0; i < sizeof(outcomes) / sizeof(outcomes[0]); i++)
+		if (outcomes[i].code == code) {
+			*kind = outcomes[i].kind;
+			return outcomes[i].text;
+		}
+	*kind = FAIL_TRANSIENT;
+	return "build exited with an unknown status";
 }
 
-static void finish(struct job *j, int status)
+/* The worker cannot build what it offered: give the job back as it was
+ * (no attempt spent, not the author's failure) and have the daemon stop. */
+static int give_back_misconfigured(struct job *j, const char *why)
+{
+	log_note(j, "%s; the job goes back to the queue and worker %s stops", why, j->cfg->name);
+	log_flush(j);
+	log_error("build #%s: %s: giving the job back; this worker stops (fix it and start it again)", j->id, why);
+	report_release(j);
+	return 1;
+}
+
+/* 1 when the worker turned out misconfigured (the job was given back). */
+static int finish(struct job *j, int status)
 {
 	char tail[256], error[512];
 	last_line(j, tail, sizeof(tail));
@@ -486,16 +522,19 @@ static void finish(struct job *j, int status)
 		log_note(j, "build finished; uploading the output");
 		log_flush(j);
 		report_output(j);
-		return;
+		return 0;
 	}
-	int retry = 1;
+	enum failure_kind kind = FAIL_TRANSIENT;
 	if (WIFEXITED(status)) {
-		const char *what = outcome_text(WEXITSTATUS(status), &retry);
+		const char *what = outcome_text(WEXITSTATUS(status), &kind);
 		snprintf(error, sizeof(error), "%s (exit %d)%s%s", what, WEXITSTATUS(status), tail[0] ? ": " : "", tail);
 	} else {
 		snprintf(error, sizeof(error), "worker internal error: the build process died of signal %d",
 			 WTERMSIG(status));
 	}
+	if (kind == FAIL_WORKER)
+		return give_back_misconfigured(j, error);
+	int retry = kind == FAIL_TRANSIENT;
 	log_note(j, "%s", error);
 	log_flush(j);
 	char *abi_path = xasprintf("%s/out/abi-report.json", j->scratch);
@@ -503,6 +542,7 @@ static void finish(struct job *j, int status)
 	free(abi_path);
 	report_fail(j, error, retry, json_is_object(abi) ? abi : NULL);
 	json_decref(abi);
+	return 0;
 }
 
 /* ---- one job ----------------------------------------------------------------------------- */
@@ -552,7 +592,7 @@ static int fetch_source(struct job *j)
 		goto cleanup;
 	}
 	struct tar_limits lim = { .max_bytes = limit, .max_entries = 200000 };
-	int err = tar_unpack(tar, src, &lim, why, sizeof(why));
+	int err = tar_unpack(tar, src, &lim, &j->source_epoch, why, sizeof(why));
 	if (err != KHUB_OK) {
 		log_note(j, "%s", why);
 		log_flush(j);
@@ -569,9 +609,10 @@ cleanup:
 	return ret;
 }
 
-void job_run(const struct daemon_config *cfg, json_t *job)
+int job_run(const struct daemon_config *cfg, json_t *job)
 {
 	struct job j = { .cfg = cfg, .pending = STRBUF_INIT, .end = END_EXITED };
+	int misconfigured = 0;
 	j.id = job_string(job, "id");
 	j.repo = job_string(job, "repo");
 	j.commit = job_string(job, "commit");
@@ -595,10 +636,10 @@ void job_run(const struct daemon_config *cfg, json_t *job)
 	j.scratch = xasprintf("%s/build-%s-XXXXXX", cfg->scratch_root, j.id);
 	if (!mkdtemp(j.scratch)) {
 		char why[256];
-		snprintf(why, sizeof(why), "worker internal error: scratch directory: %s", strerror(errno));
+		snprintf(why, sizeof(why), "worker misconfigured: scratch directory %s: %s", j.scratch, strerror(errno));
 		free(j.scratch);
 		j.scratch = NULL;
-		report_fail(&j, why, 1, NULL);
+		misconfigured = give_back_misconfigured(&j, why);
 		goto cleanup;
 	}
 	/* the build uid (a root worker's builds) reaches tmp/, where `khub-worker
@@ -613,13 +654,13 @@ void job_run(const struct daemon_config *cfg, json_t *job)
 		free(d);
 	}
 	if (bad) {
-		report_fail(&j, "worker internal error: cannot make the scratch directory", 1, NULL);
+		misconfigured = give_back_misconfigured(&j, "worker misconfigured: cannot make the scratch directory");
 		goto cleanup;
 	}
 	if (!tc) {
 		char why[256];
-		snprintf(why, sizeof(why), "worker %s has no usable toolchain for %s", cfg->name, j.variant);
-		report_fail(&j, why, 1, NULL);
+		snprintf(why, sizeof(why), "worker misconfigured: no usable toolchain for %s", j.variant);
+		misconfigured = give_back_misconfigured(&j, why);
 		goto cleanup;
 	}
 	log_note(&j, "build %s of %s@%s on worker %s, toolchain %s (attempt %d of %d)", j.id, j.repo, j.commit,
@@ -635,7 +676,7 @@ void job_run(const struct daemon_config *cfg, json_t *job)
 	}
 	switch (j.end) {
 	case END_EXITED:
-		finish(&j, status);
+		misconfigured = finish(&j, status);
 		break;
 	case END_WALL:
 		log_note(&j, "the build ran past its wall-clock limit; killed");
@@ -667,4 +708,5 @@ cleanup:
 	free(j.repo);
 	free(j.commit);
 	free(j.variant);
+	return misconfigured;
 }

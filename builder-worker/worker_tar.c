@@ -67,7 +67,7 @@ static int symlink_stays_inside(const char *path, const char *target)
 	return 1;
 }
 
-int tar_unpack(const char *tar_path, const char *dest, const struct tar_limits *limits,
+int tar_unpack(const char *tar_path, const char *dest, const struct tar_limits *limits, int64_t *newest_mtime,
 	       char *why, size_t why_size)
 {
 	struct archive *in = archive_read_new(), *out = archive_write_disk_new();
@@ -77,6 +77,8 @@ int tar_unpack(const char *tar_path, const char *dest, const struct tar_limits *
 	int ret = KHUB_OK, r;
 
 	why[0] = '\0';
+	if (newest_mtime)
+		*newest_mtime = 0;
 	/* the root without symbolic links: libarchive's link check below then
 	 * only ever sees links the archive itself made */
 	if (!realpath(dest, root)) {
@@ -125,6 +127,8 @@ int tar_unpack(const char *tar_path, const char *dest, const struct tar_limits *
 				goto cleanup;
 			}
 		}
+		if (newest_mtime && archive_entry_mtime_is_set(e) && archive_entry_mtime(e) > *newest_mtime)
+			*newest_mtime = archive_entry_mtime(e);
 		int64_t size = type == AE_IFREG ? archive_entry_size(e) : 0;
 		total += size > 0 ? (uint64_t)size : 0;
 		if (++entries > limits->max_entries || total > limits->max_bytes) {
@@ -187,7 +191,16 @@ cleanup:
 
 /* ---- packing --------------------------------------------------------------------------- */
 
-static int pack_path(struct archive *a, const char *dir, const char *rel, char *why, size_t why_size)
+/* Names in byte order, whatever the locale (alphasort uses strcoll). */
+static int bytesort(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* One member; the same tree gives the same bytes (docs/worker-build.md
+ * "Reproducible builds"): names sorted by byte, every mtime the given one,
+ * owner 0:0 without names, mode 0755 or 0644. */
+static int pack_path(struct archive *a, const char *dir, const char *rel, int64_t mtime, char *why, size_t why_size)
 {
 	char *full = xasprintf("%s/%s", dir, rel);
 	struct archive_entry *e = NULL;
@@ -210,7 +223,9 @@ static int pack_path(struct archive *a, const char *dir, const char *rel, char *
 	archive_entry_set_filetype(e, S_ISDIR(st.st_mode) ? AE_IFDIR : AE_IFREG);
 	archive_entry_set_perm(e, S_ISDIR(st.st_mode) || (st.st_mode & 0111) ? 0755 : 0644);
 	archive_entry_set_size(e, S_ISREG(st.st_mode) ? st.st_size : 0);
-	archive_entry_set_mtime(e, st.st_mtime, 0);
+	archive_entry_set_mtime(e, (time_t)mtime, 0);
+	archive_entry_set_uid(e, 0);
+	archive_entry_set_gid(e, 0);
 	if (S_ISREG(st.st_mode) && (fd = open(full, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		snprintf(why, why_size, "output %s: %s", rel, strerror(errno));
 		ret = KHUB_EIO;
@@ -242,7 +257,7 @@ static int pack_path(struct archive *a, const char *dir, const char *rel, char *
 		}
 	}
 	if (S_ISDIR(st.st_mode)) {
-		n = scandir(full, &list, NULL, alphasort);
+		n = scandir(full, &list, NULL, bytesort);
 		if (n < 0) {
 			snprintf(why, why_size, "output %s: %s", rel, strerror(errno));
 			ret = KHUB_EIO;
@@ -253,7 +268,7 @@ static int pack_path(struct archive *a, const char *dir, const char *rel, char *
 			if (strcmp(d, ".") == 0 || strcmp(d, "..") == 0)
 				continue;
 			char *child = xasprintf("%s/%s", rel, d);
-			ret = pack_path(a, dir, child, why, why_size);
+			ret = pack_path(a, dir, child, mtime, why, why_size);
 			free(child);
 		}
 	}
@@ -268,7 +283,7 @@ cleanup:
 	return ret;
 }
 
-int tar_pack(const char *dir, const char *const *names, size_t nnames, const char *tar_path,
+int tar_pack(const char *dir, const char *const *names, size_t nnames, int64_t mtime, const char *tar_path,
 	     char *why, size_t why_size)
 {
 	struct archive *a = archive_write_new();
@@ -286,7 +301,7 @@ int tar_pack(const char *dir, const char *const *names, size_t nnames, const cha
 		int present = lstat(full, &st) == 0;
 		free(full);
 		if (present)
-			ret = pack_path(a, dir, names[i], why, why_size);
+			ret = pack_path(a, dir, names[i], mtime, why, why_size);
 	}
 	if (archive_write_close(a) != ARCHIVE_OK && ret == KHUB_OK) {
 		snprintf(why, why_size, "output tar: %s", archive_error_string(a));

@@ -283,28 +283,38 @@ int read_until_deadline(int fd, uint64_t deadline, size_t limit, struct strbuf *
 	}
 }
 
+/* Names in byte order, whatever the file system or locale: a walk visits
+ * the same tree in the same order (reproducible builds). */
+static int walk_order(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
 static int walk_below(const char *root, const char *rel,
 		      int (*visit)(const char *rel, const char *path, const char *name, void *ctx), void *ctx)
 {
 	char *dir = *rel ? xasprintf("%s/%s", root, rel) : xstrdup(root);
-	DIR *d = opendir(dir);
+	struct dirent **list = NULL;
+	int n = scandir(dir, &list, NULL, walk_order);
 	free(dir);
-	if (!d)
+	if (n < 0)
 		return KHUB_EIO;
-	struct dirent *e;
 	int rc = 0;
-	while (rc == 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+	for (int i = 0; i < n && rc == 0; i++) {
+		const char *name = list[i]->d_name;
+		if (!strcmp(name, ".") || !strcmp(name, ".."))
 			continue;
-		char *sub = *rel ? xasprintf("%s/%s", rel, e->d_name) : xstrdup(e->d_name);
+		char *sub = *rel ? xasprintf("%s/%s", rel, name) : xstrdup(name);
 		char *path = xasprintf("%s/%s", root, sub);
-		rc = visit(sub, path, e->d_name, ctx);
+		rc = visit(sub, path, name, ctx);
 		if (rc == DIR_WALK_ENTER)
 			rc = walk_below(root, sub, visit, ctx);
 		free(path);
 		free(sub);
 	}
-	closedir(d);
+	for (int i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
 	return rc;
 }
 

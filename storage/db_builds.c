@@ -18,7 +18,7 @@
 	" b.max_attempts, " ISO("b.not_before") ", b.worker_id, w.name, " ISO("b.lease_expires_at") "," \
 	" " ISO("b.created_at") ", " ISO("b.started_at") ", " ISO("b.finished_at") ", b.error, b.abi_report," \
 	" b.published_branch, b.published_commit, b.force, b.requested_by, b.source_url, b.source_revision," \
-	" b.log_length"
+	" b.log_length, b.note"
 #define BUILD_FROM " FROM builds b JOIN repos r ON r.id = b.repo_id LEFT JOIN workers w ON w.id = b.worker_id"
 
 /* Whether worker w (a workers row) may build a job of repo r (a repos row)
@@ -157,6 +157,20 @@ int db_build_take_back_out_of_scope(void)
 			    " AND NOT " WORKER_MAY_BUILD("w", "r"), 0, NULL);
 }
 
+/* A claimed job's log gets a line of khub's own, "[khub] attempt N of M on
+ * worker W", and the new attempt's offsets start after it (log_base). */
+static int log_start_attempt(const char *bid, const char *wid)
+{
+	const char *params[2] = { bid, wid };
+	return db_run("WITH h AS (SELECT b.id, b.log_length AS at, convert_to(CASE WHEN b.log_length > 0 THEN E'\\n'"
+		      "  ELSE '' END || '[khub] attempt ' || b.attempt || ' of ' || b.max_attempts || ' on worker '"
+		      "  || coalesce((SELECT name FROM workers WHERE id = $2), '?') || E'\\n', 'UTF8') AS data"
+		      "  FROM builds b WHERE b.id = $1),"
+		      " i AS (INSERT INTO build_log_chunks (build_id, at, data) SELECT id, at, data FROM h)"
+		      " UPDATE builds b SET log_length = h.at + length(h.data), log_base = h.at + length(h.data)"
+		      " FROM h WHERE b.id = h.id", 2, params);
+}
+
 int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
 		   struct db_rows *out)
 {
@@ -206,6 +220,10 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	    (rc = db_tx_commit()) < 0) {
 		db_rows_release(out);
 		goto rollback;	/* nothing left to roll back when the commit failed */
+	}
+	if (out->count == 1 && (rc = log_start_attempt(db_rows_get(out, 0, BUILD_COL_ID), wid)) < 0) {
+		db_rows_release(out);
+		goto rollback;
 	}
 	rc = !has_room ? 2 : out->count ? 0 : 1;
 	if (rc != 0)
@@ -351,24 +369,33 @@ static int log_store_new(const char *bid, int64_t have, int64_t at, const void *
 	return rc;
 }
 
-int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *data, size_t len,
+int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
 			int64_t max_bytes, int64_t *length)
 {
-	char bid[24], wid[24];
+	char bid[24], wid[24], att[24];
 	id_text(bid, id);
 	id_text(wid, worker_id);
+	snprintf(att, sizeof(att), "%d", attempt);
 	int rc = db_tx_begin();
 	if (rc < 0)
 		return rc;
-	const char *params[2] = { bid, wid };
+	const char *params[3] = { bid, wid, att };
 	struct db_rows rows;
-	rc = db_query_one(&rows, "SELECT log_length FROM builds WHERE id = $1 AND worker_id = $2"
-				 " AND state IN ('running', 'canceled') FOR UPDATE", 2, params);
+	rc = db_query_one(&rows, "SELECT log_length, log_base, $3::int >= 0 AND attempt <> $3::int FROM builds"
+				 " WHERE id = $1 AND worker_id = $2 AND state IN ('running', 'canceled') FOR UPDATE",
+			  3, params);
 	if (rc == KHUB_ENOTFOUND)
 		rc = KHUB_ECONFLICT;
 	if (rc < 0)
 		goto rollback;
-	int64_t have = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+	if (db_rows_get(&rows, 0, 2)[0] == 't') {
+		db_rows_release(&rows);	/* a chunk of an earlier attempt: never mixed in */
+		db_tx_rollback();
+		return 2;
+	}
+	/* offsets count from the attempt's first byte */
+	int64_t base = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
+	int64_t have = strtoll(db_rows_get(&rows, 0, 0), NULL, 10) - base;
 	db_rows_release(&rows);
 	*length = have;
 	if (at > have) {
@@ -378,8 +405,10 @@ int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *d
 	if (at + (int64_t)len > have) {
 		/* only the part not stored yet: a resent chunk may overlap */
 		char newlen[24];
-		snprintf(newlen, sizeof(newlen), "%" PRId64, at + (int64_t)len);
-		if ((rc = log_store_new(bid, have, at, data, len, max_bytes)) < 0)
+		snprintf(newlen, sizeof(newlen), "%" PRId64, base + at + (int64_t)len);
+		/* stored at the log's own offsets (the attempt's base added), capped
+		 * over the whole log */
+		if ((rc = log_store_new(bid, base + have, base + at, data, len, max_bytes)) < 0)
 			goto rollback;
 		const char *p2[2] = { bid, newlen };
 		if ((rc = db_run("UPDATE builds SET log_length = $2 WHERE id = $1", 2, p2)) < 0)
@@ -529,15 +558,35 @@ int db_build_release(int64_t id, int64_t worker_id)
 }
 
 int db_build_finish(int64_t id, int64_t worker_id, int succeeded, const char *error, const char *abi_report,
-		    const char *branch, const char *commit)
+		    const char *branch, const char *commit, const char *note)
 {
 	char bid[24], wid[24];
 	id_text(bid, id);
 	id_text(wid, worker_id);
-	const char *params[7] = { bid, wid, succeeded ? "succeeded" : "failed", error, abi_report, branch, commit };
+	const char *params[8] = { bid, wid, succeeded ? "succeeded" : "failed", error, abi_report, branch, commit, note };
 	return update_held("UPDATE builds SET state = $3, error = $4, abi_report = coalesce($5::jsonb, abi_report),"
-			   " published_branch = $6, published_commit = $7, finished_at = now(), lease_expires_at = NULL"
-			   " WHERE id = $1 AND worker_id = $2 AND state = 'running' RETURNING state", 7, params, NULL);
+			   " published_branch = $6, published_commit = $7, note = $8, finished_at = now(),"
+			   " lease_expires_at = NULL"
+			   " WHERE id = $1 AND worker_id = $2 AND state = 'running' RETURNING state", 8, params, NULL);
+}
+
+int db_build_earlier_publication(int64_t id, char commit[41])
+{
+	char bid[24];
+	id_text(bid, id);
+	const char *params[1] = { bid };
+	struct db_rows rows;
+	commit[0] = '\0';
+	int rc = db_query(&rows, "SELECT o.published_commit FROM builds b JOIN builds o ON o.repo_id = b.repo_id"
+				 " AND o.source_commit = b.source_commit AND o.variant = b.variant"
+				 " WHERE b.id = $1 AND o.id <> b.id AND o.state = 'succeeded'"
+				 " AND o.published_commit ~ '^[0-9a-f]{40}$' ORDER BY o.id DESC LIMIT 1", 1, params);
+	if (rc < 0)
+		return rc;
+	if (rows.count)
+		snprintf(commit, 41, "%s", db_rows_get(&rows, 0, 0));
+	db_rows_release(&rows);
+	return 0;
 }
 
 int db_build_cancel(int64_t id, char state_out[16])

@@ -15,7 +15,7 @@ enum build_column {
 	BUILD_COL_WORKER_ID, BUILD_COL_WORKER, BUILD_COL_LEASE_EXPIRES, BUILD_COL_CREATED, BUILD_COL_STARTED,
 	BUILD_COL_FINISHED, BUILD_COL_ERROR, BUILD_COL_ABI_REPORT, BUILD_COL_BRANCH, BUILD_COL_PUBLISHED,
 	BUILD_COL_FORCE, BUILD_COL_REQUESTED_BY, BUILD_COL_SOURCE_URL, BUILD_COL_SOURCE_REVISION,
-	BUILD_COL_LOG_LENGTH,
+	BUILD_COL_LOG_LENGTH, BUILD_COL_NOTE,
 };
 /* Times are ISO 8601 UTC text; NULL cells where unset. */
 
@@ -78,12 +78,16 @@ int db_build_lease_check(int64_t id, int64_t worker_id, char state[16]);
 /* Extend the lease: *cancel 1 when the job was canceled while this worker
  * held it; KHUB_ECONFLICT when the lease is someone else's or gone. */
 int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char expires[40], int *cancel);
-/* Append len bytes at byte `at` of the log (the lease holder only: else
- * KHUB_ECONFLICT). A chunk that ends at or before the current length is
- * ignored (sent twice); a chunk starting past the end returns 1. *length
- * is the log's length after (every byte received, kept or not). Only the
- * first max_bytes / 2 and the last max_bytes / 2 bytes are kept. */
-int db_build_log_append(int64_t id, int64_t worker_id, int64_t at, const void *data, size_t len,
+/* Append len bytes at byte `at` of the running attempt's log (the lease
+ * holder only: else KHUB_ECONFLICT; 2, nothing stored, when attempt >= 0 is
+ * not the job's attempt). Offsets count from the attempt's first byte:
+ * every claim starts a new part of the log after a line "[khub] attempt N
+ * of M on worker W". A chunk that ends at or before the current length is
+ * ignored (sent twice); a chunk starting past the end returns 1. *length is
+ * the attempt's log length after (every byte received, kept or not). Of the
+ * whole log only the first max_bytes / 2 and the last max_bytes / 2 bytes
+ * are kept. */
+int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
 			int64_t max_bytes, int64_t *length);
 /* At most max stored bytes of the log from byte `from` into out, with a
  * line "[khub: 55.1 MB cut from this log]" where the read crosses the part
@@ -99,9 +103,14 @@ int db_build_fail(int64_t id, int64_t worker_id, const char *error, int retry, c
 /* Given back without counting the attempt. KHUB_ECONFLICT without the lease. */
 int db_build_release(int64_t id, int64_t worker_id);
 /* The output was published (branch and commit) or refused (error); the
- * report is kept either way. KHUB_ECONFLICT when the lease was lost. */
+ * report is kept either way; note (may be NULL) says more of a success
+ * ("identical to published commit X"). KHUB_ECONFLICT when the lease was
+ * lost. */
 int db_build_finish(int64_t id, int64_t worker_id, int succeeded, const char *error, const char *abi_report,
-		    const char *branch, const char *commit);
+		    const char *branch, const char *commit, const char *note);
+/* The commit an earlier succeeded build of the same repo, source commit
+ * and variant as job id published (the newest), "" when none. */
+int db_build_earlier_publication(int64_t id, char commit[41]);
 /* Queued jobs are canceled at once, running ones too (their worker hears
  * it at its next heartbeat). KHUB_ECONFLICT when it already ended. */
 int db_build_cancel(int64_t id, char state_out[16]);

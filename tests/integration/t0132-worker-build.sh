@@ -120,6 +120,17 @@ fi
 like "$(cat "$T/out-relu/README.md")" '# demo/relu' "README.md: CARD.md's {{ repo_id }} rendered"
 like "$(cat "$T/relu.log")" 'smoke import: ops _relu_cpu_0123456::relu' "the log shows the smoke import found the op"
 
+# ---- reproducible: the same source and toolchain, another scratch dir, the same bytes ----------------
+# (a work dir of another name and length: the scratch path differs; the
+# commit's time given the way the daemon gives it)
+wbuild relu-again "$KHUB_SRC/examples/relu" "$VARIANT" --repo demo/relu --commit $COMMIT --build-id 41 --worker w-test \
+	--work-dir "$T/another/much/longer/work/dir"
+is "$RC" 0 "the same build again in another scratch directory exits 0"
+check "OUT is byte for byte the same (the .so, metadata.json, abi-report.json, README.md)" -- diff -r "$T/out-relu" "$T/out-relu-again"
+check "the .so holds no scratch path (-ffile-prefix-map)" -- bash -c "! strings '$D/_relu_cpu_0123456.abi3.so' | grep -qE 'khub-build-|$T'"
+like "$(grep -o -- '-ffile-prefix-map=[^ ]*' "$T/relu.log" | head -1)" '^-ffile-prefix-map=.*/khub-build-[^=]*=/khub/build$' \
+	"the compiler maps the scratch directory to /khub/build"
+
 # ---- a noarch kernel: packaged, not compiled -----------------------------------------------
 mkdir -p "$T/noarch/torch-ext/halve"
 cat > "$T/noarch/build.toml" <<'EOF'
@@ -139,6 +150,11 @@ nm=$($PY -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["id"], m["
 	"$T/out-noarch/torch-cpu/metadata.json" 2>&1)
 like "$nm" '^_halve_cpu_[0-9a-f]{7} 3 cpu \[.__init__.py., ._ops.py.\]$' "noarch: id from the tree hash, version, backend, files"
 check "noarch: no library" -- test -z "$(find "$T/out-noarch" -name '*.so')"
+SOURCE_DATE_EPOCH=1700000000 wbuild noarch-epoch "$T/noarch" torch-cpu
+is "$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["khub"]["source-date"])' "$T/out-noarch-epoch/torch-cpu/metadata.json")" \
+	"2023-11-14T22:13:20.000Z" "SOURCE_DATE_EPOCH is the metadata's khub.source-date (no time of the build itself)"
+wbuild noarch-badepoch "$T/noarch" torch-cpu --source-date-epoch yesterday
+is "$RC" 64 "--source-date-epoch that is not a number: usage error"
 wbuild noarch-arch "$T/noarch" "$VARIANT"
 is "$RC" 2 "noarch kernel asked for an arch variant: exit 2 (bad source)"
 like "$(cat "$T/noarch-arch.log")" 'build.toml: torch: missing' "and the log says so"
@@ -218,17 +234,16 @@ s0=$(date +%s)
 wbuild slow "$T/slow" "$VARIANT" --wall-seconds 6
 s1=$(date +%s)
 is "$RC" 3 "a compile running past --wall-seconds 6: exit 3 (timed out)"
-ok $(( s1 - s0 < 30 ? 0 : 1 )) "and it stopped soon after the limit ($((s1 - s0)) s)"
-like "$(cat "$T/slow.log")" 'ran out of time' "the log says the time limit was hit"
+diag "stopped $((s1 - s0)) s after it started (the compile alone would take hours)"
+like "$(cat "$T/slow.log")" 'ran out of time \(wall-clock limit of 6 s\)' \
+	"the log says the wall-clock limit was hit (whichever step it was in: a busy machine may still be probing)"
 check "timed out: nothing in OUT" -- out_empty slow
 check "no compiler left running from the killed group" -- bash -c "! pgrep -f 'spin[.]cpp' >/dev/null"
 
-s0=$(date +%s)
-wbuild cpu "$T/slow" "$VARIANT" --cpu-seconds 3 --wall-seconds 120
-s1=$(date +%s)
+wbuild cpu "$T/slow" "$VARIANT" --cpu-seconds 3 --wall-seconds 3600
 is "$RC" 3 "the same compile under --cpu-seconds 3: exit 3 (a limit was hit)"
 like "$(cat "$T/cpu.log")" 'CPU-time limit \(3 s per process\) was hit' "the log names the CPU-time limit"
-ok $(( s1 - s0 < 60 ? 0 : 1 )) "and the CPU limit, not the wall clock, stopped it ($((s1 - s0)) s)"
+check "and the CPU limit, not the wall clock, stopped it" -- bash -c "! grep -q 'ran out of time' '$T/cpu.log'"
 
 mkdir -p "$T/big/torch-ext/big"
 sed 's/name = "halve"/name = "big"/' "$T/noarch/build.toml" > "$T/big/build.toml"
@@ -284,27 +299,36 @@ cat > "$T/net/torch-ext/net/__init__.py" <<EOF
 import socket
 socket.create_connection(("127.0.0.1", $PORT), timeout=5).close()
 EOF
-for i in 1 2 3 4 5 6 7 8 9 10; do
+lines_at_least() {	# lines_at_least N: wait (bounded) until the listener logged N connections
+	for _ in $(seq 1 600); do [ "$(wc -l < "$T/connections" 2>/dev/null || echo 0)" -ge "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+# the listener takes connections in order: a marker connection made from
+# the host after the build is logged after any the build could have made
+marker() { $PY -c "import socket; socket.create_connection(('127.0.0.1', $PORT), timeout=30).close()"; }
+for _ in $(seq 1 600); do
 	$PY -c "import socket; socket.create_connection(('127.0.0.1', $PORT), timeout=1).close()" 2>/dev/null && break
-	sleep 0.3
+	sleep 0.1
 done
-sleep 0.5	# the listener logs asynchronously: let the readiness probe's line land first
+lines_at_least 1	# the readiness probe's line, logged
 : > "$T/connections"
 $PY -c "exec(open('$T/net/torch-ext/net/__init__.py').read())"
-for i in 1 2 3 4 5 6 7 8 9 10; do [ -s "$T/connections" ] && break; sleep 0.2; done
+lines_at_least 1
 is "$(wc -l < "$T/connections")" 1 "control: the same code outside the sandbox reaches the listener"
-sleep 0.5
 : > "$T/connections"
 wbuild net "$T/net" torch-cpu
 is "$RC" 1 "a build whose code connects to the host: exit 1 (the smoke import failed)"
 like "$(cat "$T/net.log")" 'ConnectionRefusedError|Network is unreachable|OSError' "the log shows the connection refused in the sandbox"
-is "$(wc -l < "$T/connections")" 0 "the listener saw no connection from the build"
+marker && lines_at_least 1
+is "$(wc -l < "$T/connections")" 1 "the listener saw no connection from the build (only the marker after it)"
+: > "$T/connections"
 check "network build: nothing in OUT" -- out_empty net
 if [ "$(id -u)" = 0 ]; then
 	wbuild net-unshare "$T/net" torch-cpu --sandbox unshare
 	is "$RC" 64 "--sandbox unshare (weaker than bubblewrap) is refused: usage error"
 	like "$(cat "$T/net-unshare.log")" 'sandbox unshare is refused' "and the log says why"
-	is "$(wc -l < "$T/connections")" 0 "the listener still saw no connection"
+	marker && lines_at_least 1
+	is "$(wc -l < "$T/connections")" 1 "the listener still saw no connection (only the marker)"
 else
 	for i in 1 2 3; do ok 0 "# SKIP the unshare fallback needs root"; done
 fi

@@ -7,7 +7,10 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -64,13 +67,62 @@ static int unpack(const char *dir, const struct ent *ents, size_t n, char *why, 
 	mkdir(dest, 0755);
 	make_tar(tar, ents, n);
 	struct tar_limits lim = { .max_bytes = 1024 * 1024, .max_entries = 100 };
-	int r = tar_unpack(tar, dest, &lim, why, why_size);
+	int r = tar_unpack(tar, dest, &lim, NULL, why, why_size);
 	free(tar);
 	free(dest);
 	return r;
 }
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The same files made in another order, at other times, with other
+ * modes' group bits and in a directory of another name pack to the same
+ * bytes (a rebuild's output tar is the same). */
+static void same_bytes_from_another_tree(const char *root, const char *out, const char *tar)
+{
+	char why[256];
+	char *other = xasprintf("%s/other-scratch-name/out", root);
+	char *sub = xasprintf("%s/torch-cpu/sub", other);
+	mkdir_p(sub, 0775);
+	const char *files[][2] = { { "abi-report.json", "{\"ok\": true}\n" }, { "torch-cpu/sub/a.py", "a = 1\n" },
+				   { "torch-cpu/__init__.py", "import torch\n" } };
+	for (size_t i = 0; i < 3; i++) {
+		char *f = xasprintf("%s/%s", other, files[i][0]);
+		FILE *fp = fopen(f, "w");
+		fputs(files[i][1], fp);
+		fclose(fp);
+		chmod(f, 0664);
+		struct timespec times[2] = { { 12345, 0 }, { 1000000 + (time_t)i, 0 } };
+		utimensat(AT_FDCWD, f, times, 0);
+		free(f);
+	}
+	/* a name that sorts differently by locale than by byte */
+	char *a = xasprintf("%s/torch-cpu/B.py", out), *b = xasprintf("%s/torch-cpu/B.py", other);
+	char *c = xasprintf("%s/torch-cpu/a_.py", out), *d = xasprintf("%s/torch-cpu/a_.py", other);
+	const char *made[] = { a, c, d, b };
+	for (size_t i = 0; i < 4; i++) {
+		FILE *fp = fopen(made[i], "w");
+		fputs("x = 2\n", fp);
+		fclose(fp);
+	}
+	const char *names[] = { "torch-cpu", "abi-report.json", "README.md" };
+	char *tar2 = xasprintf("%s/output2.tar", root);
+	ok(tar_pack(out, names, 3, 1700000000, tar, why, sizeof(why)) == KHUB_OK &&
+	   tar_pack(other, names, 3, 1700000000, tar2, why, sizeof(why)) == KHUB_OK, "both trees pack");
+	size_t n1 = 0, n2 = 0;
+	char *t1 = read_file_limited(tar, 1 << 20, &n1), *t2 = read_file_limited(tar2, 1 << 20, &n2);
+	ok(t1 && t2 && n1 == n2 && memcmp(t1, t2, n1) == 0,
+	   "the same files from another directory, made in another order at other times: the same tar bytes");
+	free(t1);
+	free(t2);
+	free(tar2);
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+	free(sub);
+	free(other);
+}
 
 int main(void)
 {
@@ -148,16 +200,21 @@ int main(void)
 	fp = fopen(f3, "w"); fputs("{\"ok\": true}\n", fp); fclose(fp);
 	const char *names[] = { "torch-cpu", "abi-report.json", "README.md" };
 	char *tar = xasprintf("%s/output.tar", base);
-	ok(tar_pack(out, names, 3, tar, why, sizeof(why)) == KHUB_OK, "the output packs (README.md absent: skipped)");
+	ok(tar_pack(out, names, 3, 1700000000, tar, why, sizeof(why)) == KHUB_OK,
+	   "the output packs (README.md absent: skipped)");
 	char *back = xasprintf("%s/back", base);
 	mkdir(back, 0755);
 	struct tar_limits lim = { .max_bytes = 1024 * 1024, .max_entries = 100 };
-	ok(tar_unpack(tar, back, &lim, why, sizeof(why)) == KHUB_OK, "and unpacks");
+	int64_t newest = -1;
+	ok(tar_unpack(tar, back, &lim, &newest, why, sizeof(why)) == KHUB_OK, "and unpacks");
+	ok(newest == 1700000000, "the newest member mtime comes back (the source's SOURCE_DATE_EPOCH): %lld",
+	   (long long)newest);
 	ok(exists("back/torch-cpu/__init__.py") && exists("back/torch-cpu/sub/a.py") && exists("back/abi-report.json"),
 	   "with every file at its place");
+	same_bytes_from_another_tree(base, out, tar);
 	char *lnk = xasprintf("%s/out/torch-cpu/evil", base);
 	symlink("/etc/passwd", lnk);
-	ok(tar_pack(out, names, 3, tar, why, sizeof(why)) == KHUB_EINVAL, "a link in the output is refused: %s", why);
+	ok(tar_pack(out, names, 3, 0, tar, why, sizeof(why)) == KHUB_EINVAL, "a link in the output is refused: %s", why);
 
 	/* scratch_remove copes with a directory without permissions */
 	char *locked = xasprintf("%s/out/torch-cpu/sub", base);
