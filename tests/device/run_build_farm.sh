@@ -36,9 +36,17 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== host: $(uname -m) $(. /etc/os-release; echo "$PRETTY_NAME"), $(nvidia-smi -L 2>/dev/null | head -1)"
-mkdir "$T/b" && tar -xJf "$BUNDLE" -C "$T/b" || { fail "unpack bundle"; exit 1; }
-chmod 755 "$T/b"
-B=$T/b
+# Under /usr: the sandbox shows build code /usr (read-only) and not /tmp, and
+# khub-worker's measuring launcher runs inside it with the bundle's libraries.
+B=/usr/local/khub-device
+rm -rf "$B" && mkdir -p "$B" && tar -xJf "$BUNDLE" -C "$B" || { fail "unpack bundle"; exit 1; }
+chmod 755 "$B"
+# The worker's sandbox is bubblewrap (Debian's, carried in the bundle).
+if ! command -v bwrap >/dev/null; then
+	install -m 755 "$B/bin/bwrap" /usr/local/bin/bwrap
+	for so in $(ldd /usr/local/bin/bwrap | awk '/not found/{print $1}'); do install -m 644 "$B/lib/$so" /usr/local/lib/; done
+	ldconfig 2>/dev/null
+fi
 PGBIN=$B/usr/lib/postgresql/15/bin
 khub() { PATH=$PGBIN:$PATH LD_LIBRARY_PATH=$B/lib "$B/bin/khub" "$@"; }
 worker() { LD_LIBRARY_PATH=$B/lib "$B/bin/khub-worker" "$@"; }
