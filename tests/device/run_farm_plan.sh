@@ -146,8 +146,21 @@ SHA=$(git -C "$T/clone-silu-cuda" rev-parse HEAD)
 api POST /api/kernels/acme/silu-cuda/builds "{\"revision\": \"$SHA\", \"force\": true}" >"$T/rebuild.json"
 run_worker
 after=$(api GET "/api/kernels/acme/silu-cuda/revision/v1" | field 'd["sha"]')
-[ -n "$before" ] && [ "$before" = "$after" ] && pass "forced rebuild of silu-cuda: v1 still at ${before:0:12}" ||
+api GET "/api/kernels/acme/silu-cuda/builds?limit=50" >"$T/rebuild-builds.json"
+echo "== rebuild: $(field '"; ".join("#%s %s %s" % (b["id"], b["state"], b.get("note")) for b in d["builds"])' <"$T/rebuild-builds.json")"
+if [ -n "$before" ] && [ "$before" = "$after" ]; then
+	pass "forced rebuild of silu-cuda: identical, v1 still at ${before:0:12}"
+else
 	fail "rebuild moved v1: $before -> $after"
+	git clone -q -b v1 "http://alice:$TOKEN@127.0.0.1:$PORT/kernels/acme/silu-cuda" "$T/v1" 2>>"$T/git.log"
+	git -C "$T/v1" diff --stat "$before" "$after" | sed 's/^/   /'
+	for f in $(git -C "$T/v1" diff --name-only "$before" "$after"); do
+		git -C "$T/v1" show "$before:$f" >"$T/a.bin"; git -C "$T/v1" show "$after:$f" >"$T/b.bin"
+		echo "   $f: $(cmp -l "$T/a.bin" "$T/b.bin" | wc -l) bytes differ"
+		case $f in *.so) diff <(strings -a "$T/a.bin") <(strings -a "$T/b.bin") | head -20 | sed 's/^/     /' ;;
+		*) diff "$T/a.bin" "$T/b.bin" | head -10 | sed 's/^/     /' ;; esac
+	done
+fi
 grep -c 'sandbox' "$T/worker.log" >/dev/null && grep -m3 -i 'sandbox' "$T/worker.log" | sed 's/^/   /'
 echo "== summary: $FAILS failures"
 [ "$FAILS" -eq 0 ] && echo "RESULT PASS" || echo "RESULT FAIL"
