@@ -98,6 +98,8 @@ static int scratch_prepare(struct sandbox *sb, const struct build_plan *plan, co
 		sandbox_bind(sb, script, 0);
 		sandbox_bind(sb, plan->src, 1);
 		sandbox_bind(sb, plan->obj, 1);
+		sandbox_bind_at(sb, plan->src, BUILD_FIXED_SRC, 1);	/* where the compilers run */
+		sandbox_bind_at(sb, plan->obj, BUILD_FIXED_OBJ, 1);
 		sandbox_bind(sb, home, 1);
 		sandbox_bind(sb, stage, 0);
 		sandbox_bind(sb, plan->stage, 1);

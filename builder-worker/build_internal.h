@@ -34,6 +34,7 @@ struct sandbox_options {
 /* A directory of the scratch the commands see, read-write or read-only. */
 struct sandbox_bind {
 	char *path;		/* owned */
+	char *at;		/* owned: where the commands see it (path itself, or a fixed name) */
 	int writable;
 };
 
@@ -75,6 +76,10 @@ const char *sandbox_mode_name(enum sandbox_mode mode);
 /* Let the commands see path (inside the scratch) read-write or read-only;
  * a second call for the same path changes its mode. */
 void sandbox_bind(struct sandbox *sb, const char *path, int writable);
+/* path seen by the commands at `at` as well (a fixed name: compilers that
+ * hash their input's full path, as nvcc does for its internal symbols,
+ * give the same bytes whatever the scratch is called). */
+void sandbox_bind_at(struct sandbox *sb, const char *path, const char *at, int writable);
 /* Hand path (a tree inside the scratch) to the build uid (lchown; only
  * when the worker is root). 0 or KHUB_EIO. */
 int sandbox_give(struct sandbox *sb, const char *path);
@@ -163,6 +168,9 @@ struct build_plan {
 /* What the scratch directory is called in everything a build writes
  * (-ffile-prefix-map): the same bytes whatever the scratch's name. */
 #define BUILD_PREFIX_MAP_TO "/khub/build"
+/* Where the compilers see the source and object directories (and run). */
+#define BUILD_FIXED_SRC BUILD_PREFIX_MAP_TO "/src"
+#define BUILD_FIXED_OBJ BUILD_PREFIX_MAP_TO "/obj"
 
 /* Path B: compile [torch].src and the variant backend's [kernel.*] sources
  * (plan->jobs at a time), link stage/<ops>.abi3.so without RPATH. BUILD_OK, BUILD_FAILED or

@@ -180,6 +180,14 @@ static void push_common_defines(const struct build_plan *p, struct strvec *args)
 	}
 }
 
+/* Where a compile runs: the source directory under its fixed name in the
+ * sandbox (nvcc names a translation unit's internal symbols after its full
+ * path: the same bytes need the same path), its real path without one. */
+static const char *compile_dir(const struct build_plan *p)
+{
+	return p->sb->mode == SANDBOX_BWRAP ? BUILD_FIXED_SRC : p->src;
+}
+
 /* Flags that keep the scratch directory's random name out of the objects
  * (__FILE__, debug paths; docs/worker-build.md "Reproducible builds"):
  * the scratch is seen as BUILD_PREFIX_MAP_TO. For nvcc they go to the host
@@ -229,7 +237,7 @@ static int outcome(struct build_plan *p, const char *prog, int rc)
 static int run_logged(struct build_plan *p, struct strvec *args)
 {
 	log_command(p, args);
-	return outcome(p, args->items[0], sandbox_run(p->sb, args->items, p->src, -1));
+	return outcome(p, args->items[0], sandbox_run(p->sb, args->items, compile_dir(p), -1));
 }
 
 /* Run cmds[0..n) at most p->jobs at a time; the first failure stops the
@@ -247,7 +255,7 @@ static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
 			while (pids[slot] > 0)
 				slot++;
 			log_command(p, &cmds[next]);
-			int r = sandbox_start(p->sb, cmds[next].items, p->src, -1, &pids[slot]);
+			int r = sandbox_start(p->sb, cmds[next].items, compile_dir(p), -1, &pids[slot]);
 			if (r != 0) {
 				pids[slot] = 0;
 				rc = outcome(p, cmds[next].items[0], r);
@@ -325,6 +333,8 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		if (*c == '/')
 			*c = '_';
 	char *obj = xasprintf("%s/%zu-%s.o", p->obj, index, base);
+	/* as the compiler is told it (it runs in src/, obj/'s sibling) */
+	char *obj_rel = xasprintf("../obj/%zu-%s.o", index, base);
 	free(base);
 	struct strvec args = STRVEC_INIT;
 	int rc = BUILD_OK;
@@ -381,13 +391,16 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 	strvec_pushf(&args, "-c");
 	strvec_pushf(&args, "%s", rel);	/* relative: the compilers run in p->src */
 	strvec_pushf(&args, "-o");
-	strvec_pushf(&args, "%s", obj);
+	/* relative too: nvcc names a translation unit's internal symbols
+	 * after its output path, scratch name included */
+	strvec_pushf(&args, "%s", obj_rel);
 	strvec_pushf(objects, "%s", obj);
 	*cmd = args;
 	args = (struct strvec)STRVEC_INIT;
 cleanup:
 	strvec_release(&args);
 	free(obj);
+	free(obj_rel);
 	return rc;
 }
 

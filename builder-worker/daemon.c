@@ -369,14 +369,14 @@ static char *claim_work_dir(const struct daemon_config *cfg, const char *work_di
 	mode_t mode = geteuid() == 0 ? 0711 : 0700;
 	if (mkdir_p(root, mode) < 0 || chmod(root, mode) < 0)
 		fatal("khub-worker: cannot make %s: %s", root, strerror(errno));
-	if (geteuid() == 0 && !sandbox_reachable(root, (uid_t)cfg->build_uid, (gid_t)cfg->build_gid, 1))
-		fatal("khub-worker: the build uid %ld cannot reach %s: every directory above it must be searchable by "
-		      "that uid (chmod o+x), or choose another --work-dir", cfg->build_uid, root);
 	char real[PATH_MAX];
 	if (!realpath(root, real))
 		fatal("khub-worker: %s: %s", root, strerror(errno));
 	free(root);
 	root = xstrdup(real);	/* builds run elsewhere: no relative path may reach them */
+	if (geteuid() == 0 && !sandbox_reachable(root, (uid_t)cfg->build_uid, (gid_t)cfg->build_gid, 1))
+		fatal("khub-worker: the build uid %ld cannot reach %s: every directory above it must be searchable by "
+		      "that uid (chmod o+x), or choose another --work-dir", cfg->build_uid, root);
 	char *lock = xasprintf("%s/.lock", root);
 	*lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0)

@@ -245,8 +245,10 @@ void sandbox_release(struct sandbox *sb)
 		return;
 	free(sb->tool);
 	free(sb->scratch);
-	for (size_t i = 0; i < sb->nbinds; i++)
+	for (size_t i = 0; i < sb->nbinds; i++) {
 		free(sb->binds[i].path);
+		free(sb->binds[i].at);
+	}
 	free(sb->binds);
 	strvec_release(&sb->ro_dirs);
 	strvec_release(&sb->hide);
@@ -254,15 +256,23 @@ void sandbox_release(struct sandbox *sb)
 	memset(sb, 0, sizeof(*sb));
 }
 
-void sandbox_bind(struct sandbox *sb, const char *path, int writable)
+void sandbox_bind_at(struct sandbox *sb, const char *path, const char *at, int writable)
 {
 	for (size_t i = 0; i < sb->nbinds; i++)
-		if (!strcmp(sb->binds[i].path, path)) {
+		if (!strcmp(sb->binds[i].path, path) && !strcmp(sb->binds[i].at, at)) {
 			sb->binds[i].writable = writable;
 			return;
 		}
 	sb->binds = xrealloc(sb->binds, (sb->nbinds + 1) * sizeof(*sb->binds));
-	sb->binds[sb->nbinds++] = (struct sandbox_bind){ xstrdup(path), writable };
+	sb->binds[sb->nbinds++] = (struct sandbox_bind){ xstrdup(path), xstrdup(at), writable };
+}
+
+void sandbox_bind(struct sandbox *sb, const char *path, int writable)
+{
+	for (size_t i = 0; i < sb->nbinds; i++)	/* its other names follow */
+		if (!strcmp(sb->binds[i].path, path))
+			sb->binds[i].writable = writable;
+	sandbox_bind_at(sb, path, path, writable);
 }
 
 /* nftw has no context argument; the build is one thread. */
@@ -469,7 +479,7 @@ static void push_filesystem(const struct sandbox *sb, struct strvec *args, const
 	for (size_t i = 0; i < sb->ro_dirs.count; i++)
 		push3(args, "--ro-bind", sb->ro_dirs.items[i], sb->ro_dirs.items[i]);
 	for (size_t i = 0; i < sb->nbinds; i++)
-		push3(args, sb->binds[i].writable ? "--bind" : "--ro-bind", sb->binds[i].path, sb->binds[i].path);
+		push3(args, sb->binds[i].writable ? "--bind" : "--ro-bind", sb->binds[i].path, sb->binds[i].at);
 	if (launcher)
 		push3(args, "--ro-bind", launcher, launcher);
 	for (size_t i = 0; i < sb->hide.count; i++) {

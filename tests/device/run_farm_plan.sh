@@ -155,9 +155,13 @@ else
 	git clone -q -b v1 "http://alice:$TOKEN@127.0.0.1:$PORT/kernels/acme/silu-cuda" "$T/v1" 2>>"$T/git.log"
 	git -C "$T/v1" diff --stat "$before" "$after" | sed 's/^/   /'
 	for f in $(git -C "$T/v1" diff --name-only "$before" "$after"); do
-		git -C "$T/v1" show "$before:$f" >"$T/a.bin"; git -C "$T/v1" show "$after:$f" >"$T/b.bin"
+		curl -s -H "Authorization: Bearer $TOKEN" "$E/kernels/acme/silu-cuda/resolve/$before/$f" >"$T/a.bin"
+		curl -s -H "Authorization: Bearer $TOKEN" "$E/kernels/acme/silu-cuda/resolve/$after/$f" >"$T/b.bin"
+		case $f in *.so) cp "$T/a.bin" "$OUT/a.so" 2>/dev/null; cp "$T/b.bin" "$OUT/b.so" 2>/dev/null ;; esac
 		echo "   $f: $(cmp -l "$T/a.bin" "$T/b.bin" | wc -l) bytes differ"
-		case $f in *.so) diff <(strings -a "$T/a.bin") <(strings -a "$T/b.bin") | head -20 | sed 's/^/     /' ;;
+		case $f in *.so) cmp -l "$T/a.bin" "$T/b.bin" | head -5 | sed 's/^/     /'
+			diff <(readelf -SW "$T/a.bin") <(readelf -SW "$T/b.bin") | head -10 | sed 's/^/     /'
+			diff <(strings -a "$T/a.bin") <(strings -a "$T/b.bin") | head -20 | sed 's/^/     /' ;;
 		*) diff "$T/a.bin" "$T/b.bin" | head -10 | sed 's/^/     /' ;; esac
 	done
 fi

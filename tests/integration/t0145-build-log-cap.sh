@@ -42,6 +42,11 @@ claim_job() {
 
 # ---- a huge log ------------------------------------------------------------------------------------
 claim_job
+# the claim wrote khub's own "[khub] attempt N of M on worker W" line; the
+# worker's offsets count from after it, the log's own from before it
+curl -s -o "$TEST_DIR/prefix" "$KHUB_URL/api/builds/$JOB/log"
+P=$(stat -c %s "$TEST_DIR/prefix")
+like "$(cat "$TEST_DIR/prefix")" '^\[khub\] attempt 1 of [0-9]+ on worker w1$' "the claim starts the log with khub's attempt line"
 python3 -c 'import sys; sys.stdout.write("".join("line %07d\n" % i for i in range(250000)))' >"$TEST_DIR/huge.log"	# 3 MB
 SIZE=$(stat -c %s "$TEST_DIR/huge.log")
 split -b 65536 -d -a 3 "$TEST_DIR/huge.log" "$TEST_DIR/part."
@@ -58,20 +63,21 @@ printf 'last words\n' >"$TEST_DIR/last"
 is "$(logpost "$JOB" "$SIZE" "$TEST_DIR/last")/$(j 'd["length"]')" "200/$((SIZE + 11))" "and the log goes on at its offset"
 cat "$TEST_DIR/last" >>"$TEST_DIR/huge.log"
 SIZE=$((SIZE + 11))
+cat "$TEST_DIR/prefix" "$TEST_DIR/huge.log" >"$TEST_DIR/whole.log"	# the log as khub has it
 curl -s -D "$H" -o "$TEST_DIR/read" "$KHUB_URL/api/builds/$JOB/log"
-is "$(hdr X-Log-Length) $(hdr X-Log-Next-Offset)" "$SIZE $SIZE" "X-Log-Length is every byte received; X-Log-Next-Offset the end"
-CUT=$((SIZE - 65536))
+is "$(hdr X-Log-Length) $(hdr X-Log-Next-Offset)" "$((P + SIZE)) $((P + SIZE))" "X-Log-Length is every byte received (khub's line too); X-Log-Next-Offset the end"
+CUT=$((P + SIZE - 65536))
 want_line=$(python3 -c "print('[khub: %.1f MB cut from this log]' % ($CUT / 1e6))")
 like "$(sed -n '/^\[khub: /p' "$TEST_DIR/read")" "^\\[khub: [0-9.]+ MB cut from this log\\]$" "the read says what was cut: $want_line"
 is "$(grep -c '^\[khub: ' "$TEST_DIR/read")" 1 "… once"
-cmp -s <(head -c 32768 "$TEST_DIR/read") <(head -c 32768 "$TEST_DIR/huge.log")
+cmp -s <(head -c 32768 "$TEST_DIR/read") <(head -c 32768 "$TEST_DIR/whole.log")
 ok $? "the first 32 KiB are the log's head"
 cmp -s <(tail -c 32768 "$TEST_DIR/read") <(tail -c 32768 "$TEST_DIR/huge.log")
 ok $? "the last 32 KiB are the log's tail"
 is "$(stat -c %s "$TEST_DIR/read")" "$((65536 + ${#want_line} + 2))" "nothing else: head + the line + tail"
 got=$(curl -s -D "$H" "$KHUB_URL/api/builds/$JOB/log?offset=100000" | head -2)
 is "$got" $'\n'"$want_line" "a read from inside the cut part starts with the line, then the tail"
-curl -s -D "$H" -o "$TEST_DIR/read2" "$KHUB_URL/api/builds/$JOB/log?offset=$((SIZE - 11))"
+curl -s -D "$H" -o "$TEST_DIR/read2" "$KHUB_URL/api/builds/$JOB/log?offset=$((P + SIZE - 11))"
 is "$(cat "$TEST_DIR/read2")" "last words" "a read from inside the tail is the tail's bytes"
 if command -v psql >/dev/null 2>&1; then
 	stored=$(psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qAt -c "SELECT sum(length(data)) FROM build_log_chunks WHERE build_id = $JOB")
@@ -86,7 +92,7 @@ claim_job
 printf '\033[31merror:\033[0m x\n\033]0;owned\007\033]8;;http://evil/\033\\click\033]8;;\033\\\n50%%\r100%%\r\nbell\007 c1 \302\233 raw \233 nul \000 end\n' >"$TEST_DIR/esc.log"
 is "$(logpost "$JOB" 0 "$TEST_DIR/esc.log")" 200 "a worker posts a log with colours, an OSC title, a hyperlink, \\r, BEL, C1 and NUL"
 curl -s -D "$H" -o "$TEST_DIR/esc.read" "$KHUB_URL/api/builds/$JOB/log"
-is "$(cat "$TEST_DIR/esc.read")" $'error: x\nclick\n50%\n100%\nbell\\x07 c1 \\xc2\\x9b raw \\x9b nul \\x00 end' \
+is "$(sed 1d "$TEST_DIR/esc.read")" $'error: x\nclick\n50%\n100%\nbell\\x07 c1 \\xc2\\x9b raw \\x9b nul \\x00 end' \
 	"served with the sequences dropped and the other controls escaped"
 python3 -c "import sys; sys.exit(any(b < 32 and b not in (9, 10) for b in open(sys.argv[1], 'rb').read()))" "$TEST_DIR/esc.read"
 ok $? "no ESC or other C0 control but \\n and \\t in the answer"
