@@ -97,4 +97,23 @@ after=$(peak_kb)
 ok $(((after - before) < 262144 ? 0 : 1)) "… the server's peak memory grew by $(((after - before) / 1024)) MiB"
 git --git-dir="$GD" rev-parse --verify -q v1 >/dev/null
 is $? 1 "still nothing published"
+
+# ---- the second line: an output the plan of build.toml does not build --------------------------------
+# Planning never queues torch-cpu for this compiled kernel (t0142); a job that
+# got in anyway (put here by hand) must still not publish a Python-only variant.
+NA=torch-cpu
+api "$W" POST /api/workers/register "{\"name\":\"w1\",\"version\":\"0.1\",\"concurrency\":1,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V\",\"$NA\"],\"torch\":\"2.11\",\"cxx11_abi\":true,\"python\":\"3.11\"}]}"
+psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qAt -c "INSERT INTO builds (repo_id, source_commit, variant, requested_by)
+	SELECT id, '$(git --git-dir="$GD" rev-parse main)', '$NA', 'test' FROM repos WHERE namespace = 'acme' AND name = 'relu'" >/dev/null
+api "$W" POST /api/workers/claim "{\"variants\":[\"$NA\"],\"wait_seconds\":0}"
+JOB=$(j 'd["build"]["id"]')
+is "$ST $(j 'd["build"]["variant"]')" "200 $NA" "a $NA job of the compiled kernel, inserted past planning, is claimed"
+mkdir -p "$TEST_DIR/na/$NA"
+printf '%s\n' "$meta" >"$TEST_DIR/na/$NA/metadata.json"
+printf 'def relu(x):\n    return x\n' >"$TEST_DIR/na/$NA/__init__.py"
+tar -C "$TEST_DIR/na" -cf "$TEST_DIR/noarch.tar" "$NA"
+is "$(put_output "$JOB" "$TEST_DIR/noarch.tar") $(j 'd["state"]')" "422 failed" "its Python-only output is refused: 422, the job failed"
+like "$(j 'd["error"]')" "build.toml does not build $NA \\(.*compiled" "… saying the plan does not build it: $(j 'd["error"]')"
+git --git-dir="$GD" rev-parse --verify -q v1 >/dev/null
+is $? 1 "nothing was published"
 done_testing
