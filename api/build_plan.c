@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,32 +64,6 @@ static pid_t start_planner(int in_fd, int out_fd)
 	return pid;
 }
 
-/* Read the child's output until end of file: 0; 1 at the deadline, 2 at
- * limit bytes (the child is not waited for past either), -1 on error. */
-static int read_bounded(int fd, uint64_t deadline, size_t limit, struct strbuf *out)
-{
-	for (;;) {
-		uint64_t now = monotonic_usec();
-		if (now >= deadline)
-			return 1;
-		if (out->len >= limit)
-			return 2;
-		struct pollfd p = { fd, POLLIN, 0 };
-		int n = poll(&p, 1, (int)((deadline - now) / 1000) + 1);
-		if (n < 0 && errno != EINTR)
-			return -1;
-		if (n <= 0)
-			continue;
-		char buf[4096];
-		ssize_t got = read(fd, buf, sizeof(buf));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return got < 0 ? -1 : 0;
-		strbuf_add(out, buf, (size_t)got);
-	}
-}
-
 /* Run the planner on build.toml text: 0 with *status (the child's exit
  * status, -1 when it was killed or ran past a limit: *limit says which)
  * and its output in out; KHUB_EIO when it cannot be started. */
@@ -110,7 +83,7 @@ static int run_planner(const char *toml, size_t len, int *status, const char **l
 		return KHUB_EIO;
 	}
 	uint64_t deadline = monotonic_usec() + (uint64_t)api_ctx.builds.plan_wall_ms * 1000u;
-	int r = read_bounded(p[0], deadline, PLAN_OUTPUT_MAX, out);
+	int r = read_until_deadline_or_limit(p[0], deadline, PLAN_OUTPUT_MAX, out);
 	close(p[0]);
 	*limit = r == 1 ? "its wall-clock limit" : r == 2 ? "its output limit" : NULL;
 	if (*limit || r < 0)

@@ -150,6 +150,9 @@ int write_all(int fd, const void *data, size_t len);
  * monotonic_usec() deadline, keeping at most limit bytes (0: no limit):
  * 0 at end of file, 1 when the deadline came first, -1 on a read error. */
 int read_until_deadline(int fd, uint64_t deadline, size_t limit, struct strbuf *out);
+/* The same, but stops once out holds limit bytes or more (returns 2): a
+ * child flooding its output is cut off, not drained. */
+int read_until_deadline_or_limit(int fd, uint64_t deadline, size_t limit, struct strbuf *out);
 /* Walk the tree below root depth first, names in byte order: visit(rel, path,
  * name, ctx) for every entry but . and .., with rel its path below root
  * ("sub/x.so"), path root/rel and name its last part. visit returns 0 to go

@@ -260,12 +260,16 @@ int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
-int read_until_deadline(int fd, uint64_t deadline, size_t limit, struct strbuf *out)
+/* read_until_deadline and read_until_deadline_or_limit: stop (2) at the
+ * limit, or keep draining past it. */
+static int read_pipe(int fd, uint64_t deadline, size_t limit, int stop_at_limit, struct strbuf *out)
 {
 	for (;;) {
 		uint64_t now = monotonic_usec();
 		if (now >= deadline)
 			return 1;
+		if (stop_at_limit && out->len >= limit)
+			return 2;
 		struct pollfd p = { fd, POLLIN, 0 };
 		int n = poll(&p, 1, (int)((deadline - now) / 1000) + 1);
 		if (n < 0 && errno != EINTR)
@@ -278,9 +282,19 @@ int read_until_deadline(int fd, uint64_t deadline, size_t limit, struct strbuf *
 			continue;
 		if (got <= 0)
 			return got < 0 ? -1 : 0;
-		if (!limit || out->len < limit)
+		if (stop_at_limit || !limit || out->len < limit)
 			strbuf_add(out, buf, (size_t)got);
 	}
+}
+
+int read_until_deadline(int fd, uint64_t deadline, size_t limit, struct strbuf *out)
+{
+	return read_pipe(fd, deadline, limit, 0, out);
+}
+
+int read_until_deadline_or_limit(int fd, uint64_t deadline, size_t limit, struct strbuf *out)
+{
+	return read_pipe(fd, deadline, limit, 1, out);
 }
 
 /* Names in byte order, whatever the file system or locale: a walk visits
