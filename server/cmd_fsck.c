@@ -380,34 +380,16 @@ static int recently_made(const char *dir)
 	return lstat(dir, &st) == 0 && time(NULL) - st.st_mtime < STRAY_MIN_AGE;
 }
 
+static void check_unregistered_dir(enum repo_type type, const char *ns, const char *name, const char *dir, void *arg)
+{
+	struct fsck *f = arg;
+	if (!hashmap_get(&f->repo_dirs, dir) && !recently_made(dir))
+		check_stray(f, type, ns, name, dir);
+}
+
 static void check_unregistered(struct fsck *f)
 {
-	for (int t = 0; t < REPO_TYPE_COUNT; t++) {
-		char *type_dir = xasprintf("%s/%s", runtime_repo_root(), repo_type_plural((enum repo_type)t));
-		DIR *d = opendir(type_dir);
-		struct dirent *ns;
-		while (d && (ns = readdir(d))) {
-			if (ns->d_name[0] == '.')
-				continue;
-			char *ns_dir = xasprintf("%s/%s", type_dir, ns->d_name);
-			DIR *nd = opendir(ns_dir);
-			struct dirent *e;
-			while (nd && (e = readdir(nd))) {
-				if (e->d_name[0] == '.')
-					continue;
-				char *dir = xasprintf("%s/%s", ns_dir, e->d_name);
-				if (!hashmap_get(&f->repo_dirs, dir) && !recently_made(dir))
-					check_stray(f, (enum repo_type)t, ns->d_name, e->d_name, dir);
-				free(dir);
-			}
-			if (nd)
-				closedir(nd);
-			free(ns_dir);
-		}
-		if (d)
-			closedir(d);
-		free(type_dir);
-	}
+	store_each_repo_dir(runtime_repo_root(), check_unregistered_dir, f);
 }
 
 /* ---- the command ------------------------------------------------------------------- */

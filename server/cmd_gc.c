@@ -253,36 +253,19 @@ static time_t trashed_at(const char *path, const char *entry)
 	return lstat(path, &st) == 0 ? st.st_mtime : 0;
 }
 
+static void clean_trashed(enum repo_type type, const char *ns, const char *name, const char *path, void *arg)
+{
+	struct gc *gc = arg;
+	(void)type;
+	(void)ns;
+	if (gc->now - trashed_at(path, name) >= config.trash_keep_days * 86400L)
+		remove_counted(gc, &gc->trash, path, "trash");
+}
+
 static void clean_trash(struct gc *gc)
 {
 	char *trash = xasprintf("%s/trash", config.data_dir);
-	long keep = config.trash_keep_days * 86400L;
-	for (int t = 0; t < REPO_TYPE_COUNT; t++) {
-		char *type_dir = xasprintf("%s/%s", trash, repo_type_plural((enum repo_type)t));
-		DIR *d = opendir(type_dir);
-		struct dirent *ns;
-		while (d && (ns = readdir(d))) {
-			if (ns->d_name[0] == '.')
-				continue;
-			char *ns_dir = xasprintf("%s/%s", type_dir, ns->d_name);
-			DIR *nd = opendir(ns_dir);
-			struct dirent *e;
-			while (nd && (e = readdir(nd))) {
-				if (e->d_name[0] == '.')
-					continue;
-				char *path = xasprintf("%s/%s", ns_dir, e->d_name);
-				if (gc->now - trashed_at(path, e->d_name) >= keep)
-					remove_counted(gc, &gc->trash, path, "trash");
-				free(path);
-			}
-			if (nd)
-				closedir(nd);
-			free(ns_dir);
-		}
-		if (d)
-			closedir(d);
-		free(type_dir);
-	}
+	store_each_repo_dir(trash, clean_trashed, gc);
 	free(trash);
 }
 

@@ -105,6 +105,11 @@ int store_scan_pointers(git_repository *git, void (*fn)(const struct lfs_pointer
 /* Call fn(oid, path, arg) for every file under {lfs_root}/objects. */
 int store_each_lfs_object(const char *lfs_root, int (*fn)(const char *oid, const char *path, void *arg),
 			  void *arg);
+/* Call fn for every entry {root}/{type}s/{ns}/{name} (dot names skipped):
+ * the repos' git directories, or the trash's. */
+void store_each_repo_dir(const char *root,
+			 void (*fn)(enum repo_type type, const char *ns, const char *name, const char *path, void *arg),
+			 void *arg);
 int cmd_fsck(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 

@@ -159,3 +159,34 @@ int store_each_lfs_object(const char *lfs_root, int (*fn)(const char *oid, const
 	free(objects);
 	return rc;
 }
+
+void store_each_repo_dir(const char *root,
+			 void (*fn)(enum repo_type type, const char *ns, const char *name, const char *path, void *arg),
+			 void *arg)
+{
+	for (int t = 0; t < REPO_TYPE_COUNT; t++) {
+		char *type_dir = xasprintf("%s/%s", root, repo_type_plural((enum repo_type)t));
+		DIR *d = opendir(type_dir);
+		struct dirent *ns;
+		while (d && (ns = readdir(d))) {
+			if (ns->d_name[0] == '.')
+				continue;
+			char *ns_dir = xasprintf("%s/%s", type_dir, ns->d_name);
+			DIR *nd = opendir(ns_dir);
+			struct dirent *e;
+			while (nd && (e = readdir(nd))) {
+				if (e->d_name[0] == '.')
+					continue;
+				char *path = xasprintf("%s/%s", ns_dir, e->d_name);
+				fn((enum repo_type)t, ns->d_name, e->d_name, path, arg);
+				free(path);
+			}
+			if (nd)
+				closedir(nd);
+			free(ns_dir);
+		}
+		if (d)
+			closedir(d);
+		free(type_dir);
+	}
+}
