@@ -206,8 +206,8 @@ static int over_disk(const char *scratch, long disk_mb)
 	return 1;
 }
 
-/* 1 when a sandbox result is a limit hit (the wall clock's logged here; the
- * CPU and disk limits log themselves). */
+/* 1 when a sandbox result is a limit hit (the CPU and disk limits log
+ * themselves; the wall clock is logged once, at build_main's end). */
 static int limit_hit(int r)
 {
 	return r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT || r == SANDBOX_DISK_LIMIT;
