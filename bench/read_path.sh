@@ -13,7 +13,8 @@
 #   BENCH_WARMUP            wrk warm-up per run, discarded  (default 1s; 0 = none)
 #   BENCH_WRK_THREADS       wrk -t                          (default 4)
 #   BENCH_TIMEOUT           wrk --timeout                   (default 10s)
-#   BENCH_CONNECTIONS       wrk -c for metadata/HEAD runs   (default 64)
+#   BENCH_CONNECTIONS       wrk -c for metadata/HEAD runs; a list runs each
+#                           row at each count, e.g. "64 512" (default 64)
 #   BENCH_ROUNDS            khub/nginx pairs per endpoint, the order alternating;
 #                           the table shows each column's median (default 3)
 #   BENCH_FILE_CONNECTIONS  wrk -c for the 100 MiB GET      (default 8)
@@ -22,12 +23,21 @@
 #   BENCH_ONLY              the rows to run, e.g. "head-file tree" (default all:
 #                           revision tree head-file file-get)
 #   BENCH_PERF=1            perf record -g khub during one extra, unmeasured run
-#                           of revision, tree and HEAD; reports in BENCH_RESULTS
+#                           of revision, tree and HEAD; reports in BENCH_RESULTS;
+#                           and perf stat on khub and on nginx during one more
+#                           run each: system calls and context switches per request
 #   BENCH_RELEASE_BUILD     auto (default): when KHUB_BIN is missing or a sanitizer build
 #                           (./configure --enable-debug: ASan+UBSan, -O1), build
 #                           a release copy of the tree (plain ./configure, -O2)
 #                           in the temp dir and measure that; 1: always; 0: never
-#   KHUB_THREADS            khub worker threads (0 = 4 per CPU, khub's default)
+#   BENCH_SERVER_CPUS       pinned mode: the CPU list (taskset -c syntax, e.g.
+#                           "0-3") khub and nginx each run on, nginx with one
+#                           worker process per CPU of it (default: unpinned,
+#                           nginx worker_processes auto)
+#   BENCH_CLIENT_CPUS       pinned mode: the CPU list wrk and headbench run on,
+#                           e.g. "8-15" (default: unpinned)
+#   KHUB_THREADS            khub worker threads (0 = from the CPUs khub may use,
+#                           khub's default)
 #   KHUB_LOG_LEVEL          default warn here
 #   KHUB_BIN                the khub binary (default ./khub)
 
@@ -44,8 +54,14 @@ FILE_CONNS=${BENCH_FILE_CONNECTIONS:-8}
 FILE_MB=${BENCH_FILE_MB:-100}
 RESULTS=${BENCH_RESULTS:-$ROOT/bench/results/$(date +%Y%m%d-%H%M%S)}
 export KHUB_LOG_LEVEL=${KHUB_LOG_LEVEL:-warn}
+# Every connection of the load comes from 127.0.0.1: khub's per-address cap
+# (max_connections_per_ip, 256 by default) would refuse half of 512 clients,
+# which nginx (no such cap here) never does.
+export KHUB_MAX_CONNECTIONS_PER_IP=${KHUB_MAX_CONNECTIONS_PER_IP:-0}
 
-for tool in wrk nginx curl python3; do
+SERVER_CPUS=${BENCH_SERVER_CPUS:-}
+CLIENT_CPUS=${BENCH_CLIENT_CPUS:-}
+for tool in wrk nginx curl python3 ${SERVER_CPUS:+taskset} ${CLIENT_CPUS:+taskset}; do
 	command -v "$tool" >/dev/null 2>&1 || { echo "read_path.sh: $tool is not installed" >&2; exit 1; }
 done
 NGINX=$(command -v nginx)
@@ -59,6 +75,32 @@ khub_setup
 BENCH_RESULTS=$RESULTS
 . "$ROOT/bench/lib/release_build.sh"
 bench_release_build
+
+# cpu_count LIST: how many CPUs a taskset -c list names ("0-3,8" -> 5).
+cpu_count() {
+	python3 - "$1" <<'PY'
+import sys
+n = 0
+for part in sys.argv[1].split(","):
+    lo, _, hi = part.partition("-")
+    n += int(hi or lo) - int(lo) + 1
+print(n)
+PY
+}
+# Pinned mode: khub (and the PostgreSQL it starts) and nginx on the server
+# CPUs, the load generators on the client CPUs, so that neither competes with
+# the other for a core (on a shared machine the server that spends fewer
+# cycles per connection switch looks better than it is).
+SERVER_PIN=() CLIENT_PIN=() NGINX_WORKERS=auto
+if [ -n "$SERVER_CPUS" ]; then
+	SERVER_PIN=(taskset -c "$SERVER_CPUS")
+	NGINX_WORKERS=$(cpu_count "$SERVER_CPUS") || bail "BENCH_SERVER_CPUS: bad CPU list '$SERVER_CPUS'"
+	printf '#!/bin/sh\nexec taskset -c %s %s "$@"\n' "$SERVER_CPUS" "$KHUB_BIN" >"$TEST_DIR/khub-pinned"
+	chmod 755 "$TEST_DIR/khub-pinned"
+	KHUB_UNPINNED_BIN=$KHUB_BIN
+	KHUB_BIN=$TEST_DIR/khub-pinned
+fi
+[ -n "$CLIENT_CPUS" ] && CLIENT_PIN=(taskset -c "$CLIENT_CPUS")
 
 NGINX_PID=
 cleanup() {
@@ -107,8 +149,11 @@ echo "# khub read path vs nginx static, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# machine: $(nproc) CPU cores (nproc), $(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo)" \
 	"-- wrk, khub and nginx share them, so absolute numbers are low; the ratios are the point"
 echo "# khub: $("$KHUB_BIN" version 2>/dev/null | head -1), $KHUB_BUILD"
-echo "# khub config: threads=${KHUB_THREADS:-0} (0 = 4 per CPU), log_level=$KHUB_LOG_LEVEL"
-echo "# nginx: $("$NGINX" -v 2>&1 | sed 's/.*: //'), worker_processes auto, sendfile on"
+echo "# khub config: threads=${KHUB_THREADS:-0} (0 = from the CPUs khub may use), log_level=$KHUB_LOG_LEVEL"
+echo "# nginx: $("$NGINX" -v 2>&1 | sed 's/.*: //'), worker_processes $NGINX_WORKERS, sendfile on"
+if [ -n "$SERVER_CPUS$CLIENT_CPUS" ]; then
+	echo "# pinned: khub and nginx on CPUs ${SERVER_CPUS:-any} ($([ -n "$SERVER_CPUS" ] && cpu_count "$SERVER_CPUS" || echo all)), wrk/headbench on CPUs ${CLIENT_CPUS:-any}"
+fi
 echo "# wrk: -t$WRK_THREADS -c$CONNS (file GET: -c$FILE_CONNS) -d$DURATION --timeout $WRK_TIMEOUT --latency, warm-up $WARMUP; $ROUNDS rounds per endpoint (khub and nginx alternating who goes first), medians shown"
 echo "# raw outputs: $RESULTS"
 echo "# load average before the run: $(cut -d' ' -f1-3 /proc/loadavg) (anything else busy on this machine skews both columns)"
@@ -150,7 +195,7 @@ user_line=
 cat >"$NG/nginx.conf" <<EOF
 daemon off;
 $user_line
-worker_processes auto;
+worker_processes $NGINX_WORKERS;
 pid $NG/nginx.pid;
 error_log $NG/error.log warn;
 events { worker_connections 4096; }
@@ -174,7 +219,7 @@ http {
 	}
 }
 EOF
-"$NGINX" -p "$NG" -c "$NG/nginx.conf" -e "$NG/error.log" >"$NG/stdout.log" 2>&1 &
+"${SERVER_PIN[@]}" "$NGINX" -p "$NG" -c "$NG/nginx.conf" -e "$NG/error.log" >"$NG/stdout.log" 2>&1 &
 NGINX_PID=$!
 for _ in $(seq 1 100); do
 	curl -sf -o /dev/null "$NGINX_URL/revision.json" && break
@@ -417,19 +462,19 @@ fi
 [ -n "$HEADBENCH" ] || echo "# no C compiler: the HEAD row is skipped"
 
 # ---- measure -------------------------------------------------------------
-# run_wrk NAME SERVER CONNS URL [LUA [ROUND]]: raw output to $RESULTS/NAME-SERVER-ROUND.txt,
+# run_wrk NAME SERVER CONNS URL [LUA [ROUND]]: raw output to $RESULTS/NAME-cCONNS-SERVER-ROUND.txt,
 # prints "req/s p99_ms bytes/s errors cpu_us_per_req context_switches_per_req"
 run_wrk() {
 	local name=$1 server=$2 conns=$3 url=$4 lua=${5:-} round=${6:-1}
-	local out="$RESULTS/$name-$server-$round.txt" script=() pids
+	local out="$RESULTS/$name-c$conns-$server-$round.txt" script=() pids
 	[ -n "$lua" ] && script=(-s "$lua")
 	if [ "$lua" = HEAD ]; then	# headbench HOST PORT PATH CONNECTIONS SECONDS
 		local hostport=${url#http://}
 		local host=${hostport%%:*} rest=${hostport#*:}
 		local port=${rest%%/*} path=/${rest#*/}
-		load() { "$HEADBENCH" "$host" "$port" "$path" "$conns" "$(seconds "$1")"; }
+		load() { "${CLIENT_PIN[@]}" "$HEADBENCH" "$host" "$port" "$path" "$conns" "$(seconds "$1")"; }
 	else
-		load() { wrk -t"$WRK_THREADS" -c"$conns" -d"$1" --timeout "$WRK_TIMEOUT" --latency "${script[@]}" "$url"; }
+		load() { "${CLIENT_PIN[@]}" wrk -t"$WRK_THREADS" -c"$conns" -d"$1" --timeout "$WRK_TIMEOUT" --latency "${script[@]}" "$url"; }
 	fi
 	case $server in khub*) pids=$KHUB_PID ;; *) pids=$(nginx_pids) ;; esac
 	if [ "$WARMUP" != 0 ]; then
@@ -496,7 +541,7 @@ measure() {	# measure NAME CONNS KHUB_PATH NGINX_PATH [LUA]
 	local round ks=() ns=() k n
 	case " ${BENCH_ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
 	for round in $(seq 1 "$ROUNDS"); do
-		echo "# running $name round $round/$ROUNDS ..." >&2
+		echo "# running $name -c$conns round $round/$ROUNDS ..." >&2
 		# alternate who goes first, so a drift of the machine's load
 		# weighs on both columns alike
 		if [ $((round % 2)) = 1 ]; then
@@ -509,31 +554,43 @@ measure() {	# measure NAME CONNS KHUB_PATH NGINX_PATH [LUA]
 		if ! kill -0 "$KHUB_PID" 2>/dev/null; then
 			local rc=0
 			wait "$KHUB_PID" 2>/dev/null || rc=$?
-			echo "khub exited during this run (status $rc)" >>"$RESULTS/$name-khub.txt"
+			echo "khub exited during this run (status $rc)" >>"$RESULTS/$name-c$conns-khub.txt"
 			tail -20 "$TEST_DIR/server.log" | sed 's/^/# /' >&2
 			KHUB_PID=
 			bail "khub (status $rc$( [ "$rc" -gt 128 ] && echo ", signal $((rc - 128))")) exited during the $name run"
 		fi
-		echo "$name round $round: khub $k | nginx $n" >>"$RESULTS/rounds.txt"
+		echo "$name c$conns round $round: khub $k | nginx $n" >>"$RESULTS/rounds.txt"
 		ks+=("$k")
 		ns+=("$n")
 	done
 	ROWS+=("$name $conns $(median_cols "${ks[@]}") $(median_cols "${ns[@]}")")
-	[ "${BENCH_PERF:-0}" = 1 ] && [ "$name" != file-get ] && perf_khub "$name" "$conns" "$KHUB_URL$kpath" "$lua"
+	[ "${BENCH_PERF:-0}" = 1 ] && [ "$name" != file-get ] &&
+		perf_khub "$name" "$conns" "$KHUB_URL$kpath" "$lua" "$NGINX_URL$npath"
 	return 0
 }
 
-# perf_khub NAME CONNS URL [LUA]: one more (unmeasured) khub run with
-# perf record -g attached, so that perf does not disturb the table's numbers.
+# perf_khub NAME CONNS KHUB_URL LUA NGINX_URL: more (unmeasured) runs of khub
+# and of nginx with perf attached, so that perf does not disturb the table's
+# numbers: perf record -g of each, then perf stat of each.
 perf_khub() {
-	local name=$1
 	command -v perf >/dev/null 2>&1 || { echo "# perf is not installed" >&2; return 0; }
-	echo "# perf record -g on khub during another $name run ..." >&2
-	perf record -q -F 999 -g -p "$KHUB_PID" -o "$RESULTS/perf-$name.data" -- sleep "$(seconds "$DURATION")" \
+	perf_record "$1" khub "$2" "$3" "${4:-}"
+	perf_record "$1" nginx "$2" "$5" "${4:-}"
+	perf_counts "$1" khub "$2" "$3" "${4:-}"
+	perf_counts "$1" nginx "$2" "$5" "${4:-}"
+}
+
+# perf_record NAME SERVER CONNS URL [LUA]: perf record -g of the server
+# (nginx: its workers) during one more run; reports perf-NAME-cCONNS[-nginx].*
+perf_record() {
+	local name=$1-c$3 pids
+	case $2 in khub) pids=$KHUB_PID ;; *) name=$name-nginx; pids=$(pgrep -P "$NGINX_PID" | tr '\n' ',' | sed 's/,$//') ;; esac
+	echo "# perf record -g on $2 during another $1 -c$3 run ..." >&2
+	perf record -q -F 999 -g -p "$pids" -o "$RESULTS/perf-$name.data" -- sleep "$(seconds "$DURATION")" \
 		>"$RESULTS/perf-$name.log" 2>&1 &
 	local perf_pid=$!
 	sleep 0.2
-	(WARMUP=0 run_wrk "$name" khub-under-perf "$2" "$3" "${4:-}" >/dev/null)
+	(WARMUP=0 run_wrk "$1" "$2-under-perf" "$3" "$4" "${5:-}" >/dev/null)
 	wait "$perf_pid"
 	perf report -i "$RESULTS/perf-$name.data" --stdio --no-children --percent-limit 1 \
 		>"$RESULTS/perf-$name.report.txt" 2>/dev/null
@@ -543,9 +600,32 @@ perf_khub() {
 		>"$RESULTS/perf-$name.dso.txt" 2>/dev/null
 }
 
-measure revision "$CONNS" "$REV_PATH" /revision.json
-measure tree "$CONNS" "$TREE_PATH" /tree.json
-[ -n "$HEADBENCH" ] && measure head-file "$CONNS" "$FILE_PATH" /big.bin HEAD
+# perf_counts NAME SERVER CONNS URL [LUA]: one more run with perf stat
+# counting the server's system calls and context switches; one line per run
+# in $RESULTS/perf-counts.txt, per completed request.
+perf_counts() {
+	local name=$1 server=$2 pids out="$RESULTS/perf-stat-$1-c$3-$2.txt"
+	case $server in khub) pids=$KHUB_PID ;; *) pids=$(nginx_pids | tr ' ' ',') ;; esac
+	perf stat -e raw_syscalls:sys_enter -e context-switches -e cpu-migrations -p "$pids" -x, -o "$out" \
+		-- sleep "$(seconds "$DURATION")" >/dev/null 2>&1 &
+	local perf_pid=$!
+	sleep 0.2
+	local line
+	line=$(WARMUP=0 run_wrk "$name" "$server-under-perf-stat" "$3" "$4" "${5:-}")
+	wait "$perf_pid"
+	local total
+	total=$(awk '/requests in/ {print $1}' "$RESULTS/$name-c$3-$server-under-perf-stat-1.txt")
+	awk -F, -v total="${total:-0}" -v name="$name" -v conns="$3" -v server="$server" '
+	/raw_syscalls:sys_enter/ { sc = $1 } /context-switches/ { cs = $1 } /cpu-migrations/ { mig = $1 }
+	END { if (total > 0) printf "%-10s %4d %-6s syscalls/req %.2f  context-switches/req %.3f  migrations/req %.4f  (%d requests)\n",
+		name, conns, server, sc / total, cs / total, mig / total, total }' "$out" | tee -a "$RESULTS/perf-counts.txt" >&2
+}
+
+for conns in $CONNS; do
+	measure revision "$conns" "$REV_PATH" /revision.json
+	measure tree "$conns" "$TREE_PATH" /tree.json
+	[ -n "$HEADBENCH" ] && measure head-file "$conns" "$FILE_PATH" /big.bin HEAD
+done
 measure file-get "$FILE_CONNS" "$FILE_PATH" /big.bin
 
 # ---- report --------------------------------------------------------------
@@ -588,13 +668,21 @@ echo "# each column is the median of $ROUNDS rounds (per-round figures: $RESULTS
 echo "# MB/s x = khub throughput / nginx throughput (MB = 10^6 bytes);"
 echo "# cpu = server CPU time (user+sys) per completed request (khub: its process; nginx: master+workers);"
 echo "# cs = the server's context switches (voluntary + involuntary, all threads) per completed request."
-echo "# targets (issue 10): metadata endpoints and HEAD >= 1.0x nginx req/s with p99 <= 1.5x nginx's at $CONNS connections, file GET >= 0.95x throughput."
-echo "# $(nproc) cores shared by wrk and the server under test."
+echo "# targets (issues 10, 26): metadata endpoints and HEAD >= 1.0x nginx req/s with p99 <= 1.5x nginx's at each connection count, file GET >= 0.95x throughput."
+if [ -n "$SERVER_CPUS" ] && [ -n "$CLIENT_CPUS" ]; then
+	echo "# pinned: servers on CPUs $SERVER_CPUS, load generators on CPUs $CLIENT_CPUS (of $(nproc))."
+else
+	echo "# $(nproc) cores shared by wrk and the server under test."
+fi
 } | tee "$RESULTS/summary.txt"
 
 if [ "${BENCH_PERF:-0}" = 1 ]; then
-	for name in revision tree head-file; do
-		f="$RESULTS/perf-$name.flat.txt"
+	echo
+	echo "# perf stat: the server's system calls and context switches per request"
+	cat "$RESULTS/perf-counts.txt" 2>/dev/null
+	for f in "$RESULTS"/perf-*.flat.txt; do
+		name=$(basename "$f" .flat.txt)
+		name=${name#perf-}
 		[ -s "$f" ] || continue
 		echo
 		echo "# perf, khub during $name (by object, then top self symbols; call graphs: ${f%.flat.txt}.report.txt)"

@@ -1,10 +1,10 @@
 /* acceptor.c -- khub's listening socket and the thread that accepts on it,
- * handing each connection to libmicrohttpd (MHD_add_connection), which
- * places it on its worker threads in turn (by socket number). Left to
- * themselves, the workers race for accept(): the one that happens to be
- * awake takes most connections, and the connections of a crowded worker
- * wait longer (on 2 cores with 8 workers and 64 clients, one connection got
- * 20 times the answers of another, and the HEAD p99 doubled). */
+ * handing each connection to the HTTP loops (http_loop.c), which give it
+ * to the loop holding the fewest. Left to themselves, loops racing for
+ * accept() share badly: the one that happens to be awake takes most
+ * connections, and the connections of a crowded loop wait longer (on 2
+ * cores with 8 threads and 64 clients, one connection got 20 times the
+ * answers of another, and the HEAD p99 doubled). */
 #include "server/server.h"
 
 #include <errno.h>
@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 static int listen_fd = -1;
-static struct MHD_Daemon *daemon_of_acceptor;
 static pthread_t acceptor_thread;
 static int acceptor_running;
 
@@ -40,8 +39,8 @@ static void *accept_loop(void *arg)
 			break;	/* the socket was shut down: the server stops */
 		}
 		told_full = 0;
-		/* refused (a limit) or not, libmicrohttpd owns fd now */
-		MHD_add_connection(daemon_of_acceptor, fd, (struct sockaddr *)&peer, len);
+		/* refused (a limit) or not, the loops own fd now */
+		http_loops_add(fd, (struct sockaddr *)&peer, len);
 	}
 	return NULL;
 }
@@ -70,9 +69,8 @@ int acceptor_listen(const struct sockaddr_storage *addr, socklen_t addr_len, int
 	return 0;
 }
 
-void acceptor_start(struct MHD_Daemon *d)
+void acceptor_start(void)
 {
-	daemon_of_acceptor = d;
 	if (pthread_create(&acceptor_thread, NULL, accept_loop, NULL) != 0)
 		fatal("cannot start the accepting thread");
 	acceptor_running = 1;

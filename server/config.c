@@ -38,7 +38,7 @@ static const struct config_row config_rows[] = {
 	ROW(pg_bindir, CONFIG_STRING, KHUB_PG_BINDIR, 0, 0, "PostgreSQL server binaries for the embedded cluster"),
 	ROW(public_url, CONFIG_STRING, "", 0, 0, "base URL in absolute links; empty = from the Host header"),
 	ROW(log_level, CONFIG_STRING, "info", 0, 0, "error, warn, info or debug"),
-	ROW(threads, CONFIG_LONG, "0", 0, 1024, "HTTP worker threads; 0 = 4 per CPU this process may use (affinity mask and cgroup CPU quota; serve -n shows the count)"),
+	ROW(threads, CONFIG_LONG, "0", 0, 1024, "HTTP event loops, a thread each; 0 = 1 per CPU this process may use, at least 2 (affinity mask and cgroup CPU quota; serve -n shows the count)"),
 	ROW(connection_timeout, CONFIG_LONG, "60", 1, 3600, "seconds an idle or stalled connection is kept"),
 	ROW(max_connections, CONFIG_LONG, "4096", 16, 1000000, "concurrent connections"),
 	ROW(max_connections_per_ip, CONFIG_LONG, "256", 0, 1000000, "concurrent connections from one client address (0 = no limit)"),
@@ -270,8 +270,8 @@ long config_http_threads(char *why, size_t why_len)
 	}
 	char cpus_why[256];
 	long cpus = usable_cpus(cpus_why, sizeof(cpus_why));
-	long threads = cpus * 4 > 1024 ? 1024 : cpus * 4;
-	snprintf(why, why_len, "threads = 0: 4 per CPU; %s", cpus_why);
+	long threads = cpus < 2 ? 2 : cpus > 1024 ? 1024 : cpus;
+	snprintf(why, why_len, "threads = 0: 1 per CPU, at least 2; %s", cpus_why);
 	return threads;
 }
 

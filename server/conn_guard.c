@@ -105,6 +105,7 @@ void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
 		*socket_context = g;
 		return;
 	}
+	http_loops_connection_closed(conn);
 	struct guarded_conn *g = *socket_context;
 	if (!g)
 		return;

@@ -379,6 +379,28 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
 	*con_cls = NULL;
 }
 
+/* One HTTP loop's daemon: external-epoll mode, no listening socket of its
+ * own (server/acceptor.c accepts), connection limits left to the loops'
+ * admission (http_loop.c), which counts them for all loops at once. */
+static struct MHD_Daemon *start_loop_daemon(void *arg)
+{
+	(void)arg;
+	unsigned flags = MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
+			 MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET |
+			 MHD_USE_SUPPRESS_DATE_NO_CLOCK;	/* Date: api/respond.c */
+	return MHD_start_daemon(
+		flags, 0, NULL, NULL, access_handler, NULL,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.connection_timeout,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
+		MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, NULL,
+		MHD_OPTION_URI_LOG_CALLBACK, conn_guard_request_line, NULL,
+		MHD_OPTION_EXTERNAL_LOGGER, conn_guard_mhd_log, NULL,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
+		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
+		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+		MHD_OPTION_END);
+}
+
 int http_serve(void)
 {
 	struct sockaddr_storage addr;
@@ -391,11 +413,6 @@ int http_serve(void)
 	RAND_bytes((unsigned char *)&request_id_prefix, sizeof(request_id_prefix));
 	char threads_why[320];
 	long threads = config_http_threads(threads_why, sizeof(threads_why));
-	/* khub accepts (server/acceptor.c): libmicrohttpd then spreads the
-	 * connections evenly over its threads */
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ERROR_LOG |
-			 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET |
-			 MHD_USE_SUPPRESS_DATE_NO_CLOCK;	/* Date: api/respond.c */
 	unsigned port = 0;
 	if (acceptor_listen(&addr, addr_len, 1024, &port) < 0)
 		fatal("cannot listen on %s: %s", config.listen, strerror(errno));
@@ -408,31 +425,23 @@ int http_serve(void)
 	signal(SIGPIPE, SIG_IGN);
 
 	conn_guard_start(config.header_timeout);
-	struct MHD_Daemon *d = MHD_start_daemon(
-		flags, 0, NULL, NULL, access_handler, NULL,
-		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.connection_timeout,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)config.max_connections,
-		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)config.max_connections_per_ip,
-		MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, NULL,
-		MHD_OPTION_URI_LOG_CALLBACK, conn_guard_request_line, NULL,
-		MHD_OPTION_EXTERNAL_LOGGER, conn_guard_mhd_log, NULL,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
-		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
-		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
-		MHD_OPTION_END);
-	if (!d)
+	const struct http_loop_options loop_options = {
+		.start = start_loop_daemon,
+		.max_connections = config.max_connections,
+		.max_connections_per_ip = config.max_connections_per_ip,
+	};
+	if (http_loops_start(threads, &loop_options) < 0)
 		fatal("cannot start the HTTP server on %s: %s", config.listen, strerror(errno));
-	acceptor_start(d);
+	acceptor_start();
 	log_info("khub listening on %s (port %u, %ld threads; %s)", config.listen, port, threads, threads_why);
 
 	int sig = 0;
 	sigwait(&stop, &sig);
 	log_info("signal %d: shutting down", sig);
 	acceptor_stop();
-	request_wake_all();	/* parked requests answer before the daemon stops */
+	request_wake_all();	/* parked requests answer before the loops stop */
 	usleep(100000);
-	MHD_stop_daemon(d);
+	http_loops_stop();
 	response_memo_shutdown();
 	conn_guard_stop();
 	return 0;

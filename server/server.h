@@ -89,8 +89,8 @@ void config_dump(FILE *fp);
  * initdb when the database is embedded, public_url is http(s). One line
  * per problem on err; returns how many. */
 int config_check(FILE *err);
-/* The HTTP threads to start: threads, or 4 per usable CPU (usable_cpus)
- * when it is 0; why gets how the number was chosen. */
+/* The HTTP loops to start: threads, or one per usable CPU (usable_cpus),
+ * at least 2, when it is 0; why gets how the number was chosen. */
 long config_http_threads(char *why, size_t why_len);
 /* Parse "host:port" ("[v6]:port", "*:port" or ":port" = any IPv4
  * address); 0 or -1. */
@@ -150,11 +150,29 @@ int http_serve(void);	/* runs until SIGINT/SIGTERM */
 
 /* The listening socket (server/acceptor.c): bound and listening (port
  * filled: the one bound, for port 0), -1 with errno. acceptor_start hands
- * every connection accepted on it to d; acceptor_stop stops accepting and
- * closes the socket (before the daemon stops). */
+ * every connection accepted on it to the HTTP loops (http_loops_add);
+ * acceptor_stop stops accepting and closes the socket (before the loops
+ * stop). */
 int acceptor_listen(const struct sockaddr_storage *addr, socklen_t addr_len, int backlog, unsigned *port);
-void acceptor_start(struct MHD_Daemon *d);
+void acceptor_start(void);
 void acceptor_stop(void);
+
+/* The HTTP event loops (server/http_loop.c): count libmicrohttpd daemons in
+ * external-epoll mode, each made by start(arg) and run by a thread of its
+ * own. http_loops_add admits an accepted connection (max_connections in
+ * all, max_connections_per_ip from one address: over a limit it is closed
+ * unanswered) and gives it to the loop holding the fewest; the daemons'
+ * connection-closed notification must call http_loops_connection_closed.
+ * http_loops_stop joins the threads and stops the daemons. */
+struct http_loop_options {
+	struct MHD_Daemon *(*start)(void *arg);
+	void *arg;
+	long max_connections, max_connections_per_ip;	/* 0 per ip = no limit */
+};
+int http_loops_start(long count, const struct http_loop_options *opts);
+void http_loops_add(int fd, const struct sockaddr *peer, socklen_t len);
+void http_loops_connection_closed(struct MHD_Connection *conn);
+void http_loops_stop(void);
 
 /* The header-completion deadline (server/conn_guard.c). conn_guard_notify
  * is the daemon's MHD_OPTION_NOTIFY_CONNECTION callback; the access handler

@@ -1,11 +1,11 @@
 #!/bin/bash
-# t0160-usable-cpus.sh -- threads = 0 starts 4 HTTP threads per CPU the
-# process may use, not per online CPU: under taskset -c 0, `khub serve -n`
-# says 4 and why (sched_getaffinity), and `khub serve` really runs 4
-# MHD-worker threads; on two allowed CPUs 8; without taskset 4 per CPU
-# nproc reports (less only when a cgroup quota says so); under a cgroup CPU
-# quota of one CPU (a v2 cpu.max or a v1 cfs quota, where this machine lets
-# the test make a cgroup; else a TAP SKIP) 4 again, naming the quota.
+# t0160-usable-cpus.sh -- threads = 0 starts one HTTP loop per CPU the
+# process may use (at least 2), not per online CPU: under taskset -c 0,
+# `khub serve -n` says 2 and why (sched_getaffinity: 1 CPU), and `khub
+# serve` really runs 2 khub-http threads; without taskset one per CPU nproc
+# reports (less only when a cgroup quota says so); under a cgroup CPU quota
+# of one CPU (a v2 cpu.max or a v1 cfs quota, where this machine lets the
+# test make a cgroup; else a TAP SKIP) 2 again, naming the quota.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
 for tool in taskset nproc curl python3; do
@@ -22,9 +22,10 @@ wrap_khub() {	# wrap_khub NAME SHELL_LINE_BEFORE_EXEC
 	echo "$w"
 }
 
-# The HTTP threads libmicrohttpd runs in process $1 (it names them MHD-worker).
+# The HTTP loop threads of process $1 (khub names them khub-http-N), and
+# libmicrohttpd's own (MHD-*: there must be none, the loops run the daemons).
 mhd_threads() {
-	cat /proc/"$1"/task/*/comm 2>/dev/null | grep -c '^MHD-worker$'
+	cat /proc/"$1"/task/*/comm 2>/dev/null | grep -c '^khub-http-[0-9]*$'
 }
 
 # serve -n's line "http threads in use = N (why)" under the wrapper $1.
@@ -38,6 +39,7 @@ threads_started() {
 	KHUB_BIN=$1 khub_start
 	KHUB_BIN=$REAL_KHUB
 	STARTED=$(mhd_threads "$KHUB_PID")
+	MHD_OWN=$(cat /proc/"$KHUB_PID"/task/*/comm 2>/dev/null | grep -c '^MHD-')
 	LISTENING=$(grep -o 'listening on .*' "$TEST_DIR/server.log" | tail -1)
 	khub_stop
 }
@@ -47,11 +49,12 @@ read -r first second < <(python3 -c 'import os; c = sorted(os.sched_getaffinity(
 # ---- pinned to one CPU --------------------------------------------------------------------
 pinned=$(wrap_khub khub-cpu1 "taskset -p -c $first \$\$ >/dev/null || exit 97")
 line=$(threads_line "$pinned")
-like "$line" '^http threads in use = 4 \(threads = 0: 4 per CPU; 1 CPU: sched_getaffinity allows 1 of [0-9]+' \
-	"serve -n under taskset -c $first: 4 threads, 1 CPU by sched_getaffinity ($line)"
+like "$line" '^http threads in use = 2 \(threads = 0: 1 per CPU, at least 2; 1 CPU: sched_getaffinity allows 1 of [0-9]+' \
+	"serve -n under taskset -c $first: 2 threads, 1 CPU by sched_getaffinity ($line)"
 threads_started "$pinned"
-is "$STARTED" 4 "serve under taskset -c $first runs 4 MHD-worker threads"
-like "$LISTENING" '4 threads; threads = 0: 4 per CPU; 1 CPU: sched_getaffinity' \
+is "$STARTED" 2 "serve under taskset -c $first runs 2 khub-http loop threads"
+is "$MHD_OWN" 0 "and no libmicrohttpd thread of its own (the loops run the daemons)"
+like "$LISTENING" '2 threads; threads = 0: 1 per CPU, at least 2; 1 CPU: sched_getaffinity' \
 	"the listening log line says how the count was chosen"
 
 # ---- an explicit threads value wins -------------------------------------------------------
@@ -62,17 +65,18 @@ is "$line" "http threads in use = 3 (threads = 3)" "threads = 3 is used as set, 
 n=$(nproc)
 line=$(threads_line "$REAL_KHUB")
 if [[ "$line" =~ CPUs?:\ cgroup ]]; then
-	like "$line" '^http threads in use = [0-9]+ \(threads = 0: 4 per CPU; [0-9]+ CPUs?: cgroup ' \
+	like "$line" '^http threads in use = [0-9]+ \(threads = 0: 1 per CPU, at least 2; [0-9]+ CPUs?: cgroup ' \
 		"serve -n as started, under a cgroup quota: $line"
 	echo "ok $((++TAP_COUNT)) # SKIP a cgroup quota binds this test already"
 else
-	like "$line" "^http threads in use = $((4 * n)) \\(threads = 0: 4 per CPU; $n CPUs?: sched_getaffinity allows $n of " \
-		"serve -n as started: 4 per CPU nproc reports ($n): $line"
+	want=$((n < 2 ? 2 : n))
+	like "$line" "^http threads in use = $want \\(threads = 0: 1 per CPU, at least 2; $n CPUs?: sched_getaffinity allows $n of " \
+		"serve -n as started: 1 per CPU nproc reports ($n), at least 2: $line"
 	if [ -n "$second" ]; then
 		two=$(wrap_khub khub-cpu2 "taskset -p -c $first,$second \$\$ >/dev/null || exit 97")
 		line=$(threads_line "$two")
-		like "$line" '^http threads in use = 8 \(threads = 0: 4 per CPU; 2 CPUs: sched_getaffinity allows 2 of ' \
-			"serve -n on two allowed CPUs: 8 threads ($line)"
+		like "$line" '^http threads in use = 2 \(threads = 0: 1 per CPU, at least 2; 2 CPUs: sched_getaffinity allows 2 of ' \
+			"serve -n on two allowed CPUs: 2 threads ($line)"
 	else
 		echo "ok $((++TAP_COUNT)) # SKIP only one CPU allowed here"
 	fi
@@ -118,10 +122,10 @@ cg_make() {
 if cg_make; then
 	quota=$(wrap_khub khub-quota "echo \$\$ >'$CG/cgroup.procs' || exit 97")
 	line=$(threads_line "$quota")
-	like "$line" '^http threads in use = 4 \(threads = 0: 4 per CPU; 1 CPU: cgroup (cpu\.max|cpu\.cfs_quota_us/cfs_period_us) 100000/100000 ' \
-		"serve -n under a one-CPU cgroup quota ($CG): 4 threads ($line)"
+	like "$line" '^http threads in use = 2 \(threads = 0: 1 per CPU, at least 2; 1 CPU: cgroup (cpu\.max|cpu\.cfs_quota_us/cfs_period_us) 100000/100000 ' \
+		"serve -n under a one-CPU cgroup quota ($CG): 2 threads ($line)"
 	threads_started "$quota"
-	is "$STARTED" 4 "serve under a one-CPU cgroup quota runs 4 MHD-worker threads"
+	is "$STARTED" 2 "serve under a one-CPU cgroup quota runs 2 khub-http loop threads"
 	cg_remove
 else
 	echo "ok $((++TAP_COUNT)) # SKIP cgroup CPU quota: $CG_WHY"
