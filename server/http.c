@@ -398,6 +398,9 @@ static struct MHD_Daemon *start_loop_daemon(void *arg)
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
 		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+		/* SIGPIPE is ignored (http_serve): without this, a daemon run by
+		 * threads it did not start gives up sendfile for pread + send */
+		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1,
 		MHD_OPTION_END);
 }
 
