@@ -1,4 +1,4 @@
-/* build_worker.c -- the worker side of the build farm (docs/build-farm.md):
+/* builds_worker.c -- the worker side of the build farm (docs/build-farm.md):
  * register, claim (waiting parked, without a thread), heartbeat, log
  * chunks, fail and release. Every route needs a worker token; those about
  * a job need its lease and the worker's scope to cover the job's repo now
@@ -84,8 +84,8 @@ static enum MHD_Result handle_register(struct request *req)
 		return respond_db_unavailable(req);
 	log_info("worker %s registered (%zu variants)", req->principal.name, count);
 	return respond_json(req, 200, json_pack("{s:s, s:I, s:I}", "worker", req->principal.name, "heartbeat_seconds",
-						(json_int_t)api_ctx.builds.heartbeat_seconds, "lease_seconds",
-						(json_int_t)api_ctx.builds.lease_seconds));
+						(json_int_t)farm_settings.heartbeat_seconds, "lease_seconds",
+						(json_int_t)farm_settings.lease_seconds));
 }
 
 static enum MHD_Result handle_claim(struct request *req)
@@ -101,7 +101,7 @@ static enum MHD_Result handle_claim(struct request *req)
 		return respond_error(req, 400, NULL, "expected {\"variants\": [build variant names], \"wait_seconds\": 0-30}");
 	}
 	struct db_rows rows;
-	int rc = db_build_claim(req->principal.worker_id, (const char *const *)names, n, api_ctx.builds.lease_seconds,
+	int rc = db_build_claim(req->principal.worker_id, (const char *const *)names, n, farm_settings.lease_seconds,
 				&rows);
 	build_names_free(names, n);
 	if (rc < 0)
@@ -139,7 +139,7 @@ static enum MHD_Result handle_heartbeat(struct request *req)
 		return result;
 	char expires[40];
 	int cancel = 0;
-	int rc = db_build_heartbeat(id, req->principal.worker_id, api_ctx.builds.lease_seconds, expires, &cancel);
+	int rc = db_build_heartbeat(id, req->principal.worker_id, farm_settings.lease_seconds, expires, &cancel);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
@@ -166,7 +166,7 @@ static enum MHD_Result handle_log_append(struct request *req)
 	if (attempt_arg && (*end || end == attempt_arg || attempt < 0 || attempt > INT_MAX))
 		return respond_error(req, 400, NULL, "attempt=N: the attempt this chunk is from (the claim's \"attempt\")");
 	int rc = db_build_log_append(id, req->principal.worker_id, (int)attempt, at, req->body.buf ? req->body.buf : "",
-				     req->body.len, api_ctx.builds.log_max_bytes, &length);
+				     req->body.len, farm_settings.log_max_bytes, &length);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
