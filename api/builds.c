@@ -230,29 +230,8 @@ static enum MHD_Result handle_workers(struct request *req)
 	if (db_worker_list(&rows) < 0)
 		return respond_db_unavailable(req);
 	json_t *list = json_array();
-	for (size_t i = 0; i < rows.count; i++) {
-		json_t *caps = json_loads(db_rows_get(&rows, i, WORKER_COL_CAPABILITIES), 0, NULL);
-		json_t *variants = json_loads(db_rows_get(&rows, i, WORKER_COL_VARIANTS), 0, NULL);
-		json_t *jobs = json_loads(db_rows_get(&rows, i, WORKER_COL_JOBS), 0, NULL);
-		json_t *orgs = json_loads(db_rows_get(&rows, i, WORKER_COL_SCOPE_ORGS), 0, NULL);
-		json_t *repos = json_loads(db_rows_get(&rows, i, WORKER_COL_SCOPE_REPOS), 0, NULL);
-		json_t *w = json_pack("{s:s, s:s, s:I, s:o, s:o, s:o, s:s}", "name", db_rows_get(&rows, i, WORKER_COL_NAME),
-				      "version", db_rows_get(&rows, i, WORKER_COL_VERSION), "concurrency",
-				      (json_int_t)atol(db_rows_get(&rows, i, WORKER_COL_CONCURRENCY)), "toolchains",
-				      caps ? caps : json_array(), "variants", variants ? variants : json_array(), "jobs",
-				      jobs ? jobs : json_array(), "token_prefix", db_rows_get(&rows, i, WORKER_COL_TOKEN_PREFIX));
-		json_object_set_new(w, "scope", json_pack("{s:o, s:o, s:b}", "orgs", orgs ? orgs : json_array(), "repos",
-							  repos ? repos : json_array(), "private",
-							  db_rows_get(&rows, i, WORKER_COL_SCOPE_PRIVATE)[0] == 't'));
-		static const struct { const char *key; enum worker_column col; } times[] = {
-			{ "created_at", WORKER_COL_CREATED }, { "registered_at", WORKER_COL_REGISTERED },
-			{ "last_heartbeat", WORKER_COL_HEARTBEAT },
-		};
-		for (size_t t = 0; t < sizeof(times) / sizeof(times[0]); t++)
-			json_object_set_new(w, times[t].key, db_rows_isnull(&rows, i, times[t].col) ? json_null()
-						: json_string(db_rows_get(&rows, i, times[t].col)));
-		json_array_append_new(list, w);
-	}
+	for (size_t i = 0; i < rows.count; i++)
+		json_array_append_new(list, build_worker_json(&rows, i));
 	db_rows_release(&rows);
 	return respond_json(req, 200, json_pack("{s:o}", "workers", list));
 }

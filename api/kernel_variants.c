@@ -165,7 +165,7 @@ static const char *query_value(void *ctx, const char *key)
 /* The client environment from the query; on failure 400 is queued. */
 static int environment_from_query(struct request *req, struct variant_env *env, enum MHD_Result *result)
 {
-	char why[300];
+	char why[2048];
 	if (kernel_environment_parse(query_value, req, env, why, sizeof(why)) == 0)
 		return 0;
 	*result = respond_error(req, 400, NULL, "%s", why);

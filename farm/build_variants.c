@@ -1,7 +1,7 @@
 /* build_variants.c -- which variants a build means: the required list
  * (data/build-variants.json or build_variants), what live workers can
- * build, what a version branch lacks, the names a request gives (judged
- * against build.toml by farm/build_plan.c). */
+ * build (and what a worker registers), what a version branch lacks, the
+ * names a request gives (judged against build.toml by farm/build_plan.c). */
 #include "farm/farm.h"
 
 #include <pthread.h>
@@ -169,4 +169,58 @@ int build_named_variants(json_t *variants, char ***names, size_t *n, char *why, 
 			(*names)[(*n)++] = xstrdup(json_string_value(v));
 	}
 	return 0;
+}
+
+/* ---- what a worker offers --------------------------------------------------------- */
+
+char **build_variant_list(json_t *array, size_t *n, size_t *bad)
+{
+	size_t i;
+	json_t *v;
+	char **names = xcalloc(json_array_size(array) + 1, sizeof(char *));
+	*n = 0;
+	json_array_foreach(array, i, v) {
+		struct variant_name parsed;
+		const char *why;
+		if (!json_is_string(v) || variant_name_parse(json_string_value(v), &parsed, &why) < 0) {
+			*bad = i;
+			build_names_free(names, *n);
+			return NULL;
+		}
+		names[(*n)++] = xstrdup(json_string_value(v));
+	}
+	return names;
+}
+
+int build_worker_register(int64_t worker_id, const char *version, long concurrency, json_t *toolchains,
+			  size_t *count, char *why, size_t why_size)
+{
+	struct strbuf variants = STRBUF_INIT;
+	strbuf_adds(&variants, "{");
+	size_t i;
+	json_t *tc;
+	*count = 0;
+	json_array_foreach(toolchains, i, tc) {
+		json_t *list = json_object_get(tc, "variants");
+		size_t n = 0, bad = 0;
+		char **names = json_is_object(tc) && json_is_array(list) ? build_variant_list(list, &n, &bad) : NULL;
+		if (!names) {
+			strbuf_release(&variants);
+			snprintf(why, why_size, "toolchains[%zu]: variants must be an array of build variant names (entry %zu "
+				 "is not)", i, bad);
+			return KHUB_EINVAL;
+		}
+		for (size_t k = 0; k < n; k++) {
+			if ((*count)++)
+				strbuf_adds(&variants, ",");
+			db_array_add(&variants, names[k]);
+		}
+		build_names_free(names, n);
+	}
+	strbuf_adds(&variants, "}");
+	char *caps = json_dumps(toolchains, JSON_COMPACT);
+	int rc = db_worker_register(worker_id, version, concurrency, caps, variants.buf);
+	free(caps);
+	strbuf_release(&variants);
+	return rc < 0 && rc != KHUB_ENOTFOUND ? KHUB_EDB : rc;
 }

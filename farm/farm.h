@@ -75,6 +75,8 @@ struct farm_job {
 json_t *build_json(const struct db_rows *rows, size_t row);
 /* JOB, the claim's answer, of one row. */
 json_t *build_job_json(const struct db_rows *rows, size_t row);
+/* WORKER of the admin workers list, of one row of enum worker_column. */
+json_t *build_worker_json(const struct db_rows *rows, size_t row);
 
 /* ---- which variants (farm/build_variants.c) ------------------------------------- */
 
@@ -92,6 +94,16 @@ int build_worker_variants(char ***names, size_t *n);
 /* The same, and in *stale what only workers not seen lately offer. */
 int build_worker_offers(char ***live, size_t *nlive, char ***stale, size_t *nstale);
 void build_names_free(char **names, size_t n);
+/* The build variant names of a JSON array (strings, valid names, in order):
+ * a new list (build_names_free), or NULL with *bad the index of the first
+ * that is not. */
+char **build_variant_list(json_t *array, size_t *n, size_t *bad);
+/* A worker's registration: toolchains (as it sent them: objects whose
+ * "variants" are build variant names) stored with version and concurrency,
+ * *count the variants it offers: 0; KHUB_EINVAL with why (the entry that
+ * is not); KHUB_ENOTFOUND (the worker was removed); KHUB_EDB. */
+int build_worker_register(int64_t worker_id, const char *version, long concurrency, json_t *toolchains,
+			  size_t *count, char *why, size_t why_size);
 /* 1 when name is one of names[0..n). */
 int build_names_contain(char *const *names, size_t n, const char *name);
 /* The default variants of plan: what live workers can build that the
