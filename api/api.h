@@ -45,22 +45,6 @@ struct api_context {
 	 * answered (*result set), -1 to answer in JSON (the UI's JSON paths). */
 	void (*page_headers)(struct request *req, struct MHD_Response *resp);
 	int (*page_error)(struct request *req, int status, const char *message, enum MHD_Result *result);
-	struct build_settings {		/* the build farm (docs/build-farm.md) */
-		long lease_seconds, heartbeat_seconds, max_attempts;
-		int abi_enforce;	/* abi_policy = enforce (else warn) */
-		long output_max_bytes;	/* an output tar, whole */
-		const char *variants_file;	/* build_variants: "" = data/build-variants.json */
-		const char *tmp_dir;	/* {data_dir}/build-tmp: output tars in transit */
-		const char *sources_dir;	/* {data_dir}/build-sources: external git sources */
-		const char *source_cache_dir;	/* {data_dir}/build-source-cache: source tars made */
-		long long source_cache_bytes;	/* build_source_cache_mb: kept at most (one tar may pass it) */
-		long wall_seconds, cpu_seconds, memory_mb, disk_mb;	/* limits told to workers */
-		long queue_per_repo, queue_per_user, variants_per_request;	/* 0: no limit */
-		long long log_max_bytes;	/* build_log_max_kb: a build's log kept, head and tail */
-		long worker_live_seconds;	/* a worker's variants count while it was seen this recently */
-		const char *plan_python;	/* reads build.toml (api/build_plan.c) */
-		long plan_wall_ms;		/* its wall-clock limit */
-	} builds;
 };
 
 extern struct api_context api_ctx;
@@ -250,10 +234,10 @@ extern const struct route kernels_routes[];	/* api/kernels.c: GET /api/kernels *
 extern const struct route kernel_variants_routes[];	/* api/kernel_variants.c: variants, metadata, compliance */
 extern const struct route openapi_routes[];	/* api/openapi.c: GET /api/openapi.json */
 extern const struct route builds_routes[];	/* api/builds.c: build jobs for users, workers listed */
-extern const struct route build_enqueue_routes[];	/* api/build_enqueue.c: POST …/builds */
-extern const struct route build_worker_routes[];	/* api/build_worker.c: register, claim, lease, log */
-extern const struct route build_source_routes[];	/* api/build_source.c: a job's source tar */
-extern const struct route build_output_routes[];	/* api/build_output.c: a job's output, published */
+extern const struct route build_enqueue_routes[];	/* api/builds_enqueue.c: POST …/builds */
+extern const struct route build_worker_routes[];	/* api/builds_worker.c: register, claim, lease, log */
+extern const struct route build_source_routes[];	/* api/builds_source.c: a job's source tar */
+extern const struct route build_output_routes[];	/* api/builds_output.c: a job's output, published */
 
 /* ---- access (api/repo_access.c) ------------------------------------------ */
 
@@ -548,42 +532,11 @@ void kernel_index_catch_up_stop(void);
 /* One indexed variant as the variants API shows it (name parts, files,
  * size, metadata summary, warnings), and one revision's variants against the
  * required build list as the compliance API shows it. The caller owns both. */
-/* A client environment (torch, cuda|rocm|xpu|cann, backend, arch, os,
- * cxx11, macos, tvm_ffi, free_threaded: the keys of GET .../variants) read
- * through get (NULL: not given) into *env, with the loader's choice of
- * backend; on failure 400 is queued and -1 returned. */
-typedef const char *(*environment_getter)(void *ctx, const char *key);
-int kernel_environment_parse(struct request *req, environment_getter get, void *ctx, struct variant_env *env,
-			     enum MHD_Result *result);
 json_t *kernel_variant_json(const struct variant_row *r);
 json_t *kernel_compliance_json(const struct variant_rows *rows);
-/* data/build-variants.json, parsed once (borrowed). */
-const struct required_variants *kernel_required_variants(void);
-
-/* ---- the build farm (api/build_trigger.c) ----------------------------------- */
-
-/* Registered with the publish module (server and push hook): a branch of a
- * kernel repo moved from old_sha (NULL: new branch) to new_sha; when its
- * tree has build.toml and the change touches more than build/, README.md
- * and benchmarks/, the default variants are enqueued (repo setting
- * buildOnPush; never for mirrors or the farm's own publications). */
-void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
-			  const char *new_sha);
-
-/* Start (and stop) the thread that requeues running jobs whose lease lapsed
- * (api/build_leases.c): every check_ms, and at the next lapse when sooner. */
-void build_lease_timer_start(long check_ms);
-void build_lease_timer_stop(void);
-/* Make the source-tar cache's folder, drop temp files an earlier run left
- * and trim it to its bound (api/build_source_cache.c); fatal on failure. */
-void build_source_cache_init(void);
-/* The build farm's counters, Prometheus text, for /metrics (site admins). */
-void build_metrics_add(struct strbuf *sb);
 
 /* Files compiled in by api/embed_files.sh (NUL-terminated). */
 extern const char embedded_openapi_json[];
 extern const size_t embedded_openapi_json_len;
-extern const char embedded_build_variants_json[];
-extern const size_t embedded_build_variants_json_len;
 
 #endif

@@ -7,6 +7,7 @@
  * Pushes are checked by `khub hook pre-receive` (paths, LFS objects) and
  * recorded by `khub hook post-receive` (audit, last-modified). */
 #include "api/api.h"
+#include "farm/farm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -153,13 +154,13 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 	strvec_pushf(&env, "KHUB_HOOK_USER_ID=%lld", (long long)req->principal.user_id);
 	env_add(&env, "KHUB_HOOK_USER", req->principal.user_id ? req->principal.name : "anonymous");
 	env_add(&env, "KHUB_HOOK_REQUEST_ID", req->request_id);
-	env_add(&env, "KHUB_HOOK_BUILD_VARIANTS", api_ctx.builds.variants_file ? api_ctx.builds.variants_file : "");
-	strvec_pushf(&env, "KHUB_HOOK_BUILD_ATTEMPTS=%ld", api_ctx.builds.max_attempts);
-	strvec_pushf(&env, "KHUB_HOOK_BUILD_QUEUE=%ld,%ld,%ld", api_ctx.builds.queue_per_repo,
-		     api_ctx.builds.queue_per_user, api_ctx.builds.variants_per_request);
-	strvec_pushf(&env, "KHUB_HOOK_BUILD_LIVE=%ld", api_ctx.builds.worker_live_seconds);
-	env_add(&env, "KHUB_HOOK_BUILD_PYTHON", api_ctx.builds.plan_python ? api_ctx.builds.plan_python : "python3");
-	strvec_pushf(&env, "KHUB_HOOK_BUILD_PLAN_MS=%ld", api_ctx.builds.plan_wall_ms);
+	env_add(&env, "KHUB_HOOK_BUILD_VARIANTS", farm_settings.variants_file ? farm_settings.variants_file : "");
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_ATTEMPTS=%ld", farm_settings.max_attempts);
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_QUEUE=%ld,%ld,%ld", farm_settings.queue_per_repo,
+		     farm_settings.queue_per_user, farm_settings.variants_per_request);
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_LIVE=%ld", farm_settings.worker_live_seconds);
+	env_add(&env, "KHUB_HOOK_BUILD_PYTHON", farm_settings.plan_python ? farm_settings.plan_python : "python3");
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_PLAN_MS=%ld", farm_settings.plan_wall_ms);
 
 	pthread_once(&git_once, find_git);
 	char *argv[] = { git_path_found ? git_path_found : "git", "http-backend", NULL };

@@ -4,6 +4,7 @@
  * every other variant is rejected), .../metadata/{variant}, and
  * .../compliance against the required build-variant list (data/). */
 #include "api/api.h"
+#include "farm/farm.h"
 #include "kernel/kernel.h"
 #include "storage/variant_index.h"
 
@@ -156,71 +157,6 @@ json_t *kernel_variant_json(const struct variant_row *r)
 
 /* ---- GET /api/kernels/{ns}/{name}/variants ------------------------------- */
 
-/* Query keys of the environment besides torch= and one per versioned
- * backend of the table (cuda=, rocm=, xpu=, cann=). */
-static const char *const env_keys[] = { "arch", "os", "cxx11", "macos", "tvm_ffi", "free_threaded" };
-
-/* One environment key from the query, when given (*versioned: the backend
- * key seen so far); on failure 400 is queued. */
-static int environment_key(struct request *req, environment_getter get, void *ctx, struct variant_env *env,
-			   const char *key, const char **versioned, enum MHD_Result *result)
-{
-	const char *why = NULL, *value = get(ctx, key);
-	const struct kernel_backend *b = kernel_backend_find(key);
-	if (!value)
-		return 0;
-	if (b && b->variant_prefix) {
-		if (*versioned) {
-			*result = respond_error(req, 400, NULL, "give one of cuda=, rocm=, xpu= or cann= (got %s= and %s=)",
-						*versioned, key);
-			return -1;
-		}
-		*versioned = key;
-	}
-	if (variant_env_set(env, key, value, &why) < 0) {
-		*result = respond_error(req, 400, NULL, "invalid %s=%s: %s", key, value, why);
-		return -1;
-	}
-	return 0;
-}
-
-int kernel_environment_parse(struct request *req, environment_getter get, void *ctx, struct variant_env *env,
-			     enum MHD_Result *result)
-{
-	const char *why = NULL, *versioned = NULL;
-	variant_env_init(env);
-	int rc = environment_key(req, get, ctx, env, "torch", &versioned, result);
-	for (const struct kernel_backend *b = kernel_backends; rc == 0 && b->name; b++)
-		if (b->variant_prefix)
-			rc = environment_key(req, get, ctx, env, b->name, &versioned, result);
-	for (size_t i = 0; rc == 0 && i < sizeof(env_keys) / sizeof(env_keys[0]); i++)
-		rc = environment_key(req, get, ctx, env, env_keys[i], &versioned, result);
-	if (rc < 0)
-		return -1;
-	/* backend= picks among what the system has, as kernels' _select_backend:
-	 * cpu always, else the detected backend itself. */
-	const char *backend = get(ctx, "backend");
-	const struct kernel_backend *b;
-	if (backend && backend[0]) {
-		if (versioned && strcmp(backend, versioned) == 0) {
-			/* the detected backend, already set */
-		} else if (versioned && strcmp(backend, "cpu") != 0) {
-			*result = respond_error(req, 400, NULL, "Invalid backend '%s', system supported backends: %s, cpu",
-						backend, versioned);
-			return -1;
-		} else if (!versioned && (b = kernel_backend_find(backend)) && b->variant_prefix) {
-			*result = respond_error(req, 400, NULL, "backend=%s needs %s=MAJOR.MINOR (the %s version)", backend,
-						backend, backend);
-			return -1;
-		} else if (variant_env_set(env, "backend", backend, &why) < 0) {
-			*result = respond_error(req, 400, NULL, "invalid backend=%s: %s", backend, why);
-			return -1;
-		}
-	}
-	variant_env_finish(env);
-	return 0;
-}
-
 static const char *query_value(void *ctx, const char *key)
 {
 	return request_query(ctx, key);
@@ -229,7 +165,11 @@ static const char *query_value(void *ctx, const char *key)
 /* The client environment from the query; on failure 400 is queued. */
 static int environment_from_query(struct request *req, struct variant_env *env, enum MHD_Result *result)
 {
-	return kernel_environment_parse(req, query_value, req, env, result);
+	char why[2048];
+	if (kernel_environment_parse(query_value, req, env, why, sizeof(why)) == 0)
+		return 0;
+	*result = respond_error(req, 400, NULL, "%s", why);
+	return -1;
 }
 
 static json_t *environment_json(const struct variant_env *env)
@@ -398,23 +338,6 @@ static enum MHD_Result handle_metadata(struct request *req)
 }
 
 /* ---- GET /api/kernels/{ns}/{name}/compliance ------------------------------ */
-
-static struct required_variants required_variants;	/* parsed data/build-variants.json */
-static pthread_once_t required_once = PTHREAD_ONCE_INIT;
-
-static void load_required_variants(void)
-{
-	char why[200];
-	if (required_variants_parse(embedded_build_variants_json, embedded_build_variants_json_len, &required_variants,
-				    why, sizeof(why)) < 0)
-		log_error("data/build-variants.json: %s", why);
-}
-
-const struct required_variants *kernel_required_variants(void)
-{
-	pthread_once(&required_once, load_required_variants);
-	return &required_variants;
-}
 
 static json_t *string_array(const char *const *items, size_t n)
 {

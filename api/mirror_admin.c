@@ -3,6 +3,7 @@
  * the configuration, and Prometheus-style metrics at /metrics (site admins;
  * public repo counts for anyone with metrics_public). */
 #include "api/api.h"
+#include "farm/farm.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -110,6 +110,13 @@ int variant_env_set(struct variant_env *env, const char *key, const char *value,
 void variant_env_finish(struct variant_env *env);
 /* The environment's backend as the loader prints it: cu128, rocm71, cpu. */
 void variant_env_backend_tag(const struct variant_env *env, char *out, size_t size);
+/* A client environment given as keys (torch, cuda|rocm|xpu|cann, backend,
+ * arch, os, cxx11, macos, tvm_ffi, free_threaded: the keys of GET
+ * .../variants) read through get (NULL: not given) into *env, with the
+ * loader's choice of backend (kernel/environment.c): 0, or KHUB_EINVAL
+ * with why. */
+typedef const char *(*environment_getter)(void *ctx, const char *key);
+int kernel_environment_parse(environment_getter get, void *ctx, struct variant_env *env, char *why, size_t why_size);
 
 struct variant_decision {
 	size_t index;		/* into the variants given */

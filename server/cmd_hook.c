@@ -5,6 +5,7 @@
  * over 10 MiB, main never deleted, tags never moved or deleted; and is audited afterwards. A rejected pre-receive leaves every
  * ref of the push untouched. */
 #include "server/server.h"
+#include "farm/farm.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -230,18 +231,18 @@ static int post_receive(void)
 		return 0;
 	db_configure(conninfo);
 	/* the build farm's trigger, with the server's settings */
-	api_ctx.builds.variants_file = getenv("KHUB_HOOK_BUILD_VARIANTS") ? getenv("KHUB_HOOK_BUILD_VARIANTS") : "";
-	api_ctx.builds.max_attempts = getenv("KHUB_HOOK_BUILD_ATTEMPTS") ? atol(getenv("KHUB_HOOK_BUILD_ATTEMPTS")) : 3;
+	farm_settings.variants_file = getenv("KHUB_HOOK_BUILD_VARIANTS") ? getenv("KHUB_HOOK_BUILD_VARIANTS") : "";
+	farm_settings.max_attempts = getenv("KHUB_HOOK_BUILD_ATTEMPTS") ? atol(getenv("KHUB_HOOK_BUILD_ATTEMPTS")) : 3;
 	const char *queue = getenv("KHUB_HOOK_BUILD_QUEUE");	/* per repo, per user, per request */
-	if (!queue || sscanf(queue, "%ld,%ld,%ld", &api_ctx.builds.queue_per_repo, &api_ctx.builds.queue_per_user,
-			     &api_ctx.builds.variants_per_request) != 3) {
-		api_ctx.builds.queue_per_repo = 128;	/* config.c's defaults */
-		api_ctx.builds.queue_per_user = 512;
-		api_ctx.builds.variants_per_request = 64;
+	if (!queue || sscanf(queue, "%ld,%ld,%ld", &farm_settings.queue_per_repo, &farm_settings.queue_per_user,
+			     &farm_settings.variants_per_request) != 3) {
+		farm_settings.queue_per_repo = 128;	/* config.c's defaults */
+		farm_settings.queue_per_user = 512;
+		farm_settings.variants_per_request = 64;
 	}
-	api_ctx.builds.worker_live_seconds = getenv("KHUB_HOOK_BUILD_LIVE") ? atol(getenv("KHUB_HOOK_BUILD_LIVE")) : 300;
-	api_ctx.builds.plan_python = getenv("KHUB_HOOK_BUILD_PYTHON") ? getenv("KHUB_HOOK_BUILD_PYTHON") : "python3";
-	api_ctx.builds.plan_wall_ms = getenv("KHUB_HOOK_BUILD_PLAN_MS") ? atol(getenv("KHUB_HOOK_BUILD_PLAN_MS")) : 10000;
+	farm_settings.worker_live_seconds = getenv("KHUB_HOOK_BUILD_LIVE") ? atol(getenv("KHUB_HOOK_BUILD_LIVE")) : 300;
+	farm_settings.plan_python = getenv("KHUB_HOOK_BUILD_PYTHON") ? getenv("KHUB_HOOK_BUILD_PYTHON") : "python3";
+	farm_settings.plan_wall_ms = getenv("KHUB_HOOK_BUILD_PLAN_MS") ? atol(getenv("KHUB_HOOK_BUILD_PLAN_MS")) : 10000;
 	publish_set_on_new_commit(builds_on_new_commit);
 	/* For the variant index of kernel repos (GIT_DIR is set by git). */
 	git_repository *git = NULL;

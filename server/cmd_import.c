@@ -3,6 +3,7 @@
  * files as LFS the way the Hub does (a pointer text only to an object the
  * repo already has). Seeds a hub without the write API. */
 #include "server/server.h"
+#include "farm/farm.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -143,14 +144,14 @@ int cmd_import(int argc, char **argv)
 	}
 	struct import_state st = { 0 };
 	/* an import of sources with build.toml queues builds, as a push does */
-	api_ctx.builds.variants_file = config.build_variants;
-	api_ctx.builds.max_attempts = config.build_max_attempts;
-	api_ctx.builds.queue_per_repo = config.build_queue_per_repo;
-	api_ctx.builds.queue_per_user = config.build_queue_per_user;
-	api_ctx.builds.variants_per_request = config.build_variants_per_request;
-	api_ctx.builds.worker_live_seconds = config.build_worker_live_seconds;
-	api_ctx.builds.plan_python = config.build_plan_python;
-	api_ctx.builds.plan_wall_ms = config.build_plan_wall_ms;
+	farm_settings.variants_file = config.build_variants;
+	farm_settings.max_attempts = config.build_max_attempts;
+	farm_settings.queue_per_repo = config.build_queue_per_repo;
+	farm_settings.queue_per_user = config.build_queue_per_user;
+	farm_settings.variants_per_request = config.build_variants_per_request;
+	farm_settings.worker_live_seconds = config.build_worker_live_seconds;
+	farm_settings.plan_python = config.build_plan_python;
+	farm_settings.plan_wall_ms = config.build_plan_wall_ms;
 	publish_set_on_new_commit(builds_on_new_commit);
 	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
 	struct publish_actor who = { 0, "khub import", "import@khub.local", "local" };

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "api/builds.h"
+#include "farm/farm.h"
 
 struct khub_config config;
 

@@ -91,7 +91,8 @@ int cmd_serve(int argc, char **argv)
 	web_configure(config.web_root, config.public_url, config.web_session_hours * 3600L);
 	api_ctx.page_headers = web_page_headers;
 	api_ctx.page_error = web_page_error;
-	api_ctx.builds = (struct build_settings){
+	farm_settings = (struct farm_settings){
+		.repo_root = api_ctx.repo_root, .lfs = api_ctx.lfs, .queue_changed = builds_wake_claimers,
 		.lease_seconds = config.build_lease_seconds, .heartbeat_seconds = config.build_heartbeat_seconds,
 		.max_attempts = config.build_max_attempts, .abi_enforce = strcmp(config.abi_policy, "warn") != 0,
 		.output_max_bytes = config.build_output_max_mb * 1024 * 1024, .variants_file = config.build_variants,
@@ -116,8 +117,8 @@ int cmd_serve(int argc, char **argv)
 		fatal("%s", why);
 	if (source_net_register() < 0)
 		fatal("cannot route libgit2's connections through the build source checks");
-	if (mkdir_p(api_ctx.builds.tmp_dir, 0700) < 0)
-		fatal("cannot create %s: %s", api_ctx.builds.tmp_dir, strerror(errno));
+	if (mkdir_p(farm_settings.tmp_dir, 0700) < 0)
+		fatal("cannot create %s: %s", farm_settings.tmp_dir, strerror(errno));
 	build_source_cache_init();
 	build_sources_clean();
 	publish_set_on_new_commit(builds_on_new_commit);

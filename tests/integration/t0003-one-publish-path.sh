@@ -11,18 +11,19 @@ for fn in commit_builder_write repo_update_ref variant_index_update db_repo_touc
 	lfs_writer_install; do
 	# (the read side's repair of a commit written behind khub's back, a
 	# background job in api/kernel_variants.c, indexes without publishing)
-	hits=$(grep -rn --include='*.c' "\b$fn(" api server mirror sync common 2>/dev/null |
+	hits=$(grep -rn --include='*.c' "\b$fn(" api server farm mirror sync common 2>/dev/null |
 		grep -v '^api/kernel_variants.c:.*variant_index_update(j->repo_id')
 	is "$hits" "" "no $fn() outside storage/ (use storage/publish.h)"
 done
 for f in storage/publish.c storage/publish.h; do
 	check "$f exists" -- test -f "$f"
 done
-users=$(grep -rln --include='*.c' 'publish_begin\|publish_refs_moved\|publish_import_ref' api server mirror sync | sort | tr '\n' ' ')
+users=$(grep -rln --include='*.c' 'publish_begin\|publish_refs_moved\|publish_import_ref' api server farm mirror sync | sort | tr '\n' ' ')
 like "$users" 'api/commit.c' "the commit API publishes through it"
 like "$users" 'api/repos.c' "repo creation's files too"
 like "$users" 'server/cmd_import.c' "khub import too"
 like "$users" 'server/cmd_hook.c' "pushes run its after-move steps"
 like "$users" 'mirror/sync' "the mirror too"
 like "$users" 'sync/import_apply.c' "air-gap imports too"
+like "$users" 'farm/build_publish.c' "the build farm's outputs too"
 done_testing

@@ -3,7 +3,7 @@
  * libarchive) against the layout rules and the attacks: sparse members
  * claiming a gigabyte, sizes past the bytes the tar holds, hard links,
  * symlinks, devices, fifos and absurd member counts. */
-#include "api/build_output.h"
+#include "farm/farm.h"
 #include "tap.h"
 
 #include <archive.h>
@@ -123,7 +123,7 @@ static void attacks(void)
 	char why[512];
 	struct build_output out;
 	long before = peak_mib();
-	api_ctx.builds.output_max_bytes = 4L << 30;	/* the default: the check must not lean on it */
+	farm_settings.output_max_bytes = 4L << 30;	/* the default: the check must not lean on it */
 	const char *sparse[] = { V "/metadata.json", "f", metadata, V "/a.so", "S", "ELF", V "/b.so", "S", "ELF" };
 	char *path = make_tar(sparse, 3);
 	struct stat st;
@@ -181,12 +181,12 @@ static void attacks(void)
 	build_output_release(&out);
 	unlink(path);
 	free(path);
-	api_ctx.builds.output_max_bytes = 1 << 20;
+	farm_settings.output_max_bytes = 1 << 20;
 }
 
 int main(void)
 {
-	api_ctx.builds.output_max_bytes = 1 << 20;
+	farm_settings.output_max_bytes = 1 << 20;
 	ok(strcmp(clean("a/b.py"), "a/b.py") == 0, "a plain path");
 	ok(strcmp(clean("./a/b.py"), "a/b.py") == 0, "a leading ./ is dropped");
 	ok(strcmp(clean("a/"), "a") == 0, "a directory's trailing / is dropped");

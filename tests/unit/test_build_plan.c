@@ -1,7 +1,7 @@
 /* test_build_plan.c -- judging variants against a build.toml plan (what
  * builder-worker/build_toml.py --plan prints), and the default variants of
- * a plan given what live and stale workers offer (api/build_plan.c). */
-#include "api/builds.h"
+ * a plan given what live and stale workers offer (farm/build_plan.c). */
+#include "farm/farm.h"
 #include "tests/unit/tap.h"
 
 #include <stdlib.h>

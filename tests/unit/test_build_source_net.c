@@ -1,8 +1,8 @@
 /* test_build_source_net.c -- which addresses an external git source may
- * reach (api/build_source_net.c): loopback, private, link-local, CGNAT,
+ * reach (farm/build_source_net.c): loopback, private, link-local, CGNAT,
  * multicast, reserved and their IPv6 forms refused; public ones and the
  * allow-list's addresses, ranges and host names accepted. */
-#include "api/builds.h"
+#include "farm/farm.h"
 #include "tap.h"
 
 #include <arpa/inet.h>

@@ -3,10 +3,13 @@
  * compatibility tests (t0080), the name kernel-builder would give that
  * build, and the loader's rules (variant_resolve) take it ahead of every
  * noarch and older build; environments that load no compiled variant are
- * refused with a reason. */
+ * refused with a reason. Also kernel_environment_parse, which reads such an
+ * environment for the API and for build requests, linked here without any
+ * HTTP code. */
 #include "kernel/kernel.h"
 #include "tests/unit/tap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,8 +91,50 @@ static void check_preferred(const struct variant_env *env, const char *target)
 	ok(d[0].accepted && strcmp(names[d[0].index], target) == 0, "the loader picks %s first", target);
 }
 
+/* kernel_environment_parse's getter over a query string ("k=v&k=v"). */
+static const char *query_get(void *ctx, const char *key)
+{
+	static char value[128];
+	const char *q = ctx;
+	size_t klen = strlen(key);
+	while (q && *q) {
+		const char *end = strchr(q, '&');
+		size_t len = end ? (size_t)(end - q) : strlen(q);
+		if (len > klen && strncmp(q, key, klen) == 0 && q[klen] == '=') {
+			snprintf(value, sizeof(value), "%.*s", (int)(len - klen - 1), q + klen + 1);
+			return value;
+		}
+		q = end ? end + 1 : NULL;
+	}
+	return NULL;
+}
+
+/* The environment as the API and a build request read it: the same as
+ * variant_env_set key by key, and its refusals said (400 by callers). */
+static void check_environment_parse(void)
+{
+	static const struct { const char *query, *why; } bad[] = {
+		{ "torch=2.11&cuda=12.8&rocm=7.1", "give one of cuda=, rocm=, xpu= or cann= (got cuda= and rocm=)" },
+		{ "torch=2.11&cuda=12.8&backend=rocm", "Invalid backend 'rocm', system supported backends: cuda, cpu" },
+		{ "torch=2.11&backend=cuda", "backend=cuda needs cuda=MAJOR.MINOR (the cuda version)" },
+		{ "torch=banana", "invalid torch=banana: " },
+	};
+	struct variant_env a, b;
+	char why[256] = "";
+	int rc = kernel_environment_parse(query_get, (void *)"torch=2.11&cuda=12.8&arch=aarch64", &a, why, sizeof(why));
+	env_from_query("torch=2.11&cuda=12.8&arch=aarch64", &b);
+	ok(rc == 0 && memcmp(&a, &b, sizeof(a)) == 0, "kernel_environment_parse reads what variant_env_set does (%s)", why);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		rc = kernel_environment_parse(query_get, (void *)bad[i].query, &a, why, sizeof(why));
+		ok(rc == KHUB_EINVAL && strncmp(why, bad[i].why, strlen(bad[i].why)) == 0, "%s: refused: %s", bad[i].query,
+		   why);
+	}
+}
+
 int main(void)
 {
+	check_environment_parse();
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct env_case *c = &cases[i];
 		struct variant_env env;

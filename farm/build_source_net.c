@@ -6,7 +6,7 @@
  * names it) and the connection has a connect timeout, a low-speed limit and
  * the fetch's overall deadline. Other threads (mirror syncs) connect as
  * libgit2 would, without checks. */
-#include "api/builds.h"
+#include "farm/farm.h"
 
 #include <arpa/inet.h>
 #include <assert.h>

@@ -2,7 +2,7 @@
  * queue (one per repo and commit however many workers ask), written to a
  * temp name and renamed into data_dir/build-source-cache, served from
  * there, and trimmed to build_source_cache_mb, least recently served first. */
-#include "api/builds.h"
+#include "farm/farm.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -52,7 +52,7 @@ static int add_file(struct tar_walk *w, const char *path, const git_blob *blob, 
 		int linked = db_lfs_linked(w->repo_id, ptr.oid);
 		if (linked < 0)
 			return KHUB_EDB;
-		if (!linked || lfs_store_open_object(api_ctx.lfs, ptr.oid, &fd, &size) < 0) {
+		if (!linked || lfs_store_open_object(farm_settings.lfs, ptr.oid, &fd, &size) < 0) {
 			w->lfs_missing++;	/* sent as the pointer: the build will say what is missing */
 			fd = -1;
 			size = len;
@@ -153,7 +153,7 @@ cleanup:
 /* {cache}/<repo id>-<sha><suffix> (the caller frees). */
 static char *cache_path(int64_t repo_id, const char *sha, const char *suffix)
 {
-	return xasprintf("%s/%" PRId64 "-%s%s", api_ctx.builds.source_cache_dir, repo_id, sha, suffix);
+	return xasprintf("%s/%" PRId64 "-%s%s", farm_settings.source_cache_dir, repo_id, sha, suffix);
 }
 
 struct cached {
@@ -174,7 +174,7 @@ static int by_mtime(const void *a, const void *b)
  * tar removed while it is served stays readable to its open descriptors. */
 static void cache_trim(const char *keep, int drop_tmp)
 {
-	const char *dir = api_ctx.builds.source_cache_dir;
+	const char *dir = farm_settings.source_cache_dir;
 	pthread_mutex_lock(&trim_lock);
 	DIR *d = opendir(dir);
 	struct cached *items = NULL;
@@ -204,7 +204,7 @@ static void cache_trim(const char *keep, int drop_tmp)
 	if (n)
 		qsort(items, n, sizeof(*items), by_mtime);
 	for (size_t i = 0; i < n; i++) {
-		if (total > api_ctx.builds.source_cache_bytes) {
+		if (total > farm_settings.source_cache_bytes) {
 			char *path = xasprintf("%s/%s", dir, items[i].name);
 			if (unlink(path) == 0)
 				total -= items[i].size;
@@ -218,8 +218,8 @@ static void cache_trim(const char *keep, int drop_tmp)
 
 void build_source_cache_init(void)
 {
-	if (mkdir_p(api_ctx.builds.source_cache_dir, 0700) < 0)
-		fatal("cannot create %s: %s", api_ctx.builds.source_cache_dir, strerror(errno));
+	if (mkdir_p(farm_settings.source_cache_dir, 0700) < 0)
+		fatal("cannot create %s: %s", farm_settings.source_cache_dir, strerror(errno));
 	cache_trim(NULL, 1);
 }
 
@@ -275,14 +275,14 @@ static int source_job_run(void *arg)
 {
 	struct source_job *job = arg;
 	git_repository *git = NULL;
-	char *tmp = xasprintf("%s/" TMP_PREFIX "%" PRId64 "-%s-XXXXXX", api_ctx.builds.source_cache_dir, job->repo_id,
+	char *tmp = xasprintf("%s/" TMP_PREFIX "%" PRId64 "-%s-XXXXXX", farm_settings.source_cache_dir, job->repo_id,
 			      job->sha);
 	char *final = NULL, *partial = NULL;
 	size_t lfs_missing = 0;
 	uint64_t started = monotonic_usec();
 	int fd = -1;
 	int rc = job->source_url ? build_source_open(job->source_url, &git)
-				 : repo_store_open(api_ctx.repo_root, REPO_KERNEL, job->ns, job->name, &git);
+				 : repo_store_open(farm_settings.repo_root, REPO_KERNEL, job->ns, job->name, &git);
 	if (rc < 0) {
 		rc = KHUB_EIO;
 		goto cleanup;
@@ -326,20 +326,20 @@ cleanup:
 	return rc;
 }
 
-int build_source_make(struct request *req, const struct db_rows *rows, size_t row, int *job_rc, enum MHD_Result *result)
+void build_source_make_job(const struct db_rows *rows, size_t row, struct farm_job *job)
 {
-	struct source_job *job = xcalloc(1, sizeof(*job));
-	job->build_id = strtoll(db_rows_get(rows, row, BUILD_COL_ID), NULL, 10);
-	job->repo_id = strtoll(db_rows_get(rows, row, BUILD_COL_REPO_ID), NULL, 10);
-	snprintf(job->sha, sizeof(job->sha), "%s", db_rows_get(rows, row, BUILD_COL_COMMIT));
-	job->ns = xstrdup(db_rows_get(rows, row, BUILD_COL_NS));
-	job->name = xstrdup(db_rows_get(rows, row, BUILD_COL_NAME));
+	struct source_job *arg = xcalloc(1, sizeof(*arg));
+	arg->build_id = strtoll(db_rows_get(rows, row, BUILD_COL_ID), NULL, 10);
+	arg->repo_id = strtoll(db_rows_get(rows, row, BUILD_COL_REPO_ID), NULL, 10);
+	snprintf(arg->sha, sizeof(arg->sha), "%s", db_rows_get(rows, row, BUILD_COL_COMMIT));
+	arg->ns = xstrdup(db_rows_get(rows, row, BUILD_COL_NS));
+	arg->name = xstrdup(db_rows_get(rows, row, BUILD_COL_NAME));
 	if (!db_rows_isnull(rows, row, BUILD_COL_SOURCE_URL))
-		job->source_url = xstrdup(db_rows_get(rows, row, BUILD_COL_SOURCE_URL));
+		arg->source_url = xstrdup(db_rows_get(rows, row, BUILD_COL_SOURCE_URL));
 	/* one job per repo and commit: the tar depends on nothing else (the
 	 * sha fixes the tree; the repo, which LFS objects may come) */
-	char *key = xasprintf("build-source-tar/%" PRId64 "/%s", job->repo_id, job->sha);
-	int rc = work_queue_run(req, key, source_job_run, job, source_job_free, job_rc, result);
-	free(key);
-	return rc;
+	snprintf(job->key, sizeof(job->key), "build-source-tar/%" PRId64 "/%s", arg->repo_id, arg->sha);
+	job->run = source_job_run;
+	job->free_arg = source_job_free;
+	job->arg = arg;
 }

@@ -4,20 +4,17 @@
  * Enqueues take turns under one lock in one transaction and a request
  * that would pass a limit queues nothing at all; the claim's fair order
  * (storage/db_builds.c) keeps what is queued from starving other repos. */
-#include "api/builds.h"
+#include "farm/farm.h"
 
+#include <stdio.h>
 #include <string.h>
-
-/* What a refused request is told to wait: jobs leave the queue at the
- * farm's pace, minutes rather than seconds. */
-#define QUEUE_FULL_RETRY_AFTER 60
 
 static __thread char refusal[300];	/* why the last enqueue of this thread was refused */
 
 int build_queue_begin(size_t n)
 {
 	refusal[0] = '\0';
-	long cap = api_ctx.builds.variants_per_request;
+	long cap = farm_settings.variants_per_request;
 	if (cap > 0 && n > (size_t)cap) {
 		snprintf(refusal, sizeof(refusal), "%zu variants in one request; at most %ld may be queued at once "
 			 "(build_variants_per_request)", n, cap);
@@ -29,8 +26,8 @@ int build_queue_begin(size_t n)
 /* KHUB_ETOOBIG (refusal said) when the jobs queued now pass a limit. */
 static int check_limits(const struct repo_record *rec, const char *requested_by)
 {
-	long repo_n = 0, user_n = 0, per_repo = api_ctx.builds.queue_per_repo;
-	long per_user = api_ctx.builds.queue_per_user;
+	long repo_n = 0, user_n = 0, per_repo = farm_settings.queue_per_repo;
+	long per_user = farm_settings.queue_per_user;
 	/* builds on push are counted per repo only: "push" is no one user */
 	int by_user = requested_by && requested_by[0] && strcmp(requested_by, "push") != 0;
 	int rc = db_build_queued_counts(rec->id, by_user ? requested_by : NULL, &repo_n, &user_n);
@@ -62,13 +59,4 @@ int build_queue_end(const struct repo_record *rec, const char *requested_by, int
 const char *build_queue_refusal(void)
 {
 	return refusal[0] ? refusal : NULL;
-}
-
-enum MHD_Result build_queue_respond_refused(struct request *req, int rc)
-{
-	if (rc == KHUB_ETOOBIG)
-		return respond_too_many(req, QUEUE_FULL_RETRY_AFTER, "%s", refusal);
-	if (rc == KHUB_EINVAL)
-		return respond_error(req, 400, NULL, "%s", refusal);
-	return respond_db_unavailable(req);
 }

@@ -1,7 +1,7 @@
-/* build_source.c -- GET /api/builds/{id}/source: the tree of the job's
+/* builds_source.c -- GET /api/builds/{id}/source: the tree of the job's
  * commit as a tar, LFS pointers replaced by their stored content, for the
  * worker holding the lease. The tar is made on the work queue and kept on
- * disk (api/build_source_cache.c); this handler only checks, waits parked
+ * disk (farm/build_source_cache.c); this handler only checks, waits parked
  * and streams the file. */
 #include "api/builds.h"
 
@@ -43,7 +43,9 @@ static enum MHD_Result handle_source(struct request *req)
 		return respond_tar(req, fd, size, sha);
 	}
 	int job_rc = 0;
-	int rc = build_source_make(req, &rows, 0, &job_rc, &result);
+	struct farm_job job;
+	build_source_make_job(&rows, 0, &job);
+	int rc = builds_run_job(req, WORK_POOL_MAIN, &job, &job_rc, &result);
 	db_rows_release(&rows);
 	if (rc != 0)
 		return result;	/* parked, or 503 (queue full, past work_wait_ms) */

@@ -4,7 +4,7 @@
  * variant_build_target, checked against the loader's rules); nothing is
  * queued when a published variant already loads there or no registered
  * worker can build it. */
-#include "api/builds.h"
+#include "farm/farm.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -79,65 +79,56 @@ static void planned_name(const struct build_plan *plan, const struct variant_env
 		variant_name_format(target, name, size);
 }
 
-int build_environment_variants(struct request *req, json_t *environment, git_repository *src,
-			       const char *source_sha, const struct build_plan *plan, char ***names, size_t *n,
-			       json_t **info, enum MHD_Result *result)
+int build_environment_target(json_t *environment, const struct build_plan *plan, struct build_env_target *t,
+			     char *why, size_t why_size)
 {
 	struct json_env_reader reader = { .object = environment };
-	struct variant_env env;
 	struct variant_name target;
-	char why[VARIANT_REASON_MAX + 128], name[VARIANT_NAME_MAX + 1], tag[48];
+	char reason[VARIANT_REASON_MAX + 128];
 	if (!json_is_object(environment)) {
-		*result = respond_error(req, 400, NULL, "environment must be an object with the keys of GET "
-						       ".../variants (torch, cuda, rocm, backend, arch, os, cxx11...)");
-		return -1;
+		snprintf(why, why_size, "environment must be an object with the keys of GET .../variants (torch, cuda, "
+			 "rocm, backend, arch, os, cxx11...)");
+		return KHUB_EINVAL;
 	}
-	if (kernel_environment_parse(req, json_env_value, &reader, &env, result) < 0)
-		return -1;
-	variant_env_backend_tag(&env, tag, sizeof(tag));
-	if (variant_build_target(&env, &target, why, sizeof(why)) < 0) {
-		*result = respond_error(req, 422, NULL, "nothing to build for this environment: %s", why);
-		return -1;
+	if (kernel_environment_parse(json_env_value, &reader, &t->env, why, why_size) < 0)
+		return KHUB_EINVAL;
+	variant_env_backend_tag(&t->env, t->tag, sizeof(t->tag));
+	if (variant_build_target(&t->env, &target, reason, sizeof(reason)) < 0) {
+		snprintf(why, why_size, "nothing to build for this environment: %s", reason);
+		return FARM_EREFUSED;
 	}
-	planned_name(plan, &env, &target, name, sizeof(name));
-	if (!build_plan_judge(plan, name, why, sizeof(why))) {
-		*result = respond_error(req, 422, NULL, "%s, the variant this environment loads, is not built for this "
-						       "kernel: %s", name, why);
-		return -1;
+	planned_name(plan, &t->env, &target, t->name, sizeof(t->name));
+	if (!build_plan_judge(plan, t->name, reason, sizeof(reason))) {
+		snprintf(why, why_size, "%s, the variant this environment loads, is not built for this kernel: %s",
+			 t->name, reason);
+		return FARM_EREFUSED;
 	}
+	return 0;
+}
 
-	struct variant_rows rows;
-	if (build_version_branch_variants(req, src, source_sha, &rows, result) < 0)
-		return -1;
-	const char *loads = published_choice(&rows, &env);
+int build_environment_variants(const struct build_env_target *t, const struct variant_rows *published,
+			       char ***names, size_t *n, json_t **info, char *why, size_t why_size)
+{
+	const char *loads = published_choice(published, &t->env);
 	if (loads) {
-		*result = respond_json(req, 200, json_pack("{s:s, s:s, s:s, s:[], s:s+}", "variant", name, "loads", loads,
-							   "backend", tag, "builds", "message",
-							   "a published variant already loads in this environment: ",
-							   loads));
-		variant_rows_release(&rows);
-		return -1;
+		*info = json_pack("{s:s, s:s, s:s, s:[], s:s+}", "variant", t->name, "loads", loads, "backend", t->tag,
+				  "builds", "message", "a published variant already loads in this environment: ", loads);
+		return 0;
 	}
-	variant_rows_release(&rows);
-
 	char **workers;
 	size_t nworkers;
-	if (build_worker_variants(&workers, &nworkers) < 0) {
-		*result = respond_db_unavailable(req);
-		return -1;
-	}
-	int buildable = build_names_contain(workers, nworkers, name);
+	if (build_worker_variants(&workers, &nworkers) < 0)
+		return KHUB_EDB;
+	int buildable = build_names_contain(workers, nworkers, t->name);
 	build_names_free(workers, nworkers);
 	if (!buildable) {
-		*result = respond_error(req, 422, NULL, "no registered worker can build %s (the variant this "
-						       "environment loads; none seen within build_worker_live_seconds): "
-						       "register a worker with a toolchain for it",
-					name);
-		return -1;
+		snprintf(why, why_size, "no registered worker can build %s (the variant this environment loads; none "
+			 "seen within build_worker_live_seconds): register a worker with a toolchain for it", t->name);
+		return FARM_EREFUSED;
 	}
 	*names = xcalloc(2, sizeof(char *));
-	(*names)[0] = xstrdup(name);
+	(*names)[0] = xstrdup(t->name);
 	*n = 1;
-	*info = json_pack("{s:s, s:s}", "variant", name, "backend", tag);
+	*info = json_pack("{s:s, s:s}", "variant", t->name, "backend", t->tag);
 	return 1;
 }

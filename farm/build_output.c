@@ -1,10 +1,8 @@
-/* build_output.c -- PUT /api/builds/{id}/output: the worker's tar is
- * spooled to a temporary file, checked (layout, paths, sizes, metadata,
- * ABI policy) and published on a background thread (api/build_publish.c),
- * which may wait for the repo's lock; the request waits parked and answers
- * with the job's final state. */
-#include "api/builds.h"
-#include "api/build_output.h"
+/* build_output.c -- the check of a build's output tar before anything of
+ * it is published (farm/build_publish.c): layout, paths, member kinds and
+ * sizes, metadata.json and its version, the ABI report. The upload itself
+ * is api/builds_output.c's. */
+#include "farm/farm.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -152,7 +150,7 @@ static int check_member_kind(struct archive_entry *e, const char *name, uint64_t
 		snprintf(why, why_size, "'%.200s' is not a regular file (links and devices are refused)", name);
 	else if (archive_entry_sparse_count(e) > 0)
 		snprintf(why, why_size, "'%.200s' is a sparse file (refused: write its bytes)", name);
-	else if (size < 0 || (uint64_t)size > (uint64_t)api_ctx.builds.output_max_bytes ||
+	else if (size < 0 || (uint64_t)size > (uint64_t)farm_settings.output_max_bytes ||
 		 (uint64_t)size > tar_size || total + (uint64_t)size > tar_size)
 		snprintf(why, why_size, "'%.200s' is too large (%" PRId64 " bytes; the tar is %" PRIu64 ")", name,
 			 size, tar_size);
@@ -261,133 +259,3 @@ cleanup:
 		archive_read_free(ar);
 	return rc;
 }
-
-/* ---- the request ------------------------------------------------------------------- */
-
-struct output_state {
-	int64_t id;
-	int fd;
-	char *path;		/* owned until handed to the job */
-	uint64_t size;
-	int too_large, write_error;
-};
-
-static int output_begin(struct request *req)
-{
-	enum MHD_Result result;
-	int64_t id;
-	if (build_id_from_request(req, &id, &result) < 0 || build_require_lease(req, id, &result) < 0)
-		return -1;
-	struct output_state *st = xcalloc(1, sizeof(*st));
-	req->stream_state = st;
-	st->id = id;
-	st->path = xasprintf("%s/output-%" PRId64 "-XXXXXX", api_ctx.builds.tmp_dir, id);
-	st->fd = mkstemp(st->path);
-	if (st->fd < 0) {
-		respond_err(req, khub_err_from_errno(errno), "cannot store the output");
-		free(st->path);
-		st->path = NULL;
-		return -1;
-	}
-	return 0;
-}
-
-static int output_data(struct request *req, const char *data, size_t len)
-{
-	struct output_state *st = req->stream_state;
-	st->size += len;
-	if (st->size > (uint64_t)api_ctx.builds.output_max_bytes) {
-		st->too_large = 1;
-		return -1;
-	}
-	while (len > 0) {
-		ssize_t n = write(st->fd, data, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			st->write_error = khub_err_from_errno(errno);
-			return -1;
-		}
-		data += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static void output_cleanup(struct request *req)
-{
-	struct output_state *st = req->stream_state;
-	if (!st)
-		return;
-	if (st->fd >= 0)
-		close(st->fd);
-	if (st->path)
-		unlink(st->path);
-	free(st->path);
-	free(st);
-	req->stream_state = NULL;
-}
-
-static void job_free(void *arg)
-{
-	struct build_publish_job *job = arg;
-	if (job->path)
-		unlink(job->path);
-	free(job->path);
-	free(job);
-}
-
-static enum MHD_Result handle_output(struct request *req)
-{
-	struct output_state *st = req->stream_state;
-	if (st->too_large || st->write_error) {
-		if (st->write_error)
-			return respond_err(req, st->write_error, "cannot store the output");
-		db_build_finish(st->id, req->principal.worker_id, 0, "the output tar is larger than build_output_max_mb",
-				NULL, NULL, NULL, NULL);
-		return respond_error(req, 413, NULL, "the output is larger than %ld bytes", api_ctx.builds.output_max_bytes);
-	}
-	struct build_publish_job *job = xcalloc(1, sizeof(*job));
-	job->id = st->id;
-	job->worker_id = req->principal.worker_id;
-	snprintf(job->worker, sizeof(job->worker), "%s", req->principal.name);
-	if (st->path && st->fd >= 0) {
-		job->path = st->path;	/* the job's now (it syncs it); a rerun after parking joins it */
-		st->path = NULL;
-	}
-	char key[48];
-	snprintf(key, sizeof(key), "build-output/%" PRId64, st->id);
-	int job_rc = 0;
-	enum MHD_Result result;
-	int rc = work_queue_run(req, key, build_publish_run, job, job_free, &job_rc, &result);
-	if (rc != 0)
-		return result;
-	struct db_rows rows;
-	if (job_rc == KHUB_EDB || db_build_get(st->id, &rows) < 0)
-		return respond_db_unavailable(req);
-	const char *state = db_rows_get(&rows, 0, BUILD_COL_STATE);
-	if (strcmp(state, "succeeded") == 0)
-		result = respond_json(req, 200, json_pack("{s:s, s:s, s:s, s:s?}", "state", state, "branch",
-							  db_rows_get(&rows, 0, BUILD_COL_BRANCH), "commit",
-							  db_rows_get(&rows, 0, BUILD_COL_PUBLISHED), "note",
-							  db_rows_isnull(&rows, 0, BUILD_COL_NOTE) ? NULL
-							  : db_rows_get(&rows, 0, BUILD_COL_NOTE)));
-	else if (strcmp(state, "failed") == 0)
-		result = respond_json(req, 422, json_pack("{s:s, s:s}", "state", state, "error",
-							  db_rows_get(&rows, 0, BUILD_COL_ERROR)));
-	else if (job_rc == KHUB_ENOSPC)
-		result = respond_storage_full(req, "the repository");
-	else
-		result = respond_json(req, job_rc < 0 ? 500 : 409,
-				      json_pack("{s:s, s:s}", "error", job_rc < 0 ? "the output could not be published"
-						: "the build is no longer this worker's", "state", state));
-	db_rows_release(&rows);
-	return result;
-}
-
-static const struct stream_ops output_stream_ops = { output_begin, output_data, output_cleanup };
-
-const struct route build_output_routes[] = {
-	{ METHOD_PUT, "/api/builds/{arg}/output", handle_output, 0, 0, &output_stream_ops, ACCESS_WORKER },
-	{ 0, NULL, NULL, 0, 0 },
-};

@@ -3,14 +3,34 @@
  * removed, other variants untouched; a new branch starts from main without
  * build/ and benchmarks/, as kernel-builder's upload does), then README.md
  * on main when it changed; the ABI policy decides first. */
-#include "api/build_output.h"
+#include "farm/farm.h"
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 __thread int build_publishing;
+
+/* The background job of one output (owned by the work queue). */
+struct build_publish_job {
+	int64_t id, worker_id;
+	char worker[REPO_NAME_MAX + 1];
+	char *path;			/* the spooled tar; NULL for a request that joins */
+};
+
+static void build_publish_job_free(void *arg)
+{
+	struct build_publish_job *job = arg;
+	if (job->path)
+		unlink(job->path);
+	free(job->path);
+	free(job);
+}
 
 struct job_view {
 	int64_t id;
@@ -64,7 +84,7 @@ static int stage_variant(struct publication *pub, const char *path, const char *
 		    name[vlen] == '/') {
 			size_t len = 0;
 			char *data = build_output_read_member(ar, archive_entry_size(e),
-							      (size_t)api_ctx.builds.output_max_bytes, &len);
+							      (size_t)farm_settings.output_max_bytes, &len);
 			char *repo_path = xasprintf("build/%s", name);
 			unsigned mode = (archive_entry_perm(e) & 0111) ? 0100755 : 0100644;
 			rc = data ? publish_put_bytes(pub, repo_path, data, len, mode, NULL) : KHUB_EIO;
@@ -119,7 +139,7 @@ static int publish_variant(const struct repo_record *rec, const struct job_view 
 	char ref[48], old[41] = "", parent[41] = "";
 	snprintf(branch, 32, "v%ld", version);
 	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
-	int rc = publish_begin(api_ctx.repo_root, api_ctx.lfs, rec, &pub);
+	int rc = publish_begin(farm_settings.repo_root, farm_settings.lfs, rec, &pub);
 	if (rc < 0)
 		return rc;
 	if ((rc = publish_lock(pub)) < 0)
@@ -172,7 +192,7 @@ static int publish_readme(const struct repo_record *rec, const struct job_view *
 	struct publication *pub = NULL;
 	const struct publish_actor *who = farm_actor(worker);
 	char parent[41], sha[41];
-	int rc = publish_begin(api_ctx.repo_root, api_ctx.lfs, rec, &pub);
+	int rc = publish_begin(farm_settings.repo_root, farm_settings.lfs, rec, &pub);
 	if (rc < 0)
 		return rc;
 	if ((rc = publish_lock(pub)) < 0 || repo_resolve_revision(publish_git(pub), "main", parent) < 0)
@@ -262,7 +282,10 @@ static int check_job_output(const struct build_publish_job *job, struct db_rows 
 	return rc;
 }
 
-int build_publish_run(void *arg)
+/* Check and publish (the job's run): ends the job succeeded or failed in
+ * the database; 0, or a negative error when the job could not be ended
+ * (its state stays running). */
+static int build_publish_run(void *arg)
 {
 	struct build_publish_job *job = arg;
 	struct build_output out;
@@ -306,7 +329,7 @@ int build_publish_run(void *arg)
 	}
 	int abi_ok = out.report && json_is_true(json_object_get(out.report, "ok"));
 	const char *abi = abi_ok ? "passed" : out.report ? "violations (abi_policy warn)" : "no report (abi_policy warn)";
-	if (!abi_ok && api_ctx.builds.abi_enforce) {
+	if (!abi_ok && farm_settings.abi_enforce) {
 		rc = refuse(job, out.report ? "the ABI check found violations (abi_policy enforce): nothing published"
 					    : "no abi-report.json in the output (abi_policy enforce): nothing published",
 			    out.report_text);
@@ -330,4 +353,17 @@ int build_publish_run(void *arg)
 	rc = finish_published(job, &v, out.report_text, branch, sha, identical);
 	build_output_release(&out);
 	return rc == KHUB_ECONFLICT ? 0 : rc;
+}
+
+void build_publish_job(int64_t id, int64_t worker_id, const char *worker, char *path, struct farm_job *job)
+{
+	struct build_publish_job *arg = xcalloc(1, sizeof(*arg));
+	arg->id = id;
+	arg->worker_id = worker_id;
+	snprintf(arg->worker, sizeof(arg->worker), "%s", worker);
+	arg->path = path;
+	snprintf(job->key, sizeof(job->key), "build-output/%" PRId64, id);
+	job->run = build_publish_run;
+	job->free_arg = build_publish_job_free;
+	job->arg = arg;
 }

@@ -5,7 +5,7 @@
  * (storage/db_builds.c), so what GET /api/builds/{id}, the admin workers list and the web UI show is true
  * without waiting for a claim. Claims still expire leases in their own
  * transaction, so a job is never held past its lease by a slow timer. */
-#include "api/builds.h"
+#include "farm/farm.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -37,12 +37,12 @@ static long timer_round(int *failing)
 		__atomic_add_fetch(&expired_total, (uint64_t)n, __ATOMIC_RELAXED);
 		log_info("build leases: %d running jobs lost their lease (queued again with a backoff, or failed at their "
 			 "last attempt)", n);
-		request_wake(BUILD_QUEUE_WAKE_KEY);
+		farm_queue_changed();
 	}
 	if (back > 0) {
 		log_info("build leases: %d running jobs taken back from workers whose scope no longer covers their repo",
 			 back);
-		request_wake(BUILD_QUEUE_WAKE_KEY);
+		farm_queue_changed();
 	}
 	/* a lease taken meanwhile (claims, other processes) lasts at least
 	 * build_lease_seconds: seen by the round after check_ms */

@@ -5,7 +5,7 @@
  * variant a live worker offers, or the author names, is judged against the
  * backends, framework, bounds and capabilities it declares, and every one
  * left out gets a reason (docs/build-farm.md, "Planning"). */
-#include "api/builds.h"
+#include "farm/farm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,7 +45,7 @@ static pid_t start_planner(int in_fd, int out_fd)
 		{ RLIMIT_CPU, PLAN_CPU_SECONDS }, { RLIMIT_AS, (unsigned long long)PLAN_MEMORY_MB << 20 },
 		{ RLIMIT_FSIZE, 0 }, { RLIMIT_CORE, 0 }, { RLIMIT_NOFILE, 16 },
 	};
-	const char *python = api_ctx.builds.plan_python && api_ctx.builds.plan_python[0] ? api_ctx.builds.plan_python
+	const char *python = farm_settings.plan_python && farm_settings.plan_python[0] ? farm_settings.plan_python
 											    : "python3";
 	char *program = spawn_find_program(python, PLAN_SYSTEM_PATH);
 	if (!program)
@@ -82,7 +82,7 @@ static int run_planner(const char *toml, size_t len, int *status, const char **l
 		close(p[0]);
 		return KHUB_EIO;
 	}
-	uint64_t deadline = monotonic_usec() + (uint64_t)api_ctx.builds.plan_wall_ms * 1000u;
+	uint64_t deadline = monotonic_usec() + (uint64_t)farm_settings.plan_wall_ms * 1000u;
 	int r = read_until_deadline_or_limit(p[0], deadline, PLAN_OUTPUT_MAX, out);
 	close(p[0]);
 	*limit = r == 1 ? "its wall-clock limit" : r == 2 ? "its output limit" : NULL;
@@ -158,7 +158,7 @@ static int plan_and_keep(const char *key, const char *toml, size_t len)
 	const char *limit = NULL;
 	int rc = run_planner(toml, len, &status, &limit, &out);
 	if (rc < 0) {
-		log_error("build planner: cannot run %s", api_ctx.builds.plan_python);
+		log_error("build planner: cannot run %s", farm_settings.plan_python);
 		strbuf_release(&out);
 		return rc;
 	}
@@ -170,7 +170,7 @@ static int plan_and_keep(const char *key, const char *toml, size_t len)
 		cache_put(key, NULL, out.buf, 0);	/* its one line: "build.toml: <key>: <what>" */
 	} else {
 		char *why = limit ? xasprintf("build.toml: reading it was stopped at %s (%ld ms, %d s CPU, %d MiB, "
-					      "%d KiB of output)", limit, api_ctx.builds.plan_wall_ms, PLAN_CPU_SECONDS,
+					      "%d KiB of output)", limit, farm_settings.plan_wall_ms, PLAN_CPU_SECONDS,
 					      PLAN_MEMORY_MB, PLAN_OUTPUT_MAX / 1024)
 				  : xasprintf("build.toml: the reader failed (status %d)", status);
 		log_warn("build planner: %s", why);
@@ -250,7 +250,9 @@ int build_plan_commit(git_repository *git, const char *sha, struct build_plan *o
 	return rc;
 }
 
-/* ---- for a request: on the work queue, the request parked --------------------------------- */
+/* ---- for a request: a job for the work queue (the request waits parked) ------------------ */
+
+#define PLAN_JOB_KEY_PREFIX "plan|"
 
 struct plan_job {
 	char key[65];
@@ -271,39 +273,35 @@ static void plan_job_free(void *arg)
 	free(j);
 }
 
-int build_plan_load(struct request *req, git_repository *git, const char *sha, struct build_plan *out,
-		    enum MHD_Result *result)
+int build_plan_lookup(git_repository *git, const char *sha, struct build_plan *out, struct farm_job *job,
+		      char *why, size_t why_size)
 {
-	char why[160];
 	struct plan_job *j = xcalloc(1, sizeof(*j));
 	memset(out, 0, sizeof(*out));
-	int rc = build_plan_read_toml(git, sha, &j->toml, &j->len, why, sizeof(why));
+	memset(job, 0, sizeof(*job));
+	int rc = build_plan_read_toml(git, sha, &j->toml, &j->len, why, why_size);
 	if (rc < 0) {
 		plan_job_free(j);
-		*result = rc == KHUB_EIO ? respond_error(req, 500, NULL, "%s", why) : respond_error(req, 422, NULL, "%s", why);
-		return -1;
+		return rc == KHUB_EIO ? KHUB_EIO : FARM_EREFUSED;
 	}
 	sha256_hex(j->toml, j->len, j->key);
 	if (cache_get(j->key, out)) {
 		plan_job_free(j);
-	} else {
-		char key[80];
-		int job_rc = 0;
-		snprintf(key, sizeof(key), "plan|%s", j->key);
-		char cache_key[65];
-		memcpy(cache_key, j->key, sizeof(cache_key));
-		if (work_queue_run(req, key, plan_job_run, j, plan_job_free, &job_rc, result) != 0)
-			return -1;	/* parked (the handler runs again) or 503 */
-		if (job_rc < 0 || !cache_get(cache_key, out)) {
-			*result = respond_unavailable(req, "the build planner is unavailable; retry later");
-			return -1;
-		}
+		return 0;
 	}
-	if (out->refused) {
-		*result = respond_error(req, 422, NULL, "%s", out->refused);
-		build_plan_release(out);
-		return -1;
-	}
+	snprintf(job->key, sizeof(job->key), PLAN_JOB_KEY_PREFIX "%s", j->key);
+	job->run = plan_job_run;
+	job->free_arg = plan_job_free;
+	job->arg = j;
+	return 1;
+}
+
+int build_plan_kept(const char *key, struct build_plan *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (strncmp(key, PLAN_JOB_KEY_PREFIX, strlen(PLAN_JOB_KEY_PREFIX)) != 0 ||
+	    !cache_get(key + strlen(PLAN_JOB_KEY_PREFIX), out))
+		return KHUB_ENOTFOUND;
 	return 0;
 }
 

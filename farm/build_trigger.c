@@ -1,12 +1,12 @@
 /* build_trigger.c -- builds on push: a branch of a kernel repo that moved
  * to a commit with build.toml at its root, changing more than build/,
  * README.md and benchmarks/, gets the default variants of its plan queued
- * (api/build_plan.c; what is left out is logged with its reason). Called
+ * (farm/build_plan.c; what is left out is logged with its reason). Called
  * by the publish path after every new commit (commit API on the work
  * queue, import, git push through the hook: never a request thread, so
  * the planner runs here); never for the farm's own publications or
  * mirrors. */
-#include "api/builds.h"
+#include "farm/farm.h"
 
 #include <string.h>
 

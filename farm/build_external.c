@@ -1,9 +1,9 @@
 /* build_external.c -- builds of an external git source: the server
  * fetches the URL (http, https or git) with libgit2 into
  * {data_dir}/build-sources/<hash>.git on the fetch pool's threads (its
- * connections checked and bounded by api/build_source_net.c), and the
+ * connections checked and bounded by farm/build_source_net.c), and the
  * worker gets that commit from GET /api/builds/{id}/source as usual. */
-#include "api/builds.h"
+#include "farm/farm.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,7 +35,7 @@ char *build_source_dir(const char *url)
 {
 	char hash[65];
 	sha256_hex(url, strlen(url), hash);
-	return xasprintf("%s/%.24s.git", api_ctx.builds.sources_dir, hash);
+	return xasprintf("%s/%.24s.git", farm_settings.sources_dir, hash);
 }
 
 int build_source_open(const char *url, git_repository **out)
@@ -140,11 +140,11 @@ static void remove_tree(const char *dir)
 
 void build_sources_clean(void)
 {
-	DIR *d = opendir(api_ctx.builds.sources_dir);
+	DIR *d = opendir(farm_settings.sources_dir);
 	struct dirent *de;
 	while (d && (de = readdir(d)))
 		if (strstr(de->d_name, ".git.new-")) {
-			char *path = xasprintf("%s/%s", api_ctx.builds.sources_dir, de->d_name);
+			char *path = xasprintf("%s/%s", farm_settings.sources_dir, de->d_name);
 			log_info("removing %s, a fetch a crash cut short", path);
 			remove_tree(path);
 			free(path);
@@ -192,7 +192,7 @@ static int fetch_run(void *arg)
 	char *dir = build_source_dir(job->url), *tmp = NULL;
 	git_repository *git = NULL;
 	int rc = KHUB_EIO;
-	if (mkdir_p(api_ctx.builds.sources_dir, 0755) < 0)
+	if (mkdir_p(farm_settings.sources_dir, 0755) < 0)
 		goto cleanup;
 	if (git_repository_open_bare(&git, dir) < 0) {
 		tmp = xasprintf("%s.new-XXXXXX", dir);
@@ -218,20 +218,56 @@ cleanup:
 	return rc;
 }
 
-int build_source_fetch(struct request *req, const char *url, int *fetch_rc, enum MHD_Result *result)
+void build_source_fetch_job(const char *url, struct farm_job *job)
 {
-	char hash[65], key[48];
+	char hash[65];
 	sha256_hex(url, strlen(url), hash);
-	snprintf(key, sizeof(key), "build-source/%.24s", hash);
-	struct fetch_job *job = xcalloc(1, sizeof(*job));
-	job->url = xstrdup(url);
-	return work_pool_run(WORK_POOL_FETCH, req, key, fetch_run, job, fetch_job_free, fetch_rc, result);
+	snprintf(job->key, sizeof(job->key), "build-source/%.24s", hash);
+	struct fetch_job *arg = xcalloc(1, sizeof(*arg));
+	arg->url = xstrdup(url);
+	job->run = fetch_run;
+	job->free_arg = fetch_job_free;
+	job->arg = arg;
+}
+
+static int commit_has_build_toml(git_repository *git, const char *sha)
+{
+	struct tree_entry st;
+	memset(&st, 0, sizeof(st));
+	int rc = repo_stat_path(git, sha, "build.toml", &st);
+	int found = rc == 0 && !st.is_dir;
+	if (rc == 0)
+		tree_entry_release(&st);
+	return found;
+}
+
+int build_source_commit(const char *url, const char *rev, int fetch_rc, char sha[41], char *why, size_t why_size)
+{
+	git_repository *git = NULL;
+	if (fetch_rc < 0 || build_source_open(url, &git) < 0) {
+		char failure[300];
+		build_source_fetch_error(url, failure, sizeof(failure));
+		snprintf(why, why_size, "cannot fetch %s%s%s", url, failure[0] ? ": " : "", failure);
+		return FARM_EREFUSED;
+	}
+	int rc = build_source_resolve(git, rev, sha);
+	int has_toml = rc == 0 && commit_has_build_toml(git, sha);
+	git_repository_free(git);
+	if (rc < 0) {
+		snprintf(why, why_size, "%s has no branch, tag or commit %s", url, rev);
+		return KHUB_ENOTFOUND;
+	}
+	if (!has_toml) {
+		snprintf(why, why_size, "%s at %s has no build.toml at its root: nothing to build", url, rev);
+		return FARM_EREFUSED;
+	}
+	return 0;
 }
 
 int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out)
 {
 	if (!db_rows_isnull(rows, row, BUILD_COL_SOURCE_URL))
 		return build_source_open(db_rows_get(rows, row, BUILD_COL_SOURCE_URL), out);
-	return repo_store_open(api_ctx.repo_root, REPO_KERNEL, db_rows_get(rows, row, BUILD_COL_NS),
+	return repo_store_open(farm_settings.repo_root, REPO_KERNEL, db_rows_get(rows, row, BUILD_COL_NS),
 			       db_rows_get(rows, row, BUILD_COL_NAME), out);
 }

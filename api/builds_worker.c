@@ -1,4 +1,4 @@
-/* build_worker.c -- the worker side of the build farm (docs/build-farm.md):
+/* builds_worker.c -- the worker side of the build farm (docs/build-farm.md):
  * register, claim (waiting parked, without a thread), heartbeat, log
  * chunks, fail and release. Every route needs a worker token; those about
  * a job need its lease and the worker's scope to cover the job's repo now
@@ -21,27 +21,6 @@ static enum MHD_Result respond_lease_lost(struct request *req, int64_t id)
 	return result;
 }
 
-/* The variant names of a JSON array (strings, valid names): a new list
- * (build_names_free), or NULL when one is not. */
-static char **variant_list(json_t *array, size_t *n, size_t *bad)
-{
-	size_t i;
-	json_t *v;
-	char **names = xcalloc(json_array_size(array) + 1, sizeof(char *));
-	*n = 0;
-	json_array_foreach(array, i, v) {
-		struct variant_name parsed;
-		const char *why;
-		if (!json_is_string(v) || variant_name_parse(json_string_value(v), &parsed, &why) < 0) {
-			*bad = i;
-			build_names_free(names, *n);
-			return NULL;
-		}
-		names[(*n)++] = xstrdup(json_string_value(v));
-	}
-	return names;
-}
-
 static enum MHD_Result handle_register(struct request *req)
 {
 	json_t *doc = req->json;
@@ -53,39 +32,20 @@ static enum MHD_Result handle_register(struct request *req)
 		return respond_error(req, 400, NULL, "expected {\"name\", \"version\", \"concurrency\": 1-1024, "
 					   "\"toolchains\": [{\"name\", \"variants\": [..], ...}]}");
 	}
-	struct strbuf variants = STRBUF_INIT;
-	strbuf_adds(&variants, "{");
-	size_t i, count = 0;
-	json_t *tc;
-	json_array_foreach(toolchains, i, tc) {
-		json_t *list = json_object_get(tc, "variants");
-		size_t n = 0, bad = 0;
-		char **names = json_is_object(tc) && json_is_array(list) ? variant_list(list, &n, &bad) : NULL;
-		if (!names) {
-			strbuf_release(&variants);
-			return respond_error(req, 400, NULL, "toolchains[%zu]: variants must be an array of build variant "
-					     "names (entry %zu is not)", i, bad);
-		}
-		for (size_t k = 0; k < n; k++) {
-			if (count++)
-				strbuf_adds(&variants, ",");
-			db_array_add(&variants, names[k]);
-		}
-		build_names_free(names, n);
-	}
-	strbuf_adds(&variants, "}");
-	char *caps = json_dumps(toolchains, JSON_COMPACT);
-	int rc = db_worker_register(req->principal.worker_id, version ? version : "", concurrency, caps, variants.buf);
-	free(caps);
-	strbuf_release(&variants);
+	char why[200];
+	size_t count = 0;
+	int rc = build_worker_register(req->principal.worker_id, version ? version : "", concurrency, toolchains, &count,
+				       why, sizeof(why));
+	if (rc == KHUB_EINVAL)
+		return respond_error(req, 400, NULL, "%s", why);
 	if (rc == KHUB_ENOTFOUND)
 		return respond_error(req, 403, NULL, "this worker was removed");
 	if (rc < 0)
 		return respond_db_unavailable(req);
 	log_info("worker %s registered (%zu variants)", req->principal.name, count);
 	return respond_json(req, 200, json_pack("{s:s, s:I, s:I}", "worker", req->principal.name, "heartbeat_seconds",
-						(json_int_t)api_ctx.builds.heartbeat_seconds, "lease_seconds",
-						(json_int_t)api_ctx.builds.lease_seconds));
+						(json_int_t)farm_settings.heartbeat_seconds, "lease_seconds",
+						(json_int_t)farm_settings.lease_seconds));
 }
 
 static enum MHD_Result handle_claim(struct request *req)
@@ -94,14 +54,14 @@ static enum MHD_Result handle_claim(struct request *req)
 	json_t *list = json_object_get(doc, "variants"), *wait = json_object_get(doc, "wait_seconds");
 	long wait_seconds = json_is_integer(wait) ? (long)json_integer_value(wait) : wait ? -1 : 0;
 	size_t n = 0, bad = 0;
-	char **names = json_is_array(list) && json_array_size(list) <= MAX_CLAIM_VARIANTS ? variant_list(list, &n, &bad)
-											     : NULL;
+	char **names = json_is_array(list) && json_array_size(list) <= MAX_CLAIM_VARIANTS
+			       ? build_variant_list(list, &n, &bad) : NULL;
 	if (!names || wait_seconds < 0 || wait_seconds > MAX_CLAIM_WAIT_SECONDS) {
 		build_names_free(names, n);
 		return respond_error(req, 400, NULL, "expected {\"variants\": [build variant names], \"wait_seconds\": 0-30}");
 	}
 	struct db_rows rows;
-	int rc = db_build_claim(req->principal.worker_id, (const char *const *)names, n, api_ctx.builds.lease_seconds,
+	int rc = db_build_claim(req->principal.worker_id, (const char *const *)names, n, farm_settings.lease_seconds,
 				&rows);
 	build_names_free(names, n);
 	if (rc < 0)
@@ -139,7 +99,7 @@ static enum MHD_Result handle_heartbeat(struct request *req)
 		return result;
 	char expires[40];
 	int cancel = 0;
-	int rc = db_build_heartbeat(id, req->principal.worker_id, api_ctx.builds.lease_seconds, expires, &cancel);
+	int rc = db_build_heartbeat(id, req->principal.worker_id, farm_settings.lease_seconds, expires, &cancel);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
@@ -166,7 +126,7 @@ static enum MHD_Result handle_log_append(struct request *req)
 	if (attempt_arg && (*end || end == attempt_arg || attempt < 0 || attempt > INT_MAX))
 		return respond_error(req, 400, NULL, "attempt=N: the attempt this chunk is from (the claim's \"attempt\")");
 	int rc = db_build_log_append(id, req->principal.worker_id, (int)attempt, at, req->body.buf ? req->body.buf : "",
-				     req->body.len, api_ctx.builds.log_max_bytes, &length);
+				     req->body.len, farm_settings.log_max_bytes, &length);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)

@@ -1,0 +1,364 @@
+/* farm.h -- the build farm's server side (docs/build-farm.md): which
+ * variants a build request means and the queue's limits, build.toml
+ * planning, environments, leases, source tars and external sources, the
+ * check and publication of outputs, builds on push. Functions take and
+ * return values and enum khub_err; they never see a request: api/'s
+ * handlers (api/builds*.c) parse, call here, and answer. Slow steps a
+ * request waits for come back as a farm_job the handler hands to the work
+ * queue. Below api/ and web/, above storage/, kernel/ and common/. */
+#ifndef KHUB_FARM_H
+#define KHUB_FARM_H
+
+#include <jansson.h>
+
+#include "common/common.h"
+#include "kernel/kernel.h"
+#include "storage/repo.h"
+#include "storage/lfs.h"
+#include "storage/db.h"
+#include "storage/db_builds.h"
+#include "storage/publish.h"
+#include "storage/variant_index.h"
+
+/* ---- settings and errors (farm/farm.c) ---------------------------------------- */
+
+/* What the server tells the farm (filled once at start-up; the push hook
+ * and khub import fill what builds on push need). */
+struct farm_settings {
+	const char *repo_root;		/* {data_dir}/repos */
+	struct lfs_store *lfs;
+	long lease_seconds, heartbeat_seconds, max_attempts;
+	int abi_enforce;	/* abi_policy = enforce (else warn) */
+	long output_max_bytes;	/* an output tar, whole */
+	const char *variants_file;	/* build_variants: "" = data/build-variants.json */
+	const char *tmp_dir;	/* {data_dir}/build-tmp: output tars in transit */
+	const char *sources_dir;	/* {data_dir}/build-sources: external git sources */
+	const char *source_cache_dir;	/* {data_dir}/build-source-cache: source tars made */
+	long long source_cache_bytes;	/* build_source_cache_mb: kept at most (one tar may pass it) */
+	long wall_seconds, cpu_seconds, memory_mb, disk_mb;	/* limits told to workers */
+	long queue_per_repo, queue_per_user, variants_per_request;	/* 0: no limit */
+	long long log_max_bytes;	/* build_log_max_kb: a build's log kept, head and tail */
+	long worker_live_seconds;	/* a worker's variants count while it was seen this recently */
+	const char *plan_python;	/* reads build.toml (farm/build_plan.c) */
+	long plan_wall_ms;		/* its wall-clock limit */
+	/* Something new may be claimed (an enqueue, a lapsed lease): the
+	 * server wakes the parked claimers (NULL: no one waits here). */
+	void (*queue_changed)(void);
+};
+extern struct farm_settings farm_settings;
+
+/* The farm's one answer beyond enum khub_err: the request is understood
+ * but leaves nothing the farm can build or fetch (build.toml or the
+ * environment refuses it, the source cannot be fetched or has no
+ * build.toml): handlers answer 422. Below every khub_err. */
+#define FARM_EREFUSED (-100)
+
+/* Tell the server the queue changed (farm_settings.queue_changed). */
+void farm_queue_changed(void);
+
+/* A slow step a request waits for, for the HTTP layer's work queue: run(arg)
+ * on a worker thread returns 0 or a negative error; free_arg(arg) is called
+ * whatever happens; one job runs per key (a request for a key whose job
+ * runs joins it). The caller owns arg until it hands the job on. */
+#define FARM_JOB_KEY_MAX 96
+struct farm_job {
+	char key[FARM_JOB_KEY_MAX];
+	int (*run)(void *arg);
+	void (*free_arg)(void *arg);
+	void *arg;
+};
+
+/* ---- a job as JSON (farm/build_json.c) ------------------------------------------ */
+
+/* BUILD (docs/build-farm.md) of one row of enum build_column; the caller
+ * owns it. */
+json_t *build_json(const struct db_rows *rows, size_t row);
+/* JOB, the claim's answer, of one row. */
+json_t *build_job_json(const struct db_rows *rows, size_t row);
+/* WORKER of the admin workers list, of one row of enum worker_column. */
+json_t *build_worker_json(const struct db_rows *rows, size_t row);
+
+/* ---- which variants (farm/build_variants.c) ------------------------------------- */
+
+/* data/build-variants.json, parsed once (borrowed). */
+const struct required_variants *kernel_required_variants(void);
+extern const char embedded_build_variants_json[];
+extern const size_t embedded_build_variants_json_len;
+/* The required list default builds come from: the build_variants file,
+ * else data/build-variants.json (borrowed; parsed once). */
+const struct required_variants *build_required_list(void);
+/* Every variant some live worker (seen within build_worker_live_seconds)
+ * can build (sorted, owned: free each and the array with
+ * build_names_free). 0 or KHUB_EDB. */
+int build_worker_variants(char ***names, size_t *n);
+/* The same, and in *stale what only workers not seen lately offer. */
+int build_worker_offers(char ***live, size_t *nlive, char ***stale, size_t *nstale);
+void build_names_free(char **names, size_t n);
+/* The build variant names of a JSON array (strings, valid names, in order):
+ * a new list (build_names_free), or NULL with *bad the index of the first
+ * that is not. */
+char **build_variant_list(json_t *array, size_t *n, size_t *bad);
+/* A worker's registration: toolchains (as it sent them: objects whose
+ * "variants" are build variant names) stored with version and concurrency,
+ * *count the variants it offers: 0; KHUB_EINVAL with why (the entry that
+ * is not); KHUB_ENOTFOUND (the worker was removed); KHUB_EDB. */
+int build_worker_register(int64_t worker_id, const char *version, long concurrency, json_t *toolchains,
+			  size_t *count, char *why, size_t why_size);
+/* 1 when name is one of names[0..n). */
+int build_names_contain(char *const *names, size_t n, const char *name);
+/* The default variants of plan: what live workers can build that the
+ * plan takes, the required list's first when it has some (owned like
+ * build_worker_variants'); every variant left out, and every backend
+ * nothing is built for, as {"variant", "reason"} in skipped (may be NULL).
+ * 0 or KHUB_EDB. */
+struct build_plan;
+int build_default_variants(const struct build_plan *plan, char ***names, size_t *n, json_t *skipped);
+/* The head of the branch v<N> that the build.toml of source_sha (in src)
+ * names, in repo (the kernel's own store) into head: 0, or KHUB_ENOTFOUND
+ * when there is no such branch yet. */
+int build_version_branch(git_repository *repo, git_repository *src, const char *source_sha, char head[41]);
+/* The required variants that published (the indexed variants of that
+ * branch's head, empty when there is none) lacks or holds with invalid
+ * metadata: *names owned (build_names_free). */
+void build_missing_variants(const struct variant_rows *published, char ***names, size_t *n);
+/* The variants named in a request, checked as names: 0 with *names owned,
+ * or KHUB_EINVAL with why ("variants[i] is not a build variant name..."). */
+int build_named_variants(json_t *variants, char ***names, size_t *n, char *why, size_t why_size);
+
+/* ---- enqueueing (farm/build_enqueue.c, farm/build_queue_limits.c) ----------------- */
+
+/* Enqueue variants of commit for rec; each becomes a BUILD in builds or a
+ * {"variant", "reason", "build"} in skipped (either may be NULL). Tells
+ * the server when something was queued. 0, KHUB_EDB, or a refusal of the
+ * queue limits (nothing queued: KHUB_ETOOBIG, KHUB_EINVAL; see
+ * build_queue_refusal). */
+int build_enqueue_all(const struct repo_record *rec, const char *commit, char *const *variants, size_t n, int force,
+		      const char *requested_by, const char *source_url, const char *source_revision, json_t *builds,
+		      json_t *skipped);
+/* Before enqueueing n variants: KHUB_EINVAL (refused) when n passes
+ * build_variants_per_request; else a transaction is open, enqueues taking
+ * turns, until build_queue_end. */
+int build_queue_begin(size_t n);
+/* After the enqueues (rc: how they went): commits when every limit holds,
+ * else rolls back (nothing queued) and returns KHUB_ETOOBIG (refused) or
+ * the failure. */
+int build_queue_end(const struct repo_record *rec, const char *requested_by, int rc);
+/* Why this thread's last enqueue was refused (NULL when it was not). */
+const char *build_queue_refusal(void);
+/* What a refused requester is told to wait (seconds): jobs leave the
+ * queue at the farm's pace, minutes rather than seconds. */
+#define BUILD_QUEUE_FULL_RETRY_AFTER 60
+
+/* ---- builds asked for by environment (farm/build_environment.c) -------------- */
+
+/* The variant a client environment ({"torch": "2.11", "cuda": "13.0", ...},
+ * the keys of GET .../variants) would load, as planned. */
+struct build_env_target {
+	struct variant_env env;
+	char name[VARIANT_NAME_MAX + 1];	/* the variant to build */
+	char tag[48];				/* the environment's backend: cu130 */
+};
+/* The target of environment under plan: 0, KHUB_EINVAL (a bad
+ * environment: 400) or FARM_EREFUSED (nothing compiled loads there, or the
+ * plan does not build it: 422), with why. */
+int build_environment_target(json_t *environment, const struct build_plan *plan, struct build_env_target *t,
+			     char *why, size_t why_size);
+/* Whether t should be built, given published (the indexed variants of the
+ * branch v<N>, see build_version_branch): 1 with *names = {t's variant}
+ * (owned, build_names_free) and *info = {"variant", "backend"} (owned);
+ * 0 with *info the answer (owned) when a published variant already loads
+ * there; FARM_EREFUSED (no live worker can build it) with why; KHUB_EDB. */
+int build_environment_variants(const struct build_env_target *t, const struct variant_rows *published,
+			       char ***names, size_t *n, json_t **info, char *why, size_t why_size);
+
+/* ---- external git sources (farm/build_external.c) ---------------------------- */
+
+/* 1 for an http, https or git URL of sane length without spaces or
+ * control characters (no file:// or ssh: the server fetches it). */
+int build_source_url_valid(const char *url);
+/* 1 for a 40-hex sha or a valid branch or tag name. */
+int build_source_revision_valid(const char *rev);
+/* {sources_dir}/<hash of url>.git (the caller frees). */
+char *build_source_dir(const char *url);
+/* Open the fetched copy of url (git_repository_free it); KHUB_ENOTFOUND. */
+int build_source_open(const char *url, git_repository **out);
+/* A fetched branch, tag or sha to its commit; KHUB_ENOTFOUND. */
+int build_source_resolve(git_repository *git, const char *revision, char sha[41]);
+/* The job that fetches url's branches and tags (for the fetch pool; its
+ * result: 0 or KHUB_ENOTFOUND, build_source_fetch_error saying why). A
+ * failed first fetch leaves nothing on disk. */
+void build_source_fetch_job(const char *url, struct farm_job *job);
+/* After the fetch (fetch_rc its result): rev of url's fetched copy into
+ * sha, with build.toml at its root: 0; FARM_EREFUSED (the fetch failed,
+ * or no build.toml) or KHUB_ENOTFOUND (no such revision) with why. */
+int build_source_commit(const char *url, const char *rev, int fetch_rc, char sha[41], char *why, size_t why_size);
+/* Remove the temporary folders of first fetches a crash cut short (at
+ * start, before any fetch). */
+void build_sources_clean(void);
+/* Why the last fetch of url failed, into why ("" when unknown). */
+void build_source_fetch_error(const char *url, char *why, size_t why_size);
+/* The git store a job builds from (its repo, or its external source's
+ * fetched copy): git_repository_free it. */
+int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out);
+
+/* ---- the network of external fetches (farm/build_source_net.c) ------------------ */
+
+struct sockaddr;
+/* Limits of one fetch (configuration build_source_*). */
+struct source_net_limits {
+	long connect_timeout_s;		/* per connection attempt */
+	long low_speed_bytes, low_speed_s;	/* fewer bytes a second over a window: fail (0: off) */
+	long deadline_s;		/* the whole fetch */
+};
+/* Set the limits and the allow-list (comma-separated addresses, CIDR
+ * ranges and host names that may be reached although private): 0, or -1
+ * with the bad entry in why. */
+int source_net_configure(const char *allow, const struct source_net_limits *limits, char *why, size_t why_size);
+void source_net_release(void);
+/* Route libgit2's TCP connections through the checked stream (once, at
+ * start-up): 0 or KHUB_EIO. */
+int source_net_register(void);
+/* 1 when sa may be reached for a URL naming host, else 0 with the reason
+ * in why (loopback, private, link-local, reserved, not allow-listed). */
+int source_net_address_allowed(const char *host, const struct sockaddr *sa, char *why, size_t why_size);
+/* The calling thread's connections between begin and end are a fetch's:
+ * addresses checked, limits applied, the deadline counted from begin. */
+void source_net_begin(void);
+void source_net_end(void);
+/* Why the calling thread's fetch last failed ("" when it did not say). */
+const char *source_net_failure(void);
+
+/* ---- source tars (farm/build_source_cache.c) ------------------------------------ */
+
+/* Make the source-tar cache's folder, drop temp files an earlier run left
+ * and trim it to its bound; fatal on failure. */
+void build_source_cache_init(void);
+/* The cached tar of repo_id's commit sha: *fd (the caller closes it) and
+ * *size; complete_only: only a tar with every LFS object's content (counted
+ * as a cache hit), else a partial one too. KHUB_ENOTFOUND when none. */
+int build_source_cache_open(int64_t repo_id, const char *sha, int complete_only, int *fd, uint64_t *size);
+/* The job that makes the tar of the job in row of rows, one per repo and
+ * commit; its result: 0 (then build_source_cache_open finds it),
+ * KHUB_ENOTFOUND, KHUB_EIO, KHUB_EDB, KHUB_ENOSPC. */
+void build_source_make_job(const struct db_rows *rows, size_t row, struct farm_job *job);
+/* Tars made and cache hits since start. */
+void build_source_stats(uint64_t *made, uint64_t *hits);
+
+/* ---- leases (farm/build_leases.c) ------------------------------------------------ */
+
+/* Start (and stop) the thread that requeues running jobs whose lease lapsed:
+ * every check_ms, and at the next lapse when sooner. */
+void build_lease_timer_start(long check_ms);
+void build_lease_timer_stop(void);
+/* Leases the timer found lapsed since start. */
+uint64_t build_leases_expired(void);
+/* The build farm's counters, Prometheus text, for /metrics (site admins). */
+void build_metrics_add(struct strbuf *sb);
+
+/* ---- planning from build.toml (farm/build_plan.c) ------------------------------ */
+
+/* build.toml larger than this is refused unread. */
+#define BUILD_TOML_MAX (256 * 1024)
+
+/* What builder-worker/build_toml.py --plan printed for a build.toml, or why
+ * it cannot be built from. */
+struct build_plan {
+	json_t *doc;		/* owned; NULL when refused */
+	char *refused;		/* owned: "build.toml: <key>: <what>"; NULL when doc */
+};
+void build_plan_release(struct build_plan *p);	/* accepts NULL */
+/* build.toml of commit sha (bounded by BUILD_TOML_MAX, not LFS) into *text
+ * (the caller frees): KHUB_ENOTFOUND, KHUB_EINVAL, KHUB_ETOOBIG (why says
+ * it for the author) or KHUB_EIO. */
+int build_plan_read_toml(git_repository *git, const char *sha, char **text, size_t *len, char *why, size_t size);
+/* Plan build.toml text in a child Python on this thread (never a request
+ * thread: it takes up to build_plan_wall_ms). 0 with out->doc or
+ * out->refused (release it), KHUB_EIO when the planner cannot run.
+ * Results are kept by the text's hash. */
+int build_plan_text(const char *toml, size_t len, struct build_plan *out);
+/* The same for build.toml of commit sha, a missing or unreadable file
+ * being a refusal too. */
+int build_plan_commit(git_repository *git, const char *sha, struct build_plan *out);
+/* For a request, which must not plan on its thread: the kept plan of
+ * build.toml of sha: 0 with out->doc or out->refused (release it); 1 when
+ * it must be planned first: run *job (on the work queue), then
+ * build_plan_kept(job's key); KHUB_EIO (the file cannot be read) or
+ * FARM_EREFUSED (no build.toml, in LFS, too large) with why. */
+int build_plan_lookup(git_repository *git, const char *sha, struct build_plan *out, struct farm_job *job,
+		      char *why, size_t why_size);
+/* After the job of build_plan_lookup ended: the plan it kept under key
+ * (the job's key): 0 with out->doc or out->refused; KHUB_ENOTFOUND when
+ * none was kept (the planner could not run). */
+int build_plan_kept(const char *key, struct build_plan *out);
+/* 1 when plan builds variant name, else 0 with the reason in why. */
+int build_plan_judge(const struct build_plan *plan, const char *name, char *why, size_t size);
+/* Keep in names (NULL-terminated again) those plan builds; the others are
+ * freed and answered in skipped (may be NULL) as {"variant", "reason"}. */
+void build_plan_filter(const struct build_plan *plan, char **names, size_t *n, json_t *skipped);
+/* The default variants of plan given what live and stale workers offer
+ * (see build_default_variants). */
+void build_plan_default(const struct build_plan *plan, char *const *live, size_t nlive, char *const *stale,
+			size_t nstale, const struct required_variants *list, char ***names, size_t *n,
+			json_t *skipped);
+/* {"framework", "backends", "compiled", "warning"?} of plan (owned). */
+json_t *build_plan_json(const struct build_plan *plan);
+extern const char embedded_build_toml_py[];
+
+/* ---- outputs (farm/build_output.c, farm/build_publish.c) ------------------------ */
+
+/* "version = N" in the [general] table of build.toml text (enough to name
+ * the branch and to compare with metadata.json; the worker parses the file
+ * for real): -1 when it says none. */
+long build_toml_version(const char *text);
+
+/* What the check read from a tar; strings owned. */
+struct build_output {
+	size_t entries, files;		/* files under <variant>/ */
+	char *metadata;			/* <variant>/metadata.json */
+	size_t metadata_len;
+	long version;			/* its version: the branch v<version> */
+	char *report_text;		/* abi-report.json, NULL when absent */
+	json_t *report;
+	char *readme;			/* README.md, NULL when absent */
+	size_t readme_len;
+};
+void build_output_release(struct build_output *out);	/* accepts NULL */
+
+/* Check the tar at path for the job's variant: every member a regular file
+ * or directory under <variant>/, or abi-report.json or README.md; paths
+ * clean; sizes bounded; <variant>/metadata.json valid with an integer
+ * version (equal to build.toml's [general] version when build_toml says
+ * one). 0, or KHUB_EINVAL with the reason in why. */
+int build_output_check(const char *path, const char *variant, const char *build_toml, struct build_output *out,
+		       char *why, size_t why_size);
+/* Helpers shared with the publication: open the tar (struct archive of
+ * libarchive), clean a member's name (NULL when refused), read a member
+ * whole (NULL when over limit). */
+struct archive;
+int build_output_open(const char *path, struct archive **out);
+char *build_output_clean_path(const char *raw);
+char *build_output_read_member(struct archive *ar, int64_t size, size_t limit, size_t *len);
+
+/* The job that checks and publishes the output tar at path (owned by the
+ * job: removed when it ends; NULL for a request that joins the running
+ * one), which worker worker_id (named worker) uploaded for build id: it
+ * ends the build succeeded or failed in the database; its result is 0, or
+ * a negative error when the build could not be ended (its state stays
+ * running). */
+void build_publish_job(int64_t id, int64_t worker_id, const char *worker, char *path, struct farm_job *job);
+
+/* Set while the farm publishes a build's output on this thread: the
+ * trigger leaves those commits alone. */
+extern __thread int build_publishing;
+
+/* ---- builds on push (farm/build_trigger.c) -------------------------------------- */
+
+/* Registered with the publish module (server and push hook): a branch of a
+ * kernel repo moved from old_sha (NULL: new branch) to new_sha; when its
+ * tree has build.toml and the change touches more than build/, README.md
+ * and benchmarks/, the default variants are enqueued (repo setting
+ * buildOnPush; never for mirrors or the farm's own publications). */
+void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
+			  const char *new_sha);
+
+#endif
