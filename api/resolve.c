@@ -247,7 +247,7 @@ static void add_file_headers(struct MHD_Response *resp, const struct file_meta *
 	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
 	const struct page_file_type *shown = for_page ? page_file_type_for(path) : NULL;
 	MHD_add_response_header(resp, "Content-Type", shown ? shown->type : content_type_for(path));
-	if (shown)	/* beside the page's own CSP (api_ctx.page_headers): both apply */
+	if (shown)	/* beside the page's own CSP (http_ctx.page_headers): both apply */
 		MHD_add_response_header(resp, "Content-Security-Policy", "sandbox; default-src 'none'; "
 					"img-src 'self'; style-src 'unsafe-inline'");
 	else		/* a page answer's Cache-Control comes with the page headers */

@@ -50,7 +50,7 @@ static void usage_section(struct page *pg, struct request *req, const struct rep
 	page_htmlf(pg, "\",\n  \"sha\": \"%s\"\n}</code></pre><p class=\"muted\">"
 		       "<code>kernels lock</code> adds the variant hashes.</p></div><div><h3>Point the client here</h3>"
 		       "<pre><code id=\"snippet-endpoint\">export HF_ENDPOINT=", sha);
-	page_text(pg, api_ctx.public_url[0] ? api_ctx.public_url : request_base_url(req));
+	page_text(pg, http_ctx.public_url[0] ? http_ctx.public_url : request_base_url(req));
 	page_html(pg, "</code></pre></div></div></section>");
 }
 
