@@ -206,7 +206,7 @@ enum MHD_Result page_login_post(struct request *req)
 		return login_form(req, 400, "Give a token.");
 	int rc = db_token_lookup(token, &p);
 	if (rc == KHUB_EDB)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	if (rc < 0) {
 		log_info("web sign-in refused: unknown, expired or revoked token");
 		return login_form(req, 401, "That token is unknown, expired or revoked.");
@@ -220,7 +220,7 @@ enum MHD_Result page_login_post(struct request *req)
 	random_hex(id);
 	sha256_hex(id, 64, hash);
 	if (db_web_session_create(hash, p.token_id, web_settings.session_seconds) < 0)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	req->principal = p;
 	api_audit(req, "web.sign_in", p.name, NULL);
 	char *cookie = cookie_header(SESSION_COOKIE, id, web_settings.session_seconds, "Lax");
@@ -235,7 +235,7 @@ enum MHD_Result page_logout(struct request *req)
 	if (cookie_hex(req, SESSION_COOKIE, id) == 0) {
 		sha256_hex(id, 64, hash);
 		if (db_web_session_delete(hash) < 0)
-			return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+			return web_db_unavailable(req);
 	}
 	char *cookie = cookie_header(SESSION_COOKIE, "gone", 0, "Lax");
 	enum MHD_Result r = web_redirect(req, "/kernels", cookie);

@@ -61,6 +61,12 @@ enum MHD_Result page_send_cookie(struct page *pg, int status, const char *set_co
 enum MHD_Result web_redirect(struct request *req, const char *location, const char *set_cookie);
 /* An error page with a message. */
 enum MHD_Result web_error_page(struct request *req, int status, const char *message);
+/* What every page says when the database failed: the 503 page (with
+ * Retry-After, as every 503 page), the paragraph a section shows in its
+ * place, and their one text. */
+extern const char web_db_unavailable_text[];
+enum MHD_Result web_db_unavailable(struct request *req);
+void page_db_problem(struct page *pg);
 /* "3.2 MB" */
 void format_size(uint64_t n, char out[32]);
 /* "2026-11-23" or "—" for 0 */
