@@ -87,6 +87,13 @@ void page_cell(struct page *pg, const char *open, const char *text)
 	page_html(pg, strncmp(open, "<th", 3) == 0 ? "</th>" : "</td>");
 }
 
+void page_csrf_field(struct page *pg)
+{
+	char csrf[65];
+	web_csrf_token(pg->req, csrf);
+	page_htmlf(pg, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", csrf);
+}
+
 void page_script(struct page *pg, const char *static_name)
 {
 	strbuf_adds(&pg->head, "<script type=\"module\" src=\"/-/static/");

@@ -50,6 +50,8 @@ void page_account_link(struct page *pg, const char *name);
 /* A table cell: its start tag open ("<td>", "<th scope=\"row\">"...), the
  * text escaped (NULL as none), and the end tag that goes with it. */
 void page_cell(struct page *pg, const char *open, const char *text);
+/* The hidden CSRF field of a form (web_csrf_token), appended to pg. */
+void page_csrf_field(struct page *pg);
 /* A module script or stylesheet of /-/static/ for this page. */
 void page_script(struct page *pg, const char *static_name);
 void page_style(struct page *pg, const char *static_name);
@@ -80,16 +82,24 @@ const char *form_value(struct request *req, const char *key);
 /* The CSRF token of the caller's session (or of the sign-in cookie on the
  * sign-in page), 64 hex; "" when there is none. */
 void web_csrf_token(struct request *req, char out[65]);
-/* The hidden CSRF field of a form, appended to pg. */
-void page_csrf_field(struct page *pg);
 /* 1 when a POST carries the right csrf field. */
 int web_csrf_valid(struct request *req);
-
-enum MHD_Result page_login(struct request *req);
-enum MHD_Result page_login_post(struct request *req);
-enum MHD_Result page_logout(struct request *req);
+/* The sign-in form's CSRF token, bound to the caller's sign-in cookie: a
+ * Set-Cookie value for a fresh one (the caller frees it), or NULL when the
+ * caller has one. */
+char *web_login_cookie(struct request *req, char csrf[65]);
+/* A session for p's token: 0 with *set_cookie (the caller frees it), or
+ * KHUB_EDB. */
+int web_session_start(const struct principal *p, char **set_cookie);
+/* End the caller's session (none: nothing to end): 0 with *set_cookie,
+ * which clears the cookie (the caller frees it), or KHUB_EDB. */
+int web_session_end(struct request *req, char **set_cookie);
 
 /* ---- pages ------------------------------------------------------------------ */
+
+enum MHD_Result page_login(struct request *req);		/* web/pages_session.c */
+enum MHD_Result page_login_post(struct request *req);
+enum MHD_Result page_logout(struct request *req);
 
 enum MHD_Result page_static(struct request *req);		/* web/assets.c */
 enum MHD_Result page_home(struct request *req);			/* web/pages_kernels.c */
