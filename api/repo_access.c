@@ -7,7 +7,6 @@
 #include "api/api.h"
 
 #include <assert.h>
-#include <ctype.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,16 +24,16 @@ struct git_slot {
 static __thread struct git_slot git_slots[THREAD_GIT_SLOTS];
 static __thread uint64_t git_slots_generation, git_slots_clock;
 
-/* "type/ns/name", cut at size, lowercased when lower; by hand, as it runs
- * for every request. */
-static void repo_key(char *key, size_t size, enum repo_type type, const char *ns, const char *name, int lower)
+/* "type/ns/name" of a git slot, cut at size; by hand, as it runs for every
+ * request. */
+static void repo_key(char *key, size_t size, enum repo_type type, const char *ns, const char *name)
 {
 	char type_digits[4] = { (char)('0' + (int)type % 10), '/', '\0' };
 	const char *parts[] = { type_digits, ns, "/", name };
 	size_t n = 0;
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
 		for (const char *p = parts[i]; *p && n < size - 1; p++)
-			key[n++] = lower ? (char)tolower((unsigned char)*p) : *p;
+			key[n++] = *p;
 	key[n] = '\0';
 }
 
@@ -73,7 +72,7 @@ static git_repository *thread_git_open(const struct repo_record *rec)
 	if (!pthread_getspecific(git_slots_key))
 		pthread_setspecific(git_slots_key, git_slots);
 	char key[sizeof(git_slots[0].key)];
-	repo_key(key, sizeof(key), rec->type, rec->ns, rec->name, 0);
+	repo_key(key, sizeof(key), rec->type, rec->ns, rec->name);
 	int victim = 0;
 	for (int i = 0; i < THREAD_GIT_SLOTS; i++) {
 		if (git_slots[i].git && strcmp(git_slots[i].key, key) == 0) {

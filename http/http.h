@@ -31,6 +31,8 @@ struct http_context {
 
 extern struct http_context http_ctx;
 
+/* ---- requests and the route rows ------------------------------------------ */
+
 enum http_method {
 	METHOD_GET = 1, METHOD_HEAD = 2, METHOD_POST = 4, METHOD_PUT = 8, METHOD_DELETE = 16,
 	METHOD_OPTIONS = 32,
