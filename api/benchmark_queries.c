@@ -329,13 +329,85 @@ static void reference_of(const char *workload, const char *ref, struct strbuf *o
 	strbuf_adds(out, ref);
 }
 
+/* What an aggregate row is compared with: the reference workload's row on
+ * the same GPU (refname, in the caller's buffer). */
+struct agg_reference {
+	int row;			/* -1: none (or the row itself) */
+	int has_speedup;		/* a reference and a positive median */
+	double speedup;			/* reference median / this median */
+};
+
+/* "workload \x1f gpu" of each row -> row + 1. */
+static void aggregate_index(const struct db_rows *res, struct hashmap *by_key)
+{
+	hashmap_init(by_key);
+	for (size_t i = 0; i < res->count; i++) {
+		char *key = xasprintf("%s\x1f%s", db_rows_get(res, i, BENCH_AGG_WORKLOAD), db_rows_get(res, i, BENCH_AGG_GPU));
+		hashmap_put(by_key, key, (void *)(intptr_t)(i + 1));
+		free(key);
+	}
+}
+
+static void aggregate_reference(const struct db_rows *res, struct hashmap *by_key, int i, const char *ref,
+				struct strbuf *refname, struct agg_reference *r)
+{
+	reference_of(db_rows_get(res, i, BENCH_AGG_WORKLOAD), ref, refname);
+	char *key = xasprintf("%s\x1f%s", refname->buf, db_rows_get(res, i, BENCH_AGG_GPU));
+	r->row = (int)(intptr_t)hashmap_get(by_key, key) - 1;
+	free(key);
+	if (r->row == i)
+		r->row = -1;
+	double median = strtod(db_rows_get(res, i, BENCH_AGG_MEDIAN), NULL);
+	r->has_speedup = r->row >= 0 && median > 0;
+	r->speedup = r->has_speedup ? strtod(db_rows_get(res, r->row, BENCH_AGG_MEDIAN), NULL) / median : 0;
+}
+
+static void aggregate_csv_row(struct strbuf *sb, const struct db_rows *res, int i, const char *refname,
+			      const struct agg_reference *r)
+{
+	for (int c = BENCH_AGG_WORKLOAD; c <= BENCH_AGG_LATEST_AT; c++)
+		strbuf_add_csv_field(sb, db_rows_get(res, i, c), 0);
+	strbuf_add_csv_field(sb, r->row >= 0 ? refname : "", 0);
+	strbuf_add_csv_field(sb, r->row >= 0 ? db_rows_get(res, r->row, BENCH_AGG_MEDIAN) : "", 0);
+	if (r->has_speedup)
+		add_number(sb, r->speedup);
+	strbuf_adds(sb, "\r\n");
+}
+
+static void aggregate_json_row(struct strbuf *sb, const struct db_rows *res, int i, const char *refname,
+			       const struct agg_reference *r, int first)
+{
+	strbuf_adds(sb, first ? "{\"workload\":" : ",{\"workload\":");
+	strbuf_add_json_string(sb, db_rows_get(res, i, BENCH_AGG_WORKLOAD));
+	strbuf_adds(sb, ",\"gpu\":");
+	strbuf_add_json_string(sb, db_rows_get(res, i, BENCH_AGG_GPU));
+	strbuf_addf(sb, ",\"count\":%s,\"medianMeanMs\":%s,\"bestMeanMs\":%s,"
+		    "\"latest\":{\"runId\":%s,\"commit\":\"%s\",\"submittedAt\":\"%s\",\"mean_ms\":%s,\"std_ms\":%s}",
+		    db_rows_get(res, i, BENCH_AGG_COUNT), db_rows_get(res, i, BENCH_AGG_MEDIAN),
+		    db_rows_get(res, i, BENCH_AGG_BEST), db_rows_get(res, i, BENCH_AGG_LATEST_RUN),
+		    db_rows_get(res, i, BENCH_AGG_LATEST_COMMIT), db_rows_get(res, i, BENCH_AGG_LATEST_AT),
+		    db_rows_get(res, i, BENCH_AGG_LATEST_MEAN), db_rows_get(res, i, BENCH_AGG_LATEST_STD));
+	if (r->row >= 0) {
+		strbuf_adds(sb, ",\"referenceWorkload\":");
+		strbuf_add_json_string(sb, refname);
+		strbuf_addf(sb, ",\"referenceMedianMeanMs\":%s", db_rows_get(res, r->row, BENCH_AGG_MEDIAN));
+	} else {
+		strbuf_adds(sb, ",\"referenceWorkload\":null,\"referenceMedianMeanMs\":null");
+	}
+	strbuf_adds(sb, ",\"speedup\":");
+	if (r->has_speedup)
+		add_number(sb, r->speedup);
+	else
+		strbuf_adds(sb, "null");
+	strbuf_adds(sb, "}");
+}
+
 static enum MHD_Result handle_aggregate(struct request *req)
 {
 	enum MHD_Result result;
 	struct bench_query q;
 	if (bench_query_read(req, &q, &result) < 0)
 		return result;
-	int csv = q.csv;
 	const char *ref = request_query(req, "reference");
 	if (!ref || !*ref)
 		ref = BENCH_DEFAULT_REFERENCE;
@@ -343,21 +415,14 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	 * reference rows stay available. */
 	const char *only = q.f.workload;
 	q.f.workload = NULL;
-	struct db_rows table;
-	const struct db_rows *res = &table;
-	if (db_benchmark_aggregate(req->repo->record.id, &q.f, &table) < 0)
+	struct db_rows res;
+	if (db_benchmark_aggregate(req->repo->record.id, &q.f, &res) < 0)
 		return respond_db_unavailable(req);
 
-	struct hashmap by_key;	/* workload \x1f gpu -> row + 1 */
-	hashmap_init(&by_key);
-	int rows = (int)res->count;
-	for (int i = 0; i < rows; i++) {
-		char *key = xasprintf("%s\x1f%s", db_rows_get(res, i, BENCH_AGG_WORKLOAD), db_rows_get(res, i, BENCH_AGG_GPU));
-		hashmap_put(&by_key, key, (void *)(intptr_t)(i + 1));
-		free(key);
-	}
+	struct hashmap by_key;
+	aggregate_index(&res, &by_key);
 	struct strbuf sb = STRBUF_INIT, refname = STRBUF_INIT;
-	if (csv) {
+	if (q.csv) {
 		strbuf_adds(&sb, "workload,gpu,count,median_mean_ms,best_mean_ms,latest_mean_ms,latest_std_ms,"
 				 "latest_run_id,latest_commit,latest_submitted_at,reference,reference_median_mean_ms,"
 				 "speedup\r\n");
@@ -367,59 +432,22 @@ static enum MHD_Result handle_aggregate(struct request *req)
 		strbuf_adds(&sb, ",\"results\":[");
 	}
 	int shown = 0;
-	for (int i = 0; i < rows; i++) {
-		const char *workload = db_rows_get(res, i, BENCH_AGG_WORKLOAD), *gpu = db_rows_get(res, i, BENCH_AGG_GPU);
-		if (only && strcmp(only, workload) != 0)
+	for (int i = 0; i < (int)res.count; i++) {
+		struct agg_reference r;
+		if (only && strcmp(only, db_rows_get(&res, i, BENCH_AGG_WORKLOAD)) != 0)
 			continue;
-		reference_of(workload, ref, &refname);
-		char *key = xasprintf("%s\x1f%s", refname.buf, gpu);
-		int ref_row = (int)(intptr_t)hashmap_get(&by_key, key) - 1;
-		free(key);
-		double median = strtod(db_rows_get(res, i, BENCH_AGG_MEDIAN), NULL), ref_median = 0;
-		int has_ref = ref_row >= 0 && ref_row != i;
-		if (has_ref)
-			ref_median = strtod(db_rows_get(res, ref_row, BENCH_AGG_MEDIAN), NULL);
-		int has_speedup = has_ref && median > 0;
-		if (csv) {
-			for (int c = BENCH_AGG_WORKLOAD; c <= BENCH_AGG_LATEST_AT; c++)
-				strbuf_add_csv_field(&sb, db_rows_get(res, i, c), 0);
-			strbuf_add_csv_field(&sb, has_ref ? refname.buf : "", 0);
-			strbuf_add_csv_field(&sb, has_ref ? db_rows_get(res, ref_row, BENCH_AGG_MEDIAN) : "", 0);
-			if (has_speedup)
-				add_number(&sb, ref_median / median);
-			strbuf_adds(&sb, "\r\n");
-			continue;
-		}
-		strbuf_adds(&sb, shown++ ? ",{\"workload\":" : "{\"workload\":");
-		strbuf_add_json_string(&sb, workload);
-		strbuf_adds(&sb, ",\"gpu\":");
-		strbuf_add_json_string(&sb, gpu);
-		strbuf_addf(&sb, ",\"count\":%s,\"medianMeanMs\":%s,\"bestMeanMs\":%s,"
-			    "\"latest\":{\"runId\":%s,\"commit\":\"%s\",\"submittedAt\":\"%s\",\"mean_ms\":%s,\"std_ms\":%s}",
-			    db_rows_get(res, i, BENCH_AGG_COUNT), db_rows_get(res, i, BENCH_AGG_MEDIAN),
-			    db_rows_get(res, i, BENCH_AGG_BEST), db_rows_get(res, i, BENCH_AGG_LATEST_RUN),
-			    db_rows_get(res, i, BENCH_AGG_LATEST_COMMIT), db_rows_get(res, i, BENCH_AGG_LATEST_AT),
-			    db_rows_get(res, i, BENCH_AGG_LATEST_MEAN), db_rows_get(res, i, BENCH_AGG_LATEST_STD));
-		if (has_ref) {
-			strbuf_adds(&sb, ",\"referenceWorkload\":");
-			strbuf_add_json_string(&sb, refname.buf);
-			strbuf_addf(&sb, ",\"referenceMedianMeanMs\":%s", db_rows_get(res, ref_row, BENCH_AGG_MEDIAN));
-		} else {
-			strbuf_adds(&sb, ",\"referenceWorkload\":null,\"referenceMedianMeanMs\":null");
-		}
-		strbuf_adds(&sb, ",\"speedup\":");
-		if (has_speedup)
-			add_number(&sb, ref_median / median);
+		aggregate_reference(&res, &by_key, i, ref, &refname, &r);
+		if (q.csv)
+			aggregate_csv_row(&sb, &res, i, refname.buf, &r);
 		else
-			strbuf_adds(&sb, "null");
-		strbuf_adds(&sb, "}");
+			aggregate_json_row(&sb, &res, i, refname.buf, &r, !shown++);
 	}
-	if (!csv)
+	if (!q.csv)
 		strbuf_adds(&sb, "]}");
 	hashmap_release(&by_key, NULL);
 	strbuf_release(&refname);
-	db_rows_release(&table);
-	return respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8", &sb, NULL);
+	db_rows_release(&res);
+	return respond_text(req, q.csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8", &sb, NULL);
 }
 
 const struct route benchmark_queries_routes[] = {

@@ -202,120 +202,139 @@ static int is_hex_string(const char *s, size_t min, size_t max)
 	return 1;
 }
 
+/* machineInfo and the upload's other fields into run (its strings point
+ * into doc) with the keys the filters compare (in keys): 0, or -1 with
+ * err. */
+static int read_upload_fields(json_t *doc, struct benchmark_run *run, struct machine_keys *keys, struct strbuf *err)
+{
+	json_t *machine = json_object_get(doc, "machineInfo");
+	if (!json_is_object(machine)) {
+		strbuf_addf(err, "machineInfo %s", machine ? "must be an object" : "is required");
+		return -1;
+	}
+	if (get_text(machine, "gpu", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &run->gpu, err) < 0 ||
+	    get_text(machine, "backend", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &run->backend, err) < 0 ||
+	    get_text(machine, "pytorchVersion", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &run->pytorch_version, err) < 0 ||
+	    get_text(machine, "os", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &run->os, err) < 0 ||
+	    get_text(machine, "cpu", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &run->cpu, err) < 0 ||
+	    get_text(doc, "kernelCommitSha", "", 64, 0, &run->kernel_commit_sha, err) < 0 ||
+	    get_text(doc, "benchmarkScriptPath", "", REPO_PATH_MAX, 0, &run->benchmark_script_path, err) < 0 ||
+	    get_text(doc, "benchmarkScriptSha", "", BENCHMARK_TEXT_MAX, 1, &run->benchmark_script_sha, err) < 0)
+		return -1;
+	run->gpu_cores = -1;
+	json_t *cores = json_object_get(machine, "gpuCores");
+	if (cores && !json_is_null(cores)) {
+		if (!json_is_integer(cores) || json_integer_value(cores) < 0 || json_integer_value(cores) > 1000000) {
+			strbuf_adds(err, "machineInfo.gpuCores must be an integer from 0 to 1000000");
+			return -1;
+		}
+		run->gpu_cores = json_integer_value(cores);
+	}
+	derive_machine_keys(run->backend, run->pytorch_version, run->os, keys);
+	run->backend_family = keys->backend_family;
+	run->backend_key = keys->backend_key;
+	run->torch_key = keys->torch_key;
+	run->os_family = keys->os_family;
+	return 0;
+}
+
+/* Every workload of list (already an array of the right size), each
+ * named once, into results (n of them, zeroed): 0, or -1 with err. */
+static int read_results(json_t *list, struct benchmark_result *results, size_t n, struct strbuf *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (read_result(json_array_get(list, i), i, &results[i], err) < 0)
+			return -1;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(results[j].workload, results[i].workload) == 0) {
+				strbuf_addf(err, "workload %s appears twice", results[i].workload);
+				return -1;
+			}
+	}
+	return 0;
+}
+
+/* The commit measured must be one of this repo's (kernels sends the short
+ * sha of the build; a full sha works too): 0 with sha, or -1 with err. */
+static int measured_commit(const struct repo_handle *h, const char *kernel_sha, char sha[41], struct strbuf *err)
+{
+	char lower_sha[41];
+	snprintf(lower_sha, sizeof(lower_sha), "%s", kernel_sha);
+	for (char *p = lower_sha; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	if (!is_hex_string(lower_sha, 7, 40) || repo_resolve_commitish(h->git, lower_sha, sha) < 0) {
+		strbuf_addf(err, "kernelCommitSha %s is not a commit of %s/%s", kernel_sha, h->record.ns, h->record.name);
+		return -1;
+	}
+	return 0;
+}
+
+/* The stored run audited and answered: 200, not 201 (kernels'
+ * submit_benchmark reports anything else as an error). */
+static enum MHD_Result respond_uploaded(struct request *req, const struct benchmark_run *run, int64_t id)
+{
+	char target[2 * REPO_NAME_MAX + 2], details[96];
+	snprintf(target, sizeof(target), "%s/%s", req->repo->record.ns, req->repo->record.name);
+	snprintf(details, sizeof(details), "{\"id\":%" PRId64 ",\"results\":%zu}", id, run->nresults);
+	api_audit(req, "benchmark.upload", target, details);
+	char *url = xasprintf("%s/api/kernels/%s/%s/benchmarks?id=%" PRId64, request_base_url(req),
+			      req->repo->record.ns, req->repo->record.name, id);
+	enum MHD_Result r = respond_json(req, 200, json_pack("{s:I, s:s, s:s, s:I, s:s}", "id", (json_int_t)id,
+							      "url", url, "commit", run->commit_sha, "results",
+							      (json_int_t)run->nresults, "source", run->source));
+	free(url);
+	return r;
+}
+
 static enum MHD_Result handle_upload(struct request *req)
 {
 	enum MHD_Result result;
-	struct repo_handle h;
 	struct strbuf err = STRBUF_INIT;
 	struct benchmark_result *results = NULL;
+	struct machine_keys keys;
 	json_t *doc = NULL;
-	char sha[41], lower_sha[41];
+	char sha[41];
 	int64_t id = 0;
 
 	/* The route asks for a signed-in caller who sees the repo, with a
 	 * write token (an upload is a write). Who may write to the repo
 	 * submits maintainer results; anyone else community ones, which
 	 * listings show only when asked. */
-	h = *req->repo;
 	if (req->body_too_large || req->body.len > BENCH_BODY_MAX)
 		return respond_error(req, 413, NULL, "a benchmark upload is at most %d bytes", BENCH_BODY_MAX);
 	enum role role;
-	if (repo_role_of(&req->principal, &h.record, &role) < 0)
+	if (repo_role_of(&req->principal, &req->repo->record, &role) < 0)
 		return respond_db_unavailable(req);
-	const char *source = role >= ROLE_WRITE ? "maintainer" : "community";
 	if (!(doc = request_json_body(req, &result)))
 		return result;
 
 	json_t *list = json_object_get(doc, "results");
-	json_t *machine = json_object_get(doc, "machineInfo");
-	const char *gpu, *backend, *pytorch, *os, *cpu, *kernel_sha, *script_path, *script_sha;
-	int64_t gpu_cores = -1;
-	if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > BENCH_RESULTS_MAX) {
+	size_t n = json_array_size(list);
+	struct benchmark_run run = {
+		.repo_id = req->repo->record.id, .commit_sha = sha, .submitter_id = req->principal.user_id,
+		.submitter_name = req->principal.name, .source = role >= ROLE_WRITE ? "maintainer" : "community",
+		.nresults = n,
+	};
+	if (!json_is_array(list) || n == 0 || n > BENCH_RESULTS_MAX) {
 		strbuf_addf(&err, "results must be an array of 1 to %d workloads", BENCH_RESULTS_MAX);
 		goto invalid;
 	}
-	if (!json_is_object(machine)) {
-		strbuf_addf(&err, "machineInfo %s", machine ? "must be an object" : "is required");
+	run.results = results = xcalloc(n, sizeof(*results));
+	if (read_upload_fields(doc, &run, &keys, &err) < 0 || read_results(list, results, n, &err) < 0 ||
+	    measured_commit(req->repo, run.kernel_commit_sha, sha, &err) < 0)
 		goto invalid;
-	}
-	if (get_text(machine, "gpu", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &gpu, &err) < 0 ||
-	    get_text(machine, "backend", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &backend, &err) < 0 ||
-	    get_text(machine, "pytorchVersion", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &pytorch, &err) < 0 ||
-	    get_text(machine, "os", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &os, &err) < 0 ||
-	    get_text(machine, "cpu", "machineInfo.", BENCHMARK_TEXT_MAX, 0, &cpu, &err) < 0 ||
-	    get_text(doc, "kernelCommitSha", "", 64, 0, &kernel_sha, &err) < 0 ||
-	    get_text(doc, "benchmarkScriptPath", "", REPO_PATH_MAX, 0, &script_path, &err) < 0 ||
-	    get_text(doc, "benchmarkScriptSha", "", BENCHMARK_TEXT_MAX, 1, &script_sha, &err) < 0)
-		goto invalid;
-	json_t *cores = json_object_get(machine, "gpuCores");
-	if (cores && !json_is_null(cores)) {
-		if (!json_is_integer(cores) || json_integer_value(cores) < 0 || json_integer_value(cores) > 1000000) {
-			strbuf_adds(&err, "machineInfo.gpuCores must be an integer from 0 to 1000000");
-			goto invalid;
-		}
-		gpu_cores = json_integer_value(cores);
-	}
 
-	size_t n = json_array_size(list);
-	results = xcalloc(n, sizeof(*results));
-	for (size_t i = 0; i < n; i++) {
-		if (read_result(json_array_get(list, i), i, &results[i], &err) < 0)
-			goto invalid;
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(results[j].workload, results[i].workload) == 0) {
-				strbuf_addf(&err, "workload %s appears twice", results[i].workload);
-				goto invalid;
-			}
-	}
-
-	/* The commit measured must be one of this repo's (kernels sends the
-	 * short sha of the build; a full sha works too). */
-	snprintf(lower_sha, sizeof(lower_sha), "%s", kernel_sha);
-	for (char *p = lower_sha; *p; p++)
-		*p = (char)tolower((unsigned char)*p);
-	if (!is_hex_string(lower_sha, 7, 40) || repo_resolve_commitish(h.git, lower_sha, sha) < 0) {
-		strbuf_addf(&err, "kernelCommitSha %s is not a commit of %s/%s", kernel_sha, h.record.ns, h.record.name);
-		goto invalid;
-	}
-
-	struct machine_keys keys;
-	derive_machine_keys(backend, pytorch, os, &keys);
-	struct benchmark_run run = {
-		.repo_id = h.record.id, .commit_sha = sha, .kernel_commit_sha = kernel_sha,
-		.benchmark_script_path = script_path, .benchmark_script_sha = script_sha,
-		.gpu = gpu, .backend = backend, .pytorch_version = pytorch, .os = os, .cpu = cpu,
-		.gpu_cores = gpu_cores, .backend_family = keys.backend_family, .backend_key = keys.backend_key,
-		.torch_key = keys.torch_key, .os_family = keys.os_family,
-		.submitter_id = req->principal.user_id, .submitter_name = req->principal.name,
-		.source = source, .results = results, .nresults = n,
-	};
 	char *payload = json_dumps(doc, JSON_COMPACT);
 	run.payload = payload;
 	int rc = payload ? db_benchmark_insert(&run, &id) : KHUB_EIO;
 	free(payload);
-	free(results);
-	json_decref(doc);
-	strbuf_release(&err);
-	if (rc < 0)
-		return respond_err(req, rc, "cannot store the benchmark");
-
-	char target[2 * REPO_NAME_MAX + 2], details[96];
-	snprintf(target, sizeof(target), "%s/%s", h.record.ns, h.record.name);
-	snprintf(details, sizeof(details), "{\"id\":%" PRId64 ",\"results\":%zu}", id, n);
-	api_audit(req, "benchmark.upload", target, details);
-	char *url = xasprintf("%s/api/kernels/%s/%s/benchmarks?id=%" PRId64, request_base_url(req), h.record.ns,
-			      h.record.name, id);
-	/* 200, not 201: kernels' submit_benchmark reports anything else as an error. */
-	enum MHD_Result r = respond_json(req, 200, json_pack("{s:I, s:s, s:s, s:I, s:s}", "id", (json_int_t)id,
-							      "url", url, "commit", sha, "results", (json_int_t)n,
-							      "source", source));
-	free(url);
-	return r;
-
+	result = rc < 0 ? respond_err(req, rc, "cannot store the benchmark") : respond_uploaded(req, &run, id);
+	goto cleanup;
 invalid:
+	result = respond_error(req, 400, NULL, "invalid benchmark: %s", err.buf);
+cleanup:
 	free(results);
 	json_decref(doc);
-	result = respond_error(req, 400, NULL, "invalid benchmark: %s", err.buf);
 	strbuf_release(&err);
 	return result;
 }

@@ -87,11 +87,9 @@ static void find_git(void)
 	git_path_found = spawn_find_program("git", CGI_PATH);
 }
 
-/* Start `git http-backend` with the CGI environment, all of it built
- * before the fork (common/spawn.c). */
-static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *service_path)
+/* The pipes to the child (in) and from it (out): 0, or -1 with none open. */
+static int open_pipes(int in[2], int out[2])
 {
-	int in[2], out[2];
 	if (pipe2(in, O_CLOEXEC) < 0)
 		return -1;
 	if (pipe2(out, O_CLOEXEC) < 0) {
@@ -99,33 +97,42 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 		close(in[1]);
 		return -1;
 	}
-	struct strvec env = STRVEC_INIT;
+	return 0;
+}
+
+/* The CGI variables http-backend reads, from the request. */
+static void cgi_env(struct strvec *env, struct request *req, const struct git_cgi *cgi, const char *service_path)
+{
 	static const char *const keep[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "LD_LIBRARY_PATH",
 					    "TMPDIR" };
 	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
-		env_add(&env, keep[i], getenv(keep[i]));
-	env_add(&env, "PATH", CGI_PATH);
-	env_add(&env, "GIT_PROJECT_ROOT", api_ctx.repo_root);
-	env_add(&env, "GIT_HTTP_EXPORT_ALL", "1");
-	strvec_pushf(&env, "PATH_INFO=/%s/%s/%s.git/%s", repo_type_plural(cgi->repo.record.type),
+		env_add(env, keep[i], getenv(keep[i]));
+	env_add(env, "PATH", CGI_PATH);
+	env_add(env, "GIT_PROJECT_ROOT", api_ctx.repo_root);
+	env_add(env, "GIT_HTTP_EXPORT_ALL", "1");
+	strvec_pushf(env, "PATH_INFO=/%s/%s/%s.git/%s", repo_type_plural(cgi->repo.record.type),
 		     cgi->repo.record.ns, cgi->repo.record.name, service_path);
 	const char *query = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "service");
 	if (query)
-		strvec_pushf(&env, "QUERY_STRING=service=%s", query);
+		strvec_pushf(env, "QUERY_STRING=service=%s", query);
 	else
-		env_add(&env, "QUERY_STRING", "");
-	env_add(&env, "REQUEST_METHOD", req->method_name);
-	env_add(&env, "CONTENT_TYPE", request_header(req, "Content-Type"));
-	env_add(&env, "HTTP_CONTENT_ENCODING", request_header(req, "Content-Encoding"));
-	env_add(&env, "GIT_PROTOCOL", request_header(req, "Git-Protocol"));
-	env_add(&env, "REMOTE_ADDR", req->remote_addr);
+		env_add(env, "QUERY_STRING", "");
+	env_add(env, "REQUEST_METHOD", req->method_name);
+	env_add(env, "CONTENT_TYPE", request_header(req, "Content-Type"));
+	env_add(env, "HTTP_CONTENT_ENCODING", request_header(req, "Content-Encoding"));
+	env_add(env, "GIT_PROTOCOL", request_header(req, "Git-Protocol"));
+	env_add(env, "REMOTE_ADDR", req->remote_addr);
 	if (req->principal.user_id)
-		env_add(&env, "REMOTE_USER", req->principal.name);
+		env_add(env, "REMOTE_USER", req->principal.name);
 	/* http-backend reads CONTENT_LENGTH bytes, or to EOF without it */
 	const char *cl = request_header(req, "Content-Length");
 	if (cl && !request_header(req, "Content-Encoding"))
-		env_add(&env, "CONTENT_LENGTH", cl);
-	/* git configuration for this request, as GIT_CONFIG_KEY_n/VALUE_n */
+		env_add(env, "CONTENT_LENGTH", cl);
+}
+
+/* git configuration for this request, as GIT_CONFIG_KEY_n/VALUE_n. */
+static void git_config_env(struct strvec *env)
+{
 	const struct { const char *key, *value; } config[] = {
 		/* hooks: khub's own, with what they need to check a push */
 		{ "core.hooksPath", api_ctx.hooks_dir },
@@ -142,34 +149,26 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 		{ "receive.fsck.hasDotdot", "error" },
 	};
 	size_t nconfig = sizeof(config) / sizeof(config[0]);
-	strvec_pushf(&env, "GIT_CONFIG_COUNT=%zu", nconfig);
+	strvec_pushf(env, "GIT_CONFIG_COUNT=%zu", nconfig);
 	for (size_t i = 0; i < nconfig; i++) {
-		strvec_pushf(&env, "GIT_CONFIG_KEY_%zu=%s", i, config[i].key);
-		strvec_pushf(&env, "GIT_CONFIG_VALUE_%zu=%s", i, config[i].value);
+		strvec_pushf(env, "GIT_CONFIG_KEY_%zu=%s", i, config[i].key);
+		strvec_pushf(env, "GIT_CONFIG_VALUE_%zu=%s", i, config[i].value);
 	}
-	env_add(&env, "KHUB_HOOK_DATABASE", api_ctx.conninfo);
-	env_add(&env, "KHUB_HOOK_LFS_ROOT", api_ctx.lfs_root);
-	env_add(&env, "KHUB_HOOK_REPO", cgi->repo_id);
-	strvec_pushf(&env, "KHUB_HOOK_REPO_ID=%lld", (long long)cgi->repo.record.id);
-	strvec_pushf(&env, "KHUB_HOOK_USER_ID=%lld", (long long)req->principal.user_id);
-	env_add(&env, "KHUB_HOOK_USER", req->principal.user_id ? req->principal.name : "anonymous");
-	env_add(&env, "KHUB_HOOK_REQUEST_ID", req->request_id);
-	env_add(&env, "KHUB_HOOK_BUILD_VARIANTS", farm_settings.variants_file ? farm_settings.variants_file : "");
-	strvec_pushf(&env, "KHUB_HOOK_BUILD_ATTEMPTS=%ld", farm_settings.max_attempts);
-	strvec_pushf(&env, "KHUB_HOOK_BUILD_QUEUE=%ld,%ld,%ld", farm_settings.queue_per_repo,
-		     farm_settings.queue_per_user, farm_settings.variants_per_request);
-	strvec_pushf(&env, "KHUB_HOOK_BUILD_LIVE=%ld", farm_settings.worker_live_seconds);
-	env_add(&env, "KHUB_HOOK_BUILD_PYTHON", farm_settings.plan_python ? farm_settings.plan_python : "python3");
-	strvec_pushf(&env, "KHUB_HOOK_BUILD_PLAN_MS=%ld", farm_settings.plan_wall_ms);
+}
 
+/* Fork and exec http-backend with env (released) on the pipes (the
+ * child's ends closed here): 0 with cgi's ends set non-blocking, or -1
+ * with every end closed. */
+static int start_backend(struct request *req, struct git_cgi *cgi, struct strvec *env, int in[2], int out[2])
+{
 	pthread_once(&git_once, find_git);
 	char *argv[] = { git_path_found ? git_path_found : "git", "http-backend", NULL };
-	struct spawn_opts opts = { .argv = argv, .envp = env.items, .fd_in = in[0], .fd_out = out[1], .fd_err = -1 };
+	struct spawn_opts opts = { .argv = argv, .envp = env->items, .fd_in = in[0], .fd_out = out[1], .fd_err = -1 };
 	pid_t pid = -1;
 	int rc = git_path_found ? spawn_process(&opts, &pid) : -1;
 	if (!git_path_found)
 		log_error("git is not installed in %s", CGI_PATH);
-	strvec_release(&env);
+	strvec_release(env);
 	close(in[0]);
 	close(out[1]);
 	if (rc < 0) {
@@ -186,6 +185,35 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 	cgi->conn = req->conn;
 	cgi->last_io_usec = monotonic_usec();
 	return 0;
+}
+
+/* Start `git http-backend` with the CGI environment, all of it built
+ * before the fork (common/spawn.c). */
+static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *service_path)
+{
+	int in[2], out[2];
+	if (open_pipes(in, out) < 0)
+		return -1;
+	struct strvec env = STRVEC_INIT;
+	cgi_env(&env, req, cgi, service_path);
+	git_config_env(&env);
+	/* what khub's hooks need to check and publish a push */
+	env_add(&env, "KHUB_HOOK_DATABASE", api_ctx.conninfo);
+	env_add(&env, "KHUB_HOOK_LFS_ROOT", api_ctx.lfs_root);
+	env_add(&env, "KHUB_HOOK_REPO", cgi->repo_id);
+	strvec_pushf(&env, "KHUB_HOOK_REPO_ID=%lld", (long long)cgi->repo.record.id);
+	strvec_pushf(&env, "KHUB_HOOK_USER_ID=%lld", (long long)req->principal.user_id);
+	env_add(&env, "KHUB_HOOK_USER", req->principal.user_id ? req->principal.name : "anonymous");
+	env_add(&env, "KHUB_HOOK_REQUEST_ID", req->request_id);
+	env_add(&env, "KHUB_HOOK_BUILD_VARIANTS", farm_settings.variants_file ? farm_settings.variants_file : "");
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_ATTEMPTS=%ld", farm_settings.max_attempts);
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_QUEUE=%ld,%ld,%ld", farm_settings.queue_per_repo,
+		     farm_settings.queue_per_user, farm_settings.variants_per_request);
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_LIVE=%ld", farm_settings.worker_live_seconds);
+	env_add(&env, "KHUB_HOOK_BUILD_PYTHON", farm_settings.plan_python ? farm_settings.plan_python : "python3");
+	strvec_pushf(&env, "KHUB_HOOK_BUILD_PLAN_MS=%ld", farm_settings.plan_wall_ms);
+
+	return start_backend(req, cgi, &env, in, out);
 }
 
 static void cgi_free(struct git_cgi *cgi)

@@ -179,15 +179,23 @@ static int parse_long(const char *s, long lo, long hi, long *out)
 	return 0;
 }
 
-int kernel_listing_query(struct request *req, const char *author, int wait_for_index, struct kernel_listing_page *out,
-			 const char **error)
+/* The sort= values, "" and absent being lastModified. */
+static const struct {
+	const char *name;
+	enum kernel_sort sort;
+} listing_sorts[] = {
+	{ "", KERNEL_SORT_LAST_MODIFIED }, { "lastModified", KERNEL_SORT_LAST_MODIFIED },
+	{ "downloads", KERNEL_SORT_DOWNLOADS }, { "trending", KERNEL_SORT_TRENDING },
+	{ "trendingScore", KERNEL_SORT_TRENDING }, { "createdAt", KERNEL_SORT_CREATED }, { "id", KERNEL_SORT_ID },
+};
+
+/* The paging and order arguments (limit, cursor, direction, sort) into f:
+ * 0, or KHUB_EINVAL with *error (static). */
+static int listing_order(struct request *req, struct kernel_listing_filter *f, const char **error)
 {
-	struct kernel_listing_filter f = { 0 };
 	long limit = LIST_LIMIT_DEFAULT, cursor = 0, direction = -1;
 	const char *limit_arg = request_query(req, "limit"), *cursor_arg = request_query(req, "cursor");
 	const char *direction_arg = request_query(req, "direction"), *sort = request_query(req, "sort");
-	memset(out, 0, sizeof(*out));
-	*error = NULL;
 	if (limit_arg && parse_long(limit_arg, 1, LIST_LIMIT_MAX, &limit) < 0) {
 		*error = "limit must be between 1 and 1000";
 		return KHUB_EINVAL;
@@ -200,21 +208,48 @@ int kernel_listing_query(struct request *req, const char *author, int wait_for_i
 		*error = "direction is -1 (descending) or 1 (ascending)";
 		return KHUB_EINVAL;
 	}
-	if (!sort || !sort[0] || strcmp(sort, "lastModified") == 0)
-		f.sort = KERNEL_SORT_LAST_MODIFIED;
-	else if (strcmp(sort, "downloads") == 0)
-		f.sort = KERNEL_SORT_DOWNLOADS;
-	else if (strcmp(sort, "trending") == 0 || strcmp(sort, "trendingScore") == 0)
-		f.sort = KERNEL_SORT_TRENDING;
-	else if (strcmp(sort, "createdAt") == 0)
-		f.sort = KERNEL_SORT_CREATED;
-	else if (strcmp(sort, "id") == 0)
-		f.sort = KERNEL_SORT_ID;
-	else {
+	size_t i = 0, n = sizeof(listing_sorts) / sizeof(listing_sorts[0]);
+	while (i < n && strcmp(sort ? sort : "", listing_sorts[i].name) != 0)
+		i++;
+	if (i == n) {
 		*error = "sort is lastModified, downloads, trending, createdAt or id";
 		return KHUB_EINVAL;
 	}
-	if (variant_filters(req, &f, error) < 0)
+	f->sort = listing_sorts[i].sort;
+	f->descending = direction < 0;
+	f->limit = limit;
+	f->offset = cursor;
+	return 0;
+}
+
+/* One listed repo as GET /api/kernels answers it. */
+static json_t *listing_item_json(const struct kernel_listing_item *it)
+{
+	const struct repo_record *rec = &it->record;
+	char id[2 * REPO_NAME_MAX + 2], rid[24], modified[32], created[32];
+	snprintf(id, sizeof(id), "%s/%s", rec->ns, rec->name);
+	snprintf(rid, sizeof(rid), "%" PRId64, rec->id);
+	format_iso8601(rec->last_modified, modified);
+	format_iso8601(it->created_at, created);
+	json_t *versions = json_loads(it->versions, 0, NULL);
+	json_t *families = json_loads(it->backends, 0, NULL);
+	json_t *item = json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:I, s:i, s:I, s:[], s:s, s:o}", "_id", rid, "id", id,
+				 "author", rec->ns, "private", rec->private, "lastModified", modified, "createdAt",
+				 created, "downloads", (json_int_t)rec->downloads, "likes", 0, "trendingScore",
+				 (json_int_t)it->trending, "tags", "repoType", "kernel", "versions",
+				 versions ? versions : json_array());
+	json_object_set_new(item, "supportedDriverFamilies", families ? families : json_array());
+	json_object_set_new(item, "trustedPublisher", json_boolean(it->trusted_publisher));
+	return item;
+}
+
+int kernel_listing_query(struct request *req, const char *author, int wait_for_index, struct kernel_listing_page *out,
+			 const char **error)
+{
+	struct kernel_listing_filter f = { 0 };
+	memset(out, 0, sizeof(*out));
+	*error = NULL;
+	if (listing_order(req, &f, error) < 0 || variant_filters(req, &f, error) < 0)
 		return KHUB_EINVAL;
 
 	/* repos changed without indexing are caught up with first (on the
@@ -227,17 +262,13 @@ int kernel_listing_query(struct request *req, const char *author, int wait_for_i
 	f.author = author ? author : request_query(req, "author");
 	f.search = request_query(req, "search");
 	f.trusted_only = request_query_bool(req, "trusted", 0);
-	f.descending = direction < 0;
-	f.limit = limit;
-	f.offset = cursor;
 
 	struct kernel_listing page;
 	if (db_kernel_listing(&f, &page) < 0)
 		return KHUB_EDB;
 	json_t *list = json_array();
 	for (size_t i = 0; i < page.count; i++) {
-		const struct kernel_listing_item *it = &page.items[i];
-		const struct repo_record *rec = &it->record;
+		const struct repo_record *rec = &page.items[i].record;
 		/* The SQL already hides what the caller may not read; the same
 		 * rule as every other read decides in the end. */
 		enum role role = ROLE_READ;
@@ -246,31 +277,14 @@ int kernel_listing_query(struct request *req, const char *author, int wait_for_i
 			kernel_listing_release(&page);
 			return KHUB_EDB;
 		}
-		if (role < ROLE_READ)
-			continue;
-		char id[2 * REPO_NAME_MAX + 2], rid[24], modified[32], created[32];
-		snprintf(id, sizeof(id), "%s/%s", rec->ns, rec->name);
-		snprintf(rid, sizeof(rid), "%" PRId64, rec->id);
-		format_iso8601(rec->last_modified, modified);
-		format_iso8601(it->created_at, created);
-		json_t *versions = json_loads(it->versions, 0, NULL);
-		json_t *families = json_loads(it->backends, 0, NULL);
-		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:b, s:s, s:s, s:I, s:i, s:I, s:[], s:s, s:o}",
-						      "_id", rid, "id", id, "author", rec->ns,
-						      "private", rec->private, "lastModified", modified, "createdAt",
-						      created, "downloads", (json_int_t)rec->downloads,
-						      "likes", 0, "trendingScore", (json_int_t)it->trending,
-						      "tags", "repoType", "kernel", "versions",
-						      versions ? versions : json_array()));
-		json_t *item = json_array_get(list, json_array_size(list) - 1);
-		json_object_set_new(item, "supportedDriverFamilies", families ? families : json_array());
-		json_object_set_new(item, "trustedPublisher", json_boolean(it->trusted_publisher));
+		if (role >= ROLE_READ)
+			json_array_append_new(list, listing_item_json(&page.items[i]));
 	}
 	out->items = list;
 	out->total = page.total;
 	out->rows = (long)page.count;
-	out->limit = limit;
-	out->cursor = cursor;
+	out->limit = f.limit;
+	out->cursor = f.offset;
 	kernel_listing_release(&page);
 	return 0;
 }

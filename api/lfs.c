@@ -76,95 +76,127 @@ static enum MHD_Result lfs_error(struct request *req, int status, const char *fm
 	return respond(req, status, resp);
 }
 
-static enum MHD_Result handle_batch(struct request *req)
+/* The batch's operation, objects and transfers: 0 with *upload and
+ * *objects (borrowed from doc), or -1 with the LFS error answered. */
+static int batch_parse(struct request *req, json_t *doc, int *upload, json_t **objects, enum MHD_Result *result)
 {
-	struct repo_handle h;
-	enum MHD_Result result;
-	json_t *doc = req->json;
 	const char *operation = json_string_value(json_object_get(doc, "operation"));
-	json_t *objects = json_object_get(doc, "objects");
 	json_t *transfers = json_object_get(doc, "transfers");
-	int upload = operation && strcmp(operation, "upload") == 0;
-	if (!operation || (!upload && strcmp(operation, "download") != 0) || !json_is_array(objects))
-		return lfs_error(req, 422, "want {\"operation\": \"upload\"|\"download\", \"objects\": [...]}");
-	if (json_array_size(objects) > MAX_BATCH_OBJECTS)
-		return lfs_error(req, 413, "at most %d objects per batch", MAX_BATCH_OBJECTS);
+	*objects = json_object_get(doc, "objects");
+	*upload = operation && strcmp(operation, "upload") == 0;
+	if (!operation || (!*upload && strcmp(operation, "download") != 0) || !json_is_array(*objects)) {
+		*result = lfs_error(req, 422, "want {\"operation\": \"upload\"|\"download\", \"objects\": [...]}");
+		return -1;
+	}
+	if (json_array_size(*objects) > MAX_BATCH_OBJECTS) {
+		*result = lfs_error(req, 413, "at most %d objects per batch", MAX_BATCH_OBJECTS);
+		return -1;
+	}
 	if (transfers && json_is_array(transfers) && json_array_size(transfers) > 0) {
 		int basic = 0;
 		size_t i;
 		json_t *t;
 		json_array_foreach(transfers, i, t)
 			basic |= json_is_string(t) && strcmp(json_string_value(t), "basic") == 0;
-		if (!basic)
-			return lfs_error(req, 422, "khub speaks the basic transfer only");
+		if (!basic) {
+			*result = lfs_error(req, 422, "khub speaks the basic transfer only");
+			return -1;
+		}
 	}
-	/* Uploads need write access, except for a pull request (no ref):
-	 * anyone who can read the repo may open one. Downloads need read. */
+	return 0;
+}
+
+/* The repo, opened for the operation: uploads need write access, except
+ * for a pull request (no ref): anyone who can read the repo may open one.
+ * Downloads need read. 0, or -1 answered. */
+static int batch_open_repo(struct request *req, json_t *doc, int upload, struct repo_handle *h,
+			   enum MHD_Result *result)
+{
 	const char *ref_name = json_string_value(json_object_get(json_object_get(doc, "ref"), "name"));
 	int for_pr = upload && (!json_object_get(doc, "ref") || (ref_name && strncmp(ref_name, "refs/pr/", 8) == 0));
-	if (!req->principal.user_id && upload)
-		return lfs_error(req, 401, "Authentication required: use a token as the password");
-	int rc = upload ? repo_open_for_write(req, &h, for_pr ? ROLE_READ : ROLE_WRITE, &result)
-			: repo_open_for_read(req, &h, &result);
+	if (!req->principal.user_id && upload) {
+		*result = lfs_error(req, 401, "Authentication required: use a token as the password");
+		return -1;
+	}
+	int rc = upload ? repo_open_for_write(req, h, for_pr ? ROLE_READ : ROLE_WRITE, result)
+			: repo_open_for_read(req, h, result);
 	if (rc < 0)
-		return result;
-	if (for_pr && req->principal.scope == ROLE_READ)
-		return lfs_error(req, 403, "a read-only token cannot upload");
-	if (upload && h.record.mirrored)
-		return lfs_error(req, 403, "a mirrored repo is read-only");
-	json_t *out = json_array();
+		return -1;
+	if (for_pr && req->principal.scope == ROLE_READ) {
+		*result = lfs_error(req, 403, "a read-only token cannot upload");
+		return -1;
+	}
+	if (upload && h->record.mirrored) {
+		*result = lfs_error(req, 403, "a mirrored repo is read-only");
+		return -1;
+	}
+	return 0;
+}
+
+/* One object's answer: its upload (with verify) or download action, or
+ * its error. NULL when the database failed. */
+static json_t *batch_object(struct request *req, const struct repo_handle *h, json_t *o, int upload)
+{
+	const char *oid = json_string_value(json_object_get(o, "oid"));
+	json_t *size_v = json_object_get(o, "size");
+	json_t *item = json_object();
+	json_object_set_new(item, "oid", json_string(oid ? oid : ""));
+	json_object_set(item, "size", size_v ? size_v : json_integer(0));
+	if (!oid || !is_lower_hex(oid, 64) || !json_is_integer(size_v) || json_integer_value(size_v) < 0) {
+		json_object_set_new(item, "error", json_pack("{s:i, s:s}", "code", 422, "message",
+							     "oid must be 64 lowercase hex and size a non-negative integer"));
+		return item;
+	}
+	uint64_t size = (uint64_t)json_integer_value(size_v), stored;
+	/* present for this repo = stored and linked to it; an object only
+	 * another repo uploaded must be uploaded again (which proves the
+	 * caller has the bytes) */
+	int linked = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0 ? db_lfs_linked(h->record.id, oid) : 0;
+	if (linked < 0) {
+		json_decref(item);
+		return NULL;
+	}
+	int present = linked == 1;
+	if (upload && !present) {
+		char *put = action_url(req, "upload", h->record.id, oid, size);
+		char *verify = action_url(req, "verify", h->record.id, oid, size);
+		json_object_set_new(item, "authenticated", json_true());
+		json_object_set_new(item, "actions", json_pack("{s:{s:s, s:{}, s:i}, s:{s:s, s:{}, s:i}}",
+			"upload", "href", put, "header", "expires_in", (int)api_ctx.lfs_url_ttl,
+			"verify", "href", verify, "header", "expires_in", (int)api_ctx.lfs_url_ttl));
+		free(put);
+		free(verify);
+	} else if (!upload && (!present || stored != size)) {
+		json_object_set_new(item, "error", json_pack("{s:i, s:s}", "code", 404, "message",
+							     "Object does not exist on the server"));
+	} else if (!upload) {
+		char *get = action_url(req, "download", h->record.id, oid, size);
+		json_object_set_new(item, "authenticated", json_true());
+		json_object_set_new(item, "actions", json_pack("{s:{s:s, s:{}, s:i}}", "download", "href", get,
+							       "header", "expires_in", (int)api_ctx.lfs_url_ttl));
+		free(get);
+	}
+	return item;
+}
+
+static enum MHD_Result handle_batch(struct request *req)
+{
+	struct repo_handle h;
+	enum MHD_Result result;
+	json_t *objects, *o;
+	int upload;
 	size_t i;
-	json_t *o;
-	int db_failed = 0;
+	if (batch_parse(req, req->json, &upload, &objects, &result) < 0 ||
+	    batch_open_repo(req, req->json, upload, &h, &result) < 0)
+		return result;
+	json_t *out = json_array();
 	json_array_foreach(objects, i, o) {
-		const char *oid = json_string_value(json_object_get(o, "oid"));
-		json_t *size_v = json_object_get(o, "size");
-		json_t *item = json_object();
-		json_object_set_new(item, "oid", json_string(oid ? oid : ""));
-		json_object_set(item, "size", size_v ? size_v : json_integer(0));
-		if (!oid || !is_lower_hex(oid, 64) || !json_is_integer(size_v) || json_integer_value(size_v) < 0) {
-			json_object_set_new(item, "error", json_pack("{s:i, s:s}", "code", 422, "message",
-								     "oid must be 64 lowercase hex and size a non-negative integer"));
-			json_array_append_new(out, item);
-			continue;
-		}
-		uint64_t size = (uint64_t)json_integer_value(size_v), stored;
-		/* present for this repo = stored and linked to it; an object only
-		 * another repo uploaded must be uploaded again (which proves the
-		 * caller has the bytes) */
-		int linked = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0 ? db_lfs_linked(h.record.id, oid) : 0;
-		if (linked < 0) {
-			json_decref(item);
-			db_failed = 1;
-			break;
-		}
-		int present = linked == 1;
-		if (upload) {
-			if (!present) {
-				char *put = action_url(req, "upload", h.record.id, oid, size);
-				char *verify = action_url(req, "verify", h.record.id, oid, size);
-				json_object_set_new(item, "authenticated", json_true());
-				json_object_set_new(item, "actions", json_pack("{s:{s:s, s:{}, s:i}, s:{s:s, s:{}, s:i}}",
-					"upload", "href", put, "header", "expires_in", (int)api_ctx.lfs_url_ttl,
-					"verify", "href", verify, "header", "expires_in", (int)api_ctx.lfs_url_ttl));
-				free(put);
-				free(verify);
-			}
-		} else if (!present || stored != size) {
-			json_object_set_new(item, "error", json_pack("{s:i, s:s}", "code", 404, "message",
-								     "Object does not exist on the server"));
-		} else {
-			char *get = action_url(req, "download", h.record.id, oid, size);
-			json_object_set_new(item, "authenticated", json_true());
-			json_object_set_new(item, "actions", json_pack("{s:{s:s, s:{}, s:i}}", "download", "href", get,
-								       "header", "expires_in", (int)api_ctx.lfs_url_ttl));
-			free(get);
+		json_t *item = batch_object(req, &h, o, upload);
+		if (!item) {
+			json_decref(out);
+			return respond_db_unavailable(req);
 		}
 		json_array_append_new(out, item);
-	}
-	if (db_failed) {
-		json_decref(out);
-		return respond_db_unavailable(req);
 	}
 	json_t *body = json_pack("{s:s, s:o, s:s}", "transfer", "basic", "objects", out, "hash_algo", "sha256");
 	char *text = json_dumps(body, JSON_COMPACT);

@@ -1,37 +1,17 @@
 /* repo_access.c -- the access column of the route tables (access_check,
  * run once per request by the server), find a repo, decide what the caller
- * may do with it, open its git store, and resolve revisions. Repo records are cached for a short
- * time and git handles per thread, so a warm read touches neither the
- * database nor the repo's config files. */
+ * may do with it, open its git store, and resolve revisions. Repo records
+ * are cached for a short time (http/repo_records.c) and git handles per
+ * thread, so a warm read touches neither the database nor the repo's
+ * config files. */
 #include "api/api.h"
 
 #include <assert.h>
-#include <ctype.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct cached_record {
-	struct repo_record record;
-	int found;
-	uint64_t fetched_usec;
-	_Atomic int refreshing;	/* one thread refreshes; the others use this copy */
-};
-
-/* Requests only read the cache: a read lock, so that they never wait for
- * one another (one mutex taken by every request of eight threads made the
- * read path's tail: a holder preempted on a busy core parks them all).
- * Entries are replaced or freed under the write lock only. */
-static struct hashmap record_cache;
-static pthread_rwlock_t record_lock = PTHREAD_RWLOCK_INITIALIZER;
-static pthread_once_t record_cache_once = PTHREAD_ONCE_INIT;
-
-static void record_cache_init(void)
-{
-	hashmap_init(&record_cache);
-}
-static atomic_uint_fast64_t cache_generation = 1;
+struct api_context api_ctx;
 
 #define THREAD_GIT_SLOTS 16
 
@@ -44,142 +24,17 @@ struct git_slot {
 static __thread struct git_slot git_slots[THREAD_GIT_SLOTS];
 static __thread uint64_t git_slots_generation, git_slots_clock;
 
-void repo_cache_invalidate(void)
-{
-	atomic_fetch_add(&cache_generation, 1);
-	pthread_once(&record_cache_once, record_cache_init);
-	pthread_rwlock_wrlock(&record_lock);
-	hashmap_release(&record_cache, free);
-	hashmap_init(&record_cache);
-	pthread_rwlock_unlock(&record_lock);
-}
-
-/* "type/ns/name", cut at size, lowercased when lower; by hand, as it runs
- * for every request. */
-static void repo_key(char *key, size_t size, enum repo_type type, const char *ns, const char *name, int lower)
+/* "type/ns/name" of a git slot, cut at size; by hand, as it runs for every
+ * request. */
+static void repo_key(char *key, size_t size, enum repo_type type, const char *ns, const char *name)
 {
 	char type_digits[4] = { (char)('0' + (int)type % 10), '/', '\0' };
 	const char *parts[] = { type_digits, ns, "/", name };
 	size_t n = 0;
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
 		for (const char *p = parts[i]; *p && n < size - 1; p++)
-			key[n++] = lower ? (char)tolower((unsigned char)*p) : *p;
+			key[n++] = *p;
 	key[n] = '\0';
-}
-
-static void record_key(char *key, size_t size, enum repo_type type, const char *ns, const char *name)
-{
-	repo_key(key, size, type, ns, name, 1);
-}
-
-/* Records past their TTL are refreshed by one background thread, so no
- * request waits on the database for a repo it has seen recently (a worker
- * blocked on a query stalls every connection it serves). */
-struct refresh_job {
-	struct refresh_job *next;
-	char key[2 * REPO_NAME_MAX + 16];
-	enum repo_type type;
-	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
-};
-
-static struct refresh_job *refresh_queue;	/* under refresh_lock */
-static pthread_mutex_t refresh_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t refresh_wakeup = PTHREAD_COND_INITIALIZER;
-static pthread_once_t refresher_once = PTHREAD_ONCE_INIT;
-
-static void store_record(const char *key, int rc, const struct repo_record *rec, uint64_t fetched)
-{
-	struct cached_record *c = xcalloc(1, sizeof(*c));
-	c->found = rc == 0;
-	if (rc == 0)
-		c->record = *rec;
-	c->fetched_usec = fetched;
-	pthread_once(&record_cache_once, record_cache_init);
-	pthread_rwlock_wrlock(&record_lock);
-	free(hashmap_put(&record_cache, key, c));
-	pthread_rwlock_unlock(&record_lock);
-}
-
-static void *refresher(void *arg)
-{
-	(void)arg;
-	log_set_request_id("repo-cache");
-	for (;;) {
-		pthread_mutex_lock(&refresh_lock);
-		while (!refresh_queue)
-			pthread_cond_wait(&refresh_wakeup, &refresh_lock);
-		struct refresh_job *job = refresh_queue;
-		refresh_queue = job->next;
-		pthread_mutex_unlock(&refresh_lock);
-		struct repo_record rec;
-		uint64_t now = monotonic_usec(), gen = atomic_load(&cache_generation);
-		int rc = db_repo_get(job->type, job->ns, job->name, &rec);
-		if (gen != atomic_load(&cache_generation)) {
-			/* a write invalidated the cache meanwhile: what we read may
-			 * predate it; the next request looks it up afresh */
-		} else if (rc == KHUB_EDB) {
-			pthread_rwlock_rdlock(&record_lock);
-			struct cached_record *old = hashmap_get(&record_cache, job->key);
-			if (old)
-				atomic_store(&old->refreshing, 0);	/* try again on the next request */
-			pthread_rwlock_unlock(&record_lock);
-		} else {
-			store_record(job->key, rc, &rec, now);
-		}
-		free(job);
-	}
-	return NULL;
-}
-
-static void start_refresher(void)
-{
-	pthread_t t;
-	pthread_create(&t, NULL, refresher, NULL);
-	pthread_detach(t);
-}
-
-/* 0 with the record, KHUB_ENOTFOUND, or KHUB_EDB. */
-static int lookup_record(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
-{
-	char key[2 * REPO_NAME_MAX + 16];
-	uint64_t now = monotonic_usec(), ttl = (uint64_t)api_ctx.repo_cache_ttl_ms * 1000u;
-	record_key(key, sizeof(key), type, ns, name);
-
-	pthread_once(&record_cache_once, record_cache_init);
-	pthread_rwlock_rdlock(&record_lock);
-	struct cached_record *c = hashmap_get(&record_cache, key);
-	/* A record too old to trust (the refresher is stuck or the database
-	 * is down) is looked up again by the request itself. */
-	if (c && now - c->fetched_usec < 30 * ttl + 30000000) {
-		if (now - c->fetched_usec >= ttl && !atomic_exchange(&c->refreshing, 1)) {
-			struct refresh_job *job = xcalloc(1, sizeof(*job));
-			snprintf(job->key, sizeof(job->key), "%s", key);
-			job->type = type;
-			snprintf(job->ns, sizeof(job->ns), "%s", ns);
-			snprintf(job->name, sizeof(job->name), "%s", name);
-			pthread_mutex_lock(&refresh_lock);
-			job->next = refresh_queue;
-			refresh_queue = job;
-			pthread_cond_signal(&refresh_wakeup);
-			pthread_mutex_unlock(&refresh_lock);
-			pthread_once(&refresher_once, start_refresher);
-		}
-		int found = c->found;
-		if (found)
-			*out = c->record;
-		pthread_rwlock_unlock(&record_lock);
-		return found ? 0 : KHUB_ENOTFOUND;
-	}
-	pthread_rwlock_unlock(&record_lock);
-
-	struct repo_record rec;
-	int rc = db_repo_get(type, ns, name, &rec);
-	if (rc == KHUB_EDB)
-		return rc;
-	store_record(key, rc, &rec, now);
-	if (rc == 0)
-		*out = rec;
-	return rc;
 }
 
 static void git_slots_clear(void)
@@ -208,7 +63,7 @@ static void git_slots_key_create(void)
 
 static git_repository *thread_git_open(const struct repo_record *rec)
 {
-	uint64_t gen = atomic_load(&cache_generation);
+	uint64_t gen = repo_cache_generation();
 	if (gen != git_slots_generation) {
 		git_slots_clear();
 		git_slots_generation = gen;
@@ -217,7 +72,7 @@ static git_repository *thread_git_open(const struct repo_record *rec)
 	if (!pthread_getspecific(git_slots_key))
 		pthread_setspecific(git_slots_key, git_slots);
 	char key[sizeof(git_slots[0].key)];
-	repo_key(key, sizeof(key), rec->type, rec->ns, rec->name, 0);
+	repo_key(key, sizeof(key), rec->type, rec->ns, rec->name);
 	int victim = 0;
 	for (int i = 0; i < THREAD_GIT_SLOTS; i++) {
 		if (git_slots[i].git && strcmp(git_slots[i].key, key) == 0) {
@@ -264,9 +119,9 @@ int repo_open_for_read(struct request *req, struct repo_handle *h, enum MHD_Resu
 		*result = respond_repo_not_found(req);
 		return -1;
 	}
-	int rc = lookup_record(req->type, req->ns, req->name, &h->record);
+	int rc = repo_record_lookup(req->type, req->ns, req->name, &h->record);
 	if (rc == KHUB_ENOTFOUND && req->type == REPO_MODEL)
-		rc = lookup_record(REPO_KERNEL, req->ns, req->name, &h->record);
+		rc = repo_record_lookup(REPO_KERNEL, req->ns, req->name, &h->record);
 	if (rc == KHUB_EDB) {
 		*result = respond_db_unavailable(req);
 		return -1;

@@ -277,17 +277,63 @@ static enum MHD_Result respond_exists(struct request *req, const struct repo_rec
 	return respond(req, 409, resp);
 }
 
+/* Under the registry lock: the repo's git store (adopting one a crash
+ * left), then its row: 0 with *rec, or -1 answered (409 when it exists). */
+static int create_registered(struct request *req, enum repo_type type, const char *ns, const char *name, int private,
+			     struct repo_record *rec, int *adopted, enum MHD_Result *result)
+{
+	int rc = db_repo_get(type, ns, name, rec);
+	if (rc == 0 || rc == KHUB_EDB) {
+		*result = rc == 0 ? respond_exists(req, rec) : respond_db_unavailable(req);
+		return -1;
+	}
+	/* git first, then the row: a crash in between leaves a directory the
+	 * next create adopts. */
+	rc = repo_store_create_or_adopt(api_ctx.repo_root, type, ns, name, adopted);
+	if (rc < 0) {
+		*result = rc == KHUB_ENOSPC ? respond_storage_full(req, "repositories")
+					    : respond_error(req, 500, NULL, "cannot create the repository's storage");
+		return -1;
+	}
+	rc = db_repo_insert(type, ns, name, private, rec);
+	if (rc == KHUB_EEXIST && db_repo_get(type, ns, name, rec) == 0) {
+		*result = respond_exists(req, rec);	/* registered by a process without our lock */
+		return -1;
+	}
+	if (rc < 0) {
+		*result = respond_err(req, rc == KHUB_EDB ? rc : KHUB_EIO, "cannot register the repository");
+		return -1;
+	}
+	return 0;
+}
+
+static enum MHD_Result respond_created(struct request *req, enum repo_type type, const struct repo_record *rec,
+				       int adopted, size_t nfiles)
+{
+	const char *target = repo_audit_target(req, type, rec->ns, rec->name);
+	char *details = xasprintf("{\"private\":%s,\"adopted\":%s,\"files\":%zu}", rec->private ? "true" : "false",
+				  adopted ? "true" : "false", nfiles);
+	api_audit(req, "repo.create", target, details);
+	free(details);
+	char *url = repo_url(req, type, rec->ns, rec->name);
+	char *id = xasprintf("%s/%s", rec->ns, rec->name);
+	enum MHD_Result result = respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "url", url, "id", id, "name", id));
+	free(id);
+	free(url);
+	return result;
+}
+
 static enum MHD_Result handle_create(struct request *req)
 {
 	enum MHD_Result result;
 	json_t *doc = NULL;
-	char *ns = NULL, *name = NULL, *details = NULL;
+	char *ns = NULL, *name = NULL;
 	struct initial_file *files = NULL;
 	size_t nfiles = 0;
 	struct account owner;
 	struct repo_record rec;
 	enum repo_type type;
-	int private = 0, private_set, locked = 0, adopted = 0, rc;
+	int private = 0, private_set, locked = 0, adopted = 0;
 
 	if (require_signed_in(req, &result) < 0)
 		return result;
@@ -308,32 +354,8 @@ static enum MHD_Result handle_create(struct request *req)
 	if (registry_lock(req, &result) < 0)
 		goto cleanup;
 	locked = 1;
-	rc = db_repo_get(type, owner.name, name, &rec);
-	if (rc == 0) {
-		result = respond_exists(req, &rec);
+	if (create_registered(req, type, owner.name, name, private, &rec, &adopted, &result) < 0)
 		goto cleanup;
-	}
-	if (rc == KHUB_EDB) {
-		result = respond_db_unavailable(req);
-		goto cleanup;
-	}
-	/* git first, then the row: a crash in between leaves a directory the
-	 * next create adopts. */
-	rc = repo_store_create_or_adopt(api_ctx.repo_root, type, owner.name, name, &adopted);
-	if (rc < 0) {
-		result = rc == KHUB_ENOSPC ? respond_storage_full(req, "repositories")
-					   : respond_error(req, 500, NULL, "cannot create the repository's storage");
-		goto cleanup;
-	}
-	rc = db_repo_insert(type, owner.name, name, private, &rec);
-	if (rc == KHUB_EEXIST && db_repo_get(type, owner.name, name, &rec) == 0) {
-		result = respond_exists(req, &rec);	/* registered by a process without our lock */
-		goto cleanup;
-	}
-	if (rc < 0) {
-		result = respond_err(req, rc == KHUB_EDB ? rc : KHUB_EIO, "cannot register the repository");
-		goto cleanup;
-	}
 	/* Registered: from here on the answer is 200 whatever happens, or a
 	 * retrying client would get a 409 for a repo it created. */
 	if (nfiles && commit_initial_files(req, &rec, files, nfiles) < 0)
@@ -341,21 +363,11 @@ static enum MHD_Result handle_create(struct request *req)
 	registry_unlock();
 	locked = 0;
 	repo_cache_invalidate();
-
-	const char *target = repo_audit_target(req, type, rec.ns, rec.name);
-	details = xasprintf("{\"private\":%s,\"adopted\":%s,\"files\":%zu}", rec.private ? "true" : "false",
-			    adopted ? "true" : "false", nfiles);
-	api_audit(req, "repo.create", target, details);
-	char *url = repo_url(req, type, rec.ns, rec.name);
-	char *id = xasprintf("%s/%s", rec.ns, rec.name);
-	result = respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "url", url, "id", id, "name", id));
-	free(id);
-	free(url);
+	result = respond_created(req, type, &rec, adopted, nfiles);
 cleanup:
 	if (locked)
 		registry_unlock();
 	initial_files_free(files, nfiles);
-	free(details);
 	json_decref(doc);
 	return result;
 }
@@ -420,98 +432,131 @@ cleanup:
 
 /* ---- POST /api/repos/move ---------------------------------------------------- */
 
+/* The move's repos: fromRepo opened to manage, toRepo's namespace
+ * writable (owner), and the namespace admin's call when the repo leaves
+ * its namespace (an org's write members may rename its repos, not carry
+ * them off). 0, or -1 answered. */
+static int move_open(struct request *req, enum repo_type *type, struct repo_handle *h, struct account *owner,
+		     char **to_name, enum MHD_Result *result)
+{
+	json_t *doc = req->json;
+	const char *from_id, *to_id;
+	char *from_ns = NULL, *from_name = NULL, *to_ns = NULL;
+	if (json_optional_string(doc, "fromRepo", &from_id) < 0 || json_optional_string(doc, "toRepo", &to_id) < 0 || !from_id ||
+	    !to_id || split_repo_id(req, from_id, &from_ns, &from_name) < 0 ||
+	    split_repo_id(req, to_id, &to_ns, to_name) < 0) {
+		*result = respond_error(req, 400, NULL, "\"fromRepo\" and \"toRepo\" must be repo ids of the form ns/name");
+		return -1;
+	}
+	if (body_type(req, doc, type, result) < 0 ||
+	    repo_open_to_manage(req, *type, from_ns, from_name, h, result) < 0 ||
+	    namespace_writable(req, *type, to_ns, *to_name, owner, result) < 0)
+		return -1;
+	if (strcmp(h->record.ns, owner->name) != 0 && h->role < ROLE_ADMIN) {
+		*result = respond_error(req, 403, NULL,
+					"You don't have the rights to move %s/%s out of \"%s\" (needs admin of \"%s\")",
+					h->record.ns, h->record.name, h->record.ns, h->record.ns);
+		return -1;
+	}
+	return 0;
+}
+
+/* Under the registry lock: the repo still has its name and no other repo
+ * has the new one. 0, or -1 answered. */
+static int move_target_free(struct request *req, enum repo_type type, struct repo_handle *h, const char *to_ns,
+			    const char *to_name, enum MHD_Result *result)
+{
+	struct repo_record existing;
+	int rc = repo_still_named(h);
+	if (rc < 0) {
+		*result = rc == KHUB_EDB ? respond_db_unavailable(req) : respond_repo_not_found(req);
+		return -1;
+	}
+	rc = db_repo_get(type, to_ns, to_name, &existing);
+	if (rc == 0 && existing.id != h->record.id) {
+		*result = respond_error(req, 409, NULL, "Repository %s/%s already exists", existing.ns, existing.name);
+		return -1;
+	}
+	if (rc == KHUB_EDB) {
+		*result = respond_db_unavailable(req);
+		return -1;
+	}
+	return 0;
+}
+
+/* Move the directory, then the row (the directory goes back when the row
+ * cannot move): 0 with *moved, or -1 answered. */
+static int move_rename(struct request *req, enum repo_type type, struct repo_handle *h, const char *to_ns,
+		       const char *to_name, struct repo_record *moved, enum MHD_Result *result)
+{
+	int rc = repo_store_rename(api_ctx.repo_root, type, h->record.ns, h->record.name, to_ns, to_name);
+	if (rc == KHUB_EEXIST) {
+		/* A directory without a row: a crash leftover; keep it aside. */
+		if (repo_store_trash(api_ctx.repo_root, type, to_ns, to_name) == 0)
+			rc = repo_store_rename(api_ctx.repo_root, type, h->record.ns, h->record.name, to_ns, to_name);
+	}
+	if (rc < 0) {
+		*result = respond_error(req, 500, NULL, "cannot move the repository's storage");
+		return -1;
+	}
+	rc = db_repo_rename(h->record.id, to_ns, to_name, moved);
+	if (rc < 0) {
+		if (repo_store_rename(api_ctx.repo_root, type, to_ns, to_name, h->record.ns, h->record.name) < 0)
+			log_error("move %s/%s: cannot put the directory back after a failed rename", h->record.ns,
+				  h->record.name);
+		if (rc == KHUB_EEXIST)
+			*result = respond_error(req, 409, NULL, "Repository %s/%s already exists", to_ns, to_name);
+		else
+			*result = respond_db_unavailable(req);
+		return -1;
+	}
+	return 0;
+}
+
+static enum MHD_Result respond_moved(struct request *req, enum repo_type type, const struct repo_handle *h,
+				     const struct repo_record *moved)
+{
+	repo_cache_invalidate();
+	const char *from_target = repo_audit_target(req, type, h->record.ns, h->record.name);
+	const char *to_target = repo_audit_target(req, type, moved->ns, moved->name);
+	struct strbuf details = STRBUF_INIT;
+	strbuf_adds(&details, "{\"to\":");
+	strbuf_add_json_string(&details, to_target);
+	strbuf_adds(&details, "}");
+	api_audit(req, "repo.move", from_target, details.buf);
+	strbuf_release(&details);
+	char *url = repo_url(req, type, moved->ns, moved->name);
+	enum MHD_Result result = respond_json(req, 200, json_pack("{s:s}", "url", url));
+	free(url);
+	return result;
+}
+
 static enum MHD_Result handle_move(struct request *req)
 {
 	enum MHD_Result result;
-	json_t *doc = NULL;
-	const char *from_id, *to_id;
-	char *from_ns = NULL, *from_name = NULL, *to_ns = NULL, *to_name = NULL, *details = NULL;
+	char *to_name = NULL;
 	struct repo_handle h;
-	struct repo_record existing, moved;
+	struct repo_record moved;
 	struct account owner;
 	enum repo_type type;
-	int registry_locked = 0, repo_locked = 0, rc;
+	int registry_locked = 0, repo_locked = 0;
 
-	doc = req->json;
-	if (json_optional_string(doc, "fromRepo", &from_id) < 0 || json_optional_string(doc, "toRepo", &to_id) < 0 || !from_id ||
-	    !to_id || split_repo_id(req, from_id, &from_ns, &from_name) < 0 ||
-	    split_repo_id(req, to_id, &to_ns, &to_name) < 0) {
-		result = respond_error(req, 400, NULL, "\"fromRepo\" and \"toRepo\" must be repo ids of the form ns/name");
+	if (move_open(req, &type, &h, &owner, &to_name, &result) < 0)
 		goto cleanup;
-	}
-	if (body_type(req, doc, &type, &result) < 0)
-		goto cleanup;
-	if (repo_open_to_manage(req, type, from_ns, from_name, &h, &result) < 0)
-		goto cleanup;
-	if (namespace_writable(req, type, to_ns, to_name, &owner, &result) < 0)
-		goto cleanup;
-	/* Taking a repo out of its namespace is the namespace admin's call:
-	 * an org's write members may rename its repos, not carry them off. */
-	if (strcmp(h.record.ns, owner.name) != 0 && h.role < ROLE_ADMIN) {
-		result = respond_error(req, 403, NULL,
-				       "You don't have the rights to move %s/%s out of \"%s\" (needs admin of \"%s\")",
-				       h.record.ns, h.record.name, h.record.ns, h.record.ns);
-		goto cleanup;
-	}
 	if (registry_lock(req, &result) < 0)
 		goto cleanup;
 	registry_locked = 1;
-	rc = repo_still_named(&h);
-	if (rc < 0) {
-		result = rc == KHUB_EDB ? respond_db_unavailable(req) : respond_repo_not_found(req);
+	if (move_target_free(req, type, &h, owner.name, to_name, &result) < 0)
 		goto cleanup;
-	}
-	rc = db_repo_get(type, owner.name, to_name, &existing);
-	if (rc == 0 && existing.id != h.record.id) {
-		result = respond_error(req, 409, NULL, "Repository %s/%s already exists", existing.ns, existing.name);
-		goto cleanup;
-	}
-	if (rc == KHUB_EDB) {
-		result = respond_db_unavailable(req);
-		goto cleanup;
-	}
 	/* parked (the registry lock is released by cleanup, and everything
 	 * before is repeated when the handler runs again) or answered */
 	if (repo_write_lock_request(req, h.record.id, &result) != 0)
 		goto cleanup;
 	repo_locked = 1;
-	rc = repo_store_rename(api_ctx.repo_root, type, h.record.ns, h.record.name, owner.name, to_name);
-	if (rc == KHUB_EEXIST) {
-		/* A directory without a row: a crash leftover; keep it aside. */
-		if (repo_store_trash(api_ctx.repo_root, type, owner.name, to_name) == 0)
-			rc = repo_store_rename(api_ctx.repo_root, type, h.record.ns, h.record.name, owner.name,
-					       to_name);
-	}
-	if (rc < 0) {
-		result = respond_error(req, 500, NULL, "cannot move the repository's storage");
-		goto cleanup;
-	}
-	rc = db_repo_rename(h.record.id, owner.name, to_name, &moved);
-	if (rc < 0) {
-		if (repo_store_rename(api_ctx.repo_root, type, owner.name, to_name, h.record.ns, h.record.name) < 0)
-			log_error("move %s/%s: cannot put the directory back after a failed rename", h.record.ns,
-				  h.record.name);
-		if (rc == KHUB_EEXIST)
-			result = respond_error(req, 409, NULL, "Repository %s/%s already exists", owner.name, to_name);
-		else
-			result = respond_db_unavailable(req);
-		goto cleanup;
-	}
-	repo_cache_invalidate();
-	const char *from_target = repo_audit_target(req, type, h.record.ns, h.record.name);
-	const char *to_target = repo_audit_target(req, type, moved.ns, moved.name);
-	struct strbuf sb = STRBUF_INIT;
-	strbuf_adds(&sb, "{\"to\":");
-	strbuf_add_json_string(&sb, to_target);
-	strbuf_adds(&sb, "}");
-	details = strbuf_detach(&sb, NULL);
-	api_audit(req, "repo.move", from_target, details);
-	char *url = repo_url(req, type, moved.ns, moved.name);
-	result = respond_json(req, 200, json_pack("{s:s}", "url", url));
-	free(url);
+	if (move_rename(req, type, &h, owner.name, to_name, &moved, &result) == 0)
+		result = respond_moved(req, type, &h, &moved);
 cleanup:
 	manage_unlock(&h, repo_locked, registry_locked);
-	free(details);
 	return result;
 }
 

@@ -247,7 +247,7 @@ static void add_file_headers(struct MHD_Response *resp, const struct file_meta *
 	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
 	const struct page_file_type *shown = for_page ? page_file_type_for(path) : NULL;
 	MHD_add_response_header(resp, "Content-Type", shown ? shown->type : content_type_for(path));
-	if (shown)	/* beside the page's own CSP (api_ctx.page_headers): both apply */
+	if (shown)	/* beside the page's own CSP (http_ctx.page_headers): both apply */
 		MHD_add_response_header(resp, "Content-Security-Policy", "sandbox; default-src 'none'; "
 					"img-src 'self'; style-src 'unsafe-inline'");
 	else		/* a page answer's Cache-Control comes with the page headers */
@@ -272,7 +272,7 @@ static enum MHD_Result respond_lazy_fetch_failed(struct request *req, int frc)
 }
 
 /* A plain HEAD (no Range) answered with the answer its thread kept under
- * key, the file's description key (api/response_memo.c): 1 with *result
+ * key, the file's description key (http/response_memo.c): 1 with *result
  * set and the download counted, 0 when none is kept. */
 static int respond_kept_head(struct request *req, const struct repo_handle *h, const char *sha, const char *key,
 			     enum MHD_Result *result)
@@ -283,177 +283,233 @@ static int respond_kept_head(struct request *req, const struct repo_handle *h, c
 	return 1;
 }
 
-/* The file answer; for_page: the web UI's page route (the session's
- * caller, page headers), which never counts a download and keeps no HEAD
- * answer. */
-static enum MHD_Result resolve_file(struct request *req, int for_page)
-{
+/* What resolve_file works out, step by step, for one answer. */
+struct file_answer {
 	struct repo_handle h;
-	enum MHD_Result result;
+	int for_page;			/* the web UI's page route */
+	int plain_head;			/* HEAD without Range: its answer is kept whole */
 	char sha[41];
-	const char *why;
-	int rc;
-	h = *req->repo;
+	char *value;			/* the file's description (owned) */
 	size_t value_len;
-	char *value = NULL;
-	/* A plain HEAD's answer is kept whole (api/response_memo.c) under
-	 * the file's key: only Date and X-Request-Id change between two. */
-	int plain_head = !for_page && req->method == METHOD_HEAD && !request_header(req, "Range");
+	struct file_meta meta;		/* copied from value */
+	uint64_t from, to, count;	/* the bytes sent */
+	int ranged;			/* 1: a satisfiable Range (206) */
+	int empty_probe;		/* Range on an empty file: answered whole */
+	int bodiless;			/* HEAD: the size is known, nothing is read */
+};
+
+/* The file's description: from the response cache for a 40-hex revision,
+ * else resolved and described (a plain HEAD kept by this thread answers
+ * at once). 0 with fa->value and fa->meta (a file), -1 when answered. */
+static int file_describe(struct request *req, struct file_answer *fa, enum MHD_Result *result)
+{
+	const char *why;
+	int rc = 0;
 	/* A 40-hex revision whose file description is cached was resolved
 	 * before (the key holds the repo id and the sha): no lookup. */
 	if (strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
-		char *key = describe_key(&h, req->rev, req->path);
-		if (plain_head && respond_kept_head(req, &h, req->rev, key, &result)) {
-			free(key);
-			return result;
-		}
-		value = response_cache_get(key, &value_len);
+		char *key = describe_key(&fa->h, req->rev, req->path);
+		int kept = fa->plain_head && respond_kept_head(req, &fa->h, req->rev, key, result);
+		if (!kept)
+			fa->value = response_cache_get(key, &fa->value_len);
 		free(key);
-		if (value)
-			memcpy(sha, req->rev, 41);
+		if (kept)
+			return -1;
+		if (fa->value)
+			memcpy(fa->sha, req->rev, 41);
 	}
-	if (!value) {
-		if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
-			return result;
-		if (repo_path_validate(req->path, &why) < 0)
-			return respond_entry_not_found(req, sha, req->path);
-		if (plain_head && strcmp(sha, req->rev) != 0) {
-			char *key = describe_key(&h, sha, req->path);
-			int kept = respond_kept_head(req, &h, sha, key, &result);
+	if (!fa->value) {
+		if (repo_resolve_or_respond(req, &fa->h, req->rev, fa->sha, result) < 0)
+			return -1;
+		if (repo_path_validate(req->path, &why) < 0) {
+			*result = respond_entry_not_found(req, fa->sha, req->path);
+			return -1;
+		}
+		if (fa->plain_head && strcmp(fa->sha, req->rev) != 0) {
+			char *key = describe_key(&fa->h, fa->sha, req->path);
+			int kept = respond_kept_head(req, &fa->h, fa->sha, key, result);
 			free(key);
 			if (kept)
-				return result;
+				return -1;
 		}
-		value = describe_file(&h, sha, req->path, &value_len, &rc);
+		fa->value = describe_file(&fa->h, fa->sha, req->path, &fa->value_len, &rc);
 	}
-	if (!value) {
-		if (rc == KHUB_ENOTFOUND)
-			return respond_entry_not_found(req, sha, req->path);
-		return respond_error(req, 500, NULL, "cannot read file");
+	if (!fa->value) {
+		*result = rc == KHUB_ENOTFOUND ? respond_entry_not_found(req, fa->sha, req->path)
+					       : respond_error(req, 500, NULL, "cannot read file");
+		return -1;
 	}
-	struct file_meta meta;
-	memcpy(&meta, value, sizeof(meta));
-	if (meta.is_dir) {
-		free(value);
-		return respond_entry_not_found(req, sha, req->path);
+	memcpy(&fa->meta, fa->value, sizeof(fa->meta));
+	if (fa->meta.is_dir) {
+		*result = respond_entry_not_found(req, fa->sha, req->path);
+		return -1;
 	}
-	if (meta.is_lfs) {
-		int frc;
-		int usable = lfs_usable(req, &h, sha, req->path, &meta, value, value_len, &frc, &result);
-		if (usable <= 0 || usable == LFS_WAITING)
-			free(value);
-		if (usable == LFS_WAITING)
-			return result;
-		if (usable < 0)
-			return respond_db_unavailable(req);
-		if (usable == 0 && (frc == KHUB_EIO || frc == KHUB_EINVAL))
-			return respond_lazy_fetch_failed(req, frc);
-		if (usable == 0)
-			return respond_error(req, 404, "EntryNotFound",
-					     "the content of %s (LFS object %s) is not available in this repo",
-					     req->path, meta.lfs_oid);
-	}
+	return 0;
+}
 
-	uint64_t from = 0, to = meta.size ? meta.size - 1 : 0;
-	int ranged = http_range_parse(request_header(req, "Range"), meta.size, &from, &to);
-	int empty_probe = 0;
-	if (ranged < 0 && meta.size == 0) {
+/* An LFS file's content must be usable in this repo (lfs_usable): 0, or
+ * -1 when answered (parked for a lazy fetch included). */
+static int file_lfs_check(struct request *req, struct file_answer *fa, enum MHD_Result *result)
+{
+	if (!fa->meta.is_lfs)
+		return 0;
+	int frc;
+	int usable = lfs_usable(req, &fa->h, fa->sha, req->path, &fa->meta, fa->value, fa->value_len, &frc, result);
+	if (usable == LFS_WAITING)
+		return -1;
+	if (usable < 0)
+		*result = respond_db_unavailable(req);
+	else if (usable == 0 && (frc == KHUB_EIO || frc == KHUB_EINVAL))
+		*result = respond_lazy_fetch_failed(req, frc);
+	else if (usable == 0)
+		*result = respond_error(req, 404, "EntryNotFound",
+					"the content of %s (LFS object %s) is not available in this repo", req->path,
+					fa->meta.lfs_oid);
+	return usable == 1 ? 0 : -1;
+}
+
+/* The bytes asked for (Range): 0 with from, to, count, ranged, or -1 with
+ * 416 answered. */
+static int file_range(struct request *req, struct file_answer *fa, enum MHD_Result *result)
+{
+	uint64_t size = fa->meta.size;
+	fa->from = 0;
+	fa->to = size ? size - 1 : 0;
+	fa->ranged = http_range_parse(request_header(req, "Range"), size, &fa->from, &fa->to);
+	if (fa->ranged < 0 && size == 0) {
 		/* No range of an empty file is satisfiable, but the JS client's
 		 * `Range: bytes=0-0` probe (fileDownloadInfo, WebBlob.create)
 		 * throws on anything but 2xx and takes the size from
 		 * Content-Range: answer the whole (empty) file and say its size. */
-		ranged = 0;
-		empty_probe = 1;
+		fa->ranged = 0;
+		fa->empty_probe = 1;
 	}
-	if (ranged < 0) {
-		free(value);
+	if (fa->ranged < 0) {
 		char cr[48];
-		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, meta.size);
+		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
 		struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 		MHD_add_response_header(resp, "Content-Range", cr);
-		MHD_add_response_header(resp, "X-Repo-Commit", sha);
-		return respond(req, 416, resp);
+		MHD_add_response_header(resp, "X-Repo-Commit", fa->sha);
+		*result = respond(req, 416, resp);
+		return -1;
 	}
-	uint64_t count = meta.size ? to - from + 1 : 0;
+	fa->count = size ? fa->to - fa->from + 1 : 0;
+	return 0;
+}
 
-	struct MHD_Response *resp = NULL;
+/* An LFS file's body from the store (a mirror fetches a variant outside
+ * its eager selection now): 0 with *resp, -1 when answered. */
+static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD_Response **resp,
+			 enum MHD_Result *result)
+{
+	int fd, frc;
+	uint64_t stored;
+	int have = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored) == 0;
+	if (!have && fa->h.record.mirrored && api_ctx.lazy_fetch) {
+		if (lazy_fetch_background(req, &fa->h, fa->sha, req->path, &fa->meta, &frc, result) < 0)
+			return -1;
+		if (frc == KHUB_EIO || frc == KHUB_EINVAL) {
+			*result = respond_lazy_fetch_failed(req, frc);
+			return -1;
+		}
+		have = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored) == 0;
+	}
+	if (!have || stored != fa->meta.size) {
+		if (have)
+			close(fd);
+		*result = respond_error(req, 404, "EntryNotFound",
+					"the content of %s (LFS object %s) is not stored on this server", req->path,
+					fa->meta.lfs_oid);
+		return -1;
+	}
+	*resp = MHD_create_response_from_fd_at_offset64(fa->count, fd, fa->from);
+	return 0;
+}
+
+/* The response with its body (none for a HEAD whose size is known): 0
+ * with *resp, -1 when answered. */
+static int file_body(struct request *req, struct file_answer *fa, struct MHD_Response **resp,
+		     enum MHD_Result *result)
+{
 	uint64_t head_size;
-	if (meta.is_lfs && req->method == METHOD_HEAD && !meta.stored &&
-	    lfs_store_stat(api_ctx.lfs, meta.lfs_oid, &head_size) == 0 && head_size == meta.size) {
+	if (fa->meta.is_lfs && req->method == METHOD_HEAD && !fa->meta.stored &&
+	    lfs_store_stat(api_ctx.lfs, fa->meta.lfs_oid, &head_size) == 0 && head_size == fa->meta.size) {
 		/* objects are never removed (a garbage collector must empty
 		 * the response cache): the next HEAD needs no stat */
-		meta.stored = 1;
-		remember_meta(&h, sha, req->path, &meta, value, value_len);
+		fa->meta.stored = 1;
+		remember_meta(&fa->h, fa->sha, req->path, &fa->meta, fa->value, fa->value_len);
 	}
-	int bodiless = req->method == METHOD_HEAD && (!meta.is_lfs || meta.stored);
-	if (bodiless) {
+	fa->bodiless = req->method == METHOD_HEAD && (!fa->meta.is_lfs || fa->meta.stored);
+	if (fa->bodiless) {
 		/* HEAD: the size is known, no body is sent: no need to read the
 		 * blob or open the object (a callback response announces the
 		 * size; libmicrohttpd never reads a HEAD body; its buffer is
 		 * allocated and zeroed with the response, so it is one byte, not
 		 * a page) */
-		resp = MHD_create_response_from_callback(count, 1, no_body_for_head, NULL, NULL);
-	} else if (meta.is_lfs) {
-		int fd;
-		uint64_t stored;
-		int have = lfs_store_open_object(api_ctx.lfs, meta.lfs_oid, &fd, &stored) == 0;
-		if (!have && h.record.mirrored && api_ctx.lazy_fetch) {
-			/* a variant outside the mirror's eager selection: fetch it now */
-			int frc;
-			if (lazy_fetch_background(req, &h, sha, req->path, &meta, &frc, &result) < 0) {
-				free(value);
-				return result;
-			}
-			if (frc == KHUB_EIO || frc == KHUB_EINVAL) {
-				free(value);
-				return respond_lazy_fetch_failed(req, frc);
-			}
-			have = lfs_store_open_object(api_ctx.lfs, meta.lfs_oid, &fd, &stored) == 0;
-		}
-		if (!have || stored != meta.size) {
-			if (have)
-				close(fd);
-			free(value);
-			return respond_error(req, 404, "EntryNotFound",
-					     "the content of %s (LFS object %s) is not stored on this server",
-					     req->path, meta.lfs_oid);
-		}
-		resp = MHD_create_response_from_fd_at_offset64(count, fd, from);
-	} else if (meta.cached_body == meta.size) {
-		resp = MHD_create_response_from_buffer(count, value + sizeof(meta) + from, MHD_RESPMEM_MUST_COPY);
+		*resp = MHD_create_response_from_callback(fa->count, 1, no_body_for_head, NULL, NULL);
+	} else if (fa->meta.is_lfs) {
+		if (file_lfs_body(req, fa, resp, result) < 0)
+			return -1;
+	} else if (fa->meta.cached_body == fa->meta.size) {
+		*resp = MHD_create_response_from_buffer(fa->count, fa->value + sizeof(fa->meta) + fa->from,
+							MHD_RESPMEM_MUST_COPY);
 	} else {
 		char *data;
 		size_t len;
-		if (repo_read_blob(h.git, meta.oid, (size_t)-1, &data, &len) < 0) {
-			free(value);
-			return respond_error(req, 500, NULL, "cannot read file");
+		if (repo_read_blob(fa->h.git, fa->meta.oid, (size_t)-1, &data, &len) < 0) {
+			*result = respond_error(req, 500, NULL, "cannot read file");
+			return -1;
 		}
-		resp = MHD_create_response_from_buffer(count, data + from, MHD_RESPMEM_MUST_COPY);
+		*resp = MHD_create_response_from_buffer(fa->count, data + fa->from, MHD_RESPMEM_MUST_COPY);
 		free(data);
 	}
-	if (!resp) {
-		free(value);
-		return respond_error(req, 500, NULL, "cannot build response");
+	if (!*resp) {
+		*result = respond_error(req, 500, NULL, "cannot build response");
+		return -1;
 	}
-	add_file_headers(resp, &meta, sha, req->path, for_page);
-	free(value);
-	if (empty_probe)
+	return 0;
+}
+
+/* The file's headers, the download counted, and the answer (a plain HEAD's
+ * kept for the next one); takes resp. */
+static enum MHD_Result file_send(struct request *req, struct file_answer *fa, struct MHD_Response *resp)
+{
+	add_file_headers(resp, &fa->meta, fa->sha, req->path, fa->for_page);
+	if (fa->empty_probe)
 		MHD_add_response_header(resp, "Content-Range", "bytes */0");
-	if (ranged > 0) {
+	if (fa->ranged > 0) {
 		char cr[80];
-		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, meta.size);
+		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, fa->from, fa->to, fa->meta.size);
 		MHD_add_response_header(resp, "Content-Range", cr);
 	}
-	req->bytes_out = req->method == METHOD_HEAD ? 0 : count;
-	if (!for_page)
-		download_stats_note(req, &h, sha, ranged > 0);
-	if (plain_head && bodiless && !ranged && !empty_probe) {
-		char *key = describe_key(&h, sha, req->path);
-		result = respond_and_memo(req, key, 200, resp);
+	req->bytes_out = req->method == METHOD_HEAD ? 0 : fa->count;
+	if (!fa->for_page)
+		download_stats_note(req, &fa->h, fa->sha, fa->ranged > 0);
+	if (fa->plain_head && fa->bodiless && !fa->ranged && !fa->empty_probe) {
+		char *key = describe_key(&fa->h, fa->sha, req->path);
+		enum MHD_Result result = respond_and_memo(req, key, 200, resp);
 		free(key);
 		return result;
 	}
-	return respond(req, ranged > 0 ? 206 : 200, resp);
+	return respond(req, fa->ranged > 0 ? 206 : 200, resp);
+}
+
+/* The file answer; for_page: the web UI's page route (the session's
+ * caller, page headers), which never counts a download and keeps no HEAD
+ * answer. */
+static enum MHD_Result resolve_file(struct request *req, int for_page)
+{
+	struct file_answer fa = { .h = *req->repo, .for_page = for_page };
+	struct MHD_Response *resp = NULL;
+	enum MHD_Result result;
+	/* A plain HEAD's answer is kept whole (http/response_memo.c) under
+	 * the file's key: only Date and X-Request-Id change between two. */
+	fa.plain_head = !for_page && req->method == METHOD_HEAD && !request_header(req, "Range");
+	if (file_describe(req, &fa, &result) == 0 && file_lfs_check(req, &fa, &result) == 0 &&
+	    file_range(req, &fa, &result) == 0 && file_body(req, &fa, &resp, &result) == 0)
+		result = file_send(req, &fa, resp);
+	free(fa.value);
+	return result;
 }
 
 static enum MHD_Result handle_resolve(struct request *req)

@@ -48,98 +48,120 @@ static void tree_page_key(struct strbuf *key, const struct repo_handle *h, const
 	strbuf_adds(key, path);
 }
 
-static enum MHD_Result handle_tree(struct request *req)
+/* The arguments of a tree listing, read (and judged) before the revision
+ * is resolved; a bad one is answered after it, as the Hub does. */
+struct tree_args {
+	int recursive, expand;
+	long limit;
+	const char *cursor;		/* "" for the first page */
+	const char *base;		/* request_base_url */
+	const char *why;		/* what is wrong with the path */
+	int path_ok, limit_ok, cursor_ok;
+};
+
+static void tree_args_read(struct request *req, struct tree_args *a)
 {
-	struct repo_handle h;
-	enum MHD_Result result;
-	char sha[41];
-	const char *why;
-	h = *req->repo;
 	/* Trailing slashes name the same directory. */
 	size_t plen = strlen(req->path);
 	while (plen > 0 && req->path[plen - 1] == '/')
 		req->path[--plen] = '\0';
-	int path_ok = !req->path[0] || repo_path_validate(req->path, &why) == 0;
-	int recursive = request_query_bool(req, "recursive", 0);
-	int expand = request_query_bool(req, "expand", 0);
-	long limit = api_ctx.tree_page_size;
+	a->path_ok = !req->path[0] || repo_path_validate(req->path, &a->why) == 0;
+	a->recursive = request_query_bool(req, "recursive", 0);
+	a->expand = request_query_bool(req, "expand", 0);
+	a->limit = api_ctx.tree_page_size;
 	const char *limit_arg = request_query(req, "limit");
 	if (limit_arg)
-		limit = strtol(limit_arg, NULL, 10);
-	int limit_ok = limit >= 1 && limit <= 10000;
+		a->limit = strtol(limit_arg, NULL, 10);
+	a->limit_ok = a->limit >= 1 && a->limit <= 10000;
 	/* The cursor is the last path of the previous page, relative to the
 	 * listed directory: the next page starts right after it. */
-	const char *cursor = request_query(req, "cursor");
-	int cursor_ok = !cursor || (cursor[0] && repo_path_validate(cursor, NULL) == 0);
-	if (!cursor)
-		cursor = "";
-	const char *base = request_base_url(req);
-	struct strbuf key = STRBUF_INIT;
+	a->cursor = request_query(req, "cursor");
+	a->cursor_ok = !a->cursor || (a->cursor[0] && repo_path_validate(a->cursor, NULL) == 0);
+	if (!a->cursor)
+		a->cursor = "";
+	a->base = request_base_url(req);
+}
+
+/* 0, or -1 with 400 answered. */
+static int tree_args_check(struct request *req, const struct tree_args *a, enum MHD_Result *result)
+{
+	if (!a->path_ok)
+		*result = respond_error(req, 400, NULL, "invalid path: %s", a->why);
+	else if (!a->limit_ok)
+		*result = respond_error(req, 400, NULL, "limit must be between 1 and 10000");
+	else if (!a->cursor_ok)
+		*result = respond_error(req, 400, NULL, "invalid cursor");
+	return a->path_ok && a->limit_ok && a->cursor_ok ? 0 : -1;
+}
+
+/* The page as the response cache keeps it: the next page's link (when
+ * there is more), a line break, the JSON array. */
+static void tree_page_text(struct request *req, const struct repo_handle *h, const char *sha, const struct tree_args *a,
+			   const struct tree_listing *listing, int more, struct strbuf *page)
+{
+	if (more && listing->count) {
+		/* Absolute, with every query parameter, at the resolved sha so the
+		 * pages of one listing can never mix two commits. */
+		const char *last = listing->entries[listing->count - 1].path;
+		if (req->path[0])
+			last += strlen(req->path) + 1;
+		strbuf_addf(page, "%s/api/%s/%s/%s/tree/%s", a->base, repo_type_plural(req->type), h->record.ns,
+			    h->record.name, sha);
+		if (req->path[0]) {
+			strbuf_adds(page, "/");
+			strbuf_add_urlencoded(page, req->path, 1);
+		}
+		strbuf_addf(page, "?recursive=%s&expand=%s&limit=%ld&cursor=", a->recursive ? "true" : "false",
+			    a->expand ? "true" : "false", a->limit);
+		strbuf_add_urlencoded(page, last, 0);
+	}
+	strbuf_adds(page, "\n[");
+	for (size_t i = 0; i < listing->count; i++) {
+		if (i > 0)
+			strbuf_adds(page, ",");
+		add_entry_json(page, &listing->entries[i]);
+	}
+}
+
+static enum MHD_Result handle_tree(struct request *req)
+{
+	struct repo_handle h = *req->repo;
+	enum MHD_Result result;
+	struct tree_args a;
+	struct strbuf key = STRBUF_INIT, page = STRBUF_INIT;
+	struct tree_listing listing;
+	char sha[41];
+	int more = 0;
+	tree_args_read(req, &a);
 	/* A page of a 40-hex revision that is cached was listed before (the
 	 * key holds the repo id and the sha): no lookup. */
-	if (path_ok && limit_ok && cursor_ok && strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
-		tree_page_key(&key, &h, req->rev, recursive, expand, limit, cursor, base, req->path);
+	if (a.path_ok && a.limit_ok && a.cursor_ok && strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
+		tree_page_key(&key, &h, req->rev, a.recursive, a.expand, a.limit, a.cursor, a.base, req->path);
 		int answered = respond_cached_listing(req, key.buf, 0, &result);
 		strbuf_release(&key);
 		if (answered)
 			return result;
 	}
-	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0)
+	if (repo_resolve_or_respond(req, &h, req->rev, sha, &result) < 0 || tree_args_check(req, &a, &result) < 0)
 		return result;
-	if (!path_ok)
-		return respond_error(req, 400, NULL, "invalid path: %s", why);
-	if (!limit_ok)
-		return respond_error(req, 400, NULL, "limit must be between 1 and 10000");
-	if (!cursor_ok)
-		return respond_error(req, 400, NULL, "invalid cursor");
-	tree_page_key(&key, &h, sha, recursive, expand, limit, cursor, base, req->path);
-	if (respond_cached_listing(req, key.buf, 0, &result)) {
-		strbuf_release(&key);
-		return result;
-	}
-
-	struct tree_listing listing;
-	int more = 0;
-	int rc = repo_list_tree_page(h.git, sha, req->path, recursive, cursor, (size_t)limit, &listing, &more);
-	if (rc == KHUB_ENOTFOUND || rc == KHUB_ENOTDIR) {
-		strbuf_release(&key);
-		return respond_entry_not_found(req, sha, req->path);
-	}
-	if (rc == KHUB_EINVAL) {
-		strbuf_release(&key);
-		return respond_error(req, 400, NULL, "invalid cursor: not a path of this listing");
-	}
-	if (rc < 0) {
-		strbuf_release(&key);
-		return respond_error(req, 500, NULL, "cannot read tree");
-	}
-	struct strbuf page = STRBUF_INIT;
-	if (more && listing.count) {
-		/* Absolute, with every query parameter, at the resolved sha so the
-		 * pages of one listing can never mix two commits. */
-		const char *last = listing.entries[listing.count - 1].path;
-		if (req->path[0])
-			last += strlen(req->path) + 1;
-		strbuf_addf(&page, "%s/api/%s/%s/%s/tree/%s", base, repo_type_plural(req->type), h.record.ns,
-			    h.record.name, sha);
-		if (req->path[0]) {
-			strbuf_adds(&page, "/");
-			strbuf_add_urlencoded(&page, req->path, 1);
-		}
-		strbuf_addf(&page, "?recursive=%s&expand=%s&limit=%ld&cursor=", recursive ? "true" : "false",
-			    expand ? "true" : "false", limit);
-		strbuf_add_urlencoded(&page, last, 0);
-	}
-	strbuf_adds(&page, "\n[");
-	for (size_t i = 0; i < listing.count; i++) {
-		if (i > 0)
-			strbuf_adds(&page, ",");
-		add_entry_json(&page, &listing.entries[i]);
-	}
+	tree_page_key(&key, &h, sha, a.recursive, a.expand, a.limit, a.cursor, a.base, req->path);
+	if (respond_cached_listing(req, key.buf, 0, &result))
+		goto cleanup;
+	int rc = repo_list_tree_page(h.git, sha, req->path, a.recursive, a.cursor, (size_t)a.limit, &listing, &more);
+	if (rc == KHUB_ENOTFOUND || rc == KHUB_ENOTDIR)
+		result = respond_entry_not_found(req, sha, req->path);
+	else if (rc == KHUB_EINVAL)
+		result = respond_error(req, 400, NULL, "invalid cursor: not a path of this listing");
+	else if (rc < 0)
+		result = respond_error(req, 500, NULL, "cannot read tree");
+	if (rc < 0)
+		goto cleanup;
+	tree_page_text(req, &h, sha, &a, &listing, more, &page);
 	tree_listing_release(&listing);
-	enum MHD_Result r = respond_new_listing_page(req, key.buf, &page, 0);
+	result = respond_new_listing_page(req, key.buf, &page, 0);
+cleanup:
 	strbuf_release(&key);
-	return r;
+	return result;
 }
 
 /* paths-info takes a form (huggingface_hub) or JSON (@huggingface/hub). */

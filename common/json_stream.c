@@ -276,162 +276,204 @@ static int is_space(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+/* The steps of json_stream_feed, one per state: 0 when c was taken, -1 on
+ * an error (js->error set). */
+static int step_top(struct json_stream *js, char c)
+{
+	if (is_space(c))
+		return 0;
+	if (c != '{')
+		return fail(js, "expected '{' to start an object");
+	if (js->h.object_begin && js->h.object_begin(js->h.ctx) < 0)
+		return callback_failed(js);
+	return container_open(js, '{');
+}
+
+static int step_key(struct json_stream *js, char c)
+{
+	if (is_space(c))
+		return 0;
+	if (c == '}' && js->state == ST_KEY_OR_END)
+		return container_close(js, '}');
+	if (c != '"')
+		return fail(js, "expected a key");
+	string_begin(js, 1);
+	return 0;
+}
+
+static int step_colon(struct json_stream *js, char c)
+{
+	if (is_space(c))
+		return 0;
+	if (c != ':')
+		return fail(js, "expected ':'");
+	js->state = ST_VALUE;
+	return 0;
+}
+
+static int step_value(struct json_stream *js, char c)
+{
+	if (is_space(c))
+		return 0;
+	if (c == ']' && js->state == ST_VALUE_OR_END)	/* not after ',' */
+		return container_close(js, ']');
+	if (c == '"') {
+		string_begin(js, 0);
+	} else if (c == '{' || c == '[') {
+		return container_open(js, c);
+	} else if (c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n') {
+		strbuf_reset(&js->collect);
+		strbuf_add(&js->collect, &c, 1);
+		js->state = ST_LITERAL;
+	} else {
+		return fail(js, "expected a value");
+	}
+	return 0;
+}
+
+/* ST_LITERAL: 0 when c was taken, 1 when c ended the literal (it belongs
+ * to the container: feed it again), -1 on an error. */
+static int step_literal(struct json_stream *js, char c)
+{
+	if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '.' || c == '+' || c == '-' || c == 'E') {
+		if (js->collect.len >= 64)
+			return fail(js, "literal too long");
+		strbuf_add(&js->collect, &c, 1);
+		return 0;
+	}
+	return literal_finish(js) < 0 ? -1 : 1;
+}
+
+static int step_comma_or_end(struct json_stream *js, char c)
+{
+	if (is_space(c))
+		return 0;
+	if (c == ',') {
+		js->state = js->stack[js->depth - 1] == '{' ? ST_KEY : ST_VALUE;
+		return 0;
+	}
+	if (c == '}' || c == ']')
+		return container_close(js, c);
+	return fail(js, "expected ',' or the end of the container");
+}
+
+/* ST_STRING at data[*i]: a run of plain characters is taken at once (*i
+ * then the last of them). */
+static int step_string(struct json_stream *js, const char *data, size_t len, size_t *i)
+{
+	char c = data[*i];
+	if (js->high_surrogate && c != '\\')
+		return fail(js, "unpaired surrogate in string");
+	size_t j = *i;
+	while (j < len && data[j] != '"' && data[j] != '\\' && (unsigned char)data[j] >= 0x20)
+		j++;
+	if (j > *i) {
+		if (string_bytes(js, data + *i, j - *i) < 0)
+			return -1;
+		*i = j - 1;
+		return 0;
+	}
+	if (c == '"')
+		return string_finish(js);
+	if (c != '\\')
+		return fail(js, "control character in string");
+	js->state = ST_STRING_ESCAPE;
+	return 0;
+}
+
+static int step_escape(struct json_stream *js, char c)
+{
+	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+	const char *at = c ? strchr(from, c) : NULL;
+	if (c == 'u') {
+		js->unicode = 0;
+		js->unicode_digits = 0;
+		js->state = ST_STRING_UNICODE;
+		return 0;
+	}
+	if (!at)
+		return fail(js, "invalid escape");
+	if (js->high_surrogate)
+		return fail(js, "unpaired surrogate in string");
+	js->state = ST_STRING;
+	return string_bytes(js, &to[at - from], 1);
+}
+
+static int step_unicode(struct json_stream *js, char c)
+{
+	int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+		: (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+	if (v < 0)
+		return fail(js, "invalid \\u escape");
+	js->unicode = js->unicode * 16 + (unsigned)v;
+	if (++js->unicode_digits < 4)
+		return 0;
+	js->state = ST_STRING;
+	unsigned u = js->unicode;
+	if (js->high_surrogate) {
+		if (u < 0xdc00 || u > 0xdfff)
+			return fail(js, "unpaired surrogate in string");
+		unsigned cp = 0x10000 + ((js->high_surrogate - 0xd800) << 10) + (u - 0xdc00);
+		js->high_surrogate = 0;
+		return put_codepoint(js, cp);
+	}
+	if (u >= 0xd800 && u <= 0xdbff) {
+		js->high_surrogate = u;	/* the low half must follow immediately as \\uXXXX */
+		return 0;
+	}
+	if (u >= 0xdc00 && u <= 0xdfff)
+		return fail(js, "unpaired surrogate in string");
+	return put_codepoint(js, u);
+}
+
 int json_stream_feed(struct json_stream *js, const char *data, size_t len)
 {
 	for (size_t i = 0; i < len; i++) {
 		char c = data[i];
+		int rc = 0;
 		if (c == '\n')
 			js->line++;
 		switch (js->state) {
 		case ST_ERROR:
 			return -1;
 		case ST_TOP:
-			if (is_space(c))
-				break;
-			if (c != '{')
-				return fail(js, "expected '{' to start an object");
-			if (js->h.object_begin && js->h.object_begin(js->h.ctx) < 0)
-				return callback_failed(js);
-			if (container_open(js, '{') < 0)
-				return -1;
+			rc = step_top(js, c);
 			break;
 		case ST_KEY_OR_END:
 		case ST_KEY:
-			if (is_space(c))
-				break;
-			if (c == '}' && js->state == ST_KEY_OR_END) {
-				if (container_close(js, '}') < 0)
-					return -1;
-				break;
-			}
-			if (c != '"')
-				return fail(js, "expected a key");
-			string_begin(js, 1);
+			rc = step_key(js, c);
 			break;
 		case ST_COLON:
-			if (is_space(c))
-				break;
-			if (c != ':')
-				return fail(js, "expected ':'");
-			js->state = ST_VALUE;
+			rc = step_colon(js, c);
 			break;
 		case ST_VALUE:
 		case ST_VALUE_OR_END:
-			if (is_space(c))
-				break;
-			if (c == ']' && js->state == ST_VALUE_OR_END) {	/* not after ',' */
-				if (container_close(js, ']') < 0)
-					return -1;
-				break;
-			}
-			if (c == '"') {
-				string_begin(js, 0);
-			} else if (c == '{' || c == '[') {
-				if (container_open(js, c) < 0)
-					return -1;
-			} else if (c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n') {
-				strbuf_reset(&js->collect);
-				strbuf_add(&js->collect, &c, 1);
-				js->state = ST_LITERAL;
-			} else {
-				return fail(js, "expected a value");
-			}
+			rc = step_value(js, c);
 			break;
 		case ST_LITERAL:
-			if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '.' || c == '+' || c == '-' ||
-			    c == 'E') {
-				if (js->collect.len >= 64)
-					return fail(js, "literal too long");
-				strbuf_add(&js->collect, &c, 1);
-				break;
+			rc = step_literal(js, c);
+			if (rc == 1) {	/* the delimiter belongs to the container */
+				rc = 0;
+				i--;
+				if (c == '\n')
+					js->line--;
 			}
-			if (literal_finish(js) < 0)
-				return -1;
-			i--;	/* the delimiter belongs to the container */
-			if (c == '\n')
-				js->line--;
 			break;
 		case ST_COMMA_OR_END:
-			if (is_space(c))
-				break;
-			if (c == ',') {
-				js->state = js->stack[js->depth - 1] == '{' ? ST_KEY : ST_VALUE;
-			} else if (c == '}' || c == ']') {
-				if (container_close(js, c) < 0)
-					return -1;
-			} else {
-				return fail(js, "expected ',' or the end of the container");
-			}
+			rc = step_comma_or_end(js, c);
 			break;
-		case ST_STRING: {
-			if (js->high_surrogate && c != '\\')
-				return fail(js, "unpaired surrogate in string");
-			/* Fast path: copy a run of plain characters at once. */
-			size_t j = i;
-			while (j < len && data[j] != '"' && data[j] != '\\' && (unsigned char)data[j] >= 0x20)
-				j++;
-			if (j > i) {
-				if (string_bytes(js, data + i, j - i) < 0)
-					return -1;
-				i = j - 1;
-				break;
-			}
-			if (c == '"') {
-				if (string_finish(js) < 0)
-					return -1;
-			} else if (c == '\\') {
-				js->state = ST_STRING_ESCAPE;
-			} else {
-				return fail(js, "control character in string");
-			}
+		case ST_STRING:
+			rc = step_string(js, data, len, &i);
+			break;
+		case ST_STRING_ESCAPE:
+			rc = step_escape(js, c);
+			break;
+		case ST_STRING_UNICODE:
+			rc = step_unicode(js, c);
 			break;
 		}
-		case ST_STRING_ESCAPE: {
-			static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-			const char *at = c ? strchr(from, c) : NULL;
-			if (c == 'u') {
-				js->unicode = 0;
-				js->unicode_digits = 0;
-				js->state = ST_STRING_UNICODE;
-				break;
-			}
-			if (!at)
-				return fail(js, "invalid escape");
-			if (js->high_surrogate)
-				return fail(js, "unpaired surrogate in string");
-			js->state = ST_STRING;
-			if (string_bytes(js, &to[at - from], 1) < 0)
-				return -1;
-			break;
-		}
-		case ST_STRING_UNICODE: {
-			int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-				: (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-			if (v < 0)
-				return fail(js, "invalid \\u escape");
-			js->unicode = js->unicode * 16 + (unsigned)v;
-			if (++js->unicode_digits < 4)
-				break;
-			js->state = ST_STRING;
-			unsigned u = js->unicode;
-			if (js->high_surrogate) {
-				if (u < 0xdc00 || u > 0xdfff)
-					return fail(js, "unpaired surrogate in string");
-				unsigned cp = 0x10000 + ((js->high_surrogate - 0xd800) << 10) + (u - 0xdc00);
-				js->high_surrogate = 0;
-				if (put_codepoint(js, cp) < 0)
-					return -1;
-			} else if (u >= 0xd800 && u <= 0xdbff) {
-				js->high_surrogate = u;
-				/* the low half must follow immediately as \\uXXXX */
-			} else if (u >= 0xdc00 && u <= 0xdfff) {
-				return fail(js, "unpaired surrogate in string");
-			} else if (put_codepoint(js, u) < 0) {
-				return -1;
-			}
-			break;
-		}
-		}
+		if (rc < 0)
+			return -1;
 	}
 	return js->state == ST_ERROR ? -1 : 0;
 }

@@ -72,10 +72,11 @@ int cmd_serve(int argc, char **argv)
 	int stale = lfs_store_clean_tmp(api_ctx.lfs, 0);
 	if (stale)
 		log_info("removed %d partial uploads left by an earlier crash", stale);
-	api_ctx.public_url = config.public_url;
+	http_ctx.public_url = config.public_url;
+	http_ctx.max_body_bytes = config.max_body_bytes;
+	http_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
 	api_ctx.tree_page_size = config.tree_page_size;
 	api_ctx.max_body_bytes = config.max_body_bytes;
-	api_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
 	api_ctx.lock_wait_ms = config.lock_wait_ms;
 	publish_set_unlock_notify(api_lock_released);
 	publish_set_after_move(api_after_publish);
@@ -89,8 +90,8 @@ int cmd_serve(int argc, char **argv)
 	api_ctx.hooks_dir = hooks_install();
 	api_ctx.lazy_fetch = mirror_lazy_fetch;
 	web_configure(config.web_root, config.public_url, config.web_session_hours * 3600L);
-	api_ctx.page_headers = web_page_headers;
-	api_ctx.page_error = web_page_error;
+	http_ctx.page_headers = web_page_headers;
+	http_ctx.page_error = web_page_error;
 	farm_settings = (struct farm_settings){
 		.repo_root = api_ctx.repo_root, .lfs = api_ctx.lfs, .queue_changed = builds_wake_claimers,
 		.lease_seconds = config.build_lease_seconds, .heartbeat_seconds = config.build_heartbeat_seconds,

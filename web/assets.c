@@ -78,10 +78,10 @@ enum MHD_Result page_static(struct request *req)
 	char *data;
 	size_t len;
 	if (!req->path || strlen(req->path) > 200)
-		return web_error_page(req, 404, "no such file");
+		return respond_error(req, 404, NULL, "no such file");	/* a page: web_page_error */
 	snprintf(name, sizeof(name), "static/%s", req->path);
 	if (web_file(name, &data, &len) < 0)
-		return web_error_page(req, 404, "no such file");
+		return respond_error(req, 404, NULL, "no such file");	/* a page: web_page_error */
 	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(resp, "Content-Type", content_type(name));
 	req->bytes_out = len;

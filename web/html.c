@@ -87,6 +87,13 @@ void page_cell(struct page *pg, const char *open, const char *text)
 	page_html(pg, strncmp(open, "<th", 3) == 0 ? "</th>" : "</td>");
 }
 
+void page_csrf_field(struct page *pg)
+{
+	char csrf[65];
+	web_csrf_token(pg->req, csrf);
+	page_htmlf(pg, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", csrf);
+}
+
 void page_script(struct page *pg, const char *static_name)
 {
 	strbuf_adds(&pg->head, "<script type=\"module\" src=\"/-/static/");
@@ -155,6 +162,8 @@ static enum MHD_Result send_html(struct request *req, int status, struct strbuf 
 	MHD_add_response_header(resp, "Content-Type", "text/html; charset=utf-8");
 	if (set_cookie)
 		MHD_add_response_header(resp, "Set-Cookie", set_cookie);
+	if (status == 503)	/* passing (the database): retry, as the API's 503s say */
+		MHD_add_response_header(resp, "Retry-After", "2");
 	req->bytes_out = len;
 	return respond(req, status, resp);
 }
@@ -261,6 +270,20 @@ enum MHD_Result web_error_page(struct request *req, int status, const char *mess
 	}
 	page_html(&pg, "<p><a href=\"/kernels\">Browse kernels</a></p></section>");
 	return page_send(&pg, status);
+}
+
+const char web_db_unavailable_text[] = "The database is unavailable; try again shortly.";
+
+enum MHD_Result web_db_unavailable(struct request *req)
+{
+	return web_error_page(req, 503, web_db_unavailable_text);
+}
+
+void page_db_problem(struct page *pg)
+{
+	page_html(pg, "<p class=\"problem\">");
+	page_text(pg, web_db_unavailable_text);
+	page_html(pg, "</p>");
 }
 
 void format_size(uint64_t n, char out[32])

@@ -31,7 +31,7 @@ static void tokens_page(struct page *pg, struct request *req, const char *new_to
 		      "type=\"number\" min=\"0\" max=\"3650\" value=\"90\">"
 		      "<button type=\"submit\">Create token</button></form><h2>Your tokens</h2>");
 	if (db_token_list(req->principal.name, &list) < 0) {
-		page_html(pg, "<p class=\"problem\">The database is unavailable.</p>");
+		page_db_problem(pg);
 		token_list_release(&list);
 		return;
 	}
@@ -103,7 +103,7 @@ enum MHD_Result page_tokens_create(struct request *req)
 	time_t expires = days ? time(NULL) + days * 86400 : 0;
 	if (db_token_create(req->principal.name, name, scope, expires, &token, &id) < 0) {
 		page_release(&pg);
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	}
 	api_audit(req, "token.create", req->principal.name, NULL);
 	tokens_page(&pg, req, token, NULL);
@@ -119,7 +119,7 @@ enum MHD_Result page_tokens_revoke(struct request *req)
 	int own = 0;
 	if (db_token_list(req->principal.name, &list) < 0) {
 		token_list_release(&list);
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	}
 	for (size_t i = 0; i < list.count; i++)
 		own |= list.items[i].id == id;
@@ -127,7 +127,7 @@ enum MHD_Result page_tokens_revoke(struct request *req)
 	if (!own)
 		return web_error_page(req, 404, "no such token of yours");
 	if (db_token_revoke(id) == KHUB_EDB)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	api_audit(req, "token.revoke", req->principal.name, NULL);
 	/* revoking the session's own token ends the session too */
 	return web_redirect(req, id == req->principal.token_id ? "/login" : "/settings/tokens", NULL);
@@ -137,7 +137,7 @@ static void members_section(struct page *pg, struct request *req, const struct a
 {
 	struct db_rows rows;
 	if (db_org_members(org->id, &rows) < 0) {
-		page_html(pg, "<p class=\"problem\">The database is unavailable.</p>");
+		page_db_problem(pg);
 		return;
 	}
 	page_html(pg, "<h2>Members</h2><table id=\"members\"><thead><tr><th scope=\"col\">Member</th><th scope=\"col\">"
@@ -181,7 +181,7 @@ enum MHD_Result page_namespace(struct request *req)
 		return web_error_page(req, 404, "no such page");
 	int rc = db_account_get(req->org, &acct);
 	if (rc == KHUB_EDB)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	if (rc < 0)
 		return web_error_page(req, 404, "no such user or organization");
 	struct kernel_listing_page lp;
@@ -190,12 +190,14 @@ enum MHD_Result page_namespace(struct request *req)
 	rc = kernel_listing_query(req, acct.name, 0, &lp, &error);
 	if (rc == 1)
 		return MHD_YES;
+	if (rc == KHUB_EINVAL)
+		return web_error_page(req, 400, error);
 	if (rc < 0)
-		return web_error_page(req, rc == KHUB_EINVAL ? 400 : 503, error ? error : "database unavailable");
+		return web_db_unavailable(req);
 	enum role caller = ROLE_NONE;
 	if (namespace_role(&req->principal, &acct, &caller) < 0) {
 		json_decref(lp.items);
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	}
 	struct page pg;
 	page_init(&pg, req, acct.name);
@@ -239,18 +241,18 @@ enum MHD_Result page_member_role(struct request *req)
 	const char *name = form_value(req, "user"), *role_text = form_value(req, "role");
 	int rc = db_account_get(req->org, &org);
 	if (rc == KHUB_EDB)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	if (rc < 0 || org.kind != ACCOUNT_ORG)
 		return web_error_page(req, 404, "no such organization");
 	if (namespace_role(&req->principal, &org, &caller) < 0)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	if (caller != ROLE_ADMIN)
 		return web_error_page(req, 403, "Only the organization's admins (with a write token) change roles.");
 	if (!name || !role_text || role_parse(role_text, &role) < 0 || db_account_get(name, &user) < 0 ||
 	    user.kind != ACCOUNT_USER)
 		return web_error_page(req, 400, "Give a member and a role (read, write or admin).");
 	if (db_membership_set(org.name, user.name, role) < 0)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	char *details = xasprintf("{\"user\":\"%s\",\"role\":\"%s\"}", user.name, role_name(role));
 	api_audit(req, "org.member_role", org.name, details);
 	free(details);

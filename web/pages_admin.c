@@ -21,7 +21,8 @@ static int section_open(struct page *pg, const char *id, const char *title, int 
 	page_htmlf(pg, "<section aria-labelledby=\"%s-h\"><h2 id=\"%s-h\">%s</h2>", id, id, title);
 	if (loaded >= 0)
 		return 0;
-	page_html(pg, "<p class=\"problem\">The database is unavailable.</p></section>");
+	page_db_problem(pg);
+	page_html(pg, "</section>");
 	return -1;
 }
 
@@ -127,7 +128,8 @@ static void mirror_section(struct page *pg)
 	page_html(pg, "<div><label for=\"sync-sel\">Selection (empty = all)</label><input id=\"sync-sel\" name=\"selection\">"
 		      "</div><div><button type=\"submit\">Sync now</button></div></form>");
 	if (db_mirror_status_list(&list) < 0) {
-		page_html(pg, "<p class=\"problem\">The database is unavailable.</p></section>");
+		page_db_problem(pg);
+		page_html(pg, "</section>");
 		return;
 	}
 	if (!list.count)
@@ -166,7 +168,8 @@ static void builds_section(struct page *pg)
 	struct db_rows workers = { 0 }, builds = { 0 };
 	page_html(pg, "<section aria-labelledby=\"builds-h\" id=\"builds\"><h2 id=\"builds-h\">Builds</h2>");
 	if (db_worker_list(&workers) < 0 || db_build_list(0, NULL, 30, 0, &builds) < 0) {
-		page_html(pg, "<p>The database is unavailable; try again shortly.</p></section>");
+		page_db_problem(pg);
+		page_html(pg, "</section>");
 		goto cleanup;
 	}
 	if (workers.count == 0)
@@ -292,8 +295,11 @@ enum MHD_Result page_admin_airgap(struct request *req)
 		       "<div class=\"table-wrap\"><table id=\"sync-scopes\"><thead><tr><th scope=\"col\">Key</th>"
 		       "<th scope=\"col\">Orgs</th><th scope=\"col\">Set by</th><th scope=\"col\">Set (UTC)</th>"
 		       "</tr></thead><tbody>");
-	if (db_sync_key_scope_list(scope_row, &pg) < 0)
-		page_html(&pg, "<tr><td colspan=\"4\" class=\"problem\">The database is unavailable.</td></tr>");
+	if (db_sync_key_scope_list(scope_row, &pg) < 0) {
+		page_html(&pg, "<tr>");
+		page_cell(&pg, "<td colspan=\"4\" class=\"problem\">", web_db_unavailable_text);
+		page_html(&pg, "</tr>");
+	}
 	page_html(&pg, "</tbody></table></div></section>");
 	return page_send(&pg, 200);
 }
@@ -307,7 +313,7 @@ enum MHD_Result page_admin_sync(struct request *req)
 	if (selection && strlen(selection) > 200)
 		return web_error_page(req, 400, "selection too long");
 	if (db_mirror_trigger_add(selection, req->principal.name, &trigger) < 0)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	api_audit(req, "mirror.trigger", selection ? selection : "*", NULL);
 	return web_redirect(req, "/admin?synced=1", NULL);
 }
@@ -324,7 +330,7 @@ enum MHD_Result page_admin_trust(struct request *req)
 		return web_error_page(req, 400, "Give an account name.");
 	int rc = db_trusted_publisher_set(name, strcmp(trusted, "true") == 0, req->principal.name, &acct, &changed);
 	if (rc == KHUB_EDB)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	if (rc < 0)
 		return web_error_page(req, 404, "no such account");
 	if (changed)

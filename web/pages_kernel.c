@@ -50,7 +50,7 @@ static void usage_section(struct page *pg, struct request *req, const struct rep
 	page_htmlf(pg, "\",\n  \"sha\": \"%s\"\n}</code></pre><p class=\"muted\">"
 		       "<code>kernels lock</code> adds the variant hashes.</p></div><div><h3>Point the client here</h3>"
 		       "<pre><code id=\"snippet-endpoint\">export HF_ENDPOINT=", sha);
-	page_text(pg, api_ctx.public_url[0] ? api_ctx.public_url : request_base_url(req));
+	page_text(pg, http_ctx.public_url[0] ? http_ctx.public_url : request_base_url(req));
 	page_html(pg, "</code></pre></div></div></section>");
 }
 
@@ -128,17 +128,14 @@ static json_t *downloads_by_variant(int64_t repo_id)
 	return by;
 }
 
-static void matrix_section(struct page *pg, struct repo_handle *h, const struct variant_rows *rows, const char *label)
+/* The compliance summary above the matrix. */
+static void compliance_summary(struct page *pg, json_t *compliance)
 {
-	json_t *compliance = kernel_compliance_json(rows), *downloads = downloads_by_variant(h->record.id);
-	page_html(pg, "<section aria-labelledby=\"variants-h\"><h2 id=\"variants-h\">Variants of ");
-	page_text(pg, label);
-	page_html(pg, "</h2><p id=\"compliance-summary\">");
 	int compliant = json_is_true(json_object_get(compliance, "compliant"));
 	int python_only = json_is_true(json_object_get(json_object_get(compliance, "pythonOnly"), "compliant"));
+	json_t *with = json_object_get(compliance, "compliantWith"), *v;
 	size_t i;
-	json_t *v;
-	json_t *with = json_object_get(compliance, "compliantWith");
+	page_html(pg, "<p id=\"compliance-summary\">");
 	page_html(pg, compliant ? "<span class=\"badge ok\">compliant</span> with the required build list" :
 				  "<span class=\"badge bad\">not compliant</span> with the required build list");
 	if (json_array_size(with)) {
@@ -151,61 +148,77 @@ static void matrix_section(struct page *pg, struct repo_handle *h, const struct 
 	} else if (python_only) {
 		page_html(pg, " (Python-only variants, which load everywhere)");
 	}
-	page_html(pg, ".</p><div class=\"table-wrap\"><table id=\"variant-matrix\"><caption class=\"muted\">Build "
+	page_html(pg, ".</p>");
+}
+
+/* One indexed variant's row: name, backend, torch, backend version, arch,
+ * OS, size, downloads and status. */
+static void variant_row(struct page *pg, const struct variant_row *row, json_t *downloads)
+{
+	json_t *vj = kernel_variant_json(row);
+	json_t *fw = json_object_get(vj, "framework"), *be = json_object_get(vj, "backend");
+	const char *metadata = str(json_object_get(vj, "metadata"), "status");
+	char size[32];
+	format_size((uint64_t)row->total_size, size);
+	page_html(pg, "<tr data-variant=\"");
+	page_text(pg, row->name);
+	page_html(pg, "\">");
+	page_cell(pg, "<th scope=\"row\" class=\"mono\">", row->name);
+	page_cell(pg, "<td>", str(be, "name"));
+	page_cell(pg, "<td>", str(fw, "version"));
+	page_cell(pg, "<td>", str(be, "version"));
+	page_cell(pg, "<td>", str(vj, "arch"));
+	page_cell(pg, "<td>", str(vj, "os"));
+	page_htmlf(pg, "<td class=\"num\">%s</td><td class=\"num\">%lld</td><td>", size,
+		   (long long)json_integer_value(json_object_get(downloads, row->name)));
+	if (!json_is_true(json_object_get(vj, "valid"))) {
+		page_html(pg, "<span class=\"badge bad\">invalid name</span>");
+	} else if (strcmp(metadata, "ok") != 0) {
+		page_html(pg, "<span class=\"badge bad\">metadata ");
+		page_text(pg, metadata);
+		page_html(pg, "</span>");
+	} else {
+		page_html(pg, "<span class=\"badge ok\">present</span>");
+	}
+	page_html(pg, "</td></tr>");
+	json_decref(vj);
+}
+
+/* The rows of required variants that are absent, per group. */
+static void missing_rows(struct page *pg, json_t *compliance)
+{
+	size_t i, m;
+	json_t *group, *name;
+	json_array_foreach(json_object_get(compliance, "groups"), i, group) {
+		json_array_foreach(json_object_get(group, "missing"), m, name) {
+			page_html(pg, "<tr class=\"missing\" data-missing=\"");
+			page_text(pg, json_string_value(name));
+			page_html(pg, "\">");
+			page_cell(pg, "<th scope=\"row\" class=\"mono\">", json_string_value(name));
+			page_cell(pg, "<td>", str(group, "backend"));
+			page_html(pg, "<td colspan=\"6\" class=\"muted\">required for ");
+			page_text(pg, str(group, "system"));
+			page_html(pg, "</td><td><span class=\"badge missing\">missing</span></td></tr>");
+		}
+	}
+}
+
+static void matrix_section(struct page *pg, struct repo_handle *h, const struct variant_rows *rows, const char *label)
+{
+	json_t *compliance = kernel_compliance_json(rows), *downloads = downloads_by_variant(h->record.id);
+	page_html(pg, "<section aria-labelledby=\"variants-h\"><h2 id=\"variants-h\">Variants of ");
+	page_text(pg, label);
+	page_html(pg, "</h2>");
+	compliance_summary(pg, compliance);
+	page_html(pg, "<div class=\"table-wrap\"><table id=\"variant-matrix\"><caption class=\"muted\">Build "
 		      "variants; rows marked missing are required but absent</caption><thead><tr>"
 		      "<th scope=\"col\">Variant</th><th scope=\"col\">Backend</th><th scope=\"col\">Torch</th>"
 		      "<th scope=\"col\">CUDA/ROCm</th><th scope=\"col\">Arch</th><th scope=\"col\">OS</th>"
 		      "<th scope=\"col\" class=\"num\">Size</th><th scope=\"col\" class=\"num\">Downloads (30 d)</th>"
 		      "<th scope=\"col\">Status</th></tr></thead><tbody>");
-	for (size_t k = 0; k < rows->count; k++) {
-		json_t *vj = kernel_variant_json(&rows->items[k]);
-		json_t *fw = json_object_get(vj, "framework"), *be = json_object_get(vj, "backend");
-		const char *metadata = str(json_object_get(vj, "metadata"), "status");
-		char size[32];
-		format_size((uint64_t)rows->items[k].total_size, size);
-		page_html(pg, "<tr data-variant=\"");
-		page_text(pg, rows->items[k].name);
-		page_html(pg, "\"><th scope=\"row\" class=\"mono\">");
-		page_text(pg, rows->items[k].name);
-		page_html(pg, "</th><td>");
-		page_text(pg, str(be, "name"));
-		page_html(pg, "</td><td>");
-		page_text(pg, str(fw, "version"));
-		page_html(pg, "</td><td>");
-		page_text(pg, str(be, "version"));
-		page_html(pg, "</td><td>");
-		page_text(pg, str(vj, "arch"));
-		page_html(pg, "</td><td>");
-		page_text(pg, str(vj, "os"));
-		page_htmlf(pg, "</td><td class=\"num\">%s</td><td class=\"num\">%lld</td><td>", size,
-			   (long long)json_integer_value(json_object_get(downloads, rows->items[k].name)));
-		if (!json_is_true(json_object_get(vj, "valid")))
-			page_html(pg, "<span class=\"badge bad\">invalid name</span>");
-		else if (strcmp(metadata, "ok") != 0) {
-			page_html(pg, "<span class=\"badge bad\">metadata ");
-			page_text(pg, metadata);
-			page_html(pg, "</span>");
-		} else
-			page_html(pg, "<span class=\"badge ok\">present</span>");
-		page_html(pg, "</td></tr>");
-		json_decref(vj);
-	}
-	json_t *group;
-	json_array_foreach(json_object_get(compliance, "groups"), i, group) {
-		size_t m;
-		json_t *name;
-		json_array_foreach(json_object_get(group, "missing"), m, name) {
-			page_html(pg, "<tr class=\"missing\" data-missing=\"");
-			page_text(pg, json_string_value(name));
-			page_html(pg, "\"><th scope=\"row\" class=\"mono\">");
-			page_text(pg, json_string_value(name));
-			page_html(pg, "</th><td>");
-			page_text(pg, str(group, "backend"));
-			page_html(pg, "</td><td colspan=\"6\" class=\"muted\">required for ");
-			page_text(pg, str(group, "system"));
-			page_html(pg, "</td><td><span class=\"badge missing\">missing</span></td></tr>");
-		}
-	}
+	for (size_t k = 0; k < rows->count; k++)
+		variant_row(pg, &rows->items[k], downloads);
+	missing_rows(pg, compliance);
 	page_html(pg, "</tbody></table></div></section>");
 	json_decref(compliance);
 	json_decref(downloads);

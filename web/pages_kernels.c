@@ -207,7 +207,7 @@ enum MHD_Result page_kernels(struct request *req)
 	if (rc == 1)
 		return MHD_YES;	/* parked: the index catches up first */
 	if (rc < 0 && rc != KHUB_EINVAL)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	struct page pg;
 	page_init(&pg, req, "Kernels");
 	page_html(&pg, "<h1>Kernels</h1>");

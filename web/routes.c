@@ -87,7 +87,7 @@ enum MHD_Result web_dispatch(struct request *req)
 {
 	enum MHD_Result r;
 	if (req->auth_unavailable)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+		return web_db_unavailable(req);
 	/* every state-changing form carries the token bound to the session
 	 * (the sign-in form: to its sign-in cookie) */
 	if (req->method == METHOD_POST && !web_csrf_valid(req))

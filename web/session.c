@@ -1,8 +1,9 @@
-/* session.c -- signing in to the web UI with a token: a server-side session
- * whose random id travels only in an HttpOnly, SameSite=Lax cookie (Secure
- * when public_url is https), ends at its expiry, at sign-out, or when its
- * token is revoked or expires; form bodies; CSRF tokens bound to the session
- * (or, on the sign-in form, to a short-lived sign-in cookie). */
+/* session.c -- the web UI's sessions: a server-side session whose random
+ * id travels only in an HttpOnly, SameSite=Lax cookie (Secure when
+ * public_url is https), ends at its expiry, at sign-out, or when its token
+ * is revoked or expires; form bodies; CSRF tokens bound to the session (or,
+ * on the sign-in form, to a short-lived sign-in cookie). It builds no
+ * page: the sign-in pages are web/pages_session.c. */
 #include "web/web_internal.h"
 
 #include <openssl/evp.h>
@@ -62,13 +63,6 @@ void web_csrf_token(struct request *req, char out[65])
 		bound_token("csrf", id, out);
 	else if (cookie_hex(req, LOGIN_COOKIE, id) == 0)
 		bound_token("login", id, out);
-}
-
-void page_csrf_field(struct page *pg)
-{
-	char csrf[65];
-	web_csrf_token(pg->req, csrf);
-	page_htmlf(pg, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", csrf);
 }
 
 static int hex_value(char c)
@@ -150,95 +144,39 @@ static void random_hex(char out[65])
 	hex_encode(raw, sizeof(raw), out);
 }
 
-/* The sign-in form; a fresh sign-in cookie binds its CSRF token. */
-static enum MHD_Result login_form(struct request *req, int status, const char *problem)
+char *web_login_cookie(struct request *req, char csrf[65])
 {
-	struct page pg;
 	char id[65];
 	char *cookie = NULL;
 	if (cookie_hex(req, LOGIN_COOKIE, id) < 0) {
 		random_hex(id);
 		cookie = cookie_header(LOGIN_COOKIE, id, 3600, "Strict");
 	}
-	char csrf[65];
 	bound_token("login", id, csrf);
-	const char *next = request_query(req, "next");
-	if (!next)
-		next = form_value(req, "next");
-	page_init(&pg, req, "Sign in");
-	page_html(&pg, "<section class=\"narrow\"><h1>Sign in</h1>");
-	if (problem) {
-		page_html(&pg, "<p class=\"problem\" role=\"alert\">");
-		page_text(&pg, problem);
-		page_html(&pg, "</p>");
-	}
-	page_html(&pg, "<p>Paste an access token (<code>khub admin token create</code> makes one, or "
-		       "<a href=\"/settings/tokens\">your tokens page</a> once signed in). The token is sent once, "
-		       "in this form's body; the browser keeps only a session cookie.</p>"
-		       "<form method=\"post\" action=\"/login\" class=\"stack\">");
-	page_htmlf(&pg, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", csrf);
-	page_html(&pg, "<input type=\"hidden\" name=\"next\" value=\"");
-	page_text(&pg, web_local_path_ok(next) ? next : "/kernels");
-	page_html(&pg, "\"><label for=\"token\">Access token</label>"
-		       "<input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" "
-		       "required spellcheck=\"false\">"
-		       "<button type=\"submit\">Sign in</button></form></section>");
-	enum MHD_Result r = page_send_cookie(&pg, status, cookie);
-	free(cookie);
-	return r;
+	return cookie;
 }
 
-enum MHD_Result page_login(struct request *req)
+int web_session_start(const struct principal *p, char **set_cookie)
 {
-	if (req->principal.user_id) {
-		const char *next = request_query(req, "next");
-		return web_redirect(req, next ? next : "/kernels", NULL);
-	}
-	return login_form(req, 200, NULL);
-}
-
-enum MHD_Result page_login_post(struct request *req)
-{
-	const char *token = form_value(req, "token");
-	const char *next = form_value(req, "next");
-	struct principal p;
-	if (!token || !token[0] || strlen(token) > 512)
-		return login_form(req, 400, "Give a token.");
-	int rc = db_token_lookup(token, &p);
-	if (rc == KHUB_EDB)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
-	if (rc < 0) {
-		log_info("web sign-in refused: unknown, expired or revoked token");
-		return login_form(req, 401, "That token is unknown, expired or revoked.");
-	}
-	if (p.worker_id || !p.user_id || !p.token_id) {	/* a session is bound to a user's token */
-		log_info("web sign-in refused: a build worker's token (%s)", p.name);
-		return login_form(req, 403, "That is a build worker's token: it cannot sign in. Sign in with a user "
-					    "token (khub admin token create USER).");
-	}
 	char id[65], hash[65];
+	*set_cookie = NULL;
 	random_hex(id);
 	sha256_hex(id, 64, hash);
-	if (db_web_session_create(hash, p.token_id, web_settings.session_seconds) < 0)
-		return web_error_page(req, 503, "The database is unavailable; try again shortly.");
-	req->principal = p;
-	api_audit(req, "web.sign_in", p.name, NULL);
-	char *cookie = cookie_header(SESSION_COOKIE, id, web_settings.session_seconds, "Lax");
-	enum MHD_Result r = web_redirect(req, next && next[0] ? next : "/kernels", cookie);
-	free(cookie);
-	return r;
+	if (db_web_session_create(hash, p->token_id, web_settings.session_seconds) < 0)
+		return KHUB_EDB;
+	*set_cookie = cookie_header(SESSION_COOKIE, id, web_settings.session_seconds, "Lax");
+	return 0;
 }
 
-enum MHD_Result page_logout(struct request *req)
+int web_session_end(struct request *req, char **set_cookie)
 {
 	char id[65], hash[65];
+	*set_cookie = NULL;
 	if (cookie_hex(req, SESSION_COOKIE, id) == 0) {
 		sha256_hex(id, 64, hash);
 		if (db_web_session_delete(hash) < 0)
-			return web_error_page(req, 503, "The database is unavailable; try again shortly.");
+			return KHUB_EDB;
 	}
-	char *cookie = cookie_header(SESSION_COOKIE, "gone", 0, "Lax");
-	enum MHD_Result r = web_redirect(req, "/kernels", cookie);
-	free(cookie);
-	return r;
+	*set_cookie = cookie_header(SESSION_COOKIE, "gone", 0, "Lax");
+	return 0;
 }

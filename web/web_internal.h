@@ -50,6 +50,8 @@ void page_account_link(struct page *pg, const char *name);
 /* A table cell: its start tag open ("<td>", "<th scope=\"row\">"...), the
  * text escaped (NULL as none), and the end tag that goes with it. */
 void page_cell(struct page *pg, const char *open, const char *text);
+/* The hidden CSRF field of a form (web_csrf_token), appended to pg. */
+void page_csrf_field(struct page *pg);
 /* A module script or stylesheet of /-/static/ for this page. */
 void page_script(struct page *pg, const char *static_name);
 void page_style(struct page *pg, const char *static_name);
@@ -61,6 +63,12 @@ enum MHD_Result page_send_cookie(struct page *pg, int status, const char *set_co
 enum MHD_Result web_redirect(struct request *req, const char *location, const char *set_cookie);
 /* An error page with a message. */
 enum MHD_Result web_error_page(struct request *req, int status, const char *message);
+/* What every page says when the database failed: the 503 page (with
+ * Retry-After, as every 503 page), the paragraph a section shows in its
+ * place, and their one text. */
+extern const char web_db_unavailable_text[];
+enum MHD_Result web_db_unavailable(struct request *req);
+void page_db_problem(struct page *pg);
 /* "3.2 MB" */
 void format_size(uint64_t n, char out[32]);
 /* "2026-11-23" or "—" for 0 */
@@ -74,16 +82,24 @@ const char *form_value(struct request *req, const char *key);
 /* The CSRF token of the caller's session (or of the sign-in cookie on the
  * sign-in page), 64 hex; "" when there is none. */
 void web_csrf_token(struct request *req, char out[65]);
-/* The hidden CSRF field of a form, appended to pg. */
-void page_csrf_field(struct page *pg);
 /* 1 when a POST carries the right csrf field. */
 int web_csrf_valid(struct request *req);
-
-enum MHD_Result page_login(struct request *req);
-enum MHD_Result page_login_post(struct request *req);
-enum MHD_Result page_logout(struct request *req);
+/* The sign-in form's CSRF token, bound to the caller's sign-in cookie: a
+ * Set-Cookie value for a fresh one (the caller frees it), or NULL when the
+ * caller has one. */
+char *web_login_cookie(struct request *req, char csrf[65]);
+/* A session for p's token: 0 with *set_cookie (the caller frees it), or
+ * KHUB_EDB. */
+int web_session_start(const struct principal *p, char **set_cookie);
+/* End the caller's session (none: nothing to end): 0 with *set_cookie,
+ * which clears the cookie (the caller frees it), or KHUB_EDB. */
+int web_session_end(struct request *req, char **set_cookie);
 
 /* ---- pages ------------------------------------------------------------------ */
+
+enum MHD_Result page_login(struct request *req);		/* web/pages_session.c */
+enum MHD_Result page_login_post(struct request *req);
+enum MHD_Result page_logout(struct request *req);
 
 enum MHD_Result page_static(struct request *req);		/* web/assets.c */
 enum MHD_Result page_home(struct request *req);			/* web/pages_kernels.c */

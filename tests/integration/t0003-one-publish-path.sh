@@ -11,7 +11,7 @@ for fn in commit_builder_write repo_update_ref variant_index_update db_repo_touc
 	lfs_writer_install; do
 	# (the read side's repair of a commit written behind khub's back, a
 	# background job in api/kernel_variants.c, indexes without publishing)
-	hits=$(grep -rn --include='*.c' "\b$fn(" api server farm mirror sync common 2>/dev/null |
+	hits=$(grep -rn --include='*.c' "\b$fn(" api http server farm mirror sync common 2>/dev/null |
 		grep -v '^api/kernel_variants.c:.*variant_index_update(j->repo_id')
 	is "$hits" "" "no $fn() outside storage/ (use storage/publish.h)"
 done

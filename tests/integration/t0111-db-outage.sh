@@ -99,6 +99,10 @@ rc=$?
 isnt_auth=1; grep -qiE 'Authentication failed|401' <<<"$out" && isnt_auth=0
 ok $((rc == 0)) "outage: git ls-remote with the token fails"
 is "$isnt_auth" 1 "outage: … and not as an authentication failure (git keeps the password): $(head -n 1 <<<"$out")"
+s=$(curl -s -D "$H" -o "$B" -w '%{http_code}' "$KHUB_URL/kernels?search=outage")
+is "$s" 503 "outage: the web UI's kernel listing → 503"
+like "$(cat "$H")" 'Retry-After: [0-9]+' "  … with Retry-After"
+like "$(cat "$B")" '<p>The database is unavailable; try again shortly.</p>' "  … as the one database page"
 is "$(kill -0 "$KHUB_STARTED_PID" 2>/dev/null && echo alive)" alive "khub still runs during the outage"
 
 # ---- the restart ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 #!/bin/bash
 # t0138-head-memo.sh -- a HEAD of a file is answered from the answer kept by
-# its HTTP thread (api/response_memo.c) once it was built: what must still
+# its HTTP thread (http/response_memo.c) once it was built: what must still
 # differ between two answers does (X-Request-Id, Date), what must not leak
 # across requests does not (a Range answer's Content-Range, a repo turned
 # private, a branch that moved), and many clients at once on few threads

@@ -1,7 +1,7 @@
 /* test_err_status.c -- the one table from enum khub_err to an HTTP status
- * (api/respond.c): every error has its row, and the statuses are the ones
+ * (http/respond.c): every error has its row, and the statuses are the ones
  * docs/api.md promises. */
-#include "api/api.h"
+#include "http/http.h"
 #include "tap.h"
 
 int main(void)

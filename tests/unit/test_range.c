@@ -1,5 +1,5 @@
 /* test_range.c -- Range header parsing for resolve. */
-#include "api/api.h"
+#include "http/http.h"
 #include "tap.h"
 
 int main(void)

@@ -1,5 +1,5 @@
 /* test_strbuf.c -- string buffer, JSON escaping, percent coding, hex. */
-#include "api/api.h"
+#include "http/http.h"
 #include "tap.h"
 
 int main(void)

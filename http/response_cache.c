@@ -1,7 +1,7 @@
 /* response_cache.c -- bytes computed from an immutable commit sha (tree
  * pages, file descriptions, small file bodies), kept in memory up to a byte
  * budget and evicted oldest first. Keys always contain the repo id and sha. */
-#include "api/api.h"
+#include "http/http.h"
 
 #include <pthread.h>
 #include <stdlib.h>

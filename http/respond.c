@@ -1,13 +1,13 @@
 /* respond.c -- how every handler answers: common headers, JSON bodies, the
  * Hub's error shapes, and reading query arguments, headers and JSON bodies. */
-#include "api/api.h"
+#include "http/http.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
-struct api_context api_ctx;
+struct http_context http_ctx;
 
 /* The Date header, formatted once a second per thread: libmicrohttpd's own
  * (turned off in server/http.c) calls gmtime_r for every answer, and glibc
@@ -36,8 +36,8 @@ void respond_add_fixed_headers(struct request *req, struct MHD_Response *resp)
 	/* Pages are read with a session cookie: no other origin may read them
 	 * (the API ignores the cookie, so its blanket CORS exposes nothing). */
 	if (req->route && (req->route->flags & ROUTE_PAGE)) {
-		if (api_ctx.page_headers)
-			api_ctx.page_headers(req, resp);
+		if (http_ctx.page_headers)
+			http_ctx.page_headers(req, resp);
 	} else {
 		MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
 		MHD_add_response_header(resp, "Access-Control-Expose-Headers", cors_expose);
@@ -160,8 +160,8 @@ static enum MHD_Result respond_error_v(struct request *req, int status, const ch
 	struct strbuf msg = STRBUF_INIT, body = STRBUF_INIT;
 	strbuf_vaddf(&msg, fmt, ap);
 	enum MHD_Result page_result;
-	if (req->route && (req->route->flags & ROUTE_PAGE) && api_ctx.page_error &&
-	    api_ctx.page_error(req, status, msg.buf, &page_result) == 0) {
+	if (req->route && (req->route->flags & ROUTE_PAGE) && http_ctx.page_error &&
+	    http_ctx.page_error(req, status, msg.buf, &page_result) == 0) {
 		if (status >= 500)
 			log_error("%d %s", status, msg.buf);
 		strbuf_release(&msg);
@@ -350,8 +350,8 @@ const char *request_header(struct request *req, const char *name)
 const char *request_base_url(struct request *req)
 {
 	static __thread char base[300];
-	if (api_ctx.public_url && api_ctx.public_url[0]) {
-		snprintf(base, sizeof(base), "%s", api_ctx.public_url);
+	if (http_ctx.public_url && http_ctx.public_url[0]) {
+		snprintf(base, sizeof(base), "%s", http_ctx.public_url);
 		return base;
 	}
 	const char *host = request_header(req, "Host");
@@ -485,7 +485,7 @@ int request_json_parse(struct request *req, enum MHD_Result *result)
 	if (req->json)
 		return 0;	/* a parked handler's request, called again */
 	if (req->body_too_large) {
-		*result = respond_error(req, 413, NULL, "request body larger than %ld bytes", api_ctx.max_body_bytes);
+		*result = respond_error(req, 413, NULL, "request body larger than %ld bytes", http_ctx.max_body_bytes);
 		return -1;
 	}
 	if (req->body.len == 0) {

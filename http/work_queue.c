@@ -7,7 +7,7 @@
  * the end). Pools are separate queues with their own threads: work that
  * waits on strangers' servers (external git fetches) has its own, so it
  * never holds the threads commits need. */
-#include "api/api.h"
+#include "http/http.h"
 
 #include <inttypes.h>
 #include <pthread.h>

@@ -11,7 +11,7 @@
  * before every lookup. Slots are per thread (no lock on the hot path) and
  * live until response_memo_shutdown, after the daemon stopped, so a
  * release never touches freed memory. */
-#include "api/api.h"
+#include "http/http.h"
 
 #include <pthread.h>
 #include <stdlib.h>

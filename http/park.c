@@ -4,7 +4,7 @@
  * is ready), and its handler (or its response's reader) is then called
  * again. Used for a repo's write lock, background jobs and git's pipes;
  * one thread does all the resuming. */
-#include "api/api.h"
+#include "http/http.h"
 
 #include <errno.h>
 #include <inttypes.h>

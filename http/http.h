@@ -1,0 +1,386 @@
+/* http.h -- khub's HTTP layer: the request a handler sees, the route
+ * rows the router matches, the helpers handlers answer with, and the
+ * machinery requests share (waiting without a thread, background work,
+ * cached answers, the cache of repo records). It includes nothing from
+ * api/ or web/: they sit on top of it, and server/ drives it. */
+#ifndef KHUB_HTTP_H
+#define KHUB_HTTP_H
+
+#include <microhttpd.h>
+#include <jansson.h>
+
+#include "common/common.h"
+#include "storage/repo.h"
+#include "storage/db.h"
+
+struct request;
+
+/* What the server tells the HTTP layer (set once at start-up). */
+struct http_context {
+	const char *public_url;		/* "" = derive from the Host header */
+	long max_body_bytes;		/* a buffered body, at most */
+	long repo_cache_ttl_ms;		/* a repo record is refreshed after this */
+	/* Routes flagged ROUTE_PAGE (set by the server to the web module's;
+	 * NULL = none): the headers every page answer carries, and the HTML
+	 * page that answers an error respond_error would answer in JSON (so the
+	 * access checks shared with the API answer a page in HTML): 0 when it
+	 * answered (*result set), -1 to answer in JSON (the UI's JSON paths). */
+	void (*page_headers)(struct request *req, struct MHD_Response *resp);
+	int (*page_error)(struct request *req, int status, const char *message, enum MHD_Result *result);
+};
+
+extern struct http_context http_ctx;
+
+/* ---- requests and the route rows ------------------------------------------ */
+
+enum http_method {
+	METHOD_GET = 1, METHOD_HEAD = 2, METHOD_POST = 4, METHOD_PUT = 8, METHOD_DELETE = 16,
+	METHOD_OPTIONS = 32,
+};
+
+#define MAX_SEGMENTS 128
+
+/* A repo opened for a request: its record, its git store and what the
+ * caller may do with it. */
+struct repo_handle {
+	struct repo_record record;
+	git_repository *git;		/* borrowed from a per-thread cache */
+	enum role role;			/* what the caller may do */
+};
+
+/* Who may call a route: every row of every table says it, and the server
+ * checks it once, before the handler runs (server/http.c; stream routes
+ * before their body is read). 0 is no value: a row without one stops the
+ * server at start-up (router_check_tables). The token scope each needs is
+ * access_min_scope(): everything that writes needs a write or admin token. */
+enum route_access {
+	ACCESS_UNSET = 0,
+	ACCESS_PUBLIC,		/* anyone, anonymous included (the handler may ask more: /metrics) */
+	ACCESS_SIGNED_IN,	/* a valid token of any scope, else 401 */
+	ACCESS_REPO_READ,	/* req->repo opened for reading: private repos RepoNotFound */
+	ACCESS_REPO_CONTRIBUTE,	/* signed in, sees the repo (req->repo), write-scoped token:
+				 * pull requests and benchmark uploads */
+	ACCESS_REPO_WRITE,	/* req->repo with the write role, not a mirror */
+	ACCESS_REPO_MANAGE,	/* req->repo's settings: the write role in its namespace, as on the Hub */
+	ACCESS_NAMESPACE_WRITE,	/* a write token when signed in; the handler checks the
+				 * namespace or repo named in the body (create, move,
+				 * delete), anonymous callers included (RepoNotFound) */
+	ACCESS_SITE_ADMIN,	/* a site admin's write- or admin-scoped token */
+	ACCESS_SIGNED_URL,	/* signed /api/lfs/... URLs carry their own HMAC; Authorization unread */
+	ACCESS_GIT,		/* git and git-lfs: the handler decides per service or operation */
+	ACCESS_WORKER,		/* a build worker's token (scope "worker"), which no other
+				 * route accepts (403); the handler checks the job's lease */
+	ACCESS_COUNT
+};
+
+struct request {
+	struct MHD_Connection *conn;
+	enum http_method method;
+	const char *method_name;
+	char request_id[32];
+	uint64_t start_usec;
+	char remote_addr[64];
+
+	char *log_path;			/* the raw path, for the access log */
+	/* The raw path split on '/', each segment percent-decoded. */
+	char *path_copy;
+	char *segv[MAX_SEGMENTS];
+	size_t segc;
+
+	/* Filled by the router from the route pattern. */
+	const struct route *route;
+	enum repo_type type;		/* from {type}, {tprefix} or the route */
+	const char *ns, *name, *org;
+	int name_in_git_url;		/* {gname}: a ".git" suffix is dropped */
+	char *rev;			/* owned */
+	char *path;			/* owned; "" when absent */
+	const char *args[4];		/* {arg} segments, in order */
+	size_t nargs;
+
+	/* The caller, from Authorization (anonymous when absent). A request
+	 * with either flag set is answered by the server before any handler
+	 * runs (routes with ROUTE_NO_AUTH never read Authorization). */
+	struct principal principal;
+	int bad_token;			/* a token was sent but is unknown, expired or revoked: 401 */
+	int auth_unavailable;		/* the database could not say who the caller is: 503 */
+
+	/* The repo of a ACCESS_REPO_* route, opened by the server before the
+	 * handler runs (points to repo_storage; NULL for other routes). */
+	struct repo_handle *repo;
+	struct repo_handle repo_storage;
+
+	/* State of a streaming route (owned by its stream_ops). */
+	void *stream_state;
+	int stream_stopped;
+	size_t stream_left;		/* bytes of the last piece not taken (parked) */
+	/* What a handler keeps between the calls of a parked request (owned;
+	 * handler_state_free(handler_state) when the request ends). */
+	void *handler_state;
+	void (*handler_state_free)(void *state);
+
+	/* Waiting without a thread (http/park.c): set while suspended. */
+	int parked;
+	unsigned park_rounds;
+	uint64_t wait_started_usec;	/* first try for a busy lock */
+	uint64_t work_job_id;		/* the background job it waits for (http/work_queue.c) */
+	uint64_t work_wait_started_usec;
+
+	/* Body for routes that ask for it (bounded by max_body_bytes). */
+	struct strbuf body;
+	int body_too_large;
+	json_t *json;			/* ROUTE_JSON: the body, parsed (owned; decref'd when the request ends) */
+
+	char **owned;			/* freed when the request ends */
+	size_t nowned;
+
+	int status;			/* set when a response is queued */
+	int close_connection;		/* answer with Connection: close */
+	void *memo;			/* the response_memo slot whose answer it holds */
+	int responded;
+	uint64_t bytes_out;
+};
+
+typedef enum MHD_Result (*route_handler)(struct request *req);
+
+/* Route flags */
+#define ROUTE_BODY 1		/* buffer the request body before calling */
+#define ROUTE_NO_AUTH 2		/* Authorization is not read (health, signed LFS URLs) */
+#define ROUTE_GIT 4		/* git and git-lfs clients: a 401 challenges Basic */
+#define ROUTE_HANDLER_ACCESS 8	/* the handler asks more than the access column
+				 * (documented at its table); t0056 tests it by hand */
+#define ROUTE_PAGE 16		/* a web UI page (web/): the caller comes from the
+				 * session cookie, never Authorization; no CORS
+				 * headers; errors are answered as HTML pages */
+#define ROUTE_JSON 32		/* the body is a JSON object (implies ROUTE_BODY):
+				 * the server parses it after the access check,
+				 * before the handler runs, into req->json (an
+				 * empty body is {}); anything else is answered
+				 * 400 {"error": "invalid JSON body: ..."} */
+
+/* Routes whose bodies may be larger than memory (commits, LFS uploads) get
+ * the body as it arrives; the handler runs once it has all been read. */
+struct stream_ops {
+	/* Accept the body (0) or refuse it after queuing an answer (-1; the
+	 * connection is then closed without reading the body). */
+	int (*begin)(struct request *req);
+	/* A piece of the body; -1 stops the feeding (the rest is drained and
+	 * the handler decides what to answer). It may take only part of it:
+	 * it then parks the request and sets req->stream_left to the bytes it
+	 * did not take, which come again once the request resumes. */
+	int (*data)(struct request *req, const char *data, size_t len);
+	/* Always called when the request ends, answered or not. */
+	void (*cleanup)(struct request *req);
+};
+
+/* Pattern segments: literals, {type} (models|datasets|spaces|kernels),
+ * {tprefix} (datasets|spaces|kernels), {ns}, {name}, {org}, {rev} (one
+ * segment, or refs/{heads,tags,convert}/X and refs/pr/N sent unencoded),
+ * {gname} (a repo name as in a git remote URL: a ".git" suffix is
+ * dropped), {arg} (any one segment, kept in args[]), {path*} (every remaining
+ * segment, may be empty). */
+struct route {
+	unsigned methods;
+	const char *pattern;
+	route_handler handler;
+	unsigned flags;
+	enum repo_type fixed_type;	/* used when the pattern names no type */
+	const struct stream_ops *stream;	/* NULL: buffered (ROUTE_BODY, ROUTE_JSON) or no body */
+	enum route_access access;	/* the least any call needs */
+	/* Routes whose needs depend on the request (a commit to a pull
+	 * request needs less than one to a branch) name what this one needs;
+	 * never less than access. NULL: access. */
+	enum route_access (*access_for)(struct request *req);
+};
+
+/* ---- answering (http/respond.c) ------------------------------------------ */
+
+/* Add the headers every answer carries (Date, request id, CORS) and queue
+ * it; takes resp. */
+enum MHD_Result respond(struct request *req, int status, struct MHD_Response *resp);
+/* The parts of respond: the headers that are the same for every request of
+ * a route (CORS or the page headers, nosniff, Connection: close), and
+ * queueing (req->status, req->responded; resp stays the caller's). */
+void respond_add_fixed_headers(struct request *req, struct MHD_Response *resp);
+enum MHD_Result respond_queue(struct request *req, int status, struct MHD_Response *resp);
+/* The Date header's value now (formatted once a second per thread). */
+const char *http_date_now(void);
+
+/* Answers kept whole per HTTP thread (http/response_memo.c), for content
+ * named by key alone (repo id, commit sha, path), checked for access by the
+ * caller first. respond_memo: 1 with the kept answer queued (*result set),
+ * 0 when this thread keeps none free for key. respond_and_memo: answers
+ * like respond (takes resp) and keeps the answer for the next request.
+ * response_memo_release: the request ended (server/http.c, always);
+ * response_memo_shutdown: once the HTTP threads are gone. */
+int respond_memo(struct request *req, const char *key, enum MHD_Result *result);
+enum MHD_Result respond_and_memo(struct request *req, const char *key, int status, struct MHD_Response *resp);
+void response_memo_release(struct request *req);
+void response_memo_shutdown(void);
+/* JSON body; takes ownership of body (json_decref'd). */
+enum MHD_Result respond_json(struct request *req, int status, json_t *body);
+/* Preformatted JSON text (copied). */
+enum MHD_Result respond_json_text(struct request *req, int status, const char *text, size_t len);
+/* Listing pages as the response cache keeps them ("[total\n]link\nJSON");
+ * both take the page. */
+enum MHD_Result respond_listing_page(struct request *req, char *value, size_t len, int with_total);
+enum MHD_Result respond_new_listing_page(struct request *req, const char *key, struct strbuf *page,
+					 int with_total);
+/* What the response cache keeps under key, answered: 1 (*result set) or 0
+ * when it keeps nothing there. */
+int respond_cached_json(struct request *req, const char *key, enum MHD_Result *result);
+int respond_cached_listing(struct request *req, const char *key, int with_total, enum MHD_Result *result);
+/* {"error": msg}, X-Error-Message, and X-Error-Code when code is not NULL. */
+enum MHD_Result respond_error(struct request *req, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* 503 {"error": "database unavailable, retry later"} with Retry-After: for
+ * every database failure, so no client takes an outage for an answer. */
+enum MHD_Result respond_db_unavailable(struct request *req);
+/* 507 with a JSON error naming storage (logged): the disk is full. */
+enum MHD_Result respond_storage_full(struct request *req, const char *what);
+/* The status a khub_err answers (one table in http/respond.c): 404, 400, 409,
+ * 500, 503, 413, 403, 507; 500 for anything not in the table (rc >= 0 too). */
+int khub_err_http_status(int rc);
+/* Answers rc with its status from that table and {"error": fmt…}; a database
+ * failure answers as respond_db_unavailable, a full disk as
+ * respond_storage_full(req, "the repository") (fmt unused for both). Callers
+ * whose answer is not the table's (RepoNotFound, the commit API's 412, a
+ * full disk that holds something else) answer those first. */
+enum MHD_Result respond_err(struct request *req, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* 401 {"error": "Invalid credentials in Authorization header"} (the Hub's
+ * answer to an unknown, expired or revoked token), challenging Basic on
+ * ROUTE_GIT routes so git and git-lfs ask for credentials. */
+enum MHD_Result respond_invalid_token(struct request *req);
+/* 503 with Retry-After: a passing failure (the database), never the
+ * client's fault: clients retry instead of giving up. */
+enum MHD_Result respond_unavailable(struct request *req, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* 429 with Retry-After: retry_after_seconds: the caller has too much
+ * going on (a queue limit), not a failure. */
+enum MHD_Result respond_too_many(struct request *req, long retry_after_seconds, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Standard Hub answers. */
+enum MHD_Result respond_repo_not_found(struct request *req);
+enum MHD_Result respond_revision_not_found(struct request *req, const char *rev);
+enum MHD_Result respond_entry_not_found(struct request *req, const char *sha, const char *path);
+
+/* A query argument, percent-decoded (the server keeps the URL raw). The
+ * string lives as long as the request. NULL when absent. */
+const char *request_query(struct request *req, const char *key);
+/* true/1/yes → 1, false/0/no → 0, absent → dflt. */
+int request_query_bool(struct request *req, const char *key, int dflt);
+/* Keep ptr (malloc'd) until the request ends; returns it. */
+char *request_own(struct request *req, char *ptr);
+const char *request_header(struct request *req, const char *name);
+/* "http://host:port" for absolute links; static per thread. */
+const char *request_base_url(struct request *req);
+
+/* Parse a Range header ("bytes=a-b", "bytes=a-", "bytes=-n") against a
+ * size: 0 = absent or ignored (multi-range, malformed), 1 = satisfiable,
+ * filling [from, to], -1 = unsatisfiable (answer 416). */
+int http_range_parse(const char *header, uint64_t size, uint64_t *from, uint64_t *to);
+
+/* JSON string literal (quoted, escaped) appended to sb. */
+void strbuf_add_json_string(struct strbuf *sb, const char *s);
+/* One CSV field (RFC 4180: quoted when it holds a comma, quote or line
+ * break), then "," or, for the last field of a row, "\r\n". */
+void strbuf_add_csv_field(struct strbuf *sb, const char *s, int last);
+
+/* ---- waiting without a thread (http/park.c) -------------------------------- */
+
+/* Suspend the request's connection; its handler runs again after wait_ms,
+ * or sooner when request_wake(key) is called. The handler then returns
+ * MHD_YES without answering. */
+void request_park(struct request *req, const char *key, unsigned wait_ms);
+/* The same, woken when fd is ready for events (POLLIN, POLLOUT), hangs up
+ * or fails, or after wait_ms. Also usable from a response's content reader
+ * (which then returns 0: libmicrohttpd calls it again once resumed). */
+void request_park_fd(struct request *req, int fd, short events, unsigned wait_ms);
+/* The connection-level form of both (key NULL or fd -1 when unused). */
+void park_connection(struct MHD_Connection *conn, const char *key, int fd, short events, unsigned wait_ms);
+void request_wake(const char *key);
+/* The key of what waiters wait for: "kind:n" ("work:12"). */
+#define PARK_KEY_MAX 48
+void park_key(char out[PARK_KEY_MAX], const char *kind, uint64_t n);
+/* Resume every parked request now (shutdown). */
+void request_wake_all(void);
+/* 1 once request_wake_all was called: answer instead of parking again. */
+int request_park_closing(void);
+
+/* ---- slow work off the request threads (http/work_queue.c) ----------------- */
+
+/* A job: runs on a worker thread (its own database connection), returns 0
+ * or a negative error. */
+typedef int (*work_fn)(void *arg);
+/* Start `threads` workers; at most queue_max jobs wait for one (more: 503),
+ * a request waits at most wait_ms for its job (then 503). Without a start
+ * (CLI roles), work_queue_run runs the job in the caller. */
+void work_queue_start(long threads, long queue_max, long wait_ms);
+/* The queues: MAIN for everything by default; FETCH for work that waits on
+ * servers khub does not run (external git sources), so that a stalled
+ * stranger never holds the threads commits need. */
+enum work_pool_id { WORK_POOL_MAIN, WORK_POOL_FETCH, WORK_POOLS };
+/* Start a pool's threads, as work_queue_start (which starts MAIN). */
+void work_pool_start(enum work_pool_id id, long threads, long queue_max, long wait_ms);
+/* Drop queued jobs of every pool and let running ones finish, waiting at
+ * most wait_ms (after the last request): 0, or -1 when some still run (then leave what
+ * they use, such as the LFS store, open). */
+int work_queue_stop(unsigned wait_ms);
+/* Run fn(arg) in the background under key: one job per key, a request for
+ * a key whose job is queued or running joins it. Returns 1 when the request
+ * was parked (return *result, MHD_YES: the handler runs again once the job
+ * ended, so everything before this call must be safe to repeat), 0 when the
+ * job this request waited for has ended (*job_rc its result: check what it
+ * was to produce; a finished job is run again for a request that did not
+ * wait on it), -1 when 503 with Retry-After was queued (queue full, or
+ * waited past wait_ms). Takes ownership of arg: free_arg(arg) is called
+ * (also when the request joins a job or is refused). */
+int work_queue_run(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
+		   int *job_rc, enum MHD_Result *result);
+/* work_queue_run on another pool (its own threads, queue and wait). */
+int work_pool_run(enum work_pool_id id, struct request *req, const char *key, work_fn fn, void *arg,
+		  void (*free_arg)(void *), int *job_rc, enum MHD_Result *result);
+/* The same for a job whose end the request must see (a commit: a 503
+ * while it might still land would be retried and land twice): no
+ * work_wait_ms deadline, and at shutdown the request waits for it on its
+ * thread. -1 only when the queue is full (nothing was started). */
+int work_queue_run_to_end(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
+			  int *job_rc, enum MHD_Result *result);
+
+/* ---- JSON bodies (http/respond.c) ----------------------------------------- */
+
+/* An optional string member of a JSON body: absent or null leaves *out
+ * NULL; -1 when it has another type. *out points into doc. */
+int json_optional_string(json_t *doc, const char *key, const char **out);
+/* The same for a boolean member: *out 0 when absent or null. */
+int json_optional_bool(json_t *doc, const char *key, int *out);
+/* Parse the buffered body as a JSON object (an empty body is {}) into
+ * req->json, once: 0, or -1 with 400 (413 when it was too large) queued.
+ * The server calls it for ROUTE_JSON routes. */
+int request_json_parse(struct request *req, enum MHD_Result *result);
+/* The same for handlers that check more before reading the body (an
+ * answer that must come first): a new reference to req->json, which the
+ * caller decrefs, or NULL with the answer queued. */
+json_t *request_json_body(struct request *req, enum MHD_Result *result);
+
+/* ---- in-memory cache of responses for immutable commit shas --------------- */
+
+void response_cache_init(size_t max_bytes);
+/* Copy of a cached value (caller frees) or NULL. */
+char *response_cache_get(const char *key, size_t *len);
+void response_cache_put(const char *key, const char *value, size_t len);
+
+/* ---- repo records (http/repo_records.c) ------------------------------------ */
+
+/* The record of type/ns/name from a cache shared by every request thread:
+ * a record older than repo_cache_ttl_ms is refreshed by one background
+ * thread while requests go on using it, one much older is looked up again
+ * by the caller. 0 with *out, KHUB_ENOTFOUND, or KHUB_EDB. */
+int repo_record_lookup(enum repo_type type, const char *ns, const char *name, struct repo_record *out);
+/* Forget every cached record (a repo was created, moved or deleted). */
+void repo_cache_invalidate(void);
+/* Changes at each repo_cache_invalidate: caches of what records name (git
+ * handles) drop what they hold when it moved. */
+uint64_t repo_cache_generation(void);
+
+#endif
