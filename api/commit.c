@@ -1,7 +1,9 @@
 /* commit.c -- POST /api/{type}s/{ns}/{name}/commit/{rev}: the NDJSON commit
  * body, parsed as it arrives (kernel-builder sends whole binaries inline as
- * base64), spooled to disk, applied all at once under the repo's lock with
- * compare-and-swap on the ref. Also create_pr=1 (refs/pr/N). */
+ * base64) into a list of operations with their content spooled to disk,
+ * handed to publish_apply once under the repo's lock (the tree, LFS and
+ * .gitattributes rules, compare-and-swap on the ref), its answer mapped to
+ * the Hub's. Also create_pr=1 (refs/pr/N). */
 #include "api/commit_internal.h"
 
 #include <inttypes.h>
@@ -9,6 +11,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the request ------------------------------------------------------------- */
 
@@ -76,7 +79,7 @@ static int commit_begin(struct request *req)
 	strbuf_init(&cs->raw_text);
 	strbuf_init(&cs->content_mem);
 	cs->create_pr = request_query_bool(req, "create_pr", 0);
-	/* The repo was opened by the server (commit_access). */
+	/* The repo was opened by the server (commit_access); read only. */
 	cs->repo = *req->repo;
 	if (cs->repo.record.mirrored) {
 		respond_error(req, 403, NULL, "a mirrored repo is read-only: open pull requests upstream");
@@ -112,13 +115,11 @@ static int commit_begin(struct request *req)
 		respond_error(req, 500, NULL, "repository storage is unavailable");
 		return -1;
 	}
-	cs->repo.git = publish_git(cs->pub);
 	char sha[41];
 	if (target_ref_of(req, cs, sha) < 0) {
 		respond_revision_not_found(req, req->rev);
 		return -1;
 	}
-	cs->gitattributes = repo_read_text_file(cs->repo.git, sha, ".gitattributes", 1 << 20);
 	struct json_stream_handler events = commit_events;
 	events.ctx = cs;
 	cs->parser = json_stream_new(&events, COLLECT_MAX);
@@ -145,10 +146,13 @@ static void commit_cleanup(struct request *req)
 	commit_line_reset(cs);
 	json_stream_free(cs->parser);
 	strbuf_release(&cs->raw_text);
-	for (size_t i = 0; i < cs->nops; i++)
+	for (size_t i = 0; i < cs->nops; i++) {
 		free(cs->ops[i].path);
+		lfs_writer_abort(cs->ops[i].spool);
+	}
 	free(cs->ops);
-	free(cs->gitattributes);
+	if (cs->content_fd > 0)
+		close(cs->content_fd);
 	free(cs->commit_summary);
 	free(cs->commit_description);
 	free(cs->commit_parent);
@@ -158,100 +162,6 @@ static void commit_cleanup(struct request *req)
 		in_flight_leave(cs->in_flight_user);
 	free(cs);
 	req->stream_state = NULL;
-}
-
-/* The .gitattributes this commit itself writes (the last one), or NULL.
- * The caller frees. */
-static char *committed_gitattributes(const struct commit_stream *cs)
-{
-	const struct commit_op *last = NULL;
-	for (size_t i = 0; i < cs->nops; i++)
-		if (cs->ops[i].kind == OP_PUT && !cs->ops[i].stored_as_lfs && strcmp(cs->ops[i].path, ".gitattributes") == 0)
-			last = &cs->ops[i];
-	char *text = NULL;
-	size_t len;
-	if (last)
-		repo_read_blob(cs->repo.git, last->blob, 1 << 20, &text, &len);
-	return text;
-}
-
-/* Add .gitattributes rules for LFS-stored paths no rule covers yet, as the
- * Hub does, so git clients check out content rather than pointers.
- * committed: the commit's own .gitattributes (NULL: the base's applies). */
-static int cover_lfs_paths(struct commit_stream *cs, struct commit_builder *cb, const char *base_sha,
-			   const char *committed)
-{
-	char *attrs = committed ? xstrdup(committed) : NULL;
-	if (!attrs && commit_builder_has_file(cb, ".gitattributes"))
-		attrs = repo_read_text_file(cs->repo.git, base_sha, ".gitattributes", 1 << 20);
-	struct strbuf add = STRBUF_INIT;
-	for (size_t i = 0; i < cs->nops; i++) {
-		const struct commit_op *op = &cs->ops[i];
-		if (op->kind != OP_PUT || !op->stored_as_lfs || (attrs && gitattributes_match_lfs(attrs, op->path)) ||
-		    gitattributes_match_lfs(add.buf ? add.buf : "", op->path))
-			continue;
-		for (const char *p = op->path; *p; p++) {
-			if (*p == ' ')
-				strbuf_adds(&add, "[[:space:]]");
-			else if (strchr("*?[\\#!", *p))
-				strbuf_addf(&add, "\\%c", *p);
-			else
-				strbuf_add(&add, p, 1);
-		}
-		strbuf_adds(&add, " filter=lfs diff=lfs merge=lfs -text\n");
-	}
-	int rc = 0;
-	if (add.len) {
-		struct strbuf text = STRBUF_INIT;
-		if (attrs) {
-			strbuf_adds(&text, attrs);
-			if (text.len && text.buf[text.len - 1] != '\n')
-				strbuf_adds(&text, "\n");
-		}
-		strbuf_add(&text, add.buf, add.len);
-		rc = commit_builder_put_bytes(cb, ".gitattributes", text.buf, text.len, 0100644);
-		strbuf_release(&text);
-	}
-	strbuf_release(&add);
-	free(attrs);
-	return rc;
-}
-
-/* A .gitattributes in this very commit also decides which of its regular
- * files become LFS (they were judged by the parent's rules while the body
- * streamed in; regular files are at most 10 MiB). */
-static int relfs_by_new_attributes(struct commit_stream *cs, struct commit_builder *cb, const char *attrs)
-{
-	if (!attrs)
-		return 0;
-	int rc = 0;
-	for (size_t i = 0; i < cs->nops && rc == 0; i++) {
-		struct commit_op *op = &cs->ops[i];
-		if (op->kind != OP_PUT || op->stored_as_lfs || strcmp(op->path, ".gitattributes") == 0 ||
-		    !gitattributes_match_lfs(attrs, op->path))
-			continue;
-		char *data = NULL;
-		size_t size;
-		if (repo_read_blob(cs->repo.git, op->blob, 16u << 20, &data, &size) < 0 || size == 0) {
-			free(data);
-			continue;
-		}
-		struct lfs_writer *w = lfs_writer_begin(api_ctx.lfs);
-		struct lfs_pointer ptr;
-		char blob[41];
-		if (!w || lfs_writer_write(w, data, size) < 0) {
-			lfs_writer_abort(w);
-			rc = -1;
-		} else if (commit_lfs_hold(cs, w, &ptr) < 0 || commit_write_pointer(cs, &ptr, blob) < 0) {
-			rc = -1;
-		} else {
-			memcpy(op->blob, blob, sizeof(blob));
-			op->stored_as_lfs = 1;
-			rc = commit_builder_put_blob(cb, op->path, op->blob, 0100644);
-		}
-		free(data);
-	}
-	return rc;
 }
 
 static int compare_paths(const void *a, const void *b)
@@ -268,7 +178,7 @@ static const char *file_folder_conflict(struct commit_stream *cs, const char **i
 	char **paths = xcalloc(cs->nops ? cs->nops : 1, sizeof(*paths));
 	size_t n = 0;
 	for (size_t i = 0; i < cs->nops; i++)
-		if (cs->ops[i].kind == OP_PUT)
+		if (cs->ops[i].kind == OP_PUT || cs->ops[i].kind == OP_PUT_LFS)
 			paths[n++] = cs->ops[i].path;
 	qsort(paths, n, sizeof(*paths), compare_paths);
 	for (size_t i = 0; i < n && !found; i++) {
@@ -284,93 +194,87 @@ static const char *file_folder_conflict(struct commit_stream *cs, const char **i
 	return found;
 }
 
+/* The operations as publish_apply takes them: the spools handed over,
+ * the other contents ranges of the content file. The caller frees. */
+static struct publish_op *publish_ops_of(struct commit_stream *cs)
+{
+	static const enum publish_op_kind kinds[] = {
+		[OP_PUT] = PUBLISH_PUT, [OP_PUT_LFS] = PUBLISH_PUT_LFS,
+		[OP_DELETE_FILE] = PUBLISH_DELETE_FILE, [OP_DELETE_FOLDER] = PUBLISH_DELETE_FOLDER,
+	};
+	struct publish_op *ops = xcalloc(cs->nops + 1, sizeof(*ops));
+	for (size_t i = 0; i < cs->nops; i++) {
+		struct commit_op *op = &cs->ops[i];
+		ops[i] = (struct publish_op){ .kind = kinds[op->kind], .path = op->path, .mode = 0100644,
+					      .spool = op->spool, .lfs = op->lfs };
+		if (op->kind == OP_PUT && !op->spool) {
+			ops[i].fd = cs->content_fd;
+			ops[i].offset = op->offset;
+			ops[i].len = (size_t)op->len;
+		}
+		op->spool = NULL;
+	}
+	cs->nspools = 0;
+	return ops;
+}
+
+/* Why publish_apply refused (rc), as the Hub says it; left in cs. */
+static void refuse_commit(struct commit_stream *cs, int rc)
+{
+	const struct publish_result *res = &cs->res;
+	const struct commit_op *op = res->failed_op < cs->nops ? &cs->ops[res->failed_op] : NULL;
+	int deleting = op && (op->kind == OP_DELETE_FILE || op->kind == OP_DELETE_FOLDER);
+	if (rc == KHUB_ENOTFOUND && deleting)
+		commit_stream_fail(cs, 404, "EntryNotFound", "A %s with this name doesn't exist: %s. Make sure to "
+				   "differentiate file and folder paths.", op->kind == OP_DELETE_FILE ? "file" : "folder",
+				   op->path);
+	else if (rc == KHUB_ENOTFOUND && !op)
+		commit_stream_fail(cs, 404, "RevisionNotFound", "Invalid rev id: %s",
+				   res->missing_base ? cs->commit_parent : cs->rev);
+	else if (rc == KHUB_ECONFLICT)
+		commit_stream_fail(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
+				   "try again.%s%s%s%s%s", res->stale_parent ? " (parentCommit " : "",
+				   res->stale_parent ? cs->commit_parent : "", res->stale_parent ? ", head " : "",
+				   res->stale_parent ? res->head : "", res->stale_parent ? ")" : "");
+	else if (rc == KHUB_ETOOBIG)
+		commit_stream_fail(cs, 413, NULL, "the commit's regular (non-LFS) files exceed the quarantine limit; split "
+				   "it into several commits");
+	else if (rc == KHUB_EPERM && op)
+		commit_stream_fail(cs, 422, NULL, "LFS object for %s is not stored on this server; upload it through "
+				   "the LFS batch API first", op->path);
+	else if (rc == KHUB_ENOSPC)
+		commit_stream_fail(cs, 507, NULL, "insufficient storage: the disk holding the repository is full");
+	else if (op && rc != KHUB_EIO && rc != KHUB_EDB)
+		commit_stream_fail(cs, 400, NULL, "cannot apply the operation on %s", op->path);
+	else if (op)
+		commit_stream_fail(cs, 500, NULL, "cannot apply the operation on %s: %s", op->path, khub_strerror(rc));
+	else
+		commit_stream_fail(cs, 500, NULL, "cannot write the commit to %s", res->ref);
+	if (rc == KHUB_ETOOBIG || (!op && (rc == KHUB_EIO || rc == KHUB_EDB || rc == KHUB_ENOSPC)))
+		cs->result_rc = rc;
+}
+
 /* The work queue's job (api/work_queue.c), while the request waits parked
- * with the repo's lock held on its thread's connection: build the tree
- * from the operations, write the commit and its objects durably and move
- * the ref by compare-and-swap. Uses only the publication's own git handle.
- * Why it was refused is left in cs (commit_stream_fail). */
+ * with the repo's lock held on its thread's connection: the operations
+ * handed to publish_apply (the tree, the commit and its objects stored
+ * durably, the ref moved by compare-and-swap). Why it was refused is left
+ * in cs (commit_stream_fail). */
 static int build_and_write_commit(void *arg)
 {
 	struct commit_stream *cs = arg;
-	struct commit_builder *cb = NULL;
-	char base[41];
-	if (repo_resolve_revision(cs->repo.git, cs->target_ref, cs->ref_head) < 0) {
-		commit_stream_fail(cs, 404, "RevisionNotFound", "Invalid rev id: %s", cs->rev);
-		return 0;
-	}
-	memcpy(base, cs->ref_head, sizeof(base));
-	if (cs->commit_parent) {
-		if (cs->create_pr) {
-			git_object *obj = NULL;
-			if (git_revparse_single(&obj, cs->repo.git, cs->commit_parent) < 0 ||
-			    git_object_type(obj) != GIT_OBJECT_COMMIT) {
-				git_object_free(obj);
-				commit_stream_fail(cs, 404, "RevisionNotFound", "Invalid rev id: %s", cs->commit_parent);
-				return 0;
-			}
-			git_oid_tostr(base, sizeof(base), git_object_id(obj));
-			git_object_free(obj);
-		} else if (strncmp(cs->ref_head, cs->commit_parent, strlen(cs->commit_parent)) != 0) {
-			commit_stream_fail(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
-				      "try again. (parentCommit %s, head %s)", cs->commit_parent, cs->ref_head);
-			return 0;
-		}
-	}
-	if (publish_tree(cs->pub, base, 0) < 0) {
-		commit_stream_fail(cs, 500, NULL, "cannot start the commit");
-		return 0;
-	}
-	cb = publish_builder(cs->pub);
-	for (size_t i = 0; i < cs->nops && !cs->err_status; i++) {
-		const struct commit_op *op = &cs->ops[i];
-		int rc = 0;
-		if (op->kind == OP_PUT)
-			rc = commit_builder_put_blob(cb, op->path, op->blob, 0100644);
-		else if (op->kind == OP_DELETE_FILE)
-			rc = commit_builder_delete_file(cb, op->path);
-		else
-			rc = commit_builder_delete_folder(cb, op->path);
-		if (rc == KHUB_ENOTFOUND)
-			commit_stream_fail(cs, 404, "EntryNotFound", "A %s with this name doesn't exist: %s. Make sure to "
-				      "differentiate file and folder paths.", op->kind == OP_DELETE_FILE ? "file" : "folder",
-				      op->path);
-		else if (rc == KHUB_ENOSPC)
-			commit_stream_fail(cs, 507, NULL, "insufficient storage: the disk holding the repository is full");
-		else if (rc == KHUB_EIO || rc == KHUB_EDB)
-			commit_stream_fail(cs, 500, NULL, "cannot apply the operation on %s: %s", op->path, khub_strerror(rc));
-		else if (rc < 0)
-			commit_stream_fail(cs, 400, NULL, "cannot apply the operation on %s", op->path);
-	}
-	if (cs->err_status)
-		return 0;
-	char *committed_attrs = committed_gitattributes(cs);
-	if (relfs_by_new_attributes(cs, cb, committed_attrs) < 0)
-		commit_stream_fail(cs, 500, NULL, "cannot store a file as LFS");
-	else if (cover_lfs_paths(cs, cb, base, committed_attrs) < 0)
-		commit_stream_fail(cs, 500, NULL, "cannot update .gitattributes");
-	free(committed_attrs);
-	if (cs->err_status)
-		return 0;
-	if (cs->create_pr) {
-		cs->pr_number = repo_next_pr_number(cs->repo.git);
-		snprintf(cs->pr_ref, sizeof(cs->pr_ref), "refs/pr/%d", cs->pr_number);
-	}
-	const char *ref = cs->create_pr ? cs->pr_ref : cs->target_ref;
-	/* writes the commit, stores its objects and LFS content durably, then
-	 * moves the ref by compare-and-swap */
-	int rc = publish_commit(cs->pub, &cs->who, cs->commit_summary, cs->commit_description, ref,
-				cs->create_pr ? NULL : cs->ref_head, cs->sha);
-	if (rc == KHUB_ECONFLICT)
-		commit_stream_fail(cs, 412, NULL, "The branch was updated since you opened this page. Please refresh and "
-			      "try again.");
-	else if (rc == KHUB_ETOOBIG) {
-		commit_stream_fail(cs, 413, NULL, "the commit's regular (non-LFS) files exceed the quarantine limit; split "
-			      "it into several commits");
-		cs->result_rc = rc;
-	} else if (rc < 0) {
-		commit_stream_fail(cs, 500, NULL, "cannot write the commit to %s", ref);
-		cs->result_rc = rc == KHUB_ENOSPC || rc == KHUB_EDB ? rc : KHUB_EIO;
-	}
+	struct publish_op *ops = publish_ops_of(cs);
+	/* parentCommit: what the branch must be at; for a new pull request,
+	 * where it starts */
+	struct publish_changeset change = {
+		.ops = ops, .nops = cs->nops, .ref = cs->target_ref,
+		.parent = cs->create_pr ? NULL : cs->commit_parent, .base = cs->create_pr ? cs->commit_parent : NULL,
+		.summary = cs->commit_summary, .description = cs->commit_description,
+		.flags = PUBLISH_HUB_LFS_RULES | (cs->create_pr ? PUBLISH_NEW_PULL_REQUEST : 0),
+	};
+	int rc = publish_apply(cs->pub, &cs->who, &change, &cs->res);
+	free(ops);
+	if (rc < 0)
+		refuse_commit(cs, rc);
 	return 0;
 }
 
@@ -408,9 +312,9 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	 * retry 5xx and would commit twice). Unlock (on this thread, whose
 	 * connection holds the lock), then touch, audit and index it (kernel
 	 * repos), once, in the publish module. */
-	const char *ref = cs->create_pr ? cs->pr_ref : cs->target_ref;
+	const char *ref = cs->res.ref, *sha = cs->res.sha;
 	char *details = xasprintf("{\"ref\":\"%s\",\"commit\":\"%s\",\"operations\":%zu,\"bytes\":%" PRIu64 "}",
-				  ref, cs->sha, cs->nops, cs->bytes_in);
+				  ref, sha, cs->nops, cs->bytes_in);
 	publish_end(cs->pub, &cs->who, cs->create_pr ? "commit.pull_request" : "commit", details);
 	cs->pub = NULL;
 	free(details);
@@ -419,20 +323,20 @@ static enum MHD_Result apply_commit(struct request *req, struct commit_stream *c
 	const char *prefix = repo_type_url_prefix(cs->repo.record.type);
 	json_t *body = json_object();
 	json_object_set_new(body, "success", json_true());
-	json_object_set_new(body, "commitOid", json_string(cs->sha));
+	json_object_set_new(body, "commitOid", json_string(sha));
 	char *url = xasprintf("%s/%s%s/%s/commit/%s", base_url, prefix, cs->repo.record.ns, cs->repo.record.name,
-			      cs->sha);
+			      sha);
 	json_object_set_new(body, "commitUrl", json_string(url));
 	free(url);
 	json_object_set_new(body, "hookOutput", json_string(""));
 	if (cs->create_pr) {
 		url = xasprintf("%s/%s%s/%s/discussions/%d", base_url, prefix, cs->repo.record.ns, cs->repo.record.name,
-				cs->pr_number);
+				cs->res.pr_number);
 		json_object_set_new(body, "pullRequestUrl", json_string(url));
-		json_object_set_new(body, "prNum", json_integer(cs->pr_number));
+		json_object_set_new(body, "prNum", json_integer(cs->res.pr_number));
 		free(url);
 	}
-	log_info("commit %s to %s/%s %s: %zu operations, %" PRIu64 " bytes of body", cs->sha, cs->repo.record.ns,
+	log_info("commit %s to %s/%s %s: %zu operations, %" PRIu64 " bytes of body", sha, cs->repo.record.ns,
 		 cs->repo.record.name, ref, cs->nops, cs->bytes_in);
 	return respond_json(req, 200, body);
 refused:

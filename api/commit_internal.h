@@ -1,6 +1,6 @@
 /* commit_internal.h -- shared by api/commit_parse.c (the NDJSON body, parsed
- * as it streams) and api/commit.c (the request and applying the commit).
- * Internal to api/. */
+ * as it streams into a list of operations) and api/commit.c (the request,
+ * the list handed to publish_apply, the answer). Internal to api/. */
 #ifndef KHUB_COMMIT_INTERNAL_H
 #define KHUB_COMMIT_INTERNAL_H
 
@@ -12,31 +12,40 @@
 #define MAX_OPERATIONS 100000
 /* Decoded content kept in memory before it goes to a spool file. */
 #define INLINE_MEM_MAX (1 << 20)
+/* Files that get a spool file of their own (open until the commit, then
+ * stored as LFS without a copy); the content of the others goes to the
+ * commit's content file. */
+#define SPOOLS_MAX 256
 
-enum op_kind { OP_PUT, OP_DELETE_FILE, OP_DELETE_FOLDER };
+enum op_kind { OP_PUT, OP_PUT_LFS, OP_DELETE_FILE, OP_DELETE_FOLDER };
 
 struct commit_op {
 	enum op_kind kind;
 	char *path;
-	char blob[41];
-	int stored_as_lfs;
+	struct lfs_writer *spool;	/* OP_PUT: its content (owned until handed over), or */
+	uint64_t offset, len;		/* OP_PUT: this range of the content file */
+	struct lfs_pointer lfs;		/* OP_PUT_LFS: an object linked to the repo */
 };
 
 struct commit_stream {
-	struct repo_handle repo;	/* repo.git: the publication's (quarantined) handle */
+	struct repo_handle repo;	/* opened by the server; read only */
 	struct publication *pub;	/* storage/publish.h: owns what this commit writes */
 	int64_t in_flight_user;		/* counted in the per-account limit */
 	int create_pr;
 	char target_ref[REF_NAME_MAX + 16];
-	char *gitattributes;		/* at the head when the body started */
 	struct json_stream *parser;
+	int content_fd;			/* the content file (unlinked), 0 before the first */
+	uint64_t content_len;		/* its length */
+	size_t nspools;			/* spool files the operations hold */
 
 	/* the line being read */
 	char *key, *path, *encoding, *oid, *algo, *summary, *description, *parent;
 	uint64_t size;
 	int have_size, have_content;
 	struct strbuf content_mem;	/* decoded content while small */
-	struct lfs_writer *spool;	/* decoded content once it is not */
+	struct lfs_writer *spool;	/* decoded content once it is not, or */
+	int in_file;			/* it goes to the content file from content_at */
+	uint64_t content_at;
 	char head[HEAD_BYTES];
 	size_t head_len;
 	uint64_t content_size;
@@ -62,8 +71,7 @@ struct commit_stream {
 	const char *rev;		/* as the request named it (the request's) */
 	char who_email[REPO_NAME_MAX + 32];
 	int result_rc;			/* the khub_err that decides the answer (5xx, 413), or 0 */
-	char ref_head[41], sha[41], pr_ref[32];
-	int pr_number;
+	struct publish_result res;	/* the commit, its ref (refs/pr/N), why not */
 
 	/* the first error (answered once the body has been read) */
 	int err_status;
@@ -76,14 +84,6 @@ int commit_stream_fail(struct commit_stream *cs, int status, const char *code, c
 	__attribute__((format(printf, 4, 5)));
 /* Forget the line being read (frees its fields and spool). */
 void commit_line_reset(struct commit_stream *cs);
-/* The error for a blob that could not be written: 413 past the
- * quarantine's limit, else 500; -1. */
-int commit_blob_failed(struct commit_stream *cs);
-/* Content to store as LFS (takes the writer): held by the publication
- * until the commit is accepted. */
-int commit_lfs_hold(struct commit_stream *cs, struct lfs_writer *w, struct lfs_pointer *ptr);
-/* Store an LFS pointer text as a blob; fills blob_sha. */
-int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr, char blob_sha[41]);
 /* The JSON events that turn NDJSON lines into operations (ctx = the
  * struct commit_stream). */
 extern const struct json_stream_handler commit_events;

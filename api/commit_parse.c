@@ -1,15 +1,18 @@
 /* commit_parse.c -- the NDJSON commit body as it streams in: header, file
- * (inline base64 decoded straight to a spool file, stored as a blob or as
- * LFS; a pointer text only to an object linked to the repo), lfsFile (the
- * object must be linked to the repo), deletedFile and
- * deletedFolder lines become operations; the first error is kept. */
+ * (inline base64 decoded straight to disk: a spool file of its own when
+ * large, else the commit's content file; a pointer text only to an object
+ * linked to the repo), lfsFile (the object must be linked to the repo),
+ * deletedFile and deletedFolder lines become operations for publish_apply,
+ * which decides what is LFS; the first error is kept. */
 #include "api/commit_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int commit_stream_fail(struct commit_stream *cs, int status, const char *code, const char *fmt, ...)
 {
@@ -33,12 +36,6 @@ static int commit_storage_fail(struct commit_stream *cs, int rc, const char *wha
 	return commit_stream_fail(cs, 500, NULL, "cannot %s", what);
 }
 
-/* libgit2 leaves the failed write's errno: a full disk is told apart. */
-static int commit_git_fail(struct commit_stream *cs, const char *what)
-{
-	return commit_storage_fail(cs, khub_err_from_errno(errno), what);
-}
-
 void commit_line_reset(struct commit_stream *cs)
 {
 	free(cs->key);
@@ -55,6 +52,7 @@ void commit_line_reset(struct commit_stream *cs)
 	cs->size = 0;
 	lfs_writer_abort(cs->spool);
 	cs->spool = NULL;
+	cs->in_file = 0;
 	strbuf_reset(&cs->content_mem);
 	cs->head_len = 0;
 	cs->content_size = 0;
@@ -66,6 +64,46 @@ void commit_line_reset(struct commit_stream *cs)
 }
 
 /* ---- base64 content, decoded as it streams in ----------------------------- */
+
+/* The commit's content file: the contents that have no spool file of
+ * their own, one after another (unlinked: it goes with the descriptor). */
+static int content_append(struct commit_stream *cs, const void *data, size_t len)
+{
+	if (!cs->content_fd) {
+		char *path = xasprintf("%s/commit-XXXXXX", lfs_store_tmp_dir(api_ctx.lfs));
+		int fd = mkostemp(path, O_CLOEXEC);
+		int err = errno;
+		if (fd >= 0)
+			unlink(path);
+		free(path);
+		if (fd < 0)
+			return khub_err_from_errno(err);
+		cs->content_fd = fd;
+	}
+	if (len && write_all(cs->content_fd, data, len) < 0)
+		return khub_err_from_errno(errno);
+	cs->content_len += len;
+	return 0;
+}
+
+/* Content past INLINE_MEM_MAX leaves memory: to a spool file of its own
+ * while few files have one, else to the content file. */
+static int spill(struct commit_stream *cs)
+{
+	int rc = 0;
+	if (cs->nspools < SPOOLS_MAX) {
+		if (!(cs->spool = lfs_writer_begin(api_ctx.lfs)))
+			rc = khub_err_from_errno(errno);
+		else if (cs->content_mem.len)
+			rc = lfs_writer_write(cs->spool, cs->content_mem.buf, cs->content_mem.len);
+	} else {
+		cs->in_file = 1;
+		cs->content_at = cs->content_len;
+		rc = content_append(cs, cs->content_mem.buf, cs->content_mem.len);
+	}
+	strbuf_reset(&cs->content_mem);
+	return rc;
+}
 
 static int spool_flush(struct commit_stream *cs)
 {
@@ -79,18 +117,14 @@ static int spool_flush(struct commit_stream *cs)
 	cs->content_size += cs->b64_out_len;
 	int rc = 0;
 	/* small content stays in memory: no temp file per file */
-	if (!cs->spool && cs->content_mem.len + cs->b64_out_len <= INLINE_MEM_MAX) {
+	if (!cs->spool && !cs->in_file && cs->content_mem.len + cs->b64_out_len <= INLINE_MEM_MAX) {
 		strbuf_add(&cs->content_mem, cs->b64_out, cs->b64_out_len);
 	} else {
-		if (!cs->spool) {
-			if (!(cs->spool = lfs_writer_begin(api_ctx.lfs)))
-				rc = khub_err_from_errno(errno);
-			else if (cs->content_mem.len)
-				rc = lfs_writer_write(cs->spool, cs->content_mem.buf, cs->content_mem.len);
-			strbuf_reset(&cs->content_mem);
-		}
+		if (!cs->spool && !cs->in_file)
+			rc = spill(cs);
 		if (rc == 0)
-			rc = lfs_writer_write(cs->spool, cs->b64_out, cs->b64_out_len);
+			rc = cs->spool ? lfs_writer_write(cs->spool, cs->b64_out, cs->b64_out_len)
+				       : content_append(cs, cs->b64_out, cs->b64_out_len);
 	}
 	cs->b64_out_len = 0;
 	return rc < 0 ? commit_storage_fail(cs, rc, "spool file content") : 0;
@@ -227,10 +261,13 @@ static int on_scalar(void *ctx, char keys[][JSON_STREAM_MAX_KEY], int depth, enu
 	return 0;
 }
 
-static int add_op(struct commit_stream *cs, enum op_kind kind, const char *path, const char *blob, int lfs)
+/* A new operation (zeroed) at path; NULL once the error is recorded. */
+static struct commit_op *add_op(struct commit_stream *cs, enum op_kind kind, const char *path)
 {
-	if (cs->nops == MAX_OPERATIONS)
-		return commit_stream_fail(cs, 400, NULL, "more than %d operations in one commit", MAX_OPERATIONS);
+	if (cs->nops == MAX_OPERATIONS) {
+		commit_stream_fail(cs, 400, NULL, "more than %d operations in one commit", MAX_OPERATIONS);
+		return NULL;
+	}
 	if (cs->nops == cs->ops_alloc) {
 		cs->ops_alloc = cs->ops_alloc ? cs->ops_alloc * 2 : 64;
 		cs->ops = xrealloc(cs->ops, cs->ops_alloc * sizeof(*cs->ops));
@@ -239,9 +276,41 @@ static int add_op(struct commit_stream *cs, enum op_kind kind, const char *path,
 	memset(op, 0, sizeof(*op));
 	op->kind = kind;
 	op->path = xstrdup(path);
-	if (blob)
-		memcpy(op->blob, blob, 41);
-	op->stored_as_lfs = lfs;
+	return op;
+}
+
+/* An LFS object linked to the repo (checked) at path. */
+static int add_lfs_op(struct commit_stream *cs, const char *path, const struct lfs_pointer *ptr)
+{
+	struct commit_op *op = add_op(cs, OP_PUT_LFS, path);
+	if (!op)
+		return -1;
+	op->lfs = *ptr;
+	return 0;
+}
+
+/* A file whose content is the line's: its spool file (taken), or what is
+ * in memory or in the content file. */
+static int add_content_op(struct commit_stream *cs, const char *data, size_t len)
+{
+	struct commit_op *op = add_op(cs, OP_PUT, cs->path);
+	if (!op)
+		return -1;
+	if (cs->spool) {
+		op->spool = cs->spool;
+		cs->spool = NULL;
+		cs->nspools++;
+		return 0;
+	}
+	if (!cs->in_file) {
+		cs->content_at = cs->content_len;
+		int rc = content_append(cs, data, len);
+		if (rc < 0)
+			return commit_storage_fail(cs, rc, "spool file content");
+	}
+	op->offset = cs->content_at;
+	op->len = cs->content_len - cs->content_at;
+	cs->in_file = 0;
 	return 0;
 }
 
@@ -254,20 +323,6 @@ static int check_path(struct commit_stream *cs, const char *path)
 		return commit_stream_fail(cs, 400, NULL, "line %zu: invalid path (%s): '%.200s%s'", cs->lines, why, path,
 				   strlen(path) > 200 ? "..." : "");
 	return 0;
-}
-
-int commit_blob_failed(struct commit_stream *cs)
-{
-	if (publish_over_limit(cs->pub))
-		return commit_stream_fail(cs, 413, NULL, "line %zu: the commit's regular (non-LFS) files exceed the"
-					  " quarantine limit; split it into several commits", cs->lines);
-	return commit_git_fail(cs, "write a blob");
-}
-
-/* Store a pointer text as a blob; fills blob_sha. */
-int commit_write_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr, char blob_sha[41])
-{
-	return publish_write_pointer(cs->pub, ptr, blob_sha) < 0 ? commit_blob_failed(cs) : 0;
 }
 
 /* Inline content that is an LFS pointer text becomes a pointer in the
@@ -295,23 +350,10 @@ static int check_inline_pointer(struct commit_stream *cs, const char *data, size
 	return 1;
 }
 
-/* Stage a checked pointer (canonical text) instead of the content. */
-static int put_inline_pointer(struct commit_stream *cs, const struct lfs_pointer *ptr)
-{
-	char blob[41];
-	lfs_writer_abort(cs->spool);
-	cs->spool = NULL;
-	if (commit_write_pointer(cs, ptr, blob) < 0)
-		return -1;
-	return add_op(cs, OP_PUT, cs->path, blob, 1);
-}
-
 static int finish_inline_file(struct commit_stream *cs)
 {
 	struct lfs_pointer inline_ptr;
 	int is_pointer;
-	char blob[41];
-	git_oid oid;
 	if (check_path(cs, cs->path) < 0)
 		return -1;
 	if (!cs->have_content)
@@ -326,57 +368,22 @@ static int finish_inline_file(struct commit_stream *cs)
 		is_pointer = check_inline_pointer(cs, cs->raw_text.buf ? cs->raw_text.buf : "", cs->raw_text.len,
 						  &inline_ptr);
 		if (is_pointer)
-			return is_pointer < 0 ? -1 : put_inline_pointer(cs, &inline_ptr);
+			return is_pointer < 0 ? -1 : add_lfs_op(cs, cs->path, &inline_ptr);
+		/* the base64 reading of the text is no content */
 		lfs_writer_abort(cs->spool);
 		cs->spool = NULL;
-		if (git_blob_create_from_buffer(&oid, cs->repo.git, cs->raw_text.buf ? cs->raw_text.buf : "",
-						cs->raw_text.len) < 0)
-			return commit_blob_failed(cs);
-		git_oid_tostr(blob, sizeof(blob), &oid);
-		return add_op(cs, OP_PUT, cs->path, blob, 0);
+		cs->in_file = 0;
+		return add_content_op(cs, cs->raw_text.buf, cs->raw_text.len);
 	}
 	if (cs->b64_bad)
 		return commit_stream_fail(cs, 400, NULL, "line %zu: value.content of %s is not valid base64", cs->lines,
 				   cs->path);
-	/* a pointer is shorter than LFS_POINTER_MAX, so all of it is in head */
+	/* a pointer is shorter than LFS_POINTER_MAX, so all of it is in head;
+	 * a checked one goes in as its canonical text, not as content */
 	is_pointer = cs->content_size == cs->head_len ? check_inline_pointer(cs, cs->head, cs->head_len, &inline_ptr) : 0;
 	if (is_pointer)
-		return is_pointer < 0 ? -1 : put_inline_pointer(cs, &inline_ptr);
-	if (lfs_should_store(cs->gitattributes, cs->path, cs->head, cs->head_len, cs->content_size)) {
-		struct lfs_pointer ptr;
-		struct lfs_writer *w = cs->spool;
-		cs->spool = NULL;
-		int rc = 0;
-		if (!w && (!(w = lfs_writer_begin(api_ctx.lfs)) ||
-			   (rc = lfs_writer_write(w, cs->content_mem.buf, cs->content_mem.len)) < 0)) {
-			if (!w)
-				rc = khub_err_from_errno(errno);
-			lfs_writer_abort(w);
-			return commit_storage_fail(cs, rc, "store the file as LFS");
-		}
-		if (commit_lfs_hold(cs, w, &ptr) < 0)
-			return -1;
-		if (commit_write_pointer(cs, &ptr, blob) < 0)
-			return -1;
-		return add_op(cs, OP_PUT, cs->path, blob, 1);
-	}
-	int rc = cs->spool ? git_blob_create_from_disk(&oid, cs->repo.git, lfs_writer_temp_path(cs->spool))
-			   : git_blob_create_from_buffer(&oid, cs->repo.git, cs->content_mem.buf ? cs->content_mem.buf : "",
-							 cs->content_mem.len);
-	lfs_writer_abort(cs->spool);
-	cs->spool = NULL;
-	if (rc < 0)
-		return commit_blob_failed(cs);
-	git_oid_tostr(blob, sizeof(blob), &oid);
-	return add_op(cs, OP_PUT, cs->path, blob, 0);
-}
-
-int commit_lfs_hold(struct commit_stream *cs, struct lfs_writer *w, struct lfs_pointer *ptr)
-{
-	int rc = publish_hold_lfs(cs->pub, w, ptr);
-	if (rc == KHUB_EDB)
-		return commit_stream_fail(cs, 503, NULL, "database unavailable");
-	return rc < 0 ? commit_storage_fail(cs, rc, "store the file as LFS") : 0;
+		return is_pointer < 0 ? -1 : add_lfs_op(cs, cs->path, &inline_ptr);
+	return add_content_op(cs, cs->content_mem.buf, cs->content_mem.len);
 }
 
 static int finish_lfs_file(struct commit_stream *cs)
@@ -403,10 +410,7 @@ static int finish_lfs_file(struct commit_stream *cs)
 	struct lfs_pointer ptr;
 	memcpy(ptr.oid, cs->oid, 65);
 	ptr.size = stored;
-	char blob[41];
-	if (commit_write_pointer(cs, &ptr, blob) < 0)
-		return -1;
-	return add_op(cs, OP_PUT, cs->path, blob, 1);
+	return add_lfs_op(cs, cs->path, &ptr);
 }
 
 static int line_end(void *ctx)
@@ -442,7 +446,7 @@ static int line_end(void *ctx)
 	if (strcmp(cs->key, "deletedFile") == 0) {
 		if (check_path(cs, cs->path) < 0)
 			return -1;
-		return add_op(cs, OP_DELETE_FILE, cs->path, NULL, 0);
+		return add_op(cs, OP_DELETE_FILE, cs->path) ? 0 : -1;
 	}
 	if (strcmp(cs->key, "deletedFolder") == 0) {
 		if (cs->path) {
@@ -452,7 +456,7 @@ static int line_end(void *ctx)
 		}
 		if (check_path(cs, cs->path) < 0)
 			return -1;
-		return add_op(cs, OP_DELETE_FOLDER, cs->path, NULL, 0);
+		return add_op(cs, OP_DELETE_FOLDER, cs->path) ? 0 : -1;
 	}
 	return commit_stream_fail(cs, 400, NULL, "line %zu: unknown key '%s' (want header, file, lfsFile, deletedFile or "
 				"deletedFolder)", cs->lines, cs->key);

@@ -50,6 +50,83 @@ static enum route_access preupload_access(struct request *req)
 	return to_pr ? ACCESS_REPO_CONTRIBUTE : ACCESS_REPO_WRITE;
 }
 
+/* What the answers follow: the revision's (or the body's) rules. */
+struct preupload_rules {
+	git_repository *git;
+	const char *sha;		/* "" when the revision does not exist yet */
+	char *attrs, *ignore;
+	int inline_only;		/* never "lfs" (clients that would go to Xet) */
+};
+
+/* A file's sample (base64 of its first bytes, at most 600) decoded into
+ * sample; its length. */
+static size_t decode_sample(json_t *f, unsigned char sample[600])
+{
+	size_t sample_len = 0;
+	const char *sample_b64 = json_string_value(json_object_get(f, "sample"));
+	if (sample_b64) {
+		size_t n = strlen(sample_b64);
+		if (n <= 800) {
+			int d = EVP_DecodeBlock(sample, (const unsigned char *)sample_b64, (int)n);
+			if (d > 0) {
+				sample_len = (size_t)d;
+				while (n > 0 && sample_b64[n - 1] == '=' && sample_len > 0)
+					n--, sample_len--;
+			}
+		}
+	}
+	return sample_len;
+}
+
+/* One file's answer: how to send it, whether it is ignored, and the oid
+ * already stored at its path. */
+static json_t *file_answer(const struct preupload_rules *r, const char *path, uint64_t size, json_t *f)
+{
+	unsigned char sample[600];
+	size_t sample_len = decode_sample(f, sample);
+	int lfs = !r->inline_only && lfs_should_store(r->attrs, path, sample, sample_len, size);
+	json_t *item = json_pack("{s:s, s:s, s:b}", "path", path, "uploadMode", lfs ? "lfs" : "regular",
+				 "shouldIgnore", gitignore_matches(r->ignore, path));
+	struct tree_entry e;
+	if (r->sha[0] && repo_stat_path(r->git, r->sha, path, &e) == 0) {
+		/* The oid a client compares with its own hash of the file. */
+		if (!e.is_dir && e.is_lfs && lfs)
+			json_object_set_new(item, "oid", json_string(e.lfs_oid));
+		else if (!e.is_dir && !e.is_lfs && !lfs)
+			json_object_set_new(item, "oid", json_string(e.oid));
+		tree_entry_release(&e);
+	}
+	return item;
+}
+
+/* The answers for every file; NULL once a bad one was answered 400. */
+static json_t *file_answers(struct request *req, const struct preupload_rules *r, json_t *files,
+			    enum MHD_Result *result)
+{
+	json_t *out = json_array();
+	size_t i;
+	json_t *f;
+	const char *why;
+	json_array_foreach(files, i, f) {
+		const char *path = json_string_value(json_object_get(f, "path"));
+		json_t *size_v = json_object_get(f, "size");
+		if (!path || repo_path_validate(path, &why) < 0) {
+			*result = respond_error(req, 400, NULL, "files[%zu]: invalid path '%s': %s", i, path ? path : "",
+						path ? why : "missing");
+			json_decref(out);
+			return NULL;
+		}
+		if (size_v && (!json_is_integer(size_v) || json_integer_value(size_v) < 0)) {
+			*result = respond_error(req, 400, NULL, "files[%zu]: size must be a non-negative integer", i);
+			json_decref(out);
+			return NULL;
+		}
+		uint64_t size = size_v ? (uint64_t)json_integer_value(size_v) : 0;
+		json_array_append_new(out, file_answer(r, path, size, f));
+	}
+	return out;
+}
+
 static enum MHD_Result handle_preupload(struct request *req)
 {
 	int create_pr = request_query_bool(req, "create_pr", 0);
@@ -79,70 +156,21 @@ static enum MHD_Result handle_preupload(struct request *req)
 	}
 	const char *attrs_arg = json_string_value(json_object_get(doc, "gitAttributes"));
 	const char *ignore_arg = json_string_value(json_object_get(doc, "gitIgnore"));
-	char *attrs = attrs_arg ? xstrdup(attrs_arg) : repo_read_text_file(h.git, sha, ".gitattributes", 1 << 20);
-	char *ignore = ignore_arg ? xstrdup(ignore_arg) : repo_read_text_file(h.git, sha, ".gitignore", 1 << 20);
 	/* huggingface_hub >= 1.20 with hf_xet goes to Xet for any "lfs"
 	 * answer, which khub does not speak: keep it on inline uploads and
 	 * store big or binary content as LFS on our side. */
 	const char *ua = request_header(req, "User-Agent");
-	int inline_only = ua && strstr(ua, "hf_hub/") != NULL;
-
-	json_t *out = json_array();
-	size_t i;
-	json_t *f;
-	const char *why;
-	enum MHD_Result bad = MHD_NO;
-	int failed = 0;
-	json_array_foreach(files, i, f) {
-		const char *path = json_string_value(json_object_get(f, "path"));
-		json_t *size_v = json_object_get(f, "size");
-		if (!path || repo_path_validate(path, &why) < 0) {
-			bad = respond_error(req, 400, NULL, "files[%zu]: invalid path '%s': %s", i, path ? path : "",
-					    path ? why : "missing");
-			failed = 1;
-			break;
-		}
-		if (size_v && (!json_is_integer(size_v) || json_integer_value(size_v) < 0)) {
-			bad = respond_error(req, 400, NULL, "files[%zu]: size must be a non-negative integer", i);
-			failed = 1;
-			break;
-		}
-		uint64_t size = size_v ? (uint64_t)json_integer_value(size_v) : 0;
-		unsigned char sample[600];
-		size_t sample_len = 0;
-		const char *sample_b64 = json_string_value(json_object_get(f, "sample"));
-		if (sample_b64) {
-			size_t n = strlen(sample_b64);
-			if (n <= 800) {
-				int d = EVP_DecodeBlock(sample, (const unsigned char *)sample_b64, (int)n);
-				if (d > 0) {
-					sample_len = (size_t)d;
-					while (n > 0 && sample_b64[n - 1] == '=' && sample_len > 0)
-						n--, sample_len--;
-				}
-			}
-		}
-		int lfs = !inline_only && lfs_should_store(attrs, path, sample, sample_len, size);
-		json_t *item = json_pack("{s:s, s:s, s:b}", "path", path, "uploadMode", lfs ? "lfs" : "regular",
-					 "shouldIgnore", gitignore_matches(ignore, path));
-		struct tree_entry e;
-		if (sha[0] && repo_stat_path(h.git, sha, path, &e) == 0) {
-			/* The oid a client compares with its own hash of the file. */
-			if (!e.is_dir && e.is_lfs && lfs)
-				json_object_set_new(item, "oid", json_string(e.lfs_oid));
-			else if (!e.is_dir && !e.is_lfs && !lfs)
-				json_object_set_new(item, "oid", json_string(e.oid));
-			tree_entry_release(&e);
-		}
-		json_array_append_new(out, item);
-	}
-	free(attrs);
-	free(ignore);
+	struct preupload_rules r = {
+		h.git, sha, attrs_arg ? xstrdup(attrs_arg) : repo_read_text_file(h.git, sha, ".gitattributes", 1 << 20),
+		ignore_arg ? xstrdup(ignore_arg) : repo_read_text_file(h.git, sha, ".gitignore", 1 << 20),
+		ua && strstr(ua, "hf_hub/") != NULL,
+	};
+	json_t *out = file_answers(req, &r, files, &result);
+	free(r.attrs);
+	free(r.ignore);
 	json_decref(doc);
-	if (failed) {
-		json_decref(out);
-		return bad;
-	}
+	if (!out)
+		return result;
 	json_t *body = json_pack("{s:o}", "files", out);
 	if (sha[0])
 		json_object_set_new(body, "commitOid", json_string(sha));

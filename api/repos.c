@@ -235,7 +235,9 @@ static int commit_initial_files(struct request *req, const struct repo_record *r
 				const struct initial_file *files, size_t count)
 {
 	struct publication *pub = NULL;
-	char parent[41], sha[41], email[REPO_NAME_MAX + 32];
+	struct publish_op *ops = xcalloc(count + 1, sizeof(*ops));
+	struct publish_result res;
+	char email[REPO_NAME_MAX + 32];
 	char *summary = NULL;
 	snprintf(email, sizeof(email), "%s@users.khub", req->principal.name);
 	struct publish_actor who = { req->principal.user_id, req->principal.name, email, req->remote_addr };
@@ -244,17 +246,18 @@ static int commit_initial_files(struct request *req, const struct repo_record *r
 		goto cleanup;
 	/* the repo was registered a moment ago under the registry lock: no
 	 * other writer knows it yet, so this wait is immediate */
-	if ((rc = publish_lock(pub)) < 0 || (rc = repo_resolve_revision(publish_git(pub), "main", parent)) < 0 ||
-	    (rc = publish_tree(pub, parent, 0)) < 0)
+	if ((rc = publish_lock(pub)) < 0)
 		goto cleanup;
 	for (size_t i = 0; i < count; i++)
-		if ((rc = publish_put_bytes(pub, files[i].path, files[i].data, files[i].len, 0100644, NULL)) < 0)
-			goto cleanup;
+		ops[i] = (struct publish_op){ .kind = PUBLISH_PUT, .path = files[i].path, .data = files[i].data,
+					      .len = files[i].len };
 	summary = count == 1 ? xasprintf("Add %s", files[0].path) : xasprintf("Add %zu files", count);
-	rc = publish_commit(pub, &who, summary, NULL, "refs/heads/main", parent, sha);
+	struct publish_changeset change = { .ops = ops, .nops = count, .ref = "refs/heads/main", .summary = summary };
+	rc = publish_apply(pub, &who, &change, &res);
 cleanup:
 	publish_end(pub, &who, rc == 0 ? "commit" : NULL, NULL);
 	free(summary);
+	free(ops);
 	return rc;
 }
 

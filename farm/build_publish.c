@@ -69,8 +69,34 @@ static const struct publish_actor *farm_actor(const char *worker)
 	return &who;
 }
 
-/* Stage every file of <variant>/ from the tar under build/<variant>/. */
-static int stage_variant(struct publication *pub, const char *path, const char *variant)
+/* The operations of one publication (paths and contents owned). */
+struct op_list {
+	struct publish_op *ops;
+	size_t n, alloc;
+};
+
+static struct publish_op *op_add(struct op_list *l, enum publish_op_kind kind, char *path)
+{
+	if (l->n == l->alloc) {
+		l->alloc = l->alloc ? l->alloc * 2 : 16;
+		l->ops = xrealloc(l->ops, l->alloc * sizeof(*l->ops));
+	}
+	struct publish_op *op = &l->ops[l->n++];
+	*op = (struct publish_op){ .kind = kind, .path = path };
+	return op;
+}
+
+static void op_list_release(struct op_list *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free((char *)l->ops[i].path);
+		free((void *)l->ops[i].data);
+	}
+	free(l->ops);
+}
+
+/* Every file of <variant>/ from the tar, put under build/<variant>/. */
+static int stage_variant(struct op_list *l, const char *path, const char *variant)
 {
 	struct archive *ar;
 	struct archive_entry *e;
@@ -85,11 +111,11 @@ static int stage_variant(struct publication *pub, const char *path, const char *
 			size_t len = 0;
 			char *data = build_output_read_member(ar, archive_entry_size(e),
 							      (size_t)farm_settings.output_max_bytes, &len);
-			char *repo_path = xasprintf("build/%s", name);
-			unsigned mode = (archive_entry_perm(e) & 0111) ? 0100755 : 0100644;
-			rc = data ? publish_put_bytes(pub, repo_path, data, len, mode, NULL) : KHUB_EIO;
-			free(repo_path);
-			free(data);
+			struct publish_op *op = op_add(l, PUBLISH_PUT, xasprintf("build/%s", name));
+			op->mode = (archive_entry_perm(e) & 0111) ? 0100755 : 0100644;
+			op->data = data;
+			op->len = len;
+			rc = data ? 0 : KHUB_EIO;
 		}
 		free(name);
 	}
@@ -97,91 +123,94 @@ static int stage_variant(struct publication *pub, const char *path, const char *
 	return rc;
 }
 
-/* 1 (and sha) when the staged variant is already published: its files but
- * metadata.json (which names the build) the same bytes as at the head old
- * of the branch (compared as trees, whatever the worker claims), or its
- * digest the one an earlier build of the same source commit published. 0
- * when it is new (the staged tree as it was), or a negative error. */
-static int identical_publication(struct publication *pub, const struct job_view *v, const char *old, char sha[41])
+/* Delete folder dir when the base has it (nothing to delete is no error
+ * here: a variant published for the first time). */
+static void delete_if_there(struct op_list *l, git_repository *git, const char *base, const char *dir)
 {
-	git_repository *git = publish_git(pub);
-	char *path = xasprintf("build/%s/" BUILD_METADATA_FILE, v->variant);
-	char *published = old[0] ? repo_read_text_file(git, old, path, METADATA_MAX_BYTES) : NULL;
-	int rc = 0;
-	if (published) {
-		/* the published metadata.json in place of the new one: no change left means the same files */
-		rc = publish_put_bytes(pub, path, published, strlen(published), 0100644, NULL);
-		int same = rc == 0 && publish_unchanged(pub);
-		if (rc == 0)
-			rc = publish_put_bytes(pub, path, v->metadata, v->metadata_len, 0100644, NULL);
-		if (rc == 0 && same) {
-			memcpy(sha, old, 41);
-			rc = 1;
-		}
+	struct tree_entry e;
+	if (base[0] && repo_stat_path(git, base, dir, &e) == 0) {
+		if (e.is_dir)
+			op_add(l, PUBLISH_DELETE_FOLDER, xstrdup(dir));
+		tree_entry_release(&e);
 	}
-	if (rc == 0 && v->earlier[0] && strcmp(v->earlier, old) != 0 && same_digest(git, v->earlier, v->variant, v->digest)) {
-		memcpy(sha, v->earlier, 41);
-		rc = 1;
+}
+
+/* The change of a variant: its stale files removed (a new branch starts
+ * from main without build/ and benchmarks/), the output's files, its
+ * metadata.json last. */
+static int variant_ops(struct op_list *l, git_repository *git, const struct job_view *v, const char *tar,
+		       int exists, const char *base)
+{
+	char *dir = xasprintf("build/%s", v->variant);
+	if (exists) {
+		delete_if_there(l, git, base, dir);
+	} else {
+		delete_if_there(l, git, base, "build");
+		delete_if_there(l, git, base, "benchmarks");
 	}
-	free(published);
-	free(path);
+	free(dir);
+	int rc = stage_variant(l, tar, v->variant);
+	struct publish_op *op = op_add(l, PUBLISH_PUT, xasprintf("build/%s/" BUILD_METADATA_FILE, v->variant));
+	char *copy = xmalloc(v->metadata_len + 1);
+	memcpy(copy, v->metadata, v->metadata_len);
+	op->data = copy;
+	op->len = v->metadata_len;
 	return rc;
 }
 
 /* Commit build/<variant>/ on v<version>; sha gets the new commit, or the
  * published one whose files are identical (*identical 1: nothing
- * committed, a rebuild of the same source and toolchain). */
+ * committed, a rebuild of the same source and toolchain): its files but
+ * metadata.json (which names the build) the same bytes as at the head of
+ * the branch (compared as trees, whatever the worker claims), or its
+ * digest the one an earlier build of the same source commit published. */
 static int publish_variant(const struct repo_record *rec, const struct job_view *v, const char *worker,
 			   const char *tar, long version, const char *abi, char branch[32], char sha[41], int *identical)
 {
 	struct publication *pub = NULL;
+	git_repository *git = NULL;
+	struct op_list l = { 0 };
+	struct publish_result res = { .failed_op = 0 };
 	const struct publish_actor *who = farm_actor(worker);
-	char ref[48], old[41] = "", parent[41] = "";
+	char ref[48], old[41] = "", parent[41] = "", *published = NULL, *summary = NULL, *description = NULL;
+	char *path = xasprintf("build/%s/" BUILD_METADATA_FILE, v->variant);
 	snprintf(branch, 32, "v%ld", version);
 	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
 	int rc = publish_begin(farm_settings.repo_root, farm_settings.lfs, rec, &pub);
-	if (rc < 0)
-		return rc;
-	if ((rc = publish_lock(pub)) < 0)
+	if (rc < 0 || (rc = publish_lock(pub)) < 0 ||
+	    (rc = repo_store_open(farm_settings.repo_root, rec->type, rec->ns, rec->name, &git)) < 0)
 		goto cleanup;
-	git_repository *git = publish_git(pub);
 	int exists = repo_ref_read(git, ref, old) == 0;
-	if (exists)
-		memcpy(parent, old, 41);
-	else if (repo_resolve_revision(git, "main", parent) < 0)
+	if (!exists && repo_resolve_revision(git, "main", parent) < 0)
 		parent[0] = '\0';
-	if ((rc = publish_tree(pub, parent, 0)) < 0)
+	if ((rc = variant_ops(&l, git, v, tar, exists, exists ? old : parent)) < 0)
 		goto cleanup;
-	struct commit_builder *cb = publish_builder(pub);
-	char *dir = xasprintf("build/%s", v->variant);
-	if (exists) {
-		commit_builder_delete_folder(cb, dir);	/* stale files of this variant */
-	} else {
-		commit_builder_delete_folder(cb, "build");
-		commit_builder_delete_folder(cb, "benchmarks");
-	}
-	free(dir);
-	if ((rc = stage_variant(pub, tar, v->variant)) < 0 ||
-	    (rc = identical_publication(pub, v, exists ? old : "", sha)) != 0) {
-		*identical = rc == 1;
-		rc = rc == 1 ? 0 : rc;
+	published = exists ? repo_read_text_file(git, old, path, METADATA_MAX_BYTES) : NULL;
+	int earlier = v->earlier[0] && strcmp(v->earlier, old) != 0 && same_digest(git, v->earlier, v->variant, v->digest);
+	summary = xasprintf("Build %s of %.7s (build #%" PRId64 ")", v->variant, v->commit, v->id);
+	description = xasprintf("Built by khub's build farm from %s/%s at %s (build #%" PRId64 ", worker %s).\n"
+				"ABI check: %s.\n", v->ns, v->name, v->commit, v->id, worker, abi);
+	struct publish_changeset change = {
+		.ops = l.ops, .nops = l.n, .ref = ref, .parent = exists ? old : NULL, .base = exists ? NULL : parent,
+		.summary = summary, .description = description, .unchanged_except = published ? path : NULL,
+		.flags = (exists ? PUBLISH_SKIP_UNCHANGED : PUBLISH_NEW_REF) | (earlier ? PUBLISH_DRY_RUN : 0),
+	};
+	/* an earlier build's digest: nothing to commit, only which commit it is */
+	if (!(earlier && !published) && (rc = publish_apply(pub, who, &change, &res)) < 0)
 		goto cleanup;
-	}
-	if (exists && publish_unchanged(pub)) {
-		memcpy(sha, old, 41);	/* the same bytes again: nothing to commit */
-		goto cleanup;
-	}
-	char *summary = xasprintf("Build %s of %.7s (build #%" PRId64 ")", v->variant, v->commit, v->id);
-	char *description = xasprintf("Built by khub's build farm from %s/%s at %s (build #%" PRId64 ", worker %s).\n"
-				      "ABI check: %s.\n", v->ns, v->name, v->commit, v->id, worker, abi);
-	rc = publish_commit(pub, who, summary, description, ref, exists ? old : NULL, sha);
-	free(summary);
-	free(description);
+	*identical = earlier || (res.unchanged && published);
+	memcpy(sha, earlier && !(published && res.unchanged) ? v->earlier : res.sha, 41);
 cleanup:;
 	char *details = xasprintf("{\"build\":%" PRId64 ",\"variant\":\"%s\",\"branch\":\"%s\"}", v->id, v->variant,
 				  branch);
 	publish_end(pub, who, "build.publish", details);
 	free(details);
+	git_repository_free(git);
+	op_list_release(&l);
+	free(published);
+	free(summary);
+	free(description);
+	free(path);
 	return rc;
 }
 
@@ -190,24 +219,30 @@ static int publish_readme(const struct repo_record *rec, const struct job_view *
 			  const char *text, size_t len)
 {
 	struct publication *pub = NULL;
+	git_repository *git = NULL;
 	const struct publish_actor *who = farm_actor(worker);
-	char parent[41], sha[41];
+	char parent[41];
+	char *summary = NULL;
 	int rc = publish_begin(farm_settings.repo_root, farm_settings.lfs, rec, &pub);
-	if (rc < 0)
-		return rc;
-	if ((rc = publish_lock(pub)) < 0 || repo_resolve_revision(publish_git(pub), "main", parent) < 0)
+	if (rc < 0 || (rc = publish_lock(pub)) < 0 ||
+	    (rc = repo_store_open(farm_settings.repo_root, rec->type, rec->ns, rec->name, &git)) < 0 ||
+	    repo_resolve_revision(git, "main", parent) < 0)
 		goto cleanup;
-	char *now = repo_read_text_file(publish_git(pub), parent, "README.md", len + 1);
+	char *now = repo_read_text_file(git, parent, "README.md", len + 1);
 	int same = now && strlen(now) == len && memcmp(now, text, len) == 0;
 	free(now);
-	if (same || (rc = publish_tree(pub, parent, 0)) < 0 ||
-	    (rc = publish_put_bytes(pub, "README.md", text, len, 0100644, NULL)) < 0)
+	if (same)
 		goto cleanup;
-	char *summary = xasprintf("Update README.md from build #%" PRId64 " of %.7s", v->id, v->commit);
-	rc = publish_commit(pub, who, summary, NULL, "refs/heads/main", parent, sha);
-	free(summary);
+	summary = xasprintf("Update README.md from build #%" PRId64 " of %.7s", v->id, v->commit);
+	struct publish_op op = { .kind = PUBLISH_PUT, .path = "README.md", .data = text, .len = len };
+	struct publish_changeset change = { .ops = &op, .nops = 1, .ref = "refs/heads/main", .parent = parent,
+					    .summary = summary };
+	struct publish_result res;
+	rc = publish_apply(pub, who, &change, &res);
 cleanup:
 	publish_end(pub, who, "build.readme", NULL);
+	git_repository_free(git);
+	free(summary);
 	return rc;
 }
 

@@ -15,33 +15,46 @@
 #include <unistd.h>
 
 struct import_state {
-	struct publication *pub;
+	struct publish_op *ops;		/* paths and fs_paths owned */
+	size_t nops, alloc;
 	size_t files, lfs_files;
 	uint64_t bytes;
 };
 
+static void import_add(struct import_state *st, enum publish_op_kind kind, char *path, char *fs_path, unsigned mode)
+{
+	if (st->nops == st->alloc) {
+		st->alloc = st->alloc ? st->alloc * 2 : 64;
+		st->ops = xrealloc(st->ops, st->alloc * sizeof(*st->ops));
+	}
+	st->ops[st->nops++] = (struct publish_op){ .kind = kind, .path = path, .fs_path = fs_path, .mode = mode };
+}
+
 static int import_file(struct import_state *st, const char *full, const char *rel, const struct stat *sb)
 {
-	unsigned mode = (sb->st_mode & 0111) ? 0100755 : 0100644;
-	int as_lfs = 0;
 	st->files++;
 	st->bytes += (uint64_t)sb->st_size;
-	int rc = publish_put_file(st->pub, rel, full, mode, &as_lfs);
-	if (rc == KHUB_EPERM) {
+	import_add(st, PUBLISH_PUT, xstrdup(rel), xstrdup(full), (sb->st_mode & 0111) ? 0100755 : 0100644);
+	return 0;
+}
+
+/* Why the file of operation op was refused. */
+static void import_refused(const struct publish_op *op, int rc)
+{
+	if (rc == KHUB_EPERM && op->fs_path) {
 		/* a pointer text is committed as a pointer (as git-lfs does) only
 		 * to an object this repo already has: else importing a 3-line
 		 * file would hand this repo another repo's private object */
 		size_t len;
-		char *text = read_file_limited(full, LFS_POINTER_MAX, &len);
+		char *text = read_file_limited(op->fs_path, LFS_POINTER_MAX, &len);
 		struct lfs_pointer ptr;
 		fprintf(stderr, "khub import: %s is an LFS pointer to %s, an object this repo does not have: "
-			"import the file's content instead\n", rel,
+			"import the file's content instead\n", op->path,
 			text && lfs_pointer_parse(text, len, &ptr) == 0 ? ptr.oid : "an object");
 		free(text);
-	} else if (rc < 0)
-		fprintf(stderr, "khub import: cannot store %s: %s\n", rel, khub_strerror(rc));
-	st->lfs_files += as_lfs;
-	return rc;
+	} else {
+		fprintf(stderr, "khub import: cannot store %s: %s\n", op->path, khub_strerror(rc));
+	}
 }
 
 static int import_dir(struct import_state *st, const char *dir, const char *prefix)
@@ -76,6 +89,86 @@ static int import_dir(struct import_state *st, const char *dir, const char *pref
 		free(rel);
 	}
 	closedir(d);
+	return rc;
+}
+
+/* The rules the import follows and the .gitattributes it keeps: the
+ * directory's own, else the parent's (committed again), else the default. */
+static char *import_rules(struct import_state *st, git_repository *git, const char *parent, const char *dir)
+{
+	char *attributes = parent[0] ? repo_read_text_file(git, parent, ".gitattributes", 1 << 20) : NULL;
+	char *local_attr = xasprintf("%s/.gitattributes", dir);
+	size_t local_len;
+	char *local_attributes = read_file_limited(local_attr, 1 << 20, &local_len);
+	free(local_attr);
+	if (local_attributes) {
+		free(attributes);
+		return local_attributes;
+	}
+	if (!attributes)
+		return xstrdup(repo_default_gitattributes);
+	struct publish_op *op = (import_add(st, PUBLISH_PUT, xstrdup(".gitattributes"), NULL, 0100644), &st->ops[0]);
+	op->data = xstrdup(attributes);
+	op->len = strlen(attributes);
+	return attributes;
+}
+
+/* The directory as one commit on branch: the tree holds only what it
+ * has (LFS decided by the rules of import_rules); nothing committed when
+ * the branch already holds exactly that. */
+static int import_commit(struct import_state *st, const struct repo_record *rec, const char *dir,
+			 const char *repo_id, const char *branch, const char *message)
+{
+	struct publish_actor who = { 0, "khub import", "import@khub.local", "local" };
+	struct publication *pub = NULL;
+	git_repository *git = NULL;
+	struct publish_result res;
+	char ref[REF_NAME_MAX + 16], old_sha[41] = "", parent[41] = "";
+	char *details = NULL, *rules = NULL;
+	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
+	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
+	if (!lfs || publish_begin(runtime_repo_root(), lfs, rec, &pub) < 0 || publish_lock(pub) < 0 ||
+	    repo_store_open(runtime_repo_root(), rec->type, rec->ns, rec->name, &git) < 0)
+		fatal("cannot prepare the import");
+	if (repo_resolve_revision(git, ref, old_sha) == 0)
+		memcpy(parent, old_sha, sizeof(parent));
+	else
+		repo_resolve_revision(git, "refs/heads/main", parent);
+	rules = import_rules(st, git, parent, dir);
+	int rc = import_dir(st, dir, "");
+	char *summary = message ? xstrdup(message) : xasprintf("Import %s", dir);
+	struct publish_changeset change = {
+		.ops = st->ops, .nops = st->nops, .ref = ref, .parent = old_sha[0] ? old_sha : NULL,
+		.base = parent, .summary = summary, .gitattributes = rules,
+		.flags = PUBLISH_START_EMPTY | (old_sha[0] ? PUBLISH_SKIP_UNCHANGED : PUBLISH_NEW_REF),
+	};
+	if (rc == 0 && (rc = publish_apply(pub, &who, &change, &res)) < 0 && res.failed_op < st->nops)
+		import_refused(&st->ops[res.failed_op], rc);
+	if (rc < 0) {
+		fprintf(stderr, "khub import: failed: %s\n", khub_strerror(rc));
+	} else if (res.unchanged) {
+		printf("%s\n", old_sha);
+		fprintf(stderr, "khub import: %s@%s is already identical to %s\n", repo_id, branch, dir);
+	} else {
+		details = xasprintf("{\"branch\":\"%s\",\"commit\":\"%s\",\"files\":%zu}", branch, res.sha, st->files);
+		printf("%s\n", res.sha);
+		fprintf(stderr, "khub import: %s@%s -> %s (%zu files, %zu as LFS, %" PRIu64 " bytes)\n", repo_id, branch,
+			res.sha, st->files, res.lfs_files, st->bytes);
+	}
+	/* unlock; when the branch moved: touch, index, audit (once, as every
+	 * writer does) */
+	publish_end(pub, &who, "repo.import", details);
+	for (size_t i = 0; i < st->nops; i++) {
+		free((char *)st->ops[i].path);
+		free((char *)st->ops[i].fs_path);
+		free((void *)st->ops[i].data);
+	}
+	free(st->ops);
+	git_repository_free(git);
+	free(details);
+	free(summary);
+	free(rules);
+	lfs_store_close(lfs);
 	return rc;
 }
 
@@ -153,62 +246,7 @@ int cmd_import(int argc, char **argv)
 	farm_settings.plan_python = config.build_plan_python;
 	farm_settings.plan_wall_ms = config.build_plan_wall_ms;
 	publish_set_on_new_commit(builds_on_new_commit);
-	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
-	struct publish_actor who = { 0, "khub import", "import@khub.local", "local" };
-	char *details = NULL, *summary = NULL, *attributes = NULL, *local_attributes = NULL;
-	if (!lfs || publish_begin(runtime_repo_root(), lfs, &rec, &st.pub) < 0 || publish_lock(st.pub) < 0)
-		fatal("cannot prepare the import");
-	git_repository *git = publish_git(st.pub);
-
-	char ref[REF_NAME_MAX + 16], old_sha[41] = "", parent[41] = "";
-	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
-	if (repo_resolve_revision(git, ref, old_sha) == 0)
-		memcpy(parent, old_sha, sizeof(parent));
-	else
-		repo_resolve_revision(git, "refs/heads/main", parent);
-
-	/* The commit is the directory: start from an empty tree, keeping the
-	 * parent's .gitattributes unless the directory brings one (which then
-	 * decides what is LFS). */
-	if (publish_tree(st.pub, parent[0] ? parent : NULL, 1) < 0)
-		fatal("cannot start a commit");
-	attributes = repo_read_text_file(git, parent, ".gitattributes", 1 << 20);
-	char *local_attr = xasprintf("%s/.gitattributes", dir);
-	size_t local_len;
-	local_attributes = read_file_limited(local_attr, 1 << 20, &local_len);
-	free(local_attr);
-	publish_set_gitattributes(st.pub, local_attributes ? local_attributes
-						   : attributes ? attributes : repo_default_gitattributes);
-	if (!local_attributes && attributes)
-		rc = publish_put_bytes(st.pub, ".gitattributes", attributes, strlen(attributes), 0100644, NULL);
-	if (rc == 0)
-		rc = import_dir(&st, dir, "");
-	char sha[41];
-	summary = message ? xstrdup(message) : xasprintf("Import %s", dir);
-	if (rc == 0 && parent[0] && old_sha[0] && publish_unchanged(st.pub)) {
-		printf("%s\n", old_sha);
-		fprintf(stderr, "khub import: %s@%s is already identical to %s\n", repo_id, branch, dir);
-		goto done;
-	}
-	if (rc == 0)
-		rc = publish_commit(st.pub, &who, summary, NULL, ref, old_sha[0] ? old_sha : NULL, sha);
-	if (rc < 0) {
-		fprintf(stderr, "khub import: failed: %s\n", khub_strerror(rc));
-		goto done;
-	}
-	details = xasprintf("{\"branch\":\"%s\",\"commit\":\"%s\",\"files\":%zu}", branch, sha, st.files);
-	printf("%s\n", sha);
-	fprintf(stderr, "khub import: %s@%s -> %s (%zu files, %zu as LFS, %" PRIu64 " bytes)\n", repo_id, branch,
-		sha, st.files, st.lfs_files, st.bytes);
-done:
-	/* unlock; when the branch moved: touch, index, audit (once, as every
-	 * writer does) */
-	publish_end(st.pub, &who, "repo.import", details);
-	free(details);
-	free(summary);
-	free(attributes);
-	free(local_attributes);
-	lfs_store_close(lfs);
+	rc = import_commit(&st, &rec, dir, repo_id, branch, message);
 	free(ns);
 	runtime_close_database();
 	return rc < 0 ? 1 : 0;

@@ -1,7 +1,8 @@
 /* publish.c -- the one publish path (see publish.h): quarantined writes,
- * the repo's write lock, the LFS decision and per-repo links, commit with
- * compare-and-swap, and the after-move steps in one place. */
-#include "storage/publish.h"
+ * the repo's write lock, one change applied (its tree built by
+ * publish_stage.c, its LFS objects checked and linked to the repo), commit
+ * with compare-and-swap, and the after-move steps in one place. */
+#include "storage/publish_stage.h"
 #include "storage/variant_index.h"
 
 #include <errno.h>
@@ -16,25 +17,19 @@
 /* Git objects of one publication are held in memory up to this
  * (publish_set_memory_limit; the server sets commit_memory_mb). */
 static uint64_t quarantine_max = (uint64_t)256 << 20;
-/* LFS content waits (one open temp file each) until the commit is
- * accepted; past this many, the rest is stored and linked at once. */
-#define PUBLISH_PENDING_MAX 256
-#define HEAD_BYTES 8000
 
 struct publication {
 	struct repo_record rec;
 	struct lfs_store *lfs;
 	struct git_quarantine *quarantine;
 	git_repository *git;			/* owned by the quarantine */
-	struct commit_builder *cb;
-	char *gitattributes;			/* the parent's, for LFS decisions */
-	struct lfs_writer *pending[PUBLISH_PENDING_MAX];
-	size_t npending;
+	struct publish_stage stage;		/* the tree; LFS content held until the commit */
 	int locked;
-	int moved;				/* publish_commit moved ref */
+	int applied;				/* publish_apply ran */
+	int moved;				/* publish_apply moved ref */
 	char ref[REF_NAME_MAX + 16];
 	char sha[41];
-	char old[41];				/* expected_old of publish_commit; "" = none */
+	char old[41];				/* where ref was; "" = nowhere */
 };
 
 static publish_after_move_fn after_move_hook;
@@ -178,42 +173,6 @@ int publish_begin(const char *repo_root, struct lfs_store *lfs, const struct rep
 	return 0;
 }
 
-git_repository *publish_git(struct publication *pub)
-{
-	return pub->git;
-}
-
-struct commit_builder *publish_builder(struct publication *pub)
-{
-	return pub->cb;
-}
-
-int publish_over_limit(struct publication *pub)
-{
-	return quarantine_over_limit(pub->quarantine);
-}
-
-int publish_tree(struct publication *pub, const char *parent_sha, int clear)
-{
-	commit_builder_free(pub->cb);
-	free(pub->gitattributes);
-	pub->gitattributes = NULL;
-	pub->cb = commit_builder_new(pub->git, parent_sha);
-	if (!pub->cb)
-		return KHUB_EIO;
-	if (parent_sha && parent_sha[0])
-		pub->gitattributes = repo_read_text_file(pub->git, parent_sha, ".gitattributes", 1 << 20);
-	if (clear)
-		commit_builder_clear(pub->cb);
-	return 0;
-}
-
-void publish_set_gitattributes(struct publication *pub, const char *text)
-{
-	free(pub->gitattributes);
-	pub->gitattributes = text ? xstrdup(text) : NULL;
-}
-
 /* Store a sealed writer's object and link it to the repo, named in flight
  * in between so that khub gc cannot remove it before the link exists. */
 static int install_and_link(struct publication *pub, struct lfs_writer *w, const char *oid)
@@ -230,160 +189,20 @@ static int install_and_link(struct publication *pub, struct lfs_writer *w, const
 	return rc;
 }
 
-int publish_hold_lfs(struct publication *pub, struct lfs_writer *w, struct lfs_pointer *ptr)
+/* Too much LFS content to keep open: stored and linked now (never
+ * referenced unless the commit lands). */
+static int store_now(void *ctx, struct lfs_writer *w, const char *oid)
 {
-	int rc = lfs_writer_seal(w, ptr->oid, &ptr->size);
-	if (rc < 0) {	/* sealed twice: a caller's mistake */
-		lfs_writer_abort(w);
-		return rc;
-	}
-	if (pub->npending < PUBLISH_PENDING_MAX) {
-		pub->pending[pub->npending++] = w;
-		return 0;
-	}
-	/* too many to keep open: stored and linked now (never referenced
-	 * unless the commit lands) */
-	return install_and_link(pub, w, ptr->oid);
+	return install_and_link(ctx, w, oid);
 }
 
-static int blob_failed(struct publication *pub)
-{
-	return quarantine_over_limit(pub->quarantine) ? KHUB_ETOOBIG : khub_err_from_errno(errno);
-}
-
-int publish_write_pointer(struct publication *pub, const struct lfs_pointer *ptr, char blob_sha[41])
-{
-	char text[LFS_POINTER_MAX];
-	size_t n = lfs_pointer_format(ptr, text);
-	git_oid oid;
-	if (git_blob_create_from_buffer(&oid, pub->git, text, n) < 0)
-		return blob_failed(pub);
-	git_oid_tostr(blob_sha, 41, &oid);
-	return 0;
-}
-
-int publish_unchanged(struct publication *pub)
-{
-	return commit_builder_unchanged(pub->cb);
-}
-
-/* Content that is itself an LFS pointer: only to an object of this repo. */
-static int put_pointer_text(struct publication *pub, const char *path, const struct lfs_pointer *ptr,
-			    unsigned mode)
-{
-	uint64_t stored;
-	int linked = db_lfs_linked(pub->rec.id, ptr->oid);
-	if (linked < 0)
-		return KHUB_EDB;
-	if (!linked || lfs_store_stat(pub->lfs, ptr->oid, &stored) < 0 || stored != ptr->size)
-		return KHUB_EPERM;
-	char blob[41];
-	int rc = publish_write_pointer(pub, ptr, blob);
-	return rc < 0 ? rc : commit_builder_put_blob(pub->cb, path, blob, mode);
-}
-
-static int put_as_blob(struct publication *pub, const char *path, git_oid *oid, unsigned mode)
-{
-	char hex[41];
-	git_oid_tostr(hex, sizeof(hex), oid);
-	return commit_builder_put_blob(pub->cb, path, hex, mode);
-}
-
-
-/* The end of an LFS put: w holds the content (rc 0) or failed (rc < 0, w
- * may be NULL); held for the commit, its pointer goes in at path. */
-static int put_lfs_written(struct publication *pub, struct lfs_writer *w, int rc, const char *path, unsigned mode,
-			   int *as_lfs)
-{
-	struct lfs_pointer ptr;
-	char blob[41];
-	if (rc < 0) {
-		lfs_writer_abort(w);
-		return rc;
-	}
-	if ((rc = publish_hold_lfs(pub, w, &ptr)) < 0 || (rc = publish_write_pointer(pub, &ptr, blob)) < 0)
-		return rc;
-	*as_lfs = 1;
-	return commit_builder_put_blob(pub->cb, path, blob, mode);
-}
-
-int publish_put_bytes(struct publication *pub, const char *path, const void *data, size_t len, unsigned mode,
-		      int *as_lfs)
-{
-	struct lfs_pointer ptr;
-	int dummy;
-	if (!as_lfs)
-		as_lfs = &dummy;
-	*as_lfs = 0;
-	if (lfs_pointer_parse(data, len, &ptr) == 0) {
-		*as_lfs = 1;
-		return put_pointer_text(pub, path, &ptr, mode);
-	}
-	if (lfs_should_store(pub->gitattributes, path, data, len < HEAD_BYTES ? len : HEAD_BYTES, len)) {
-		struct lfs_writer *w = lfs_writer_begin(pub->lfs);
-		if (!w)
-			return khub_err_from_errno(errno);
-		return put_lfs_written(pub, w, lfs_writer_write(w, data, len), path, mode, as_lfs);
-	}
-	git_oid oid;
-	if (git_blob_create_from_buffer(&oid, pub->git, data, len) < 0)
-		return blob_failed(pub);
-	return put_as_blob(pub, path, &oid, mode);
-}
-
-int publish_put_file(struct publication *pub, const char *path, const char *fs_path, unsigned mode, int *as_lfs)
-{
-	char head[HEAD_BYTES];
-	struct stat st;
-	int dummy;
-	if (!as_lfs)
-		as_lfs = &dummy;
-	*as_lfs = 0;
-	int fd = open(fs_path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return KHUB_EIO;
-	ssize_t n = fstat(fd, &st) == 0 ? read(fd, head, sizeof(head)) : -1;
-	if (n < 0) {
-		close(fd);
-		return KHUB_EIO;
-	}
-	struct lfs_pointer ptr;
-	if ((uint64_t)st.st_size == (uint64_t)n && lfs_pointer_parse(head, (size_t)n, &ptr) == 0) {
-		close(fd);
-		*as_lfs = 1;
-		return put_pointer_text(pub, path, &ptr, mode);
-	}
-	if (!lfs_should_store(pub->gitattributes, path, head, (size_t)n, (uint64_t)st.st_size)) {
-		close(fd);
-		git_oid oid;
-		if (git_blob_create_from_disk(&oid, pub->git, fs_path) < 0)
-			return blob_failed(pub);
-		return put_as_blob(pub, path, &oid, mode);
-	}
-	struct lfs_writer *w = lfs_writer_begin(pub->lfs);
-	int rc = w ? 0 : khub_err_from_errno(errno);
-	char buf[1 << 16];
-	if (rc == 0 && lseek(fd, 0, SEEK_SET) < 0)
-		rc = KHUB_EIO;
-	while (rc == 0 && (n = read(fd, buf, sizeof(buf))) != 0) {
-		if (n < 0)
-			rc = errno == EINTR ? 0 : KHUB_EIO;
-		else
-			rc = lfs_writer_write(w, buf, (size_t)n);
-	}
-	close(fd);
-	return put_lfs_written(pub, w, rc, path, mode, as_lfs);
-}
-
-/* ---- commit, end ----------------------------------------------------------------- */
-
-static int install_pending(struct publication *pub)
+static int install_held(struct publication *pub)
 {
 	int rc = 0;
-	for (size_t i = 0; i < pub->npending; i++) {
-		struct lfs_writer *w = pub->pending[i];
+	for (size_t i = 0; i < pub->stage.nheld; i++) {
+		struct lfs_writer *w = pub->stage.held[i];
 		char oid[65];
-		pub->pending[i] = NULL;
+		pub->stage.held[i] = NULL;
 		memcpy(oid, lfs_writer_oid(w), sizeof(oid));
 		if (rc < 0) {
 			lfs_writer_abort(w);
@@ -391,30 +210,86 @@ static int install_pending(struct publication *pub)
 		}
 		rc = install_and_link(pub, w, oid);
 	}
-	pub->npending = 0;
+	pub->stage.nheld = 0;
 	return rc;
 }
 
-int publish_commit(struct publication *pub, const struct publish_actor *who, const char *summary,
-		   const char *description, const char *ref, const char *expected_old, char sha[41])
+/* A git write that failed past the quarantine's limit failed for it. */
+static int over_limit(struct publication *pub, int rc)
 {
-	if (!pub->locked || !pub->cb)
-		return KHUB_EINVAL;
-	int rc = commit_builder_write(pub->cb, who->name, who->email ? who->email : "system@khub.local", summary,
-				      description, sha);
+	if ((rc == KHUB_EIO || rc == KHUB_ENOSPC) && quarantine_over_limit(pub->quarantine))
+		return KHUB_ETOOBIG;
+	return rc;
+}
+
+/* Every LFS object the tree names without bringing it must be linked to
+ * this repo: knowing a sha256 gives no right to another repo's bytes. */
+static int check_named(struct publication *pub, struct publish_result *res)
+{
+	for (size_t i = 0; i < pub->stage.nnamed; i++) {
+		int linked = db_lfs_linked(pub->rec.id, pub->stage.named[i].oid);
+		if (linked <= 0) {
+			res->failed_op = pub->stage.named[i].op;
+			return linked < 0 ? KHUB_EDB : KHUB_EPERM;
+		}
+	}
+	return 0;
+}
+
+/* The commit, its objects and LFS content stored durably, then the ref
+ * moved by compare-and-swap. */
+static int commit_and_move(struct publication *pub, const struct publish_actor *who,
+			   const struct publish_changeset *change, struct publish_result *res)
+{
+	int rc = publish_stage_write(&pub->stage, who, change, res->sha);
 	if (rc < 0)
-		return quarantine_over_limit(pub->quarantine) ? KHUB_ETOOBIG : rc;
+		return over_limit(pub, rc);
 	/* accepted: its objects and LFS content are stored durably before
 	 * the ref may point at them */
-	if ((rc = quarantine_publish(pub->quarantine)) < 0 || (rc = install_pending(pub)) < 0)
+	if ((rc = quarantine_publish(pub->quarantine)) < 0 || (rc = install_held(pub)) < 0)
 		return rc;
-	if ((rc = repo_update_ref(pub->git, ref, expected_old, sha, summary)) < 0)
+	int fresh = (change->flags & (PUBLISH_NEW_REF | PUBLISH_NEW_PULL_REQUEST)) != 0;
+	if ((rc = repo_update_ref(pub->git, res->ref, fresh ? NULL : res->head, res->sha, change->summary)) < 0)
 		return rc;
 	pub->moved = 1;
-	snprintf(pub->old, sizeof(pub->old), "%s", expected_old ? expected_old : "");
-	snprintf(pub->ref, sizeof(pub->ref), "%s", ref);
-	memcpy(pub->sha, sha, 41);
+	snprintf(pub->old, sizeof(pub->old), "%s", fresh ? "" : res->head);
+	snprintf(pub->ref, sizeof(pub->ref), "%s", res->ref);
+	memcpy(pub->sha, res->sha, 41);
 	return 0;
+}
+
+int publish_apply(struct publication *pub, const struct publish_actor *who, const struct publish_changeset *change,
+		  struct publish_result *res)
+{
+	char base[41];
+	memset(res, 0, sizeof(*res));
+	res->failed_op = SIZE_MAX;
+	int rc = !pub->locked || pub->applied ? KHUB_EINVAL : publish_stage_target(pub->git, change, res, base);
+	pub->applied = 1;
+	if (rc < 0) {
+		publish_ops_drop_spools(change->ops, 0, change->nops);
+		return rc;
+	}
+	publish_stage_init(&pub->stage, pub->git, pub->lfs, base);
+	pub->stage.store_now = store_now;
+	pub->stage.store_ctx = pub;
+	rc = publish_stage_build(&pub->stage, change);
+	res->failed_op = pub->stage.failed_op;
+	res->lfs_files = pub->stage.lfs_files;
+	if (rc == 0)
+		rc = check_named(pub, res);
+	if (rc < 0)
+		return over_limit(pub, rc);
+	int on_head = !(change->flags & (PUBLISH_NEW_REF | PUBLISH_NEW_PULL_REQUEST)) && res->head[0];
+	if ((change->flags & (PUBLISH_SKIP_UNCHANGED | PUBLISH_DRY_RUN)) && on_head &&
+	    publish_stage_unchanged(&pub->stage, change, change->unchanged_except)) {
+		res->unchanged = 1;
+		memcpy(res->sha, res->head, 41);
+		return 0;
+	}
+	if (change->flags & PUBLISH_DRY_RUN)
+		return 0;
+	return commit_and_move(pub, who, change, res);
 }
 
 /* 1 when new_sha is a commit in git, or an annotated tag of one. */
@@ -481,10 +356,7 @@ void publish_end(struct publication *pub, const struct publish_actor *who, const
 		publish_new_commit_notify(pub->rec.id, pub->git, pub->ref, pub->old, pub->sha);
 		free(target);
 	}
-	for (size_t i = 0; i < pub->npending; i++)
-		lfs_writer_abort(pub->pending[i]);
-	commit_builder_free(pub->cb);
-	free(pub->gitattributes);
+	publish_stage_release(&pub->stage);
 	quarantine_free(pub->quarantine);
 	free(pub);
 }

@@ -1,22 +1,24 @@
 /* publish.h -- the one way new content becomes visible in a repo. Every
- * writer (the commit API, repo creation, khub import; the build worker and
- * air-gap sync) follows the same steps:
+ * writer (the commit API, repo creation, khub import, the build farm's
+ * publication) hands over one change -- a list of operations, the ref and
+ * the parent it expects, the commit's message -- and gets the new commit
+ * back:
  *
  *   publish_begin      a quarantined handle on the repo: objects written
- *                      through it stay in memory, LFS content in sealed
+ *                      for the change stay in memory, LFS content in sealed
  *                      temp files, until the commit is accepted
  *   publish_trylock /  the repo's write lock (a PostgreSQL advisory lock,
  *   publish_lock       so every process serialises on it)
- *   publish_tree       start the new tree from a parent, or empty
- *   publish_put_*      files: the LFS decision, the per-repo LFS link,
- *                      pointers, .gitattributes
- *   publish_commit     write the commit, store its objects and LFS content
- *                      durably, move the ref by compare-and-swap
+ *   publish_apply      the tree from the operations (the LFS decision,
+ *                      pointers, .gitattributes as the Hub keeps it), the
+ *                      commit, its objects and LFS content stored durably,
+ *                      the ref moved by compare-and-swap
  *   publish_end        unlock, then every after-move step, once
  *
- * Refs that move through objects arriving as packs (git push, the mirror)
- * are followed by publish_refs_moved: the same after-move steps. Functions
- * return 0 or a negative enum khub_err unless they say otherwise. */
+ * Refs that move through objects arriving as packs (git push, the mirror,
+ * air-gap sync) are followed by publish_refs_moved: the same after-move
+ * steps. Functions return 0 or a negative enum khub_err unless they say
+ * otherwise. */
 #ifndef KHUB_PUBLISH_H
 #define KHUB_PUBLISH_H
 
@@ -54,8 +56,8 @@ void publish_new_commit_notify(int64_t repo_id, git_repository *git, const char 
 			       const char *new_sha);
 
 /* The git objects one publication may hold in memory before it is
- * accepted (default 256 MiB): past it, writes fail and publish_over_limit
- * says so (the commit API answers 413). Set once, before publishing. */
+ * accepted (default 256 MiB): past it, publish_apply fails with
+ * KHUB_ETOOBIG (the commit API answers 413). Set once, before publishing. */
 void publish_set_memory_limit(uint64_t bytes);
 
 struct publication;
@@ -65,9 +67,6 @@ struct publication;
  * publish_end (published or not). */
 int publish_begin(const char *repo_root, struct lfs_store *lfs, const struct repo_record *rec,
 		  struct publication **out);
-/* The quarantined git handle (owned by the publication): reads see the
- * repo and what was put; writes stay in memory until publish_commit. */
-git_repository *publish_git(struct publication *pub);
 
 /* The repo's write lock. publish_trylock: 0 taken, 1 held by someone else
  * (this process or another), KHUB_EDB. publish_lock waits for it (command
@@ -82,46 +81,90 @@ void publish_set_unlock_notify(void (*fn)(int64_t repo_id));
 int publish_repo_trylock(int64_t repo_id);
 void publish_repo_unlock(int64_t repo_id);
 
-/* Start the new tree from parent_sha (NULL or "": empty); clear = 1
- * starts empty whatever the parent (an import is the whole directory).
- * Reads the parent's .gitattributes for the LFS decisions. */
-int publish_tree(struct publication *pub, const char *parent_sha, int clear);
+enum publish_op_kind {
+	PUBLISH_PUT,		/* a file: stored as LFS or as a blob by the rules below */
+	PUBLISH_PUT_LFS,	/* an LFS object already stored and linked to the repo */
+	PUBLISH_DELETE_FILE,	/* KHUB_ENOTFOUND when no such file */
+	PUBLISH_DELETE_FOLDER,	/* KHUB_ENOTFOUND when nothing is under it */
+	PUBLISH_COPY,		/* the file src_path at commit src_rev (NULL: the base) */
+};
 
-/* Replace the .gitattributes text the LFS decisions follow (copied; an
- * import decides by the directory's own). */
-void publish_set_gitattributes(struct publication *pub, const char *text);
-/* A file from bytes or from a file on disk: stored as LFS when the
- * .gitattributes rules, binary content or its size say so (content held
- * until publish_commit), otherwise as a blob. A file whose content is an
- * LFS pointer is accepted only when the object is stored and linked to
- * this repo (KHUB_EPERM otherwise: knowing a sha256 gives no right to
- * another repo's bytes). mode 0100644 or 0100755. *as_lfs (may be NULL)
- * says which it became. */
-int publish_put_bytes(struct publication *pub, const char *path, const void *data, size_t len, unsigned mode,
-		      int *as_lfs);
-int publish_put_file(struct publication *pub, const char *path, const char *fs_path, unsigned mode, int *as_lfs);
-/* Content already spooled by the caller (an open LFS writer, taken):
- * sealed, held and stored as LFS at publish_commit. Fills ptr. */
-int publish_hold_lfs(struct publication *pub, struct lfs_writer *w, struct lfs_pointer *ptr);
-/* The pointer blob for an LFS object; fills blob_sha. */
-int publish_write_pointer(struct publication *pub, const struct lfs_pointer *ptr, char blob_sha[41]);
-/* The staged tree, for callers that stage in ways of their own (blobs
- * already written, deletions: commit_builder_* in storage/repo.h). */
-struct commit_builder *publish_builder(struct publication *pub);
-/* 1 when the staged tree equals the parent's. */
-int publish_unchanged(struct publication *pub);
-/* 1 when the quarantine's size limit stopped a write. */
-int publish_over_limit(struct publication *pub);
+/* One operation (strings and bytes borrowed until publish_apply returns).
+ * A PUT becomes LFS when the .gitattributes rules, binary content (a NUL
+ * in its first 8000 bytes) or a size over LFS_SIZE_THRESHOLD say so; with
+ * PUBLISH_HUB_LFS_RULES the change's own .gitattributes decides too. A PUT
+ * whose content is an LFS pointer text is accepted only for an object
+ * stored and linked to this repo (KHUB_EPERM: knowing a sha256 gives no
+ * right to another repo's bytes), as is every PUT_LFS. */
+struct publish_op {
+	enum publish_op_kind kind;
+	const char *path;
+	unsigned mode;			/* PUT, PUT_LFS: 0100755 executable, else 0100644 */
+	/* PUT: the content, from the first of these that is set */
+	struct lfs_writer *spool;	/* written by the caller, not sealed: taken
+					 * by publish_apply, even when it fails */
+	const char *fs_path;		/* a file on disk */
+	int fd;				/* > 0: len bytes of this open file at offset */
+	uint64_t offset;
+	const void *data;		/* else len bytes here */
+	size_t len;
+	struct lfs_pointer lfs;		/* PUT_LFS: the object */
+	const char *src_path, *src_rev;	/* COPY */
+};
 
-/* Write the commit (summary/description as given), store its objects and
- * held LFS content (linked to the repo), then move ref (full name) from
- * expected_old (NULL or "": the ref must not exist) to it. Needs the lock.
- * KHUB_ECONFLICT when the ref moved meanwhile (nothing visible), KHUB_EDB,
- * KHUB_ENOSPC, KHUB_EIO. Fills sha. */
-int publish_commit(struct publication *pub, const struct publish_actor *who, const char *summary,
-		   const char *description, const char *ref, const char *expected_old, char sha[41]);
+enum publish_flags {
+	PUBLISH_NEW_REF = 1,		/* ref must not exist; the tree starts at base (NULL: empty) */
+	PUBLISH_NEW_PULL_REQUEST = 2,	/* the commit goes to a new refs/pr/N, started from
+					 * base (NULL: ref's head); ref must exist */
+	PUBLISH_START_EMPTY = 4,	/* the tree holds only what the operations put */
+	PUBLISH_HUB_LFS_RULES = 8,	/* the commit API: the change's own .gitattributes
+					 * decides too, and a rule is added for every LFS
+					 * file none covers (git clients then check out
+					 * content, not pointers) */
+	PUBLISH_SKIP_UNCHANGED = 16,	/* nothing committed when the tree equals the ref's head */
+	PUBLISH_DRY_RUN = 32,		/* build the tree and compare, never commit */
+};
 
-/* End: unlock, and when publish_commit moved a ref: touch the repo, index
+/* One change to a repo. */
+struct publish_changeset {
+	const struct publish_op *ops;
+	size_t nops;
+	const char *ref;		/* full name: "refs/heads/main" */
+	const char *parent;		/* NULL: on the ref's head as it is; else 5-40 hex
+					 * the head must start with (KHUB_ECONFLICT) */
+	const char *base;		/* NEW_REF, NEW_PULL_REQUEST: a revision to start from */
+	const char *summary, *description;
+	const char *gitattributes;	/* the LFS rules instead of the base's (NULL: those) */
+	const char *unchanged_except;	/* SKIP_UNCHANGED, DRY_RUN: a path whose change
+					 * alone leaves the tree unchanged */
+	unsigned flags;			/* enum publish_flags */
+};
+
+/* What publish_apply says. */
+struct publish_result {
+	char sha[41];			/* the new commit; the head when unchanged */
+	char head[41];			/* where the ref pointed ("" none) */
+	char ref[REF_NAME_MAX + 16];	/* the ref that moved (refs/pr/N for a pull request) */
+	int pr_number;
+	int unchanged;			/* SKIP_UNCHANGED, DRY_RUN: the tree is the head's */
+	int stale_parent;		/* KHUB_ECONFLICT: the head is not parent */
+	int missing_base;		/* KHUB_ENOTFOUND: base names no commit (else: no ref) */
+	size_t failed_op;		/* the operation an error is about; SIZE_MAX none */
+	size_t lfs_files;		/* PUTs stored as LFS */
+};
+
+/* Apply change under the lock (publish_trylock/publish_lock first): the
+ * tree from the operations, the commit (author who), its objects and LFS
+ * content stored durably (linked to the repo), then the ref moved by
+ * compare-and-swap. Once per publication. KHUB_ENOTFOUND (ref, base, or a
+ * deleted path: failed_op), KHUB_ECONFLICT (stale parent, or the ref moved
+ * meanwhile: nothing visible), KHUB_EPERM (an LFS object this repo has
+ * not), KHUB_ETOOBIG (the quarantine's memory limit), KHUB_EINVAL,
+ * KHUB_EDB, KHUB_ENOSPC, KHUB_EIO. */
+int publish_apply(struct publication *pub, const struct publish_actor *who, const struct publish_changeset *change,
+		  struct publish_result *res);
+
+/* End: unlock, and when publish_apply moved a ref: touch the repo, index
  * the new commit (kernel repos), write the audit entry (action, details
  * JSON or NULL) and call the after-move hook. Frees everything. Accepts
  * NULL. */

@@ -41,7 +41,7 @@ int ref_name_validate(const char *name, const char **why);
 /* Call once at start-up before any other git function. */
 void repo_store_global_init(void);
 /* log_error of what fmt says, then ": " and libgit2's last error on this
- * thread. */
+ * thread (storage/git_error.c). */
 void log_git_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "{root}/{type plural}/{ns}/{name}.git"; the caller frees. */

@@ -3,7 +3,6 @@
 #include "storage/repo.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -44,18 +43,6 @@ const char repo_default_gitattributes[] =
 	"*.zip filter=lfs diff=lfs merge=lfs -text\n"
 	"*.zst filter=lfs diff=lfs merge=lfs -text\n"
 	"*tfevents* filter=lfs diff=lfs merge=lfs -text\n";
-
-void log_git_error(const char *fmt, ...)
-{
-	const git_error *e = git_error_last();
-	struct strbuf what = STRBUF_INIT;
-	va_list ap;
-	va_start(ap, fmt);
-	strbuf_vaddf(&what, fmt, ap);
-	va_end(ap);
-	log_error("%s: %s", what.buf, e ? e->message : "unknown git error");
-	strbuf_release(&what);
-}
 
 void repo_store_global_init(void)
 {

@@ -15,6 +15,15 @@ for fn in commit_builder_write repo_update_ref variant_index_update db_repo_touc
 		grep -v '^api/kernel_variants.c:.*variant_index_update(j->repo_id')
 	is "$hits" "" "no $fn() outside storage/ (use storage/publish.h)"
 done
+# The tree of a change is publish's: the LFS decision, pointers and the
+# .gitattributes the Hub keeps are not taken above storage/ (preupload only
+# tells a client what publish will do), nor is a commit staged there.
+for fn in commit_builder_[a-z_]* lfs_pointer_format gitattributes_match_lfs publish_builder publish_git; do
+	hits=$(grep -rn --include='*.c' "\b$fn(" api farm server mirror sync common web 2>/dev/null)
+	is "$hits" "" "no ${fn%%\[*}() outside storage/ (hand publish_apply the operations)"
+done
+hits=$(grep -rln --include='*.c' '\blfs_should_store(' api farm server mirror sync common web 2>/dev/null | tr '\n' ' ')
+is "$hits" "api/preupload.c " "the LFS decision is taken only by publish (and foretold by preupload)"
 for f in storage/publish.c storage/publish.h; do
 	check "$f exists" -- test -f "$f"
 done
