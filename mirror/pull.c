@@ -4,7 +4,7 @@
  * the selection wants eagerly, then move each visible ref to exactly the
  * upstream sha. A crash at any point leaves visible refs where they were;
  * the next sync resumes partial LFS downloads and skips verified objects. */
-#include "mirror/sync_internal.h"
+#include "mirror/pull_internal.h"
 #include "storage/publish.h"
 #include "kernel/kernel.h"
 

@@ -1,6 +1,6 @@
 /* sync_lfs.c -- the LFS objects a selection wants at a commit, fetched from
  * the upstream by a bounded pool of threads and verified before stored. */
-#include "mirror/sync_internal.h"
+#include "mirror/pull_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * their objects into hidden staging refs (each libgit2 network step in a
  * child process under a deadline: libgit2 1.5 has no network timeout),
  * then move or delete the visible refs per policy. */
-#include "mirror/sync_internal.h"
+#include "mirror/pull_internal.h"
 #include "storage/publish.h"
 
 #include <errno.h>
