@@ -84,7 +84,7 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 const git_strarray *upstream_git_headers(struct upstream_client *c);
 uint64_t upstream_requests(const struct upstream_client *c);
 
-/* ---- syncing (mirror/sync.c) ---------------------------------------------- */
+/* ---- pulling (mirror/pull.c) ---------------------------------------------- */
 
 struct mirror_stats {
 	uint64_t repos, repos_unchanged, refs_moved, refs_kept, objects, bytes, errors;
@@ -98,9 +98,9 @@ struct mirror_run {
 	struct mirror_stats stats;
 };
 
-/* Sync every repo of one selection. Errors per repo are recorded in
+/* Pull every repo of one selection. Errors per repo are recorded in
  * mirror_repos and counted; returns 0 unless the whole run failed. */
-int mirror_sync_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo);
+int mirror_pull_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo);
 
 /* For the server: fetch one LFS object of a mirrored repo on first
  * request, and link it to the repo once downloaded and verified (an

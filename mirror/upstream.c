@@ -281,7 +281,7 @@ int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *o
 	char *lock = xasprintf("%s/mirror-%s.lock", lfs_store_tmp_dir(lfs), oid);
 	int rc = KHUB_EIO, corrupt = 0;
 	/* One fetcher per object (threads of a server answering several first
-	 * requests, a sync process, a second sync): the others wait here and
+	 * requests, a pulling process, a second one): the others wait here and
 	 * then find the object stored. flock locks open file descriptions, so
 	 * threads of one process exclude each other too. */
 	int lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);

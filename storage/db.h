@@ -455,15 +455,15 @@ int db_mirror_status_list(struct mirror_status_list *out);
 void mirror_status_list_release(struct mirror_status_list *list);	/* accepts NULL */
 
 /* What a sync of a repo records as it starts (strings borrowed). */
-struct mirror_sync_start {
+struct mirror_pull_start {
 	int64_t repo_id;
 	const char *selection, *upstream_name, *upstream_url, *upstream_repo;
 	const char *token_env, *token_file;	/* NULL when absent */
 	int lazy;
 };
-int db_mirror_sync_started(const struct mirror_sync_start *start);
+int db_mirror_pull_started(const struct mirror_pull_start *start);
 /* error, warnings: NULL when none; the counts are added to the totals. */
-int db_mirror_sync_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
+int db_mirror_pull_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
 			    uint64_t objects, int refs_behind);
 /* Add bytes and objects transferred outside a sync (lazy fetches). */
 int db_mirror_count_transfer(int64_t repo_id, uint64_t bytes, uint64_t objects);

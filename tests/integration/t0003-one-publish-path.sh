@@ -23,6 +23,6 @@ like "$users" 'api/commit.c' "the commit API publishes through it"
 like "$users" 'api/repos.c' "repo creation's files too"
 like "$users" 'server/cmd_import.c' "khub import too"
 like "$users" 'server/cmd_hook.c' "pushes run its after-move steps"
-like "$users" 'mirror/sync' "the mirror too"
+like "$users" 'mirror/pull' "the mirror too"
 like "$users" 'sync/import_apply.c' "air-gap imports too"
 done_testing
