@@ -47,9 +47,8 @@ static void *fetch_worker(void *arg)
 		int64_t inflight = 0;
 		int rc = db_lfs_inflight_begin(w->oid, &inflight) < 0 ? KHUB_EDB : 0;
 		if (rc == 0)
-			rc = upstream_fetch_lfs(rp->client, url.buf, w->oid, w->size, rp->run->lfs, 1, &transferred);
-		if (rc == 0 && db_lfs_link(rp->rec.id, w->oid) < 0)
-			rc = KHUB_EDB;
+			rc = upstream_fetch_lfs(rp->client, url.buf, w->oid, w->size, rp->run->lfs, rp->rec.id,
+						&transferred);
 		db_lfs_inflight_end(inflight);
 		strbuf_release(&url);
 		pthread_mutex_lock(&pool->lock);

@@ -115,7 +115,16 @@ int pull_move_visible_ref(struct repo_pull *rp, const char *name, const char *sh
 			return 0;
 		}
 	}
-	int rc = publish_import_ref(rp->rec.id, rp->git, name, exists ? current : NULL, sha, "khub mirror");
+	/* the after-move steps every writer runs: touch, index, audit, cache
+	 * invalidation */
+	static const struct publish_actor mirror_actor = { 0, "mirror", NULL, "mirror" };
+	struct repo_import_ref move = { name, exists ? current : NULL, sha, "khub mirror" };
+	json_t *d = json_pack("{s:s, s:s}", "ref", name, "new", sha);	/* a ref name may hold a quote */
+	char *details = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	int rc = repo_import_move_ref(rp->rec.id, rp->git, &move, &mirror_actor, "mirror.ref", rp->upstream_repo,
+				      details);
+	json_decref(d);
+	free(details);
 	if (rc == 0)
 		rp->run->stats.refs_moved++;
 	return rc;
@@ -156,9 +165,10 @@ void pull_apply_deletions(struct repo_pull *rp, struct upstream_ref *refs, size_
 		if (rp->sel->policy == POLICY_KEEP) {
 			strbuf_addf(&rp->warnings, "%s was deleted upstream: kept (policy keep); ", name);
 			rp->run->stats.refs_kept++;
-		} else if (publish_import_ref(rp->rec.id, rp->git, name, NULL, NULL, "khub mirror") == 0) {
-			rp->run->stats.refs_moved++;
-			publish_refs_moved(rp->rec.id, rp->git, NULL, PUBLISH_REFS_CHANGED, NULL, NULL, NULL, NULL);
+		} else {
+			struct repo_import_ref del = { name, NULL, NULL, "khub mirror" };
+			if (repo_import_move_ref(rp->rec.id, rp->git, &del, NULL, NULL, NULL, NULL) == 0)
+				rp->run->stats.refs_moved++;
 		}
 	}
 	strbuf_release(&gone);

@@ -65,7 +65,7 @@ int import_prepare(struct import_run *x);
  * repos deleted at the source unregistered. */
 int import_register(struct import_run *x);
 /* Move the refs of repos that were here already (compare-and-swap through
- * publish_import_ref), delete the refs the source no longer has, run the
+ * repo_import_move_ref), delete the refs the source no longer has, run the
  * after-move steps, mark the bundle applied; *moved counts refs moved. */
 int import_move_refs(struct import_run *x, size_t *moved);
 /* The local refs of r (heads and tags, within the bundle's ref selection)
