@@ -434,7 +434,7 @@ void kernel_listing_release(struct kernel_listing *list);	/* accepts NULL */
 
 /* ---- mirror tables (storage/db_mirror.c) ---------------------------------- */
 
-/* One mirrored repo's sync status. Strings owned by the list. */
+/* One mirrored repo's pull status. Strings owned by the list. */
 struct mirror_status {
 	char *repo;			/* ns/name */
 	enum repo_type type;
@@ -454,7 +454,7 @@ struct mirror_status_list {
 int db_mirror_status_list(struct mirror_status_list *out);
 void mirror_status_list_release(struct mirror_status_list *list);	/* accepts NULL */
 
-/* What a sync of a repo records as it starts (strings borrowed). */
+/* What a pull of a repo records as it starts (strings borrowed). */
 struct mirror_pull_start {
 	int64_t repo_id;
 	const char *selection, *upstream_name, *upstream_url, *upstream_repo;
@@ -465,7 +465,7 @@ int db_mirror_pull_started(const struct mirror_pull_start *start);
 /* error, warnings: NULL when none; the counts are added to the totals. */
 int db_mirror_pull_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
 			    uint64_t objects, int refs_behind);
-/* Add bytes and objects transferred outside a sync (lazy fetches). */
+/* Add bytes and objects transferred outside a pull (lazy fetches). */
 int db_mirror_count_transfer(int64_t repo_id, uint64_t bytes, uint64_t objects);
 
 /* Where a lazily mirrored repo's files come from. */
@@ -478,7 +478,7 @@ struct mirror_lazy_source {
 int db_mirror_lazy_source(int64_t repo_id, struct mirror_lazy_source *out);
 void mirror_lazy_source_release(struct mirror_lazy_source *src);	/* accepts NULL */
 
-/* Queue a sync (selection NULL = all); *id is the trigger's. */
+/* Queue a pull (selection NULL = all); *id is the trigger's. */
 int db_mirror_trigger_add(const char *selection, const char *requested_by, int64_t *id);
 /* Claim the oldest pending trigger: 0 with *id and *selection ("" = all;
  * the caller frees), 1 when none is pending, KHUB_EDB. */
