@@ -165,7 +165,7 @@ int db_repo_insert(enum repo_type type, const char *ns, const char *name, int pr
 		   struct repo_record *out);
 int db_repo_touch(int64_t repo_id);
 /* Register a repo as a mirror (created when missing, with its owner
- * account as an org). */
+ * account as an org). Imports call it through repo_import_register. */
 int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *name, struct repo_record *out);
 /* Unregister a repo. KHUB_ENOTFOUND when there is no such row. */
 int db_repo_delete(int64_t repo_id);
@@ -244,7 +244,8 @@ void trusted_publisher_list_release(struct trusted_publisher_list *list);	/* acc
 /* Set the flag and always record the change with changed_by (the command
  * line), in one transaction. KHUB_ENOTFOUND for an unknown account. */
 int db_trusted_publisher_force(const char *name, int trusted, const char *changed_by);
-/* A mirror copies its upstream's flag unless an admin overrode it. */
+/* A mirror or an air-gap import copies its source's flag unless an admin
+ * overrode it (through repo_import_copy_trust). */
 int db_account_copy_upstream_trust(const char *name, int trusted);
 
 /* ---- orgs and tokens, listed (storage/db_accounts.c) ------------------------ */

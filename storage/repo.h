@@ -52,8 +52,8 @@ int repo_store_create(const char *root, enum repo_type type, const char *ns, con
 /* The Hub's initial commit (.gitattributes, author "system") on main,
  * unless main exists. */
 int repo_store_initial_commit(git_repository *repo);
-/* Create an empty bare repo (no commit): mirrors keep upstream's history
- * exactly. KHUB_EEXIST when it exists. */
+/* Create an empty bare repo (no commit): imports (the mirror, air-gap
+ * sync) keep the source's history exactly. KHUB_EEXIST when it exists. */
 int repo_store_init_empty(const char *root, enum repo_type type, const char *ns, const char *name);
 /* Open a bare repo. The caller frees *out with git_repository_free. */
 int repo_store_open(const char *root, enum repo_type type, const char *ns, const char *name,
