@@ -11,7 +11,7 @@ static FILE *log_fp;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread char thread_request_id[40];
 
-/* A child of fork that logs (mirror/sync_refs.c runs libgit2 in one) must
+/* A child of fork that logs (mirror/pull_refs.c runs libgit2 in one) must
  * not inherit the lock held by a thread that no longer exists there. */
 static void log_fork_prepare(void)
 {

@@ -71,20 +71,21 @@ void upstream_client_free(struct upstream_client *c);
  * off). *status is the final HTTP status; *next (may be NULL) gets the
  * Link rel="next" URL (caller frees) or NULL. */
 int upstream_get_json(struct upstream_client *c, const char *url, json_t **out, long *status, char **next);
-/* Fetch url into the LFS store as oid/size: resumes a partial download
- * (Range), follows redirects, verifies the sha256, retries. *transferred
- * adds the bytes that crossed the network. KHUB_EINVAL when the bytes do
- * not verify, KHUB_EIO when the upstream cannot be reached, KHUB_ENOTFOUND
- * on 404. prove: download and verify the whole object even when the store
- * has it already (from scratch), which proves the upstream serves those
- * bytes: the condition for linking an object to a mirrored repo. */
+/* Fetch url into the LFS store as oid/size (through storage's
+ * repo_import_add_lfs): resumes a partial download (Range), follows
+ * redirects, verifies the sha256, retries. *transferred adds the bytes
+ * that crossed the network. KHUB_EINVAL when the bytes do not verify,
+ * KHUB_EIO when the upstream cannot be reached, KHUB_ENOTFOUND on 404,
+ * KHUB_EDB. link_repo_id (0: none): download and verify the whole object
+ * even when the store has it already (from scratch), which proves the
+ * upstream serves those bytes, then link it to that mirrored repo. */
 int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *oid, uint64_t size,
-		       struct lfs_store *lfs, int prove, uint64_t *transferred);
+		       struct lfs_store *lfs, int64_t link_repo_id, uint64_t *transferred);
 /* Headers for libgit2 (Authorization), NULL-safe; owned by the client. */
 const git_strarray *upstream_git_headers(struct upstream_client *c);
 uint64_t upstream_requests(const struct upstream_client *c);
 
-/* ---- syncing (mirror/sync.c) ---------------------------------------------- */
+/* ---- pulling (mirror/pull.c) ---------------------------------------------- */
 
 struct mirror_stats {
 	uint64_t repos, repos_unchanged, refs_moved, refs_kept, objects, bytes, errors;
@@ -98,9 +99,9 @@ struct mirror_run {
 	struct mirror_stats stats;
 };
 
-/* Sync every repo of one selection. Errors per repo are recorded in
+/* Pull every repo of one selection. Errors per repo are recorded in
  * mirror_repos and counted; returns 0 unless the whole run failed. */
-int mirror_sync_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo);
+int mirror_pull_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo);
 
 /* For the server: fetch one LFS object of a mirrored repo on first
  * request, and link it to the repo once downloaded and verified (an

@@ -40,6 +40,99 @@ static char *opt_string(json_t *obj, const char *key, const char *dflt)
 	return v ? xstrdup(v) : dflt ? xstrdup(dflt) : NULL;
 }
 
+/* An integer member, or dflt when absent or not an integer. */
+static long opt_integer(json_t *obj, const char *key, long dflt)
+{
+	json_t *v = json_object_get(obj, key);
+	return json_is_integer(v) ? (long)json_integer_value(v) : dflt;
+}
+
+/* upstreams[i]: 0, or KHUB_EINVAL with err set. */
+static int parse_upstream(json_t *u, size_t i, struct mirror_upstream *up, char *err, size_t errlen)
+{
+	up->name = opt_string(u, "name", NULL);
+	up->url = opt_string(u, "url", NULL);
+	if (!up->name || !up->url || strncmp(up->url, "http", 4) != 0) {
+		snprintf(err, errlen, "upstreams[%zu] needs a name and an http(s) url", i);
+		return KHUB_EINVAL;
+	}
+	size_t n = strlen(up->url);
+	while (n > 0 && up->url[n - 1] == '/')
+		up->url[--n] = '\0';
+	up->token_env = opt_string(u, "token_env", NULL);
+	up->token_file = opt_string(u, "token_file", NULL);
+	json_t *rate = json_object_get(u, "rate");
+	up->rate = json_is_number(rate) ? json_number_value(rate) : 0;
+	up->concurrency = (int)opt_integer(u, "concurrency", 4);
+	if (up->concurrency < 1 || up->concurrency > 64) {
+		snprintf(err, errlen, "upstreams[%zu].concurrency must be 1..64", i);
+		return KHUB_EINVAL;
+	}
+	up->max_retries = (int)opt_integer(u, "max_retries", 6);
+	up->request_timeout = opt_integer(u, "request_timeout", 120);
+	if (up->max_retries < 0 || up->request_timeout < 1) {
+		snprintf(err, errlen, "upstreams[%zu]: max_retries >= 0 and request_timeout >= 1", i);
+		return KHUB_EINVAL;
+	}
+	return 0;
+}
+
+/* What selections[i] pulls: its upstream, repo type and repos. */
+static int parse_selection_source(const struct mirror_config *cfg, json_t *s, size_t i, struct mirror_selection *sel,
+				  char *err, size_t errlen)
+{
+	sel->name = opt_string(s, "name", NULL);
+	sel->upstream = opt_string(s, "upstream", cfg->nupstreams ? cfg->upstreams[0].name : NULL);
+	if (!sel->name || !sel->upstream || !mirror_config_upstream(cfg, sel->upstream)) {
+		snprintf(err, errlen, "selections[%zu] needs a name and a known upstream", i);
+		return KHUB_EINVAL;
+	}
+	char *type = opt_string(s, "type", "kernel");
+	int bad_type = repo_type_parse(type, &sel->type) < 0;
+	free(type);
+	if (bad_type) {
+		snprintf(err, errlen, "selections[%zu].type is not a repo type", i);
+		return KHUB_EINVAL;
+	}
+	sel->repos = string_list(json_object_get(s, "repos"), &sel->nrepos, NULL);
+	if (!sel->nrepos) {
+		snprintf(err, errlen, "selections[%zu].repos is empty", i);
+		return KHUB_EINVAL;
+	}
+	for (size_t k = 0; k < sel->nrepos; k++)
+		if (!strchr(sel->repos[k], '/')) {
+			snprintf(err, errlen, "selections[%zu].repos: '%s' is not ns/name or ns/*", i, sel->repos[k]);
+			return KHUB_EINVAL;
+		}
+	return 0;
+}
+
+/* selections[i]: 0, or KHUB_EINVAL with err set. */
+static int parse_selection(const struct mirror_config *cfg, json_t *s, size_t i, struct mirror_selection *sel,
+			   char *err, size_t errlen)
+{
+	int rc = parse_selection_source(cfg, s, i, sel, err, errlen);
+	if (rc < 0)
+		return rc;
+	sel->refs = string_list(json_object_get(s, "refs"), &sel->nrefs, "all");
+	sel->eager = string_list(json_object_get(s, "eager_variants"), &sel->neager, "*");
+	json_t *lazy = json_object_get(s, "lazy");
+	sel->lazy = lazy ? json_is_true(lazy) : 1;
+	sel->interval = opt_integer(s, "interval", 600);
+	sel->git_timeout = opt_integer(s, "git_timeout", 600);
+	if (sel->git_timeout < 1) {
+		snprintf(err, errlen, "selections[%zu].git_timeout must be at least 1 second", i);
+		return KHUB_EINVAL;
+	}
+	const char *policy = json_string_value(json_object_get(s, "policy"));
+	if (policy && strcmp(policy, "keep") != 0 && strcmp(policy, "mirror") != 0) {
+		snprintf(err, errlen, "selections[%zu].policy must be \"mirror\" or \"keep\"", i);
+		return KHUB_EINVAL;
+	}
+	sel->policy = policy && strcmp(policy, "keep") == 0 ? POLICY_KEEP : POLICY_MIRROR;
+	return 0;
+}
+
 int mirror_config_parse(const char *text, struct mirror_config *out, char *err, size_t errlen)
 {
 	json_error_t jerr;
@@ -58,84 +151,17 @@ int mirror_config_parse(const char *text, struct mirror_config *out, char *err, 
 	}
 	out->upstreams = xcalloc(json_array_size(ups) + 1, sizeof(*out->upstreams));
 	size_t i;
-	json_t *u;
-	json_array_foreach(ups, i, u) {
-		struct mirror_upstream *up = &out->upstreams[out->nupstreams++];
-		up->name = opt_string(u, "name", NULL);
-		up->url = opt_string(u, "url", NULL);
-		if (!up->name || !up->url || strncmp(up->url, "http", 4) != 0) {
-			snprintf(err, errlen, "upstreams[%zu] needs a name and an http(s) url", i);
+	json_t *v;
+	rc = 0;
+	json_array_foreach(ups, i, v) {
+		if ((rc = parse_upstream(v, i, &out->upstreams[out->nupstreams++], err, errlen)) < 0)
 			goto cleanup;
-		}
-		size_t n = strlen(up->url);
-		while (n > 0 && up->url[n - 1] == '/')
-			up->url[--n] = '\0';
-		up->token_env = opt_string(u, "token_env", NULL);
-		up->token_file = opt_string(u, "token_file", NULL);
-		json_t *rate = json_object_get(u, "rate");
-		up->rate = json_is_number(rate) ? json_number_value(rate) : 0;
-		json_t *conc = json_object_get(u, "concurrency");
-		up->concurrency = json_is_integer(conc) ? (int)json_integer_value(conc) : 4;
-		if (up->concurrency < 1 || up->concurrency > 64) {
-			snprintf(err, errlen, "upstreams[%zu].concurrency must be 1..64", i);
-			goto cleanup;
-		}
-		json_t *retries = json_object_get(u, "max_retries");
-		up->max_retries = json_is_integer(retries) ? (int)json_integer_value(retries) : 6;
-		json_t *rt = json_object_get(u, "request_timeout");
-		up->request_timeout = json_is_integer(rt) ? (long)json_integer_value(rt) : 120;
-		if (up->max_retries < 0 || up->request_timeout < 1) {
-			snprintf(err, errlen, "upstreams[%zu]: max_retries >= 0 and request_timeout >= 1", i);
-			goto cleanup;
-		}
 	}
 	out->selections = xcalloc(json_array_size(sels) + 1, sizeof(*out->selections));
-	json_t *s;
-	json_array_foreach(sels, i, s) {
-		struct mirror_selection *sel = &out->selections[out->nselections++];
-		sel->name = opt_string(s, "name", NULL);
-		sel->upstream = opt_string(s, "upstream", out->nupstreams ? out->upstreams[0].name : NULL);
-		if (!sel->name || !sel->upstream || !mirror_config_upstream(out, sel->upstream)) {
-			snprintf(err, errlen, "selections[%zu] needs a name and a known upstream", i);
+	json_array_foreach(sels, i, v) {
+		if ((rc = parse_selection(out, v, i, &out->selections[out->nselections++], err, errlen)) < 0)
 			goto cleanup;
-		}
-		char *type = opt_string(s, "type", "kernel");
-		int bad_type = repo_type_parse(type, &sel->type) < 0;
-		free(type);
-		if (bad_type) {
-			snprintf(err, errlen, "selections[%zu].type is not a repo type", i);
-			goto cleanup;
-		}
-		sel->repos = string_list(json_object_get(s, "repos"), &sel->nrepos, NULL);
-		if (!sel->nrepos) {
-			snprintf(err, errlen, "selections[%zu].repos is empty", i);
-			goto cleanup;
-		}
-		for (size_t k = 0; k < sel->nrepos; k++)
-			if (!strchr(sel->repos[k], '/')) {
-				snprintf(err, errlen, "selections[%zu].repos: '%s' is not ns/name or ns/*", i, sel->repos[k]);
-				goto cleanup;
-			}
-		sel->refs = string_list(json_object_get(s, "refs"), &sel->nrefs, "all");
-		sel->eager = string_list(json_object_get(s, "eager_variants"), &sel->neager, "*");
-		json_t *lazy = json_object_get(s, "lazy");
-		sel->lazy = lazy ? json_is_true(lazy) : 1;
-		json_t *interval = json_object_get(s, "interval");
-		sel->interval = json_is_integer(interval) ? (long)json_integer_value(interval) : 600;
-		json_t *git_timeout = json_object_get(s, "git_timeout");
-		sel->git_timeout = json_is_integer(git_timeout) ? (long)json_integer_value(git_timeout) : 600;
-		if (sel->git_timeout < 1) {
-			snprintf(err, errlen, "selections[%zu].git_timeout must be at least 1 second", i);
-			goto cleanup;
-		}
-		const char *policy = json_string_value(json_object_get(s, "policy"));
-		if (policy && strcmp(policy, "keep") != 0 && strcmp(policy, "mirror") != 0) {
-			snprintf(err, errlen, "selections[%zu].policy must be \"mirror\" or \"keep\"", i);
-			goto cleanup;
-		}
-		sel->policy = policy && strcmp(policy, "keep") == 0 ? POLICY_KEEP : POLICY_MIRROR;
 	}
-	rc = 0;
 cleanup:
 	json_decref(doc);
 	if (rc < 0)

@@ -274,134 +274,151 @@ static size_t on_file_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* One object's download into its part file. */
+struct lfs_fetch {
+	struct upstream_client *c;
+	const char *url, *oid;
+	uint64_t size, have;		/* have: bytes in the part file, hashed into sha */
+	const char *part;
+	EVP_MD_CTX *sha;
+	CURL *h;
+	int failures, corrupt;
+	uint64_t *transferred;
+};
+
+/* Forget the partial download: the next request starts from nothing. */
+static void fetch_restart(struct lfs_fetch *f)
+{
+	unlink(f->part);
+	EVP_DigestInit_ex(f->sha, EVP_sha256(), NULL);
+	f->have = 0;
+}
+
+/* 1 when the whole object is here and hashes to its oid; otherwise the
+ * download starts over. */
+static int fetch_verified(struct lfs_fetch *f)
+{
+	char got[65];
+	EVP_MD_CTX *copy = EVP_MD_CTX_new();
+	EVP_MD_CTX_copy_ex(copy, f->sha);
+	sha256_final_hex(copy, got);
+	EVP_MD_CTX_free(copy);
+	if (strcmp(got, f->oid) == 0)
+		return 1;
+	log_warn("upstream %s: content hashes to %s, not %s: refused", f->url, got, f->oid);
+	fetch_restart(f);
+	f->corrupt++;
+	return 0;
+}
+
+/* One request for the bytes from f->have on (a Range when resuming): 0 to
+ * go on (the caller's loop decides what next), or a final error. */
+static int fetch_request(struct lfs_fetch *f)
+{
+	int fd = open(f->part, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return KHUB_EIO;
+	struct download d = { fd, f->have, 0, 0, f->h, 0, f->sha, 0 };
+	struct response_meta meta = { -1, NULL };
+	char range[48];
+	curl_easy_reset(f->h);
+	set_common(f->c, f->h, f->url);
+	curl_easy_setopt(f->h, CURLOPT_WRITEFUNCTION, on_file_body);
+	curl_easy_setopt(f->h, CURLOPT_WRITEDATA, &d);
+	curl_easy_setopt(f->h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(f->h, CURLOPT_HEADERDATA, &meta);
+	if (f->have > 0) {
+		snprintf(range, sizeof(range), "%llu-", (unsigned long long)f->have);
+		curl_easy_setopt(f->h, CURLOPT_RANGE, range);
+	}
+	rate_wait(f->c);
+	CURLcode cc = curl_easy_perform(f->h);
+	long status = 0;
+	curl_easy_getinfo(f->h, CURLINFO_RESPONSE_CODE, &status);
+	close(fd);
+	free(meta.next_link);
+	*f->transferred += d.written;
+	f->have = d.have + d.written;
+	if (cc == CURLE_OK && (status == 200 || status == 206) && d.written > 0)
+		return 0;	/* complete or not, the caller's check decides */
+	if (cc == CURLE_OK && status == 416) {
+		fetch_restart(f);
+		f->failures++;
+		return 0;
+	}
+	if (cc == CURLE_OK && !retryable(status) && status != 200 && status != 206) {
+		log_warn("upstream %s: HTTP %ld", f->url, status);
+		return status == 404 ? KHUB_ENOTFOUND : KHUB_EIO;
+	}
+	if (++f->failures > f->c->up->max_retries)
+		return 0;	/* reported by the caller */
+	long wait = backoff(&meta, f->failures - 1);
+	log_warn("upstream %s: %s after %llu bytes; resuming in %ld s", f->url,
+		 cc != CURLE_OK ? curl_easy_strerror(cc) : "busy or failing", (unsigned long long)f->have, wait);
+	sleep((unsigned)wait);
+	return 0;
+}
+
+/* Download until the part file holds the verified object: 0, or
+ * KHUB_EINVAL when the upstream keeps sending bad bytes, KHUB_EIO, ... */
+static int fetch_until_verified(struct lfs_fetch *f)
+{
+	/* the sha256 is computed as bytes arrive; a resumed file's prefix is
+	 * hashed once here */
+	if (hash_prefix(f->part, f->sha, &f->have) < 0 || f->have > f->size)
+		fetch_restart(f);
+	for (int rounds = 1; rounds <= 4 * (f->c->up->max_retries + 4); rounds++) {	/* never spin forever */
+		if (f->have > f->size)
+			fetch_restart(f);
+		if (f->have == f->size) {
+			if (fetch_verified(f))
+				return 0;
+			if (f->corrupt >= 2)	/* fetched again, bad again: give up */
+				return KHUB_EINVAL;
+			continue;
+		}
+		if (f->failures > f->c->up->max_retries)
+			return KHUB_EIO;
+		int rc = fetch_request(f);
+		if (rc < 0)
+			return rc;
+	}
+	return KHUB_EIO;
+}
+
 int upstream_fetch_lfs(struct upstream_client *c, const char *url, const char *oid, uint64_t size,
-		       struct lfs_store *lfs, int prove, uint64_t *transferred)
+		       struct lfs_store *lfs, int64_t link_repo_id, uint64_t *transferred)
 {
 	char *part = xasprintf("%s/mirror-%s.part", lfs_store_tmp_dir(lfs), oid);
 	char *lock = xasprintf("%s/mirror-%s.lock", lfs_store_tmp_dir(lfs), oid);
-	int rc = KHUB_EIO, corrupt = 0;
+	int rc = KHUB_EIO;
 	/* One fetcher per object (threads of a server answering several first
-	 * requests, a sync process, a second sync): the others wait here and
+	 * requests, a pulling process, a second one): the others wait here and
 	 * then find the object stored. flock locks open file descriptions, so
 	 * threads of one process exclude each other too. */
 	int lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
-		if (lock_fd >= 0)
-			close(lock_fd);
-		free(lock);
-		free(part);
-		return KHUB_EIO;
-	}
+	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0)
+		goto cleanup;
 	int stored = lfs_store_stat(lfs, oid, NULL) == 0;
-	if (stored && !prove) {
-		close(lock_fd);
-		free(lock);
-		free(part);
-		return 0;
+	if (stored && !link_repo_id) {
+		rc = 0;
+		goto cleanup;
 	}
 	/* a proof starts from nothing: no byte may come from an earlier
 	 * download (possibly from another upstream) */
 	if (stored)
 		unlink(part);
-	CURL *h = curl_easy_init();
-	EVP_MD_CTX *sha = EVP_MD_CTX_new();
-	uint64_t have = 0;
-	/* the sha256 is computed as bytes arrive; a resumed file's prefix is
-	 * hashed once here */
-	if (hash_prefix(part, sha, &have) < 0 || have > size) {
-		unlink(part);
-		EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
-		have = 0;
-	}
-	int failures = 0, rounds = 0;
-	for (;;) {
-		if (++rounds > 4 * (c->up->max_retries + 4)) {	/* never spin forever */
-			rc = KHUB_EIO;
-			break;
-		}
-		if (have > size) {
-			unlink(part);
-			EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
-			have = 0;
-		}
-		if (have == size) {
-			char got[65];
-			EVP_MD_CTX *copy = EVP_MD_CTX_new();
-			EVP_MD_CTX_copy_ex(copy, sha);
-			sha256_final_hex(copy, got);
-			EVP_MD_CTX_free(copy);
-			if (strcmp(got, oid) == 0) {
-				rc = lfs_store_adopt_hashed(lfs, part, oid);
-				break;
-			}
-			log_warn("upstream %s: content hashes to %s, not %s: refused", url, got, oid);
-			unlink(part);
-			EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
-			have = 0;
-			/* fetch again, but give up when the upstream keeps sending bad bytes */
-			if (++corrupt >= 2)
-				break;
-			continue;
-		}
-		if (failures > c->up->max_retries) {
-			rc = KHUB_EIO;
-			break;
-		}
-		int fd = open(part, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-		if (fd < 0) {
-			rc = KHUB_EIO;
-			break;
-		}
-		struct download d = { fd, have, 0, 0, h, 0, sha, 0 };
-		struct response_meta meta = { -1, NULL };
-		char range[48];
-		curl_easy_reset(h);
-		set_common(c, h, url);
-		curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_file_body);
-		curl_easy_setopt(h, CURLOPT_WRITEDATA, &d);
-		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-		curl_easy_setopt(h, CURLOPT_HEADERDATA, &meta);
-		if (have > 0) {
-			snprintf(range, sizeof(range), "%llu-", (unsigned long long)have);
-			curl_easy_setopt(h, CURLOPT_RANGE, range);
-		}
-		rate_wait(c);
-		CURLcode cc = curl_easy_perform(h);
-		long status = 0;
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-		close(fd);
-		free(meta.next_link);
-		*transferred += d.written;
-		have = d.have + d.written;
-		if (cc == CURLE_OK && (status == 200 || status == 206) && d.written > 0)
-			continue;	/* complete or not, the check at the top decides */
-		if (cc == CURLE_OK && status == 416) {
-			unlink(part);
-			EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
-			have = 0;
-			failures++;
-			continue;
-		}
-		if (cc == CURLE_OK && !retryable(status) && status != 200 && status != 206) {
-			log_warn("upstream %s: HTTP %ld", url, status);
-			rc = status == 404 ? KHUB_ENOTFOUND : KHUB_EIO;
-			break;
-		}
-		if (++failures > c->up->max_retries)
-			continue;	/* reported at the top */
-		long wait = backoff(&meta, failures - 1);
-		log_warn("upstream %s: %s after %llu bytes; resuming in %ld s", url,
-			 cc != CURLE_OK ? curl_easy_strerror(cc) : "busy or failing",
-			 (unsigned long long)(have + d.written), wait);
-		sleep((unsigned)wait);
-	}
-	if (corrupt >= 2 && rc != 0)
-		rc = KHUB_EINVAL;
-	curl_easy_cleanup(h);
-	EVP_MD_CTX_free(sha);
+	struct lfs_fetch f = { c, url, oid, size, 0, part, EVP_MD_CTX_new(), curl_easy_init(), 0, 0, transferred };
+	rc = fetch_until_verified(&f);
+	if (rc == 0)
+		rc = repo_import_add_lfs(lfs, link_repo_id, part, oid);
+	curl_easy_cleanup(f.h);
+	EVP_MD_CTX_free(f.sha);
 	if (rc == 0)
 		unlink(lock);	/* waiters holding the old inode find the object stored */
-	close(lock_fd);
+cleanup:
+	if (lock_fd >= 0)
+		close(lock_fd);
 	free(lock);
 	free(part);
 	return rc;

@@ -172,51 +172,65 @@ static int import_commit(struct import_state *st, const struct repo_record *rec,
 	return rc;
 }
 
-int cmd_import(int argc, char **argv)
+struct import_args {
+	const char *dir, *repo_id, *type_name, *branch, *message;
+	int private;
+};
+
+/* 0, or 2 after a usage message. */
+static int parse_args(int argc, char **argv, struct import_args *a)
 {
-	const char *dir = NULL, *repo_id = NULL, *type_name = "kernel", *branch = "main", *message = NULL;
-	int private = 0;
+	*a = (struct import_args){ NULL, NULL, "kernel", "main", NULL, 0 };
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--repo") == 0 && i + 1 < argc)
-			repo_id = argv[++i];
+			a->repo_id = argv[++i];
 		else if (strcmp(argv[i], "--type") == 0 && i + 1 < argc)
-			type_name = argv[++i];
+			a->type_name = argv[++i];
 		else if (strcmp(argv[i], "--branch") == 0 && i + 1 < argc)
-			branch = argv[++i];
+			a->branch = argv[++i];
 		else if (strcmp(argv[i], "--message") == 0 && i + 1 < argc)
-			message = argv[++i];
+			a->message = argv[++i];
 		else if (strcmp(argv[i], "--private") == 0)
-			private = 1;
-		else if (argv[i][0] != '-' && !dir)
-			dir = argv[i];
+			a->private = 1;
+		else if (argv[i][0] != '-' && !a->dir)
+			a->dir = argv[i];
 		else {
 			fprintf(stderr, "khub import: unexpected argument %s\n", argv[i]);
 			return 2;
 		}
 	}
-	if (!dir || !repo_id) {
+	if (!a->dir || !a->repo_id) {
 		fprintf(stderr, "usage: khub import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]\n");
 		return 2;
 	}
-	enum repo_type type;
+	return 0;
+}
+
+/* The type, namespace (caller frees) and name, or fatal. */
+static char *check_args(const struct import_args *a, enum repo_type *type, const char **name)
+{
 	const char *why;
-	if (repo_type_parse(type_name, &type) < 0)
-		fatal("unknown repo type '%s'", type_name);
-	const char *slash = strchr(repo_id, '/');
+	if (repo_type_parse(a->type_name, type) < 0)
+		fatal("unknown repo type '%s'", a->type_name);
+	const char *slash = strchr(a->repo_id, '/');
 	if (!slash)
 		fatal("--repo must be NS/NAME");
-	char *ns = xstrndup(repo_id, (size_t)(slash - repo_id));
-	const char *name = slash + 1;
-	if (repo_name_validate(ns, &why) < 0 || repo_name_validate(name, &why) < 0)
-		fatal("invalid repo id '%s': %s", repo_id, why);
-	if (ref_name_validate(branch, &why) < 0)
-		fatal("invalid branch '%s': %s", branch, why);
+	char *ns = xstrndup(a->repo_id, (size_t)(slash - a->repo_id));
+	*name = slash + 1;
+	if (repo_name_validate(ns, &why) < 0 || repo_name_validate(*name, &why) < 0)
+		fatal("invalid repo id '%s': %s", a->repo_id, why);
+	if (ref_name_validate(a->branch, &why) < 0)
+		fatal("invalid branch '%s': %s", a->branch, why);
 	struct stat sb;
-	if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
-		fatal("%s is not a directory", dir);
+	if (stat(a->dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
+		fatal("%s is not a directory", a->dir);
+	return ns;
+}
 
-	runtime_open_database();
-	int rc = 0;
+/* The org and the repo, made when missing; or fatal. */
+static void ensure_repo(const struct import_args *a, enum repo_type type, const char *ns, const char *name,
+			struct repo_record *rec)
+{
 	struct account owner;
 	if (db_account_get(ns, &owner) == KHUB_ENOTFOUND) {
 		if (db_account_create(ACCOUNT_ORG, ns, ns, 0, NULL) < 0)
@@ -224,19 +238,21 @@ int cmd_import(int argc, char **argv)
 		fprintf(stderr, "khub import: created org %s\n", ns);
 		db_audit(0, "cli", "org.create", ns, NULL, "local");
 	}
-	struct repo_record rec;
-	if (db_repo_get(type, ns, name, &rec) == KHUB_ENOTFOUND) {
-		/* git first, then the row: a crash in between is repaired by the
-		 * next import, which finds the directory and adds the row. */
-		rc = repo_store_create(runtime_repo_root(), type, ns, name);
-		if (rc < 0 && rc != KHUB_EEXIST)
-			fatal("cannot create repository %s", repo_id);
-		if (db_repo_insert(type, ns, name, private, &rec) < 0)
-			fatal("cannot register repository %s", repo_id);
-		db_audit(0, "cli", "repo.create", repo_id, NULL, "local");
-	}
-	struct import_state st = { 0 };
-	/* an import of sources with build.toml queues builds, as a push does */
+	if (db_repo_get(type, ns, name, rec) != KHUB_ENOTFOUND)
+		return;
+	/* git first, then the row: a crash in between is repaired by the
+	 * next import, which finds the directory and adds the row. */
+	int rc = repo_store_create(runtime_repo_root(), type, ns, name);
+	if (rc < 0 && rc != KHUB_EEXIST)
+		fatal("cannot create repository %s", a->repo_id);
+	if (db_repo_insert(type, ns, name, a->private, rec) < 0)
+		fatal("cannot register repository %s", a->repo_id);
+	db_audit(0, "cli", "repo.create", a->repo_id, NULL, "local");
+}
+
+/* An import of sources with build.toml queues builds, as a push does. */
+static void builds_from_config(void)
+{
 	farm_settings.variants_file = config.build_variants;
 	farm_settings.max_attempts = config.build_max_attempts;
 	farm_settings.queue_per_repo = config.build_queue_per_repo;
@@ -246,7 +262,24 @@ int cmd_import(int argc, char **argv)
 	farm_settings.plan_python = config.build_plan_python;
 	farm_settings.plan_wall_ms = config.build_plan_wall_ms;
 	publish_set_on_new_commit(builds_on_new_commit);
-	rc = import_commit(&st, &rec, dir, repo_id, branch, message);
+}
+
+int cmd_import(int argc, char **argv)
+{
+	struct import_args a;
+	int rc = parse_args(argc, argv, &a);
+	if (rc)
+		return rc;
+	enum repo_type type;
+	const char *name;
+	char *ns = check_args(&a, &type, &name);
+
+	runtime_open_database();
+	struct repo_record rec;
+	ensure_repo(&a, type, ns, name, &rec);
+	builds_from_config();
+	struct import_state st = { 0 };
+	rc = import_commit(&st, &rec, a.dir, a.repo_id, a.branch, a.message);
 	free(ns);
 	runtime_close_database();
 	return rc < 0 ? 1 : 0;

@@ -1,4 +1,4 @@
-/* cmd_mirror.c -- khub mirror sync|run|status: sync selections of an
+/* cmd_mirror.c -- khub mirror sync|run|status: pull selections of an
  * upstream hub once (with progress on a terminal), as a daemon on each
  * selection's interval and on triggers from the admin API, or show status. */
 #include "server/server.h"
@@ -42,7 +42,7 @@ static int run_selection(struct mirror_run *run, const struct mirror_selection *
 {
 	struct mirror_stats before = run->stats;
 	uint64_t t0 = monotonic_usec();
-	mirror_sync_selection(run, sel, only_repo);
+	mirror_pull_selection(run, sel, only_repo);
 	struct mirror_stats delta = run->stats;
 	delta.repos -= before.repos;
 	delta.repos_unchanged -= before.repos_unchanged;

@@ -96,61 +96,88 @@ usage:
 	return 2;
 }
 
+/* The lists khub sync export collects (comma-separated, repeatable). */
+struct export_lists {
+	struct list repos, refs, variants, locks;
+};
+
+/* One option and its value: 0, KHUB_EINVAL after a message, 2 for the
+ * usage. */
+static int export_option(const char *a, const char *v, struct sync_export_opts *o, struct export_lists *l,
+			 const char **type)
+{
+	struct { const char *name; struct list *list; } lists[] = {
+		{ "--repos", &l->repos }, { "--refs", &l->refs }, { "--variants", &l->variants }, { "--lock", &l->locks },
+	};
+	for (size_t k = 0; k < sizeof(lists) / sizeof(lists[0]); k++)
+		if (strcmp(a, lists[k].name) == 0) {
+			list_add(lists[k].list, v);
+			return 0;
+		}
+	if (strcmp(a, "--key") == 0)
+		o->key_path = v;
+	else if (strcmp(a, "--out") == 0)
+		o->out = v;
+	else if (strcmp(a, "--since") == 0)
+		o->since = v;
+	else if (strcmp(a, "--state-out") == 0)
+		o->state_out = v;
+	else if (strcmp(a, "--type") == 0)
+		*type = v;
+	else if (strcmp(a, "--volume-size") == 0) {
+		if (parse_size(v, &o->volume_size) < 0) {
+			fprintf(stderr, "khub sync export: --volume-size wants bytes (at least 4096; K, M, G suffixes)\n");
+			return KHUB_EINVAL;
+		}
+	} else if (strcmp(a, "--compression") == 0) {
+		o->compression = v;
+		if (sync_compression_check(v) < 0) {
+			fprintf(stderr, "khub sync export: --compression wants none, zstd or zstd:LEVEL (1 to 19)\n");
+			return KHUB_EINVAL;
+		}
+	} else
+		return 2;
+	return 0;
+}
+
+/* The options into o (its lists borrowed from l): 0, KHUB_EINVAL after a
+ * message, 2 for the usage. */
+static int export_args(int argc, char **argv, struct sync_export_opts *o, struct export_lists *l)
+{
+	const char *type = "kernel";
+	o->type = REPO_KERNEL;
+	for (int i = 2; i < argc; i += 2) {
+		if (i + 1 >= argc)
+			return 2;
+		int rc = export_option(argv[i], argv[i + 1], o, l, &type);
+		if (rc)
+			return rc;
+	}
+	if (!o->key_path || !o->out || repo_type_parse(type, &o->type) < 0)
+		return 2;
+	if (l->locks.n && (l->repos.n || l->refs.n || l->variants.n)) {
+		fprintf(stderr, "khub sync export: --lock selects repos, commits and variants itself: "
+				"not with --repos, --refs or --variants\n");
+		return KHUB_EINVAL;
+	}
+	o->repos = l->repos.items, o->nrepos = l->repos.n;
+	o->refs = l->refs.items, o->nrefs = l->refs.n;
+	o->variants = l->variants.items, o->nvariants = l->variants.n;
+	o->locks = l->locks.items, o->nlocks = l->locks.n;
+	return 0;
+}
+
 static int cmd_export(int argc, char **argv)
 {
 	struct sync_export_opts o = { 0 };
-	struct list repos = { 0 }, refs = { 0 }, variants = { 0 }, locks = { 0 };
-	const char *type = "kernel";
-	int rc = 2;
-	o.type = REPO_KERNEL;
-	for (int i = 2; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!v)
-			goto usage;
-		i++;
-		if (strcmp(a, "--key") == 0)
-			o.key_path = v;
-		else if (strcmp(a, "--out") == 0)
-			o.out = v;
-		else if (strcmp(a, "--repos") == 0)
-			list_add(&repos, v);
-		else if (strcmp(a, "--refs") == 0)
-			list_add(&refs, v);
-		else if (strcmp(a, "--variants") == 0)
-			list_add(&variants, v);
-		else if (strcmp(a, "--lock") == 0)
-			list_add(&locks, v);
-		else if (strcmp(a, "--since") == 0)
-			o.since = v;
-		else if (strcmp(a, "--state-out") == 0)
-			o.state_out = v;
-		else if (strcmp(a, "--type") == 0)
-			type = v;
-		else if (strcmp(a, "--volume-size") == 0) {
-			if (parse_size(v, &o.volume_size) < 0) {
-				fprintf(stderr, "khub sync export: --volume-size wants bytes (at least 4096; K, M, G suffixes)\n");
-				goto done;
-			}
-		} else if (strcmp(a, "--compression") == 0) {
-			o.compression = v;
-			if (sync_compression_check(v) < 0) {
-				fprintf(stderr, "khub sync export: --compression wants none, zstd or zstd:LEVEL (1 to 19)\n");
-				goto done;
-			}
-		} else
-			goto usage;
-	}
-	if (!o.key_path || !o.out || repo_type_parse(type, &o.type) < 0)
-		goto usage;
-	if (locks.n && (repos.n || refs.n || variants.n)) {
-		fprintf(stderr, "khub sync export: --lock selects repos, commits and variants itself: "
-				"not with --repos, --refs or --variants\n");
+	struct export_lists l = { 0 };
+	int rc = export_args(argc, argv, &o, &l);
+	if (rc == 2)
+		fputs(sync_usage, stderr);
+	if (rc) {
+		rc = 2;
 		goto done;
 	}
-	o.repos = repos.items, o.nrepos = repos.n;
-	o.refs = refs.items, o.nrefs = refs.n;
-	o.variants = variants.items, o.nvariants = variants.n;
-	o.locks = locks.items, o.nlocks = locks.n;
 	runtime_open_database();
 	o.repo_root = runtime_repo_root();
 	o.lfs = lfs_store_open(runtime_lfs_root());
@@ -161,7 +188,6 @@ static int cmd_export(int argc, char **argv)
 	o.progress = isatty(2) ? SYNC_PROGRESS_BAR : SYNC_PROGRESS_OFF;
 	o.report = stdout;
 	char err[1024];
-	rc = 0;
 	if (sync_export(&o, err, sizeof(err)) < 0) {
 		fprintf(stderr, "khub sync export: %s\n", err);
 		rc = 1;
@@ -169,14 +195,11 @@ static int cmd_export(int argc, char **argv)
 	free(hub);
 	lfs_store_close(o.lfs);
 	runtime_close_database();
-	goto done;
-usage:
-	fputs(sync_usage, stderr);
 done:
-	list_free(&repos);
-	list_free(&refs);
-	list_free(&variants);
-	list_free(&locks);
+	list_free(&l.repos);
+	list_free(&l.refs);
+	list_free(&l.variants);
+	list_free(&l.locks);
 	return rc;
 }
 

@@ -1,11 +1,12 @@
 /* db.c -- a bounded pool of PostgreSQL connections that threads borrow per
  * query (or keep while they hold an advisory lock or a transaction),
- * queries with text parameters, explicit transactions, advisory locks and
- * the migration runner. */
+ * queries with text parameters, explicit transactions, advisory locks,
+ * the migration runner, and the random secrets tokens are made of. */
 #include "storage/db_internal.h"
 #include "storage/migrations.h"
 
 #include <assert.h>
+#include <openssl/rand.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -597,4 +598,19 @@ void *db_query_items(size_t size, void (*fill)(void *item, const struct db_rows 
 	*count = rows.count;
 	db_rows_release(&rows);
 	return items;
+}
+
+int db_token_secret(const char *prefix, const char *alphabet, size_t len, char *secret, char hash[65])
+{
+	unsigned char random[64];
+	size_t plen = strlen(prefix), n = strlen(alphabet);
+	assert(len <= sizeof(random));
+	if (RAND_bytes(random, (int)len) != 1)
+		return KHUB_EIO;
+	memcpy(secret, prefix, plen);
+	for (size_t i = 0; i < len; i++)
+		secret[plen + i] = alphabet[random[i] % n];
+	secret[plen + len] = '\0';
+	sha256_hex(secret, plen + len, hash);
+	return 0;
 }

@@ -165,7 +165,7 @@ int db_repo_insert(enum repo_type type, const char *ns, const char *name, int pr
 		   struct repo_record *out);
 int db_repo_touch(int64_t repo_id);
 /* Register a repo as a mirror (created when missing, with its owner
- * account as an org). */
+ * account as an org). Imports call it through repo_import_register. */
 int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *name, struct repo_record *out);
 /* Unregister a repo. KHUB_ENOTFOUND when there is no such row. */
 int db_repo_delete(int64_t repo_id);
@@ -244,7 +244,8 @@ void trusted_publisher_list_release(struct trusted_publisher_list *list);	/* acc
 /* Set the flag and always record the change with changed_by (the command
  * line), in one transaction. KHUB_ENOTFOUND for an unknown account. */
 int db_trusted_publisher_force(const char *name, int trusted, const char *changed_by);
-/* A mirror copies its upstream's flag unless an admin overrode it. */
+/* A mirror or an air-gap import copies its source's flag unless an admin
+ * overrode it (through repo_import_copy_trust). */
 int db_account_copy_upstream_trust(const char *name, int trusted);
 
 /* ---- orgs and tokens, listed (storage/db_accounts.c) ------------------------ */
@@ -434,7 +435,7 @@ void kernel_listing_release(struct kernel_listing *list);	/* accepts NULL */
 
 /* ---- mirror tables (storage/db_mirror.c) ---------------------------------- */
 
-/* One mirrored repo's sync status. Strings owned by the list. */
+/* One mirrored repo's pull status. Strings owned by the list. */
 struct mirror_status {
 	char *repo;			/* ns/name */
 	enum repo_type type;
@@ -454,18 +455,18 @@ struct mirror_status_list {
 int db_mirror_status_list(struct mirror_status_list *out);
 void mirror_status_list_release(struct mirror_status_list *list);	/* accepts NULL */
 
-/* What a sync of a repo records as it starts (strings borrowed). */
-struct mirror_sync_start {
+/* What a pull of a repo records as it starts (strings borrowed). */
+struct mirror_pull_start {
 	int64_t repo_id;
 	const char *selection, *upstream_name, *upstream_url, *upstream_repo;
 	const char *token_env, *token_file;	/* NULL when absent */
 	int lazy;
 };
-int db_mirror_sync_started(const struct mirror_sync_start *start);
+int db_mirror_pull_started(const struct mirror_pull_start *start);
 /* error, warnings: NULL when none; the counts are added to the totals. */
-int db_mirror_sync_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
+int db_mirror_pull_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
 			    uint64_t objects, int refs_behind);
-/* Add bytes and objects transferred outside a sync (lazy fetches). */
+/* Add bytes and objects transferred outside a pull (lazy fetches). */
 int db_mirror_count_transfer(int64_t repo_id, uint64_t bytes, uint64_t objects);
 
 /* Where a lazily mirrored repo's files come from. */
@@ -478,7 +479,7 @@ struct mirror_lazy_source {
 int db_mirror_lazy_source(int64_t repo_id, struct mirror_lazy_source *out);
 void mirror_lazy_source_release(struct mirror_lazy_source *src);	/* accepts NULL */
 
-/* Queue a sync (selection NULL = all); *id is the trigger's. */
+/* Queue a pull (selection NULL = all); *id is the trigger's. */
 int db_mirror_trigger_add(const char *selection, const char *requested_by, int64_t *id);
 /* Claim the oldest pending trigger: 0 with *id and *selection ("" = all;
  * the caller frees), 1 when none is pending, KHUB_EDB. */

@@ -2,9 +2,7 @@
 #include "storage/db_internal.h"
 #include "storage/db_builds.h"
 
-#include <assert.h>
 #include <inttypes.h>
-#include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,21 +111,6 @@ int db_membership_role(int64_t org_id, int64_t user_id, enum role *out)
 	if (PQntuples(res) == 1)
 		role_parse(PQgetvalue(res, 0, 0), out);
 	PQclear(res);
-	return 0;
-}
-
-int db_token_secret(const char *prefix, const char *alphabet, size_t len, char *secret, char hash[65])
-{
-	unsigned char random[64];
-	size_t plen = strlen(prefix), n = strlen(alphabet);
-	assert(len <= sizeof(random));
-	if (RAND_bytes(random, (int)len) != 1)
-		return KHUB_EIO;
-	memcpy(secret, prefix, plen);
-	for (size_t i = 0; i < len; i++)
-		secret[plen + i] = alphabet[random[i] % n];
-	secret[plen + len] = '\0';
-	sha256_hex(secret, plen + len, hash);
 	return 0;
 }
 

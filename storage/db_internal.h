@@ -47,7 +47,8 @@ void *db_query_items(size_t size, void (*fill)(void *item, const struct db_rows 
 
 /* A new token: prefix and then len (at most 64) characters drawn at random
  * from alphabet into secret (strlen(prefix) + len + 1 bytes), and the
- * SHA-256 it is stored as (hex): 0 or KHUB_EIO (storage/db_accounts.c). */
+ * SHA-256 it is stored as (hex): 0 or KHUB_EIO (storage/db.c: users' and
+ * workers' tokens alike). */
 int db_token_secret(const char *prefix, const char *alphabet, size_t len, char *secret, char hash[65]);
 
 /* A signed-in user's token: the columns db_principal_from_row reads, from

@@ -87,6 +87,24 @@ static void add_variant_filters(const struct kernel_listing_filter *f, struct qu
 enum { COL_ID, COL_NS, COL_NAME, COL_PRIVATE, COL_MODIFIED, COL_CREATED, COL_DOWNLOADS, COL_OWNER, COL_TRENDING,
        COL_VERSIONS, COL_FAMILIES, COL_TRUSTED, COL_TOTAL };
 
+static void fill_item(const struct db_rows *rows, size_t i, struct kernel_listing_item *it)
+{
+	struct repo_record *rec = &it->record;
+	rec->id = strtoll(db_rows_get(rows, i, COL_ID), NULL, 10);
+	rec->type = REPO_KERNEL;
+	rec->owner_id = strtoll(db_rows_get(rows, i, COL_OWNER), NULL, 10);
+	snprintf(rec->ns, sizeof(rec->ns), "%s", db_rows_get(rows, i, COL_NS));
+	snprintf(rec->name, sizeof(rec->name), "%s", db_rows_get(rows, i, COL_NAME));
+	rec->private = db_rows_get(rows, i, COL_PRIVATE)[0] == 't';
+	rec->last_modified = (time_t)strtoll(db_rows_get(rows, i, COL_MODIFIED), NULL, 10);
+	rec->downloads = strtoll(db_rows_get(rows, i, COL_DOWNLOADS), NULL, 10);
+	it->created_at = (time_t)strtoll(db_rows_get(rows, i, COL_CREATED), NULL, 10);
+	it->trending = strtoll(db_rows_get(rows, i, COL_TRENDING), NULL, 10);
+	it->versions = xstrdup(db_rows_get(rows, i, COL_VERSIONS));
+	it->backends = xstrdup(db_rows_get(rows, i, COL_FAMILIES));
+	it->trusted_publisher = db_rows_get(rows, i, COL_TRUSTED)[0] == 't';
+}
+
 int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listing *out)
 {
 	static const char *const orders[] = {
@@ -148,23 +166,8 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 		return rc;
 	out->items = xcalloc(rows.count + 1, sizeof(*out->items));
 	out->total = rows.count ? strtol(db_rows_get(&rows, 0, COL_TOTAL), NULL, 10) : 0;
-	for (size_t i = 0; i < rows.count; i++) {
-		struct kernel_listing_item *it = &out->items[i];
-		struct repo_record *rec = &it->record;
-		rec->id = strtoll(db_rows_get(&rows, i, COL_ID), NULL, 10);
-		rec->type = REPO_KERNEL;
-		rec->owner_id = strtoll(db_rows_get(&rows, i, COL_OWNER), NULL, 10);
-		snprintf(rec->ns, sizeof(rec->ns), "%s", db_rows_get(&rows, i, COL_NS));
-		snprintf(rec->name, sizeof(rec->name), "%s", db_rows_get(&rows, i, COL_NAME));
-		rec->private = db_rows_get(&rows, i, COL_PRIVATE)[0] == 't';
-		rec->last_modified = (time_t)strtoll(db_rows_get(&rows, i, COL_MODIFIED), NULL, 10);
-		rec->downloads = strtoll(db_rows_get(&rows, i, COL_DOWNLOADS), NULL, 10);
-		it->created_at = (time_t)strtoll(db_rows_get(&rows, i, COL_CREATED), NULL, 10);
-		it->trending = strtoll(db_rows_get(&rows, i, COL_TRENDING), NULL, 10);
-		it->versions = xstrdup(db_rows_get(&rows, i, COL_VERSIONS));
-		it->backends = xstrdup(db_rows_get(&rows, i, COL_FAMILIES));
-		it->trusted_publisher = db_rows_get(&rows, i, COL_TRUSTED)[0] == 't';
-	}
+	for (size_t i = 0; i < rows.count; i++)
+		fill_item(&rows, i, &out->items[i]);
 	out->count = rows.count;
 	db_rows_release(&rows);
 	return 0;

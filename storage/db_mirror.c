@@ -1,5 +1,5 @@
-/* db_mirror.c -- the mirror's tables: per-repo sync status and counters,
- * sync triggers, the stored mirror configuration, and the upstream a lazy
+/* db_mirror.c -- the mirror's tables: per-repo pull status and counters,
+ * pull triggers, the stored mirror configuration, and the upstream a lazy
  * fetch goes to. */
 #include "storage/db_internal.h"
 
@@ -62,7 +62,7 @@ void mirror_status_list_release(struct mirror_status_list *list)
 	list->count = 0;
 }
 
-int db_mirror_sync_started(const struct mirror_sync_start *s)
+int db_mirror_pull_started(const struct mirror_pull_start *s)
 {
 	char id[24];
 	snprintf(id, sizeof(id), "%" PRId64, s->repo_id);
@@ -75,7 +75,7 @@ int db_mirror_sync_started(const struct mirror_sync_start *s)
 		      8, params);
 }
 
-int db_mirror_sync_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
+int db_mirror_pull_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
 			    uint64_t objects, int refs_behind)
 {
 	char id[24], b[24], o[24], behind[16];

@@ -63,7 +63,8 @@ const char *lfs_writer_temp_path(const struct lfs_writer *w);
  * returns how many. */
 int lfs_store_clean_tmp(struct lfs_store *store, long max_age);
 /* Move a finished download whose sha256 the caller computed as it was
- * written (and found equal to oid) into the store: fsync, rename. */
+ * written (and found equal to oid) into the store: fsync, rename. Outside
+ * storage/ through repo_import_add_lfs. */
 int lfs_store_adopt_hashed(struct lfs_store *store, const char *path, const char *oid);
 /* {root}/tmp, where partial files live. */
 const char *lfs_store_tmp_dir(const struct lfs_store *store);

@@ -1,9 +1,9 @@
 /* import_apply.c -- the hub's side of an import: the base state the
  * bundle needs (checked before anything changes), then per repo the pack,
- * the LFS objects and the refs (through publish_import_ref). */
+ * the LFS objects and the refs of a repo new here (through storage's
+ * repo_import_*, see storage/repo.h). */
 #include "sync/import_internal.h"
 #include "storage/db.h"
-#include "storage/publish.h"
 #include "kernel/kernel.h"
 
 #include <errno.h>
@@ -315,48 +315,22 @@ int import_check_base(struct import_run *x, size_t *pending)
 	return 0;
 }
 
-static int move_pack(struct import_run *x, git_repository *git, const char *staged, const struct sync_repo *r)
-{
-	const char *base = strrchr(staged, '/') + 1;
-	int rc = 0;
-	char *objdir = xasprintf("%sobjects/pack", git_repository_path(git));
-	const char *ext[2] = { ".pack", ".idx" };	/* the .idx last: git reads a pack through it */
-	for (int k = 0; k < 2 && rc == 0; k++) {
-		char *from = xasprintf("%s%s", staged, ext[k]), *to = xasprintf("%s/%s%s", objdir, base, ext[k]);
-		if (mkdir_p(objdir, 0755) < 0 || rename(from, to) < 0)
-			rc = import_fail(x, KHUB_EIO, "%s/%s: cannot move the pack into the repo: %s", r->ns, r->name,
-				   strerror(errno));
-		free(from);
-		free(to);
-	}
-	fsync_dir(objdir);
-	free(objdir);
-	return rc;
-}
-
 /* The pack and the LFS objects of one repo, not yet referenced. */
 static int fill_repo(struct import_run *x, const struct sync_repo *r, git_repository **git)
 {
-	int rc = repo_store_init_empty(x->o->repo_root, r->type, r->ns, r->name);
-	if (rc < 0 && rc != KHUB_EEXIST)
-		return import_fail(x, rc, "%s/%s: cannot create the repo", r->ns, r->name);
-	if ((rc = repo_store_open(x->o->repo_root, r->type, r->ns, r->name, git)) < 0)
-		return import_fail(x, rc, "%s/%s: cannot open the repo", r->ns, r->name);
+	int rc = repo_import_open(x->o->repo_root, r->type, r->ns, r->name, git);
+	if (rc < 0)
+		return import_fail(x, rc, "%s/%s: cannot create or open the repo", r->ns, r->name);
 	long pi = r->pack ? import_entry_index(x, r->pack) : -1;
-	if (pi >= 0 && x->staged_pack[pi]) {
-		if ((rc = move_pack(x, *git, x->staged_pack[pi], r)) < 0)
-			return rc;
-		git_odb *odb = NULL;
-		if (git_repository_odb(&odb, *git) == 0)
-			git_odb_refresh(odb);
-		git_odb_free(odb);
-	}
+	if (pi >= 0 && x->staged_pack[pi] && (rc = repo_import_add_pack(*git, x->staged_pack[pi])) < 0)
+		return import_fail(x, rc, "%s/%s: cannot move the pack into the repo: %s", r->ns, r->name,
+				   strerror(errno));
 	for (size_t k = 0; k < r->nlfs; k++) {
 		const char *oid = r->lfs[k].oid;
 		if (lfs_store_stat(x->o->lfs, oid, NULL) == 0)
 			continue;
 		char *path = xasprintf("%s/%s", x->lfs_dir, oid);
-		rc = lfs_store_adopt_hashed(x->o->lfs, path, oid);	/* hashed as it was staged */
+		rc = repo_import_add_lfs(x->o->lfs, 0, path, oid);	/* hashed as it was staged; linked once registered */
 		free(path);
 		if (rc < 0)
 			return import_fail(x, rc, "%s/%s: cannot store LFS object %s", r->ns, r->name, oid);
@@ -413,7 +387,8 @@ static int set_fresh_refs(struct import_run *x, const struct sync_repo *r, git_r
 		int exists = local_ref(git, ref->name, cur) == 0;
 		if (!ref->new_[0] || (exists && strcmp(cur, ref->new_) == 0))
 			continue;
-		rc = publish_import_unregistered_ref(git, ref->name, exists ? cur : NULL, ref->new_, msg);
+		struct repo_import_ref set = { ref->name, exists ? cur : NULL, ref->new_, msg };
+		rc = repo_import_set_fresh_ref(git, &set);
 		if (rc < 0)
 			import_fail(x, rc, "%s/%s: cannot set %s", r->ns, r->name, ref->name);
 	}

@@ -4,7 +4,8 @@
  * one database transaction that records the bundle as being applied and
  * registers its repos (whose refs were set before, so a new repo appears
  * whole), then the ref moves of repos that were here already, each a
- * compare-and-swap, then the bundle marked applied. */
+ * compare-and-swap, then the bundle marked applied. Every step on a repo
+ * goes through storage's repo_import_* (storage/repo.h). */
 #include "sync/import_internal.h"
 #include "storage/db.h"
 #include "storage/publish.h"
@@ -144,8 +145,8 @@ int import_record_unchanged(struct import_run *x)
 
 static int register_links(struct import_run *x, const struct sync_repo *r, int64_t id)
 {
-	for (size_t k = 0; k < r->nlfs; k++)
-		if (db_lfs_link(id, r->lfs[k].oid) < 0)
+	for (size_t k = 0; k < r->nlfs; k++)	/* stored by import_prepare */
+		if (repo_import_add_lfs(x->o->lfs, id, NULL, r->lfs[k].oid) < 0)
 			return import_fail(x, KHUB_EDB, "%s/%s: cannot link LFS object %s (database)", r->ns, r->name,
 					   r->lfs[k].oid);
 	return 0;
@@ -156,8 +157,7 @@ static int register_repo(struct import_run *x, size_t i)
 	const struct sync_repo *r = &x->m.repos[i];
 	struct repo_record rec;
 	int kind = db_sync_account_kind(r->ns);
-	if (kind < 0 || db_sync_register_repo(r->type, r->ns, r->name, r->private_) < 0 ||
-	    db_repo_get(r->type, r->ns, r->name, &rec) < 0)
+	if (kind < 0 || repo_import_register(r->type, r->ns, r->name, r->private_, &rec) < 0)
 		return import_fail(x, KHUB_EDB, "%s/%s: cannot register the repo (database)", r->ns, r->name);
 	x->repo_id[i] = rec.id;
 	/* private at the source: private here; public at the source: public
@@ -171,7 +171,7 @@ static int register_repo(struct import_run *x, size_t i)
 	 * a local account (an old import's repo in it) is never touched */
 	if (kind != SYNC_ACCOUNT_LOCAL) {
 		int t = db_sync_trust_differs(r->ns, r->org_trusted);
-		if (t > 0 && db_account_copy_upstream_trust(r->ns, r->org_trusted) < 0)
+		if (t > 0 && repo_import_copy_trust(r->ns, r->org_trusted) < 0)
 			t = -1;
 		if (t < 0)
 			return import_fail(x, KHUB_EDB, "%s: cannot copy its trust flag (database)", r->ns);
@@ -248,26 +248,6 @@ int import_register(struct import_run *x)
 
 /* ---- the refs of repos that were here already --------------------------------------- */
 
-static void after_move(struct import_run *x, int64_t id, git_repository *git, const char *new_, const char *action,
-		       const char *target, const char *extra)
-{
-	char commit[41] = "";
-	if (new_ && new_[0]) {	/* indexing wants the commit an annotated tag names */
-		git_oid oid;
-		git_object *obj = NULL, *c = NULL;
-		git_oid_fromstr(&oid, new_);
-		if (git_object_lookup(&obj, git, &oid, GIT_OBJECT_ANY) == 0 &&
-		    git_object_peel(&c, obj, GIT_OBJECT_COMMIT) == 0)
-			git_oid_tostr(commit, sizeof(commit), git_object_id(c));
-		git_object_free(c);
-		git_object_free(obj);
-	}
-	publish_refs_moved(id, git, commit[0] ? commit : NULL, new_ && new_[0] ? PUBLISH_NEW_COMMIT : PUBLISH_REFS_CHANGED,
-			   NULL, NULL, target, NULL);
-	if (action)
-		import_audit(x, action, target, extra);
-}
-
 static int move_one(struct import_run *x, const struct sync_repo *r, int64_t id, git_repository *git,
 		    const char *name, const char *new_, const char *target, size_t *moved)
 {
@@ -284,19 +264,21 @@ static int move_one(struct import_run *x, const struct sync_repo *r, int64_t id,
 		free(extra);
 		return 0;
 	}
-	char *msg = xasprintf("khub sync import %s", x->m.bundle);
-	int rc = publish_import_ref(id, git, name, exists ? cur : NULL, new_[0] ? new_ : NULL, msg);
-	free(msg);
-	if (rc < 0) {
-		free(extra);
-		return import_fail(x, rc, "%s/%s: cannot move %s to %.12s%s", r->ns, r->name, name, new_,
-				   rc == KHUB_EINVAL ? " (its commit is not in the repo)" : "");
-	}
 	git_oid a, b;
 	int rewind = exists && new_[0] && strncmp(name, "refs/tags/", 10) != 0 && git_oid_fromstr(&a, cur) == 0 &&
 		     git_oid_fromstr(&b, new_) == 0 && git_graph_descendant_of(git, &b, &a) != 1;
-	after_move(x, id, git, new_, rewind ? "sync.rewind" : "sync.ref", target, extra);
+	char *msg = xasprintf("khub sync import %s", x->m.bundle), *details = audit_details(x, extra);
+	char *actor = actor_name(x);
+	struct repo_import_ref move = { name, exists ? cur : NULL, new_, msg };
+	struct publish_actor who = { 0, actor, NULL, "local" };
+	int rc = repo_import_move_ref(id, git, &move, &who, rewind ? "sync.rewind" : "sync.ref", target, details);
+	free(actor);
+	free(details);
+	free(msg);
 	free(extra);
+	if (rc < 0)
+		return import_fail(x, rc, "%s/%s: cannot move %s to %.12s%s", r->ns, r->name, name, new_,
+				   rc == KHUB_EINVAL ? " (its commit is not in the repo)" : "");
 	(*moved)++;
 	import_crash_point("moving");
 	return 0;
@@ -314,7 +296,7 @@ static int move_repo(struct import_run *x, size_t i, size_t *moved)
 	char *target = xasprintf("%s%s/%s", repo_type_url_prefix(r->type), r->ns, r->name);
 	if (x->fresh[i]) {	/* set and audited before it was registered */
 		for (size_t k = 0; k < r->nrefs; k++)
-			after_move(x, x->repo_id[i], git, r->refs[k].new_, NULL, target, NULL);
+			repo_import_refs_moved(x->repo_id[i], git, r->refs[k].new_, NULL, NULL, target, NULL);
 		*moved += r->nrefs;
 	} else {
 		for (size_t k = 0; k < r->nrefs && rc == 0; k++)

@@ -1,7 +1,10 @@
 /* import_internal.h -- shared by the parts of a verify or import (internal
  * to sync/): sync/import.c (the entry points, staging, the report),
  * sync/import_stream.c (manifest, signature, entries streamed and hashed),
- * sync/import_apply.c (the hub's base state, packs, LFS objects, refs). */
+ * sync/import_flush.c (staged files fsynced behind the stream),
+ * sync/import_apply.c (the hub's base state, packs, LFS objects, the refs
+ * of repos new here), sync/import_commit.c (the exporter's sequence, the
+ * key's scope, the one transaction, the refs of repos here already). */
 #ifndef KHUB_SYNC_IMPORT_INTERNAL_H
 #define KHUB_SYNC_IMPORT_INTERNAL_H
 
@@ -65,7 +68,7 @@ int import_prepare(struct import_run *x);
  * repos deleted at the source unregistered. */
 int import_register(struct import_run *x);
 /* Move the refs of repos that were here already (compare-and-swap through
- * publish_import_ref), delete the refs the source no longer has, run the
+ * repo_import_move_ref), delete the refs the source no longer has, run the
  * after-move steps, mark the bundle applied; *moved counts refs moved. */
 int import_move_refs(struct import_run *x, size_t *moved);
 /* The local refs of r (heads and tags, within the bundle's ref selection)

@@ -334,114 +334,116 @@ static int parse_origin(json_t *doc, struct sync_manifest *out, char *err, size_
 	return 0;
 }
 
-int sync_manifest_parse(const char *text, size_t len, int is_state, struct sync_manifest *out, char *err,
-			size_t errlen)
+/* The format, the bundle's ids, its origin (bundles) and what it says
+ * about itself. */
+static int parse_header(json_t *doc, int is_state, struct sync_manifest *out, char *err, size_t errlen)
 {
-	memset(out, 0, sizeof(*out));
-	json_error_t jerr;
-	json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-	int rc = 0;
-	if (!json_is_object(doc)) {
-		rc = fail(err, errlen, "not a JSON object (%s)", doc ? "wrong type" : jerr.text);
-		goto cleanup;
-	}
 	json_t *fmt = json_object_get(doc, "format");
 	json_int_t f = json_is_integer(fmt) ? json_integer_value(fmt) : 0;
-	if (is_state ? f < 1 || f > SYNC_STATE_FORMAT : f != SYNC_FORMAT) {
-		rc = fail(err, errlen, "unknown format (this khub reads %s format %d%s)", is_state ? "state" : "bundle",
-			  is_state ? SYNC_STATE_FORMAT : SYNC_FORMAT, is_state ? " and older" : "");
-		goto cleanup;
-	}
+	if (is_state ? f < 1 || f > SYNC_STATE_FORMAT : f != SYNC_FORMAT)
+		return fail(err, errlen, "unknown format (this khub reads %s format %d%s)", is_state ? "state" : "bundle",
+			    is_state ? SYNC_STATE_FORMAT : SYNC_FORMAT, is_state ? " and older" : "");
 	out->format = (int)f;
 	const char *bundle = json_string_value(json_object_get(doc, "bundle"));
-	if (bundle && !valid_uuid(bundle)) {
-		rc = fail(err, errlen, "bad bundle id");
-		goto cleanup;
-	}
-	if (!bundle && !is_state) {
-		rc = fail(err, errlen, "no bundle id");
-		goto cleanup;
-	}
+	if (bundle && !valid_uuid(bundle))
+		return fail(err, errlen, "bad bundle id");
+	if (!bundle && !is_state)
+		return fail(err, errlen, "no bundle id");
 	snprintf(out->bundle, sizeof(out->bundle), "%s", bundle ? bundle : "");
 	const char *since = json_string_value(json_object_get(doc, "since_bundle"));
-	if (since && !valid_uuid(since)) {
-		rc = fail(err, errlen, "bad since_bundle id");
-		goto cleanup;
-	}
+	if (since && !valid_uuid(since))
+		return fail(err, errlen, "bad since_bundle id");
 	out->since_bundle = since ? xstrdup(since) : NULL;
+	int rc;
 	if (!is_state && (rc = parse_origin(doc, out, err, errlen)) < 0)
-		goto cleanup;
+		return rc;
 	const char *hub = json_string_value(json_object_get(doc, "hub"));
 	const char *created = json_string_value(json_object_get(doc, "created"));
 	out->hub = xstrndup(hub ? hub : "", strnlen(hub ? hub : "", 256));
 	out->created = xstrndup(created ? created : "", strnlen(created ? created : "", 64));
 	json_t *sel = json_object_get(doc, "selection");
 	out->selection = sel ? json_incref(sel) : NULL;
+	return 0;
+}
+
+static int parse_repos(json_t *doc, int is_state, struct sync_manifest *out, char *err, size_t errlen)
+{
 	json_t *repos = json_object_get(doc, "repos");
-	if (!json_is_array(repos)) {
-		rc = fail(err, errlen, "repos must be an array");
-		goto cleanup;
-	}
+	if (!json_is_array(repos))
+		return fail(err, errlen, "repos must be an array");
 	size_t i;
 	json_t *v;
 	json_array_foreach(repos, i, v) {
 		struct sync_repo *r = sync_manifest_add_repo(out);
-		if (!json_is_object(v) || (rc = parse_repo(v, is_state, r, err, errlen)) < 0) {
-			if (rc == 0)
-				rc = fail(err, errlen, "repo %zu is not an object", i);
-			goto cleanup;
-		}
+		if (!json_is_object(v))
+			return fail(err, errlen, "repo %zu is not an object", i);
+		int rc = parse_repo(v, is_state, r, err, errlen);
+		if (rc < 0)
+			return rc;
 		for (size_t k = 0; k + 1 < out->nrepos; k++)
 			if (out->repos[k].type == r->type && strcasecmp(out->repos[k].ns, r->ns) == 0 &&
-			    strcasecmp(out->repos[k].name, r->name) == 0) {
-				rc = fail(err, errlen, "repo %s/%s listed twice", r->ns, r->name);
-				goto cleanup;
-			}
+			    strcasecmp(out->repos[k].name, r->name) == 0)
+				return fail(err, errlen, "repo %s/%s listed twice", r->ns, r->name);
 	}
-	if (is_state)
-		goto cleanup;
+	return 0;
+}
+
+static int parse_entries(json_t *doc, struct sync_manifest *out, char *err, size_t errlen)
+{
 	json_t *entries = json_object_get(doc, "entries");
-	if (!json_is_array(entries)) {
-		rc = fail(err, errlen, "entries must be an array");
-		goto cleanup;
-	}
+	if (!json_is_array(entries))
+		return fail(err, errlen, "entries must be an array");
 	out->entries = xcalloc(json_array_size(entries) + 1, sizeof(*out->entries));
+	size_t i;
+	json_t *v;
 	json_array_foreach(entries, i, v) {
 		const char *name = json_string_value(json_object_get(v, "name"));
 		const char *sha = json_string_value(json_object_get(v, "sha256"));
 		struct sync_entry *e = &out->entries[out->nentries];
 		if (!name || !valid_entry_name(name) || !sha || !is_lower_hex(sha, 64) ||
-		    get_size(json_object_get(v, "size"), &e->size) < 0 || sync_manifest_entry(out, name)) {
-			rc = fail(err, errlen, "bad entry %zu", i);
-			goto cleanup;
-		}
-		if (strncmp(name, "lfs/", 4) == 0 && strcmp(name + 4, sha) != 0) {
-			rc = fail(err, errlen, "entry %s: an LFS object is named by its sha256", name);
-			goto cleanup;
-		}
+		    get_size(json_object_get(v, "size"), &e->size) < 0 || sync_manifest_entry(out, name))
+			return fail(err, errlen, "bad entry %zu", i);
+		if (strncmp(name, "lfs/", 4) == 0 && strcmp(name + 4, sha) != 0)
+			return fail(err, errlen, "entry %s: an LFS object is named by its sha256", name);
 		e->name = xstrdup(name);
 		memcpy(e->sha256, sha, 65);
 		out->nentries++;
 	}
-	/* every pack and LFS object a repo names is an entry */
+	return 0;
+}
+
+/* Every pack and LFS object a repo names is an entry (of that size). */
+static int check_repo_entries(const struct sync_manifest *out, char *err, size_t errlen)
+{
 	for (size_t r = 0; r < out->nrepos; r++) {
 		const struct sync_repo *repo = &out->repos[r];
-		if (repo->pack && !sync_manifest_entry(out, repo->pack)) {
-			rc = fail(err, errlen, "repo %s/%s: pack %s is not an entry", repo->ns, repo->name, repo->pack);
-			goto cleanup;
-		}
+		if (repo->pack && !sync_manifest_entry(out, repo->pack))
+			return fail(err, errlen, "repo %s/%s: pack %s is not an entry", repo->ns, repo->name, repo->pack);
 		for (size_t k = 0; k < repo->nlfs; k++) {
 			char name[70];
 			snprintf(name, sizeof(name), "lfs/%s", repo->lfs[k].oid);
 			const struct sync_entry *e = sync_manifest_entry(out, name);
-			if (!e || e->size != repo->lfs[k].size) {
-				rc = fail(err, errlen, "repo %s/%s: LFS object %s is not an entry of that size", repo->ns,
-					  repo->name, repo->lfs[k].oid);
-				goto cleanup;
-			}
+			if (!e || e->size != repo->lfs[k].size)
+				return fail(err, errlen, "repo %s/%s: LFS object %s is not an entry of that size", repo->ns,
+					    repo->name, repo->lfs[k].oid);
 		}
 	}
-cleanup:
+	return 0;
+}
+
+int sync_manifest_parse(const char *text, size_t len, int is_state, struct sync_manifest *out, char *err,
+			size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	json_error_t jerr;
+	json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	int rc;
+	if (!json_is_object(doc))
+		rc = fail(err, errlen, "not a JSON object (%s)", doc ? "wrong type" : jerr.text);
+	else if ((rc = parse_header(doc, is_state, out, err, errlen)) == 0 &&
+		 (rc = parse_repos(doc, is_state, out, err, errlen)) == 0 && !is_state &&
+		 (rc = parse_entries(doc, out, err, errlen)) == 0)
+		rc = check_repo_entries(out, err, errlen);
 	json_decref(doc);
 	return rc;
 }

@@ -6,8 +6,9 @@
  * LFS objects named by sha256; the manifest lists the sha256 and size of
  * every other entry, and its own sha256 is signed with Ed25519. Import
  * verifies as it streams (constant memory), stages, and moves refs only
- * through publish_import_ref. See docs/sync.md. Functions return 0 or a
- * negative enum khub_err unless they say otherwise; err gets a message. */
+ * through storage's importer (repo_import_*, storage/repo.h). See
+ * docs/sync.md. Functions return 0 or a negative enum khub_err unless
+ * they say otherwise; err gets a message. */
 #ifndef KHUB_SYNC_H
 #define KHUB_SYNC_H
 

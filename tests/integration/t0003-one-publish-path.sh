@@ -27,12 +27,14 @@ is "$hits" "api/preupload.c " "the LFS decision is taken only by publish (and fo
 for f in storage/publish.c storage/publish.h; do
 	check "$f exists" -- test -f "$f"
 done
-users=$(grep -rln --include='*.c' 'publish_begin\|publish_refs_moved\|publish_import_ref' api server farm mirror sync | sort | tr '\n' ' ')
+# (the mirror and air-gap sync through storage/import.c: t0156)
+users=$(grep -rln --include='*.c' 'publish_begin\|publish_refs_moved\|repo_import_move_ref' api http server farm mirror sync |
+	sort | tr '\n' ' ')
 like "$users" 'api/commit.c' "the commit API publishes through it"
 like "$users" 'api/repos.c' "repo creation's files too"
 like "$users" 'server/cmd_import.c' "khub import too"
 like "$users" 'server/cmd_hook.c' "pushes run its after-move steps"
-like "$users" 'mirror/sync' "the mirror too"
-like "$users" 'sync/import_apply.c' "air-gap imports too"
+like "$users" 'mirror/pull' "the mirror too"
+like "$users" 'sync/import_commit.c' "air-gap imports too"
 like "$users" 'farm/build_publish.c' "the build farm's outputs too"
 done_testing

@@ -1,6 +1,6 @@
-/* sync_lfs.c -- the LFS objects a selection wants at a commit, fetched from
+/* pull_lfs.c -- the LFS objects a selection wants at a commit, fetched from
  * the upstream by a bounded pool of threads and verified before stored. */
-#include "mirror/sync_internal.h"
+#include "mirror/pull_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 /* ---- LFS objects ------------------------------------------------------------ */
 
 struct fetch_pool {
-	struct repo_sync *rs;
+	struct repo_pull *rp;
 	const char *sha;
 	struct wanted *items;
 	size_t count, next, done, failed;
@@ -28,7 +28,7 @@ struct fetch_pool {
 static void *fetch_worker(void *arg)
 {
 	struct fetch_pool *pool = arg;
-	struct repo_sync *rs = pool->rs;
+	struct repo_pull *rp = pool->rp;
 	for (;;) {
 		pthread_mutex_lock(&pool->lock);
 		size_t i = pool->next < pool->count ? pool->next++ : (size_t)-1;
@@ -37,8 +37,8 @@ static void *fetch_worker(void *arg)
 			break;
 		struct wanted *w = &pool->items[i];
 		struct strbuf url = STRBUF_INIT;
-		strbuf_addf(&url, "%s/%s%s/resolve/%s/", rs->up->url, repo_type_url_prefix(rs->sel->type),
-			    rs->upstream_repo, pool->sha);
+		strbuf_addf(&url, "%s/%s%s/resolve/%s/", rp->up->url, repo_type_url_prefix(rp->sel->type),
+			    rp->upstream_repo, pool->sha);
 		strbuf_add_urlencoded(&url, w->path, 1);
 		uint64_t transferred = 0;
 		/* prove: an object stored for another repo is downloaded again,
@@ -47,25 +47,24 @@ static void *fetch_worker(void *arg)
 		int64_t inflight = 0;
 		int rc = db_lfs_inflight_begin(w->oid, &inflight) < 0 ? KHUB_EDB : 0;
 		if (rc == 0)
-			rc = upstream_fetch_lfs(rs->client, url.buf, w->oid, w->size, rs->run->lfs, 1, &transferred);
-		if (rc == 0 && db_lfs_link(rs->rec.id, w->oid) < 0)
-			rc = KHUB_EDB;
+			rc = upstream_fetch_lfs(rp->client, url.buf, w->oid, w->size, rp->run->lfs, rp->rec.id,
+						&transferred);
 		db_lfs_inflight_end(inflight);
 		strbuf_release(&url);
 		pthread_mutex_lock(&pool->lock);
-		rs->bytes += transferred;
+		rp->bytes += transferred;
 		pool->done++;
 		if (rc == 0) {
-			rs->objects++;
+			rp->objects++;
 		} else {
 			pool->failed++;
 			pool->corrupt |= rc == KHUB_EINVAL;
-			strbuf_addf(&rs->errors, "%s: LFS object %s %s; ", w->path, w->oid,
+			strbuf_addf(&rp->errors, "%s: LFS object %s %s; ", w->path, w->oid,
 				    rc == KHUB_EINVAL ? "failed verification (sha256 or size mismatch)"
 				    : rc == KHUB_EDB ? "could not be linked (database unavailable)"
 						      : "could not be fetched");
 		}
-		sync_progress(rs, "%zu/%zu LFS objects, %.1f MiB", pool->done, pool->count, (double)rs->bytes / 1048576.0);
+		pull_progress(rp, "%zu/%zu LFS objects, %.1f MiB", pool->done, pool->count, (double)rp->bytes / 1048576.0);
 		pthread_mutex_unlock(&pool->lock);
 	}
 	return NULL;
@@ -76,25 +75,25 @@ static void *fetch_worker(void *arg)
  * upstream may name another repo's private object): an object is linked
  * only once this repo's upstream served its bytes; objects of other
  * variants are linked by mirror_lazy_fetch on first request. */
-int sync_fetch_wanted_objects(struct repo_sync *rs, const char *sha)
+int pull_fetch_wanted_objects(struct repo_pull *rp, const char *sha)
 {
 	struct tree_listing listing;
-	if (repo_list_tree(rs->git, sha, "", 1, &listing) < 0)
+	if (repo_list_tree(rp->git, sha, "", 1, &listing) < 0)
 		return KHUB_EIO;
 	struct wanted *items = xcalloc(listing.count + 1, sizeof(*items));
 	size_t n = 0;
 	int rc = 0;
 	for (size_t i = 0; i < listing.count && rc == 0; i++) {
 		const struct tree_entry *e = &listing.entries[i];
-		if (e->is_dir || !e->is_lfs || !sync_eager_path(rs->sel, e->path))
+		if (e->is_dir || !e->is_lfs || !pull_eager_path(rp->sel, e->path))
 			continue;
-		int linked = db_lfs_linked(rs->rec.id, e->lfs_oid);
+		int linked = db_lfs_linked(rp->rec.id, e->lfs_oid);
 		if (linked < 0) {
-			strbuf_addf(&rs->errors, "%s: database unavailable; ", e->path);
+			strbuf_addf(&rp->errors, "%s: database unavailable; ", e->path);
 			rc = KHUB_EDB;
 			break;
 		}
-		if (linked && lfs_store_stat(rs->run->lfs, e->lfs_oid, NULL) == 0)
+		if (linked && lfs_store_stat(rp->run->lfs, e->lfs_oid, NULL) == 0)
 			continue;
 		int dup = 0;
 		for (size_t k = 0; k < n && !dup; k++)
@@ -108,8 +107,8 @@ int sync_fetch_wanted_objects(struct repo_sync *rs, const char *sha)
 	}
 	tree_listing_release(&listing);
 	if (rc == 0 && n > 0) {
-		struct fetch_pool pool = { rs, sha, items, n, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER };
-		int workers = rs->up->concurrency < (int)n ? rs->up->concurrency : (int)n;
+		struct fetch_pool pool = { rp, sha, items, n, 0, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER };
+		int workers = rp->up->concurrency < (int)n ? rp->up->concurrency : (int)n;
 		pthread_t threads[64];
 		for (int t = 0; t < workers; t++)
 			pthread_create(&threads[t], NULL, fetch_worker, &pool);

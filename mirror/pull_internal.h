@@ -1,9 +1,10 @@
-/* sync_internal.h -- shared by the parts of a sync (internal to mirror/):
- * mirror/sync.c (selections, one repo, status, lazy fetches),
- * mirror/sync_refs.c (refs and libgit2's network steps under a deadline),
- * mirror/sync_lfs.c (the wanted LFS objects, fetched in parallel). */
-#ifndef KHUB_SYNC_INTERNAL_H
-#define KHUB_SYNC_INTERNAL_H
+/* pull_internal.h -- shared by the parts of a pull from an upstream
+ * (internal to mirror/): mirror/pull.c (selections, one repo, status, lazy
+ * fetches), mirror/pull_refs.c (refs and libgit2's network steps under a
+ * deadline), mirror/pull_lfs.c (the wanted LFS objects, fetched in
+ * parallel). */
+#ifndef KHUB_PULL_INTERNAL_H
+#define KHUB_PULL_INTERNAL_H
 
 #include "mirror/mirror.h"
 
@@ -15,7 +16,7 @@ struct wanted {
 	char *path;
 };
 
-struct repo_sync {
+struct repo_pull {
 	struct mirror_run *run;
 	const struct mirror_selection *sel;
 	const struct mirror_upstream *up;
@@ -37,24 +38,24 @@ struct upstream_ref {
 enum net_step { STEP_LIST, STEP_FETCH };
 
 /* progress on stderr when the run asked for it */
-void sync_progress(struct repo_sync *rs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pull_progress(struct repo_pull *rp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Is this upstream ref (full name) in the selection? */
-int sync_ref_selected(const struct mirror_selection *sel, const char *full);
+int pull_ref_selected(const struct mirror_selection *sel, const char *full);
 /* Is an LFS file at path wanted eagerly (not in a variant outside the globs)? */
-int sync_eager_path(const struct mirror_selection *sel, const char *path);
+int pull_eager_path(const struct mirror_selection *sel, const char *path);
 
 /* A ref's sha, 0 or -1 when absent. */
-int sync_local_ref(git_repository *git, const char *name, char sha[41]);
+int pull_local_ref(git_repository *git, const char *name, char sha[41]);
 /* STEP_LIST fills refs and nrefs with the selected upstream refs; STEP_FETCH
  * brings their objects into the staging refs. Runs in a child process
- * under the selection's git_timeout; errors go to rs->errors. */
-int sync_run_git_step(struct repo_sync *rs, git_remote *remote, enum net_step step, struct upstream_ref **refs,
+ * under the selection's git_timeout; errors go to rp->errors. */
+int pull_run_git_step(struct repo_pull *rp, git_remote *remote, enum net_step step, struct upstream_ref **refs,
 		      size_t *nrefs);
 /* Move a visible ref to the upstream sha (policy keep: not on a force-push). */
-int sync_move_visible_ref(struct repo_sync *rs, const char *name, const char *sha);
+int pull_move_visible_ref(struct repo_pull *rp, const char *name, const char *sha);
 /* Visible refs upstream no longer has: deleted or kept, per policy. */
-void sync_apply_deletions(struct repo_sync *rs, struct upstream_ref *refs, size_t n);
+void pull_apply_deletions(struct repo_pull *rp, struct upstream_ref *refs, size_t n);
 /* Fetch and verify every LFS object the selection wants at sha. */
-int sync_fetch_wanted_objects(struct repo_sync *rs, const char *sha);
+int pull_fetch_wanted_objects(struct repo_pull *rp, const char *sha);
 
 #endif

@@ -1,11 +1,10 @@
-/* sync.c -- sync one selection of upstream repos: list refs (one ref
+/* pull.c -- pull one selection of upstream repos: list refs (one ref
  * advertisement per repo; nothing more when nothing changed), fetch git
  * objects into a hidden staging namespace, fetch and verify the LFS objects
  * the selection wants eagerly, then move each visible ref to exactly the
  * upstream sha. A crash at any point leaves visible refs where they were;
- * the next sync resumes partial LFS downloads and skips verified objects. */
-#include "mirror/sync_internal.h"
-#include "storage/publish.h"
+ * the next pull resumes partial LFS downloads and skips verified objects. */
+#include "mirror/pull_internal.h"
 #include "kernel/kernel.h"
 
 #include <errno.h>
@@ -20,24 +19,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int sync_ref_selected(const struct mirror_selection *sel, const char *full)
+int pull_ref_selected(const struct mirror_selection *sel, const char *full)
 {
 	return select_ref(sel->refs, sel->nrefs, full);
 }
 
 /* An LFS file is wanted eagerly unless it lies in a build variant outside
  * the selection's eager globs. */
-int sync_eager_path(const struct mirror_selection *sel, const char *path)
+int pull_eager_path(const struct mirror_selection *sel, const char *path)
 {
 	return select_variant_path(sel->eager, sel->neager, path);
 }
 
-void sync_progress(struct repo_sync *rs, const char *fmt, ...)
+void pull_progress(struct repo_pull *rp, const char *fmt, ...)
 {
-	if (!rs->run->progress)
+	if (!rp->run->progress)
 		return;
 	va_list ap;
-	fprintf(stderr, "\r\033[K[%s] ", rs->upstream_repo);
+	fprintf(stderr, "\r\033[K[%s] ", rp->upstream_repo);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -46,136 +45,152 @@ void sync_progress(struct repo_sync *rs, const char *fmt, ...)
 
 /* ---- status in the database ---------------------------------------------- */
 
-static void status_begin(struct repo_sync *rs)
+static void status_begin(struct repo_pull *rp)
 {
-	struct mirror_sync_start start = { rs->rec.id, rs->sel->name, rs->up->name, rs->up->url, rs->upstream_repo,
-					   rs->up->token_env, rs->up->token_file, rs->sel->lazy };
-	db_mirror_sync_started(&start);
+	struct mirror_pull_start start = { rp->rec.id, rp->sel->name, rp->up->name, rp->up->url, rp->upstream_repo,
+					   rp->up->token_env, rp->up->token_file, rp->sel->lazy };
+	db_mirror_pull_started(&start);
 }
 
-static void status_end(struct repo_sync *rs, int ok)
+static void status_end(struct repo_pull *rp, int ok)
 {
-	db_mirror_sync_finished(rs->rec.id, ok, rs->errors.len ? rs->errors.buf : NULL,
-				rs->warnings.len ? rs->warnings.buf : NULL, rs->bytes, rs->objects, rs->refs_behind);
+	db_mirror_pull_finished(rp->rec.id, ok, rp->errors.len ? rp->errors.buf : NULL,
+				rp->warnings.len ? rp->warnings.buf : NULL, rp->bytes, rp->objects, rp->refs_behind);
 }
 
 /* ---- one repo ---------------------------------------------------------------- */
 
-static int sync_repo(struct mirror_run *run, const struct mirror_selection *sel, struct upstream_client *client,
+/* The repo registered as mirrored and its store opened (created empty). */
+static int open_repo(struct repo_pull *rp, const char *ns, const char *name)
+{
+	int rc = repo_import_register(rp->sel->type, ns, name, 0, &rp->rec);
+	if (rc == 0)
+		rc = repo_import_open(rp->run->repo_root, rp->sel->type, rp->rec.ns, rp->rec.name, &rp->git);
+	return rc;
+}
+
+static int open_remote(struct repo_pull *rp, git_remote **remote)
+{
+	char *url = xasprintf("%s/%s%s", rp->up->url, repo_type_url_prefix(rp->sel->type), rp->upstream_repo);
+	/* The upstream's URL as configured, never rewritten by url.*.insteadOf
+	 * (libgit2 1.5 also leaks a regex match per config entry it checks). */
+	git_remote_create_options ropts = GIT_REMOTE_CREATE_OPTIONS_INIT;
+	ropts.repository = rp->git;
+	ropts.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
+	int rc = git_remote_create_with_opts(remote, url, &ropts) < 0 ? KHUB_EIO : 0;
+	free(url);
+	return rc;
+}
+
+/* 1 when the visible ref already is at the upstream sha. */
+static int ref_current(struct repo_pull *rp, const struct upstream_ref *ref)
+{
+	char sha[41];
+	return pull_local_ref(rp->git, ref->name, sha) == 0 && strcmp(sha, ref->sha) == 0;
+}
+
+/* Nothing new: every selected visible ref already equals upstream. That
+ * costs one ref advertisement. */
+static int refs_unchanged(struct repo_pull *rp, const struct upstream_ref *refs, size_t nrefs)
+{
+	for (size_t i = 0; i < nrefs; i++)
+		if (!ref_current(rp, &refs[i]))
+			return 0;
+	return 1;
+}
+
+/* One upstream ref whose objects were fetched: its wanted LFS objects,
+ * then the visible ref moved. On failure the ref stays where it was: no
+ * client ever sees a commit whose selected files are missing. */
+static void pull_ref(struct repo_pull *rp, const struct upstream_ref *ref)
+{
+	git_object *obj = NULL, *commit = NULL;
+	git_oid oid;
+	char commit_sha[41] = "";
+	git_oid_fromstr(&oid, ref->sha);
+	if (git_object_lookup(&obj, rp->git, &oid, GIT_OBJECT_ANY) == 0 &&
+	    git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) == 0)
+		git_oid_tostr(commit_sha, sizeof(commit_sha), git_object_id(commit));
+	git_object_free(commit);
+	git_object_free(obj);
+	if (!commit_sha[0]) {
+		strbuf_addf(&rp->errors, "%s: upstream commit %.12s missing after fetch; ", ref->name, ref->sha);
+		rp->refs_behind++;
+	} else if (pull_fetch_wanted_objects(rp, commit_sha) < 0) {
+		rp->refs_behind++;
+	} else if (pull_move_visible_ref(rp, ref->name, ref->sha) < 0) {
+		strbuf_addf(&rp->errors, "%s: cannot move the ref; ", ref->name);
+		rp->refs_behind++;
+	}
+}
+
+/* List the upstream refs; fetch and move those that changed, apply
+ * deletions. Errors go to rp->errors. */
+static int pull_refs(struct repo_pull *rp, git_remote *remote, struct upstream_ref **refs, size_t *nrefs)
+{
+	int rc = pull_run_git_step(rp, remote, STEP_LIST, refs, nrefs);
+	if (rc < 0)
+		return rc;
+	if (refs_unchanged(rp, *refs, *nrefs)) {
+		rp->run->stats.repos_unchanged++;
+	} else {
+		if ((rc = pull_run_git_step(rp, remote, STEP_FETCH, refs, nrefs)) < 0)
+			return rc;
+		for (size_t i = 0; i < *nrefs; i++)
+			if (!ref_current(rp, &(*refs)[i]))
+				pull_ref(rp, &(*refs)[i]);
+	}
+	pull_apply_deletions(rp, *refs, *nrefs);	/* visible refs gone upstream */
+	return rp->errors.len ? KHUB_EIO : 0;
+}
+
+static void finish(struct repo_pull *rp, int ok)
+{
+	status_end(rp, ok);
+	pull_progress(rp, "%s%s\n", ok ? "in sync" : "failed: ", ok ? "" : rp->errors.buf);
+	if (!ok)
+		log_warn("mirror %s: %s", rp->upstream_repo, rp->errors.buf);
+	if (rp->warnings.len)
+		log_warn("mirror %s: %s", rp->upstream_repo, rp->warnings.buf);
+}
+
+static int pull_repo(struct mirror_run *run, const struct mirror_selection *sel, struct upstream_client *client,
 		     const char *repo_id)
 {
-	struct repo_sync rs = { run, sel, mirror_config_upstream(run->cfg, sel->upstream), client };
-	strbuf_init(&rs.warnings);
-	strbuf_init(&rs.errors);
-	snprintf(rs.upstream_repo, sizeof(rs.upstream_repo), "%s", repo_id);
+	struct repo_pull rp = { run, sel, mirror_config_upstream(run->cfg, sel->upstream), client };
+	strbuf_init(&rp.warnings);
+	strbuf_init(&rp.errors);
+	snprintf(rp.upstream_repo, sizeof(rp.upstream_repo), "%s", repo_id);
 	char *ns = xstrndup(repo_id, (size_t)(strchr(repo_id, '/') - repo_id));
 	const char *name = strchr(repo_id, '/') + 1, *why;
 	git_remote *remote = NULL;
 	struct upstream_ref *refs = NULL;
 	size_t nrefs = 0;
-	int rc = KHUB_EIO, ok = 0;
+	int rc;
 
 	if (repo_name_validate(ns, &why) < 0 || repo_name_validate(name, &why) < 0) {
 		log_warn("mirror: skipping %s: %s", repo_id, why);
 		free(ns);
 		return KHUB_EINVAL;
 	}
-	if ((rc = db_repo_ensure_mirrored(sel->type, ns, name, &rs.rec)) < 0)
-		goto cleanup;
-	rc = repo_store_init_empty(run->repo_root, sel->type, rs.rec.ns, rs.rec.name);
-	if (rc < 0 && rc != KHUB_EEXIST)
-		goto cleanup;
-	if ((rc = repo_store_open(run->repo_root, sel->type, rs.rec.ns, rs.rec.name, &rs.git)) < 0)
-		goto cleanup;
-	status_begin(&rs);
-	char *url = xasprintf("%s/%s%s", rs.up->url, repo_type_url_prefix(sel->type), repo_id);
-	/* The upstream's URL as configured, never rewritten by url.*.insteadOf
-	 * (libgit2 1.5 also leaks a regex match per config entry it checks). */
-	git_remote_create_options ropts = GIT_REMOTE_CREATE_OPTIONS_INIT;
-	ropts.repository = rs.git;
-	ropts.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
-	rc = git_remote_create_with_opts(&remote, url, &ropts) < 0 ? KHUB_EIO : 0;
-	free(url);
-	if (rc < 0 || (rc = sync_run_git_step(&rs, remote, STEP_LIST, &refs, &nrefs)) < 0)
-		goto done;
-
-	/* Nothing new: every selected visible ref already equals upstream and
-	 * no visible ref is gone upstream. That costs one ref advertisement. */
-	int unchanged = 1;
-	for (size_t i = 0; i < nrefs && unchanged; i++) {
-		char sha[41];
-		unchanged = sync_local_ref(rs.git, refs[i].name, sha) == 0 && strcmp(sha, refs[i].sha) == 0;
+	if ((rc = open_repo(&rp, ns, name)) == 0) {
+		status_begin(&rp);
+		rc = open_remote(&rp, &remote);
+		if (rc == 0)
+			rc = pull_refs(&rp, remote, &refs, &nrefs);
+		finish(&rp, rc == 0 && rp.errors.len == 0);
 	}
-	if (unchanged) {
-		sync_apply_deletions(&rs, refs, nrefs);
-		run->stats.repos_unchanged++;
-		ok = rs.errors.len == 0;
-		rc = 0;
-		goto done;
-	}
-	if ((rc = sync_run_git_step(&rs, remote, STEP_FETCH, &refs, &nrefs)) < 0)
-		goto done;
-	for (size_t i = 0; i < nrefs; i++) {
-		char sha[41];
-		if (sync_local_ref(rs.git, refs[i].name, sha) == 0 && strcmp(sha, refs[i].sha) == 0)
-			continue;
-		git_object *obj = NULL, *commit = NULL;
-		git_oid oid;
-		git_oid_fromstr(&oid, refs[i].sha);
-		int have = git_object_lookup(&obj, rs.git, &oid, GIT_OBJECT_ANY) == 0 &&
-			   git_object_peel(&commit, obj, GIT_OBJECT_COMMIT) == 0;
-		char commit_sha[41] = "";
-		if (have)
-			git_oid_tostr(commit_sha, sizeof(commit_sha), git_object_id(commit));
-		git_object_free(commit);
-		git_object_free(obj);
-		if (!have) {
-			strbuf_addf(&rs.errors, "%s: upstream commit %.12s missing after fetch; ", refs[i].name, refs[i].sha);
-			rs.refs_behind++;
-			continue;
-		}
-		int frc = sync_fetch_wanted_objects(&rs, commit_sha);
-		if (frc < 0) {
-			/* the ref stays where it was: no client ever sees a commit
-			 * whose selected files are missing */
-			rs.refs_behind++;
-			continue;
-		}
-		if (sync_move_visible_ref(&rs, refs[i].name, refs[i].sha) < 0) {
-			strbuf_addf(&rs.errors, "%s: cannot move the ref; ", refs[i].name);
-			rs.refs_behind++;
-		} else {
-			/* the after-move steps every writer runs: touch, index,
-			 * audit, cache invalidation */
-			static const struct publish_actor mirror_actor = { 0, "mirror", NULL, "mirror" };
-			char *details = xasprintf("{\"ref\":\"%s\",\"new\":\"%s\"}", refs[i].name, refs[i].sha);
-			publish_refs_moved(rs.rec.id, rs.git, commit_sha, PUBLISH_NEW_COMMIT, &mirror_actor, "mirror.ref",
-					   repo_id, details);
-			free(details);
-		}
-	}
-	sync_apply_deletions(&rs, refs, nrefs);
-	ok = rs.errors.len == 0;
-	rc = ok ? 0 : KHUB_EIO;
-done:
-	status_end(&rs, ok);
-	sync_progress(&rs, "%s%s\n", ok ? "in sync" : "failed: ", ok ? "" : rs.errors.buf);
-	if (!ok)
-		log_warn("mirror %s: %s", repo_id, rs.errors.buf);
-	if (rs.warnings.len)
-		log_warn("mirror %s: %s", repo_id, rs.warnings.buf);
-cleanup:
 	for (size_t i = 0; i < nrefs; i++)
 		free(refs[i].name);
 	free(refs);
 	git_remote_free(remote);
-	git_repository_free(rs.git);
-	strbuf_release(&rs.warnings);
-	strbuf_release(&rs.errors);
+	git_repository_free(rp.git);
+	strbuf_release(&rp.warnings);
+	strbuf_release(&rp.errors);
 	free(ns);
 	run->stats.repos++;
-	run->stats.bytes += rs.bytes;
-	run->stats.objects += rs.objects;
+	run->stats.bytes += rp.bytes;
+	run->stats.objects += rp.objects;
 	if (rc < 0)
 		run->stats.errors++;
 	return rc;
@@ -195,7 +210,7 @@ static void copy_trust(struct upstream_client *client, const struct mirror_upstr
 		free(url);
 		if (rc == 0 && json_is_object(doc)) {
 			int trusted = json_is_true(json_object_get(doc, "trustedKernelPublisher"));
-			db_account_copy_upstream_trust(ns, trusted);
+			repo_import_copy_trust(ns, trusted);
 			json_decref(doc);
 			return;
 		}
@@ -241,7 +256,7 @@ static void list_matching(struct upstream_client *client, const struct mirror_up
 	free(ns);
 }
 
-int mirror_sync_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo)
+int mirror_pull_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo)
 {
 	const struct mirror_upstream *up = mirror_config_upstream(run->cfg, sel->upstream);
 	char *token = mirror_upstream_token(up);
@@ -280,7 +295,7 @@ int mirror_sync_selection(struct mirror_run *run, const struct mirror_selection 
 		} else {
 			free(ns);
 		}
-		sync_repo(run, sel, client, ids[i]);
+		pull_repo(run, sel, client, ids[i]);
 	}
 	free_strings(ids, nids);
 	free_strings(namespaces, nns);
@@ -316,9 +331,8 @@ int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path,
 	int64_t inflight = 0;	/* khub gc keeps the object until it is linked */
 	if (linked == 0 && db_lfs_inflight_begin(oid, &inflight) < 0)
 		linked = KHUB_EDB;
-	rc = linked < 0 ? KHUB_EDB : upstream_fetch_lfs(client, url.buf, oid, size, lfs, !linked, &transferred);
-	if (rc == 0 && !linked && db_lfs_link(repo_id, oid) < 0)
-		rc = KHUB_EDB;
+	rc = linked < 0 ? KHUB_EDB
+			: upstream_fetch_lfs(client, url.buf, oid, size, lfs, linked ? 0 : repo_id, &transferred);
 	db_lfs_inflight_end(inflight);
 	if (rc == 0)
 		log_info("mirror: fetched %s (%s, %" PRIu64 " bytes) on first request", path, oid, transferred);
