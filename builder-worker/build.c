@@ -375,7 +375,7 @@ int build_describe_sandbox(const struct toolchain *tc, long build_uid, long buil
 	}
 	strvec_release(&dirs);
 	sandbox_release(&sb);
-	remove_tree(scratch);
+	tree_remove(scratch);
 	free(scratch);
 	return rc < 0 ? KHUB_EPERM : 0;
 }
@@ -827,7 +827,7 @@ cleanup:
 		char *v = xasprintf("%s/%s", out_dir, variant);
 		char *r = xasprintf("%s/abi-report.json", out_dir);
 		char *m = xasprintf("%s/README.md", out_dir);
-		remove_tree(v);
+		tree_remove(v);
 		unlink(r);
 		unlink(m);
 		free(v);
@@ -835,7 +835,7 @@ cleanup:
 		free(m);
 	}
 	if (scratch)
-		remove_tree(scratch);
+		tree_remove(scratch);
 	free(scratch);
 	free(build_json);
 	free(script);

@@ -212,8 +212,6 @@ int copy_tree_file(const char *from, const char *to);
 int package_tree_digest(const char *dir, json_t *files);
 /* Bytes allocated under path (du). */
 unsigned long long tree_disk_usage(const char *path);
-/* rm -rf. */
-int remove_tree(const char *path);
 
 /* ---- ABI check (abi_check.c) ------------------------------------------------------- */
 

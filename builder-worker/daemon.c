@@ -390,7 +390,7 @@ static char *claim_work_dir(const struct daemon_config *cfg, const char *work_di
 			continue;
 		char *p = xasprintf("%s/%s", root, de->d_name);
 		log_info("removing %s, left by an earlier run", p);
-		scratch_remove(p);
+		tree_remove(p);
 		free(p);
 	}
 	if (dir)

@@ -698,7 +698,7 @@ int job_run(const struct daemon_config *cfg, json_t *job)
 		break;
 	}
 cleanup:
-	if (j.scratch && scratch_remove(j.scratch) < 0)
+	if (j.scratch && tree_remove(j.scratch) < 0)
 		log_warn("build #%s: could not remove %s: %s", j.id, j.scratch, strerror(errno));
 	log_set_request_id(NULL);
 	hub_client_free(j.hc);

@@ -159,32 +159,6 @@ unsigned long long tree_disk_usage(const char *path)
 	return total;
 }
 
-int remove_tree(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : KHUB_EIO;
-	if (!S_ISDIR(st.st_mode))
-		return unlink(path) == 0 ? 0 : KHUB_EIO;
-	DIR *d = opendir(path);
-	if (!d)
-		return KHUB_EIO;
-	struct dirent *e;
-	int rc = 0;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		char *sub = xasprintf("%s/%s", path, e->d_name);
-		if (remove_tree(sub) < 0)
-			rc = KHUB_EIO;
-		free(sub);
-	}
-	closedir(d);
-	if (rmdir(path) < 0)
-		rc = KHUB_EIO;
-	return rc;
-}
-
 void package_remove_bytecode(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -199,7 +173,7 @@ void package_remove_bytecode(const char *dir)
 		if (lstat(sub, &st) == 0) {
 			size_t n = strlen(e->d_name);
 			if (S_ISDIR(st.st_mode) && !strcmp(e->d_name, "__pycache__"))
-				remove_tree(sub);
+				tree_remove(sub);
 			else if (S_ISDIR(st.st_mode))
 				package_remove_bytecode(sub);
 			else if (n > 4 && !strcmp(e->d_name + n - 4, ".pyc"))

@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,30 +309,4 @@ int tar_pack(const char *dir, const char *const *names, size_t nnames, int64_t m
 cleanup:
 	archive_write_free(a);
 	return ret;
-}
-
-/* ---- removing a scratch directory ------------------------------------------------------- */
-
-static int make_dir_writable(const char *path, const struct stat *st, int type, struct FTW *f)
-{
-	if (type == FTW_D || type == FTW_DNR)
-		(void)chmod(path, (st->st_mode & 07777) | S_IRWXU);
-	return 0;
-}
-
-static int remove_one(const char *path, const struct stat *st, int type, struct FTW *f)
-{
-	if (type == FTW_DP || type == FTW_D || type == FTW_DNR)
-		return rmdir(path) < 0 && errno != ENOENT ? -1 : 0;
-	return unlink(path) < 0 && errno != ENOENT ? -1 : 0;
-}
-
-int scratch_remove(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -1;
-	/* a build may leave directories without write or search permission */
-	(void)nftw(path, make_dir_writable, 32, FTW_PHYS | FTW_MOUNT);
-	return nftw(path, remove_one, 32, FTW_PHYS | FTW_DEPTH | FTW_MOUNT);
 }
