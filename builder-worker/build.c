@@ -544,6 +544,7 @@ int build_main(int argc, char **argv)
 		plan.torch_major = plan.torch_minor = -1;	/* a usable toolchain has one */
 	plan.variant = variant;
 	plan.backend = plan.parsed.backend;
+	plan.cb = compile_backend_find(plan.backend);	/* a toolchain lists variants of these only */
 	plan.noarch = plan.parsed.framework == VARIANT_TORCH_NOARCH;
 
 	/* Scratch: src/ (the copy), obj/, stage/<variant>/, home/. */
@@ -598,7 +599,7 @@ int build_main(int argc, char **argv)
 		tc->torch_version ? tc->torch_version : "?", tc->cuda_version ? ", CUDA " : tc->rocm_version ? ", ROCm " : "",
 		tc->cuda_version ? tc->cuda_version : tc->rocm_version ? tc->rocm_version : "",
 		tc->python_version ? tc->python_version : "?", sandbox_mode_name(sb.mode));
-	int foreign = tc->rocm_from_hipcc && !strcmp(plan.backend, "rocm");
+	int foreign = tc->rocm_from_hipcc && plan.cb->from_hipcc;
 	if (foreign)
 		fprintf(stderr, "khub-worker build: ROCm %s from hipcc (%s) against torch %s, a %s build, not a ROCm "
 			"torch build (rocm_from_hipcc): built and ABI-checked here, never run on an AMD GPU\n",
@@ -763,7 +764,7 @@ int build_main(int argc, char **argv)
 		goto cleanup;
 	}
 	fprintf(stderr, "%s", json_string_value(json_object_get(report, "text")));
-	if (!plan.noarch && !strcmp(plan.backend, "rocm")) {
+	if (!plan.noarch && plan.cb->offload_report) {
 		int r = report_hip_archs(&plan, report, &offload);
 		if (r < 0) {
 			rc = r == KHUB_EINVAL ? BUILD_FAILED : BUILD_INTERNAL;

@@ -140,6 +140,45 @@ void toolchain_environment(const struct toolchain *tc, const char *home, struct 
  * /tmp, /etc, /run...). */
 int toolchain_sandbox_dirs(const struct toolchain *tc, struct strvec *dirs, char *why, size_t why_size);
 
+/* ---- the backends compiled here (compile.c) ---------------------------------------- */
+
+struct build_plan;
+
+/* What compiling a backend's arch variant takes: one row per backend this
+ * worker builds, named as kernel/'s backend table names it. The only place
+ * a backend's compiler, flags, archs and libraries are chosen. */
+struct compile_backend {
+	const char *name;		/* its kernel_backends[] row (kernel/backend.c) */
+	const char *compiler_key;	/* its GPU compiler's toolchains.json key: nvcc; NULL: C++ only */
+	size_t compiler, version;	/* with compiler_key: offsetof(struct toolchain, nvcc / cuda_version) */
+	const char *version_title;	/* what torch calls its version: CUDA, HIP */
+	const char *defines[3];		/* for every translation unit */
+	void (*toolchain_defines)(const struct toolchain *tc, struct strvec *args);	/* by compiler version */
+	const char *gpu_sources[2];	/* the suffixes its GPU compiler takes */
+	void (*gpu_command)(struct build_plan *p, const char *rel, json_t *kernel, struct strvec *args);
+	const char *flags_key;		/* [kernel.*]'s extra flags for that compiler: cuda-flags */
+	const char *archs_key;		/* [kernel.*]'s archs: cuda-capabilities; NULL: no GPU archs */
+	const char *noarch_archs_key;	/* [torch-noarch]'s: cuda_capabilities */
+	void (*select_archs)(struct build_plan *p, const char *const *caps, size_t ncaps);	/* into p->archs */
+	int probe_archs;		/* keep only the archs the compiler can compile for (one empty compile each) */
+	int offload_report;		/* the report lists the HIP code objects found in the libraries */
+	int from_hipcc;			/* a rocm_from_hipcc toolchain builds it against a torch of another build */
+	int discard_locals;		/* link with --discard-all (nvcc's FILE symbols name a temp file) */
+	const char *toolkit_lib;	/* the library directory under the compiler's root: lib64 */
+	const char *torch_libs[2];	/* torch's own for the backend, linked when the torch is its build */
+	const char *runtime_lib;	/* cudart */
+};
+
+/* The row of kernel/'s backend kb (or of the backend named name), or NULL
+ * when this worker compiles no arch variant of it (borrowed, static). */
+const struct compile_backend *compile_backend_for(const struct kernel_backend *kb);
+const struct compile_backend *compile_backend_find(const char *name);
+/* The row of what tc's torch was built for (its CUDA or HIP version; else the CPU row). */
+const struct compile_backend *compile_backend_of_torch(const struct toolchain *tc);
+/* tc's compiler for b (nvcc), and the version of b tc's torch has; NULL for none. */
+const char *compile_backend_compiler(const struct compile_backend *b, const struct toolchain *tc);
+const char *compile_backend_version(const struct compile_backend *b, const struct toolchain *tc);
+
 /* ---- build plan shared by compile.c and package.c ---------------------------------- */
 
 struct build_plan {
@@ -148,6 +187,7 @@ struct build_plan {
 	const char *variant;
 	struct variant_name parsed;	/* the variant */
 	const char *backend;	/* cpu, cuda, rocm... (the variant's) */
+	const struct compile_backend *cb;	/* its row (a toolchain lists variants of those only) */
 	long torch_major, torch_minor;	/* the toolchain's torch, compiled against */
 	char stable_abi[16];	/* a torch-stable-abi variant: the target ("2.11"); else "" */
 	int noarch;		/* a torch-<backend> or torch-universal variant */

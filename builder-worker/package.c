@@ -320,8 +320,7 @@ int package_metadata(struct build_plan *p, const char *commit, json_t *khub_fiel
 		json_object_set_new(backend, "archs", archs);
 	} else if (p->noarch) {
 		json_t *noarch = json_object_get(p->config, "torch-noarch");
-		json_t *archs = json_object_get(noarch, !strcmp(p->backend, "cuda") ? "cuda_capabilities" :
-						!strcmp(p->backend, "rocm") ? "rocm_archs" : "");
+		json_t *archs = json_object_get(noarch, p->cb->noarch_archs_key ? p->cb->noarch_archs_key : "");
 		if (json_is_array(archs))
 			json_object_set(backend, "archs", archs);
 	}

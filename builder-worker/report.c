@@ -137,7 +137,7 @@ int report_hip_archs(const struct build_plan *p, json_t *report, json_t **found)
 void report_add_build(json_t *report, const struct build_plan *p, json_t *offload_archs)
 {
 	const struct toolchain *tc = p->tc;
-	int gpu = !p->noarch && (!strcmp(p->backend, "cuda") || !strcmp(p->backend, "rocm"));
+	int gpu = !p->noarch && p->cb->archs_key;
 	const char *tb = tc->torch_build ? tc->torch_build : "?";
 	int foreign = gpu && tc->rocm_from_hipcc;	/* compiled against a torch of another build */
 	char *smoke = xasprintf("%s in torch %s (a %s build%s)%s; no kernel was run%s",
@@ -154,7 +154,7 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 		json_object_set_new(b, "torch_stable_abi", json_string(p->stable_abi));
 	json_t *notes = json_array(), *v;
 	size_t i;
-	if (!strcmp(p->backend, "rocm") && !p->noarch) {
+	if (p->cb->from_hipcc && !p->noarch) {
 		json_object_set_new(b, "rocm", json_string(tc->rocm_version ? tc->rocm_version : "?"));
 		json_object_set_new(b, "rocm_from", json_string(tc->rocm_from_hipcc ? "hipcc" : "torch"));
 		if (tc->rocm_from_hipcc)
