@@ -19,8 +19,6 @@ enum sandbox_mode {
 	SANDBOX_NONE		/* only when the toolchain sets allow_no_sandbox (loud in every log) */
 };
 
-#define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */
-#define SANDBOX_MAX_PROCESSES_DEFAULT 512
 #define SANDBOX_INNER_UID 1000		/* the uid build code sees in its user namespace */
 
 /* How a build may be isolated, from the command line and the toolchain. */

@@ -123,6 +123,82 @@ static int string_key(json_t *entry, const char *key, char **out, int required, 
 	return 0;
 }
 
+/* An optional true/false key of entry idx into *out: 0, or KHUB_EINVAL with why. */
+static int bool_key(json_t *entry, const char *key, int *out, size_t idx, char *why, size_t why_size)
+{
+	json_t *v = json_object_get(entry, key);
+	if (v && !json_is_boolean(v)) {
+		snprintf(why, why_size, "toolchains[%zu].%s: must be true or false", idx, key);
+		return KHUB_EINVAL;
+	}
+	*out = json_is_true(v);
+	return 0;
+}
+
+/* Entry idx's env object into tc->env as KEY=VALUE strings. */
+static int env_key(json_t *entry, struct toolchain *tc, size_t idx, char *why, size_t why_size)
+{
+	json_t *env = json_object_get(entry, "env"), *value;
+	const char *key;
+	if (env && !json_is_object(env)) {
+		snprintf(why, why_size, "toolchains[%zu].env: must be an object of strings", idx);
+		return KHUB_EINVAL;
+	}
+	json_object_foreach(env, key, value) {
+		if (!json_is_string(value) || !*key || strchr(key, '=')) {
+			snprintf(why, why_size, "toolchains[%zu].env.%s: must be a string (and the name have no '=')", idx, key);
+			return KHUB_EINVAL;
+		}
+		tc->env = xrealloc(tc->env, (tc->nenv + 1) * sizeof(*tc->env));
+		tc->env[tc->nenv++] = xasprintf("%s=%s", key, json_string_value(value));
+	}
+	return 0;
+}
+
+/* toolchains[idx] into out->items[idx] (the earlier ones loaded): 0, or
+ * KHUB_EINVAL with why naming the key. */
+static int toolchain_entry_load(json_t *entry, size_t idx, struct toolchain_set *out, char *why, size_t why_size)
+{
+	struct toolchain *tc = &out->items[idx];
+	tc->nvcc_major = tc->nvcc_minor = -1;
+	if (!json_is_object(entry)) {
+		snprintf(why, why_size, "toolchains[%zu]: must be an object", idx);
+		return KHUB_EINVAL;
+	}
+	const char *key;
+	json_t *value;
+	json_object_foreach(entry, key, value) {
+		size_t k = 0;
+		while (toolchain_keys[k] && strcmp(toolchain_keys[k], key) != 0)
+			k++;
+		if (!toolchain_keys[k]) {
+			snprintf(why, why_size, "toolchains[%zu].%s: unknown key", idx, key);
+			return KHUB_EINVAL;
+		}
+	}
+	if (string_key(entry, "name", &tc->name, 1, idx, why, why_size) < 0 ||
+	    string_key(entry, "python", &tc->python, 1, idx, why, why_size) < 0 ||
+	    string_key(entry, "cxx", &tc->cxx, 0, idx, why, why_size) < 0 ||
+	    string_key(entry, "nvcc", &tc->nvcc, 0, idx, why, why_size) < 0 ||
+	    string_key(entry, "hipcc", &tc->hipcc, 0, idx, why, why_size) < 0 ||
+	    string_key(entry, "cmake", &tc->cmake, 0, idx, why, why_size) < 0 ||
+	    string_key(entry, "ninja", &tc->ninja, 0, idx, why, why_size) < 0)
+		return KHUB_EINVAL;
+	for (size_t j = 0; j < idx; j++)
+		if (strcmp(out->items[j].name, tc->name) == 0) {
+			snprintf(why, why_size, "toolchains[%zu].name: \"%s\" is used twice", idx, tc->name);
+			return KHUB_EINVAL;
+		}
+	if (bool_key(entry, "allow_no_sandbox", &tc->allow_no_sandbox, idx, why, why_size) < 0 ||
+	    bool_key(entry, "rocm_from_hipcc", &tc->rocm_from_hipcc, idx, why, why_size) < 0)
+		return KHUB_EINVAL;
+	if (tc->rocm_from_hipcc && !tc->hipcc) {
+		snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: needs \"hipcc\"", idx);
+		return KHUB_EINVAL;
+	}
+	return env_key(entry, tc, idx, why, why_size);
+}
+
 int toolchains_load(const char *path, struct toolchain_set *out, char *why, size_t why_size)
 {
 	memset(out, 0, sizeof(*out));
@@ -142,66 +218,9 @@ int toolchains_load(const char *path, struct toolchain_set *out, char *why, size
 	size_t i;
 	json_t *entry;
 	json_array_foreach(list, i, entry) {
-		struct toolchain *tc = &out->items[i];
 		out->count = i + 1;
-		tc->nvcc_major = tc->nvcc_minor = -1;
-		if (!json_is_object(entry)) {
-			snprintf(why, why_size, "toolchains[%zu]: must be an object", i);
+		if (toolchain_entry_load(entry, i, out, why, why_size) < 0)
 			goto cleanup;
-		}
-		const char *key;
-		json_t *value;
-		json_object_foreach(entry, key, value) {
-			size_t k = 0;
-			while (toolchain_keys[k] && strcmp(toolchain_keys[k], key) != 0)
-				k++;
-			if (!toolchain_keys[k]) {
-				snprintf(why, why_size, "toolchains[%zu].%s: unknown key", i, key);
-				goto cleanup;
-			}
-		}
-		if (string_key(entry, "name", &tc->name, 1, i, why, why_size) < 0 ||
-		    string_key(entry, "python", &tc->python, 1, i, why, why_size) < 0 ||
-		    string_key(entry, "cxx", &tc->cxx, 0, i, why, why_size) < 0 ||
-		    string_key(entry, "nvcc", &tc->nvcc, 0, i, why, why_size) < 0 ||
-		    string_key(entry, "hipcc", &tc->hipcc, 0, i, why, why_size) < 0 ||
-		    string_key(entry, "cmake", &tc->cmake, 0, i, why, why_size) < 0 ||
-		    string_key(entry, "ninja", &tc->ninja, 0, i, why, why_size) < 0)
-			goto cleanup;
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(out->items[j].name, tc->name) == 0) {
-				snprintf(why, why_size, "toolchains[%zu].name: \"%s\" is used twice", i, tc->name);
-				goto cleanup;
-			}
-		json_t *ans = json_object_get(entry, "allow_no_sandbox");
-		if (ans && !json_is_boolean(ans)) {
-			snprintf(why, why_size, "toolchains[%zu].allow_no_sandbox: must be true or false", i);
-			goto cleanup;
-		}
-		tc->allow_no_sandbox = json_is_true(ans);
-		json_t *rfh = json_object_get(entry, "rocm_from_hipcc");
-		if (rfh && !json_is_boolean(rfh)) {
-			snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: must be true or false", i);
-			goto cleanup;
-		}
-		tc->rocm_from_hipcc = json_is_true(rfh);
-		if (tc->rocm_from_hipcc && !tc->hipcc) {
-			snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: needs \"hipcc\"", i);
-			goto cleanup;
-		}
-		json_t *env = json_object_get(entry, "env");
-		if (env && !json_is_object(env)) {
-			snprintf(why, why_size, "toolchains[%zu].env: must be an object of strings", i);
-			goto cleanup;
-		}
-		json_object_foreach(env, key, value) {
-			if (!json_is_string(value) || !*key || strchr(key, '=')) {
-				snprintf(why, why_size, "toolchains[%zu].env.%s: must be a string (and the name have no '=')", i, key);
-				goto cleanup;
-			}
-			tc->env = xrealloc(tc->env, (tc->nenv + 1) * sizeof(*tc->env));
-			tc->env[tc->nenv++] = xasprintf("%s=%s", key, json_string_value(value));
-		}
 	}
 	rc = 0;
 cleanup:
