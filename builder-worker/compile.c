@@ -217,11 +217,11 @@ static int outcome(struct build_plan *p, const char *prog, int rc)
 	if (rc == SANDBOX_TIMED_OUT || rc == SANDBOX_CPU_LIMIT || rc == SANDBOX_DISK_LIMIT)
 		return BUILD_TIMED_OUT;
 	if (rc < 0) {
-		dprintf(p->sb->log_fd, "khub-worker: could not start %s\n", prog);
+		log_error("khub-worker: could not start %s", prog);
 		return BUILD_INTERNAL;
 	}
 	if (rc != 0) {
-		dprintf(p->sb->log_fd, "khub-worker: %s exited with status %d\n", prog, rc);
+		log_error("khub-worker: %s exited with status %d", prog, rc);
 		return BUILD_FAILED;
 	}
 	return BUILD_OK;
@@ -269,7 +269,7 @@ static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
 		running--;
 		rc = outcome(p, cmds[which[slot]].items[0], r);
 		if (rc != BUILD_OK)
-			dprintf(p->sb->log_fd, "khub-worker: while compiling %s\n", cmds[which[slot]].items[cmds[which[slot]].count - 3]);
+			log_error("khub-worker: while compiling %s", cmds[which[slot]].items[cmds[which[slot]].count - 3]);
 	}
 	if (running)
 		sandbox_kill_all(pids, jobs);
@@ -302,7 +302,7 @@ static int push_dependencies(struct build_plan *p, json_t *kernel, struct strvec
 			continue;	/* torch; metal-cpp has no Linux part */
 		const char *dir = toolchain_env(p->tc, var);
 		if (!dir) {
-			dprintf(p->sb->log_fd, "khub-worker: depends = \"%s\" needs a checkout: set %s in toolchain %s's env\n",
+			log_error("khub-worker: depends = \"%s\" needs a checkout: set %s in toolchain %s's env",
 				dep, var, p->tc->name);
 			return BUILD_FAILED;
 		}
@@ -463,8 +463,8 @@ static void push_gpu_libraries(struct build_plan *p, struct strvec *args)
 		strvec_pushf(args, "-l%s", b->torch_libs[0]);
 		strvec_pushf(args, "-l%s", b->torch_libs[1]);
 	} else {
-		dprintf(p->sb->log_fd, "khub-worker: linking without %s and %s: torch %s is a %s build, "
-			"not a %s one (rocm_from_hipcc)\n", b->torch_libs[0], b->torch_libs[1], tc->torch_version,
+		log_warn("khub-worker: linking without %s and %s: torch %s is a %s build, "
+			"not a %s one (rocm_from_hipcc)", b->torch_libs[0], b->torch_libs[1], tc->torch_version,
 			tc->torch_build, kernel_backend_find(b->name)->title);
 	}
 	strvec_pushf(args, "-l%s", b->runtime_lib);
@@ -503,7 +503,7 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		else
 			push_strings(&args, json_object_get(json_object_get(p->config, "torch"), "cxx-flags"), "", NULL);
 	} else {
-		dprintf(p->sb->log_fd, "khub-worker: %s: no compiler for a %s build\n", rel, p->backend);
+		log_error("khub-worker: %s: no compiler for a %s build", rel, p->backend);
 		rc = BUILD_BAD_SOURCE;
 		goto cleanup;
 	}
@@ -573,7 +573,7 @@ static int hip_archs_available(struct build_plan *p)
 		strvec_pushf(&args, "%s", probe);
 		strvec_pushf(&args, "-o");
 		strvec_pushf(&args, "/dev/null");
-		dprintf(p->sb->log_fd, "khub-worker: can %s compile for %s?\n", p->tc->hipcc, p->archs.items[i]);
+		log_info("khub-worker: can %s compile for %s?", p->tc->hipcc, p->archs.items[i]);
 		int r = sandbox_run(p->sb, args.items, p->src, -1);
 		strvec_release(&args);
 		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT || r < 0) {
@@ -581,7 +581,7 @@ static int hip_archs_available(struct build_plan *p)
 		} else if (r == 0) {
 			strvec_pushf(&keep, "%s", p->archs.items[i]);
 		} else {
-			dprintf(p->sb->log_fd, "khub-worker: rocm-archs: %s (%s) cannot compile for %s: left out\n",
+			log_warn("khub-worker: rocm-archs: %s (%s) cannot compile for %s: left out",
 				p->tc->hipcc, p->tc->hipcc_version ? p->tc->hipcc_version : "?", p->archs.items[i]);
 			strvec_pushf(&p->archs_left_out, "%s", p->archs.items[i]);
 		}
@@ -592,7 +592,7 @@ static int hip_archs_available(struct build_plan *p)
 cleanup:
 	strvec_release(&keep);
 	if (rc == BUILD_INTERNAL)
-		dprintf(p->sb->log_fd, "khub-worker: cannot write %s\n", probe);
+		log_error("khub-worker: cannot write %s", probe);
 	unlink(probe);
 	free(probe);
 	return rc;

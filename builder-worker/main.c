@@ -52,7 +52,7 @@ static int check_main(int argc, char **argv)
 	struct toolchain_set set = { 0 };
 	char why[512];
 	if (toolchains_load(path, &set, why, sizeof(why)) != KHUB_OK) {
-		fprintf(stderr, "khub-worker: %s: %s\n", path, why);
+		log_error("khub-worker: %s: %s", path, why);
 		return 1;
 	}
 	size_t usable = 0;

@@ -118,7 +118,7 @@ static int copy_visit(const char *rel, const char *src, const char *name, void *
 		rc = KHUB_EIO;
 	} else if (S_ISLNK(st.st_mode)) {
 		if (c->log_fd >= 0)
-			dprintf(c->log_fd, "khub-worker: %s: a symbolic link, not copied\n", rel);
+			log_warn("khub-worker: %s: a symbolic link, not copied", rel);
 	} else if (S_ISDIR(st.st_mode)) {
 		rc = mkdir(dst, 0755) < 0 && errno != EEXIST ? KHUB_EIO : DIR_WALK_ENTER;
 	} else if (S_ISREG(st.st_mode) && (!c->keep || c->keep(name, c->ctx))) {
