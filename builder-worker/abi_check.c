@@ -153,6 +153,194 @@ int abi_check_file(const char *path, const char *display, json_t **entry_out, st
 	return abi_check_file_for(path, display, NULL, entry_out, text);
 }
 
+/* The dynamic sections of one ELF file, and its version needs by index. */
+struct elf_view {
+	Elf *elf;
+	Elf_Scn *dynsym, *versym, *verneed, *dynamic;
+	GElf_Shdr dynsym_sh, verneed_sh, dynamic_sh;
+	struct verneed_entry *vn;	/* owned */
+	size_t nvn;
+};
+
+/* What one file breaks, by rule (JSON arrays of violations, owned). */
+struct abi_findings {
+	json_t *needed;		/* every DT_NEEDED, allowed or not */
+	json_t *needed_bad, *manylinux, *python, *non_abi3, *torch_cxx;
+};
+
+/* The sections elf_view reads: 0, or -1 when a header cannot be read. */
+static int elf_find_sections(struct elf_view *v)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	while ((scn = elf_nextscn(v->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh))
+			return -1;
+		if (sh.sh_type == SHT_DYNSYM)
+			v->dynsym = scn, v->dynsym_sh = sh;
+		else if (sh.sh_type == SHT_GNU_versym)
+			v->versym = scn;
+		else if (sh.sh_type == SHT_GNU_verneed)
+			v->verneed = scn, v->verneed_sh = sh;
+		else if (sh.sh_type == SHT_DYNAMIC)
+			v->dynamic = scn, v->dynamic_sh = sh;
+	}
+	return 0;
+}
+
+/* Version index -> name, from .gnu.version_r. */
+static void elf_read_verneed(struct elf_view *v)
+{
+	Elf_Data *d = v->verneed ? elf_getdata(v->verneed, NULL) : NULL;
+	size_t off = 0;
+	for (size_t i = 0; d && i < v->verneed_sh.sh_info; i++) {
+		GElf_Verneed need;
+		if (!gelf_getverneed(d, (int)off, &need))
+			break;
+		size_t aoff = off + need.vn_aux;
+		for (size_t j = 0; j < need.vn_cnt; j++) {
+			GElf_Vernaux aux;
+			if (!gelf_getvernaux(d, (int)aoff, &aux))
+				break;
+			const char *name = elf_strptr(v->elf, v->verneed_sh.sh_link, aux.vna_name);
+			v->vn = xrealloc(v->vn, (v->nvn + 1) * sizeof(*v->vn));
+			v->vn[v->nvn].index = aux.vna_other & 0x7fff;
+			v->vn[v->nvn].version = xstrdup(name ? name : "");
+			v->nvn++;
+			if (!aux.vna_next)
+				break;
+			aoff += aux.vna_next;
+		}
+		if (!need.vn_next)
+			break;
+		off += need.vn_next;
+	}
+}
+
+/* DT_NEEDED entries against the allowlist. */
+static void check_needed(const struct elf_view *v, struct abi_findings *f)
+{
+	Elf_Data *d = v->dynamic ? elf_getdata(v->dynamic, NULL) : NULL;
+	size_t count = v->dynamic_sh.sh_entsize ? v->dynamic_sh.sh_size / v->dynamic_sh.sh_entsize : 0;
+	for (size_t i = 0; d && i < count; i++) {
+		GElf_Dyn dyn;
+		if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag == DT_NULL)
+			break;
+		if (dyn.d_tag != DT_NEEDED)
+			continue;
+		const char *lib = elf_strptr(v->elf, v->dynamic_sh.sh_link, dyn.d_un.d_val);
+		if (!lib)
+			continue;
+		json_array_append_new(f->needed, json_string(lib));
+		int allowed = 0;
+		for (size_t k = 0; needed_allowed[k] && !allowed; k++)
+			allowed = fnmatch(needed_allowed[k], lib, 0) == 0;
+		if (!allowed)
+			add_violation(f->needed_bad, ABI_NEEDED, lib, NULL);
+	}
+}
+
+/* A symbol versioned GLIBC_2.34 (say) against the manylinux policy. */
+static void check_manylinux(json_t *manylinux, const char *name, const char *version)
+{
+	const char *us = strchr(version, '_');
+	size_t deplen = us ? (size_t)(us - version) : 0;
+	for (size_t p = 0; us && p < sizeof(manylinux_policy) / sizeof(*manylinux_policy); p++) {
+		if (strlen(manylinux_policy[p].dep) != deplen || strncmp(manylinux_policy[p].dep, version, deplen) != 0)
+			continue;
+		const char *ver = us + 1;
+		int ok = is_numeric_version(ver) && version_cmp(ver, manylinux_policy[p].max) <= 0;
+		for (size_t e = 0; !ok && manylinux_policy[p].extra[e]; e++)
+			ok = strcmp(manylinux_policy[p].extra[e], ver) == 0;
+		if (!ok)
+			add_violation(manylinux, ABI_MANYLINUX, name, version);
+	}
+}
+
+/* One undefined symbol against every symbol rule. */
+static void check_symbol(const char *name, const char *version, const char *torch_stable_abi, struct abi_findings *f)
+{
+	if (version)
+		check_manylinux(f->manylinux, name, version);
+	if (torch_stable_abi && is_torch_cxx_symbol(name))
+		add_violation(f->torch_cxx, ABI_TORCH_STABLE, name, NULL);
+	if (!strncmp(name, "Py", 2) || !strncmp(name, "_Py", 3)) {
+		char added[16];
+		if (!stable_abi_added(name, added, sizeof(added)))
+			add_violation(f->non_abi3, ABI_NON_ABI3, name, NULL);
+		else if (version_cmp(added, PYTHON_ABI) > 0)
+			add_violation(f->python, ABI_PYTHON, name, added);
+	}
+}
+
+/* Every undefined dynamic symbol, with its version. */
+static void check_symbols(const struct elf_view *v, const char *torch_stable_abi, struct abi_findings *f)
+{
+	Elf_Data *syms = v->dynsym ? elf_getdata(v->dynsym, NULL) : NULL;
+	Elf_Data *vers = v->versym ? elf_getdata(v->versym, NULL) : NULL;
+	size_t count = v->dynsym_sh.sh_entsize ? v->dynsym_sh.sh_size / v->dynsym_sh.sh_entsize : 0;
+	for (size_t i = 1; syms && i < count; i++) {
+		GElf_Sym sym;
+		if (!gelf_getsym(syms, (int)i, &sym) || sym.st_shndx != SHN_UNDEF)
+			continue;
+		const char *name = elf_strptr(v->elf, v->dynsym_sh.sh_link, sym.st_name);
+		if (!name || !*name)
+			continue;
+		GElf_Versym ver = 0;
+		const char *version = NULL;
+		if (vers && gelf_getversym(vers, (int)i, &ver))
+			for (size_t k = 0; k < v->nvn; k++)
+				if (v->vn[k].index == (unsigned)(ver & 0x7fff))
+					version = v->vn[k].version;
+		check_symbol(name, version, torch_stable_abi, f);
+	}
+}
+
+/* One section of the text: its title, then one line per symbol. */
+static void text_section(struct strbuf *text, const char *title, json_t *list, int with_version)
+{
+	size_t i;
+	json_t *v;
+	if (!json_array_size(list))
+		return;
+	strbuf_addf(text, "\n⛔ %s:\n\n", title);
+	json_array_foreach(list, i, v) {
+		const char *sym = json_string_value(json_object_get(v, "symbol"));
+		if (with_version)
+			strbuf_addf(text, "%s: %s\n", sym, json_string_value(json_object_get(v, "version")));
+		else
+			strbuf_addf(text, "%s\n", sym);
+	}
+}
+
+/* The report's text for one file, as kernel-builder's check prints it. */
+static void abi_text(struct strbuf *text, const char *display, const char *torch_stable_abi,
+		     const struct abi_findings *f)
+{
+	size_t i;
+	json_t *v;
+	strbuf_addf(text, "🐍 Checking for compatibility with %s and Python ABI version %s: %s\n", MANYLINUX, PYTHON_ABI,
+		    display);
+	if (json_array_size(f->manylinux)) {
+		strbuf_addf(text, "\n⛔ Symbols incompatible with `%s` found:\n\n", MANYLINUX);
+		json_array_foreach(f->manylinux, i, v) {
+			const char *full = json_string_value(json_object_get(v, "version"));
+			const char *us = strchr(full, '_');
+			strbuf_addf(text, "%s_%.*s: %s\n", json_string_value(json_object_get(v, "symbol")),
+				    (int)(us - full), full, us + 1);
+		}
+	}
+	char title[160];
+	snprintf(title, sizeof(title), "Symbols >= Python ABI %s found", PYTHON_ABI);
+	text_section(text, title, f->python, 1);
+	text_section(text, "Non-ABI3 symbols found", f->non_abi3, 0);
+	snprintf(title, sizeof(title), "Symbols outside the Torch stable ABI %s found (c10::, at::, torch::)",
+		 torch_stable_abi ? torch_stable_abi : "");
+	text_section(text, title, f->torch_cxx, 0);
+	text_section(text, "Dynamic dependencies outside torch, its CUDA/ROCm runtime and the manylinux libraries found",
+		     f->needed_bad, 0);
+}
+
 int abi_check_file_for(const char *path, const char *display, const char *torch_stable_abi, json_t **entry_out,
 		       struct strbuf *text)
 {
@@ -162,183 +350,40 @@ int abi_check_file_for(const char *path, const char *display, const char *torch_
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return KHUB_EIO;
-	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	struct elf_view v;
+	memset(&v, 0, sizeof(v));
+	v.elf = elf_begin(fd, ELF_C_READ, NULL);
+	struct abi_findings f = { json_array(), json_array(), json_array(), json_array(), json_array(), json_array() };
 	int rc = KHUB_EIO;
-	struct verneed_entry *vn = NULL;
-	size_t nvn = 0;
-	json_t *needed = json_array(), *violations = json_array();
-	if (!elf || elf_kind(elf) != ELF_K_ELF)
+	if (!v.elf || elf_kind(v.elf) != ELF_K_ELF || elf_find_sections(&v) < 0)
 		goto cleanup;
-	Elf_Scn *scn = NULL, *dynsym = NULL, *versym = NULL, *verneed = NULL, *dynamic = NULL;
-	GElf_Shdr sh, dynsym_sh, verneed_sh, dynamic_sh;
-	memset(&dynsym_sh, 0, sizeof(dynsym_sh));
-	memset(&verneed_sh, 0, sizeof(verneed_sh));
-	memset(&dynamic_sh, 0, sizeof(dynamic_sh));
-	while ((scn = elf_nextscn(elf, scn))) {
-		if (!gelf_getshdr(scn, &sh))
-			goto cleanup;
-		if (sh.sh_type == SHT_DYNSYM)
-			dynsym = scn, dynsym_sh = sh;
-		else if (sh.sh_type == SHT_GNU_versym)
-			versym = scn;
-		else if (sh.sh_type == SHT_GNU_verneed)
-			verneed = scn, verneed_sh = sh;
-		else if (sh.sh_type == SHT_DYNAMIC)
-			dynamic = scn, dynamic_sh = sh;
-	}
-	/* Version index -> name, from .gnu.version_r. */
-	if (verneed) {
-		Elf_Data *d = elf_getdata(verneed, NULL);
-		size_t off = 0;
-		for (size_t i = 0; d && i < verneed_sh.sh_info; i++) {
-			GElf_Verneed need;
-			if (!gelf_getverneed(d, (int)off, &need))
-				break;
-			size_t aoff = off + need.vn_aux;
-			for (size_t j = 0; j < need.vn_cnt; j++) {
-				GElf_Vernaux aux;
-				if (!gelf_getvernaux(d, (int)aoff, &aux))
-					break;
-				const char *name = elf_strptr(elf, verneed_sh.sh_link, aux.vna_name);
-				vn = xrealloc(vn, (nvn + 1) * sizeof(*vn));
-				vn[nvn].index = aux.vna_other & 0x7fff;
-				vn[nvn].version = xstrdup(name ? name : "");
-				nvn++;
-				if (!aux.vna_next)
-					break;
-				aoff += aux.vna_next;
-			}
-			if (!need.vn_next)
-				break;
-			off += need.vn_next;
-		}
-	}
-	if (dynamic) {
-		Elf_Data *d = elf_getdata(dynamic, NULL);
-		size_t count = dynamic_sh.sh_entsize ? dynamic_sh.sh_size / dynamic_sh.sh_entsize : 0;
-		for (size_t i = 0; d && i < count; i++) {
-			GElf_Dyn dyn;
-			if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag == DT_NULL)
-				break;
-			if (dyn.d_tag != DT_NEEDED)
-				continue;
-			const char *lib = elf_strptr(elf, dynamic_sh.sh_link, dyn.d_un.d_val);
-			if (!lib)
-				continue;
-			json_array_append_new(needed, json_string(lib));
-			int allowed = 0;
-			for (size_t k = 0; needed_allowed[k] && !allowed; k++)
-				allowed = fnmatch(needed_allowed[k], lib, 0) == 0;
-			if (!allowed)
-				add_violation(violations, ABI_NEEDED, lib, NULL);
-		}
-	}
-	json_t *manylinux = json_array(), *python = json_array(), *non_abi3 = json_array(), *torch_cxx = json_array();
-	if (dynsym) {
-		Elf_Data *syms = elf_getdata(dynsym, NULL);
-		Elf_Data *vers = versym ? elf_getdata(versym, NULL) : NULL;
-		size_t count = dynsym_sh.sh_entsize ? dynsym_sh.sh_size / dynsym_sh.sh_entsize : 0;
-		for (size_t i = 1; syms && i < count; i++) {
-			GElf_Sym sym;
-			if (!gelf_getsym(syms, (int)i, &sym) || sym.st_shndx != SHN_UNDEF)
-				continue;
-			const char *name = elf_strptr(elf, dynsym_sh.sh_link, sym.st_name);
-			if (!name || !*name)
-				continue;
-			GElf_Versym v = 0;
-			const char *version = NULL;
-			if (vers && gelf_getversym(vers, (int)i, &v)) {
-				for (size_t k = 0; k < nvn; k++)
-					if (vn[k].index == (unsigned)(v & 0x7fff))
-						version = vn[k].version;
-			}
-			if (version) {
-				const char *us = strchr(version, '_');
-				size_t deplen = us ? (size_t)(us - version) : 0;
-				for (size_t p = 0; us && p < sizeof(manylinux_policy) / sizeof(*manylinux_policy); p++) {
-					if (strlen(manylinux_policy[p].dep) != deplen ||
-					    strncmp(manylinux_policy[p].dep, version, deplen) != 0)
-						continue;
-					const char *ver = us + 1;
-					int ok = is_numeric_version(ver) && version_cmp(ver, manylinux_policy[p].max) <= 0;
-					for (size_t e = 0; !ok && manylinux_policy[p].extra[e]; e++)
-						ok = strcmp(manylinux_policy[p].extra[e], ver) == 0;
-					if (!ok)
-						add_violation(manylinux, ABI_MANYLINUX, name, version);
-				}
-			}
-			if (torch_stable_abi && is_torch_cxx_symbol(name))
-				add_violation(torch_cxx, ABI_TORCH_STABLE, name, NULL);
-			if (!strncmp(name, "Py", 2) || !strncmp(name, "_Py", 3)) {
-				char added[16];
-				if (!stable_abi_added(name, added, sizeof(added)))
-					add_violation(non_abi3, ABI_NON_ABI3, name, NULL);
-				else if (version_cmp(added, PYTHON_ABI) > 0)
-					add_violation(python, ABI_PYTHON, name, added);
-			}
-		}
-	}
-	sort_violations(manylinux);
-	sort_violations(python);
-	sort_violations(non_abi3);
-	sort_violations(torch_cxx);
-	strbuf_addf(text, "🐍 Checking for compatibility with %s and Python ABI version %s: %s\n", MANYLINUX, PYTHON_ABI,
-		    display);
-	size_t i;
-	json_t *v;
-	if (json_array_size(manylinux)) {
-		strbuf_addf(text, "\n⛔ Symbols incompatible with `%s` found:\n\n", MANYLINUX);
-		json_array_foreach(manylinux, i, v) {
-			const char *full = json_string_value(json_object_get(v, "version"));
-			const char *us = strchr(full, '_');
-			strbuf_addf(text, "%s_%.*s: %s\n", json_string_value(json_object_get(v, "symbol")),
-				    (int)(us - full), full, us + 1);
-		}
-	}
-	if (json_array_size(python)) {
-		strbuf_addf(text, "\n⛔ Symbols >= Python ABI %s found:\n\n", PYTHON_ABI);
-		json_array_foreach(python, i, v)
-			strbuf_addf(text, "%s: %s\n", json_string_value(json_object_get(v, "symbol")),
-				    json_string_value(json_object_get(v, "version")));
-	}
-	if (json_array_size(non_abi3)) {
-		strbuf_adds(text, "\n⛔ Non-ABI3 symbols found:\n\n");
-		json_array_foreach(non_abi3, i, v)
-			strbuf_addf(text, "%s\n", json_string_value(json_object_get(v, "symbol")));
-	}
-	if (json_array_size(torch_cxx)) {
-		strbuf_addf(text, "\n⛔ Symbols outside the Torch stable ABI %s found (c10::, at::, torch::):\n\n",
-			    torch_stable_abi);
-		json_array_foreach(torch_cxx, i, v)
-			strbuf_addf(text, "%s\n", json_string_value(json_object_get(v, "symbol")));
-	}
-	if (json_array_size(violations)) {
-		strbuf_adds(text, "\n⛔ Dynamic dependencies outside torch, its CUDA/ROCm runtime and the manylinux libraries found:\n\n");
-		json_array_foreach(violations, i, v)
-			strbuf_addf(text, "%s\n", json_string_value(json_object_get(v, "symbol")));
-	}
+	elf_read_verneed(&v);
+	check_needed(&v, &f);
+	check_symbols(&v, torch_stable_abi, &f);
+	json_t *rules[] = { f.manylinux, f.python, f.non_abi3, f.torch_cxx };
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		sort_violations(rules[i]);
+	abi_text(text, display, torch_stable_abi, &f);
 	json_t *all = json_array();
-	json_array_extend(all, manylinux);
-	json_array_extend(all, python);
-	json_array_extend(all, non_abi3);
-	json_array_extend(all, torch_cxx);
-	json_array_extend(all, violations);
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		json_array_extend(all, rules[i]);
+	json_array_extend(all, f.needed_bad);
 	if (json_array_size(all) == 0)
 		strbuf_adds(text, "✅ No compatibility issues found\n");
-	json_decref(manylinux);
-	json_decref(python);
-	json_decref(non_abi3);
-	json_decref(torch_cxx);
-	*entry_out = json_pack("{s:s,s:O,s:o}", "path", display, "needed", needed, "violations", all);
+	*entry_out = json_pack("{s:s,s:O,s:o}", "path", display, "needed", f.needed, "violations", all);
 	rc = 0;
 cleanup:
-	for (size_t k = 0; k < nvn; k++)
-		free(vn[k].version);
-	free(vn);
-	json_decref(needed);
-	json_decref(violations);
-	if (elf)
-		elf_end(elf);
+	for (size_t k = 0; k < v.nvn; k++)
+		free(v.vn[k].version);
+	free(v.vn);
+	json_decref(f.needed);
+	json_decref(f.needed_bad);
+	json_decref(f.manylinux);
+	json_decref(f.python);
+	json_decref(f.non_abi3);
+	json_decref(f.torch_cxx);
+	if (v.elf)
+		elf_end(v.elf);
 	close(fd);
 	return rc;
 }

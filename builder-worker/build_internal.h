@@ -19,8 +19,6 @@ enum sandbox_mode {
 	SANDBOX_NONE		/* only when the toolchain sets allow_no_sandbox (loud in every log) */
 };
 
-#define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */
-#define SANDBOX_MAX_PROCESSES_DEFAULT 512
 #define SANDBOX_INNER_UID 1000		/* the uid build code sees in its user namespace */
 
 /* How a build may be isolated, from the command line and the toolchain. */
@@ -140,6 +138,45 @@ void toolchain_environment(const struct toolchain *tc, const char *home, struct 
  * /tmp, /etc, /run...). */
 int toolchain_sandbox_dirs(const struct toolchain *tc, struct strvec *dirs, char *why, size_t why_size);
 
+/* ---- the backends compiled here (compile.c) ---------------------------------------- */
+
+struct build_plan;
+
+/* What compiling a backend's arch variant takes: one row per backend this
+ * worker builds, named as kernel/'s backend table names it. The only place
+ * a backend's compiler, flags, archs and libraries are chosen. */
+struct compile_backend {
+	const char *name;		/* its kernel_backends[] row (kernel/backend.c) */
+	const char *compiler_key;	/* its GPU compiler's toolchains.json key: nvcc; NULL: C++ only */
+	size_t compiler, version;	/* with compiler_key: offsetof(struct toolchain, nvcc / cuda_version) */
+	const char *version_title;	/* what torch calls its version: CUDA, HIP */
+	const char *defines[3];		/* for every translation unit */
+	void (*toolchain_defines)(const struct toolchain *tc, struct strvec *args);	/* by compiler version */
+	const char *gpu_sources[2];	/* the suffixes its GPU compiler takes */
+	void (*gpu_command)(struct build_plan *p, const char *rel, json_t *kernel, struct strvec *args);
+	const char *flags_key;		/* [kernel.*]'s extra flags for that compiler: cuda-flags */
+	const char *archs_key;		/* [kernel.*]'s archs: cuda-capabilities; NULL: no GPU archs */
+	const char *noarch_archs_key;	/* [torch-noarch]'s: cuda_capabilities */
+	void (*select_archs)(struct build_plan *p, const char *const *caps, size_t ncaps);	/* into p->archs */
+	int probe_archs;		/* keep only the archs the compiler can compile for (one empty compile each) */
+	int offload_report;		/* the report lists the HIP code objects found in the libraries */
+	int from_hipcc;			/* a rocm_from_hipcc toolchain builds it against a torch of another build */
+	int discard_locals;		/* link with --discard-all (nvcc's FILE symbols name a temp file) */
+	const char *toolkit_lib;	/* the library directory under the compiler's root: lib64 */
+	const char *torch_libs[2];	/* torch's own for the backend, linked when the torch is its build */
+	const char *runtime_lib;	/* cudart */
+};
+
+/* The row of kernel/'s backend kb (or of the backend named name), or NULL
+ * when this worker compiles no arch variant of it (borrowed, static). */
+const struct compile_backend *compile_backend_for(const struct kernel_backend *kb);
+const struct compile_backend *compile_backend_find(const char *name);
+/* The row of what tc's torch was built for (its CUDA or HIP version; else the CPU row). */
+const struct compile_backend *compile_backend_of_torch(const struct toolchain *tc);
+/* tc's compiler for b (nvcc), and the version of b tc's torch has; NULL for none. */
+const char *compile_backend_compiler(const struct compile_backend *b, const struct toolchain *tc);
+const char *compile_backend_version(const struct compile_backend *b, const struct toolchain *tc);
+
 /* ---- build plan shared by compile.c and package.c ---------------------------------- */
 
 struct build_plan {
@@ -148,6 +185,7 @@ struct build_plan {
 	const char *variant;
 	struct variant_name parsed;	/* the variant */
 	const char *backend;	/* cpu, cuda, rocm... (the variant's) */
+	const struct compile_backend *cb;	/* its row (a toolchain lists variants of those only) */
 	long torch_major, torch_minor;	/* the toolchain's torch, compiled against */
 	char stable_abi[16];	/* a torch-stable-abi variant: the target ("2.11"); else "" */
 	int noarch;		/* a torch-<backend> or torch-universal variant */
@@ -212,8 +250,6 @@ int copy_tree_file(const char *from, const char *to);
 int package_tree_digest(const char *dir, json_t *files);
 /* Bytes allocated under path (du). */
 unsigned long long tree_disk_usage(const char *path);
-/* rm -rf. */
-int remove_tree(const char *path);
 
 /* ---- ABI check (abi_check.c) ------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
 
 #include <libgen.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -154,25 +155,17 @@ static void push_common_defines(const struct build_plan *p, struct strvec *args)
 	strvec_pushf(args, "-D_GLIBCXX_USE_CXX11_ABI=%d", tc->cxx11_abi ? 1 : 0);
 	strvec_pushf(args, "-DTORCH_EXTENSION_NAME=%s", p->ops_name);
 	strvec_pushf(args, "-DPy_LIMITED_API=0x03090000");
-	if (!strcmp(p->backend, "cpu")) {
-		strvec_pushf(args, "-DCPU_KERNEL");
-	} else if (!strcmp(p->backend, "cuda")) {
-		strvec_pushf(args, "-DUSE_CUDA=1");
-		strvec_pushf(args, "-DCUDA_KERNEL");
-		if (tc->nvcc_major > 11 || (tc->nvcc_major == 11 && tc->nvcc_minor >= 8))
-			strvec_pushf(args, "-DENABLE_FP8");
-	} else if (!strcmp(p->backend, "rocm")) {
-		strvec_pushf(args, "-DUSE_ROCM=1");
-		strvec_pushf(args, "-DROCM_KERNEL");
-		strvec_pushf(args, "-D__HIP_PLATFORM_AMD__=1");
-	}
+	for (size_t i = 0; i < sizeof(p->cb->defines) / sizeof(p->cb->defines[0]) && p->cb->defines[i]; i++)
+		strvec_pushf(args, "%s", p->cb->defines[i]);
+	if (p->cb->toolchain_defines)
+		p->cb->toolchain_defines(tc, args);
 	strvec_pushf(args, "-I%s/torch-ext", p->src);
 	push_strings(args, json_object_get(json_object_get(p->config, "torch"), "include"), "-I", p->src);
 	for (size_t i = 0; i < tc->ntorch_includes; i++)
 		strvec_pushf(args, "-I%s", tc->torch_includes[i]);
 	if (tc->python_include)
 		strvec_pushf(args, "-I%s", tc->python_include);
-	const char *gpu = !strcmp(p->backend, "cuda") ? tc->nvcc : !strcmp(p->backend, "rocm") ? tc->hipcc : NULL;
+	const char *gpu = compile_backend_compiler(p->cb, tc);
 	char *root = gpu ? toolkit_root(gpu) : NULL;
 	if (root) {
 		strvec_pushf(args, "-I%s/include", root);
@@ -224,11 +217,11 @@ static int outcome(struct build_plan *p, const char *prog, int rc)
 	if (rc == SANDBOX_TIMED_OUT || rc == SANDBOX_CPU_LIMIT || rc == SANDBOX_DISK_LIMIT)
 		return BUILD_TIMED_OUT;
 	if (rc < 0) {
-		dprintf(p->sb->log_fd, "khub-worker: could not start %s\n", prog);
+		log_error("khub-worker: could not start %s", prog);
 		return BUILD_INTERNAL;
 	}
 	if (rc != 0) {
-		dprintf(p->sb->log_fd, "khub-worker: %s exited with status %d\n", prog, rc);
+		log_error("khub-worker: %s exited with status %d", prog, rc);
 		return BUILD_FAILED;
 	}
 	return BUILD_OK;
@@ -276,7 +269,7 @@ static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
 		running--;
 		rc = outcome(p, cmds[which[slot]].items[0], r);
 		if (rc != BUILD_OK)
-			dprintf(p->sb->log_fd, "khub-worker: while compiling %s\n", cmds[which[slot]].items[cmds[which[slot]].count - 3]);
+			log_error("khub-worker: while compiling %s", cmds[which[slot]].items[cmds[which[slot]].count - 3]);
 	}
 	if (running)
 		sandbox_kill_all(pids, jobs);
@@ -309,7 +302,7 @@ static int push_dependencies(struct build_plan *p, json_t *kernel, struct strvec
 			continue;	/* torch; metal-cpp has no Linux part */
 		const char *dir = toolchain_env(p->tc, var);
 		if (!dir) {
-			dprintf(p->sb->log_fd, "khub-worker: depends = \"%s\" needs a checkout: set %s in toolchain %s's env\n",
+			log_error("khub-worker: depends = \"%s\" needs a checkout: set %s in toolchain %s's env",
 				dep, var, p->tc->name);
 			return BUILD_FAILED;
 		}
@@ -319,14 +312,171 @@ static int push_dependencies(struct build_plan *p, json_t *kernel, struct strvec
 	return BUILD_OK;
 }
 
+/* ---- the backends compiled here ------------------------------------------------------- */
+
+/* nvcc for a .cu of a CUDA build. */
+static void nvcc_command(struct build_plan *p, const char *rel, json_t *kernel, struct strvec *args)
+{
+	const struct toolchain *tc = p->tc;
+	strvec_pushf(args, "%s", tc->nvcc);
+	strvec_pushf(args, "-O3");
+	strvec_pushf(args, "-DNDEBUG");
+	strvec_pushf(args, "-Xcompiler");
+	strvec_pushf(args, "-fPIC");
+	if (tc->cxx) {
+		strvec_pushf(args, "-ccbin");
+		strvec_pushf(args, "%s", tc->cxx);
+	}
+	strvec_pushf(args, "--expt-relaxed-constexpr");
+	push_reproducible(p, args, 1, rel);
+	push_common_defines(p, args);
+	for (size_t i = 0; i < p->archs.count; i++)
+		push_gencode(args, p->archs.items[i]);
+	push_strings(args, json_object_get(kernel, p->cb->flags_key), "", NULL);
+}
+
+/* hipcc -x hip for a .cu or .hip of a ROCm build. */
+static void hipcc_command(struct build_plan *p, const char *rel, json_t *kernel, struct strvec *args)
+{
+	(void)rel;	/* clang (hipcc) has no -frandom-seed */
+	strvec_pushf(args, "%s", p->tc->hipcc);
+	strvec_pushf(args, "-O3");
+	strvec_pushf(args, "-DNDEBUG");
+	strvec_pushf(args, "-fPIC");
+	push_reproducible(p, args, 0, NULL);
+	push_common_defines(p, args);
+	for (size_t i = 0; i < p->archs.count; i++)
+		strvec_pushf(args, "--offload-arch=%s", p->archs.items[i]);
+	push_strings(args, json_object_get(kernel, p->cb->flags_key), "", NULL);
+	strvec_pushf(args, "-x");
+	strvec_pushf(args, "hip");
+}
+
+/* FP8 types from nvcc 11.8 on. */
+static void cuda_version_defines(const struct toolchain *tc, struct strvec *args)
+{
+	if (tc->nvcc_major > 11 || (tc->nvcc_major == 11 && tc->nvcc_minor >= 8))
+		strvec_pushf(args, "-DENABLE_FP8");
+}
+
+static void cuda_select_archs(struct build_plan *p, const char *const *caps, size_t n)
+{
+	cuda_archs_select(p->tc->nvcc_major, p->tc->nvcc_minor, caps, n, &p->archs);
+}
+
+/* The supported ROCm archs the kernel asks for (all of them: none asked). */
+static void rocm_select_archs(struct build_plan *p, const char *const *caps, size_t n)
+{
+	for (size_t s = 0; rocm_archs_supported[s]; s++) {
+		int want = n == 0;
+		for (size_t i = 0; i < n && !want; i++)
+			want = caps[i] && !strcmp(caps[i], rocm_archs_supported[s]);
+		if (want && !has_string(&p->archs, rocm_archs_supported[s]))
+			strvec_pushf(&p->archs, "%s", rocm_archs_supported[s]);
+	}
+}
+
+/* One row per backend this worker compiles, named as kernel/'s table names
+ * it; a backend without a row has no arch variant here. */
+static const struct compile_backend compile_backends[] = {
+	{ .name = "cuda", .compiler_key = "nvcc", .compiler = offsetof(struct toolchain, nvcc),
+	  .version = offsetof(struct toolchain, cuda_version), .version_title = "CUDA",
+	  .defines = { "-DUSE_CUDA=1", "-DCUDA_KERNEL" }, .toolchain_defines = cuda_version_defines,
+	  .gpu_sources = { ".cu" }, .gpu_command = nvcc_command, .flags_key = "cuda-flags",
+	  .archs_key = "cuda-capabilities", .noarch_archs_key = "cuda_capabilities", .select_archs = cuda_select_archs,
+	  .discard_locals = 1, .toolkit_lib = "lib64", .torch_libs = { "torch_cuda", "c10_cuda" }, .runtime_lib = "cudart" },
+	{ .name = "rocm", .compiler_key = "hipcc", .compiler = offsetof(struct toolchain, hipcc),
+	  .version = offsetof(struct toolchain, rocm_version), .version_title = "HIP",
+	  .defines = { "-DUSE_ROCM=1", "-DROCM_KERNEL", "-D__HIP_PLATFORM_AMD__=1" },
+	  .gpu_sources = { ".cu", ".hip" }, .gpu_command = hipcc_command, .flags_key = "hip-flags",
+	  .archs_key = "rocm-archs", .noarch_archs_key = "rocm_archs", .select_archs = rocm_select_archs,
+	  .probe_archs = 1, .offload_report = 1, .from_hipcc = 1,
+	  .discard_locals = 1, .toolkit_lib = "lib", .torch_libs = { "torch_hip", "c10_hip" }, .runtime_lib = "amdhip64" },
+	{ .name = "cpu", .defines = { "-DCPU_KERNEL" } },
+	{ .name = NULL },
+};
+
+const struct compile_backend *compile_backend_for(const struct kernel_backend *kb)
+{
+	for (const struct compile_backend *b = compile_backends; kb && b->name; b++)
+		if (kernel_backend_find(b->name) == kb)
+			return b;
+	return NULL;
+}
+
+const struct compile_backend *compile_backend_find(const char *name)
+{
+	return compile_backend_for(kernel_backend_find(name));
+}
+
+const struct compile_backend *compile_backend_of_torch(const struct toolchain *tc)
+{
+	const struct compile_backend *none = NULL;
+	for (const struct compile_backend *b = compile_backends; b->name; b++) {
+		if (b->compiler_key && compile_backend_version(b, tc))
+			return b;
+		if (!b->compiler_key && !none)
+			none = b;
+	}
+	return none;
+}
+
+static const char *toolchain_string(const struct toolchain *tc, size_t offset)
+{
+	return *(char *const *)(const void *)((const char *)tc + offset);
+}
+
+const char *compile_backend_compiler(const struct compile_backend *b, const struct toolchain *tc)
+{
+	return b && b->compiler_key ? toolchain_string(tc, b->compiler) : NULL;
+}
+
+const char *compile_backend_version(const struct compile_backend *b, const struct toolchain *tc)
+{
+	return b && b->compiler_key ? toolchain_string(tc, b->version) : NULL;
+}
+
+/* 1 when rel is a source the backend's GPU compiler takes. */
+static int gpu_source(const struct compile_backend *b, const char *rel)
+{
+	for (size_t i = 0; b->gpu_command && i < sizeof(b->gpu_sources) / sizeof(b->gpu_sources[0]) && b->gpu_sources[i]; i++)
+		if (ends_with(rel, b->gpu_sources[i]))
+			return 1;
+	return 0;
+}
+
+/* The link's GPU part: the toolkit's library directory, torch's libraries
+ * for the backend (when the torch is its build: a rocm_from_hipcc torch is
+ * a CPU one) and the runtime. */
+static void push_gpu_libraries(struct build_plan *p, struct strvec *args)
+{
+	const struct compile_backend *b = p->cb;
+	const struct toolchain *tc = p->tc;
+	if (!b->runtime_lib)
+		return;
+	char *root = toolkit_root(compile_backend_compiler(b, tc));
+	if (root) {
+		strvec_pushf(args, "-L%s/%s", root, b->toolkit_lib);
+		free(root);
+	}
+	if (compile_backend_find(tc->torch_build) == b) {
+		strvec_pushf(args, "-l%s", b->torch_libs[0]);
+		strvec_pushf(args, "-l%s", b->torch_libs[1]);
+	} else {
+		log_warn("khub-worker: linking without %s and %s: torch %s is a %s build, "
+			"not a %s one (rocm_from_hipcc)", b->torch_libs[0], b->torch_libs[1], tc->torch_version,
+			tc->torch_build, kernel_backend_find(b->name)->title);
+	}
+	strvec_pushf(args, "-l%s", b->runtime_lib);
+}
+
 /* One source file: which compiler, and the flags its table gives. */
 static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, size_t index, struct strvec *objects,
 		       struct strvec *cmd)
 {
 	const struct toolchain *tc = p->tc;
-	int is_cu = ends_with(rel, ".cu"), is_hip = ends_with(rel, ".hip");
 	int is_cxx = ends_with(rel, ".cpp") || ends_with(rel, ".cc") || ends_with(rel, ".cxx") || ends_with(rel, ".c");
-	if (!is_cu && !is_hip && !is_cxx)
+	if (!ends_with(rel, ".cu") && !ends_with(rel, ".hip") && !is_cxx)
 		return BUILD_OK;	/* headers and data are only listed */
 	char *base = xstrdup(rel);
 	for (char *c = base; *c; c++)
@@ -338,34 +488,8 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 	free(base);
 	struct strvec args = STRVEC_INIT;
 	int rc = BUILD_OK;
-	if ((is_cu || is_hip) && !strcmp(p->backend, "cuda") && is_cu) {
-		strvec_pushf(&args, "%s", tc->nvcc);
-		strvec_pushf(&args, "-O3");
-		strvec_pushf(&args, "-DNDEBUG");
-		strvec_pushf(&args, "-Xcompiler");
-		strvec_pushf(&args, "-fPIC");
-		if (tc->cxx) {
-			strvec_pushf(&args, "-ccbin");
-			strvec_pushf(&args, "%s", tc->cxx);
-		}
-		strvec_pushf(&args, "--expt-relaxed-constexpr");
-		push_reproducible(p, &args, 1, rel);
-		push_common_defines(p, &args);
-		for (size_t i = 0; i < p->archs.count; i++)
-			push_gencode(&args, p->archs.items[i]);
-		push_strings(&args, json_object_get(kernel, "cuda-flags"), "", NULL);
-	} else if ((is_cu || is_hip) && !strcmp(p->backend, "rocm")) {
-		strvec_pushf(&args, "%s", tc->hipcc);
-		strvec_pushf(&args, "-O3");
-		strvec_pushf(&args, "-DNDEBUG");
-		strvec_pushf(&args, "-fPIC");
-		push_reproducible(p, &args, 0, NULL);
-		push_common_defines(p, &args);
-		for (size_t i = 0; i < p->archs.count; i++)
-			strvec_pushf(&args, "--offload-arch=%s", p->archs.items[i]);
-		push_strings(&args, json_object_get(kernel, "hip-flags"), "", NULL);
-		strvec_pushf(&args, "-x");
-		strvec_pushf(&args, "hip");
+	if (gpu_source(p->cb, rel)) {
+		p->cb->gpu_command(p, rel, kernel, &args);
 	} else if (is_cxx) {
 		strvec_pushf(&args, "%s", tc->cxx);
 		strvec_pushf(&args, "-O3");
@@ -379,7 +503,7 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		else
 			push_strings(&args, json_object_get(json_object_get(p->config, "torch"), "cxx-flags"), "", NULL);
 	} else {
-		dprintf(p->sb->log_fd, "khub-worker: %s: no compiler for a %s build\n", rel, p->backend);
+		log_error("khub-worker: %s: no compiler for a %s build", rel, p->backend);
 		rc = BUILD_BAD_SOURCE;
 		goto cleanup;
 	}
@@ -413,22 +537,12 @@ static void select_archs(struct build_plan *p)
 	json_object_foreach(kernels, name, k) {
 		if (strcmp(json_string_value(json_object_get(k, "backend")), p->backend) != 0)
 			continue;
-		json_t *list = json_object_get(k, !strcmp(p->backend, "cuda") ? "cuda-capabilities" : "rocm-archs");
+		json_t *list = json_object_get(k, p->cb->archs_key);
 		size_t n = json_array_size(list);
 		const char **caps = n ? xcalloc(n, sizeof(*caps)) : NULL;
 		for (size_t i = 0; i < n; i++)
 			caps[i] = json_string_value(json_array_get(list, i));
-		if (!strcmp(p->backend, "cuda")) {
-			cuda_archs_select(p->tc->nvcc_major, p->tc->nvcc_minor, caps, n, &p->archs);
-		} else {
-			for (size_t s = 0; rocm_archs_supported[s]; s++) {
-				int want = n == 0;
-				for (size_t i = 0; i < n && !want; i++)
-					want = caps[i] && !strcmp(caps[i], rocm_archs_supported[s]);
-				if (want && !has_string(&p->archs, rocm_archs_supported[s]))
-					strvec_pushf(&p->archs, "%s", rocm_archs_supported[s]);
-			}
-		}
+		p->cb->select_archs(p, caps, n);
 		free(caps);
 	}
 	if (p->archs.count > 1)
@@ -459,7 +573,7 @@ static int hip_archs_available(struct build_plan *p)
 		strvec_pushf(&args, "%s", probe);
 		strvec_pushf(&args, "-o");
 		strvec_pushf(&args, "/dev/null");
-		dprintf(p->sb->log_fd, "khub-worker: can %s compile for %s?\n", p->tc->hipcc, p->archs.items[i]);
+		log_info("khub-worker: can %s compile for %s?", p->tc->hipcc, p->archs.items[i]);
 		int r = sandbox_run(p->sb, args.items, p->src, -1);
 		strvec_release(&args);
 		if (r == SANDBOX_TIMED_OUT || r == SANDBOX_CPU_LIMIT || r < 0) {
@@ -467,7 +581,7 @@ static int hip_archs_available(struct build_plan *p)
 		} else if (r == 0) {
 			strvec_pushf(&keep, "%s", p->archs.items[i]);
 		} else {
-			dprintf(p->sb->log_fd, "khub-worker: rocm-archs: %s (%s) cannot compile for %s: left out\n",
+			log_warn("khub-worker: rocm-archs: %s (%s) cannot compile for %s: left out",
 				p->tc->hipcc, p->tc->hipcc_version ? p->tc->hipcc_version : "?", p->archs.items[i]);
 			strvec_pushf(&p->archs_left_out, "%s", p->archs.items[i]);
 		}
@@ -478,7 +592,7 @@ static int hip_archs_available(struct build_plan *p)
 cleanup:
 	strvec_release(&keep);
 	if (rc == BUILD_INTERNAL)
-		dprintf(p->sb->log_fd, "khub-worker: cannot write %s\n", probe);
+		log_error("khub-worker: cannot write %s", probe);
 	unlink(probe);
 	free(probe);
 	return rc;
@@ -507,13 +621,13 @@ int compile_variant(struct build_plan *p)
 	struct strvec objects = STRVEC_INIT;
 	struct strvec args = STRVEC_INIT;
 	int rc = BUILD_OK;
-	if (!strcmp(p->backend, "cuda") || !strcmp(p->backend, "rocm")) {
+	if (p->cb->archs_key) {
 		select_archs(p);
-		if (!strcmp(p->backend, "rocm") && p->archs.count && (rc = hip_archs_available(p)) != BUILD_OK)
+		if (p->cb->probe_archs && p->archs.count && (rc = hip_archs_available(p)) != BUILD_OK)
 			goto cleanup;
 		if (p->archs.count == 0) {
 			dprintf(p->sb->log_fd, "build.toml: kernel.*.%s: no arch left after intersecting with the supported set\n",
-				!strcmp(p->backend, "cuda") ? "cuda-capabilities" : "rocm-archs");
+				p->cb->archs_key);
 			rc = BUILD_BAD_SOURCE;
 			goto cleanup;
 		}
@@ -546,7 +660,7 @@ int compile_variant(struct build_plan *p)
 	strvec_pushf(&args, "-shared");
 	/* no local symbols: nvcc's objects name their temp file (tmpxft_<pid>_...)
 	 * in a FILE symbol, different on every run; loading needs none of them */
-	if (strcmp(p->backend, "cpu") != 0)
+	if (p->cb->discard_locals)
 		strvec_pushf(&args, "-Wl,--discard-all");
 	strvec_pushf(&args, "-o");
 	strvec_pushf(&args, "%s/%s.abi3.so", p->stage, p->ops_name);
@@ -557,24 +671,7 @@ int compile_variant(struct build_plan *p)
 	strvec_pushf(&args, "-ltorch");
 	strvec_pushf(&args, "-ltorch_cpu");
 	strvec_pushf(&args, "-lc10");
-	if (!strcmp(p->backend, "cuda") || !strcmp(p->backend, "rocm")) {
-		int cuda = !strcmp(p->backend, "cuda");
-		char *root = toolkit_root(cuda ? tc->nvcc : tc->hipcc);
-		if (root) {
-			strvec_pushf(&args, "-L%s/%s", root, cuda ? "lib64" : "lib");
-			free(root);
-		}
-		/* rocm_from_hipcc: a torch that is not a ROCm build has no
-		 * torch_hip/c10_hip; the HIP runtime comes from hipcc's ROCm. */
-		if (cuda || !strcmp(tc->torch_build, "rocm")) {
-			strvec_pushf(&args, cuda ? "-ltorch_cuda" : "-ltorch_hip");
-			strvec_pushf(&args, cuda ? "-lc10_cuda" : "-lc10_hip");
-		} else {
-			dprintf(p->sb->log_fd, "khub-worker: linking without torch_hip and c10_hip: torch %s is a %s build, "
-				"not a ROCm one (rocm_from_hipcc)\n", tc->torch_version, tc->torch_build);
-		}
-		strvec_pushf(&args, cuda ? "-lcudart" : "-lamdhip64");
-	}
+	push_gpu_libraries(p, &args);
 	rc = run_logged(p, &args);
 cleanup:
 	for (size_t c = 0; c < ncmds; c++)

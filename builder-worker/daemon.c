@@ -9,9 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <dirent.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -30,33 +30,13 @@ struct daemon {
 	struct hub_client *hc;	/* the main thread's: register, claim */
 	json_t *variants;	/* what this worker can build */
 	int concurrency, once, poll_seconds, drain_seconds;
+	const char *token_file, *work_dir;	/* from the command line (borrowed from argv) */
 	int misconfigured;	/* a job showed this worker cannot build: stop, exit 1 */
 	struct slot *slots;
 	int running;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	/* a slot freed, or a signal came */
 };
-
-static void usage(FILE *fp)
-{
-	fprintf(fp,
-		"usage: khub-worker --url URL --token-file FILE --toolchains FILE [options]\n"
-		"  --url URL             khub's address (or KHUB_URL)\n"
-		"  --token-file FILE     the worker token (or KHUB_WORKER_TOKEN; never on the command line)\n"
-		"  --toolchains FILE     toolchains.json\n"
-		"  --concurrency N       builds at once (1)\n"
-		"  --work-dir DIR        scratch space ($TMPDIR/khub-worker, else /var/tmp/khub-worker)\n"
-		"  --name NAME           this worker's name (the host name)\n"
-		"  --once                exit when the queue is empty and the builds are done\n"
-		"  --poll-seconds N      how long one claim waits for a job (20)\n"
-		"  --drain-seconds N     after SIGTERM, how long running builds may go on (0: to their end)\n"
-		"  --kill-grace-seconds N  between SIGTERM and SIGKILL of a build's processes (10)\n"
-		"  --build-user UID[:GID]  who build code runs as when the worker is root (65534:65534)\n"
-		"  --max-processes N     processes (and threads) of that uid at once, builds together (512)\n"
-		"  --log-level LEVEL     error, warn, info, debug\n"
-		"       khub-worker --check --toolchains FILE\n"
-		"       khub-worker build --help\n");
-}
 
 /* Sleep up to seconds, or less when a signal or a freed slot wakes us. */
 static void daemon_nap(struct daemon *d, unsigned seconds)
@@ -390,7 +370,7 @@ static char *claim_work_dir(const struct daemon_config *cfg, const char *work_di
 			continue;
 		char *p = xasprintf("%s/%s", root, de->d_name);
 		log_info("removing %s, left by an earlier run", p);
-		scratch_remove(p);
+		tree_remove(p);
 		free(p);
 	}
 	if (dir)
@@ -398,77 +378,99 @@ static char *claim_work_dir(const struct daemon_config *cfg, const char *work_di
 	return root;
 }
 
-static int parse_int(const char *s, const char *flag, int lo, int hi)
+/* ---- the command line ----------------------------------------------------------------------- */
+
+/* --token: refused (ps would show it). */
+static int refuse_token(const char *arg, void *field)
 {
-	long v;
-	if (worker_parse_number(s, flag, lo, hi, &v) < 0)
-		exit(2);
-	return (int)v;
+	fprintf(stderr, "khub-worker: the token is not taken on the command line (ps would show it): "
+		"--token-file FILE or KHUB_WORKER_TOKEN\n");
+	return -1;
 }
 
-int daemon_main(int argc, char **argv)
+/* --log-level into log_threshold. */
+static int parse_log_level(const char *arg, void *field)
 {
-	static const struct option opts[] = {
-		{ "url", required_argument, NULL, 'u' }, { "token-file", required_argument, NULL, 't' },
-		{ "toolchains", required_argument, NULL, 'c' }, { "concurrency", required_argument, NULL, 'n' },
-		{ "work-dir", required_argument, NULL, 'w' }, { "name", required_argument, NULL, 'N' },
-		{ "once", no_argument, NULL, 'o' }, { "poll-seconds", required_argument, NULL, 'p' },
-		{ "drain-seconds", required_argument, NULL, 'd' }, { "kill-grace-seconds", required_argument, NULL, 'g' },
-		{ "log-level", required_argument, NULL, 'l' }, { "help", no_argument, NULL, 'h' },
-		{ "token", required_argument, NULL, 'T' }, { "build-user", required_argument, NULL, 'U' },
-		{ "max-processes", required_argument, NULL, 'P' },
-		{ NULL, 0, NULL, 0 } };
-	struct daemon d = { .concurrency = 1, .poll_seconds = 20 };
-	const char *token_file = NULL, *work_dir = NULL, *name = NULL;
-	char host[256], self[PATH_MAX], toolchains_real[PATH_MAX], *token = NULL;
-	struct toolchain_set set = { 0 };
-	int c, ret = 1, lock_fd = -1;
-	d.cfg.kill_grace_seconds = 10;
-	d.cfg.build_uid = d.cfg.build_gid = 65534;
-	d.cfg.max_processes = 512;
-	d.cfg.url = getenv("KHUB_URL");
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'u': d.cfg.url = optarg; break;
-		case 't': token_file = optarg; break;
-		case 'c': d.cfg.toolchains_path = optarg; break;
-		case 'n': d.concurrency = parse_int(optarg, "--concurrency", 1, 256); break;
-		case 'w': work_dir = optarg; break;
-		case 'N': name = optarg; break;
-		case 'o': d.once = 1; break;
-		case 'p': d.poll_seconds = parse_int(optarg, "--poll-seconds", 0, 30); break;
-		case 'd': d.drain_seconds = parse_int(optarg, "--drain-seconds", 0, 7 * 24 * 3600); break;
-		case 'g': d.cfg.kill_grace_seconds = parse_int(optarg, "--kill-grace-seconds", 0, 3600); break;
-		case 'U':
-			if (worker_parse_build_user(optarg, &d.cfg.build_uid, &d.cfg.build_gid) < 0)
-				return 64;
-			break;
-		case 'P': d.cfg.max_processes = parse_int(optarg, "--max-processes", 0, 1 << 22); break;
-		case 'l':
-			if (log_level_parse(optarg) < 0)
-				fatal("khub-worker: --log-level: error, warn, info or debug");
-			log_threshold = (enum log_level)log_level_parse(optarg);
-			break;
-		case 'h': usage(stdout); return 0;
-		case 'T':
-			fprintf(stderr, "khub-worker: the token is not taken on the command line (ps would show it): "
-				"--token-file FILE or KHUB_WORKER_TOKEN\n");
-			return 64;
-		default: usage(stderr); return 64;
-		}
+	int level = log_level_parse(arg);
+	if (level < 0) {
+		fprintf(stderr, "khub-worker: --log-level: error, warn, info or debug\n");
+		return -1;
 	}
-	if (optind < argc) {
-		fprintf(stderr, "khub-worker: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+	log_threshold = (enum log_level)level;
+	return 0;
+}
+
+#define DAEMON_OPT(field) offsetof(struct daemon, field)
+static const struct worker_option daemon_option_rows[] = {
+	{ .name = "url", .arg = "URL", .kind = WOPT_STRING, .offset = DAEMON_OPT(cfg.url),
+	  .help = "khub's address (or KHUB_URL)" },
+	{ .name = "token-file", .arg = "FILE", .kind = WOPT_STRING, .offset = DAEMON_OPT(token_file),
+	  .help = "the worker token (or KHUB_WORKER_TOKEN; never on the command line)" },
+	{ .name = "toolchains", .arg = "FILE", .kind = WOPT_STRING, .offset = DAEMON_OPT(cfg.toolchains_path),
+	  .required = 1, .help = "toolchains.json" },
+	{ .name = "concurrency", .arg = "N", .kind = WOPT_INT, .offset = DAEMON_OPT(concurrency), .min = 1, .max = 256,
+	  .help = "builds at once (1)" },
+	{ .name = "work-dir", .arg = "DIR", .kind = WOPT_STRING, .offset = DAEMON_OPT(work_dir),
+	  .help = "scratch space ($TMPDIR/khub-worker, else /var/tmp/khub-worker)" },
+	{ .name = "name", .arg = "NAME", .kind = WOPT_STRING, .offset = DAEMON_OPT(cfg.name),
+	  .help = "this worker's name (the host name)" },
+	{ .name = "once", .kind = WOPT_FLAG, .offset = DAEMON_OPT(once),
+	  .help = "exit when the queue is empty and the builds are done" },
+	{ .name = "poll-seconds", .arg = "N", .kind = WOPT_INT, .offset = DAEMON_OPT(poll_seconds), .min = 0, .max = 30,
+	  .help = "how long one claim waits for a job (20)" },
+	{ .name = "drain-seconds", .arg = "N", .kind = WOPT_INT, .offset = DAEMON_OPT(drain_seconds), .min = 0,
+	  .max = 7 * 24 * 3600, .help = "after SIGTERM, how long running builds may go on (0: to their end)" },
+	{ .name = "kill-grace-seconds", .arg = "N", .kind = WOPT_INT, .offset = DAEMON_OPT(cfg.kill_grace_seconds),
+	  .min = 0, .max = 3600, .help = "between SIGTERM and SIGKILL of a build's processes (10)" },
+	{ .name = "build-user", .arg = "UID[:GID]", .kind = WOPT_CALL, .offset = DAEMON_OPT(cfg.build_uid),
+	  .parse = worker_option_build_user, .help = "who build code runs as when the worker is root (65534:65534)" },
+	{ .name = "max-processes", .arg = "N", .kind = WOPT_LONG, .offset = DAEMON_OPT(cfg.max_processes), .min = 0,
+	  .max = 1 << 22, .help = "processes (and threads) of that uid at once, builds together (512)" },
+	{ .name = "log-level", .arg = "LEVEL", .kind = WOPT_CALL, .parse = parse_log_level,
+	  .help = "error, warn, info, debug" },
+	{ .name = "token", .arg = "TOKEN", .kind = WOPT_CALL, .parse = refuse_token,
+	  .help = "refused: ps would show it (--token-file)" },
+	{ .name = "help", .kind = WOPT_HELP, .help = "this text" },
+	{ .name = NULL },
+};
+
+static const struct worker_command daemon_command = {
+	.synopsis = "usage: khub-worker --url URL --token-file FILE --toolchains FILE [options]",
+	.options = daemon_option_rows,
+	.epilogue = "       khub-worker --check --toolchains FILE\n"
+		    "       khub-worker build --help\n",
+};
+
+/* The command line into d: 0 to go on, else the exit status (0 after --help). */
+static int daemon_parse(struct daemon *d, int argc, char **argv)
+{
+	d->concurrency = 1;
+	d->poll_seconds = 20;
+	d->cfg.kill_grace_seconds = 10;
+	d->cfg.build_uid = d->cfg.build_gid = SANDBOX_BUILD_UID_DEFAULT;
+	d->cfg.max_processes = SANDBOX_MAX_PROCESSES_DEFAULT;
+	d->cfg.url = getenv("KHUB_URL");
+	int parsed = worker_options_parse(&daemon_command, argc, argv, d);
+	if (parsed == WORKER_OPTIONS_HELP) {
+		worker_options_usage(&daemon_command, stdout);
+		return -1;
+	}
+	if (parsed == WORKER_OPTIONS_BAD_VALUE)
+		return 64;	/* the row said why */
+	if (parsed < 0 || !d->cfg.url || !*d->cfg.url) {
+		worker_options_usage(&daemon_command, stderr);
 		return 64;
 	}
-	if (!d.cfg.url || !*d.cfg.url || !d.cfg.toolchains_path) {
-		usage(stderr);
-		return 64;
-	}
-	char *from_env = getenv("KHUB_WORKER_TOKEN");
-	if (token_file)
-		token = read_token(token_file);
+	return 0;
+}
+
+/* The worker token from --token-file or KHUB_WORKER_TOKEN (then wiped from
+ * the environment); fatal without one. The caller frees it. */
+static char *daemon_token(const struct daemon *d)
+{
+	char *from_env = getenv("KHUB_WORKER_TOKEN"), *token = NULL;
+	if (d->token_file)
+		token = read_token(d->token_file);
 	else if (from_env && *from_env)
 		token = xstrdup(from_env);
 	else
@@ -478,62 +480,59 @@ int daemon_main(int argc, char **argv)
 	if (from_env)
 		explicit_bzero(from_env, strlen(from_env));
 	unsetenv("KHUB_WORKER_TOKEN");
-	d.cfg.token = token;
-	char *url = xstrdup(d.cfg.url);
-	while (strlen(url) && url[strlen(url) - 1] == '/')
-		url[strlen(url) - 1] = '\0';
-	d.cfg.url = url;
-	if (!name) {
-		if (gethostname(host, sizeof(host)) < 0)
-			snprintf(host, sizeof(host), "worker");
-		host[sizeof(host) - 1] = '\0';
-		name = host;
-	}
-	d.cfg.name = name;
-	if (!realpath("/proc/self/exe", self))
-		fatal("khub-worker: cannot find its own program: %s", strerror(errno));
-	d.cfg.self_exe = self;
+	return token;
+}
 
+/* Probe every toolchain of --toolchains into set, logging what each builds:
+ * 0, or -1 when none is usable (logged). */
+static int daemon_toolchains(struct daemon *d, char *toolchains_real, struct toolchain_set *set)
+{
 	/* absolute: `khub-worker build` runs in each job's scratch directory */
-	if (!realpath(d.cfg.toolchains_path, toolchains_real))
-		fatal("khub-worker: --toolchains %s: %s", d.cfg.toolchains_path, strerror(errno));
-	d.cfg.toolchains_path = toolchains_real;
+	if (!realpath(d->cfg.toolchains_path, toolchains_real))
+		fatal("khub-worker: --toolchains %s: %s", d->cfg.toolchains_path, strerror(errno));
+	d->cfg.toolchains_path = toolchains_real;
 	char why[512];
-	if (toolchains_load(d.cfg.toolchains_path, &set, why, sizeof(why)) != KHUB_OK)
-		fatal("khub-worker: %s: %s", d.cfg.toolchains_path, why);
+	if (toolchains_load(d->cfg.toolchains_path, set, why, sizeof(why)) != KHUB_OK)
+		fatal("khub-worker: %s: %s", d->cfg.toolchains_path, why);
 	size_t usable = 0;
-	for (size_t i = 0; i < set.count; i++) {
-		struct toolchain *tc = &set.items[i];
-		if (toolchain_probe(tc) == KHUB_OK && tc->usable) {
-			usable++;
-			log_info("toolchain %s: %zu variant(s)%s%s", tc->name, tc->nvariants,
-				 tc->nvariants ? ", first " : "", tc->nvariants ? tc->variants[0] : "");
-			if (tc->allow_no_sandbox)
-				log_warn("toolchain %s sets allow_no_sandbox: where bubblewrap is missing its builds run WITHOUT "
-					 "A SANDBOX (network, the whole machine); khub-worker --check says what it gets", tc->name);
-		} else {
+	for (size_t i = 0; i < set->count; i++) {
+		struct toolchain *tc = &set->items[i];
+		if (toolchain_probe(tc) != KHUB_OK || !tc->usable) {
 			log_warn("toolchain %s is not usable: %s", tc->name, tc->why);
+			continue;
 		}
+		usable++;
+		log_info("toolchain %s: %zu variant(s)%s%s", tc->name, tc->nvariants,
+			 tc->nvariants ? ", first " : "", tc->nvariants ? tc->variants[0] : "");
+		if (tc->allow_no_sandbox)
+			log_warn("toolchain %s sets allow_no_sandbox: where bubblewrap is missing its builds run WITHOUT "
+				 "A SANDBOX (network, the whole machine); khub-worker --check says what it gets", tc->name);
 	}
 	if (!usable) {
-		log_error("no usable toolchain in %s (khub-worker --check says why)", d.cfg.toolchains_path);
-		goto cleanup_set;
+		log_error("no usable toolchain in %s (khub-worker --check says why)", d->cfg.toolchains_path);
+		return -1;
 	}
-	d.cfg.toolchains = &set;
+	d->cfg.toolchains = set;
+	return 0;
+}
 
-	if (!work_dir) {
-		const char *tmp = getenv("TMPDIR");
-		work_dir = tmp && *tmp ? NULL : "/var/tmp/khub-worker";
-		if (!work_dir) {
-			static char buf[PATH_MAX];
-			snprintf(buf, sizeof(buf), "%s/khub-worker", tmp);
-			work_dir = buf;
-		}
-	}
-	char *scratch_root = claim_work_dir(&d.cfg, work_dir, name, &lock_fd);
-	d.cfg.scratch_root = scratch_root;
+/* --work-dir, else $TMPDIR/khub-worker, else /var/tmp/khub-worker (buf holds it). */
+static const char *daemon_work_dir(const struct daemon *d, char *buf, size_t size)
+{
+	const char *tmp = getenv("TMPDIR");
+	if (d->work_dir)
+		return d->work_dir;
+	if (!tmp || !*tmp)
+		return "/var/tmp/khub-worker";
+	snprintf(buf, size, "%s/khub-worker", tmp);
+	return buf;
+}
 
-	/* signals go to one thread; every other thread (curl, jobs) has them blocked */
+/* Signals to one thread (every other thread, curl's and the jobs', has
+ * them blocked), the lock and condition, the slots, libcurl: the signal
+ * thread started into *sig_thread. */
+static void daemon_start(struct daemon *d, pthread_t *sig_thread)
+{
 	sigset_t set_sig;
 	sigemptyset(&set_sig);
 	sigaddset(&set_sig, SIGTERM);
@@ -544,43 +543,87 @@ int daemon_main(int argc, char **argv)
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&d.cond, &ca);
+	pthread_cond_init(&d->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	pthread_mutex_init(&d.lock, NULL);
-	d.slots = xcalloc((size_t)d.concurrency, sizeof(*d.slots));
+	pthread_mutex_init(&d->lock, NULL);
+	d->slots = xcalloc((size_t)d->concurrency, sizeof(*d->slots));
 	if (hub_global_init() < 0)
 		fatal("khub-worker: libcurl initialisation failed");
-	pthread_t sig_thread;
-	if (pthread_create(&sig_thread, NULL, signal_thread, &d) != 0)
+	if (pthread_create(sig_thread, NULL, signal_thread, d) != 0)
 		fatal("khub-worker: cannot start a thread");
-	d.hc = hub_client_new(d.cfg.url, d.cfg.token);
-	if (!d.hc)
+	d->hc = hub_client_new(d->cfg.url, d->cfg.token);
+	if (!d->hc)
 		fatal("khub-worker: libcurl initialisation failed");
+}
 
-	if (register_worker(&d) == 0) {
-		ret = claim_loop(&d);
-		drain(&d);
-		if (d.misconfigured) {
-			log_error("khub-worker %s is misconfigured (see above): stopped; its job went back to the queue", name);
+/* Register, claim until stopped, wait for the builds: the exit status. */
+static int daemon_run(struct daemon *d)
+{
+	int ret = 1;
+	if (register_worker(d) == 0) {
+		ret = claim_loop(d);
+		drain(d);
+		if (d->misconfigured) {
+			log_error("khub-worker %s is misconfigured (see above): stopped; its job went back to the queue",
+				  d->cfg.name);
 			ret = 1;
 		}
-	} else if (d.cfg.stopping) {
+	} else if (d->cfg.stopping) {
 		ret = 0;
 	}
-	log_info("khub-worker %s stopped", name);
+	log_info("khub-worker %s stopped", d->cfg.name);
+	return ret;
+}
 
+/* Undo daemon_start. */
+static void daemon_stop(struct daemon *d, pthread_t sig_thread)
+{
 	pthread_kill(sig_thread, SIGUSR1);
 	pthread_join(sig_thread, NULL);
-	hub_client_free(d.hc);
+	hub_client_free(d->hc);
 	hub_global_cleanup();
-	json_decref(d.variants);
-	free(d.slots);
-	pthread_cond_destroy(&d.cond);
-	pthread_mutex_destroy(&d.lock);
-	free(scratch_root);
-	if (lock_fd >= 0)
-		close(lock_fd);
-cleanup_set:
+	json_decref(d->variants);
+	free(d->slots);
+	pthread_cond_destroy(&d->cond);
+	pthread_mutex_destroy(&d->lock);
+}
+
+int daemon_main(int argc, char **argv)
+{
+	struct daemon d;
+	memset(&d, 0, sizeof(d));
+	int ret = daemon_parse(&d, argc, argv), lock_fd = -1;
+	if (ret != 0)
+		return ret < 0 ? 0 : ret;
+	char host[256], self[PATH_MAX], toolchains_real[PATH_MAX], work_buf[PATH_MAX];
+	struct toolchain_set set = { 0 };
+	char *token = daemon_token(&d), *url = xstrdup(d.cfg.url);
+	d.cfg.token = token;
+	while (strlen(url) && url[strlen(url) - 1] == '/')
+		url[strlen(url) - 1] = '\0';
+	d.cfg.url = url;
+	if (!d.cfg.name) {
+		if (gethostname(host, sizeof(host)) < 0)
+			snprintf(host, sizeof(host), "worker");
+		host[sizeof(host) - 1] = '\0';
+		d.cfg.name = host;
+	}
+	if (!realpath("/proc/self/exe", self))
+		fatal("khub-worker: cannot find its own program: %s", strerror(errno));
+	d.cfg.self_exe = self;
+	ret = 1;
+	if (daemon_toolchains(&d, toolchains_real, &set) == 0) {
+		char *scratch_root = claim_work_dir(&d.cfg, daemon_work_dir(&d, work_buf, sizeof(work_buf)), d.cfg.name,
+						    &lock_fd);
+		d.cfg.scratch_root = scratch_root;
+		pthread_t sig_thread;
+		daemon_start(&d, &sig_thread);
+		ret = daemon_run(&d);
+		daemon_stop(&d, sig_thread);
+		free(scratch_root);
+		if (lock_fd >= 0)
+			close(lock_fd);
+	}
 	toolchains_release(&set);
 	explicit_bzero(token, strlen(token));
 	free(token);

@@ -82,10 +82,6 @@ int tar_unpack(const char *tar_path, const char *dest, const struct tar_limits *
 int tar_pack(const char *dir, const char *const *names, size_t nnames, int64_t mtime, const char *tar_path,
 	     char *why, size_t why_size);
 
-/* Remove path and everything under it (directories made writable first,
- * links not followed); 0 or -1. */
-int scratch_remove(const char *path);
-
 /* ---- the daemon's shared state and one job (daemon.c, job.c) ----------------------------- */
 
 struct daemon_config {

@@ -609,22 +609,85 @@ cleanup:
 	return ret;
 }
 
+/* The claimed job's fields into j (strings owned by j). */
+static void job_init(struct job *j, const struct daemon_config *cfg, json_t *job)
+{
+	j->id = job_string(job, "id");
+	j->repo = job_string(job, "repo");
+	j->commit = job_string(job, "commit");
+	j->variant = job_string(job, "variant");
+	j->limits = json_object_get(job, "limits");
+	json_int_t hb = json_integer_value(json_object_get(job, "heartbeat_seconds"));
+	j->heartbeat_seconds = hb > 0 ? (int)hb : cfg->heartbeat_seconds;
+	j->attempt = (int)json_integer_value(json_object_get(job, "attempt"));
+	j->max_attempts = (int)json_integer_value(json_object_get(job, "max_attempts"));
+	j->next_heartbeat_us = now_us() + (uint64_t)j->heartbeat_seconds * 1000000;
+	j->last_flush_us = now_us();
+	j->hc = hub_client_new(cfg->url, cfg->token);
+}
+
+/* <scratch_root>/build-<id>-XXXXXX with src/, out/, tmp/ and home/: 0, or
+ * -1 with why (the worker's own fault). The build uid (a root worker's
+ * builds) reaches tmp/, where `khub-worker build` makes its own scratch;
+ * nothing else here is anyone's but ours. */
+static int job_make_scratch(struct job *j, char *why, size_t why_size)
+{
+	j->scratch = xasprintf("%s/build-%s-XXXXXX", j->cfg->scratch_root, j->id);
+	if (!mkdtemp(j->scratch)) {
+		snprintf(why, why_size, "worker misconfigured: scratch directory %s: %s", j->scratch, strerror(errno));
+		free(j->scratch);
+		j->scratch = NULL;
+		return -1;
+	}
+	int root = geteuid() == 0;
+	const char *subdirs[] = { "src", "out", "tmp", "home" };
+	const mode_t modes[] = { 0700, 0700, root ? 0711 : 0700, 0700 };
+	int bad = chmod(j->scratch, root ? 0711 : 0700) < 0;
+	for (size_t i = 0; i < 4 && !bad; i++) {
+		char *d = xasprintf("%s/%s", j->scratch, subdirs[i]);
+		bad = mkdir(d, 0700) < 0 || chmod(d, modes[i]) < 0;
+		free(d);
+	}
+	if (bad)
+		snprintf(why, why_size, "worker misconfigured: cannot make the scratch directory");
+	return bad ? -1 : 0;
+}
+
+/* How the build ended, told to khub and the log; 1 when the worker
+ * proved misconfigured (finish's verdict). */
+static int job_end(struct job *j, int status)
+{
+	switch (j->end) {
+	case END_EXITED:
+		return finish(j, status);
+	case END_WALL:
+		log_note(j, "the build ran past its wall-clock limit; killed");
+		log_flush(j);
+		report_fail(j, "build stopped: over its wall-clock limit (killed by the worker)", 0, NULL);
+		break;
+	case END_RELEASED:
+		log_note(j, "the worker is stopping; build killed and given back to the queue");
+		log_flush(j);
+		report_release(j);
+		break;
+	case END_CANCELED:
+		log_note(j, "canceled; build killed");
+		log_flush(j);
+		log_info("canceled build #%s %s %s@%.12s", j->id, j->variant, j->repo, j->commit);
+		break;
+	case END_LOST:
+		log_info("dropped build #%s %s %s@%.12s (lease lost)", j->id, j->variant, j->repo, j->commit);
+		break;
+	}
+	return 0;
+}
+
 int job_run(const struct daemon_config *cfg, json_t *job)
 {
 	struct job j = { .cfg = cfg, .pending = STRBUF_INIT, .end = END_EXITED };
-	int misconfigured = 0;
-	j.id = job_string(job, "id");
-	j.repo = job_string(job, "repo");
-	j.commit = job_string(job, "commit");
-	j.variant = job_string(job, "variant");
-	j.limits = json_object_get(job, "limits");
-	json_int_t hb = json_integer_value(json_object_get(job, "heartbeat_seconds"));
-	j.heartbeat_seconds = hb > 0 ? (int)hb : cfg->heartbeat_seconds;
-	j.attempt = (int)json_integer_value(json_object_get(job, "attempt"));
-	j.max_attempts = (int)json_integer_value(json_object_get(job, "max_attempts"));
-	j.next_heartbeat_us = now_us() + (uint64_t)j.heartbeat_seconds * 1000000;
-	j.last_flush_us = now_us();
-	j.hc = hub_client_new(cfg->url, cfg->token);
+	int misconfigured = 0, status = 0;
+	char why[512];
+	job_init(&j, cfg, job);
 	if (!j.id || !j.repo || !j.commit || !j.variant || !j.hc) {
 		log_error("claimed a job without id, repo, commit or variant; ignoring it (its lease will expire)");
 		goto cleanup;
@@ -633,32 +696,11 @@ int job_run(const struct daemon_config *cfg, json_t *job)
 	log_info("claimed build #%s %s %s@%.12s (attempt %d of %d)", j.id, j.variant, j.repo, j.commit, j.attempt,
 		 j.max_attempts);
 	const struct toolchain *tc = toolchain_for_variant(cfg->toolchains, j.variant);
-	j.scratch = xasprintf("%s/build-%s-XXXXXX", cfg->scratch_root, j.id);
-	if (!mkdtemp(j.scratch)) {
-		char why[256];
-		snprintf(why, sizeof(why), "worker misconfigured: scratch directory %s: %s", j.scratch, strerror(errno));
-		free(j.scratch);
-		j.scratch = NULL;
+	if (job_make_scratch(&j, why, sizeof(why)) < 0) {
 		misconfigured = give_back_misconfigured(&j, why);
 		goto cleanup;
 	}
-	/* the build uid (a root worker's builds) reaches tmp/, where `khub-worker
-	 * build` makes its own scratch; nothing else here is anyone's but ours */
-	int root = geteuid() == 0;
-	const char *subdirs[] = { "src", "out", "tmp", "home" };
-	const mode_t modes[] = { 0700, 0700, root ? 0711 : 0700, 0700 };
-	int bad = chmod(j.scratch, root ? 0711 : 0700) < 0;
-	for (size_t i = 0; i < 4 && !bad; i++) {
-		char *d = xasprintf("%s/%s", j.scratch, subdirs[i]);
-		bad = mkdir(d, 0700) < 0 || chmod(d, modes[i]) < 0;
-		free(d);
-	}
-	if (bad) {
-		misconfigured = give_back_misconfigured(&j, "worker misconfigured: cannot make the scratch directory");
-		goto cleanup;
-	}
 	if (!tc) {
-		char why[256];
 		snprintf(why, sizeof(why), "worker misconfigured: no usable toolchain for %s", j.variant);
 		misconfigured = give_back_misconfigured(&j, why);
 		goto cleanup;
@@ -667,38 +709,14 @@ int job_run(const struct daemon_config *cfg, json_t *job)
 		 cfg->name, tc->name, j.attempt, j.max_attempts);
 	if (fetch_source(&j) < 0)
 		goto cleanup;
-	int status = 0;
 	if (run_build(&j, tc, &status) < 0) {
-		char why[256];
 		snprintf(why, sizeof(why), "worker internal error: cannot start the build: %s", strerror(errno));
 		report_fail(&j, why, 1, NULL);
 		goto cleanup;
 	}
-	switch (j.end) {
-	case END_EXITED:
-		misconfigured = finish(&j, status);
-		break;
-	case END_WALL:
-		log_note(&j, "the build ran past its wall-clock limit; killed");
-		log_flush(&j);
-		report_fail(&j, "build stopped: over its wall-clock limit (killed by the worker)", 0, NULL);
-		break;
-	case END_RELEASED:
-		log_note(&j, "the worker is stopping; build killed and given back to the queue");
-		log_flush(&j);
-		report_release(&j);
-		break;
-	case END_CANCELED:
-		log_note(&j, "canceled; build killed");
-		log_flush(&j);
-		log_info("canceled build #%s %s %s@%.12s", j.id, j.variant, j.repo, j.commit);
-		break;
-	case END_LOST:
-		log_info("dropped build #%s %s %s@%.12s (lease lost)", j.id, j.variant, j.repo, j.commit);
-		break;
-	}
+	misconfigured = job_end(&j, status);
 cleanup:
-	if (j.scratch && scratch_remove(j.scratch) < 0)
+	if (j.scratch && tree_remove(j.scratch) < 0)
 		log_warn("build #%s: could not remove %s: %s", j.id, j.scratch, strerror(errno));
 	log_set_request_id(NULL);
 	hub_client_free(j.hc);

@@ -3,71 +3,56 @@
 #include "builder-worker/worker.h"
 #include "common/common.h"
 
-#include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+struct check_options {
+	int check;
+	const char *toolchains;
+	long build_uid, build_gid, max_processes;
+};
+
+#define CHECK_OPT(field) offsetof(struct check_options, field)
+static const struct worker_option check_option_rows[] = {
+	{ .name = "check", .kind = WOPT_FLAG, .offset = CHECK_OPT(check),
+	  .help = "say what each toolchain builds and the sandbox its builds get" },
+	{ .name = "toolchains", .arg = "FILE", .kind = WOPT_STRING, .offset = CHECK_OPT(toolchains), .required = 1,
+	  .help = "toolchains.json" },
+	{ .name = "build-user", .arg = "UID[:GID]", .kind = WOPT_CALL, .offset = CHECK_OPT(build_uid),
+	  .parse = worker_option_build_user, .help = "who build code runs as when the worker is root (65534:65534)" },
+	{ .name = "max-processes", .arg = "N", .kind = WOPT_LONG, .offset = CHECK_OPT(max_processes), .min = 0,
+	  .max = 1 << 22, .help = "processes (and threads) of that uid at once (512)" },
+	{ .name = "help", .kind = WOPT_HELP, .help = "this text" },
+	{ .name = NULL },
+};
+
+static const struct worker_command check_command = {
+	.synopsis = "usage: khub-worker --check --toolchains FILE [--build-user UID[:GID]] [--max-processes N]",
+	.options = check_option_rows,
+};
+
 /* `khub-worker --check --toolchains F`: 0 when at least one toolchain is usable. */
-int worker_parse_number(const char *s, const char *flag, long lo, long hi, long *out)
-{
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < lo || v > hi) {
-		fprintf(stderr, "khub-worker: %s wants a number from %ld to %ld\n", flag, lo, hi);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-int worker_parse_build_user(const char *s, long *uid, long *gid)
-{
-	char *end;
-	errno = 0;
-	long u = strtol(s, &end, 10), g = u;
-	if (!errno && *end == ':')
-		g = strtol(end + 1, &end, 10);
-	if (errno || *end || end == s || u <= 0 || g <= 0 || u > 0x7fffffffL || g > 0x7fffffffL) {
-		fprintf(stderr, "khub-worker: --build-user wants UID or UID:GID (not 0, root)\n");
-		return -1;
-	}
-	*uid = u;
-	*gid = g;
-	return 0;
-}
-
 static int check_main(int argc, char **argv)
 {
-	const char *path = NULL;
-	long uid = 65534, gid = 65534, nproc = 512;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--toolchains") == 0 && i + 1 < argc)
-			path = argv[++i];
-		else if (strcmp(argv[i], "--build-user") == 0 && i + 1 < argc) {
-			if (worker_parse_build_user(argv[++i], &uid, &gid) < 0)
-				return 64;
-		} else if (strcmp(argv[i], "--max-processes") == 0 && i + 1 < argc) {
-			if (worker_parse_number(argv[++i], "--max-processes", 0, 1 << 22, &nproc) < 0)
-				return 64;
-		}
-		else if (strncmp(argv[i], "--toolchains=", 13) == 0)
-			path = argv[i] + 13;
-		else if (strcmp(argv[i], "--check") != 0) {
-			fprintf(stderr, "khub-worker --check: unexpected argument '%s'\n", argv[i]);
-			return 64;
-		}
+	struct check_options o = { .build_uid = SANDBOX_BUILD_UID_DEFAULT, .build_gid = SANDBOX_BUILD_UID_DEFAULT,
+				   .max_processes = SANDBOX_MAX_PROCESSES_DEFAULT };
+	int parsed = worker_options_parse(&check_command, argc, argv, &o);
+	if (parsed == WORKER_OPTIONS_HELP) {
+		worker_options_usage(&check_command, stdout);
+		return 0;
 	}
-	if (!path) {
-		fprintf(stderr, "usage: khub-worker --check --toolchains FILE [--build-user UID[:GID]] [--max-processes N]\n");
+	if (parsed < 0) {
+		worker_options_usage(&check_command, stderr);
 		return 64;
 	}
+	const char *path = o.toolchains;
+	long uid = o.build_uid, gid = o.build_gid, nproc = o.max_processes;
 	struct toolchain_set set = { 0 };
 	char why[512];
 	if (toolchains_load(path, &set, why, sizeof(why)) != KHUB_OK) {
-		fprintf(stderr, "khub-worker: %s: %s\n", path, why);
+		log_error("khub-worker: %s: %s", path, why);
 		return 1;
 	}
 	size_t usable = 0;

@@ -118,7 +118,7 @@ static int copy_visit(const char *rel, const char *src, const char *name, void *
 		rc = KHUB_EIO;
 	} else if (S_ISLNK(st.st_mode)) {
 		if (c->log_fd >= 0)
-			dprintf(c->log_fd, "khub-worker: %s: a symbolic link, not copied\n", rel);
+			log_warn("khub-worker: %s: a symbolic link, not copied", rel);
 	} else if (S_ISDIR(st.st_mode)) {
 		rc = mkdir(dst, 0755) < 0 && errno != EEXIST ? KHUB_EIO : DIR_WALK_ENTER;
 	} else if (S_ISREG(st.st_mode) && (!c->keep || c->keep(name, c->ctx))) {
@@ -159,32 +159,6 @@ unsigned long long tree_disk_usage(const char *path)
 	return total;
 }
 
-int remove_tree(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : KHUB_EIO;
-	if (!S_ISDIR(st.st_mode))
-		return unlink(path) == 0 ? 0 : KHUB_EIO;
-	DIR *d = opendir(path);
-	if (!d)
-		return KHUB_EIO;
-	struct dirent *e;
-	int rc = 0;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		char *sub = xasprintf("%s/%s", path, e->d_name);
-		if (remove_tree(sub) < 0)
-			rc = KHUB_EIO;
-		free(sub);
-	}
-	closedir(d);
-	if (rmdir(path) < 0)
-		rc = KHUB_EIO;
-	return rc;
-}
-
 void package_remove_bytecode(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -199,7 +173,7 @@ void package_remove_bytecode(const char *dir)
 		if (lstat(sub, &st) == 0) {
 			size_t n = strlen(e->d_name);
 			if (S_ISDIR(st.st_mode) && !strcmp(e->d_name, "__pycache__"))
-				remove_tree(sub);
+				tree_remove(sub);
 			else if (S_ISDIR(st.st_mode))
 				package_remove_bytecode(sub);
 			else if (n > 4 && !strcmp(e->d_name + n - 4, ".pyc"))
@@ -346,8 +320,7 @@ int package_metadata(struct build_plan *p, const char *commit, json_t *khub_fiel
 		json_object_set_new(backend, "archs", archs);
 	} else if (p->noarch) {
 		json_t *noarch = json_object_get(p->config, "torch-noarch");
-		json_t *archs = json_object_get(noarch, !strcmp(p->backend, "cuda") ? "cuda_capabilities" :
-						!strcmp(p->backend, "rocm") ? "rocm_archs" : "");
+		json_t *archs = json_object_get(noarch, p->cb->noarch_archs_key ? p->cb->noarch_archs_key : "");
 		if (json_is_array(archs))
 			json_object_set(backend, "archs", archs);
 	}

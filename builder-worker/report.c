@@ -116,7 +116,7 @@ int report_hip_archs(const struct build_plan *p, json_t *report, json_t **found)
 			return r;
 	}
 	char *list = json_dumps(*found, JSON_COMPACT);
-	dprintf(p->sb->log_fd, "khub-worker build: HIP code objects in the libraries: %s\n", list ? list : "?");
+	log_info("khub-worker build: HIP code objects in the libraries: %s", list ? list : "?");
 	free(list);
 	int rc = 0;
 	for (i = 0; i < p->archs.count; i++) {
@@ -126,7 +126,7 @@ int report_hip_archs(const struct build_plan *p, json_t *report, json_t **found)
 		json_array_foreach(*found, k, v)
 			have |= !strcmp(json_string_value(v), p->archs.items[i]);
 		if (!have) {
-			dprintf(p->sb->log_fd, "khub-worker: no %s code object in the HIP fat binaries of the libraries\n",
+			log_error("khub-worker: no %s code object in the HIP fat binaries of the libraries",
 				p->archs.items[i]);
 			rc = KHUB_EINVAL;
 		}
@@ -137,7 +137,7 @@ int report_hip_archs(const struct build_plan *p, json_t *report, json_t **found)
 void report_add_build(json_t *report, const struct build_plan *p, json_t *offload_archs)
 {
 	const struct toolchain *tc = p->tc;
-	int gpu = !p->noarch && (!strcmp(p->backend, "cuda") || !strcmp(p->backend, "rocm"));
+	int gpu = !p->noarch && p->cb->archs_key;
 	const char *tb = tc->torch_build ? tc->torch_build : "?";
 	int foreign = gpu && tc->rocm_from_hipcc;	/* compiled against a torch of another build */
 	char *smoke = xasprintf("%s in torch %s (a %s build%s)%s; no kernel was run%s",
@@ -154,7 +154,7 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 		json_object_set_new(b, "torch_stable_abi", json_string(p->stable_abi));
 	json_t *notes = json_array(), *v;
 	size_t i;
-	if (!strcmp(p->backend, "rocm") && !p->noarch) {
+	if (p->cb->from_hipcc && !p->noarch) {
 		json_object_set_new(b, "rocm", json_string(tc->rocm_version ? tc->rocm_version : "?"));
 		json_object_set_new(b, "rocm_from", json_string(tc->rocm_from_hipcc ? "hipcc" : "torch"));
 		if (tc->rocm_from_hipcc)
@@ -184,7 +184,7 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 	if (offload_archs)
 		json_object_set(b, "offload_archs", offload_archs);
 	json_array_foreach(notes, i, v)
-		dprintf(p->sb->log_fd, "khub-worker build: note: %s\n", json_string_value(v));
+		log_info("khub-worker build: note: %s", json_string_value(v));
 	json_object_set_new(b, "notes", notes);
 	json_object_set_new(report, "build", b);
 }

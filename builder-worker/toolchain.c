@@ -123,6 +123,82 @@ static int string_key(json_t *entry, const char *key, char **out, int required, 
 	return 0;
 }
 
+/* An optional true/false key of entry idx into *out: 0, or KHUB_EINVAL with why. */
+static int bool_key(json_t *entry, const char *key, int *out, size_t idx, char *why, size_t why_size)
+{
+	json_t *v = json_object_get(entry, key);
+	if (v && !json_is_boolean(v)) {
+		snprintf(why, why_size, "toolchains[%zu].%s: must be true or false", idx, key);
+		return KHUB_EINVAL;
+	}
+	*out = json_is_true(v);
+	return 0;
+}
+
+/* Entry idx's env object into tc->env as KEY=VALUE strings. */
+static int env_key(json_t *entry, struct toolchain *tc, size_t idx, char *why, size_t why_size)
+{
+	json_t *env = json_object_get(entry, "env"), *value;
+	const char *key;
+	if (env && !json_is_object(env)) {
+		snprintf(why, why_size, "toolchains[%zu].env: must be an object of strings", idx);
+		return KHUB_EINVAL;
+	}
+	json_object_foreach(env, key, value) {
+		if (!json_is_string(value) || !*key || strchr(key, '=')) {
+			snprintf(why, why_size, "toolchains[%zu].env.%s: must be a string (and the name have no '=')", idx, key);
+			return KHUB_EINVAL;
+		}
+		tc->env = xrealloc(tc->env, (tc->nenv + 1) * sizeof(*tc->env));
+		tc->env[tc->nenv++] = xasprintf("%s=%s", key, json_string_value(value));
+	}
+	return 0;
+}
+
+/* toolchains[idx] into out->items[idx] (the earlier ones loaded): 0, or
+ * KHUB_EINVAL with why naming the key. */
+static int toolchain_entry_load(json_t *entry, size_t idx, struct toolchain_set *out, char *why, size_t why_size)
+{
+	struct toolchain *tc = &out->items[idx];
+	tc->nvcc_major = tc->nvcc_minor = -1;
+	if (!json_is_object(entry)) {
+		snprintf(why, why_size, "toolchains[%zu]: must be an object", idx);
+		return KHUB_EINVAL;
+	}
+	const char *key;
+	json_t *value;
+	json_object_foreach(entry, key, value) {
+		size_t k = 0;
+		while (toolchain_keys[k] && strcmp(toolchain_keys[k], key) != 0)
+			k++;
+		if (!toolchain_keys[k]) {
+			snprintf(why, why_size, "toolchains[%zu].%s: unknown key", idx, key);
+			return KHUB_EINVAL;
+		}
+	}
+	if (string_key(entry, "name", &tc->name, 1, idx, why, why_size) < 0 ||
+	    string_key(entry, "python", &tc->python, 1, idx, why, why_size) < 0 ||
+	    string_key(entry, "cxx", &tc->cxx, 0, idx, why, why_size) < 0 ||
+	    string_key(entry, "nvcc", &tc->nvcc, 0, idx, why, why_size) < 0 ||
+	    string_key(entry, "hipcc", &tc->hipcc, 0, idx, why, why_size) < 0 ||
+	    string_key(entry, "cmake", &tc->cmake, 0, idx, why, why_size) < 0 ||
+	    string_key(entry, "ninja", &tc->ninja, 0, idx, why, why_size) < 0)
+		return KHUB_EINVAL;
+	for (size_t j = 0; j < idx; j++)
+		if (strcmp(out->items[j].name, tc->name) == 0) {
+			snprintf(why, why_size, "toolchains[%zu].name: \"%s\" is used twice", idx, tc->name);
+			return KHUB_EINVAL;
+		}
+	if (bool_key(entry, "allow_no_sandbox", &tc->allow_no_sandbox, idx, why, why_size) < 0 ||
+	    bool_key(entry, "rocm_from_hipcc", &tc->rocm_from_hipcc, idx, why, why_size) < 0)
+		return KHUB_EINVAL;
+	if (tc->rocm_from_hipcc && !tc->hipcc) {
+		snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: needs \"hipcc\"", idx);
+		return KHUB_EINVAL;
+	}
+	return env_key(entry, tc, idx, why, why_size);
+}
+
 int toolchains_load(const char *path, struct toolchain_set *out, char *why, size_t why_size)
 {
 	memset(out, 0, sizeof(*out));
@@ -142,66 +218,9 @@ int toolchains_load(const char *path, struct toolchain_set *out, char *why, size
 	size_t i;
 	json_t *entry;
 	json_array_foreach(list, i, entry) {
-		struct toolchain *tc = &out->items[i];
 		out->count = i + 1;
-		tc->nvcc_major = tc->nvcc_minor = -1;
-		if (!json_is_object(entry)) {
-			snprintf(why, why_size, "toolchains[%zu]: must be an object", i);
+		if (toolchain_entry_load(entry, i, out, why, why_size) < 0)
 			goto cleanup;
-		}
-		const char *key;
-		json_t *value;
-		json_object_foreach(entry, key, value) {
-			size_t k = 0;
-			while (toolchain_keys[k] && strcmp(toolchain_keys[k], key) != 0)
-				k++;
-			if (!toolchain_keys[k]) {
-				snprintf(why, why_size, "toolchains[%zu].%s: unknown key", i, key);
-				goto cleanup;
-			}
-		}
-		if (string_key(entry, "name", &tc->name, 1, i, why, why_size) < 0 ||
-		    string_key(entry, "python", &tc->python, 1, i, why, why_size) < 0 ||
-		    string_key(entry, "cxx", &tc->cxx, 0, i, why, why_size) < 0 ||
-		    string_key(entry, "nvcc", &tc->nvcc, 0, i, why, why_size) < 0 ||
-		    string_key(entry, "hipcc", &tc->hipcc, 0, i, why, why_size) < 0 ||
-		    string_key(entry, "cmake", &tc->cmake, 0, i, why, why_size) < 0 ||
-		    string_key(entry, "ninja", &tc->ninja, 0, i, why, why_size) < 0)
-			goto cleanup;
-		for (size_t j = 0; j < i; j++)
-			if (strcmp(out->items[j].name, tc->name) == 0) {
-				snprintf(why, why_size, "toolchains[%zu].name: \"%s\" is used twice", i, tc->name);
-				goto cleanup;
-			}
-		json_t *ans = json_object_get(entry, "allow_no_sandbox");
-		if (ans && !json_is_boolean(ans)) {
-			snprintf(why, why_size, "toolchains[%zu].allow_no_sandbox: must be true or false", i);
-			goto cleanup;
-		}
-		tc->allow_no_sandbox = json_is_true(ans);
-		json_t *rfh = json_object_get(entry, "rocm_from_hipcc");
-		if (rfh && !json_is_boolean(rfh)) {
-			snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: must be true or false", i);
-			goto cleanup;
-		}
-		tc->rocm_from_hipcc = json_is_true(rfh);
-		if (tc->rocm_from_hipcc && !tc->hipcc) {
-			snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: needs \"hipcc\"", i);
-			goto cleanup;
-		}
-		json_t *env = json_object_get(entry, "env");
-		if (env && !json_is_object(env)) {
-			snprintf(why, why_size, "toolchains[%zu].env: must be an object of strings", i);
-			goto cleanup;
-		}
-		json_object_foreach(env, key, value) {
-			if (!json_is_string(value) || !*key || strchr(key, '=')) {
-				snprintf(why, why_size, "toolchains[%zu].env.%s: must be a string (and the name have no '=')", i, key);
-				goto cleanup;
-			}
-			tc->env = xrealloc(tc->env, (tc->nenv + 1) * sizeof(*tc->env));
-			tc->env[tc->nenv++] = xasprintf("%s=%s", key, json_string_value(value));
-		}
 	}
 	rc = 0;
 cleanup:
@@ -407,15 +426,14 @@ static int unusable(struct toolchain *tc, const char *fmt, ...)
 	return KHUB_EINVAL;
 }
 
-int toolchain_probe(struct toolchain *tc)
+/* Run the probe script with tc's Python; fill what it reports (torch,
+ * Python, headers). 0, or KHUB_EINVAL with tc->why. */
+static int probe_python(struct toolchain *tc, char *const *env)
 {
-	toolchain_clear_probe(tc);
-	struct strvec env = STRVEC_INIT;
-	toolchain_environment(tc, "/tmp", &env);
 	char *argv[] = { tc->python, "-c", (char *)probe_script, NULL };
 	char *out = NULL;
 	json_t *doc = NULL;
-	int rc = run_capture(argv, env.items, PROBE_TIMEOUT_S, &out, -1);
+	int rc = run_capture(argv, env, PROBE_TIMEOUT_S, &out, -1);
 	if (rc != 0) {
 		rc = unusable(tc, "%s: %s", tc->python,
 			      rc == 127 ? "not found" : rc == SANDBOX_TIMED_OUT ? "probe timed out" : "probe failed");
@@ -423,19 +441,15 @@ int toolchain_probe(struct toolchain *tc)
 	}
 	const char *line = out ? strrchr(out, '{') : NULL;
 	doc = line ? json_loads(line, 0, NULL) : NULL;
-	if (!json_is_object(doc)) {
-		rc = unusable(tc, "%s: probe printed no JSON", tc->python);
-		goto cleanup;
-	}
 	const char *err = json_string_value(json_object_get(doc, "error"));
-	if (err) {
+	if (!json_is_object(doc))
+		rc = unusable(tc, "%s: probe printed no JSON", tc->python);
+	else if (err)
 		rc = unusable(tc, "%s: %s", tc->python, err);
-		goto cleanup;
-	}
-	if (!json_is_true(json_object_get(doc, "tomllib"))) {
+	else if (!json_is_true(json_object_get(doc, "tomllib")))
 		rc = unusable(tc, "%s: no tomllib (Python >= 3.11) nor tomli to read build.toml", tc->python);
+	if (rc < 0)
 		goto cleanup;
-	}
 	tc->python_version = json_str_dup(doc, "python");
 	tc->machine = json_str_dup(doc, "machine");
 	tc->python_include = json_str_dup(doc, "python_include");
@@ -445,128 +459,152 @@ int toolchain_probe(struct toolchain *tc)
 	tc->rocm_version = json_str_dup(doc, "hip");
 	tc->cxx11_abi = json_is_true(json_object_get(doc, "cxx11_abi"));
 	tc->torch_lib = json_str_dup(doc, "torch_lib");
-	json_t *inc = json_object_get(doc, "torch_include");
 	size_t i;
 	json_t *v;
-	json_array_foreach(inc, i, v) {
+	json_array_foreach(json_object_get(doc, "torch_include"), i, v) {
 		if (!json_is_string(v))
 			continue;
 		tc->torch_includes = xrealloc(tc->torch_includes, (tc->ntorch_includes + 1) * sizeof(char *));
 		tc->torch_includes[tc->ntorch_includes++] = xstrdup(json_string_value(v));
 	}
+cleanup:
+	json_decref(doc);
+	free(out);
+	return rc;
+}
 
-	/* The torch's own build, and its version numbers. */
-	long tmaj = -1, tmin = -1, bmaj = -1, bmin = -1;
-	tc->torch_build = tc->cuda_version ? "cuda" : tc->rocm_version ? "rocm" : "cpu";
-	if (!tc->torch_version || sscanf(tc->torch_version, "%ld.%ld", &tmaj, &tmin) != 2) {
-		rc = unusable(tc, "torch version \"%s\" is not MAJOR.MINOR...",
-			      tc->torch_version ? tc->torch_version : "");
-		goto cleanup;
-	}
-
-	/* Compilers: the arch variant needs cxx, and nvcc/hipcc for a GPU torch. */
+/* The compilers' --version: tc->cxx_version, nvcc_version (and its release
+ * numbers), hipcc_version with its HIP version into *hmaj.*hmin (-1 when
+ * it prints none). The first compiler that does not answer, or NULL. */
+static const char *probe_compilers(struct toolchain *tc, char *const *env, long *hmaj, long *hmin)
+{
 	const char *missing = NULL;
-	if (tc->cxx && !(tc->cxx_version = version_line(tc->cxx, env.items)))
+	*hmaj = *hmin = -1;
+	if (tc->cxx && !(tc->cxx_version = version_line(tc->cxx, env)))
 		missing = tc->cxx;
-	if (tc->nvcc) {
-		char *text = version_text(tc->nvcc, env.items);
-		if (text) {
-			const char *rel = strstr(text, "release ");
-			if (rel)
-				sscanf(rel, "release %d.%d", &tc->nvcc_major, &tc->nvcc_minor);
-			const char *last = rel ? rel : text;
-			tc->nvcc_version = xstrndup(last, strcspn(last, "\n"));
-			free(text);
-		} else if (!missing) {
-			missing = tc->nvcc;
-		}
+	char *text = tc->nvcc ? version_text(tc->nvcc, env) : NULL;
+	if (text) {
+		const char *rel = strstr(text, "release ");
+		if (rel)
+			sscanf(rel, "release %d.%d", &tc->nvcc_major, &tc->nvcc_minor);
+		const char *last = rel ? rel : text;
+		tc->nvcc_version = xstrndup(last, strcspn(last, "\n"));
+		free(text);
+	} else if (tc->nvcc && !missing) {
+		missing = tc->nvcc;
 	}
-	long hmaj = -1, hmin = -1;
-	if (tc->hipcc) {
-		char *text = version_text(tc->hipcc, env.items);
-		if (text) {
-			const char *hv = strstr(text, "HIP version");
-			const char *line0 = hv ? hv : text;
-			tc->hipcc_version = xstrndup(line0, strcspn(line0, "\n"));
-			if (hv && sscanf(hv, "HIP version: %ld.%ld", &hmaj, &hmin) != 2)
-				hmaj = hmin = -1;
-			free(text);
-		} else if (!missing) {
-			missing = tc->hipcc;
-		}
+	text = tc->hipcc ? version_text(tc->hipcc, env) : NULL;
+	if (text) {
+		const char *hv = strstr(text, "HIP version");
+		const char *line0 = hv ? hv : text;
+		tc->hipcc_version = xstrndup(line0, strcspn(line0, "\n"));
+		if (hv && sscanf(hv, "HIP version: %ld.%ld", hmaj, hmin) != 2)
+			*hmaj = *hmin = -1;
+		free(text);
+	} else if (tc->hipcc && !missing) {
+		missing = tc->hipcc;
 	}
+	return missing;
+}
 
-	/* rocm_from_hipcc: the ROCm variant of a torch that is not a ROCm
-	 * build, its ROCm version hipcc's. Refused for a CUDA or ROCm torch
-	 * (the one contradicts it, the other makes it pointless). */
-	const char *backend = tc->torch_build;
-	if (tc->rocm_from_hipcc) {
-		if (strcmp(tc->torch_build, "cpu") != 0) {
-			rc = unusable(tc,
-				      "rocm_from_hipcc: torch %s is itself a %s build (%s %s): remove the key (a ROCm torch is probed "
-				      "as it is)", tc->torch_version, !strcmp(tc->torch_build, "cuda") ? "CUDA" : "ROCm",
-				      !strcmp(tc->torch_build, "cuda") ? "CUDA" : "HIP",
-				      tc->cuda_version ? tc->cuda_version : tc->rocm_version);
-			goto cleanup;
-		}
-		if (!tc->hipcc_version || hmaj < 0) {
-			rc = unusable(tc, "rocm_from_hipcc: %s --version %s", tc->hipcc,
-				      !tc->hipcc_version ? "failed (not installed?)" : "prints no \"HIP version: X.Y\"");
-			goto cleanup;
-		}
-		tc->rocm_version = xasprintf("%ld.%ld", hmaj, hmin);
-		backend = "rocm";
-	}
-	if (tc->cuda_version)
-		sscanf(tc->cuda_version, "%ld.%ld", &bmaj, &bmin);
-	else if (tc->rocm_version)
-		sscanf(tc->rocm_version, "%ld.%ld", &bmaj, &bmin);
+/* rocm_from_hipcc: the ROCm variant of a torch that is not a ROCm build,
+ * its ROCm version hipcc's (hmaj.hmin). Refused for a CUDA or ROCm torch
+ * (the one contradicts it, the other makes it pointless). 0 and the
+ * backend built into *backend, or KHUB_EINVAL with tc->why. */
+static int probe_rocm_from_hipcc(struct toolchain *tc, long hmaj, long hmin, const struct compile_backend **backend)
+{
+	const struct compile_backend *torch_cb = *backend;
+	if (torch_cb->compiler_key)
+		return unusable(tc, "rocm_from_hipcc: torch %s is itself a %s build (%s %s): remove the key (a ROCm torch is "
+				"probed as it is)", tc->torch_version, kernel_backend_find(torch_cb->name)->title,
+				torch_cb->version_title, compile_backend_version(torch_cb, tc));
+	if (!tc->hipcc_version || hmaj < 0)
+		return unusable(tc, "rocm_from_hipcc: %s --version %s", tc->hipcc,
+				!tc->hipcc_version ? "failed (not installed?)" : "prints no \"HIP version: X.Y\"");
+	tc->rocm_version = xasprintf("%ld.%ld", hmaj, hmin);
+	*backend = compile_backend_find("rocm");
+	return 0;
+}
 
-	/* The arch variant this torch (and hipcc, for rocm_from_hipcc) fixes. */
-	struct variant_name vn;
+/* The platform.machine() of tc's Python as a variant names it. */
+static const char *probe_arch(const struct toolchain *tc)
+{
 	const char *arch = tc->machine ? tc->machine : "";
 	if (!strcmp(arch, "amd64") || !strcmp(arch, "AMD64"))
-		arch = "x86_64";
-	else if (!strcmp(arch, "arm64") || !strcmp(arch, "ARM64"))
-		arch = "aarch64";
-	variant_name_set_torch(&vn, tmaj, tmin, tc->cxx11_abi, backend, bmaj, bmin, arch, "linux");
+		return "x86_64";
+	if (!strcmp(arch, "arm64") || !strcmp(arch, "ARM64"))
+		return "aarch64";
+	return arch;
+}
+
+/* The arch variant of backend b for torch tmaj.tmin and its stable ABI
+ * ones into tc->variants, when tc can compile them; else tc->why says why. */
+static void probe_arch_variants(struct toolchain *tc, const struct compile_backend *b, long tmaj, long tmin,
+				const char *missing)
+{
+	long bmaj = -1, bmin = -1;
+	const char *version = compile_backend_version(b, tc), *arch = probe_arch(tc);
+	if (version)
+		sscanf(version, "%ld.%ld", &bmaj, &bmin);
+	struct variant_name vn;
 	char name[VARIANT_NAME_MAX + 1];
+	variant_name_set_torch(&vn, tmaj, tmin, tc->cxx11_abi, b->name, bmaj, bmin, arch, "linux");
 	variant_name_format(&vn, name, sizeof(name));
 	if (missing) {
 		snprintf(tc->why, sizeof(tc->why), "%s --version failed (not installed?)", missing);
 	} else if (!tc->cxx) {
 		snprintf(tc->why, sizeof(tc->why), "no cxx: only noarch variants");
-	} else if (!strcmp(backend, "cuda") && !tc->nvcc) {
-		snprintf(tc->why, sizeof(tc->why), "torch is built for CUDA %s but the toolchain has no nvcc", tc->cuda_version);
-	} else if (!strcmp(backend, "rocm") && !tc->hipcc) {
-		snprintf(tc->why, sizeof(tc->why), "torch is built for ROCm %s but the toolchain has no hipcc", tc->rocm_version);
+	} else if (b->compiler_key && !compile_backend_compiler(b, tc)) {
+		snprintf(tc->why, sizeof(tc->why), "torch is built for %s %s but the toolchain has no %s",
+			 kernel_backend_find(b->name)->title, version, b->compiler_key);
 	} else {
 		add_variant(tc, name);
-		add_stable_abi_variants(tc, tmaj, tmin, backend, bmaj, bmin, arch);
+		add_stable_abi_variants(tc, tmaj, tmin, b->name, bmaj, bmin, arch);
 	}
+}
+
+int toolchain_probe(struct toolchain *tc)
+{
+	toolchain_clear_probe(tc);
+	struct strvec env = STRVEC_INIT;
+	toolchain_environment(tc, "/tmp", &env);
+	int rc = probe_python(tc, env.items);
+	if (rc < 0)
+		goto cleanup;
+	/* The torch's own build, and its version numbers. */
+	long tmaj = -1, tmin = -1, hmaj, hmin;
+	const struct compile_backend *torch_cb = compile_backend_of_torch(tc), *cpu = compile_backend_find("cpu");
+	const struct compile_backend *backend = torch_cb;
+	tc->torch_build = torch_cb->name;
+	if (!tc->torch_version || sscanf(tc->torch_version, "%ld.%ld", &tmaj, &tmin) != 2) {
+		rc = unusable(tc, "torch version \"%s\" is not MAJOR.MINOR...",
+			      tc->torch_version ? tc->torch_version : "");
+		goto cleanup;
+	}
+	/* Compilers: the arch variant needs cxx, and nvcc/hipcc for a GPU torch. */
+	const char *missing = probe_compilers(tc, env.items, &hmaj, &hmin);
+	if (tc->rocm_from_hipcc && (rc = probe_rocm_from_hipcc(tc, hmaj, hmin, &backend)) < 0)
+		goto cleanup;
+	probe_arch_variants(tc, backend, tmaj, tmin, missing);
 	/* A GPU torch (or rocm_from_hipcc) also builds its version's CPU arch
 	 * variant: every torch ships libtorch_cpu and c10, and the build
 	 * compiles only the cpu kernels (what `get_kernel(..., backend="cpu")`
 	 * loads). */
-	if (tc->cxx && !missing && strcmp(backend, "cpu") != 0) {
-		variant_name_set_torch(&vn, tmaj, tmin, tc->cxx11_abi, "cpu", -1, -1, arch, "linux");
-		variant_name_format(&vn, name, sizeof(name));
-		add_variant(tc, name);
-		add_stable_abi_variants(tc, tmaj, tmin, "cpu", -1, -1, arch);
-	}
+	if (tc->cxx && !missing && backend != cpu)
+		probe_arch_variants(tc, cpu, tmaj, tmin, NULL);
 	/* Python-only variants need the Python alone; their smoke import runs
 	 * on this torch, so only the torch's own backend (never rocm for
 	 * rocm_from_hipcc: its torch is a CPU one). */
 	char noarch[64];
-	snprintf(noarch, sizeof(noarch), "torch-%s", tc->torch_build);
+	snprintf(noarch, sizeof(noarch), "torch-%s", torch_cb->name);
 	add_variant(tc, noarch);
-	if (strcmp(tc->torch_build, "cpu") != 0)
-		add_variant(tc, "torch-cpu");
+	if (torch_cb != cpu) {
+		snprintf(noarch, sizeof(noarch), "torch-%s", cpu->name);
+		add_variant(tc, noarch);
+	}
 	tc->usable = 1;
 	rc = 0;
 cleanup:
-	json_decref(doc);
-	free(out);
 	strvec_release(&env);
 	return rc;
 }

@@ -63,6 +63,59 @@ int toolchain_probe(struct toolchain *tc);
 /* The first usable toolchain that produces variant, or NULL (borrowed). */
 const struct toolchain *toolchain_for_variant(const struct toolchain_set *set, const char *variant);
 
+/* ---- command lines (options.c) ------------------------------------------------------ */
+
+#include <stdio.h>
+
+enum worker_option_kind {
+	WOPT_STRING,	/* const char *: the argument (borrowed from argv) */
+	WOPT_LIST,	/* struct strvec: every occurrence appended */
+	WOPT_LONG,	/* long, from min to max */
+	WOPT_INT,	/* int, from min to max */
+	WOPT_FLAG,	/* int set to 1; no argument */
+	WOPT_CALL,	/* parse(argument, field) */
+	WOPT_HELP,	/* --help: the parse returns WORKER_OPTIONS_HELP */
+};
+
+/* One option of a subcommand: --name [ARG], where its value goes in the
+ * subcommand's options struct, its bounds, its line of --help. */
+struct worker_option {
+	const char *name;		/* without the leading "--"; NULL ends a table */
+	const char *arg;		/* the argument in --help (FILE, N); NULL: takes none */
+	enum worker_option_kind kind;
+	size_t offset;			/* offsetof(the options struct, its field) */
+	long min, max;			/* WOPT_LONG, WOPT_INT */
+	int (*parse)(const char *arg, void *field);	/* WOPT_CALL: 0, or -1 after saying why on stderr */
+	int required;			/* a usage error when left out */
+	const char *help;
+};
+
+struct worker_command {
+	const char *synopsis;		/* --help's first line(s) */
+	const struct worker_option *options;
+	const char *epilogue;		/* after the options; may be NULL */
+};
+
+#define WORKER_OPTIONS_HELP 1		/* --help was given */
+#define WORKER_OPTIONS_BAD_VALUE (-1)	/* a value out of bounds or malformed (said on stderr) */
+#define WORKER_OPTIONS_USAGE (-2)	/* unknown option, stray argument, a required one missing */
+
+/* Parse argv (argv[0] the subcommand) by cmd's table into opts: 0,
+ * WORKER_OPTIONS_HELP, or a negative WORKER_OPTIONS_* after getopt or the
+ * row's check said what is wrong (the caller prints the usage or not). */
+int worker_options_parse(const struct worker_command *cmd, int argc, char **argv, void *opts);
+/* The --help text: synopsis, one line per option, epilogue. */
+void worker_options_usage(const struct worker_command *cmd, FILE *fp);
+
+/* A command-line number for flag (as "--name") between lo and hi: 0 and
+ * *out, or -1 after saying on stderr what the flag wants. */
+int worker_parse_number(const char *s, const char *flag, long lo, long hi, long *out);
+/* --build-user UID[:GID] (GID: UID when left out; neither 0): 0, or -1
+ * after saying so on stderr. */
+int worker_parse_build_user(const char *s, long *uid, long *gid);
+/* WOPT_CALL for --build-user: field is a long uid followed by a long gid. */
+int worker_option_build_user(const char *arg, void *field);
+
 /* ---- one build (build.c and friends) ----------------------------------------------- */
 
 /* Exit codes of `khub-worker build`. */
@@ -83,12 +136,9 @@ enum build_outcome {
  * in a sandbox without network and without the worker's environment. */
 int build_main(int argc, char **argv);
 
-/* A command-line number for flag (as "--name") between lo and hi: 0 and
- * *out, or -1 after saying on stderr what the flag wants (main.c). */
-int worker_parse_number(const char *s, const char *flag, long lo, long hi, long *out);
-/* --build-user UID[:GID] (GID: UID when left out; neither 0): 0, or -1
- * after saying so on stderr (main.c). */
-int worker_parse_build_user(const char *s, long *uid, long *gid);
+
+#define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */
+#define SANDBOX_MAX_PROCESSES_DEFAULT 512	/* --max-processes */
 
 /* What isolation tc's builds get here (`--check`): sets up a sandbox on a
  * throw-away scratch as a build would and probes it; one line into text.

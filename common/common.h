@@ -162,6 +162,11 @@ int read_until_deadline_or_limit(int fd, uint64_t deadline, size_t limit, struct
 #define DIR_WALK_ENTER 1
 int dir_walk(const char *root, int (*visit)(const char *rel, const char *path, const char *name, void *ctx), void *ctx);
 
+/* rm -rf path: every entry below it, then path itself; symbolic links are
+ * removed, never followed; directories a build left without write or
+ * search permission are given u+rwx first. Missing path: 0. 0, or KHUB_EIO
+ * when anything could not be removed (the rest still is). */
+int tree_remove(const char *path);
 
 
 /* ---- text from builds, safe to show (common/terminal_text.c) ----------- */

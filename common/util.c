@@ -337,6 +337,57 @@ int dir_walk(const char *root, int (*visit)(const char *rel, const char *path, c
 	return walk_below(root, "", visit, ctx);
 }
 
+/* Open the directory name (under dirfd) to empty it, never through a
+ * link: one the worker cannot search or write (a build's chmod 0500) is
+ * given u+rwx first. -1 with errno when it cannot be opened. */
+static int open_dir_to_empty(int dirfd, const char *name)
+{
+	int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	int fd = openat(dirfd, name, flags);
+	if (fd < 0 && errno == EACCES) {
+		struct stat st;	/* O_NOFOLLOW gave EACCES: a directory, not a link */
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+		    fchmodat(dirfd, name, (st.st_mode & 07777) | S_IRWXU, 0) == 0)
+			fd = openat(dirfd, name, flags);
+	}
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0 && (st.st_mode & S_IRWXU) != S_IRWXU)
+		(void)fchmod(fd, (st.st_mode & 07777) | S_IRWXU);
+	return fd;
+}
+
+/* Remove name (under dirfd) and everything below it; one descriptor per
+ * level, so no path grows with the depth. 0 or -1. */
+static int remove_at(int dirfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -1 : 0;
+	int fd = open_dir_to_empty(dirfd, name);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	int rc = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && remove_at(fd, e->d_name) < 0)
+			rc = -1;
+	closedir(d);
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		rc = -1;
+	return rc;
+}
+
+int tree_remove(const char *path)
+{
+	return remove_at(AT_FDCWD, path) < 0 ? KHUB_EIO : 0;
+}
+
 static int fsync_opened(const char *path, int flags)
 {
 	int fd = open(path, flags | O_CLOEXEC);

@@ -32,20 +32,6 @@ int import_fail(struct import_run *x, int rc, const char *fmt, ...)
 	return rc;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static void remove_tree(const char *path)
-{
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* ---- the report and the entry points --------------------------------------------------- */
 
 static void report(struct import_run *x, const char *verb)
@@ -343,9 +329,9 @@ cleanup:
 	free(x.inflight);
 	/* kept for a re-run after a disk or database failure (what verified is not read again) */
 	if (x.pack_dir && rc != KHUB_EIO && rc != KHUB_ENOSPC && rc != KHUB_EDB)
-		remove_tree(x.pack_dir);
+		tree_remove(x.pack_dir);
 	if (x.lfs_dir && rc != KHUB_EIO && rc != KHUB_ENOSPC && rc != KHUB_EDB)
-		remove_tree(x.lfs_dir);
+		tree_remove(x.lfs_dir);
 	if (lock_fd >= 0)
 		close(lock_fd);	/* the file stays: unlinking it would let a third import lock another inode */
 	free(lock_path);

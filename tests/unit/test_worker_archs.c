@@ -1,6 +1,7 @@
 /* test_worker_archs.c -- khub-worker's CUDA arch selection: the defaults of
  * each nvcc version, and the contract's loose intersection of a kernel's
- * cuda-capabilities with them. */
+ * cuda-capabilities with them; the compile-backend table against kernel/'s
+ * backend table. */
 #include "builder-worker/build_internal.h"
 #include "tests/unit/tap.h"
 
@@ -18,8 +19,39 @@ static char *select_joined(int major, int minor, const char *const *caps, size_t
 	return strbuf_detach(&sb, NULL);
 }
 
+/* Every row of the worker's compile table is a backend of kernel/'s table,
+ * found through it; a GPU row names its compiler and archs; the toolchain
+ * fields it reads are the ones its key names. */
+static void test_compile_backends(void)
+{
+	size_t rows = 0;
+	for (const struct kernel_backend *kb = kernel_backends; kb->name; kb++) {
+		const struct compile_backend *cb = compile_backend_for(kb);
+		if (!cb)
+			continue;
+		rows++;
+		is_str(cb->name, kb->name, "compile row %s is kernel/'s row of that name", kb->name);
+		ok(compile_backend_find(kb->name) == cb, "… found by name too");
+		ok(!cb->compiler_key == !cb->archs_key && !cb->compiler_key == !cb->gpu_command,
+		   "… a compiler, archs and a command together, or none (%s)", kb->name);
+	}
+	ok(rows == 3, "cpu, cuda, rocm compile here (%zu rows)", rows);
+	ok(compile_backend_find("metal") == NULL && compile_backend_find("npu") == NULL, "metal, npu: none");
+	struct toolchain tc = { .nvcc = "/x/nvcc", .hipcc = "/x/hipcc", .cuda_version = "12.8", .rocm_version = NULL };
+	is_str(compile_backend_compiler(compile_backend_find("cuda"), &tc), "/x/nvcc", "cuda's compiler is tc->nvcc");
+	is_str(compile_backend_compiler(compile_backend_find("rocm"), &tc), "/x/hipcc", "rocm's is tc->hipcc");
+	ok(compile_backend_compiler(compile_backend_find("cpu"), &tc) == NULL, "cpu: none (cxx only)");
+	is_str(compile_backend_of_torch(&tc)->name, "cuda", "a torch with a CUDA version is a cuda build");
+	tc.cuda_version = NULL;
+	tc.rocm_version = "7.1";
+	is_str(compile_backend_of_torch(&tc)->name, "rocm", "… with a HIP version a rocm one");
+	tc.rocm_version = NULL;
+	is_str(compile_backend_of_torch(&tc)->name, "cpu", "… with neither a cpu one");
+}
+
 int main(void)
 {
+	test_compile_backends();
 	char *s;
 	s = select_joined(13, 0, NULL, 0);
 	is_str(s, "7.5;8.0;8.6;8.7;8.9;9.0;10.0;11.0;12.0;12.1+PTX", "nvcc 13.0 defaults");

@@ -216,10 +216,10 @@ int main(void)
 	symlink("/etc/passwd", lnk);
 	ok(tar_pack(out, names, 3, 0, tar, why, sizeof(why)) == KHUB_EINVAL, "a link in the output is refused: %s", why);
 
-	/* scratch_remove copes with a directory without permissions */
+	/* tree_remove (common/) copes with a directory without permissions */
 	char *locked = xasprintf("%s/out/torch-cpu/sub", base);
 	chmod(locked, 0);
-	ok(scratch_remove(base) == 0 && access(base, F_OK) != 0, "scratch_remove removes everything");
+	ok(tree_remove(base) == 0 && access(base, F_OK) != 0, "tree_remove removes everything");
 	free(locked);
 	free(lnk);
 	free(back);
