@@ -58,7 +58,7 @@ static void register_routes(const struct route *const *const *groups, size_t ngr
 void metrics_request_done(const struct request *req, uint64_t usec)
 {
 	size_t key = unmatched_key;
-	if (req->route) {
+	if (req->route && nroute_keys) {
 		struct route_key probe = { req->route, 0 };
 		const struct route_key *found = bsearch(&probe, route_keys, nroute_keys, sizeof(*route_keys),
 							by_address);
