@@ -37,6 +37,11 @@ int log_is_json(void);
  * JSON object members, already escaped ("\"a\":1,\"b\":\"x\""). Only
  * for JSON output (log_is_json). */
 void log_write_fields(enum log_level level, const char *fields);
+/* Where a child process's stderr should go: with JSON logs, a pipe whose
+ * lines are logged as JSON lines ("source":"child stderr", level warn) by a
+ * thread of this process (made on the first call); with text logs -1
+ * (inherit stderr). Valid for the life of the process. */
+int log_child_stderr_fd(void);
 
 #define log_error(...) do { if (log_threshold >= LOG_LEVEL_ERROR) log_write(LOG_LEVEL_ERROR, __VA_ARGS__); } while (0)
 #define log_warn(...)  do { if (log_threshold >= LOG_LEVEL_WARN)  log_write(LOG_LEVEL_WARN, __VA_ARGS__); } while (0)

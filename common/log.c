@@ -1,10 +1,12 @@
 /* log.c -- leveled logging with a per-thread request id on every line. */
 #include "common.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 enum log_level log_threshold = LOG_LEVEL_INFO;
 static FILE *log_fp;
@@ -152,6 +154,75 @@ void log_write(enum log_level level, const char *fmt, ...)
 		fprintf(fp, "%s %-5s %s\n", now, level_names[level], line);
 	fflush(fp);
 	pthread_mutex_unlock(&log_lock);
+}
+
+/* ---- children's stderr as JSON lines ------------------------------------- */
+
+static int child_stderr_fd = -1;
+static pthread_once_t child_stderr_once = PTHREAD_ONCE_INIT;
+
+static void log_child_line(const char *line, size_t len)
+{
+	struct strbuf members = STRBUF_INIT, text = STRBUF_INIT;
+	strbuf_add(&text, line, len);
+	strbuf_adds(&members, "\"source\":\"child stderr\",\"msg\":");
+	strbuf_add_json_quoted(&members, text.buf);
+	write_json_line(LOG_LEVEL_WARN, members.buf);
+	strbuf_release(&members);
+	strbuf_release(&text);
+}
+
+/* Read the pipe for the life of the process; a line longer than the
+ * buffer is logged in pieces. */
+static void *child_stderr_reader(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char buf[2048];
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof(buf) - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		size_t start = 0;
+		for (size_t i = 0; i < have; i++)
+			if (buf[i] == '\n') {
+				log_child_line(buf + start, i - start);
+				start = i + 1;
+			}
+		if (start == 0 && have == sizeof(buf)) {
+			log_child_line(buf, have);
+			start = have;
+		}
+		memmove(buf, buf + start, have - start);
+		have -= start;
+	}
+	if (have)
+		log_child_line(buf, have);
+	return NULL;
+}
+
+static void child_stderr_start(void)
+{
+	int fds[2];
+	pthread_t thread;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return;
+	if (pthread_create(&thread, NULL, child_stderr_reader, (void *)(intptr_t)fds[0]) != 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return;
+	}
+	pthread_detach(thread);
+	child_stderr_fd = fds[1];
+}
+
+int log_child_stderr_fd(void)
+{
+	if (!log_json)
+		return -1;
+	pthread_once(&child_stderr_once, child_stderr_start);
+	return child_stderr_fd;
 }
 
 void fatal(const char *fmt, ...)

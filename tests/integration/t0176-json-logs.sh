@@ -5,7 +5,8 @@
 # pattern (never the path: a signed LFS URL's signature, a query string or
 # a token must not reach the log), status, bytes, duration, user and repo.
 # Hostile bytes (a quote, a newline, a backslash, bytes that are not UTF-8)
-# in a path or a header never break a line. Text logs are unchanged.
+# in a path or a header never break a line, nor does what git http-backend
+# writes to its stderr. Text logs are unchanged.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
 command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
@@ -66,6 +67,13 @@ HREF=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["objects"
 like "$HREF" '/api/lfs/download/' "the batch API hands out a signed download URL"
 SIGNED_PATH=${HREF#*/api/lfs/download/}
 is "$(curl -s "$HREF" | sha256sum | cut -d' ' -f1)" "$OID" "the signed URL serves the object"
+
+# git http-backend's own stderr (a protocol error) becomes JSON lines too
+curl -s -o /dev/null -X POST -H 'Content-Type: application/x-git-upload-pack-request' --data-binary 'garbage' \
+	"$KHUB_URL/kernels/acme/relu.git/git-upload-pack"
+for _ in $(seq 1 100); do grep -q '"source":"child stderr"' "$LOG" && break; sleep 0.3; done
+like "$(grep '"source":"child stderr"' "$LOG")" '"level":"warn",.*"msg":"fatal: protocol error' \
+	"git http-backend's stderr line is logged as a JSON line (level warn, source child stderr)"
 khub_stop
 
 # ---- every line is JSON ---------------------------------------------------------------------
