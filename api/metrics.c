@@ -24,7 +24,7 @@ static size_t unmatched_key;	/* requests no route matched */
 
 static int by_address(const void *a, const void *b)
 {
-	const struct route *x = ((const struct route_key *)a)->route, *y = ((const struct route_key *)b)->route;
+	uintptr_t x = (uintptr_t)((const struct route_key *)a)->route, y = (uintptr_t)((const struct route_key *)b)->route;
 	return x < y ? -1 : x > y;
 }
 
