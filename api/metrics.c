@@ -75,6 +75,7 @@ static char *lfs_objects_dir;
 static long lfs_scan_seconds;
 static _Atomic uint64_t lfs_bytes, lfs_objects;
 static _Atomic int64_t lfs_scanned_at;	/* when the last complete scan ended; 0: none yet */
+static atomic_int lfs_scan_abort;	/* shutdown: a walk under way ends now */
 
 struct lfs_tally {
 	uint64_t bytes, objects;
@@ -86,6 +87,8 @@ static int tally_object(const char *rel, const char *path, const char *name, voi
 	struct stat st;
 	(void)rel;
 	(void)name;
+	if (atomic_load_explicit(&lfs_scan_abort, memory_order_relaxed))
+		return KHUB_EIO;
 	if (lstat(path, &st) < 0)
 		return 0;	/* removed meanwhile (gc) */
 	if (S_ISDIR(st.st_mode))
@@ -97,8 +100,8 @@ static int tally_object(const char *rel, const char *path, const char *name, voi
 	return 0;
 }
 
-/* One scan; a walk that fails (a directory gc removed under it) keeps the
- * last complete figure. */
+/* One scan; a walk that fails (a directory gc removed under it, or
+ * shutdown) keeps the last complete figure. */
 static void lfs_scan(void)
 {
 	struct lfs_tally tally = { 0, 0 };
@@ -141,6 +144,7 @@ void metrics_start(const struct route *const *const *groups, size_t ngroups, con
 
 void metrics_stop(void)
 {
+	atomic_store(&lfs_scan_abort, 1);	/* a big store's walk must not hold up the exit */
 	bg_thread_stop(&lfs_scanner);
 	free(lfs_objects_dir);
 	lfs_objects_dir = NULL;

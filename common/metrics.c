@@ -219,7 +219,7 @@ static void write_requests(struct strbuf *sb, const struct key_sum *sums)
 static void write_histograms(struct strbuf *sb, const struct key_sum *sums)
 {
 	prom_family(sb, "khub_http_request_duration_seconds", "histogram",
-		    "time from a request's first byte read to its end, by route pattern");
+		    "time from a request's headers read to its end (answer sent or client gone), by route pattern");
 	for (size_t k = 0; k < nkeys; k++) {
 		uint64_t cumulative = 0;
 		for (size_t b = 0; b < BUCKETS; b++)
