@@ -71,6 +71,19 @@ void reqstats_init(const char *const *keys, size_t n)
 	pthread_once(&shard_key_once, shard_key_create);
 }
 
+/* Whole cache lines of its own: no two threads' shards share one. */
+static struct shard *shard_new(void)
+{
+	size_t size = (sizeof(struct shard) + nkeys * sizeof(struct key_stats) + 63) / 64 * 64;
+	struct shard *s = aligned_alloc(64, size);
+	if (!s) {
+		fputs("khub: out of memory\n", stderr);	/* as xmalloc */
+		abort();
+	}
+	memset(s, 0, size);
+	return s;
+}
+
 /* This thread's shard: made (or taken over from an ended thread) on its
  * first request, under the lock that scrapes take; after that no lock. */
 static struct shard *my_shard(void)
@@ -82,7 +95,7 @@ static struct shard *my_shard(void)
 	if (s)
 		retired = s->next;
 	else
-		s = xcalloc(1, sizeof(*s) + nkeys * sizeof(struct key_stats));
+		s = shard_new();
 	s->next = shards;
 	shards = s;
 	pthread_mutex_unlock(&shards_lock);
