@@ -163,7 +163,7 @@ static int start_backend(struct request *req, struct git_cgi *cgi, struct strvec
 {
 	pthread_once(&git_once, find_git);
 	char *argv[] = { git_path_found ? git_path_found : "git", "http-backend", NULL };
-	struct spawn_opts opts = { .argv = argv, .envp = env->items, .fd_in = in[0], .fd_out = out[1], .fd_err = -1 };
+	struct spawn_opts opts = { .argv = argv, .envp = env->items, .fd_in = in[0], .fd_out = out[1], .fd_err = log_child_stderr_fd() };
 	pid_t pid = -1;
 	int rc = git_path_found ? spawn_process(&opts, &pid) : -1;
 	if (!git_path_found)

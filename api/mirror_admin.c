@@ -4,6 +4,7 @@
  * public repo counts for anyone with metrics_public). */
 #include "api/api.h"
 #include "farm/farm.h"
+#include "api/metrics.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -171,6 +172,10 @@ static enum MHD_Result handle_metrics(struct request *req)
 	if (db_repo_count_by_type(1, counts) == 0)
 		add_repo_counts(&sb, counts);
 	build_metrics_add(&sb);
+	if (metrics_write(&sb) < 0) {
+		strbuf_release(&sb);
+		return respond_db_unavailable(req);
+	}
 	return respond_metrics(req, &sb);
 }
 

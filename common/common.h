@@ -29,6 +29,19 @@ void log_set_request_id(const char *request_id);
 const char *log_request_id(void);
 void log_write(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* log_format = json: every line one JSON object ({"time", "level",
+ * "request_id" when set, "msg"}); 0 = text lines (the default). */
+void log_set_json(int on);
+int log_is_json(void);
+/* A JSON line whose members after time, level and request_id are fields:
+ * JSON object members, already escaped ("\"a\":1,\"b\":\"x\""). Only
+ * for JSON output (log_is_json). */
+void log_write_fields(enum log_level level, const char *fields);
+/* Where a child process's stderr should go: with JSON logs, a pipe whose
+ * lines are logged as JSON lines ("source":"child stderr", level warn) by a
+ * thread of this process (made on the first call); with text logs -1
+ * (inherit stderr). Valid for the life of the process. */
+int log_child_stderr_fd(void);
 
 #define log_error(...) do { if (log_threshold >= LOG_LEVEL_ERROR) log_write(LOG_LEVEL_ERROR, __VA_ARGS__); } while (0)
 #define log_warn(...)  do { if (log_threshold >= LOG_LEVEL_WARN)  log_write(LOG_LEVEL_WARN, __VA_ARGS__); } while (0)
@@ -58,6 +71,11 @@ void strbuf_add_int(struct strbuf *sb, int64_t v);	/* decimal, no printf */
 /* Append s with every byte outside [A-Za-z0-9-._~] (and '/' when keep_slash)
  * percent-encoded. */
 void strbuf_add_urlencoded(struct strbuf *sb, const char *s, int keep_slash);
+/* Append s as a quoted JSON string: quote, backslash and control bytes
+ * escaped, a byte that is not well-formed UTF-8 (overlong forms and
+ * surrogates included) written as \ufffd: the result always parses,
+ * whatever s holds. (api/ has strbuf_add_json_string for its answers.) */
+void strbuf_add_json_quoted(struct strbuf *sb, const char *s);
 void strbuf_reset(struct strbuf *sb);
 /* Hand the buffer to the caller, who frees it; sb is left empty. Never NULL. */
 char *strbuf_detach(struct strbuf *sb, size_t *len);
@@ -168,6 +186,26 @@ int dir_walk(const char *root, int (*visit)(const char *rel, const char *path, c
  * when anything could not be removed (the rest still is). */
 int tree_remove(const char *path);
 
+
+/* ---- request metrics and Prometheus text (common/metrics.c) ----------- */
+
+/* The keys requests are counted under (route patterns), copied; once per
+ * process, before the first reqstats_record. */
+void reqstats_init(const char *const *keys, size_t n);
+/* Count one request under key (its index in reqstats_init's list; others
+ * are ignored): status (0 when none was sent), body bytes sent, duration.
+ * No lock: the figures are the calling thread's own. */
+void reqstats_record(size_t key, int status, uint64_t bytes, uint64_t usec);
+/* khub_http_requests_total{route,status}, khub_http_response_bytes_total
+ * {route} and the histogram khub_http_request_duration_seconds{route},
+ * summed over every thread, for keys that counted a request. */
+void reqstats_write(struct strbuf *sb);
+/* A label value with backslash, quote and newline escaped. */
+void prom_label_value(struct strbuf *sb, const char *v);
+/* "# HELP name help" and "# TYPE name type". */
+void prom_family(struct strbuf *sb, const char *name, const char *type, const char *help);
+/* "name value" (name may carry its labels). */
+void prom_sample(struct strbuf *sb, const char *name, double value);
 
 /* ---- text from builds, safe to show (common/terminal_text.c) ----------- */
 

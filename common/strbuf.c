@@ -141,3 +141,60 @@ void strvec_release(struct strvec *v)
 	v->items = NULL;
 	v->count = 0;
 }
+
+/* The length of the well-formed UTF-8 sequence at s (n bytes left), 0 when
+ * it is not one (overlong forms, surrogates and code points past U+10FFFF
+ * included). */
+static size_t utf8_sequence_len(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+	if (len == 0 || s[0] > 0xf4 || s[0] < 0xc2 || len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||	/* overlong, surrogate */
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))	/* overlong, past U+10FFFF */
+		return 0;
+	return len;
+}
+
+void strbuf_add_json_quoted(struct strbuf *sb, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	strbuf_add(sb, "\"", 1);
+	for (size_t i = 0; i < n;) {
+		size_t run = i;	/* plain bytes go in runs */
+		while (run < n && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\')
+			run++;
+		strbuf_add(sb, p + i, run - i);
+		if ((i = run) == n)
+			break;
+		unsigned char c = p[i];
+		size_t len = c >= 0x80 ? utf8_sequence_len(p + i, n - i) : 0;
+		if (len) {
+			strbuf_add(sb, p + i, len);
+			i += len;
+			continue;
+		}
+		if (c == '"' || c == '\\') {
+			char esc[2] = { '\\', (char)c };
+			strbuf_add(sb, esc, 2);
+		} else if (c == '\n') {
+			strbuf_add(sb, "\\n", 2);
+		} else if (c == '\t') {
+			strbuf_add(sb, "\\t", 2);
+		} else if (c == '\r') {
+			strbuf_add(sb, "\\r", 2);
+		} else if (c < 0x20) {
+			char esc[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+			strbuf_add(sb, esc, 6);
+		} else {
+			strbuf_add(sb, "\\ufffd", 6);	/* a byte that is not UTF-8 */
+		}
+		i++;
+	}
+	strbuf_add(sb, "\"", 1);
+}

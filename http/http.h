@@ -346,6 +346,11 @@ int work_pool_run(enum work_pool_id id, struct request *req, const char *key, wo
  * thread. -1 only when the queue is full (nothing was started). */
 int work_queue_run_to_end(struct request *req, const char *key, work_fn fn, void *arg, void (*free_arg)(void *),
 			  int *job_rc, enum MHD_Result *result);
+/* A pool's figures now, for /metrics; returns its name ("work", "fetch"). */
+struct work_pool_depth {
+	size_t queued, running, max_queued, threads;
+};
+const char *work_pool_depth(enum work_pool_id id, struct work_pool_depth *out);
 
 /* ---- JSON bodies (http/respond.c) ----------------------------------------- */
 

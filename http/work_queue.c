@@ -335,3 +335,17 @@ int work_queue_run_to_end(struct request *req, const char *key, work_fn fn, void
 {
 	return run_job(&pools[WORK_POOL_MAIN], req, key, fn, arg, free_arg, 1, job_rc, result);
 }
+
+const char *work_pool_depth(enum work_pool_id id, struct work_pool_depth *out)
+{
+	struct work_pool *p = &pools[id];
+	pthread_mutex_lock(&p->lock);
+	out->queued = p->queued;
+	out->running = 0;
+	for (struct job *j = p->jobs; j; j = j->next)
+		out->running += j->state == JOB_RUNNING;
+	out->max_queued = (size_t)p->max_queued;
+	out->threads = p->nworkers;
+	pthread_mutex_unlock(&p->lock);
+	return p->name;
+}

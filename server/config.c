@@ -38,6 +38,7 @@ static const struct config_row config_rows[] = {
 	ROW(pg_bindir, CONFIG_STRING, KHUB_PG_BINDIR, 0, 0, "PostgreSQL server binaries for the embedded cluster"),
 	ROW(public_url, CONFIG_STRING, "", 0, 0, "base URL in absolute links; empty = from the Host header"),
 	ROW(log_level, CONFIG_STRING, "info", 0, 0, "error, warn, info or debug"),
+	ROW(log_format, CONFIG_STRING, "text", 0, 0, "text (one line per event) or json (one JSON object per line: time, level, request_id, msg; request lines carry method, route, status, bytes, duration_ms, user, repo)"),
 	ROW(threads, CONFIG_LONG, "0", 0, 1024, "HTTP event loops, a thread each; 0 = 1 per CPU this process may use, at least 2 (affinity mask and cgroup CPU quota; serve -n shows the count)"),
 	ROW(connection_timeout, CONFIG_LONG, "60", 1, 3600, "seconds an idle or stalled connection is kept"),
 	ROW(max_connections, CONFIG_LONG, "4096", 16, 1000000, "concurrent connections"),
@@ -60,6 +61,7 @@ static const struct config_row config_rows[] = {
 	ROW(token_cache_ttl_ms, CONFIG_LONG, "2000", 0, 600000, "how long a token lookup is reused without the database"),
 	ROW(download_stats, CONFIG_LONG, "1", 0, 1, "count variant downloads per repo, variant, day and client (0 = off)"),
 	ROW(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)"),
+	ROW(metrics_lfs_scan_s, CONFIG_LONG, "300", 1, 86400, "how often a background thread adds up the LFS store's size for /metrics (khub_lfs_store_bytes; never per scrape)"),
 	ROW(db_pool_size, CONFIG_LONG, "16", 1, 1000, "database connections a process opens at most; a thread borrows one per query, or keeps it while it holds a lock or transaction"),
 	ROW(db_pool_wait_ms, CONFIG_LONG, "2000", 0, 600000, "longest wait for a free database connection (then the request answers 503 with Retry-After)"),
 	ROW(web_root, CONFIG_STRING, "", 0, 0, "serve the web UI's templates and static files from this folder (the source tree's web/) instead of the copies compiled in: for working on the UI"),
@@ -231,6 +233,9 @@ int config_load(int argc, char **argv)
 	if (level < 0)
 		fatal("log_level must be error, warn, info or debug");
 	log_threshold = (enum log_level)level;
+	if (strcmp(config.log_format, "text") != 0 && strcmp(config.log_format, "json") != 0)
+		fatal("log_format must be text or json");
+	log_set_json(strcmp(config.log_format, "json") == 0);
 	return out;
 }
 

@@ -5,6 +5,7 @@
  * column, api/repo_access.c), a request id on every log line, and one
  * access-log line per request. */
 #include "server/server.h"
+#include "api/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -269,92 +270,166 @@ static enum MHD_Result dispatch(struct request *req)
 	return r;
 }
 
+/* A new request: its id, start time, method and client address. */
+static struct request *request_start(struct MHD_Connection *conn, const char *url, const char *method)
+{
+	struct request *req = request_new();
+	req->conn = conn;
+	req->start_usec = monotonic_usec();
+	req->method_name = method;
+	req->method = parse_method(method);
+	format_request_id(req->request_id, atomic_fetch_add(&request_counter, 1));
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (ci && ci->client_addr) {
+		if (ci->client_addr->sa_family == AF_INET)
+			format_ipv4(req->remote_addr, &((struct sockaddr_in *)ci->client_addr)->sin_addr);
+		else if (ci->client_addr->sa_family == AF_INET6)
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, req->remote_addr,
+				  sizeof(req->remote_addr));
+	}
+	log_set_request_id(req->request_id);
+	req->log_path = xstrdup(url);
+	conn_guard_request_begin(conn);
+	return req;
+}
+
+/* The first call, headers read: refuse bad framing, find the route, learn
+ * who calls, and for stream routes check access and accept the body. The
+ * answer of the others comes in a later call: libmicrohttpd closes the
+ * connection after a response queued while the request was still being read. */
+static enum MHD_Result request_route(struct request *req, const char *url, const char *method)
+{
+	enum MHD_Result refused;
+	/* the request line starts libmicrohttpd's buffer of the headers */
+	if (refuse_bad_framing(req, method, &refused) < 0)
+		return refused;
+	if (!req->method)
+		return respond_error(req, 405, NULL, "method %s is not supported", method);
+	int rc = router_match(req, url);
+	if (rc == KHUB_EINVAL)
+		return respond_error(req, 400, NULL, "malformed path");
+	if (rc == KHUB_EPERM)
+		return respond_error(req, 405, NULL, "method %s is not allowed here", method);
+	if (rc < 0)
+		return respond_error(req, 404, NULL, "no such endpoint: %s %s", method, url);
+	if (req->method == METHOD_OPTIONS)
+		return respond_preflight(req);
+	if (req->route->flags & ROUTE_PAGE) {
+		web_identify(req);	/* the session cookie; Authorization is never read */
+	} else if (!(req->route->flags & ROUTE_NO_AUTH)) {
+		auth_identify(req);
+		/* a bad token or an outage: no handler runs, the body is
+		 * drained and dispatch answers 401 or 503 */
+		if (req->bad_token || req->auth_unavailable) {
+			req->stream_stopped = 1;
+			return MHD_YES;
+		}
+	}
+	if (req->route->stream && access_check(req, &refused) < 0)
+		return refused;
+	if (req->route->stream && req->route->stream->begin(req) < 0)
+		return req->responded ? MHD_YES : respond_error(req, 500, NULL, "request refused");
+	return MHD_YES;
+}
+
+/* A piece of the body: to a stream route, or kept (up to max_body_bytes). */
+static enum MHD_Result request_body_piece(struct request *req, const char *data, size_t *size)
+{
+	if (req->route && req->route->stream) {
+		req->parked = 0;
+		req->stream_left = 0;
+		if (!req->stream_stopped && req->route->stream->data(req, data, *size) < 0)
+			req->stream_stopped = 1;
+		/* a parked stream gets the rest again when it resumes */
+		*size = req->parked && !req->stream_stopped ? req->stream_left : 0;
+		return MHD_YES;
+	}
+	if (!req->body_too_large) {
+		if (req->body.len + *size > (size_t)config.max_body_bytes) {
+			req->body_too_large = 1;
+			strbuf_release(&req->body);
+		} else {
+			strbuf_add(&req->body, data, *size);
+		}
+	}
+	*size = 0;
+	return MHD_YES;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 				      const char *method, const char *version, const char *upload_data,
 				      size_t *upload_data_size, void **con_cls)
 {
 	struct request *req = *con_cls;
 	if (!req) {
-		req = request_new();
-		*con_cls = req;
-		req->conn = conn;
-		req->start_usec = monotonic_usec();
-		req->method_name = method;
-		req->method = parse_method(method);
-		format_request_id(req->request_id, atomic_fetch_add(&request_counter, 1));
-		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-		if (ci && ci->client_addr) {
-			if (ci->client_addr->sa_family == AF_INET)
-				format_ipv4(req->remote_addr, &((struct sockaddr_in *)ci->client_addr)->sin_addr);
-			else if (ci->client_addr->sa_family == AF_INET6)
-				inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr,
-					  req->remote_addr, sizeof(req->remote_addr));
-		}
-		log_set_request_id(req->request_id);
-		req->log_path = xstrdup(url);
-		conn_guard_request_begin(conn);
-		enum MHD_Result refused;
-		/* the request line starts libmicrohttpd's buffer of the headers */
-		if (refuse_bad_framing(req, method, &refused) < 0)
-			return refused;
-		if (!req->method)
-			return respond_error(req, 405, NULL, "method %s is not supported", method);
-		int rc = router_match(req, url);
-		if (rc == KHUB_EINVAL)
-			return respond_error(req, 400, NULL, "malformed path");
-		if (rc == KHUB_EPERM)
-			return respond_error(req, 405, NULL, "method %s is not allowed here", method);
-		if (rc < 0)
-			return respond_error(req, 404, NULL, "no such endpoint: %s %s", method, url);
-		if (req->method == METHOD_OPTIONS)
-			return respond_preflight(req);
-		if (req->route->flags & ROUTE_PAGE) {
-			web_identify(req);	/* the session cookie; Authorization is never read */
-		} else if (!(req->route->flags & ROUTE_NO_AUTH)) {
-			auth_identify(req);
-			/* a bad token or an outage: no handler runs, the body
-			 * is drained and dispatch answers 401 or 503 */
-			if (req->bad_token || req->auth_unavailable) {
-				req->stream_stopped = 1;
-				return MHD_YES;
-			}
-		}
-		enum MHD_Result denied;
-		if (req->route->stream && access_check(req, &denied) < 0)
-			return denied;
-		if (req->route->stream && req->route->stream->begin(req) < 0)
-			return req->responded ? MHD_YES : respond_error(req, 500, NULL, "request refused");
-		/* Answer in a later call: libmicrohttpd closes the connection
-		 * after a response queued while the request was still being read. */
-		return MHD_YES;
+		*con_cls = req = request_start(conn, url, method);
+		return request_route(req, url, method);
 	}
 	log_set_request_id(req->request_id);
-	if (*upload_data_size && req->route && req->route->stream) {
-		req->parked = 0;
-		req->stream_left = 0;
-		if (!req->stream_stopped && req->route->stream->data(req, upload_data, *upload_data_size) < 0)
-			req->stream_stopped = 1;
-		/* a parked stream gets the rest again when it resumes */
-		*upload_data_size = req->parked && !req->stream_stopped ? req->stream_left : 0;
-		return MHD_YES;
-	}
-	if (*upload_data_size) {
-		if (!req->body_too_large) {
-			if (req->body.len + *upload_data_size > (size_t)config.max_body_bytes) {
-				req->body_too_large = 1;
-				strbuf_release(&req->body);
-			} else {
-				strbuf_add(&req->body, upload_data, *upload_data_size);
-			}
-		}
-		*upload_data_size = 0;
-		return MHD_YES;
-	}
+	if (*upload_data_size)
+		return request_body_piece(req, upload_data, upload_data_size);
 	if (req->responded)
 		return MHD_YES;
 	if (req->body_too_large)
 		return respond_error(req, 413, NULL, "request body larger than %ld bytes", config.max_body_bytes);
 	return dispatch(req);
+}
+
+/* The access log's line, JSON (log_format = json): the route's pattern,
+ * never the path (it may carry a signed URL's signature or a query). */
+static void log_request_json(enum log_level level, const struct request *req, uint64_t usec, const char *end)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "\"msg\":\"request\",\"method\":");
+	strbuf_add_json_quoted(&sb, req->method_name ? req->method_name : "");
+	strbuf_adds(&sb, ",\"route\":");
+	if (req->route)
+		strbuf_add_json_quoted(&sb, req->route->pattern);
+	else
+		strbuf_adds(&sb, "null");
+	strbuf_addf(&sb, ",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,\"remote_addr\":", req->status,
+		    (unsigned long long)req->bytes_out, (double)usec / 1000.0);
+	strbuf_add_json_quoted(&sb, req->remote_addr);
+	strbuf_adds(&sb, ",\"user\":");
+	if (req->principal.user_id && !req->principal.worker_id)
+		strbuf_add_json_quoted(&sb, req->principal.name);
+	else
+		strbuf_adds(&sb, "null");
+	if (req->principal.worker_id) {
+		strbuf_adds(&sb, ",\"worker\":");
+		strbuf_add_json_quoted(&sb, req->principal.name);
+	}
+	strbuf_adds(&sb, ",\"repo\":");
+	if (req->route && req->ns && req->name) {
+		struct strbuf repo = STRBUF_INIT;
+		strbuf_addf(&repo, "%s/%s", req->ns, req->name);
+		strbuf_add_json_quoted(&sb, repo.buf);
+		strbuf_release(&repo);
+	} else {
+		strbuf_adds(&sb, "null");
+	}
+	if (*end)
+		strbuf_addf(&sb, ",\"end\":\"%s\"", end);
+	log_write_fields(level, sb.buf);
+	strbuf_release(&sb);
+}
+
+static void log_request(const struct request *req, uint64_t usec, enum MHD_RequestTerminationCode toe)
+{
+	enum log_level level = req->status >= 500 ? LOG_LEVEL_ERROR : LOG_LEVEL_INFO;
+	if (log_threshold < LOG_LEVEL_INFO && req->status < 500)
+		return;
+	if (log_is_json()) {
+		log_request_json(level, req, usec, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" :
+						   toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timeout" : "aborted");
+		return;
+	}
+	const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" :
+			  toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? " (timed out)" : " (aborted)";
+	log_write(level, "%s %s %s %d %llu bytes %llu us%s %s=%s", req->remote_addr, req->method_name,
+		  req->log_path ? req->log_path : "-", req->status, (unsigned long long)req->bytes_out,
+		  (unsigned long long)usec, how, req->principal.worker_id ? "worker" : "user",
+		  req->principal.user_id || req->principal.worker_id ? req->principal.name : "-");
 }
 
 static void request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -366,14 +441,8 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
 	conn_guard_request_end(conn);
 	log_set_request_id(req->request_id);
 	uint64_t usec = monotonic_usec() - req->start_usec;
-	const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" :
-			  toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? " (timed out)" : " (aborted)";
-	if (log_threshold >= LOG_LEVEL_INFO || req->status >= 500)
-		log_write(req->status >= 500 ? LOG_LEVEL_ERROR : LOG_LEVEL_INFO,
-			  "%s %s %s %d %llu bytes %llu us%s %s=%s", req->remote_addr, req->method_name,
-			  req->log_path ? req->log_path : "-", req->status, (unsigned long long)req->bytes_out,
-			  (unsigned long long)usec, how, req->principal.worker_id ? "worker" : "user",
-			  req->principal.user_id || req->principal.worker_id ? req->principal.name : "-");
+	metrics_request_done(req, usec);
+	log_request(req, usec, toe);
 	log_set_request_id(NULL);
 	request_free(req);
 	*con_cls = NULL;
@@ -427,6 +496,8 @@ int http_serve(void)
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	const struct route *const *const route_groups[] = { router_tables, router_page_tables };
+	metrics_start(route_groups, 2, api_ctx.lfs_root, config.metrics_lfs_scan_s);
 	conn_guard_start(config.header_timeout);
 	const struct http_loop_options loop_options = {
 		.start = start_loop_daemon,
@@ -447,5 +518,6 @@ int http_serve(void)
 	http_loops_stop();
 	response_memo_shutdown();
 	conn_guard_stop();
+	metrics_stop();
 	return 0;
 }

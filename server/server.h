@@ -18,6 +18,7 @@ struct khub_config {
 	char *pg_bindir;
 	char *public_url;
 	char *log_level;
+	char *log_format;
 	char *sync_trusted_keys;
 	long threads;
 	long connection_timeout;
@@ -43,6 +44,7 @@ struct khub_config {
 	long db_pool_size;
 	long db_pool_wait_ms;
 	long metrics_public;
+	long metrics_lfs_scan_s;
 	char *web_root;
 	long web_session_hours;
 	long build_lease_seconds;

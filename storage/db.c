@@ -39,6 +39,7 @@ static atomic_uint_fast64_t server_generation = 1;
  * never reset or swapped: a dead connection fails every call with
  * KHUB_EDB (broken) until the pins are released. */
 static __thread struct pool_slot *thread_slot;
+static uint64_t pool_waits, pool_wait_timeouts;	/* under pool_lock */
 static __thread int thread_locks;
 static __thread int thread_in_tx;
 static __thread int thread_broken;
@@ -162,6 +163,7 @@ static PGconn *conn_get(void)
 	pthread_once(&pool_once, pool_init);
 	struct timespec until = clock_after_usec(CLOCK_MONOTONIC, (uint64_t)pool_wait_ms * 1000);
 	struct pool_slot *slot = NULL;
+	int waited = 0;
 	pthread_mutex_lock(&pool_lock);
 	while (pool) {
 		/* Prefer a slot with a connection already open. */
@@ -171,11 +173,15 @@ static PGconn *conn_get(void)
 		for (size_t i = 0; i < pool_size && !slot; i++)
 			if (!pool[i].in_use)
 				slot = &pool[i];
+		if (!slot && !waited++)
+			pool_waits++;
 		if (slot || pthread_cond_timedwait(&pool_cond, &pool_lock, &until) == ETIMEDOUT)
 			break;
 	}
 	if (slot)
 		slot->in_use = 1;
+	else if (pool)
+		pool_wait_timeouts++;
 	pthread_mutex_unlock(&pool_lock);
 	if (!slot) {
 		note_error(pool ? "every database connection is in use" : "database not configured");
@@ -254,6 +260,15 @@ int db_pool_stats(long *open, long *in_use)
 	if (in_use)
 		*in_use = u;
 	return 0;
+}
+
+void db_pool_waits(long *size, uint64_t *waits, uint64_t *timeouts)
+{
+	pthread_mutex_lock(&pool_lock);
+	*size = (long)pool_size;
+	*waits = pool_waits;
+	*timeouts = pool_wait_timeouts;
+	pthread_mutex_unlock(&pool_lock);
 }
 
 PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate)

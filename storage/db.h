@@ -23,6 +23,9 @@ void db_configure(const char *conninfo);
 void db_pool_configure(long size, long wait_ms);
 /* Connections opened and borrowed now. */
 int db_pool_stats(long *open, long *in_use);
+/* The pool's size, the borrows that had to wait for a free connection and
+ * those that waited in vain (counted since start). */
+void db_pool_waits(long *size, uint64_t *waits, uint64_t *timeouts);
 /* 0 when the database answers a query, else KHUB_EDB (db_last_error says why). */
 int db_ping(void);
 /* Give back this thread's connection (call before a thread exits); a lock
@@ -567,5 +570,23 @@ int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_r
 /* The newest audit log entries: at (UTC text), actor, action, target. 0 or
  * KHUB_EDB; release out. */
 int db_audit_recent(long limit, struct db_rows *out);
+
+/* ---- figures for /metrics (storage/db_metrics.c) ------------------------- */
+
+struct db_mirror_lag {
+	char *repo, *selection;	/* "ns/name" */
+	double lag_s;		/* seconds since its last successful pull */
+};
+struct db_metrics {
+	int64_t builds_queued, builds_running;
+	double build_queued_oldest_s, build_running_oldest_s;	/* ages; 0 when none */
+	int64_t sync_imports_done, sync_imports_applying;
+	double sync_import_last;	/* when the last import finished (epoch); 0 when none */
+	struct db_mirror_lag *mirrors;	/* those pulled at least once (owned) */
+	size_t nmirrors;
+};
+/* 0 or KHUB_EDB; release out with db_metrics_release (accepts NULL). */
+int db_metrics_read(struct db_metrics *out);
+void db_metrics_release(struct db_metrics *m);
 
 #endif

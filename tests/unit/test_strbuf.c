@@ -18,6 +18,25 @@ int main(void)
 	is_str(sb.buf, "\"a\\\"b\\\\c\\nd\\u0001\"", "json escaping");
 	strbuf_release(&sb);
 
+	/* strbuf_add_json_quoted (log lines): well-formed UTF-8 kept, anything else U+FFFD */
+	static const struct { const char *in, *want, *what; } quoted[] = {
+		{ "a\"b\\c\nd\r\t\x01\x1f", "\"a\\\"b\\\\c\\nd\\r\\t\\u0001\\u001f\"", "quote, backslash, controls" },
+		{ "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"", "2-, 3- and 4-byte UTF-8 kept" },
+		{ "x\xffy", "\"x\\ufffdy\"", "a byte that starts nothing" },
+		{ "\xc0\xaf", "\"\\ufffd\\ufffd\"", "an overlong '/'" },
+		{ "\xe0\x80\xaf", "\"\\ufffd\\ufffd\\ufffd\"", "an overlong 3-byte form" },
+		{ "\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"", "a surrogate (U+D800)" },
+		{ "\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\"", "past U+10FFFF" },
+		{ "\xe2\x82", "\"\\ufffd\\ufffd\"", "a sequence cut short at the end" },
+		{ "\x7f", "\"\x7f\"", "DEL is valid JSON as it is" },
+	};
+	for (size_t i = 0; i < sizeof(quoted) / sizeof(quoted[0]); i++) {
+		strbuf_reset(&sb);
+		strbuf_add_json_quoted(&sb, quoted[i].in);
+		is_str(sb.buf, quoted[i].want, "json quoted: %s", quoted[i].what);
+	}
+	strbuf_release(&sb);
+
 	char s[] = "refs%2Fheads%2Fv1";
 	ok(percent_decode_inplace(s) == 0, "decode ok");
 	is_str(s, "refs/heads/v1", "decoded");
