@@ -64,8 +64,11 @@ static int run_pg_tool(char *const argv[])
 	if (fd >= 0 && emb.drop_privileges && fchown(fd, emb.uid, emb.gid) < 0)
 		log_warn("embedded database: cannot hand %s to its owner", emb.log_file);
 	char **envp = environ_for_postgres();
+	/* reset_signals: serve blocks SIGINT, SIGTERM and SIGHUP in every
+	 * thread (server/service.c); PostgreSQL must not start with them blocked */
 	struct spawn_opts opts = { .argv = args, .envp = envp, .fd_in = -1, .fd_out = fd, .fd_err = fd,
-				   .drop_privileges = emb.drop_privileges, .uid = emb.uid, .gid = emb.gid };
+				   .drop_privileges = emb.drop_privileges, .uid = emb.uid, .gid = emb.gid,
+				   .reset_signals = 1 };
 	pid_t pid;
 	int rc = spawn_process(&opts, &pid);
 	free(envp);
