@@ -1,6 +1,7 @@
 #!/bin/bash
-# t0171-deb-package.sh -- the Debian package on this machine (CI: as root).
-# make deb builds it; an older build (the same tree before its newest
+# t0171-deb-package.sh -- khub serve --print-config-template and SIGHUP
+# with this tree's khub, then the Debian package on this machine (CI: as
+# root). make deb builds it; an older build (the same tree before its newest
 # migration, version ~pre) is installed with dpkg -i and started as
 # khub.service would start it: its ExecStart, User, Group and UMask read
 # from the installed unit, a clean environment, no new privileges and no
@@ -13,13 +14,40 @@
 # The package, /var/lib/khub and the khub user are removed at the end.
 . "$(dirname "$0")/../lib/khub-test.sh"
 
-skip() { echo "1..0 # SKIP $*"; exit 0; }
+khub_setup
+
+# ---- the config template and SIGHUP with this tree's khub (sanitizers on) -------------------------
+khub serve --print-config-template >"$TEST_DIR/template.conf"
+is "$(grep -cE '^#?[a-z_]+ =' "$TEST_DIR/template.conf")" "$(khub serve --help | grep -cE '^  [a-z_]+ +KHUB_')" \
+	"--print-config-template writes every key of the table"
+sed -E 's/^#([a-z_]+ =)/\1/' "$TEST_DIR/template.conf" >"$TEST_DIR/all-keys.conf"
+check "the template with every key set to its default is a valid configuration" -- \
+	env -u KHUB_LISTEN -u KHUB_DATA_DIR "$KHUB_BIN" serve -n --config "$TEST_DIR/all-keys.conf" --data-dir "$TEST_DIR/x"
+like "$(khub serve --print-config-template --tree-page-size 7 | grep 'tree_page_size =')" '^tree_page_size = 7$' \
+	"a value given when it is made is set, not commented out"
+unset KHUB_LOG_LEVEL	# the environment would beat the file
+printf 'log_level = info\n' >"$TEST_DIR/live.conf"
+khub_start --config "$TEST_DIR/live.conf"
+printf 'log_level = debug\ntree_page_size = 3\nthreads = 5\n' >"$TEST_DIR/live.conf"
+kill -HUP "$KHUB_PID"
+for _ in $(seq 1 100); do grep -q "reload: tree_page_size" "$TEST_DIR/server.log" && break; sleep 0.1; done
+like "$(cat "$TEST_DIR/server.log")" "reload: log_level = debug" "SIGHUP: log_level is reloaded"
+like "$(cat "$TEST_DIR/server.log")" "reload: tree_page_size = 3" "SIGHUP: tree_page_size is reloaded"
+like "$(cat "$TEST_DIR/server.log")" "reload: threads changed; it takes effect when khub restarts" \
+	"SIGHUP: a key that needs a restart is logged"
+printf 'tree_page_size = 0\n' >"$TEST_DIR/live.conf"
+kill -HUP "$KHUB_PID"
+for _ in $(seq 1 100); do grep -q "configuration was not changed" "$TEST_DIR/server.log" && break; sleep 0.1; done
+like "$(cat "$TEST_DIR/server.log")" "tree_page_size must be a number from 1" "SIGHUP: a bad value is refused"
+check "and the server goes on" -- curl -sf "$KHUB_URL/api/health"
+khub_stop
+
+skip() { diag "SKIP the package: $*"; done_testing; exit $?; }
 [ "$(id -u)" -eq 0 ] || skip "needs root (dpkg -i, the khub user)"
-command -v dpkg-buildpackage >/dev/null || skip "no dpkg-buildpackage (apt-get install debhelper devscripts)"
+command -v dpkg-buildpackage >/dev/null || skip "no dpkg-buildpackage (apt-get install debhelper dpkg-dev)"
 dpkg-query -W khub >/dev/null 2>&1 && skip "a khub package is on this machine: left alone"
 [ -e /var/lib/khub ] && skip "/var/lib/khub exists (quickstart as root?): left alone"
 getent passwd khub >/dev/null && skip "a khub user exists: left alone"
-khub_setup
 
 UNIT=/lib/systemd/system/khub.service
 CONF=/etc/khub/khub.conf
