@@ -26,10 +26,15 @@ struct config_row {
 	const char *dflt;
 	long min, max;
 	const char *help;
+	int reloadable;	/* serve applies a new value on SIGHUP (config_reload) */
 };
 
+/* ROW: read at start-up only (a change needs a restart); LIVE: a running
+ * serve takes a new value from the file on SIGHUP. */
 #define ROW(name, type, dflt, min, max, help) \
-	{ #name, type, offsetof(struct khub_config, name), dflt, min, max, help }
+	{ #name, type, offsetof(struct khub_config, name), dflt, min, max, help, 0 }
+#define LIVE(name, type, dflt, min, max, help) \
+	{ #name, type, offsetof(struct khub_config, name), dflt, min, max, help, 1 }
 
 static const struct config_row config_rows[] = {
 	ROW(data_dir, CONFIG_STRING, "./var", 0, 0, "where repos, LFS objects and the embedded database live"),
@@ -37,30 +42,30 @@ static const struct config_row config_rows[] = {
 	ROW(database_url, CONFIG_STRING, "", 0, 0, "PostgreSQL URL; empty = run an embedded cluster under data_dir/pg"),
 	ROW(pg_bindir, CONFIG_STRING, KHUB_PG_BINDIR, 0, 0, "PostgreSQL server binaries for the embedded cluster"),
 	ROW(public_url, CONFIG_STRING, "", 0, 0, "base URL in absolute links; empty = from the Host header"),
-	ROW(log_level, CONFIG_STRING, "info", 0, 0, "error, warn, info or debug"),
+	LIVE(log_level, CONFIG_STRING, "info", 0, 0, "error, warn, info or debug"),
 	ROW(log_format, CONFIG_STRING, "text", 0, 0, "text (one line per event) or json (one JSON object per line: time, level, request_id, msg; request lines carry method, route, status, bytes, duration_ms, user, repo)"),
 	ROW(threads, CONFIG_LONG, "0", 0, 1024, "HTTP event loops, a thread each; 0 = 1 per CPU this process may use, at least 2 (affinity mask and cgroup CPU quota; serve -n shows the count)"),
 	ROW(connection_timeout, CONFIG_LONG, "60", 1, 3600, "seconds an idle or stalled connection is kept"),
 	ROW(max_connections, CONFIG_LONG, "4096", 16, 1000000, "concurrent connections"),
 	ROW(max_connections_per_ip, CONFIG_LONG, "256", 0, 1000000, "concurrent connections from one client address (0 = no limit)"),
 	ROW(header_timeout, CONFIG_LONG, "30", 0, 3600, "seconds a connection has to send a request's complete headers, from opening or from the end of its previous request (0 = no limit)"),
-	ROW(max_body_bytes, CONFIG_LONG, "16777216", 1024, 1L << 30, "largest JSON/form request body (commit bodies and LFS uploads stream and have no limit)"),
-	ROW(sync_trusted_keys, CONFIG_STRING, "", 0, 0, "public keys `khub sync import` trusts: comma-separated .pub files or directories of them (nothing else is trusted)"),
-	ROW(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid"),
+	LIVE(max_body_bytes, CONFIG_LONG, "16777216", 1024, 1L << 30, "largest JSON/form request body (commit bodies and LFS uploads stream and have no limit)"),
+	LIVE(sync_trusted_keys, CONFIG_STRING, "", 0, 0, "public keys `khub sync import` trusts: comma-separated .pub files or directories of them (nothing else is trusted)"),
+	LIVE(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid"),
 	ROW(cache_mb, CONFIG_LONG, "256", 0, 1L << 20, "memory for responses keyed by immutable commit shas"),
-	ROW(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header"),
+	LIVE(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header"),
 	ROW(commit_memory_mb, CONFIG_LONG, "256", 1, 1L << 20, "memory one commit's regular (non-LFS) files and git objects may take while it is built; a bigger commit is refused with 413 (send big files as LFS)"),
-	ROW(commits_in_flight_per_user, CONFIG_LONG, "4", 1, 1000, "pull-request commits one account without write access may stream at once (more: 429)"),
-	ROW(pull_requests_per_hour, CONFIG_LONG, "30", 0, 100000, "pull requests an account without write access may open per hour (0 = no limit)"),
-	ROW(lock_wait_ms, CONFIG_LONG, "30000", 0, 600000, "longest wait of a write for a repo's lock (then 503); waiting holds no thread"),
+	LIVE(commits_in_flight_per_user, CONFIG_LONG, "4", 1, 1000, "pull-request commits one account without write access may stream at once (more: 429)"),
+	LIVE(pull_requests_per_hour, CONFIG_LONG, "30", 0, 100000, "pull requests an account without write access may open per hour (0 = no limit)"),
+	LIVE(lock_wait_ms, CONFIG_LONG, "30000", 0, 600000, "longest wait of a write for a repo's lock (then 503); waiting holds no thread"),
 	ROW(work_threads, CONFIG_LONG, "4", 1, 256, "background threads for slow work (lazy mirror downloads, variant indexing, build source tars); requests wait for it without a thread"),
 	ROW(work_queue_max, CONFIG_LONG, "256", 1, 1000000, "jobs that may wait for a background thread (more: 503 with Retry-After)"),
 	ROW(work_wait_ms, CONFIG_LONG, "120000", 100, 3600000, "longest wait of a request for its background job (then 503 with Retry-After)"),
 	ROW(variant_catch_up_ms, CONFIG_LONG, "5000", 100, 3600000, "how often a background thread indexes kernel repos whose branches are not indexed yet"),
-	ROW(repo_cache_ttl_ms, CONFIG_LONG, "1000", 0, 600000, "how long a repo record is reused without the database"),
+	LIVE(repo_cache_ttl_ms, CONFIG_LONG, "1000", 0, 600000, "how long a repo record is reused without the database"),
 	ROW(token_cache_ttl_ms, CONFIG_LONG, "2000", 0, 600000, "how long a token lookup is reused without the database"),
 	ROW(download_stats, CONFIG_LONG, "1", 0, 1, "count variant downloads per repo, variant, day and client (0 = off)"),
-	ROW(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)"),
+	LIVE(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)"),
 	ROW(metrics_lfs_scan_s, CONFIG_LONG, "300", 1, 86400, "how often a background thread adds up the LFS store's size for /metrics (khub_lfs_store_bytes; never per scrape)"),
 	ROW(db_pool_size, CONFIG_LONG, "16", 1, 1000, "database connections a process opens at most; a thread borrows one per query, or keeps it while it holds a lock or transaction"),
 	ROW(db_pool_wait_ms, CONFIG_LONG, "2000", 0, 600000, "longest wait for a free database connection (then the request answers 503 with Retry-After)"),
@@ -68,18 +73,18 @@ static const struct config_row config_rows[] = {
 	ROW(web_session_hours, CONFIG_LONG, "168", 1, 24 * 365, "hours a web UI sign-in lasts (a session also ends when its token is revoked or expires)"),
 	ROW(build_lease_seconds, CONFIG_LONG, "60", 2, 3600, "build farm: seconds a worker's claim on a job lasts without a heartbeat (then the job is queued again)"),
 	ROW(build_heartbeat_seconds, CONFIG_LONG, "15", 1, 3600, "build farm: how often workers are told to heartbeat (less than build_lease_seconds)"),
-	ROW(build_max_attempts, CONFIG_LONG, "3", 1, 100, "build farm: attempts of a job (lost leases, failures marked retry) before it fails"),
+	LIVE(build_max_attempts, CONFIG_LONG, "3", 1, 100, "build farm: attempts of a job (lost leases, failures marked retry) before it fails"),
 	ROW(abi_policy, CONFIG_STRING, "enforce", 0, 0, "build farm: enforce (a build whose ABI report has violations is not published) or warn (published, report kept)"),
-	ROW(build_output_max_mb, CONFIG_LONG, "4096", 1, 1L << 20, "build farm: largest output tar a worker may upload"),
+	LIVE(build_output_max_mb, CONFIG_LONG, "4096", 1, 1L << 20, "build farm: largest output tar a worker may upload"),
 	ROW(build_variants, CONFIG_STRING, "", 0, 0, "build farm: JSON file of required variants ({system: {backend: [names]}}) replacing the official list for default builds; empty = the official list"),
-	ROW(build_wall_seconds, CONFIG_LONG, "7200", 10, 7 * 86400, "build farm: wall-clock limit told to workers per build"),
-	ROW(build_cpu_seconds, CONFIG_LONG, "28800", 10, 30 * 86400, "build farm: CPU-time limit told to workers per build"),
-	ROW(build_memory_mb, CONFIG_LONG, "16384", 64, 1L << 24, "build farm: memory limit told to workers per build"),
-	ROW(build_disk_mb, CONFIG_LONG, "32768", 64, 1L << 30, "build farm: scratch-disk limit told to workers per build"),
+	LIVE(build_wall_seconds, CONFIG_LONG, "7200", 10, 7 * 86400, "build farm: wall-clock limit told to workers per build"),
+	LIVE(build_cpu_seconds, CONFIG_LONG, "28800", 10, 30 * 86400, "build farm: CPU-time limit told to workers per build"),
+	LIVE(build_memory_mb, CONFIG_LONG, "16384", 64, 1L << 24, "build farm: memory limit told to workers per build"),
+	LIVE(build_disk_mb, CONFIG_LONG, "32768", 64, 1L << 30, "build farm: scratch-disk limit told to workers per build"),
 	ROW(build_source_cache_mb, CONFIG_LONG, "4096", 1, 1L << 24, "build farm: disk kept for source tars already made (data_dir/build-source-cache; least recently served removed first)"),
-	ROW(build_queue_per_repo, CONFIG_LONG, "128", 1, 1000000, "build farm: jobs one repo may have queued (not yet claimed) at once; an enqueue past it queues nothing and answers 429"),
-	ROW(build_queue_per_user, CONFIG_LONG, "512", 1, 1000000, "build farm: jobs one user's requests may have queued at once (builds on push count per repo only); past it: 429"),
-	ROW(build_variants_per_request, CONFIG_LONG, "64", 1, 100000, "build farm: variants one build request (or push) may queue; more: 400"),
+	LIVE(build_queue_per_repo, CONFIG_LONG, "128", 1, 1000000, "build farm: jobs one repo may have queued (not yet claimed) at once; an enqueue past it queues nothing and answers 429"),
+	LIVE(build_queue_per_user, CONFIG_LONG, "512", 1, 1000000, "build farm: jobs one user's requests may have queued at once (builds on push count per repo only); past it: 429"),
+	LIVE(build_variants_per_request, CONFIG_LONG, "64", 1, 100000, "build farm: variants one build request (or push) may queue; more: 400"),
 	ROW(build_source_fetch_threads, CONFIG_LONG, "2", 1, 64, "build farm: background threads that fetch external git sources (their own queue: a stalled upstream never holds the threads commits use)"),
 	ROW(build_source_fetch_queue_max, CONFIG_LONG, "16", 1, 10000, "build farm: external git fetches that may wait for a fetch thread (more: 503 with Retry-After)"),
 	ROW(build_source_connect_timeout_s, CONFIG_LONG, "10", 1, 600, "build farm: seconds an external git fetch waits for each TCP connection"),
@@ -87,20 +92,36 @@ static const struct config_row config_rows[] = {
 	ROW(build_source_low_speed_s, CONFIG_LONG, "30", 1, 3600, "build farm: the window of build_source_low_speed_bytes, in seconds"),
 	ROW(build_source_deadline_s, CONFIG_LONG, "600", 1, 86400, "build farm: seconds one external git fetch may take in all"),
 	ROW(build_source_allow, CONFIG_STRING, "", 0, 0, "build farm: comma-separated addresses, CIDR ranges and host names external git sources may reach although loopback, private, link-local or reserved (all of those are refused otherwise, after DNS and on every redirect)"),
-	ROW(trash_keep_days, CONFIG_LONG, "7", 0, 36500, "khub gc removes the git directories of deleted repos (data_dir/trash) this many days after the deletion"),
-	ROW(build_log_max_kb, CONFIG_LONG, "4096", 16, 1L << 22, "build farm: log kept per build: its first and last halves, with a line saying how much was cut between them"),
-	ROW(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent"),
+	LIVE(trash_keep_days, CONFIG_LONG, "7", 0, 36500, "khub gc removes the git directories of deleted repos (data_dir/trash) this many days after the deletion"),
+	LIVE(build_log_max_kb, CONFIG_LONG, "4096", 16, 1L << 22, "build farm: log kept per build: its first and last halves, with a line saying how much was cut between them"),
+	LIVE(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent"),
 	ROW(build_plan_python, CONFIG_STRING, "python3", 0, 0, "build farm: the Python (3.11 or later, for tomllib) that reads build.toml to plan builds, found in /usr/local/bin:/usr/bin:/bin unless a path"),
-	ROW(build_plan_wall_ms, CONFIG_LONG, "10000", 100, 600000, "build farm: wall-clock limit of the child that reads one build.toml to plan builds (it also gets 10 s of CPU, 512 MiB and 64 KiB of output)"),
+	LIVE(build_plan_wall_ms, CONFIG_LONG, "10000", 100, 600000, "build farm: wall-clock limit of the child that reads one build.toml to plan builds (it also gets 10 s of CPU, 512 MiB and 64 KiB of output)"),
 	ROW(build_lease_check_ms, CONFIG_LONG, "1000", 50, 600000, "build farm: how often a background thread looks for lapsed leases (and at the next lapse, when sooner)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };
 
 #define CONFIG_ROWS (sizeof(config_rows) / sizeof(config_rows[0]))
 
-static int set_value(const struct config_row *row, const char *value, const char *source)
+/* The file named at start-up and the --key options given, kept so that
+ * config_reload reads the same sources in the same order. */
+static char *config_file;
+static struct config_option {
+	const struct config_row *row;
+	char *value, *source;
+} *options;
+static size_t noptions;
+/* The values config_load produced, before serve made paths absolute: what a
+ * reload compares the keys that need a restart against. */
+static struct khub_config as_loaded;
+/* Reloaded strings' old copies: a reader in another thread may still hold
+ * one, so they are kept (reachable) until the process ends. */
+static char **retired;
+static size_t nretired;
+
+static int set_value(struct khub_config *cfg, const struct config_row *row, const char *value, const char *source)
 {
-	char *field = (char *)&config + row->offset;
+	char *field = (char *)cfg + row->offset;
 	if (row->type == CONFIG_STRING) {
 		char **s = (char **)field;
 		free(*s);
@@ -136,39 +157,50 @@ static void trim(char **s)
 		(*s)[--n] = '\0';
 }
 
-static void load_file(const char *path)
+/* One "key = value" line of path into cfg; -1 (said on stderr) when it is
+ * not one or names an unknown key or a bad value. */
+static int load_line(struct khub_config *cfg, char *line, const char *path, int lineno)
+{
+	char *p = line, *eq;
+	trim(&p);
+	if (!*p || *p == '#')
+		return 0;
+	if (!(eq = strchr(p, '='))) {
+		fprintf(stderr, "khub: %s:%d: expected 'key = value'\n", path, lineno);
+		return -1;
+	}
+	*eq = '\0';
+	char *key = p, *value = eq + 1;
+	trim(&key);
+	trim(&value);
+	size_t vlen = strlen(value);
+	if (vlen >= 2 && value[0] == '"' && value[vlen - 1] == '"') {
+		value[vlen - 1] = '\0';
+		value++;
+	}
+	const struct config_row *row = find_row(key);
+	if (!row) {
+		fprintf(stderr, "khub: %s:%d: unknown key '%s' (see khub serve --help)\n", path, lineno, key);
+		return -1;
+	}
+	char source[300];
+	snprintf(source, sizeof(source), "%s:%d", path, lineno);
+	return set_value(cfg, row, value, source);
+}
+
+static int load_file(struct khub_config *cfg, const char *path)
 {
 	FILE *fp = fopen(path, "r");
-	if (!fp)
-		fatal("cannot read config file %s: %s", path, strerror(errno));
-	char line[4096];
-	int lineno = 0;
-	while (fgets(line, sizeof(line), fp)) {
-		lineno++;
-		char *p = line, *eq;
-		trim(&p);
-		if (!*p || *p == '#')
-			continue;
-		if (!(eq = strchr(p, '=')))
-			fatal("%s:%d: expected 'key = value'", path, lineno);
-		*eq = '\0';
-		char *key = p, *value = eq + 1;
-		trim(&key);
-		trim(&value);
-		size_t vlen = strlen(value);
-		if (vlen >= 2 && value[0] == '"' && value[vlen - 1] == '"') {
-			value[vlen - 1] = '\0';
-			value++;
-		}
-		const struct config_row *row = find_row(key);
-		if (!row)
-			fatal("%s:%d: unknown key '%s' (see khub serve --help)", path, lineno, key);
-		char source[300];
-		snprintf(source, sizeof(source), "%s:%d", path, lineno);
-		if (set_value(row, value, source) < 0)
-			exit(1);
+	if (!fp) {
+		fprintf(stderr, "khub: cannot read config file %s: %s\n", path, strerror(errno));
+		return -1;
 	}
+	char line[4096];
+	int lineno = 0, rc = 0;
+	while (rc == 0 && fgets(line, sizeof(line), fp))
+		rc = load_line(cfg, line, path, ++lineno);
 	fclose(fp);
+	return rc;
 }
 
 static char *env_name(const char *key)
@@ -179,25 +211,47 @@ static char *env_name(const char *key)
 	return name;
 }
 
-int config_load(int argc, char **argv)
+/* Defaults, the file, KHUB_* variables, the kept options: into cfg (whose
+ * strings it replaces); -1 (said on stderr) at the first bad one. */
+static int fill(struct khub_config *cfg)
 {
-	const char *file = getenv("KHUB_CONFIG");
 	for (size_t i = 0; i < CONFIG_ROWS; i++)
-		if (set_value(&config_rows[i], config_rows[i].dflt, "default") < 0)
-			exit(1);
-	for (int i = 1; i < argc - 1; i++)
-		if (strcmp(argv[i], "--config") == 0)
-			file = argv[i + 1];
-	if (file && *file)
-		load_file(file);
+		if (set_value(cfg, &config_rows[i], config_rows[i].dflt, "default") < 0)
+			return -1;
+	if (config_file && *config_file && load_file(cfg, config_file) < 0)
+		return -1;
 	for (size_t i = 0; i < CONFIG_ROWS; i++) {
 		char *name = env_name(config_rows[i].name);
 		const char *value = getenv(name);
-		if (value && set_value(&config_rows[i], value, name) < 0)
-			exit(1);
+		int rc = value ? set_value(cfg, &config_rows[i], value, name) : 0;
 		free(name);
+		if (rc < 0)
+			return -1;
 	}
-	/* --key value / --key=value, dashes or underscores. */
+	for (size_t i = 0; i < noptions; i++)
+		if (set_value(cfg, options[i].row, options[i].value, options[i].source) < 0)
+			return -1;
+	if (log_level_parse(cfg->log_level) < 0) {
+		fprintf(stderr, "khub: log_level must be error, warn, info or debug (got '%s')\n", cfg->log_level);
+		return -1;
+	}
+	if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+		fprintf(stderr, "khub: log_format must be text or json (got '%s')\n", cfg->log_format);
+		return -1;
+	}
+	return 0;
+}
+
+static void keep_option(const struct config_row *row, const char *value, const char *arg)
+{
+	options = xrealloc(options, (noptions + 1) * sizeof(*options));
+	options[noptions++] = (struct config_option){ row, xstrdup(value), xstrdup(arg) };
+}
+
+/* Take the --key value / --key=value options (dashes or underscores) and
+ * --config FILE out of argv; returns the new argc. */
+static int take_options(int argc, char **argv)
+{
 	int out = 1;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -214,7 +268,8 @@ int config_load(int argc, char **argv)
 			if (*p == '-')
 				*p = '_';
 		if (strcmp(key, "config") == 0 && !eq && i + 1 < argc) {
-			i++;
+			free(config_file);
+			config_file = xstrdup(argv[++i]);
 			continue;
 		}
 		const struct config_row *row = find_row(key);
@@ -225,18 +280,96 @@ int config_load(int argc, char **argv)
 		const char *value = eq ? arg + 2 + (eq - key) + 1 : (i + 1 < argc ? argv[++i] : NULL);
 		if (!value)
 			fatal("option %s needs a value", arg);
-		if (set_value(row, value, arg) < 0)
-			exit(1);
+		keep_option(row, value, arg);
 	}
 	argv[out] = NULL;
-	int level = log_level_parse(config.log_level);
-	if (level < 0)
-		fatal("log_level must be error, warn, info or debug");
-	log_threshold = (enum log_level)level;
-	if (strcmp(config.log_format, "text") != 0 && strcmp(config.log_format, "json") != 0)
-		fatal("log_format must be text or json");
+	return out;
+}
+
+static void copy_config(struct khub_config *to, const struct khub_config *from)
+{
+	for (size_t i = 0; i < CONFIG_ROWS; i++) {
+		const char *src = (const char *)from + config_rows[i].offset;
+		char *dst = (char *)to + config_rows[i].offset;
+		if (config_rows[i].type == CONFIG_STRING) {
+			free(*(char **)dst);
+			*(char **)dst = xstrdup(*(char *const *)src);
+		} else {
+			*(long *)dst = *(const long *)src;
+		}
+	}
+}
+
+static void free_config(struct khub_config *cfg)
+{
+	for (size_t i = 0; i < CONFIG_ROWS; i++)
+		if (config_rows[i].type == CONFIG_STRING) {
+			char **s = (char **)((char *)cfg + config_rows[i].offset);
+			free(*s);
+			*s = NULL;
+		}
+}
+
+int config_load(int argc, char **argv)
+{
+	const char *env_file = getenv("KHUB_CONFIG");
+	config_file = env_file ? xstrdup(env_file) : NULL;
+	int out = take_options(argc, argv);
+	if (fill(&config) < 0)
+		exit(1);
+	copy_config(&as_loaded, &config);
+	log_threshold = (enum log_level)log_level_parse(config.log_level);
 	log_set_json(strcmp(config.log_format, "json") == 0);
 	return out;
+}
+
+static int row_equal(const struct config_row *row, const struct khub_config *a, const struct khub_config *b)
+{
+	const char *fa = (const char *)a + row->offset, *fb = (const char *)b + row->offset;
+	if (row->type == CONFIG_STRING)
+		return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
+	return *(const long *)fa == *(const long *)fb;
+}
+
+/* Readers in other threads load these fields without a lock: a long is
+ * stored whole, so each sees the old value or the new one. A reloadable
+ * string is swapped and the old one kept (retired). */
+static void take_row(const struct config_row *row, const struct khub_config *next)
+{
+	const char *src = (const char *)next + row->offset;
+	char *dst = (char *)&config + row->offset;
+	if (row->type == CONFIG_STRING) {
+		retired = xrealloc(retired, (nretired + 1) * sizeof(*retired));
+		retired[nretired++] = *(char **)dst;
+		*(char **)dst = xstrdup(*(char *const *)src);
+		log_info("reload: %s = %s", row->name, *(char **)dst);
+	} else {
+		*(long *)dst = *(const long *)src;
+		log_info("reload: %s = %ld", row->name, *(long *)dst);
+	}
+}
+
+int config_reload(void)
+{
+	struct khub_config next = { 0 };
+	if (fill(&next) < 0) {
+		free_config(&next);
+		log_error("reload: the configuration was not changed (see the line above)");
+		return -1;
+	}
+	int changed = 0;
+	for (size_t i = 0; i < CONFIG_ROWS; i++) {
+		const struct config_row *row = &config_rows[i];
+		if (row->reloadable && !row_equal(row, &next, &config)) {
+			take_row(row, &next);
+			changed++;
+		} else if (!row->reloadable && !row_equal(row, &next, &as_loaded)) {
+			log_warn("reload: %s changed; it takes effect when khub restarts", row->name);
+		}
+	}
+	log_threshold = (enum log_level)log_level_parse(config.log_level);
+	free_config(&next);
+	return changed;
 }
 
 void config_print_help(FILE *fp)
@@ -245,9 +378,56 @@ void config_print_help(FILE *fp)
 		    "option --key value):\n\n");
 	for (size_t i = 0; i < CONFIG_ROWS; i++) {
 		char *env = env_name(config_rows[i].name);
-		fprintf(fp, "  %-20s %-28s %s\n  %-20s default: %s\n", config_rows[i].name, env, config_rows[i].help,
-			"", config_rows[i].dflt[0] ? config_rows[i].dflt : "(empty)");
+		fprintf(fp, "  %-20s %-28s %s\n  %-20s default: %s%s\n", config_rows[i].name, env, config_rows[i].help,
+			"", config_rows[i].dflt[0] ? config_rows[i].dflt : "(empty)",
+			config_rows[i].reloadable ? "; reloaded on SIGHUP" : "");
 		free(env);
+	}
+}
+
+/* "# " + text, folded into lines of at most 78 columns at spaces. */
+static void print_comment(FILE *fp, const char *text)
+{
+	while (*text) {
+		size_t n = strlen(text);
+		if (n > 76) {
+			n = 76;
+			while (n > 0 && text[n] != ' ')
+				n--;
+			if (n == 0)
+				n = strcspn(text, " ");
+		}
+		fprintf(fp, "# %.*s\n", (int)n, text);
+		text += n;
+		while (*text == ' ')
+			text++;
+	}
+}
+
+void config_print_template(FILE *fp)
+{
+	fprintf(fp, "# khub.conf -- khub's configuration: every key of its configuration table\n"
+		    "# (made by `khub serve --print-config-template`), each with its help and\n"
+		    "# default. A line is `key = value`; '#' starts a comment. KHUB_<KEY>\n"
+		    "# environment variables and --key options override this file.\n"
+		    "# [reload]: a running `khub serve` takes a new value on SIGHUP\n"
+		    "# (systemctl reload khub); the other keys take effect when it restarts.\n");
+	for (size_t i = 0; i < CONFIG_ROWS; i++) {
+		const struct config_row *row = &config_rows[i];
+		char *help = xasprintf("%s%s", row->reloadable ? "[reload] " : "", row->help);
+		fprintf(fp, "\n");
+		print_comment(fp, help);
+		free(help);
+		const char *field = (const char *)&config + row->offset;
+		/* a value other than the default (given when the template was
+		 * made) is set; a default is shown commented out */
+		if (row->type == CONFIG_STRING) {
+			const char *v = *(char *const *)field;
+			fprintf(fp, "%s%s =%s%s\n", strcmp(v, row->dflt) ? "" : "#", row->name, *v ? " " : "", v);
+		} else {
+			long v = *(const long *)field;
+			fprintf(fp, "%s%s = %ld\n", v != strtol(row->dflt, NULL, 10) ? "" : "#", row->name, v);
+		}
 	}
 }
 

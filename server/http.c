@@ -473,7 +473,7 @@ static struct MHD_Daemon *start_loop_daemon(void *arg)
 		MHD_OPTION_END);
 }
 
-int http_serve(void)
+int http_serve(const struct http_hooks *hooks)
 {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
@@ -493,6 +493,7 @@ int http_serve(void)
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -509,9 +510,16 @@ int http_serve(void)
 	acceptor_start();
 	log_info("khub listening on %s (port %u, %ld threads; %s)", config.listen, port, threads, threads_why);
 
+	if (hooks->ready)
+		hooks->ready();
+
 	int sig = 0;
-	sigwait(&stop, &sig);
+	while (sigwait(&stop, &sig) == 0 && sig == SIGHUP)
+		if (hooks->reload)
+			hooks->reload();
 	log_info("signal %d: shutting down", sig);
+	if (hooks->stopping)
+		hooks->stopping();
 	acceptor_stop();
 	request_wake_all();	/* parked requests answer before the loops stop */
 	usleep(100000);

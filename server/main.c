@@ -14,7 +14,7 @@ static const struct {
 	int (*run)(int argc, char **argv);
 	const char *help;
 } commands[] = {
-	{ "serve", cmd_serve, "run the HTTP server (-n: check the configuration and exit)" },
+	{ "serve", cmd_serve, "run the HTTP server (-n: check the configuration and exit; --print-config-template: a commented config file)" },
 	{ "db", cmd_db, "db migrate: apply the schema migrations" },
 	{ "import", cmd_import, "import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]" },
 	{ "mirror", cmd_mirror, "mirror sync|run|status: keep repos in sync with an upstream hub" },
@@ -36,33 +36,85 @@ static void usage(FILE *fp)
 	config_print_help(fp);
 }
 
-int cmd_serve(int argc, char **argv)
+/* serve -n: the configuration in effect and its problems. */
+static int serve_check(void)
 {
-	int check_only = 0;
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "-n") == 0) {
-			check_only = 1;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			return 0;
-		} else {
-			fprintf(stderr, "khub serve: unknown option %s\n", argv[i]);
-			return 2;
-		}
+	config_dump(stdout);
+	char why[320];
+	long threads = config_http_threads(why, sizeof(why));
+	printf("http threads in use = %ld (%s)\n", threads, why);
+	int problems = config_check(stderr);
+	if (problems) {
+		fprintf(stderr, "khub: configuration has %d problem%s\n", problems, problems == 1 ? "" : "s");
+		return 1;
 	}
-	if (check_only) {
-		config_dump(stdout);
-		char why[320];
-		long threads = config_http_threads(why, sizeof(why));
-		printf("http threads in use = %ld (%s)\n", threads, why);
-		int problems = config_check(stderr);
-		if (problems) {
-			fprintf(stderr, "khub: configuration has %d problem%s\n", problems, problems == 1 ? "" : "s");
-			return 1;
-		}
-		printf("configuration ok\n");
-		return 0;
-	}
+	printf("configuration ok\n");
+	return 0;
+}
+
+/* The settings the config table marks reloadable, copied where requests
+ * read them: at start-up and on every SIGHUP (config_reload). */
+static void serve_apply_live_settings(void)
+{
+	http_ctx.max_body_bytes = config.max_body_bytes;
+	http_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
+	api_ctx.tree_page_size = config.tree_page_size;
+	api_ctx.max_body_bytes = config.max_body_bytes;
+	api_ctx.lock_wait_ms = config.lock_wait_ms;
+	api_ctx.commits_in_flight_per_user = config.commits_in_flight_per_user;
+	api_ctx.pull_requests_per_hour = config.pull_requests_per_hour;
+	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
+	api_ctx.metrics_public = config.metrics_public;
+	struct farm_settings *b = &farm_settings;
+	b->max_attempts = config.build_max_attempts;
+	b->output_max_bytes = config.build_output_max_mb * 1024 * 1024;
+	b->wall_seconds = config.build_wall_seconds;
+	b->cpu_seconds = config.build_cpu_seconds;
+	b->memory_mb = config.build_memory_mb;
+	b->disk_mb = config.build_disk_mb;
+	b->queue_per_repo = config.build_queue_per_repo;
+	b->queue_per_user = config.build_queue_per_user;
+	b->variants_per_request = config.build_variants_per_request;
+	b->log_max_bytes = (long long)config.build_log_max_kb * 1024;
+	b->worker_live_seconds = config.build_worker_live_seconds;
+	b->plan_wall_ms = config.build_plan_wall_ms;
+}
+
+/* The build farm's settings that need a restart, its directories and the
+ * checks of external git sources. */
+static void serve_configure_builds(void)
+{
+	struct farm_settings *b = &farm_settings;
+	b->repo_root = api_ctx.repo_root;
+	b->lfs = api_ctx.lfs;
+	b->queue_changed = builds_wake_claimers;
+	b->lease_seconds = config.build_lease_seconds;
+	b->heartbeat_seconds = config.build_heartbeat_seconds;
+	b->abi_enforce = strcmp(config.abi_policy, "warn") != 0;
+	b->variants_file = config.build_variants;
+	b->plan_python = config.build_plan_python;
+	b->tmp_dir = xasprintf("%s/build-tmp", config.data_dir);
+	b->sources_dir = xasprintf("%s/build-sources", config.data_dir);
+	b->source_cache_dir = xasprintf("%s/build-source-cache", config.data_dir);
+	b->source_cache_bytes = (long long)config.build_source_cache_mb * 1024 * 1024;
+	struct source_net_limits limits = {
+		config.build_source_connect_timeout_s, config.build_source_low_speed_bytes,
+		config.build_source_low_speed_s, config.build_source_deadline_s,
+	};
+	char why[256];
+	if (source_net_configure(config.build_source_allow, &limits, why, sizeof(why)) < 0)
+		fatal("%s", why);
+	if (source_net_register() < 0)
+		fatal("cannot route libgit2's connections through the build source checks");
+	if (mkdir_p(b->tmp_dir, 0700) < 0)
+		fatal("cannot create %s: %s", b->tmp_dir, strerror(errno));
+	build_source_cache_init();
+	build_sources_clean();
+}
+
+/* The database, the stores and everything requests read from api_ctx. */
+static void serve_open(void)
+{
 	runtime_open_database();
 	runtime_watch_database();
 	api_ctx.repo_root = runtime_repo_root();
@@ -73,17 +125,9 @@ int cmd_serve(int argc, char **argv)
 	if (stale)
 		log_info("removed %d partial uploads left by an earlier crash", stale);
 	http_ctx.public_url = config.public_url;
-	http_ctx.max_body_bytes = config.max_body_bytes;
-	http_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
-	api_ctx.tree_page_size = config.tree_page_size;
-	api_ctx.max_body_bytes = config.max_body_bytes;
-	api_ctx.lock_wait_ms = config.lock_wait_ms;
+	serve_apply_live_settings();
 	publish_set_unlock_notify(api_lock_released);
 	publish_set_after_move(api_after_publish);
-	api_ctx.commits_in_flight_per_user = config.commits_in_flight_per_user;
-	api_ctx.pull_requests_per_hour = config.pull_requests_per_hour;
-	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
-	api_ctx.metrics_public = config.metrics_public;
 	runtime_load_secret(api_ctx.url_secret);
 	api_ctx.lfs_root = runtime_lfs_root();
 	api_ctx.conninfo = runtime_conninfo();
@@ -92,48 +136,36 @@ int cmd_serve(int argc, char **argv)
 	web_configure(config.web_root, config.public_url, config.web_session_hours * 3600L);
 	http_ctx.page_headers = web_page_headers;
 	http_ctx.page_error = web_page_error;
-	farm_settings = (struct farm_settings){
-		.repo_root = api_ctx.repo_root, .lfs = api_ctx.lfs, .queue_changed = builds_wake_claimers,
-		.lease_seconds = config.build_lease_seconds, .heartbeat_seconds = config.build_heartbeat_seconds,
-		.max_attempts = config.build_max_attempts, .abi_enforce = strcmp(config.abi_policy, "warn") != 0,
-		.output_max_bytes = config.build_output_max_mb * 1024 * 1024, .variants_file = config.build_variants,
-		.tmp_dir = xasprintf("%s/build-tmp", config.data_dir),
-		.sources_dir = xasprintf("%s/build-sources", config.data_dir),
-		.source_cache_dir = xasprintf("%s/build-source-cache", config.data_dir),
-		.source_cache_bytes = (long long)config.build_source_cache_mb * 1024 * 1024,
-		.wall_seconds = config.build_wall_seconds, .cpu_seconds = config.build_cpu_seconds,
-		.memory_mb = config.build_memory_mb, .disk_mb = config.build_disk_mb,
-		.queue_per_repo = config.build_queue_per_repo, .queue_per_user = config.build_queue_per_user,
-		.variants_per_request = config.build_variants_per_request,
-		.log_max_bytes = (long long)config.build_log_max_kb * 1024,
-		.worker_live_seconds = config.build_worker_live_seconds, .plan_python = config.build_plan_python,
-		.plan_wall_ms = config.build_plan_wall_ms,
-	};
-	struct source_net_limits limits = {
-		config.build_source_connect_timeout_s, config.build_source_low_speed_bytes,
-		config.build_source_low_speed_s, config.build_source_deadline_s,
-	};
-	char why[256];
-	if (source_net_configure(config.build_source_allow, &limits, why, sizeof(why)) < 0)
-		fatal("%s", why);
-	if (source_net_register() < 0)
-		fatal("cannot route libgit2's connections through the build source checks");
-	if (mkdir_p(farm_settings.tmp_dir, 0700) < 0)
-		fatal("cannot create %s: %s", farm_settings.tmp_dir, strerror(errno));
-	build_source_cache_init();
-	build_sources_clean();
+	serve_configure_builds();
 	publish_set_on_new_commit(builds_on_new_commit);
 	publish_set_memory_limit((uint64_t)config.commit_memory_mb << 20);
 	response_cache_init((size_t)config.cache_mb * 1024 * 1024);
 	auth_cache_init(config.token_cache_ttl_ms);
 	repo_cache_invalidate();
+}
+
+static void serve_reload(void)
+{
+	service_notify_reloading();
+	log_info("SIGHUP: reading the configuration again");
+	if (config_reload() > 0)
+		serve_apply_live_settings();
+	service_notify_ready();
+}
+
+static const struct http_hooks serve_hooks = {
+	.ready = service_notify_ready, .reload = serve_reload, .stopping = service_notify_stopping,
+};
+
+static int serve_run(void)
+{
 	download_stats_start((int)config.download_stats, config.download_stats_flush_ms);
 	work_queue_start(config.work_threads, config.work_queue_max, config.work_wait_ms);
 	work_pool_start(WORK_POOL_FETCH, config.build_source_fetch_threads, config.build_source_fetch_queue_max,
 			config.work_wait_ms);
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	build_lease_timer_start(config.build_lease_check_ms);
-	int rc = http_serve();
+	int rc = http_serve(&serve_hooks);
 	build_lease_timer_stop();
 	kernel_index_catch_up_stop();
 	int busy = work_queue_stop(5000);
@@ -143,6 +175,30 @@ int cmd_serve(int argc, char **argv)
 		lfs_store_close(api_ctx.lfs);
 	runtime_close_database();
 	return rc;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+	int check_only = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-n") == 0) {
+			check_only = 1;
+		} else if (strcmp(argv[i], "--print-config-template") == 0) {
+			config_print_template(stdout);
+			return 0;
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			usage(stdout);
+			return 0;
+		} else {
+			fprintf(stderr, "khub serve: unknown option %s\n", argv[i]);
+			return 2;
+		}
+	}
+	if (check_only)
+		return serve_check();
+	service_block_signals();	/* before any thread starts */
+	serve_open();
+	return serve_run();
 }
 
 int cmd_db(int argc, char **argv)

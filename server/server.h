@@ -84,6 +84,15 @@ extern struct khub_config config;
 int config_load(int argc, char **argv);
 /* Print the table (name, default, environment variable, help). */
 void config_print_help(FILE *fp);
+/* A commented config file: every key with its help, [reload] on the keys
+ * serve reloads, and its default commented out, or set where the value in
+ * effect differs from the default (khub serve --print-config-template). */
+void config_print_template(FILE *fp);
+/* SIGHUP (serve): read the same sources again (the file, KHUB_* variables,
+ * the start-up options) and take the new values of the reloadable keys; a
+ * changed key that needs a restart is logged. Nothing changes when a value
+ * is bad (logged). Returns how many keys changed, or -1. */
+int config_reload(void);
 /* Print the effective configuration. */
 void config_dump(FILE *fp);
 /* What serve -n checks beyond the bounds config_load enforces: listen
@@ -148,7 +157,15 @@ void auth_cache_init(long ttl_ms);
 
 /* ---- HTTP server (server/http.c) and router (server/router.c) ------------ */
 
-int http_serve(void);	/* runs until SIGINT/SIGTERM */
+/* What serve does around the HTTP server's life (server/main.c): ready
+ * once it accepts connections, reload on each SIGHUP, stopping on SIGINT or
+ * SIGTERM before it shuts down. Any may be NULL. */
+struct http_hooks {
+	void (*ready)(void);
+	void (*reload)(void);
+	void (*stopping)(void);
+};
+int http_serve(const struct http_hooks *hooks);	/* runs until SIGINT/SIGTERM */
 
 /* The listening socket (server/acceptor.c): bound and listening (port
  * filled: the one bound, for port 0), -1 with errno. acceptor_start hands
@@ -212,6 +229,17 @@ const struct route *router_row_without_access(void);
 /* ---- command-line roles --------------------------------------------------- */
 
 int cmd_serve(int argc, char **argv);
+/* systemd integration of serve (server/service.c). service_block_signals
+ * blocks SIGINT, SIGTERM and SIGHUP in the calling thread, first thing in
+ * serve, so that every thread started later inherits the mask and only
+ * http_serve's sigwait takes them (SIGHUP's default action would end the
+ * process). The notifications go to $NOTIFY_SOCKET (sd_notify; nothing
+ * without it): READY=1 once khub answers, RELOADING=1 then READY=1 around
+ * a reload, STOPPING=1 when it begins to shut down. */
+void service_block_signals(void);
+void service_notify_ready(void);
+void service_notify_reloading(void);
+void service_notify_stopping(void);
 int cmd_db(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_admin(int argc, char **argv);

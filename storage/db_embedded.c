@@ -27,6 +27,23 @@ static struct {
 	int drop_privileges;
 } emb = { .start_lock_fd = -1, .users_lock_fd = -1 };
 
+/* This process's environment without NOTIFY_SOCKET: a postmaster built
+ * with systemd support would otherwise tell khub's unit READY=1 itself
+ * (server/service.c). The strings stay environ's; the caller frees the array. */
+static char **environ_for_postgres(void)
+{
+	extern char **environ;
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **envp = xcalloc(n + 1, sizeof(*envp));
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0)
+			envp[k++] = environ[i];
+	return envp;
+}
+
 /* Run argv[0] from the PostgreSQL bindir as the cluster's owner; returns
  * the exit status, or -1 when it could not run. Output goes to the log. */
 static int run_pg_tool(char *const argv[])
@@ -46,10 +63,15 @@ static int run_pg_tool(char *const argv[])
 	int fd = open(emb.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (fd >= 0 && emb.drop_privileges && fchown(fd, emb.uid, emb.gid) < 0)
 		log_warn("embedded database: cannot hand %s to its owner", emb.log_file);
-	struct spawn_opts opts = { .argv = args, .fd_in = -1, .fd_out = fd, .fd_err = fd,
-				   .drop_privileges = emb.drop_privileges, .uid = emb.uid, .gid = emb.gid };
+	char **envp = environ_for_postgres();
+	/* reset_signals: serve blocks SIGINT, SIGTERM and SIGHUP in every
+	 * thread (server/service.c); PostgreSQL must not start with them blocked */
+	struct spawn_opts opts = { .argv = args, .envp = envp, .fd_in = -1, .fd_out = fd, .fd_err = fd,
+				   .drop_privileges = emb.drop_privileges, .uid = emb.uid, .gid = emb.gid,
+				   .reset_signals = 1 };
 	pid_t pid;
 	int rc = spawn_process(&opts, &pid);
+	free(envp);
 	if (fd >= 0)
 		close(fd);
 	if (rc < 0) {

@@ -11,7 +11,8 @@ against HF_ENDPOINT=KHUB_URL. Without it (CI has no PyPI), the steps the
 loader takes are done here with the standard library: resolve the version
 branch v<N>, list build/ of that revision non-recursively, pick this
 interpreter's arch variant by the loader's naming rule
-(torch<MM>-cxx11|cxx98-<cpu>-<arch>-linux), download the variant's files,
+(torch<MM>-cxx11|cxx98-<cpu>-<arch>-linux), else the backend's noarch
+variant (torch-cpu, torch-cuda...) or torch-universal, download the variant's files,
 and import <variant>/__init__.py under the metadata id, as
 kernels/importer.py does. Prints one JSON line: {"loader", "variant",
 "max_abs_err", "ok"}; exit 0 when relu matched.
@@ -56,9 +57,15 @@ def by_hand(base, repo, version, token, backend):
     sha = info["sha"]
     listing = json.loads(get(f"{base}/api/kernels/{repo}/tree/{sha}/build", token))
     names = [e["path"].split("/", 1)[1] for e in listing if e["type"] == "directory"]
-    want = this_variant(backend)
-    if want not in names:
-        raise SystemExit(f"no variant {want} in build/ of v{version}: {names}")
+    # the loader's order: this interpreter's arch variant, then the noarch
+    # variant of its backend (torch-cpu, torch-cuda...), then torch-universal
+    arch = this_variant(backend)
+    kind = arch.split("-")[2]
+    kind = "cpu" if kind == "cpu" else "cuda" if kind.startswith("cu") else "rocm" if kind.startswith("rocm") else kind
+    found = [v for v in (arch, f"torch-{kind}", "torch-universal") if v in names]
+    if not found:
+        raise SystemExit(f"no variant {arch}, torch-{kind} or torch-universal in build/ of v{version}: {names}")
+    want = found[0]
     files = json.loads(get(f"{base}/api/kernels/{repo}/tree/{sha}/build/{want}?recursive=true", token))
     root = tempfile.mkdtemp(prefix="khub-load-")
     for e in files:
