@@ -175,6 +175,38 @@ int backup_run(char *const argv[], int quiet)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+extern char **environ;
+
+int backup_pg_run(const char *tool, char *const args[])
+{
+	char *conn = NULL, *password = NULL;
+	if (db_conninfo_split_password(runtime_conninfo(), &conn, &password) < 0)
+		return -1;
+	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
+	strvec_pushf(&argv, "%s", tool);
+	for (size_t i = 0; args[i]; i++)
+		strvec_pushf(&argv, "%s", args[i]);
+	strvec_pushf(&argv, "--dbname=%s", conn);
+	for (size_t i = 0; environ[i]; i++)
+		if (strncmp(environ[i], "PGPASSWORD=", 11) != 0)
+			strvec_pushf(&env, "%s", environ[i]);
+	if (password)	/* in the environment, not on the command line */
+		strvec_pushf(&env, "PGPASSWORD=%s", password);
+	pid_t pid;
+	int status = -1;
+	struct spawn_opts opts = { .argv = argv.items, .envp = env.items, .fd_in = -1, .fd_out = -1, .fd_err = -1 };
+	if (spawn_process(&opts, &pid) == 0) {
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	}
+	strvec_release(&env);
+	strvec_release(&argv);
+	free(password);
+	free(conn);
+	return status;
+}
+
 /* The major version `tool --version` prints ("pg_dump (PostgreSQL) 16.4"), or -1. */
 static int tool_major(const char *tool)
 {

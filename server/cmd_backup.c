@@ -192,13 +192,11 @@ static int dump_database(struct backup *b)
 		return KHUB_EIO;
 	char *tmp = xasprintf("%s/db.dump.tmp", b->dir), *path = xasprintf("%s/db.dump", b->dir);
 	char *snap = xasprintf("--snapshot=%s", b->snapshot), *file = xasprintf("--file=%s", tmp);
-	char *conn = xasprintf("--dbname=%s", runtime_conninfo());
-	char *argv[] = { pg_dump, "--format=custom", "--no-sync", snap, file, conn, NULL };
-	int status = backup_run(argv, 0);
+	char *args[] = { "--format=custom", "--no-sync", snap, file, NULL };
+	int status = backup_pg_run(pg_dump, args);
 	int rc = status == 0 && fsync_file(tmp) == 0 && rename(tmp, path) == 0 ? 0 : KHUB_EIO;
 	if (rc < 0)
 		fprintf(stderr, "khub backup: pg_dump failed (exit %d)\n", status);
-	free(conn);
 	free(file);
 	free(snap);
 	free(path);

@@ -98,16 +98,14 @@ static int run_pg_restore(struct restore *r)
 	char *pg_restore = backup_pg_tool("pg_restore", major);
 	if (!pg_restore)
 		return KHUB_EIO;
-	char *conn = xasprintf("--dbname=%s", runtime_conninfo()), *dump = xasprintf("%s/db.dump", r->from);
-	char *argv[] = { pg_restore, "--no-owner", "--no-acl", "--exit-on-error", "--single-transaction", conn, dump,
-			 NULL };
-	int status = backup_run(argv, 0);
+	char *dump = xasprintf("%s/db.dump", r->from);
+	char *args[] = { "--no-owner", "--no-acl", "--exit-on-error", "--single-transaction", dump, NULL };
+	int status = backup_pg_run(pg_restore, args);
 	if (status != 0) {
 		fprintf(stderr, "khub restore: pg_restore failed (exit %d)\n", status);
 		rc = KHUB_EDB;
 	}
 	free(dump);
-	free(conn);
 	free(pg_restore);
 	return rc;
 }
@@ -175,7 +173,7 @@ int cmd_restore(int argc, char **argv)
 	if (rc == 0)
 		printf("khub restore: %zu git files, %zu LFS objects (%llu bytes), %zu kernel repos re-indexed; "
 		       "run khub fsck to check\n", r.git.files, r.lfs.files, r.lfs.bytes, r.reindexed);
-	else
+	else if (rc != KHUB_EEXIST)	/* refused: nothing was copied */
 		fprintf(stderr, "khub restore: failed (%s); empty %s (and the database) before trying again\n",
 			khub_strerror(rc), config.data_dir);
 	json_decref(r.manifest);

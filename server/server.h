@@ -141,6 +141,10 @@ char *backup_lfs_path(const char *lfs_root, const char *oid);
 /* Run argv (argv[0] a path), its output inherited (quiet: thrown away);
  * its exit status, or -1. */
 int backup_run(char *const argv[], int quiet);
+/* Run PostgreSQL client tool (a path) with args (NULL-terminated) and the
+ * database in use (--dbname; its password, if any, in PGPASSWORD); its
+ * exit status, or -1. */
+int backup_pg_run(const char *tool, char *const args[]);
 /* The path of PostgreSQL tool `name` of that major version (pg_bindir's, or
  * Debian's /usr/lib/postgresql/{major}/bin); NULL (said on stderr) when
  * none. The caller frees. */

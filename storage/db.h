@@ -226,6 +226,10 @@ int db_server_major(int *major);
 int db_is_empty(void);
 /* Delete every in-flight LFS write row (a restored hub has none running). */
 int db_lfs_inflight_clear(void);
+/* A connection string (key=value or URL) as key=value without its password
+ * (*without, caller frees) and the password (*password, NULL when none;
+ * caller frees): for a client tool's command line, which others can read. */
+int db_conninfo_split_password(const char *conninfo, char **without, char **password);
 
 /* How many times actor_id did `action` in the last `seconds` (audit log). */
 int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count);

@@ -59,3 +59,40 @@ int db_lfs_inflight_clear(void)
 {
 	return db_run("DELETE FROM lfs_inflight", 0, NULL);
 }
+
+/* Append value to sb quoted for a conninfo string. */
+static void add_quoted(struct strbuf *sb, const char *value)
+{
+	strbuf_add(sb, "'", 1);
+	for (const char *p = value; *p; p++) {
+		if (*p == '\'' || *p == '\\')
+			strbuf_add(sb, "\\", 1);
+		strbuf_add(sb, p, 1);
+	}
+	strbuf_add(sb, "'", 1);
+}
+
+int db_conninfo_split_password(const char *conninfo, char **without, char **password)
+{
+	char *err = NULL;
+	PQconninfoOption *opts = PQconninfoParse(conninfo, &err);
+	if (!opts) {
+		PQfreemem(err);
+		return KHUB_EINVAL;
+	}
+	struct strbuf sb = STRBUF_INIT;
+	*password = NULL;
+	for (PQconninfoOption *o = opts; o->keyword; o++) {
+		if (!o->val || !o->val[0])
+			continue;
+		if (strcmp(o->keyword, "password") == 0) {
+			*password = xstrdup(o->val);
+			continue;
+		}
+		strbuf_addf(&sb, "%s%s=", sb.len ? " " : "", o->keyword);
+		add_quoted(&sb, o->val);
+	}
+	PQconninfoFree(opts);
+	*without = strbuf_detach(&sb, NULL);
+	return 0;
+}

@@ -89,6 +89,22 @@ is "$(stat -c %i "$FIRST")" "$INODE" "an object of the first backup was not writ
 khub backup "$TEST_DIR/bk" >"$TEST_DIR/backup3.out" 2>&1
 is "$(jq -c '[.lfs.copied, .lfs.already_present, .git.files_copied]' "$M")" "[0,$LIVE,0]" \
 	"a third backup with no write in between copies no LFS object and no git object"
+
+# ---- restore into a configured database (database_url), here a new one in the running cluster
+RUN=$KHUB_DATA_DIR/pg/run
+psql "host=$RUN dbname=khub user=khub" -qc "CREATE DATABASE restored" >/dev/null 2>&1
+URL="postgresql://khub:unused-secret@/restored?host=$RUN"
+KHUB_DATABASE_URL=$URL KHUB_DATA_DIR=$TEST_DIR/data4 khub restore "$TEST_DIR/bk1" >"$TEST_DIR/restore-url.out" 2>&1
+is "$?" 0 "restore into an empty configured database (database_url with a password)"
+KHUB_DATABASE_URL=$URL KHUB_DATA_DIR=$TEST_DIR/data4 khub fsck >"$TEST_DIR/fsck-url.out" 2>&1
+is "$?" 0 "fsck of that restore is clean"
+is "$(psql "host=$RUN dbname=restored user=khub" -tAc "SELECT count(*) FROM repos WHERE name = 'loop'")" 1 \
+	"the restored database holds the repo"
+KHUB_DATABASE_URL="host=$RUN dbname=khub user=khub" KHUB_DATA_DIR=$TEST_DIR/data5 khub restore "$TEST_DIR/bk1" \
+	>"$TEST_DIR/restore-full.out" 2>&1
+is "$?" 2 "restore into a configured database that is not empty is refused"
+like "$(cat "$TEST_DIR/restore-full.out")" "database is not empty" "and says why"
+ok $([ -z "$(find "$TEST_DIR/data5" -type f 2>/dev/null)" ]; echo $?) "and copies nothing"
 khub_stop
 
 # ---- restore ---------------------------------------------------------------------------
