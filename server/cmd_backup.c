@@ -453,6 +453,13 @@ static int run_backup(struct backup *b)
 	return rc;
 }
 
+/* 1 when path is dir or lies below it. */
+static int inside(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
 /* DIR made and locked against a second backup into it: the lock's fd, or -1. */
 static int lock_dir(const char *dir)
 {
@@ -484,6 +491,14 @@ int cmd_backup(int argc, char **argv)
 	char real[4096];
 	b.dir = xstrdup(realpath(argv[1], real) ? real : argv[1]);
 	runtime_open_database();
+	if (inside(b.dir, config.data_dir) || inside(config.data_dir, b.dir)) {
+		fprintf(stderr, "khub backup: %s and the data dir %s overlap; back up somewhere else\n", b.dir,
+			config.data_dir);
+		runtime_close_database();
+		free(b.dir);
+		close(fd);
+		return 2;
+	}
 	int rc = run_backup(&b);
 	runtime_close_database();
 	if (rc == 0)

@@ -76,6 +76,9 @@ like "$(jq -r .khub_version "$M")/$(jq -r .created "$M")" '^[0-9][^/]*/20[0-9-]+
 ok $([ -s "$TEST_DIR/bk/db.dump" ] && [ -s "$TEST_DIR/bk/secret" ] && [ -d "$TEST_DIR/bk/repos/kernels/alice/loop.git" ]; echo $?) \
 	"the backup holds the dump, the secret and the repo"
 
+khub backup "$KHUB_DATA_DIR/lfs/bk" >"$TEST_DIR/backup-inside.out" 2>&1
+is "$?" 2 "a backup into the data dir is refused"
+
 # ---- incremental ---------------------------------------------------------------------
 N1=$(count_lfs "$TEST_DIR/bk/lfs")
 LIVE=$(count_lfs "$KHUB_DATA_DIR/lfs")
