@@ -37,6 +37,14 @@ static int dir_is_empty(const char *dir)
 
 /* ---- files ------------------------------------------------------------------------ */
 
+/* A temp file an interrupted khub backup left in DIR (never part of a repo). */
+static int skip_backup_temp(const char *rel, const char *name)
+{
+	size_t n = strlen(name);
+	(void)rel;
+	return strstr(name, ".tmp-") || (n > 4 && strcmp(name + n - 4, ".tmp") == 0);
+}
+
 static int restore_lfs_object(const char *oid, const char *path, void *arg)
 {
 	struct restore *r = arg;
@@ -68,7 +76,7 @@ static int restore_files(struct restore *r)
 	char *secret = xasprintf("%s/secret", r->from), *secret_to = xasprintf("%s/secret", config.data_dir);
 	int rc = mkdir_p(config.data_dir, 0755) < 0 ? KHUB_EIO : 0;
 	if (rc == 0 && access(repos, F_OK) == 0)
-		rc = backup_copy_tree(repos, repos_to, NULL, &r->git);
+		rc = backup_copy_tree(repos, repos_to, skip_backup_temp, &r->git);
 	if (rc == 0)
 		rc = store_each_lfs_object(lfs, restore_lfs_object, r);
 	if (rc == 0 && access(secret, F_OK) == 0)
