@@ -144,14 +144,35 @@ static struct gc *tmp_gc;
 static char **tmp_found;
 static size_t tmp_nfound;
 
+/* A push's quarantine directory: git receive-pack's "tmp_objdir-incoming-*"
+ * (git 2.11 and later; "incoming-*" before), removed whole. */
+static int is_quarantine_dir(const char *name)
+{
+	return strncmp(name, "tmp_objdir-", 11) == 0 || strncmp(name, "incoming-", 9) == 0;
+}
+
 /* A temp file libgit2 ("{name}_git2_{random}") or git leaves when killed
  * mid-write. */
 static int is_git_temp(const char *name)
 {
 	size_t n = strlen(name);
 	return strstr(name, "_git2_") || strncmp(name, "tmp_pack_", 9) == 0 || strncmp(name, "tmp_idx_", 8) == 0 ||
-	       strncmp(name, "tmp_obj_", 8) == 0 || strncmp(name, "incoming-", 9) == 0 ||
+	       strncmp(name, "tmp_obj_", 8) == 0 || is_quarantine_dir(name) ||
 	       (n > 5 && strcmp(name + n - 5, ".lock") == 0);
+}
+
+/* 1 when path lies below a quarantine directory under objects_dir (it goes
+ * with the directory). */
+static int inside_quarantine(const char *objects_dir, const char *path)
+{
+	size_t n = strlen(objects_dir);
+	if (strncmp(path, objects_dir, n) != 0 || path[n] != '/')
+		return 0;
+	const char *slash = strchr(path + n + 1, '/');
+	char *top = xstrndup(path + n + 1, slash ? (size_t)(slash - path - n - 1) : strlen(path + n + 1));
+	int inside = slash && is_quarantine_dir(top);
+	free(top);
+	return inside;
 }
 
 static int find_temp(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -177,18 +198,18 @@ static int clean_repo_temp(const struct repo_record *rec, void *arg)
 		free(dir);
 		return busy < 0 ? busy : 0;
 	}
+	char *objects = xasprintf("%s/objects", dir);
 	tmp_gc = gc;
 	tmp_nfound = 0;
 	tmp_found = NULL;
 	nftw(dir, find_temp, 16, FTW_PHYS);
-	/* an incoming-* directory is removed whole: skip what lies inside one */
 	for (size_t i = 0; i < tmp_nfound; i++) {
-		if (!strstr(tmp_found[i], "/incoming-") ||
-		    strstr(strstr(tmp_found[i], "/incoming-") + 1, "/") == NULL)
+		if (!inside_quarantine(objects, tmp_found[i]))
 			remove_counted(gc, &gc->tmp, tmp_found[i], "git temp");
 		free(tmp_found[i]);
 	}
 	free(tmp_found);
+	free(objects);
 	db_unlock(DB_LOCK_REPO_WRITE, rec->id);
 	free(dir);
 	return 0;

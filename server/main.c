@@ -22,6 +22,8 @@ static const struct {
 	{ "hook", cmd_hook, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
 	{ "check", cmd_check, "check lfs-pointers [--fix]: report LFS pointers to objects not linked to their repo" },
 	{ "fsck", cmd_fsck, "fsck [--repair] [--json]: check git repos, LFS objects and the database against each other" },
+	{ "backup", cmd_backup, "backup DIR: a consistent backup of the serving hub (database, repos, LFS objects)" },
+	{ "restore", cmd_restore, "restore DIR: a backup into an empty data dir and database" },
 	{ "gc", cmd_gc, "gc [--dry-run] [--grace HOURS]: remove unreferenced LFS objects, temp files and expired trash" },
 	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
 	{ "routes", cmd_routes, "routes [--json]: every endpoint with who may call it (the route tables)" },

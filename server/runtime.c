@@ -61,6 +61,13 @@ void runtime_load_secret(unsigned char out[32])
 
 void runtime_open_database(void)
 {
+	runtime_connect_database();
+	if (db_migrate() < 0)
+		fatal("database migration failed");
+}
+
+void runtime_connect_database(void)
+{
 	prepare_data_dir();
 	repo_store_global_init();
 	if (config.database_url[0]) {
@@ -77,8 +84,6 @@ void runtime_open_database(void)
 	db_pool_configure(config.db_pool_size, config.db_pool_wait_ms);
 	if (db_ping() < 0)
 		fatal("cannot connect to the database");
-	if (db_migrate() < 0)
-		fatal("database migration failed");
 }
 
 void runtime_watch_database(void)

@@ -124,10 +124,56 @@ void store_each_repo_dir(const char *root,
 int cmd_fsck(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 
+/* ---- backup and restore (server/backup_files.c, cmd_backup.c, cmd_restore.c) */
+
+#define BACKUP_FORMAT 1
+
+struct backup_tally {
+	size_t files, present;		/* copied, already there */
+	unsigned long long bytes;	/* copied */
+};
+/* Copy a file to `to` through a temp file beside it (fsynced, renamed);
+ * with expect_sha256 the content must hash to it (else KHUB_EINVAL and
+ * nothing is left). *bytes (may be NULL): what was read. */
+int backup_copy_file(const char *from, const char *to, const char *expect_sha256, uint64_t *bytes);
+/* Copy the tree below `from` into `to`: directories made, files copied
+ * unless `to` has a file of that name and size (objects never change);
+ * entries for which skip(rel, name) is 1 are left out. */
+int backup_copy_tree(const char *from, const char *to, int (*skip)(const char *rel, const char *name),
+		     struct backup_tally *tally);
+/* Where LFS objects are read from, by store backend. */
+struct backup_lfs_source {
+	const char *name;
+	int (*each)(const char *lfs_root, int (*fn)(const char *oid, const char *path, void *arg), void *arg);
+};
+const struct backup_lfs_source *backup_lfs_source(const char *name);	/* NULL: unknown */
+/* "{lfs_root}/objects/ab/cd/{oid}"; the caller frees. */
+char *backup_lfs_path(const char *lfs_root, const char *oid);
+/* Run argv (argv[0] a path), its output inherited (quiet: thrown away);
+ * its exit status, or -1. */
+int backup_run(char *const argv[], int quiet);
+/* Run PostgreSQL client tool (a path) with args (NULL-terminated) and the
+ * database in use (--dbname; its password, if any, in PGPASSWORD); its
+ * exit status, or -1. */
+int backup_pg_run(const char *tool, char *const args[]);
+/* The path of PostgreSQL tool `name` of that major version (pg_bindir's, or
+ * Debian's /usr/lib/postgresql/{major}/bin); NULL (said on stderr) when
+ * none. The caller frees. */
+char *backup_pg_tool(const char *name, int major);
+/* Write DIR/manifest.json (format and khub version added) atomically. */
+int backup_manifest_write(const char *dir, json_t *manifest);
+/* DIR's manifest when it is a complete backup of a format this khub reads;
+ * NULL with why otherwise. The caller decrefs. */
+json_t *backup_manifest_read(const char *dir, char *why, size_t why_size);
+int cmd_backup(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+
 /* ---- runtime shared by the commands (server/runtime.c) ------------------- */
 
 /* Open the database (embedded or external) and migrate; exits on failure. */
 void runtime_open_database(void);
+/* The same without migrating (khub restore fills an empty database first). */
+void runtime_connect_database(void);
 void runtime_close_database(void);
 /* Restart the embedded cluster when its postmaster dies (serve only; a
  * configured database_url is someone else's to run). */

@@ -215,6 +215,25 @@ int db_build_outputs_of(int64_t repo_id, struct db_rows *out);
 /* Forget the index of a commit (its kernel_commits and kernel_variants rows). */
 int db_kernel_commit_forget(int64_t repo_id, const char *commit_sha);
 
+/* ---- backup and restore (storage/db_backup.c) ---------------------------- */
+
+/* Open a read-only repeatable-read transaction on this thread's (then
+ * pinned) connection and export its snapshot: its name in snapshot, for
+ * pg_dump --snapshot, valid until db_snapshot_release ends it. */
+int db_snapshot_export(char *snapshot, size_t size);
+void db_snapshot_release(void);
+/* The server's major version (16 for 16.4). */
+int db_server_major(int *major);
+/* 1 when the database has no table, view or sequence outside the system
+ * schemas, 0 when it has, or KHUB_EDB. */
+int db_is_empty(void);
+/* Delete every in-flight LFS write row (a restored hub has none running). */
+int db_lfs_inflight_clear(void);
+/* A connection string (key=value or URL) as key=value without its password
+ * (*without, caller frees) and the password (*password, NULL when none;
+ * caller frees): for a client tool's command line, which others can read. */
+int db_conninfo_split_password(const char *conninfo, char **without, char **password);
+
 /* How many times actor_id did `action` in the last `seconds` (audit log). */
 int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count);
 /* Append to the audit log; details is JSON text or NULL. */
