@@ -253,14 +253,7 @@ static void ensure_repo(const struct import_args *a, enum repo_type type, const 
 /* An import of sources with build.toml queues builds, as a push does. */
 static void builds_from_config(void)
 {
-	farm_settings.variants_file = config.build_variants;
-	farm_settings.max_attempts = config.build_max_attempts;
-	farm_settings.queue_per_repo = config.build_queue_per_repo;
-	farm_settings.queue_per_user = config.build_queue_per_user;
-	farm_settings.variants_per_request = config.build_variants_per_request;
-	farm_settings.worker_live_seconds = config.build_worker_live_seconds;
-	farm_settings.plan_python = config.build_plan_python;
-	farm_settings.plan_wall_ms = config.build_plan_wall_ms;
+	runtime_farm_settings(&farm_settings);
 	publish_set_on_new_commit(builds_on_new_commit);
 }
 

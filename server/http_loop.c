@@ -141,6 +141,10 @@ static void take_pending(struct http_loop *loop)
 	pthread_mutex_lock(&loop->lock);
 	size_t n = loop->pending_count;
 	struct pending_conn batch[64];
+	if (n == 0) {	/* woken to stop, or a wake-up the last turn already served */
+		pthread_mutex_unlock(&loop->lock);
+		return;
+	}
 	if (n > 64)
 		n = 64;	/* the rest on the next turn: the eventfd is written again below */
 	memcpy(batch, loop->pending, n * sizeof(*batch));

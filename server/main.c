@@ -67,38 +67,21 @@ static void serve_apply_live_settings(void)
 	api_ctx.pull_requests_per_hour = config.pull_requests_per_hour;
 	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
 	api_ctx.metrics_public = config.metrics_public;
-	struct farm_settings *b = &farm_settings;
-	b->max_attempts = config.build_max_attempts;
-	b->output_max_bytes = config.build_output_max_mb * 1024 * 1024;
-	b->wall_seconds = config.build_wall_seconds;
-	b->cpu_seconds = config.build_cpu_seconds;
-	b->memory_mb = config.build_memory_mb;
-	b->disk_mb = config.build_disk_mb;
-	b->queue_per_repo = config.build_queue_per_repo;
-	b->queue_per_user = config.build_queue_per_user;
-	b->variants_per_request = config.build_variants_per_request;
-	b->log_max_bytes = (long long)config.build_log_max_kb * 1024;
-	b->worker_live_seconds = config.build_worker_live_seconds;
-	b->plan_wall_ms = config.build_plan_wall_ms;
+	runtime_farm_settings(&farm_settings);
 }
 
-/* The build farm's settings that need a restart, its directories and the
- * checks of external git sources. */
+/* The build farm's stores, hooks and directories (its settings from the
+ * table are in place: serve_apply_live_settings), and the checks of
+ * external git sources. */
 static void serve_configure_builds(void)
 {
 	struct farm_settings *b = &farm_settings;
 	b->repo_root = api_ctx.repo_root;
 	b->lfs = api_ctx.lfs;
 	b->queue_changed = builds_wake_claimers;
-	b->lease_seconds = config.build_lease_seconds;
-	b->heartbeat_seconds = config.build_heartbeat_seconds;
-	b->abi_enforce = strcmp(config.abi_policy, "warn") != 0;
-	b->variants_file = config.build_variants;
-	b->plan_python = config.build_plan_python;
 	b->tmp_dir = xasprintf("%s/build-tmp", config.data_dir);
 	b->sources_dir = xasprintf("%s/build-sources", config.data_dir);
 	b->source_cache_dir = xasprintf("%s/build-source-cache", config.data_dir);
-	b->source_cache_bytes = (long long)config.build_source_cache_mb * 1024 * 1024;
 	struct source_net_limits limits = {
 		config.build_source_connect_timeout_s, config.build_source_low_speed_bytes,
 		config.build_source_low_speed_s, config.build_source_deadline_s,

@@ -186,6 +186,12 @@ const char *runtime_lfs_root(void);
 /* The 32-byte secret that signs LFS action URLs, kept in {data_dir}/secret
  * (created on first use, mode 0600). Exits on failure. */
 void runtime_load_secret(unsigned char out[32]);
+/* The build farm's settings that come straight from the config table
+ * (serve, at start and on reload, and khub import; the push hook reads them
+ * from its environment): limits, attempts, planning. Directories, the
+ * stores and the hooks are the server's to add. */
+struct farm_settings;
+void runtime_farm_settings(struct farm_settings *b);
 
 /* ---- authentication (server/auth.c) ------------------------------------- */
 
