@@ -73,10 +73,24 @@ enum MHD_Result respond_json_text(struct request *req, int status, const char *t
 	return respond(req, status, resp);
 }
 
+/* Bodies up to this size are also kept whole per thread (response_memo.c):
+ * 16 per thread, so the memory stays small. */
+#define MEMO_BODY_MAX (64 * 1024)
+
+/* Answer resp, kept whole under memo_key when it names immutable content
+ * and is small (NULL: answered only). */
+static enum MHD_Result respond_maybe_memo(struct request *req, const char *memo_key, struct MHD_Response *resp)
+{
+	if (memo_key && req->bytes_out <= MEMO_BODY_MAX)
+		return respond_and_memo(req, memo_key, 200, resp);
+	return respond(req, 200, resp);
+}
+
 /* A page of a listing as kept in the response cache: with_total, a first
  * line that is the X-Total-Count; then the next page's absolute URL (empty
  * on the last page) and a line break; then the JSON body. Takes value. */
-enum MHD_Result respond_listing_page(struct request *req, char *value, size_t len, int with_total)
+static enum MHD_Result listing_page(struct request *req, char *value, size_t len, int with_total,
+				    const char *memo_key)
 {
 	char *total = NULL, *link = value;
 	char *nl = memchr(value, '\n', len);
@@ -104,29 +118,44 @@ enum MHD_Result respond_listing_page(struct request *req, char *value, size_t le
 	}
 	req->bytes_out = body_len;
 	free(value);
-	return respond(req, 200, resp);
+	return respond_maybe_memo(req, memo_key, resp);
+}
+
+enum MHD_Result respond_listing_page(struct request *req, char *value, size_t len, int with_total)
+{
+	return listing_page(req, value, len, with_total, NULL);
 }
 
 /* Answer what the response cache keeps under key, if it keeps anything: 1
  * (answered, *result set) or 0. A JSON body, or a listing page as above. */
+/* The keys of the response cache name immutable content (a repo id and a
+ * commit sha, and what else the answer depends on), so the answer built
+ * from it is also kept whole per thread under the same key and queued
+ * again next time (http/response_memo.c): no copy, no header building. */
 int respond_cached_json(struct request *req, const char *key, enum MHD_Result *result)
 {
+	if (respond_memo(req, key, result))
+		return 1;
 	size_t len;
 	char *cached = response_cache_get(key, &len);
 	if (!cached)
 		return 0;
-	*result = respond_json_text(req, 200, cached, len);
-	free(cached);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(len, cached, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	req->bytes_out = len;
+	*result = respond_maybe_memo(req, key, resp);
 	return 1;
 }
 
 int respond_cached_listing(struct request *req, const char *key, int with_total, enum MHD_Result *result)
 {
+	if (respond_memo(req, key, result))
+		return 1;
 	size_t len;
 	char *cached = response_cache_get(key, &len);
 	if (!cached)
 		return 0;
-	*result = respond_listing_page(req, cached, len, with_total);
+	*result = listing_page(req, cached, len, with_total, key);
 	return 1;
 }
 

@@ -1,6 +1,7 @@
 /* response_memo.c -- whole answers kept per HTTP thread and queued again:
- * a HEAD of a file at a commit differs from the last one only in Date and
- * X-Request-Id. libmicrohttpd copies every header into three allocations
+ * a HEAD of a file at a commit, or an answer the response cache keeps (a
+ * tree page, a revision at a sha), differs from the last one only in Date
+ * and X-Request-Id. libmicrohttpd copies every header into three allocations
  * and frees them with the response; for a HEAD, whose answer is 13
  * headers, that was a third of khub's own CPU per request.
  *
@@ -24,6 +25,8 @@ struct memo_slot {
 	char *key;			/* NULL: empty */
 	struct MHD_Response *resp;	/* one reference held by the slot */
 	int status;
+	size_t bytes;			/* its body's length (req->bytes_out) */
+	int page;			/* made for a web page route (its fixed headers differ) */
 	int busy;			/* a request holds resp */
 	uint64_t last_use;
 	char date[32];			/* the Date and X-Request-Id resp carries */
@@ -68,11 +71,20 @@ static void stamp(struct memo_slot *s, struct request *req)
 	snprintf(s->request_id, sizeof(s->request_id), "%s", req->request_id);
 }
 
+/* Whether req's route is a web page: its answers carry the page headers,
+ * the API's CORS ones (respond_add_fixed_headers), so one is never queued
+ * for the other. */
+static int is_page(const struct request *req)
+{
+	return req->route && (req->route->flags & ROUTE_PAGE);
+}
+
 static enum MHD_Result queue(struct request *req, struct memo_slot *s)
 {
 	s->busy = 1;
 	s->last_use = ++this_thread->uses;
 	req->memo = s;
+	req->bytes_out = s->bytes;
 	stamp(s, req);
 	return respond_queue(req, s->status, s->resp);
 }
@@ -85,7 +97,7 @@ int respond_memo(struct request *req, const char *key, enum MHD_Result *result)
 	uint64_t hash = hash_string(key);
 	for (int i = 0; i < MEMO_SLOTS; i++) {
 		struct memo_slot *s = &t->slots[i];
-		if (s->key && s->hash == hash && !s->busy && strcmp(s->key, key) == 0) {
+		if (s->key && s->hash == hash && !s->busy && s->page == is_page(req) && strcmp(s->key, key) == 0) {
 			*result = queue(req, s);
 			return 1;
 		}
@@ -121,6 +133,8 @@ enum MHD_Result respond_and_memo(struct request *req, const char *key, int statu
 	victim->hash = hash_string(key);
 	victim->resp = resp;
 	victim->status = status;
+	victim->bytes = req->bytes_out;
+	victim->page = is_page(req);
 	respond_add_fixed_headers(req, resp);
 	return queue(req, victim);
 }

@@ -4,7 +4,10 @@
 # differ between two answers does (X-Request-Id, Date), what must not leak
 # across requests does not (a Range answer's Content-Range, a repo turned
 # private, a branch that moved), and many clients at once on few threads
-# (slots busy on the wire) all get whole, right answers.
+# (slots busy on the wire) all get whole, right answers. The same for GET
+# answers the response cache keeps (a tree page and a revision at a sha):
+# the body whole and identical, each answer with its own X-Request-Id and
+# Date, the API's CORS headers once, and a repo made private answers 401.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
 khub_setup
@@ -101,6 +104,32 @@ is "$(answers "$H" | awk '{print $1}' | sort -u)" 401 "anonymous HEADs of the ke
 is "$(grep -ci "^ETag:\|^X-Linked-Size:" "$H")" 0 "and they carry no ETag or size"
 curl -sI -H "Authorization: Bearer $ALICE" "$U" >"$H"
 is "$(answers "$H" | awk '{print $1, $2}')" "200 \"$BIG_OID\"" "the owner's HEAD: 200"
+curl -s -o /dev/null -X PUT -H "Authorization: Bearer $ALICE" -H 'Content-Type: application/json' \
+	--data '{"private":false}' "$KHUB_URL/api/kernels/acme/relu/settings"
+
+# ---- GET answers kept whole: a tree page and a revision at a sha -------------------------
+T="$KHUB_URL/api/kernels/acme/relu/tree/$SHA?recursive=true"
+R="$KHUB_URL/api/kernels/acme/relu/revision/$SHA"
+for url in "$T" "$R"; do
+	what=${url##*/api/kernels/acme/relu/}
+	what=${what%%/*}
+	curl -s -D "$H" -o "$TEST_DIR/b1" "$url" -o "$TEST_DIR/b2" "$url" -o "$TEST_DIR/b3" "$url"
+	is "$(answers "$H" | awk '{print $1}' | sort -u)" 200 "$what at the sha, three GETs on one connection: 200"
+	check "$what: the three bodies are identical" -- cmp -s "$TEST_DIR/b1" "$TEST_DIR/b2"
+	check "$what: the third too" -- cmp -s "$TEST_DIR/b1" "$TEST_DIR/b3"
+	check "$what: the body is whole JSON" -- python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TEST_DIR/b3"
+	is "$(answers "$H" | awk '{print $5}' | sort -u)" "$(stat -c %s "$TEST_DIR/b1")" "$what: Content-Length is the body's length, each time"
+	is "$(answers "$H" | awk '{print $3}' | sort -u | grep -c '^[0-9a-f]\{16\}$')" 3 "$what: each answer has its own X-Request-Id"
+	is "$(grep -ci '^X-Request-Id:' "$H")" 3 "$what: one X-Request-Id header per answer"
+	is "$(grep -ci '^Date:' "$H")" 3 "$what: one Date header per answer"
+	is "$(grep -ci '^Access-Control-Allow-Origin:' "$H")" 3 "$what: the API's CORS header once per answer"
+done
+grep -o '"sha":"[0-9a-f]*"' "$TEST_DIR/b1" | head -1 >"$TEST_DIR/rev-sha"
+is "$(cat "$TEST_DIR/rev-sha")" "\"sha\":\"$SHA\"" "the kept revision answer names the sha asked for"
+curl -s -o /dev/null -X PUT -H "Authorization: Bearer $ALICE" -H 'Content-Type: application/json' \
+	--data '{"private":true}' "$KHUB_URL/api/kernels/acme/relu/settings"
+is "$(for u in "$T" "$T" "$R" "$R"; do curl -s -o /dev/null -w '%{http_code} ' "$u"; done)" "401 401 401 401 " \
+	"repo made private: anonymous GETs of the kept tree page and revision answer 401"
 curl -s -o /dev/null -X PUT -H "Authorization: Bearer $ALICE" -H 'Content-Type: application/json' \
 	--data '{"private":false}' "$KHUB_URL/api/kernels/acme/relu/settings"
 
