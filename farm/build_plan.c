@@ -317,22 +317,6 @@ static int doc_lists(json_t *array, const char *value)
 	return 0;
 }
 
-/* "2.11" -> 2, 11 ("2" -> 2, 0); -1 when s is no version. */
-static int version_of(const char *s, long *major, long *minor)
-{
-	char *end;
-	if (!s || !*s)
-		return -1;
-	*major = strtol(s, &end, 10);
-	*minor = *end == '.' ? strtol(end + 1, &end, 10) : 0;
-	return 0;
-}
-
-static int version_cmp(long amaj, long amin, long bmaj, long bmin)
-{
-	return amaj != bmaj ? (amaj < bmaj ? -1 : 1) : amin != bmin ? (amin < bmin ? -1 : 1) : 0;
-}
-
 /* 1 when a [torch] kernel without compiled sources, or a [torch-noarch]
  * one: built as torch-<backend> (as Nix does for a backend without
  * kernels); never for a kernel with compiled sources. */
@@ -365,91 +349,17 @@ static int judge_framework(json_t *doc, const struct variant_name *v, const char
 	} else if (json_array_size(json_object_get(doc, "kernel-backends")) &&
 		   !doc_lists(json_object_get(doc, "kernel-backends"), backend)) {
 		snprintf(why, size, "no [kernel.*] has backend = \"%s\": nothing to compile for it", backend);
-	} else if (stable && version_of(stable, &smaj, &smin) == 0 && v->framework == VARIANT_TORCH) {
+	} else if (stable && kernel_version_of(stable, &smaj, &smin) == 0 && v->framework == VARIANT_TORCH) {
 		snprintf(why, size, "torch.stable-abi targets %s for %s: built as torch-stable-abi%ld%ld-%s-%s-%s instead",
 			 stable, backend, smaj, smin, v->backend_tag, v->arch, v->os);
 	} else if (!stable && v->framework == VARIANT_TORCH_STABLE_ABI) {
 		snprintf(why, size, "build.toml sets no torch.stable-abi for %s: built as torch<MM>-… variants", backend);
-	} else if (stable && version_cmp(v->framework_major, v->framework_minor, smaj, smin) != 0) {
+	} else if (stable && kernel_version_cmp(v->framework_major, v->framework_minor, smaj, smin) != 0) {
 		snprintf(why, size, "torch.stable-abi is %s for %s, not %ld.%ld", stable, backend, v->framework_major,
 			 v->framework_minor);
 	} else {
 		return 1;
 	}
-	return 0;
-}
-
-/* torch.minver/maxver (arch variants) and general.cuda.minver/maxver. */
-static int judge_bounds(json_t *doc, const struct variant_name *v, const char *backend, char *why, size_t size)
-{
-	static const struct { const char *table, *key, *what; int sign; } bounds[] = {
-		{ "torch", "minver", "torch", -1 }, { "torch", "maxver", "torch", 1 },
-		{ "cuda", "minver", "CUDA", -1 }, { "cuda", "maxver", "CUDA", 1 },
-	};
-	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
-		int torch = bounds[i].table[0] == 't';
-		long maj, min, bmaj, bmin;
-		if (torch ? v->framework != VARIANT_TORCH : strcmp(backend, "cuda") != 0 || v->backend_major < 0)
-			continue;
-		maj = torch ? v->framework_major : v->backend_major;
-		min = torch ? v->framework_minor : v->backend_minor;
-		const char *bound = json_string_value(json_object_get(json_object_get(doc, bounds[i].table), bounds[i].key));
-		if (version_of(bound, &bmaj, &bmin) == 0 && version_cmp(maj, min, bmaj, bmin) == bounds[i].sign) {
-			snprintf(why, size, "%s %ld.%ld is %s %s.%s %s", bounds[i].what, maj, min,
-				 bounds[i].sign < 0 ? "below" : "above", torch ? "torch" : "general.cuda", bounds[i].key, bound);
-			return 0;
-		}
-	}
-	return 1;
-}
-
-/* Which CUDA toolkits compile a capability (nvcc's -arch list): from
- * min up to, not including, below (0: still supported). */
-static const struct { long major, minor, min_maj, min_min, below_maj; } cuda_capabilities[] = {
-	{ 5, 0, 6, 0, 13 }, { 5, 2, 7, 0, 13 }, { 5, 3, 7, 0, 13 }, { 6, 0, 8, 0, 13 }, { 6, 1, 8, 0, 13 },
-	{ 6, 2, 8, 0, 13 }, { 7, 0, 9, 0, 13 }, { 7, 2, 9, 2, 13 }, { 7, 5, 10, 0, 0 }, { 8, 0, 11, 0, 0 },
-	{ 8, 6, 11, 1, 0 }, { 8, 7, 11, 4, 0 }, { 8, 9, 11, 8, 0 }, { 9, 0, 11, 8, 0 }, { 10, 0, 12, 8, 0 },
-	{ 10, 1, 12, 8, 13 }, { 10, 3, 12, 9, 0 }, { 11, 0, 13, 0, 0 }, { 12, 0, 12, 8, 0 }, { 12, 1, 12, 9, 0 },
-};
-
-/* 1 when CUDA maj.min can compile capability text ("9.0a", "8.0+PTX"). */
-static int capability_compiles(const char *text, long maj, long min)
-{
-	long cmaj, cmin;
-	if (version_of(text, &cmaj, &cmin) < 0)
-		return 0;
-	for (size_t i = 0; i < sizeof(cuda_capabilities) / sizeof(cuda_capabilities[0]); i++)
-		if (cuda_capabilities[i].major == cmaj && cuda_capabilities[i].minor == cmin)
-			return version_cmp(maj, min, cuda_capabilities[i].min_maj, cuda_capabilities[i].min_min) >= 0 &&
-			       (!cuda_capabilities[i].below_maj || maj < cuda_capabilities[i].below_maj);
-	return 0;
-}
-
-/* A CUDA arch variant: some [kernel.*] for cuda compiles with its toolkit
- * (cuda-minver, and at least one of its cuda-capabilities). */
-static int judge_capabilities(json_t *doc, const struct variant_name *v, char *why, size_t size)
-{
-	json_t *kernels = json_object_get(doc, "cuda-kernels"), *k;
-	size_t i;
-	if (v->framework == VARIANT_TORCH_NOARCH || strcmp(v->backend, "cuda") != 0 || v->backend_major < 0 ||
-	    json_array_size(kernels) == 0)
-		return 1;
-	json_array_foreach(kernels, i, k) {
-		long kmaj, kmin;
-		const char *minver = json_string_value(json_object_get(k, "minver"));
-		if (minver && version_of(minver, &kmaj, &kmin) == 0 &&
-		    version_cmp(v->backend_major, v->backend_minor, kmaj, kmin) < 0)
-			continue;
-		json_t *caps = json_object_get(k, "capabilities"), *c;
-		size_t j;
-		if (json_array_size(caps) == 0)
-			return 1;	/* the toolkit's default set */
-		json_array_foreach(caps, j, c)
-			if (capability_compiles(json_string_value(c), v->backend_major, v->backend_minor))
-				return 1;
-	}
-	snprintf(why, size, "no [kernel.*] for cuda compiles with CUDA %ld.%ld (its cuda-minver or cuda-capabilities)",
-		 v->backend_major, v->backend_minor);
 	return 0;
 }
 
@@ -471,8 +381,7 @@ int build_plan_judge(const struct build_plan *p, const char *name, char *why, si
 		snprintf(why, size, "general.backends does not list %s", backend);
 		return 0;
 	}
-	return judge_framework(doc, &v, backend, why, size) && judge_bounds(doc, &v, backend, why, size) &&
-	       judge_capabilities(doc, &v, why, size);
+	return judge_framework(doc, &v, backend, why, size) && kernel_toolkit_judge(doc, &v, why, size);
 }
 
 /* ---- the variants of a plan ------------------------------------------------------------- */
@@ -512,7 +421,7 @@ static void backend_pattern(json_t *doc, const char *backend, char *out, size_t 
 		snprintf(out, size, "torch-%s", row && row->noarch ? row->noarch : backend);
 	else if (strcmp(fw, "tvm-ffi") == 0)
 		snprintf(out, size, "tvm-ffi<MM>-%s…", tag);
-	else if (stable && version_of(stable, &maj, &min) == 0)
+	else if (stable && kernel_version_of(stable, &maj, &min) == 0)
 		snprintf(out, size, "torch-stable-abi%ld%ld-%s…", maj, min, tag);
 	else
 		snprintf(out, size, "torch<MM>-cxx11-%s…", tag);

@@ -140,6 +140,17 @@ void variant_resolve(const struct variant_name *variants, const char *const *nam
  * macOS 26). */
 int variant_build_target(const struct variant_env *env, struct variant_name *out, char *why, size_t why_size);
 
+/* ---- toolkits (kernel/toolkit.c) ----------------------------------------- */
+
+/* "2.11" -> 2, 11 ("2" -> 2, 0); -1 when s is no version. */
+int kernel_version_of(const char *s, long *major, long *minor);
+/* -1, 0 or 1 as a.b is below, at or above c.d. */
+int kernel_version_cmp(long amaj, long amin, long bmaj, long bmin);
+/* 1 when the variant's toolkit can build the kernel the build planner's
+ * JSON describes (torch and toolkit minver/maxver, the capabilities its
+ * kernels name); else 0 with why. */
+int kernel_toolkit_judge(json_t *plan, const struct variant_name *v, char *why, size_t size);
+
 /* ---- paths under build/ (kernel/build_path.c) ----------------------------- */
 
 #define BUILD_DIR "build"
