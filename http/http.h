@@ -27,6 +27,11 @@ struct http_context {
 	 * answered (*result set), -1 to answer in JSON (the UI's JSON paths). */
 	void (*page_headers)(struct request *req, struct MHD_Response *resp);
 	int (*page_error)(struct request *req, int status, const char *message, enum MHD_Result *result);
+	/* Called right after park.c resumed conn from its own thread (set by
+	 * the server; NULL = none): the event loop that holds conn must run
+	 * its daemon again, which libmicrohttpd's wake-up alone does not
+	 * ensure when the daemon is run from outside (server/http_loop.c). */
+	void (*resumed)(struct MHD_Connection *conn);
 };
 
 extern struct http_context http_ctx;

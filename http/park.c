@@ -76,6 +76,8 @@ static void *parker(void *arg)
 				struct parked *p = due;
 				due = p->next;
 				MHD_resume_connection(p->conn);
+				if (http_ctx.resumed)
+					http_ctx.resumed(p->conn);
 				free(p);
 			}
 			pthread_mutex_lock(&park_lock);

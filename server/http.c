@@ -505,6 +505,7 @@ int http_serve(const struct http_hooks *hooks)
 		.max_connections = config.max_connections,
 		.max_connections_per_ip = config.max_connections_per_ip,
 	};
+	http_ctx.resumed = http_loops_resumed;
 	if (http_loops_start(threads, &loop_options) < 0)
 		fatal("cannot start the HTTP server on %s: %s", config.listen, strerror(errno));
 	acceptor_start();

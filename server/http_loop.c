@@ -195,6 +195,24 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
+/* Run the daemon of the loop holding conn again, soon: libmicrohttpd's
+ * resume marks conn and signals the daemon's own wake-up, which a run that
+ * is already past its resume step consumes without resuming; the loop
+ * would then sleep until the daemon's next timeout (up to a second here) --
+ * once per parked request: a mirror's pull of 200 repos through parked git
+ * requests took 207 s instead of 25. */
+void http_loops_resumed(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *d = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+	for (long i = 0; d && i < loop_count; i++)
+		if (loops[i].daemon == d->daemon) {
+			uint64_t one = 1;
+			if (write(loops[i].wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+				log_warn("http loop: cannot wake a loop for a resumed request: %s", strerror(errno));
+			return;
+		}
+}
+
 void http_loops_connection_closed(struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *addr = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);

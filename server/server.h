@@ -243,6 +243,8 @@ struct http_loop_options {
 int http_loops_start(long count, const struct http_loop_options *opts);
 void http_loops_add(int fd, const struct sockaddr *peer, socklen_t len);
 void http_loops_connection_closed(struct MHD_Connection *conn);
+/* The resume hook (http_ctx.resumed): wakes the loop holding conn. */
+void http_loops_resumed(struct MHD_Connection *conn);
 void http_loops_stop(void);
 
 /* The header-completion deadline (server/conn_guard.c). conn_guard_notify
