@@ -107,9 +107,19 @@ static void test_single_flight(void)
 }
 
 /* Two workers busy, one job queued (queue_max 1): the next is refused. */
+/* The main pool idle: no job running or queued (a finished job's worker
+ * may still be on its way back when its request has its answer). */
+static int pool_idle(void)
+{
+	struct work_pool_depth depth;
+	work_pool_depth(WORK_POOL_MAIN, &depth);
+	return depth.running == 0 && depth.queued == 0;
+}
+
 static void test_queue_full(void)
 {
 	struct harness_call a, b, c, d;
+	harness_wait_for(pool_idle());
 	atomic_store(&parked_calls, 0);
 	harness_call_start(&a, "/run/a");
 	harness_call_start(&b, "/run/b");
