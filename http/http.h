@@ -27,6 +27,10 @@ struct http_context {
 	 * answered (*result set), -1 to answer in JSON (the UI's JSON paths). */
 	void (*page_headers)(struct request *req, struct MHD_Response *resp);
 	int (*page_error)(struct request *req, int status, const char *message, enum MHD_Result *result);
+	/* 1 while this node drains (SIGUSR1 .. SIGUSR2): /api/health answers
+	 * 503 so that the load balancer sends it nothing new, while requests
+	 * keep being served. Read and written with __atomic builtins. */
+	int draining;
 };
 
 extern struct http_context http_ctx;

@@ -157,6 +157,7 @@ static void serve_reload(void)
 
 static const struct http_hooks serve_hooks = {
 	.ready = service_notify_ready, .reload = serve_reload, .stopping = service_notify_stopping,
+	.drain = cluster_drain,
 };
 
 static int serve_run(void)
@@ -167,7 +168,9 @@ static int serve_run(void)
 			config.work_wait_ms);
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	build_lease_timer_start(config.build_lease_check_ms);
+	cluster_start();
 	int rc = http_serve(&serve_hooks);
+	cluster_stop();
 	build_lease_timer_stop();
 	kernel_index_catch_up_stop();
 	int busy = work_queue_stop(5000);
