@@ -7,7 +7,8 @@
 # and 49 412s and a linear history; a token revoked and a repo made private
 # are refused on every node long before the (raised) cache TTLs; a node
 # drained with SIGUSR1 and then stopped fails no request through the
-# balancer; a node SIGKILLed mid-commit leaves no half commit (git fsck and
+# balancer; the JS client publishes through the balancer while the
+# loader's steps load through it; a node SIGKILLed mid-commit leaves no half commit (git fsck and
 # khub fsck clean) while the others keep serving.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
@@ -105,6 +106,43 @@ for r in 1 2 3 4 5 6; do
 	fi
 done
 is "$RYW" 6 "a commit through one node is what the next read through another node answers (6 rounds)"
+
+# ---- the JS client publishes through HAProxy while the loader loads through it ----------------
+# The loader's steps (tests/integration/lib/load_kernel.py: the real `kernels`
+# package when tests/lib/real_loader.sh finds its sources, else its steps by
+# hand) load acme/relu version 1 three times while @huggingface/hub creates
+# repos and uploads a kernel tree (LFS batch + PUT) through the balancer.
+if command -v node >/dev/null 2>&1 && [ -d "$KHUB_SRC/tests/js/node_modules/@huggingface/hub" ] &&
+	/usr/bin/python3 -c 'import torch' 2>/dev/null; then
+	. "$KHUB_SRC/tests/lib/real_loader.sh"
+	khub admin trust set acme >/dev/null 2>&1
+	LOADER_PATH=$(real_loader_pythonpath "$TEST_DIR/loader" 2>/dev/null) || LOADER_PATH=
+	(
+		for l in 1 2 3; do
+			cd "$TEST_DIR" && PYTHONPATH=$LOADER_PATH HF_HUB_CACHE=$TEST_DIR/hf-cache-$l HF_HOME=$TEST_DIR/hf-home \
+				HF_HUB_DISABLE_XET=1 /usr/bin/python3 "$LIB/load_kernel.py" "$LB" acme/relu 1 --token "$BOB" \
+				>>"$TEST_DIR/load.out" 2>>"$TEST_DIR/load.err" || echo "load $l failed" >>"$TEST_DIR/load.out"
+		done
+	) &
+	LOADER=$!
+	JSRC=$TEST_DIR/jsrc
+	make_kernel_tree "$JSRC" relu
+	head -c $((3 * 1024 * 1024)) /dev/urandom >"$JSRC/build/torch-cpu/weights.bin"
+	JS_OUT=$(cd "$KHUB_SRC" && env KHUB_URL="$LB" TOKEN="$BOB" ADMIN_TOKEN="$OLGA" NS=acme SRC_DIR="$JSRC" \
+		SRC2_DIR="$JSRC" STATE_FILE="$TEST_DIR/js-state.json" PHASE=publish node tests/js/publish_client.mjs 2>&1)
+	JS_RC=$?
+	wait $LOADER
+	JS_FAILED=$(grep -c '^not ok' <<<"$JS_OUT")
+	JS_PASSED=$(grep -c '^ok' <<<"$JS_OUT")
+	ok $([ "$JS_RC" -eq 0 ] && [ "$JS_FAILED" -eq 0 ] && [ "$JS_PASSED" -gt 0 ]; echo $?) \
+		"@huggingface/hub publishes through HAProxy ($JS_PASSED checks of its own passed)" ||
+		grep -v '^ok' <<<"$JS_OUT" | head -10 | sed 's/^/#   /'
+	LOADS=$(grep -c '"ok": *true' "$TEST_DIR/load.out")
+	is "$LOADS" 3 "the loader loaded acme/relu version 1 through HAProxy three times meanwhile" ||
+		tail -8 "$TEST_DIR/load.err" | sed 's/^/#   /'
+else
+	ok 0 "# SKIP node, tests/js/node_modules or torch missing: no JS publish and loader through HAProxy"
+fi
 
 # ---- 50 commits with one parentCommit, spread over the nodes --------------------------------
 OLD=$(head_of)
