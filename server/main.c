@@ -162,19 +162,19 @@ static const struct http_hooks serve_hooks = {
 
 static int serve_run(void)
 {
+	cluster_start();	/* first: the background jobs lock on its session */
 	download_stats_start((int)config.download_stats, config.download_stats_flush_ms);
 	work_queue_start(config.work_threads, config.work_queue_max, config.work_wait_ms);
 	work_pool_start(WORK_POOL_FETCH, config.build_source_fetch_threads, config.build_source_fetch_queue_max,
 			config.work_wait_ms);
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	build_lease_timer_start(config.build_lease_check_ms);
-	cluster_start();
 	int rc = http_serve(&serve_hooks);
-	cluster_stop();
 	build_lease_timer_stop();
 	kernel_index_catch_up_stop();
 	int busy = work_queue_stop(5000);
 	download_stats_stop();	/* after the last request: its counts are stored */
+	cluster_stop();
 	source_net_release();
 	if (!busy)	/* else a job still uses the store: left to the exit */
 		lfs_store_close(api_ctx.lfs);

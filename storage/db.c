@@ -520,16 +520,6 @@ void db_unlock(enum db_lock kind, int64_t id)
 	conn_put();
 }
 
-int db_job_round(enum db_job job, void (*round)(void *arg), void *arg)
-{
-	int rc = db_lock_try(DB_LOCK_JOB, job);
-	if (rc != 0)
-		return rc;
-	round(arg);
-	db_unlock(DB_LOCK_JOB, job);
-	return 0;
-}
-
 int db_lock_xact(enum db_lock kind, int64_t id)
 {
 	assert(thread_in_tx);

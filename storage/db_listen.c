@@ -1,9 +1,12 @@
-/* db_listen.c -- cache coherence between khub nodes sharing one database:
- * one thread per serving process, on a connection of its own, LISTENs on
- * khub_cache (the triggers of sql/0021_cache_notify.sql send the name of
- * a cache there in the writing transaction) and hands each name to the
- * server's drop function. After every (re)connect it drops every cache
- * ("*"): notifications sent while it was away are lost. */
+/* db_listen.c -- the coordination session of a khub node sharing its
+ * database with other nodes: one connection of its own (outside the pool,
+ * application_name khub-coordination) on which one thread LISTENs on
+ * khub_cache (the triggers of sql/0021_cache_notify.sql send the name of a
+ * cache there in the writing transaction) and hands each name to the
+ * server's drop function, and on which background jobs take their per-round
+ * locks (db_job_round), so that a job never pins a pooled connection. After
+ * every (re)connect it drops every cache ("*"): notifications sent while it
+ * was away are lost. */
 #include "storage/db_internal.h"
 
 #include <poll.h>
@@ -20,8 +23,16 @@
 static char *listen_conninfo;
 static void (*listen_drop)(const char *cache);
 static pthread_t listen_thread;
-static atomic_int listen_stopping, listen_running, listen_connected;
+static atomic_int listen_stopping, listen_running;
 static atomic_uint_fast64_t listen_connects;
+
+/* The session, shared by the listener and the job threads: every libpq
+ * call on it is made under coord_lock; coord_session counts connects, so a
+ * job lock taken on an earlier session (gone with it) is not released on a
+ * later one. */
+static pthread_mutex_t coord_lock = PTHREAD_MUTEX_INITIALIZER;
+static PGconn *coord_conn;
+static uint64_t coord_session;
 
 static uint64_t now_ms(void)
 {
@@ -36,11 +47,12 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-/* A connection listening on khub_cache, or NULL (why logged once per
- * outage by the caller). */
+/* A connection listening on khub_cache, or NULL with why. */
 static PGconn *listen_connect(char *why, size_t size)
 {
-	PGconn *conn = PQconnectdb(listen_conninfo);
+	const char *keys[] = { "dbname", "application_name", NULL };
+	const char *values[] = { listen_conninfo, "khub-coordination", NULL };
+	PGconn *conn = PQconnectdbParams(keys, values, 1);
 	if (PQstatus(conn) != CONNECTION_OK) {
 		snprintf(why, size, "%s", PQerrorMessage(conn));
 		PQfinish(conn);
@@ -58,7 +70,8 @@ static PGconn *listen_connect(char *why, size_t size)
 	return conn;
 }
 
-/* Hand every queued notification to the drop function. */
+/* Hand every queued notification to the drop function (under coord_lock:
+ * a job's query may have read them off the socket). */
 static void listen_dispatch(PGconn *conn)
 {
 	PGnotify *n;
@@ -69,17 +82,29 @@ static void listen_dispatch(PGconn *conn)
 	}
 }
 
-/* A query on a connection that was silent for a while: a dead server or a
- * cut network shows here rather than never. 0 when alive. */
-static int listen_ping(PGconn *conn)
+/* Read what arrived, or check a connection that was silent for a while (a
+ * dead server or a cut network shows here rather than never); 0 while
+ * the connection is fine. */
+static int listen_step(PGconn *conn, int readable)
 {
-	PGresult *res = PQexec(conn, "SELECT 1");
-	int ok = PQresultStatus(res) == PGRES_TUPLES_OK;
-	PQclear(res);
+	pthread_mutex_lock(&coord_lock);
+	int ok = 1;
+	if (readable) {
+		ok = PQconsumeInput(conn);
+	} else {
+		PGresult *res = PQexec(conn, "SELECT 1");
+		ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+		PQclear(res);
+	}
+	listen_dispatch(conn);
+	ok = ok && PQstatus(conn) == CONNECTION_OK;
+	pthread_mutex_unlock(&coord_lock);
 	return ok ? 0 : -1;
 }
 
-/* Serve one connection until it breaks or the thread stops. */
+/* Serve one connection until it breaks or the thread stops. With nothing
+ * on the socket, consuming still dispatches what a job's query read off
+ * it: at the next poll timeout at the latest. */
 static void listen_serve(PGconn *conn)
 {
 	uint64_t heard = now_ms();
@@ -88,19 +113,46 @@ static void listen_serve(PGconn *conn)
 		int n = poll(&pfd, 1, LISTEN_POLL_MS);
 		if (n < 0)
 			continue;
-		if (n > 0) {
-			if (!PQconsumeInput(conn))
-				return;
-			heard = now_ms();
-		} else if (now_ms() - heard >= LISTEN_PING_MS) {
-			if (listen_ping(conn) < 0)
-				return;
-			heard = now_ms();
-		}
-		listen_dispatch(conn);
-		if (PQstatus(conn) != CONNECTION_OK)
+		int silent = n == 0 && now_ms() - heard >= LISTEN_PING_MS;
+		if (listen_step(conn, !silent) < 0)
 			return;
+		if (n > 0 || silent)
+			heard = now_ms();
 	}
+}
+
+static void coord_set(PGconn *conn)
+{
+	pthread_mutex_lock(&coord_lock);
+	coord_conn = conn;
+	if (conn)
+		coord_session++;
+	pthread_mutex_unlock(&coord_lock);
+}
+
+/* Connect (at most once) and serve: 0 when it served a connection. */
+static int listen_round(int *outage_logged)
+{
+	char why[256];
+	PGconn *conn = listen_connect(why, sizeof(why));
+	if (!conn) {
+		if (!(*outage_logged)++)
+			log_warn("cache coherence: cannot listen for other nodes' writes (%s); caches fall back to "
+				 "their TTL until the database answers", why);
+		return -1;
+	}
+	if (*outage_logged)
+		log_info("cache coherence: listening again; dropping every cache");
+	*outage_logged = 0;
+	coord_set(conn);
+	listen_drop("*");	/* what was missed while away */
+	atomic_fetch_add(&listen_connects, 1);
+	listen_serve(conn);
+	coord_set(NULL);
+	PQfinish(conn);
+	if (!atomic_load(&listen_stopping))
+		log_warn("cache coherence: the coordination connection broke; reconnecting");
+	return 0;
 }
 
 static void *listen_main(void *arg)
@@ -110,28 +162,12 @@ static void *listen_main(void *arg)
 	long backoff_ms = 100;
 	int outage_logged = 0;
 	while (!atomic_load(&listen_stopping)) {
-		char why[256];
-		PGconn *conn = listen_connect(why, sizeof(why));
-		if (!conn) {
-			if (!outage_logged++)
-				log_warn("cache coherence: cannot listen for other nodes' writes (%s); caches fall back to "
-					 "their TTL until the database answers", why);
-			sleep_ms(backoff_ms);
-			backoff_ms = backoff_ms * 2 > LISTEN_BACKOFF_MAX_MS ? LISTEN_BACKOFF_MAX_MS : backoff_ms * 2;
+		if (listen_round(&outage_logged) == 0) {
+			backoff_ms = 100;
 			continue;
 		}
-		if (outage_logged)
-			log_info("cache coherence: listening again; dropping every cache");
-		outage_logged = 0;
-		backoff_ms = 100;
-		listen_drop("*");	/* what was missed while away */
-		atomic_store(&listen_connected, 1);
-		atomic_fetch_add(&listen_connects, 1);
-		listen_serve(conn);
-		atomic_store(&listen_connected, 0);
-		PQfinish(conn);
-		if (!atomic_load(&listen_stopping))
-			log_warn("cache coherence: the listening connection broke; reconnecting");
+		sleep_ms(backoff_ms);
+		backoff_ms = backoff_ms * 2 > LISTEN_BACKOFF_MAX_MS ? LISTEN_BACKOFF_MAX_MS : backoff_ms * 2;
 	}
 	return NULL;
 }
@@ -145,6 +181,9 @@ void db_listen_start(const char *conninfo, void (*drop)(const char *cache))
 	if (pthread_create(&listen_thread, NULL, listen_main, NULL) != 0)
 		fatal("cannot start the cache coherence listener");
 	atomic_store(&listen_running, 1);
+	/* background jobs start next: give them the session to lock on */
+	for (int i = 0; i < 100 && !db_listen_connected(); i++)
+		sleep_ms(20);
 }
 
 void db_listen_stop(void)
@@ -159,10 +198,58 @@ void db_listen_stop(void)
 
 int db_listen_connected(void)
 {
-	return atomic_load(&listen_connected);
+	pthread_mutex_lock(&coord_lock);
+	int up = coord_conn != NULL;
+	pthread_mutex_unlock(&coord_lock);
+	return up;
 }
 
 uint64_t db_listen_connects(void)
 {
 	return atomic_load(&listen_connects);
+}
+
+/* ---- per-round job locks ------------------------------------------------------ */
+
+/* fn ("pg_try_advisory_lock" or "pg_advisory_unlock") of (DB_LOCK_JOB,
+ * job) on the session: 0 with *got, KHUB_EDB without a session. When
+ * session is not 0 it must still be the current one (else 0, nothing
+ * done: the lock ended with its session). */
+static int coord_lock_call(const char *fn, enum db_job job, uint64_t *session, int *got)
+{
+	char k[16], i[16], sql[80];
+	snprintf(k, sizeof(k), "%d", (int)DB_LOCK_JOB);
+	snprintf(i, sizeof(i), "%d", (int)job);
+	snprintf(sql, sizeof(sql), "SELECT %s($1::int, $2::int)", fn);
+	const char *params[2] = { k, i };
+	int rc = 0;
+	*got = 0;
+	pthread_mutex_lock(&coord_lock);
+	if (!coord_conn) {
+		rc = KHUB_EDB;
+	} else if (*session == 0 || *session == coord_session) {
+		*session = coord_session;
+		PGresult *res = PQexecParams(coord_conn, sql, 2, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) == PGRES_TUPLES_OK)
+			*got = PQgetvalue(res, 0, 0)[0] == 't';
+		else
+			rc = KHUB_EDB;
+		PQclear(res);
+	}
+	pthread_mutex_unlock(&coord_lock);
+	return rc;
+}
+
+int db_job_round(enum db_job job, void (*round)(void *arg), void *arg)
+{
+	uint64_t session = 0;
+	int got = 0;
+	int rc = coord_lock_call("pg_try_advisory_lock", job, &session, &got);
+	if (rc < 0)
+		return rc;
+	if (!got)
+		return 1;
+	round(arg);
+	coord_lock_call("pg_advisory_unlock", job, &session, &got);
+	return 0;
 }
