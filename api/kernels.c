@@ -58,6 +58,12 @@ static long catch_up_interval_ms;
 static uint64_t catch_up_rounds_started;	/* a listing waits for the next one to end */
 static int catch_up_asked;
 
+/* One round, under the job lock: several nodes never index at once. */
+static void catch_up_round(void *arg)
+{
+	*(int *)arg = variant_index_catch_up(api_ctx.repo_root, CATCH_UP_PER_ROUND);
+}
+
 static void *catch_up_loop(void *arg)
 {
 	(void)arg;
@@ -67,8 +73,8 @@ static void *catch_up_loop(void *arg)
 		uint64_t round = ++catch_up_rounds_started;
 		catch_up_asked = 0;
 		pthread_mutex_unlock(&catch_up.lock);
-		int done = variant_index_catch_up(api_ctx.repo_root, CATCH_UP_PER_ROUND);
-		if (done < 0)
+		int done = 0;	/* 0 too when another node runs the round */
+		if (db_job_round(DB_JOB_VARIANT_CATCH_UP, catch_up_round, &done) < 0 || done < 0)
 			log_warn("variant index: catch-up failed");
 		char key[PARK_KEY_MAX];
 		park_key(key, "catch-up", round);

@@ -115,6 +115,12 @@ static void lfs_scan(void)
 	atomic_store(&lfs_scanned_at, (int64_t)time(NULL));
 }
 
+static void lfs_scan_round(void *arg)
+{
+	(void)arg;
+	lfs_scan();
+}
+
 static void *lfs_scan_loop(void *arg)
 {
 	(void)arg;
@@ -122,7 +128,7 @@ static void *lfs_scan_loop(void *arg)
 	pthread_mutex_lock(&lfs_scanner.lock);
 	while (!lfs_scanner.stopping) {
 		pthread_mutex_unlock(&lfs_scanner.lock);
-		lfs_scan();
+		db_job_round(DB_JOB_LFS_SCAN, lfs_scan_round, NULL);	/* one node walks the shared store at a time */
 		pthread_mutex_lock(&lfs_scanner.lock);
 		struct timespec ts = clock_after_usec(CLOCK_REALTIME, (uint64_t)lfs_scan_seconds * 1000000u);
 		while (!lfs_scanner.stopping && pthread_cond_timedwait(&lfs_scanner.wake, &lfs_scanner.lock, &ts) == 0)

@@ -13,11 +13,16 @@ static enum MHD_Result handle_agent_harnesses(struct request *req)
 	return respond_json_text(req, 200, body, sizeof(body) - 1);
 }
 
-/* 200 {"status":"ok","database":"ok"}, or 503 {"status":"unavailable",
+/* 200 {"status":"ok","database":"ok"}; 503 {"status":"draining"} while
+ * the node drains (docs/operations.md); or 503 {"status":"unavailable",
  * "database":"down: why"} with Retry-After (what the embedded cluster's
  * watchdog knows, else the connection's error). */
 static enum MHD_Result handle_health(struct request *req)
 {
+	if (__atomic_load_n(&http_ctx.draining, __ATOMIC_RELAXED)) {
+		static const char body[] = "{\"status\":\"draining\",\"error\":\"this node is draining\"}";
+		return respond_json_text(req, 503, body, sizeof(body) - 1);
+	}
 	if (db_ping() == 0) {
 		static const char body[] = "{\"status\":\"ok\",\"database\":\"ok\"}";
 		return respond_json_text(req, 200, body, sizeof(body) - 1);

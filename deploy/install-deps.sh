@@ -12,6 +12,7 @@ install_deps() {
 		want+=(chromium)	# the web UI's end-to-end test (tests/web, playwright-core)
 		want+=(jq)	# t0170-fsck-gc reads fsck --json with it
 		want+=(nginx openssl)	# t0174-tls-proxy: deploy/nginx-khub.conf terminating TLS (self-signed)
+		want+=(haproxy)	# t0183-nodes: three khub nodes behind deploy/haproxy-khub.cfg
 		# khub-worker's tests build a kernel with Debian's torch and compile
 		# its HIP source with Debian's hipcc.
 		want+=(python3-torch libtorch-dev hipcc)

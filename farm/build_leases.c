@@ -51,6 +51,19 @@ static long timer_round(int *failing)
 	return timer_check_ms;
 }
 
+/* One round under the job lock, so that nodes sharing the database never
+ * expire the same leases at once; a node that finds it taken waits. */
+struct lease_round {
+	int *failing;
+	long next_ms;
+};
+
+static void lease_round(void *arg)
+{
+	struct lease_round *r = arg;
+	r->next_ms = timer_round(r->failing);
+}
+
 static void *timer_loop(void *arg)
 {
 	(void)arg;
@@ -67,7 +80,10 @@ static void *timer_loop(void *arg)
 		if (timer.stopping)
 			break;
 		pthread_mutex_unlock(&timer.lock);
-		wait_ms = timer_round(&failing);
+		struct lease_round r = { &failing, timer_check_ms };
+		if (db_job_round(DB_JOB_BUILD_LEASES, lease_round, &r) < 0)
+			log_debug("build leases: the job lock is out of reach (database unavailable)");
+		wait_ms = r.next_ms;
 		pthread_mutex_lock(&timer.lock);
 	}
 	pthread_mutex_unlock(&timer.lock);

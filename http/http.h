@@ -32,6 +32,10 @@ struct http_context {
 	 * its daemon again, which libmicrohttpd's wake-up alone does not
 	 * ensure when the daemon is run from outside (server/http_loop.c). */
 	void (*resumed)(struct MHD_Connection *conn);
+	/* 1 while this node drains (SIGUSR1 .. SIGUSR2): /api/health answers
+	 * 503 so that the load balancer sends it nothing new, while requests
+	 * keep being served. Read and written with __atomic builtins. */
+	int draining;
 };
 
 extern struct http_context http_ctx;

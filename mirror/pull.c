@@ -304,8 +304,8 @@ int mirror_pull_selection(struct mirror_run *run, const struct mirror_selection 
 	return 0;
 }
 
-int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
-		      struct lfs_store *lfs)
+static int lazy_fetch_locked(int64_t repo_id, const char *commit_sha, const char *path, const char *oid,
+			     uint64_t size, struct lfs_store *lfs)
 {
 	struct mirror_lazy_source src;
 	int rc = db_mirror_lazy_source(repo_id, &src);
@@ -343,5 +343,24 @@ int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path,
 	upstream_client_free(client);
 	free(token);
 	mirror_lazy_source_release(&src);
+	return rc;
+}
+
+/* One fetch from upstream however many nodes (or threads) miss the object
+ * at the same moment: the others wait on the object's lock and then find
+ * it stored and linked. */
+int mirror_lazy_fetch(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
+		      struct lfs_store *lfs)
+{
+	int64_t key = db_lfs_object_key(oid);
+	if (db_lock_wait(DB_LOCK_LAZY_FETCH, key) < 0)
+		return KHUB_EDB;
+	uint64_t have = 0;
+	int rc = 0;
+	if (db_lfs_linked(repo_id, oid) == 1 && lfs_store_stat(lfs, oid, &have) == 0 && have == size)
+		log_info("mirror: %s (%s) was fetched meanwhile by another node or request", path, oid);
+	else
+		rc = lazy_fetch_locked(repo_id, commit_sha, path, oid, size, lfs);
+	db_unlock(DB_LOCK_LAZY_FETCH, key);
 	return rc;
 }

@@ -6,6 +6,7 @@
 
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,11 +19,25 @@ struct cached_principal {
 static struct hashmap token_cache;
 static pthread_mutex_t token_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t token_ttl_usec;
+/* Bumped by auth_cache_clear: a lookup that raced with a clear (it read
+ * the row before another node's revocation committed) is not cached. */
+static atomic_uint_fast64_t token_generation = 1;
 
 void auth_cache_init(long ttl_ms)
 {
 	token_ttl_usec = (uint64_t)ttl_ms * 1000u;
 	hashmap_init(&token_cache);
+}
+
+void auth_cache_clear(void)
+{
+	pthread_mutex_lock(&token_lock);
+	atomic_fetch_add(&token_generation, 1);
+	if (token_cache.buckets) {
+		hashmap_release(&token_cache, free);
+		hashmap_init(&token_cache);
+	}
+	pthread_mutex_unlock(&token_lock);
 }
 
 static int lookup_cached(const char *token, struct principal *out)
@@ -43,6 +58,7 @@ static int lookup_cached(const char *token, struct principal *out)
 		pthread_mutex_unlock(&token_lock);
 		return found ? 0 : KHUB_ENOTFOUND;
 	}
+	uint64_t generation = atomic_load(&token_generation);
 	pthread_mutex_unlock(&token_lock);
 
 	struct principal p;
@@ -58,7 +74,10 @@ static int lookup_cached(const char *token, struct principal *out)
 		hashmap_release(&token_cache, free);
 		hashmap_init(&token_cache);
 	}
-	free(hashmap_put(&token_cache, key, c));
+	if (generation == atomic_load(&token_generation))
+		free(hashmap_put(&token_cache, key, c));
+	else
+		free(c);
 	pthread_mutex_unlock(&token_lock);
 	if (rc == 0)
 		*out = p;

@@ -494,6 +494,8 @@ int http_serve(const struct http_hooks *hooks)
 	sigaddset(&stop, SIGINT);
 	sigaddset(&stop, SIGTERM);
 	sigaddset(&stop, SIGHUP);
+	sigaddset(&stop, SIGUSR1);
+	sigaddset(&stop, SIGUSR2);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -515,9 +517,12 @@ int http_serve(const struct http_hooks *hooks)
 		hooks->ready();
 
 	int sig = 0;
-	while (sigwait(&stop, &sig) == 0 && sig == SIGHUP)
-		if (hooks->reload)
+	while (sigwait(&stop, &sig) == 0 && (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2)) {
+		if (sig == SIGHUP && hooks->reload)
 			hooks->reload();
+		else if (sig != SIGHUP && hooks->drain)
+			hooks->drain(sig == SIGUSR1);
+	}
 	log_info("signal %d: shutting down", sig);
 	if (hooks->stopping)
 		hooks->stopping();

@@ -140,10 +140,12 @@ static void serve_reload(void)
 
 static const struct http_hooks serve_hooks = {
 	.ready = service_notify_ready, .reload = serve_reload, .stopping = service_notify_stopping,
+	.drain = cluster_drain,
 };
 
 static int serve_run(void)
 {
+	cluster_start();	/* first: the background jobs lock on its session */
 	download_stats_start((int)config.download_stats, config.download_stats_flush_ms);
 	work_queue_start(config.work_threads, config.work_queue_max, config.work_wait_ms);
 	work_pool_start(WORK_POOL_FETCH, config.build_source_fetch_threads, config.build_source_fetch_queue_max,
@@ -155,6 +157,7 @@ static int serve_run(void)
 	kernel_index_catch_up_stop();
 	int busy = work_queue_stop(5000);
 	download_stats_stop();	/* after the last request: its counts are stored */
+	cluster_stop();
 	source_net_release();
 	if (!busy)	/* else a job still uses the store: left to the exit */
 		lfs_store_close(api_ctx.lfs);

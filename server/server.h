@@ -206,6 +206,18 @@ void auth_identify(struct request *req);
  * an answer was queued, 0 to go on. */
 int auth_refuse(struct request *req);
 void auth_cache_init(long ttl_ms);
+/* Forget every cached token lookup (a token or account changed, here or
+ * on another node). */
+void auth_cache_clear(void);
+
+/* ---- several nodes on one database (server/cluster.c) --------------------- */
+
+/* Keep this node's caches coherent with the other nodes' writes (the
+ * storage/db_listen.c thread); cluster_stop ends it. */
+void cluster_start(void);
+void cluster_stop(void);
+/* Drain (on = 1) or serve again: /api/health answers 503 meanwhile. */
+void cluster_drain(int on);
 
 /* ---- HTTP server (server/http.c) and router (server/router.c) ------------ */
 
@@ -216,6 +228,7 @@ struct http_hooks {
 	void (*ready)(void);
 	void (*reload)(void);
 	void (*stopping)(void);
+	void (*drain)(int on);	/* SIGUSR1: on, SIGUSR2: off */
 };
 int http_serve(const struct http_hooks *hooks);	/* runs until SIGINT/SIGTERM */
 

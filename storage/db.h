@@ -73,9 +73,21 @@ enum db_lock {
 	DB_LOCK_BUILD_QUEUE = 5,	/* id 0: enqueues take turns, so the queue limits hold (transaction scope) */
 	DB_LOCK_LFS_OBJECT = 6,		/* id: db_lfs_object_key(oid); gc's removal (exclusive) against a
 					 * write starting (shared), transaction scope */
+	DB_LOCK_LAZY_FETCH = 7,		/* id: db_lfs_object_key(oid); one upstream fetch of a lazily
+					 * mirrored object however many nodes miss it at once */
+	DB_LOCK_JOB = 8,		/* id: enum db_job; one round of a background job at a time
+					 * across the nodes sharing this database (taken on the
+					 * coordination session, storage/db_listen.c) */
+};
+/* Background jobs of khub serve that take DB_LOCK_JOB per round. */
+enum db_job {
+	DB_JOB_VARIANT_CATCH_UP = 1,
+	DB_JOB_BUILD_LEASES = 2,
+	DB_JOB_LFS_SCAN = 3,
 };
 /* 0 taken, 1 held by another session, KHUB_EDB. */
 int db_lock_try(enum db_lock kind, int64_t id);
+
 /* Wait for it (command line and background work only). */
 int db_lock_wait(enum db_lock kind, int64_t id);
 void db_unlock(enum db_lock kind, int64_t id);
@@ -607,5 +619,22 @@ struct db_metrics {
 /* 0 or KHUB_EDB; release out with db_metrics_release (accepts NULL). */
 int db_metrics_read(struct db_metrics *out);
 void db_metrics_release(struct db_metrics *m);
+
+/* ---- cache coherence between nodes (storage/db_listen.c) ------------------- */
+
+/* Start the thread that LISTENs on khub_cache on a connection of its own
+ * and calls drop with each cache name a write notified ("repos",
+ * "tokens"), and with "*" after every (re)connect. */
+void db_listen_start(const char *conninfo, void (*drop)(const char *cache));
+void db_listen_stop(void);
+/* Run one round of a background job unless another node runs one now,
+ * its lock taken on the coordination session (no pooled connection is
+ * pinned): 0 ran, 1 skipped (another holds it), KHUB_EDB (no session:
+ * not started, or the database is away). round's result is its own. */
+int db_job_round(enum db_job job, void (*round)(void *arg), void *arg);
+/* 1 while the listening connection is up. */
+int db_listen_connected(void);
+/* How many times it connected (a reconnect after an outage counts). */
+uint64_t db_listen_connects(void);
 
 #endif

@@ -7,7 +7,8 @@
 # bytes, and the upstream is asked for the file once (single-flight). With
 # one work thread and room for one waiting job, a third file is refused at
 # once (503, Retry-After), and a request whose job outlasts work_wait_ms
-# gets 503 with Retry-After too.
+# gets 503 with Retry-After too. Two mirror nodes on one data dir that miss
+# the same file at once fetch it from the upstream once.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
@@ -36,6 +37,9 @@ BIG=$TEST_DIR/src/lzb/build/$LZ_VARIANT/_lzb_rocm.abi3.so
 head -c $((BIG_MB * 1024 * 1024)) /dev/urandom >"$BIG"
 BIG_OID=$(sha256sum "$BIG" | cut -d' ' -f1)
 for i in 1 2 3; do head -c 1000000 /dev/urandom >"$TEST_DIR/src/lzb/build/$LZ_VARIANT/_slow$i.abi3.so"; done
+TWIN=$TEST_DIR/src/lzb/build/$LZ_VARIANT/_twin.abi3.so
+head -c 2000000 /dev/urandom >"$TWIN"
+TWIN_OID=$(sha256sum "$TWIN" | cut -d' ' -f1)
 rm_big() { rm -f "$BIG"; }
 SHA_LZB=$(hub up import "$TEST_DIR/src/lzb" --repo $ORG/lzb --branch main 2>>"$TEST_DIR/import.log")
 rm_big
@@ -121,4 +125,31 @@ is "$code1" 503 "a download whose job outlasts work_wait_ms=1500 answers 503"
 like "$(cat "$TEST_DIR/slow1.h")" 'Retry-After: [0-9]+' "… with Retry-After"
 ok "$(python3 -c "print(0 if 1.4 < $secs1 < 10 else 1)")" "… after about work_wait_ms ($secs1 s)"
 is "$(curl -s -o /dev/null -w '%{http_code}' "$MI/api/kernels/$ORG/meta")" 200 "metadata still answers meanwhile"
+
+# ---- two mirror nodes miss the same object at once --------------------------------------------
+# A second khub serve on the mirror's data dir (one database, one store):
+# cold requests for one file through both nodes reach the upstream once
+# (the object's DB_LOCK_LAZY_FETCH: the node that waited finds it stored).
+hub_stop mirror
+hub_start mirror
+hub_init mirror2
+ln -s "$TEST_DIR/mirror/data" "$TEST_DIR/mirror2/data"
+hub_start mirror2
+M2=$(hub_url mirror2)
+proxy_rules '[{"match": "_twin", "action": "throttle", "bytes_per_sec": 700000}]'
+n0=$(lines "$PROXY_LOG")
+pids=()
+for i in 1 2 3 4 5 6; do
+	base=$MI; [ $((i % 2)) = 0 ] && base=$M2
+	curl -s -m 120 -o "$TEST_DIR/twin$i" -w '%{http_code}\n' \
+		"$base/kernels/$ORG/lzb/resolve/main/build/$LZ_VARIANT/_twin.abi3.so" >"$TEST_DIR/twin$i.code" &
+	pids+=($!)
+done
+wait "${pids[@]}"
+results=$(for i in 1 2 3 4 5 6; do
+	touch "$TEST_DIR/twin$i"
+	echo "$(cat "$TEST_DIR/twin$i.code")/$(sha256sum <"$TEST_DIR/twin$i" | cut -d' ' -f1 | cut -c1-12)"
+done | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+is "$results" " 6 200/${TWIN_OID:0:12};" "six cold downloads through two mirror nodes: 200 and the right bytes"
+is "$(lines_since "$PROXY_LOG" "$n0" | grep -c '_twin.abi3.so')" 1 "the upstream was asked for the file once across both nodes"
 done_testing

@@ -23,9 +23,10 @@ BOB=$(khub admin token create bob --scope write 2>>"$log" | tail -n 1)
 # its first round only after its interval: a long one here)
 KHUB_BUILD_LEASE_CHECK_MS=600000 KHUB_THREADS=16 KHUB_DB_POOL_SIZE=2 KHUB_DB_POOL_WAIT_MS=2000 khub_start
 PSQL=(psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qAt)
-# khub's connections to its database (not this psql session)
+# khub's pooled connections to its database (not this psql session, nor the
+# one coordination session outside the pool: LISTEN and job locks)
 count_sql="select count(*) from pg_stat_activity where datname = 'khub' and backend_type = 'client backend'
-	and pid <> pg_backend_pid()"
+	and pid <> pg_backend_pid() and application_name <> 'khub-coordination'"
 is "$("${PSQL[@]}" -c "$count_sql")" 1 "at start: one connection (pool of 2, only one needed yet)"
 
 # Sample the connection count every 20 ms while the storm runs.
