@@ -1,4 +1,4 @@
-/* http.c -- the libmicrohttpd daemon: a thread pool, raw (undecoded) URLs,
+/* http.c -- the libmicrohttpd daemons (one per HTTP loop, http_loop.c), raw (undecoded) URLs,
  * timeouts and connection limits (per client address too; the header
  * deadline is conn_guard.c), unambiguous request framing, bounded request
  * bodies, the one access check of every request (the route's access
