@@ -88,6 +88,35 @@ static int lfs_migrate(void)
 	return 0;
 }
 
+char **lfs_hook_env(void)
+{
+	static const char *const creds[] = { "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY" };
+	char **env = xcalloc(12, sizeof(*env));
+	size_t n = 0;
+	if (strcmp(config.lfs_backend, "s3") != 0)
+		return env;
+	env[n++] = xasprintf("KHUB_LFS_BACKEND=%s", config.lfs_backend);
+	env[n++] = xasprintf("KHUB_LFS_S3_ENDPOINT=%s", config.lfs_s3_endpoint);
+	env[n++] = xasprintf("KHUB_LFS_S3_BUCKET=%s", config.lfs_s3_bucket);
+	env[n++] = xasprintf("KHUB_LFS_S3_REGION=%s", config.lfs_s3_region);
+	env[n++] = xasprintf("KHUB_LFS_S3_PATH_STYLE=%ld", config.lfs_s3_path_style);
+	env[n++] = xasprintf("KHUB_LFS_S3_PART_MB=%ld", config.lfs_s3_part_mb);
+	env[n++] = xasprintf("KHUB_LFS_S3_CREDENTIALS_FILE=%s", config.lfs_s3_credentials_file);
+	for (size_t i = 0; i < 2 && !config.lfs_s3_credentials_file[0]; i++)
+		if (getenv(creds[i]))
+			env[n++] = xasprintf("%s=%s", creds[i], getenv(creds[i]));
+	return env;
+}
+
+int lfs_refuse_unless_local(const char *command, const char *why)
+{
+	if (strcmp(config.lfs_backend, "local") == 0)
+		return 0;
+	fprintf(stderr, "khub %s: refused: lfs_backend = %s, and %s knows only the local LFS store (%s); "
+			"nothing was done\n", command, config.lfs_backend, command, why);
+	return 2;
+}
+
 int cmd_lfs(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "migrate") == 0 && strcmp(argv[2], "--to") == 0 &&

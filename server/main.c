@@ -134,6 +134,7 @@ static void serve_open(void)
 	publish_set_after_move(api_after_publish);
 	runtime_load_secret(api_ctx.url_secret);
 	api_ctx.lfs_root = runtime_lfs_root();
+	api_ctx.lfs_env = lfs_hook_env();
 	api_ctx.conninfo = runtime_conninfo();
 	api_ctx.hooks_dir = hooks_install();
 	api_ctx.lazy_fetch = mirror_lazy_fetch;

@@ -201,7 +201,6 @@ static struct curl_slist *call_headers(const struct s3_call *c)
 		snprintf(h, sizeof(h), "x-amz-meta-sha256: %s", c->meta_sha);
 		l = curl_slist_append(l, h);
 	}
-	l = curl_slist_append(l, "Expect:");
 	return l;
 }
 
@@ -217,6 +216,8 @@ static int s3_perform(struct s3 *s, struct s3_call *c)
 	curl_easy_setopt(curl, CURLOPT_USERPWD, s->userpwd);
 	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	/* no "Expect:" header to switch 100-continue off: curl 7.88 would sign it empty */
+	curl_easy_setopt(curl, CURLOPT_EXPECT_100_TIMEOUT_MS, 200L);
 	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 30L);
 	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 120L);
