@@ -407,7 +407,8 @@ static int put_multipart(struct s3 *s, int fd, uint64_t size, const char *oid)
 {
 	struct s3_call c, init;
 	char *id = NULL;
-	call_init(&init, "POST", object_url(s, oid, "uploads"));
+	/* "uploads=", not "uploads": curl 7.88 signs the query as written */
+	call_init(&init, "POST", object_url(s, oid, "uploads="));
 	init.meta_sha = oid;
 	init.in_buf = "";
 	int rc = s3_perform(s, &init);

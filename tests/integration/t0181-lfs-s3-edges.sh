@@ -26,6 +26,7 @@ khub_start
 
 H=$TEST_DIR/headers
 B=$TEST_DIR/body
+export KEEP_TEST_DIR=${KEEP_TEST_DIR:-}
 api() {	# api METHOD URL [curl args] -> $STATUS, headers in $H, body in $B
 	local method=$1 url=$2; shift 2
 	if [ "$method" = HEAD ]; then
@@ -87,6 +88,7 @@ t0=$SECONDS
 api POST "$KHUB_URL/api/kernels/acme/relu/commit/main" "${AUTH[@]}" -H 'Content-Type: application/x-ndjson' \
 	--data-binary @"$TEST_DIR/big.ndjson"
 is "$STATUS" 200 "a $MB MB inline commit is accepted ($((SECONDS - t0)) s)"
+[ "$STATUS" = 200 ] || { head -c 300 "$B" | sed 's/^/# /'; echo; tail -5 "$TEST_DIR/server.log" | sed 's/^/# /'; }
 rm -f "$TEST_DIR/big.ndjson"
 is "$(s3_curl HEAD "$(s3_object_key "$BIG_SHA")")" 200 "the $MB MB object is in the bucket (multipart)"
 URL=$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cuda/big.so
@@ -99,7 +101,7 @@ rm -f "$BIG"
 # ---- presigned redirects for GET, HEAD answered by khub ---------------------------
 khub_stop
 khub_start --lfs-s3-redirect 1
-LFS_PATH=$(cd "$SRC" && ls build/torch211-cxx11-cu128-x86_64-linux/relu/*.so | head -1)
+LFS_PATH=build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.so
 LFS_SHA=$(sha256sum "$SRC/$LFS_PATH" | cut -c1-64)
 LFS_SIZE=$(stat -c %s "$SRC/$LFS_PATH")
 URL=$KHUB_URL/kernels/acme/relu/resolve/main/$LFS_PATH
