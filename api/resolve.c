@@ -416,7 +416,7 @@ static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD
 		fa->redirected = 1;
 		return 0;
 	}
-	int have = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored) == 0;
+	int orc = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored), have = orc == 0;
 	if (!have && fa->h.record.mirrored && api_ctx.lazy_fetch) {
 		if (lazy_fetch_background(req, &fa->h, fa->sha, req->path, &fa->meta, &frc, result) < 0)
 			return -1;
@@ -424,7 +424,12 @@ static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD
 			*result = respond_lazy_fetch_failed(req, frc);
 			return -1;
 		}
-		have = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored) == 0;
+		have = (orc = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored)) == 0;
+	}
+	if (orc == KHUB_EIO) {	/* the store failed (S3: unreachable, or bytes that do not hash to the oid) */
+		*result = respond_error(req, 502, NULL, "the LFS store could not give %s (see the server log)",
+					fa->meta.lfs_oid);
+		return -1;
 	}
 	if (!have || stored != fa->meta.size) {
 		if (have)
