@@ -28,7 +28,9 @@ struct api_context {
 	long pull_requests_per_hour;	/* opened by an account without write access */
 	unsigned char url_secret[32];	/* signs self-authenticating LFS URLs */
 	long lfs_url_ttl;		/* seconds an LFS action URL stays valid */
+	int lfs_redirect;		/* GET of an LFS file: 302 to a presigned URL (S3) */
 	const char *lfs_root;		/* for the push hooks */
+	char **lfs_env;			/* NAME=VALUE the hooks need to open the LFS backend (NULL-ended) */
 	const char *hooks_dir;		/* core.hooksPath given to git receive-pack */
 	const char *conninfo;		/* database, for the push hooks */
 	long metrics_public;		/* anonymous /metrics: public repo counts only */

@@ -200,6 +200,8 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 	/* what khub's hooks need to check and publish a push */
 	env_add(&env, "KHUB_HOOK_DATABASE", api_ctx.conninfo);
 	env_add(&env, "KHUB_HOOK_LFS_ROOT", api_ctx.lfs_root);
+	for (char **e = api_ctx.lfs_env; e && *e; e++)
+		strvec_pushf(&env, "%s", *e);
 	env_add(&env, "KHUB_HOOK_REPO", cgi->repo_id);
 	strvec_pushf(&env, "KHUB_HOOK_REPO_ID=%lld", (long long)cgi->repo.record.id);
 	strvec_pushf(&env, "KHUB_HOOK_USER_ID=%lld", (long long)req->principal.user_id);

@@ -296,6 +296,7 @@ struct file_answer {
 	int ranged;			/* 1: a satisfiable Range (206) */
 	int empty_probe;		/* Range on an empty file: answered whole */
 	int bodiless;			/* HEAD: the size is known, nothing is read */
+	int redirected;			/* GET answered 302 to a presigned object URL */
 };
 
 /* The file's description: from the response cache for a 40-hex revision,
@@ -404,7 +405,18 @@ static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD
 {
 	int fd, frc;
 	uint64_t stored;
-	int have = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored) == 0;
+	char *url;
+	/* lfs_s3_redirect: the object store serves the bytes (and the Range) */
+	if (api_ctx.lfs_redirect && req->method == METHOD_GET && !fa->for_page &&
+	    lfs_store_stat(api_ctx.lfs, fa->meta.lfs_oid, &stored) == 0 && stored == fa->meta.size &&
+	    lfs_store_presign(api_ctx.lfs, fa->meta.lfs_oid, api_ctx.lfs_url_ttl, &url) == 0) {
+		*resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+		MHD_add_response_header(*resp, "Location", url);
+		free(url);
+		fa->redirected = 1;
+		return 0;
+	}
+	int orc = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored), have = orc == 0;
 	if (!have && fa->h.record.mirrored && api_ctx.lazy_fetch) {
 		if (lazy_fetch_background(req, &fa->h, fa->sha, req->path, &fa->meta, &frc, result) < 0)
 			return -1;
@@ -412,7 +424,12 @@ static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD
 			*result = respond_lazy_fetch_failed(req, frc);
 			return -1;
 		}
-		have = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored) == 0;
+		have = (orc = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored)) == 0;
+	}
+	if (orc == KHUB_EIO) {	/* the store failed (S3: unreachable, or bytes that do not hash to the oid) */
+		*result = respond_error(req, 502, NULL, "the LFS store could not give %s (see the server log)",
+					fa->meta.lfs_oid);
+		return -1;
 	}
 	if (!have || stored != fa->meta.size) {
 		if (have)
@@ -477,10 +494,15 @@ static enum MHD_Result file_send(struct request *req, struct file_answer *fa, st
 	add_file_headers(resp, &fa->meta, fa->sha, req->path, fa->for_page);
 	if (fa->empty_probe)
 		MHD_add_response_header(resp, "Content-Range", "bytes */0");
-	if (fa->ranged > 0) {
+	if (fa->ranged > 0 && !fa->redirected) {
 		char cr[80];
 		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, fa->from, fa->to, fa->meta.size);
 		MHD_add_response_header(resp, "Content-Range", cr);
+	}
+	if (fa->redirected) {
+		if (!fa->for_page)
+			download_stats_note(req, &fa->h, fa->sha, fa->ranged > 0);
+		return respond(req, 302, resp);
 	}
 	req->bytes_out = req->method == METHOD_HEAD ? 0 : fa->count;
 	if (!fa->for_page)

@@ -484,6 +484,9 @@ int cmd_backup(int argc, char **argv)
 			"  objects, the URL secret; LFS objects already in DIR are not copied again)\n");
 		return 2;
 	}
+	if (lfs_refuse_unless_local("backup", "it copies object files; back the bucket up with the object "
+					      "store's own tools (see docs/operations.md)"))
+		return 2;
 	struct backup b = { 0 };
 	int fd = lock_dir(argv[1]);
 	if (fd < 0)

@@ -421,6 +421,9 @@ int cmd_fsck(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (lfs_refuse_unless_local("fsck", "it re-hashes object files; the S3 backend re-verifies every "
+					     "object it reads and marks each upload with its sha256"))
+		return 2;
 	runtime_open_database();
 	f.problems = json_array();
 	f.lfs = lfs_store_open(runtime_lfs_root());

@@ -357,6 +357,9 @@ int cmd_gc(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (lfs_refuse_unless_local("gc", "it removes unreferenced object files; removal from the bucket "
+					  "is not implemented"))
+		return 2;
 	runtime_open_database();
 	hashmap_init(&gc.used);
 	int rc = run_gc(&gc);

@@ -52,6 +52,14 @@ static const struct config_row config_rows[] = {
 	LIVE(max_body_bytes, CONFIG_LONG, "16777216", 1024, 1L << 30, "largest JSON/form request body (commit bodies and LFS uploads stream and have no limit)"),
 	LIVE(sync_trusted_keys, CONFIG_STRING, "", 0, 0, "public keys `khub sync import` trusts: comma-separated .pub files or directories of them (nothing else is trusted)"),
 	LIVE(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid"),
+	ROW(lfs_backend, CONFIG_STRING, "local", 0, 0, "where LFS objects live: local (data_dir/lfs) or s3 (the lfs_s3_* keys; khub lfs migrate --to s3 copies a local store)"),
+	ROW(lfs_s3_endpoint, CONFIG_STRING, "", 0, 0, "S3 endpoint URL, http(s)://host[:port] (lfs_backend = s3)"),
+	ROW(lfs_s3_bucket, CONFIG_STRING, "", 0, 0, "S3 bucket holding the LFS objects (objects/ab/cd/{sha256})"),
+	ROW(lfs_s3_region, CONFIG_STRING, "us-east-1", 0, 0, "S3 region the requests are signed for (Ceph RGW: its zonegroup, often default)"),
+	ROW(lfs_s3_path_style, CONFIG_LONG, "1", 0, 1, "1: endpoint/bucket/key URLs (RGW, MinIO); 0: virtual-host style bucket.host/key"),
+	ROW(lfs_s3_credentials_file, CONFIG_STRING, "", 0, 0, "AWS-style credentials file (aws_access_key_id, aws_secret_access_key); empty = AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment"),
+	ROW(lfs_s3_part_mb, CONFIG_LONG, "64", 5, 4096, "objects larger than this many MiB are uploaded to S3 as multipart uploads of parts this size"),
+	ROW(lfs_s3_redirect, CONFIG_LONG, "0", 0, 1, "1: a GET of an LFS file answers 302 to a presigned S3 URL valid lfs_url_ttl seconds (clients must reach the object store); 0: khub streams it (HEAD is always answered by khub)"),
 	ROW(cache_mb, CONFIG_LONG, "256", 0, 1L << 20, "memory for responses keyed by immutable commit shas"),
 	LIVE(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header"),
 	ROW(commit_memory_mb, CONFIG_LONG, "256", 1, 1L << 20, "memory one commit's regular (non-LFS) files and git objects may take while it is built; a bigger commit is refused with 413 (send big files as LFS)"),
@@ -310,6 +318,17 @@ static void free_config(struct khub_config *cfg)
 		}
 }
 
+/* The S3 settings lfs_backend = s3 would use, for khub lfs migrate. */
+const struct lfs_s3_settings *config_lfs_s3(void)
+{
+	static struct lfs_s3_settings s3;
+	s3 = (struct lfs_s3_settings){ .endpoint = config.lfs_s3_endpoint, .bucket = config.lfs_s3_bucket,
+				       .region = config.lfs_s3_region, .path_style = (int)config.lfs_s3_path_style,
+				       .credentials_file = config.lfs_s3_credentials_file,
+				       .part_bytes = config.lfs_s3_part_mb << 20 };
+	return &s3;
+}
+
 int config_load(int argc, char **argv)
 {
 	const char *env_file = getenv("KHUB_CONFIG");
@@ -318,6 +337,8 @@ int config_load(int argc, char **argv)
 	if (fill(&config) < 0)
 		exit(1);
 	copy_config(&as_loaded, &config);
+	if (strcmp(config.lfs_backend, "s3") == 0)	/* every command opens the store through lfs_store_open */
+		lfs_store_set_default(config_lfs_s3());
 	log_threshold = (enum log_level)log_level_parse(config.log_level);
 	log_set_json(strcmp(config.log_format, "json") == 0);
 	return out;
@@ -576,6 +597,13 @@ int config_check(FILE *err)
 			}
 			free(path);
 		}
+	}
+	if (strcmp(config.lfs_backend, "local") != 0 && strcmp(config.lfs_backend, "s3") != 0) {
+		fprintf(err, "khub: lfs_backend '%s' must be local or s3\n", config.lfs_backend);
+		problems++;
+	} else if (strcmp(config.lfs_backend, "s3") == 0 && (!config.lfs_s3_endpoint[0] || !config.lfs_s3_bucket[0])) {
+		fprintf(err, "khub: lfs_backend = s3 needs lfs_s3_endpoint and lfs_s3_bucket\n");
+		problems++;
 	}
 	if (strcmp(config.abi_policy, "enforce") != 0 && strcmp(config.abi_policy, "warn") != 0) {
 		fprintf(err, "khub: abi_policy '%s' must be enforce or warn\n", config.abi_policy);

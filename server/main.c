@@ -20,6 +20,7 @@ static const struct {
 	{ "mirror", cmd_mirror, "mirror sync|run|status: keep repos in sync with an upstream hub" },
 	{ "sync", cmd_sync, "sync keygen|export|verify|import|state: air-gap bundles (khub sync help)" },
 	{ "hook", cmd_hook, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
+	{ "lfs", cmd_lfs, "lfs migrate --to s3: copy the local LFS store to the S3 backend (resumable, verified, while serving)" },
 	{ "check", cmd_check, "check lfs-pointers [--fix]: report LFS pointers to objects not linked to their repo" },
 	{ "fsck", cmd_fsck, "fsck [--repair] [--json]: check git repos, LFS objects and the database against each other" },
 	{ "backup", cmd_backup, "backup DIR: a consistent backup of the serving hub (database, repos, LFS objects)" },
@@ -66,6 +67,7 @@ static void serve_apply_live_settings(void)
 	api_ctx.commits_in_flight_per_user = config.commits_in_flight_per_user;
 	api_ctx.pull_requests_per_hour = config.pull_requests_per_hour;
 	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
+	api_ctx.lfs_redirect = config.lfs_s3_redirect && strcmp(config.lfs_backend, "s3") == 0;
 	api_ctx.metrics_public = config.metrics_public;
 	runtime_farm_settings(&farm_settings);
 }
@@ -115,6 +117,7 @@ static void serve_open(void)
 	publish_set_after_move(api_after_publish);
 	runtime_load_secret(api_ctx.url_secret);
 	api_ctx.lfs_root = runtime_lfs_root();
+	api_ctx.lfs_env = lfs_hook_env();
 	api_ctx.conninfo = runtime_conninfo();
 	api_ctx.hooks_dir = hooks_install();
 	api_ctx.lazy_fetch = mirror_lazy_fetch;

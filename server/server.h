@@ -39,6 +39,14 @@ struct khub_config {
 	long pull_requests_per_hour;
 	long token_cache_ttl_ms;
 	long lfs_url_ttl;
+	char *lfs_backend;		/* local or s3 */
+	char *lfs_s3_endpoint;
+	char *lfs_s3_bucket;
+	char *lfs_s3_region;
+	char *lfs_s3_credentials_file;
+	long lfs_s3_path_style;
+	long lfs_s3_redirect;
+	long lfs_s3_part_mb;
 	long download_stats;
 	long download_stats_flush_ms;
 	long db_pool_size;
@@ -100,6 +108,8 @@ void config_dump(FILE *fp);
  * initdb when the database is embedded, public_url is http(s). One line
  * per problem on err; returns how many. */
 int config_check(FILE *err);
+/* The S3 settings lfs_backend = s3 uses (valid until the next call). */
+const struct lfs_s3_settings *config_lfs_s3(void);
 /* The HTTP loops to start: threads, or one per usable CPU (usable_cpus),
  * at least 2, when it is 0; why gets how the number was chosen. */
 long config_http_threads(char *why, size_t why_len);
@@ -316,6 +326,13 @@ int cmd_hook(int argc, char **argv);
 int cmd_mirror(int argc, char **argv);
 int cmd_sync(int argc, char **argv);
 int cmd_check(int argc, char **argv);	/* server/cmd_check.c */
+int cmd_lfs(int argc, char **argv);	/* server/cmd_lfs.c */
+/* 0 when lfs_backend is local; else says on stderr that command (which
+ * reads or removes files of the local store: why) refuses, and returns 2. */
+int lfs_refuse_unless_local(const char *command, const char *why);
+/* NAME=VALUE strings (NULL-ended, kept for the process) that give a push
+ * hook the LFS backend's settings and credentials; empty for local. */
+char **lfs_hook_env(void);
 int cmd_routes(int argc, char **argv);	/* server/cmd_routes.c */
 /* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns
  * the directory (static). */

@@ -29,7 +29,30 @@ size_t lfs_pointer_format(const struct lfs_pointer *ptr, char buf[LFS_POINTER_MA
  * and renamed into place. */
 struct lfs_store;
 
+/* Where verified objects go: the local filesystem (NULL settings) or an
+ * S3-compatible object store (storage/lfs_s3.c). Either way uploads are
+ * spooled and hashed under {root}/tmp, and an object reaches its final
+ * place (file or key) only after its sha256 matched. */
+struct lfs_s3_settings {
+	const char *endpoint;		/* http(s)://host[:port] */
+	const char *bucket;
+	const char *region;
+	int path_style;			/* 1: endpoint/bucket/key, 0: bucket.host/key */
+	const char *credentials_file;	/* AWS ini; "" = AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY */
+	long part_bytes;		/* larger objects go up as multipart uploads */
+};
+
+/* The backend lfs_store_open uses from now on (NULL: local). The settings'
+ * strings must outlive every store (the configuration's do). */
+void lfs_store_set_default(const struct lfs_s3_settings *s3);
 struct lfs_store *lfs_store_open(const char *root);	/* NULL on failure */
+/* Open with an explicit backend (NULL s3: local), whatever the default. */
+struct lfs_store *lfs_store_open_as(const char *root, const struct lfs_s3_settings *s3);
+/* "local" or "s3". */
+const char *lfs_store_backend(const struct lfs_store *store);
+/* A URL that GETs the object without credentials for ttl seconds (the
+ * caller frees *url); KHUB_EINVAL when the backend has none (local). */
+int lfs_store_presign(struct lfs_store *store, const char *oid, long ttl, char **url);
 void lfs_store_close(struct lfs_store *store);		/* accepts NULL */
 /* 0 and *size when present, KHUB_ENOTFOUND otherwise. size may be NULL. */
 int lfs_store_stat(struct lfs_store *store, const char *oid, uint64_t *size);

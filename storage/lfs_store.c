@@ -1,6 +1,8 @@
-/* lfs_store.c -- content-addressed LFS objects on the filesystem: write to a
- * temp file, verify the sha256, fsync, rename into place. */
+/* lfs_store.c -- content-addressed LFS objects: write to a temp file,
+ * verify the sha256, then hand it to the backend (local: fsync, rename
+ * into place; S3: lfs_s3.c). */
 #include "storage/lfs.h"
+#include "storage/lfs_backend.h"
 
 #include <dirent.h>
 #include <sys/file.h>
@@ -16,7 +18,17 @@
 struct lfs_store {
 	char *root;
 	char *tmp_dir;
+	const struct lfs_backend *backend;
+	void *priv;		/* the backend's state (local: the store itself) */
 };
+
+static const struct lfs_backend local_backend;
+static const struct lfs_s3_settings *default_s3;
+
+void lfs_store_set_default(const struct lfs_s3_settings *s3)
+{
+	default_s3 = s3;
+}
 
 struct lfs_writer {
 	struct lfs_store *store;
@@ -30,7 +42,14 @@ struct lfs_writer {
 
 struct lfs_store *lfs_store_open(const char *root)
 {
+	return lfs_store_open_as(root, default_s3);
+}
+
+struct lfs_store *lfs_store_open_as(const char *root, const struct lfs_s3_settings *s3)
+{
 	struct lfs_store *store = xcalloc(1, sizeof(*store));
+	store->backend = &local_backend;
+	store->priv = store;
 	store->root = xstrdup(root);
 	store->tmp_dir = xasprintf("%s/tmp", root);
 	char *objects = xasprintf("%s/objects", root);
@@ -41,13 +60,28 @@ struct lfs_store *lfs_store_open(const char *root)
 		lfs_store_close(store);
 		return NULL;
 	}
+	if (s3) {
+		store->backend = &lfs_s3_backend;
+		if (!(store->priv = lfs_s3_open(s3, store->tmp_dir))) {
+			store->backend = &local_backend;
+			lfs_store_close(store);
+			return NULL;
+		}
+	}
 	return store;
+}
+
+const char *lfs_store_backend(const struct lfs_store *store)
+{
+	return store->backend->name;
 }
 
 void lfs_store_close(struct lfs_store *store)
 {
 	if (!store)
 		return;
+	if (store->backend->close)
+		store->backend->close(store->priv);
 	free(store->root);
 	free(store->tmp_dir);
 	free(store);
@@ -67,6 +101,26 @@ int lfs_store_stat(struct lfs_store *store, const char *oid, uint64_t *size)
 {
 	if (!is_lower_hex(oid, 64))
 		return KHUB_EINVAL;
+	return store->backend->stat(store->priv, oid, size);
+}
+
+int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uint64_t *size)
+{
+	if (!is_lower_hex(oid, 64))
+		return KHUB_EINVAL;
+	return store->backend->open_object(store->priv, oid, fd, size);
+}
+
+int lfs_store_presign(struct lfs_store *store, const char *oid, long ttl, char **url)
+{
+	if (!is_lower_hex(oid, 64) || !store->backend->presign)
+		return KHUB_EINVAL;
+	return store->backend->presign(store->priv, oid, ttl, url);
+}
+
+static int local_stat(void *priv, const char *oid, uint64_t *size)
+{
+	struct lfs_store *store = priv;
 	char *path = object_path(store, oid);
 	struct stat st;
 	int rc = stat(path, &st);
@@ -78,10 +132,9 @@ int lfs_store_stat(struct lfs_store *store, const char *oid, uint64_t *size)
 	return 0;
 }
 
-int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uint64_t *size)
+static int local_open_object(void *priv, const char *oid, int *fd, uint64_t *size)
 {
-	if (!is_lower_hex(oid, 64))
-		return KHUB_EINVAL;
+	struct lfs_store *store = priv;
 	char *path = object_path(store, oid);
 	int f = open(path, O_RDONLY | O_CLOEXEC);
 	free(path);
@@ -153,8 +206,9 @@ void lfs_writer_abort(struct lfs_writer *w)
 
 /* Make a verified temp file (open as fd) the object oid: fsync, rename
  * into place, fsync the directory. 0, KHUB_ENOSPC or KHUB_EIO (errno set). */
-static int install_object(struct lfs_store *store, int fd, const char *tmp_path, const char *oid)
+static int local_install(void *priv, int fd, const char *tmp_path, const char *oid)
 {
+	struct lfs_store *store = priv;
 	char *dir = object_dir(store, oid), *final = object_path(store, oid);
 	int rc = 0;
 	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && fchmod(fd, 0644) == 0 && rename(tmp_path, final) == 0)
@@ -164,6 +218,18 @@ static int install_object(struct lfs_store *store, int fd, const char *tmp_path,
 	free(dir);
 	free(final);
 	return rc;
+}
+
+static const struct lfs_backend local_backend = {
+	.name = "local",
+	.stat = local_stat,
+	.open_object = local_open_object,
+	.install = local_install,
+};
+
+static int install_object(struct lfs_store *store, int fd, const char *tmp_path, const char *oid)
+{
+	return store->backend->install(store->priv, fd, tmp_path, oid);
 }
 
 int lfs_writer_seal(struct lfs_writer *w, char oid[65], uint64_t *size)

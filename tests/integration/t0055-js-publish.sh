@@ -163,13 +163,13 @@ run_js publish
 diag "publish phase: $((SECONDS - T0)) s"
 
 OID=$(sha256 "$SRC/$WEIGHTS")
-OBJ=$LFS_DIR/${OID:0:2}/${OID:2:2}/$OID
+OBJ=$(lfs_object_file "$OID")
 check "weights.bin (20 MiB) is in the LFS store under its sha256" -- test -f "$OBJ"
 is "$(stat -c %s "$OBJ" 2>/dev/null)/$(sha256 "$OBJ" 2>/dev/null)" "$((20 * 1024 * 1024))/$OID" "the stored object has the right size and content"
 missing=0
 for f in "$CUDA/_relu_cuda.abi3.so" "$CU126/_relu_cuda.abi3.so" build/torch-cpu/blob.dat; do
 	o=$(sha256 "$SRC/$f")
-	[ -f "$LFS_DIR/${o:0:2}/${o:2:2}/$o" ] || { missing=$((missing + 1)); diag "  not in the store: $f"; }
+	[ -f "$(lfs_object_file "$o")" ] || { missing=$((missing + 1)); diag "  not in the store: $f"; }
 done
 is "$missing" 0 "the .so files and the binary blob.dat are in the LFS store too"
 like "$(python3 -c "import json; print(sorted(json.load(open('$STATE')).get('lfsSent', [])))")" "weights.bin" \

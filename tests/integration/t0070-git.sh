@@ -84,7 +84,7 @@ branch_sha() {	# branch_sha REPO BRANCH: targetCommit from the refs API ('' if a
 	json "([b['targetCommit'] for b in d['branches'] if b['name']=='$2'] or [''])[0]"
 }
 server_refs() { git --git-dir="$GITDIR" for-each-ref --format='%(refname) %(objectname)'; }
-lfs_path() { echo "$LFS_DIR/${1:0:2}/${1:2:2}/$1"; }
+lfs_path() { lfs_object_file "$1"; }
 sha256() { sha256sum "$1" | cut -d' ' -f1; }
 log_lines() { wc -l <"$TEST_DIR/server.log"; }
 log_since() {	# lines of the access log after line $1 (waits for the last ones)

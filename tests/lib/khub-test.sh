@@ -112,6 +112,24 @@ khub_teardown() {
 
 khub() { "$KHUB_BIN" "$@"; }
 
+# lfs_object_file OID: a file with the stored object's bytes (the local
+# store's file; with KHUB_LFS_BACKEND=s3 (tests/lib/ceph-s3.sh) a copy
+# fetched from the bucket), or a path that does not exist when it is not stored.
+lfs_object_file() {
+	local oid=$1 key="objects/${1:0:2}/${1:2:2}/$1"
+	if [ "${KHUB_LFS_BACKEND:-local}" != s3 ]; then
+		echo "$KHUB_DATA_DIR/lfs/$key"
+		return
+	fi
+	local f="$TEST_DIR/s3-object-$oid"
+	rm -f "$f"
+	[ "$(curl -s -o "$f.part" -w '%{http_code}' -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+		--aws-sigv4 "aws:amz:$KHUB_LFS_S3_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+		"$KHUB_LFS_S3_ENDPOINT/$KHUB_LFS_S3_BUCKET/$key")" = 200 ] && mv "$f.part" "$f"
+	rm -f "$f.part"
+	echo "$f"
+}
+
 # Start the server in the background and wait until /api/health answers.
 khub_start() {
 	"$KHUB_BIN" serve "$@" >>"$TEST_DIR/server.log" 2>&1 &

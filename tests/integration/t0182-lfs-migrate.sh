@@ -1,0 +1,62 @@
+#!/bin/bash
+# t0182-lfs-migrate.sh -- khub lfs migrate --to s3 on a real Ceph RGW: it
+# copies a serving hub's local LFS store into the bucket (the hub keeps
+# serving), refuses a local object whose bytes do not hash to its name,
+# resumes (a second run copies nothing new), and a hub switched to
+# lfs_backend = s3 serves the same bytes with the local objects gone.
+# fsck, gc and backup refuse clearly on the s3 backend.
+. "$(dirname "$0")/../lib/khub-test.sh"
+. "$(dirname "$0")/../lib/ceph-s3.sh"
+s3_skip_unless_ceph
+khub_setup
+trap 's3_stop; khub_teardown' EXIT
+
+SRC=$TEST_DIR/src
+make_kernel_tree "$SRC" relu
+head -c 3000000 /dev/urandom >"$SRC/build/torch-cpu/weights.bin"
+V1=$(khub import "$SRC" --repo acme/relu --branch main 2>>"$TEST_DIR/import.log")
+like "$V1" '^[0-9a-f]{40}$' "import onto the local backend"
+khub_start
+OBJS=$KHUB_DATA_DIR/lfs/objects
+N=$(find "$OBJS" -type f | wc -l)
+ok $([ "$N" -ge 2 ]; echo $?) "the local store holds $N objects"
+
+s3_start	# exports KHUB_LFS_* (the running server keeps its local store)
+# a damaged local object: its bytes hash to something else
+BAD=$(printf 'not these bytes' | sha256sum | cut -c1-64)
+mkdir -p "$OBJS/${BAD:0:2}/${BAD:2:2}" && printf 'other bytes' >"$OBJS/${BAD:0:2}/${BAD:2:2}/$BAD"
+
+# keep reading while the migration runs
+URL=$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/weights.bin
+WANT=$(sha256sum "$SRC/build/torch-cpu/weights.bin" | cut -c1-64)
+( while :; do curl -s "$URL" | sha256sum | cut -c1-64 >>"$TEST_DIR/reads"; done ) &
+READER=$!
+khub lfs migrate --to s3 >"$TEST_DIR/m1.out" 2>"$TEST_DIR/m1.err"
+is "$?" 1 "migrate exits 1 when an object could not be copied"
+kill $READER; wait $READER 2>/dev/null
+like "$(cat "$TEST_DIR/m1.out")" "^khub lfs migrate: $N objects copied \([0-9]+ bytes\), 0 already there, 1 failed" "it says what it did"
+check "and names the damaged object" -- grep -q "$BAD" "$TEST_DIR/m1.err"
+is "$(s3_curl HEAD "$(s3_object_key "$BAD")")" 404 "the damaged object is not in the bucket"
+is "$(s3_count_objects)" "$N" "the bucket holds every good object"
+is "$(sort -u "$TEST_DIR/reads")" "$WANT" "the hub kept serving the right bytes during the migration ($(wc -l <"$TEST_DIR/reads") reads)"
+
+rm -f "$OBJS/${BAD:0:2}/${BAD:2:2}/$BAD"
+khub lfs migrate --to s3 >"$TEST_DIR/m2.out" 2>&1
+is "$?" 0 "a second run succeeds"
+like "$(head -1 "$TEST_DIR/m2.out")" "^khub lfs migrate: 0 objects copied \(0 bytes\), $N already there, 0 failed" "and resumes: nothing copied again"
+
+khub_stop
+mv "$OBJS" "$TEST_DIR/objects.local"
+khub_start	# lfs_backend = s3 from the environment
+is "$(curl -s "$URL" | sha256sum | cut -c1-64)" "$WANT" "the s3-backed hub serves the migrated object"
+STATUS=$(curl -s -o "$TEST_DIR/r" -w '%{http_code}' -r 100-199 "$URL")
+is "$STATUS/$(cmp -s "$TEST_DIR/r" <(tail -c +101 "$SRC/build/torch-cpu/weights.bin" | head -c 100); echo $?)" "206/0" "Range on the migrated object"
+is "$(find "$KHUB_DATA_DIR/lfs" -path '*/objects/*' -type f 2>/dev/null | wc -l)" 0 "no local object is used"
+
+for cmd in fsck gc "backup $TEST_DIR/bk"; do
+	khub $cmd >"$TEST_DIR/out" 2>&1
+	rc=$?
+	is "$rc" 2 "khub $cmd refuses on the s3 backend"
+	check "khub $cmd says why" -- grep -q "refused: lfs_backend = s3" "$TEST_DIR/out"
+done
+done_testing
