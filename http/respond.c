@@ -127,19 +127,29 @@ enum MHD_Result respond_listing_page(struct request *req, char *value, size_t le
 }
 
 /* Answer what the response cache keeps under key, if it keeps anything: 1
- * (answered, *result set) or 0. A JSON body, or a listing page as above. */
-/* The keys of the response cache name immutable content (a repo id and a
+ * (answered, *result set) or 0. A JSON body, or a listing page as above.
+ * The keys of the response cache name immutable content (a repo id and a
  * commit sha, and what else the answer depends on), so the answer built
  * from it is also kept whole per thread under the same key and queued
  * again next time (http/response_memo.c): no copy, no header building. */
-int respond_cached_json(struct request *req, const char *key, enum MHD_Result *result)
+
+/* The kept answer for key (1, *result set), else the response cache's
+ * text for it (0, *text the caller's), else -1. */
+static int cached_answer(struct request *req, const char *key, enum MHD_Result *result, char **text, size_t *len)
 {
 	if (respond_memo(req, key, result))
 		return 1;
+	*text = response_cache_get(key, len);
+	return *text ? 0 : -1;
+}
+
+int respond_cached_json(struct request *req, const char *key, enum MHD_Result *result)
+{
+	char *cached;
 	size_t len;
-	char *cached = response_cache_get(key, &len);
-	if (!cached)
-		return 0;
+	int rc = cached_answer(req, key, result, &cached, &len);
+	if (rc != 0)
+		return rc > 0;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(len, cached, MHD_RESPMEM_MUST_FREE);
 	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
 	req->bytes_out = len;
@@ -149,12 +159,11 @@ int respond_cached_json(struct request *req, const char *key, enum MHD_Result *r
 
 int respond_cached_listing(struct request *req, const char *key, int with_total, enum MHD_Result *result)
 {
-	if (respond_memo(req, key, result))
-		return 1;
+	char *cached;
 	size_t len;
-	char *cached = response_cache_get(key, &len);
-	if (!cached)
-		return 0;
+	int rc = cached_answer(req, key, result, &cached, &len);
+	if (rc != 0)
+		return rc > 0;
 	*result = listing_page(req, cached, len, with_total, key);
 	return 1;
 }
