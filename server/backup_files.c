@@ -136,12 +136,51 @@ static int local_each(const char *lfs_root, int (*fn)(const char *oid, const cha
 	return store_each_lfs_object(lfs_root, fn, arg);
 }
 
+/* A remote store (S3): every object some repo links (the database names
+ * them all; an object no repo links is no repo's content), wanted(oid, size)
+ * asked first from the store's size alone, then downloaded by the backend
+ * (which re-hashes it) to an unlinked temp file that fn copies from. */
+static int linked_each(const char *lfs_root, int (*fn)(const char *oid, const char *path, void *arg), void *arg)
+{
+	const struct backup_lfs_source *self = backup_lfs_source("s3");
+	struct lfs_store *store = lfs_store_open(lfs_root);
+	char **oids = NULL;
+	size_t n = 0;
+	int rc = store ? db_lfs_linked_oids(&oids, &n) : KHUB_EIO;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		uint64_t size;
+		int fd, got = lfs_store_stat(store, oids[i], &size);
+		if (got == KHUB_ENOTFOUND || (got == 0 && !self->wanted(oids[i], size, arg)))
+			continue;	/* missing (fsck's to report), or already in the backup */
+		if (got < 0 || (got = lfs_store_open_object(store, oids[i], &fd, &size)) < 0) {
+			fprintf(stderr, "khub: cannot read LFS object %s from the store: %s\n", oids[i], khub_strerror(got));
+			rc = got;
+			break;
+		}
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		rc = fn(oids[i], path, arg);
+		close(fd);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(oids[i]);
+	free(oids);
+	lfs_store_close(store);
+	return rc;
+}
+
 /* Where a backup reads LFS objects from, by lfs backend name: each(root, fn,
- * arg) calls fn with every object's oid and a local path to copy it from. A
- * remote store (S3) adds a row whose each downloads to a temp path first. */
-static const struct backup_lfs_source lfs_sources[] = {
-	{ "local", local_each },
+ * arg) calls fn with every object's oid and a local path to copy it from. */
+static struct backup_lfs_source lfs_sources[] = {
+	{ "local", local_each, NULL },
+	{ "s3", linked_each, NULL },
 };
+
+void backup_lfs_set_wanted(int (*wanted)(const char *oid, uint64_t size, void *arg))
+{
+	for (size_t i = 0; i < sizeof(lfs_sources) / sizeof(lfs_sources[0]); i++)
+		lfs_sources[i].wanted = wanted;
+}
 
 const struct backup_lfs_source *backup_lfs_source(const char *name)
 {

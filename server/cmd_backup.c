@@ -398,9 +398,31 @@ static int copy_lfs_object(const char *oid, const char *path, void *arg)
 	return rc;
 }
 
+/* A remote store's object is downloaded only when the backup lacks it:
+ * objects never change, so one of the same name and size is the same. */
+static int lfs_object_wanted(const char *oid, uint64_t size, void *arg)
+{
+	struct backup *b = arg;
+	struct stat have;
+	char *lfs_root = xasprintf("%s/lfs", b->dir), *dest = backup_lfs_path(lfs_root, oid);
+	int present = stat(dest, &have) == 0 && (uint64_t)have.st_size == size;
+	free(dest);
+	free(lfs_root);
+	if (present) {
+		b->lfs_objects++;
+		b->lfs.present++;
+	}
+	return !present;
+}
+
 static int copy_lfs(struct backup *b)
 {
-	const struct backup_lfs_source *src = backup_lfs_source("local");
+	const struct backup_lfs_source *src = backup_lfs_source(config.lfs_backend);
+	if (!src) {
+		fprintf(stderr, "khub backup: no way to read LFS objects from lfs_backend = %s\n", config.lfs_backend);
+		return KHUB_EINVAL;
+	}
+	backup_lfs_set_wanted(lfs_object_wanted);
 	return src->each(runtime_lfs_root(), copy_lfs_object, b);
 }
 
@@ -416,7 +438,7 @@ static json_t *manifest(struct backup *b, time_t started)
 			 b->snapshot, "database", "file", "db.dump", "postgresql_major", b->pg_major, "repos",
 			 (json_int_t)b->nrepos, "refs", (json_int_t)b->nrefs, "git", "files_copied",
 			 (json_int_t)b->git.files, "files_present", (json_int_t)b->git.present, "bytes_copied",
-			 (json_int_t)b->git.bytes, "lfs", "backend", "local", "objects", (json_int_t)b->lfs_objects,
+			 (json_int_t)b->git.bytes, "lfs", "backend", config.lfs_backend, "objects", (json_int_t)b->lfs_objects,
 			 "copied", (json_int_t)b->lfs.files, "already_present", (json_int_t)b->lfs.present,
 			 "bytes_copied", (json_int_t)b->lfs.bytes, "damaged_left_out", (json_int_t)b->lfs_damaged);
 }
@@ -484,9 +506,6 @@ int cmd_backup(int argc, char **argv)
 			"  objects, the URL secret; LFS objects already in DIR are not copied again)\n");
 		return 2;
 	}
-	if (lfs_refuse_unless_local("backup", "it copies object files; back the bucket up with the object "
-					      "store's own tools (see docs/operations.md)"))
-		return 2;
 	struct backup b = { 0 };
 	int fd = lock_dir(argv[1]);
 	if (fd < 0)

@@ -18,6 +18,7 @@ struct restore {
 	const char *from;
 	json_t *manifest;
 	size_t lfs_objects, lfs_damaged, reindexed;
+	struct lfs_store *store;	/* a remote LFS store being restored into; NULL: local files */
 	struct backup_tally git, lfs;
 };
 
@@ -45,6 +46,15 @@ static int skip_backup_temp(const char *rel, const char *name)
 	return strstr(name, ".tmp-") || (n > 4 && strcmp(name + n - 4, ".tmp") == 0);
 }
 
+/* Into a remote store (lfs_backend = s3): through the store, which hashes
+ * what it installs; KHUB_EINVAL when that is not oid. */
+static int restore_lfs_remote(struct restore *r, const char *oid, const char *path, uint64_t *bytes)
+{
+	char got[65];
+	int rc = lfs_store_put_file(r->store, path, got, bytes);
+	return rc < 0 ? rc : strcmp(got, oid) != 0 ? KHUB_EINVAL : 0;
+}
+
 static int restore_lfs_object(const char *oid, const char *path, void *arg)
 {
 	struct restore *r = arg;
@@ -53,7 +63,8 @@ static int restore_lfs_object(const char *oid, const char *path, void *arg)
 	char *lfs_root = xasprintf("%s/lfs", config.data_dir), *dest = backup_lfs_path(lfs_root, oid);
 	char *dir = xstrndup(dest, strlen(dest) - 65);
 	uint64_t bytes = 0;
-	int rc = mkdir_p(dir, 0755) < 0 ? KHUB_EIO : backup_copy_file(path, dest, oid, &bytes);
+	int rc = r->store ? restore_lfs_remote(r, oid, path, &bytes)
+	       : mkdir_p(dir, 0755) < 0 ? KHUB_EIO : backup_copy_file(path, dest, oid, &bytes);
 	r->lfs_objects++;
 	if (rc == KHUB_EINVAL) {	/* damaged in the backup: khub fsck then names what misses it */
 		fprintf(stderr, "khub restore: LFS object %s in the backup does not match its sha256; left out\n", oid);
@@ -77,8 +88,18 @@ static int restore_files(struct restore *r)
 	int rc = mkdir_p(config.data_dir, 0755) < 0 ? KHUB_EIO : 0;
 	if (rc == 0 && access(repos, F_OK) == 0)
 		rc = backup_copy_tree(repos, repos_to, skip_backup_temp, &r->git);
+	/* a remote LFS store (lfs_backend = s3) gets the objects through khub's
+	 * store, the local one as files */
+	if (rc == 0 && strcmp(config.lfs_backend, "local") != 0) {
+		char *lfs_root = xasprintf("%s/lfs", config.data_dir);
+		r->store = lfs_store_open(lfs_root);
+		free(lfs_root);
+		rc = r->store ? 0 : KHUB_EIO;
+	}
 	if (rc == 0)
 		rc = store_each_lfs_object(lfs, restore_lfs_object, r);
+	lfs_store_close(r->store);
+	r->store = NULL;
 	if (rc == 0 && access(secret, F_OK) == 0)
 		rc = backup_copy_file(secret, secret_to, NULL, NULL);
 	free(secret_to);

@@ -151,12 +151,16 @@ int backup_copy_file(const char *from, const char *to, const char *expect_sha256
  * entries for which skip(rel, name) is 1 are left out. */
 int backup_copy_tree(const char *from, const char *to, int (*skip)(const char *rel, const char *name),
 		     struct backup_tally *tally);
-/* Where LFS objects are read from, by store backend. */
+/* Where LFS objects are read from, by store backend (lfs_backend). A remote
+ * store asks wanted(oid, size, arg) before it downloads an object (0: the
+ * backup has it already), set by backup_lfs_set_wanted. */
 struct backup_lfs_source {
 	const char *name;
 	int (*each)(const char *lfs_root, int (*fn)(const char *oid, const char *path, void *arg), void *arg);
+	int (*wanted)(const char *oid, uint64_t size, void *arg);
 };
 const struct backup_lfs_source *backup_lfs_source(const char *name);	/* NULL: unknown */
+void backup_lfs_set_wanted(int (*wanted)(const char *oid, uint64_t size, void *arg));
 /* "{lfs_root}/objects/ab/cd/{oid}"; the caller frees. */
 char *backup_lfs_path(const char *lfs_root, const char *oid);
 /* Run argv (argv[0] a path), its output inherited (quiet: thrown away);

@@ -4,7 +4,10 @@
 # serving), refuses a local object whose bytes do not hash to its name,
 # resumes (a second run copies nothing new), and a hub switched to
 # lfs_backend = s3 serves the same bytes with the local objects gone.
-# fsck, gc and backup refuse clearly on the s3 backend.
+# fsck and gc refuse clearly on the s3 backend; khub backup reads the
+# objects from the bucket (incrementally: a second backup downloads none)
+# and khub restore puts them into another, empty bucket, from which a hub
+# on the restored data dir serves the same bytes.
 . "$(dirname "$0")/../lib/khub-test.sh"
 . "$(dirname "$0")/../lib/ceph-s3.sh"
 s3_skip_unless_ceph
@@ -53,10 +56,34 @@ STATUS=$(curl -s -o "$TEST_DIR/r" -w '%{http_code}' -r 100-199 "$URL")
 is "$STATUS/$(cmp -s "$TEST_DIR/r" <(tail -c +101 "$SRC/build/torch-cpu/weights.bin" | head -c 100); echo $?)" "206/0" "Range on the migrated object"
 is "$(find "$KHUB_DATA_DIR/lfs" -path '*/objects/*' -type f 2>/dev/null | wc -l)" 0 "no local object is used"
 
-for cmd in fsck gc "backup $TEST_DIR/bk"; do
+for cmd in fsck gc; do
 	khub $cmd >"$TEST_DIR/out" 2>&1
 	rc=$?
 	is "$rc" 2 "khub $cmd refuses on the s3 backend"
 	check "khub $cmd says why" -- grep -q "refused: lfs_backend = s3" "$TEST_DIR/out"
 done
+
+# ---- backup from the bucket, restore into another bucket -----------------------------------
+khub backup "$TEST_DIR/bk" >"$TEST_DIR/b1.out" 2>&1
+is "$?" 0 "khub backup on the s3 backend succeeds"
+manifest() { python3 -c 'import json,sys; m = json.load(open(sys.argv[1])); print(m["lfs"]["backend"], m["lfs"]["objects"], m["lfs"]["copied"], m["lfs"]["already_present"])' "$TEST_DIR/bk/manifest.json"; }
+is "$(manifest)" "s3 $N $N 0" "its manifest: every linked object read from the bucket ($N)"
+is "$(find "$TEST_DIR/bk/lfs" -type f | wc -l)" "$N" "the backup holds $N object files"
+khub backup "$TEST_DIR/bk" >"$TEST_DIR/b2.out" 2>&1
+is "$?/$(manifest)" "0/s3 $N 0 $N" "a second backup downloads none of them again"
+khub_stop
+NEW_BUCKET=khub-restored
+is "$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
+	--aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "$S3_ENDPOINT/$NEW_BUCKET")" 200 \
+	"a second, empty bucket"
+OLD_DATA=$KHUB_DATA_DIR
+export KHUB_DATA_DIR=$TEST_DIR/restored KHUB_LFS_S3_BUCKET=$NEW_BUCKET
+khub restore "$TEST_DIR/bk" >"$TEST_DIR/restore.out" 2>&1
+is "$?" 0 "khub restore into a fresh data dir with the empty bucket"
+S3_BUCKET=$NEW_BUCKET
+is "$(s3_count_objects)" "$N" "the restored bucket holds the $N objects"
+khub_start
+is "$(curl -s "$URL" | sha256sum | cut -c1-64)" "$WANT" "the restored hub serves the file from the restored bucket"
+khub_stop
+export KHUB_DATA_DIR=$OLD_DATA
 done_testing
