@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# bench/lfs_s3.sh -- a 100 MiB LFS file from the S3 backend, three ways in one
+# run on a real single-node Ceph RGW (deploy/ceph-single.sh): through khub
+# (lfs_s3_redirect = 0: khub fetches the object, re-hashes it and streams
+# it), through khub's redirect to a presigned GET (lfs_s3_redirect = 1: curl
+# follows it to RGW), and straight from RGW with that presigned URL. Not part
+# of the test suite; prints MB/s per way and the ratio to RGW direct.
+#
+# Environment (all optional):
+#   BENCH_FILE_MB     size of the LFS file in MiB          (default 100)
+#   BENCH_GETS        downloads per way                    (default 8)
+#   BENCH_PARALLEL    downloads at once                    (default 2)
+#   KHUB_BIN          the khub binary (default ./khub; a release build is made
+#                     when it is a sanitizer build, as bench/read_path.sh does)
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FILE_MB=${BENCH_FILE_MB:-100}
+GETS=${BENCH_GETS:-8}
+PAR=${BENCH_PARALLEL:-2}
+export KHUB_LOG_LEVEL=${KHUB_LOG_LEVEL:-warn}
+
+. "$ROOT/tests/lib/khub-test.sh"
+. "$ROOT/tests/lib/ceph-s3.sh"
+s3_skip_unless_ceph
+khub_setup
+. "$ROOT/bench/lib/release_build.sh"
+bench_release_build
+trap 'khub_stop; s3_stop; khub_teardown' EXIT
+s3_start
+
+SRC=$TEST_DIR/src
+make_kernel_tree "$SRC" relu
+head -c $((FILE_MB * 1024 * 1024)) /dev/urandom >"$SRC/build/torch-cpu/big.bin"
+khub import "$SRC" --repo bench/relu --branch main >/dev/null 2>"$TEST_DIR/import.err" || bail "import failed"
+URL_PATH=/kernels/bench/relu/resolve/main/build/torch-cpu/big.bin
+WANT=$(sha256sum "$SRC/build/torch-cpu/big.bin" | cut -c1-64)
+
+# gets NAME URL [curl args]: GETS downloads, PAR at once; prints "NAME MB/s"
+gets() {
+	local name=$1 url=$2 t0 t1 bytes
+	shift 2
+	t0=$(date +%s.%N)
+	bytes=$(seq 1 "$GETS" | xargs -P "$PAR" -I{} curl -s -o /dev/null -w '%{size_download}\n' "$@" "$url" |
+		awk '{ s += $1 } END { print s + 0 }')
+	t1=$(date +%s.%N)
+	python3 -c "import sys; b, t = float(sys.argv[1]), float(sys.argv[2]) - float(sys.argv[3]); print(sys.argv[4], round(b / t / 1e6, 1), int(b))" \
+		"$bytes" "$t1" "$t0" "$name"
+}
+
+echo "# LFS on S3 (Ceph RGW, memstore OSD, loopback): a ${FILE_MB} MiB file, $GETS GETs per way, $PAR at once"
+echo "# khub: $KHUB_BUILD; $(nproc) cores shared by curl, khub and Ceph"
+khub_start
+got=$(curl -s "$KHUB_URL$URL_PATH" | sha256sum | cut -c1-64)
+[ "$got" = "$WANT" ] || bail "through khub: bytes differ"
+PROXY=$(gets "through-khub" "$KHUB_URL$URL_PATH")
+khub_stop
+KHUB_LFS_S3_REDIRECT=1 khub_start
+PRESIGNED=$(curl -s -o /dev/null -w '%{redirect_url}' "$KHUB_URL$URL_PATH")
+[[ "$PRESIGNED" == http* ]] || bail "no redirect with lfs_s3_redirect = 1"
+got=$(curl -sL "$KHUB_URL$URL_PATH" | sha256sum | cut -c1-64)
+[ "$got" = "$WANT" ] || bail "through the redirect: bytes differ"
+REDIRECT=$(gets "khub-redirect" "$KHUB_URL$URL_PATH" -L)
+DIRECT=$(gets "rgw-direct" "$PRESIGNED")
+printf '%s\n%s\n%s\n' "$PROXY" "$REDIRECT" "$DIRECT" | awk -v direct="$(echo "$DIRECT" | awk '{print $2}')" '
+	BEGIN { printf "%-14s %10s %8s\n", "way", "MB/s", "x rgw" }
+	{ printf "%-14s %10.1f %8.2f\n", $1, $2, (direct > 0 ? $2 / direct : 0) }'
+exit 0
