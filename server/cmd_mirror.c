@@ -76,10 +76,35 @@ static int status(void)
 	return 0;
 }
 
+/* One `khub mirror run` pulls at a time among the nodes sharing this
+ * database: the active one holds the mirror-run lock for its life (a
+ * session lock, gone when it exits or dies); another stands by, trying
+ * every 2 s, and takes over. 0 once held, -1 when stopped first. */
+static int hold_mirror_lock(void)
+{
+	int told = 0;
+	while (!stop_requested) {
+		int rc = db_lock_try(DB_LOCK_JOB, DB_JOB_MIRROR_RUN);
+		if (rc == 0) {
+			if (told)
+				log_info("mirror: the mirror-run lock is free: this khub mirror run pulls now");
+			return 0;
+		}
+		if (!told++)
+			log_info(rc == 1 ? "mirror: another khub mirror run holds the mirror-run lock; standing by"
+					 : "mirror: the database is unavailable; waiting for the mirror-run lock");
+		for (int s = 0; s < 20 && !stop_requested; s++)
+			usleep(100 * 1000);
+	}
+	return -1;
+}
+
 static int daemon_loop(struct mirror_run *run, const char *config_file)
 {
 	signal(SIGINT, on_stop);
 	signal(SIGTERM, on_stop);
+	if (hold_mirror_lock() < 0)
+		return 0;
 	time_t *due = NULL;
 	size_t ndue = 0;
 	while (!stop_requested) {
@@ -118,6 +143,7 @@ static int daemon_loop(struct mirror_run *run, const char *config_file)
 			usleep(100 * 1000);
 	}
 	free(due);
+	db_unlock(DB_LOCK_JOB, DB_JOB_MIRROR_RUN);
 	return 0;
 }
 

@@ -9,7 +9,9 @@
 # (commit API and git push); a variant outside the eager globs is in the
 # tree but its LFS bytes arrive only on first request (a clear 5xx while the
 # upstream is down); the admin API and /metrics report the sync; a trigger
-# through the admin API is picked up by `khub mirror run`; a re-sync with
+# through the admin API is picked up by `khub mirror run`, while a second
+# `khub mirror run` stands by (one pulls at a time; it takes over when the
+# first stops); a re-sync with
 # nothing new over 200 repos sends only ref advertisements (timed).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
@@ -448,6 +450,13 @@ hub_bg mirror "$TEST_DIR/daemon.out" "$TEST_DIR/daemon.err" mirror run --mirror-
 DAEMON=$BG_PID
 for _ in $(seq 1 300); do grep -q 'khub mirror: acme:' "$TEST_DIR/daemon.err" && break; sleep 0.1; done
 is "$(grep -c 'khub mirror: acme:' "$TEST_DIR/daemon.err")" 1 "khub mirror run: first pass over the selection done"
+# Another node's `khub mirror run` on the same database stands by while the
+# first holds the mirror-run lock, and takes over when it stops.
+hub_bg mirror "$TEST_DIR/standby.out" "$TEST_DIR/standby.err" mirror run --mirror-config "$CFGD"
+STANDBY=$BG_PID
+for _ in $(seq 1 300); do grep -q 'standing by' "$TEST_DIR/standby.err" && break; sleep 0.1; done
+check "a second khub mirror run stands by while the first holds the mirror-run lock" -- \
+	grep -q 'another khub mirror run holds the mirror-run lock; standing by' "$TEST_DIR/standby.err"
 mirror_sha() {	# mirror_sha REPO BRANCH ('' when the mirror does not answer)
 	curl -s -m 5 "$MI/api/kernels/$1/revision/$2" | python3 -c 'import json,sys
 try: print(json.load(sys.stdin).get("sha", ""))
@@ -491,10 +500,18 @@ for pass in 1 2; do
 	is "$(wait_for_sha "$ORG/$name" main "$NEW")" "$NEW" "$ORG/$name: the daemon picked up the trigger $body: main is the new upstream commit"
 	diag "trigger $body to visible: $(since "$t") s"
 done
+is "$(grep -c 'khub mirror: acme:' "$TEST_DIR/standby.err")" 0 "the standby pulled nothing meanwhile (one mirror run at a time)"
 kill -TERM $DAEMON
 for _ in $(seq 1 100); do kill -0 $DAEMON 2>/dev/null || break; sleep 0.1; done
 kill -0 $DAEMON 2>/dev/null && { kill -KILL $DAEMON; ok 1 "khub mirror run stops on SIGTERM"; } || ok 0 "khub mirror run stops on SIGTERM"
 wait $DAEMON 2>/dev/null
+for _ in $(seq 1 600); do grep -q 'khub mirror: acme:' "$TEST_DIR/standby.err" && break; sleep 0.1; done
+check "the standby takes the lock once the first stopped" -- grep -q 'this khub mirror run pulls now' "$TEST_DIR/standby.err"
+is "$(grep -c 'khub mirror: acme:' "$TEST_DIR/standby.err")" 1 "and makes its first pass over the selection"
+kill -TERM $STANDBY
+for _ in $(seq 1 100); do kill -0 $STANDBY 2>/dev/null || break; sleep 0.1; done
+kill -0 $STANDBY 2>/dev/null && { kill -KILL $STANDBY; ok 1 "the standby stops on SIGTERM"; } || ok 0 "the standby stops on SIGTERM"
+wait $STANDBY 2>/dev/null
 
 # ---- 200 repos: first sync, then a re-sync with nothing new ----------------------------------
 t=$(now)
