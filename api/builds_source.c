@@ -12,7 +12,7 @@
 
 static enum MHD_Result respond_tar(struct request *req, int fd, uint64_t size, const char *sha)
 {
-	struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
+	struct MHD_Response *resp = http_file_response(fd, 0, size);
 	if (!resp) {
 		close(fd);
 		return respond_error(req, 500, NULL, "cannot send the source");

@@ -409,7 +409,7 @@ static enum MHD_Result handle_download(struct request *req)
 		return lfs_error(req, 416, "range not satisfiable");
 	}
 	uint64_t count = size ? to - from + 1 : 0;
-	struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(count, fd, from);
+	struct MHD_Response *resp = http_file_response(fd, from, count);
 	char etag[70];
 	snprintf(etag, sizeof(etag), "\"%s\"", req->args[1]);
 	MHD_add_response_header(resp, "ETag", etag);

@@ -439,7 +439,7 @@ static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD
 					fa->meta.lfs_oid);
 		return -1;
 	}
-	*resp = MHD_create_response_from_fd_at_offset64(fa->count, fd, fa->from);
+	*resp = http_file_response(fd, fa->from, fa->count);
 	return 0;
 }
 

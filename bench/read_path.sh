@@ -564,7 +564,7 @@ measure() {	# measure NAME CONNS KHUB_PATH NGINX_PATH [LUA]
 		ns+=("$n")
 	done
 	ROWS+=("$name $conns $(median_cols "${ks[@]}") $(median_cols "${ns[@]}")")
-	[ "${BENCH_PERF:-0}" = 1 ] && [ "$name" != file-get ] &&
+	[ "${BENCH_PERF:-0}" = 1 ] &&
 		perf_khub "$name" "$conns" "$KHUB_URL$kpath" "$lua" "$NGINX_URL$npath"
 	return 0
 }

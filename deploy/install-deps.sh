@@ -11,6 +11,7 @@ install_deps() {
 	if [ "${1:-build}" = test ]; then
 		want+=(chromium)	# the web UI's end-to-end test (tests/web, playwright-core)
 		want+=(jq)	# t0170-fsck-gc reads fsck --json with it
+		want+=(strace)	# t0185-file-body counts the sendfile calls of a download
 		want+=(ceph-mon ceph-osd radosgw ceph-common)	# deploy/ceph-single.sh: the S3 backend's tests run on a real RGW
 		want+=(nginx openssl)	# t0174-tls-proxy: deploy/nginx-khub.conf terminating TLS (self-signed)
 		want+=(haproxy)	# t0183-nodes: three khub nodes behind deploy/haproxy-khub.cfg

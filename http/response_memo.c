@@ -29,8 +29,8 @@ struct memo_slot {
 	int page;			/* made for a web page route (its fixed headers differ) */
 	int busy;			/* a request holds resp */
 	uint64_t last_use;
-	char date[32];			/* the Date and X-Request-Id resp carries */
-	char request_id[32];
+	char *date;			/* the Date and X-Request-Id resp carries: */
+	char *request_id;		/* libmicrohttpd's strings (set_header) */
 };
 
 struct memo_thread {
@@ -55,20 +55,34 @@ static struct memo_thread *thread_memo(void)
 	return this_thread;
 }
 
-/* The per-request headers: replaced in place when the slot is reused. */
+/* Set header name of s->resp to value. *stored is the value string
+ * libmicrohttpd keeps for it (NULL: none yet): a value of the same length
+ * (a Date, a request id) is written over it in place -- libmicrohttpd copies
+ * the string into a connection's buffer when a connection takes the
+ * response, and none holds this one -- which saves the three allocations,
+ * the frees and the list walks of a delete and an add per request. */
+static void set_header(struct MHD_Response *resp, const char *name, char **stored, const char *value)
+{
+	size_t len = strlen(value);
+	if (*stored && strlen(*stored) == len) {
+		memcpy(*stored, value, len);
+		return;
+	}
+	if (*stored)
+		MHD_del_response_header(resp, name, *stored);
+	MHD_add_response_header(resp, name, value);
+	/* libmicrohttpd hands back its own copy, which lives as long as the
+	 * header: writable memory it allocated, const only in its API */
+	*stored = (char *)MHD_get_response_header(resp, name);
+}
+
+/* The per-request headers, rewritten when the slot is reused. */
 static void stamp(struct memo_slot *s, struct request *req)
 {
 	const char *date = http_date_now();
-	if (strcmp(s->date, date) != 0) {
-		if (s->date[0])
-			MHD_del_response_header(s->resp, "Date", s->date);
-		MHD_add_response_header(s->resp, "Date", date);
-		snprintf(s->date, sizeof(s->date), "%s", date);
-	}
-	if (s->request_id[0])
-		MHD_del_response_header(s->resp, "X-Request-Id", s->request_id);
-	MHD_add_response_header(s->resp, "X-Request-Id", req->request_id);
-	snprintf(s->request_id, sizeof(s->request_id), "%s", req->request_id);
+	if (!s->date || strcmp(s->date, date) != 0)
+		set_header(s->resp, "Date", &s->date, date);
+	set_header(s->resp, "X-Request-Id", &s->request_id, req->request_id);
 }
 
 /* Whether req's route is a web page: its answers carry the page headers,

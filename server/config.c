@@ -48,6 +48,7 @@ static const struct config_row config_rows[] = {
 	ROW(connection_timeout, CONFIG_LONG, "60", 1, 3600, "seconds an idle or stalled connection is kept"),
 	ROW(max_connections, CONFIG_LONG, "4096", 16, 1000000, "concurrent connections"),
 	ROW(max_connections_per_ip, CONFIG_LONG, "256", 0, 1000000, "concurrent connections from one client address (0 = no limit)"),
+	ROW(connection_memory_kb, CONFIG_LONG, "16", 4, 1024, "KiB each connection has for its request line and headers and the response's headers (half of it reads a request body); a request whose headers do not fit is answered 431"),
 	ROW(header_timeout, CONFIG_LONG, "30", 0, 3600, "seconds a connection has to send a request's complete headers, from opening or from the end of its previous request (0 = no limit)"),
 	LIVE(max_body_bytes, CONFIG_LONG, "16777216", 1024, 1L << 30, "largest JSON/form request body (commit bodies and LFS uploads stream and have no limit)"),
 	LIVE(sync_trusted_keys, CONFIG_STRING, "", 0, 0, "public keys `khub sync import` trusts: comma-separated .pub files or directories of them (nothing else is trusted)"),

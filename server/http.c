@@ -464,7 +464,7 @@ static struct MHD_Daemon *start_loop_daemon(void *arg)
 		MHD_OPTION_NOTIFY_CONNECTION, conn_guard_notify, NULL,
 		MHD_OPTION_URI_LOG_CALLBACK, conn_guard_request_line, NULL,
 		MHD_OPTION_EXTERNAL_LOGGER, conn_guard_mhd_log, NULL,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)config.connection_memory_kb * 1024,
 		MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 		/* SIGPIPE is ignored (http_serve): without this, a daemon run by

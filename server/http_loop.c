@@ -41,6 +41,7 @@ struct http_loop {
 	struct pending_conn *pending;
 	size_t pending_count, pending_cap;
 	_Atomic long open;		/* connections it holds (for the acceptor's choice) */
+	atomic_int queued;		/* pending_count > 0, readable without the lock */
 };
 
 static struct http_loop *loops;
@@ -124,6 +125,7 @@ void http_loops_add(int fd, const struct sockaddr *peer, socklen_t len)
 	p->fd = fd;
 	p->len = len <= sizeof(p->peer) ? len : sizeof(p->peer);
 	memcpy(&p->peer, peer, p->len);
+	atomic_store_explicit(&loop->queued, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&loop->lock);
 	uint64_t one = 1;
 	if (write(loop->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
@@ -151,6 +153,7 @@ static void take_pending(struct http_loop *loop)
 	memmove(loop->pending, loop->pending + n, (loop->pending_count - n) * sizeof(*batch));
 	loop->pending_count -= n;
 	int more = loop->pending_count > 0;
+	atomic_store_explicit(&loop->queued, more, memory_order_relaxed);
 	pthread_mutex_unlock(&loop->lock);
 	if (more) {
 		uint64_t one = 1;
@@ -167,6 +170,13 @@ static void take_pending(struct http_loop *loop)
 	}
 }
 
+/* Whether the acceptor queued connections for loop (read without the
+ * lock: a stale answer is corrected by the eventfd on the next wait). */
+static int has_pending(struct http_loop *loop)
+{
+	return atomic_load_explicit(&loop->queued, memory_order_relaxed) != 0;
+}
+
 static void *loop_main(void *arg)
 {
 	struct http_loop *loop = arg;
@@ -180,16 +190,25 @@ static void *loop_main(void *arg)
 		MHD_UNSIGNED_LONG_LONG timeout = 1000;
 		if (MHD_get_timeout(loop->daemon, &timeout) != MHD_YES || timeout > 1000)
 			timeout = 1000;
-		int wait_ms = (int)timeout;
+		if (timeout == 0 && !has_pending(loop)) {
+			/* busy (a large body going out 128 KiB a turn, or many
+			 * requests): the daemon polls its own descriptors with a
+			 * zero timeout; asking the kernel here too is a system
+			 * call per turn for nothing */
+			MHD_run(loop->daemon);
+			continue;
+		}
 		struct epoll_event events[2];
-		int n = epoll_wait(loop->epoll_fd, events, 2, wait_ms);
+		int n = epoll_wait(loop->epoll_fd, events, 2, (int)timeout);
 		if (n < 0 && errno != EINTR) {
 			log_error("http loop: epoll_wait: %s", strerror(errno));
 			break;
 		}
+		int woken = 0;
 		for (int i = 0; i < n; i++)
-			if (events[i].data.ptr == loop)
-				take_pending(loop);
+			woken |= events[i].data.ptr == loop;
+		if (woken || has_pending(loop))
+			take_pending(loop);	/* also clears the eventfd */
 		MHD_run(loop->daemon);	/* never blocks: it polls with a zero timeout */
 	}
 	return NULL;

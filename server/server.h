@@ -24,6 +24,7 @@ struct khub_config {
 	long connection_timeout;
 	long max_connections;
 	long max_connections_per_ip;
+	long connection_memory_kb;
 	long header_timeout;
 	long max_body_bytes;
 	long cache_mb;

@@ -1,0 +1,53 @@
+#!/bin/bash
+# t0186-connection-memory.sh -- connection_memory_kb is what each connection
+# has for a request's headers: under it a request is served, over it the
+# answer is 431 and the connection's next request on a new connection is
+# served as ever; a larger setting admits larger headers; a small one still
+# serves the hub clients' requests (a HEAD answered from the kept answer, a
+# JSON body posted).
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+khub_setup
+khub admin org create acme >/dev/null 2>&1
+khub admin user create alice >/dev/null 2>&1
+khub admin member set acme alice admin >/dev/null 2>&1
+ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+S=$TEST_DIR/src
+make_kernel_tree "$S" relu
+khub import "$S" --repo acme/relu --branch main >/dev/null 2>"$TEST_DIR/import.err" || bail "import failed"
+
+# status_with_header BYTES: the status of a revision request carrying an
+# X-Padding header of BYTES bytes
+status_with_header() {
+	local pad
+	pad=$(head -c "$1" /dev/zero | tr '\0' 'a')
+	curl -s -o /dev/null -w '%{http_code}' -H "X-Padding: $pad" "$KHUB_URL/api/kernels/acme/relu/revision/main"
+}
+
+khub_start
+is "$(khub serve -n 2>/dev/null | grep -c '^connection_memory_kb = 16$')" 1 "the default: 16 KiB a connection"
+is "$(status_with_header 4000)" 200 "default: a 4 KB header is served"
+is "$(status_with_header 40000)" 431 "default: a 40 KB header: 431 Request Header Fields Too Large"
+is "$(curl -s -o /dev/null -w '%{http_code}' "$KHUB_URL/api/kernels/acme/relu/revision/main")" 200 \
+	"... and the next request is served"
+khub_stop
+
+KHUB_CONNECTION_MEMORY_KB=128 khub_start
+is "$(status_with_header 40000)" 200 "connection_memory_kb = 128: the 40 KB header is served"
+khub_stop
+
+KHUB_CONNECTION_MEMORY_KB=4 khub_start
+is "$(status_with_header 200)" 200 "connection_memory_kb = 4: a request with small headers is served"
+U="$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/__init__.py"
+codes=$(curl -s -o /dev/null -o /dev/null -o /dev/null -w '%{http_code} ' -I "$U" "$U" "$U" -H "Authorization: Bearer $ALICE" \
+	-H 'User-Agent: huggingface_hub/0.26.0; python/3.12.3; torch/2.11.0; session_id/0123456789abcdef0123456789abcdef')
+is "$codes" "200 200 200 " "... three HEADs on one connection with a hub client's headers (the kept answer)"
+body=$(python3 -c 'import json; print(json.dumps({"description": "x" * 20000}))')
+st=$(curl -s -o "$TEST_DIR/post.out" -w '%{http_code}' -X POST -H "Authorization: Bearer $ALICE" \
+	-H 'Content-Type: application/json' --data-binary "$body" "$KHUB_URL/api/repos/create")
+like "$st" '^(200|400|409|422)$' "... a 20 KB JSON body read through the small buffer gets a JSON answer ($st)"
+ok "$(python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TEST_DIR/post.out"; echo $?)" "... which parses"
+khub_stop
+out=$(KHUB_CONNECTION_MEMORY_KB=2 "$KHUB_BIN" serve -n 2>&1)
+like "$out" 'connection_memory_kb' "connection_memory_kb = 2 (under 4) is refused at start, naming the key"
+done_testing
