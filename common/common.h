@@ -124,6 +124,9 @@ int percent_decode_inplace(char *s);
 void format_iso8601(time_t t, char out[32]);
 /* Monotonic clock in microseconds. */
 uint64_t monotonic_usec(void);
+/* The same clock to the kernel's tick (1 to 10 ms), read without the
+ * timer: for TTLs and deadlines checked on every request. */
+uint64_t monotonic_coarse_usec(void);
 /* The time usec from now on clock (CLOCK_MONOTONIC, CLOCK_REALTIME): a
  * deadline for pthread_cond_timedwait and friends. */
 struct timespec clock_after_usec(clockid_t clock, uint64_t usec);

@@ -163,6 +163,13 @@ uint64_t monotonic_usec(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+uint64_t monotonic_coarse_usec(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 struct timespec clock_after_usec(clockid_t clock, uint64_t usec)
 {
 	struct timespec ts;

@@ -98,7 +98,7 @@ static void *refresher(void *arg)
 		refresh_queue = job->next;
 		pthread_mutex_unlock(&refresh_lock);
 		struct repo_record rec;
-		uint64_t now = monotonic_usec(), gen = atomic_load(&cache_generation);
+		uint64_t now = monotonic_coarse_usec(), gen = atomic_load(&cache_generation);
 		int rc = db_repo_get(job->type, job->ns, job->name, &rec);
 		if (gen != atomic_load(&cache_generation)) {
 			/* a write invalidated the cache meanwhile: what we read may
@@ -124,13 +124,62 @@ static void start_refresher(void)
 	pthread_detach(t);
 }
 
+/* Each request thread's front for the shared cache: the records it looked
+ * up last, each valid exactly while the shared entry it was copied from is
+ * fresh (the same generation, under the TTL), so that a warm lookup takes
+ * no lock and writes no memory another core reads (the read lock is a
+ * write to one shared word: on every request of every thread, a cache line
+ * passed from core to core). */
+#define FRONT_SLOTS 8
+
+struct front_entry {
+	char key[2 * REPO_NAME_MAX + 16];	/* "": empty */
+	struct repo_record record;
+	int found;
+	uint64_t fetched_usec;		/* the shared entry's */
+	uint64_t generation;
+};
+
+static __thread struct front_entry front[FRONT_SLOTS];
+static __thread unsigned front_next;
+
+static struct front_entry *front_find(const char *key, uint64_t now, uint64_t ttl)
+{
+	uint64_t gen = atomic_load_explicit(&cache_generation, memory_order_acquire);
+	for (int i = 0; i < FRONT_SLOTS; i++) {
+		struct front_entry *f = &front[i];
+		if (f->generation == gen && now - f->fetched_usec < ttl && strcmp(f->key, key) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+static void front_keep(const char *key, const struct cached_record *c, uint64_t generation)
+{
+	struct front_entry *f = &front[front_next++ % FRONT_SLOTS];
+	snprintf(f->key, sizeof(f->key), "%s", key);
+	f->record = c->record;
+	f->found = c->found;
+	f->fetched_usec = c->fetched_usec;
+	f->generation = generation;
+}
+
 int repo_record_lookup(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
 {
 	char key[2 * REPO_NAME_MAX + 16];
-	uint64_t now = monotonic_usec(), ttl = (uint64_t)http_ctx.repo_cache_ttl_ms * 1000u;
+	uint64_t now = monotonic_coarse_usec(), ttl = (uint64_t)http_ctx.repo_cache_ttl_ms * 1000u;
 	record_key(key, sizeof(key), type, ns, name);
+	struct front_entry *f = front_find(key, now, ttl);
+	if (f) {
+		if (f->found)
+			*out = f->record;
+		return f->found ? 0 : KHUB_ENOTFOUND;
+	}
 
 	pthread_once(&record_cache_once, record_cache_init);
+	/* read before the lock: an invalidation after it makes the front
+	 * entry kept below stale at once */
+	uint64_t gen = atomic_load_explicit(&cache_generation, memory_order_acquire);
 	pthread_rwlock_rdlock(&record_lock);
 	struct cached_record *c = hashmap_get(&record_cache, key);
 	/* A record too old to trust (the refresher is stuck or the database
@@ -152,6 +201,8 @@ int repo_record_lookup(enum repo_type type, const char *ns, const char *name, st
 		int found = c->found;
 		if (found)
 			*out = c->record;
+		if (now - c->fetched_usec < ttl)
+			front_keep(key, c, gen);
 		pthread_rwlock_unlock(&record_lock);
 		return found ? 0 : KHUB_ENOTFOUND;
 	}

@@ -60,7 +60,7 @@ static void *guard_main(void *arg)
 	while (!guard.stopping) {
 		struct timespec until = clock_after_usec(CLOCK_REALTIME, 250 * 1000);
 		pthread_cond_timedwait(&guard.wake, &guard.lock, &until);
-		uint64_t now = monotonic_usec();
+		uint64_t now = monotonic_coarse_usec();
 		for (struct dlist_node *n = guards.first; n; n = n->next) {
 			struct guarded_conn *g = dlist_item(n, struct guarded_conn, link);
 			uint64_t since = atomic_load(&g->since_usec);
@@ -98,7 +98,7 @@ void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
 		struct guarded_conn *g = xcalloc(1, sizeof(*g));
 		g->fd = ci ? ci->connect_fd : -1;
 		g->conn = conn;
-		g->since_usec = monotonic_usec();
+		g->since_usec = monotonic_coarse_usec();
 		pthread_mutex_lock(&guard.lock);
 		dlist_append(&guards, &g->link);
 		pthread_mutex_unlock(&guard.lock);
@@ -129,16 +129,18 @@ static void guard_set_in_request(struct MHD_Connection *conn, int in_request)
 	struct guarded_conn *g = guard_of(conn);
 	if (!g)
 		return;
+	/* the deadline is in seconds: the kernel's tick is precise enough,
+	 * and release stores are plain stores (the watchdog's loads pair) */
 	if (!in_request)
-		atomic_store(&g->since_usec, monotonic_usec());
-	atomic_store(&g->in_request, in_request);
+		atomic_store_explicit(&g->since_usec, monotonic_coarse_usec(), memory_order_release);
+	atomic_store_explicit(&g->in_request, in_request, memory_order_release);
 }
 
 void conn_guard_request_begin(struct MHD_Connection *conn)
 {
 	struct guarded_conn *g = guard_of(conn);
 	if (g)
-		atomic_store(&g->reading_headers, 0);
+		atomic_store_explicit(&g->reading_headers, 0, memory_order_release);
 	guard_set_in_request(conn, 1);
 }
 
@@ -153,8 +155,8 @@ void *conn_guard_request_line(void *cls, const char *uri, struct MHD_Connection 
 	(void)uri;
 	struct guarded_conn *g = guard_of(conn);
 	if (g) {
-		atomic_store(&g->owner, thread_token());
-		atomic_store(&g->reading_headers, 1);
+		atomic_store_explicit(&g->owner, thread_token(), memory_order_release);
+		atomic_store_explicit(&g->reading_headers, 1, memory_order_release);
 	}
 	return NULL;	/* the request is made at its first access_handler call */
 }
