@@ -165,8 +165,11 @@ void *conn_guard_request_line(void *cls, const char *uri, struct MHD_Connection 
  * thread now: one of this thread's that read a request line, has all its
  * headers (libmicrohttpd has moved on to the next state of every other
  * connection with complete headers) and was not handed to khub. NULL
- * unless exactly one. Called with guard.lock held. */
-static struct guarded_conn *parsing_headers_here(void)
+ * unless exactly one. headers_incomplete: headers too large for the
+ * connection's memory (431, 414) are refused before they are complete, so
+ * any connection of this thread still reading its headers counts.
+ * Called with guard.lock held. */
+static struct guarded_conn *parsing_headers_here(int headers_incomplete)
 {
 	struct guarded_conn *found = NULL;
 	int n = 0;
@@ -176,7 +179,7 @@ static struct guarded_conn *parsing_headers_here(void)
 			continue;
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(g->conn,
 									      MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-		if (ci && ci->header_size > 0) {
+		if (headers_incomplete || (ci && ci->header_size > 0)) {
 			found = g;
 			n++;
 		}
@@ -218,12 +221,15 @@ void conn_guard_mhd_log(void *cls, const char *fmt, va_list ap)
 	}
 	unsigned status = va_arg(ap, unsigned);
 	const char *page = va_arg(ap, const char *);
-	const char *why = !page ? "malformed request" :
+	int too_large = status == 431 || status == 414;
+	const char *why = too_large ? (status == 431 ? "request headers larger than connection_memory_kb allows"
+						     : "request line larger than connection_memory_kb allows") :
+			  !page ? "malformed request" :
 			  strstr(page, "Content-Length") ? (status == 413 ? "Content-Length too large" :
 							    "malformed Content-Length (one value, digits only)") :
 			  strstr(page, "Host") ? "an HTTP/1.1 request needs a Host header" : "malformed request";
 	pthread_mutex_lock(&guard.lock);
-	struct guarded_conn *g = parsing_headers_here();
+	struct guarded_conn *g = parsing_headers_here(too_large);
 	if (g)
 		answer_once(g, status, why);
 	pthread_mutex_unlock(&guard.lock);

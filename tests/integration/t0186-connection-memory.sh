@@ -1,8 +1,8 @@
 #!/bin/bash
 # t0186-connection-memory.sh -- connection_memory_kb is what each connection
 # has for a request's headers: under it a request is served, over it the
-# answer is 431 and the connection's next request on a new connection is
-# served as ever; a larger setting admits larger headers; a small one still
+# answer is 431 in JSON (khub's, not libmicrohttpd's HTML page) and the next
+# request on a new connection is served as ever; a larger setting admits larger headers; a small one still
 # serves the hub clients' requests (a HEAD answered from the kept answer, a
 # JSON body posted).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
@@ -28,6 +28,11 @@ khub_start
 is "$(khub serve -n 2>/dev/null | grep -c '^connection_memory_kb = 16$')" 1 "the default: 16 KiB a connection"
 is "$(status_with_header 4000)" 200 "default: a 4 KB header is served"
 is "$(status_with_header 40000)" 431 "default: a 40 KB header: 431 Request Header Fields Too Large"
+pad=$(head -c 40000 /dev/zero | tr '\0' 'a')
+curl -s -D "$TEST_DIR/431.h" -o "$TEST_DIR/431.body" -H "X-Padding: $pad" "$KHUB_URL/api/kernels/acme/relu/revision/main"
+is "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["error"])' "$TEST_DIR/431.body" 2>&1)" \
+	"request headers larger than connection_memory_kb allows" "... answered in JSON, naming the setting"
+check "... as application/json" -- grep -qi '^Content-Type: application/json' "$TEST_DIR/431.h"
 is "$(curl -s -o /dev/null -w '%{http_code}' "$KHUB_URL/api/kernels/acme/relu/revision/main")" 200 \
 	"... and the next request is served"
 khub_stop
