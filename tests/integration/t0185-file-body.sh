@@ -9,7 +9,9 @@
 # in 128 KiB calls).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
-hits=$(cd "$KHUB_SRC" && grep -rn --include='*.c' 'MHD_create_response_from_fd' . | grep -v '^./http/file_body.c:')
+# the tracked sources (a build directory may hold copies of the tree)
+hits=$(cd "$KHUB_SRC" && { git ls-files '*.c' 2>/dev/null || find . -name '*.c' -not -path './build*'; } |
+	sed 's|^\./||' | xargs grep -n 'MHD_create_response_from_fd' | grep -v '^http/file_body.c:')
 is "$hits" "" "every file body is made by http_file_response (http/file_body.c)"
 
 khub_setup
