@@ -156,18 +156,21 @@ void format_iso8601(time_t t, char out[32])
 	strftime(out, 32, "%Y-%m-%dT%H:%M:%S.000Z", &tm);
 }
 
-uint64_t monotonic_usec(void)
+static uint64_t clock_usec(clockid_t clock)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t monotonic_usec(void)
+{
+	return clock_usec(CLOCK_MONOTONIC);
 }
 
 uint64_t monotonic_coarse_usec(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	return clock_usec(CLOCK_MONOTONIC_COARSE);
 }
 
 struct timespec clock_after_usec(clockid_t clock, uint64_t usec)

@@ -6,7 +6,7 @@
  * sendfile call and per turn of the event loop unless it runs a thread per
  * connection (then 2 MiB); the chunk is a compile-time constant. A 100 MiB
  * LFS download was 800 calls against nginx's 50 (sendfile_max_chunk 2m),
- * and on 2 dedicated cores that per-call cost left khub at 0.87-0.93 of
+ * and on 2 dedicated cores that per-call cost left khub at 0.81-0.93 of
  * nginx's throughput. khub defines sendfile64, the symbol libmicrohttpd
  * calls, so the dynamic linker binds libmicrohttpd's call here; a call for
  * exactly 128 KiB (libmicrohttpd's "more follows") on a body registered by
@@ -80,8 +80,8 @@ struct MHD_Response *http_file_response(int fd, uint64_t offset, uint64_t count)
 	return resp;
 }
 
-/* The calls' sizes: wider for a registered body with more than two
- * library chunks to go, as they are otherwise. */
+/* The size a call asks for: count, or wider for a registered body with
+ * more than two library chunks to go. */
 static size_t call_size(int in_fd, const off64_t *offset, size_t count)
 {
 	if (count != LIBRARY_CHUNK || !offset || *offset < 0)

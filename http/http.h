@@ -228,7 +228,7 @@ void response_memo_shutdown(void);
 /* A response whose body is count bytes of the file fd from offset
  * (http/file_body.c): libmicrohttpd owns fd once it returns one (it
  * closes fd with the response; on NULL the caller still owns fd), and sends
- * it with sendfile, 2 MiB a call. Every file body goes through here (t0157 checks). */
+ * it with sendfile, 2 MiB a call. Every file body goes through here (t0185 checks). */
 struct MHD_Response *http_file_response(int fd, uint64_t offset, uint64_t count);
 /* JSON body; takes ownership of body (json_decref'd). */
 enum MHD_Result respond_json(struct request *req, int status, json_t *body);

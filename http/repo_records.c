@@ -143,9 +143,8 @@ struct front_entry {
 static __thread struct front_entry front[FRONT_SLOTS];
 static __thread unsigned front_next;
 
-static struct front_entry *front_find(const char *key, uint64_t now, uint64_t ttl)
+static struct front_entry *front_find(const char *key, uint64_t gen, uint64_t now, uint64_t ttl)
 {
-	uint64_t gen = atomic_load_explicit(&cache_generation, memory_order_acquire);
 	for (int i = 0; i < FRONT_SLOTS; i++) {
 		struct front_entry *f = &front[i];
 		if (f->generation == gen && now - f->fetched_usec < ttl && strcmp(f->key, key) == 0)
@@ -169,7 +168,10 @@ int repo_record_lookup(enum repo_type type, const char *ns, const char *name, st
 	char key[2 * REPO_NAME_MAX + 16];
 	uint64_t now = monotonic_coarse_usec(), ttl = (uint64_t)http_ctx.repo_cache_ttl_ms * 1000u;
 	record_key(key, sizeof(key), type, ns, name);
-	struct front_entry *f = front_find(key, now, ttl);
+	/* read before the shared cache's lock: an invalidation after it
+	 * makes the front entry kept below stale at once */
+	uint64_t gen = atomic_load_explicit(&cache_generation, memory_order_acquire);
+	struct front_entry *f = front_find(key, gen, now, ttl);
 	if (f) {
 		if (f->found)
 			*out = f->record;
@@ -177,9 +179,6 @@ int repo_record_lookup(enum repo_type type, const char *ns, const char *name, st
 	}
 
 	pthread_once(&record_cache_once, record_cache_init);
-	/* read before the lock: an invalidation after it makes the front
-	 * entry kept below stale at once */
-	uint64_t gen = atomic_load_explicit(&cache_generation, memory_order_acquire);
 	pthread_rwlock_rdlock(&record_lock);
 	struct cached_record *c = hashmap_get(&record_cache, key);
 	/* A record too old to trust (the refresher is stuck or the database

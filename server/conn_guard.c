@@ -205,6 +205,21 @@ static void answer_once(struct guarded_conn *g, unsigned status, const char *why
 	atomic_store(&g->reading_headers, 0);
 }
 
+/* Why libmicrohttpd refused a request with status, from the page it
+ * would have sent (NULL: none). */
+static const char *refusal_reason(unsigned status, const char *page)
+{
+	if (status == 431)
+		return "request headers larger than connection_memory_kb allows";
+	if (status == 414)
+		return "request line larger than connection_memory_kb allows";
+	if (page && strstr(page, "Content-Length"))
+		return status == 413 ? "Content-Length too large" : "malformed Content-Length (one value, digits only)";
+	if (page && strstr(page, "Host"))
+		return "an HTTP/1.1 request needs a Host header";
+	return "malformed request";
+}
+
 void conn_guard_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	static const char refused[] = "Error processing request (HTTP response code is ";
@@ -221,15 +236,10 @@ void conn_guard_mhd_log(void *cls, const char *fmt, va_list ap)
 	}
 	unsigned status = va_arg(ap, unsigned);
 	const char *page = va_arg(ap, const char *);
-	int too_large = status == 431 || status == 414;
-	const char *why = too_large ? (status == 431 ? "request headers larger than connection_memory_kb allows"
-						     : "request line larger than connection_memory_kb allows") :
-			  !page ? "malformed request" :
-			  strstr(page, "Content-Length") ? (status == 413 ? "Content-Length too large" :
-							    "malformed Content-Length (one value, digits only)") :
-			  strstr(page, "Host") ? "an HTTP/1.1 request needs a Host header" : "malformed request";
+	const char *why = refusal_reason(status, page);
 	pthread_mutex_lock(&guard.lock);
-	struct guarded_conn *g = parsing_headers_here(too_large);
+	/* headers too large are refused before they are complete */
+	struct guarded_conn *g = parsing_headers_here(status == 431 || status == 414);
 	if (g)
 		answer_once(g, status, why);
 	pthread_mutex_unlock(&guard.lock);
