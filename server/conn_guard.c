@@ -166,8 +166,11 @@ void *conn_guard_request_line(void *cls, const char *uri, struct MHD_Connection 
  * headers (libmicrohttpd has moved on to the next state of every other
  * connection with complete headers) and was not handed to khub. NULL
  * unless exactly one. headers_incomplete: headers too large for the
- * connection's memory (431, 414) are refused before they are complete, so
- * any connection of this thread still reading its headers counts.
+ * connection's memory (431) are refused before they are complete, so any
+ * connection of this thread still reading its headers counts (the refused
+ * one among them: its request line was read). Not for a request line too
+ * long (414): that connection never read one, and the only candidate
+ * would be another client's.
  * Called with guard.lock held. */
 static struct guarded_conn *parsing_headers_here(int headers_incomplete)
 {
@@ -239,7 +242,7 @@ void conn_guard_mhd_log(void *cls, const char *fmt, va_list ap)
 	const char *why = refusal_reason(status, page);
 	pthread_mutex_lock(&guard.lock);
 	/* headers too large are refused before they are complete */
-	struct guarded_conn *g = parsing_headers_here(status == 431 || status == 414);
+	struct guarded_conn *g = parsing_headers_here(status == 431);
 	if (g)
 		answer_once(g, status, why);
 	pthread_mutex_unlock(&guard.lock);
