@@ -219,6 +219,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(argv[1], commands[i].name) == 0) {
 			int n = config_load(argc - 1, argv + 1);
+			runtime_become_data_dir_owner();
 			return commands[i].run(n, argv + 1);
 		}
 	}

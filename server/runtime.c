@@ -5,7 +5,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <openssl/rand.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -18,6 +21,37 @@ static char *conninfo_in_use;
 const char *runtime_conninfo(void)
 {
 	return conninfo_in_use ? conninfo_in_use : "";
+}
+
+/* Root against a data dir that belongs to another user (the package's
+ * /var/lib/khub, owned by khub): become that user before anything is
+ * touched, so that every file khub writes (and its embedded PostgreSQL)
+ * stays that user's; nothing is ever chowned. A data dir that is absent or
+ * root's is left to root as before (a quickstart as root). */
+void runtime_become_data_dir_owner(void)
+{
+	struct stat st;
+	char absolute[PATH_MAX];
+	if (geteuid() != 0 || !config.data_dir[0] || stat(config.data_dir, &st) < 0 || st.st_uid == 0)
+		return;
+	if (realpath(config.data_dir, absolute)) {	/* the working directory may be root's alone */
+		free(config.data_dir);
+		config.data_dir = xstrdup(absolute);
+	}
+	struct passwd *pw = getpwuid(st.st_uid);
+	char name[64];
+	if (pw)
+		snprintf(name, sizeof(name), "%s", pw->pw_name);
+	else
+		snprintf(name, sizeof(name), "%u", (unsigned)st.st_uid);
+	gid_t gid = pw ? pw->pw_gid : st.st_gid;
+	if ((pw ? initgroups(pw->pw_name, gid) : setgroups(0, NULL)) < 0 || setgid(gid) < 0 || setuid(st.st_uid) < 0)
+		fatal("data dir %s belongs to %s and khub cannot become that user (%s); run it as that user: "
+		      "sudo -u %s khub ...", config.data_dir, name, strerror(errno), name);
+	if (pw && pw->pw_dir)
+		setenv("HOME", pw->pw_dir, 1);
+	log_info("running as %s, the owner of data dir %s (never as root on another user's data)", name,
+		 config.data_dir);
 }
 
 static void prepare_data_dir(void)

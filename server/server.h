@@ -185,6 +185,10 @@ int cmd_restore(int argc, char **argv);
 
 /* ---- runtime shared by the commands (server/runtime.c) ------------------- */
 
+/* Run as root with a data dir owned by another user: become that user
+ * (its groups, then its uid), or exit saying to run as it; otherwise
+ * nothing. Called once at start-up, before any command touches a file. */
+void runtime_become_data_dir_owner(void);
 /* Open the database (embedded or external) and migrate; exits on failure. */
 void runtime_open_database(void);
 /* The same without migrating (khub restore fills an empty database first). */

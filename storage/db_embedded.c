@@ -1,8 +1,10 @@
 /* db_embedded.c -- khub's own PostgreSQL cluster under {data_dir}/pg, used
  * when no database URL is configured: unix socket only, run as an
- * unprivileged user when khub runs as root (PostgreSQL refuses root), shared
- * by every khub process on the data dir and stopped by the last one; in the
- * serve role a watchdog restarts its postmaster when it dies. */
+ * unprivileged user when khub runs as root (PostgreSQL refuses root): an
+ * existing cluster's owner, nothing chowned but the directories khub just
+ * made; shared by every khub process on the data dir and stopped by the
+ * last one; in the serve role a watchdog restarts its postmaster when it
+ * dies. */
 #include "storage/db_internal.h"
 
 #include <errno.h>
@@ -61,7 +63,9 @@ static int run_pg_tool(char *const argv[])
 	/* opened here (before the fork), owned
 	 * by the cluster's owner: pg_ctl -l opens it as that user */
 	int fd = open(emb.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (fd >= 0 && emb.drop_privileges && fchown(fd, emb.uid, emb.gid) < 0)
+	struct stat st;
+	if (fd >= 0 && emb.drop_privileges && fstat(fd, &st) == 0 && st.st_uid == 0 &&
+	    fchown(fd, emb.uid, emb.gid) < 0)
 		log_warn("embedded database: cannot hand %s to its owner", emb.log_file);
 	char **envp = environ_for_postgres();
 	/* reset_signals: serve blocks SIGINT, SIGTERM and SIGHUP in every
@@ -86,11 +90,24 @@ static int run_pg_tool(char *const argv[])
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Who runs the cluster when khub runs as root (PostgreSQL refuses root):
+ * the owner of the cluster, or of pg_dir, when there is one that is not
+ * root's (a cluster is never handed to another user); else 'postgres', or
+ * 'nobody'. */
 static int choose_owner(void)
 {
 	if (geteuid() != 0)
 		return 0;
-	struct passwd *pw = getpwnam("postgres");
+	struct stat st;
+	struct passwd *pw = NULL;
+	if ((stat(emb.cluster, &st) == 0 || stat(emb.pg_dir, &st) == 0) && st.st_uid != 0) {
+		pw = getpwuid(st.st_uid);
+		emb.uid = st.st_uid;
+		emb.gid = pw ? pw->pw_gid : st.st_gid;
+		emb.drop_privileges = 1;
+		return 0;
+	}
+	pw = getpwnam("postgres");
 	if (!pw)
 		pw = getpwnam("nobody");
 	if (!pw) {
@@ -202,14 +219,19 @@ cleanup:
 	return rc;
 }
 
-static int chown_tree(const char *dir)
+/* Hand pg_dir or run_dir to the cluster's owner when root has it (khub,
+ * as root, just made it): that directory alone, never what lies in it nor
+ * a directory someone else owns (a live cluster's files stay its owner's). */
+static int hand_over(const char *dir)
 {
-	if (!emb.drop_privileges)
+	struct stat st;
+	if (!emb.drop_privileges || lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0)
 		return 0;
-	char *argv_path = xasprintf("chown -R %u:%u '%s'", (unsigned)emb.uid, (unsigned)emb.gid, dir);
-	int rc = system(argv_path);
-	free(argv_path);
-	return rc == 0 ? 0 : KHUB_EIO;
+	if (chown(dir, emb.uid, emb.gid) < 0) {
+		log_error("embedded database: cannot hand %s to its owner: %s", dir, strerror(errno));
+		return KHUB_EIO;
+	}
+	return 0;
 }
 
 int db_embedded_acquire(const char *data_dir, const char *pg_bindir, char **conninfo)
@@ -240,7 +262,7 @@ int db_embedded_acquire(const char *data_dir, const char *pg_bindir, char **conn
 	if (emb.start_lock_fd < 0 || emb.users_lock_fd < 0)
 		return KHUB_EIO;
 	flock(emb.start_lock_fd, LOCK_EX);
-	if ((rc = chown_tree(emb.pg_dir)) < 0)
+	if ((rc = hand_over(emb.pg_dir)) < 0 || (rc = hand_over(emb.run_dir)) < 0)
 		goto unlock;
 	if (!owner_can_reach(emb.pg_dir)) {
 		log_error("embedded database: the 'postgres' user cannot reach %s; put the data dir "
