@@ -39,16 +39,27 @@ static int copy_fd(int fd_in, int fd_out, EVP_MD_CTX *sha, uint64_t *bytes)
 	return rc;
 }
 
+/* The file to copy, never through a symbolic link (a restored backup may
+ * hold one planted to read another file), but for the /proc/self/fd/N by
+ * which a remote store lends a download (linked_each). */
+static int open_source(const char *from)
+{
+	static const char lent[] = "/proc/self/fd/";
+	int nofollow = strncmp(from, lent, sizeof(lent) - 1) == 0 ? 0 : O_NOFOLLOW;
+	return open(from, O_RDONLY | O_CLOEXEC | nofollow);
+}
+
 int backup_copy_file(const char *from, const char *to, const char *expect_sha256, uint64_t *bytes)
 {
 	char *tmp = xasprintf("%s.tmp-%d", to, (int)getpid());
 	struct stat st;
-	int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, rc = KHUB_EIO;
+	int in = open_source(from), out = -1, rc = KHUB_EIO;
 	uint64_t copied = 0;
 	EVP_MD_CTX *sha = expect_sha256 ? EVP_MD_CTX_new() : NULL;
-	if (in < 0 || fstat(in, &st) < 0)
+	if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
 		goto cleanup;
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 0777);
+	unlink(tmp);	/* one a killed copy left; never written through */
+	out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st.st_mode & 0777);
 	if (out < 0)
 		goto cleanup;
 	if (sha)

@@ -452,6 +452,31 @@ static int copy_secret(struct backup *b)
 	return rc;
 }
 
+static int make_private(const char *rel, const char *path, const char *name, void *arg)
+{
+	struct stat st;
+	(void)rel, (void)name, (void)arg;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : KHUB_EIO;
+	mode_t want = S_ISDIR(st.st_mode) ? 0700 : 0600;
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return 0;	/* none is made; a link's own mode means nothing */
+	if ((st.st_mode & 07777) != want && chmod(path, want) < 0)
+		return KHUB_EIO;
+	return S_ISDIR(st.st_mode) ? DIR_WALK_ENTER : 0;
+}
+
+/* Every file in DIR 0600 and every directory 0700, those of an earlier
+ * backup into it included: the dump holds token hashes, emails and
+ * sessions, repos/ the private repos. */
+static int make_dir_private(const char *dir)
+{
+	int rc = chmod(dir, 0700) < 0 ? KHUB_EIO : dir_walk(dir, make_private, NULL);
+	if (rc < 0)
+		fprintf(stderr, "khub backup: cannot make everything in %s private (mode 0600/0700)\n", dir);
+	return rc;
+}
+
 static int run_backup(struct backup *b)
 {
 	time_t started = time(NULL);
@@ -465,14 +490,25 @@ static int run_backup(struct backup *b)
 		rc = dump_database(b);
 		db_snapshot_release();
 	}
-	if (rc == 0 && (rc = copy_repos(b)) == 0 && (rc = copy_lfs(b)) == 0)
-		rc = copy_secret(b);
+	if (rc == 0 && (rc = copy_repos(b)) == 0 && (rc = copy_lfs(b)) == 0 && (rc = copy_secret(b)) == 0)
+		rc = make_dir_private(b->dir);
 	if (rc < 0)
 		return rc;
 	json_t *m = manifest(b, started);
 	rc = backup_manifest_write(b->dir, m);
 	json_decref(m);
 	return rc;
+}
+
+/* Back up only the data dir the operator named: without one, khub would
+ * start an empty hub in ./var and back that up. */
+static int data_dir_named(void)
+{
+	if (config_is_set("data_dir"))
+		return 1;
+	fprintf(stderr, "khub backup: no data_dir is configured (--config FILE, KHUB_DATA_DIR or --data-dir); "
+		"refusing to back up the default ./var\n");
+	return 0;
 }
 
 /* 1 when path is dir or lies below it. */
@@ -482,11 +518,14 @@ static int inside(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* DIR made and locked against a second backup into it: the lock's fd, or -1. */
+/* DIR made (or made the backup's: mode 0700 whatever it was) and locked
+ * against a second backup into it: the lock's fd, or -1. */
 static int lock_dir(const char *dir)
 {
 	char *path = xasprintf("%s/.backup.lock", dir);
-	int fd = mkdir_p(dir, 0700) == 0 ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600) : -1;
+	int fd = mkdir_p(dir, 0700) == 0 && chmod(dir, 0700) == 0
+			 ? open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)
+			 : -1;
 	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		fprintf(stderr, "khub backup: another backup into %s is running\n", dir);
 		close(fd);
@@ -506,6 +545,9 @@ int cmd_backup(int argc, char **argv)
 			"  objects, the URL secret; LFS objects already in DIR are not copied again)\n");
 		return 2;
 	}
+	if (!data_dir_named())
+		return 2;
+	umask(077);	/* every file and directory made: the owner's alone */
 	struct backup b = { 0 };
 	int fd = lock_dir(argv[1]);
 	if (fd < 0)

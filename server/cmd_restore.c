@@ -3,7 +3,8 @@
  * the configured one): git repos, LFS objects (each checked against its
  * sha256), the URL secret, then the dump (pg_restore), the migrations newer
  * than it, and the variant index's branch heads recorded again from the
- * restored refs (a commit's index is written just after its ref moves). */
+ * restored refs (a commit's index is written just after its ref moves).
+ * A backup holding anything but files and directories is refused whole. */
 #include "server/server.h"
 #include "storage/variant_index.h"
 
@@ -34,6 +35,25 @@ static int dir_is_empty(const char *dir)
 		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
 	closedir(d);
 	return empty;
+}
+
+/* Every entry of the backup a file or a directory (lstat): a symbolic
+ * link (a secret that names /etc/shadow) or a special file is refused. */
+static int only_files(const char *rel, const char *path, const char *name, void *arg)
+{
+	struct stat st;
+	(void)rel, (void)name, (void)arg;
+	if (lstat(path, &st) < 0) {
+		fprintf(stderr, "khub restore: %s: %s\n", path, strerror(errno));
+		return KHUB_EIO;
+	}
+	if (S_ISDIR(st.st_mode))
+		return DIR_WALK_ENTER;
+	if (S_ISREG(st.st_mode))
+		return 0;
+	fprintf(stderr, "khub restore: %s is a %s; a backup holds only files and directories: refused, nothing "
+		"restored\n", path, S_ISLNK(st.st_mode) ? "symbolic link" : "special file");
+	return KHUB_EINVAL;
 }
 
 /* ---- files ------------------------------------------------------------------------ */
@@ -179,6 +199,12 @@ int cmd_restore(int argc, char **argv)
 		return 2;
 	}
 	struct restore r = { .from = argv[1] };
+	int scanned = dir_walk(r.from, only_files, NULL);
+	if (scanned < 0) {
+		if (scanned == KHUB_EIO)
+			fprintf(stderr, "khub restore: cannot read all of %s\n", r.from);
+		return 2;
+	}
 	if (!(r.manifest = backup_manifest_read(r.from, why, sizeof(why)))) {
 		fprintf(stderr, "khub restore: %s\n", why);
 		return 2;

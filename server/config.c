@@ -123,6 +123,9 @@ static size_t noptions;
 /* The values config_load produced, before serve made paths absolute: what a
  * reload compares the keys that need a restart against. */
 static struct khub_config as_loaded;
+/* By row: the key was set by the file, a KHUB_* variable or an option, not
+ * left to its default (config_is_set). */
+static unsigned char set_explicitly[CONFIG_ROWS];
 /* Reloaded strings' old copies: a reader in another thread may still hold
  * one, so they are kept (reachable) until the process ends. */
 static char **retired;
@@ -194,6 +197,7 @@ static int load_line(struct khub_config *cfg, char *line, const char *path, int 
 	}
 	char source[300];
 	snprintf(source, sizeof(source), "%s:%d", path, lineno);
+	set_explicitly[row - config_rows] = 1;
 	return set_value(cfg, row, value, source);
 }
 
@@ -224,6 +228,7 @@ static char *env_name(const char *key)
  * strings it replaces); -1 (said on stderr) at the first bad one. */
 static int fill(struct khub_config *cfg)
 {
+	memset(set_explicitly, 0, sizeof(set_explicitly));
 	for (size_t i = 0; i < CONFIG_ROWS; i++)
 		if (set_value(cfg, &config_rows[i], config_rows[i].dflt, "default") < 0)
 			return -1;
@@ -236,10 +241,13 @@ static int fill(struct khub_config *cfg)
 		free(name);
 		if (rc < 0)
 			return -1;
+		set_explicitly[i] |= value != NULL;
 	}
-	for (size_t i = 0; i < noptions; i++)
+	for (size_t i = 0; i < noptions; i++) {
 		if (set_value(cfg, options[i].row, options[i].value, options[i].source) < 0)
 			return -1;
+		set_explicitly[options[i].row - config_rows] = 1;
+	}
 	if (log_level_parse(cfg->log_level) < 0) {
 		fprintf(stderr, "khub: log_level must be error, warn, info or debug (got '%s')\n", cfg->log_level);
 		return -1;
@@ -343,6 +351,12 @@ int config_load(int argc, char **argv)
 	log_threshold = (enum log_level)log_level_parse(config.log_level);
 	log_set_json(strcmp(config.log_format, "json") == 0);
 	return out;
+}
+
+int config_is_set(const char *key)
+{
+	const struct config_row *row = find_row(key);
+	return row && set_explicitly[row - config_rows];
 }
 
 static int row_equal(const struct config_row *row, const struct khub_config *a, const struct khub_config *b)

@@ -91,6 +91,9 @@ extern struct khub_config config;
  * KHUB_* environment variables, then --key value options. Options it uses
  * are removed from argv; returns the new argc. Exits on a bad value. */
 int config_load(int argc, char **argv);
+/* 1 when key was set by the file, a KHUB_* variable or an option (to any
+ * value, its default included), 0 when it is only the default. */
+int config_is_set(const char *key);
 /* Print the table (name, default, environment variable, help). */
 void config_print_help(FILE *fp);
 /* A commented config file: every key with its help, [reload] on the keys
@@ -143,9 +146,10 @@ struct backup_tally {
 	size_t files, present;		/* copied, already there */
 	unsigned long long bytes;	/* copied */
 };
-/* Copy a file to `to` through a temp file beside it (fsynced, renamed);
- * with expect_sha256 the content must hash to it (else KHUB_EINVAL and
- * nothing is left). *bytes (may be NULL): what was read. */
+/* Copy a regular file (never through a symbolic link) to `to` through a
+ * temp file beside it (fsynced, renamed); with expect_sha256 the content
+ * must hash to it (else KHUB_EINVAL and nothing is left). *bytes (may be
+ * NULL): what was read. */
 int backup_copy_file(const char *from, const char *to, const char *expect_sha256, uint64_t *bytes);
 /* Copy the tree below `from` into `to`: directories made, files copied
  * unless `to` has a file of that name and size (objects never change);
