@@ -452,6 +452,7 @@ static int copy_secret(struct backup *b)
 	return rc;
 }
 
+/* dir_walk: one entry of the backup to 0600 (a file) or 0700 (a directory). */
 static int make_private(const char *rel, const char *path, const char *name, void *arg)
 {
 	struct stat st;
@@ -518,7 +519,7 @@ static int inside(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* DIR made (or made the backup's: mode 0700 whatever it was) and locked
+/* DIR made if absent, set to mode 0700 whatever it was, and locked
  * against a second backup into it: the lock's fd, or -1. */
 static int lock_dir(const char *dir)
 {
