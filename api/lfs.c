@@ -400,7 +400,13 @@ static enum MHD_Result handle_download(struct request *req)
 		return lfs_error(req, 503, "database unavailable");
 	if (!linked)
 		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
-	if (lfs_store_open_object(api_ctx.lfs, req->args[1], &fd, &stored) < 0 || stored != size)
+	int orc = lfs_store_open_object(api_ctx.lfs, req->args[1], &fd, &stored);
+	if (orc == KHUB_EIO)	/* damaged (quarantined) or unreadable: never those bytes */
+		return lfs_error(req, 502, "the LFS store could not give object %s intact (see the server log)",
+				 req->args[1]);
+	if (orc == 0 && stored != size)
+		close(fd);
+	if (orc < 0 || stored != size)
 		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
 	to = size ? size - 1 : 0;
 	int ranged = http_range_parse(request_header(req, "Range"), size, &from, &to);

@@ -211,6 +211,27 @@ static void write_lfs_store(struct strbuf *sb)
 	      (double)atomic_load(&lfs_scanned_at));
 }
 
+/* This node's checks of local objects: before serving, and the scrub. */
+static void write_lfs_integrity(struct strbuf *sb)
+{
+	struct lfs_integrity_stats s;
+	lfs_integrity_stats(&s);
+	gauge(sb, "khub_lfs_rehashed_total", "counter",
+	      "LFS objects re-hashed before serving because their file changed since verified (or had no record)",
+	      (double)s.rehashed);
+	gauge(sb, "khub_lfs_damaged_on_read_total", "counter",
+	      "LFS objects found damaged before serving (quarantined, answered 502)", (double)s.damaged_on_read);
+	gauge(sb, "khub_lfs_scrub_objects_total", "counter", "LFS objects re-hashed by the scrub on this node",
+	      (double)s.scrub_objects);
+	gauge(sb, "khub_lfs_scrub_bytes_total", "counter", "bytes re-hashed by the scrub on this node",
+	      (double)s.scrub_bytes);
+	gauge(sb, "khub_lfs_scrub_damaged_total", "counter", "LFS objects the scrub found damaged and quarantined",
+	      (double)s.scrub_damaged);
+	gauge(sb, "khub_lfs_scrub_completed_timestamp_seconds", "gauge",
+	      "when this node's last complete scrub pass ended (0: none; scrub_mb_per_s, scrub_interval_hours)",
+	      (double)s.scrub_completed_at);
+}
+
 static void write_mirror_lag(struct strbuf *sb, const struct db_metrics *m)
 {
 	double max = 0;
@@ -255,6 +276,7 @@ int metrics_write(struct strbuf *sb)
 	write_db_pool(sb);
 	write_work_queues(sb);
 	write_lfs_store(sb);
+	write_lfs_integrity(sb);
 	write_db_figures(sb, &m);
 	db_metrics_release(&m);
 	return 0;

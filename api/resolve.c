@@ -426,9 +426,12 @@ static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD
 		}
 		have = (orc = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored)) == 0;
 	}
-	if (orc == KHUB_EIO) {	/* the store failed (S3: unreachable, or bytes that do not hash to the oid) */
-		*result = respond_error(req, 502, NULL, "the LFS store could not give %s (see the server log)",
-					fa->meta.lfs_oid);
+	/* the store failed (S3: unreachable, or bytes that do not hash to the
+	 * oid; local: a file that changed and no longer hashes to it, now
+	 * quarantined, or an unreadable one): never those bytes */
+	if (orc == KHUB_EIO) {
+		*result = respond_error(req, 502, NULL,
+					"the LFS store could not give %s intact (see the server log)", fa->meta.lfs_oid);
 		return -1;
 	}
 	if (!have || stored != fa->meta.size) {

@@ -65,20 +65,6 @@ static int hash_file(const char *path, char oid[65], uint64_t *size)
 	return n < 0 ? -1 : 0;
 }
 
-/* Move a damaged object to data_dir/quarantine/lfs/{oid}.{time}: kept for
- * a person to look at, out of the store. */
-static int quarantine_object(const char *oid, const char *path)
-{
-	char *dir = xasprintf("%s/quarantine/lfs", config.data_dir);
-	char *to = xasprintf("%s/%s.%ld", dir, oid, (long)time(NULL));
-	int rc = mkdir_p(dir, 0700) == 0 && rename(path, to) == 0 ? 0 : -1;
-	if (rc == 0)
-		fsync_dir(dir);
-	free(to);
-	free(dir);
-	return rc;
-}
-
 static int check_object(const char *name, const char *path, void *arg)
 {
 	struct fsck *f = arg;
@@ -95,7 +81,8 @@ static int check_object(const char *name, const char *path, void *arg)
 	}
 	if (strcmp(oid, name) == 0)
 		return 0;
-	int repaired = f->repair && quarantine_object(name, path) == 0;
+	/* to data_dir/quarantine/lfs/{oid}.{time}: kept for a person to look at */
+	int repaired = f->repair && lfs_store_quarantine(f->lfs, name) == 0;
 	problem(f, "-", "LFS object content does not match its sha256 (moved to quarantine/lfs when repaired)",
 		path, repaired, "not repairable: cannot move it to quarantine/lfs");
 	return 0;

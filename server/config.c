@@ -75,6 +75,8 @@ static const struct config_row config_rows[] = {
 	ROW(token_cache_ttl_ms, CONFIG_LONG, "2000", 0, 600000, "how long a token lookup is reused without the database"),
 	ROW(download_stats, CONFIG_LONG, "1", 0, 1, "count variant downloads per repo, variant, day and client (0 = off)"),
 	LIVE(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)"),
+	ROW(scrub_mb_per_s, CONFIG_LONG, "0", 0, 100000, "re-hash every local LFS object in the background at this many MiB/s at most, quarantining damaged ones (0 = off)"),
+	ROW(scrub_interval_hours, CONFIG_LONG, "168", 1, 87600, "hours from the end of one LFS scrub pass to the start of the next (a pass also starts with khub serve)"),
 	ROW(metrics_lfs_scan_s, CONFIG_LONG, "300", 1, 86400, "how often a background thread adds up the LFS store's size for /metrics (khub_lfs_store_bytes; never per scrape)"),
 	ROW(db_pool_size, CONFIG_LONG, "16", 1, 1000, "database connections a process opens at most; a thread borrows one per query, or keeps it while it holds a lock or transaction"),
 	ROW(db_pool_wait_ms, CONFIG_LONG, "2000", 0, 600000, "longest wait for a free database connection (then the request answers 503 with Retry-After)"),

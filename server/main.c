@@ -155,7 +155,9 @@ static int serve_run(void)
 			config.work_wait_ms);
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	build_lease_timer_start(config.build_lease_check_ms);
+	lfs_scrub_start(api_ctx.lfs, config.scrub_mb_per_s, config.scrub_interval_hours);
 	int rc = http_serve(&serve_hooks);
+	lfs_scrub_stop();
 	build_lease_timer_stop();
 	kernel_index_catch_up_stop();
 	int busy = work_queue_stop(5000);

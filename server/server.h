@@ -54,6 +54,8 @@ struct khub_config {
 	long db_pool_wait_ms;
 	long metrics_public;
 	long metrics_lfs_scan_s;
+	long scrub_mb_per_s;
+	long scrub_interval_hours;
 	char *web_root;
 	long web_session_hours;
 	long build_lease_seconds;

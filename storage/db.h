@@ -85,6 +85,7 @@ enum db_job {
 	DB_JOB_BUILD_LEASES = 2,
 	DB_JOB_LFS_SCAN = 3,
 	DB_JOB_MIRROR_RUN = 4,	/* held by the active `khub mirror run` for its life */
+	DB_JOB_LFS_SCRUB = 5,	/* a pass of the LFS scrub (storage/lfs_scrub.c) */
 };
 /* 0 taken, 1 held by another session, KHUB_EDB. */
 int db_lock_try(enum db_lock kind, int64_t id);

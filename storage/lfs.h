@@ -94,4 +94,39 @@ const char *lfs_store_tmp_dir(const struct lfs_store *store);
 /* Copy a local file into the store. */
 int lfs_store_put_file(struct lfs_store *store, const char *path, char oid[65], uint64_t *size);
 
+/* ---- integrity of local objects (storage/lfs_verify.c, lfs_scrub.c) ---- */
+
+/* The local backend records what it verified of each object (size, inode,
+ * mtime, ctime); lfs_store_open_object re-hashes an object whose file
+ * changed since before handing it out, and one that no longer hashes to
+ * its name is moved to {root}/../quarantine/lfs/{oid}.{time} and answered
+ * KHUB_EIO. The S3 backend re-verifies what it reads. */
+
+/* Told of every chunk a paced hash reads; non-zero stops the hash. */
+struct lfs_pace {
+	int (*after)(void *arg, uint64_t bytes);
+	void *arg;
+};
+
+/* Move a damaged local object to quarantine/lfs (khub fsck --repair):
+ * 0, KHUB_EIO, KHUB_EINVAL for a backend other than local. */
+int lfs_store_quarantine(struct lfs_store *store, const char *oid);
+
+/* This process's figures, for /metrics. */
+struct lfs_integrity_stats {
+	uint64_t rehashed;		/* objects re-hashed before serving (changed, or no record) */
+	uint64_t damaged_on_read;	/* of those, found damaged and quarantined */
+	uint64_t scrub_objects, scrub_bytes, scrub_damaged;	/* re-hashed by the scrub */
+	int64_t scrub_completed_at;	/* when the last complete pass ended; 0: none */
+};
+void lfs_integrity_stats(struct lfs_integrity_stats *out);
+
+/* Re-hash every object of the local store at mb_per_s MiB/s at most, one
+ * pass now and one every interval_hours after the last ended, on one node
+ * at a time (DB_LOCK_JOB); damaged objects are quarantined, logged and
+ * counted. mb_per_s 0, or a store that is not local: nothing (the latter
+ * logged). The store must outlive lfs_scrub_stop. */
+void lfs_scrub_start(struct lfs_store *store, long mb_per_s, long interval_hours);
+void lfs_scrub_stop(void);	/* ends a pass under way */
+
 #endif

@@ -24,4 +24,30 @@ struct lfs_backend {
 void *lfs_s3_open(const struct lfs_s3_settings *s3, const char *tmp_dir);
 extern const struct lfs_backend lfs_s3_backend;
 
+/* ---- what a local store verified (lfs_verify.c) ---------------------------- */
+
+struct lfs_verify;
+/* The records of the local store under root; lfs_verify_close frees. */
+struct lfs_verify *lfs_verify_open(const char *root);
+void lfs_verify_close(struct lfs_verify *v);	/* accepts NULL */
+/* {root}/objects */
+const char *lfs_verify_objects_dir(const struct lfs_verify *v);
+/* Record the object oid just installed (open as fd) as verified. */
+void lfs_verify_record(struct lfs_verify *v, const char *oid, int fd);
+/* Before serving fd (the object oid): 0 when its file is as verified or
+ * re-hashes to oid (then recorded again); KHUB_EINVAL when it does not
+ * (moved to quarantine, logged, counted); KHUB_EIO when it cannot be read
+ * or changed while hashed. */
+int lfs_verify_check(struct lfs_verify *v, const char *oid, int fd);
+/* Re-hash fd (the object oid) whatever its record says, paced by pace
+ * (may be NULL); *bytes (may be NULL): what was read. 0, KHUB_EINVAL
+ * (damaged: quarantined), KHUB_EIO, KHUB_ECONFLICT (pace stopped it). */
+int lfs_verify_rehash(struct lfs_verify *v, const char *oid, int fd, const struct lfs_pace *pace, uint64_t *bytes);
+/* Move the object oid to quarantine/lfs and drop its record. */
+int lfs_verify_quarantine(struct lfs_verify *v, const char *oid);
+/* Process-wide: objects re-hashed before serving, found damaged so. */
+void lfs_verify_counts(uint64_t *rehashed, uint64_t *damaged_on_read);
+/* The local store's records; NULL for another backend. */
+struct lfs_verify *lfs_store_verifier(struct lfs_store *store);
+
 #endif

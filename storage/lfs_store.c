@@ -1,6 +1,6 @@
 /* lfs_store.c -- content-addressed LFS objects: write to a temp file,
  * verify the sha256, then hand it to the backend (local: fsync, rename
- * into place; S3: lfs_s3.c). */
+ * into place, record what was verified (lfs_verify.c); S3: lfs_s3.c). */
 #include "storage/lfs.h"
 #include "storage/lfs_backend.h"
 
@@ -20,6 +20,7 @@ struct lfs_store {
 	char *tmp_dir;
 	const struct lfs_backend *backend;
 	void *priv;		/* the backend's state (local: the store itself) */
+	struct lfs_verify *verify;	/* local: what was verified of each object */
 };
 
 static const struct lfs_backend local_backend;
@@ -52,6 +53,7 @@ struct lfs_store *lfs_store_open_as(const char *root, const struct lfs_s3_settin
 	store->priv = store;
 	store->root = xstrdup(root);
 	store->tmp_dir = xasprintf("%s/tmp", root);
+	store->verify = lfs_verify_open(root);
 	char *objects = xasprintf("%s/objects", root);
 	int rc = mkdir_p(store->tmp_dir, 0755) | mkdir_p(objects, 0755);
 	free(objects);
@@ -62,6 +64,8 @@ struct lfs_store *lfs_store_open_as(const char *root, const struct lfs_s3_settin
 	}
 	if (s3) {
 		store->backend = &lfs_s3_backend;
+		lfs_verify_close(store->verify);
+		store->verify = NULL;
 		if (!(store->priv = lfs_s3_open(s3, store->tmp_dir))) {
 			store->backend = &local_backend;
 			lfs_store_close(store);
@@ -82,6 +86,7 @@ void lfs_store_close(struct lfs_store *store)
 		return;
 	if (store->backend->close)
 		store->backend->close(store->priv);
+	lfs_verify_close(store->verify);
 	free(store->root);
 	free(store->tmp_dir);
 	free(store);
@@ -111,6 +116,18 @@ int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uin
 	return store->backend->open_object(store->priv, oid, fd, size);
 }
 
+struct lfs_verify *lfs_store_verifier(struct lfs_store *store)
+{
+	return store->verify;
+}
+
+int lfs_store_quarantine(struct lfs_store *store, const char *oid)
+{
+	if (!is_lower_hex(oid, 64) || !store->verify)
+		return KHUB_EINVAL;
+	return lfs_verify_quarantine(store->verify, oid);
+}
+
 int lfs_store_presign(struct lfs_store *store, const char *oid, long ttl, char **url)
 {
 	if (!is_lower_hex(oid, 64) || !store->backend->presign)
@@ -132,6 +149,8 @@ static int local_stat(void *priv, const char *oid, uint64_t *size)
 	return 0;
 }
 
+/* The object's file, checked against what was verified of it (a changed
+ * one is re-hashed first; a damaged one is quarantined and KHUB_EIO). */
 static int local_open_object(void *priv, const char *oid, int *fd, uint64_t *size)
 {
 	struct lfs_store *store = priv;
@@ -141,7 +160,7 @@ static int local_open_object(void *priv, const char *oid, int *fd, uint64_t *siz
 	if (f < 0)
 		return errno == ENOENT ? KHUB_ENOTFOUND : KHUB_EIO;
 	struct stat st;
-	if (fstat(f, &st) < 0) {
+	if (lfs_verify_check(store->verify, oid, f) < 0 || fstat(f, &st) < 0) {
 		close(f);
 		return KHUB_EIO;
 	}
@@ -211,9 +230,10 @@ static int local_install(void *priv, int fd, const char *tmp_path, const char *o
 	struct lfs_store *store = priv;
 	char *dir = object_dir(store, oid), *final = object_path(store, oid);
 	int rc = 0;
-	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && fchmod(fd, 0644) == 0 && rename(tmp_path, final) == 0)
+	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && fchmod(fd, 0644) == 0 && rename(tmp_path, final) == 0) {
 		fsync_dir(dir);
-	else
+		lfs_verify_record(store->verify, oid, fd);	/* after the rename: it moves the ctime */
+	} else
 		rc = khub_err_from_errno(errno);
 	free(dir);
 	free(final);
