@@ -194,16 +194,28 @@ void quarantine_free(struct git_quarantine *q);
 
 /* ---- repo directories over their life (storage/repo_lifecycle.c) -------- */
 
-/* repo_store_create, or adopt a directory left by a crash between creating
- * it and registering the repo: an intact repo is kept (given its initial
- * commit when the crash came first), one git cannot open is moved to the
- * trash and created afresh. *adopted (may be NULL) is set to 1 on adoption. */
-int repo_store_create_or_adopt(const char *root, enum repo_type type, const char *ns, const char *name,
-			       int *adopted);
-/* Move a repo's directory to {root}/../trash/{plural}/{ns}/{name}.git.{UTC
- * time}.{random} (a rename: nothing is lost, the name is free again).
- * KHUB_ENOTFOUND when there is no directory. */
+/* repo_store_create, never adopting: a directory already at the repo's
+ * place (a crash between creating one and registering its repo, or any
+ * leftover) is first moved to the trash; *quarantined (may be NULL) is then
+ * its trash path (the caller frees), else NULL. */
+int repo_store_create_fresh(const char *root, enum repo_type type, const char *ns, const char *name,
+			    char **quarantined);
+/* The trash, {root}/.trash (the caller frees): inside the repos' folder, on
+ * their filesystem, so that trashing is a rename that cannot fail
+ * cross-device. Laid out as root is ({plural}/{ns}/...). */
+char *repo_store_trash_dir(const char *root);
+/* Move a repo's directory to {root}/.trash/{plural}/{ns}/{name}.git.{UTC
+ * time}.{random} (a rename: nothing is lost, the name is free again);
+ * *slot (may be NULL) is then that path (the caller frees).
+ * KHUB_ENOTFOUND when there is no directory, KHUB_EIO (nothing moved) when
+ * it cannot be moved. */
+int repo_store_trash_to(const char *root, enum repo_type type, const char *ns, const char *name, char **slot);
+/* repo_store_trash_to without the slot. */
 int repo_store_trash(const char *root, enum repo_type type, const char *ns, const char *name);
+/* Put a trashed directory (slot, from repo_store_trash_to) back at the
+ * repo's place; KHUB_EIO when something is there already or the rename
+ * fails. */
+int repo_store_untrash(const char *root, enum repo_type type, const char *ns, const char *name, const char *slot);
 /* Rename a repo's directory (another namespace's folder is created as
  * needed). KHUB_EEXIST when the target exists, KHUB_ENOTFOUND when the
  * source does not. Callers serialise renames. */
