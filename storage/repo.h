@@ -157,7 +157,9 @@ int commit_builder_unchanged(struct commit_builder *cb);
 int commit_builder_write(struct commit_builder *cb, const char *author_name, const char *author_email,
 			 const char *summary, const char *description, char commit_sha[41]);
 /* Move ref_name (full, e.g. "refs/heads/v1") from expected_old (NULL or ""
- * when the ref must not exist) to new_sha. KHUB_ECONFLICT when it moved. */
+ * when the ref must not exist) to new_sha. KHUB_ECONFLICT when it moved;
+ * KHUB_EBUSY while another live writer holds the ref (its .lock file: one
+ * whose writer died is removed at once, see ref_owner below). */
 int repo_update_ref(git_repository *repo, const char *ref_name, const char *expected_old,
 		    const char *new_sha, const char *log_message);
 
@@ -221,6 +223,28 @@ int repo_store_untrash(const char *root, enum repo_type type, const char *ns, co
  * source does not. Callers serialise renames. */
 int repo_store_rename(const char *root, enum repo_type type, const char *from_ns, const char *from_name,
 		      const char *to_ns, const char *to_name);
+
+/* ---- who is inside a ref update (storage/ref_owner.c) -------------------- */
+
+/* Held by a writer around libgit2's update of one ref of a repo. */
+struct ref_owner {
+	int fd;			/* {gitdir}/khub-ref-owner, flock()ed */
+	const char *ref_name;	/* borrowed */
+	char *lock_path;	/* {gitdir}/{ref_name}.lock (owned) */
+	char prev[1400];	/* the previous owner's record, "" when it finished */
+};
+
+/* Become the repo's ref writer for ref_name (waits up to 100 ms): 0,
+ * KHUB_EBUSY when a live writer is inside an update, or KHUB_EIO. Release
+ * with ref_owner_release (also after a failure). */
+int ref_owner_take(git_repository *repo, const char *ref_name, struct ref_owner *o);
+/* With o taken, the ref's .lock file was found: remove it when its writer
+ * is dead (a khub process that recorded this ref and is gone, or a lock of
+ * no khub owner, git's, older than 5 s) and return 0 (try again);
+ * KHUB_EBUSY while it may be alive, KHUB_EIO. */
+int ref_owner_clear_stale(const struct ref_owner *o);
+/* Clear the record and drop the flock; accepts a failed take. */
+void ref_owner_release(struct ref_owner *o);
 
 /* ---- writing refs (storage/refs_write.c) --------------------------------- */
 
