@@ -244,6 +244,8 @@ static void refuse_commit(struct commit_stream *cs, int rc)
 				   "the LFS batch API first", op->path);
 	else if (rc == KHUB_ENOSPC)
 		commit_stream_fail(cs, 507, NULL, "insufficient storage: the disk holding the repository is full");
+	else if (rc == KHUB_EBUSY)	/* respond_error adds Retry-After to a 503 */
+		commit_stream_fail(cs, 503, NULL, "another writer is updating %s; retry", res->ref);
 	else if (op && rc != KHUB_EIO && rc != KHUB_EDB)
 		commit_stream_fail(cs, 400, NULL, "cannot apply the operation on %s", op->path);
 	else if (op)

@@ -2,7 +2,8 @@
  * /api/repos/delete and POST /api/repos/move (settings: repo_settings.c).
  * They hold one registry-wide lock (they are rare) and then the repo's write
  * lock, so they never race each other or a commit; a repo's directory is
- * only ever renamed, never removed. */
+ * only ever renamed, never removed: a delete moves it to the trash before
+ * the row goes, and a create never adopts one it did not make. */
 #include "api/api.h"
 
 #include <openssl/evp.h>
@@ -280,19 +281,22 @@ static enum MHD_Result respond_exists(struct request *req, const struct repo_rec
 	return respond(req, 409, resp);
 }
 
-/* Under the registry lock: the repo's git store (adopting one a crash
- * left), then its row: 0 with *rec, or -1 answered (409 when it exists). */
+/* Under the registry lock: the repo's git store, made fresh (a directory
+ * already there, which no row owns, is moved to the trash: *quarantined,
+ * which the caller frees), then its row: 0 with *rec, or -1 answered (409
+ * when it exists). */
 static int create_registered(struct request *req, enum repo_type type, const char *ns, const char *name, int private,
-			     struct repo_record *rec, int *adopted, enum MHD_Result *result)
+			     struct repo_record *rec, char **quarantined, enum MHD_Result *result)
 {
 	int rc = db_repo_get(type, ns, name, rec);
 	if (rc == 0 || rc == KHUB_EDB) {
 		*result = rc == 0 ? respond_exists(req, rec) : respond_db_unavailable(req);
 		return -1;
 	}
-	/* git first, then the row: a crash in between leaves a directory the
-	 * next create adopts. */
-	rc = repo_store_create_or_adopt(api_ctx.repo_root, type, ns, name, adopted);
+	/* git first, then the row: a crash in between leaves a directory that
+	 * no one reads (there is no row) and that the next create of the name
+	 * (or khub fsck --repair) moves to the trash. */
+	rc = repo_store_create_fresh(api_ctx.repo_root, type, ns, name, quarantined);
 	if (rc < 0) {
 		*result = rc == KHUB_ENOSPC ? respond_storage_full(req, "repositories")
 					    : respond_error(req, 500, NULL, "cannot create the repository's storage");
@@ -311,13 +315,19 @@ static int create_registered(struct request *req, enum repo_type type, const cha
 }
 
 static enum MHD_Result respond_created(struct request *req, enum repo_type type, const struct repo_record *rec,
-				       int adopted, size_t nfiles)
+				       const char *quarantined, size_t nfiles)
 {
 	const char *target = repo_audit_target(req, type, rec->ns, rec->name);
-	char *details = xasprintf("{\"private\":%s,\"adopted\":%s,\"files\":%zu}", rec->private ? "true" : "false",
-				  adopted ? "true" : "false", nfiles);
-	api_audit(req, "repo.create", target, details);
-	free(details);
+	struct strbuf details = STRBUF_INIT;
+	strbuf_addf(&details, "{\"private\":%s,\"files\":%zu,\"quarantined\":", rec->private ? "true" : "false",
+		    nfiles);
+	if (quarantined)
+		strbuf_add_json_string(&details, quarantined);
+	else
+		strbuf_adds(&details, "null");
+	strbuf_adds(&details, "}");
+	api_audit(req, "repo.create", target, details.buf);
+	strbuf_release(&details);
 	char *url = repo_url(req, type, rec->ns, rec->name);
 	char *id = xasprintf("%s/%s", rec->ns, rec->name);
 	enum MHD_Result result = respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "url", url, "id", id, "name", id));
@@ -330,13 +340,13 @@ static enum MHD_Result handle_create(struct request *req)
 {
 	enum MHD_Result result;
 	json_t *doc = NULL;
-	char *ns = NULL, *name = NULL;
+	char *ns = NULL, *name = NULL, *quarantined = NULL;
 	struct initial_file *files = NULL;
 	size_t nfiles = 0;
 	struct account owner;
 	struct repo_record rec;
 	enum repo_type type;
-	int private = 0, private_set, locked = 0, adopted = 0;
+	int private = 0, private_set, locked = 0;
 
 	if (require_signed_in(req, &result) < 0)
 		return result;
@@ -357,7 +367,7 @@ static enum MHD_Result handle_create(struct request *req)
 	if (registry_lock(req, &result) < 0)
 		goto cleanup;
 	locked = 1;
-	if (create_registered(req, type, owner.name, name, private, &rec, &adopted, &result) < 0)
+	if (create_registered(req, type, owner.name, name, private, &rec, &quarantined, &result) < 0)
 		goto cleanup;
 	/* Registered: from here on the answer is 200 whatever happens, or a
 	 * retrying client would get a 409 for a repo it created. */
@@ -366,16 +376,49 @@ static enum MHD_Result handle_create(struct request *req)
 	registry_unlock();
 	locked = 0;
 	repo_cache_invalidate();
-	result = respond_created(req, type, &rec, adopted, nfiles);
+	result = respond_created(req, type, &rec, quarantined, nfiles);
 cleanup:
 	if (locked)
 		registry_unlock();
+	free(quarantined);
 	initial_files_free(files, nfiles);
 	json_decref(doc);
 	return result;
 }
 
 /* ---- DELETE /api/repos/delete ------------------------------------------------ */
+
+/* Under both locks: the directory into the trash first, then the row (the
+ * directory goes back when the row cannot go), so that a failure at any
+ * step leaves the repo registered with its content, or gone whole. 0, or
+ * -1 answered. */
+static int delete_trashed_then_unregistered(struct request *req, const struct repo_handle *h,
+					    enum MHD_Result *result)
+{
+	const struct repo_record *r = &h->record;
+	char *slot = NULL;
+	int rc = repo_still_named(h);
+	if (rc == 0) {
+		rc = repo_store_trash_to(api_ctx.repo_root, r->type, r->ns, r->name, &slot);
+		if (rc == KHUB_ENOTFOUND)
+			rc = 0;	/* no directory (lost already): the row may go */
+		else if (rc < 0) {
+			*result = respond_error(req, 500, NULL, "cannot move the repository's storage to the trash; "
+						"nothing was deleted");
+			goto cleanup;
+		}
+		rc = db_repo_delete(r->id);
+	}
+	if (rc < 0 && slot && repo_store_untrash(api_ctx.repo_root, r->type, r->ns, r->name, slot) < 0)
+		log_error("delete %s/%s: the row stays but its directory is still at %s", r->ns, r->name, slot);
+	if (rc == KHUB_ENOTFOUND)
+		*result = respond_repo_not_found(req);	/* deleted meanwhile */
+	else if (rc < 0)
+		*result = respond_db_unavailable(req);
+cleanup:
+	free(slot);
+	return rc < 0 ? -1 : 0;
+}
 
 static enum MHD_Result handle_delete(struct request *req)
 {
@@ -384,7 +427,7 @@ static enum MHD_Result handle_delete(struct request *req)
 	char *ns = NULL, *name = NULL;
 	struct repo_handle h;
 	enum repo_type type;
-	int registry_locked = 0, repo_locked = 0, rc;
+	int registry_locked = 0, repo_locked = 0;
 
 	/* anonymous callers are answered by repo_open_admin: RepoNotFound for
 	 * a repo they cannot see, as reads answer */
@@ -401,29 +444,10 @@ static enum MHD_Result handle_delete(struct request *req)
 	if (repo_write_lock_request(req, h.record.id, &result) != 0)
 		goto cleanup;
 	repo_locked = 1;
-	rc = repo_still_named(&h);
-	if (rc == 0)
-		rc = db_repo_delete(h.record.id);
-	if (rc == KHUB_ENOTFOUND) {
-		result = respond_repo_not_found(req);	/* deleted meanwhile */
+	if (delete_trashed_then_unregistered(req, &h, &result) < 0)
 		goto cleanup;
-	}
-	if (rc < 0) {
-		result = respond_db_unavailable(req);
-		goto cleanup;
-	}
 	repo_cache_invalidate();
-	const char *target = repo_audit_target(req, type, h.record.ns, h.record.name);
-	rc = repo_store_trash(api_ctx.repo_root, type, h.record.ns, h.record.name);
-	if (rc < 0 && rc != KHUB_ENOTFOUND) {
-		/* Unregistered but still on disk: a later create would adopt
-		 * the old history, so say so rather than claim success. */
-		api_audit(req, "repo.delete", target, "{\"trashed\":false}");
-		result = respond_error(req, 500, NULL,
-				       "the repository was unregistered but its storage could not be moved to the trash");
-		goto cleanup;
-	}
-	api_audit(req, "repo.delete", target, "{\"trashed\":true}");
+	api_audit(req, "repo.delete", repo_audit_target(req, type, h.record.ns, h.record.name), "{\"trashed\":true}");
 	struct MHD_Response *resp = MHD_create_response_from_buffer(2, (void *)"OK", MHD_RESPMEM_PERSISTENT);
 	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
 	req->bytes_out = 2;

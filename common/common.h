@@ -305,6 +305,7 @@ enum khub_err {
 	KHUB_EPERM = -8,	/* not allowed */
 	KHUB_ENOTDIR = -9,	/* path names a file where a directory was wanted */
 	KHUB_ENOSPC = -10,	/* disk full (or over quota): the caller answers 507 */
+	KHUB_EBUSY = -11,	/* held by another live writer: 503 with Retry-After */
 };
 
 /* ---- starting programs (common/spawn.c) -------------------------------- */

@@ -455,6 +455,7 @@ const char *khub_strerror(int err)
 	case KHUB_EPERM: return "not allowed";
 	case KHUB_ENOTDIR: return "not a directory";
 	case KHUB_ENOSPC: return "no space left on the storage device";
+	case KHUB_EBUSY: return "busy: another writer holds it, retry";
 	}
 	return "unknown error";
 }

@@ -282,6 +282,7 @@ static const struct err_status {
 	{ KHUB_EPERM, 403 },
 	{ KHUB_ENOTDIR, 400 },
 	{ KHUB_ENOSPC, 507 },	/* respond_storage_full's body */
+	{ KHUB_EBUSY, 503 },	/* with Retry-After (respond_error_v) */
 };
 
 int khub_err_http_status(int rc)

@@ -348,8 +348,8 @@ static void check_stray(struct fsck *f, enum repo_type type, const char *ns, con
 	int rc = db_repo_get(type, ns, name, &rec);
 	if (rc == KHUB_ENOTFOUND) {
 		int repaired = f->repair && repo_store_trash(runtime_repo_root(), type, ns, name) == 0;
-		problem(f, repo, "git directory without a repo row (moved to trash/ when repaired)", dir, repaired,
-			"not repairable: cannot move it to trash/");
+		problem(f, repo, "git directory without a repo row (moved to repos/.trash/ when repaired)", dir, repaired,
+			"not repairable: cannot move it to repos/.trash/");
 	} else if (rc < 0) {
 		f->failed = 1;
 	}

@@ -283,10 +283,15 @@ static void clean_trashed(enum repo_type type, const char *ns, const char *name,
 		remove_counted(gc, &gc->trash, path, "trash");
 }
 
+/* The trash (repos/.trash), and data_dir/trash where versions before it
+ * moved there. */
 static void clean_trash(struct gc *gc)
 {
-	char *trash = xasprintf("%s/trash", config.data_dir);
+	char *trash = repo_store_trash_dir(runtime_repo_root());
+	char *old_trash = xasprintf("%s/trash", config.data_dir);
 	store_each_repo_dir(trash, clean_trashed, gc);
+	store_each_repo_dir(old_trash, clean_trashed, gc);
+	free(old_trash);
 	free(trash);
 }
 

@@ -240,14 +240,26 @@ static void ensure_repo(const struct import_args *a, enum repo_type type, const 
 	}
 	if (db_repo_get(type, ns, name, rec) != KHUB_ENOTFOUND)
 		return;
-	/* git first, then the row: a crash in between is repaired by the
-	 * next import, which finds the directory and adds the row. */
-	int rc = repo_store_create(runtime_repo_root(), type, ns, name);
-	if (rc < 0 && rc != KHUB_EEXIST)
-		fatal("cannot create repository %s", a->repo_id);
-	if (db_repo_insert(type, ns, name, a->private, rec) < 0)
-		fatal("cannot register repository %s", a->repo_id);
-	db_audit(0, "cli", "repo.create", a->repo_id, NULL, "local");
+	/* git first, then the row, under the registry lock as the API's
+	 * create: a directory a crash left in between (or anything else there
+	 * without a row) goes to the trash, never adopted. */
+	if (db_lock_wait(DB_LOCK_REGISTRY, 0) < 0)
+		fatal("cannot take the registry lock");
+	char *quarantined = NULL;
+	int rc = db_repo_get(type, ns, name, rec);
+	if (rc == KHUB_ENOTFOUND) {
+		if (repo_store_create_fresh(runtime_repo_root(), type, ns, name, &quarantined) < 0)
+			fatal("cannot create repository %s", a->repo_id);
+		if (db_repo_insert(type, ns, name, a->private, rec) < 0)
+			fatal("cannot register repository %s", a->repo_id);
+		db_audit(0, "cli", "repo.create", a->repo_id, NULL, "local");
+	}
+	db_unlock(DB_LOCK_REGISTRY, 0);
+	if (quarantined)
+		fprintf(stderr, "khub import: moved an unregistered directory to %s\n", quarantined);
+	free(quarantined);
+	if (rc < 0 && rc != KHUB_ENOTFOUND)
+		fatal("cannot read repository %s", a->repo_id);
 }
 
 /* An import of sources with build.toml queues builds, as a push does. */

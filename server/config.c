@@ -103,7 +103,7 @@ static const struct config_row config_rows[] = {
 	ROW(build_source_low_speed_s, CONFIG_LONG, "30", 1, 3600, "build farm: the window of build_source_low_speed_bytes, in seconds"),
 	ROW(build_source_deadline_s, CONFIG_LONG, "600", 1, 86400, "build farm: seconds one external git fetch may take in all"),
 	ROW(build_source_allow, CONFIG_STRING, "", 0, 0, "build farm: comma-separated addresses, CIDR ranges and host names external git sources may reach although loopback, private, link-local or reserved (all of those are refused otherwise, after DNS and on every redirect)"),
-	LIVE(trash_keep_days, CONFIG_LONG, "7", 0, 36500, "khub gc removes the git directories of deleted repos (data_dir/trash) this many days after the deletion"),
+	LIVE(trash_keep_days, CONFIG_LONG, "7", 0, 36500, "khub gc removes the git directories of deleted repos (data_dir/repos/.trash) this many days after the deletion"),
 	LIVE(build_log_max_kb, CONFIG_LONG, "4096", 16, 1L << 22, "build farm: log kept per build: its first and last halves, with a line saying how much was cut between them"),
 	LIVE(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent"),
 	ROW(build_plan_python, CONFIG_STRING, "python3", 0, 0, "build farm: the Python (3.11 or later, for tomllib) that reads build.toml to plan builds, found in /usr/local/bin:/usr/bin:/bin unless a path"),

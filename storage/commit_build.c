@@ -181,19 +181,30 @@ cleanup:
 	return rc;
 }
 
-/* A ref's .lock file left behind by a crash blocks the ref forever; one
- * older than a minute belongs to nobody (writers hold the repo's advisory
- * lock and finish in milliseconds). */
-static int remove_stale_lock(git_repository *repo, const char *ref_name)
+/* libgit2's move of the ref (its result in *git_rc), as the owner of the
+ * repo's ref updates: a .lock file found on the ref is removed at once when
+ * its writer is dead, and the move tried again. 0, or KHUB_EBUSY while a
+ * live writer holds it (see ref_owner_clear_stale), KHUB_EIO. */
+static int update_ref_owned(git_repository *repo, const char *ref_name, const git_oid *old_oid,
+			    const git_oid *new_oid, const char *log_message, int *git_rc)
 {
-	char *lock = xasprintf("%s%s.lock", git_repository_path(repo), ref_name);
-	struct stat st;
-	int rc = -1;
-	if (stat(lock, &st) == 0 && time(NULL) - st.st_mtime > 60 && unlink(lock) == 0) {
-		log_warn("removed a stale lock file %s", lock);
-		rc = 0;
+	struct ref_owner owner;
+	git_reference *ref = NULL;
+	int rc = ref_owner_take(repo, ref_name, &owner);
+	*git_rc = GIT_ELOCKED;
+	for (int attempt = 0; rc == 0 && attempt < 3 && *git_rc == GIT_ELOCKED; attempt++) {
+		if (old_oid)
+			*git_rc = git_reference_create_matching(&ref, repo, ref_name, new_oid, 1, old_oid, log_message);
+		else
+			*git_rc = git_reference_create(&ref, repo, ref_name, new_oid, 0, log_message);
+		git_reference_free(ref);
+		ref = NULL;
+		if (*git_rc == GIT_ELOCKED)
+			rc = ref_owner_clear_stale(&owner);
 	}
-	free(lock);
+	int err = errno;
+	ref_owner_release(&owner);
+	errno = err;
 	return rc;
 }
 
@@ -201,32 +212,22 @@ int repo_update_ref(git_repository *repo, const char *ref_name, const char *expe
 		    const char *new_sha, const char *log_message)
 {
 	git_oid new_oid, old_oid;
-	git_reference *ref = NULL;
-	int rc;
+	int have_old = expected_old && expected_old[0], grc;
 	if (git_oid_fromstr(&new_oid, new_sha) < 0)
 		return KHUB_EINVAL;
-	if (expected_old && expected_old[0] && git_oid_fromstr(&old_oid, expected_old) < 0)
+	if (have_old && git_oid_fromstr(&old_oid, expected_old) < 0)
 		return KHUB_EINVAL;
-	for (int attempt = 0; attempt < 2; attempt++) {
-		if (expected_old && expected_old[0])
-			rc = git_reference_create_matching(&ref, repo, ref_name, &new_oid, 1, &old_oid, log_message);
-		else
-			rc = git_reference_create(&ref, repo, ref_name, &new_oid, 0, log_message);
-		git_reference_free(ref);
-		ref = NULL;
-		if (rc != GIT_ELOCKED || attempt > 0 || remove_stale_lock(repo, ref_name) < 0)
-			break;
+	int rc = update_ref_owned(repo, ref_name, have_old ? &old_oid : NULL, &new_oid, log_message, &grc);
+	if (rc < 0 || grc == GIT_ELOCKED) {
+		log_error("update ref %s: its .lock file is held%s", ref_name, rc == KHUB_EBUSY ? " by a live writer" : "");
+		return rc == KHUB_EBUSY ? KHUB_EBUSY : KHUB_EIO;
 	}
-	if (rc == GIT_ELOCKED) {
-		log_error("update ref %s: its .lock file is held", ref_name);
-		return KHUB_EIO;
-	}
-	if (rc == GIT_EMODIFIED || rc == GIT_EEXISTS)
+	if (grc == GIT_EMODIFIED || grc == GIT_EEXISTS)
 		return KHUB_ECONFLICT;
-	if (rc < 0) {
+	if (grc < 0) {
 		int err = errno;
 		log_git_error("update ref");
-		return rc == GIT_EINVALIDSPEC ? KHUB_EINVAL : khub_err_from_errno(err);
+		return grc == GIT_EINVALIDSPEC ? KHUB_EINVAL : khub_err_from_errno(err);
 	}
 	return 0;
 }

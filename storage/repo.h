@@ -157,7 +157,9 @@ int commit_builder_unchanged(struct commit_builder *cb);
 int commit_builder_write(struct commit_builder *cb, const char *author_name, const char *author_email,
 			 const char *summary, const char *description, char commit_sha[41]);
 /* Move ref_name (full, e.g. "refs/heads/v1") from expected_old (NULL or ""
- * when the ref must not exist) to new_sha. KHUB_ECONFLICT when it moved. */
+ * when the ref must not exist) to new_sha. KHUB_ECONFLICT when it moved;
+ * KHUB_EBUSY while another live writer holds the ref (its .lock file: one
+ * whose writer died is removed at once, see ref_owner below). */
 int repo_update_ref(git_repository *repo, const char *ref_name, const char *expected_old,
 		    const char *new_sha, const char *log_message);
 
@@ -194,21 +196,55 @@ void quarantine_free(struct git_quarantine *q);
 
 /* ---- repo directories over their life (storage/repo_lifecycle.c) -------- */
 
-/* repo_store_create, or adopt a directory left by a crash between creating
- * it and registering the repo: an intact repo is kept (given its initial
- * commit when the crash came first), one git cannot open is moved to the
- * trash and created afresh. *adopted (may be NULL) is set to 1 on adoption. */
-int repo_store_create_or_adopt(const char *root, enum repo_type type, const char *ns, const char *name,
-			       int *adopted);
-/* Move a repo's directory to {root}/../trash/{plural}/{ns}/{name}.git.{UTC
- * time}.{random} (a rename: nothing is lost, the name is free again).
- * KHUB_ENOTFOUND when there is no directory. */
+/* repo_store_create, never adopting: a directory already at the repo's
+ * place (a crash between creating one and registering its repo, or any
+ * leftover) is first moved to the trash; *quarantined (may be NULL) is then
+ * its trash path (the caller frees), else NULL. */
+int repo_store_create_fresh(const char *root, enum repo_type type, const char *ns, const char *name,
+			    char **quarantined);
+/* The trash, {root}/.trash (the caller frees): inside the repos' folder, on
+ * their filesystem, so that trashing is a rename that cannot fail
+ * cross-device. Laid out as root is ({plural}/{ns}/...). */
+char *repo_store_trash_dir(const char *root);
+/* Move a repo's directory to {root}/.trash/{plural}/{ns}/{name}.git.{UTC
+ * time}.{random} (a rename: nothing is lost, the name is free again);
+ * *slot (may be NULL) is then that path (the caller frees).
+ * KHUB_ENOTFOUND when there is no directory, KHUB_EIO (nothing moved) when
+ * it cannot be moved. */
+int repo_store_trash_to(const char *root, enum repo_type type, const char *ns, const char *name, char **slot);
+/* repo_store_trash_to without the slot. */
 int repo_store_trash(const char *root, enum repo_type type, const char *ns, const char *name);
+/* Put a trashed directory (slot, from repo_store_trash_to) back at the
+ * repo's place; KHUB_EIO when something is there already or the rename
+ * fails. */
+int repo_store_untrash(const char *root, enum repo_type type, const char *ns, const char *name, const char *slot);
 /* Rename a repo's directory (another namespace's folder is created as
  * needed). KHUB_EEXIST when the target exists, KHUB_ENOTFOUND when the
  * source does not. Callers serialise renames. */
 int repo_store_rename(const char *root, enum repo_type type, const char *from_ns, const char *from_name,
 		      const char *to_ns, const char *to_name);
+
+/* ---- who is inside a ref update (storage/ref_owner.c) -------------------- */
+
+/* Held by a writer around libgit2's update of one ref of a repo. */
+struct ref_owner {
+	int fd;			/* {gitdir}/khub-ref-owner, flock()ed */
+	const char *ref_name;	/* borrowed */
+	char *lock_path;	/* {gitdir}/{ref_name}.lock (owned) */
+	char prev[1400];	/* the previous owner's record, "" when it finished */
+};
+
+/* Become the repo's ref writer for ref_name (waits up to 100 ms): 0,
+ * KHUB_EBUSY when a live writer is inside an update, or KHUB_EIO. Release
+ * with ref_owner_release (also after a failure). */
+int ref_owner_take(git_repository *repo, const char *ref_name, struct ref_owner *o);
+/* With o taken, the ref's .lock file was found: remove it when its writer
+ * is dead (a khub process that recorded this ref and is gone, or a lock of
+ * no khub owner, git's, older than 5 s) and return 0 (try again);
+ * KHUB_EBUSY while it may be alive, KHUB_EIO. */
+int ref_owner_clear_stale(const struct ref_owner *o);
+/* Clear the record and drop the flock; accepts a failed take. */
+void ref_owner_release(struct ref_owner *o);
 
 /* ---- writing refs (storage/refs_write.c) --------------------------------- */
 

@@ -1,6 +1,8 @@
-/* repo_lifecycle.c -- a repo's git directory over its life: created (or
- * adopted after a crash), renamed when the repo moves, and moved to the
- * trash, never removed, when the repo is deleted. */
+/* repo_lifecycle.c -- a repo's git directory over its life: created fresh
+ * (never adopted: a directory already there goes to the trash first),
+ * renamed when the repo moves, and moved to the trash, never removed, when
+ * the repo is deleted. The trash is {root}/.trash, inside the repos'
+ * folder, so that moving into it is a rename on one filesystem. */
 #include "storage/repo.h"
 
 #include <errno.h>
@@ -20,51 +22,36 @@ static char *parent_dir(const char *path)
 	return xstrndup(path, (size_t)(slash - path));
 }
 
-/* Give an adopted repo its initial commit when the crash came before it. */
-static int adopt_existing(const char *dir)
+char *repo_store_trash_dir(const char *root)
 {
-	git_repository *repo = NULL;
-	if (git_repository_open_bare(&repo, dir) < 0)
-		return KHUB_ENOTFOUND;	/* not a repository: the caller trashes it */
-	int rc = repo_store_initial_commit(repo);
-	git_repository_free(repo);
-	return rc;
+	return xasprintf("%s/.trash", root);
 }
 
-int repo_store_create_or_adopt(const char *root, enum repo_type type, const char *ns, const char *name,
-			       int *adopted)
+int repo_store_create_fresh(const char *root, enum repo_type type, const char *ns, const char *name,
+			    char **quarantined)
 {
-	char *dir = repo_store_git_dir(root, type, ns, name);
 	int rc;
-	if (adopted)
-		*adopted = 0;
+	if (quarantined)
+		*quarantined = NULL;
 	rc = repo_store_create(root, type, ns, name);
 	if (rc != KHUB_EEXIST)
-		goto cleanup;
-	rc = adopt_existing(dir);
-	if (rc == 0) {
-		log_warn("adopted the unregistered git directory %s", dir);
-		if (adopted)
-			*adopted = 1;
-		goto cleanup;
-	}
-	if (rc != KHUB_ENOTFOUND)
-		goto cleanup;
-	/* Half-initialised and unusable: keep it aside and start afresh. */
-	log_warn("moving the unusable git directory %s to the trash", dir);
-	if ((rc = repo_store_trash(root, type, ns, name)) < 0)
-		goto cleanup;
-	rc = repo_store_create(root, type, ns, name);
-cleanup:
+		return rc;
+	/* Not ours (a crash between the directory and the row, or anything
+	 * else left there): its content must not become this repo's, so it
+	 * goes aside, kept for trash_keep_days. */
+	char *dir = repo_store_git_dir(root, type, ns, name);
+	log_warn("moving the unregistered git directory %s to the trash before creating the repo", dir);
 	free(dir);
-	return rc;
+	if ((rc = repo_store_trash_to(root, type, ns, name, quarantined)) < 0 && rc != KHUB_ENOTFOUND)
+		return rc;
+	return repo_store_create(root, type, ns, name);
 }
 
-int repo_store_trash(const char *root, enum repo_type type, const char *ns, const char *name)
+int repo_store_trash_to(const char *root, enum repo_type type, const char *ns, const char *name, char **slot_out)
 {
 	char *dir = repo_store_git_dir(root, type, ns, name);
-	char *data_dir = parent_dir(root);
-	char *trash_parent = xasprintf("%s/trash/%s/%s", data_dir, repo_type_plural(type), ns);
+	char *trash = repo_store_trash_dir(root);
+	char *trash_parent = xasprintf("%s/%s/%s", trash, repo_type_plural(type), ns);
 	char *slot = NULL, *from_parent = NULL;
 	struct stat st;
 	char stamp[32];
@@ -99,11 +86,46 @@ int repo_store_trash(const char *root, enum repo_type type, const char *ns, cons
 	fsync_dir(trash_parent);
 	log_info("moved %s to %s", dir, slot);
 	rc = 0;
+	if (slot_out) {
+		*slot_out = slot;
+		slot = NULL;
+	}
 cleanup:
 	free(from_parent);
 	free(slot);
 	free(trash_parent);
-	free(data_dir);
+	free(trash);
+	free(dir);
+	return rc;
+}
+
+int repo_store_trash(const char *root, enum repo_type type, const char *ns, const char *name)
+{
+	return repo_store_trash_to(root, type, ns, name, NULL);
+}
+
+int repo_store_untrash(const char *root, enum repo_type type, const char *ns, const char *name, const char *slot)
+{
+	char *dir = repo_store_git_dir(root, type, ns, name);
+	char *dir_parent = parent_dir(dir), *slot_parent = parent_dir(slot);
+	int rc = 0;
+	struct stat st;
+	/* rename(2) would replace an empty directory: never put one back over
+	 * anything */
+	int exists = lstat(dir, &st) == 0;
+	if (exists)
+		errno = EEXIST;
+	if (exists || rename(slot, dir) < 0) {
+		log_error("cannot move %s back to %s: %s", slot, dir, strerror(errno));
+		rc = KHUB_EIO;
+		goto cleanup;
+	}
+	fsync_dir(slot_parent);
+	fsync_dir(dir_parent);
+	log_info("moved %s back to %s", slot, dir);
+cleanup:
+	free(slot_parent);
+	free(dir_parent);
 	free(dir);
 	return rc;
 }

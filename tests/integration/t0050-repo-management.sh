@@ -1,6 +1,6 @@
 #!/bin/bash
 # t0050-repo-management.sh -- repo management pinned with curl against a real
-# server: create (and adoption of crash leftovers), delete (to the trash),
+# server: create (crash leftovers moved aside, never adopted), delete (to the trash),
 # move, settings, branches, tags and the commits list, with every error
 # status and X-Error-Code, private repos staying hidden, and the audit log;
 # then the real @huggingface/hub client (tests/js/manage_client.mjs).
@@ -120,21 +120,27 @@ is "$STATUS" 200 "create with files"
 is "$(curl -s "$KHUB_URL/kernels/acme/files/resolve/main/README.md")" "hello" "base64 file committed at creation"
 is "$(curl -s "$KHUB_URL/kernels/acme/files/resolve/main/a/b.txt")" "text" "utf-8 file committed at creation"
 
-# Crash leftovers: a directory without a row is adopted, not refused.
+# Crash leftovers: a directory without a row is never adopted (it may be a
+# deleted repo's content): it goes to the trash and the repo starts afresh.
 mkdir -p "$REPOS/kernels/acme"
 git init -q --bare "$REPOS/kernels/acme/half.git"
 api POST /api/repos/create "$ALICE" '{"name":"half","organization":"acme","type":"kernel"}'
-is "$STATUS" 200 "create adopts a leftover repo without commits"
-is "$(git --git-dir="$REPOS/kernels/acme/half.git" ls-tree --name-only main)" ".gitattributes" "adopted repo gets its initial commit"
+is "$STATUS" 200 "create over a leftover repo without commits"
+is "$(git --git-dir="$REPOS/kernels/acme/half.git" ls-tree --name-only main)" ".gitattributes" "the new repo has its initial commit"
 git init -q --bare "$REPOS/kernels/acme/whole.git"
 WHOLE=$(git --git-dir="$REPOS/kernels/acme/whole.git" commit-tree "$(git --git-dir="$REPOS/kernels/acme/whole.git" mktree </dev/null)" -m kept)
 git --git-dir="$REPOS/kernels/acme/whole.git" update-ref refs/heads/main "$WHOLE"
 api POST /api/repos/create "$ALICE" '{"name":"whole","organization":"acme","type":"kernel"}'
-is "$STATUS/$(sha_of kernels/acme/whole main)" "200/$WHOLE" "create adopts a complete leftover as it is"
+is "$STATUS/$(git --git-dir="$REPOS/kernels/acme/whole.git" ls-tree --name-only main)" "200/.gitattributes" \
+	"create does not adopt a complete leftover: the repo starts afresh"
+check "the complete leftover went to the trash, whole" -- bash -c \
+	"git --git-dir=\"\$(ls -d '$KHUB_DATA_DIR'/repos/.trash/kernels/acme/whole.git.* | head -n 1)\" rev-parse main | grep -qx $WHOLE"
+is "$(psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -tAc "SELECT details::json->>'quarantined' LIKE '%/.trash/kernels/acme/whole.git.%' FROM audit_log WHERE action = 'repo.create' AND target = 'kernels/acme/whole'" 2>/dev/null)" "t" \
+	"the audit entry names where the leftover went"
 mkdir -p "$REPOS/kernels/acme/junk.git" && echo junk >"$REPOS/kernels/acme/junk.git/x"
 api POST /api/repos/create "$ALICE" '{"name":"junk","organization":"acme","type":"kernel"}'
 is "$STATUS" 200 "create replaces an unusable leftover"
-check "the unusable leftover went to the trash" -- ls -d "$KHUB_DATA_DIR"/trash/kernels/acme/junk.git.*
+check "the unusable leftover went to the trash" -- ls -d "$KHUB_DATA_DIR"/repos/.trash/kernels/acme/junk.git.*
 
 # ---- commits --------------------------------------------------------------------
 C1=$(commit_on kernels/acme/relu main "first change" "body one")
@@ -375,7 +381,7 @@ api GET /api/kernels/acme/relu "$ALICE"
 is "$(code)" "404/RepoNotFound" "deleted repo is gone"
 api DELETE /api/repos/delete "$ALICE" "$DEL"
 is "$(code)" "404/RepoNotFound" "delete again: 404 RepoNotFound"
-check "the git directory went to the trash" -- ls -d "$KHUB_DATA_DIR"/trash/kernels/acme/relu.git.*
+check "the git directory went to the trash" -- ls -d "$KHUB_DATA_DIR"/repos/.trash/kernels/acme/relu.git.*
 check "and is gone from the repo root" -- test ! -e "$REPOS/kernels/acme/relu.git"
 api POST /api/repos/create "$ALICE" '{"name":"relu","organization":"acme","type":"kernel"}'
 is "$STATUS" 200 "re-create a deleted name"

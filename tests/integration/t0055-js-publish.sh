@@ -256,7 +256,7 @@ api GET /api/kernels/acme/js-pub "$BOB"
 is "$(code)" "404/RepoNotFound" "deleted public repo: 404 RepoNotFound"
 api GET /api/kernels/acme/js-priv ""
 is "$(code)" "401/RepoNotFound" "deleted private repo, anonymous: 401 RepoNotFound"
-check "the deleted repos went to the trash" -- bash -c "ls -d '$KHUB_DATA_DIR'/trash/kernels/acme/js-pub.git.* '$KHUB_DATA_DIR'/trash/kernels/acme/js-priv.git.*"
+check "the deleted repos went to the trash" -- bash -c "ls -d '$KHUB_DATA_DIR'/repos/.trash/kernels/acme/js-pub.git.* '$KHUB_DATA_DIR'/repos/.trash/kernels/acme/js-priv.git.*"
 
 server_and_sanitizer_logs | grep -E 'ERROR|runtime error|AddressSanitizer' | head -5 | sed 's/^/# server: /'
 ok $(server_and_sanitizer_logs | grep -qE 'runtime error|AddressSanitizer'; [ $? -ne 0 ]; echo $?) "server log has no sanitizer reports"

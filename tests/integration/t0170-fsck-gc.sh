@@ -84,7 +84,7 @@ mkdir -p "$KHUB_DATA_DIR/repos/.sync-staging/deadbundle" "$KHUB_DATA_DIR/lfs/tmp
 head -c 1000 /dev/urandom >"$KHUB_DATA_DIR/repos/.sync-staging/deadbundle/pack-x.pack"
 head -c 500 /dev/urandom >"$KHUB_DATA_DIR/lfs/tmp/sync-deadbundle/obj"
 touch -d '3 days ago' "$KHUB_DATA_DIR/repos/.sync-staging/deadbundle" "$KHUB_DATA_DIR/lfs/tmp/sync-deadbundle"
-TRASH=$KHUB_DATA_DIR/trash/kernels/alice
+TRASH=$KHUB_DATA_DIR/repos/.trash/kernels/alice
 mkdir -p "$TRASH/gone.git.20200101T000000Z.abcdef/objects" "$TRASH/fresh.git.$(date -u +%Y%m%dT%H%M%SZ).ghijkl"
 printf 'x\n' >"$TRASH/gone.git.20200101T000000Z.abcdef/objects/f"
 
@@ -213,7 +213,7 @@ is "$(sql "SELECT count(*) FROM lfs_repo_objects WHERE oid = '$LINKED'")/$(sql "
 	"0/0" "the dangling link and the bogus index row are gone"
 is "$(sql "SELECT commit_sha FROM kernel_heads WHERE ref = 'refs/heads/main' AND repo_id = (SELECT id FROM repos WHERE name = 'relu')")" "$HEAD" \
 	"the recorded branch head is git's again"
-ok $([ ! -e "$REPOS/alice/stray.git" ] && [ -n "$(ls -d "$KHUB_DATA_DIR"/trash/kernels/alice/stray.git.* 2>/dev/null)" ]; echo $?) \
+ok $([ ! -e "$REPOS/alice/stray.git" ] && [ -n "$(ls -d "$KHUB_DATA_DIR"/repos/.trash/kernels/alice/stray.git.* 2>/dev/null)" ]; echo $?) \
 	"the stray git dir was moved to trash/"
 unrepaired() { jq -c '[.problems[] | select(.state != "repaired") | [.repo, .what, .where]] | sort' "$1"; }
 khub fsck --json >"$TEST_DIR/after.json" 2>/dev/null
