@@ -43,7 +43,7 @@ static int plan_for_request(struct request *req, git_repository *git, const char
 	int job_rc = 0, rc = build_plan_lookup(git, sha, out, &job, why, sizeof(why));
 	if (rc == 1) {
 		memcpy(key, job.key, sizeof(key));
-		if (builds_run_job(req, WORK_POOL_MAIN, &job, &job_rc, result) != 0)
+		if (builds_run_job(req, WORK_POOL_PLAN, &job, &job_rc, result) != 0)
 			return -1;	/* parked (the handler runs again) or 503 */
 		if (job_rc < 0 || build_plan_kept(key, out) < 0) {
 			*result = respond_unavailable(req, "the build planner is unavailable; retry later");

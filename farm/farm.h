@@ -361,4 +361,34 @@ extern __thread int build_publishing;
 void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
 			  const char *new_sha);
 
+/* A push to plan: what planning needs, read from the commit while its
+ * repository was open (the planner never opens it again). */
+struct push_plan {
+	int64_t repo_id, owner_id;	/* owner_id: the repo's owner, the planner's fairness key */
+	char *ref;			/* owned: the full ref name */
+	char sha[41];
+	char *toml;			/* owned: build.toml, or NULL with refused */
+	size_t len;
+	char *refused;			/* owned: why it cannot be read */
+};
+void push_plan_free(struct push_plan *p);	/* accepts NULL */
+/* Plan p and enqueue its default variants, logging what was left out
+ * (on a planner thread, or in the push hook and khub import). */
+void build_push_plan(const struct push_plan *p);
+
+/* ---- the push planner (farm/build_planner.c) ------------------------------------- */
+
+/* Threads that plan pushes after the push was answered (planning never
+ * sits between a commit and its answer): at most queue_max pushes wait,
+ * one owner at most a quarter of them, served round-robin across owners,
+ * and a push of a repo and commit already waiting joins it. Without a
+ * start (push hook, khub import), builds_on_new_commit plans in place. */
+void build_planner_start(long threads, long queue_max);
+/* Drop what waits and join the threads (each ends its plan first). */
+void build_planner_stop(void);
+/* 1: the planner took p (owned by it from now, also when joined or
+ * dropped because its owner's share is full); 0: no planner runs, the
+ * caller still owns p. */
+int build_planner_submit(struct push_plan *p);
+
 #endif
