@@ -248,6 +248,11 @@ static enum MHD_Result handle_enqueue(struct request *req)
 	char sha[41];
 	const char *src_url = NULL, *src_rev = NULL;
 	json_t *source = json_object_get(doc, "source");
+	if (source && json_is_object(source) && json_optional_string(source, "url", &src_url) == 0 &&
+	    build_source_url_has_userinfo(src_url))
+		return respond_error(req, 400, NULL, "source.url must not hold credentials (user:password@ before the "
+					   "host): they would be shown to whoever reads the build; a host that needs "
+					   "credentials gets the server's (build_source_credentials, docs/build-farm.md)");
 	if (source && (!json_is_object(source) || json_optional_string(source, "url", &src_url) < 0 ||
 		       json_optional_string(source, "revision", &src_rev) < 0 || !build_source_url_valid(src_url) ||
 		       (src_rev && !build_source_revision_valid(src_rev)))) {

@@ -41,6 +41,7 @@ struct farm_settings {
 	long worker_live_seconds;	/* a worker's variants count while it was seen this recently */
 	const char *plan_python;	/* reads build.toml (farm/build_plan.c) */
 	long plan_wall_ms;		/* its wall-clock limit */
+	const char *source_credentials;	/* netrc file for external fetches ("" = none) */
 	/* Something new may be claimed (an enqueue, a lapsed lease): the
 	 * server wakes the parked claimers (NULL: no one waits here). */
 	void (*queue_changed)(void);
@@ -174,8 +175,16 @@ int build_environment_variants(const struct build_env_target *t, const struct va
 /* ---- external git sources (farm/build_external.c) ---------------------------- */
 
 /* 1 for an http, https or git URL of sane length without spaces or
- * control characters (no file:// or ssh: the server fetches it). */
+ * control characters (no file:// or ssh: the server fetches it) and
+ * without credentials (see build_source_url_has_userinfo). */
 int build_source_url_valid(const char *url);
+/* 1 when url holds userinfo (user[:password]@ before its host): refused,
+ * since a source URL is shown to whoever may read the build; the fetch's
+ * credentials are the server's (build_source_credentials). */
+int build_source_url_has_userinfo(const char *url);
+/* url without its userinfo, for every answer, log line and error that
+ * shows a source URL (the caller frees; NULL gives NULL). */
+char *build_source_url_public(const char *url);
 /* 1 for a 40-hex sha or a valid branch or tag name. */
 int build_source_revision_valid(const char *rev);
 /* {sources_dir}/<hash of url>.git (the caller frees). */

@@ -96,6 +96,7 @@ static const struct config_row config_rows[] = {
 	LIVE(build_variants_per_request, CONFIG_LONG, "64", 1, 100000, "build farm: variants one build request (or push) may queue; more: 400"),
 	ROW(build_source_fetch_threads, CONFIG_LONG, "2", 1, 64, "build farm: background threads that fetch external git sources (their own queue: a stalled upstream never holds the threads commits use)"),
 	ROW(build_source_fetch_queue_max, CONFIG_LONG, "16", 1, 10000, "build farm: external git fetches that may wait for a fetch thread (more: 503 with Retry-After)"),
+	ROW(build_source_credentials, CONFIG_STRING, "", 0, 0, "build farm: a netrc file (machine HOST login USER password SECRET) the server reads for each external git fetch to answer the host's request for credentials; source URLs with user:password@ are refused and never shown"),
 	ROW(build_source_connect_timeout_s, CONFIG_LONG, "10", 1, 600, "build farm: seconds an external git fetch waits for each TCP connection"),
 	ROW(build_source_low_speed_bytes, CONFIG_LONG, "1024", 0, 1L << 30, "build farm: an external git fetch receiving fewer bytes a second than this over build_source_low_speed_s fails (0 = no limit)"),
 	ROW(build_source_low_speed_s, CONFIG_LONG, "30", 1, 3600, "build farm: the window of build_source_low_speed_bytes, in seconds"),
