@@ -43,7 +43,7 @@ static int plan_for_request(struct request *req, git_repository *git, const char
 	int job_rc = 0, rc = build_plan_lookup(git, sha, out, &job, why, sizeof(why));
 	if (rc == 1) {
 		memcpy(key, job.key, sizeof(key));
-		if (builds_run_job(req, WORK_POOL_MAIN, &job, &job_rc, result) != 0)
+		if (builds_run_job(req, WORK_POOL_PLAN, &job, &job_rc, result) != 0)
 			return -1;	/* parked (the handler runs again) or 503 */
 		if (job_rc < 0 || build_plan_kept(key, out) < 0) {
 			*result = respond_unavailable(req, "the build planner is unavailable; retry later");
@@ -248,6 +248,11 @@ static enum MHD_Result handle_enqueue(struct request *req)
 	char sha[41];
 	const char *src_url = NULL, *src_rev = NULL;
 	json_t *source = json_object_get(doc, "source");
+	if (source && json_is_object(source) && json_optional_string(source, "url", &src_url) == 0 &&
+	    build_source_url_has_userinfo(src_url))
+		return respond_error(req, 400, NULL, "source.url must not hold credentials (user:password@ before the "
+					   "host): they would be shown to whoever reads the build; a host that needs "
+					   "credentials gets the server's (build_source_credentials, docs/build-farm.md)");
 	if (source && (!json_is_object(source) || json_optional_string(source, "url", &src_url) < 0 ||
 		       json_optional_string(source, "revision", &src_rev) < 0 || !build_source_url_valid(src_url) ||
 		       (src_rev && !build_source_revision_valid(src_rev)))) {

@@ -12,8 +12,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define SOURCE_URL_MAX 2048
+
+/* The authority of url (after "scheme://", up to its path, query or
+ * fragment): its start, and its length in *len; NULL without "://". */
+static const char *url_authority(const char *url, size_t *len)
+{
+	const char *p = url ? strstr(url, "://") : NULL;
+	if (!p)
+		return NULL;
+	p += 3;
+	*len = strcspn(p, "/?#");
+	return p;
+}
+
+int build_source_url_has_userinfo(const char *url)
+{
+	size_t len;
+	const char *a = url_authority(url, &len);
+	return a && memchr(a, '@', len) != NULL;
+}
+
+char *build_source_url_public(const char *url)
+{
+	size_t len;
+	const char *a = url_authority(url, &len);
+	if (!url)
+		return NULL;
+	const char *at = NULL;
+	for (size_t i = 0; a && i < len; i++)
+		if (a[i] == '@')
+			at = a + i;
+	if (!at)
+		return xstrdup(url);
+	return xasprintf("%.*s%s", (int)(a - url), url, at + 1);
+}
 
 int build_source_url_valid(const char *url)
 {
@@ -23,6 +58,8 @@ int build_source_url_valid(const char *url)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)url[i] <= ' ' || url[i] == 0x7f)
 			return 0;
+	if (build_source_url_has_userinfo(url))
+		return 0;
 	return strncmp(url, "https://", 8) == 0 || strncmp(url, "http://", 7) == 0 || strncmp(url, "git://", 6) == 0;
 }
 
@@ -153,6 +190,78 @@ void build_sources_clean(void)
 		closedir(d);
 }
 
+/* The host of url (no userinfo, no port) into host; 0 or -1. */
+static int url_host(const char *url, char *host, size_t size)
+{
+	size_t len;
+	const char *a = url_authority(url, &len);
+	if (!a)
+		return -1;
+	const char *at = memchr(a, '@', len);
+	if (at) {
+		len -= (size_t)(at + 1 - a);
+		a = at + 1;
+	}
+	size_t n = a[0] == '[' ? strcspn(a, "]") + 1 : strcspn(a, ":/?#");
+	if (n > len)
+		n = len;
+	if (n == 0 || n >= size)
+		return -1;
+	snprintf(host, size, "%.*s", (int)n, a);
+	return 0;
+}
+
+/* login and password of machine host in the netrc file path (each up to
+ * size bytes): 0, or -1 when it has none. */
+static int netrc_lookup(const char *path, const char *host, char *login, char *password, size_t size)
+{
+	FILE *f = path && path[0] ? fopen(path, "re") : NULL;
+	char word[512], machine[512] = "";
+	int found = -1;
+	login[0] = password[0] = '\0';
+	while (f && fscanf(f, "%511s", word) == 1) {
+		char value[512];
+		if (strcmp(word, "default") == 0) {
+			snprintf(machine, sizeof(machine), "%s", host);	/* the rest applies to every host */
+			continue;
+		}
+		if (fscanf(f, "%511s", value) != 1)
+			break;
+		if (strcmp(word, "machine") == 0)
+			snprintf(machine, sizeof(machine), "%s", value);
+		else if (strcasecmp(machine, host) == 0 && strcmp(word, "login") == 0)
+			snprintf(login, size, "%s", value);
+		else if (strcasecmp(machine, host) == 0 && strcmp(word, "password") == 0)
+			snprintf(password, size, "%s", value);
+		if (login[0] && password[0]) {
+			found = 0;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	explicit_bzero(word, sizeof(word));
+	return found;
+}
+
+/* libgit2 asks when the host wants credentials: the server's
+ * (build_source_credentials, for the host of the URL asked, redirects
+ * included), offered once. */
+static int fetch_credentials(git_credential **out, const char *url, const char *user_from_url, unsigned int allowed,
+			     void *payload)
+{
+	(void)user_from_url;
+	int *asked = payload;
+	char host[256], login[512], password[512];
+	int rc = GIT_PASSTHROUGH;
+	if ((*asked)++ || !(allowed & GIT_CREDENTIAL_USERPASS_PLAINTEXT) || url_host(url, host, sizeof(host)) < 0)
+		return GIT_PASSTHROUGH;
+	if (netrc_lookup(farm_settings.source_credentials, host, login, password, sizeof(login)) == 0)
+		rc = git_credential_userpass_plaintext_new(out, login, password);
+	explicit_bzero(password, sizeof(password));
+	return rc;
+}
+
 /* Every branch and tag of the URL into git, under the fetch limits and
  * address checks; 0 or KHUB_ENOTFOUND (the reason remembered). */
 static int fetch_into(git_repository *git, const char *url)
@@ -170,13 +279,18 @@ static int fetch_into(git_repository *git, const char *url)
 		return KHUB_ENOTFOUND;
 	}
 	git_fetch_options opts = GIT_FETCH_OPTIONS_INIT;
+	int asked = 0;
+	opts.callbacks.credentials = fetch_credentials;
+	opts.callbacks.payload = &asked;
 	source_net_begin();
 	int rc = git_remote_fetch(remote, &specs, &opts, "khub build source") < 0 ? KHUB_ENOTFOUND : 0;
 	source_net_end();
 	if (rc < 0) {
 		const git_error *e = git_error_last();
 		const char *why = source_net_failure()[0] ? source_net_failure() : e && e->message ? e->message : "?";
-		log_warn("build source %s: fetch failed: %s", url, why);
+		char *shown = build_source_url_public(url);
+		log_warn("build source %s: fetch failed: %s", shown, why);
+		free(shown);
 		remember_failure(url, why);
 	}
 	git_remote_free(remote);
@@ -206,7 +320,7 @@ static int fetch_run(void *arg)
 	git_repository_free(git);
 	git = NULL;
 	if (tmp && rc == 0 && rename(tmp, dir) < 0) {
-		log_warn("build source %s: cannot rename %s: %s", job->url, tmp, strerror(errno));
+		log_warn("build source %s: cannot rename it into place: %s", dir, strerror(errno));
 		rc = KHUB_EIO;
 	}
 cleanup:
@@ -244,24 +358,27 @@ static int commit_has_build_toml(git_repository *git, const char *sha)
 int build_source_commit(const char *url, const char *rev, int fetch_rc, char sha[41], char *why, size_t why_size)
 {
 	git_repository *git = NULL;
+	char *shown = build_source_url_public(url);
+	int rc = FARM_EREFUSED;
 	if (fetch_rc < 0 || build_source_open(url, &git) < 0) {
 		char failure[300];
 		build_source_fetch_error(url, failure, sizeof(failure));
-		snprintf(why, why_size, "cannot fetch %s%s%s", url, failure[0] ? ": " : "", failure);
-		return FARM_EREFUSED;
+		snprintf(why, why_size, "cannot fetch %s%s%s", shown, failure[0] ? ": " : "", failure);
+		goto cleanup;
 	}
-	int rc = build_source_resolve(git, rev, sha);
+	rc = build_source_resolve(git, rev, sha);
 	int has_toml = rc == 0 && commit_has_build_toml(git, sha);
-	git_repository_free(git);
 	if (rc < 0) {
-		snprintf(why, why_size, "%s has no branch, tag or commit %s", url, rev);
-		return KHUB_ENOTFOUND;
+		snprintf(why, why_size, "%s has no branch, tag or commit %s", shown, rev);
+		rc = KHUB_ENOTFOUND;
+	} else if (!has_toml) {
+		snprintf(why, why_size, "%s at %s has no build.toml at its root: nothing to build", shown, rev);
+		rc = FARM_EREFUSED;
 	}
-	if (!has_toml) {
-		snprintf(why, why_size, "%s at %s has no build.toml at its root: nothing to build", url, rev);
-		return FARM_EREFUSED;
-	}
-	return 0;
+cleanup:
+	git_repository_free(git);
+	free(shown);
+	return rc;
 }
 
 int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out)

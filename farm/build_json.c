@@ -10,6 +10,18 @@ static json_t *cell_string(const struct db_rows *rows, size_t row, enum build_co
 	return db_rows_isnull(rows, row, c) ? json_null() : json_string(db_rows_get(rows, row, c));
 }
 
+/* A source URL as shown: never its userinfo (rows queued before such
+ * URLs were refused may hold some). */
+static json_t *cell_url(const struct db_rows *rows, size_t row, enum build_column c)
+{
+	if (db_rows_isnull(rows, row, c))
+		return json_null();
+	char *shown = build_source_url_public(db_rows_get(rows, row, c));
+	json_t *v = json_string(shown);
+	free(shown);
+	return v;
+}
+
 static json_int_t cell_int(const struct db_rows *rows, size_t row, enum build_column c)
 {
 	return (json_int_t)strtoll(db_rows_get(rows, row, c), NULL, 10);
@@ -24,7 +36,7 @@ json_t *build_json(const struct db_rows *rows, size_t row)
 		report = json_loads(db_rows_get(rows, row, BUILD_COL_ABI_REPORT), 0, NULL);
 	json_t *source = json_null();
 	if (!db_rows_isnull(rows, row, BUILD_COL_SOURCE_URL))
-		source = json_pack("{s:o, s:o}", "url", cell_string(rows, row, BUILD_COL_SOURCE_URL), "revision",
+		source = json_pack("{s:o, s:o}", "url", cell_url(rows, row, BUILD_COL_SOURCE_URL), "revision",
 				   cell_string(rows, row, BUILD_COL_SOURCE_REVISION));
 	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
 			      "id", cell_int(rows, row, BUILD_COL_ID), "repo", repo, "commit",

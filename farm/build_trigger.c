@@ -3,11 +3,12 @@
  * README.md and benchmarks/, gets the default variants of its plan queued
  * (farm/build_plan.c; what is left out is logged with its reason). Called
  * by the publish path after every new commit (commit API on the work
- * queue, import, git push through the hook: never a request thread, so
- * the planner runs here); never for the farm's own publications or
- * mirrors. */
+ * queue, import, git push through the hook); never for the farm's own
+ * publications or mirrors. The server plans on its push planner
+ * (farm/build_planner.c), after the commit was answered. */
 #include "farm/farm.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* What a change to these leaves alone: the outputs of a build. */
@@ -57,38 +58,85 @@ static void log_skipped(int64_t repo_id, const char *sha, json_t *skipped)
 			 json_string_value(json_object_get(s, "variant")), json_string_value(json_object_get(s, "reason")));
 }
 
-static void queue_planned(int64_t repo_id, git_repository *git, const char *ref, const char *sha)
+void push_plan_free(struct push_plan *p)
+{
+	if (!p)
+		return;
+	free(p->ref);
+	free(p->toml);
+	free(p->refused);
+	free(p);
+}
+
+/* The plan of p: its build.toml planned, or its refusal. */
+static int push_plan_read(const struct push_plan *p, struct build_plan *plan)
+{
+	memset(plan, 0, sizeof(*plan));
+	if (!p->toml) {
+		plan->refused = xstrdup(p->refused ? p->refused : "cannot read build.toml");
+		return 0;
+	}
+	return build_plan_text(p->toml, p->len, plan);
+}
+
+void build_push_plan(const struct push_plan *p)
 {
 	struct build_plan plan;
 	char **names = NULL;
 	size_t n = 0;
+	long long repo_id = (long long)p->repo_id;
 	json_t *skipped = json_array();
-	if (build_plan_commit(git, sha, &plan) < 0) {
-		log_warn("build trigger: repo %lld %s: the build planner cannot run; nothing queued", (long long)repo_id, sha);
+	if (push_plan_read(p, &plan) < 0) {
+		log_warn("build trigger: repo %lld %s: the build planner cannot run; nothing queued", repo_id, p->sha);
 		goto cleanup;
 	}
 	if (plan.refused) {
-		log_warn("build trigger: repo %lld %s: nothing queued: %s", (long long)repo_id, sha, plan.refused);
+		log_warn("build trigger: repo %lld %s: nothing queued: %s", repo_id, p->sha, plan.refused);
 		goto cleanup;
 	}
 	if (build_default_variants(&plan, &names, &n, skipped) < 0) {
-		log_warn("build trigger: repo %lld %s: the database is unavailable; nothing queued", (long long)repo_id, sha);
+		log_warn("build trigger: repo %lld %s: the database is unavailable; nothing queued", repo_id, p->sha);
 		goto cleanup;
 	}
-	struct repo_record rec = { .id = repo_id };
-	if (n && build_enqueue_all(&rec, sha, names, n, 0, "push", NULL, NULL, NULL, skipped) < 0)
-		log_warn("build trigger: repo %lld %s: not queued (%s)", (long long)repo_id, sha,
+	struct repo_record rec = { .id = p->repo_id };
+	if (n && build_enqueue_all(&rec, p->sha, names, n, 0, "push", NULL, NULL, NULL, skipped) < 0)
+		log_warn("build trigger: repo %lld %s: not queued (%s)", repo_id, p->sha,
 			 build_queue_refusal() ? build_queue_refusal() : "database");
 	else
-		log_info("build trigger: repo %lld %s (%s): %zu variants", (long long)repo_id, sha, ref, n);
-	log_skipped(repo_id, sha, skipped);
+		log_info("build trigger: repo %lld %s (%s): %zu variants", repo_id, p->sha, p->ref, n);
+	log_skipped(p->repo_id, p->sha, skipped);
 	const char *warning = json_string_value(json_object_get(plan.doc, "warning"));
 	if (warning)
-		log_warn("build trigger: repo %lld %s: %s", (long long)repo_id, sha, warning);
+		log_warn("build trigger: repo %lld %s: %s", repo_id, p->sha, warning);
 cleanup:
 	build_names_free(names, n);
 	build_plan_release(&plan);
 	json_decref(skipped);
+}
+
+/* Read what planning sha needs and hand it to the planner (the server),
+ * or plan it here (the push hook, khub import). */
+static void queue_planned(int64_t repo_id, git_repository *git, const char *ref, const char *sha)
+{
+	char why[160];
+	struct push_plan *p = xcalloc(1, sizeof(*p));
+	p->repo_id = repo_id;
+	p->ref = xstrdup(ref);
+	snprintf(p->sha, sizeof(p->sha), "%s", sha);
+	int rc = build_plan_read_toml(git, sha, &p->toml, &p->len, why, sizeof(why));
+	if (rc == KHUB_EIO) {
+		log_warn("build trigger: repo %lld %s: cannot read build.toml; nothing queued", (long long)repo_id, sha);
+		push_plan_free(p);
+		return;
+	}
+	if (rc < 0)
+		p->refused = xstrdup(why);
+	if (db_repo_build_owner(repo_id, &p->owner_id) < 0)
+		p->owner_id = 0;	/* planned all the same, in the unknown owner's turn */
+	if (build_planner_submit(p))
+		return;
+	build_push_plan(p);
+	push_plan_free(p);
 }
 
 void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,

@@ -41,6 +41,7 @@ struct farm_settings {
 	long worker_live_seconds;	/* a worker's variants count while it was seen this recently */
 	const char *plan_python;	/* reads build.toml (farm/build_plan.c) */
 	long plan_wall_ms;		/* its wall-clock limit */
+	const char *source_credentials;	/* netrc file for external fetches ("" = none) */
 	/* Something new may be claimed (an enqueue, a lapsed lease): the
 	 * server wakes the parked claimers (NULL: no one waits here). */
 	void (*queue_changed)(void);
@@ -174,8 +175,16 @@ int build_environment_variants(const struct build_env_target *t, const struct va
 /* ---- external git sources (farm/build_external.c) ---------------------------- */
 
 /* 1 for an http, https or git URL of sane length without spaces or
- * control characters (no file:// or ssh: the server fetches it). */
+ * control characters (no file:// or ssh: the server fetches it) and
+ * without credentials (see build_source_url_has_userinfo). */
 int build_source_url_valid(const char *url);
+/* 1 when url holds userinfo (user[:password]@ before its host): refused,
+ * since a source URL is shown to whoever may read the build; the fetch's
+ * credentials are the server's (build_source_credentials). */
+int build_source_url_has_userinfo(const char *url);
+/* url without its userinfo, for every answer, log line and error that
+ * shows a source URL (the caller frees; NULL gives NULL). */
+char *build_source_url_public(const char *url);
 /* 1 for a 40-hex sha or a valid branch or tag name. */
 int build_source_revision_valid(const char *rev);
 /* {sources_dir}/<hash of url>.git (the caller frees). */
@@ -360,5 +369,35 @@ extern __thread int build_publishing;
  * buildOnPush; never for mirrors or the farm's own publications). */
 void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
 			  const char *new_sha);
+
+/* A push to plan: what planning needs, read from the commit while its
+ * repository was open (the planner never opens it again). */
+struct push_plan {
+	int64_t repo_id, owner_id;	/* owner_id: the repo's owner, the planner's fairness key */
+	char *ref;			/* owned: the full ref name */
+	char sha[41];
+	char *toml;			/* owned: build.toml, or NULL with refused */
+	size_t len;
+	char *refused;			/* owned: why it cannot be read */
+};
+void push_plan_free(struct push_plan *p);	/* accepts NULL */
+/* Plan p and enqueue its default variants, logging what was left out
+ * (on a planner thread, or in the push hook and khub import). */
+void build_push_plan(const struct push_plan *p);
+
+/* ---- the push planner (farm/build_planner.c) ------------------------------------- */
+
+/* Threads that plan pushes after the push was answered (planning never
+ * sits between a commit and its answer): at most queue_max pushes wait,
+ * one owner at most a quarter of them, served round-robin across owners,
+ * and a push of a repo and commit already waiting joins it. Without a
+ * start (push hook, khub import), builds_on_new_commit plans in place. */
+void build_planner_start(long threads, long queue_max);
+/* Drop what waits and join the threads (each ends its plan first). */
+void build_planner_stop(void);
+/* 1: the planner took p (owned by it from now, also when joined or
+ * dropped because its owner's share is full); 0: no planner runs, the
+ * caller still owns p. */
+int build_planner_submit(struct push_plan *p);
 
 #endif

@@ -332,8 +332,9 @@ typedef int (*work_fn)(void *arg);
 void work_queue_start(long threads, long queue_max, long wait_ms);
 /* The queues: MAIN for everything by default; FETCH for work that waits on
  * servers khub does not run (external git sources), so that a stalled
- * stranger never holds the threads commits need. */
-enum work_pool_id { WORK_POOL_MAIN, WORK_POOL_FETCH, WORK_POOLS };
+ * stranger never holds the threads commits need; PLAN for reading an
+ * author's build.toml (seconds when hostile), for the same reason. */
+enum work_pool_id { WORK_POOL_MAIN, WORK_POOL_FETCH, WORK_POOL_PLAN, WORK_POOLS };
 /* Start a pool's threads, as work_queue_start (which starts MAIN). */
 void work_pool_start(enum work_pool_id id, long threads, long queue_max, long wait_ms);
 /* Drop queued jobs of every pool and let running ones finish, waiting at

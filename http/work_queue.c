@@ -5,8 +5,9 @@
  * then its handler runs again and finds the job's result. A full queue or
  * a job running past work_wait_ms is 503 with Retry-After (commits wait to
  * the end). Pools are separate queues with their own threads: work that
- * waits on strangers' servers (external git fetches) has its own, so it
- * never holds the threads commits need. */
+ * waits on strangers' servers (external git fetches) has its own, and so
+ * has reading an author's build.toml for a build request, so neither ever
+ * holds the threads commits need. */
 #include "http/http.h"
 
 #include <inttypes.h>
@@ -49,6 +50,7 @@ struct work_pool {
 static struct work_pool pools[WORK_POOLS] = {
 	[WORK_POOL_MAIN] = { "work", PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 256, 120000, 0, 0, NULL, 0 },
 	[WORK_POOL_FETCH] = { "fetch", PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 16, 120000, 0, 0, NULL, 0 },
+	[WORK_POOL_PLAN] = { "plan", PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 256, 120000, 0, 0, NULL, 0 },
 };
 /* job ids are unique across pools: a parked request waits on "work:<id>" */
 static pthread_mutex_t id_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -98,6 +98,7 @@ static const struct config_row config_rows[] = {
 	LIVE(build_variants_per_request, CONFIG_LONG, "64", 1, 100000, "build farm: variants one build request (or push) may queue; more: 400"),
 	ROW(build_source_fetch_threads, CONFIG_LONG, "2", 1, 64, "build farm: background threads that fetch external git sources (their own queue: a stalled upstream never holds the threads commits use)"),
 	ROW(build_source_fetch_queue_max, CONFIG_LONG, "16", 1, 10000, "build farm: external git fetches that may wait for a fetch thread (more: 503 with Retry-After)"),
+	ROW(build_source_credentials, CONFIG_STRING, "", 0, 0, "build farm: a netrc file (machine HOST login USER password SECRET) the server reads for each external git fetch to answer the host's request for credentials; source URLs with user:password@ are refused and never shown"),
 	ROW(build_source_connect_timeout_s, CONFIG_LONG, "10", 1, 600, "build farm: seconds an external git fetch waits for each TCP connection"),
 	ROW(build_source_low_speed_bytes, CONFIG_LONG, "1024", 0, 1L << 30, "build farm: an external git fetch receiving fewer bytes a second than this over build_source_low_speed_s fails (0 = no limit)"),
 	ROW(build_source_low_speed_s, CONFIG_LONG, "30", 1, 3600, "build farm: the window of build_source_low_speed_bytes, in seconds"),
@@ -108,6 +109,8 @@ static const struct config_row config_rows[] = {
 	LIVE(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent"),
 	ROW(build_plan_python, CONFIG_STRING, "python3", 0, 0, "build farm: the Python (3.11 or later, for tomllib) that reads build.toml to plan builds, found in /usr/local/bin:/usr/bin:/bin unless a path"),
 	LIVE(build_plan_wall_ms, CONFIG_LONG, "10000", 100, 600000, "build farm: wall-clock limit of the child that reads one build.toml to plan builds (it also gets 10 s of CPU, 512 MiB and 64 KiB of output)"),
+	ROW(build_plan_threads, CONFIG_LONG, "2", 1, 64, "build farm: threads of each of the two planner queues (pushes, planned after the commit was answered; build requests waiting for a plan): a slow build.toml never holds the threads commits use"),
+	ROW(build_plan_queue_max, CONFIG_LONG, "256", 4, 100000, "build farm: plans that may wait in each planner queue (pushes: one owner at most a quarter of them, owners served in turn, more are logged and not planned; requests: more is 503 with Retry-After)"),
 	ROW(build_lease_check_ms, CONFIG_LONG, "1000", 50, 600000, "build farm: how often a background thread looks for lapsed leases (and at the next lapse, when sooner)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
 };

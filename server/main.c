@@ -153,12 +153,15 @@ static int serve_run(void)
 	work_queue_start(config.work_threads, config.work_queue_max, config.work_wait_ms);
 	work_pool_start(WORK_POOL_FETCH, config.build_source_fetch_threads, config.build_source_fetch_queue_max,
 			config.work_wait_ms);
+	work_pool_start(WORK_POOL_PLAN, config.build_plan_threads, config.build_plan_queue_max, config.work_wait_ms);
+	build_planner_start(config.build_plan_threads, config.build_plan_queue_max);
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	build_lease_timer_start(config.build_lease_check_ms);
 	lfs_scrub_start(api_ctx.lfs, config.scrub_mb_per_s, config.scrub_interval_hours);
 	int rc = http_serve(&serve_hooks);
 	lfs_scrub_stop();
 	build_lease_timer_stop();
+	build_planner_stop();
 	kernel_index_catch_up_stop();
 	int busy = work_queue_stop(5000);
 	download_stats_stop();	/* after the last request: its counts are stored */

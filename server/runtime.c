@@ -143,6 +143,7 @@ void runtime_farm_settings(struct farm_settings *b)
 	b->variants_file = config.build_variants;
 	b->plan_python = config.build_plan_python;
 	b->plan_wall_ms = config.build_plan_wall_ms;
+	b->source_credentials = config.build_source_credentials;
 	b->max_attempts = config.build_max_attempts;
 	b->output_max_bytes = config.build_output_max_mb * 1024 * 1024;
 	b->wall_seconds = config.build_wall_seconds;

@@ -75,6 +75,8 @@ struct khub_config {
 	long build_variants_per_request;
 	long build_source_fetch_threads;
 	long build_source_fetch_queue_max;
+	long build_plan_threads, build_plan_queue_max;
+	char *build_source_credentials;
 	long build_source_connect_timeout_s;
 	long build_source_low_speed_bytes;
 	long build_source_low_speed_s;

@@ -167,6 +167,8 @@ int db_worker_variants(long live_seconds, struct db_rows *out);
 
 /* The repo's buildOnPush setting and whether it is a mirror. */
 int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored);
+/* The account that owns repo_id (the push planner's fairness key). */
+int db_repo_build_owner(int64_t repo_id, int64_t *owner_id);
 int db_repo_set_build_on_push(int64_t repo_id, int on);
 
 #endif

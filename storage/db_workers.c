@@ -170,6 +170,20 @@ int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored)
 	return 0;
 }
 
+int db_repo_build_owner(int64_t repo_id, int64_t *owner_id)
+{
+	char rid[24];
+	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
+	const char *params[1] = { rid };
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT owner_id FROM repos WHERE id = $1", 1, params);
+	if (rc < 0)
+		return rc;
+	*owner_id = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+	db_rows_release(&rows);
+	return 0;
+}
+
 int db_repo_set_build_on_push(int64_t repo_id, int on)
 {
 	char rid[24];
