@@ -21,6 +21,7 @@ static const char sync_usage[] =
 	"  khub sync import --dry-run [--json] BUNDLE...  verify and say what would change; change nothing\n"
 	"  khub sync history [--json]              the bundles this hub applied\n"
 	"  khub sync key-scope [PUB|KEYID --orgs LIST|--any]   which orgs a signing key may bring in\n"
+	"  khub sync key-scope PUB|KEYID --exporter ID   the key that alone signs for an exporter id\n"
 	"  khub sync state [--out FILE] [--type kernel]   this hub's refs, for export --since\n"
 	"Options taking GLOB may repeat or hold a comma-separated list. See docs/sync.md.\n";
 
@@ -267,7 +268,7 @@ static int cmd_verify_import(int argc, char **argv, int import)
 			rc = 4;
 		} else if (r < 0) {
 			fprintf(stderr, "khub sync %s: %s: refused: %s\n", import ? "import" : "verify", bundles.items[i], err);
-			rc = r == KHUB_ECONFLICT ? 3 : 1;
+			rc = r == KHUB_ECONFLICT ? 3 : r == SYNC_EEXPORTER_KEY ? 5 : 1;
 		}
 	}
 	free(op);
@@ -377,14 +378,61 @@ static int valid_scope(const char *orgs)
 	return strspn(orgs, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-*?[],") == strlen(orgs);
 }
 
-/* khub sync key-scope: list; KEY --orgs LIST: set; KEY --any: remove. */
+static int print_exporter_key(const char *exporter, const char *key_id, const char *bound_by, const char *bound_at,
+			      void *arg)
+{
+	(void)arg;
+	printf("exporter %s  signed by key %s only  (bound by %s, %s)\n", exporter, key_id, bound_by, bound_at);
+	return 0;
+}
+
+static int valid_uuid(const char *s)
+{
+	if (strlen(s) != 36)
+		return 0;
+	for (int i = 0; i < 36; i++)
+		if ((i == 8 || i == 13 || i == 18 || i == 23) ? s[i] != '-' : !strchr("0123456789abcdef", s[i]))
+			return 0;
+	return 1;
+}
+
+/* KEY --exporter ID: the key becomes the only one that signs for the id
+ * (replacing the key bound before, e.g. a rotation); audited. */
+static int bind_exporter(const char *id, const char *exporter)
+{
+	char before[SYNC_KEY_ID_LEN + 1] = "";
+	int had = db_sync_exporter_key_get(exporter, before);
+	char *op = operator_name(), *actor = xasprintf("sync:%s", op);
+	json_t *d = json_pack("{s:s, s:s, s:s?, s:s}", "exporter", exporter, "key_id", id, "previous_key_id",
+			      had == 0 ? before : NULL, "operator", op);
+	char *details = json_dumps(d, JSON_COMPACT);
+	int rc = had < 0 && had != KHUB_ENOTFOUND ? had : db_sync_exporter_key_set(exporter, id, op, 1);
+	if (rc >= 0)
+		rc = db_audit(0, actor, "sync.exporter_key", exporter, details, "local");
+	if (rc == 0)
+		printf("exporter %s: only key %s signs for it\n", exporter, id);
+	json_decref(d);
+	free(details);
+	free(actor);
+	free(op);
+	return rc;
+}
+
+/* khub sync key-scope: list; KEY --orgs LIST: set; KEY --any: remove;
+ * KEY --exporter ID: bind. */
 static int cmd_key_scope(int argc, char **argv)
 {
-	if (argc != 2 && !(argc == 5 && strcmp(argv[3], "--orgs") == 0) && !(argc == 4 && strcmp(argv[3], "--any") == 0)) {
+	if (argc == 5 && strcmp(argv[3], "--exporter") == 0 && !valid_uuid(argv[4])) {
+		fprintf(stderr, "khub sync key-scope: --exporter takes an exporter id (a lowercase uuid)\n");
+		return 2;
+	}
+	if (argc != 2 && !(argc == 5 && strcmp(argv[3], "--orgs") == 0) && !(argc == 4 && strcmp(argv[3], "--any") == 0) &&
+	    !(argc == 5 && strcmp(argv[3], "--exporter") == 0)) {
 		fputs(sync_usage, stderr);
 		return 2;
 	}
-	const char *orgs = argc == 5 ? argv[4] : NULL;
+	const char *exporter = argc == 5 && strcmp(argv[3], "--exporter") == 0 ? argv[4] : NULL;
+	const char *orgs = argc == 5 && !exporter ? argv[4] : NULL;
 	char id[SYNC_KEY_ID_LEN + 1], err[256];
 	if (argc > 2 && strlen(argv[2]) == SYNC_KEY_ID_LEN && strspn(argv[2], "0123456789abcdef") == SYNC_KEY_ID_LEN)
 		memcpy(id, argv[2], sizeof(id));
@@ -402,6 +450,10 @@ static int cmd_key_scope(int argc, char **argv)
 		rc = db_sync_key_scope_list(print_scope, &n);
 		if (rc == 0 && n == 0)
 			printf("no key has a scope: every trusted key may bring in any org\n");
+		if (rc == 0)
+			rc = db_sync_exporter_key_list(print_exporter_key, NULL);
+	} else if (exporter) {
+		rc = bind_exporter(id, exporter);
 	} else {
 		char *op = operator_name(), *actor = xasprintf("sync:%s", op);
 		json_t *d = json_pack("{s:s, s:s?, s:s}", "key_id", id, "orgs", orgs, "operator", op);

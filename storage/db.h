@@ -548,8 +548,20 @@ struct sync_import_record {
 	char *hub, *operator_, *started;	/* db_sync_history only */
 	int64_t refs_moved;
 };
-/* The highest sequence applied from exporter; KHUB_ENOTFOUND when none. */
+/* The highest sequence applied from exporter by the key bound to it (a
+ * bundle another key signed never counts); KHUB_ENOTFOUND when none. */
 int db_sync_import_last(const char *exporter, struct sync_import_record *out);
+/* The key bound to an exporter id (the only one that may sign for it):
+ * 0 with key_id, KHUB_ENOTFOUND when the id is bound to none yet. */
+int db_sync_exporter_key_get(const char *exporter, char key_id[17]);
+/* Bind an exporter id to a key: replace 1 replaces the key bound before
+ * (the operator's choice), replace 0 binds only an unbound id (the first
+ * bundle of it). 1 when the row was written, 0 when not, or KHUB_EDB. */
+int db_sync_exporter_key_set(const char *exporter, const char *key_id, const char *bound_by, int replace);
+/* cb for every exporter id bound to a key, by exporter; stops at a negative return. */
+int db_sync_exporter_key_list(int (*cb)(const char *exporter, const char *key_id, const char *bound_by,
+					const char *bound_at, void *arg),
+			      void *arg);
 /* Record a bundle as being applied (kept when it is already recorded). */
 int db_sync_import_begin(const char *exporter, int64_t seq, const char *bundle, const char *key_id,
 			 const char *hub, const char *operator_);

@@ -50,8 +50,9 @@ int db_sync_import_last(const char *exporter, struct sync_import_record *out)
 	const char *params[1] = { exporter };
 	struct db_rows rows;
 	memset(out, 0, sizeof(*out));
-	int rc = db_query_one(&rows, "SELECT bundle, sequence, state = 'done' FROM sync_imports WHERE exporter = $1"
-			      " ORDER BY sequence DESC, id DESC LIMIT 1", 1, params);
+	int rc = db_query_one(&rows, "SELECT i.bundle, i.sequence, i.state = 'done' FROM sync_imports i"
+			      " JOIN sync_exporter_keys k ON k.exporter = i.exporter AND k.key_id = i.key_id"
+			      " WHERE i.exporter = $1 ORDER BY i.sequence DESC, i.id DESC LIMIT 1", 1, params);
 	if (rc < 0)
 		return rc;
 	snprintf(out->bundle, sizeof(out->bundle), "%s", db_rows_get(&rows, 0, 0));
@@ -59,6 +60,53 @@ int db_sync_import_last(const char *exporter, struct sync_import_record *out)
 	out->done = strcmp(db_rows_get(&rows, 0, 2), "t") == 0;
 	db_rows_release(&rows);
 	return 0;
+}
+
+int db_sync_exporter_key_get(const char *exporter, char key_id[17])
+{
+	const char *params[1] = { exporter };
+	struct db_rows rows;
+	key_id[0] = '\0';
+	int rc = db_query_one(&rows, "SELECT key_id FROM sync_exporter_keys WHERE exporter = $1", 1, params);
+	if (rc < 0)
+		return rc;
+	snprintf(key_id, 17, "%s", db_rows_get(&rows, 0, 0));
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_sync_exporter_key_set(const char *exporter, const char *key_id, const char *bound_by, int replace)
+{
+	const char *params[3] = { exporter, key_id, bound_by };
+	struct db_rows rows;
+	int rc = db_query(&rows, replace ? "INSERT INTO sync_exporter_keys (exporter, key_id, bound_by) VALUES ($1, $2, $3)"
+					   " ON CONFLICT (exporter) DO UPDATE SET key_id = excluded.key_id,"
+					   " bound_by = excluded.bound_by, bound_at = now() RETURNING 1"
+					 : "INSERT INTO sync_exporter_keys (exporter, key_id, bound_by) VALUES ($1, $2, $3)"
+					   " ON CONFLICT (exporter) DO NOTHING RETURNING 1",
+			  3, params);
+	if (rc < 0)
+		return rc;
+	rc = rows.count > 0;
+	db_rows_release(&rows);
+	return rc;
+}
+
+int db_sync_exporter_key_list(int (*cb)(const char *exporter, const char *key_id, const char *bound_by,
+					const char *bound_at, void *arg),
+			      void *arg)
+{
+	struct db_rows rows;
+	int rc = db_query(&rows, "SELECT exporter, key_id, bound_by,"
+			  " to_char(bound_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+			  " FROM sync_exporter_keys ORDER BY exporter", 0, NULL);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < rows.count; i++)
+		rc = cb(db_rows_get(&rows, i, 0), db_rows_get(&rows, i, 1), db_rows_get(&rows, i, 2),
+			db_rows_get(&rows, i, 3), arg);
+	db_rows_release(&rows);
+	return rc;
 }
 
 int db_sync_import_begin(const char *exporter, int64_t seq, const char *bundle, const char *key_id,

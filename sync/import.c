@@ -242,28 +242,8 @@ static void dry_run_text(struct import_run *x, const char *status, uint64_t byte
 		"nothing was changed\n", json_array_size(x->plan), bytes);
 }
 
-/* --dry-run: the checks of an import and the bundle verified, nothing
- * written; what would change, as text or JSON. */
-static int import_dry_run(struct import_run *x, struct sync_in *in)
+static void dry_run_print(struct import_run *x, const char *status, int verified)
 {
-	int resume = 0, rc;
-	size_t pending = 0;
-	const char *status = "would apply";
-	x->plan = json_array();
-	int seq = import_check_sequence(x, &resume);
-	if (seq < 0 && seq != KHUB_EEXIST)
-		return seq;
-	if (seq == 1 || seq == KHUB_EEXIST) {
-		status = seq == 1 ? "applied already: nothing would change" : "older or replayed: nothing would move";
-	} else {
-		if ((rc = import_check_base(x, &pending)) < 0)
-			return rc;
-		status = pending == 0 ? "nothing would change" : resume ? "would finish a cut-short import" : "would apply";
-	}
-	x->apply = 0;
-	x->seen = xcalloc(x->m.nentries + 1, 1);
-	if ((rc = import_stream_all(x, in)) < 0)
-		return rc;
 	uint64_t bytes = 0;
 	for (size_t i = 0; i < x->m.nentries; i++)
 		bytes += x->m.entries[i].size;
@@ -271,15 +251,70 @@ static int import_dry_run(struct import_run *x, struct sync_in *in)
 		json_t *doc = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:O, s:I, s:b}", "bundle", x->m.bundle, "exporter",
 					x->m.exporter, "sequence", (json_int_t)x->m.sequence, "key_id", x->key_id, "hub",
 					x->m.hub, "status", status, "changes", x->plan, "bytes", (json_int_t)bytes,
-					"verified", 1);
+					"verified", verified);
 		char *text = json_dumps(doc, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 		fprintf(x->o->report, "%s\n", text ? text : "{}");
 		free(text);
 		json_decref(doc);
 	} else if (x->o->report) {
-		dry_run_text(x, status, bytes);
+		dry_run_text(x, status, verified ? bytes : 0);
 	}
-	return seq == KHUB_EEXIST ? seq : 0;
+}
+
+/* The packs indexed into a scratch directory of the staging area (removed
+ * after), then every check import_prepare makes. */
+static int dry_run_packs(struct import_run *x, struct sync_in *in, int *verified)
+{
+	char *staging = xasprintf("%s/.sync-staging", x->o->repo_root);
+	x->pack_dir = xasprintf("%s/dry-run-XXXXXX", staging);
+	int rc = mkdir_p(staging, 0755) == 0 && mkdtemp(x->pack_dir) ? 0 : KHUB_EIO;
+	free(staging);
+	if (rc < 0) {
+		free(x->pack_dir);
+		x->pack_dir = NULL;
+		return import_fail(x, rc, "cannot create a scratch directory for the packs: %s", strerror(errno));
+	}
+	x->staged_pack = xcalloc(x->m.nentries + 1, sizeof(char *));
+	rc = import_stream_all(x, in);
+	*verified = rc == 0;
+	if (rc == 0)
+		rc = import_check_packs(x);
+	tree_remove(x->pack_dir);
+	free(x->pack_dir);
+	x->pack_dir = NULL;
+	return rc;
+}
+
+/* --dry-run: every check of an import, in its order, and the bundle
+ * verified (its packs indexed), nothing written; what would change, as
+ * text or JSON; the import's return (so its exit status). */
+static int import_dry_run(struct import_run *x, struct sync_in *in)
+{
+	int resume = 0, rc;
+	size_t pending = 0;
+	x->plan = json_array();
+	int seq = import_check_sequence(x, &resume);
+	if (seq < 0 && seq != KHUB_EEXIST)
+		return seq;
+	if (seq == 1 || seq == KHUB_EEXIST) {	/* the import stops here too */
+		dry_run_print(x, seq == 1 ? "applied already: nothing would change" : "older or replayed: nothing would move", 0);
+		return seq == KHUB_EEXIST ? seq : 0;
+	}
+	if ((rc = import_check_base(x, &pending)) < 0)
+		return rc;
+	if (pending == 0) {
+		dry_run_print(x, "nothing would change", 0);
+		return 0;
+	}
+	x->apply = 0;
+	x->seen = xcalloc(x->m.nentries + 1, 1);
+	int verified = 0;
+	rc = dry_run_packs(x, in, &verified);
+	char *status = rc < 0 ? xasprintf("would be refused: %s", x->err)
+			      : xstrdup(resume ? "would finish a cut-short import" : "would apply");
+	dry_run_print(x, status, verified);
+	free(status);
+	return rc;
 }
 
 int sync_import(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen)
@@ -292,6 +327,8 @@ int sync_import(const struct sync_import_opts *o, const char *bundle, char *err,
 	int rc = import_open_checked(&x, bundle, &in);
 	if (rc == 0)
 		rc = import_check_scope(&x);
+	if (rc == 0)
+		rc = import_check_exporter_key(&x);
 	if (rc == 0 && o->dry_run) {
 		rc = import_dry_run(&x, in);
 		goto cleanup;

@@ -6,6 +6,8 @@
 #include "storage/db.h"
 #include "kernel/kernel.h"
 
+#include <git2/sys/odb_backend.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -373,6 +375,70 @@ static int check_forward(struct import_run *x, const struct sync_repo *r, git_re
 				   "--allow-rewind", x->m.bundle, ref->name, r->ns, r->name, cur, ref->new_);
 	}
 	return 0;
+}
+
+/* Every commit the repo's refs move to is in the repo or the bundle's pack
+ * (the import could not set the ref otherwise). */
+static int check_targets(struct import_run *x, const struct sync_repo *r, git_repository *git)
+{
+	git_odb *odb = NULL;
+	int rc = git_repository_odb(&odb, git) < 0 ? import_fail(x, KHUB_EIO, "%s/%s: cannot read its objects", r->ns,
+								    r->name)
+						    : 0;
+	for (size_t k = 0; k < r->nrefs && rc == 0; k++) {
+		git_oid oid;
+		if (r->refs[k].new_[0] && (git_oid_fromstr(&oid, r->refs[k].new_) < 0 || !git_odb_exists(odb, &oid)))
+			rc = import_fail(x, KHUB_EINVAL, "%s/%s: %s: commit %.12s is in neither the repo nor the bundle",
+					 r->ns, r->name, r->refs[k].name, r->refs[k].new_);
+	}
+	git_odb_free(odb);
+	return rc;
+}
+
+/* The repo as the import would see it once its pack is in: the repo here
+ * (or an empty one) with the staged pack added to its objects, in memory. */
+static int open_with_pack(struct import_run *x, const struct sync_repo *r, int have, const struct repo_record *rec,
+			  git_repository **git)
+{
+	git_odb *odb = NULL;
+	git_odb_backend *pack = NULL;
+	long pi = r->pack ? import_entry_index(x, r->pack) : -1;
+	char *idx = pi >= 0 && x->staged_pack[pi] ? xasprintf("%s.idx", x->staged_pack[pi]) : NULL;
+	int rc = have ? repo_store_open(x->o->repo_root, r->type, rec->ns, rec->name, git)
+		      : git_odb_new(&odb) < 0 || git_repository_wrap_odb(git, odb) < 0 ? KHUB_EIO : 0;
+	git_odb_free(odb);
+	odb = NULL;
+	if (rc == 0 && idx &&
+	    (git_odb_backend_one_pack(&pack, idx) < 0 || git_repository_odb(&odb, *git) < 0 ||
+	     git_odb_add_backend(odb, pack, 1) < 0)) {
+		if (pack)
+			pack->free(pack);
+		rc = KHUB_EIO;
+	}
+	git_odb_free(odb);
+	free(idx);
+	return rc < 0 ? import_fail(x, rc, "%s/%s: cannot open the repo with the bundle's pack", r->ns, r->name) : 0;
+}
+
+int import_check_packs(struct import_run *x)
+{
+	int rc = 0;
+	for (size_t i = 0; i < x->m.nrepos && rc == 0; i++) {
+		const struct sync_repo *r = &x->m.repos[i];
+		struct repo_record rec;
+		git_repository *git = NULL;
+		rc = db_repo_get(r->type, r->ns, r->name, &rec);
+		int have = rc == 0;
+		if (rc < 0 && rc != KHUB_ENOTFOUND)
+			return import_fail(x, rc, "cannot read repo %s/%s (database)", r->ns, r->name);
+		rc = open_with_pack(x, r, have, &rec, &git);
+		if (rc == 0)
+			rc = check_targets(x, r, git);
+		if (rc == 0 && have)
+			rc = check_forward(x, r, git);
+		git_repository_free(git);
+	}
+	return rc;
 }
 
 /* The refs of a repo not registered here: set before it is registered, so

@@ -110,7 +110,34 @@ int import_check_scope(struct import_run *x)
 	return rc;
 }
 
-/* ---- the exporter's sequence --------------------------------------------------------- */
+/* ---- the exporter's key and sequence ------------------------------------------------- */
+
+int import_check_exporter_key(struct import_run *x)
+{
+	char bound[SYNC_KEY_ID_LEN + 1];
+	int rc = db_sync_exporter_key_get(x->m.exporter, bound);
+	if (rc == KHUB_ENOTFOUND || (rc == 0 && strcmp(bound, x->key_id) == 0))
+		return 0;
+	if (rc < 0)
+		return import_fail(x, KHUB_EDB, "database unavailable");
+	return import_fail(x, SYNC_EEXPORTER_KEY, "bundle %s names exporter %s, which is bound to key %s; it is signed "
+			   "by key %s, which may not sign for it (khub sync key-scope KEY --exporter ID binds an "
+			   "exporter to another key): refusing the whole bundle", x->m.bundle, x->m.exporter, bound,
+			   x->key_id);
+}
+
+int import_bind_exporter(struct import_run *x)
+{
+	const char *op = x->o->operator_ ? x->o->operator_ : "unknown";
+	int rc = db_sync_exporter_key_set(x->m.exporter, x->key_id, op, 0);
+	if (rc < 0)
+		return import_fail(x, KHUB_EDB, "cannot bind the exporter to the key (database)");
+	if (rc == 0)	/* bound already: to this key, unless another import bound it since the check */
+		return import_check_exporter_key(x);
+	/* its first bundle here: from now on only this key signs for it */
+	import_audit(x, "sync.exporter_key", x->m.exporter, "\"first_bundle\":true");
+	return 0;
+}
 
 int import_check_sequence(struct import_run *x, int *resume)
 {
@@ -134,6 +161,9 @@ int import_check_sequence(struct import_run *x, int *resume)
 
 int import_record_unchanged(struct import_run *x)
 {
+	int rc = import_bind_exporter(x);
+	if (rc < 0)
+		return rc;
 	if (db_sync_import_begin(x->m.exporter, x->m.sequence, x->m.bundle, x->key_id, x->m.hub,
 				 x->o->operator_ ? x->o->operator_ : "unknown") < 0 ||
 	    db_sync_import_done(x->m.bundle, 0) < 0)
@@ -219,9 +249,9 @@ int import_register(struct import_run *x)
 	x->repo_id = xcalloc(x->m.nrepos + 1, sizeof(*x->repo_id));
 	if (db_tx_begin() < 0)
 		return import_fail(x, KHUB_EDB, "database unavailable");
-	int rc = db_sync_import_begin(x->m.exporter, x->m.sequence, x->m.bundle, x->key_id, x->m.hub,
-				      x->o->operator_ ? x->o->operator_ : "unknown");
-	if (rc < 0)
+	int rc = import_bind_exporter(x);
+	if (rc == 0 && db_sync_import_begin(x->m.exporter, x->m.sequence, x->m.bundle, x->key_id, x->m.hub,
+					    x->o->operator_ ? x->o->operator_ : "unknown") < 0)
 		rc = import_fail(x, KHUB_EDB, "cannot record the bundle (database)");
 	for (size_t i = 0; i < x->m.nrepos && rc == 0; i++) {
 		rc = register_repo(x, i);

@@ -63,6 +63,10 @@ int import_check_base(struct import_run *x, size_t *pending);
  * every branch move checked (a fast-forward, or --allow-rewind), then the
  * refs of repos new here set (not visible before they are registered). */
 int import_prepare(struct import_run *x);
+/* --dry-run, once the packs are indexed into x->pack_dir: what
+ * import_prepare would refuse (a ref's commit in neither the repo nor the
+ * bundle, a branch moving back or sideways without --allow-rewind). */
+int import_check_packs(struct import_run *x);
 /* In one database transaction: the bundle recorded as being applied,
  * repos registered (mirrored) with their privacy, org trust and LFS links,
  * repos deleted at the source unregistered. */
@@ -80,6 +84,12 @@ int import_tag_would_move(const char *name, const char *cur, const char *new_);
 /* The signing key's scope (khub sync key-scope) covers every repo the
  * bundle carries or deletes; KHUB_EPERM (with the first one outside) if not. */
 int import_check_scope(struct import_run *x);
+/* The bundle's exporter id is bound to the signing key, or to no key yet
+ * (the import binds it); SYNC_EEXPORTER_KEY (audited by the caller) if not. */
+int import_check_exporter_key(struct import_run *x);
+/* Bind an unbound exporter id to the signing key (audited as
+ * sync.exporter_key); with the bundle's record, so inside its transaction. */
+int import_bind_exporter(struct import_run *x);
 /* 0: go on (*resume 1 when an earlier run of this bundle was cut short),
  * 1: this bundle was applied, KHUB_EEXIST: an older or replayed bundle. */
 int import_check_sequence(struct import_run *x, int *resume);

@@ -1,6 +1,7 @@
 /* import_stream.c -- a bundle read as it streams: the manifest and its
  * signature first, then every entry hashed in 1 MiB chunks (packs through
- * libgit2's indexer, LFS objects into staging files when importing). */
+ * libgit2's indexer when importing or in a dry run, LFS objects into
+ * staging files when importing). */
 #include "sync/import_internal.h"
 #include "storage/db.h"
 #include "storage/publish.h"
@@ -137,7 +138,7 @@ static int stage_pack(struct import_run *x, struct sync_in *in, long i, struct s
 {
 	const struct sync_entry *e = &x->m.entries[i];
 	git_indexer *idx = NULL;
-	if (!x->apply)
+	if (!x->pack_dir)	/* verify: hashed only */
 		return stream_entry(x, in, e, NULL, NULL, -1, prog);
 	char *dir = xasprintf("%s/%ld", x->pack_dir, i);
 	int rc = 0;
@@ -155,9 +156,10 @@ static int stage_pack(struct import_run *x, struct sync_in *in, long i, struct s
 		goto cleanup;
 	}
 	x->staged_pack[i] = xasprintf("%s/pack-%s", dir, git_indexer_name(idx));
-	/* the indexer fsynced the pack and its index (GIT_OPT_ENABLE_FSYNC_GITDIR) */
-	char *line = xasprintf("%s %s pack-%s\n", e->name, e->sha256, git_indexer_name(idx));
-	rc = import_flush_add(x->flush, -1, NULL, NULL, line);
+	/* the indexer fsynced the pack and its index (GIT_OPT_ENABLE_FSYNC_GITDIR); a dry run journals nothing */
+	char *line = x->apply ? xasprintf("%s %s pack-%s\n", e->name, e->sha256, git_indexer_name(idx)) : NULL;
+	if (line)
+		rc = import_flush_add(x->flush, -1, NULL, NULL, line);
 	free(line);
 cleanup:
 	git_indexer_free(idx);

@@ -253,11 +253,18 @@ struct sync_import_opts {
 /* Check signature, every entry's sha256 and size, print the changes;
  * imports nothing, needs no database. */
 int sync_verify(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen);
+/* sync_import's refusal of a bundle whose exporter id is bound to another
+ * key than the one that signed it (khub sync key-scope --exporter): not an
+ * enum khub_err, so the CLI can say it apart (exit 5). */
+#define SYNC_EEXPORTER_KEY (-100)
 /* Verify and import one bundle (see the header comment). KHUB_ECONFLICT
  * when the hub lacks the bundle's base state; KHUB_EEXIST (with err) when
  * the hub applied this exporter's bundle of the same or a higher sequence
- * (a replayed or older bundle: nothing moves); nothing changes on any
- * refusal. A killed import is finished by running it again. */
+ * (a replayed or older bundle: nothing moves); SYNC_EEXPORTER_KEY when the
+ * signing key may not sign for the bundle's exporter id; nothing changes on
+ * any refusal. With o->dry_run, every check of the import (also the packs
+ * indexed and every branch move checked) and the same return, nothing
+ * changed. A killed import is finished by running it again. */
 int sync_import(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen);
 
 #endif

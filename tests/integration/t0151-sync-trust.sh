@@ -133,10 +133,11 @@ is $? 4 "bundles 1 and 2 in one run: exit 4 (the older one moved nothing, the ne
 git --git-dir="$ARELU" update-ref refs/heads/main "$MAIN1"
 export_a --out "$W/b3.khub" --repos 'acme/*' >/dev/null
 ok $? "bundle 3: relu main moved back at the source"
-hub b sync import --dry-run --json "$W/b3.khub" >"$W/d3.json" 2>&1
+hub b sync import --dry-run --json "$W/b3.khub" >"$W/d3.json" 2>/dev/null
+is $? 1 "--dry-run of a branch moving back: exit 1, as the import"
 is "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
-print(d["status"], [(c["action"], c["ref"], c["fast_forward"]) for c in d["changes"] if c.get("ref")])' "$W/d3.json")" \
-	"would apply [('move-ref', 'refs/heads/main', False)]" "--dry-run --json: main would move, not a fast-forward"
+print(d["status"][:17], [(c["action"], c["ref"], c["fast_forward"]) for c in d["changes"] if c.get("ref")])' "$W/d3.json")" \
+	"would be refused: [('move-ref', 'refs/heads/main', False)]" "--dry-run --json: main would move, not a fast-forward: refused"
 hub b sync import "$W/b3.khub" >/dev/null 2>"$W/r3.err"
 is $? 1 "B refuses a branch moving back (exit 1)"
 like "$(cat "$W/r3.err")" "would move refs/heads/main of acme/relu from [0-9a-f]{12} back to [0-9a-f]{12} .*--allow-rewind" \
