@@ -40,7 +40,7 @@ like "$W4" '^khw_' "four worker tokens"
 BIGSRC=$TEST_DIR/bigsrc
 mkdir -p "$BIGSRC/data"
 printf '[general]\nname = "big"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["b.cpp"]\n' >"$BIGSRC/build.toml"
-python3 - "$BIGSRC/data" "$NFILES" <<'PY'
+/usr/bin/python3 - "$BIGSRC/data" "$NFILES" <<'PY'
 import os, sys
 d, n = sys.argv[1], int(sys.argv[2])
 for i in range(n):
@@ -69,7 +69,7 @@ api() {
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
 metric() { curl -s -H "Authorization: Bearer $ROOT" "$KHUB_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 reg() {	# reg TOKEN CONCURRENCY
 	api "$1" POST /api/workers/register "{\"version\":\"t\",\"concurrency\":$2,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V1\",\"$V2\",\"$V4\"]}]}"
