@@ -35,26 +35,9 @@ export KHUB_LISTEN=${KHUB_LISTEN:-127.0.0.1:8080}
 mkdir -p "$KHUB_DATA_DIR"
 chmod 755 "$KHUB_DATA_DIR"
 
+. deploy/demo-seed.sh
 echo "==> seeding the demo kernel khub-demo/relu into $KHUB_DATA_DIR"
-DEMO=$(mktemp -d)
-trap 'rm -rf "$DEMO"' EXIT
-cp -r deploy/demo-kernel/. "$DEMO/"
-# A deterministic 2 MiB binary table: big and binary, so it is stored as LFS.
-python3 - "$DEMO/build/torch-cpu/relu_table.bin" <<'PY'
-import hashlib, sys
-out, block = bytearray(), b"khub-demo"
-while len(out) < 2 * 1024 * 1024:
-    block = hashlib.sha256(block).digest()
-    out += block
-open(sys.argv[1], "wb").write(bytes(out))
-PY
-# The same pure-Python code as torch-cuda, so a machine with a CUDA build of
-# torch loads it without backend="cpu".
-cp -r "$DEMO/build/torch-cpu" "$DEMO/build/torch-cuda"
-sed -i 's/"type": "cpu"/"type": "cuda"/' "$DEMO/build/torch-cuda/metadata.json"
-./khub import "$DEMO" --repo khub-demo/relu --branch main --message "khub demo kernel" >/dev/null
-./khub import "$DEMO" --repo khub-demo/relu --branch v1 --message "khub demo kernel v1" >/dev/null
-./khub admin trust set khub-demo >/dev/null
+demo_import ./khub
 
 TOKEN_FILE=$KHUB_DATA_DIR/admin-token
 if [ ! -s "$TOKEN_FILE" ]; then
@@ -67,7 +50,7 @@ PORT=${KHUB_LISTEN##*:}
 
 ./khub serve &
 SERVER=$!
-trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER; rm -rf "$DEMO"' INT TERM EXIT
+trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER' INT TERM EXIT
 URL=http://127.0.0.1:$PORT
 for _ in $(seq 1 300); do
 	curl -sf "$URL/api/health" >/dev/null 2>&1 && break
@@ -75,36 +58,11 @@ for _ in $(seq 1 300); do
 	sleep 0.1
 done
 
-# Demo benchmark runs and downloads, once, through the real API: the runs say
-# "demo" in their GPU names and script path, so nobody takes them for
-# measurements.
+# Demo benchmark runs and downloads, once, through the real API
+# (deploy/demo-seed.sh).
 if [ ! -e "$KHUB_DATA_DIR/demo-seeded" ]; then
 	echo "==> seeding demo benchmark results and downloads for khub-demo/relu"
-	python3 - "$URL" "$TOKEN" <<'PY' && touch "$KHUB_DATA_DIR/demo-seeded"
-import json, sys, urllib.request
-url, token = sys.argv[1], sys.argv[2]
-def call(method, path, body=None):
-    req = urllib.request.Request(url + path, method=method, data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(req) as r:
-        return json.loads(r.read() or b"null")
-v1 = call("GET", "/api/kernels/khub-demo/relu/revision/v1")["sha"]
-main = call("GET", "/api/kernels/khub-demo/relu/revision/main")["sha"]
-for sha, gpu, backend, scale in ((v1, "demo GPU A", "CUDA 12.8", 1.0), (main, "demo GPU A", "CUDA 12.8", 0.85),
-                                 (main, "demo GPU B", "CUDA 12.8", 1.4), (main, "demo CPU", "CPU", 6.0)):
-    results = []
-    for i, w in enumerate(("ReluBenchmark.small", "ReluBenchmark.large", "ReluBenchmark.reference")):
-        m = round((i + 1) * 0.11 * scale, 4)
-        results.append({"workload": w, "timingResults": {"mean_ms": m, "std_ms": round(m * 0.02, 4), "min_ms": m * 0.95,
-                        "max_ms": m * 1.1, "q1_ms": m * 0.98, "q3_ms": m * 1.02, "iqr_ms": m * 0.04, "outliers": 0,
-                        "iterations": 100}})
-    call("POST", "/api/kernels/khub-demo/relu/benchmarks", {"results": results, "kernelCommitSha": sha,
-         "machineInfo": {"gpu": gpu, "backend": backend, "pytorchVersion": "2.11.0", "os": "Linux", "cpu": "demo"},
-         "benchmarkScriptPath": "benchmarks/demo_seeded_by_quickstart.py"})
-for variant, n in (("torch-cpu", 5), ("torch-cuda", 3)):
-    for _ in range(n):
-        urllib.request.urlopen(f"{url}/kernels/khub-demo/relu/resolve/v1/build/{variant}/metadata.json").read()
-PY
+	demo_seed "$URL" "$TOKEN" && touch "$KHUB_DATA_DIR/demo-seeded"
 fi
 
 cat <<EOT

@@ -128,6 +128,22 @@ static json_t *downloads_by_variant(int64_t repo_id)
 	return by;
 }
 
+/* Why a revision is not compliant: the required list per system, or a
+ * Python-only variant, each with valid metadata (a variant's own reason is
+ * in its row). */
+static void noncompliance_reason(struct page *pg, json_t *compliance)
+{
+	json_t *accepted = json_object_get(json_object_get(compliance, "pythonOnly"), "accepted"), *v;
+	size_t i;
+	page_html(pg, ": no system has all of its required variants with valid metadata, and there is no "
+		      "Python-only variant (");
+	json_array_foreach(accepted, i, v) {
+		page_html(pg, i ? ", " : "");
+		page_text(pg, json_string_value(v));
+	}
+	page_html(pg, ") with valid metadata");
+}
+
 /* The compliance summary above the matrix. */
 static void compliance_summary(struct page *pg, json_t *compliance)
 {
@@ -147,6 +163,8 @@ static void compliance_summary(struct page *pg, json_t *compliance)
 		page_html(pg, compliant ? ")" : "");
 	} else if (python_only) {
 		page_html(pg, " (Python-only variants, which load everywhere)");
+	} else if (!compliant) {
+		noncompliance_reason(pg, compliance);
 	}
 	page_html(pg, ".</p>");
 }
@@ -176,6 +194,8 @@ static void variant_row(struct page *pg, const struct variant_row *row, json_t *
 	} else if (strcmp(metadata, "ok") != 0) {
 		page_html(pg, "<span class=\"badge bad\">metadata ");
 		page_text(pg, metadata);
+		page_html(pg, "</span> <span class=\"muted metadata-error\">");
+		page_text(pg, str(json_object_get(vj, "metadata"), "error"));
 		page_html(pg, "</span>");
 	} else {
 		page_html(pg, "<span class=\"badge ok\">present</span>");

@@ -39,7 +39,7 @@ api() {	# api METHOD URL [curl args] -> status in $STATUS, headers in $H, body i
 	fi
 }
 header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
-json() { python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 
 # ---- agent harnesses, org overview ------------------------------------------
 api GET "$KHUB_URL/api/agent-harnesses"
@@ -101,7 +101,7 @@ collect_tree() {	# collect_tree URL -> all entries in $TEST_DIR/all.json, pages 
 	while [ -n "$url" ]; do
 		api GET "$url"
 		PAGES=$((PAGES + 1))
-		python3 -c "import json; a=json.load(open('$TEST_DIR/all.json')); a+=json.load(open('$B')); json.dump(a, open('$TEST_DIR/all.json','w'))"
+		/usr/bin/python3 -c "import json; a=json.load(open('$TEST_DIR/all.json')); a+=json.load(open('$B')); json.dump(a, open('$TEST_DIR/all.json','w'))"
 		url=$(header Link | sed -n 's/^<\(.*\)>; rel="next"$/\1/p')
 		if [ -n "$url" ] && [[ ! "$url" =~ ^http://127\.0\.0\.1:$KHUB_PORT/ ]]; then LINKS_ABSOLUTE=no; fi
 		if [ -n "$url" ] && [[ ! "$url" =~ recursive=true ]]; then LINKS_ABSOLUTE=no; fi
@@ -110,13 +110,13 @@ collect_tree() {	# collect_tree URL -> all entries in $TEST_DIR/all.json, pages 
 collect_tree "$KHUB_URL/api/kernels/acme/relu/tree/v1?recursive=true&expand=false"
 ok $([ "$PAGES" -gt 2 ]; echo $?) "recursive tree is paginated ($PAGES pages of 4)"
 is "$LINKS_ABSOLUTE" yes "every Link is absolute and keeps recursive=true"
-GOT=$(python3 -c "import json; print('\n'.join(sorted(e['path'] for e in json.load(open('$TEST_DIR/all.json')) if e['type']=='file')))")
+GOT=$(/usr/bin/python3 -c "import json; print('\n'.join(sorted(e['path'] for e in json.load(open('$TEST_DIR/all.json')) if e['type']=='file')))")
 WANT=$(git --git-dir="$GITDIR" ls-tree -r --name-only "$V1" | sort)
 is "$GOT" "$WANT" "paginated listing has exactly git's files"
-GOT=$(python3 -c "import json; print('\n'.join(sorted(e['path'] for e in json.load(open('$TEST_DIR/all.json')) if e['type']=='directory')))")
+GOT=$(/usr/bin/python3 -c "import json; print('\n'.join(sorted(e['path'] for e in json.load(open('$TEST_DIR/all.json')) if e['type']=='directory')))")
 WANT=$(git --git-dir="$GITDIR" ls-tree -r -d --name-only "$V1" | sort)
 is "$GOT" "$WANT" "and exactly git's directories"
-DIRS_OK=$(python3 - "$TEST_DIR/all.json" "$GITDIR" "$V1" <<'PY'
+DIRS_OK=$(/usr/bin/python3 - "$TEST_DIR/all.json" "$GITDIR" "$V1" <<'PY'
 import json, subprocess, sys
 entries, gitdir, sha = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 bad = 0

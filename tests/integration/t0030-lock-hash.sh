@@ -7,7 +7,7 @@
 # both agree with the files that were imported.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 
 khub_setup
 
@@ -41,7 +41,7 @@ khub_start --tree-page-size $PAGE
 
 # Results come back as "ok - desc" / "not ok - desc" / "# diag" lines.
 out=$(KHUB_URL="$KHUB_URL" REPO=acme/relu REV=v1 SRC_DIR="$SRC" PAGE_SIZE=$PAGE \
-	EXPECT_SHA="$sha_v1" python3 - <<'PY' 2>&1
+	EXPECT_SHA="$sha_v1" /usr/bin/python3 - <<'PY' 2>&1
 import hashlib, http.client, json, math, os, re, sys, urllib.error, urllib.parse, urllib.request
 from pathlib import PurePosixPath
 

@@ -141,7 +141,7 @@ check_tree() {
 		ok 1 "curl tree $repo@$rev (status $STATUS)"
 		return
 	fi
-	out=$(python3 "$TEST_DIR/check_tree.py" "$B" "$local" 2>&1)
+	out=$(/usr/bin/python3 "$TEST_DIR/check_tree.py" "$B" "$local" 2>&1)
 	ok $? "curl tree $repo@$rev: files, sizes and lfs/oid fields follow the rules"
 	echo "$out"
 }
@@ -172,7 +172,7 @@ for f in "$CUDA/_relu_cuda.abi3.so" "$CU126/_relu_cuda.abi3.so" build/torch-cpu/
 	[ -f "$(lfs_object_file "$o")" ] || { missing=$((missing + 1)); diag "  not in the store: $f"; }
 done
 is "$missing" 0 "the .so files and the binary blob.dat are in the LFS store too"
-like "$(python3 -c "import json; print(sorted(json.load(open('$STATE')).get('lfsSent', [])))")" "weights.bin" \
+like "$(/usr/bin/python3 -c "import json; print(sorted(json.load(open('$STATE')).get('lfsSent', [])))")" "weights.bin" \
 	"the client sent weights.bin as an lfsFile line"
 GITDIR=$REPOS/kernels/acme/js-pub.git
 POINTER=$(printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %s\n' "$OID" $((20 * 1024 * 1024)))
@@ -180,7 +180,7 @@ is "$(git --git-dir="$GITDIR" cat-file -p "main:$WEIGHTS")" "$POINTER" "git hold
 PTR_SHA1=$(printf '%s\n' "$POINTER" | git hash-object --stdin)
 STATUS=$(curl -s -o "$B" -w '%{http_code}' -H 'Content-Type: application/json' \
 	--data "{\"paths\":[\"$WEIGHTS\"],\"expand\":true}" "$KHUB_URL/api/kernels/acme/js-pub/paths-info/main")
-is "$STATUS/$(python3 -c "import json; e=json.load(open('$B'))[0]; print(e['oid'], e['lfs']['oid'], e['size'], e['lfs']['pointerSize'])")" \
+is "$STATUS/$(/usr/bin/python3 -c "import json; e=json.load(open('$B'))[0]; print(e['oid'], e['lfs']['oid'], e['size'], e['lfs']['pointerSize'])")" \
 	"200/$PTR_SHA1 $OID $((20 * 1024 * 1024)) $((${#POINTER} + 1))" \
 	"paths-info weights.bin: oid = git sha1 of the pointer, lfs.oid = sha256, size = real size, pointerSize"
 like "$(curl -s "$KHUB_URL/kernels/acme/js-pub/resolve/main/.gitattributes")" 'blob\.dat filter=lfs' \
@@ -213,7 +213,7 @@ if git lfs version >/dev/null 2>&1; then
 	(cd "$CLONE" && git lfs pull >/dev/null 2>&1)
 	ok $? "git lfs pull"
 	check "clone + lfs pull: the same bytes as published" -- diff -r -x .git -x .gitattributes "$SRC" "$CLONE"
-	is "$(cd "$CLONE" && git rev-parse HEAD)" "$(python3 -c "import json; print(json.load(open('$STATE'))['pubCommit'])")" \
+	is "$(cd "$CLONE" && git rev-parse HEAD)" "$(/usr/bin/python3 -c "import json; print(json.load(open('$STATE'))['pubCommit'])")" \
 		"the clone's HEAD is the commitOid the client got"
 	check "anonymous clone of the private repo fails" -- bash -c "! git clone -q '$KHUB_URL/kernels/acme/js-priv' '$TEST_DIR/nope'"
 	PCLONE=$TEST_DIR/pclone
@@ -238,7 +238,7 @@ api GET "/api/kernels/acme/js-pub/tree/main/$CU126" ""
 is "$(code)" "404/EntryNotFound" "a variant whose files were all deleted is gone from the tree"
 api GET "/api/kernels/acme/js-pub/commits/main" ""
 is "$STATUS/$(header X-Total-Count)" "200/4" "main: initial commit, upload, update, deleteFile"
-is "$(python3 -c "import json; print([c['title'] for c in json.load(open('$B'))][:3])")" \
+is "$(/usr/bin/python3 -c "import json; print([c['title'] for c in json.load(open('$B'))][:3])")" \
 	"['Delete build/torch28-cxx11-cu126-x86_64-linux/relu/layers.py', 'Update variants', 'Add 2 files']" \
 	"commit titles, newest first"
 if [ -d "${CLONE:-/nonexistent}" ]; then

@@ -317,7 +317,7 @@ for r in pub priv; do
 		i=$((i + 1))
 		JOB[$r-$c]=$(curl -s -H "Authorization: Bearer ${TOK[org-admin]}" -H 'Content-Type: application/json' \
 			--data-binary "{\"variants\":[\"torch2$((10 + i))-cxx11-cpu-x86_64-linux\"]}" "$KHUB_URL/api/kernels/acme/b$r/builds" |
-			python3 -c 'import json,sys; print(json.load(sys.stdin)["builds"][0]["id"])' 2>/dev/null)
+			/usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["builds"][0]["id"])' 2>/dev/null)
 	done
 done
 for r in pub priv; do
@@ -351,14 +351,14 @@ done
 # ---- every route of the tables, from its access column --------------------------------------------
 khub routes --json >"$TEST_DIR/routes.json" 2>>"$log"
 ok $? "khub routes --json (every row has an access value)"
-python3 - "$TEST_DIR/routes.json" >"$TEST_DIR/routes.tsv" <<'PY'
+/usr/bin/python3 - "$TEST_DIR/routes.json" >"$TEST_DIR/routes.tsv" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1])):
     for m in r["methods"]:
         if m != "HEAD":
             print("\t".join([m, r["pattern"], r["access"] or "-", "1" if r["dynamic"] else "0", "1" if r["noAuth"] else "0"]))
 PY
-nroutes=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$TEST_DIR/routes.json")
+nroutes=$(/usr/bin/python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))))" "$TEST_DIR/routes.json")
 like "$nroutes" '^[5-9][0-9]$' "the route tables have $nroutes rows"
 grep -q $'\t/api/admin/mirror/config\tsite-admin' "$TEST_DIR/routes.tsv"
 ok $? "the dump has the admin routes, with their access"
@@ -533,7 +533,7 @@ lfs_objs() {	# lfs_objs OPERATION -> "oid-prefix:actions|error" for the secret o
 	call other-org POST /kernels/mallory/own.git/info/lfs/objects/batch \
 		"{\"operation\":\"$1\",\"transfers\":[\"basic\"],\"ref\":{\"name\":\"main\"},\"objects\":[{\"oid\":\"$SOID\",\"size\":4000}]}" \
 		application/vnd.git-lfs+json
-	python3 -c "import json; o=json.load(open('$B'))['objects'][0]; print('error' if 'error' in o else ','.join(sorted(o.get('actions', {}))) or 'none')" 2>/dev/null
+	/usr/bin/python3 -c "import json; o=json.load(open('$B'))['objects'][0]; print('error' if 'error' in o else ','.join(sorted(o.get('actions', {}))) or 'none')" 2>/dev/null
 }
 g=$(lfs_objs upload)
 if [ "$g" = "upload,verify" ]; then ok 0 "other-org × LFS upload batch of acme/priv's oid on its own repo → asked to upload"

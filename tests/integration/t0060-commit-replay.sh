@@ -11,7 +11,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 HELPER="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/commit_body.py"
 
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 
 khub_setup
 
@@ -28,10 +28,10 @@ like "$BOB" '^hf_' "bob's write token"
 # The upload: 20 × 10 MiB .so + 980 small files, written to disk, then the
 # preupload request and the NDJSON body generated from disk by streaming.
 UP=$TEST_DIR/upload
-python3 "$HELPER" tree "$UP" --big 20 --big-mib 10 --small 980
-python3 "$HELPER" manifest "$UP" >"$TEST_DIR/manifest.tsv"
-python3 "$HELPER" preupload "$UP" >"$TEST_DIR/preupload.json"
-python3 "$HELPER" ndjson --dir "$UP" >"$TEST_DIR/commit.ndjson"
+/usr/bin/python3 "$HELPER" tree "$UP" --big 20 --big-mib 10 --small 980
+/usr/bin/python3 "$HELPER" manifest "$UP" >"$TEST_DIR/manifest.tsv"
+/usr/bin/python3 "$HELPER" preupload "$UP" >"$TEST_DIR/preupload.json"
+/usr/bin/python3 "$HELPER" ndjson --dir "$UP" >"$TEST_DIR/commit.ndjson"
 is "$(wc -l <"$TEST_DIR/manifest.tsv")" 1000 "1,000 files to upload"
 is "$(awk -F'\t' '$2 == 10485760' "$TEST_DIR/manifest.tsv" | wc -l)" 20 "20 of them are 10 MiB .so files"
 BODY_BYTES=$(stat -c %s "$TEST_DIR/commit.ndjson")
@@ -49,7 +49,7 @@ api() {	# api METHOD URL [curl args] -> $STATUS, headers in $H, body in $B
 	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
 }
 header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
-json() { python3 -c "import json,sys; d=json.load(open('$B')); print($1)" 2>/dev/null; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)" 2>/dev/null; }
 AUTH=(-H "Authorization: Bearer $BOB")
 API=$KHUB_URL/api/kernels/acme/relu
 hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$KHUB_PID/status"; }
@@ -60,7 +60,7 @@ api POST "$KHUB_URL/api/repos/create" "${AUTH[@]}" -H 'Content-Type: application
 is "$STATUS/$(json '"url" in d')" "409/True" "repo create of an existing repo: 409 with url (exist_ok)"
 api GET "$API/refs" "${AUTH[@]}"
 is "$(json '[b["targetCommit"] for b in d["branches"] if b["name"]=="v1"][0]')" "$V1" "refs lists branch v1"
-python3 "$HELPER" tree-get "$API/tree/v1?recursive=true" "$BOB" >"$TEST_DIR/tree-before.json"
+/usr/bin/python3 "$HELPER" tree-get "$API/tree/v1?recursive=true" "$BOB" >"$TEST_DIR/tree-before.json"
 ok $? "recursive tree of v1 (stale-file detection)"
 
 # ---- preupload: 1,000 files in one request ------------------------------------
@@ -77,7 +77,7 @@ is "$(json 'all(isinstance(f["shouldIgnore"], bool) for f in d["files"])')" True
 is "$(json 'd["commitOid"]')" "$V1" "preupload commitOid = head of v1"
 
 # RS asks the LFS batch (sha256, ref) and falls back to inline on "basic".
-python3 "$HELPER" batch "$TEST_DIR/preupload-response.json" "$TEST_DIR/manifest.tsv" --ref v1 >"$TEST_DIR/batch.json"
+/usr/bin/python3 "$HELPER" batch "$TEST_DIR/preupload-response.json" "$TEST_DIR/manifest.tsv" --ref v1 >"$TEST_DIR/batch.json"
 api POST "$KHUB_URL/kernels/acme/relu.git/info/lfs/objects/batch" "${AUTH[@]}" \
 	-H 'Accept: application/vnd.git-lfs+json' -H 'Content-Type: application/vnd.git-lfs+json' \
 	--data-binary @"$TEST_DIR/batch.json"
@@ -114,8 +114,8 @@ while IFS=$'\t' read -r path size sha256 _; do
 done <"$TEST_DIR/manifest.tsv"
 is "$BAD" 0 "all 20 big binaries download byte-identical (sha256) via resolve/v1"
 
-python3 "$HELPER" tree-get "$API/tree/v1?recursive=true&expand=false" >"$TEST_DIR/tree.json"
-TREE_CHECK=$(python3 - "$TEST_DIR/tree.json" "$TEST_DIR/manifest.tsv" "$TEST_DIR/regular.txt" <<'PY'
+/usr/bin/python3 "$HELPER" tree-get "$API/tree/v1?recursive=true&expand=false" >"$TEST_DIR/tree.json"
+TREE_CHECK=$(/usr/bin/python3 - "$TEST_DIR/tree.json" "$TEST_DIR/manifest.tsv" "$TEST_DIR/regular.txt" <<'PY'
 import json, sys
 tree = {e["path"]: e for e in json.load(open(sys.argv[1])) if e["type"] == "file"}
 bad, lfs, reg = [], 0, 0
@@ -153,7 +153,7 @@ is "$?/$FSCK" "0/" "git fsck --strict of the repo is clean"
 # A second preupload of the same files now reports what is stored, so that
 # clients can drop unchanged files: sha256 for LFS, git blob sha1 otherwise.
 api POST "$API/preupload/v1" "${AUTH[@]}" -H 'Content-Type: application/json' --data-binary @"$TEST_DIR/preupload.json"
-OIDS=$(python3 - "$B" "$TEST_DIR/manifest.tsv" <<'PY'
+OIDS=$(/usr/bin/python3 - "$B" "$TEST_DIR/manifest.tsv" <<'PY'
 import json, sys
 files = {f["path"]: f for f in json.load(open(sys.argv[1]))["files"]}
 bad = 0
@@ -174,7 +174,7 @@ printf 'second = 2\n' >"$TEST_DIR/second.py"
 api POST "$API/preupload/v1?create_pr=1" "${AUTH[@]}" -H 'Content-Type: application/json' \
 	-d "{\"files\":[{\"path\":\"build/PR_NOTES.md\",\"size\":11,\"sample\":\"$(base64 -w0 <"$TEST_DIR/notes.md")\"}]}"
 is "$STATUS" 200 "preupload with create_pr=1"
-python3 "$HELPER" ndjson --file build/PR_NOTES.md="$TEST_DIR/notes.md" >"$TEST_DIR/pr.ndjson"
+/usr/bin/python3 "$HELPER" ndjson --file build/PR_NOTES.md="$TEST_DIR/notes.md" >"$TEST_DIR/pr.ndjson"
 api POST "$API/commit/v1?create_pr=1" "${AUTH[@]}" -H 'Content-Type: application/x-ndjson' --data-binary @"$TEST_DIR/pr.ndjson"
 is "$STATUS" 200 "commit with create_pr=1: 200"
 P1=$(json 'd["commitOid"]')
@@ -185,7 +185,7 @@ is "$(json '[p["targetCommit"] for p in d["pullRequests"] if p["ref"]=="refs/pr/
 	"refs?include_prs=1 lists refs/pr/1 with targetCommit == commitOid at once"
 is "$(json '[b["targetCommit"] for b in d["branches"] if b["name"]=="v1"][0]')" "$C1" "v1 did not move"
 is "$(git --git-dir="$GITDIR" rev-parse "$P1^")" "$C1" "the PR commit sits on v1's head"
-python3 "$HELPER" ndjson --summary 'Uploaded using `kernel-builder` (batch 2/2).' \
+/usr/bin/python3 "$HELPER" ndjson --summary 'Uploaded using `kernel-builder` (batch 2/2).' \
 	--file build/torch-cpu/second.py="$TEST_DIR/second.py" >"$TEST_DIR/pr2.ndjson"
 api POST "$API/commit/refs%2Fpr%2F1" "${AUTH[@]}" -H 'Content-Type: application/x-ndjson' --data-binary @"$TEST_DIR/pr2.ndjson"
 is "$STATUS/$(json '"pullRequestUrl" in d')" "200/False" "commit to revision refs%2Fpr%2F1: 200"
@@ -222,7 +222,7 @@ check "the object is in the store" -- test -f "$KHUB_DATA_DIR/lfs/objects/${W_OI
 batch "$W_OID" "$W_SIZE"
 is "$(json '"actions" in d["objects"][0]')/$(json '"error" in d["objects"][0]')" "False/False" \
 	"second batch for the same oid: no actions (already uploaded)"
-python3 "$HELPER" ndjson --summary "add weights" --lfs weights/w.bin="$TEST_DIR/w.bin" \
+/usr/bin/python3 "$HELPER" ndjson --summary "add weights" --lfs weights/w.bin="$TEST_DIR/w.bin" \
 	--lfs data/w.dat="$TEST_DIR/w.bin" >"$TEST_DIR/lfs.ndjson"
 api POST "$API/commit/v1" "${AUTH[@]}" -H 'Content-Type: application/x-ndjson' --data-binary @"$TEST_DIR/lfs.ndjson"
 is "$STATUS" 200 "commit with lfsFile lines: 200"
@@ -276,7 +276,7 @@ is "$?/$FSCK" "0/" "git fsck --strict still clean"
 api GET "$KHUB_URL/kernels/acme/relu/resolve/v1/.gitattributes"
 { cat "$B"; printf '*.dat2 filter=lfs diff=lfs merge=lfs -text\n'; } >"$TEST_DIR/ga"
 printf 'small text\n' >"$TEST_DIR/t.dat2"
-python3 "$HELPER" ndjson --summary "attrs + file" --file .gitattributes="$TEST_DIR/ga" --file data/t.dat2="$TEST_DIR/t.dat2" \
+/usr/bin/python3 "$HELPER" ndjson --summary "attrs + file" --file .gitattributes="$TEST_DIR/ga" --file data/t.dat2="$TEST_DIR/t.dat2" \
 	>"$TEST_DIR/ga.ndjson"
 api POST "$API/commit/v1" "${AUTH[@]}" -H 'Content-Type: application/x-ndjson' --data-binary @"$TEST_DIR/ga.ndjson"
 is "$STATUS" 200 "commit of a .gitattributes adding *.dat2 plus a .dat2 file"

@@ -9,7 +9,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 LIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
 
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 
 khub_setup
 # After a kill -9 the embedded cluster keeps running until a restarted
@@ -51,7 +51,7 @@ for r in $(seq 1 $ROUNDS); do
 	OLD=$(head_of)
 	for c in a b; do
 		head -c 400000 /dev/urandom >"$TEST_DIR/race-$c.bin"
-		python3 "$LIB/commit_body.py" ndjson --summary "race $r $c" --parent "$OLD" \
+		/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "race $r $c" --parent "$OLD" \
 			--file "race/$r-$c.bin=$TEST_DIR/race-$c.bin" >"$TEST_DIR/race-$c.ndjson"
 	done
 	commit_to v1 "$TEST_DIR/race-a.ndjson" "$TEST_DIR/st-a" &
@@ -63,7 +63,7 @@ for r in $(seq 1 $ROUNDS); do
 	NEW=$(head_of)
 	COUNT=$(git --git-dir="$GITDIR" rev-list --count "$OLD..$NEW")
 	LOSER=a; [ "$(cat "$TEST_DIR/st-a")" = 412 ] || LOSER=b
-	MSG=$(python3 -c "import json; print(json.load(open('$TEST_DIR/st-$LOSER.body'))['error'])" 2>/dev/null)
+	MSG=$(/usr/bin/python3 -c "import json; print(json.load(open('$TEST_DIR/st-$LOSER.body'))['error'])" 2>/dev/null)
 	if [ "$GOT" = "200 412 " ] && [ "$COUNT" = 1 ] && [[ "$MSG" == "The branch was updated since"* ]]; then
 		RACE_OK=$((RACE_OK + 1))
 	else
@@ -75,11 +75,11 @@ ok $(fsck_clean; echo $?) "git fsck --strict clean after the races"
 
 # A short parentCommit (PY accepts ≥5 hex) that is stale is a 412 too.
 printf 'x\n' >"$TEST_DIR/x.txt"
-python3 "$LIB/commit_body.py" ndjson --parent "${V1:0:7}" --file x.txt="$TEST_DIR/x.txt" >"$TEST_DIR/stale.ndjson"
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --parent "${V1:0:7}" --file x.txt="$TEST_DIR/x.txt" >"$TEST_DIR/stale.ndjson"
 commit_to v1 "$TEST_DIR/stale.ndjson" "$TEST_DIR/st"
 is "$(cat "$TEST_DIR/st")" 412 "a stale abbreviated parentCommit: 412"
 H=$(head_of)
-python3 "$LIB/commit_body.py" ndjson --parent "${H:0:7}" --file x.txt="$TEST_DIR/x.txt" >"$TEST_DIR/fresh.ndjson"
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --parent "${H:0:7}" --file x.txt="$TEST_DIR/x.txt" >"$TEST_DIR/fresh.ndjson"
 commit_to v1 "$TEST_DIR/fresh.ndjson" "$TEST_DIR/st"
 is "$(cat "$TEST_DIR/st")" 200 "the current head, abbreviated to 7 hex: 200"
 
@@ -88,7 +88,7 @@ OLD=$(head_of)
 pids=()
 for c in $(seq 1 8); do
 	head -c 200000 /dev/urandom | base64 -w 76 >"$TEST_DIR/p$c.txt"
-	python3 "$LIB/commit_body.py" ndjson --summary "parallel $c" --file "parallel/p$c.txt=$TEST_DIR/p$c.txt" \
+	/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "parallel $c" --file "parallel/p$c.txt=$TEST_DIR/p$c.txt" \
 		>"$TEST_DIR/p$c.ndjson"
 done
 for c in $(seq 1 8); do
@@ -101,7 +101,7 @@ NEW=$(head_of)
 is "$(git --git-dir="$GITDIR" rev-list --count "$OLD..$NEW")" 8 "v1 has exactly 8 new commits (git rev-list --count)"
 is "$(git --git-dir="$GITDIR" rev-list --first-parent --count "$OLD..$NEW")/$(git --git-dir="$GITDIR" rev-list --merges --count "$OLD..$NEW")" \
 	"8/0" "a straight line: each commit on top of the previous"
-OIDS_RESP=$(for c in $(seq 1 8); do python3 -c "import json; print(json.load(open('$TEST_DIR/stp$c.body'))['commitOid'])"; done | sort)
+OIDS_RESP=$(for c in $(seq 1 8); do /usr/bin/python3 -c "import json; print(json.load(open('$TEST_DIR/stp$c.body'))['commitOid'])"; done | sort)
 is "$OIDS_RESP" "$(git --git-dir="$GITDIR" rev-list "$OLD..$NEW" | sort)" "the 8 commitOids answered are exactly the 8 new commits"
 is "$(git --git-dir="$GITDIR" ls-tree --name-only "$NEW" parallel/ | wc -l)" 8 "the last commit has all 8 files"
 BAD=0
@@ -119,11 +119,11 @@ for c in 1 2 3 4; do
 done
 wait "${pids[@]}"
 is "$(cat "$TEST_DIR"/stpr? | sort | uniq -c | sed 's/^ *//')" "4 200" "4 concurrent create_pr=1 commits: all 200"
-PRS=$(for c in 1 2 3 4; do python3 -c "import json; print(json.load(open('$TEST_DIR/stpr$c.body'))['prNum'])"; done | sort -n | tr '\n' ' ')
+PRS=$(for c in 1 2 3 4; do /usr/bin/python3 -c "import json; print(json.load(open('$TEST_DIR/stpr$c.body'))['prNum'])"; done | sort -n | tr '\n' ' ')
 is "$PRS" "1 2 3 4 " "they got PR numbers 1..4"
 MATCH=0
 for c in 1 2 3 4; do
-	n=$(python3 -c "import json; d=json.load(open('$TEST_DIR/stpr$c.body')); print(d['prNum'], d['commitOid'])")
+	n=$(/usr/bin/python3 -c "import json; d=json.load(open('$TEST_DIR/stpr$c.body')); print(d['prNum'], d['commitOid'])")
 	[ "$(git --git-dir="$GITDIR" rev-parse "refs/pr/${n% *}")" = "${n#* }" ] && MATCH=$((MATCH + 1))
 done
 is "$MATCH" 4 "each refs/pr/N points at the commit answered with prNum N"
@@ -133,7 +133,7 @@ is "$(head_of)" "$OLD" "v1 did not move"
 # A 300 MiB body (one 225 MiB file), sent at 40 MB/s; kill when the server
 # has spooled 32 MiB of it.
 head -c $((225 << 20)) /dev/urandom >"$TEST_DIR/huge.bin"
-python3 "$LIB/commit_body.py" ndjson --summary "huge" --file build/huge.so="$TEST_DIR/huge.bin" >"$TEST_DIR/huge.ndjson"
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "huge" --file build/huge.so="$TEST_DIR/huge.bin" >"$TEST_DIR/huge.ndjson"
 rm -f "$TEST_DIR/huge.bin"
 diag "huge body: $(stat -c %s "$TEST_DIR/huge.ndjson") bytes"
 OLD=$(head_of)
@@ -164,7 +164,7 @@ is "$(grep -c 'embedded database: starting' "$TEST_DIR/server.log")" "$STARTS" "
 LEFT=$(find "$TMPDIR_LFS" -type f | wc -l)
 # TODO: the dead server's partial spool file stays in lfs/tmp forever.
 ok $([ "$LEFT" -le "$TMP_BEFORE" ]; echo $?) "no partial spool file left in lfs/tmp after the restart ($LEFT files)"
-python3 "$LIB/commit_body.py" ndjson --summary "after crash 1" --file after1.txt="$TEST_DIR/x.txt" >"$TEST_DIR/after1.ndjson"
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "after crash 1" --file after1.txt="$TEST_DIR/x.txt" >"$TEST_DIR/after1.ndjson"
 commit_to v1 "$TEST_DIR/after1.ndjson" "$TEST_DIR/st"
 is "$(cat "$TEST_DIR/st")" 200 "a new commit works after the restart"
 is "$(git --git-dir="$GITDIR" rev-parse "$(head_of)^")" "$OLD" "and lands on the old head"
@@ -177,19 +177,19 @@ for i in $(seq 1 300); do printf 'v = %d\n' "$i" >"$TEST_DIR/many/f$i.py"; done
 head -c $((24 << 20)) /dev/urandom >"$TEST_DIR/many/blob.so"
 # Calibrate: how long the server takes from the last body byte to the answer.
 printf '0\n' >"$TEST_DIR/many/round.txt"
-python3 "$LIB/commit_body.py" ndjson --summary "crash round 0" --dir "$TEST_DIR/many" --prefix "crash/" >"$TEST_DIR/many.ndjson"
-RES=$(python3 "$LIB/post_body.py" "$API/commit/v1" "$TEST_DIR/many.ndjson" "$BOB")
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "crash round 0" --dir "$TEST_DIR/many" --prefix "crash/" >"$TEST_DIR/many.ndjson"
+RES=$(/usr/bin/python3 "$LIB/post_body.py" "$API/commit/v1" "$TEST_DIR/many.ndjson" "$BOB")
 T=$(echo "$RES" | sed -n 's/.* waited=\([^ ]*\).*/\1/p')
 is "$(echo "$RES" | cut -d' ' -f1)" status=200 "calibration commit (300 files + 24 MiB) answered in $T s after its last byte"
-DELAYS=$(python3 -c "t=float('${T:-0.5}'); print(' '.join(f'{t*f:.3f}' for f in (0, 0.3, 0.45, 0.6, 0.7, 0.8, 1.5)))")
+DELAYS=$(/usr/bin/python3 -c "t=float('${T:-0.5}'); print(' '.join(f'{t*f:.3f}' for f in (0, 0.3, 0.45, 0.6, 0.7, 0.8, 1.5)))")
 ROUND=0
 for delay in $DELAYS; do
 	ROUND=$((ROUND + 1))
 	printf '%s\n' "$ROUND" >"$TEST_DIR/many/round.txt"
-	python3 "$LIB/commit_body.py" ndjson --summary "crash round $ROUND" --dir "$TEST_DIR/many" --prefix "crash/" \
+	/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "crash round $ROUND" --dir "$TEST_DIR/many" --prefix "crash/" \
 		>"$TEST_DIR/many.ndjson"
 	OLD=$(head_of)
-	RES=$(python3 "$LIB/post_body.py" "$API/commit/v1" "$TEST_DIR/many.ndjson" "$BOB" --kill "$KHUB_PID" --after-send "$delay")
+	RES=$(/usr/bin/python3 "$LIB/post_body.py" "$API/commit/v1" "$TEST_DIR/many.ndjson" "$BOB" --kill "$KHUB_PID" --after-send "$delay")
 	wait "$KHUB_PID" 2>/dev/null
 	KHUB_PID=
 	NEW=$(head_of)
@@ -222,13 +222,13 @@ KHUB_PID=
 head_of >"$GITDIR/refs/heads/v1.lock"
 touch -d '2 minutes ago' "$GITDIR/refs/heads/v1.lock"	# the crash was a while ago
 khub_start
-python3 "$LIB/commit_body.py" ndjson --summary "stale lock" --file stale-lock.txt="$TEST_DIR/x.txt" >"$TEST_DIR/lock.ndjson"
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "stale lock" --file stale-lock.txt="$TEST_DIR/x.txt" >"$TEST_DIR/lock.ndjson"
 commit_to v1 "$TEST_DIR/lock.ndjson" "$TEST_DIR/st"
 ok $([ "$(cat "$TEST_DIR/st")" = 200 ]; echo $?) "a commit after a crash that left refs/heads/v1.lock (got $(cat "$TEST_DIR/st"): $(head -c 120 "$TEST_DIR/st.body"))"
 rm -f "$GITDIR/refs/heads/v1.lock"
 # The restarted server must still take commits on top of whatever is there.
 OLD=$(head_of)
-python3 "$LIB/commit_body.py" ndjson --summary "after crash 2" --parent "$OLD" --file after2.txt="$TEST_DIR/x.txt" >"$TEST_DIR/after2.ndjson"
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "after crash 2" --parent "$OLD" --file after2.txt="$TEST_DIR/x.txt" >"$TEST_DIR/after2.ndjson"
 commit_to v1 "$TEST_DIR/after2.ndjson" "$TEST_DIR/st"
 is "$(cat "$TEST_DIR/st")" 200 "a new commit (with parentCommit = head) works after the crashes"
 is "$(git --git-dir="$GITDIR" rev-parse "$(head_of)^")" "$OLD" "on top of the head"

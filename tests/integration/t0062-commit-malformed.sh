@@ -7,7 +7,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 LIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib"
 
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 
 khub_setup
 SRC=$TEST_DIR/src
@@ -52,7 +52,7 @@ post() {	# post -> $STATUS, headers in $H, body in $B; uses $REV $TOK $REPO $URL
 		"$KHUB_URL/api/kernels/${REPO:-acme/relu}/commit/${REV:-v1}")
 }
 error_matches() {	# error_matches REGEX: body is {"error": "<matches REGEX>"} sent as JSON
-	python3 - "$B" "$1" <<'PY'
+	/usr/bin/python3 - "$B" "$1" <<'PY'
 import json, re, sys
 try:
     d = json.load(open(sys.argv[1], "rb"))
@@ -123,7 +123,7 @@ body "$HDR" '{"key":"file","value":{"content":"Q","path":"a.txt","encoding":"bas
 refused "bad base64 (a single character)" 400 "not valid base64"
 body "$HDR" '{"key":"file","value":{"content":"aGk=","path":"a.txt","encoding":"hex"}}'
 refused "bad encoding value" 400 "unknown encoding 'hex'"
-python3 -c "
+/usr/bin/python3 -c "
 import json
 print(json.dumps({'key': 'header', 'value': {'summary': 's'}}))
 print(json.dumps({'key': 'file', 'value': {'path': 'big.txt', 'encoding': 'utf-8', 'content': 'a' * ((1 << 20) + 5)}}))" >"$CASE"
@@ -154,8 +154,8 @@ body "$HDR" "$(file_line '')"
 refused "empty path" 400 'path is empty'
 body "$HDR" "$(file_line 'a//b.txt')"
 refused "empty path component" 400 'empty component'
-LONG=$(python3 -c 'print("/".join(["d" * 200] * 6) + "/x.txt")')
-EDGE=$(python3 -c 'p = "/".join(["e" * 200] * 5); print(p + "/" + "x" * (1024 - len(p) - 1))')	# exactly 1024 bytes
+LONG=$(/usr/bin/python3 -c 'print("/".join(["d" * 200] * 6) + "/x.txt")')
+EDGE=$(/usr/bin/python3 -c 'p = "/".join(["e" * 200] * 5); print(p + "/" + "x" * (1024 - len(p) - 1))')	# exactly 1024 bytes
 body "$HDR" "$(file_line "$LONG")"
 refused "a path over 1024 bytes (${#LONG})" 400 'invalid path'
 body "$HDR" "$(file_line "${EDGE}y")"
@@ -202,7 +202,7 @@ body "$HDR" "$(file_line a.txt)" '{"key":"file","value":{"content":"aGk=","path"
 refused "truncated body (the last line lacks its closing braces)" 400 'ended inside'
 # The whole commit is refused, even when the bad line comes after a large good one.
 head -c 3000000 /dev/urandom >"$TEST_DIR/big.so"
-python3 "$LIB/commit_body.py" ndjson --file build/big.so="$TEST_DIR/big.so" >"$CASE"
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --file build/big.so="$TEST_DIR/big.so" >"$CASE"
 printf '%s\n' "$(file_line ../escape.txt)" >>"$CASE"
 LFS_BEFORE=$(lfs_count)
 refused "a 3 MB file line followed by a bad path" 400 "line 3: invalid path .*'../escape.txt'"
@@ -230,10 +230,10 @@ REV=main TOK=$MALLORY REPO=acme/secret refused "a non-member on a private repo" 
 REV=main REPO=acme/no-such-repo refused "a missing repo" 404 'Repository not found' RepoNotFound
 TOK= REV='v1?create_pr=1' refused "anonymous create_pr=1" 401 'password|[Aa]uthentication'
 # A big body refused before it is read: the client still gets the answer.
-python3 "$LIB/commit_body.py" ndjson --file build/big.so="$TEST_DIR/big.so" >"$TEST_DIR/bigcase.ndjson"
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --file build/big.so="$TEST_DIR/big.so" >"$TEST_DIR/bigcase.ndjson"
 cp "$TEST_DIR/bigcase.ndjson" "$CASE"
 TOK=$RITA refused "a read-only member sending a 4 MB body" 403 'rights to write'
-RES=$(python3 "$LIB/post_body.py" "$KHUB_URL/api/kernels/acme/relu/commit/v1" "$CASE" "$RITA")
+RES=$(/usr/bin/python3 "$LIB/post_body.py" "$KHUB_URL/api/kernels/acme/relu/commit/v1" "$CASE" "$RITA")
 like "$RES" '^status=403 ' "the same without Expect: 100-continue (as hf-hub sends it): the 403 arrives"
 
 # ---- preupload ------------------------------------------------------------------------------------------------------
@@ -285,7 +285,7 @@ ok $([ "$LFS_AFTER" = "$LFS_BEFORE" ]; echo $?) "a refused commit stores no LFS 
 # 4 MB text files, then a bad sixth line; and a whole commit refused by its
 # parentCommit. The objects stay in memory until the commit is accepted.
 objects() { git --git-dir="$GITDIR" count-objects -v | awk '/^(count|in-pack|size-pack):/ {printf "%s ", $2}'; }
-python3 - "$CASE" "$HDR" <<'PY'
+/usr/bin/python3 - "$CASE" "$HDR" <<'PY'
 import base64, json, sys
 with open(sys.argv[1], "w") as f:
     f.write(sys.argv[2] + "\n")
@@ -316,7 +316,7 @@ printf '%s\n{"key":"file","value":{"content":"aGk=","path":"bad\xff\xfename.txt"
 BEFORE=$(snapshot); post; AFTER=$(snapshot)
 ok $([ "$STATUS" = 400 ] && [ "$BEFORE" = "$AFTER" ]; echo $?) "a path that is not UTF-8 → 400, nothing changed (got $STATUS)"
 curl -s "$KHUB_URL/api/kernels/acme/relu/tree/v1" -o "$B"
-ok $(python3 -c "import json,sys; json.loads(open('$B','rb').read())" 2>/dev/null; echo $?) "the tree of v1 is still valid JSON"
+ok $(/usr/bin/python3 -c "import json,sys; json.loads(open('$B','rb').read())" 2>/dev/null; echo $?) "the tree of v1 is still valid JSON"
 # Spellings of .git that git itself refuses (fsck hasDotgit, core.protectNTFS
 # / core.protectHFS): .git + trailing dot or space, the 8.3 name git~1, and
 # .git with Unicode characters HFS+ ignores (U+200C, U+200E).
@@ -335,7 +335,7 @@ done
 body "$HDR" "$(file_line rita-1.txt)"
 REV='v1?create_pr=1' TOK=$RITA post
 is "$STATUS" 200 "a read-only member opens a PR with create_pr=1"
-PR=$(python3 -c "import json; print(json.load(open('$B'))['prNum'])" 2>/dev/null)
+PR=$(/usr/bin/python3 -c "import json; print(json.load(open('$B'))['prNum'])" 2>/dev/null)
 PREV="refs%2Fpr%2F$PR" preupload '{"files":[{"path":"rita-2.txt","size":5,"sample":"aGVsbG8="}]}' "$RITA"
 is "$STATUS" 200 "she preuploads batch 2 to refs/pr/$PR"
 body "$HDR" "$(file_line rita-2.txt)"
@@ -362,7 +362,7 @@ body "$HDR" "$(big_line notes/a.txt 400000)"
 post
 is "$STATUS" 200 "one 400 kB file under the same limit commits"
 curl -s "$KHUB_URL/api/kernels/acme/relu/tree/v1/notes" -o "$B"
-is "$(python3 -c "import json; print([e['path'] for e in json.load(open('$B'))])")" "['notes/a.txt']" \
+is "$(/usr/bin/python3 -c "import json; print([e['path'] for e in json.load(open('$B'))])")" "['notes/a.txt']" \
 	"  and is the only new file on v1"
 
 is "$(server_and_sanitizer_logs | grep -c -e 'ERROR: AddressSanitizer' -e 'runtime error:')" 0 "no sanitizer report in the server log"

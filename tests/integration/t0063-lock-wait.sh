@@ -7,7 +7,7 @@
 # lands; a lock that stays busy past lock_wait_ms answers 503 with
 # Retry-After and writes nothing.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 command -v psql >/dev/null 2>&1 || { echo "1..0 # SKIP psql not installed"; exit 0; }
 
 khub_setup
@@ -38,7 +38,7 @@ hold_lock() {	# hold_lock SECONDS: another process holds acme/relu's write lock
 }
 
 check "another process holds the repo's write lock" -- hold_lock 9
-python3 - "$KHUB_URL" "$BOB" >"$TEST_DIR/load.out" 2>&1 <<'PY'
+/usr/bin/python3 - "$KHUB_URL" "$BOB" >"$TEST_DIR/load.out" 2>&1 <<'PY'
 import json, sys, threading, time, urllib.request, urllib.error
 base, token = sys.argv[1], sys.argv[2]
 results = []
@@ -86,8 +86,8 @@ PY
 P99=$(awk '/^p99_ms/ {print $2}' "$TEST_DIR/load.out")
 diag "while 12 commits waited for the lock: p99 $P99 ms, max $(awk '/^max_ms/ {print $2}' "$TEST_DIR/load.out") ms"
 MAX=$(awk '/^max_ms/ {print $2}' "$TEST_DIR/load.out")
-ok "$(python3 -c "print(0 if float('${P99:-1e9}') < 50 else 1)")" "health and other repos' reads stay under 50 ms p99 while commits wait ($P99 ms)"
-ok "$(python3 -c "print(0 if float('${MAX:-1e9}') < 1000 else 1)")" "and none waits for the lock's holder (slowest $MAX ms)"
+ok "$(/usr/bin/python3 -c "print(0 if float('${P99:-1e9}') < 50 else 1)")" "health and other repos' reads stay under 50 ms p99 while commits wait ($P99 ms)"
+ok "$(/usr/bin/python3 -c "print(0 if float('${MAX:-1e9}') < 1000 else 1)")" "and none waits for the lock's holder (slowest $MAX ms)"
 is "$(awk '/^read_errors/ {print $2}' "$TEST_DIR/load.out")" 0 "every read answered 200 meanwhile"
 is "$(awk '/^commits/ {$1=""; print substr($0,2)}' "$TEST_DIR/load.out")" "$(printf '200 %.0s' $(seq 1 12) | sed 's/ $//')" \
 	"all 12 queued commits land once the holder lets go"

@@ -78,7 +78,7 @@ api() {	# api METHOD URL [curl args] -> status in $STATUS, headers in $H, body i
 	fi
 }
 header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
-json() { python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 branch_sha() {	# branch_sha REPO BRANCH: targetCommit from the refs API ('' if absent)
 	api GET "$KHUB_URL/api/kernels/$1/refs" "${@:3}"
 	json "([b['targetCommit'] for b in d['branches'] if b['name']=='$2'] or [''])[0]"

@@ -101,7 +101,7 @@ api() {	# api METHOD URL [curl args] -> status in $STATUS, headers in $H, body i
 	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
 }
 header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
-json() { python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 PSQL=
 if command -v psql >/dev/null 2>&1; then
 	PSQL="psql -h $KHUB_DATA_DIR/pg/run -U khub khub -Atc"
@@ -129,7 +129,7 @@ if [ -n "$PSQL" ]; then
 	is "$(sql "SELECT name_valid FROM kernel_variants WHERE commit_sha = '$RELU_V1' AND variant = 'not-a-variant'")" f \
 		"an unparseable name is recorded as such"
 	is "$(sql "SELECT string_agg(substr(ref, 12) || '=' || commit_sha, ' ' ORDER BY ref) FROM kernel_heads h JOIN repos r ON r.id = h.repo_id WHERE r.name = 'relu'")" \
-		"main=$(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])') v1=$RELU_V1 v2=$RELU_V2" \
+		"main=$(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/main" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])') v1=$RELU_V1 v2=$RELU_V2" \
 		"branch heads recorded"
 else
 	skip "psql missing: index rows"
@@ -209,7 +209,7 @@ is "$(json '[(v["name"], v["version"], v["sha"]) for v in d["versions"]]')" \
 	"[('v1', 1, '$RELU_V1'), ('v2', 2, '$RELU_V2'), ('v3', 3, '$LATE')]" "info lists versions v1..v3 by number, with shas"
 is "$(json 'd["versions"][1]["variants"]')" "['torch-cpu', 'torch211-cxx11-cpu-x86_64-linux']" "… and each version's variants"
 is "$(json '"siblings" in d')" False "kernel info still has no siblings"
-is "$(json 'd["id"] + " " + d["sha"]')" "acme/relu $(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')" \
+is "$(json 'd["id"] + " " + d["sha"]')" "acme/relu $(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/main" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')" \
 	"… and keeps id and sha"
 api GET "$KHUB_URL/api/kernels/acme/relu/revision/v1"
 is "$(json '"versions" in d')" False "revision info (every load calls it) has no versions"
@@ -337,7 +337,7 @@ if [ -n "$ORACLE_PY" ] && git --git-dir="$KERNELS_GIT_DIR" rev-parse -q --verify
 		repo=$(cut -d'?' -f1 "${f%.json}.query")
 		curl -s "$KHUB_URL/api/kernels/$repo/variants?revision=v1" >"${f%.json}.all"
 	done
-	python3 - "$CASES" >"$TEST_DIR/oracle-cases.json" <<'PY'
+	/usr/bin/python3 - "$CASES" >"$TEST_DIR/oracle-cases.json" <<'PY'
 import glob, json, sys
 cases = []
 for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
@@ -353,7 +353,7 @@ json.dump(cases, sys.stdout)
 PY
 	if "$ORACLE_PY" "$KHUB_SRC/tests/integration/lib/loader_oracle.py" "$KERNELS_GIT_DIR" \
 		<"$TEST_DIR/oracle-cases.json" >"$TEST_DIR/oracle-answers.json" 2>"$TEST_DIR/oracle.err"; then
-		python3 - "$TEST_DIR/oracle-cases.json" "$TEST_DIR/oracle-answers.json" >"$TEST_DIR/oracle.tap" <<'PY'
+		/usr/bin/python3 - "$TEST_DIR/oracle-cases.json" "$TEST_DIR/oracle-answers.json" >"$TEST_DIR/oracle.tap" <<'PY'
 import json, sys
 cases, answers = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 for case, want in zip(cases, answers):

@@ -39,7 +39,7 @@ api() {	# api METHOD URL [curl args] -> status in $STATUS, headers in $H, body i
 	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
 }
 header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
-json() { python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 sql() { psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -tAc "$1" 2>/dev/null; }
 overview_trusted() {
 	api GET "$KHUB_URL/api/$1/$2/overview"
@@ -223,7 +223,7 @@ runs = [
 for i, r in enumerate(runs):
     json.dump(r.to_payload(), open(f"{sys.argv[3]}/run{i}.json", "w"))
 PY
-python3 "$TEST_DIR/payloads.py" "$V1" "$MAIN" "$TEST_DIR"
+/usr/bin/python3 "$TEST_DIR/payloads.py" "$V1" "$MAIN" "$TEST_DIR"
 BENCH=$KHUB_URL/api/kernels/acme/relu/benchmarks
 post() {	# post FILE [curl args]
 	local file=$1; shift
@@ -258,7 +258,7 @@ is "$STATUS" 200 "the same payload again is a new run (runs are measurements)"
 EXTRA_ID=$(json 'd["id"]')
 
 # Round trip: what GET answers for a run is what was sent.
-ROUNDTRIP=$(python3 - "$BENCH" "$CAROL" "$TEST_DIR" "${IDS[@]}" <<'PY'
+ROUNDTRIP=$(/usr/bin/python3 - "$BENCH" "$CAROL" "$TEST_DIR" "${IDS[@]}" <<'PY'
 import json, sys, urllib.request
 base, token, tmp, ids = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 bad = []
@@ -310,7 +310,7 @@ is "$(json 'str((sorted({r["workload"] for run in d for r in run["results"]}), l
 	"workload= keeps that workload's results and the runs that have it"
 
 # Pagination: absolute Link headers that keep the filters.
-PAGED=$(python3 - "$BENCH?limit=1&gpu=h100" <<'PY'
+PAGED=$(/usr/bin/python3 - "$BENCH?limit=1&gpu=h100" <<'PY'
 import json, re, sys, urllib.request
 url, ids, links = sys.argv[1], [], []
 while url:
@@ -326,7 +326,7 @@ PY
 is "$PAGED" "3 3 True" "limit=1 pages through every run once, with absolute Links keeping the filter"
 
 # CSV listing
-CSV_OK=$(python3 - "$BENCH?format=csv&revision=main" "$TEST_DIR/run1.json" <<'PY'
+CSV_OK=$(/usr/bin/python3 - "$BENCH?format=csv&revision=main" "$TEST_DIR/run1.json" <<'PY'
 import csv, io, json, sys, urllib.request
 resp = urllib.request.urlopen(sys.argv[1])
 rows = list(csv.DictReader(io.StringIO(resp.read().decode())))
@@ -344,7 +344,7 @@ PY
 is "$CSV_OK" ok "format=csv lists one row per result with the same numbers"
 
 # Aggregate: per workload and GPU, median and latest, speedup against the reference.
-AGG=$(python3 - "$BENCH/aggregate" "$TEST_DIR" <<'PY'
+AGG=$(/usr/bin/python3 - "$BENCH/aggregate" "$TEST_DIR" <<'PY'
 import csv, io, json, statistics, sys, urllib.request
 base, tmp = sys.argv[1], sys.argv[2]
 runs = [json.load(open(f"{tmp}/run{i}.json")) for i in (0, 1, 2, 0)]   # run0 was sent twice
@@ -452,7 +452,7 @@ json.dump(p, open(f"{out}/bad-too-large.json", "w"))
 open(f"{out}/bad-not-json.json", "w").write("results=1")
 open(f"{out}/bad-array.json", "w").write("[]")
 PY
-python3 "$TEST_DIR/malformed.py" "$TEST_DIR/run0.json" "$TEST_DIR"
+/usr/bin/python3 "$TEST_DIR/malformed.py" "$TEST_DIR/run0.json" "$TEST_DIR"
 BEFORE=$(count_runs 'limit=1000')
 for f in "$TEST_DIR"/bad-*.json; do
 	name=$(basename "$f" .json)
@@ -477,7 +477,7 @@ is "$STATUS/$(json 'd["total"]')/$(json 'd["downloads"]')" "200/0/0" "no downloa
 wait_total() {	# wait_total URL WANT: poll until the endpoint's total is WANT (10 s at most)
 	local got
 	for _ in $(seq 1 100); do
-		got=$(curl -s "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
+		got=$(curl -s "$1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
 		[ "$got" = "$2" ] && break
 		sleep 0.1
 	done
@@ -578,7 +578,7 @@ latency() {	# latency LABEL: wrk (or a curl loop) against metadata.json
 latency "counting on "
 khub_stop	# stores what that run counted
 khub_start --download-stats 0
-BEFORE=$(curl -s "$DL" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
+BEFORE=$(curl -s "$DL" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
 latency "counting off"
 khub_stop
 khub_start --download-stats-flush-ms 200

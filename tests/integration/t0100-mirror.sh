@@ -16,11 +16,11 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
-for tool in python3 git curl; do
+for tool in /usr/bin/python3 git curl; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 now() { date +%s.%N; }
-since() { python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now)"; }
+since() { /usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now)"; }
 T_START=$(now)
 
 hubs_setup
@@ -76,7 +76,7 @@ hub_wait mirror
 proxy_start "$UP"
 listing=$(curl -s -o /dev/null -w '%{http_code}' "$UP/api/kernels?author=$ORG&limit=1000")
 if [ "$listing" = 200 ] &&
-	curl -s "$UP/api/kernels?author=$ORG&limit=1000" | python3 -c 'import json,sys; ids={r["id"] for r in json.load(sys.stdin)}; sys.exit(0 if {"acme/relu","acme/gelu","acme/silu"} <= ids else 1)'; then
+	curl -s "$UP/api/kernels?author=$ORG&limit=1000" | /usr/bin/python3 -c 'import json,sys; ids={r["id"] for r in json.load(sys.stdin)}; sys.exit(0 if {"acme/relu","acme/gelu","acme/silu"} <= ids else 1)'; then
 	ACME_REPOS='["acme/*"]'
 	BULK_REPOS='["bulk/*"]'
 	diag "upstream has GET /api/kernels?author=ORG: selections use the globs acme/* and bulk/*"
@@ -107,7 +107,7 @@ CFG4=$TEST_DIR/mirror-bulk4.json
 	done
 	printf ']}\n'
 } >"$CFG4"
-python3 -m json.tool "$CFG" >/dev/null && python3 -m json.tool "$CFG4" >/dev/null
+/usr/bin/python3 -m json.tool "$CFG" >/dev/null && /usr/bin/python3 -m json.tool "$CFG4" >/dev/null
 ok $? "mirror configuration files are valid JSON"
 
 # ---- first sync of acme/* ----------------------------------------------------------------
@@ -121,7 +121,7 @@ diag "first sync: $summary (wall $(since "$t") s)"
 [ $rc -eq 0 ] || sed 's/^/#   /' "$TEST_DIR/sync1.err" | tail -20
 
 # ---- fidelity: refs, revision, tree, resolve, lock hash (python) ---------------------------
-out=$(UP="$UP" MI="$MI" ORG=$ORG NAMES="${NAMES[*]}" LAZY_VARIANT=$LAZY_VARIANT TEST_DIR="$TEST_DIR" python3 - <<'PY' 2>&1
+out=$(UP="$UP" MI="$MI" ORG=$ORG NAMES="${NAMES[*]}" LAZY_VARIANT=$LAZY_VARIANT TEST_DIR="$TEST_DIR" /usr/bin/python3 - <<'PY' 2>&1
 import hashlib, http.client, json, os, re, urllib.error, urllib.parse, urllib.request
 from pathlib import PurePosixPath
 
@@ -413,14 +413,14 @@ is "$(git --git-dir="$MIRROR_GIT" for-each-ref --format='%(refname) %(objectname
 ls_remote=$(git ls-remote "$MI/kernels/$ORG/relu" 2>&1)
 ok $(echo "$ls_remote" | grep -c 'khub-upstream') "git ls-remote on the mirror does not advertise the staging refs"
 
-trust() { curl -s "$1/api/organizations/$2/overview" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))'; }
+trust() { curl -s "$1/api/organizations/$2/overview" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))'; }
 is "$(trust "$UP" $ORG)/$(trust "$MI" $ORG)" "True/True" "trustedKernelPublisher of $ORG copied to the mirror"
 
 # ---- admin API and metrics -----------------------------------------------------------------
 code=$(curl -s -o /dev/null -w '%{http_code}' "$MI/api/admin/mirror")
 like "$code" '^40[13]$' "GET /api/admin/mirror anonymously: $code"
 curl -s -H "Authorization: Bearer $ROOT" "$MI/api/admin/mirror" >"$TEST_DIR/status.json"
-status_row=$(python3 - "$TEST_DIR/status.json" "$ORG/relu" <<'PY'
+status_row=$(/usr/bin/python3 - "$TEST_DIR/status.json" "$ORG/relu" <<'PY'
 import json, sys
 rows = {r["id"]: r for r in json.load(open(sys.argv[1]))}
 r = rows.get(sys.argv[2], {})
@@ -439,7 +439,7 @@ check "/metrics has HELP/TYPE for khub_mirror_bytes_total" -- grep -q '^# TYPE k
 # upstream too, but only sync bytes are counted.
 lazy_total=$((L1_SIZE + L2_SIZE))
 eager_total=$(awk -F'\t' '!seen[$5]++ { s += $6 } END { print s }' "$TEST_DIR/eager.tsv")
-acme_bytes=$(python3 -c "import json; print(sum(r['bytes'] for r in json.load(open('$TEST_DIR/status.json')) if r['id'].startswith('$ORG/')))")
+acme_bytes=$(/usr/bin/python3 -c "import json; print(sum(r['bytes'] for r in json.load(open('$TEST_DIR/status.json')) if r['id'].startswith('$ORG/')))")
 diag "bytes: eager objects $eager_total, fetched lazily so far $lazy_total, admin API total for $ORG/* $acme_bytes"
 ok $([ "$acme_bytes" = $((eager_total + lazy_total)) ]; echo $?) "admin API bytes include the lazily fetched bytes ($acme_bytes = $eager_total + $lazy_total)"
 
@@ -458,7 +458,7 @@ for _ in $(seq 1 300); do grep -q 'standing by' "$TEST_DIR/standby.err" && break
 check "a second khub mirror run stands by while the first holds the mirror-run lock" -- \
 	grep -q 'another khub mirror run holds the mirror-run lock; standing by' "$TEST_DIR/standby.err"
 mirror_sha() {	# mirror_sha REPO BRANCH ('' when the mirror does not answer)
-	curl -s -m 5 "$MI/api/kernels/$1/revision/$2" | python3 -c 'import json,sys
+	curl -s -m 5 "$MI/api/kernels/$1/revision/$2" | /usr/bin/python3 -c 'import json,sys
 try: print(json.load(sys.stdin).get("sha", ""))
 except ValueError: print("")'
 }
@@ -526,7 +526,7 @@ ok $bulk_rc "first sync of $NBULK repos (4 selections in 4 processes) exits 0"
 diag "first sync of $NBULK repos in 4 parallel processes: $(since "$t") s"
 grep -h 'khub mirror: bulk' "$TEST_DIR"/bulk?.err | sed 's/^/#   /'
 curl -s -H "Authorization: Bearer $ROOT" "$MI/api/admin/mirror" >"$TEST_DIR/status.json"
-nsynced=$(python3 -c "import json; print(sum(1 for r in json.load(open('$TEST_DIR/status.json')) if r['id'].startswith('bulk/') and r['lastSuccess'] and not r['lastError']))")
+nsynced=$(/usr/bin/python3 -c "import json; print(sum(1 for r in json.load(open('$TEST_DIR/status.json')) if r['id'].startswith('bulk/') and r['lastSuccess'] and not r['lastError']))")
 is "$nsynced" "$NBULK" "the admin API shows $NBULK bulk repos with lastSuccess"
 
 np=$(lines "$PROXY_LOG")

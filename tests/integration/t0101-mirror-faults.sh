@@ -16,11 +16,11 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
-for tool in python3 git curl; do
+for tool in /usr/bin/python3 git curl; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 now() { date +%s.%N; }
-since() { python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now)"; }
+since() { /usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now)"; }
 T_START=$(now)
 BIG_MB=${BIG_MB:-200}
 
@@ -87,7 +87,7 @@ cat >"$CFG" <<EOF
                 $(sel rl patient mirror), $(sel fpm patient mirror), $(sel fpk patient keep),
                 $(sel lz patient mirror)]}
 EOF
-python3 -m json.tool "$CFG" >/dev/null
+/usr/bin/python3 -m json.tool "$CFG" >/dev/null
 ok $? "mirror configuration"
 
 sync() {	# sync SELECTION LABEL -> rc in SYNC_RC, summary line in SYNC_LINE
@@ -98,14 +98,14 @@ sync() {	# sync SELECTION LABEL -> rc in SYNC_RC, summary line in SYNC_LINE
 }
 status_field() {	# status_field REPO FIELD (admin API)
 	curl -s -H "Authorization: Bearer $ROOT" "$MI/api/admin/mirror" |
-		python3 -c 'import json,sys; r={x["id"]: x for x in json.load(sys.stdin)}.get(sys.argv[1], {}); print(r.get(sys.argv[2]))' "$ORG/$1" "$2"
+		/usr/bin/python3 -c 'import json,sys; r={x["id"]: x for x in json.load(sys.stdin)}.get(sys.argv[1], {}); print(r.get(sys.argv[2]))' "$ORG/$1" "$2"
 }
 status_line() { hub mirror mirror status 2>/dev/null | grep "^$ORG/$1 "; }
 mirror_ref() {	# mirror_ref NAME BRANCH: the visible ref in the mirror's git repo ('' if none)
 	git --git-dir="$(hub_data mirror)/repos/kernels/$ORG/$1.git" rev-parse -q --verify "refs/heads/$2" 2>/dev/null
 }
 api_ref() {	# api_ref NAME BRANCH: targetCommit from the mirror's refs API ('' if none)
-	curl -s "$MI/api/kernels/$ORG/$1/refs" | python3 -c 'import json,sys
+	curl -s "$MI/api/kernels/$ORG/$1/refs" | /usr/bin/python3 -c 'import json,sys
 d = json.load(sys.stdin)
 print(next((b["targetCommit"] for b in d.get("branches", []) if b["name"] == sys.argv[1]), ""))' "$2"
 }
@@ -150,7 +150,7 @@ is "$((B1 + B2))" "$BIG_SIZE" "bytes over both syncs = the object size (nothing 
 # (the interrupted request's own line may be logged after n1: skip cut ones)
 resume_line=$(lines_since "$PROXY_LOG" "$n1" | grep "_big.abi3.so" | grep -v 'cut@' | head -1)
 like "$resume_line" " 206 $((BIG_SIZE - P))( |\$)" "the upstream answered one Range request with 206 and the missing $((BIG_SIZE - P)) bytes"
-like "$SYNC_LINE" "$(python3 -c "print('%.1f' % ($((BIG_SIZE - P)) / 1048576))") MiB in" "the sync prints the MiB it transferred"
+like "$SYNC_LINE" "$(/usr/bin/python3 -c "print('%.1f' % ($((BIG_SIZE - P)) / 1048576))") MiB in" "the sync prints the MiB it transferred"
 diag "bytes: interrupted sync $B1, resumed sync $B2, object $BIG_SIZE; upstream requests for it: $(proxy_count '_big.abi3.so' "$n0")"
 lines_since "$PROXY_LOG" "$n0" | grep "_big.abi3.so" | awk '{print "#   " $2, $4, $5, $6}'
 
@@ -220,7 +220,7 @@ took=$(since "$t")
 is "$SYNC_RC/$(mirror_ref rl main)" "0/${SHA[rl/main]}" "sync through 429s succeeds and main moves"
 n429=$(proxy_count ' 429 ' "$n0")
 is "$n429" 3 "the proxy answered 429 three times (2 x Retry-After: 1 on resolve, 1 x RateLimit t=1 on overview)"
-python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 3.0 else 1)" "$took"
+/usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 3.0 else 1)" "$took"
 ok $? "the sync waited at least the 3 s asked for ($took s)"
 lines_since "$PROXY_LOG" "$n0" | awk '{print "#   " $1, $2, substr($3, 1, 60), $4, $6}'
 gaps=$(lines_since "$PROXY_LOG" "$n0" | grep '/resolve/' | awk 'NR > 1 { printf "%.2f ", $1 - prev } { prev = $1 }')

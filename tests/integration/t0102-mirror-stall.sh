@@ -7,7 +7,7 @@
 khub_setup
 
 STALL_PORT=$(free_port)
-python3 - "$STALL_PORT" >"$TEST_DIR/stall.log" 2>&1 <<'PY' &
+/usr/bin/python3 - "$STALL_PORT" >"$TEST_DIR/stall.log" 2>&1 <<'PY' &
 import socket, sys, threading, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -21,7 +21,7 @@ while True:
 PY
 STALL_PID=$!
 trap 'kill $STALL_PID 2>/dev/null; khub_teardown' EXIT
-for _ in $(seq 1 50); do grep -q . "$TEST_DIR/stall.log" 2>/dev/null || python3 -c "import socket; socket.create_connection(('127.0.0.1', $STALL_PORT)).close()" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 1 50); do grep -q . "$TEST_DIR/stall.log" 2>/dev/null || /usr/bin/python3 -c "import socket; socket.create_connection(('127.0.0.1', $STALL_PORT)).close()" 2>/dev/null && break; sleep 0.1; done
 
 cat >"$TEST_DIR/mirror.json" <<JSON
 {"upstreams": [{"name": "stalled", "url": "http://127.0.0.1:$STALL_PORT", "max_retries": 0, "request_timeout": 2}],
@@ -55,7 +55,7 @@ is "$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data '{"upstreams":1}' -H 
 	"$KHUB_URL/api/admin/mirror/config")" 400 "a configuration without upstreams/selections arrays is refused"
 is "$(put_config "$ROOT")" 200 "a site admin stores the configuration"
 GOT=$(curl -s -H "Authorization: Bearer $ROOT" "$KHUB_URL/api/admin/mirror/config" |
-	python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["upstreams"][0]["url"], d["selections"][0]["git_timeout"])')
+	/usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["upstreams"][0]["url"], d["selections"][0]["git_timeout"])')
 is "$GOT" "http://127.0.0.1:$STALL_PORT 3" "GET /api/admin/mirror/config returns it"
 khub_stop
 timeout 120 "$KHUB_BIN" mirror sync >"$TEST_DIR/out2" 2>"$TEST_DIR/err2"

@@ -12,7 +12,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
-for tool in python3 git curl; do
+for tool in /usr/bin/python3 git curl; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
@@ -123,7 +123,7 @@ wait $p1 $p2
 read -r code1 secs1 <"$TEST_DIR/slow1.code"
 is "$code1" 503 "a download whose job outlasts work_wait_ms=1500 answers 503"
 like "$(cat "$TEST_DIR/slow1.h")" 'Retry-After: [0-9]+' "… with Retry-After"
-ok "$(python3 -c "print(0 if 1.4 < $secs1 < 10 else 1)")" "… after about work_wait_ms ($secs1 s)"
+ok "$(/usr/bin/python3 -c "print(0 if 1.4 < $secs1 < 10 else 1)")" "… after about work_wait_ms ($secs1 s)"
 is "$(curl -s -o /dev/null -w '%{http_code}' "$MI/api/kernels/$ORG/meta")" 200 "metadata still answers meanwhile"
 
 # ---- two mirror nodes miss the same object at once --------------------------------------------

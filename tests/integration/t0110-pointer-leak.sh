@@ -16,7 +16,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
-for tool in python3 git curl; do
+for tool in /usr/bin/python3 git curl; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 git lfs version >/dev/null 2>&1 || { echo "1..0 # SKIP git-lfs not installed"; exit 0; }
@@ -91,13 +91,13 @@ commit() {	# commit REPO REV TOKEN BODY [query]
 	api POST "$M/api/kernels/$1/commit/$2$5" -H "Authorization: Bearer $3" -H "Content-Type: application/x-ndjson" \
 		--data-binary "$4"
 }
-error_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("error",""))' "$B" 2>/dev/null; }
+error_of() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("error",""))' "$B" 2>/dev/null; }
 
 before=$(refs_of main mallory/own)
 commit mallory/own main "$MAL" "$(ndjson_file leak/secret "$(pointer "$SECRET_OID" $SECRET_SIZE | b64)")"
 is "$STATUS" 400 "inline base64 pointer to the private object in a commit to one's own repo: 400"
 like "$(error_of)" "LFS pointer to $SECRET_OID.*does not have" "the JSON error says the pointer names an object this repo does not have"
-commit mallory/own main "$MAL" "$(ndjson_file leak/secret.txt "$(pointer "$SECRET_OID" $SECRET_SIZE | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read())[1:-1], end="")')" utf-8)"
+commit mallory/own main "$MAL" "$(ndjson_file leak/secret.txt "$(pointer "$SECRET_OID" $SECRET_SIZE | /usr/bin/python3 -c 'import json,sys; print(json.dumps(sys.stdin.read())[1:-1], end="")')" utf-8)"
 is "$STATUS" 400 "the same pointer as utf-8 content: 400"
 commit mallory/own main "$MAL" "$(ndjson_file leak/public "$(pointer "$PUB_OID" $PUB_SIZE | b64)")"
 is "$STATUS" 400 "inline pointer to the public repo's object (not linked to mallory/own): 400"

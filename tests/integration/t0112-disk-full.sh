@@ -53,8 +53,8 @@ printf '{"operation":"upload","transfers":["basic"],"ref":{"name":"main"},"objec
 	"$OID" $((20 << 20)) >"$TEST_DIR/batch.json"
 is "$(api POST /kernels/alice/big.git/info/lfs/objects/batch "$TEST_DIR/batch.json" application/vnd.git-lfs+json)" 200 \
 	"LFS batch upload of a 20 MiB object"
-PUT=$(python3 -c "import json; print(json.load(open('$B'))['objects'][0]['actions']['upload']['href'])")
-VERIFY=$(python3 -c "import json; print(json.load(open('$B'))['objects'][0]['actions']['verify']['href'])")
+PUT=$(/usr/bin/python3 -c "import json; print(json.load(open('$B'))['objects'][0]['actions']['upload']['href'])")
+VERIFY=$(/usr/bin/python3 -c "import json; print(json.load(open('$B'))['objects'][0]['actions']['verify']['href'])")
 like "$PUT" '/api/lfs/upload/' "the batch hands out a signed upload URL"
 s=$(curl -s -o "$B" -w '%{http_code}' -X PUT --data-binary "@$TEST_DIR/blob" "$PUT")
 is "$s" 507 "PUT of 20 MiB onto an 8 MiB store → 507 Insufficient Storage (not 400)"

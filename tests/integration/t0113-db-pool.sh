@@ -8,7 +8,7 @@
 # succeed again).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 command -v psql >/dev/null 2>&1 || { echo "1..0 # SKIP psql not installed"; exit 0; }
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")/lib" && pwd)
 
 khub_setup
@@ -52,7 +52,7 @@ SH
 chmod +x "$TEST_DIR/one.sh"
 for c in 0 1 2 3; do
 	echo "pool $c" >"$TEST_DIR/p$c.txt"
-	python3 "$LIB/commit_body.py" ndjson --summary "pool $c" --file "pool/p$c.txt=$TEST_DIR/p$c.txt" \
+	/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "pool $c" --file "pool/p$c.txt=$TEST_DIR/p$c.txt" \
 		>"$TEST_DIR/c$c.ndjson"
 done
 N=300
@@ -79,7 +79,7 @@ grep -c 'every database connection is in use' "$TEST_DIR/server.log" | sed 's/^/
 
 # Every connection went back: a commit (which holds the repo lock) and
 # reads succeed.
-python3 "$LIB/commit_body.py" ndjson --summary "after" --file "pool/after.txt=$TEST_DIR/p0.txt" >"$TEST_DIR/after.ndjson"
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "after" --file "pool/after.txt=$TEST_DIR/p0.txt" >"$TEST_DIR/after.ndjson"
 is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $BOB" -H "Content-Type: application/x-ndjson" \
 	--data-binary @"$TEST_DIR/after.ndjson" "$KHUB_URL/api/kernels/acme/relu/commit/main")" 200 "a commit after the storm"
 is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $BOB" "$KHUB_URL/api/whoami-v2")" 200 \

@@ -17,7 +17,7 @@
 # *_row function here: one TAP line per row, "nothing changed" included.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 command -v psql >/dev/null 2>&1 || { echo "1..0 # SKIP psql not installed"; exit 0; }
 
 khub_setup
@@ -50,7 +50,7 @@ B=$TEST_DIR/body
 # ---- helpers --------------------------------------------------------------------------------
 sql() { psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -tAc "$1" 2>/dev/null; }
 header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
-json() { python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 snapshot() {	# everything a refused request must leave alone
 	local g
 	for g in "$KHUB_DATA_DIR"/repos/*/*/*.git; do
@@ -61,7 +61,7 @@ snapshot() {	# everything a refused request must leave alone
 	sql "SELECT count(*) FROM benchmark_runs"
 }
 error_matches() {	# error_matches REGEX: $B is {"error": "<matches REGEX>"}
-	python3 - "$B" "$1" <<'PY'
+	/usr/bin/python3 - "$B" "$1" <<'PY'
 import json, re, sys
 try:
     d = json.load(open(sys.argv[1], "rb"))
@@ -129,7 +129,7 @@ while data.startswith(b"HTTP/1."):
     data = rest[n:]
 print(json.dumps({"answers": answers, "first": first, "closed": closed, "extra": data.decode("latin-1")}))
 PY
-raw() { python3 "$TEST_DIR/raw.py" 127.0.0.1 "$KHUB_PORT" "${BIND:-127.0.0.1}" "$@"; }
+raw() { /usr/bin/python3 "$TEST_DIR/raw.py" 127.0.0.1 "$KHUB_PORT" "${BIND:-127.0.0.1}" "$@"; }
 
 # raw_row DESC STATUS ERROR_REGEX MAX_SECONDS FILE: exactly one answer (no
 # second request read from the same bytes), in time, and the connection closed.
@@ -139,7 +139,7 @@ raw_row() {
 	out=$(raw "$((max + 2))" "$file")
 	sleep 0.3	# a smuggled request would be handled by now
 	after=$(snapshot)
-	why=$(python3 - "$out" "$want" "$re" "$max" <<'PY'
+	why=$(/usr/bin/python3 - "$out" "$want" "$re" "$max" <<'PY'
 import json, re, sys
 r, want, rx, mx = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 a = r["answers"]
@@ -210,7 +210,7 @@ printf "GET /api/health HTTP/1.1\r\nHost: $HOSTPORT\r\nX-Note: a\rX-Injected: 1\
 
 # ---- connection limits (a function each: they need several sockets) --------------------------
 per_ip_cap_row() {
-	why=$(python3 - "$KHUB_PORT" "$PER_IP" <<'PY'
+	why=$(/usr/bin/python3 - "$KHUB_PORT" "$PER_IP" <<'PY'
 import socket, sys, time
 port, cap = int(sys.argv[1]), int(sys.argv[2])
 def conn(addr):
@@ -248,7 +248,7 @@ PY
 }
 
 slowloris_row() {
-	why=$(python3 - "$KHUB_PORT" "$HEADER_TIMEOUT" <<'PY'
+	why=$(/usr/bin/python3 - "$KHUB_PORT" "$HEADER_TIMEOUT" <<'PY'
 import select, socket, sys, time
 port, limit = int(sys.argv[1]), float(sys.argv[2])
 s = socket.socket()
@@ -403,7 +403,7 @@ header_row "a resolve 404 carries X-Content-Type-Options: nosniff too" X-Content
 # ---- rows that must write, but only so much --------------------------------------------------
 # Repeated GETs of a variant's metadata.json from one address count once.
 LOADER_UA='kernels/0.15.2; hf_hub/1.29.0; python/3.11.2'	# only a loader's fetch is a download
-downloads_total() { curl -s "$API/kernels/acme/relu/downloads" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])'; }
+downloads_total() { curl -s "$API/kernels/acme/relu/downloads" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])'; }
 DL_BEFORE=$(downloads_total)
 for _ in 1 2 3 4 5; do
 	curl -s -o /dev/null --interface 127.0.0.10 -A "$LOADER_UA" "$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/metadata.json"
@@ -420,9 +420,9 @@ RUN_ID=$(json 'd.get("id")')
 is "$(json 'd.get("source")')/$(sql "SELECT source FROM benchmark_runs WHERE id = ${RUN_ID:-0}")" community/community \
 	"a non-member's upload is stored as a community run"
 is "$(curl -s "$API/kernels/acme/relu/benchmarks?id=$RUN_ID")" "[]" "…which the default listing leaves out"
-aggregate_count() { curl -s "$API/kernels/acme/relu/benchmarks/aggregate$1" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["results"]))'; }
+aggregate_count() { curl -s "$API/kernels/acme/relu/benchmarks/aggregate$1" | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)["results"]))'; }
 is "$(aggregate_count "")/$(aggregate_count "?source=all")" 0/1 "…and so does the default aggregate (not ?source=all)"
-is "$(curl -s "$API/kernels/acme/relu/benchmarks?source=community" | python3 -c 'import json,sys; print([(r["id"], r["source"]) for r in json.load(sys.stdin)])')" \
+is "$(curl -s "$API/kernels/acme/relu/benchmarks?source=community" | /usr/bin/python3 -c 'import json,sys; print([(r["id"], r["source"]) for r in json.load(sys.stdin)])')" \
 	"[($RUN_ID, 'community')]" "…but ?source=community lists it, with its source"
 is "$(sql "SELECT count(*) FROM benchmark_runs")" $((RUNS_BEFORE + 1)) "exactly one run stored"
 

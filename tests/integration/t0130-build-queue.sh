@@ -52,7 +52,7 @@ api() {
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
 hdr() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 b64() { base64 -w0 "$@"; }
 
@@ -148,10 +148,18 @@ claim_after_backoff() {
 claim "$W2" "[\"$V2\"]"
 is "$ST" 204 "claim for $V2 only: nothing queued → 204"
 claim "$W1" "[\"$V1\",\"$V2\"]"
-# From here to its output w1 keeps its lease as a real worker does, heartbeating
-# in the background from the claim on, twice a second (the lease is 10 s; on a
-# loaded machine the checks below take longer than that).
-(while :; do curl -s -o /dev/null -X POST -H "Authorization: Bearer $W1" "$KHUB_URL/api/builds/$J1/heartbeat"; sleep 0.5; done) &
+# keep_lease TOKEN JOB: from now on JOB's worker keeps its lease as a real
+# worker does, heartbeating in the background twice a second (the lease is
+# 10 s; on a loaded machine the checks between a claim and the job's end take
+# longer than that); keep_lease alone: no job is held. One job at a time.
+LEASE_HOLD=$TEST_DIR/lease-hold
+keep_lease() { echo "$*" >"$LEASE_HOLD.new" && mv "$LEASE_HOLD.new" "$LEASE_HOLD"; }
+keep_lease "$W1" "$J1"
+(while [ -e "$LEASE_HOLD" ]; do
+	read -r tok id <"$LEASE_HOLD"
+	[ -n "${id:-}" ] && curl -s -o /dev/null -X POST -H "Authorization: Bearer $tok" "$KHUB_URL/api/builds/$id/heartbeat"
+	sleep 0.5
+done) &
 HEARTBEATS=$!
 is "$ST $(j 'd["build"]["id"], d["build"]["variant"], d["build"]["commit"], d["build"]["attempt"], d["build"]["repo"], d["build"]["repo_type"]')" \
 	"200 ($J1, '$V1', '$C1', 1, 'acme/relu', 'kernel')" "w1 claims $V1: the JOB with attempt 1"
@@ -191,7 +199,7 @@ is "$got|$(hdr X-Log-Length)|$(hdr X-Build-State)" $'ninja\nok|'$((HL + 19))'|ru
 	"read the log from offset $HL+10 while running: X-Log-Length (the whole log), X-Build-State"
 is "$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log" | head -2 | tail -1)" "cmake ..." \
 	"the log from the start: khub's line, then the worker's"
-python3 -c 'import sys; sys.stdout.write("".join("line %06d\n" % i for i in range(60000)))' >"$TEST_DIR/big.log"	# 720 kB
+/usr/bin/python3 -c 'import sys; sys.stdout.write("".join("line %06d\n" % i for i in range(60000)))' >"$TEST_DIR/big.log"	# 720 kB
 code=$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W1" --data-binary "@$TEST_DIR/big.log" "$KHUB_URL/api/builds/$J1/log?offset=19")
 is "$code/$(j 'd["length"]')" "200/720019" "a 720 kB chunk (stored in pieces)"
 got=$(curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1/log?offset=$((HL + 19 + 12 * 41000))" | head -c 23)
@@ -213,9 +221,9 @@ ok $? "… and its content in the source tar"
 is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $W2" "$KHUB_URL/api/builds/$J1/source")" 409 "another worker's GET source → 409"
 
 # ---- output tars -----------------------------------------------------------------------------
-# mktar OUT VARIANT KIND: a tar as a worker makes it (python3 tarfile)
+# mktar OUT VARIANT KIND: a tar as a worker makes it (/usr/bin/python3 tarfile)
 mktar() {
-	python3 - "$@" <<'PY'
+	/usr/bin/python3 - "$@" <<'PY'
 import io, json, os, sys, tarfile
 out, variant, kind = sys.argv[1], sys.argv[2], sys.argv[3]
 meta = {"id": "_relu_cpu_0", "name": "relu", "version": 1, "license": "apache-2.0", "python-depends": [],
@@ -264,8 +272,7 @@ api "$W1" POST "/api/builds/$J1/heartbeat" '{}'
 is "$ST" 200 "w1 heartbeats before uploading its output"
 st=$(put_output "$W1" "$J1" "$TEST_DIR/good.tar")
 is "$st $(j 'd["state"], d["branch"]')" "200 ('succeeded', 'v1')" "w1's output → 200 succeeded on v1"
-kill "$HEARTBEATS" 2>/dev/null
-wait "$HEARTBEATS" 2>/dev/null
+keep_lease
 PUB1=$(j 'd["commit"]')
 is "$(git --git-dir="$GD" rev-parse v1)" "$PUB1" "v1 points at the published commit"
 is "$(git --git-dir="$GD" ls-tree -r --name-only v1 -- build | tr '\n' ' ')" \
@@ -291,6 +298,7 @@ enqueue "{\"revision\":\"$C1\",\"variants\":\"missing\"}"
 is "$ST $(j '[b["variant"] for b in d["builds"]]')" "202 ['$V2']" "variants \"missing\": only $V2, which v1 lacks"
 J2=$(j 'd["builds"][0]["id"]')
 claim "$W2" "[\"$V2\"]"
+keep_lease "$W2" "$J2"
 is "$(j 'd["build"]["id"]')" "$J2" "w2 claims $V2"
 mktar "$TEST_DIR/v2.tar" "$V2" good
 mkdir -p "$TEST_DIR/v2out" && tar -xf "$TEST_DIR/v2.tar" -C "$TEST_DIR/v2out" && tar -cf "$TEST_DIR/v2.tar" -C "$TEST_DIR/v2out" .
@@ -299,6 +307,7 @@ V2_TREE=$(git --git-dir="$GD" rev-parse "v1:build/$V2")
 enqueue "{\"revision\":\"$C1\",\"variants\":[\"$V1\"],\"force\":true}"
 J1B=$(j 'd["builds"][0]["id"]')
 claim "$W1" "[\"$V1\"]"
+keep_lease "$W1" "$J1B"
 mktar "$TEST_DIR/stale.tar" "$V1" stale
 is "$(put_output "$W1" "$J1B" "$TEST_DIR/stale.tar")" 200 "forced rebuild of $V1 published"
 is "$(git --git-dir="$GD" ls-tree -r --name-only v1 -- "build/$V1" | tr '\n' ' ')" \
@@ -307,7 +316,7 @@ is "$(git --git-dir="$GD" rev-parse "v1:build/$V2")" "$V2_TREE" "build/$V2/ unto
 
 # refused outputs: nothing published
 # fresh V: a job for V held by w1
-fresh() { enqueue "{\"revision\":\"$C1\",\"variants\":[\"$1\"],\"force\":true}"; claim "$W1" "[\"$1\"]"; JX=$(j 'd["build"]["id"]'); }
+fresh() { enqueue "{\"revision\":\"$C1\",\"variants\":[\"$1\"],\"force\":true}"; claim "$W1" "[\"$1\"]"; JX=$(j 'd["build"]["id"]'); keep_lease "$W1" "$JX"; }
 V1SHA=$(git --git-dir="$GD" rev-parse v1)
 MAINSHA=$(git --git-dir="$GD" rev-parse main)
 for kind in violations dotdot absolute symlink wrongdir nometa v2meta; do
@@ -366,6 +375,7 @@ api "$ALICE" GET "/api/builds/$JX"
 is "$(j 'd["error"], d["abi_report"]["ok"]')" "('syntax error', False)" "the error and report are kept"
 
 # ---- lease expiry ------------------------------------------------------------------------------------
+keep_lease	# this job's worker goes silent
 enqueue "{\"revision\":\"$C1\",\"variants\":[\"$V2\"],\"force\":true}"
 JL=$(j 'd["builds"][0]["id"]')
 claim "$W1" "[\"$V2\"]"
@@ -439,6 +449,7 @@ is "$(j 'd["buildOnPush"]')" True "buildOnPush on again"
 # ---- the admin view -----------------------------------------------------------------------------------
 claim "$W1" "[\"$V1\"]"
 JW=$(j 'd["build"]["id"]')
+keep_lease "$W1" "$JW"
 api "$ROOT" GET /api/admin/workers
 is "$ST $(j '[w["name"] for w in d["workers"]]')" "200 ['w1', 'w2']" "GET /api/admin/workers lists w1 and w2 (gone is removed)"
 # (the race's job may still be w1's: its lease need not have lapsed yet)
@@ -450,6 +461,7 @@ like "$(khub admin worker list 2>&1)" "^w1"$'\t' "khub admin worker list"
 # what w1 may still hold (the race's job and this one) is canceled, so its
 # later claims do not wait for those leases to lapse (concurrency 2)
 for id in $JR $JW; do api "$ALICE" POST "/api/builds/$id/cancel" '{}'; done
+keep_lease
 
 # ---- khub import of sources queues builds too -----------------------------------------------------------
 mkdir -p "$TEST_DIR/imp/torch-ext/relu" && cp "$SRC/build.toml" "$TEST_DIR/imp/" && cp "$SRC/torch-ext/relu/__init__.py" "$TEST_DIR/imp/torch-ext/relu/"
@@ -478,6 +490,7 @@ for id in $(j '" ".join(str(b["id"]) for b in d["builds"] if b["id"] != '"$JE"')
 ls -d "$KHUB_DATA_DIR"/build-sources/*.git >/dev/null 2>&1
 ok $? "the fetched copy lives under data_dir/build-sources/"
 claim "$W2" "[\"$V2\"]"
+keep_lease "$W2" "$JE"
 is "$(j 'd["build"]["id"], d["build"]["commit"]')" "($JE, '$UPSHA')" "w2 claims the external job"
 rm -rf "$TEST_DIR/ext" && mkdir -p "$TEST_DIR/ext"
 curl -s -H "Authorization: Bearer $W2" "$KHUB_URL/api/builds/$JE/source" | tar -xf - -C "$TEST_DIR/ext"
@@ -509,6 +522,7 @@ enqueue "{\"source\":{\"url\":\"git://127.0.0.1:$GPORT/evil.git\",\"revision\":\
 is "$ST" 202 "enqueue from a git:// source whose tree points at vault/secret's object"
 JS=$(j 'd["builds"][0]["id"]')
 claim "$W2" "[\"$V2\"]"
+keep_lease "$W2" "$JS"
 is "$(j 'd["build"]["id"]')" "$JS" "w2 claims it"
 rm -rf "$TEST_DIR/evilsrc" && mkdir -p "$TEST_DIR/evilsrc"
 curl -s -H "Authorization: Bearer $W2" "$KHUB_URL/api/builds/$JS/source" | tar -xf - -C "$TEST_DIR/evilsrc"
@@ -517,6 +531,7 @@ is "$(head -1 "$TEST_DIR/evilsrc/stolen.bin")" "version https://git-lfs.github.c
 cmp -s "$TEST_DIR/evilsrc/own.bin" "$SRC/torch-ext/relu/weights.bin"
 ok $? "an object linked to the job's repo (acme/relu) comes as its content"
 api "$W2" POST "/api/builds/$JS/fail" '{"error":"done with it"}'
+keep_lease
 kill "$GDPID" 2>/dev/null
 wait "$GDPID" 2>/dev/null
 enqueue '{"source":{"url":"file:///etc","revision":"main"}}'

@@ -71,7 +71,7 @@ api() {	# api METHOD PATH [curl args]: status in $STATUS, body in $B
 	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$@" \
 		"$KHUB_URL$path")
 }
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$B" 2>/dev/null; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$B" 2>/dev/null; }
 build_field() {	# build_field ID EXPR: a field of GET /api/builds/ID
 	api GET "/api/builds/$1"
 	json "$2"
@@ -147,7 +147,7 @@ push() {	# push BRANCH: the clone's BRANCH to khub (main may have moved: the far
 start=$(date +%s.%N)
 worker w1 --once
 is "$?" 0 "khub-worker --once ran the queue dry"
-diag "build took $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s end to end"
+diag "build took $(/usr/bin/python3 -c "print(round($(date +%s.%N) - $start, 1))") s end to end"
 like "$(cat "$W/w1.log")" "claimed build #$ID1 $VARIANT acme/relu@${SHA1:0:12}" "its log: claimed build #$ID1"
 like "$(cat "$W/w1.log")" "published build #$ID1 $VARIANT acme/relu@${SHA1:0:12} on v1" "its log: published on v1"
 is "$(build_field "$ID1" 'd["state"]')" succeeded "build #$ID1 succeeded"
@@ -225,7 +225,7 @@ like "$(cat "$W/w2.log")" "claimed build #$ID2 .*\(attempt 2 of [0-9]+\)" "on it
 # the log keeps both attempts whole and apart: khub's line starts each, and
 # the second attempt's first bytes are there (not dropped as "already sent")
 api GET "/api/builds/$ID2/log"
-parts=$(python3 - "$B" <<'EOF'
+parts=$(/usr/bin/python3 - "$B" <<'EOF'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
 heads = [m.start() for m in re.finditer(r"^\[khub\] attempt \d+ of \d+ on worker \S+$", text, re.M)]

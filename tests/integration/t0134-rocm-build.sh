@@ -99,7 +99,7 @@ api() {	# api METHOD PATH [curl args]: status in $STATUS, body in $B
 	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$@" \
 		"$KHUB_URL$path")
 }
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$B" 2>/dev/null; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$B" 2>/dev/null; }
 
 api PUT /api/kernels/acme/relu/settings -H 'Content-Type: application/json' -d '{"buildOnPush": false}'
 is "$STATUS" 200 "buildOnPush off: the test enqueues the ROCm variant alone"
@@ -167,7 +167,7 @@ curl -sf -H "Authorization: Bearer $ALICE" -o "$TEST_DIR/relu.so" "$KHUB_URL/ker
 ok $? "the published library downloads through resolve"
 curl -sf -H "Authorization: Bearer $ALICE" -o "$TEST_DIR/metadata.json" \
 	"$KHUB_URL/kernels/acme/relu/resolve/v1/build/$VARIANT/metadata.json"
-MD_ARCHS=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["backend"]["type"], " ".join(m["backend"]["archs"]))' \
+MD_ARCHS=$(/usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print(m["backend"]["type"], " ".join(m["backend"]["archs"]))' \
 	"$TEST_DIR/metadata.json")
 like "$MD_ARCHS" '^rocm gfx' "metadata.json: backend rocm with its archs ($MD_ARCHS)"
 like "$(readelf -S "$TEST_DIR/relu.so" 2>&1)" '\.hip_fatbin' "the library has a .hip_fatbin section"

@@ -29,7 +29,7 @@ api() {	# api TOKEN METHOD PATH [BODY [CONTENT-TYPE]] -> $ST, body in $B
 	[ -n "${4-}" ] && args+=(-H "Content-Type: ${5:-application/json}" --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
 b64() { base64 -w0 "$@"; }
 enqueue() { api "$ALICE" POST /api/kernels/acme/relu/builds "{\"source\":{\"url\":\"$1\",\"revision\":\"main\"},\"variants\":[\"$V\"]}"; }
 sources_left() { ls -A "$KHUB_DATA_DIR/build-sources" 2>/dev/null | tr '\n' ' '; }
@@ -41,7 +41,7 @@ wait_for() {	# wait_for SECONDS COMMAND...: poll until COMMAND succeeds
 TARPITS=()
 tarpit() {	# tarpit NAME MODE PORT [ARG]: a hostile upstream on 127.0.0.2
 	mkdir -p "$TEST_DIR/$1"
-	python3 "$KHUB_SRC/tests/lib/tarpit.py" "$2" 127.0.0.2 "$3" "$TEST_DIR/$1" "${4-}" >"$TEST_DIR/$1.log" 2>&1 &
+	/usr/bin/python3 "$KHUB_SRC/tests/lib/tarpit.py" "$2" 127.0.0.2 "$3" "$TEST_DIR/$1" "${4-}" >"$TEST_DIR/$1.log" 2>&1 &
 	TARPITS+=($!)
 	wait_for 30 test -e "$TEST_DIR/$1/ready" || bail "tarpit $1 did not start"
 }

@@ -40,7 +40,7 @@ like "$W4" '^khw_' "four worker tokens"
 BIGSRC=$TEST_DIR/bigsrc
 mkdir -p "$BIGSRC/data"
 printf '[general]\nname = "big"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["b.cpp"]\n' >"$BIGSRC/build.toml"
-python3 - "$BIGSRC/data" "$NFILES" <<'PY'
+/usr/bin/python3 - "$BIGSRC/data" "$NFILES" <<'PY'
 import os, sys
 d, n = sys.argv[1], int(sys.argv[2])
 for i in range(n):
@@ -69,7 +69,7 @@ api() {
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
 metric() { curl -s -H "Authorization: Bearer $ROOT" "$KHUB_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 reg() {	# reg TOKEN CONCURRENCY
 	api "$1" POST /api/workers/register "{\"version\":\"t\",\"concurrency\":$2,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V1\",\"$V2\",\"$V4\"]}]}"
@@ -219,6 +219,8 @@ is "$ST $(j 'len(d["builds"])')" "202 2" "two jobs of acme/small queued"
 claim "$W3" "[\"$V1\",\"$V2\"]"
 JA=$(j 'd["build"]["id"]')
 like "$ST/$JA" '^200/[0-9]+$' "w3 (concurrency 1) claims one"
+beat "$W3" "$JA"	# held until it fails below, whatever the checks between cost
+BEATA=$!
 claim "$W3" "[\"$V1\",\"$V2\"]"
 is "$ST" 204 "its second claim: nothing (it runs as many as it declared)"
 start=$(date +%s%N)
@@ -230,6 +232,8 @@ api "$ALICE" GET "/api/kernels/acme/small/builds?state=queued"
 JB=$(j '[b["id"] for b in d["builds"] if b["id"] != '"$JA"'][0]')
 is "$(j 'len(d["builds"])')" 1 "the other job ($JB) was ready all along"
 api "$W3" POST "/api/builds/$JA/fail" '{"error":"done","retry":false}'
+kill $BEATA 2>/dev/null
+wait $BEATA 2>/dev/null
 claim "$W3" "[\"$V1\",\"$V2\"]"
 is "$ST $(j 'd["build"]["id"]')" "200 $JB" "once its job ended, w3 gets the other"
 api "$W3" POST "/api/builds/$JB/fail" '{"error":"done","retry":false}'
@@ -245,11 +249,15 @@ for i in 1 2 3 4; do
 done
 wait "${pids[@]}"
 is "$(cat "$TEST_DIR"/race?.code | sort | tr '\n' ' ')" "200 204 204 204 " "w4 (concurrency 1) sends four claims at once: one job"
+beat "$W4" "$(cat "$TEST_DIR"/race? | jq -r '.build.id // empty' 2>/dev/null | head -1)"	# w4 keeps that job
+BEATW4=$!
 api "$ROOT" GET /api/admin/workers
 is "$(j '[len(w["jobs"]) for w in d["workers"] if w["name"] == "w4"][0]')" 1 "the admin list shows w4 with one job"
 reg "$W4" 2
 claim "$W4" "[\"$V1\",\"$V2\",\"$V4\"]"
 is "$ST" 200 "registered again with concurrency 2: a second claim gets one"
+kill $BEATW4 2>/dev/null
+wait $BEATW4 2>/dev/null
 
 khub_stop
 server_and_sanitizer_logs | grep -E 'runtime error|AddressSanitizer' | head -5 | sed 's/^/# server: /'

@@ -80,7 +80,7 @@ check "the held push is still running" -- kill -0 "$PUSH_PID"
 touch "$TEST_DIR/go"
 wait "$PUSH_PID"
 ok $? "the push lands once its hook goes on"
-sha=$(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/held" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+sha=$(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/held" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
 is "$sha" "$HELD" "the held branch's head is the pushed commit"
 mv "$HOOK.khub" "$HOOK"
 
@@ -106,7 +106,7 @@ rc=$?
 [ $rc -eq 0 ] || sed 's/^/# /' "$TEST_DIR/push2.err"
 ok $rc "a push of a 7 MB pack lands ($n metadata requests beside it)"
 is "$fails" 0 "every metadata request beside the push answered 200"
-sha=$(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/big" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+sha=$(curl -s "$KHUB_URL/api/kernels/acme/relu/revision/big" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
 is "$sha" "$BIG" "the big branch's head is the pushed commit"
 
 # ---- (3) read back ----------------------------------------------------------------
@@ -137,7 +137,7 @@ if command -v psql >/dev/null 2>&1; then
 	done
 	ok $held "another session holds a lock on lfs_repo_objects"
 	# binary content (NUL bytes): stored as LFS, linked when the commit is applied
-	python3 - "$TEST_DIR/lfs-commit.ndjson" <<'PY'
+	/usr/bin/python3 - "$TEST_DIR/lfs-commit.ndjson" <<'PY'
 import base64, json, os, sys
 with open(sys.argv[1], "w") as out:
     out.write(json.dumps({"key": "header", "value": {"summary": "binary while the link table is locked"}}) + "\n")
@@ -169,9 +169,9 @@ PY
 		where query like '%pg_sleep(60)%' and pid <> pg_backend_pid()" >/dev/null 2>&1
 	wait "$COMMIT_PID"
 	is "$(cat "$TEST_DIR/commit.code")" 200 "the commit lands once the lock is gone"
-	oid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["commitOid"])' "$TEST_DIR/commit.json")
+	oid=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["commitOid"])' "$TEST_DIR/commit.json")
 	curl -s "$KHUB_URL/kernels/acme/relu/resolve/$oid/held/blob.bin" -o "$TEST_DIR/held.bin"
-	python3 - "$TEST_DIR/lfs-commit.ndjson" "$TEST_DIR/held.bin" <<'PY'
+	/usr/bin/python3 - "$TEST_DIR/lfs-commit.ndjson" "$TEST_DIR/held.bin" <<'PY'
 import base64, json, sys
 lines = open(sys.argv[1]).read().splitlines()
 want = base64.b64decode(json.loads(lines[1])["value"]["content"])
@@ -190,7 +190,7 @@ SIZE=$(stat -c %s "$TEST_DIR/obj.bin")
 curl -s -u "bob:$BOB" -H 'Content-Type: application/vnd.git-lfs+json' \
 	--data "{\"operation\":\"upload\",\"transfers\":[\"basic\"],\"objects\":[{\"oid\":\"$OID\",\"size\":$SIZE}]}" \
 	"$KHUB_URL/kernels/acme/relu.git/info/lfs/objects/batch" >"$TEST_DIR/batch.json"
-read -r PUT_URL VERIFY_URL < <(python3 -c '
+read -r PUT_URL VERIFY_URL < <(/usr/bin/python3 -c '
 import json, sys
 o = json.load(open(sys.argv[1]))["objects"][0]["actions"]
 print(o["upload"]["href"], o["verify"]["href"])' "$TEST_DIR/batch.json")

@@ -9,7 +9,7 @@
 # the body whole and identical, each answer with its own X-Request-Id and
 # Date, the API's CORS headers once, and a repo made private answers 401.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 khub_setup
 
 khub admin org create acme >/dev/null 2>&1
@@ -21,9 +21,9 @@ KHUB_THREADS=2 khub_start
 S=$TEST_DIR/src
 make_kernel_tree "$S" relu
 head -c 3000000 /dev/urandom >"$S/build/torch-cpu/big.bin"
-python3 -c 'print("x = 1\n" * 60000, end="")' >"$S/build/torch-cpu/large.py"	# 360 kB: a git blob
+/usr/bin/python3 -c 'print("x = 1\n" * 60000, end="")' >"$S/build/torch-cpu/large.py"	# 360 kB: a git blob
 khub import "$S" --repo acme/relu --branch main >/dev/null 2>"$TEST_DIR/import.err" || bail "import failed"
-SHA=$(curl -sf "$KHUB_URL/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+SHA=$(curl -sf "$KHUB_URL/api/kernels/acme/relu/revision/main" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
 like "$SHA" '^[0-9a-f]{40}$' "seeded acme/relu"
 BIG_OID=$(sha256sum "$S/build/torch-cpu/big.bin" | cut -d' ' -f1)
 LARGE_OID=$(git hash-object "$S/build/torch-cpu/large.py")
@@ -117,7 +117,7 @@ for url in "$T" "$R"; do
 	is "$(answers "$H" | awk '{print $1}' | sort -u)" 200 "$what at the sha, three GETs on one connection: 200"
 	check "$what: the three bodies are identical" -- cmp -s "$TEST_DIR/b1" "$TEST_DIR/b2"
 	check "$what: the third too" -- cmp -s "$TEST_DIR/b1" "$TEST_DIR/b3"
-	check "$what: the body is whole JSON" -- python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TEST_DIR/b3"
+	check "$what: the body is whole JSON" -- /usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TEST_DIR/b3"
 	is "$(answers "$H" | awk '{print $5}' | sort -u)" "$(stat -c %s "$TEST_DIR/b1")" "$what: Content-Length is the body's length, each time"
 	is "$(answers "$H" | awk '{print $3}' | sort -u | grep -c '^[0-9a-f]\{16\}$')" 3 "$what: each answer has its own X-Request-Id"
 	is "$(grep -ci '^X-Request-Id:' "$H")" 3 "$what: one X-Request-Id header per answer"
@@ -137,7 +137,7 @@ curl -s -o /dev/null -X PUT -H "Authorization: Bearer $ALICE" -H 'Content-Type: 
 head -c 2000000 /dev/urandom >"$S/build/torch-cpu/big.bin"
 NEW_OID=$(sha256sum "$S/build/torch-cpu/big.bin" | cut -d' ' -f1)
 khub import "$S" --repo acme/relu --branch main >/dev/null 2>>"$TEST_DIR/import.err" || bail "second import failed"
-NEW_SHA=$(curl -sf "$KHUB_URL/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+NEW_SHA=$(curl -sf "$KHUB_URL/api/kernels/acme/relu/revision/main" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
 ok $([ "$NEW_SHA" != "$SHA" ]; echo $?) "main moved"
 curl -sI "$UB" "$UB" >"$H"
 is "$(answers "$H" | awk '{print $1, $2, $5}' | sort -u)" "200 \"$NEW_OID\" 2000000" "HEAD by branch: the new file"

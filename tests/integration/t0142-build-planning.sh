@@ -31,7 +31,7 @@ api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
 PSQL=(psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qAt)
 
 A0=torch211-cxx11-cpu-x86_64-linux
@@ -67,7 +67,7 @@ plan() {
 	api "$ALICE" POST "/api/kernels/acme/$name/builds" '{}'
 	QUEUED=$(j '" ".join(sorted(d.get("queued", [])))')
 }
-reason() { python3 -c "import json,sys; d=json.load(open('$B')); print([s['reason'] for s in d['skipped'] if s['variant'] == sys.argv[1]][0])" "$1" 2>/dev/null; }
+reason() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print([s['reason'] for s in d['skipped'] if s['variant'] == sys.argv[1]][0])" "$1" 2>/dev/null; }
 
 # ---- examples/relu: [torch] with cpu, cuda and rocm kernels ---------------------------------------
 plan relu "$EX/relu"
@@ -111,8 +111,8 @@ like "$(j 'd["plan"]["warning"]')" "edition 4.*kernel-builder update-build" "…
 like "$(cat "$TEST_DIR/import-relu4.log")" "edition 4" "the import's trigger logged the upgrade"
 
 # ---- the worker reads build.toml with the same file ------------------------------------------------------
-python3 -I "$KHUB_SRC/builder-worker/build_toml.py" "$EX/relu-edition4/build.toml" >"$TEST_DIR/w4.json" 2>"$TEST_DIR/w4.err"
-is "$? $(python3 -c "import json; print(json.load(open('$TEST_DIR/w4.json'))['general']['edition'])")" "0 5" \
+/usr/bin/python3 -I "$KHUB_SRC/builder-worker/build_toml.py" "$EX/relu-edition4/build.toml" >"$TEST_DIR/w4.json" 2>"$TEST_DIR/w4.err"
+is "$? $(/usr/bin/python3 -c "import json; print(json.load(open('$TEST_DIR/w4.json'))['general']['edition'])")" "0 5" \
 	"the worker's reader (build_toml.py PATH) upgrades edition 4 too: exit 0, edition 5"
 like "$(cat "$TEST_DIR/w4.err")" "edition 4.*kernel-builder update-build" "… and warns in the build log"
 
@@ -205,20 +205,20 @@ api "$ALICE" POST /api/kernels/acme/relu/builds '{}'
 like "$(j 'd["queued"]')" "$R1" "the stale worker registers again: relu's $R1 is queued"
 
 # ---- hostile build.toml ------------------------------------------------------------------------------------------
-python3 -c "print('a = \"' + 'x' * (10 << 20) + '\"')" >"$TEST_DIR/big.toml"
+/usr/bin/python3 -c "print('a = \"' + 'x' * (10 << 20) + '\"')" >"$TEST_DIR/big.toml"
 plan big "$(tree big "$(cat "$TEST_DIR/big.toml")")"
 is "$ST $PUSHED" "422 " "a 10 MB string in build.toml: nothing queued, 422"
 like "$(j 'd["error"]')" "build.toml is (stored in LFS|[0-9]+ bytes; at most 262144 are read)" "… refused unread (too large, here stored in LFS)"
-plan big2 "$(tree big2 "$(python3 -c "print('# ' + 'x' * 300000)")")"
+plan big2 "$(tree big2 "$(/usr/bin/python3 -c "print('# ' + 'x' * 300000)")")"
 is "$ST" 422 "a 300 KB build.toml: 422"
 like "$(j 'd["error"]')" "build.toml is 30[0-9]+ bytes; at most 262144 are read" "… refused unread, saying the limit"
-plan deep "$(tree deep "$(python3 -c "print('a = ' + '[' * 100000 + ']' * 100000)")")"
+plan deep "$(tree deep "$(/usr/bin/python3 -c "print('a = ' + '[' * 100000 + ']' * 100000)")")"
 is "$ST $PUSHED" "422 " "100,000 nested arrays: 422"
 like "$(j 'd["error"]')" "too deeply nested" "… too deeply nested"
 plan utf "$(tree utf "$(printf '[general]\nname = "\xff\xfe"\n')")"
 is "$ST" 422 "invalid UTF-8: 422"
 like "$(j 'd["error"]')" "not UTF-8" "… not UTF-8"
-plan laughs "$(tree laughs "$(python3 -c "
+plan laughs "$(tree laughs "$(/usr/bin/python3 -c "
 print('[general]')
 print('lol = [' + ', '.join(['[' + ', '.join(['\"lol\"'] * 40) + ']'] * 400) + ']')
 for i in range(2000): print('[kernel.k%d]' % i)")")"

@@ -192,7 +192,7 @@ api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
 files=$(cd "$KHUB_SRC/examples/relu" && for f in build.toml torch-ext/relu/__init__.py torch-ext/torch_binding.cpp relu_cpu/relu_cpu.cpp; do
 	printf '{"path":"%s","content":"%s","encoding":"base64"},' "$f" "$(base64 -w0 "$f")"; done)
 api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[${files%,}]}"
@@ -205,7 +205,7 @@ JOB=$(j 'd["builds"][0]["id"] if d["builds"] else ""')
 if [ -n "$JOB" ]; then
 	api "$W1" POST /api/workers/claim '{"variants":["torch-cpu"],"wait_seconds":0}'
 	is "$ST $(j 'd["build"]["id"]')" "200 $JOB" "the worker claims the torch-cpu job"
-	python3 - "$TEST_DIR/noarch.tar" <<'PYEOF'
+	/usr/bin/python3 - "$TEST_DIR/noarch.tar" <<'PYEOF'
 import io, json, sys, tarfile
 meta = {"id": "_relu_cpu_0123456", "name": "relu", "version": 1, "license": "Apache-2.0", "python-depends": [],
         "backend": {"type": "cpu"}}

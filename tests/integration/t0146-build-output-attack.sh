@@ -25,7 +25,7 @@ api() {
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
 b64() { base64 -w0 "$@"; }
 peak_kb() { awk '/^VmHWM/ {print $2}' "/proc/$KHUB_PID/status"; }
 
@@ -66,7 +66,7 @@ is $? 1 "nothing was published (no v1)"
 is "$(du -sm "$KHUB_DATA_DIR" | cut -f1 | awk '{print ($1 < 1024) ? "small" : $1 " MiB"}')" small "the data dir did not grow by the claimed sizes"
 
 # ---- a hard link out of the tree, a member claiming more than the tar holds ------------------------
-python3 - "$TEST_DIR" "$V" "$meta" <<'PY'
+/usr/bin/python3 - "$TEST_DIR" "$V" "$meta" <<'PY'
 import io, sys, tarfile
 d, v, meta = sys.argv[1], sys.argv[2], sys.argv[3].encode()
 def tar(path, extra):

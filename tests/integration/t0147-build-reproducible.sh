@@ -50,7 +50,7 @@ api() {	# api METHOD PATH [curl args]: status in $STATUS, body in $B
 	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$@" \
 		"$KHUB_URL$path")
 }
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$B" 2>/dev/null; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$B" 2>/dev/null; }
 build_field() { api GET "/api/builds/$1"; json "$2"; }
 wait_state() {	# wait_state ID SECONDS STATE...: 0 once the build is in one of STATEs (polled, bounded)
 	local id=$1 secs=$2 i st; shift 2
@@ -63,7 +63,7 @@ wait_state() {	# wait_state ID SECONDS STATE...: 0 once the build is in one of S
 }
 v1_head() { git ls-remote "$REMOTE" refs/heads/v1 | cut -f1; }
 now() { date +%s.%N; }
-secs() { python3 -c "print(round($2 - $1, 1))"; }
+secs() { /usr/bin/python3 -c "print(round($2 - $1, 1))"; }
 build_seconds() {	# build_seconds ID: what `khub-worker build` said it took, from the build's log
 	api GET "/api/builds/$1/log"
 	sed -n 's/.*khub-worker build: ok: .* in \([0-9.]*\) s (.*/\1/p' "$B" | tail -1
@@ -114,7 +114,7 @@ curl -s -o "$TEST_DIR/published.so" -H "Authorization: Bearer $ALICE" \
 	"$KHUB_URL/kernels/acme/relu/resolve/v1/build/$VARIANT/$SO"
 curl -s -o "$TEST_DIR/published.json" -H "Authorization: Bearer $ALICE" \
 	"$KHUB_URL/kernels/acme/relu/resolve/v1/build/$VARIANT/metadata.json"
-meta=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); k=m["khub"]
+meta=$(/usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); k=m["khub"]
 print(k["worker"], k["commit"], k["source-date"], "built-at" in k)' "$TEST_DIR/published.json")
 is "$meta" "w1 $SHA $(date -u -d "@$EPOCH" +%Y-%m-%dT%H:%M:%S.000Z) False" \
 	"metadata.json: khub.worker names the worker, khub.source-date is the commit's time, no build time"
@@ -148,7 +148,7 @@ like "$(cat "$W/w2.log")" "published build #$ID2 .*identical to published commit
 is "$?" 0 "khub-worker build of the clone by hand"
 cmp "$TEST_DIR/by-hand/$VARIANT/$SO" "$TEST_DIR/published.so"
 ok $? "its $SO is byte-identical to the one published on v1"
-dig() { python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["digest"], sort_keys=True))' "$1"; }
+dig() { /usr/bin/python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["digest"], sort_keys=True))' "$1"; }
 is "$(dig "$TEST_DIR/by-hand/$VARIANT/metadata.json")" "$(dig "$TEST_DIR/published.json")" "and its digest is the published one"
 
 # ---- a misconfigured worker gives the job back and stops -----------------------------------------------

@@ -17,11 +17,11 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
-for tool in python3 curl zstd tar; do
+for tool in /usr/bin/python3 curl zstd tar; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")/lib" && pwd)
-SB() { python3 "$LIB/sync_bundle.py" "$@"; }
+SB() { /usr/bin/python3 "$LIB/sync_bundle.py" "$@"; }
 compare() {	# compare HUB_A_URL HUB_B_URL REPO REV...: the python checks as TAP lines of this test
 	local out rc line
 	out=$(SB compare "$@" 2>&1)
@@ -77,7 +77,7 @@ commit_api() {	# commit_api REPO BRANCH SUMMARY REPO_PATH=LOCAL...
 	local repo=$1 branch=$2 summary=$3; shift 3
 	local args=()
 	for f in "$@"; do args+=(--file "$f"); done
-	python3 "$LIB/commit_body.py" ndjson --summary "$summary" "${args[@]}" >"$W/c.ndjson"
+	/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "$summary" "${args[@]}" >"$W/c.ndjson"
 	curl -s -o "$W/c.out" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
 		-H 'Content-Type: application/x-ndjson' --data-binary @"$W/c.ndjson" "$A/api/kernels/$repo/commit/$branch"
 }
@@ -127,7 +127,7 @@ is $? 1 "verify with another public key: refused"
 like "$(cat "$W/v2.err")" "not trust" "  says the signing key is not trusted"
 
 # ---- refusals, each leaving B unchanged -------------------------------------------------------------
-state_of() { hub "$1" sync state | python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d["repos"], sort_keys=True))'; }
+state_of() { hub "$1" sync state | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(json.dumps(d["repos"], sort_keys=True))'; }
 state_b() { state_of b; }
 lfs_count_b() { find "$(hub_data b)/lfs/objects" -type f 2>/dev/null | wc -l; }
 S0=$(state_b)
@@ -171,7 +171,7 @@ is "$(git --git-dir="$(hub_data b)/repos/kernels/acme/relu.git" cat-file -t refs
 	"tag/$(git --git-dir="$(hub_data a)/repos/kernels/acme/relu.git" rev-parse refs/tags/1.0 2>&1)" "the annotated tag object came along (same sha)"
 hub a sync export --key "$W/k1.key" --out "$W/var.khub" --repos acme/gelu --variants torch-cpu >/dev/null 2>&1
 ok $? "export --variants torch-cpu"
-want=$(for r in v1 v2 main; do curl -s "$A/api/kernels/acme/gelu/tree/$r?recursive=true"; echo; done | python3 -c '
+want=$(for r in v1 v2 main; do curl -s "$A/api/kernels/acme/gelu/tree/$r?recursive=true"; echo; done | /usr/bin/python3 -c '
 import json,sys
 oids = set()
 for line in sys.stdin:
@@ -179,7 +179,7 @@ for line in sys.stdin:
         oids |= {e["lfs"]["oid"] for e in json.loads(line) if e.get("lfs") and e["path"].startswith("build/torch-cpu/")}
 print("\n".join(sorted(oids)))')
 is "$(SB list "$W/var.khub" | grep '^lfs/' | sed 's|lfs/||' | sort)" "$want" "  it holds exactly torch-cpu's LFS objects (the trees whole)"
-is "$(curl -s "$B/api/organizations/acme/overview" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))')" True \
+is "$(curl -s "$B/api/organizations/acme/overview" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))')" True \
 	"the org trust flag came along"
 B1ID=$(hub b sync verify "$W/b1.khub" | sed -n 's/^bundle \([0-9a-f-]*\) from.*/\1/p')
 KEYID=$(sed -n 's/^key id \([0-9a-f]*\):.*/\1/p' "$W/keygen.out")
@@ -198,7 +198,7 @@ code=$(curl -s -o "$W/ro.out" -w '%{http_code}' -H "Authorization: Bearer $BTOKE
 	-H 'Content-Type: application/x-ndjson' --data-binary @"$W/ro.ndjson" "$B/api/kernels/acme/relu/commit/main")
 is "$code" 403 "imported repos are read-only (commit API as a site admin: 403)"
 like "$(curl -s -o /dev/null -w '%{http_code}' "$B/api/kernels/acme/secret")" '^40[14]$' "a private repo stays private on B (anonymous: not found)"
-is "$(curl -s -H "Authorization: Bearer $BTOKEN" "$B/api/kernels/acme/secret" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("private"))')" True \
+is "$(curl -s -H "Authorization: Bearer $BTOKEN" "$B/api/kernels/acme/secret" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("private"))')" True \
 	"  and a site admin sees it, private"
 S1=$(state_b)
 L1=$(lfs_count_b)
@@ -232,7 +232,7 @@ hub b sync import "$W/b2.khub" "$W/b3.khub" >"$W/i3.out" 2>&1
 ok $? "then the second and third in order"
 compare "$A" "$B" acme/relu main
 compare "$A" "$B" acme/gelu v1
-is "$(curl -s "$B/api/organizations/acme/overview" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))')" False \
+is "$(curl -s "$B/api/organizations/acme/overview" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("trustedKernelPublisher"))')" False \
 	"an admin's trust decision on B outlives later imports"
 
 # ---- SIGKILL during an import, then a re-run ------------------------------------------------------------
@@ -288,7 +288,7 @@ hub a sync export --key "$W/k1.key" --out "$W/b7.khub" --repos 'acme/*' --since 
 ok $? "export them"
 PACKDIR=$(hub_data b)/repos/kernels/acme/relu.git/objects/pack
 npacks=$(ls "$PACKDIR"/*.pack 2>/dev/null | wc -l)
-MAIN0=$(curl -s "$B/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+MAIN0=$(curl -s "$B/api/kernels/acme/relu/revision/main" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
 hub_bg b "$W/k2.out" "$W/k2.err" sync import "$W/b7.khub"
 killed=0
 for _ in $(seq 1 1000); do
@@ -301,7 +301,7 @@ for _ in $(seq 1 1000); do
 done
 wait "$BG_PID" 2>/dev/null
 ok $([ $killed = 1 ]; echo $?) "import SIGKILLed while applying (its pack already in the repo)"
-MAIN1=$(curl -s "$B/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+MAIN1=$(curl -s "$B/api/kernels/acme/relu/revision/main" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
 is "$MAIN1" "$MAIN0" "  relu main did not move"
 hub b sync import "$W/b7.khub" >"$W/i7.out" 2>&1
 ok $? "the re-run completes"
@@ -313,7 +313,7 @@ ok $? "a kernels.lock for acme/relu v1, variant torch-cpu"
 hub a sync export --key "$W/k1.key" --out "$W/lock.khub" --lock "$W/kernels.lock" >"$W/el.out" 2>&1
 ok $? "export --lock kernels.lock"
 lfs_in=$(SB list "$W/lock.khub" | grep '^lfs/' | sed 's|lfs/||' | sort)
-want=$(for r in v1 main; do curl -s "$A/api/kernels/acme/relu/tree/$r?recursive=true"; echo; done | python3 -c '
+want=$(for r in v1 main; do curl -s "$A/api/kernels/acme/relu/tree/$r?recursive=true"; echo; done | /usr/bin/python3 -c '
 import json,sys
 oids = set()
 for line in sys.stdin:
@@ -326,7 +326,7 @@ hub_wait c
 hub c sync import "$W/vol.khub.001" >"$W/icv.out" 2>&1
 ok $? "C imports the bundle in $nvol volumes (named by its first)"
 want=$(sed -n 's|^ *would move \(refs/heads/[^ ]*\) (none) -> \([0-9a-f]*\)$|\1 \2|p' "$W/vol.verify" | sort)
-got=$(curl -s "$C/api/kernels/acme/gelu/refs" | python3 -c 'import json,sys; print("\n".join(sorted(b["ref"] + " " + b["targetCommit"] for b in json.load(sys.stdin)["branches"])))')
+got=$(curl -s "$C/api/kernels/acme/gelu/refs" | /usr/bin/python3 -c 'import json,sys; print("\n".join(sorted(b["ref"] + " " + b["targetCommit"] for b in json.load(sys.stdin)["branches"])))')
 is "$got" "$want" "  C's acme/gelu branches are the bundle's"
 so=build/torch211-cxx11-cu128-x86_64-linux/_gelu_cuda.abi3.so
 vsha=$(echo "$want" | awk '$1 == "refs/heads/v1" {print $2}')
@@ -343,8 +343,8 @@ like "$(cat "$W/ic0.err")" "acme/secret exists here and is not a mirrored repo" 
 is "$(state_of c)" "$C0" "  C unchanged"
 hub c sync import "$W/lock.khub" >"$W/ic.out" 2>"$W/ic.err"
 ok $? "C imports the lock bundle"
-V1=$(curl -s "$A/api/kernels/acme/relu/revision/v1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
-is "$(curl -s "$C/api/kernels/acme/relu/revision/$V1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')" "$V1" "C has the locked commit"
+V1=$(curl -s "$A/api/kernels/acme/relu/revision/v1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+is "$(curl -s "$C/api/kernels/acme/relu/revision/$V1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')" "$V1" "C has the locked commit"
 is "$(SB lockhash "$C" acme/relu "$V1")" "$(SB lockhash "$A" acme/relu "$V1")" "lock hashes on C = on A"
 a=$(curl -s "$A/kernels/acme/relu/resolve/$V1/build/torch-cpu/weights.bin" | sha256sum)
 c=$(curl -s "$C/kernels/acme/relu/resolve/$V1/build/torch-cpu/weights.bin" | sha256sum)
@@ -352,7 +352,7 @@ is "$c" "$a" "C serves the locked variant's LFS file byte-identical"
 got=$(SB get "$C/kernels/acme/relu/resolve/$V1/build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.so")
 like "$got" "^404 " "C answers 404 for a variant outside the lock"
 diag "$got"
-is "$(curl -s "$C/api/kernels/acme/relu/refs" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sorted(b["name"] for b in d["branches"]), [t["name"] for t in d["tags"]])')" \
+is "$(curl -s "$C/api/kernels/acme/relu/refs" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(sorted(b["name"] for b in d["branches"]), [t["name"] for t in d["tags"]])')" \
 	"['main', 'v1'] ['1.0']" "C's acme/relu has exactly the refs at the locked commit (v1, tag 1.0) and main"
 
 # A pointer made behind khub's back in acme/gelu, naming acme/relu's LFS

@@ -19,11 +19,11 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
-for tool in python3 curl zstd tar git; do
+for tool in /usr/bin/python3 curl zstd tar git; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")/lib" && pwd)
-SB() { python3 "$LIB/sync_bundle.py" "$@"; }
+SB() { /usr/bin/python3 "$LIB/sync_bundle.py" "$@"; }
 . "$KHUB_SRC/tests/lib/real_loader.sh"
 LOADER_PATH=$(real_loader_pythonpath "$TEST_DIR/loader" 2>/dev/null) || LOADER_PATH=
 LL() { PYTHONPATH=$LOADER_PATH HF_HUB_CACHE=$TEST_DIR/hf-cache-$RANDOM HF_HOME=$TEST_DIR/hf-home SB loaderlock "$@"; }
@@ -39,11 +39,11 @@ D=$(hub_url d)
 W=$TEST_DIR/work
 mkdir -p "$W"
 psql_of() { psql "host=$(hub_data "$1")/pg/run dbname=khub user=khub" -tAc "$2" 2>&1; }
-sha_of() { curl -s "$1/api/kernels/$2/revision/$3" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("sha"))' 2>/dev/null; }
-refs_of() { curl -s "$1/api/kernels/$2/refs" | python3 -c 'import json,sys; d=json.load(sys.stdin)
+sha_of() { curl -s "$1/api/kernels/$2/revision/$3" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("sha"))' 2>/dev/null; }
+refs_of() { curl -s "$1/api/kernels/$2/refs" | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin)
 print(" ".join(sorted([b["name"] for b in d["branches"]] + ["tag:" + t["name"] for t in d["tags"]])))' 2>/dev/null; }
 state_of() {	# the refs of acme/* and team/* (what the bundles carry), one line
-	hub "$1" sync state | python3 -c 'import json,sys; d=json.load(sys.stdin)
+	hub "$1" sync state | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin)
 print(json.dumps(sorted([r["id"], r["refs"], sorted(r.get("lfs", []))] for r in d["repos"]
 	if r["id"].split("/")[0] in ("acme", "team")), sort_keys=True))'
 }
@@ -78,7 +78,7 @@ commit_api() {	# commit_api REPO BRANCH SUMMARY REPO_PATH=LOCAL...
 	local repo=$1 branch=$2 summary=$3; shift 3
 	local args=()
 	for f in "$@"; do args+=(--file "$f"); done
-	python3 "$LIB/commit_body.py" ndjson --summary "$summary" "${args[@]}" >"$W/c.ndjson"
+	/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "$summary" "${args[@]}" >"$W/c.ndjson"
 	curl -s -o "$W/c.out" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
 		-H 'Content-Type: application/x-ndjson' --data-binary @"$W/c.ndjson" "$A/api/kernels/$repo/commit/$branch"
 }
@@ -135,7 +135,7 @@ export_a --out "$W/b3.khub" --repos 'acme/*' >/dev/null
 ok $? "bundle 3: relu main moved back at the source"
 hub b sync import --dry-run --json "$W/b3.khub" >"$W/d3.json" 2>/dev/null
 is $? 1 "--dry-run of a branch moving back: exit 1, as the import"
-is "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+is "$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 print(d["status"][:17], [(c["action"], c["ref"], c["fast_forward"]) for c in d["changes"] if c.get("ref")])' "$W/d3.json")" \
 	"would be refused: [('move-ref', 'refs/heads/main', False)]" "--dry-run --json: main would move, not a fast-forward: refused"
 hub b sync import "$W/b3.khub" >/dev/null 2>"$W/r3.err"
@@ -243,8 +243,8 @@ S_BEFORE=$(state_of b)
 hub b sync import --dry-run --json "$W/p0.khub" >"$W/d0.json" 2>"$W/d0.err"
 ok $? "--dry-run --json of a bundle that moves refs"
 is "$(state_of b)" "$S_BEFORE" "  B unchanged by it"
-P0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bundle"])' "$W/d0.json")
-planned=$(python3 -c 'import json,sys
+P0=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bundle"])' "$W/d0.json")
+planned=$(/usr/bin/python3 -c 'import json,sys
 print("\n".join(sorted(c["repo"] + " " + c["ref"] + " " + (c["to"] or "") for c in json.load(open(sys.argv[1]))["changes"] if c.get("ref"))))' "$W/d0.json")
 hub b sync import "$W/p0.khub" >/dev/null 2>&1
 ok $? "B is up to date"
@@ -293,7 +293,7 @@ hub e sync import "$W/lock.khub" >/dev/null 2>"$W/il.err"
 ok $? "E (a fresh inside hub) imports it"
 want=$(LL "$A" acme/gelu 1 2>&1)
 got=$(LL "$E" acme/gelu 1 2>&1)
-diag "loader: $(echo "$want" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("loader"))' 2>/dev/null)"
+diag "loader: $(echo "$want" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("loader"))' 2>/dev/null)"
 like "$got" '"sha"' "kernels lock against E works (main is there for the loader: $(echo "$got" | head -c 120))"
 is "$got" "$want" "  and equals the lock made against A"
 so=build/torch211-cxx11-cu128-x86_64-linux/_gelu_cuda.abi3.so
@@ -301,7 +301,7 @@ V1=$(sha_of "$A" acme/gelu v1)
 like "$(SB get "$E/kernels/acme/gelu/resolve/$V1/$so")" "^404 " "E has no content for the variant the lock left out"
 hub e sync state --out "$W/se.json"
 ok $? "khub sync state on E"
-is "$(python3 -c 'import json,sys; print(len([r for r in json.load(open(sys.argv[1]))["repos"] if "lfs" in r]))' "$W/se.json")" 1 \
+is "$(/usr/bin/python3 -c 'import json,sys; print(len([r for r in json.load(open(sys.argv[1]))["repos"] if "lfs" in r]))' "$W/se.json")" 1 \
 	"  it lists the LFS objects E has"
 export_a --out "$W/rest.khub" --repos acme/gelu --since "$W/se.json" >"$W/erest.out"
 like "$(cat "$W/erest.out")" "1 repos, [0-9]+ refs, [1-9][0-9]* LFS objects" "export --since E's state carries the left-out LFS objects"
@@ -337,7 +337,7 @@ is "$(psql_of b "SELECT count(*) FROM repos WHERE namespace = 'team' AND name = 
 # ---- 6. history ------------------------------------------------------------------------------------
 hub b sync history --json >"$W/h.json"
 ok $? "khub sync history --json"
-is "$(python3 -c 'import json,sys; h=json.load(open(sys.argv[1])); print(len(h), h[0]["sequence"], h[0]["operator"] != "", h[0]["state"])' "$W/h.json")" \
+is "$(/usr/bin/python3 -c 'import json,sys; h=json.load(open(sys.argv[1])); print(len(h), h[0]["sequence"], h[0]["operator"] != "", h[0]["state"])' "$W/h.json")" \
 	"8 1 True applied" "  the bundles B applied, oldest first, with sequence and operator"
 
 done_testing

@@ -15,7 +15,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
-for tool in python3 curl tar git sha256sum; do
+for tool in /usr/bin/python3 curl tar git sha256sum; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 
@@ -28,7 +28,7 @@ W=$TEST_DIR/work
 mkdir -p "$W"
 psql_of() { psql "host=$(hub_data "$1")/pg/run dbname=khub user=khub" -tAc "$2" 2>&1; }
 state_of() {	# the refs and LFS objects of every repo, one line
-	hub "$1" sync state | python3 -c 'import json,sys; d=json.load(sys.stdin)
+	hub "$1" sync state | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin)
 print(json.dumps(sorted([r["id"], r["refs"], sorted(r.get("lfs", []))] for r in d["repos"]), sort_keys=True))'
 }
 
@@ -74,7 +74,7 @@ hub b sync key-scope "$W/k.pub" --any >/dev/null 2>&1
 like "$(hub b sync key-scope 2>&1)" "no key has a scope" "key-scope --any removes the scope"
 
 # ---- 2. a killed import resumes without reading again what it verified -----------------------------------
-LFS_ENTRIES=$(python3 -c 'import tarfile,sys; t=tarfile.open(sys.argv[1]); print(sum(1 for m in t if m.name.startswith(("lfs/","git/"))))' "$W/b1.khub")
+LFS_ENTRIES=$(/usr/bin/python3 -c 'import tarfile,sys; t=tarfile.open(sys.argv[1]); print(sum(1 for m in t if m.name.startswith(("lfs/","git/"))))' "$W/b1.khub")
 KHUB_TEST_CRASH_AT=staged hub c sync import "$W/b1.khub" >/dev/null 2>"$W/crash.err"
 is $? 137 "C: an import killed after staging (SIGKILL)"
 is "$(psql_of c "SELECT count(*) FROM repos")" 0 "  nothing visible"
@@ -84,7 +84,7 @@ ok $([ -n "$STAGE_LFS" ] && [ -s "$(hub_data c)/repos/.sync-staging/$(basename "
 # a byte of the big object's bytes in the bundle changed after it was verified and staged:
 # a re-run that read it again would refuse the bundle
 cp "$W/b1.khub" "$W/b1-orig.khub"
-python3 - "$W/b1.khub" "$(sha256sum "$W/src/relu/build/torch-cpu/_big.abi3.so" | cut -d' ' -f1)" <<'EOF'
+/usr/bin/python3 - "$W/b1.khub" "$(sha256sum "$W/src/relu/build/torch-cpu/_big.abi3.so" | cut -d' ' -f1)" <<'EOF'
 import sys, tarfile
 path, oid = sys.argv[1], sys.argv[2]
 m = tarfile.open(path).getmember("lfs/" + oid)

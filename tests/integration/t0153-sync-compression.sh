@@ -8,7 +8,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/lib/mirror_hubs.sh"
 
-for tool in python3 curl zstd tar sha256sum; do
+for tool in /usr/bin/python3 curl zstd tar sha256sum; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 
@@ -46,8 +46,8 @@ hub b sync verify "$W/z19.khub" >/dev/null 2>&1
 ok $? "B verifies the zstd:19 bundle"
 hub b sync import "$W/none.khub" >"$W/import-b.out" 2>&1
 ok $? "B imports the plain bundle"
-want=$(curl -s "$A/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
-got=$(curl -s "$B/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+want=$(curl -s "$A/api/kernels/acme/relu/revision/main" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+got=$(curl -s "$B/api/kernels/acme/relu/revision/main" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
 is "$got" "$want" "B's main is A's"
 curl -s -o "$W/weights.b" "$B/kernels/acme/relu/resolve/main/build/torch-cpu/weights.bin"
 is "$(sha256sum <"$W/weights.b" | cut -d' ' -f1)" "$(sha256sum <"$W/src/build/torch-cpu/weights.bin" | cut -d' ' -f1)" \
@@ -55,7 +55,7 @@ is "$(sha256sum <"$W/weights.b" | cut -d' ' -f1)" "$(sha256sum <"$W/src/build/to
 
 hub a sync export --key "$W/k.key" --out "$W/vol.khub" --repos 'acme/*' --compression none --volume-size 1M >/dev/null 2>&1
 ok $? "a plain bundle in 1 MiB volumes"
-why=$(python3 - "$W" <<'PY'
+why=$(/usr/bin/python3 - "$W" <<'PY'
 import hashlib, json, os, sys
 w = sys.argv[1]
 idx = json.load(open(f"{w}/vol.khub.index"))["volumes"]

@@ -67,6 +67,6 @@ else
 fi
 
 # ---- the function budget ---------------------------------------------------------------------------
-long=$(python3 tests/tools/function_lengths.py 2>/dev/null | grep -E ' (builder-worker|kernel)/' | tr '\n' ';')
+long=$(/usr/bin/python3 tests/tools/function_lengths.py 2>/dev/null | grep -E ' (builder-worker|kernel)/' | tr '\n' ';')
 is "$long" "" "no function of builder-worker/ or kernel/ is over 80 lines"
 done_testing

@@ -22,7 +22,7 @@ for f in web/assets.c web/session.c; do
 	is "$calls" "" "$f calls nothing of web/html.c"
 done
 
-lengths=$(python3 tests/tools/function_lengths.py --over 80)
+lengths=$(/usr/bin/python3 tests/tools/function_lengths.py --over 80)
 for fn in resolve_file json_stream_feed spawn_backend handle_tree handle_batch kernel_listing_query \
 	handle_move handle_create matrix_section handle_upload handle_aggregate; do
 	over=$(grep -E " $fn\$" <<<"$lengths")

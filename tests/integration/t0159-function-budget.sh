@@ -6,9 +6,9 @@
 # concern needs; a function must fit on a screen.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 cd "$KHUB_SRC" || bail "no source tree"
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 
-over=$(python3 tests/tools/function_lengths.py --over 80)
+over=$(/usr/bin/python3 tests/tools/function_lengths.py --over 80)
 is "$(tail -1 <<<"$over")" "total: 0 functions over 80 lines, longest 0" "no production function over 80 lines"
 [ "$(wc -l <<<"$over")" -gt 1 ] && diag "$over"
 
@@ -24,7 +24,7 @@ mkdir -p "$scratch/common"
 	for i in $(seq 1 76); do printf '\t(void)%d;\n' "$i"; done
 	printf '\treturn 0;\n}\n'
 } >"$scratch/common/sample.c"
-got=$(python3 tests/tools/function_lengths.py --over 80 "$scratch")
+got=$(/usr/bin/python3 tests/tools/function_lengths.py --over 80 "$scratch")
 like "$got" '^91 common/sample\.c:1 long_one' "the counter finds a 91-line function, with its file, line and name"
 like "$(tail -1 <<<"$got")" '^total: 1 functions over 80 lines, longest 91$' "and only that one (a 79-line function is within budget)"
 done_testing

@@ -8,7 +8,7 @@
 # test make a cgroup; else a TAP SKIP) 2 again, naming the quota.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-for tool in taskset nproc curl python3; do
+for tool in taskset nproc curl /usr/bin/python3; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 khub_setup
@@ -44,7 +44,7 @@ threads_started() {
 	khub_stop
 }
 
-read -r first second < <(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(c[0], c[1] if len(c) > 1 else "")')
+read -r first second < <(/usr/bin/python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(c[0], c[1] if len(c) > 1 else "")')
 
 # ---- pinned to one CPU --------------------------------------------------------------------
 pinned=$(wrap_khub khub-cpu1 "taskset -p -c $first \$\$ >/dev/null || exit 97")

@@ -13,7 +13,7 @@
 # gc --grace 0 runs).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-for tool in python3 git curl jq psql; do
+for tool in /usr/bin/python3 git curl jq psql; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 
@@ -137,7 +137,7 @@ is "$?" 0 "fsck after gc is clean"
 
 # ---- damage -------------------------------------------------------------------------------
 # 1. a flipped byte in other's .so
-python3 - "$(obj_path "$OTHER_SO")" <<'PY'
+/usr/bin/python3 - "$(obj_path "$OTHER_SO")" <<'PY'
 import sys
 p = sys.argv[1]
 b = bytearray(open(p, "rb").read())

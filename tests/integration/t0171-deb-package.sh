@@ -131,7 +131,7 @@ psql_khub() {	# psql_khub SQL: one query on the embedded cluster, unaligned
 	as_khub psql -X -A -t -h "$DATA/pg/run" -U khub -d khub -c "$1"
 }
 
-python3 "$KHUB_SRC/tests/integration/lib/notify_listen.py" "$SOCK" "$NOTIFY_LOG" &
+/usr/bin/python3 "$KHUB_SRC/tests/integration/lib/notify_listen.py" "$SOCK" "$NOTIFY_LOG" &
 LISTENER=$!
 for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
 chmod 777 "$SOCK"	# the khub user sends to it, as to systemd's
@@ -215,7 +215,7 @@ curl -sf "$URL/api/health" >/dev/null 2>&1
 ok_or_show $? "the older build starts as the unit would, as user khub" "$SERVE_LOG"
 DEMO=$TEST_DIR/demo
 cp -r "$KHUB_SRC/deploy/demo-kernel/." "$DEMO/"
-python3 - "$DEMO/build/torch-cpu/relu_table.bin" <<'PY'
+/usr/bin/python3 - "$DEMO/build/torch-cpu/relu_table.bin" <<'PY'
 import hashlib, sys
 out, block = bytearray(), b"khub-demo"
 while len(out) < 2 * 1024 * 1024:
@@ -262,7 +262,7 @@ fi
 is "$(grep -c "applying migration" "$SERVE_LOG")" "$MISSING" "the upgrade applied the migrations the older build lacked, and only those"
 is "$(psql_khub "SELECT count(*) FROM schema_migrations GROUP BY version HAVING count(*) <> 1")" "" \
 	"every migration is recorded exactly once"
-is "$(curl -s "$URL/api/kernels/khub-demo/relu/revision/v1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')" \
+is "$(curl -s "$URL/api/kernels/khub-demo/relu/revision/v1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')" \
 	"$V1" "the data survived the upgrade (v1 is where it was)"
 
 # ---- the loader's steps load the demo kernel ---------------------------------------------------------
@@ -305,7 +305,7 @@ like "$(cat "$SERVE_LOG")" "reload: log_level = debug" "log_level is reloaded"
 like "$(cat "$SERVE_LOG")" "reload: tree_page_size = 1" "tree_page_size is reloaded"
 like "$(cat "$SERVE_LOG")" "threads changed; it takes effect when khub restarts" "a key that needs a restart is named"
 curl -s -D "$TEST_DIR/headers" "$URL/api/kernels/khub-demo/relu/tree/main" >"$TEST_DIR/tree.json"
-is "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$TEST_DIR/tree.json")" 1 \
+is "$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$TEST_DIR/tree.json")" 1 \
 	"the new tree_page_size is in force: one entry per page"
 check "with a Link header to the next page" -- grep -qi '^link: ' "$TEST_DIR/headers"
 sed -i 's/^log_level = .*/log_level = loud/' "$CONF"
@@ -333,7 +333,7 @@ ok_or_show $? "dpkg -i again" "$TEST_DIR/dpkg.log"
 start_as_unit
 wait_ready 1
 ok_or_show $? "khub starts on the kept data" "$SERVE_LOG"
-is "$(curl -s "$URL/api/kernels/khub-demo/relu/revision/v1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')" \
+is "$(curl -s "$URL/api/kernels/khub-demo/relu/revision/v1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')" \
 	"$V1" "the reinstalled khub finds the demo kernel"
 is "$(curl -s -o /dev/null -w '%{http_code}' "$URL/kernels/khub-demo/relu/resolve/v1/build/torch-cpu/relu_table.bin")" 200 \
 	"and its LFS object"

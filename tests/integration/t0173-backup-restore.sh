@@ -9,7 +9,7 @@
 # none; restore refuses a non-empty data dir and an unfinished backup.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-for tool in python3 git curl jq psql base64; do
+for tool in /usr/bin/python3 git curl jq psql base64; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 

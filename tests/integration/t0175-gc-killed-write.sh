@@ -9,7 +9,7 @@
 # the store (only lfs/tmp, which gc cleans).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-for tool in git curl jq python3; do
+for tool in git curl jq /usr/bin/python3; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 
@@ -34,7 +34,7 @@ head -c 3000000 /dev/urandom >"$W/wt/big.dat"
 git -C "$W/wt" add big.dat && git -C "$W/wt" -c user.name=a -c user.email=a@example.com commit -qm big
 NEW=$(git -C "$W/wt" rev-parse HEAD)
 # the receive-pack request by hand, so that curl can send it slowly
-python3 - "$W/push.req" "$OLD" "$NEW" <<'PY'
+/usr/bin/python3 - "$W/push.req" "$OLD" "$NEW" <<'PY'
 import sys
 path, old, new = sys.argv[1:]
 line = f"{old} {new} refs/heads/main\0report-status\n".encode()
@@ -98,7 +98,7 @@ ok $([ ! -e "$KHUB_DATA_DIR/lfs/objects/${UOID:0:2}/${UOID:2:2}/$UOID" ]; echo $
 # 66 regular (non-LFS) text files (a pack from 64 objects on): the accepted commit's objects go to the
 # repo as one pack, which libgit2 writes as objects/pack/pack_git2_*; the
 # server is killed (SIGKILL) while that file exists
-python3 - "$W/many.ndjson" <<'PY'
+/usr/bin/python3 - "$W/many.ndjson" <<'PY'
 import base64, os, sys
 with open(sys.argv[1], "w") as out:
     out.write('{"key":"header","value":{"summary":"many files"}}\n')

@@ -9,7 +9,7 @@
 # writes to its stderr. Text logs are unchanged.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 
 khub_setup
 SRC=$TEST_DIR/src
@@ -37,7 +37,7 @@ like "$OK_ID" '^[0-9a-f]{16,}$' "bob reads acme/relu (X-Request-Id $OK_ID)"
 # a quote, a newline, a backslash and a byte that is not UTF-8, percent-encoded in the path
 curl -s -o /dev/null "$KHUB_URL/api/kernels/a%22b%0Ac%5Cd%FF/x?token=QUERYSECRET123"
 # the same raw on the wire: a quote in the request line
-python3 - "$KHUB_PORT" <<'PY'
+/usr/bin/python3 - "$KHUB_PORT" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b'GET /api/kernels/q"uote/x\\y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
@@ -47,7 +47,7 @@ PY
 # a server error (501) whose message holds a header value with a quote,
 # a backslash and a byte that is not UTF-8
 printf 'POST /api/repos/create HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gz"ip\\\xff\r\nConnection: close\r\n\r\n' >"$TEST_DIR/te"
-python3 - "$KHUB_PORT" "$TEST_DIR/te" <<'PY'
+/usr/bin/python3 - "$KHUB_PORT" "$TEST_DIR/te" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(open(sys.argv[2], "rb").read())
@@ -63,7 +63,7 @@ SIZE=$(stat -c %s "$SRC/build/torch211-cxx11-cu128-x86_64-linux/_relu_cuda.abi3.
 curl -s -H "Authorization: Bearer $BOB" -H 'Content-Type: application/vnd.git-lfs+json' \
 	-d "{\"operation\":\"download\",\"objects\":[{\"oid\":\"$OID\",\"size\":$SIZE}]}" \
 	"$KHUB_URL/kernels/acme/relu.git/info/lfs/objects/batch" >"$TEST_DIR/batch"
-HREF=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["objects"][0]["actions"]["download"]["href"])' "$TEST_DIR/batch")
+HREF=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["objects"][0]["actions"]["download"]["href"])' "$TEST_DIR/batch")
 like "$HREF" '/api/lfs/download/' "the batch API hands out a signed download URL"
 SIGNED_PATH=${HREF#*/api/lfs/download/}
 is "$(curl -s "$HREF" | sha256sum | cut -d' ' -f1)" "$OID" "the signed URL serves the object"
@@ -77,7 +77,7 @@ like "$(grep '"source":"child stderr"' "$LOG")" '"level":"warn",.*"msg":"fatal: 
 khub_stop
 
 # ---- every line is JSON ---------------------------------------------------------------------
-python3 - "$LOG" >"$TEST_DIR/parsed" 2>&1 <<'PY'
+/usr/bin/python3 - "$LOG" >"$TEST_DIR/parsed" 2>&1 <<'PY'
 import json, re, sys
 stamp = re.compile(r'^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$')
 bad = 0
@@ -98,7 +98,7 @@ grep -v '^lines' "$TEST_DIR/parsed" | head -5 | sed 's/^/# /'
 
 # the fields of request lines, by request id or route
 field() {	# field FILTER FIELD: FIELD of the request lines FILTER (python expression on l) keeps
-	python3 - "$LOG" "$1" "$2" <<'PY'
+	/usr/bin/python3 - "$LOG" "$1" "$2" <<'PY'
 import json, sys
 for raw in open(sys.argv[1], encoding='utf-8'):
     l = json.loads(raw)
@@ -121,7 +121,7 @@ is "$(field "'a\"b\\nc\\\\d' in (l['repo'] or '')" repo)" '"a\"b\nc\\d\ufffd/x"'
 like "$(field "'q\"uote' in (l['repo'] or '')" repo)" '^"q\\"uote/x\\\\y"$' "a raw quote and backslash in the request line: escaped"
 is "$(field "l['status'] == 501" route)" null "the refused Transfer-Encoding: a 501 request line (refused before routing: route null)"
 is "$(field "l['status'] == 501" level)" '"error"' "…logged at error"
-check "its message line (error) holds the header value, escaped" -- python3 -c '
+check "its message line (error) holds the header value, escaped" -- /usr/bin/python3 -c '
 import json, sys
 hits = [l for l in map(json.loads, open(sys.argv[1], encoding="utf-8"))
         if l["level"] == "error" and "Transfer-Encoding gz\"ip\\\ufffd is not supported" in l["msg"]]

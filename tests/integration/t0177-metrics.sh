@@ -11,7 +11,7 @@
 # dashboard (deploy/grafana-khub.json) queries exists in a live scrape.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 command -v psql >/dev/null 2>&1 || { echo "1..0 # SKIP psql not installed"; exit 0; }
 
 khub_setup
@@ -47,7 +47,7 @@ poll() {
 	local v
 	for _ in $(seq 1 120); do
 		v=$(value "$1")
-		python3 -c "import sys; v = float(sys.argv[1]); sys.exit(0 if ($2) else 1)" "$v" && break
+		/usr/bin/python3 -c "import sys; v = float(sys.argv[1]); sys.exit(0 if ($2) else 1)" "$v" && break
 		sleep 0.5
 	done
 	echo "$v"
@@ -92,7 +92,7 @@ check "no path appears as a route label" -- bash -c "! grep -q 'acme/relu\"\\|/n
 
 # histograms: per route, buckets cumulative (le ascending), +Inf = _count, _count = the route's requests
 scrape >/dev/null
-python3 - "$M" >"$TEST_DIR/hist" 2>&1 <<'PY'
+/usr/bin/python3 - "$M" >"$TEST_DIR/hist" 2>&1 <<'PY'
 import re, sys
 buckets, counts, sums, requests = {}, {}, {}, {}
 sample = re.compile(r'^(\w+)\{(.*)\} (\S+)$')
@@ -160,7 +160,7 @@ is "$(value khub_build_queue_depth)" "$(sql "SELECT count(*) FROM builds WHERE s
 is "$(value khub_build_queue_depth)" 2 "…which are 2"
 sql "UPDATE builds SET created_at = now() - interval '1 hour' WHERE id = (SELECT min(id) FROM builds)" >/dev/null
 AGE=$(value khub_build_queue_oldest_age_seconds)
-ok "$(python3 -c "import sys; sys.exit(0 if 3600 <= float(sys.argv[1]) < 3600 + 600 else 1)" "$AGE"; echo $?)" \
+ok "$(/usr/bin/python3 -c "import sys; sys.exit(0 if 3600 <= float(sys.argv[1]) < 3600 + 600 else 1)" "$AGE"; echo $?)" \
 	"khub_build_queue_oldest_age_seconds: the oldest queued job's age ($AGE s)"
 
 # ---- mirror lag and air-gap imports (as their tables say) ------------------------------------------
@@ -169,9 +169,9 @@ sql "INSERT INTO mirror_repos (repo_id, selection, upstream_name, upstream_url, 
      SELECT id, 'sel', 'up', 'http://up.invalid', 'acme/relu', now() - interval '100 seconds'
      FROM repos WHERE name = 'relu'" >/dev/null
 LAG=$(value 'khub_mirror_lag_seconds{repo="acme/relu",selection="sel"}')
-ok "$(python3 -c "import sys; sys.exit(0 if 100 <= float(sys.argv[1]) < 700 else 1)" "$LAG"; echo $?)" \
+ok "$(/usr/bin/python3 -c "import sys; sys.exit(0 if 100 <= float(sys.argv[1]) < 700 else 1)" "$LAG"; echo $?)" \
 	"khub_mirror_lag_seconds of a repo pulled 100 s ago: $LAG"
-ok "$(python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 100 else 1)" "$(value khub_mirror_lag_max_seconds)"; echo $?)" \
+ok "$(/usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 100 else 1)" "$(value khub_mirror_lag_max_seconds)"; echo $?)" \
 	"khub_mirror_lag_max_seconds covers it"
 is "$(value khub_sync_imports_total)" 0 "no air-gap import yet"
 sql "INSERT INTO sync_imports (exporter, sequence, bundle, key_id, hub, operator, state, finished_at)
@@ -181,7 +181,7 @@ is "$(value khub_sync_import_last_timestamp_seconds)" 1700000000 "khub_sync_impo
 
 # ---- the dashboard's metrics exist --------------------------------------------------------------
 scrape >/dev/null
-python3 - "$KHUB_SRC/deploy/grafana-khub.json" "$M" >"$TEST_DIR/dash" 2>&1 <<'PY'
+/usr/bin/python3 - "$KHUB_SRC/deploy/grafana-khub.json" "$M" >"$TEST_DIR/dash" 2>&1 <<'PY'
 import json, re, sys
 dash = json.load(open(sys.argv[1]))
 exprs = [t['expr'] for p in dash['panels'] for t in p.get('targets', [])]

@@ -36,7 +36,7 @@ api() {	# api METHOD URL [curl args] -> $STATUS, headers in $H, body in $B
 	fi
 }
 header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
-json() { python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
+json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 AUTH=(-H "Authorization: Bearer $TOK")
 
 # ---- LFS batch + PUT: a wrong sha never becomes visible ---------------------------
@@ -72,7 +72,7 @@ BIG=$TEST_DIR/big.so
 MB=${S3_BIG_MB:-300}
 head -c $((MB * 1024 * 1024)) /dev/urandom >"$BIG"
 BIG_SHA=$(sha256sum "$BIG" | cut -c1-64)
-python3 - "$BIG" >"$TEST_DIR/big.ndjson" <<'PY'
+/usr/bin/python3 - "$BIG" >"$TEST_DIR/big.ndjson" <<'PY'
 import base64, sys
 sys.stdout.write('{"key":"header","value":{"summary":"big variant","description":""}}\n')
 sys.stdout.write('{"key":"file","value":{"path":"build/torch-cuda/big.so","encoding":"base64","content":"')

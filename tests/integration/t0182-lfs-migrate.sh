@@ -66,7 +66,7 @@ done
 # ---- backup from the bucket, restore into another bucket -----------------------------------
 khub backup "$TEST_DIR/bk" >"$TEST_DIR/b1.out" 2>&1
 is "$?" 0 "khub backup on the s3 backend succeeds"
-manifest() { python3 -c 'import json,sys; m = json.load(open(sys.argv[1])); print(m["lfs"]["backend"], m["lfs"]["objects"], m["lfs"]["copied"], m["lfs"]["already_present"])' "$TEST_DIR/bk/manifest.json"; }
+manifest() { /usr/bin/python3 -c 'import json,sys; m = json.load(open(sys.argv[1])); print(m["lfs"]["backend"], m["lfs"]["objects"], m["lfs"]["copied"], m["lfs"]["already_present"])' "$TEST_DIR/bk/manifest.json"; }
 is "$(manifest)" "s3 $N $N 0" "its manifest: every linked object read from the bucket ($N)"
 is "$(find "$TEST_DIR/bk/lfs" -type f | wc -l)" "$N" "the backup holds $N object files"
 khub backup "$TEST_DIR/bk" >"$TEST_DIR/b2.out" 2>&1

@@ -12,7 +12,7 @@
 # khub fsck clean) while the others keep serving.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-for tool in haproxy curl git python3; do
+for tool in haproxy curl git /usr/bin/python3; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
 done
 
@@ -82,7 +82,7 @@ API=/api/kernels/acme/relu
 head_of() { git --git-dir="$GITDIR" rev-parse "refs/heads/${1:-v1}"; }
 sha_via() {	# sha_via BASE [TOKEN]: the sha of v1 one node answers
 	curl -s ${2:+-H "Authorization: Bearer $2"} "$1$API/revision/v1" |
-		python3 -c 'import json,sys; print(json.load(sys.stdin).get("sha",""))' 2>/dev/null
+		/usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin).get("sha",""))' 2>/dev/null
 }
 commit_to() {	# commit_to BASE BODY OUT: "STATUS" in OUT
 	curl -s -o "$3.body" -w '%{http_code}\n' -X POST -H "Authorization: Bearer $BOB" \
@@ -95,9 +95,9 @@ RYW=0
 for r in 1 2 3 4 5 6; do
 	w=$(( (r % 3) + 1 )); rd=$(( ((r + 1) % 3) + 1 ))
 	printf 'round %s\n' "$r" >"$TEST_DIR/ryw.txt"
-	python3 "$LIB/commit_body.py" ndjson --summary "ryw $r" --file "ryw.txt=$TEST_DIR/ryw.txt" >"$TEST_DIR/ryw.ndjson"
+	/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "ryw $r" --file "ryw.txt=$TEST_DIR/ryw.txt" >"$TEST_DIR/ryw.ndjson"
 	commit_to "$(node $w)" "$TEST_DIR/ryw.ndjson" "$TEST_DIR/st-ryw"
-	NEW=$(python3 -c "import json; print(json.load(open('$TEST_DIR/st-ryw.body'))['commitOid'])" 2>/dev/null)
+	NEW=$(/usr/bin/python3 -c "import json; print(json.load(open('$TEST_DIR/st-ryw.body'))['commitOid'])" 2>/dev/null)
 	GOT=$(sha_via "$(node $rd)")
 	if [ "$(cat "$TEST_DIR/st-ryw")" = 200 ] && [ -n "$NEW" ] && [ "$GOT" = "$NEW" ]; then
 		RYW=$((RYW + 1))
@@ -148,7 +148,7 @@ fi
 OLD=$(head_of)
 for c in $(seq 1 50); do
 	printf 'client %s\n' "$c" >"$TEST_DIR/race-$c.txt"
-	python3 "$LIB/commit_body.py" ndjson --summary "race $c" --parent "$OLD" \
+	/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "race $c" --parent "$OLD" \
 		--file "race/$c.txt=$TEST_DIR/race-$c.txt" >"$TEST_DIR/race-$c.ndjson"
 done
 PIDS=()
@@ -232,7 +232,7 @@ ok $? "node 2 restarted and healthy"
 # ---- a node SIGKILLed mid-commit -------------------------------------------------------------
 BEFORE=$(head_of)
 head -c 6000000 /dev/urandom >"$TEST_DIR/big.bin"
-python3 "$LIB/commit_body.py" ndjson --summary "killed" --parent "$BEFORE" \
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "killed" --parent "$BEFORE" \
 	--file "big.bin=$TEST_DIR/big.bin" >"$TEST_DIR/big.ndjson"
 curl -s -o /dev/null --limit-rate 2M -X POST -H "Authorization: Bearer $BOB" -H 'Content-Type: application/x-ndjson' \
 	--data-binary @"$TEST_DIR/big.ndjson" "$(node 3)$API/commit/v1" &
@@ -248,7 +248,7 @@ for _ in $(seq 1 30); do
 done
 is "$SERVED" 30 "the other nodes keep serving through HAProxy (30 reads)"
 printf 'after\n' >"$TEST_DIR/after.txt"
-python3 "$LIB/commit_body.py" ndjson --summary "after the kill" --parent "$BEFORE" \
+/usr/bin/python3 "$LIB/commit_body.py" ndjson --summary "after the kill" --parent "$BEFORE" \
 	--file "after.txt=$TEST_DIR/after.txt" >"$TEST_DIR/after.ndjson"
 commit_to "$LB" "$TEST_DIR/after.ndjson" "$TEST_DIR/st-after"
 is "$(cat "$TEST_DIR/st-after")" 200 "a commit through HAProxy lands after the kill (the killed node's lock died with it)"

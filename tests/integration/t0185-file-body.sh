@@ -8,7 +8,7 @@
 # is made by http_file_response (an unregistered one would still be right,
 # in 128 KiB calls).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 # the tracked sources (a build directory may hold copies of the tree)
 hits=$(cd "$KHUB_SRC" && { git ls-files '*.c' 2>/dev/null || find . -name '*.c' -not -path './build*'; } |
 	sed 's|^\./||' | xargs grep -n 'MHD_create_response_from_fd' | grep -v '^http/file_body.c:')
@@ -24,7 +24,7 @@ F=$S/build/torch-cpu/big.bin
 SIZE=$((20 * 1024 * 1024 + 12345))
 head -c "$SIZE" /dev/urandom >"$F"
 khub import "$S" --repo acme/relu --branch main >/dev/null 2>"$TEST_DIR/import.err" || bail "import failed"
-SHA=$(curl -sf "$KHUB_URL/api/kernels/acme/relu/revision/main" | python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
+SHA=$(curl -sf "$KHUB_URL/api/kernels/acme/relu/revision/main" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["sha"])')
 like "$SHA" '^[0-9a-f]{40}$' "imported acme/relu with a 20 MiB LFS file"
 U="$KHUB_URL/kernels/acme/relu/resolve/$SHA/build/torch-cpu/big.bin"
 
@@ -35,7 +35,7 @@ ok "$(cmp -s "$F" "$TEST_DIR/whole"; echo $?)" "the whole file, byte for byte"
 # ---- ranges around the 128 KiB and 2 MiB edges, at the start and at the end --------
 # "FROM-TO" (TO empty: to the end; FROM empty: the last TO bytes), then 8 at random
 K=131072 M=2097152
-python3 - "$SIZE" "$K" "$M" >"$TEST_DIR/ranges" <<'EOF'
+/usr/bin/python3 - "$SIZE" "$K" "$M" >"$TEST_DIR/ranges" <<'EOF'
 import random, sys
 size, k, m = (int(a) for a in sys.argv[1:])
 fixed = [(0, 0), (0, k - 1), (0, k), (0, 2 * k), (0, 2 * k + 1), (0, m + k), (1, m + k + 1),
@@ -53,7 +53,7 @@ bad=0 n=0
 while read -r r; do
 	n=$((n + 1))
 	curl -sf -H "Range: bytes=$r" "$U" -o "$TEST_DIR/part" -D "$TEST_DIR/part.h" || { bad=$((bad + 1)); echo "# $r: curl failed"; continue; }
-	python3 - "$F" "$r" "$TEST_DIR/part" "$TEST_DIR/part.h" <<'EOF' || bad=$((bad + 1))
+	/usr/bin/python3 - "$F" "$r" "$TEST_DIR/part" "$TEST_DIR/part.h" <<'EOF' || bad=$((bad + 1))
 import os, sys
 path, spec, got_path, head_path = sys.argv[1:]
 size = os.path.getsize(path)

@@ -8,7 +8,7 @@
 # hub clients' requests (a HEAD answered from the kept answer, a JSON body
 # posted).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
-command -v python3 >/dev/null 2>&1 || { echo "1..0 # SKIP python3 not installed"; exit 0; }
+command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 khub_setup
 khub admin org create acme >/dev/null 2>&1
 khub admin user create alice >/dev/null 2>&1
@@ -32,7 +32,7 @@ is "$(status_with_header 4000)" 200 "default: a 4 KB header is served"
 is "$(status_with_header 40000)" 431 "default: a 40 KB header: 431 Request Header Fields Too Large"
 pad=$(head -c 40000 /dev/zero | tr '\0' 'a')
 curl -s -D "$TEST_DIR/431.h" -o "$TEST_DIR/431.body" -H "X-Padding: $pad" "$KHUB_URL/api/kernels/acme/relu/revision/main"
-is "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["error"])' "$TEST_DIR/431.body" 2>&1)" \
+is "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["error"])' "$TEST_DIR/431.body" 2>&1)" \
 	"request headers larger than connection_memory_kb allows" "... answered in JSON, naming the setting"
 check "... as application/json" -- grep -qi '^Content-Type: application/json' "$TEST_DIR/431.h"
 is "$(curl -s -o /dev/null -w '%{http_code}' "$KHUB_URL/api/kernels/acme/relu/revision/main")" 200 \
@@ -43,7 +43,7 @@ khub_stop
 # loop, is still sending its headers: that client is not the one refused
 # and still gets its answer.
 KHUB_THREADS=1 khub_start
-python3 - "$KHUB_PORT" "$TEST_DIR" >"$TEST_DIR/slow.out" 2>&1 <<'PY' &
+/usr/bin/python3 - "$KHUB_PORT" "$TEST_DIR" >"$TEST_DIR/slow.out" 2>&1 <<'PY' &
 import os, socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"GET /api/kernels/acme/relu/revision/main HTTP/1.1\r\nHost: x\r\n")
@@ -82,11 +82,11 @@ U="$KHUB_URL/kernels/acme/relu/resolve/main/build/torch-cpu/__init__.py"
 codes=$(curl -s -o /dev/null -o /dev/null -o /dev/null -w '%{http_code} ' -I "$U" "$U" "$U" -H "Authorization: Bearer $ALICE" \
 	-H 'User-Agent: huggingface_hub/0.26.0; python/3.12.3; torch/2.11.0; session_id/0123456789abcdef0123456789abcdef')
 is "$codes" "200 200 200 " "... three HEADs on one connection with a hub client's headers (the kept answer)"
-body=$(python3 -c 'import json; print(json.dumps({"description": "x" * 20000}))')
+body=$(/usr/bin/python3 -c 'import json; print(json.dumps({"description": "x" * 20000}))')
 st=$(curl -s -o "$TEST_DIR/post.out" -w '%{http_code}' -X POST -H "Authorization: Bearer $ALICE" \
 	-H 'Content-Type: application/json' --data-binary "$body" "$KHUB_URL/api/repos/create")
 like "$st" '^(200|400|409|422)$' "... a 20 KB JSON body read through the small buffer gets a JSON answer ($st)"
-ok "$(python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TEST_DIR/post.out"; echo $?)" "... which parses"
+ok "$(/usr/bin/python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TEST_DIR/post.out"; echo $?)" "... which parses"
 khub_stop
 out=$(KHUB_CONNECTION_MEMORY_KB=2 "$KHUB_BIN" serve -n 2>&1)
 like "$out" 'connection_memory_kb' "connection_memory_kb = 2 (under 4) is refused at start, naming the key"

@@ -2,6 +2,10 @@
 # data dir, and a real khub server (with its embedded PostgreSQL) on a free
 # port. Tests run as root in CI; the embedded cluster then runs as the
 # 'postgres' user, so the data dir must be searchable by it.
+# Nothing may depend on how long an interpreter takes to start or on a lease
+# the test does not renew: JSON is read with jq, Python (when needed) is
+# Debian's /usr/bin/python3, and a test acting as a build worker heartbeats
+# the jobs it holds, as the worker protocol does (docs/build-farm.md).
 
 KHUB_BIN=${KHUB_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/khub}
 KHUB_SRC=${KHUB_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -59,7 +63,7 @@ done_testing() {
 }
 
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
 # A fresh data dir, removed (with the server stopped) when the test exits.

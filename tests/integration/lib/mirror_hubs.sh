@@ -103,7 +103,7 @@ proxy_start() {	# proxy_start UPSTREAM_URL
 	PROXY_CTL=$TEST_DIR/proxy-control.json
 	[ -f "$PROXY_CTL" ] || echo '{"rules":[]}' >"$PROXY_CTL"
 	rm -f "$TEST_DIR/proxy.port"
-	python3 "$MIRROR_LIB_DIR/fault_proxy.py" --upstream "$1" --listen "127.0.0.1:${PROXY_PORT:-0}" \
+	/usr/bin/python3 "$MIRROR_LIB_DIR/fault_proxy.py" --upstream "$1" --listen "127.0.0.1:${PROXY_PORT:-0}" \
 		--control "$PROXY_CTL" --log "$PROXY_LOG" --port-file "$TEST_DIR/proxy.port" \
 		2>>"$TEST_DIR/proxy.err" &
 	PROXY_PID=$!
