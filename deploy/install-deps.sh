@@ -10,7 +10,8 @@ install_deps() {
 		nodejs npm)	# npm installs the web UI's chart library (web/package.json), compiled in
 	if [ "${1:-build}" = test ]; then
 		want+=(chromium)	# the web UI's end-to-end test (tests/web, playwright-core)
-		want+=(jq)	# t0170-fsck-gc reads fsck --json with it
+		want+=(jq)	# JSON in the shell tests (t0170-fsck-gc reads fsck --json with it)
+		want+=(python3-cryptography)	# t0199 re-signs a tampered sync bundle with the trusted Ed25519 key
 		want+=(strace)	# t0185-file-body counts the sendfile calls of a download
 		want+=(ceph-mon ceph-osd radosgw ceph-common)	# deploy/ceph-single.sh: the S3 backend's tests run on a real RGW
 		want+=(nginx openssl)	# t0174-tls-proxy: deploy/nginx-khub.conf terminating TLS (self-signed)
