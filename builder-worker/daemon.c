@@ -595,6 +595,7 @@ int daemon_main(int argc, char **argv)
 	int ret = daemon_parse(&d, argc, argv), lock_fd = -1;
 	if (ret != 0)
 		return ret < 0 ? 0 : ret;
+	fds_set_cloexec_from(3);	/* what it inherited goes to no program it starts */
 	char host[256], self[PATH_MAX], toolchains_real[PATH_MAX], work_buf[PATH_MAX];
 	struct toolchain_set set = { 0 };
 	char *token = daemon_token(&d), *url = xstrdup(d.cfg.url);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #define REPLY_BODY_LIMIT (1024 * 1024)	/* JSON answers and error bodies */
 
@@ -127,6 +128,17 @@ static size_t source_read(char *buf, size_t size, size_t n, void *ctx)
 	return want;
 }
 
+/* Every connection to khub is close-on-exec from its first instant
+ * (SOCK_CLOEXEC, not a flag set after): another thread may be forking a
+ * build at that moment, and build code must never hold a connection that
+ * carries the worker's token (docs/worker-build.md, Isolation). */
+static curl_socket_t open_cloexec_socket(void *ctx, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	(void)ctx, (void)purpose;
+	int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+	return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+
 /* The common part of every call: URL, token, timeouts, the answer's sink. */
 static int perform(struct hub_client *hc, const char *method, const char *path,
 		   struct curl_slist *headers, struct sink *sink, struct source *src, curl_off_t upload_len,
@@ -147,6 +159,7 @@ static int perform(struct hub_client *hc, const char *method, const char *path,
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_cloexec_socket);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
 	/* a stalled transfer ends; a long but moving one (a big output) does not */
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -175,6 +188,7 @@ static int perform(struct hub_client *hc, const char *method, const char *path,
 	}
 
 	CURLcode rc = curl_easy_perform(c);
+	fds_set_cloexec_from(3);	/* libcurl's own descriptors (its wakeup socketpair) have no flag */
 	if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && sink->over_limit))
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
 	if (rc != CURLE_OK) {
@@ -207,7 +221,7 @@ int hub_call(struct hub_client *hc, const char *method, const char *path, const 
 int hub_download(struct hub_client *hc, const char *path, const char *dest, uint64_t limit,
 		 struct hub_reply *r)
 {
-	FILE *f = fopen(dest, "wbx");
+	FILE *f = fopen(dest, "wbxe");
 	if (!f) {
 		snprintf(r->error, sizeof(r->error), "%s: %s", dest, strerror(errno));
 		r->status = 0;
@@ -226,7 +240,7 @@ int hub_download(struct hub_client *hc, const char *path, const char *dest, uint
 
 int hub_upload(struct hub_client *hc, const char *path, const char *src_path, struct hub_reply *r)
 {
-	FILE *f = fopen(src_path, "rb");
+	FILE *f = fopen(src_path, "rbe");
 	if (!f) {
 		snprintf(r->error, sizeof(r->error), "%s: %s", src_path, strerror(errno));
 		r->status = 0;

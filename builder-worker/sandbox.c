@@ -393,10 +393,11 @@ static void push_system(struct strvec *args)
 	}
 }
 
-/* A memfd holding text, without close-on-exec (bwrap reads it), or -1. */
+/* A memfd holding text (close-on-exec: spawn_process hands it to bwrap),
+ * or -1. */
 static int memfd_text(const char *name, const char *text)
 {
-	int fd = memfd_create(name, 0);
+	int fd = memfd_create(name, MFD_CLOEXEC);
 	size_t len = strlen(text);
 	if (fd >= 0 && (write(fd, text, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET) < 0)) {
 		close(fd);
@@ -406,10 +407,14 @@ static int memfd_text(const char *name, const char *text)
 }
 
 /* The files bwrap reads from descriptors: the seccomp filter, /etc/passwd
- * and /etc/group. */
+ * and /etc/group. They are all it is given past 0-2, in this order, as
+ * the numbers BWRAP_FD_* (spawn_opts.keep_fds); it closes each once read,
+ * so build code finds only 0-2 open. */
 struct bwrap_fds {
 	int seccomp, passwd, group;
 };
+
+enum { BWRAP_FD_SECCOMP = SPAWN_FIRST_KEPT_FD, BWRAP_FD_PASSWD, BWRAP_FD_GROUP };
 
 static void bwrap_fds_close(struct bwrap_fds *f)
 {
@@ -439,7 +444,7 @@ static int bwrap_fds_open(const struct sandbox *sb, struct bwrap_fds *f)
 }
 
 /* Namespaces, identity, capabilities. */
-static void push_isolation(const struct sandbox *sb, struct strvec *args, const struct bwrap_fds *f)
+static void push_isolation(const struct sandbox *sb, struct strvec *args)
 {
 	static const char *const fixed[] = { "--unshare-user", "--unshare-pid", "--unshare-net",
 					     "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
@@ -453,20 +458,19 @@ static void push_isolation(const struct sandbox *sb, struct strvec *args, const 
 	strvec_pushf(args, "--gid");
 	strvec_pushf(args, "%d", SANDBOX_INNER_UID);
 	strvec_pushf(args, "--seccomp");
-	strvec_pushf(args, "%d", f->seccomp);
+	strvec_pushf(args, "%d", BWRAP_FD_SECCOMP);
 }
 
 /* The filesystem: the system, /etc, /proc, /dev, /tmp, the toolchain,
  * the build's directories, hidden paths last. */
-static void push_filesystem(const struct sandbox *sb, struct strvec *args, const struct bwrap_fds *f,
-			    const char *launcher)
+static void push_filesystem(const struct sandbox *sb, struct strvec *args, const char *launcher)
 {
 	push_system(args);
 	strvec_pushf(args, "--ro-bind-data");
-	strvec_pushf(args, "%d", f->passwd);
+	strvec_pushf(args, "%d", BWRAP_FD_PASSWD);
 	push(args, "/etc/passwd");
 	strvec_pushf(args, "--ro-bind-data");
-	strvec_pushf(args, "%d", f->group);
+	strvec_pushf(args, "%d", BWRAP_FD_GROUP);
 	push(args, "/etc/group");
 	push2(args, "--proc", "/proc");
 	push2(args, "--dev", "/dev");
@@ -554,13 +558,13 @@ static void limits_for(const struct sandbox *sb, struct spawn_rlimit *limits, si
 
 /* The whole command line: bwrap and its options (SANDBOX_BWRAP), the
  * launcher, the program. */
-static void sandbox_command(const struct sandbox *sb, const struct bwrap_fds *f, const char *launcher,
+static void sandbox_command(const struct sandbox *sb, const char *launcher,
 			    const char *prog, char *const *argv, const char *dir, struct strvec *args)
 {
 	if (sb->mode == SANDBOX_BWRAP) {
 		push(args, sb->tool);
-		push_isolation(sb, args, f);
-		push_filesystem(sb, args, f, launcher);
+		push_isolation(sb, args);
+		push_filesystem(sb, args, launcher);
 		push2(args, "--chdir", dir);
 		push_environment(sb, args);
 		push(args, "--");
@@ -590,7 +594,7 @@ int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int ou
 	}
 	char *launcher = measuring_launcher(sb);
 	struct strvec args = STRVEC_INIT;
-	sandbox_command(sb, &f, launcher, prog, argv, dir ? dir : sb->scratch, &args);
+	sandbox_command(sb, launcher, prog, argv, dir ? dir : sb->scratch, &args);
 	free(prog);
 	free(launcher);
 	char *empty_env[] = { NULL };
@@ -598,11 +602,13 @@ int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int ou
 	size_t nlimits;
 	limits_for(sb, limits, &nlimits);
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	const int keep[] = { f.seccomp, f.passwd, f.group };	/* BWRAP_FD_* */
 	struct spawn_opts o = { .argv = args.items, .envp = sb->mode == SANDBOX_BWRAP || !sb->env.items ? empty_env : sb->env.items,
 				.fd_in = devnull, .fd_out = out_fd >= 0 ? out_fd : sb->log_fd, .fd_err = sb->log_fd,
 				.dir = sb->mode == SANDBOX_BWRAP ? NULL : (dir ? dir : sb->scratch),
 				.drop_privileges = sb->drop, .uid = sb->uid, .gid = sb->gid, .no_new_privs = 1,
-				.new_process_group = 1, .rlimits = limits, .nrlimits = nlimits };
+				.new_process_group = 1, .rlimits = limits, .nrlimits = nlimits,
+				.keep_fds = keep, .nkeep_fds = sb->mode == SANDBOX_BWRAP ? 3 : 0 };
 	pid_t pid;
 	int rc = spawn_process(&o, &pid);
 	if (devnull >= 0)

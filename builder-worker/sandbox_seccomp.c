@@ -79,7 +79,7 @@ int sandbox_seccomp_fd(void)
 		return -1;
 	if (add_rules(ctx) < 0)
 		goto fail;
-	fd = memfd_create("khub-seccomp", 0);	/* inherited by bwrap, which reads it */
+	fd = memfd_create("khub-seccomp", MFD_CLOEXEC);	/* spawn_process hands it to bwrap */
 	if (fd < 0 || seccomp_export_bpf(ctx, fd) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 		goto fail;
 	seccomp_release(ctx);

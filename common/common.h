@@ -324,7 +324,15 @@ struct spawn_opts {
 	int reset_signals;	/* no blocked signal, SIGPIPE/SIGTERM/SIGINT default */
 	const struct spawn_rlimit *rlimits;	/* set in the child before exec (both soft and hard) */
 	size_t nrlimits;
+	/* Descriptors the program is given past 0-2 (bwrap's --seccomp FD):
+	 * keep_fds[i] becomes SPAWN_FIRST_KEPT_FD + i in the child, so the
+	 * command line names those numbers; at most SPAWN_MAX_KEPT_FDS. */
+	const int *keep_fds;
+	size_t nkeep_fds;
 };
+
+#define SPAWN_FIRST_KEPT_FD 3
+#define SPAWN_MAX_KEPT_FDS 8
 
 /* One resource limit for spawn_opts (RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE...). */
 struct spawn_rlimit {
@@ -333,12 +341,21 @@ struct spawn_rlimit {
 };
 
 /* Start opts->argv[0] in a child; 0 and *pid, or -1 (errno) when fork
- * failed. Between fork and exec the child only calls async-signal-safe
+ * failed. The program gets descriptors 0-2 and opts->keep_fds, nothing
+ * else: the child closes every other one before exec (close_range, else
+ * each one /proc/self/fd lists), whatever close-on-exec flags they have, so
+ * no socket, pipe or file of the parent's other threads reaches it.
+ * Between fork and exec the child only calls async-signal-safe
  * functions (setgroups, setgid, setuid, setpgid, setrlimit, dup2, fcntl, chdir, prctl,
- * sigaction, sigprocmask, execve, _exit),
+ * sigaction, sigprocmask, open, getdents64, close_range, close, execve, _exit),
  * so it is safe from a process with many threads; exit status 126 means the
  * child could not be set up, 127 that the program could not be run. */
 int spawn_process(const struct spawn_opts *opts, pid_t *pid);
+/* Mark every descriptor of this process from `first` on close-on-exec:
+ * those it inherited and those a library opened without the flag (libcurl
+ * 7.88's wakeup socketpair). spawn_process closes them in its child all the
+ * same; this keeps them from any exec that does not go through it. */
+void fds_set_cloexec_from(int first);
 /* The path of program `name` in the ':'-separated dirs of path (a name with
  * a '/' is returned as is); NULL when none is executable. Caller frees. */
 char *spawn_find_program(const char *name, const char *path);

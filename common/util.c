@@ -422,7 +422,7 @@ int fsync_file(const char *path)
 
 char *read_file_limited(const char *path, size_t limit, size_t *len)
 {
-	FILE *fp = fopen(path, "rb");
+	FILE *fp = fopen(path, "rbe");
 	if (!fp)
 		return NULL;
 	struct strbuf sb = STRBUF_INIT;
