@@ -10,7 +10,7 @@ int main(void)
 		{ KHUB_ENOTFOUND, 404 }, { KHUB_EINVAL, 400 }, { KHUB_EEXIST, 409 },
 		{ KHUB_ECONFLICT, 409 }, { KHUB_EIO, 500 }, { KHUB_EDB, 503 },
 		{ KHUB_ETOOBIG, 413 }, { KHUB_EPERM, 403 }, { KHUB_ENOTDIR, 400 },
-		{ KHUB_ENOSPC, 507 },
+		{ KHUB_ENOSPC, 507 }, { KHUB_EBUSY, 503 },
 	};
 	size_t n = sizeof(want) / sizeof(want[0]);
 	for (size_t i = 0; i < n; i++)
