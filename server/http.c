@@ -300,14 +300,34 @@ static int refuse_bad_framing(struct request *req, const char *request_line, enu
 	return 0;
 }
 
-/* A request target with a control character (CR, LF, ESC, DEL...): refused,
- * never routed or logged as sent. */
-static int target_has_control(const char *url)
+static int has_control(const char *s, size_t n)
 {
-	for (const unsigned char *p = (const unsigned char *)url; *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
+	for (size_t i = 0; s && i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
 			return 1;
 	return 0;
+}
+
+static enum MHD_Result argument_has_control(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+					    const char *value, size_t value_size)
+{
+	(void)kind;
+	if (has_control(key, key_size) || has_control(value, value_size)) {
+		*(int *)cls = 1;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+/* A request target with a control character (CR, ESC, DEL...) in its path
+ * or its query (kept raw: keep_escaped): refused, never routed or logged
+ * as sent. */
+static int target_has_control(struct MHD_Connection *conn, const char *url)
+{
+	int found = has_control(url, strlen(url));
+	if (!found)
+		MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, argument_has_control, &found);
+	return found;
 }
 
 static enum MHD_Result dispatch(struct request *req)
@@ -409,7 +429,7 @@ static enum MHD_Result request_route(struct request *req, const char *url, const
 	/* the request line starts libmicrohttpd's buffer of the headers */
 	if (refuse_bad_framing(req, method, &refused) < 0)
 		return refused;
-	if (target_has_control(url)) {
+	if (target_has_control(req->conn, url)) {
 		req->close_connection = 1;
 		return respond_error(req, 400, NULL, "a control character in the request target");
 	}
