@@ -222,10 +222,10 @@ void terminal_text_sanitize(const char *text, size_t n, struct strbuf *out);
  * included), DEL, C1 control and byte that is not well-formed UTF-8 written
  * as \xNN; printable UTF-8 kept. log_write passes every text line through
  * it, so no logged field (a request target, a user agent, a build.toml key)
- * can end a line or drive the reader's terminal. text_needs_escape: 1 when
+ * can end a line or drive the reader's terminal. terminal_text_needs_escape: 1 when
  * it would change text. */
 void terminal_text_escape_line(const char *text, size_t n, struct strbuf *out);
-int text_needs_escape(const char *text, size_t n);
+int terminal_text_needs_escape(const char *text, size_t n);
 
 /* ---- string-keyed hash map (common/hashmap.c); not locked ------------- */
 

@@ -149,8 +149,9 @@ void log_write(enum log_level level, const char *fmt, ...)
 	 * header, a build.toml key) is escaped wherever it is formatted in */
 	struct strbuf escaped = STRBUF_INIT;
 	const char *text = line;
-	if (text_needs_escape(line, strlen(line))) {
-		terminal_text_escape_line(line, strlen(line), &escaped);
+	size_t len = strlen(line);
+	if (terminal_text_needs_escape(line, len)) {
+		terminal_text_escape_line(line, len, &escaped);
 		text = escaped.buf;
 	}
 	format_now(now);

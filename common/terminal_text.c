@@ -58,7 +58,7 @@ static void add_hex_escape(struct strbuf *out, unsigned char c)
 	strbuf_add(out, esc, 4);
 }
 
-int text_needs_escape(const char *text, size_t n)
+int terminal_text_needs_escape(const char *text, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)text[i];

@@ -1,9 +1,10 @@
 /* http.c -- the libmicrohttpd daemons (one per HTTP loop, http_loop.c), raw (undecoded) URLs,
- * timeouts and connection limits (per client address too; the header
- * deadline is conn_guard.c), unambiguous request framing, bounded request
- * bodies, the one access check of every request (the route's access
- * column, api/repo_access.c), a request id on every log line, and one
- * access-log line per request. */
+ * timeouts and connection limits (per client address too; the header and
+ * body deadlines are conn_guard.c), unambiguous request framing and
+ * targets, request bodies decided from the headers and bounded (each by
+ * max_body_bytes, all together by body_buffer_max_mb), the one access
+ * check of every request (the route's access column, api/repo_access.c),
+ * a request id on every log line, and one access-log line per request. */
 #include "server/server.h"
 #include "api/metrics.h"
 

@@ -51,8 +51,8 @@ int main(void)
 		struct strbuf line = STRBUF_INIT;
 		terminal_text_escape_line(lines[i].in, strlen(lines[i].in), &line);
 		is_str(line.buf ? line.buf : "", lines[i].want, "%s", lines[i].what);
-		ok(text_needs_escape(lines[i].in, strlen(lines[i].in)) == (strcmp(lines[i].in, lines[i].want) != 0),
-		   "%s: text_needs_escape agrees", lines[i].what);
+		ok(terminal_text_needs_escape(lines[i].in, strlen(lines[i].in)) == (strcmp(lines[i].in, lines[i].want) != 0),
+		   "%s: terminal_text_needs_escape agrees", lines[i].what);
 		strbuf_release(&line);
 	}
 	return done_testing();
