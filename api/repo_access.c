@@ -274,6 +274,7 @@ static const struct {
 	[ACCESS_REPO_CONTRIBUTE] = { "repo-contribute", ROLE_WRITE },
 	[ACCESS_REPO_WRITE] = { "repo-write", ROLE_WRITE },
 	[ACCESS_REPO_MANAGE] = { "repo-manage", ROLE_WRITE },
+	[ACCESS_NAMESPACE_CREATE] = { "namespace-create", ROLE_WRITE },
 	[ACCESS_NAMESPACE_WRITE] = { "namespace-write", ROLE_WRITE },
 	[ACCESS_SITE_ADMIN] = { "site-admin", ROLE_WRITE },
 	[ACCESS_SIGNED_URL] = { "signed-url", ROLE_READ },
@@ -356,10 +357,18 @@ int access_check(struct request *req, enum MHD_Result *result)
 			return -1;
 		}
 		return 0;
+	case ACCESS_NAMESPACE_CREATE:
 	case ACCESS_NAMESPACE_WRITE:
-		/* Anonymous callers are the handler's to answer: RepoNotFound
-		 * for a repo named in the body that they cannot see. */
-		if (p->user_id && p->scope < access_min_scope(access)) {
+		/* Decided from the headers, before the body naming the
+		 * namespace or repo is read: anonymous callers of a move or
+		 * delete get what a repo they cannot see answers. */
+		if (!p->user_id && access == ACCESS_NAMESPACE_WRITE) {
+			*result = respond_repo_not_found(req);
+			return -1;
+		}
+		if (require_signed_in(req, result) < 0)
+			return -1;
+		if (p->scope < access_min_scope(access)) {
 			*result = respond_error(req, 403, NULL, "You don't have the rights to create, move or delete repos "
 						"with a read-only token");
 			return -1;

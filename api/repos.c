@@ -588,13 +588,13 @@ cleanup:
 }
 
 /* create, delete and move name their repo in the body: the server asks for
- * a write token of signed-in callers, the handlers for the write role in
- * the namespace (create), repo_open_to_manage on the repo (delete, move;
- * anonymous callers get RepoNotFound as reads answer), and for a move out of
- * a namespace its admin and write in the destination. */
+ * a write token from the headers (anonymous callers: 401, RepoNotFound for
+ * a move or delete, as reads answer), the handlers for the write role in
+ * the namespace (create), repo_open_to_manage on the repo (delete, move),
+ * and for a move out of a namespace its admin and write in the destination. */
 const struct route repos_routes[] = {
 	{ METHOD_POST, "/api/repos/create", handle_create, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0,
-	  NULL, ACCESS_NAMESPACE_WRITE },
+	  NULL, ACCESS_NAMESPACE_CREATE },
 	{ METHOD_DELETE, "/api/repos/delete", handle_delete, ROUTE_JSON | ROUTE_HANDLER_ACCESS, 0,
 	  NULL, ACCESS_NAMESPACE_WRITE },
 	{ METHOD_POST, "/api/repos/move", handle_move, ROUTE_JSON | ROUTE_HANDLER_ACCESS, 0,

@@ -218,6 +218,14 @@ void prom_sample(struct strbuf *sb, const char *name, double value);
  * that is not well-formed UTF-8 written as the four characters \xNN; \n,
  * \t and printable UTF-8 kept. */
 void terminal_text_sanitize(const char *text, size_t n, struct strbuf *out);
+/* Append text to out as one line: every C0 control (\n, \r, \t and ESC
+ * included), DEL, C1 control and byte that is not well-formed UTF-8 written
+ * as \xNN; printable UTF-8 kept. log_write passes every text line through
+ * it, so no logged field (a request target, a user agent, a build.toml key)
+ * can end a line or drive the reader's terminal. terminal_text_needs_escape: 1 when
+ * it would change text. */
+void terminal_text_escape_line(const char *text, size_t n, struct strbuf *out);
+int terminal_text_needs_escape(const char *text, size_t n);
 
 /* ---- string-keyed hash map (common/hashmap.c); not locked ------------- */
 

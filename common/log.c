@@ -145,15 +145,25 @@ void log_write(enum log_level level, const char *fmt, ...)
 		write_json_message(level, line);
 		return;
 	}
+	/* one event, one line: what a client sent (a request target, a
+	 * header, a build.toml key) is escaped wherever it is formatted in */
+	struct strbuf escaped = STRBUF_INIT;
+	const char *text = line;
+	size_t len = strlen(line);
+	if (terminal_text_needs_escape(line, len)) {
+		terminal_text_escape_line(line, len, &escaped);
+		text = escaped.buf;
+	}
 	format_now(now);
 	pthread_mutex_lock(&log_lock);
 	FILE *fp = log_fp ? log_fp : stderr;
 	if (thread_request_id[0])
-		fprintf(fp, "%s %-5s [%s] %s\n", now, level_names[level], thread_request_id, line);
+		fprintf(fp, "%s %-5s [%s] %s\n", now, level_names[level], thread_request_id, text);
 	else
-		fprintf(fp, "%s %-5s %s\n", now, level_names[level], line);
+		fprintf(fp, "%s %-5s %s\n", now, level_names[level], text);
 	fflush(fp);
 	pthread_mutex_unlock(&log_lock);
+	strbuf_release(&escaped);
 }
 
 /* ---- children's stderr as JSON lines ------------------------------------- */

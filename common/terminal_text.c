@@ -1,5 +1,6 @@
-/* terminal_text.c -- text from a build (its log) made safe to show: no
- * byte of it can drive the reader's terminal or confuse a page. */
+/* terminal_text.c -- text from a build (its log) made safe to show, and
+ * text made safe for one line of khub's own log: no byte of it can drive
+ * the reader's terminal, confuse a page or start a line. */
 #include "common/common.h"
 
 /* Length of the escape sequence at s (ESC already seen at s[0]) that is
@@ -49,10 +50,44 @@ static size_t utf8_printable_len(const unsigned char *s, size_t n)
 	return len;
 }
 
+static const char hex_digits[] = "0123456789abcdef";
+
+static void add_hex_escape(struct strbuf *out, unsigned char c)
+{
+	char esc[4] = { '\\', 'x', hex_digits[c >> 4], hex_digits[c & 15] };
+	strbuf_add(out, esc, 4);
+}
+
+int terminal_text_needs_escape(const char *text, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)text[i];
+		if (c < 0x20 || c >= 0x7f)
+			return 1;	/* UTF-8 included: the slow path looks closer */
+	}
+	return 0;
+}
+
+void terminal_text_escape_line(const char *text, size_t n, struct strbuf *out)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	size_t i = 0, len;
+	strbuf_grow(out, n);
+	while (i < n) {
+		if (s[i] >= 0x20 && s[i] < 0x7f) {
+			strbuf_add(out, s + i++, 1);
+		} else if (s[i] >= 0x80 && (len = utf8_printable_len(s + i, n - i)) > 0) {
+			strbuf_add(out, s + i, len);
+			i += len;
+		} else {
+			add_hex_escape(out, s[i++]);
+		}
+	}
+}
+
 void terminal_text_sanitize(const char *text, size_t n, struct strbuf *out)
 {
 	const unsigned char *s = (const unsigned char *)text;
-	static const char digits[] = "0123456789abcdef";
 	size_t i = 0;
 	strbuf_grow(out, n);
 	while (i < n) {
@@ -71,8 +106,7 @@ void terminal_text_sanitize(const char *text, size_t n, struct strbuf *out)
 			strbuf_add(out, s + i, len);
 			i += len;
 		} else {
-			char esc[4] = { '\\', 'x', digits[c >> 4], digits[c & 15] };
-			strbuf_add(out, esc, 4);
+			add_hex_escape(out, c);
 			i++;
 		}
 	}

@@ -71,9 +71,13 @@ enum route_access {
 				 * pull requests and benchmark uploads */
 	ACCESS_REPO_WRITE,	/* req->repo with the write role, not a mirror */
 	ACCESS_REPO_MANAGE,	/* req->repo's settings: the write role in its namespace, as on the Hub */
-	ACCESS_NAMESPACE_WRITE,	/* a write token when signed in; the handler checks the
-				 * namespace or repo named in the body (create, move,
-				 * delete), anonymous callers included (RepoNotFound) */
+	ACCESS_NAMESPACE_CREATE,	/* a write token (anonymous 401, read-only 403);
+				 * the handler checks the namespace named in the
+				 * body (create) */
+	ACCESS_NAMESPACE_WRITE,	/* a write token; the handler checks the repo named
+				 * in the body (move, delete). Anonymous callers
+				 * get 401 RepoNotFound from the headers, as for a
+				 * repo they cannot see: before the body is read */
 	ACCESS_SITE_ADMIN,	/* a site admin's write- or admin-scoped token */
 	ACCESS_SIGNED_URL,	/* signed /api/lfs/... URLs carry their own HMAC; Authorization unread */
 	ACCESS_GIT,		/* git and git-lfs: the handler decides per service or operation */
@@ -134,9 +138,13 @@ struct request {
 	uint64_t work_job_id;		/* the background job it waits for (http/work_queue.c) */
 	uint64_t work_wait_started_usec;
 
-	/* Body for routes that ask for it (bounded by max_body_bytes). */
+	/* Body for routes that ask for it (bounded by max_body_bytes, and
+	 * for all requests together by body_buffer_max_mb: server/http.c). */
 	struct strbuf body;
 	int body_too_large;
+	int body_over_buffer;		/* the shared bound was reached: 503 */
+	long long body_announced;	/* the headers' Content-Length; -1 chunked; 0 no body */
+	size_t body_reserved;		/* bytes of the shared bound this request holds */
 	json_t *json;			/* ROUTE_JSON: the body, parsed (owned; decref'd when the request ends) */
 
 	char **owned;			/* freed when the request ends */

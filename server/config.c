@@ -51,6 +51,8 @@ static const struct config_row config_rows[] = {
 	ROW(connection_memory_kb, CONFIG_LONG, "16", 4, 1024, "KiB each connection has for its request line and headers and the response's headers (half of it reads a request body); a request whose headers do not fit is answered 431"),
 	ROW(header_timeout, CONFIG_LONG, "30", 0, 3600, "seconds a connection has to send a request's complete headers, from opening or from the end of its previous request (0 = no limit)"),
 	LIVE(max_body_bytes, CONFIG_LONG, "16777216", 1024, 1L << 30, "largest JSON/form request body (commit bodies and LFS uploads stream and have no limit)"),
+	ROW(body_timeout, CONFIG_LONG, "120", 0, 3600, "seconds a JSON/form request body has to arrive in full after its headers, however slowly it trickles in (then 408 and the connection is closed; 0 = no limit; streamed bodies are not bounded by it)"),
+	ROW(body_buffer_max_mb, CONFIG_LONG, "256", 1, 1L << 20, "MiB of JSON/form request bodies held in memory by all requests together; a body that would pass it is refused 503 with Retry-After before it is read"),
 	LIVE(sync_trusted_keys, CONFIG_STRING, "", 0, 0, "public keys `khub sync import` trusts: comma-separated .pub files or directories of them (nothing else is trusted)"),
 	LIVE(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid"),
 	ROW(lfs_backend, CONFIG_STRING, "local", 0, 0, "where LFS objects live: local (data_dir/lfs) or s3 (the lfs_s3_* keys; khub lfs migrate --to s3 copies a local store)"),

@@ -1,9 +1,11 @@
 /* conn_guard.c -- the header-completion deadline: a connection must finish a
  * request's headers within header_timeout seconds of opening or of its
- * previous request ending, however slowly it trickles bytes in.
- * libmicrohttpd's own timeout is an idle timeout (every byte resets it), so
- * a watchdog thread shuts down the sockets of connections past the deadline;
- * libmicrohttpd then sees end-of-file and closes them itself. And the one
+ * previous request ending, however slowly it trickles bytes in; and the
+ * body deadline: a body khub keeps in memory must all arrive within
+ * body_timeout seconds of its headers. libmicrohttpd's own timeout is an
+ * idle timeout (every byte resets it), so a watchdog thread shuts down the
+ * sockets of connections past a deadline (a late body is answered 408
+ * first); libmicrohttpd then sees end-of-file and closes them itself. And the one
  * answer to a request libmicrohttpd refuses before khub sees it (its own
  * answer is written twice: server.h). */
 #include "server/server.h"
@@ -26,6 +28,7 @@ struct guarded_conn {
 	 * read path's tail: a holder preempted on a busy core parks them all). */
 	_Atomic uint64_t since_usec;	/* opened, or the previous request ended */
 	_Atomic int in_request;		/* headers complete, request not yet ended */
+	_Atomic uint64_t body_since_usec;	/* a kept body's headers came; 0: none being read */
 	struct MHD_Connection *conn;
 	/* Written by the connection's thread, read by any thread's logger
 	 * walk (under the mutex, but written without it): atomics. */
@@ -51,7 +54,37 @@ static unsigned long thread_token(void)
  * descriptor. */
 static struct bg_thread guard = BG_THREAD_INIT;
 static struct dlist guards;
-static uint64_t guard_timeout_usec;
+static uint64_t guard_timeout_usec, body_timeout_usec;	/* 0: no deadline */
+
+static void answer_once(struct guarded_conn *g, unsigned status, const char *why, int how);
+
+/* 1 when a deadline of limit_usec from since has passed (since 0: none runs). */
+static int overdue(uint64_t since, uint64_t now, uint64_t limit_usec)
+{
+	return limit_usec && since && now >= since && now - since > limit_usec;
+}
+
+/* Drop g when it is past its deadline: the headers' between requests, the
+ * body's (answered 408 first) while a kept body is read. */
+static void guard_check(struct guarded_conn *g, uint64_t now)
+{
+	if (g->fd < 0)
+		return;
+	if (!atomic_load(&g->in_request)) {
+		if (!overdue(atomic_load(&g->since_usec), now, guard_timeout_usec))
+			return;
+		log_info("connection fd %d: no complete request headers in %llu s, dropped", g->fd,
+			 (unsigned long long)(guard_timeout_usec / 1000000));
+		shutdown(g->fd, SHUT_RDWR);
+		g->fd = -1;	/* once is enough */
+		return;
+	}
+	if (!overdue(atomic_load(&g->body_since_usec), now, body_timeout_usec))
+		return;
+	log_info("connection fd %d: request body not complete in %llu s (body_timeout), answered 408 and dropped",
+		 g->fd, (unsigned long long)(body_timeout_usec / 1000000));
+	answer_once(g, 408, "request body not received within body_timeout", SHUT_RDWR);
+}
 
 static void *guard_main(void *arg)
 {
@@ -61,25 +94,18 @@ static void *guard_main(void *arg)
 		struct timespec until = clock_after_usec(CLOCK_REALTIME, 250 * 1000);
 		pthread_cond_timedwait(&guard.wake, &guard.lock, &until);
 		uint64_t now = monotonic_coarse_usec();
-		for (struct dlist_node *n = guards.first; n; n = n->next) {
-			struct guarded_conn *g = dlist_item(n, struct guarded_conn, link);
-			uint64_t since = atomic_load(&g->since_usec);
-			if (atomic_load(&g->in_request) || g->fd < 0 || now < since || now - since <= guard_timeout_usec)
-				continue;
-			log_info("connection fd %d: no complete request headers in %llu s, dropped", g->fd,
-				 (unsigned long long)(guard_timeout_usec / 1000000));
-			shutdown(g->fd, SHUT_RDWR);
-			g->fd = -1;	/* once is enough */
-		}
+		for (struct dlist_node *n = guards.first; n; n = n->next)
+			guard_check(dlist_item(n, struct guarded_conn, link), now);
 	}
 	pthread_mutex_unlock(&guard.lock);
 	return NULL;
 }
 
-void conn_guard_start(long header_timeout_s)
+void conn_guard_start(long header_timeout_s, long body_timeout_s)
 {
-	guard_timeout_usec = (uint64_t)header_timeout_s * 1000000;
-	if (header_timeout_s <= 0)
+	guard_timeout_usec = header_timeout_s > 0 ? (uint64_t)header_timeout_s * 1000000 : 0;
+	body_timeout_usec = body_timeout_s > 0 ? (uint64_t)body_timeout_s * 1000000 : 0;
+	if (!guard_timeout_usec && !body_timeout_usec)
 		return;
 	bg_thread_start(&guard, guard_main, "connection watchdog");
 }
@@ -146,7 +172,22 @@ void conn_guard_request_begin(struct MHD_Connection *conn)
 
 void conn_guard_request_end(struct MHD_Connection *conn)
 {
+	conn_guard_body_end(conn);
 	guard_set_in_request(conn, 0);
+}
+
+void conn_guard_body_begin(struct MHD_Connection *conn)
+{
+	struct guarded_conn *g = guard_of(conn);
+	if (g)
+		atomic_store_explicit(&g->body_since_usec, monotonic_coarse_usec() | 1, memory_order_release);
+}
+
+void conn_guard_body_end(struct MHD_Connection *conn)
+{
+	struct guarded_conn *g = guard_of(conn);
+	if (g)
+		atomic_store_explicit(&g->body_since_usec, 0, memory_order_release);
 }
 
 void *conn_guard_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -191,9 +232,9 @@ static struct guarded_conn *parsing_headers_here(int headers_incomplete)
 }
 
 /* Answer status once on g's socket (JSON, as khub answers every error),
- * then end the writing side: libmicrohttpd's own answer fails to go out
- * and it closes the connection. */
-static void answer_once(struct guarded_conn *g, unsigned status, const char *why)
+ * then shut down how (SHUT_WR: libmicrohttpd's own answer fails to go out
+ * and it closes the connection; SHUT_RDWR: it also reads end-of-file). */
+static void answer_once(struct guarded_conn *g, unsigned status, const char *why, int how)
 {
 	char body[256], head[512];
 	int blen = snprintf(body, sizeof(body), "{\"error\":\"%s\"}", why);
@@ -203,7 +244,7 @@ static void answer_once(struct guarded_conn *g, unsigned status, const char *why
 			    blen);
 	if (send(g->fd, head, (size_t)hlen, MSG_NOSIGNAL) == hlen)
 		(void)send(g->fd, body, (size_t)blen, MSG_NOSIGNAL);
-	shutdown(g->fd, SHUT_WR);
+	shutdown(g->fd, how);
 	g->fd = -1;	/* the watchdog leaves it alone */
 	atomic_store(&g->reading_headers, 0);
 }
@@ -244,7 +285,7 @@ void conn_guard_mhd_log(void *cls, const char *fmt, va_list ap)
 	/* headers too large are refused before they are complete */
 	struct guarded_conn *g = parsing_headers_here(status == 431);
 	if (g)
-		answer_once(g, status, why);
+		answer_once(g, status, why, SHUT_WR);
 	pthread_mutex_unlock(&guard.lock);
 	log_info("libmicrohttpd refused a request: %u %s (%s)", status, why,
 		 g ? "answered once by khub" : "answered by libmicrohttpd");

@@ -1,9 +1,10 @@
 /* http.c -- the libmicrohttpd daemons (one per HTTP loop, http_loop.c), raw (undecoded) URLs,
- * timeouts and connection limits (per client address too; the header
- * deadline is conn_guard.c), unambiguous request framing, bounded request
- * bodies, the one access check of every request (the route's access
- * column, api/repo_access.c), a request id on every log line, and one
- * access-log line per request. */
+ * timeouts and connection limits (per client address too; the header and
+ * body deadlines are conn_guard.c), unambiguous request framing and
+ * targets, request bodies decided from the headers and bounded (each by
+ * max_body_bytes, all together by body_buffer_max_mb), the one access
+ * check of every request (the route's access column, api/repo_access.c),
+ * a request id on every log line, and one access-log line per request. */
 #include "server/server.h"
 #include "api/metrics.h"
 
@@ -91,6 +92,34 @@ static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
 	return strlen(s);
 }
 
+/* ---- the shared bound on buffered request bodies ------------------------- */
+
+/* Bytes of request bodies held in memory by all requests together (a
+ * Content-Length is counted whole before its first byte is read, a chunked
+ * body as it comes), at most body_buffer_max_mb; a body that would pass it
+ * is refused 503 with Retry-After. One body is always let in when nothing
+ * else is held, so a max_body_bytes above the bound still works. */
+static atomic_size_t body_buffer_total;
+
+static int body_buffer_reserve(struct request *req, size_t bytes)
+{
+	size_t limit = (size_t)config.body_buffer_max_mb << 20;
+	size_t held = atomic_load(&body_buffer_total);
+	do {
+		if (held > 0 && held + bytes > limit)
+			return -1;
+	} while (!atomic_compare_exchange_weak(&body_buffer_total, &held, held + bytes));
+	req->body_reserved += bytes;
+	return 0;
+}
+
+static void body_buffer_release(struct request *req)
+{
+	if (req->body_reserved)
+		atomic_fetch_sub(&body_buffer_total, req->body_reserved);
+	req->body_reserved = 0;
+}
+
 /* Each thread keeps the last request it freed for its next one: a request
  * is large (its path segments), and allocating one per request costs malloc
  * a consolidation of its small-chunk lists every time. The spare is freed
@@ -126,6 +155,7 @@ static void request_free(struct request *req)
 	free(req->rev);
 	free(req->path);
 	strbuf_release(&req->body);
+	body_buffer_release(req);
 	json_decref(req->json);
 	for (size_t i = 0; i < req->nowned; i++)
 		free(req->owned[i]);
@@ -199,6 +229,13 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
 {
 	struct header_scan *scan = cls;
 	(void)kind;
+	/* "Content-Length : 60": libmicrohttpd 0.9.75 keeps the space in the
+	 * name, so the header frames nothing and the body would be read as
+	 * the next request (RFC 9112 5.1: answer 400) */
+	if (key_size > 0 && strcspn(key, " \t") < key_size) {
+		scan->why = "whitespace between a header's name and its colon";
+		return MHD_NO;
+	}
 	for (size_t i = 0; value && i < value_size; i++) {
 		unsigned char c = (unsigned char)value[i];
 		if ((c < 0x20 && c != '\t') || c == 0x7f) {
@@ -258,7 +295,40 @@ static int refuse_bad_framing(struct request *req, const char *request_line, enu
 					f.transfer_encoding);
 		return -1;
 	}
+	/* libmicrohttpd refused a Content-Length that is not digits (and
+	 * strtoll caps one too large) */
+	req->body_announced = f.transfer_encodings ? -1 : f.content_lengths ? strtoll(f.content_length, NULL, 10) : 0;
 	return 0;
+}
+
+static int has_control(const char *s, size_t n)
+{
+	for (size_t i = 0; s && i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return 1;
+	return 0;
+}
+
+static enum MHD_Result argument_has_control(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+					    const char *value, size_t value_size)
+{
+	(void)kind;
+	if (has_control(key, key_size) || has_control(value, value_size)) {
+		*(int *)cls = 1;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+/* A request target with a control character (CR, ESC, DEL...) in its path
+ * or its query (kept raw: keep_escaped): refused, never routed or logged
+ * as sent. */
+static int target_has_control(struct MHD_Connection *conn, const char *url)
+{
+	int found = has_control(url, strlen(url));
+	if (!found)
+		MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, argument_has_control, &found);
+	return found;
 }
 
 static enum MHD_Result dispatch(struct request *req)
@@ -309,16 +379,61 @@ static struct request *request_start(struct MHD_Connection *conn, const char *ur
 	return req;
 }
 
-/* The first call, headers read: refuse bad framing, find the route, learn
- * who calls, and for stream routes check access and accept the body. The
- * answer of the others comes in a later call: libmicrohttpd closes the
- * connection after a response queued while the request was still being read. */
+/* A body the headers announce, for a route that buffers it: everything
+ * that can refuse it is decided now, before its first byte is read and
+ * before libmicrohttpd sends 100 Continue (it sends none once an answer is
+ * queued): who calls (401, 403, 404), its size (413) and room in the shared
+ * bound (503). Then the body_timeout deadline runs until it is all in. */
+static enum MHD_Result body_admit(struct request *req)
+{
+	enum MHD_Result r;
+	/* a page's database outage is answered as a page, after the body */
+	if (!req->auth_unavailable && access_check(req, &r) < 0)
+		return r;
+	if (req->body_announced > config.max_body_bytes)
+		return respond_error(req, 413, NULL, "request body larger than %ld bytes", config.max_body_bytes);
+	if (req->body_announced > 0) {
+		if (body_buffer_reserve(req, (size_t)req->body_announced) < 0)
+			return respond_unavailable(req, "too many request bodies are being received; retry later");
+		strbuf_grow(&req->body, (size_t)req->body_announced);
+	}
+	conn_guard_body_begin(req->conn);
+	return MHD_YES;
+}
+
+/* Who calls, from the session cookie (pages) or Authorization. A token
+ * that is not one, or an outage: answered at once when a body follows
+ * (none of it is read), else by dispatch. 0 to go on, -1 when done. */
+static int request_identify(struct request *req)
+{
+	if (req->route->flags & ROUTE_PAGE) {
+		web_identify(req);	/* the session cookie; Authorization is never read */
+		return 0;
+	}
+	if (req->route->flags & ROUTE_NO_AUTH)
+		return 0;
+	auth_identify(req);
+	if (!req->bad_token && !req->auth_unavailable)
+		return 0;
+	if (!req->body_announced || auth_refuse(req) == 0)
+		req->stream_stopped = 1;	/* no handler runs; dispatch answers */
+	return -1;
+}
+
+/* The first call, headers read: refuse bad framing and targets, find the
+ * route, learn who calls, and decide on the body before reading any of it
+ * (stream routes: accept it; others: body_admit). An answer queued now
+ * closes the connection once sent: libmicrohttpd reads no more of it. */
 static enum MHD_Result request_route(struct request *req, const char *url, const char *method)
 {
 	enum MHD_Result refused;
 	/* the request line starts libmicrohttpd's buffer of the headers */
 	if (refuse_bad_framing(req, method, &refused) < 0)
 		return refused;
+	if (target_has_control(req->conn, url)) {
+		req->close_connection = 1;
+		return respond_error(req, 400, NULL, "a control character in the request target");
+	}
 	if (!req->method)
 		return respond_error(req, 405, NULL, "method %s is not supported", method);
 	int rc = router_match(req, url);
@@ -330,25 +445,20 @@ static enum MHD_Result request_route(struct request *req, const char *url, const
 		return respond_error(req, 404, NULL, "no such endpoint: %s %s", method, url);
 	if (req->method == METHOD_OPTIONS)
 		return respond_preflight(req);
-	if (req->route->flags & ROUTE_PAGE) {
-		web_identify(req);	/* the session cookie; Authorization is never read */
-	} else if (!(req->route->flags & ROUTE_NO_AUTH)) {
-		auth_identify(req);
-		/* a bad token or an outage: no handler runs, the body is
-		 * drained and dispatch answers 401 or 503 */
-		if (req->bad_token || req->auth_unavailable) {
-			req->stream_stopped = 1;
-			return MHD_YES;
-		}
-	}
-	if (req->route->stream && access_check(req, &refused) < 0)
+	if (request_identify(req) < 0)
+		return MHD_YES;
+	if (!req->route->stream)
+		return req->body_announced ? body_admit(req) : MHD_YES;
+	if (access_check(req, &refused) < 0)
 		return refused;
-	if (req->route->stream && req->route->stream->begin(req) < 0)
+	if (req->route->stream->begin(req) < 0)
 		return req->responded ? MHD_YES : respond_error(req, 500, NULL, "request refused");
 	return MHD_YES;
 }
 
-/* A piece of the body: to a stream route, or kept (up to max_body_bytes). */
+/* A piece of the body: to a stream route, or kept (up to max_body_bytes,
+ * within the shared bound; past either the rest is read and dropped, and
+ * the body deadline bounds how long that goes on). */
 static enum MHD_Result request_body_piece(struct request *req, const char *data, size_t *size)
 {
 	if (req->route && req->route->stream) {
@@ -360,12 +470,17 @@ static enum MHD_Result request_body_piece(struct request *req, const char *data,
 		*size = req->parked && !req->stream_stopped ? req->stream_left : 0;
 		return MHD_YES;
 	}
-	if (!req->body_too_large) {
-		if (req->body.len + *size > (size_t)config.max_body_bytes) {
+	if (!req->body_too_large && !req->body_over_buffer) {
+		size_t want = req->body.len + *size;
+		if (want > (size_t)config.max_body_bytes)
 			req->body_too_large = 1;
-			strbuf_release(&req->body);
-		} else {
+		else if (want > req->body_reserved && body_buffer_reserve(req, want - req->body_reserved) < 0)
+			req->body_over_buffer = 1;
+		else
 			strbuf_add(&req->body, data, *size);
+		if (req->body_too_large || req->body_over_buffer) {
+			strbuf_release(&req->body);
+			body_buffer_release(req);
 		}
 	}
 	*size = 0;
@@ -384,10 +499,14 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	log_set_request_id(req->request_id);
 	if (*upload_data_size)
 		return request_body_piece(req, upload_data, upload_data_size);
+	if (req->body_announced)
+		conn_guard_body_end(conn);	/* all of it is in */
 	if (req->responded)
 		return MHD_YES;
 	if (req->body_too_large)
 		return respond_error(req, 413, NULL, "request body larger than %ld bytes", config.max_body_bytes);
+	if (req->body_over_buffer)
+		return respond_unavailable(req, "too many request bodies are being received; retry later");
 	return dispatch(req);
 }
 
@@ -517,7 +636,7 @@ int http_serve(const struct http_hooks *hooks)
 
 	const struct route *const *const route_groups[] = { router_tables, router_page_tables };
 	metrics_start(route_groups, 2, api_ctx.lfs_root, config.metrics_lfs_scan_s);
-	conn_guard_start(config.header_timeout);
+	conn_guard_start(config.header_timeout, config.body_timeout);
 	const struct http_loop_options loop_options = {
 		.start = start_loop_daemon,
 		.max_connections = config.max_connections,

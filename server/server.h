@@ -26,7 +26,9 @@ struct khub_config {
 	long max_connections_per_ip;
 	long connection_memory_kb;
 	long header_timeout;
+	long body_timeout;
 	long max_body_bytes;
+	long body_buffer_max_mb;
 	long cache_mb;
 	long commit_memory_mb;
 	long tree_page_size;
@@ -287,16 +289,22 @@ void http_loops_connection_closed(struct MHD_Connection *conn);
 void http_loops_resumed(struct MHD_Connection *conn);
 void http_loops_stop(void);
 
-/* The header-completion deadline (server/conn_guard.c). conn_guard_notify
- * is the daemon's MHD_OPTION_NOTIFY_CONNECTION callback; the access handler
- * calls conn_guard_request_begin once a request's headers are in, and the
- * completion callback conn_guard_request_end. A timeout of 0 = no deadline. */
-void conn_guard_start(long header_timeout_s);
+/* The header-completion and body deadlines (server/conn_guard.c).
+ * conn_guard_notify is the daemon's MHD_OPTION_NOTIFY_CONNECTION callback;
+ * the access handler calls conn_guard_request_begin once a request's
+ * headers are in, and the completion callback conn_guard_request_end. The
+ * body deadline runs from conn_guard_body_begin (a body khub keeps in
+ * memory is about to be read) to conn_guard_body_end (it is all in, or the
+ * request ended): past body_timeout_s the client is answered 408 and the
+ * connection dropped. A timeout of 0 = no deadline. */
+void conn_guard_start(long header_timeout_s, long body_timeout_s);
 void conn_guard_stop(void);
 void conn_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 		       enum MHD_ConnectionNotificationCode toe);
 void conn_guard_request_begin(struct MHD_Connection *conn);
 void conn_guard_request_end(struct MHD_Connection *conn);
+void conn_guard_body_begin(struct MHD_Connection *conn);
+void conn_guard_body_end(struct MHD_Connection *conn);
 /* libmicrohttpd 0.9.75 answers a request it cannot parse (a Content-Length
  * of "+5" or "5, 5", a missing Host) by itself, before khub sees it, and
  * writes that answer's status line and headers twice. The request-line

@@ -381,7 +381,8 @@ gwant() {
 	site-admin) case $k in A|X) echo 401/ ;; Z) echo pass ;; *) echo 403/ ;; esac ;;
 	signed-url) echo sig ;;
 	git) [ $k = X ] && echo 401 || echo pass ;;
-	namespace-write) case $k in X) echo 401/ ;; S) echo 403/ ;; *) echo pass ;; esac ;;	# anonymous: the handler
+	namespace-create) case $k in A|X) echo 401/ ;; S) echo 403/ ;; *) echo pass ;; esac ;;
+	namespace-write) case $k in A) echo 401/RepoNotFound ;; X) echo 401/ ;; S) echo 403/ ;; *) echo pass ;; esac ;;
 	repo-read|repo-contribute|repo-write|repo-manage)
 		local kind=${access#repo-}
 		case $kind in contribute) kind=pr ;; manage) kind=admin ;; esac

@@ -73,7 +73,8 @@ int main(void)
 	ok(rows >= 50, "%zu route rows", rows);
 	ok(admin >= 4, "the mirror and trusted-publisher admin routes need a site admin (%zu)", admin);
 	static const enum route_access writes[] = {
-		ACCESS_SITE_ADMIN, ACCESS_REPO_WRITE, ACCESS_REPO_MANAGE, ACCESS_NAMESPACE_WRITE, ACCESS_REPO_CONTRIBUTE,
+		ACCESS_SITE_ADMIN, ACCESS_REPO_WRITE, ACCESS_REPO_MANAGE, ACCESS_NAMESPACE_CREATE, ACCESS_NAMESPACE_WRITE,
+		ACCESS_REPO_CONTRIBUTE,
 	};
 	for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++)
 		ok(access_min_scope(writes[i]) == ROLE_WRITE, "%s access needs a write token", access_name(writes[i]));

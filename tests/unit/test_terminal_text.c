@@ -1,6 +1,7 @@
 /* test_terminal_text.c -- a build log made safe to show
  * (common/terminal_text.c): colours and OSC titles dropped, other
- * controls, C1 and broken UTF-8 escaped, text and UTF-8 kept. */
+ * controls, C1 and broken UTF-8 escaped, text and UTF-8 kept; and text
+ * made one line of khub's log: every control escaped, no line forged. */
 #include "common/common.h"
 #include "tap.h"
 
@@ -36,5 +37,23 @@ int main(void)
 	terminal_text_sanitize("a\0b", 3, &out);
 	is_str(out.buf, "a\\x00b", "NUL escaped");
 	strbuf_release(&out);
+
+	static const struct {
+		const char *in, *want, *what;
+	} lines[] = {
+		{ "GET /x 404", "GET /x 404", "log line: plain text kept" },
+		{ "/a\r2026-01-01 info forged", "/a\\x0d2026-01-01 info forged", "log line: a bare CR escaped" },
+		{ "/a\n2026 info forged", "/a\\x0a2026 info forged", "log line: LF escaped" },
+		{ "\x1b[2Jkey\tx", "\\x1b[2Jkey\\x09x", "log line: ESC and tab escaped, sequence kept visible" },
+		{ "caf\xc3\xa9 \x9b", "caf\xc3\xa9 \\x9b", "log line: UTF-8 kept, a raw C1 byte escaped" },
+	};
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		struct strbuf line = STRBUF_INIT;
+		terminal_text_escape_line(lines[i].in, strlen(lines[i].in), &line);
+		is_str(line.buf ? line.buf : "", lines[i].want, "%s", lines[i].what);
+		ok(terminal_text_needs_escape(lines[i].in, strlen(lines[i].in)) == (strcmp(lines[i].in, lines[i].want) != 0),
+		   "%s: terminal_text_needs_escape agrees", lines[i].what);
+		strbuf_release(&line);
+	}
 	return done_testing();
 }
