@@ -121,7 +121,10 @@ static void test_queue_full(void)
 	struct harness_call a, b, c, d;
 	harness_wait_for(pool_idle());
 	atomic_store(&parked_calls, 0);
+	/* one at a time: a job queued before an idle worker took it would
+	 * fill the queue (max 1) and make b the refused one */
 	harness_call_start(&a, "/run/a");
+	harness_wait_for(atomic_load(&running) == 1 && atomic_load(&parked_calls) == 1);
 	harness_call_start(&b, "/run/b");
 	harness_wait_for(atomic_load(&running) == 2 && atomic_load(&parked_calls) == 2);
 	ok(atomic_load(&running) == 2, "both workers run a job");
