@@ -9,7 +9,7 @@
 #include <string.h>
 
 #define LOG_PIECE (256 * 1024)	/* the largest row of build_log_chunks */
-#define LOG_TAIL_SLACK (64 * 1024)	/* a tail may outgrow its share by a chunk (the worker's last lines) */
+#define LOG_TAIL_SLACK 4096	/* a tail may outgrow its share by the worker's last lines */
 
 #define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 

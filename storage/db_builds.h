@@ -89,7 +89,7 @@ int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char e
  * max_bytes / 2 bytes are stored as they come; bytes past them are counted
  * and stored only from a `tail` chunk (the log's last bytes, sent when the
  * attempt ends; it may start past the end, the bytes between dropped), at
- * most max_bytes / 2 plus a chunk of them an attempt (3 when over that; 1
+ * most max_bytes / 2 plus 4 KiB of them an attempt (3 when over that; 1
  * when it would leave a second gap), the older part of the log past the
  * head cut to its last max_bytes / 2. */
 int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
