@@ -179,20 +179,23 @@ static int log_post(struct job *j, uint64_t at, const char *buf, size_t n, int t
 	return rc;
 }
 
+/* The first n bytes of sb gone. */
+static void drop_front(struct strbuf *sb, size_t n)
+{
+	memmove(sb->buf, sb->buf + n, sb->len - n);
+	sb->len -= n;
+	sb->buf[sb->len] = '\0';
+}
+
 /* Past the head: the next n pending bytes join the held tail (its last
- * log_tail bytes kept). */
+ * log_tail bytes kept, trimmed now and then). */
 static void log_hold(struct job *j, size_t n)
 {
 	strbuf_add(&j->tail_hold, j->pending.buf, n);
 	j->produced += n;
-	memmove(j->pending.buf, j->pending.buf + n, j->pending.len - n);
-	j->pending.len -= n;
-	j->pending.buf[j->pending.len] = '\0';
-	if (j->tail_hold.len > 2 * j->log_tail) {
-		size_t drop = j->tail_hold.len - j->log_tail;
-		memmove(j->tail_hold.buf, j->tail_hold.buf + drop, j->log_tail);
-		j->tail_hold.len = j->log_tail;
-	}
+	drop_front(&j->pending, n);
+	if (j->tail_hold.len > 2 * j->log_tail)
+		drop_front(&j->tail_hold, j->tail_hold.len - j->log_tail);
 }
 
 /* Past the head: while the build runs, tell khub how long the log is (an
@@ -206,11 +209,8 @@ static void log_flush_tail(struct job *j)
 			j->sent = j->produced;
 		return;
 	}
-	if (j->tail_hold.len > j->log_tail) {
-		size_t drop = j->tail_hold.len - j->log_tail;
-		memmove(j->tail_hold.buf, j->tail_hold.buf + drop, j->log_tail);
-		j->tail_hold.len = j->log_tail;
-	}
+	if (j->tail_hold.len > j->log_tail)
+		drop_front(&j->tail_hold, j->tail_hold.len - j->log_tail);
 	while (j->tail_hold.len && !j->log_off) {
 		size_t n = j->tail_hold.len > LOG_CHUNK ? LOG_CHUNK : j->tail_hold.len;
 		int rc = log_post(j, j->produced - j->tail_hold.len, j->tail_hold.buf, n, 1, &length);
@@ -218,8 +218,7 @@ static void log_flush_tail(struct job *j)
 			return;	/* sent again at the next flush */
 		if (rc < 0)
 			break;	/* not khub's any more: no use sending the rest */
-		memmove(j->tail_hold.buf, j->tail_hold.buf + n, j->tail_hold.len - n);
-		j->tail_hold.len -= n;
+		drop_front(&j->tail_hold, n);
 	}
 	j->tail_hold.len = 0;
 	j->tail_sent = 1;	/* what comes after goes on from its end */
@@ -249,9 +248,7 @@ static void log_flush(struct job *j)
 		if (rc > 0) {
 			j->sent += n;
 			j->produced = j->sent;
-			memmove(j->pending.buf, j->pending.buf + n, j->pending.len - n);
-			j->pending.len -= n;
-			j->pending.buf[j->pending.len] = '\0';
+			drop_front(&j->pending, n);
 		} else if (length >= 0) {
 			j->sent = j->produced = (uint64_t)length;
 		}
