@@ -69,6 +69,13 @@ static enum MHD_Result handle_claim(struct request *req)
 	if (rc == 0) {
 		req->wait_started_usec = 0;
 		json_t *job = build_job_json(&rows, 0);
+		/* the log's cap: its head stored as it comes, its tail held by
+		 * the worker and sent at the end (bytes between never sent) */
+		int64_t head_left = -1;
+		if (db_build_log_head_left(strtoll(db_rows_get(&rows, 0, BUILD_COL_ID), NULL, 10),
+					   farm_settings.log_max_bytes, &head_left) == 0 && head_left >= 0)
+			json_object_set_new(job, "log_cap", json_pack("{s:I, s:I}", "head", (json_int_t)head_left, "tail",
+					    (json_int_t)(farm_settings.log_max_bytes - farm_settings.log_max_bytes / 2)));
 		log_info("worker %s claimed build %s (%s)", req->principal.name, db_rows_get(&rows, 0, BUILD_COL_ID),
 			 db_rows_get(&rows, 0, BUILD_COL_VARIANT));
 		db_rows_release(&rows);
@@ -125,8 +132,13 @@ static enum MHD_Result handle_log_append(struct request *req)
 	long attempt = attempt_arg ? strtol(attempt_arg, &end, 10) : -1;
 	if (attempt_arg && (*end || end == attempt_arg || attempt < 0 || attempt > INT_MAX))
 		return respond_error(req, 400, NULL, "attempt=N: the attempt this chunk is from (the claim's \"attempt\")");
+	/* tail=1: the log's last bytes, which the worker held past the head */
+	const char *tail_arg = request_query(req, "tail");
+	int tail = tail_arg && !strcmp(tail_arg, "1");
+	if (tail_arg && !tail && strcmp(tail_arg, "0"))
+		return respond_error(req, 400, NULL, "tail=1: this chunk is the log's last bytes");
 	int rc = db_build_log_append(id, req->principal.worker_id, (int)attempt, at, req->body.buf ? req->body.buf : "",
-				     req->body.len, farm_settings.log_max_bytes, &length);
+				     req->body.len, tail, farm_settings.log_max_bytes, &length);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
@@ -134,6 +146,9 @@ static enum MHD_Result handle_log_append(struct request *req)
 	if (rc == 2)
 		return respond_error(req, 409, NULL, "build %" PRId64 " is no longer at attempt %ld: this chunk is not "
 				     "its log", id, attempt);
+	if (rc == 3)
+		return respond_error(req, 413, NULL, "a log's tail is at most %lld bytes an attempt",
+				     farm_settings.log_max_bytes - farm_settings.log_max_bytes / 2);
 	return respond_json(req, rc == 1 ? 409 : 200, json_pack("{s:I}", "length", (json_int_t)length));
 }
 

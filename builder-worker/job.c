@@ -15,6 +15,7 @@
 
 #define LOG_CHUNK (64 * 1024)			/* one POST .../log at most */
 #define LOG_PENDING_LIMIT (8 * 1024 * 1024)	/* held while khub does not take it */
+#define LOG_TAIL_LIMIT (64 * 1024 * 1024)	/* the most of a log's tail held, whatever khub's cap */
 #define SOURCE_LIMIT_DEFAULT_MB 4096
 #define REPORT_RETRY_SECONDS 300		/* output/fail/release retried this long */
 
@@ -33,6 +34,14 @@ struct job {
 	uint64_t sent, dropped;
 	int log_off;
 	uint64_t last_flush_us;
+	/* the claim's log_cap: the first log_head bytes are sent as they come;
+	 * past them only the last log_tail bytes are kept, held here and sent
+	 * (tail=1) at the end, so khub never stores what its cap drops */
+	int64_t log_head;	/* -1: no cap said (an older khub): every byte sent */
+	size_t log_tail;
+	struct strbuf tail_hold;	/* the log's last bytes past the head, up to `produced` */
+	uint64_t produced;
+	int tail_sent;
 	int output_done;	/* the build's output has ended: nothing is held back */
 	char tail[512];		/* the last bytes of output, for the error message */
 	size_t tail_len;
@@ -137,45 +146,115 @@ static void log_take(struct job *j, const char *data, size_t len)
 	}
 }
 
+/* POST buf[0, n) at offset `at` of the attempt's log (tail: the log's last
+ * bytes): 1 taken; 0 not now (send it again later); -1 refused (the log is
+ * off, or *length says where khub's log ends). */
+static int log_post(struct job *j, uint64_t at, const char *buf, size_t n, int tail, json_int_t *length)
+{
+	/* offsets count from this attempt's first byte; khub keeps each
+	 * attempt's log apart (a chunk of another attempt is refused) */
+	char *path = xasprintf("/api/builds/%s/log?offset=%llu&attempt=%d%s", j->id, (unsigned long long)at,
+			       j->attempt, tail ? "&tail=1" : "");
+	struct hub_reply r = { 0 };
+	hub_call(j->hc, "POST", path, buf, n, "text/plain; charset=utf-8", 30, &r);
+	free(path);
+	json_t *body = hub_reply_json(&r);
+	*length = body ? json_integer_value(json_object_get(body, "length")) : -1;
+	json_decref(body);
+	int rc = r.status == 200 ? 1 : -1;
+	if (r.status == 409 && *length >= 0) {
+		log_warn("build #%s: log offset %llu is beyond khub's %lld; continuing from there", j->id,
+			 (unsigned long long)at, (long long)*length);
+	} else if (r.status != 200 && hub_reply_retryable(&r)) {
+		log_warn("build #%s: log chunk at %llu not taken (%s); will send it again", j->id,
+			 (unsigned long long)at, hub_reply_error(&r));
+		rc = 0;
+	} else if (r.status != 200) {
+		log_warn("build #%s: khub refused the log (%s); no more log for this build", j->id,
+			 hub_reply_error(&r));
+		j->log_off = 1;
+		*length = -1;
+	}
+	hub_reply_release(&r);
+	return rc;
+}
+
+/* The first n bytes of sb gone. */
+static void drop_front(struct strbuf *sb, size_t n)
+{
+	memmove(sb->buf, sb->buf + n, sb->len - n);
+	sb->len -= n;
+	sb->buf[sb->len] = '\0';
+}
+
+/* Past the head: the next n pending bytes join the held tail (its last
+ * log_tail bytes kept, trimmed now and then). */
+static void log_hold(struct job *j, size_t n)
+{
+	strbuf_add(&j->tail_hold, j->pending.buf, n);
+	j->produced += n;
+	drop_front(&j->pending, n);
+	if (j->tail_hold.len > 2 * j->log_tail)
+		drop_front(&j->tail_hold, j->tail_hold.len - j->log_tail);
+}
+
+/* Past the head: while the build runs, tell khub how long the log is (an
+ * empty chunk at its end: live readers see it grow); at its end, send the
+ * held tail. */
+static void log_flush_tail(struct job *j)
+{
+	json_int_t length;
+	if (!j->output_done) {
+		if (j->produced > j->sent && log_post(j, j->produced, "", 0, 0, &length) == 1)
+			j->sent = j->produced;
+		return;
+	}
+	if (j->tail_hold.len > j->log_tail)
+		drop_front(&j->tail_hold, j->tail_hold.len - j->log_tail);
+	while (j->tail_hold.len && !j->log_off) {
+		size_t n = j->tail_hold.len > LOG_CHUNK ? LOG_CHUNK : j->tail_hold.len;
+		int rc = log_post(j, j->produced - j->tail_hold.len, j->tail_hold.buf, n, 1, &length);
+		if (rc == 0)
+			return;	/* sent again at the next flush */
+		if (rc < 0)
+			break;	/* not khub's any more: no use sending the rest */
+		drop_front(&j->tail_hold, n);
+	}
+	j->tail_hold.len = 0;
+	j->tail_sent = 1;	/* what comes after goes on from its end */
+	j->sent = j->produced;
+}
+
 /* Send what is pending, in chunks; a chunk that fails on the way is sent
- * again with the same offset next time (khub ignores a repeated chunk). */
+ * again with the same offset next time (khub ignores a repeated chunk).
+ * Past the log's head the bytes are held instead (log_flush_tail). */
 static void log_flush(struct job *j)
 {
 	j->last_flush_us = now_us();
 	size_t held = j->output_done ? 0 : token_prefix_at_end(j->pending.buf, j->pending.len, j->cfg->token);
+	int capped = j->log_head >= 0 && !j->tail_sent;
 	while (j->pending.len > held && !j->log_off) {
 		size_t n = j->pending.len - held > LOG_CHUNK ? LOG_CHUNK : j->pending.len - held;
-		/* offsets count from this attempt's first byte; khub keeps each
-		 * attempt's log apart (a chunk of another attempt is refused) */
-		char *path = xasprintf("/api/builds/%s/log?offset=%llu&attempt=%d", j->id, (unsigned long long)j->sent,
-				       j->attempt);
-		struct hub_reply r = { 0 };
-		hub_call(j->hc, "POST", path, j->pending.buf, n, "text/plain; charset=utf-8", 30, &r);
-		free(path);
-		json_t *body = hub_reply_json(&r);
-		json_int_t length = body ? json_integer_value(json_object_get(body, "length")) : -1;
-		json_decref(body);
-		if (r.status == 200) {
-			j->sent += n;
-			memmove(j->pending.buf, j->pending.buf + n, j->pending.len - n);
-			j->pending.len -= n;
-			j->pending.buf[j->pending.len] = '\0';
-		} else if (r.status == 409 && length >= 0) {
-			log_warn("build #%s: log offset %llu is beyond khub's %lld; continuing from there", j->id,
-				 (unsigned long long)j->sent, (long long)length);
-			j->sent = (uint64_t)length;
-		} else if (hub_reply_retryable(&r)) {
-			log_warn("build #%s: log chunk at %llu not taken (%s); will send it again", j->id,
-				 (unsigned long long)j->sent, hub_reply_error(&r));
-			hub_reply_release(&r);
-			return;
-		} else {
-			log_warn("build #%s: khub refused the log (%s); no more log for this build", j->id,
-				 hub_reply_error(&r));
-			j->log_off = 1;
+		if (capped && j->sent >= (uint64_t)j->log_head) {
+			log_hold(j, n);
+			continue;
 		}
-		hub_reply_release(&r);
+		if (capped && j->sent + n > (uint64_t)j->log_head)
+			n = (size_t)((uint64_t)j->log_head - j->sent);	/* the head's last bytes */
+		json_int_t length;
+		int rc = log_post(j, j->sent, j->pending.buf, n, j->tail_sent, &length);
+		if (rc == 0)
+			return;
+		if (rc > 0) {
+			j->sent += n;
+			j->produced = j->sent;
+			drop_front(&j->pending, n);
+		} else if (length >= 0) {
+			j->sent = j->produced = (uint64_t)length;
+		}
 	}
+	if (capped && j->sent >= (uint64_t)j->log_head && !j->log_off)
+		log_flush_tail(j);
 }
 
 /* A line of the worker's own in the build's log. */
@@ -623,6 +702,11 @@ static void job_init(struct job *j, const struct daemon_config *cfg, json_t *job
 	j->max_attempts = (int)json_integer_value(json_object_get(job, "max_attempts"));
 	j->next_heartbeat_us = now_us() + (uint64_t)j->heartbeat_seconds * 1000000;
 	j->last_flush_us = now_us();
+	json_t *cap = json_object_get(job, "log_cap");
+	json_int_t head = json_integer_value(json_object_get(cap, "head"));
+	json_int_t tail = json_integer_value(json_object_get(cap, "tail"));
+	j->log_head = json_is_object(cap) && head >= 0 && tail > 0 ? (int64_t)head : -1;
+	j->log_tail = tail > LOG_TAIL_LIMIT ? LOG_TAIL_LIMIT : tail > 0 ? (size_t)tail : 0;
 	j->hc = hub_client_new(cfg->url, cfg->token);
 }
 
@@ -684,7 +768,7 @@ static int job_end(struct job *j, int status)
 
 int job_run(const struct daemon_config *cfg, json_t *job)
 {
-	struct job j = { .cfg = cfg, .pending = STRBUF_INIT, .end = END_EXITED };
+	struct job j = { .cfg = cfg, .pending = STRBUF_INIT, .tail_hold = STRBUF_INIT, .end = END_EXITED };
 	int misconfigured = 0, status = 0;
 	char why[512];
 	job_init(&j, cfg, job);
@@ -721,6 +805,7 @@ cleanup:
 	log_set_request_id(NULL);
 	hub_client_free(j.hc);
 	strbuf_release(&j.pending);
+	strbuf_release(&j.tail_hold);
 	free(j.scratch);
 	free(j.id);
 	free(j.repo);

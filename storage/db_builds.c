@@ -9,6 +9,7 @@
 #include <string.h>
 
 #define LOG_PIECE (256 * 1024)	/* the largest row of build_log_chunks */
+#define LOG_TAIL_SLACK 4096	/* a tail may outgrow its share by the worker's last lines */
 
 #define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
@@ -347,30 +348,75 @@ static int log_trim_tail(const char *bid, int64_t head, int64_t keep_from)
 	return rc;
 }
 
-/* Store the new bytes [have, at + len) of a chunk at `at`: those of the
- * head (the first half of max_bytes) and of the tail (the last half of
- * the log so far); what falls between is never stored. */
-static int log_store_new(const char *bid, int64_t have, int64_t at, const void *data, size_t len, int64_t max_bytes)
+/* The end of the log's stored bytes, and how many of them lie at or past
+ * tail_from. */
+static int log_stored(const char *bid, int64_t tail_from, int64_t *stored_end, int64_t *tail_stored)
 {
+	char from_text[24];
+	snprintf(from_text, sizeof(from_text), "%" PRId64, tail_from);
+	const char *p2[2] = { bid, from_text };
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT coalesce(max(at + length(data)), 0),"
+				     " coalesce(sum(length(data)) FILTER (WHERE at >= $2::bigint), 0)"
+				     " FROM build_log_chunks WHERE build_id = $1", 2, p2);
+	if (rc < 0)
+		return rc;
+	*stored_end = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+	*tail_stored = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
+	db_rows_release(&rows);
+	return 0;
+}
+
+/* Store a tail chunk [at, at + len) of the attempt starting at base: the
+ * bytes not stored yet, the ones before it (when it leaves a gap) cut.
+ * Each attempt writes at most its tail's share plus LOG_TAIL_SLACK past the
+ * head, once: 0, 1 (a second gap), 3 (over that). */
+static int log_store_tail(const char *bid, int64_t base, int64_t at, const void *data, size_t len,
+			  int64_t max_bytes)
+{
+	int64_t head = max_bytes / 2, tail = max_bytes - head, end = at + (int64_t)len;
+	int64_t stored_end, tail_stored;
+	int rc = log_stored(bid, head > base ? head : base, &stored_end, &tail_stored);
+	if (rc < 0)
+		return rc;
+	int64_t from = at > stored_end ? at : stored_end;
+	if (from >= end)
+		return 0;	/* sent again */
+	if (at > stored_end && tail_stored > 0)
+		return 1;	/* the tail is one run of bytes */
+	if (tail_stored + (end - from) > tail + LOG_TAIL_SLACK)
+		return 3;
+	if ((rc = log_store(bid, at, data, (size_t)(from - at), len)) < 0)
+		return rc;
+	/* one cut in the log: what an earlier attempt left past the head goes
+	 * when this tail starts after a gap, else what falls out of the last
+	 * `tail` bytes (never this attempt's) */
+	int64_t keep_from = at > stored_end ? at : end - tail < base ? end - tail : base;
+	return keep_from > head ? log_trim_tail(bid, head, keep_from) : 0;
+}
+
+/* Store what is new in a chunk [at, at + len) of the attempt starting at
+ * base (the log's own offsets; `have` its length): the head's bytes (the
+ * first half of max_bytes) as they come; past it only a tail chunk's (the
+ * worker holds the log's last bytes and sends them at its end), so no byte
+ * that the cap drops is ever written. 0, 1 (a gap where none may be), 3 (a
+ * tail over its share). */
+static int log_store_new(const char *bid, int64_t base, int64_t have, int64_t at, const void *data, size_t len,
+			 int tail, int64_t max_bytes)
+{
+	int64_t end = at + (int64_t)len, head = max_bytes / 2;
 	if (max_bytes <= 0)	/* no cap */
-		return log_store(bid, at, data, (size_t)(have - at), len);
-	int64_t end = at + (int64_t)len, head = max_bytes / 2, tail = max_bytes - head;
-	int64_t head_to = end < head ? end : head;
-	int rc = 0;
-	if (have < head_to)
-		rc = log_store(bid, at, data, (size_t)(have - at), (size_t)(head_to - at));
-	int64_t tail_from = have > head ? have : head;
-	if (end - tail > tail_from)
-		tail_from = end - tail;
-	if (rc == 0 && tail_from < end)
-		rc = log_store(bid, at, data, (size_t)(tail_from - at), len);
-	if (rc == 0 && end - tail > head)
-		rc = log_trim_tail(bid, head, end - tail);
-	return rc;
+		return at > have ? 1 : end > have ? log_store(bid, at, data, (size_t)(have - at), len) : 0;
+	if (tail)
+		return log_store_tail(bid, base, at, data, len, max_bytes);
+	if (at > have && have < head)
+		return 1;	/* the head has no gap */
+	int64_t to = end < head ? end : head;	/* past the head: counted, not stored */
+	return have < to ? log_store(bid, at, data, (size_t)(have - at), (size_t)(to - at)) : 0;
 }
 
 int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
-			int64_t max_bytes, int64_t *length)
+			int tail, int64_t max_bytes, int64_t *length)
 {
 	char bid[24], wid[24], att[24];
 	id_text(bid, id);
@@ -398,18 +444,17 @@ int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, 
 	int64_t have = strtoll(db_rows_get(&rows, 0, 0), NULL, 10) - base;
 	db_rows_release(&rows);
 	*length = have;
-	if (at > have) {
+	/* stored at the log's own offsets (the attempt's base added), capped
+	 * over the whole log */
+	if ((rc = log_store_new(bid, base, base + have, base + at, data, len, tail, max_bytes)) != 0) {
+		if (rc < 0)
+			goto rollback;
 		db_tx_rollback();
-		return 1;
+		return rc;
 	}
 	if (at + (int64_t)len > have) {
-		/* only the part not stored yet: a resent chunk may overlap */
 		char newlen[24];
 		snprintf(newlen, sizeof(newlen), "%" PRId64, base + at + (int64_t)len);
-		/* stored at the log's own offsets (the attempt's base added), capped
-		 * over the whole log */
-		if ((rc = log_store_new(bid, base + have, base + at, data, len, max_bytes)) < 0)
-			goto rollback;
 		const char *p2[2] = { bid, newlen };
 		if ((rc = db_run("UPDATE builds SET log_length = $2 WHERE id = $1", 2, p2)) < 0)
 			goto rollback;
@@ -419,6 +464,21 @@ int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, 
 rollback:
 	db_tx_rollback();
 	return rc;
+}
+
+int db_build_log_head_left(int64_t id, int64_t max_bytes, int64_t *left)
+{
+	char bid[24];
+	id_text(bid, id);
+	const char *params[1] = { bid };
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT log_base FROM builds WHERE id = $1", 1, params);
+	if (rc < 0)
+		return rc;
+	int64_t base = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
+	db_rows_release(&rows);
+	*left = max_bytes <= 0 ? -1 : max_bytes / 2 > base ? max_bytes / 2 - base : 0;
+	return 0;
 }
 
 /* The stored bytes [from, from + max) of the log into out (nothing cut in
@@ -510,8 +570,12 @@ int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, 
 		log_cut_line(out, cut_to - cut_from);
 		from = cut_to;
 	}
-	*next = from + budget < *length ? from + budget : *length;
-	return log_read_range(bid, from, budget, out);
+	/* past what is stored (a running build past its head, whose tail
+	 * comes at its end) the read stops and reads on from there */
+	size_t before = out->len;
+	rc = log_read_range(bid, from, budget, out);
+	*next = from + (int64_t)(out->len - before);
+	return rc;
 }
 
 /* Run an UPDATE of one job held by worker_id: KHUB_ECONFLICT when it

@@ -83,12 +83,20 @@ int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char e
  * not the job's attempt). Offsets count from the attempt's first byte:
  * every claim starts a new part of the log after a line "[khub] attempt N
  * of M on worker W". A chunk that ends at or before the current length is
- * ignored (sent twice); a chunk starting past the end returns 1. *length is
- * the attempt's log length after (every byte received, kept or not). Of the
- * whole log only the first max_bytes / 2 and the last max_bytes / 2 bytes
- * are kept. */
+ * ignored (sent twice); a chunk starting past the end returns 1 while the
+ * log is in its head. *length is the attempt's log length after (every
+ * byte received, kept or not). Of the whole log only the first
+ * max_bytes / 2 bytes are stored as they come; bytes past them are counted
+ * and stored only from a `tail` chunk (the log's last bytes, sent when the
+ * attempt ends; it may start past the end, the bytes between dropped), at
+ * most max_bytes / 2 plus 4 KiB of them an attempt (3 when over that; 1
+ * when it would leave a second gap), the older part of the log past the
+ * head cut to its last max_bytes / 2. */
 int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
-			int64_t max_bytes, int64_t *length);
+			int tail, int64_t max_bytes, int64_t *length);
+/* How many bytes of the claimed attempt's log (from its first byte) the
+ * head still keeps as they come under max_bytes (-1: no cap). */
+int db_build_log_head_left(int64_t id, int64_t max_bytes, int64_t *left);
 /* At most max stored bytes of the log from byte `from` into out, with a
  * line "[khub: 55.1 MB cut from this log]" where the read crosses the part
  * that was not kept; *length the whole log's length, *next the offset to
