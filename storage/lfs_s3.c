@@ -40,7 +40,8 @@ struct s3_call {
 	int out_fd;			/* download to out_fd (hashing into sha), */
 	EVP_MD_CTX *sha;		/* or, with out_fd -1 and sha, only hash */
 	uint64_t received;		/* bytes of a 2xx body downloaded or hashed */
-	struct strbuf body;		/* or collect a small answer */
+	struct strbuf body;		/* or collect a small answer, */
+	size_t body_max;		/* up to 64 KiB unless this says more */
 	CURL *curl;
 	long status;
 	uint64_t length;		/* Content-Length answered */
@@ -181,7 +182,7 @@ static size_t on_body(char *buf, size_t size, size_t n, void *arg)
 		c->received += len;
 		return c->out_fd >= 0 && write_all(c->out_fd, buf, len) < 0 ? 0 : len;
 	}
-	if (c->body.len < 65536)
+	if (c->body.len < (c->body_max ? c->body_max : 65536))
 		strbuf_add(&c->body, buf, len);
 	return len;
 }
@@ -634,6 +635,7 @@ static int list_page(struct s3 *s, const char *token, char **next, int (*fn)(con
 	}
 	strbuf_adds(&q, "list-type=2&max-keys=1000&prefix=objects%2F");
 	call_init(&c, "GET", xasprintf("%s/?%s", s->base, q.buf));
+	c.body_max = 16 << 20;	/* 1000 entries are about 250 KB */
 	strbuf_release(&q);
 	int rc = s3_perform(s, &c);
 	strbuf_add(&c.body, "", 1);

@@ -8,7 +8,8 @@
 # per check), an object overwritten with other bytes (attributed to the repo
 # using it), a link to a missing object and an object no repo links (a
 # notice, not damage); --repair moves the damaged object to the bucket's
-# quarantine/lfs/ and drops the dangling link. khub backup, then khub
+# quarantine/lfs/ and drops the dangling link; fsck and /metrics walk a
+# listing of more than one page. khub backup, then khub
 # restore into an empty bucket, then fsck: clean.
 . "$(dirname "$0")/../lib/khub-test.sh"
 . "$(dirname "$0")/../lib/ceph-s3.sh"
@@ -164,6 +165,23 @@ unrepaired() { jq -c '[.problems[] | select(.state != "repaired") | [.repo, .wha
 khub fsck --json >"$TEST_DIR/after.json" 2>/dev/null
 is "$(unrepaired "$TEST_DIR/after.json")" "$(unrepaired "$TEST_DIR/repair.json")" \
 	"fsck after --repair reports exactly what --repair said it could not repair"
+
+# ---- a listing of more than one page (ListObjectsV2 answers 1000 keys at most) ------------------
+urls=()
+for i in $(seq 1 1100); do urls+=("$S3_ENDPOINT/$S3_BUCKET/objects/zz/junk-$i"); done
+curl -s -o /dev/null -X PUT -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --data-binary x \
+	--aws-sigv4 "aws:amz:$S3_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "${urls[@]}"
+khub fsck --quick --json >"$TEST_DIR/pages.json" 2>"$TEST_DIR/pages.err"
+is "$(jq '[.problems[] | select(.what | test("not named by a sha256"))] | length' "$TEST_DIR/pages.json")" 1100 \
+	"fsck walks every page of the listing: 1100 keys not named by a sha256 reported"
+LISTED=$(( $(jq '.lfs_objects' "$TEST_DIR/pages.json") + 1100 ))
+got=
+for _ in $(seq 1 300); do
+	got=$(metric khub_lfs_store_objects)
+	[ "$got" = "$LISTED" ] && break
+	sleep 0.2
+done
+is "$got" "$LISTED" "khub_lfs_store_objects counts every page too"
 
 # ---- restore (of the backup made before the damage) into an empty bucket, then fsck -------------
 khub_stop
