@@ -1,7 +1,7 @@
 /* metrics.c -- the server's own figures in /metrics: requests by route
  * pattern (counted per thread by common/metrics.c), the database pool, the
- * work queues, the LFS store's size (added up by a background thread every
- * metrics_lfs_scan_s, never per scrape), the build queue, mirror lag and
+ * work queues, the LFS store's size (added up from its listing, local or
+ * S3, by a background thread every metrics_lfs_scan_s, never per scrape), the build queue, mirror lag and
  * air-gap imports. The route /metrics and who may read it: mirror_admin.c. */
 #include "api/metrics.h"
 
@@ -71,7 +71,7 @@ void metrics_request_done(const struct request *req, uint64_t usec)
 /* ---- the LFS store's size ------------------------------------------------ */
 
 static struct bg_thread lfs_scanner = BG_THREAD_INIT;
-static char *lfs_objects_dir;
+static char *lfs_root_dir;
 static long lfs_scan_seconds;
 static _Atomic uint64_t lfs_bytes, lfs_objects;
 static _Atomic int64_t lfs_scanned_at;	/* when the last complete scan ended; 0: none yet */
@@ -81,33 +81,27 @@ struct lfs_tally {
 	uint64_t bytes, objects;
 };
 
-static int tally_object(const char *rel, const char *path, const char *name, void *ctx)
+static int tally_object(const struct lfs_listed *o, void *ctx)
 {
 	struct lfs_tally *tally = ctx;
-	struct stat st;
-	(void)rel;
-	(void)name;
 	if (atomic_load_explicit(&lfs_scan_abort, memory_order_relaxed))
 		return KHUB_EIO;
-	if (lstat(path, &st) < 0)
-		return 0;	/* removed meanwhile (gc) */
-	if (S_ISDIR(st.st_mode))
-		return DIR_WALK_ENTER;
-	if (S_ISREG(st.st_mode)) {
-		tally->bytes += (uint64_t)st.st_size;
-		tally->objects++;
-	}
+	tally->bytes += o->size;
+	tally->objects++;
 	return 0;
 }
 
-/* One scan; a walk that fails (a directory gc removed under it, or
- * shutdown) keeps the last complete figure. */
+/* One scan of the store as configured (local files, or the S3 bucket's
+ * listing); one that fails (shutdown, the bucket unreachable) keeps the
+ * last complete figure. */
 static void lfs_scan(void)
 {
 	struct lfs_tally tally = { 0, 0 };
-	struct stat st;
-	if (stat(lfs_objects_dir, &st) == 0 && dir_walk(lfs_objects_dir, tally_object, &tally) < 0) {
-		log_debug("metrics: the LFS store's walk failed; keeping the last figure");
+	struct lfs_store *store = lfs_store_open(lfs_root_dir);
+	int rc = store ? lfs_store_list(store, tally_object, &tally) : KHUB_EIO;
+	lfs_store_close(store);
+	if (rc < 0) {
+		log_debug("metrics: the LFS store's listing failed; keeping the last figure");
 		return;
 	}
 	atomic_store(&lfs_bytes, tally.bytes);
@@ -143,7 +137,7 @@ void metrics_start(const struct route *const *const *groups, size_t ngroups, con
 	register_routes(groups, ngroups);
 	if (!lfs_root)
 		return;
-	lfs_objects_dir = xasprintf("%s/objects", lfs_root);
+	lfs_root_dir = xstrdup(lfs_root);
 	lfs_scan_seconds = scan_s > 0 ? scan_s : 300;
 	bg_thread_start(&lfs_scanner, lfs_scan_loop, "LFS store scan for /metrics");
 }
@@ -152,8 +146,8 @@ void metrics_stop(void)
 {
 	atomic_store(&lfs_scan_abort, 1);	/* a big store's walk must not hold up the exit */
 	bg_thread_stop(&lfs_scanner);
-	free(lfs_objects_dir);
-	lfs_objects_dir = NULL;
+	free(lfs_root_dir);
+	lfs_root_dir = NULL;
 }
 
 /* ---- the scrape ----------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* cmd_fsck.c -- khub fsck: check every repo at git fsck level, every LFS
- * object against its name, and the database against storage (repo rows
- * and git dirs, LFS links, the variant index, published build outputs);
+ * object of the store (local or S3, as listed) against its name, and the
+ * database against storage (repo rows and git dirs, LFS links both ways,
+ * the variant index, published build outputs);
  * --repair does what loses nothing (quarantine damaged LFS objects, drop
  * links to missing objects no commit references, re-index, trash
  * unregistered git dirs). */
@@ -9,7 +10,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,9 +18,12 @@
 #include <unistd.h>
 
 struct fsck {
-	int repair, json;
-	json_t *problems;
-	size_t damaged, unrepaired;
+	int repair, json, quick;
+	json_t *problems, *unlinked;
+	size_t damaged, unrepaired, listed;
+	struct hashmap uses;		/* oid → struct lfs_use */
+	struct lfs_use **use_list;	/* the same, in the order first seen */
+	size_t nuses;
 	struct lfs_store *lfs;
 	struct hashmap repo_dirs;	/* git dirs of registered repos → non-NULL */
 	int failed;			/* could not check something: exit 2 */
@@ -41,51 +44,149 @@ static void problem(struct fsck *f, const char *repo, const char *what, const ch
 		printf("%s\t%s\t%s\t%s\n", repo, what, where, state);
 }
 
-/* ---- LFS objects ---------------------------------------------------------- */
+/* ---- what the repos say of each LFS object ----------------------------------- */
 
-/* The sha256 of a file; 0, or -1 when it cannot be read. */
-static int hash_file(const char *path, char oid[65], uint64_t *size)
+/* One oid some repo references (an LFS pointer in its history) or links. */
+struct lfs_use {
+	char oid[65];
+	struct strbuf repos;	/* "kernels/a/x, kernels/b/y": who references or links it */
+	int referenced;		/* by a commit of a repo that is not a mirror */
+	int protected_link;	/* linked by a repo that references it (a mirror too) */
+	int64_t *unlinkable;	/* repos linking it that reference it nowhere */
+	size_t nunlinkable;
+	int has_pointer;
+	uint64_t pointer_size;	/* what the first pointer seen says */
+	int present;		/* in the store's listing, and not quarantined */
+	uint64_t size;		/* as listed */
+};
+
+static struct lfs_use *use_of(struct fsck *f, const char *oid)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	EVP_MD_CTX *sha = EVP_MD_CTX_new();
-	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
-	char *buf = xmalloc(1 << 20);
-	ssize_t n;
-	*size = 0;
-	while ((n = read(fd, buf, 1 << 20)) > 0) {
-		EVP_DigestUpdate(sha, buf, (size_t)n);
-		*size += (uint64_t)n;
-	}
-	sha256_final_hex(sha, oid);
-	EVP_MD_CTX_free(sha);
-	free(buf);
-	close(fd);
-	return n < 0 ? -1 : 0;
+	struct lfs_use *u = hashmap_get(&f->uses, oid);
+	if (u)
+		return u;
+	u = xcalloc(1, sizeof(*u));
+	snprintf(u->oid, sizeof(u->oid), "%s", oid);
+	strbuf_init(&u->repos);
+	hashmap_put(&f->uses, oid, u);
+	f->use_list = xrealloc(f->use_list, (f->nuses + 1) * sizeof(*f->use_list));
+	f->use_list[f->nuses++] = u;
+	return u;
 }
 
-static int check_object(const char *name, const char *path, void *arg)
+static void use_add_repo(struct lfs_use *u, const char *repo)
+{
+	if (u->repos.len)
+		strbuf_adds(&u->repos, ", ");
+	strbuf_adds(&u->repos, repo);
+}
+
+static void use_free(void *arg)
+{
+	struct lfs_use *u = arg;
+	strbuf_release(&u->repos);
+	free(u->unlinkable);
+	free(u);
+}
+
+/* Who a problem with oid is about: the repos using it, "-" when none. */
+static const char *users(struct fsck *f, const char *oid)
+{
+	struct lfs_use *u = is_lower_hex(oid, 64) ? hashmap_get(&f->uses, oid) : NULL;
+	return u && u->repos.len ? u->repos.buf : "-";
+}
+
+/* ---- LFS objects as the store lists them ------------------------------------- */
+
+static void unlinked_object(struct fsck *f, const struct lfs_listed *o)
+{
+	json_array_append_new(f->unlinked, json_pack("{s:s, s:I}", "where", o->where, "size", (json_int_t)o->size));
+	if (!f->json)
+		printf("-\tLFS object no repo links or references (not damage: khub gc removes it after its grace "
+		       "period)\t%s\tnotice\n", o->where);
+}
+
+/* Re-hash the object; 0 when sound, -1 when reported. */
+static int rehash_object(struct fsck *f, const struct lfs_listed *o)
+{
+	char got[65];
+	int rc = lfs_store_hash(f->lfs, o->name, got, NULL);
+	if (rc == KHUB_ENOTFOUND)
+		return -1;	/* removed since listed (khub gc) */
+	if (rc < 0) {
+		problem(f, users(f, o->name), "unreadable LFS object", o->where, 0,
+			"not repairable: check the disk or the object store");
+		return -1;
+	}
+	if (strcmp(got, o->name) == 0)
+		return 0;
+	/* local: to data_dir/quarantine/lfs/{oid}.{time}; s3: to the bucket's quarantine/lfs/ */
+	int repaired = f->repair && lfs_store_quarantine(f->lfs, o->name) == 0;
+	problem(f, users(f, o->name), "LFS object content does not match its sha256 (moved to quarantine/lfs when "
+		"repaired)", o->where, repaired, "not repairable: cannot move it to quarantine/lfs");
+	return repaired ? -1 : 0;	/* unrepaired it is still there */
+}
+
+static int check_object(const struct lfs_listed *o, void *arg)
 {
 	struct fsck *f = arg;
-	char oid[65];
-	uint64_t size;
-	if (!is_lower_hex(name, 64)) {
-		problem(f, "-", "a file in the LFS store that is not named by a sha256", path, 0,
-			"not repairable: look at it and remove it by hand");
+	if (!o->well_placed) {
+		problem(f, "-", "a file in the LFS store that is not named by a sha256 (or not at objects/ab/cd/{sha256})",
+			o->where, 0, "not repairable: look at it and remove it by hand");
 		return 0;
 	}
-	if (hash_file(path, oid, &size) < 0) {
-		problem(f, "-", "unreadable LFS object", path, 0, "not repairable: check the disk");
+	f->listed++;
+	if (!f->quick && rehash_object(f, o) < 0)
+		return 0;
+	struct lfs_use *u = hashmap_get(&f->uses, o->name);
+	if (!u) {
+		unlinked_object(f, o);
 		return 0;
 	}
-	if (strcmp(oid, name) == 0)
-		return 0;
-	/* to data_dir/quarantine/lfs/{oid}.{time}: kept for a person to look at */
-	int repaired = f->repair && lfs_store_quarantine(f->lfs, name) == 0;
-	problem(f, "-", "LFS object content does not match its sha256 (moved to quarantine/lfs when repaired)",
-		path, repaired, "not repairable: cannot move it to quarantine/lfs");
+	u->present = 1;
+	u->size = o->size;
+	if (u->has_pointer && u->size != u->pointer_size) {
+		char *where = xasprintf("%s (stored %llu bytes, pointer says %llu)", o->name,
+					(unsigned long long)u->size, (unsigned long long)u->pointer_size);
+		problem(f, u->repos.buf, "LFS object size differs from its pointer", where, 0,
+			"not repairable: restore lfs/ from a backup");
+		free(where);
+	}
 	return 0;
+}
+
+/* An object the repos use that the store lacks: one problem, whoever uses
+ * it. A link is dropped under --repair only when no commit of the repo
+ * references the object (it records an upload for a commit not made). */
+static void missing_object(struct fsck *f, struct lfs_use *u)
+{
+	if (u->referenced) {
+		problem(f, u->repos.buf, "LFS object referenced by a commit is missing", u->oid, 0,
+			"not repairable: restore lfs/ from a backup");
+		return;
+	}
+	if (!u->protected_link && !u->nunlinkable)
+		return;	/* only a mirror references it: fetched on first request */
+	int repaired = f->repair && !u->protected_link;
+	for (size_t i = 0; repaired && i < u->nunlinkable; i++)
+		repaired = db_lfs_unlink(u->unlinkable[i], u->oid) == 0;
+	problem(f, u->repos.buf, "LFS link to a missing object", u->oid, repaired,
+		u->protected_link ? "not repairable: a commit references it; restore lfs/ from a backup"
+				  : "not repairable: database error");
+}
+
+/* The store after the repos: what they use is then installed already. */
+static void check_lfs_store(struct fsck *f)
+{
+	if (lfs_store_list(f->lfs, check_object, f) < 0) {
+		fprintf(stderr, "khub fsck: cannot list the LFS store (%s): objects not checked\n",
+			lfs_store_backend(f->lfs));
+		f->failed = 1;
+		return;
+	}
+	for (size_t i = 0; i < f->nuses; i++)
+		if (!f->use_list[i]->present)
+			missing_object(f, f->use_list[i]);
 }
 
 /* ---- git ---------------------------------------------------------------- */
@@ -155,25 +256,21 @@ struct repo_check {
 static void check_pointer(const struct lfs_pointer *ptr, void *arg)
 {
 	struct repo_check *rc = arg;
-	uint64_t size;
 	if (hashmap_get(&rc->referenced, ptr->oid))
 		return;
 	hashmap_put(&rc->referenced, ptr->oid, rc);
-	if (lfs_store_stat(rc->f->lfs, ptr->oid, &size) < 0) {
-		if (!rc->rec->mirrored)	/* a mirror fetches on first request */
-			problem(rc->f, rc->repo, "LFS object referenced by a commit is missing", ptr->oid, 0,
-				"not repairable: restore lfs/ from a backup");
-	} else if (size != ptr->size) {
-		char *where = xasprintf("%s (stored %llu bytes, pointer says %llu)", ptr->oid,
-					(unsigned long long)size, (unsigned long long)ptr->size);
-		problem(rc->f, rc->repo, "LFS object size differs from its pointer", where, 0,
-			"not repairable: restore lfs/ from a backup");
-		free(where);
+	struct lfs_use *u = use_of(rc->f, ptr->oid);
+	use_add_repo(u, rc->repo);
+	if (!rc->rec->mirrored)	/* a mirror fetches on first request */
+		u->referenced = 1;
+	if (!u->has_pointer) {
+		u->has_pointer = 1;
+		u->pointer_size = ptr->size;
 	}
 }
 
-/* Links to objects the store lacks: dropped when no commit references them. */
-static void check_links(struct repo_check *rc)
+/* The repo's links, checked against the store's listing later. */
+static void record_links(struct repo_check *rc)
 {
 	char **oids = NULL;
 	size_t n = 0;
@@ -182,12 +279,13 @@ static void check_links(struct repo_check *rc)
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (lfs_store_stat(rc->f->lfs, oids[i], NULL) < 0) {
-			int referenced = hashmap_get(&rc->referenced, oids[i]) != NULL;
-			int repaired = rc->f->repair && !referenced && db_lfs_unlink(rc->rec->id, oids[i]) == 0;
-			problem(rc->f, rc->repo, "LFS link to a missing object", oids[i], repaired,
-				referenced ? "not repairable: a commit references it; restore lfs/ from a backup"
-					   : "not repairable: database error");
+		struct lfs_use *u = is_lower_hex(oids[i], 64) ? use_of(rc->f, oids[i]) : NULL;
+		if (u && hashmap_get(&rc->referenced, oids[i])) {
+			u->protected_link = 1;
+		} else if (u) {
+			use_add_repo(u, rc->repo);
+			u->unlinkable = xrealloc(u->unlinkable, (u->nunlinkable + 1) * sizeof(*u->unlinkable));
+			u->unlinkable[u->nunlinkable++] = rc->rec->id;
 		}
 		free(oids[i]);
 	}
@@ -317,7 +415,7 @@ static int check_repo(const struct repo_record *rec, void *arg)
 	if (store_scan_pointers(git, check_pointer, &rc) < 0)
 		problem(f, repo, "history not readable completely (LFS pointers not all checked)", dir, 0,
 			"not repairable: see git fsck");
-	check_links(&rc);
+	record_links(&rc);
 	check_variant_index(&rc, git);
 	check_build_outputs(&rc, git);
 	hashmap_release(&rc.referenced, NULL);
@@ -383,13 +481,31 @@ static void check_unregistered(struct fsck *f)
 
 static int run_fsck(struct fsck *f)
 {
-	/* the store first: a quarantined object is then a missing one below */
-	if (store_each_lfs_object(runtime_lfs_root(), check_object, f) < 0)
-		f->failed = 1;
 	if (db_repo_each(check_repo, f) < 0)
 		return KHUB_EDB;
+	check_lfs_store(f);
 	check_unregistered(f);
 	return 0;
+}
+
+static void report(struct fsck *f, int rc)
+{
+	int complete = rc == 0 && !f->failed;
+	if (f->json) {
+		json_t *doc = json_pack("{s:O, s:I, s:I, s:I, s:b, s:s, s:I, s:O}", "problems", f->problems, "damaged",
+					(json_int_t)f->damaged, "repaired", (json_int_t)(f->damaged - f->unrepaired),
+					"unrepaired", (json_int_t)f->unrepaired, "complete", complete, "lfs_backend",
+					f->lfs ? lfs_store_backend(f->lfs) : "", "lfs_objects", (json_int_t)f->listed,
+					"unlinked", f->unlinked);
+		char *text = json_dumps(doc, JSON_COMPACT);
+		printf("%s\n", text);
+		free(text);
+		json_decref(doc);
+	}
+	fprintf(stderr, "khub fsck: %zu problem%s found, %zu repaired, %zu left; %zu LFS objects %s, %zu linked by "
+		"no repo%s\n", f->damaged, f->damaged == 1 ? "" : "s", f->damaged - f->unrepaired, f->unrepaired,
+		f->listed, f->quick ? "listed (--quick: not re-hashed)" : "re-hashed", json_array_size(f->unlinked),
+		complete ? "" : "; the check was incomplete (see above)");
 }
 
 int cmd_fsck(int argc, char **argv)
@@ -400,37 +516,31 @@ int cmd_fsck(int argc, char **argv)
 			f.repair = 1;
 		} else if (strcmp(argv[i], "--json") == 0) {
 			f.json = 1;
+		} else if (strcmp(argv[i], "--quick") == 0) {
+			f.quick = 1;
 		} else {
-			fprintf(stderr, "usage: khub fsck [--repair] [--json]\n"
-				"  check every repo (git fsck), every LFS object's sha256 and the database against\n"
-				"  storage; exits 1 when something is damaged (with --repair: when something is\n"
-				"  left unrepaired), 2 when the check could not run\n");
+			fprintf(stderr, "usage: khub fsck [--repair] [--json] [--quick]\n"
+				"  check every repo (git fsck), every LFS object's sha256 (--quick: only its name\n"
+				"  and size) and the database against storage, on the local store or S3; exits 1\n"
+				"  when something is damaged (with --repair: when something is left unrepaired),\n"
+				"  2 when the check could not run\n");
 			return 2;
 		}
 	}
-	if (lfs_refuse_unless_local("fsck", "it re-hashes object files; the S3 backend re-verifies every "
-					     "object it reads and marks each upload with its sha256"))
-		return 2;
 	runtime_open_database();
 	f.problems = json_array();
+	f.unlinked = json_array();
 	f.lfs = lfs_store_open(runtime_lfs_root());
 	hashmap_init(&f.repo_dirs);
+	hashmap_init(&f.uses);
 	int rc = f.lfs ? run_fsck(&f) : KHUB_EIO;
-	if (f.json) {
-		json_t *doc = json_pack("{s:O, s:I, s:I, s:I, s:b}", "problems", f.problems, "damaged",
-					(json_int_t)f.damaged, "repaired", (json_int_t)(f.damaged - f.unrepaired),
-					"unrepaired", (json_int_t)f.unrepaired, "complete", rc == 0 && !f.failed);
-		char *text = json_dumps(doc, JSON_COMPACT);
-		printf("%s\n", text);
-		free(text);
-		json_decref(doc);
-	}
-	fprintf(stderr, "khub fsck: %zu problem%s found, %zu repaired, %zu left%s\n", f.damaged,
-		f.damaged == 1 ? "" : "s", f.damaged - f.unrepaired, f.unrepaired,
-		rc < 0 || f.failed ? "; the check was incomplete (see above)" : "");
+	report(&f, rc);
 	hashmap_release(&f.repo_dirs, NULL);
+	hashmap_release(&f.uses, use_free);
+	free(f.use_list);
 	lfs_store_close(f.lfs);
 	json_decref(f.problems);
+	json_decref(f.unlinked);
 	runtime_close_database();
 	if (rc < 0 || f.failed)
 		return 2;

@@ -1,7 +1,8 @@
-/* cmd_gc.c -- khub gc: remove what nothing uses any more. LFS objects no
- * commit of any ref references and no repo links (a link is kept while the
- * repo exists: it records bytes uploaded for a commit not made yet), never
- * younger than the grace period nor named by an in-flight write (decided
+/* cmd_gc.c -- khub gc: remove what nothing uses any more. LFS objects (of
+ * the local store or the S3 bucket, as listed) no commit of any ref
+ * references and no repo links (a link is kept while the repo exists: it
+ * records bytes uploaded for a commit not made yet), never younger than
+ * the grace period (file mtime, S3 LastModified) nor named by an in-flight write (decided
  * under the object's database lock, see storage/db_store_check.c);
  * partial uploads; git temp packs, stale locks and push staging dirs
  * (under the repo's write lock); what a killed sync import staged; trash
@@ -32,8 +33,8 @@ struct gc {
 	int incomplete;			/* a repo's history could not be read: no LFS object is removed */
 	struct gc_tally lfs, tmp, trash;
 	size_t kept_young, kept_in_use;
-	const char *current_path;	/* of the object db_lfs_collect asked about */
-	uint64_t current_size;
+	struct lfs_store *lfs_store;	/* local or s3, as configured */
+	uint64_t current_size;		/* of the object db_lfs_collect removed */
 };
 
 static void mark_used(const struct lfs_pointer *ptr, void *arg)
@@ -61,37 +62,36 @@ static int mark_repo(const struct repo_record *rec, void *arg)
 static int remove_object(const char *oid, void *arg)
 {
 	struct gc *gc = arg;
-	struct stat st;
-	(void)oid;
-	if (stat(gc->current_path, &st) < 0 || gc->now - st.st_mtime < gc->grace)
+	uint64_t size = 0;
+	int64_t mtime = 0;
+	int rc = lfs_store_stat_at(gc->lfs_store, oid, &size, &mtime);
+	if (rc == KHUB_ENOTFOUND || (rc == 0 && gc->now - mtime < gc->grace))
 		return 0;	/* gone, or written again meanwhile */
-	if (!gc->dry_run && unlink(gc->current_path) < 0)
-		return KHUB_EIO;
-	gc->current_size = (uint64_t)st.st_size;
+	if (rc < 0 || (!gc->dry_run && (rc = lfs_store_remove(gc->lfs_store, oid)) < 0))
+		return rc < 0 ? rc : KHUB_EIO;
+	gc->current_size = size;
 	return 1;
 }
 
-static int collect_object(const char *oid, const char *path, void *arg)
+static int collect_object(const struct lfs_listed *o, void *arg)
 {
 	struct gc *gc = arg;
-	struct stat st;
-	if (!is_lower_hex(oid, 64) || hashmap_get(&gc->used, oid) || stat(path, &st) < 0)
+	if (!o->well_placed || hashmap_get(&gc->used, o->name))
 		return 0;	/* fsck reports misnamed files */
-	if (gc->now - st.st_mtime < gc->grace) {
+	if (gc->now - o->mtime < gc->grace) {
 		gc->kept_young++;
 		return 0;
 	}
-	gc->current_path = path;
-	int rc = db_lfs_collect(oid, remove_object, gc);
+	int rc = db_lfs_collect(o->name, remove_object, gc);
 	if (rc < 0) {
-		fprintf(stderr, "khub gc: %s: %s\n", oid, khub_strerror(rc));
+		fprintf(stderr, "khub gc: %s: %s\n", o->name, khub_strerror(rc));
 		return rc == KHUB_EDB ? rc : 0;
 	}
 	if (rc == 0) {
 		gc->kept_in_use++;
 		return 0;
 	}
-	printf("%s lfs object %s (%llu bytes)\n", gc->dry_run ? "would remove" : "removed", oid,
+	printf("%s lfs object %s (%llu bytes)\n", gc->dry_run ? "would remove" : "removed", o->name,
 	       (unsigned long long)gc->current_size);
 	gc->lfs.count++;
 	gc->lfs.bytes += gc->current_size;
@@ -316,22 +316,26 @@ static int collect_lfs(struct gc *gc)
 		fprintf(stderr, "khub gc: not removing LFS objects: some history could not be read\n");
 		return 0;
 	}
-	return store_each_lfs_object(runtime_lfs_root(), collect_object, gc);
+	int rc = lfs_store_list(gc->lfs_store, collect_object, gc);
+	if (rc < 0 && rc != KHUB_EDB)
+		fprintf(stderr, "khub gc: cannot list the LFS store (%s): %s\n", lfs_store_backend(gc->lfs_store),
+			khub_strerror(rc));
+	return rc;
 }
 
 static int run_gc(struct gc *gc)
 {
+	if (!(gc->lfs_store = lfs_store_open(runtime_lfs_root())))
+		return KHUB_EIO;
 	int rc = collect_lfs(gc);
 	if (rc < 0)
 		return rc;
-	struct lfs_store *lfs = lfs_store_open(runtime_lfs_root());
-	if (lfs && !gc->dry_run) {	/* partial uploads no live writer holds */
-		int n = lfs_store_clean_tmp(lfs, gc->grace);
+	if (!gc->dry_run) {	/* partial uploads no live writer holds */
+		int n = lfs_store_clean_tmp(gc->lfs_store, gc->grace);
 		gc->tmp.count += n > 0 ? (size_t)n : 0;
 		if (n > 0)
 			printf("removed %d partial LFS upload%s\n", n, n == 1 ? "" : "s");
 	}
-	lfs_store_close(lfs);
 	if ((rc = db_repo_each(clean_repo_temp, gc)) < 0)
 		return rc;
 	clean_sync_staging(gc);
@@ -362,12 +366,10 @@ int cmd_gc(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (lfs_refuse_unless_local("gc", "it removes unreferenced object files; removal from the bucket "
-					  "is not implemented"))
-		return 2;
 	runtime_open_database();
 	hashmap_init(&gc.used);
 	int rc = run_gc(&gc);
+	lfs_store_close(gc.lfs_store);
 	hashmap_release(&gc.used, NULL);
 	runtime_close_database();
 	if (rc < 0) {

@@ -108,15 +108,6 @@ char **lfs_hook_env(void)
 	return env;
 }
 
-int lfs_refuse_unless_local(const char *command, const char *why)
-{
-	if (strcmp(config.lfs_backend, "local") == 0)
-		return 0;
-	fprintf(stderr, "khub %s: refused: lfs_backend = %s, and %s knows only the local LFS store (%s); "
-			"nothing was done\n", command, config.lfs_backend, command, why);
-	return 2;
-}
-
 int cmd_lfs(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "migrate") == 0 && strcmp(argv[2], "--to") == 0 &&

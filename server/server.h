@@ -352,9 +352,6 @@ int cmd_mirror(int argc, char **argv);
 int cmd_sync(int argc, char **argv);
 int cmd_check(int argc, char **argv);	/* server/cmd_check.c */
 int cmd_lfs(int argc, char **argv);	/* server/cmd_lfs.c */
-/* 0 when lfs_backend is local; else says on stderr that command (which
- * reads or removes files of the local store: why) refuses, and returns 2. */
-int lfs_refuse_unless_local(const char *command, const char *why);
 /* NAME=VALUE strings (NULL-ended, kept for the process) that give a push
  * hook the LFS backend's settings and credentials; empty for local. */
 char **lfs_hook_env(void);

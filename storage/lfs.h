@@ -94,6 +94,30 @@ const char *lfs_store_tmp_dir(const struct lfs_store *store);
 /* Copy a local file into the store. */
 int lfs_store_put_file(struct lfs_store *store, const char *path, char oid[65], uint64_t *size);
 
+/* ---- walking the store (khub fsck, khub gc, /metrics) ---------------------- */
+
+/* One entry of the store's objects/ (local: a file; s3: a key), as listed. */
+struct lfs_listed {
+	const char *name;	/* its last path part: an oid when well named */
+	const char *where;	/* its path or bucket key, for messages */
+	int well_placed;	/* named by a sha256 and at objects/ab/cd/{oid} */
+	uint64_t size;
+	int64_t mtime;		/* last written (s3: LastModified), unix time */
+};
+/* Call fn for every entry (s3: ListObjectsV2, 1000 a page); fn returns 0
+ * to go on, or a negative KHUB_E* that ends the walk and is returned.
+ * 0, KHUB_EIO. */
+int lfs_store_list(struct lfs_store *store, int (*fn)(const struct lfs_listed *o, void *arg), void *arg);
+/* Like lfs_store_stat, with when the object was last written. */
+int lfs_store_stat_at(struct lfs_store *store, const char *oid, uint64_t *size, int64_t *mtime);
+/* Stream the object through sha256 (s3: a GET hashed as it arrives,
+ * nothing kept): its hash in got, what was read in *size (may be NULL).
+ * 0, KHUB_ENOTFOUND, KHUB_EIO. */
+int lfs_store_hash(struct lfs_store *store, const char *oid, char got[65], uint64_t *size);
+/* Delete the object (khub gc, under its database lock). 0 (also when
+ * already gone), KHUB_EIO. */
+int lfs_store_remove(struct lfs_store *store, const char *oid);
+
 /* ---- integrity of local objects (storage/lfs_verify.c, lfs_scrub.c) ---- */
 
 /* The local backend records what it verified of each object (size, inode,
@@ -108,8 +132,10 @@ struct lfs_pace {
 	void *arg;
 };
 
-/* Move a damaged local object to quarantine/lfs (khub fsck --repair):
- * 0, KHUB_EIO, KHUB_EINVAL for a backend other than local. */
+/* Move a damaged object aside for a person to look at (khub fsck
+ * --repair): local: to data_dir/quarantine/lfs/{oid}.{time}; s3: copied to
+ * the key quarantine/lfs/{oid}.{time} of the bucket, then deleted. 0,
+ * KHUB_EIO. */
 int lfs_store_quarantine(struct lfs_store *store, const char *oid);
 
 /* This process's figures, for /metrics. */

@@ -7,8 +7,9 @@
 
 struct lfs_backend {
 	const char *name;
-	/* 0 and *size when the object is there, KHUB_ENOTFOUND, KHUB_EIO. */
-	int (*stat)(void *priv, const char *oid, uint64_t *size);
+	/* 0 and *size, *mtime (either may be NULL) when the object is there,
+	 * KHUB_ENOTFOUND, KHUB_EIO. */
+	int (*stat)(void *priv, const char *oid, uint64_t *size, int64_t *mtime);
 	/* A readable fd positioned at 0 holding the verified content. */
 	int (*open_object)(void *priv, const char *oid, int *fd, uint64_t *size);
 	/* Make the verified temp file tmp_path (open as fd) the object oid;
@@ -16,6 +17,14 @@ struct lfs_backend {
 	int (*install)(void *priv, int fd, const char *tmp_path, const char *oid);
 	/* NULL when the backend cannot hand out URLs. */
 	int (*presign)(void *priv, const char *oid, long ttl, char **url);
+	/* Every entry under objects/ (see lfs_store_list). */
+	int (*list)(void *priv, int (*fn)(const struct lfs_listed *o, void *arg), void *arg);
+	/* sha256 of the object's bytes as stored (see lfs_store_hash). */
+	int (*hash)(void *priv, const char *oid, char got[65], uint64_t *size);
+	/* Delete the object; 0 when gone. */
+	int (*remove)(void *priv, const char *oid);
+	/* Move it out of objects/ for a person to look at. */
+	int (*quarantine)(void *priv, const char *oid);
 	void (*close)(void *priv);
 };
 
@@ -27,6 +36,10 @@ extern const struct lfs_backend lfs_s3_backend;
 /* ---- what a local store verified (lfs_verify.c) ---------------------------- */
 
 struct lfs_verify;
+/* The sha256 of fd's content, read with pread (its offset stays put);
+ * pace (may be NULL) is told of every chunk and stops the hash by
+ * answering non-zero. 0, KHUB_EIO, or KHUB_ECONFLICT when stopped. */
+int lfs_hash_fd(int fd, char oid[65], uint64_t *size, const struct lfs_pace *pace);
 /* The records of the local store under root; lfs_verify_close frees. */
 struct lfs_verify *lfs_verify_open(const char *root);
 void lfs_verify_close(struct lfs_verify *v);	/* accepts NULL */

@@ -22,7 +22,7 @@ struct s3 {
 	char *base;		/* URL up to the bucket's root, no trailing slash */
 	char *host;		/* Host header value the signature covers */
 	char *path_prefix;	/* "/bucket" (path style) or "" */
-	char *region, *sigv4, *userpwd, *access_key, *secret_key, *tmp_dir;
+	char *bucket, *region, *sigv4, *userpwd, *access_key, *secret_key, *tmp_dir;
 	long part_bytes;
 };
 
@@ -32,16 +32,20 @@ struct s3_call {
 	char *url;
 	const char *payload_sha;	/* x-amz-content-sha256 */
 	const char *meta_sha;		/* x-amz-meta-sha256 to set (PUT, initiate) */
+	const char *copy_source;	/* x-amz-copy-source (a server-side copy) */
 	int in_fd;			/* upload from in_fd at in_off, in_len bytes */
 	off_t in_off;
 	uint64_t in_len;
 	const char *in_buf;		/* or from memory */
-	int out_fd;			/* download to out_fd (hashing into sha) */
-	EVP_MD_CTX *sha;
-	struct strbuf body;		/* or collect a small answer */
+	int out_fd;			/* download to out_fd (hashing into sha), */
+	EVP_MD_CTX *sha;		/* or, with out_fd -1 and sha, only hash */
+	uint64_t received;		/* bytes of a 2xx body downloaded or hashed */
+	struct strbuf body;		/* or collect a small answer, */
+	size_t body_max;		/* up to 64 KiB unless this says more */
 	CURL *curl;
 	long status;
 	uint64_t length;		/* Content-Length answered */
+	int64_t last_modified;		/* Last-Modified answered, unix time; 0: none */
 	char got_meta[65], etag[80];
 };
 
@@ -84,7 +88,7 @@ static void s3_close(void *priv)
 	struct s3 *s = priv;
 	if (!s)
 		return;
-	free(s->base), free(s->host), free(s->path_prefix), free(s->region), free(s->sigv4);
+	free(s->base), free(s->host), free(s->path_prefix), free(s->bucket), free(s->region), free(s->sigv4);
 	free(s->userpwd), free(s->access_key), free(s->secret_key), free(s->tmp_dir);
 	free(s);
 }
@@ -124,6 +128,7 @@ void *lfs_s3_open(const struct lfs_s3_settings *cfg, const char *tmp_dir)
 		s3_close(s);
 		return NULL;
 	}
+	s->bucket = xstrdup(cfg->bucket);
 	s->region = xstrdup(cfg->region && cfg->region[0] ? cfg->region : "us-east-1");
 	s->sigv4 = xasprintf("aws:amz:%s:s3", s->region);
 	s->userpwd = xasprintf("%s:%s", s->access_key, s->secret_key);
@@ -136,6 +141,14 @@ static char *object_url(struct s3 *s, const char *oid, const char *query)
 {
 	return xasprintf("%s/objects/%.2s/%.2s/%s%s%s", s->base, oid, oid + 2, oid, query ? "?" : "",
 			 query ? query : "");
+}
+
+/* A time the answer gives (Last-Modified's RFC 1123 form, a listing's
+ * ISO 8601 one), UTC; 0 when it does not parse. */
+static int64_t parse_time(const char *text, const char *format)
+{
+	struct tm tm = { 0 };
+	return strptime(text, format, &tm) ? (int64_t)timegm(&tm) : 0;
 }
 
 static size_t on_header(char *buf, size_t size, size_t n, void *arg)
@@ -152,6 +165,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 		sscanf(line + 18, " %64s", c->got_meta);
 	else if (strncasecmp(line, "etag:", 5) == 0)
 		sscanf(line + 5, " %79s", c->etag);
+	else if (strncasecmp(line, "last-modified:", 14) == 0)
+		c->last_modified = parse_time(line + 14, " %a, %d %b %Y %H:%M:%S");
 	return len;
 }
 
@@ -161,12 +176,13 @@ static size_t on_body(char *buf, size_t size, size_t n, void *arg)
 	size_t len = size * n;
 	if (!c->status)
 		curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
-	if (c->status / 100 == 2 && c->out_fd >= 0) {
+	if (c->status / 100 == 2 && (c->out_fd >= 0 || c->sha)) {
 		if (c->sha)
 			EVP_DigestUpdate(c->sha, buf, len);
-		return write_all(c->out_fd, buf, len) < 0 ? 0 : len;
+		c->received += len;
+		return c->out_fd >= 0 && write_all(c->out_fd, buf, len) < 0 ? 0 : len;
 	}
-	if (c->body.len < 65536)
+	if (c->body.len < (c->body_max ? c->body_max : 65536))
 		strbuf_add(&c->body, buf, len);
 	return len;
 }
@@ -200,6 +216,11 @@ static struct curl_slist *call_headers(const struct s3_call *c)
 	if (c->meta_sha) {
 		snprintf(h, sizeof(h), "x-amz-meta-sha256: %s", c->meta_sha);
 		l = curl_slist_append(l, h);
+	}
+	if (c->copy_source) {
+		char *copy = xasprintf("x-amz-copy-source: %s", c->copy_source);
+		l = curl_slist_append(l, copy);
+		free(copy);
 	}
 	return l;
 }
@@ -271,7 +292,7 @@ static int call_failed(struct s3_call *c)
 
 /* An object counts only when khub put it there: its x-amz-meta-sha256 is
  * the oid (anything else at the key is not ours to serve). */
-static int s3_stat(void *priv, const char *oid, uint64_t *size)
+static int s3_stat(void *priv, const char *oid, uint64_t *size, int64_t *mtime)
 {
 	struct s3 *s = priv;
 	struct s3_call c;
@@ -285,6 +306,8 @@ static int s3_stat(void *priv, const char *oid, uint64_t *size)
 		rc = KHUB_ENOTFOUND;
 	if (rc == 0 && size)
 		*size = c.length;
+	if (rc == 0 && mtime)
+		*mtime = c.last_modified;
 	call_done(&c);
 	return rc;
 }
@@ -499,11 +522,168 @@ static int s3_presign(void *priv, const char *oid, long ttl, char **url)
 	return 0;
 }
 
+/* ---- what fsck, gc and /metrics need ---------------------------------------- */
+
+/* Stream the object through sha256, keeping nothing: its bytes as stored,
+ * whatever its mark says. */
+static int s3_hash(void *priv, const char *oid, char got[65], uint64_t *size)
+{
+	struct s3 *s = priv;
+	struct s3_call c;
+	call_init(&c, "GET", object_url(s, oid, NULL));
+	c.sha = EVP_MD_CTX_new();
+	EVP_DigestInit_ex(c.sha, EVP_sha256(), NULL);
+	int rc = s3_perform(s, &c);
+	sha256_final_hex(c.sha, got);
+	if (rc == 0 && c.status == 404)
+		rc = KHUB_ENOTFOUND;
+	else if (rc == 0 && c.status != 200)
+		rc = call_failed(&c);
+	if (size)
+		*size = c.received;
+	EVP_MD_CTX_free(c.sha);
+	call_done(&c);
+	return rc;
+}
+
+static int delete_key(struct s3 *s, char *url)
+{
+	struct s3_call c;
+	call_init(&c, "DELETE", url);
+	int rc = s3_perform(s, &c);
+	if (rc == 0 && c.status != 204 && c.status != 200 && c.status != 404)
+		rc = call_failed(&c);
+	call_done(&c);
+	return rc;
+}
+
+static int s3_remove(void *priv, const char *oid)
+{
+	struct s3 *s = priv;
+	return delete_key(s, object_url(s, oid, NULL));
+}
+
+/* Copied (server side) to quarantine/lfs/{oid}.{time}, then deleted. */
+static int s3_quarantine(void *priv, const char *oid)
+{
+	struct s3 *s = priv;
+	struct s3_call c;
+	char *source = xasprintf("/%s/objects/%.2s/%.2s/%s", s->bucket, oid, oid + 2, oid);
+	call_init(&c, "PUT", xasprintf("%s/quarantine/lfs/%s.%ld", s->base, oid, (long)time(NULL)));
+	c.copy_source = source;
+	int rc = s3_perform(s, &c);
+	strbuf_add(&c.body, "", 1);
+	if (rc == 0 && (c.status != 200 || strstr(c.body.buf, "<Error>")))
+		rc = call_failed(&c);
+	call_done(&c);
+	free(source);
+	if (rc == 0)
+		rc = s3_remove(s, oid);
+	if (rc == 0)
+		log_warn("lfs s3: object %s moved to quarantine/lfs/ in the bucket", oid);
+	return rc;
+}
+
+/* XML's five entities decoded in place. */
+static void xml_unescape(char *t)
+{
+	static const struct { const char *entity; char c; } map[] = {
+		{ "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' },
+	};
+	char *w = t;
+	for (const char *r = t; *r;) {
+		size_t k = 0;
+		while (k < 5 && strncmp(r, map[k].entity, strlen(map[k].entity)) != 0)
+			k++;
+		*w++ = k < 5 ? map[k].c : *r;
+		r += k < 5 ? strlen(map[k].entity) : 1;
+	}
+	*w = '\0';
+}
+
+/* One <Contents> entry of a listing, told to fn. */
+static int list_entry(const char *xml, int (*fn)(const struct lfs_listed *o, void *arg), void *arg)
+{
+	char *key = xml_value(xml, "Key"), *size = xml_value(xml, "Size"), *when = xml_value(xml, "LastModified");
+	int rc = 0;
+	if (key && size) {
+		xml_unescape(key);
+		const char *name = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
+		struct lfs_listed o = { .name = name, .where = key, .size = strtoull(size, NULL, 10),
+					.mtime = when ? parse_time(when, "%Y-%m-%dT%H:%M:%S") : 0 };
+		o.well_placed = is_lower_hex(name, 64) && strlen(key) == 14 + 64 && strncmp(key, "objects/", 8) == 0 &&
+				strncmp(key + 8, name, 2) == 0 && key[10] == '/' && strncmp(key + 11, name + 2, 2) == 0;
+		rc = fn(&o, arg);
+	}
+	free(key), free(size), free(when);
+	return rc < 0 ? rc : 0;
+}
+
+/* One page of ListObjectsV2 after token (NULL: the first); *next: the
+ * next page's token, NULL after the last. */
+static int list_page(struct s3 *s, const char *token, char **next, int (*fn)(const struct lfs_listed *o, void *arg),
+		     void *arg)
+{
+	struct strbuf q;
+	struct s3_call c;
+	strbuf_init(&q);
+	/* sorted and encoded: curl 7.88 signs the query as written */
+	if (token) {
+		strbuf_adds(&q, "continuation-token=");
+		strbuf_add_urlencoded(&q, token, 0);
+		strbuf_adds(&q, "&");
+	}
+	strbuf_adds(&q, "list-type=2&max-keys=1000&prefix=objects%2F");
+	call_init(&c, "GET", xasprintf("%s/?%s", s->base, q.buf));
+	c.body_max = 16 << 20;	/* 1000 entries are about 250 KB */
+	strbuf_release(&q);
+	int rc = s3_perform(s, &c);
+	strbuf_add(&c.body, "", 1);
+	if (rc == 0 && (c.status != 200 || !strstr(c.body.buf, "<ListBucketResult")))
+		rc = call_failed(&c);
+	const char *p = c.body.buf;
+	while (rc == 0 && p && (p = strstr(p, "<Contents>"))) {
+		const char *end = strstr(p, "</Contents>");
+		char *entry = end ? xstrndup(p, (size_t)(end - p)) : NULL;
+		rc = entry ? list_entry(entry, fn, arg) : KHUB_EIO;
+		free(entry);
+		p = end;
+	}
+	char *truncated = rc == 0 ? xml_value(c.body.buf, "IsTruncated") : NULL;
+	*next = truncated && strcmp(truncated, "true") == 0 ? xml_value(c.body.buf, "NextContinuationToken") : NULL;
+	if (*next)
+		xml_unescape(*next);
+	else if (truncated && strcmp(truncated, "true") == 0)
+		rc = call_failed(&c);	/* truncated without a way on */
+	free(truncated);
+	call_done(&c);
+	return rc;
+}
+
+static int s3_list(void *priv, int (*fn)(const struct lfs_listed *o, void *arg), void *arg)
+{
+	struct s3 *s = priv;
+	char *token = NULL;
+	int rc;
+	do {
+		char *next = NULL;
+		rc = list_page(s, token, &next, fn, arg);
+		free(token);
+		token = next;
+	} while (rc == 0 && token);
+	free(token);
+	return rc;
+}
+
 const struct lfs_backend lfs_s3_backend = {
 	.name = "s3",
 	.stat = s3_stat,
 	.open_object = s3_open_object,
 	.install = s3_install,
 	.presign = s3_presign,
+	.list = s3_list,
+	.hash = s3_hash,
+	.remove = s3_remove,
+	.quarantine = s3_quarantine,
 	.close = s3_close,
 };

@@ -106,7 +106,7 @@ int lfs_store_stat(struct lfs_store *store, const char *oid, uint64_t *size)
 {
 	if (!is_lower_hex(oid, 64))
 		return KHUB_EINVAL;
-	return store->backend->stat(store->priv, oid, size);
+	return store->backend->stat(store->priv, oid, size, NULL);
 }
 
 int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uint64_t *size)
@@ -123,9 +123,35 @@ struct lfs_verify *lfs_store_verifier(struct lfs_store *store)
 
 int lfs_store_quarantine(struct lfs_store *store, const char *oid)
 {
-	if (!is_lower_hex(oid, 64) || !store->verify)
+	if (!is_lower_hex(oid, 64))
 		return KHUB_EINVAL;
-	return lfs_verify_quarantine(store->verify, oid);
+	return store->backend->quarantine(store->priv, oid);
+}
+
+int lfs_store_stat_at(struct lfs_store *store, const char *oid, uint64_t *size, int64_t *mtime)
+{
+	if (!is_lower_hex(oid, 64))
+		return KHUB_EINVAL;
+	return store->backend->stat(store->priv, oid, size, mtime);
+}
+
+int lfs_store_list(struct lfs_store *store, int (*fn)(const struct lfs_listed *o, void *arg), void *arg)
+{
+	return store->backend->list(store->priv, fn, arg);
+}
+
+int lfs_store_hash(struct lfs_store *store, const char *oid, char got[65], uint64_t *size)
+{
+	if (!is_lower_hex(oid, 64))
+		return KHUB_EINVAL;
+	return store->backend->hash(store->priv, oid, got, size);
+}
+
+int lfs_store_remove(struct lfs_store *store, const char *oid)
+{
+	if (!is_lower_hex(oid, 64))
+		return KHUB_EINVAL;
+	return store->backend->remove(store->priv, oid);
 }
 
 int lfs_store_presign(struct lfs_store *store, const char *oid, long ttl, char **url)
@@ -135,7 +161,7 @@ int lfs_store_presign(struct lfs_store *store, const char *oid, long ttl, char *
 	return store->backend->presign(store->priv, oid, ttl, url);
 }
 
-static int local_stat(void *priv, const char *oid, uint64_t *size)
+static int local_stat(void *priv, const char *oid, uint64_t *size, int64_t *mtime)
 {
 	struct lfs_store *store = priv;
 	char *path = object_path(store, oid);
@@ -146,7 +172,76 @@ static int local_stat(void *priv, const char *oid, uint64_t *size)
 		return KHUB_ENOTFOUND;
 	if (size)
 		*size = (uint64_t)st.st_size;
+	if (mtime)
+		*mtime = (int64_t)st.st_mtime;
 	return 0;
+}
+
+struct local_walk {
+	int (*fn)(const struct lfs_listed *o, void *arg);
+	void *arg;
+};
+
+/* objects/ab/cd/{oid}: rel "ab/cd/{oid}" with the prefixes of name. */
+static int well_placed(const char *rel, const char *name)
+{
+	return is_lower_hex(name, 64) && strlen(rel) == 6 + 64 && strncmp(rel, name, 2) == 0 && rel[2] == '/' &&
+	       strncmp(rel + 3, name + 2, 2) == 0 && rel[5] == '/';
+}
+
+static int local_list_entry(const char *rel, const char *path, const char *name, void *ctx)
+{
+	struct local_walk *w = ctx;
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return 0;	/* removed meanwhile (gc) */
+	if (S_ISDIR(st.st_mode))
+		return DIR_WALK_ENTER;
+	struct lfs_listed o = { .name = name, .where = path, .well_placed = well_placed(rel, name),
+				.size = (uint64_t)st.st_size, .mtime = (int64_t)st.st_mtime };
+	int rc = w->fn(&o, w->arg);
+	return rc < 0 ? rc : 0;
+}
+
+static int local_list(void *priv, int (*fn)(const struct lfs_listed *o, void *arg), void *arg)
+{
+	struct lfs_store *store = priv;
+	struct local_walk w = { fn, arg };
+	char *objects = xasprintf("%s/objects", store->root);
+	int rc = dir_walk(objects, local_list_entry, &w);
+	free(objects);
+	return rc;
+}
+
+static int local_hash(void *priv, const char *oid, char got[65], uint64_t *size)
+{
+	struct lfs_store *store = priv;
+	char *path = object_path(store, oid);
+	uint64_t n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	if (fd < 0)
+		return errno == ENOENT ? KHUB_ENOTFOUND : KHUB_EIO;
+	int rc = lfs_hash_fd(fd, got, &n, NULL);
+	close(fd);
+	if (size)
+		*size = n;
+	return rc;
+}
+
+static int local_remove(void *priv, const char *oid)
+{
+	struct lfs_store *store = priv;
+	char *path = object_path(store, oid);
+	int rc = unlink(path) == 0 || errno == ENOENT ? 0 : KHUB_EIO;
+	free(path);
+	return rc;
+}
+
+static int local_quarantine(void *priv, const char *oid)
+{
+	struct lfs_store *store = priv;
+	return lfs_verify_quarantine(store->verify, oid);
 }
 
 /* The object's file, checked against what was verified of it (a changed
@@ -245,6 +340,10 @@ static const struct lfs_backend local_backend = {
 	.stat = local_stat,
 	.open_object = local_open_object,
 	.install = local_install,
+	.list = local_list,
+	.hash = local_hash,
+	.remove = local_remove,
+	.quarantine = local_quarantine,
 };
 
 static int install_object(struct lfs_store *store, int fd, const char *tmp_path, const char *oid)

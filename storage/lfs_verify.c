@@ -186,10 +186,7 @@ int lfs_verify_quarantine(struct lfs_verify *v, const char *oid)
 	return rc;
 }
 
-/* The sha256 of fd's content, read with pread (its offset stays put);
- * pace (may be NULL) is told of every chunk and stops the hash by
- * answering non-zero. 0, KHUB_EIO, or KHUB_ECONFLICT when stopped. */
-static int hash_fd(int fd, char oid[65], uint64_t *size, const struct lfs_pace *pace)
+int lfs_hash_fd(int fd, char oid[65], uint64_t *size, const struct lfs_pace *pace)
 {
 	EVP_MD_CTX *sha = EVP_MD_CTX_new();
 	char *buf = xmalloc(HASH_CHUNK);
@@ -218,7 +215,7 @@ int lfs_verify_rehash(struct lfs_verify *v, const char *oid, int fd, const struc
 	struct stat before, after;
 	char got[65];
 	uint64_t size = 0;
-	int rc = fstat(fd, &before) < 0 ? KHUB_EIO : hash_fd(fd, got, &size, pace);
+	int rc = fstat(fd, &before) < 0 ? KHUB_EIO : lfs_hash_fd(fd, got, &size, pace);
 	if (bytes)
 		*bytes = size;
 	if (rc < 0)

@@ -185,7 +185,7 @@ is "$?" 1 "fsck of the damaged hub exits 1"
 found() { jq -e --arg r "$1" --arg w "$2" --arg x "$3" \
 	'[.problems[] | select(.repo == $r and (.what | test($w)) and (.where | test($x)))] | length > 0' \
 	"$TEST_DIR/fsck2.json" >/dev/null; }
-check "reports the flipped byte (object content vs name)" -- found - "does not match its sha256" "$OTHER_SO"
+check "reports the flipped byte (object content vs name), attributed to the repo using it" -- found kernels/alice/other "does not match its sha256" "$OTHER_SO"
 check "reports the missing linked object" -- found kernels/alice/relu "LFS link to a missing object" "$LINKED"
 check "reports the missing git object (git fsck)" -- found kernels/alice/broken "git fsck" "$README_BLOB|missing"
 check "reports the ref pointing at a missing commit (git fsck)" -- found kernels/alice/broken "git fsck" "ghost"
