@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,6 +199,8 @@ static void plan_file_open(struct request *req, struct git_cgi *cgi, struct strv
 {
 	cgi->plan_path = xasprintf("%s/push-plans-XXXXXX", lfs_store_tmp_dir(api_ctx.lfs));
 	cgi->plan_fd = mkostemp(cgi->plan_path, O_CLOEXEC);
+	if (cgi->plan_fd >= 0)	/* while held, lfs_store_clean_tmp leaves it */
+		flock(cgi->plan_fd, LOCK_EX | LOCK_NB);
 	if (cgi->plan_fd < 0) {
 		log_error("cannot create %s: %s", cgi->plan_path, strerror(errno));
 		strvec_pushf(env, "KHUB_HOOK_PLAN_FILE=/nonexistent");	/* the hook says it cannot plan */

@@ -112,4 +112,8 @@ done
 is "$(stopped)" "$N" "each of the $N slow pushes was planned exactly once"
 like "$(grep -m1 'reading it was stopped' "$TEST_DIR/server.log")" "stopped at" "the slow plans were stopped at a limit (the attack is real)"
 is "$(ls "$KHUB_DATA_DIR"/lfs/tmp | grep -c '^push-plans-')" 0 "no push's plan file is left behind"
+khub_stop	# one a crashed server left is removed when it starts again
+printf 'khub-plan 1 1 %s -1 0 refs/heads/x\n' "$BSHA" >"$KHUB_DATA_DIR/lfs/tmp/push-plans-crash1"
+khub_start
+is "$(ls "$KHUB_DATA_DIR"/lfs/tmp | grep -c '^push-plans-')" 0 "… nor one a crashed server left, once it starts again"
 done_testing
