@@ -5,7 +5,9 @@
  * The pipes are non-blocking: while git thinks (counting objects, indexing
  * a pack) the request waits parked on the pipe, holding no server thread.
  * Pushes are checked by `khub hook pre-receive` (paths, LFS objects) and
- * recorded by `khub hook post-receive` (audit, last-modified). */
+ * recorded by `khub hook post-receive` (audit, last-modified), which hands
+ * the builds to plan to this server's push planner through a file made
+ * per push: they are submitted once the push ended, never planned in it. */
 #include "api/api.h"
 #include "farm/farm.h"
 
@@ -16,6 +18,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +37,8 @@ struct git_cgi {
 	uint64_t *bytes_out;
 	struct repo_handle repo;
 	char repo_id[2 * REPO_NAME_MAX + 16];
+	int plan_fd;		/* a push's: the plans its hook hands over, -1 when none */
+	char *plan_path;
 };
 
 static enum MHD_Result need_credentials(struct request *req, int status, const char *msg)
@@ -187,6 +192,39 @@ static int start_backend(struct request *req, struct git_cgi *cgi, struct strvec
 	return 0;
 }
 
+/* A push's file for the plans of its hook (farm/build_planner.c): made
+ * here, so that the server, not the hook, plans them once the push was
+ * answered; with the URL where the pusher sees the builds. */
+static void plan_file_open(struct request *req, struct git_cgi *cgi, struct strvec *env)
+{
+	cgi->plan_path = xasprintf("%s/push-plans-XXXXXX", lfs_store_tmp_dir(api_ctx.lfs));
+	cgi->plan_fd = mkostemp(cgi->plan_path, O_CLOEXEC);
+	if (cgi->plan_fd >= 0)	/* while held, lfs_store_clean_tmp leaves it */
+		flock(cgi->plan_fd, LOCK_EX | LOCK_NB);
+	if (cgi->plan_fd < 0) {
+		log_error("cannot create %s: %s", cgi->plan_path, strerror(errno));
+		strvec_pushf(env, "KHUB_HOOK_PLAN_FILE=/nonexistent");	/* the hook says it cannot plan */
+		free(cgi->plan_path);
+		cgi->plan_path = NULL;
+	} else {
+		strvec_pushf(env, "KHUB_HOOK_PLAN_FILE=%s", cgi->plan_path);
+	}
+	strvec_pushf(env, "KHUB_HOOK_BUILDS_URL=%s/api/kernels/%s/%s/builds", request_base_url(req),
+		     cgi->repo.record.ns, cgi->repo.record.name);
+}
+
+/* After the push: its hook's plans to the push planner. */
+static void plan_file_take(struct git_cgi *cgi)
+{
+	if (cgi->plan_fd < 0)
+		return;
+	build_planner_take(cgi->plan_fd, cgi->repo.record.id);
+	close(cgi->plan_fd);
+	unlink(cgi->plan_path);
+	free(cgi->plan_path);
+	cgi->plan_fd = -1;
+}
+
 /* Start `git http-backend` with the CGI environment, all of it built
  * before the fork (common/spawn.c). */
 static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *service_path)
@@ -214,6 +252,8 @@ static int spawn_backend(struct request *req, struct git_cgi *cgi, const char *s
 	strvec_pushf(&env, "KHUB_HOOK_BUILD_LIVE=%ld", farm_settings.worker_live_seconds);
 	env_add(&env, "KHUB_HOOK_BUILD_PYTHON", farm_settings.plan_python ? farm_settings.plan_python : "python3");
 	strvec_pushf(&env, "KHUB_HOOK_BUILD_PLAN_MS=%ld", farm_settings.plan_wall_ms);
+	if (strcmp(service_path, "git-receive-pack") == 0)
+		plan_file_open(req, cgi, &env);
 
 	return start_backend(req, cgi, &env, in, out);
 }
@@ -233,6 +273,7 @@ static void cgi_free(struct git_cgi *cgi)
 			waitpid(cgi->pid, &status, 0);
 		}
 	}
+	plan_file_take(cgi);	/* the push ended: its answer was sent */
 	strbuf_release(&cgi->head);
 	free(cgi);
 }
@@ -245,7 +286,7 @@ static void cgi_free_state(void *state)
 static struct git_cgi *cgi_new(void)
 {
 	struct git_cgi *cgi = xcalloc(1, sizeof(*cgi));
-	cgi->to_child = cgi->from_child = -1;
+	cgi->to_child = cgi->from_child = cgi->plan_fd = -1;
 	strbuf_init(&cgi->head);
 	return cgi;
 }

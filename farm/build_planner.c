@@ -4,10 +4,16 @@
  * a thread commits need nor delays any commit's answer. The queue is
  * bounded, a quarter of it per owner, and served round-robin across owners:
  * one author's many slow plans delay another's by at most one plan per
- * thread. A push of a repo and commit already waiting joins it. */
+ * thread. A push of a repo and commit already waiting joins it. A git
+ * push is planned here too: its hook (another process) writes what it
+ * read to a file the server gave it, which the server submits once the
+ * push was answered (build_planner_take). */
 #include "farm/farm.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,4 +183,96 @@ int build_planner_submit(struct push_plan *p)
 		push_plan_free(p);
 	}
 	return 1;
+}
+
+/* ---- a git push's plans, handed over by its hook ------------------------------ */
+
+#define REFUSED_MAX 4096
+
+int push_plan_write(FILE *fp, const struct push_plan *p)
+{
+	size_t refused_len = p->refused ? strlen(p->refused) : 0;
+	if (refused_len > REFUSED_MAX)
+		refused_len = REFUSED_MAX;
+	if (fprintf(fp, "khub-plan %lld %lld %s %lld %zu %s\n", (long long)p->repo_id, (long long)p->owner_id,
+		    p->sha, p->toml ? (long long)p->len : -1LL, refused_len, p->ref) < 0 ||
+	    (p->toml && fwrite(p->toml, 1, p->len, fp) != p->len) ||
+	    (refused_len && fwrite(p->refused, 1, refused_len, fp) != refused_len))
+		return -1;
+	return 0;
+}
+
+/* n bytes of fp, NUL-ended (owned by the caller), or NULL when cut short. */
+static char *read_bytes(FILE *fp, size_t n)
+{
+	char *buf = xmalloc(n + 1);
+	if (fread(buf, 1, n, fp) != n) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+int push_plan_read_next(FILE *fp, struct push_plan **out)
+{
+	char line[1200], sha[64], ref[1024];
+	long long repo_id, owner_id, toml_len;
+	size_t refused_len;
+	*out = NULL;
+	if (!fgets(line, sizeof(line), fp))
+		return 0;
+	if (!strchr(line, '\n') ||
+	    sscanf(line, "khub-plan %lld %lld %63s %lld %zu %1023s", &repo_id, &owner_id, sha, &toml_len,
+		   &refused_len, ref) != 6 ||
+	    !is_lower_hex(sha, 40) || toml_len < -1 || toml_len > BUILD_TOML_MAX || refused_len > REFUSED_MAX)
+		return -1;
+	struct push_plan *p = xcalloc(1, sizeof(*p));
+	p->repo_id = repo_id;
+	p->owner_id = owner_id;
+	p->ref = xstrdup(ref);
+	memcpy(p->sha, sha, sizeof(p->sha));
+	p->len = toml_len > 0 ? (size_t)toml_len : 0;
+	if ((toml_len >= 0 && !(p->toml = read_bytes(fp, p->len))) ||
+	    (refused_len && !(p->refused = read_bytes(fp, refused_len)))) {
+		push_plan_free(p);
+		return -1;
+	}
+	*out = p;
+	return 1;
+}
+
+size_t build_planner_take(int fd, int64_t repo_id)
+{
+	size_t n = 0;
+	int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	FILE *fp = copy >= 0 ? fdopen(copy, "r") : NULL;
+	if (!fp || fseek(fp, 0, SEEK_SET) != 0) {
+		log_warn("build trigger: repo %lld: cannot read what its push hook handed over: %s", (long long)repo_id,
+			 strerror(errno));
+		goto cleanup;
+	}
+	struct push_plan *p;
+	int rc;
+	while ((rc = push_plan_read_next(fp, &p)) > 0) {
+		if (p->repo_id != repo_id) {	/* the hook writes only the pushed repo's */
+			push_plan_free(p);
+			continue;
+		}
+		if (!build_planner_submit(p)) {
+			log_warn("build trigger: repo %lld %s: no push planner runs; not planned", (long long)repo_id, p->sha);
+			push_plan_free(p);
+			continue;
+		}
+		n++;
+	}
+	if (rc < 0)
+		log_warn("build trigger: repo %lld: its push hook's plans end cut short; the rest is not planned",
+			 (long long)repo_id);
+cleanup:
+	if (fp)
+		fclose(fp);
+	else if (copy >= 0)
+		close(copy);
+	return n;
 }

@@ -5,7 +5,9 @@
  * by the publish path after every new commit (commit API on the work
  * queue, import, git push through the hook); never for the farm's own
  * publications or mirrors. The server plans on its push planner
- * (farm/build_planner.c), after the commit was answered. */
+ * (farm/build_planner.c), after the commit was answered; the push hook
+ * hands what it read to the server that ran the push, which plans it
+ * there after the push was answered. */
 #include "farm/farm.h"
 
 #include <stdlib.h>
@@ -114,8 +116,16 @@ cleanup:
 	json_decref(skipped);
 }
 
+static void (*hand_off)(struct push_plan *p);
+
+void build_trigger_hand_off(void (*fn)(struct push_plan *p))
+{
+	hand_off = fn;
+}
+
 /* Read what planning sha needs and hand it to the planner (the server),
- * or plan it here (the push hook, khub import). */
+ * to the server that ran the push (the push hook), or plan it here (khub
+ * import). */
 static void queue_planned(int64_t repo_id, git_repository *git, const char *ref, const char *sha)
 {
 	char why[160];
@@ -135,6 +145,10 @@ static void queue_planned(int64_t repo_id, git_repository *git, const char *ref,
 		p->owner_id = 0;	/* planned all the same, in the unknown owner's turn */
 	if (build_planner_submit(p))
 		return;
+	if (hand_off) {
+		hand_off(p);
+		return;
+	}
 	build_push_plan(p);
 	push_plan_free(p);
 }

@@ -382,8 +382,18 @@ struct push_plan {
 };
 void push_plan_free(struct push_plan *p);	/* accepts NULL */
 /* Plan p and enqueue its default variants, logging what was left out
- * (on a planner thread, or in the push hook and khub import). */
+ * (on a planner thread, or in khub import). */
 void build_push_plan(const struct push_plan *p);
+/* Where builds_on_new_commit hands a push to plan when no push planner
+ * runs in this process: fn owns p from then (the push hook writes it for
+ * the server that ran it, so the push's answer never waits for a plan);
+ * NULL, the default: plan in place (khub import). */
+void build_trigger_hand_off(void (*fn)(struct push_plan *p));
+/* Append p to fp as one record for build_planner_take: 0, or -1 (errno). */
+int push_plan_write(FILE *fp, const struct push_plan *p);
+/* The next record of fp into *out (the caller owns it): 1, 0 at the end,
+ * -1 for a record cut short or malformed (the rest is not read). */
+int push_plan_read_next(FILE *fp, struct push_plan **out);
 
 /* ---- the push planner (farm/build_planner.c) ------------------------------------- */
 
@@ -391,7 +401,8 @@ void build_push_plan(const struct push_plan *p);
  * sits between a commit and its answer): at most queue_max pushes wait,
  * one owner at most a quarter of them, served round-robin across owners,
  * and a push of a repo and commit already waiting joins it. Without a
- * start (push hook, khub import), builds_on_new_commit plans in place. */
+ * start, builds_on_new_commit hands the push off (the push hook, to the
+ * server's planner: build_planner_take) or plans in place (khub import). */
 void build_planner_start(long threads, long queue_max);
 /* Drop what waits and join the threads (each ends its plan first). */
 void build_planner_stop(void);
@@ -399,5 +410,9 @@ void build_planner_stop(void);
  * dropped because its owner's share is full); 0: no planner runs, the
  * caller still owns p. */
 int build_planner_submit(struct push_plan *p);
+/* After a git push ended (its answer sent): submit the plans its hook
+ * wrote to fd (push_plan_write, read from the start) that are of repo_id,
+ * the repo the push wrote; how many were submitted. fd stays open. */
+size_t build_planner_take(int fd, int64_t repo_id);
 
 #endif

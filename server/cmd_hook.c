@@ -3,11 +3,13 @@
  * rules: branches and tags only, valid paths, no submodules or symlinks,
  * every LFS pointer naming an object present in the store, no plain blob
  * over 10 MiB, main never deleted, tags never moved or deleted; and is audited afterwards. A rejected pre-receive leaves every
- * ref of the push untouched. */
+ * ref of the push untouched. The builds a push triggers are handed to
+ * the server that runs it and planned after the push was answered. */
 #include "server/server.h"
 #include "farm/farm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +224,39 @@ static int pre_receive(void)
 	return pc.problems ? 1 : 0;
 }
 
+/* Where the push's plans go: the file the server that runs the push made
+ * for it (KHUB_HOOK_PLAN_FILE), which it submits to its push planner once
+ * the push was answered, so that no push waits for a plan. */
+static struct {
+	FILE *fp;		/* NULL: the file cannot be written */
+	const char *builds_url;	/* where the pusher sees the builds */
+} handed;
+
+static void hand_to_server(struct push_plan *p)
+{
+	if (!handed.fp || push_plan_write(handed.fp, p) < 0 || fflush(handed.fp) != 0)
+		fprintf(stderr, "khub: %s: the builds of %s cannot be planned: the server's file for them cannot be "
+			"written; request them with POST %s\n", p->ref, p->sha, handed.builds_url);
+	else
+		fprintf(stderr, "khub: %s: builds of %.12s will be planned after this push: see %s\n", p->ref, p->sha,
+			handed.builds_url);
+	push_plan_free(p);
+}
+
+/* Hand the push's plans to the server when it gave a file for them (a
+ * server of an older khub did not: plan here then). */
+static void hand_off_open(void)
+{
+	const char *path = getenv("KHUB_HOOK_PLAN_FILE");
+	if (!path)
+		return;
+	handed.builds_url = getenv("KHUB_HOOK_BUILDS_URL") ? getenv("KHUB_HOOK_BUILDS_URL") : "…/builds";
+	int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && !(handed.fp = fdopen(fd, "a")))
+		close(fd);
+	build_trigger_hand_off(hand_to_server);
+}
+
 static int post_receive(void)
 {
 	const char *conninfo = getenv("KHUB_HOOK_DATABASE");
@@ -244,6 +279,7 @@ static int post_receive(void)
 	farm_settings.plan_python = getenv("KHUB_HOOK_BUILD_PYTHON") ? getenv("KHUB_HOOK_BUILD_PYTHON") : "python3";
 	farm_settings.plan_wall_ms = getenv("KHUB_HOOK_BUILD_PLAN_MS") ? atol(getenv("KHUB_HOOK_BUILD_PLAN_MS")) : 10000;
 	publish_set_on_new_commit(builds_on_new_commit);
+	hand_off_open();
 	/* For the variant index of kernel repos (GIT_DIR is set by git). */
 	git_repository *git = NULL;
 	if (git_repository_open_ext(&git, NULL, GIT_REPOSITORY_OPEN_FROM_ENV, NULL) < 0)
@@ -270,6 +306,8 @@ static int post_receive(void)
 		json_decref(details);
 	}
 	git_repository_free(git);
+	if (handed.fp)
+		fclose(handed.fp);
 	db_thread_done();
 	return 0;
 }

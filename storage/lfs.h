@@ -81,8 +81,9 @@ int lfs_writer_install(struct lfs_writer *w);
 const char *lfs_writer_oid(const struct lfs_writer *w);
 /* The temp file a writer is filling (valid until commit or abort). */
 const char *lfs_writer_temp_path(const struct lfs_writer *w);
-/* Remove partial uploads left by a crash (no live writer holds their
- * lock; not resumable mirror downloads) at least max_age seconds old;
+/* Remove partial uploads and git pushes' plan files left by a crash (no
+ * live writer holds their lock; not resumable mirror downloads) at least
+ * max_age seconds old;
  * returns how many. */
 int lfs_store_clean_tmp(struct lfs_store *store, long max_age);
 /* Move a finished download whose sha256 the caller computed as it was

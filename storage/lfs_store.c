@@ -436,7 +436,8 @@ int lfs_store_clean_tmp(struct lfs_store *store, long max_age)
 	int removed = 0;
 	time_t now = time(NULL);
 	while (d && (de = readdir(d))) {
-		if (strncmp(de->d_name, "upload-", 7) != 0)
+		/* uploads, and a git push's plans (api/git_http.c) */
+		if (strncmp(de->d_name, "upload-", 7) != 0 && strncmp(de->d_name, "push-plans-", 11) != 0)
 			continue;
 		char *path = xasprintf("%s/%s", store->tmp_dir, de->d_name);
 		struct stat st;

@@ -426,7 +426,11 @@ git clone -q "http://x:$ALICE@127.0.0.1:$KHUB_PORT/kernels/acme/relu" "$TEST_DIR
 (cd "$TEST_DIR/clone" && printf 'from ._ops import ops\n# v2\n' >torch-ext/relu/__init__.py && git commit -qam "change the source" && git push -q origin main) >>"$log" 2>&1
 ok $? "git push of a source change"
 C2=$(git --git-dir="$GD" rev-parse main)
-api "$ALICE" GET "/api/kernels/acme/relu/builds?state=queued"
+for _ in $(seq 1 300); do	# planned after the push was answered, on the server's push planner
+	api "$ALICE" GET "/api/kernels/acme/relu/builds?state=queued"
+	[ "$(j 'len([b for b in d["builds"] if b["commit"] == "'"$C2"'"])')" = 2 ] && break
+	sleep 0.1
+done
 is "$(j 'sorted(b["variant"] for b in d["builds"] if b["commit"] == "'"$C2"'")')" "['$V2', '$V1']" "the push queued the default variants (build_variants ∩ what workers build: not $V4)"
 is "$(j '[b["requested_by"] for b in d["builds"] if b["commit"] == "'"$C2"'"][0]')" push "… requested by push"
 printf '{"key":"header","value":{"summary":"docs"}}\n{"key":"file","value":{"content":"%s","path":"README.md","encoding":"base64"}}\n' \
@@ -439,10 +443,11 @@ api "$ALICE" GET "/api/kernels/acme/relu/builds?limit=1000"
 is "$(j 'len([b for b in d["builds"] if b["commit"] == "'"$C3"'"])')" 0 "… queued nothing"
 api "$ALICE" PUT /api/kernels/acme/relu/settings '{"buildOnPush":false}'
 is "$ST $(j 'd["buildOnPush"]')" "200 False" "buildOnPush off"
-(cd "$TEST_DIR/clone" && git pull -q && printf 'x = 2\n' >torch-ext/relu/more.py && git add . && git commit -qm more && git push -q origin main) >>"$log" 2>&1
+(cd "$TEST_DIR/clone" && git pull -q && printf 'x = 2\n' >torch-ext/relu/more.py && git add . && git commit -qm more && git push -q origin main) >"$TEST_DIR/off.out" 2>&1
 C4=$(git --git-dir="$GD" rev-parse main)
 api "$ALICE" GET "/api/kernels/acme/relu/builds?limit=1000"
 is "$(j 'len([b for b in d["builds"] if b["commit"] == "'"$C4"'"])')" 0 "with buildOnPush off a push queues nothing"
+is "$(grep -c 'will be planned' "$TEST_DIR/off.out")" 0 "… nor hands a plan to the server"
 api "$ALICE" PUT /api/kernels/acme/relu/settings '{"buildOnPush":true}'
 is "$(j 'd["buildOnPush"]')" True "buildOnPush on again"
 
