@@ -102,6 +102,11 @@ static void serve_configure_builds(void)
 /* The database, the stores and everything requests read from api_ctx. */
 static void serve_open(void)
 {
+	static struct trusted_proxies proxies;	/* for the process's life */
+	char why[256];
+	if (trusted_proxies_parse(config.trusted_proxies, &proxies, why, sizeof(why)) < 0)
+		fatal("%s", why);	/* before the database starts */
+	http_ctx.trusted_proxies = &proxies;
 	runtime_open_database();
 	runtime_watch_database();
 	api_ctx.repo_root = runtime_repo_root();
@@ -112,11 +117,6 @@ static void serve_open(void)
 	if (stale)
 		log_info("removed %d partial uploads left by an earlier crash", stale);
 	http_ctx.public_url = config.public_url;
-	static struct trusted_proxies proxies;
-	char why[256];
-	if (trusted_proxies_parse(config.trusted_proxies, &proxies, why, sizeof(why)) < 0)
-		fatal("%s", why);
-	http_ctx.trusted_proxies = &proxies;
 	serve_apply_live_settings();
 	publish_set_unlock_notify(api_lock_released);
 	publish_set_after_move(api_after_publish);
