@@ -190,6 +190,21 @@ int dir_walk(const char *root, int (*visit)(const char *rel, const char *path, c
 int tree_remove(const char *path);
 
 
+/* ---- IP address ranges (common/net_range.c) ---------------------------- */
+
+/* An address or a CIDR range: family (AF_INET, AF_INET6), the address's
+ * bytes (IPv4 in the first 4) and the prefix's bits. */
+struct net_range {
+	int family;
+	unsigned char addr[16];
+	unsigned bits;
+};
+/* "192.0.2.1", "10.0.0.0/8", "2001:db8::/32" into r: 0, or -1 when text
+ * is none of these. */
+int net_range_parse(const char *text, struct net_range *r);
+/* 1 when addr (4 or 16 bytes of family) is in r, else 0. */
+int net_range_contains(const struct net_range *r, int family, const unsigned char *addr);
+
 /* ---- request metrics and Prometheus text (common/metrics.c) ----------- */
 
 /* The keys requests are counted under (route patterns), copied; once per

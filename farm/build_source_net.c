@@ -24,13 +24,6 @@
 
 #include <git2/sys/stream.h>
 
-/* An address range: family, bytes (IPv4 in the first 4) and prefix bits. */
-struct net_range {
-	int family;
-	unsigned char addr[16];
-	unsigned bits;
-};
-
 /* Never reached unless allowed (RFC 6890 special-purpose and friends). */
 static const char *const refused_v4[] = {
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
@@ -55,41 +48,6 @@ static struct {
 static __thread uint64_t fetch_deadline;
 static __thread char fetch_failure[256];
 
-static int range_parse(const char *text, struct net_range *r)
-{
-	char addr[64];
-	const char *slash = strchr(text, '/');
-	size_t n = slash ? (size_t)(slash - text) : strlen(text);
-	if (n == 0 || n >= sizeof(addr))
-		return -1;
-	memcpy(addr, text, n);
-	addr[n] = '\0';
-	memset(r, 0, sizeof(*r));
-	r->family = strchr(addr, ':') ? AF_INET6 : AF_INET;
-	if (inet_pton(r->family, addr, r->addr) != 1)
-		return -1;
-	unsigned max = r->family == AF_INET ? 32 : 128;
-	r->bits = max;
-	if (slash) {
-		char *end;
-		long bits = strtol(slash + 1, &end, 10);
-		if (!slash[1] || *end || bits < 0 || bits > (long)max)
-			return -1;
-		r->bits = (unsigned)bits;
-	}
-	return 0;
-}
-
-static int range_contains(const struct net_range *r, int family, const unsigned char *addr)
-{
-	if (r->family != family)
-		return 0;
-	unsigned full = r->bits / 8, rest = r->bits % 8;
-	if (memcmp(r->addr, addr, full) != 0)
-		return 0;
-	return !rest || ((r->addr[full] ^ addr[full]) & (0xff00 >> rest) & 0xff) == 0;
-}
-
 #define REFUSED_V4 (sizeof(refused_v4) / sizeof(*refused_v4))
 #define REFUSED_V6 (sizeof(refused_v6) / sizeof(*refused_v6))
 static struct net_range refused[REFUSED_V4 + REFUSED_V6];	/* both tables, parsed once */
@@ -98,7 +56,7 @@ static pthread_once_t refused_once = PTHREAD_ONCE_INIT;
 static void refused_parse(void)
 {
 	for (size_t i = 0; i < REFUSED_V4 + REFUSED_V6; i++) {
-		int rc = range_parse(i < REFUSED_V4 ? refused_v4[i] : refused_v6[i - REFUSED_V4], &refused[i]);
+		int rc = net_range_parse(i < REFUSED_V4 ? refused_v4[i] : refused_v6[i - REFUSED_V4], &refused[i]);
 		assert(rc == 0);
 		(void)rc;
 	}
@@ -109,7 +67,7 @@ static int is_refused(int family, const unsigned char *addr)
 {
 	pthread_once(&refused_once, refused_parse);
 	for (size_t i = 0; i < REFUSED_V4 + REFUSED_V6; i++)
-		if (range_contains(&refused[i], family, addr))
+		if (net_range_contains(&refused[i], family, addr))
 			return 1;
 	return 0;
 }
@@ -117,7 +75,7 @@ static int is_refused(int family, const unsigned char *addr)
 static int allowed_range(int family, const unsigned char *addr)
 {
 	for (size_t i = 0; i < net.nranges; i++)
-		if (range_contains(&net.ranges[i], family, addr))
+		if (net_range_contains(&net.ranges[i], family, addr))
 			return 1;
 	return 0;
 }
@@ -182,7 +140,7 @@ void source_net_release(void)
 static int allow_add(const char *entry)
 {
 	struct net_range r;
-	if (range_parse(entry, &r) == 0) {
+	if (net_range_parse(entry, &r) == 0) {
 		net.ranges = xrealloc(net.ranges, (net.nranges + 1) * sizeof(*net.ranges));
 		net.ranges[net.nranges++] = r;
 		return 0;

@@ -36,6 +36,10 @@ struct http_context {
 	 * 503 so that the load balancer sends it nothing new, while requests
 	 * keep being served. Read and written with __atomic builtins. */
 	int draining;
+	/* trusted_proxies, parsed (set once at start-up; NULL = trust none):
+	 * requests from these peers get the client's address from the
+	 * forwarding headers (http/client_addr.c). */
+	const struct trusted_proxies *trusted_proxies;
 };
 
 extern struct http_context http_ctx;
@@ -48,6 +52,8 @@ enum http_method {
 };
 
 #define MAX_SEGMENTS 128
+/* An address's text (IPv6 as inet_ntop writes it) and its NUL. */
+#define CLIENT_ADDR_MAX 64
 
 /* A repo opened for a request: its record, its git store and what the
  * caller may do with it. */
@@ -92,7 +98,14 @@ struct request {
 	const char *method_name;
 	char request_id[32];
 	uint64_t start_usec;
-	char remote_addr[64];
+	/* The client's address, computed once when the request starts: the
+	 * TCP peer (peer_addr), or, when the peer is a trusted proxy, the
+	 * address it forwarded (request_set_client_addr). Everything about
+	 * "who, from where" uses it: the audit log, download counting, the
+	 * access log, git's REMOTE_ADDR. Connection limits
+	 * (max_connections_per_ip) count the peer. */
+	char remote_addr[CLIENT_ADDR_MAX];
+	char peer_addr[CLIENT_ADDR_MAX];
 
 	char *log_path;			/* the raw path, for the access log */
 	/* The raw path split on '/', each segment percent-decoded. */
@@ -307,6 +320,37 @@ void strbuf_add_json_string(struct strbuf *sb, const char *s);
 /* One CSV field (RFC 4180: quoted when it holds a comma, quote or line
  * break), then "," or, for the last field of a row, "\r\n". */
 void strbuf_add_csv_field(struct strbuf *sb, const char *s, int last);
+
+/* ---- the client's address behind proxies (http/client_addr.c) --------------- */
+
+/* The proxies whose X-Forwarded-For and Forwarded headers are believed
+ * (the configuration's trusted_proxies): addresses and CIDR ranges. */
+struct trusted_proxies {
+	struct net_range *ranges;	/* owned */
+	size_t n;
+};
+/* Trusted entries read from the right of a forwarding header, at most:
+ * more gives the peer. */
+#define FORWARDED_HOPS_MAX 16
+/* A comma- or space-separated list of addresses and CIDR ranges into tp
+ * (empty: none): 0, or -1 with the bad entry in why (tp then empty).
+ * trusted_proxies_release frees what tp holds. */
+int trusted_proxies_parse(const char *list, struct trusted_proxies *tp, char *why, size_t why_size);
+void trusted_proxies_release(struct trusted_proxies *tp);
+/* 1 when the address text addr is in tp (NULL: none). */
+int trusted_proxies_contains(const struct trusted_proxies *tp, const char *addr);
+/* The client's address of a request whose TCP peer is peer (address text)
+ * into out: when peer is in tp, the right-most address of X-Forwarded-For
+ * (xff: every line of it joined by ", "; NULL when absent), or without one
+ * of Forwarded's for= (forwarded, the same), that is not itself in tp (all
+ * of them are: the left-most). Otherwise, and whenever the entries read
+ * are malformed (not an address, "unknown", more than FORWARDED_HOPS_MAX
+ * trusted), peer. Returns 1 when out came from a header, else 0. */
+int client_addr_resolve(const struct trusted_proxies *tp, const char *peer, const char *xff,
+			const char *forwarded, char out[CLIENT_ADDR_MAX]);
+/* req->remote_addr from req->peer_addr, the request's headers and
+ * http_ctx.trusted_proxies (server/http.c, as the request starts). */
+void request_set_client_addr(struct request *req);
 
 /* ---- waiting without a thread (http/park.c) -------------------------------- */
 

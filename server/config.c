@@ -48,6 +48,7 @@ static const struct config_row config_rows[] = {
 	ROW(connection_timeout, CONFIG_LONG, "60", 1, 3600, "seconds an idle or stalled connection is kept"),
 	ROW(max_connections, CONFIG_LONG, "4096", 16, 1000000, "concurrent connections"),
 	ROW(max_connections_per_ip, CONFIG_LONG, "256", 0, 1000000, "concurrent connections from one client address (0 = no limit)"),
+	ROW(trusted_proxies, CONFIG_STRING, "", 0, 0, "comma-separated addresses and CIDR ranges of reverse proxies (nginx, HAProxy) whose X-Forwarded-For or Forwarded header names the client: a request from one gets the right-most address there that is not itself a trusted proxy, for the audit log, download counting and the access log (max_connections_per_ip still counts the proxy); empty = trust none, every request has its TCP peer's address"),
 	ROW(connection_memory_kb, CONFIG_LONG, "16", 4, 1024, "KiB each connection has for its request line and headers and the response's headers (half of it reads a request body); a request whose headers do not fit is answered 431"),
 	ROW(header_timeout, CONFIG_LONG, "30", 0, 3600, "seconds a connection has to send a request's complete headers, from opening or from the end of its previous request (0 = no limit)"),
 	LIVE(max_body_bytes, CONFIG_LONG, "16777216", 1024, 1L << 30, "largest JSON/form request body (commit bodies and LFS uploads stream and have no limit)"),
@@ -647,6 +648,12 @@ int config_check(FILE *err)
 		problems++;
 	}
 	source_net_release();
+	struct trusted_proxies proxies;
+	if (trusted_proxies_parse(config.trusted_proxies, &proxies, why, sizeof(why)) < 0) {
+		fprintf(err, "khub: %s\n", why);
+		problems++;
+	}
+	trusted_proxies_release(&proxies);
 	if (config.public_url[0] && strncmp(config.public_url, "http://", 7) != 0 &&
 	    strncmp(config.public_url, "https://", 8) != 0) {
 		fprintf(err, "khub: public_url '%s' must start with http:// or https://\n", config.public_url);

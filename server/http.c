@@ -356,7 +356,8 @@ static enum MHD_Result dispatch(struct request *req)
 	return r;
 }
 
-/* A new request: its id, start time, method and client address. */
+/* A new request: its id, start time, method and client address (behind a
+ * trusted proxy, the one it forwarded). */
 static struct request *request_start(struct MHD_Connection *conn, const char *url, const char *method)
 {
 	struct request *req = request_new();
@@ -368,11 +369,12 @@ static struct request *request_start(struct MHD_Connection *conn, const char *ur
 	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	if (ci && ci->client_addr) {
 		if (ci->client_addr->sa_family == AF_INET)
-			format_ipv4(req->remote_addr, &((struct sockaddr_in *)ci->client_addr)->sin_addr);
+			format_ipv4(req->peer_addr, &((struct sockaddr_in *)ci->client_addr)->sin_addr);
 		else if (ci->client_addr->sa_family == AF_INET6)
-			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, req->remote_addr,
-				  sizeof(req->remote_addr));
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)ci->client_addr)->sin6_addr, req->peer_addr,
+				  sizeof(req->peer_addr));
 	}
+	request_set_client_addr(req);	/* a trusted proxy's X-Forwarded-For */
 	log_set_request_id(req->request_id);
 	req->log_path = xstrdup(url);
 	conn_guard_request_begin(conn);
@@ -525,6 +527,10 @@ static void log_request_json(enum log_level level, const struct request *req, ui
 	strbuf_addf(&sb, ",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f,\"remote_addr\":", req->status,
 		    (unsigned long long)req->bytes_out, (double)usec / 1000.0);
 	strbuf_add_json_quoted(&sb, req->remote_addr);
+	if (strcmp(req->remote_addr, req->peer_addr) != 0) {
+		strbuf_adds(&sb, ",\"proxy\":");
+		strbuf_add_json_quoted(&sb, req->peer_addr);
+	}
 	strbuf_adds(&sb, ",\"user\":");
 	if (req->principal.user_id && !req->principal.worker_id)
 		strbuf_add_json_quoted(&sb, req->principal.name);

@@ -102,6 +102,11 @@ static void serve_configure_builds(void)
 /* The database, the stores and everything requests read from api_ctx. */
 static void serve_open(void)
 {
+	static struct trusted_proxies proxies;	/* for the process's life */
+	char why[256];
+	if (trusted_proxies_parse(config.trusted_proxies, &proxies, why, sizeof(why)) < 0)
+		fatal("%s", why);	/* before the database starts */
+	http_ctx.trusted_proxies = &proxies;
 	runtime_open_database();
 	runtime_watch_database();
 	api_ctx.repo_root = runtime_repo_root();

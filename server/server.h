@@ -24,6 +24,7 @@ struct khub_config {
 	long connection_timeout;
 	long max_connections;
 	long max_connections_per_ip;
+	char *trusted_proxies;
 	long connection_memory_kb;
 	long header_timeout;
 	long body_timeout;
