@@ -51,15 +51,6 @@ W=$TEST_DIR/work
 mkdir -p "$W"
 psql_of() { psql "host=$(hub_data "$1")/pg/run dbname=khub user=khub" -tAc "$2" 2>&1; }
 body_of() { curl -s -w '/%{http_code}' "$1"; }
-until_is() {	# until_is WANT CMD...: poll CMD (a server reuses a repo record for a second) up to 60 s
-	local want=$1 got; shift
-	for _ in $(seq 1 300); do
-		got=$("$@")
-		[[ "$got" =~ ^($want)$ ]] && break
-		sleep 0.2
-	done
-	echo "$got"
-}
 export_a() { hub a sync export --key "$W/k.key" --repos 'acme/*' --out "$@" >/dev/null 2>>"$W/export.err"; }
 registered_b() { psql_of b "SELECT count(*) FROM repos WHERE namespace = 'acme' AND name = '$1'"; }
 
@@ -112,14 +103,8 @@ check "  its directory went to repos/.trash, on the repos' filesystem" -- \
 check "  nothing is left at its place" -- test ! -e "$REPOS/kernels/acme/gone.git"
 
 # ---- 2. a leftover directory at a new repo's place is not adopted --------------------------------
-git init -q --bare "$REPOS/kernels/acme/fresh.git"
-git init -q "$W/leak"
-printf 'LEFTOVER SECRET\n' >"$W/leak/secret.txt"
-git -C "$W/leak" add secret.txt
-git -C "$W/leak" -c user.name=x -c user.email=x@x commit -qm leftover
-git -C "$W/leak" push -q "$REPOS/kernels/acme/fresh.git" HEAD:refs/heads/leak HEAD:refs/tags/leaked 2>/dev/null
-check "B: a leftover directory at acme/fresh's place (branch leak, tag leaked)" -- \
-	git --git-dir="$REPOS/kernels/acme/fresh.git" rev-parse -q --verify refs/heads/leak
+leftover_git_dir "$REPOS/kernels/acme/fresh.git"
+ok $? "B: a leftover directory at acme/fresh's place (branch leak, tag leaked)"
 make_kernel_tree "$W/src/fresh" fresh
 printf 'the fresh kernel' >"$W/src/fresh/NOTE.txt"
 hub a import "$W/src/fresh" --repo acme/fresh --branch main >/dev/null 2>>"$W/import.log"
