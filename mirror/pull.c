@@ -60,12 +60,41 @@ static void status_end(struct repo_pull *rp, int ok)
 
 /* ---- one repo ---------------------------------------------------------------- */
 
-/* The repo registered as mirrored and its store opened (created empty). */
+/* A repo new here, as every create: audited, with the trash path of a
+ * directory found at its place (moved aside, never adopted). */
+static void audit_created(struct repo_pull *rp, const char *quarantined)
+{
+	char *target = xasprintf("%s%s/%s", repo_type_url_prefix(rp->sel->type), rp->rec.ns, rp->rec.name);
+	json_t *d = json_pack("{s:b, s:s?}", "private", rp->rec.private, "quarantined", quarantined);
+	char *details = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	if (db_audit(0, "mirror", "repo.create", target, details, "mirror") < 0)
+		log_error("audit: cannot record repo.create %s", target);
+	free(details);
+	json_decref(d);
+	free(target);
+}
+
+/* The repo registered as mirrored and its store opened, under the registry
+ * lock as every create: a repo new here gets a fresh empty store before its
+ * row (a directory already at its place goes to the trash). */
 static int open_repo(struct repo_pull *rp, const char *ns, const char *name)
 {
-	int rc = repo_import_register(rp->sel->type, ns, name, 0, &rp->rec);
+	enum repo_type type = rp->sel->type;
+	const char *root = rp->run->repo_root;
+	char *quarantined = NULL;
+	if (db_lock_wait(DB_LOCK_REGISTRY, 0) < 0)
+		return KHUB_EDB;
+	int rc = db_repo_get(type, ns, name, &rp->rec), fresh = rc == KHUB_ENOTFOUND;
+	if (fresh)
+		rc = repo_import_open(root, type, ns, name, 1, &rp->git, &quarantined);
 	if (rc == 0)
-		rc = repo_import_open(rp->run->repo_root, rp->sel->type, rp->rec.ns, rp->rec.name, &rp->git);
+		rc = repo_import_register(type, ns, name, 0, &rp->rec);
+	if (rc == 0 && !fresh)
+		rc = repo_import_open(root, type, rp->rec.ns, rp->rec.name, 0, &rp->git, NULL);
+	db_unlock(DB_LOCK_REGISTRY, 0);
+	if (rc == 0 && fresh)
+		audit_created(rp, quarantined);
+	free(quarantined);
 	return rc;
 }
 

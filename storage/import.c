@@ -24,11 +24,16 @@ int repo_import_register(enum repo_type type, const char *ns, const char *name, 
 	return rc;
 }
 
-int repo_import_open(const char *root, enum repo_type type, const char *ns, const char *name, git_repository **out)
+int repo_import_open(const char *root, enum repo_type type, const char *ns, const char *name, int fresh,
+		     git_repository **out, char **quarantined)
 {
 	*out = NULL;
-	/* empty, never the Hub's initial commit: the source's history exactly */
-	int rc = repo_store_init_empty(root, type, ns, name);
+	if (quarantined)
+		*quarantined = NULL;
+	/* empty, never the Hub's initial commit: the source's history exactly;
+	 * for a repo new here, never a directory found at its place */
+	int rc = fresh ? repo_store_init_empty_fresh(root, type, ns, name, quarantined)
+		       : repo_store_init_empty(root, type, ns, name);
 	if (rc < 0 && rc != KHUB_EEXIST)
 		return rc;
 	return repo_store_open(root, type, ns, name, out);

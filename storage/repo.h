@@ -202,6 +202,10 @@ void quarantine_free(struct git_quarantine *q);
  * its trash path (the caller frees), else NULL. */
 int repo_store_create_fresh(const char *root, enum repo_type type, const char *ns, const char *name,
 			    char **quarantined);
+/* The same with repo_store_init_empty (no commit): for a repo new here that
+ * an import (the mirror, air-gap sync) brings. */
+int repo_store_init_empty_fresh(const char *root, enum repo_type type, const char *ns, const char *name,
+				char **quarantined);
 /* The trash, {root}/.trash (the caller frees): inside the repos' folder, on
  * their filesystem, so that trashing is a rename that cannot fail
  * cross-device. Laid out as root is ({plural}/{ns}/...). */
@@ -306,7 +310,8 @@ void commit_log_release(struct commit_log *log);	/* accepts NULL */
  *
  *   repo_import_register    registered as a mirrored repo (the org made
  *                           when new, marked as made by an import)
- *   repo_import_open        its store, created empty when new, opened
+ *   repo_import_open        its store, created empty and fresh when new
+ *                           (never adopting a directory), opened
  *   repo_import_copy_trust  its org's trustedKernelPublisher follows the
  *                           source unless an admin set it here
  *   repo_import_add_pack    a staged pack moved into its objects
@@ -326,9 +331,15 @@ struct publish_actor;
 /* Fills out. Safe inside a caller's transaction. */
 int repo_import_register(enum repo_type type, const char *ns, const char *name, int private_,
 			 struct repo_record *out);
-/* The caller frees *out with git_repository_free. */
-int repo_import_open(const char *root, enum repo_type type, const char *ns, const char *name,
-		     git_repository **out);
+/* A repo's store, opened: fresh (the repo not registered here, so nothing
+ * owns its place) is made empty and new (repo_store_init_empty_fresh: a
+ * directory found there goes to the trash, *quarantined (may be NULL) its
+ * trash path, the caller frees; never adopted); otherwise the registered
+ * repo's own directory (made empty when missing). The caller holds the
+ * registry lock (DB_LOCK_REGISTRY) when fresh, and frees *out with
+ * git_repository_free. */
+int repo_import_open(const char *root, enum repo_type type, const char *ns, const char *name, int fresh,
+		     git_repository **out, char **quarantined);
 int repo_import_copy_trust(const char *ns, int trusted);
 /* staged is a pack's path without .pack/.idx (git_indexer's output): both
  * renamed into git's objects/pack, the .idx last. KHUB_EIO with errno

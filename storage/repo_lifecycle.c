@@ -27,13 +27,15 @@ char *repo_store_trash_dir(const char *root)
 	return xasprintf("%s/.trash", root);
 }
 
-int repo_store_create_fresh(const char *root, enum repo_type type, const char *ns, const char *name,
-			    char **quarantined)
+/* make (repo_store_create or repo_store_init_empty) at the repo's place,
+ * never adopting: a directory already there is moved to the trash first. */
+static int make_fresh(int (*make)(const char *, enum repo_type, const char *, const char *), const char *root,
+		      enum repo_type type, const char *ns, const char *name, char **quarantined)
 {
 	int rc;
 	if (quarantined)
 		*quarantined = NULL;
-	rc = repo_store_create(root, type, ns, name);
+	rc = make(root, type, ns, name);
 	if (rc != KHUB_EEXIST)
 		return rc;
 	/* Not ours (a crash between the directory and the row, or anything
@@ -44,7 +46,19 @@ int repo_store_create_fresh(const char *root, enum repo_type type, const char *n
 	free(dir);
 	if ((rc = repo_store_trash_to(root, type, ns, name, quarantined)) < 0 && rc != KHUB_ENOTFOUND)
 		return rc;
-	return repo_store_create(root, type, ns, name);
+	return make(root, type, ns, name);
+}
+
+int repo_store_create_fresh(const char *root, enum repo_type type, const char *ns, const char *name,
+			    char **quarantined)
+{
+	return make_fresh(repo_store_create, root, type, ns, name, quarantined);
+}
+
+int repo_store_init_empty_fresh(const char *root, enum repo_type type, const char *ns, const char *name,
+				char **quarantined)
+{
+	return make_fresh(repo_store_init_empty, root, type, ns, name, quarantined);
 }
 
 int repo_store_trash_to(const char *root, enum repo_type type, const char *ns, const char *name, char **slot_out)

@@ -317,6 +317,33 @@ static int import_dry_run(struct import_run *x, struct sync_in *in)
 	return rc;
 }
 
+/* Repos new here get their stores and rows, and repos deleted at the
+ * source leave, under the registry lock as the API's create and delete: no
+ * create, delete or move of a repo runs in between. */
+static int import_prepare_register(struct import_run *x)
+{
+	if (db_lock_wait(DB_LOCK_REGISTRY, 0) < 0)
+		return import_fail(x, KHUB_EDB, "database unavailable");
+	int rc = import_prepare(x);
+	if (rc == 0) {
+		import_crash_point("prepared");
+		rc = import_register(x);
+	}
+	db_unlock(DB_LOCK_REGISTRY, 0);
+	return rc;
+}
+
+static void import_run_release(struct import_run *x)
+{
+	for (size_t i = 0; x->quarantined && i < x->m.nrepos; i++)
+		free(x->quarantined[i]);
+	free(x->quarantined);
+	for (size_t i = 0; x->deleted_slot && i < x->m.ndeleted; i++)
+		free(x->deleted_slot[i]);
+	free(x->deleted_slot);
+	free(x->deleted_id);
+}
+
 int sync_import(const struct sync_import_opts *o, const char *bundle, char *err, size_t errlen)
 {
 	struct import_run x = { .o = o, .apply = 1, .err = err, .errlen = errlen, .journal = -1 };
@@ -340,10 +367,7 @@ int sync_import(const struct sync_import_opts *o, const char *bundle, char *err,
 		goto cleanup;
 	/* every entry verified: now the hub changes, invisibly first */
 	import_crash_point("staged");
-	if ((rc = import_prepare(&x)) < 0)
-		goto cleanup;
-	import_crash_point("prepared");
-	if ((rc = import_register(&x)) < 0)
+	if ((rc = import_prepare_register(&x)) < 0)
 		goto cleanup;
 	import_crash_point("registered");
 	if ((rc = import_move_refs(&x, &moved)) < 0)
@@ -381,6 +405,7 @@ cleanup:
 	free(x.verified);
 	free(x.fresh);
 	free(x.repo_id);
+	import_run_release(&x);
 	free_strings(x.sel_refs, x.nsel_refs);
 	sync_in_close(in);
 	sync_manifest_release(&x.m);

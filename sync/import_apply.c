@@ -317,10 +317,13 @@ int import_check_base(struct import_run *x, size_t *pending)
 	return 0;
 }
 
-/* The pack and the LFS objects of one repo, not yet referenced. */
-static int fill_repo(struct import_run *x, const struct sync_repo *r, git_repository **git)
+/* The pack and the LFS objects of repo i, not yet referenced; a repo new
+ * here gets a fresh store (a directory found at its place goes to the
+ * trash, never adopted). */
+static int fill_repo(struct import_run *x, size_t i, git_repository **git)
 {
-	int rc = repo_import_open(x->o->repo_root, r->type, r->ns, r->name, git);
+	const struct sync_repo *r = &x->m.repos[i];
+	int rc = repo_import_open(x->o->repo_root, r->type, r->ns, r->name, x->fresh[i], git, &x->quarantined[i]);
 	if (rc < 0)
 		return import_fail(x, rc, "%s/%s: cannot create or open the repo", r->ns, r->name);
 	long pi = r->pack ? import_entry_index(x, r->pack) : -1;
@@ -467,6 +470,7 @@ int import_prepare(struct import_run *x)
 	git_repository **gits = xcalloc(x->m.nrepos + 1, sizeof(*gits));
 	int rc = 0;
 	x->fresh = xcalloc(x->m.nrepos + 1, 1);
+	x->quarantined = xcalloc(x->m.nrepos + 1, sizeof(*x->quarantined));
 	for (size_t i = 0; i < x->m.nrepos && rc == 0; i++) {
 		const struct sync_repo *r = &x->m.repos[i];
 		struct repo_record rec;
@@ -476,7 +480,7 @@ int import_prepare(struct import_run *x)
 			rc = import_fail(x, rc, "cannot read repo %s/%s (database)", r->ns, r->name);
 			break;
 		}
-		if ((rc = fill_repo(x, r, &gits[i])) == 0 && !x->fresh[i])
+		if ((rc = fill_repo(x, i, &gits[i])) == 0 && !x->fresh[i])
 			rc = check_forward(x, r, gits[i]);
 	}
 	for (size_t i = 0; i < x->m.nrepos && rc == 0; i++)

@@ -214,6 +214,14 @@ static void audit_fresh(struct import_run *x, size_t i)
 {
 	const struct sync_repo *r = &x->m.repos[i];
 	char *target = xasprintf("%s%s/%s", repo_type_url_prefix(r->type), r->ns, r->name);
+	struct strbuf created = STRBUF_INIT;	/* as the API's create */
+	strbuf_addf(&created, "\"private\":%s,\"quarantined\":", r->private_ ? "true" : "false");
+	if (x->quarantined[i])
+		strbuf_add_json_quoted(&created, x->quarantined[i]);
+	else
+		strbuf_adds(&created, "null");
+	import_audit(x, "repo.create", target, created.buf);
+	strbuf_release(&created);
 	for (size_t k = 0; k < r->nrefs; k++) {
 		if (!r->refs[k].new_[0])
 			continue;
@@ -224,8 +232,13 @@ static void audit_fresh(struct import_run *x, size_t i)
 	free(target);
 }
 
-static int unregister_deleted(struct import_run *x)
+/* The directories of the repos deleted at the source (those a bundle may
+ * delete: mirrored, not kept by `khub mirror`) into the trash, before any
+ * row goes, as the API's delete: a move that fails deletes nothing. */
+static int trash_deleted(struct import_run *x)
 {
+	x->deleted_id = xcalloc(x->m.ndeleted + 1, sizeof(*x->deleted_id));
+	x->deleted_slot = xcalloc(x->m.ndeleted + 1, sizeof(*x->deleted_slot));
 	for (size_t i = 0; i < x->m.ndeleted; i++) {
 		const struct sync_repo *d = &x->m.deleted[i];
 		int64_t id = 0;
@@ -234,7 +247,36 @@ static int unregister_deleted(struct import_run *x)
 			return import_fail(x, KHUB_EDB, "database unavailable");
 		if (!del)
 			continue;	/* local, gone already, or kept by `khub mirror` */
-		if (db_repo_delete(id) < 0)
+		int rc = repo_store_trash_to(x->o->repo_root, d->type, d->ns, d->name, &x->deleted_slot[i]);
+		if (rc < 0 && rc != KHUB_ENOTFOUND)	/* none: lost already (or a killed run moved it) */
+			return import_fail(x, rc, "%s/%s: cannot move its directory to the trash; nothing was deleted",
+					   d->ns, d->name);
+		x->deleted_id[i] = id;
+	}
+	return 0;
+}
+
+/* The import did not commit: the trashed directories go back. */
+static void untrash_deleted(struct import_run *x)
+{
+	for (size_t i = 0; x->deleted_slot && i < x->m.ndeleted; i++) {
+		const struct sync_repo *d = &x->m.deleted[i];
+		const char *slot = x->deleted_slot[i];
+		if (slot && repo_store_untrash(x->o->repo_root, d->type, d->ns, d->name, slot) < 0)
+			log_error("sync import: %s/%s stays registered but its directory is still at %s", d->ns,
+				  d->name, slot);
+		free(x->deleted_slot[i]);
+		x->deleted_slot[i] = NULL;
+	}
+}
+
+static int unregister_deleted(struct import_run *x)
+{
+	for (size_t i = 0; i < x->m.ndeleted; i++) {
+		const struct sync_repo *d = &x->m.deleted[i];
+		if (!x->deleted_id[i])
+			continue;
+		if (db_repo_delete(x->deleted_id[i]) < 0)
 			return import_fail(x, KHUB_EDB, "%s/%s: cannot delete it (database)", d->ns, d->name);
 		char *target = xasprintf("%s%s/%s", repo_type_url_prefix(d->type), d->ns, d->name);
 		import_audit(x, "sync.delete", target, "\"deleted_at_source\":true");
@@ -244,11 +286,11 @@ static int unregister_deleted(struct import_run *x)
 	return 0;
 }
 
-int import_register(struct import_run *x)
+/* Inside the transaction: the repos registered, those new here audited as
+ * created (with where a directory found at their place went), the deleted
+ * ones unregistered. */
+static int register_all(struct import_run *x)
 {
-	x->repo_id = xcalloc(x->m.nrepos + 1, sizeof(*x->repo_id));
-	if (db_tx_begin() < 0)
-		return import_fail(x, KHUB_EDB, "database unavailable");
 	int rc = import_bind_exporter(x);
 	if (rc == 0 && db_sync_import_begin(x->m.exporter, x->m.sequence, x->m.bundle, x->key_id, x->m.hub,
 					    x->o->operator_ ? x->o->operator_ : "unknown") < 0)
@@ -260,20 +302,22 @@ int import_register(struct import_run *x)
 	}
 	if (rc == 0)
 		rc = unregister_deleted(x);
-	if (rc < 0) {
+	return rc;
+}
+
+int import_register(struct import_run *x)
+{
+	x->repo_id = xcalloc(x->m.nrepos + 1, sizeof(*x->repo_id));
+	int rc = trash_deleted(x);
+	if (rc == 0 && db_tx_begin() < 0)
+		rc = import_fail(x, KHUB_EDB, "database unavailable");
+	else if (rc == 0 && (rc = register_all(x)) < 0)
 		db_tx_rollback();
-		return rc;
-	}
-	if (db_tx_commit() < 0)
-		return import_fail(x, KHUB_EDB, "cannot commit the import (database): nothing changed");
-	/* the directories of repos deleted at the source go to the trash */
-	for (size_t i = 0; i < x->m.ndeleted; i++) {
-		struct repo_record rec;
-		const struct sync_repo *d = &x->m.deleted[i];
-		if (db_repo_get(d->type, d->ns, d->name, &rec) == KHUB_ENOTFOUND)
-			repo_store_trash(x->o->repo_root, d->type, d->ns, d->name);
-	}
-	return 0;
+	else if (rc == 0 && db_tx_commit() < 0)
+		rc = import_fail(x, KHUB_EDB, "cannot commit the import (database): nothing changed");
+	if (rc < 0)
+		untrash_deleted(x);
+	return rc;
 }
 
 /* ---- the refs of repos that were here already --------------------------------------- */

@@ -23,6 +23,9 @@ struct import_run {
 	unsigned char *verified;	/* per entry: staged and verified by a killed run (journal) */
 	int journal;			/* fd of <pack_dir>/verified, or -1 */
 	unsigned char *fresh;		/* per repo: not registered here when the import began */
+	char **quarantined;		/* per repo new here: where a directory found at its place went (trash) */
+	int64_t *deleted_id;		/* per deleted repo: its id when it goes (0: it stays) */
+	char **deleted_slot;		/* per deleted repo: its directory in the trash, until the import commits */
 	int64_t *repo_id;		/* per repo, once registered */
 	char **sel_refs;		/* the bundle's ref selection (deletions by current) */
 	size_t nsel_refs;
@@ -61,15 +64,21 @@ int import_stream_all(struct import_run *x, struct sync_in *in);
 int import_check_base(struct import_run *x, size_t *pending);
 /* Packs into the repos, LFS objects into the store (nothing visible yet),
  * every branch move checked (a fast-forward, or --allow-rewind), then the
- * refs of repos new here set (not visible before they are registered). */
+ * refs of repos new here set (not visible before they are registered). A
+ * repo new here gets a fresh store: a directory found at its place goes to
+ * the trash (x->quarantined), never adopted. The caller holds the registry
+ * lock until import_register is done, as the API's create does. */
 int import_prepare(struct import_run *x);
 /* --dry-run, once the packs are indexed into x->pack_dir: what
  * import_prepare would refuse (a ref's commit in neither the repo nor the
  * bundle, a branch moving back or sideways without --allow-rewind). */
 int import_check_packs(struct import_run *x);
-/* In one database transaction: the bundle recorded as being applied,
+/* The directories of the repos deleted at the source moved to the trash,
+ * then in one database transaction: the bundle recorded as being applied,
  * repos registered (mirrored) with their privacy, org trust and LFS links,
- * repos deleted at the source unregistered. */
+ * the repos deleted at the source unregistered; a directory goes back when
+ * the transaction does not commit. The caller holds the registry lock
+ * since import_prepare. */
 int import_register(struct import_run *x);
 /* Move the refs of repos that were here already (compare-and-swap through
  * repo_import_move_ref), delete the refs the source no longer has, run the

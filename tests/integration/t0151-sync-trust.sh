@@ -175,15 +175,6 @@ whole() {	# every registered repo has all of its refs
 	done
 	echo $bad
 }
-until_is() {	# until_is WANT CMD...: poll CMD (the server reuses a repo record for a second) up to 60 s
-	local want=$1 got; shift
-	for _ in $(seq 1 300); do
-		got=$("$@")
-		[[ "$got" =~ ^($want)$ ]] && break
-		sleep 0.2
-	done
-	echo "$got"
-}
 code_of() { curl -s -o /dev/null -w '%{http_code}' "$1"; }
 for step in staged prepared; do
 	KHUB_TEST_CRASH_AT=$step hub d sync import "$W/k1.khub" >/dev/null 2>"$W/crash.err"

@@ -14,6 +14,9 @@
 #   proxy_rules JSON           replace the proxy's fault rules
 #   proxy_stop
 #   hubs_teardown          (the EXIT trap) stops everything started here
+#   until_is WANT CMD...   poll CMD until its output matches ^(WANT)$ (60 s), print it
+#   leftover_git_dir DIR   a bare git directory no repo row owns at DIR: branch leak
+#                          and tag leaked, holding secret.txt ("LEFTOVER SECRET")
 
 declare -A HUB_PORT HUB_PID
 HUB_NAMES=()
@@ -154,6 +157,28 @@ hubs_teardown() {
 }
 
 # A fresh TEST_DIR (short: the embedded database's socket path is limited).
+until_is() {	# a server reuses a repo record for a second
+	local want=$1 got; shift
+	for _ in $(seq 1 300); do
+		got=$("$@")
+		[[ "$got" =~ ^($want)$ ]] && break
+		sleep 0.2
+	done
+	echo "$got"
+}
+
+leftover_git_dir() {
+	local dir=$1 work
+	work=$(mktemp -d "$TEST_DIR/leftover.XXXXXX")
+	mkdir -p "$(dirname "$dir")"
+	git init -q --bare "$dir" && git init -q "$work" || return 1
+	printf 'LEFTOVER SECRET' >"$work/secret.txt"
+	git -C "$work" add secret.txt &&
+		git -C "$work" -c user.name=x -c user.email=x@x commit -qm leftover &&
+		git -C "$work" push -q "$dir" HEAD:refs/heads/leak HEAD:refs/tags/leaked 2>/dev/null &&
+		git --git-dir="$dir" rev-parse -q --verify refs/heads/leak >/dev/null
+}
+
 hubs_setup() {
 	TEST_DIR=$(mktemp -d /tmp/khm.XXXXXX)
 	chmod 755 "$TEST_DIR"
