@@ -8,6 +8,8 @@
 #include "storage/lfs.h"
 #include "storage/publish.h"
 
+#include <git2/sys/odb_backend.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,32 @@ int repo_import_open(const char *root, enum repo_type type, const char *ns, cons
 int repo_import_copy_trust(const char *ns, int trusted)
 {
 	return db_account_copy_upstream_trust(ns, trusted);
+}
+
+int repo_import_open_with_pack(const char *root, enum repo_type type, const char *ns, const char *name, int exists,
+			       const char *staged, git_repository **out)
+{
+	git_odb *odb = NULL;
+	git_odb_backend *pack = NULL;
+	int rc = exists ? repo_store_open(root, type, ns, name, out)
+			: git_odb_new(&odb) < 0 || git_repository_wrap_odb(out, odb) < 0 ? KHUB_EIO : 0;
+	git_odb_free(odb);
+	odb = NULL;
+	char *idx = staged ? xasprintf("%s.idx", staged) : NULL;
+	if (rc == 0 && idx &&
+	    (git_odb_backend_one_pack(&pack, idx) < 0 || git_repository_odb(&odb, *out) < 0 ||
+	     git_odb_add_backend(odb, pack, 1) < 0)) {
+		if (pack)
+			pack->free(pack);
+		rc = KHUB_EIO;
+	}
+	git_odb_free(odb);
+	free(idx);
+	if (rc < 0 && *out) {
+		git_repository_free(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 int repo_import_add_pack(git_repository *git, const char *staged)

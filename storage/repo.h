@@ -345,6 +345,12 @@ int repo_import_copy_trust(const char *ns, int trusted);
  * renamed into git's objects/pack, the .idx last. KHUB_EIO with errno
  * set when a rename fails. */
 int repo_import_add_pack(git_repository *git, const char *staged);
+/* The repo as an import would see it once a staged pack is in, for the
+ * checks a dry run makes: the repo's store (exists) or an empty
+ * in-memory one, with the staged pack (its path without .pack/.idx; NULL:
+ * none) added to its objects in memory, nothing moved. KHUB_EIO. */
+int repo_import_open_with_pack(const char *root, enum repo_type type, const char *ns, const char *name, int exists,
+			       const char *staged, git_repository **out);
 /* staged (may be NULL: stored already) is a file the caller hashed as it
  * wrote it (its sha256 is oid): renamed into the store. Then linked to
  * repo_id (0: not yet, the repo is not registered). KHUB_EDB. */

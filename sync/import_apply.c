@@ -6,7 +6,6 @@
 #include "storage/db.h"
 #include "kernel/kernel.h"
 
-#include <git2/sys/odb_backend.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -403,23 +402,10 @@ static int check_targets(struct import_run *x, const struct sync_repo *r, git_re
 static int open_with_pack(struct import_run *x, const struct sync_repo *r, int have, const struct repo_record *rec,
 			  git_repository **git)
 {
-	git_odb *odb = NULL;
-	git_odb_backend *pack = NULL;
 	long pi = r->pack ? import_entry_index(x, r->pack) : -1;
-	char *idx = pi >= 0 && x->staged_pack[pi] ? xasprintf("%s.idx", x->staged_pack[pi]) : NULL;
-	int rc = have ? repo_store_open(x->o->repo_root, r->type, rec->ns, rec->name, git)
-		      : git_odb_new(&odb) < 0 || git_repository_wrap_odb(git, odb) < 0 ? KHUB_EIO : 0;
-	git_odb_free(odb);
-	odb = NULL;
-	if (rc == 0 && idx &&
-	    (git_odb_backend_one_pack(&pack, idx) < 0 || git_repository_odb(&odb, *git) < 0 ||
-	     git_odb_add_backend(odb, pack, 1) < 0)) {
-		if (pack)
-			pack->free(pack);
-		rc = KHUB_EIO;
-	}
-	git_odb_free(odb);
-	free(idx);
+	const char *staged = pi >= 0 ? x->staged_pack[pi] : NULL;
+	int rc = repo_import_open_with_pack(x->o->repo_root, r->type, have ? rec->ns : r->ns, have ? rec->name : r->name,
+					    have, staged, git);
 	return rc < 0 ? import_fail(x, rc, "%s/%s: cannot open the repo with the bundle's pack", r->ns, r->name) : 0;
 }
 
