@@ -392,6 +392,12 @@ static int run_fsck(struct fsck *f)
 	return 0;
 }
 
+const char cmd_fsck_usage[] =
+	"usage: khub fsck [--repair] [--json]\n"
+	"  check every repo (git fsck), every LFS object's sha256 and the database against\n"
+	"  storage; exits 1 when something is damaged (with --repair: when something is\n"
+	"  left unrepaired), 2 when the check could not run\n";
+
 int cmd_fsck(int argc, char **argv)
 {
 	struct fsck f = { 0 };
@@ -401,10 +407,7 @@ int cmd_fsck(int argc, char **argv)
 		} else if (strcmp(argv[i], "--json") == 0) {
 			f.json = 1;
 		} else {
-			fprintf(stderr, "usage: khub fsck [--repair] [--json]\n"
-				"  check every repo (git fsck), every LFS object's sha256 and the database against\n"
-				"  storage; exits 1 when something is damaged (with --repair: when something is\n"
-				"  left unrepaired), 2 when the check could not run\n");
+			fputs(cmd_fsck_usage, stderr);
 			return 2;
 		}
 	}

@@ -117,6 +117,9 @@ int lfs_refuse_unless_local(const char *command, const char *why)
 	return 2;
 }
 
+const char cmd_lfs_usage[] =
+	"usage: khub lfs migrate --to s3\n";
+
 int cmd_lfs(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "migrate") == 0 && strcmp(argv[2], "--to") == 0 &&
@@ -126,6 +129,6 @@ int cmd_lfs(int argc, char **argv)
 		runtime_close_database();
 		return rc;
 	}
-	fprintf(stderr, "usage: khub lfs migrate --to s3\n");
+	fputs(cmd_lfs_usage, stderr);
 	return 2;
 }

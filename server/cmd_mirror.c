@@ -19,7 +19,7 @@ static void on_stop(int sig)
 	stop_requested = 1;
 }
 
-static const char mirror_usage[] =
+const char cmd_mirror_usage[] =
 	"usage:\n"
 	"  khub mirror sync [SELECTION] [--mirror-config FILE] [--repo NS/NAME]\n"
 	"  khub mirror run [--mirror-config FILE]     (daemon: every selection on its interval,\n"
@@ -151,7 +151,7 @@ int cmd_mirror(int argc, char **argv)
 {
 	const char *config_file = NULL, *only_repo = NULL, *selection = NULL;
 	if (argc < 2) {
-		fputs(mirror_usage, stderr);
+		fputs(cmd_mirror_usage, stderr);
 		return 2;
 	}
 	const char *verb = argv[1];
@@ -163,12 +163,12 @@ int cmd_mirror(int argc, char **argv)
 		else if (argv[i][0] != '-' && !selection)
 			selection = argv[i];
 		else {
-			fputs(mirror_usage, stderr);
+			fputs(cmd_mirror_usage, stderr);
 			return 2;
 		}
 	}
 	if (strcmp(verb, "sync") != 0 && strcmp(verb, "run") != 0 && strcmp(verb, "status") != 0) {
-		fputs(mirror_usage, stderr);
+		fputs(cmd_mirror_usage, stderr);
 		return 2;
 	}
 	runtime_open_database();

@@ -335,6 +335,10 @@ void service_notify_ready(void);
 void service_notify_reloading(void);
 void service_notify_stopping(void);
 int cmd_db(int argc, char **argv);
+/* Each command's usage text (`khub COMMAND --help` prints it). */
+extern const char cmd_import_usage[], cmd_mirror_usage[], cmd_sync_usage[], cmd_hook_usage[], cmd_lfs_usage[],
+	cmd_check_usage[], cmd_fsck_usage[], cmd_backup_usage[], cmd_restore_usage[], cmd_gc_usage[],
+	cmd_admin_usage[], cmd_routes_usage[];
 int cmd_import(int argc, char **argv);
 int cmd_admin(int argc, char **argv);
 /* khub admin worker add|remove|list (server/cmd_worker.c) */
