@@ -7,6 +7,7 @@
 #define KHUB_MIRROR_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 
 #include "storage/repo.h"
 #include "storage/lfs.h"
@@ -97,8 +98,17 @@ struct mirror_run {
 	struct lfs_store *lfs;
 	int progress;		/* print progress on stderr */
 	struct mirror_stats stats;
+	/* khub mirror run: asked on the run's thread before each repo, git
+	 * fetch, ref move and while LFS objects download: 0 once the run lost
+	 * its right to write (the mirror-run lock went with its database
+	 * connection; a standby may hold it now). NULL: always 1. */
+	int (*holds_lock)(void);
+	atomic_int fenced;	/* set once holds_lock said 0: nothing more is fetched or written */
 };
 
+/* Nonzero once the run must stop (holds_lock said 0, now or before); on
+ * the run's thread only (its LFS fetch threads read run->fenced). */
+int mirror_run_fenced(struct mirror_run *run);
 /* Pull every repo of one selection. Errors per repo are recorded in
  * mirror_repos and counted; returns 0 unless the whole run failed. */
 int mirror_pull_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo);

@@ -31,6 +31,17 @@ int pull_eager_path(const struct mirror_selection *sel, const char *path)
 	return select_variant_path(sel->eager, sel->neager, path);
 }
 
+int mirror_run_fenced(struct mirror_run *run)
+{
+	if (atomic_load(&run->fenced))
+		return 1;
+	if (run->holds_lock && !run->holds_lock()) {
+		atomic_store(&run->fenced, 1);
+		return 1;
+	}
+	return 0;
+}
+
 void pull_progress(struct repo_pull *rp, const char *fmt, ...)
 {
 	if (!rp->run->progress)
@@ -163,18 +174,24 @@ static int pull_refs(struct repo_pull *rp, git_remote *remote, struct upstream_r
 	if (refs_unchanged(rp, *refs, *nrefs)) {
 		rp->run->stats.repos_unchanged++;
 	} else {
+		if (mirror_run_fenced(rp->run))
+			return KHUB_EIO;
 		if ((rc = pull_run_git_step(rp, remote, STEP_FETCH, refs, nrefs)) < 0)
 			return rc;
 		for (size_t i = 0; i < *nrefs; i++)
-			if (!ref_current(rp, &(*refs)[i]))
+			if (!ref_current(rp, &(*refs)[i]) && !mirror_run_fenced(rp->run))
 				pull_ref(rp, &(*refs)[i]);
 	}
+	if (mirror_run_fenced(rp->run))
+		return KHUB_EIO;
 	pull_apply_deletions(rp, *refs, *nrefs);	/* visible refs gone upstream */
 	return rp->errors.len ? KHUB_EIO : 0;
 }
 
 static void finish(struct repo_pull *rp, int ok)
 {
+	if (atomic_load(&rp->run->fenced))
+		return;	/* no status: this run may write nothing more */
 	status_end(rp, ok);
 	pull_progress(rp, "%s%s\n", ok ? "in sync" : "failed: ", ok ? "" : rp->errors.buf);
 	if (!ok)
@@ -202,7 +219,9 @@ static int pull_repo(struct mirror_run *run, const struct mirror_selection *sel,
 		free(ns);
 		return KHUB_EINVAL;
 	}
-	if ((rc = open_repo(&rp, ns, name)) == 0) {
+	if (mirror_run_fenced(run))
+		rc = KHUB_EIO;
+	else if ((rc = open_repo(&rp, ns, name)) == 0) {
 		status_begin(&rp);
 		rc = open_remote(&rp, &remote);
 		if (rc == 0)
@@ -293,7 +312,7 @@ int mirror_pull_selection(struct mirror_run *run, const struct mirror_selection 
 	free(token);
 	char **ids = NULL, **namespaces = NULL;
 	size_t nids = 0, nns = 0;
-	for (size_t i = 0; i < sel->nrepos; i++) {
+	for (size_t i = 0; i < sel->nrepos && !mirror_run_fenced(run); i++) {
 		if (has_glob(sel->repos[i]))
 			list_matching(client, up, sel, sel->repos[i], &ids, &nids);
 		else {
@@ -301,7 +320,7 @@ int mirror_pull_selection(struct mirror_run *run, const struct mirror_selection 
 			ids[nids++] = xstrdup(sel->repos[i]);
 		}
 	}
-	for (size_t i = 0; i < nids; i++) {
+	for (size_t i = 0; i < nids && !mirror_run_fenced(run); i++) {
 		if (only_repo && strcasecmp(only_repo, ids[i]) != 0)
 			continue;
 		int seen = 0;

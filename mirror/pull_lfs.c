@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- LFS objects ------------------------------------------------------------ */
@@ -31,7 +32,7 @@ static void *fetch_worker(void *arg)
 	struct repo_pull *rp = pool->rp;
 	for (;;) {
 		pthread_mutex_lock(&pool->lock);
-		size_t i = pool->next < pool->count ? pool->next++ : (size_t)-1;
+		size_t i = pool->next < pool->count && !atomic_load(&rp->run->fenced) ? pool->next++ : (size_t)-1;
 		pthread_mutex_unlock(&pool->lock);
 		if (i == (size_t)-1)
 			break;
@@ -68,6 +69,24 @@ static void *fetch_worker(void *arg)
 		pthread_mutex_unlock(&pool->lock);
 	}
 	return NULL;
+}
+
+/* Join a fetch thread, asking every 500 ms meanwhile whether the run still
+ * holds its lock: once not, the threads take no further object. */
+static void join_watching_lock(struct mirror_run *run, pthread_t thread)
+{
+	for (;;) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 500 * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (pthread_timedjoin_np(thread, NULL, &until) != ETIMEDOUT)
+			return;
+		mirror_run_fenced(run);
+	}
 }
 
 /* Every LFS object the selection wants at sha, fetched, verified and then
@@ -113,8 +132,8 @@ int pull_fetch_wanted_objects(struct repo_pull *rp, const char *sha)
 		for (int t = 0; t < workers; t++)
 			pthread_create(&threads[t], NULL, fetch_worker, &pool);
 		for (int t = 0; t < workers; t++)
-			pthread_join(threads[t], NULL);
-		rc = pool.failed ? (pool.corrupt ? KHUB_EINVAL : KHUB_EIO) : 0;
+			join_watching_lock(rp->run, threads[t]);
+		rc = pool.failed || pool.done < n ? (pool.corrupt ? KHUB_EINVAL : KHUB_EIO) : 0;
 	}
 	for (size_t i = 0; i < n; i++)
 		free(items[i].path);

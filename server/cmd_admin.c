@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char admin_usage[] =
+const char cmd_admin_usage[] =
 	"usage:\n"
 	"  khub admin org create NAME [--fullname F]\n"
 	"  khub admin user create NAME [--fullname F] [--site-admin]\n"
@@ -49,7 +49,7 @@ static int report(int rc, const char *what)
 static int account_create(enum account_kind kind, int argc, char **argv)
 {
 	if (argc < 4)
-		return fprintf(stderr, "%s", admin_usage), 2;
+		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	const char *name = argv[3], *why;
 	if (repo_name_validate(name, &why) < 0) {
 		fprintf(stderr, "khub admin: invalid name '%s': %s\n", name, why);
@@ -73,7 +73,7 @@ static int account_create(enum account_kind kind, int argc, char **argv)
 static int member_set(int argc, char **argv)
 {
 	if (argc < 6)
-		return fprintf(stderr, "%s", admin_usage), 2;
+		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	enum role role = ROLE_NONE;
 	if (strcmp(argv[5], "none") != 0 && role_parse(argv[5], &role) < 0)
 		return fprintf(stderr, "khub admin: role must be read, write, admin or none\n"), 2;
@@ -89,7 +89,7 @@ static int member_set(int argc, char **argv)
 static int token_create(int argc, char **argv)
 {
 	if (argc < 4)
-		return fprintf(stderr, "%s", admin_usage), 2;
+		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	enum role scope = ROLE_WRITE;
 	const char *scope_arg = option(argc, argv, "--scope");
 	if (scope_arg && role_parse(scope_arg, &scope) < 0)
@@ -121,7 +121,7 @@ static int token_create(int argc, char **argv)
 static int token_list(int argc, char **argv)
 {
 	if (argc < 4)
-		return fprintf(stderr, "%s", admin_usage), 2;
+		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	struct token_list tokens;
 	if (db_token_list(argv[3], &tokens) < 0)
 		return 1;
@@ -149,7 +149,7 @@ static int trust(int argc, char **argv)
 		return rc < 0 ? 1 : 0;
 	}
 	if (argc < 4 || (strcmp(argv[2], "set") != 0 && strcmp(argv[2], "unset") != 0))
-		return fprintf(stderr, "%s", admin_usage), 2;
+		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	int trusted = strcmp(argv[2], "set") == 0;
 	struct account acct;
 	if (report(db_account_get(argv[3], &acct), argv[3]))
@@ -164,7 +164,7 @@ static int trust(int argc, char **argv)
 int cmd_admin(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "%s", admin_usage);
+		fprintf(stderr, "%s", cmd_admin_usage);
 		return argc >= 2 && strcmp(argv[1], "help") == 0 ? 0 : 2;
 	}
 	const char *what = argv[1], *verb = argv[2];
@@ -191,7 +191,7 @@ int cmd_admin(int argc, char **argv)
 	else if (strcmp(what, "worker") == 0)
 		rc = admin_worker(argc, argv);
 	else {
-		fprintf(stderr, "%s", admin_usage);
+		fprintf(stderr, "%s", cmd_admin_usage);
 		rc = 2;
 	}
 	runtime_close_database();

@@ -538,12 +538,15 @@ static int lock_dir(const char *dir)
 	return fd;
 }
 
+const char cmd_backup_usage[] =
+	"usage: khub backup DIR\n"
+	"  a consistent backup of the serving hub into DIR (database dump, git repos, LFS\n"
+	"  objects, the URL secret; LFS objects already in DIR are not copied again)\n";
+
 int cmd_backup(int argc, char **argv)
 {
 	if (argc != 2 || argv[1][0] == '-') {
-		fprintf(stderr, "usage: khub backup DIR\n"
-			"  a consistent backup of the serving hub into DIR (database dump, git repos, LFS\n"
-			"  objects, the URL secret; LFS objects already in DIR are not copied again)\n");
+		fputs(cmd_backup_usage, stderr);
 		return 2;
 	}
 	if (!data_dir_named())

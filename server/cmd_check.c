@@ -213,6 +213,12 @@ static int check_lfs_pointers(int fix)
 	return ps.found ? 1 : ps.failed ? 2 : 0;
 }
 
+const char cmd_check_usage[] =
+	"usage: khub check lfs-pointers [--fix]\n"
+	"  report LFS pointers (every ref, every reachable commit) naming an object not linked\n"
+	"  to their repo; exits 1 when any is found. --fix records each in the audit log\n"
+	"  (they are unreadable already: reads require the link; nothing is unlinked)\n";
+
 int cmd_check(int argc, char **argv)
 {
 	int fix = 0;
@@ -226,10 +232,7 @@ int cmd_check(int argc, char **argv)
 			what = "";
 	}
 	if (!what || strcmp(what, "lfs-pointers") != 0) {
-		fprintf(stderr, "usage: khub check lfs-pointers [--fix]\n"
-			"  report LFS pointers (every ref, every reachable commit) naming an object not linked\n"
-			"  to their repo; exits 1 when any is found. --fix records each in the audit log\n"
-			"  (they are unreadable already: reads require the link; nothing is unlinked)\n");
+		fputs(cmd_check_usage, stderr);
 		return 2;
 	}
 	runtime_open_database();

@@ -508,6 +508,13 @@ static void report(struct fsck *f, int rc)
 		complete ? "" : "; the check was incomplete (see above)");
 }
 
+const char cmd_fsck_usage[] =
+	"usage: khub fsck [--repair] [--json] [--quick]\n"
+	"  check every repo (git fsck), every LFS object's sha256 (--quick: only its name\n"
+	"  and size) and the database against storage, on the local store or S3; exits 1\n"
+	"  when something is damaged (with --repair: when something is left unrepaired),\n"
+	"  2 when the check could not run\n";
+
 int cmd_fsck(int argc, char **argv)
 {
 	struct fsck f = { 0 };
@@ -519,11 +526,7 @@ int cmd_fsck(int argc, char **argv)
 		} else if (strcmp(argv[i], "--quick") == 0) {
 			f.quick = 1;
 		} else {
-			fprintf(stderr, "usage: khub fsck [--repair] [--json] [--quick]\n"
-				"  check every repo (git fsck), every LFS object's sha256 (--quick: only its name\n"
-				"  and size) and the database against storage, on the local store or S3; exits 1\n"
-				"  when something is damaged (with --repair: when something is left unrepaired),\n"
-				"  2 when the check could not run\n");
+			fputs(cmd_fsck_usage, stderr);
 			return 2;
 		}
 	}

@@ -343,6 +343,12 @@ static int run_gc(struct gc *gc)
 	return 0;
 }
 
+const char cmd_gc_usage[] =
+	"usage: khub gc [--dry-run] [--grace HOURS]\n"
+	"  remove LFS objects no commit references and no repo links, partial uploads,\n"
+	"  git temp files and trash older than trash_keep_days; nothing younger than\n"
+	"  the grace period (default 24 hours)\n";
+
 int cmd_gc(int argc, char **argv)
 {
 	struct gc gc = { .grace = 24 * 3600L, .now = time(NULL) };
@@ -359,10 +365,7 @@ int cmd_gc(int argc, char **argv)
 		} else if (hours >= 0) {
 			gc.grace = hours * 3600L;
 		} else {
-			fprintf(stderr, "usage: khub gc [--dry-run] [--grace HOURS]\n"
-				"  remove LFS objects no commit references and no repo links, partial uploads,\n"
-				"  git temp files and trash older than trash_keep_days; nothing younger than\n"
-				"  the grace period (default 24 hours)\n");
+			fputs(cmd_gc_usage, stderr);
 			return 2;
 		}
 	}

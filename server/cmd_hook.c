@@ -312,10 +312,13 @@ static int post_receive(void)
 	return 0;
 }
 
+const char cmd_hook_usage[] =
+	"usage: khub hook pre-receive|post-receive (run by git)\n";
+
 int cmd_hook(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: khub hook pre-receive|post-receive (run by git)\n");
+		fputs(cmd_hook_usage, stderr);
 		return 2;
 	}
 	repo_store_global_init();

@@ -177,6 +177,9 @@ struct import_args {
 	int private;
 };
 
+const char cmd_import_usage[] =
+	"usage: khub import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]\n";
+
 /* 0, or 2 after a usage message. */
 static int parse_args(int argc, char **argv, struct import_args *a)
 {
@@ -200,7 +203,7 @@ static int parse_args(int argc, char **argv, struct import_args *a)
 		}
 	}
 	if (!a->dir || !a->repo_id) {
-		fprintf(stderr, "usage: khub import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]\n");
+		fputs(cmd_import_usage, stderr);
 		return 2;
 	}
 	return 0;

@@ -108,6 +108,9 @@ char **lfs_hook_env(void)
 	return env;
 }
 
+const char cmd_lfs_usage[] =
+	"usage: khub lfs migrate --to s3\n";
+
 int cmd_lfs(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "migrate") == 0 && strcmp(argv[2], "--to") == 0 &&
@@ -117,6 +120,6 @@ int cmd_lfs(int argc, char **argv)
 		runtime_close_database();
 		return rc;
 	}
-	fprintf(stderr, "usage: khub lfs migrate --to s3\n");
+	fputs(cmd_lfs_usage, stderr);
 	return 2;
 }

@@ -19,7 +19,7 @@ static void on_stop(int sig)
 	stop_requested = 1;
 }
 
-static const char mirror_usage[] =
+const char cmd_mirror_usage[] =
 	"usage:\n"
 	"  khub mirror sync [SELECTION] [--mirror-config FILE] [--repo NS/NAME]\n"
 	"  khub mirror run [--mirror-config FILE]     (daemon: every selection on its interval,\n"
@@ -30,12 +30,11 @@ static const char mirror_usage[] =
 
 static void print_stats(const char *what, const struct mirror_stats *st, double seconds)
 {
-	fprintf(stderr,
-		"khub mirror: %s: %" PRIu64 " repos (%" PRIu64 " unchanged), %" PRIu64 " refs moved, %" PRIu64
-		" kept by policy, %" PRIu64 " LFS objects, %.1f MiB in %.2f s (%.1f MiB/s), %" PRIu64 " errors\n",
-		what, st->repos, st->repos_unchanged, st->refs_moved, st->refs_kept, st->objects,
-		(double)st->bytes / 1048576.0, seconds, seconds > 0 ? (double)st->bytes / 1048576.0 / seconds : 0,
-		st->errors);
+	log_info("khub mirror: %s: %" PRIu64 " repos (%" PRIu64 " unchanged), %" PRIu64 " refs moved, %" PRIu64
+		 " kept by policy, %" PRIu64 " LFS objects, %.1f MiB in %.2f s (%.1f MiB/s), %" PRIu64 " errors",
+		 what, st->repos, st->repos_unchanged, st->refs_moved, st->refs_kept, st->objects,
+		 (double)st->bytes / 1048576.0, seconds, seconds > 0 ? (double)st->bytes / 1048576.0 / seconds : 0,
+		 st->errors);
 }
 
 static int run_selection(struct mirror_run *run, const struct mirror_selection *sel, const char *only_repo)
@@ -43,6 +42,8 @@ static int run_selection(struct mirror_run *run, const struct mirror_selection *
 	struct mirror_stats before = run->stats;
 	uint64_t t0 = monotonic_usec();
 	mirror_pull_selection(run, sel, only_repo);
+	if (atomic_load(&run->fenced))
+		return 1;	/* cut short: no summary */
 	struct mirror_stats delta = run->stats;
 	delta.repos -= before.repos;
 	delta.repos_unchanged -= before.repos_unchanged;
@@ -79,10 +80,14 @@ static int status(void)
 /* One `khub mirror run` pulls at a time among the nodes sharing this
  * database: the active one holds the mirror-run lock for its life (a
  * session lock, gone when it exits or dies); another stands by, trying
- * every 2 s, and takes over. 0 once held, -1 when stopped first. */
-static int hold_mirror_lock(void)
+ * every 2 s, and takes over. A daemon that lost the lock (lost = 1)
+ * first leaves it 5 s to a standby: its own connection just failed.
+ * 0 once held, -1 when stopped first. */
+static int hold_mirror_lock(int lost)
 {
-	int told = 0;
+	int told = lost;
+	for (int s = 0; lost && s < 50 && !stop_requested; s++)
+		usleep(100 * 1000);
 	while (!stop_requested) {
 		int rc = db_lock_try(DB_LOCK_JOB, DB_JOB_MIRROR_RUN);
 		if (rc == 0) {
@@ -99,20 +104,53 @@ static int hold_mirror_lock(void)
 	return -1;
 }
 
-static int daemon_loop(struct mirror_run *run, const char *config_file)
+/* The fence: the mirror-run lock lives on this thread's database
+ * connection. If that connection is lost, so is the lock, and a standby
+ * may take it within 2 s: stop at once, before fetching or writing
+ * anything more. Asked before each repo, git fetch and ref move (one
+ * round trip on that connection) and every 2 s while idle. */
+static int mirror_lock_held(void)
 {
-	signal(SIGINT, on_stop);
-	signal(SIGTERM, on_stop);
-	if (hold_mirror_lock() < 0)
-		return 0;
+	if (db_ping() == 0)
+		return 1;
+	log_error("mirror: lost the mirror-run lock (its database connection is gone): stopped pulling; "
+		  "a standby may take over; standing by until the lock is free");
+	return 0;
+}
+
+/* One pass: every selection due or triggered. */
+static void pull_due(struct mirror_run *run, const struct mirror_config *cfg, time_t *due)
+{
+	int64_t trigger_id = 0;
+	char *wanted = NULL;
+	int claimed = db_mirror_trigger_claim(&trigger_id, &wanted) == 0;
+	time_t now = time(NULL);
+	for (size_t i = 0; i < cfg->nselections && !stop_requested && !mirror_run_fenced(run); i++) {
+		const struct mirror_selection *sel = &cfg->selections[i];
+		int triggered = wanted && (!wanted[0] || strcmp(wanted, sel->name) == 0);
+		if (!triggered && now < due[i])
+			continue;
+		run_selection(run, sel, NULL);
+		due[i] = time(NULL) + sel->interval;
+	}
+	if (claimed && !atomic_load(&run->fenced))
+		db_mirror_trigger_finish(trigger_id);
+	free(wanted);
+}
+
+/* Pull while this process holds the mirror-run lock: until stopped, or
+ * until the lock is lost (then run->fenced is set). */
+static void pull_while_held(struct mirror_run *run, const char *config_file)
+{
 	time_t *due = NULL;
 	size_t ndue = 0;
-	while (!stop_requested) {
+	while (!stop_requested && !mirror_run_fenced(run)) {
 		struct mirror_config cfg;
 		char err[300];
 		if (mirror_config_load(config_file, &cfg, err, sizeof(err)) < 0) {
 			log_warn("mirror: %s; retrying in 10 s", err);
-			sleep(10);
+			for (int s = 0; s < 100 && !stop_requested; s++)
+				usleep(100 * 1000);
 			continue;
 		}
 		run->cfg = &cfg;
@@ -122,28 +160,29 @@ static int daemon_loop(struct mirror_run *run, const char *config_file)
 				due[i] = 0;
 			ndue = cfg.nselections;
 		}
-		int64_t trigger_id = 0;
-		char *wanted = NULL;
-		int claimed = db_mirror_trigger_claim(&trigger_id, &wanted) == 0;
-		time_t now = time(NULL);
-		for (size_t i = 0; i < cfg.nselections && !stop_requested; i++) {
-			const struct mirror_selection *sel = &cfg.selections[i];
-			int triggered = wanted && (!wanted[0] || strcmp(wanted, sel->name) == 0);
-			if (!triggered && now < due[i])
-				continue;
-			run_selection(run, sel, NULL);
-			due[i] = time(NULL) + sel->interval;
-		}
-		if (claimed)
-			db_mirror_trigger_finish(trigger_id);
-		free(wanted);
+		pull_due(run, &cfg, due);
 		mirror_config_release(&cfg);
 		run->cfg = NULL;
-		for (int s = 0; s < 20 && !stop_requested; s++)
+		for (int s = 0; s < 20 && !stop_requested && !atomic_load(&run->fenced); s++)
 			usleep(100 * 1000);
 	}
 	free(due);
-	db_unlock(DB_LOCK_JOB, DB_JOB_MIRROR_RUN);
+}
+
+/* Stand by until the lock is free, pull while it is held; after a lost
+ * lock, stand by again like a fresh daemon. */
+static int daemon_loop(struct mirror_run *run, const char *config_file)
+{
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	run->holds_lock = mirror_lock_held;
+	for (int lost = 0; hold_mirror_lock(lost) == 0; lost = 1) {
+		pull_while_held(run, config_file);
+		db_unlock(DB_LOCK_JOB, DB_JOB_MIRROR_RUN);	/* a lost one: drops the dead connection */
+		if (stop_requested)
+			break;
+		atomic_store(&run->fenced, 0);
+	}
 	return 0;
 }
 
@@ -151,7 +190,7 @@ int cmd_mirror(int argc, char **argv)
 {
 	const char *config_file = NULL, *only_repo = NULL, *selection = NULL;
 	if (argc < 2) {
-		fputs(mirror_usage, stderr);
+		fputs(cmd_mirror_usage, stderr);
 		return 2;
 	}
 	const char *verb = argv[1];
@@ -163,12 +202,12 @@ int cmd_mirror(int argc, char **argv)
 		else if (argv[i][0] != '-' && !selection)
 			selection = argv[i];
 		else {
-			fputs(mirror_usage, stderr);
+			fputs(cmd_mirror_usage, stderr);
 			return 2;
 		}
 	}
 	if (strcmp(verb, "sync") != 0 && strcmp(verb, "run") != 0 && strcmp(verb, "status") != 0) {
-		fputs(mirror_usage, stderr);
+		fputs(cmd_mirror_usage, stderr);
 		return 2;
 	}
 	runtime_open_database();
@@ -181,7 +220,7 @@ int cmd_mirror(int argc, char **argv)
 	struct mirror_run run = { 0 };
 	run.repo_root = runtime_repo_root();
 	run.lfs = lfs_store_open(runtime_lfs_root());
-	run.progress = isatty(2);
+	run.progress = isatty(2) && !log_is_json();	/* progress is for a person at a terminal */
 	if (!run.lfs)
 		fatal("cannot open the LFS store");
 	if (strcmp(verb, "run") == 0) {

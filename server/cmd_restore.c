@@ -189,13 +189,16 @@ static int restore_database(struct restore *r)
 
 /* ---- the command ------------------------------------------------------------------- */
 
+const char cmd_restore_usage[] =
+	"usage: khub restore DIR\n"
+	"  restore a backup made by khub backup into the configured data_dir and database,\n"
+	"  both empty (the embedded cluster is created in data_dir when database_url is unset)\n";
+
 int cmd_restore(int argc, char **argv)
 {
 	char why[600];
 	if (argc != 2 || argv[1][0] == '-') {
-		fprintf(stderr, "usage: khub restore DIR\n"
-			"  restore a backup made by khub backup into the configured data_dir and database,\n"
-			"  both empty (the embedded cluster is created in data_dir when database_url is unset)\n");
+		fputs(cmd_restore_usage, stderr);
 		return 2;
 	}
 	struct restore r = { .from = argv[1] };

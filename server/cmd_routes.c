@@ -32,6 +32,9 @@ static json_t *route_json(const struct route *r)
 			 "stream", r->stream != NULL);
 }
 
+const char cmd_routes_usage[] =
+	"usage: khub routes [--pages] [--json]\n";
+
 int cmd_routes(int argc, char **argv)
 {
 	int as_json = 0, pages = 0;
@@ -41,7 +44,7 @@ int cmd_routes(int argc, char **argv)
 		else if (strcmp(argv[i], "--pages") == 0)
 			pages = 1;
 		else {
-			fprintf(stderr, "usage: khub routes [--pages] [--json]\n");
+			fputs(cmd_routes_usage, stderr);
 			return 2;
 		}
 	}

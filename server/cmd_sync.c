@@ -10,7 +10,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
-static const char sync_usage[] =
+const char cmd_sync_usage[] =
 	"usage:\n"
 	"  khub sync keygen --out PREFIX          PREFIX.key (private, 0600) and PREFIX.pub\n"
 	"  khub sync export --key PRIV --out FILE [--repos GLOB]... [--refs GLOB]... [--variants GLOB]...\n"
@@ -93,7 +93,7 @@ static int cmd_keygen(int argc, char **argv)
 	       "(list it in sync_trusted_keys where bundles are imported)\n", id, out, out);
 	return 0;
 usage:
-	fputs(sync_usage, stderr);
+	fputs(cmd_sync_usage, stderr);
 	return 2;
 }
 
@@ -174,7 +174,7 @@ static int cmd_export(int argc, char **argv)
 	struct export_lists l = { 0 };
 	int rc = export_args(argc, argv, &o, &l);
 	if (rc == 2)
-		fputs(sync_usage, stderr);
+		fputs(cmd_sync_usage, stderr);
 	if (rc) {
 		rc = 2;
 		goto done;
@@ -234,13 +234,13 @@ static int cmd_verify_import(int argc, char **argv, int import)
 		else if (argv[i][0] != '-')
 			list_add(&bundles, argv[i]);
 		else {
-			fputs(sync_usage, stderr);
+			fputs(cmd_sync_usage, stderr);
 			list_free(&bundles);
 			return 2;
 		}
 	}
 	if (bundles.n == 0 || (o.json && !o.dry_run)) {
-		fputs(sync_usage, stderr);
+		fputs(cmd_sync_usage, stderr);
 		list_free(&bundles);
 		return 2;
 	}
@@ -290,12 +290,12 @@ static int cmd_state(int argc, char **argv)
 		else if (strcmp(argv[i], "--type") == 0 && i + 1 < argc)
 			type = argv[++i];
 		else {
-			fputs(sync_usage, stderr);
+			fputs(cmd_sync_usage, stderr);
 			return 2;
 		}
 	}
 	if (repo_type_parse(type, &t) < 0) {
-		fputs(sync_usage, stderr);
+		fputs(cmd_sync_usage, stderr);
 		return 2;
 	}
 	runtime_open_database();
@@ -325,7 +325,7 @@ static int cmd_history(int argc, char **argv)
 {
 	int as_json = argc == 3 && strcmp(argv[2], "--json") == 0;
 	if (argc > 3 || (argc == 3 && !as_json)) {
-		fputs(sync_usage, stderr);
+		fputs(cmd_sync_usage, stderr);
 		return 2;
 	}
 	runtime_open_database();
@@ -428,7 +428,7 @@ static int cmd_key_scope(int argc, char **argv)
 	}
 	if (argc != 2 && !(argc == 5 && strcmp(argv[3], "--orgs") == 0) && !(argc == 4 && strcmp(argv[3], "--any") == 0) &&
 	    !(argc == 5 && strcmp(argv[3], "--exporter") == 0)) {
-		fputs(sync_usage, stderr);
+		fputs(cmd_sync_usage, stderr);
 		return 2;
 	}
 	const char *exporter = argc == 5 && strcmp(argv[3], "--exporter") == 0 ? argv[4] : NULL;
@@ -477,7 +477,7 @@ static int cmd_key_scope(int argc, char **argv)
 int cmd_sync(int argc, char **argv)
 {
 	if (argc < 2) {
-		fputs(sync_usage, stderr);
+		fputs(cmd_sync_usage, stderr);
 		return 2;
 	}
 	const char *verb = argv[1];
@@ -496,9 +496,9 @@ int cmd_sync(int argc, char **argv)
 	if (strcmp(verb, "key-scope") == 0)
 		return cmd_key_scope(argc, argv);
 	if (strcmp(verb, "help") == 0) {
-		fputs(sync_usage, stdout);
+		fputs(cmd_sync_usage, stdout);
 		return 0;
 	}
-	fputs(sync_usage, stderr);
+	fputs(cmd_sync_usage, stderr);
 	return 2;
 }

@@ -42,6 +42,7 @@ struct http_loop {
 	size_t pending_count, pending_cap;
 	_Atomic long open;		/* connections it holds (for the acceptor's choice) */
 	atomic_int queued;		/* pending_count > 0, readable without the lock */
+	_Atomic uint64_t turn_usec;	/* monotonic time of its latest turn (the watchdog reads it) */
 };
 
 static struct http_loop *loops;
@@ -184,6 +185,7 @@ static void *loop_main(void *arg)
 	snprintf(name, sizeof(name), "khub-http-%d", (int)((loop - loops) % 1000));
 	pthread_setname_np(pthread_self(), name);
 	while (!atomic_load(&stopping)) {
+		atomic_store_explicit(&loop->turn_usec, monotonic_usec(), memory_order_relaxed);
 		/* 0 while the daemon has connections ready (its eready list),
 		 * else until its next connection timeout; at most a second, so
 		 * that a lost wake-up costs no more than that */
@@ -212,6 +214,19 @@ static void *loop_main(void *arg)
 		MHD_run(loop->daemon);	/* never blocks: it polls with a zero timeout */
 	}
 	return NULL;
+}
+
+uint64_t http_loops_oldest_turn_usec(long *which)
+{
+	uint64_t oldest = 0;
+	for (long i = 0; i < loop_count; i++) {
+		uint64_t t = atomic_load_explicit(&loops[i].turn_usec, memory_order_relaxed);
+		if (i == 0 || t < oldest) {
+			oldest = t;
+			*which = i;
+		}
+	}
+	return oldest;
 }
 
 /* Run the daemon of the loop holding conn again, soon: libmicrohttpd's
@@ -272,6 +287,7 @@ int http_loops_start(long count, const struct http_loop_options *opts)
 	loop_count = count;
 	for (long i = 0; i < count; i++) {
 		loops[i].wake_fd = loops[i].epoll_fd = -1;
+		loops[i].turn_usec = monotonic_usec();
 		if (loop_open(&loops[i], opts) < 0)
 			return -1;
 	}

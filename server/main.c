@@ -9,25 +9,31 @@
 
 #include "config.h"
 
+static const char cmd_db_usage[] = "usage: khub db migrate\n";
+
+/* Each command's usage (its own file's text) is what `khub COMMAND ...
+ * --help` prints to stdout, exit 0, before the command parses anything;
+ * serve's is the whole help with the configuration table (NULL). */
 static const struct {
 	const char *name;
 	int (*run)(int argc, char **argv);
+	const char *usage;
 	const char *help;
 } commands[] = {
-	{ "serve", cmd_serve, "run the HTTP server (-n: check the configuration and exit; --print-config-template: a commented config file)" },
-	{ "db", cmd_db, "db migrate: apply the schema migrations" },
-	{ "import", cmd_import, "import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]" },
-	{ "mirror", cmd_mirror, "mirror sync|run|status: keep repos in sync with an upstream hub" },
-	{ "sync", cmd_sync, "sync keygen|export|verify|import|state: air-gap bundles (khub sync help)" },
-	{ "hook", cmd_hook, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
-	{ "lfs", cmd_lfs, "lfs migrate --to s3: copy the local LFS store to the S3 backend (resumable, verified, while serving)" },
-	{ "check", cmd_check, "check lfs-pointers [--fix]: report LFS pointers to objects not linked to their repo" },
-	{ "fsck", cmd_fsck, "fsck [--repair] [--json]: check git repos, LFS objects and the database against each other" },
-	{ "backup", cmd_backup, "backup DIR: a consistent backup of the serving hub (database, repos, LFS objects)" },
-	{ "restore", cmd_restore, "restore DIR: a backup into an empty data dir and database" },
-	{ "gc", cmd_gc, "gc [--dry-run] [--grace HOURS]: remove unreferenced LFS objects, temp files and expired trash" },
-	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
-	{ "routes", cmd_routes, "routes [--json]: every endpoint with who may call it (the route tables)" },
+	{ "serve", cmd_serve, NULL, "run the HTTP server (-n: check the configuration and exit; --print-config-template: a commented config file)" },
+	{ "db", cmd_db, cmd_db_usage, "db migrate: apply the schema migrations" },
+	{ "import", cmd_import, cmd_import_usage, "import DIR --repo NS/NAME [--type kernel] [--branch B] [--message M] [--private]" },
+	{ "mirror", cmd_mirror, cmd_mirror_usage, "mirror sync|run|status: keep repos in sync with an upstream hub" },
+	{ "sync", cmd_sync, cmd_sync_usage, "sync keygen|export|verify|import|state: air-gap bundles (khub sync help)" },
+	{ "hook", cmd_hook, cmd_hook_usage, "hook pre-receive|post-receive: run by git receive-pack during a push (internal)" },
+	{ "lfs", cmd_lfs, cmd_lfs_usage, "lfs migrate --to s3: copy the local LFS store to the S3 backend (resumable, verified, while serving)" },
+	{ "check", cmd_check, cmd_check_usage, "check lfs-pointers [--fix]: report LFS pointers to objects not linked to their repo" },
+	{ "fsck", cmd_fsck, cmd_fsck_usage, "fsck [--repair] [--json] [--quick]: check git repos, LFS objects and the database against each other" },
+	{ "backup", cmd_backup, cmd_backup_usage, "backup DIR: a consistent backup of the serving hub (database, repos, LFS objects)" },
+	{ "restore", cmd_restore, cmd_restore_usage, "restore DIR: a backup into an empty data dir and database" },
+	{ "gc", cmd_gc, cmd_gc_usage, "gc [--dry-run] [--grace HOURS]: remove unreferenced LFS objects, temp files and expired trash" },
+	{ "admin", cmd_admin, cmd_admin_usage, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
+	{ "routes", cmd_routes, cmd_routes_usage, "routes [--json]: every endpoint with who may call it (the route tables)" },
 };
 
 static void usage(FILE *fp)
@@ -205,12 +211,21 @@ int cmd_serve(int argc, char **argv)
 int cmd_db(int argc, char **argv)
 {
 	if (argc < 2 || strcmp(argv[1], "migrate") != 0) {
-		fprintf(stderr, "usage: khub db migrate\n");
+		fputs(cmd_db_usage, stderr);
 		return 2;
 	}
 	runtime_open_database();	/* migrates */
 	printf("database is up to date\n");
 	runtime_close_database();
+	return 0;
+}
+
+/* --help or -h anywhere after the command (`khub lfs migrate --help`). */
+static int help_asked(int argc, char **argv)
+{
+	for (int i = 2; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return 1;
 	return 0;
 }
 
@@ -228,6 +243,13 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(argv[1], commands[i].name) == 0) {
+			if (help_asked(argc, argv)) {
+				if (commands[i].usage)
+					fputs(commands[i].usage, stdout);
+				else
+					usage(stdout);
+				return 0;
+			}
 			int n = config_load(argc - 1, argv + 1);
 			runtime_become_data_dir_owner();
 			return commands[i].run(n, argv + 1);

@@ -289,6 +289,10 @@ void http_loops_connection_closed(struct MHD_Connection *conn);
 /* The resume hook (http_ctx.resumed): wakes the loop holding conn. */
 void http_loops_resumed(struct MHD_Connection *conn);
 void http_loops_stop(void);
+/* The monotonic time (monotonic_usec) of the least recent turn among the
+ * loops, and which loop took it; 0 without loops. A loop turns at least
+ * once a second while it runs (the service watchdog's sign of life). */
+uint64_t http_loops_oldest_turn_usec(long *which);
 
 /* The header-completion and body deadlines (server/conn_guard.c).
  * conn_guard_notify is the daemon's MHD_OPTION_NOTIFY_CONNECTION callback;
@@ -338,12 +342,19 @@ int cmd_serve(int argc, char **argv);
  * http_serve's sigwait takes them (SIGHUP's default action would end the
  * process). The notifications go to $NOTIFY_SOCKET (sd_notify; nothing
  * without it): READY=1 once khub answers, RELOADING=1 then READY=1 around
- * a reload, STOPPING=1 when it begins to shut down. */
+ * a reload, STOPPING=1 when it begins to shut down. With WatchdogSec=
+ * (WATCHDOG_USEC), a thread started at the first READY=1 sends WATCHDOG=1
+ * every half interval while every HTTP loop has turned within that half
+ * (2 s at least), and stops at STOPPING=1. */
 void service_block_signals(void);
 void service_notify_ready(void);
 void service_notify_reloading(void);
 void service_notify_stopping(void);
 int cmd_db(int argc, char **argv);
+/* Each command's usage text (`khub COMMAND --help` prints it). */
+extern const char cmd_import_usage[], cmd_mirror_usage[], cmd_sync_usage[], cmd_hook_usage[], cmd_lfs_usage[],
+	cmd_check_usage[], cmd_fsck_usage[], cmd_backup_usage[], cmd_restore_usage[], cmd_gc_usage[],
+	cmd_admin_usage[], cmd_routes_usage[];
 int cmd_import(int argc, char **argv);
 int cmd_admin(int argc, char **argv);
 /* khub admin worker add|remove|list (server/cmd_worker.c) */

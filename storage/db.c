@@ -135,10 +135,23 @@ static int slot_connect(struct pool_slot *slot)
 		PQfinish(conn);
 		return KHUB_EDB;
 	}
+	db_notices_to_log(conn);
 	PQclear(PQexec(conn, "SET client_min_messages = warning"));
 	slot->conn = conn;
 	slot->generation = generation;
 	return 0;
+}
+
+static void notice_to_log(void *arg, const char *message)
+{
+	(void)arg;
+	size_t n = strlen(message);
+	log_warn("database: %.*s", (int)(n && message[n - 1] == '\n' ? n - 1 : n), message);
+}
+
+void db_notices_to_log(PGconn *conn)
+{
+	PQsetNoticeProcessor(conn, notice_to_log, NULL);
 }
 
 /* This thread's connection: the pinned one, or one borrowed from the pool

@@ -201,6 +201,7 @@ static int create_database(void)
 		log_error("embedded database: %s", PQerrorMessage(conn));
 		goto cleanup;
 	}
+	db_notices_to_log(conn);
 	PGresult *res = PQexec(conn, "SELECT 1 FROM pg_database WHERE datname = 'khub'");
 	int exists = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1;
 	PQclear(res);

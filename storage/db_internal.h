@@ -13,6 +13,9 @@
 PGresult *db_exec(const char *sql, int nparams, const char *const *params, const char **sqlstate);
 /* db_exec for statements whose rows are not wanted: 0 or KHUB_EDB. */
 int db_run(const char *sql, int nparams, const char *const *params);
+/* PostgreSQL's notices and warnings on conn go to khub's log (libpq's
+ * default prints them to stderr, bypassing log_format). */
+void db_notices_to_log(PGconn *conn);
 /* db_run that counts: the number of rows the statement changed, or KHUB_EDB. */
 int db_run_count(const char *sql, int nparams, const char *const *params);
 /* db_run of a statement meant to change one row: 0, KHUB_ENOTFOUND when it

@@ -58,6 +58,7 @@ static PGconn *listen_connect(char *why, size_t size)
 		PQfinish(conn);
 		return NULL;
 	}
+	db_notices_to_log(conn);
 	PGresult *res = PQexec(conn, "LISTEN khub_cache");
 	int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (!ok)

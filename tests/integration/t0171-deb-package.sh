@@ -150,6 +150,13 @@ done
 check "khub.conf is a conffile" -- bash -c "dpkg-deb -I '$DEB' conffiles | grep -qx /etc/khub/khub.conf"
 check "the units' Documentation= (operations.md) is in the package" -- \
 	grep -q " ./usr/share/doc/khub/operations.md.gz\$" "$TEST_DIR/contents"
+check "the package holds its copyright file (/usr/share/doc/khub/copyright)" -- \
+	grep -q " ./usr/share/doc/khub/copyright\$" "$TEST_DIR/contents"
+dpkg-deb --fsys-tarfile "$DEB" | tar -xOf - ./usr/share/doc/khub/copyright >"$TEST_DIR/copyright" 2>/dev/null
+like "$(head -1 "$TEST_DIR/copyright")" '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/$' \
+	"the copyright file is machine-readable (DEP-5)"
+check "it has a Files: * paragraph with a License" -- \
+	bash -c "grep -A3 '^Files: \*\$' '$TEST_DIR/copyright' | grep -q '^License: '"
 
 # The older build: the source tree as it was before its latest schema
 # change (git history: the parent of the last commit that added a
