@@ -4,12 +4,15 @@
 # (lfs_s3_redirect = 0: khub fetches the object, re-hashes it and streams
 # it), through khub's redirect to a presigned GET (lfs_s3_redirect = 1: curl
 # follows it to RGW), and straight from RGW with that presigned URL. Not part
-# of the test suite; prints MB/s per way and the ratio to RGW direct.
+# of the test suite; prints MB/s per way and the ratio to RGW direct, then
+# the median time to first byte of a whole GET and the median time of a
+# 1 KiB Range GET (BENCH_PROBES each), through khub and direct.
 #
 # Environment (all optional):
 #   BENCH_FILE_MB     size of the LFS file in MiB          (default 100)
 #   BENCH_GETS        downloads per way                    (default 8)
 #   BENCH_PARALLEL    downloads at once                    (default 2)
+#   BENCH_PROBES      latency probes per way               (default 7)
 #   KHUB_BIN          the khub binary (default ./khub; a release build is made
 #                     when it is a sanitizer build, as bench/read_path.sh does)
 set -u
@@ -17,6 +20,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 FILE_MB=${BENCH_FILE_MB:-100}
 GETS=${BENCH_GETS:-8}
 PAR=${BENCH_PARALLEL:-2}
+PROBES=${BENCH_PROBES:-7}
 export KHUB_LOG_LEVEL=${KHUB_LOG_LEVEL:-warn}
 
 . "$ROOT/tests/lib/khub-test.sh"
@@ -47,12 +51,24 @@ gets() {
 		"$bytes" "$t1" "$t0" "$name"
 }
 
+# probe NAME URL [curl args]: the median of PROBES curl -w times, in ms
+probe() {
+	local name=$1 url=$2 i
+	shift 2
+	for i in $(seq 1 "$PROBES"); do curl -s -o /dev/null "$@" "$url"; done | sort -n |
+		awk -v n="$name" '{ v[NR] = $1 } END { printf "%s %.1f\n", n, v[int((NR + 1) / 2)] * 1000 }'
+}
+TTFB=(-w '%{time_starttransfer}\n')
+RANGE=(-r 1048576-1049599 -w '%{time_total}\n')
+
 echo "# LFS on S3 (Ceph RGW, memstore OSD, loopback): a ${FILE_MB} MiB file, $GETS GETs per way, $PAR at once"
 echo "# khub: $KHUB_BUILD; $(nproc) cores shared by curl, khub and Ceph"
 khub_start
 got=$(curl -s "$KHUB_URL$URL_PATH" | sha256sum | cut -c1-64)
 [ "$got" = "$WANT" ] || bail "through khub: bytes differ"
 PROXY=$(gets "through-khub" "$KHUB_URL$URL_PATH")
+PROXY_TTFB=$(probe ttfb-khub "$KHUB_URL$URL_PATH" "${TTFB[@]}")
+PROXY_RANGE=$(probe range1k-khub "$KHUB_URL$URL_PATH" "${RANGE[@]}")
 khub_stop
 KHUB_LFS_S3_REDIRECT=1 khub_start
 PRESIGNED=$(curl -s -o /dev/null -w '%{redirect_url}' "$KHUB_URL$URL_PATH")
@@ -61,7 +77,13 @@ got=$(curl -sL "$KHUB_URL$URL_PATH" | sha256sum | cut -c1-64)
 [ "$got" = "$WANT" ] || bail "through the redirect: bytes differ"
 REDIRECT=$(gets "khub-redirect" "$KHUB_URL$URL_PATH" -L)
 DIRECT=$(gets "rgw-direct" "$PRESIGNED")
+DIRECT_TTFB=$(probe ttfb-direct "$PRESIGNED" "${TTFB[@]}")
+DIRECT_RANGE=$(probe range1k-direct "$PRESIGNED" "${RANGE[@]}")
 printf '%s\n%s\n%s\n' "$PROXY" "$REDIRECT" "$DIRECT" | awk -v direct="$(echo "$DIRECT" | awk '{print $2}')" '
 	BEGIN { printf "%-14s %10s %8s\n", "way", "MB/s", "x rgw" }
 	{ printf "%-14s %10.1f %8.2f\n", $1, $2, (direct > 0 ? $2 / direct : 0) }'
+printf '%s\n%s\n%s\n%s\n' "$PROXY_TTFB" "$DIRECT_TTFB" "$PROXY_RANGE" "$DIRECT_RANGE" | awk '
+	BEGIN { printf "%-14s %10s %8s\n", "latency", "median ms", "x direct" }
+	{ v[NR] = $2; n[NR] = $1 }
+	END { for (i = 1; i <= 4; i++) { d = v[i % 2 ? i + 1 : i]; printf "%-14s %10.1f %8.2f\n", n[i], v[i], (d > 0 ? v[i] / d : 0) } }'
 exit 0

@@ -1,7 +1,10 @@
 /* lfs_s3.c -- the LFS store's S3 backend: verified objects go to
  * objects/ab/cd/{oid} in a bucket (requests signed by libcurl's SigV4;
- * multipart above part_bytes), reads are fetched and re-verified, GET URLs
- * presigned by hand (SigV4 query form). */
+ * multipart above part_bytes); reads are streamed from a thread per read
+ * (lfs_stream.c), the whole object hashed on the way (a damaged one is
+ * moved to quarantine/lfs/ in the bucket), or fetched whole and
+ * re-verified (open_object, for the CLI's copies); GET URLs presigned by
+ * hand (SigV4 query form). */
 #include "storage/lfs_backend.h"
 
 #include <curl/curl.h>
@@ -10,6 +13,8 @@
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +27,14 @@ struct s3 {
 	char *base;		/* URL up to the bucket's root, no trailing slash */
 	char *host;		/* Host header value the signature covers */
 	char *path_prefix;	/* "/bucket" (path style) or "" */
-	char *region, *sigv4, *userpwd, *access_key, *secret_key, *tmp_dir;
+	char *bucket, *region, *sigv4, *userpwd, *access_key, *secret_key, *tmp_dir;
 	long part_bytes;
+	atomic_int refs;	/* the store and each stream's thread */
 };
+
+#define STREAM_BUFFER ((size_t)2 << 20)	/* per streamed read */
+
+static _Atomic uint64_t s3_damaged_total;
 
 /* One request's inputs and outputs. */
 struct s3_call {
@@ -43,6 +53,13 @@ struct s3_call {
 	long status;
 	uint64_t length;		/* Content-Length answered */
 	char got_meta[65], etag[80];
+	uint64_t total;			/* the object's size (Content-Range, or Content-Length of a 200) */
+	const char *range;		/* CURLOPT_RANGE ("from-to") or NULL */
+	const char *extra[3];		/* more header lines, NULL-terminated */
+	/* or hand the body to sink (streamed reads); it returns len, or 0 to stop */
+	size_t (*sink)(struct s3_call *c, const char *buf, size_t len);
+	void *sink_arg;
+	int stopped;			/* the sink stopped the transfer on purpose */
 };
 
 static const char empty_sha[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -79,12 +96,13 @@ static int load_credentials(struct s3 *s, const char *file)
 	return 0;
 }
 
+/* The store and every streamed read hold s; the last to let go frees it. */
 static void s3_close(void *priv)
 {
 	struct s3 *s = priv;
-	if (!s)
+	if (!s || atomic_fetch_sub(&s->refs, 1) > 1)
 		return;
-	free(s->base), free(s->host), free(s->path_prefix), free(s->region), free(s->sigv4);
+	free(s->base), free(s->host), free(s->path_prefix), free(s->bucket), free(s->region), free(s->sigv4);
 	free(s->userpwd), free(s->access_key), free(s->secret_key), free(s->tmp_dir);
 	free(s);
 }
@@ -112,6 +130,7 @@ static int split_endpoint(struct s3 *s, const struct lfs_s3_settings *cfg)
 void *lfs_s3_open(const struct lfs_s3_settings *cfg, const char *tmp_dir)
 {
 	struct s3 *s = xcalloc(1, sizeof(*s));
+	atomic_init(&s->refs, 1);
 	if (!cfg->endpoint || split_endpoint(s, cfg) < 0) {
 		log_error("lfs s3: lfs_s3_endpoint '%s' / lfs_s3_bucket '%s' unusable (want http(s)://host[:port] "
 			  "and a bucket name)", cfg->endpoint ? cfg->endpoint : "", cfg->bucket ? cfg->bucket : "");
@@ -124,6 +143,7 @@ void *lfs_s3_open(const struct lfs_s3_settings *cfg, const char *tmp_dir)
 		s3_close(s);
 		return NULL;
 	}
+	s->bucket = xstrdup(cfg->bucket);
 	s->region = xstrdup(cfg->region && cfg->region[0] ? cfg->region : "us-east-1");
 	s->sigv4 = xasprintf("aws:amz:%s:s3", s->region);
 	s->userpwd = xasprintf("%s:%s", s->access_key, s->secret_key);
@@ -148,6 +168,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 	unsigned long long v;
 	if (strncasecmp(line, "content-length:", 15) == 0 && sscanf(line + 15, " %llu", &v) == 1)
 		c->length = v;
+	else if (strncasecmp(line, "content-range:", 14) == 0 && sscanf(line + 14, " bytes %*u-%*u/%llu", &v) == 1)
+		c->total = v;
 	else if (strncasecmp(line, "x-amz-meta-sha256:", 18) == 0)
 		sscanf(line + 18, " %64s", c->got_meta);
 	else if (strncasecmp(line, "etag:", 5) == 0)
@@ -161,6 +183,8 @@ static size_t on_body(char *buf, size_t size, size_t n, void *arg)
 	size_t len = size * n;
 	if (!c->status)
 		curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+	if (c->sink)
+		return c->sink(c, buf, len);
 	if (c->status / 100 == 2 && c->out_fd >= 0) {
 		if (c->sha)
 			EVP_DigestUpdate(c->sha, buf, len);
@@ -201,6 +225,8 @@ static struct curl_slist *call_headers(const struct s3_call *c)
 		snprintf(h, sizeof(h), "x-amz-meta-sha256: %s", c->meta_sha);
 		l = curl_slist_append(l, h);
 	}
+	for (int i = 0; c->extra[i]; i++)
+		l = curl_slist_append(l, c->extra[i]);
 	return l;
 }
 
@@ -225,6 +251,8 @@ static int s3_perform(struct s3 *s, struct s3_call *c)
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, c);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, c);
+	if (c->range)
+		curl_easy_setopt(curl, CURLOPT_RANGE, c->range);
 	if (strcmp(c->method, "HEAD") == 0) {
 		curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
 	} else if (c->in_fd >= 0 || c->in_buf) {
@@ -240,7 +268,8 @@ static int s3_perform(struct s3 *s, struct s3_call *c)
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(curl);
 	if (cc != CURLE_OK) {
-		log_error("lfs s3: %s %s: %s", c->method, c->url, curl_easy_strerror(cc));
+		if (!c->stopped)
+			log_error("lfs s3: %s %s: %s", c->method, c->url, curl_easy_strerror(cc));
 		return KHUB_EIO;
 	}
 	return 0;
@@ -499,11 +528,200 @@ static int s3_presign(void *priv, const char *oid, long ttl, char **url)
 	return 0;
 }
 
+/* ---- streamed reads ------------------------------------------------------ */
+
+/* Does the key of oid still hold what was read (its ETag is etag)? */
+static int still_holds(struct s3 *s, const char *oid, const char *etag)
+{
+	struct s3_call c;
+	call_init(&c, "HEAD", object_url(s, oid, NULL));
+	int same = s3_perform(s, &c) == 0 && c.status == 200 && etag[0] && strcmp(c.etag, etag) == 0;
+	call_done(&c);
+	return same;
+}
+
+/* Move a damaged object out of the way: a server-side copy to
+ * quarantine/lfs/{oid}.{time}, then the key deleted if it still holds what
+ * was read (etag: a repaired object stays), so that the next read finds
+ * nothing (a mirror fetches it again) instead of serving it once more.
+ * (No x-amz-copy-source-if-match: curl 7.88 signs it out of order.) */
+static void s3_quarantine(struct s3 *s, const char *oid, const char *etag)
+{
+	char src[400], *dest = xasprintf("%s/quarantine/lfs/%s.%ld", s->base, oid, (long)time(NULL));
+	snprintf(src, sizeof(src), "x-amz-copy-source: /%s/objects/%.2s/%.2s/%s", s->bucket, oid, oid + 2, oid);
+	struct s3_call c;
+	call_init(&c, "PUT", dest);
+	c.in_buf = "";
+	c.extra[0] = src;
+	int rc = s3_perform(s, &c);
+	strbuf_add(&c.body, "", 1);
+	if (rc == 0 && (c.status != 200 || strstr(c.body.buf, "<Error>")))
+		rc = call_failed(&c);
+	call_done(&c);
+	if (rc == 0 && still_holds(s, oid, etag)) {
+		call_init(&c, "DELETE", object_url(s, oid, NULL));
+		rc = s3_perform(s, &c);
+		if (rc == 0 && c.status / 100 != 2)
+			rc = call_failed(&c);
+		call_done(&c);
+	} else if (rc == 0) {
+		rc = KHUB_ECONFLICT;
+	}
+	if (rc == 0)
+		log_error("lfs s3: object %s moved to quarantine/lfs/ in the bucket", oid);
+	else
+		log_error("lfs s3: object %s could not be moved to quarantine (%s); it stays", oid,
+			  rc == KHUB_ECONFLICT ? "it changed since it was read" : "see above");
+}
+
+/* One streamed read, owned by its thread. */
+struct s3_stream {
+	struct s3 *s;
+	struct lfs_stream *st;
+	struct s3_call c;
+	char oid[65], range[48];
+	uint64_t size, count, got;
+	EVP_MD_CTX *sha;	/* the whole object: hashed on the way */
+	int answered;
+};
+
+/* What the store's answer means for the read: 0 (bytes follow), or
+ * KHUB_ENOTFOUND (absent, not khub's, or another size), KHUB_EIO. */
+static int stream_answer_state(struct s3_stream *x)
+{
+	struct s3_call *c = &x->c;
+	long want = x->sha ? 200 : 206;
+	uint64_t total = c->status == 200 ? c->length : c->total;
+	if (c->status == 404 || c->status == 416)
+		return KHUB_ENOTFOUND;
+	if (c->status != want) {
+		log_error("lfs s3: GET %s: HTTP %ld", c->url, c->status);
+		return KHUB_EIO;
+	}
+	if (strcmp(c->got_meta, x->oid) != 0 || total != x->size || c->length != x->count)
+		return KHUB_ENOTFOUND;
+	return 0;
+}
+
+static size_t stream_sink(struct s3_call *c, const char *buf, size_t len)
+{
+	struct s3_stream *x = c->sink_arg;
+	if (!x->answered) {
+		x->answered = 1;
+		int state = stream_answer_state(x);
+		lfs_stream_answer(x->st, state);
+		if (state < 0) {
+			c->stopped = 1;
+			return 0;
+		}
+	}
+	if (x->sha)
+		EVP_DigestUpdate(x->sha, buf, len);
+	x->got += len;
+	if (lfs_stream_put(x->st, buf, len) < 0) {
+		c->stopped = 1;	/* the reader left */
+		return 0;
+	}
+	return len;
+}
+
+/* The read's outcome once curl is done: 0, or a negative khub_err; a
+ * whole object that does not hash to its oid is quarantined. */
+static int stream_verdict(struct s3_stream *x, int rc)
+{
+	if (!x->answered) {
+		x->answered = 1;
+		int state = rc < 0 ? KHUB_EIO : stream_answer_state(x);
+		lfs_stream_answer(x->st, state);
+		if (state < 0)
+			return state;
+	}
+	if (rc < 0 || x->got != x->count) {
+		if (!lfs_stream_consumer_gone(x->st))
+			log_error("lfs s3: GET %s: %" PRIu64 " of %" PRIu64 " bytes, transfer aborted", x->c.url,
+				  x->got, x->count);
+		return KHUB_EIO;
+	}
+	if (!x->sha)
+		return 0;
+	char got[65];
+	sha256_final_hex(x->sha, got);
+	if (strcmp(got, x->oid) == 0)
+		return 0;
+	atomic_fetch_add(&s3_damaged_total, 1);
+	log_error("lfs s3: object %s came back with sha256 %s: transfer aborted before its last byte", x->oid, got);
+	s3_quarantine(x->s, x->oid, x->c.etag);
+	return KHUB_EINVAL;
+}
+
+static void *stream_main(void *arg)
+{
+	struct s3_stream *x = arg;
+	log_set_request_id("s3-read");
+	int rc = s3_perform(x->s, &x->c);
+	lfs_stream_finish(x->st, stream_verdict(x, rc));
+	EVP_MD_CTX_free(x->sha);
+	call_done(&x->c);
+	s3_close(x->s);
+	free(x);
+	return NULL;
+}
+
+static int s3_stream(void *priv, const char *oid, uint64_t size, uint64_t from, uint64_t count,
+		     struct lfs_stream **out)
+{
+	struct s3 *s = priv;
+	if (!count)
+		return KHUB_EINVAL;	/* nothing to stream: open_object */
+	struct s3_stream *x = xcalloc(1, sizeof(*x));
+	if (!(x->st = lfs_stream_new(count, STREAM_BUFFER))) {
+		free(x);
+		return KHUB_EIO;
+	}
+	x->s = s;
+	memcpy(x->oid, oid, 65);
+	x->size = size;
+	x->count = count;
+	call_init(&x->c, "GET", object_url(s, oid, NULL));
+	x->c.sink = stream_sink;
+	x->c.sink_arg = x;
+	if (from == 0 && count == size) {
+		x->sha = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(x->sha, EVP_sha256(), NULL);
+	} else {
+		snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64, from, from + count - 1);
+		x->c.range = x->range;
+	}
+	*out = x->st;
+	atomic_fetch_add(&s->refs, 1);
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &attr, stream_main, x);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		log_error("lfs s3: cannot start a read thread: %s", strerror(rc));
+		lfs_stream_finish(x->st, KHUB_EIO);	/* the consumer sees the failure */
+		EVP_MD_CTX_free(x->sha);
+		call_done(&x->c);
+		s3_close(s);
+		free(x);
+	}
+	return 0;
+}
+
+uint64_t lfs_s3_damaged_count(void)
+{
+	return atomic_load(&s3_damaged_total);
+}
+
 const struct lfs_backend lfs_s3_backend = {
 	.name = "s3",
 	.stat = s3_stat,
 	.open_object = s3_open_object,
 	.install = s3_install,
 	.presign = s3_presign,
+	.stream = s3_stream,
 	.close = s3_close,
 };
