@@ -26,6 +26,7 @@ struct lfs_stream {
 	int finished;			/* the producer ended (state: its verdict) */
 	int consumer_gone;
 	int consumer_waits;		/* the consumer polls efd: signal it */
+	uint64_t waits_since;		/* monotonic_usec() when it began to */
 };
 
 struct lfs_stream *lfs_stream_new(uint64_t count, size_t cap)
@@ -79,25 +80,33 @@ void lfs_stream_answer(struct lfs_stream *s, int state)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* The producer writes only to the free part of the ring and the consumer
+ * reads only from the filled part: the copies run outside the lock, which
+ * guards the indices alone. */
 int lfs_stream_put(struct lfs_stream *s, const char *data, size_t len)
 {
 	pthread_mutex_lock(&s->lock);
 	while (len && !s->consumer_gone) {
-		while (s->len == s->cap && !s->consumer_gone)
+		if (s->len == s->cap) {
 			pthread_cond_wait(&s->space, &s->lock);
+			continue;
+		}
 		size_t tail = (s->head + s->len) % s->cap;
 		size_t n = s->cap - s->len;
 		if (n > s->cap - tail)
 			n = s->cap - tail;
 		if (n > len)
 			n = len;
-		if (s->consumer_gone)
-			break;
+		pthread_mutex_unlock(&s->lock);
 		memcpy(s->buf + tail, data, n);
+		pthread_mutex_lock(&s->lock);
 		s->len += n;
 		data += n;
 		len -= n;
-		signal_consumer(s);
+		/* not for every little piece (fewer wake-ups), unless the
+		 * store trickles */
+		if (s->consumer_waits && (s->len >= s->cap / 4 || monotonic_usec() - s->waits_since > 20000))
+			signal_consumer(s);
 	}
 	int gone = s->consumer_gone;
 	pthread_mutex_unlock(&s->lock);
@@ -154,28 +163,30 @@ ssize_t lfs_stream_read(struct lfs_stream *s, char *out, size_t max)
 	ssize_t got = read(s->efd, &ev, sizeof(ev));	/* drained before looking */
 	(void)got;
 	pthread_mutex_lock(&s->lock);
-	ssize_t rc;
-	size_t n = deliverable(s);
-	if (s->state < 0) {
+	ssize_t rc = 0;
+	size_t n = deliverable(s), head = s->head;
+	if (s->state < 0)
 		rc = s->state;
-	} else if (n) {
-		n = n < max ? n : max;
-		size_t first = s->cap - s->head < n ? s->cap - s->head : n;
-		memcpy(out, s->buf + s->head, first);
-		memcpy(out + first, s->buf, n - first);
-		s->head = (s->head + n) % s->cap;
-		s->len -= n;
-		s->delivered += n;
-		pthread_cond_signal(&s->space);
-		rc = (ssize_t)n;
-	} else if (s->finished) {
+	else if (!n && s->finished)
 		rc = s->delivered == s->count ? LFS_STREAM_END : KHUB_EIO;
-	} else {
+	else if (!n && !s->consumer_waits) {
 		s->consumer_waits = 1;
-		rc = 0;
+		s->waits_since = monotonic_usec();
 	}
 	pthread_mutex_unlock(&s->lock);
-	return rc;
+	if (rc || !n)
+		return rc;
+	n = n < max ? n : max;
+	size_t first = s->cap - head < n ? s->cap - head : n;
+	memcpy(out, s->buf + head, first);
+	memcpy(out + first, s->buf, n - first);
+	pthread_mutex_lock(&s->lock);
+	s->head = (s->head + n) % s->cap;
+	s->len -= n;
+	s->delivered += n;
+	pthread_cond_signal(&s->space);
+	pthread_mutex_unlock(&s->lock);
+	return (ssize_t)n;
 }
 
 int lfs_stream_consumer_gone(struct lfs_stream *s)
