@@ -388,9 +388,8 @@ static enum MHD_Result handle_verify(struct request *req)
 
 static enum MHD_Result handle_download(struct request *req)
 {
-	uint64_t size, stored, from = 0, to;
+	uint64_t size, from = 0, to;
 	int64_t repo_id;
-	int fd;
 	if (parse_action_args(req, "download", &size, &repo_id) < 0)
 		return lfs_error(req, 403, "this download URL is invalid or has expired");
 	/* the batch checked the link when it signed this URL; checked again,
@@ -400,22 +399,20 @@ static enum MHD_Result handle_download(struct request *req)
 		return lfs_error(req, 503, "database unavailable");
 	if (!linked)
 		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
-	int orc = lfs_store_open_object(api_ctx.lfs, req->args[1], &fd, &stored);
-	if (orc == KHUB_EIO)	/* damaged (quarantined) or unreadable: never those bytes */
-		return lfs_error(req, 502, "the LFS store could not give object %s intact (see the server log)",
-				 req->args[1]);
-	if (orc == 0 && stored != size)
-		close(fd);
-	if (orc < 0 || stored != size)
-		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
 	to = size ? size - 1 : 0;
 	int ranged = http_range_parse(request_header(req, "Range"), size, &from, &to);
-	if (ranged < 0) {
-		close(fd);
+	if (ranged < 0)
 		return lfs_error(req, 416, "range not satisfiable");
-	}
 	uint64_t count = size ? to - from + 1 : 0;
-	struct MHD_Response *resp = http_file_response(fd, from, count);
+	struct MHD_Response *resp;
+	int orc = http_lfs_object_response(req, api_ctx.lfs, req->args[1], size, from, count, &resp);
+	if (orc == 1)
+		return MHD_YES;	/* parked until the store answers */
+	if (orc == KHUB_EIO || orc == KHUB_EINVAL)	/* damaged (quarantined) or unreadable: never those bytes */
+		return lfs_error(req, 502, "the LFS store could not give object %s intact (see the server log)",
+				 req->args[1]);
+	if (orc < 0)
+		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
 	char etag[70];
 	snprintf(etag, sizeof(etag), "\"%s\"", req->args[1]);
 	MHD_add_response_header(resp, "ETag", etag);

@@ -215,6 +215,9 @@ static void write_lfs_integrity(struct strbuf *sb)
 	      (double)s.rehashed);
 	gauge(sb, "khub_lfs_damaged_on_read_total", "counter",
 	      "LFS objects found damaged before serving (quarantined, answered 502)", (double)s.damaged_on_read);
+	gauge(sb, "khub_lfs_s3_damaged_on_read_total", "counter",
+	      "S3 objects whose streamed bytes did not hash to their oid (transfer cut short, moved to quarantine/lfs/)",
+	      (double)s.s3_damaged_on_read);
 	gauge(sb, "khub_lfs_scrub_objects_total", "counter", "LFS objects re-hashed by the scrub on this node",
 	      (double)s.scrub_objects);
 	gauge(sb, "khub_lfs_scrub_bytes_total", "counter", "bytes re-hashed by the scrub on this node",

@@ -403,7 +403,7 @@ static int file_range(struct request *req, struct file_answer *fa, enum MHD_Resu
 static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD_Response **resp,
 			 enum MHD_Result *result)
 {
-	int fd, frc;
+	int frc;
 	uint64_t stored;
 	char *url;
 	/* lfs_s3_redirect: the object store serves the bytes (and the Range) */
@@ -416,33 +416,36 @@ static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD
 		fa->redirected = 1;
 		return 0;
 	}
-	int orc = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored), have = orc == 0;
-	if (!have && fa->h.record.mirrored && api_ctx.lazy_fetch) {
+	int orc = http_lfs_object_response(req, api_ctx.lfs, fa->meta.lfs_oid, fa->meta.size, fa->from, fa->count,
+					   resp);
+	if (orc == KHUB_ENOTFOUND && fa->h.record.mirrored && api_ctx.lazy_fetch) {
 		if (lazy_fetch_background(req, &fa->h, fa->sha, req->path, &fa->meta, &frc, result) < 0)
 			return -1;
 		if (frc == KHUB_EIO || frc == KHUB_EINVAL) {
 			*result = respond_lazy_fetch_failed(req, frc);
 			return -1;
 		}
-		have = (orc = lfs_store_open_object(api_ctx.lfs, fa->meta.lfs_oid, &fd, &stored)) == 0;
+		orc = http_lfs_object_response(req, api_ctx.lfs, fa->meta.lfs_oid, fa->meta.size, fa->from,
+					       fa->count, resp);
 	}
-	/* the store failed (S3: unreachable, or bytes that do not hash to the
-	 * oid; local: a file that changed and no longer hashes to it, now
-	 * quarantined, or an unreadable one): never those bytes */
-	if (orc == KHUB_EIO) {
+	if (orc == 1) {	/* parked until the store answers */
+		*result = MHD_YES;
+		return -1;
+	}
+	/* the store failed (S3: unreachable; local: a file that changed and
+	 * no longer hashes to its oid, now quarantined, or an unreadable
+	 * one): never those bytes */
+	if (orc == KHUB_EIO || orc == KHUB_EINVAL) {
 		*result = respond_error(req, 502, NULL,
 					"the LFS store could not give %s intact (see the server log)", fa->meta.lfs_oid);
 		return -1;
 	}
-	if (!have || stored != fa->meta.size) {
-		if (have)
-			close(fd);
+	if (orc < 0) {
 		*result = respond_error(req, 404, "EntryNotFound",
 					"the content of %s (LFS object %s) is not stored on this server", req->path,
 					fa->meta.lfs_oid);
 		return -1;
 	}
-	*resp = http_file_response(fd, fa->from, fa->count);
 	return 0;
 }
 

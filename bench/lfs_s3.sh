@@ -4,12 +4,16 @@
 # (lfs_s3_redirect = 0: khub fetches the object, re-hashes it and streams
 # it), through khub's redirect to a presigned GET (lfs_s3_redirect = 1: curl
 # follows it to RGW), and straight from RGW with that presigned URL. Not part
-# of the test suite; prints MB/s per way and the ratio to RGW direct.
+# of the test suite; prints MB/s per way (best of BENCH_ROUNDS, the ways
+# alternating) and the ratio to RGW direct, then the median time to first
+# byte of a whole GET and of a 1 KiB Range GET, through khub and direct.
 #
 # Environment (all optional):
 #   BENCH_FILE_MB     size of the LFS file in MiB          (default 100)
 #   BENCH_GETS        downloads per way                    (default 8)
 #   BENCH_PARALLEL    downloads at once                    (default 2)
+#   BENCH_PROBES      latency probes per way               (default 15)
+#   BENCH_ROUNDS      rounds of GETs per way (best kept)   (default 3)
 #   KHUB_BIN          the khub binary (default ./khub; a release build is made
 #                     when it is a sanitizer build, as bench/read_path.sh does)
 set -u
@@ -17,6 +21,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 FILE_MB=${BENCH_FILE_MB:-100}
 GETS=${BENCH_GETS:-8}
 PAR=${BENCH_PARALLEL:-2}
+PROBES=${BENCH_PROBES:-15}
 export KHUB_LOG_LEVEL=${KHUB_LOG_LEVEL:-warn}
 
 . "$ROOT/tests/lib/khub-test.sh"
@@ -47,21 +52,48 @@ gets() {
 		"$bytes" "$t1" "$t0" "$name"
 }
 
-echo "# LFS on S3 (Ceph RGW, memstore OSD, loopback): a ${FILE_MB} MiB file, $GETS GETs per way, $PAR at once"
+# probes: PROBES rounds of four timings, interleaved so that khub and RGW
+# see the same load: whole-GET time to first byte and 1 KiB Range time,
+# through khub and straight from RGW; prints "name median-ms" lines.
+probes() {
+	local i t=(-s -o /dev/null -w '%{time_starttransfer}\n') r=(-s -o /dev/null -r 1048576-1049599 -w '%{time_total}\n')
+	for i in $(seq 1 "$PROBES"); do
+		echo "ttfb-khub $(curl "${t[@]}" "$KHUB_URL$URL_PATH")"
+		echo "ttfb-direct $(curl "${t[@]}" "$PRESIGNED")"
+		echo "range1k-khub $(curl "${r[@]}" "$KHUB_URL$URL_PATH")"
+		echo "range1k-direct $(curl "${r[@]}" "$PRESIGNED")"
+	done | sort -k1,1 -k2,2n | awk '
+		{ v[$1, ++n[$1]] = $2 }
+		END { for (k in n) printf "%s %.1f\n", k, v[k, int((n[k] + 1) / 2)] * 1000 }'
+}
+# best NAME URL [curl args]: the best of ROUNDS runs of gets, alternating with the others
+ROUNDS=${BENCH_ROUNDS:-3}
+
+echo "# LFS on S3 (Ceph RGW, memstore OSD, loopback): a ${FILE_MB} MiB file, $GETS GETs per way, $PAR at once,"
+echo "# best of $ROUNDS rounds (ways alternate); latencies: medians of $PROBES, interleaved"
 echo "# khub: $KHUB_BUILD; $(nproc) cores shared by curl, khub and Ceph"
-khub_start
-got=$(curl -s "$KHUB_URL$URL_PATH" | sha256sum | cut -c1-64)
-[ "$got" = "$WANT" ] || bail "through khub: bytes differ"
-PROXY=$(gets "through-khub" "$KHUB_URL$URL_PATH")
-khub_stop
 KHUB_LFS_S3_REDIRECT=1 khub_start
 PRESIGNED=$(curl -s -o /dev/null -w '%{redirect_url}' "$KHUB_URL$URL_PATH")
 [[ "$PRESIGNED" == http* ]] || bail "no redirect with lfs_s3_redirect = 1"
 got=$(curl -sL "$KHUB_URL$URL_PATH" | sha256sum | cut -c1-64)
 [ "$got" = "$WANT" ] || bail "through the redirect: bytes differ"
-REDIRECT=$(gets "khub-redirect" "$KHUB_URL$URL_PATH" -L)
-DIRECT=$(gets "rgw-direct" "$PRESIGNED")
-printf '%s\n%s\n%s\n' "$PROXY" "$REDIRECT" "$DIRECT" | awk -v direct="$(echo "$DIRECT" | awk '{print $2}')" '
-	BEGIN { printf "%-14s %10s %8s\n", "way", "MB/s", "x rgw" }
-	{ printf "%-14s %10.1f %8.2f\n", $1, $2, (direct > 0 ? $2 / direct : 0) }'
+RUNS=
+for r in $(seq 1 "$ROUNDS"); do RUNS+="$(gets "khub-redirect" "$KHUB_URL$URL_PATH" -L)"$'\n'; done
+khub_stop
+khub_start	# lfs_s3_redirect = 0: khub serves the bytes (the presigned URL stays valid)
+got=$(curl -s "$KHUB_URL$URL_PATH" | sha256sum | cut -c1-64)
+[ "$got" = "$WANT" ] || bail "through khub: bytes differ"
+for r in $(seq 1 "$ROUNDS"); do
+	RUNS+="$(gets "through-khub" "$KHUB_URL$URL_PATH")"$'\n'
+	RUNS+="$(gets "rgw-direct" "$PRESIGNED")"$'\n'
+done
+LAT=$(probes)
+printf '%s' "$RUNS" | awk '$2 > best[$1] { best[$1] = $2 } END {
+	order[1] = "through-khub"; order[2] = "khub-redirect"; order[3] = "rgw-direct"
+	printf "%-14s %10s %8s\n", "way", "MB/s", "x rgw"
+	for (i = 1; i <= 3; i++) printf "%-14s %10.1f %8.2f\n", order[i], best[order[i]], best[order[i]] / best["rgw-direct"] }'
+printf '%s\n' "$LAT" | awk '{ v[$1] = $2 } END {
+	printf "%-14s %10s %8s\n", "latency", "median ms", "x direct"
+	split("ttfb-khub ttfb-direct range1k-khub range1k-direct", o, " ")
+	for (i = 1; i <= 4; i++) { d = v[o[i % 2 ? i + 1 : i]]; printf "%-14s %10.1f %8.2f\n", o[i], v[o[i]], (d > 0 ? v[o[i]] / d : 0) } }'
 exit 0

@@ -251,6 +251,19 @@ void response_memo_shutdown(void);
  * closes fd with the response; on NULL the caller still owns fd), and sends
  * it with sendfile, 2 MiB a call. Every file body goes through here (t0185 checks). */
 struct MHD_Response *http_file_response(int fd, uint64_t offset, uint64_t count);
+/* The response whose body is count bytes from `from` of the LFS object oid
+ * (size bytes) in store (http/object_body.c), without holding the thread
+ * while the store answers: a file body (local), or a streamed one (S3: the
+ * request waits parked until the store answered; a read that fails, or a
+ * whole object that does not hash to its oid, is cut short before its last
+ * byte). A HEAD only checks the object is there. 0 with *resp; 1 when the
+ * request was parked (return MHD_YES: the handler runs again and must call
+ * this again, with the same arguments, before anything else that parks);
+ * KHUB_ENOTFOUND (absent, or another size) or KHUB_EIO (the store failed,
+ * or a damaged local object, now quarantined), with nothing answered. */
+struct lfs_store;
+int http_lfs_object_response(struct request *req, struct lfs_store *store, const char *oid, uint64_t size,
+			     uint64_t from, uint64_t count, struct MHD_Response **resp);
 /* JSON body; takes ownership of body (json_decref'd). */
 enum MHD_Result respond_json(struct request *req, int status, json_t *body);
 /* Preformatted JSON text (copied). */

@@ -5,6 +5,7 @@
 #define KHUB_STORAGE_LFS_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/common.h"
 
@@ -58,6 +59,30 @@ void lfs_store_close(struct lfs_store *store);		/* accepts NULL */
 int lfs_store_stat(struct lfs_store *store, const char *oid, uint64_t *size);
 /* Open for reading; the caller closes *fd. */
 int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uint64_t *size);
+
+/* Reads that need not wait on the store before the first byte (S3): the
+ * backend fetches on a thread of its own into a bounded buffer (memory
+ * stays flat; a slow reader slows the fetch), and the reader polls
+ * lfs_stream_fd instead of blocking. A read of the whole object is hashed
+ * as it goes; when it does not hash to the oid the read fails before its
+ * last byte (the object is moved to quarantine/, logged and counted). A
+ * range is served as the store holds it (objects are verified on write).
+ * 0 with *out (the caller ends it with lfs_stream_close), KHUB_EINVAL when
+ * the backend has no streamed reads (local: lfs_store_open_object). */
+struct lfs_stream;
+int lfs_store_stream_open(struct lfs_store *store, const char *oid, uint64_t size, uint64_t from, uint64_t count,
+			  struct lfs_stream **out);
+/* Ready for reading (POLLIN) when the state or the buffer changed. */
+int lfs_stream_fd(const struct lfs_stream *s);
+/* 1 while the store's answer is awaited, 0 when the bytes flow,
+ * KHUB_ENOTFOUND (no such object, or not khub's, or another size), KHUB_EIO. */
+int lfs_stream_state(struct lfs_stream *s);
+#define LFS_STREAM_END (-1000)
+/* Once flowing: up to max bytes (> 0), 0 when none yet (poll the fd),
+ * LFS_STREAM_END when every byte was handed out (and, for the whole
+ * object, verified), KHUB_EINVAL (damaged) or KHUB_EIO: abort the transfer. */
+ssize_t lfs_stream_read(struct lfs_stream *s, char *buf, size_t max);
+void lfs_stream_close(struct lfs_stream *s);	/* accepts NULL; stops the fetch */
 
 struct lfs_writer;
 /* Start a new object; NULL on failure. Write with lfs_writer_write, then
@@ -143,6 +168,7 @@ int lfs_store_quarantine(struct lfs_store *store, const char *oid);
 struct lfs_integrity_stats {
 	uint64_t rehashed;		/* objects re-hashed before serving (changed, or no record) */
 	uint64_t damaged_on_read;	/* of those, found damaged and quarantined */
+	uint64_t s3_damaged_on_read;	/* S3 objects streamed that did not hash to their oid */
 	uint64_t scrub_objects, scrub_bytes, scrub_damaged;	/* re-hashed by the scrub */
 	int64_t scrub_completed_at;	/* when the last complete pass ended; 0: none */
 };

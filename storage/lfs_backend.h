@@ -25,6 +25,9 @@ struct lfs_backend {
 	int (*remove)(void *priv, const char *oid);
 	/* Move it out of objects/ for a person to look at. */
 	int (*quarantine)(void *priv, const char *oid);
+	/* NULL when reads go through open_object only (lfs_store_stream_open). */
+	int (*stream)(void *priv, const char *oid, uint64_t size, uint64_t from, uint64_t count,
+		      struct lfs_stream **out);
 	void (*close)(void *priv);
 };
 
@@ -32,6 +35,25 @@ struct lfs_backend {
  * NULL (logged) when the settings or credentials are unusable. */
 void *lfs_s3_open(const struct lfs_s3_settings *s3, const char *tmp_dir);
 extern const struct lfs_backend lfs_s3_backend;
+/* S3 objects streamed that did not hash to their oid (this process). */
+uint64_t lfs_s3_damaged_count(void);
+
+/* ---- the producer's side of a stream (lfs_stream.c) -------------------------- */
+
+/* A stream of a count-byte body through a buffer of cap bytes, held by
+ * two: the producer (ends with lfs_stream_finish) and the consumer (ends
+ * with lfs_stream_close); the last to let go frees it. NULL on failure. */
+struct lfs_stream *lfs_stream_new(uint64_t count, size_t cap);
+/* The store answered: 0 (bytes follow) or a negative khub_err. */
+void lfs_stream_answer(struct lfs_stream *s, int state);
+/* Append, blocking while the buffer is full: 0, or -1 when the consumer
+ * is gone (stop fetching). */
+int lfs_stream_put(struct lfs_stream *s, const char *data, size_t len);
+/* 1 once the consumer let go. */
+int lfs_stream_consumer_gone(struct lfs_stream *s);
+/* The producer is done: 0 (every byte put, verified where it hashes) or a
+ * negative khub_err; drops the producer's hold. */
+void lfs_stream_finish(struct lfs_stream *s, int verdict);
 
 /* ---- what a local store verified (lfs_verify.c) ---------------------------- */
 

@@ -1,7 +1,10 @@
 /* lfs_s3.c -- the LFS store's S3 backend: verified objects go to
  * objects/ab/cd/{oid} in a bucket (requests signed by libcurl's SigV4;
- * multipart above part_bytes), reads are fetched and re-verified, GET URLs
- * presigned by hand (SigV4 query form). */
+ * multipart above part_bytes); reads are streamed from a thread per read
+ * (lfs_stream.c), the whole object hashed on the way (a damaged one is
+ * moved to quarantine/lfs/ in the bucket), or fetched whole and
+ * re-verified (open_object, for the CLI's copies); GET URLs presigned by
+ * hand (SigV4 query form). */
 #include "storage/lfs_backend.h"
 
 #include <curl/curl.h>
@@ -10,6 +13,8 @@
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +29,12 @@ struct s3 {
 	char *path_prefix;	/* "/bucket" (path style) or "" */
 	char *bucket, *region, *sigv4, *userpwd, *access_key, *secret_key, *tmp_dir;
 	long part_bytes;
+	atomic_int refs;	/* the store and each stream's thread */
 };
+
+#define STREAM_BUFFER ((size_t)2 << 20)	/* per streamed read */
+
+static _Atomic uint64_t s3_damaged_total;
 
 /* One request's inputs and outputs. */
 struct s3_call {
@@ -32,7 +42,6 @@ struct s3_call {
 	char *url;
 	const char *payload_sha;	/* x-amz-content-sha256 */
 	const char *meta_sha;		/* x-amz-meta-sha256 to set (PUT, initiate) */
-	const char *copy_source;	/* x-amz-copy-source (a server-side copy) */
 	int in_fd;			/* upload from in_fd at in_off, in_len bytes */
 	off_t in_off;
 	uint64_t in_len;
@@ -47,6 +56,13 @@ struct s3_call {
 	uint64_t length;		/* Content-Length answered */
 	int64_t last_modified;		/* Last-Modified answered, unix time; 0: none */
 	char got_meta[65], etag[80];
+	uint64_t total;			/* the object's size (Content-Range, or Content-Length of a 200) */
+	const char *range;		/* CURLOPT_RANGE ("from-to") or NULL */
+	const char *extra[3];		/* more header lines, NULL-terminated */
+	/* or hand the body to sink (streamed reads); it returns len, or 0 to stop */
+	size_t (*sink)(struct s3_call *c, const char *buf, size_t len);
+	void *sink_arg;
+	int stopped;			/* the sink stopped the transfer on purpose */
 };
 
 static const char empty_sha[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -83,10 +99,11 @@ static int load_credentials(struct s3 *s, const char *file)
 	return 0;
 }
 
+/* The store and every streamed read hold s; the last to let go frees it. */
 static void s3_close(void *priv)
 {
 	struct s3 *s = priv;
-	if (!s)
+	if (!s || atomic_fetch_sub(&s->refs, 1) > 1)
 		return;
 	free(s->base), free(s->host), free(s->path_prefix), free(s->bucket), free(s->region), free(s->sigv4);
 	free(s->userpwd), free(s->access_key), free(s->secret_key), free(s->tmp_dir);
@@ -116,6 +133,7 @@ static int split_endpoint(struct s3 *s, const struct lfs_s3_settings *cfg)
 void *lfs_s3_open(const struct lfs_s3_settings *cfg, const char *tmp_dir)
 {
 	struct s3 *s = xcalloc(1, sizeof(*s));
+	atomic_init(&s->refs, 1);
 	if (!cfg->endpoint || split_endpoint(s, cfg) < 0) {
 		log_error("lfs s3: lfs_s3_endpoint '%s' / lfs_s3_bucket '%s' unusable (want http(s)://host[:port] "
 			  "and a bucket name)", cfg->endpoint ? cfg->endpoint : "", cfg->bucket ? cfg->bucket : "");
@@ -161,6 +179,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
 	unsigned long long v;
 	if (strncasecmp(line, "content-length:", 15) == 0 && sscanf(line + 15, " %llu", &v) == 1)
 		c->length = v;
+	else if (strncasecmp(line, "content-range:", 14) == 0 && sscanf(line + 14, " bytes %*u-%*u/%llu", &v) == 1)
+		c->total = v;
 	else if (strncasecmp(line, "x-amz-meta-sha256:", 18) == 0)
 		sscanf(line + 18, " %64s", c->got_meta);
 	else if (strncasecmp(line, "etag:", 5) == 0)
@@ -176,6 +196,8 @@ static size_t on_body(char *buf, size_t size, size_t n, void *arg)
 	size_t len = size * n;
 	if (!c->status)
 		curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+	if (c->sink)
+		return c->sink(c, buf, len);
 	if (c->status / 100 == 2 && (c->out_fd >= 0 || c->sha)) {
 		if (c->sha)
 			EVP_DigestUpdate(c->sha, buf, len);
@@ -217,11 +239,8 @@ static struct curl_slist *call_headers(const struct s3_call *c)
 		snprintf(h, sizeof(h), "x-amz-meta-sha256: %s", c->meta_sha);
 		l = curl_slist_append(l, h);
 	}
-	if (c->copy_source) {
-		char *copy = xasprintf("x-amz-copy-source: %s", c->copy_source);
-		l = curl_slist_append(l, copy);
-		free(copy);
-	}
+	for (int i = 0; c->extra[i]; i++)
+		l = curl_slist_append(l, c->extra[i]);
 	return l;
 }
 
@@ -246,6 +265,10 @@ static int s3_perform(struct s3 *s, struct s3_call *c)
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, c);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, c);
+	if (c->range)
+		curl_easy_setopt(curl, CURLOPT_RANGE, c->range);
+	if (c->sink)	/* streamed: fewer, larger hand-overs than curl's 16 KiB */
+		curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);
 	if (strcmp(c->method, "HEAD") == 0) {
 		curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
 	} else if (c->in_fd >= 0 || c->in_buf) {
@@ -261,7 +284,8 @@ static int s3_perform(struct s3 *s, struct s3_call *c)
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(curl);
 	if (cc != CURLE_OK) {
-		log_error("lfs s3: %s %s: %s", c->method, c->url, curl_easy_strerror(cc));
+		if (!c->stopped)
+			log_error("lfs s3: %s %s: %s", c->method, c->url, curl_easy_strerror(cc));
 		return KHUB_EIO;
 	}
 	return 0;
@@ -563,25 +587,50 @@ static int s3_remove(void *priv, const char *oid)
 	return delete_key(s, object_url(s, oid, NULL));
 }
 
-/* Copied (server side) to quarantine/lfs/{oid}.{time}, then deleted. */
-static int s3_quarantine(void *priv, const char *oid)
+/* Does the key of oid still hold what was read (its ETag is etag)? */
+static int still_holds(struct s3 *s, const char *oid, const char *etag)
 {
-	struct s3 *s = priv;
 	struct s3_call c;
-	char *source = xasprintf("/%s/objects/%.2s/%.2s/%s", s->bucket, oid, oid + 2, oid);
-	call_init(&c, "PUT", xasprintf("%s/quarantine/lfs/%s.%ld", s->base, oid, (long)time(NULL)));
-	c.copy_source = source;
+	call_init(&c, "HEAD", object_url(s, oid, NULL));
+	int same = s3_perform(s, &c) == 0 && c.status == 200 && etag[0] && strcmp(c.etag, etag) == 0;
+	call_done(&c);
+	return same;
+}
+
+/* Move a damaged object out of the way: a server-side copy to
+ * quarantine/lfs/{oid}.{time}, then the key deleted, so that the next read
+ * finds nothing (a mirror fetches it again) instead of serving it once more.
+ * etag (or NULL: whatever it holds, as fsck --repair found it): the key is
+ * deleted only if it still holds what was read, so a repaired object stays.
+ * (No x-amz-copy-source-if-match: curl 7.88 signs it out of order.) */
+static int quarantine_key(struct s3 *s, const char *oid, const char *etag)
+{
+	char src[400], *dest = xasprintf("%s/quarantine/lfs/%s.%ld", s->base, oid, (long)time(NULL));
+	snprintf(src, sizeof(src), "x-amz-copy-source: /%s/objects/%.2s/%.2s/%s", s->bucket, oid, oid + 2, oid);
+	struct s3_call c;
+	call_init(&c, "PUT", dest);
+	c.in_buf = "";
+	c.extra[0] = src;
 	int rc = s3_perform(s, &c);
 	strbuf_add(&c.body, "", 1);
 	if (rc == 0 && (c.status != 200 || strstr(c.body.buf, "<Error>")))
 		rc = call_failed(&c);
 	call_done(&c);
-	free(source);
+	if (rc == 0 && etag && !still_holds(s, oid, etag))
+		rc = KHUB_ECONFLICT;
 	if (rc == 0)
 		rc = s3_remove(s, oid);
 	if (rc == 0)
 		log_warn("lfs s3: object %s moved to quarantine/lfs/ in the bucket", oid);
+	else
+		log_error("lfs s3: object %s could not be moved to quarantine (%s); it stays", oid,
+			  rc == KHUB_ECONFLICT ? "it changed since it was read" : "see above");
 	return rc;
+}
+
+static int s3_quarantine(void *priv, const char *oid)
+{
+	return quarantine_key(priv, oid, NULL);
 }
 
 /* XML's five entities decoded in place. */
@@ -675,6 +724,151 @@ static int s3_list(void *priv, int (*fn)(const struct lfs_listed *o, void *arg),
 	return rc;
 }
 
+/* ---- streamed reads ------------------------------------------------------ */
+
+/* One streamed read, owned by its thread. */
+struct s3_stream {
+	struct s3 *s;
+	struct lfs_stream *st;
+	struct s3_call c;
+	char oid[65], range[48];
+	uint64_t size, count, got;
+	EVP_MD_CTX *sha;	/* the whole object: hashed on the way */
+	int answered;
+};
+
+/* What the store's answer means for the read: 0 (bytes follow), or
+ * KHUB_ENOTFOUND (absent, not khub's, or another size), KHUB_EIO. */
+static int stream_answer_state(struct s3_stream *x)
+{
+	struct s3_call *c = &x->c;
+	long want = x->sha ? 200 : 206;
+	uint64_t total = c->status == 200 ? c->length : c->total;
+	if (c->status == 404 || c->status == 416)
+		return KHUB_ENOTFOUND;
+	if (c->status != want) {
+		log_error("lfs s3: GET %s: HTTP %ld", c->url, c->status);
+		return KHUB_EIO;
+	}
+	if (strcmp(c->got_meta, x->oid) != 0 || total != x->size || c->length != x->count)
+		return KHUB_ENOTFOUND;
+	return 0;
+}
+
+static size_t stream_sink(struct s3_call *c, const char *buf, size_t len)
+{
+	struct s3_stream *x = c->sink_arg;
+	if (!x->answered) {
+		x->answered = 1;
+		int state = stream_answer_state(x);
+		lfs_stream_answer(x->st, state);
+		if (state < 0) {
+			c->stopped = 1;
+			return 0;
+		}
+	}
+	if (x->sha)
+		EVP_DigestUpdate(x->sha, buf, len);
+	x->got += len;
+	if (lfs_stream_put(x->st, buf, len) < 0) {
+		c->stopped = 1;	/* the reader left */
+		return 0;
+	}
+	return len;
+}
+
+/* The read's outcome once curl is done: 0, or a negative khub_err; a
+ * whole object that does not hash to its oid is quarantined. */
+static int stream_verdict(struct s3_stream *x, int rc)
+{
+	if (!x->answered) {
+		x->answered = 1;
+		int state = rc < 0 ? KHUB_EIO : stream_answer_state(x);
+		lfs_stream_answer(x->st, state);
+		if (state < 0)
+			return state;
+	}
+	if (rc < 0 || x->got != x->count) {
+		if (!lfs_stream_consumer_gone(x->st))
+			log_error("lfs s3: GET %s: %" PRIu64 " of %" PRIu64 " bytes, transfer aborted", x->c.url,
+				  x->got, x->count);
+		return KHUB_EIO;
+	}
+	if (!x->sha)
+		return 0;
+	char got[65];
+	sha256_final_hex(x->sha, got);
+	if (strcmp(got, x->oid) == 0)
+		return 0;
+	atomic_fetch_add(&s3_damaged_total, 1);
+	log_error("lfs s3: object %s came back with sha256 %s: transfer aborted before its last byte", x->oid, got);
+	quarantine_key(x->s, x->oid, x->c.etag);
+	return KHUB_EINVAL;
+}
+
+static void *stream_main(void *arg)
+{
+	struct s3_stream *x = arg;
+	log_set_request_id("s3-read");
+	pthread_setname_np(pthread_self(), "khub-s3-read");
+	int rc = s3_perform(x->s, &x->c);
+	lfs_stream_finish(x->st, stream_verdict(x, rc));
+	EVP_MD_CTX_free(x->sha);
+	call_done(&x->c);
+	s3_close(x->s);
+	free(x);
+	return NULL;
+}
+
+static int s3_stream(void *priv, const char *oid, uint64_t size, uint64_t from, uint64_t count,
+		     struct lfs_stream **out)
+{
+	struct s3 *s = priv;
+	if (!count)
+		return KHUB_EINVAL;	/* nothing to stream: open_object */
+	struct s3_stream *x = xcalloc(1, sizeof(*x));
+	if (!(x->st = lfs_stream_new(count, STREAM_BUFFER))) {
+		free(x);
+		return KHUB_EIO;
+	}
+	x->s = s;
+	memcpy(x->oid, oid, 65);
+	x->size = size;
+	x->count = count;
+	call_init(&x->c, "GET", object_url(s, oid, NULL));
+	x->c.sink = stream_sink;
+	x->c.sink_arg = x;
+	if (from == 0 && count == size) {
+		x->sha = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(x->sha, EVP_sha256(), NULL);
+	} else {
+		snprintf(x->range, sizeof(x->range), "%" PRIu64 "-%" PRIu64, from, from + count - 1);
+		x->c.range = x->range;
+	}
+	*out = x->st;
+	atomic_fetch_add(&s->refs, 1);
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	int rc = pthread_create(&t, &attr, stream_main, x);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		log_error("lfs s3: cannot start a read thread: %s", strerror(rc));
+		lfs_stream_finish(x->st, KHUB_EIO);	/* the consumer sees the failure */
+		EVP_MD_CTX_free(x->sha);
+		call_done(&x->c);
+		s3_close(s);
+		free(x);
+	}
+	return 0;
+}
+
+uint64_t lfs_s3_damaged_count(void)
+{
+	return atomic_load(&s3_damaged_total);
+}
+
 const struct lfs_backend lfs_s3_backend = {
 	.name = "s3",
 	.stat = s3_stat,
@@ -685,5 +879,6 @@ const struct lfs_backend lfs_s3_backend = {
 	.hash = s3_hash,
 	.remove = s3_remove,
 	.quarantine = s3_quarantine,
+	.stream = s3_stream,
 	.close = s3_close,
 };

@@ -144,6 +144,7 @@ void lfs_scrub_stop(void)
 void lfs_integrity_stats(struct lfs_integrity_stats *out)
 {
 	lfs_verify_counts(&out->rehashed, &out->damaged_on_read);
+	out->s3_damaged_on_read = lfs_s3_damaged_count();
 	out->scrub_objects = atomic_load(&scrubbed_objects);
 	out->scrub_bytes = atomic_load(&scrubbed_bytes);
 	out->scrub_damaged = atomic_load(&scrubbed_damaged);

@@ -161,6 +161,14 @@ int lfs_store_presign(struct lfs_store *store, const char *oid, long ttl, char *
 	return store->backend->presign(store->priv, oid, ttl, url);
 }
 
+int lfs_store_stream_open(struct lfs_store *store, const char *oid, uint64_t size, uint64_t from, uint64_t count,
+			  struct lfs_stream **out)
+{
+	if (!is_lower_hex(oid, 64) || !store->backend->stream)
+		return KHUB_EINVAL;
+	return store->backend->stream(store->priv, oid, size, from, count, out);
+}
+
 static int local_stat(void *priv, const char *oid, uint64_t *size, int64_t *mtime)
 {
 	struct lfs_store *store = priv;

@@ -1,0 +1,209 @@
+/* lfs_stream.c -- a read of an LFS object handed from the backend's thread
+ * (the producer: lfs_s3.c) to whoever serves it (the consumer: the HTTP
+ * layer) through a bounded buffer: the producer blocks while it is full,
+ * so memory stays flat whatever the sizes and a slow client slows the
+ * fetch; the consumer never blocks: it polls an eventfd instead. The last
+ * byte of the body is held back until the producer gave its verdict, so a
+ * read whose content does not hash to its oid never completes. */
+#include "storage/lfs_backend.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+struct lfs_stream {
+	pthread_mutex_t lock;
+	pthread_cond_t space;		/* the consumer took bytes, or left */
+	int refs;			/* the producer and the consumer */
+	int efd;			/* readable: the state or the buffer changed */
+	char *buf;			/* ring of cap bytes: len of them from head */
+	size_t cap, head, len;
+	uint64_t count, delivered;	/* the body's length, bytes handed out */
+	int state;			/* 1 awaited, 0 flowing, < 0 failed */
+	int finished;			/* the producer ended (state: its verdict) */
+	int consumer_gone;
+	int consumer_waits;		/* the consumer polls efd: signal it */
+	uint64_t waits_since;		/* monotonic_usec() when it began to */
+};
+
+struct lfs_stream *lfs_stream_new(uint64_t count, size_t cap)
+{
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (efd < 0)
+		return NULL;
+	struct lfs_stream *s = xcalloc(1, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->space, NULL);
+	s->refs = 2;
+	s->efd = efd;
+	s->cap = cap;
+	s->buf = xmalloc(cap);
+	s->count = count;
+	s->state = 1;
+	return s;
+}
+
+static void stream_unref(struct lfs_stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	int left = --s->refs;
+	pthread_mutex_unlock(&s->lock);
+	if (left)
+		return;
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->space);
+	close(s->efd);
+	free(s->buf);
+	free(s);
+}
+
+/* Wake the consumer if it waits; under s->lock. */
+static void signal_consumer(struct lfs_stream *s)
+{
+	if (!s->consumer_waits)
+		return;
+	s->consumer_waits = 0;
+	uint64_t one = 1;
+	ssize_t n = write(s->efd, &one, sizeof(one));
+	(void)n;	/* a full counter already says "look again" */
+}
+
+void lfs_stream_answer(struct lfs_stream *s, int state)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->state == 1)
+		s->state = state;
+	signal_consumer(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The producer writes only to the free part of the ring and the consumer
+ * reads only from the filled part: the copies run outside the lock, which
+ * guards the indices alone. */
+int lfs_stream_put(struct lfs_stream *s, const char *data, size_t len)
+{
+	pthread_mutex_lock(&s->lock);
+	while (len && !s->consumer_gone) {
+		if (s->len == s->cap) {
+			pthread_cond_wait(&s->space, &s->lock);
+			continue;
+		}
+		size_t tail = (s->head + s->len) % s->cap;
+		size_t n = s->cap - s->len;
+		if (n > s->cap - tail)
+			n = s->cap - tail;
+		if (n > len)
+			n = len;
+		pthread_mutex_unlock(&s->lock);
+		memcpy(s->buf + tail, data, n);
+		pthread_mutex_lock(&s->lock);
+		s->len += n;
+		data += n;
+		len -= n;
+		/* not for every little piece (fewer wake-ups), unless the
+		 * store trickles */
+		if (s->consumer_waits && (s->len >= s->cap / 4 || monotonic_usec() - s->waits_since > 20000))
+			signal_consumer(s);
+	}
+	int gone = s->consumer_gone;
+	pthread_mutex_unlock(&s->lock);
+	return gone ? -1 : 0;
+}
+
+void lfs_stream_finish(struct lfs_stream *s, int verdict)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->state == 1)
+		s->state = verdict < 0 ? verdict : 0;
+	else if (s->state == 0 && verdict < 0)
+		s->state = verdict;	/* a failure after the answer: kept as answered otherwise */
+	s->finished = 1;
+	s->consumer_waits = 1;	/* always: the consumer may be between two looks */
+	signal_consumer(s);
+	pthread_mutex_unlock(&s->lock);
+	stream_unref(s);
+}
+
+int lfs_stream_fd(const struct lfs_stream *s)
+{
+	return s->efd;
+}
+
+int lfs_stream_state(struct lfs_stream *s)
+{
+	uint64_t n;
+	ssize_t got = read(s->efd, &n, sizeof(n));	/* drained before looking */
+	(void)got;
+	pthread_mutex_lock(&s->lock);
+	int state = s->state;
+	if (state == 1 && s->finished)
+		state = KHUB_EIO;
+	if (state == 1)
+		s->consumer_waits = 1;
+	pthread_mutex_unlock(&s->lock);
+	return state;
+}
+
+/* What may be handed out now: all that is buffered, less the body's last
+ * byte while no verdict came. Under s->lock. */
+static size_t deliverable(const struct lfs_stream *s)
+{
+	size_t n = s->len;
+	if (!s->finished && s->count && s->delivered + n >= s->count)
+		n = (size_t)(s->count - 1 - s->delivered);
+	return n;
+}
+
+ssize_t lfs_stream_read(struct lfs_stream *s, char *out, size_t max)
+{
+	uint64_t ev;
+	ssize_t got = read(s->efd, &ev, sizeof(ev));	/* drained before looking */
+	(void)got;
+	pthread_mutex_lock(&s->lock);
+	ssize_t rc = 0;
+	size_t n = deliverable(s), head = s->head;
+	if (s->state < 0)
+		rc = s->state;
+	else if (!n && s->finished)
+		rc = s->delivered == s->count ? LFS_STREAM_END : KHUB_EIO;
+	else if (!n && !s->consumer_waits) {
+		s->consumer_waits = 1;
+		s->waits_since = monotonic_usec();
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (rc || !n)
+		return rc;
+	n = n < max ? n : max;
+	size_t first = s->cap - head < n ? s->cap - head : n;
+	memcpy(out, s->buf + head, first);
+	memcpy(out + first, s->buf, n - first);
+	pthread_mutex_lock(&s->lock);
+	s->head = (s->head + n) % s->cap;
+	s->len -= n;
+	s->delivered += n;
+	pthread_cond_signal(&s->space);
+	pthread_mutex_unlock(&s->lock);
+	return (ssize_t)n;
+}
+
+int lfs_stream_consumer_gone(struct lfs_stream *s)
+{
+	pthread_mutex_lock(&s->lock);
+	int gone = s->consumer_gone;
+	pthread_mutex_unlock(&s->lock);
+	return gone;
+}
+
+void lfs_stream_close(struct lfs_stream *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->consumer_gone = 1;
+	pthread_cond_signal(&s->space);
+	pthread_mutex_unlock(&s->lock);
+	stream_unref(s);
+}
