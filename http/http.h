@@ -315,8 +315,6 @@ const char *request_base_url(struct request *req);
  * filling [from, to], -1 = unsatisfiable (answer 416). */
 int http_range_parse(const char *header, uint64_t size, uint64_t *from, uint64_t *to);
 
-/* JSON string literal (quoted, escaped) appended to sb. */
-void strbuf_add_json_string(struct strbuf *sb, const char *s);
 /* One CSV field (RFC 4180: quoted when it holds a comma, quote or line
  * break), then "," or, for the last field of a row, "\r\n". */
 void strbuf_add_csv_field(struct strbuf *sb, const char *s, int last);
