@@ -676,7 +676,7 @@ static int s3_list(void *priv, int (*fn)(const struct lfs_listed *o, void *arg),
 }
 
 const struct lfs_backend lfs_s3_backend = {
-	.name = "s3",
+	.info = { .name = "s3", .remote = 1, .presigns = 1 },
 	.stat = s3_stat,
 	.open_object = s3_open_object,
 	.install = s3_install,
