@@ -210,15 +210,15 @@ static void add_run_json(struct strbuf *sb, const struct db_rows *res, size_t ro
 {
 	strbuf_addf(sb, "{\"id\":%s,\"submittedAt\":\"%s\",\"submitter\":", db_rows_get(res, row, BENCH_COL_RUN_ID),
 		    db_rows_get(res, row, BENCH_COL_SUBMITTED_AT));
-	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_SUBMITTER));
+	strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_SUBMITTER));
 	strbuf_addf(sb, ",\"source\":\"%s\"", db_rows_get(res, row, BENCH_COL_SOURCE));
 	strbuf_addf(sb, ",\"commit\":\"%s\",\"kernelCommitSha\":", db_rows_get(res, row, BENCH_COL_COMMIT));
-	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_KERNEL_COMMIT));
+	strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_KERNEL_COMMIT));
 	strbuf_adds(sb, ",\"benchmarkScriptPath\":");
-	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_PATH));
+	strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_PATH));
 	if (!db_rows_isnull(res, row, BENCH_COL_SCRIPT_SHA)) {
 		strbuf_adds(sb, ",\"benchmarkScriptSha\":");
-		strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_SHA));
+		strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_SHA));
 	}
 	static const struct { const char *key; int column; } machine[] = {
 		{ "gpu", BENCH_COL_GPU }, { "backend", BENCH_COL_BACKEND }, { "pytorchVersion", BENCH_COL_PYTORCH },
@@ -227,7 +227,7 @@ static void add_run_json(struct strbuf *sb, const struct db_rows *res, size_t ro
 	strbuf_adds(sb, ",\"machineInfo\":{");
 	for (size_t i = 0; i < sizeof(machine) / sizeof(machine[0]); i++) {
 		strbuf_addf(sb, "%s\"%s\":", i ? "," : "", machine[i].key);
-		strbuf_add_json_string(sb, db_rows_get(res, row, machine[i].column));
+		strbuf_add_json_quoted(sb, db_rows_get(res, row, machine[i].column));
 	}
 	if (!db_rows_isnull(res, row, BENCH_COL_GPU_CORES))
 		strbuf_addf(sb, ",\"gpuCores\":%s", db_rows_get(res, row, BENCH_COL_GPU_CORES));
@@ -242,7 +242,7 @@ static void add_result_json(struct strbuf *sb, const struct db_rows *res, size_t
 		{ "iqr_ms", BENCH_COL_IQR }, { "outliers", BENCH_COL_OUTLIERS }, { "iterations", BENCH_COL_ITERATIONS },
 	};
 	strbuf_adds(sb, "{\"workload\":");
-	strbuf_add_json_string(sb, db_rows_get(res, row, BENCH_COL_WORKLOAD));
+	strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_WORKLOAD));
 	strbuf_adds(sb, ",\"timingResults\":{");
 	for (size_t i = 0; i < sizeof(timing) / sizeof(timing[0]); i++)
 		strbuf_addf(sb, "%s\"%s\":%s", i ? "," : "", timing[i].key, db_rows_get(res, row, timing[i].column));
@@ -378,9 +378,9 @@ static void aggregate_json_row(struct strbuf *sb, const struct db_rows *res, int
 			       const struct agg_reference *r, int first)
 {
 	strbuf_adds(sb, first ? "{\"workload\":" : ",{\"workload\":");
-	strbuf_add_json_string(sb, db_rows_get(res, i, BENCH_AGG_WORKLOAD));
+	strbuf_add_json_quoted(sb, db_rows_get(res, i, BENCH_AGG_WORKLOAD));
 	strbuf_adds(sb, ",\"gpu\":");
-	strbuf_add_json_string(sb, db_rows_get(res, i, BENCH_AGG_GPU));
+	strbuf_add_json_quoted(sb, db_rows_get(res, i, BENCH_AGG_GPU));
 	strbuf_addf(sb, ",\"count\":%s,\"medianMeanMs\":%s,\"bestMeanMs\":%s,"
 		    "\"latest\":{\"runId\":%s,\"commit\":\"%s\",\"submittedAt\":\"%s\",\"mean_ms\":%s,\"std_ms\":%s}",
 		    db_rows_get(res, i, BENCH_AGG_COUNT), db_rows_get(res, i, BENCH_AGG_MEDIAN),
@@ -389,7 +389,7 @@ static void aggregate_json_row(struct strbuf *sb, const struct db_rows *res, int
 		    db_rows_get(res, i, BENCH_AGG_LATEST_MEAN), db_rows_get(res, i, BENCH_AGG_LATEST_STD));
 	if (r->row >= 0) {
 		strbuf_adds(sb, ",\"referenceWorkload\":");
-		strbuf_add_json_string(sb, refname);
+		strbuf_add_json_quoted(sb, refname);
 		strbuf_addf(sb, ",\"referenceMedianMeanMs\":%s", db_rows_get(res, r->row, BENCH_AGG_MEDIAN));
 	} else {
 		strbuf_adds(sb, ",\"referenceWorkload\":null,\"referenceMedianMeanMs\":null");
@@ -428,7 +428,7 @@ static enum MHD_Result handle_aggregate(struct request *req)
 				 "speedup\r\n");
 	} else {
 		strbuf_adds(&sb, "{\"reference\":");
-		strbuf_add_json_string(&sb, ref);
+		strbuf_add_json_quoted(&sb, ref);
 		strbuf_adds(&sb, ",\"results\":[");
 	}
 	int shown = 0;

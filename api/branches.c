@@ -34,7 +34,7 @@ static void audit_ref(struct request *req, const struct repo_record *rec, const 
 	const char *target = repo_audit_target(req, rec->type, rec->ns, rec->name);
 	struct strbuf details = STRBUF_INIT;
 	strbuf_adds(&details, "{\"ref\":");
-	strbuf_add_json_string(&details, ref);
+	strbuf_add_json_quoted(&details, ref);
 	if (sha)
 		strbuf_addf(&details, ",\"sha\":\"%s\"", sha);
 	strbuf_adds(&details, "}");

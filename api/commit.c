@@ -256,7 +256,7 @@ static void refuse_commit(struct commit_stream *cs, int rc)
 		cs->result_rc = rc;
 }
 
-/* The work queue's job (api/work_queue.c), while the request waits parked
+/* The work queue's job (http/work_queue.c), while the request waits parked
  * with the repo's lock held on its thread's connection: the operations
  * handed to publish_apply (the tree, the commit and its objects stored
  * durably, the ref moved by compare-and-swap). Why it was refused is left

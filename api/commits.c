@@ -13,63 +13,17 @@
 #define COMMITS_MAX_LIMIT 1000
 #define COMMITS_MAX_PAGE 100000000L
 
-/* Length of the valid UTF-8 sequence at s (1 to 4), or 0 when it is not. */
-static size_t utf8_sequence(const unsigned char *s)
-{
-	size_t n;
-	unsigned min;
-	unsigned cp;
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0)
-		n = 2, min = 0x80, cp = s[0] & 0x1f;
-	else if ((s[0] & 0xf0) == 0xe0)
-		n = 3, min = 0x800, cp = s[0] & 0x0f;
-	else if ((s[0] & 0xf8) == 0xf0)
-		n = 4, min = 0x10000, cp = s[0] & 0x07;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
-/* A JSON string of text that may not be UTF-8 (git stores bytes): invalid
- * bytes become U+FFFD so the page stays valid JSON. */
-static void add_json_text(struct strbuf *sb, const char *text)
-{
-	struct strbuf clean = STRBUF_INIT;
-	const unsigned char *s = (const unsigned char *)text;
-	strbuf_adds(&clean, "");	/* buf is never NULL, even for "" */
-	while (*s) {
-		size_t n = utf8_sequence(s);
-		if (n) {
-			strbuf_add(&clean, s, n);
-			s += n;
-		} else {
-			strbuf_adds(&clean, "\xef\xbf\xbd");
-			s++;
-		}
-	}
-	strbuf_add_json_string(sb, clean.buf);
-	strbuf_release(&clean);
-}
-
 static void add_commit_json(struct strbuf *sb, const struct commit_info *c)
 {
 	char date[32];
 	format_iso8601(c->time, date);
+	/* git stores bytes: what is not UTF-8 becomes U+FFFD, the page stays JSON */
 	strbuf_addf(sb, "{\"id\":\"%s\",\"title\":", c->sha);
-	add_json_text(sb, c->title);
+	strbuf_add_json_quoted(sb, c->title);
 	strbuf_adds(sb, ",\"message\":");
-	add_json_text(sb, c->message);
+	strbuf_add_json_quoted(sb, c->message);
 	strbuf_adds(sb, ",\"authors\":[{\"user\":");
-	add_json_text(sb, c->author_name);
+	strbuf_add_json_quoted(sb, c->author_name);
 	strbuf_addf(sb, ",\"avatar\":\"\"}],\"date\":\"%s\",\"parents\":[", date);
 	for (size_t i = 0; i < c->nparents; i++)
 		strbuf_addf(sb, "%s\"%s\"", i ? "," : "", c->parents[i]);

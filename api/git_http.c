@@ -310,9 +310,9 @@ static int wait_for_child(struct request *req, struct git_cgi *cgi, int fd, shor
 		return -1;
 	}
 	if (req)
-		request_park_fd(req, fd, events, left);
-	else
-		park_connection(cgi->conn, NULL, fd, events, left);
+		request_park_fd(req, fd, events, left);	/* answered 503 when it cannot wait */
+	else if (park_connection(cgi->conn, NULL, fd, events, left) < 0)
+		return -1;
 	return 0;
 }
 

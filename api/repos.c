@@ -322,7 +322,7 @@ static enum MHD_Result respond_created(struct request *req, enum repo_type type,
 	strbuf_addf(&details, "{\"private\":%s,\"files\":%zu,\"quarantined\":", rec->private ? "true" : "false",
 		    nfiles);
 	if (quarantined)
-		strbuf_add_json_string(&details, quarantined);
+		strbuf_add_json_quoted(&details, quarantined);
 	else
 		strbuf_adds(&details, "null");
 	strbuf_adds(&details, "}");
@@ -548,7 +548,7 @@ static enum MHD_Result respond_moved(struct request *req, enum repo_type type, c
 	const char *to_target = repo_audit_target(req, type, moved->ns, moved->name);
 	struct strbuf details = STRBUF_INIT;
 	strbuf_adds(&details, "{\"to\":");
-	strbuf_add_json_string(&details, to_target);
+	strbuf_add_json_quoted(&details, to_target);
 	strbuf_adds(&details, "}");
 	api_audit(req, "repo.move", from_target, details.buf);
 	strbuf_release(&details);

@@ -12,12 +12,12 @@ static void add_entry_json(struct strbuf *sb, const struct tree_entry *e)
 		strbuf_adds(sb, "{\"type\":\"directory\",\"oid\":\"");
 		strbuf_adds(sb, e->oid);
 		strbuf_adds(sb, "\",\"size\":0,\"path\":");
-		strbuf_add_json_string(sb, e->path);
+		strbuf_add_json_quoted(sb, e->path);
 		strbuf_adds(sb, "}");
 		return;
 	}
 	strbuf_addf(sb, "{\"type\":\"file\",\"oid\":\"%s\",\"size\":%" PRIu64 ",\"path\":", e->oid, e->size);
-	strbuf_add_json_string(sb, e->path);
+	strbuf_add_json_quoted(sb, e->path);
 	if (e->is_lfs)
 		strbuf_addf(sb, ",\"lfs\":{\"oid\":\"%s\",\"size\":%" PRIu64 ",\"pointerSize\":%" PRIu64 "}",
 			    e->lfs_oid, e->size, e->pointer_size);

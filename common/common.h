@@ -72,10 +72,15 @@ void strbuf_add_int(struct strbuf *sb, int64_t v);	/* decimal, no printf */
  * percent-encoded. */
 void strbuf_add_urlencoded(struct strbuf *sb, const char *s, int keep_slash);
 /* Append s as a quoted JSON string: quote, backslash and control bytes
- * escaped, a byte that is not well-formed UTF-8 (overlong forms and
- * surrogates included) written as \ufffd: the result always parses,
- * whatever s holds. (api/ has strbuf_add_json_string for its answers.) */
+ * escaped, a byte that is not well-formed UTF-8 (see utf8_decode) written
+ * as \ufffd: the result always parses, whatever s holds. khub's one JSON
+ * string quoter: answers, log lines and files alike. */
 void strbuf_add_json_quoted(struct strbuf *sb, const char *s);
+/* khub's one UTF-8 decoder: the code point of the sequence at s (n bytes
+ * left) in *cp (may be NULL) and its length, 1 to 4; -1 when it is not
+ * well-formed UTF-8: a stray continuation byte, an overlong form, a
+ * surrogate, past U+10FFFF, or cut short (by n or a non-continuation). */
+int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 void strbuf_reset(struct strbuf *sb);
 /* Hand the buffer to the caller, who frees it; sb is left empty. Never NULL. */
 char *strbuf_detach(struct strbuf *sb, size_t *len);

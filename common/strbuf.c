@@ -142,20 +142,24 @@ void strvec_release(struct strvec *v)
 	v->count = 0;
 }
 
-/* The length of the well-formed UTF-8 sequence at s (n bytes left), 0 when
- * it is not one (overlong forms, surrogates and code points past U+10FFFF
- * included). */
-static size_t utf8_sequence_len(const unsigned char *s, size_t n)
+int utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 {
-	size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
-	if (len == 0 || s[0] > 0xf4 || s[0] < 0xc2 || len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++)
+	static const uint32_t least[5] = { 0, 0, 0x80, 0x800, 0x10000 };	/* shorter forms are overlong */
+	if (n == 0)
+		return -1;
+	int len = s[0] < 0x80 ? 1 : s[0] < 0xc0 ? 0 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : s[0] < 0xf8 ? 4 : 0;
+	if (len == 0 || (size_t)len > n)
+		return -1;	/* a stray continuation byte, 0xf8 and up, or cut short */
+	uint32_t c = len == 1 ? s[0] : s[0] & (0x7fu >> len);
+	for (int i = 1; i < len; i++) {
 		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||	/* overlong, surrogate */
-	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))	/* overlong, past U+10FFFF */
-		return 0;
+			return -1;
+		c = (c << 6) | (s[i] & 0x3f);
+	}
+	if (c < least[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return -1;
+	if (cp)
+		*cp = c;
 	return len;
 }
 
@@ -173,10 +177,10 @@ void strbuf_add_json_quoted(struct strbuf *sb, const char *s)
 		if ((i = run) == n)
 			break;
 		unsigned char c = p[i];
-		size_t len = c >= 0x80 ? utf8_sequence_len(p + i, n - i) : 0;
-		if (len) {
-			strbuf_add(sb, p + i, len);
-			i += len;
+		int len = c >= 0x80 ? utf8_decode(p + i, n - i, NULL) : -1;
+		if (len > 0) {
+			strbuf_add(sb, p + i, (size_t)len);
+			i += (size_t)len;
 			continue;
 		}
 		if (c == '"' || c == '\\') {

@@ -35,19 +35,9 @@ static size_t escape_sequence_len(const unsigned char *s, size_t n)
  * U+00A0 up (C1 controls, overlongs, surrogates refused); 0 when not. */
 static size_t utf8_printable_len(const unsigned char *s, size_t n)
 {
-	size_t len = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-	if (!len || len > n || s[0] > 0xf4)
-		return 0;
-	uint32_t cp = s[0] & (0x7f >> len);
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	static const uint32_t least[5] = { 0, 0, 0xa0, 0x800, 0x10000 };
-	if (cp < least[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-		return 0;
-	return len;
+	uint32_t cp;
+	int len = utf8_decode(s, n, &cp);
+	return len > 1 && cp >= 0xa0 ? (size_t)len : 0;
 }
 
 static const char hex_digits[] = "0123456789abcdef";

@@ -328,8 +328,6 @@ const char *request_base_url(struct request *req);
  * filling [from, to], -1 = unsatisfiable (answer 416). */
 int http_range_parse(const char *header, uint64_t size, uint64_t *from, uint64_t *to);
 
-/* JSON string literal (quoted, escaped) appended to sb. */
-void strbuf_add_json_string(struct strbuf *sb, const char *s);
 /* One CSV field (RFC 4180: quoted when it holds a comma, quote or line
  * break), then "," or, for the last field of a row, "\r\n". */
 void strbuf_add_csv_field(struct strbuf *sb, const char *s, int last);
@@ -369,14 +367,17 @@ void request_set_client_addr(struct request *req);
 
 /* Suspend the request's connection; its handler runs again after wait_ms,
  * or sooner when request_wake(key) is called. The handler then returns
- * MHD_YES without answering. */
+ * MHD_YES without answering. When the request cannot wait (the parker
+ * thread cannot be started: logged) it is answered 503 instead and
+ * req->parked stays 0. */
 void request_park(struct request *req, const char *key, unsigned wait_ms);
 /* The same, woken when fd is ready for events (POLLIN, POLLOUT), hangs up
  * or fails, or after wait_ms. Also usable from a response's content reader
  * (which then returns 0: libmicrohttpd calls it again once resumed). */
 void request_park_fd(struct request *req, int fd, short events, unsigned wait_ms);
-/* The connection-level form of both (key NULL or fd -1 when unused). */
-void park_connection(struct MHD_Connection *conn, const char *key, int fd, short events, unsigned wait_ms);
+/* The connection-level form of both (key NULL or fd -1 when unused): 0,
+ * or -1 when it cannot wait (nothing suspended; the caller answers). */
+int park_connection(struct MHD_Connection *conn, const char *key, int fd, short events, unsigned wait_ms);
 void request_wake(const char *key);
 /* The key of what waiters wait for: "kind:n" ("work:12"). */
 #define PARK_KEY_MAX 48

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -26,7 +27,8 @@ struct parked {
 
 static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct parked *parked_list;
-static pthread_once_t parker_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t parker_start_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int parker_running;
 static int changed_fd = -1;	/* eventfd: the list changed, look again */
 static int closing;		/* request_wake_all was called: the server stops */
 
@@ -115,20 +117,36 @@ static void *parker(void *arg)
 	return NULL;
 }
 
-static void start_parker(void)
+/* The parker runs from the first park on: 0, or -1 when it cannot be
+ * started (out of descriptors or threads: logged, tried again next time).
+ * Called from request threads: a failure is the request's, never fatal. */
+static int start_parker(void)
 {
-	changed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (changed_fd < 0)
-		fatal("cannot create the parker's eventfd: %s", strerror(errno));
-	pthread_t t;
-	if (pthread_create(&t, NULL, parker, NULL) != 0)
-		fatal("cannot start the parker thread");
-	pthread_detach(t);
+	if (atomic_load(&parker_running))
+		return 0;
+	pthread_mutex_lock(&parker_start_lock);
+	int err = 0;
+	if (!atomic_load(&parker_running)) {
+		if (changed_fd < 0)
+			changed_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		pthread_t t;
+		if (changed_fd < 0)
+			log_error("park: cannot create the parker's eventfd: %s", strerror(err = errno));
+		else if ((err = pthread_create(&t, NULL, parker, NULL)) != 0)
+			log_error("park: cannot start the parker thread: %s", strerror(err));
+		else {
+			pthread_detach(t);
+			atomic_store(&parker_running, 1);
+		}
+	}
+	pthread_mutex_unlock(&parker_start_lock);
+	return err ? -1 : 0;
 }
 
-void park_connection(struct MHD_Connection *conn, const char *key, int fd, short events, unsigned wait_ms)
+int park_connection(struct MHD_Connection *conn, const char *key, int fd, short events, unsigned wait_ms)
 {
-	pthread_once(&parker_once, start_parker);
+	if (start_parker() < 0)
+		return -1;
 	struct parked *p = xcalloc(1, sizeof(*p));
 	p->conn = conn;
 	snprintf(p->key, sizeof(p->key), "%s", key ? key : "");
@@ -141,20 +159,32 @@ void park_connection(struct MHD_Connection *conn, const char *key, int fd, short
 	parked_list = p;
 	pthread_mutex_unlock(&park_lock);
 	parker_poke();
+	return 0;
+}
+
+/* The request cannot wait (no parker): answered 503 instead, so that its
+ * handler's MHD_YES ends it rather than leaving it suspended for ever. */
+static void park_failed(struct request *req)
+{
+	req->parked = 0;
+	if (!req->responded)
+		respond_unavailable(req, "the server cannot make this request wait now");
 }
 
 void request_park(struct request *req, const char *key, unsigned wait_ms)
 {
 	req->parked = 1;
 	req->park_rounds++;
-	park_connection(req->conn, key, -1, 0, wait_ms);
+	if (park_connection(req->conn, key, -1, 0, wait_ms) < 0)
+		park_failed(req);
 }
 
 void request_park_fd(struct request *req, int fd, short events, unsigned wait_ms)
 {
 	req->parked = 1;
 	req->park_rounds++;
-	park_connection(req->conn, NULL, fd, events, wait_ms);
+	if (park_connection(req->conn, NULL, fd, events, wait_ms) < 0)
+		park_failed(req);
 }
 
 void park_key(char out[PARK_KEY_MAX], const char *kind, uint64_t n)

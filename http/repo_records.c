@@ -71,7 +71,7 @@ struct refresh_job {
 static struct refresh_job *refresh_queue;	/* under refresh_lock */
 static pthread_mutex_t refresh_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t refresh_wakeup = PTHREAD_COND_INITIALIZER;
-static pthread_once_t refresher_once = PTHREAD_ONCE_INIT;
+static int refresher_running;	/* under refresh_lock */
 
 static void store_record(const char *key, int rc, const struct repo_record *rec, uint64_t fetched)
 {
@@ -117,11 +117,37 @@ static void *refresher(void *arg)
 	return NULL;
 }
 
-static void start_refresher(void)
+/* Hand the refresher (started on first use) the record under key: 0, or
+ * -1 when the thread cannot be started (logged once; tried again next
+ * time): the caller then looks the record up itself. */
+static int queue_refresh(const char *key, enum repo_type type, const char *ns, const char *name)
 {
-	pthread_t t;
-	pthread_create(&t, NULL, refresher, NULL);
-	pthread_detach(t);
+	static int warned;	/* under refresh_lock */
+	pthread_mutex_lock(&refresh_lock);
+	if (!refresher_running) {
+		pthread_t t;
+		int err = pthread_create(&t, NULL, refresher, NULL);
+		if (err == 0) {
+			pthread_detach(t);
+			refresher_running = 1;
+		} else if (!warned++) {
+			log_error("repo cache: cannot start the refresher thread (%s): requests look records up "
+				  "themselves", strerror(err));
+		}
+	}
+	if (refresher_running) {
+		struct refresh_job *job = xcalloc(1, sizeof(*job));
+		snprintf(job->key, sizeof(job->key), "%s", key);
+		job->type = type;
+		snprintf(job->ns, sizeof(job->ns), "%s", ns);
+		snprintf(job->name, sizeof(job->name), "%s", name);
+		job->next = refresh_queue;
+		refresh_queue = job;
+		pthread_cond_signal(&refresh_wakeup);
+	}
+	int rc = refresher_running ? 0 : -1;
+	pthread_mutex_unlock(&refresh_lock);
+	return rc;
 }
 
 /* Each request thread's front for the shared cache: the records it looked
@@ -182,20 +208,14 @@ int repo_record_lookup(enum repo_type type, const char *ns, const char *name, st
 	pthread_rwlock_rdlock(&record_lock);
 	struct cached_record *c = hashmap_get(&record_cache, key);
 	/* A record too old to trust (the refresher is stuck or the database
-	 * is down) is looked up again by the request itself. */
+	 * is down) is looked up again by the request itself, as is one past
+	 * its TTL when there is no refresher thread. */
+	int stale = c && now - c->fetched_usec >= ttl;
 	if (c && now - c->fetched_usec < 30 * ttl + 30000000) {
-		if (now - c->fetched_usec >= ttl && !atomic_exchange(&c->refreshing, 1)) {
-			struct refresh_job *job = xcalloc(1, sizeof(*job));
-			snprintf(job->key, sizeof(job->key), "%s", key);
-			job->type = type;
-			snprintf(job->ns, sizeof(job->ns), "%s", ns);
-			snprintf(job->name, sizeof(job->name), "%s", name);
-			pthread_mutex_lock(&refresh_lock);
-			job->next = refresh_queue;
-			refresh_queue = job;
-			pthread_cond_signal(&refresh_wakeup);
-			pthread_mutex_unlock(&refresh_lock);
-			pthread_once(&refresher_once, start_refresher);
+		if (stale && !atomic_exchange(&c->refreshing, 1) && queue_refresh(key, type, ns, name) < 0) {
+			atomic_store(&c->refreshing, 0);
+			pthread_rwlock_unlock(&record_lock);
+			goto look_up;
 		}
 		int found = c->found;
 		if (found)
@@ -207,6 +227,7 @@ int repo_record_lookup(enum repo_type type, const char *ns, const char *name, st
 	}
 	pthread_rwlock_unlock(&record_lock);
 
+look_up:;
 	struct repo_record rec;
 	int rc = db_repo_get(type, ns, name, &rec);
 	if (rc == KHUB_EDB)

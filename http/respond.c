@@ -206,7 +206,7 @@ static enum MHD_Result respond_error_v(struct request *req, int status, const ch
 		return page_result;
 	}
 	strbuf_adds(&body, "{\"error\":");
-	strbuf_add_json_string(&body, msg.buf);
+	strbuf_add_json_quoted(&body, msg.buf);
 	strbuf_adds(&body, "}");
 	struct MHD_Response *resp =
 		MHD_create_response_from_buffer(body.len, body.buf, MHD_RESPMEM_MUST_COPY);
@@ -400,48 +400,6 @@ const char *request_base_url(struct request *req)
 	snprintf(base, sizeof(base), "%s://%s",
 		 proto && strcmp(proto, "https") == 0 ? "https" : "http", host);
 	return base;
-}
-
-void strbuf_add_json_string(struct strbuf *sb, const char *s)
-{
-	static const char hex[] = "0123456789abcdef";
-	strbuf_add(sb, "\"", 1);
-	const char *run = s;
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c >= 0x80) {
-			/* keep valid UTF-8 sequences, replace anything else with U+FFFD */
-			size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-			size_t k = 1;
-			while (len && k < len && ((unsigned char)s[k] & 0xc0) == 0x80)
-				k++;
-			if (len && k == len && !(len == 2 && c < 0xc2)) {
-				s += len - 1;
-				continue;
-			}
-			strbuf_add(sb, run, (size_t)(s - run));
-			strbuf_add(sb, "\xef\xbf\xbd", 3);
-			run = s + 1;
-			continue;
-		}
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		strbuf_add(sb, run, (size_t)(s - run));
-		run = s + 1;
-		switch (c) {
-		case '"': strbuf_add(sb, "\\\"", 2); break;
-		case '\\': strbuf_add(sb, "\\\\", 2); break;
-		case '\n': strbuf_add(sb, "\\n", 2); break;
-		case '\r': strbuf_add(sb, "\\r", 2); break;
-		case '\t': strbuf_add(sb, "\\t", 2); break;
-		default: {
-			char esc[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
-			strbuf_add(sb, esc, 6);
-		}
-		}
-	}
-	strbuf_add(sb, run, (size_t)(s - run));
-	strbuf_add(sb, "\"", 1);
 }
 
 void strbuf_add_csv_field(struct strbuf *sb, const char *s, int last)

@@ -142,6 +142,10 @@ int backup_copy_tree(const char *from, const char *to, int (*skip)(const char *r
 
 /* ---- LFS sources -------------------------------------------------------------- */
 
+/* a local store's files, or the objects repos link read through a remote store */
+enum { LFS_SOURCE_FILES, LFS_SOURCE_LINKED, LFS_SOURCES };
+static struct backup_lfs_source lfs_sources[LFS_SOURCES];
+
 static int local_each(const char *lfs_root, int (*fn)(const char *oid, const char *path, void *arg), void *arg)
 {
 	return store_each_lfs_object(lfs_root, fn, arg);
@@ -153,7 +157,7 @@ static int local_each(const char *lfs_root, int (*fn)(const char *oid, const cha
  * (which re-hashes it) to an unlinked temp file that fn copies from. */
 static int linked_each(const char *lfs_root, int (*fn)(const char *oid, const char *path, void *arg), void *arg)
 {
-	const struct backup_lfs_source *self = backup_lfs_source("s3");
+	const struct backup_lfs_source *self = &lfs_sources[LFS_SOURCE_LINKED];
 	struct lfs_store *store = lfs_store_open(lfs_root);
 	char **oids = NULL;
 	size_t n = 0;
@@ -180,11 +184,11 @@ static int linked_each(const char *lfs_root, int (*fn)(const char *oid, const ch
 	return rc;
 }
 
-/* Where a backup reads LFS objects from, by lfs backend name: each(root, fn,
- * arg) calls fn with every object's oid and a local path to copy it from. */
-static struct backup_lfs_source lfs_sources[] = {
-	{ "local", local_each, NULL },
-	{ "s3", linked_each, NULL },
+/* Where a backup reads LFS objects from: each(root, fn, arg) calls fn with
+ * every object's oid and a local path to copy it from. */
+static struct backup_lfs_source lfs_sources[LFS_SOURCES] = {
+	[LFS_SOURCE_FILES] = { local_each, NULL },
+	[LFS_SOURCE_LINKED] = { linked_each, NULL },
 };
 
 void backup_lfs_set_wanted(int (*wanted)(const char *oid, uint64_t size, void *arg))
@@ -193,12 +197,9 @@ void backup_lfs_set_wanted(int (*wanted)(const char *oid, uint64_t size, void *a
 		lfs_sources[i].wanted = wanted;
 }
 
-const struct backup_lfs_source *backup_lfs_source(const char *name)
+const struct backup_lfs_source *backup_lfs_source(const struct lfs_backend_info *backend)
 {
-	for (size_t i = 0; i < sizeof(lfs_sources) / sizeof(lfs_sources[0]); i++)
-		if (strcmp(lfs_sources[i].name, name) == 0)
-			return &lfs_sources[i];
-	return NULL;
+	return &lfs_sources[backend->remote ? LFS_SOURCE_LINKED : LFS_SOURCE_FILES];
 }
 
 char *backup_lfs_path(const char *lfs_root, const char *oid)

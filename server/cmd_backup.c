@@ -417,11 +417,7 @@ static int lfs_object_wanted(const char *oid, uint64_t size, void *arg)
 
 static int copy_lfs(struct backup *b)
 {
-	const struct backup_lfs_source *src = backup_lfs_source(config.lfs_backend);
-	if (!src) {
-		fprintf(stderr, "khub backup: no way to read LFS objects from lfs_backend = %s\n", config.lfs_backend);
-		return KHUB_EINVAL;
-	}
+	const struct backup_lfs_source *src = backup_lfs_source(config_lfs_backend());
 	backup_lfs_set_wanted(lfs_object_wanted);
 	return src->each(runtime_lfs_root(), copy_lfs_object, b);
 }
@@ -438,7 +434,7 @@ static json_t *manifest(struct backup *b, time_t started)
 			 b->snapshot, "database", "file", "db.dump", "postgresql_major", b->pg_major, "repos",
 			 (json_int_t)b->nrepos, "refs", (json_int_t)b->nrefs, "git", "files_copied",
 			 (json_int_t)b->git.files, "files_present", (json_int_t)b->git.present, "bytes_copied",
-			 (json_int_t)b->git.bytes, "lfs", "backend", config.lfs_backend, "objects", (json_int_t)b->lfs_objects,
+			 (json_int_t)b->git.bytes, "lfs", "backend", config_lfs_backend()->name, "objects", (json_int_t)b->lfs_objects,
 			 "copied", (json_int_t)b->lfs.files, "already_present", (json_int_t)b->lfs.present,
 			 "bytes_copied", (json_int_t)b->lfs.bytes, "damaged_left_out", (json_int_t)b->lfs_damaged);
 }

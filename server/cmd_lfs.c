@@ -93,9 +93,9 @@ char **lfs_hook_env(void)
 	static const char *const creds[] = { "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY" };
 	char **env = xcalloc(12, sizeof(*env));
 	size_t n = 0;
-	if (strcmp(config.lfs_backend, "s3") != 0)
+	if (!config_lfs_backend()->remote)
 		return env;
-	env[n++] = xasprintf("KHUB_LFS_BACKEND=%s", config.lfs_backend);
+	env[n++] = xasprintf("KHUB_LFS_BACKEND=%s", config_lfs_backend()->name);
 	env[n++] = xasprintf("KHUB_LFS_S3_ENDPOINT=%s", config.lfs_s3_endpoint);
 	env[n++] = xasprintf("KHUB_LFS_S3_BUCKET=%s", config.lfs_s3_bucket);
 	env[n++] = xasprintf("KHUB_LFS_S3_REGION=%s", config.lfs_s3_region);
@@ -113,8 +113,8 @@ const char cmd_lfs_usage[] =
 
 int cmd_lfs(int argc, char **argv)
 {
-	if (argc == 4 && strcmp(argv[1], "migrate") == 0 && strcmp(argv[2], "--to") == 0 &&
-	    strcmp(argv[3], "s3") == 0) {
+	const struct lfs_backend_info *to = argc == 4 ? lfs_backend_find(argv[3]) : NULL;
+	if (argc == 4 && strcmp(argv[1], "migrate") == 0 && strcmp(argv[2], "--to") == 0 && to && to->remote) {
 		runtime_open_database();	/* sets the data dir's paths */
 		int rc = lfs_migrate();
 		runtime_close_database();

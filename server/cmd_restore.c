@@ -110,7 +110,7 @@ static int restore_files(struct restore *r)
 		rc = backup_copy_tree(repos, repos_to, skip_backup_temp, &r->git);
 	/* a remote LFS store (lfs_backend = s3) gets the objects through khub's
 	 * store, the local one as files */
-	if (rc == 0 && strcmp(config.lfs_backend, "local") != 0) {
+	if (rc == 0 && config_lfs_backend()->remote) {
 		char *lfs_root = xasprintf("%s/lfs", config.data_dir);
 		r->store = lfs_store_open(lfs_root);
 		free(lfs_root);

@@ -264,6 +264,10 @@ static int fill(struct khub_config *cfg)
 		fprintf(stderr, "khub: log_format must be text or json (got '%s')\n", cfg->log_format);
 		return -1;
 	}
+	if (!lfs_backend_find(cfg->lfs_backend)) {
+		fprintf(stderr, "khub: lfs_backend must be %s (got '%s')\n", lfs_backend_names(), cfg->lfs_backend);
+		return -1;
+	}
 	return 0;
 }
 
@@ -335,6 +339,8 @@ static void free_config(struct khub_config *cfg)
 		}
 }
 
+static const struct lfs_backend_info *lfs_backend;	/* config.lfs_backend's, set by config_load */
+
 /* The S3 settings lfs_backend = s3 would use, for khub lfs migrate. */
 const struct lfs_s3_settings *config_lfs_s3(void)
 {
@@ -346,6 +352,11 @@ const struct lfs_s3_settings *config_lfs_s3(void)
 	return &s3;
 }
 
+const struct lfs_backend_info *config_lfs_backend(void)
+{
+	return lfs_backend;
+}
+
 int config_load(int argc, char **argv)
 {
 	const char *env_file = getenv("KHUB_CONFIG");
@@ -354,7 +365,8 @@ int config_load(int argc, char **argv)
 	if (fill(&config) < 0)
 		exit(1);
 	copy_config(&as_loaded, &config);
-	if (strcmp(config.lfs_backend, "s3") == 0)	/* every command opens the store through lfs_store_open */
+	lfs_backend = lfs_backend_find(config.lfs_backend);	/* not reloaded: a restart changes it */
+	if (lfs_backend->remote)	/* every command opens the store through lfs_store_open */
 		lfs_store_set_default(config_lfs_s3());
 	log_threshold = (enum log_level)log_level_parse(config.log_level);
 	log_set_json(strcmp(config.log_format, "json") == 0);
@@ -621,10 +633,7 @@ int config_check(FILE *err)
 			free(path);
 		}
 	}
-	if (strcmp(config.lfs_backend, "local") != 0 && strcmp(config.lfs_backend, "s3") != 0) {
-		fprintf(err, "khub: lfs_backend '%s' must be local or s3\n", config.lfs_backend);
-		problems++;
-	} else if (strcmp(config.lfs_backend, "s3") == 0 && (!config.lfs_s3_endpoint[0] || !config.lfs_s3_bucket[0])) {
+	if (lfs_backend->remote && (!config.lfs_s3_endpoint[0] || !config.lfs_s3_bucket[0])) {
 		fprintf(err, "khub: lfs_backend = s3 needs lfs_s3_endpoint and lfs_s3_bucket\n");
 		problems++;
 	}

@@ -597,7 +597,7 @@ static struct MHD_Daemon *start_loop_daemon(void *arg)
 	(void)arg;
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_TURBO | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET |
-			 MHD_USE_SUPPRESS_DATE_NO_CLOCK;	/* Date: api/respond.c */
+			 MHD_USE_SUPPRESS_DATE_NO_CLOCK;	/* Date: http/respond.c */
 	return MHD_start_daemon(
 		flags, 0, NULL, NULL, access_handler, NULL,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)config.connection_timeout,

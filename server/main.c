@@ -73,7 +73,7 @@ static void serve_apply_live_settings(void)
 	api_ctx.commits_in_flight_per_user = config.commits_in_flight_per_user;
 	api_ctx.pull_requests_per_hour = config.pull_requests_per_hour;
 	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
-	api_ctx.lfs_redirect = config.lfs_s3_redirect && strcmp(config.lfs_backend, "s3") == 0;
+	api_ctx.lfs_redirect = config.lfs_s3_redirect && config_lfs_backend()->presigns;
 	api_ctx.metrics_public = config.metrics_public;
 	runtime_farm_settings(&farm_settings);
 }

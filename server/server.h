@@ -121,6 +121,10 @@ void config_dump(FILE *fp);
 int config_check(FILE *err);
 /* The S3 settings lfs_backend = s3 uses (valid until the next call). */
 const struct lfs_s3_settings *config_lfs_s3(void);
+/* The LFS store backend lfs_backend names, looked up once by config_load
+ * (which refuses a name with no backend): ask its fields, never compare
+ * its name. */
+const struct lfs_backend_info *config_lfs_backend(void);
 /* The HTTP loops to start: threads, or one per usable CPU (usable_cpus),
  * at least 2, when it is 0; why gets how the number was chosen. */
 long config_http_threads(char *why, size_t why_len);
@@ -163,15 +167,15 @@ int backup_copy_file(const char *from, const char *to, const char *expect_sha256
  * entries for which skip(rel, name) is 1 are left out. */
 int backup_copy_tree(const char *from, const char *to, int (*skip)(const char *rel, const char *name),
 		     struct backup_tally *tally);
-/* Where LFS objects are read from, by store backend (lfs_backend). A remote
- * store asks wanted(oid, size, arg) before it downloads an object (0: the
- * backup has it already), set by backup_lfs_set_wanted. */
+/* Where LFS objects are read from, by what the store backend is: files
+ * under data_dir/lfs, or a remote store (lfs_backend_info.remote), which
+ * asks wanted(oid, size, arg) before it downloads an object (0: the backup
+ * has it already), set by backup_lfs_set_wanted. */
 struct backup_lfs_source {
-	const char *name;
 	int (*each)(const char *lfs_root, int (*fn)(const char *oid, const char *path, void *arg), void *arg);
 	int (*wanted)(const char *oid, uint64_t size, void *arg);
 };
-const struct backup_lfs_source *backup_lfs_source(const char *name);	/* NULL: unknown */
+const struct backup_lfs_source *backup_lfs_source(const struct lfs_backend_info *backend);
 void backup_lfs_set_wanted(int (*wanted)(const char *oid, uint64_t size, void *arg));
 /* "{lfs_root}/objects/ab/cd/{oid}"; the caller frees. */
 char *backup_lfs_path(const char *lfs_root, const char *oid);

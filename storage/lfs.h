@@ -43,13 +43,33 @@ struct lfs_s3_settings {
 	long part_bytes;		/* larger objects go up as multipart uploads */
 };
 
+/* ---- the backends, by name (the table in storage/lfs_store.c) ------------- */
+
+/* What the rest of khub may know of an LFS store backend. The name is
+ * looked up once (lfs_backend_find, when the configuration is loaded);
+ * after that callers ask these fields, never compare the name: adding a
+ * backend is adding a row. */
+struct lfs_backend_info {
+	const char *name;	/* local, s3: the lfs_backend setting */
+	/* Objects are not files under data_dir/lfs but in an object store set
+	 * by the lfs_s3_* settings: lfs_store_open needs them, a backup reads
+	 * the objects repos link through the store, a restore writes through
+	 * it, and git's hooks are handed the settings. */
+	int remote;
+	int presigns;		/* hands out URLs (lfs_store_presign; lfs_s3_redirect) */
+};
+/* The backend called name; NULL when there is none. */
+const struct lfs_backend_info *lfs_backend_find(const char *name);
+/* Every backend's name, "local or s3", for messages; static. */
+const char *lfs_backend_names(void);
+
 /* The backend lfs_store_open uses from now on (NULL: local). The settings'
  * strings must outlive every store (the configuration's do). */
 void lfs_store_set_default(const struct lfs_s3_settings *s3);
 struct lfs_store *lfs_store_open(const char *root);	/* NULL on failure */
 /* Open with an explicit backend (NULL s3: local), whatever the default. */
 struct lfs_store *lfs_store_open_as(const char *root, const struct lfs_s3_settings *s3);
-/* "local" or "s3". */
+/* Its backend's name (struct lfs_backend_info), for messages. */
 const char *lfs_store_backend(const struct lfs_store *store);
 /* A URL that GETs the object without credentials for ttl seconds (the
  * caller frees *url); KHUB_EINVAL when the backend has none (local). */

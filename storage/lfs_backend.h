@@ -6,7 +6,7 @@
 #include "storage/lfs.h"
 
 struct lfs_backend {
-	const char *name;
+	struct lfs_backend_info info;	/* its name and what it can do (lfs.h) */
 	/* 0 and *size, *mtime (either may be NULL) when the object is there,
 	 * KHUB_ENOTFOUND, KHUB_EIO. */
 	int (*stat)(void *priv, const char *oid, uint64_t *size, int64_t *mtime);

@@ -870,7 +870,7 @@ uint64_t lfs_s3_damaged_count(void)
 }
 
 const struct lfs_backend lfs_s3_backend = {
-	.name = "s3",
+	.info = { .name = "s3", .remote = 1, .presigns = 1 },
 	.stat = s3_stat,
 	.open_object = s3_open_object,
 	.install = s3_install,

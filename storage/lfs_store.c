@@ -77,7 +77,29 @@ struct lfs_store *lfs_store_open_as(const char *root, const struct lfs_s3_settin
 
 const char *lfs_store_backend(const struct lfs_store *store)
 {
-	return store->backend->name;
+	return store->backend->info.name;
+}
+
+/* Every backend: the one place a backend's name is compared. */
+static const struct lfs_backend *const backends[] = { &local_backend, &lfs_s3_backend };
+#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
+
+const struct lfs_backend_info *lfs_backend_find(const char *name)
+{
+	for (size_t i = 0; name && i < NBACKENDS; i++)
+		if (strcmp(backends[i]->info.name, name) == 0)
+			return &backends[i]->info;
+	return NULL;
+}
+
+const char *lfs_backend_names(void)
+{
+	static char names[128];
+	size_t n = 0;
+	for (size_t i = 0; i < NBACKENDS && n < sizeof(names); i++)
+		n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s", i == 0 ? "" : i + 1 < NBACKENDS ? ", " : " or ",
+				      backends[i]->info.name);
+	return names;
 }
 
 void lfs_store_close(struct lfs_store *store)
@@ -344,7 +366,7 @@ static int local_install(void *priv, int fd, const char *tmp_path, const char *o
 }
 
 static const struct lfs_backend local_backend = {
-	.name = "local",
+	.info = { .name = "local" },
 	.stat = local_stat,
 	.open_object = local_open_object,
 	.install = local_install,

@@ -63,40 +63,17 @@ int repo_name_validate(const char *name, const char **why)
 /* Is the UTF-8 text valid (no overlongs, no surrogates, <= U+10FFFF)? */
 static int utf8_valid(const unsigned char *s, size_t n)
 {
-	size_t i = 0;
-	while (i < n) {
-		unsigned char c = s[i];
-		size_t len;
-		unsigned cp;
-		if (c < 0x80) {
-			i++;
-			continue;
-		} else if ((c & 0xe0) == 0xc0) {
-			len = 2, cp = c & 0x1f;
-		} else if ((c & 0xf0) == 0xe0) {
-			len = 3, cp = c & 0x0f;
-		} else if ((c & 0xf8) == 0xf0) {
-			len = 4, cp = c & 0x07;
-		} else {
+	for (size_t i = 0; i < n;) {
+		int len = utf8_decode(s + i, n - i, NULL);
+		if (len < 0)
 			return 0;
-		}
-		if (i + len > n)
-			return 0;
-		for (size_t k = 1; k < len; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return 0;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return 0;
-		i += len;
+		i += (size_t)len;
 	}
 	return 1;
 }
 
 /* Code points HFS+ ignores when comparing names (git's is_hfs_dotgit). */
-static int hfs_ignorable(unsigned cp)
+static int hfs_ignorable(uint32_t cp)
 {
 	return cp == 0x200c || cp == 0x200d || cp == 0x200e || cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
 	       (cp >= 0x206a && cp <= 0x206f) || cp == 0xfeff;
@@ -112,15 +89,12 @@ static int names_dot_git(const char *seg, size_t n)
 	for (size_t i = 0; i < n;) {
 		unsigned char c = (unsigned char)seg[i];
 		if (c >= 0x80) {
-			unsigned cp = 0;
-			size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;
-			cp = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
-			for (size_t j = 1; j < len && i + j < n; j++)
-				cp = (cp << 6) | ((unsigned char)seg[i + j] & 0x3f);
-			i += len;
-			if (hfs_ignorable(cp))
-				continue;
-			return 0;
+			uint32_t cp;
+			int len = utf8_decode((const unsigned char *)seg + i, n - i, &cp);
+			if (len < 0 || !hfs_ignorable(cp))
+				return 0;
+			i += (size_t)len;
+			continue;
 		}
 		if (k == sizeof(folded))
 			return 0;

@@ -2,11 +2,15 @@
  * libmicrohttpd connections: a parked request is resumed by a wake of its
  * key (and only its key), by its delay running out, by its file descriptor
  * becoming ready, and by the shutdown's wake of everything, after which
- * nothing parks again. */
+ * nothing parks again. A request that cannot wait (no descriptor left for
+ * the parker) is answered 503, the server lives on, and the next park
+ * starts the parker. */
 #include "tests/unit/tap.h"
 #include "tests/unit/mhd_harness.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 
 static atomic_int parked_calls;
 static int pipe_fds[2] = { -1, -1 };
@@ -14,6 +18,26 @@ static int pipe_fds[2] = { -1, -1 };
 /* GET /key/<key>/<ms>: park on key for ms, then answer "rounds=N waited=W"
  * (W: whole milliseconds parked). GET /fd: park until pipe_fds[0] is
  * readable. Once shutting down, 503 instead of parking. */
+/* The first park, with every descriptor below a lowered limit taken: the
+ * parker's eventfd cannot be made. */
+static void request_park_without_descriptors(struct request *req)
+{
+	static int taken[1024];
+	int base = open("/dev/null", O_RDONLY | O_CLOEXEC), n = 0;
+	struct rlimit old, low;
+	getrlimit(RLIMIT_NOFILE, &old);
+	low = old;
+	low.rlim_cur = 1024;
+	setrlimit(RLIMIT_NOFILE, &low);
+	while (base >= 0 && n < 1024 && (taken[n] = dup(base)) >= 0)
+		n++;
+	request_park(req, "t:nofd", 600000);
+	while (n > 0)
+		close(taken[--n]);
+	setrlimit(RLIMIT_NOFILE, &old);
+	close(base);
+}
+
 static enum MHD_Result handler(struct request *req)
 {
 	if (req->park_rounds > 0) {
@@ -25,6 +49,10 @@ static enum MHD_Result handler(struct request *req)
 	if (request_park_closing())
 		return respond_unavailable(req, "the server is stopping");
 	req->wait_started_usec = monotonic_usec();
+	if (strcmp(req->log_path, "/nofd") == 0) {
+		request_park_without_descriptors(req);
+		return MHD_YES;	/* as a handler that parked does */
+	}
 	if (strcmp(req->log_path, "/fd") == 0) {
 		request_park_fd(req, pipe_fds[0], POLLIN, 600000);
 	} else {
@@ -63,6 +91,15 @@ static void test_wake_by_key(void)
 	request_wake("t:2");
 	harness_call_join(&b);
 	ok(b.status == 200 && strncmp(b.body, "rounds=1 ", 9) == 0, "its own wake resumes it");
+}
+
+static void test_cannot_park(void)
+{
+	struct harness_call a;
+	harness_call_start(&a, "/nofd");
+	harness_call_join(&a);
+	ok(a.status == 503, "a request that cannot wait is answered 503 (got %d), the server lives on", a.status);
+	ok(strstr(a.body, "cannot make this request wait") != NULL, "saying why (%s)", a.body);
 }
 
 static void test_delay(void)
@@ -115,6 +152,7 @@ int main(void)
 	log_set_output(stderr);
 	test_park_key();
 	ok(harness_start(handler) == 0, "a daemon on a loopback port");
+	test_cannot_park();	/* first: the parker is not running yet */
 	test_wake_by_key();
 	test_delay();
 	test_fd();
