@@ -135,9 +135,10 @@ static enum MHD_Result handle_metrics(struct request *req)
 	/* While the database is down, what it holds is left out: the rest
 	 * (khub_database_up first) is what an operator needs then. */
 	if (!req->principal.is_site_admin && api_ctx.metrics_public) {
+		int have_counts = db_repo_count_by_type(0, counts) == 0;	/* first: it tells whether the DB is back */
 		metrics_write_database_state(&sb);
 		strbuf_adds(&sb, "# HELP khub_repos number of public repos by type\n# TYPE khub_repos gauge\n");
-		if (db_repo_count_by_type(0, counts) == 0)
+		if (have_counts)
 			add_repo_counts(&sb, counts);
 		return respond_metrics(req, &sb);
 	}
