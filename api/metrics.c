@@ -264,17 +264,37 @@ static void write_db_figures(struct strbuf *sb, const struct db_metrics *m)
 	write_mirror_lag(sb, m);
 }
 
-int metrics_write(struct strbuf *sb)
+void metrics_write_database_state(struct strbuf *sb)
+{
+	time_t since = 0;
+	int down = db_is_down(&since);
+	gauge(sb, "khub_database_up", "gauge",
+	      "1 while the database answers; 0 while it is down (reads are served from git and the caches, writes "
+	      "answer 503)", down ? 0 : 1);
+	gauge(sb, "khub_database_down_seconds", "gauge", "how long the database has been down (0: it answers)",
+	      down ? difftime(time(NULL), since) : 0);
+	gauge(sb, "khub_database_outages_total", "counter", "times this node saw the database go down",
+	      (double)db_outages());
+	prom_family(sb, "khub_outage_cache_hits_total", "counter",
+		    "lookups answered from a cache because the database was down (outage_cache_s)");
+	strbuf_addf(sb, "khub_outage_cache_hits_total{cache=\"token\"} %" PRIu64 "\n",
+		    outage_cache_hits(OUTAGE_CACHE_TOKEN));
+	strbuf_addf(sb, "khub_outage_cache_hits_total{cache=\"repo\"} %" PRIu64 "\n",
+		    outage_cache_hits(OUTAGE_CACHE_REPO));
+}
+
+void metrics_write(struct strbuf *sb)
 {
 	struct db_metrics m;
-	if (db_metrics_read(&m) < 0)
-		return KHUB_EDB;
+	int have_db = db_metrics_read(&m) == 0;	/* the database's figures only while it answers */
+	metrics_write_database_state(sb);
 	reqstats_write(sb);
 	write_db_pool(sb);
 	write_work_queues(sb);
 	write_lfs_store(sb);
 	write_lfs_integrity(sb);
-	write_db_figures(sb, &m);
-	db_metrics_release(&m);
-	return 0;
+	if (have_db) {
+		write_db_figures(sb, &m);
+		db_metrics_release(&m);
+	}
 }

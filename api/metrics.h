@@ -16,8 +16,11 @@ void metrics_stop(void);
 /* Count a request that ended after usec, under its route's pattern
  * ("unmatched" without one). Takes no lock. */
 void metrics_request_done(const struct request *req, uint64_t usec);
-/* Append every figure, Prometheus text: 0, or KHUB_EDB when the database
- * did not answer (sb may hold part of it). */
-int metrics_write(struct strbuf *sb);
+/* Append every figure, Prometheus text; while the database is down, those
+ * it holds are left out and khub_database_up says 0. */
+void metrics_write(struct strbuf *sb);
+/* Append the database's state: khub_database_up, khub_database_down_seconds,
+ * khub_database_outages_total, khub_outage_cache_hits_total. */
+void metrics_write_database_state(struct strbuf *sb);
 
 #endif

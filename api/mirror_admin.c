@@ -132,18 +132,23 @@ static enum MHD_Result handle_metrics(struct request *req)
 	struct strbuf sb = STRBUF_INIT;
 	enum MHD_Result result;
 	int64_t counts[REPO_TYPE_COUNT];
+	/* While the database is down, what it holds is left out: the rest
+	 * (khub_database_up first) is what an operator needs then. */
 	if (!req->principal.is_site_admin && api_ctx.metrics_public) {
-		if (db_repo_count_by_type(0, counts) < 0)
-			return respond_db_unavailable(req);
+		int have_counts = db_repo_count_by_type(0, counts) == 0;	/* first: it tells whether the DB is back */
+		metrics_write_database_state(&sb);
 		strbuf_adds(&sb, "# HELP khub_repos number of public repos by type\n# TYPE khub_repos gauge\n");
-		add_repo_counts(&sb, counts);
+		if (have_counts)
+			add_repo_counts(&sb, counts);
 		return respond_metrics(req, &sb);
 	}
 	if (require_site_admin(req, &result) < 0)
 		return result;
-	struct mirror_status_list mirrors;
-	if (db_mirror_status_list(&mirrors) < 0)
-		return respond_db_unavailable(req);
+	struct mirror_status_list mirrors = { 0 };
+	if (db_mirror_status_list(&mirrors) < 0) {
+		mirror_status_list_release(&mirrors);
+		memset(&mirrors, 0, sizeof(mirrors));
+	}
 	enum { LAST_SUCCESS, REFS_BEHIND, BYTES, OBJECTS, SYNCS, FAILED };
 	static const struct { const char *name, *type, *help; int column; } metrics[] = {
 		{ "khub_mirror_last_success_timestamp_seconds", "gauge", "last sync that completed without error", LAST_SUCCESS },
@@ -172,10 +177,7 @@ static enum MHD_Result handle_metrics(struct request *req)
 	if (db_repo_count_by_type(1, counts) == 0)
 		add_repo_counts(&sb, counts);
 	build_metrics_add(&sb);
-	if (metrics_write(&sb) < 0) {
-		strbuf_release(&sb);
-		return respond_db_unavailable(req);
-	}
+	metrics_write(&sb);
 	return respond_metrics(req, &sb);
 }
 

@@ -1,5 +1,5 @@
 /* orgs.c -- org and user overviews (with trustedKernelPublisher), whoami,
- * the agent-harness list, and a health probe. */
+ * the agent-harness list, and the health probes (readiness, liveness). */
 #include "api/api.h"
 
 #include <inttypes.h>
@@ -13,10 +13,13 @@ static enum MHD_Result handle_agent_harnesses(struct request *req)
 	return respond_json_text(req, 200, body, sizeof(body) - 1);
 }
 
-/* 200 {"status":"ok","database":"ok"}; 503 {"status":"draining"} while
- * the node drains (docs/operations.md); or 503 {"status":"unavailable",
- * "database":"down: why"} with Retry-After (what the embedded cluster's
- * watchdog knows, else the connection's error). */
+/* Readiness, for load balancers (docs/operations.md, "Health"): 200
+ * {"status":"ok","database":"ok"} while this node can serve reads, which it
+ * can with the database down (git and the caches answer; writes answer 503
+ * with Retry-After), so that a database outage does not take every node
+ * out at once: then 200 {"status":"degraded","database":"down: why"} (what
+ * the embedded cluster's watchdog knows, else the connection's error). 503
+ * {"status":"draining"} only while the node drains. */
 static enum MHD_Result handle_health(struct request *req)
 {
 	if (__atomic_load_n(&http_ctx.draining, __ATOMIC_RELAXED)) {
@@ -27,20 +30,27 @@ static enum MHD_Result handle_health(struct request *req)
 		static const char body[] = "{\"status\":\"ok\",\"database\":\"ok\"}";
 		return respond_json_text(req, 200, body, sizeof(body) - 1);
 	}
-	char why[256];
+	char why[256], since_text[32] = "";
 	if (!db_embedded_problem(why, sizeof(why)))
 		snprintf(why, sizeof(why), "%s", db_last_error());
-	char *down = xasprintf("down: %s", why);
-	json_t *body = json_pack("{s:s, s:s, s:s}", "status", "unavailable", "database", down, "error",
-				 "database unavailable, retry later");
-	free(down);
-	char *text = json_dumps(body, JSON_COMPACT);
-	json_decref(body);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-	MHD_add_response_header(resp, "Retry-After", "5");
-	log_error("health: database %s", why);
-	return respond(req, 503, resp);
+	time_t since = 0;
+	int down = db_is_down(&since);
+	if (down)
+		format_iso8601(since, since_text);
+	char *database = xasprintf("%s: %s", down ? "down" : "error", why);
+	json_t *body = json_pack("{s:s, s:s, s:s, s:s}", "status", "degraded", "database", database, "database_down_since",
+				 since_text, "serving", "reads; writes answer 503 until the database is back");
+	free(database);
+	log_debug("health: database %s", why);
+	return respond_json(req, 200, body);
+}
+
+/* Liveness: the process answers requests (whatever the database does, and
+ * while draining); restart the node when this fails, not when health does. */
+static enum MHD_Result handle_health_live(struct request *req)
+{
+	static const char body[] = "{\"status\":\"alive\"}";
+	return respond_json_text(req, 200, body, sizeof(body) - 1);
 }
 
 static json_int_t count_repos(int64_t owner_id, enum repo_type type, int include_private)
@@ -125,6 +135,7 @@ static enum MHD_Result handle_whoami(struct request *req)
 const struct route orgs_routes[] = {
 	{ METHOD_GET | METHOD_HEAD, "/api/agent-harnesses", handle_agent_harnesses, 0, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/health", handle_health, ROUTE_NO_AUTH, 0, NULL, ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/api/health/live", handle_health_live, ROUTE_NO_AUTH, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/organizations/{org}/overview", handle_overview, 0, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/users/{org}/overview", handle_overview, 0, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/whoami-v2", handle_whoami, 0, 0, NULL, ACCESS_SIGNED_IN },

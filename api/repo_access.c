@@ -334,6 +334,12 @@ int access_check(struct request *req, enum MHD_Result *result)
 		*result = respond_error(req, 403, NULL, "a worker token may only call the build farm's worker routes");
 		return -1;
 	}
+	/* A token honoured from the cache while the database is down reads
+	 * only; a write waits for the database (503, never 401 or 403). */
+	if (req->auth_stale && access_min_scope(access) > ROLE_READ) {
+		*result = respond_db_unavailable(req);
+		return -1;
+	}
 	switch (access) {
 	case ACCESS_WORKER:
 		if (p->worker_id)

@@ -20,6 +20,9 @@ struct http_context {
 	const char *public_url;		/* "" = derive from the Host header */
 	long max_body_bytes;		/* a buffered body, at most */
 	long repo_cache_ttl_ms;		/* a repo record is refreshed after this */
+	/* While the database is down, a token or repo record looked up less
+	 * than this long ago is still honoured, for reads only. */
+	long outage_cache_s;
 	/* Routes flagged ROUTE_PAGE (set by the server to the web module's;
 	 * NULL = none): the headers every page answer carries, and the HTML
 	 * page that answers an error respond_error would answer in JSON (so the
@@ -129,6 +132,9 @@ struct request {
 	struct principal principal;
 	int bad_token;			/* a token was sent but is unknown, expired or revoked: 401 */
 	int auth_unavailable;		/* the database could not say who the caller is: 503 */
+	/* the principal is a cached lookup honoured while the database is down
+	 * (outage_cache_s): reads only, anything else answers 503 */
+	int auth_stale;
 
 	/* The repo of a ACCESS_REPO_* route, opened by the server before the
 	 * handler runs (points to repo_storage; NULL for other routes). */
@@ -465,6 +471,11 @@ void response_cache_put(const char *key, const char *value, size_t len);
 int repo_record_lookup(enum repo_type type, const char *ns, const char *name, struct repo_record *out);
 /* Forget every cached record (a repo was created, moved or deleted). */
 void repo_cache_invalidate(void);
+/* Lookups a cache answered because the database is down (outage_cache_s),
+ * by cache, for /metrics. */
+enum outage_cache { OUTAGE_CACHE_TOKEN, OUTAGE_CACHE_REPO, OUTAGE_CACHE_COUNT };
+void outage_cache_count(enum outage_cache cache);
+uint64_t outage_cache_hits(enum outage_cache cache);
 /* Changes at each repo_cache_invalidate: caches of what records name (git
  * handles) drop what they hold when it moved. */
 uint64_t repo_cache_generation(void);

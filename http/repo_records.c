@@ -1,6 +1,7 @@
 /* repo_records.c -- repo records cached for every request thread, so a
  * warm request never waits on the database for a repo it has seen lately:
- * records past their TTL are refreshed by one background thread. */
+ * records past their TTL are refreshed by one background thread; while
+ * the database is down, records seen within outage_cache_s are served. */
 #include "http/http.h"
 
 #include <ctype.h>
@@ -189,6 +190,38 @@ static void front_keep(const char *key, const struct cached_record *c, uint64_t 
 	f->generation = generation;
 }
 
+static atomic_uint_fast64_t outage_hits[OUTAGE_CACHE_COUNT];
+
+void outage_cache_count(enum outage_cache cache)
+{
+	atomic_fetch_add(&outage_hits[cache], 1);
+}
+
+uint64_t outage_cache_hits(enum outage_cache cache)
+{
+	return atomic_load(&outage_hits[cache]);
+}
+
+/* While the database is down: what was looked up less than outage_cache_s
+ * ago (writes need the database anyway). 0 with *out, KHUB_ENOTFOUND, or
+ * KHUB_EDB when the cache has nothing that recent. */
+static int lookup_during_outage(const char *key, uint64_t now, struct repo_record *out)
+{
+	uint64_t grace = (uint64_t)http_ctx.outage_cache_s * 1000000u;
+	int rc = KHUB_EDB;
+	pthread_rwlock_rdlock(&record_lock);
+	struct cached_record *c = hashmap_get(&record_cache, key);
+	if (c && now - c->fetched_usec < grace) {
+		rc = c->found ? 0 : KHUB_ENOTFOUND;
+		if (c->found)
+			*out = c->record;
+	}
+	pthread_rwlock_unlock(&record_lock);
+	if (rc != KHUB_EDB)
+		outage_cache_count(OUTAGE_CACHE_REPO);
+	return rc;
+}
+
 int repo_record_lookup(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
 {
 	char key[2 * REPO_NAME_MAX + 16];
@@ -231,7 +264,7 @@ look_up:;
 	struct repo_record rec;
 	int rc = db_repo_get(type, ns, name, &rec);
 	if (rc == KHUB_EDB)
-		return rc;
+		return db_is_down(NULL) ? lookup_during_outage(key, now, out) : rc;
 	store_record(key, rc, &rec, now);
 	if (rc == 0)
 		*out = rec;

@@ -1,7 +1,9 @@
 /* auth.c -- turn an Authorization header into a principal. Bearer tokens
  * (API clients) and Basic with the token as password (git, git-lfs) are
  * both accepted; lookups of user tokens are cached briefly by the token's
- * SHA-256, build workers' are not. */
+ * SHA-256, build workers' are not. While the database is down, a token
+ * looked up within outage_cache_s is still honoured, for reads only
+ * (req->auth_stale). */
 #include "server/server.h"
 
 #include <openssl/evp.h>
@@ -9,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct cached_principal {
 	struct principal principal;
@@ -40,8 +43,52 @@ void auth_cache_clear(void)
 	pthread_mutex_unlock(&token_lock);
 }
 
-static int lookup_cached(const char *token, struct principal *out)
+/* While the database is down: the principal of a token looked up less than
+ * outage_cache_s ago, unless it expired meanwhile (revocations empty the
+ * cache through NOTIFY while the database is up; none can happen while it
+ * is down). 0 with *out, else KHUB_EDB. */
+static int lookup_during_outage(const char *key, uint64_t now, struct principal *out)
 {
+	uint64_t grace = (uint64_t)http_ctx.outage_cache_s * 1000000u;
+	int rc = KHUB_EDB;
+	pthread_mutex_lock(&token_lock);
+	struct cached_principal *c = hashmap_get(&token_cache, key);
+	if (c && c->found && now - c->fetched_usec < grace &&
+	    (c->principal.token_expires_at == 0 || c->principal.token_expires_at > time(NULL))) {
+		*out = c->principal;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&token_lock);
+	if (rc == 0)
+		outage_cache_count(OUTAGE_CACHE_TOKEN);
+	return rc;
+}
+
+static void cache_store(const char *key, int rc, const struct principal *p, uint64_t now, uint64_t generation)
+{
+	struct cached_principal *c = xcalloc(1, sizeof(*c));
+	c->found = rc == 0;
+	if (rc == 0)
+		c->principal = *p;
+	c->fetched_usec = now;
+	pthread_mutex_lock(&token_lock);
+	if (token_cache.count > 100000) {	/* bounded: drop everything */
+		hashmap_release(&token_cache, free);
+		hashmap_init(&token_cache);
+	}
+	if (generation == atomic_load(&token_generation))
+		free(hashmap_put(&token_cache, key, c));
+	else
+		free(c);
+	pthread_mutex_unlock(&token_lock);
+}
+
+/* The token's principal: from the cache while fresh, else the database;
+ * *stale is set when the database is down and the cache answered anyway
+ * (lookup_during_outage). */
+static int lookup_cached(const char *token, struct principal *out, int *stale)
+{
+	*stale = 0;
 	/* Worker tokens are looked up every time: a rotated or removed one
 	 * stops at once (workers call rarely; users' tokens are the load). */
 	if (strncmp(token, "khw_", 4) == 0)
@@ -63,22 +110,12 @@ static int lookup_cached(const char *token, struct principal *out)
 
 	struct principal p;
 	int rc = db_token_lookup(token, &p);
-	if (rc == KHUB_EDB)
+	if (rc == KHUB_EDB) {
+		rc = db_is_down(NULL) ? lookup_during_outage(key, now, out) : rc;
+		*stale = rc == 0;
 		return rc;
-	c = xcalloc(1, sizeof(*c));
-	c->found = rc == 0;
-	c->principal = p;
-	c->fetched_usec = now;
-	pthread_mutex_lock(&token_lock);
-	if (token_cache.count > 100000) {	/* bounded: drop everything */
-		hashmap_release(&token_cache, free);
-		hashmap_init(&token_cache);
 	}
-	if (generation == atomic_load(&token_generation))
-		free(hashmap_put(&token_cache, key, c));
-	else
-		free(c);
-	pthread_mutex_unlock(&token_lock);
+	cache_store(key, rc, &p, now, generation);
 	if (rc == 0)
 		*out = p;
 	return rc;
@@ -122,7 +159,7 @@ void auth_identify(struct request *req)
 		free(token);
 		return;
 	}
-	int rc = lookup_cached(token, &req->principal);
+	int rc = lookup_cached(token, &req->principal, &req->auth_stale);
 	if (rc < 0) {
 		memset(&req->principal, 0, sizeof(req->principal));
 		/* an outage is not an answer: git credential helpers erase a

@@ -76,6 +76,7 @@ static const struct config_row config_rows[] = {
 	ROW(variant_catch_up_ms, CONFIG_LONG, "5000", 100, 3600000, "how often a background thread indexes kernel repos whose branches are not indexed yet"),
 	LIVE(repo_cache_ttl_ms, CONFIG_LONG, "1000", 0, 600000, "how long a repo record is reused without the database"),
 	ROW(token_cache_ttl_ms, CONFIG_LONG, "2000", 0, 600000, "how long a token lookup is reused without the database"),
+	LIVE(outage_cache_s, CONFIG_LONG, "300", 0, 86400, "while the database is down, how long a token or repo record looked up before is still honoured, for reads only (0 = not at all)"),
 	ROW(download_stats, CONFIG_LONG, "1", 0, 1, "count variant downloads per repo, variant, day and client (0 = off)"),
 	LIVE(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)"),
 	ROW(scrub_mb_per_s, CONFIG_LONG, "0", 0, 100000, "re-hash every local LFS object in the background at this many MiB/s at most, quarantining damaged ones (0 = off)"),

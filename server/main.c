@@ -67,6 +67,7 @@ static void serve_apply_live_settings(void)
 {
 	http_ctx.max_body_bytes = config.max_body_bytes;
 	http_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
+	http_ctx.outage_cache_s = config.outage_cache_s;
 	api_ctx.tree_page_size = config.tree_page_size;
 	api_ctx.max_body_bytes = config.max_body_bytes;
 	api_ctx.lock_wait_ms = config.lock_wait_ms;

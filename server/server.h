@@ -42,6 +42,7 @@ struct khub_config {
 	long commits_in_flight_per_user;
 	long pull_requests_per_hour;
 	long token_cache_ttl_ms;
+	long outage_cache_s;
 	long lfs_url_ttl;
 	char *lfs_backend;		/* local or s3 */
 	char *lfs_s3_endpoint;

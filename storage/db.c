@@ -45,6 +45,11 @@ static __thread int thread_in_tx;
 static __thread int thread_broken;
 static __thread char thread_error[256];
 
+/* The shared degraded flag: 0 while the database answers, else when
+ * (wall-clock seconds) it stopped answering. */
+static _Atomic int64_t down_since;
+static atomic_uint_fast64_t outages;
+
 static void pool_init(void)
 {
 	pthread_condattr_t attr;
@@ -103,6 +108,51 @@ const char *db_last_error(void)
 	return thread_error[0] ? thread_error : "unknown error";
 }
 
+/* A connect failed or a query lost its connection. */
+static void db_mark_down(void)
+{
+	int64_t expected = 0;
+	if (atomic_compare_exchange_strong(&down_since, &expected, (int64_t)time(NULL))) {
+		atomic_fetch_add(&outages, 1);
+		log_warn("database: down (%s); serving what git and the caches can answer", thread_error);
+	}
+}
+
+/* Close the idle pooled connections: those opened before an outage are
+ * dead, though libpq only learns so from a failed query (a write's 503). */
+static void pool_drop_idle(void)
+{
+	pthread_mutex_lock(&pool_lock);
+	for (size_t i = 0; pool && i < pool_size; i++)
+		if (!pool[i].in_use && pool[i].conn) {
+			PQfinish(pool[i].conn);
+			pool[i].conn = NULL;
+		}
+	pthread_mutex_unlock(&pool_lock);
+}
+
+/* A query succeeded: the database answers. */
+static void db_mark_up(void)
+{
+	if (atomic_load_explicit(&down_since, memory_order_relaxed) != 0 && atomic_exchange(&down_since, 0) != 0) {
+		log_info("database: answering again");
+		pool_drop_idle();
+	}
+}
+
+int db_is_down(time_t *since)
+{
+	int64_t at = atomic_load(&down_since);
+	if (since)
+		*since = (time_t)at;
+	return at != 0;
+}
+
+uint64_t db_outages(void)
+{
+	return atomic_load(&outages);
+}
+
 static int pinned(void)
 {
 	return thread_locks > 0 || thread_in_tx;
@@ -133,6 +183,7 @@ static int slot_connect(struct pool_slot *slot)
 		note_error(PQerrorMessage(conn));
 		log_error("database: %s", thread_error);
 		PQfinish(conn);
+		db_mark_down();
 		return KHUB_EDB;
 	}
 	db_notices_to_log(conn);
@@ -250,13 +301,7 @@ void db_thread_done(void)
 void db_shutdown(void)
 {
 	db_thread_done();
-	pthread_mutex_lock(&pool_lock);
-	for (size_t i = 0; pool && i < pool_size; i++)
-		if (!pool[i].in_use && pool[i].conn) {
-			PQfinish(pool[i].conn);
-			pool[i].conn = NULL;
-		}
-	pthread_mutex_unlock(&pool_lock);
+	pool_drop_idle();
 }
 
 int db_pool_stats(long *open, long *in_use)
@@ -300,6 +345,7 @@ PGresult *db_exec(const char *sql, int nparams, const char *const *params, const
 	ExecStatusType st = PQresultStatus(res);
 	if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
 		conn_put();
+		db_mark_up();
 		return res;
 	}
 	/* A dead connection fails here; unpinned, it is replaced on its next
@@ -312,6 +358,8 @@ PGresult *db_exec(const char *sql, int nparams, const char *const *params, const
 	}
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	note_error(res ? PQresultErrorMessage(res) : PQerrorMessage(conn));
+	if (PQstatus(conn) != CONNECTION_OK)
+		db_mark_down();
 	if (sqlstate && state) {
 		static __thread char state_copy[8];
 		snprintf(state_copy, sizeof(state_copy), "%s", state);

@@ -28,6 +28,13 @@ int db_pool_stats(long *open, long *in_use);
 void db_pool_waits(long *size, uint64_t *waits, uint64_t *timeouts);
 /* 0 when the database answers a query, else KHUB_EDB (db_last_error says why). */
 int db_ping(void);
+/* Whether the database is down: the last connect failed or the last query
+ * lost its connection, and no query has succeeded since (other errors, a
+ * pool with every connection in use, say nothing about it). 1 with *since
+ * (wall-clock seconds, when it went down; NULL: not wanted), else 0. */
+int db_is_down(time_t *since);
+/* Outages seen since start (each up-to-down change counts one). */
+uint64_t db_outages(void);
 /* Give back this thread's connection (call before a thread exits); a lock
  * or transaction still held ends with its connection. */
 void db_thread_done(void);
@@ -153,6 +160,7 @@ struct principal {
 	enum role scope;	/* what the token may do at most */
 	char token_name[64];
 	time_t token_created_at;
+	time_t token_expires_at;	/* 0: never */
 };
 
 /* Mint a token "hf_" + 34 random chars for a user; stored as its SHA-256.

@@ -155,6 +155,7 @@ void db_principal_from_row(const struct db_rows *rows, struct principal *out)
 	role_parse(db_rows_get(rows, 0, 4), &out->scope);
 	copy_field(out->token_name, sizeof(out->token_name), db_rows_get(rows, 0, 5));
 	out->token_created_at = (time_t)parse_i64(db_rows_get(rows, 0, 6));
+	out->token_expires_at = (time_t)parse_i64(db_rows_get(rows, 0, 7));
 }
 
 int db_token_lookup(const char *token, struct principal *out)

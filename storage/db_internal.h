@@ -56,7 +56,8 @@ int db_token_secret(const char *prefix, const char *alphabet, size_t len, char *
 
 /* A signed-in user's token: the columns db_principal_from_row reads, from
  * tokens t JOIN accounts a, and the condition that it may still be used. */
-#define PRINCIPAL_COLUMNS "t.id, a.id, a.name, a.is_site_admin, t.scope, t.name, extract(epoch FROM t.created_at)::bigint"
+#define PRINCIPAL_COLUMNS "t.id, a.id, a.name, a.is_site_admin, t.scope, t.name, extract(epoch FROM t.created_at)::bigint, " \
+	"coalesce(extract(epoch FROM t.expires_at)::bigint, 0)"
 #define TOKEN_USABLE "t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"
 /* The principal of the first row of PRINCIPAL_COLUMNS (storage/db_accounts.c). */
 void db_principal_from_row(const struct db_rows *rows, struct principal *out);
