@@ -128,7 +128,7 @@ static enum MHD_Result handle_whoami(struct request *req)
  * org.member.set); "none" takes the user out. The org keeps an admin: 409. */
 static enum MHD_Result handle_member_set(struct request *req)
 {
-	/* signed in (ACCESS_SIGNED_IN); accounts/ decides who may */
+	/* a write token (ACCESS_NAMESPACE_CREATE); accounts/ decides who may */
 	const char *role_text = json_string_value(json_object_get(req->json, "role")), *why;
 	enum role role = ROLE_NONE;
 	if (!role_text || (strcmp(role_text, "none") != 0 && role_parse(role_text, &role) < 0))
@@ -158,7 +158,7 @@ const struct route orgs_routes[] = {
 	{ METHOD_GET | METHOD_HEAD, "/api/organizations/{org}/overview", handle_overview, 0, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/users/{org}/overview", handle_overview, 0, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_PUT, "/api/organizations/{org}/members/{arg}", handle_member_set, ROUTE_JSON, 0, NULL,
-	  ACCESS_SIGNED_IN },
+	  ACCESS_NAMESPACE_CREATE },
 	{ METHOD_GET | METHOD_HEAD, "/api/whoami-v2", handle_whoami, 0, 0, NULL, ACCESS_SIGNED_IN },
 	{ 0, NULL, NULL, 0, 0 },
 };
