@@ -13,6 +13,7 @@
 #include "storage/repo.h"
 #include "storage/lfs.h"
 #include "storage/db.h"
+#include "accounts/accounts.h"
 #include "storage/publish.h"
 #include "storage/variant_index.h"
 #include "http/http.h"
@@ -134,6 +135,8 @@ const char *repo_audit_target(struct request *req, enum repo_type type, const ch
 int repo_visibility_from_body(json_t *doc, int *private_out, int *set);
 /* Audit a write by the caller; details is JSON text or NULL. */
 void api_audit(struct request *req, const char *action, const char *target, const char *details);
+/* The request's caller, for an accounts/ change (borrows req). */
+struct accounts_actor api_actor(const struct request *req);
 /* Resolve rev to a commit sha; on failure RevisionNotFound is queued. */
 int repo_resolve_or_respond(struct request *req, struct repo_handle *h, const char *rev, char sha[41],
 			    enum MHD_Result *result);

@@ -1,5 +1,6 @@
-/* orgs.c -- org and user overviews (with trustedKernelPublisher), whoami,
- * the agent-harness list, and the health probes (readiness, liveness). */
+/* orgs.c -- org and user overviews (with trustedKernelPublisher), org
+ * members' roles (through accounts/), whoami, the agent-harness list, and
+ * the health probes (readiness, liveness). */
 #include "api/api.h"
 
 #include <inttypes.h>
@@ -132,12 +133,43 @@ static enum MHD_Result handle_whoami(struct request *req)
 	return respond_json(req, 200, body);
 }
 
+/* PUT {"role": "read"|"write"|"admin"|"none"}: an org admin (or a site
+ * admin) sets a member's role through accounts_member_set (audited
+ * org.member.set); "none" takes the user out. The org keeps an admin: 409. */
+static enum MHD_Result handle_member_set(struct request *req)
+{
+	/* a write token (ACCESS_NAMESPACE_CREATE); accounts/ decides who may */
+	const char *role_text = json_string_value(json_object_get(req->json, "role")), *why;
+	enum role role = ROLE_NONE;
+	if (!role_text || (strcmp(role_text, "none") != 0 && role_parse(role_text, &role) < 0))
+		return respond_error(req, 400, NULL, "role must be read, write, admin or none");
+	struct accounts_actor who = api_actor(req);
+	int rc = accounts_member_set(&who, req->org, req->args[0], role, &why);
+	switch (rc) {
+	case 0:
+		return respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "org", req->org, "user", req->args[0],
+							"role", role_name(role)));
+	case KHUB_EINVAL:
+		return respond_error(req, 400, NULL, "%s", why);
+	case KHUB_EPERM:
+		return respond_error(req, 403, NULL, "%s", why);
+	case KHUB_ENOTFOUND:
+		return respond_error(req, 404, NULL, "%s", why);
+	case KHUB_ECONFLICT:
+		return respond_error(req, 409, NULL, "%s", why);
+	default:
+		return respond_db_unavailable(req);
+	}
+}
+
 const struct route orgs_routes[] = {
 	{ METHOD_GET | METHOD_HEAD, "/api/agent-harnesses", handle_agent_harnesses, 0, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/health", handle_health, ROUTE_NO_AUTH, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/health/live", handle_health_live, ROUTE_NO_AUTH, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/organizations/{org}/overview", handle_overview, 0, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/users/{org}/overview", handle_overview, 0, 0, NULL, ACCESS_PUBLIC },
+	{ METHOD_PUT, "/api/organizations/{org}/members/{arg}", handle_member_set, ROUTE_JSON, 0, NULL,
+	  ACCESS_NAMESPACE_CREATE },
 	{ METHOD_GET | METHOD_HEAD, "/api/whoami-v2", handle_whoami, 0, 0, NULL, ACCESS_SIGNED_IN },
 	{ 0, NULL, NULL, 0, 0 },
 };

@@ -448,6 +448,11 @@ const char *repo_audit_target(struct request *req, enum repo_type type, const ch
 	return request_own(req, xasprintf("%s/%s/%s", repo_type_plural(type), ns, name));
 }
 
+struct accounts_actor api_actor(const struct request *req)
+{
+	return (struct accounts_actor){ &req->principal, req->remote_addr };
+}
+
 void api_audit(struct request *req, const char *action, const char *target, const char *details)
 {
 	if (db_audit(req->principal.user_id, req->principal.user_id ? req->principal.name : "anonymous", action,

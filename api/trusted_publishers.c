@@ -1,5 +1,5 @@
 /* trusted_publishers.c -- the admin API for trusted kernel publishers: a
- * public list, and set/unset for site admins (audited). The org and user
+ * public list, and set/unset for site admins (through accounts/). The org and user
  * overviews read the same flag, so a change shows there at once. */
 #include "api/api.h"
 
@@ -30,22 +30,22 @@ static enum MHD_Result handle_list(struct request *req)
 	return respond_json(req, 200, list);
 }
 
-/* PUT sets the flag, DELETE clears it. */
+/* PUT sets the flag, DELETE clears it (accounts_trust_set: audited). */
 static enum MHD_Result handle_change(struct request *req)
 {
 	/* A site admin (ACCESS_SITE_ADMIN), and more than the route's write
 	 * scope: trust is granted with an admin-scoped token only. */
-	if (req->principal.scope < ROLE_ADMIN)
-		return respond_error(req, 403, NULL, "changing trusted publishers needs a site admin's token with admin scope");
 	int trusted = req->method == METHOD_PUT, changed = 0;
 	struct account acct;
-	int rc = db_trusted_publisher_set(req->org, trusted, req->principal.name, &acct, &changed);
+	struct accounts_actor who = api_actor(req);
+	const char *why;
+	int rc = accounts_trust_set(&who, req->org, trusted, &acct, &changed, &why);
+	if (rc == KHUB_EPERM)
+		return respond_error(req, 403, NULL, "%s", why);
 	if (rc == KHUB_ENOTFOUND)
 		return respond_error(req, 404, NULL, "no user or organization named %s", req->org);
 	if (rc < 0)
 		return respond_db_unavailable(req);
-	api_audit(req, trusted ? "trust.set" : "trust.unset", acct.name,
-		  changed ? "{\"changed\":true}" : "{\"changed\":false}");
 	return respond_json(req, 200, json_pack("{s:s, s:s, s:b, s:b}", "name", acct.name, "type",
 						acct.kind == ACCOUNT_ORG ? "org" : "user",
 						"trustedKernelPublisher", acct.trusted_kernel_publisher,

@@ -82,7 +82,7 @@ enum route_access {
 	ACCESS_REPO_MANAGE,	/* req->repo's settings: the write role in its namespace, as on the Hub */
 	ACCESS_NAMESPACE_CREATE,	/* a write token (anonymous 401, read-only 403);
 				 * the handler checks the namespace named in the
-				 * body (create) */
+				 * body (create) or the path (an org's members) */
 	ACCESS_NAMESPACE_WRITE,	/* a write token; the handler checks the repo named
 				 * in the body (move, delete). Anonymous callers
 				 * get 401 RepoNotFound from the headers, as for a

@@ -6,6 +6,7 @@
  * the next pull resumes partial LFS downloads and skips verified objects. */
 #include "mirror/pull_internal.h"
 #include "kernel/kernel.h"
+#include "accounts/accounts.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -336,7 +337,7 @@ int mirror_pull_selection(struct mirror_run *run, const struct mirror_selection 
 		if (!known) {
 			struct account acct;
 			if (db_account_get(ns, &acct) == KHUB_ENOTFOUND)
-				db_account_create(ACCOUNT_ORG, ns, ns, 0, NULL);
+				accounts_mirror_org_ensure(ns);
 			copy_trust(client, up, ns);
 			namespaces = xrealloc(namespaces, (nns + 1) * sizeof(char *));
 			namespaces[nns++] = ns;

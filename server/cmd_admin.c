@@ -1,5 +1,6 @@
 /* cmd_admin.c -- khub admin: orgs, users, memberships, tokens and trusted
- * kernel publishers from the command line. Every change is audited. */
+ * kernel publishers from the command line, through accounts/ (which
+ * audits every change). */
 #include "server/server.h"
 
 #include <inttypes.h>
@@ -38,11 +39,14 @@ static int has_flag(int argc, char **argv, const char *flag)
 	return 0;
 }
 
-static int report(int rc, const char *what)
+static const struct accounts_actor cli = ACCOUNTS_CLI;
+
+/* 0, or 1 having said why the accounts/ call failed. */
+static int report(int rc, const char *what, const char *why)
 {
 	if (rc == 0)
 		return 0;
-	fprintf(stderr, "khub admin: %s: %s\n", what, khub_strerror(rc));
+	fprintf(stderr, "khub admin: %s: %s\n", what, why ? why : khub_strerror(rc));
 	return 1;
 }
 
@@ -51,21 +55,20 @@ static int account_create(enum account_kind kind, int argc, char **argv)
 	if (argc < 4)
 		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	const char *name = argv[3], *why;
-	if (repo_name_validate(name, &why) < 0) {
-		fprintf(stderr, "khub admin: invalid name '%s': %s\n", name, why);
-		return 2;
-	}
 	const char *fullname = option(argc, argv, "--fullname");
 	int site_admin = kind == ACCOUNT_USER && has_flag(argc, argv, "--site-admin");
 	int64_t id;
-	int rc = db_account_create(kind, name, fullname ? fullname : name, site_admin, &id);
+	int rc = accounts_create(&cli, kind, name, fullname, site_admin, &id, &why);
+	if (rc == KHUB_EINVAL) {
+		fprintf(stderr, "khub admin: invalid name '%s': %s\n", name, why);
+		return 2;
+	}
 	if (rc == KHUB_EEXIST) {
 		fprintf(stderr, "khub admin: the name %s is taken\n", name);
 		return 1;
 	}
-	if (report(rc, "create"))
+	if (report(rc, "create", why))
 		return 1;
-	db_audit(0, "cli", kind == ACCOUNT_ORG ? "org.create" : "user.create", name, NULL, "local");
 	printf("%s %s created (id %" PRId64 ")\n", kind == ACCOUNT_ORG ? "org" : "user", name, id);
 	return 0;
 }
@@ -75,13 +78,12 @@ static int member_set(int argc, char **argv)
 	if (argc < 6)
 		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	enum role role = ROLE_NONE;
+	const char *why;
 	if (strcmp(argv[5], "none") != 0 && role_parse(argv[5], &role) < 0)
 		return fprintf(stderr, "khub admin: role must be read, write, admin or none\n"), 2;
-	if (report(db_membership_set(argv[3], argv[4], role), "member set"))
+	int rc = accounts_member_set(&cli, argv[3], argv[4], role, &why);
+	if (report(rc, "member set", why))
 		return 1;
-	char *details = xasprintf("{\"user\":\"%s\",\"role\":\"%s\"}", argv[4], argv[5]);
-	db_audit(0, "cli", "org.member.set", argv[3], details, "local");
-	free(details);
 	printf("%s is now %s in %s\n", argv[4], argv[5], argv[3]);
 	return 0;
 }
@@ -91,7 +93,7 @@ static int token_create(int argc, char **argv)
 	if (argc < 4)
 		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	enum role scope = ROLE_WRITE;
-	const char *scope_arg = option(argc, argv, "--scope");
+	const char *scope_arg = option(argc, argv, "--scope"), *why;
 	if (scope_arg && role_parse(scope_arg, &scope) < 0)
 		return fprintf(stderr, "khub admin: scope must be read, write or admin\n"), 2;
 	const char *days = option(argc, argv, "--expires-in-days");
@@ -104,17 +106,27 @@ static int token_create(int argc, char **argv)
 		double seconds = d * 86400;
 		expires = time(NULL) + (time_t)(seconds < 1 ? 1 : seconds);
 	}
-	const char *name = option(argc, argv, "--token-name");
 	char *token = NULL;
 	int64_t id;
-	if (report(db_token_create(argv[3], name ? name : "cli", scope, expires, &token, &id), "token create"))
+	int rc = accounts_token_create(&cli, argv[3], option(argc, argv, "--token-name"), scope, expires, &token, &id,
+				       &why);
+	if (report(rc, "token create", why))
 		return 1;
-	char *details = xasprintf("{\"token_id\":%" PRId64 ",\"scope\":\"%s\"}", id, role_name(scope));
-	db_audit(0, "cli", "token.create", argv[3], details, "local");
-	free(details);
 	printf("%s\n", token);
 	fprintf(stderr, "token id %" PRId64 " for %s (scope %s)\n", id, argv[3], role_name(scope));
 	free(token);
+	return 0;
+}
+
+static int token_revoke(int argc, char **argv)
+{
+	if (argc < 4)
+		return fprintf(stderr, "%s", admin_usage), 2;
+	const char *why;
+	int rc = accounts_token_revoke(&cli, strtoll(argv[3], NULL, 10), NULL, &why);
+	if (report(rc, "token revoke", why))
+		return 1;
+	printf("token %s revoked\n", argv[3]);
 	return 0;
 }
 
@@ -152,11 +164,10 @@ static int trust(int argc, char **argv)
 		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	int trusted = strcmp(argv[2], "set") == 0;
 	struct account acct;
-	if (report(db_account_get(argv[3], &acct), argv[3]))
+	const char *why;
+	int rc = accounts_trust_set(&cli, argv[3], trusted, &acct, NULL, &why);
+	if (report(rc, argv[3], why))
 		return 1;
-	if (report(db_trusted_publisher_force(argv[3], trusted, "cli"), "trust"))
-		return 1;
-	db_audit(0, "cli", trusted ? "trust.set" : "trust.unset", acct.name, NULL, "local");
 	printf("%s is %s a trusted kernel publisher\n", acct.name, trusted ? "now" : "no longer");
 	return 0;
 }
@@ -178,13 +189,9 @@ int cmd_admin(int argc, char **argv)
 		rc = member_set(argc, argv);
 	else if (strcmp(what, "token") == 0 && strcmp(verb, "create") == 0)
 		rc = token_create(argc, argv);
-	else if (strcmp(what, "token") == 0 && strcmp(verb, "revoke") == 0 && argc >= 4) {
-		rc = report(db_token_revoke(strtoll(argv[3], NULL, 10)), "token revoke");
-		if (rc == 0) {
-			db_audit(0, "cli", "token.revoke", argv[3], NULL, "local");
-			printf("token %s revoked\n", argv[3]);
-		}
-	} else if (strcmp(what, "token") == 0 && strcmp(verb, "list") == 0)
+	else if (strcmp(what, "token") == 0 && strcmp(verb, "revoke") == 0)
+		rc = token_revoke(argc, argv);
+	else if (strcmp(what, "token") == 0 && strcmp(verb, "list") == 0)
 		rc = token_list(argc, argv);
 	else if (strcmp(what, "trust") == 0)
 		rc = trust(argc, argv);

@@ -236,10 +236,12 @@ static void ensure_repo(const struct import_args *a, enum repo_type type, const 
 {
 	struct account owner;
 	if (db_account_get(ns, &owner) == KHUB_ENOTFOUND) {
-		if (db_account_create(ACCOUNT_ORG, ns, ns, 0, NULL) < 0)
-			fatal("cannot create org %s", ns);
+		static const struct accounts_actor cli = ACCOUNTS_CLI;
+		const char *why;
+		int rc = accounts_create(&cli, ACCOUNT_ORG, ns, NULL, 0, NULL, &why);
+		if (rc < 0)
+			fatal("cannot create org %s: %s", ns, why ? why : khub_strerror(rc));
 		fprintf(stderr, "khub import: created org %s\n", ns);
-		db_audit(0, "cli", "org.create", ns, NULL, "local");
 	}
 	if (db_repo_get(type, ns, name, rec) != KHUB_ENOTFOUND)
 		return;

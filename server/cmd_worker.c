@@ -16,20 +16,24 @@ static const char worker_usage[] =
 	"A worker builds public repos of every namespace unless --org/--repo name the namespaces and repos it\n"
 	"may build; private repos (of those, or of all) only with --private. scope replaces the whole scope.\n";
 
-/* The end of `worker VERB NAME`, whose change returned rc: -1 having said
- * why it failed (expected_why for the expected error), or 0 having written
- * it to the audit log as worker.VERB with details (JSON or NULL). */
-static int worker_changed(const char *verb, const char *name, int rc, int expected, const char *expected_why,
-			  const char *details)
+static const struct accounts_actor cli = ACCOUNTS_CLI;
+
+/* 0, or -1 having said why `worker VERB NAME` failed (accounts/ audits
+ * the change it made). */
+static int worker_changed(const char *verb, const char *name, int rc, const char *why)
 {
 	if (rc < 0) {
-		fprintf(stderr, "khub admin: worker %s %s: %s\n", verb, name, rc == expected ? expected_why : khub_strerror(rc));
+		fprintf(stderr, "khub admin: worker %s %s: %s\n", verb, name, why ? why : khub_strerror(rc));
 		return -1;
 	}
-	char *action = xasprintf("worker.%s", verb);
-	db_audit(0, "cli", action, name, details, "local");
-	free(action);
 	return 0;
+}
+
+/* Jobs a change left outside some worker's scope went back to the queue. */
+static void say_taken_back(int n)
+{
+	if (n > 0)
+		fprintf(stderr, "%d running job(s) taken back: the worker may no longer build them\n", n);
 }
 
 /* --repo NS/NAME: an existing kernel repo. */
@@ -100,41 +104,19 @@ static char *scope_text(const struct worker_scope *scope)
 	return strbuf_detach(&sb, NULL);
 }
 
-static char *scope_json(const struct worker_scope *scope)
-{
-	json_t *orgs = json_array(), *repos = json_array();
-	for (size_t i = 0; i < scope->orgs.count; i++)
-		json_array_append_new(orgs, json_string(scope->orgs.items[i]));
-	for (size_t i = 0; i < scope->repos.count; i++)
-		json_array_append_new(repos, json_string(scope->repos.items[i]));
-	json_t *doc = json_pack("{s:o, s:o, s:b}", "orgs", orgs, "repos", repos, "private", scope->private_repos);
-	char *text = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	return text;
-}
-
-/* Jobs a change left outside some worker's scope go back to the queue now
- * (the server would at its next lease check anyway). */
-static void take_back_jobs(void)
-{
-	int n = db_build_take_back_out_of_scope();
-	if (n > 0)
-		fprintf(stderr, "%d running job(s) taken back: the worker may no longer build them\n", n);
-}
-
 static int worker_add(const char *name, int argc, char **argv)
 {
 	struct worker_scope scope = WORKER_SCOPE_INIT;
-	char *token = NULL, *details = NULL, *text = NULL;
+	char *token = NULL, *text = NULL;
+	const char *why;
 	int64_t id;
 	int ret = 1;
 	if (scope_parse(argc, argv, 4, &scope) < 0) {
 		ret = 2;
 		goto cleanup;
 	}
-	details = scope_json(&scope);
-	if (worker_changed("add", name, db_worker_create(name, "cli", &scope, &token, &id), KHUB_EEXIST,
-			   "a worker of that name exists", details) < 0)
+	int rc = accounts_worker_add(&cli, name, &scope, &token, &id, &why);
+	if (worker_changed("add", name, rc, why) < 0)
 		goto cleanup;
 	text = scope_text(&scope);
 	printf("%s\n", token);
@@ -143,7 +125,6 @@ static int worker_add(const char *name, int argc, char **argv)
 	ret = 0;
 cleanup:
 	free(token);
-	free(details);
 	free(text);
 	strvec_release(&scope.orgs);
 	strvec_release(&scope.repos);
@@ -153,22 +134,21 @@ cleanup:
 static int worker_scope(const char *name, int argc, char **argv)
 {
 	struct worker_scope scope = WORKER_SCOPE_INIT;
-	char *details = NULL, *text = NULL;
-	int ret = 1;
+	char *text = NULL;
+	const char *why;
+	int ret = 1, taken_back = 0;
 	if (scope_parse(argc, argv, 4, &scope) < 0) {
 		ret = 2;
 		goto cleanup;
 	}
-	details = scope_json(&scope);
-	if (worker_changed("scope", name, db_worker_set_scope(name, &scope), KHUB_ENOTFOUND, "no such worker",
-			   details) < 0)
+	int rc = accounts_worker_scope(&cli, name, &scope, &taken_back, &why);
+	if (worker_changed("scope", name, rc, why) < 0)
 		goto cleanup;
-	take_back_jobs();
+	say_taken_back(taken_back);
 	text = scope_text(&scope);
 	printf("worker %s may build %s\n", name, text);
 	ret = 0;
 cleanup:
-	free(details);
 	free(text);
 	strvec_release(&scope.orgs);
 	strvec_release(&scope.repos);
@@ -179,7 +159,9 @@ static int worker_rotate(const char *name, int argc, char **argv)
 {
 	(void)argc, (void)argv;
 	char *token = NULL;
-	if (worker_changed("rotate", name, db_worker_rotate(name, &token), KHUB_ENOTFOUND, "no such worker", NULL) < 0)
+	const char *why;
+	int rc = accounts_worker_rotate(&cli, name, &token, &why);
+	if (worker_changed("rotate", name, rc, why) < 0)
 		return 1;
 	printf("%s\n", token);
 	fprintf(stderr, "worker %s: new token above (shown once); the old one no longer works. Its jobs and history "
@@ -191,9 +173,12 @@ static int worker_rotate(const char *name, int argc, char **argv)
 static int worker_remove(const char *name, int argc, char **argv)
 {
 	(void)argc, (void)argv;
-	if (worker_changed("remove", name, db_worker_remove(name), KHUB_ENOTFOUND, "no such worker", NULL) < 0)
+	const char *why;
+	int taken_back = 0;
+	int rc = accounts_worker_remove(&cli, name, &taken_back, &why);
+	if (worker_changed("remove", name, rc, why) < 0)
 		return 1;
-	take_back_jobs();
+	say_taken_back(taken_back);
 	printf("worker %s removed (its token no longer works)\n", name);
 	return 0;
 }

@@ -144,8 +144,12 @@ struct account {
 int db_account_get(const char *name, struct account *out);	/* case-insensitive */
 int db_account_create(enum account_kind kind, const char *name, const char *fullname,
 		      int is_site_admin, int64_t *id);
-int db_account_set_trusted(const char *name, int trusted);
-int db_membership_set(const char *org, const char *user, enum role role);
+/* Set a user's role in an org (ROLE_NONE: take the user out), with the
+ * role before in *before; the org's row is locked for the change. Refused
+ * with KHUB_ECONFLICT when it would take the org's only admin away (an org
+ * that has an admin keeps one); KHUB_EINVAL when org is no org or user no
+ * user. Called by accounts/ only (t0236). */
+int db_membership_set(const char *org, const char *user, enum role role, enum role *before);
 /* The user's role in an org in *out (ROLE_NONE when not a member); 0, or
  * KHUB_EDB (then *out is ROLE_NONE, which must not be taken for an answer). */
 int db_membership_role(int64_t org_id, int64_t user_id, enum role *out);
@@ -169,7 +173,10 @@ int db_token_create(const char *user, const char *name, enum role scope, time_t 
 		    char **token, int64_t *token_id);
 /* KHUB_ENOTFOUND for unknown, expired or revoked tokens. */
 int db_token_lookup(const char *token, struct principal *out);
-int db_token_revoke(int64_t token_id);
+/* Revoke a token of owner (NULL: of anyone), naming its owner in
+ * owner_out: 0; KHUB_ENOTFOUND when there is no such token (of owner);
+ * KHUB_EEXIST when it was revoked before. */
+int db_token_revoke(int64_t token_id, const char *owner, char owner_out[REPO_NAME_MAX + 1]);
 
 struct repo_record {
 	int64_t id;
@@ -285,9 +292,6 @@ struct trusted_publisher_list {
 int db_trusted_publisher_list(struct trusted_publisher_list *out);
 void trusted_publisher_list_release(struct trusted_publisher_list *list);	/* accepts NULL */
 
-/* Set the flag and always record the change with changed_by (the command
- * line), in one transaction. KHUB_ENOTFOUND for an unknown account. */
-int db_trusted_publisher_force(const char *name, int trusted, const char *changed_by);
 /* A mirror or an air-gap import copies its source's flag unless an admin
  * overrode it (through repo_import_copy_trust). */
 int db_account_copy_upstream_trust(const char *name, int trusted);

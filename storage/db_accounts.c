@@ -72,14 +72,37 @@ int db_account_create(enum account_kind kind, const char *name, const char *full
 	return 0;
 }
 
-int db_account_set_trusted(const char *name, int trusted)
+/* Would taking user_id out of org_id's admins leave it with none? Under
+ * the org row's lock (held by the caller's transaction): 1, 0 or KHUB_EDB. */
+static int last_admin(const char *oid, const char *uid)
 {
-	const char *params[2] = { name, trusted ? "true" : "false" };
-	return db_run_one("UPDATE accounts SET trusted_kernel_publisher = $2 WHERE lower(name) = lower($1)", 2,
-			  params);
+	const char *params[2] = { oid, uid };
+	PGresult *res = db_exec("SELECT EXISTS (SELECT 1 FROM memberships WHERE org_id = $1 AND user_id = $2"
+				"  AND role = 'admin') AND NOT EXISTS (SELECT 1 FROM memberships WHERE org_id = $1"
+				"  AND user_id <> $2 AND role = 'admin')", 2, params, NULL);
+	if (!res)
+		return KHUB_EDB;
+	int last = PQgetvalue(res, 0, 0)[0] == 't';
+	PQclear(res);
+	return last;
 }
 
-int db_membership_set(const char *org, const char *user, enum role role)
+/* The write of db_membership_set, in its transaction. */
+static int membership_write(const char *oid, const char *uid, enum role role)
+{
+	const char *params[3] = { oid, uid, role_name(role) };
+	int rc = db_run("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, params);
+	if (rc < 0)
+		return rc;
+	if (role != ROLE_ADMIN && (rc = last_admin(oid, uid)) != 0)
+		return rc < 0 ? rc : KHUB_ECONFLICT;
+	if (role == ROLE_NONE)
+		return db_run("DELETE FROM memberships WHERE org_id = $1 AND user_id = $2", 2, params);
+	return db_run("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)"
+		      " ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role", 3, params);
+}
+
+int db_membership_set(const char *org, const char *user, enum role role, enum role *before)
 {
 	struct account o, u;
 	int rc;
@@ -90,11 +113,14 @@ int db_membership_set(const char *org, const char *user, enum role role)
 	char oid[24], uid[24];
 	snprintf(oid, sizeof(oid), "%" PRId64, o.id);
 	snprintf(uid, sizeof(uid), "%" PRId64, u.id);
-	const char *params[3] = { oid, uid, role_name(role) };
-	if (role == ROLE_NONE)
-		return db_run("DELETE FROM memberships WHERE org_id = $1 AND user_id = $2", 2, params);
-	return db_run("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)"
-		      " ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role", 3, params);
+	if ((rc = db_tx_begin()) < 0)
+		return rc;
+	if ((rc = db_membership_role(o.id, u.id, before)) == 0)
+		rc = membership_write(oid, uid, role);
+	if (rc == 0)
+		return db_tx_commit();
+	db_tx_rollback();
+	return rc;
 }
 
 int db_membership_role(int64_t org_id, int64_t user_id, enum role *out)
@@ -174,10 +200,25 @@ int db_token_lookup(const char *token, struct principal *out)
 	return rc;
 }
 
-int db_token_revoke(int64_t token_id)
+int db_token_revoke(int64_t token_id, const char *owner, char owner_out[REPO_NAME_MAX + 1])
 {
-	int n = db_run_id("UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL", token_id);
-	return n < 0 ? n : n == 1 ? 0 : KHUB_ENOTFOUND;	/* revoked before, or no such token */
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, token_id);
+	const char *params[2] = { id, owner };
+	struct db_rows rows;
+	/* the row is locked, so of two revocations one finds it revoked */
+	int rc = db_query_one(&rows, "WITH t AS (SELECT t.id, a.name, t.revoked_at IS NULL AS live FROM tokens t"
+			      "  JOIN accounts a ON a.id = t.user_id WHERE t.id = $1"
+			      "  AND ($2::text IS NULL OR lower(a.name) = lower($2)) FOR UPDATE OF t),"
+			      " u AS (UPDATE tokens SET revoked_at = now() WHERE id IN (SELECT id FROM t WHERE live)"
+			      "  RETURNING id)"
+			      " SELECT name, (SELECT count(*) FROM u) FROM t", 2, params);
+	if (rc < 0)
+		return rc;
+	copy_field(owner_out, REPO_NAME_MAX + 1, db_rows_get(&rows, 0, 0));
+	rc = strcmp(db_rows_get(&rows, 0, 1), "0") == 0 ? KHUB_EEXIST : 0;
+	db_rows_release(&rows);
+	return rc;
 }
 
 int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count)
@@ -259,33 +300,6 @@ void trusted_publisher_list_release(struct trusted_publisher_list *list)
 	free(list->items);
 	list->items = NULL;
 	list->count = 0;
-}
-
-int db_trusted_publisher_force(const char *name, int trusted, const char *changed_by)
-{
-	const char *params[3] = { name, trusted ? "true" : "false", changed_by };
-	int rc = db_tx_begin();
-	if (rc < 0)
-		return rc;
-	PGresult *res = db_exec("UPDATE accounts SET trusted_kernel_publisher = $2, trust_override = $2::boolean"
-				" WHERE lower(name) = lower($1) RETURNING id", 2, params, NULL);
-	if (!res) {
-		rc = KHUB_EDB;
-		goto cleanup;
-	}
-	if (PQntuples(res) != 1) {
-		rc = KHUB_ENOTFOUND;
-		goto cleanup;
-	}
-	const char *p2[3] = { PQgetvalue(res, 0, 0), params[1], changed_by };
-	rc = db_run("INSERT INTO trusted_publisher_changes (account_id, trusted, changed_by) VALUES ($1, $2, $3)",
-		    3, p2);
-cleanup:
-	PQclear(res);
-	if (rc == 0)
-		return db_tx_commit();
-	db_tx_rollback();
-	return rc;
 }
 
 int db_account_copy_upstream_trust(const char *name, int trusted)

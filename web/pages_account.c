@@ -93,19 +93,19 @@ enum MHD_Result page_tokens_create(struct request *req)
 					    "3650 days.");
 		return page_send(&pg, 400);
 	}
-	/* a session never mints more than the token it was opened with */
-	if (scope > req->principal.scope) {
-		tokens_page(&pg, req, NULL, "You signed in with a read token: it cannot create a write token.");
+	char *token = NULL;
+	time_t expires = days ? time(NULL) + days * 86400 : 0;
+	struct accounts_actor who = api_actor(req);
+	const char *why;
+	int rc = accounts_token_create(&who, req->principal.name, name, scope, expires, &token, NULL, &why);
+	if (rc == KHUB_EPERM) {
+		tokens_page(&pg, req, NULL, why);
 		return page_send(&pg, 403);
 	}
-	char *token = NULL;
-	int64_t id = 0;
-	time_t expires = days ? time(NULL) + days * 86400 : 0;
-	if (db_token_create(req->principal.name, name, scope, expires, &token, &id) < 0) {
+	if (rc < 0) {
 		page_release(&pg);
 		return web_db_unavailable(req);
 	}
-	api_audit(req, "token.create", req->principal.name, NULL);
 	tokens_page(&pg, req, token, NULL);
 	free(token);
 	return page_send(&pg, 201);
@@ -115,20 +115,13 @@ enum MHD_Result page_tokens_revoke(struct request *req)
 {
 	const char *id_text = form_value(req, "id");
 	long long id = id_text ? strtoll(id_text, NULL, 10) : 0;
-	struct token_list list;
-	int own = 0;
-	if (db_token_list(req->principal.name, &list) < 0) {
-		token_list_release(&list);
+	struct accounts_actor who = api_actor(req);
+	const char *why;
+	int rc = accounts_token_revoke(&who, id, NULL, &why);
+	if (rc == KHUB_ENOTFOUND)
+		return web_error_page(req, 404, why);
+	if (rc < 0 && rc != KHUB_EEXIST)	/* revoked before: the page as after a revocation */
 		return web_db_unavailable(req);
-	}
-	for (size_t i = 0; i < list.count; i++)
-		own |= list.items[i].id == id;
-	token_list_release(&list);
-	if (!own)
-		return web_error_page(req, 404, "no such token of yours");
-	if (db_token_revoke(id) == KHUB_EDB)
-		return web_db_unavailable(req);
-	api_audit(req, "token.revoke", req->principal.name, NULL);
 	/* revoking the session's own token ends the session too */
 	return web_redirect(req, id == req->principal.token_id ? "/login" : "/settings/tokens", NULL);
 }
@@ -236,28 +229,25 @@ enum MHD_Result page_namespace(struct request *req)
 
 enum MHD_Result page_member_role(struct request *req)
 {
-	struct account org, user;
-	enum role caller = ROLE_NONE, role;
-	const char *name = form_value(req, "user"), *role_text = form_value(req, "role");
-	int rc = db_account_get(req->org, &org);
-	if (rc == KHUB_EDB)
-		return web_db_unavailable(req);
-	if (rc < 0 || org.kind != ACCOUNT_ORG)
-		return web_error_page(req, 404, "no such organization");
-	if (namespace_role(&req->principal, &org, &caller) < 0)
-		return web_db_unavailable(req);
-	if (caller != ROLE_ADMIN)
-		return web_error_page(req, 403, "Only the organization's admins (with a write token) change roles.");
-	if (!name || !role_text || role_parse(role_text, &role) < 0 || db_account_get(name, &user) < 0 ||
-	    user.kind != ACCOUNT_USER)
-		return web_error_page(req, 400, "Give a member and a role (read, write or admin).");
-	if (db_membership_set(org.name, user.name, role) < 0)
-		return web_db_unavailable(req);
-	char *details = xasprintf("{\"user\":\"%s\",\"role\":\"%s\"}", user.name, role_name(role));
-	api_audit(req, "org.member_role", org.name, details);
-	free(details);
-	char *back = xasprintf("/%s", org.name);
-	enum MHD_Result r = web_redirect(req, back, NULL);
-	free(back);
-	return r;
+	enum role role;
+	const char *name = form_value(req, "user"), *role_text = form_value(req, "role"), *why;
+	struct accounts_actor who = api_actor(req);
+	/* no member or role: "no such user", after the org and the caller */
+	if (!name || !role_text || role_parse(role_text, &role) < 0) {
+		name = "";
+		role = ROLE_NONE;
+	}
+	int rc = accounts_member_set(&who, req->org, name, role, &why);
+	if (rc == 0 || rc == KHUB_EDB || rc == KHUB_EIO) {
+		if (rc < 0)
+			return web_db_unavailable(req);
+		char *back = xasprintf("/%s", req->org);
+		enum MHD_Result r = web_redirect(req, back, NULL);
+		free(back);
+		return r;
+	}
+	if (rc == KHUB_EINVAL)
+		why = "Give a member and a role (read, write or admin).";
+	return web_error_page(req, rc == KHUB_ENOTFOUND ? 404 : rc == KHUB_EPERM ? 403 : rc == KHUB_ECONFLICT ? 409 : 400,
+			      why);
 }

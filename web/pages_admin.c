@@ -320,21 +320,18 @@ enum MHD_Result page_admin_sync(struct request *req)
 
 enum MHD_Result page_admin_trust(struct request *req)
 {
-	const char *name = form_value(req, "name"), *trusted = form_value(req, "trusted");
-	struct account acct;
-	int changed = 0;
-	if (req->principal.scope < ROLE_ADMIN)	/* as PUT /api/admin/trusted-publishers/{org} */
-		return web_error_page(req, 403, "Changing trusted publishers needs a session opened with an admin-scoped "
-					   "token.");
+	const char *name = form_value(req, "name"), *trusted = form_value(req, "trusted"), *why;
+	struct accounts_actor who = api_actor(req);
 	if (!name || !trusted)
 		return web_error_page(req, 400, "Give an account name.");
-	int rc = db_trusted_publisher_set(name, strcmp(trusted, "true") == 0, req->principal.name, &acct, &changed);
-	if (rc == KHUB_EDB)
-		return web_db_unavailable(req);
-	if (rc < 0)
+	/* as PUT /api/admin/trusted-publishers/{org}: one call, one audit entry */
+	int rc = accounts_trust_set(&who, name, strcmp(trusted, "true") == 0, NULL, NULL, &why);
+	if (rc == KHUB_EPERM)
+		return web_error_page(req, 403, "Changing trusted publishers needs a session opened with an admin-scoped "
+					   "token.");
+	if (rc == KHUB_ENOTFOUND)
 		return web_error_page(req, 404, "no such account");
-	if (changed)
-		api_audit(req, strcmp(trusted, "true") == 0 ? "trusted_publisher.grant" : "trusted_publisher.revoke",
-			  acct.name, NULL);
+	if (rc < 0)
+		return web_db_unavailable(req);
 	return web_redirect(req, "/admin", NULL);
 }

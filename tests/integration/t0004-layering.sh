@@ -4,20 +4,27 @@
 # query, and storage/ never includes the HTTP library or api/ headers;
 # libpq itself is included only by storage/db_internal.h. The HTTP layer
 # (http/) sits under the endpoints: it includes no api/, web/ or server/ header.
+# The accounts layer (accounts/) sits between the front ends (api/, web/,
+# server/) and storage/: it sees no HTTP, and storage/ does not call up into
+# it (t0236: nothing else writes the account tables).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 cd "$KHUB_SRC" || bail "no source tree"
 
-hits=$(grep -rn 'PGresult\|PGconn\|PQ[a-z]\|db_exec\|db_query\|db_run\b\|libpq\|pg_advisory' api http server farm mirror sync web --include='*.[ch]' 2>/dev/null)
-is "$hits" "" "api/, http/, server/, farm/, mirror/, sync/, web/: no libpq, PGresult, raw query or raw advisory lock"
+hits=$(grep -rn 'PGresult\|PGconn\|PQ[a-z]\|db_exec\|db_query\|db_run\b\|libpq\|pg_advisory' accounts api http server farm mirror sync web --include='*.[ch]' 2>/dev/null)
+is "$hits" "" "accounts/, api/, http/, server/, farm/, mirror/, sync/, web/: no libpq, PGresult, raw query or raw advisory lock"
+hits=$(grep -rn '#include.*\(microhttpd\.h\|"api/\|"http/\|"web/\|"server/\)' accounts 2>/dev/null)
+is "$hits" "" "accounts/: includes no HTTP library, api/, http/, web/ or server/ header"
+hits=$(grep -rn '#include "accounts/' storage common http farm 2>/dev/null)
+is "$hits" "" "storage/, common/, http/, farm/: do not call up into accounts/"
 hits=$(grep -rn '#include.*\(microhttpd\.h\|"api/\|"http/\)' storage 2>/dev/null)
 is "$hits" "" "storage/: includes neither microhttpd.h nor api/ or http/ headers"
 hits=$(grep -rln '#include.*libpq-fe\.h' --include='*.[ch]' . 2>/dev/null | grep -v '^\./storage/db_internal\.h$' | grep -v '^\./tests/')
 is "$hits" "" "libpq-fe.h is included by storage/db_internal.h only"
-hits=$(grep -rln '#include "storage/db_internal\.h"' --include='*.[ch]' api http server farm mirror sync kernel common 2>/dev/null)
+hits=$(grep -rln '#include "storage/db_internal\.h"' --include='*.[ch]' accounts api http server farm mirror sync kernel common 2>/dev/null)
 is "$hits" "" "storage/db_internal.h is included from storage/ only"
 hits=$(grep -rn '#include "\(api\|web\|server\|mirror\|sync\)/' http 2>/dev/null)
 is "$hits" "" "http/: includes no api/, web/, server/, mirror/ or sync/ header"
 check "http/http.h is the HTTP layer's one header" -- test "$(ls http/*.h)" = "http/http.h"
-hits=$(grep -rn '"\(BEGIN\|COMMIT\|ROLLBACK\)"' storage api http server farm mirror sync | grep -v '^storage/db\.c:')
+hits=$(grep -rn '"\(BEGIN\|COMMIT\|ROLLBACK\)"' storage accounts api http server farm mirror sync | grep -v '^storage/db\.c:')
 is "$hits" "" "transactions only through db_tx_begin/db_tx_commit/db_tx_rollback"
 done_testing

@@ -15,7 +15,7 @@ import os
 import re
 import sys
 
-FOLDERS = ("api", "builder-worker", "common", "farm", "http", "kernel", "mirror",
+FOLDERS = ("accounts", "api", "builder-worker", "common", "farm", "http", "kernel", "mirror",
            "server", "storage", "sync", "web")
 NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 

@@ -453,7 +453,7 @@ await test("org page: kernels, members; an org admin changes a role", async () =
 	if (!changed || role !== "write") problems.push(`role change: ${changed} ${role}`);
 	if (!builds.includes("ui-worker-1") || !builds.includes("No build yet"))
 		problems.push(`the Builds section does not list the worker ui-worker-1 and the empty queue: ${builds.slice(0, 200)}`);
-	if (!activity.some((t) => t.includes("root") && t.includes("org.member_role") && t.includes("acme")))
+	if (!activity.some((t) => t.includes("root") && t.includes("org.member.set") && t.includes("acme")))
 		problems.push(`recent activity does not show root's role change in acme: ${activity.slice(0, 3)}`);
 	if (aliceAdmin.status() !== 403) problems.push(`/admin for a non-admin: ${aliceAdmin.status()}`);
 	return problems;

@@ -1,0 +1,78 @@
+/* accounts.h -- the one accounts layer: users, orgs, memberships (with the
+ * last-admin rule), tokens, trusted publishers and build workers. The API,
+ * the web UI and `khub admin` all call these; each validates, applies the
+ * policy, writes through storage/ and writes one audit entry in the
+ * vocabulary of docs/operations.md ("Audit log"). Nothing else writes those
+ * tables (t0236). No HTTP here: results are values and khub_err. */
+#ifndef KHUB_ACCOUNTS_H
+#define KHUB_ACCOUNTS_H
+
+#include "common/common.h"
+#include "storage/db.h"
+#include "storage/db_builds.h"
+
+/* Who asks for a change. principal NULL: the command line (`khub admin`),
+ * which may do everything and is audited as "cli" from "local". Borrowed. */
+struct accounts_actor {
+	const struct principal *principal;
+	const char *remote_addr;
+};
+#define ACCOUNTS_CLI { NULL, "local" }
+
+/* Every operation returns 0 or a negative khub_err, and on a refusal sets
+ * *why to a static sentence for the user (NULL for KHUB_EDB and KHUB_EIO):
+ *   KHUB_EINVAL    bad input (400, exit 2 where the CLI says usage)
+ *   KHUB_EPERM     the actor may not (403)
+ *   KHUB_ENOTFOUND no such account, org, token or worker (404)
+ *   KHUB_EEXIST    the name is taken, the token already revoked
+ *   KHUB_ECONFLICT the change would leave an org without an admin (409)
+ *   KHUB_EDB       the database failed (503)
+ * A refused call writes nothing; an accepted one is audited once. */
+
+/* A user or an org (fullname NULL: the name); *id when not NULL. A site
+ * admin user only from the command line. Audited user.create/org.create. */
+int accounts_create(const struct accounts_actor *who, enum account_kind kind, const char *name,
+		    const char *fullname, int site_admin, int64_t *id, const char **why);
+
+/* The namespace of a mirrored repo as an org, created when missing (the
+ * mirror's own repo.create entry records it; no audit entry here). */
+int accounts_mirror_org_ensure(const char *name);
+
+/* Set user's role in org (ROLE_NONE takes the user out). An org's admin
+ * (through a token above read), a site admin or the CLI may. Refused with
+ * KHUB_ECONFLICT when it would take away the org's only admin. Audited
+ * org.member.set with {"user", "role", "before"}. */
+int accounts_member_set(const struct accounts_actor *who, const char *org, const char *user, enum role role,
+			const char **why);
+
+/* A token for user (a signed-in actor: for herself, at most the scope of
+ * the token she signed in with). name NULL: "cli". expires 0: never. The
+ * caller frees *token. Audited token.create with {"token_id", "scope"}. */
+int accounts_token_create(const struct accounts_actor *who, const char *user, const char *name, enum role scope,
+			  time_t expires, char **token, int64_t *id, const char **why);
+/* Revoke token id (a signed-in actor: one of her own), its owner's name in
+ * owner (may be NULL). Audited token.revoke with {"token_id"}. */
+int accounts_token_revoke(const struct accounts_actor *who, int64_t id, char owner[REPO_NAME_MAX + 1],
+			  const char **why);
+
+/* Set or clear name's trusted-kernel-publisher flag: a site admin through
+ * an admin-scoped token, or the CLI. The account after it in *out (may be
+ * NULL), *changed (may be NULL) 0 when it already was so. Audited
+ * trust.set/trust.unset, changed or not, with {"before", "after"}. */
+int accounts_trust_set(const struct accounts_actor *who, const char *name, int trusted, struct account *out,
+		       int *changed, const char **why);
+
+/* Build workers (the CLI only today). add fills *token (the caller frees
+ * it) and *id; rotate fills *token. scope and remove take back the running
+ * jobs the change leaves out of scope, their number in *taken_back (may be
+ * NULL). Audited worker.add/worker.scope with the scope as {"orgs",
+ * "repos", "private"}, worker.rotate and worker.remove without details. */
+int accounts_worker_add(const struct accounts_actor *who, const char *name, const struct worker_scope *scope,
+			char **token, int64_t *id, const char **why);
+int accounts_worker_scope(const struct accounts_actor *who, const char *name, const struct worker_scope *scope,
+			  int *taken_back, const char **why);
+int accounts_worker_rotate(const struct accounts_actor *who, const char *name, char **token, const char **why);
+int accounts_worker_remove(const struct accounts_actor *who, const char *name, int *taken_back,
+			   const char **why);
+
+#endif
