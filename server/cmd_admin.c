@@ -121,7 +121,7 @@ static int token_create(int argc, char **argv)
 static int token_revoke(int argc, char **argv)
 {
 	if (argc < 4)
-		return fprintf(stderr, "%s", admin_usage), 2;
+		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	const char *why;
 	int rc = accounts_token_revoke(&cli, strtoll(argv[3], NULL, 10), NULL, &why);
 	if (report(rc, "token revoke", why))
