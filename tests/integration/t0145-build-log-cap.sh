@@ -80,7 +80,7 @@ SIZE=$((SIZE + 11))
 # past the head khub stores only the tail the worker sends at its end
 # (tail=1, khub-worker's way: docs/build-farm.md)
 tail -c 32768 "$TEST_DIR/huge.log" >"$TEST_DIR/tail"
-is "$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W" --data-binary "@$TEST_DIR/tail" "$KHUB_URL/api/builds/$JOB/log?offset=$((SIZE - 32768))&tail=1")/$(j 'd["length"]')" "200/$SIZE" "the worker sends the log's last 32 KiB as its tail"
+is "$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W" --data-binary "@$TEST_DIR/tail" "$KHUB_URL/api/builds/$JOB/log?offset=$((SIZE - 32768))&tail=1")/$(j '.length')" "200/$SIZE" "the worker sends the log's last 32 KiB as its tail"
 cat "$TEST_DIR/prefix" "$TEST_DIR/huge.log" >"$TEST_DIR/whole.log"	# the log as khub has it
 curl -s -D "$H" -o "$TEST_DIR/read" "$KHUB_URL/api/builds/$JOB/log"
 is "$(hdr X-Log-Length) $(hdr X-Log-Next-Offset)" "$((P + SIZE)) $((P + SIZE))" "X-Log-Length is every byte received (khub's line too); X-Log-Next-Offset the end"
