@@ -1,7 +1,7 @@
 /* cmd_worker.c -- khub admin worker add|scope|rotate|remove|list: build
  * farm workers, their tokens (scope "worker") and what each may build. */
 #include "server/server.h"
-#include "storage/db_builds.h"
+#include "farm/farm.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -117,7 +117,7 @@ static char *scope_json(const struct worker_scope *scope)
  * (the server would at its next lease check anyway). */
 static void take_back_jobs(void)
 {
-	int n = db_build_take_back_out_of_scope();
+	int n = build_jobs_take_back();
 	if (n > 0)
 		fprintf(stderr, "%d running job(s) taken back: the worker may no longer build them\n", n);
 }

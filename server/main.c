@@ -28,6 +28,7 @@ static const struct {
 	{ "gc", cmd_gc, "gc [--dry-run] [--grace HOURS]: remove unreferenced LFS objects, temp files and expired trash" },
 	{ "admin", cmd_admin, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
 	{ "routes", cmd_routes, "routes [--json]: every endpoint with who may call it (the route tables)" },
+	{ "builds", cmd_builds, "builds states [--json]: the build job's state machine (states, events, who, routes)" },
 };
 
 static void usage(FILE *fp)
