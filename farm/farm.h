@@ -317,8 +317,8 @@ int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, st
 int build_job_lease(int64_t id, int64_t worker_id, char state[16]);
 /* running -> running (the lease extended), canceled -> canceled (*cancel 1). */
 int build_job_heartbeat(int64_t id, int64_t worker_id, char expires[40], int *cancel);
-/* A log chunk of the lease holder (running or canceled): see
- * db_build_log_append (2, 3 and 1 as it says), under build_log_max_kb. */
+/* A log chunk of the lease holder (running or canceled; see
+ * db_build_log_append: 2, 3 and 1 as it says), under build_log_max_kb. */
 int build_job_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
 			 int tail, int64_t *length);
 /* running -> queued (retry with attempts left) or failed; state the new one. */
