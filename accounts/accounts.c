@@ -1,6 +1,7 @@
 /* accounts.c -- account changes, one implementation each: validate, the
  * policy, the storage write and the audit entry (accounts/accounts.h). */
 #include "accounts/accounts.h"
+#include "farm/farm.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -232,7 +233,7 @@ int accounts_worker_add(const struct accounts_actor *who, const char *name, cons
  * (the server would at its next lease check anyway). */
 static void take_back_jobs(int *taken_back)
 {
-	int n = db_build_take_back_out_of_scope();
+	int n = build_jobs_take_back();	/* the farm owns a job's state */
 	if (taken_back)
 		*taken_back = n > 0 ? n : 0;
 }

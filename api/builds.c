@@ -48,7 +48,7 @@ static enum MHD_Result respond_not_held(struct request *req, int64_t id, int rc,
 int build_require_lease(struct request *req, int64_t id, enum MHD_Result *result)
 {
 	char state[16];
-	int rc = db_build_lease_check(id, req->principal.worker_id, state);
+	int rc = build_job_lease(id, req->principal.worker_id, state);
 	if (rc == 0)
 		return 0;
 	*result = respond_not_held(req, id, rc, state);
@@ -58,7 +58,7 @@ int build_require_lease(struct request *req, int64_t id, enum MHD_Result *result
 int build_require_scope(struct request *req, int64_t id, enum MHD_Result *result)
 {
 	char state[16];
-	int rc = db_build_lease_check(id, req->principal.worker_id, state);
+	int rc = build_job_lease(id, req->principal.worker_id, state);
 	if (rc == 0 || rc == KHUB_ECONFLICT)
 		return 0;
 	*result = respond_not_held(req, id, rc, state);
@@ -173,7 +173,7 @@ static enum MHD_Result handle_cancel(struct request *req)
 	char state[16] = "";
 	if (load_for_change(req, &id, &result) < 0)
 		return result;
-	int rc = db_build_cancel(id, state);
+	int rc = build_job_cancel(id, state);
 	if (rc == KHUB_ECONFLICT)
 		return respond_error(req, 409, NULL, "build %" PRId64 " has already ended", id);
 	if (rc < 0)
@@ -189,13 +189,12 @@ static enum MHD_Result handle_retry(struct request *req)
 	enum MHD_Result result;
 	if (load_for_change(req, &id, &result) < 0)
 		return result;
-	int rc = db_build_retry(id);
+	int rc = build_job_retry(id);
 	if (rc == KHUB_ECONFLICT)
 		return respond_error(req, 409, NULL, "build %" PRId64 " is not failed or canceled, or the same commit "
 					   "and variant is queued again", id);
 	if (rc < 0 || db_build_get(id, &rows) < 0)
 		return respond_db_unavailable(req);
-	builds_wake_claimers();
 	audit_change(req, "build.retry", id);
 	json_t *body = build_json(&rows, 0);
 	db_rows_release(&rows);

@@ -81,8 +81,8 @@ static enum MHD_Result handle_output(struct request *req)
 	if (st->too_large || st->write_error) {
 		if (st->write_error)
 			return respond_err(req, st->write_error, "cannot store the output");
-		db_build_finish(st->id, req->principal.worker_id, 0, "the output tar is larger than build_output_max_mb",
-				NULL, NULL, NULL, NULL);
+		build_job_refuse(st->id, req->principal.worker_id, "the output tar is larger than build_output_max_mb",
+				 NULL);
 		return respond_error(req, 413, NULL, "the output is larger than %ld bytes", farm_settings.output_max_bytes);
 	}
 	/* the tar is the job's now (it syncs it); a rerun after parking joins it */

@@ -61,19 +61,15 @@ static enum MHD_Result handle_claim(struct request *req)
 		return respond_error(req, 400, NULL, "expected {\"variants\": [build variant names], \"wait_seconds\": 0-30}");
 	}
 	struct db_rows rows;
-	int rc = db_build_claim(req->principal.worker_id, (const char *const *)names, n, farm_settings.lease_seconds,
-				&rows);
+	int64_t head_left = -1;
+	int rc = build_job_claim(req->principal.worker_id, (const char *const *)names, n, &rows, &head_left);
 	build_names_free(names, n);
 	if (rc < 0)
 		return respond_db_unavailable(req);
 	if (rc == 0) {
 		req->wait_started_usec = 0;
 		json_t *job = build_job_json(&rows, 0);
-		/* the log's cap: its head stored as it comes, its tail held by
-		 * the worker and sent at the end (bytes between never sent) */
-		int64_t head_left = -1;
-		if (db_build_log_head_left(strtoll(db_rows_get(&rows, 0, BUILD_COL_ID), NULL, 10),
-					   farm_settings.log_max_bytes, &head_left) == 0 && head_left >= 0)
+		if (head_left >= 0)	/* the log's cap: the head left, the tail the worker holds */
 			json_object_set_new(job, "log_cap", json_pack("{s:I, s:I}", "head", (json_int_t)head_left, "tail",
 					    (json_int_t)(farm_settings.log_max_bytes - farm_settings.log_max_bytes / 2)));
 		log_info("worker %s claimed build %s (%s)", req->principal.name, db_rows_get(&rows, 0, BUILD_COL_ID),
@@ -106,7 +102,7 @@ static enum MHD_Result handle_heartbeat(struct request *req)
 		return result;
 	char expires[40];
 	int cancel = 0;
-	int rc = db_build_heartbeat(id, req->principal.worker_id, farm_settings.lease_seconds, expires, &cancel);
+	int rc = build_job_heartbeat(id, req->principal.worker_id, expires, &cancel);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
@@ -137,8 +133,8 @@ static enum MHD_Result handle_log_append(struct request *req)
 	int tail = tail_arg && !strcmp(tail_arg, "1");
 	if (tail_arg && !tail && strcmp(tail_arg, "0"))
 		return respond_error(req, 400, NULL, "tail=1: this chunk is the log's last bytes");
-	int rc = db_build_log_append(id, req->principal.worker_id, (int)attempt, at, req->body.buf ? req->body.buf : "",
-				     req->body.len, tail, farm_settings.log_max_bytes, &length);
+	int rc = build_job_log_append(id, req->principal.worker_id, (int)attempt, at, req->body.buf ? req->body.buf : "",
+				      req->body.len, tail, &length);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
@@ -171,16 +167,14 @@ static enum MHD_Result handle_fail(struct request *req)
 	}
 	char *report_text = json_is_object(report) ? json_dumps(report, JSON_COMPACT) : NULL;
 	char state[16] = "";
-	int rc = db_build_fail(id, req->principal.worker_id, error ? error : "the worker gave no reason", retry,
-			       report_text, state);
+	int rc = build_job_fail(id, req->principal.worker_id, error ? error : "the worker gave no reason", retry,
+				report_text, state);
 	free(report_text);
 	json_decref(doc);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
 		return respond_db_unavailable(req);
-	if (strcmp(state, "queued") == 0)
-		request_wake(BUILD_QUEUE_WAKE_KEY);
 	log_info("worker %s: build %" PRId64 " failed (%s)", req->principal.name, id, state);
 	return respond_json(req, 200, json_pack("{s:s}", "state", state));
 }
@@ -191,12 +185,11 @@ static enum MHD_Result handle_release(struct request *req)
 	int64_t id;
 	if (build_id_from_request(req, &id, &result) < 0 || build_require_scope(req, id, &result) < 0)
 		return result;
-	int rc = db_build_release(id, req->principal.worker_id);
+	int rc = build_job_release(id, req->principal.worker_id);
 	if (rc == KHUB_ECONFLICT)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
 		return respond_db_unavailable(req);
-	request_wake(BUILD_QUEUE_WAKE_KEY);
 	return respond_json(req, 200, json_pack("{s:s}", "state", "queued"));
 }
 

@@ -15,7 +15,7 @@ int build_enqueue_all(const struct repo_record *rec, const char *commit, char *c
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		enum build_enqueue_outcome outcome;
 		int64_t id = 0;
-		if ((rc = db_build_enqueue(&r, variants[i], &outcome, &id)) < 0)
+		if ((rc = build_job_enqueue(&r, variants[i], &outcome, &id)) < 0)
 			break;
 		if (outcome == BUILD_ENQUEUED) {
 			queued++;

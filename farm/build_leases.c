@@ -2,7 +2,7 @@
  * that puts running jobs whose lease lapsed (their worker died or lost
  * touch) back in the queue, or fails them after build_max_attempts, and
  * takes back running jobs whose worker's scope no longer covers their repo
- * (storage/db_builds.c), so what GET /api/builds/{id}, the admin workers list and the web UI show is true
+ * (farm/build_states.c's lapse and take_back), so what GET /api/builds/{id}, the admin workers list and the web UI show is true
  * without waiting for a claim. Claims still expire leases in their own
  * transaction, so a job is never held past its lease by a slow timer. */
 #include "farm/farm.h"
@@ -21,7 +21,7 @@ static uint64_t expired_total;	/* __atomic */
 /* One round: expire what lapsed; the milliseconds until the next round. */
 static long timer_round(int *failing)
 {
-	int n = db_build_expire_leases(), back = n < 0 ? 0 : db_build_take_back_out_of_scope();
+	int n = build_jobs_expire_leases(), back = n < 0 ? 0 : build_jobs_take_back();
 	long next_ms = -1;
 	if (n < 0 || back < 0 || db_build_next_lease_expiry(&next_ms) < 0) {
 		if (!*failing)

@@ -250,7 +250,7 @@ cleanup:
 static int refuse(const struct build_publish_job *job, const char *why, const char *report)
 {
 	log_info("build %" PRId64 ": output refused: %s", job->id, why);
-	int rc = db_build_finish(job->id, job->worker_id, 0, why, report, NULL, NULL, NULL);
+	int rc = build_job_refuse(job->id, job->worker_id, why, report);
 	return rc == KHUB_ECONFLICT ? 0 : rc;
 }
 
@@ -293,7 +293,7 @@ static int finish_published(const struct build_publish_job *job, const struct jo
 	snprintf(note, sizeof(note), "identical to published commit %s", sha);
 	log_info("build %" PRId64 ": %s %s on %s at %s", job->id, v->variant,
 		 identical ? "identical to what is published" : "published", branch, sha);
-	return db_build_finish(job->id, job->worker_id, 1, NULL, report, branch, sha, identical ? note : NULL);
+	return build_job_publish(job->id, job->worker_id, report, branch, sha, identical ? note : NULL);
 }
 
 /* The job's source judged by its plan, then the uploaded tar checked:
@@ -337,7 +337,7 @@ static int build_publish_run(void *arg)
 		log_error("build %" PRId64 ": cannot sync the uploaded output: %s", job->id, strerror(saved));
 		return khub_err_from_errno(saved);
 	}
-	int rc = db_build_lease_check(job->id, job->worker_id, state);
+	int rc = build_job_lease(job->id, job->worker_id, state);
 	if (rc < 0)
 		return rc == KHUB_EDB ? rc : 0;
 	if ((rc = db_build_get(job->id, &rows)) < 0)

@@ -253,6 +253,95 @@ void build_source_make_job(const struct db_rows *rows, size_t row, struct farm_j
 /* Tars made and cache hits since start. */
 void build_source_stats(uint64_t *made, uint64_t *hits);
 
+/* ---- the build job's state machine (farm/build_states.c) ---------------------- */
+
+/* Every change to a build job goes through here (docs/build-farm.md, "The
+ * job's states"): build_job_transitions is the table of (from state,
+ * event, to state, guard, who may trigger it, the routes that do), the
+ * storage calls get the states an event may start from out of it, and
+ * what a change ends in is checked against it. Nothing else calls the
+ * state-changing functions of storage/db_builds.h (t0238 checks it). To
+ * add a state or an event is to add a value and its rows. */
+enum build_state {
+	BUILD_NONE,		/* before the enqueue */
+	BUILD_QUEUED, BUILD_RUNNING, BUILD_SUCCEEDED, BUILD_FAILED, BUILD_CANCELED,
+	BUILD_STATE_COUNT,
+};
+enum build_event {
+	BUILD_EV_ENQUEUE, BUILD_EV_CLAIM, BUILD_EV_HEARTBEAT, BUILD_EV_LOG, BUILD_EV_PUBLISH, BUILD_EV_REFUSE,
+	BUILD_EV_FAIL, BUILD_EV_RELEASE, BUILD_EV_CANCEL, BUILD_EV_RETRY, BUILD_EV_LAPSE, BUILD_EV_TAKE_BACK,
+	BUILD_EVENT_COUNT,
+};
+/* Who may trigger an event (a bit set). */
+enum build_actor {
+	BUILD_BY_WORKER = 1,	/* the worker holding the lease (a claim: any worker) */
+	BUILD_BY_OWNER = 2,	/* a writer of the job's repo */
+	BUILD_BY_ADMIN = 4,	/* a site admin (khub admin worker ...) */
+	BUILD_BY_SYSTEM = 8,	/* the server itself: lease timer, push trigger, lease checks */
+};
+struct build_transition {
+	enum build_state from;
+	enum build_event event;
+	enum build_state to;
+	unsigned actors;	/* enum build_actor bits */
+	const char *guard;	/* when the event takes this row, in words */
+	const char *routes;	/* "METHOD pattern" of the routes that send it, ", "-separated; "" none */
+};
+extern const struct build_transition build_job_transitions[];	/* ends with from = BUILD_STATE_COUNT */
+const char *build_state_name(enum build_state s);
+const char *build_event_name(enum build_event e);
+/* The state named name (as stored: "queued"...), BUILD_STATE_COUNT for none. */
+enum build_state build_state_named(const char *name);
+/* 1 when the table has a row event: from -> to. */
+int build_transition_allowed(enum build_state from, enum build_event event, enum build_state to);
+/* {"states", "events", "actors", "transitions": [{"from", "event", "to",
+ * "actors", "guard", "routes"}]} (the caller owns it): khub builds states. */
+json_t *build_states_json(void);
+
+/* The transitions (0 or a negative khub_err; KHUB_ECONFLICT when the job
+ * is in no state the event starts from, or the worker does not hold it).
+ * none -> queued (build_enqueue_all's one step): see db_build_enqueue. */
+int build_job_enqueue(const struct build_request *r, const char *variant, enum build_enqueue_outcome *outcome,
+		      int64_t *id);
+/* queued -> running, leased to worker_id for build_lease_seconds (see
+ * db_build_claim: 0 with the row in out, 1 none ready, 2 the worker at its
+ * concurrency); *head_left the bytes the log's head still keeps (-1: no
+ * cap, or unknown). */
+int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, struct db_rows *out,
+		    int64_t *head_left);
+/* The lease rule for a worker's request about job id: 0 when worker_id
+ * holds the running job's lease; KHUB_ECONFLICT when it does not (*state
+ * what the job is); KHUB_EPERM when it held it but its scope no longer
+ * covers the repo (a running job is taken back: *state "queued");
+ * KHUB_ENOTFOUND when its scope does not cover the job or there is none. */
+int build_job_lease(int64_t id, int64_t worker_id, char state[16]);
+/* running -> running (the lease extended), canceled -> canceled (*cancel 1). */
+int build_job_heartbeat(int64_t id, int64_t worker_id, char expires[40], int *cancel);
+/* A log chunk of the lease holder (running or canceled; see
+ * db_build_log_append: 2, 3 and 1 as it says), under build_log_max_kb. */
+int build_job_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
+			 int tail, int64_t *length);
+/* running -> queued (retry with attempts left) or failed; state the new one. */
+int build_job_fail(int64_t id, int64_t worker_id, const char *error, int retry, const char *abi_report,
+		   char state[16]);
+/* running -> queued, the attempt not counted. */
+int build_job_release(int64_t id, int64_t worker_id);
+/* running -> succeeded: published at commit on branch (note may be NULL). */
+int build_job_publish(int64_t id, int64_t worker_id, const char *abi_report, const char *branch, const char *commit,
+		      const char *note);
+/* running -> failed: the output refused for why (report kept). */
+int build_job_refuse(int64_t id, int64_t worker_id, const char *why, const char *abi_report);
+/* queued or running -> canceled; state the new one. */
+int build_job_cancel(int64_t id, char state[16]);
+/* failed or canceled -> queued, attempts reset (KHUB_ECONFLICT also when
+ * the same commit and variant is queued or running again). */
+int build_job_retry(int64_t id);
+/* running -> queued or failed for every job whose lease lapsed: how many. */
+int build_jobs_expire_leases(void);
+/* running -> queued for every job whose worker's scope no longer covers
+ * its repo: how many. */
+int build_jobs_take_back(void);
+
 /* ---- leases (farm/build_leases.c) ------------------------------------------------ */
 
 /* Start (and stop) the thread that requeues running jobs whose lease lapsed:

@@ -1,7 +1,7 @@
 /* cmd_worker.c -- khub admin worker add|scope|rotate|remove|list: build
  * farm workers, their tokens (scope "worker") and what each may build. */
 #include "server/server.h"
-#include "storage/db_builds.h"
+#include "farm/farm.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

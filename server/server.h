@@ -373,6 +373,8 @@ int cmd_lfs(int argc, char **argv);	/* server/cmd_lfs.c */
  * hook the LFS backend's settings and credentials; empty for local. */
 char **lfs_hook_env(void);
 int cmd_routes(int argc, char **argv);	/* server/cmd_routes.c */
+int cmd_builds(int argc, char **argv);	/* server/cmd_builds.c */
+extern const char cmd_builds_usage[];
 /* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns
  * the directory (static). */
 const char *hooks_install(void);

@@ -46,6 +46,22 @@ static void id_text(char buf[24], int64_t id)
 	snprintf(buf, 24, "%" PRId64, id);
 }
 
+/* The states a transition may start from (NULL-terminated, from the farm's
+ * table) as an array literal for "state = ANY($n::text[])". */
+static void states_literal(const char *const *from, char out[96])
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "{");
+	for (size_t i = 0; from && from[i]; i++) {
+		if (i)
+			strbuf_adds(&sb, ",");
+		db_array_add(&sb, from[i]);
+	}
+	strbuf_adds(&sb, "}");
+	snprintf(out, 96, "%s", sb.buf);
+	strbuf_release(&sb);
+}
+
 int db_build_enqueue(const struct build_request *r, const char *variant, enum build_enqueue_outcome *outcome,
 		     int64_t *id)
 {
@@ -282,23 +298,25 @@ int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])
 	return running && leased && !taken_back ? 0 : KHUB_ECONFLICT;
 }
 
-int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char expires[40], int *cancel)
+int db_build_heartbeat(int64_t id, int64_t worker_id, const char *const *from, long lease_seconds, char expires[40],
+		       int *cancel)
 {
-	char bid[24], wid[24], lease[24];
+	char bid[24], wid[24], lease[24], states[96];
 	id_text(bid, id);
 	id_text(wid, worker_id);
 	snprintf(lease, sizeof(lease), "%ld", lease_seconds);
-	const char *params[3] = { bid, wid, lease };
+	states_literal(from, states);
+	const char *params[4] = { bid, wid, lease, states };
 	struct db_rows rows;
 	/* a canceled job stays its worker's until it stops: the answer says
 	 * cancel; an expired lease is lost even when nobody took it yet */
 	int rc = db_query_one(&rows,
 			  "UPDATE builds SET lease_expires_at = CASE WHEN state = 'running'"
 			  "  THEN now() + make_interval(secs => $3::int) ELSE lease_expires_at END"
-			  " WHERE id = $1 AND worker_id = $2 AND (state = 'canceled' OR"
-			  "  (state = 'running' AND lease_expires_at >= now()))"
+			  " WHERE id = $1 AND worker_id = $2 AND state = ANY($4::text[]) AND"
+			  "  (state <> 'running' OR lease_expires_at >= now())"
 			  " RETURNING state = 'canceled', "
-			  ISO("coalesce(lease_expires_at, now())"), 3, params);
+			  ISO("coalesce(lease_expires_at, now())"), 4, params);
 	if (rc < 0)
 		return rc == KHUB_ENOTFOUND ? KHUB_ECONFLICT : rc;
 	*cancel = db_rows_get(&rows, 0, 0)[0] == 't';
@@ -415,21 +433,22 @@ static int log_store_new(const char *bid, int64_t base, int64_t have, int64_t at
 	return have < to ? log_store(bid, at, data, (size_t)(have - at), (size_t)(to - at)) : 0;
 }
 
-int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
-			int tail, int64_t max_bytes, int64_t *length)
+int db_build_log_append(int64_t id, int64_t worker_id, const char *const *from, int attempt, int64_t at,
+			const void *data, size_t len, int tail, int64_t max_bytes, int64_t *length)
 {
-	char bid[24], wid[24], att[24];
+	char bid[24], wid[24], att[24], states[96];
 	id_text(bid, id);
 	id_text(wid, worker_id);
 	snprintf(att, sizeof(att), "%d", attempt);
+	states_literal(from, states);
 	int rc = db_tx_begin();
 	if (rc < 0)
 		return rc;
-	const char *params[3] = { bid, wid, att };
+	const char *params[4] = { bid, wid, att, states };
 	struct db_rows rows;
 	rc = db_query_one(&rows, "SELECT log_length, log_base, $3::int >= 0 AND attempt <> $3::int FROM builds"
-				 " WHERE id = $1 AND worker_id = $2 AND state IN ('running', 'canceled') FOR UPDATE",
-			  3, params);
+				 " WHERE id = $1 AND worker_id = $2 AND state = ANY($4::text[]) FOR UPDATE",
+			  4, params);
 	if (rc == KHUB_ENOTFOUND)
 		rc = KHUB_ECONFLICT;
 	if (rc < 0)
@@ -593,45 +612,49 @@ static int update_held(const char *sql, int nparams, const char *const *params, 
 	return rc;
 }
 
-int db_build_fail(int64_t id, int64_t worker_id, const char *error, int retry, const char *abi_report,
-		  char state_out[16])
+int db_build_fail(int64_t id, int64_t worker_id, const char *const *from, const char *error, int retry,
+		  const char *abi_report, char state_out[16])
 {
-	char bid[24], wid[24];
+	char bid[24], wid[24], states[96];
 	id_text(bid, id);
 	id_text(wid, worker_id);
-	const char *params[5] = { bid, wid, error, retry ? "true" : "false", abi_report };
+	states_literal(from, states);
+	const char *params[6] = { bid, wid, error, retry ? "true" : "false", abi_report, states };
 	return update_held("UPDATE builds b SET"
 			   " state = CASE WHEN $4::boolean AND b.attempt < b.max_attempts THEN 'queued' ELSE 'failed' END,"
 			   " error = $3, abi_report = coalesce($5::jsonb, b.abi_report),"
 			   " not_before = now() + " BACKOFF ", lease_expires_at = NULL,"
 			   " worker_id = CASE WHEN $4::boolean AND b.attempt < b.max_attempts THEN NULL ELSE b.worker_id END,"
 			   " finished_at = CASE WHEN $4::boolean AND b.attempt < b.max_attempts THEN NULL ELSE now() END"
-			   " WHERE b.id = $1 AND b.worker_id = $2 AND b.state = 'running' RETURNING b.state",
-			   5, params, state_out);
+			   " WHERE b.id = $1 AND b.worker_id = $2 AND b.state = ANY($6::text[]) RETURNING b.state",
+			   6, params, state_out);
 }
 
-int db_build_release(int64_t id, int64_t worker_id)
+int db_build_release(int64_t id, int64_t worker_id, const char *const *from)
 {
-	char bid[24], wid[24];
+	char bid[24], wid[24], states[96];
 	id_text(bid, id);
 	id_text(wid, worker_id);
-	const char *params[2] = { bid, wid };
+	states_literal(from, states);
+	const char *params[3] = { bid, wid, states };
 	return update_held("UPDATE builds SET state = 'queued', attempt = greatest(attempt - 1, 0), worker_id = NULL,"
 			   " lease_expires_at = NULL, not_before = now()"
-			   " WHERE id = $1 AND worker_id = $2 AND state = 'running' RETURNING state", 2, params, NULL);
+			   " WHERE id = $1 AND worker_id = $2 AND state = ANY($3::text[]) RETURNING state", 3, params, NULL);
 }
 
-int db_build_finish(int64_t id, int64_t worker_id, int succeeded, const char *error, const char *abi_report,
-		    const char *branch, const char *commit, const char *note)
+int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, int succeeded, const char *error,
+		    const char *abi_report, const char *branch, const char *commit, const char *note)
 {
-	char bid[24], wid[24];
+	char bid[24], wid[24], states[96];
 	id_text(bid, id);
 	id_text(wid, worker_id);
-	const char *params[8] = { bid, wid, succeeded ? "succeeded" : "failed", error, abi_report, branch, commit, note };
+	states_literal(from, states);
+	const char *params[9] = { bid, wid, succeeded ? "succeeded" : "failed", error, abi_report, branch, commit, note,
+				  states };
 	return update_held("UPDATE builds SET state = $3, error = $4, abi_report = coalesce($5::jsonb, abi_report),"
 			   " published_branch = $6, published_commit = $7, note = $8, finished_at = now(),"
 			   " lease_expires_at = NULL"
-			   " WHERE id = $1 AND worker_id = $2 AND state = 'running' RETURNING state", 8, params, NULL);
+			   " WHERE id = $1 AND worker_id = $2 AND state = ANY($9::text[]) RETURNING state", 9, params, NULL);
 }
 
 int db_build_earlier_publication(int64_t id, char commit[41])
@@ -653,26 +676,27 @@ int db_build_earlier_publication(int64_t id, char commit[41])
 	return 0;
 }
 
-int db_build_cancel(int64_t id, char state_out[16])
+int db_build_cancel(int64_t id, const char *const *from, char state_out[16])
 {
-	char bid[24];
+	char bid[24], states[96];
 	id_text(bid, id);
-	const char *params[1] = { bid };
-	int rc = update_held("UPDATE builds SET state = 'canceled', finished_at = now(),"
-			     " error = coalesce(error, 'canceled')"
-			     " WHERE id = $1 AND state IN ('queued', 'running') RETURNING state", 1, params, state_out);
-	return rc;
+	states_literal(from, states);
+	const char *params[2] = { bid, states };
+	return update_held("UPDATE builds SET state = 'canceled', finished_at = now(),"
+			   " error = coalesce(error, 'canceled')"
+			   " WHERE id = $1 AND state = ANY($2::text[]) RETURNING state", 2, params, state_out);
 }
 
-int db_build_retry(int64_t id)
+int db_build_retry(int64_t id, const char *const *from)
 {
-	char bid[24];
+	char bid[24], states[96];
 	id_text(bid, id);
-	const char *params[1] = { bid };
+	states_literal(from, states);
+	const char *params[2] = { bid, states };
 	const char *sqlstate = NULL;
 	PGresult *res = db_exec("UPDATE builds SET state = 'queued', attempt = 0, worker_id = NULL, lease_expires_at = NULL,"
 				" not_before = now(), started_at = NULL, finished_at = NULL, error = NULL"
-				" WHERE id = $1 AND state IN ('failed', 'canceled') RETURNING id", 1, params, &sqlstate);
+				" WHERE id = $1 AND state = ANY($2::text[]) RETURNING id", 2, params, &sqlstate);
 	if (!res)
 		return sqlstate && strcmp(sqlstate, "23505") == 0 ? KHUB_ECONFLICT : KHUB_EDB;
 	int rc = PQntuples(res) == 1 ? 0 : KHUB_ECONFLICT;

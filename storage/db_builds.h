@@ -47,6 +47,15 @@ int db_build_get(int64_t id, struct db_rows *out);
 /* A repo's jobs (repo_id 0: every repo's), newest first; state NULL = any. */
 int db_build_list(int64_t repo_id, const char *state, long limit, long offset, struct db_rows *out);
 
+/* State changes. Only farm/build_states.c calls them (the build job's one
+ * owner, whose table says which states each may start from: `from`, the
+ * NULL-terminated state names an UPDATE below is limited to where it takes
+ * one; t0238 checks that nothing else calls them): db_build_enqueue,
+ * db_build_expire_leases, db_build_take_back_out_of_scope, db_build_claim,
+ * db_build_lease_check, db_build_heartbeat, db_build_log_append,
+ * db_build_fail, db_build_release, db_build_finish, db_build_cancel,
+ * db_build_retry. */
+
 /* Running jobs whose lease expired go back to the queue with a backoff of
  * 5 s × 2^(attempt-1) (at most 5 min), or fail after max_attempts. Returns
  * how many changed, or KHUB_EDB. */
@@ -77,7 +86,8 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 int db_build_lease_check(int64_t id, int64_t worker_id, char state[16]);
 /* Extend the lease: *cancel 1 when the job was canceled while this worker
  * held it; KHUB_ECONFLICT when the lease is someone else's or gone. */
-int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char expires[40], int *cancel);
+int db_build_heartbeat(int64_t id, int64_t worker_id, const char *const *from, long lease_seconds, char expires[40],
+		       int *cancel);
 /* Append len bytes at byte `at` of the running attempt's log (the lease
  * holder only: else KHUB_ECONFLICT; 2, nothing stored, when attempt >= 0 is
  * not the job's attempt). Offsets count from the attempt's first byte:
@@ -92,8 +102,8 @@ int db_build_heartbeat(int64_t id, int64_t worker_id, long lease_seconds, char e
  * most max_bytes / 2 plus 4 KiB of them an attempt (3 when over that; 1
  * when it would leave a second gap), the older part of the log past the
  * head cut to its last max_bytes / 2. */
-int db_build_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
-			int tail, int64_t max_bytes, int64_t *length);
+int db_build_log_append(int64_t id, int64_t worker_id, const char *const *from, int attempt, int64_t at,
+			const void *data, size_t len, int tail, int64_t max_bytes, int64_t *length);
 /* How many bytes of the claimed attempt's log (from its first byte) the
  * head still keeps as they come under max_bytes (-1: no cap). */
 int db_build_log_head_left(int64_t id, int64_t max_bytes, int64_t *left);
@@ -106,26 +116,26 @@ int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, 
 /* The worker gives up: error kept, abi_report (JSON text or NULL) stored;
  * retry with attempts left queues it again with the backoff, else it
  * fails. state_out gets the new state. KHUB_ECONFLICT without the lease. */
-int db_build_fail(int64_t id, int64_t worker_id, const char *error, int retry, const char *abi_report,
-		  char state_out[16]);
+int db_build_fail(int64_t id, int64_t worker_id, const char *const *from, const char *error, int retry,
+		  const char *abi_report, char state_out[16]);
 /* Given back without counting the attempt. KHUB_ECONFLICT without the lease. */
-int db_build_release(int64_t id, int64_t worker_id);
+int db_build_release(int64_t id, int64_t worker_id, const char *const *from);
 /* The output was published (branch and commit) or refused (error); the
  * report is kept either way; note (may be NULL) says more of a success
  * ("identical to published commit X"). KHUB_ECONFLICT when the lease was
  * lost. */
-int db_build_finish(int64_t id, int64_t worker_id, int succeeded, const char *error, const char *abi_report,
-		    const char *branch, const char *commit, const char *note);
+int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, int succeeded, const char *error,
+		    const char *abi_report, const char *branch, const char *commit, const char *note);
 /* The commit an earlier succeeded build of the same repo, source commit
  * and variant as job id published (the newest), "" when none. */
 int db_build_earlier_publication(int64_t id, char commit[41]);
 /* Queued jobs are canceled at once, running ones too (their worker hears
  * it at its next heartbeat). KHUB_ECONFLICT when it already ended. */
-int db_build_cancel(int64_t id, char state_out[16]);
+int db_build_cancel(int64_t id, const char *const *from, char state_out[16]);
 /* A failed or canceled job queued again with its attempts reset.
  * KHUB_ECONFLICT when it is in another state or the same commit and
  * variant is queued or running again. */
-int db_build_retry(int64_t id);
+int db_build_retry(int64_t id, const char *const *from);
 
 /* ---- workers (storage/db_workers.c) ------------------------------------------- */
 

@@ -1,0 +1,281 @@
+/* build_states.c -- the build job's one state machine: the table of
+ * (from, event, to, guard, who, routes) rows, and the one entry point per
+ * event that every handler, the lease timer, the publication and the CLI
+ * call. Each passes storage the states its event may start from, read
+ * from the table (the UPDATE changes nothing in any other), and checks
+ * the state the change ended in against the table. */
+#include "farm/farm.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WORKER_JOB_ROUTE(verb) "POST /api/builds/{arg}/" verb
+#define OUTPUT_ROUTE "PUT /api/builds/{arg}/output"
+#define LEASE_CHECKED "GET /api/builds/{arg}/source, " WORKER_JOB_ROUTE("heartbeat") ", " WORKER_JOB_ROUTE("log") \
+	", " OUTPUT_ROUTE ", " WORKER_JOB_ROUTE("fail") ", " WORKER_JOB_ROUTE("release")
+
+const struct build_transition build_job_transitions[] = {
+	{ BUILD_NONE, BUILD_EV_ENQUEUE, BUILD_QUEUED, BUILD_BY_OWNER | BUILD_BY_SYSTEM,
+	  "no job of the same commit and variant queued or running, none succeeded unless force; the queue's "
+	  "limits hold (a push's default variants: the system)", "POST /api/kernels/{ns}/{name}/builds" },
+	{ BUILD_QUEUED, BUILD_EV_CLAIM, BUILD_RUNNING, BUILD_BY_WORKER,
+	  "a variant in the claim's list, the worker's scope covers the repo, the backoff is over, the worker runs "
+	  "fewer jobs than its concurrency: attempt + 1, leased for build_lease_seconds", "POST /api/workers/claim" },
+	{ BUILD_RUNNING, BUILD_EV_HEARTBEAT, BUILD_RUNNING, BUILD_BY_WORKER,
+	  "the worker holds the lease and it has not lapsed: extended", WORKER_JOB_ROUTE("heartbeat") },
+	{ BUILD_CANCELED, BUILD_EV_HEARTBEAT, BUILD_CANCELED, BUILD_BY_WORKER,
+	  "the worker held it when it was canceled: answered {\"cancel\": true}", WORKER_JOB_ROUTE("heartbeat") },
+	{ BUILD_RUNNING, BUILD_EV_LOG, BUILD_RUNNING, BUILD_BY_WORKER,
+	  "the lease holder, a chunk of the job's attempt", WORKER_JOB_ROUTE("log") },
+	{ BUILD_CANCELED, BUILD_EV_LOG, BUILD_CANCELED, BUILD_BY_WORKER,
+	  "the worker that held it when it was canceled, until it stops", WORKER_JOB_ROUTE("log") },
+	{ BUILD_RUNNING, BUILD_EV_PUBLISH, BUILD_SUCCEEDED, BUILD_BY_WORKER,
+	  "the lease holder's output checked and published (or identical to what is)", OUTPUT_ROUTE },
+	{ BUILD_RUNNING, BUILD_EV_REFUSE, BUILD_FAILED, BUILD_BY_WORKER,
+	  "the lease holder's output refused (too large, bad layout, not in the plan, the ABI policy)", OUTPUT_ROUTE },
+	{ BUILD_RUNNING, BUILD_EV_FAIL, BUILD_QUEUED, BUILD_BY_WORKER,
+	  "the lease holder, retry: true and attempts left: queued after the backoff", WORKER_JOB_ROUTE("fail") },
+	{ BUILD_RUNNING, BUILD_EV_FAIL, BUILD_FAILED, BUILD_BY_WORKER,
+	  "the lease holder, retry: false or its last attempt", WORKER_JOB_ROUTE("fail") },
+	{ BUILD_RUNNING, BUILD_EV_RELEASE, BUILD_QUEUED, BUILD_BY_WORKER,
+	  "the lease holder gives it back: the attempt not counted", WORKER_JOB_ROUTE("release") },
+	{ BUILD_QUEUED, BUILD_EV_CANCEL, BUILD_CANCELED, BUILD_BY_OWNER,
+	  "a writer of the repo", WORKER_JOB_ROUTE("cancel") },
+	{ BUILD_RUNNING, BUILD_EV_CANCEL, BUILD_CANCELED, BUILD_BY_OWNER,
+	  "a writer of the repo; the worker hears it at its next heartbeat", WORKER_JOB_ROUTE("cancel") },
+	{ BUILD_FAILED, BUILD_EV_RETRY, BUILD_QUEUED, BUILD_BY_OWNER,
+	  "a writer of the repo, the same commit and variant not queued or running again: attempts reset",
+	  WORKER_JOB_ROUTE("retry") },
+	{ BUILD_CANCELED, BUILD_EV_RETRY, BUILD_QUEUED, BUILD_BY_OWNER,
+	  "a writer of the repo, the same commit and variant not queued or running again: attempts reset",
+	  WORKER_JOB_ROUTE("retry") },
+	{ BUILD_RUNNING, BUILD_EV_LAPSE, BUILD_QUEUED, BUILD_BY_SYSTEM,
+	  "the lease lapsed with attempts left (the lease timer, or any claim): queued after the backoff", "" },
+	{ BUILD_RUNNING, BUILD_EV_LAPSE, BUILD_FAILED, BUILD_BY_SYSTEM,
+	  "the lease lapsed at the job's last attempt", "" },
+	{ BUILD_RUNNING, BUILD_EV_TAKE_BACK, BUILD_QUEUED, BUILD_BY_SYSTEM | BUILD_BY_ADMIN,
+	  "the worker's scope no longer covers the repo (made private, scope narrowed, worker removed): the attempt "
+	  "not counted (the lease timer, khub admin worker, the lease check of a worker's route about the job)",
+	  LEASE_CHECKED },
+	{ BUILD_STATE_COUNT, 0, 0, 0, NULL, NULL },
+};
+
+static const char *const state_names[BUILD_STATE_COUNT] = {
+	"none", "queued", "running", "succeeded", "failed", "canceled",
+};
+static const char *const event_names[BUILD_EVENT_COUNT] = {
+	"enqueue", "claim", "heartbeat", "log", "publish", "refuse", "fail", "release", "cancel", "retry", "lapse",
+	"take_back",
+};
+static const char *const actor_names[] = { "worker", "owner", "admin", "system" };
+
+const char *build_state_name(enum build_state s)
+{
+	return (unsigned)s < BUILD_STATE_COUNT ? state_names[s] : "?";
+}
+
+const char *build_event_name(enum build_event e)
+{
+	return (unsigned)e < BUILD_EVENT_COUNT ? event_names[e] : "?";
+}
+
+enum build_state build_state_named(const char *name)
+{
+	for (int s = 0; name && s < BUILD_STATE_COUNT; s++)
+		if (strcmp(name, state_names[s]) == 0)
+			return (enum build_state)s;
+	return BUILD_STATE_COUNT;
+}
+
+int build_transition_allowed(enum build_state from, enum build_event event, enum build_state to)
+{
+	for (const struct build_transition *t = build_job_transitions; t->from != BUILD_STATE_COUNT; t++)
+		if (t->from == from && t->event == event && t->to == to)
+			return 1;
+	return 0;
+}
+
+/* The states event starts from, NULL-terminated, for storage's guard. */
+struct from_states {
+	const char *names[BUILD_STATE_COUNT + 1];
+};
+
+static struct from_states states_from(enum build_event event)
+{
+	struct from_states f = { { NULL } };
+	size_t n = 0;
+	for (int s = BUILD_QUEUED; s < BUILD_STATE_COUNT; s++)
+		for (const struct build_transition *t = build_job_transitions; t->from != BUILD_STATE_COUNT; t++)
+			if (t->event == event && t->from == (enum build_state)s) {
+				f.names[n++] = state_names[s];
+				break;
+			}
+	return f;
+}
+
+/* After event changed job id: the state it ended in must be one of the
+ * table's for that event (a programmer's error otherwise). */
+static void ended_in(int64_t id, enum build_event event, const char *to)
+{
+	enum build_state s = build_state_named(to);
+	int known = 0;
+	for (const struct build_transition *t = build_job_transitions; t->from != BUILD_STATE_COUNT; t++)
+		known |= t->event == event && t->to == s;
+	if (!known)
+		log_error("build %" PRId64 ": %s ended in %s, which the state table does not allow", id,
+			  build_event_name(event), to);
+	assert(known);
+}
+
+json_t *build_states_json(void)
+{
+	json_t *states = json_array(), *events = json_array(), *actors = json_array(), *rows = json_array();
+	for (int s = 0; s < BUILD_STATE_COUNT; s++)
+		json_array_append_new(states, json_string(state_names[s]));
+	for (int e = 0; e < BUILD_EVENT_COUNT; e++)
+		json_array_append_new(events, json_string(event_names[e]));
+	for (size_t a = 0; a < sizeof(actor_names) / sizeof(actor_names[0]); a++)
+		json_array_append_new(actors, json_string(actor_names[a]));
+	for (const struct build_transition *t = build_job_transitions; t->from != BUILD_STATE_COUNT; t++) {
+		json_t *who = json_array(), *routes = json_array();
+		for (size_t a = 0; a < sizeof(actor_names) / sizeof(actor_names[0]); a++)
+			if (t->actors & (1u << a))
+				json_array_append_new(who, json_string(actor_names[a]));
+		for (const char *p = t->routes; *p;) {
+			size_t len = strcspn(p, ",");
+			json_array_append_new(routes, json_stringn(p, len));
+			p += len;
+			p += strspn(p, ", ");
+		}
+		json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:o, s:s, s:o}", "from", state_names[t->from],
+						      "event", event_names[t->event], "to", state_names[t->to],
+						      "actors", who, "guard", t->guard, "routes", routes));
+	}
+	return json_pack("{s:o, s:o, s:o, s:o}", "states", states, "events", events, "actors", actors,
+			 "transitions", rows);
+}
+
+/* ---- the transitions -------------------------------------------------------- */
+
+int build_job_enqueue(const struct build_request *r, const char *variant, enum build_enqueue_outcome *outcome,
+		      int64_t *id)
+{
+	int rc = db_build_enqueue(r, variant, outcome, id);
+	if (rc == 0 && *outcome == BUILD_ENQUEUED)
+		ended_in(*id, BUILD_EV_ENQUEUE, "queued");
+	return rc;
+}
+
+int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, struct db_rows *out,
+		    int64_t *head_left)
+{
+	*head_left = -1;
+	int rc = db_build_claim(worker_id, variants, n, farm_settings.lease_seconds, out);
+	if (rc != 0)
+		return rc;
+	int64_t id = strtoll(db_rows_get(out, 0, BUILD_COL_ID), NULL, 10);
+	ended_in(id, BUILD_EV_CLAIM, db_rows_get(out, 0, BUILD_COL_STATE));
+	/* the log's cap: its head stored as it comes, its tail held by the
+	 * worker and sent at the end (bytes between never sent) */
+	if (db_build_log_head_left(id, farm_settings.log_max_bytes, head_left) < 0)
+		*head_left = -1;
+	return 0;
+}
+
+int build_job_lease(int64_t id, int64_t worker_id, char state[16])
+{
+	/* the job's worker whose scope no longer covers it loses it first */
+	int rc = db_build_lease_check(id, worker_id, state);
+	if (rc == KHUB_EPERM && strcmp(state, "queued") == 0)
+		farm_queue_changed();
+	return rc;
+}
+
+int build_job_heartbeat(int64_t id, int64_t worker_id, char expires[40], int *cancel)
+{
+	struct from_states f = states_from(BUILD_EV_HEARTBEAT);
+	return db_build_heartbeat(id, worker_id, f.names, farm_settings.lease_seconds, expires, cancel);
+}
+
+int build_job_log_append(int64_t id, int64_t worker_id, int attempt, int64_t at, const void *data, size_t len,
+			 int tail, int64_t *length)
+{
+	struct from_states f = states_from(BUILD_EV_LOG);
+	return db_build_log_append(id, worker_id, f.names, attempt, at, data, len, tail, farm_settings.log_max_bytes,
+				   length);
+}
+
+int build_job_fail(int64_t id, int64_t worker_id, const char *error, int retry, const char *abi_report,
+		   char state[16])
+{
+	struct from_states f = states_from(BUILD_EV_FAIL);
+	int rc = db_build_fail(id, worker_id, f.names, error, retry, abi_report, state);
+	if (rc == 0) {
+		ended_in(id, BUILD_EV_FAIL, state);
+		if (strcmp(state, "queued") == 0)
+			farm_queue_changed();
+	}
+	return rc;
+}
+
+int build_job_release(int64_t id, int64_t worker_id)
+{
+	struct from_states f = states_from(BUILD_EV_RELEASE);
+	int rc = db_build_release(id, worker_id, f.names);
+	if (rc == 0) {
+		ended_in(id, BUILD_EV_RELEASE, "queued");
+		farm_queue_changed();
+	}
+	return rc;
+}
+
+int build_job_publish(int64_t id, int64_t worker_id, const char *abi_report, const char *branch, const char *commit,
+		      const char *note)
+{
+	struct from_states f = states_from(BUILD_EV_PUBLISH);
+	int rc = db_build_finish(id, worker_id, f.names, 1, NULL, abi_report, branch, commit, note);
+	if (rc == 0)
+		ended_in(id, BUILD_EV_PUBLISH, "succeeded");
+	return rc;
+}
+
+int build_job_refuse(int64_t id, int64_t worker_id, const char *why, const char *abi_report)
+{
+	struct from_states f = states_from(BUILD_EV_REFUSE);
+	int rc = db_build_finish(id, worker_id, f.names, 0, why, abi_report, NULL, NULL, NULL);
+	if (rc == 0)
+		ended_in(id, BUILD_EV_REFUSE, "failed");
+	return rc;
+}
+
+int build_job_cancel(int64_t id, char state[16])
+{
+	struct from_states f = states_from(BUILD_EV_CANCEL);
+	int rc = db_build_cancel(id, f.names, state);
+	if (rc == 0)
+		ended_in(id, BUILD_EV_CANCEL, state);
+	return rc;
+}
+
+int build_job_retry(int64_t id)
+{
+	struct from_states f = states_from(BUILD_EV_RETRY);
+	int rc = db_build_retry(id, f.names);
+	if (rc == 0) {
+		ended_in(id, BUILD_EV_RETRY, "queued");
+		farm_queue_changed();
+	}
+	return rc;
+}
+
+int build_jobs_expire_leases(void)
+{
+	return db_build_expire_leases();
+}
+
+int build_jobs_take_back(void)
+{
+	return db_build_take_back_out_of_scope();
+}
