@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -216,17 +215,6 @@ static int skip_git_temp(const char *rel, const char *name)
 	       (n > 5 && strcmp(name + n - 5, ".lock") == 0);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)ftw;
-	return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 ? -1 : 0;
-}
-
-static int remove_tree(const char *path)
-{
-	return nftw(path, remove_entry, 16, FTW_PHYS | FTW_DEPTH) < 0 && errno != ENOENT ? KHUB_EIO : 0;
-}
-
 static int write_text(const char *dir, const char *name, const char *text)
 {
 	char *path = xasprintf("%s/%s", dir, name), *tmp = xasprintf("%s.tmp", path);
@@ -247,7 +235,7 @@ static int write_refs(const char *dst, const struct captured_repo *cr)
 {
 	struct strbuf packed = STRBUF_INIT;
 	char *refs = xasprintf("%s/refs", dst);
-	int rc = remove_tree(refs);
+	int rc = backup_remove_tree(refs);
 	for (size_t i = 0; rc == 0 && i < cr->nrefs; i++) {
 		const struct captured_ref *r = &cr->refs[i];
 		if (strncmp(r->target, "ref: ", 5) != 0) {
@@ -333,7 +321,7 @@ static void prune_dir(enum repo_type type, const char *ns, const char *name, con
 {
 	struct prune *p = arg;
 	(void)type, (void)ns, (void)name;
-	if (!hashmap_get(&p->keep, path) && remove_tree(path) == 0)
+	if (!hashmap_get(&p->keep, path) && backup_remove_tree(path) == 0)
 		printf("removed %s from the backup (no longer a repo)\n", path);
 }
 
@@ -493,9 +481,11 @@ static int run_backup(struct backup *b)
 	}
 	if (rc == 0 && (rc = copy_repos(b)) == 0 && (rc = copy_lfs(b)) == 0 && (rc = copy_secret(b)) == 0)
 		rc = make_dir_private(b->dir);
-	if (rc < 0)
-		return rc;
+	json_t *files = rc == 0 ? backup_manifest_files(b->dir) : NULL;	/* for khub backup --verify */
+	if (rc < 0 || !files)
+		return rc < 0 ? rc : KHUB_EIO;
 	json_t *m = manifest(b, started);
+	json_object_set_new(m, "files", files);
 	rc = backup_manifest_write(b->dir, m);
 	json_decref(m);
 	return rc;
@@ -540,10 +530,13 @@ static int lock_dir(const char *dir)
 
 int cmd_backup(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "--verify") == 0)
+		return backup_verify(argv[2]);
 	if (argc != 2 || argv[1][0] == '-') {
-		fprintf(stderr, "usage: khub backup DIR\n"
+		fprintf(stderr, "usage: khub backup DIR | khub backup --verify DIR\n"
 			"  a consistent backup of the serving hub into DIR (database dump, git repos, LFS\n"
-			"  objects, the URL secret; LFS objects already in DIR are not copied again)\n");
+			"  objects, the URL secret; LFS objects already in DIR are not copied again);\n"
+			"  --verify: every file as the manifest records it, the dump readable\n");
 		return 2;
 	}
 	if (!data_dir_named())
