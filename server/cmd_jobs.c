@@ -49,7 +49,7 @@ static void print_job(const struct job_info *j, const struct db_sched_job *r)
 		r = &none;
 	format_when(r->last_success_at, ok);
 	format_when(r->last_failure_at, bad);
-	printf("%-7s %-9s %-8s %-21s %-21s %9lld %5lld %5lld  %s\n", j->name,
+	printf("%-7s %-9s %-8s %-24s %-24s %9lld %5lld %5lld  %s\n", j->name,
 	       j->interval_s ? j->schedule : "off", r->running ? "running" : j->enabled ? "idle" : "disabled", ok,
 	       bad, (long long)r->last_duration_ms, (long long)r->successes, (long long)r->failures,
 	       r->last_error[0] ? r->last_error : r->last_node);
@@ -66,7 +66,7 @@ static int list_jobs(int as_json)
 	}
 	json_t *arr = json_array();
 	if (!as_json)
-		printf("%-7s %-9s %-8s %-21s %-21s %9s %5s %5s  %s\n", "JOB", "SCHEDULE", "STATE", "LAST SUCCESS",
+		printf("%-7s %-9s %-8s %-24s %-24s %9s %5s %5s  %s\n", "JOB", "SCHEDULE", "STATE", "LAST SUCCESS",
 		       "LAST FAILURE", "LAST MS", "OK", "FAIL", "NODE / ERROR");
 	for (size_t i = 0; i < n; i++) {
 		const struct db_sched_job *r = find_row(rows, nrows, info[i].name);
