@@ -5,7 +5,6 @@
 #include "server/server.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -291,17 +290,6 @@ char *backup_pg_tool(const char *name, int major)
 		fprintf(stderr, "khub: no %s of PostgreSQL %d (looked in pg_bindir %s and /usr/lib/postgresql/%d/bin); "
 			"install that version's client\n", name, major, config.pg_bindir, major);
 	return found;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)ftw;
-	return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 ? -1 : 0;
-}
-
-int backup_remove_tree(const char *path)
-{
-	return nftw(path, remove_entry, 16, FTW_PHYS | FTW_DEPTH) < 0 && errno != ENOENT ? KHUB_EIO : 0;
 }
 
 /* ---- the manifest ------------------------------------------------------------------ */

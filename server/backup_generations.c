@@ -59,7 +59,7 @@ static void prune_generations(const char *dir, long keep)
 	for (size_t i = 0; i < n; i++) {
 		char *path = xasprintf("%s/%s", dir, names[i]), *m = xasprintf("%s/manifest.json", path);
 		if (complete >= keep) {
-			if (backup_remove_tree(path) == 0)
+			if (tree_remove(path) == 0)
 				log_info("jobs: backup: removed the old generation %s (backup_keep = %ld)", path, keep);
 			else
 				log_warn("jobs: backup: cannot remove the old generation %s", path);
@@ -109,7 +109,7 @@ int jobs_backup_generation(const char *dir, long keep, int (*run)(const char *co
 		snprintf(detail, len, "khub backup --verify %s exited with status %d", gen, status);
 		rc = KHUB_EIO;
 	}
-	if (rc < 0 && backup_remove_tree(gen) < 0)	/* no backup; a good older one stays */
+	if (rc < 0 && tree_remove(gen) < 0)	/* no backup; a good older one stays */
 		log_warn("jobs: backup: cannot remove the failed generation %s", gen);
 	if (rc == 0) {
 		log_info("jobs: backup: %s made and verified", gen);

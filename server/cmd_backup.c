@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -215,6 +216,17 @@ static int skip_git_temp(const char *rel, const char *name)
 	       (n > 5 && strcmp(name + n - 5, ".lock") == 0);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)ftw;
+	return (flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 ? -1 : 0;
+}
+
+static int remove_tree(const char *path)
+{
+	return nftw(path, remove_entry, 16, FTW_PHYS | FTW_DEPTH) < 0 && errno != ENOENT ? KHUB_EIO : 0;
+}
+
 static int write_text(const char *dir, const char *name, const char *text)
 {
 	char *path = xasprintf("%s/%s", dir, name), *tmp = xasprintf("%s.tmp", path);
@@ -235,7 +247,7 @@ static int write_refs(const char *dst, const struct captured_repo *cr)
 {
 	struct strbuf packed = STRBUF_INIT;
 	char *refs = xasprintf("%s/refs", dst);
-	int rc = backup_remove_tree(refs);
+	int rc = remove_tree(refs);
 	for (size_t i = 0; rc == 0 && i < cr->nrefs; i++) {
 		const struct captured_ref *r = &cr->refs[i];
 		if (strncmp(r->target, "ref: ", 5) != 0) {
@@ -321,7 +333,7 @@ static void prune_dir(enum repo_type type, const char *ns, const char *name, con
 {
 	struct prune *p = arg;
 	(void)type, (void)ns, (void)name;
-	if (!hashmap_get(&p->keep, path) && backup_remove_tree(path) == 0)
+	if (!hashmap_get(&p->keep, path) && remove_tree(path) == 0)
 		printf("removed %s from the backup (no longer a repo)\n", path);
 }
 

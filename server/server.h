@@ -216,8 +216,6 @@ int backup_pg_run(const char *tool, char *const args[]);
 char *backup_pg_tool(const char *name, int major);
 /* Write DIR/manifest.json (format and khub version added) atomically. */
 int backup_manifest_write(const char *dir, json_t *manifest);
-/* Remove path and everything below it (absent: 0): 0 or KHUB_EIO. */
-int backup_remove_tree(const char *path);
 /* Every file below dir but the manifest and the lock, as the manifest's
  * "files": {"rel/path": {"size": N, "sha256": HEX}} (new reference), or
  * NULL when one cannot be read (said on stderr). (server/backup_verify.c) */
