@@ -38,6 +38,7 @@ struct job {
 static struct bg_thread scheduler = BG_THREAD_INIT;
 static pid_t child_pid;	/* a job's khub command running now (scheduler.lock) */
 static char node_name[300];
+static int no_session;	/* said once until a round gets a session again */
 
 /* ---- intervals ------------------------------------------------------------------ */
 
@@ -228,8 +229,10 @@ static void tick(void)
 			if (strcmp(rows[i].name, jobs[j].name) != 0 || !job_due(&jobs[j], &rows[i]))
 				continue;
 			/* 1: another node runs it now; its row says when it ended */
-			if (db_job_round(jobs[j].lock, job_round, (void *)&jobs[j]) < 0)
-				log_warn("jobs: no database session for the job locks; trying again");
+			int rc = db_job_round(jobs[j].lock, job_round, (void *)&jobs[j]);
+			if (rc < 0 && !no_session)
+				log_warn("jobs: no database session for the job locks; trying again every second");
+			no_session = rc < 0;
 		}
 	}
 	free(rows);

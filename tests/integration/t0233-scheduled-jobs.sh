@@ -63,6 +63,14 @@ export KHUB_SCHEDULE_BACKUP=5s KHUB_BACKUP_DIR=$BK KHUB_BACKUP_KEEP=2
 start_node 1
 start_node 2
 ok 0 "two nodes serve on ports ${NODE_PORTS[1]} and ${NODE_PORTS[2]}"
+# Reads through node 1 all along, while repack rewrites the repo's packs every round.
+(i=0; while [ ! -e "$TEST_DIR/stop-reading" ]; do
+	i=$((i + 1))
+	curl -s -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:${NODE_PORTS[1]}/kernels/acme/relu/resolve/main/README.md?r=$i"
+	curl -s -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:${NODE_PORTS[1]}/api/kernels/acme/relu/tree/main?r=$i"
+	sleep 0.05
+done >"$TEST_DIR/reads") &
+READER=$!
 wait_successes backup 4 300
 ok $? "four scheduled backups succeeded"
 for j in gc repack scrub; do
@@ -70,6 +78,13 @@ for j in gc repack scrub; do
 	ok $? "$j ran at least three times"
 done
 is "$(khub jobs --json | jq -r '[.[] | select(.failures > 0) | .name] | join(",")')" "" "no job failed"
+touch "$TEST_DIR/stop-reading"; wait $READER
+is "$(sort "$TEST_DIR/reads" | uniq -c | awk '{ printf "%s ", $2 }')" "200 " \
+	"$(wc -l <"$TEST_DIR/reads") reads during the repacks: every one 200"
+GITDIR=$KHUB_DATA_DIR/repos/kernels/acme/relu.git
+is "$(git --git-dir="$GITDIR" count-objects -v | awk '$1 == "packs:" || $1 == "count:" { printf "%s%s ", $1, $2 }')" \
+	"count:0 packs:1 " "repack left one pack and no loose object"
+check "git fsck of the repacked repo is clean" -- git -c safe.directory='*' --git-dir="$GITDIR" fsck --no-progress
 
 # One run per round: no run of a job starts before its interval has passed
 # since the previous run ended, whichever node ran either.
@@ -125,6 +140,9 @@ RC=$?
 ok $RC "khub jobs run gc (schedule_gc = 0) runs it now" || { diag "exit $RC, before $BEFORE"; sed 's/^/# /' "$TEST_DIR/run.out"; khub jobs | sed 's/^/# /'; }
 is "$(successes gc)" $((BEFORE + 1)) "one more gc run recorded"
 like "$(khub jobs)" 'gc +off' "khub jobs shows the schedule table"
+KHUB_SCHEDULE_GC=3x khub jobs >/dev/null 2>"$TEST_DIR/bad.err"
+ok "$([ $? -ne 0 ]; echo $?)" "schedule_gc = 3x is refused"
+like "$(cat "$TEST_DIR/bad.err")" "schedule_gc must be 0 \\(off\\) or an interval" "with the key named"
 stop_nodes
 
 # ---- a node killed mid-run ---------------------------------------------------------------------
