@@ -126,6 +126,10 @@ khub backup --verify "$OLDER" >"$TEST_DIR/verify-bad.out" 2>&1
 RC=$?
 ok "$([ $RC -ne 0 ]; echo $?)" "khub backup --verify fails on a tampered file (exit $RC)"
 like "$(grep -F "$REL" "$TEST_DIR/verify-bad.out")" "sha256" "and names it: $REL"
+OBJ=$(find "$OLDER/lfs/objects" -type f | head -n 1)
+printf 'x' | dd of="$OBJ" bs=1 seek=1000 conv=notrunc status=none
+khub backup --verify "$OLDER" >"$TEST_DIR/verify-bad2.out" 2>&1
+like "$(grep -F "${OBJ#"$OLDER/"}" "$TEST_DIR/verify-bad2.out")" "sha256" "a flipped byte in an LFS object is named too"
 rm -f "$NEWEST/secret" "$NEWEST/db.dump"
 khub backup --verify "$NEWEST" >"$TEST_DIR/verify-missing.out" 2>&1
 ok "$([ $? -ne 0 ]; echo $?)" "khub backup --verify fails when files are missing"
