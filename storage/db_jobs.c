@@ -72,7 +72,10 @@ int db_sched_job_started(const char *name, const char *node, int64_t *run_id)
 				     " WHERE job = $1 AND finished_at IS NULL", 1, params);
 	if (abandoned < 0)
 		return abandoned;
-	int rc = db_run("INSERT INTO scheduled_jobs (name) VALUES ($1) ON CONFLICT DO NOTHING", 1, params);
+	int rc = db_run("DELETE FROM scheduled_job_runs WHERE job = $1 AND started_at < now() - interval '90 days'", 1,
+			params);
+	if (rc == 0)
+		rc = db_run("INSERT INTO scheduled_jobs (name) VALUES ($1) ON CONFLICT DO NOTHING", 1, params);
 	if (rc == 0 && abandoned > 0)
 		rc = db_run("UPDATE scheduled_jobs SET failures = failures + 1, last_failure_at = now(),"
 			    " last_error = 'abandoned: its node stopped mid-run' WHERE name = $1", 1, params);
