@@ -225,7 +225,7 @@ static void write_lfs_integrity(struct strbuf *sb)
 	gauge(sb, "khub_lfs_scrub_damaged_total", "counter", "LFS objects the scrub found damaged and quarantined",
 	      (double)s.scrub_damaged);
 	gauge(sb, "khub_lfs_scrub_completed_timestamp_seconds", "gauge",
-	      "when this node's last complete scrub pass ended (0: none; scrub_mb_per_s, scrub_interval_hours)",
+	      "when this node's last complete scrub pass ended (0: none; scrub_mb_per_s, schedule_scrub)",
 	      (double)s.scrub_completed_at);
 }
 
@@ -283,6 +283,36 @@ void metrics_write_database_state(struct strbuf *sb)
 		    outage_cache_hits(OUTAGE_CACHE_REPO));
 }
 
+/* The scheduled jobs as the database has them: the same on every node. */
+static void write_jobs(struct strbuf *sb)
+{
+	static const struct { const char *name, *type, *help; } fam[] = {
+		{ "khub_job_last_success_timestamp_seconds", "gauge",
+		  "when the scheduled job last succeeded on any node (0: never; schedule_NAME)" },
+		{ "khub_job_last_duration_seconds", "gauge", "how long the job's last finished run took (0: none)" },
+		{ "khub_job_failures_total", "counter", "failed runs of the job on all nodes" },
+		{ "khub_job_running", "gauge", "1 while a run of the job is under way on some node" },
+	};
+	struct db_sched_job *rows = NULL;
+	size_t n = 0;
+	if (db_sched_jobs_list(&rows, &n) < 0)
+		return;
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
+		prom_family(sb, fam[f].name, fam[f].type, fam[f].help);
+		for (size_t i = 0; i < n; i++) {
+			const struct db_sched_job *j = &rows[i];
+			double v = f == 0 ? j->last_success_at
+				 : f == 1 ? (j->last_duration_ms < 0 ? 0 : (double)j->last_duration_ms / 1000.0)
+				 : f == 2 ? (double)j->failures
+					  : (double)j->running;
+			strbuf_addf(sb, "%s{job=\"", fam[f].name);
+			prom_label_value(sb, j->name);
+			strbuf_addf(sb, "\"} %.3f\n", v);
+		}
+	}
+	free(rows);
+}
+
 void metrics_write(struct strbuf *sb)
 {
 	struct db_metrics m;
@@ -295,6 +325,7 @@ void metrics_write(struct strbuf *sb)
 	write_lfs_integrity(sb);
 	if (have_db) {
 		write_db_figures(sb, &m);
+		write_jobs(sb);
 		db_metrics_release(&m);
 	}
 }

@@ -489,9 +489,11 @@ static int run_backup(struct backup *b)
 	}
 	if (rc == 0 && (rc = copy_repos(b)) == 0 && (rc = copy_lfs(b)) == 0 && (rc = copy_secret(b)) == 0)
 		rc = make_dir_private(b->dir);
-	if (rc < 0)
-		return rc;
+	json_t *files = rc == 0 ? backup_manifest_files(b->dir) : NULL;	/* for khub backup --verify */
+	if (rc < 0 || !files)
+		return rc < 0 ? rc : KHUB_EIO;
 	json_t *m = manifest(b, started);
+	json_object_set_new(m, "files", files);
 	rc = backup_manifest_write(b->dir, m);
 	json_decref(m);
 	return rc;
@@ -535,12 +537,15 @@ static int lock_dir(const char *dir)
 }
 
 const char cmd_backup_usage[] =
-	"usage: khub backup DIR\n"
+	"usage: khub backup DIR | khub backup --verify DIR\n"
 	"  a consistent backup of the serving hub into DIR (database dump, git repos, LFS\n"
-	"  objects, the URL secret; LFS objects already in DIR are not copied again)\n";
+	"  objects, the URL secret; LFS objects already in DIR are not copied again);\n"
+	"  --verify: every file as the manifest records it, the dump readable\n";
 
 int cmd_backup(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "--verify") == 0)
+		return backup_verify(argv[2]);
 	if (argc != 2 || argv[1][0] == '-') {
 		fputs(cmd_backup_usage, stderr);
 		return 2;

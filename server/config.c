@@ -80,7 +80,12 @@ static const struct config_row config_rows[] = {
 	ROW(download_stats, CONFIG_LONG, "1", 0, 1, "count variant downloads per repo, variant, day and client (0 = off)"),
 	LIVE(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)"),
 	ROW(scrub_mb_per_s, CONFIG_LONG, "0", 0, 100000, "re-hash every local LFS object in the background at this many MiB/s at most, quarantining damaged ones (0 = off)"),
-	ROW(scrub_interval_hours, CONFIG_LONG, "168", 1, 87600, "hours from the end of one LFS scrub pass to the start of the next (a pass also starts with khub serve)"),
+	LIVE(schedule_gc, CONFIG_STRING, "0", 0, 0, "how often one node runs khub gc: an interval from the last success (30s, 15m, 24h, 7d; a bare number is seconds; 0 = off); see operations.md, Scheduled jobs"),
+	LIVE(schedule_scrub, CONFIG_STRING, "168h", 0, 0, "how often one node runs an LFS scrub pass (with scrub_mb_per_s above 0; same form as schedule_gc)"),
+	LIVE(schedule_repack, CONFIG_STRING, "0", 0, 0, "how often one node runs khub repack (same form as schedule_gc)"),
+	LIVE(schedule_backup, CONFIG_STRING, "0", 0, 0, "how often one node backs up into a new generation under backup_dir, verified (same form as schedule_gc)"),
+	LIVE(backup_dir, CONFIG_STRING, "", 0, 0, "where scheduled backups go: backup_dir/<UTC time>/, one generation each (outside data_dir)"),
+	LIVE(backup_keep, CONFIG_LONG, "7", 1, 10000, "scheduled backup generations kept; older ones are removed after a new one is made and verified"),
 	ROW(metrics_lfs_scan_s, CONFIG_LONG, "300", 1, 86400, "how often a background thread adds up the LFS store's size for /metrics (khub_lfs_store_bytes; never per scrape)"),
 	ROW(db_pool_size, CONFIG_LONG, "16", 1, 1000, "database connections a process opens at most; a thread borrows one per query, or keeps it while it holds a lock or transaction"),
 	ROW(db_pool_wait_ms, CONFIG_LONG, "2000", 0, 600000, "longest wait for a free database connection (then the request answers 503 with Retry-After)"),
@@ -233,6 +238,24 @@ static char *env_name(const char *key)
 	return name;
 }
 
+/* Every schedule_* key parses (jobs_parse_interval): 0 or -1 (said). */
+static int check_schedules(const struct khub_config *cfg)
+{
+	for (size_t i = 0; i < CONFIG_ROWS; i++) {
+		const struct config_row *row = &config_rows[i];
+		long seconds;
+		if (strncmp(row->name, "schedule_", 9) != 0)
+			continue;
+		const char *value = *(char *const *)(const void *)((const char *)cfg + row->offset);
+		if (jobs_parse_interval(value, &seconds) < 0) {
+			fprintf(stderr, "khub: %s must be 0 (off) or an interval such as 30s, 15m, 24h or 7d (got '%s')\n",
+				row->name, value);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Defaults, the file, KHUB_* variables, the kept options: into cfg (whose
  * strings it replaces); -1 (said on stderr) at the first bad one. */
 static int fill(struct khub_config *cfg)
@@ -269,7 +292,7 @@ static int fill(struct khub_config *cfg)
 		fprintf(stderr, "khub: lfs_backend must be %s (got '%s')\n", lfs_backend_names(), cfg->lfs_backend);
 		return -1;
 	}
-	return 0;
+	return check_schedules(cfg);
 }
 
 static void keep_option(const struct config_row *row, const char *value, const char *arg)
@@ -372,6 +395,19 @@ int config_load(int argc, char **argv)
 	log_threshold = (enum log_level)log_level_parse(config.log_level);
 	log_set_json(strcmp(config.log_format, "json") == 0);
 	return out;
+}
+
+void config_child_args(struct strvec *argv)
+{
+	if (config_file && *config_file) {
+		char real[4096];
+		strvec_pushf(argv, "--config");
+		strvec_pushf(argv, "%s", realpath(config_file, real) ? real : config_file);
+	}
+	for (size_t i = 0; i < noptions; i++) {
+		strvec_pushf(argv, "--%s", options[i].row->name);
+		strvec_pushf(argv, "%s", options[i].value);
+	}
 }
 
 int config_is_set(const char *key)

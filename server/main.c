@@ -29,8 +29,10 @@ static const struct {
 	{ "lfs", cmd_lfs, cmd_lfs_usage, "lfs migrate --to s3: copy the local LFS store to the S3 backend (resumable, verified, while serving)" },
 	{ "check", cmd_check, cmd_check_usage, "check lfs-pointers [--fix]: report LFS pointers to objects not linked to their repo" },
 	{ "fsck", cmd_fsck, cmd_fsck_usage, "fsck [--repair] [--json] [--quick]: check git repos, LFS objects and the database against each other" },
-	{ "backup", cmd_backup, cmd_backup_usage, "backup DIR: a consistent backup of the serving hub (database, repos, LFS objects)" },
+	{ "backup", cmd_backup, cmd_backup_usage, "backup DIR | backup --verify DIR: a consistent backup of the serving hub (database, repos, LFS objects); check one" },
 	{ "restore", cmd_restore, cmd_restore_usage, "restore DIR: a backup into an empty data dir and database" },
+	{ "jobs", cmd_jobs, cmd_jobs_usage, "jobs [--json] | jobs run NAME [--no-wait]: the scheduled jobs (gc, scrub, repack, backup), their last runs; run one now" },
+	{ "repack", cmd_repack, cmd_repack_usage, "repack: pack each repo's objects into one pack, under its write lock (unreachable objects kept)" },
 	{ "gc", cmd_gc, cmd_gc_usage, "gc [--dry-run] [--grace HOURS]: remove unreferenced LFS objects, temp files and expired trash" },
 	{ "admin", cmd_admin, cmd_admin_usage, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
 	{ "routes", cmd_routes, cmd_routes_usage, "routes [--json]: every endpoint with who may call it (the route tables)" },
@@ -170,9 +172,9 @@ static int serve_run(void)
 	build_planner_start(config.build_plan_threads, config.build_plan_queue_max);
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	build_lease_timer_start(config.build_lease_check_ms);
-	lfs_scrub_start(api_ctx.lfs, config.scrub_mb_per_s, config.scrub_interval_hours);
+	jobs_start(api_ctx.lfs);	/* gc, scrub, repack, backup: one node per round */
 	int rc = http_serve(&serve_hooks);
-	lfs_scrub_stop();
+	jobs_stop();
 	build_lease_timer_stop();
 	build_planner_stop();
 	kernel_index_catch_up_stop();

@@ -59,7 +59,9 @@ struct khub_config {
 	long metrics_public;
 	long metrics_lfs_scan_s;
 	long scrub_mb_per_s;
-	long scrub_interval_hours;
+	char *schedule_gc, *schedule_scrub, *schedule_repack, *schedule_backup;
+	char *backup_dir;
+	long backup_keep;
 	char *web_root;
 	long web_session_hours;
 	long build_lease_seconds;
@@ -99,6 +101,10 @@ extern struct khub_config config;
  * KHUB_* environment variables, then --key value options. Options it uses
  * are removed from argv; returns the new argc. Exits on a bad value. */
 int config_load(int argc, char **argv);
+/* Onto argv: what a child khub command needs to load the configuration
+ * this process loaded (--config FILE, the --key options given); KHUB_*
+ * variables reach it through the environment. */
+void config_child_args(struct strvec *argv);
 /* 1 when key was set by the file, a KHUB_* variable or an option (to any
  * value, its default included), 0 when it is only the default. */
 int config_is_set(const char *key);
@@ -150,6 +156,28 @@ void store_each_repo_dir(const char *root,
 int cmd_fsck(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 
+/* ---- scheduled jobs (server/jobs.c, cmd_jobs.c, cmd_repack.c) ------------- */
+
+/* "0" (off), "90" (seconds), "30s", "15m", "24h", "7d", "2w": *seconds; 0
+ * or -1 (not one of those, or over ten years). */
+int jobs_parse_interval(const char *text, long *seconds);
+/* One row of the scheduler's table as this process's configuration has it. */
+struct job_info {
+	const char *name;
+	const char *schedule;	/* the schedule_NAME value (borrowed) */
+	long interval_s;	/* 0: off */
+	int enabled;		/* this node can run it */
+	const char *why_off;	/* when not enabled (static) */
+};
+/* Fill out (max rows) with the table: the number of rows. */
+size_t jobs_describe(struct job_info *out, size_t max);
+/* The scheduler thread of khub serve (lfs: for the scrub; outlives jobs_stop). */
+void jobs_start(struct lfs_store *lfs);
+void jobs_stop(void);	/* a job's command is sent SIGTERM; a scrub pass ends */
+int cmd_jobs(int argc, char **argv);
+/* khub repack: every repo's objects into one pack, under its write lock. */
+int cmd_repack(int argc, char **argv);
+
 /* ---- backup and restore (server/backup_files.c, cmd_backup.c, cmd_restore.c) */
 
 #define BACKUP_FORMAT 1
@@ -193,6 +221,21 @@ int backup_pg_run(const char *tool, char *const args[]);
 char *backup_pg_tool(const char *name, int major);
 /* Write DIR/manifest.json (format and khub version added) atomically. */
 int backup_manifest_write(const char *dir, json_t *manifest);
+/* Every file below dir but the manifest and the lock, as the manifest's
+ * "files": {"rel/path": {"size": N, "sha256": HEX}} (new reference), or
+ * NULL when one cannot be read (said on stderr). (server/backup_verify.c) */
+json_t *backup_manifest_files(const char *dir);
+/* khub backup --verify DIR: every file the manifest lists present with its
+ * size and sha256, and db.dump readable by pg_restore --list; each problem
+ * said on stderr naming the file. 0 good, 1 not. */
+int backup_verify(const char *dir);
+/* A scheduled backup (server/backup_generations.c): khub backup into
+ * dir/<UTC time>/ and khub backup --verify of it through run (which runs a
+ * khub command and answers its exit status), then only the newest keep
+ * generations left; a failed generation is removed. 0, or an error with
+ * detail filled. */
+int jobs_backup_generation(const char *dir, long keep, int (*run)(const char *const *args), char *detail,
+			   size_t len);
 /* DIR's manifest when it is a complete backup of a format this khub reads;
  * NULL with why otherwise. The caller decrefs. */
 json_t *backup_manifest_read(const char *dir, char *why, size_t why_size);
@@ -374,7 +417,7 @@ int cmd_lfs(int argc, char **argv);	/* server/cmd_lfs.c */
 char **lfs_hook_env(void);
 int cmd_routes(int argc, char **argv);	/* server/cmd_routes.c */
 int cmd_builds(int argc, char **argv);	/* server/cmd_builds.c */
-extern const char cmd_builds_usage[];
+extern const char cmd_builds_usage[], cmd_jobs_usage[], cmd_repack_usage[];
 /* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns
  * the directory (static). */
 const char *hooks_install(void);

@@ -92,7 +92,10 @@ enum db_job {
 	DB_JOB_BUILD_LEASES = 2,
 	DB_JOB_LFS_SCAN = 3,
 	DB_JOB_MIRROR_RUN = 4,	/* held by the active `khub mirror run` for its life */
-	DB_JOB_LFS_SCRUB = 5,	/* a pass of the LFS scrub (storage/lfs_scrub.c) */
+	DB_JOB_LFS_SCRUB = 5,	/* a pass of the LFS scrub (storage/lfs_scrub.c), run by the scheduler */
+	DB_JOB_GC = 6,		/* the scheduled jobs of server/jobs.c, one round each */
+	DB_JOB_REPACK = 7,
+	DB_JOB_BACKUP = 8,
 };
 /* 0 taken, 1 held by another session, KHUB_EDB. */
 int db_lock_try(enum db_lock kind, int64_t id);
@@ -645,6 +648,35 @@ struct db_metrics {
 /* 0 or KHUB_EDB; release out with db_metrics_release (accepts NULL). */
 int db_metrics_read(struct db_metrics *out);
 void db_metrics_release(struct db_metrics *m);
+
+/* ---- scheduled jobs (storage/db_jobs.c, sql/0032_scheduled_jobs.sql) -------- */
+
+/* A periodic job's last run, the same for every node; times are seconds
+ * since the epoch, 0 for never. */
+struct db_sched_job {
+	char name[32];
+	double requested_at, last_started_at, last_success_at, last_failure_at;
+	double db_now;			/* the database's clock when read: what the others compare with */
+	int64_t last_duration_ms;	/* -1: never finished */
+	int64_t successes, failures;
+	int running;			/* a run began and has not ended (or its node died) */
+	char last_node[128];
+	char last_error[256];
+};
+/* Make a row for each name that has none: 0 or KHUB_EDB. */
+int db_sched_jobs_ensure(const char *const *names, size_t n);
+/* Every job's row, by name: 0 with *out (owned, free()) and *n, or KHUB_EDB. */
+int db_sched_jobs_list(struct db_sched_job **out, size_t *n);
+/* One job's row: 0, KHUB_ENOTFOUND or KHUB_EDB. */
+int db_sched_job_get(const char *name, struct db_sched_job *out);
+/* A run begins on node (the caller holds the job's DB_LOCK_JOB): a run
+ * left unfinished by a node that died is closed as failed first; *run_id
+ * gets the new run's id. 0 or KHUB_EDB. */
+int db_sched_job_started(const char *name, const char *node, int64_t *run_id);
+/* The run ends: ok or not, its duration and a line about it. 0 or KHUB_EDB. */
+int db_sched_job_finished(const char *name, int64_t run_id, int ok, int64_t duration_ms, const char *detail);
+/* Ask for a run now (khub jobs run): 0 with *at the request's time, KHUB_ENOTFOUND, KHUB_EDB. */
+int db_sched_job_request(const char *name, double *at);
 
 /* ---- cache coherence between nodes (storage/db_listen.c) ------------------- */
 

@@ -194,12 +194,16 @@ struct lfs_integrity_stats {
 };
 void lfs_integrity_stats(struct lfs_integrity_stats *out);
 
-/* Re-hash every object of the local store at mb_per_s MiB/s at most, one
- * pass now and one every interval_hours after the last ended, on one node
- * at a time (DB_LOCK_JOB); damaged objects are quarantined, logged and
- * counted. mb_per_s 0, or a store that is not local: nothing (the latter
- * logged). The store must outlive lfs_scrub_stop. */
-void lfs_scrub_start(struct lfs_store *store, long mb_per_s, long interval_hours);
+/* The scrub: re-hash every object of the local store at mb_per_s MiB/s
+ * at most; damaged objects are quarantined, logged and counted. When its
+ * passes run is the scheduler's business (server/jobs.c, schedule_scrub,
+ * one node at a time under DB_JOB_LFS_SCRUB). lfs_scrub_start: 1 when
+ * passes can run; 0 for mb_per_s 0 or a store that is not local (the
+ * latter logged). The store must outlive lfs_scrub_stop. */
+int lfs_scrub_start(struct lfs_store *store, long mb_per_s);
+/* One pass now, on this thread: 0 complete, KHUB_ECONFLICT ended by
+ * lfs_scrub_stop, KHUB_EIO the walk failed, KHUB_EINVAL scrubbing is off. */
+int lfs_scrub_pass(void);
 void lfs_scrub_stop(void);	/* ends a pass under way */
 
 #endif

@@ -1,8 +1,8 @@
-/* lfs_scrub.c -- the background scrub of the local LFS store (as Ceph's
- * deep scrub and ZFS's scrub): every object re-hashed at scrub_mb_per_s at
- * most, a pass at start-up and one every scrub_interval_hours after the
- * last ended, one node at a time (a DB_LOCK_JOB round per pass); a damaged
- * object is quarantined (lfs_verify.c), logged and counted for /metrics.
+/* lfs_scrub.c -- the scrub of the local LFS store (as Ceph's deep scrub
+ * and ZFS's scrub): every object re-hashed at scrub_mb_per_s at most, a
+ * pass when the scheduler says (server/jobs.c: schedule_scrub, one node at
+ * a time); a damaged object is quarantined (lfs_verify.c), logged and
+ * counted for /metrics.
  * It finds what leaves the file's metadata alone (bit rot), which the
  * check before serving cannot see. */
 #include "storage/db.h"
@@ -17,10 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* lock, wake and stopping only: passes run on the scheduler's thread */
 static struct bg_thread scrubber = BG_THREAD_INIT;
 static struct lfs_verify *scrub_verify;
 static uint64_t scrub_bytes_per_s;
-static long scrub_interval_s;
 static _Atomic uint64_t scrubbed_objects, scrubbed_bytes, scrubbed_damaged;
 static _Atomic int64_t scrub_completed_at;
 
@@ -82,11 +82,17 @@ static int scrub_object(const char *rel, const char *path, const char *name, voi
 	return 0;
 }
 
-static void scrub_round(void *arg)
+int lfs_scrub_pass(void)
 {
 	struct pass p = { .started_usec = monotonic_usec() };
 	struct stat st;
-	(void)arg;
+	if (!scrub_verify)
+		return KHUB_EINVAL;
+	pthread_mutex_lock(&scrubber.lock);
+	p.stopped = scrubber.stopping;
+	pthread_mutex_unlock(&scrubber.lock);
+	if (p.stopped)
+		return KHUB_ECONFLICT;
 	const char *objects = lfs_verify_objects_dir(scrub_verify);
 	log_info("lfs scrub: a pass begins (%llu MiB/s at most)", (unsigned long long)(scrub_bytes_per_s >> 20));
 	int rc = stat(objects, &st) == 0 ? dir_walk(objects, scrub_object, &p) : 0;
@@ -94,51 +100,33 @@ static void scrub_round(void *arg)
 		log_info("lfs scrub: the pass ended early (%s) after %llu objects, %llu damaged",
 			 p.stopped ? "shutdown" : "the walk failed", (unsigned long long)p.objects,
 			 (unsigned long long)p.damaged);
-		return;
+		return p.stopped ? KHUB_ECONFLICT : KHUB_EIO;
 	}
 	atomic_store(&scrub_completed_at, (int64_t)time(NULL));
 	log_info("lfs scrub: a pass ended: %llu objects, %llu bytes, %llu damaged", (unsigned long long)p.objects,
 		 (unsigned long long)p.bytes, (unsigned long long)p.damaged);
+	return 0;
 }
 
-static void *scrub_loop(void *arg)
-{
-	(void)arg;
-	log_set_request_id("scrub");
-	pthread_mutex_lock(&scrubber.lock);
-	while (!scrubber.stopping) {
-		pthread_mutex_unlock(&scrubber.lock);
-		/* 1: another node's pass is under way; wait the interval too */
-		int rc = db_job_round(DB_JOB_LFS_SCRUB, scrub_round, NULL);
-		if (rc < 0)
-			log_warn("lfs scrub: no database session for the job lock; trying again in a minute");
-		pthread_mutex_lock(&scrubber.lock);
-		long wait_s = rc >= 0 || scrub_interval_s < 60 ? scrub_interval_s : 60;
-		struct timespec ts = clock_after_usec(CLOCK_REALTIME, (uint64_t)wait_s * 1000000u);
-		while (!scrubber.stopping && pthread_cond_timedwait(&scrubber.wake, &scrubber.lock, &ts) == 0)
-			;
-	}
-	pthread_mutex_unlock(&scrubber.lock);
-	return NULL;
-}
-
-void lfs_scrub_start(struct lfs_store *store, long mb_per_s, long interval_hours)
+int lfs_scrub_start(struct lfs_store *store, long mb_per_s)
 {
 	if (mb_per_s <= 0)
-		return;
+		return 0;
 	if (!(scrub_verify = lfs_store_verifier(store))) {
 		log_info("lfs scrub: off (the %s backend verifies what it reads)", lfs_store_backend(store));
-		return;
+		return 0;
 	}
 	scrub_bytes_per_s = (uint64_t)mb_per_s << 20;
-	scrub_interval_s = interval_hours * 3600;
-	bg_thread_start(&scrubber, scrub_loop, "LFS scrub");
+	return 1;
 }
 
+/* Ends a pass under way (on the scheduler's thread) and any later one. */
 void lfs_scrub_stop(void)
 {
-	bg_thread_stop(&scrubber);
-	scrub_verify = NULL;
+	pthread_mutex_lock(&scrubber.lock);
+	scrubber.stopping = 1;
+	pthread_cond_broadcast(&scrubber.wake);
+	pthread_mutex_unlock(&scrubber.lock);
 }
 
 void lfs_integrity_stats(struct lfs_integrity_stats *out)
