@@ -408,6 +408,8 @@ static enum MHD_Result handle_download(struct request *req)
 	int orc = http_lfs_object_response(req, api_ctx.lfs, req->args[1], size, from, count, &resp);
 	if (orc == 1)
 		return MHD_YES;	/* parked until the store answers */
+	if (orc == KHUB_EBUSY)	/* lfs_s3_streams_max reads under way: none started */
+		return lfs_error(req, 503, "too many LFS reads under way on this server, retry later");
 	if (orc == KHUB_EIO || orc == KHUB_EINVAL)	/* damaged (quarantined) or unreadable: never those bytes */
 		return lfs_error(req, 502, "the LFS store could not give object %s intact (see the server log)",
 				 req->args[1]);

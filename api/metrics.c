@@ -205,6 +205,19 @@ static void write_lfs_store(struct strbuf *sb)
 	      (double)atomic_load(&lfs_scanned_at));
 }
 
+/* Streamed S3 reads: alive now, refused at the bound. */
+static void write_lfs_streams(struct strbuf *sb)
+{
+	long streams;
+	uint64_t refused;
+	lfs_stream_counts(&streams, &refused);
+	gauge(sb, "khub_lfs_s3_streams", "gauge",
+	      "streamed S3 reads alive now (a thread while it fetches, a 2 MiB buffer; at most lfs_s3_streams_max)",
+	      (double)streams);
+	gauge(sb, "khub_lfs_s3_streams_refused_total", "counter",
+	      "LFS reads refused 503 because lfs_s3_streams_max streamed reads were alive", (double)refused);
+}
+
 /* This node's checks of local objects: before serving, and the scrub. */
 static void write_lfs_integrity(struct strbuf *sb)
 {
@@ -323,6 +336,7 @@ void metrics_write(struct strbuf *sb)
 	write_work_queues(sb);
 	write_lfs_store(sb);
 	write_lfs_integrity(sb);
+	write_lfs_streams(sb);
 	if (have_db) {
 		write_db_figures(sb, &m);
 		write_jobs(sb);

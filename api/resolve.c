@@ -432,6 +432,10 @@ static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD
 		*result = MHD_YES;
 		return -1;
 	}
+	if (orc == KHUB_EBUSY) {	/* lfs_s3_streams_max reads under way: none started */
+		*result = respond_unavailable(req, "too many LFS reads under way on this server, retry later");
+		return -1;
+	}
 	/* the store failed (S3: unreachable; local: a file that changed and
 	 * no longer hashes to its oid, now quarantined, or an unreadable
 	 * one): never those bytes */

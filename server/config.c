@@ -63,6 +63,7 @@ static const struct config_row config_rows[] = {
 	ROW(lfs_s3_path_style, CONFIG_LONG, "1", 0, 1, "1: endpoint/bucket/key URLs (RGW, MinIO); 0: virtual-host style bucket.host/key"),
 	ROW(lfs_s3_credentials_file, CONFIG_STRING, "", 0, 0, "AWS-style credentials file (aws_access_key_id, aws_secret_access_key); empty = AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment"),
 	ROW(lfs_s3_part_mb, CONFIG_LONG, "64", 5, 4096, "objects larger than this many MiB are uploaded to S3 as multipart uploads of parts this size"),
+	ROW(lfs_s3_streams_max, CONFIG_LONG, "64", 1, 100000, "S3 reads khub streams at once (a thread and a 2 MiB buffer each, held until the client has the body or left); one more is refused 503 with Retry-After (see max_connections_per_ip for one client's share)"),
 	ROW(lfs_s3_redirect, CONFIG_LONG, "0", 0, 1, "1: a GET of an LFS file answers 302 to a presigned S3 URL valid lfs_url_ttl seconds (clients must reach the object store); 0: khub streams it (HEAD is always answered by khub)"),
 	ROW(cache_mb, CONFIG_LONG, "256", 0, 1L << 20, "memory for responses keyed by immutable commit shas"),
 	LIVE(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header"),
@@ -372,7 +373,8 @@ const struct lfs_s3_settings *config_lfs_s3(void)
 	s3 = (struct lfs_s3_settings){ .endpoint = config.lfs_s3_endpoint, .bucket = config.lfs_s3_bucket,
 				       .region = config.lfs_s3_region, .path_style = (int)config.lfs_s3_path_style,
 				       .credentials_file = config.lfs_s3_credentials_file,
-				       .part_bytes = config.lfs_s3_part_mb << 20 };
+				       .part_bytes = config.lfs_s3_part_mb << 20,
+				       .streams_max = config.lfs_s3_streams_max };
 	return &s3;
 }
 

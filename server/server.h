@@ -52,6 +52,7 @@ struct khub_config {
 	long lfs_s3_path_style;
 	long lfs_s3_redirect;
 	long lfs_s3_part_mb;
+	long lfs_s3_streams_max;
 	long download_stats;
 	long download_stats_flush_ms;
 	long db_pool_size;

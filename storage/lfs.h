@@ -41,6 +41,7 @@ struct lfs_s3_settings {
 	int path_style;			/* 1: endpoint/bucket/key, 0: bucket.host/key */
 	const char *credentials_file;	/* AWS ini; "" = AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY */
 	long part_bytes;		/* larger objects go up as multipart uploads */
+	long streams_max;		/* streamed reads alive at once in this process (0: no bound) */
 };
 
 /* ---- the backends, by name (the table in storage/lfs_store.c) ------------- */
@@ -103,6 +104,11 @@ int lfs_stream_state(struct lfs_stream *s);
  * object, verified), KHUB_EINVAL (damaged) or KHUB_EIO: abort the transfer. */
 ssize_t lfs_stream_read(struct lfs_stream *s, char *buf, size_t max);
 void lfs_stream_close(struct lfs_stream *s);	/* accepts NULL; stops the fetch */
+/* lfs_store_stream_open answers KHUB_EBUSY, at once, while the backend's
+ * bound of streams (S3: lfs_s3_settings.streams_max) are alive in this
+ * process: a stream holds its slot until its fetch ended and its reader
+ * closed it. For /metrics: streams alive now, and those refused so. */
+void lfs_stream_counts(long *alive, uint64_t *refused);
 
 struct lfs_writer;
 /* Start a new object; NULL on failure. Write with lfs_writer_write, then

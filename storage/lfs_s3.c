@@ -1,7 +1,8 @@
 /* lfs_s3.c -- the LFS store's S3 backend: verified objects go to
  * objects/ab/cd/{oid} in a bucket (requests signed by libcurl's SigV4;
  * multipart above part_bytes); reads are streamed from a thread per read
- * (lfs_stream.c), the whole object hashed on the way (a damaged one is
+ * (lfs_stream.c; at most streams_max alive, more are refused), the whole
+ * object hashed on the way (a damaged one is
  * moved to quarantine/lfs/ in the bucket), or fetched whole and
  * re-verified (open_object, for the CLI's copies); GET URLs presigned by
  * hand (SigV4 query form). */
@@ -29,6 +30,7 @@ struct s3 {
 	char *path_prefix;	/* "/bucket" (path style) or "" */
 	char *bucket, *region, *sigv4, *userpwd, *access_key, *secret_key, *tmp_dir;
 	long part_bytes;
+	long streams_max;	/* streamed reads alive at once (process-wide) */
 	atomic_int refs;	/* the store and each stream's thread */
 };
 
@@ -152,6 +154,7 @@ void *lfs_s3_open(const struct lfs_s3_settings *cfg, const char *tmp_dir)
 	s->userpwd = xasprintf("%s:%s", s->access_key, s->secret_key);
 	s->tmp_dir = xstrdup(tmp_dir);
 	s->part_bytes = cfg->part_bytes >= 5L << 20 ? cfg->part_bytes : 64L << 20;
+	s->streams_max = cfg->streams_max;
 	return s;
 }
 
@@ -827,9 +830,10 @@ static int s3_stream(void *priv, const char *oid, uint64_t size, uint64_t from, 
 	if (!count)
 		return KHUB_EINVAL;	/* nothing to stream: open_object */
 	struct s3_stream *x = xcalloc(1, sizeof(*x));
-	if (!(x->st = lfs_stream_new(count, STREAM_BUFFER))) {
+	int rc = lfs_stream_new(count, STREAM_BUFFER, s->streams_max, &x->st);
+	if (rc < 0) {
 		free(x);
-		return KHUB_EIO;
+		return rc;	/* KHUB_EBUSY: the bound of reads alive, no thread started */
 	}
 	x->s = s;
 	memcpy(x->oid, oid, 65);
@@ -851,7 +855,7 @@ static int s3_stream(void *priv, const char *oid, uint64_t size, uint64_t from, 
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int rc = pthread_create(&t, &attr, stream_main, x);
+	rc = pthread_create(&t, &attr, stream_main, x);
 	pthread_attr_destroy(&attr);
 	if (rc != 0) {
 		log_error("lfs s3: cannot start a read thread: %s", strerror(rc));

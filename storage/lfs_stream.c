@@ -4,11 +4,14 @@
  * so memory stays flat whatever the sizes and a slow client slows the
  * fetch; the consumer never blocks: it polls an eventfd instead. The last
  * byte of the body is held back until the producer gave its verdict, so a
- * read whose content does not hash to its oid never completes. */
+ * read whose content does not hash to its oid never completes. Streams
+ * alive at once (a buffer each, and a thread for as long as it fetches)
+ * are bounded per process: past the bound a new one is refused at once. */
 #include "storage/lfs_backend.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -29,11 +32,29 @@ struct lfs_stream {
 	uint64_t waits_since;		/* monotonic_usec() when it began to */
 };
 
-struct lfs_stream *lfs_stream_new(uint64_t count, size_t cap)
+static atomic_long streams_alive, streams_refused;
+
+/* A slot for one more stream under max (0: no bound), or 0. */
+static int stream_slot_take(long max)
 {
+	long now = atomic_fetch_add(&streams_alive, 1) + 1;
+	if (max <= 0 || now <= max)
+		return 1;
+	atomic_fetch_sub(&streams_alive, 1);
+	atomic_fetch_add(&streams_refused, 1);
+	return 0;
+}
+
+int lfs_stream_new(uint64_t count, size_t cap, long max, struct lfs_stream **out)
+{
+	*out = NULL;
+	if (!stream_slot_take(max))
+		return KHUB_EBUSY;
 	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (efd < 0)
-		return NULL;
+	if (efd < 0) {
+		atomic_fetch_sub(&streams_alive, 1);
+		return KHUB_EIO;
+	}
 	struct lfs_stream *s = xcalloc(1, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->space, NULL);
@@ -43,7 +64,14 @@ struct lfs_stream *lfs_stream_new(uint64_t count, size_t cap)
 	s->buf = xmalloc(cap);
 	s->count = count;
 	s->state = 1;
-	return s;
+	*out = s;
+	return 0;
+}
+
+void lfs_stream_counts(long *alive, uint64_t *refused)
+{
+	*alive = atomic_load(&streams_alive);
+	*refused = (uint64_t)atomic_load(&streams_refused);
 }
 
 static void stream_unref(struct lfs_stream *s)
@@ -58,6 +86,7 @@ static void stream_unref(struct lfs_stream *s)
 	close(s->efd);
 	free(s->buf);
 	free(s);
+	atomic_fetch_sub(&streams_alive, 1);	/* its slot: buffer freed, producer done */
 }
 
 /* Wake the consumer if it waits; under s->lock. */
