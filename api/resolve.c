@@ -23,6 +23,7 @@
 #include "api/api.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -538,8 +539,12 @@ static void count_download(struct request *req, const struct resolve *r)
  * counts a download and keeps no HEAD answer. */
 static enum MHD_Result resolve_file(struct request *req, int for_page)
 {
-	struct resolve r = { .h = *req->repo, .for_page = for_page };
+	struct resolve r;
 	enum MHD_Result result;
+	/* the answer last and not zeroed: answer_init sets what it reads */
+	memset(&r, 0, offsetof(struct resolve, a));
+	r.h = *req->repo;
+	r.for_page = for_page;
 	answer_init(&r.a, 200);
 	/* A plain HEAD's answer is kept whole (http/response_memo.c) under
 	 * the file's key: only Date and X-Request-Id change between two. */
