@@ -170,12 +170,13 @@ static enum MHD_Result respond_text(struct request *req, const char *type, struc
 {
 	size_t len;
 	char *body = strbuf_detach(sb, &len);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", type);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", type);
 	if (link)
-		MHD_add_response_header(resp, "Link", link);
-	req->bytes_out = len;
-	return respond(req, 200, resp);
+		answer_header(&a, "Link", link);
+	answer_body_take(&a, body, len);
+	return answer_send(req, &a);
 }
 
 /* Absolute URL of the next page: the same query with cursor replaced. */

@@ -341,10 +341,11 @@ static enum MHD_Result handle_downloads(struct request *req)
 		db_rows_release(&res);
 		size_t len;
 		char *body = strbuf_detach(&sb, &len);
-		struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-		MHD_add_response_header(resp, "Content-Type", "text/csv; charset=utf-8");
-		req->bytes_out = len;
-		return respond(req, 200, resp);
+		struct answer a;
+		answer_init(&a, 200);
+		answer_header(&a, "Content-Type", "text/csv; charset=utf-8");
+		answer_body_take(&a, body, len);
+		return answer_send(req, &a);
 	}
 
 	/* Rows come newest day first, then by variant. */

@@ -43,11 +43,13 @@ struct git_cgi {
 
 static enum MHD_Result need_credentials(struct request *req, int status, const char *msg)
 {
-	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(msg), (void *)msg, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+	struct answer a;
+	answer_init(&a, status);
+	answer_header(&a, "Content-Type", "text/plain; charset=utf-8");
 	if (status == 401)
-		MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"khub\"");
-	return respond(req, status, resp);
+		answer_header(&a, "WWW-Authenticate", "Basic realm=\"khub\"");
+	answer_body_copy(&a, msg, strlen(msg));
+	return answer_send(req, &a);
 }
 
 /* Authorise and open: upload-pack needs read, receive-pack write. Git
@@ -400,8 +402,9 @@ static enum MHD_Result relay_answer(struct request *req)
 		cgi->body_start = cgi->head.len;	/* no blank line: all of it is headers */
 	req->handler_state = NULL;	/* the response's now */
 	cgi->bytes_out = &req->bytes_out;
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, read_body, cgi,
-								      free_body);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_body_reader(&a, MHD_SIZE_UNKNOWN, 64 * 1024, read_body, cgi, free_body);
 	int status = 200;
 	char *headers = xstrndup(cgi->head.buf, cgi->body_start);
 	char *save = NULL;
@@ -416,10 +419,12 @@ static enum MHD_Result relay_answer(struct request *req)
 		if (strcasecmp(line, "Status") == 0)
 			status = atoi(value);
 		else
-			MHD_add_response_header(resp, line, value);
+			answer_header(&a, line, value);
 	}
+	a.status = status ? status : 200;
+	enum MHD_Result r = answer_send(req, &a);
 	free(headers);
-	return respond(req, status ? status : 200, resp);
+	return r;
 }
 
 /* ---- GET info/refs ------------------------------------------------------------ */

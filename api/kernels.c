@@ -309,20 +309,17 @@ static enum MHD_Result handle_list(struct request *req)
 
 	char *text = json_dumps(page.items, JSON_COMPACT);
 	json_decref(page.items);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-	char count[24];
-	snprintf(count, sizeof(count), "%ld", page.total);
-	MHD_add_response_header(resp, "X-Total-Count", count);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "application/json; charset=utf-8");
+	answer_headerf(&a, "X-Total-Count", "%ld", page.total);
 	if (page.rows > 0 && page.cursor + page.rows < page.total) {
 		char *url = next_link(req, page.limit, page.cursor + page.rows);
-		char *link = xasprintf("<%s>; rel=\"next\"", url);
-		MHD_add_response_header(resp, "Link", link);
-		free(link);
+		answer_headerf(&a, "Link", "<%s>; rel=\"next\"", url);
 		free(url);
 	}
-	req->bytes_out = strlen(text);
-	return respond(req, 200, resp);
+	answer_body_take(&a, text, strlen(text));
+	return answer_send(req, &a);
 }
 
 const struct route kernels_routes[] = {

@@ -65,15 +65,17 @@ static enum MHD_Result lfs_error(struct request *req, int status, const char *fm
 	json_t *body = json_pack("{s:s, s:s}", "message", msg, "error", msg);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", LFS_JSON);
+	struct answer a;
+	answer_init(&a, status);
+	answer_header(&a, "Content-Type", LFS_JSON);
 	if (status == 503)
-		MHD_add_response_header(resp, "Retry-After", "5");
+		answer_header(&a, "Retry-After", "5");
 	if (status == 401) {
-		MHD_add_response_header(resp, "LFS-Authenticate", "Basic realm=\"khub\"");
-		MHD_add_response_header(resp, "WWW-Authenticate", "Basic realm=\"khub\"");
+		answer_header(&a, "LFS-Authenticate", "Basic realm=\"khub\"");
+		answer_header(&a, "WWW-Authenticate", "Basic realm=\"khub\"");
 	}
-	return respond(req, status, resp);
+	answer_body_take(&a, text, strlen(text));
+	return answer_send(req, &a);
 }
 
 /* The batch's operation, objects and transfers: 0 with *upload and
@@ -201,9 +203,11 @@ static enum MHD_Result handle_batch(struct request *req)
 	json_t *body = json_pack("{s:s, s:o, s:s}", "transfer", "basic", "objects", out, "hash_algo", "sha256");
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", LFS_JSON);
-	return respond(req, 200, resp);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", LFS_JSON);
+	answer_body_take(&a, text, strlen(text));
+	return answer_send(req, &a);
 }
 
 /* ---- PUT /api/lfs/upload/{token}/{oid}/{size}/{repo} ---------------------------------- */
@@ -363,9 +367,10 @@ static enum MHD_Result handle_upload(struct request *req)
 		return respond_db_unavailable(req);
 	if (job_rc < 0)
 		return upload_storage_error(req, job_rc);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-	MHD_add_response_header(resp, "ETag", "\"stored\"");
-	return respond(req, 200, resp);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "ETag", "\"stored\"");
+	return answer_send(req, &a);
 }
 
 static const struct stream_ops upload_stream_ops = { upload_begin, upload_data, upload_cleanup };
@@ -404,8 +409,9 @@ static enum MHD_Result handle_download(struct request *req)
 	if (ranged < 0)
 		return lfs_error(req, 416, "range not satisfiable");
 	uint64_t count = size ? to - from + 1 : 0;
-	struct MHD_Response *resp;
-	int orc = http_lfs_object_response(req, api_ctx.lfs, req->args[1], size, from, count, &resp);
+	struct answer a;
+	answer_init(&a, ranged > 0 ? 206 : 200);
+	int orc = answer_lfs_object(req, &a, api_ctx.lfs, req->args[1], size, from, count);
 	if (orc == 1)
 		return MHD_YES;	/* parked until the store answers */
 	if (orc == KHUB_EBUSY)	/* lfs_s3_streams_max reads under way: none started */
@@ -415,18 +421,12 @@ static enum MHD_Result handle_download(struct request *req)
 				 req->args[1]);
 	if (orc < 0)
 		return lfs_error(req, 404, "object %s is not stored", req->args[1]);
-	char etag[70];
-	snprintf(etag, sizeof(etag), "\"%s\"", req->args[1]);
-	MHD_add_response_header(resp, "ETag", etag);
-	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
-	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
-	if (ranged > 0) {
-		char cr[80];
-		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, size);
-		MHD_add_response_header(resp, "Content-Range", cr);
-	}
-	req->bytes_out = req->method == METHOD_HEAD ? 0 : count;
-	return respond(req, ranged > 0 ? 206 : 200, resp);
+	answer_headerf(&a, "ETag", "\"%s\"", req->args[1]);
+	answer_header(&a, "Content-Type", "application/octet-stream");
+	answer_header(&a, "Accept-Ranges", "bytes");
+	if (ranged > 0)
+		answer_headerf(&a, "Content-Range", "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, size);
+	return answer_send(req, &a);
 }
 
 /* The batch is ACCESS_GIT: the operation in its body decides (download:

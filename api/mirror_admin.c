@@ -107,11 +107,13 @@ static void metric_label(struct strbuf *sb, const char *v)
 
 static enum MHD_Result respond_metrics(struct request *req, struct strbuf *sb)
 {
-	struct MHD_Response *resp = MHD_create_response_from_buffer(sb->len, sb->buf, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	req->bytes_out = sb->len;
-	strbuf_release(sb);
-	return respond(req, 200, resp);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	size_t len;
+	char *text = strbuf_detach(sb, &len);
+	answer_body_take(&a, text, len);
+	return answer_send(req, &a);
 }
 
 /* One line per type that has repos, by type name. */

@@ -272,13 +272,15 @@ static enum MHD_Result respond_exists(struct request *req, const struct repo_rec
 	json_t *body = json_pack("{s:s, s:s}", "error", msg, "url", url);
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-	MHD_add_response_header(resp, "X-Error-Message", msg);
-	req->bytes_out = strlen(text);
+	struct answer a;
+	answer_init(&a, 409);
+	answer_header(&a, "Content-Type", "application/json; charset=utf-8");
+	answer_header(&a, "X-Error-Message", msg);
+	answer_body_take(&a, text, strlen(text));
+	enum MHD_Result r = answer_send(req, &a);
 	free(msg);
 	free(url);
-	return respond(req, 409, resp);
+	return r;
 }
 
 /* Under the registry lock: the repo's git store, made fresh (a directory
@@ -448,10 +450,11 @@ static enum MHD_Result handle_delete(struct request *req)
 		goto cleanup;
 	repo_cache_invalidate();
 	api_audit(req, "repo.delete", repo_audit_target(req, type, h.record.ns, h.record.name), "{\"trashed\":true}");
-	struct MHD_Response *resp = MHD_create_response_from_buffer(2, (void *)"OK", MHD_RESPMEM_PERSISTENT);
-	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
-	req->bytes_out = 2;
-	result = respond(req, 200, resp);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "text/plain; charset=utf-8");
+	answer_body_static(&a, "OK", 2);
+	result = answer_send(req, &a);
 cleanup:
 	manage_unlock(&h, repo_locked, registry_locked);
 	return result;

@@ -2,10 +2,28 @@
  * bytes with X-Repo-Commit, the Hub's ETag rule (git blob sha1 for regular
  * files, sha256 for LFS), real sizes on HEAD, and single Range requests.
  * LFS bodies go out with sendfile from the object store, only when the
- * object is linked to the repo being read (lfs_repo_objects). */
+ * object is linked to the repo being read (lfs_repo_objects).
+ *
+ * One request is a pipeline of named steps (resolve_file), each of which
+ * goes on (0) or has answered (-1), filling one described answer (struct
+ * answer) that http/ builds and queues at the end:
+ *
+ *   resolve_memo_lookup   40-hex rev: this thread's kept plain-HEAD answer, or the cached description
+ *   resolve_revision      rev -> commit sha, path checked (then the kept HEAD at that sha)
+ *   resolve_entry         the file's description at sha (response cache; small bodies with it)
+ *   resolve_lfs_link      an LFS object must be linked to this repo (+ a mirror's lazy fetch)
+ *   resolve_range         Range -> from, to, count; 416
+ *   resolve_redirect      lfs_s3_redirect: a GET answered 302 to a presigned URL
+ *   resolve_body          HEAD: the size only; LFS: the object (sendfile, or S3 streamed,
+ *                         parked); else the blob (cached with the description when small)
+ *   resolve_headers       ETag, X-Linked-*, types, Content-Disposition, Content-Range, status,
+ *                         and the memo key of a plain HEAD
+ *   count_download        the Hub's download count (not for the web UI's page route)
+ *   answer_send           (http/answer.c) the response built, headed, kept, queued */
 #include "api/api.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -227,41 +245,6 @@ static int lfs_usable(struct request *req, struct repo_handle *h, const char *sh
 	return 1;
 }
 
-static ssize_t no_body_for_head(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	return MHD_CONTENT_READER_END_WITH_ERROR;
-}
-
-static void add_file_headers(struct MHD_Response *resp, const struct file_meta *meta, const char *sha,
-			     const char *path, int for_page)
-{
-	char etag[80], size[24];
-	snprintf(etag, sizeof(etag), "\"%s\"", meta->is_lfs ? meta->lfs_oid : meta->oid);
-	snprintf(size, sizeof(size), "%" PRIu64, meta->size);
-	MHD_add_response_header(resp, "X-Repo-Commit", sha);
-	MHD_add_response_header(resp, "ETag", etag);
-	if (meta->is_lfs) {
-		MHD_add_response_header(resp, "X-Linked-Etag", etag);
-		MHD_add_response_header(resp, "X-Linked-Size", size);
-	}
-	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
-	const struct page_file_type *shown = for_page ? page_file_type_for(path) : NULL;
-	MHD_add_response_header(resp, "Content-Type", shown ? shown->type : content_type_for(path));
-	if (shown)	/* beside the page's own CSP (http_ctx.page_headers): both apply */
-		MHD_add_response_header(resp, "Content-Security-Policy", "sandbox; default-src 'none'; "
-					"img-src 'self'; style-src 'unsafe-inline'");
-	else		/* a page answer's Cache-Control comes with the page headers */
-		MHD_add_response_header(resp, "Cache-Control", "private, max-age=0, must-revalidate");
-	const char *base = strrchr(path, '/');
-	base = base ? base + 1 : path;
-	struct strbuf cd = STRBUF_INIT;
-	strbuf_adds(&cd, !shown || shown->shown_inline ? "inline" : "attachment");
-	strbuf_adds(&cd, "; filename*=UTF-8''");
-	strbuf_add_urlencoded(&cd, base, 0);
-	MHD_add_response_header(resp, "Content-Disposition", cd.buf);
-	strbuf_release(&cd);
-}
-
 /* A lazily mirrored file the upstream could not give (frc KHUB_EIO) or gave
  * wrong (KHUB_EINVAL): a passing failure, 503. */
 static enum MHD_Result respond_lazy_fetch_failed(struct request *req, int frc)
@@ -283,8 +266,8 @@ static int respond_kept_head(struct request *req, const struct repo_handle *h, c
 	return 1;
 }
 
-/* What resolve_file works out, step by step, for one answer. */
-struct file_answer {
+/* What the steps of one request work out, and the answer they describe. */
+struct resolve {
 	struct repo_handle h;
 	int for_page;			/* the web UI's page route */
 	int plain_head;			/* HEAD without Range: its answer is kept whole */
@@ -297,65 +280,85 @@ struct file_answer {
 	int empty_probe;		/* Range on an empty file: answered whole */
 	int bodiless;			/* HEAD: the size is known, nothing is read */
 	int redirected;			/* GET answered 302 to a presigned object URL */
+	char *location;			/* its URL (owned) */
+	char *blob;			/* a blob read for this answer (owned) */
+	char *memo_key;			/* a plain HEAD's answer is kept under it (owned) */
+	struct answer a;
 };
 
-/* The file's description: from the response cache for a 40-hex revision,
- * else resolved and described (a plain HEAD kept by this thread answers
- * at once). 0 with fa->value and fa->meta (a file), -1 when answered. */
-static int file_describe(struct request *req, struct file_answer *fa, enum MHD_Result *result)
+/* Step 1. A 40-hex revision whose file description is cached was resolved
+ * before (the key holds the repo id and the sha): no lookup; a plain HEAD
+ * its thread keeps answers at once. 0 (r->value set when cached), -1 when
+ * answered. */
+static int resolve_memo_lookup(struct request *req, struct resolve *r, enum MHD_Result *result)
+{
+	if (strlen(req->rev) != 40 || !is_lower_hex(req->rev, 40))
+		return 0;
+	char *key = describe_key(&r->h, req->rev, req->path);
+	int kept = r->plain_head && respond_kept_head(req, &r->h, req->rev, key, result);
+	if (!kept)
+		r->value = response_cache_get(key, &r->value_len);
+	free(key);
+	if (kept)
+		return -1;
+	if (r->value)
+		memcpy(r->sha, req->rev, 41);
+	return 0;
+}
+
+/* Step 2 (when step 1 found nothing). The revision to its commit sha, the
+ * path checked; a plain HEAD kept under that sha answers at once. 0, or -1
+ * when answered. */
+static int resolve_revision(struct request *req, struct resolve *r, enum MHD_Result *result)
 {
 	const char *why;
-	int rc = 0;
-	/* A 40-hex revision whose file description is cached was resolved
-	 * before (the key holds the repo id and the sha): no lookup. */
-	if (strlen(req->rev) == 40 && is_lower_hex(req->rev, 40)) {
-		char *key = describe_key(&fa->h, req->rev, req->path);
-		int kept = fa->plain_head && respond_kept_head(req, &fa->h, req->rev, key, result);
-		if (!kept)
-			fa->value = response_cache_get(key, &fa->value_len);
+	if (r->value)
+		return 0;
+	if (repo_resolve_or_respond(req, &r->h, req->rev, r->sha, result) < 0)
+		return -1;
+	if (repo_path_validate(req->path, &why) < 0) {
+		*result = respond_entry_not_found(req, r->sha, req->path);
+		return -1;
+	}
+	if (r->plain_head && strcmp(r->sha, req->rev) != 0) {
+		char *key = describe_key(&r->h, r->sha, req->path);
+		int kept = respond_kept_head(req, &r->h, r->sha, key, result);
 		free(key);
 		if (kept)
 			return -1;
-		if (fa->value)
-			memcpy(fa->sha, req->rev, 41);
 	}
-	if (!fa->value) {
-		if (repo_resolve_or_respond(req, &fa->h, req->rev, fa->sha, result) < 0)
-			return -1;
-		if (repo_path_validate(req->path, &why) < 0) {
-			*result = respond_entry_not_found(req, fa->sha, req->path);
-			return -1;
-		}
-		if (fa->plain_head && strcmp(fa->sha, req->rev) != 0) {
-			char *key = describe_key(&fa->h, fa->sha, req->path);
-			int kept = respond_kept_head(req, &fa->h, fa->sha, key, result);
-			free(key);
-			if (kept)
-				return -1;
-		}
-		fa->value = describe_file(&fa->h, fa->sha, req->path, &fa->value_len, &rc);
-	}
-	if (!fa->value) {
-		*result = rc == KHUB_ENOTFOUND ? respond_entry_not_found(req, fa->sha, req->path)
+	return 0;
+}
+
+/* Step 3. The file's description at sha (through the response cache): 0
+ * with r->value and r->meta (a file), -1 when answered. */
+static int resolve_entry(struct request *req, struct resolve *r, enum MHD_Result *result)
+{
+	int rc = 0;
+	if (!r->value)
+		r->value = describe_file(&r->h, r->sha, req->path, &r->value_len, &rc);
+	if (!r->value) {
+		*result = rc == KHUB_ENOTFOUND ? respond_entry_not_found(req, r->sha, req->path)
 					       : respond_error(req, 500, NULL, "cannot read file");
 		return -1;
 	}
-	memcpy(&fa->meta, fa->value, sizeof(fa->meta));
-	if (fa->meta.is_dir) {
-		*result = respond_entry_not_found(req, fa->sha, req->path);
+	memcpy(&r->meta, r->value, sizeof(r->meta));
+	if (r->meta.is_dir) {
+		*result = respond_entry_not_found(req, r->sha, req->path);
 		return -1;
 	}
 	return 0;
 }
 
-/* An LFS file's content must be usable in this repo (lfs_usable): 0, or
- * -1 when answered (parked for a lazy fetch included). */
-static int file_lfs_check(struct request *req, struct file_answer *fa, enum MHD_Result *result)
+/* Step 4. An LFS file's content must be usable in this repo (lfs_usable;
+ * a mirror fetches it lazily): 0, or -1 when answered (parked for a lazy
+ * fetch included). */
+static int resolve_lfs_link(struct request *req, struct resolve *r, enum MHD_Result *result)
 {
-	if (!fa->meta.is_lfs)
+	if (!r->meta.is_lfs)
 		return 0;
 	int frc;
-	int usable = lfs_usable(req, &fa->h, fa->sha, req->path, &fa->meta, fa->value, fa->value_len, &frc, result);
+	int usable = lfs_usable(req, &r->h, r->sha, req->path, &r->meta, r->value, r->value_len, &frc, result);
 	if (usable == LFS_WAITING)
 		return -1;
 	if (usable < 0)
@@ -365,68 +368,68 @@ static int file_lfs_check(struct request *req, struct file_answer *fa, enum MHD_
 	else if (usable == 0)
 		*result = respond_error(req, 404, "EntryNotFound",
 					"the content of %s (LFS object %s) is not available in this repo", req->path,
-					fa->meta.lfs_oid);
+					r->meta.lfs_oid);
 	return usable == 1 ? 0 : -1;
 }
 
-/* The bytes asked for (Range): 0 with from, to, count, ranged, or -1 with
- * 416 answered. */
-static int file_range(struct request *req, struct file_answer *fa, enum MHD_Result *result)
+/* Step 5. The bytes asked for (Range): 0 with from, to, count, ranged, or
+ * -1 with 416 answered. */
+static int resolve_range(struct request *req, struct resolve *r, enum MHD_Result *result)
 {
-	uint64_t size = fa->meta.size;
-	fa->from = 0;
-	fa->to = size ? size - 1 : 0;
-	fa->ranged = http_range_parse(request_header(req, "Range"), size, &fa->from, &fa->to);
-	if (fa->ranged < 0 && size == 0) {
+	uint64_t size = r->meta.size;
+	r->from = 0;
+	r->to = size ? size - 1 : 0;
+	r->ranged = http_range_parse(request_header(req, "Range"), size, &r->from, &r->to);
+	if (r->ranged < 0 && size == 0) {
 		/* No range of an empty file is satisfiable, but the JS client's
 		 * `Range: bytes=0-0` probe (fileDownloadInfo, WebBlob.create)
 		 * throws on anything but 2xx and takes the size from
 		 * Content-Range: answer the whole (empty) file and say its size. */
-		fa->ranged = 0;
-		fa->empty_probe = 1;
+		r->ranged = 0;
+		r->empty_probe = 1;
 	}
-	if (fa->ranged < 0) {
-		char cr[48];
-		snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
-		struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-		MHD_add_response_header(resp, "Content-Range", cr);
-		MHD_add_response_header(resp, "X-Repo-Commit", fa->sha);
-		*result = respond(req, 416, resp);
+	if (r->ranged < 0) {
+		r->a.status = 416;
+		answer_headerf(&r->a, "Content-Range", "bytes */%" PRIu64, size);
+		answer_header(&r->a, "X-Repo-Commit", r->sha);
+		*result = answer_send(req, &r->a);
 		return -1;
 	}
-	fa->count = size ? fa->to - fa->from + 1 : 0;
+	r->count = size ? r->to - r->from + 1 : 0;
 	return 0;
 }
 
-/* An LFS file's body from the store (a mirror fetches a variant outside
- * its eager selection now): 0 with *resp, -1 when answered. */
-static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD_Response **resp,
-			 enum MHD_Result *result)
+/* Step 6. lfs_s3_redirect: a GET of an LFS object the store holds is
+ * answered 302 to a presigned URL (the object store serves the bytes and
+ * the Range). Never fails: without a URL the bytes go out from here. */
+static void resolve_redirect(struct request *req, struct resolve *r)
+{
+	uint64_t stored;
+	if (!r->meta.is_lfs || !api_ctx.lfs_redirect || req->method != METHOD_GET || r->for_page)
+		return;
+	if (lfs_store_stat(api_ctx.lfs, r->meta.lfs_oid, &stored) == 0 && stored == r->meta.size &&
+	    lfs_store_presign(api_ctx.lfs, r->meta.lfs_oid, api_ctx.lfs_url_ttl, &r->location) == 0) {
+		answer_redirect(&r->a, 302, r->location);
+		r->redirected = 1;
+	}
+}
+
+/* Step 7b. An LFS file's body from the store (a mirror fetches a variant
+ * outside its eager selection now): 0 with the answer's body, -1 when
+ * answered (parked until the store answers included). */
+static int resolve_lfs_body(struct request *req, struct resolve *r, enum MHD_Result *result)
 {
 	int frc;
-	uint64_t stored;
-	char *url;
-	/* lfs_s3_redirect: the object store serves the bytes (and the Range) */
-	if (api_ctx.lfs_redirect && req->method == METHOD_GET && !fa->for_page &&
-	    lfs_store_stat(api_ctx.lfs, fa->meta.lfs_oid, &stored) == 0 && stored == fa->meta.size &&
-	    lfs_store_presign(api_ctx.lfs, fa->meta.lfs_oid, api_ctx.lfs_url_ttl, &url) == 0) {
-		*resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-		MHD_add_response_header(*resp, "Location", url);
-		free(url);
-		fa->redirected = 1;
-		return 0;
-	}
-	int orc = http_lfs_object_response(req, api_ctx.lfs, fa->meta.lfs_oid, fa->meta.size, fa->from, fa->count,
-					   resp);
-	if (orc == KHUB_ENOTFOUND && fa->h.record.mirrored && api_ctx.lazy_fetch) {
-		if (lazy_fetch_background(req, &fa->h, fa->sha, req->path, &fa->meta, &frc, result) < 0)
+	const struct file_meta *m = &r->meta;
+	int orc = answer_lfs_object(req, &r->a, api_ctx.lfs, m->lfs_oid, m->size, r->from, r->count);
+	if (orc == KHUB_ENOTFOUND && r->h.record.mirrored && api_ctx.lazy_fetch) {
+		if (lazy_fetch_background(req, &r->h, r->sha, req->path, m, &frc, result) < 0)
 			return -1;
 		if (frc == KHUB_EIO || frc == KHUB_EINVAL) {
 			*result = respond_lazy_fetch_failed(req, frc);
 			return -1;
 		}
-		orc = http_lfs_object_response(req, api_ctx.lfs, fa->meta.lfs_oid, fa->meta.size, fa->from,
-					       fa->count, resp);
+		orc = answer_lfs_object(req, &r->a, api_ctx.lfs, m->lfs_oid, m->size, r->from, r->count);
 	}
 	if (orc == 1) {	/* parked until the store answers */
 		*result = MHD_YES;
@@ -440,107 +443,131 @@ static int file_lfs_body(struct request *req, struct file_answer *fa, struct MHD
 	 * no longer hashes to its oid, now quarantined, or an unreadable
 	 * one): never those bytes */
 	if (orc == KHUB_EIO || orc == KHUB_EINVAL) {
-		*result = respond_error(req, 502, NULL,
-					"the LFS store could not give %s intact (see the server log)", fa->meta.lfs_oid);
+		*result = respond_error(req, 502, NULL, "the LFS store could not give %s intact (see the server log)",
+					m->lfs_oid);
 		return -1;
 	}
 	if (orc < 0) {
 		*result = respond_error(req, 404, "EntryNotFound",
 					"the content of %s (LFS object %s) is not stored on this server", req->path,
-					fa->meta.lfs_oid);
+					m->lfs_oid);
 		return -1;
 	}
 	return 0;
 }
 
-/* The response with its body (none for a HEAD whose size is known): 0
- * with *resp, -1 when answered. */
-static int file_body(struct request *req, struct file_answer *fa, struct MHD_Response **resp,
-		     enum MHD_Result *result)
+/* Step 7. The body: none for a HEAD whose size is known, the LFS object,
+ * or the blob (kept with the description when small). 0, or -1 when
+ * answered. */
+static int resolve_body(struct request *req, struct resolve *r, enum MHD_Result *result)
 {
 	uint64_t head_size;
-	if (fa->meta.is_lfs && req->method == METHOD_HEAD && !fa->meta.stored &&
-	    lfs_store_stat(api_ctx.lfs, fa->meta.lfs_oid, &head_size) == 0 && head_size == fa->meta.size) {
+	if (r->redirected)
+		return 0;
+	if (r->meta.is_lfs && req->method == METHOD_HEAD && !r->meta.stored &&
+	    lfs_store_stat(api_ctx.lfs, r->meta.lfs_oid, &head_size) == 0 && head_size == r->meta.size) {
 		/* objects are never removed (a garbage collector must empty
 		 * the response cache): the next HEAD needs no stat */
-		fa->meta.stored = 1;
-		remember_meta(&fa->h, fa->sha, req->path, &fa->meta, fa->value, fa->value_len);
+		r->meta.stored = 1;
+		remember_meta(&r->h, r->sha, req->path, &r->meta, r->value, r->value_len);
 	}
-	fa->bodiless = req->method == METHOD_HEAD && (!fa->meta.is_lfs || fa->meta.stored);
-	if (fa->bodiless) {
-		/* HEAD: the size is known, no body is sent: no need to read the
-		 * blob or open the object (a callback response announces the
-		 * size; libmicrohttpd never reads a HEAD body; its buffer is
-		 * allocated and zeroed with the response, so it is one byte, not
-		 * a page) */
-		*resp = MHD_create_response_from_callback(fa->count, 1, no_body_for_head, NULL, NULL);
-	} else if (fa->meta.is_lfs) {
-		if (file_lfs_body(req, fa, resp, result) < 0)
-			return -1;
-	} else if (fa->meta.cached_body == fa->meta.size) {
-		*resp = MHD_create_response_from_buffer(fa->count, fa->value + sizeof(fa->meta) + fa->from,
-							MHD_RESPMEM_MUST_COPY);
-	} else {
-		char *data;
-		size_t len;
-		if (repo_read_blob(fa->h.git, fa->meta.oid, (size_t)-1, &data, &len) < 0) {
-			*result = respond_error(req, 500, NULL, "cannot read file");
-			return -1;
-		}
-		*resp = MHD_create_response_from_buffer(fa->count, data + fa->from, MHD_RESPMEM_MUST_COPY);
-		free(data);
+	r->bodiless = req->method == METHOD_HEAD && (!r->meta.is_lfs || r->meta.stored);
+	if (r->bodiless) {
+		/* the size is known: no blob read, no object opened */
+		answer_body_size_only(&r->a, r->count);
+		return 0;
 	}
-	if (!*resp) {
-		*result = respond_error(req, 500, NULL, "cannot build response");
+	if (r->meta.is_lfs)
+		return resolve_lfs_body(req, r, result);
+	if (r->meta.cached_body == r->meta.size) {
+		answer_body_copy(&r->a, r->value + sizeof(r->meta) + r->from, r->count);
+		return 0;
+	}
+	size_t len;
+	if (repo_read_blob(r->h.git, r->meta.oid, (size_t)-1, &r->blob, &len) < 0) {
+		*result = respond_error(req, 500, NULL, "cannot read file");
 		return -1;
 	}
+	answer_body_copy(&r->a, r->blob + r->from, r->count);
 	return 0;
 }
 
-/* The file's headers, the download counted, and the answer (a plain HEAD's
- * kept for the next one); takes resp. */
-static enum MHD_Result file_send(struct request *req, struct file_answer *fa, struct MHD_Response *resp)
+/* Step 8. The file's headers, the status, and whether the answer is kept
+ * (a plain HEAD's, for the next one). */
+static void resolve_headers(struct request *req, struct resolve *r)
 {
-	add_file_headers(resp, &fa->meta, fa->sha, req->path, fa->for_page);
-	if (fa->empty_probe)
-		MHD_add_response_header(resp, "Content-Range", "bytes */0");
-	if (fa->ranged > 0 && !fa->redirected) {
-		char cr[80];
-		snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, fa->from, fa->to, fa->meta.size);
-		MHD_add_response_header(resp, "Content-Range", cr);
+	const struct file_meta *m = &r->meta;
+	struct answer *a = &r->a;
+	const char *etag = m->is_lfs ? m->lfs_oid : m->oid;
+	answer_header(a, "X-Repo-Commit", r->sha);
+	answer_headerf(a, "ETag", "\"%s\"", etag);
+	if (m->is_lfs) {
+		answer_headerf(a, "X-Linked-Etag", "\"%s\"", etag);
+		answer_headerf(a, "X-Linked-Size", "%" PRIu64, m->size);
 	}
-	if (fa->redirected) {
-		if (!fa->for_page)
-			download_stats_note(req, &fa->h, fa->sha, fa->ranged > 0);
-		return respond(req, 302, resp);
+	answer_header(a, "Accept-Ranges", "bytes");
+	const struct page_file_type *shown = r->for_page ? page_file_type_for(req->path) : NULL;
+	answer_header(a, "Content-Type", shown ? shown->type : content_type_for(req->path));
+	if (shown)	/* beside the page's own CSP (http_ctx.page_headers): both apply */
+		answer_header(a, "Content-Security-Policy", "sandbox; default-src 'none'; "
+			      "img-src 'self'; style-src 'unsafe-inline'");
+	else		/* a page answer's Cache-Control comes with the page headers */
+		answer_header(a, "Cache-Control", "private, max-age=0, must-revalidate");
+	const char *base = strrchr(req->path, '/');
+	struct strbuf name = STRBUF_INIT;
+	strbuf_add_urlencoded(&name, base ? base + 1 : req->path, 0);
+	answer_headerf(a, "Content-Disposition", "%s; filename*=UTF-8''%s",
+		       !shown || shown->shown_inline ? "inline" : "attachment", name.buf ? name.buf : "");
+	strbuf_release(&name);
+	if (r->empty_probe)
+		answer_header(a, "Content-Range", "bytes */0");
+	if (r->ranged > 0 && !r->redirected)
+		answer_headerf(a, "Content-Range", "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, r->from, r->to, m->size);
+	if (!r->redirected)
+		a->status = r->ranged > 0 ? 206 : 200;
+	if (r->plain_head && r->bodiless && !r->ranged && !r->empty_probe) {
+		r->memo_key = describe_key(&r->h, r->sha, req->path);
+		answer_memo(a, r->memo_key);
 	}
-	req->bytes_out = req->method == METHOD_HEAD ? 0 : fa->count;
-	if (!fa->for_page)
-		download_stats_note(req, &fa->h, fa->sha, fa->ranged > 0);
-	if (fa->plain_head && fa->bodiless && !fa->ranged && !fa->empty_probe) {
-		char *key = describe_key(&fa->h, fa->sha, req->path);
-		enum MHD_Result result = respond_and_memo(req, key, 200, resp);
-		free(key);
-		return result;
-	}
-	return respond(req, fa->ranged > 0 ? 206 : 200, resp);
 }
 
-/* The file answer; for_page: the web UI's page route (the session's
- * caller, page headers), which never counts a download and keeps no HEAD
- * answer. */
+/* Step 9. The Hub's download count (never for the web UI's page route). */
+static void count_download(struct request *req, const struct resolve *r)
+{
+	if (!r->for_page)
+		download_stats_note(req, &r->h, r->sha, r->ranged > 0);
+}
+
+/* The file answer, as the pipeline at the top of this file; for_page: the
+ * web UI's page route (the session's caller, page headers), which never
+ * counts a download and keeps no HEAD answer. */
 static enum MHD_Result resolve_file(struct request *req, int for_page)
 {
-	struct file_answer fa = { .h = *req->repo, .for_page = for_page };
-	struct MHD_Response *resp = NULL;
+	struct resolve r;
 	enum MHD_Result result;
+	/* the answer last and not zeroed: answer_init sets what it reads */
+	memset(&r, 0, offsetof(struct resolve, a));
+	r.h = *req->repo;
+	r.for_page = for_page;
+	answer_init(&r.a, 200);
 	/* A plain HEAD's answer is kept whole (http/response_memo.c) under
 	 * the file's key: only Date and X-Request-Id change between two. */
-	fa.plain_head = !for_page && req->method == METHOD_HEAD && !request_header(req, "Range");
-	if (file_describe(req, &fa, &result) == 0 && file_lfs_check(req, &fa, &result) == 0 &&
-	    file_range(req, &fa, &result) == 0 && file_body(req, &fa, &resp, &result) == 0)
-		result = file_send(req, &fa, resp);
-	free(fa.value);
+	r.plain_head = !for_page && req->method == METHOD_HEAD && !request_header(req, "Range");
+	if (resolve_memo_lookup(req, &r, &result) == 0 && resolve_revision(req, &r, &result) == 0 &&
+	    resolve_entry(req, &r, &result) == 0 && resolve_lfs_link(req, &r, &result) == 0 &&
+	    resolve_range(req, &r, &result) == 0) {
+		resolve_redirect(req, &r);
+		if (resolve_body(req, &r, &result) == 0) {
+			resolve_headers(req, &r);
+			count_download(req, &r);
+			result = answer_send(req, &r.a);
+		}
+	}
+	answer_release(&r.a);
+	free(r.value);
+	free(r.location);
+	free(r.blob);
+	free(r.memo_key);
 	return result;
 }
 

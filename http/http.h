@@ -15,6 +15,13 @@
 
 struct request;
 
+/* One header of an answer: name and value, borrowed (see struct answer). */
+struct answer_header {
+	const char *name, *value;
+};
+/* The page headers http_ctx.page_headers may add, at most. */
+#define PAGE_HEADERS_MAX 8
+
 /* What the server tells the HTTP layer (set once at start-up). */
 struct http_context {
 	const char *public_url;		/* "" = derive from the Host header */
@@ -28,7 +35,7 @@ struct http_context {
 	 * page that answers an error respond_error would answer in JSON (so the
 	 * access checks shared with the API answer a page in HTML): 0 when it
 	 * answered (*result set), -1 to answer in JSON (the UI's JSON paths). */
-	void (*page_headers)(struct request *req, struct MHD_Response *resp);
+	size_t (*page_headers)(struct request *req, struct answer_header out[PAGE_HEADERS_MAX]);
 	int (*page_error)(struct request *req, int status, const char *message, enum MHD_Result *result);
 	/* Called right after park.c resumed conn from its own thread (set by
 	 * the server; NULL = none): the event loop that holds conn must run
@@ -228,10 +235,95 @@ struct route {
 	enum route_access (*access_for)(struct request *req);
 };
 
+/* ---- described answers (http/answer.c) ------------------------------------ */
+
+/* What a handler answers, described; http/ builds the libmicrohttpd response
+ * from it (answer_send), adds the headers every answer carries and queues
+ * it. No file outside http/ makes, heads or queues a response itself (t0004).
+ * A handler fills one on its stack:
+ *
+ *	struct answer a;
+ *	answer_init(&a, 200);
+ *	answer_header(&a, "Content-Type", "text/csv; charset=utf-8");
+ *	answer_body_take(&a, text, len);
+ *	return answer_send(req, &a);
+ *
+ * Header names and values, and a copied body, are borrowed: they must live
+ * until answer_send (answer_headerf copies its value). The headers go out in
+ * the order they were added, before Date, X-Request-Id and the route's fixed
+ * headers (respond_add_fixed_headers). */
+enum answer_body {
+	ANSWER_EMPTY,		/* no body (Content-Length: 0) */
+	ANSWER_BUFFER,		/* len bytes at data */
+	ANSWER_SIZE_ONLY,	/* a HEAD: announces count bytes, reads none */
+	ANSWER_FILE,		/* count bytes of fd from offset, by sendfile (http/file_body.c) */
+	ANSWER_READER,		/* count bytes (MHD_SIZE_UNKNOWN: until it ends) from reader */
+};
+enum answer_data_owner { ANSWER_DATA_COPY, ANSWER_DATA_TAKE, ANSWER_DATA_STATIC };
+#define ANSWER_HEADERS_MAX 24
+#define ANSWER_TEXT_MAX 1024
+
+struct answer {
+	int status;
+	struct answer_header headers[ANSWER_HEADERS_MAX];
+	size_t nheaders;
+	enum answer_body body;
+	const char *data;		/* ANSWER_BUFFER */
+	size_t len;
+	enum answer_data_owner data_owner;
+	int fd;				/* ANSWER_FILE (owned until sent) */
+	uint64_t offset, count;		/* ANSWER_FILE, ANSWER_SIZE_ONLY, ANSWER_READER */
+	MHD_ContentReaderCallback reader;	/* ANSWER_READER */
+	void *reader_cls;		/* owned until sent: reader_free(reader_cls) */
+	MHD_ContentReaderFreeCallback reader_free;
+	size_t block;
+	/* Kept whole per HTTP thread under this key and queued again for the
+	 * next request with it (respond_memo; only Date and X-Request-Id are
+	 * stamped anew): for content named by the key alone. NULL: not kept. */
+	const char *memo_key;
+	/* answer_headerf's values: here, else allocated (owned[]) */
+	char text[ANSWER_TEXT_MAX];
+	size_t text_used;
+	char *owned[ANSWER_HEADERS_MAX];
+	size_t nowned;
+};
+
+/* An answer with status, no header and no body. */
+void answer_init(struct answer *a, int status);
+/* A header (name and value borrowed until answer_send); the value
+ * formatted and kept by the answer. */
+void answer_header(struct answer *a, const char *name, const char *value);
+void answer_headerf(struct answer *a, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The body: len bytes copied at answer_send (data borrowed until then),
+ * taken (malloc'd; the answer frees it), or static (never freed). */
+void answer_body_copy(struct answer *a, const void *data, size_t len);
+void answer_body_take(struct answer *a, char *data, size_t len);
+void answer_body_static(struct answer *a, const char *data, size_t len);
+/* A HEAD's: Content-Length count, nothing read. */
+void answer_body_size_only(struct answer *a, uint64_t count);
+/* count bytes of fd from offset; takes fd (closed with the response, or
+ * by answer_release when never sent). */
+void answer_body_file(struct answer *a, int fd, uint64_t offset, uint64_t count);
+/* Bytes from reader as libmicrohttpd asks for them, block at a time; takes
+ * cls (free_cls(cls) when the response ends, or by answer_release). */
+void answer_body_reader(struct answer *a, uint64_t size, size_t block, MHD_ContentReaderCallback reader, void *cls,
+			MHD_ContentReaderFreeCallback free_cls);
+/* status (302, 303) with Location: location (borrowed). */
+void answer_redirect(struct answer *a, int status, const char *location);
+/* Keep the answer whole under key (borrowed until answer_send). */
+void answer_memo(struct answer *a, const char *key);
+/* Build, head and queue the answer (req->bytes_out from its body), then
+ * release it; 500 when no response could be made. */
+enum MHD_Result answer_send(struct request *req, struct answer *a);
+/* Free what an answer not sent owns (its body, formatted values). */
+void answer_release(struct answer *a);
+
 /* ---- answering (http/respond.c) ------------------------------------------ */
 
 /* Add the headers every answer carries (Date, request id, CORS) and queue
- * it; takes resp. */
+ * it; takes resp. Outside http/ only for the files not yet answering with
+ * struct answer (api/builds*.c, api/orgs.c: t0004's allow-list). */
 enum MHD_Result respond(struct request *req, int status, struct MHD_Response *resp);
 /* The parts of respond: the headers that are the same for every request of
  * a route (CORS or the page headers, nosniff, Connection: close), and
@@ -255,21 +347,24 @@ void response_memo_shutdown(void);
 /* A response whose body is count bytes of the file fd from offset
  * (http/file_body.c): libmicrohttpd owns fd once it returns one (it
  * closes fd with the response; on NULL the caller still owns fd), and sends
- * it with sendfile, 2 MiB a call. Every file body goes through here (t0185 checks). */
+ * it with sendfile, 2 MiB a call. Every file body goes through here (t0185
+ * checks): answer_body_file's, and api/builds_source.c's until it answers
+ * with struct answer. */
 struct MHD_Response *http_file_response(int fd, uint64_t offset, uint64_t count);
-/* The response whose body is count bytes from `from` of the LFS object oid
- * (size bytes) in store (http/object_body.c), without holding the thread
- * while the store answers: a file body (local), or a streamed one (S3: the
- * request waits parked until the store answered; a read that fails, or a
- * whole object that does not hash to its oid, is cut short before its last
- * byte). A HEAD only checks the object is there. 0 with *resp; 1 when the
- * request was parked (return MHD_YES: the handler runs again and must call
- * this again, with the same arguments, before anything else that parks);
- * KHUB_ENOTFOUND (absent, or another size) or KHUB_EIO (the store failed,
- * or a damaged local object, now quarantined), with nothing answered. */
+/* a's body: count bytes from `from` of the LFS object oid (size bytes) in
+ * store (http/object_body.c), without holding the thread while the store
+ * answers: a file body (local), or a streamed one (S3: the request waits
+ * parked until the store answered; a read that fails, or a whole object
+ * that does not hash to its oid, is cut short before its last byte). A
+ * HEAD only checks the object is there (ANSWER_SIZE_ONLY). 0 with a's body
+ * set; 1 when the request was parked (return MHD_YES: the handler runs
+ * again and must call this again, with the same arguments, before anything
+ * else that parks); KHUB_ENOTFOUND (absent, or another size) or KHUB_EIO
+ * (the store failed, or a damaged local object, now quarantined), with a
+ * unchanged and nothing answered. */
 struct lfs_store;
-int http_lfs_object_response(struct request *req, struct lfs_store *store, const char *oid, uint64_t size,
-			     uint64_t from, uint64_t count, struct MHD_Response **resp);
+int answer_lfs_object(struct request *req, struct answer *a, struct lfs_store *store, const char *oid,
+		      uint64_t size, uint64_t from, uint64_t count);
 /* JSON body; takes ownership of body (json_decref'd). */
 enum MHD_Result respond_json(struct request *req, int status, json_t *body);
 /* Preformatted JSON text (copied). */

@@ -46,15 +46,9 @@ static void free_pending(void *state)
 	lfs_stream_close(state);
 }
 
-static ssize_t no_body(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	(void)cls, (void)pos, (void)buf, (void)max;
-	return MHD_CONTENT_READER_END_WITH_ERROR;	/* never called for a HEAD */
-}
-
 /* Not streamed (a local store, an empty object, a HEAD). */
-static int unstreamed_response(struct request *req, struct lfs_store *store, const char *oid, uint64_t size,
-			       uint64_t from, uint64_t count, struct MHD_Response **resp)
+static int unstreamed_answer(struct request *req, struct answer *a, struct lfs_store *store, const char *oid,
+			     uint64_t size, uint64_t from, uint64_t count)
 {
 	uint64_t stored;
 	int fd;
@@ -62,23 +56,24 @@ static int unstreamed_response(struct request *req, struct lfs_store *store, con
 		int rc = lfs_store_stat(store, oid, &stored);
 		if (rc < 0 || stored != size)
 			return rc < 0 ? rc : KHUB_ENOTFOUND;
-		*resp = MHD_create_response_from_callback(count, 1, no_body, NULL, NULL);
-		return *resp ? 0 : KHUB_EIO;
+		answer_body_size_only(a, count);
+		return 0;
 	}
 	int rc = lfs_store_open_object(store, oid, &fd, &stored);
 	if (rc < 0)
 		return rc;
-	if (stored != size || !(*resp = http_file_response(fd, from, count))) {
+	if (stored != size) {
 		close(fd);
-		return stored != size ? KHUB_ENOTFOUND : KHUB_EIO;
+		return KHUB_ENOTFOUND;
 	}
+	answer_body_file(a, fd, from, count);
 	return 0;
 }
 
 /* The store answered the stream kept in req->handler_state: its body, or
  * the failure (the stream closed either way). */
-static int stream_answered(struct request *req, struct lfs_stream *s, int state, uint64_t count,
-			   struct MHD_Response **resp)
+static int stream_answered(struct request *req, struct answer *a, struct lfs_stream *s, int state,
+			   uint64_t count)
 {
 	req->handler_state = NULL;
 	req->handler_state_free = NULL;
@@ -89,16 +84,12 @@ static int stream_answered(struct request *req, struct lfs_stream *s, int state,
 	struct stream_body *b = xcalloc(1, sizeof(*b));
 	b->s = s;
 	b->conn = req->conn;
-	*resp = MHD_create_response_from_callback(count, STREAM_BLOCK, read_stream, b, free_stream_body);
-	if (!*resp) {
-		free_stream_body(b);
-		return KHUB_EIO;
-	}
+	answer_body_reader(a, count, STREAM_BLOCK, read_stream, b, free_stream_body);
 	return 0;
 }
 
-int http_lfs_object_response(struct request *req, struct lfs_store *store, const char *oid, uint64_t size,
-			     uint64_t from, uint64_t count, struct MHD_Response **resp)
+int answer_lfs_object(struct request *req, struct answer *a, struct lfs_store *store, const char *oid,
+		      uint64_t size, uint64_t from, uint64_t count)
 {
 	struct lfs_stream *s = NULL;
 	if (req->handler_state && req->handler_state_free == free_pending) {
@@ -108,7 +99,7 @@ int http_lfs_object_response(struct request *req, struct lfs_store *store, const
 		int rc = req->method == METHOD_HEAD || req->handler_state ? KHUB_EINVAL
 						    : lfs_store_stream_open(store, oid, size, from, count, &s);
 		if (rc == KHUB_EINVAL)
-			return unstreamed_response(req, store, oid, size, from, count, resp);
+			return unstreamed_answer(req, a, store, oid, size, from, count);
 		if (rc < 0)
 			return rc;
 		req->handler_state = s;
@@ -118,7 +109,7 @@ int http_lfs_object_response(struct request *req, struct lfs_store *store, const
 	if (state == 1 && request_park_closing())
 		state = KHUB_EIO;
 	if (state != 1)
-		return stream_answered(req, s, state, count, resp);
+		return stream_answered(req, a, s, state, count);
 	request_park_fd(req, lfs_stream_fd(s), POLLIN, STREAM_PARK_MS);
 	return 1;
 }

@@ -36,8 +36,12 @@ void respond_add_fixed_headers(struct request *req, struct MHD_Response *resp)
 	/* Pages are read with a session cookie: no other origin may read them
 	 * (the API ignores the cookie, so its blanket CORS exposes nothing). */
 	if (req->route && (req->route->flags & ROUTE_PAGE)) {
-		if (http_ctx.page_headers)
-			http_ctx.page_headers(req, resp);
+		if (http_ctx.page_headers) {
+			struct answer_header h[PAGE_HEADERS_MAX];
+			size_t n = http_ctx.page_headers(req, h);
+			for (size_t i = 0; i < n; i++)
+				MHD_add_response_header(resp, h[i].name, h[i].value);
+		}
 	} else {
 		MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
 		MHD_add_response_header(resp, "Access-Control-Expose-Headers", cors_expose);
@@ -66,24 +70,24 @@ enum MHD_Result respond(struct request *req, int status, struct MHD_Response *re
 
 enum MHD_Result respond_json_text(struct request *req, int status, const char *text, size_t len)
 {
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-	req->bytes_out = len;
-	return respond(req, status, resp);
+	struct answer a;
+	answer_init(&a, status);
+	answer_header(&a, "Content-Type", "application/json; charset=utf-8");
+	answer_body_copy(&a, text, len);
+	return answer_send(req, &a);
 }
 
 /* Bodies up to this size are also kept whole per thread (response_memo.c):
  * 16 per thread, so the memory stays small. */
 #define MEMO_BODY_MAX (64 * 1024)
 
-/* Answer resp, kept whole under memo_key when it names immutable content
- * and is small (NULL: answered only). */
-static enum MHD_Result respond_maybe_memo(struct request *req, const char *memo_key, struct MHD_Response *resp)
+/* Send a (a 200 JSON body), kept whole under memo_key when it names
+ * immutable content and is small (NULL: answered only). */
+static enum MHD_Result send_maybe_memo(struct request *req, const char *memo_key, struct answer *a)
 {
-	if (memo_key && req->bytes_out <= MEMO_BODY_MAX)
-		return respond_and_memo(req, memo_key, 200, resp);
-	return respond(req, 200, resp);
+	if (memo_key && a->len <= MEMO_BODY_MAX)
+		answer_memo(a, memo_key);
+	return answer_send(req, a);
 }
 
 /* A page of a listing as kept in the response cache: with_total, a first
@@ -107,18 +111,17 @@ static enum MHD_Result listing_page(struct request *req, char *value, size_t len
 	*nl = '\0';
 	const char *body = nl + 1;
 	size_t body_len = len - (size_t)(body - value);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(body_len, (void *)body, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "application/json; charset=utf-8");
 	if (total)
-		MHD_add_response_header(resp, "X-Total-Count", total);
-	if (link[0]) {
-		char *header = xasprintf("<%s>; rel=\"next\"", link);
-		MHD_add_response_header(resp, "Link", header);
-		free(header);
-	}
-	req->bytes_out = body_len;
+		answer_header(&a, "X-Total-Count", total);
+	if (link[0])
+		answer_headerf(&a, "Link", "<%s>; rel=\"next\"", link);
+	answer_body_copy(&a, body, body_len);
+	enum MHD_Result r = send_maybe_memo(req, memo_key, &a);
 	free(value);
-	return respond_maybe_memo(req, memo_key, resp);
+	return r;
 }
 
 enum MHD_Result respond_listing_page(struct request *req, char *value, size_t len, int with_total)
@@ -150,10 +153,11 @@ int respond_cached_json(struct request *req, const char *key, enum MHD_Result *r
 	int rc = cached_answer(req, key, result, &cached, &len);
 	if (rc != 0)
 		return rc > 0;
-	struct MHD_Response *resp = MHD_create_response_from_buffer(len, cached, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-	req->bytes_out = len;
-	*result = respond_maybe_memo(req, key, resp);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "application/json; charset=utf-8");
+	answer_body_take(&a, cached, len);
+	*result = send_maybe_memo(req, key, &a);
 	return 1;
 }
 
@@ -208,30 +212,31 @@ static enum MHD_Result respond_error_v(struct request *req, int status, const ch
 	strbuf_adds(&body, "{\"error\":");
 	strbuf_add_json_quoted(&body, msg.buf);
 	strbuf_adds(&body, "}");
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(body.len, body.buf, MHD_RESPMEM_MUST_COPY);
-	MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+	struct answer a;
+	answer_init(&a, status);
+	answer_header(&a, "Content-Type", "application/json; charset=utf-8");
 	/* Header values must stay on one line. */
 	for (char *p = msg.buf; *p; p++)
 		if (*p == '\r' || *p == '\n')
 			*p = ' ';
-	MHD_add_response_header(resp, "X-Error-Message", msg.buf);
+	answer_header(&a, "X-Error-Message", msg.buf);
 	if (code)
-		MHD_add_response_header(resp, "X-Error-Code", code);
+		answer_header(&a, "X-Error-Code", code);
 	if (extra_header)
-		MHD_add_response_header(resp, extra_header, extra_value);
+		answer_header(&a, extra_header, extra_value);
 	/* Every 503 is temporary (database, lock, upstream): say when to retry. */
 	if ((status == 503 || status == 429) && !(extra_header && strcasecmp(extra_header, "Retry-After") == 0))
-		MHD_add_response_header(resp, "Retry-After", "2");
+		answer_header(&a, "Retry-After", "2");
 	if (status == 401 && !(extra_header && strcmp(extra_header, "WWW-Authenticate") == 0))
-		MHD_add_response_header(resp, "WWW-Authenticate",
-					"Bearer realm=\"Authentication required\", charset=\"UTF-8\"");
-	req->bytes_out = body.len;
+		answer_header(&a, "WWW-Authenticate", "Bearer realm=\"Authentication required\", charset=\"UTF-8\"");
 	if (status >= 500)
 		log_error("%d %s", status, msg.buf);
+	size_t len;
+	char *text = strbuf_detach(&body, &len);
+	answer_body_take(&a, text, len);
+	enum MHD_Result r = answer_send(req, &a);
 	strbuf_release(&msg);
-	strbuf_release(&body);
-	return respond(req, status, resp);
+	return r;
 }
 
 enum MHD_Result respond_error(struct request *req, int status, const char *code, const char *fmt, ...)

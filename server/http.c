@@ -168,12 +168,13 @@ static void request_free(struct request *req)
 
 static enum MHD_Result respond_preflight(struct request *req)
 {
-	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-	MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, DELETE, OPTIONS");
-	MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-				"Authorization, Content-Type, Range, Accept, X-Request-Id, Git-Protocol");
-	MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
-	return respond(req, 204, resp);
+	struct answer a;
+	answer_init(&a, 204);
+	answer_header(&a, "Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, DELETE, OPTIONS");
+	answer_header(&a, "Access-Control-Allow-Headers",
+		      "Authorization, Content-Type, Range, Accept, X-Request-Id, Git-Protocol");
+	answer_header(&a, "Access-Control-Max-Age", "86400");
+	return answer_send(req, &a);
 }
 
 struct framing {

@@ -82,9 +82,9 @@ enum MHD_Result page_static(struct request *req)
 	snprintf(name, sizeof(name), "static/%s", req->path);
 	if (web_file(name, &data, &len) < 0)
 		return respond_error(req, 404, NULL, "no such file");	/* a page: web_page_error */
-	struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", content_type(name));
-	req->bytes_out = len;
-	enum MHD_Result r = respond(req, 200, resp);
-	return r;
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", content_type(name));
+	answer_body_take(&a, data, len);
+	return answer_send(req, &a);
 }

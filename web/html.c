@@ -156,16 +156,17 @@ static void fill_template(struct strbuf *out, const char *tpl, size_t len, const
 
 static enum MHD_Result send_html(struct request *req, int status, struct strbuf *html, const char *set_cookie)
 {
-	size_t len = html->len;
-	char *text = strbuf_detach(html, NULL);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-	MHD_add_response_header(resp, "Content-Type", "text/html; charset=utf-8");
+	struct answer a;
+	answer_init(&a, status);
+	answer_header(&a, "Content-Type", "text/html; charset=utf-8");
 	if (set_cookie)
-		MHD_add_response_header(resp, "Set-Cookie", set_cookie);
+		answer_header(&a, "Set-Cookie", set_cookie);
 	if (status == 503)	/* passing (the database): retry, as the API's 503s say */
-		MHD_add_response_header(resp, "Retry-After", "2");
-	req->bytes_out = len;
-	return respond(req, status, resp);
+		answer_header(&a, "Retry-After", "2");
+	size_t len;
+	char *text = strbuf_detach(html, &len);
+	answer_body_take(&a, text, len);
+	return answer_send(req, &a);
 }
 
 enum MHD_Result page_send(struct page *pg, int status)
@@ -242,11 +243,12 @@ enum MHD_Result web_redirect(struct request *req, const char *location, const ch
 	/* only local paths: no open redirect through ?next= */
 	if (!web_local_path_ok(location))
 		location = "/";
-	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-	MHD_add_response_header(resp, "Location", location);
+	struct answer a;
+	answer_init(&a, 303);
+	answer_redirect(&a, 303, location);
 	if (set_cookie)
-		MHD_add_response_header(resp, "Set-Cookie", set_cookie);
-	return respond(req, 303, resp);
+		answer_header(&a, "Set-Cookie", set_cookie);
+	return answer_send(req, &a);
 }
 
 enum MHD_Result web_error_page(struct request *req, int status, const char *message)

@@ -56,19 +56,21 @@ const struct route web_routes[] = {
 	{ 0, NULL, NULL, 0, 0 },
 };
 
-void web_page_headers(struct request *req, struct MHD_Response *resp)
+size_t web_page_headers(struct request *req, struct answer_header out[PAGE_HEADERS_MAX])
 {
 	static const char csp[] =
 		"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
 		"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-	MHD_add_response_header(resp, "Content-Security-Policy", csp);
-	MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-	MHD_add_response_header(resp, "Referrer-Policy", "same-origin");
+	int is_static = req->route && req->route->handler == page_static;
+	size_t n = 0;
+	out[n++] = (struct answer_header){ "Content-Security-Policy", csp };
+	out[n++] = (struct answer_header){ "X-Frame-Options", "DENY" };
+	out[n++] = (struct answer_header){ "Referrer-Policy", "same-origin" };
 	/* pages depend on who is signed in; static files on nothing */
-	MHD_add_response_header(resp, "Cache-Control",
-				req->route && req->route->handler == page_static ? "public, max-age=3600" : "no-store");
-	if (req->route && req->route->handler != page_static)
-		MHD_add_response_header(resp, "Vary", "Cookie");
+	out[n++] = (struct answer_header){ "Cache-Control", is_static ? "public, max-age=3600" : "no-store" };
+	if (req->route && !is_static)
+		out[n++] = (struct answer_header){ "Vary", "Cookie" };
+	return n;
 }
 
 int web_page_error(struct request *req, int status, const char *message, enum MHD_Result *result)

@@ -22,7 +22,7 @@ void web_identify(struct request *req);
 enum MHD_Result web_dispatch(struct request *req);
 /* api_ctx hooks: the headers of every page answer (CSP, nosniff,
  * frame-ancestors, Referrer-Policy), and errors of page routes as pages. */
-void web_page_headers(struct request *req, struct MHD_Response *resp);
+size_t web_page_headers(struct request *req, struct answer_header out[PAGE_HEADERS_MAX]);
 int web_page_error(struct request *req, int status, const char *message, enum MHD_Result *result);
 
 /* ---- HTML (web/html.c) ----------------------------------------------------- */
