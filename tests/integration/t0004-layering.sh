@@ -33,7 +33,7 @@ is "$hits" "" "transactions only through db_tx_begin/db_tx_commit/db_tx_rollback
 # the files not converted yet; it only shrinks (a file listed with no call
 # left must leave the list).
 mhd_response='MHD_\(create_response_[a-z_0-9]*\|queue_response\|add_response_header\|del_response_header\|destroy_response\)\b'
-mhd_allowed='api/builds.c api/builds_source.c api/builds_worker.c api/orgs.c'
+mhd_allowed='api/builds.c api/builds_source.c api/builds_worker.c'
 hits=$(grep -rn "$mhd_response" --include='*.[ch]' . 2>/dev/null | sed 's|^\./||' | grep -v '^http/\|^tests/\|node_modules/')
 for f in $mhd_allowed; do hits=$(printf '%s\n' "$hits" | grep -v "^$f:"); done
 hits=$(printf '%s\n' "$hits" | sed '/^$/d')
