@@ -36,6 +36,7 @@ static const struct {
 	{ "gc", cmd_gc, cmd_gc_usage, "gc [--dry-run] [--grace HOURS]: remove unreferenced LFS objects, temp files and expired trash" },
 	{ "admin", cmd_admin, cmd_admin_usage, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
 	{ "routes", cmd_routes, cmd_routes_usage, "routes [--json]: every endpoint with who may call it (the route tables)" },
+	{ "benchmark", cmd_benchmark, cmd_benchmark_usage, "benchmark submit FILE --repo NS/NAME: post a `kernels benchmark --output` file to a hub (not huggingface.co)" },
 	{ "builds", cmd_builds, cmd_builds_usage, "builds states [--json]: the build job's state machine (states, events, who, routes)" },
 };
 

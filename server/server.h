@@ -419,6 +419,10 @@ char **lfs_hook_env(void);
 int cmd_routes(int argc, char **argv);	/* server/cmd_routes.c */
 int cmd_builds(int argc, char **argv);	/* server/cmd_builds.c */
 extern const char cmd_builds_usage[], cmd_jobs_usage[], cmd_repack_usage[];
+/* khub benchmark submit (server/cmd_benchmark.c): a client of a hub's
+ * benchmark upload endpoint; opens no database. */
+int cmd_benchmark(int argc, char **argv);
+extern const char cmd_benchmark_usage[];
 /* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns
  * the directory (static). */
 const char *hooks_install(void);
