@@ -164,10 +164,11 @@ static int external_commit(struct request *req, const char *url, const char *rev
 	return rc < 0 ? -1 : 0;
 }
 
-/* 202 {"commit", "builds", "queued", "skipped", "plan"} (plus where to
- * watch an environment's build). */
+/* 202 {"commit", "builds", "queued", "skipped", "capabilities_left_out",
+ * "plan"} (plus where to watch an environment's build); takes builds,
+ * skipped, left_out and target. */
 static enum MHD_Result enqueue_answer(struct request *req, const char *sha, json_t *builds, json_t *skipped,
-				      const struct build_plan *plan, json_t *target)
+				      json_t *left_out, const struct build_plan *plan, json_t *target)
 {
 	char *details = xasprintf("{\"commit\":\"%s\",\"queued\":%zu}", sha, json_array_size(builds));
 	api_audit(req, "build.enqueue", repo_audit_target(req, REPO_KERNEL, req->repo->record.ns, req->repo->record.name),
@@ -177,8 +178,8 @@ static enum MHD_Result enqueue_answer(struct request *req, const char *sha, json
 	size_t i;
 	json_array_foreach(builds, i, b)
 		json_array_append(queued, json_object_get(b, "variant"));
-	json_t *answer = json_pack("{s:s, s:o, s:o, s:o, s:o}", "commit", sha, "builds", builds, "queued", queued,
-				   "skipped", skipped, "plan", build_plan_json(plan));
+	json_t *answer = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "commit", sha, "builds", builds, "queued", queued,
+				   "skipped", skipped, "capabilities_left_out", left_out, "plan", build_plan_json(plan));
 	if (target) {	/* where to watch the build the environment asked for */
 		json_t *first = json_array_size(builds) ? json_array_get(builds, 0) : json_array_get(skipped, 0);
 		json_int_t id = json_integer_value(json_object_get(first, json_array_size(builds) ? "id" : "build"));
@@ -219,7 +220,7 @@ static enum MHD_Result enqueue_planned(struct request *req, json_t *doc, git_rep
 		result = respond_queue_refused(req, rc);
 		goto cleanup;
 	}
-	result = enqueue_answer(req, sha, builds, skipped, &plan, target);
+	result = enqueue_answer(req, sha, builds, skipped, build_plan_left_out(&plan, names, n), &plan, target);
 	builds = skipped = target = NULL;
 cleanup:
 	build_names_free(names, n);

@@ -438,9 +438,64 @@ static int backend_planned(char *const *names, size_t n, const char *backend)
 	return 0;
 }
 
+/* 1 when item is one of list's ", "-separated items. */
+static int listed(const char *list, const char *item)
+{
+	size_t n = strlen(item);
+	for (const char *at = list; (at = strstr(at, item)); at += n)
+		if ((at == list || at[-1] == ' ') && (at[n] == ',' || !at[n]))
+			return 1;
+	return 0;
+}
+
+/* The torch versions of the live variants of backend when every one is
+ * a torch<MM>-… variant outside build.toml's torch bounds ("2.10, 2.11"
+ * into out), else 0. */
+static int torch_bounds_exclude_all(json_t *doc, char *const *live, size_t nlive, const char *backend, char *out,
+				    size_t size)
+{
+	size_t len = 0, any = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < nlive; i++) {
+		struct variant_name v;
+		char torch[32];
+		if (variant_name_parse(live[i], &v, NULL) < 0 || !variant_implied_backend_type(&v) ||
+		    strcmp(variant_implied_backend_type(&v), backend) != 0)
+			continue;
+		if (!kernel_torch_outside_bounds(doc, &v))
+			return 0;
+		any = 1;
+		snprintf(torch, sizeof(torch), "%s%ld.%ld", len ? ", " : "", v.framework_major, v.framework_minor);
+		if (!listed(out, torch + (len ? 2 : 0)))
+			len += (size_t)snprintf(out + len, len < size ? size - len : 0, "%s", torch);
+	}
+	return any && len < size;
+}
+
+/* Why nothing is planned for backend: the real reason (docs/build-farm.md,
+ * Planning). */
+static void unserved_reason(json_t *doc, const char *backend, char *const *live, size_t nlive, int by_stale,
+			    char *why, size_t size)
+{
+	char torch[128], bounds[64];
+	int tvm = strcmp(json_string_value(json_object_get(doc, "framework")), "tvm-ffi") == 0;
+	const char *tvm_note = tvm ? " (khub-worker does not build [tvm-ffi] kernels)" : "";
+	if (torch_bounds_exclude_all(doc, live, nlive, backend, torch, sizeof(torch))) {
+		kernel_torch_bounds_text(doc, bounds, sizeof(bounds));
+		snprintf(why, size, "torch %s of every live %s toolchain is outside build.toml's torch bounds %s", torch,
+			 backend, bounds);
+	} else if (backend_planned(live, nlive, backend)) {
+		snprintf(why, size, "every %s variant live workers offer is left out (each with its reason)%s", backend,
+			 tvm_note);
+	} else {
+		snprintf(why, size, "no live worker builds %s%s%s", backend,
+			 by_stale ? " (only workers not seen within build_worker_live_seconds offer it)" : "", tvm_note);
+	}
+}
+
 /* Every backend of general.backends that nothing is planned for. */
-static void skip_unserved_backends(const struct build_plan *p, char *const *names, size_t n, char *const *stale,
-				   size_t nstale, json_t *skipped)
+static void skip_unserved_backends(const struct build_plan *p, char *const *names, size_t n, char *const *live,
+				   size_t nlive, char *const *stale, size_t nstale, json_t *skipped)
 {
 	size_t i;
 	json_t *b;
@@ -450,13 +505,27 @@ static void skip_unserved_backends(const struct build_plan *p, char *const *name
 			continue;
 		char pattern[96], why[VARIANT_REASON_MAX + 64];
 		backend_pattern(p->doc, backend, pattern, sizeof(pattern));
-		int by_stale = backend_planned(stale, nstale, backend);
-		snprintf(why, sizeof(why), "no live worker builds %s%s%s", backend,
-			 by_stale ? " (only workers not seen within build_worker_live_seconds offer it)" : "",
-			 strcmp(json_string_value(json_object_get(p->doc, "framework")), "tvm-ffi") == 0
-				 ? " (khub-worker does not build [tvm-ffi] kernels)" : "");
+		unserved_reason(p->doc, backend, live, nlive, backend_planned(stale, nstale, backend), why, sizeof(why));
 		skip(skipped, pattern, why);
 	}
+}
+
+json_t *build_plan_left_out(const struct build_plan *p, char *const *names, size_t n)
+{
+	json_t *out = json_array();
+	for (size_t i = 0; i < n; i++) {
+		struct variant_name v;
+		json_t *caps = json_array(), *c;
+		size_t k;
+		if (variant_name_parse(names[i], &v, NULL) == 0)
+			kernel_toolkit_left_out(p->doc, &v, caps);
+		json_array_foreach(caps, k, c) {
+			json_object_set_new(c, "variant", json_string(names[i]));
+			json_array_append(out, c);
+		}
+		json_decref(caps);
+	}
+	return out;
 }
 
 static int on_required_list(const struct required_variants *list, const char *name)
@@ -505,7 +574,7 @@ void build_plan_default(const struct build_plan *p, char *const *live, size_t nl
 	for (size_t i = 0; i < nstale; i++)
 		if (!build_names_contain(live, nlive, stale[i]) && build_plan_judge(p, stale[i], why, sizeof(why)))
 			skip(skipped, stale[i], "only workers not seen within build_worker_live_seconds offer it");
-	skip_unserved_backends(p, *names, *n, stale, nstale, skipped);
+	skip_unserved_backends(p, *names, *n, live, nlive, stale, nstale, skipped);
 	(*names)[*n] = NULL;
 }
 

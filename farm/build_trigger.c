@@ -50,13 +50,17 @@ static int sources_changed(const git_tree *from, const git_tree *to)
 	return 0;
 }
 
-/* Log what planning left out of a push's builds, one line per variant. */
-static void log_skipped(int64_t repo_id, const char *sha, json_t *skipped)
+/* Log what planning left out of a push's builds, one line per variant,
+ * and per capability a planned variant's toolkit does not build. */
+static void log_skipped(int64_t repo_id, const char *sha, json_t *skipped, json_t *left_out)
 {
 	size_t i;
 	json_t *s;
 	json_array_foreach(skipped, i, s)
 		log_info("build trigger: repo %lld %s: not building %s: %s", (long long)repo_id, sha,
+			 json_string_value(json_object_get(s, "variant")), json_string_value(json_object_get(s, "reason")));
+	json_array_foreach(left_out, i, s)
+		log_info("build trigger: repo %lld %s: building %s: %s", (long long)repo_id, sha,
 			 json_string_value(json_object_get(s, "variant")), json_string_value(json_object_get(s, "reason")));
 }
 
@@ -106,7 +110,9 @@ void build_push_plan(const struct push_plan *p)
 			 build_queue_refusal() ? build_queue_refusal() : "database");
 	else
 		log_info("build trigger: repo %lld %s (%s): %zu variants", repo_id, p->sha, p->ref, n);
-	log_skipped(p->repo_id, p->sha, skipped);
+	json_t *left_out = build_plan_left_out(&plan, names, n);
+	log_skipped(p->repo_id, p->sha, skipped, left_out);
+	json_decref(left_out);
 	const char *warning = json_string_value(json_object_get(plan.doc, "warning"));
 	if (warning)
 		log_warn("build trigger: repo %lld %s: %s", repo_id, p->sha, warning);

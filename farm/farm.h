@@ -398,6 +398,10 @@ void build_plan_filter(const struct build_plan *plan, char **names, size_t *n, j
 void build_plan_default(const struct build_plan *plan, char *const *live, size_t nlive, char *const *stale,
 			size_t nstale, const struct required_variants *list, char ***names, size_t *n,
 			json_t *skipped);
+/* For the variants names (those planned): each capability build.toml's
+ * kernels name that a variant's toolkit does not build, as
+ * [{"variant", "capability", "reason"}] (the caller owns it). */
+json_t *build_plan_left_out(const struct build_plan *plan, char *const *names, size_t n);
 /* {"framework", "backends", "compiled", "warning"?} of plan (owned). */
 json_t *build_plan_json(const struct build_plan *plan);
 extern const char embedded_build_toml_py[];

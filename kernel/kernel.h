@@ -150,6 +150,16 @@ int kernel_version_cmp(long amaj, long amin, long bmaj, long bmin);
  * JSON describes (torch and toolkit minver/maxver, the capabilities its
  * kernels name); else 0 with why. */
 int kernel_toolkit_judge(json_t *plan, const struct variant_name *v, char *why, size_t size);
+/* For a variant the plan takes: each capability its toolkit's kernels name
+ * that this toolkit does not build, appended to out as {"capability",
+ * "reason"} ("capability 5.0 left out: CUDA 13.0 cannot build it (oldest
+ * it builds: 7.5)"), once per capability. */
+void kernel_toolkit_left_out(json_t *plan, const struct variant_name *v, json_t *out);
+/* 1 when v is a torch<MM>-… variant whose torch build.toml's torch.minver
+ * or maxver excludes. */
+int kernel_torch_outside_bounds(json_t *plan, const struct variant_name *v);
+/* build.toml's torch bounds as ">=2.12,<=2.12" into out ("" when none). */
+void kernel_torch_bounds_text(json_t *plan, char *out, size_t size);
 
 /* ---- paths under build/ (kernel/build_path.c) ----------------------------- */
 

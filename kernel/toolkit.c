@@ -27,14 +27,15 @@ int kernel_version_cmp(long amaj, long amin, long bmaj, long bmin)
 /* torch.minver/maxver (arch variants), and the toolkit's bounds
  * general.<backend>.minver/maxver (build.toml has them for cuda): the
  * plan carries them under the backend's name. */
-static int judge_bounds(json_t *doc, const struct variant_name *v, const char *backend, char *why, size_t size)
+static int judge_bounds(json_t *doc, const struct variant_name *v, const char *backend, int torch_only, char *why,
+			size_t size)
 {
 	static const struct { const char *table, *key, *what; int sign; } bounds[] = {
 		{ "torch", "minver", "torch", -1 }, { "torch", "maxver", "torch", 1 },
 		{ NULL, "minver", NULL, -1 }, { NULL, "maxver", NULL, 1 },
 	};
 	const struct kernel_backend *kb = kernel_backend_find(backend);
-	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+	for (size_t i = 0; i < (torch_only ? 2 : sizeof(bounds) / sizeof(bounds[0])); i++) {
 		int torch = bounds[i].table != NULL;
 		long maj, min, bmaj, bmin;
 		if (torch ? v->framework != VARIANT_TORCH : !kb || v->backend_major < 0)
@@ -132,5 +133,78 @@ static int judge_capabilities(json_t *doc, const struct variant_name *v, char *w
 int kernel_toolkit_judge(json_t *plan, const struct variant_name *v, char *why, size_t size)
 {
 	const char *backend = variant_implied_backend_type(v);
-	return backend && judge_bounds(plan, v, backend, why, size) && judge_capabilities(plan, v, why, size);
+	return backend && judge_bounds(plan, v, backend, 0, why, size) && judge_capabilities(plan, v, why, size);
+}
+
+int kernel_torch_outside_bounds(json_t *plan, const struct variant_name *v)
+{
+	char why[160];
+	const char *backend = variant_implied_backend_type(v);
+	return v->framework == VARIANT_TORCH && backend && !judge_bounds(plan, v, backend, 1, why, sizeof(why));
+}
+
+void kernel_torch_bounds_text(json_t *plan, char *out, size_t size)
+{
+	json_t *torch = json_object_get(plan, "torch");
+	const char *min = json_string_value(json_object_get(torch, "minver"));
+	const char *max = json_string_value(json_object_get(torch, "maxver"));
+	snprintf(out, size, "%s%s%s%s%s", min ? ">=" : "", min ? min : "", min && max ? "," : "", max ? "<=" : "",
+		 max ? max : "");
+}
+
+/* Why the toolkit maj.min does not build capability text of its table. */
+static void capability_why(const struct toolkit_capabilities *tc, const char *text, long maj, long min, char *why,
+			   size_t size)
+{
+	long cmaj = -1, cmin = -1;
+	const struct capability_row *row = NULL, *oldest = NULL;
+	kernel_version_of(text, &cmaj, &cmin);
+	for (size_t i = 0; i < tc->n; i++) {
+		if (tc->rows[i].major == cmaj && tc->rows[i].minor == cmin)
+			row = &tc->rows[i];
+		if (!oldest && (!tc->rows[i].below_maj || maj < tc->rows[i].below_maj) &&
+		    kernel_version_cmp(maj, min, tc->rows[i].min_maj, tc->rows[i].min_min) >= 0)
+			oldest = &tc->rows[i];
+	}
+	if (!row)
+		snprintf(why, size, "capability %s left out: no %s toolkit khub knows builds it", text, tc->title);
+	else if (kernel_version_cmp(maj, min, row->min_maj, row->min_min) < 0)
+		snprintf(why, size, "capability %s left out: %s %ld.%ld cannot build it (first %s with it: %ld.%ld)", text,
+			 tc->title, maj, min, tc->title, row->min_maj, row->min_min);
+	else if (oldest)
+		snprintf(why, size, "capability %s left out: %s %ld.%ld cannot build it (oldest it builds: %ld.%ld)", text,
+			 tc->title, maj, min, oldest->major, oldest->minor);
+	else
+		snprintf(why, size, "capability %s left out: %s %ld.%ld cannot build it", text, tc->title, maj, min);
+}
+
+/* One {"capability", "reason"} into out unless one for text is there. */
+static void left_out_add(json_t *out, const char *text, const char *why)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(out, i, e)
+		if (strcmp(json_string_value(json_object_get(e, "capability")), text) == 0)
+			return;
+	json_array_append_new(out, json_pack("{s:s, s:s}", "capability", text, "reason", why));
+}
+
+void kernel_toolkit_left_out(json_t *plan, const struct variant_name *v, json_t *out)
+{
+	const struct toolkit_capabilities *tc = toolkit_capabilities_of(v->backend);
+	char key[sizeof(v->backend) + 16], why[256];
+	snprintf(key, sizeof(key), "%s-kernels", v->backend);
+	json_t *k, *c;
+	size_t i, j;
+	if (v->framework == VARIANT_TORCH_NOARCH || !tc || v->backend_major < 0)
+		return;
+	json_array_foreach(json_object_get(plan, key), i, k) {
+		json_array_foreach(json_object_get(k, "capabilities"), j, c) {
+			const char *text = json_string_value(c);
+			if (!text || capability_compiles(tc, text, v->backend_major, v->backend_minor))
+				continue;
+			capability_why(tc, text, v->backend_major, v->backend_minor, why, sizeof(why));
+			left_out_add(out, text, why);
+		}
+	}
 }

@@ -100,9 +100,57 @@ static void test_default(void)
 	build_plan_release(&p);
 }
 
+#define ARCHS "{\"framework\":\"torch\",\"backends\":[\"cuda\"],\"compiled\":true,\"kernel-backends\":[\"cuda\"]," \
+	      "\"torch\":{\"minver\":\"2.12\",\"maxver\":\"2.12\"},\"stable-abi\":{},\"cuda\":{}," \
+	      "\"cuda-kernels\":[{\"capabilities\":[\"5.0\",\"8.0\",\"12.1\"],\"minver\":null}]}"
+
+/* Each capability a planned variant's toolkit does not build is said,
+ * with the real reason. */
+static void test_left_out(void)
+{
+	struct build_plan p = plan_of(ARCHS);
+	char *names[] = { "torch212-cxx11-cu130-x86_64-linux", "torch212-cxx11-cu128-x86_64-linux", NULL };
+	json_t *left = build_plan_left_out(&p, names, 2);
+	char *dump = json_dumps(left, JSON_SORT_KEYS);
+	ok(json_array_size(left) == 2, "cu130 leaves out 5.0, cu128 leaves out 12.1, nothing else");
+	ok(strstr(dump, "\"capability 5.0 left out: CUDA 13.0 cannot build it (oldest it builds: 7.5)\"") != NULL,
+	   "5.0 for CUDA 13.0: too old for it, with the oldest it builds");
+	ok(strstr(dump, "\"capability 12.1 left out: CUDA 12.8 cannot build it (first CUDA with it: 12.9)\"") != NULL,
+	   "12.1 for CUDA 12.8: too new, with the first CUDA that builds it");
+	printf("# %s\n", dump);
+	free(dump);
+	json_decref(left);
+	build_plan_release(&p);
+}
+
+/* A backend whose live variants build.toml's torch bounds all exclude is
+ * answered with that, never "no live worker builds cuda". */
+static void test_torch_bounds_reason(void)
+{
+	struct build_plan p = plan_of(ARCHS);
+	char *live[] = { "torch211-cxx11-cu130-x86_64-linux", "torch211-cxx11-cu128-x86_64-linux", NULL };
+	struct required_variants list = { 0 };
+	char **names;
+	size_t n;
+	json_t *skipped = json_array();
+	build_plan_default(&p, live, 2, NULL, 0, &list, &names, &n, skipped);
+	char *dump = json_dumps(skipped, JSON_SORT_KEYS);
+	ok(n == 0, "nothing planned");
+	ok(strstr(dump, "\"torch 2.11 of every live cuda toolchain is outside build.toml's torch bounds "
+		   ">=2.12,<=2.12\"") != NULL, "the real reason: torch bounds");
+	ok(!strstr(dump, "no live worker builds cuda"), "not: no live worker builds cuda");
+	printf("# %s\n", dump);
+	free(dump);
+	json_decref(skipped);
+	build_names_free(names, n);
+	build_plan_release(&p);
+}
+
 int main(void)
 {
 	test_judge();
 	test_default();
+	test_left_out();
+	test_torch_bounds_reason();
 	return done_testing();
 }
