@@ -270,7 +270,7 @@ static void ensure_repo(const struct import_args *a, enum repo_type type, const 
 /* An import of sources with build.toml queues builds, as a push does. */
 static void builds_from_config(void)
 {
-	runtime_farm_settings(&farm_settings);
+	config_apply_all();	/* farm_settings among them */
 	publish_set_on_new_commit(builds_on_new_commit);
 }
 

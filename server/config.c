@@ -3,6 +3,7 @@
 #include "server/server.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -17,31 +18,33 @@
 
 struct khub_config config;
 
-enum config_type { CONFIG_STRING, CONFIG_LONG };
-
-struct config_row {
-	const char *name;
-	enum config_type type;
-	size_t offset;
-	const char *dflt;
-	long min, max;
-	const char *help;
-	int reloadable;	/* serve applies a new value on SIGHUP (config_reload) */
-};
+static void apply_lfs_redirect(const struct khub_config *cfg);
+static void apply_secure_cookies(const struct khub_config *cfg);
+static void apply_abi_policy(const struct khub_config *cfg);
 
 /* ROW: read at start-up only (a change needs a restart); LIVE: a running
- * serve takes a new value from the file on SIGHUP. */
-#define ROW(name, type, dflt, min, max, help) \
-	{ #name, type, offsetof(struct khub_config, name), dflt, min, max, help, 0 }
-#define LIVE(name, type, dflt, min, max, help) \
-	{ #name, type, offsetof(struct khub_config, name), dflt, min, max, help, 1 }
+ * serve takes a new value from the file on SIGHUP. After the help, where
+ * else the value lives (config_apply_all): TO(field) copies it into a
+ * module's settings field (long, long long or const char *, checked by
+ * its type), TO_SCALED(field, n) copies it times n, CALL(fn) runs
+ * fn(&config). */
+#define ROW(name, type, dflt, min, max, help, ...) \
+	{ #name, type, offsetof(struct khub_config, name), dflt, min, max, help, 0, { __VA_ARGS__ } }
+#define LIVE(name, type, dflt, min, max, help, ...) \
+	{ #name, type, offsetof(struct khub_config, name), dflt, min, max, help, 1, { __VA_ARGS__ } }
+#define BIND_KIND(field) \
+	_Generic(&(field), long *: CONFIG_BIND_LONG, long long *: CONFIG_BIND_LLONG, const char **: CONFIG_BIND_STRING)
+#define TO_SCALED(field, n) { BIND_KIND(field), &(field), n, NULL }
+#define TO(field) TO_SCALED(field, 1)
+#define CALL(fn) { CONFIG_BIND_CALL, NULL, 0, fn }
 
 static const struct config_row config_rows[] = {
 	ROW(data_dir, CONFIG_STRING, "./var", 0, 0, "where repos, LFS objects and the embedded database live"),
 	ROW(listen, CONFIG_STRING, "127.0.0.1:8080", 0, 0, "address:port the HTTP server listens on"),
 	ROW(database_url, CONFIG_STRING, "", 0, 0, "PostgreSQL URL; empty = run an embedded cluster under data_dir/pg"),
 	ROW(pg_bindir, CONFIG_STRING, KHUB_PG_BINDIR, 0, 0, "PostgreSQL server binaries for the embedded cluster"),
-	ROW(public_url, CONFIG_STRING, "", 0, 0, "base URL in absolute links; empty = from the Host header"),
+	ROW(public_url, CONFIG_STRING, "", 0, 0, "base URL in absolute links; empty = from the Host header",
+	    TO(http_ctx.public_url), CALL(apply_secure_cookies)),
 	LIVE(log_level, CONFIG_STRING, "info", 0, 0, "error, warn, info or debug"),
 	ROW(log_format, CONFIG_STRING, "text", 0, 0, "text (one line per event) or json (one JSON object per line: time, level, request_id, msg; request lines carry method, route, status, bytes, duration_ms, user, repo)"),
 	ROW(threads, CONFIG_LONG, "0", 0, 1024, "HTTP event loops, a thread each; 0 = 1 per CPU this process may use, at least 2 (affinity mask and cgroup CPU quota; serve -n shows the count)"),
@@ -51,11 +54,13 @@ static const struct config_row config_rows[] = {
 	ROW(trusted_proxies, CONFIG_STRING, "", 0, 0, "comma-separated addresses and CIDR ranges of reverse proxies (nginx, HAProxy) whose X-Forwarded-For or Forwarded header names the client: a request from one gets the right-most address there that is not itself a trusted proxy, for the audit log, download counting and the access log (max_connections_per_ip still counts the proxy); empty = trust none, every request has its TCP peer's address"),
 	ROW(connection_memory_kb, CONFIG_LONG, "16", 4, 1024, "KiB each connection has for its request line and headers and the response's headers (half of it reads a request body); a request whose headers do not fit is answered 431"),
 	ROW(header_timeout, CONFIG_LONG, "30", 0, 3600, "seconds a connection has to send a request's complete headers, from opening or from the end of its previous request (0 = no limit)"),
-	LIVE(max_body_bytes, CONFIG_LONG, "16777216", 1024, 1L << 30, "largest JSON/form request body (commit bodies and LFS uploads stream and have no limit)"),
+	LIVE(max_body_bytes, CONFIG_LONG, "16777216", 1024, 1L << 30, "largest JSON/form request body (commit bodies and LFS uploads stream and have no limit)",
+	    TO(http_ctx.max_body_bytes), TO(api_ctx.max_body_bytes)),
 	ROW(body_timeout, CONFIG_LONG, "120", 0, 3600, "seconds a JSON/form request body has to arrive in full after its headers, however slowly it trickles in (then 408 and the connection is closed; 0 = no limit; streamed bodies are not bounded by it)"),
 	ROW(body_buffer_max_mb, CONFIG_LONG, "256", 1, 1L << 20, "MiB of JSON/form request bodies held in memory by all requests together; a body that would pass it is refused 503 with Retry-After before it is read"),
 	LIVE(sync_trusted_keys, CONFIG_STRING, "", 0, 0, "public keys `khub sync import` trusts: comma-separated .pub files or directories of them (nothing else is trusted)"),
-	LIVE(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid"),
+	LIVE(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid",
+	    TO(api_ctx.lfs_url_ttl)),
 	ROW(lfs_backend, CONFIG_STRING, "local", 0, 0, "where LFS objects live: local (data_dir/lfs) or s3 (the lfs_s3_* keys; khub lfs migrate --to s3 copies a local store)"),
 	ROW(lfs_s3_endpoint, CONFIG_STRING, "", 0, 0, "S3 endpoint URL, http(s)://host[:port] (lfs_backend = s3)"),
 	ROW(lfs_s3_bucket, CONFIG_STRING, "", 0, 0, "S3 bucket holding the LFS objects (objects/ab/cd/{sha256})"),
@@ -64,22 +69,30 @@ static const struct config_row config_rows[] = {
 	ROW(lfs_s3_credentials_file, CONFIG_STRING, "", 0, 0, "AWS-style credentials file (aws_access_key_id, aws_secret_access_key); empty = AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment"),
 	ROW(lfs_s3_part_mb, CONFIG_LONG, "64", 5, 4096, "objects larger than this many MiB are uploaded to S3 as multipart uploads of parts this size"),
 	ROW(lfs_s3_streams_max, CONFIG_LONG, "64", 1, 100000, "S3 reads khub streams at once (a thread and a 2 MiB buffer each, held until the client has the body or left); one more is refused 503 with Retry-After (see max_connections_per_ip for one client's share)"),
-	ROW(lfs_s3_redirect, CONFIG_LONG, "0", 0, 1, "1: a GET of an LFS file answers 302 to a presigned S3 URL valid lfs_url_ttl seconds (clients must reach the object store); 0: khub streams it (HEAD is always answered by khub)"),
+	ROW(lfs_s3_redirect, CONFIG_LONG, "0", 0, 1, "1: a GET of an LFS file answers 302 to a presigned S3 URL valid lfs_url_ttl seconds (clients must reach the object store); 0: khub streams it (HEAD is always answered by khub)",
+	    CALL(apply_lfs_redirect)),
 	ROW(cache_mb, CONFIG_LONG, "256", 0, 1L << 20, "memory for responses keyed by immutable commit shas"),
-	LIVE(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header"),
+	LIVE(tree_page_size, CONFIG_LONG, "1000", 1, 100000, "tree entries per page before a Link header",
+	    TO(api_ctx.tree_page_size)),
 	ROW(commit_memory_mb, CONFIG_LONG, "256", 1, 1L << 20, "memory one commit's regular (non-LFS) files and git objects may take while it is built; a bigger commit is refused with 413 (send big files as LFS)"),
-	LIVE(commits_in_flight_per_user, CONFIG_LONG, "4", 1, 1000, "pull-request commits one account without write access may stream at once (more: 429)"),
-	LIVE(pull_requests_per_hour, CONFIG_LONG, "30", 0, 100000, "pull requests an account without write access may open per hour (0 = no limit)"),
-	LIVE(lock_wait_ms, CONFIG_LONG, "30000", 0, 600000, "longest wait of a write for a repo's lock (then 503); waiting holds no thread"),
+	LIVE(commits_in_flight_per_user, CONFIG_LONG, "4", 1, 1000, "pull-request commits one account without write access may stream at once (more: 429)",
+	    TO(api_ctx.commits_in_flight_per_user)),
+	LIVE(pull_requests_per_hour, CONFIG_LONG, "30", 0, 100000, "pull requests an account without write access may open per hour (0 = no limit)",
+	    TO(api_ctx.pull_requests_per_hour)),
+	LIVE(lock_wait_ms, CONFIG_LONG, "30000", 0, 600000, "longest wait of a write for a repo's lock (then 503); waiting holds no thread",
+	    TO(api_ctx.lock_wait_ms)),
 	ROW(work_threads, CONFIG_LONG, "4", 1, 256, "background threads for slow work (lazy mirror downloads, variant indexing, build source tars); requests wait for it without a thread"),
 	ROW(work_queue_max, CONFIG_LONG, "256", 1, 1000000, "jobs that may wait for a background thread (more: 503 with Retry-After)"),
 	ROW(work_wait_ms, CONFIG_LONG, "120000", 100, 3600000, "longest wait of a request for its background job (then 503 with Retry-After)"),
 	ROW(variant_catch_up_ms, CONFIG_LONG, "5000", 100, 3600000, "how often a background thread indexes kernel repos whose branches are not indexed yet"),
-	LIVE(repo_cache_ttl_ms, CONFIG_LONG, "1000", 0, 600000, "how long a repo record is reused without the database"),
+	LIVE(repo_cache_ttl_ms, CONFIG_LONG, "1000", 0, 600000, "how long a repo record is reused without the database",
+	    TO(http_ctx.repo_cache_ttl_ms)),
 	ROW(token_cache_ttl_ms, CONFIG_LONG, "2000", 0, 600000, "how long a token lookup is reused without the database"),
-	LIVE(outage_cache_s, CONFIG_LONG, "300", 0, 86400, "while the database is down, how long a token or repo record looked up before is still honoured, for reads only (0 = not at all)"),
+	LIVE(outage_cache_s, CONFIG_LONG, "300", 0, 86400, "while the database is down, how long a token or repo record looked up before is still honoured, for reads only (0 = not at all)",
+	    TO(http_ctx.outage_cache_s)),
 	ROW(download_stats, CONFIG_LONG, "1", 0, 1, "count variant downloads per repo, variant, day and client (0 = off)"),
-	LIVE(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)"),
+	LIVE(metrics_public, CONFIG_LONG, "0", 0, 1, "1 = /metrics answers anyone, with repo counts that leave private repos out (site admins always get everything)",
+	    TO(api_ctx.metrics_public)),
 	ROW(scrub_mb_per_s, CONFIG_LONG, "0", 0, 100000, "re-hash every local LFS object in the background at this many MiB/s at most, quarantining damaged ones (0 = off)"),
 	LIVE(schedule_gc, CONFIG_STRING, "0", 0, 0, "how often one node runs khub gc: an interval from the last success (30s, 15m, 24h, 7d; a bare number is seconds; 0 = off); see operations.md, Scheduled jobs"),
 	LIVE(schedule_scrub, CONFIG_STRING, "168h", 0, 0, "how often one node runs an LFS scrub pass (with scrub_mb_per_s above 0; same form as schedule_gc)"),
@@ -90,35 +103,56 @@ static const struct config_row config_rows[] = {
 	ROW(metrics_lfs_scan_s, CONFIG_LONG, "300", 1, 86400, "how often a background thread adds up the LFS store's size for /metrics (khub_lfs_store_bytes; never per scrape)"),
 	ROW(db_pool_size, CONFIG_LONG, "16", 1, 1000, "database connections a process opens at most; a thread borrows one per query, or keeps it while it holds a lock or transaction"),
 	ROW(db_pool_wait_ms, CONFIG_LONG, "2000", 0, 600000, "longest wait for a free database connection (then the request answers 503 with Retry-After)"),
-	ROW(web_root, CONFIG_STRING, "", 0, 0, "serve the web UI's templates and static files from this folder (the source tree's web/) instead of the copies compiled in: for working on the UI"),
-	ROW(web_session_hours, CONFIG_LONG, "168", 1, 24 * 365, "hours a web UI sign-in lasts (a session also ends when its token is revoked or expires)"),
-	ROW(build_lease_seconds, CONFIG_LONG, "60", 2, 3600, "build farm: seconds a worker's claim on a job lasts without a heartbeat (then the job is queued again)"),
-	ROW(build_heartbeat_seconds, CONFIG_LONG, "15", 1, 3600, "build farm: how often workers are told to heartbeat (less than build_lease_seconds)"),
-	LIVE(build_max_attempts, CONFIG_LONG, "3", 1, 100, "build farm: attempts of a job (lost leases, failures marked retry) before it fails"),
-	ROW(abi_policy, CONFIG_STRING, "enforce", 0, 0, "build farm: enforce (a build whose ABI report has violations is not published) or warn (published, report kept)"),
-	LIVE(build_output_max_mb, CONFIG_LONG, "4096", 1, 1L << 20, "build farm: largest output tar a worker may upload"),
-	ROW(build_variants, CONFIG_STRING, "", 0, 0, "build farm: JSON file of required variants ({system: {backend: [names]}}) replacing the official list for default builds; empty = the official list"),
-	LIVE(build_wall_seconds, CONFIG_LONG, "7200", 10, 7 * 86400, "build farm: wall-clock limit told to workers per build"),
-	LIVE(build_cpu_seconds, CONFIG_LONG, "28800", 10, 30 * 86400, "build farm: CPU-time limit told to workers per build"),
-	LIVE(build_memory_mb, CONFIG_LONG, "16384", 64, 1L << 24, "build farm: memory limit told to workers per build"),
-	LIVE(build_disk_mb, CONFIG_LONG, "32768", 64, 1L << 30, "build farm: scratch-disk limit told to workers per build"),
-	ROW(build_source_cache_mb, CONFIG_LONG, "4096", 1, 1L << 24, "build farm: disk kept for source tars already made (data_dir/build-source-cache; least recently served removed first)"),
-	LIVE(build_queue_per_repo, CONFIG_LONG, "128", 1, 1000000, "build farm: jobs one repo may have queued (not yet claimed) at once; an enqueue past it queues nothing and answers 429"),
-	LIVE(build_queue_per_user, CONFIG_LONG, "512", 1, 1000000, "build farm: jobs one user's requests may have queued at once (builds on push count per repo only); past it: 429"),
-	LIVE(build_variants_per_request, CONFIG_LONG, "64", 1, 100000, "build farm: variants one build request (or push) may queue; more: 400"),
+	ROW(web_root, CONFIG_STRING, "", 0, 0, "serve the web UI's templates and static files from this folder (the source tree's web/) instead of the copies compiled in: for working on the UI",
+	    TO(web_settings.root)),
+	ROW(web_session_hours, CONFIG_LONG, "168", 1, 24 * 365, "hours a web UI sign-in lasts (a session also ends when its token is revoked or expires)",
+	    TO_SCALED(web_settings.session_seconds, 3600)),
+	ROW(build_lease_seconds, CONFIG_LONG, "60", 2, 3600, "build farm: seconds a worker's claim on a job lasts without a heartbeat (then the job is queued again)",
+	    TO(farm_settings.lease_seconds)),
+	ROW(build_heartbeat_seconds, CONFIG_LONG, "15", 1, 3600, "build farm: how often workers are told to heartbeat (less than build_lease_seconds)",
+	    TO(farm_settings.heartbeat_seconds)),
+	LIVE(build_max_attempts, CONFIG_LONG, "3", 1, 100, "build farm: attempts of a job (lost leases, failures marked retry) before it fails",
+	    TO(farm_settings.max_attempts)),
+	ROW(abi_policy, CONFIG_STRING, "enforce", 0, 0, "build farm: enforce (a build whose ABI report has violations is not published) or warn (published, report kept)",
+	    CALL(apply_abi_policy)),
+	LIVE(build_output_max_mb, CONFIG_LONG, "4096", 1, 1L << 20, "build farm: largest output tar a worker may upload",
+	    TO_SCALED(farm_settings.output_max_bytes, 1L << 20)),
+	ROW(build_variants, CONFIG_STRING, "", 0, 0, "build farm: JSON file of required variants ({system: {backend: [names]}}) replacing the official list for default builds; empty = the official list",
+	    TO(farm_settings.variants_file)),
+	LIVE(build_wall_seconds, CONFIG_LONG, "7200", 10, 7 * 86400, "build farm: wall-clock limit told to workers per build",
+	    TO(farm_settings.wall_seconds)),
+	LIVE(build_cpu_seconds, CONFIG_LONG, "28800", 10, 30 * 86400, "build farm: CPU-time limit told to workers per build",
+	    TO(farm_settings.cpu_seconds)),
+	LIVE(build_memory_mb, CONFIG_LONG, "16384", 64, 1L << 24, "build farm: memory limit told to workers per build",
+	    TO(farm_settings.memory_mb)),
+	LIVE(build_disk_mb, CONFIG_LONG, "32768", 64, 1L << 30, "build farm: scratch-disk limit told to workers per build",
+	    TO(farm_settings.disk_mb)),
+	ROW(build_source_cache_mb, CONFIG_LONG, "4096", 1, 1L << 24, "build farm: disk kept for source tars already made (data_dir/build-source-cache; least recently served removed first)",
+	    TO_SCALED(farm_settings.source_cache_bytes, 1L << 20)),
+	LIVE(build_queue_per_repo, CONFIG_LONG, "128", 1, 1000000, "build farm: jobs one repo may have queued (not yet claimed) at once; an enqueue past it queues nothing and answers 429",
+	    TO(farm_settings.queue_per_repo)),
+	LIVE(build_queue_per_user, CONFIG_LONG, "512", 1, 1000000, "build farm: jobs one user's requests may have queued at once (builds on push count per repo only); past it: 429",
+	    TO(farm_settings.queue_per_user)),
+	LIVE(build_variants_per_request, CONFIG_LONG, "64", 1, 100000, "build farm: variants one build request (or push) may queue; more: 400",
+	    TO(farm_settings.variants_per_request)),
 	ROW(build_source_fetch_threads, CONFIG_LONG, "2", 1, 64, "build farm: background threads that fetch external git sources (their own queue: a stalled upstream never holds the threads commits use)"),
 	ROW(build_source_fetch_queue_max, CONFIG_LONG, "16", 1, 10000, "build farm: external git fetches that may wait for a fetch thread (more: 503 with Retry-After)"),
-	ROW(build_source_credentials, CONFIG_STRING, "", 0, 0, "build farm: a netrc file (machine HOST login USER password SECRET) the server reads for each external git fetch to answer the host's request for credentials; source URLs with user:password@ are refused and never shown"),
+	ROW(build_source_credentials, CONFIG_STRING, "", 0, 0, "build farm: a netrc file (machine HOST login USER password SECRET) the server reads for each external git fetch to answer the host's request for credentials; source URLs with user:password@ are refused and never shown",
+	    TO(farm_settings.source_credentials)),
 	ROW(build_source_connect_timeout_s, CONFIG_LONG, "10", 1, 600, "build farm: seconds an external git fetch waits for each TCP connection"),
 	ROW(build_source_low_speed_bytes, CONFIG_LONG, "1024", 0, 1L << 30, "build farm: an external git fetch receiving fewer bytes a second than this over build_source_low_speed_s fails (0 = no limit)"),
 	ROW(build_source_low_speed_s, CONFIG_LONG, "30", 1, 3600, "build farm: the window of build_source_low_speed_bytes, in seconds"),
 	ROW(build_source_deadline_s, CONFIG_LONG, "600", 1, 86400, "build farm: seconds one external git fetch may take in all"),
 	ROW(build_source_allow, CONFIG_STRING, "", 0, 0, "build farm: comma-separated addresses, CIDR ranges and host names external git sources may reach although loopback, private, link-local or reserved (all of those are refused otherwise, after DNS and on every redirect)"),
 	LIVE(trash_keep_days, CONFIG_LONG, "7", 0, 36500, "khub gc removes the git directories of deleted repos (data_dir/repos/.trash) this many days after the deletion"),
-	LIVE(build_log_max_kb, CONFIG_LONG, "4096", 16, 1L << 22, "build farm: log kept per build: its first and last halves, with a line saying how much was cut between them"),
-	LIVE(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent"),
-	ROW(build_plan_python, CONFIG_STRING, "python3", 0, 0, "build farm: the Python (3.11 or later, for tomllib) that reads build.toml to plan builds, found in /usr/local/bin:/usr/bin:/bin unless a path"),
-	LIVE(build_plan_wall_ms, CONFIG_LONG, "10000", 100, 600000, "build farm: wall-clock limit of the child that reads one build.toml to plan builds (it also gets 10 s of CPU, 512 MiB and 64 KiB of output)"),
+	LIVE(build_log_max_kb, CONFIG_LONG, "4096", 16, 1L << 22, "build farm: log kept per build: its first and last halves, with a line saying how much was cut between them",
+	    TO_SCALED(farm_settings.log_max_bytes, 1024)),
+	LIVE(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent",
+	    TO(farm_settings.worker_live_seconds)),
+	ROW(build_plan_python, CONFIG_STRING, "python3", 0, 0, "build farm: the Python (3.11 or later, for tomllib) that reads build.toml to plan builds, found in /usr/local/bin:/usr/bin:/bin unless a path",
+	    TO(farm_settings.plan_python)),
+	LIVE(build_plan_wall_ms, CONFIG_LONG, "10000", 100, 600000, "build farm: wall-clock limit of the child that reads one build.toml to plan builds (it also gets 10 s of CPU, 512 MiB and 64 KiB of output)",
+	    TO(farm_settings.plan_wall_ms)),
 	ROW(build_plan_threads, CONFIG_LONG, "2", 1, 64, "build farm: threads of each of the two planner queues (pushes, planned after the commit was answered; build requests waiting for a plan): a slow build.toml never holds the threads commits use"),
 	ROW(build_plan_queue_max, CONFIG_LONG, "256", 4, 100000, "build farm: plans that may wait in each planner queue (pushes: one owner at most a quarter of them, owners served in turn, more are logged and not planned; requests: more is 503 with Retry-After)"),
 	ROW(build_lease_check_ms, CONFIG_LONG, "1000", 50, 600000, "build farm: how often a background thread looks for lapsed leases (and at the next lapse, when sooner)"),
@@ -444,6 +478,53 @@ static void take_row(const struct config_row *row, const struct khub_config *nex
 	}
 }
 
+const struct config_row *config_table(size_t *n)
+{
+	*n = CONFIG_ROWS;
+	return config_rows;
+}
+
+/* api_ctx.lfs_redirect: asked for, and the backend can presign a URL. */
+static void apply_lfs_redirect(const struct khub_config *cfg)
+{
+	api_ctx.lfs_redirect = cfg->lfs_s3_redirect && lfs_backend && lfs_backend->presigns;
+}
+
+static void apply_secure_cookies(const struct khub_config *cfg)
+{
+	web_settings.secure_cookies = strncmp(cfg->public_url, "https://", 8) == 0;
+}
+
+static void apply_abi_policy(const struct khub_config *cfg)
+{
+	farm_settings.abi_enforce = strcmp(cfg->abi_policy, "warn") != 0;
+}
+
+/* Readers in other threads load the destinations without a lock: a long is
+ * stored whole, and a string's old copy is kept (take_row). */
+static void apply_row(const struct config_row *row)
+{
+	const char *field = (const char *)&config + row->offset;
+	for (size_t i = 0; i < CONFIG_BINDS_MAX && row->to[i].kind != CONFIG_BIND_NONE; i++) {
+		const struct config_bind *b = &row->to[i];
+		assert((b->kind == CONFIG_BIND_STRING) == (row->type == CONFIG_STRING) || b->kind == CONFIG_BIND_CALL);
+		if (b->kind == CONFIG_BIND_LONG)
+			*(long *)b->to = *(const long *)field * b->scale;
+		else if (b->kind == CONFIG_BIND_LLONG)
+			*(long long *)b->to = (long long)*(const long *)field * b->scale;
+		else if (b->kind == CONFIG_BIND_STRING)
+			*(const char **)b->to = *(char *const *)field;
+		else
+			b->apply(&config);
+	}
+}
+
+void config_apply_all(void)
+{
+	for (size_t i = 0; i < CONFIG_ROWS; i++)
+		apply_row(&config_rows[i]);
+}
+
 int config_reload(void)
 {
 	struct khub_config next = { 0 };
@@ -464,6 +545,8 @@ int config_reload(void)
 	}
 	log_threshold = (enum log_level)log_level_parse(config.log_level);
 	free_config(&next);
+	if (changed)
+		config_apply_all();
 	return changed;
 }
 

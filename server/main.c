@@ -65,27 +65,9 @@ static int serve_check(void)
 	return 0;
 }
 
-/* The settings the config table marks reloadable, copied where requests
- * read them: at start-up and on every SIGHUP (config_reload). */
-static void serve_apply_live_settings(void)
-{
-	http_ctx.max_body_bytes = config.max_body_bytes;
-	http_ctx.repo_cache_ttl_ms = config.repo_cache_ttl_ms;
-	http_ctx.outage_cache_s = config.outage_cache_s;
-	api_ctx.tree_page_size = config.tree_page_size;
-	api_ctx.max_body_bytes = config.max_body_bytes;
-	api_ctx.lock_wait_ms = config.lock_wait_ms;
-	api_ctx.commits_in_flight_per_user = config.commits_in_flight_per_user;
-	api_ctx.pull_requests_per_hour = config.pull_requests_per_hour;
-	api_ctx.lfs_url_ttl = config.lfs_url_ttl;
-	api_ctx.lfs_redirect = config.lfs_s3_redirect && config_lfs_backend()->presigns;
-	api_ctx.metrics_public = config.metrics_public;
-	runtime_farm_settings(&farm_settings);
-}
-
 /* The build farm's stores, hooks and directories (its settings from the
- * table are in place: serve_apply_live_settings), and the checks of
- * external git sources. */
+ * table are in place: config_apply_all), and the checks of external git
+ * sources. */
 static void serve_configure_builds(void)
 {
 	struct farm_settings *b = &farm_settings;
@@ -127,8 +109,7 @@ static void serve_open(void)
 	int stale = lfs_store_clean_tmp(api_ctx.lfs, 0);
 	if (stale)
 		log_info("removed %d partial uploads left by an earlier crash", stale);
-	http_ctx.public_url = config.public_url;
-	serve_apply_live_settings();
+	config_apply_all();	/* the table's keys into api_ctx, http_ctx, web_settings, farm_settings */
 	publish_set_unlock_notify(api_lock_released);
 	publish_set_after_move(api_after_publish);
 	runtime_load_secret(api_ctx.url_secret);
@@ -137,7 +118,6 @@ static void serve_open(void)
 	api_ctx.conninfo = runtime_conninfo();
 	api_ctx.hooks_dir = hooks_install();
 	api_ctx.lazy_fetch = mirror_lazy_fetch;
-	web_configure(config.web_root, config.public_url, config.web_session_hours * 3600L);
 	http_ctx.page_headers = web_page_headers;
 	http_ctx.page_error = web_page_error;
 	serve_configure_builds();
@@ -152,8 +132,7 @@ static void serve_reload(void)
 {
 	service_notify_reloading();
 	log_info("SIGHUP: reading the configuration again");
-	if (config_reload() > 0)
-		serve_apply_live_settings();
+	config_reload();	/* applies the reloaded keys (config_apply_all) */
 	service_notify_ready();
 }
 

@@ -1,7 +1,6 @@
 /* runtime.c -- what every command that touches data needs: the data
  * directories and an open, migrated database (embedded or external). */
 #include "server/server.h"
-#include "farm/farm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -133,27 +132,4 @@ void runtime_close_database(void)
 	if (using_embedded)
 		db_embedded_release();
 	using_embedded = 0;
-}
-
-void runtime_farm_settings(struct farm_settings *b)
-{
-	b->lease_seconds = config.build_lease_seconds;
-	b->heartbeat_seconds = config.build_heartbeat_seconds;
-	b->abi_enforce = strcmp(config.abi_policy, "warn") != 0;
-	b->variants_file = config.build_variants;
-	b->plan_python = config.build_plan_python;
-	b->plan_wall_ms = config.build_plan_wall_ms;
-	b->source_credentials = config.build_source_credentials;
-	b->max_attempts = config.build_max_attempts;
-	b->output_max_bytes = config.build_output_max_mb * 1024 * 1024;
-	b->wall_seconds = config.build_wall_seconds;
-	b->cpu_seconds = config.build_cpu_seconds;
-	b->memory_mb = config.build_memory_mb;
-	b->disk_mb = config.build_disk_mb;
-	b->queue_per_repo = config.build_queue_per_repo;
-	b->queue_per_user = config.build_queue_per_user;
-	b->variants_per_request = config.build_variants_per_request;
-	b->log_max_bytes = (long long)config.build_log_max_kb * 1024;
-	b->worker_live_seconds = config.build_worker_live_seconds;
-	b->source_cache_bytes = (long long)config.build_source_cache_mb * 1024 * 1024;
 }

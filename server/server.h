@@ -98,6 +98,34 @@ struct khub_config {
 
 extern struct khub_config config;
 
+/* The configuration table (server/config.c): one row per key. Besides its
+ * field in struct khub_config, a row names where else the value lives
+ * (to[]): a field of a module's settings (api_ctx, http_ctx, farm_settings,
+ * web_settings) that config_apply_all sets, a number times scale or a
+ * string borrowed from config, or a function that makes it take effect.
+ * Adding a key a module reads is adding its row. */
+enum config_type { CONFIG_STRING, CONFIG_LONG };
+enum config_bind_kind { CONFIG_BIND_NONE, CONFIG_BIND_LONG, CONFIG_BIND_LLONG, CONFIG_BIND_STRING, CONFIG_BIND_CALL };
+struct config_bind {
+	enum config_bind_kind kind;
+	void *to;		/* the destination field (LONG: long, LLONG: long long, STRING: const char *) */
+	long scale;		/* LONG, LLONG: the value times this (KiB, MiB, hours to bytes, seconds) */
+	void (*apply)(const struct khub_config *cfg);	/* CALL */
+};
+#define CONFIG_BINDS_MAX 2
+struct config_row {
+	const char *name;
+	enum config_type type;
+	size_t offset;		/* of its field in struct khub_config */
+	const char *dflt;
+	long min, max;
+	const char *help;
+	int reloadable;		/* serve applies a new value on SIGHUP (config_reload) */
+	struct config_bind to[CONFIG_BINDS_MAX];	/* the first CONFIG_BIND_NONE ends them */
+};
+/* The rows (*n of them), for tests and tools; static. */
+const struct config_row *config_table(size_t *n);
+
 /* Defaults, then the file named by --config or KHUB_CONFIG (if any), then
  * KHUB_* environment variables, then --key value options. Options it uses
  * are removed from argv; returns the new argc. Exits on a bad value. */
@@ -115,10 +143,16 @@ void config_print_help(FILE *fp);
  * serve reloads, and its default commented out, or set where the value in
  * effect differs from the default (khub serve --print-config-template). */
 void config_print_template(FILE *fp);
+/* Every row's bindings: its value in config put where the row says (the
+ * modules' settings), its apply functions called. Serve at start-up (once
+ * its stores are open) and khub import; config_reload calls it again. */
+void config_apply_all(void);
 /* SIGHUP (serve): read the same sources again (the file, KHUB_* variables,
- * the start-up options) and take the new values of the reloadable keys; a
- * changed key that needs a restart is logged. Nothing changes when a value
- * is bad (logged). Returns how many keys changed, or -1. */
+ * the start-up options) and take the new values of the reloadable keys,
+ * then config_apply_all when one changed (a start-up-only key keeps its
+ * value, so its bindings do too); a changed key that needs a restart is
+ * logged. Nothing changes when a value is bad (logged). Returns how many
+ * keys changed, or -1. */
 int config_reload(void);
 /* Print the effective configuration. */
 void config_dump(FILE *fp);
@@ -265,12 +299,6 @@ const char *runtime_lfs_root(void);
 /* The 32-byte secret that signs LFS action URLs, kept in {data_dir}/secret
  * (created on first use, mode 0600). Exits on failure. */
 void runtime_load_secret(unsigned char out[32]);
-/* The build farm's settings that come straight from the config table
- * (serve, at start and on reload, and khub import; the push hook reads them
- * from its environment): limits, attempts, planning. Directories, the
- * stores and the hooks are the server's to add. */
-struct farm_settings;
-void runtime_farm_settings(struct farm_settings *b);
 
 /* ---- authentication (server/auth.c) ------------------------------------- */
 

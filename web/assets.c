@@ -8,13 +8,6 @@
 
 struct web_settings web_settings = { "", 0, 7 * 86400 };
 
-void web_configure(const char *web_root, const char *public_url, long session_seconds)
-{
-	web_settings.root = web_root ? web_root : "";
-	web_settings.secure_cookies = public_url && strncmp(public_url, "https://", 8) == 0;
-	web_settings.session_seconds = session_seconds;
-}
-
 /* Where a compiled-in name lives under web_root: the chart library comes
  * from web/node_modules/, the rest from web/ itself. */
 static char *disk_path(const char *name)

@@ -11,9 +11,15 @@
 /* The page table (web/routes.c): every row flagged ROUTE_PAGE. */
 extern const struct route web_routes[];
 
-/* Set once at start-up: web_root ("" = the compiled-in files), public_url
- * (https: cookies are Secure), how long a sign-in lasts. Strings borrowed. */
-void web_configure(const char *web_root, const char *public_url, long session_seconds);
+/* What the server tells the web UI: server/config.c binds web_root,
+ * web_session_hours and public_url to these fields (at start-up). Strings
+ * borrowed. */
+struct web_settings {
+	const char *root;		/* web_root: "" = compiled-in files */
+	int secure_cookies;		/* public_url is https */
+	long session_seconds;		/* web_session_hours, in seconds */
+};
+extern struct web_settings web_settings;
 /* The caller of a page request, from its session cookie (anonymous when
  * none or unknown; auth_unavailable when the database cannot say). */
 void web_identify(struct request *req);
