@@ -136,8 +136,9 @@ static int batch_open_repo(struct request *req, json_t *doc, int upload, struct 
 }
 
 /* One object's answer: its upload (with verify) or download action, or
- * its error. NULL when the database failed. */
-static json_t *batch_object(struct request *req, const struct repo_handle *h, json_t *o, int upload)
+ * its error. NULL with *failed KHUB_EDB when the database failed,
+ * KHUB_EIO when the LFS store could not be asked (S3 unreachable). */
+static json_t *batch_object(struct request *req, const struct repo_handle *h, json_t *o, int upload, int *failed)
 {
 	const char *oid = json_string_value(json_object_get(o, "oid"));
 	json_t *size_v = json_object_get(o, "size");
@@ -153,8 +154,10 @@ static json_t *batch_object(struct request *req, const struct repo_handle *h, js
 	/* present for this repo = stored and linked to it; an object only
 	 * another repo uploaded must be uploaded again (which proves the
 	 * caller has the bytes) */
-	int linked = lfs_store_stat(api_ctx.lfs, oid, &stored) == 0 ? db_lfs_linked(h->record.id, oid) : 0;
-	if (linked < 0) {
+	int src = lfs_store_stat(api_ctx.lfs, oid, &stored);
+	int linked = src == 0 ? db_lfs_linked(h->record.id, oid) : 0;
+	if (linked < 0 || src == KHUB_EIO) {
+		*failed = linked < 0 ? KHUB_EDB : KHUB_EIO;
 		json_decref(item);
 		return NULL;
 	}
@@ -193,10 +196,12 @@ static enum MHD_Result handle_batch(struct request *req)
 		return result;
 	json_t *out = json_array();
 	json_array_foreach(objects, i, o) {
-		json_t *item = batch_object(req, &h, o, upload);
+		int failed = 0;
+		json_t *item = batch_object(req, &h, o, upload, &failed);
 		if (!item) {
 			json_decref(out);
-			return respond_db_unavailable(req);
+			return failed == KHUB_EDB ? respond_db_unavailable(req)
+						  : lfs_error(req, 503, "the LFS store could not be reached, retry later");
 		}
 		json_array_append_new(out, item);
 	}
@@ -386,7 +391,10 @@ static enum MHD_Result handle_verify(struct request *req)
 	int linked = db_lfs_linked(repo_id, req->args[1]);
 	if (linked < 0)
 		return respond_db_unavailable(req);
-	if (lfs_store_stat(api_ctx.lfs, req->args[1], &stored) < 0 || stored != size || !linked)
+	int src = lfs_store_stat(api_ctx.lfs, req->args[1], &stored);
+	if (src == KHUB_EIO)	/* the store failed to answer: not an answer that it lacks the object */
+		return lfs_error(req, 503, "the LFS store could not be reached, retry later");
+	if (src < 0 || stored != size || !linked)
 		return lfs_error(req, 404, "object %s is not stored (or has another size)", req->args[1]);
 	return respond_json_text(req, 200, "{}", 2);
 }
@@ -416,6 +424,9 @@ static enum MHD_Result handle_download(struct request *req)
 		return MHD_YES;	/* parked until the store answers */
 	if (orc == KHUB_EBUSY)	/* lfs_s3_streams_max reads under way: none started */
 		return lfs_error(req, 503, "too many LFS reads under way on this server, retry later");
+	if (orc == KHUB_EIO && lfs_store_remote(api_ctx.lfs))	/* S3 unreachable or failing: passing */
+		return lfs_error(req, 503, "the LFS store could not be reached for object %s, retry later",
+				 req->args[1]);
 	if (orc == KHUB_EIO || orc == KHUB_EINVAL)	/* damaged (quarantined) or unreadable: never those bytes */
 		return lfs_error(req, 502, "the LFS store could not give object %s intact (see the server log)",
 				 req->args[1]);

@@ -439,9 +439,16 @@ static int resolve_lfs_body(struct request *req, struct resolve *r, enum MHD_Res
 		*result = respond_unavailable(req, "too many LFS reads under way on this server, retry later");
 		return -1;
 	}
-	/* the store failed (S3: unreachable; local: a file that changed and
-	 * no longer hashes to its oid, now quarantined, or an unreadable
-	 * one): never those bytes */
+	/* a remote store (S3) that could not be reached or failed: a passing
+	 * outage, never an answer that the object is missing */
+	if (orc == KHUB_EIO && lfs_store_remote(api_ctx.lfs)) {
+		*result = respond_unavailable(req, "the LFS store could not be reached for %s (LFS object %s); "
+					      "retry later", req->path, fa->meta.lfs_oid);
+		return -1;
+	}
+	/* the store failed (local: a file that changed and no longer hashes
+	 * to its oid, now quarantined, or an unreadable one): never those
+	 * bytes */
 	if (orc == KHUB_EIO || orc == KHUB_EINVAL) {
 		*result = respond_error(req, 502, NULL, "the LFS store could not give %s intact (see the server log)",
 					m->lfs_oid);

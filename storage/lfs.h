@@ -72,6 +72,10 @@ struct lfs_store *lfs_store_open(const char *root);	/* NULL on failure */
 struct lfs_store *lfs_store_open_as(const char *root, const struct lfs_s3_settings *s3);
 /* Its backend's name (struct lfs_backend_info), for messages. */
 const char *lfs_store_backend(const struct lfs_store *store);
+/* 1 when its backend is remote (struct lfs_backend_info): a KHUB_EIO from
+ * it means the object store could not be reached or failed (a passing
+ * outage, 503), not a damaged object. */
+int lfs_store_remote(const struct lfs_store *store);
 /* A URL that GETs the object without credentials for ttl seconds (the
  * caller frees *url); KHUB_EINVAL when the backend has none (local). */
 int lfs_store_presign(struct lfs_store *store, const char *oid, long ttl, char **url);

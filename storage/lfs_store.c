@@ -80,6 +80,11 @@ const char *lfs_store_backend(const struct lfs_store *store)
 	return store->backend->info.name;
 }
 
+int lfs_store_remote(const struct lfs_store *store)
+{
+	return store->backend->info.remote;
+}
+
 /* Every backend: the one place a backend's name is compared. */
 static const struct lfs_backend *const backends[] = { &local_backend, &lfs_s3_backend };
 #define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
