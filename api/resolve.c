@@ -443,7 +443,7 @@ static int resolve_lfs_body(struct request *req, struct resolve *r, enum MHD_Res
 	 * outage, never an answer that the object is missing */
 	if (orc == KHUB_EIO && lfs_store_remote(api_ctx.lfs)) {
 		*result = respond_unavailable(req, "the LFS store could not be reached for %s (LFS object %s); "
-					      "retry later", req->path, fa->meta.lfs_oid);
+					      "retry later", req->path, m->lfs_oid);
 		return -1;
 	}
 	/* the store failed (local: a file that changed and no longer hashes
