@@ -109,6 +109,14 @@ int accounts_member_set(const struct accounts_actor *who, const char *org, const
 	return 0;
 }
 
+int accounts_member_role_parse(const char *text, enum role *role)
+{
+	*role = ROLE_NONE;
+	if (!text)
+		return -1;
+	return strcmp(text, "none") == 0 ? 0 : role_parse(text, role);
+}
+
 int accounts_token_create(const struct accounts_actor *who, const char *user, const char *name, enum role scope,
 			  time_t expires, char **token, int64_t *id, const char **why)
 {

@@ -44,6 +44,9 @@ int accounts_mirror_org_ensure(const char *name);
  * org.member.set with {"user", "role", "before"}. */
 int accounts_member_set(const struct accounts_actor *who, const char *org, const char *user, enum role role,
 			const char **why);
+/* A member's role as the API, the web UI and the CLI take it: "read",
+ * "write", "admin" or "none" (ROLE_NONE: take the user out). 0 or -1. */
+int accounts_member_role_parse(const char *text, enum role *role);
 
 /* A token for user (a signed-in actor: for herself, at most the scope of
  * the token she signed in with). name NULL: "cli". expires 0: never. The

@@ -141,7 +141,7 @@ static enum MHD_Result handle_member_set(struct request *req)
 	/* a write token (ACCESS_NAMESPACE_CREATE); accounts/ decides who may */
 	const char *role_text = json_string_value(json_object_get(req->json, "role")), *why;
 	enum role role = ROLE_NONE;
-	if (!role_text || (strcmp(role_text, "none") != 0 && role_parse(role_text, &role) < 0))
+	if (accounts_member_role_parse(role_text, &role) < 0)
 		return respond_error(req, 400, NULL, "role must be read, write, admin or none");
 	struct accounts_actor who = api_actor(req);
 	int rc = accounts_member_set(&who, req->org, req->args[0], role, &why);

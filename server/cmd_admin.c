@@ -79,7 +79,7 @@ static int member_set(int argc, char **argv)
 		return fprintf(stderr, "%s", cmd_admin_usage), 2;
 	enum role role = ROLE_NONE;
 	const char *why;
-	if (strcmp(argv[5], "none") != 0 && role_parse(argv[5], &role) < 0)
+	if (accounts_member_role_parse(argv[5], &role) < 0)
 		return fprintf(stderr, "khub admin: role must be read, write, admin or none\n"), 2;
 	int rc = accounts_member_set(&cli, argv[3], argv[4], role, &why);
 	if (report(rc, "member set", why))

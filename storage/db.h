@@ -323,6 +323,7 @@ struct token_info {
 	char name[64];
 	enum role scope;
 	time_t created_at, expires_at;	/* expires_at 0 = never */
+	time_t last_used_at;		/* 0 = never (recorded once a minute at most) */
 	int revoked, expired;
 };
 struct token_list {
@@ -619,6 +620,12 @@ int db_web_session_create(const char *id_sha256, int64_t token_id, long ttl_seco
  * (unknown, expired, or its token revoked or expired) or KHUB_EDB. */
 int db_web_session_lookup(const char *id_sha256, struct principal *out);
 int db_web_session_delete(const char *id_sha256);	/* 0 or KHUB_EDB */
+/* A session's one-time message (sql/0033_web_session_flash.sql): set it
+ * (NULL clears), or take it: *out (the caller frees it) is the message, or
+ * NULL when there was none, and the session has none afterwards. 0 or
+ * KHUB_EDB. */
+int db_web_session_flash_set(const char *id_sha256, const char *flash);
+int db_web_session_flash_take(const char *id_sha256, char **out);
 /* An org's members: name, role; by name. 0 or KHUB_EDB; release out. */
 int db_org_members(int64_t org_id, struct db_rows *out);
 /* Accounts, orgs first: kind, name, is_site_admin (t/f), trusted (t/f),

@@ -192,12 +192,26 @@ int db_token_lookup(const char *token, struct principal *out)
 	struct db_rows rows;
 	int rc = db_query_one(&rows, "SELECT " PRINCIPAL_COLUMNS " FROM tokens t JOIN accounts a ON a.id = t.user_id"
 			      " WHERE t.token_sha256 = $1 AND " TOKEN_USABLE, 1, params);
-	if (rc == 0)
+	if (rc == 0) {
 		db_principal_from_row(&rows, out);
+		db_token_touch(out->token_id);
+	}
 	db_rows_release(&rows);
 	if (rc == KHUB_ENOTFOUND && strncmp(token, "khw_", 4) == 0)
 		rc = db_worker_token_lookup(token, out);	/* a build worker's */
 	return rc;
+}
+
+void db_token_touch(int64_t token_id)
+{
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, token_id);
+	const char *params[1] = { id };
+	/* lookups are cached (auth.c) and this is throttled: a write a minute
+	 * per token at most, never one per request */
+	if (db_run("UPDATE tokens SET last_used_at = now() WHERE id = $1"
+		   " AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')", 1, params) < 0)
+		log_warn("cannot record the use of token %s", id);
 }
 
 int db_token_revoke(int64_t token_id, const char *owner, char owner_out[REPO_NAME_MAX + 1])
@@ -367,6 +381,7 @@ static void fill_token_info(void *item, const struct db_rows *rows, size_t i)
 	t->expires_at = (time_t)db_rows_int(rows, i, 5, 0);
 	t->revoked = db_rows_get(rows, i, 6)[0] == 't';
 	t->expired = db_rows_get(rows, i, 7)[0] == 't';
+	t->last_used_at = (time_t)db_rows_int(rows, i, 8, 0);
 }
 
 int db_token_list(const char *user, struct token_list *out)
@@ -376,7 +391,7 @@ int db_token_list(const char *user, struct token_list *out)
 	out->items = db_query_items(sizeof(*out->items), fill_token_info, &out->count, &rc,
 				    "SELECT t.id, t.token_prefix, t.name, t.scope, extract(epoch FROM t.created_at)::bigint,"
 				    " extract(epoch FROM t.expires_at)::bigint, t.revoked_at IS NOT NULL,"
-				    " coalesce(t.expires_at <= now(), false)"
+				    " coalesce(t.expires_at <= now(), false), extract(epoch FROM t.last_used_at)::bigint"
 				    " FROM tokens t JOIN accounts a ON a.id = t.user_id WHERE lower(a.name) = lower($1)"
 				    " ORDER BY t.id", 1, params);
 	return rc;

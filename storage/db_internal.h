@@ -59,6 +59,9 @@ int db_token_secret(const char *prefix, const char *alphabet, size_t len, char *
 #define PRINCIPAL_COLUMNS "t.id, a.id, a.name, a.is_site_admin, t.scope, t.name, extract(epoch FROM t.created_at)::bigint, " \
 	"coalesce(extract(epoch FROM t.expires_at)::bigint, 0)"
 #define TOKEN_USABLE "t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"
+/* Record that token id was just used (tokens.last_used_at, shown on the
+ * tokens page), at most once a minute per token; a failure only logs. */
+void db_token_touch(int64_t token_id);
 /* The principal of the first row of PRINCIPAL_COLUMNS (storage/db_accounts.c). */
 void db_principal_from_row(const struct db_rows *rows, struct principal *out);
 

@@ -1,5 +1,5 @@
 /* db_web.c -- what the web UI stores or lists beyond the API's needs: browser
- * sessions (sql/0008_web_sessions.sql), an org's members, every account. */
+ * sessions (sql/0008_web_sessions.sql, their one-time message 0033), an org's members, every account. */
 #include "storage/db_internal.h"
 
 #include <inttypes.h>
@@ -27,10 +27,38 @@ int db_web_session_lookup(const char *id_sha256, struct principal *out)
 	int rc = db_query_one(&rows, "SELECT " PRINCIPAL_COLUMNS " FROM web_sessions s JOIN tokens t ON t.id = s.token_id"
 			      " JOIN accounts a ON a.id = t.user_id WHERE s.id_sha256 = $1 AND s.expires_at > now()"
 			      " AND " TOKEN_USABLE, 1, params);
-	if (rc == 0)
+	if (rc == 0) {
 		db_principal_from_row(&rows, out);
+		db_token_touch(out->token_id);
+	}
 	db_rows_release(&rows);
 	return rc;
+}
+
+int db_web_session_flash_set(const char *id_sha256, const char *flash)
+{
+	const char *params[2] = { id_sha256, flash };
+	return db_run("UPDATE web_sessions SET flash = $2 WHERE id_sha256 = $1", 2, params);
+}
+
+int db_web_session_flash_take(const char *id_sha256, char **out)
+{
+	const char *params[1] = { id_sha256 };
+	struct db_rows rows;
+	*out = NULL;
+	/* the old value, cleared in the same statement: two loads of the page
+	 * cannot both show it */
+	int rc = db_query_one(&rows, "WITH old AS (SELECT id_sha256, flash FROM web_sessions WHERE id_sha256 = $1"
+			      " AND flash IS NOT NULL FOR UPDATE)"
+			      " UPDATE web_sessions s SET flash = NULL FROM old WHERE s.id_sha256 = old.id_sha256"
+			      " RETURNING old.flash", 1, params);
+	if (rc == KHUB_ENOTFOUND)
+		return 0;
+	if (rc < 0)
+		return rc;
+	*out = xstrdup(db_rows_get(&rows, 0, 0));
+	db_rows_release(&rows);
+	return 0;
 }
 
 int db_web_session_delete(const char *id_sha256)

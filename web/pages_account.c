@@ -1,11 +1,23 @@
-/* pages_account.c -- /settings/tokens (list, create shown once, revoke own
- * tokens) and /{ns}, the page of an org or user: its kernels (the listing
- * query with author=), its members and their roles, which the org's admins
- * change. */
+/* pages_account.c -- /settings/tokens (list with when each was last used,
+ * create: post, redirect, then the token shown once from the session's
+ * one-time message; revoke own tokens after a confirmation page) and /{ns},
+ * the page of an org or user: its kernels (the listing query with author=),
+ * its members and their roles, which the org's admins change, add and
+ * remove (accounts_member_set, which keeps an admin). */
 #include "web/web_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* "2026-11-23 14:05 UTC", or "never" for 0 */
+static void format_minute(time_t t, char out[32])
+{
+	struct tm tm;
+	if (!t || !gmtime_r(&t, &tm))
+		snprintf(out, 32, "never");
+	else
+		strftime(out, 32, "%Y-%m-%d %H:%M UTC", &tm);
+}
 
 static void tokens_page(struct page *pg, struct request *req, const char *new_token, const char *problem)
 {
@@ -18,9 +30,10 @@ static void tokens_page(struct page *pg, struct request *req, const char *new_to
 	}
 	if (new_token) {
 		page_html(pg, "<div class=\"secret\" role=\"status\"><p><strong>Your new token</strong> (shown once: copy it "
-			      "now):</p><p><code id=\"new-token\">");
+			      "now):</p><p><code id=\"new-token\" data-copy=\"new token\">");
 		page_text(pg, new_token);
 		page_html(pg, "</code></p></div>");
+		page_script(pg, "copy.js");
 	}
 	page_html(pg, "<h2>Create a token</h2><form method=\"post\" action=\"/settings/tokens\" class=\"stack\">");
 	page_csrf_field(pg);
@@ -37,17 +50,19 @@ static void tokens_page(struct page *pg, struct request *req, const char *new_to
 	}
 	page_html(pg, "<table id=\"tokens\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Starts with</th>"
 		      "<th scope=\"col\">Scope</th><th scope=\"col\">Created</th><th scope=\"col\">Expires</th>"
-		      "<th scope=\"col\">State</th><th scope=\"col\"><span class=\"muted\">Action</span></th></tr></thead><tbody>");
+		      "<th scope=\"col\">Last used</th><th scope=\"col\">State</th><th scope=\"col\"><span class=\"muted\">Action</span></th></tr></thead><tbody>");
 	for (size_t i = list.count; i-- > 0;) {
 		const struct token_info *t = &list.items[i];
-		char created[32], expires[32];
+		char created[32], expires[32], used[32];
 		format_day(t->created_at, created);
 		format_day(t->expires_at, expires);
+		format_minute(t->last_used_at, used);
 		page_htmlf(pg, "<tr data-token-id=\"%lld\"><td>", (long long)t->id);
 		page_text(pg, t->name);
 		page_html(pg, "</td><td class=\"mono\">");
 		page_text(pg, t->prefix);
-		page_htmlf(pg, "…</td><td>%s</td><td>%s</td><td>%s</td><td>", role_name(t->scope), created, expires);
+		page_htmlf(pg, "…</td><td>%s</td><td>%s</td><td>%s</td><td class=\"last-used\">%s</td><td>",
+			   role_name(t->scope), created, expires, used);
 		if (t->revoked)
 			page_html(pg, "<span class=\"badge bad\">revoked</span>");
 		else if (t->expired)
@@ -58,12 +73,11 @@ static void tokens_page(struct page *pg, struct request *req, const char *new_to
 			page_html(pg, "<span class=\"badge ok\">active</span>");
 		page_html(pg, "</td><td>");
 		if (!t->revoked && !t->expired) {
-			page_html(pg, "<form method=\"post\" action=\"/settings/tokens/revoke\" class=\"inline\">");
-			page_csrf_field(pg);
-			page_htmlf(pg, "<input type=\"hidden\" name=\"id\" value=\"%lld\"><button type=\"submit\" "
-				       "class=\"danger\" aria-label=\"Revoke token ", (long long)t->id);
+			/* a GET: the confirmation page, whose form revokes */
+			page_htmlf(pg, "<a class=\"button danger\" href=\"/settings/tokens/revoke?id=%lld\" "
+				       "aria-label=\"Revoke token ", (long long)t->id);
 			page_text(pg, t->name);
-			page_html(pg, "\">Revoke</button></form>");
+			page_html(pg, "\">Revoke…</a>");
 		}
 		page_html(pg, "</td></tr>");
 	}
@@ -73,9 +87,14 @@ static void tokens_page(struct page *pg, struct request *req, const char *new_to
 
 enum MHD_Result page_tokens(struct request *req)
 {
+	char *new_token = NULL;
+	/* the token a POST just made, once: a reload finds none */
+	if (web_flash_take(req, &new_token) < 0)
+		return web_db_unavailable(req);
 	struct page pg;
 	page_init(&pg, req, "Access tokens");
-	tokens_page(&pg, req, NULL, NULL);
+	tokens_page(&pg, req, new_token, NULL);
+	free(new_token);
 	return page_send(&pg, 200);
 }
 
@@ -102,13 +121,48 @@ enum MHD_Result page_tokens_create(struct request *req)
 		tokens_page(&pg, req, NULL, why);
 		return page_send(&pg, 403);
 	}
-	if (rc < 0) {
-		page_release(&pg);
+	page_release(&pg);
+	/* post, redirect, get: the token waits in the session, never in a URL */
+	if (rc == 0)
+		rc = web_flash_set(req, token);
+	free(token);
+	if (rc < 0)
+		return web_db_unavailable(req);
+	return web_redirect(req, "/settings/tokens", NULL);
+}
+
+/* GET /settings/tokens/revoke?id=N: "Revoke token X?" with the form that
+ * does it and a way back; someone else's token or none is a 404. */
+enum MHD_Result page_tokens_revoke_confirm(struct request *req)
+{
+	const char *id_text = request_query(req, "id");
+	long long id = id_text ? strtoll(id_text, NULL, 10) : 0;
+	struct token_list list;
+	const struct token_info *t = NULL;
+	if (db_token_list(req->principal.name, &list) < 0) {
+		token_list_release(&list);
 		return web_db_unavailable(req);
 	}
-	tokens_page(&pg, req, token, NULL);
-	free(token);
-	return page_send(&pg, 201);
+	for (size_t i = 0; i < list.count; i++)
+		if (list.items[i].id == id && !list.items[i].revoked)
+			t = &list.items[i];
+	if (!t) {
+		token_list_release(&list);
+		return web_error_page(req, 404, "You have no such token, or it is already revoked.");
+	}
+	struct page pg;
+	page_init(&pg, req, "Revoke a token");
+	page_html(&pg, "<h1>Revoke token <q>");
+	page_text(&pg, t->name);
+	page_html(&pg, "</q>?</h1><p>Starting with <code>");
+	page_text(&pg, t->prefix);
+	page_html(&pg, "…</code>. Everything that uses it, and every session signed in with it, stops at once.</p>"
+		       "<form method=\"post\" action=\"/settings/tokens/revoke\" class=\"inline\">");
+	page_csrf_field(&pg);
+	page_htmlf(&pg, "<input type=\"hidden\" name=\"id\" value=\"%lld\"><button type=\"submit\" class=\"danger\" "
+			"id=\"revoke-confirm\">Revoke</button></form> <a href=\"/settings/tokens\">Cancel</a>", id);
+	token_list_release(&list);
+	return page_send(&pg, 200);
 }
 
 enum MHD_Result page_tokens_revoke(struct request *req)
@@ -126,7 +180,43 @@ enum MHD_Result page_tokens_revoke(struct request *req)
 	return web_redirect(req, id == req->principal.token_id ? "/login" : "/settings/tokens", NULL);
 }
 
-static void members_section(struct page *pg, struct request *req, const struct account *org, enum role caller)
+/* The form of one member's row (role select, or role=none: Remove), posting
+ * to /{org}/-/members with the session's CSRF token. */
+static void member_form_open(struct page *pg, const char *org, const char *user)
+{
+	page_html(pg, "<form method=\"post\" class=\"inline\" action=\"/");
+	page_text(pg, org);
+	page_html(pg, "/-/members\">");
+	page_csrf_field(pg);
+	page_html(pg, "<input type=\"hidden\" name=\"user\" value=\"");
+	page_text(pg, user);
+	page_html(pg, "\">");
+}
+
+static void role_options(struct page *pg, const char *selected)
+{
+	static const char *const roles[] = { "read", "write", "admin" };
+	for (size_t k = 0; k < 3; k++)
+		page_htmlf(pg, "<option%s>%s</option>", strcmp(selected, roles[k]) == 0 ? " selected" : "", roles[k]);
+}
+
+/* An org admin's controls of one member: change the role, remove. */
+static void member_controls(struct page *pg, const char *org, const char *name, const char *role, size_t i)
+{
+	member_form_open(pg, org, name);
+	page_htmlf(pg, "<label class=\"muted\" for=\"role-%zu\">Role of ", i);
+	page_text(pg, name);
+	page_htmlf(pg, "</label> <select id=\"role-%zu\" name=\"role\">", i);
+	role_options(pg, role);
+	page_html(pg, "</select> <button type=\"submit\">Change</button></form> ");
+	member_form_open(pg, org, name);
+	page_html(pg, "<input type=\"hidden\" name=\"role\" value=\"none\"><button type=\"submit\" class=\"danger\" "
+		      "aria-label=\"Remove ");
+	page_text(pg, name);
+	page_html(pg, "\">Remove</button></form>");
+}
+
+static void members_section(struct page *pg, const struct account *org, enum role caller)
 {
 	struct db_rows rows;
 	if (db_org_members(org->id, &rows) < 0) {
@@ -137,36 +227,32 @@ static void members_section(struct page *pg, struct request *req, const struct a
 		      "Role</th></tr></thead><tbody>");
 	for (size_t i = 0; i < rows.count; i++) {
 		const char *name = db_rows_get(&rows, i, 0), *role = db_rows_get(&rows, i, 1);
-		page_html(pg, "<tr><th scope=\"row\"><a href=\"/");
-		page_text(pg, name);
-		page_html(pg, "\">");
-		page_text(pg, name);
-		page_html(pg, "</a></th><td>");
-		if (caller == ROLE_ADMIN) {
-			page_html(pg, "<form method=\"post\" class=\"inline\" action=\"/");
-			page_text(pg, org->name);
-			page_html(pg, "/-/members\">");
-			page_csrf_field(pg);
-			page_html(pg, "<input type=\"hidden\" name=\"user\" value=\"");
-			page_text(pg, name);
-			page_htmlf(pg, "\"><label class=\"muted\" for=\"role-%zu\">Role of ", i);
-			page_text(pg, name);
-			page_htmlf(pg, "</label> <select id=\"role-%zu\" name=\"role\">", i);
-			static const char *const roles[] = { "read", "write", "admin" };
-			for (size_t k = 0; k < 3; k++)
-				page_htmlf(pg, "<option%s>%s</option>", strcmp(role, roles[k]) == 0 ? " selected" : "",
-					   roles[k]);
-			page_html(pg, "</select> <button type=\"submit\">Change</button></form>");
-		} else {
+		page_html(pg, "<tr><th scope=\"row\">");
+		page_account_link(pg, name);
+		page_html(pg, "</th><td>");
+		if (caller == ROLE_ADMIN)
+			member_controls(pg, org->name, name, role, i);
+		else
 			page_text(pg, role);
-		}
 		page_html(pg, "</td></tr>");
 	}
 	page_html(pg, "</tbody></table>");
 	db_rows_release(&rows);
+	if (caller != ROLE_ADMIN)
+		return;
+	page_html(pg, "<h3>Add a member</h3><form method=\"post\" class=\"stack\" id=\"add-member\" action=\"/");
+	page_text(pg, org->name);
+	page_html(pg, "/-/members\">");
+	page_csrf_field(pg);
+	page_html(pg, "<label for=\"m-user\">Username</label><input id=\"m-user\" name=\"user\" maxlength=\"96\" required>"
+		      "<label for=\"m-role\">Role</label><select id=\"m-role\" name=\"role\">");
+	role_options(pg, "read");
+	page_html(pg, "</select><button type=\"submit\">Add member</button></form>");
 }
 
-enum MHD_Result page_namespace(struct request *req)
+/* The page of an org or user, with a problem (NULL: none) in a banner,
+ * answered with status. */
+static enum MHD_Result namespace_page(struct request *req, const char *problem, int status)
 {
 	struct account acct;
 	const char *why;
@@ -202,6 +288,11 @@ enum MHD_Result page_namespace(struct request *req)
 	if (acct.trusted_kernel_publisher)
 		page_html(&pg, "<span class=\"badge trusted\">trusted publisher</span>");
 	page_html(&pg, "</div>");
+	if (problem) {
+		page_html(&pg, "<p class=\"problem\" role=\"alert\">");
+		page_text(&pg, problem);
+		page_html(&pg, "</p>");
+	}
 	if (acct.fullname[0]) {
 		page_html(&pg, "<p>");
 		page_text(&pg, acct.fullname);
@@ -223,31 +314,40 @@ enum MHD_Result page_namespace(struct request *req)
 	page_html(&pg, "</ul>");
 	json_decref(lp.items);
 	if (acct.kind == ACCOUNT_ORG)
-		members_section(&pg, req, &acct, caller);
-	return page_send(&pg, 200);
+		members_section(&pg, &acct, caller);
+	return page_send(&pg, status);
 }
 
+enum MHD_Result page_namespace(struct request *req)
+{
+	return namespace_page(req, NULL, 200);
+}
+
+/* POST /{org}/-/members user= role= (read, write, admin, or none: remove),
+ * through accounts_member_set, which decides who may; a refusal is the
+ * org's page with the reason in a banner (403, 404, 409, 400). */
 enum MHD_Result page_member_role(struct request *req)
 {
 	enum role role;
 	const char *name = form_value(req, "user"), *role_text = form_value(req, "role"), *why;
 	struct accounts_actor who = api_actor(req);
 	/* no member or role: "no such user", after the org and the caller */
-	if (!name || !role_text || role_parse(role_text, &role) < 0) {
+	if (!name || accounts_member_role_parse(role_text, &role) < 0) {
 		name = "";
 		role = ROLE_NONE;
 	}
 	int rc = accounts_member_set(&who, req->org, name, role, &why);
-	if (rc == 0 || rc == KHUB_EDB || rc == KHUB_EIO) {
-		if (rc < 0)
-			return web_db_unavailable(req);
+	if (rc == KHUB_EDB || rc == KHUB_EIO)
+		return web_db_unavailable(req);
+	if (rc == 0) {
 		char *back = xasprintf("/%s", req->org);
 		enum MHD_Result r = web_redirect(req, back, NULL);
 		free(back);
 		return r;
 	}
+	if (rc == KHUB_ENOTFOUND)
+		return web_error_page(req, 404, why);
 	if (rc == KHUB_EINVAL)
-		why = "Give a member and a role (read, write or admin).";
-	return web_error_page(req, rc == KHUB_ENOTFOUND ? 404 : rc == KHUB_EPERM ? 403 : rc == KHUB_ECONFLICT ? 409 : 400,
-			      why);
+		why = "Give the username of an existing user and a role (read, write, admin, or none to remove).";
+	return namespace_page(req, why, rc == KHUB_EPERM ? 403 : rc == KHUB_ECONFLICT ? 409 : 400);
 }

@@ -40,6 +40,8 @@ const struct route web_routes[] = {
 	{ METHOD_GET | METHOD_HEAD, "/settings/tokens", page_tokens, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_SIGNED_IN },
 	{ METHOD_POST, "/settings/tokens", page_tokens_create, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_SIGNED_IN },
+	{ METHOD_GET | METHOD_HEAD, "/settings/tokens/revoke", page_tokens_revoke_confirm, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_SIGNED_IN },
 	{ METHOD_POST, "/settings/tokens/revoke", page_tokens_revoke, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_SIGNED_IN },
 	{ METHOD_GET | METHOD_HEAD, "/admin", page_admin, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_SITE_ADMIN },
@@ -49,7 +51,8 @@ const struct route web_routes[] = {
 	  ACCESS_SITE_ADMIN },
 	{ METHOD_POST, "/admin/trusted", page_admin_trust, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_SITE_ADMIN },
-	/* an org's admins change roles (the handler checks the org role) */
+	/* an org's admins add, remove and change members (accounts_member_set
+	 * checks the org role) */
 	{ METHOD_POST, "/{org}/-/members", page_member_role, ROUTE_PAGE | ROUTE_BODY | ROUTE_HANDLER_ACCESS,
 	  REPO_KERNEL, NULL, ACCESS_SIGNED_IN },
 	{ METHOD_GET | METHOD_HEAD, "/{org}", page_namespace, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },

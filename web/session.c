@@ -2,8 +2,9 @@
  * id travels only in an HttpOnly, SameSite=Lax cookie (Secure when
  * public_url is https), ends at its expiry, at sign-out, or when its token
  * is revoked or expires; form bodies; CSRF tokens bound to the session (or,
- * on the sign-in form, to a short-lived sign-in cookie). It builds no
- * page: the sign-in pages are web/pages_session.c. */
+ * on the sign-in form, to a short-lived sign-in cookie); a session's
+ * one-time message (post, redirect, get), encrypted under its id. It
+ * builds no page: the sign-in pages are web/pages_session.c. */
 #include "web/web_internal.h"
 
 #include <openssl/evp.h>
@@ -178,5 +179,63 @@ int web_session_end(struct request *req, char **set_cookie)
 			return KHUB_EDB;
 	}
 	*set_cookie = cookie_header(SESSION_COOKIE, "gone", 0, "Lax");
+	return 0;
+}
+
+#define FLASH_MAX 256
+
+/* text XOR HMAC-SHA256(session id, nonce || block number): the database
+ * stores only the session id's hash, so it cannot read the message. */
+static void flash_crypt(const char id[65], const unsigned char nonce[16], unsigned char *buf, size_t len)
+{
+	unsigned char msg[17], block[32];
+	unsigned int block_len = sizeof(block);
+	memcpy(msg, nonce, 16);
+	for (size_t off = 0; off < len; off += 32) {
+		msg[16] = (unsigned char)(off / 32);
+		HMAC(EVP_sha256(), id, 64, msg, sizeof(msg), block, &block_len);
+		for (size_t i = 0; i < 32 && off + i < len; i++)
+			buf[off + i] ^= block[i];
+	}
+}
+
+int web_flash_set(struct request *req, const char *text)
+{
+	char id[65], hash[65];
+	unsigned char buf[16 + FLASH_MAX];
+	size_t len = strlen(text);
+	if (len > FLASH_MAX || cookie_hex(req, SESSION_COOKIE, id) < 0)
+		return KHUB_EINVAL;
+	if (RAND_bytes(buf, 16) != 1)
+		fatal("RAND_bytes failed");
+	memcpy(buf + 16, text, len);
+	flash_crypt(id, buf, buf + 16, len);
+	char *hex = xmalloc(2 * (16 + len) + 1);
+	hex_encode(buf, 16 + len, hex);
+	sha256_hex(id, 64, hash);
+	int rc = db_web_session_flash_set(hash, hex);
+	free(hex);
+	return rc;
+}
+
+int web_flash_take(struct request *req, char **out)
+{
+	char id[65], hash[65], *hex = NULL;
+	unsigned char buf[16 + FLASH_MAX + 1];
+	*out = NULL;
+	if (cookie_hex(req, SESSION_COOKIE, id) < 0)
+		return 0;
+	sha256_hex(id, 64, hash);
+	int rc = db_web_session_flash_take(hash, &hex);
+	if (rc < 0 || !hex)
+		return rc;
+	size_t n = strlen(hex) / 2;
+	if (n >= 16 && n <= 16 + FLASH_MAX && hex_decode(hex, buf, n) == 0) {
+		flash_crypt(id, buf, buf + 16, n - 16);
+		buf[n] = '\0';
+		if (strlen((char *)buf + 16) == n - 16)
+			*out = xstrdup((char *)buf + 16);
+	}
+	free(hex);
 	return 0;
 }

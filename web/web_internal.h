@@ -83,6 +83,12 @@ char *web_login_cookie(struct request *req, char csrf[65]);
 /* A session for p's token: 0 with *set_cookie (the caller frees it), or
  * KHUB_EDB. */
 int web_session_start(const struct principal *p, char **set_cookie);
+/* The session's one-time message (a new token, between the POST that made
+ * it and the page after the redirect): set replaces it (0, KHUB_EINVAL
+ * with no session or over 256 bytes, KHUB_EDB); take returns it once in
+ * *out (the caller frees it; NULL when none) and clears it: 0 or KHUB_EDB. */
+int web_flash_set(struct request *req, const char *text);
+int web_flash_take(struct request *req, char **out);
 /* End the caller's session (none: nothing to end): 0 with *set_cookie,
  * which clears the cookie (the caller frees it), or KHUB_EDB. */
 int web_session_end(struct request *req, char **set_cookie);
@@ -104,6 +110,7 @@ enum MHD_Result page_json_alias(struct request *req);
 enum MHD_Result page_tokens(struct request *req);		/* web/pages_account.c */
 enum MHD_Result page_tokens_create(struct request *req);
 enum MHD_Result page_tokens_revoke(struct request *req);
+enum MHD_Result page_tokens_revoke_confirm(struct request *req);
 enum MHD_Result page_namespace(struct request *req);
 enum MHD_Result page_member_role(struct request *req);
 enum MHD_Result page_admin(struct request *req);		/* web/pages_admin.c */

@@ -95,7 +95,7 @@ khub admin token create alice --token-name from-cli >"$TEST_DIR/tok.out" 2>&1
 ok $? "CLI: token create"
 cli=$(last 'token.create')
 form alice /settings/tokens name=from-web scope=read days=0
-is "$ST" 201 "web: token created"
+is "$ST" 303 "web: token created (post, redirect, get)"
 is "$(last 'token.create')" "alice|token.create|alice|scope,token_id" "web: token.create {token_id, scope}"
 is "$cli" "cli|token.create|alice|scope,token_id" "CLI: the same"
 cid=$(sql "SELECT id FROM tokens WHERE name = 'from-cli'") wid=$(sql "SELECT id FROM tokens WHERE name = 'from-web'")

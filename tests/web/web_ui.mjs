@@ -335,7 +335,7 @@ await test("a private repo is a 404 page signed out and for a non-member, readab
 });
 
 // Tokens: create (shown once), revoke, and the API's answer to it.
-await test("create a token on /settings/tokens, revoke it: the API then answers 401", async () => {
+await test("create a token on /settings/tokens (Copy copies it), revoke it after the confirmation: the API then answers 401", async () => {
 	const page = alice.page;
 	await page.goto("/settings/tokens");
 	await page.fill("#t-name", "from-the-ui");
@@ -343,10 +343,18 @@ await test("create a token on /settings/tokens, revoke it: the API then answers 
 	await page.click("form[action='/settings/tokens'] button[type=submit]");
 	const token = (await page.textContent("#new-token")).trim();
 	await shot(page, "tokens");
+	// the Copy button (static/copy.js) puts the token on the clipboard
+	await alice.ctx.grantPermissions(["clipboard-read", "clipboard-write"]);
+	await page.click("button[aria-label='Copy new token']");
+	const copied = await page.evaluate(() => navigator.clipboard.readText());
+	const label = (await page.textContent("button[aria-label='Copy new token']")).trim();
 	const before = await api("GET", "/api/whoami-v2", { token });
 	await page.goto("/settings/tokens");
 	const again = await page.content();
-	await page.click("button[aria-label='Revoke token from-the-ui']");
+	await page.click("a[aria-label='Revoke token from-the-ui']");
+	await page.waitForURL(/\/settings\/tokens\/revoke\?id=/);
+	const asked = await page.textContent("h1");
+	await page.click("#revoke-confirm");
 	await page.waitForURL(/\/settings\/tokens$/);
 	await new Promise((r) => setTimeout(r, 300));
 	const after = await api("GET", "/api/whoami-v2", { token });
@@ -354,6 +362,8 @@ await test("create a token on /settings/tokens, revoke it: the API then answers 
 	if (!token.startsWith("hf_")) problems.push(`token ${token}`);
 	if (before.status !== 200 || before.data.name !== "alice") problems.push(`before revoke: ${before.status}`);
 	if (again.includes(token)) problems.push("the token was shown twice");
+	if (copied !== token || label !== "Copied") problems.push(`Copy: clipboard "${copied}", button "${label}"`);
+	if (!asked.includes("Revoke token") || !asked.includes("from-the-ui")) problems.push(`confirmation: "${asked}"`);
 	if (after.status !== 401) problems.push(`after revoke: ${after.status}`);
 	return problems;
 });
@@ -367,7 +377,8 @@ await test("revoking a token ends the sessions opened with it", async () => {
 	const other = await signedIn(token);
 	const before = await other.page.goto("/settings/tokens");
 	await page.goto("/settings/tokens");
-	await page.click("button[aria-label='Revoke token second-browser']");
+	await page.click("a[aria-label='Revoke token second-browser']");
+	await page.click("#revoke-confirm");
 	await page.waitForURL(/\/settings\/tokens$/);
 	const after = await other.page.goto("/settings/tokens");
 	const still = await page.goto("/settings/tokens");

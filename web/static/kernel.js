@@ -5,6 +5,7 @@
 // and why it rejects every other variant. Nothing is decided here.
 
 import { el } from './dom.js';
+import { copyButton } from './copy.js';
 
 const form = document.getElementById('wil-form');
 const out = document.getElementById('wil-result');
@@ -134,16 +135,5 @@ if (form && out) {
 }
 
 // Copy buttons for the usage snippets (the text stays selectable without JS).
-for (const code of document.querySelectorAll('pre > code[id^="snippet-"], pre > code#env-snippet')) {
-	const button = el('button', { type: 'button', class: 'copy', 'aria-label': `Copy ${code.id.replace('snippet-', '')} snippet` }, 'Copy');
-	button.addEventListener('click', async () => {
-		try {
-			await navigator.clipboard.writeText(code.textContent);
-			button.textContent = 'Copied';
-		} catch {
-			button.textContent = 'Select and copy';
-		}
-		setTimeout(() => { button.textContent = 'Copy'; }, 2000);
-	});
-	code.parentElement.after(button);
-}
+for (const code of document.querySelectorAll('pre > code[id^="snippet-"], pre > code#env-snippet'))
+	code.parentElement.after(copyButton(code, `${code.id.replace('snippet-', '')} snippet`));
