@@ -117,8 +117,8 @@ static int always(const char **why)
 
 static int scrub_enabled(const char **why)
 {
-	*why = "scrub_mb_per_s is 0 or lfs_backend is not local (S3 verifies what it reads)";
-	return config.scrub_mb_per_s > 0 && strcmp(config.lfs_backend, "local") == 0;
+	*why = "scrub_mb_per_s is 0 or the LFS store is remote (S3 verifies what it reads)";
+	return config.scrub_mb_per_s > 0 && !config_lfs_backend()->remote;
 }
 
 static int backup_enabled(const char **why)
