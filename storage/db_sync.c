@@ -92,14 +92,13 @@ int db_sync_exporter_key_set(const char *exporter, const char *key_id, const cha
 	return rc;
 }
 
-int db_sync_exporter_key_list(int (*cb)(const char *exporter, const char *key_id, const char *bound_by,
-					const char *bound_at, void *arg),
-			      void *arg)
+/* Each row of a four-column listing (sql, no parameters) told to cb, in
+ * order; stops at cb's first nonzero answer and returns it. */
+static int each_row_of_four(const char *sql, int (*cb)(const char *, const char *, const char *, const char *, void *),
+			    void *arg)
 {
 	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT exporter, key_id, bound_by,"
-			  " to_char(bound_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-			  " FROM sync_exporter_keys ORDER BY exporter", 0, NULL);
+	int rc = db_query(&rows, sql, 0, NULL);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; rc == 0 && i < rows.count; i++)
@@ -107,6 +106,15 @@ int db_sync_exporter_key_list(int (*cb)(const char *exporter, const char *key_id
 			db_rows_get(&rows, i, 3), arg);
 	db_rows_release(&rows);
 	return rc;
+}
+
+int db_sync_exporter_key_list(int (*cb)(const char *exporter, const char *key_id, const char *bound_by,
+					const char *bound_at, void *arg),
+			      void *arg)
+{
+	return each_row_of_four("SELECT exporter, key_id, bound_by,"
+				" to_char(bound_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+				" FROM sync_exporter_keys ORDER BY exporter", cb, arg);
 }
 
 int db_sync_import_begin(const char *exporter, int64_t seq, const char *bundle, const char *key_id,
@@ -242,15 +250,7 @@ int db_sync_key_scope_list(int (*cb)(const char *key_id, const char *orgs, const
 				     void *arg),
 			   void *arg)
 {
-	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT key_id, array_to_string(orgs, ','), set_by,"
-			  " to_char(set_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-			  " FROM sync_key_scopes ORDER BY key_id", 0, NULL);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; rc == 0 && i < rows.count; i++)
-		rc = cb(db_rows_get(&rows, i, 0), db_rows_get(&rows, i, 1), db_rows_get(&rows, i, 2),
-			db_rows_get(&rows, i, 3), arg);
-	db_rows_release(&rows);
-	return rc;
+	return each_row_of_four("SELECT key_id, array_to_string(orgs, ','), set_by,"
+				" to_char(set_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+				" FROM sync_key_scopes ORDER BY key_id", cb, arg);
 }
