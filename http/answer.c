@@ -196,6 +196,7 @@ static struct MHD_Response *create_body(struct request *req, struct answer *a)
 
 enum MHD_Result answer_send(struct request *req, struct answer *a)
 {
+	answer_compress(req, a);
 	struct MHD_Response *resp = create_body(req, a);
 	if (!resp) {
 		answer_release(a);

@@ -319,6 +319,17 @@ enum MHD_Result answer_send(struct request *req, struct answer *a);
 /* Free what an answer not sent owns (its body, formatted values). */
 void answer_release(struct answer *a);
 
+/* ---- gzip (http/compress.c) ---------------------------------------------- */
+
+/* 1 when the request's Accept-Encoding allows gzip (q=0 refuses it). */
+int http_accepts_gzip(struct request *req);
+/* len bytes gzipped: 0 with *out (malloc'd, the caller's) and *out_len, or -1. */
+int http_gzip(const void *data, size_t len, char **out, size_t *out_len);
+/* Called by answer_send: a 200 HTML, JSON, CSS, JavaScript or plain-text
+ * body built in memory, of 1 KiB or more, with no ETag, range or memo key,
+ * gets Vary: Accept-Encoding, and is gzipped when the client allows it. */
+void answer_compress(struct request *req, struct answer *a);
+
 /* ---- answering (http/respond.c) ------------------------------------------ */
 
 /* Add the headers every answer carries (Date, request id, CORS) and queue

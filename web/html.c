@@ -94,17 +94,26 @@ void page_csrf_field(struct page *pg)
 	page_htmlf(pg, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", csrf);
 }
 
+/* A static file's URL, escaped: its content-hashed one (cached for good) */
+static void static_url(struct strbuf *out, const char *static_name)
+{
+	const char *url = web_static_url(static_name);
+	if (!url)
+		strbuf_adds(out, "/-/static/");
+	html_escape(out, url ? url : static_name);
+}
+
 void page_script(struct page *pg, const char *static_name)
 {
-	strbuf_adds(&pg->head, "<script type=\"module\" src=\"/-/static/");
-	html_escape(&pg->head, static_name);
+	strbuf_adds(&pg->head, "<script type=\"module\" src=\"");
+	static_url(&pg->head, static_name);
 	strbuf_adds(&pg->head, "\"></script>\n");
 }
 
 void page_style(struct page *pg, const char *static_name)
 {
-	strbuf_adds(&pg->head, "<link rel=\"stylesheet\" href=\"/-/static/");
-	html_escape(&pg->head, static_name);
+	strbuf_adds(&pg->head, "<link rel=\"stylesheet\" href=\"");
+	static_url(&pg->head, static_name);
 	strbuf_adds(&pg->head, "\">\n");
 }
 
@@ -186,10 +195,12 @@ enum MHD_Result page_send_cookie(struct page *pg, int status, const char *set_co
 	}
 	html_escape(&title, pg->title);
 	render_nav(pg, &nav);
-	static const char *const keys[] = { "title", "head", "nav", "main" };
+	static const char *const keys[] = { "title", "head", "nav", "main", "css", "icon" };
+	const char *css = web_static_url("khub.css"), *icon = web_static_url("favicon.svg");
 	const char *values[] = { title.buf ? title.buf : "", pg->head.buf ? pg->head.buf : "",
-				 nav.buf ? nav.buf : "", pg->main.buf ? pg->main.buf : "" };
-	fill_template(&out, tpl, tpl_len, keys, values, 4);
+				 nav.buf ? nav.buf : "", pg->main.buf ? pg->main.buf : "",
+				 css ? css : "/-/static/khub.css", icon ? icon : "/favicon.ico" };
+	fill_template(&out, tpl, tpl_len, keys, values, 6);
 	free(tpl);
 	strbuf_release(&title);
 	strbuf_release(&nav);

@@ -355,7 +355,8 @@ enum MHD_Result page_kernel(struct request *req)
 	snprintf(title, sizeof(title), "%s/%s", h->record.ns, h->record.name);
 	page_init(&pg, req, title);
 	page_style(&pg, "vendor/uPlot.min.css");
-	strbuf_adds(&pg.head, "<script src=\"/-/static/vendor/uPlot.iife.min.js\" defer></script>\n");
+	const char *uplot = web_static_url("vendor/uPlot.iife.min.js");
+	strbuf_addf(&pg.head, "<script src=\"%s\" defer></script>\n", uplot ? uplot : "/-/static/vendor/uPlot.iife.min.js");
 	page_script(&pg, "kernel.js");
 	page_script(&pg, "charts.js");
 	kernel_page_header(&pg, h, "overview");

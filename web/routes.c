@@ -15,6 +15,8 @@
 const struct route web_routes[] = {
 	{ METHOD_GET | METHOD_HEAD, "/", page_home, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/-/static/{path*}", page_static, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },
+	/* browsers ask for it on a first visit, whatever the page links */
+	{ METHOD_GET | METHOD_HEAD, "/favicon.ico", page_favicon, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/login", page_login, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_PUBLIC },
 	{ METHOD_POST, "/login", page_login_post, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL, ACCESS_PUBLIC },
 	{ METHOD_POST, "/logout", page_logout, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL, ACCESS_PUBLIC },
@@ -64,15 +66,17 @@ size_t web_page_headers(struct request *req, struct answer_header out[PAGE_HEADE
 	static const char csp[] =
 		"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
 		"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-	int is_static = req->route && req->route->handler == page_static;
+	int is_static = req->route && (req->route->handler == page_static || req->route->handler == page_favicon);
 	size_t n = 0;
 	out[n++] = (struct answer_header){ "Content-Security-Policy", csp };
 	out[n++] = (struct answer_header){ "X-Frame-Options", "DENY" };
 	out[n++] = (struct answer_header){ "Referrer-Policy", "same-origin" };
-	/* pages depend on who is signed in; static files on nothing */
-	out[n++] = (struct answer_header){ "Cache-Control", is_static ? "public, max-age=3600" : "no-store" };
-	if (req->route && !is_static)
+	/* pages depend on who is signed in; static files on nothing (their
+	 * Cache-Control and ETag come with them: web/assets.c) */
+	if (req->route && !is_static) {
+		out[n++] = (struct answer_header){ "Cache-Control", "no-store" };
 		out[n++] = (struct answer_header){ "Vary", "Cookie" };
+	}
 	return n;
 }
 

@@ -21,6 +21,10 @@ extern const size_t web_asset_count;
  * compiled-in copy. 0 with *data (owned by the caller: free) and *len, or
  * KHUB_ENOTFOUND. */
 int web_file(const char *name, char **data, size_t *len);
+/* The content-hashed URL of a compiled-in file of static/ ("khub.css" ->
+ * "/-/static/khub.<sha256-12>.css"; static, computed once), NULL for none:
+ * the one way pages link a static file. */
+const char *web_static_url(const char *static_name);
 
 /* ---- the page being built (web/html.c) -------------------------------------- */
 
@@ -100,6 +104,7 @@ enum MHD_Result page_login_post(struct request *req);
 enum MHD_Result page_logout(struct request *req);
 
 enum MHD_Result page_static(struct request *req);		/* web/assets.c */
+enum MHD_Result page_favicon(struct request *req);		/* web/assets.c */
 enum MHD_Result page_home(struct request *req);			/* web/pages_kernels.c */
 enum MHD_Result page_kernels(struct request *req);
 enum MHD_Result page_kernel(struct request *req);
