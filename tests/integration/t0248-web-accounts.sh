@@ -97,7 +97,7 @@ is "$ST" 200 "the GET after the redirect"
 new=$(grep -o '<code id="new-token" data-copy="new token">hf_[A-Za-z0-9]*' "$B" | sed 's/.*>//')
 like "$new" '^hf_' "  shows the new token"
 check "  with copy.js for its Copy button (a module, no inline script)" -- \
-	grep -q '<script type="module" src="/-/static/copy.js"' "$B"
+	grep -qE '<script type="module" src="/-/static/copy\.[0-9a-f]{12}\.js"' "$B"
 is "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $new" "$KHUB_URL/api/whoami-v2")" 200 \
 	"  the token shown works"
 check "the flash is stored encrypted: the token is nowhere in web_sessions" -- \
