@@ -99,6 +99,7 @@ static const struct config_row config_rows[] = {
 	LIVE(schedule_repack, CONFIG_STRING, "0", 0, 0, "how often one node runs khub repack (same form as schedule_gc)"),
 	LIVE(schedule_backup, CONFIG_STRING, "0", 0, 0, "how often one node backs up into a new generation under backup_dir, verified (same form as schedule_gc)"),
 	LIVE(backup_dir, CONFIG_STRING, "", 0, 0, "where scheduled backups go: backup_dir/<UTC time>/, one generation each (outside data_dir)"),
+	ROW(jobs_poll_ms, CONFIG_LONG, "1000", 100, 3600000, "how often a node's scheduler looks for due jobs and for runs asked with khub jobs run (its first look comes after one interval)"),
 	LIVE(backup_keep, CONFIG_LONG, "7", 1, 10000, "scheduled backup generations kept; older ones are removed after a new one is made and verified"),
 	ROW(metrics_lfs_scan_s, CONFIG_LONG, "300", 1, 86400, "how often a background thread adds up the LFS store's size for /metrics (khub_lfs_store_bytes; never per scrape)"),
 	ROW(db_pool_size, CONFIG_LONG, "16", 1, 1000, "database connections a process opens at most; a thread borrows one per query, or keeps it while it holds a lock or transaction"),

@@ -23,7 +23,6 @@
 /* After a failure a job is tried again this soon at the latest (or after
  * its interval when that is shorter). */
 #define RETRY_AFTER_FAILURE_S 300
-#define TICK_MS 1000
 
 struct job {
 	const char *name;
@@ -247,14 +246,16 @@ static void *jobs_loop(void *arg)
 		names[j] = jobs[j].name;
 	int ready = 0;
 	pthread_mutex_lock(&scheduler.lock);
-	while (!scheduler.stopping) {
+	for (;;) {	/* the first look one interval after start, as the lease timer's */
+		struct timespec ts = clock_after_usec(CLOCK_REALTIME, (uint64_t)config.jobs_poll_ms * 1000u);
+		while (!scheduler.stopping && pthread_cond_timedwait(&scheduler.wake, &scheduler.lock, &ts) == 0)
+			;
+		if (scheduler.stopping)
+			break;
 		pthread_mutex_unlock(&scheduler.lock);
 		if (ready || (ready = db_sched_jobs_ensure(names, NJOBS) == 0))
 			tick();
 		pthread_mutex_lock(&scheduler.lock);
-		struct timespec ts = clock_after_usec(CLOCK_REALTIME, TICK_MS * 1000u);
-		while (!scheduler.stopping && pthread_cond_timedwait(&scheduler.wake, &scheduler.lock, &ts) == 0)
-			;
 	}
 	pthread_mutex_unlock(&scheduler.lock);
 	return NULL;

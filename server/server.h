@@ -63,6 +63,7 @@ struct khub_config {
 	char *schedule_gc, *schedule_scrub, *schedule_repack, *schedule_backup;
 	char *backup_dir;
 	long backup_keep;
+	long jobs_poll_ms;
 	char *web_root;
 	long web_session_hours;
 	long build_lease_seconds;

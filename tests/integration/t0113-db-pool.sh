@@ -19,9 +19,10 @@ khub import "$SRC" --repo acme/relu --branch main >>"$log" 2>&1
 khub admin user create bob >>"$log" 2>&1
 khub admin member set acme bob write >>"$log" 2>&1
 BOB=$(khub admin token create bob --scope write 2>>"$log" | tail -n 1)
-# (the build farm's lease timer, which also takes a pooled connection, runs
-# its first round only after its interval: a long one here)
-KHUB_BUILD_LEASE_CHECK_MS=600000 KHUB_THREADS=16 KHUB_DB_POOL_SIZE=2 KHUB_DB_POOL_WAIT_MS=2000 khub_start
+# (the build farm's lease timer and the job scheduler, which also take a
+# pooled connection, run their first round only after their interval: a
+# long one here)
+KHUB_BUILD_LEASE_CHECK_MS=600000 KHUB_JOBS_POLL_MS=600000 KHUB_THREADS=16 KHUB_DB_POOL_SIZE=2 KHUB_DB_POOL_WAIT_MS=2000 khub_start
 PSQL=(psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qAt)
 # khub's pooled connections to its database (not this psql session, nor the
 # one coordination session outside the pool: LISTEN and job locks)

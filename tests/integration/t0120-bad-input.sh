@@ -432,7 +432,13 @@ check "the server is still answering" -- curl -sf "$API/health"
 khub_stop
 khub_start --metrics-public 1
 curl -s -D "$H" -o "$B" "$KHUB_URL/metrics"
-is "$(grep -v '^#' "$B")" 'khub_repos{type="kernel"} 1' "metrics_public = 1: anonymous /metrics counts the public repo only (acme/secret is private)"
+# (the database's state too, so an anonymous scraper can alert on an outage)
+is "$(grep -v '^#' "$B")" 'khub_database_up 1
+khub_database_down_seconds 0
+khub_database_outages_total 0
+khub_outage_cache_hits_total{cache="token"} 0
+khub_outage_cache_hits_total{cache="repo"} 0
+khub_repos{type="kernel"} 1' "metrics_public = 1: anonymous /metrics counts the public repo only (acme/secret is private), beside the database's state"
 curl -s -o "$B" -H "Authorization: Bearer $ROOT" "$KHUB_URL/metrics"
 is "$(grep '^khub_repos' "$B")" 'khub_repos{type="kernel"} 2' "…and a site admin still gets every repo"
 grep -E "runtime error|AddressSanitizer" "$TEST_DIR/server.log" | sed 's/^/# /' | head -5
