@@ -6,9 +6,19 @@
 # the test does not renew: JSON is read with jq, Python (when needed) is
 # Debian's /usr/bin/python3, and a test acting as a build worker heartbeats
 # the jobs it holds, as the worker protocol does (docs/build-farm.md).
+#
+# Commands run through khub() and servers started by khub_start keep the
+# embedded PostgreSQL running after they exit (embedded_db_linger_s =
+# $KHUB_TEST_LINGER_S, default 3600), so that each command does not start
+# and stop it; khub_teardown stops it and waits (SIGTERM to pg/linger.pid).
+# KHUB_TEST_LINGER_S=0 gives a test the production default (the last user
+# stops the cluster). Helpers for the usual test: khub_fixture (a hub with a
+# user, a token, an org and a kernel, started once per test file), api (one
+# HTTP request: status, headers and body in files) and jget (jq on a file).
 
 KHUB_BIN=${KHUB_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/khub}
 KHUB_SRC=${KHUB_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+KHUB_TEST_LINGER_S=${KHUB_TEST_LINGER_S:-3600}
 TAP_COUNT=0
 TAP_FAILED=0
 
@@ -102,9 +112,26 @@ sanitizer_reports() {
 	return $found
 }
 
+# Stop every embedded cluster left lingering under $TEST_DIR (each data
+# dir's pg/linger.pid) and wait until its lingerer has stopped it.
+khub_stop_lingering() {
+	local f pid
+	[ -n "${TEST_DIR:-}" ] && [ -d "$TEST_DIR" ] || return 0
+	while IFS= read -r f; do
+		pid=$(cat "$f" 2>/dev/null)
+		[ -n "$pid" ] || continue
+		kill -TERM "$pid" 2>/dev/null || continue
+		for _ in $(seq 1 600); do
+			[ -e "$f" ] && kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+	done < <(find "$TEST_DIR" -maxdepth 6 -path '*/pg/linger.pid' 2>/dev/null)
+}
+
 khub_teardown() {
 	local clean=0
 	khub_stop
+	khub_stop_lingering
 	sanitizer_reports || clean=1
 	if [ -n "${KEEP_TEST_DIR:-}" ]; then
 		echo "# kept $TEST_DIR"
@@ -114,7 +141,7 @@ khub_teardown() {
 	[ $clean -eq 0 ] || exit 1
 }
 
-khub() { "$KHUB_BIN" "$@"; }
+khub() { KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S "$KHUB_BIN" "$@"; }
 
 # lfs_object_file OID: a file with the stored object's bytes (the local
 # store's file; with KHUB_LFS_BACKEND=s3 (tests/lib/ceph-s3.sh) a copy
@@ -136,7 +163,7 @@ lfs_object_file() {
 
 # Start the server in the background and wait until /api/health answers.
 khub_start() {
-	"$KHUB_BIN" serve "$@" >>"$TEST_DIR/server.log" 2>&1 &
+	KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S "$KHUB_BIN" serve "$@" >>"$TEST_DIR/server.log" 2>&1 &
 	KHUB_PID=$!
 	for _ in $(seq 1 300); do
 		if curl -sf "$KHUB_URL/api/health" >/dev/null 2>&1; then
@@ -181,4 +208,55 @@ PY
 	head -c 1500000 /dev/urandom >"$cu/_${name}_cuda.abi3.so"
 	printf 'x = 1\n' >"$cu/$name/sub/nested.py"
 	printf '# %s\n\nA test kernel.\n' "$name" >"$dir/README.md"
+}
+
+# khub_fixture [khub serve args]: khub_setup, then a hub with user alice
+# ($ALICE: her write token), org acme (alice its admin) and kernel acme/relu
+# (make_kernel_tree's tree in $SRC, imported on branch main), started with
+# khub_start. Bails out when any step fails (its output in fixture.log).
+khub_fixture() {
+	khub_setup
+	SRC=$TEST_DIR/src
+	make_kernel_tree "$SRC" relu
+	local log=$TEST_DIR/fixture.log
+	if khub admin user create alice >>"$log" 2>&1 && khub admin org create acme >>"$log" 2>&1 &&
+		khub admin member set acme alice admin >>"$log" 2>&1 &&
+		khub import "$SRC" --repo acme/relu --branch main >>"$log" 2>&1; then
+		ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
+	fi
+	if [[ "${ALICE:-}" != hf_* ]]; then
+		sed 's/^/# /' "$log"
+		bail "khub_fixture: the hub's setup failed"
+	fi
+	khub_start "$@"
+}
+
+# api METHOD PATH-or-URL [curl args]: one request; the status in $STATUS,
+# the headers in $H, the body in $B (files under $TEST_DIR). A PATH
+# (/api/...) is on $KHUB_URL. HEAD is sent as curl -I (an empty body).
+api() {
+	local method=$1 url=$2; shift 2
+	[[ "$url" == /* ]] && url=$KHUB_URL$url
+	H=${H:-$TEST_DIR/headers} B=${B:-$TEST_DIR/body}
+	if [ "$method" = HEAD ]; then
+		STATUS=$(curl -s -I -o "$H" -w '%{http_code}' "$@" "$url")
+		: >"$B"
+	else
+		STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
+	fi
+}
+
+# header NAME: that header of the last api response (the first one, no CR).
+header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+
+# jget [FILE] JQ-EXPR: jq -r JQ-EXPR on FILE (default: the last api body,
+# $B; "-" for stdin). Prints nothing and fails when FILE is not JSON.
+jget() {
+	local file=${B:-}
+	[ $# -ge 2 ] && { file=$1; shift; }
+	if [ "$file" = - ]; then
+		jq -r "$1" 2>/dev/null
+	else
+		jq -r "$1" <"$file" 2>/dev/null
+	fi
 }
