@@ -12,7 +12,11 @@
 # $KHUB_TEST_LINGER_S, default 3600), so that each command does not start
 # and stop it; khub_teardown stops it and waits (SIGTERM to pg/linger.pid).
 # KHUB_TEST_LINGER_S=0 gives a test the production default (the last user
-# stops the cluster). Helpers for the usual test: khub_fixture (a hub with a
+# stops the cluster). khub_setup also puts a copy of a ready cluster (initdb,
+# the khub database, every migration: made once per khub binary by `khub db
+# migrate` and kept under ${TMPDIR:-/tmp}) in the new data dir, instead of
+# each test paying initdb and the migrations; a test of that path sets
+# KHUB_TEST_FRESH_CLUSTER=1 before khub_setup. Helpers for the usual test: khub_fixture (a hub with a
 # user, a token, an org and a kernel, started once per test file), api (one
 # HTTP request: status, headers and body in files) and jget (jq on a file).
 
@@ -91,6 +95,38 @@ khub_setup() {
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$TEST_DIR/sanitizer"
 	export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$TEST_DIR/sanitizer"
 	trap khub_teardown EXIT
+	[ -n "${KHUB_TEST_FRESH_CLUSTER:-}" ] || khub_seed_cluster "$KHUB_DATA_DIR"
+}
+
+# khub_seed_cluster DATA_DIR: DATA_DIR/pg/data becomes a copy of a stopped
+# embedded cluster that `khub db migrate` made on an empty data dir with
+# this binary (its path, size and mtime name the copy kept under
+# ${TMPDIR:-/tmp}/khub-test-clusters; made once, under a lock, by the first
+# test that needs it), its socket directory set to DATA_DIR's.
+khub_seed_cluster() {
+	local data=$1 root=${TMPDIR:-/tmp}/khub-test-clusters key tpl
+	key=$(stat -c '%s-%Y-%i' "$KHUB_BIN")-$(echo "$KHUB_BIN" | md5sum | cut -c1-12)
+	tpl=$root/$key
+	mkdir -p "$root" && chmod 755 "$root"
+	if [ ! -d "$tpl" ]; then
+		(
+			flock 9
+			[ -d "$tpl" ] && exit 0
+			local tmp
+			tmp=$(mktemp -d "$root/make.XXXXXX") && chmod 755 "$tmp" || exit 1
+			KHUB_DATA_DIR=$tmp/data KHUB_EMBEDDED_DB_LINGER_S=0 "$KHUB_BIN" db migrate >"$tmp/log" 2>&1 &&
+				mv "$tmp/data/pg/data" "$tpl"
+			local rc=$?
+			[ $rc -eq 0 ] || sed 's/^/# khub_seed_cluster: /' "$tmp/log"
+			rm -rf "$tmp"
+			# older copies of this binary's clusters (rebuilt since)
+			find "$root" -mindepth 1 -maxdepth 1 -name "*-${key##*-}" ! -name "$key" -mmin +60 \
+				-exec rm -rf {} + 2>/dev/null
+			exit $rc
+		) 9>"$root/lock" || bail "khub_seed_cluster: cannot make the cluster to copy"
+	fi
+	mkdir -p "$data" && mkdir -m 700 "$data/pg" && cp -a "$tpl" "$data/pg/data" || bail "khub_seed_cluster: cannot copy $tpl"
+	sed -i "s|^unix_socket_directories = .*|unix_socket_directories = '$data/pg/run'|" "$data/pg/data/postgresql.conf"
 }
 
 # The server's log and every sanitizer report so far, for tests that check
