@@ -12,10 +12,7 @@ khub_setup
 
 V=torch211-cxx11-cpu-x86_64-linux
 log=$TEST_DIR/setup.log
-khub admin org create acme >>"$log" 2>&1
-khub admin user create alice >>"$log" 2>&1
-khub admin member set acme alice admin >>"$log" 2>&1
-ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 W=$(khub admin worker add w1 2>>"$log" | tail -n 1)
 export KHUB_BUILD_LOG_MAX_KB=64
 khub_start
@@ -80,7 +77,7 @@ SIZE=$((SIZE + 11))
 # past the head khub stores only the tail the worker sends at its end
 # (tail=1, khub-worker's way: docs/build-farm.md)
 tail -c 32768 "$TEST_DIR/huge.log" >"$TEST_DIR/tail"
-is "$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W" --data-binary "@$TEST_DIR/tail" "$KHUB_URL/api/builds/$JOB/log?offset=$((SIZE - 32768))&tail=1")/$(j 'd["length"]')" "200/$SIZE" "the worker sends the log's last 32 KiB as its tail"
+is "$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W" --data-binary "@$TEST_DIR/tail" "$KHUB_URL/api/builds/$JOB/log?offset=$((SIZE - 32768))&tail=1")/$(j '.length')" "200/$SIZE" "the worker sends the log's last 32 KiB as its tail"
 cat "$TEST_DIR/prefix" "$TEST_DIR/huge.log" >"$TEST_DIR/whole.log"	# the log as khub has it
 curl -s -D "$H" -o "$TEST_DIR/read" "$KHUB_URL/api/builds/$JOB/log"
 is "$(hdr X-Log-Length) $(hdr X-Log-Next-Offset)" "$((P + SIZE)) $((P + SIZE))" "X-Log-Length is every byte received (khub's line too); X-Log-Next-Offset the end"

@@ -7,10 +7,7 @@
 # 503 with Retry-After, never 500.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 khub_setup
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 khub_start
 
 GD=$KHUB_DATA_DIR/repos/kernels/acme/lk.git

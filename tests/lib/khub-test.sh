@@ -246,24 +246,31 @@ PY
 	printf '# %s\n\nA test kernel.\n' "$name" >"$dir/README.md"
 }
 
-# khub_fixture [khub serve args]: khub_setup, then a hub with user alice
-# ($ALICE: her write token), org acme (alice its admin) and kernel acme/relu
-# (make_kernel_tree's tree in $SRC, imported on branch main), started with
-# khub_start. Bails out when any step fails (its output in fixture.log).
-khub_fixture() {
-	khub_setup
-	SRC=$TEST_DIR/src
-	make_kernel_tree "$SRC" relu
+# khub_accounts (after khub_setup): user alice, org acme with alice its
+# admin, and $ALICE, her write token. Bails out when a step fails (the
+# commands' output is in $TEST_DIR/fixture.log).
+khub_accounts() {
 	local log=$TEST_DIR/fixture.log
-	if khub admin user create alice >>"$log" 2>&1 && khub admin org create acme >>"$log" 2>&1 &&
-		khub admin member set acme alice admin >>"$log" 2>&1 &&
-		khub import "$SRC" --repo acme/relu --branch main >>"$log" 2>&1; then
+	if khub admin org create acme >>"$log" 2>&1 && khub admin user create alice >>"$log" 2>&1 &&
+		khub admin member set acme alice admin >>"$log" 2>&1; then
 		ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
 	fi
 	if [[ "${ALICE:-}" != hf_* ]]; then
 		sed 's/^/# /' "$log"
-		bail "khub_fixture: the hub's setup failed"
+		bail "khub_accounts: the hub's accounts could not be made"
 	fi
+}
+
+# khub_fixture [khub serve args]: the usual test's hub, once per test file:
+# khub_setup, khub_accounts, kernel acme/relu (make_kernel_tree's tree in
+# $SRC, imported on branch main, its commit in $RELU_SHA), then khub_start.
+khub_fixture() {
+	khub_setup
+	khub_accounts
+	SRC=$TEST_DIR/src
+	make_kernel_tree "$SRC" relu
+	RELU_SHA=$(khub import "$SRC" --repo acme/relu --branch main 2>>"$TEST_DIR/fixture.log")
+	[[ "$RELU_SHA" =~ ^[0-9a-f]{40}$ ]] || { sed 's/^/# /' "$TEST_DIR/fixture.log"; bail "khub_fixture: import failed"; }
 	khub_start "$@"
 }
 
