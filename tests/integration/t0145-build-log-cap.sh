@@ -26,7 +26,7 @@ api() {
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
 j() { jq -r "$1" "$B" 2>/dev/null; }
-hdr() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+hdr() { header "$@"; }	# tests/lib/khub-test.sh
 b64() { base64 -w0 "$@"; }
 # The worker protocol's heartbeat (docs/build-farm.md); one that is not 200
 # is noted in $TEST_DIR/lost-beats, which must stay empty.

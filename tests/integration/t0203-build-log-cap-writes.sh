@@ -26,7 +26,7 @@ api() {
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-hdr() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+hdr() { header "$@"; }	# tests/lib/khub-test.sh
 sql() { psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qAt -c "$1"; }
 # logpost OFFSET FILE [tail]: status/length
 logpost() {

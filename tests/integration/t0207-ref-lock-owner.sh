@@ -20,7 +20,6 @@ commit() {	# commit -> $STATUS, headers in $H: one new file on main
 		curl -s -o "$TEST_DIR/body" -D "$H" -w '%{http_code}' -X POST -H "Authorization: Bearer $ALICE" \
 			-H "Content-Type: application/x-ndjson" --data-binary @- "$KHUB_URL/api/kernels/acme/lk/commit/main")
 }
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 head_sha() { git --git-dir="$GD" rev-parse -q --verify refs/heads/main; }
 # what libgit2 leaves in a ref's lock: the new value it was writing
 stale_lock() { head_sha >"$GD/refs/heads/main.lock"; }

@@ -289,8 +289,18 @@ api() {
 	fi
 }
 
-# header NAME: that header of the last api response (the first one, no CR).
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+# header NAME: the value of that header in $H, the last api response's
+# headers (the first such line, without its CR). Bash alone, no process:
+# table-driven tests read thousands of headers.
+header() {
+	local line name=${1,,}
+	while IFS= read -r line; do
+		[[ "${line,,}" == "$name:"* ]] || continue
+		[[ "$line" == *" "* ]] && line=${line#* }
+		printf '%s\n' "${line//$'\r'/}"
+		return 0
+	done <"$H"
+}
 
 # jget [FILE] JQ-EXPR: jq -r JQ-EXPR on FILE (default: the last api body,
 # $B; "-" for stdin). Prints nothing and fails when FILE is not JSON.
