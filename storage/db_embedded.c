@@ -158,10 +158,15 @@ static int append_conf(void)
 	return 0;
 }
 
+static pid_t postmaster_pid(void);
+static int postmaster_alive(pid_t pid);
+
+/* What `pg_ctl status` says (the pid in postmaster.pid lives), without
+ * running it: every command asks, and a pg_ctl costs a fork and an exec
+ * as the cluster's owner. */
 static int cluster_running(void)
 {
-	char *argv[] = { "pg_ctl", "status", "-D", emb.cluster, NULL };
-	return run_pg_tool(argv) == 0;
+	return postmaster_alive(postmaster_pid());
 }
 
 static int init_cluster(void)
