@@ -43,6 +43,7 @@ static const struct config_row config_rows[] = {
 	ROW(listen, CONFIG_STRING, "127.0.0.1:8080", 0, 0, "address:port the HTTP server listens on"),
 	ROW(database_url, CONFIG_STRING, "", 0, 0, "PostgreSQL URL; empty = run an embedded cluster under data_dir/pg"),
 	ROW(pg_bindir, CONFIG_STRING, KHUB_PG_BINDIR, 0, 0, "PostgreSQL server binaries for the embedded cluster"),
+	ROW(embedded_db_linger_s, CONFIG_LONG, "0", 0, 86400, "seconds the embedded cluster keeps running after the last khub process using it exits, so that a series of commands does not start and stop PostgreSQL each time (a small process left behind stops it; 0 = the last one stops it)"),
 	ROW(public_url, CONFIG_STRING, "", 0, 0, "base URL in absolute links; empty = from the Host header",
 	    TO(http_ctx.public_url), CALL(apply_secure_cookies)),
 	LIVE(log_level, CONFIG_STRING, "info", 0, 0, "error, warn, info or debug"),

@@ -112,6 +112,7 @@ void runtime_connect_database(void)
 		if (db_embedded_acquire(config.data_dir, config.pg_bindir, &conninfo) < 0)
 			fatal("cannot start the embedded database (see the log above)");
 		using_embedded = 1;
+		db_embedded_set_linger((int)config.embedded_db_linger_s);
 		db_configure(conninfo);
 		conninfo_in_use = conninfo;
 	}

@@ -55,6 +55,7 @@ struct khub_config {
 	long lfs_s3_streams_max;
 	long download_stats;
 	long download_stats_flush_ms;
+	long embedded_db_linger_s;
 	long db_pool_size;
 	long db_pool_wait_ms;
 	long metrics_public;

@@ -116,8 +116,13 @@ int db_migrate(void);
  * return the connection string (caller frees). The last khub process using
  * the cluster stops it in db_embedded_release. */
 int db_embedded_acquire(const char *data_dir, const char *pg_bindir, char **conninfo);
-/* Stops the watchdog first, when it runs. */
+/* Stops the watchdog first, when it runs. The last user stops the cluster,
+ * or with a linger time leaves a process behind (its pid in pg/linger.pid)
+ * that stops it once nobody has used it for that many seconds, or at once
+ * on SIGTERM. */
 void db_embedded_release(void);
+/* Seconds the cluster outlives its last user (0, the default: none). */
+void db_embedded_set_linger(int seconds);
 /* Start a thread that checks every second that the cluster's postmaster
  * runs and restarts it when it is gone (backing off 1, 2, 4 … 30 s
  * between failed tries), under the start lock every process sharing the

@@ -17,8 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct {
@@ -27,6 +30,7 @@ static struct {
 	uid_t uid;
 	gid_t gid;
 	int drop_privileges;
+	int linger_s;	/* db_embedded_set_linger */
 } emb = { .start_lock_fd = -1, .users_lock_fd = -1 };
 
 /* This process's environment without NOTIFY_SOCKET: a postmaster built
@@ -154,10 +158,15 @@ static int append_conf(void)
 	return 0;
 }
 
+static pid_t postmaster_pid(void);
+static int postmaster_alive(pid_t pid);
+
+/* What `pg_ctl status` says (the pid in postmaster.pid lives), without
+ * running it: every command asks, and a pg_ctl costs a fork and an exec
+ * as the cluster's owner. */
 static int cluster_running(void)
 {
-	char *argv[] = { "pg_ctl", "status", "-D", emb.cluster, NULL };
-	return run_pg_tool(argv) == 0;
+	return postmaster_alive(postmaster_pid());
 }
 
 static int init_cluster(void)
@@ -452,6 +461,160 @@ static void watchdog_stop(void)
 	watch.started = 0;
 }
 
+void db_embedded_set_linger(int seconds)
+{
+	emb.linger_s = seconds > 0 ? seconds : 0;
+}
+
+static char *linger_pid_path(void)
+{
+	return xasprintf("%s/linger.pid", emb.pg_dir);
+}
+
+static void stop_cluster(void)
+{
+	log_info("embedded database: stopping");
+	char *argv[] = { "pg_ctl", "stop", "-w", "-m", "fast", "-D", emb.cluster, NULL };
+	run_pg_tool(argv);
+}
+
+/* users.lock's mtime is when the cluster was last released: the lingerer
+ * waits until it is linger_s old. */
+static void stamp_release(void)
+{
+	futimens(emb.users_lock_fd, NULL);
+}
+
+static time_t last_release(void)
+{
+	struct stat st;
+	return fstat(emb.users_lock_fd, &st) == 0 ? st.st_mtime : 0;
+}
+
+/* The lingerer: a user of the cluster (users.lock shared) with nothing
+ * else open, that stops the cluster once it was last released linger_s ago
+ * and nobody else holds it, or at once on SIGTERM or SIGINT (the test
+ * harness's teardown). Finding another user, it leaves: that user stops
+ * the cluster, or leaves a lingerer, when it is the last. Never returns. */
+static void linger(void)
+{
+	sigset_t stop;
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	sigprocmask(SIG_SETMASK, &stop, NULL);	/* taken by sigtimedwait, never delivered */
+	prctl(PR_SET_NAME, "khub-db-linger");
+	char *pid_path = linger_pid_path();
+	int stop_now = 0;
+	for (;;) {
+		time_t due = last_release() + emb.linger_s, now = time(NULL);
+		if (!stop_now && now < due) {
+			struct timespec wait = { .tv_sec = due - now };
+			stop_now = sigtimedwait(&stop, NULL, &wait) > 0;
+			continue;
+		}
+		flock(emb.start_lock_fd, LOCK_EX);
+		if (!stop_now && time(NULL) < last_release() + emb.linger_s) {
+			flock(emb.start_lock_fd, LOCK_UN);	/* released again meanwhile */
+			continue;
+		}
+		flock(emb.users_lock_fd, LOCK_UN);
+		if (flock(emb.users_lock_fd, LOCK_EX | LOCK_NB) == 0)
+			stop_cluster();
+		unlink(pid_path);
+		_exit(0);	/* unlocks both */
+	}
+}
+
+/* In the lingerer: its own descriptions of both lock files (a flock lock
+ * belongs to a description, and the inherited ones are the releasing
+ * process's), users.lock taken shared before the inherited, shared one is
+ * closed, so that the cluster always has a user; every other descriptor
+ * closed, so that a shell reading the command's output does not wait. */
+static int linger_take_locks(void)
+{
+	char *start_lock = xasprintf("%s/start.lock", emb.pg_dir);
+	char *users_lock = xasprintf("%s/users.lock", emb.pg_dir);
+	int start_fd = open(start_lock, O_RDWR | O_CLOEXEC), users_fd = open(users_lock, O_RDWR | O_CLOEXEC);
+	free(start_lock);
+	free(users_lock);
+	if (start_fd < 0 || users_fd < 0 || flock(users_fd, LOCK_SH) < 0)
+		return KHUB_EIO;
+	struct rlimit rl;
+	int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int)rl.rlim_cur : 65536;
+	for (int fd = 0; fd < max; fd++)
+		if (fd != start_fd && fd != users_fd)
+			close(fd);
+	int null = open("/dev/null", O_RDWR);
+	for (int fd = 0; null >= 0 && fd <= 2; fd++)
+		if (fd != null)
+			dup2(null, fd);
+	emb.start_lock_fd = start_fd;
+	emb.users_lock_fd = users_fd;
+	return 0;
+}
+
+/* Leave a lingerer behind (the caller, the last user, holds users.lock
+ * exclusively and the start lock): users.lock turns shared, then a double
+ * fork, so that nobody waits for the lingerer; its pid goes to
+ * pg/linger.pid, removed when it ends. 0 when it runs; the caller
+ * then closes its descriptors without unlocking them. */
+static int spawn_lingerer(void)
+{
+	flock(emb.users_lock_fd, LOCK_SH);
+	stamp_release();
+	pid_t pid = fork();
+	if (pid < 0) {
+		flock(emb.users_lock_fd, LOCK_EX | LOCK_NB);
+		return KHUB_EIO;
+	}
+	if (pid == 0) {
+		setsid();
+		pid_t lingerer = fork();
+		if (lingerer != 0) {	/* linger.pid is there once the release returns */
+			char *path = linger_pid_path();
+			FILE *fp = lingerer > 0 ? fopen(path, "w") : NULL;
+			if (fp) {
+				fprintf(fp, "%d\n", (int)lingerer);
+				fclose(fp);
+			}
+			_exit(0);
+		}
+		if (linger_take_locks() < 0)
+			_exit(1);	/* the inherited description still holds the cluster: next user stops it */
+		linger();
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return 0;
+}
+
+/* Only a process with one thread forks a lingerer: the child goes on
+ * running khub's code (allocating), which a fork of a process whose other
+ * threads may hold the allocator's locks must not. */
+static int single_threaded(void)
+{
+	FILE *fp = fopen("/proc/self/status", "r");
+	char line[128];
+	long threads = 0;
+	while (fp && fgets(line, sizeof(line), fp))
+		if (sscanf(line, "Threads: %ld", &threads) == 1)
+			break;
+	if (fp)
+		fclose(fp);
+	return threads == 1;
+}
+
+static void free_paths(void)
+{
+	free(emb.pg_dir);
+	free(emb.cluster);
+	free(emb.run_dir);
+	free(emb.log_file);
+	free(emb.bindir);
+}
+
 void db_embedded_release(void)
 {
 	watchdog_stop();
@@ -460,18 +623,16 @@ void db_embedded_release(void)
 	flock(emb.start_lock_fd, LOCK_EX);
 	flock(emb.users_lock_fd, LOCK_UN);
 	if (flock(emb.users_lock_fd, LOCK_EX | LOCK_NB) == 0) {
-		log_info("embedded database: stopping");
-		char *argv[] = { "pg_ctl", "stop", "-w", "-m", "fast", "-D", emb.cluster, NULL };
-		run_pg_tool(argv);
-		flock(emb.users_lock_fd, LOCK_UN);
+		if (emb.linger_s == 0 || !single_threaded() || spawn_lingerer() < 0) {
+			stop_cluster();
+			flock(emb.users_lock_fd, LOCK_UN);
+		}
+	} else {
+		stamp_release();	/* a lingerer waits linger_s from now */
 	}
 	flock(emb.start_lock_fd, LOCK_UN);
 	close(emb.users_lock_fd);
 	close(emb.start_lock_fd);
 	emb.users_lock_fd = emb.start_lock_fd = -1;
-	free(emb.pg_dir);
-	free(emb.cluster);
-	free(emb.run_dir);
-	free(emb.log_file);
-	free(emb.bindir);
+	free_paths();
 }

@@ -2,6 +2,9 @@
 # t0001-quickstart-cli.sh -- the command line: config precedence and -n,
 # db migrate, import (idempotent, LFS by rule, validation), admin commands,
 # the embedded database shared by processes and stopped by the last one.
+# A fresh data dir (initdb, migrations) and the production lifecycle: the
+# last user stops the cluster, nothing lingers.
+KHUB_TEST_FRESH_CLUSTER=1 KHUB_TEST_LINGER_S=0
 . "$(dirname "$0")/../lib/khub-test.sh"
 khub_setup
 

@@ -29,29 +29,19 @@ like "$ALICE" '^hf_[A-Za-z]{34}$' "tokens start with hf_"
 
 H=$TEST_DIR/headers
 B=$TEST_DIR/body
-api() {	# api METHOD URL [curl args] -> status in $STATUS, headers in $H, body in $B
-	local method=$1 url=$2; shift 2
-	if [ "$method" = HEAD ]; then
-		STATUS=$(curl -s -I -o "$H" -w '%{http_code}' "$@" "$url")
-		: >"$B"
-	else
-		STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
-	fi
-}
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
-json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
+# api, header and jget: tests/lib/khub-test.sh
 
 # ---- agent harnesses, org overview ------------------------------------------
 api GET "$KHUB_URL/api/agent-harnesses"
 is "$STATUS" 200 "agent-harnesses answers 200 (cached by the client)"
 api GET "$KHUB_URL/api/organizations/acme/overview"
-is "$(json 'd["trustedKernelPublisher"]')" True "trusted org says trustedKernelPublisher: true"
+is "$(jget .trustedKernelPublisher)" true "trusted org says trustedKernelPublisher: true"
 api GET "$KHUB_URL/api/organizations/other/overview"
-is "$(json 'd["trustedKernelPublisher"]')" False "untrusted org says false"
+is "$(jget .trustedKernelPublisher)" false "untrusted org says false"
 api GET "$KHUB_URL/api/organizations/nobody-here/overview"
 is "$STATUS" 404 "unknown org is 404"
 api GET "$KHUB_URL/api/users/alice/overview"
-is "$STATUS/$(json '(d["name"], d["type"], d["trustedKernelPublisher"])')" "200/('alice', 'user', False)" \
+is "$STATUS/$(jget '"\(.name) \(.type) \(.trustedKernelPublisher)"')" "200/alice user false" \
 	"user overview (kernels asks every namespace for its trust flag)"
 api GET "$KHUB_URL/api/users/acme/overview"
 is "$STATUS" 404 "an org is not a user"
@@ -59,20 +49,20 @@ is "$STATUS" 404 "an org is not a user"
 # ---- refs -------------------------------------------------------------------
 api GET "$KHUB_URL/api/kernels/acme/relu/refs"
 is "$STATUS" 200 "refs 200"
-is "$(json 'sorted(d.keys())')" "['branches', 'converts', 'tags']" "refs has exactly branches/converts/tags"
-is "$(json '[b["targetCommit"] for b in d["branches"] if b["name"]=="v1"][0]')" "$V1" "v1 targetCommit"
-is "$(json '[b["ref"] for b in d["branches"] if b["name"]=="main"][0]')" "refs/heads/main" "branch ref is the full ref"
-is "$(json '[(t["name"], t["targetCommit"]) for t in d["tags"]]')" "[('release-1', '$V1')]" "tags listed"
+is "$(jget 'keys | join(" ")')" "branches converts tags" "refs has exactly branches/converts/tags"
+is "$(jget '[.branches[] | select(.name == "v1") | .targetCommit][0]')" "$V1" "v1 targetCommit"
+is "$(jget '[.branches[] | select(.name == "main") | .ref][0]')" "refs/heads/main" "branch ref is the full ref"
+is "$(jget '[.tags[] | "\(.name) \(.targetCommit)"] | join(";")')" "release-1 $V1" "tags listed"
 api GET "$KHUB_URL/api/kernels/acme/relu/refs?include_prs=1"
-is "$(json '[(p["name"], p["ref"], p["targetCommit"]) for p in d["pullRequests"]]')" "[('1', 'refs/pr/1', '$MAIN')]" "include_prs=1 lists pull requests"
+is "$(jget '[.pullRequests[] | "\(.name) \(.ref) \(.targetCommit)"] | join(";")')" "1 refs/pr/1 $MAIN" "include_prs=1 lists pull requests"
 
 # ---- revision -----------------------------------------------------------------
 for rev in v1 refs%2Fheads%2Fv1 release-1 "$V1"; do
 	api GET "$KHUB_URL/api/kernels/acme/relu/revision/$rev"
-	is "$(json 'd["sha"]')" "$V1" "revision $rev resolves to v1's sha"
+	is "$(jget .sha)" "$V1" "revision $rev resolves to v1's sha"
 done
-is "$(json '"siblings" in d')" False "kernel revision info has no siblings"
-is "$(json 'd["id"]')" "acme/relu" "revision info id"
+is "$(jget 'has("siblings")')" false "kernel revision info has no siblings"
+is "$(jget .id)" "acme/relu" "revision info id"
 api GET "$KHUB_URL/api/kernels/acme/relu/revision/nope"
 is "$STATUS/$(header X-Error-Code)" "404/RevisionNotFound" "unknown revision: 404 RevisionNotFound"
 api GET "$KHUB_URL/api/kernels/acme/relu/revision/0000000000000000000000000000000000000000"
@@ -80,16 +70,16 @@ is "$STATUS/$(header X-Error-Code)" "404/RevisionNotFound" "unknown sha: 404 Rev
 api GET "$KHUB_URL/api/kernels/acme/nope/revision/main"
 is "$STATUS/$(header X-Error-Code)" "401/RepoNotFound" "unknown repo (anonymous): 401 RepoNotFound"
 api GET "$KHUB_URL/api/models/acme/relu/revision/v1"
-is "$STATUS/$(json 'd["sha"]')" "200/$V1" "kernel repo reachable under the model prefix"
-is "$(json 'len(d["siblings"]) > 0')" True "model-prefix info lists siblings"
+is "$STATUS/$(jget .sha)" "200/$V1" "kernel repo reachable under the model prefix"
+is "$(jget '.siblings | length > 0')" true "model-prefix info lists siblings"
 
 # ---- tree ---------------------------------------------------------------------
 api GET "$KHUB_URL/api/kernels/acme/relu/tree/$V1/build?recursive=false&expand=false"
-is "$(json 'sorted((e["type"], e["path"]) for e in d)')" \
-	"[('directory', 'build/torch-cpu'), ('directory', 'build/torch211-cxx11-cu128-x86_64-linux')]" \
+is "$(jget '[.[] | [.type, .path]] | sort | map(join(" ")) | join(",")')" \
+	"directory build/torch-cpu,directory build/torch211-cxx11-cu128-x86_64-linux" \
 	"non-recursive tree of build lists the variant directories only"
 api GET "$KHUB_URL/api/kernels/acme/relu/tree/refs%2Fheads%2Fv1/build%2Ftorch-cpu?recursive=false&expand=false"
-is "$(json 'sorted(e["path"] for e in d)')" "['build/torch-cpu/__init__.py', 'build/torch-cpu/metadata.json']" \
+is "$(jget '[.[].path] | sort | join(",")')" "build/torch-cpu/__init__.py,build/torch-cpu/metadata.json" \
 	"encoded full ref and encoded path (split, then decode)"
 
 # Follow Link pages (page size 4) and compare with git's own listing.
@@ -101,7 +91,7 @@ collect_tree() {	# collect_tree URL -> all entries in $TEST_DIR/all.json, pages 
 	while [ -n "$url" ]; do
 		api GET "$url"
 		PAGES=$((PAGES + 1))
-		/usr/bin/python3 -c "import json; a=json.load(open('$TEST_DIR/all.json')); a+=json.load(open('$B')); json.dump(a, open('$TEST_DIR/all.json','w'))"
+		jq -s add "$TEST_DIR/all.json" "$B" >"$TEST_DIR/all.json.new" && mv "$TEST_DIR/all.json.new" "$TEST_DIR/all.json"
 		url=$(header Link | sed -n 's/^<\(.*\)>; rel="next"$/\1/p')
 		if [ -n "$url" ] && [[ ! "$url" =~ ^http://127\.0\.0\.1:$KHUB_PORT/ ]]; then LINKS_ABSOLUTE=no; fi
 		if [ -n "$url" ] && [[ ! "$url" =~ recursive=true ]]; then LINKS_ABSOLUTE=no; fi
@@ -110,10 +100,10 @@ collect_tree() {	# collect_tree URL -> all entries in $TEST_DIR/all.json, pages 
 collect_tree "$KHUB_URL/api/kernels/acme/relu/tree/v1?recursive=true&expand=false"
 ok $([ "$PAGES" -gt 2 ]; echo $?) "recursive tree is paginated ($PAGES pages of 4)"
 is "$LINKS_ABSOLUTE" yes "every Link is absolute and keeps recursive=true"
-GOT=$(/usr/bin/python3 -c "import json; print('\n'.join(sorted(e['path'] for e in json.load(open('$TEST_DIR/all.json')) if e['type']=='file')))")
+GOT=$(jget "$TEST_DIR/all.json" '[.[] | select(.type == "file") | .path] | sort[]')
 WANT=$(git --git-dir="$GITDIR" ls-tree -r --name-only "$V1" | sort)
 is "$GOT" "$WANT" "paginated listing has exactly git's files"
-GOT=$(/usr/bin/python3 -c "import json; print('\n'.join(sorted(e['path'] for e in json.load(open('$TEST_DIR/all.json')) if e['type']=='directory')))")
+GOT=$(jget "$TEST_DIR/all.json" '[.[] | select(.type == "directory") | .path] | sort[]')
 WANT=$(git --git-dir="$GITDIR" ls-tree -r -d --name-only "$V1" | sort)
 is "$GOT" "$WANT" "and exactly git's directories"
 DIRS_OK=$(/usr/bin/python3 - "$TEST_DIR/all.json" "$GITDIR" "$V1" <<'PY'
@@ -206,14 +196,14 @@ is "$STATUS" 401 "overview with an unknown token: 401"
 
 # ---- paths-info ----------------------------------------------------------------------------
 api POST "$KHUB_URL/api/kernels/acme/relu/paths-info/v1" --data-urlencode "paths=$SO_FILE" --data-urlencode "paths=README.md" --data-urlencode "paths=nope"
-is "$(json 'sorted(e["path"] for e in d)')" "['README.md', '$SO_FILE']" "paths-info (form) answers the existing paths"
-is "$(json '[e["lfs"]["oid"] for e in d if "lfs" in e]')" "['$SO_SHA']" "paths-info carries lfs.oid"
+is "$(jget '[.[].path] | sort | join(",")')" "README.md,$SO_FILE" "paths-info (form) answers the existing paths"
+is "$(jget '[.[] | select(has("lfs")) | .lfs.oid] | join(",")')" "$SO_SHA" "paths-info carries lfs.oid"
 api POST "$KHUB_URL/api/kernels/acme/relu/paths-info/v1" -H 'Content-Type: application/json' -d "{\"paths\":[\"$PY_FILE\"],\"expand\":true}"
-is "$(json '[e["oid"] for e in d]')" "['$(git hash-object "$SRC/$PY_FILE")']" "paths-info (JSON body)"
+is "$(jget '[.[].oid] | join(",")')" "$(git hash-object "$SRC/$PY_FILE")" "paths-info (JSON body)"
 
 # ---- whoami --------------------------------------------------------------------------------
 api GET "$KHUB_URL/api/whoami-v2" -H "Authorization: Bearer $ALICE"
-is "$(json '(d["name"], d["auth"]["accessToken"]["role"], [o["name"] for o in d["orgs"]])')" "('alice', 'read', ['acme'])" "whoami-v2"
+is "$(jget '"\(.name) \(.auth.accessToken.role) \([.orgs[].name] | join(","))"')" "alice read acme" "whoami-v2"
 api GET "$KHUB_URL/api/whoami-v2" -H "Authorization: Bearer hf_unknownunknownunknown"
 is "$STATUS" 401 "whoami with an unknown token is 401"
 

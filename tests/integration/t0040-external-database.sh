@@ -1,6 +1,7 @@
 #!/bin/bash
 # t0040-external-database.sh -- khub against a PostgreSQL server it did not
 # start (--database-url / KHUB_DATABASE_URL): no embedded cluster is made.
+KHUB_TEST_FRESH_CLUSTER=1	# the data dir must stay without pg/
 . "$(dirname "$0")/../lib/khub-test.sh"
 khub_setup
 

@@ -30,7 +30,6 @@ api() {	# api METHOD PATH TOKEN [JSON] -> $STATUS, headers in $H, body in $B
 	[ -n "$data" ] && args+=(-H "Content-Type: application/json" --data-binary "$data")
 	STATUS=$(curl "${args[@]}" "$KHUB_URL$path")
 }
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)" 2>/dev/null; }
 code() { echo "$STATUS/$(header X-Error-Code)"; }
 sha_of() { git --git-dir="$REPOS/$1.git" rev-parse -q --verify "$2" 2>/dev/null; }

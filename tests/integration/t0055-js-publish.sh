@@ -62,7 +62,6 @@ api() {	# api METHOD PATH TOKEN -> $STATUS, headers in $H, body in $B
 	[ -n "$3" ] && args+=(-H "Authorization: Bearer $3")
 	STATUS=$(curl "${args[@]}" "$KHUB_URL$2")
 }
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 code() { echo "$STATUS/$(header X-Error-Code)"; }
 sha256() { sha256sum "$1" | cut -d' ' -f1; }
 

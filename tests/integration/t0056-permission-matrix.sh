@@ -75,7 +75,6 @@ like "$REVOKED_ID" '^[0-9]+$' "the token to revoke has an id"
 
 H=$TEST_DIR/headers
 B=$TEST_DIR/body
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 # call CALLER METHOD PATH [BODY [CONTENT-TYPE]] -> GOT="STATUS/X-Error-Code"
 call() {
 	local who=$1 method=$2 path=$3 data=${4-} ctype=${5:-application/json} args

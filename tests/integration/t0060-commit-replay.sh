@@ -43,12 +43,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=8:malloc_c
 khub_start
 
 H=$TEST_DIR/headers
-B=$TEST_DIR/body
-api() {	# api METHOD URL [curl args] -> $STATUS, headers in $H, body in $B
-	local method=$1 url=$2; shift 2
-	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
-}
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+B=$TEST_DIR/body	# for api, header (tests/lib/khub-test.sh)
 json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)" 2>/dev/null; }
 AUTH=(-H "Authorization: Bearer $BOB")
 API=$KHUB_URL/api/kernels/acme/relu

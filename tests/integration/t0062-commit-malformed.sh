@@ -31,7 +31,6 @@ H=$TEST_DIR/headers
 B=$TEST_DIR/body
 CASE=$TEST_DIR/case.ndjson
 HDR='{"key":"header","value":{"summary":"Uploaded using `kernel-builder`.","description":""}}'
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 b64() { printf '%s' "$1" | base64 -w0; }
 file_line() {	# file_line PATH [TEXT]
 	printf '{"key":"file","value":{"content":"%s","path":"%s","encoding":"base64"}}' "$(b64 "${2:-hello}")" "$1"

@@ -67,17 +67,7 @@ W=$TEST_DIR/work
 mkdir -p "$W"
 
 H=$TEST_DIR/headers
-B=$TEST_DIR/body
-api() {	# api METHOD URL [curl args] -> status in $STATUS, headers in $H, body in $B
-	local method=$1 url=$2; shift 2
-	if [ "$method" = HEAD ]; then
-		STATUS=$(curl -s -I -o "$H" -w '%{http_code}' "$@" "$url")
-		: >"$B"
-	else
-		STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
-	fi
-}
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+B=$TEST_DIR/body	# for api, header (tests/lib/khub-test.sh)
 json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 branch_sha() {	# branch_sha REPO BRANCH: targetCommit from the refs API ('' if absent)
 	api GET "$KHUB_URL/api/kernels/$1/refs" "${@:3}"

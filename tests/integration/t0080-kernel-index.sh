@@ -95,12 +95,7 @@ khub_start
 like "$RELU_V1/$RELU_V2" '^[0-9a-f]{40}/[0-9a-f]{40}$' "imports of acme/relu v1 and v2"
 
 H=$TEST_DIR/headers
-B=$TEST_DIR/body
-api() {	# api METHOD URL [curl args] -> status in $STATUS, headers in $H, body in $B
-	local method=$1 url=$2; shift 2
-	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
-}
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+B=$TEST_DIR/body	# for api, header (tests/lib/khub-test.sh)
 json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 PSQL=
 if command -v psql >/dev/null 2>&1; then

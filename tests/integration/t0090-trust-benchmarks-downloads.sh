@@ -33,12 +33,7 @@ CAROL=$(khub admin token create carol --scope write 2>/dev/null)
 khub_start --download-stats-flush-ms 200
 
 H=$TEST_DIR/headers
-B=$TEST_DIR/body
-api() {	# api METHOD URL [curl args] -> status in $STATUS, headers in $H, body in $B
-	local method=$1 url=$2; shift 2
-	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
-}
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+B=$TEST_DIR/body	# for api, header (tests/lib/khub-test.sh)
 json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 sql() { psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -tAc "$1" 2>/dev/null; }
 overview_trusted() {

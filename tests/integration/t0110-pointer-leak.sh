@@ -33,17 +33,7 @@ sha256() { sha256sum "$1" | cut -d' ' -f1; }
 pointer() { printf 'version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %s\n' "$1" "$2"; }
 b64() { base64 -w0; }
 H=$TEST_DIR/headers
-B=$TEST_DIR/body
-api() {	# api METHOD URL [curl args] -> $STATUS, headers in $H, body in $B
-	local method=$1 url=$2; shift 2
-	if [ "$method" = HEAD ]; then
-		STATUS=$(curl -s -I -o "$H" -w '%{http_code}' "$@" "$url")
-		: >"$B"
-	else
-		STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
-	fi
-}
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+B=$TEST_DIR/body	# for api, header (tests/lib/khub-test.sh)
 body_sha() { sha256sum "$B" | cut -d' ' -f1; }
 refs_of() {	# refs_of HUB NS/NAME: every ref of the bare repo
 	git --git-dir="$(hub_data "$1")/repos/kernels/$2.git" for-each-ref --format='%(refname) %(objectname)'

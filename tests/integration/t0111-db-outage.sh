@@ -28,7 +28,6 @@ KHUB_STARTED_PID=$KHUB_PID
 
 H=$TEST_DIR/headers
 B=$TEST_DIR/body
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 # req TOKEN METHOD PATH [BODY [CONTENT-TYPE]] -> status (headers in $H, body in $B)
 req() {
 	local tok=$1 method=$2 path=$3 data=${4-} ctype=${5:-application/json} args

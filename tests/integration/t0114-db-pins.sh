@@ -7,6 +7,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 PROG=$KHUB_SRC/tests/unit/test_db_pins
 [ -x "$PROG" ] || { echo "1..0 # SKIP $PROG not built (make check builds it)"; exit 0; }
+KHUB_TEST_FRESH_CLUSTER=1	# migrations run here, as on a new install
 khub_setup
 khub_start
 "$PROG" "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" 2>"$TEST_DIR/pins.err"

@@ -49,7 +49,6 @@ B=$TEST_DIR/body
 
 # ---- helpers --------------------------------------------------------------------------------
 sql() { psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -tAc "$1" 2>/dev/null; }
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 snapshot() {	# everything a refused request must leave alone
 	local g

@@ -53,7 +53,7 @@ api() {
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
 j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
-hdr() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+hdr() { header "$@"; }	# tests/lib/khub-test.sh
 b64() { base64 -w0 "$@"; }
 
 # ---- a private kernel repo with a source tree ----------------------------------------

@@ -43,10 +43,7 @@ VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out
 [ -n "$VARIANT" ] || VARIANT=$(grep -oE '\btorch[0-9a-z_-]*' "$W/check.out" | grep -v '^torch$' | head -1)
 diag "building $VARIANT"
 
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 T1=$(khub admin worker add w1 2>/dev/null | tail -n 1)
 T2=$(khub admin worker add w2 2>/dev/null | tail -n 1)
 [ -n "$T1" ] && [ -n "$T2" ] || bail "khub admin worker add failed (is the build farm in this khub?)"

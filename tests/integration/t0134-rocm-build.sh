@@ -80,10 +80,7 @@ like "$(cat "$W/rocm-torch.out")" 'rocm-torch-key: not usable: rocm_from_hipcc: 
 	"rocm_from_hipcc with a ROCm torch is refused, saying why"
 
 # ---- the farm: push, build, publish --------------------------------------------------------------
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 T1=$(khub admin worker add w1 2>/dev/null | tail -n 1)
 [ -n "$T1" ] || bail "khub admin worker add failed"
 printf '%s\n' "$T1" >"$W/w1.token"

@@ -11,10 +11,7 @@ khub_setup
 
 V=torch211-cxx11-cpu-x86_64-linux
 log=$TEST_DIR/setup.log
-khub admin org create acme >>"$log" 2>&1
-khub admin user create alice >>"$log" 2>&1
-khub admin member set acme alice admin >>"$log" 2>&1
-ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 # only one background thread of each kind: a fetch that held the commit
 # queue's thread would stop every commit
 export KHUB_WORK_THREADS=1 KHUB_BUILD_SOURCE_FETCH_THREADS=1 KHUB_BUILD_SOURCE_ALLOW="127.0.0.2/32, localhost" \

@@ -12,10 +12,7 @@
 command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 khub_setup
 
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 KHUB_THREADS=2 khub_start
 
 S=$TEST_DIR/src

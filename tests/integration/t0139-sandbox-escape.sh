@@ -161,10 +161,7 @@ like "$(cat "$TEST_DIR/check2.out")" 'sandbox none: builds are refused: EXTRA=/r
 	"--check: a toolchain reaching into /root is refused, and says so"
 
 # ---- the daemon: the token in no log -----------------------------------------------------------------
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 WTOKEN=$(khub admin worker add w1 2>/dev/null | tail -n 1)
 [ -n "$WTOKEN" ] || bail "khub admin worker add failed"
 printf '%s\n' "$WTOKEN" >"$W/w1.token"

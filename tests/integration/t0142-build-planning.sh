@@ -15,10 +15,7 @@ command -v psql >/dev/null 2>&1 || { echo "1..0 # SKIP psql not installed"; exit
 khub_setup
 EX=$KHUB_SRC/examples
 log=$TEST_DIR/setup.log
-khub admin org create acme >>"$log" 2>&1
-khub admin user create alice >>"$log" 2>&1
-khub admin member set acme alice admin >>"$log" 2>&1
-ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 WL=$(khub admin worker add live 2>>"$log" | tail -n 1)
 WS=$(khub admin worker add stale 2>>"$log" | tail -n 1)
 khub_start

@@ -12,10 +12,7 @@ khub_setup
 
 V=torch211-cxx11-cpu-x86_64-linux
 log=$TEST_DIR/setup.log
-khub admin org create acme >>"$log" 2>&1
-khub admin user create alice >>"$log" 2>&1
-khub admin member set acme alice admin >>"$log" 2>&1
-ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 W=$(khub admin worker add w1 2>>"$log" | tail -n 1)
 export KHUB_BUILD_LOG_MAX_KB=64
 khub_start
@@ -29,7 +26,7 @@ api() {
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
 j() { jq -r "$1" "$B" 2>/dev/null; }
-hdr() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+hdr() { header "$@"; }	# tests/lib/khub-test.sh
 b64() { base64 -w0 "$@"; }
 # The worker protocol's heartbeat (docs/build-farm.md); one that is not 200
 # is noted in $TEST_DIR/lost-beats, which must stay empty.

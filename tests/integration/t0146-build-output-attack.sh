@@ -10,10 +10,7 @@ khub_setup
 
 V=torch211-cxx11-cpu-x86_64-linux
 log=$TEST_DIR/setup.log
-khub admin org create acme >>"$log" 2>&1
-khub admin user create alice >>"$log" 2>&1
-khub admin member set acme alice admin >>"$log" 2>&1
-ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 W=$(khub admin worker add w1 2>>"$log" | tail -n 1)
 khub_start
 

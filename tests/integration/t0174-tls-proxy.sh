@@ -45,7 +45,6 @@ api() {	# api METHOD PATH [curl args...] -> $STATUS, headers in $H, body in $B
 	STATUS=$(curl -s --cacert "$CA" -X "$m" -D "$H" -o "$B" -w '%{http_code}' -H "Authorization: Bearer $TOK" "$@" "$PUB$p")
 }
 H=$TEST_DIR/h B=$TEST_DIR/b
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 
 # ---- absolute links and LFS hrefs -----------------------------------------------------------
 api POST /api/repos/create -H 'Content-Type: application/json' --data '{"type":"kernel","name":"tls"}'

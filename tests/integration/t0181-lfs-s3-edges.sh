@@ -35,7 +35,6 @@ api() {	# api METHOD URL [curl args] -> $STATUS, headers in $H, body in $B
 		STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
 	fi
 }
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 json() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print($1)"; }
 AUTH=(-H "Authorization: Bearer $TOK")
 

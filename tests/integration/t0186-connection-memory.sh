@@ -10,10 +10,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 command -v /usr/bin/python3 >/dev/null 2>&1 || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 khub_setup
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 S=$TEST_DIR/src
 make_kernel_tree "$S" relu
 khub import "$S" --repo acme/relu --branch main >/dev/null 2>"$TEST_DIR/import.err" || bail "import failed"

@@ -11,10 +11,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 [ -x /usr/bin/python3 ] || { echo "1..0 # SKIP /usr/bin/python3 not installed"; exit 0; }
 khub_setup
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 
 # raw PORT SCRIPT: run a Python snippet with port, token and helpers:
 # connect(), head(method, path, headers) -> bytes, first_answer(s, wait)

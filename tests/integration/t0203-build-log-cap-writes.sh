@@ -12,10 +12,7 @@ khub_setup
 
 V=torch211-cxx11-cpu-x86_64-linux
 log=$TEST_DIR/setup.log
-khub admin org create acme >>"$log" 2>&1
-khub admin user create alice >>"$log" 2>&1
-khub admin member set acme alice admin >>"$log" 2>&1
-ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 W=$(khub admin worker add w1 2>>"$log" | tail -n 1)
 export KHUB_BUILD_LOG_MAX_KB=16	# the least: 8 KiB of head, 8 KiB of tail
 CAP=16384 HEAD=8192 TAIL=8192
@@ -29,7 +26,7 @@ api() {
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-hdr() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+hdr() { header "$@"; }	# tests/lib/khub-test.sh
 sql() { psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qAt -c "$1"; }
 # logpost OFFSET FILE [tail]: status/length
 logpost() {

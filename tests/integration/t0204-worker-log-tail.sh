@@ -35,10 +35,7 @@ fi
 VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out" | head -1)
 [ -n "$VARIANT" ] || { echo "1..0 # SKIP no CPU variant in the toolchain"; exit 0; }
 
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 khub admin worker add w1 2>/dev/null | tail -n 1 >"$W/w1.token"
 chmod 600 "$W/w1.token"
 # the kernel, its binding made to fail with a flood of compiler errors

@@ -23,10 +23,7 @@ mount -t tmpfs -o mode=755 khub-t0206 "$REPOS" || bail "cannot mount a tmpfs (th
 MOUNTS+=("$REPOS")
 [ "$(stat -c %d "$REPOS")" != "$(stat -c %d "$KHUB_DATA_DIR")" ] || bail "repos is not on its own filesystem"
 
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 khub_start
 
 H=$TEST_DIR/headers

@@ -7,10 +7,7 @@
 # 503 with Retry-After, never 500.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 khub_setup
-khub admin org create acme >/dev/null 2>&1
-khub admin user create alice >/dev/null 2>&1
-khub admin member set acme alice admin >/dev/null 2>&1
-ALICE=$(khub admin token create alice --scope write 2>/dev/null | tail -n 1)
+khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 khub_start
 
 GD=$KHUB_DATA_DIR/repos/kernels/acme/lk.git
@@ -23,7 +20,6 @@ commit() {	# commit -> $STATUS, headers in $H: one new file on main
 		curl -s -o "$TEST_DIR/body" -D "$H" -w '%{http_code}' -X POST -H "Authorization: Bearer $ALICE" \
 			-H "Content-Type: application/x-ndjson" --data-binary @- "$KHUB_URL/api/kernels/acme/lk/commit/main")
 }
-header() { grep -i "^$1:" "$H" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
 head_sha() { git --git-dir="$GD" rev-parse -q --verify refs/heads/main; }
 # what libgit2 leaves in a ref's lock: the new value it was writing
 stale_lock() { head_sha >"$GD/refs/heads/main.lock"; }

@@ -6,9 +6,23 @@
 # the test does not renew: JSON is read with jq, Python (when needed) is
 # Debian's /usr/bin/python3, and a test acting as a build worker heartbeats
 # the jobs it holds, as the worker protocol does (docs/build-farm.md).
+#
+# Commands run through khub() and servers started by khub_start keep the
+# embedded PostgreSQL running after they exit (embedded_db_linger_s =
+# $KHUB_TEST_LINGER_S, default 3600), so that each command does not start
+# and stop it; khub_teardown stops it and waits (SIGTERM to pg/linger.pid).
+# KHUB_TEST_LINGER_S=0 gives a test the production default (the last user
+# stops the cluster). khub_setup also puts a copy of a ready cluster (initdb,
+# the khub database, every migration: made once per khub binary by `khub db
+# migrate` and kept under ${TMPDIR:-/tmp}) in the new data dir, instead of
+# each test paying initdb and the migrations; a test of that path sets
+# KHUB_TEST_FRESH_CLUSTER=1 before khub_setup. Helpers for the usual test: khub_fixture (a hub with a
+# user, a token, an org and a kernel, started once per test file), api (one
+# HTTP request: status, headers and body in files) and jget (jq on a file).
 
 KHUB_BIN=${KHUB_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/khub}
 KHUB_SRC=${KHUB_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+KHUB_TEST_LINGER_S=${KHUB_TEST_LINGER_S:-3600}
 TAP_COUNT=0
 TAP_FAILED=0
 
@@ -81,6 +95,38 @@ khub_setup() {
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$TEST_DIR/sanitizer"
 	export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$TEST_DIR/sanitizer"
 	trap khub_teardown EXIT
+	[ -n "${KHUB_TEST_FRESH_CLUSTER:-}" ] || khub_seed_cluster "$KHUB_DATA_DIR"
+}
+
+# khub_seed_cluster DATA_DIR: DATA_DIR/pg/data becomes a copy of a stopped
+# embedded cluster that `khub db migrate` made on an empty data dir with
+# this binary (its path, size and mtime name the copy kept under
+# ${TMPDIR:-/tmp}/khub-test-clusters; made once, under a lock, by the first
+# test that needs it), its socket directory set to DATA_DIR's.
+khub_seed_cluster() {
+	local data=$1 root=${TMPDIR:-/tmp}/khub-test-clusters key tpl
+	key=$(stat -c '%s-%Y-%i' "$KHUB_BIN")-$(echo "$KHUB_BIN" | md5sum | cut -c1-12)
+	tpl=$root/$key
+	mkdir -p "$root" && chmod 755 "$root"
+	if [ ! -d "$tpl" ]; then
+		(
+			flock 9
+			[ -d "$tpl" ] && exit 0
+			local tmp
+			tmp=$(mktemp -d "$root/make.XXXXXX") && chmod 755 "$tmp" || exit 1
+			KHUB_DATA_DIR=$tmp/data KHUB_EMBEDDED_DB_LINGER_S=0 "$KHUB_BIN" db migrate >"$tmp/log" 2>&1 &&
+				mv "$tmp/data/pg/data" "$tpl"
+			local rc=$?
+			[ $rc -eq 0 ] || sed 's/^/# khub_seed_cluster: /' "$tmp/log"
+			rm -rf "$tmp"
+			# older copies of this binary's clusters (rebuilt since)
+			find "$root" -mindepth 1 -maxdepth 1 -name "*-${key##*-}" ! -name "$key" -mmin +60 \
+				-exec rm -rf {} + 2>/dev/null
+			exit $rc
+		) 9>"$root/lock" || bail "khub_seed_cluster: cannot make the cluster to copy"
+	fi
+	mkdir -p "$data" && mkdir -m 700 "$data/pg" && cp -a "$tpl" "$data/pg/data" || bail "khub_seed_cluster: cannot copy $tpl"
+	sed -i "s|^unix_socket_directories = .*|unix_socket_directories = '$data/pg/run'|" "$data/pg/data/postgresql.conf"
 }
 
 # The server's log and every sanitizer report so far, for tests that check
@@ -102,9 +148,26 @@ sanitizer_reports() {
 	return $found
 }
 
+# Stop every embedded cluster left lingering under $TEST_DIR (each data
+# dir's pg/linger.pid) and wait until its lingerer has stopped it.
+khub_stop_lingering() {
+	local f pid
+	[ -n "${TEST_DIR:-}" ] && [ -d "$TEST_DIR" ] || return 0
+	while IFS= read -r f; do
+		pid=$(cat "$f" 2>/dev/null)
+		[ -n "$pid" ] || continue
+		kill -TERM "$pid" 2>/dev/null || continue
+		for _ in $(seq 1 600); do
+			[ -e "$f" ] && kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+	done < <(find "$TEST_DIR" -maxdepth 6 -path '*/pg/linger.pid' 2>/dev/null)
+}
+
 khub_teardown() {
 	local clean=0
 	khub_stop
+	khub_stop_lingering
 	sanitizer_reports || clean=1
 	if [ -n "${KEEP_TEST_DIR:-}" ]; then
 		echo "# kept $TEST_DIR"
@@ -114,7 +177,7 @@ khub_teardown() {
 	[ $clean -eq 0 ] || exit 1
 }
 
-khub() { "$KHUB_BIN" "$@"; }
+khub() { KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S "$KHUB_BIN" "$@"; }
 
 # lfs_object_file OID: a file with the stored object's bytes (the local
 # store's file; with KHUB_LFS_BACKEND=s3 (tests/lib/ceph-s3.sh) a copy
@@ -136,7 +199,7 @@ lfs_object_file() {
 
 # Start the server in the background and wait until /api/health answers.
 khub_start() {
-	"$KHUB_BIN" serve "$@" >>"$TEST_DIR/server.log" 2>&1 &
+	KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S "$KHUB_BIN" serve "$@" >>"$TEST_DIR/server.log" 2>&1 &
 	KHUB_PID=$!
 	for _ in $(seq 1 300); do
 		if curl -sf "$KHUB_URL/api/health" >/dev/null 2>&1; then
@@ -181,4 +244,72 @@ PY
 	head -c 1500000 /dev/urandom >"$cu/_${name}_cuda.abi3.so"
 	printf 'x = 1\n' >"$cu/$name/sub/nested.py"
 	printf '# %s\n\nA test kernel.\n' "$name" >"$dir/README.md"
+}
+
+# khub_accounts (after khub_setup): user alice, org acme with alice its
+# admin, and $ALICE, her write token. Bails out when a step fails (the
+# commands' output is in $TEST_DIR/fixture.log).
+khub_accounts() {
+	local log=$TEST_DIR/fixture.log
+	if khub admin org create acme >>"$log" 2>&1 && khub admin user create alice >>"$log" 2>&1 &&
+		khub admin member set acme alice admin >>"$log" 2>&1; then
+		ALICE=$(khub admin token create alice --scope write 2>>"$log" | tail -n 1)
+	fi
+	if [[ "${ALICE:-}" != hf_* ]]; then
+		sed 's/^/# /' "$log"
+		bail "khub_accounts: the hub's accounts could not be made"
+	fi
+}
+
+# khub_fixture [khub serve args]: the usual test's hub, once per test file:
+# khub_setup, khub_accounts, kernel acme/relu (make_kernel_tree's tree in
+# $SRC, imported on branch main, its commit in $RELU_SHA), then khub_start.
+khub_fixture() {
+	khub_setup
+	khub_accounts
+	SRC=$TEST_DIR/src
+	make_kernel_tree "$SRC" relu
+	RELU_SHA=$(khub import "$SRC" --repo acme/relu --branch main 2>>"$TEST_DIR/fixture.log")
+	[[ "$RELU_SHA" =~ ^[0-9a-f]{40}$ ]] || { sed 's/^/# /' "$TEST_DIR/fixture.log"; bail "khub_fixture: import failed"; }
+	khub_start "$@"
+}
+
+# api METHOD PATH-or-URL [curl args]: one request; the status in $STATUS,
+# the headers in $H, the body in $B (files under $TEST_DIR). A PATH
+# (/api/...) is on $KHUB_URL. HEAD is sent as curl -I (an empty body).
+api() {
+	local method=$1 url=$2; shift 2
+	[[ "$url" == /* ]] && url=$KHUB_URL$url
+	H=${H:-$TEST_DIR/headers} B=${B:-$TEST_DIR/body}
+	if [ "$method" = HEAD ]; then
+		STATUS=$(curl -s -I -o "$H" -w '%{http_code}' "$@" "$url")
+		: >"$B"
+	else
+		STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
+	fi
+}
+
+# header NAME: the value of that header in $H, the last api response's
+# headers (the first such line, without its CR). Bash alone, no process:
+# table-driven tests read thousands of headers.
+header() {
+	local line name=${1,,}
+	while IFS= read -r line; do
+		[[ "${line,,}" == "$name:"* ]] || continue
+		[[ "$line" == *" "* ]] && line=${line#* }
+		printf '%s\n' "${line//$'\r'/}"
+		return 0
+	done <"$H"
+}
+
+# jget [FILE] JQ-EXPR: jq -r JQ-EXPR on FILE (default: the last api body,
+# $B; "-" for stdin). Prints nothing and fails when FILE is not JSON.
+jget() {
+	local file=${B:-}
+	[ $# -ge 2 ] && { file=$1; shift; }
+	if [ "$file" = - ]; then
+		jq -r "$1" 2>/dev/null
+	else
+		jq -r "$1" <"$file" 2>/dev/null
+	fi
 }

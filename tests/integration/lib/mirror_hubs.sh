@@ -34,19 +34,19 @@ hub_url() { echo "http://127.0.0.1:${HUB_PORT[$1]}"; }
 hub_log() { echo "$TEST_DIR/$1/server.log"; }
 hub() {
 	local name=$1; shift
-	KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" "$KHUB_BIN" "$@"
+	KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" "$KHUB_BIN" "$@"
 }
 
 hub_bg() {	# hub_bg NAME OUT ERR ARGS...: khub in the background; BG_PID is khub itself
 	local name=$1 out=$2 err=$3; shift 3
-	KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" \
+	KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" \
 		"$KHUB_BIN" "$@" >"$out" 2>"$err" &
 	BG_PID=$!
 }
 
 hub_spawn() {	# hub_spawn NAME [serve args]: start khub serve, do not wait
 	local name=$1; shift
-	KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" \
+	KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" \
 		"$KHUB_BIN" serve "$@" >>"$TEST_DIR/$name/server.log" 2>&1 &
 	HUB_PID[$name]=$!
 }
@@ -144,6 +144,9 @@ hubs_teardown() {
 	proxy_stop
 	for name in "${HUB_NAMES[@]}"; do
 		hub_stop "$name"
+	done
+	khub_stop_lingering	# CLI calls and hubs left each cluster running (tests/lib/khub-test.sh)
+	for name in "${HUB_NAMES[@]}"; do
 		hub_stop_cluster "$name"
 	done
 	local clean=0
