@@ -11,6 +11,7 @@
 # loader's steps load through it; a node SIGKILLed mid-commit leaves no half commit (git fsck and
 # khub fsck clean) while the others keep serving.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/haproxy.sh"
 
 for tool in haproxy curl git /usr/bin/python3; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
@@ -66,11 +67,7 @@ ok 0 "three nodes answer /api/health on ports ${NODE_PORTS[*]}"
 # ---- HAProxy with deploy/haproxy-khub.cfg ------------------------------------------------
 LB_PORT=$(free_port)
 LB=http://127.0.0.1:$LB_PORT
-sed -e '/log \/dev\/log/d' -e '/^\tlog global/d' -e '/option httplog/d' \
-	-e "s|bind :80|bind 127.0.0.1:$LB_PORT|" \
-	-e "s|10.0.0.11:8080|127.0.0.1:${NODE_PORTS[1]}|" -e "s|10.0.0.12:8080|127.0.0.1:${NODE_PORTS[2]}|" \
-	-e "s|10.0.0.13:8080|127.0.0.1:${NODE_PORTS[3]}|" \
-	"$KHUB_SRC/deploy/haproxy-khub.cfg" >"$H/haproxy.cfg"
+haproxy_shipped_config "$LB_PORT" "$H/haproxy.cfg" "${NODE_PORTS[1]}" "${NODE_PORTS[2]}" "${NODE_PORTS[3]}"
 haproxy -c -f "$H/haproxy.cfg" >"$H/check.out" 2>&1
 ok $? "haproxy accepts deploy/haproxy-khub.cfg" || sed 's/^/# /' "$H/check.out"
 haproxy -db -f "$H/haproxy.cfg" >>"$H/haproxy.log" 2>&1 &

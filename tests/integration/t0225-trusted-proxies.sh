@@ -10,6 +10,7 @@
 # the trusted address give the peer or the right address and never hurt
 # the server; two clients behind the one balancer count as two downloads.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/haproxy.sh"
 
 for tool in haproxy curl psql /usr/bin/python3; do
 	command -v $tool >/dev/null 2>&1 || { echo "1..0 # SKIP $tool not installed"; exit 0; }
@@ -38,9 +39,7 @@ grep -q '^[[:space:]]*option forwardfor' "$KHUB_SRC/deploy/haproxy-khub.cfg"
 ok $? "deploy/haproxy-khub.cfg has option forwardfor"
 LB_PORT=$(free_port)
 LB=http://127.0.0.1:$LB_PORT
-sed -e '/log \/dev\/log/d' -e '/^\tlog global/d' -e '/option httplog/d' \
-	-e "s|bind :80|bind 127.0.0.1:$LB_PORT|" -e "s|10.0.0.11:8080|127.0.0.1:$KHUB_PORT|" \
-	-e '/server node[23] /d' "$KHUB_SRC/deploy/haproxy-khub.cfg" >"$H/haproxy.cfg"
+haproxy_shipped_config "$LB_PORT" "$H/haproxy.cfg" "$KHUB_PORT"
 haproxy -c -f "$H/haproxy.cfg" >"$H/check.out" 2>&1
 ok $? "haproxy accepts deploy/haproxy-khub.cfg" || sed 's/^/# /' "$H/check.out"
 haproxy -db -f "$H/haproxy.cfg" >>"$H/haproxy.log" 2>&1 &
