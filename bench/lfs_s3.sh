@@ -3,10 +3,13 @@
 # run on a real single-node Ceph RGW (deploy/ceph-single.sh): through khub
 # (lfs_s3_redirect = 0: khub fetches the object, re-hashes it and streams
 # it), through khub's redirect to a presigned GET (lfs_s3_redirect = 1: curl
-# follows it to RGW), and straight from RGW with that presigned URL. Not part
-# of the test suite; prints MB/s per way (best of BENCH_ROUNDS, the ways
-# alternating) and the ratio to RGW direct, then the median time to first
-# byte of a whole GET and of a 1 KiB Range GET, through khub and direct.
+# follows it to RGW), straight from RGW with that presigned URL, and through
+# Debian's nginx as a plain reverse proxy of that URL (in-memory buffers, no
+# hashing: what one proxy hop costs on this machine, the reference for the
+# through-khub way). Not part of the test suite; prints MB/s per way (best of
+# BENCH_ROUNDS, the ways alternating) and the ratios to RGW direct and to the
+# nginx hop, then the median time to first byte of a whole GET and of a
+# 1 KiB Range GET, through khub and direct.
 #
 # Environment (all optional):
 #   BENCH_FILE_MB     size of the LFS file in MiB          (default 100)
@@ -30,8 +33,48 @@ s3_skip_unless_ceph
 khub_setup
 . "$ROOT/bench/lib/release_build.sh"
 bench_release_build
-trap 'khub_stop; s3_stop; khub_teardown' EXIT
+NGINX_PID=
+trap '[ -n "$NGINX_PID" ] && kill "$NGINX_PID"; khub_stop; s3_stop; khub_teardown' EXIT
 s3_start
+
+# nginx_hop_start: nginx on a free port proxying every request to RGW as is
+# (the presigned query included; Host kept as signed); sets NGINX_URL.
+nginx_hop_start() {
+	local n=$TEST_DIR/nginx port rgw=${S3_ENDPOINT#http://}
+	port=$(free_port)
+	mkdir -p "$n/tmp" && chmod 777 "$n/tmp"
+	{
+		[ "$(id -u)" -eq 0 ] && echo "user root;"
+		cat <<EOC
+worker_processes 1;
+pid $n/nginx.pid;
+error_log $n/error.log;
+events { worker_connections 256; }
+http {
+	access_log off;
+	client_body_temp_path $n/tmp/body;
+	proxy_temp_path $n/tmp/proxy;
+	server {
+		listen 127.0.0.1:$port;
+		location / {
+			proxy_pass http://$rgw;
+			proxy_set_header Host $rgw;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+			proxy_buffers 16 256k;
+			proxy_max_temp_file_size 0;
+		}
+	}
+}
+EOC
+	} >"$n/nginx.conf"
+	nginx -p "$n" -c "$n/nginx.conf" -g 'daemon off;' >>"$n/error.log" 2>&1 &
+	NGINX_PID=$!
+	NGINX_URL=http://127.0.0.1:$port
+	local i
+	for i in $(seq 1 100); do curl -s -o /dev/null "$NGINX_URL/" && return 0; sleep 0.1; done
+	bail "nginx did not start: $(cat "$n/error.log")"
+}
 
 SRC=$TEST_DIR/src
 make_kernel_tree "$SRC" relu
@@ -83,15 +126,21 @@ khub_stop
 khub_start	# lfs_s3_redirect = 0: khub serves the bytes (the presigned URL stays valid)
 got=$(curl -s "$KHUB_URL$URL_PATH" | sha256sum | cut -c1-64)
 [ "$got" = "$WANT" ] || bail "through khub: bytes differ"
+nginx_hop_start
+VIA_NGINX=$NGINX_URL${PRESIGNED#"$S3_ENDPOINT"}
+got=$(curl -s "$VIA_NGINX" | sha256sum | cut -c1-64)
+[ "$got" = "$WANT" ] || bail "through nginx: bytes differ"
 for r in $(seq 1 "$ROUNDS"); do
 	RUNS+="$(gets "through-khub" "$KHUB_URL$URL_PATH")"$'\n'
 	RUNS+="$(gets "rgw-direct" "$PRESIGNED")"$'\n'
+	RUNS+="$(gets "nginx-proxy" "$VIA_NGINX")"$'\n'
 done
 LAT=$(probes)
 printf '%s' "$RUNS" | awk '$2 > best[$1] { best[$1] = $2 } END {
-	order[1] = "through-khub"; order[2] = "khub-redirect"; order[3] = "rgw-direct"
-	printf "%-14s %10s %8s\n", "way", "MB/s", "x rgw"
-	for (i = 1; i <= 3; i++) printf "%-14s %10.1f %8.2f\n", order[i], best[order[i]], best[order[i]] / best["rgw-direct"] }'
+	order[1] = "through-khub"; order[2] = "khub-redirect"; order[3] = "rgw-direct"; order[4] = "nginx-proxy"
+	printf "%-14s %10s %8s %8s\n", "way", "MB/s", "x rgw", "x nginx"
+	for (i = 1; i <= 4; i++) printf "%-14s %10.1f %8.2f %8.2f\n", order[i], best[order[i]],
+		best[order[i]] / best["rgw-direct"], best[order[i]] / best["nginx-proxy"] }'
 printf '%s\n' "$LAT" | awk '{ v[$1] = $2 } END {
 	printf "%-14s %10s %8s\n", "latency", "median ms", "x direct"
 	split("ttfb-khub ttfb-direct range1k-khub range1k-direct", o, " ")
