@@ -32,6 +32,42 @@ struct publication {
 	char old[41];				/* where ref was; "" = nowhere */
 };
 
+static int pg_lock_try(int64_t repo_id)
+{
+	return db_lock_try(DB_LOCK_REPO_WRITE, repo_id);
+}
+
+static int pg_lock_wait(int64_t repo_id)
+{
+	return db_lock_wait(DB_LOCK_REPO_WRITE, repo_id);
+}
+
+static void pg_unlock(int64_t repo_id)
+{
+	db_unlock(DB_LOCK_REPO_WRITE, repo_id);
+}
+
+static const struct publish_db postgres_db = {
+	.lock_try = pg_lock_try,
+	.lock_wait = pg_lock_wait,
+	.unlock = pg_unlock,
+	.lfs_inflight_begin = db_lfs_inflight_begin,
+	.lfs_inflight_end = db_lfs_inflight_end,
+	.lfs_link = db_lfs_link,
+	.lfs_linked = db_lfs_linked,
+	.repo_touch = db_repo_touch,
+	.variant_index_update = variant_index_update,
+	.audit = db_audit,
+};
+static const struct publish_db *db = &postgres_db;
+
+const struct publish_db *publish_set_db(const struct publish_db *with)
+{
+	const struct publish_db *was = db;
+	db = with ? with : &postgres_db;
+	return was;
+}
+
 static publish_after_move_fn after_move_hook;
 static publish_new_commit_fn new_commit_hook;
 static void (*unlock_notify)(int64_t repo_id);
@@ -103,7 +139,7 @@ int publish_repo_trylock(int64_t repo_id)
 {
 	if (reserve(repo_id))
 		return 1;
-	int rc = db_lock_try(DB_LOCK_REPO_WRITE, repo_id);
+	int rc = db->lock_try(repo_id);
 	if (rc != 0)
 		unreserve(repo_id);
 	return rc;
@@ -111,7 +147,7 @@ int publish_repo_trylock(int64_t repo_id)
 
 void publish_repo_unlock(int64_t repo_id)
 {
-	db_unlock(DB_LOCK_REPO_WRITE, repo_id);
+	db->unlock(repo_id);
 	unreserve(repo_id);
 	if (unlock_notify)
 		unlock_notify(repo_id);
@@ -122,7 +158,7 @@ static int repo_lock_wait(int64_t repo_id)
 {
 	while (reserve(repo_id))
 		usleep(20000);
-	int rc = db_lock_wait(DB_LOCK_REPO_WRITE, repo_id);
+	int rc = db->lock_wait(repo_id);
 	if (rc < 0)
 		unreserve(repo_id);
 	return rc;
@@ -178,14 +214,14 @@ int publish_begin(const char *repo_root, struct lfs_store *lfs, const struct rep
 static int install_and_link(struct publication *pub, struct lfs_writer *w, const char *oid)
 {
 	int64_t inflight = 0;
-	int rc = db_lfs_inflight_begin(oid, &inflight);
+	int rc = db->lfs_inflight_begin(oid, &inflight);
 	if (rc < 0) {
 		lfs_writer_abort(w);
 		return rc;
 	}
 	if ((rc = lfs_writer_install(w)) == 0)
-		rc = db_lfs_link(pub->rec.id, oid);
-	db_lfs_inflight_end(inflight);
+		rc = db->lfs_link(pub->rec.id, oid);
+	db->lfs_inflight_end(inflight);
 	return rc;
 }
 
@@ -227,7 +263,7 @@ static int over_limit(struct publication *pub, int rc)
 static int check_named(struct publication *pub, struct publish_result *res)
 {
 	for (size_t i = 0; i < pub->stage.nnamed; i++) {
-		int linked = db_lfs_linked(pub->rec.id, pub->stage.named[i].oid);
+		int linked = db->lfs_linked(pub->rec.id, pub->stage.named[i].oid);
 		if (linked <= 0) {
 			res->failed_op = pub->stage.named[i].op;
 			return linked < 0 ? KHUB_EDB : KHUB_EPERM;
@@ -332,13 +368,13 @@ void publish_refs_moved(int64_t repo_id, git_repository *git, const char *new_sh
 			const struct publish_actor *who, const char *action, const char *target,
 			const char *details)
 {
-	if (db_repo_touch(repo_id) < 0)
+	if (db->repo_touch(repo_id) < 0)
 		log_warn("repo %" PRId64 ": lastModified not updated", repo_id);
 	/* kernel repos: build/<variant>/ of the new commit and the branch
 	 * heads (a failure is repaired lazily by the read endpoints) */
-	if (git && variant_index_update(repo_id, git, new_sha) < 0)
+	if (git && db->variant_index_update(repo_id, git, new_sha) < 0)
 		log_warn("variant index: repo %" PRId64 " %s not indexed", repo_id, new_sha ? new_sha : "heads");
-	if (action && who && db_audit(who->user_id, who->name, action, target, details,
+	if (action && who && db->audit(who->user_id, who->name, action, target, details,
 				      who->remote_addr ? who->remote_addr : "local") < 0)
 		log_error("audit: cannot record %s %s", action, target);
 	if (after_move_hook)

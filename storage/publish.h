@@ -60,6 +60,28 @@ void publish_new_commit_notify(int64_t repo_id, git_repository *git, const char 
  * KHUB_ETOOBIG (the commit API answers 413). Set once, before publishing. */
 void publish_set_memory_limit(uint64_t bytes);
 
+/* The database calls a publication makes, in one table: by default
+ * PostgreSQL's (storage/db.h: the repo's write lock, the in-flight LFS
+ * names, the repo-to-object links, lastModified, the variant index, the
+ * audit log). Unit tests put an in-memory table in its place to run
+ * publish_apply and publish_end whole without a server; everything else
+ * uses the default. publish_set_db returns the table it replaces; NULL
+ * restores the default. Set before publishing, never during. */
+struct publish_db {
+	int (*lock_try)(int64_t repo_id);		/* 0 taken, 1 busy, KHUB_EDB */
+	int (*lock_wait)(int64_t repo_id);
+	void (*unlock)(int64_t repo_id);
+	int (*lfs_inflight_begin)(const char *oid, int64_t *id);
+	void (*lfs_inflight_end)(int64_t id);
+	int (*lfs_link)(int64_t repo_id, const char *oid);
+	int (*lfs_linked)(int64_t repo_id, const char *oid);	/* 1, 0, KHUB_EDB */
+	int (*repo_touch)(int64_t repo_id);
+	int (*variant_index_update)(int64_t repo_id, git_repository *git, const char *commit_sha);
+	int (*audit)(int64_t actor_id, const char *actor_name, const char *action, const char *target,
+		     const char *details, const char *remote_addr);
+};
+const struct publish_db *publish_set_db(const struct publish_db *db);
+
 struct publication;
 
 /* Open rec's repo for publishing under repo_root, LFS content into lfs
