@@ -13,10 +13,14 @@
 #define DIFF_BLOB_MAX (1024 * 1024)
 /* Rename detection compares at most this many files. */
 #define DIFF_RENAME_LIMIT 200
+/* Blob bytes diffed line by line for one commit at most: past this, files
+ * are described by their header only (as past the caller's limits). */
+#define DIFF_WORK_MAX (32u * 1024 * 1024)
 
 /* What is left of the limits while files are described. */
 struct diff_budget {
 	size_t lines, bytes;
+	uint64_t work;		/* blob bytes that may still be diffed */
 };
 
 static int commit_trees(git_repository *repo, const char *sha, git_tree **old_tree, git_tree **new_tree)
@@ -170,15 +174,21 @@ static int describe_file(git_diff *diff, size_t i, git_odb *odb, struct diff_bud
 		f->kind = DIFF_LFS;
 		return 0;
 	}
-	if (b->lines == 0 || b->bytes == 0) {
+	if (f->old_size > DIFF_BLOB_MAX || f->new_size > DIFF_BLOB_MAX) {
+		f->kind = DIFF_TOO_LARGE;	/* never read: not diffed whatever it holds */
+		return 0;
+	}
+	uint64_t work = f->old_size + f->new_size;
+	if (b->lines == 0 || b->bytes == 0 || work > b->work) {
 		f->shown = 0;
 		return 0;
 	}
+	b->work -= work;
 	if (git_patch_from_diff(&patch, diff, i) < 0)
 		return KHUB_EIO;
 	int rc = 0;
 	if (git_patch_get_delta(patch)->flags & GIT_DIFF_FLAG_BINARY)
-		f->kind = f->old_size > DIFF_BLOB_MAX || f->new_size > DIFF_BLOB_MAX ? DIFF_TOO_LARGE : DIFF_BINARY;
+		f->kind = DIFF_BINARY;
 	else
 		rc = collect_lines(patch, b, f);
 	git_patch_free(patch);
@@ -188,7 +198,7 @@ static int describe_file(git_diff *diff, size_t i, git_odb *odb, struct diff_bud
 static int describe_files(git_repository *repo, git_diff *diff, const struct diff_limits *lim, struct commit_diff *out)
 {
 	git_odb *odb = NULL;
-	struct diff_budget b = { lim->max_lines, lim->max_bytes };
+	struct diff_budget b = { lim->max_lines, lim->max_bytes, DIFF_WORK_MAX };
 	if (git_repository_odb(&odb, repo) < 0)
 		return KHUB_EIO;
 	out->files_total = git_diff_num_deltas(diff);

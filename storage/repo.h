@@ -308,7 +308,8 @@ void commit_info_release(struct commit_info *info);	/* accepts NULL */
 enum diff_status { DIFF_ADDED, DIFF_DELETED, DIFF_MODIFIED, DIFF_RENAMED };
 /* How a file's change is shown: lines, a size change of LFS content (the
  * pointer's oid and size, never the pointer text), a size change of a
- * binary file, or a size change of a text file too large to diff. */
+ * binary file, or a size change of a file too large to diff (over 1 MiB,
+ * whatever it holds). */
 enum diff_kind { DIFF_TEXT, DIFF_LFS, DIFF_BINARY, DIFF_TOO_LARGE };
 
 struct diff_line {

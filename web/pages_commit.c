@@ -185,7 +185,7 @@ static void diff_file_section(struct page *pg, const struct diff_file *f, size_t
 			       "</span>", f->additions, f->deletions);
 	page_html(pg, "</h3>");
 	if (!f->shown)
-		page_html(pg, "<p class=\"diff-note\">not shown: this page's limit on lines was reached</p>");
+		page_html(pg, "<p class=\"diff-note\">not shown: this page's limits were reached</p>");
 	else if (f->kind != DIFF_TEXT)
 		size_note(pg, f);
 	else if (f->nhunks)

@@ -1,9 +1,9 @@
 /* test_commit_diff.c -- repo_commit_diff (storage/commit_diff.c) on a
  * temporary bare repo: statuses (renamed included), line numbers, the
  * "no newline at end of file" marker, LFS pointers shown as sizes and oids,
- * the limits on files, lines and bytes, a line cut at DIFF_LINE_MAX, the
- * root commit against the empty tree, an unknown commit. The page itself
- * is t0254's. */
+ * the limits on files, lines and bytes, a line cut at DIFF_LINE_MAX, a file
+ * over 1 MiB not read, the root commit against the empty tree, an unknown
+ * commit. The page itself is t0254's. */
 #include "storage/repo.h"
 #include "storage/lfs.h"
 #include "tap.h"
@@ -113,6 +113,15 @@ static void test_limits(git_repository *git)
 	ok(repo_commit_diff(git, a, &roomy, &d) == 0 && d.count == 5 && strlen(d.files[4].lines[0].text) == DIFF_LINE_MAX,
 	   "a long line is cut at DIFF_LINE_MAX bytes");
 	commit_diff_release(&d);
+	char big[41];
+	char *mib = xcalloc(1, 1100 * 1024 + 1);
+	memset(mib, 'y', 1100 * 1024);
+	const char *fb[] = { "big.txt", mib };
+	commit_files(git, a, fb, 1, big);
+	ok(repo_commit_diff(git, big, &roomy, &d) == 0 && d.count == 1 && d.files[0].kind == DIFF_TOO_LARGE &&
+	   d.files[0].new_size == 1100 * 1024 && d.files[0].nlines == 0, "a file over 1 MiB: too large, its size");
+	commit_diff_release(&d);
+	free(mib);
 	ok(repo_commit_diff(git, "0123456789012345678901234567890123456789", &roomy, &d) == KHUB_ENOTFOUND && d.count == 0,
 	   "an unknown commit: KHUB_ENOTFOUND");
 	free(ten);
