@@ -199,11 +199,15 @@ static void diff_file_section(struct page *pg, const struct diff_file *f, size_t
 
 static void diff_summary(struct page *pg, const struct commit_diff *d)
 {
-	size_t adds = 0, dels = 0;
-	for (size_t i = 0; i < d->count; i++)
+	size_t adds = 0, dels = 0, texts = 0;
+	for (size_t i = 0; i < d->count; i++) {
 		adds += d->files[i].additions, dels += d->files[i].deletions;
-	page_htmlf(pg, "<p id=\"diff-summary\">%zu file%s changed, <span class=\"plus\">+%zu</span> "
-		       "<span class=\"minus\">−%zu</span></p>", d->files_total, d->files_total == 1 ? "" : "s", adds, dels);
+		texts += d->files[i].kind == DIFF_TEXT && d->files[i].shown;
+	}
+	page_htmlf(pg, "<p id=\"diff-summary\">%zu file%s changed", d->files_total, d->files_total == 1 ? "" : "s");
+	if (texts)	/* lines of text only: an LFS or binary change has none */
+		page_htmlf(pg, ", <span class=\"plus\">+%zu</span> <span class=\"minus\">−%zu</span>", adds, dels);
+	page_html(pg, "</p>");
 	if (d->files_total > d->count || d->lines_left_out || d->files_not_shown) {
 		page_html(pg, "<p class=\"notice\" id=\"diff-left-out\">Left out to keep this page small:");
 		if (d->files_total > d->count)

@@ -174,6 +174,7 @@ await test("commit page: a text change, exact lines and line numbers, body, auth
 	p.push(...same(d[0]?.rows[0], ["ctx", "2", "2", ""], "first context line"));
 	p.push(...same(d[0]?.hunks, ["@@ -2,9 +2,10 @@"], "hunks"));
 	if ((await page.textContent("#commit-body")) !== BODY) p.push("the body");
+	if ((await page.textContent("#diff-summary")) !== "1 file changed, +2 −1") p.push("the summary");
 	if (!(await page.textContent("#commit-meta")).includes("root")) p.push("the author");
 	const parent = await page.getAttribute("#commit-parents a", "href");
 	if (parent !== commitPath(SHA.add)) p.push(`parent link ${parent}`);
@@ -198,11 +199,13 @@ await test("commit page: HTML and script in a diff are shown as text, never run"
 
 await test("commit page: an LFS file changed shows its size change and oids, not the pointer text", async () => {
 	await page.goto(commitPath(SHA.lfs));
+	await shot(page, "commit-lfs-1366");
 	const d = await readDiff(page);
 	const html = await page.content();
 	const p = same(d.map((f) => [f.status, f.path, f.notes]), [["modified", "weights.bin",
 		["LFS object 4.0 kB → 5.0 kB", `sha256:${sha256(W1)} → sha256:${sha256(W2)}`]]], "files");
 	if (html.includes("git-lfs.github.com") || html.includes("oid sha256")) p.push("the pointer text is on the page");
+	if ((await page.textContent("#diff-summary")) !== "1 file changed") p.push("the summary counts lines of an LFS file");
 	await page.goto(commitPath(SHA.add));
 	const added = (await readDiff(page)).find((f) => f.path === "weights.bin");
 	p.push(...same(added?.notes, ["LFS object added, 4.0 kB", `sha256:${sha256(W1)}`], "the LFS file added"));
@@ -239,6 +242,7 @@ await test("commit page: the root commit diffs against the empty tree; it has no
 
 await test("commit page: a change over the page's limit says how many lines were left out", async () => {
 	await page.goto(commitPath(SHA.big));
+	await shot(page, "commit-over-limit-1366");
 	const d = await readDiff(page);
 	const p = same(d.map((f) => [f.path, f.stat, f.rows.length, f.notes]), [["big.txt", "+6000 −0", 5000,
 		["1000 more lines of this file not shown"]]], "files");
