@@ -1,5 +1,6 @@
 /* commit_log.c -- the history of a commit, newest first, one page at a time,
- * with the number of commits reachable (the Hub's X-Total-Count). */
+ * with the number of commits reachable (the Hub's X-Total-Count), and one
+ * commit's description. */
 #include "storage/repo.h"
 
 #include <stdlib.h>
@@ -87,18 +88,38 @@ cleanup:
 	return rc;
 }
 
+int repo_commit_info(git_repository *repo, const char *sha, struct commit_info *out)
+{
+	git_oid oid;
+	git_commit *commit = NULL;
+	memset(out, 0, sizeof(*out));
+	if (git_oid_fromstr(&oid, sha) < 0)
+		return KHUB_EINVAL;
+	if (git_commit_lookup(&commit, repo, &oid) < 0)
+		return KHUB_ENOTFOUND;
+	fill_info(commit, out);
+	git_commit_free(commit);
+	return 0;
+}
+
+void commit_info_release(struct commit_info *c)
+{
+	if (!c)
+		return;
+	free(c->title);
+	free(c->message);
+	free(c->author_name);
+	free(c->author_email);
+	free(c->parents);
+	memset(c, 0, sizeof(*c));
+}
+
 void commit_log_release(struct commit_log *log)
 {
 	if (!log)
 		return;
-	for (size_t i = 0; i < log->count; i++) {
-		struct commit_info *c = &log->items[i];
-		free(c->title);
-		free(c->message);
-		free(c->author_name);
-		free(c->author_email);
-		free(c->parents);
-	}
+	for (size_t i = 0; i < log->count; i++)
+		commit_info_release(&log->items[i]);
 	free(log->items);
 	memset(log, 0, sizeof(*log));
 }

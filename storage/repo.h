@@ -298,6 +298,67 @@ struct commit_log {
  * `skip` commits, keep up to `limit`, count them all. */
 int repo_log(git_repository *repo, const char *sha, size_t skip, size_t limit, struct commit_log *out);
 void commit_log_release(struct commit_log *log);	/* accepts NULL */
+/* One commit (sha: 40 hex) as repo_log describes it; KHUB_ENOTFOUND when
+ * it is not a commit here. The caller releases out with commit_info_release. */
+int repo_commit_info(git_repository *repo, const char *sha, struct commit_info *out);
+void commit_info_release(struct commit_info *info);	/* accepts NULL */
+
+/* ---- what a commit changed (storage/commit_diff.c) ------------------------- */
+
+enum diff_status { DIFF_ADDED, DIFF_DELETED, DIFF_MODIFIED, DIFF_RENAMED };
+/* How a file's change is shown: lines, a size change of LFS content (the
+ * pointer's oid and size, never the pointer text), a size change of a
+ * binary file, or a size change of a file too large to diff (over 1 MiB,
+ * whatever it holds). */
+enum diff_kind { DIFF_TEXT, DIFF_LFS, DIFF_BINARY, DIFF_TOO_LARGE };
+
+struct diff_line {
+	char origin;		/* ' ' context, '+' added, '-' removed, '\\' no newline at end */
+	int old_no, new_no;	/* line numbers, 0 where the line is not on that side */
+	char *text;		/* without its newline, cut at DIFF_LINE_MAX bytes */
+};
+
+struct diff_hunk {
+	int old_start, old_lines, new_start, new_lines;
+	size_t first, count;	/* its lines: file->lines[first .. first + count) */
+};
+
+struct diff_file {
+	char *old_path, *new_path;	/* both set; equal unless renamed */
+	enum diff_status status;
+	enum diff_kind kind;
+	size_t additions, deletions;	/* DIFF_TEXT when shown: all of them, kept or not */
+	uint64_t old_size, new_size;	/* bytes (LFS: the content's), 0 on the absent side */
+	char old_oid[65], new_oid[65];	/* DIFF_LFS: sha256 of each side's content, "" when not LFS */
+	int shown;			/* 0: over the limits, only this header */
+	struct diff_hunk *hunks;
+	size_t nhunks;
+	struct diff_line *lines;
+	size_t nlines;
+	size_t lines_left_out;		/* of this file, for the limits */
+};
+
+/* The bounds on one commit's diff: files described, lines and bytes of
+ * line text kept (over all files). */
+struct diff_limits {
+	size_t max_files, max_lines, max_bytes;
+};
+
+struct commit_diff {
+	struct diff_file *files;	/* owned; release with commit_diff_release */
+	size_t count;
+	size_t files_total;		/* files the commit changed (count <= files_total) */
+	size_t lines_left_out;		/* over all files described */
+	size_t files_not_shown;		/* described with their header only */
+};
+
+#define DIFF_LINE_MAX 2000
+
+/* The changes of commit sha (40 hex) against its first parent (the root
+ * commit: against the empty tree), renames found, within lim. KHUB_ENOTFOUND
+ * when sha is no commit here, KHUB_EIO. The caller releases out. */
+int repo_commit_diff(git_repository *repo, const char *sha, const struct diff_limits *lim, struct commit_diff *out);
+void commit_diff_release(struct commit_diff *diff);	/* accepts NULL */
 
 /* ---- importing what arrived from another hub (storage/import.c) ----------- */
 

@@ -134,18 +134,8 @@ enum MHD_Result page_commits(struct request *req)
 	page_html(&pg, "<h2>History of ");
 	page_text(&pg, req->rev);
 	page_htmlf(&pg, " <span class=\"muted\">(%zu commits)</span></h2><ol id=\"commits\" class=\"commits\">", log.total);
-	for (size_t i = 0; i < log.count; i++) {
-		const struct commit_info *c = &log.items[i];
-		char day[32];
-		format_day(c->time, day);
-		page_html(&pg, "<li><strong>");
-		page_text(&pg, c->title);
-		page_html(&pg, "</strong><br><span class=\"muted\">");
-		page_text(&pg, c->author_name);
-		page_htmlf(&pg, " · %s · </span><a class=\"mono\" href=\"", day);
-		repo_link(&pg, &h->record, "tree", c->sha, "");
-		page_htmlf(&pg, "\">%.10s</a></li>", c->sha);
-	}
+	for (size_t i = 0; i < log.count; i++)
+		commit_history_row(&pg, &h->record, &log.items[i]);
 	page_html(&pg, "</ol><nav class=\"pager\" aria-label=\"Pages\">");
 	if (p > 0) {
 		page_html(&pg, "<a rel=\"prev\" href=\"");

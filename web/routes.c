@@ -27,6 +27,8 @@ const struct route web_routes[] = {
 	  NULL, ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/commits/{rev}", page_commits, ROUTE_PAGE, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/commit/{rev}", page_commit, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/-/variants", page_json_alias, ROUTE_PAGE, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/-/benchmarks", page_json_alias, ROUTE_PAGE, REPO_KERNEL,

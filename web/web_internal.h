@@ -112,6 +112,10 @@ enum MHD_Result page_tree(struct request *req);			/* web/pages_repo.c */
 enum MHD_Result page_commits(struct request *req);
 enum MHD_Result page_file(struct request *req);
 enum MHD_Result page_json_alias(struct request *req);
+enum MHD_Result page_commit(struct request *req);		/* web/pages_commit.c */
+/* One row (<li>) of the commit history: title linking the commit page,
+ * author, time, description, short sha, "browse files". */
+void commit_history_row(struct page *pg, const struct repo_record *r, const struct commit_info *c);
 enum MHD_Result page_tokens(struct request *req);		/* web/pages_account.c */
 enum MHD_Result page_tokens_create(struct request *req);
 enum MHD_Result page_tokens_revoke(struct request *req);

@@ -304,7 +304,7 @@ await test("file browser: sizes, download links that work with the session", asy
 await test("commit history lists the API's commits", async () => {
 	const page = alice.page;
 	await page.goto("/kernels/acme/relu/commits/main");
-	const titles = await page.$$eval("#commits li strong", (s) => s.map((x) => x.textContent));
+	const titles = await page.$$eval("#commits li a.commit-title", (s) => s.map((x) => x.textContent));
 	const api_ = (await must("GET", "/api/kernels/acme/relu/commits/main", { token: ALICE })).data.map((c) => c.title);
 	await shot(page, "commits");
 	return JSON.stringify(titles) === JSON.stringify(api_) ? [] : [`page ${titles} api ${api_}`];
