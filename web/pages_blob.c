@@ -121,7 +121,7 @@ enum MHD_Result page_blob(struct request *req)
 	}
 	struct page pg;
 	page_init(&pg, req, path);
-	kernel_page_header(&pg, h, "files");
+	kernel_page_header_at(&pg, h, "files", ref);
 	page_html(&pg, "<div class=\"file-bar\">");
 	repo_page_ref_switcher(&pg, h, "blob", ref, path);
 	repo_page_crumbs(&pg, &h->record, ref, path);

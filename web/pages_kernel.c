@@ -359,7 +359,8 @@ enum MHD_Result page_kernel(struct request *req)
 	strbuf_addf(&pg.head, "<script src=\"%s\" defer></script>\n", uplot ? uplot : "/-/static/vendor/uPlot.iife.min.js");
 	page_script(&pg, "kernel.js");
 	page_script(&pg, "charts.js");
-	kernel_page_header(&pg, h, "overview");
+	const char *asked = request_query(req, "rev");
+	kernel_page_header_at(&pg, h, "overview", asked && asked[0] ? label : NULL);
 	usage_section(&pg, req, &h->record, &versions, sha);
 	matrix_section(&pg, h, &rows, label);
 	will_it_load_section(&pg, &h->record, sha);

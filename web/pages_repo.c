@@ -68,28 +68,39 @@ void repo_page_crumbs(struct page *pg, const struct repo_record *r, const char *
 	page_html(pg, "</nav>");
 }
 
+/* What the switcher's button calls the current revision. */
+static const char *ref_kind_label(const struct ref_list *refs, const char *current)
+{
+	for (size_t i = 0; i < refs->count; i++)
+	{
+		const struct ref_item *it = &refs->items[i];
+		if (strcmp(it->name, current) == 0 && (it->kind == REF_BRANCH || it->kind == REF_TAG))
+			return it->kind == REF_TAG ? "Tag" : "Branch";
+	}
+	return is_lower_hex(current, 40) ? "Commit" : "Revision";
+}
+
 void repo_page_ref_switcher(struct page *pg, struct repo_handle *h, const char *what, const char *current,
 			    const char *path)
 {
-	struct ref_list refs;
-	page_html(pg, "<details class=\"ref-switcher\" id=\"ref-switcher\"><summary>");
-	page_html(pg, is_lower_hex(current, 40) ? "Commit " : "Ref ");
-	page_html(pg, "<strong>");
+	struct ref_list refs = { 0 };
+	if (repo_list_refs(h->git, &refs) < 0)
+		refs.count = 0;
+	page_htmlf(pg, "<details class=\"ref-switcher\" id=\"ref-switcher\"><summary>%s <strong>",
+		   ref_kind_label(&refs, current));
 	page_text(pg, current);
-	page_html(pg, "</strong></summary><ul>");
-	if (repo_list_refs(h->git, &refs) == 0) {
-		for (size_t i = 0; i < refs.count; i++) {
-			const struct ref_item *it = &refs.items[i];
-			if (it->kind != REF_BRANCH && it->kind != REF_TAG)
-				continue;
-			page_html(pg, "<li><a href=\"");
-			repo_page_link(pg, &h->record, what, it->name, path);
-			page_html(pg, strcmp(it->name, current) == 0 ? "\" aria-current=\"true\">" : "\">");
-			page_text(pg, it->name);
-			page_htmlf(pg, "</a> <span class=\"badge\">%s</span></li>", it->kind == REF_TAG ? "tag" : "branch");
-		}
-		ref_list_release(&refs);
+	page_html(pg, "</strong></summary><ul aria-label=\"Branches and tags\">");
+	for (size_t i = 0; i < refs.count; i++) {
+		const struct ref_item *it = &refs.items[i];
+		if (it->kind != REF_BRANCH && it->kind != REF_TAG)
+			continue;
+		page_html(pg, "<li><a href=\"");
+		repo_page_link(pg, &h->record, what, it->name, path);
+		page_html(pg, strcmp(it->name, current) == 0 ? "\" aria-current=\"true\">" : "\">");
+		page_text(pg, it->name);
+		page_htmlf(pg, "</a> <span class=\"badge\">%s</span></li>", it->kind == REF_TAG ? "tag" : "branch");
 	}
+	ref_list_release(&refs);
 	page_html(pg, "</ul></details>");
 }
 
@@ -218,7 +229,7 @@ enum MHD_Result page_tree(struct request *req)
 	}
 	struct page pg;
 	page_init(&pg, req, path[0] ? path : "Files");
-	kernel_page_header(&pg, h, "files");
+	kernel_page_header_at(&pg, h, "files", ref);
 	page_html(&pg, "<div class=\"file-bar\">");
 	repo_page_ref_switcher(&pg, h, "tree", ref, path);
 	repo_page_crumbs(&pg, &h->record, ref, path);
@@ -269,7 +280,7 @@ enum MHD_Result page_commits(struct request *req)
 	}
 	struct page pg;
 	page_init(&pg, req, "Commits");
-	kernel_page_header(&pg, h, "commits");
+	kernel_page_header_at(&pg, h, "commits", ref);
 	repo_page_ref_switcher(&pg, h, "commits", ref, "");
 	page_html(&pg, "<h2>History of ");
 	page_text(&pg, ref);

@@ -158,5 +158,7 @@ void repo_page_markdown(struct page *pg, const struct repo_record *r, const char
 
 /* The kernel pages' header and tabs (web/pages_kernels.c). */
 void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab);
+/* The same with the Files and Commits tabs on revision rev (NULL: main). */
+void kernel_page_header_at(struct page *pg, struct repo_handle *h, const char *tab, const char *rev);
 
 #endif

@@ -66,7 +66,9 @@ async function publish() {
 	await must("POST", "/api/kernels/acme/files/commit/main", { token: ROOT, body: lines.join("\n") + "\n",
 		type: "application/x-ndjson" });
 	await must("POST", `/api/kernels/acme/files/branch/${encodeURIComponent("release/v1.2")}`, { token: ROOT, json: {} });
-	SHA.release = await commit("acme/files", { "RELEASE.md": "# Release notes 1.2\n" }, "release notes", "release/v1.2");
+	SHA.release = await commit("acme/files", { "RELEASE.md": "# Release notes 1.2\n", "README.md": "# Release readme\n" },
+		"release notes", "release/v1.2");
+	await commit("acme/files", { "big.txt": "BIGMARKER\n" + "0123456789abcdef\n".repeat(40000) }, "a large text file");
 	await must("POST", "/api/kernels/acme/files/tag/main", { token: ROOT, json: { tag: "v1.2.0" } });
 	await must("POST", "/api/repos/create", { token: ROOT, json: { name: "privfiles", organization: "acme", type: "kernel",
 		private: true } });
@@ -206,6 +208,20 @@ await test("a branch release/v1.2 is reachable written plainly and encoded; miss
 	const j = await api("GET", "/api/kernels/acme/files/tree/release%2Fv9");
 	if (j.status !== 404 || !j.data?.error) p.push(`API JSON ${j.status} ${j.text.slice(0, 80)}`);
 	return p;
+});
+await test("a ref's Files view shows that ref's README; the Files and Commits tabs stay on the ref", async () => {
+	await page.goto(`${B}/tree/release/v1.2`);
+	const got = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent,
+		tabs: [...document.querySelectorAll("nav.tabs a")].map((a) => a.getAttribute("href")) }));
+	return got.h1 === "Release readme" && got.tabs.includes(`${B}/tree/release/v1.2`) && got.tabs.includes(`${B}/commits/release/v1.2`) ?
+		[] : [JSON.stringify(got)];
+});
+await test("a text file over the preview limit is a card with its size, not inlined", async () => {
+	const r = await page.goto(`${B}/blob/main/big.txt`);
+	const got = await page.evaluate(() => ({ card: document.querySelector("#file-card")?.textContent || "",
+		code: !!document.querySelector("#file-code"), html: document.querySelector("main").innerHTML }));
+	return r.status() === 200 && /too large/.test(got.card) && got.card.includes(`(${10 + 17 * 40000} bytes)`) && !got.code &&
+		!got.html.includes("BIGMARKER") ? [] : [`${r.status()} ${got.card}`];
 });
 await test("the branch/tag switcher lists branches and tags, marks the current one, works without JavaScript", async () => {
 	const ctx = await browser.newContext({ baseURL: URL_, javaScriptEnabled: false });
