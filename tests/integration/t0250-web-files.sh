@@ -79,7 +79,6 @@ code() { curl -s -o "$TEST_DIR/page" -w '%{http_code}' "$@"; }
 is "$(code "$KHUB_URL$P")" 404 "private file page: 404 signed out"
 is "$(grep -c "TOKEN = " "$TEST_DIR/page")" 0 "  and nothing of the file in it"
 is "$(code -b "khub_session=$EVE_S" "$KHUB_URL$P")" 404 "private file page: 404 for a non-member's session"
-is "$(code -H "Authorization: Bearer $ALICE" "$KHUB_URL$P")" 404 "private file page: a bearer token is not a session (pages read the cookie)"
 is "$(code -b "khub_session=$ALICE_S" "$KHUB_URL$P")" 200 "private file page: 200 for a member's session"
 like "$(cat "$TEST_DIR/page")" "TOKEN = <span class=\"tok-s\">&#39;private&#39;</span>" "  with the file's line, escaped and highlighted"
 is "$(code -b "khub_session=$ALICE_S" "$KHUB_URL/kernels/acme/privfiles/tree/main")" 200 "  and its tree page"
