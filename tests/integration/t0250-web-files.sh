@@ -7,6 +7,7 @@
 # rule (anonymous, non-member, member) and the routes' answers.
 # Screenshots go to tests/web/artifacts/ (git-ignored).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/node_tap.sh"
 
 command -v node >/dev/null 2>&1 || { echo "1..0 # SKIP node not installed"; exit 0; }
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
@@ -43,26 +44,7 @@ is "$(curl -s "$KHUB_URL/api/kernels/acme/files/tree/main" | jq -r '.[] | select
 
 out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ROOT_TOKEN="$ROOT" ALICE_TOKEN="$ALICE" EVE_TOKEN="$EVE" \
 	CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" timeout 600 node tests/web/web_files.mjs 2>&1)
-rc=$?
-results=0
-plan=
-while IFS= read -r line; do
-	if [[ "$line" =~ ^ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 0 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^not\ ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 1 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^1\.\.([0-9]+) ]]; then
-		plan=${BASH_REMATCH[1]}
-	elif [[ "$line" =~ ^# ]]; then
-		echo "$line"
-	elif [ -n "$line" ]; then
-		echo "# node: $line"
-	fi
-done <<<"$out"
-is "$plan" "$results" "the node script ran its whole plan"
-[ "$rc" -ne 0 ] && diag "node exited with status $rc"
+node_tap_relay "$out" $?
 
 # The access rule with curl: a session of each (sign-in form, CSRF, token).
 session_of() {	# session_of TOKEN: the khub_session cookie value

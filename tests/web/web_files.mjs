@@ -10,39 +10,14 @@ import { chromium } from "playwright-core";
 import { createHash } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { ok, test, done, bailOut } from "../js/tap.mjs";
+import { api, must, commitFiles, signedIn } from "./web_lib.mjs";
 
 const URL_ = process.env.KHUB_URL;
 const ROOT = process.env.ROOT_TOKEN, ALICE = process.env.ALICE_TOKEN, EVE = process.env.EVE_TOKEN;
 const ARTIFACTS = process.env.ARTIFACTS || "tests/web/artifacts";
 mkdirSync(ARTIFACTS, { recursive: true });
 
-const b64 = (s) => Buffer.from(s).toString("base64");
-async function api(method, path, { token, json, body, type } = {}) {
-	const headers = {};
-	if (token) headers.Authorization = `Bearer ${token}`;
-	if (json !== undefined) {
-		headers["Content-Type"] = "application/json";
-		body = JSON.stringify(json);
-	} else if (type) headers["Content-Type"] = type;
-	const res = await fetch(`${URL_}${path}`, { method, headers, body, redirect: "manual" });
-	const text = await res.text();
-	let data = null;
-	try { data = JSON.parse(text); } catch { /* not JSON */ }
-	return { status: res.status, headers: res.headers, text, data };
-}
-async function must(method, path, opts) {
-	const r = await api(method, path, opts);
-	if (r.status >= 300) throw new Error(`${method} ${path}: ${r.status} ${r.text.slice(0, 200)}`);
-	return r;
-}
-async function commit(repo, files, summary, branch = "main") {
-	const lines = [JSON.stringify({ key: "header", value: { summary, description: "" } })];
-	for (const [path, content] of Object.entries(files))
-		lines.push(JSON.stringify({ key: "file", value: { path, content: b64(content), encoding: "base64" } }));
-	const r = await must("POST", `/api/kernels/${repo}/commit/${encodeURIComponent(branch)}`, { token: ROOT,
-		body: lines.join("\n") + "\n", type: "application/x-ndjson" });
-	return r.data.commitOid;
-}
+const commit = (repo, files, summary, branch) => commitFiles(ROOT, repo, files, summary, branch);
 
 const PY = "import torch\n\ndef relu(x):  # the third line\n    return torch.clamp(x, min=0.5)\n\n" +
 	"NAME = \"relu\"\n" + `LONG = "${"x".repeat(300)}"\n`;
@@ -61,10 +36,7 @@ async function publish() {
 		"config.json": "{\"name\": \"relu\", \"version\": 2, \"ok\": true}\n",
 		"pyproject.toml": "# build settings\n[project]\nname = \"relu\"\nversion = '0.1'\n" }, "python source");
 	await commit("acme/files", { "page.html": HTML, "logo.svg": SVG, "README.md": "# Files root readme\n" }, "hostile markup");
-	const lines = [JSON.stringify({ key: "header", value: { summary: "weights", description: "" } }),
-		JSON.stringify({ key: "file", value: { path: "weights.bin", content: LFS.toString("base64"), encoding: "base64" } })];
-	await must("POST", "/api/kernels/acme/files/commit/main", { token: ROOT, body: lines.join("\n") + "\n",
-		type: "application/x-ndjson" });
+	await commit("acme/files", { "weights.bin": LFS }, "weights");
 	await must("POST", `/api/kernels/acme/files/branch/${encodeURIComponent("release/v1.2")}`, { token: ROOT, json: {} });
 	SHA.release = await commit("acme/files", { "RELEASE.md": "# Release notes 1.2\n", "README.md": "# Release readme\n" },
 		"release notes", "release/v1.2");
@@ -77,15 +49,6 @@ async function publish() {
 
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
 	args: ["--no-sandbox"] });
-async function signedIn(token) {
-	const ctx = await browser.newContext({ baseURL: URL_ });
-	const page = await ctx.newPage();
-	await page.goto("/login");
-	await page.fill("#token", token);
-	await Promise.all([page.waitForURL(/\/kernels$/), page.click("form[action='/login'] button[type=submit]")]);
-	return { ctx, page };
-}
-
 try {
 	await publish();
 	ok(true, "published files, a branch release/v1.2, a tag and a private repo through the API");
@@ -245,9 +208,9 @@ await test("a private repo's file page: 404 signed out and for a non-member, sho
 	const path = "/kernels/acme/privfiles/blob/main/secret.py";
 	const r1 = await page.goto(path);
 	const t1 = await page.textContent("main");
-	const eve = await signedIn(EVE);
+	const eve = await signedIn(browser, EVE);
 	const r2 = await eve.page.goto(path);
-	const alice = await signedIn(ALICE);
+	const alice = await signedIn(browser, ALICE);
 	const r3 = await alice.page.goto(path);
 	const line = await alice.page.textContent("#L1 .lc").catch(() => "");
 	await eve.ctx.close();
