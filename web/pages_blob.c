@@ -2,8 +2,8 @@
  * (/kernels/{ns}/{name}/blob/{rev}/{path}): Markdown rendered (the
  * sanitising markdown module), text and source as numbered, linkable lines
  * with syntax classes (web/highlight.c), and a card with the size (and
- * the LFS oid) in place of a file that is stored with LFS, binary or over
- * the preview limit. Nothing of a file is ever rendered as markup: an SVG
+ * the LFS oid) in place of a file that is stored with LFS, binary, over
+ * the preview limit or of too many lines. Nothing of a file is ever rendered as markup: an SVG
  * or HTML file is shown as its escaped source. Raw and download buttons
  * use -/resolve (a sandboxed answer). */
 #include "web/web_internal.h"
@@ -16,6 +16,9 @@
 #define PREVIEW_LIMIT (512u * 1024)
 /* a NUL byte in the first bytes means binary (git's rule) */
 #define BINARY_SNIFF 8000
+/* each line is a row of markup: a file of many short lines gets a card
+ * too, so that no page grows past a few MB */
+#define PREVIEW_LINES 20000
 
 static int is_markdown(const char *path)
 {
@@ -64,6 +67,14 @@ static void file_code(struct page *pg, const struct tree_entry *e, const char *t
 	page_html(pg, "</tbody></table></div>");
 }
 
+static size_t count_lines(const char *data, size_t len)
+{
+	size_t n = 1;
+	for (const char *p = data; (p = memchr(p, '\n', (size_t)(data + len - p))) != NULL; p++)
+		n++;
+	return n;
+}
+
 /* The body: a card, rendered Markdown or the numbered lines. */
 static void file_body(struct page *pg, struct repo_handle *h, const char *ref, const char *sha,
 		      const struct tree_entry *e)
@@ -80,6 +91,8 @@ static void file_body(struct page *pg, struct repo_handle *h, const char *ref, c
 	}
 	if (memchr(data, '\0', len < BINARY_SNIFF ? len : BINARY_SNIFF)) {
 		file_card(pg, e, "This is a binary file.");
+	} else if (count_lines(data, len) > PREVIEW_LINES) {
+		file_card(pg, e, "This file has too many lines to preview.");
 	} else if (is_markdown(e->path)) {
 		const char *slash = strrchr(e->path, '/');
 		char *dir = slash ? xstrndup(e->path, (size_t)(slash - e->path)) : xstrdup("");

@@ -40,8 +40,11 @@ async function publish() {
 	await must("POST", `/api/kernels/acme/files/branch/${encodeURIComponent("release/v1.2")}`, { token: ROOT, json: {} });
 	SHA.release = await commit("acme/files", { "RELEASE.md": "# Release notes 1.2\n", "README.md": "# Release readme\n" },
 		"release notes", "release/v1.2");
-	await commit("acme/files", { "big.txt": "BIGMARKER\n" + "0123456789abcdef\n".repeat(40000) }, "a large text file");
+	await commit("acme/files", { "big.txt": "BIGMARKER\n" + "0123456789abcdef\n".repeat(40000),
+		"many.txt": "MANYMARKER\n" + "x\n".repeat(25000) }, "a large text file");
 	await must("POST", "/api/kernels/acme/files/tag/main", { token: ROOT, json: { tag: "v1.2.0" } });
+	// a tag "release" beside the branch "release/v1.2": the longest name wins
+	await must("POST", `/api/kernels/acme/files/tag/${SHA.docs}`, { token: ROOT, json: { tag: "release" } });
 	await must("POST", "/api/repos/create", { token: ROOT, json: { name: "privfiles", organization: "acme", type: "kernel",
 		private: true } });
 	await commit("acme/privfiles", { "secret.py": "TOKEN = 'private'\n" }, "secret");
@@ -168,6 +171,12 @@ await test("a branch release/v1.2 is reachable written plainly and encoded; miss
 		r = await page.goto(`${B}${path}`);
 		if (r.status() !== 404 || !(r.headers()["content-type"] || "").startsWith("text/html")) p.push(`${path}: ${r.status()}`);
 	}
+	// the tag "release" (at "add docs") is the revision when no longer name matches
+	r = await page.goto(`${B}/tree/release/docs`);
+	if (r.status() !== 200 || (await page.textContent("#ref-switcher summary")) !== "Tag release" ||
+	    !(await page.textContent("#files")).includes("guide.md")) p.push(`tag release: ${r.status()}`);
+	r = await page.goto(`${B}/tree/release/src`);
+	if (r.status() !== 404) p.push(`src is not in the tag release: ${r.status()}`);
 	const j = await api("GET", "/api/kernels/acme/files/tree/release%2Fv9");
 	if (j.status !== 404 || !j.data?.error) p.push(`API JSON ${j.status} ${j.text.slice(0, 80)}`);
 	return p;
@@ -179,12 +188,16 @@ await test("a ref's Files view shows that ref's README; the Files and Commits ta
 	return got.h1 === "Release readme" && got.tabs.includes(`${B}/tree/release/v1.2`) && got.tabs.includes(`${B}/commits/release/v1.2`) ?
 		[] : [JSON.stringify(got)];
 });
-await test("a text file over the preview limit is a card with its size, not inlined", async () => {
+await test("a text file over the preview limit (bytes or lines) is a card with its size, not inlined", async () => {
 	const r = await page.goto(`${B}/blob/main/big.txt`);
 	const got = await page.evaluate(() => ({ card: document.querySelector("#file-card")?.textContent || "",
 		code: !!document.querySelector("#file-code"), html: document.querySelector("main").innerHTML }));
+	const r2 = await page.goto(`${B}/blob/main/many.txt`);
+	const many = await page.evaluate(() => ({ card: document.querySelector("#file-card")?.textContent || "",
+		html: document.querySelector("main").innerHTML }));
 	return r.status() === 200 && /too large/.test(got.card) && got.card.includes(`(${10 + 17 * 40000} bytes)`) && !got.code &&
-		!got.html.includes("BIGMARKER") ? [] : [`${r.status()} ${got.card}`];
+		!got.html.includes("BIGMARKER") && r2.status() === 200 && /too many lines/.test(many.card) &&
+		!many.html.includes("MANYMARKER") ? [] : [`${r.status()} ${got.card} ${r2.status()} ${many.card}`];
 });
 await test("the branch/tag switcher lists branches and tags, marks the current one, works without JavaScript", async () => {
 	const ctx = await browser.newContext({ baseURL: URL_, javaScriptEnabled: false });
