@@ -71,8 +71,7 @@ void repo_page_crumbs(struct page *pg, const struct repo_record *r, const char *
 /* What the switcher's button calls the current revision. */
 static const char *ref_kind_label(const struct ref_list *refs, const char *current)
 {
-	for (size_t i = 0; i < refs->count; i++)
-	{
+	for (size_t i = 0; i < refs->count; i++) {
 		const struct ref_item *it = &refs->items[i];
 		if (strcmp(it->name, current) == 0 && (it->kind == REF_BRANCH || it->kind == REF_TAG))
 			return it->kind == REF_TAG ? "Tag" : "Branch";
