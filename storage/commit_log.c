@@ -1,6 +1,7 @@
 /* commit_log.c -- the history of a commit, newest first, one page at a time,
- * with the number of commits reachable (the Hub's X-Total-Count), and one
- * commit's description. */
+ * with the number of commits reachable (the Hub's X-Total-Count), one
+ * commit's description, and the last commit that changed each entry of a
+ * folder (bounded walk). */
 #include "storage/repo.h"
 
 #include <stdlib.h>
@@ -122,4 +123,80 @@ void commit_log_release(struct commit_log *log)
 		commit_info_release(&log->items[i]);
 	free(log->items);
 	memset(log, 0, sizeof(*log));
+}
+
+/* The folder dir of a commit's tree ("": the root); NULL when it is absent
+ * or not a folder. The caller frees. */
+static git_tree *folder_at(git_repository *repo, git_commit *commit, const char *dir)
+{
+	git_tree *root = NULL, *tree = NULL;
+	git_tree_entry *te = NULL;
+	if (git_commit_tree(&root, commit) < 0)
+		return NULL;
+	if (!dir[0])
+		return root;
+	if (git_tree_entry_bypath(&te, root, dir) == 0 && git_tree_entry_type(te) == GIT_OBJECT_TREE)
+		git_tree_lookup(&tree, repo, git_tree_entry_id(te));
+	git_tree_entry_free(te);
+	git_tree_free(root);
+	return tree;
+}
+
+/* Whether entry name differs between two folders (NULL: absent). */
+static int entry_changed(const git_tree *now, const git_tree *before, const char *name)
+{
+	const git_tree_entry *a = now ? git_tree_entry_byname(now, name) : NULL;
+	const git_tree_entry *b = before ? git_tree_entry_byname(before, name) : NULL;
+	if (!a || !b)
+		return a != b;
+	return !git_oid_equal(git_tree_entry_id(a), git_tree_entry_id(b)) ||
+	       git_tree_entry_filemode(a) != git_tree_entry_filemode(b);
+}
+
+/* Attribute to commit each unresolved entry it changed against its first
+ * parent (*parent, looked up here; NULL for a root commit). Returns how
+ * many entries remain unresolved. */
+static size_t attribute_commit(git_repository *repo, git_commit *commit, const char *dir, const char *const *names,
+			       size_t n, struct commit_info *out, git_commit **parent)
+{
+	size_t left = 0;
+	*parent = NULL;
+	if (git_commit_parentcount(commit) > 0 && git_commit_parent(parent, commit, 0) < 0)
+		*parent = NULL;
+	git_tree *now = folder_at(repo, commit, dir), *before = *parent ? folder_at(repo, *parent, dir) : NULL;
+	int same = now && before && git_oid_equal(git_tree_id(now), git_tree_id(before));
+	for (size_t i = 0; i < n; i++) {
+		if (out[i].sha[0])
+			continue;
+		if (!same && (!*parent || entry_changed(now, before, names[i])))
+			fill_info(commit, &out[i]);
+		else
+			left++;
+	}
+	git_tree_free(now);
+	git_tree_free(before);
+	return left;
+}
+
+int repo_last_commits(git_repository *repo, const char *sha, const char *dir, const char *const *names, size_t n,
+		      size_t max_walk, struct commit_info *out, int *complete)
+{
+	git_oid oid;
+	git_commit *commit = NULL;
+	size_t left = n;
+	memset(out, 0, n * sizeof(*out));
+	*complete = 1;
+	if (git_oid_fromstr(&oid, sha) < 0)
+		return KHUB_EINVAL;
+	if (git_commit_lookup(&commit, repo, &oid) < 0)
+		return KHUB_ENOTFOUND;
+	for (size_t walked = 0; commit && left && walked < max_walk; walked++) {
+		git_commit *parent;
+		left = attribute_commit(repo, commit, dir, names, n, out, &parent);
+		git_commit_free(commit);
+		commit = parent;
+	}
+	*complete = left == 0 || !commit;
+	git_commit_free(commit);
+	return 0;
 }

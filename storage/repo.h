@@ -84,6 +84,14 @@ void ref_list_release(struct ref_list *list);
 /* Resolve a branch, tag, full ref or 40-hex commit sha to a commit sha.
  * KHUB_ENOTFOUND when it names nothing. */
 int repo_resolve_revision(git_repository *repo, const char *rev, char sha[41]);
+/* A revision and the path after it in a page URL split on '/'
+ * (/tree/release/v1.2/src): the longest "rev/leading/components/of/path"
+ * that names a branch or tag wins (as the Hub does), else rev alone (a
+ * sha, a full ref, a name sent with %2F). 0 with sha, *ref (the revision
+ * that matched; the caller frees) and *rest (the rest of path, pointing
+ * into it; "" when none), or KHUB_ENOTFOUND. */
+int repo_resolve_rev_path(git_repository *repo, const char *rev, const char *path, char **ref, const char **rest,
+			  char sha[41]);
 
 struct tree_entry {
 	int is_dir;
@@ -302,6 +310,13 @@ void commit_log_release(struct commit_log *log);	/* accepts NULL */
  * it is not a commit here. The caller releases out with commit_info_release. */
 int repo_commit_info(git_repository *repo, const char *sha, struct commit_info *out);
 void commit_info_release(struct commit_info *info);	/* accepts NULL */
+/* The newest commit that changed each of the n entries `names` of the
+ * folder dir ("" for the root) at sha, following first parents, walking at
+ * most max_walk commits: out[i] is filled for each (sha "" when the walk
+ * ended first; release each with commit_info_release) and *complete is 0
+ * when entries were left unresolved by the bound. */
+int repo_last_commits(git_repository *repo, const char *sha, const char *dir, const char *const *names, size_t n,
+		      size_t max_walk, struct commit_info *out, int *complete);
 
 /* ---- what a commit changed (storage/commit_diff.c) ------------------------- */
 

@@ -380,3 +380,30 @@ char *repo_read_text_file(git_repository *repo, const char *commit_sha, const ch
 	}
 	return text;
 }
+
+/* rev and then, longest first, rev joined with the leading components of
+ * path: a name that is too long or not a ref name is never looked up. */
+int repo_resolve_rev_path(git_repository *repo, const char *rev, const char *path, char **ref, const char **rest,
+			  char sha[41])
+{
+	size_t rlen = strlen(rev), end = path ? strlen(path) : 0;
+	while (end > 0) {
+		if (rlen + 1 + end <= REF_NAME_MAX) {
+			char *candidate = xasprintf("%s/%.*s", rev, (int)end, path);
+			if (repo_resolve_revision(repo, candidate, sha) == 0) {
+				*ref = candidate;
+				*rest = path + end + (path[end] == '/');
+				return 0;
+			}
+			free(candidate);
+		}
+		do
+			end--;
+		while (end > 0 && path[end] != '/');
+	}
+	if (repo_resolve_revision(repo, rev, sha) < 0)
+		return KHUB_ENOTFOUND;
+	*ref = xstrdup(rev);
+	*rest = path ? path : "";
+	return 0;
+}

@@ -10,20 +10,6 @@
 /* What one commit page shows at most (the rest is counted and said). */
 static const struct diff_limits page_limits = { .max_files = 300, .max_lines = 5000, .max_bytes = 512 * 1024 };
 
-/* /kernels/{ns}/{name}/{what}/{sha}, escaped into the page. */
-static void sha_link(struct page *pg, const struct repo_record *r, const char *what, const char *sha)
-{
-	struct strbuf sb = STRBUF_INIT;
-	strbuf_adds(&sb, "/kernels/");
-	strbuf_add_urlencoded(&sb, r->ns, 0);
-	strbuf_adds(&sb, "/");
-	strbuf_add_urlencoded(&sb, r->name, 0);
-	strbuf_addf(&sb, "/%s/", what);
-	strbuf_add_urlencoded(&sb, sha, 0);
-	page_text(pg, sb.buf);
-	strbuf_release(&sb);
-}
-
 /* <time datetime="2026-11-28T09:10:12.000Z">2026-11-28 09:10 UTC</time>,
  * the datetime as the API's commit "date" */
 static void page_time(struct page *pg, time_t t)
@@ -42,7 +28,7 @@ static void page_time(struct page *pg, time_t t)
 void commit_history_row(struct page *pg, const struct repo_record *r, const struct commit_info *c)
 {
 	page_html(pg, "<li class=\"commit-row\"><div class=\"commit-main\"><a class=\"commit-title\" href=\"");
-	sha_link(pg, r, "commit", c->sha);
+	repo_page_link(pg, r, "commit", c->sha, "");
 	page_html(pg, "\">");
 	page_text(pg, c->title[0] ? c->title : "(no message)");
 	page_html(pg, "</a><div class=\"muted\">");
@@ -56,9 +42,9 @@ void commit_history_row(struct page *pg, const struct repo_record *r, const stru
 		page_html(pg, "</pre></details>");
 	}
 	page_html(pg, "</div><div class=\"commit-side\"><a class=\"mono sha\" href=\"");
-	sha_link(pg, r, "commit", c->sha);
+	repo_page_link(pg, r, "commit", c->sha, "");
 	page_htmlf(pg, "\">%.10s</a> <a class=\"browse\" href=\"", c->sha);
-	sha_link(pg, r, "tree", c->sha);
+	repo_page_link(pg, r, "tree", c->sha, "");
 	page_htmlf(pg, "\" aria-label=\"Browse files at %.10s\">browse files</a></div></li>", c->sha);
 }
 
@@ -93,11 +79,11 @@ static void commit_header(struct page *pg, const struct repo_record *r, const st
 		page_html(pg, "none (the first commit)");
 	for (size_t i = 0; i < c->nparents; i++) {
 		page_html(pg, i ? " <a class=\"mono\" href=\"" : "<a class=\"mono\" href=\"");
-		sha_link(pg, r, "commit", c->parents[i]);
+		repo_page_link(pg, r, "commit", c->parents[i], "");
 		page_htmlf(pg, "\">%.10s</a>", c->parents[i]);
 	}
 	page_html(pg, "</dd></dl><p><a id=\"browse-files\" href=\"");
-	sha_link(pg, r, "tree", c->sha);
+	repo_page_link(pg, r, "tree", c->sha, "");
 	page_html(pg, "\">Browse files at this commit</a></p>");
 }
 

@@ -273,39 +273,18 @@ static void will_it_load_section(struct page *pg, const struct repo_record *r, c
 		      "<div id=\"wil-result\" aria-live=\"polite\"></div></section>");
 }
 
-/* The repo's path prefix for what ("tree" or "-/resolve") at sha. */
-static char *repo_base(const struct repo_record *r, const char *what, const char *sha)
-{
-	struct strbuf base = STRBUF_INIT;
-	strbuf_adds(&base, "/kernels/");
-	strbuf_add_urlencoded(&base, r->ns, 0);
-	strbuf_adds(&base, "/");
-	strbuf_add_urlencoded(&base, r->name, 0);
-	strbuf_addf(&base, "/%s/%s/", what, sha);
-	return strbuf_detach(&base, NULL);
-}
-
-/* Relative links open the file browser; relative images come from the page
+/* Relative links open the file pages; relative images come from the page
  * route that reads the repo for the visitor's session (the API's resolve
  * ignores the cookie: a private repo's images would be refused) and never
- * counts a download. */
+ * counts a download (repo_page_markdown). */
 static void readme_section(struct page *pg, struct repo_handle *h, const char *sha)
 {
 	char *text = repo_read_text_file(h->git, sha, "README.md", README_LIMIT);
 	if (!text)
 		return;
-	struct strbuf html = STRBUF_INIT;
-	char *links = repo_base(&h->record, "tree", sha), *images = repo_base(&h->record, "-/resolve", sha);
-	struct markdown_bases bases = { links, images };
-	page_html(pg, "<section aria-labelledby=\"readme-h\"><h2 id=\"readme-h\">README</h2><article class=\"readme\">");
-	if (markdown_render_safe(text, strlen(text), &bases, &html) == 0 && html.buf)
-		page_html(pg, html.buf);
-	else
-		page_html(pg, "<p class=\"problem\">This README could not be rendered.</p>");
-	page_html(pg, "</article></section>");
-	free(links);
-	free(images);
-	strbuf_release(&html);
+	page_html(pg, "<section aria-labelledby=\"readme-h\"><h2 id=\"readme-h\">README</h2>");
+	repo_page_markdown(pg, &h->record, sha, sha, "", text);
+	page_html(pg, "</section>");
 	free(text);
 }
 
@@ -359,7 +338,8 @@ enum MHD_Result page_kernel(struct request *req)
 	strbuf_addf(&pg.head, "<script src=\"%s\" defer></script>\n", uplot ? uplot : "/-/static/vendor/uPlot.iife.min.js");
 	page_script(&pg, "kernel.js");
 	page_script(&pg, "charts.js");
-	kernel_page_header(&pg, h, "overview");
+	const char *asked = request_query(req, "rev");
+	kernel_page_header_at(&pg, h, "overview", asked && asked[0] ? label : NULL);
 	usage_section(&pg, req, &h->record, &versions, sha);
 	matrix_section(&pg, h, &rows, label);
 	will_it_load_section(&pg, &h->record, sha);

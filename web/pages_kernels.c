@@ -243,6 +243,11 @@ enum MHD_Result page_kernels(struct request *req)
 
 void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab)
 {
+	kernel_page_header_at(pg, h, tab, NULL);
+}
+
+void kernel_page_header_at(struct page *pg, struct repo_handle *h, const char *tab, const char *rev)
+{
 	const struct repo_record *r = &h->record;
 	struct account owner;
 	int trusted = db_account_get(r->ns, &owner) == 0 && owner.trusted_kernel_publisher;
@@ -264,16 +269,20 @@ void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab)
 	if (r->mirrored)
 		page_html(pg, "<span class=\"badge\">mirror</span>");
 	page_htmlf(pg, "<span class=\"muted\">%lld downloads</span></div>", (long long)r->downloads);
-	static const struct { const char *tab, *label, *suffix; } tabs[] = {
-		{ "overview", "Overview", "" }, { "files", "Files", "/tree/main" }, { "commits", "Commits", "/commits/main" },
+	static const struct { const char *tab, *label, *what; } tabs[] = {
+		{ "overview", "Overview", NULL }, { "files", "Files", "tree" }, { "commits", "Commits", "commits" },
 	};
 	page_html(pg, "<nav class=\"tabs\" aria-label=\"Kernel\">");
 	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++) {
-		page_html(pg, "<a href=\"/kernels/");
-		page_text(pg, r->ns);
-		page_html(pg, "/");
-		page_text(pg, r->name);
-		page_html(pg, tabs[i].suffix);
+		page_html(pg, "<a href=\"");
+		if (tabs[i].what) {	/* Files and Commits stay on the ref being viewed */
+			repo_page_link(pg, r, tabs[i].what, rev ? rev : "main", "");
+		} else {
+			page_html(pg, "/kernels/");
+			page_text(pg, r->ns);
+			page_html(pg, "/");
+			page_text(pg, r->name);
+		}
 		page_html(pg, strcmp(tab, tabs[i].tab) == 0 ? "\" aria-current=\"page\">" : "\">");
 		page_html(pg, tabs[i].label);
 		page_html(pg, "</a>");

@@ -25,7 +25,10 @@ const struct route web_routes[] = {
 	  ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/tree/{rev}/{path*}", page_tree, ROUTE_PAGE, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },
-	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/commits/{rev}", page_commits, ROUTE_PAGE, REPO_KERNEL,
+	/* {path*}: a branch or tag name with '/' (release/v1.2) written plainly */
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/commits/{rev}/{path*}", page_commits, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/blob/{rev}/{path*}", page_blob, ROUTE_PAGE, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/commit/{rev}", page_commit, ROUTE_PAGE, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },

@@ -70,6 +70,19 @@ void format_size(uint64_t n, char out[32]);
 /* "2026-11-23" or "—" for 0 */
 void format_day(time_t t, char out[32]);
 
+/* ---- a file's text as numbered lines (web/highlight.c) ---------------------- */
+
+/* A language family ("python", "c" for C/C++/CUDA/Metal, "shell", "json",
+ * "toml") chosen by the file name's extension; NULL for plain text. */
+struct highlight_lang;
+const struct highlight_lang *highlight_lang_for(const char *path);
+const char *highlight_lang_name(const struct highlight_lang *lang);	/* "text" for NULL */
+/* text (len bytes, any content) appended to out as the rows of a code
+ * table, one per line: <tr id="L3"><td class="ln"><a href="#L3">3</a></td>
+ * <td class="lc">…</td></tr>, tokens as <span class="tok-k|s|c|n|p">
+ * (keyword, string, comment, number, preprocessor); all text escaped. */
+void highlight_lines(struct strbuf *out, const char *text, size_t len, const struct highlight_lang *lang);
+
 /* ---- sessions, forms, CSRF (web/session.c) ---------------------------------- */
 
 /* The value of a form field of a POST body (x-www-form-urlencoded), decoded
@@ -111,6 +124,7 @@ enum MHD_Result page_kernel(struct request *req);
 enum MHD_Result page_tree(struct request *req);			/* web/pages_repo.c */
 enum MHD_Result page_commits(struct request *req);
 enum MHD_Result page_file(struct request *req);
+enum MHD_Result page_blob(struct request *req);
 enum MHD_Result page_json_alias(struct request *req);
 enum MHD_Result page_commit(struct request *req);		/* web/pages_commit.c */
 /* One row (<li>) of the commit history: title linking the commit page,
@@ -127,7 +141,28 @@ enum MHD_Result page_admin_sync(struct request *req);
 enum MHD_Result page_admin_trust(struct request *req);
 enum MHD_Result page_admin_airgap(struct request *req);
 
+/* The file browser's parts (web/pages_repo.c), shared with the file page.
+ * The URL of /kernels/{ns}/{name}/{what}/{rev}/{path}, rev and path
+ * encoded with their '/' kept (the caller frees), and the same escaped
+ * into pg. */
+char *repo_page_url(const struct repo_record *r, const char *what, const char *rev, const char *path);
+void repo_page_link(struct page *pg, const struct repo_record *r, const char *what, const char *rev, const char *path);
+/* The path as links: the root and each folder to its tree page, the last
+ * component (a file) to its file page. */
+void repo_page_crumbs(struct page *pg, const struct repo_record *r, const char *rev, const char *path);
+/* The branch and tag switcher: a <details> of links to page `what`
+ * ("tree", "blob", "commits") of each branch and tag at path, current
+ * marked aria-current. No script needed. */
+void repo_page_ref_switcher(struct page *pg, struct repo_handle *h, const char *what, const char *current,
+			    const char *path);
+/* Markdown of folder dir at ref (sha) rendered as an <article>: relative
+ * links to file pages, relative images through -/resolve at sha. */
+void repo_page_markdown(struct page *pg, const struct repo_record *r, const char *ref, const char *sha,
+			const char *dir, const char *text);
+
 /* The kernel pages' header and tabs (web/pages_kernels.c). */
 void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab);
+/* The same with the Files and Commits tabs on revision rev (NULL: main). */
+void kernel_page_header_at(struct page *pg, struct repo_handle *h, const char *tab, const char *rev);
 
 #endif

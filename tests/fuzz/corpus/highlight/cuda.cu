@@ -1,0 +1,4 @@
+#include <x.h>
+/* a
+ b */ __global__ void k() { "s\"
+"; }

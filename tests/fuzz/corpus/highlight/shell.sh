@@ -1,0 +1,3 @@
+echo a#b # c
+x='$y'"multi
+line"
