@@ -138,13 +138,19 @@ async function open(repo, width) {
 	const errors = [];
 	page.on("pageerror", (e) => errors.push(`pageerror: ${e.message}`));
 	page.on("console", (m) => { if (m.type() === "error") errors.push(`console: ${m.text()}`); });
+	page.setDefaultTimeout(15000);
 	await page.goto(`/kernels/${repo}`);
-	await page.waitForSelector("#chart-latency[data-chart]", { timeout: 15000 });
-	await page.waitForSelector("#chart-history[data-chart]", { timeout: 15000 });
-	await page.waitForSelector("#chart-downloads[data-chart]", { timeout: 15000 });
+	for (const id of ["chart-latency", "chart-history", "chart-downloads"])
+		await page.waitForSelector(`#${id} canvas`).catch(() => errors.push(`#${id} drew nothing`));
 	return { ctx, page, errors };
 }
-const model = (page, id) => page.evaluate((i) => JSON.parse(document.getElementById(i).dataset.chart), id);
+// What the chart says it drew; a test fails when it says nothing.
+async function model(page, id) {
+	const text = await page.evaluate((i) => document.getElementById(i).dataset.chart, id);
+	if (!text)
+		throw new Error(`#${id} does not say what it drew (no data-chart)`);
+	return JSON.parse(text);
+}
 async function pickDays(page, days) {
 	await page.evaluate(() => delete document.getElementById("chart-downloads").dataset.chart);
 	await page.selectOption("#dl-days", String(days));
