@@ -289,7 +289,8 @@ async function benchmarks() {
 			return;
 		}
 		const name = revisionNamer(versions), revisions = revisionOrder(rows, versions);
-		status.textContent = `${rows.reduce((n, r) => n + r.count, 0)} results at ${revisions.length} revisions.`;
+		status.textContent = `${rows.reduce((n, r) => n + r.count, 0)} results at ${revisions.length} ` +
+			(revisions.length === 1 ? 'revision.' : 'revisions.');
 		latencyChart(rows, name);
 		historyChart(rows, revisions, name);
 		compare(rows, revisions, name);
@@ -313,7 +314,8 @@ function downloadsChart(box, d, variants) {
 	const lab = xLabels(mids.map(dayLabel), width - 70);
 	const top = Math.max(0, ...variants.flatMap((v) => v.days.map((x) => x.count)));
 	const series = [{ label: 'Day', value: (u, v) => (v == null ? '' : dayLabel(v)) }];
-	variants.forEach((v, i) => series.push({ label: v.variant, stroke: colour(i), width: 2,
+	// every other line dashed: where two variants have the same counts both show
+	variants.forEach((v, i) => series.push({ label: v.variant, stroke: colour(i), width: 2, dash: i % 2 ? [6, 4] : undefined,
 		points: { show: days.length <= 62, size: days.length <= 7 ? 10 : 6, fill: colour(i) }, value: (u, n) => (n == null ? '—' : `${n}/day`) }));
 	box.replaceChildren();
 	new uPlot({
