@@ -331,19 +331,21 @@ static void reference_of(const char *workload, const char *ref, struct strbuf *o
 }
 
 /* What an aggregate row is compared with: the reference workload's row on
- * the same GPU (refname, in the caller's buffer). */
+ * the same GPU (and revision) (refname, in the caller's buffer). */
 struct agg_reference {
 	int row;			/* -1: none (or the row itself) */
 	int has_speedup;		/* a reference and a positive median */
 	double speedup;			/* reference median / this median */
 };
 
-/* "workload \x1f gpu" of each row -> row + 1. */
+/* "workload \x1f gpu \x1f revision" of each row -> row + 1 (the revision
+ * is "" unless grouped by revision). */
 static void aggregate_index(const struct db_rows *res, struct hashmap *by_key)
 {
 	hashmap_init(by_key);
 	for (size_t i = 0; i < res->count; i++) {
-		char *key = xasprintf("%s\x1f%s", db_rows_get(res, i, BENCH_AGG_WORKLOAD), db_rows_get(res, i, BENCH_AGG_GPU));
+		char *key = xasprintf("%s\x1f%s\x1f%s", db_rows_get(res, i, BENCH_AGG_WORKLOAD),
+				      db_rows_get(res, i, BENCH_AGG_GPU), db_rows_get(res, i, BENCH_AGG_REVISION));
 		hashmap_put(by_key, key, (void *)(intptr_t)(i + 1));
 		free(key);
 	}
@@ -353,7 +355,8 @@ static void aggregate_reference(const struct db_rows *res, struct hashmap *by_ke
 				struct strbuf *refname, struct agg_reference *r)
 {
 	reference_of(db_rows_get(res, i, BENCH_AGG_WORKLOAD), ref, refname);
-	char *key = xasprintf("%s\x1f%s", refname->buf, db_rows_get(res, i, BENCH_AGG_GPU));
+	char *key = xasprintf("%s\x1f%s\x1f%s", refname->buf, db_rows_get(res, i, BENCH_AGG_GPU),
+			      db_rows_get(res, i, BENCH_AGG_REVISION));
 	r->row = (int)(intptr_t)hashmap_get(by_key, key) - 1;
 	free(key);
 	if (r->row == i)
@@ -372,7 +375,10 @@ static void aggregate_csv_row(struct strbuf *sb, const struct db_rows *res, int 
 	strbuf_add_csv_field(sb, r->row >= 0 ? db_rows_get(res, r->row, BENCH_AGG_MEDIAN) : "", 0);
 	if (r->has_speedup)
 		add_number(sb, r->speedup);
-	strbuf_adds(sb, "\r\n");
+	static const int spread[] = { BENCH_AGG_BEST, BENCH_AGG_P25, BENCH_AGG_P75, BENCH_AGG_MAX, BENCH_AGG_REVISION };
+	strbuf_adds(sb, ",");
+	for (size_t k = 0; k < sizeof(spread) / sizeof(spread[0]); k++)
+		strbuf_add_csv_field(sb, db_rows_get(res, i, spread[k]), k + 1 == sizeof(spread) / sizeof(spread[0]));
 }
 
 static void aggregate_json_row(struct strbuf *sb, const struct db_rows *res, int i, const char *refname,
@@ -388,6 +394,11 @@ static void aggregate_json_row(struct strbuf *sb, const struct db_rows *res, int
 		    db_rows_get(res, i, BENCH_AGG_BEST), db_rows_get(res, i, BENCH_AGG_LATEST_RUN),
 		    db_rows_get(res, i, BENCH_AGG_LATEST_COMMIT), db_rows_get(res, i, BENCH_AGG_LATEST_AT),
 		    db_rows_get(res, i, BENCH_AGG_LATEST_MEAN), db_rows_get(res, i, BENCH_AGG_LATEST_STD));
+	strbuf_addf(sb, ",\"minMeanMs\":%s,\"p25MeanMs\":%s,\"p75MeanMs\":%s,\"maxMeanMs\":%s",
+		    db_rows_get(res, i, BENCH_AGG_BEST), db_rows_get(res, i, BENCH_AGG_P25),
+		    db_rows_get(res, i, BENCH_AGG_P75), db_rows_get(res, i, BENCH_AGG_MAX));
+	if (*db_rows_get(res, i, BENCH_AGG_REVISION))
+		strbuf_addf(sb, ",\"revision\":\"%s\"", db_rows_get(res, i, BENCH_AGG_REVISION));
 	if (r->row >= 0) {
 		strbuf_adds(sb, ",\"referenceWorkload\":");
 		strbuf_add_json_quoted(sb, refname);
@@ -414,8 +425,11 @@ static enum MHD_Result handle_aggregate(struct request *req)
 		ref = BENCH_DEFAULT_REFERENCE;
 	/* The workload filter applies to the answer, not to the query, so the
 	 * reference rows stay available. */
-	const char *only = q.f.workload;
+	const char *only = q.f.workload, *by = request_query(req, "by");
 	q.f.workload = NULL;
+	if (by && *by && strcmp(by, "revision") != 0)
+		return respond_error(req, 400, NULL, "by must be revision");
+	q.f.by_revision = by && *by;
 	struct db_rows res;
 	if (db_benchmark_aggregate(req->repo->record.id, &q.f, &res) < 0)
 		return respond_db_unavailable(req);
@@ -426,7 +440,7 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	if (q.csv) {
 		strbuf_adds(&sb, "workload,gpu,count,median_mean_ms,best_mean_ms,latest_mean_ms,latest_std_ms,"
 				 "latest_run_id,latest_commit,latest_submitted_at,reference,reference_median_mean_ms,"
-				 "speedup\r\n");
+				 "speedup,min_mean_ms,p25_mean_ms,p75_mean_ms,max_mean_ms,revision\r\n");
 	} else {
 		strbuf_adds(&sb, "{\"reference\":");
 		strbuf_add_json_quoted(&sb, ref);

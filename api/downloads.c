@@ -3,7 +3,8 @@
  * client's kernels/, torch/ and backend/ User-Agent parts); a background
  * thread adds the counts to the database in one statement every flush
  * interval and once more at shutdown. GET /api/kernels/{ns}/{name}/downloads
- * answers the per-variant, per-day breakdown.
+ * answers the per-variant, per-day breakdown (every day of the range,
+ * oldest first, 0 on a day without downloads).
  *
  * One download = one full GET (no Range) of build/<variant>/metadata.json
  * by a loader (its User-Agent names kernels/, hf_hub/, huggingface_hub/ or
@@ -22,7 +23,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define SHARDS 16
 #define KEYS_PER_SHARD_MAX 4096	/* past this, new keys lose their client parts */
@@ -312,6 +315,57 @@ void download_stats_stop(void)
 
 /* ---- the breakdown ---------------------------------------------------------- */
 
+static time_t utc_midnight(time_t t)
+{
+	return t - t % 86400;
+}
+
+/* Days from first (a UTC midnight) to day ("YYYY-MM-DD"); -1 when unreadable. */
+static long day_index(const char *day, time_t first)
+{
+	struct tm tm = { 0 };
+	if (sscanf(day, "%d-%d-%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday) != 3)
+		return -1;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	time_t t = timegm(&tm);
+	return t < first ? -1 : (long)((t - first) / 86400);
+}
+
+/* A variant's entry with every day of the range, oldest first, at 0: the
+ * API fills the days without downloads, so every client draws them as 0. */
+static json_t *variant_days(const char *variant, long days, time_t first)
+{
+	json_t *list = json_array();
+	for (long d = 0; d < days; d++) {
+		char day[16];
+		time_t t = first + (time_t)d * 86400;
+		struct tm tm;
+		gmtime_r(&t, &tm);
+		strftime(day, sizeof(day), "%Y-%m-%d", &tm);
+		json_array_append_new(list, json_pack("{s:s, s:I}", "day", day, "count", (json_int_t)0));
+	}
+	return json_pack("{s:s, s:I, s:o}", "variant", variant, "total", (json_int_t)0, "days", list);
+}
+
+/* The rows as CSV; releases res. */
+static enum MHD_Result respond_downloads_csv(struct request *req, struct db_rows *res)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "day,variant,kernels_version,torch_version,backend,count\r\n");
+	for (size_t i = 0; i < res->count; i++)
+		for (size_t c = 0; c <= DOWNLOAD_COL_COUNT; c++)
+			strbuf_add_csv_field(&sb, db_rows_get(res, i, c), c == DOWNLOAD_COL_COUNT);
+	db_rows_release(res);
+	size_t len;
+	char *body = strbuf_detach(&sb, &len);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "text/csv; charset=utf-8");
+	answer_body_take(&a, body, len);
+	return answer_send(req, &a);
+}
+
 static enum MHD_Result handle_downloads(struct request *req)
 {
 	struct repo_handle h;
@@ -332,25 +386,13 @@ static enum MHD_Result handle_downloads(struct request *req)
 		return respond_db_unavailable(req);
 	size_t rows = res.count;
 
-	if (csv) {
-		struct strbuf sb = STRBUF_INIT;
-		strbuf_adds(&sb, "day,variant,kernels_version,torch_version,backend,count\r\n");
-		for (size_t i = 0; i < rows; i++)
-			for (size_t c = 0; c <= DOWNLOAD_COL_COUNT; c++)
-				strbuf_add_csv_field(&sb, db_rows_get(&res, i, c), c == DOWNLOAD_COL_COUNT);
-		db_rows_release(&res);
-		size_t len;
-		char *body = strbuf_detach(&sb, &len);
-		struct answer a;
-		answer_init(&a, 200);
-		answer_header(&a, "Content-Type", "text/csv; charset=utf-8");
-		answer_body_take(&a, body, len);
-		return answer_send(req, &a);
-	}
+	if (csv)
+		return respond_downloads_csv(req, &res);
 
 	/* Rows come newest day first, then by variant. */
 	json_t *variants = json_object(), *flat = json_array();
 	json_int_t total = 0;
+	time_t first = utc_midnight(time(NULL)) - (time_t)(days - 1) * 86400;
 	for (size_t i = 0; i < rows; i++) {
 		const char *day = db_rows_get(&res, i, DOWNLOAD_COL_DAY), *variant = db_rows_get(&res, i, DOWNLOAD_COL_VARIANT);
 		json_int_t n = strtoll(db_rows_get(&res, i, DOWNLOAD_COL_COUNT), NULL, 10);
@@ -360,16 +402,13 @@ static enum MHD_Result handle_downloads(struct request *req)
 						      "backend", db_rows_get(&res, i, DOWNLOAD_COL_BACKEND), "count", n));
 		json_t *entry = json_object_get(variants, variant);
 		if (!entry) {
-			entry = json_pack("{s:s, s:I, s:[]}", "variant", variant, "total", (json_int_t)0, "days");
+			entry = variant_days(variant, days, first);
 			json_object_set_new(variants, variant, entry);
 		}
 		json_object_set_new(entry, "total", json_integer(json_integer_value(json_object_get(entry, "total")) + n));
-		json_t *per_day = json_object_get(entry, "days");
-		json_t *last = json_array_get(per_day, json_array_size(per_day) - 1);
-		if (last && strcmp(json_string_value(json_object_get(last, "day")), day) == 0)
-			json_object_set_new(last, "count", json_integer(json_integer_value(json_object_get(last, "count")) + n));
-		else
-			json_array_append_new(per_day, json_pack("{s:s, s:I}", "day", day, "count", n));
+		json_t *at = json_array_get(json_object_get(entry, "days"), (size_t)day_index(day, first));
+		if (at)
+			json_object_set_new(at, "count", json_integer(json_integer_value(json_object_get(at, "count")) + n));
 	}
 	db_rows_release(&res);
 	json_t *list = json_array();
@@ -381,7 +420,6 @@ static enum MHD_Result handle_downloads(struct request *req)
 
 	char id[2 * REPO_NAME_MAX + 2], since[16];
 	struct tm tm;
-	time_t first = time(NULL) - (time_t)(days - 1) * 86400;
 	gmtime_r(&first, &tm);
 	strftime(since, sizeof(since), "%Y-%m-%d", &tm);
 	snprintf(id, sizeof(id), "%s/%s", h.record.ns, h.record.name);

@@ -398,6 +398,7 @@ struct benchmark_filter {
 	int64_t before_id;		/* runs older than this id */
 	long limit;			/* runs; 0 = no limit */
 	const char *source;		/* "maintainer" or "community"; NULL = both */
+	int by_revision;		/* aggregate: one row per revision as well */
 };
 
 /* Columns of db_benchmark_rows: one row per result, newest run first. */
@@ -419,10 +420,12 @@ int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *filter, st
 enum benchmark_agg_column {
 	BENCH_AGG_WORKLOAD, BENCH_AGG_GPU, BENCH_AGG_COUNT, BENCH_AGG_MEDIAN, BENCH_AGG_BEST,
 	BENCH_AGG_LATEST_MEAN, BENCH_AGG_LATEST_STD, BENCH_AGG_LATEST_RUN, BENCH_AGG_LATEST_COMMIT,
-	BENCH_AGG_LATEST_AT,
+	BENCH_AGG_LATEST_AT, BENCH_AGG_P25, BENCH_AGG_P75, BENCH_AGG_MAX, BENCH_AGG_REVISION,
 };
-/* Median (of mean_ms), best mean and the latest result per workload and
- * GPU over the filtered results (before_id and limit are ignored). */
+/* Median (of mean_ms), best (= min) mean, 25th and 75th percentiles, max
+ * and the latest result per workload and GPU (and commit with
+ * filter->by_revision; BENCH_AGG_REVISION is "" without) over the filtered
+ * results (before_id and limit are ignored). */
 int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
 
 /* ---- download counters (storage/db_downloads.c) --------------------------- */

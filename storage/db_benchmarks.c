@@ -136,13 +136,19 @@ int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f, struct 
 int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f, struct db_rows *out)
 {
 	char repo[24], run[24];
-	const char *params[11];
+	const char *params[12];
 	filter_params(repo_id, f, repo, run, params);
+	params[11] = f->by_revision ? "t" : "f";
+	/* The spread is over the runs' means: percentile_cont interpolates, as
+	 * the median does. */
 	return db_query(out, "SELECT b.workload, r.gpu, count(*),"
 		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms), min(b.mean_ms),"
 		       "  (array_agg(b.mean_ms ORDER BY r.id DESC))[1], (array_agg(b.std_ms ORDER BY r.id DESC))[1],"
 		       "  max(r.id), (array_agg(r.commit_sha ORDER BY r.id DESC))[1],"
-		       "  to_char(max(r.submitted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+		       "  to_char(max(r.submitted_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+		       "  percentile_cont(0.25) WITHIN GROUP (ORDER BY b.mean_ms),"
+		       "  percentile_cont(0.75) WITHIN GROUP (ORDER BY b.mean_ms), max(b.mean_ms),"
+		       "  CASE WHEN $12::boolean THEN r.commit_sha ELSE '' END AS revision"
 		       " FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
-		       " GROUP BY b.workload, r.gpu ORDER BY b.workload, r.gpu", 11, params);
+		       " GROUP BY b.workload, r.gpu, revision ORDER BY b.workload, r.gpu, max(r.id)", 12, params);
 }

@@ -288,26 +288,46 @@ static void readme_section(struct page *pg, struct repo_handle *h, const char *s
 	free(text);
 }
 
-static void charts_section(struct page *pg, const struct repo_record *r)
+/* The version branches as [{"name": "v1", "sha": …}], what charts.js
+ * names revisions by (the Versions table's names; a sha otherwise). */
+static void versions_attribute(struct page *pg, const struct ref_list *versions)
+{
+	json_t *list = json_array();
+	for (size_t i = 0; i < versions->count; i++)
+		json_array_append_new(list, json_pack("{s:s, s:s}", "name", versions->items[i].name,
+						      "sha", versions->items[i].sha));
+	char *text = json_dumps(list, JSON_COMPACT);
+	page_html(pg, "\" data-versions=\"");
+	page_text(pg, text ? text : "[]");
+	free(text);
+	json_decref(list);
+}
+
+static void charts_section(struct page *pg, const struct repo_record *r, const struct ref_list *versions)
 {
 	page_html(pg, "<section aria-labelledby=\"bench-h\" id=\"benchmarks\" data-endpoint=\"");
 	repo_path(pg, r, "/-/benchmarks");
+	versions_attribute(pg, versions);
 	page_html(pg, "\"><h2 id=\"bench-h\">Benchmarks</h2><p><a id=\"bench-csv\" href=\"");
 	repo_path(pg, r, "/-/benchmarks/aggregate?format=csv");
 	page_html(pg, "\" download>Download the comparison as CSV</a> · <a href=\"");
 	repo_path(pg, r, "/-/benchmarks?format=csv");
 	page_html(pg, "\" download>every run as CSV</a></p>"
 		      "<p class=\"muted js-only\" id=\"bench-status\">Charts need JavaScript.</p>"
-		      "<h3>Latency by GPU and backend (latest run per workload, ms)</h3><div class=\"chart\" id=\"chart-latency\"></div>"
+		      "<h3>Latency by workload and GPU (ms)</h3><p class=\"muted\" id=\"latency-note\"></p>"
+		      "<div class=\"chart\" id=\"chart-latency\"></div>"
 		      "<h3>Speedup against the reference</h3><div class=\"table-wrap\" id=\"bench-speedup\"></div>"
-		      "<h3>History over revisions (mean ms)</h3><div class=\"chart\" id=\"chart-history\"></div>"
+		      "<h3>History over versions (ms)</h3><div class=\"chart\" id=\"chart-history\"></div>"
 		      "<h3>Compare two revisions</h3><form class=\"env\" id=\"bench-compare\"><div><label for=\"cmp-a\">"
 		      "Revision A</label><select id=\"cmp-a\"></select></div><div><label for=\"cmp-b\">Revision B</label>"
 		      "<select id=\"cmp-b\"></select></div></form><div class=\"table-wrap\" id=\"bench-compare-table\"></div>"
 		      "</section><section aria-labelledby=\"dl-h\" id=\"downloads\" data-endpoint=\"");
 	repo_path(pg, r, "/-/downloads");
-	page_html(pg, "\"><h2 id=\"dl-h\">Downloads per variant per day</h2><div class=\"chart\" id=\"chart-downloads\"></div>"
-		      "</section>");
+	page_html(pg, "\"><h2 id=\"dl-h\">Downloads per variant per day</h2><form class=\"env\" id=\"dl-form\"><div>"
+		      "<label for=\"dl-days\">Range</label><select id=\"dl-days\"><option value=\"1\">today</option>"
+		      "<option value=\"7\">7 days</option><option value=\"30\" selected>30 days</option>"
+		      "<option value=\"90\">90 days</option><option value=\"365\">365 days</option></select></div></form>"
+		      "<div class=\"chart\" id=\"chart-downloads\"></div></section>");
 }
 
 enum MHD_Result page_kernel(struct request *req)
@@ -345,7 +365,7 @@ enum MHD_Result page_kernel(struct request *req)
 	will_it_load_section(&pg, &h->record, sha);
 	versions_section(&pg, h, &versions);
 	readme_section(&pg, h, sha);
-	charts_section(&pg, &h->record);
+	charts_section(&pg, &h->record, &versions);
 	variant_rows_release(&rows);
 	ref_list_release(&versions);
 	return page_send(&pg, 200);

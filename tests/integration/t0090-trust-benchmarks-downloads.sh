@@ -506,8 +506,9 @@ api GET "$DL"
 is "$(json 'sorted((r["variant"], r["kernels"], r["torch"], r["backend"], r["count"]) for r in d["rows"])')" \
 	"[('torch-cpu', '0.15.2', '2.11.0+cu128', 'cu128', $N1), ('torch-cpu', '0.17.0.dev0', '2.10.0', 'cpu', $N2)]" \
 	"counted per variant with the kernels/, torch/ and backend/ User-Agent parts"
-is "$(json '[(v["variant"], v["total"], len(v["days"])) for v in d["variants"]]')" "[('torch-cpu', $((N1 + N2)), 1)]" \
-	"per-variant totals and days"
+is "$(json '[(v["variant"], v["total"], len(v["days"]), v["days"][-1]["count"], sum(x["count"] for x in v["days"])) for v in d["variants"]]')" \
+	"[('torch-cpu', $((N1 + N2)), 30, $((N1 + N2)), $((N1 + N2)))]" \
+	"per-variant totals and days (every day of the 30, today last)"
 like "$(json 'd["variants"][0]["days"][0]["day"]')" '^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]$' "days are UTC dates"
 for _ in $(seq 1 30); do
 	api GET "$KHUB_URL/api/kernels/acme/relu"
