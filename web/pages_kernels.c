@@ -266,6 +266,7 @@ void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab)
 	page_htmlf(pg, "<span class=\"muted\">%lld downloads</span></div>", (long long)r->downloads);
 	static const struct { const char *tab, *label, *suffix; } tabs[] = {
 		{ "overview", "Overview", "" }, { "files", "Files", "/tree/main" }, { "commits", "Commits", "/commits/main" },
+		{ "builds", "Builds", "/builds" },
 	};
 	page_html(pg, "<nav class=\"tabs\" aria-label=\"Kernel\">");
 	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++) {

@@ -123,6 +123,22 @@ enum MHD_Result page_admin_sync(struct request *req);
 enum MHD_Result page_admin_trust(struct request *req);
 enum MHD_Result page_admin_airgap(struct request *req);
 
+enum MHD_Result page_builds(struct request *req);		/* web/pages_builds.c */
+enum MHD_Result page_build_log(struct request *req);
+enum MHD_Result page_builds_enqueue(struct request *req);
+enum MHD_Result page_build_cancel(struct request *req);
+enum MHD_Result page_build_retry(struct request *req);
+
+/* The build matrix's pieces the kernel page shares (web/pages_builds.c):
+ * 1 when the caller may write req->repo (the forms are shown); a cell's
+ * status badge with its log link; a writer's cancel or retry form for the
+ * cell's build; the "Build missing" form of commit. back: the path the
+ * form's answer returns to. */
+int web_caller_writes(struct request *req);
+void build_status_html(struct page *pg, json_t *cell);
+void build_actions_html(struct page *pg, const struct repo_record *r, json_t *cell, const char *back);
+void build_missing_form(struct page *pg, const struct repo_record *r, const char *commit, const char *back);
+
 /* The kernel pages' header and tabs (web/pages_kernels.c). */
 void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab);
 
