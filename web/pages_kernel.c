@@ -291,7 +291,7 @@ static void build_only_rows(struct page *pg, const struct repo_record *r, const 
 		const char *variant = json_string_value(json_object_get(cell, "variant"));
 		if (table_has(rows, compliance, variant))
 			continue;
-		page_html(pg, "<tr class=\"build-only\" data-variant=\"");
+		page_html(pg, "<tr class=\"build-only\" data-build-only=\"");
 		page_text(pg, variant);
 		page_html(pg, "\">");
 		page_cell(pg, "<th scope=\"row\" class=\"mono\">", variant);
