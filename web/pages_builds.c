@@ -171,7 +171,7 @@ static void matrix_table(struct page *pg, const struct repo_record *r, json_t *m
 	if (json_array_size(json_object_get(m, "variants")))
 		page_html(pg, "</tbody></table></div>");
 	unbuildable_list(pg, m);
-	if (writer && json_object_get(m, "plan"))
+	if (writer && json_is_object(json_object_get(m, "plan")))	/* a commit page with a plan */
 		build_missing_form(pg, r, jstr(m, "commit"), back);
 	page_html(pg, "</section>");
 }
