@@ -12,7 +12,8 @@
 # nor can anyone without the form's CSRF token; a writer of another repo
 # cannot cancel this repo's build through his own repo's form (404). A log
 # written by the build (`<script>`) is shown escaped. The admin page links
-# each build's repo, builds page and log, and lists variants as text.
+# each build's repo, builds page and log, and lists variants as text. A build
+# its worker publishes shows published, with its branch and duration.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0; }
 khub_setup
@@ -198,6 +199,36 @@ grep -qF "href=\"/kernels/acme/relu/builds/$CPU_ID/log\"" "$B" && grep -qF 'href
 ok $? "/admin#builds links each build's log, repo and builds page"
 grep -qF "<td class=\"worker-variants\">$CPU</td>" "$B" && ! grep -q '\[&quot;' "$B"
 ok $? "… and lists a worker's variants as text, not a JSON array"
+
+# ---- a published build ------------------------------------------------------------------------------
+api "$ALICE" POST "/api/builds/$CPU_ID/retry" '{}'
+st1=$ST
+api "$W1" POST /api/workers/claim "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
+is "$st1 $ST $(jq -r .build.id "$B")" "200 200 $CPU_ID" "the failed build retried and claimed again"
+/usr/bin/python3 - "$TEST_DIR/good.tar" "$CPU" <<'PY'
+import io, json, os, sys, tarfile
+out, variant = sys.argv[1], sys.argv[2]
+meta = {"id": "_relu_cpu_0", "name": "relu", "version": 1, "license": "apache-2.0", "python-depends": [],
+        "backend": {"type": "cpu"}}
+report = {"ok": True, "manylinux": "manylinux_2_28", "python_abi": "3.9", "text": "ok", "files": []}
+files = {f"{variant}/__init__.py": b"from ._ops import ops\n", f"{variant}/_ops.py": b"ops = None\n",
+         f"{variant}/_relu_cpu.abi3.so": b"\x7fELF" + os.urandom(2000),
+         f"{variant}/metadata.json": json.dumps(meta).encode(), "abi-report.json": json.dumps(report).encode()}
+with tarfile.open(out, "w", format=tarfile.GNU_FORMAT) as t:
+    d = tarfile.TarInfo(variant); d.type = tarfile.DIRTYPE; d.mode = 0o755; t.addfile(d)
+    for n, data in files.items():
+        ti = tarfile.TarInfo(n); ti.size = len(data); ti.mode = 0o644; t.addfile(ti, io.BytesIO(data))
+PY
+ST=$(curl -s -o "$B" -w '%{http_code}' -X PUT -H "Authorization: Bearer $W1" -H 'Content-Type: application/x-tar' \
+	--data-binary "@$TEST_DIR/good.tar" "$KHUB_URL/api/builds/$CPU_ID/output")
+is "$ST" 200 "w1 uploads its output: published"
+api "$ALICE" GET "/api/kernels/acme/relu/builds?commit=$SHA"
+is "$(jq -r ".variants[] | select(.variant == \"$CPU\") | .status + \" \" + .published.branch + \" \" + .worker
+	+ \" \" + (.duration_seconds | type)" "$B")" "published v1 w1 number" \
+	"the matrix: $CPU published on v1 by w1, with its duration"
+page "$TEST_DIR/anon.jar" /kernels/acme/relu
+grep -q "<tr data-variant=\"$CPU\">.*data-status=\"published\"" "$B"
+ok $? "the kernel page: $CPU's row (published on v1) shows its build published"
 
 khub_stop
 ok $(server_and_sanitizer_logs | grep -qE 'runtime error|AddressSanitizer'; [ $? -ne 0 ]; echo $?) "server log has no sanitizer reports"
