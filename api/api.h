@@ -195,6 +195,42 @@ void kernel_index_catch_up_stop(void);
 json_t *kernel_variant_json(const struct variant_row *r);
 json_t *kernel_compliance_json(const struct variant_rows *rows);
 
+/* ---- the build farm, for the web UI too (api/builds*.c) ------------------ */
+
+/* One implementation each, which the API's routes and the pages call, for
+ * req->repo (opened by the route's access check; the caller's write access
+ * checked for the changes). Each returns 0, or -1 with the answer queued in
+ * *result (an error page for a page route). */
+/* The build matrices of req->repo (docs/build-farm.md, "The build
+ * matrix"): of commit (a sha), or of the repo's newest commits with builds
+ * (commit NULL; limit and offset count commits): a JSON array of
+ * {"commit", "url", "variants": [BUILD with "status", "duration_seconds",
+ * "log", "log_page"]} (the caller owns it); KHUB_EDB. */
+int builds_matrices(struct request *req, const char *commit, long limit, long offset, json_t **out);
+/* One commit's matrix (empty when it has no builds); with_plan adds "plan"
+ * and "unbuildable" (what build.toml allows that no live worker builds,
+ * with the planner's reasons), planning on the plan pool the first time
+ * (parked: everything before must be safe to repeat). *out owned. */
+int builds_matrix_of_commit(struct request *req, const char *sha, int with_plan, json_t **out,
+			    enum MHD_Result *result);
+/* A ?commit= argument: a 40-hex sha as given, else a revision of the repo
+ * resolved (RevisionNotFound). */
+int builds_matrix_commit_arg(struct request *req, const char *commit, char sha[41], enum MHD_Result *result);
+/* POST /api/builds/{id}/cancel and /retry for a job of req->repo (another
+ * repo's: 404): *answer is the API's 200 body (owned); audited. */
+int builds_cancel(struct request *req, int64_t id, json_t **answer, enum MHD_Result *result);
+int builds_retry(struct request *req, int64_t id, json_t **answer, enum MHD_Result *result);
+/* POST .../builds {"revision": sha}: the default variants of sha's plan
+ * queued (those queued, running or published skipped): *status 202 or 422
+ * (nothing to build) with *answer (owned), as the API answers them. */
+int builds_enqueue_default(struct request *req, const char *sha, int *status, json_t **answer,
+			   enum MHD_Result *result);
+/* At most max bytes of job id's log from byte from, as GET
+ * /api/builds/{id}/log answers it (terminal sequences dropped, control
+ * bytes as \xNN) into shown; *length and *next as its headers say. */
+int builds_log_text(struct request *req, int64_t id, int64_t from, size_t max, struct strbuf *shown,
+		    int64_t *length, int64_t *next, enum MHD_Result *result);
+
 /* Files compiled in by api/embed_files.sh (NUL-terminated). */
 extern const char embedded_openapi_json[];
 extern const size_t embedded_openapi_json_len;

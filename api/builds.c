@@ -107,6 +107,23 @@ static enum MHD_Result handle_get(struct request *req)
 
 #define LOG_READ_MAX (4L * 1024 * 1024)	/* one answer; read on from the next offset */
 
+int builds_log_text(struct request *req, int64_t id, int64_t from, size_t max, struct strbuf *shown,
+		    int64_t *length, int64_t *next, enum MHD_Result *result)
+{
+	struct strbuf text = STRBUF_INIT;
+	int rc = db_build_log_read(id, from, max, &text, length, next);
+	if (rc < 0) {
+		strbuf_release(&text);
+		*result = rc == KHUB_ENOTFOUND ? respond_error(req, 404, NULL, "no build %" PRId64, id)
+					       : respond_db_unavailable(req);
+		return -1;
+	}
+	/* build code wrote it: nothing in it may drive the reader's terminal */
+	terminal_text_sanitize(text.buf ? text.buf : "", text.len, shown);
+	strbuf_release(&text);
+	return 0;
+}
+
 static enum MHD_Result handle_log_read(struct request *req)
 {
 	struct db_rows rows;
@@ -122,17 +139,10 @@ static enum MHD_Result handle_log_read(struct request *req)
 	char state[16];
 	snprintf(state, sizeof(state), "%s", db_rows_get(&rows, 0, BUILD_COL_STATE));
 	db_rows_release(&rows);
-	struct strbuf text = STRBUF_INIT, shown = STRBUF_INIT;
+	struct strbuf shown = STRBUF_INIT;
 	int64_t next = 0;
-	int rc = db_build_log_read(id, from, LOG_READ_MAX, &text, &length, &next);
-	if (rc < 0) {
-		strbuf_release(&text);
-		return rc == KHUB_ENOTFOUND ? respond_error(req, 404, NULL, "no build %" PRId64, id)
-					    : respond_db_unavailable(req);
-	}
-	/* build code wrote it: nothing in it may drive the reader's terminal */
-	terminal_text_sanitize(text.buf ? text.buf : "", text.len, &shown);
-	strbuf_release(&text);
+	if (builds_log_text(req, id, from, LOG_READ_MAX, &shown, &length, &next, &result) < 0)
+		return result;
 	struct MHD_Response *resp = MHD_create_response_from_buffer(shown.len, shown.buf ? shown.buf : "",
 								    MHD_RESPMEM_MUST_COPY);
 	strbuf_release(&shown);
@@ -166,47 +176,90 @@ static void audit_change(struct request *req, const char *action, int64_t id)
 	free(details);
 }
 
-static enum MHD_Result handle_cancel(struct request *req)
+/* Cancel or retry (event) job id of req->repo, whose writer the caller
+ * was checked to be: 0 with the answer's JSON, or -1 answered (404 another
+ * repo's job, 409, 503). */
+static int owner_change(struct request *req, int64_t id, enum build_event event, json_t **answer,
+			enum MHD_Result *result)
+{
+	struct db_rows rows;
+	char state[16] = "";
+	int rc = db_build_get(id, &rows);
+	if (rc == 0 && strtoll(db_rows_get(&rows, 0, BUILD_COL_REPO_ID), NULL, 10) != req->repo->record.id) {
+		db_rows_release(&rows);
+		rc = KHUB_ENOTFOUND;	/* another repo's job: as if there were none */
+	}
+	if (rc == 0) {
+		db_rows_release(&rows);
+		rc = event == BUILD_EV_CANCEL ? build_job_cancel(id, state) : build_job_retry(id);
+	}
+	if (rc == 0 && event == BUILD_EV_RETRY && db_build_get(id, &rows) < 0)
+		rc = KHUB_EDB;
+	if (rc == KHUB_ENOTFOUND)
+		*result = respond_error(req, 404, NULL, "no build %" PRId64, id);
+	else if (rc == KHUB_ECONFLICT)
+		*result = respond_error(req, 409, NULL, event == BUILD_EV_CANCEL ? "build %" PRId64 " has already ended"
+					: "build %" PRId64 " is not failed or canceled, or the same commit and variant is "
+					  "queued again", id);
+	else if (rc < 0)
+		*result = respond_db_unavailable(req);
+	if (rc < 0)
+		return -1;
+	audit_change(req, event == BUILD_EV_CANCEL ? "build.cancel" : "build.retry", id);
+	if (event == BUILD_EV_CANCEL) {
+		*answer = json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", state);
+	} else {
+		*answer = build_json(&rows, 0);
+		db_rows_release(&rows);
+	}
+	return 0;
+}
+
+int builds_cancel(struct request *req, int64_t id, json_t **answer, enum MHD_Result *result)
+{
+	return owner_change(req, id, BUILD_EV_CANCEL, answer, result);
+}
+
+int builds_retry(struct request *req, int64_t id, json_t **answer, enum MHD_Result *result)
+{
+	return owner_change(req, id, BUILD_EV_RETRY, answer, result);
+}
+
+/* POST /api/builds/{id}/cancel and /retry: the job's repo opened for its
+ * writer, then the change every caller makes. */
+static enum MHD_Result handle_change(struct request *req, enum build_event event)
 {
 	int64_t id;
 	enum MHD_Result result;
-	char state[16] = "";
-	if (load_for_change(req, &id, &result) < 0)
+	json_t *answer;
+	if (load_for_change(req, &id, &result) < 0 ||
+	    owner_change(req, id, event, &answer, &result) < 0)
 		return result;
-	int rc = build_job_cancel(id, state);
-	if (rc == KHUB_ECONFLICT)
-		return respond_error(req, 409, NULL, "build %" PRId64 " has already ended", id);
-	if (rc < 0)
-		return respond_db_unavailable(req);
-	audit_change(req, "build.cancel", id);
-	return respond_json(req, 200, json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", state));
+	return respond_json(req, 200, answer);
+}
+
+static enum MHD_Result handle_cancel(struct request *req)
+{
+	return handle_change(req, BUILD_EV_CANCEL);
 }
 
 static enum MHD_Result handle_retry(struct request *req)
 {
-	struct db_rows rows;
-	int64_t id;
-	enum MHD_Result result;
-	if (load_for_change(req, &id, &result) < 0)
-		return result;
-	int rc = build_job_retry(id);
-	if (rc == KHUB_ECONFLICT)
-		return respond_error(req, 409, NULL, "build %" PRId64 " is not failed or canceled, or the same commit "
-					   "and variant is queued again", id);
-	if (rc < 0 || db_build_get(id, &rows) < 0)
-		return respond_db_unavailable(req);
-	audit_change(req, "build.retry", id);
-	json_t *body = build_json(&rows, 0);
-	db_rows_release(&rows);
-	return respond_json(req, 200, body);
+	return handle_change(req, BUILD_EV_RETRY);
 }
 
+/* The repo's jobs, newest first (state, limit, offset), with the newest
+ * commits' matrices (commits, commit_offset); ?commit=: that commit's
+ * matrix (api/builds_matrix.c). */
 static enum MHD_Result handle_list(struct request *req)
 {
-	const char *state = request_query(req, "state");
+	const char *state = request_query(req, "state"), *commit = request_query(req, "commit");
 	const char *limit_arg = request_query(req, "limit"), *offset_arg = request_query(req, "offset");
 	long limit = limit_arg ? atol(limit_arg) : 50, offset = offset_arg ? atol(offset_arg) : 0;
 	static const char *const states[] = { "queued", "running", "succeeded", "failed", "canceled" };
+	enum MHD_Result result;
+	if (commit)
+		return builds_matrix_answer(req, commit);
 	int known = !state;
 	for (size_t i = 0; state && i < sizeof(states) / sizeof(states[0]); i++)
 		known |= strcmp(state, states[i]) == 0;
@@ -220,7 +273,12 @@ static enum MHD_Result handle_list(struct request *req)
 	for (size_t i = 0; i < rows.count; i++)
 		json_array_append_new(list, build_json(&rows, i));
 	db_rows_release(&rows);
-	return respond_json(req, 200, json_pack("{s:o}", "builds", list));
+	json_t *answer = json_pack("{s:o}", "builds", list);
+	if (builds_matrices_page(req, answer, &result) < 0) {
+		json_decref(answer);
+		return result;
+	}
+	return respond_json(req, 200, answer);
 }
 
 static enum MHD_Result handle_workers(struct request *req)

@@ -31,5 +31,18 @@ int build_require_scope(struct request *req, int64_t id, enum MHD_Result *result
  * answered (503). */
 int builds_run_job(struct request *req, enum work_pool_id pool, const struct farm_job *job, int *job_rc,
 		   enum MHD_Result *result);
+/* The plan of build.toml of sha in git, planned on the plan pool the
+ * first time (the request waits parked: everything before must be safe to
+ * repeat): 0 with out->doc or out->refused (release it); 1 with the
+ * answer queued (parked, 503); KHUB_EIO or FARM_EREFUSED (no build.toml,
+ * in LFS, too large) with why, nothing queued. */
+int builds_plan(struct request *req, git_repository *git, const char *sha, struct build_plan *out, char *why,
+		size_t why_size, enum MHD_Result *result);
+/* GET .../builds?commit=: the matrix of commit (a sha or a revision). */
+enum MHD_Result builds_matrix_answer(struct request *req, const char *commit);
+/* Add the newest commits' matrices to answer ("matrices",
+ * "commits_total", "next_commit_offset"; query commits, commit_offset): 0,
+ * or -1 answered (400, 503). */
+int builds_matrices_page(struct request *req, json_t *answer, enum MHD_Result *result);
 
 #endif

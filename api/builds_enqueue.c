@@ -32,24 +32,35 @@ static enum MHD_Result respond_queue_refused(struct request *req, int rc)
 	return respond_db_unavailable(req);
 }
 
+int builds_plan(struct request *req, git_repository *git, const char *sha, struct build_plan *out, char *why,
+		size_t why_size, enum MHD_Result *result)
+{
+	char key[FARM_JOB_KEY_MAX];
+	struct farm_job job;
+	int job_rc = 0, rc = build_plan_lookup(git, sha, out, &job, why, why_size);
+	if (rc == 1) {
+		memcpy(key, job.key, sizeof(key));
+		if (builds_run_job(req, WORK_POOL_PLAN, &job, &job_rc, result) != 0)
+			return 1;	/* parked (the handler runs again) or 503 */
+		if (job_rc < 0 || build_plan_kept(key, out) < 0) {
+			*result = respond_unavailable(req, "the build planner is unavailable; retry later");
+			return 1;
+		}
+	}
+	return rc < 0 ? rc : 0;
+}
+
 /* The plan of build.toml of sha (planned on the work queue the first time:
  * the request waits parked): 0 with out->doc, or -1 with the answer queued
  * (parked, 422 refused, 500, 503). */
 static int plan_for_request(struct request *req, git_repository *git, const char *sha, struct build_plan *out,
 			    enum MHD_Result *result)
 {
-	char why[WHY_MAX], key[FARM_JOB_KEY_MAX];
-	struct farm_job job;
-	int job_rc = 0, rc = build_plan_lookup(git, sha, out, &job, why, sizeof(why));
-	if (rc == 1) {
-		memcpy(key, job.key, sizeof(key));
-		if (builds_run_job(req, WORK_POOL_PLAN, &job, &job_rc, result) != 0)
-			return -1;	/* parked (the handler runs again) or 503 */
-		if (job_rc < 0 || build_plan_kept(key, out) < 0) {
-			*result = respond_unavailable(req, "the build planner is unavailable; retry later");
-			return -1;
-		}
-	} else if (rc < 0) {
+	char why[WHY_MAX];
+	int rc = builds_plan(req, git, sha, out, why, sizeof(why), result);
+	if (rc == 1)
+		return -1;
+	if (rc < 0) {
 		*result = respond_farm(req, rc, why);
 		return -1;
 	}
@@ -164,11 +175,11 @@ static int external_commit(struct request *req, const char *url, const char *rev
 	return rc < 0 ? -1 : 0;
 }
 
-/* 202 {"commit", "builds", "queued", "skipped", "capabilities_left_out",
- * "plan"} (plus where to watch an environment's build); takes builds,
- * skipped, left_out and target. */
-static enum MHD_Result enqueue_answer(struct request *req, const char *sha, json_t *builds, json_t *skipped,
-				      json_t *left_out, const struct build_plan *plan, json_t *target)
+/* The 202 answer {"commit", "builds", "queued", "skipped",
+ * "capabilities_left_out", "plan"} (plus where to watch an environment's
+ * build), audited; takes builds, skipped, left_out and target. */
+static json_t *enqueue_answer(struct request *req, const char *sha, json_t *builds, json_t *skipped,
+			      json_t *left_out, const struct build_plan *plan, json_t *target)
 {
 	char *details = xasprintf("{\"commit\":\"%s\",\"queued\":%zu}", sha, json_array_size(builds));
 	api_audit(req, "build.enqueue", repo_audit_target(req, REPO_KERNEL, req->repo->record.ns, req->repo->record.name),
@@ -190,37 +201,41 @@ static enum MHD_Result enqueue_answer(struct request *req, const char *sha, json
 			json_object_set_new(answer, "log", json_sprintf("/api/builds/%lld/log", (long long)id));
 		}
 	}
-	return respond_json(req, 202, answer);
+	return answer;
 }
 
-/* Plan, choose and queue the variants of commit sha (in src). */
-static enum MHD_Result enqueue_planned(struct request *req, json_t *doc, git_repository *src, const char *sha,
-				       const char *src_url, const char *src_rev)
+/* Plan, choose and queue the variants of commit sha (in src): 0 with
+ * *status (202 queued, 422 nothing to build) and *answer (owned), or -1
+ * with the answer queued (parked, 4xx, 503). */
+static int enqueue_commit(struct request *req, json_t *doc, git_repository *src, const char *sha, const char *src_url,
+			  const char *src_rev, int *status, json_t **answer, enum MHD_Result *result)
 {
-	enum MHD_Result result;
 	struct build_plan plan;
 	char **names = NULL;
 	size_t n = 0;
-	int force = 0;
+	int force = 0, rc = -1;
 	json_t *target = NULL, *skipped = json_array(), *builds = json_array();
 	memset(&plan, 0, sizeof(plan));
 	json_optional_bool(doc, "force", &force);
-	if (plan_for_request(req, src, sha, &plan, &result) < 0 ||
-	    requested_variants(req, doc, src, sha, &plan, &names, &n, &target, skipped, &result) < 0)
+	if (plan_for_request(req, src, sha, &plan, result) < 0 ||
+	    requested_variants(req, doc, src, sha, &plan, &names, &n, &target, skipped, result) < 0)
 		goto cleanup;
+	rc = 0;
 	if (n == 0 && !json_is_string(json_object_get(doc, "variants"))) {
-		json_t *answer = json_pack("{s:s, s:O, s:o}", "error", "no variant to build: build.toml and the live "
-					   "workers leave none (see skipped)", "skipped", skipped, "plan", build_plan_json(&plan));
-		result = respond_json(req, 422, answer);
+		*status = 422;
+		*answer = json_pack("{s:s, s:O, s:o}", "error", "no variant to build: build.toml and the live workers "
+				    "leave none (see skipped)", "skipped", skipped, "plan", build_plan_json(&plan));
 		goto cleanup;
 	}
-	int rc = build_enqueue_all(&req->repo->record, sha, names, n, force, req->principal.name, src_url,
-				   src_url ? (src_rev ? src_rev : "main") : NULL, builds, skipped);
+	rc = build_enqueue_all(&req->repo->record, sha, names, n, force, req->principal.name, src_url,
+			       src_url ? (src_rev ? src_rev : "main") : NULL, builds, skipped);
 	if (rc < 0) {
-		result = respond_queue_refused(req, rc);
+		*result = respond_queue_refused(req, rc);
+		rc = -1;
 		goto cleanup;
 	}
-	result = enqueue_answer(req, sha, builds, skipped, build_plan_left_out(&plan, names, n), &plan, target);
+	*status = 202;
+	*answer = enqueue_answer(req, sha, builds, skipped, build_plan_left_out(&plan, names, n), &plan, target);
 	builds = skipped = target = NULL;
 cleanup:
 	build_names_free(names, n);
@@ -228,7 +243,27 @@ cleanup:
 	json_decref(builds);
 	json_decref(skipped);
 	json_decref(target);
-	return result;
+	return rc;
+}
+
+static enum MHD_Result enqueue_planned(struct request *req, json_t *doc, git_repository *src, const char *sha,
+				       const char *src_url, const char *src_rev)
+{
+	enum MHD_Result result;
+	json_t *answer = NULL;
+	int status = 0;
+	if (enqueue_commit(req, doc, src, sha, src_url, src_rev, &status, &answer, &result) < 0)
+		return result;
+	return respond_json(req, status, answer);
+}
+
+int builds_enqueue_default(struct request *req, const char *sha, int *status, json_t **answer,
+			   enum MHD_Result *result)
+{
+	json_t *doc = json_object();
+	int rc = enqueue_commit(req, doc, req->repo->git, sha, NULL, NULL, status, answer, result);
+	json_decref(doc);
+	return rc;
 }
 
 static enum MHD_Result handle_enqueue(struct request *req)

@@ -213,6 +213,9 @@ static void plan_file_open(struct request *req, struct git_cgi *cgi, struct strv
 	}
 	strvec_pushf(env, "KHUB_HOOK_BUILDS_URL=%s/api/kernels/%s/%s/builds", request_base_url(req),
 		     cgi->repo.record.ns, cgi->repo.record.name);
+	/* the builds page, whose ?commit= is the pushed commit's matrix */
+	strvec_pushf(env, "KHUB_HOOK_MATRIX_URL=%s/kernels/%s/%s/builds", request_base_url(req), cgi->repo.record.ns,
+		     cgi->repo.record.name);
 }
 
 /* After the push: its hook's plans to the push planner. */

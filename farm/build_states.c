@@ -65,6 +65,10 @@ const struct build_transition build_job_transitions[] = {
 static const char *const state_names[BUILD_STATE_COUNT] = {
 	"none", "queued", "running", "succeeded", "failed", "canceled",
 };
+/* The word the build matrix (pages and API) shows for each state. */
+static const char *const state_statuses[BUILD_STATE_COUNT] = {
+	"not built", "queued", "building", "published", "failed", "canceled",
+};
 static const char *const event_names[BUILD_EVENT_COUNT] = {
 	"enqueue", "claim", "heartbeat", "log", "publish", "refuse", "fail", "release", "cancel", "retry", "lapse",
 	"take_back",
@@ -74,6 +78,11 @@ static const char *const actor_names[] = { "worker", "owner", "admin", "system" 
 const char *build_state_name(enum build_state s)
 {
 	return (unsigned)s < BUILD_STATE_COUNT ? state_names[s] : "?";
+}
+
+const char *build_state_status(enum build_state s)
+{
+	return (unsigned)s < BUILD_STATE_COUNT ? state_statuses[s] : "?";
 }
 
 const char *build_event_name(enum build_event e)

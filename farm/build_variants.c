@@ -110,6 +110,27 @@ int build_default_variants(const struct build_plan *plan, char ***names, size_t 
 	return 0;
 }
 
+int build_unbuildable_variants(const struct build_plan *plan, json_t *out)
+{
+	char **live, **stale, **names;
+	size_t nlive, nstale, n, i;
+	json_t *skipped = json_array(), *s;
+	if (build_worker_offers(&live, &nlive, &stale, &nstale) < 0) {
+		json_decref(skipped);
+		return KHUB_EDB;
+	}
+	build_plan_default(plan, live, nlive, stale, nstale, build_required_list(), &names, &n, skipped);
+	/* what live workers offer and build.toml refuses is no matrix cell */
+	json_array_foreach(skipped, i, s)
+		if (!build_names_contain(live, nlive, json_string_value(json_object_get(s, "variant"))))
+			json_array_append(out, s);
+	json_decref(skipped);
+	build_names_free(names, n);
+	build_names_free(live, nlive);
+	build_names_free(stale, nstale);
+	return 0;
+}
+
 /* ---- what a request names or a branch lacks ---------------------------------------- */
 
 int build_version_branch(git_repository *repo, git_repository *src, const char *source_sha, char head[41])

@@ -118,6 +118,11 @@ int build_default_variants(const struct build_plan *plan, char ***names, size_t 
  * names, in repo (the kernel's own store) into head: 0, or KHUB_ENOTFOUND
  * when there is no such branch yet. */
 int build_version_branch(git_repository *repo, git_repository *src, const char *source_sha, char head[41]);
+/* What plan allows that no live worker can build (docs/build-farm.md,
+ * "The build matrix"): the variants only workers not seen lately offer,
+ * and each backend nothing live builds, as {"variant", "reason"} appended
+ * to out (the planner's reasons). 0 or KHUB_EDB. */
+int build_unbuildable_variants(const struct build_plan *plan, json_t *out);
 /* The required variants that published (the indexed variants of that
  * branch's head, empty when there is none) lacks or holds with invalid
  * metadata: *names owned (build_names_free). */
@@ -289,6 +294,9 @@ struct build_transition {
 };
 extern const struct build_transition build_job_transitions[];	/* ends with from = BUILD_STATE_COUNT */
 const char *build_state_name(enum build_state s);
+/* What the build matrix shows for a state: "queued", "building",
+ * "published", "failed", "canceled" ("not built" for none; static). */
+const char *build_state_status(enum build_state s);
 const char *build_event_name(enum build_event e);
 /* The state named name (as stored: "queued"...), BUILD_STATE_COUNT for none. */
 enum build_state build_state_named(const char *name);

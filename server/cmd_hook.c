@@ -229,7 +229,8 @@ static int pre_receive(void)
  * the push was answered, so that no push waits for a plan. */
 static struct {
 	FILE *fp;		/* NULL: the file cannot be written */
-	const char *builds_url;	/* where the pusher sees the builds */
+	const char *builds_url;	/* where the pusher asks for builds (the API) */
+	const char *matrix_url;	/* where the pusher sees them: + "?commit=<sha>" */
 } handed;
 
 static void hand_to_server(struct push_plan *p)
@@ -238,8 +239,8 @@ static void hand_to_server(struct push_plan *p)
 		fprintf(stderr, "khub: %s: the builds of %s cannot be planned: the server's file for them cannot be "
 			"written; request them with POST %s\n", p->ref, p->sha, handed.builds_url);
 	else
-		fprintf(stderr, "khub: %s: builds of %.12s will be planned after this push: see %s\n", p->ref, p->sha,
-			handed.builds_url);
+		fprintf(stderr, "khub: %s: builds of %.12s will be planned after this push: see %s?commit=%s\n", p->ref,
+			p->sha, handed.matrix_url, p->sha);
 	push_plan_free(p);
 }
 
@@ -251,6 +252,7 @@ static void hand_off_open(void)
 	if (!path)
 		return;
 	handed.builds_url = getenv("KHUB_HOOK_BUILDS_URL") ? getenv("KHUB_HOOK_BUILDS_URL") : "…/builds";
+	handed.matrix_url = getenv("KHUB_HOOK_MATRIX_URL") ? getenv("KHUB_HOOK_MATRIX_URL") : "…/builds";
 	int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0 && !(handed.fp = fdopen(fd, "a")))
 		close(fd);

@@ -150,6 +150,38 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
 			     " ORDER BY b.id DESC LIMIT $3 OFFSET $4", 4, params);
 }
 
+/* The commits of a matrix page: one ($4), or a page of the repo's. */
+#define MATRIX_COMMITS \
+	"WITH c AS (SELECT source_commit, max(id) AS newest FROM builds WHERE repo_id = $1" \
+	" AND ($4::text IS NULL OR source_commit = $4) GROUP BY source_commit ORDER BY newest DESC LIMIT $2 OFFSET $3)"
+
+int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct db_rows *out)
+{
+	char repo[24], lim[24], off[24];
+	id_text(repo, repo_id);
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	const char *params[4] = { repo, lim, off, commit };
+	return db_query(out, MATRIX_COMMITS " SELECT DISTINCT ON (c.newest, b.variant) " BUILD_COLUMNS ","
+			     " extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)"
+			     "  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit"
+			     " WHERE b.repo_id = $1 ORDER BY c.newest DESC, b.variant, b.id DESC", 4, params);
+}
+
+int db_build_matrix_count(int64_t repo_id, long *commits)
+{
+	char repo[24];
+	id_text(repo, repo_id);
+	const char *params[1] = { repo };
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT count(DISTINCT source_commit) FROM builds WHERE repo_id = $1", 1, params);
+	if (rc < 0)
+		return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
+	*commits = strtol(db_rows_get(&rows, 0, 0), NULL, 10);
+	db_rows_release(&rows);
+	return 0;
+}
+
 int db_build_expire_leases(void)
 {
 	return db_run_count("UPDATE builds b SET"

@@ -47,6 +47,17 @@ int db_build_get(int64_t id, struct db_rows *out);
 /* A repo's jobs (repo_id 0: every repo's), newest first; state NULL = any. */
 int db_build_list(int64_t repo_id, const char *state, long limit, long offset, struct db_rows *out);
 
+/* Build matrices (docs/build-farm.md, "The build matrix"): of repo_id's
+ * commit (not NULL), or of its commits with builds newest first (the
+ * commit of the newest job first; commits limit and offset), the newest
+ * job of each commit and variant: rows of enum build_column and then
+ * BUILD_MATRIX_COL_DURATION, grouped by commit in that order, by variant
+ * within one. */
+#define BUILD_MATRIX_COL_DURATION (BUILD_COL_NOTE + 1)	/* seconds started to finished (or now); NULL */
+int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct db_rows *out);
+/* How many commits of repo_id have builds. */
+int db_build_matrix_count(int64_t repo_id, long *commits);
+
 /* State changes. Only farm/build_states.c calls them (the build job's one
  * owner, whose table says which states each may start from: `from`, the
  * NULL-terminated state names an UPDATE below is limited to where it takes

@@ -161,6 +161,47 @@ static void mirror_section(struct page *pg)
 	mirror_status_list_release(&list);
 }
 
+/* A worker's variants (a JSON array of names) as text. */
+static void worker_variants_cell(struct page *pg, const char *variants)
+{
+	json_t *list = json_loads(variants, 0, NULL), *v;
+	size_t i;
+	page_html(pg, "<td class=\"worker-variants\">");
+	json_array_foreach(list, i, v) {
+		page_html(pg, i ? ", " : "");
+		page_text(pg, json_string_value(v));
+	}
+	page_html(pg, "</td>");
+	json_decref(list);
+}
+
+/* A build row's opening cells: the build (its log page), its repo, its
+ * commit (the repo's builds page of that commit) and its variant. */
+static void build_links_cells(struct page *pg, const struct db_rows *builds, size_t i)
+{
+	const char *ns = db_rows_get(builds, i, BUILD_COL_NS), *name = db_rows_get(builds, i, BUILD_COL_NAME);
+	const char *commit = db_rows_get(builds, i, BUILD_COL_COMMIT), *id = db_rows_get(builds, i, BUILD_COL_ID);
+	struct strbuf repo = STRBUF_INIT;
+	strbuf_addf(&repo, "/kernels/%s/%s", ns, name);
+	page_html(pg, "<tr><th scope=\"row\" class=\"num\"><a class=\"build-log\" href=\"");
+	page_text(pg, repo.buf);
+	page_html(pg, "/builds/");
+	page_text(pg, id);
+	page_html(pg, "/log\">");
+	page_text(pg, id);
+	page_html(pg, "</a></th><td><a class=\"build-repo\" href=\"");
+	page_text(pg, repo.buf);
+	page_html(pg, "\">");
+	page_text(pg, repo.buf + strlen("/kernels/"));
+	page_html(pg, "</a></td><td><a class=\"build-commit mono\" href=\"");
+	page_text(pg, repo.buf);
+	page_html(pg, "/builds?commit=");
+	page_text(pg, commit);
+	page_htmlf(pg, "\">%.12s</a></td>", commit);
+	page_cell(pg, "<td>", db_rows_get(builds, i, BUILD_COL_VARIANT));
+	strbuf_release(&repo);
+}
+
 /* The build farm: its workers (as GET /api/admin/workers) and the newest
  * builds of every repo (a site admin sees private repos' too). */
 static void builds_section(struct page *pg)
@@ -182,12 +223,13 @@ static void builds_section(struct page *pg)
 			      "<th scope=\"col\">Last heartbeat</th></tr></thead><tbody>");
 	static const struct { int column; const char *open; } worker_cells[] = {
 		{ WORKER_COL_NAME, "<th scope=\"row\">" }, { WORKER_COL_VERSION, "<td>" },
-		{ WORKER_COL_CONCURRENCY, "<td class=\"num\">" }, { WORKER_COL_VARIANTS, "<td>" },
+		{ WORKER_COL_CONCURRENCY, "<td class=\"num\">" },
 	};
 	for (size_t i = 0; i < workers.count; i++) {
 		page_html(pg, "<tr>");
 		for (size_t c = 0; c < sizeof(worker_cells) / sizeof(worker_cells[0]); c++)
 			page_cell(pg, worker_cells[c].open, db_rows_get(&workers, i, (size_t)worker_cells[c].column));
+		worker_variants_cell(pg, db_rows_get(&workers, i, WORKER_COL_VARIANTS));
 		page_cell(pg, "<td>", db_rows_isnull(&workers, i, WORKER_COL_HEARTBEAT) ? "never" :
 				      db_rows_get(&workers, i, WORKER_COL_HEARTBEAT));
 		page_html(pg, "</tr>");
@@ -202,16 +244,9 @@ static void builds_section(struct page *pg)
 		      "<th scope=\"col\" class=\"num\">Build</th><th scope=\"col\">Repo</th><th scope=\"col\">Commit</th>"
 		      "<th scope=\"col\">Variant</th><th scope=\"col\">State</th><th scope=\"col\">Worker</th>"
 		      "<th scope=\"col\">Created</th><th scope=\"col\">Error</th></tr></thead><tbody>");
-	static const int text_columns[] = { BUILD_COL_VARIANT, BUILD_COL_STATE, BUILD_COL_WORKER, BUILD_COL_CREATED,
-					    BUILD_COL_ERROR };
+	static const int text_columns[] = { BUILD_COL_STATE, BUILD_COL_WORKER, BUILD_COL_CREATED, BUILD_COL_ERROR };
 	for (size_t i = 0; i < builds.count; i++) {
-		page_html(pg, "<tr>");
-		page_cell(pg, "<th scope=\"row\" class=\"num\">", db_rows_get(&builds, i, BUILD_COL_ID));
-		page_html(pg, "<td>");
-		page_text(pg, db_rows_get(&builds, i, BUILD_COL_NS));
-		page_html(pg, "/");
-		page_text(pg, db_rows_get(&builds, i, BUILD_COL_NAME));
-		page_htmlf(pg, "</td><td><code>%.12s</code></td>", db_rows_get(&builds, i, BUILD_COL_COMMIT));
+		build_links_cells(pg, &builds, i);
 		for (size_t c = 0; c < sizeof(text_columns) / sizeof(text_columns[0]); c++)
 			page_cell(pg, "<td>", db_rows_get(&builds, i, (size_t)text_columns[c]));
 		page_html(pg, "</tr>");

@@ -169,9 +169,47 @@ static void compliance_summary(struct page *pg, json_t *compliance)
 	page_html(pg, ".</p>");
 }
 
+/* The build matrix shown in the variant table (api.h builds_matrices):
+ * the newest commit's, writer: the caller gets the forms. */
+struct kernel_builds {
+	json_t *matrix;		/* NULL: no commit to show, or failed */
+	int failed;		/* the builds could not be read */
+	int writer;
+};
+
+/* The matrix's cell of variant, NULL when it has none. */
+static json_t *build_cell_of(const struct kernel_builds *b, const char *variant)
+{
+	json_t *cell;
+	size_t i;
+	json_array_foreach(b->matrix ? json_object_get(b->matrix, "variants") : NULL, i, cell)
+		if (strcmp(json_string_value(json_object_get(cell, "variant")), variant) == 0)
+			return cell;
+	return NULL;
+}
+
+/* A row's build cell: its status (log link, the writer's form), or "not built". */
+static void build_cell(struct page *pg, const struct repo_record *r, const struct kernel_builds *b,
+		       const char *variant)
+{
+	json_t *cell = build_cell_of(b, variant);
+	char *back = xasprintf("/kernels/%s/%s", r->ns, r->name);
+	page_html(pg, "<td class=\"build\">");
+	if (cell) {
+		build_status_html(pg, cell);
+		if (b->writer)
+			build_actions_html(pg, r, cell, back);
+	} else {
+		page_html(pg, b->matrix ? "<span class=\"muted\">not built</span>" : "");
+	}
+	page_html(pg, "</td>");
+	free(back);
+}
+
 /* One indexed variant's row: name, backend, torch, backend version, arch,
- * OS, size, downloads and status. */
-static void variant_row(struct page *pg, const struct variant_row *row, json_t *downloads)
+ * OS, size, downloads, status and the newest commit's build. */
+static void variant_row(struct page *pg, const struct repo_record *r, const struct variant_row *row,
+			json_t *downloads, const struct kernel_builds *b)
 {
 	json_t *vj = kernel_variant_json(row);
 	json_t *fw = json_object_get(vj, "framework"), *be = json_object_get(vj, "backend");
@@ -200,12 +238,15 @@ static void variant_row(struct page *pg, const struct variant_row *row, json_t *
 	} else {
 		page_html(pg, "<span class=\"badge ok\">present</span>");
 	}
-	page_html(pg, "</td></tr>");
+	page_html(pg, "</td>");
+	build_cell(pg, r, b, row->name);
+	page_html(pg, "</tr>");
 	json_decref(vj);
 }
 
 /* The rows of required variants that are absent, per group. */
-static void missing_rows(struct page *pg, json_t *compliance)
+static void missing_rows(struct page *pg, const struct repo_record *r, json_t *compliance,
+			 const struct kernel_builds *b)
 {
 	size_t i, m;
 	json_t *group, *name;
@@ -218,12 +259,75 @@ static void missing_rows(struct page *pg, json_t *compliance)
 			page_cell(pg, "<td>", str(group, "backend"));
 			page_html(pg, "<td colspan=\"6\" class=\"muted\">required for ");
 			page_text(pg, str(group, "system"));
-			page_html(pg, "</td><td><span class=\"badge missing\">missing</span></td></tr>");
+			page_html(pg, "</td><td><span class=\"badge missing\">missing</span></td>");
+			build_cell(pg, r, b, json_string_value(name));
+			page_html(pg, "</tr>");
 		}
 	}
 }
 
-static void matrix_section(struct page *pg, struct repo_handle *h, const struct variant_rows *rows, const char *label)
+/* 1 when the table has a row of variant (indexed, or required and missing). */
+static int table_has(const struct variant_rows *rows, json_t *compliance, const char *variant)
+{
+	size_t i, m;
+	json_t *group, *name;
+	for (i = 0; i < rows->count; i++)
+		if (strcmp(rows->items[i].name, variant) == 0)
+			return 1;
+	json_array_foreach(json_object_get(compliance, "groups"), i, group)
+		json_array_foreach(json_object_get(group, "missing"), m, name)
+			if (strcmp(json_string_value(name), variant) == 0)
+				return 1;
+	return 0;
+}
+
+/* Rows of the variants built (or building) that the table has none of. */
+static void build_only_rows(struct page *pg, const struct repo_record *r, const struct variant_rows *rows,
+			    json_t *compliance, const struct kernel_builds *b, const char *label)
+{
+	json_t *cell;
+	size_t i;
+	json_array_foreach(b->matrix ? json_object_get(b->matrix, "variants") : NULL, i, cell) {
+		const char *variant = json_string_value(json_object_get(cell, "variant"));
+		if (table_has(rows, compliance, variant))
+			continue;
+		page_html(pg, "<tr class=\"build-only\" data-build-only=\"");
+		page_text(pg, variant);
+		page_html(pg, "\">");
+		page_cell(pg, "<th scope=\"row\" class=\"mono\">", variant);
+		page_html(pg, "<td colspan=\"8\" class=\"muted\">not in ");
+		page_text(pg, label);
+		page_html(pg, "</td>");
+		build_cell(pg, r, b, variant);
+		page_html(pg, "</tr>");
+	}
+}
+
+/* Which commit the build column shows, with the writer's "Build missing". */
+static void build_column_note(struct page *pg, const struct repo_record *r, const struct kernel_builds *b)
+{
+	const char *commit = json_string_value(json_object_get(b->matrix, "commit"));
+	char *back = xasprintf("/kernels/%s/%s", r->ns, r->name);
+	if (!b->matrix) {
+		if (b->failed)
+			page_db_problem(pg);
+		free(back);
+		return;
+	}
+	page_html(pg, "<p id=\"build-column\" data-commit=\"");
+	page_text(pg, commit);
+	page_html(pg, "\">Build: the newest commit's builds, <a class=\"mono\" href=\"");
+	page_text(pg, json_string_value(json_object_get(b->matrix, "url")));
+	page_htmlf(pg, "\">%.12s</a> · <a href=\"", commit);
+	page_text(pg, back);
+	page_html(pg, "/builds\">all builds</a></p>");
+	if (b->writer)
+		build_missing_form(pg, r, commit, back);
+	free(back);
+}
+
+static void matrix_section(struct page *pg, struct repo_handle *h, const struct variant_rows *rows, const char *label,
+			   const struct kernel_builds *b)
 {
 	json_t *compliance = kernel_compliance_json(rows), *downloads = downloads_by_variant(h->record.id);
 	page_html(pg, "<section aria-labelledby=\"variants-h\"><h2 id=\"variants-h\">Variants of ");
@@ -235,11 +339,14 @@ static void matrix_section(struct page *pg, struct repo_handle *h, const struct 
 		      "<th scope=\"col\">Variant</th><th scope=\"col\">Backend</th><th scope=\"col\">Torch</th>"
 		      "<th scope=\"col\">CUDA/ROCm</th><th scope=\"col\">Arch</th><th scope=\"col\">OS</th>"
 		      "<th scope=\"col\" class=\"num\">Size</th><th scope=\"col\" class=\"num\">Downloads (30 d)</th>"
-		      "<th scope=\"col\">Status</th></tr></thead><tbody>");
+		      "<th scope=\"col\">Status</th><th scope=\"col\">Build</th></tr></thead><tbody>");
 	for (size_t k = 0; k < rows->count; k++)
-		variant_row(pg, &rows->items[k], downloads);
-	missing_rows(pg, compliance);
-	page_html(pg, "</tbody></table></div></section>");
+		variant_row(pg, &h->record, &rows->items[k], downloads, b);
+	missing_rows(pg, &h->record, compliance, b);
+	build_only_rows(pg, &h->record, rows, compliance, b, label);
+	page_html(pg, "</tbody></table></div>");
+	build_column_note(pg, &h->record, b);
+	page_html(pg, "</section>");
 	json_decref(compliance);
 	json_decref(downloads);
 }
@@ -330,6 +437,28 @@ static void charts_section(struct page *pg, const struct repo_record *r, const s
 		      "<div class=\"chart\" id=\"chart-downloads\"></div></section>");
 }
 
+/* The build column's matrix: of main's head, else of the newest commit
+ * with builds (none: no main and no builds). */
+static struct kernel_builds newest_builds(struct request *req, struct repo_handle *h)
+{
+	struct kernel_builds b = { NULL, 0, web_caller_writes(req) };
+	char sha[41];
+	int head = repo_resolve_revision(h->git, "main", sha) == 0;
+	json_t *list = NULL;
+	if (builds_matrices(req, head ? sha : NULL, 1, 0, &list) < 0) {
+		b.failed = 1;
+		return b;
+	}
+	if (json_array_size(list))
+		b.matrix = json_incref(json_array_get(list, 0));
+	else if (head)
+		b.matrix = json_pack("{s:s, s:o, s:[]}", "commit", sha, "url",
+				     json_sprintf("/kernels/%s/%s/builds?commit=%s", h->record.ns, h->record.name, sha),
+				     "variants");
+	json_decref(list);
+	return b;
+}
+
 enum MHD_Result page_kernel(struct request *req)
 {
 	struct repo_handle *h = req->repo;
@@ -361,7 +490,9 @@ enum MHD_Result page_kernel(struct request *req)
 	const char *asked = request_query(req, "rev");
 	kernel_page_header_at(&pg, h, "overview", asked && asked[0] ? label : NULL);
 	usage_section(&pg, req, &h->record, &versions, sha);
-	matrix_section(&pg, h, &rows, label);
+	struct kernel_builds builds = newest_builds(req, h);
+	matrix_section(&pg, h, &rows, label, &builds);
+	json_decref(builds.matrix);
 	will_it_load_section(&pg, &h->record, sha);
 	versions_section(&pg, h, &versions);
 	readme_section(&pg, h, sha);

@@ -269,8 +269,9 @@ void kernel_page_header_at(struct page *pg, struct repo_handle *h, const char *t
 	if (r->mirrored)
 		page_html(pg, "<span class=\"badge\">mirror</span>");
 	page_htmlf(pg, "<span class=\"muted\">%lld downloads</span></div>", (long long)r->downloads);
-	static const struct { const char *tab, *label, *what; } tabs[] = {
-		{ "overview", "Overview", NULL }, { "files", "Files", "tree" }, { "commits", "Commits", "commits" },
+	static const struct { const char *tab, *label, *what, *suffix; } tabs[] = {
+		{ "overview", "Overview", NULL, "" }, { "files", "Files", "tree", NULL },
+		{ "commits", "Commits", "commits", NULL }, { "builds", "Builds", NULL, "/builds" },
 	};
 	page_html(pg, "<nav class=\"tabs\" aria-label=\"Kernel\">");
 	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++) {
@@ -282,6 +283,7 @@ void kernel_page_header_at(struct page *pg, struct repo_handle *h, const char *t
 			page_text(pg, r->ns);
 			page_html(pg, "/");
 			page_text(pg, r->name);
+			page_html(pg, tabs[i].suffix);
 		}
 		page_html(pg, strcmp(tab, tabs[i].tab) == 0 ? "\" aria-current=\"page\">" : "\">");
 		page_html(pg, tabs[i].label);

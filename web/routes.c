@@ -44,6 +44,18 @@ const struct route web_routes[] = {
 	 * links): GET only, never a download count (api/resolve.c) */
 	{ METHOD_GET, "/kernels/{ns}/{name}/-/resolve/{rev}/{path*}", page_file, ROUTE_PAGE, REPO_KERNEL, NULL,
 	  ACCESS_REPO_READ },
+	/* a kernel's build matrices and logs (readers); its writers' forms call
+	 * the API's own operations (api.h) */
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/builds", page_builds, ROUTE_PAGE, REPO_KERNEL, NULL,
+	  ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/builds/{arg}/log", page_build_log, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
+	{ METHOD_POST, "/kernels/{ns}/{name}/builds", page_builds_enqueue, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
+	  ACCESS_REPO_WRITE },
+	{ METHOD_POST, "/kernels/{ns}/{name}/builds/{arg}/cancel", page_build_cancel, ROUTE_PAGE | ROUTE_BODY,
+	  REPO_KERNEL, NULL, ACCESS_REPO_WRITE },
+	{ METHOD_POST, "/kernels/{ns}/{name}/builds/{arg}/retry", page_build_retry, ROUTE_PAGE | ROUTE_BODY,
+	  REPO_KERNEL, NULL, ACCESS_REPO_WRITE },
 	{ METHOD_GET | METHOD_HEAD, "/settings/tokens", page_tokens, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_SIGNED_IN },
 	{ METHOD_POST, "/settings/tokens", page_tokens_create, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_SIGNED_IN },

@@ -159,6 +159,21 @@ void repo_page_ref_switcher(struct page *pg, struct repo_handle *h, const char *
  * links to file pages, relative images through -/resolve at sha. */
 void repo_page_markdown(struct page *pg, const struct repo_record *r, const char *ref, const char *sha,
 			const char *dir, const char *text);
+enum MHD_Result page_builds(struct request *req);		/* web/pages_builds.c */
+enum MHD_Result page_build_log(struct request *req);
+enum MHD_Result page_builds_enqueue(struct request *req);
+enum MHD_Result page_build_cancel(struct request *req);
+enum MHD_Result page_build_retry(struct request *req);
+
+/* The build matrix's pieces the kernel page shares (web/pages_builds.c):
+ * 1 when the caller may write req->repo (the forms are shown); a cell's
+ * status badge with its log link; a writer's cancel or retry form for the
+ * cell's build; the "Build missing" form of commit. back: the path the
+ * form's answer returns to. */
+int web_caller_writes(struct request *req);
+void build_status_html(struct page *pg, json_t *cell);
+void build_actions_html(struct page *pg, const struct repo_record *r, json_t *cell, const char *back);
+void build_missing_form(struct page *pg, const struct repo_record *r, const char *commit, const char *back);
 
 /* The kernel pages' header and tabs (web/pages_kernels.c). */
 void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab);

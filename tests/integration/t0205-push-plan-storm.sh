@@ -81,14 +81,14 @@ ended_at_answer=$(stopped)
 is "$rc" 0 "bob's git push during the storm succeeds"
 diag "bob's push took $bob_ms ms (slow plans ended by then: $ended_at_answer of $N)"
 ok "$([ $bob_ms -lt $((KILL_S * 1000)) ] && echo 0 || echo 1)" "… answered in less than the planner's kill ($KILL_S s)"
-like "$(cat "$TEST_DIR/bob.out")" "remote: khub: refs/heads/main: builds of ${BSHA:0:12} will be planned after this push: see $KHUB_URL/api/kernels/bob/fast/builds" \
+like "$(cat "$TEST_DIR/bob.out")" "remote: khub: refs/heads/main: builds of ${BSHA:0:12} will be planned after this push: see $KHUB_URL/kernels/bob/fast/builds\\?commit=$BSHA" \
 	"… and told where its builds will show"
 wait $pids
 is "$(cat "$TEST_DIR"/push*.code | cut -d' ' -f1 | sort | uniq -c | tr -s ' ')" " $N 0" "the $N slow pushes succeed"
 slowest=$(cat "$TEST_DIR"/push*.code | cut -d' ' -f2 | sort -n | tail -1)
 diag "the slowest of them took $slowest ms"
 ok "$([ "$slowest" -lt $((KILL_S * 1000)) ] && echo 0 || echo 1)" "… each answered in less than the planner's kill ($KILL_S s): none waited for its plan"
-like "$(cat "$TEST_DIR/push1.out")" "remote: khub: refs/heads/s1: builds of [0-9a-f]{12} will be planned after this push: see $KHUB_URL/api/kernels/alice/slow/builds" \
+like "$(cat "$TEST_DIR/push1.out")" "remote: khub: refs/heads/s1: builds of [0-9a-f]{12} will be planned after this push: see $KHUB_URL/kernels/alice/slow/builds\\?commit=[0-9a-f]{40}" \
 	"… each told where its builds will show"
 
 # bob's push is planned: its builds appear, in its turn (not after the storm)
