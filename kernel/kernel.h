@@ -245,6 +245,11 @@ struct compliance_group {
 	const char **present, **missing, **invalid_metadata;	/* owned arrays of borrowed names */
 	size_t npresent, nmissing, ninvalid;
 	int compliant;			/* nothing missing or broken */
+	/* the revision has a valid arch variant of this backend for this
+	 * system (any torch): it aims at it, so what the group lacks is what
+	 * stands between it and compliance there; a group not targeted is
+	 * simply not built for, which makes nothing "missing" */
+	int targeted;
 };
 
 struct compliance {
