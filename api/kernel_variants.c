@@ -231,9 +231,10 @@ void kernel_compatibility_add(json_t *body, const struct variant_rows *rows, con
 	json_decref(invalid);
 	const struct variant_row *best = nvalid && decisions[0].accepted ? valid_rows[decisions[0].index] : NULL;
 	if (best && best->metadata_status != VARIANT_METADATA_OK) {
-		char *w = xasprintf("the loader picks %s, whose metadata.json is %s: get_kernel fails for it (kernels "
-				    "reads the chosen variant's metadata.json and does not fall back to the next one)",
-				    best->name, variant_metadata_status_name(best->metadata_status));
+		char *w = xasprintf("the loader picks %s, whose metadata.json is %s (%s): get_kernel fails for it "
+				    "(kernels reads the chosen variant's metadata.json and does not fall back to the next "
+				    "one)", best->name, variant_metadata_status_name(best->metadata_status),
+				    best->metadata_error ? best->metadata_error : "no reason recorded");
 		json_array_append_new(warnings, json_string(w));
 		free(w);
 	}

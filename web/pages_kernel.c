@@ -35,17 +35,18 @@ static int pick_revision(struct request *req, struct repo_handle *h, const struc
 }
 
 /* A snippet: a full-width block that scrolls sideways inside a box the
- * keyboard reaches (a named region), never cut off. Closed by snippet_end. */
+ * keyboard reaches (a named region), never cut off; kernel.js puts its Copy
+ * button in the corner of the snippet-box. Closed by snippet_end. */
 static void snippet_start(struct page *pg, const char *id, const char *label)
 {
-	page_html(pg, "<pre class=\"snippet\" tabindex=\"0\" role=\"region\" aria-label=\"");
+	page_html(pg, "<div class=\"snippet-box\"><pre class=\"snippet\" tabindex=\"0\" role=\"region\" aria-label=\"");
 	page_text(pg, label);
 	page_htmlf(pg, "\"><code id=\"%s\">", id);
 }
 
 static void snippet_end(struct page *pg)
 {
-	page_html(pg, "</code></pre>");
+	page_html(pg, "</code></pre></div>");
 }
 
 static void usage_section(struct page *pg, struct request *req, const struct repo_record *r,
@@ -288,8 +289,9 @@ static const char *variant_group(json_t *vj)
 	return str(json_object_get(vj, "backend"), "name");
 }
 
-/* One group of the matrix under <details>: closed unless something in it
- * needs a look (a variant that cannot load, a required one missing). */
+/* One group of the matrix under <details>, closed: its summary counts
+ * what needs a look (variants that cannot load, required ones missing),
+ * which variant_problems and compliance_summary name above it. */
 static void matrix_group(struct page *pg, const char *key, const char *title, json_t **vjs,
 			 const struct variant_rows *rows, json_t *downloads, json_t *compliance)
 {
@@ -305,7 +307,7 @@ static void matrix_group(struct page *pg, const char *key, const char *title, js
 		return;
 	page_html(pg, "<details class=\"variant-group\" data-group=\"");
 	page_text(pg, key);
-	page_html(pg, bad || missing ? "\" open><summary>" : "\"><summary>");
+	page_html(pg, "\"><summary>");
 	page_text(pg, title);
 	page_htmlf(pg, " <span class=\"status\">%zu variant%s", count, count == 1 ? "" : "s");
 	if (missing)
@@ -323,6 +325,27 @@ static void matrix_group(struct page *pg, const char *key, const char *title, js
 	page_html(pg, "</tbody></table></div></details>");
 }
 
+/* The variants that cannot load, each with why (the variants API's words),
+ * above the folded groups: a reason is never hidden in a closed one. */
+static void variant_problems(struct page *pg, json_t **vjs, size_t n)
+{
+	size_t shown = 0;
+	for (size_t k = 0; k < n; k++) {
+		json_t *vj = vjs[k];
+		if (json_is_true(json_object_get(vj, "valid")) &&
+		    strcmp(str(json_object_get(vj, "metadata"), "status"), "ok") == 0)
+			continue;
+		page_html(pg, shown++ ? "<li>" : "<ul id=\"variant-problems\" aria-label=\"Variants that cannot load\"><li>");
+		page_html(pg, "<code>");
+		page_text(pg, str(vj, "name"));
+		page_html(pg, "</code> ");
+		variant_status(pg, vj);
+		page_html(pg, "</li>");
+	}
+	if (shown)
+		page_html(pg, "</ul>");
+}
+
 static void matrix_section(struct page *pg, struct repo_handle *h, const struct variant_rows *rows, const char *label,
 			   json_t *compliance)
 {
@@ -334,6 +357,7 @@ static void matrix_section(struct page *pg, struct repo_handle *h, const struct 
 	page_text(pg, label);
 	page_html(pg, "</h2>");
 	compliance_summary(pg, compliance);
+	variant_problems(pg, vjs, rows->count);
 	page_html(pg, "<div id=\"variant-matrix\">");
 	for (const struct kernel_backend *b = kernel_backends; b->name; b++)
 		matrix_group(pg, b->name, b->title, vjs, rows, downloads, compliance);

@@ -189,11 +189,12 @@ await anon.page.goto("/kernels/acme/layernorm");
 await test("kernel page: an invalid metadata.json's row says why, in the API's words", async () => {
 	const v = (await must("GET", "/api/kernels/acme/layernorm/variants?revision=v1")).data.variants
 		.find((x) => x.name === BROKEN);
-	const why = anon.page.locator(`tr[data-variant="${BROKEN}"] .metadata-error`);
+	const why = anon.page.locator("#variant-problems li", { hasText: BROKEN }).locator(".metadata-error");
 	const text = (await why.textContent()) || "";
 	const visible = await why.isVisible();
-	return v.metadata.error && text === v.metadata.error && visible ? [] :
-		[`page "${text}" (visible ${visible}) API "${v.metadata.error}"`];
+	const row = await anon.page.textContent(`tr[data-variant="${BROKEN}"] .metadata-error`);
+	return v.metadata.error && text === v.metadata.error && visible && row === text ? [] :
+		[`page "${text}" (visible ${visible}, row "${row}") API "${v.metadata.error}"`];
 });
 async function badgeAndRows(page, repo) {
 	const c = (await must("GET", `/api/kernels/${repo}/compliance?revision=v1`)).data.versions[0];
@@ -265,7 +266,11 @@ await test("kernel page: variant groups fold; the page is measured at 1366x900",
 	await shot(page, "find-kernel-1366-full", true);
 	const closed = await page.$$eval("#variant-matrix details:not([open])", (d) => d.map((x) => x.dataset.group));
 	const open = await page.$$eval("#variant-matrix details[open]", (d) => d.map((x) => x.dataset.group));
-	return closed.includes("metal") && open.includes("cuda") ? [] : [`closed ${closed} open ${open}`];
+	const problems = JSON.stringify(closed) === JSON.stringify(["cuda", "cpu", "metal"]) && !open.length ? [] :
+		[`closed ${closed} open ${open}`];
+	await page.click("#variant-matrix details[data-group=metal] summary");
+	if (!(await page.isVisible("tr[data-variant='torch211-metal-aarch64-darwin']"))) problems.push("a group does not open");
+	return problems;
 });
 
 // ---- Will it load for me? -----------------------------------------------------------------------
@@ -296,6 +301,16 @@ await test("will it load without JavaScript: macOS 26 on Apple silicon picks the
 	await Promise.all([page.waitForNavigation(), page.click("#wil-form button[type=submit]")]);
 	const old = await page.getAttribute("#wil-selected", "data-selected");
 	if (old === "torch211-metal-aarch64-darwin") problems.push("macOS 15.5 still picks the Metal variant");
+	await page.fill("#wil-torch", "2.12");
+	await page.selectOption("#wil-backend", "cuda");
+	await page.fill("#wil-backend_version", "13.0");
+	await page.selectOption("#wil-os", "linux");
+	await page.selectOption("#wil-arch", "x86_64");
+	await Promise.all([page.waitForNavigation(), page.click("#wil-form button[type=submit]")]);
+	const error = (await must("GET", "/api/kernels/acme/layernorm/variants?revision=v1")).data.variants
+		.find((x) => x.name === BROKEN).metadata.error;
+	const notice = await page.textContent("#wil-result .notice").catch(() => "");
+	if (!notice.includes(BROKEN) || !notice.includes(error)) problems.push(`the warning does not say why: "${notice}"`);
 	await page.fill("#wil-torch", "x.y");
 	const bad = await Promise.all([page.waitForNavigation(), page.click("#wil-form button[type=submit]")]);
 	const alert = await page.textContent("#wil-result [role=alert]").catch(() => "");
