@@ -186,6 +186,7 @@ static void compliance_summary(struct page *pg, json_t *compliance)
 	page_html(pg, "<div id=\"compliance-summary\"><p>");
 	page_html(pg, compliant ? "<span class=\"badge ok\">compliant</span>" :
 				  "<span class=\"badge bad\">not compliant</span>");
+	page_html(pg, " with the required build list");
 	group_labels(pg, compliance, 1, 1, " for ");
 	if (json_is_true(json_object_get(python, "compliant"))) {
 		page_html(pg, " as a Python-only kernel (");
@@ -195,8 +196,13 @@ static void compliance_summary(struct page *pg, json_t *compliance)
 		}
 		page_html(pg, ", which load everywhere)");
 	} else if (!compliant) {
-		page_html(pg, ": no system and backend has every required variant with valid metadata, and no "
-			      "Python-only variant (torch-cuda, torch-cpu…) is there");
+		page_html(pg, ": no system has all of its required variants with valid metadata, and there is no "
+			      "Python-only variant (");
+		json_array_foreach(json_object_get(python, "accepted"), i, v) {
+			page_html(pg, i ? ", " : "");
+			page_text(pg, json_string_value(v));
+		}
+		page_html(pg, ") with valid metadata");
 	}
 	page_html(pg, ".</p><p class=\"incomplete\">");
 	group_labels(pg, compliance, 0, 1, "Incomplete for ");
