@@ -194,6 +194,10 @@ void kernel_index_catch_up_stop(void);
  * required build list as the compliance API shows it. The caller owns both. */
 json_t *kernel_variant_json(const struct variant_row *r);
 json_t *kernel_compliance_json(const struct variant_rows *rows);
+/* What the loader would pick from rows for env: adds environment, selected,
+ * variants (accepted, best first), rejected (with reasons) and warnings to
+ * body, as GET .../variants?compatible=true answers. */
+void kernel_compatibility_add(json_t *body, const struct variant_rows *rows, const struct variant_env *env);
 
 /* ---- the build farm, for the web UI too (api/builds*.c) ------------------ */
 

@@ -189,8 +189,10 @@ static json_t *environment_json(const struct variant_env *env)
 			 "freeThreaded", env->free_threaded);
 }
 
-/* Accepted variants best first, rejected ones with the loader's reason. */
-static void add_compatibility(json_t *body, const struct variant_rows *rows, const struct variant_env *env)
+/* Accepted variants best first, rejected ones with the loader's reason:
+ * the answer of .../variants?compatible=true and of the kernel page's "Will
+ * it load for me?" (web/pages_kernel.c). */
+void kernel_compatibility_add(json_t *body, const struct variant_rows *rows, const struct variant_env *env)
 {
 	size_t n = rows->count, nvalid = 0;
 	struct variant_name *parsed = xcalloc(n ? n : 1, sizeof(*parsed));
@@ -229,9 +231,10 @@ static void add_compatibility(json_t *body, const struct variant_rows *rows, con
 	json_decref(invalid);
 	const struct variant_row *best = nvalid && decisions[0].accepted ? valid_rows[decisions[0].index] : NULL;
 	if (best && best->metadata_status != VARIANT_METADATA_OK) {
-		char *w = xasprintf("the loader picks %s, whose metadata.json is %s: get_kernel fails for it (kernels "
-				    "reads the chosen variant's metadata.json and does not fall back to the next one)",
-				    best->name, variant_metadata_status_name(best->metadata_status));
+		char *w = xasprintf("the loader picks %s, whose metadata.json is %s (%s): get_kernel fails for it "
+				    "(kernels reads the chosen variant's metadata.json and does not fall back to the next "
+				    "one)", best->name, variant_metadata_status_name(best->metadata_status),
+				    best->metadata_error ? best->metadata_error : "no reason recorded");
 		json_array_append_new(warnings, json_string(w));
 		free(w);
 	}
@@ -283,7 +286,7 @@ static enum MHD_Result handle_variants(struct request *req)
 	snprintf(id, sizeof(id), "%s/%s", h.record.ns, h.record.name);
 	json_t *body = json_pack("{s:s, s:s, s:s}", "id", id, "revision", rev, "sha", sha);
 	if (compatible) {
-		add_compatibility(body, &rows, &env);
+		kernel_compatibility_add(body, &rows, &env);
 	} else {
 		json_t *list = json_array();
 		for (size_t i = 0; i < rows.count; i++)
@@ -360,12 +363,12 @@ json_t *kernel_compliance_json(const struct variant_rows *rows)
 	json_t *groups = json_array(), *compliant_with = json_array();
 	for (size_t i = 0; i < c.ngroups; i++) {
 		const struct compliance_group *g = &c.groups[i];
-		json_array_append_new(groups, json_pack("{s:s, s:s, s:I, s:o, s:o, s:o, s:b}", "system", g->system,
+		json_array_append_new(groups, json_pack("{s:s, s:s, s:I, s:o, s:o, s:o, s:b, s:b}", "system", g->system,
 							"backend", g->backend, "required", (json_int_t)g->required,
 							"present", string_array(g->present, g->npresent), "missing",
 							string_array(g->missing, g->nmissing), "invalidMetadata",
 							string_array(g->invalid_metadata, g->ninvalid), "compliant",
-							g->compliant));
+							g->compliant, "targeted", g->targeted));
 		if (g->compliant) {
 			char *label = xasprintf("%s %s", g->backend, g->system);
 			json_array_append_new(compliant_with, json_string(label));

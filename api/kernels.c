@@ -246,6 +246,21 @@ static json_t *listing_item_json(const struct kernel_listing_item *it)
 				 versions ? versions : json_array());
 	json_object_set_new(item, "supportedDriverFamilies", families ? families : json_array());
 	json_object_set_new(item, "trustedPublisher", json_boolean(it->trusted_publisher));
+	/* main's README card: its tags (and license:<id>, as the Hub tags a
+	 * repo), its first paragraph */
+	json_t *tags = json_loads(it->tags, 0, NULL);
+	if (!json_is_array(tags)) {
+		json_decref(tags);
+		tags = json_array();
+	}
+	if (it->license[0]) {
+		char *license = xasprintf("license:%s", it->license);
+		json_array_append_new(tags, json_string(license));
+		free(license);
+	}
+	json_object_set_new(item, "tags", tags);
+	json_object_set_new(item, "description", json_string(it->description));
+	json_object_set_new(item, "license", it->license[0] ? json_string(it->license) : json_null());
 	return item;
 }
 

@@ -1,7 +1,8 @@
 /* compliance.c -- a revision's build variants against the required build
  * list (data/build-variants.json): per system and backend, which required
  * variants are present with valid metadata, missing, or present with
- * broken metadata; and the Python-only alternative (torch-<backend>). */
+ * broken metadata, and whether the revision aims at that system and
+ * backend at all; and the Python-only alternative (torch-<backend>). */
 #include "kernel/kernel.h"
 
 #include <stdio.h>
@@ -66,6 +67,22 @@ static int usable(const struct variant_presence *have, size_t n, const char *nam
 	return 0;
 }
 
+/* 1 when one of have is a valid arch variant of backend on system
+ * ("x86_64-linux"). */
+static int targets(const struct variant_presence *have, size_t n, const char *system, const char *backend)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct variant_name v;
+		char sys[2 * sizeof(v.arch)];
+		if (variant_name_parse(have[i].name, &v, NULL) < 0 || v.framework == VARIANT_TORCH_NOARCH)
+			continue;
+		snprintf(sys, sizeof(sys), "%s-%s", v.arch, v.os);
+		if (strcmp(v.backend, backend) == 0 && strcmp(sys, system) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 void compliance_compute(const struct required_variants *list, const struct variant_presence *have, size_t n,
 			struct compliance *out)
 {
@@ -96,6 +113,7 @@ void compliance_compute(const struct required_variants *list, const struct varia
 				g->missing[g->nmissing++] = name;
 		}
 		g->compliant = g->nmissing == 0 && g->ninvalid == 0;
+		g->targeted = targets(have, n, r->system, r->backend);
 		any |= g->compliant;
 
 		/* Python-only kernels: torch-<backend> for every backend named. */

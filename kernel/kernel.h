@@ -245,6 +245,11 @@ struct compliance_group {
 	const char **present, **missing, **invalid_metadata;	/* owned arrays of borrowed names */
 	size_t npresent, nmissing, ninvalid;
 	int compliant;			/* nothing missing or broken */
+	/* the revision has a valid arch variant of this backend for this
+	 * system (any torch): it aims at it, so what the group lacks is what
+	 * stands between it and compliance there; a group not targeted is
+	 * simply not built for, which makes nothing "missing" */
+	int targeted;
 };
 
 struct compliance {
@@ -265,6 +270,30 @@ void compliance_compute(const struct required_variants *list, const struct varia
 			struct compliance *out);
 void compliance_release(struct compliance *c);	/* accepts NULL */
 
+
+/* ---- README cards (kernel/card.c) ----------------------------------------- */
+
+#define CARD_FRONT_MATTER_MAX (64 * 1024)	/* front matter not closed by then: none */
+#define CARD_TAGS_MAX 32
+#define CARD_TAG_MAX 64				/* bytes of one tag */
+#define CARD_VALUE_MAX 128			/* bytes of license, library_name */
+#define CARD_DESCRIPTION_MAX 300		/* bytes of the description */
+#define CARD_SEARCH_TEXT_MAX (64 * 1024)	/* bytes of the body kept for search */
+
+/* A README.md as the Hub reads a model card. Every string is well-formed
+ * UTF-8 without control characters, and owned. */
+struct kernel_card {
+	int has_front_matter;
+	size_t body_offset;		/* where the Markdown body starts */
+	char *license, *library_name;	/* NULL when the front matter has none */
+	struct strvec tags;		/* at most CARD_TAGS_MAX, no repeats */
+	char *description;		/* the body's first paragraph as text; NULL none */
+	char *body_text;		/* the body's first CARD_SEARCH_TEXT_MAX bytes; NULL empty */
+};
+
+/* Read text[0..len) (any bytes) into *out; release with kernel_card_release. */
+void kernel_card_parse(const char *text, size_t len, struct kernel_card *out);
+void kernel_card_release(struct kernel_card *c);	/* accepts NULL */
 
 /* ---- selections (kernel/select.c) ----------------------------------------- */
 

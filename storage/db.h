@@ -481,6 +481,9 @@ struct kernel_listing_item {
 	char *versions;			/* owned: JSON array of the vN branch names */
 	char *backends;			/* owned: JSON array of the variants' backends */
 	int trusted_publisher;		/* the owner's flag */
+	/* main's README card (kernel_cards), all owned: "" and "[]" when none */
+	char *description, *license;
+	char *tags;			/* JSON array of the card's tags */
 };
 
 struct kernel_listing {

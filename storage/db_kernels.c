@@ -1,6 +1,7 @@
 /* db_kernels.c -- the kernel repo listing (GET /api/kernels): visibility,
  * author and search filters, the variant filters over the main and vN
- * heads of the variant index, sorting and one page. */
+ * heads of the variant index, sorting and one page; search over names
+ * and the README cards (kernel_cards). */
 #include "storage/db_internal.h"
 #include "kernel/kernel.h"
 
@@ -85,7 +86,7 @@ static void add_variant_filters(const struct kernel_listing_filter *f, struct qu
 }
 
 enum { COL_ID, COL_NS, COL_NAME, COL_PRIVATE, COL_MODIFIED, COL_CREATED, COL_DOWNLOADS, COL_OWNER, COL_TRENDING,
-       COL_VERSIONS, COL_FAMILIES, COL_TRUSTED, COL_TOTAL };
+       COL_VERSIONS, COL_FAMILIES, COL_TRUSTED, COL_DESCRIPTION, COL_LICENSE, COL_TAGS, COL_TOTAL };
 
 static void fill_item(const struct db_rows *rows, size_t i, struct kernel_listing_item *it)
 {
@@ -103,6 +104,23 @@ static void fill_item(const struct db_rows *rows, size_t i, struct kernel_listin
 	it->versions = xstrdup(db_rows_get(rows, i, COL_VERSIONS));
 	it->backends = xstrdup(db_rows_get(rows, i, COL_FAMILIES));
 	it->trusted_publisher = db_rows_get(rows, i, COL_TRUSTED)[0] == 't';
+	it->description = xstrdup(db_rows_get(rows, i, COL_DESCRIPTION));
+	it->license = xstrdup(db_rows_get(rows, i, COL_LICENSE));
+	it->tags = xstrdup(db_rows_get(rows, i, COL_TAGS));
+}
+
+/* What search= matches, the one rule of the listing (API and page): the
+ * text in org/name, or its words (english stems, every word) in org and
+ * name or in main's README card: description, tags, license, body
+ * (kernel_cards, read when main moves). Only among repos the caller may
+ * see: the visibility filter comes first. */
+static void add_search(const char *search, struct query *q)
+{
+	int p = query_param(q, search);
+	strbuf_addf(&q->sql, " AND (strpos(lower(r.namespace || '/' || r.name), lower($%d)) > 0"
+			     " OR to_tsvector('english', r.namespace || ' ' || r.name) @@ plainto_tsquery('english', $%d)"
+			     " OR EXISTS (SELECT 1 FROM kernel_cards k WHERE k.repo_id = r.id"
+			     " AND k.document @@ plainto_tsquery('english', $%d)))", p, p, p);
 }
 
 int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listing *out)
@@ -139,6 +157,7 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 		    "  WHERE h.repo_id = r.id AND (h.ref = 'refs/heads/main' OR h.ref ~ '^refs/heads/v[0-9]+$')"
 		    "  AND v.name_valid AND v.backend <> '" VARIANT_NOARCH_UNIVERSAL "'),"
 		    " (SELECT a.trusted_kernel_publisher FROM accounts a WHERE a.id = r.owner_id),"
+		    " coalesce(k.description, ''), coalesce(k.license, ''), coalesce(k.tags, '[]')::text,"
 		    " page.total"
 		    " FROM (SELECT r.id AS rid, count(*) OVER () AS total%s%s%s FROM repos r"
 		    " WHERE r.type = 'kernel' AND (NOT r.private OR $%d::boolean OR r.owner_id = $%d::bigint"
@@ -148,14 +167,14 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 	if (given(f->author))
 		strbuf_addf(&q.sql, " AND lower(r.namespace) = lower($%d)", query_param(&q, f->author));
 	if (given(f->search))
-		strbuf_addf(&q.sql, " AND strpos(lower(r.namespace || '/' || r.name), lower($%d)) > 0",
-			    query_param(&q, f->search));
+		add_search(f->search, &q);
 	if (f->trusted_only)
 		strbuf_adds(&q.sql, " AND EXISTS (SELECT 1 FROM accounts a WHERE a.id = r.owner_id"
 				    " AND a.trusted_kernel_publisher)");
 	add_variant_filters(f, &q);
 	strbuf_adds(&q.sql, order.buf);
-	strbuf_addf(&q.sql, " LIMIT %ld OFFSET %ld) page JOIN repos r ON r.id = page.rid", f->limit, f->offset);
+	strbuf_addf(&q.sql, " LIMIT %ld OFFSET %ld) page JOIN repos r ON r.id = page.rid"
+			    " LEFT JOIN kernel_cards k ON k.repo_id = r.id", f->limit, f->offset);
 	strbuf_adds(&q.sql, order.buf);
 	strbuf_release(&order);
 
@@ -180,6 +199,9 @@ void kernel_listing_release(struct kernel_listing *list)
 	for (size_t i = 0; i < list->count; i++) {
 		free(list->items[i].versions);
 		free(list->items[i].backends);
+		free(list->items[i].description);
+		free(list->items[i].license);
+		free(list->items[i].tags);
 	}
 	free(list->items);
 	memset(list, 0, sizeof(*list));

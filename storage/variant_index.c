@@ -348,6 +348,8 @@ int variant_index_update(int64_t repo_id, git_repository *git, const char *commi
 	json_t *heads = branch_heads(git);
 	int hrc = sync_heads(repo_id, heads);
 	json_decref(heads);
+	if (hrc == 0)
+		hrc = kernel_card_index(repo_id, git);
 	return rc < 0 ? rc : hrc;
 }
 
@@ -360,21 +362,27 @@ int variant_index_catch_up_repo(int64_t repo_id, git_repository *git)
 		variant_index_ensure(repo_id, git, json_string_value(json_object_get(head, "sha")));
 	int rc = sync_heads(repo_id, heads);
 	json_decref(heads);
-	return rc;
+	return rc < 0 ? rc : kernel_card_index(repo_id, git);
 }
 
 int variant_index_catch_up(const char *repo_root, long limit)
 {
-	char version[16], lim[24];
+	char version[16], lim[24], card_version[16];
 	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
 	snprintf(lim, sizeof(lim), "%ld", limit);
-	const char *params[2] = { version, lim };
+	snprintf(card_version, sizeof(card_version), "%d", KERNEL_CARD_INDEX_VERSION);
+	const char *params[3] = { version, lim, card_version };
+	/* also repos whose README card is not of main's recorded head (those
+	 * from before cards were read, at start-up) */
 	PGresult *res = db_exec("SELECT r.id, r.namespace, r.name FROM repos r WHERE r.type = 'kernel' AND ("
 				" NOT EXISTS (SELECT 1 FROM kernel_heads h WHERE h.repo_id = r.id) OR"
 				" EXISTS (SELECT 1 FROM kernel_heads h LEFT JOIN kernel_commits c"
 				" ON c.repo_id = h.repo_id AND c.commit_sha = h.commit_sha AND c.index_version >= $1::int"
-				" WHERE h.repo_id = r.id AND c.repo_id IS NULL)) ORDER BY r.id LIMIT $2::bigint",
-				2, params, NULL);
+				" WHERE h.repo_id = r.id AND c.repo_id IS NULL) OR"
+				" NOT EXISTS (SELECT 1 FROM kernel_cards k WHERE k.repo_id = r.id AND k.card_version >= $3::int"
+				" AND k.commit_sha = coalesce((SELECT h.commit_sha FROM kernel_heads h WHERE h.repo_id = r.id"
+				" AND h.ref = 'refs/heads/main'), ''))) ORDER BY r.id LIMIT $2::bigint",
+				3, params, NULL);
 	if (!res)
 		return KHUB_EDB;
 	int done = 0;

@@ -36,6 +36,16 @@ int variant_index_catch_up(const char *repo_root, long limit);
  * head, then record the heads as git has them (khub fsck --repair). */
 int variant_index_catch_up_repo(int64_t repo_id, git_repository *git);
 
+/* ---- README cards (storage/kernel_cards.c) -------------------------------- */
+
+/* Bumped when what a card records changes: every card is read again. */
+#define KERNEL_CARD_INDEX_VERSION 1
+
+/* Read the card of the repo's main README.md (kernel/card.c) into
+ * kernel_cards unless the stored one is of main's head already (no main:
+ * an empty card). Called with the variant index's updates. */
+int kernel_card_index(int64_t repo_id, git_repository *git);
+
 struct variant_row {
 	char *name;			/* owned, like every pointer below */
 	int name_valid;

@@ -43,7 +43,7 @@ static void listing_form(struct page *pg, struct request *req)
 	const char *os = request_query(req, "os"), *sort = request_query(req, "sort");
 	page_html(pg, "<form class=\"filters\" method=\"get\" action=\"/kernels\" role=\"search\" "
 		      "aria-label=\"Filter kernels\">");
-	text_field(pg, "search", "Search", "org or name", request_query(req, "search"), "search");
+	text_field(pg, "search", "Search", "name, description, tags, README", request_query(req, "search"), "search");
 	page_html(pg, "<div><label for=\"f-backend\">Backend</label><select id=\"f-backend\" name=\"backend\">");
 	option(pg, "", "any", backend);
 	for (const struct kernel_backend *b = kernel_backends; b->name; b++)
@@ -154,6 +154,36 @@ static void sparkline(struct page *pg, const long counts[SPARK_DAYS])
 	page_html(pg, "\"/></svg>");
 }
 
+/* Under the name: the README's first paragraph, its license and tags (the
+ * listing API's description, license and tags). */
+static void listing_card(struct page *pg, json_t *item)
+{
+	const char *description = json_string_value(json_object_get(item, "description"));
+	const char *license = json_string_value(json_object_get(item, "license"));
+	size_t i;
+	json_t *tag;
+	if (description && description[0]) {
+		page_html(pg, "<p class=\"description\">");
+		page_text(pg, description);
+		page_html(pg, "</p>");
+	}
+	page_html(pg, "<p class=\"card-tags\">");
+	if (license) {
+		page_html(pg, "<span class=\"badge license\" title=\"license\">");
+		page_text(pg, license);
+		page_html(pg, "</span> ");
+	}
+	json_array_foreach(json_object_get(item, "tags"), i, tag) {
+		const char *t = json_string_value(tag);
+		if (!t || strncmp(t, "license:", 8) == 0)
+			continue;	/* shown as the license */
+		page_html(pg, "<span class=\"badge tag\">");
+		page_text(pg, t);
+		page_html(pg, "</span> ");
+	}
+	page_html(pg, "</p>");
+}
+
 static void listing_row(struct page *pg, json_t *item, const long spark[SPARK_DAYS])
 {
 	const char *id = json_string_value(json_object_get(item, "id"));
@@ -176,6 +206,7 @@ static void listing_row(struct page *pg, json_t *item, const long spark[SPARK_DA
 		page_html(pg, "<span class=\"badge trusted\" title=\"published by a trusted kernel publisher\">trusted</span> ");
 	if (json_is_true(json_object_get(item, "private")))
 		page_html(pg, "<span class=\"badge private\">private</span>");
+	listing_card(pg, item);
 	page_html(pg, "</td><td>");
 	badges(pg, json_object_get(item, "versions"), "");
 	page_html(pg, "</td><td>");

@@ -59,7 +59,7 @@ get "/api/kernels/acme/relu/variants?revision=main"
 is "$(j '.variants[0].metadata.status') $(j '.variants[0].metadata.error')" \
 	'invalid "id" must be a valid Python module name' "an id that is not a module name: the API says why"
 curl -s -o "$TEST_DIR/page" "$KHUB_URL/kernels/acme/relu"
-like "$(grep -o 'metadata invalid</span> <span class="muted metadata-error">[^<]*' "$TEST_DIR/page")" \
+like "$(grep -o 'metadata invalid</span> <span class="why metadata-error">[^<]*' "$TEST_DIR/page" | head -1)" \
 	'id(&quot;|")? must be a valid Python module name$' "the page shows that reason beside 'metadata invalid'"
 like "$(grep -o 'id="compliance-summary">.*</p>' "$TEST_DIR/page")" \
 	'not compliant</span> with the required build list: no system has all of its required variants with valid metadata, and there is no Python-only variant \(torch-cpu[^)]*\) with valid metadata\.' \

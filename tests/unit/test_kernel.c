@@ -165,6 +165,17 @@ static void test_compliance(void)
 	compliance_compute(&list, have, 0, &c);
 	ok(!c.compliant && !c.python_compliant && c.groups[1].nmissing == 1, "nothing present: not compliant");
 	compliance_release(&c);
+
+	/* targeted: an arch variant of the group's backend on its system,
+	 * whatever its torch; noarch and invalid names target nothing */
+	struct variant_presence built[] = { { "torch29-cxx11-cu118-x86_64-linux", 1 }, { "torch-cuda", 1 },
+					    { "not-a-variant", 1 } };
+	compliance_compute(&list, built, 3, &c);
+	ok(c.groups[0].targeted && !c.groups[0].compliant, "an old CUDA build targets cuda x86_64-linux");
+	ok(!c.groups[1].targeted && !c.groups[2].targeted && !c.groups[3].targeted,
+	   "nothing else is targeted (cpu, cann, cuda aarch64-linux)");
+	ok(c.compliant && c.python_compliant, "compliant through torch-cuda");
+	compliance_release(&c);
 	compliance_release(NULL);
 	required_variants_release(&list);
 	required_variants_release(NULL);

@@ -1,8 +1,10 @@
 // kernel.js -- "Will it load for me?" on a kernel's page: the environment
 // (typed in, or pasted as the one line the page's python -c snippet prints)
 // is sent to the variants API (GET .../variants?compatible=true, through the
-// page's same-origin path), which answers what the kernels loader would pick
-// and why it rejects every other variant. Nothing is decided here.
+// page's same-origin path, data-endpoint), which answers what the kernels
+// loader would pick and why it rejects every other variant. Nothing is
+// decided here; without JavaScript the form goes to the page, which answers
+// the same.
 
 import { el } from './dom.js';
 import { copyButton } from './copy.js';
@@ -16,7 +18,7 @@ export function majorMinor(v) {
 	return m ? `${m[1]}.${m[2]}` : String(v).trim();
 }
 
-// "torch=2.8.0 cuda=12.8 os=linux arch=x86_64" -> {torch, backend, version, os, arch}
+// "torch=2.8.0 cuda=12.8 os=linux arch=x86_64" -> {torch, backend, version, os, arch, macos}
 export function parseEnvLine(line) {
 	const env = {};
 	for (const part of String(line).trim().split(/\s+/)) {
@@ -33,6 +35,8 @@ export function parseEnvLine(line) {
 			env.version = majorMinor(value);
 		} else if (key === 'os')
 			env.os = value.toLowerCase();
+		else if (key === 'macos' && value)
+			env.macos = majorMinor(value);
 		else if (key === 'arch')
 			env.arch = value === 'arm64' ? 'aarch64' : value === 'AMD64' ? 'x86_64' : value;
 	}
@@ -40,7 +44,7 @@ export function parseEnvLine(line) {
 }
 
 // The query the variants API reads: torch=, one of cuda=/rocm=/xpu=/cann=
-// for a versioned backend (else backend=), os=, arch=.
+// for a versioned backend (else backend=), os=, macos= (on darwin), arch=.
 export function envQuery(env) {
 	const q = new URLSearchParams({ compatible: 'true' });
 	if (env.revision)
@@ -53,6 +57,8 @@ export function envQuery(env) {
 		q.set('backend', env.backend);
 	if (env.os)
 		q.set('os', env.os);
+	if (env.macos && env.os === 'darwin')
+		q.set('macos', env.macos);
 	if (env.arch)
 		q.set('arch', env.arch);
 	return q;
@@ -94,11 +100,12 @@ function render(answer) {
 function fromForm() {
 	const data = new FormData(form);
 	return {
-		revision: data.get('revision'),
+		revision: form.dataset.revision,
 		torch: majorMinor(data.get('torch') || ''),
 		backend: data.get('backend'),
-		version: majorMinor(document.getElementById('wil-bver').value || ''),
+		version: majorMinor(data.get('backend_version') || ''),
 		os: data.get('os'),
+		macos: majorMinor(data.get('macos') || ''),
 		arch: data.get('arch'),
 	};
 }
@@ -107,8 +114,9 @@ function fillForm(env) {
 	const set = (id, v) => { if (v !== undefined && v !== '') document.getElementById(id).value = v; };
 	set('wil-torch', env.torch);
 	set('wil-backend', env.backend);
-	set('wil-bver', env.version);
+	set('wil-backend_version', env.version);
 	set('wil-os', env.os);
+	set('wil-macos', env.macos);
 	set('wil-arch', env.arch);
 }
 
@@ -117,7 +125,7 @@ async function check(event) {
 	const env = fromForm();
 	out.textContent = 'Asking the hub…';
 	try {
-		const res = await fetch(`${form.action}?${envQuery(env)}`, { headers: { Accept: 'application/json' } });
+		const res = await fetch(`${form.dataset.endpoint}?${envQuery(env)}`, { headers: { Accept: 'application/json' } });
 		const body = await res.json();
 		if (!res.ok) {
 			out.replaceChildren(el('p', { class: 'problem', role: 'alert' }, body.error || `HTTP ${res.status}`));
@@ -130,6 +138,7 @@ async function check(event) {
 }
 
 if (form && out) {
+	document.getElementById('wil-paste-box').hidden = false;
 	document.getElementById('wil-paste').addEventListener('input', (e) => fillForm(parseEnvLine(e.target.value)));
 	form.addEventListener('submit', check);
 }
