@@ -7,13 +7,15 @@ once it listens. Each POST is recorded as one JSON line in STATE_DIR/requests
 (path, the headers, the body as text, the status answered), and its body
 alone in STATE_DIR/body.N (N from 1, byte for byte, for the signature
 check). The status answered is the first line of STATE_DIR/statuses, which
-is then removed from it (none left: 200).
+is then removed from it (none left: 200). When STATE_DIR/delay holds a
+number, each answer waits that many seconds first (slow receivers).
 """
 import http.server
 import json
 import os
 import sys
 import threading
+import time
 
 state = sys.argv[1]
 lock = threading.Lock()
@@ -53,6 +55,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                       "body": body.decode("utf-8", "replace")}
             with open(os.path.join(state, "requests"), "a") as f:
                 f.write(json.dumps(record) + "\n")
+        try:
+            with open(os.path.join(state, "delay")) as f:
+                time.sleep(float(f.read().strip() or 0))
+        except FileNotFoundError:
+            pass
         self.send_response(status)
         self.send_header("Content-Length", "2")
         self.end_headers()
