@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -26,6 +27,9 @@
 /* An attempt in flight is another node's to take again after this (it
  * ends well before: webhook_timeout_s at most 300). */
 #define ATTEMPT_LEASE_S 600
+/* Settled deliveries (and their log) are kept this long, pruned hourly. */
+#define KEEP_DAYS 30
+#define PRUNE_EVERY_USEC (3600ULL * 1000000)
 
 static struct bg_thread deliverer = BG_THREAD_INIT;
 
@@ -86,30 +90,30 @@ static size_t answer_sink(char *data, size_t size, size_t n, void *ctx)
 	return at->answer_bytes > ANSWER_MAX ? 0 : size * n;	/* past the bound: stop reading */
 }
 
+static struct curl_slist *header_add(struct curl_slist *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static struct curl_slist *header_add(struct curl_slist *h, const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	return curl_slist_append(h, line);
+}
+
 /* The request's headers (the caller frees them with curl_slist_free_all). */
 static struct curl_slist *delivery_headers(const struct db_webhook_delivery *d)
 {
 	char sig[WEBHOOK_SIGNATURE_MAX];
 	struct curl_slist *h = NULL;
 	webhook_sign(d->secret, d->payload, strlen(d->payload), sig);
-	h = curl_slist_append(h, "Content-Type: application/json");
-	h = curl_slist_append(h, "Expect:");
-	char *line = xasprintf("X-Khub-Signature-256: %s", sig);
-	h = curl_slist_append(h, line);
-	free(line);
-	line = xasprintf("X-Khub-Event: %s", d->event);
-	h = curl_slist_append(h, line);
-	free(line);
-	line = xasprintf("X-Khub-Delivery: %lld", (long long)d->id);
-	h = curl_slist_append(h, line);
-	free(line);
-	line = xasprintf("X-Khub-Webhook-Id: %lld", (long long)d->webhook_id);
-	h = curl_slist_append(h, line);
-	free(line);
-	line = xasprintf("X-Khub-Attempt: %d", d->attempt);
-	h = curl_slist_append(h, line);
-	free(line);
-	return h;
+	h = header_add(h, "Content-Type: application/json");
+	h = header_add(h, "Expect:");
+	h = header_add(h, "X-Khub-Signature-256: %s", sig);
+	h = header_add(h, "X-Khub-Event: %s", d->event);
+	h = header_add(h, "X-Khub-Delivery: %lld", (long long)d->id);
+	h = header_add(h, "X-Khub-Webhook-Id: %lld", (long long)d->webhook_id);
+	return header_add(h, "X-Khub-Attempt: %d", d->attempt);
 }
 
 /* One POST: the answer's status (0: none) and, when it failed, why. */
@@ -182,6 +186,7 @@ static int stopping(void)
 
 static void *deliver_loop(void *arg)
 {
+	uint64_t next_prune = 0;
 	(void)arg;
 	log_set_request_id("webhooks");
 	pthread_mutex_lock(&deliverer.lock);
@@ -190,6 +195,11 @@ static void *deliver_loop(void *arg)
 		while (!deliverer.stopping && pthread_cond_timedwait(&deliverer.wake, &deliverer.lock, &ts) == 0)
 			;
 		pthread_mutex_unlock(&deliverer.lock);
+		if (monotonic_usec() >= next_prune) {
+			if (db_webhook_prune(KEEP_DAYS) < 0)
+				log_warn("webhooks: cannot prune old deliveries (tried again in an hour)");
+			next_prune = monotonic_usec() + PRUNE_EVERY_USEC;
+		}
 		struct db_webhook_delivery d;
 		while (!stopping() && db_webhook_claim(ATTEMPT_LEASE_S, &d) == 0) {
 			deliver_one(&d);

@@ -23,7 +23,7 @@ CREATE TABLE webhook_deliveries (
     payload         text NOT NULL,              -- the JSON body, signed as sent
     state           text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'delivered', 'failed')),
     attempts        integer NOT NULL DEFAULT 0, -- attempts started
-    next_attempt_at timestamptz NOT NULL DEFAULT now(),  -- also the lease of an attempt in flight
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),  -- also an attempt's lease; settled: when
     created_at      timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';

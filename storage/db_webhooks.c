@@ -168,3 +168,12 @@ int db_webhook_attempt_done(const struct db_webhook_delivery *d, int ok, int sta
 	return db_run("UPDATE webhook_deliveries SET state = $2,"
 		      " next_attempt_at = now() + make_interval(secs => greatest($3::int, 0)) WHERE id = $1", 3, params);
 }
+
+int db_webhook_prune(long days)
+{
+	char d[24];
+	snprintf(d, sizeof(d), "%ld", days);
+	const char *params[1] = { d };
+	return db_run_count("DELETE FROM webhook_deliveries WHERE state <> 'pending'"
+			    " AND next_attempt_at < now() - make_interval(days => $1::int)", 1, params);
+}

@@ -81,4 +81,8 @@ int db_webhook_claim(long lease_s, struct db_webhook_delivery *out);
 int db_webhook_attempt_done(const struct db_webhook_delivery *d, int ok, int status_code, int64_t duration_ms,
 			    const char *error, long retry_s);
 
+/* Remove deliveries settled (delivered or failed) more than days ago, with
+ * their log: how many, or KHUB_EDB. */
+int db_webhook_prune(long days);
+
 #endif
