@@ -35,6 +35,7 @@ struct api_context {
 	const char *hooks_dir;		/* core.hooksPath given to git receive-pack */
 	const char *conninfo;		/* database, for the push hooks */
 	long metrics_public;		/* anonymous /metrics: public repo counts only */
+	long webhooks_allow_private;	/* webhook URLs may name loopback/private addresses */
 	/* Fetch a missing LFS object of a mirrored repo from its upstream
 	 * (set by the server to the mirror module's; NULL = none). */
 	int (*lazy_fetch)(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
@@ -73,6 +74,7 @@ extern const struct route build_enqueue_routes[];	/* api/builds_enqueue.c: POST 
 extern const struct route build_worker_routes[];	/* api/builds_worker.c: register, claim, lease, log */
 extern const struct route build_source_routes[];	/* api/builds_source.c: a job's source tar */
 extern const struct route build_output_routes[];	/* api/builds_output.c: a job's output, published */
+extern const struct route webhooks_routes[];	/* api/webhooks.c: a repo's webhooks and their deliveries */
 
 /* ---- access (api/repo_access.c) ------------------------------------------ */
 

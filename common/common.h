@@ -209,6 +209,10 @@ struct net_range {
 int net_range_parse(const char *text, struct net_range *r);
 /* 1 when addr (4 or 16 bytes of family) is in r, else 0. */
 int net_range_contains(const struct net_range *r, int family, const unsigned char *addr);
+/* 1 when addr (4 or 16 bytes of family) is in a special-purpose range
+ * (loopback, private, link-local, multicast, reserved; IPv6 forms that
+ * carry an IPv4 address), which outgoing connections refuse by default. */
+int net_address_reserved(int family, const unsigned char *addr);
 
 /* ---- request metrics and Prometheus text (common/metrics.c) ----------- */
 

@@ -3,8 +3,10 @@
  * event that every handler, the lease timer, the publication and the CLI
  * call. Each passes storage the states its event may start from, read
  * from the table (the UPDATE changes nothing in any other), and checks
- * the state the change ended in against the table. */
+ * the state the change ended in against the table, then tells the repo's
+ * webhooks (lease lapses and take-backs, changed in bulk, do not). */
 #include "farm/farm.h"
+#include "storage/webhooks.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -136,6 +138,7 @@ static void ended_in(int64_t id, enum build_event event, const char *to)
 		log_error("build %" PRId64 ": %s ended in %s, which the state table does not allow", id,
 			  build_event_name(event), to);
 	assert(known);
+	webhook_event_build(id, to);	/* the repo's hooks of scope repo.build */
 }
 
 json_t *build_states_json(void)

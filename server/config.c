@@ -159,6 +159,11 @@ static const struct config_row config_rows[] = {
 	ROW(build_plan_queue_max, CONFIG_LONG, "256", 4, 100000, "build farm: plans that may wait in each planner queue (pushes: one owner at most a quarter of them, owners served in turn, more are logged and not planned; requests: more is 503 with Retry-After)"),
 	ROW(build_lease_check_ms, CONFIG_LONG, "1000", 50, 600000, "build farm: how often a background thread looks for lapsed leases (and at the next lapse, when sooner)"),
 	ROW(download_stats_flush_ms, CONFIG_LONG, "5000", 50, 3600000, "how often the download counts kept in memory are added to the database"),
+	LIVE(webhooks_allow_private, CONFIG_LONG, "0", 0, 1, "1 = repo webhooks may target loopback, private, link-local and reserved addresses (refused when a hook is created and when each delivery connects, after DNS, while 0)",
+	    TO(api_ctx.webhooks_allow_private)),
+	LIVE(webhook_retry_delays, CONFIG_STRING, "10s,1m,5m,30m", 0, 0, "repo webhooks: the waits between a delivery's attempts (comma-separated, 30s, 5m, 1h; a bare number is seconds): one attempt more than there are waits, then the delivery has failed"),
+	LIVE(webhook_timeout_s, CONFIG_LONG, "10", 1, 300, "repo webhooks: seconds one delivery attempt may take to connect and be answered"),
+	ROW(webhook_poll_ms, CONFIG_LONG, "1000", 50, 3600000, "repo webhooks: how often a node looks for deliveries that are due"),
 };
 
 #define CONFIG_ROWS (sizeof(config_rows) / sizeof(config_rows[0]))
@@ -729,6 +734,21 @@ static int check_data_dir(FILE *err, const char *dir)
 	return problems;
 }
 
+/* webhook_retry_delays: intervals jobs_parse_interval reads, at most 20. */
+static int check_webhook_retry_delays(FILE *err)
+{
+	char *list = xstrdup(config.webhook_retry_delays), *save = NULL;
+	int n = 0, bad = 0;
+	long s;
+	for (char *item = strtok_r(list, ", ", &save); item; item = strtok_r(NULL, ", ", &save))
+		bad |= ++n > 20 || jobs_parse_interval(item, &s) < 0;
+	free(list);
+	if (bad)
+		fprintf(err, "khub: webhook_retry_delays '%s' must be at most 20 comma-separated intervals (10s, 5m, 1h)\n",
+			config.webhook_retry_delays);
+	return bad;
+}
+
 int config_check(FILE *err)
 {
 	int problems = 0;
@@ -787,6 +807,7 @@ int config_check(FILE *err)
 		problems++;
 	}
 	trusted_proxies_release(&proxies);
+	problems += check_webhook_retry_delays(err);
 	if (config.public_url[0] && strncmp(config.public_url, "http://", 7) != 0 &&
 	    strncmp(config.public_url, "https://", 8) != 0) {
 		fprintf(err, "khub: public_url '%s' must start with http:// or https://\n", config.public_url);

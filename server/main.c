@@ -153,7 +153,9 @@ static int serve_run(void)
 	kernel_index_catch_up_start(config.variant_catch_up_ms);
 	build_lease_timer_start(config.build_lease_check_ms);
 	jobs_start(api_ctx.lfs);	/* gc, scrub, repack, backup: one node per round */
+	webhooks_start();	/* the queued deliveries: one node per delivery */
 	int rc = http_serve(&serve_hooks);
+	webhooks_stop();
 	jobs_stop();
 	build_lease_timer_stop();
 	build_planner_stop();

@@ -96,6 +96,10 @@ struct khub_config {
 	char *build_plan_python;
 	long build_plan_wall_ms;
 	long trash_keep_days;
+	long webhooks_allow_private;
+	char *webhook_retry_delays;
+	long webhook_timeout_s;
+	long webhook_poll_ms;
 };
 
 extern struct khub_config config;
@@ -208,6 +212,19 @@ struct job_info {
 };
 /* Fill out (max rows) with the table: the number of rows. */
 size_t jobs_describe(struct job_info *out, size_t max);
+/* ---- repo webhooks (server/webhooks.c) ------------------------------------ */
+
+/* The thread of khub serve that delivers queued webhook deliveries. */
+void webhooks_start(void);
+void webhooks_stop(void);
+/* "sha256=" and the hex HMAC-SHA256 of body under secret, as sent in
+ * X-Khub-Signature-256. */
+#define WEBHOOK_SIGNATURE_MAX (7 + 64 + 1)
+void webhook_sign(const char *secret, const char *body, size_t len, char out[WEBHOOK_SIGNATURE_MAX]);
+/* Seconds before the next try after attempt (from 1) failed, from
+ * webhook_retry_delays; -1 when it was the last. */
+long webhook_retry_delay(int attempt);
+
 /* The scheduler thread of khub serve (lfs: for the scrub; outlives jobs_stop). */
 void jobs_start(struct lfs_store *lfs);
 void jobs_stop(void);	/* a job's command is sent SIGTERM; a scrub pass ends */

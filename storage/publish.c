@@ -4,6 +4,7 @@
  * with compare-and-swap, and the after-move steps in one place. */
 #include "storage/publish_stage.h"
 #include "storage/variant_index.h"
+#include "storage/webhooks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,6 +91,8 @@ void publish_set_memory_limit(uint64_t bytes)
 void publish_new_commit_notify(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
 			       const char *new_sha)
 {
+	if (ref && new_sha)	/* every writer's commit reaches here or publish_import_ref */
+		webhook_event_content(repo_id, ref, old_sha, new_sha);
 	if (new_commit_hook && git && ref && new_sha)
 		new_commit_hook(repo_id, git, ref, old_sha && old_sha[0] ? old_sha : NULL, new_sha);
 }
@@ -353,6 +356,8 @@ int publish_import_ref(int64_t repo_id, git_repository *git, const char *ref, co
 	else
 		rc = repo_delete_ref(git, ref);
 	publish_repo_unlock(repo_id);
+	if (rc == 0 && new_sha)
+		webhook_event_content(repo_id, ref, expected_old, new_sha);
 	return rc;
 }
 

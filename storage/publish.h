@@ -48,7 +48,10 @@ void publish_set_after_move(publish_after_move_fn fn);
 
 /* Called after a ref moved to a new commit (publish_end, and the push hook
  * through publish_new_commit_notify): ref is the full name, old_sha NULL
- * for a new ref. The server registers the build farm's trigger here. */
+ * for a new ref. The server registers the build farm's trigger here.
+ * publish_new_commit_notify (and publish_import_ref) also queue the repo's
+ * repo.content webhook deliveries (storage/webhooks.h), whatever is
+ * registered. */
 typedef void (*publish_new_commit_fn)(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
 				      const char *new_sha);
 void publish_set_on_new_commit(publish_new_commit_fn fn);

@@ -1,0 +1,84 @@
+#!/bin/bash
+# t0272-webhooks-builds.sh -- repo.build deliveries (docs/webhooks.md): a
+# build job's state changes, driven through the real user and worker
+# routes (enqueue, claim, cancel), each deliver a signed POST to a real
+# receiver with the build object (id, state queued/building/cancelled,
+# variant, commit) and the repo; and with webhooks_allow_private back to 0,
+# a delivery to the hook's loopback URL is refused when it connects (the
+# attempt logged with the reason, nothing received).
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+khub_setup
+V1=torch211-cxx11-cpu-x86_64-linux
+printf '{"x86_64-linux": {"cpu": ["%s"]}}\n' "$V1" >"$TEST_DIR/variants.json"
+export KHUB_BUILD_VARIANTS=$TEST_DIR/variants.json KHUB_WEBHOOKS_ALLOW_PRIVATE=1 KHUB_WEBHOOK_POLL_MS=100 \
+	KHUB_WEBHOOK_RETRY_DELAYS=1h
+log=$TEST_DIR/setup.log
+khub_accounts	# alice, admin of acme, $ALICE
+W1=$(khub admin worker add w1 2>>"$log" | tail -n 1)
+khub_start
+. "$KHUB_SRC/tests/lib/webhooks.sh"
+recv_start
+
+H=$TEST_DIR/h
+B=$TEST_DIR/b
+api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
+	local args=(-s -D "$H" -o "$B" -w '%{http_code}' -X "$2")
+	[ -n "$1" ] && args+=(-H "Authorization: Bearer $1")
+	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
+	ST=$(curl "${args[@]}" "$KHUB_URL$3")
+}
+b64() { base64 -w0 "$@"; }
+printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' \
+	>"$TEST_DIR/build.toml"
+printf 'from ._ops import ops\n' >"$TEST_DIR/init.py"
+api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[{\"path\":\"build.toml\",\"content\":\"$(b64 "$TEST_DIR/build.toml")\",\"encoding\":\"base64\"},{\"path\":\"torch-ext/relu/__init__.py\",\"content\":\"$(b64 "$TEST_DIR/init.py")\",\"encoding\":\"base64\"}]}"
+is "$ST" 200 "acme/relu created with build.toml"
+C1=$(git --git-dir="$KHUB_DATA_DIR/repos/kernels/acme/relu.git" rev-parse main)
+SECRET=build-hook-secret-$(head -c 24 /dev/urandom | base64 | tr -dc A-Za-z0-9)
+api "$ALICE" POST /api/kernels/acme/relu/webhooks "{\"url\":\"http://127.0.0.1:$RECV_PORT/builds\",\"secret\":\"$SECRET\",\"scopes\":[\"repo.build\"]}"
+is "$ST" 201 "a repo.build hook to the receiver"
+HOOK=$(jq -r .webhook.id "$B")
+api "$W1" POST /api/workers/register "{\"version\":\"0.1\",\"concurrency\":1,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V1\"]}]}"
+is "$ST" 200 "w1 registers"
+
+# build_event N STATE: request N is the signed repo.build delivery of job $J in STATE
+build_event() {
+	recv_wait "$1"
+	ok $? "the receiver got POST $1"
+	recv_signed "$1" "$SECRET"
+	ok $? "POST $1 is signed with the hook's secret (openssl)"
+	is "$(jq -c '[.event.scope, .repo.name, .repo.type, .repo.headSha, .build.id, .build.state, .build.variant, .build.commit]' \
+		"$RECV/body.$1")" "[\"repo.build\",\"acme/relu\",\"kernel\",\"$C1\",$J,\"$2\",\"$V1\",\"$C1\"]" \
+		"POST $1: build $J $2 ($(recv_get "$1" '.headers["x-khub-event"]'))"
+}
+
+api "$ALICE" POST /api/kernels/acme/relu/builds "{\"variants\":[\"$V1\"]}"
+is "$ST" 202 "enqueue → 202"
+J=$(jq -r '.builds[0].id' "$B")
+build_event 1 queued
+api "$W1" POST /api/workers/claim "{\"variants\":[\"$V1\"],\"wait_seconds\":0}"
+is "$ST" 200 "w1 claims it"
+build_event 2 building
+api "$ALICE" POST "/api/builds/$J/cancel" '{}'
+is "$ST $(jq -r .state "$B")" "200 canceled" "alice cancels it"
+build_event 3 cancelled
+api "$W1" POST "/api/builds/$J/heartbeat" '{}'
+is "$ST" 200 "its worker's heartbeat (no state change)"
+api "$ALICE" POST /api/kernels/acme/relu/commit/main "$(printf '{"key":"header","value":{"summary":"readme"}}\n{"key":"file","value":{"content":"%s","path":"README.md","encoding":"base64"}}\n' "$(printf hi | b64)")"
+is "$ST" 200 "a commit (a repo.content event, which this hook does not take)"
+
+# ---- webhooks_allow_private = 0 again: refused when connecting -----------------------------------
+khub_stop
+KHUB_WEBHOOKS_ALLOW_PRIVATE=0 khub_start
+api "$ALICE" POST "/api/builds/$J/retry" '{}'
+is "$ST" 200 "alice retries the build: queued again"
+for _ in $(seq 1 600); do
+	api "$ALICE" GET "/api/kernels/acme/relu/webhooks/$HOOK/deliveries"
+	[ "$(jq '[.deliveries[] | select(.error != null)] | length' "$B")" -ge 1 ] && break
+	sleep 0.1
+done
+like "$(jq -r '[.deliveries[] | select(.error != null)][0].error' "$B")" '^refused: 127\.0\.0\.1 is a loopback' \
+	"the attempt to the loopback URL is refused when it connects, and logged"
+is "$(jq -r '[.deliveries[] | select(.error != null)][0].statusCode' "$B")" null "with no status code"
+is "$(recv_count)" 3 "the receiver got only the three build events (no heartbeat, no content event, nothing refused)"
+done_testing
