@@ -413,6 +413,9 @@ int ed25519_sign(const char *key_path, const void *msg, size_t len, unsigned cha
 /* The public key in a PEM file (the caller frees it with EVP_PKEY_free),
  * or NULL with err. */
 EVP_PKEY *ed25519_public_load(const char *path, char *err, size_t errlen);
+/* The public key of a private key file (the caller frees it), or NULL
+ * with err. */
+EVP_PKEY *ed25519_public_of_private(const char *key_path, char *err, size_t errlen);
 /* The public half of a private key file as PEM text (the caller frees),
  * or NULL with err. */
 char *ed25519_public_pem(const char *key_path, char key_id[ED25519_KEY_ID_LEN + 1], char *err, size_t errlen);

@@ -134,6 +134,19 @@ EVP_PKEY *ed25519_public_load(const char *path, char *err, size_t errlen)
 	return key;
 }
 
+EVP_PKEY *ed25519_public_of_private(const char *key_path, char *err, size_t errlen)
+{
+	EVP_PKEY *key = private_load(key_path, err, errlen), *pub = NULL;
+	unsigned char raw[32];
+	size_t len = sizeof(raw);
+	if (key && EVP_PKEY_get_raw_public_key(key, raw, &len) == 1 && len == 32)
+		pub = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, raw, len);
+	if (key && !pub)
+		snprintf(err, errlen, "cannot take the public half of %s", key_path);
+	EVP_PKEY_free(key);
+	return pub;
+}
+
 char *ed25519_public_pem(const char *key_path, char key_id[ED25519_KEY_ID_LEN + 1], char *err, size_t errlen)
 {
 	EVP_PKEY *key = private_load(key_path, err, errlen);
