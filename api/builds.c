@@ -1,5 +1,6 @@
 /* builds.c -- build jobs as users see them: GET /api/builds/{id}, its log,
- * cancel and retry, a repo's list, and GET /api/admin/workers; plus what
+ * its signed provenance and the hub's public signing key, cancel and retry,
+ * a repo's list, and GET /api/admin/workers; plus what
  * every build handler shares (api/builds.h). */
 #include "api/builds.h"
 
@@ -157,6 +158,52 @@ static enum MHD_Result handle_log_read(struct request *req)
 	return respond(req, 200, resp);
 }
 
+/* GET /api/builds/{id}/provenance: the signed provenance of a build the
+ * farm published (docs/build-farm.md, "Provenance"), byte for byte what
+ * the publishing commit's trailer names by sha256. */
+static enum MHD_Result handle_provenance(struct request *req)
+{
+	struct db_rows rows;
+	int64_t id;
+	enum MHD_Result result;
+	if (load_for_user(req, ROLE_READ, &id, &rows, &result) < 0)
+		return result;
+	db_rows_release(&rows);
+	char *envelope = NULL, sha[65];
+	int rc = db_build_provenance_get(id, &envelope, sha);
+	if (rc == KHUB_ENOTFOUND)
+		return respond_error(req, 404, NULL, "build %" PRId64 " has no provenance (the farm has not published it)",
+				     id);
+	if (rc < 0)
+		return respond_db_unavailable(req);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "application/json");
+	answer_headerf(&a, "X-Provenance-Sha256", "%s", sha);
+	answer_header(&a, "Cache-Control", "no-store");
+	answer_body_take(&a, envelope, strlen(envelope));
+	return answer_send(req, &a);
+}
+
+/* GET /api/signing-key: the public half of the hub's signing key (PEM),
+ * which build provenance verifies under (khub verify-build --key). */
+static enum MHD_Result handle_signing_key(struct request *req)
+{
+	char id[ED25519_KEY_ID_LEN + 1], err[512];
+	char *pem = farm_settings.signing_key ? ed25519_public_pem(farm_settings.signing_key, id, err, sizeof(err))
+					      : NULL;
+	if (!pem) {
+		log_error("the hub's signing key: %s", farm_settings.signing_key ? err : "none configured");
+		return respond_error(req, 500, NULL, "the hub's signing key cannot be read");
+	}
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "application/x-pem-file");
+	answer_headerf(&a, "X-Key-Id", "%s", id);
+	answer_body_take(&a, pem, strlen(pem));
+	return answer_send(req, &a);
+}
+
 /* A change to the route's job: its id, with the caller's write access to
  * its repo checked. */
 static int load_for_change(struct request *req, int64_t *id, enum MHD_Result *result)
@@ -300,6 +347,9 @@ const struct route builds_routes[] = {
 	{ METHOD_GET | METHOD_HEAD, "/api/builds/{arg}", handle_get, ROUTE_HANDLER_ACCESS, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_GET | METHOD_HEAD, "/api/builds/{arg}/log", handle_log_read, ROUTE_HANDLER_ACCESS, 0, NULL,
 	  ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/api/builds/{arg}/provenance", handle_provenance, ROUTE_HANDLER_ACCESS, 0, NULL,
+	  ACCESS_PUBLIC },
+	{ METHOD_GET | METHOD_HEAD, "/api/signing-key", handle_signing_key, 0, 0, NULL, ACCESS_PUBLIC },
 	{ METHOD_POST, "/api/builds/{arg}/cancel", handle_cancel, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0, NULL,
 	  ACCESS_PUBLIC },
 	{ METHOD_POST, "/api/builds/{arg}/retry", handle_retry, ROUTE_BODY | ROUTE_HANDLER_ACCESS, 0, NULL,

@@ -115,6 +115,12 @@ int hex_decode(const char *hex, unsigned char *out, size_t len);
 /* 1 when s is exactly n lowercase hex characters. */
 int is_lower_hex(const char *s, size_t n);
 
+/* Standard base64 (with padding) of len bytes; the caller frees. */
+char *base64_encode(const void *data, size_t len);
+/* Decode strict standard base64 (no blanks); the caller frees; NULL when
+ * it is not base64. */
+unsigned char *base64_decode_strict(const char *text, size_t len, size_t *out_len);
+
 /* SHA-256 of a buffer as 64 hex chars + NUL. */
 void sha256_hex(const void *data, size_t len, char out[65]);
 /* Finish a SHA-256 that ctx was fed (EVP_DigestInit_ex with EVP_sha256())
@@ -395,6 +401,32 @@ char *spawn_find_program(const char *name, const char *path);
 const char *khub_strerror(int err);
 /* KHUB_ENOSPC for a full disk or quota (ENOSPC, EDQUOT), else KHUB_EIO. */
 int khub_err_from_errno(int errnum);
+/* ---- Ed25519 keys and signatures (common/ed25519.c) ----------------------- */
+
+/* The hub's one signer: sync bundles and build provenance sign with it.
+ * Functions return 0 or a negative enum khub_err; err gets a message. */
+#define ED25519_KEY_ID_LEN 16	/* hex characters of a key id */
+#define ED25519_SIG_LEN 64
+/* PREFIX.key (PEM PKCS#8, mode 0600) and PREFIX.pub (PEM); fills key_id.
+ * KHUB_EEXIST when PREFIX.key is there already (never overwritten). */
+int ed25519_keygen(const char *prefix, char key_id[ED25519_KEY_ID_LEN + 1], char *err, size_t errlen);
+/* Sign len bytes of msg (pure Ed25519, no prehash) with the private key
+ * file key_path; key_id gets the key's id. */
+int ed25519_sign(const char *key_path, const void *msg, size_t len, unsigned char sig[ED25519_SIG_LEN],
+		 char key_id[ED25519_KEY_ID_LEN + 1], char *err, size_t errlen);
+/* The public key in a PEM file (the caller frees it with EVP_PKEY_free),
+ * or NULL with err. */
+EVP_PKEY *ed25519_public_load(const char *path, char *err, size_t errlen);
+/* The public key of a private key file (the caller frees it), or NULL
+ * with err. */
+EVP_PKEY *ed25519_public_of_private(const char *key_path, char *err, size_t errlen);
+/* The public half of a private key file as PEM text (the caller frees),
+ * or NULL with err. */
+char *ed25519_public_pem(const char *key_path, char key_id[ED25519_KEY_ID_LEN + 1], char *err, size_t errlen);
+int ed25519_key_id(EVP_PKEY *key, char id[ED25519_KEY_ID_LEN + 1]);
+/* 1 when sig is key's signature of msg, else 0. */
+int ed25519_verify(EVP_PKEY *key, const void *msg, size_t len, const unsigned char sig[ED25519_SIG_LEN]);
+
 /* ---- CPUs this process may use (common/cpus.c) --------------------------- */
 
 /* The CPUs this process may run on: the online CPUs narrowed by its

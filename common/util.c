@@ -1,9 +1,11 @@
 /* util.c -- allocation, hex, hashing, time and filesystem helpers. */
 #include "common.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -110,6 +112,34 @@ int is_lower_hex(const char *s, size_t n)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return 0;
 	return s[i] == '\0';
+}
+
+char *base64_encode(const void *data, size_t len)
+{
+	char *out = xmalloc(4 * ((len + 2) / 3) + 1);
+	EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+	return out;
+}
+
+unsigned char *base64_decode_strict(const char *text, size_t len, size_t *out_len)
+{
+	if (len % 4 != 0 || len > INT_MAX)
+		return NULL;
+	for (size_t i = 0; i < len; i++)	/* EVP_DecodeBlock skips blanks: the strict alphabet only */
+		if (!isalnum((unsigned char)text[i]) && text[i] != '+' && text[i] != '/' &&
+		    !(text[i] == '=' && i + 2 >= len))
+			return NULL;
+	if (len && text[len - 2] == '=' && text[len - 1] != '=')
+		return NULL;
+	unsigned char *out = xmalloc(len / 4 * 3 + 1);
+	int n = len ? EVP_DecodeBlock(out, (const unsigned char *)text, (int)len) : 0;
+	if (n < 0) {
+		free(out);
+		return NULL;
+	}
+	size_t pad = len && text[len - 1] == '=' ? (text[len - 2] == '=' ? 2 : 1) : 0;
+	*out_len = (size_t)n - pad;
+	return out;
 }
 
 void sha256_hex(const void *data, size_t len, char out[65])

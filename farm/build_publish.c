@@ -41,6 +41,9 @@ struct job_view {
 	json_t *digest;			/* its "digest" (owned; NULL: none) */
 	char earlier[41];		/* what an earlier build of this source commit and variant
 					 * published, "" when none */
+	char started[40];		/* when the job was claimed, "" unknown */
+	char *source_url, *source_revision;	/* an external source (owned), or NULL */
+	char toml_sha256[65];		/* of the source's build.toml, "" when none */
 };
 
 /* 1 when the variant's metadata.json at commit sha has the digest d: the
@@ -158,6 +161,41 @@ static int variant_ops(struct op_list *l, git_repository *git, const struct job_
 	return rc;
 }
 
+/* Sign and store the build's provenance (farm/build_provenance.c): its
+ * subjects are the files l puts under build/<variant>/. *trailer (owned)
+ * names it in the publishing commit. */
+static int provenance_record(const struct job_view *v, const char *worker, const struct op_list *l, char **trailer)
+{
+	char *prefix = xasprintf("build/%s/", v->variant);
+	size_t plen = strlen(prefix), n = 0;
+	struct build_provenance_file *files = xcalloc(l->n + 1, sizeof(*files));
+	for (size_t i = 0; i < l->n; i++)
+		if (l->ops[i].kind == PUBLISH_PUT && strncmp(l->ops[i].path, prefix, plen) == 0)
+			files[n++] = (struct build_provenance_file){ l->ops[i].path + plen, l->ops[i].data, l->ops[i].len };
+	struct build_provenance_input in = {
+		.id = v->id, .hub = farm_settings.hub_url ? farm_settings.hub_url : "khub", .ns = v->ns, .name = v->name,
+		.commit = v->commit, .variant = v->variant, .source_url = v->source_url,
+		.source_revision = v->source_revision, .build_toml_sha256 = v->toml_sha256, .worker = worker,
+		.started = v->started[0] ? v->started : NULL, .metadata = v->metadata, .metadata_len = v->metadata_len,
+		.files = files, .nfiles = n,
+	};
+	char *statement = build_provenance_statement(&in), *envelope = NULL, sha[65], id[ED25519_KEY_ID_LEN + 1];
+	char err[512] = "no signing key (signing_key)";
+	int rc = farm_settings.signing_key ? build_provenance_sign(farm_settings.signing_key, statement, &envelope, sha,
+								   id, err, sizeof(err)) : KHUB_EINVAL;
+	if (rc < 0) {
+		log_error("build %" PRId64 ": cannot sign its provenance: %s", v->id, err);
+		rc = KHUB_EIO;
+	} else if ((rc = db_build_provenance_put(v->id, envelope, sha, id)) == 0) {
+		*trailer = xasprintf("Provenance: /api/builds/%" PRId64 "/provenance sha256:%s", v->id, sha);
+	}
+	free(envelope);
+	free(statement);
+	free(files);
+	free(prefix);
+	return rc;
+}
+
 /* Commit build/<variant>/ on v<version>; sha gets the new commit, or the
  * published one whose files are identical (*identical 1: nothing
  * committed, a rebuild of the same source and toolchain): its files but
@@ -173,6 +211,7 @@ static int publish_variant(const struct repo_record *rec, const struct job_view 
 	struct publish_result res = { .failed_op = 0 };
 	const struct publish_actor *who = farm_actor(worker);
 	char ref[48], old[41] = "", parent[41] = "", *published = NULL, *summary = NULL, *description = NULL;
+	char *trailer = NULL;
 	char *path = xasprintf("build/%s/" BUILD_METADATA_FILE, v->variant);
 	snprintf(branch, 32, "v%ld", version);
 	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
@@ -183,13 +222,14 @@ static int publish_variant(const struct repo_record *rec, const struct job_view 
 	int exists = repo_ref_read(git, ref, old) == 0;
 	if (!exists && repo_resolve_revision(git, "main", parent) < 0)
 		parent[0] = '\0';
-	if ((rc = variant_ops(&l, git, v, tar, exists, exists ? old : parent)) < 0)
+	if ((rc = variant_ops(&l, git, v, tar, exists, exists ? old : parent)) < 0 ||
+	    (rc = provenance_record(v, worker, &l, &trailer)) < 0)
 		goto cleanup;
 	published = exists ? repo_read_text_file(git, old, path, METADATA_MAX_BYTES) : NULL;
 	int earlier = v->earlier[0] && strcmp(v->earlier, old) != 0 && same_digest(git, v->earlier, v->variant, v->digest);
 	summary = xasprintf("Build %s of %.7s (build #%" PRId64 ")", v->variant, v->commit, v->id);
 	description = xasprintf("Built by khub's build farm from %s/%s at %s (build #%" PRId64 ", worker %s).\n"
-				"ABI check: %s.\n", v->ns, v->name, v->commit, v->id, worker, abi);
+				"ABI check: %s.\n\n%s\n", v->ns, v->name, v->commit, v->id, worker, abi, trailer);
 	struct publish_changeset change = {
 		.ops = l.ops, .nops = l.n, .ref = ref, .parent = exists ? old : NULL, .base = exists ? NULL : parent,
 		.summary = summary, .description = description, .unchanged_except = published ? path : NULL,
@@ -210,6 +250,7 @@ cleanup:;
 	free(published);
 	free(summary);
 	free(description);
+	free(trailer);
 	free(path);
 	return rc;
 }
@@ -296,9 +337,33 @@ static int finish_published(const struct build_publish_job *job, const struct jo
 	return build_job_publish(job->id, job->worker_id, report, branch, sha, identical ? note : NULL);
 }
 
+/* The view of the job's row (strings copied); job_view_release frees. */
+static void job_view_fill(struct job_view *v, int64_t id, const struct db_rows *rows)
+{
+	memset(v, 0, sizeof(*v));
+	v->id = id;
+	snprintf(v->ns, sizeof(v->ns), "%s", db_rows_get(rows, 0, BUILD_COL_NS));
+	snprintf(v->name, sizeof(v->name), "%s", db_rows_get(rows, 0, BUILD_COL_NAME));
+	snprintf(v->commit, sizeof(v->commit), "%s", db_rows_get(rows, 0, BUILD_COL_COMMIT));
+	snprintf(v->variant, sizeof(v->variant), "%s", db_rows_get(rows, 0, BUILD_COL_VARIANT));
+	if (!db_rows_isnull(rows, 0, BUILD_COL_STARTED))
+		snprintf(v->started, sizeof(v->started), "%s", db_rows_get(rows, 0, BUILD_COL_STARTED));
+	if (!db_rows_isnull(rows, 0, BUILD_COL_SOURCE_URL))
+		v->source_url = xstrdup(db_rows_get(rows, 0, BUILD_COL_SOURCE_URL));
+	if (!db_rows_isnull(rows, 0, BUILD_COL_SOURCE_REVISION))
+		v->source_revision = xstrdup(db_rows_get(rows, 0, BUILD_COL_SOURCE_REVISION));
+}
+
+static void job_view_release(struct job_view *v)
+{
+	free(v->source_url);
+	free(v->source_revision);
+	v->source_url = v->source_revision = NULL;
+}
+
 /* The job's source judged by its plan, then the uploaded tar checked:
  * 1 (out filled), 0 with why (refuse it), or an error. */
-static int check_job_output(const struct build_publish_job *job, struct db_rows *rows, const struct job_view *v,
+static int check_job_output(const struct build_publish_job *job, struct db_rows *rows, struct job_view *v,
 			    struct build_output *out, char *why, size_t size)
 {
 	git_repository *git = NULL;
@@ -309,12 +374,55 @@ static int check_job_output(const struct build_publish_job *job, struct db_rows 
 		return rc == KHUB_ENOTFOUND ? 0 : rc;
 	}
 	char *toml = repo_read_text_file(git, v->commit, "build.toml", 1024 * 1024);
+	if (toml)
+		sha256_hex(toml, strlen(toml), v->toml_sha256);
 	rc = plan_takes_variant(git, v->commit, v->variant, why, size);
 	git_repository_free(git);
 	if (rc > 0)
 		rc = build_output_check(job->path, v->variant, toml, out, why, size) < 0 ? 0 : 1;
 	free(toml);
 	return rc;
+}
+
+/* Publish a checked output (the ABI policy decides first): ends the job
+ * succeeded or failed; 0, or a negative error when it could not be ended.
+ * Releases out. */
+static int build_publish_checked(const struct build_publish_job *job, struct job_view *v, struct build_output *out)
+{
+	struct repo_record rec;
+	char why[512], branch[32] = "", sha[41] = "";
+	int rc;
+	if ((rc = db_repo_get(REPO_KERNEL, v->ns, v->name, &rec)) < 0) {
+		build_output_release(out);
+		return rc == KHUB_EDB ? rc : refuse(job, "the repository is gone", NULL);
+	}
+	int abi_ok = out->report && json_is_true(json_object_get(out->report, "ok"));
+	const char *abi = abi_ok ? "passed" : out->report ? "violations (abi_policy warn)" : "no report (abi_policy warn)";
+	if (!abi_ok && farm_settings.abi_enforce) {
+		rc = refuse(job, out->report ? "the ABI check found violations (abi_policy enforce): nothing published"
+					     : "no abi-report.json in the output (abi_policy enforce): nothing published",
+			    out->report_text);
+		build_output_release(out);
+		return rc;
+	}
+	build_publishing = 1;
+	int identical = 0;
+	job_view_take_output(v, out);
+	rc = publish_variant(&rec, v, job->worker, job->path, out->version, abi, branch, sha, &identical);
+	json_decref(v->digest);
+	if (rc == 0 && !identical && out->readme &&
+	    publish_readme(&rec, v, job->worker, out->readme, out->readme_len) < 0)
+		log_warn("build %" PRId64 ": README.md not published on main", job->id);
+	build_publishing = 0;
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "publishing failed: %s", khub_strerror(rc));
+		int end = refuse(job, why, out->report_text);
+		build_output_release(out);
+		return rc == KHUB_ENOSPC || end < 0 ? (end < 0 ? end : rc) : 0;
+	}
+	rc = finish_published(job, v, out->report_text, branch, sha, identical);
+	build_output_release(out);
+	return rc == KHUB_ECONFLICT ? 0 : rc;
 }
 
 /* Check and publish (the job's run): ends the job succeeded or failed in
@@ -326,8 +434,7 @@ static int build_publish_run(void *arg)
 	struct build_output out;
 	struct db_rows rows;
 	struct job_view v;
-	struct repo_record rec;
-	char why[512], branch[32] = "", sha[41] = "", state[16];
+	char why[512], state[16];
 	if (!job->path)
 		return 0;	/* a request that joined: the job's own run answers */
 	/* the uploaded tar is on disk before anything is made of it (here,
@@ -342,52 +449,22 @@ static int build_publish_run(void *arg)
 		return rc == KHUB_EDB ? rc : 0;
 	if ((rc = db_build_get(job->id, &rows)) < 0)
 		return rc;
-	v.id = job->id;
-	snprintf(v.ns, sizeof(v.ns), "%s", db_rows_get(&rows, 0, BUILD_COL_NS));
-	snprintf(v.name, sizeof(v.name), "%s", db_rows_get(&rows, 0, BUILD_COL_NAME));
-	snprintf(v.commit, sizeof(v.commit), "%s", db_rows_get(&rows, 0, BUILD_COL_COMMIT));
-	snprintf(v.variant, sizeof(v.variant), "%s", db_rows_get(&rows, 0, BUILD_COL_VARIANT));
-	v.digest = NULL;
+	job_view_fill(&v, job->id, &rows);
 	if ((rc = db_build_earlier_publication(job->id, v.earlier)) < 0) {
 		db_rows_release(&rows);
+		job_view_release(&v);
 		return rc;
 	}
 	rc = check_job_output(job, &rows, &v, &out, why, sizeof(why));
 	db_rows_release(&rows);
 	if (rc <= 0) {
 		build_output_release(&out);
+		job_view_release(&v);
 		return rc < 0 ? rc : refuse(job, why, NULL);
 	}
-	if ((rc = db_repo_get(REPO_KERNEL, v.ns, v.name, &rec)) < 0) {
-		build_output_release(&out);
-		return rc == KHUB_EDB ? rc : refuse(job, "the repository is gone", NULL);
-	}
-	int abi_ok = out.report && json_is_true(json_object_get(out.report, "ok"));
-	const char *abi = abi_ok ? "passed" : out.report ? "violations (abi_policy warn)" : "no report (abi_policy warn)";
-	if (!abi_ok && farm_settings.abi_enforce) {
-		rc = refuse(job, out.report ? "the ABI check found violations (abi_policy enforce): nothing published"
-					    : "no abi-report.json in the output (abi_policy enforce): nothing published",
-			    out.report_text);
-		build_output_release(&out);
-		return rc;
-	}
-	build_publishing = 1;
-	int identical = 0;
-	job_view_take_output(&v, &out);
-	rc = publish_variant(&rec, &v, job->worker, job->path, out.version, abi, branch, sha, &identical);
-	json_decref(v.digest);
-	if (rc == 0 && !identical && out.readme && publish_readme(&rec, &v, job->worker, out.readme, out.readme_len) < 0)
-		log_warn("build %" PRId64 ": README.md not published on main", job->id);
-	build_publishing = 0;
-	if (rc < 0) {
-		snprintf(why, sizeof(why), "publishing failed: %s", khub_strerror(rc));
-		int end = refuse(job, why, out.report_text);
-		build_output_release(&out);
-		return rc == KHUB_ENOSPC || end < 0 ? (end < 0 ? end : rc) : 0;
-	}
-	rc = finish_published(job, &v, out.report_text, branch, sha, identical);
-	build_output_release(&out);
-	return rc == KHUB_ECONFLICT ? 0 : rc;
+	rc = build_publish_checked(job, &v, &out);
+	job_view_release(&v);
+	return rc;
 }
 
 void build_publish_job(int64_t id, int64_t worker_id, const char *worker, char *path, struct farm_job *job)

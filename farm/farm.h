@@ -42,6 +42,8 @@ struct farm_settings {
 	const char *plan_python;	/* reads build.toml (farm/build_plan.c) */
 	long plan_wall_ms;		/* its wall-clock limit */
 	const char *source_credentials;	/* netrc file for external fetches ("" = none) */
+	const char *signing_key;	/* the hub's Ed25519 private key file: signs build provenance */
+	const char *hub_url;		/* public_url, else http://<listen>: the builder in provenance */
 	/* Something new may be claimed (an enqueue, a lapsed lease): the
 	 * server wakes the parked claimers (NULL: no one waits here). */
 	void (*queue_changed)(void);
@@ -413,6 +415,57 @@ json_t *build_plan_left_out(const struct build_plan *plan, char *const *names, s
 /* {"framework", "backends", "compiled", "warning"?} of plan (owned). */
 json_t *build_plan_json(const struct build_plan *plan);
 extern const char embedded_build_toml_py[];
+
+/* ---- signed provenance (farm/build_provenance.c) -------------------------------- */
+
+#define BUILD_PROVENANCE_PREDICATE "https://slsa.dev/provenance/v1"
+
+/* One published file: its name below build/<variant>/ and bytes (borrowed). */
+struct build_provenance_file {
+	const char *name;
+	const void *data;
+	size_t len;
+};
+/* What the statement says of one build (strings borrowed; NULL where the
+ * field says so). */
+struct build_provenance_input {
+	int64_t id;
+	const char *hub;			/* the hub's base URL: runDetails.builder.id */
+	const char *ns, *name, *commit, *variant;
+	const char *source_url, *source_revision;	/* an external source, or NULL */
+	const char *build_toml_sha256;		/* "" when none was read */
+	const char *worker;
+	const char *started;			/* ISO 8601 UTC, or NULL */
+	const char *metadata;			/* the output's metadata.json: khub.toolchain, khub.sandbox */
+	size_t metadata_len;
+	const struct build_provenance_file *files;	/* a later one of a name replaces an earlier */
+	size_t nfiles;
+};
+/* The in-toto Statement v1 (SLSA provenance v1 predicate) as compact JSON
+ * text with sorted keys, finishedOn now (the caller frees). */
+char *build_provenance_statement(const struct build_provenance_input *in);
+/* statement in a DSSE envelope (payloadType application/vnd.in-toto+json,
+ * the signature over DSSE's PAE) signed with the private key file key_path:
+ * *envelope (one line of JSON and a newline; the caller frees), its sha256
+ * and the key's id; an error of ed25519_sign with err. */
+int build_provenance_sign(const char *key_path, const char *statement, char **envelope, char sha256[65],
+			  char key_id[ED25519_KEY_ID_LEN + 1], char *err, size_t errlen);
+/* Check an envelope's signature under key, then that its payload is an
+ * in-toto Statement v1 of SLSA provenance v1: 0 with *statement (the
+ * caller owns it); KHUB_EPERM (the signature) or KHUB_EINVAL (the form)
+ * with err. */
+int build_provenance_open(const char *envelope, size_t len, EVP_PKEY *key, json_t **statement, char *err,
+			  size_t errlen);
+/* Compare a directory with a statement's subjects: every regular file
+ * (symbolic links to files followed) listed with its sha256, none missing.
+ * Each problem is reported through report and counted in problems; files
+ * gets how many the statement lists. 0, or KHUB_EIO when dir cannot be read. */
+struct build_provenance_check {
+	void (*report)(void *arg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+	void *arg;
+	size_t problems, files;
+};
+int build_provenance_check_dir(json_t *statement, const char *dir, struct build_provenance_check *c);
 
 /* ---- outputs (farm/build_output.c, farm/build_publish.c) ------------------------ */
 

@@ -85,7 +85,7 @@ static int cmd_keygen(int argc, char **argv)
 	if (!out)
 		goto usage;
 	char err[512], id[SYNC_KEY_ID_LEN + 1];
-	if (sync_keygen(out, id, err, sizeof(err)) < 0) {
+	if (ed25519_keygen(out, id, err, sizeof(err)) < 0) {
 		fprintf(stderr, "khub sync keygen: %s\n", err);
 		return 1;
 	}

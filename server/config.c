@@ -59,6 +59,7 @@ static const struct config_row config_rows[] = {
 	    TO(http_ctx.max_body_bytes), TO(api_ctx.max_body_bytes)),
 	ROW(body_timeout, CONFIG_LONG, "120", 0, 3600, "seconds a JSON/form request body has to arrive in full after its headers, however slowly it trickles in (then 408 and the connection is closed; 0 = no limit; streamed bodies are not bounded by it)"),
 	ROW(body_buffer_max_mb, CONFIG_LONG, "256", 1, 1L << 20, "MiB of JSON/form request bodies held in memory by all requests together; a body that would pass it is refused 503 with Retry-After before it is read"),
+	ROW(signing_key, CONFIG_STRING, "", 0, 0, "the hub's Ed25519 private key (PEM, as khub sync keygen makes one): signs every farm build's provenance (docs/build-farm.md, Provenance); empty = data_dir/signing.key, made at the first start with its public half data_dir/signing.pub (served at /api/signing-key)"),
 	LIVE(sync_trusted_keys, CONFIG_STRING, "", 0, 0, "public keys `khub sync import` trusts: comma-separated .pub files or directories of them (nothing else is trusted)"),
 	LIVE(lfs_url_ttl, CONFIG_LONG, "3600", 10, 7 * 86400, "seconds a signed LFS upload/download URL stays valid",
 	    TO(api_ctx.lfs_url_ttl)),
@@ -792,6 +793,10 @@ int config_check(FILE *err)
 	}
 	if (config.build_variants[0] && access(config.build_variants, R_OK) < 0) {
 		fprintf(err, "khub: build_variants %s: %s\n", config.build_variants, strerror(errno));
+		problems++;
+	}
+	if (config.signing_key[0] && access(config.signing_key, R_OK) < 0) {
+		fprintf(err, "khub: signing_key %s: %s\n", config.signing_key, strerror(errno));
 		problems++;
 	}
 	struct source_net_limits limits = { 0 };

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 
@@ -38,6 +39,7 @@ static const struct {
 	{ "routes", cmd_routes, cmd_routes_usage, "routes [--json]: every endpoint with who may call it (the route tables)" },
 	{ "benchmark", cmd_benchmark, cmd_benchmark_usage, "benchmark submit FILE --repo NS/NAME: post a `kernels benchmark --output` file to a hub (not huggingface.co)" },
 	{ "builds", cmd_builds, cmd_builds_usage, "builds states [--json]: the build job's state machine (states, events, who, routes)" },
+	{ "verify-build", cmd_verify_build, cmd_verify_build_usage, "verify-build DIR --provenance FILE [--key PUB]: check a downloaded variant against its signed provenance, offline" },
 };
 
 static void usage(FILE *fp)
@@ -65,6 +67,26 @@ static int serve_check(void)
 	return 0;
 }
 
+/* The hub's signing key: signing_key, else data_dir/signing.key, made (with
+ * signing.pub) when there is none yet. */
+static const char *serve_signing_key(void)
+{
+	if (config.signing_key[0]) {
+		if (access(config.signing_key, R_OK) < 0)
+			fatal("signing_key %s: %s", config.signing_key, strerror(errno));
+		return config.signing_key;
+	}
+	char *prefix = xasprintf("%s/signing", config.data_dir), *path = xasprintf("%s.key", prefix);
+	char id[ED25519_KEY_ID_LEN + 1], err[512];
+	int rc = access(path, F_OK) == 0 ? KHUB_EEXIST : ed25519_keygen(prefix, id, err, sizeof(err));
+	if (rc == 0)
+		log_info("made the hub's signing key %s (key id %s): it signs build provenance", path, id);
+	else if (rc != KHUB_EEXIST)
+		fatal("cannot make the hub's signing key: %s", err);
+	free(prefix);
+	return path;
+}
+
 /* The build farm's stores, hooks and directories (its settings from the
  * table are in place: config_apply_all), and the checks of external git
  * sources. */
@@ -77,6 +99,11 @@ static void serve_configure_builds(void)
 	b->tmp_dir = xasprintf("%s/build-tmp", config.data_dir);
 	b->sources_dir = xasprintf("%s/build-sources", config.data_dir);
 	b->source_cache_dir = xasprintf("%s/build-source-cache", config.data_dir);
+	b->signing_key = serve_signing_key();
+	char *hub = config.public_url[0] ? xstrdup(config.public_url) : xasprintf("http://%s", config.listen);
+	for (size_t n = strlen(hub); n > 0 && hub[n - 1] == '/'; n--)
+		hub[n - 1] = '\0';
+	b->hub_url = hub;
 	struct source_net_limits limits = {
 		config.build_source_connect_timeout_s, config.build_source_low_speed_bytes,
 		config.build_source_low_speed_s, config.build_source_deadline_s,

@@ -20,6 +20,7 @@ struct khub_config {
 	char *log_level;
 	char *log_format;
 	char *sync_trusted_keys;
+	char *signing_key;
 	long threads;
 	long connection_timeout;
 	long max_connections;
@@ -470,6 +471,10 @@ extern const char cmd_builds_usage[], cmd_jobs_usage[], cmd_repack_usage[];
  * benchmark upload endpoint; opens no database. */
 int cmd_benchmark(int argc, char **argv);
 extern const char cmd_benchmark_usage[];
+/* khub verify-build (server/cmd_verify_build.c): a downloaded variant
+ * against its signed provenance, offline; opens no database. */
+int cmd_verify_build(int argc, char **argv);
+extern const char cmd_verify_build_usage[];
 /* Write {data_dir}/hooks/{pre,post}-receive calling this binary; returns
  * the directory (static). */
 const char *hooks_install(void);

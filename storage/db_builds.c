@@ -735,3 +735,28 @@ int db_build_retry(int64_t id, const char *const *from)
 	PQclear(res);
 	return rc;
 }
+
+int db_build_provenance_put(int64_t id, const char *envelope, const char *sha256, const char *key_id)
+{
+	char bid[24];
+	id_text(bid, id);
+	const char *params[4] = { bid, envelope, sha256, key_id };
+	return db_run("INSERT INTO build_provenance (build_id, envelope, sha256, key_id) VALUES ($1, $2, $3, $4)"
+		      " ON CONFLICT (build_id) DO UPDATE SET envelope = $2, sha256 = $3, key_id = $4,"
+		      " created_at = now()", 4, params);
+}
+
+int db_build_provenance_get(int64_t id, char **envelope, char sha256[65])
+{
+	char bid[24];
+	id_text(bid, id);
+	const char *params[1] = { bid };
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT envelope, sha256 FROM build_provenance WHERE build_id = $1", 1, params);
+	if (rc < 0)
+		return rc;
+	*envelope = db_rows_strdup(&rows, 0, 0);
+	snprintf(sha256, 65, "%s", db_rows_get(&rows, 0, 1));
+	db_rows_release(&rows);
+	return 0;
+}

@@ -140,6 +140,12 @@ int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, int 
 /* The commit an earlier succeeded build of the same repo, source commit
  * and variant as job id published (the newest), "" when none. */
 int db_build_earlier_publication(int64_t id, char commit[41]);
+/* The build's signed provenance (a DSSE envelope, sql/0036_build_provenance.sql):
+ * stored, or replaced when a publication is tried again. */
+int db_build_provenance_put(int64_t id, const char *envelope, const char *sha256, const char *key_id);
+/* The stored envelope (the caller frees *envelope) and its sha256;
+ * KHUB_ENOTFOUND when the build has none. */
+int db_build_provenance_get(int64_t id, char **envelope, char sha256[65]);
 /* Queued jobs are canceled at once, running ones too (their worker hears
  * it at its next heartbeat). KHUB_ECONFLICT when it already ended. */
 int db_build_cancel(int64_t id, const char *const *from, char state_out[16]);

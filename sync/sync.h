@@ -23,7 +23,7 @@
 #define SYNC_STATE_FORMAT 2	/* states: 2 adds the LFS objects a hub has; 1 is read too */
 #define SYNC_MANIFEST_MAX (64u << 20)	/* largest manifest.json read */
 #define SYNC_SIG_MAX 4096		/* largest manifest.sig read */
-#define SYNC_KEY_ID_LEN 16		/* hex characters of a key id */
+#define SYNC_KEY_ID_LEN ED25519_KEY_ID_LEN	/* hex characters of a key id */
 
 /* ---- manifest and state (sync/manifest.c) ---------------------------------- */
 
@@ -118,8 +118,7 @@ char *sync_read_file(const char *path, size_t max, size_t *len, char *err, size_
 
 /* ---- keys and signatures (sync/sign.c) ------------------------------------ */
 
-/* PREFIX.key (PEM PKCS#8, mode 0600) and PREFIX.pub (PEM); fills key_id. */
-int sync_keygen(const char *prefix, char key_id[SYNC_KEY_ID_LEN + 1], char *err, size_t errlen);
+/* Keys are made by ed25519_keygen (common/common.h): khub sync keygen. */
 /* manifest.sig for the manifest's sha256 (digest), signed with a private
  * key file. Caller frees *sig_json. */
 int sync_sign(const char *key_path, const unsigned char digest[32], char **sig_json, char key_id[SYNC_KEY_ID_LEN + 1],

@@ -151,6 +151,8 @@ want() {
 	k=$(class "$3")
 	if [ $k = K ]; then echo 403; return; fi
 	case $kind in
+	provenance)	# a build's provenance: as read, but a job never built has none (a reader: 404, no code)
+		k=$(want read "$2" "$3"); [ "${k%%/*}" = 200 ] && k=404/; echo "$k" ;;
 	read)	# JSON API reads and resolve
 		if [ $k = X ]; then echo 401/
 		elif [ $vis = pub ]; then echo 200/
@@ -324,6 +326,8 @@ for r in pub priv; do
 		id=${JOB[$r-$c]}
 		covers "/api/builds/{arg}"; call "$c" GET "/api/builds/$id"; cell "$c" "GET builds/$id" $r read
 		covers "/api/builds/{arg}/log"; call "$c" GET "/api/builds/$id/log"; cell "$c" "GET builds/$id/log" $r read
+		covers "/api/builds/{arg}/provenance"; call "$c" GET "/api/builds/$id/provenance"
+		cell "$c" "GET builds/$id/provenance (never built: none)" $r provenance
 		covers "/api/builds/{arg}/cancel"; call "$c" POST "/api/builds/$id/cancel" '{}'
 		cell "$c" "POST builds/$id/cancel" $r write
 		covers "/api/builds/{arg}/retry"; call "$c" POST "/api/builds/$id/retry" '{}'

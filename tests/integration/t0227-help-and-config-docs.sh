@@ -23,7 +23,7 @@ help_ok() {	# help_ok BINARY ARGS...: stdout non-empty, exit 0
 		diag "${*#"$KHUB_SRC"/}: exit $rc, $(printf %s "$out" | wc -c) bytes on stdout, stderr: $(head -c 120 "$TEST_DIR/help.err")"
 	fi
 }
-commands=$(khub --help | sed -n '/^commands:/,/^$/p' | sed -nE 's/^  ([a-z]+) +.*/\1/p' | grep -vx version)
+commands=$(khub --help | sed -n '/^commands:/,/^$/p' | sed -nE 's/^  ([a-z][a-z-]*) +.*/\1/p' | grep -vx version)
 like "$(echo $commands)" '^serve db import mirror .*lfs .*admin' "khub --help lists the commands"
 for cmd in $commands; do
 	help_ok "$KHUB_BIN" "$cmd" --help
