@@ -396,7 +396,8 @@ static void variant_problems(struct page *pg, json_t **vjs, size_t n)
 		page_html(pg, "</ul>");
 }
 
-/* 1 when the table has a row of variant (indexed, or required and missing). */
+/* 1 when the table has a row of variant: indexed, or required and
+ * missing in a targeted group (missing_rows' rule). */
 static int table_has(const struct variant_rows *rows, json_t *compliance, const char *variant)
 {
 	size_t i, m;
@@ -404,10 +405,13 @@ static int table_has(const struct variant_rows *rows, json_t *compliance, const 
 	for (i = 0; i < rows->count; i++)
 		if (strcmp(rows->items[i].name, variant) == 0)
 			return 1;
-	json_array_foreach(json_object_get(compliance, "groups"), i, group)
+	json_array_foreach(json_object_get(compliance, "groups"), i, group) {
+		if (!json_is_true(json_object_get(group, "targeted")))
+			continue;
 		json_array_foreach(json_object_get(group, "missing"), m, name)
 			if (strcmp(json_string_value(name), variant) == 0)
 				return 1;
+	}
 	return 0;
 }
 
