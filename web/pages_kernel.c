@@ -38,18 +38,18 @@ static void usage_section(struct page *pg, struct request *req, const struct rep
 	char id[2 * REPO_NAME_MAX + 2];
 	snprintf(id, sizeof(id), "%s/%s", r->ns, r->name);
 	page_html(pg, "<section aria-labelledby=\"use-h\"><h2 id=\"use-h\">Use it</h2><div class=\"cols\"><div>"
-		      "<h3>Python</h3><pre><code id=\"snippet-python\">from kernels import get_kernel\n\nkernel = get_kernel(\"");
+		      "<h3>Python</h3>" SCROLL_PRE("Python snippet") "<code id=\"snippet-python\">from kernels import get_kernel\n\nkernel = get_kernel(\"");
 	page_text(pg, id);
 	if (versions->count)
 		page_htmlf(pg, "\", version=%d)", atoi(versions->items[versions->count - 1].name + 1));
 	else
 		page_html(pg, "\")");
-	page_html(pg, "</code></pre></div><div><h3><code>kernels.lock</code> entry</h3><pre><code id=\"snippet-lock\">"
+	page_html(pg, "</code></pre></div><div><h3><code>kernels.lock</code> entry</h3>" SCROLL_PRE("kernels.lock entry") "<code id=\"snippet-lock\">"
 		      "{\n  \"repo_id\": \"");
 	page_text(pg, id);
 	page_htmlf(pg, "\",\n  \"sha\": \"%s\"\n}</code></pre><p class=\"muted\">"
 		       "<code>kernels lock</code> adds the variant hashes.</p></div><div><h3>Point the client here</h3>"
-		       "<pre><code id=\"snippet-endpoint\">export HF_ENDPOINT=", sha);
+		       SCROLL_PRE("HF_ENDPOINT snippet") "<code id=\"snippet-endpoint\">export HF_ENDPOINT=", sha);
 	page_text(pg, http_ctx.public_url[0] ? http_ctx.public_url : request_base_url(req));
 	page_html(pg, "</code></pre></div></div></section>");
 }
@@ -61,7 +61,7 @@ static void versions_section(struct page *pg, struct repo_handle *h, const struc
 	if (!versions->count)
 		page_html(pg, "<p class=\"muted\">No <code>vN</code> version branches yet: clients load <code>main</code>.</p>");
 	else
-		page_html(pg, "<table id=\"versions\"><thead><tr><th scope=\"col\">Version</th><th scope=\"col\">Head commit</th>"
+		page_html(pg, SCROLL_REGION("Versions table") "<table id=\"versions\"><thead><tr><th scope=\"col\">Version</th><th scope=\"col\">Head commit</th>"
 			      "<th scope=\"col\">Date</th><th scope=\"col\">Title</th></tr></thead><tbody>");
 	for (size_t i = versions->count; i-- > 0;) {
 		const struct ref_item *v = &versions->items[i];
@@ -86,7 +86,7 @@ static void versions_section(struct page *pg, struct repo_handle *h, const struc
 		commit_log_release(&log);
 	}
 	if (versions->count)
-		page_html(pg, "</tbody></table>");
+		page_html(pg, "</tbody></table></div>");
 	if (repo_list_refs(h->git, &refs) == 0) {
 		page_html(pg, "<h3>Branches and tags</h3><ul class=\"refs\">");
 		for (size_t i = 0; i < refs.count; i++) {
@@ -230,7 +230,7 @@ static void matrix_section(struct page *pg, struct repo_handle *h, const struct 
 	page_text(pg, label);
 	page_html(pg, "</h2>");
 	compliance_summary(pg, compliance);
-	page_html(pg, "<div class=\"table-wrap\"><table id=\"variant-matrix\"><caption class=\"muted\">Build "
+	page_html(pg, SCROLL_REGION("Variant matrix table") "<table id=\"variant-matrix\"><caption class=\"muted\">Build "
 		      "variants; rows marked missing are required but absent</caption><thead><tr>"
 		      "<th scope=\"col\">Variant</th><th scope=\"col\">Backend</th><th scope=\"col\">Torch</th>"
 		      "<th scope=\"col\">CUDA/ROCm</th><th scope=\"col\">Arch</th><th scope=\"col\">OS</th>"
@@ -248,7 +248,7 @@ static void will_it_load_section(struct page *pg, const struct repo_record *r, c
 {
 	page_html(pg, "<section aria-labelledby=\"wil-h\" id=\"will-it-load\"><h2 id=\"wil-h\">Will it load for me?</h2>"
 		      "<p>Run this where you use torch and paste its one line below, or fill in the fields:</p>"
-		      "<pre><code id=\"env-snippet\">python -c \"import torch,platform;v=torch.version;"
+		      SCROLL_PRE("Environment snippet") "<code id=\"env-snippet\">python -c \"import torch,platform;v=torch.version;"
 		      "print('torch='+torch.__version__.split('+')[0],('cuda='+v.cuda) if v.cuda else "
 		      "('rocm='+v.hip) if getattr(v,'hip',None) else 'backend=cpu','os='+platform.system().lower(),"
 		      "'arch='+platform.machine())\"</code></pre>"
@@ -320,11 +320,11 @@ static void charts_section(struct page *pg, const struct repo_record *r)
 	page_html(pg, "\" download>every run as CSV</a></p>"
 		      "<p class=\"muted js-only\" id=\"bench-status\">Charts need JavaScript.</p>"
 		      "<h3>Latency by GPU and backend (latest run per workload, ms)</h3><div class=\"chart\" id=\"chart-latency\"></div>"
-		      "<h3>Speedup against the reference</h3><div class=\"table-wrap\" id=\"bench-speedup\"></div>"
+		      "<h3>Speedup against the reference</h3><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Speedup\" id=\"bench-speedup\"></div>"
 		      "<h3>History over revisions (mean ms)</h3><div class=\"chart\" id=\"chart-history\"></div>"
 		      "<h3>Compare two revisions</h3><form class=\"env\" id=\"bench-compare\"><div><label for=\"cmp-a\">"
 		      "Revision A</label><select id=\"cmp-a\"></select></div><div><label for=\"cmp-b\">Revision B</label>"
-		      "<select id=\"cmp-b\"></select></div></form><div class=\"table-wrap\" id=\"bench-compare-table\"></div>"
+		      "<select id=\"cmp-b\"></select></div></form><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Revision comparison\" id=\"bench-compare-table\"></div>"
 		      "</section><section aria-labelledby=\"dl-h\" id=\"downloads\" data-endpoint=\"");
 	repo_path(pg, r, "/-/downloads");
 	page_html(pg, "\"><h2 id=\"dl-h\">Downloads per variant per day</h2><div class=\"chart\" id=\"chart-downloads\"></div>"

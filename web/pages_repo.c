@@ -101,13 +101,13 @@ enum MHD_Result page_tree(struct request *req)
 	kernel_page_header(&pg, h, "files");
 	breadcrumbs(&pg, &h->record, req->rev, path);
 	page_htmlf(&pg, "<p class=\"muted\">Commit <span class=\"mono\">%s</span></p>", sha);
-	page_html(&pg, "<table id=\"files\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\" class=\"num\">Size"
+	page_html(&pg, SCROLL_REGION("Files table") "<table id=\"files\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\" class=\"num\">Size"
 		       "</th></tr></thead><tbody>");
 	if (file.path)
 		file_row(&pg, &h->record, sha, &file);
 	for (size_t i = 0; i < listing.count; i++)
 		file_row(&pg, &h->record, sha, &listing.entries[i]);
-	page_html(&pg, "</tbody></table>");
+	page_html(&pg, "</tbody></table></div>");
 	tree_listing_release(&listing);
 	tree_entry_release(&file);
 	return page_send(&pg, 200);
