@@ -188,6 +188,37 @@ for (const vp of VIEWPORTS)
 	}
 diag(`${kinds.length} page kinds, ${VIEWPORTS.length} sizes, ${SCHEMES.length} colour schemes`);
 
+// The README as a reader meets it: anchors, a working in-page link, a "#"
+// link that shows on keyboard focus inside the box, highlighted code.
+await test("README: heading ids and # links (shown on focus), labelled checkboxes, highlighted code", async () => {
+	const ctx = await browser.newContext({ baseURL: URL_, storageState: signedIn });
+	const page = await ctx.newPage();
+	await page.goto("/kernels/acme/relu");
+	const problems = [];
+	const ids = await page.$$eval(".readme h1[id], .readme h2[id]", (hs) => hs.map((h) => h.id));
+	if (JSON.stringify(ids) !== JSON.stringify(["relu", "usage", "usage-1", "support"])) problems.push(`heading ids ${ids}`);
+	const anchor = page.locator(".readme a.anchor[href='#usage-1']");
+	await anchor.focus();
+	const seen = await anchor.evaluate((a) => {
+		const r = a.getBoundingClientRect(), box = a.closest(".readme").getBoundingClientRect();
+		return { opacity: getComputedStyle(a).opacity, inside: r.left >= box.left && r.right <= box.right, text: a.textContent };
+	});
+	if (seen.opacity !== "1" || !seen.inside || seen.text !== "#") problems.push(`focused # link: ${JSON.stringify(seen)}`);
+	const names = await page.$$eval(".readme input[type=checkbox]", (cs) => cs.map((c) => c.labels[0]?.textContent.trim()));
+	if (JSON.stringify(names) !== JSON.stringify(["CUDA", "Metal"])) problems.push(`checkbox labels ${names}`);
+	const kinds = await page.$$eval(".readme pre.code code", (cs) => cs.map((c) => [c.className,
+		[...new Set([...c.querySelectorAll("span")].map((s) => s.className))].sort().join(" ")]));
+	for (const [lang, want] of [["python", "tok-com tok-kw tok-num tok-str"], ["cuda", "tok-com tok-kw tok-num"],
+		["sh", "tok-com tok-kw tok-num"], ["json", "tok-key tok-kw tok-num tok-str"], ["toml", "tok-com tok-key tok-meta tok-num tok-str"]]) {
+		const got = kinds.find(([c]) => c === `language-${lang}`);
+		if (!got || got[1] !== want) problems.push(`${lang}: ${got ? got[1] : "no block"}`);
+	}
+	await page.click(".readme a[href='#usage']");
+	if (!page.url().endsWith("#usage")) problems.push(`the in-page link went to ${page.url()}`);
+	await ctx.close();
+	return problems;
+});
+
 // Dark mode is real: the page's background follows the scheme.
 await test("the dark scheme gives a dark page, the light one a light page", async () => {
 	const problems = [];
