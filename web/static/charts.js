@@ -29,6 +29,13 @@ function table(head, rows, caption) {
 const palette = ['#0b5cad', '#d9480f', '#116329', '#8250df', '#a40e26', '#1b7c83', '#9a6700', '#57606a'];
 const fmt = (v) => (v == null ? '—' : Number(v).toPrecision(4));
 
+// Axis text and grid in the page's colours (khub.css variables): readable
+// in the dark scheme too, where uPlot's default black is not.
+function axisColours() {
+	const css = getComputedStyle(document.documentElement), v = (name) => css.getPropertyValue(name).trim();
+	return { stroke: v('--fg'), grid: { stroke: v('--line') }, ticks: { stroke: v('--line') } };
+}
+
 // Draw into box; data[0] is x, one array per series after it.
 function draw(box, names, data, opts = {}) {
 	box.replaceChildren();
@@ -48,7 +55,7 @@ function draw(box, names, data, opts = {}) {
 	const width = Math.max(320, Math.min(box.clientWidth || 800, 1100));
 	new uPlot({
 		width, height: 280, series, scales: { x: { time: !!opts.time } },
-		axes: [{ values: opts.xTicks, space: 40 }, { label: opts.yLabel || '' }],
+		axes: [{ values: opts.xTicks, space: 40, ...axisColours() }, { label: opts.yLabel || '', ...axisColours() }],
 	}, data, box);
 	box.setAttribute('role', 'img');
 	box.setAttribute('aria-label', opts.label || names.join(', '));
