@@ -88,8 +88,11 @@ static void emit(struct scan *sc, const char *cls, size_t start, size_t end)
 {
 	if (end <= start)
 		return;
-	if (cls)
-		strbuf_addf(sc->out, "<span class=\"tok-%s\">", cls);
+	if (cls) {
+		strbuf_adds(sc->out, "<span class=\"tok-");
+		strbuf_adds(sc->out, cls);
+		strbuf_adds(sc->out, "\">");
+	}
 	html_escape_n(sc->out, sc->s + start, end - start);
 	if (cls)
 		strbuf_adds(sc->out, "</span>");
@@ -150,7 +153,7 @@ static size_t string_end(const struct scan *sc, size_t i)
 static int is_keyword(const struct scan *sc, size_t start, size_t end)
 {
 	for (const char *const *k = sc->syn->keywords; k && *k; k++)
-		if (strlen(*k) == end - start && memcmp(*k, sc->s + start, end - start) == 0)
+		if ((*k)[0] == sc->s[start] && strncmp(*k, sc->s + start, end - start) == 0 && (*k)[end - start] == '\0')
 			return 1;
 	return 0;
 }

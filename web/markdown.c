@@ -288,6 +288,13 @@ static void task_item(cmark_node *item)
 	}
 }
 
+/* A node of the GFM extension that names its type so (a table, a task-list
+ * item); core nodes are never one. */
+static int extension_node(cmark_node *node, const char *type)
+{
+	return cmark_node_get_syntax_extension(node) && strcmp(cmark_node_get_type_string(node), type) == 0;
+}
+
 /* Anchors, highlighted code, table regions and labelled checkboxes, on the
  * nodes the walk collected. */
 static void md_decorate(struct md_nodes *list)
@@ -302,9 +309,9 @@ static void md_decorate(struct md_nodes *list)
 			heading_anchor(node, used, &n_used);
 		else if (type == CMARK_NODE_CODE_BLOCK)
 			code_block(node, ++codes);
-		else if (strcmp(cmark_node_get_type_string(node), "table") == 0)
+		else if (extension_node(node, "table"))
 			table_region(node, ++tables);
-		else if (strcmp(cmark_node_get_type_string(node), "tasklist") == 0)
+		else if (extension_node(node, "tasklist"))
 			task_item(node);
 	}
 	for (size_t i = 0; i < n_used; i++)
@@ -324,9 +331,8 @@ static void md_walk(cmark_node *doc, const struct markdown_bases *bases, struct 
 			continue;
 		if (type == CMARK_NODE_LINK || type == CMARK_NODE_IMAGE)
 			sanitize_node(node, bases);
-		else if (type == CMARK_NODE_HEADING || type == CMARK_NODE_CODE_BLOCK ||
-			 strcmp(cmark_node_get_type_string(node), "table") == 0 ||
-			 strcmp(cmark_node_get_type_string(node), "tasklist") == 0)
+		else if (type == CMARK_NODE_HEADING || type == CMARK_NODE_CODE_BLOCK || extension_node(node, "table") ||
+			 extension_node(node, "tasklist"))
 			md_nodes_push(list, node);
 	}
 	cmark_iter_free(it);
