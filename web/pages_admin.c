@@ -31,7 +31,7 @@ static void trusted_section(struct page *pg)
 	struct trusted_publisher_list list;
 	if (section_open(pg, "trust", "Trusted publishers", db_trusted_publisher_list(&list)) < 0)
 		return;
-	page_html(pg, "<table id=\"trusted\"><thead><tr><th scope=\"col\">Account</th><th scope=\"col\">Since</th>"
+	page_html(pg, SCROLL_REGION("Trusted publishers table") "<table id=\"trusted\"><thead><tr><th scope=\"col\">Account</th><th scope=\"col\">Since</th>"
 		      "<th scope=\"col\">By</th><th scope=\"col\"><span class=\"muted\">Action</span></th></tr></thead><tbody>");
 	for (size_t i = 0; i < list.count; i++) {
 		const struct trusted_publisher *t = &list.items[i];
@@ -51,7 +51,7 @@ static void trusted_section(struct page *pg)
 		page_text(pg, t->name);
 		page_html(pg, "\">Withdraw</button></form></td></tr>");
 	}
-	page_html(pg, "</tbody></table><form method=\"post\" action=\"/admin/trusted\" class=\"env\">");
+	page_html(pg, "</tbody></table></div><form method=\"post\" action=\"/admin/trusted\" class=\"env\">");
 	page_csrf_field(pg);
 	page_html(pg, "<input type=\"hidden\" name=\"trusted\" value=\"true\"><div><label for=\"trust-name\">Trust an "
 		      "account</label><input id=\"trust-name\" name=\"name\" required></div><div><button type=\"submit\">"
@@ -89,7 +89,7 @@ static void activity_section(struct page *pg)
 	struct db_rows rows;
 	int loaded = db_audit_recent(ADMIN_ACTIVITY_SHOWN, &rows);
 	rows_section(pg, "activity", "Recent activity", loaded, &rows,
-		     "<div class=\"table-wrap\"><table id=\"activity\"><thead><tr><th scope=\"col\">When (UTC)</th>"
+		     SCROLL_REGION("Activity table") "<table id=\"activity\"><thead><tr><th scope=\"col\">When (UTC)</th>"
 		     "<th scope=\"col\">Who</th><th scope=\"col\">What</th><th scope=\"col\">On</th></tr></thead><tbody>",
 		     activity_row);
 }
@@ -114,7 +114,7 @@ static void accounts_section(struct page *pg)
 	struct db_rows rows;
 	int loaded = db_account_rows(ADMIN_ACCOUNTS_SHOWN, &rows);
 	rows_section(pg, "acct", "Organizations and users", loaded, &rows,
-		     "<div class=\"table-wrap\"><table id=\"accounts\"><thead><tr><th scope=\"col\">Name</th>"
+		     SCROLL_REGION("Accounts table") "<table id=\"accounts\"><thead><tr><th scope=\"col\">Name</th>"
 		     "<th scope=\"col\">Kind</th><th scope=\"col\">Flags</th><th scope=\"col\">Created</th></tr></thead>"
 		     "<tbody>", account_row);
 }
@@ -135,7 +135,7 @@ static void mirror_section(struct page *pg)
 	if (!list.count)
 		page_html(pg, "<p class=\"muted\">No mirrored repos.</p>");
 	else
-		page_html(pg, "<div class=\"table-wrap\"><table id=\"mirror\"><thead><tr><th scope=\"col\">Repo</th>"
+		page_html(pg, SCROLL_REGION("Mirrored repos table") "<table id=\"mirror\"><thead><tr><th scope=\"col\">Repo</th>"
 			      "<th scope=\"col\">Upstream</th><th scope=\"col\">Selection</th><th scope=\"col\">Last sync</th>"
 			      "<th scope=\"col\" class=\"num\">Lag (s)</th><th scope=\"col\" class=\"num\">Bytes</th>"
 			      "<th scope=\"col\">Error</th></tr></thead><tbody>");
@@ -217,7 +217,7 @@ static void builds_section(struct page *pg)
 		page_html(pg, "<p>No worker is registered: <code>khub admin worker add NAME</code> makes a worker token "
 			      "for <code>khub-worker</code> (docs/build-farm.md).</p>");
 	else
-		page_html(pg, "<div class=\"table-wrap\"><table><caption>Workers</caption><thead><tr>"
+		page_html(pg, SCROLL_REGION("Workers table") "<table><caption>Workers</caption><thead><tr>"
 			      "<th scope=\"col\">Worker</th><th scope=\"col\">Version</th>"
 			      "<th scope=\"col\" class=\"num\">Concurrency</th><th scope=\"col\">Variants</th>"
 			      "<th scope=\"col\">Last heartbeat</th></tr></thead><tbody>");
@@ -240,7 +240,7 @@ static void builds_section(struct page *pg)
 		page_html(pg, "<p>No build yet.</p></section>");
 		goto cleanup;
 	}
-	page_html(pg, "<div class=\"table-wrap\"><table><caption>Newest builds</caption><thead><tr>"
+	page_html(pg, SCROLL_REGION("Newest builds table") "<table><caption>Newest builds</caption><thead><tr>"
 		      "<th scope=\"col\" class=\"num\">Build</th><th scope=\"col\">Repo</th><th scope=\"col\">Commit</th>"
 		      "<th scope=\"col\">Variant</th><th scope=\"col\">State</th><th scope=\"col\">Worker</th>"
 		      "<th scope=\"col\">Created</th><th scope=\"col\">Error</th></tr></thead><tbody>");
@@ -315,7 +315,7 @@ enum MHD_Result page_admin_airgap(struct request *req)
 		if (n == 0)
 			page_html(&pg, "<p>No bundle was imported here.</p>");
 		else
-			page_html(&pg, "<div class=\"table-wrap\"><table id=\"sync-imports\"><thead><tr>"
+			page_html(&pg, SCROLL_REGION("Imports table") "<table id=\"sync-imports\"><thead><tr>"
 				       "<th scope=\"col\">Started (UTC)</th><th scope=\"col\">Bundle</th>"
 				       "<th scope=\"col\">Exporter #</th><th scope=\"col\">Key</th><th scope=\"col\">From</th>"
 				       "<th scope=\"col\">Operator</th><th scope=\"col\">State</th>"
@@ -327,7 +327,7 @@ enum MHD_Result page_admin_airgap(struct request *req)
 	db_sync_history_free(h, n);
 	page_html(&pg, "<section aria-labelledby=\"scopes-h\"><h2 id=\"scopes-h\">Signing key scopes</h2><p>Set with "
 		       "<code>khub sync key-scope</code>; a trusted key not listed may bring in any org.</p>"
-		       "<div class=\"table-wrap\"><table id=\"sync-scopes\"><thead><tr><th scope=\"col\">Key</th>"
+		       SCROLL_REGION("Sync scopes table") "<table id=\"sync-scopes\"><thead><tr><th scope=\"col\">Key</th>"
 		       "<th scope=\"col\">Orgs</th><th scope=\"col\">Set by</th><th scope=\"col\">Set (UTC)</th>"
 		       "</tr></thead><tbody>");
 	if (db_sync_key_scope_list(scope_row, &pg) < 0) {

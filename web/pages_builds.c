@@ -162,10 +162,11 @@ static void matrix_table(struct page *pg, const struct repo_record *r, json_t *m
 	if (!json_array_size(json_object_get(m, "variants")))
 		page_html(pg, "<p class=\"muted\">No build of this commit.</p>");
 	else
-		page_html(pg, "<div class=\"table-wrap\"><table><thead><tr><th scope=\"col\">Variant</th>"
+		page_htmlf(pg, "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Builds of %.12s\">"
+			       "<table><thead><tr><th scope=\"col\">Variant</th>"
 			      "<th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Duration</th>"
 			      "<th scope=\"col\">Worker</th><th scope=\"col\">Attempt</th><th scope=\"col\">Error</th>"
-			      "<th scope=\"col\"></th></tr></thead><tbody>");
+			      "<th scope=\"col\"></th></tr></thead><tbody>", jstr(m, "commit"));
 	json_array_foreach(json_object_get(m, "variants"), i, cell)
 		matrix_row(pg, r, cell, writer, back);
 	if (json_array_size(json_object_get(m, "variants")))

@@ -28,6 +28,13 @@ const char *web_static_url(const char *static_name);
 
 /* ---- the page being built (web/html.c) -------------------------------------- */
 
+/* The opening tag of a wide table's or code's own scrolling region: on a
+ * phone it scrolls sideways, not the page, and takes the keyboard focus so
+ * it can be scrolled without a mouse. label: a C string literal, unique on
+ * the page (it names the region landmark). Close with </div> or </pre>. */
+#define SCROLL_REGION(label) "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"" label "\">"
+#define SCROLL_PRE(label) "<pre tabindex=\"0\" role=\"region\" aria-label=\"" label "\">"
+
 struct page {
 	struct request *req;
 	struct strbuf main;		/* the <main> content, HTML */

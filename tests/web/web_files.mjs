@@ -68,9 +68,9 @@ await test("a Python file: highlighted, #L3 is the third line and links to itsel
 		const code = document.querySelector("#file-code");
 		const l3 = document.getElementById("L3");
 		return { lang: code?.dataset.lang, tabindex: code?.getAttribute("tabindex"), label: code?.getAttribute("aria-label"),
-			k: [...document.querySelectorAll("#file-code .tok-k")].map((s) => s.textContent),
-			s: document.querySelectorAll("#file-code .tok-s").length, c: document.querySelectorAll("#file-code .tok-c").length,
-			n: document.querySelectorAll("#file-code .tok-n").length,
+			k: [...document.querySelectorAll("#file-code .tok-kw")].map((s) => s.textContent),
+			s: document.querySelectorAll("#file-code .tok-str").length, c: document.querySelectorAll("#file-code .tok-com").length,
+			n: document.querySelectorAll("#file-code .tok-num").length,
 			line3: l3?.querySelector(".lc")?.textContent, href: l3?.querySelector(".ln a")?.getAttribute("href"),
 			third: document.querySelectorAll("#file-code tr")[2]?.id };
 	});
@@ -86,8 +86,8 @@ await test("JSON and TOML files are shown highlighted", async () => {
 	for (const [path, lang] of [["config.json", "json"], ["pyproject.toml", "toml"]]) {
 		const r = await page.goto(`${B}/blob/main/${path}`);
 		const got = await page.evaluate(() => ({ lang: document.querySelector("#file-code")?.dataset.lang,
-			s: document.querySelectorAll("#file-code .tok-s").length, k: document.querySelectorAll("#file-code .tok-k").length,
-			c: document.querySelectorAll("#file-code .tok-c").length }));
+			s: document.querySelectorAll("#file-code .tok-str").length, k: document.querySelectorAll("#file-code .tok-kw").length,
+			c: document.querySelectorAll("#file-code .tok-com").length }));
 		if (r.status() !== 200 || got.lang !== lang || !got.s || (lang === "json" && !got.k) || (lang === "toml" && !got.c))
 			p.push(`${path}: ${r.status()} ${JSON.stringify(got)}`);
 	}
