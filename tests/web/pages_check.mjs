@@ -44,7 +44,15 @@ const SAMPLES = {
 	"/kernels/{ns}/{name}": [{ kind: "kernel", url: "/kernels/acme/relu" },
 		{ kind: "error-404", url: "/kernels/acme/nope" }],
 	"/kernels/{ns}/{name}/tree/{rev}/{path*}": [{ kind: "tree", url: "/kernels/acme/relu/tree/main/build" }],
-	"/kernels/{ns}/{name}/commits/{rev}": [{ kind: "commits", url: "/kernels/acme/relu/commits/main" }],
+	"/kernels/{ns}/{name}/commits/{rev}/{path*}": [{ kind: "commits", url: "/kernels/acme/relu/commits/main" }],
+	"/kernels/{ns}/{name}/blob/{rev}/{path*}": [{ kind: "blob", url: "/kernels/acme/relu/blob/main/build/torch-cpu/__init__.py" },
+		{ kind: "blob-markdown", url: "/kernels/acme/relu/blob/main/README.md" }],
+	"/kernels/{ns}/{name}/commit/{rev}": [{ kind: "commit", url: async (page) => {
+		await page.goto("/kernels/acme/relu/commits/main");
+		return page.getAttribute("a.commit-title", "href");
+	} }],
+	"/kernels/{ns}/{name}/builds": [{ kind: "builds", url: "/kernels/acme/relu/builds" }],
+	"/kernels/{ns}/{name}/builds/{arg}/log": [{ kind: "build-log-missing", url: "/kernels/acme/relu/builds/999999/log" }],
 	"/kernels/{ns}/{name}/-/variants": { notHtml: "JSON", url: "/kernels/acme/relu/-/variants" },
 	"/kernels/{ns}/{name}/-/benchmarks": { notHtml: "JSON", url: "/kernels/acme/relu/-/benchmarks" },
 	"/kernels/{ns}/{name}/-/benchmarks/aggregate": { notHtml: "JSON", url: "/kernels/acme/relu/-/benchmarks/aggregate" },
