@@ -27,12 +27,13 @@ char *build_cache_dir(const char *root, const char *repo, const char *toolchain)
 /* ccache's settings for build code, in the sandbox's environment: where
  * the cache is, its bound, and what must not be hashed: the scratch's
  * random name (only in -ffile-prefix-map, which maps it to a fixed one),
- * the working directory, the fresh mtimes of the copied sources. */
+ * nvcc's thread count (the worker's CPUs, not the output), the working
+ * directory, the fresh mtimes of the copied sources. */
 static void cache_environment(const struct build_cache *c, struct sandbox *sb)
 {
 	strvec_pushf(&sb->env, "CCACHE_DIR=%s", sb->mode == SANDBOX_BWRAP ? BUILD_CACHE_AT : c->dir);
 	strvec_pushf(&sb->env, "CCACHE_MAXSIZE=%ldMi", c->max_mb);
-	strvec_pushf(&sb->env, "CCACHE_IGNOREOPTIONS=-ffile-prefix-map=*");
+	strvec_pushf(&sb->env, "CCACHE_IGNOREOPTIONS=-ffile-prefix-map=* --threads=*");	/* nvcc's: same output */
 	strvec_pushf(&sb->env, "CCACHE_SLOPPINESS=include_file_mtime,include_file_ctime");
 	strvec_pushf(&sb->env, "CCACHE_NOHASHDIR=1");
 	strvec_pushf(&sb->env, "CCACHE_STATSLOG=%s", c->stats_log);

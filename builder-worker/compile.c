@@ -324,10 +324,8 @@ static void nvcc_command(struct build_plan *p, const char *rel, json_t *kernel, 
 	const struct toolchain *tc = p->tc;
 	strvec_pushf(args, "%s", tc->nvcc);
 	strvec_pushf(args, "-O3");
-	if (p->gpu_threads > 0) {	/* its code targets compiled in parallel */
-		strvec_pushf(args, "--threads");
-		strvec_pushf(args, "%d", p->gpu_threads);
-	}
+	if (p->gpu_threads > 0)	/* its code targets compiled in parallel (one argument: ccache ignores it) */
+		strvec_pushf(args, "--threads=%d", p->gpu_threads);
 	strvec_pushf(args, "-DNDEBUG");
 	strvec_pushf(args, "-Xcompiler");
 	strvec_pushf(args, "-fPIC");
@@ -649,7 +647,7 @@ static void choose_gpu_threads(struct build_plan *p)
 		return;
 	p->gpu_threads = p->cb->gpu_threads(p, n);
 	if (p->gpu_threads > 0)
-		log_info("khub-worker build: %s --threads %d: %d CPUs for %zu %s compile%s at once",
+		log_info("khub-worker build: %s --threads=%d: %d CPUs for %zu %s compile%s at once",
 			 compile_backend_compiler(p->cb, p->tc), p->gpu_threads, p->jobs, n < (size_t)p->jobs ? n : (size_t)p->jobs,
 			 p->cb->compiler_key, n == 1 ? "" : "s");
 	else
