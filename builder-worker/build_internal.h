@@ -53,6 +53,8 @@ struct sandbox {
 	long cpu_seconds, memory_mb, disk_mb;	/* per process (disk_mb: also the whole scratch); 0 = no limit */
 	uint64_t deadline_usec;	/* monotonic_usec() limit for the whole build; 0 = none */
 	int disk_hit;		/* a command was killed for filling the scratch over disk_mb */
+	char *cache_dir;	/* the build cache (owned; NULL: none): its growth counts in disk_mb */
+	unsigned long long cache_start;	/* its bytes when the build began */
 	int log_fd;		/* stderr of every command (and stdout unless redirected) */
 };
 
@@ -161,6 +163,7 @@ struct compile_backend {
 	int probe_archs;		/* keep only the archs the compiler can compile for (one empty compile each) */
 	int offload_report;		/* the report lists the HIP code objects found in the libraries */
 	int from_hipcc;			/* a rocm_from_hipcc toolchain builds it against a torch of another build */
+	int (*gpu_threads)(const struct build_plan *p, size_t compiles);	/* threads of one GPU compile; NULL: 1 */
 	int discard_locals;		/* link with --discard-all (nvcc's FILE symbols name a temp file) */
 	const char *toolkit_lib;	/* the library directory under the compiler's root: lib64 */
 	const char *torch_libs[2];	/* torch's own for the backend, linked when the torch is its build */
@@ -176,6 +179,41 @@ const struct compile_backend *compile_backend_of_torch(const struct toolchain *t
 /* tc's compiler for b (nvcc), and the version of b tc's torch has; NULL for none. */
 const char *compile_backend_compiler(const struct compile_backend *b, const struct toolchain *tc);
 const char *compile_backend_version(const struct compile_backend *b, const struct toolchain *tc);
+
+/* ---- the build cache (cache.c) ------------------------------------------------------- */
+
+/* Where build code sees its cache (bind-mounted read-write). */
+#define BUILD_CACHE_AT "/khub/ccache"
+
+/* One build's ccache: which directory, its bound, and what it did. */
+struct build_cache {
+	char *dir;		/* <root>/<sha256 of repo and toolchain> (owned); NULL: no cache */
+	char *program;		/* ccache's path (owned) */
+	char *stats_log;	/* where ccache logs each compile's counters (owned) */
+	long max_mb;		/* ccache's max_size */
+	long hits, misses, uncached;	/* compiles served from it, compiled and stored, not cacheable */
+	char why_off[160];	/* why there is none, when dir is NULL ("" when none was asked) */
+};
+
+/* The cache directory of repo built with toolchain under root:
+ * root/<sha256 hex of "repo\ntoolchain">: one per repo and toolchain,
+ * never shared between repos (caller frees). */
+char *build_cache_dir(const char *root, const char *repo, const char *toolchain);
+/* Set the cache up for this build: the directory made (0700, the build
+ * uid's), bound at BUILD_CACHE_AT read-write, ccache's environment (its
+ * bound, no hash of the scratch's name) in sb->env. Without ccache the
+ * build goes on uncached (c->dir NULL, c->why_off says why). 0 or KHUB_EIO. */
+int build_cache_prepare(struct build_cache *c, struct sandbox *sb, const char *home);
+/* Count the compiles of ccache's stats log text (hits, misses, uncached). */
+void build_cache_count(struct build_cache *c, const char *text);
+/* Read the stats log (never through a link) into the counts, logged. */
+void build_cache_read_stats(struct build_cache *c);
+/* After the build: a cache over its bound (build code may write anything
+ * there) is emptied, logged. */
+void build_cache_bound(struct build_cache *c);
+/* The report's "cache" object (a new reference). */
+json_t *build_cache_json(const struct build_cache *c);
+void build_cache_release(struct build_cache *c);
 
 /* ---- build plan shared by compile.c and package.c ---------------------------------- */
 
@@ -199,6 +237,8 @@ struct build_plan {
 	struct strvec archs_left_out;	/* ROCm archs asked for that hipcc cannot compile */
 	struct sandbox *sb;
 	int jobs;		/* compiler processes at once */
+	int gpu_threads;	/* threads of each GPU compile (nvcc --threads); 0: not given */
+	struct build_cache cache;	/* ccache, when dir is set */
 };
 
 /* ---- compile (compile.c) ------------------------------------------------------------ */
@@ -220,6 +260,11 @@ int compile_variant(struct build_plan *plan);
  * contract: each default takes the kernel's highest capability <= it with
  * its major. Appends "8.0", "9.0+PTX"... to out, unique. */
 void cuda_archs_select(int nvcc_major, int nvcc_minor, const char *const *caps, size_t ncaps, struct strvec *out);
+/* nvcc's --threads for one compile: the build's CPUs (jobs) shared among
+ * the nvcc compiles that run at once, at most one per code target
+ * (targets: its -gencode count), at least 1; 0 when nvcc major.minor is
+ * older than 11.2 (no --threads). */
+int nvcc_threads(int nvcc_major, int nvcc_minor, int jobs, size_t compiles, size_t targets);
 
 /* ---- packaging (package.c) ----------------------------------------------------------- */
 

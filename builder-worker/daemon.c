@@ -426,6 +426,10 @@ static const struct worker_option daemon_option_rows[] = {
 	  .parse = worker_option_build_user, .help = "who build code runs as when the worker is root (65534:65534)" },
 	{ .name = "max-processes", .arg = "N", .kind = WOPT_LONG, .offset = DAEMON_OPT(cfg.max_processes), .min = 0,
 	  .max = 1 << 22, .help = "processes (and threads) of that uid at once, builds together (512)" },
+	{ .name = "no-build-cache", .kind = WOPT_FLAG, .offset = DAEMON_OPT(cfg.no_build_cache),
+	  .help = "compile without the build cache (ccache per repo and toolchain under the work dir)" },
+	{ .name = "build-cache-mb", .arg = "N", .kind = WOPT_LONG, .offset = DAEMON_OPT(cfg.build_cache_mb), .min = 1,
+	  .max = 1L << 30, .help = "the size of each repo's build cache, per toolchain (2048)" },
 	{ .name = "log-level", .arg = "LEVEL", .kind = WOPT_CALL, .parse = parse_log_level,
 	  .help = "error, warn, info, debug" },
 	{ .name = "token", .arg = "TOKEN", .kind = WOPT_CALL, .parse = refuse_token,
@@ -449,6 +453,7 @@ static int daemon_parse(struct daemon *d, int argc, char **argv)
 	d->cfg.kill_grace_seconds = 10;
 	d->cfg.build_uid = d->cfg.build_gid = SANDBOX_BUILD_UID_DEFAULT;
 	d->cfg.max_processes = SANDBOX_MAX_PROCESSES_DEFAULT;
+	d->cfg.build_cache_mb = BUILD_CACHE_MAX_MB_DEFAULT;
 	d->cfg.url = getenv("KHUB_URL");
 	int parsed = worker_options_parse(&daemon_command, argc, argv, d);
 	if (parsed == WORKER_OPTIONS_HELP) {
@@ -461,6 +466,8 @@ static int daemon_parse(struct daemon *d, int argc, char **argv)
 		worker_options_usage(&daemon_command, stderr);
 		return 64;
 	}
+	long cpus = usable_cpus(NULL, 0);	/* shared by the builds that run at once */
+	d->cfg.build_jobs = cpus / d->concurrency > 0 ? cpus / d->concurrency : 1;
 	return 0;
 }
 

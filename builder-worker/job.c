@@ -452,6 +452,14 @@ static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pi
 	strvec_pushf(&argv, "%ld:%ld", cfg->build_uid, cfg->build_gid);
 	strvec_pushf(&argv, "--max-processes");
 	strvec_pushf(&argv, "%ld", cfg->max_processes);
+	strvec_pushf(&argv, "--jobs");
+	strvec_pushf(&argv, "%ld", cfg->build_jobs);
+	if (!cfg->no_build_cache) {	/* one cache per repo and toolchain, kept across builds */
+		strvec_pushf(&argv, "--cache-root");
+		strvec_pushf(&argv, "%s/ccache", cfg->scratch_root);
+		strvec_pushf(&argv, "--cache-max-mb");
+		strvec_pushf(&argv, "%ld", cfg->build_cache_mb);
+	}
 	free(src);
 	free(out);
 	/* built from nothing: the worker's token never reaches build code */

@@ -91,6 +91,10 @@ static int over_disk(struct sandbox *sb, uint64_t *next_check)
 		return 0;
 	*next_check = monotonic_usec() + DISK_CHECK_USEC;
 	unsigned long long used = scratch_usage(sb->scratch);
+	if (sb->cache_dir) {	/* what the build added to its cache counts too */
+		unsigned long long cache = scratch_usage(sb->cache_dir);
+		used += cache > sb->cache_start ? cache - sb->cache_start : 0;
+	}
 	if (used <= (unsigned long long)sb->disk_mb << 20)
 		return 0;
 	dprintf(sb->log_fd, "khub-worker: the build's files take %.1f MiB, over the disk limit of %ld MiB: killed\n",
@@ -245,6 +249,7 @@ void sandbox_release(struct sandbox *sb)
 		return;
 	free(sb->tool);
 	free(sb->scratch);
+	free(sb->cache_dir);
 	for (size_t i = 0; i < sb->nbinds; i++) {
 		free(sb->binds[i].path);
 		free(sb->binds[i].at);

@@ -139,6 +139,7 @@ int build_main(int argc, char **argv);
 
 #define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */
 #define SANDBOX_MAX_PROCESSES_DEFAULT 512	/* --max-processes */
+#define BUILD_CACHE_MAX_MB_DEFAULT 2048	/* --cache-max-mb, --build-cache-mb */
 
 /* What isolation tc's builds get here (`--check`): sets up a sandbox on a
  * throw-away scratch as a build would and probes it; one line into text.

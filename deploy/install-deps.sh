@@ -3,7 +3,7 @@
 install_deps() {
 	local want=(build-essential autoconf automake libtool pkg-config
 		libmicrohttpd-dev libgit2-dev libjansson-dev libpq-dev libssl-dev
-		libcurl4-openssl-dev libarchive-dev zstd libelf-dev bubblewrap libseccomp-dev libcmark-gfm-dev libcmark-gfm-extensions-dev zlib1g-dev
+		libcurl4-openssl-dev libarchive-dev zstd libelf-dev bubblewrap ccache libseccomp-dev libcmark-gfm-dev libcmark-gfm-extensions-dev zlib1g-dev
 		libsystemd-dev	# sd_notify: khub serve under a Type=notify unit
 		debhelper dpkg-dev	# make deb (debian/, dpkg-buildpackage)
 		postgresql git git-lfs curl python3 ca-certificates
