@@ -95,7 +95,7 @@ await test("JSON and TOML files are shown highlighted", async () => {
 });
 await test("a Markdown file is rendered", async () => {
 	const r = await page.goto(`${B}/blob/main/docs/guide.md`);
-	const got = await page.evaluate(() => ({ h1: document.querySelector("article.readme h1")?.textContent,
+	const got = await page.evaluate(() => ({ h1: document.querySelector("article.readme h1")?.textContent.trim(),
 		bold: document.querySelector("article.readme strong")?.textContent, table: !!document.querySelector("article.readme table"),
 		code: !!document.querySelector("#file-code") }));
 	return r.status() === 200 && got.h1 === "Guide" && got.bold === "bold" && got.table && !got.code ? [] :
@@ -134,11 +134,11 @@ await test("binary and LFS files are cards with size (and oid), never inlined", 
 });
 await test("a folder's README is rendered under its listing; files link to /blob/, folders to /tree/", async () => {
 	const r = await page.goto(`${B}/tree/main/docs`);
-	const got = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent,
-		link: document.querySelector("#folder-readme a")?.getAttribute("href"),
+	const got = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent.trim(),
+		link: document.querySelector("#folder-readme a:not(.anchor)")?.getAttribute("href"),
 		hrefs: [...document.querySelectorAll("#files tbody th a")].map((a) => a.getAttribute("href")) }));
 	await page.goto(`${B}/tree/main`);
-	const root = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent,
+	const root = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent.trim(),
 		hrefs: [...document.querySelectorAll("#files tbody th a")].map((a) => a.getAttribute("href")) }));
 	const p = [];
 	if (r.status() !== 200 || got.h1 !== "Docs folder readme" || got.link !== `${B}/blob/main/docs/guide.md`) p.push(JSON.stringify(got));
@@ -164,7 +164,7 @@ await test("a branch release/v1.2 is reachable written plainly and encoded; miss
 		if (r.status() !== 200 || !(text.includes("RELEASE.md") || text.includes("release notes"))) p.push(`${path}: ${r.status()}`);
 	}
 	let r = await page.goto(`${B}/blob/release/v1.2/RELEASE.md`);
-	if (r.status() !== 200 || (await page.textContent("article.readme h1")) !== "Release notes 1.2") p.push(`blob ${r.status()}`);
+	if (r.status() !== 200 || (await page.textContent("article.readme h1")).trim() !== "Release notes 1.2") p.push(`blob ${r.status()}`);
 	r = await page.goto(`${B}/blob/release%2Fv1.2/RELEASE.md`);
 	if (r.status() !== 200) p.push(`blob encoded ${r.status()}`);
 	for (const path of ["/tree/release/v9", "/blob/release/v9/RELEASE.md", "/blob/main/RELEASE.md", "/commits/nope"]) {
@@ -183,7 +183,7 @@ await test("a branch release/v1.2 is reachable written plainly and encoded; miss
 });
 await test("a ref's Files view shows that ref's README; the Files and Commits tabs stay on the ref", async () => {
 	await page.goto(`${B}/tree/release/v1.2`);
-	const got = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent,
+	const got = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent.trim(),
 		tabs: [...document.querySelectorAll("nav.tabs a")].map((a) => a.getAttribute("href")) }));
 	return got.h1 === "Release readme" && got.tabs.includes(`${B}/tree/release/v1.2`) && got.tabs.includes(`${B}/commits/release/v1.2`) ?
 		[] : [JSON.stringify(got)];
