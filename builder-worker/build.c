@@ -120,6 +120,7 @@ static int sandbox_setup(struct sandbox *sb, const struct toolchain *tc, const s
 	struct strvec dirs = STRVEC_INIT;
 	struct sandbox_options o = *opts;
 	o.allow_no_sandbox = tc->allow_no_sandbox;
+	o.root = tc->root;
 	int rc = toolchain_sandbox_dirs(tc, &dirs, why, sizeof(why));
 	if (rc == 0)
 		rc = sandbox_init(sb, scratch, &o, &dirs, why, sizeof(why));
@@ -359,6 +360,7 @@ int build_describe_sandbox(const struct toolchain *tc, long build_uid, long buil
 	char why[1024];
 	struct strvec dirs = STRVEC_INIT;
 	o.allow_no_sandbox = tc->allow_no_sandbox;
+	o.root = tc->root;
 	rc = toolchain_sandbox_dirs(tc, &dirs, why, sizeof(why));
 	if (rc == 0 && chmod(scratch, geteuid() == 0 ? 0711 : 0700) < 0)
 		rc = KHUB_EIO;
@@ -407,7 +409,7 @@ static int smoke_import(struct build_plan *plan, struct sandbox *sb, const char 
 
 struct build_options {
 	const char *toolchains_path, *toolchain_name, *source, *out_dir, *variant;
-	const char *build_id, *repo, *commit, *worker, *work_dir;
+	const char *build_id, *repo, *commit, *worker, *work_dir, *manylinux;
 	long wall, cpu, memory, disk, jobs, epoch;
 	struct strvec hide;
 	struct sandbox_options sandbox;
@@ -467,6 +469,8 @@ static const struct worker_option build_option_rows[] = {
 	  .max = 1 << 22, .help = "processes (and threads) of that uid at once (512)" },
 	{ .name = "source-date-epoch", .arg = "SECONDS", .kind = WOPT_LONG, .offset = BUILD_OPT(epoch), .min = 0,
 	  .max = LONG_MAX, .help = "the commit's time (else $SOURCE_DATE_EPOCH, else 0)" },
+	{ .name = "manylinux", .arg = "2_X", .kind = WOPT_STRING, .offset = BUILD_OPT(manylinux),
+	  .help = "the manylinux target the ABI check applies (2_28; the server's abi_manylinux)" },
 	{ .name = "help", .kind = WOPT_HELP, .help = "this text" },
 	{ .name = NULL },
 };
@@ -502,6 +506,10 @@ static int build_options_parse(int argc, char **argv, struct build_options *o)
 	}
 	if (o->epoch < 0 && source_date_epoch_from_env(&o->epoch) < 0)
 		goto usage_error;
+	if (!abi_manylinux_find(o->manylinux)) {
+		log_error("khub-worker build: --manylinux %s: not a manylinux target this worker knows", o->manylinux);
+		goto usage_error;
+	}
 	if (!is_dir_empty_or_missing(o->out_dir)) {
 		log_error("khub-worker build: --out %s: must be missing or an empty directory", o->out_dir);
 		goto usage_error;
@@ -833,7 +841,8 @@ static int step_metadata(struct build_run *r)
 static int step_check(struct build_run *r)
 {
 	struct build_plan *plan = &r->plan;
-	if (abi_check_dir_for(plan->stage, plan->stable_abi[0] ? plan->stable_abi : NULL, &r->report) < 0) {
+	if (abi_check_dir_target(plan->stage, plan->stable_abi[0] ? plan->stable_abi : NULL,
+				 abi_manylinux_find(r->o->manylinux), &r->report) < 0) {
 		log_error("khub-worker build: ABI check could not read the libraries");
 		return BUILD_INTERNAL;
 	}
