@@ -284,10 +284,12 @@ int farm_abi_report_passes(json_t *report, const char *target, char *why, size_t
 		snprintf(why, size, "no abi-report.json in the output");
 		return 0;
 	}
-	checked = manylinux_minor(json_string_value(json_object_get(report, "manylinux")));
+	/* a report without "manylinux" is an older worker's, which checked 2_28 */
+	json_t *named = json_object_get(report, "manylinux");
+	checked = named ? manylinux_minor(json_string_value(named)) : 28;
 	if (checked < 0 || checked > want) {
-		snprintf(why, size, "the ABI report checked %s, not manylinux_%s", checked < 0 ? "no manylinux target"
-			 : json_string_value(json_object_get(report, "manylinux")), target);
+		snprintf(why, size, "the ABI report checked %s, not manylinux_%s",
+			 checked < 0 ? "no manylinux target" : named ? json_string_value(named) : "manylinux_2_28", target);
 		return 0;
 	}
 	if (newest && !strncmp(newest, "2.", 2) && strtol(newest + 2, NULL, 10) > want) {
