@@ -132,6 +132,10 @@ int run_capture(char *const *argv, char *const *env, int timeout_s, char **out, 
  * caller frees), or NULL. */
 char *sandbox_find_program(const char *root, const char *name, const char *path);
 
+/* path (absolute, inside root) with the links of its last part resolved
+ * inside root, as a command there sees it; the caller frees it. */
+char *sandbox_root_resolve(const char *root, const char *path);
+
 /* run_capture, with root (not NULL) shown as / to the program: bubblewrap
  * with no network, a fresh /tmp, only root's system directories and /etc
  * (the toolchain probe of a toolchain with a root). argv[0] is searched in
@@ -145,6 +149,11 @@ int run_capture_in_root(const char *root, char *const *argv, char *const *env, i
  * unless the toolchain sets it), HOME=home, TMPDIR=/tmp, LC_ALL, then the
  * toolchain's env. Nothing of the worker's own environment. */
 void toolchain_environment(const struct toolchain *tc, const char *home, struct strvec *env);
+/* The PATH of a toolchain_environment (its PATH=, else the system's). */
+const char *toolchain_env_path(const struct strvec *env);
+/* tc's programs (python, cxx, nvcc, hipcc, cmake, ninja; NULL when absent) into out. */
+#define TOOLCHAIN_PROGRAMS 6
+void toolchain_programs(const struct toolchain *tc, const char *out[TOOLCHAIN_PROGRAMS]);
 /* The directories a probed toolchain needs that the sandbox does not show
  * already (/usr, /lib*, /bin): the prefixes of its programs, the absolute
  * paths of its env, its torch and Python headers, into dirs. KHUB_EPERM

@@ -193,6 +193,31 @@ char *sandbox_find_program(const char *root, const char *name, const char *path)
 	return NULL;
 }
 
+#define ROOT_LINK_HOPS 40
+
+char *sandbox_root_resolve(const char *root, const char *path)
+{
+	char *cur = xstrdup(path);
+	for (int hop = 0; hop < ROOT_LINK_HOPS; hop++) {
+		char *full = xasprintf("%s%s", root, cur), target[PATH_MAX];
+		ssize_t n = readlink(full, target, sizeof(target) - 1);
+		free(full);
+		if (n <= 0)
+			break;
+		target[n] = 0;
+		char *next;
+		if (target[0] == '/') {
+			next = xstrdup(target);
+		} else {
+			char *slash = strrchr(cur, '/');
+			next = xasprintf("%.*s/%s", (int)(slash - cur), cur, target);
+		}
+		free(cur);
+		cur = next;
+	}
+	return cur;
+}
+
 static void push_system(struct strvec *args, const char *root);
 
 int run_capture_in_root(const char *root, char *const *argv, char *const *env, int timeout_s, char **out, int err_fd)

@@ -281,6 +281,20 @@ void toolchain_environment(const struct toolchain *tc, const char *home, struct 
 		strvec_pushf(env, "%s", tc->env[i]);
 }
 
+const char *toolchain_env_path(const struct strvec *env)
+{
+	for (size_t i = 0; i < env->count; i++)
+		if (!strncmp(env->items[i], "PATH=", 5))
+			return env->items[i] + 5;
+	return "/usr/local/bin:/usr/bin:/bin";
+}
+
+void toolchain_programs(const struct toolchain *tc, const char *out[TOOLCHAIN_PROGRAMS])
+{
+	const char *all[TOOLCHAIN_PROGRAMS] = { tc->python, tc->cxx, tc->nvcc, tc->hipcc, tc->cmake, tc->ninja };
+	memcpy(out, all, sizeof(all));
+}
+
 /* ---- what the sandbox must show of a toolchain ------------------------------------ */
 
 /* Seen by every build already (sandbox.c binds them). */
@@ -355,13 +369,10 @@ int toolchain_sandbox_dirs(const struct toolchain *tc, struct strvec *dirs, char
 		return 0;	/* the sandbox shows the root's /usr, /lib*, /opt: the toolchain is there */
 	struct strvec env = STRVEC_INIT;
 	toolchain_environment(tc, "/tmp", &env);
-	const char *path = "/usr/local/bin:/usr/bin:/bin";
-	for (size_t i = 0; i < env.count; i++)
-		if (!strncmp(env.items[i], "PATH=", 5))
-			path = env.items[i] + 5;
-	const char *programs[] = { tc->python, tc->cxx, tc->nvcc, tc->hipcc, tc->cmake, tc->ninja };
+	const char *path = toolchain_env_path(&env), *programs[TOOLCHAIN_PROGRAMS];
+	toolchain_programs(tc, programs);
 	int rc = 0;
-	for (size_t i = 0; i < sizeof(programs) / sizeof(*programs) && rc == 0; i++) {
+	for (size_t i = 0; i < TOOLCHAIN_PROGRAMS && rc == 0; i++) {
 		char *found = programs[i] ? spawn_find_program(programs[i], path) : NULL;
 		char real[PATH_MAX];
 		if (found)

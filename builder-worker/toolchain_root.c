@@ -23,8 +23,6 @@ static const char *const root_manifest_files[] = {
 	"/var/lib/rpm/Packages", "/lib/apk/db/installed",
 };
 
-#define ROOT_LINK_HOPS 40
-
 int toolchain_root_check(struct toolchain *tc)
 {
 	if (!tc->root)
@@ -36,31 +34,6 @@ int toolchain_root_check(struct toolchain *tc)
 	snprintf(tc->why, sizeof(tc->why), "root %s: showing it as / needs bubblewrap (bwrap), which is not installed",
 		 tc->root);
 	return KHUB_EPERM;
-}
-
-/* path (absolute, inside root) with the links of its last part resolved
- * inside root; the caller frees it. */
-static char *root_resolve(const char *root, const char *path)
-{
-	char *cur = xstrdup(path);
-	for (int hop = 0; hop < ROOT_LINK_HOPS; hop++) {
-		char *full = xasprintf("%s%s", root, cur), target[PATH_MAX];
-		ssize_t n = readlink(full, target, sizeof(target) - 1);
-		free(full);
-		if (n <= 0)
-			break;
-		target[n] = 0;
-		char *next;
-		if (target[0] == '/') {
-			next = xstrdup(target);
-		} else {
-			char *slash = strrchr(cur, '/');
-			next = xasprintf("%.*s/%s", (int)(slash - cur), cur, target);
-		}
-		free(cur);
-		cur = next;
-	}
-	return cur;
 }
 
 static int digest_chunk(const char *buf, size_t n, void *ctx)
@@ -106,14 +79,11 @@ int toolchain_root_digest(struct toolchain *tc)
 	for (size_t i = 0; rc == 0 && i < sizeof(root_manifest_files) / sizeof(*root_manifest_files); i++)
 		rc = manifest_line(tc->root, root_manifest_files[i], &manifest);
 	toolchain_environment(tc, "/tmp", &env);
-	const char *path = "/usr/local/bin:/usr/bin:/bin";
-	for (size_t i = 0; i < env.count; i++)
-		if (!strncmp(env.items[i], "PATH=", 5))
-			path = env.items[i] + 5;
-	const char *programs[] = { tc->python, tc->cxx, tc->nvcc, tc->hipcc, tc->cmake, tc->ninja };
-	for (size_t i = 0; rc == 0 && i < sizeof(programs) / sizeof(*programs); i++) {
+	const char *path = toolchain_env_path(&env), *programs[TOOLCHAIN_PROGRAMS];
+	toolchain_programs(tc, programs);
+	for (size_t i = 0; rc == 0 && i < TOOLCHAIN_PROGRAMS; i++) {
 		char *found = programs[i] ? sandbox_find_program(tc->root, programs[i], path) : NULL;
-		char *real = found ? root_resolve(tc->root, found) : NULL;
+		char *real = found ? sandbox_root_resolve(tc->root, found) : NULL;
 		if (real)
 			rc = manifest_line(tc->root, real, &manifest);
 		free(found);
