@@ -293,7 +293,8 @@ int farm_abi_report_passes(json_t *report, const char *target, char *why, size_t
 		return 0;
 	}
 	if (newest && !strncmp(newest, "2.", 2) && strtol(newest + 2, NULL, 10) > want) {
-		snprintf(why, size, "symbols need glibc %s, newer than manylinux_%s allows (2.%ld): ", newest, target, want);
+		snprintf(why, size, "the ABI check: symbols need glibc %s, newer than manylinux_%s allows (2.%ld): ", newest,
+			 target, want);
 		glibc_over(glibc, want, why, size);
 		return 0;
 	}
