@@ -120,6 +120,7 @@ static int sandbox_setup(struct sandbox *sb, const struct toolchain *tc, const s
 	struct strvec dirs = STRVEC_INIT;
 	struct sandbox_options o = *opts;
 	o.allow_no_sandbox = tc->allow_no_sandbox;
+	o.root = tc->root;
 	int rc = toolchain_sandbox_dirs(tc, &dirs, why, sizeof(why));
 	if (rc == 0)
 		rc = sandbox_init(sb, scratch, &o, &dirs, why, sizeof(why));
@@ -359,6 +360,7 @@ int build_describe_sandbox(const struct toolchain *tc, long build_uid, long buil
 	char why[1024];
 	struct strvec dirs = STRVEC_INIT;
 	o.allow_no_sandbox = tc->allow_no_sandbox;
+	o.root = tc->root;
 	rc = toolchain_sandbox_dirs(tc, &dirs, why, sizeof(why));
 	if (rc == 0 && chmod(scratch, geteuid() == 0 ? 0711 : 0700) < 0)
 		rc = KHUB_EIO;
@@ -407,7 +409,7 @@ static int smoke_import(struct build_plan *plan, struct sandbox *sb, const char 
 
 struct build_options {
 	const char *toolchains_path, *toolchain_name, *source, *out_dir, *variant;
-	const char *build_id, *repo, *commit, *worker, *work_dir, *cache_root;
+	const char *build_id, *repo, *commit, *worker, *work_dir, *cache_root, *manylinux;
 	long wall, cpu, memory, disk, jobs, epoch, cache_max_mb;
 	struct strvec hide;
 	struct sandbox_options sandbox;
@@ -471,6 +473,8 @@ static const struct worker_option build_option_rows[] = {
 	  .help = "compile through ccache, its cache DIR/<sha256 of --repo and the toolchain> (none: no cache)" },
 	{ .name = "cache-max-mb", .arg = "N", .kind = WOPT_LONG, .offset = BUILD_OPT(cache_max_mb), .min = 1,
 	  .max = 1L << 30, .help = "that cache's size (ccache's max_size; 2048)" },
+	{ .name = "manylinux", .arg = "2_X", .kind = WOPT_STRING, .offset = BUILD_OPT(manylinux),
+	  .help = "the manylinux target the ABI check applies (2_28; the server's abi_manylinux)" },
 	{ .name = "help", .kind = WOPT_HELP, .help = "this text" },
 	{ .name = NULL },
 };
@@ -509,6 +513,10 @@ static int build_options_parse(int argc, char **argv, struct build_options *o)
 		goto usage_error;
 	if (o->cache_root && (!o->repo || !*o->cache_root)) {
 		log_error("khub-worker build: --cache-root: needs --repo (each repo has a cache of its own)");
+		goto usage_error;
+	}
+	if (!abi_manylinux_find(o->manylinux)) {
+		log_error("khub-worker build: --manylinux %s: not a manylinux target this worker knows", o->manylinux);
 		goto usage_error;
 	}
 	if (!is_dir_empty_or_missing(o->out_dir)) {
@@ -851,7 +859,8 @@ static int step_metadata(struct build_run *r)
 static int step_check(struct build_run *r)
 {
 	struct build_plan *plan = &r->plan;
-	if (abi_check_dir_for(plan->stage, plan->stable_abi[0] ? plan->stable_abi : NULL, &r->report) < 0) {
+	if (abi_check_dir_target(plan->stage, plan->stable_abi[0] ? plan->stable_abi : NULL,
+				 abi_manylinux_find(r->o->manylinux), &r->report) < 0) {
 		log_error("khub-worker build: ABI check could not read the libraries");
 		return BUILD_INTERNAL;
 	}

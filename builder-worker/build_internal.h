@@ -27,6 +27,7 @@ struct sandbox_options {
 	int bwrap_only;			/* --sandbox bwrap: no fallback, not even an allowed one */
 	long build_uid, build_gid;	/* the uid the commands run as when the worker is root */
 	long max_processes;		/* RLIMIT_NPROC of the commands' uid; 0: none */
+	const char *root;		/* the toolchain's root file system shown as /; NULL: the host's */
 };
 
 /* A directory of the scratch the commands see, read-write or read-only. */
@@ -41,6 +42,7 @@ struct sandbox {
 	char *tool;		/* bwrap (owned); NULL for SANDBOX_NONE */
 	int disable_userns;	/* this bwrap has --disable-userns (0.8+; the seccomp filter refuses them anyway) */
 	char *scratch;		/* the build's scratch directory (owned); only its binds are seen */
+	char *root;		/* owned: the directory whose /usr, /lib*, /opt... the commands see; NULL: the host's */
 	struct sandbox_bind *binds;	/* owned; the only parts of the worker's disk a command can write */
 	size_t nbinds;
 	struct strvec ro_dirs;	/* the toolchain's directories outside /usr, bound read-only */
@@ -127,18 +129,46 @@ void sandbox_kill_all(pid_t *pids, size_t n);
  * after timeout_s, or a negative KHUB_E*. */
 int run_capture(char *const *argv, char *const *env, int timeout_s, char **out, int err_fd);
 
+/* argv[0] found in PATH-like path as the commands see it: inside root
+ * (root NULL: the host's), the path returned is the one seen there (the
+ * caller frees), or NULL. */
+char *sandbox_find_program(const char *root, const char *name, const char *path);
+
+/* path (absolute, inside root) with the links of its last part resolved
+ * inside root, as a command there sees it; the caller frees it. */
+char *sandbox_root_resolve(const char *root, const char *path);
+
+/* run_capture, with root (not NULL) shown as / to the program: bubblewrap
+ * with no network, a fresh /tmp, only root's system directories and /etc
+ * (the toolchain probe of a toolchain with a root). argv[0] is searched in
+ * env's PATH inside root; 127 when it is not there, or when there is no
+ * bubblewrap to make the view. */
+int run_capture_in_root(const char *root, char *const *argv, char *const *env, int timeout_s, char **out, int err_fd);
+
 /* ---- toolchains (toolchain.c) ------------------------------------------------------ */
 
 /* The environment of a toolchain's programs into env: PATH (system dirs
  * unless the toolchain sets it), HOME=home, TMPDIR=/tmp, LC_ALL, then the
  * toolchain's env. Nothing of the worker's own environment. */
 void toolchain_environment(const struct toolchain *tc, const char *home, struct strvec *env);
+/* The PATH of a toolchain_environment (its PATH=, else the system's). */
+const char *toolchain_env_path(const struct strvec *env);
+/* tc's programs (python, cxx, nvcc, hipcc, cmake, ninja; NULL when absent) into out. */
+#define TOOLCHAIN_PROGRAMS 6
+void toolchain_programs(const struct toolchain *tc, const char *out[TOOLCHAIN_PROGRAMS]);
 /* The directories a probed toolchain needs that the sandbox does not show
  * already (/usr, /lib*, /bin): the prefixes of its programs, the absolute
  * paths of its env, its torch and Python headers, into dirs. KHUB_EPERM
  * with why when one lies where a build may never look (/root, /home, /var,
  * /tmp, /etc, /run...). */
 int toolchain_sandbox_dirs(const struct toolchain *tc, struct strvec *dirs, char *why, size_t why_size);
+
+/* With tc->root: 0 when bubblewrap can show it as /, else KHUB_EPERM with
+ * tc->why (toolchain_root.c). 0 without a root. */
+int toolchain_root_check(struct toolchain *tc);
+/* tc->root_digest ("sha256:" + hex) of the root's os-release, package
+ * database and tc's programs (toolchain_root.c): 0, or KHUB_EIO with tc->why. */
+int toolchain_root_digest(struct toolchain *tc);
 
 /* ---- the backends compiled here (compile.c) ---------------------------------------- */
 
@@ -293,6 +323,9 @@ int copy_tree_file(const char *from, const char *to);
 /* The digest "files" map (path -> sha256 base64, as metadata.json's) of
  * every file under dir, into files. */
 int package_tree_digest(const char *dir, json_t *files);
+/* Read fd to its end, handing each chunk to use (which returns 0 or a
+ * KHUB_E* that stops the reading): 0, use's error, or KHUB_EIO. */
+int read_chunks(int fd, int (*use)(const char *buf, size_t n, void *ctx), void *ctx);
 /* Bytes allocated under path (du). */
 unsigned long long tree_disk_usage(const char *path);
 
@@ -300,6 +333,17 @@ unsigned long long tree_disk_usage(const char *path);
 
 enum abi_violation_kind { ABI_MANYLINUX, ABI_PYTHON, ABI_NON_ABI3, ABI_NEEDED, ABI_TORCH_STABLE };
 
+/* A manylinux target (PEP 600) and the symbol versions it allows. */
+struct abi_manylinux;
+/* The target named "2_31" or "manylinux_2_31" (NULL or "": manylinux_2_28),
+ * or NULL when this worker does not know it (borrowed, static). */
+const struct abi_manylinux *abi_manylinux_find(const char *name);
+const char *abi_manylinux_name(const struct abi_manylinux *t);	/* "manylinux_2_31" */
+/* abi_check_dir_for against target: the report's "manylinux" names it and
+ * its "glibc" says what each symbol needs ("__libc_single_threaded@GLIBC_2.32"),
+ * the newest of them and whether the target allows it. */
+int abi_check_dir_target(const char *dir, const char *torch_stable_abi, const struct abi_manylinux *target,
+			 json_t **report);
 /* Check every *.so under dir (a variant directory): manylinux_2_28 symbol
  * versions, Python stable ABI 3.9, DT_NEEDED allowlist. *report receives
  * the abi-report.json document (owned by the caller); 0 (even with

@@ -122,15 +122,21 @@ static void push_strings(struct strvec *args, json_t *array, const char *prefix,
 		}
 }
 
-/* The directory above a compiler's bin/ (the CUDA or ROCm root). */
-static char *toolkit_root(const char *compiler)
+/* The directory above a compiler's bin/ (the CUDA or ROCm root), as the
+ * commands see it (inside the toolchain's root when it has one). */
+static char *toolkit_root(const struct toolchain *tc, const char *compiler)
 {
-	char *found = spawn_find_program(compiler, "/usr/local/bin:/usr/bin:/bin");
+	char *found = sandbox_find_program(tc->root, compiler, "/usr/local/bin:/usr/bin:/bin");
 	if (!found)
 		return NULL;
 	char real[PATH_MAX];
 	char *root = NULL;
-	if (realpath(found, real)) {
+	if (tc->root) {
+		char *resolved = sandbox_root_resolve(tc->root, found);
+		char *bin = dirname(resolved);
+		root = xasprintf("%s/..", bin);
+		free(resolved);
+	} else if (realpath(found, real)) {
 		char *bin = dirname(real);
 		root = xasprintf("%s/..", bin);
 	}
@@ -170,7 +176,7 @@ static void push_common_defines(const struct build_plan *p, struct strvec *args)
 	if (tc->python_include)
 		strvec_pushf(args, "-I%s", tc->python_include);
 	const char *gpu = compile_backend_compiler(p->cb, tc);
-	char *root = gpu ? toolkit_root(gpu) : NULL;
+	char *root = gpu ? toolkit_root(tc, gpu) : NULL;
 	if (root) {
 		strvec_pushf(args, "-I%s/include", root);
 		free(root);
@@ -482,7 +488,7 @@ static void push_gpu_libraries(struct build_plan *p, struct strvec *args)
 	const struct toolchain *tc = p->tc;
 	if (!b->runtime_lib)
 		return;
-	char *root = toolkit_root(compile_backend_compiler(b, tc));
+	char *root = toolkit_root(tc, compile_backend_compiler(b, tc));
 	if (root) {
 		strvec_pushf(args, "-L%s/%s", root, b->toolkit_lib);
 		free(root);

@@ -172,10 +172,11 @@ static json_t *register_body(struct daemon *d)
 			if (!seen)
 				json_array_append_new(d->variants, json_string(tc->variants[k]));
 		}
-		json_array_append_new(tcs, json_pack("{s:s, s:o, s:s?, s:s?, s:s?, s:b, s:s?}", "name", tc->name,
-						     "variants", vs, "torch", tc->torch_version, "cuda",
+		json_array_append_new(tcs, json_pack("{s:s, s:o, s:s?, s:s?, s:s?, s:b, s:s?, s:s?, s:s?}", "name",
+						     tc->name, "variants", vs, "torch", tc->torch_version, "cuda",
 						     tc->cuda_version, "rocm", tc->rocm_version, "cxx11_abi",
-						     tc->cxx11_abi, "python", tc->python));
+						     tc->cxx11_abi, "python", tc->python, "root", tc->root,
+						     "root_digest", tc->root_digest));
 	}
 	return json_pack("{s:s, s:s, s:i, s:o}", "name", d->cfg.name, "version", PACKAGE_VERSION, "concurrency",
 			 d->concurrency, "toolchains", tcs);
@@ -511,6 +512,8 @@ static int daemon_toolchains(struct daemon *d, char *toolchains_real, struct too
 		usable++;
 		log_info("toolchain %s: %zu variant(s)%s%s", tc->name, tc->nvariants,
 			 tc->nvariants ? ", first " : "", tc->nvariants ? tc->variants[0] : "");
+		if (tc->root)
+			log_info("toolchain %s: root %s, %s", tc->name, tc->root, tc->root_digest);
 		if (tc->allow_no_sandbox)
 			log_warn("toolchain %s sets allow_no_sandbox: where bubblewrap is missing its builds run WITHOUT "
 				 "A SANDBOX (network, the whole machine); khub-worker --check says what it gets", tc->name);

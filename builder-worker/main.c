@@ -68,6 +68,8 @@ static int check_main(int argc, char **argv)
 		       tc->rocm_version ? ", ROCm " : "", tc->rocm_version ? tc->rocm_version : "",
 		       tc->rocm_from_hipcc ? " from hipcc (rocm_from_hipcc: the torch is a CPU build, not a ROCm one)" : "",
 		       tc->cxx11_abi ? "cxx11" : "pre-cxx11");
+		if (tc->root)
+			printf("  root %s, %s\n", tc->root, tc->root_digest);
 		for (size_t k = 0; k < tc->nvariants; k++)
 			printf("  %s\n", tc->variants[k]);
 		char isolation[1024];

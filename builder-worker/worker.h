@@ -18,6 +18,9 @@ struct toolchain {
 	char *cmake, *ninja;		/* NULL when absent */
 	char **env;			/* "KEY=VALUE" strings, nenv of them */
 	size_t nenv;
+	char *root;			/* an unpacked root file system the toolchain's programs
+					 * run in (its /usr, /lib*, /opt... as /), paths inside
+					 * it; NULL: the host's (docs/build-farm.md) */
 	int rocm_from_hipcc;		/* build ROCm variants with hipcc against a torch
 					 * that is not a ROCm build (ROCm version from
 					 * `hipcc --version`); see docs/worker-build.md */
@@ -43,6 +46,7 @@ struct toolchain {
 	char *cxx_version, *nvcc_version, *hipcc_version;	/* first line of --version, NULL absent */
 	int nvcc_major, nvcc_minor;	/* from "release X.Y"; -1 unknown */
 	int has_kernels;		/* the Python can import kernels (smoke import through it) */
+	char *root_digest;		/* with root: "sha256:..." of what toolchain_root_digest covers */
 };
 
 struct toolchain_set {

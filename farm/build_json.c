@@ -66,14 +66,14 @@ json_t *build_job_json(const struct db_rows *rows, size_t row)
 	char repo[2 * REPO_NAME_MAX + 2];
 	const struct farm_settings *s = &farm_settings;
 	snprintf(repo, sizeof(repo), "%s/%s", db_rows_get(rows, row, BUILD_COL_NS), db_rows_get(rows, row, BUILD_COL_NAME));
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}}", "id",
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}, s:s?}", "id",
 			 cell_int(rows, row, BUILD_COL_ID), "repo", repo, "repo_type", "kernel", "commit",
 			 db_rows_get(rows, row, BUILD_COL_COMMIT), "variant", db_rows_get(rows, row, BUILD_COL_VARIANT),
 			 "attempt", cell_int(rows, row, BUILD_COL_ATTEMPT), "max_attempts",
 			 cell_int(rows, row, BUILD_COL_MAX_ATTEMPTS), "lease_seconds", (json_int_t)s->lease_seconds,
 			 "heartbeat_seconds", (json_int_t)s->heartbeat_seconds, "limits", "wall_seconds",
 			 (json_int_t)s->wall_seconds, "cpu_seconds", (json_int_t)s->cpu_seconds, "memory_mb",
-			 (json_int_t)s->memory_mb, "disk_mb", (json_int_t)s->disk_mb);
+			 (json_int_t)s->memory_mb, "disk_mb", (json_int_t)s->disk_mb, "abi_manylinux", s->abi_manylinux);
 }
 
 /* WORKER of GET /api/admin/workers: one row of enum worker_column. */

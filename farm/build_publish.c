@@ -288,6 +288,64 @@ cleanup:
 }
 
 /* End the job refused, with the reason and the report kept. */
+int farm_abi_target_valid(const char *target)
+{
+	char *end;
+	return target && !strncmp(target, "2_", 2) && target[2] >= '0' && target[2] <= '9' &&
+	       strtol(target + 2, &end, 10) < 1000 && !*end;
+}
+
+/* The N of "manylinux_2_N" or "2_N"; -1 for anything else. */
+static long manylinux_minor(const char *name)
+{
+	if (name && !strncmp(name, "manylinux_", 10))
+		name += 10;
+	return farm_abi_target_valid(name) ? strtol(name + 2, NULL, 10) : -1;
+}
+
+/* The "symbol@GLIBC_2.N" of glibc.needs with N over max, comma-separated
+ * into why (after its text). */
+static void glibc_over(json_t *glibc, long max, char *why, size_t size)
+{
+	size_t i, used = strlen(why);
+	json_t *v;
+	json_array_foreach(json_object_get(glibc, "needs"), i, v) {
+		const char *s = json_string_value(v), *at = s ? strstr(s, "@GLIBC_2.") : NULL;
+		if (at && strtol(at + 9, NULL, 10) > max && used < size)
+			used += (size_t)snprintf(why + used, size - used, "%s%s", used && why[used - 1] != ' ' ? ", " : "", s);
+	}
+}
+
+int farm_abi_report_passes(json_t *report, const char *target, char *why, size_t size)
+{
+	long want = manylinux_minor(target), checked;
+	json_t *glibc = json_object_get(report, "glibc");
+	const char *newest = json_string_value(json_object_get(glibc, "newest"));
+	if (!report) {
+		snprintf(why, size, "no abi-report.json in the output");
+		return 0;
+	}
+	/* a report without "manylinux" is an older worker's, which checked 2_28 */
+	json_t *named = json_object_get(report, "manylinux");
+	checked = named ? manylinux_minor(json_string_value(named)) : 28;
+	if (checked < 0 || checked > want) {
+		snprintf(why, size, "the ABI report checked %s, not manylinux_%s",
+			 checked < 0 ? "no manylinux target" : named ? json_string_value(named) : "manylinux_2_28", target);
+		return 0;
+	}
+	if (newest && !strncmp(newest, "2.", 2) && strtol(newest + 2, NULL, 10) > want) {
+		snprintf(why, size, "the ABI check: symbols need glibc %s, newer than manylinux_%s allows (2.%ld): ", newest,
+			 target, want);
+		glibc_over(glibc, want, why, size);
+		return 0;
+	}
+	if (!json_is_true(json_object_get(report, "ok"))) {
+		snprintf(why, size, "the ABI check found violations of manylinux_%s", target);
+		return 0;
+	}
+	return 1;
+}
+
 static int refuse(const struct build_publish_job *job, const char *why, const char *report)
 {
 	log_info("build %" PRId64 ": output refused: %s", job->id, why);
@@ -396,12 +454,12 @@ static int build_publish_checked(const struct build_publish_job *job, struct job
 		build_output_release(out);
 		return rc == KHUB_EDB ? rc : refuse(job, "the repository is gone", NULL);
 	}
-	int abi_ok = out->report && json_is_true(json_object_get(out->report, "ok"));
+	char abi_why[440];
+	int abi_ok = farm_abi_report_passes(out->report, farm_settings.abi_manylinux, abi_why, sizeof(abi_why));
 	const char *abi = abi_ok ? "passed" : out->report ? "violations (abi_policy warn)" : "no report (abi_policy warn)";
 	if (!abi_ok && farm_settings.abi_enforce) {
-		rc = refuse(job, out->report ? "the ABI check found violations (abi_policy enforce): nothing published"
-					     : "no abi-report.json in the output (abi_policy enforce): nothing published",
-			    out->report_text);
+		snprintf(why, sizeof(why), "%s (abi_policy enforce): nothing published", abi_why);
+		rc = refuse(job, why, out->report_text);
 		build_output_release(out);
 		return rc;
 	}

@@ -29,6 +29,7 @@ struct farm_settings {
 	struct lfs_store *lfs;
 	long lease_seconds, heartbeat_seconds, max_attempts;
 	int abi_enforce;	/* abi_policy = enforce (else warn) */
+	const char *abi_manylinux;	/* abi_manylinux: "2_28", told to workers and checked in reports */
 	long output_max_bytes;	/* an output tar, whole */
 	const char *variants_file;	/* build_variants: "" = data/build-variants.json */
 	const char *tmp_dir;	/* {data_dir}/build-tmp: output tars in transit */
@@ -55,6 +56,16 @@ extern struct farm_settings farm_settings;
  * environment refuses it, the source cannot be fetched or has no
  * build.toml): handlers answer 422. Below every khub_err. */
 #define FARM_EREFUSED (-100)
+
+/* 1 when target names a manylinux target as abi_manylinux takes it: "2_N"
+ * (glibc 2.N). */
+int farm_abi_target_valid(const char *target);
+/* Whether an output's ABI report (NULL: none) lets it be published under
+ * the manylinux target (farm_settings.abi_manylinux): "ok", and checked
+ * against that target or an older one, and no symbol needing a newer glibc
+ * than the target's. 1, or 0 with why naming the rule (and the symbols
+ * over the target) (farm/build_publish.c). */
+int farm_abi_report_passes(json_t *report, const char *target, char *why, size_t size);
 
 /* Tell the server the queue changed (farm_settings.queue_changed). */
 void farm_queue_changed(void);

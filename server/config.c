@@ -118,6 +118,8 @@ static const struct config_row config_rows[] = {
 	    TO(farm_settings.max_attempts)),
 	ROW(abi_policy, CONFIG_STRING, "enforce", 0, 0, "build farm: enforce (a build whose ABI report has violations is not published) or warn (published, report kept)",
 	    CALL(apply_abi_policy)),
+	ROW(abi_manylinux, CONFIG_STRING, "2_28", 0, 0, "build farm: the manylinux target of the ABI check (2_17, 2_24, 2_27, 2_28, 2_31, 2_34, 2_35): no symbol may need a newer glibc (or libstdc++) than it allows",
+	    TO(farm_settings.abi_manylinux)),
 	LIVE(build_output_max_mb, CONFIG_LONG, "4096", 1, 1L << 20, "build farm: largest output tar a worker may upload",
 	    TO_SCALED(farm_settings.output_max_bytes, 1L << 20)),
 	ROW(build_variants, CONFIG_STRING, "", 0, 0, "build farm: JSON file of required variants ({system: {backend: [names]}}) replacing the official list for default builds; empty = the official list",
@@ -784,6 +786,11 @@ int config_check(FILE *err)
 	}
 	if (strcmp(config.abi_policy, "enforce") != 0 && strcmp(config.abi_policy, "warn") != 0) {
 		fprintf(err, "khub: abi_policy '%s' must be enforce or warn\n", config.abi_policy);
+		problems++;
+	}
+	if (!farm_abi_target_valid(config.abi_manylinux)) {
+		fprintf(err, "khub: abi_manylinux '%s' must be 2_N (a glibc 2.N: 2_28, 2_31...)\n",
+			config.abi_manylinux);
 		problems++;
 	}
 	if (config.build_heartbeat_seconds >= config.build_lease_seconds) {

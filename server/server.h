@@ -72,6 +72,7 @@ struct khub_config {
 	long build_heartbeat_seconds;
 	long build_max_attempts;
 	char *abi_policy;
+	char *abi_manylinux;
 	long build_output_max_mb;
 	char *build_variants;
 	long build_wall_seconds;
