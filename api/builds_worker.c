@@ -91,7 +91,9 @@ static enum MHD_Result handle_claim(struct request *req)
 		return MHD_YES;
 	}
 	req->wait_started_usec = 0;
-	return respond(req, 204, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
+	struct answer a;
+	answer_init(&a, 204);
+	return answer_send(req, &a);
 }
 
 static enum MHD_Result handle_heartbeat(struct request *req)
