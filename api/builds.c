@@ -137,6 +137,10 @@ static enum MHD_Result handle_log_read(struct request *req)
 		return respond_error(req, 400, NULL, "offset must be a byte offset");
 	if (load_for_user(req, ROLE_READ, &id, &rows, &result) < 0)
 		return result;
+	if (req->method == METHOD_GET && request_query_bool(req, "follow", 0)) {
+		db_rows_release(&rows);
+		return builds_log_follow(req, id, from, 0);
+	}
 	char state[16];
 	snprintf(state, sizeof(state), "%s", db_rows_get(&rows, 0, BUILD_COL_STATE));
 	db_rows_release(&rows);
@@ -253,6 +257,7 @@ static int owner_change(struct request *req, int64_t id, enum build_event event,
 	if (rc < 0)
 		return -1;
 	audit_change(req, event == BUILD_EV_CANCEL ? "build.cancel" : "build.retry", id);
+	builds_log_changed(id);
 	if (event == BUILD_EV_CANCEL) {
 		*answer = json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", state);
 	} else {

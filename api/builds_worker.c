@@ -147,6 +147,7 @@ static enum MHD_Result handle_log_append(struct request *req)
 	if (rc == 3)
 		return respond_error(req, 413, NULL, "a log's tail is at most %lld bytes an attempt",
 				     farm_settings.log_max_bytes - farm_settings.log_max_bytes / 2);
+	builds_log_changed(id);
 	return respond_json(req, rc == 1 ? 409 : 200, json_pack("{s:I}", "length", (json_int_t)length));
 }
 
@@ -178,6 +179,7 @@ static enum MHD_Result handle_fail(struct request *req)
 	if (rc < 0)
 		return respond_db_unavailable(req);
 	log_info("worker %s: build %" PRId64 " failed (%s)", req->principal.name, id, state);
+	builds_log_changed(id);
 	return respond_json(req, 200, json_pack("{s:s}", "state", state));
 }
 
@@ -192,6 +194,7 @@ static enum MHD_Result handle_release(struct request *req)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
 		return respond_db_unavailable(req);
+	builds_log_changed(id);
 	return respond_json(req, 200, json_pack("{s:s}", "state", "queued"));
 }
 
