@@ -9,6 +9,7 @@
 # answers; without JavaScript the page shows the stored log. Screenshots
 # go to tests/web/artifacts/.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/node_tap.sh"
 
 command -v node >/dev/null 2>&1 || { echo "1..0 # SKIP node not installed"; exit 0; }
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
@@ -44,26 +45,7 @@ is "$st1 $st2 $ST $(jq -r .build.repo "$B")" "200 202 200 acme/secret" "w1 regis
 
 out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ALICE_TOKEN="$ALICE" WORKER_TOKEN="$W" JOB_ID="$JOB" \
 	CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" timeout 600 node tests/web/build_log_live.mjs 2>&1)
-rc=$?
-results=0
-plan=
-while IFS= read -r line; do
-	if [[ "$line" =~ ^ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 0 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^not\ ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 1 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^1\.\.([0-9]+) ]]; then
-		plan=${BASH_REMATCH[1]}
-	elif [[ "$line" =~ ^# ]]; then
-		echo "$line"
-	elif [ -n "$line" ]; then
-		echo "# node: $line"
-	fi
-done <<<"$out"
-is "$plan" "$results" "the node script ran its whole plan"
-[ "$rc" -ne 0 ] && diag "node exited with status $rc"
+node_tap_relay "$out" $?
 khub_stop
 ok $(server_and_sanitizer_logs | grep -qE 'runtime error|AddressSanitizer'; [ $? -ne 0 ]; echo $?) "server log has no sanitizer reports"
 done_testing
