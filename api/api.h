@@ -36,6 +36,8 @@ struct api_context {
 	const char *conninfo;		/* database, for the push hooks */
 	long metrics_public;		/* anonymous /metrics: public repo counts only */
 	long webhooks_allow_private;	/* webhook URLs may name loopback/private addresses */
+	long build_log_followers_max;	/* build logs followed at once (api/builds_follow.c) */
+	long build_log_follow_idle_s;	/* a follower with no new byte this long ends */
 	/* Fetch a missing LFS object of a mirrored repo from its upstream
 	 * (set by the server to the mirror module's; NULL = none). */
 	int (*lazy_fetch)(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
@@ -236,6 +238,16 @@ int builds_enqueue_default(struct request *req, const char *sha, int *status, js
  * bytes as \xNN) into shown; *length and *next as its headers say. */
 int builds_log_text(struct request *req, int64_t id, int64_t from, size_t max, struct strbuf *shown,
 		    int64_t *length, int64_t *next, enum MHD_Result *result);
+/* Answer job id's log from byte from as it grows, escaped as
+ * builds_log_text escapes it, until the build ends (api/builds_follow.c;
+ * docs/build-farm.md, "Live logs"): plain text (GET
+ * /api/builds/{id}/log?follow=1), or sse: server-sent events (the log
+ * page's stream; each event's id the offset to read on from, then "end"
+ * with the build's status, or "idle"). The stream waits parked between
+ * pieces; past build_log_follow_idle_s without a new byte it ends ("idle";
+ * plain text: cut, never a clean end). 503 when build_log_followers_max
+ * streams are open. The caller checked the caller's access to the job. */
+enum MHD_Result builds_log_follow(struct request *req, int64_t id, int64_t from, int sse);
 
 /* Files compiled in by api/embed_files.sh (NUL-terminated). */
 extern const char embedded_openapi_json[];

@@ -70,6 +70,7 @@ struct khub_config {
 	long web_session_hours;
 	long build_lease_seconds;
 	long build_heartbeat_seconds;
+	long build_log_followers_max, build_log_follow_idle_s;
 	long build_max_attempts;
 	char *abi_policy;
 	char *abi_manylinux;

@@ -123,6 +123,9 @@ int db_build_log_head_left(int64_t id, int64_t max_bytes, int64_t *left);
  * that was not kept; *length the whole log's length, *next the offset to
  * read on from. KHUB_ENOTFOUND for no such job. */
 int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, int64_t *length, int64_t *next);
+/* The job's state ("running"...) and its log's length, in one cheap read
+ * (a follower's poll). KHUB_ENOTFOUND for no such job. */
+int db_build_log_progress(int64_t id, char state[16], int64_t *length);
 
 /* The worker gives up: error kept, abi_report (JSON text or NULL) stored;
  * retry with attempts left queues it again with the backoff, else it

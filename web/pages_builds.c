@@ -1,7 +1,8 @@
 /* pages_builds.c -- a kernel's builds (docs/build-farm.md, "The build
  * matrix"): /kernels/{ns}/{name}/builds (the newest commits' matrices, or
  * one commit's with what no live toolchain builds), a build's log page (the
- * stored log, escaped: the author's build code wrote it), and the writers'
+ * stored log, escaped: the author's build code wrote it; while the build
+ * runs, build-log.js appends what its event stream brings), and the writers'
  * forms (build missing, cancel, retry), which call the API's own operations
  * (api.h). The kernel page's build column uses the same cells. */
 #include "web/web_internal.h"
@@ -310,13 +311,40 @@ enum MHD_Result page_build_log(struct request *req)
 		page_htmlf(&pg, "<p class=\"muted\">The first %" PRId64 " of %" PRId64 " bytes; GET /api/builds/%" PRId64
 			       "/log?offset=%" PRId64 " reads on.</p>", next, length, id, next);
 	/* the author's build code wrote every byte: escaped, never markup */
-	page_html(&pg, "<pre id=\"build-log\" class=\"build-log\">");
+	page_html(&pg, "<pre id=\"build-log\" class=\"build-log\"");
+	enum build_state state = build_state_named(db_rows_get(&rows, 0, BUILD_COL_STATE));
+	if (state == BUILD_QUEUED || state == BUILD_RUNNING) {	/* build-log.js follows it from next */
+		page_html(&pg, " data-events=\"");
+		builds_path(&pg, &h->record);
+		page_htmlf(&pg, "/%" PRId64 "/log/events?offset=%" PRId64 "\"", id, next);
+		page_script(&pg, "build-log.js");
+	}
+	page_html(&pg, ">");
 	if (shown.len)
 		html_escape_n(&pg.main, shown.buf, shown.len);
 	page_html(&pg, "</pre>");
 	strbuf_release(&shown);
 	db_rows_release(&rows);
 	return page_send(&pg, 200);
+}
+
+enum MHD_Result page_build_log_events(struct request *req)
+{
+	struct db_rows rows;
+	enum MHD_Result result;
+	int64_t id;
+	if (load_build(req, &id, &rows, &result) < 0)
+		return result;
+	db_rows_release(&rows);
+	/* a reconnecting EventSource sends the last event's id: the offset */
+	const char *at = request_header(req, "Last-Event-ID");
+	if (!at)
+		at = request_query(req, "offset");
+	char *end = NULL;
+	long long from = at ? strtoll(at, &end, 10) : 0;
+	if (at && (end == at || *end || from < 0))
+		return web_error_page(req, 400, "offset must be a byte offset");
+	return builds_log_follow(req, id, from, 1);
 }
 
 /* After a form: back where it came from (a path of this site), else the

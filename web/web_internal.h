@@ -168,6 +168,9 @@ void repo_page_markdown(struct page *pg, const struct repo_record *r, const char
 			const char *dir, const char *text);
 enum MHD_Result page_builds(struct request *req);		/* web/pages_builds.c */
 enum MHD_Result page_build_log(struct request *req);
+/* The log page's live stream (server-sent events, api.h's
+ * builds_log_follow) from ?offset= or Last-Event-ID. */
+enum MHD_Result page_build_log_events(struct request *req);
 enum MHD_Result page_builds_enqueue(struct request *req);
 enum MHD_Result page_build_cancel(struct request *req);
 enum MHD_Result page_build_retry(struct request *req);
