@@ -202,7 +202,7 @@ int build_campaign_merge(git_repository *git, const struct db_campaign_kernel *k
 	int exists = repo_ref_read(git, ref, head) == 0;
 	const char *base = k->pr_base ? k->pr_base : "";
 	if (exists ? strcmp(head, base) != 0 : base[0] != '\0') {
-		snprintf(why, why_size, "%s moved since %s was staged (from %.12s, now %.12s): retry the build", branch,
+		snprintf(why, why_size, "%s moved since %s was staged (from %.12s, now %.12s): nothing merged", branch,
 			 k->pr_ref, base[0] ? base : "none", exists ? head : "none");
 		return KHUB_ECONFLICT;
 	}
