@@ -158,6 +158,8 @@ static const struct config_row config_rows[] = {
 	    TO(api_ctx.build_log_follow_idle_s)),
 	LIVE(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent",
 	    TO(farm_settings.worker_live_seconds)),
+	LIVE(build_campaign_on_new_variant, CONFIG_LONG, "0", 0, 1, "build farm: 1 = when a worker registers a toolchain with a variant no live worker offered before, a fleet rebuild campaign of that variant starts for every kernel whose build.toml allows it (docs/build-farm.md, \"Fleet rebuilds\"); 0 = a site admin starts campaigns",
+	    TO(farm_settings.campaign_on_new_variant)),
 	ROW(build_plan_python, CONFIG_STRING, "python3", 0, 0, "build farm: the Python (3.11 or later, for tomllib) that reads build.toml to plan builds, found in /usr/local/bin:/usr/bin:/bin unless a path",
 	    TO(farm_settings.plan_python)),
 	LIVE(build_plan_wall_ms, CONFIG_LONG, "10000", 100, 600000, "build farm: wall-clock limit of the child that reads one build.toml to plan builds (it also gets 10 s of CPU, 512 MiB and 64 KiB of output)",

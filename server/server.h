@@ -96,6 +96,7 @@ struct khub_config {
 	char *build_source_allow;
 	long build_log_max_kb;
 	long build_worker_live_seconds;
+	long build_campaign_on_new_variant;
 	char *build_plan_python;
 	long build_plan_wall_ms;
 	long trash_keep_days;

@@ -2,7 +2,8 @@
  * withdraw), mirror status with "sync now" (the same trigger as POST
  * /api/admin/mirror/sync), the build farm's workers and newest builds,
  * recent activity (who published what: the audit log), users and orgs;
- * /admin/airgap: the air-gap bundles this hub applied (khub sync history)
+ * fleet rebuild campaigns (built, failed, waiting per campaign, each
+ * kernel linked); /admin/airgap: the air-gap bundles this hub applied (khub sync history)
  * and the signing keys' scopes. */
 #include "web/web_internal.h"
 #include "storage/db_builds.h"
@@ -257,6 +258,75 @@ cleanup:
 	db_rows_release(&builds);
 }
 
+/* A campaign's kernels: each linked, with its state and build's log. */
+static void campaign_kernels_cell(struct page *pg, int64_t id)
+{
+	struct db_campaign_kernel *k = NULL;
+	size_t n = 0;
+	page_html(pg, "<td class=\"campaign-kernels\">");
+	if (db_campaign_kernels(id, &k, &n) < 0)
+		page_html(pg, "(the database is unavailable)");
+	for (size_t i = 0; i < n; i++) {
+		char repo[2 * REPO_NAME_MAX + 16];
+		snprintf(repo, sizeof(repo), "/kernels/%s/%s", k[i].ns, k[i].name);
+		page_html(pg, i ? "<br>" : "");
+		page_html(pg, "<a class=\"campaign-kernel\" href=\"");
+		page_text(pg, repo);
+		page_html(pg, "\">");
+		page_text(pg, repo + strlen("/kernels/"));
+		page_html(pg, "</a> ");
+		if (k[i].build_id) {
+			page_html(pg, "<a href=\"");
+			page_text(pg, repo);
+			page_htmlf(pg, "/builds/%" PRId64 "/log\">", k[i].build_id);
+			page_text(pg, k[i].merged ? "merged" : k[i].state);
+			page_html(pg, "</a>");
+		} else {
+			page_text(pg, k[i].skipped ? "skipped: " : "planning");
+			page_text(pg, k[i].skipped ? k[i].skipped : "");
+		}
+		if (k[i].pr_ref && !k[i].merged) {
+			page_html(pg, " ");
+			page_text(pg, k[i].pr_ref);
+		}
+	}
+	db_campaign_kernels_free(k, n);
+	page_html(pg, "</td>");
+}
+
+/* Fleet rebuilds (GET /api/admin/campaigns): the newest campaigns. */
+static void campaigns_section(struct page *pg)
+{
+	struct db_campaign *c = NULL;
+	size_t n = 0;
+	if (section_open(pg, "campaigns", "Fleet rebuilds", db_campaign_list(0, 10, &c, &n)) < 0)
+		return;
+	if (n == 0)
+		page_html(pg, "<p>No campaign yet: <code>khub builds campaign start --variant VARIANT</code> or POST "
+			      "/api/admin/campaigns.</p>");
+	else
+		page_html(pg, "<div class=\"table-wrap\"><table><caption>Campaigns</caption><thead><tr>"
+			      "<th scope=\"col\" class=\"num\">Campaign</th><th scope=\"col\">Variant</th>"
+			      "<th scope=\"col\">Started by</th><th scope=\"col\" class=\"num\">Built</th>"
+			      "<th scope=\"col\" class=\"num\">Failed</th><th scope=\"col\" class=\"num\">Waiting</th>"
+			      "<th scope=\"col\" class=\"num\">Skipped</th><th scope=\"col\">Kernels</th></tr></thead><tbody>");
+	for (size_t i = 0; i < n; i++) {
+		page_htmlf(pg, "<tr class=\"campaign\" data-campaign=\"%" PRId64 "\"><th scope=\"row\" class=\"num\">%"
+			   PRId64 "</th>", c[i].id, c[i].id);
+		page_cell(pg, "<td>", c[i].variant);
+		page_cell(pg, "<td>", c[i].reason);
+		page_htmlf(pg, "<td class=\"num campaign-built\">%ld</td><td class=\"num campaign-failed\">%ld</td>"
+			   "<td class=\"num campaign-waiting\">%ld</td><td class=\"num campaign-skipped\">%ld</td>",
+			   c[i].built, c[i].failed, c[i].waiting, c[i].skipped);
+		campaign_kernels_cell(pg, c[i].id);
+		page_html(pg, "</tr>");
+	}
+	if (n)
+		page_html(pg, "</tbody></table></div>");
+	page_html(pg, "</section>");
+	db_campaigns_free(c, n);
+}
+
 enum MHD_Result page_admin(struct request *req)
 {
 	struct page pg;
@@ -267,6 +337,7 @@ enum MHD_Result page_admin(struct request *req)
 	trusted_section(&pg);
 	mirror_section(&pg);
 	builds_section(&pg);
+	campaigns_section(&pg);
 	activity_section(&pg);
 	accounts_section(&pg);
 	page_html(&pg, "<p><a href=\"/admin/airgap\">Air-gap imports</a>: the bundles <code>khub sync import</code> "
