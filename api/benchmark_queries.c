@@ -1,7 +1,8 @@
 /* benchmark_queries.c -- GET /api/kernels/{ns}/{name}/benchmarks lists
  * stored runs with filters, GET …/benchmarks/aggregate compares them per
- * workload and GPU, in JSON or CSV (uploads: benchmarks.c). Community runs
- * are left out unless ?source=community or ?source=all. */
+ * workload and GPU, in JSON or CSV (uploads: benchmarks.c). Community and
+ * farm runs are left out unless ?source=community, ?source=farm or
+ * ?source=all: each source is compared only with itself. */
 #include "api/api.h"
 #include "kernel/kernel.h"
 
@@ -88,10 +89,10 @@ static int filter_from_query(struct request *req, struct repo_handle *h, struct 
 	if ((v = request_query(req, "source")) && *v) {
 		if (strcmp(v, "all") == 0) {
 			f->source = NULL;
-		} else if (strcmp(v, "maintainer") == 0 || strcmp(v, "community") == 0) {
+		} else if (strcmp(v, "maintainer") == 0 || strcmp(v, "community") == 0 || strcmp(v, "farm") == 0) {
 			f->source = v;
 		} else {
-			*result = respond_error(req, 400, NULL, "source must be maintainer, community or all");
+			*result = respond_error(req, 400, NULL, "source must be maintainer, community, farm or all");
 			return -1;
 		}
 	}

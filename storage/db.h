@@ -378,7 +378,8 @@ struct benchmark_run {
 	const char *backend_family, *backend_key, *torch_key, *os_family;
 	int64_t submitter_id;
 	const char *submitter_name;
-	const char *source;			/* "maintainer" or "community" */
+	const char *source;			/* "maintainer", "community" or "farm" */
+	int64_t worker_id, build_id;		/* a farm run's worker and job; 0 otherwise */
 	const char *payload;			/* the JSON body */
 	const struct benchmark_result *results;
 	size_t nresults;
@@ -397,7 +398,8 @@ struct benchmark_filter {
 	int64_t run_id;			/* one run */
 	int64_t before_id;		/* runs older than this id */
 	long limit;			/* runs; 0 = no limit */
-	const char *source;		/* "maintainer" or "community"; NULL = both */
+	const char *source;		/* "maintainer", "community" or "farm"; NULL = all (the
+				 * aggregate: all but farm) */
 	int by_revision;		/* aggregate: one row per revision as well */
 };
 
