@@ -6,6 +6,7 @@
  * worker's measurement of a job it holds is a "farm" run. */
 #include "api/builds.h"
 #include "kernel/kernel.h"
+#include "storage/webhooks.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -313,15 +314,19 @@ static int read_upload(struct request *req, json_t **doc, struct benchmark_run *
 	return 0;
 }
 
-/* Store run (its payload is doc) and answer. */
+/* Store run (its payload is doc) and answer; *id the new run's (0 when
+ * it was not stored). */
 static enum MHD_Result store_run(struct request *req, const char *ns, const char *name, json_t *doc,
-				 struct benchmark_run *run)
+				 struct benchmark_run *run, int64_t *stored)
 {
 	int64_t id = 0;
+	*stored = 0;
 	char *payload = json_dumps(doc, JSON_COMPACT);
 	run->payload = payload;
 	int rc = payload ? db_benchmark_insert(run, &id) : KHUB_EIO;
 	free(payload);
+	if (rc == 0)
+		*stored = id;
 	return rc < 0 ? respond_err(req, rc, "cannot store the benchmark") : respond_uploaded(req, ns, name, run, id);
 }
 
@@ -357,7 +362,8 @@ static enum MHD_Result handle_upload(struct request *req)
 	}
 	if (rc < 0 || measured_commit(req->repo, run.kernel_commit_sha, sha, &err) < 0)
 		goto invalid;
-	result = store_run(req, req->repo->record.ns, req->repo->record.name, doc, &run);
+	int64_t id;
+	result = store_run(req, req->repo->record.ns, req->repo->record.name, doc, &run, &id);
 	goto cleanup;
 invalid:
 	result = respond_error(req, 400, NULL, "invalid benchmark: %s", err.buf);
@@ -366,6 +372,19 @@ cleanup:
 	json_decref(doc);
 	strbuf_release(&err);
 	return result;
+}
+
+/* A farm run stored: when its commit is now slower than the version
+ * before on some device and workload, the repo's repo.benchmark hooks
+ * hear it (the API and pages compute the same rows when read). */
+static void announce_regressions(int64_t repo_id, const char *sha, int64_t run_id)
+{
+	json_t *list = NULL;
+	if (benchmark_regressions_json(repo_id, sha, &list) < 0)
+		log_error("benchmarks: run %" PRId64 ": cannot look for regressions (database)", run_id);
+	else if (json_array_size(list))
+		webhook_event_benchmark(repo_id, sha, run_id, list);
+	json_decref(list);
 }
 
 /* POST /api/builds/{id}/benchmark: the worker holding job id's lease sends
@@ -379,7 +398,7 @@ static enum MHD_Result handle_farm_upload(struct request *req)
 	struct machine_keys keys;
 	struct db_rows job;
 	json_t *doc = NULL;
-	int64_t id;
+	int64_t id, run_id = 0;
 
 	if (build_id_from_request(req, &id, &result) < 0 || build_require_lease(req, id, &result) < 0)
 		return result;
@@ -403,7 +422,9 @@ static enum MHD_Result handle_farm_upload(struct request *req)
 		result = respond_error(req, 400, NULL, "invalid benchmark: %s", err.buf);
 	else
 		result = store_run(req, db_rows_get(&job, 0, BUILD_COL_NS), db_rows_get(&job, 0, BUILD_COL_NAME), doc,
-				   &run);
+				   &run, &run_id);
+	if (run_id)
+		announce_regressions(run.repo_id, sha, run_id);
 cleanup:
 	db_rows_release(&job);
 	free(results);

@@ -430,6 +430,21 @@ enum benchmark_agg_column {
  * results (before_id and limit are ignored). */
 int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
 
+/* Columns of db_benchmark_regressions: one row per commit, device (gpu)
+ * and workload measured slower than the version before it. */
+enum benchmark_regression_column {
+	BENCH_REG_COMMIT, BENCH_REG_GPU, BENCH_REG_WORKLOAD, BENCH_REG_MEDIAN, BENCH_REG_SPREAD,
+	BENCH_REG_PREV_COMMIT, BENCH_REG_PREV_MEDIAN, BENCH_REG_PREV_SPREAD, BENCH_REG_SLOWER_PCT,
+};
+/* The farm runs' regressions (of commit_sha only, unless NULL), newest
+ * first: per commit, device and workload, the median of the runs' means
+ * against the previous version's, the commit measured before it on the
+ * same device and workload; a regression when it is more than pct percent
+ * slower and the difference exceeds both sides' spread (each side's
+ * largest std_ms or range of means, added). 0 or KHUB_EDB; the caller
+ * releases out. */
+int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct db_rows *out);
+
 /* ---- download counters (storage/db_downloads.c) --------------------------- */
 
 struct download_count {

@@ -158,3 +158,25 @@ int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f, st
 		       "  AND ($11::text IS NOT NULL OR r.source <> 'farm')"
 		       " GROUP BY b.workload, r.gpu, revision ORDER BY b.workload, r.gpu, max(r.id)", 12, params);
 }
+
+int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct db_rows *out)
+{
+	char repo[24], threshold[24];
+	snprintf(repo, sizeof(repo), "%" PRId64, repo_id);
+	snprintf(threshold, sizeof(threshold), "%ld", pct);
+	const char *params[3] = { repo, threshold, commit_sha };
+	return db_query(out, "WITH m AS (SELECT r.commit_sha, r.gpu, b.workload, min(r.id) AS first_id,"
+		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms) AS median,"
+		       "  greatest(max(b.std_ms), max(b.mean_ms) - min(b.mean_ms)) AS spread"
+		       "  FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id"
+		       "  WHERE r.repo_id = $1 AND r.source = 'farm' GROUP BY r.commit_sha, r.gpu, b.workload),"
+		       " p AS (SELECT m.*, lag(commit_sha) OVER w AS prev_commit, lag(median) OVER w AS prev_median,"
+		       "  lag(spread) OVER w AS prev_spread FROM m"
+		       "  WINDOW w AS (PARTITION BY gpu, workload ORDER BY first_id))"
+		       " SELECT commit_sha, gpu, workload, median, spread, prev_commit, prev_median, prev_spread,"
+		       "  round(((median - prev_median) / prev_median * 100)::numeric, 1)"
+		       " FROM p WHERE prev_median > 0 AND median > prev_median * (1 + $2::int / 100.0)"
+		       "  AND median - prev_median > spread + prev_spread"
+		       "  AND ($3::text IS NULL OR commit_sha = $3)"
+		       " ORDER BY first_id DESC, gpu, workload", 3, params);
+}

@@ -754,6 +754,10 @@ static void farm_section(struct page *pg, const struct repo_record *r)
 		db_rows_release(&res);
 		return;
 	}
+	json_t *regs = NULL;
+	if (benchmark_regressions_json(r->id, NULL, &regs) == 0)
+		web_benchmark_regressions(pg, regs);
+	json_decref(regs);
 	page_html(pg, "<p class=\"muted\">Measured by the hub's benchmark workers on known devices.</p>"
 		      "<div class=\"table-wrap\"><table class=\"farm-runs\"><thead><tr><th>Device</th><th>Commit</th>"
 		      "<th>Workload</th><th>Mean (ms)</th><th>Std (ms)</th><th>Worker</th></tr></thead><tbody>");
