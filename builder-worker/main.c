@@ -1,5 +1,6 @@
 /* main.c -- khub-worker's entry: `--check` (what each toolchain builds),
- * `build` (one build by hand, build.c) or the daemon (daemon.c). */
+ * `build` (one build by hand, build.c), `benchmark` (a kernel's benchmarks
+ * in the sandbox, benchmark.c) or the daemon (daemon.c). */
 #include "builder-worker/worker.h"
 #include "common/common.h"
 
@@ -83,6 +84,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "build") == 0)
 		return build_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "benchmark") == 0)
+		return benchmark_main(argc - 1, argv + 1);
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--check") == 0)
 			return check_main(argc, argv);

@@ -136,6 +136,12 @@ enum build_outcome {
  * in a sandbox without network and without the worker's environment. */
 int build_main(int argc, char **argv);
 
+/* `khub-worker benchmark ...`: a kernel's benchmarks/benchmark*.py run
+ * against a built variant in the builds' sandbox, the payloads `kernels
+ * benchmark` uploads written to --output (benchmark.c); an enum
+ * build_outcome (BUILD_FAILED: a script failed, its error on stderr). */
+int benchmark_main(int argc, char **argv);
+
 
 #define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */
 #define SANDBOX_MAX_PROCESSES_DEFAULT 512	/* --max-processes */
