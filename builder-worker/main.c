@@ -71,6 +71,9 @@ static int check_main(int argc, char **argv)
 		       tc->cxx11_abi ? "cxx11" : "pre-cxx11");
 		for (size_t k = 0; k < tc->nvariants; k++)
 			printf("  %s\n", tc->variants[k]);
+		if (tc->benchmarks)
+			printf("  benchmarks on %s%s%s\n", tc->device ? tc->device : "cpu",
+			       tc->driver && *tc->driver ? ", driver " : "", tc->driver ? tc->driver : "");
 		char isolation[1024];
 		int whole = build_describe_sandbox(tc, uid, gid, nproc, isolation, sizeof(isolation));
 		printf("  sandbox %s%s\n", isolation, whole < 0 ? " -- builds are REFUSED" :

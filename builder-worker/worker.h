@@ -43,6 +43,9 @@ struct toolchain {
 	char *cxx_version, *nvcc_version, *hipcc_version;	/* first line of --version, NULL absent */
 	int nvcc_major, nvcc_minor;	/* from "release X.Y"; -1 unknown */
 	int has_kernels;		/* the Python can import kernels (smoke import through it) */
+	int benchmarks;			/* "benchmarks": true: it runs farm benchmarks on device */
+	char *device, *driver;		/* torch.cuda.get_device_name(0) or "cpu"; the NVIDIA
+					 * driver's version ("" none) */
 };
 
 struct toolchain_set {

@@ -6,7 +6,9 @@
 # is submitted by the worker as a farm run of its job and listed; a
 # script that reads the worker's token file, opens a connection to the
 # internet or to the worker's own hub URL fails each time, the log says
-# so, and the token appears nowhere.
+# so, and the token appears nowhere. A toolchain with "benchmarks": true
+# has its device probed (torch.cuda.get_device_name, else "cpu"): --check
+# says it and the daemon registers it.
 . "$(dirname "$0")/../lib/khub-test.sh"
 WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
 [ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
@@ -19,6 +21,8 @@ V1=torch211-cxx11-cpu-x86_64-linux
 printf '{"x86_64-linux": {"cpu": ["%s"]}}\n' "$V1" >"$TEST_DIR/variants.json"
 export KHUB_BUILD_VARIANTS=$TEST_DIR/variants.json
 khub_accounts	# alice, admin of acme, $ALICE
+khub admin user create root --site-admin >>"$TEST_DIR/setup.log" 2>&1
+ROOT=$(khub admin token create root --scope write 2>>"$TEST_DIR/setup.log" | tail -n 1)
 W=$TEST_DIR/worker
 mkdir -p "$W"
 khub admin worker add bench1 2>>"$TEST_DIR/setup.log" | tail -n 1 >"$W/token"
@@ -108,5 +112,24 @@ is "$ST $(jq -r .source "$B")" "200 farm" "the worker submits it: a farm run"
 api "" GET "/api/kernels/acme/relu/benchmarks?source=farm"
 is "$(jq -c '[.[] | .machineInfo.gpu, .commit, .results[0].workload]' "$B")" "[\"cpu\",\"$C1\",\"ReluBenchmark.big\"]" \
 	"the farm run is listed with its device model"
+
+# ---- a benchmark toolchain: its device probed and registered ---------------------------------
+printf '{"toolchains": [{"name": "cpu-bench", "python": "%s", "cxx": "g++", "benchmarks": true}]}\n' "$PY" \
+	>"$W/bench-toolchains.json"
+"$WORKER_BIN" --check --toolchains "$W/bench-toolchains.json" >"$W/check.out" 2>&1
+like "$(cat "$W/check.out")" "benchmarks on cpu" "khub-worker --check: the toolchain runs benchmarks on the cpu"
+"$WORKER_BIN" --url "$KHUB_URL" --token-file "$W/token" --toolchains "$W/bench-toolchains.json" --name bench1 \
+	--work-dir "$W/work" --poll-seconds 1 2>>"$W/daemon.log" &
+DPID=$!
+for _ in $(seq 1 600); do
+	api "$ROOT" GET /api/admin/workers
+	[ -n "$(jq -r '.. | objects | select(.benchmarks? == true) | .device' "$B" 2>/dev/null)" ] && break
+	kill -0 "$DPID" 2>/dev/null || break
+	sleep 0.5
+done
+kill -TERM "$DPID" 2>/dev/null
+wait "$DPID" 2>/dev/null
+is "$(jq -c '[.. | objects | select(.benchmarks? == true) | .name, .device, .driver]' "$B")" '["cpu-bench","cpu",""]' \
+	"the daemon registers the toolchain as a benchmark one, with its device (cpu) and driver (none)"
 
 done_testing
