@@ -38,6 +38,7 @@ struct api_context {
 	long webhooks_allow_private;	/* webhook URLs may name loopback/private addresses */
 	long build_log_followers_max;	/* build logs followed at once (api/builds_follow.c) */
 	long build_log_follow_idle_s;	/* a follower with no new byte this long ends */
+	long benchmark_regression_pct;	/* a farm run this much slower than the previous version's */
 	/* Fetch a missing LFS object of a mirrored repo from its upstream
 	 * (set by the server to the mirror module's; NULL = none). */
 	int (*lazy_fetch)(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
@@ -66,7 +67,7 @@ extern const struct route branches_routes[];	/* api/branches.c: branches and tag
 extern const struct route commits_routes[];	/* api/commits.c: commit history */
 extern const struct route trusted_publishers_routes[];	/* api/trusted_publishers.c: admin API */
 extern const struct route benchmarks_routes[];	/* api/benchmarks.c: upload */
-extern const struct route benchmark_queries_routes[];	/* api/benchmark_queries.c: list, aggregate */
+extern const struct route benchmark_queries_routes[];	/* api/benchmark_queries.c: list, aggregate, regressions */
 extern const struct route downloads_routes[];	/* api/downloads.c: per-variant statistics */
 extern const struct route kernels_routes[];	/* api/kernels.c: GET /api/kernels */
 extern const struct route kernel_variants_routes[];	/* api/kernel_variants.c: variants, metadata, compliance */
@@ -210,6 +211,12 @@ void kernel_compatibility_add(json_t *body, const struct variant_rows *rows, con
  * req->repo (opened by the route's access check; the caller's write access
  * checked for the changes). Each returns 0, or -1 with the answer queued in
  * *result (an error page for a page route). */
+/* The farm benchmark runs' regressions of repo_id (of commit_sha only,
+ * unless NULL), judged with benchmark_regression_pct: a JSON array of
+ * {"commit", "previousCommit", "device", "workload", "medianMs",
+ * "previousMedianMs", "spreadMs", "previousSpreadMs", "slowerPct"}, newest
+ * first, in *out (owned); KHUB_EDB (api/benchmark_queries.c). */
+int benchmark_regressions_json(int64_t repo_id, const char *commit_sha, json_t **out);
 /* The build matrices of req->repo (docs/build-farm.md, "The build
  * matrix"): of commit (a sha), or of the repo's newest commits with builds
  * (commit NULL; limit and offset count commits): a JSON array of

@@ -28,6 +28,13 @@ static const char probe_script[] =
 	"    r['cuda'] = torch.version.cuda\n"
 	"    r['hip'] = getattr(torch.version, 'hip', None)\n"
 	"    r['cxx11_abi'] = bool(torch.compiled_with_cxx11_abi())\n"
+"    r['device'] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu'\n"
+"    try:\n"
+"        import re\n"
+"        m = re.search(r'Module\\s+([0-9.]+)', open('/proc/driver/nvidia/version').read())\n"
+"        r['driver'] = m.group(1) if m else ''\n"
+"    except Exception:\n"
+"        r['driver'] = ''\n"
 	"    try:\n"
 	"        from torch.utils import cpp_extension as ce\n"
 	"        r['torch_include'] = [p for p in ce.include_paths() if os.path.isdir(p)]\n"
@@ -59,7 +66,7 @@ static const char probe_script[] =
 	"print(json.dumps(r))\n";
 
 static const char *const toolchain_keys[] = { "name", "python", "cxx", "nvcc", "hipcc", "cmake", "ninja", "env",
-					       "allow_no_sandbox", "rocm_from_hipcc", "root", NULL };
+					       "allow_no_sandbox", "rocm_from_hipcc", "root", "benchmarks", NULL };
 
 static void toolchain_clear_probe(struct toolchain *tc)
 {
@@ -77,6 +84,9 @@ static void toolchain_clear_probe(struct toolchain *tc)
 	free(tc->hipcc_version);
 	free(tc->root_digest);
 	tc->root_digest = NULL;
+	free(tc->device);
+	free(tc->driver);
+	tc->device = tc->driver = NULL;
 	tc->torch_version = tc->cuda_version = tc->rocm_version = NULL;
 	tc->variants = NULL;
 	tc->nvariants = 0;
@@ -220,7 +230,8 @@ static int toolchain_entry_load(json_t *entry, size_t idx, struct toolchain_set 
 			return KHUB_EINVAL;
 		}
 	if (bool_key(entry, "allow_no_sandbox", &tc->allow_no_sandbox, idx, why, why_size) < 0 ||
-	    bool_key(entry, "rocm_from_hipcc", &tc->rocm_from_hipcc, idx, why, why_size) < 0)
+	    bool_key(entry, "rocm_from_hipcc", &tc->rocm_from_hipcc, idx, why, why_size) < 0 ||
+	    bool_key(entry, "benchmarks", &tc->benchmarks, idx, why, why_size) < 0)
 		return KHUB_EINVAL;
 	if (root_key(entry, tc, idx, why, why_size) < 0)
 		return KHUB_EINVAL;
@@ -505,6 +516,8 @@ static int probe_python(struct toolchain *tc, char *const *env)
 	tc->rocm_version = json_str_dup(doc, "hip");
 	tc->cxx11_abi = json_is_true(json_object_get(doc, "cxx11_abi"));
 	tc->torch_lib = json_str_dup(doc, "torch_lib");
+	tc->device = json_str_dup(doc, "device");
+	tc->driver = json_str_dup(doc, "driver");
 	size_t i;
 	json_t *v;
 	json_array_foreach(json_object_get(doc, "torch_include"), i, v) {

@@ -47,6 +47,9 @@ struct toolchain {
 	int nvcc_major, nvcc_minor;	/* from "release X.Y"; -1 unknown */
 	int has_kernels;		/* the Python can import kernels (smoke import through it) */
 	char *root_digest;		/* with root: "sha256:..." of what toolchain_root_digest covers */
+	int benchmarks;			/* "benchmarks": true: it runs farm benchmarks on device */
+	char *device, *driver;		/* torch.cuda.get_device_name(0) or "cpu"; the NVIDIA
+					 * driver's version ("" none) */
 };
 
 struct toolchain_set {
@@ -139,6 +142,12 @@ enum build_outcome {
  * build_outcome. Untrusted code (CMake, compilers, the smoke import) runs
  * in a sandbox without network and without the worker's environment. */
 int build_main(int argc, char **argv);
+
+/* `khub-worker benchmark ...`: a kernel's benchmarks/benchmark*.py run
+ * against a built variant in the builds' sandbox, the payloads `kernels
+ * benchmark` uploads written to --output (benchmark.c); an enum
+ * build_outcome (BUILD_FAILED: a script failed, its error on stderr). */
+int benchmark_main(int argc, char **argv);
 
 
 #define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */

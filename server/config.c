@@ -173,6 +173,8 @@ static const struct config_row config_rows[] = {
 	LIVE(webhook_retry_delays, CONFIG_STRING, "10s,1m,5m,30m", 0, 0, "repo webhooks: the waits between a delivery's attempts (comma-separated, 30s, 5m, 1h; a bare number is seconds): one attempt more than there are waits, then the delivery has failed"),
 	LIVE(webhook_timeout_s, CONFIG_LONG, "10", 1, 300, "repo webhooks: seconds one delivery attempt may take to connect and be answered"),
 	ROW(webhook_poll_ms, CONFIG_LONG, "1000", 50, 3600000, "repo webhooks: how often a node looks for deliveries that are due"),
+	LIVE(benchmark_regression_pct, CONFIG_LONG, "5", 0, 1000, "farm benchmarks: a commit whose median is this many percent slower than the previous version's on the same device and workload (and by more than the runs' spread) is a regression",
+	    TO(api_ctx.benchmark_regression_pct)),
 };
 
 #define CONFIG_ROWS (sizeof(config_rows) / sizeof(config_rows[0]))

@@ -60,6 +60,7 @@ struct khub_config {
 	long db_pool_size;
 	long db_pool_wait_ms;
 	long metrics_public;
+	long benchmark_regression_pct;
 	long metrics_lfs_scan_s;
 	long scrub_mb_per_s;
 	char *schedule_gc, *schedule_scrub, *schedule_repack, *schedule_backup;

@@ -378,7 +378,8 @@ struct benchmark_run {
 	const char *backend_family, *backend_key, *torch_key, *os_family;
 	int64_t submitter_id;
 	const char *submitter_name;
-	const char *source;			/* "maintainer" or "community" */
+	const char *source;			/* "maintainer", "community" or "farm" */
+	int64_t worker_id, build_id;		/* a farm run's worker and job; 0 otherwise */
 	const char *payload;			/* the JSON body */
 	const struct benchmark_result *results;
 	size_t nresults;
@@ -397,7 +398,8 @@ struct benchmark_filter {
 	int64_t run_id;			/* one run */
 	int64_t before_id;		/* runs older than this id */
 	long limit;			/* runs; 0 = no limit */
-	const char *source;		/* "maintainer" or "community"; NULL = both */
+	const char *source;		/* "maintainer", "community" or "farm"; NULL = all (the
+				 * aggregate: all but farm) */
 	int by_revision;		/* aggregate: one row per revision as well */
 };
 
@@ -427,6 +429,21 @@ enum benchmark_agg_column {
  * filter->by_revision; BENCH_AGG_REVISION is "" without) over the filtered
  * results (before_id and limit are ignored). */
 int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
+
+/* Columns of db_benchmark_regressions: one row per commit, device (gpu)
+ * and workload measured slower than the version before it. */
+enum benchmark_regression_column {
+	BENCH_REG_COMMIT, BENCH_REG_GPU, BENCH_REG_WORKLOAD, BENCH_REG_MEDIAN, BENCH_REG_SPREAD,
+	BENCH_REG_PREV_COMMIT, BENCH_REG_PREV_MEDIAN, BENCH_REG_PREV_SPREAD, BENCH_REG_SLOWER_PCT,
+};
+/* The farm runs' regressions (of commit_sha only, unless NULL), newest
+ * first: per commit, device and workload, the median of the runs' means
+ * against the previous version's, the commit measured before it on the
+ * same device and workload; a regression when it is more than pct percent
+ * slower and the difference exceeds both sides' spread (each side's
+ * largest std_ms or range of means, added). 0 or KHUB_EDB; the caller
+ * releases out. */
+int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct db_rows *out);
 
 /* ---- download counters (storage/db_downloads.c) --------------------------- */
 

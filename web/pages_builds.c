@@ -150,6 +150,26 @@ static void unbuildable_list(struct page *pg, json_t *m)
 	page_html(pg, "</ul>");
 }
 
+void web_benchmark_regressions(struct page *pg, json_t *list)
+{
+	json_t *reg;
+	size_t i;
+	if (!json_array_size(list))
+		return;
+	page_html(pg, "<h3>Benchmark regressions</h3><ul class=\"bench-regressions\">");
+	json_array_foreach(list, i, reg) {
+		page_html(pg, "<li class=\"bench-regression\">");
+		page_text(pg, jstr(reg, "workload"));
+		page_html(pg, " on ");
+		page_text(pg, jstr(reg, "device"));
+		page_htmlf(pg, " at <code>%.12s</code>: %.1f%% slower than <code>%.12s</code> (median %.4g ms, was %.4g ms)</li>",
+			   jstr(reg, "commit"), json_real_value(json_object_get(reg, "slowerPct")), jstr(reg, "previousCommit"),
+			   json_real_value(json_object_get(reg, "medianMs")),
+			   json_real_value(json_object_get(reg, "previousMedianMs")));
+	}
+	page_html(pg, "</ul>");
+}
+
 /* A commit's matrix (JSON of builds_matrices) as a table. */
 static void matrix_table(struct page *pg, const struct repo_record *r, json_t *m, int writer, const char *back)
 {
@@ -173,6 +193,7 @@ static void matrix_table(struct page *pg, const struct repo_record *r, json_t *m
 	if (json_array_size(json_object_get(m, "variants")))
 		page_html(pg, "</tbody></table></div>");
 	unbuildable_list(pg, m);
+	web_benchmark_regressions(pg, json_object_get(m, "benchmark_regressions"));
 	if (writer && json_is_object(json_object_get(m, "plan")))	/* a commit page with a plan */
 		build_missing_form(pg, r, jstr(m, "commit"), back);
 	page_html(pg, "</section>");

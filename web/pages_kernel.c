@@ -744,6 +744,48 @@ static void charts_section(struct page *pg, const struct repo_record *r, const s
 		      "<div class=\"chart\" id=\"chart-downloads\"></div></section>");
 }
 
+/* The hub's own measurements (farm runs: source "farm"), newest first,
+ * apart from the users' runs the charts draw. */
+static void farm_section(struct page *pg, const struct repo_record *r)
+{
+	struct benchmark_filter f = { .source = "farm", .limit = 20 };
+	struct db_rows res;
+	page_html(pg, "<section aria-labelledby=\"farm-h\" id=\"farm-benchmarks\"><h2 id=\"farm-h\">Farm benchmarks</h2>");
+	if (db_benchmark_rows(r->id, &f, &res) < 0) {
+		page_db_problem(pg);
+		page_html(pg, "</section>");
+		return;
+	}
+	if (res.count == 0) {
+		page_html(pg, "<p class=\"muted\">The hub has not measured this kernel yet.</p></section>");
+		db_rows_release(&res);
+		return;
+	}
+	json_t *regs = NULL;
+	if (benchmark_regressions_json(r->id, NULL, &regs) == 0)
+		web_benchmark_regressions(pg, regs);
+	json_decref(regs);
+	page_html(pg, "<p class=\"muted\">Measured by the hub's benchmark workers on known devices.</p>"
+		      "<div class=\"table-wrap\"><table class=\"farm-runs\"><thead><tr><th>Device</th><th>Commit</th>"
+		      "<th>Workload</th><th>Mean (ms)</th><th>Std (ms)</th><th>Worker</th></tr></thead><tbody>");
+	for (size_t i = 0; i < res.count; i++) {
+		char commit[13];
+		snprintf(commit, sizeof(commit), "%s", db_rows_get(&res, i, BENCH_COL_COMMIT));
+		page_html(pg, "<tr>");
+		page_cell(pg, "<td class=\"farm-device\">", db_rows_get(&res, i, BENCH_COL_GPU));
+		page_html(pg, "<td><code>");
+		page_text(pg, commit);
+		page_html(pg, "</code></td>");
+		page_cell(pg, "<td>", db_rows_get(&res, i, BENCH_COL_WORKLOAD));
+		page_cell(pg, "<td>", db_rows_get(&res, i, BENCH_COL_MEAN));
+		page_cell(pg, "<td>", db_rows_get(&res, i, BENCH_COL_STD));
+		page_cell(pg, "<td>", db_rows_get(&res, i, BENCH_COL_SUBMITTER));
+		page_html(pg, "</tr>");
+	}
+	page_html(pg, "</tbody></table></div></section>");
+	db_rows_release(&res);
+}
+
 /* The build column's matrix: of main's head, else of the newest commit
  * with builds (none: no main and no builds). */
 static struct kernel_builds newest_builds(struct request *req, struct repo_handle *h)
@@ -787,6 +829,7 @@ static int kernel_sections(struct page *pg, struct request *req, struct repo_han
 	versions_section(pg, h, versions);
 	readme_section(pg, h, sha, readme, &card);
 	charts_section(pg, &h->record, versions);
+	farm_section(pg, &h->record);
 	json_decref(compliance);
 	kernel_card_release(&card);
 	free(readme);

@@ -184,6 +184,10 @@ int web_caller_writes(struct request *req);
 void build_status_html(struct page *pg, json_t *cell);
 void build_actions_html(struct page *pg, const struct repo_record *r, json_t *cell, const char *back);
 void build_missing_form(struct page *pg, const struct repo_record *r, const char *commit, const char *back);
+/* The farm benchmarks' regressions (rows of benchmark_regressions_json;
+ * nothing when list is empty or NULL) as a list: the matrix and the kernel
+ * page's Farm benchmarks section. */
+void web_benchmark_regressions(struct page *pg, json_t *list);
 
 /* The kernel pages' header and tabs (web/pages_kernels.c). */
 void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab);
