@@ -136,12 +136,25 @@ is "$(build_log "$CID" | grep -c '^CHATTY line [0-9]* of 60$')" 60 "… and its 
 
 # ---- what build code saw and did -----------------------------------------------------------------------------
 build_log "$EID" >"$TEST_DIR/evil.log"
-grep -E '^(FDS|WROTE|REFUSED)' "$TEST_DIR/evil.log" | sed 's/^/#   /'
+grep -E '^(FDS|LINKS|WROTE|REFUSED)' "$TEST_DIR/evil.log" | sed 's/^/#   /'
 ok $(grep -q '^FDS build-script: ' "$TEST_DIR/evil.log"; echo $?) "the build script listed its descriptors"
 ok $(grep -q '^FDS smoke-import: ' "$TEST_DIR/evil.log"; echo $?) "the smoke import listed its descriptors"
-is "$(grep '^FDS ' "$TEST_DIR/evil.log" | sed 's/^FDS [a-z-]*: //' | sort -u | tr '\n' ';')" "0 1 2;" \
-	"build script and smoke import found descriptors 0, 1 and 2 only"
-is "$(grep -c '^WROTE ' "$TEST_DIR/evil.log")" 0 "so they wrote on no descriptor of the worker's"
+# The build's own log is the pipe the smoke import has as its stdout. The
+# build cache's ccache runs each compiler step with its stdout in a file of
+# its own and keeps a copy of the step's stdout, that same log pipe, on a
+# descriptor past 2: build code reaching its own log reaches nothing of the
+# worker's, so that pipe is allowed past 2, and nothing else is.
+LOGPIPE=$(grep '^LINKS smoke-import: ' "$TEST_DIR/evil.log" | head -1 | tr ' ' '\n' | sed -n 's/^1->//p')
+beyond_log() {	# the descriptors past 2 of probe $1 that are not the build's log
+	grep "^LINKS $1: " "$TEST_DIR/evil.log" | tr ' ' '\n' | grep -- '->' | grep -v '^[012]->' |
+		awk -v want="${LOGPIPE:-none}" '{ split($0, f, "->"); if (f[2] != want) print }' | sort -u | tr '\n' ' '
+}
+is "$(grep '^FDS smoke-import: ' "$TEST_DIR/evil.log" | sed 's/^FDS [a-z-]*: //' | sort -u | tr '\n' ';')" "0 1 2;" \
+	"the smoke import found descriptors 0, 1 and 2 only"
+like "$LOGPIPE" '^pipe:' "… its stdout is the build's log pipe"
+is "$(beyond_log build-script)" "" "the build script found no descriptor past 2 but the build's own log"
+is "$(grep '^WROTE ' "$TEST_DIR/evil.log" | grep -vF "(${LOGPIPE:-none})" | wc -l)" 0 \
+	"so they wrote on no descriptor of the worker's"
 is "$(build_state "$EID")" succeeded "the hostile build itself succeeded (its stdio is only its log)"
 [ "$(build_state "$EID")" = succeeded ] ||
 	grep -vE '^(STDIO|POST|Host|Authorization|Content|\{|$)' "$TEST_DIR/evil.log" | tail -15 | sed 's/^/#   /'

@@ -38,6 +38,7 @@ def probe(where):
             pass    # the listing's own descriptor, closed since
     fds.sort()
     say("FDS %s: %s" % (where, " ".join(str(fd) for fd, _ in fds)))
+    say("LINKS %s: %s" % (where, " ".join("%d->%s" % (fd, target) for fd, target in fds)))
     for fd, target in fds:
         if fd <= 2:
             continue
