@@ -53,6 +53,8 @@ const SAMPLES = {
 	} }],
 	"/kernels/{ns}/{name}/builds": [{ kind: "builds", url: "/kernels/acme/relu/builds" }],
 	"/kernels/{ns}/{name}/builds/{arg}/log": [{ kind: "build-log-missing", url: "/kernels/acme/relu/builds/999999/log" }],
+	// a live build's log as server-sent events: needs a running build (t0296, t0297 follow one)
+	"/kernels/{ns}/{name}/builds/{arg}/log/events": { notHtml: "text/event-stream", url: null },
 	"/kernels/{ns}/{name}/-/variants": { notHtml: "JSON", url: "/kernels/acme/relu/-/variants" },
 	"/kernels/{ns}/{name}/-/benchmarks": { notHtml: "JSON", url: "/kernels/acme/relu/-/benchmarks" },
 	"/kernels/{ns}/{name}/-/benchmarks/aggregate": { notHtml: "JSON", url: "/kernels/acme/relu/-/benchmarks/aggregate" },
@@ -167,7 +169,7 @@ ok(missing.length === 0, "every GET pattern of the page table has sample URLs in
 	missing.map((p) => `no sample URL for the page kind ${p}: add a row to SAMPLES`));
 await test("the patterns said not to be pages answer no HTML", async () => {
 	const problems = [];
-	for (const row of notHtml) {
+	for (const row of notHtml.filter((r) => r.url)) {
 		const res = await fetch(`${URL_}${row.url}`, { headers: { Authorization: `Bearer ${ROOT}` } });
 		if ((res.headers.get("content-type") || "").includes("text/html")) problems.push(`${row.url} answers HTML`);
 	}
