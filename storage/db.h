@@ -242,13 +242,26 @@ int db_lfs_collect(const char *oid, int (*remove)(const char *oid, void *arg), v
 int db_lfs_inflight_expire(void);
 /* Drop one repo's link to an object. */
 int db_lfs_unlink(int64_t repo_id, const char *oid);
-/* The commits of a repo the variant index has rows for (index_version in
- * column 1), and the branch heads it recorded (ref, commit_sha). */
-int db_kernel_commits_of(int64_t repo_id, struct db_rows *out);
-int db_kernel_heads_of(int64_t repo_id, struct db_rows *out);
-/* The builds of a repo that published an output: id, variant,
- * published_commit (succeeded builds only). */
-int db_build_outputs_of(int64_t repo_id, struct db_rows *out);
+/* The commits of a repo the variant index has rows for (their shas, in
+ * order; the caller releases out with strvec_release). */
+int db_kernel_commits_of(int64_t repo_id, struct strvec *out);
+/* A branch head the variant index recorded. */
+struct kernel_head {
+	char *ref;			/* owned */
+	char commit[41];
+};
+/* The repo's recorded heads by ref: *heads (owned; kernel_heads_free) and *n. */
+int db_kernel_heads_of(int64_t repo_id, struct kernel_head **heads, size_t *n);
+void kernel_heads_free(struct kernel_head *heads, size_t n);	/* accepts NULL */
+/* A succeeded build that published an output. */
+struct published_build {
+	int64_t id;
+	char *variant;			/* owned */
+	char commit[41];		/* the published commit */
+};
+/* The repo's published builds by id: *builds (owned; published_builds_free) and *n. */
+int db_build_outputs_of(int64_t repo_id, struct published_build **builds, size_t *n);
+void published_builds_free(struct published_build *builds, size_t n);	/* accepts NULL */
 /* Forget the index of a commit (its kernel_commits and kernel_variants rows). */
 int db_kernel_commit_forget(int64_t repo_id, const char *commit_sha);
 
@@ -441,14 +454,21 @@ struct download_count {
  * repos.downloads increased. Counts of repos deleted meanwhile are dropped.
  * On failure nothing was added. */
 int db_downloads_add(const struct download_count *counts, size_t n);
-/* Rows of the last `days` UTC days, newest first: day, variant,
- * kernels_version, torch_version, backend, count (enum download_column).
- * 0 or KHUB_EDB; the caller releases out with db_rows_release. */
-enum download_column {
-	DOWNLOAD_COL_DAY, DOWNLOAD_COL_VARIANT, DOWNLOAD_COL_KERNELS, DOWNLOAD_COL_TORCH, DOWNLOAD_COL_BACKEND,
-	DOWNLOAD_COL_COUNT,
+/* One download_counts row (strings owned; day YYYY-MM-DD, UTC). */
+struct download_row {
+	char *day, *variant, *kernels_version, *torch_version, *backend;
+	int64_t count;
 };
-int db_downloads_rows(int64_t repo_id, long days, struct db_rows *out);
+struct download_rows {
+	struct download_row *items;
+	size_t count;
+};
+/* Accepts NULL; leaves it empty. */
+void download_rows_release(struct download_rows *rows);
+/* Rows of the last `days` UTC days, newest first, then by variant, count
+ * (largest first), kernels_version, torch_version, backend. 0 or KHUB_EDB;
+ * the caller releases out with download_rows_release. */
+int db_downloads_rows(int64_t repo_id, long days, struct download_rows *out);
 
 /* ---- the kernel listing (storage/db_kernels.c) ------------------------------ */
 
@@ -637,17 +657,41 @@ int db_web_session_delete(const char *id_sha256);	/* 0 or KHUB_EDB */
  * KHUB_EDB. */
 int db_web_session_flash_set(const char *id_sha256, const char *flash);
 int db_web_session_flash_take(const char *id_sha256, char **out);
-/* An org's members: name, role; by name. 0 or KHUB_EDB; release out. */
-int db_org_members(int64_t org_id, struct db_rows *out);
-/* Accounts, orgs first: kind, name, is_site_admin (t/f), trusted (t/f),
- * created (YYYY-MM-DD). 0 or KHUB_EDB; release out. */
-int db_account_rows(long limit, struct db_rows *out);
+/* An org's member (strings owned). */
+struct org_member_row {
+	char *name, *role;
+};
+/* An org's members by name: *rows (owned; org_member_rows_free) and *n.
+ * 0 or KHUB_EDB. */
+int db_org_members(int64_t org_id, struct org_member_row **rows, size_t *n);
+void org_member_rows_free(struct org_member_row *rows, size_t n);	/* accepts NULL */
+/* An account as the admin page lists it (strings owned). */
+struct account_row {
+	char *kind, *name;
+	int site_admin, trusted;
+	char created[11];		/* YYYY-MM-DD, UTC */
+};
+/* Accounts, orgs first, then by name: *rows (owned; account_rows_free)
+ * and *n. 0 or KHUB_EDB. */
+int db_account_rows(long limit, struct account_row **rows, size_t *n);
+void account_rows_free(struct account_row *rows, size_t n);	/* accepts NULL */
+/* A repo's downloads of one day. */
+struct download_day {
+	int64_t repo_id;
+	long days_ago;			/* 0 = today (UTC) */
+	long count;
+};
 /* Downloads per repo and day of the last `days` UTC days, for sparklines:
- * repo_id, days ago (0 = today), count. 0 or KHUB_EDB; release out. */
-int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_rows *out);
-/* The newest audit log entries: at (UTC text), actor, action, target. 0 or
- * KHUB_EDB; release out. */
-int db_audit_recent(long limit, struct db_rows *out);
+ * *rows (owned; free()) and *n. 0 or KHUB_EDB. */
+int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct download_day **rows, size_t *nrows);
+/* An audit log entry (strings owned; at is UTC text). */
+struct audit_row {
+	char *at, *actor, *action, *target;
+};
+/* The newest audit log entries: *rows (owned; audit_rows_free) and *n.
+ * 0 or KHUB_EDB. */
+int db_audit_recent(long limit, struct audit_row **rows, size_t *n);
+void audit_rows_free(struct audit_row *rows, size_t n);	/* accepts NULL */
 
 /* ---- figures for /metrics (storage/db_metrics.c) ------------------------- */
 

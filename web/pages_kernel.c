@@ -139,16 +139,16 @@ static const char *str(json_t *obj, const char *key)
 /* Downloads of the last 30 days per variant name. */
 static json_t *downloads_by_variant(int64_t repo_id)
 {
-	struct db_rows rows;
+	struct download_rows rows;
 	json_t *by = json_object();
 	if (db_downloads_rows(repo_id, 30, &rows) < 0)
 		return by;
 	for (size_t i = 0; i < rows.count; i++) {
-		const char *v = db_rows_get(&rows, i, DOWNLOAD_COL_VARIANT);
-		long long n = strtoll(db_rows_get(&rows, i, DOWNLOAD_COL_COUNT), NULL, 10);
+		const char *v = rows.items[i].variant;
+		long long n = (long long)rows.items[i].count;
 		json_object_set_new(by, v, json_integer(json_integer_value(json_object_get(by, v)) + n));
 	}
-	db_rows_release(&rows);
+	download_rows_release(&rows);
 	return by;
 }
 
