@@ -414,32 +414,44 @@ struct benchmark_filter {
 	int by_revision;		/* aggregate: one row per revision as well */
 };
 
-/* Columns of db_benchmark_rows: one row per result, newest run first. */
-enum benchmark_column {
-	BENCH_COL_RUN_ID, BENCH_COL_SUBMITTED_AT, BENCH_COL_SUBMITTER, BENCH_COL_COMMIT,
-	BENCH_COL_KERNEL_COMMIT, BENCH_COL_SCRIPT_PATH, BENCH_COL_SCRIPT_SHA, BENCH_COL_GPU,
-	BENCH_COL_GPU_CORES, BENCH_COL_BACKEND, BENCH_COL_PYTORCH, BENCH_COL_OS, BENCH_COL_CPU,
-	BENCH_COL_WORKLOAD, BENCH_COL_MEAN, BENCH_COL_STD, BENCH_COL_MIN, BENCH_COL_MAX, BENCH_COL_Q1,
-	BENCH_COL_Q3, BENCH_COL_IQR, BENCH_COL_OUTLIERS, BENCH_COL_ITERATIONS, BENCH_COL_VERIFIED,
-	BENCH_COL_SOURCE,
+/* One result of a benchmark run, with its run (db_benchmark_rows). Strings
+ * owned, "" where the column is NULL except script_sha and gpu_cores (NULL);
+ * submitted_at is ISO 8601 UTC; numbers are PostgreSQL's shortest exact text. */
+struct benchmark_row {
+	int64_t run_id;
+	char *submitted_at, *submitter, *commit, *kernel_commit, *script_path, *script_sha;
+	char *gpu, *gpu_cores, *backend, *pytorch, *os, *cpu;
+	char *workload, *mean, *std, *min, *max, *q1, *q3, *iqr, *outliers, *iterations;
+	int verified;			/* 1, 0, or -1 when not recorded */
+	char *source;
 };
+struct benchmark_rows {
+	struct benchmark_row *items;
+	size_t count;
+};
+void benchmark_rows_release(struct benchmark_rows *rows);	/* accepts NULL; leaves it empty */
 /* The matching results of at most filter->limit runs (+1 more run, so the
- * caller knows whether there is a next page). submitted_at is ISO 8601 UTC;
- * numbers are PostgreSQL's shortest exact text. 0 or KHUB_EDB; the caller
- * releases out with db_rows_release. */
-int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
+ * caller knows whether there is a next page), newest run first, by
+ * workload within one. 0 or KHUB_EDB; the caller releases out. */
+int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *filter, struct benchmark_rows *out);
 
-/* Columns of db_benchmark_aggregate: one row per workload and GPU. */
-enum benchmark_agg_column {
-	BENCH_AGG_WORKLOAD, BENCH_AGG_GPU, BENCH_AGG_COUNT, BENCH_AGG_MEDIAN, BENCH_AGG_BEST,
-	BENCH_AGG_LATEST_MEAN, BENCH_AGG_LATEST_STD, BENCH_AGG_LATEST_RUN, BENCH_AGG_LATEST_COMMIT,
-	BENCH_AGG_LATEST_AT, BENCH_AGG_P25, BENCH_AGG_P75, BENCH_AGG_MAX, BENCH_AGG_REVISION,
+/* One workload and GPU (and revision) of db_benchmark_aggregate. Strings
+ * owned ("" for NULL); numbers as PostgreSQL's text. */
+struct benchmark_agg_row {
+	char *workload, *gpu, *count, *median, *best, *latest_mean, *latest_std, *latest_run, *latest_commit;
+	char *latest_at, *p25, *p75, *max;
+	char *revision;			/* "" unless filter->by_revision */
 };
+struct benchmark_agg_rows {
+	struct benchmark_agg_row *items;
+	size_t count;
+};
+void benchmark_agg_rows_release(struct benchmark_agg_rows *rows);	/* accepts NULL; leaves it empty */
 /* Median (of mean_ms), best (= min) mean, 25th and 75th percentiles, max
  * and the latest result per workload and GPU (and commit with
- * filter->by_revision; BENCH_AGG_REVISION is "" without) over the filtered
- * results (before_id and limit are ignored). */
-int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
+ * filter->by_revision) over the filtered results (before_id and limit are
+ * ignored), by workload, GPU and latest run. */
+int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct benchmark_agg_rows *out);
 
 /* ---- download counters (storage/db_downloads.c) --------------------------- */
 
