@@ -47,18 +47,6 @@ void db_server_restarted(void);
  * thread). */
 const char *db_last_error(void);
 
-/* Rows of a query as text, for listings whose values are passed on as
- * PostgreSQL formats them (numbers in shortest exact text); each function
- * returning one names its columns with an enum. */
-struct db_rows {
-	size_t count, columns;
-	char **cells;		/* count * columns, NULL for SQL NULL; owned */
-};
-/* The text of a cell, "" for NULL. */
-const char *db_rows_get(const struct db_rows *rows, size_t row, size_t column);
-int db_rows_isnull(const struct db_rows *rows, size_t row, size_t column);
-void db_rows_release(struct db_rows *rows);	/* accepts NULL; leaves it empty */
-
 /* Explicit transactions on this thread's connection, which stays pinned to
  * the thread until commit or rollback. No nesting. If the connection dies
  * meanwhile, every database call of the thread fails with KHUB_EDB until
