@@ -36,6 +36,9 @@ struct api_context {
 	const char *conninfo;		/* database, for the push hooks */
 	long metrics_public;		/* anonymous /metrics: public repo counts only */
 	long webhooks_allow_private;	/* webhook URLs may name loopback/private addresses */
+	long build_log_followers_max;	/* build logs followed at once (api/builds_follow.c) */
+	long build_log_follow_idle_s;	/* a follower with no new byte this long ends */
+	long benchmark_regression_pct;	/* a farm run this much slower than the previous version's */
 	/* Fetch a missing LFS object of a mirrored repo from its upstream
 	 * (set by the server to the mirror module's; NULL = none). */
 	int (*lazy_fetch)(int64_t repo_id, const char *commit_sha, const char *path, const char *oid, uint64_t size,
@@ -64,7 +67,7 @@ extern const struct route branches_routes[];	/* api/branches.c: branches and tag
 extern const struct route commits_routes[];	/* api/commits.c: commit history */
 extern const struct route trusted_publishers_routes[];	/* api/trusted_publishers.c: admin API */
 extern const struct route benchmarks_routes[];	/* api/benchmarks.c: upload */
-extern const struct route benchmark_queries_routes[];	/* api/benchmark_queries.c: list, aggregate */
+extern const struct route benchmark_queries_routes[];	/* api/benchmark_queries.c: list, aggregate, regressions */
 extern const struct route downloads_routes[];	/* api/downloads.c: per-variant statistics */
 extern const struct route kernels_routes[];	/* api/kernels.c: GET /api/kernels */
 extern const struct route kernel_variants_routes[];	/* api/kernel_variants.c: variants, metadata, compliance */
@@ -75,6 +78,7 @@ extern const struct route build_worker_routes[];	/* api/builds_worker.c: registe
 extern const struct route build_source_routes[];	/* api/builds_source.c: a job's source tar */
 extern const struct route build_output_routes[];	/* api/builds_output.c: a job's output, published */
 extern const struct route webhooks_routes[];	/* api/webhooks.c: a repo's webhooks and their deliveries */
+extern const struct route campaigns_routes[];	/* api/campaigns.c: fleet rebuilds */
 
 /* ---- access (api/repo_access.c) ------------------------------------------ */
 
@@ -207,6 +211,12 @@ void kernel_compatibility_add(json_t *body, const struct variant_rows *rows, con
  * req->repo (opened by the route's access check; the caller's write access
  * checked for the changes). Each returns 0, or -1 with the answer queued in
  * *result (an error page for a page route). */
+/* The farm benchmark runs' regressions of repo_id (of commit_sha only,
+ * unless NULL), judged with benchmark_regression_pct: a JSON array of
+ * {"commit", "previousCommit", "device", "workload", "medianMs",
+ * "previousMedianMs", "spreadMs", "previousSpreadMs", "slowerPct"}, newest
+ * first, in *out (owned); KHUB_EDB (api/benchmark_queries.c). */
+int benchmark_regressions_json(int64_t repo_id, const char *commit_sha, json_t **out);
 /* The build matrices of req->repo (docs/build-farm.md, "The build
  * matrix"): of commit (a sha), or of the repo's newest commits with builds
  * (commit NULL; limit and offset count commits): a JSON array of
@@ -236,6 +246,16 @@ int builds_enqueue_default(struct request *req, const char *sha, int *status, js
  * bytes as \xNN) into shown; *length and *next as its headers say. */
 int builds_log_text(struct request *req, int64_t id, int64_t from, size_t max, struct strbuf *shown,
 		    int64_t *length, int64_t *next, enum MHD_Result *result);
+/* Answer job id's log from byte from as it grows, escaped as
+ * builds_log_text escapes it, until the build ends (api/builds_follow.c;
+ * docs/build-farm.md, "Live logs"): plain text (GET
+ * /api/builds/{id}/log?follow=1), or sse: server-sent events (the log
+ * page's stream; each event's id the offset to read on from, then "end"
+ * with the build's status, or "idle"). The stream waits parked between
+ * pieces; past build_log_follow_idle_s without a new byte it ends ("idle";
+ * plain text: cut, never a clean end). 503 when build_log_followers_max
+ * streams are open. The caller checked the caller's access to the job. */
+enum MHD_Result builds_log_follow(struct request *req, int64_t id, int64_t from, int sse);
 
 /* Files compiled in by api/embed_files.sh (NUL-terminated). */
 extern const char embedded_openapi_json[];

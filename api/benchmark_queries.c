@@ -1,7 +1,9 @@
 /* benchmark_queries.c -- GET /api/kernels/{ns}/{name}/benchmarks lists
  * stored runs with filters, GET …/benchmarks/aggregate compares them per
- * workload and GPU, in JSON or CSV (uploads: benchmarks.c). Community runs
- * are left out unless ?source=community or ?source=all. */
+ * workload and GPU, in JSON or CSV (uploads: benchmarks.c). Community and
+ * farm runs are left out unless ?source=community, ?source=farm or
+ * ?source=all: each source is compared only with itself. …/regressions
+ * lists the farm runs slower than the version before them. */
 #include "api/api.h"
 #include "kernel/kernel.h"
 
@@ -88,10 +90,10 @@ static int filter_from_query(struct request *req, struct repo_handle *h, struct 
 	if ((v = request_query(req, "source")) && *v) {
 		if (strcmp(v, "all") == 0) {
 			f->source = NULL;
-		} else if (strcmp(v, "maintainer") == 0 || strcmp(v, "community") == 0) {
+		} else if (strcmp(v, "maintainer") == 0 || strcmp(v, "community") == 0 || strcmp(v, "farm") == 0) {
 			f->source = v;
 		} else {
-			*result = respond_error(req, 400, NULL, "source must be maintainer, community or all");
+			*result = respond_error(req, 400, NULL, "source must be maintainer, community, farm or all");
 			return -1;
 		}
 	}
@@ -469,10 +471,47 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	return respond_text(req, q.csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8", &sb, NULL);
 }
 
+/* ---- regressions --------------------------------------------------------- */
+
+int benchmark_regressions_json(int64_t repo_id, const char *commit_sha, json_t **out)
+{
+	struct benchmark_regressions res;
+	*out = NULL;
+	if (db_benchmark_regressions(repo_id, api_ctx.benchmark_regression_pct, commit_sha, &res) < 0)
+		return KHUB_EDB;
+	json_t *list = json_array();
+	for (size_t i = 0; i < res.count; i++) {
+		const struct benchmark_regression *g = &res.items[i];
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f}",
+			"commit", g->commit, "previousCommit", g->prev_commit, "device", g->gpu,
+			"workload", g->workload, "medianMs", g->median, "previousMedianMs", g->prev_median,
+			"spreadMs", g->spread, "previousSpreadMs", g->prev_spread, "slowerPct", g->slower_pct));
+	}
+	benchmark_regressions_release(&res);
+	*out = list;
+	return 0;
+}
+
+/* GET …/benchmarks/regressions[?revision=]: the farm runs' regressions. */
+static enum MHD_Result handle_regressions(struct request *req)
+{
+	char sha[41];
+	const char *v = request_query(req, "revision");
+	if (v && *v && repo_resolve_commitish(req->repo->git, v, sha) < 0)
+		return respond_revision_not_found(req, v);
+	json_t *list;
+	if (benchmark_regressions_json(req->repo->record.id, v && *v ? sha : NULL, &list) < 0)
+		return respond_db_unavailable(req);
+	return respond_json(req, 200, json_pack("{s:I, s:o}", "thresholdPct", (json_int_t)api_ctx.benchmark_regression_pct,
+						"regressions", list));
+}
+
 const struct route benchmark_queries_routes[] = {
 	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks", handle_list, 0, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks/aggregate", handle_aggregate, 0, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET | METHOD_HEAD, "/api/kernels/{ns}/{name}/benchmarks/regressions", handle_regressions, 0,
+	  REPO_KERNEL, NULL, ACCESS_REPO_READ },
 	{ 0, NULL, NULL, 0, 0 },
 };

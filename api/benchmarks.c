@@ -2,15 +2,18 @@
  * `kernels benchmark` uploads (BenchmarkResult.to_payload() of
  * kernels/cli/benchmark.py), checks it and stores it (the GETs:
  * benchmark_queries.c). Uploads need a write token; runs of users who may
- * write to the repo are "maintainer" runs, others "community" runs. */
-#include "api/api.h"
+ * write to the repo are "maintainer" runs, others "community" runs; a
+ * worker's measurement of a job it holds is a "farm" run. */
+#include "api/builds.h"
 #include "kernel/kernel.h"
+#include "storage/webhooks.h"
 
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define BENCH_BODY_MAX (1024 * 1024)
 #define BENCH_RESULTS_MAX 1000
@@ -271,19 +274,60 @@ static int measured_commit(const struct repo_handle *h, const char *kernel_sha, 
 
 /* The stored run audited and answered: 200, not 201 (kernels'
  * submit_benchmark reports anything else as an error). */
-static enum MHD_Result respond_uploaded(struct request *req, const struct benchmark_run *run, int64_t id)
+static enum MHD_Result respond_uploaded(struct request *req, const char *ns, const char *name,
+				       const struct benchmark_run *run, int64_t id)
 {
 	char target[2 * REPO_NAME_MAX + 2], details[96];
-	snprintf(target, sizeof(target), "%s/%s", req->repo->record.ns, req->repo->record.name);
+	snprintf(target, sizeof(target), "%s/%s", ns, name);
 	snprintf(details, sizeof(details), "{\"id\":%" PRId64 ",\"results\":%zu}", id, run->nresults);
 	api_audit(req, "benchmark.upload", target, details);
-	char *url = xasprintf("%s/api/kernels/%s/%s/benchmarks?id=%" PRId64, request_base_url(req),
-			      req->repo->record.ns, req->repo->record.name, id);
+	char *url = xasprintf("%s/api/kernels/%s/%s/benchmarks?id=%" PRId64, request_base_url(req), ns, name, id);
 	enum MHD_Result r = respond_json(req, 200, json_pack("{s:I, s:s, s:s, s:I, s:s}", "id", (json_int_t)id,
 							      "url", url, "commit", run->commit_sha, "results",
 							      (json_int_t)run->nresults, "source", run->source));
 	free(url);
 	return r;
+}
+
+/* What both uploads share: the body parsed and checked into run (its
+ * strings point into *doc; *results the caller frees, *doc it decrefs).
+ * 0; -1 with err (a 400); -2 with *result queued. */
+static int read_upload(struct request *req, json_t **doc, struct benchmark_run *run, struct benchmark_result **results,
+		       struct machine_keys *keys, struct strbuf *err, enum MHD_Result *result)
+{
+	if (req->body_too_large || req->body.len > BENCH_BODY_MAX) {
+		*result = respond_error(req, 413, NULL, "a benchmark upload is at most %d bytes", BENCH_BODY_MAX);
+		return -2;
+	}
+	if (!(*doc = request_json_body(req, result)))
+		return -2;
+	json_t *list = json_object_get(*doc, "results");
+	size_t n = json_array_size(list);
+	if (!json_is_array(list) || n == 0 || n > BENCH_RESULTS_MAX) {
+		strbuf_addf(err, "results must be an array of 1 to %d workloads", BENCH_RESULTS_MAX);
+		return -1;
+	}
+	run->nresults = n;
+	run->results = *results = xcalloc(n, sizeof(**results));
+	if (read_upload_fields(*doc, run, keys, err) < 0 || read_results(list, *results, n, err) < 0)
+		return -1;
+	return 0;
+}
+
+/* Store run (its payload is doc) and answer; *id the new run's (0 when
+ * it was not stored). */
+static enum MHD_Result store_run(struct request *req, const char *ns, const char *name, json_t *doc,
+				 struct benchmark_run *run, int64_t *stored)
+{
+	int64_t id = 0;
+	*stored = 0;
+	char *payload = json_dumps(doc, JSON_COMPACT);
+	run->payload = payload;
+	int rc = payload ? db_benchmark_insert(run, &id) : KHUB_EIO;
+	free(payload);
+	if (rc == 0)
+		*stored = id;
+	return rc < 0 ? respond_err(req, rc, "cannot store the benchmark") : respond_uploaded(req, ns, name, run, id);
 }
 
 static enum MHD_Result handle_upload(struct request *req)
@@ -294,45 +338,94 @@ static enum MHD_Result handle_upload(struct request *req)
 	struct machine_keys keys;
 	json_t *doc = NULL;
 	char sha[41];
-	int64_t id = 0;
 
 	/* The route asks for a signed-in caller who sees the repo, with a
 	 * write token (an upload is a write). Who may write to the repo
 	 * submits maintainer results; anyone else community ones, which
-	 * listings show only when asked. */
-	if (req->body_too_large || req->body.len > BENCH_BODY_MAX)
-		return respond_error(req, 413, NULL, "a benchmark upload is at most %d bytes", BENCH_BODY_MAX);
+	 * listings show only when asked. Farm runs come from the hub's own
+	 * workers (handle_farm_upload), never from a user's token. */
 	enum role role;
 	if (repo_role_of(&req->principal, &req->repo->record, &role) < 0)
 		return respond_db_unavailable(req);
-	if (!(doc = request_json_body(req, &result)))
-		return result;
-
-	json_t *list = json_object_get(doc, "results");
-	size_t n = json_array_size(list);
 	struct benchmark_run run = {
 		.repo_id = req->repo->record.id, .commit_sha = sha, .submitter_id = req->principal.user_id,
 		.submitter_name = req->principal.name, .source = role >= ROLE_WRITE ? "maintainer" : "community",
-		.nresults = n,
 	};
-	if (!json_is_array(list) || n == 0 || n > BENCH_RESULTS_MAX) {
-		strbuf_addf(&err, "results must be an array of 1 to %d workloads", BENCH_RESULTS_MAX);
-		goto invalid;
+	int rc = read_upload(req, &doc, &run, &results, &keys, &err, &result);
+	if (rc == -2)
+		goto cleanup;
+	json_t *claimed = json_object_get(doc, "source");
+	if (json_is_string(claimed) && strcmp(json_string_value(claimed), "farm") == 0) {
+		result = respond_error(req, 403, NULL, "farm runs are measured by the hub's benchmark workers: "
+					   "only a worker's token submits one");
+		goto cleanup;
 	}
-	run.results = results = xcalloc(n, sizeof(*results));
-	if (read_upload_fields(doc, &run, &keys, &err) < 0 || read_results(list, results, n, &err) < 0 ||
-	    measured_commit(req->repo, run.kernel_commit_sha, sha, &err) < 0)
+	if (rc < 0 || measured_commit(req->repo, run.kernel_commit_sha, sha, &err) < 0)
 		goto invalid;
-
-	char *payload = json_dumps(doc, JSON_COMPACT);
-	run.payload = payload;
-	int rc = payload ? db_benchmark_insert(&run, &id) : KHUB_EIO;
-	free(payload);
-	result = rc < 0 ? respond_err(req, rc, "cannot store the benchmark") : respond_uploaded(req, &run, id);
+	int64_t id;
+	result = store_run(req, req->repo->record.ns, req->repo->record.name, doc, &run, &id);
 	goto cleanup;
 invalid:
 	result = respond_error(req, 400, NULL, "invalid benchmark: %s", err.buf);
 cleanup:
+	free(results);
+	json_decref(doc);
+	strbuf_release(&err);
+	return result;
+}
+
+/* A farm run stored: when its commit is now slower than the version
+ * before on some device and workload, the repo's repo.benchmark hooks
+ * hear it (the API and pages compute the same rows when read). */
+static void announce_regressions(int64_t repo_id, const char *sha, int64_t run_id)
+{
+	json_t *list = NULL;
+	if (benchmark_regressions_json(repo_id, sha, &list) < 0)
+		log_error("benchmarks: run %" PRId64 ": cannot look for regressions (database)", run_id);
+	else if (json_array_size(list))
+		webhook_event_benchmark(repo_id, sha, run_id, list);
+	json_decref(list);
+}
+
+/* POST /api/builds/{id}/benchmark: the worker holding job id's lease sends
+ * what it measured (the same payload) as a farm run of the job's commit;
+ * kernelCommitSha must name that commit (a prefix of it). */
+static enum MHD_Result handle_farm_upload(struct request *req)
+{
+	enum MHD_Result result;
+	struct strbuf err = STRBUF_INIT;
+	struct benchmark_result *results = NULL;
+	struct machine_keys keys;
+	struct build_row job;
+	json_t *doc = NULL;
+	int64_t id, run_id = 0;
+
+	if (build_id_from_request(req, &id, &result) < 0 || build_require_lease(req, id, &result) < 0)
+		return result;
+	if (db_build_get(id, &job) < 0)
+		return respond_db_unavailable(req);
+	const char *sha = job.commit;
+	struct benchmark_run run = {
+		.repo_id = job.repo_id, .commit_sha = sha,
+		.submitter_name = req->principal.name, .source = "farm", .worker_id = req->principal.worker_id,
+		.build_id = id,
+	};
+	int rc = read_upload(req, &doc, &run, &results, &keys, &err, &result);
+	if (rc == -2)
+		goto cleanup;
+	if (rc == 0 && (strlen(run.kernel_commit_sha) < 7 ||
+			strncasecmp(sha, run.kernel_commit_sha, strlen(run.kernel_commit_sha)) != 0)) {
+		strbuf_addf(&err, "kernelCommitSha %s is not build %" PRId64 "'s commit %s", run.kernel_commit_sha, id, sha);
+		rc = -1;
+	}
+	if (rc < 0)
+		result = respond_error(req, 400, NULL, "invalid benchmark: %s", err.buf);
+	else
+		result = store_run(req, job.ns, job.name, doc, &run, &run_id);
+	if (run_id)
+		announce_regressions(run.repo_id, sha, run_id);
+cleanup:
+	build_row_release(&job);
 	free(results);
 	json_decref(doc);
 	strbuf_release(&err);
@@ -345,5 +438,6 @@ cleanup:
 const struct route benchmarks_routes[] = {
 	{ METHOD_POST, "/api/kernels/{ns}/{name}/benchmarks", handle_upload, ROUTE_BODY | ROUTE_HANDLER_ACCESS,
 	  REPO_KERNEL, NULL, ACCESS_REPO_CONTRIBUTE },
+	{ METHOD_POST, "/api/builds/{arg}/benchmark", handle_farm_upload, ROUTE_BODY, 0, NULL, ACCESS_WORKER },
 	{ 0, NULL, NULL, 0, 0 },
 };

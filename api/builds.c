@@ -137,6 +137,10 @@ static enum MHD_Result handle_log_read(struct request *req)
 		return respond_error(req, 400, NULL, "offset must be a byte offset");
 	if (load_for_user(req, ROLE_READ, &id, &b, &result) < 0)
 		return result;
+	if (req->method == METHOD_GET && request_query_bool(req, "follow", 0)) {
+		build_row_release(&b);
+		return builds_log_follow(req, id, from, 0);
+	}
 	char state[16];
 	snprintf(state, sizeof(state), "%s", b.state);
 	build_row_release(&b);
@@ -144,18 +148,18 @@ static enum MHD_Result handle_log_read(struct request *req)
 	int64_t next = 0;
 	if (builds_log_text(req, id, from, LOG_READ_MAX, &shown, &length, &next, &result) < 0)
 		return result;
-	struct MHD_Response *resp = MHD_create_response_from_buffer(shown.len, shown.buf ? shown.buf : "",
-								    MHD_RESPMEM_MUST_COPY);
-	strbuf_release(&shown);
-	char len_text[24], next_text[24];
-	snprintf(len_text, sizeof(len_text), "%" PRId64, length);
-	snprintf(next_text, sizeof(next_text), "%" PRId64, next);
-	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
-	MHD_add_response_header(resp, "X-Log-Length", len_text);
-	MHD_add_response_header(resp, "X-Log-Next-Offset", next_text);
-	MHD_add_response_header(resp, "X-Build-State", state);
-	MHD_add_response_header(resp, "Cache-Control", "no-store");
-	return respond(req, 200, resp);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "text/plain; charset=utf-8");
+	answer_headerf(&a, "X-Log-Length", "%" PRId64, length);
+	answer_headerf(&a, "X-Log-Next-Offset", "%" PRId64, next);
+	answer_headerf(&a, "X-Build-State", "%s", state);
+	answer_header(&a, "Cache-Control", "no-store");
+	answer_identity(&a);	/* read in pieces by offset: bytes as stored */
+	size_t len;
+	char *text = strbuf_detach(&shown, &len);
+	answer_body_take(&a, text, len);
+	return answer_send(req, &a);
 }
 
 /* GET /api/builds/{id}/provenance: the signed provenance of a build the
@@ -253,6 +257,7 @@ static int owner_change(struct request *req, int64_t id, enum build_event event,
 	if (rc < 0)
 		return -1;
 	audit_change(req, event == BUILD_EV_CANCEL ? "build.cancel" : "build.retry", id);
+	builds_log_changed(id);
 	if (event == BUILD_EV_CANCEL) {
 		*answer = json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", state);
 	} else {

@@ -15,6 +15,9 @@
 /* Wake the parked claimers (the server sets farm_settings.queue_changed
  * to it). */
 void builds_wake_claimers(void);
+/* Job id's log or state changed: its parked followers look now
+ * (api/builds_follow.c). */
+void builds_log_changed(int64_t id);
 /* The job named by the route's {arg} into *id; 404 queued when it is no
  * number. */
 int build_id_from_request(struct request *req, int64_t *id, enum MHD_Result *result);

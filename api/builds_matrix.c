@@ -34,6 +34,29 @@ static json_t *matrix_empty(const struct repo_record *r, const char *commit)
 			 json_sprintf("/kernels/%s/%s/builds?commit=%s", r->ns, r->name, commit), "variants");
 }
 
+/* Each matrix of list whose commit a farm benchmark run found slower than
+ * the version before gets "benchmark_regressions" (the rows of
+ * benchmark_regressions_json); none: the key is left out. */
+static int attach_regressions(const struct repo_record *r, const char *commit, json_t *list)
+{
+	json_t *regs, *m, *reg;
+	size_t i, k;
+	if (benchmark_regressions_json(r->id, commit, &regs) < 0)
+		return KHUB_EDB;
+	json_array_foreach(list, i, m) {
+		json_t *mine = json_array();
+		json_array_foreach(regs, k, reg)
+			if (strcmp(json_string_value(json_object_get(reg, "commit")),
+				   json_string_value(json_object_get(m, "commit"))) == 0)
+				json_array_append(mine, reg);
+		if (json_array_size(mine))
+			json_object_set(m, "benchmark_regressions", mine);
+		json_decref(mine);
+	}
+	json_decref(regs);
+	return 0;
+}
+
 int builds_matrices(struct request *req, const char *commit, long limit, long offset, json_t **out)
 {
 	struct build_rows rows;
@@ -53,6 +76,11 @@ int builds_matrices(struct request *req, const char *commit, long limit, long of
 		json_array_append_new(json_object_get(m, "variants"), matrix_cell(r, &rows.items[i]));
 	}
 	build_rows_release(&rows);
+	if (json_array_size(*out) && attach_regressions(r, commit, *out) < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return KHUB_EDB;
+	}
 	return 0;
 }
 

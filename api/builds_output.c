@@ -99,6 +99,7 @@ static enum MHD_Result handle_output(struct request *req)
 	if (rc != 0)
 		return result;
 	struct build_row b;
+	builds_log_changed(st->id);	/* published or refused: its followers end */
 	if (job_rc == KHUB_EDB || db_build_get(st->id, &b) < 0)
 		return respond_db_unavailable(req);
 	const char *state = b.state;

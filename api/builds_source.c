@@ -8,19 +8,15 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static enum MHD_Result respond_tar(struct request *req, int fd, uint64_t size, const char *sha)
 {
-	struct MHD_Response *resp = http_file_response(fd, 0, size);
-	if (!resp) {
-		close(fd);
-		return respond_error(req, 500, NULL, "cannot send the source");
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/x-tar");
-	MHD_add_response_header(resp, "X-Source-Commit", sha);
-	req->bytes_out = size;
-	return respond(req, 200, resp);
+	struct answer a;
+	answer_init(&a, 200);
+	answer_header(&a, "Content-Type", "application/x-tar");
+	answer_header(&a, "X-Source-Commit", sha);
+	answer_body_file(&a, fd, 0, size);
+	return answer_send(req, &a);
 }
 
 static enum MHD_Result handle_source(struct request *req)

@@ -90,7 +90,9 @@ static enum MHD_Result handle_claim(struct request *req)
 		return MHD_YES;
 	}
 	req->wait_started_usec = 0;
-	return respond(req, 204, MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT));
+	struct answer a;
+	answer_init(&a, 204);
+	return answer_send(req, &a);
 }
 
 static enum MHD_Result handle_heartbeat(struct request *req)
@@ -144,6 +146,7 @@ static enum MHD_Result handle_log_append(struct request *req)
 	if (rc == 3)
 		return respond_error(req, 413, NULL, "a log's tail is at most %lld bytes an attempt",
 				     farm_settings.log_max_bytes - farm_settings.log_max_bytes / 2);
+	builds_log_changed(id);
 	return respond_json(req, rc == 1 ? 409 : 200, json_pack("{s:I}", "length", (json_int_t)length));
 }
 
@@ -175,6 +178,7 @@ static enum MHD_Result handle_fail(struct request *req)
 	if (rc < 0)
 		return respond_db_unavailable(req);
 	log_info("worker %s: build %" PRId64 " failed (%s)", req->principal.name, id, state);
+	builds_log_changed(id);
 	return respond_json(req, 200, json_pack("{s:s}", "state", state));
 }
 
@@ -189,6 +193,7 @@ static enum MHD_Result handle_release(struct request *req)
 		return respond_lease_lost(req, id);
 	if (rc < 0)
 		return respond_db_unavailable(req);
+	builds_log_changed(id);
 	return respond_json(req, 200, json_pack("{s:s}", "state", "queued"));
 }
 

@@ -54,6 +54,27 @@ static int settings_valid(json_t *doc)
 	return 0;
 }
 
+/* "campaignPublish": "pr" or "direct" (docs/build-farm.md, "Fleet
+ * rebuilds"): 0 (absent, or set and audited), -1 with the answer queued. */
+static int apply_campaign_publish(struct request *req, const struct repo_handle *h, enum MHD_Result *result)
+{
+	json_t *v = json_object_get(req->json, "campaignPublish");
+	const char *s = json_string_value(v);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!s || (strcmp(s, "pr") != 0 && strcmp(s, "direct") != 0)) {
+		*result = respond_error(req, 400, NULL, "\"campaignPublish\" must be \"pr\" or \"direct\"");
+		return -1;
+	}
+	if (db_repo_set_campaign_publish(h->record.id, strcmp(s, "direct") == 0) < 0) {
+		*result = respond_db_unavailable(req);
+		return -1;
+	}
+	api_audit(req, "repo.settings", repo_audit_target(req, h->record.type, h->record.ns, h->record.name),
+		  strcmp(s, "direct") == 0 ? "{\"campaignPublish\":\"direct\"}" : "{\"campaignPublish\":\"pr\"}");
+	return 0;
+}
+
 static enum MHD_Result handle_settings(struct request *req)
 {
 	enum MHD_Result result;
@@ -73,6 +94,8 @@ static enum MHD_Result handle_settings(struct request *req)
 				       " protected, \"gated\" false, \"auto\" or \"manual\", \"buildOnPush\" a boolean");
 		goto cleanup;
 	}
+	if (apply_campaign_publish(req, &h, &result) < 0)
+		goto cleanup;
 	/* the build farm's trigger on commits and pushes (docs/build-farm.md) */
 	if (json_is_boolean(bop) && db_repo_set_build_on_push(h.record.id, json_is_true(bop)) < 0) {
 		result = respond_db_unavailable(req);

@@ -74,6 +74,8 @@ static json_t *hook_json(const struct db_webhook *w)
 		json_array_append_new(scopes, json_string(WEBHOOK_SCOPE_CONTENT));
 	if (w->build)
 		json_array_append_new(scopes, json_string(WEBHOOK_SCOPE_BUILD));
+	if (w->benchmark)
+		json_array_append_new(scopes, json_string(WEBHOOK_SCOPE_BENCHMARK));
 	return json_pack("{s:I, s:s, s:o, s:s, s:s}", "id", (json_int_t)w->id, "url", w->url, "scopes", scopes,
 			 "createdBy", w->created_by, "createdAt", w->created_at);
 }
@@ -95,11 +97,13 @@ static enum MHD_Result handle_list(struct request *req)
 
 /* ---- POST …/webhooks -------------------------------------------------------------- */
 
-/* "scopes" of a create body into *content and *build (absent: both): 0 or -1. */
-static int scopes_from_body(json_t *doc, int *content, int *build)
+/* "scopes" of a create body into *content, *build and *benchmark
+ * (absent: content and build; repo.benchmark only when named): 0 or -1. */
+static int scopes_from_body(json_t *doc, int *content, int *build, int *benchmark)
 {
 	json_t *scopes = json_object_get(doc, "scopes"), *s;
 	size_t i;
+	*benchmark = 0;
 	*content = *build = !scopes || json_is_null(scopes);
 	if (*content)
 		return 0;
@@ -111,6 +115,8 @@ static int scopes_from_body(json_t *doc, int *content, int *build)
 			*content = 1;
 		else if (v && strcmp(v, WEBHOOK_SCOPE_BUILD) == 0)
 			*build = 1;
+		else if (v && strcmp(v, WEBHOOK_SCOPE_BENCHMARK) == 0)
+			*benchmark = 1;
 		else
 			return -1;
 	}
@@ -143,29 +149,30 @@ static enum MHD_Result handle_create(struct request *req)
 	const struct repo_record *rec = &req->repo->record;
 	const char *url = NULL, *why;
 	char made[65];
-	int content, build, generated, bad;
+	int content, build, benchmark, generated, bad;
 	int64_t id = 0;
 	if (json_optional_string(req->json, "url", &url) < 0 || !url)
 		return respond_error(req, 400, NULL, "\"url\" is required: the http or https URL deliveries are POSTed to");
 	if ((why = url_refused(url)))
 		return respond_error(req, 400, NULL, "%s", why);
-	if (scopes_from_body(req->json, &content, &build) < 0)
-		return respond_error(req, 400, NULL, "\"scopes\" must be a non-empty array of \"%s\" and \"%s\"",
-				     WEBHOOK_SCOPE_CONTENT, WEBHOOK_SCOPE_BUILD);
+	if (scopes_from_body(req->json, &content, &build, &benchmark) < 0)
+		return respond_error(req, 400, NULL, "\"scopes\" must be a non-empty array of \"%s\", \"%s\" and \"%s\"",
+				     WEBHOOK_SCOPE_CONTENT, WEBHOOK_SCOPE_BUILD, WEBHOOK_SCOPE_BENCHMARK);
 	const char *secret = secret_from_body(req->json, made, &generated, &bad);
 	if (bad)
 		return respond_error(req, 400, NULL, "\"secret\" must be a string of %d to %d bytes", SECRET_MIN,
 				     SECRET_MAX);
 	if (!secret)
 		return respond_error(req, 500, NULL, "cannot make a secret");
-	if (db_webhook_create(rec->id, url, secret, content, build, req->principal.name, &id) < 0)
+	if (db_webhook_create(rec->id, url, secret, content, build, benchmark, req->principal.name, &id) < 0)
 		return respond_db_unavailable(req);
 	json_t *details = json_pack("{s:I, s:s}", "id", (json_int_t)id, "url", url);
 	char *text = json_dumps(details, JSON_COMPACT);
 	api_audit(req, "repo.webhook.create", repo_audit_target(req, rec->type, rec->ns, rec->name), text);
 	free(text);
 	json_decref(details);
-	struct db_webhook w = { .id = id, .url = (char *)url, .content = content, .build = build };
+	struct db_webhook w = { .id = id, .url = (char *)url, .content = content, .build = build,
+				.benchmark = benchmark };
 	snprintf(w.created_by, sizeof(w.created_by), "%s", req->principal.name);
 	json_t *answer = hook_json(&w);
 	json_object_del(answer, "createdAt");

@@ -17,23 +17,56 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MANYLINUX "manylinux_2_28"
 #define PYTHON_ABI "3.9"
 
 extern const char embedded_stable_abi[];
 
-/* manylinux_2_28 maxima (x86_64 and aarch64); other names of these
- * dependencies are allowed only when listed in extra. */
-static const struct {
-	const char *dep, *max, *extra[3];
-} manylinux_policy[] = {
-	{ "GLIBC", "2.28", { NULL } },
-	{ "GLIBCXX", "3.4.24", { NULL } },
-	{ "CXXABI", "1.3.11", { "FLOAT128", "TM_1", NULL } },
-	{ "GCC", "7.0.0", { NULL } },
-	{ "LIBATOMIC", "1.2", { NULL } },
-	{ "ZLIB", "1.2.9", { NULL } },
+/* The manylinux targets (PEP 600, auditwheel's policies for x86_64 and
+ * aarch64): the newest version of each system library's symbols a target
+ * allows; other names of these dependencies only when listed in extra. */
+#define ABI_DEPS 6
+struct abi_manylinux {
+	const char *name;	/* "manylinux_2_28" */
+	const char *glibc;	/* "2.28": the GLIBC maximum */
+	struct {
+		const char *dep, *max, *extra[3];
+	} policy[ABI_DEPS];
 };
+
+#define CXXABI_EXTRA { "FLOAT128", "TM_1", NULL }
+#define MANYLINUX_ROW(glibc_, tag, glibcxx, cxxabi, gcc)                                                  \
+	{ "manylinux_" tag, glibc_,                                                                       \
+	  { { "GLIBC", glibc_, { NULL } }, { "GLIBCXX", glibcxx, { NULL } }, { "CXXABI", cxxabi, CXXABI_EXTRA }, \
+	    { "GCC", gcc, { NULL } }, { "LIBATOMIC", "1.2", { NULL } }, { "ZLIB", "1.2.9", { NULL } } } }
+
+static const struct abi_manylinux manylinux_targets[] = {
+	MANYLINUX_ROW("2.17", "2_17", "3.4.19", "1.3.7", "4.8.0"),
+	MANYLINUX_ROW("2.24", "2_24", "3.4.22", "1.3.10", "6.0.0"),
+	MANYLINUX_ROW("2.27", "2_27", "3.4.24", "1.3.11", "7.0.0"),
+	MANYLINUX_ROW("2.28", "2_28", "3.4.24", "1.3.11", "7.0.0"),
+	MANYLINUX_ROW("2.31", "2_31", "3.4.28", "1.3.12", "7.0.0"),
+	MANYLINUX_ROW("2.34", "2_34", "3.4.29", "1.3.13", "7.0.0"),
+	MANYLINUX_ROW("2.35", "2_35", "3.4.30", "1.3.13", "12.0.0"),
+};
+
+#define MANYLINUX_DEFAULT (&manylinux_targets[3])	/* manylinux_2_28 */
+
+const struct abi_manylinux *abi_manylinux_find(const char *name)
+{
+	if (!name || !*name)
+		return MANYLINUX_DEFAULT;
+	if (!strncmp(name, "manylinux_", 10))
+		name += 10;
+	for (size_t i = 0; i < sizeof(manylinux_targets) / sizeof(*manylinux_targets); i++)
+		if (!strcmp(manylinux_targets[i].name + 10, name))
+			return &manylinux_targets[i];
+	return NULL;
+}
+
+const char *abi_manylinux_name(const struct abi_manylinux *t)
+{
+	return t->name;
+}
 
 /* DT_NEEDED a kernel may have (fnmatch patterns). */
 static const char *const needed_allowed[] = {
@@ -153,6 +186,15 @@ int abi_check_file(const char *path, const char *display, json_t **entry_out, st
 	return abi_check_file_for(path, display, NULL, entry_out, text);
 }
 
+static int check_file(const struct abi_manylinux *t, const char *path, const char *display,
+		      const char *torch_stable_abi, json_t **entry_out, struct strbuf *text);
+
+int abi_check_file_for(const char *path, const char *display, const char *torch_stable_abi, json_t **entry_out,
+		       struct strbuf *text)
+{
+	return check_file(MANYLINUX_DEFAULT, path, display, torch_stable_abi, entry_out, text);
+}
+
 /* The dynamic sections of one ELF file, and its version needs by index. */
 struct elf_view {
 	Elf *elf;
@@ -166,6 +208,7 @@ struct elf_view {
 struct abi_findings {
 	json_t *needed;		/* every DT_NEEDED, allowed or not */
 	json_t *needed_bad, *manylinux, *python, *non_abi3, *torch_cxx;
+	json_t *glibc;		/* "symbol@GLIBC_2.32" of every symbol glibc versions */
 };
 
 /* The sections elf_view reads: 0, or -1 when a header cannot be read. */
@@ -241,27 +284,30 @@ static void check_needed(const struct elf_view *v, struct abi_findings *f)
 }
 
 /* A symbol versioned GLIBC_2.34 (say) against the manylinux policy. */
-static void check_manylinux(json_t *manylinux, const char *name, const char *version)
+static void check_manylinux(const struct abi_manylinux *t, json_t *manylinux, const char *name, const char *version)
 {
 	const char *us = strchr(version, '_');
 	size_t deplen = us ? (size_t)(us - version) : 0;
-	for (size_t p = 0; us && p < sizeof(manylinux_policy) / sizeof(*manylinux_policy); p++) {
-		if (strlen(manylinux_policy[p].dep) != deplen || strncmp(manylinux_policy[p].dep, version, deplen) != 0)
+	for (size_t p = 0; us && p < ABI_DEPS; p++) {
+		if (strlen(t->policy[p].dep) != deplen || strncmp(t->policy[p].dep, version, deplen) != 0)
 			continue;
 		const char *ver = us + 1;
-		int ok = is_numeric_version(ver) && version_cmp(ver, manylinux_policy[p].max) <= 0;
-		for (size_t e = 0; !ok && manylinux_policy[p].extra[e]; e++)
-			ok = strcmp(manylinux_policy[p].extra[e], ver) == 0;
+		int ok = is_numeric_version(ver) && version_cmp(ver, t->policy[p].max) <= 0;
+		for (size_t e = 0; !ok && t->policy[p].extra[e]; e++)
+			ok = strcmp(t->policy[p].extra[e], ver) == 0;
 		if (!ok)
 			add_violation(manylinux, ABI_MANYLINUX, name, version);
 	}
 }
 
 /* One undefined symbol against every symbol rule. */
-static void check_symbol(const char *name, const char *version, const char *torch_stable_abi, struct abi_findings *f)
+static void check_symbol(const struct abi_manylinux *t, const char *name, const char *version,
+			 const char *torch_stable_abi, struct abi_findings *f)
 {
 	if (version)
-		check_manylinux(f->manylinux, name, version);
+		check_manylinux(t, f->manylinux, name, version);
+	if (version && !strncmp(version, "GLIBC_", 6) && is_numeric_version(version + 6))
+		json_array_append_new(f->glibc, json_sprintf("%s@%s", name, version));
 	if (torch_stable_abi && is_torch_cxx_symbol(name))
 		add_violation(f->torch_cxx, ABI_TORCH_STABLE, name, NULL);
 	if (!strncmp(name, "Py", 2) || !strncmp(name, "_Py", 3)) {
@@ -274,7 +320,8 @@ static void check_symbol(const char *name, const char *version, const char *torc
 }
 
 /* Every undefined dynamic symbol, with its version. */
-static void check_symbols(const struct elf_view *v, const char *torch_stable_abi, struct abi_findings *f)
+static void check_symbols(const struct abi_manylinux *t, const struct elf_view *v, const char *torch_stable_abi,
+			  struct abi_findings *f)
 {
 	Elf_Data *syms = v->dynsym ? elf_getdata(v->dynsym, NULL) : NULL;
 	Elf_Data *vers = v->versym ? elf_getdata(v->versym, NULL) : NULL;
@@ -292,7 +339,7 @@ static void check_symbols(const struct elf_view *v, const char *torch_stable_abi
 			for (size_t k = 0; k < v->nvn; k++)
 				if (v->vn[k].index == (unsigned)(ver & 0x7fff))
 					version = v->vn[k].version;
-		check_symbol(name, version, torch_stable_abi, f);
+		check_symbol(t, name, version, torch_stable_abi, f);
 	}
 }
 
@@ -314,15 +361,15 @@ static void text_section(struct strbuf *text, const char *title, json_t *list, i
 }
 
 /* The report's text for one file, as kernel-builder's check prints it. */
-static void abi_text(struct strbuf *text, const char *display, const char *torch_stable_abi,
-		     const struct abi_findings *f)
+static void abi_text(struct strbuf *text, const struct abi_manylinux *t, const char *display,
+		     const char *torch_stable_abi, const struct abi_findings *f)
 {
 	size_t i;
 	json_t *v;
-	strbuf_addf(text, "🐍 Checking for compatibility with %s and Python ABI version %s: %s\n", MANYLINUX, PYTHON_ABI,
+	strbuf_addf(text, "🐍 Checking for compatibility with %s and Python ABI version %s: %s\n", t->name, PYTHON_ABI,
 		    display);
 	if (json_array_size(f->manylinux)) {
-		strbuf_addf(text, "\n⛔ Symbols incompatible with `%s` found:\n\n", MANYLINUX);
+		strbuf_addf(text, "\n⛔ Symbols incompatible with `%s` found:\n\n", t->name);
 		json_array_foreach(f->manylinux, i, v) {
 			const char *full = json_string_value(json_object_get(v, "version"));
 			const char *us = strchr(full, '_');
@@ -341,8 +388,8 @@ static void abi_text(struct strbuf *text, const char *display, const char *torch
 		     f->needed_bad, 0);
 }
 
-int abi_check_file_for(const char *path, const char *display, const char *torch_stable_abi, json_t **entry_out,
-		       struct strbuf *text)
+static int check_file(const struct abi_manylinux *t, const char *path, const char *display,
+		      const char *torch_stable_abi, json_t **entry_out, struct strbuf *text)
 {
 	*entry_out = NULL;
 	if (elf_version(EV_CURRENT) == EV_NONE)
@@ -353,24 +400,26 @@ int abi_check_file_for(const char *path, const char *display, const char *torch_
 	struct elf_view v;
 	memset(&v, 0, sizeof(v));
 	v.elf = elf_begin(fd, ELF_C_READ, NULL);
-	struct abi_findings f = { json_array(), json_array(), json_array(), json_array(), json_array(), json_array() };
+	struct abi_findings f = { json_array(), json_array(), json_array(), json_array(),
+				  json_array(), json_array(), json_array() };
 	int rc = KHUB_EIO;
 	if (!v.elf || elf_kind(v.elf) != ELF_K_ELF || elf_find_sections(&v) < 0)
 		goto cleanup;
 	elf_read_verneed(&v);
 	check_needed(&v, &f);
-	check_symbols(&v, torch_stable_abi, &f);
+	check_symbols(t, &v, torch_stable_abi, &f);
 	json_t *rules[] = { f.manylinux, f.python, f.non_abi3, f.torch_cxx };
 	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
 		sort_violations(rules[i]);
-	abi_text(text, display, torch_stable_abi, &f);
+	abi_text(text, t, display, torch_stable_abi, &f);
 	json_t *all = json_array();
 	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
 		json_array_extend(all, rules[i]);
 	json_array_extend(all, f.needed_bad);
 	if (json_array_size(all) == 0)
 		strbuf_adds(text, "✅ No compatibility issues found\n");
-	*entry_out = json_pack("{s:s,s:O,s:o}", "path", display, "needed", f.needed, "violations", all);
+	*entry_out = json_pack("{s:s,s:O,s:o,s:O}", "path", display, "needed", f.needed, "violations", all, "glibc",
+			       f.glibc);
 	rc = 0;
 cleanup:
 	for (size_t k = 0; k < v.nvn; k++)
@@ -382,6 +431,7 @@ cleanup:
 	json_decref(f.python);
 	json_decref(f.non_abi3);
 	json_decref(f.torch_cxx);
+	json_decref(f.glibc);
 	if (v.elf)
 		elf_end(v.elf);
 	close(fd);
@@ -395,6 +445,7 @@ static int ends_with_so(const char *name)
 }
 
 struct check_walk {
+	const struct abi_manylinux *target;
 	json_t *files;
 	struct strbuf *text;
 	const char *torch_stable_abi;
@@ -411,7 +462,7 @@ static int check_visit(const char *rel, const char *path, const char *name, void
 	if (!S_ISREG(st.st_mode) || !ends_with_so(name))
 		return 0;
 	json_t *entry;
-	int rc = abi_check_file_for(path, rel, w->torch_stable_abi, &entry, w->text);
+	int rc = check_file(w->target, path, rel, w->torch_stable_abi, &entry, w->text);
 	if (rc == 0)
 		json_array_append_new(w->files, entry);
 	return rc;
@@ -424,11 +475,61 @@ int abi_check_dir(const char *dir, json_t **report)
 
 int abi_check_dir_for(const char *dir, const char *torch_stable_abi, json_t **report)
 {
+	return abi_check_dir_target(dir, torch_stable_abi, MANYLINUX_DEFAULT, report);
+}
+
+static int cmp_string(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The report's "glibc": every "symbol@GLIBC_x" of the files (sorted,
+ * once each), the newest version among them, the target's maximum and
+ * whether it passes; a line of text for each symbol over it. */
+static json_t *glibc_summary(const struct abi_manylinux *t, json_t *files, struct strbuf *text)
+{
+	size_t i, k, n = 0;
+	json_t *f, *v;
+	json_array_foreach(files, i, f)
+		n += json_array_size(json_object_get(f, "glibc"));
+	const char **all = xcalloc(n + 1, sizeof(*all));
+	n = 0;
+	json_array_foreach(files, i, f)
+		json_array_foreach(json_object_get(f, "glibc"), k, v)
+			all[n++] = json_string_value(v);
+	qsort(all, n, sizeof(*all), cmp_string);
+	json_t *needs = json_array();
+	const char *newest = NULL;
+	for (i = 0; i < n; i++) {
+		if (i && !strcmp(all[i], all[i - 1]))
+			continue;
+		json_array_append_new(needs, json_string(all[i]));
+		const char *ver = strstr(all[i], "@GLIBC_") + 7;
+		if (!newest || version_cmp(ver, newest) > 0)
+			newest = ver;
+	}
+	int passes = !newest || version_cmp(newest, t->glibc) <= 0;
+	json_t *g = json_pack("{s:s,s:s,s:s?,s:b,s:o}", "target", t->name, "target_glibc", t->glibc, "newest", newest,
+			      "passes", passes, "needs", needs);
+	strbuf_addf(text, "\nglibc: the newest version needed is %s%s; %s allows GLIBC_%s: %s\n",
+		    newest ? "GLIBC_" : "none", newest ? newest : "", t->name, t->glibc, passes ? "passes" : "fails");
+	json_array_foreach(needs, i, v) {
+		const char *ver = strstr(json_string_value(v), "@GLIBC_") + 7;
+		if (version_cmp(ver, t->glibc) > 0)
+			strbuf_addf(text, "  needs %s\n", json_string_value(v));
+	}
+	free(all);
+	return g;
+}
+
+int abi_check_dir_target(const char *dir, const char *torch_stable_abi, const struct abi_manylinux *target,
+			 json_t **report)
+{
 	*report = NULL;
 	json_t *files = json_array();
 	struct strbuf text = STRBUF_INIT;
 	strbuf_adds(&text, "");
-	struct check_walk w = { files, &text, torch_stable_abi };
+	struct check_walk w = { target, files, &text, torch_stable_abi };
 	int rc = dir_walk(dir, check_visit, &w);
 	if (rc < 0) {
 		json_decref(files);
@@ -441,10 +542,12 @@ int abi_check_dir_for(const char *dir, const char *torch_stable_abi, json_t **re
 	json_array_foreach(files, i, f)
 		if (json_array_size(json_object_get(f, "violations")))
 			ok = 0;
+	json_t *glibc = glibc_summary(target, files, &text);
 	if (!ok)
 		strbuf_adds(&text, "\nABI compatibility issues found\n");
-	*report = json_pack("{s:b,s:s,s:s,s:s?,s:s,s:o}", "ok", ok, "manylinux", MANYLINUX, "python_abi", PYTHON_ABI,
-			    "torch_stable_abi", torch_stable_abi, "text", text.buf, "files", files);
+	*report = json_pack("{s:b,s:s,s:s,s:s?,s:o,s:s,s:o}", "ok", ok, "manylinux", target->name, "python_abi",
+			    PYTHON_ABI, "torch_stable_abi", torch_stable_abi, "glibc", glibc, "text", text.buf, "files",
+			    files);
 	strbuf_release(&text);
 	return 0;
 }

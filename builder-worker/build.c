@@ -120,6 +120,7 @@ static int sandbox_setup(struct sandbox *sb, const struct toolchain *tc, const s
 	struct strvec dirs = STRVEC_INIT;
 	struct sandbox_options o = *opts;
 	o.allow_no_sandbox = tc->allow_no_sandbox;
+	o.root = tc->root;
 	int rc = toolchain_sandbox_dirs(tc, &dirs, why, sizeof(why));
 	if (rc == 0)
 		rc = sandbox_init(sb, scratch, &o, &dirs, why, sizeof(why));
@@ -359,6 +360,7 @@ int build_describe_sandbox(const struct toolchain *tc, long build_uid, long buil
 	char why[1024];
 	struct strvec dirs = STRVEC_INIT;
 	o.allow_no_sandbox = tc->allow_no_sandbox;
+	o.root = tc->root;
 	rc = toolchain_sandbox_dirs(tc, &dirs, why, sizeof(why));
 	if (rc == 0 && chmod(scratch, geteuid() == 0 ? 0711 : 0700) < 0)
 		rc = KHUB_EIO;
@@ -407,8 +409,8 @@ static int smoke_import(struct build_plan *plan, struct sandbox *sb, const char 
 
 struct build_options {
 	const char *toolchains_path, *toolchain_name, *source, *out_dir, *variant;
-	const char *build_id, *repo, *commit, *worker, *work_dir;
-	long wall, cpu, memory, disk, jobs, epoch;
+	const char *build_id, *repo, *commit, *worker, *work_dir, *cache_root, *manylinux;
+	long wall, cpu, memory, disk, jobs, epoch, cache_max_mb;
 	struct strvec hide;
 	struct sandbox_options sandbox;
 };
@@ -467,6 +469,12 @@ static const struct worker_option build_option_rows[] = {
 	  .max = 1 << 22, .help = "processes (and threads) of that uid at once (512)" },
 	{ .name = "source-date-epoch", .arg = "SECONDS", .kind = WOPT_LONG, .offset = BUILD_OPT(epoch), .min = 0,
 	  .max = LONG_MAX, .help = "the commit's time (else $SOURCE_DATE_EPOCH, else 0)" },
+	{ .name = "cache-root", .arg = "DIR", .kind = WOPT_STRING, .offset = BUILD_OPT(cache_root),
+	  .help = "compile through ccache, its cache DIR/<sha256 of --repo and the toolchain> (none: no cache)" },
+	{ .name = "cache-max-mb", .arg = "N", .kind = WOPT_LONG, .offset = BUILD_OPT(cache_max_mb), .min = 1,
+	  .max = 1L << 30, .help = "that cache's size (ccache's max_size; 2048)" },
+	{ .name = "manylinux", .arg = "2_X", .kind = WOPT_STRING, .offset = BUILD_OPT(manylinux),
+	  .help = "the manylinux target the ABI check applies (2_28; the server's abi_manylinux)" },
 	{ .name = "help", .kind = WOPT_HELP, .help = "this text" },
 	{ .name = NULL },
 };
@@ -489,6 +497,7 @@ static int build_options_parse(int argc, char **argv, struct build_options *o)
 					       .max_processes = SANDBOX_MAX_PROCESSES_DEFAULT };
 	o->jobs = usable_cpus(NULL, 0);
 	o->epoch = -1;
+	o->cache_max_mb = BUILD_CACHE_MAX_MB_DEFAULT;
 	int parsed = worker_options_parse(&build_command, argc, argv, o);
 	if (parsed == WORKER_OPTIONS_HELP) {
 		worker_options_usage(&build_command, stdout);
@@ -502,6 +511,14 @@ static int build_options_parse(int argc, char **argv, struct build_options *o)
 	}
 	if (o->epoch < 0 && source_date_epoch_from_env(&o->epoch) < 0)
 		goto usage_error;
+	if (o->cache_root && (!o->repo || !*o->cache_root)) {
+		log_error("khub-worker build: --cache-root: needs --repo (each repo has a cache of its own)");
+		goto usage_error;
+	}
+	if (!abi_manylinux_find(o->manylinux)) {
+		log_error("khub-worker build: --manylinux %s: not a manylinux target this worker knows", o->manylinux);
+		goto usage_error;
+	}
 	if (!is_dir_empty_or_missing(o->out_dir)) {
 		log_error("khub-worker build: --out %s: must be missing or an empty directory", o->out_dir);
 		goto usage_error;
@@ -579,6 +596,11 @@ static int step_plan(struct build_run *r)
 	plan->cb = compile_backend_find(plan->backend);	/* a toolchain lists variants of these only */
 	plan->noarch = plan->parsed.framework == VARIANT_TORCH_NOARCH;
 	plan->jobs = o->jobs > 64 ? 64 : o->jobs < 1 ? 1 : (int)o->jobs;
+	if (o->cache_root && plan->noarch)
+		snprintf(plan->cache.why_off, sizeof(plan->cache.why_off), "a noarch variant compiles nothing");
+	else if (o->cache_root)
+		plan->cache.dir = build_cache_dir(o->cache_root, o->repo, tc->name);
+	plan->cache.max_mb = o->cache_max_mb;
 	return BUILD_OK;
 }
 
@@ -652,6 +674,8 @@ static int step_scratch(struct build_run *r)
 	r->sb.memory_mb = o->memory;
 	r->sb.disk_mb = o->disk;
 	r->sb.deadline_usec = o->wall > 0 ? r->started + (uint64_t)o->wall * 1000000 : 0;
+	if (build_cache_prepare(&plan->cache, &r->sb, home) < 0)
+		goto cleanup;
 	r->script = xasprintf("%s/build_toml.py", r->scratch);
 	plan->sb = &r->sb;
 	r->foreign = r->tc->rocm_from_hipcc && plan->cb->from_hipcc;
@@ -784,7 +808,9 @@ static int step_compile(struct build_run *r)
 		free(reg);
 		if (w < 0)
 			return BUILD_INTERNAL;
-		if ((rc = compile_variant(plan)) != BUILD_OK)
+		rc = compile_variant(plan);
+		build_cache_read_stats(&plan->cache);
+		if (rc != BUILD_OK)
 			return rc;
 	}
 	r->t_compiled = monotonic_usec();
@@ -833,7 +859,8 @@ static int step_metadata(struct build_run *r)
 static int step_check(struct build_run *r)
 {
 	struct build_plan *plan = &r->plan;
-	if (abi_check_dir_for(plan->stage, plan->stable_abi[0] ? plan->stable_abi : NULL, &r->report) < 0) {
+	if (abi_check_dir_target(plan->stage, plan->stable_abi[0] ? plan->stable_abi : NULL,
+				 abi_manylinux_find(r->o->manylinux), &r->report) < 0) {
 		log_error("khub-worker build: ABI check could not read the libraries");
 		return BUILD_INTERNAL;
 	}
@@ -848,6 +875,7 @@ static int step_check(struct build_run *r)
 		return rc;
 	r->t_checked = monotonic_usec();
 	report_add_build(r->report, plan, r->offload);
+	json_object_set_new(json_object_get(r->report, "build"), "cache", build_cache_json(&plan->cache));
 	package_remove_bytecode(plan->stage);
 	return package_digest(plan->stage) < 0 ? BUILD_INTERNAL : BUILD_OK;
 }
@@ -925,6 +953,8 @@ static int build_outcome_logged(struct build_run *r, int rc)
 /* Everything a build held, the scratch directory included. */
 static void build_run_release(struct build_run *r)
 {
+	build_cache_bound(&r->plan.cache);
+	build_cache_release(&r->plan.cache);
 	if (r->scratch)
 		tree_remove(r->scratch);
 	free(r->scratch);

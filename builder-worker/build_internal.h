@@ -27,6 +27,7 @@ struct sandbox_options {
 	int bwrap_only;			/* --sandbox bwrap: no fallback, not even an allowed one */
 	long build_uid, build_gid;	/* the uid the commands run as when the worker is root */
 	long max_processes;		/* RLIMIT_NPROC of the commands' uid; 0: none */
+	const char *root;		/* the toolchain's root file system shown as /; NULL: the host's */
 };
 
 /* A directory of the scratch the commands see, read-write or read-only. */
@@ -41,6 +42,7 @@ struct sandbox {
 	char *tool;		/* bwrap (owned); NULL for SANDBOX_NONE */
 	int disable_userns;	/* this bwrap has --disable-userns (0.8+; the seccomp filter refuses them anyway) */
 	char *scratch;		/* the build's scratch directory (owned); only its binds are seen */
+	char *root;		/* owned: the directory whose /usr, /lib*, /opt... the commands see; NULL: the host's */
 	struct sandbox_bind *binds;	/* owned; the only parts of the worker's disk a command can write */
 	size_t nbinds;
 	struct strvec ro_dirs;	/* the toolchain's directories outside /usr, bound read-only */
@@ -53,6 +55,8 @@ struct sandbox {
 	long cpu_seconds, memory_mb, disk_mb;	/* per process (disk_mb: also the whole scratch); 0 = no limit */
 	uint64_t deadline_usec;	/* monotonic_usec() limit for the whole build; 0 = none */
 	int disk_hit;		/* a command was killed for filling the scratch over disk_mb */
+	char *cache_dir;	/* the build cache (owned; NULL: none): its growth counts in disk_mb */
+	unsigned long long cache_start;	/* its bytes when the build began */
 	int log_fd;		/* stderr of every command (and stdout unless redirected) */
 };
 
@@ -125,18 +129,46 @@ void sandbox_kill_all(pid_t *pids, size_t n);
  * after timeout_s, or a negative KHUB_E*. */
 int run_capture(char *const *argv, char *const *env, int timeout_s, char **out, int err_fd);
 
+/* argv[0] found in PATH-like path as the commands see it: inside root
+ * (root NULL: the host's), the path returned is the one seen there (the
+ * caller frees), or NULL. */
+char *sandbox_find_program(const char *root, const char *name, const char *path);
+
+/* path (absolute, inside root) with the links of its last part resolved
+ * inside root, as a command there sees it; the caller frees it. */
+char *sandbox_root_resolve(const char *root, const char *path);
+
+/* run_capture, with root (not NULL) shown as / to the program: bubblewrap
+ * with no network, a fresh /tmp, only root's system directories and /etc
+ * (the toolchain probe of a toolchain with a root). argv[0] is searched in
+ * env's PATH inside root; 127 when it is not there, or when there is no
+ * bubblewrap to make the view. */
+int run_capture_in_root(const char *root, char *const *argv, char *const *env, int timeout_s, char **out, int err_fd);
+
 /* ---- toolchains (toolchain.c) ------------------------------------------------------ */
 
 /* The environment of a toolchain's programs into env: PATH (system dirs
  * unless the toolchain sets it), HOME=home, TMPDIR=/tmp, LC_ALL, then the
  * toolchain's env. Nothing of the worker's own environment. */
 void toolchain_environment(const struct toolchain *tc, const char *home, struct strvec *env);
+/* The PATH of a toolchain_environment (its PATH=, else the system's). */
+const char *toolchain_env_path(const struct strvec *env);
+/* tc's programs (python, cxx, nvcc, hipcc, cmake, ninja; NULL when absent) into out. */
+#define TOOLCHAIN_PROGRAMS 6
+void toolchain_programs(const struct toolchain *tc, const char *out[TOOLCHAIN_PROGRAMS]);
 /* The directories a probed toolchain needs that the sandbox does not show
  * already (/usr, /lib*, /bin): the prefixes of its programs, the absolute
  * paths of its env, its torch and Python headers, into dirs. KHUB_EPERM
  * with why when one lies where a build may never look (/root, /home, /var,
  * /tmp, /etc, /run...). */
 int toolchain_sandbox_dirs(const struct toolchain *tc, struct strvec *dirs, char *why, size_t why_size);
+
+/* With tc->root: 0 when bubblewrap can show it as /, else KHUB_EPERM with
+ * tc->why (toolchain_root.c). 0 without a root. */
+int toolchain_root_check(struct toolchain *tc);
+/* tc->root_digest ("sha256:" + hex) of the root's os-release, package
+ * database and tc's programs (toolchain_root.c): 0, or KHUB_EIO with tc->why. */
+int toolchain_root_digest(struct toolchain *tc);
 
 /* ---- the backends compiled here (compile.c) ---------------------------------------- */
 
@@ -161,6 +193,7 @@ struct compile_backend {
 	int probe_archs;		/* keep only the archs the compiler can compile for (one empty compile each) */
 	int offload_report;		/* the report lists the HIP code objects found in the libraries */
 	int from_hipcc;			/* a rocm_from_hipcc toolchain builds it against a torch of another build */
+	int (*gpu_threads)(const struct build_plan *p, size_t compiles);	/* threads of one GPU compile; NULL: 1 */
 	int discard_locals;		/* link with --discard-all (nvcc's FILE symbols name a temp file) */
 	const char *toolkit_lib;	/* the library directory under the compiler's root: lib64 */
 	const char *torch_libs[2];	/* torch's own for the backend, linked when the torch is its build */
@@ -176,6 +209,41 @@ const struct compile_backend *compile_backend_of_torch(const struct toolchain *t
 /* tc's compiler for b (nvcc), and the version of b tc's torch has; NULL for none. */
 const char *compile_backend_compiler(const struct compile_backend *b, const struct toolchain *tc);
 const char *compile_backend_version(const struct compile_backend *b, const struct toolchain *tc);
+
+/* ---- the build cache (cache.c) ------------------------------------------------------- */
+
+/* Where build code sees its cache (bind-mounted read-write). */
+#define BUILD_CACHE_AT "/khub/ccache"
+
+/* One build's ccache: which directory, its bound, and what it did. */
+struct build_cache {
+	char *dir;		/* <root>/<sha256 of repo and toolchain> (owned); NULL: no cache */
+	char *program;		/* ccache's path (owned) */
+	char *stats_log;	/* where ccache logs each compile's counters (owned) */
+	long max_mb;		/* ccache's max_size */
+	long hits, misses, uncached;	/* compiles served from it, compiled and stored, not cacheable */
+	char why_off[160];	/* why there is none, when dir is NULL ("" when none was asked) */
+};
+
+/* The cache directory of repo built with toolchain under root:
+ * root/<sha256 hex of "repo\ntoolchain">: one per repo and toolchain,
+ * never shared between repos (caller frees). */
+char *build_cache_dir(const char *root, const char *repo, const char *toolchain);
+/* Set the cache up for this build: the directory made (0700, the build
+ * uid's), bound at BUILD_CACHE_AT read-write, ccache's environment (its
+ * bound, no hash of the scratch's name) in sb->env. Without ccache the
+ * build goes on uncached (c->dir NULL, c->why_off says why). 0 or KHUB_EIO. */
+int build_cache_prepare(struct build_cache *c, struct sandbox *sb, const char *home);
+/* Count the compiles of ccache's stats log text (hits, misses, uncached). */
+void build_cache_count(struct build_cache *c, const char *text);
+/* Read the stats log (never through a link) into the counts, logged. */
+void build_cache_read_stats(struct build_cache *c);
+/* After the build: a cache over its bound (build code may write anything
+ * there) is emptied, logged. */
+void build_cache_bound(struct build_cache *c);
+/* The report's "cache" object (a new reference). */
+json_t *build_cache_json(const struct build_cache *c);
+void build_cache_release(struct build_cache *c);
 
 /* ---- build plan shared by compile.c and package.c ---------------------------------- */
 
@@ -199,6 +267,8 @@ struct build_plan {
 	struct strvec archs_left_out;	/* ROCm archs asked for that hipcc cannot compile */
 	struct sandbox *sb;
 	int jobs;		/* compiler processes at once */
+	int gpu_threads;	/* threads of each GPU compile (nvcc --threads); 0: not given */
+	struct build_cache cache;	/* ccache, when dir is set */
 };
 
 /* ---- compile (compile.c) ------------------------------------------------------------ */
@@ -220,6 +290,11 @@ int compile_variant(struct build_plan *plan);
  * contract: each default takes the kernel's highest capability <= it with
  * its major. Appends "8.0", "9.0+PTX"... to out, unique. */
 void cuda_archs_select(int nvcc_major, int nvcc_minor, const char *const *caps, size_t ncaps, struct strvec *out);
+/* nvcc's --threads for one compile: the build's CPUs (jobs) shared among
+ * the nvcc compiles that run at once, at most one per code target
+ * (targets: its -gencode count), at least 1; 0 when nvcc major.minor is
+ * older than 11.2 (no --threads). */
+int nvcc_threads(int nvcc_major, int nvcc_minor, int jobs, size_t compiles, size_t targets);
 
 /* ---- packaging (package.c) ----------------------------------------------------------- */
 
@@ -248,6 +323,9 @@ int copy_tree_file(const char *from, const char *to);
 /* The digest "files" map (path -> sha256 base64, as metadata.json's) of
  * every file under dir, into files. */
 int package_tree_digest(const char *dir, json_t *files);
+/* Read fd to its end, handing each chunk to use (which returns 0 or a
+ * KHUB_E* that stops the reading): 0, use's error, or KHUB_EIO. */
+int read_chunks(int fd, int (*use)(const char *buf, size_t n, void *ctx), void *ctx);
 /* Bytes allocated under path (du). */
 unsigned long long tree_disk_usage(const char *path);
 
@@ -255,6 +333,17 @@ unsigned long long tree_disk_usage(const char *path);
 
 enum abi_violation_kind { ABI_MANYLINUX, ABI_PYTHON, ABI_NON_ABI3, ABI_NEEDED, ABI_TORCH_STABLE };
 
+/* A manylinux target (PEP 600) and the symbol versions it allows. */
+struct abi_manylinux;
+/* The target named "2_31" or "manylinux_2_31" (NULL or "": manylinux_2_28),
+ * or NULL when this worker does not know it (borrowed, static). */
+const struct abi_manylinux *abi_manylinux_find(const char *name);
+const char *abi_manylinux_name(const struct abi_manylinux *t);	/* "manylinux_2_31" */
+/* abi_check_dir_for against target: the report's "manylinux" names it and
+ * its "glibc" says what each symbol needs ("__libc_single_threaded@GLIBC_2.32"),
+ * the newest of them and whether the target allows it. */
+int abi_check_dir_target(const char *dir, const char *torch_stable_abi, const struct abi_manylinux *target,
+			 json_t **report);
 /* Check every *.so under dir (a variant directory): manylinux_2_28 symbol
  * versions, Python stable ABI 3.9, DT_NEEDED allowlist. *report receives
  * the abi-report.json document (owned by the caller); 0 (even with

@@ -1,5 +1,5 @@
 # build_toml.py -- read a kernel's build.toml with a real TOML parser
-# (tomllib, else tomli), check it against the edition 5 rules (an edition 4
+# (tomllib, else tomli, else toml), check it against the edition 5 rules (an edition 4
 # file, without `edition`, is upgraded in memory as kernel-builder does;
 # older ones are refused), print it as JSON on stdout. Any problem: one
 # line "build.toml: <key>: <what>" on stderr and exit status 2. Embedded in
@@ -14,7 +14,11 @@ import sys
 try:
     import tomllib
 except ImportError:  # Python < 3.11
-    import tomli as tomllib
+    try:
+        import tomli as tomllib
+    except ImportError:  # Debian 11's python3-toml (TOML 0.5: what build.toml uses)
+        import toml as tomllib
+        tomllib.TOMLDecodeError = tomllib.TomlDecodeError
 
 
 class Bad(Exception):

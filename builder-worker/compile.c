@@ -122,15 +122,21 @@ static void push_strings(struct strvec *args, json_t *array, const char *prefix,
 		}
 }
 
-/* The directory above a compiler's bin/ (the CUDA or ROCm root). */
-static char *toolkit_root(const char *compiler)
+/* The directory above a compiler's bin/ (the CUDA or ROCm root), as the
+ * commands see it (inside the toolchain's root when it has one). */
+static char *toolkit_root(const struct toolchain *tc, const char *compiler)
 {
-	char *found = spawn_find_program(compiler, "/usr/local/bin:/usr/bin:/bin");
+	char *found = sandbox_find_program(tc->root, compiler, "/usr/local/bin:/usr/bin:/bin");
 	if (!found)
 		return NULL;
 	char real[PATH_MAX];
 	char *root = NULL;
-	if (realpath(found, real)) {
+	if (tc->root) {
+		char *resolved = sandbox_root_resolve(tc->root, found);
+		char *bin = dirname(resolved);
+		root = xasprintf("%s/..", bin);
+		free(resolved);
+	} else if (realpath(found, real)) {
 		char *bin = dirname(real);
 		root = xasprintf("%s/..", bin);
 	}
@@ -138,7 +144,11 @@ static char *toolkit_root(const char *compiler)
 	return root;
 }
 
-/* Flags every C++ translation unit gets. */
+static const char *compile_dir(const struct build_plan *p);
+
+/* Flags every C++ translation unit gets. The source's directories by the
+ * name the compilers see them at (a fixed one in the sandbox): the same
+ * command line whatever the scratch is called, which a cache hit needs. */
 static void push_common_defines(const struct build_plan *p, struct strvec *args)
 {
 	const struct toolchain *tc = p->tc;
@@ -159,14 +169,14 @@ static void push_common_defines(const struct build_plan *p, struct strvec *args)
 		strvec_pushf(args, "%s", p->cb->defines[i]);
 	if (p->cb->toolchain_defines)
 		p->cb->toolchain_defines(tc, args);
-	strvec_pushf(args, "-I%s/torch-ext", p->src);
-	push_strings(args, json_object_get(json_object_get(p->config, "torch"), "include"), "-I", p->src);
+	strvec_pushf(args, "-I%s/torch-ext", compile_dir(p));
+	push_strings(args, json_object_get(json_object_get(p->config, "torch"), "include"), "-I", compile_dir(p));
 	for (size_t i = 0; i < tc->ntorch_includes; i++)
 		strvec_pushf(args, "-I%s", tc->torch_includes[i]);
 	if (tc->python_include)
 		strvec_pushf(args, "-I%s", tc->python_include);
 	const char *gpu = compile_backend_compiler(p->cb, tc);
-	char *root = gpu ? toolkit_root(gpu) : NULL;
+	char *root = gpu ? toolkit_root(tc, gpu) : NULL;
 	if (root) {
 		strvec_pushf(args, "-I%s/include", root);
 		free(root);
@@ -320,6 +330,8 @@ static void nvcc_command(struct build_plan *p, const char *rel, json_t *kernel, 
 	const struct toolchain *tc = p->tc;
 	strvec_pushf(args, "%s", tc->nvcc);
 	strvec_pushf(args, "-O3");
+	if (p->gpu_threads > 0)	/* its code targets compiled in parallel (one argument: ccache ignores it) */
+		strvec_pushf(args, "--threads=%d", p->gpu_threads);
 	strvec_pushf(args, "-DNDEBUG");
 	strvec_pushf(args, "-Xcompiler");
 	strvec_pushf(args, "-fPIC");
@@ -359,6 +371,27 @@ static void cuda_version_defines(const struct toolchain *tc, struct strvec *args
 		strvec_pushf(args, "-DENABLE_FP8");
 }
 
+int nvcc_threads(int nvcc_major, int nvcc_minor, int jobs, size_t compiles, size_t targets)
+{
+	if (nvcc_major < 11 || (nvcc_major == 11 && nvcc_minor < 2))
+		return 0;
+	size_t cpus = jobs > 0 ? (size_t)jobs : 1;
+	size_t at_once = compiles < 1 ? 1 : compiles < cpus ? compiles : cpus;
+	size_t n = cpus / at_once;
+	if (targets > 0 && n > targets)
+		n = targets;
+	return n < 1 ? 1 : (int)n;
+}
+
+/* nvcc's threads for this build: its -gencode targets (a +PTX arch is two). */
+static int cuda_threads(const struct build_plan *p, size_t compiles)
+{
+	size_t targets = 0;
+	for (size_t i = 0; i < p->archs.count; i++)
+		targets += ends_with(p->archs.items[i], "+PTX") ? 2 : 1;
+	return nvcc_threads(p->tc->nvcc_major, p->tc->nvcc_minor, p->jobs, compiles, targets);
+}
+
 static void cuda_select_archs(struct build_plan *p, const char *const *caps, size_t n)
 {
 	cuda_archs_select(p->tc->nvcc_major, p->tc->nvcc_minor, caps, n, &p->archs);
@@ -384,6 +417,7 @@ static const struct compile_backend compile_backends[] = {
 	  .defines = { "-DUSE_CUDA=1", "-DCUDA_KERNEL" }, .toolchain_defines = cuda_version_defines,
 	  .gpu_sources = { ".cu" }, .gpu_command = nvcc_command, .flags_key = "cuda-flags",
 	  .archs_key = "cuda-capabilities", .noarch_archs_key = "cuda_capabilities", .select_archs = cuda_select_archs,
+	  .gpu_threads = cuda_threads,
 	  .discard_locals = 1, .toolkit_lib = "lib64", .torch_libs = { "torch_cuda", "c10_cuda" }, .runtime_lib = "cudart" },
 	{ .name = "rocm", .compiler_key = "hipcc", .compiler = offsetof(struct toolchain, hipcc),
 	  .version = offsetof(struct toolchain, rocm_version), .version_title = "HIP",
@@ -454,7 +488,7 @@ static void push_gpu_libraries(struct build_plan *p, struct strvec *args)
 	const struct toolchain *tc = p->tc;
 	if (!b->runtime_lib)
 		return;
-	char *root = toolkit_root(compile_backend_compiler(b, tc));
+	char *root = toolkit_root(tc, compile_backend_compiler(b, tc));
 	if (root) {
 		strvec_pushf(args, "-L%s/%s", root, b->toolkit_lib);
 		free(root);
@@ -488,6 +522,8 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 	free(base);
 	struct strvec args = STRVEC_INIT;
 	int rc = BUILD_OK;
+	if (p->cache.dir)	/* the compiler through ccache (build_cache_prepare) */
+		strvec_pushf(&args, "%s", p->cache.program);
 	if (gpu_source(p->cb, rel)) {
 		p->cb->gpu_command(p, rel, kernel, &args);
 	} else if (is_cxx) {
@@ -508,7 +544,7 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		goto cleanup;
 	}
 	if (kernel) {
-		push_strings(&args, json_object_get(kernel, "include"), "-I", p->src);
+		push_strings(&args, json_object_get(kernel, "include"), "-I", compile_dir(p));
 		if ((rc = push_dependencies(p, kernel, &args)) != BUILD_OK)
 			goto cleanup;
 	}
@@ -598,6 +634,33 @@ cleanup:
 	return rc;
 }
 
+/* The GPU compiler's sources of this variant ([torch] and its backend's
+ * [kernel.*]), and from them its threads per compile (logged). */
+static void choose_gpu_threads(struct build_plan *p)
+{
+	size_t n = 0, i;
+	json_t *v, *k;
+	const char *name;
+	if (!p->cb->gpu_threads)
+		return;
+	json_array_foreach(json_object_get(json_object_get(p->config, "torch"), "src"), i, v)
+		n += gpu_source(p->cb, json_string_value(v));
+	json_object_foreach(json_object_get(p->config, "kernel"), name, k)
+		if (!strcmp(json_string_value(json_object_get(k, "backend")), p->backend))
+			json_array_foreach(json_object_get(k, "src"), i, v)
+				n += gpu_source(p->cb, json_string_value(v));
+	if (n == 0)
+		return;
+	p->gpu_threads = p->cb->gpu_threads(p, n);
+	if (p->gpu_threads > 0)
+		log_info("khub-worker build: %s --threads=%d: %d CPUs for %zu %s compile%s at once",
+			 compile_backend_compiler(p->cb, p->tc), p->gpu_threads, p->jobs, n < (size_t)p->jobs ? n : (size_t)p->jobs,
+			 p->cb->compiler_key, n == 1 ? "" : "s");
+	else
+		log_info("khub-worker build: %s (%s) compiles its targets one by one (no --threads before 11.2)",
+			 compile_backend_compiler(p->cb, p->tc), p->tc->nvcc_version ? p->tc->nvcc_version : "?");
+}
+
 /* compile_one, its command appended to *cmds. */
 static int add_compile(struct build_plan *p, const char *rel, json_t *kernel, size_t index, struct strvec *objects,
 		       struct strvec **cmds, size_t *ncmds)
@@ -632,6 +695,7 @@ int compile_variant(struct build_plan *p)
 			goto cleanup;
 		}
 	}
+	choose_gpu_threads(p);
 	size_t index = 0;
 	size_t i;
 	json_t *v;

@@ -172,10 +172,16 @@ static json_t *register_body(struct daemon *d)
 			if (!seen)
 				json_array_append_new(d->variants, json_string(tc->variants[k]));
 		}
-		json_array_append_new(tcs, json_pack("{s:s, s:o, s:s?, s:s?, s:s?, s:b, s:s?}", "name", tc->name,
-						     "variants", vs, "torch", tc->torch_version, "cuda",
-						     tc->cuda_version, "rocm", tc->rocm_version, "cxx11_abi",
-						     tc->cxx11_abi, "python", tc->python));
+		json_t *entry = json_pack("{s:s, s:o, s:s?, s:s?, s:s?, s:b, s:s?, s:s?, s:s?}", "name", tc->name, "variants",
+					  vs, "torch", tc->torch_version, "cuda", tc->cuda_version, "rocm", tc->rocm_version,
+					  "cxx11_abi", tc->cxx11_abi, "python", tc->python, "root", tc->root,
+					  "root_digest", tc->root_digest);
+		if (tc->benchmarks) {	/* a farm benchmark worker: its device as probed */
+			json_object_set_new(entry, "benchmarks", json_true());
+			json_object_set_new(entry, "device", json_string(tc->device ? tc->device : "cpu"));
+			json_object_set_new(entry, "driver", json_string(tc->driver ? tc->driver : ""));
+		}
+		json_array_append_new(tcs, entry);
 	}
 	return json_pack("{s:s, s:s, s:i, s:o}", "name", d->cfg.name, "version", PACKAGE_VERSION, "concurrency",
 			 d->concurrency, "toolchains", tcs);
@@ -426,6 +432,10 @@ static const struct worker_option daemon_option_rows[] = {
 	  .parse = worker_option_build_user, .help = "who build code runs as when the worker is root (65534:65534)" },
 	{ .name = "max-processes", .arg = "N", .kind = WOPT_LONG, .offset = DAEMON_OPT(cfg.max_processes), .min = 0,
 	  .max = 1 << 22, .help = "processes (and threads) of that uid at once, builds together (512)" },
+	{ .name = "no-build-cache", .kind = WOPT_FLAG, .offset = DAEMON_OPT(cfg.no_build_cache),
+	  .help = "compile without the build cache (ccache per repo and toolchain under the work dir)" },
+	{ .name = "build-cache-mb", .arg = "N", .kind = WOPT_LONG, .offset = DAEMON_OPT(cfg.build_cache_mb), .min = 1,
+	  .max = 1L << 30, .help = "the size of each repo's build cache, per toolchain (2048)" },
 	{ .name = "log-level", .arg = "LEVEL", .kind = WOPT_CALL, .parse = parse_log_level,
 	  .help = "error, warn, info, debug" },
 	{ .name = "token", .arg = "TOKEN", .kind = WOPT_CALL, .parse = refuse_token,
@@ -449,6 +459,7 @@ static int daemon_parse(struct daemon *d, int argc, char **argv)
 	d->cfg.kill_grace_seconds = 10;
 	d->cfg.build_uid = d->cfg.build_gid = SANDBOX_BUILD_UID_DEFAULT;
 	d->cfg.max_processes = SANDBOX_MAX_PROCESSES_DEFAULT;
+	d->cfg.build_cache_mb = BUILD_CACHE_MAX_MB_DEFAULT;
 	d->cfg.url = getenv("KHUB_URL");
 	int parsed = worker_options_parse(&daemon_command, argc, argv, d);
 	if (parsed == WORKER_OPTIONS_HELP) {
@@ -461,6 +472,8 @@ static int daemon_parse(struct daemon *d, int argc, char **argv)
 		worker_options_usage(&daemon_command, stderr);
 		return 64;
 	}
+	long cpus = usable_cpus(NULL, 0);	/* shared by the builds that run at once */
+	d->cfg.build_jobs = cpus / d->concurrency > 0 ? cpus / d->concurrency : 1;
 	return 0;
 }
 
@@ -504,6 +517,8 @@ static int daemon_toolchains(struct daemon *d, char *toolchains_real, struct too
 		usable++;
 		log_info("toolchain %s: %zu variant(s)%s%s", tc->name, tc->nvariants,
 			 tc->nvariants ? ", first " : "", tc->nvariants ? tc->variants[0] : "");
+		if (tc->root)
+			log_info("toolchain %s: root %s, %s", tc->name, tc->root, tc->root_digest);
 		if (tc->allow_no_sandbox)
 			log_warn("toolchain %s sets allow_no_sandbox: where bubblewrap is missing its builds run WITHOUT "
 				 "A SANDBOX (network, the whole machine); khub-worker --check says what it gets", tc->name);

@@ -96,6 +96,9 @@ struct daemon_config {
 	int kill_grace_seconds;
 	long build_uid, build_gid;	/* who builds when the worker is root (--build-user) */
 	long max_processes;		/* the builds' RLIMIT_NPROC (--max-processes) */
+	int no_build_cache;		/* --no-build-cache: compile without ccache */
+	long build_cache_mb;		/* each (repo, toolchain) cache's size (--build-cache-mb) */
+	long build_jobs;		/* compiler processes of one build: the CPUs / --concurrency */
 	/* Raised by the signal thread: stop claiming / release running jobs. */
 	volatile sig_atomic_t stopping, releasing;
 };

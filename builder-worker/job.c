@@ -25,6 +25,7 @@ struct job {
 	const struct daemon_config *cfg;
 	struct hub_client *hc;
 	char *id, *repo, *commit, *variant;
+	char *manylinux;	/* the claim's abi_manylinux ("2_28"), NULL when it has none */
 	json_t *limits;
 	int heartbeat_seconds, attempt, max_attempts;
 	char *scratch;
@@ -452,6 +453,18 @@ static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pi
 	strvec_pushf(&argv, "%ld:%ld", cfg->build_uid, cfg->build_gid);
 	strvec_pushf(&argv, "--max-processes");
 	strvec_pushf(&argv, "%ld", cfg->max_processes);
+	strvec_pushf(&argv, "--jobs");
+	strvec_pushf(&argv, "%ld", cfg->build_jobs);
+	if (!cfg->no_build_cache) {	/* one cache per repo and toolchain, kept across builds */
+		strvec_pushf(&argv, "--cache-root");
+		strvec_pushf(&argv, "%s/ccache", cfg->scratch_root);
+		strvec_pushf(&argv, "--cache-max-mb");
+		strvec_pushf(&argv, "%ld", cfg->build_cache_mb);
+	}
+	if (j->manylinux) {	/* the server's abi_manylinux (an older khub: the check's own default) */
+		strvec_pushf(&argv, "--manylinux");
+		strvec_pushf(&argv, "%s", j->manylinux);
+	}
 	free(src);
 	free(out);
 	/* built from nothing: the worker's token never reaches build code */
@@ -695,6 +708,7 @@ static void job_init(struct job *j, const struct daemon_config *cfg, json_t *job
 	j->repo = job_string(job, "repo");
 	j->commit = job_string(job, "commit");
 	j->variant = job_string(job, "variant");
+	j->manylinux = json_is_string(json_object_get(job, "abi_manylinux")) ? job_string(job, "abi_manylinux") : NULL;
 	j->limits = json_object_get(job, "limits");
 	json_int_t hb = json_integer_value(json_object_get(job, "heartbeat_seconds"));
 	j->heartbeat_seconds = hb > 0 ? (int)hb : cfg->heartbeat_seconds;
@@ -811,5 +825,6 @@ cleanup:
 	free(j.repo);
 	free(j.commit);
 	free(j.variant);
+	free(j.manylinux);
 	return misconfigured;
 }

@@ -1,5 +1,6 @@
 /* main.c -- khub-worker's entry: `--check` (what each toolchain builds),
- * `build` (one build by hand, build.c) or the daemon (daemon.c). */
+ * `build` (one build by hand, build.c), `benchmark` (a kernel's benchmarks
+ * in the sandbox, benchmark.c) or the daemon (daemon.c). */
 #include "builder-worker/worker.h"
 #include "common/common.h"
 
@@ -68,8 +69,13 @@ static int check_main(int argc, char **argv)
 		       tc->rocm_version ? ", ROCm " : "", tc->rocm_version ? tc->rocm_version : "",
 		       tc->rocm_from_hipcc ? " from hipcc (rocm_from_hipcc: the torch is a CPU build, not a ROCm one)" : "",
 		       tc->cxx11_abi ? "cxx11" : "pre-cxx11");
+		if (tc->root)
+			printf("  root %s, %s\n", tc->root, tc->root_digest);
 		for (size_t k = 0; k < tc->nvariants; k++)
 			printf("  %s\n", tc->variants[k]);
+		if (tc->benchmarks)
+			printf("  benchmarks on %s%s%s\n", tc->device ? tc->device : "cpu",
+			       tc->driver && *tc->driver ? ", driver " : "", tc->driver ? tc->driver : "");
 		char isolation[1024];
 		int whole = build_describe_sandbox(tc, uid, gid, nproc, isolation, sizeof(isolation));
 		printf("  sandbox %s%s\n", isolation, whole < 0 ? " -- builds are REFUSED" :
@@ -83,6 +89,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "build") == 0)
 		return build_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "benchmark") == 0)
+		return benchmark_main(argc - 1, argv + 1);
 	for (int i = 1; i < argc; i++)
 		if (strcmp(argv[i], "--check") == 0)
 			return check_main(argc, argv);

@@ -58,7 +58,7 @@ static int write_file(const char *path, const char *data, size_t len)
 
 /* Read fd to its end, handing each chunk to use (which returns 0 or a
  * KHUB_E* that stops the reading): 0, use's error, or KHUB_EIO. */
-static int read_chunks(int fd, int (*use)(const char *buf, size_t n, void *ctx), void *ctx)
+int read_chunks(int fd, int (*use)(const char *buf, size_t n, void *ctx), void *ctx)
 {
 	char buf[65536];
 	for (;;) {

@@ -152,6 +152,8 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 							 "the Python calls is registered"));
 	if (p->stable_abi[0])
 		json_object_set_new(b, "torch_stable_abi", json_string(p->stable_abi));
+	json_object_set_new(b, "toolchain", json_pack("{s:s,s:s?,s:s?,s:s?}", "name", tc->name, "root", tc->root,
+						      "root_digest", tc->root_digest, "cxx", tc->cxx_version));
 	json_t *notes = json_array(), *v;
 	size_t i;
 	if (p->cb->from_hipcc && !p->noarch) {

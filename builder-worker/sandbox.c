@@ -91,6 +91,10 @@ static int over_disk(struct sandbox *sb, uint64_t *next_check)
 		return 0;
 	*next_check = monotonic_usec() + DISK_CHECK_USEC;
 	unsigned long long used = scratch_usage(sb->scratch);
+	if (sb->cache_dir) {	/* what the build added to its cache counts too */
+		unsigned long long cache = scratch_usage(sb->cache_dir);
+		used += cache > sb->cache_start ? cache - sb->cache_start : 0;
+	}
 	if (used <= (unsigned long long)sb->disk_mb << 20)
 		return 0;
 	dprintf(sb->log_fd, "khub-worker: the build's files take %.1f MiB, over the disk limit of %ld MiB: killed\n",
@@ -165,6 +169,103 @@ int run_capture(char *const *argv, char *const *env, int timeout_s, char **out, 
 	return rc;
 }
 
+/* name (with '/': itself) inside root as a command would run it: an
+ * executable file or a link (resolved inside root when it runs). */
+static int root_has_program(const char *root, const char *name)
+{
+	char *full = xasprintf("%s%s", root, name);
+	struct stat st;
+	int ok = lstat(full, &st) == 0 && (S_ISLNK(st.st_mode) || (S_ISREG(st.st_mode) && (st.st_mode & 0111)));
+	free(full);
+	return ok;
+}
+
+char *sandbox_find_program(const char *root, const char *name, const char *path)
+{
+	if (!root)
+		return spawn_find_program(name, path);
+	if (strchr(name, '/'))
+		return name[0] == '/' && root_has_program(root, name) ? xstrdup(name) : NULL;
+	for (const char *p = path; p && *p;) {
+		const char *colon = strchr(p, ':');
+		char *candidate = xasprintf("%.*s/%s", (int)(colon ? (size_t)(colon - p) : strlen(p)), p, name);
+		if (candidate[0] == '/' && root_has_program(root, candidate))
+			return candidate;
+		free(candidate);
+		p = colon ? colon + 1 : NULL;
+	}
+	return NULL;
+}
+
+#define ROOT_LINK_HOPS 40
+
+char *sandbox_root_resolve(const char *root, const char *path)
+{
+	char *cur = xstrdup(path);
+	for (int hop = 0; hop < ROOT_LINK_HOPS; hop++) {
+		char *full = xasprintf("%s%s", root, cur), target[PATH_MAX];
+		ssize_t n = readlink(full, target, sizeof(target) - 1);
+		free(full);
+		if (n <= 0)
+			break;
+		target[n] = 0;
+		char *next;
+		if (target[0] == '/') {
+			next = xstrdup(target);
+		} else {
+			char *slash = strrchr(cur, '/');
+			next = xasprintf("%.*s/%s", (int)(slash - cur), cur, target);
+		}
+		free(cur);
+		cur = next;
+	}
+	return cur;
+}
+
+static void push_system(struct strvec *args, const char *root);
+
+int run_capture_in_root(const char *root, char *const *argv, char *const *env, int timeout_s, char **out, int err_fd)
+{
+	if (!root)
+		return run_capture(argv, env, timeout_s, out, err_fd);
+	*out = NULL;
+	const char *path = SYSTEM_PATH;
+	for (size_t i = 0; env[i]; i++)
+		if (!strncmp(env[i], "PATH=", 5))
+			path = env[i] + 5;
+	char *bwrap = spawn_find_program("bwrap", SYSTEM_PATH);
+	char *prog = bwrap ? sandbox_find_program(root, argv[0], path) : NULL;
+	if (!prog) {
+		free(bwrap);
+		return 127;
+	}
+	static const char *const fixed[] = { "--unshare-all", "--die-with-parent", "--new-session", "--proc", "/proc",
+					     "--dev", "/dev", "--tmpfs", "/tmp", "--clearenv" };
+	struct strvec args = STRVEC_INIT;
+	strvec_pushf(&args, "%s", bwrap);
+	push_system(&args, root);
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(*fixed); i++)
+		strvec_pushf(&args, "%s", fixed[i]);
+	for (size_t i = 0; env[i]; i++) {
+		const char *eq = strchr(env[i], '=');
+		if (!eq)
+			continue;
+		strvec_pushf(&args, "--setenv");
+		strvec_pushf(&args, "%.*s", (int)(eq - env[i]), env[i]);
+		strvec_pushf(&args, "%s", eq + 1);
+	}
+	strvec_pushf(&args, "--");
+	strvec_pushf(&args, "%s", prog);
+	for (size_t i = 1; argv[i]; i++)
+		strvec_pushf(&args, "%s", argv[i]);
+	char *no_env[] = { NULL };
+	int rc = run_capture(args.items, no_env, timeout_s, out, err_fd);
+	strvec_release(&args);
+	free(prog);
+	free(bwrap);
+	return rc;
+}
+
 /* ---- set-up ------------------------------------------------------------------------------- */
 
 /* 1 when uid:gid has the permission `want` (4 read, 2 write, 1 search, as
@@ -219,6 +320,12 @@ int sandbox_init(struct sandbox *sb, const char *scratch, const struct sandbox_o
 			 "by that uid (chmod o+x), or choose another --work-dir", (long)sb->uid, scratch);
 		return KHUB_EPERM;
 	}
+	sb->root = o->root ? xstrdup(o->root) : NULL;
+	if (sb->root && sb->drop && !sandbox_reachable(sb->root, sb->uid, sb->gid, 5)) {
+		snprintf(why, why_size, "the build uid %ld cannot read the toolchain's root %s: it and every directory "
+			 "above it must be readable and searchable by that uid (chmod o+rx)", (long)sb->uid, sb->root);
+		return KHUB_EPERM;
+	}
 	char *bwrap = spawn_find_program("bwrap", SYSTEM_PATH);
 	if (bwrap) {
 		sb->mode = SANDBOX_BWRAP;
@@ -229,13 +336,13 @@ int sandbox_init(struct sandbox *sb, const char *scratch, const struct sandbox_o
 		free(help);
 		return 0;
 	}
-	if (o->allow_no_sandbox && !o->bwrap_only) {
+	if (o->allow_no_sandbox && !o->bwrap_only && !o->root) {
 		sb->mode = SANDBOX_NONE;
 		return 0;
 	}
 	snprintf(why, why_size, "bubblewrap (bwrap) is not installed: no build runs without its sandbox; set "
 		 "\"allow_no_sandbox\": true on the toolchain to build without one (build code would see the "
-		 "network and the whole machine)");
+		 "network and the whole machine)%s", o->root ? "; a toolchain with a \"root\" always needs it" : "");
 	return KHUB_EPERM;
 }
 
@@ -245,6 +352,8 @@ void sandbox_release(struct sandbox *sb)
 		return;
 	free(sb->tool);
 	free(sb->scratch);
+	free(sb->cache_dir);
+	free(sb->root);
 	for (size_t i = 0; i < sb->nbinds; i++) {
 		free(sb->binds[i].path);
 		free(sb->binds[i].at);
@@ -358,39 +467,62 @@ static void push3(struct strvec *args, const char *a, const char *b, const char 
 	push(args, c);
 }
 
-static void push_system(struct strvec *args)
+/* A root's directories shown besides system_dirs (a manylinux image's
+ * Pythons and gcc-toolset live in /opt). */
+static const char *const root_extra_dirs[] = { "/opt" };
+
+/* dir (a system directory) from root ("" for the host's) as dir: the link
+ * it is (merged /usr), else the directory read-only. */
+static void push_system_dir(struct strvec *args, const char *root, const char *dir)
 {
-	for (size_t i = 0; i < sizeof(system_dirs) / sizeof(*system_dirs); i++) {
-		char target[4096];
-		ssize_t n = readlink(system_dirs[i], target, sizeof(target) - 1);
-		struct stat st;
-		if (n > 0) {
-			target[n] = 0;
-			push3(args, "--symlink", target, system_dirs[i]);
-		} else if (stat(system_dirs[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-			push3(args, "--ro-bind", system_dirs[i], system_dirs[i]);
-		}
+	char *path = xasprintf("%s%s", root, dir), target[4096];
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+	struct stat st;
+	if (n > 0) {
+		target[n] = 0;
+		push3(args, "--symlink", target, dir);
+	} else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		push3(args, "--ro-bind", path, dir);
 	}
+	free(path);
+}
+
+/* The entries of root's /etc (root "" for the host) named by etc_files. */
+static void push_etc(struct strvec *args, const char *root)
+{
 	push2(args, "--dir", "/etc");
+	char *etc = xasprintf("%s/etc", root);
 	for (size_t i = 0; i < sizeof(etc_files) / sizeof(*etc_files); i++) {
 		size_t n = strlen(etc_files[i]);
 		if (etc_files[i][n - 1] != '*') {
-			char *path = xasprintf("/etc/%s", etc_files[i]);
-			push3(args, "--ro-bind-try", path, path);
+			char *path = xasprintf("%s/%s", etc, etc_files[i]);
+			push3(args, "--ro-bind-try", path, path + strlen(root));
 			free(path);
 			continue;
 		}
-		DIR *d = opendir("/etc");
+		DIR *d = opendir(etc);
 		struct dirent *e;
 		while (d && (e = readdir(d)))
 			if (!strncmp(e->d_name, etc_files[i], n - 1)) {
-				char *path = xasprintf("/etc/%s", e->d_name);
-				push3(args, "--ro-bind-try", path, path);
+				char *path = xasprintf("%s/%s", etc, e->d_name);
+				push3(args, "--ro-bind-try", path, path + strlen(root));
 				free(path);
 			}
 		if (d)
 			closedir(d);
 	}
+	free(etc);
+}
+
+/* The system the commands see: the host's, or root's (NULL: the host). */
+static void push_system(struct strvec *args, const char *root)
+{
+	const char *prefix = root ? root : "";
+	for (size_t i = 0; i < sizeof(system_dirs) / sizeof(*system_dirs); i++)
+		push_system_dir(args, prefix, system_dirs[i]);
+	for (size_t i = 0; root && i < sizeof(root_extra_dirs) / sizeof(*root_extra_dirs); i++)
+		push_system_dir(args, prefix, root_extra_dirs[i]);
+	push_etc(args, prefix);
 }
 
 /* A memfd holding text (close-on-exec: spawn_process hands it to bwrap),
@@ -465,7 +597,7 @@ static void push_isolation(const struct sandbox *sb, struct strvec *args)
  * the build's directories, hidden paths last. */
 static void push_filesystem(const struct sandbox *sb, struct strvec *args, const char *launcher)
 {
-	push_system(args);
+	push_system(args, sb->root);
 	strvec_pushf(args, "--ro-bind-data");
 	strvec_pushf(args, "%d", BWRAP_FD_PASSWD);
 	push(args, "/etc/passwd");
@@ -526,8 +658,8 @@ static const char *sandbox_path(const struct sandbox *sb)
  * no CPU limit or the build uid could not run it. */
 static char *measuring_launcher(const struct sandbox *sb)
 {
-	if (sb->cpu_seconds <= 0)
-		return NULL;
+	if (sb->cpu_seconds <= 0 || sb->root)
+		return NULL;	/* in a root, our program would not find its libraries */
 #if defined(__SANITIZE_ADDRESS__)
 	if (sb->memory_mb > 0)
 		return NULL;	/* an ASan build cannot start under RLIMIT_AS */
@@ -581,7 +713,8 @@ static void sandbox_command(const struct sandbox *sb, const char *launcher,
 
 int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int out_fd, pid_t *pid_out)
 {
-	char *prog = spawn_find_program(argv[0], sandbox_path(sb));
+	char *prog = sb->mode == SANDBOX_BWRAP ? sandbox_find_program(sb->root, argv[0], sandbox_path(sb))
+					       : spawn_find_program(argv[0], sandbox_path(sb));
 	if (!prog) {
 		dprintf(sb->log_fd, "khub-worker: %s: not found in PATH\n", argv[0]);
 		return 127;

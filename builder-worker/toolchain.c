@@ -28,6 +28,13 @@ static const char probe_script[] =
 	"    r['cuda'] = torch.version.cuda\n"
 	"    r['hip'] = getattr(torch.version, 'hip', None)\n"
 	"    r['cxx11_abi'] = bool(torch.compiled_with_cxx11_abi())\n"
+"    r['device'] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu'\n"
+"    try:\n"
+"        import re\n"
+"        m = re.search(r'Module\\s+([0-9.]+)', open('/proc/driver/nvidia/version').read())\n"
+"        r['driver'] = m.group(1) if m else ''\n"
+"    except Exception:\n"
+"        r['driver'] = ''\n"
 	"    try:\n"
 	"        from torch.utils import cpp_extension as ce\n"
 	"        r['torch_include'] = [p for p in ce.include_paths() if os.path.isdir(p)]\n"
@@ -51,11 +58,15 @@ static const char probe_script[] =
 	"        import tomli\n"
 	"        r['tomllib'] = True\n"
 	"    except ImportError:\n"
-	"        r['tomllib'] = False\n"
+	"        try:\n"
+	"            import toml\n"
+	"            r['tomllib'] = True\n"
+	"        except ImportError:\n"
+	"            r['tomllib'] = False\n"
 	"print(json.dumps(r))\n";
 
 static const char *const toolchain_keys[] = { "name", "python", "cxx", "nvcc", "hipcc", "cmake", "ninja", "env",
-					       "allow_no_sandbox", "rocm_from_hipcc", NULL };
+					       "allow_no_sandbox", "rocm_from_hipcc", "root", "benchmarks", NULL };
 
 static void toolchain_clear_probe(struct toolchain *tc)
 {
@@ -71,6 +82,11 @@ static void toolchain_clear_probe(struct toolchain *tc)
 	free(tc->cxx_version);
 	free(tc->nvcc_version);
 	free(tc->hipcc_version);
+	free(tc->root_digest);
+	tc->root_digest = NULL;
+	free(tc->device);
+	free(tc->driver);
+	tc->device = tc->driver = NULL;
 	tc->torch_version = tc->cuda_version = tc->rocm_version = NULL;
 	tc->variants = NULL;
 	tc->nvariants = 0;
@@ -99,6 +115,7 @@ void toolchains_release(struct toolchain_set *set)
 		free(tc->hipcc);
 		free(tc->cmake);
 		free(tc->ninja);
+		free(tc->root);
 		free_strings(tc->env, tc->nenv);
 	}
 	free(set->items);
@@ -155,6 +172,29 @@ static int env_key(json_t *entry, struct toolchain *tc, size_t idx, char *why, s
 	return 0;
 }
 
+/* Entry idx's root: an absolute directory with a usr/ (its real path into
+ * tc->root), or none. */
+static int root_key(json_t *entry, struct toolchain *tc, size_t idx, char *why, size_t why_size)
+{
+	char *root = NULL, real[PATH_MAX];
+	if (string_key(entry, "root", &root, 0, idx, why, why_size) < 0)
+		return KHUB_EINVAL;
+	if (!root)
+		return 0;
+	char *usr = xasprintf("%s/usr", root);
+	struct stat st;
+	int ok = root[0] == '/' && realpath(root, real) && strcmp(real, "/") != 0 && stat(usr, &st) == 0 &&
+		 S_ISDIR(st.st_mode);
+	if (!ok)
+		snprintf(why, why_size, "toolchains[%zu].root: %s is not an absolute path to an unpacked root file system "
+			 "(a directory, not /, with a usr/)", idx, root);
+	else
+		tc->root = xstrdup(real);
+	free(usr);
+	free(root);
+	return ok ? 0 : KHUB_EINVAL;
+}
+
 /* toolchains[idx] into out->items[idx] (the earlier ones loaded): 0, or
  * KHUB_EINVAL with why naming the key. */
 static int toolchain_entry_load(json_t *entry, size_t idx, struct toolchain_set *out, char *why, size_t why_size)
@@ -190,7 +230,10 @@ static int toolchain_entry_load(json_t *entry, size_t idx, struct toolchain_set 
 			return KHUB_EINVAL;
 		}
 	if (bool_key(entry, "allow_no_sandbox", &tc->allow_no_sandbox, idx, why, why_size) < 0 ||
-	    bool_key(entry, "rocm_from_hipcc", &tc->rocm_from_hipcc, idx, why, why_size) < 0)
+	    bool_key(entry, "rocm_from_hipcc", &tc->rocm_from_hipcc, idx, why, why_size) < 0 ||
+	    bool_key(entry, "benchmarks", &tc->benchmarks, idx, why, why_size) < 0)
+		return KHUB_EINVAL;
+	if (root_key(entry, tc, idx, why, why_size) < 0)
 		return KHUB_EINVAL;
 	if (tc->rocm_from_hipcc && !tc->hipcc) {
 		snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: needs \"hipcc\"", idx);
@@ -247,6 +290,20 @@ void toolchain_environment(const struct toolchain *tc, const char *home, struct 
 	strvec_pushf(env, "LC_ALL=C.UTF-8");
 	for (size_t i = 0; i < tc->nenv; i++)
 		strvec_pushf(env, "%s", tc->env[i]);
+}
+
+const char *toolchain_env_path(const struct strvec *env)
+{
+	for (size_t i = 0; i < env->count; i++)
+		if (!strncmp(env->items[i], "PATH=", 5))
+			return env->items[i] + 5;
+	return "/usr/local/bin:/usr/bin:/bin";
+}
+
+void toolchain_programs(const struct toolchain *tc, const char *out[TOOLCHAIN_PROGRAMS])
+{
+	const char *all[TOOLCHAIN_PROGRAMS] = { tc->python, tc->cxx, tc->nvcc, tc->hipcc, tc->cmake, tc->ninja };
+	memcpy(out, all, sizeof(all));
 }
 
 /* ---- what the sandbox must show of a toolchain ------------------------------------ */
@@ -319,15 +376,14 @@ static int add_paths(struct strvec *dirs, const char *value, const char *what, c
 
 int toolchain_sandbox_dirs(const struct toolchain *tc, struct strvec *dirs, char *why, size_t why_size)
 {
+	if (tc->root)
+		return 0;	/* the sandbox shows the root's /usr, /lib*, /opt: the toolchain is there */
 	struct strvec env = STRVEC_INIT;
 	toolchain_environment(tc, "/tmp", &env);
-	const char *path = "/usr/local/bin:/usr/bin:/bin";
-	for (size_t i = 0; i < env.count; i++)
-		if (!strncmp(env.items[i], "PATH=", 5))
-			path = env.items[i] + 5;
-	const char *programs[] = { tc->python, tc->cxx, tc->nvcc, tc->hipcc, tc->cmake, tc->ninja };
+	const char *path = toolchain_env_path(&env), *programs[TOOLCHAIN_PROGRAMS];
+	toolchain_programs(tc, programs);
 	int rc = 0;
-	for (size_t i = 0; i < sizeof(programs) / sizeof(*programs) && rc == 0; i++) {
+	for (size_t i = 0; i < TOOLCHAIN_PROGRAMS && rc == 0; i++) {
 		char *found = programs[i] ? spawn_find_program(programs[i], path) : NULL;
 		char real[PATH_MAX];
 		if (found)
@@ -350,12 +406,12 @@ int toolchain_sandbox_dirs(const struct toolchain *tc, struct strvec *dirs, char
 	return rc;
 }
 
-/* First line of `prog --version`, or NULL. */
-static char *version_line(const char *prog, char *const *env)
+/* First line of `prog --version` (tc's prog, in its root), or NULL. */
+static char *version_line(const struct toolchain *tc, const char *prog, char *const *env)
 {
 	char *argv[] = { (char *)prog, "--version", NULL };
 	char *out = NULL;
-	int rc = run_capture(argv, env, 30, &out, -1);
+	int rc = run_capture_in_root(tc->root, argv, env, 30, &out, -1);
 	char *line = NULL;
 	if (rc == 0 && out && *out) {
 		size_t n = strcspn(out, "\n");
@@ -366,11 +422,11 @@ static char *version_line(const char *prog, char *const *env)
 }
 
 /* Whole --version text (nvcc's release is on its last line). */
-static char *version_text(const char *prog, char *const *env)
+static char *version_text(const struct toolchain *tc, const char *prog, char *const *env)
 {
 	char *argv[] = { (char *)prog, "--version", NULL };
 	char *out = NULL;
-	int rc = run_capture(argv, env, 60, &out, -1);
+	int rc = run_capture_in_root(tc->root, argv, env, 60, &out, -1);
 	if (rc != 0) {
 		free(out);
 		return NULL;
@@ -433,10 +489,11 @@ static int probe_python(struct toolchain *tc, char *const *env)
 	char *argv[] = { tc->python, "-c", (char *)probe_script, NULL };
 	char *out = NULL;
 	json_t *doc = NULL;
-	int rc = run_capture(argv, env, PROBE_TIMEOUT_S, &out, -1);
+	int rc = run_capture_in_root(tc->root, argv, env, PROBE_TIMEOUT_S, &out, -1);
 	if (rc != 0) {
-		rc = unusable(tc, "%s: %s", tc->python,
-			      rc == 127 ? "not found" : rc == SANDBOX_TIMED_OUT ? "probe timed out" : "probe failed");
+		rc = unusable(tc, "%s: %s%s%s", tc->python,
+			      rc == 127 ? "not found" : rc == SANDBOX_TIMED_OUT ? "probe timed out" : "probe failed",
+			      tc->root ? " in the root " : "", tc->root ? tc->root : "");
 		goto cleanup;
 	}
 	const char *line = out ? strrchr(out, '{') : NULL;
@@ -447,7 +504,7 @@ static int probe_python(struct toolchain *tc, char *const *env)
 	else if (err)
 		rc = unusable(tc, "%s: %s", tc->python, err);
 	else if (!json_is_true(json_object_get(doc, "tomllib")))
-		rc = unusable(tc, "%s: no tomllib (Python >= 3.11) nor tomli to read build.toml", tc->python);
+		rc = unusable(tc, "%s: no tomllib (Python >= 3.11), tomli nor toml to read build.toml", tc->python);
 	if (rc < 0)
 		goto cleanup;
 	tc->python_version = json_str_dup(doc, "python");
@@ -459,6 +516,8 @@ static int probe_python(struct toolchain *tc, char *const *env)
 	tc->rocm_version = json_str_dup(doc, "hip");
 	tc->cxx11_abi = json_is_true(json_object_get(doc, "cxx11_abi"));
 	tc->torch_lib = json_str_dup(doc, "torch_lib");
+	tc->device = json_str_dup(doc, "device");
+	tc->driver = json_str_dup(doc, "driver");
 	size_t i;
 	json_t *v;
 	json_array_foreach(json_object_get(doc, "torch_include"), i, v) {
@@ -480,9 +539,9 @@ static const char *probe_compilers(struct toolchain *tc, char *const *env, long 
 {
 	const char *missing = NULL;
 	*hmaj = *hmin = -1;
-	if (tc->cxx && !(tc->cxx_version = version_line(tc->cxx, env)))
+	if (tc->cxx && !(tc->cxx_version = version_line(tc, tc->cxx, env)))
 		missing = tc->cxx;
-	char *text = tc->nvcc ? version_text(tc->nvcc, env) : NULL;
+	char *text = tc->nvcc ? version_text(tc, tc->nvcc, env) : NULL;
 	if (text) {
 		const char *rel = strstr(text, "release ");
 		if (rel)
@@ -493,7 +552,7 @@ static const char *probe_compilers(struct toolchain *tc, char *const *env, long 
 	} else if (tc->nvcc && !missing) {
 		missing = tc->nvcc;
 	}
-	text = tc->hipcc ? version_text(tc->hipcc, env) : NULL;
+	text = tc->hipcc ? version_text(tc, tc->hipcc, env) : NULL;
 	if (text) {
 		const char *hv = strstr(text, "HIP version");
 		const char *line0 = hv ? hv : text;
@@ -568,7 +627,9 @@ int toolchain_probe(struct toolchain *tc)
 	toolchain_clear_probe(tc);
 	struct strvec env = STRVEC_INIT;
 	toolchain_environment(tc, "/tmp", &env);
-	int rc = probe_python(tc, env.items);
+	int rc = toolchain_root_check(tc);
+	if (rc == 0)
+		rc = probe_python(tc, env.items);
 	if (rc < 0)
 		goto cleanup;
 	/* The torch's own build, and its version numbers. */
@@ -602,6 +663,8 @@ int toolchain_probe(struct toolchain *tc)
 		snprintf(noarch, sizeof(noarch), "torch-%s", cpu->name);
 		add_variant(tc, noarch);
 	}
+	if (tc->root && (rc = toolchain_root_digest(tc)) < 0)
+		goto cleanup;
 	tc->usable = 1;
 	rc = 0;
 cleanup:

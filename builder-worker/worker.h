@@ -18,6 +18,9 @@ struct toolchain {
 	char *cmake, *ninja;		/* NULL when absent */
 	char **env;			/* "KEY=VALUE" strings, nenv of them */
 	size_t nenv;
+	char *root;			/* an unpacked root file system the toolchain's programs
+					 * run in (its /usr, /lib*, /opt... as /), paths inside
+					 * it; NULL: the host's (docs/build-farm.md) */
 	int rocm_from_hipcc;		/* build ROCm variants with hipcc against a torch
 					 * that is not a ROCm build (ROCm version from
 					 * `hipcc --version`); see docs/worker-build.md */
@@ -43,6 +46,10 @@ struct toolchain {
 	char *cxx_version, *nvcc_version, *hipcc_version;	/* first line of --version, NULL absent */
 	int nvcc_major, nvcc_minor;	/* from "release X.Y"; -1 unknown */
 	int has_kernels;		/* the Python can import kernels (smoke import through it) */
+	char *root_digest;		/* with root: "sha256:..." of what toolchain_root_digest covers */
+	int benchmarks;			/* "benchmarks": true: it runs farm benchmarks on device */
+	char *device, *driver;		/* torch.cuda.get_device_name(0) or "cpu"; the NVIDIA
+					 * driver's version ("" none) */
 };
 
 struct toolchain_set {
@@ -136,9 +143,16 @@ enum build_outcome {
  * in a sandbox without network and without the worker's environment. */
 int build_main(int argc, char **argv);
 
+/* `khub-worker benchmark ...`: a kernel's benchmarks/benchmark*.py run
+ * against a built variant in the builds' sandbox, the payloads `kernels
+ * benchmark` uploads written to --output (benchmark.c); an enum
+ * build_outcome (BUILD_FAILED: a script failed, its error on stderr). */
+int benchmark_main(int argc, char **argv);
+
 
 #define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */
 #define SANDBOX_MAX_PROCESSES_DEFAULT 512	/* --max-processes */
+#define BUILD_CACHE_MAX_MB_DEFAULT 2048	/* --cache-max-mb, --build-cache-mb */
 
 /* What isolation tc's builds get here (`--check`): sets up a sandbox on a
  * throw-away scratch as a build would and probes it; one line into text.

@@ -3,7 +3,7 @@
 install_deps() {
 	local want=(build-essential autoconf automake libtool pkg-config
 		libmicrohttpd-dev libgit2-dev libjansson-dev libpq-dev libssl-dev
-		libcurl4-openssl-dev libarchive-dev zstd libelf-dev bubblewrap libseccomp-dev libcmark-gfm-dev libcmark-gfm-extensions-dev zlib1g-dev
+		libcurl4-openssl-dev libarchive-dev zstd libelf-dev bubblewrap ccache libseccomp-dev libcmark-gfm-dev libcmark-gfm-extensions-dev zlib1g-dev
 		libsystemd-dev	# sd_notify: khub serve under a Type=notify unit
 		debhelper dpkg-dev	# make deb (debian/, dpkg-buildpackage)
 		postgresql git git-lfs curl python3 ca-certificates
@@ -13,6 +13,7 @@ install_deps() {
 		want+=(jq)	# JSON in the shell tests (t0170-fsck-gc reads fsck --json with it)
 		want+=(python3-cryptography)	# t0199 re-signs a tampered sync bundle with the trusted Ed25519 key
 		want+=(strace)	# t0185-file-body counts the sendfile calls of a download
+		want+=(debootstrap)	# t0286 builds in a Debian 11 root made with it (tests/lib/debian-root.sh)
 		want+=(ceph-mon ceph-osd radosgw ceph-common)	# deploy/ceph-single.sh: the S3 backend's tests run on a real RGW
 		want+=(nginx openssl)	# t0174-tls-proxy: deploy/nginx-khub.conf terminating TLS (self-signed)
 		want+=(haproxy)	# t0183-nodes: three khub nodes behind deploy/haproxy-khub.cfg

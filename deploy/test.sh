@@ -16,7 +16,7 @@ if [ ! -d web/node_modules/uplot ]; then
 	echo "==> installing the web UI's chart library (uPlot, compiled into khub)"
 	(cd web && npm ci --no-audit --no-fund --loglevel=error)
 fi
-if [ ! -d tests/web/node_modules/playwright-core ]; then
+if [ ! -d tests/web/node_modules/playwright-core ] || [ ! -d tests/web/node_modules/axe-core ]; then
 	echo "==> installing playwright-core for the web UI's tests (drives Debian's chromium)"
 	(cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
 fi

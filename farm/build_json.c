@@ -54,13 +54,13 @@ json_t *build_job_json(const struct build_row *b)
 	char repo[2 * REPO_NAME_MAX + 2];
 	const struct farm_settings *s = &farm_settings;
 	snprintf(repo, sizeof(repo), "%s/%s", b->ns, b->name);
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}}", "id",
+	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}, s:s?}", "id",
 			 (json_int_t)b->id, "repo", repo, "repo_type", "kernel", "commit", b->commit, "variant",
 			 b->variant, "attempt", (json_int_t)b->attempt, "max_attempts", (json_int_t)b->max_attempts,
 			 "lease_seconds", (json_int_t)s->lease_seconds, "heartbeat_seconds",
 			 (json_int_t)s->heartbeat_seconds, "limits", "wall_seconds", (json_int_t)s->wall_seconds,
 			 "cpu_seconds", (json_int_t)s->cpu_seconds, "memory_mb", (json_int_t)s->memory_mb, "disk_mb",
-			 (json_int_t)s->disk_mb);
+			 (json_int_t)s->disk_mb, "abi_manylinux", s->abi_manylinux);
 }
 
 /* WORKER of GET /api/admin/workers. */

@@ -51,7 +51,8 @@ static struct plan_owner *owner_find(int64_t owner_id)
 static int plan_waiting(const struct plan_owner *o, const struct push_plan *p)
 {
 	for (const struct plan_item *i = o->head; i; i = i->next)
-		if (i->plan->repo_id == p->repo_id && strcmp(i->plan->sha, p->sha) == 0)
+		if (i->plan->repo_id == p->repo_id && strcmp(i->plan->sha, p->sha) == 0 &&
+		    i->plan->campaign_id == p->campaign_id)
 			return 1;
 	return 0;
 }
@@ -151,7 +152,7 @@ static const char *plan_enqueue(struct push_plan *p)
 	}
 	if (planner.queued >= planner.max_queued)
 		return "the push planner's queue is full (build_plan_queue_max)";
-	if (o && o->n >= share)
+	if (o && o->n >= share && !p->campaign_id)	/* a campaign's kernels share one owner */
 		return "this owner's pushes fill their share of the push planner's queue";
 	if (!o) {
 		o = xcalloc(1, sizeof(*o));
@@ -180,6 +181,8 @@ int build_planner_submit(struct push_plan *p)
 	pthread_mutex_unlock(&planner.lock);
 	if (refused) {
 		log_warn("build trigger: repo %lld %s: not planned: %s", (long long)p->repo_id, p->sha, refused);
+		if (p->campaign_id)
+			db_campaign_kernel_add(p->campaign_id, p->repo_id, p->position, p->sha, p->version, 0, refused);
 		push_plan_free(p);
 	}
 	return 1;

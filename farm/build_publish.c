@@ -44,6 +44,7 @@ struct job_view {
 	char started[40];		/* when the job was claimed, "" unknown */
 	char *source_url, *source_revision;	/* an external source (owned), or NULL */
 	char toml_sha256[65];		/* of the source's build.toml, "" when none */
+	long version;			/* the output's: the branch v<version> */
 };
 
 /* 1 when the variant's metadata.json at commit sha has the digest d: the
@@ -196,50 +197,113 @@ static int provenance_record(const struct job_view *v, const char *worker, const
 	return rc;
 }
 
-/* Commit build/<variant>/ on v<version>; sha gets the new commit, or the
+/* Where a publication goes: the branch v<N>, or for a campaign build a
+ * pull request (its refs/pr/N once staged; else a new one from v<N>, or
+ * from main when there is no v<N> yet). */
+struct publish_target {
+	char ref[REF_NAME_MAX + 16];
+	char old[41];			/* the ref's head, "" when none */
+	char parent[41];		/* main's head, for a new branch */
+	int exists;			/* the files are replaced relative to old */
+	unsigned flags;
+	const struct db_campaign_kernel *pr;	/* NULL: v<N> itself */
+};
+
+static void pick_target(git_repository *git, const char *branch, const struct db_campaign_kernel *pr,
+			struct publish_target *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->pr = pr;
+	if (pr && pr->pr_ref && repo_ref_read(git, pr->pr_ref, t->old) == 0) {
+		snprintf(t->ref, sizeof(t->ref), "%s", pr->pr_ref);	/* staged: another commit on it */
+		t->exists = 1;
+		return;
+	}
+	snprintf(t->ref, sizeof(t->ref), "refs/heads/%s", branch);
+	t->exists = repo_ref_read(git, t->ref, t->old) == 0;
+	if (!t->exists && repo_resolve_revision(git, "main", t->parent) < 0)
+		t->parent[0] = '\0';
+	t->flags = t->exists ? PUBLISH_SKIP_UNCHANGED : PUBLISH_NEW_REF;
+	if (pr) {
+		t->flags = PUBLISH_NEW_PULL_REQUEST;
+		if (!t->exists)
+			snprintf(t->ref, sizeof(t->ref), "refs/heads/main");
+	}
+}
+
+/* The commit's description: for a pull request, the campaign, the variant
+ * and its ABI report, kept as the pull request's description too. */
+static char *publish_description(const struct job_view *v, const struct publish_target *t, const char *worker,
+				 const char *abi, const char *trailer)
+{
+	if (!t->pr)
+		return xasprintf("Built by khub's build farm from %s/%s at %s (build #%" PRId64 ", worker %s).\n"
+				 "ABI check: %s.\n\n%s\n", v->ns, v->name, v->commit, v->id, worker, abi, trailer);
+	return xasprintf("Fleet rebuild campaign #%" PRId64 " of %s/%s at %s.\n\nVariants: %s (build #%" PRId64
+			 ", worker %s).\nABI reports: %s: %s (GET /api/builds/%" PRId64 ").\n"
+			 "Merging this pull request moves v%ld to it.\n\n%s\n", t->pr->campaign_id, v->ns, v->name,
+			 v->commit, v->variant, v->id, worker, v->variant, abi, v->id, v->version, trailer);
+}
+
+/* After a pull request was staged: the campaign knows it. */
+static void record_pr(const struct job_view *v, const struct publish_target *t, const struct publish_result *res,
+		      const char *description, char branch[32])
+{
+	if (!t->pr)
+		return;
+	snprintf(branch, 32, "%s", res->ref + strlen("refs/"));
+	if (db_campaign_set_pr(t->pr->campaign_id, t->pr->repo_id, res->ref, t->exists && !t->pr->pr_ref ? t->old
+			       : t->pr->pr_base ? t->pr->pr_base : "", v->version, description) < 0)
+		log_error("build %" PRId64 ": %s staged but not recorded in campaign #%" PRId64, v->id, res->ref,
+			  t->pr->campaign_id);
+}
+
+/* Commit build/<variant>/ on v<version> (or a campaign's pull request);
+ * sha gets the new commit, or the
  * published one whose files are identical (*identical 1: nothing
  * committed, a rebuild of the same source and toolchain): its files but
  * metadata.json (which names the build) the same bytes as at the head of
  * the branch (compared as trees, whatever the worker claims), or its
  * digest the one an earlier build of the same source commit published. */
 static int publish_variant(const struct repo_record *rec, const struct job_view *v, const char *worker,
-			   const char *tar, long version, const char *abi, char branch[32], char sha[41], int *identical)
+			   const char *tar, const char *abi, const struct db_campaign_kernel *pr, char branch[32],
+			   char sha[41], int *identical)
 {
 	struct publication *pub = NULL;
 	git_repository *git = NULL;
 	struct op_list l = { 0 };
 	struct publish_result res = { .failed_op = 0 };
+	struct publish_target t;
 	const struct publish_actor *who = farm_actor(worker);
-	char ref[48], old[41] = "", parent[41] = "", *published = NULL, *summary = NULL, *description = NULL;
-	char *trailer = NULL;
+	char *published = NULL, *summary = NULL, *description = NULL, *trailer = NULL;
 	char *path = xasprintf("build/%s/" BUILD_METADATA_FILE, v->variant);
-	snprintf(branch, 32, "v%ld", version);
-	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
+	snprintf(branch, 32, "v%ld", v->version);
 	int rc = publish_begin(farm_settings.repo_root, farm_settings.lfs, rec, &pub);
 	if (rc < 0 || (rc = publish_lock(pub)) < 0 ||
 	    (rc = repo_store_open(farm_settings.repo_root, rec->type, rec->ns, rec->name, &git)) < 0)
 		goto cleanup;
-	int exists = repo_ref_read(git, ref, old) == 0;
-	if (!exists && repo_resolve_revision(git, "main", parent) < 0)
-		parent[0] = '\0';
-	if ((rc = variant_ops(&l, git, v, tar, exists, exists ? old : parent)) < 0 ||
+	pick_target(git, branch, pr, &t);
+	if ((rc = variant_ops(&l, git, v, tar, t.exists, t.exists ? t.old : t.parent)) < 0 ||
 	    (rc = provenance_record(v, worker, &l, &trailer)) < 0)
 		goto cleanup;
-	published = exists ? repo_read_text_file(git, old, path, METADATA_MAX_BYTES) : NULL;
-	int earlier = v->earlier[0] && strcmp(v->earlier, old) != 0 && same_digest(git, v->earlier, v->variant, v->digest);
-	summary = xasprintf("Build %s of %.7s (build #%" PRId64 ")", v->variant, v->commit, v->id);
-	description = xasprintf("Built by khub's build farm from %s/%s at %s (build #%" PRId64 ", worker %s).\n"
-				"ABI check: %s.\n\n%s\n", v->ns, v->name, v->commit, v->id, worker, abi, trailer);
+	published = t.exists && !pr ? repo_read_text_file(git, t.old, path, METADATA_MAX_BYTES) : NULL;
+	int earlier = !pr && v->earlier[0] && strcmp(v->earlier, t.old) != 0 &&
+		      same_digest(git, v->earlier, v->variant, v->digest);
+	summary = pr ? xasprintf("Fleet rebuild #%" PRId64 ": build %s of %.7s (build #%" PRId64 ")", pr->campaign_id,
+				 v->variant, v->commit, v->id)
+		     : xasprintf("Build %s of %.7s (build #%" PRId64 ")", v->variant, v->commit, v->id);
+	description = publish_description(v, &t, worker, abi, trailer);
 	struct publish_changeset change = {
-		.ops = l.ops, .nops = l.n, .ref = ref, .parent = exists ? old : NULL, .base = exists ? NULL : parent,
-		.summary = summary, .description = description, .unchanged_except = published ? path : NULL,
-		.flags = (exists ? PUBLISH_SKIP_UNCHANGED : PUBLISH_NEW_REF) | (earlier ? PUBLISH_DRY_RUN : 0),
+		.ops = l.ops, .nops = l.n, .ref = t.ref, .parent = t.exists && !(t.flags & PUBLISH_NEW_PULL_REQUEST)
+		? t.old : NULL, .base = t.exists ? NULL : t.parent, .summary = summary, .description = description,
+		.unchanged_except = published ? path : NULL, .flags = t.flags | (earlier ? PUBLISH_DRY_RUN : 0),
 	};
 	/* an earlier build's digest: nothing to commit, only which commit it is */
 	if (!(earlier && !published) && (rc = publish_apply(pub, who, &change, &res)) < 0)
 		goto cleanup;
 	*identical = earlier || (res.unchanged && published);
 	memcpy(sha, earlier && !(published && res.unchanged) ? v->earlier : res.sha, 41);
+	record_pr(v, &t, &res, description, branch);
 cleanup:;
 	char *details = xasprintf("{\"build\":%" PRId64 ",\"variant\":\"%s\",\"branch\":\"%s\"}", v->id, v->variant,
 				  branch);
@@ -288,6 +352,64 @@ cleanup:
 }
 
 /* End the job refused, with the reason and the report kept. */
+int farm_abi_target_valid(const char *target)
+{
+	char *end;
+	return target && !strncmp(target, "2_", 2) && target[2] >= '0' && target[2] <= '9' &&
+	       strtol(target + 2, &end, 10) < 1000 && !*end;
+}
+
+/* The N of "manylinux_2_N" or "2_N"; -1 for anything else. */
+static long manylinux_minor(const char *name)
+{
+	if (name && !strncmp(name, "manylinux_", 10))
+		name += 10;
+	return farm_abi_target_valid(name) ? strtol(name + 2, NULL, 10) : -1;
+}
+
+/* The "symbol@GLIBC_2.N" of glibc.needs with N over max, comma-separated
+ * into why (after its text). */
+static void glibc_over(json_t *glibc, long max, char *why, size_t size)
+{
+	size_t i, used = strlen(why);
+	json_t *v;
+	json_array_foreach(json_object_get(glibc, "needs"), i, v) {
+		const char *s = json_string_value(v), *at = s ? strstr(s, "@GLIBC_2.") : NULL;
+		if (at && strtol(at + 9, NULL, 10) > max && used < size)
+			used += (size_t)snprintf(why + used, size - used, "%s%s", used && why[used - 1] != ' ' ? ", " : "", s);
+	}
+}
+
+int farm_abi_report_passes(json_t *report, const char *target, char *why, size_t size)
+{
+	long want = manylinux_minor(target), checked;
+	json_t *glibc = json_object_get(report, "glibc");
+	const char *newest = json_string_value(json_object_get(glibc, "newest"));
+	if (!report) {
+		snprintf(why, size, "no abi-report.json in the output");
+		return 0;
+	}
+	/* a report without "manylinux" is an older worker's, which checked 2_28 */
+	json_t *named = json_object_get(report, "manylinux");
+	checked = named ? manylinux_minor(json_string_value(named)) : 28;
+	if (checked < 0 || checked > want) {
+		snprintf(why, size, "the ABI report checked %s, not manylinux_%s",
+			 checked < 0 ? "no manylinux target" : named ? json_string_value(named) : "manylinux_2_28", target);
+		return 0;
+	}
+	if (newest && !strncmp(newest, "2.", 2) && strtol(newest + 2, NULL, 10) > want) {
+		snprintf(why, size, "the ABI check: symbols need glibc %s, newer than manylinux_%s allows (2.%ld): ", newest,
+			 target, want);
+		glibc_over(glibc, want, why, size);
+		return 0;
+	}
+	if (!json_is_true(json_object_get(report, "ok"))) {
+		snprintf(why, size, "the ABI check found violations of manylinux_%s", target);
+		return 0;
+	}
+	return 1;
+}
+
 static int refuse(const struct build_publish_job *job, const char *why, const char *report)
 {
 	log_info("build %" PRId64 ": output refused: %s", job->id, why);
@@ -396,21 +518,27 @@ static int build_publish_checked(const struct build_publish_job *job, struct job
 		build_output_release(out);
 		return rc == KHUB_EDB ? rc : refuse(job, "the repository is gone", NULL);
 	}
-	int abi_ok = out->report && json_is_true(json_object_get(out->report, "ok"));
+	char abi_why[440];
+	int abi_ok = farm_abi_report_passes(out->report, farm_settings.abi_manylinux, abi_why, sizeof(abi_why));
 	const char *abi = abi_ok ? "passed" : out->report ? "violations (abi_policy warn)" : "no report (abi_policy warn)";
 	if (!abi_ok && farm_settings.abi_enforce) {
-		rc = refuse(job, out->report ? "the ABI check found violations (abi_policy enforce): nothing published"
-					     : "no abi-report.json in the output (abi_policy enforce): nothing published",
-			    out->report_text);
+		snprintf(why, sizeof(why), "%s (abi_policy enforce): nothing published", abi_why);
+		rc = refuse(job, why, out->report_text);
 		build_output_release(out);
 		return rc;
 	}
 	build_publishing = 1;
 	int identical = 0;
 	job_view_take_output(v, out);
-	rc = publish_variant(&rec, v, job->worker, job->path, out->version, abi, branch, sha, &identical);
+	struct db_campaign_kernel pr;
+	int on_pr = build_campaign_target(job->id, &pr);
+	v->version = out->version;
+	rc = on_pr < 0 ? on_pr : publish_variant(&rec, v, job->worker, job->path, abi, on_pr ? &pr : NULL, branch, sha,
+						 &identical);
+	if (on_pr > 0)
+		db_campaign_kernel_release(&pr);
 	json_decref(v->digest);
-	if (rc == 0 && !identical && out->readme &&
+	if (rc == 0 && !identical && !on_pr && out->readme &&
 	    publish_readme(&rec, v, job->worker, out->readme, out->readme_len) < 0)
 		log_warn("build %" PRId64 ": README.md not published on main", job->id);
 	build_publishing = 0;

@@ -16,7 +16,8 @@
 #define WORKER_JOB_ROUTE(verb) "POST /api/builds/{arg}/" verb
 #define OUTPUT_ROUTE "PUT /api/builds/{arg}/output"
 #define LEASE_CHECKED "GET /api/builds/{arg}/source, " WORKER_JOB_ROUTE("heartbeat") ", " WORKER_JOB_ROUTE("log") \
-	", " OUTPUT_ROUTE ", " WORKER_JOB_ROUTE("fail") ", " WORKER_JOB_ROUTE("release")
+	", " OUTPUT_ROUTE ", " WORKER_JOB_ROUTE("fail") ", " WORKER_JOB_ROUTE("release") ", " \
+	WORKER_JOB_ROUTE("benchmark")
 
 const struct build_transition build_job_transitions[] = {
 	{ BUILD_NONE, BUILD_EV_ENQUEUE, BUILD_QUEUED, BUILD_BY_OWNER | BUILD_BY_SYSTEM,

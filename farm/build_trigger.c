@@ -71,6 +71,7 @@ void push_plan_free(struct push_plan *p)
 	free(p->ref);
 	free(p->toml);
 	free(p->refused);
+	free(p->variant);
 	free(p);
 }
 
@@ -92,6 +93,11 @@ void build_push_plan(const struct push_plan *p)
 	size_t n = 0;
 	long long repo_id = (long long)p->repo_id;
 	json_t *skipped = json_array();
+	if (p->campaign_id) {	/* a fleet rebuild's kernel: its one variant */
+		int rc = push_plan_read(p, &plan);
+		build_campaign_plan(p, rc < 0 ? NULL : &plan);
+		goto cleanup;
+	}
 	if (push_plan_read(p, &plan) < 0) {
 		log_warn("build trigger: repo %lld %s: the build planner cannot run; nothing queued", repo_id, p->sha);
 		goto cleanup;

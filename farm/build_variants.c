@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -199,35 +200,60 @@ char **build_variant_list(json_t *array, size_t *n, size_t *bad)
 	return names;
 }
 
-int build_worker_register(int64_t worker_id, const char *version, long concurrency, json_t *toolchains,
-			  size_t *count, char *why, size_t why_size)
+/* The variants of a registration's toolchains (owned, build_names_free):
+ * 0, or KHUB_EINVAL with why. */
+static int registered_variants(json_t *toolchains, char ***all, size_t *count, char *why, size_t why_size)
 {
-	struct strbuf variants = STRBUF_INIT;
-	strbuf_adds(&variants, "{");
 	size_t i;
 	json_t *tc;
+	*all = xcalloc(1, sizeof(char *));
 	*count = 0;
 	json_array_foreach(toolchains, i, tc) {
 		json_t *list = json_object_get(tc, "variants");
 		size_t n = 0, bad = 0;
 		char **names = json_is_object(tc) && json_is_array(list) ? build_variant_list(list, &n, &bad) : NULL;
 		if (!names) {
-			strbuf_release(&variants);
 			snprintf(why, why_size, "toolchains[%zu]: variants must be an array of build variant names (entry %zu "
 				 "is not)", i, bad);
 			return KHUB_EINVAL;
 		}
-		for (size_t k = 0; k < n; k++) {
-			if ((*count)++)
-				strbuf_adds(&variants, ",");
-			db_array_add(&variants, names[k]);
-		}
-		build_names_free(names, n);
+		*all = xrealloc(*all, (*count + n + 1) * sizeof(char *));
+		memcpy(*all + *count, names, n * sizeof(char *));
+		*count += n;
+		(*all)[*count] = NULL;
+		free(names);
+	}
+	return 0;
+}
+
+int build_worker_register(int64_t worker_id, const char *version, long concurrency, json_t *toolchains,
+			  size_t *count, char *why, size_t why_size)
+{
+	struct strbuf variants = STRBUF_INIT;
+	char **all = NULL, **before = NULL, name[32];
+	size_t nbefore = 0;
+	int rc = registered_variants(toolchains, &all, count, why, why_size);
+	if (rc < 0)
+		goto cleanup;
+	strbuf_adds(&variants, "{");
+	for (size_t k = 0; k < *count; k++) {
+		if (k)
+			strbuf_adds(&variants, ",");
+		db_array_add(&variants, all[k]);
 	}
 	strbuf_adds(&variants, "}");
+	/* what live workers offered until now, for the campaign policy */
+	int policy = farm_settings.campaign_on_new_variant && build_worker_variants(&before, &nbefore) == 0;
+	snprintf(name, sizeof(name), "#%" PRId64, worker_id);
 	char *caps = json_dumps(toolchains, JSON_COMPACT);
-	int rc = db_worker_register(worker_id, version, concurrency, caps, variants.buf);
+	rc = db_worker_register(worker_id, version, concurrency, caps, variants.buf);
 	free(caps);
+	if (rc == 0 && policy)
+		build_campaign_policy(before, nbefore, all, *count, name);
+	rc = rc < 0 && rc != KHUB_ENOTFOUND ? KHUB_EDB : rc;
+cleanup:
+	build_names_free(all, *count);
+	build_names_free(before, nbefore);
 	strbuf_release(&variants);
-	return rc < 0 && rc != KHUB_ENOTFOUND ? KHUB_EDB : rc;
+	return rc;
 }

@@ -29,6 +29,7 @@ struct farm_settings {
 	struct lfs_store *lfs;
 	long lease_seconds, heartbeat_seconds, max_attempts;
 	int abi_enforce;	/* abi_policy = enforce (else warn) */
+	const char *abi_manylinux;	/* abi_manylinux: "2_28", told to workers and checked in reports */
 	long output_max_bytes;	/* an output tar, whole */
 	const char *variants_file;	/* build_variants: "" = data/build-variants.json */
 	const char *tmp_dir;	/* {data_dir}/build-tmp: output tars in transit */
@@ -39,6 +40,7 @@ struct farm_settings {
 	long queue_per_repo, queue_per_user, variants_per_request;	/* 0: no limit */
 	long long log_max_bytes;	/* build_log_max_kb: a build's log kept, head and tail */
 	long worker_live_seconds;	/* a worker's variants count while it was seen this recently */
+	long campaign_on_new_variant;	/* 1: a variant newly offered starts a campaign */
 	const char *plan_python;	/* reads build.toml (farm/build_plan.c) */
 	long plan_wall_ms;		/* its wall-clock limit */
 	const char *source_credentials;	/* netrc file for external fetches ("" = none) */
@@ -55,6 +57,16 @@ extern struct farm_settings farm_settings;
  * environment refuses it, the source cannot be fetched or has no
  * build.toml): handlers answer 422. Below every khub_err. */
 #define FARM_EREFUSED (-100)
+
+/* 1 when target names a manylinux target as abi_manylinux takes it: "2_N"
+ * (glibc 2.N). */
+int farm_abi_target_valid(const char *target);
+/* Whether an output's ABI report (NULL: none) lets it be published under
+ * the manylinux target (farm_settings.abi_manylinux): "ok", and checked
+ * against that target or an older one, and no symbol needing a newer glibc
+ * than the target's. 1, or 0 with why naming the rule (and the symbols
+ * over the target) (farm/build_publish.c). */
+int farm_abi_report_passes(json_t *report, const char *target, char *why, size_t size);
 
 /* Tell the server the queue changed (farm_settings.queue_changed). */
 void farm_queue_changed(void);
@@ -532,6 +544,11 @@ struct push_plan {
 	char *toml;			/* owned: build.toml, or NULL with refused */
 	size_t len;
 	char *refused;			/* owned: why it cannot be read */
+	/* a fleet rebuild's kernel (farm/build_campaign.c): 0 for a push */
+	int64_t campaign_id;
+	char *variant;			/* owned: the campaign's variant */
+	int position;			/* its place in the campaign: newest version first */
+	long version;			/* build.toml's version, -1 none */
 };
 void push_plan_free(struct push_plan *p);	/* accepts NULL */
 /* Plan p and enqueue its default variants, logging what was left out
@@ -567,5 +584,45 @@ int build_planner_submit(struct push_plan *p);
  * wrote to fd (push_plan_write, read from the start) that are of repo_id,
  * the repo the push wrote; how many were submitted. fd stays open. */
 size_t build_planner_take(int fd, int64_t repo_id);
+
+/* ---- fleet rebuilds (farm/build_campaign.c) --------------------------------------- */
+
+/* A campaign (docs/build-farm.md, "Fleet rebuilds") queues variant for
+ * every kernel (not mirrors) whose build.toml at main's head allows it,
+ * newest version first: recorded at once (*id), each kernel then planned
+ * on the push planner (in place when none runs: the command line), its
+ * build or why none in build_campaign_kernels. requested_by: who, reason:
+ * "admin" or the policy's words. 0; KHUB_EINVAL (not a build variant
+ * name) with why; KHUB_EDB. */
+int build_campaign_start(const char *variant, const char *reason, const char *requested_by, int64_t *id,
+			 char *why, size_t why_size);
+/* The planner's step for a campaign's kernel p (plan NULL: the planner
+ * could not run): its build queued, or why not, recorded. */
+void build_campaign_plan(const struct push_plan *p, const struct build_plan *plan);
+/* The policy (build_campaign_on_new_variant): after a worker registered,
+ * a campaign for each variant of offered that was not in before (what live
+ * workers offered until then). */
+void build_campaign_policy(char *const *before, size_t nbefore, char *const *offered, size_t noffered,
+			   const char *worker);
+/* {"id", "variant", "reason", "requested_by", "created", "total" (kernels),
+ * "built", "failed", "waiting", "skipped", "merged"} of c (owned). */
+json_t *build_campaign_json(const struct db_campaign *c);
+/* The kernels of campaign id as [{"kernel", "commit", "version", "build",
+ * "state", "skipped", "pr", "description", "merged"}] (owned); NULL: KHUB_EDB. */
+json_t *build_campaign_kernels_json(int64_t id);
+/* Merge the campaign's pull request of the kernel in git (the caller holds
+ * the repo's write lock): v<N> moves to the PR's head when it is still
+ * where the PR started (created when there was none). 0 with branch and
+ * sha; KHUB_ENOTFOUND (nothing staged for this kernel), KHUB_EEXIST
+ * (merged already), KHUB_ECONFLICT (v<N> moved since) with why; KHUB_EIO. */
+int build_campaign_merge(git_repository *git, const struct db_campaign_kernel *k, char branch[32], char sha[41],
+			 char *why, size_t why_size);
+/* Where a campaign build of job id publishes: 1 with *k (release it) when
+ * on a pull request, 0 when as usual (no campaign, or the repo says
+ * direct), KHUB_EDB. */
+int build_campaign_target(int64_t id, struct db_campaign_kernel *k);
+/* The variants workers (not removed) registered for a toolchain of that
+ * name (owned, build_names_free); none: *n 0. 0 or KHUB_EDB. */
+int build_toolchain_variants(const char *toolchain, char ***names, size_t *n);
 
 #endif

@@ -28,6 +28,7 @@ void answer_init(struct answer *a, int status)
 	a->reader_free = NULL;
 	a->block = 0;
 	a->memo_key = NULL;
+	a->identity = 0;
 	a->text_used = 0;
 	a->nowned = 0;
 }
@@ -121,6 +122,11 @@ void answer_redirect(struct answer *a, int status, const char *location)
 {
 	a->status = status;
 	answer_header(a, "Location", location);
+}
+
+void answer_identity(struct answer *a)
+{
+	a->identity = 1;
 }
 
 void answer_memo(struct answer *a, const char *key)

@@ -90,7 +90,7 @@ static int compressible_type(const char *type)
 
 void answer_compress(struct request *req, struct answer *a)
 {
-	if (a->body != ANSWER_BUFFER || a->status != 200 || a->len < GZIP_MIN_BYTES || a->memo_key ||
+	if (a->body != ANSWER_BUFFER || a->status != 200 || a->len < GZIP_MIN_BYTES || a->memo_key || a->identity ||
 	    !compressible_type(header_of(a, "Content-Type")) || header_of(a, "ETag") ||
 	    header_of(a, "Content-Range") || header_of(a, "Accept-Ranges") || header_of(a, "Content-Encoding"))
 		return;

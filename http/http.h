@@ -281,6 +281,7 @@ struct answer {
 	 * next request with it (respond_memo; only Date and X-Request-Id are
 	 * stamped anew): for content named by the key alone. NULL: not kept. */
 	const char *memo_key;
+	int identity;			/* never gzipped (answer_identity) */
 	/* answer_headerf's values: here, else allocated (owned[]) */
 	char text[ANSWER_TEXT_MAX];
 	size_t text_used;
@@ -311,6 +312,9 @@ void answer_body_reader(struct answer *a, uint64_t size, size_t block, MHD_Conte
 			MHD_ContentReaderFreeCallback free_cls);
 /* status (302, 303) with Location: location (borrowed). */
 void answer_redirect(struct answer *a, int status, const char *location);
+/* Send the body as it is: answer_compress leaves it alone (answers whose
+ * bytes clients read as they were before compression existed). */
+void answer_identity(struct answer *a);
 /* Keep the answer whole under key (borrowed until answer_send). */
 void answer_memo(struct answer *a, const char *key);
 /* Build, head and queue the answer (req->bytes_out from its body), then
@@ -326,15 +330,14 @@ int http_accepts_gzip(struct request *req);
 /* len bytes gzipped: 0 with *out (malloc'd, the caller's) and *out_len, or -1. */
 int http_gzip(const void *data, size_t len, char **out, size_t *out_len);
 /* Called by answer_send: a 200 HTML, JSON, CSS, JavaScript or plain-text
- * body built in memory, of 1 KiB or more, with no ETag, range or memo key,
- * gets Vary: Accept-Encoding, and is gzipped when the client allows it. */
+ * body built in memory, of 1 KiB or more, with no ETag, range or memo key
+ * and not answer_identity's, gets Vary: Accept-Encoding, and is gzipped when the client allows it. */
 void answer_compress(struct request *req, struct answer *a);
 
 /* ---- answering (http/respond.c) ------------------------------------------ */
 
 /* Add the headers every answer carries (Date, request id, CORS) and queue
- * it; takes resp. Outside http/ only for the files not yet answering with
- * struct answer (api/builds*.c, api/orgs.c: t0004's allow-list). */
+ * it; takes resp. http/ only: handlers answer with struct answer (t0004). */
 enum MHD_Result respond(struct request *req, int status, struct MHD_Response *resp);
 /* The parts of respond: the headers that are the same for every request of
  * a route (CORS or the page headers, nosniff, Connection: close), and
@@ -359,8 +362,7 @@ void response_memo_shutdown(void);
  * (http/file_body.c): libmicrohttpd owns fd once it returns one (it
  * closes fd with the response; on NULL the caller still owns fd), and sends
  * it with sendfile, 2 MiB a call. Every file body goes through here (t0185
- * checks): answer_body_file's, and api/builds_source.c's until it answers
- * with struct answer. */
+ * checks): answer_body_file's. */
 struct MHD_Response *http_file_response(int fd, uint64_t offset, uint64_t count);
 /* a's body: count bytes from `from` of the LFS object oid (size bytes) in
  * store (http/object_body.c), without holding the thread while the store

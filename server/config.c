@@ -118,6 +118,8 @@ static const struct config_row config_rows[] = {
 	    TO(farm_settings.max_attempts)),
 	ROW(abi_policy, CONFIG_STRING, "enforce", 0, 0, "build farm: enforce (a build whose ABI report has violations is not published) or warn (published, report kept)",
 	    CALL(apply_abi_policy)),
+	ROW(abi_manylinux, CONFIG_STRING, "2_28", 0, 0, "build farm: the manylinux target of the ABI check (2_17, 2_24, 2_27, 2_28, 2_31, 2_34, 2_35): no symbol may need a newer glibc (or libstdc++) than it allows",
+	    TO(farm_settings.abi_manylinux)),
 	LIVE(build_output_max_mb, CONFIG_LONG, "4096", 1, 1L << 20, "build farm: largest output tar a worker may upload",
 	    TO_SCALED(farm_settings.output_max_bytes, 1L << 20)),
 	ROW(build_variants, CONFIG_STRING, "", 0, 0, "build farm: JSON file of required variants ({system: {backend: [names]}}) replacing the official list for default builds; empty = the official list",
@@ -150,8 +152,14 @@ static const struct config_row config_rows[] = {
 	LIVE(trash_keep_days, CONFIG_LONG, "7", 0, 36500, "khub gc removes the git directories of deleted repos (data_dir/repos/.trash) this many days after the deletion"),
 	LIVE(build_log_max_kb, CONFIG_LONG, "4096", 16, 1L << 22, "build farm: log kept per build: its first and last halves, with a line saying how much was cut between them",
 	    TO_SCALED(farm_settings.log_max_bytes, 1024)),
+	LIVE(build_log_followers_max, CONFIG_LONG, "256", 0, 100000, "build farm: build logs followed at once (GET /api/builds/{id}/log?follow=1 and the log page's live stream), each an open connection waiting parked; more are answered 503 (0 = none)",
+	    TO(api_ctx.build_log_followers_max)),
+	LIVE(build_log_follow_idle_s, CONFIG_LONG, "600", 5, 86400, "build farm: a followed build log that gains no byte for this many seconds stops being followed (the page says so; plain text is cut, not ended)",
+	    TO(api_ctx.build_log_follow_idle_s)),
 	LIVE(build_worker_live_seconds, CONFIG_LONG, "300", 1, 30 * 86400, "build farm: a worker's variants count for planning only while its last registration, claim or heartbeat is this recent",
 	    TO(farm_settings.worker_live_seconds)),
+	LIVE(build_campaign_on_new_variant, CONFIG_LONG, "0", 0, 1, "build farm: 1 = when a worker registers a toolchain with a variant no live worker offered before, a fleet rebuild campaign of that variant starts for every kernel whose build.toml allows it (docs/build-farm.md, \"Fleet rebuilds\"); 0 = a site admin starts campaigns",
+	    TO(farm_settings.campaign_on_new_variant)),
 	ROW(build_plan_python, CONFIG_STRING, "python3", 0, 0, "build farm: the Python (3.11 or later, for tomllib) that reads build.toml to plan builds, found in /usr/local/bin:/usr/bin:/bin unless a path",
 	    TO(farm_settings.plan_python)),
 	LIVE(build_plan_wall_ms, CONFIG_LONG, "10000", 100, 600000, "build farm: wall-clock limit of the child that reads one build.toml to plan builds (it also gets 10 s of CPU, 512 MiB and 64 KiB of output)",
@@ -165,6 +173,8 @@ static const struct config_row config_rows[] = {
 	LIVE(webhook_retry_delays, CONFIG_STRING, "10s,1m,5m,30m", 0, 0, "repo webhooks: the waits between a delivery's attempts (comma-separated, 30s, 5m, 1h; a bare number is seconds): one attempt more than there are waits, then the delivery has failed"),
 	LIVE(webhook_timeout_s, CONFIG_LONG, "10", 1, 300, "repo webhooks: seconds one delivery attempt may take to connect and be answered"),
 	ROW(webhook_poll_ms, CONFIG_LONG, "1000", 50, 3600000, "repo webhooks: how often a node looks for deliveries that are due"),
+	LIVE(benchmark_regression_pct, CONFIG_LONG, "5", 0, 1000, "farm benchmarks: a commit whose median is this many percent slower than the previous version's on the same device and workload (and by more than the runs' spread) is a regression",
+	    TO(api_ctx.benchmark_regression_pct)),
 };
 
 #define CONFIG_ROWS (sizeof(config_rows) / sizeof(config_rows[0]))
@@ -784,6 +794,11 @@ int config_check(FILE *err)
 	}
 	if (strcmp(config.abi_policy, "enforce") != 0 && strcmp(config.abi_policy, "warn") != 0) {
 		fprintf(err, "khub: abi_policy '%s' must be enforce or warn\n", config.abi_policy);
+		problems++;
+	}
+	if (!farm_abi_target_valid(config.abi_manylinux)) {
+		fprintf(err, "khub: abi_manylinux '%s' must be 2_N (a glibc 2.N: 2_28, 2_31...)\n",
+			config.abi_manylinux);
 		problems++;
 	}
 	if (config.build_heartbeat_seconds >= config.build_lease_seconds) {

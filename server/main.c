@@ -38,7 +38,7 @@ static const struct {
 	{ "admin", cmd_admin, cmd_admin_usage, "admin org|user|member|token|trust ...: manage accounts (khub admin help)" },
 	{ "routes", cmd_routes, cmd_routes_usage, "routes [--json]: every endpoint with who may call it (the route tables)" },
 	{ "benchmark", cmd_benchmark, cmd_benchmark_usage, "benchmark submit FILE --repo NS/NAME: post a `kernels benchmark --output` file to a hub (not huggingface.co)" },
-	{ "builds", cmd_builds, cmd_builds_usage, "builds states [--json]: the build job's state machine (states, events, who, routes)" },
+	{ "builds", cmd_builds, cmd_builds_usage, "builds states [--json]: the build job's state machine (states, events, who, routes); builds campaign start|list|show: fleet rebuilds" },
 	{ "verify-build", cmd_verify_build, cmd_verify_build_usage, "verify-build DIR --provenance FILE [--key PUB]: check a downloaded variant against its signed provenance, offline" },
 };
 

@@ -15,6 +15,7 @@ const struct route *const router_tables[] = {
 	repos_routes, repo_settings_routes, branches_routes, commits_routes,
 	builds_routes, build_enqueue_routes, build_worker_routes, build_source_routes, build_output_routes,
 	webhooks_routes,
+	campaigns_routes,
 	NULL,
 };
 

@@ -60,6 +60,7 @@ struct khub_config {
 	long db_pool_size;
 	long db_pool_wait_ms;
 	long metrics_public;
+	long benchmark_regression_pct;
 	long metrics_lfs_scan_s;
 	long scrub_mb_per_s;
 	char *schedule_gc, *schedule_scrub, *schedule_repack, *schedule_backup;
@@ -70,8 +71,10 @@ struct khub_config {
 	long web_session_hours;
 	long build_lease_seconds;
 	long build_heartbeat_seconds;
+	long build_log_followers_max, build_log_follow_idle_s;
 	long build_max_attempts;
 	char *abi_policy;
+	char *abi_manylinux;
 	long build_output_max_mb;
 	char *build_variants;
 	long build_wall_seconds;
@@ -94,6 +97,7 @@ struct khub_config {
 	char *build_source_allow;
 	long build_log_max_kb;
 	long build_worker_live_seconds;
+	long build_campaign_on_new_variant;
 	char *build_plan_python;
 	long build_plan_wall_ms;
 	long trash_keep_days;

@@ -379,7 +379,8 @@ struct benchmark_run {
 	const char *backend_family, *backend_key, *torch_key, *os_family;
 	int64_t submitter_id;
 	const char *submitter_name;
-	const char *source;			/* "maintainer" or "community" */
+	const char *source;			/* "maintainer", "community" or "farm" */
+	int64_t worker_id, build_id;		/* a farm run's worker and job; 0 otherwise */
 	const char *payload;			/* the JSON body */
 	const struct benchmark_result *results;
 	size_t nresults;
@@ -398,7 +399,8 @@ struct benchmark_filter {
 	int64_t run_id;			/* one run */
 	int64_t before_id;		/* runs older than this id */
 	long limit;			/* runs; 0 = no limit */
-	const char *source;		/* "maintainer" or "community"; NULL = both */
+	const char *source;		/* "maintainer", "community" or "farm"; NULL = all (the
+				 * aggregate: all but farm) */
 	int by_revision;		/* aggregate: one row per revision as well */
 };
 
@@ -440,6 +442,27 @@ void benchmark_agg_rows_release(struct benchmark_agg_rows *rows);	/* accepts NUL
  * filter->by_revision) over the filtered results (before_id and limit are
  * ignored), by workload, GPU and latest run. */
 int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct benchmark_agg_rows *out);
+
+/* One row of db_benchmark_regressions: a commit, device (gpu) and
+ * workload measured slower than the version before it. Strings owned
+ * ("" for NULL); times in milliseconds. */
+struct benchmark_regression {
+	char *commit, *gpu, *workload, *prev_commit;
+	double median, spread, prev_median, prev_spread, slower_pct;
+};
+struct benchmark_regressions {
+	struct benchmark_regression *items;
+	size_t count;
+};
+void benchmark_regressions_release(struct benchmark_regressions *rows);	/* accepts NULL; leaves it empty */
+/* The farm runs' regressions (of commit_sha only, unless NULL), newest
+ * first: per commit, device and workload, the median of the runs' means
+ * against the previous version's, the commit measured before it on the
+ * same device and workload; a regression when it is more than pct percent
+ * slower and the difference exceeds both sides' spread (each side's
+ * largest std_ms or range of means, added). 0 or KHUB_EDB; the caller
+ * releases out. */
+int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct benchmark_regressions *out);
 
 /* ---- download counters (storage/db_downloads.c) --------------------------- */
 

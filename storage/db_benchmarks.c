@@ -44,8 +44,10 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 	}
 	db_columns_end(arrays, NARRAYS, NULL);
 
-	char repo[24], cores[24], submitter[24];
+	char repo[24], cores[24], submitter[24], worker[24], build[24];
 	snprintf(repo, sizeof(repo), "%" PRId64, run->repo_id);
+	snprintf(worker, sizeof(worker), "%" PRId64, run->worker_id);
+	snprintf(build, sizeof(build), "%" PRId64, run->build_id);
 	snprintf(cores, sizeof(cores), "%" PRId64, run->gpu_cores);
 	snprintf(submitter, sizeof(submitter), "%" PRId64, run->submitter_id);
 	const char *params[] = {
@@ -56,13 +58,15 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 		run->payload, run->source,
 		arrays[WORKLOAD].buf, arrays[MEAN].buf, arrays[STD].buf, arrays[MIN].buf, arrays[MAX].buf,
 		arrays[Q1].buf, arrays[Q3].buf, arrays[IQR].buf, arrays[OUTLIERS].buf, arrays[ITERATIONS].buf,
-		arrays[VERIFIED].buf,
+		arrays[VERIFIED].buf, run->worker_id ? worker : NULL, run->build_id ? build : NULL,
 	};
 	PGresult *res = db_exec(
 		"WITH run AS (INSERT INTO benchmark_runs (repo_id, commit_sha, kernel_commit_sha,"
 		"  benchmark_script_path, benchmark_script_sha, gpu, gpu_cores, backend, backend_family, backend_key,"
-		"  pytorch_version, torch_key, os, os_family, cpu, submitter_id, submitter_name, payload, source)"
-		"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19)"
+		"  pytorch_version, torch_key, os, os_family, cpu, submitter_id, submitter_name, payload, source,"
+		"  worker_id, build_id)"
+		"  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18::jsonb, $19,"
+		"  $31::bigint, $32::bigint)"
 		"  RETURNING id),"
 		" res AS (INSERT INTO benchmark_results (run_id, workload, mean_ms, std_ms, min_ms, max_ms, q1_ms,"
 		"  q3_ms, iqr_ms, outliers, iterations, verified)"
@@ -216,7 +220,8 @@ int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f, st
 	filter_params(repo_id, f, repo, run, params);
 	params[11] = f->by_revision ? "t" : "f";
 	/* The spread is over the runs' means: percentile_cont interpolates, as
-	 * the median does. */
+	 * the median does. Farm runs are compared only among themselves
+	 * (source "farm"): "all" means the users' runs. */
 	out->items = db_query_items(sizeof(*out->items), fill_aggregate, &out->count, &rc,
 				    "SELECT b.workload, r.gpu, count(*),"
 		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms), min(b.mean_ms),"
@@ -227,6 +232,68 @@ int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f, st
 		       "  percentile_cont(0.75) WITHIN GROUP (ORDER BY b.mean_ms), max(b.mean_ms),"
 		       "  CASE WHEN $12::boolean THEN r.commit_sha ELSE '' END AS revision"
 		       " FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
+		       "  AND ($11::text IS NOT NULL OR r.source <> 'farm')"
 		       " GROUP BY b.workload, r.gpu, revision ORDER BY b.workload, r.gpu, max(r.id)", 12, params);
+	return rc;
+}
+
+static double cell_double(const struct db_rows *rows, size_t i, size_t c)
+{
+	return strtod(db_rows_get(rows, i, c), NULL);
+}
+
+/* The columns of db_benchmark_regressions' query, in order. */
+static void fill_regression(void *item, const struct db_rows *rows, size_t i)
+{
+	struct benchmark_regression *g = item;
+	g->commit = xstrdup(db_rows_get(rows, i, 0));
+	g->gpu = xstrdup(db_rows_get(rows, i, 1));
+	g->workload = xstrdup(db_rows_get(rows, i, 2));
+	g->median = cell_double(rows, i, 3);
+	g->spread = cell_double(rows, i, 4);
+	g->prev_commit = xstrdup(db_rows_get(rows, i, 5));
+	g->prev_median = cell_double(rows, i, 6);
+	g->prev_spread = cell_double(rows, i, 7);
+	g->slower_pct = cell_double(rows, i, 8);
+}
+
+void benchmark_regressions_release(struct benchmark_regressions *rows)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < rows->count; i++) {
+		struct benchmark_regression *g = &rows->items[i];
+		free(g->commit);
+		free(g->gpu);
+		free(g->workload);
+		free(g->prev_commit);
+	}
+	free(rows->items);
+	rows->items = NULL;
+	rows->count = 0;
+}
+
+int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct benchmark_regressions *out)
+{
+	int rc = 0;
+	char repo[24], threshold[24];
+	snprintf(repo, sizeof(repo), "%" PRId64, repo_id);
+	snprintf(threshold, sizeof(threshold), "%ld", pct);
+	const char *params[3] = { repo, threshold, commit_sha };
+	out->items = db_query_items(sizeof(*out->items), fill_regression, &out->count, &rc,
+				    "WITH m AS (SELECT r.commit_sha, r.gpu, b.workload, min(r.id) AS first_id,"
+		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms) AS median,"
+		       "  greatest(max(b.std_ms), max(b.mean_ms) - min(b.mean_ms)) AS spread"
+		       "  FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id"
+		       "  WHERE r.repo_id = $1 AND r.source = 'farm' GROUP BY r.commit_sha, r.gpu, b.workload),"
+		       " p AS (SELECT m.*, lag(commit_sha) OVER w AS prev_commit, lag(median) OVER w AS prev_median,"
+		       "  lag(spread) OVER w AS prev_spread FROM m"
+		       "  WINDOW w AS (PARTITION BY gpu, workload ORDER BY first_id))"
+		       " SELECT commit_sha, gpu, workload, median, spread, prev_commit, prev_median, prev_spread,"
+		       "  round(((median - prev_median) / prev_median * 100)::numeric, 1)"
+		       " FROM p WHERE prev_median > 0 AND median > prev_median * (1 + $2::int / 100.0)"
+		       "  AND median - prev_median > spread + prev_spread"
+		       "  AND ($3::text IS NULL OR commit_sha = $3)"
+		       " ORDER BY first_id DESC, gpu, workload", 3, params);
 	return rc;
 }

@@ -726,6 +726,21 @@ int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, 
 	return rc;
 }
 
+int db_build_log_progress(int64_t id, char state[16], int64_t *length)
+{
+	char bid[24];
+	id_text(bid, id);
+	const char *params[1] = { bid };
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT state, log_length FROM builds WHERE id = $1", 1, params);
+	if (rc < 0)
+		return rc;
+	snprintf(state, 16, "%s", db_rows_get(&rows, 0, 0));
+	*length = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
+	db_rows_release(&rows);
+	return 0;
+}
+
 /* Run an UPDATE of one job held by worker_id: KHUB_ECONFLICT when it
  * changed nothing; the first column of the returned row into state_out. */
 static int update_held(const char *sql, int nparams, const char *const *params, char state_out[16])

@@ -138,6 +138,9 @@ int db_build_log_head_left(int64_t id, int64_t max_bytes, int64_t *left);
  * that was not kept; *length the whole log's length, *next the offset to
  * read on from. KHUB_ENOTFOUND for no such job. */
 int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, int64_t *length, int64_t *next);
+/* The job's state ("running"...) and its log's length, in one cheap read
+ * (a follower's poll). KHUB_ENOTFOUND for no such job. */
+int db_build_log_progress(int64_t id, char state[16], int64_t *length);
 
 /* The worker gives up: error kept, abi_report (JSON text or NULL) stored;
  * retry with attempts left queues it again with the backoff, else it
@@ -226,5 +229,56 @@ int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored);
 /* The account that owns repo_id (the push planner's fairness key). */
 int db_repo_build_owner(int64_t repo_id, int64_t *owner_id);
 int db_repo_set_build_on_push(int64_t repo_id, int on);
+
+/* ---- fleet rebuilds (storage/db_campaigns.c, sql/0039_build_campaigns.sql) ---- */
+
+/* A campaign with its kernels counted by what their build is now. */
+struct db_campaign {
+	int64_t id;
+	char variant[256];
+	char *reason, *requested_by;	/* owned */
+	char created[40];
+	long kernels, built, failed, waiting, skipped, merged;
+};
+void db_campaigns_free(struct db_campaign *c, size_t n);	/* accepts NULL */
+/* Newest first (at most limit), or the one of id when id > 0 (*n 0: none). */
+int db_campaign_list(int64_t id, long limit, struct db_campaign **out, size_t *n);
+/* A new campaign of variant: *id. */
+int db_campaign_create(const char *variant, const char *reason, const char *requested_by, int64_t *id);
+
+/* One kernel of a campaign (strings owned, NULL for none). */
+struct db_campaign_kernel {
+	int64_t campaign_id, repo_id, build_id, version;	/* build_id 0, version -1: none */
+	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
+	char commit[41], variant[256];
+	char state[16];		/* the build's state, "" none */
+	char *skipped, *pr_ref, *pr_base, *description;
+	int merged, publish_direct;	/* the repo's campaign_publish = direct */
+};
+void db_campaign_kernels_free(struct db_campaign_kernel *k, size_t n);	/* accepts NULL */
+/* The kernels of campaign id in its order. */
+int db_campaign_kernels(int64_t id, struct db_campaign_kernel **out, size_t *n);
+/* The campaign kernel build_id belongs to: 0 with *out (release it with
+ * db_campaign_kernel_release), KHUB_ENOTFOUND when it is no campaign's. */
+int db_campaign_of_build(int64_t build_id, struct db_campaign_kernel *out);
+/* The same by campaign and repo. */
+int db_campaign_kernel_get(int64_t campaign_id, int64_t repo_id, struct db_campaign_kernel *out);
+void db_campaign_kernel_release(struct db_campaign_kernel *k);	/* accepts NULL */
+/* Record what the campaign did for a kernel (build_id 0 and skipped, or a
+ * build); again for the same kernel: replaced. */
+int db_campaign_kernel_add(int64_t campaign_id, int64_t repo_id, int position, const char *commit, long version,
+			   int64_t build_id, const char *skipped);
+/* The kernel's pull request, once its first build staged it. */
+int db_campaign_set_pr(int64_t campaign_id, int64_t repo_id, const char *pr_ref, const char *pr_base,
+		       long version, const char *description);
+int db_campaign_set_merged(int64_t campaign_id, int64_t repo_id);
+/* Kernel repos a campaign looks at (not mirrors), by id: *out owned (free). */
+struct db_campaign_candidate {
+	int64_t id, owner_id;
+	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
+};
+int db_campaign_candidates(struct db_campaign_candidate **out, size_t *n);
+/* The repo's campaign_publish ("pr" or "direct"). */
+int db_repo_set_campaign_publish(int64_t repo_id, int direct);
 
 #endif

@@ -12,12 +12,13 @@
 /* ---- hooks ---------------------------------------------------------------------- */
 
 int db_webhook_create(int64_t repo_id, const char *url, const char *secret, int content, int build,
-		      const char *created_by, int64_t *id)
+		      int benchmark, const char *created_by, int64_t *id)
 {
-	char rid[24], scopes[64];
+	char rid[24], scopes[96];
 	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	snprintf(scopes, sizeof(scopes), "{%s%s%s}", content ? WEBHOOK_SCOPE_CONTENT : "",
-		 content && build ? "," : "", build ? WEBHOOK_SCOPE_BUILD : "");
+	snprintf(scopes, sizeof(scopes), "{%s%s%s%s%s}", content ? WEBHOOK_SCOPE_CONTENT : "",
+		 content && build ? "," : "", build ? WEBHOOK_SCOPE_BUILD : "",
+		 (content || build) && benchmark ? "," : "", benchmark ? WEBHOOK_SCOPE_BENCHMARK : "");
 	const char *params[5] = { rid, url, secret, scopes, created_by };
 	struct db_rows rows;
 	int rc = db_query_one(&rows, "INSERT INTO webhooks (repo_id, url, secret, scopes, created_by)"
@@ -37,6 +38,7 @@ static void fill_hook(void *item, const struct db_rows *rows, size_t row)
 	w->build = db_rows_int(rows, row, 3, 0) != 0;
 	snprintf(w->created_by, sizeof(w->created_by), "%s", db_rows_get(rows, row, 4));
 	snprintf(w->created_at, sizeof(w->created_at), "%s", db_rows_get(rows, row, 5));
+	w->benchmark = db_rows_int(rows, row, 6, 0) != 0;
 }
 
 void db_webhooks_free(struct db_webhook *hooks, size_t n)
@@ -54,8 +56,8 @@ int db_webhook_list(int64_t repo_id, struct db_webhook **out, size_t *n)
 	const char *params[1] = { rid };
 	*out = db_query_items(sizeof(**out), fill_hook, n, &rc,
 			      "SELECT id, url, ('" WEBHOOK_SCOPE_CONTENT "' = ANY(scopes))::int,"
-			      " ('" WEBHOOK_SCOPE_BUILD "' = ANY(scopes))::int, created_by, " ISO("created_at")
-			      " FROM webhooks WHERE repo_id = $1 ORDER BY id", 1, params);
+			      " ('" WEBHOOK_SCOPE_BUILD "' = ANY(scopes))::int, created_by, " ISO("created_at") ","
+			      " ('" WEBHOOK_SCOPE_BENCHMARK "' = ANY(scopes))::int FROM webhooks WHERE repo_id = $1 ORDER BY id", 1, params);
 	return rc;
 }
 

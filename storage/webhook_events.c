@@ -2,8 +2,9 @@
  * payload (the Hub's shape: event {action, scope}, repo {type, name, id,
  * private, headSha}, and updatedRefs or build) made once and queued for
  * every hook of the repo subscribed to the event's scope, in one INSERT.
- * Called where a commit lands (storage/publish.c) and where a build job
- * changes state (farm/build_states.c), whichever process that is. */
+ * Called where a commit lands (storage/publish.c), where a build job
+ * changes state (farm/build_states.c) and where a farm benchmark run finds
+ * a regression (api/benchmarks.c), whichever process that is. */
 #include "storage/db_internal.h"
 #include "storage/db_builds.h"
 #include "storage/webhooks.h"
@@ -102,4 +103,18 @@ void webhook_event_build(int64_t job_id, const char *state)
 	if (rc < 0 && rc != KHUB_ENOTFOUND)
 		log_error("webhooks: build %" PRId64 ": the %s event is lost (database)", job_id, state);
 	build_row_release(&b);
+}
+
+void webhook_event_benchmark(int64_t repo_id, const char *commit_sha, int64_t run_id, json_t *regressions)
+{
+	json_t *repo = NULL;
+	int rc = repo_object(repo_id, WEBHOOK_SCOPE_BENCHMARK, commit_sha, &repo);
+	if (rc == 0)
+		rc = enqueue(repo_id, WEBHOOK_SCOPE_BENCHMARK,
+			     json_pack("{s:{s:s, s:s}, s:o, s:{s:I, s:s, s:s, s:O}}", "event", "action", "update", "scope",
+				       WEBHOOK_SCOPE_BENCHMARK, "repo", repo, "benchmark", "runId", (json_int_t)run_id,
+				       "commit", commit_sha, "source", "farm", "regressions", regressions));
+	if (rc < 0 && rc != KHUB_ENOTFOUND)
+		log_error("webhooks: repo %" PRId64 ": the benchmark event of run %" PRId64 " is lost (database)", repo_id,
+			  run_id);
 }

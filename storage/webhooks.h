@@ -9,15 +9,18 @@
 
 #include "storage/db.h"
 
+#include <jansson.h>
+
 /* The scopes a hook subscribes to (names as in payloads' event.scope). */
 #define WEBHOOK_SCOPE_CONTENT "repo.content"
 #define WEBHOOK_SCOPE_BUILD "repo.build"
+#define WEBHOOK_SCOPE_BENCHMARK "repo.benchmark"
 
 /* A hook as listed (the secret is never read back). */
 struct db_webhook {
 	int64_t id;
 	char *url;			/* owned */
-	int content, build;		/* subscribed to repo.content, repo.build */
+	int content, build, benchmark;	/* subscribed to repo.content, repo.build, repo.benchmark */
 	char created_by[REPO_NAME_MAX + 1];
 	char created_at[40];		/* ISO 8601 UTC */
 };
@@ -26,7 +29,7 @@ void db_webhooks_free(struct db_webhook *hooks, size_t n);
 
 /* Register a hook of repo_id: *id the new hook's. */
 int db_webhook_create(int64_t repo_id, const char *url, const char *secret, int content, int build,
-		      const char *created_by, int64_t *id);
+		      int benchmark, const char *created_by, int64_t *id);
 /* repo_id's hooks, oldest first (the caller frees *out with db_webhooks_free). */
 int db_webhook_list(int64_t repo_id, struct db_webhook **out, size_t *n);
 /* Remove hook id of repo_id with its deliveries: KHUB_ENOTFOUND when repo_id has none such. */
@@ -59,6 +62,10 @@ void webhook_event_content(int64_t repo_id, const char *ref, const char *old_sha
  * succeeded, failed, canceled): queue a repo.build delivery to each hook of
  * its repo. Logged, never returned. */
 void webhook_event_build(int64_t job_id, const char *state);
+/* A farm run of commit_sha measured regressions (an array of objects, the
+ * API's shape; borrowed): queue a repo.benchmark delivery to each hook of
+ * repo_id subscribed. Logged, never returned. */
+void webhook_event_benchmark(int64_t repo_id, const char *commit_sha, int64_t run_id, json_t *regressions);
 
 /* ---- the delivery queue --------------------------------------------------------- */
 

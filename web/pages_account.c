@@ -48,7 +48,7 @@ static void tokens_page(struct page *pg, struct request *req, const char *new_to
 		token_list_release(&list);
 		return;
 	}
-	page_html(pg, "<table id=\"tokens\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Starts with</th>"
+	page_html(pg, SCROLL_REGION("Your tokens table") "<table id=\"tokens\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Starts with</th>"
 		      "<th scope=\"col\">Scope</th><th scope=\"col\">Created</th><th scope=\"col\">Expires</th>"
 		      "<th scope=\"col\">Last used</th><th scope=\"col\">State</th><th scope=\"col\"><span class=\"muted\">Action</span></th></tr></thead><tbody>");
 	for (size_t i = list.count; i-- > 0;) {
@@ -81,7 +81,7 @@ static void tokens_page(struct page *pg, struct request *req, const char *new_to
 		}
 		page_html(pg, "</td></tr>");
 	}
-	page_html(pg, "</tbody></table>");
+	page_html(pg, "</tbody></table></div>");
 	token_list_release(&list);
 }
 
@@ -224,7 +224,7 @@ static void members_section(struct page *pg, const struct account *org, enum rol
 		page_db_problem(pg);
 		return;
 	}
-	page_html(pg, "<h2>Members</h2><table id=\"members\"><thead><tr><th scope=\"col\">Member</th><th scope=\"col\">"
+	page_html(pg, "<h2>Members</h2>" SCROLL_REGION("Members table") "<table id=\"members\"><thead><tr><th scope=\"col\">Member</th><th scope=\"col\">"
 		      "Role</th></tr></thead><tbody>");
 	for (size_t i = 0; i < n; i++) {
 		const char *name = rows[i].name, *role = rows[i].role;
@@ -237,7 +237,7 @@ static void members_section(struct page *pg, const struct account *org, enum rol
 			page_text(pg, role);
 		page_html(pg, "</td></tr>");
 	}
-	page_html(pg, "</tbody></table>");
+	page_html(pg, "</tbody></table></div>");
 	org_member_rows_free(rows, n);
 	if (caller != ROLE_ADMIN)
 		return;

@@ -2,7 +2,8 @@
  * withdraw), mirror status with "sync now" (the same trigger as POST
  * /api/admin/mirror/sync), the build farm's workers and newest builds,
  * recent activity (who published what: the audit log), users and orgs;
- * /admin/airgap: the air-gap bundles this hub applied (khub sync history)
+ * fleet rebuild campaigns (built, failed, waiting per campaign, each
+ * kernel linked); /admin/airgap: the air-gap bundles this hub applied (khub sync history)
  * and the signing keys' scopes. */
 #include "web/web_internal.h"
 #include "storage/db_builds.h"
@@ -31,7 +32,7 @@ static void trusted_section(struct page *pg)
 	struct trusted_publisher_list list;
 	if (section_open(pg, "trust", "Trusted publishers", db_trusted_publisher_list(&list)) < 0)
 		return;
-	page_html(pg, "<table id=\"trusted\"><thead><tr><th scope=\"col\">Account</th><th scope=\"col\">Since</th>"
+	page_html(pg, SCROLL_REGION("Trusted publishers table") "<table id=\"trusted\"><thead><tr><th scope=\"col\">Account</th><th scope=\"col\">Since</th>"
 		      "<th scope=\"col\">By</th><th scope=\"col\"><span class=\"muted\">Action</span></th></tr></thead><tbody>");
 	for (size_t i = 0; i < list.count; i++) {
 		const struct trusted_publisher *t = &list.items[i];
@@ -51,7 +52,7 @@ static void trusted_section(struct page *pg)
 		page_text(pg, t->name);
 		page_html(pg, "\">Withdraw</button></form></td></tr>");
 	}
-	page_html(pg, "</tbody></table><form method=\"post\" action=\"/admin/trusted\" class=\"env\">");
+	page_html(pg, "</tbody></table></div><form method=\"post\" action=\"/admin/trusted\" class=\"env\">");
 	page_csrf_field(pg);
 	page_html(pg, "<input type=\"hidden\" name=\"trusted\" value=\"true\"><div><label for=\"trust-name\">Trust an "
 		      "account</label><input id=\"trust-name\" name=\"name\" required></div><div><button type=\"submit\">"
@@ -66,7 +67,7 @@ static void activity_section(struct page *pg)
 	size_t n = 0;
 	if (section_open(pg, "activity", "Recent activity", db_audit_recent(ADMIN_ACTIVITY_SHOWN, &rows, &n)) < 0)
 		return;
-	page_html(pg, "<div class=\"table-wrap\"><table id=\"activity\"><thead><tr><th scope=\"col\">When (UTC)</th>"
+	page_html(pg, SCROLL_REGION("Activity table") "<table id=\"activity\"><thead><tr><th scope=\"col\">When (UTC)</th>"
 		      "<th scope=\"col\">Who</th><th scope=\"col\">What</th><th scope=\"col\">On</th></tr></thead><tbody>");
 	for (size_t i = 0; i < n; i++) {
 		page_html(pg, "<tr>");
@@ -102,7 +103,7 @@ static void accounts_section(struct page *pg)
 	size_t n = 0;
 	if (section_open(pg, "acct", "Organizations and users", db_account_rows(ADMIN_ACCOUNTS_SHOWN, &rows, &n)) < 0)
 		return;
-	page_html(pg, "<div class=\"table-wrap\"><table id=\"accounts\"><thead><tr><th scope=\"col\">Name</th>"
+	page_html(pg, SCROLL_REGION("Accounts table") "<table id=\"accounts\"><thead><tr><th scope=\"col\">Name</th>"
 		      "<th scope=\"col\">Kind</th><th scope=\"col\">Flags</th><th scope=\"col\">Created</th></tr></thead>"
 		      "<tbody>");
 	for (size_t i = 0; i < n; i++)
@@ -127,7 +128,7 @@ static void mirror_section(struct page *pg)
 	if (!list.count)
 		page_html(pg, "<p class=\"muted\">No mirrored repos.</p>");
 	else
-		page_html(pg, "<div class=\"table-wrap\"><table id=\"mirror\"><thead><tr><th scope=\"col\">Repo</th>"
+		page_html(pg, SCROLL_REGION("Mirrored repos table") "<table id=\"mirror\"><thead><tr><th scope=\"col\">Repo</th>"
 			      "<th scope=\"col\">Upstream</th><th scope=\"col\">Selection</th><th scope=\"col\">Last sync</th>"
 			      "<th scope=\"col\" class=\"num\">Lag (s)</th><th scope=\"col\" class=\"num\">Bytes</th>"
 			      "<th scope=\"col\">Error</th></tr></thead><tbody>");
@@ -212,7 +213,7 @@ static void builds_section(struct page *pg)
 		page_html(pg, "<p>No worker is registered: <code>khub admin worker add NAME</code> makes a worker token "
 			      "for <code>khub-worker</code> (docs/build-farm.md).</p>");
 	else
-		page_html(pg, "<div class=\"table-wrap\"><table><caption>Workers</caption><thead><tr>"
+		page_html(pg, SCROLL_REGION("Workers table") "<table><caption>Workers</caption><thead><tr>"
 			      "<th scope=\"col\">Worker</th><th scope=\"col\">Version</th>"
 			      "<th scope=\"col\" class=\"num\">Concurrency</th><th scope=\"col\">Variants</th>"
 			      "<th scope=\"col\">Last heartbeat</th></tr></thead><tbody>");
@@ -233,7 +234,7 @@ static void builds_section(struct page *pg)
 		page_html(pg, "<p>No build yet.</p></section>");
 		goto cleanup;
 	}
-	page_html(pg, "<div class=\"table-wrap\"><table><caption>Newest builds</caption><thead><tr>"
+	page_html(pg, SCROLL_REGION("Newest builds table") "<table><caption>Newest builds</caption><thead><tr>"
 		      "<th scope=\"col\" class=\"num\">Build</th><th scope=\"col\">Repo</th><th scope=\"col\">Commit</th>"
 		      "<th scope=\"col\">Variant</th><th scope=\"col\">State</th><th scope=\"col\">Worker</th>"
 		      "<th scope=\"col\">Created</th><th scope=\"col\">Error</th></tr></thead><tbody>");
@@ -251,6 +252,75 @@ cleanup:
 	build_rows_release(&builds);
 }
 
+/* A campaign's kernels: each linked, with its state and build's log. */
+static void campaign_kernels_cell(struct page *pg, int64_t id)
+{
+	struct db_campaign_kernel *k = NULL;
+	size_t n = 0;
+	page_html(pg, "<td class=\"campaign-kernels\">");
+	if (db_campaign_kernels(id, &k, &n) < 0)
+		page_html(pg, "(the database is unavailable)");
+	for (size_t i = 0; i < n; i++) {
+		char repo[2 * REPO_NAME_MAX + 16];
+		snprintf(repo, sizeof(repo), "/kernels/%s/%s", k[i].ns, k[i].name);
+		page_html(pg, i ? "<br>" : "");
+		page_html(pg, "<a class=\"campaign-kernel\" href=\"");
+		page_text(pg, repo);
+		page_html(pg, "\">");
+		page_text(pg, repo + strlen("/kernels/"));
+		page_html(pg, "</a> ");
+		if (k[i].build_id) {
+			page_html(pg, "<a href=\"");
+			page_text(pg, repo);
+			page_htmlf(pg, "/builds/%" PRId64 "/log\">", k[i].build_id);
+			page_text(pg, k[i].merged ? "merged" : k[i].state);
+			page_html(pg, "</a>");
+		} else {
+			page_text(pg, k[i].skipped ? "skipped: " : "planning");
+			page_text(pg, k[i].skipped ? k[i].skipped : "");
+		}
+		if (k[i].pr_ref && !k[i].merged) {
+			page_html(pg, " ");
+			page_text(pg, k[i].pr_ref);
+		}
+	}
+	db_campaign_kernels_free(k, n);
+	page_html(pg, "</td>");
+}
+
+/* Fleet rebuilds (GET /api/admin/campaigns): the newest campaigns. */
+static void campaigns_section(struct page *pg)
+{
+	struct db_campaign *c = NULL;
+	size_t n = 0;
+	if (section_open(pg, "campaigns", "Fleet rebuilds", db_campaign_list(0, 10, &c, &n)) < 0)
+		return;
+	if (n == 0)
+		page_html(pg, "<p>No campaign yet: <code>khub builds campaign start --variant VARIANT</code> or POST "
+			      "/api/admin/campaigns.</p>");
+	else
+		page_html(pg, "<div class=\"table-wrap\"><table><caption>Campaigns</caption><thead><tr>"
+			      "<th scope=\"col\" class=\"num\">Campaign</th><th scope=\"col\">Variant</th>"
+			      "<th scope=\"col\">Started by</th><th scope=\"col\" class=\"num\">Built</th>"
+			      "<th scope=\"col\" class=\"num\">Failed</th><th scope=\"col\" class=\"num\">Waiting</th>"
+			      "<th scope=\"col\" class=\"num\">Skipped</th><th scope=\"col\">Kernels</th></tr></thead><tbody>");
+	for (size_t i = 0; i < n; i++) {
+		page_htmlf(pg, "<tr class=\"campaign\" data-campaign=\"%" PRId64 "\"><th scope=\"row\" class=\"num\">%"
+			   PRId64 "</th>", c[i].id, c[i].id);
+		page_cell(pg, "<td>", c[i].variant);
+		page_cell(pg, "<td>", c[i].reason);
+		page_htmlf(pg, "<td class=\"num campaign-built\">%ld</td><td class=\"num campaign-failed\">%ld</td>"
+			   "<td class=\"num campaign-waiting\">%ld</td><td class=\"num campaign-skipped\">%ld</td>",
+			   c[i].built, c[i].failed, c[i].waiting, c[i].skipped);
+		campaign_kernels_cell(pg, c[i].id);
+		page_html(pg, "</tr>");
+	}
+	if (n)
+		page_html(pg, "</tbody></table></div>");
+	page_html(pg, "</section>");
+	db_campaigns_free(c, n);
+}
+
 enum MHD_Result page_admin(struct request *req)
 {
 	struct page pg;
@@ -261,6 +331,7 @@ enum MHD_Result page_admin(struct request *req)
 	trusted_section(&pg);
 	mirror_section(&pg);
 	builds_section(&pg);
+	campaigns_section(&pg);
 	activity_section(&pg);
 	accounts_section(&pg);
 	page_html(&pg, "<p><a href=\"/admin/airgap\">Air-gap imports</a>: the bundles <code>khub sync import</code> "
@@ -309,7 +380,7 @@ enum MHD_Result page_admin_airgap(struct request *req)
 		if (n == 0)
 			page_html(&pg, "<p>No bundle was imported here.</p>");
 		else
-			page_html(&pg, "<div class=\"table-wrap\"><table id=\"sync-imports\"><thead><tr>"
+			page_html(&pg, SCROLL_REGION("Imports table") "<table id=\"sync-imports\"><thead><tr>"
 				       "<th scope=\"col\">Started (UTC)</th><th scope=\"col\">Bundle</th>"
 				       "<th scope=\"col\">Exporter #</th><th scope=\"col\">Key</th><th scope=\"col\">From</th>"
 				       "<th scope=\"col\">Operator</th><th scope=\"col\">State</th>"
@@ -321,7 +392,7 @@ enum MHD_Result page_admin_airgap(struct request *req)
 	db_sync_history_free(h, n);
 	page_html(&pg, "<section aria-labelledby=\"scopes-h\"><h2 id=\"scopes-h\">Signing key scopes</h2><p>Set with "
 		       "<code>khub sync key-scope</code>; a trusted key not listed may bring in any org.</p>"
-		       "<div class=\"table-wrap\"><table id=\"sync-scopes\"><thead><tr><th scope=\"col\">Key</th>"
+		       SCROLL_REGION("Sync scopes table") "<table id=\"sync-scopes\"><thead><tr><th scope=\"col\">Key</th>"
 		       "<th scope=\"col\">Orgs</th><th scope=\"col\">Set by</th><th scope=\"col\">Set (UTC)</th>"
 		       "</tr></thead><tbody>");
 	if (db_sync_key_scope_list(scope_row, &pg) < 0) {

@@ -1,7 +1,8 @@
 /* pages_builds.c -- a kernel's builds (docs/build-farm.md, "The build
  * matrix"): /kernels/{ns}/{name}/builds (the newest commits' matrices, or
  * one commit's with what no live toolchain builds), a build's log page (the
- * stored log, escaped: the author's build code wrote it), and the writers'
+ * stored log, escaped: the author's build code wrote it; while the build
+ * runs, build-log.js appends what its event stream brings), and the writers'
  * forms (build missing, cancel, retry), which call the API's own operations
  * (api.h). The kernel page's build column uses the same cells. */
 #include "web/web_internal.h"
@@ -149,6 +150,26 @@ static void unbuildable_list(struct page *pg, json_t *m)
 	page_html(pg, "</ul>");
 }
 
+void web_benchmark_regressions(struct page *pg, json_t *list)
+{
+	json_t *reg;
+	size_t i;
+	if (!json_array_size(list))
+		return;
+	page_html(pg, "<h3>Benchmark regressions</h3><ul class=\"bench-regressions\">");
+	json_array_foreach(list, i, reg) {
+		page_html(pg, "<li class=\"bench-regression\">");
+		page_text(pg, jstr(reg, "workload"));
+		page_html(pg, " on ");
+		page_text(pg, jstr(reg, "device"));
+		page_htmlf(pg, " at <code>%.12s</code>: %.1f%% slower than <code>%.12s</code> (median %.4g ms, was %.4g ms)</li>",
+			   jstr(reg, "commit"), json_real_value(json_object_get(reg, "slowerPct")), jstr(reg, "previousCommit"),
+			   json_real_value(json_object_get(reg, "medianMs")),
+			   json_real_value(json_object_get(reg, "previousMedianMs")));
+	}
+	page_html(pg, "</ul>");
+}
+
 /* A commit's matrix (JSON of builds_matrices) as a table. */
 static void matrix_table(struct page *pg, const struct repo_record *r, json_t *m, int writer, const char *back)
 {
@@ -162,15 +183,17 @@ static void matrix_table(struct page *pg, const struct repo_record *r, json_t *m
 	if (!json_array_size(json_object_get(m, "variants")))
 		page_html(pg, "<p class=\"muted\">No build of this commit.</p>");
 	else
-		page_html(pg, "<div class=\"table-wrap\"><table><thead><tr><th scope=\"col\">Variant</th>"
+		page_htmlf(pg, "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Builds of %.12s\">"
+			       "<table><thead><tr><th scope=\"col\">Variant</th>"
 			      "<th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Duration</th>"
 			      "<th scope=\"col\">Worker</th><th scope=\"col\">Attempt</th><th scope=\"col\">Error</th>"
-			      "<th scope=\"col\"></th></tr></thead><tbody>");
+			      "<th scope=\"col\"></th></tr></thead><tbody>", jstr(m, "commit"));
 	json_array_foreach(json_object_get(m, "variants"), i, cell)
 		matrix_row(pg, r, cell, writer, back);
 	if (json_array_size(json_object_get(m, "variants")))
 		page_html(pg, "</tbody></table></div>");
 	unbuildable_list(pg, m);
+	web_benchmark_regressions(pg, json_object_get(m, "benchmark_regressions"));
 	if (writer && json_is_object(json_object_get(m, "plan")))	/* a commit page with a plan */
 		build_missing_form(pg, r, jstr(m, "commit"), back);
 	page_html(pg, "</section>");
@@ -309,13 +332,40 @@ enum MHD_Result page_build_log(struct request *req)
 		page_htmlf(&pg, "<p class=\"muted\">The first %" PRId64 " of %" PRId64 " bytes; GET /api/builds/%" PRId64
 			       "/log?offset=%" PRId64 " reads on.</p>", next, length, id, next);
 	/* the author's build code wrote every byte: escaped, never markup */
-	page_html(&pg, "<pre id=\"build-log\" class=\"build-log\">");
+	page_html(&pg, "<pre id=\"build-log\" class=\"build-log\"");
+	enum build_state state = build_state_named(b.state);
+	if (state == BUILD_QUEUED || state == BUILD_RUNNING) {	/* build-log.js follows it from next */
+		page_html(&pg, " data-events=\"");
+		builds_path(&pg, &h->record);
+		page_htmlf(&pg, "/%" PRId64 "/log/events?offset=%" PRId64 "\"", id, next);
+		page_script(&pg, "build-log.js");
+	}
+	page_html(&pg, ">");
 	if (shown.len)
 		html_escape_n(&pg.main, shown.buf, shown.len);
 	page_html(&pg, "</pre>");
 	strbuf_release(&shown);
 	build_row_release(&b);
 	return page_send(&pg, 200);
+}
+
+enum MHD_Result page_build_log_events(struct request *req)
+{
+	struct build_row b;
+	enum MHD_Result result;
+	int64_t id;
+	if (load_build(req, &id, &b, &result) < 0)
+		return result;
+	build_row_release(&b);
+	/* a reconnecting EventSource sends the last event's id: the offset */
+	const char *at = request_header(req, "Last-Event-ID");
+	if (!at)
+		at = request_query(req, "offset");
+	char *end = NULL;
+	long long from = at ? strtoll(at, &end, 10) : 0;
+	if (at && (end == at || *end || from < 0))
+		return web_error_page(req, 400, "offset must be a byte offset");
+	return builds_log_follow(req, id, from, 1);
 }
 
 /* After a form: back where it came from (a path of this site), else the

@@ -85,7 +85,7 @@ static void versions_section(struct page *pg, struct repo_handle *h, const struc
 	if (!versions->count)
 		page_html(pg, "<p class=\"muted\">No <code>vN</code> version branches yet: clients load <code>main</code>.</p>");
 	else
-		page_html(pg, "<table id=\"versions\"><thead><tr><th scope=\"col\">Version</th><th scope=\"col\">Head commit</th>"
+		page_html(pg, SCROLL_REGION("Versions table") "<table id=\"versions\"><thead><tr><th scope=\"col\">Version</th><th scope=\"col\">Head commit</th>"
 			      "<th scope=\"col\">Date</th><th scope=\"col\">Title</th></tr></thead><tbody>");
 	for (size_t i = versions->count; i-- > 0;) {
 		const struct ref_item *v = &versions->items[i];
@@ -110,7 +110,7 @@ static void versions_section(struct page *pg, struct repo_handle *h, const struc
 		commit_log_release(&log);
 	}
 	if (versions->count)
-		page_html(pg, "</tbody></table>");
+		page_html(pg, "</tbody></table></div>");
 	if (repo_list_refs(h->git, &refs) == 0) {
 		page_html(pg, "<h3>Branches and tags</h3><ul class=\"refs\">");
 		for (size_t i = 0; i < refs.count; i++) {
@@ -363,7 +363,9 @@ static void matrix_group(struct page *pg, const struct repo_record *r, const cha
 		page_htmlf(pg, ", %zu missing", missing);
 	if (bad)
 		page_htmlf(pg, ", %zu that cannot load", bad);
-	page_html(pg, "</span></summary><div class=\"table-wrap\"><table><thead><tr><th scope=\"col\">Variant</th>"
+	page_html(pg, "</span></summary><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Variants: ");
+	page_text(pg, title);
+	page_html(pg, "\"><table><thead><tr><th scope=\"col\">Variant</th>"
 		      "<th scope=\"col\">Torch</th><th scope=\"col\">Backend version</th><th scope=\"col\">Arch</th>"
 		      "<th scope=\"col\">OS</th><th scope=\"col\" class=\"num\">Size</th><th scope=\"col\" "
 		      "class=\"num\">Downloads (30 d)</th><th scope=\"col\">Status</th><th scope=\"col\">Build</th></tr>"
@@ -396,7 +398,8 @@ static void variant_problems(struct page *pg, json_t **vjs, size_t n)
 		page_html(pg, "</ul>");
 }
 
-/* 1 when the table has a row of variant (indexed, or required and missing). */
+/* 1 when the table has a row of variant: indexed, or required and
+ * missing in a targeted group (missing_rows' rule). */
 static int table_has(const struct variant_rows *rows, json_t *compliance, const char *variant)
 {
 	size_t i, m;
@@ -404,10 +407,13 @@ static int table_has(const struct variant_rows *rows, json_t *compliance, const 
 	for (i = 0; i < rows->count; i++)
 		if (strcmp(rows->items[i].name, variant) == 0)
 			return 1;
-	json_array_foreach(json_object_get(compliance, "groups"), i, group)
+	json_array_foreach(json_object_get(compliance, "groups"), i, group) {
+		if (!json_is_true(json_object_get(group, "targeted")))
+			continue;
 		json_array_foreach(json_object_get(group, "missing"), m, name)
 			if (strcmp(json_string_value(name), variant) == 0)
 				return 1;
+	}
 	return 0;
 }
 
@@ -424,7 +430,7 @@ static void build_only_group(struct page *pg, const struct repo_record *r, const
 		return;
 	page_html(pg, "<details class=\"variant-group\" data-group=\"build-only\" open><summary>Built by the farm, not in ");
 	page_text(pg, label);
-	page_htmlf(pg, " <span class=\"status\">%zu variant%s</span></summary><div class=\"table-wrap\"><table><thead>"
+	page_htmlf(pg, " <span class=\"status\">%zu variant%s</span></summary>" SCROLL_REGION("Variants built by the farm") "<table><thead>"
 		       "<tr><th scope=\"col\">Variant</th><th scope=\"col\">Build</th></tr></thead><tbody>", n, n == 1 ? "" : "s");
 	json_array_foreach(cells, i, cell) {
 		const char *variant = json_string_value(json_object_get(cell, "variant"));
@@ -515,8 +521,8 @@ static void wil_table(struct page *pg, json_t *list, const char *id, const char 
 	json_t *v;
 	if (!json_array_size(list))
 		return;
-	page_htmlf(pg, "<div class=\"table-wrap\"><table id=\"%s\"><caption class=\"muted\">%s</caption><thead><tr>"
-		       "<th scope=\"col\">Variant</th><th scope=\"col\">%s</th></tr></thead><tbody>", id, caption,
+	page_htmlf(pg, "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"%s\"><table id=\"%s\"><caption class=\"muted\">%s</caption><thead><tr>"
+		       "<th scope=\"col\">Variant</th><th scope=\"col\">%s</th></tr></thead><tbody>", caption, id, caption,
 		   accepted ? "Rank" : "Reason");
 	json_array_foreach(list, i, v) {
 		page_html(pg, "<tr>");
@@ -723,11 +729,12 @@ static void charts_section(struct page *pg, const struct repo_record *r, const s
 		      "<p class=\"muted js-only\" id=\"bench-status\">Charts need JavaScript.</p>"
 		      "<h3>Latency by workload and GPU (ms)</h3><p class=\"muted\" id=\"latency-note\"></p>"
 		      "<div class=\"chart\" id=\"chart-latency\"></div>"
-		      "<h3>Speedup against the reference</h3><div class=\"table-wrap\" id=\"bench-speedup\"></div>"
+		      "<h3>Speedup against the reference</h3><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" "
+		      "aria-label=\"Speedup\" id=\"bench-speedup\"></div>"
 		      "<h3>History over versions (ms)</h3><div class=\"chart\" id=\"chart-history\"></div>"
 		      "<h3>Compare two revisions</h3><form class=\"env\" id=\"bench-compare\"><div><label for=\"cmp-a\">"
 		      "Revision A</label><select id=\"cmp-a\"></select></div><div><label for=\"cmp-b\">Revision B</label>"
-		      "<select id=\"cmp-b\"></select></div></form><div class=\"table-wrap\" id=\"bench-compare-table\"></div>"
+		      "<select id=\"cmp-b\"></select></div></form><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Revision comparison\" id=\"bench-compare-table\"></div>"
 		      "</section><section aria-labelledby=\"dl-h\" id=\"downloads\" data-endpoint=\"");
 	repo_path(pg, r, "/-/downloads");
 	page_html(pg, "\"><h2 id=\"dl-h\">Downloads per variant per day</h2><form class=\"env\" id=\"dl-form\"><div>"
@@ -735,6 +742,49 @@ static void charts_section(struct page *pg, const struct repo_record *r, const s
 		      "<option value=\"7\">7 days</option><option value=\"30\" selected>30 days</option>"
 		      "<option value=\"90\">90 days</option><option value=\"365\">365 days</option></select></div></form>"
 		      "<div class=\"chart\" id=\"chart-downloads\"></div></section>");
+}
+
+/* The hub's own measurements (farm runs: source "farm"), newest first,
+ * apart from the users' runs the charts draw. */
+static void farm_section(struct page *pg, const struct repo_record *r)
+{
+	struct benchmark_filter f = { .source = "farm", .limit = 20 };
+	struct benchmark_rows res;
+	page_html(pg, "<section aria-labelledby=\"farm-h\" id=\"farm-benchmarks\"><h2 id=\"farm-h\">Farm benchmarks</h2>");
+	if (db_benchmark_rows(r->id, &f, &res) < 0) {
+		page_db_problem(pg);
+		page_html(pg, "</section>");
+		return;
+	}
+	if (res.count == 0) {
+		page_html(pg, "<p class=\"muted\">The hub has not measured this kernel yet.</p></section>");
+		benchmark_rows_release(&res);
+		return;
+	}
+	json_t *regs = NULL;
+	if (benchmark_regressions_json(r->id, NULL, &regs) == 0)
+		web_benchmark_regressions(pg, regs);
+	json_decref(regs);
+	page_html(pg, "<p class=\"muted\">Measured by the hub's benchmark workers on known devices.</p>"
+		      "<div class=\"table-wrap\"><table class=\"farm-runs\"><thead><tr><th>Device</th><th>Commit</th>"
+		      "<th>Workload</th><th>Mean (ms)</th><th>Std (ms)</th><th>Worker</th></tr></thead><tbody>");
+	for (size_t i = 0; i < res.count; i++) {
+		const struct benchmark_row *b = &res.items[i];
+		char commit[13];
+		snprintf(commit, sizeof(commit), "%s", b->commit);
+		page_html(pg, "<tr>");
+		page_cell(pg, "<td class=\"farm-device\">", b->gpu);
+		page_html(pg, "<td><code>");
+		page_text(pg, commit);
+		page_html(pg, "</code></td>");
+		page_cell(pg, "<td>", b->workload);
+		page_cell(pg, "<td>", b->mean);
+		page_cell(pg, "<td>", b->std);
+		page_cell(pg, "<td>", b->submitter);
+		page_html(pg, "</tr>");
+	}
+	page_html(pg, "</tbody></table></div></section>");
+	benchmark_rows_release(&res);
 }
 
 /* The build column's matrix: of main's head, else of the newest commit
@@ -780,6 +830,7 @@ static int kernel_sections(struct page *pg, struct request *req, struct repo_han
 	versions_section(pg, h, versions);
 	readme_section(pg, h, sha, readme, &card);
 	charts_section(pg, &h->record, versions);
+	farm_section(pg, &h->record);
 	json_decref(compliance);
 	kernel_card_release(&card);
 	free(readme);

@@ -252,7 +252,7 @@ enum MHD_Result page_kernels(struct request *req)
 	}
 	page_htmlf(&pg, "<p class=\"muted\" id=\"result-count\" aria-live=\"polite\">%ld kernel%s</p>", lp.total,
 		   lp.total == 1 ? "" : "s");
-	page_html(&pg, "<div class=\"table-wrap\"><table id=\"kernels\"><caption class=\"muted\">Kernels matching the "
+	page_html(&pg, SCROLL_REGION("Kernels table") "<table id=\"kernels\"><caption class=\"muted\">Kernels matching the "
 		       "filters</caption><thead><tr><th scope=\"col\">Kernel</th><th scope=\"col\">Versions</th>"
 		       "<th scope=\"col\">Backends</th><th scope=\"col\" class=\"num\">Downloads</th>"
 		       "<th scope=\"col\" class=\"num\">Last 7 days, 14-day trend</th><th scope=\"col\">Updated</th></tr></thead><tbody>");

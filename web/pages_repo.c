@@ -180,7 +180,7 @@ static void listing_table(struct page *pg, struct repo_handle *h, const char *re
 		names[i] = base_name(listing->entries[i].path);
 	if (n && repo_last_commits(h->git, sha, dir, names, n, LAST_COMMIT_WALK, last, &complete) < 0)
 		memset(last, 0, n * sizeof(*last));
-	page_html(pg, "<div class=\"table-wrap\"><table id=\"files\"><thead><tr><th scope=\"col\">Name</th>"
+	page_html(pg, SCROLL_REGION("Files table") "<table id=\"files\"><thead><tr><th scope=\"col\">Name</th>"
 		      "<th scope=\"col\" class=\"num\">Size</th><th scope=\"col\">Last commit</th></tr></thead><tbody>");
 	for (size_t i = 0; i < n; i++)
 		file_row(pg, &h->record, ref, &listing->entries[i], &last[i]);

@@ -50,6 +50,8 @@ const struct route web_routes[] = {
 	  ACCESS_REPO_READ },
 	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/builds/{arg}/log", page_build_log, ROUTE_PAGE, REPO_KERNEL,
 	  NULL, ACCESS_REPO_READ },
+	{ METHOD_GET, "/kernels/{ns}/{name}/builds/{arg}/log/events", page_build_log_events, ROUTE_PAGE, REPO_KERNEL,
+	  NULL, ACCESS_REPO_READ },
 	{ METHOD_POST, "/kernels/{ns}/{name}/builds", page_builds_enqueue, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_REPO_WRITE },
 	{ METHOD_POST, "/kernels/{ns}/{name}/builds/{arg}/cancel", page_build_cancel, ROUTE_PAGE | ROUTE_BODY,

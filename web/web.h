@@ -61,4 +61,13 @@ struct markdown_bases {
  * dropped). Appends to out; 0, or -1 when the parser failed. */
 int markdown_render_safe(const char *text, size_t len, const struct markdown_bases *bases, struct strbuf *out);
 
+/* ---- Syntax highlighting (web/highlight.c) ---------------------------------- */
+
+/* Append text (len bytes, any bytes) to out as HTML-escaped code, with
+ * <span class="tok-kw|str|com|num|meta|key"> around the tokens of lang: the
+ * first word of a fence's info string (python, c, cpp, cuda, sh, bash, json,
+ * toml and their usual aliases; case-insensitive). 1 when lang is known, 0
+ * when not (then the text is only escaped). No <pre>/<code> around it. */
+int highlight_code(const char *lang, const char *text, size_t len, struct strbuf *out);
+
 #endif

@@ -28,6 +28,13 @@ const char *web_static_url(const char *static_name);
 
 /* ---- the page being built (web/html.c) -------------------------------------- */
 
+/* The opening tag of a wide table's or code's own scrolling region: on a
+ * phone it scrolls sideways, not the page, and takes the keyboard focus so
+ * it can be scrolled without a mouse. label: a C string literal, unique on
+ * the page (it names the region landmark). Close with </div> or </pre>. */
+#define SCROLL_REGION(label) "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"" label "\">"
+#define SCROLL_PRE(label) "<pre tabindex=\"0\" role=\"region\" aria-label=\"" label "\">"
+
 struct page {
 	struct request *req;
 	struct strbuf main;		/* the <main> content, HTML */
@@ -161,6 +168,9 @@ void repo_page_markdown(struct page *pg, const struct repo_record *r, const char
 			const char *dir, const char *text);
 enum MHD_Result page_builds(struct request *req);		/* web/pages_builds.c */
 enum MHD_Result page_build_log(struct request *req);
+/* The log page's live stream (server-sent events, api.h's
+ * builds_log_follow) from ?offset= or Last-Event-ID. */
+enum MHD_Result page_build_log_events(struct request *req);
 enum MHD_Result page_builds_enqueue(struct request *req);
 enum MHD_Result page_build_cancel(struct request *req);
 enum MHD_Result page_build_retry(struct request *req);
@@ -174,6 +184,10 @@ int web_caller_writes(struct request *req);
 void build_status_html(struct page *pg, json_t *cell);
 void build_actions_html(struct page *pg, const struct repo_record *r, json_t *cell, const char *back);
 void build_missing_form(struct page *pg, const struct repo_record *r, const char *commit, const char *back);
+/* The farm benchmarks' regressions (rows of benchmark_regressions_json;
+ * nothing when list is empty or NULL) as a list: the matrix and the kernel
+ * page's Farm benchmarks section. */
+void web_benchmark_regressions(struct page *pg, json_t *list);
 
 /* The kernel pages' header and tabs (web/pages_kernels.c). */
 void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab);

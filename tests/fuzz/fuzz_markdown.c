@@ -1,7 +1,7 @@
 /* fuzz_markdown.c -- fuzz the web UI's README renderer: whatever the input,
  * the HTML it gives has no script, no event handler, no raw HTML the input
  * brought in, and no link or image with a scheme other than http(s) or
- * mailto. */
+ * mailto; and the code highlighter writes no tag but its own spans. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +29,27 @@ static void check_urls(const char *html, const char *attr, int web)
 	}
 }
 
+/* The highlighter (README code blocks) on the same bytes, in each language:
+ * every '<' it writes opens or closes one of its own spans. */
+static void check_highlight(const unsigned char *data, size_t size)
+{
+	static const char *const langs[] = { "python", "cuda", "sh", "json", "toml", "none" };
+	struct strbuf out = STRBUF_INIT;
+	highlight_code(langs[size % 6], (const char *)data, size, &out);
+	size_t spans = 0, quotes = 0;
+	for (const char *p = out.buf ? strchr(out.buf, '<') : NULL; p; p = strchr(p + 1, '<')) {
+		assert(strncmp(p, "<span class=\"tok-", 17) == 0 || strncmp(p, "</span>", 7) == 0);
+		spans += p[1] == 's';
+	}
+	for (const char *p = out.buf ? strchr(out.buf, '"') : NULL; p; p = strchr(p + 1, '"'))
+		quotes++;
+	assert(quotes == 2 * spans);	/* the code's own quotes are all &quot; */
+	strbuf_release(&out);
+}
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
+	check_highlight(data, size);
 	struct strbuf out = STRBUF_INIT;
 	static const struct markdown_bases bases = { "prefix/", "prefix/" };
 	if (markdown_render_safe((const char *)data, size, size % 2 ? &bases : NULL, &out) == 0 && out.buf) {

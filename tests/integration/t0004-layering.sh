@@ -29,16 +29,12 @@ check "http/http.h is the HTTP layer's one header" -- test "$(ls http/*.h)" = "h
 hits=$(grep -rn '"\(BEGIN\|COMMIT\|ROLLBACK\)"' storage accounts api http server farm mirror sync | grep -v '^storage/db\.c:')
 is "$hits" "" "transactions only through db_tx_begin/db_tx_commit/db_tx_rollback"
 # Responses are built in http/ only: handlers describe an answer (struct
-# answer) and http/answer.c makes, heads and queues it. The allow-list holds
-# the files not converted yet; it only shrinks (a file listed with no call
-# left must leave the list).
+# answer) and http/answer.c makes, heads and queues it. No file outside
+# http/ makes, heads or queues a response, or hands one to respond().
 mhd_response='MHD_\(create_response_[a-z_0-9]*\|queue_response\|add_response_header\|del_response_header\|destroy_response\)\b'
-mhd_allowed='api/builds.c api/builds_source.c api/builds_worker.c'
 hits=$(grep -rn "$mhd_response" --include='*.[ch]' --exclude-dir=build-deb . 2>/dev/null | sed 's|^\./||' | grep -v '^http/\|^tests/\|node_modules/')
-for f in $mhd_allowed; do hits=$(printf '%s\n' "$hits" | grep -v "^$f:"); done
-hits=$(printf '%s\n' "$hits" | sed '/^$/d')
-is "$hits" "" "no libmicrohttpd response call (create, add/del header, queue, destroy) outside http/ (allow-list: $mhd_allowed)"
-stale=""
-for f in $mhd_allowed; do grep -q "$mhd_response" "$f" || stale="$stale $f"; done
-is "$stale" "" "every allow-listed file still makes a response itself (else drop it from the list)"
+is "$hits" "" "no libmicrohttpd response call (create, add/del header, queue, destroy) outside http/"
+hits=$(grep -rn '\b\(respond\|respond_queue\|respond_and_memo\|respond_add_fixed_headers\|http_file_response\)(' \
+	--include='*.c' accounts api server farm mirror sync web kernel common 2>/dev/null)
+is "$hits" "" "no respond(), respond_queue(), respond_and_memo(), respond_add_fixed_headers() or http_file_response() outside http/"
 done_testing

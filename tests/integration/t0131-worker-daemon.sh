@@ -68,15 +68,15 @@ api() {	# api METHOD PATH [curl args]: status in $STATUS, body in $B
 	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$@" \
 		"$KHUB_URL$path")
 }
-json() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$B" 2>/dev/null; }
-build_field() {	# build_field ID EXPR: a field of GET /api/builds/ID
+json() { jq -r "$@" "$B" 2>/dev/null; }	# json JQ-FILTER [jq args]: on the last body
+build_field() {	# build_field ID JQ-FILTER: a field of GET /api/builds/ID
 	api GET "/api/builds/$1"
 	json "$2"
 }
 wait_state() {	# wait_state ID STATE SECONDS: 0 once the build is in STATE
 	local i
 	for i in $(seq 1 $(($3 * 5))); do
-		[ "$(build_field "$1" 'd["state"]')" = "$2" ] && return 0
+		[ "$(build_field "$1" '.state')" = "$2" ] && return 0
 		sleep 0.2
 	done
 	return 1
@@ -84,7 +84,7 @@ wait_state() {	# wait_state ID STATE SECONDS: 0 once the build is in STATE
 publications() {	# publications ID: commits on v1 naming build #ID
 	api GET "/api/kernels/acme/relu/commits/v1?limit=1000"
 	[ "$STATUS" = 200 ] || { echo 0; return; }
-	json "sum(1 for c in d if '(build #$1)' in c['title'])"
+	json --arg t "(build #$1)" '[.[] | select(.title | contains($t))] | length'
 }
 # the queued build of commit SHA for $VARIANT (waits for the push trigger)
 queued_build() {
@@ -92,8 +92,8 @@ queued_build() {
 	for i in $(seq 1 1500); do
 		api GET "/api/kernels/acme/relu/builds?limit=100"
 		local id
-		id=$(json "[b['id'] for b in d['builds'] if b['commit'] == '$1' and b['variant'] == '$VARIANT'][0]" 2>/dev/null)
-		[ -z "$id" ] && id=$(json "[b['id'] for b in d if b['commit'] == '$1' and b['variant'] == '$VARIANT'][0]")
+		id=$(json --arg c "$1" --arg v "$VARIANT" \
+			'(if type == "object" then .builds else . end) | map(select(.commit == $c and .variant == $v)) | .[0].id // empty')
 		[ -n "$id" ] && { echo "$id"; return 0; }
 		sleep 0.2
 	done
@@ -133,7 +133,7 @@ is "$STATUS" 200 "buildOnPush turned off for the rest of the test"
 enqueue() {	# enqueue SHA [force]: one build of $VARIANT, its id
 	api POST /api/kernels/acme/relu/builds -H 'Content-Type: application/json' \
 		-d "{\"revision\": \"$1\", \"variants\": [\"$VARIANT\"], \"force\": ${2:-false}}"
-	json 'd["builds"][0]["id"]'
+	json '.builds[0].id // empty'
 }
 push() {	# push BRANCH: the clone's BRANCH to khub (main may have moved: the farm publishes README.md)
 	git pull -q --rebase origin main >/dev/null 2>&1
@@ -144,10 +144,10 @@ push() {	# push BRANCH: the clone's BRANCH to khub (main may have moved: the far
 start=$(date +%s.%N)
 worker w1 --once
 is "$?" 0 "khub-worker --once ran the queue dry"
-diag "build took $(/usr/bin/python3 -c "print(round($(date +%s.%N) - $start, 1))") s end to end"
+diag "build took $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s end to end"
 like "$(cat "$W/w1.log")" "claimed build #$ID1 $VARIANT acme/relu@${SHA1:0:12}" "its log: claimed build #$ID1"
 like "$(cat "$W/w1.log")" "published build #$ID1 $VARIANT acme/relu@${SHA1:0:12} on v1" "its log: published on v1"
-is "$(build_field "$ID1" 'd["state"]')" succeeded "build #$ID1 succeeded"
+is "$(build_field "$ID1" '.state')" succeeded "build #$ID1 succeeded"
 api GET "/api/builds/$ID1/log"
 is "$STATUS" 200 "its log can be read"
 like "$(cat "$B")" "\[khub-worker\] build $ID1 of acme/relu@$SHA1 on worker w1" "the log starts with the worker's line"
@@ -156,7 +156,7 @@ LOG_LEN=$(grep -i '^x-log-length:' "$H" | tr -d '\r' | cut -d' ' -f2)
 is "$LOG_LEN" "$(stat -c %s "$B")" "X-Log-Length is the whole log (no chunk lost or doubled)"
 api GET "/api/kernels/acme/relu/tree/v1/build/$VARIANT"
 is "$STATUS" 200 "build/$VARIANT/ is on v1"
-like "$(json '[f["path"] for f in d]')" "build/$VARIANT/metadata.json" "with its metadata.json"
+like "$(json '.[].path')" "build/$VARIANT/metadata.json" "with its metadata.json"
 is "$(publications "$ID1")" 1 "published exactly once"
 is "$(ls "$W/work/w1" | grep -c '^build-')" 0 "the scratch directory is gone"
 
@@ -189,7 +189,7 @@ WPID=$!
 CHILD=
 for _ in $(seq 1 1200); do	# the daemon probes its toolchain (imports torch) first: slow on a busy machine
 	CHILD=$(pgrep -P "$WPID" | head -1)
-	[ -n "$CHILD" ] && [ "$(build_field "$ID2" 'd["state"]')" = running ] && break
+	[ -n "$CHILD" ] && [ "$(build_field "$ID2" '.state')" = running ] && break
 	sleep 0.25
 done
 ok $([ -n "$CHILD" ]; echo $?) "w1 claimed build #$ID2 and started its build process"
@@ -210,14 +210,14 @@ done
 is "$gone" 0 "SIGKILL of the worker takes its build's processes down"
 wait_state "$ID2" queued 300
 ok $? "the lease expired: build #$ID2 is queued again"
-is "$(build_field "$ID2" 'd["attempt"]')" 1 "with its attempt counted"
+is "$(build_field "$ID2" '.attempt')" 1 "with its attempt counted"
 for _ in $(seq 1 60); do
 	worker w2 --once
-	st=$(build_field "$ID2" 'd["state"]')
+	st=$(build_field "$ID2" '.state')
 	[ "$st" = succeeded ] || [ "$st" = failed ] && break
 	sleep 1
 done
-is "$(build_field "$ID2" 'd["state"]')" succeeded "w2 completed build #$ID2"
+is "$(build_field "$ID2" '.state')" succeeded "w2 completed build #$ID2"
 like "$(cat "$W/w2.log")" "claimed build #$ID2 .*\(attempt 2 of [0-9]+\)" "on its second attempt"
 # the log keeps both attempts whole and apart: khub's line starts each, and
 # the second attempt's first bytes are there (not dropped as "already sent")
@@ -249,7 +249,7 @@ start_daemon() {	# start_daemon NAME ID: a daemon in the background ($WPID) once
 	CHILD=
 	for _ in $(seq 1 1200); do	# bounded; the toolchain probe comes first
 		CHILD=$(pgrep -P "$WPID" | head -1)
-		[ -n "$CHILD" ] && [ "$(build_field "$2" 'd["state"]')" = running ] && return 0
+		[ -n "$CHILD" ] && [ "$(build_field "$2" '.state')" = running ] && return 0
 		sleep 0.25
 	done
 	return 1
@@ -272,7 +272,7 @@ for _ in $(seq 1 1200); do pgrep -g "$CHILD" >/dev/null || { gone=0; break; }; s
 is "$gone" 0 "the worker killed the canceled build's process group at its next heartbeat"
 for _ in $(seq 1 1200); do grep -q "canceled build #$ID3" "$W/w1.log" && break; sleep 0.1; done
 like "$(cat "$W/w1.log")" "canceled build #$ID3 " "and logged it"
-is "$(build_field "$ID3" 'd["state"]')/$(publications "$ID3")" canceled/0 "build #$ID3 canceled, nothing published"
+is "$(build_field "$ID3" '.state')/$(publications "$ID3")" canceled/0 "build #$ID3 canceled, nothing published"
 api GET "/api/builds/$ID3/log"
 like "$(cat "$B")" '\[khub-worker\] canceled; build killed' "its log ends with the worker's note"
 for _ in $(seq 1 1200); do [ "$(ls "$W/work/w1" | grep -c '^build-')" = 0 ] && break; sleep 0.1; done
@@ -280,8 +280,8 @@ is "$(ls "$W/work/w1" | grep -c '^build-')" 0 "its scratch directory is gone"
 
 # SIGTERM twice: the build is killed and given back, its attempt not counted
 ID4=$(enqueue "$SHA2" true)
-for _ in $(seq 1 1200); do [ "$(build_field "$ID4" 'd["state"]')" = running ] && break; sleep 0.1; done
-ok $([ "$(build_field "$ID4" 'd["state"]')" = running ]; echo $?) "the idle daemon claimed build #$ID4"
+for _ in $(seq 1 1200); do [ "$(build_field "$ID4" '.state')" = running ] && break; sleep 0.1; done
+ok $([ "$(build_field "$ID4" '.state')" = running ]; echo $?) "the idle daemon claimed build #$ID4"
 for _ in $(seq 1 1200); do CHILD=$(pgrep -P "$WPID" | head -1); [ -n "$CHILD" ] && break; sleep 0.1; done
 kill -TERM "$WPID"
 sleep 0.5
@@ -293,7 +293,7 @@ ok $? "a second SIGTERM ends it (the build killed, not waited for)"
 is "$EXIT" 0 "exit status 0"
 ok $( ! pgrep -g "$CHILD" >/dev/null; echo $?) "no process of the build is left"
 like "$(cat "$W/w1.log")" "released build #$ID4 " "the worker released build #$ID4"
-is "$(build_field "$ID4" 'd["state"]')/$(build_field "$ID4" 'd["attempt"]')" queued/0 \
+is "$(build_field "$ID4" '.state')/$(build_field "$ID4" '.attempt')" queued/0 \
 	"build #$ID4 is queued again, no attempt counted"
 
 # SIGTERM once: the running build finishes and is published, then the daemon exits
@@ -304,8 +304,8 @@ exited_within "$WPID" 300
 ok $? "after one SIGTERM the daemon exits once the build is done"
 is "$EXIT" 0 "exit status 0"
 # a rebuild of SHA2, which build #$ID2 published: the same bytes, nothing new on v1
-is "$(build_field "$ID4" 'd["state"]')/$(publications "$ID4")" succeeded/0 "build #$ID4 finished; nothing published again"
-like "$(build_field "$ID4" 'd["note"]')" "^identical to published commit [0-9a-f]{40}\$" "it is identical to the published commit"
+is "$(build_field "$ID4" '.state')/$(publications "$ID4")" succeeded/0 "build #$ID4 finished; nothing published again"
+like "$(build_field "$ID4" '.note')" "^identical to published commit [0-9a-f]{40}\$" "it is identical to the published commit"
 like "$(cat "$W/w1.log")" "signal 15: no more claims" "the worker logged that it stopped claiming"
 
 # ---- two workers, one queue ---------------------------------------------------------------------------
@@ -334,7 +334,7 @@ is "$(comm -12 <(echo "$C1") <(echo "$C2") | grep -c .)" 0 "no build was claimed
 is "$(printf '%s\n%s\n' "$C1" "$C2" | grep . | sort -n | tr '\n' ' ')" "$(echo $IDS | tr ' ' '\n' | sort -n | tr '\n' ' ')" \
 	"between them they built each job once"
 for id in $IDS; do
-	is "$(build_field "$id" 'd["state"]')/$(publications "$id")" succeeded/1 "build #$id succeeded, published once"
+	is "$(build_field "$id" '.state')/$(publications "$id")" succeeded/1 "build #$id succeeded, published once"
 done
 # ---- abi_policy = enforce: the Debian toolchain's GLIBC_2.32 symbol refuses it -------------------------
 V1_HEAD=$(git ls-remote "$REMOTE" refs/heads/v1 | cut -f1)
@@ -342,9 +342,9 @@ khub_stop
 KHUB_ABI_POLICY=enforce khub_start
 ID5=$(enqueue "$SHA2" true)
 worker w1 --once
-is "$(build_field "$ID5" 'd["state"]')" failed "abi_policy=enforce: the build with ABI violations failed"
-like "$(build_field "$ID5" 'd["error"]')" "ABI" "its error names the ABI check"
-like "$(build_field "$ID5" 'd["abi_report"]["text"]')" "GLIBC: 2.32" "its ABI report is kept and names the symbol version"
+is "$(build_field "$ID5" '.state')" failed "abi_policy=enforce: the build with ABI violations failed"
+like "$(build_field "$ID5" '.error')" "ABI" "its error names the ABI check"
+like "$(build_field "$ID5" '.abi_report.text')" "GLIBC: 2.32" "its ABI report is kept and names the symbol version"
 is "$(git ls-remote "$REMOTE" refs/heads/v1 | cut -f1)" "$V1_HEAD" "nothing was published: v1 did not move"
 is "$(publications "$ID5")" 0 "no commit names build #$ID5"
 done_testing

@@ -137,7 +137,7 @@ api GET "/api/builds/$ID/log"
 cp "$B" "$TEST_DIR/build.log"
 like "$(cat "$TEST_DIR/build.log")" "against torch $TORCH, a cpu build, not a ROCm torch build \(rocm_from_hipcc\)" \
 	"the build log says the variant is compiled against a CPU torch, not a ROCm one"
-like "$(cat "$TEST_DIR/build.log")" '\+ [^ ]*hipcc .*--offload-arch=gfx1030 --offload-arch=gfx90a .*-x hip .*relu_kernel\.cu' \
+like "$(cat "$TEST_DIR/build.log")" '\+ ([^ ]*ccache )?[^ ]*hipcc .*--offload-arch=gfx1030 --offload-arch=gfx90a .*-x hip .*relu_kernel\.cu' \
 	"hipcc compiled the example's HIP kernel for the archs it can target"
 like "$(cat "$TEST_DIR/build.log")" 'linking without torch_hip and c10_hip' "and the link says why torch_hip is not linked"
 B=$TEST_DIR/build.json

@@ -26,7 +26,7 @@ api() {	# api TOKEN METHOD PATH [BODY [CONTENT-TYPE]] -> $ST, body in $B
 	[ -n "${4-}" ] && args+=(-H "Content-Type: ${5:-application/json}" --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { jq -rc "$1" "$B" 2>/dev/null; }	# j JQ-FILTER: on the last body
 b64() { base64 -w0 "$@"; }
 enqueue() { api "$ALICE" POST /api/kernels/acme/relu/builds "{\"source\":{\"url\":\"$1\",\"revision\":\"main\"},\"variants\":[\"$V\"]}"; }
 sources_left() { ls -A "$KHUB_DATA_DIR/build-sources" 2>/dev/null | tr '\n' ' '; }
@@ -59,19 +59,19 @@ for url in "$KHUB_URL/acme/upstream" "http://[::1]:$KHUB_PORT/acme/upstream" \
 	"http://0.0.0.0:$KHUB_PORT/acme/upstream" "http://100.64.0.1/x" "git://127.0.0.1:1/x.git" \
 	"https://127.0.0.1:$KHUB_PORT/acme/upstream" "http://[fe80::1]:80/x" "http://224.0.0.1/x"; do
 	enqueue "$url"
-	like "$ST $(j 'd["error"]')" "^422 cannot fetch .*(loopback, private, link-local or reserved)" "$url is refused: $(j 'd["error"]' | cut -c1-80)…"
+	like "$ST $(j '.error')" "^422 cannot fetch .*(loopback, private, link-local or reserved)" "$url is refused: $(j '.error' | cut -c1-80)…"
 done
 is "$(sources_left)" "" "nothing left under build-sources/ after the refused fetches"
 
 enqueue "http://localhost:$KHUB_PORT/acme/upstream"
 is "$ST" 202 "an allow-listed host name (localhost) is fetched although it is loopback"
 is "$(sources_left | wc -w)" 1 "… into one bare repo under build-sources/"
-api "$ALICE" POST "/api/builds/$(j 'd["builds"][0]["id"]')/cancel" '{}'
+api "$ALICE" POST "/api/builds/$(j '.builds[0].id')/cancel" '{}'
 
 RPORT=$(free_port)
 tarpit redir redirect "$RPORT" "$KHUB_URL/acme/upstream"
 enqueue "http://127.0.0.2:$RPORT/acme/upstream"
-like "$ST $(j 'd["error"]')" "^422 cannot fetch .*127\\.0\\.0\\.1.*(loopback, private, link-local or reserved)" \
+like "$ST $(j '.error')" "^422 cannot fetch .*127\\.0\\.0\\.1.*(loopback, private, link-local or reserved)" \
 	"an allow-listed upstream that redirects to a loopback address is refused at the redirect"
 is "$(sources_left | wc -w)" 1 "… and leaves no bare repo behind"
 
@@ -109,19 +109,19 @@ touch "$KHUB_DATA_DIR/build-sources/0123456789abcdef01234567.git.new-AbC123/obje
 khub_start
 is "$(sources_left | wc -w)" 1 "a restart removes what a fetch cut short by a crash left"
 enqueue "http://localhost:$KHUB_PORT/acme/upstream"
-like "$ST $(j 'd["error"]')" "^422 cannot fetch .*localhost resolves to .*(loopback, private, link-local or reserved)" \
+like "$ST $(j '.error')" "^422 cannot fetch .*localhost resolves to .*(loopback, private, link-local or reserved)" \
 	"a host name is checked on the addresses DNS gives (localhost, no longer allow-listed, is refused)"
 rm -f "$TEST_DIR/silent/release"
 enqueue "http://127.0.0.2:$TP/c.git"
-like "$ST $(j 'd["error"]')" "^422 cannot fetch .*too slow: 0 bytes in 3 s" "a silent upstream fails the low-speed limit, with the reason"
+like "$ST $(j '.error')" "^422 cannot fetch .*too slow: 0 bytes in 3 s" "a silent upstream fails the low-speed limit, with the reason"
 TR=$(free_port)
 tarpit trickle trickle "$TR" 0.5
 enqueue "http://127.0.0.2:$TR/d.git"
-like "$ST $(j 'd["error"]')" "^422 cannot fetch .*too slow: [0-9]+ bytes in 3 s" "an upstream trickling a byte every half second fails the low-speed limit"
+like "$ST $(j '.error')" "^422 cannot fetch .*too slow: [0-9]+ bytes in 3 s" "an upstream trickling a byte every half second fails the low-speed limit"
 FL=$(free_port)
 tarpit flood flood "$FL" 2000
 enqueue "http://127.0.0.2:$FL/e.git"
-like "$ST $(j 'd["error"]')" "^422 cannot fetch .*longer than build_source_deadline_s \\(8 s\\)" \
+like "$ST $(j '.error')" "^422 cannot fetch .*longer than build_source_deadline_s \\(8 s\\)" \
 	"an upstream sending an endless answer fast enough for the low-speed limit fails at the deadline"
 is "$(sources_left | wc -w)" 1 "still nothing left behind"
 stop_tarpits

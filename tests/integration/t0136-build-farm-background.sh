@@ -69,7 +69,7 @@ api() {
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { jq -rc "$1" "$B" 2>/dev/null; }	# j JQ-FILTER: on the last body
 metric() { curl -s -H "Authorization: Bearer $ROOT" "$KHUB_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 reg() {	# reg TOKEN CONCURRENCY
 	api "$1" POST /api/workers/register "{\"version\":\"t\",\"concurrency\":$2,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V1\",\"$V2\",\"$V4\"]}]}"
@@ -83,11 +83,11 @@ is "$ST" 200 "w1 and w2 register (concurrency 2)"
 
 # ---- (1) one tar for two workers on one commit, made off the request thread ----------------
 enqueue big "[\"$V1\",\"$V2\"]"
-is "$ST $(j 'len(d["builds"])')" "202 2" "two jobs of acme/big's main ($V1, $V2)"
+is "$ST $(j '.builds | length')" "202 2" "two jobs of acme/big's main ($V1, $V2)"
 claim "$W1" "[\"$V1\"]"
-J1=$(j 'd["build"]["id"]')
+J1=$(j '.build.id')
 claim "$W2" "[\"$V2\"]"
-J2=$(j 'd["build"]["id"]')
+J2=$(j '.build.id')
 like "$J1/$J2" '^[0-9]+/[0-9]+$' "w1 holds $J1, w2 holds $J2"
 beat "$W1" "$J1"
 BEAT1=$!
@@ -115,7 +115,7 @@ sleep 0.05
 META=$(curl -s -o "$B" -m 20 -w '%{http_code} %{time_total}' -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$J1")
 kill -0 $PA 2>/dev/null && kill -0 $PB 2>/dev/null
 a_running=$?
-is "${META%% *} $(j 'd["state"]') $a_running" "200 running 0" \
+is "${META%% *} $(j '.state') $a_running" "200 running 0" \
 	"GET /api/builds/$J1 answered (in ${META#* } s) on the one request thread while both source requests still wait"
 INFO=$(curl -s -o /dev/null -m 20 -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/kernels/acme/small")
 kill -0 $PA 2>/dev/null
@@ -163,9 +163,9 @@ khub_start
 test ! -e "$CACHE/$REPO_ID-$BIG_SHA.tar"
 ok $? "restarted with build_source_cache_mb = 1: the big tar is trimmed away"
 enqueue small "[\"$V4\"]"
-JS=$(j 'd["builds"][0]["id"]')
+JS=$(j '.builds[0].id')
 claim "$W1" "[\"$V4\"]"
-is "$(j 'd["build"]["id"]')" "$JS" "w1 claims a job of acme/small"
+is "$(j '.build.id')" "$JS" "w1 claims a job of acme/small"
 mkdir -p "$TEST_DIR/small"
 curl -s -H "Authorization: Bearer $W1" "$KHUB_URL/api/builds/$JS/source" | tar -xf - -C "$TEST_DIR/small"
 is "$(cat "$TEST_DIR/small/small.py") $(metric khub_build_source_tars_made_total)" "x = 1 1" "its source tar is made"
@@ -174,28 +174,28 @@ ok $? "… and cached"
 
 # ---- (2) a lapsed lease is requeued with nobody claiming ---------------------------------------
 api "$ROOT" GET /api/admin/workers
-HB1=$(j '[w["last_heartbeat"] for w in d["workers"] if w["name"] == "w1"][0]')
-is "$(j '[[x["id"] for x in w["jobs"]] for w in d["workers"] if w["name"] == "w1"][0]')" "[$JS]" "the admin list shows $JS on w1"
+HB1=$(j '.workers[] | select(.name == "w1") | .last_heartbeat')
+is "$(j '.workers[] | select(.name == "w1") | [.jobs[].id]')" "[$JS]" "the admin list shows $JS on w1"
 api "$ALICE" GET "/api/builds/$JS"
-is "$(j 'd["state"], d["worker"]')" "('running', 'w1')" "w1 goes silent holding $JS (lease 20 s: long enough for a saturated machine to ask)"
+is "$(j '"\(.state) \(.worker)"')" "running w1" "w1 goes silent holding $JS (lease 20 s: long enough for a saturated machine to ask)"
 state=
 for _ in $(seq 1 1200); do	# bounded, not a margin: the timer's turn comes later on a busy machine
 	sleep 0.25
 	api "$ALICE" GET "/api/builds/$JS"
-	state=$(j 'd["state"]')
+	state=$(j '.state')
 	[ "$state" = queued ] && break
 done
-is "$(j 'd["state"], d["attempt"], d["worker"], d["lease_expires_at"]')" "('queued', 1, None, None)" \
+is "$(j '"\(.state) \(.attempt) \(.worker) \(.lease_expires_at) \(has("worker") and has("lease_expires_at"))"')" "queued 1 null null true" \
 	"polling GET /api/builds/$JS alone: queued again after the lease lapsed, attempt counted"
-like "$(j 'd["error"]')" "^lease expired" "… saying why"
-NB=$(j 'd["not_before"]')
-STARTED=$(j 'd["started_at"]')
+like "$(j '.error')" "^lease expired" "… saying why"
+NB=$(j '.not_before')
+STARTED=$(j '.started_at')
 # by the server's times, not this machine's: the lease lapsed at least 20 s
 # after the claim, and the backoff (5 s) runs from the lapse
 [ $(( $(date -u -d "$NB" +%s) - $(date -u -d "$STARTED" +%s) )) -ge 24 ]
 ok $? "… with its backoff (claimed $STARTED, not before $NB)"
 api "$ROOT" GET /api/admin/workers
-is "$(j '[[x["id"] for x in w["jobs"]] for w in d["workers"] if w["name"] == "w1"][0]') $(j '[w["last_heartbeat"] for w in d["workers"] if w["name"] == "w1"][0]')" \
+is "$(j '.workers[] | select(.name == "w1") | [.jobs[].id]') $(j '.workers[] | select(.name == "w1") | .last_heartbeat')" \
 	"[] $HB1" "the admin list: w1 holds nothing, its last heartbeat unchanged"
 is "$(metric khub_build_leases_expired_total)" 1 "/metrics counts one lapsed lease"
 is "$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $W1" "$KHUB_URL/api/builds/$JS/heartbeat")" 409 \
@@ -205,19 +205,19 @@ for _ in $(seq 1 600); do	# the backoff (5 s), polled
 	[ "$ST" = 200 ] && break
 	sleep 0.5
 done
-is "$(j 'd["build"]["id"], d["build"]["attempt"]')" "($JS, 2)" "w2 claims it after the backoff (attempt 2)"
+is "$(j '.build | "\(.id) \(.attempt)"')" "$JS 2" "w2 claims it after the backoff (attempt 2)"
 for _ in $(seq 1 1200); do
 	sleep 0.25
 	api "$ALICE" GET "/api/builds/$JS"
-	[ "$(j 'd["state"]')" = failed ] && break
+	[ "$(j '.state')" = failed ] && break
 done
-is "$(j 'd["state"], d["finished_at"] is not None')" "('failed', True)" "its second lapse (max_attempts 2): failed, by the timer too"
+is "$(j '"\(.state) \(.finished_at != null)"')" "failed true" "its second lapse (max_attempts 2): failed, by the timer too"
 
 # ---- (3) a worker's concurrency, enforced by the server ------------------------------------------
 enqueue small "[\"$V1\",\"$V2\"]"
-is "$ST $(j 'len(d["builds"])')" "202 2" "two jobs of acme/small queued"
+is "$ST $(j '.builds | length')" "202 2" "two jobs of acme/small queued"
 claim "$W3" "[\"$V1\",\"$V2\"]"
-JA=$(j 'd["build"]["id"]')
+JA=$(j '.build.id')
 like "$ST/$JA" '^200/[0-9]+$' "w3 (concurrency 1) claims one"
 beat "$W3" "$JA"	# held until it fails below, whatever the checks between cost
 BEATA=$!
@@ -229,18 +229,18 @@ el=$((($(date +%s%N) - start) / 1000000))
 [ "$ST" = 204 ] && [ $el -ge 1900 ]
 ok $? "… a long poll too: waits its 2 s and answers 204 ($el ms)"
 api "$ALICE" GET "/api/kernels/acme/small/builds?state=queued"
-JB=$(j '[b["id"] for b in d["builds"] if b["id"] != '"$JA"'][0]')
-is "$(j 'len(d["builds"])')" 1 "the other job ($JB) was ready all along"
+JB=$(j '[.builds[] | select(.id != '"$JA"') | .id][0] // empty')
+is "$(j '.builds | length')" 1 "the other job ($JB) was ready all along"
 api "$W3" POST "/api/builds/$JA/fail" '{"error":"done","retry":false}'
 kill $BEATA 2>/dev/null
 wait $BEATA 2>/dev/null
 claim "$W3" "[\"$V1\",\"$V2\"]"
-is "$ST $(j 'd["build"]["id"]')" "200 $JB" "once its job ended, w3 gets the other"
+is "$ST $(j '.build.id')" "200 $JB" "once its job ended, w3 gets the other"
 api "$W3" POST "/api/builds/$JB/fail" '{"error":"done","retry":false}'
 
 # concurrent claims of one worker: the server lets one through
 enqueue small "[\"$V1\",\"$V2\",\"$V4\"]"
-is "$(j 'len(d["builds"])')" 3 "three jobs queued"
+is "$(j '.builds | length')" 3 "three jobs queued"
 pids=()
 for i in 1 2 3 4; do
 	curl -s -o "$TEST_DIR/race$i" -w '%{http_code}\n' -H "Authorization: Bearer $W4" \
@@ -252,7 +252,7 @@ is "$(cat "$TEST_DIR"/race?.code | sort | tr '\n' ' ')" "200 204 204 204 " "w4 (
 beat "$W4" "$(cat "$TEST_DIR"/race? | jq -r '.build.id // empty' 2>/dev/null | head -1)"	# w4 keeps that job
 BEATW4=$!
 api "$ROOT" GET /api/admin/workers
-is "$(j '[len(w["jobs"]) for w in d["workers"] if w["name"] == "w4"][0]')" 1 "the admin list shows w4 with one job"
+is "$(j '.workers[] | select(.name == "w4") | .jobs | length')" 1 "the admin list shows w4 with one job"
 reg "$W4" 2
 claim "$W4" "[\"$V1\",\"$V2\",\"$V4\"]"
 is "$ST" 200 "registered again with concurrency 2: a second claim gets one"

@@ -37,7 +37,7 @@ api() {
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { jq -rc "$1" "$B" 2>/dev/null; }	# j JQ-FILTER: on the last body
 hdr() { header "$@"; }	# tests/lib/khub-test.sh
 sql() { psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -tAc "$1"; }
 b64() { printf '%s' "$1" | base64 -w0; }
@@ -76,8 +76,8 @@ is "$ST" 403 "GET /api/admin/workers: not for an org admin"
 khub admin user create root --site-admin >>"$log" 2>&1
 ROOT=$(tok root --scope write)
 api "$ROOT" GET /api/admin/workers
-is "$(j '[(w["name"], w["scope"]) for w in d["workers"] if w["name"] in ("priv", "scoped")]')" \
-	"[('priv', {'orgs': ['acme'], 'repos': [], 'private': True}), ('scoped', {'orgs': [], 'repos': ['acme/pub'], 'private': False})]" \
+is "$(j '[.workers[] | select(.name == "priv" or .name == "scoped") | [.name, .scope]]')" \
+	'[["priv",{"orgs":["acme"],"repos":[],"private":true}],["scoped",{"orgs":[],"repos":["acme/pub"],"private":false}]]' \
 	"GET /api/admin/workers shows each scope"
 
 reg() {	# reg TOKEN: every variant, concurrency 10
@@ -91,7 +91,7 @@ enqueue() {	# enqueue TOKEN NS/NAME VARIANT... -> $ST, job ids in $IDS
 	local list
 	list=$(printf '"%s",' "${@:3}")
 	api "$1" POST "/api/kernels/$2/builds" "{\"variants\":[${list%,}]}"
-	IDS=$(j '" ".join(str(b["id"]) for b in d["builds"])')
+	IDS=$(j '[.builds[].id | tostring] | join(" ")')
 }
 state() { sql "SELECT state || ' ' || coalesce(w.name, '-') || ' ' || attempt FROM builds b LEFT JOIN workers w ON w.id = b.worker_id WHERE b.id = $1"; }
 
@@ -115,7 +115,7 @@ st=$(curl -s -o "$B" -w '%{http_code}' -X PUT -H "Authorization: Bearer $PUB" -H
 is "$st" 404 "guessed id: PUT .../output of the private job → 404"
 is "$(state $JS)" "queued - 0" "the private job is untouched: queued, no worker, no attempt"
 claim "$PRIV"
-is "$ST $(j 'd["build"]["id"], d["build"]["repo"]')" "200 ($JS, 'acme/secret')" "the worker allowed acme's private repos claims it"
+is "$ST $(j '.build | "\(.id) \(.repo)"')" "200 $JS acme/secret" "the worker allowed acme's private repos claims it"
 api "$PUB" GET /api/builds/$JS/source
 is "$ST" 404 "while it runs, the public-only worker still cannot fetch its source"
 st=$(curl -s -o "$B" -w '%{http_code}' -X PUT -H "Authorization: Bearer $PUB" -H 'Content-Type: application/x-tar' \
@@ -132,35 +132,35 @@ JO=$IDS
 enqueue "$ALICE" acme/pub "${V[1]}"
 JP=$IDS
 claim "$SCOPED"
-is "$ST $(j 'd["build"]["id"]')" "200 $JP" "the worker scoped to acme/pub gets acme/pub's job, not bob/other's older one"
+is "$ST $(j '.build.id')" "200 $JP" "the worker scoped to acme/pub gets acme/pub's job, not bob/other's older one"
 claim "$SCOPED"
 is "$ST" 204 "and nothing else"
 claim "$PUB"
-is "$ST $(j 'd["build"]["id"]')" "200 $JO" "the public-only worker gets bob/other's"
+is "$ST $(j '.build.id')" "200 $JO" "the public-only worker gets bob/other's"
 
 # ---- a repo turned private after queueing: the public-only worker loses the job ----------
 enqueue "$ALICE" acme/pub "${V[2]}"
 JQ=$IDS
 claim "$PUB"
-is "$ST $(j 'd["build"]["id"]')" "200 $JQ" "the public-only worker claims acme/pub's new job"
+is "$ST $(j '.build.id')" "200 $JQ" "the public-only worker claims acme/pub's new job"
 api "$PUB" POST /api/builds/$JQ/heartbeat '{}'
 is "$ST" 200 "its heartbeat passes while acme/pub is public"
 api "$ALICE" PUT /api/kernels/acme/pub/settings '{"private": true}'
 is "$ST" 200 "alice turns acme/pub private"
 api "$PUB" POST /api/builds/$JQ/heartbeat '{}'
-is "$ST $(j 'd["state"]')" "409 queued" "its next heartbeat: 409, the job was taken back (the worker stops)"
-like "$(j 'd["error"]')" "scope no longer covers" "the answer says why"
+is "$ST $(j '.state')" "409 queued" "its next heartbeat: 409, the job was taken back (the worker stops)"
+like "$(j '.error')" "scope no longer covers" "the answer says why"
 is "$(state $JQ)" "queued - 0" "the job is queued again, its attempt not counted"
 api "$PUB" GET /api/builds/$JQ/source
 is "$ST" 404 "the public-only worker can no longer fetch its source"
 api "$PUB" POST /api/builds/$JQ/log?offset=0 'x'
 is "$ST" 404 "nor append to its log"
 api "$SCOPED" POST /api/builds/$JP/heartbeat '{}'
-is "$ST $(j 'd["state"]')" "409 queued" "the worker scoped to acme/pub (public only) loses its acme/pub job too"
+is "$ST $(j '.state')" "409 queued" "the worker scoped to acme/pub (public only) loses its acme/pub job too"
 api "$ALICE" GET /api/builds/$JQ
-like "$(j 'd["error"]')" "taken back from worker pub" "the job's error says which worker lost it"
+like "$(j '.error')" "taken back from worker pub" "the job's error says which worker lost it"
 claim "$PRIV"
-is "$ST $(j 'd["build"]["repo"]')" "200 acme/pub" "the worker allowed acme's private repos claims it"
+is "$ST $(j '.build.repo')" "200 acme/pub" "the worker allowed acme's private repos claims it"
 
 # ---- a narrowed scope takes jobs back at once ---------------------------------------------
 out=$(khub admin worker scope priv --org bob 2>&1)
@@ -241,18 +241,18 @@ is "$ST" 403 "a worker token × whoami → 403"
 # ---- queue limits --------------------------------------------------------------------------
 enqueue "$CAROL" carol/flood "${V[@]:0:7}"
 is "$ST" 400 "7 variants in one request (build_variants_per_request 6) → 400"
-like "$(j 'd["error"]')" "build_variants_per_request" "the error names the limit"
+like "$(j '.error')" "build_variants_per_request" "the error names the limit"
 is "$(sql "SELECT count(*) FROM builds b JOIN repos r ON r.id = b.repo_id WHERE r.namespace = 'carol'")" 0 "nothing queued"
 enqueue "$CAROL" carol/flood "${V[@]:0:5}"
-is "$ST $(j 'len(d["builds"])')" "202 5" "5 variants of carol/flood queued (build_queue_per_repo 5)"
+is "$ST $(j '.builds | length')" "202 5" "5 variants of carol/flood queued (build_queue_per_repo 5)"
 FLOOD1=${IDS%% *}
 enqueue "$CAROL" carol/flood "${V[5]}" "${V[0]}"
 is "$ST $(hdr Retry-After)" "429 60" "a sixth job for carol/flood → 429 with Retry-After"
-like "$(j 'd["error"]')" "build_queue_per_repo" "the JSON error names the limit"
+like "$(j '.error')" "build_queue_per_repo" "the JSON error names the limit"
 enqueue "$CAROL" carol/flood "${V[0]}"
-is "$ST $(j 'd["skipped"][0]["reason"]')" "202 already queued or running" "a duplicate of a queued job is no new job: skipped, not refused"
+is "$ST $(j '.skipped[0].reason')" "202 already queued or running" "a duplicate of a queued job is no new job: skipped, not refused"
 enqueue "$CAROL" carol/flood2 "${V[0]}" "${V[1]}" "${V[2]}"
-is "$ST $(j 'd["error"]')" "429 carol would have 8 build jobs queued; at most 7 may wait at once (build_queue_per_user): nothing was queued, retry when some have run" \
+is "$ST $(j '.error')" "429 carol would have 8 build jobs queued; at most 7 may wait at once (build_queue_per_user): nothing was queued, retry when some have run" \
 	"three more in another repo pass carol's 7 (build_queue_per_user) → 429"
 is "$(sql "SELECT r.name, count(*) FROM builds b JOIN repos r ON r.id = b.repo_id WHERE r.namespace = 'carol' GROUP BY 1")" "flood|5" \
 	"nothing over the limits was queued"
@@ -280,16 +280,16 @@ is "$? $(queued_flood)" "0 5" "a git push to it (the hook, with the server's lim
 enqueue "$DAVE" dave/one "${V[0]}"
 JD=$IDS
 claim "$FAIR"
-is "$ST $(j 'd["build"]["id"]')" "200 $FLOOD1" "first claim: the oldest job (carol/flood's first)"
+is "$ST $(j '.build.id')" "200 $FLOOD1" "first claim: the oldest job (carol/flood's first)"
 claim "$FAIR"
-first2=$(j 'd["build"]["repo"]')
+first2=$(j '.build.repo')
 claim "$FAIR"
-first3=$(j 'd["build"]["repo"]')
+first3=$(j '.build.repo')
 is "$(printf '%s\n' "$first2" "$first3" | sort | tr '\n' ' ')" "carol/flood2 dave/one " \
 	"the next claims go to the repos never claimed (carol/flood2, dave/one) before carol/flood's 4 older jobs"
 is "$(state $JD | cut -d' ' -f1,2)" "running fair" "dave/one's single job runs"
 claim "$FAIR"
-is "$(j 'd["build"]["repo"]')" "carol/flood" "then carol/flood, whose last claim is now the oldest"
+is "$(j '.build.repo')" "carol/flood" "then carol/flood, whose last claim is now the oldest"
 
 # ---- the lease timer takes a job back without waiting for its worker ------------------------
 khub_stop

@@ -22,7 +22,7 @@ api() {
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-j() { /usr/bin/python3 -c "import json,sys; d=json.load(open('$B')); print(eval(sys.argv[1]))" "$1" 2>/dev/null; }
+j() { jq -rc "$1" "$B" 2>/dev/null; }	# j JQ-FILTER: on the last body
 b64() { base64 -w0 "$@"; }
 peak_kb() { awk '/^VmHWM/ {print $2}' "/proc/$KHUB_PID/status"; }
 
@@ -37,7 +37,7 @@ is "$ST" 200 "w1 registers"
 claim_job() {
 	api "$ALICE" POST /api/kernels/acme/relu/builds "{\"revision\":\"main\",\"variants\":[\"$V\"],\"force\":true}"
 	api "$W" POST /api/workers/claim "{\"variants\":[\"$V\"],\"wait_seconds\":0}"
-	JOB=$(j 'd["build"]["id"]')
+	JOB=$(j '.build.id')
 }
 put_output() { curl -s -o "$B" -w '%{http_code}' -X PUT -H "Authorization: Bearer $W" -H 'Content-Type: application/x-tar' --data-binary "@$2" "$KHUB_URL/api/builds/$1/output"; }
 meta='{"id":"_relu","name":"relu","version":1,"license":"apache-2.0","python-depends":[],"backend":{"type":"cpu"}}'
@@ -54,8 +54,8 @@ size=$(stat -c %s "$TEST_DIR/sparse.tar")
 ok $((size < 100000 ? 0 : 1)) "a tar of $size bytes whose two members claim 1 GiB each"
 claim_job
 before=$(peak_kb)
-is "$(put_output "$JOB" "$TEST_DIR/sparse.tar") $(j 'd["state"]')" "422 failed" "its upload is refused: 422, the job failed"
-like "$(j 'd["error"]')" "sparse" "… saying why: $(j 'd["error"]')"
+is "$(put_output "$JOB" "$TEST_DIR/sparse.tar") $(j '.state')" "422 failed" "its upload is refused: 422, the job failed"
+like "$(j '.error')" "sparse" "… saying why: $(j '.error')"
 after=$(peak_kb)
 ok $(((after - before) < 262144 ? 0 : 1)) "the server's peak memory grew by $(((after - before) / 1024)) MiB, not by the claimed 2 GiB"
 git --git-dir="$GD" rev-parse --verify -q v1 >/dev/null
@@ -84,12 +84,12 @@ except Exception:
     pass
 PY
 claim_job
-is "$(put_output "$JOB" "$TEST_DIR/hardlink.tar") $(j 'd["state"]')" "422 failed" "a hard link to ../../../../etc/passwd → 422"
-like "$(j 'd["error"]')" "not a regular file" "… saying why"
+is "$(put_output "$JOB" "$TEST_DIR/hardlink.tar") $(j '.state')" "422 failed" "a hard link to ../../../../etc/passwd → 422"
+like "$(j '.error')" "not a regular file" "… saying why"
 claim_job
 before=$(peak_kb)
-is "$(put_output "$JOB" "$TEST_DIR/claims.tar") $(j 'd["state"]')" "422 failed" "a member claiming 1 GiB in a tar of $(stat -c %s "$TEST_DIR/claims.tar") bytes → 422"
-like "$(j 'd["error"]')" "too large|claims" "… saying why: $(j 'd["error"]')"
+is "$(put_output "$JOB" "$TEST_DIR/claims.tar") $(j '.state')" "422 failed" "a member claiming 1 GiB in a tar of $(stat -c %s "$TEST_DIR/claims.tar") bytes → 422"
+like "$(j '.error')" "too large|claims" "… saying why: $(j '.error')"
 after=$(peak_kb)
 ok $(((after - before) < 262144 ? 0 : 1)) "… the server's peak memory grew by $(((after - before) / 1024)) MiB"
 git --git-dir="$GD" rev-parse --verify -q v1 >/dev/null
@@ -103,14 +103,14 @@ api "$W" POST /api/workers/register "{\"name\":\"w1\",\"version\":\"0.1\",\"conc
 psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -qAt -c "INSERT INTO builds (repo_id, source_commit, variant, requested_by)
 	SELECT id, '$(git --git-dir="$GD" rev-parse main)', '$NA', 'test' FROM repos WHERE namespace = 'acme' AND name = 'relu'" >/dev/null
 api "$W" POST /api/workers/claim "{\"variants\":[\"$NA\"],\"wait_seconds\":0}"
-JOB=$(j 'd["build"]["id"]')
-is "$ST $(j 'd["build"]["variant"]')" "200 $NA" "a $NA job of the compiled kernel, inserted past planning, is claimed"
+JOB=$(j '.build.id')
+is "$ST $(j '.build.variant')" "200 $NA" "a $NA job of the compiled kernel, inserted past planning, is claimed"
 mkdir -p "$TEST_DIR/na/$NA"
 printf '%s\n' "$meta" >"$TEST_DIR/na/$NA/metadata.json"
 printf 'def relu(x):\n    return x\n' >"$TEST_DIR/na/$NA/__init__.py"
 tar -C "$TEST_DIR/na" -cf "$TEST_DIR/noarch.tar" "$NA"
-is "$(put_output "$JOB" "$TEST_DIR/noarch.tar") $(j 'd["state"]')" "422 failed" "its Python-only output is refused: 422, the job failed"
-like "$(j 'd["error"]')" "build.toml does not build $NA \\(.*compiled" "… saying the plan does not build it: $(j 'd["error"]')"
+is "$(put_output "$JOB" "$TEST_DIR/noarch.tar") $(j '.state')" "422 failed" "its Python-only output is refused: 422, the job failed"
+like "$(j '.error')" "build.toml does not build $NA \\(.*compiled" "… saying the plan does not build it: $(j '.error')"
 git --git-dir="$GD" rev-parse --verify -q v1 >/dev/null
 is $? 1 "nothing was published"
 done_testing

@@ -76,6 +76,27 @@ done_testing() {
 	[ "$TAP_FAILED" -eq 0 ]
 }
 
+# tap_relay OUTPUT: a TAP script's output (a node test's) re-emitted as this
+# test's lines, its comments kept and other lines marked "# node:", then
+# one more test: it ran its whole plan.
+tap_relay() {
+	local line plan= results=0
+	while IFS= read -r line; do
+		if [[ "$line" =~ ^ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
+			results=$((results + 1)); ok 0 "${BASH_REMATCH[1]}"
+		elif [[ "$line" =~ ^not\ ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
+			results=$((results + 1)); ok 1 "${BASH_REMATCH[1]}"
+		elif [[ "$line" =~ ^1\.\.([0-9]+) ]]; then
+			plan=${BASH_REMATCH[1]}
+		elif [[ "$line" =~ ^# ]]; then
+			echo "$line"
+		elif [ -n "$line" ]; then
+			echo "# node: $line"
+		fi
+	done <<<"$1"
+	is "$plan" "$results" "the node script ran its whole plan"
+}
+
 free_port() {
 	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }

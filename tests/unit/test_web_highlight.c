@@ -40,34 +40,34 @@ int main(void)
 	s = lines("a.py", "import os\nx = 'a<b>' # c & d\n");
 	ok(has(s, "<tr id=\"L2\"><td class=\"ln\"><a href=\"#L2\">2</a></td>"), "rows with their anchors");
 	ok(!has(s, "id=\"L3\""), "no empty row after the last newline");
-	ok(has(s, "<span class=\"tok-k\">import</span>"), "a Python keyword");
-	ok(has(s, "<span class=\"tok-s\">&#39;a&lt;b&gt;&#39;</span>"), "a string, escaped");
-	ok(has(s, "<span class=\"tok-c\"># c &amp; d</span>"), "a comment, escaped");
+	ok(has(s, "<span class=\"tok-kw\">import</span>"), "a Python keyword");
+	ok(has(s, "<span class=\"tok-str\">&#39;a&lt;b&gt;&#39;</span>"), "a string, escaped");
+	ok(has(s, "<span class=\"tok-com\"># c &amp; d</span>"), "a comment, escaped");
 	free(s);
 
 	s = lines("a.py", "s = \"\"\"one\ntwo\"\"\"\n");
-	ok(has(s, "<span class=\"tok-s\">&quot;&quot;&quot;one</span></td></tr>") &&
-	   has(s, "<td class=\"lc\"><span class=\"tok-s\">two&quot;&quot;&quot;</span>"), "a triple-quoted string spans rows");
+	ok(has(s, "<span class=\"tok-str\">&quot;&quot;&quot;one</span></td></tr>") &&
+	   has(s, "<td class=\"lc\"><span class=\"tok-str\">two&quot;&quot;&quot;</span>"), "a triple-quoted string spans rows");
 	free(s);
 
 	s = lines("k.cu", "#include <cuda.h>\n/* a\n b */ __global__ void k(float x) { return 1.5f; }\n");
-	ok(has(s, "<span class=\"tok-p\">#include &lt;cuda.h&gt;</span>"), "a preprocessor line, escaped");
-	ok(has(s, "<span class=\"tok-c\">/* a</span></td></tr>") && has(s, "<span class=\"tok-c\"> b */</span>"),
+	ok(has(s, "<span class=\"tok-meta\">#include &lt;cuda.h&gt;</span>"), "a preprocessor line, escaped");
+	ok(has(s, "<span class=\"tok-com\">/* a</span></td></tr>") && has(s, "<span class=\"tok-com\"> b */</span>"),
 	   "a block comment spans rows");
-	ok(has(s, "<span class=\"tok-k\">__global__</span>") && has(s, "<span class=\"tok-n\">1.5f</span>"), "CUDA keyword, number");
+	ok(has(s, "<span class=\"tok-kw\">__global__</span>") && has(s, "<span class=\"tok-num\">1.5f</span>"), "CUDA keyword, number");
 	free(s);
 
 	s = lines("run.sh", "echo a#b # note\nx='$y \\'\n");
-	ok(has(s, "a#b ") && has(s, "<span class=\"tok-c\"># note</span>") && !has(s, "tok-c\">#b"), "# in a word is no comment");
-	ok(has(s, "<span class=\"tok-s\">&#39;$y \\&#39;</span>"), "a single-quoted shell string has no escapes");
+	ok(has(s, "a#b ") && has(s, "<span class=\"tok-com\"># note</span>") && !has(s, "tok-com\">#b"), "# in a word is no comment");
+	ok(has(s, "<span class=\"tok-str\">&#39;$y \\&#39;</span>"), "a single-quoted shell string has no escapes");
 	free(s);
 
 	s = lines("c.json", "{\"a\": [true, null, -1.5e3]}");
-	ok(has(s, "<span class=\"tok-s\">&quot;a&quot;</span>") && count(s, "tok-k") == 2 && has(s, "tok-n\">1.5e3"), "JSON");
+	ok(has(s, "<span class=\"tok-key\">&quot;a&quot;</span>") && count(s, "tok-kw") == 2 && has(s, "tok-num\">1.5e3"), "JSON");
 	free(s);
 
 	s = lines("p.toml", "# c\n[a]\nk = 'v\\'\n");
-	ok(has(s, "<span class=\"tok-c\"># c</span>") && has(s, "<span class=\"tok-s\">&#39;v\\&#39;</span>"), "TOML");
+	ok(has(s, "<span class=\"tok-com\"># c</span>") && has(s, "<span class=\"tok-str\">&#39;v\\&#39;</span>"), "TOML");
 	free(s);
 
 	/* hostile content: unterminated tokens, NUL bytes, markup */

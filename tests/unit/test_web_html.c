@@ -4,6 +4,7 @@
 #include "tap.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static char *escape(const char *s)
 {
@@ -56,11 +57,65 @@ int main(void)
 
 	/* Markdown: what a README may do */
 	s = md("# Title\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- [x] done\n- [ ] todo\n\n~~old~~\n", 0);
-	ok(has(s, "<h1>Title</h1>"), "headings");
+	ok(has(s, "<h1 id=\"title\">") && has(s, "Title\n</h1>"), "headings");
 	ok(has(s, "<table>") && has(s, "<td>1</td>"), "GFM tables");
-	ok(has(s, "type=\"checkbox\"") && has(s, "checked=\"\""), "task lists");
+	ok(has(s, "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Table 1\">\n<table>"),
+	   "a table scrolls in a focusable region of its own");
+	ok(has(s, "<label class=\"task\"><input type=\"checkbox\" disabled checked> done</label>") &&
+	   has(s, "<label class=\"task\"><input type=\"checkbox\" disabled> todo</label>"),
+	   "task lists: each checkbox in a label with its item's text");
 	ok(has(s, "<del>old</del>"), "strikethrough");
 	free(s);
+
+	/* heading anchors: GitHub's slugs, unique, from text only */
+	s = md("# Hello, *World* `x`!\n\n## Usage\n\n## Usage\n\n## Usage 1\n\n### !!!\n\n## \u00dcn\u00efcode Stra\u00dfe\n", 0);
+	ok(has(s, "<div class=\"heading\"><h1 id=\"hello-world-x\">"), "slug: lower case, punctuation dropped");
+	ok(has(s, "<a class=\"anchor\" href=\"#hello-world-x\" aria-label=\"Link to this section: Hello, World x!\">#</a>"),
+	   "a # link to the heading, named by its text");
+	ok(has(s, "id=\"usage\"") && has(s, "id=\"usage-1\"") && has(s, "id=\"usage-1-1\""),
+	   "repeated slugs are numbered, never repeated");
+	ok(has(s, "id=\"section\""), "a heading without letters still gets an id");
+	ok(has(s, "id=\"\u00dcn\u00efcode-stra\u00dfe\""), "letters of other scripts are kept");
+	free(s);
+	s = md("## \"><script>alert(1)</script> x' onmouseover='y\n\n## [a](javascript:x) \"b\"\n", 0);
+	ok(!has(s, "<script") && !has(s, "javascript:") &&
+	   has(s, "aria-label=\"Link to this section: &quot;&gt;alert(1) x&#39; onmouseover=&#39;y\">"),
+	   "hostile heading text: no tag, attribute or quote gets through");
+	ok(has(s, "<h2 id=\"alert1-x-onmouseovery\">") && has(s, "href=\"#alert1-x-onmouseovery\""),
+	   "its id is only letters, digits and dashes");
+	free(s);
+
+	/* code blocks: highlighted server-side, everything escaped */
+	s = md("```python\nimport torch  # <b>c</b>\n@torch.jit\ndef f(x=\"</code>\", y=1.5e-3): return None\n```\n", 0);
+	ok(has(s, "<pre class=\"code\" tabindex=\"0\" role=\"region\" aria-label=\"Code block 1, python\">"
+		  "<code class=\"language-python\">"), "a code block is a focusable region with its language");
+	ok(has(s, "<span class=\"tok-kw\">import</span> torch  <span class=\"tok-com\"># &lt;b&gt;c&lt;/b&gt;</span>"),
+	   "Python keywords and comments, escaped");
+	ok(has(s, "<span class=\"tok-meta\">@torch.jit</span>") && has(s, "<span class=\"tok-str\">&quot;&lt;/code&gt;&quot;</span>") &&
+	   has(s, "<span class=\"tok-num\">1.5e-3</span>") && has(s, "<span class=\"tok-kw\">None</span>"),
+	   "decorators, strings, numbers");
+	ok(!has(s, "</code>\"") && !has(s, "<b>"), "nothing in the code closes the block");
+	free(s);
+	s = md("```cuda title=k.cu\n#include <x.h>\n__global__ void k(float *x) { /* c */ int i = 0x1F; // l\n}\n```\n"
+	       "```sh\nexport A=\"$HOME/x\" # hi\necho ${A} a#b\n```\n```json\n{\"a\": 1, \"b\": [true, null]}\n```\n"
+	       "```toml\n[general]\nname = \"relu\" # x\n```\n```brainfuck\n<+>\n```\n", 0);
+	ok(has(s, "<span class=\"tok-meta\">#include &lt;x.h&gt;</span>") && has(s, "<span class=\"tok-kw\">__global__</span>") &&
+	   has(s, "<span class=\"tok-com\">/* c */</span>") && has(s, "<span class=\"tok-num\">0x1F</span>") &&
+	   has(s, "<span class=\"tok-com\">// l</span>"), "C/CUDA: preprocessor, keywords, comments, hex numbers");
+	ok(has(s, "<span class=\"tok-kw\">export</span>") && has(s, "<span class=\"tok-meta\">${A}</span>") &&
+	   has(s, "<span class=\"tok-com\"># hi</span>") && has(s, "a#b"), "shell: keywords, variables, comments");
+	ok(has(s, "<span class=\"tok-key\">&quot;a&quot;</span>") && has(s, "<span class=\"tok-kw\">null</span>"),
+	   "JSON: keys and literals");
+	ok(has(s, "<span class=\"tok-meta\">[general]</span>") && has(s, "<span class=\"tok-key\">name</span>") &&
+	   has(s, "<span class=\"tok-str\">&quot;relu&quot;</span>"), "TOML: tables, keys, strings");
+	ok(has(s, "<code class=\"language-brainfuck\">&lt;+&gt;\n</code>"), "an unknown language is only escaped");
+	free(s);
+	struct strbuf hl = STRBUF_INIT;
+	ok(highlight_code("PYTHON", "'''a\n", 5, &hl) == 1 &&
+	   strcmp(hl.buf, "<span class=\"tok-str\">&#39;&#39;&#39;a\n</span>") == 0, "an unclosed string ends with the code");
+	strbuf_reset(&hl);
+	ok(highlight_code(NULL, "a\0<", 3, &hl) == 0 && strcmp(hl.buf, "a\xef\xbf\xbd&lt;") == 0, "no language: escaped");
+	strbuf_release(&hl);
 
 	/* and what it may not */
 	s = md("<script>alert(1)</script>\n\nhello <img src=x onerror=alert(1)> <b onclick=\"x()\">b</b>\n\n"

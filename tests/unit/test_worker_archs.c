@@ -1,11 +1,13 @@
 /* test_worker_archs.c -- khub-worker's CUDA arch selection: the defaults of
  * each nvcc version, and the contract's loose intersection of a kernel's
  * cuda-capabilities with them; the compile-backend table against kernel/'s
- * backend table. */
+ * backend table; nvcc's --threads; the build cache's directory per repo and
+ * toolchain and its count of ccache's stats log. */
 #include "builder-worker/build_internal.h"
 #include "tests/unit/tap.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static char *select_joined(int major, int minor, const char *const *caps, size_t ncaps)
 {
@@ -49,9 +51,55 @@ static void test_compile_backends(void)
 	is_str(compile_backend_of_torch(&tc)->name, "cpu", "… with neither a cpu one");
 }
 
+/* --threads: the build's CPUs shared by the nvcc compiles running at once,
+ * no more than the targets, none before nvcc 11.2. */
+static void test_nvcc_threads(void)
+{
+	ok(nvcc_threads(11, 1, 16, 1, 8) == 0, "nvcc 11.1: no --threads");
+	ok(nvcc_threads(10, 2, 16, 1, 8) == 0, "nvcc 10.2: none");
+	ok(nvcc_threads(-1, -1, 16, 1, 8) == 0, "an unknown nvcc version: none");
+	ok(nvcc_threads(11, 2, 16, 1, 8) == 8, "nvcc 11.2, 16 CPUs, one .cu of 8 targets: 8 threads (one per target)");
+	ok(nvcc_threads(13, 0, 16, 1, 20) == 16, "one .cu of 20 targets on 16 CPUs: 16");
+	ok(nvcc_threads(13, 0, 16, 4, 20) == 4, "four .cu at once on 16 CPUs: 4 each");
+	ok(nvcc_threads(13, 0, 16, 40, 20) == 1, "more .cu than CPUs: 1 each (they run 16 at once)");
+	ok(nvcc_threads(13, 0, 6, 4, 20) == 1, "6 CPUs for 4 compiles: 1 each");
+	ok(nvcc_threads(12, 8, 0, 1, 3) == 1, "no CPU count: 1");
+	ok(nvcc_threads(12, 8, 4, 0, 0) == 4, "no count of compiles or targets: the CPUs");
+}
+
+static void test_build_cache(void)
+{
+	char *a = build_cache_dir("/w/ccache", "acme/relu", "cpu-debian");
+	char *b = build_cache_dir("/w/ccache", "evil/relu", "cpu-debian");
+	char *c = build_cache_dir("/w/ccache", "acme/relu", "cuda13");
+	char *again = build_cache_dir("/w/ccache", "acme/relu", "cpu-debian");
+	ok(!strncmp(a, "/w/ccache/", 10) && strlen(a) == 10 + 64, "the cache of a repo and toolchain: ROOT/<64 hex> (%s)", a);
+	ok(strcmp(a, b) != 0, "another repo: another directory");
+	ok(strcmp(a, c) != 0, "another toolchain: another directory");
+	is_str(again, a, "the same repo and toolchain: the same directory");
+	free(a);
+	free(b);
+	free(c);
+	free(again);
+
+	struct build_cache k = { 0 };
+	build_cache_count(&k, "# torch-ext/torch_binding.cpp\ncache_miss\ndirect_cache_miss\nlocal_storage_miss\n"
+			  "preprocessed_cache_miss\n# relu_cpu/relu_cpu.cpp\ndirect_cache_miss\nlocal_storage_hit\n"
+			  "preprocessed_cache_hit\n# a.cpp\ndirect_cache_hit\n# link.o\ncalled_for_link\n# b.cu\n"
+			  "unsupported_compiler_option");
+	ok(k.hits == 2 && k.misses == 1 && k.uncached == 2, "stats log: 2 hits (direct, preprocessed), 1 miss, "
+	   "2 not cacheable (%ld/%ld/%ld)", k.hits, k.misses, k.uncached);
+	struct build_cache e = { 0 };
+	build_cache_count(&e, "");
+	build_cache_count(&e, "direct_cache_hit\ncache_miss_bogus\n#");
+	ok(e.hits == 0 && e.misses == 0 && e.uncached == 1, "no compile before the first '#', a counter read whole");
+}
+
 int main(void)
 {
 	test_compile_backends();
+	test_nvcc_threads();
+	test_build_cache();
 	char *s;
 	s = select_joined(13, 0, NULL, 0);
 	is_str(s, "7.5;8.0;8.6;8.7;8.9;9.0;10.0;11.0;12.0;12.1+PTX", "nvcc 13.0 defaults");

@@ -240,7 +240,7 @@ await test("snippets: full-width blocks in focusable, named regions that scroll 
 	}
 	// Tab reaches the environment snippet; the arrow keys scroll it
 	let reached = false;
-	for (let i = 0; i < 60 && !reached; i++) {
+	for (let i = 0; i < 300 && !reached; i++) {
 		await page.keyboard.press("Tab");
 		reached = await page.evaluate(() => document.activeElement.firstElementChild?.id === "env-snippet");
 	}
@@ -249,7 +249,7 @@ await test("snippets: full-width blocks in focusable, named regions that scroll 
 	for (let i = 0; i < 5; i++) await page.keyboard.press("ArrowRight");
 	// keyboard scrolling may be animated: wait for it to move
 	const scrolled = await page.waitForFunction(() => document.querySelector("pre:has(#env-snippet)").scrollLeft > 0,
-		null, { timeout: 5000 }).then(() => true, () => false);
+		null, { timeout: 30000 }).then(() => true, () => false);
 	if (!(overflow > 0) || !scrolled) problems.push(`ArrowRight did not scroll the snippet (overflow ${overflow})`);
 	await shot(page, "find-kernel-390");
 	await page.goto("/kernels");

@@ -68,9 +68,9 @@ await test("a Python file: highlighted, #L3 is the third line and links to itsel
 		const code = document.querySelector("#file-code");
 		const l3 = document.getElementById("L3");
 		return { lang: code?.dataset.lang, tabindex: code?.getAttribute("tabindex"), label: code?.getAttribute("aria-label"),
-			k: [...document.querySelectorAll("#file-code .tok-k")].map((s) => s.textContent),
-			s: document.querySelectorAll("#file-code .tok-s").length, c: document.querySelectorAll("#file-code .tok-c").length,
-			n: document.querySelectorAll("#file-code .tok-n").length,
+			k: [...document.querySelectorAll("#file-code .tok-kw")].map((s) => s.textContent),
+			s: document.querySelectorAll("#file-code .tok-str").length, c: document.querySelectorAll("#file-code .tok-com").length,
+			n: document.querySelectorAll("#file-code .tok-num").length,
 			line3: l3?.querySelector(".lc")?.textContent, href: l3?.querySelector(".ln a")?.getAttribute("href"),
 			third: document.querySelectorAll("#file-code tr")[2]?.id };
 	});
@@ -86,8 +86,8 @@ await test("JSON and TOML files are shown highlighted", async () => {
 	for (const [path, lang] of [["config.json", "json"], ["pyproject.toml", "toml"]]) {
 		const r = await page.goto(`${B}/blob/main/${path}`);
 		const got = await page.evaluate(() => ({ lang: document.querySelector("#file-code")?.dataset.lang,
-			s: document.querySelectorAll("#file-code .tok-s").length, k: document.querySelectorAll("#file-code .tok-k").length,
-			c: document.querySelectorAll("#file-code .tok-c").length }));
+			s: document.querySelectorAll("#file-code .tok-str").length, k: document.querySelectorAll("#file-code .tok-kw").length,
+			c: document.querySelectorAll("#file-code .tok-com").length }));
 		if (r.status() !== 200 || got.lang !== lang || !got.s || (lang === "json" && !got.k) || (lang === "toml" && !got.c))
 			p.push(`${path}: ${r.status()} ${JSON.stringify(got)}`);
 	}
@@ -95,7 +95,7 @@ await test("JSON and TOML files are shown highlighted", async () => {
 });
 await test("a Markdown file is rendered", async () => {
 	const r = await page.goto(`${B}/blob/main/docs/guide.md`);
-	const got = await page.evaluate(() => ({ h1: document.querySelector("article.readme h1")?.textContent,
+	const got = await page.evaluate(() => ({ h1: document.querySelector("article.readme h1")?.textContent.trim(),
 		bold: document.querySelector("article.readme strong")?.textContent, table: !!document.querySelector("article.readme table"),
 		code: !!document.querySelector("#file-code") }));
 	return r.status() === 200 && got.h1 === "Guide" && got.bold === "bold" && got.table && !got.code ? [] :
@@ -134,11 +134,11 @@ await test("binary and LFS files are cards with size (and oid), never inlined", 
 });
 await test("a folder's README is rendered under its listing; files link to /blob/, folders to /tree/", async () => {
 	const r = await page.goto(`${B}/tree/main/docs`);
-	const got = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent,
-		link: document.querySelector("#folder-readme a")?.getAttribute("href"),
+	const got = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent.trim(),
+		link: document.querySelector("#folder-readme a:not(.anchor)")?.getAttribute("href"),
 		hrefs: [...document.querySelectorAll("#files tbody th a")].map((a) => a.getAttribute("href")) }));
 	await page.goto(`${B}/tree/main`);
-	const root = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent,
+	const root = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent.trim(),
 		hrefs: [...document.querySelectorAll("#files tbody th a")].map((a) => a.getAttribute("href")) }));
 	const p = [];
 	if (r.status() !== 200 || got.h1 !== "Docs folder readme" || got.link !== `${B}/blob/main/docs/guide.md`) p.push(JSON.stringify(got));
@@ -164,7 +164,7 @@ await test("a branch release/v1.2 is reachable written plainly and encoded; miss
 		if (r.status() !== 200 || !(text.includes("RELEASE.md") || text.includes("release notes"))) p.push(`${path}: ${r.status()}`);
 	}
 	let r = await page.goto(`${B}/blob/release/v1.2/RELEASE.md`);
-	if (r.status() !== 200 || (await page.textContent("article.readme h1")) !== "Release notes 1.2") p.push(`blob ${r.status()}`);
+	if (r.status() !== 200 || (await page.textContent("article.readme h1")).trim() !== "Release notes 1.2") p.push(`blob ${r.status()}`);
 	r = await page.goto(`${B}/blob/release%2Fv1.2/RELEASE.md`);
 	if (r.status() !== 200) p.push(`blob encoded ${r.status()}`);
 	for (const path of ["/tree/release/v9", "/blob/release/v9/RELEASE.md", "/blob/main/RELEASE.md", "/commits/nope"]) {
@@ -183,7 +183,7 @@ await test("a branch release/v1.2 is reachable written plainly and encoded; miss
 });
 await test("a ref's Files view shows that ref's README; the Files and Commits tabs stay on the ref", async () => {
 	await page.goto(`${B}/tree/release/v1.2`);
-	const got = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent,
+	const got = await page.evaluate(() => ({ h1: document.querySelector("#folder-readme h1")?.textContent.trim(),
 		tabs: [...document.querySelectorAll("nav.tabs a")].map((a) => a.getAttribute("href")) }));
 	return got.h1 === "Release readme" && got.tabs.includes(`${B}/tree/release/v1.2`) && got.tabs.includes(`${B}/commits/release/v1.2`) ?
 		[] : [JSON.stringify(got)];

@@ -159,7 +159,7 @@ async function readme(page) {
 	if (res.status() !== 200) return { status: res.status(), images: [], links: [] };
 	const images = await page.$$eval("article.readme img", (imgs) => imgs.map((i) => ({ src: i.src, alt: i.alt,
 		loaded: i.complete && i.naturalWidth > 0 })));
-	const links = await page.$$eval("article.readme a", (as) => as.map((a) => a.href));
+	const links = await page.$$eval("article.readme a:not(.anchor)", (as) => as.map((a) => a.href));
 	return { status: 200, images, links };
 }
 const member = await readme(alice.page);

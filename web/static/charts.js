@@ -42,10 +42,17 @@ function numbers(box, id, head, rows, caption) {
 }
 
 // Okabe-Ito: told apart with the common colour-vision deficiencies.
-const palette = ['#0072b2', '#e69f00', '#009e73', '#cc79a7', '#d55e00', '#56b4e9', '#6e6e6e', '#000000'];
+const palette = ['#0072b2', '#e69f00', '#009e73', '#cc79a7', '#d55e00', '#56b4e9', '#6e6e6e', '#8c8c8c'];
 const colour = (i) => palette[i % palette.length];
 const fmt = (v) => (v == null ? '—' : Number(v).toPrecision(4));
 const FONT = '12px system-ui, -apple-system, "Segoe UI", sans-serif';
+
+// Axis text and grid in the page's colours (khub.css variables): readable
+// in the dark scheme too, where uPlot's default black is not.
+function axisColours() {
+	const css = getComputedStyle(document.documentElement), v = (name) => css.getPropertyValue(name).trim();
+	return { stroke: v('--fg'), grid: { stroke: v('--line') }, ticks: { stroke: v('--line') } };
+}
 
 function unavailable(box) {
 	if (uPlot)
@@ -157,9 +164,9 @@ function groupedBars(box, { groups, names, stats, xName, yLabel, label }) {
 		width, height: 300 + lab.size - 30, series, legend: { live: true },
 		scales: { x: { time: false, range: () => [-0.5, n - 0.5] }, y: { range: () => yRange(top) } },
 		axes: [
-			{ splits: () => lab.shown, values: (u, splits) => splits.map((g) => groups[g]), rotate: lab.rotate,
-				size: lab.size, font: FONT, grid: { show: false } },
-			{ label: yLabel, font: FONT, labelFont: FONT, size: 56 },
+			{ ...axisColours(), splits: () => lab.shown, values: (u, splits) => splits.map((g) => groups[g]), rotate: lab.rotate,
+				size: lab.size, font: FONT, grid: { show: false }, ticks: axisColours().ticks },
+			{ ...axisColours(), label: yLabel, font: FONT, labelFont: FONT, size: 56 },
 		],
 		hooks: { draw: [drawBars] },
 	}, data, box);
@@ -322,9 +329,9 @@ function downloadsChart(box, d, variants) {
 		width, height: 280 + lab.size - 30, series,
 		scales: { x: { time: true, range: () => [from, to] }, y: { range: () => yRange(top) } },
 		axes: [
-			{ splits: () => lab.shown.map((i) => mids[i]), values: (u, splits) => splits.map(dayLabel), rotate: lab.rotate,
+			{ ...axisColours(), splits: () => lab.shown.map((i) => mids[i]), values: (u, splits) => splits.map(dayLabel), rotate: lab.rotate,
 				size: lab.size, font: FONT },
-			{ label: 'downloads/day', font: FONT, labelFont: FONT, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000,
+			{ ...axisColours(), label: 'downloads/day', font: FONT, labelFont: FONT, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000,
 				2000, 5000, 10000, 20000, 50000, 100000, 1e6, 1e7], size: 56 },
 		],
 		hooks: { draw: [(u) => describe(box, u, { unit: 'downloads/day', colours: {}, labelWidth, model: { kind: 'days',
