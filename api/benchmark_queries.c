@@ -209,112 +209,115 @@ static const char *const list_csv_header =
 	"gpu,gpu_cores,backend,pytorch_version,os,cpu,workload,mean_ms,std_ms,min_ms,max_ms,q1_ms,q3_ms,"
 	"iqr_ms,outliers,iterations,verified,source\r\n";
 
-static void add_run_json(struct strbuf *sb, const struct db_rows *res, size_t row)
+static void add_run_json(struct strbuf *sb, const struct benchmark_row *b)
 {
-	strbuf_addf(sb, "{\"id\":%s,\"submittedAt\":\"%s\",\"submitter\":", db_rows_get(res, row, BENCH_COL_RUN_ID),
-		    db_rows_get(res, row, BENCH_COL_SUBMITTED_AT));
-	strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_SUBMITTER));
-	strbuf_addf(sb, ",\"source\":\"%s\"", db_rows_get(res, row, BENCH_COL_SOURCE));
-	strbuf_addf(sb, ",\"commit\":\"%s\",\"kernelCommitSha\":", db_rows_get(res, row, BENCH_COL_COMMIT));
-	strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_KERNEL_COMMIT));
+	strbuf_addf(sb, "{\"id\":%" PRId64 ",\"submittedAt\":\"%s\",\"submitter\":", b->run_id, b->submitted_at);
+	strbuf_add_json_quoted(sb, b->submitter);
+	strbuf_addf(sb, ",\"source\":\"%s\"", b->source);
+	strbuf_addf(sb, ",\"commit\":\"%s\",\"kernelCommitSha\":", b->commit);
+	strbuf_add_json_quoted(sb, b->kernel_commit);
 	strbuf_adds(sb, ",\"benchmarkScriptPath\":");
-	strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_PATH));
-	if (!db_rows_isnull(res, row, BENCH_COL_SCRIPT_SHA)) {
+	strbuf_add_json_quoted(sb, b->script_path);
+	if (b->script_sha) {
 		strbuf_adds(sb, ",\"benchmarkScriptSha\":");
-		strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_SCRIPT_SHA));
+		strbuf_add_json_quoted(sb, b->script_sha);
 	}
-	static const struct { const char *key; int column; } machine[] = {
-		{ "gpu", BENCH_COL_GPU }, { "backend", BENCH_COL_BACKEND }, { "pytorchVersion", BENCH_COL_PYTORCH },
-		{ "os", BENCH_COL_OS }, { "cpu", BENCH_COL_CPU },
+	const struct { const char *key, *value; } machine[] = {
+		{ "gpu", b->gpu }, { "backend", b->backend }, { "pytorchVersion", b->pytorch },
+		{ "os", b->os }, { "cpu", b->cpu },
 	};
 	strbuf_adds(sb, ",\"machineInfo\":{");
 	for (size_t i = 0; i < sizeof(machine) / sizeof(machine[0]); i++) {
 		strbuf_addf(sb, "%s\"%s\":", i ? "," : "", machine[i].key);
-		strbuf_add_json_quoted(sb, db_rows_get(res, row, machine[i].column));
+		strbuf_add_json_quoted(sb, machine[i].value);
 	}
-	if (!db_rows_isnull(res, row, BENCH_COL_GPU_CORES))
-		strbuf_addf(sb, ",\"gpuCores\":%s", db_rows_get(res, row, BENCH_COL_GPU_CORES));
+	if (b->gpu_cores)
+		strbuf_addf(sb, ",\"gpuCores\":%s", b->gpu_cores);
 	strbuf_adds(sb, "},\"results\":[");
 }
 
-static void add_result_json(struct strbuf *sb, const struct db_rows *res, size_t row)
+static void add_result_json(struct strbuf *sb, const struct benchmark_row *b)
 {
-	static const struct { const char *key; int column; } timing[] = {
-		{ "mean_ms", BENCH_COL_MEAN }, { "std_ms", BENCH_COL_STD }, { "min_ms", BENCH_COL_MIN },
-		{ "max_ms", BENCH_COL_MAX }, { "q1_ms", BENCH_COL_Q1 }, { "q3_ms", BENCH_COL_Q3 },
-		{ "iqr_ms", BENCH_COL_IQR }, { "outliers", BENCH_COL_OUTLIERS }, { "iterations", BENCH_COL_ITERATIONS },
+	const struct { const char *key, *value; } timing[] = {
+		{ "mean_ms", b->mean }, { "std_ms", b->std }, { "min_ms", b->min },
+		{ "max_ms", b->max }, { "q1_ms", b->q1 }, { "q3_ms", b->q3 },
+		{ "iqr_ms", b->iqr }, { "outliers", b->outliers }, { "iterations", b->iterations },
 	};
 	strbuf_adds(sb, "{\"workload\":");
-	strbuf_add_json_quoted(sb, db_rows_get(res, row, BENCH_COL_WORKLOAD));
+	strbuf_add_json_quoted(sb, b->workload);
 	strbuf_adds(sb, ",\"timingResults\":{");
 	for (size_t i = 0; i < sizeof(timing) / sizeof(timing[0]); i++)
-		strbuf_addf(sb, "%s\"%s\":%s", i ? "," : "", timing[i].key, db_rows_get(res, row, timing[i].column));
+		strbuf_addf(sb, "%s\"%s\":%s", i ? "," : "", timing[i].key, timing[i].value);
 	strbuf_adds(sb, "}");
-	if (!db_rows_isnull(res, row, BENCH_COL_VERIFIED))
-		strbuf_addf(sb, ",\"verified\":%s", db_rows_get(res, row, BENCH_COL_VERIFIED)[0] == 't' ? "true" : "false");
+	if (b->verified >= 0)
+		strbuf_addf(sb, ",\"verified\":%s", b->verified ? "true" : "false");
 	strbuf_adds(sb, "}");
 }
 
-static void add_result_csv(struct strbuf *sb, const struct db_rows *res, size_t row)
+/* One line of list_csv_header's columns. */
+static void add_result_csv(struct strbuf *sb, const struct benchmark_row *b)
 {
-	for (int c = BENCH_COL_RUN_ID; c <= BENCH_COL_SOURCE; c++) {
-		const char *v = db_rows_get(res, row, c);
-		if (c == BENCH_COL_VERIFIED && !db_rows_isnull(res, row, c))
-			v = v[0] == 't' ? "true" : "false";
-		strbuf_add_csv_field(sb, v, c == BENCH_COL_SOURCE);
-	}
+	char run_id[24];
+	snprintf(run_id, sizeof(run_id), "%" PRId64, b->run_id);
+	const char *fields[] = {
+		run_id, b->submitted_at, b->submitter, b->commit, b->kernel_commit, b->script_path,
+		b->script_sha ? b->script_sha : "", b->gpu, b->gpu_cores ? b->gpu_cores : "", b->backend, b->pytorch,
+		b->os, b->cpu, b->workload, b->mean, b->std, b->min, b->max, b->q1, b->q3, b->iqr, b->outliers,
+		b->iterations, b->verified < 0 ? "" : b->verified ? "true" : "false", b->source,
+	};
+	size_t n = sizeof(fields) / sizeof(fields[0]);
+	for (size_t c = 0; c < n; c++)
+		strbuf_add_csv_field(sb, fields[c], c + 1 == n);
 }
 
 static enum MHD_Result handle_list(struct request *req)
 {
 	enum MHD_Result result;
 	struct bench_query q;
-	struct db_rows table;
+	struct benchmark_rows table;
 	if (bench_query_read(req, &q, &result) < 0)
 		return result;
 	if (db_benchmark_rows(req->repo->record.id, &q.f, &table) < 0)
 		return respond_db_unavailable(req);
-	const struct db_rows *res = &table;
+	const struct benchmark_row *res = table.items;
 	int csv = q.csv;
 
 	/* Rows come grouped by run; the query returns one run more than a page. */
-	int rows = (int)res->count, runs = 0, next = 0;
-	const char *prev = NULL;
+	int rows = (int)table.count, runs = 0, next = 0;
+	const struct benchmark_row *prev = NULL;
 	for (int i = 0; i < rows; i++) {
-		const char *id = db_rows_get(res, i, BENCH_COL_RUN_ID);
-		if (prev && strcmp(prev, id) == 0)
+		if (prev && prev->run_id == res[i].run_id)
 			continue;
 		if (++runs > q.f.limit) {
 			rows = i;
 			next = 1;
 			break;
 		}
-		prev = id;
+		prev = &res[i];
 	}
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_adds(&sb, csv ? list_csv_header : "[");
 	prev = NULL;
 	for (int i = 0; i < rows; i++) {
-		const char *id = db_rows_get(res, i, BENCH_COL_RUN_ID);
 		if (csv) {
-			add_result_csv(&sb, res, i);
+			add_result_csv(&sb, &res[i]);
 			continue;
 		}
-		int same = prev && strcmp(prev, id) == 0;
+		int same = prev && prev->run_id == res[i].run_id;
 		if (prev && !same)
 			strbuf_adds(&sb, "]},");
 		if (!same)
-			add_run_json(&sb, res, i);
+			add_run_json(&sb, &res[i]);
 		else
 			strbuf_adds(&sb, ",");
-		add_result_json(&sb, res, i);
-		prev = id;
+		add_result_json(&sb, &res[i]);
+		prev = &res[i];
 	}
 	if (!csv)
 		strbuf_adds(&sb, prev ? "]}]" : "]");
-	int64_t last_id = rows > 0 ? strtoll(db_rows_get(res, rows - 1, BENCH_COL_RUN_ID), NULL, 10) : 0;
+	int64_t last_id = rows > 0 ? res[rows - 1].run_id : 0;
 	char *link = next && rows > 0 ? next_page_link(req, req->repo, last_id) : NULL;
-	db_rows_release(&table);
+	benchmark_rows_release(&table);
 	enum MHD_Result r = respond_text(req, csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8",
 					 &sb, link);
 	free(link);
@@ -342,69 +345,70 @@ struct agg_reference {
 
 /* "workload \x1f gpu \x1f revision" of each row -> row + 1 (the revision
  * is "" unless grouped by revision). */
-static void aggregate_index(const struct db_rows *res, struct hashmap *by_key)
+static void aggregate_index(const struct benchmark_agg_rows *res, struct hashmap *by_key)
 {
 	hashmap_init(by_key);
 	for (size_t i = 0; i < res->count; i++) {
-		char *key = xasprintf("%s\x1f%s\x1f%s", db_rows_get(res, i, BENCH_AGG_WORKLOAD),
-				      db_rows_get(res, i, BENCH_AGG_GPU), db_rows_get(res, i, BENCH_AGG_REVISION));
+		const struct benchmark_agg_row *a = &res->items[i];
+		char *key = xasprintf("%s\x1f%s\x1f%s", a->workload, a->gpu, a->revision);
 		hashmap_put(by_key, key, (void *)(intptr_t)(i + 1));
 		free(key);
 	}
 }
 
-static void aggregate_reference(const struct db_rows *res, struct hashmap *by_key, int i, const char *ref,
+static void aggregate_reference(const struct benchmark_agg_rows *res, struct hashmap *by_key, int i, const char *ref,
 				struct strbuf *refname, struct agg_reference *r)
 {
-	reference_of(db_rows_get(res, i, BENCH_AGG_WORKLOAD), ref, refname);
-	char *key = xasprintf("%s\x1f%s\x1f%s", refname->buf, db_rows_get(res, i, BENCH_AGG_GPU),
-			      db_rows_get(res, i, BENCH_AGG_REVISION));
+	const struct benchmark_agg_row *a = &res->items[i];
+	reference_of(a->workload, ref, refname);
+	char *key = xasprintf("%s\x1f%s\x1f%s", refname->buf, a->gpu, a->revision);
 	r->row = (int)(intptr_t)hashmap_get(by_key, key) - 1;
 	free(key);
 	if (r->row == i)
 		r->row = -1;
-	double median = strtod(db_rows_get(res, i, BENCH_AGG_MEDIAN), NULL);
+	double median = strtod(a->median, NULL);
 	r->has_speedup = r->row >= 0 && median > 0;
-	r->speedup = r->has_speedup ? strtod(db_rows_get(res, r->row, BENCH_AGG_MEDIAN), NULL) / median : 0;
+	r->speedup = r->has_speedup ? strtod(res->items[r->row].median, NULL) / median : 0;
 }
 
-static void aggregate_csv_row(struct strbuf *sb, const struct db_rows *res, int i, const char *refname,
+static void aggregate_csv_row(struct strbuf *sb, const struct benchmark_agg_rows *res, int i, const char *refname,
 			      const struct agg_reference *r)
 {
-	for (int c = BENCH_AGG_WORKLOAD; c <= BENCH_AGG_LATEST_AT; c++)
-		strbuf_add_csv_field(sb, db_rows_get(res, i, c), 0);
+	const struct benchmark_agg_row *a = &res->items[i];
+	const char *head[] = { a->workload, a->gpu, a->count, a->median, a->best, a->latest_mean, a->latest_std,
+			       a->latest_run, a->latest_commit, a->latest_at };
+	for (size_t c = 0; c < sizeof(head) / sizeof(head[0]); c++)
+		strbuf_add_csv_field(sb, head[c], 0);
 	strbuf_add_csv_field(sb, r->row >= 0 ? refname : "", 0);
-	strbuf_add_csv_field(sb, r->row >= 0 ? db_rows_get(res, r->row, BENCH_AGG_MEDIAN) : "", 0);
+	strbuf_add_csv_field(sb, r->row >= 0 ? res->items[r->row].median : "", 0);
 	if (r->has_speedup)
 		add_number(sb, r->speedup);
-	static const int spread[] = { BENCH_AGG_BEST, BENCH_AGG_P25, BENCH_AGG_P75, BENCH_AGG_MAX, BENCH_AGG_REVISION };
+	const char *spread[] = { a->best, a->p25, a->p75, a->max, a->revision };
 	strbuf_adds(sb, ",");
 	for (size_t k = 0; k < sizeof(spread) / sizeof(spread[0]); k++)
-		strbuf_add_csv_field(sb, db_rows_get(res, i, spread[k]), k + 1 == sizeof(spread) / sizeof(spread[0]));
+		strbuf_add_csv_field(sb, spread[k], k + 1 == sizeof(spread) / sizeof(spread[0]));
 }
 
-static void aggregate_json_row(struct strbuf *sb, const struct db_rows *res, int i, const char *refname,
+static void aggregate_json_row(struct strbuf *sb, const struct benchmark_agg_rows *res, int i, const char *refname,
 			       const struct agg_reference *r, int first)
 {
+	const struct benchmark_agg_row *a = &res->items[i];
 	strbuf_adds(sb, first ? "{\"workload\":" : ",{\"workload\":");
-	strbuf_add_json_quoted(sb, db_rows_get(res, i, BENCH_AGG_WORKLOAD));
+	strbuf_add_json_quoted(sb, a->workload);
 	strbuf_adds(sb, ",\"gpu\":");
-	strbuf_add_json_quoted(sb, db_rows_get(res, i, BENCH_AGG_GPU));
+	strbuf_add_json_quoted(sb, a->gpu);
 	strbuf_addf(sb, ",\"count\":%s,\"medianMeanMs\":%s,\"bestMeanMs\":%s,"
 		    "\"latest\":{\"runId\":%s,\"commit\":\"%s\",\"submittedAt\":\"%s\",\"mean_ms\":%s,\"std_ms\":%s}",
-		    db_rows_get(res, i, BENCH_AGG_COUNT), db_rows_get(res, i, BENCH_AGG_MEDIAN),
-		    db_rows_get(res, i, BENCH_AGG_BEST), db_rows_get(res, i, BENCH_AGG_LATEST_RUN),
-		    db_rows_get(res, i, BENCH_AGG_LATEST_COMMIT), db_rows_get(res, i, BENCH_AGG_LATEST_AT),
-		    db_rows_get(res, i, BENCH_AGG_LATEST_MEAN), db_rows_get(res, i, BENCH_AGG_LATEST_STD));
-	strbuf_addf(sb, ",\"minMeanMs\":%s,\"p25MeanMs\":%s,\"p75MeanMs\":%s,\"maxMeanMs\":%s",
-		    db_rows_get(res, i, BENCH_AGG_BEST), db_rows_get(res, i, BENCH_AGG_P25),
-		    db_rows_get(res, i, BENCH_AGG_P75), db_rows_get(res, i, BENCH_AGG_MAX));
-	if (*db_rows_get(res, i, BENCH_AGG_REVISION))
-		strbuf_addf(sb, ",\"revision\":\"%s\"", db_rows_get(res, i, BENCH_AGG_REVISION));
+		    a->count, a->median, a->best, a->latest_run, a->latest_commit, a->latest_at, a->latest_mean,
+		    a->latest_std);
+	strbuf_addf(sb, ",\"minMeanMs\":%s,\"p25MeanMs\":%s,\"p75MeanMs\":%s,\"maxMeanMs\":%s", a->best, a->p25,
+		    a->p75, a->max);
+	if (*a->revision)
+		strbuf_addf(sb, ",\"revision\":\"%s\"", a->revision);
 	if (r->row >= 0) {
 		strbuf_adds(sb, ",\"referenceWorkload\":");
 		strbuf_add_json_quoted(sb, refname);
-		strbuf_addf(sb, ",\"referenceMedianMeanMs\":%s", db_rows_get(res, r->row, BENCH_AGG_MEDIAN));
+		strbuf_addf(sb, ",\"referenceMedianMeanMs\":%s", res->items[r->row].median);
 	} else {
 		strbuf_adds(sb, ",\"referenceWorkload\":null,\"referenceMedianMeanMs\":null");
 	}
@@ -432,7 +436,7 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	if (by && *by && strcmp(by, "revision") != 0)
 		return respond_error(req, 400, NULL, "by must be revision");
 	q.f.by_revision = by && *by;
-	struct db_rows res;
+	struct benchmark_agg_rows res;
 	if (db_benchmark_aggregate(req->repo->record.id, &q.f, &res) < 0)
 		return respond_db_unavailable(req);
 
@@ -451,7 +455,7 @@ static enum MHD_Result handle_aggregate(struct request *req)
 	int shown = 0;
 	for (int i = 0; i < (int)res.count; i++) {
 		struct agg_reference r;
-		if (only && strcmp(only, db_rows_get(&res, i, BENCH_AGG_WORKLOAD)) != 0)
+		if (only && strcmp(only, res.items[i].workload) != 0)
 			continue;
 		aggregate_reference(&res, &by_key, i, ref, &refname, &r);
 		if (q.csv)
@@ -463,33 +467,27 @@ static enum MHD_Result handle_aggregate(struct request *req)
 		strbuf_adds(&sb, "]}");
 	hashmap_release(&by_key, NULL);
 	strbuf_release(&refname);
-	db_rows_release(&res);
+	benchmark_agg_rows_release(&res);
 	return respond_text(req, q.csv ? "text/csv; charset=utf-8" : "application/json; charset=utf-8", &sb, NULL);
 }
 
 /* ---- regressions --------------------------------------------------------- */
 
-static json_t *number_of(const struct db_rows *res, size_t row, int column)
-{
-	return json_real(strtod(db_rows_get(res, row, column), NULL));
-}
-
 int benchmark_regressions_json(int64_t repo_id, const char *commit_sha, json_t **out)
 {
-	struct db_rows res;
+	struct benchmark_regressions res;
 	*out = NULL;
 	if (db_benchmark_regressions(repo_id, api_ctx.benchmark_regression_pct, commit_sha, &res) < 0)
 		return KHUB_EDB;
 	json_t *list = json_array();
-	for (size_t i = 0; i < res.count; i++)
-		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}",
-			"commit", db_rows_get(&res, i, BENCH_REG_COMMIT), "previousCommit",
-			db_rows_get(&res, i, BENCH_REG_PREV_COMMIT), "device", db_rows_get(&res, i, BENCH_REG_GPU),
-			"workload", db_rows_get(&res, i, BENCH_REG_WORKLOAD), "medianMs",
-			number_of(&res, i, BENCH_REG_MEDIAN), "previousMedianMs", number_of(&res, i, BENCH_REG_PREV_MEDIAN),
-			"spreadMs", number_of(&res, i, BENCH_REG_SPREAD), "previousSpreadMs",
-			number_of(&res, i, BENCH_REG_PREV_SPREAD), "slowerPct", number_of(&res, i, BENCH_REG_SLOWER_PCT)));
-	db_rows_release(&res);
+	for (size_t i = 0; i < res.count; i++) {
+		const struct benchmark_regression *g = &res.items[i];
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:s, s:f, s:f, s:f, s:f, s:f}",
+			"commit", g->commit, "previousCommit", g->prev_commit, "device", g->gpu,
+			"workload", g->workload, "medianMs", g->median, "previousMedianMs", g->prev_median,
+			"spreadMs", g->spread, "previousSpreadMs", g->prev_spread, "slowerPct", g->slower_pct));
+	}
+	benchmark_regressions_release(&res);
 	*out = list;
 	return 0;
 }

@@ -396,7 +396,7 @@ static enum MHD_Result handle_farm_upload(struct request *req)
 	struct strbuf err = STRBUF_INIT;
 	struct benchmark_result *results = NULL;
 	struct machine_keys keys;
-	struct db_rows job;
+	struct build_row job;
 	json_t *doc = NULL;
 	int64_t id, run_id = 0;
 
@@ -404,9 +404,9 @@ static enum MHD_Result handle_farm_upload(struct request *req)
 		return result;
 	if (db_build_get(id, &job) < 0)
 		return respond_db_unavailable(req);
-	const char *sha = db_rows_get(&job, 0, BUILD_COL_COMMIT);
+	const char *sha = job.commit;
 	struct benchmark_run run = {
-		.repo_id = strtoll(db_rows_get(&job, 0, BUILD_COL_REPO_ID), NULL, 10), .commit_sha = sha,
+		.repo_id = job.repo_id, .commit_sha = sha,
 		.submitter_name = req->principal.name, .source = "farm", .worker_id = req->principal.worker_id,
 		.build_id = id,
 	};
@@ -421,12 +421,11 @@ static enum MHD_Result handle_farm_upload(struct request *req)
 	if (rc < 0)
 		result = respond_error(req, 400, NULL, "invalid benchmark: %s", err.buf);
 	else
-		result = store_run(req, db_rows_get(&job, 0, BUILD_COL_NS), db_rows_get(&job, 0, BUILD_COL_NAME), doc,
-				   &run, &run_id);
+		result = store_run(req, job.ns, job.name, doc, &run, &run_id);
 	if (run_id)
 		announce_regressions(run.repo_id, sha, run_id);
 cleanup:
-	db_rows_release(&job);
+	build_row_release(&job);
 	free(results);
 	json_decref(doc);
 	strbuf_release(&err);

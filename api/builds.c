@@ -67,13 +67,13 @@ int build_require_scope(struct request *req, int64_t id, enum MHD_Result *result
 }
 
 /* The job of the route's {arg}, with the caller's access to its repo
- * checked (needed: ROLE_READ or ROLE_WRITE); rows hold it on success. */
-static int load_for_user(struct request *req, enum role needed, int64_t *id, struct db_rows *rows,
+ * checked (needed: ROLE_READ or ROLE_WRITE); b holds it on success. */
+static int load_for_user(struct request *req, enum role needed, int64_t *id, struct build_row *b,
 			 enum MHD_Result *result)
 {
 	if (build_id_from_request(req, id, result) < 0)
 		return -1;
-	int rc = db_build_get(*id, rows);
+	int rc = db_build_get(*id, b);
 	if (rc < 0) {
 		*result = rc == KHUB_ENOTFOUND ? respond_error(req, 404, NULL, "no build %" PRId64, *id)
 					       : respond_db_unavailable(req);
@@ -81,13 +81,13 @@ static int load_for_user(struct request *req, enum role needed, int64_t *id, str
 	}
 	/* the repo's access decides, as its own routes would */
 	req->type = REPO_KERNEL;
-	req->ns = request_own(req, xstrdup(db_rows_get(rows, 0, BUILD_COL_NS)));
-	req->name = request_own(req, xstrdup(db_rows_get(rows, 0, BUILD_COL_NAME)));
+	req->ns = request_own(req, xstrdup(b->ns));
+	req->name = request_own(req, xstrdup(b->name));
 	struct repo_handle *h = &req->repo_storage;
 	rc = needed >= ROLE_WRITE ? repo_open_named(req, REPO_KERNEL, req->ns, req->name, needed, h, result)
 				  : repo_open_for_read(req, h, result);
 	if (rc < 0) {
-		db_rows_release(rows);
+		build_row_release(b);
 		return -1;
 	}
 	req->repo = h;
@@ -96,13 +96,13 @@ static int load_for_user(struct request *req, enum role needed, int64_t *id, str
 
 static enum MHD_Result handle_get(struct request *req)
 {
-	struct db_rows rows;
+	struct build_row b;
 	int64_t id;
 	enum MHD_Result result;
-	if (load_for_user(req, ROLE_READ, &id, &rows, &result) < 0)
+	if (load_for_user(req, ROLE_READ, &id, &b, &result) < 0)
 		return result;
-	json_t *body = build_json(&rows, 0);
-	db_rows_release(&rows);
+	json_t *body = build_json(&b);
+	build_row_release(&b);
 	return respond_json(req, 200, body);
 }
 
@@ -127,7 +127,7 @@ int builds_log_text(struct request *req, int64_t id, int64_t from, size_t max, s
 
 static enum MHD_Result handle_log_read(struct request *req)
 {
-	struct db_rows rows;
+	struct build_row b;
 	int64_t id, length = 0;
 	enum MHD_Result result;
 	const char *offset_arg = request_query(req, "offset");
@@ -135,15 +135,15 @@ static enum MHD_Result handle_log_read(struct request *req)
 	long long from = offset_arg ? strtoll(offset_arg, &end, 10) : 0;
 	if (offset_arg && (*end || from < 0))
 		return respond_error(req, 400, NULL, "offset must be a byte offset");
-	if (load_for_user(req, ROLE_READ, &id, &rows, &result) < 0)
+	if (load_for_user(req, ROLE_READ, &id, &b, &result) < 0)
 		return result;
 	if (req->method == METHOD_GET && request_query_bool(req, "follow", 0)) {
-		db_rows_release(&rows);
+		build_row_release(&b);
 		return builds_log_follow(req, id, from, 0);
 	}
 	char state[16];
-	snprintf(state, sizeof(state), "%s", db_rows_get(&rows, 0, BUILD_COL_STATE));
-	db_rows_release(&rows);
+	snprintf(state, sizeof(state), "%s", b.state);
+	build_row_release(&b);
 	struct strbuf shown = STRBUF_INIT;
 	int64_t next = 0;
 	if (builds_log_text(req, id, from, LOG_READ_MAX, &shown, &length, &next, &result) < 0)
@@ -167,12 +167,12 @@ static enum MHD_Result handle_log_read(struct request *req)
  * the publishing commit's trailer names by sha256. */
 static enum MHD_Result handle_provenance(struct request *req)
 {
-	struct db_rows rows;
+	struct build_row b;
 	int64_t id;
 	enum MHD_Result result;
-	if (load_for_user(req, ROLE_READ, &id, &rows, &result) < 0)
+	if (load_for_user(req, ROLE_READ, &id, &b, &result) < 0)
 		return result;
-	db_rows_release(&rows);
+	build_row_release(&b);
 	char *envelope = NULL, sha[65];
 	int rc = db_build_provenance_get(id, &envelope, sha);
 	if (rc == KHUB_ENOTFOUND)
@@ -212,10 +212,10 @@ static enum MHD_Result handle_signing_key(struct request *req)
  * its repo checked. */
 static int load_for_change(struct request *req, int64_t *id, enum MHD_Result *result)
 {
-	struct db_rows rows;
-	if (load_for_user(req, ROLE_WRITE, id, &rows, result) < 0)
+	struct build_row b;
+	if (load_for_user(req, ROLE_WRITE, id, &b, result) < 0)
 		return -1;
-	db_rows_release(&rows);
+	build_row_release(&b);
 	return 0;
 }
 
@@ -233,18 +233,18 @@ static void audit_change(struct request *req, const char *action, int64_t id)
 static int owner_change(struct request *req, int64_t id, enum build_event event, json_t **answer,
 			enum MHD_Result *result)
 {
-	struct db_rows rows;
+	struct build_row b;
 	char state[16] = "";
-	int rc = db_build_get(id, &rows);
-	if (rc == 0 && strtoll(db_rows_get(&rows, 0, BUILD_COL_REPO_ID), NULL, 10) != req->repo->record.id) {
-		db_rows_release(&rows);
+	int rc = db_build_get(id, &b);
+	if (rc == 0 && b.repo_id != req->repo->record.id) {
+		build_row_release(&b);
 		rc = KHUB_ENOTFOUND;	/* another repo's job: as if there were none */
 	}
 	if (rc == 0) {
-		db_rows_release(&rows);
+		build_row_release(&b);
 		rc = event == BUILD_EV_CANCEL ? build_job_cancel(id, state) : build_job_retry(id);
 	}
-	if (rc == 0 && event == BUILD_EV_RETRY && db_build_get(id, &rows) < 0)
+	if (rc == 0 && event == BUILD_EV_RETRY && db_build_get(id, &b) < 0)
 		rc = KHUB_EDB;
 	if (rc == KHUB_ENOTFOUND)
 		*result = respond_error(req, 404, NULL, "no build %" PRId64, id);
@@ -261,8 +261,8 @@ static int owner_change(struct request *req, int64_t id, enum build_event event,
 	if (event == BUILD_EV_CANCEL) {
 		*answer = json_pack("{s:I, s:s}", "id", (json_int_t)id, "state", state);
 	} else {
-		*answer = build_json(&rows, 0);
-		db_rows_release(&rows);
+		*answer = build_json(&b);
+		build_row_release(&b);
 	}
 	return 0;
 }
@@ -318,13 +318,13 @@ static enum MHD_Result handle_list(struct request *req)
 	if (!known || limit < 1 || limit > 1000 || offset < 0)
 		return respond_error(req, 400, NULL, "state must be queued, running, succeeded, failed or canceled; "
 					   "limit 1 to 1000; offset from 0");
-	struct db_rows rows;
+	struct build_rows rows;
 	if (db_build_list(req->repo->record.id, state, limit, offset, &rows) < 0)
 		return respond_db_unavailable(req);
 	json_t *list = json_array();
 	for (size_t i = 0; i < rows.count; i++)
-		json_array_append_new(list, build_json(&rows, i));
-	db_rows_release(&rows);
+		json_array_append_new(list, build_json(&rows.items[i]));
+	build_rows_release(&rows);
 	json_t *answer = json_pack("{s:o}", "builds", list);
 	if (builds_matrices_page(req, answer, &result) < 0) {
 		json_decref(answer);
@@ -335,13 +335,14 @@ static enum MHD_Result handle_list(struct request *req)
 
 static enum MHD_Result handle_workers(struct request *req)
 {
-	struct db_rows rows;
-	if (db_worker_list(&rows) < 0)
+	struct worker_row *rows;
+	size_t n;
+	if (db_worker_list(&rows, &n) < 0)
 		return respond_db_unavailable(req);
 	json_t *list = json_array();
-	for (size_t i = 0; i < rows.count; i++)
-		json_array_append_new(list, build_worker_json(&rows, i));
-	db_rows_release(&rows);
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(list, build_worker_json(&rows[i]));
+	worker_rows_release(rows, n);
 	return respond_json(req, 200, json_pack("{s:o}", "workers", list));
 }
 

@@ -14,15 +14,14 @@
 
 /* One variant's cell: BUILD (without its ABI report: GET /api/builds/{id}
  * has it) with "status", "duration_seconds", "log" and "log_page". */
-static json_t *matrix_cell(const struct repo_record *r, const struct db_rows *rows, size_t i)
+static json_t *matrix_cell(const struct repo_record *r, const struct build_row *b)
 {
-	json_t *c = build_json(rows, i);
-	long long id = strtoll(db_rows_get(rows, i, BUILD_COL_ID), NULL, 10);
+	json_t *c = build_json(b);
+	long long id = (long long)b->id;
 	json_object_del(c, "abi_report");
-	json_object_set_new(c, "status",
-			    json_string(build_state_status(build_state_named(db_rows_get(rows, i, BUILD_COL_STATE)))));
-	json_object_set_new(c, "duration_seconds", db_rows_isnull(rows, i, BUILD_MATRIX_COL_DURATION) ? json_null()
-				: json_integer(strtoll(db_rows_get(rows, i, BUILD_MATRIX_COL_DURATION), NULL, 10)));
+	json_object_set_new(c, "status", json_string(build_state_status(build_state_named(b->state))));
+	json_object_set_new(c, "duration_seconds", b->has_duration ? json_integer((json_int_t)b->duration)
+				: json_null());
 	json_object_set_new(c, "log", json_sprintf("/api/builds/%lld/log", id));
 	json_object_set_new(c, "log_page", json_sprintf("/kernels/%s/%s/builds/%lld/log", r->ns, r->name, id));
 	return c;
@@ -60,7 +59,7 @@ static int attach_regressions(const struct repo_record *r, const char *commit, j
 
 int builds_matrices(struct request *req, const char *commit, long limit, long offset, json_t **out)
 {
-	struct db_rows rows;
+	struct build_rows rows;
 	const struct repo_record *r = &req->repo->record;
 	json_t *m = NULL;
 	const char *at = "";
@@ -68,15 +67,15 @@ int builds_matrices(struct request *req, const char *commit, long limit, long of
 		return KHUB_EDB;
 	*out = json_array();
 	for (size_t i = 0; i < rows.count; i++) {
-		const char *c = db_rows_get(&rows, i, BUILD_COL_COMMIT);
+		const char *c = rows.items[i].commit;
 		if (!m || strcmp(c, at) != 0) {	/* rows come grouped by commit */
 			m = matrix_empty(r, c);
 			json_array_append_new(*out, m);
 			at = c;
 		}
-		json_array_append_new(json_object_get(m, "variants"), matrix_cell(r, &rows, i));
+		json_array_append_new(json_object_get(m, "variants"), matrix_cell(r, &rows.items[i]));
 	}
-	db_rows_release(&rows);
+	build_rows_release(&rows);
 	if (json_array_size(*out) && attach_regressions(r, commit, *out) < 0) {
 		json_decref(*out);
 		*out = NULL;

@@ -98,27 +98,25 @@ static enum MHD_Result handle_output(struct request *req)
 	int rc = builds_run_job(req, WORK_POOL_MAIN, &job, &job_rc, &result);
 	if (rc != 0)
 		return result;
-	struct db_rows rows;
+	struct build_row b;
 	builds_log_changed(st->id);	/* published or refused: its followers end */
-	if (job_rc == KHUB_EDB || db_build_get(st->id, &rows) < 0)
+	if (job_rc == KHUB_EDB || db_build_get(st->id, &b) < 0)
 		return respond_db_unavailable(req);
-	const char *state = db_rows_get(&rows, 0, BUILD_COL_STATE);
+	const char *state = b.state;
 	if (strcmp(state, "succeeded") == 0)
 		result = respond_json(req, 200, json_pack("{s:s, s:s, s:s, s:s?}", "state", state, "branch",
-							  db_rows_get(&rows, 0, BUILD_COL_BRANCH), "commit",
-							  db_rows_get(&rows, 0, BUILD_COL_PUBLISHED), "note",
-							  db_rows_isnull(&rows, 0, BUILD_COL_NOTE) ? NULL
-							  : db_rows_get(&rows, 0, BUILD_COL_NOTE)));
+							  b.branch ? b.branch : "", "commit",
+							  b.published ? b.published : "", "note", b.note));
 	else if (strcmp(state, "failed") == 0)
 		result = respond_json(req, 422, json_pack("{s:s, s:s}", "state", state, "error",
-							  db_rows_get(&rows, 0, BUILD_COL_ERROR)));
+							  b.error ? b.error : ""));
 	else if (job_rc == KHUB_ENOSPC)
 		result = respond_storage_full(req, "the repository");
 	else
 		result = respond_json(req, job_rc < 0 ? 500 : 409,
 				      json_pack("{s:s, s:s}", "error", job_rc < 0 ? "the output could not be published"
 						: "the build is no longer this worker's", "state", state));
-	db_rows_release(&rows);
+	build_row_release(&b);
 	return result;
 }
 

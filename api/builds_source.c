@@ -23,26 +23,26 @@ static enum MHD_Result handle_source(struct request *req)
 {
 	enum MHD_Result result;
 	int64_t id;
-	struct db_rows rows;
+	struct build_row b;
 	/* checked again on every resumption: the lease may lapse meanwhile */
 	if (build_id_from_request(req, &id, &result) < 0 || build_require_lease(req, id, &result) < 0)
 		return result;
-	if (db_build_get(id, &rows) < 0)
+	if (db_build_get(id, &b) < 0)
 		return respond_db_unavailable(req);
 	char sha[41];
-	snprintf(sha, sizeof(sha), "%s", db_rows_get(&rows, 0, BUILD_COL_COMMIT));
-	int64_t repo_id = strtoll(db_rows_get(&rows, 0, BUILD_COL_REPO_ID), NULL, 10);
+	snprintf(sha, sizeof(sha), "%s", b.commit);
+	int64_t repo_id = b.repo_id;
 	int fd;
 	uint64_t size;
 	if (!req->work_job_id && build_source_cache_open(repo_id, sha, 1, &fd, &size) == 0) {
-		db_rows_release(&rows);
+		build_row_release(&b);
 		return respond_tar(req, fd, size, sha);
 	}
 	int job_rc = 0;
 	struct farm_job job;
-	build_source_make_job(&rows, 0, &job);
+	build_source_make_job(&b, &job);
 	int rc = builds_run_job(req, WORK_POOL_MAIN, &job, &job_rc, &result);
-	db_rows_release(&rows);
+	build_row_release(&b);
 	if (rc != 0)
 		return result;	/* parked, or 503 (queue full, past work_wait_ms) */
 	if (job_rc == KHUB_ENOSPC)

@@ -60,21 +60,20 @@ static enum MHD_Result handle_claim(struct request *req)
 		build_names_free(names, n);
 		return respond_error(req, 400, NULL, "expected {\"variants\": [build variant names], \"wait_seconds\": 0-30}");
 	}
-	struct db_rows rows;
+	struct build_row b;
 	int64_t head_left = -1;
-	int rc = build_job_claim(req->principal.worker_id, (const char *const *)names, n, &rows, &head_left);
+	int rc = build_job_claim(req->principal.worker_id, (const char *const *)names, n, &b, &head_left);
 	build_names_free(names, n);
 	if (rc < 0)
 		return respond_db_unavailable(req);
 	if (rc == 0) {
 		req->wait_started_usec = 0;
-		json_t *job = build_job_json(&rows, 0);
+		json_t *job = build_job_json(&b);
 		if (head_left >= 0)	/* the log's cap: the head left, the tail the worker holds */
 			json_object_set_new(job, "log_cap", json_pack("{s:I, s:I}", "head", (json_int_t)head_left, "tail",
 					    (json_int_t)(farm_settings.log_max_bytes - farm_settings.log_max_bytes / 2)));
-		log_info("worker %s claimed build %s (%s)", req->principal.name, db_rows_get(&rows, 0, BUILD_COL_ID),
-			 db_rows_get(&rows, 0, BUILD_COL_VARIANT));
-		db_rows_release(&rows);
+		log_info("worker %s claimed build %" PRId64 " (%s)", req->principal.name, b.id, b.variant);
+		build_row_release(&b);
 		return respond_json(req, 200, json_pack("{s:o}", "build", job));
 	}
 	/* nothing ready, or the worker runs as many jobs as it registered

@@ -349,14 +349,19 @@ static json_t *variant_days(const char *variant, long days, time_t first)
 }
 
 /* The rows as CSV; releases res. */
-static enum MHD_Result respond_downloads_csv(struct request *req, struct db_rows *res)
+static enum MHD_Result respond_downloads_csv(struct request *req, struct download_rows *res)
 {
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_adds(&sb, "day,variant,kernels_version,torch_version,backend,count\r\n");
-	for (size_t i = 0; i < res->count; i++)
-		for (size_t c = 0; c <= DOWNLOAD_COL_COUNT; c++)
-			strbuf_add_csv_field(&sb, db_rows_get(res, i, c), c == DOWNLOAD_COL_COUNT);
-	db_rows_release(res);
+	for (size_t i = 0; i < res->count; i++) {
+		const struct download_row *d = &res->items[i];
+		char count[24];
+		snprintf(count, sizeof(count), "%" PRId64, d->count);
+		const char *fields[] = { d->day, d->variant, d->kernels_version, d->torch_version, d->backend, count };
+		for (size_t c = 0; c < sizeof(fields) / sizeof(fields[0]); c++)
+			strbuf_add_csv_field(&sb, fields[c], c + 1 == sizeof(fields) / sizeof(fields[0]));
+	}
+	download_rows_release(res);
 	size_t len;
 	char *body = strbuf_detach(&sb, &len);
 	struct answer a;
@@ -381,7 +386,7 @@ static enum MHD_Result handle_downloads(struct request *req)
 	int csv = format && strcmp(format, "csv") == 0;
 	if (format && !csv && strcmp(format, "json") != 0)
 		return respond_error(req, 400, NULL, "format must be json or csv");
-	struct db_rows res;
+	struct download_rows res;
 	if (db_downloads_rows(h.record.id, days, &res) < 0)
 		return respond_db_unavailable(req);
 	size_t rows = res.count;
@@ -394,12 +399,13 @@ static enum MHD_Result handle_downloads(struct request *req)
 	json_int_t total = 0;
 	time_t first = utc_midnight(time(NULL)) - (time_t)(days - 1) * 86400;
 	for (size_t i = 0; i < rows; i++) {
-		const char *day = db_rows_get(&res, i, DOWNLOAD_COL_DAY), *variant = db_rows_get(&res, i, DOWNLOAD_COL_VARIANT);
-		json_int_t n = strtoll(db_rows_get(&res, i, DOWNLOAD_COL_COUNT), NULL, 10);
+		const struct download_row *d = &res.items[i];
+		const char *day = d->day, *variant = d->variant;
+		json_int_t n = (json_int_t)d->count;
 		total += n;
 		json_array_append_new(flat, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "day", day, "variant", variant,
-						      "kernels", db_rows_get(&res, i, DOWNLOAD_COL_KERNELS), "torch", db_rows_get(&res, i, DOWNLOAD_COL_TORCH),
-						      "backend", db_rows_get(&res, i, DOWNLOAD_COL_BACKEND), "count", n));
+						      "kernels", d->kernels_version, "torch", d->torch_version, "backend",
+						      d->backend, "count", n));
 		json_t *entry = json_object_get(variants, variant);
 		if (!entry) {
 			entry = variant_days(variant, days, first);
@@ -410,7 +416,7 @@ static enum MHD_Result handle_downloads(struct request *req)
 		if (at)
 			json_object_set_new(at, "count", json_integer(json_integer_value(json_object_get(at, "count")) + n));
 	}
-	db_rows_release(&res);
+	download_rows_release(&res);
 	json_t *list = json_array();
 	const char *key;
 	json_t *entry;

@@ -218,14 +218,15 @@ int build_campaign_merge(git_repository *git, const struct db_campaign_kernel *k
 
 int build_toolchain_variants(const char *toolchain, char ***names, size_t *n)
 {
-	struct db_rows rows;
+	struct worker_row *rows = NULL;
+	size_t count = 0;
 	*names = xcalloc(1, sizeof(char *));
 	*n = 0;
-	int rc = db_worker_list(&rows);
+	int rc = db_worker_list(&rows, &count);
 	if (rc < 0)
 		return rc;
-	for (size_t r = 0; r < rows.count; r++) {
-		json_t *caps = json_loads(db_rows_get(&rows, r, WORKER_COL_CAPABILITIES), 0, NULL), *tc, *v;
+	for (size_t r = 0; r < count; r++) {
+		json_t *caps = json_loads(rows[r].capabilities, 0, NULL), *tc, *v;
 		size_t i, k;
 		json_array_foreach(caps, i, tc) {
 			if (!json_is_string(json_object_get(tc, "name")) ||
@@ -241,6 +242,6 @@ int build_toolchain_variants(const char *toolchain, char ***names, size_t *n)
 		}
 		json_decref(caps);
 	}
-	db_rows_release(&rows);
+	worker_rows_release(rows, count);
 	return 0;
 }

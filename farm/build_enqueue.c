@@ -19,10 +19,10 @@ int build_enqueue_all(const struct repo_record *rec, const char *commit, char *c
 			break;
 		if (outcome == BUILD_ENQUEUED) {
 			queued++;
-			struct db_rows rows;
-			if (builds && db_build_get(id, &rows) == 0) {
-				json_array_append_new(builds, build_json(&rows, 0));
-				db_rows_release(&rows);
+			struct build_row b;
+			if (builds && db_build_get(id, &b) == 0) {
+				json_array_append_new(builds, build_json(&b));
+				build_row_release(&b);
 			}
 		} else if (skipped) {
 			json_array_append_new(skipped, json_pack("{s:s, s:s, s:I}", "variant", variants[i], "reason",

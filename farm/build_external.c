@@ -381,10 +381,9 @@ cleanup:
 	return rc;
 }
 
-int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out)
+int build_open_job_source(const struct build_row *b, git_repository **out)
 {
-	if (!db_rows_isnull(rows, row, BUILD_COL_SOURCE_URL))
-		return build_source_open(db_rows_get(rows, row, BUILD_COL_SOURCE_URL), out);
-	return repo_store_open(farm_settings.repo_root, REPO_KERNEL, db_rows_get(rows, row, BUILD_COL_NS),
-			       db_rows_get(rows, row, BUILD_COL_NAME), out);
+	if (b->source_url)
+		return build_source_open(b->source_url, out);
+	return repo_store_open(farm_settings.repo_root, REPO_KERNEL, b->ns, b->name, out);
 }

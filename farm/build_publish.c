@@ -460,20 +460,20 @@ static int finish_published(const struct build_publish_job *job, const struct jo
 }
 
 /* The view of the job's row (strings copied); job_view_release frees. */
-static void job_view_fill(struct job_view *v, int64_t id, const struct db_rows *rows)
+static void job_view_fill(struct job_view *v, int64_t id, const struct build_row *b)
 {
 	memset(v, 0, sizeof(*v));
 	v->id = id;
-	snprintf(v->ns, sizeof(v->ns), "%s", db_rows_get(rows, 0, BUILD_COL_NS));
-	snprintf(v->name, sizeof(v->name), "%s", db_rows_get(rows, 0, BUILD_COL_NAME));
-	snprintf(v->commit, sizeof(v->commit), "%s", db_rows_get(rows, 0, BUILD_COL_COMMIT));
-	snprintf(v->variant, sizeof(v->variant), "%s", db_rows_get(rows, 0, BUILD_COL_VARIANT));
-	if (!db_rows_isnull(rows, 0, BUILD_COL_STARTED))
-		snprintf(v->started, sizeof(v->started), "%s", db_rows_get(rows, 0, BUILD_COL_STARTED));
-	if (!db_rows_isnull(rows, 0, BUILD_COL_SOURCE_URL))
-		v->source_url = xstrdup(db_rows_get(rows, 0, BUILD_COL_SOURCE_URL));
-	if (!db_rows_isnull(rows, 0, BUILD_COL_SOURCE_REVISION))
-		v->source_revision = xstrdup(db_rows_get(rows, 0, BUILD_COL_SOURCE_REVISION));
+	snprintf(v->ns, sizeof(v->ns), "%s", b->ns);
+	snprintf(v->name, sizeof(v->name), "%s", b->name);
+	snprintf(v->commit, sizeof(v->commit), "%s", b->commit);
+	snprintf(v->variant, sizeof(v->variant), "%s", b->variant);
+	if (b->started)
+		snprintf(v->started, sizeof(v->started), "%s", b->started);
+	if (b->source_url)
+		v->source_url = xstrdup(b->source_url);
+	if (b->source_revision)
+		v->source_revision = xstrdup(b->source_revision);
 }
 
 static void job_view_release(struct job_view *v)
@@ -485,12 +485,12 @@ static void job_view_release(struct job_view *v)
 
 /* The job's source judged by its plan, then the uploaded tar checked:
  * 1 (out filled), 0 with why (refuse it), or an error. */
-static int check_job_output(const struct build_publish_job *job, struct db_rows *rows, struct job_view *v,
+static int check_job_output(const struct build_publish_job *job, const struct build_row *b, struct job_view *v,
 			    struct build_output *out, char *why, size_t size)
 {
 	git_repository *git = NULL;
 	memset(out, 0, sizeof(*out));
-	int rc = build_open_job_source(rows, 0, &git);
+	int rc = build_open_job_source(b, &git);
 	if (rc < 0) {
 		snprintf(why, size, "the job's source is gone");
 		return rc == KHUB_ENOTFOUND ? 0 : rc;
@@ -560,7 +560,7 @@ static int build_publish_run(void *arg)
 {
 	struct build_publish_job *job = arg;
 	struct build_output out;
-	struct db_rows rows;
+	struct build_row b;
 	struct job_view v;
 	char why[512], state[16];
 	if (!job->path)
@@ -575,16 +575,16 @@ static int build_publish_run(void *arg)
 	int rc = build_job_lease(job->id, job->worker_id, state);
 	if (rc < 0)
 		return rc == KHUB_EDB ? rc : 0;
-	if ((rc = db_build_get(job->id, &rows)) < 0)
+	if ((rc = db_build_get(job->id, &b)) < 0)
 		return rc;
-	job_view_fill(&v, job->id, &rows);
+	job_view_fill(&v, job->id, &b);
 	if ((rc = db_build_earlier_publication(job->id, v.earlier)) < 0) {
-		db_rows_release(&rows);
+		build_row_release(&b);
 		job_view_release(&v);
 		return rc;
 	}
-	rc = check_job_output(job, &rows, &v, &out, why, sizeof(why));
-	db_rows_release(&rows);
+	rc = check_job_output(job, &b, &v, &out, why, sizeof(why));
+	build_row_release(&b);
 	if (rc <= 0) {
 		build_output_release(&out);
 		job_view_release(&v);

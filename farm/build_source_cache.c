@@ -326,16 +326,16 @@ cleanup:
 	return rc;
 }
 
-void build_source_make_job(const struct db_rows *rows, size_t row, struct farm_job *job)
+void build_source_make_job(const struct build_row *b, struct farm_job *job)
 {
 	struct source_job *arg = xcalloc(1, sizeof(*arg));
-	arg->build_id = strtoll(db_rows_get(rows, row, BUILD_COL_ID), NULL, 10);
-	arg->repo_id = strtoll(db_rows_get(rows, row, BUILD_COL_REPO_ID), NULL, 10);
-	snprintf(arg->sha, sizeof(arg->sha), "%s", db_rows_get(rows, row, BUILD_COL_COMMIT));
-	arg->ns = xstrdup(db_rows_get(rows, row, BUILD_COL_NS));
-	arg->name = xstrdup(db_rows_get(rows, row, BUILD_COL_NAME));
-	if (!db_rows_isnull(rows, row, BUILD_COL_SOURCE_URL))
-		arg->source_url = xstrdup(db_rows_get(rows, row, BUILD_COL_SOURCE_URL));
+	arg->build_id = b->id;
+	arg->repo_id = b->repo_id;
+	snprintf(arg->sha, sizeof(arg->sha), "%s", b->commit);
+	arg->ns = xstrdup(b->ns);
+	arg->name = xstrdup(b->name);
+	if (b->source_url)
+		arg->source_url = xstrdup(b->source_url);
 	/* one job per repo and commit: the tar depends on nothing else (the
 	 * sha fixes the tree; the repo, which LFS objects may come) */
 	snprintf(job->key, sizeof(job->key), "build-source-tar/%" PRId64 "/%s", arg->repo_id, arg->sha);

@@ -181,15 +181,15 @@ int build_job_enqueue(const struct build_request *r, const char *variant, enum b
 	return rc;
 }
 
-int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, struct db_rows *out,
+int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, struct build_row *out,
 		    int64_t *head_left)
 {
 	*head_left = -1;
 	int rc = db_build_claim(worker_id, variants, n, farm_settings.lease_seconds, out);
 	if (rc != 0)
 		return rc;
-	int64_t id = strtoll(db_rows_get(out, 0, BUILD_COL_ID), NULL, 10);
-	ended_in(id, BUILD_EV_CLAIM, db_rows_get(out, 0, BUILD_COL_STATE));
+	int64_t id = out->id;
+	ended_in(id, BUILD_EV_CLAIM, out->state);
 	/* the log's cap: its head stored as it comes, its tail held by the
 	 * worker and sent at the end (bytes between never sent) */
 	if (db_build_log_head_left(id, farm_settings.log_max_bytes, head_left) < 0)

@@ -65,21 +65,7 @@ void build_names_free(char **names, size_t n)
 
 int build_worker_offers(char ***live, size_t *nlive, char ***stale, size_t *nstale)
 {
-	struct db_rows rows;
-	*live = *stale = NULL;
-	*nlive = *nstale = 0;
-	if (db_worker_variants(farm_settings.worker_live_seconds, &rows) < 0)
-		return KHUB_EDB;
-	*live = xcalloc(rows.count + 1, sizeof(char *));
-	*stale = xcalloc(rows.count + 1, sizeof(char *));
-	for (size_t i = 0; i < rows.count; i++) {
-		if (db_rows_get(&rows, i, 1)[0] == 't')
-			(*live)[(*nlive)++] = xstrdup(db_rows_get(&rows, i, 0));
-		else
-			(*stale)[(*nstale)++] = xstrdup(db_rows_get(&rows, i, 0));
-	}
-	db_rows_release(&rows);
-	return 0;
+	return db_worker_variants(farm_settings.worker_live_seconds, live, nlive, stale, nstale) < 0 ? KHUB_EDB : 0;
 }
 
 int build_worker_variants(char ***names, size_t *n)

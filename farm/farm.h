@@ -85,13 +85,12 @@ struct farm_job {
 
 /* ---- a job as JSON (farm/build_json.c) ------------------------------------------ */
 
-/* BUILD (docs/build-farm.md) of one row of enum build_column; the caller
- * owns it. */
-json_t *build_json(const struct db_rows *rows, size_t row);
-/* JOB, the claim's answer, of one row. */
-json_t *build_job_json(const struct db_rows *rows, size_t row);
-/* WORKER of the admin workers list, of one row of enum worker_column. */
-json_t *build_worker_json(const struct db_rows *rows, size_t row);
+/* BUILD (docs/build-farm.md) of a build job; the caller owns it. */
+json_t *build_json(const struct build_row *b);
+/* JOB, the claim's answer. */
+json_t *build_job_json(const struct build_row *b);
+/* WORKER of the admin workers list. */
+json_t *build_worker_json(const struct worker_row *w);
 
 /* ---- which variants (farm/build_variants.c) ------------------------------------- */
 
@@ -227,7 +226,7 @@ void build_sources_clean(void);
 void build_source_fetch_error(const char *url, char *why, size_t why_size);
 /* The git store a job builds from (its repo, or its external source's
  * fetched copy): git_repository_free it. */
-int build_open_job_source(const struct db_rows *rows, size_t row, git_repository **out);
+int build_open_job_source(const struct build_row *b, git_repository **out);
 
 /* ---- the network of external fetches (farm/build_source_net.c) ------------------ */
 
@@ -265,10 +264,10 @@ void build_source_cache_init(void);
  * *size; complete_only: only a tar with every LFS object's content (counted
  * as a cache hit), else a partial one too. KHUB_ENOTFOUND when none. */
 int build_source_cache_open(int64_t repo_id, const char *sha, int complete_only, int *fd, uint64_t *size);
-/* The job that makes the tar of the job in row of rows, one per repo and
+/* The job that makes the tar of build job b, one per repo and
  * commit; its result: 0 (then build_source_cache_open finds it),
  * KHUB_ENOTFOUND, KHUB_EIO, KHUB_EDB, KHUB_ENOSPC. */
-void build_source_make_job(const struct db_rows *rows, size_t row, struct farm_job *job);
+void build_source_make_job(const struct build_row *b, struct farm_job *job);
 /* Tars made and cache hits since start. */
 void build_source_stats(uint64_t *made, uint64_t *hits);
 
@@ -329,7 +328,7 @@ int build_job_enqueue(const struct build_request *r, const char *variant, enum b
  * db_build_claim: 0 with the row in out, 1 none ready, 2 the worker at its
  * concurrency); *head_left the bytes the log's head still keeps (-1: no
  * cap, or unknown). */
-int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, struct db_rows *out,
+int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, struct build_row *out,
 		    int64_t *head_left);
 /* The lease rule for a worker's request about job id: 0 when worker_id
  * holds the running job's lease; KHUB_ECONFLICT when it does not (*state

@@ -334,15 +334,17 @@ static void reindex(struct repo_check *rc, git_repository *git, const char *sha,
 
 static void check_variant_index(struct repo_check *rc, git_repository *git)
 {
-	struct db_rows commits = { 0 }, heads = { 0 };
+	struct strvec commits = STRVEC_INIT;
+	struct kernel_head *heads = NULL;
+	size_t nheads = 0;
 	if (rc->rec->type != REPO_KERNEL)
 		return;
-	if (db_kernel_commits_of(rc->rec->id, &commits) < 0 || db_kernel_heads_of(rc->rec->id, &heads) < 0) {
+	if (db_kernel_commits_of(rc->rec->id, &commits) < 0 || db_kernel_heads_of(rc->rec->id, &heads, &nheads) < 0) {
 		rc->f->failed = 1;
 		goto cleanup;
 	}
 	for (size_t i = 0; i < commits.count; i++) {
-		const char *sha = db_rows_get(&commits, i, 0);
+		const char *sha = commits.items[i];
 		git_commit *c = NULL;
 		git_oid id;
 		if (git_oid_fromstr(&id, sha) < 0 || git_commit_lookup(&c, git, &id) < 0)
@@ -351,18 +353,18 @@ static void check_variant_index(struct repo_check *rc, git_repository *git)
 			reindex(rc, git, sha, "variant index rows differ from the commit's build/ variants");
 		git_commit_free(c);
 	}
-	for (size_t i = 0; i < heads.count; i++) {
+	for (size_t i = 0; i < nheads; i++) {
 		char sha[41];
-		const char *ref = db_rows_get(&heads, i, 0);
-		if (repo_resolve_revision(git, ref, sha) == 0 && strcmp(sha, db_rows_get(&heads, i, 1)) == 0)
+		const char *ref = heads[i].ref;
+		if (repo_resolve_revision(git, ref, sha) == 0 && strcmp(sha, heads[i].commit) == 0)
 			continue;
 		int repaired = rc->f->repair && variant_index_catch_up_repo(rc->rec->id, git) == 0;
 		problem(rc->f, rc->repo, "variant index branch head differs from git", ref, repaired,
 			"not repairable: re-indexing failed");
 	}
 cleanup:
-	db_rows_release(&commits);
-	db_rows_release(&heads);
+	strvec_release(&commits);
+	kernel_heads_free(heads, nheads);
 }
 
 /* ---- build outputs ---------------------------------------------------------------- */
@@ -370,15 +372,16 @@ cleanup:
 /* Every published build's commit exists and holds build/{variant}/. */
 static void check_build_outputs(struct repo_check *rc, git_repository *git)
 {
-	struct db_rows rows = { 0 };
-	if (db_build_outputs_of(rc->rec->id, &rows) < 0) {
+	struct published_build *builds = NULL;
+	size_t n = 0;
+	if (db_build_outputs_of(rc->rec->id, &builds, &n) < 0) {
 		rc->f->failed = 1;
 		return;
 	}
-	for (size_t i = 0; i < rows.count; i++) {
-		const char *sha = db_rows_get(&rows, i, 2);
-		char *dir = xasprintf("build/%s", db_rows_get(&rows, i, 1));
-		char *where = xasprintf("build %s: %s at %s", db_rows_get(&rows, i, 0), dir, sha);
+	for (size_t i = 0; i < n; i++) {
+		const char *sha = builds[i].commit;
+		char *dir = xasprintf("build/%s", builds[i].variant);
+		char *where = xasprintf("build %" PRId64 ": %s at %s", builds[i].id, dir, sha);
 		struct tree_entry e = { 0 };
 		if (repo_stat_path(git, sha, dir, &e) < 0 || !e.is_dir)
 			problem(rc->f, rc->repo, "published build output missing from its commit", where, 0,
@@ -387,7 +390,7 @@ static void check_build_outputs(struct repo_check *rc, git_repository *git)
 		free(where);
 		free(dir);
 	}
-	db_rows_release(&rows);
+	published_builds_free(builds, n);
 }
 
 /* ---- repos ----------------------------------------------------------------------- */

@@ -183,44 +183,42 @@ static int worker_remove(const char *name, int argc, char **argv)
 	return 0;
 }
 
-/* The scope columns of a db_worker_list row, as a scope (the caller
- * releases its lists). */
-static void scope_from_row(const struct db_rows *rows, size_t i, struct worker_scope *scope)
+/* The scope of a db_worker_list row (the caller releases its lists). */
+static void scope_from_row(const struct worker_row *w, struct worker_scope *scope)
 {
-	static const enum worker_column cols[2] = { WORKER_COL_SCOPE_ORGS, WORKER_COL_SCOPE_REPOS };
+	const char *json[2] = { w->scope_orgs, w->scope_repos };
 	struct strvec *lists[2] = { &scope->orgs, &scope->repos };
 	for (int l = 0; l < 2; l++) {
-		json_t *arr = json_loads(db_rows_get(rows, i, cols[l]), 0, NULL), *v;
+		json_t *arr = json_loads(json[l], 0, NULL), *v;
 		size_t k;
 		json_array_foreach(arr, k, v)
 			strvec_pushf(lists[l], "%s", json_string_value(v));
 		json_decref(arr);
 	}
-	scope->private_repos = db_rows_get(rows, i, WORKER_COL_SCOPE_PRIVATE)[0] == 't';
+	scope->private_repos = w->scope_private;
 }
 
 static int worker_list(void)
 {
-	struct db_rows rows;
-	if (db_worker_list(&rows) < 0) {
+	struct worker_row *rows;
+	size_t n;
+	if (db_worker_list(&rows, &n) < 0) {
 		fprintf(stderr, "khub admin: worker list: %s\n", khub_strerror(KHUB_EDB));
 		return 1;
 	}
-	for (size_t i = 0; i < rows.count; i++) {
+	for (size_t i = 0; i < n; i++) {
+		const struct worker_row *w = &rows[i];
 		struct worker_scope scope = WORKER_SCOPE_INIT;
-		scope_from_row(&rows, i, &scope);
+		scope_from_row(w, &scope);
 		char *text = scope_text(&scope);
-		printf("%s\t%s…\tversion %s\tconcurrency %s\tlast heartbeat %s\tscope %s\tvariants %s\tjobs %s\n",
-		       db_rows_get(&rows, i, WORKER_COL_NAME), db_rows_get(&rows, i, WORKER_COL_TOKEN_PREFIX),
-		       db_rows_get(&rows, i, WORKER_COL_VERSION)[0] ? db_rows_get(&rows, i, WORKER_COL_VERSION) : "-",
-		       db_rows_get(&rows, i, WORKER_COL_CONCURRENCY),
-		       db_rows_isnull(&rows, i, WORKER_COL_HEARTBEAT) ? "never" : db_rows_get(&rows, i, WORKER_COL_HEARTBEAT),
-		       text, db_rows_get(&rows, i, WORKER_COL_VARIANTS), db_rows_get(&rows, i, WORKER_COL_JOBS));
+		printf("%s\t%s…\tversion %s\tconcurrency %ld\tlast heartbeat %s\tscope %s\tvariants %s\tjobs %s\n",
+		       w->name, w->token_prefix, w->version[0] ? w->version : "-", w->concurrency,
+		       w->heartbeat ? w->heartbeat : "never", text, w->variants, w->jobs);
 		free(text);
 		strvec_release(&scope.orgs);
 		strvec_release(&scope.repos);
 	}
-	db_rows_release(&rows);
+	worker_rows_release(rows, n);
 	return 0;
 }
 

@@ -47,18 +47,6 @@ void db_server_restarted(void);
  * thread). */
 const char *db_last_error(void);
 
-/* Rows of a query as text, for listings whose values are passed on as
- * PostgreSQL formats them (numbers in shortest exact text); each function
- * returning one names its columns with an enum. */
-struct db_rows {
-	size_t count, columns;
-	char **cells;		/* count * columns, NULL for SQL NULL; owned */
-};
-/* The text of a cell, "" for NULL. */
-const char *db_rows_get(const struct db_rows *rows, size_t row, size_t column);
-int db_rows_isnull(const struct db_rows *rows, size_t row, size_t column);
-void db_rows_release(struct db_rows *rows);	/* accepts NULL; leaves it empty */
-
 /* Explicit transactions on this thread's connection, which stays pinned to
  * the thread until commit or rollback. No nesting. If the connection dies
  * meanwhile, every database call of the thread fails with KHUB_EDB until
@@ -242,13 +230,26 @@ int db_lfs_collect(const char *oid, int (*remove)(const char *oid, void *arg), v
 int db_lfs_inflight_expire(void);
 /* Drop one repo's link to an object. */
 int db_lfs_unlink(int64_t repo_id, const char *oid);
-/* The commits of a repo the variant index has rows for (index_version in
- * column 1), and the branch heads it recorded (ref, commit_sha). */
-int db_kernel_commits_of(int64_t repo_id, struct db_rows *out);
-int db_kernel_heads_of(int64_t repo_id, struct db_rows *out);
-/* The builds of a repo that published an output: id, variant,
- * published_commit (succeeded builds only). */
-int db_build_outputs_of(int64_t repo_id, struct db_rows *out);
+/* The commits of a repo the variant index has rows for (their shas, in
+ * order; the caller releases out with strvec_release). */
+int db_kernel_commits_of(int64_t repo_id, struct strvec *out);
+/* A branch head the variant index recorded. */
+struct kernel_head {
+	char *ref;			/* owned */
+	char commit[41];
+};
+/* The repo's recorded heads by ref: *heads (owned; kernel_heads_free) and *n. */
+int db_kernel_heads_of(int64_t repo_id, struct kernel_head **heads, size_t *n);
+void kernel_heads_free(struct kernel_head *heads, size_t n);	/* accepts NULL */
+/* A succeeded build that published an output. */
+struct published_build {
+	int64_t id;
+	char *variant;			/* owned */
+	char commit[41];		/* the published commit */
+};
+/* The repo's published builds by id: *builds (owned; published_builds_free) and *n. */
+int db_build_outputs_of(int64_t repo_id, struct published_build **builds, size_t *n);
+void published_builds_free(struct published_build *builds, size_t n);	/* accepts NULL */
 /* Forget the index of a commit (its kernel_commits and kernel_variants rows). */
 int db_kernel_commit_forget(int64_t repo_id, const char *commit_sha);
 
@@ -403,39 +404,57 @@ struct benchmark_filter {
 	int by_revision;		/* aggregate: one row per revision as well */
 };
 
-/* Columns of db_benchmark_rows: one row per result, newest run first. */
-enum benchmark_column {
-	BENCH_COL_RUN_ID, BENCH_COL_SUBMITTED_AT, BENCH_COL_SUBMITTER, BENCH_COL_COMMIT,
-	BENCH_COL_KERNEL_COMMIT, BENCH_COL_SCRIPT_PATH, BENCH_COL_SCRIPT_SHA, BENCH_COL_GPU,
-	BENCH_COL_GPU_CORES, BENCH_COL_BACKEND, BENCH_COL_PYTORCH, BENCH_COL_OS, BENCH_COL_CPU,
-	BENCH_COL_WORKLOAD, BENCH_COL_MEAN, BENCH_COL_STD, BENCH_COL_MIN, BENCH_COL_MAX, BENCH_COL_Q1,
-	BENCH_COL_Q3, BENCH_COL_IQR, BENCH_COL_OUTLIERS, BENCH_COL_ITERATIONS, BENCH_COL_VERIFIED,
-	BENCH_COL_SOURCE,
+/* One result of a benchmark run, with its run (db_benchmark_rows). Strings
+ * owned, "" where the column is NULL except script_sha and gpu_cores (NULL);
+ * submitted_at is ISO 8601 UTC; numbers are PostgreSQL's shortest exact text. */
+struct benchmark_row {
+	int64_t run_id;
+	char *submitted_at, *submitter, *commit, *kernel_commit, *script_path, *script_sha;
+	char *gpu, *gpu_cores, *backend, *pytorch, *os, *cpu;
+	char *workload, *mean, *std, *min, *max, *q1, *q3, *iqr, *outliers, *iterations;
+	int verified;			/* 1, 0, or -1 when not recorded */
+	char *source;
 };
+struct benchmark_rows {
+	struct benchmark_row *items;
+	size_t count;
+};
+void benchmark_rows_release(struct benchmark_rows *rows);	/* accepts NULL; leaves it empty */
 /* The matching results of at most filter->limit runs (+1 more run, so the
- * caller knows whether there is a next page). submitted_at is ISO 8601 UTC;
- * numbers are PostgreSQL's shortest exact text. 0 or KHUB_EDB; the caller
- * releases out with db_rows_release. */
-int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
+ * caller knows whether there is a next page), newest run first, by
+ * workload within one. 0 or KHUB_EDB; the caller releases out. */
+int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *filter, struct benchmark_rows *out);
 
-/* Columns of db_benchmark_aggregate: one row per workload and GPU. */
-enum benchmark_agg_column {
-	BENCH_AGG_WORKLOAD, BENCH_AGG_GPU, BENCH_AGG_COUNT, BENCH_AGG_MEDIAN, BENCH_AGG_BEST,
-	BENCH_AGG_LATEST_MEAN, BENCH_AGG_LATEST_STD, BENCH_AGG_LATEST_RUN, BENCH_AGG_LATEST_COMMIT,
-	BENCH_AGG_LATEST_AT, BENCH_AGG_P25, BENCH_AGG_P75, BENCH_AGG_MAX, BENCH_AGG_REVISION,
+/* One workload and GPU (and revision) of db_benchmark_aggregate. Strings
+ * owned ("" for NULL); numbers as PostgreSQL's text. */
+struct benchmark_agg_row {
+	char *workload, *gpu, *count, *median, *best, *latest_mean, *latest_std, *latest_run, *latest_commit;
+	char *latest_at, *p25, *p75, *max;
+	char *revision;			/* "" unless filter->by_revision */
 };
+struct benchmark_agg_rows {
+	struct benchmark_agg_row *items;
+	size_t count;
+};
+void benchmark_agg_rows_release(struct benchmark_agg_rows *rows);	/* accepts NULL; leaves it empty */
 /* Median (of mean_ms), best (= min) mean, 25th and 75th percentiles, max
  * and the latest result per workload and GPU (and commit with
- * filter->by_revision; BENCH_AGG_REVISION is "" without) over the filtered
- * results (before_id and limit are ignored). */
-int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct db_rows *out);
+ * filter->by_revision) over the filtered results (before_id and limit are
+ * ignored), by workload, GPU and latest run. */
+int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *filter, struct benchmark_agg_rows *out);
 
-/* Columns of db_benchmark_regressions: one row per commit, device (gpu)
- * and workload measured slower than the version before it. */
-enum benchmark_regression_column {
-	BENCH_REG_COMMIT, BENCH_REG_GPU, BENCH_REG_WORKLOAD, BENCH_REG_MEDIAN, BENCH_REG_SPREAD,
-	BENCH_REG_PREV_COMMIT, BENCH_REG_PREV_MEDIAN, BENCH_REG_PREV_SPREAD, BENCH_REG_SLOWER_PCT,
+/* One row of db_benchmark_regressions: a commit, device (gpu) and
+ * workload measured slower than the version before it. Strings owned
+ * ("" for NULL); times in milliseconds. */
+struct benchmark_regression {
+	char *commit, *gpu, *workload, *prev_commit;
+	double median, spread, prev_median, prev_spread, slower_pct;
 };
+struct benchmark_regressions {
+	struct benchmark_regression *items;
+	size_t count;
+};
+void benchmark_regressions_release(struct benchmark_regressions *rows);	/* accepts NULL; leaves it empty */
 /* The farm runs' regressions (of commit_sha only, unless NULL), newest
  * first: per commit, device and workload, the median of the runs' means
  * against the previous version's, the commit measured before it on the
@@ -443,7 +462,7 @@ enum benchmark_regression_column {
  * slower and the difference exceeds both sides' spread (each side's
  * largest std_ms or range of means, added). 0 or KHUB_EDB; the caller
  * releases out. */
-int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct db_rows *out);
+int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct benchmark_regressions *out);
 
 /* ---- download counters (storage/db_downloads.c) --------------------------- */
 
@@ -458,14 +477,21 @@ struct download_count {
  * repos.downloads increased. Counts of repos deleted meanwhile are dropped.
  * On failure nothing was added. */
 int db_downloads_add(const struct download_count *counts, size_t n);
-/* Rows of the last `days` UTC days, newest first: day, variant,
- * kernels_version, torch_version, backend, count (enum download_column).
- * 0 or KHUB_EDB; the caller releases out with db_rows_release. */
-enum download_column {
-	DOWNLOAD_COL_DAY, DOWNLOAD_COL_VARIANT, DOWNLOAD_COL_KERNELS, DOWNLOAD_COL_TORCH, DOWNLOAD_COL_BACKEND,
-	DOWNLOAD_COL_COUNT,
+/* One download_counts row (strings owned; day YYYY-MM-DD, UTC). */
+struct download_row {
+	char *day, *variant, *kernels_version, *torch_version, *backend;
+	int64_t count;
 };
-int db_downloads_rows(int64_t repo_id, long days, struct db_rows *out);
+struct download_rows {
+	struct download_row *items;
+	size_t count;
+};
+/* Accepts NULL; leaves it empty. */
+void download_rows_release(struct download_rows *rows);
+/* Rows of the last `days` UTC days, newest first, then by variant, count
+ * (largest first), kernels_version, torch_version, backend. 0 or KHUB_EDB;
+ * the caller releases out with download_rows_release. */
+int db_downloads_rows(int64_t repo_id, long days, struct download_rows *out);
 
 /* ---- the kernel listing (storage/db_kernels.c) ------------------------------ */
 
@@ -654,17 +680,41 @@ int db_web_session_delete(const char *id_sha256);	/* 0 or KHUB_EDB */
  * KHUB_EDB. */
 int db_web_session_flash_set(const char *id_sha256, const char *flash);
 int db_web_session_flash_take(const char *id_sha256, char **out);
-/* An org's members: name, role; by name. 0 or KHUB_EDB; release out. */
-int db_org_members(int64_t org_id, struct db_rows *out);
-/* Accounts, orgs first: kind, name, is_site_admin (t/f), trusted (t/f),
- * created (YYYY-MM-DD). 0 or KHUB_EDB; release out. */
-int db_account_rows(long limit, struct db_rows *out);
+/* An org's member (strings owned). */
+struct org_member_row {
+	char *name, *role;
+};
+/* An org's members by name: *rows (owned; org_member_rows_free) and *n.
+ * 0 or KHUB_EDB. */
+int db_org_members(int64_t org_id, struct org_member_row **rows, size_t *n);
+void org_member_rows_free(struct org_member_row *rows, size_t n);	/* accepts NULL */
+/* An account as the admin page lists it (strings owned). */
+struct account_row {
+	char *kind, *name;
+	int site_admin, trusted;
+	char created[11];		/* YYYY-MM-DD, UTC */
+};
+/* Accounts, orgs first, then by name: *rows (owned; account_rows_free)
+ * and *n. 0 or KHUB_EDB. */
+int db_account_rows(long limit, struct account_row **rows, size_t *n);
+void account_rows_free(struct account_row *rows, size_t n);	/* accepts NULL */
+/* A repo's downloads of one day. */
+struct download_day {
+	int64_t repo_id;
+	long days_ago;			/* 0 = today (UTC) */
+	long count;
+};
 /* Downloads per repo and day of the last `days` UTC days, for sparklines:
- * repo_id, days ago (0 = today), count. 0 or KHUB_EDB; release out. */
-int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_rows *out);
-/* The newest audit log entries: at (UTC text), actor, action, target. 0 or
- * KHUB_EDB; release out. */
-int db_audit_recent(long limit, struct db_rows *out);
+ * *rows (owned; free()) and *n. 0 or KHUB_EDB. */
+int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct download_day **rows, size_t *nrows);
+/* An audit log entry (strings owned; at is UTC text). */
+struct audit_row {
+	char *at, *actor, *action, *target;
+};
+/* The newest audit log entries: *rows (owned; audit_rows_free) and *n.
+ * 0 or KHUB_EDB. */
+int db_audit_recent(long limit, struct audit_row **rows, size_t *n);
+void audit_rows_free(struct audit_row *rows, size_t n);	/* accepts NULL */
 
 /* ---- figures for /metrics (storage/db_metrics.c) ------------------------- */
 

@@ -3,6 +3,7 @@
 #include "storage/db_internal.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,8 +116,81 @@ static void filter_params(int64_t repo_id, const struct benchmark_filter *f, cha
 	params[10] = f->source;
 }
 
-int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f, struct db_rows *out)
+#define TEXT_AT(type, field) offsetof(struct type, field)
+
+/* db_benchmark_rows' text columns (in the query's order, from column 1; -1
+ * for the columns read otherwise) and whether NULL stays NULL. */
+static const struct { long at; int keep_null; } result_text[] = {
+	{ -1, 0 }, { TEXT_AT(benchmark_row, submitted_at), 0 }, { TEXT_AT(benchmark_row, submitter), 0 },
+	{ TEXT_AT(benchmark_row, commit), 0 }, { TEXT_AT(benchmark_row, kernel_commit), 0 },
+	{ TEXT_AT(benchmark_row, script_path), 0 }, { TEXT_AT(benchmark_row, script_sha), 1 },
+	{ TEXT_AT(benchmark_row, gpu), 0 }, { TEXT_AT(benchmark_row, gpu_cores), 1 },
+	{ TEXT_AT(benchmark_row, backend), 0 }, { TEXT_AT(benchmark_row, pytorch), 0 },
+	{ TEXT_AT(benchmark_row, os), 0 }, { TEXT_AT(benchmark_row, cpu), 0 },
+	{ TEXT_AT(benchmark_row, workload), 0 }, { TEXT_AT(benchmark_row, mean), 0 },
+	{ TEXT_AT(benchmark_row, std), 0 }, { TEXT_AT(benchmark_row, min), 0 }, { TEXT_AT(benchmark_row, max), 0 },
+	{ TEXT_AT(benchmark_row, q1), 0 }, { TEXT_AT(benchmark_row, q3), 0 }, { TEXT_AT(benchmark_row, iqr), 0 },
+	{ TEXT_AT(benchmark_row, outliers), 0 }, { TEXT_AT(benchmark_row, iterations), 0 }, { -1, 0 },
+	{ TEXT_AT(benchmark_row, source), 0 },
+};
+#define RESULT_COL_VERIFIED 23
+
+static void fill_result(void *item, const struct db_rows *rows, size_t i)
 {
+	struct benchmark_row *b = item;
+	b->run_id = db_rows_int(rows, i, 0, 0);
+	for (size_t c = 0; c < sizeof(result_text) / sizeof(result_text[0]); c++)
+		if (result_text[c].at >= 0)
+			*(char **)((char *)b + result_text[c].at) = result_text[c].keep_null ? db_rows_strdup(rows, i, c)
+								    : xstrdup(db_rows_get(rows, i, c));
+	b->verified = db_rows_isnull(rows, i, RESULT_COL_VERIFIED) ? -1
+		      : db_rows_get(rows, i, RESULT_COL_VERIFIED)[0] == 't';
+}
+
+void benchmark_rows_release(struct benchmark_rows *rows)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < rows->count; i++)
+		for (size_t c = 0; c < sizeof(result_text) / sizeof(result_text[0]); c++)
+			if (result_text[c].at >= 0)
+				free(*(char **)((char *)&rows->items[i] + result_text[c].at));
+	free(rows->items);
+	rows->items = NULL;
+	rows->count = 0;
+}
+
+/* db_benchmark_aggregate's columns, in the query's order. */
+static const size_t agg_text[] = {
+	TEXT_AT(benchmark_agg_row, workload), TEXT_AT(benchmark_agg_row, gpu), TEXT_AT(benchmark_agg_row, count),
+	TEXT_AT(benchmark_agg_row, median), TEXT_AT(benchmark_agg_row, best), TEXT_AT(benchmark_agg_row, latest_mean),
+	TEXT_AT(benchmark_agg_row, latest_std), TEXT_AT(benchmark_agg_row, latest_run),
+	TEXT_AT(benchmark_agg_row, latest_commit), TEXT_AT(benchmark_agg_row, latest_at),
+	TEXT_AT(benchmark_agg_row, p25), TEXT_AT(benchmark_agg_row, p75), TEXT_AT(benchmark_agg_row, max),
+	TEXT_AT(benchmark_agg_row, revision),
+};
+
+static void fill_aggregate(void *item, const struct db_rows *rows, size_t i)
+{
+	for (size_t c = 0; c < sizeof(agg_text) / sizeof(agg_text[0]); c++)
+		*(char **)((char *)item + agg_text[c]) = xstrdup(db_rows_get(rows, i, c));
+}
+
+void benchmark_agg_rows_release(struct benchmark_agg_rows *rows)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < rows->count; i++)
+		for (size_t c = 0; c < sizeof(agg_text) / sizeof(agg_text[0]); c++)
+			free(*(char **)((char *)&rows->items[i] + agg_text[c]));
+	free(rows->items);
+	rows->items = NULL;
+	rows->count = 0;
+}
+
+int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f, struct benchmark_rows *out)
+{
+	int rc = 0;
 	char repo[24], run[24], before[24], limit[24];
 	const char *params[13];
 	filter_params(repo_id, f, repo, run, params);
@@ -124,7 +198,7 @@ int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f, struct 
 	snprintf(limit, sizeof(limit), "%ld", f->limit + 1);
 	params[11] = f->before_id > 0 ? before : NULL;
 	params[12] = f->limit > 0 ? limit : NULL;
-	return db_query(out, "WITH page AS (SELECT DISTINCT r.id FROM benchmark_runs r"
+	out->items = db_query_items(sizeof(*out->items), fill_result, &out->count, &rc, "WITH page AS (SELECT DISTINCT r.id FROM benchmark_runs r"
 		       "  JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
 		       "  AND ($12::bigint IS NULL OR r.id < $12) ORDER BY r.id DESC LIMIT $13::bigint)"
 		       " SELECT r.id, to_char(r.submitted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
@@ -135,10 +209,12 @@ int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f, struct 
 		       " FROM page JOIN benchmark_runs r ON r.id = page.id"
 		       " JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
 		       " ORDER BY r.id DESC, b.workload", 13, params);
+	return rc;
 }
 
-int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f, struct db_rows *out)
+int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f, struct benchmark_agg_rows *out)
 {
+	int rc = 0;
 	char repo[24], run[24];
 	const char *params[12];
 	filter_params(repo_id, f, repo, run, params);
@@ -146,7 +222,8 @@ int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f, st
 	/* The spread is over the runs' means: percentile_cont interpolates, as
 	 * the median does. Farm runs are compared only among themselves
 	 * (source "farm"): "all" means the users' runs. */
-	return db_query(out, "SELECT b.workload, r.gpu, count(*),"
+	out->items = db_query_items(sizeof(*out->items), fill_aggregate, &out->count, &rc,
+				    "SELECT b.workload, r.gpu, count(*),"
 		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms), min(b.mean_ms),"
 		       "  (array_agg(b.mean_ms ORDER BY r.id DESC))[1], (array_agg(b.std_ms ORDER BY r.id DESC))[1],"
 		       "  max(r.id), (array_agg(r.commit_sha ORDER BY r.id DESC))[1],"
@@ -157,15 +234,54 @@ int db_benchmark_aggregate(int64_t repo_id, const struct benchmark_filter *f, st
 		       " FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
 		       "  AND ($11::text IS NOT NULL OR r.source <> 'farm')"
 		       " GROUP BY b.workload, r.gpu, revision ORDER BY b.workload, r.gpu, max(r.id)", 12, params);
+	return rc;
 }
 
-int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct db_rows *out)
+static double cell_double(const struct db_rows *rows, size_t i, size_t c)
 {
+	return strtod(db_rows_get(rows, i, c), NULL);
+}
+
+/* The columns of db_benchmark_regressions' query, in order. */
+static void fill_regression(void *item, const struct db_rows *rows, size_t i)
+{
+	struct benchmark_regression *g = item;
+	g->commit = xstrdup(db_rows_get(rows, i, 0));
+	g->gpu = xstrdup(db_rows_get(rows, i, 1));
+	g->workload = xstrdup(db_rows_get(rows, i, 2));
+	g->median = cell_double(rows, i, 3);
+	g->spread = cell_double(rows, i, 4);
+	g->prev_commit = xstrdup(db_rows_get(rows, i, 5));
+	g->prev_median = cell_double(rows, i, 6);
+	g->prev_spread = cell_double(rows, i, 7);
+	g->slower_pct = cell_double(rows, i, 8);
+}
+
+void benchmark_regressions_release(struct benchmark_regressions *rows)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < rows->count; i++) {
+		struct benchmark_regression *g = &rows->items[i];
+		free(g->commit);
+		free(g->gpu);
+		free(g->workload);
+		free(g->prev_commit);
+	}
+	free(rows->items);
+	rows->items = NULL;
+	rows->count = 0;
+}
+
+int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct benchmark_regressions *out)
+{
+	int rc = 0;
 	char repo[24], threshold[24];
 	snprintf(repo, sizeof(repo), "%" PRId64, repo_id);
 	snprintf(threshold, sizeof(threshold), "%ld", pct);
 	const char *params[3] = { repo, threshold, commit_sha };
-	return db_query(out, "WITH m AS (SELECT r.commit_sha, r.gpu, b.workload, min(r.id) AS first_id,"
+	out->items = db_query_items(sizeof(*out->items), fill_regression, &out->count, &rc,
+				    "WITH m AS (SELECT r.commit_sha, r.gpu, b.workload, min(r.id) AS first_id,"
 		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms) AS median,"
 		       "  greatest(max(b.std_ms), max(b.mean_ms) - min(b.mean_ms)) AS spread"
 		       "  FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id"
@@ -179,4 +295,5 @@ int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, 
 		       "  AND median - prev_median > spread + prev_spread"
 		       "  AND ($3::text IS NULL OR commit_sha = $3)"
 		       " ORDER BY first_id DESC, gpu, workload", 3, params);
+	return rc;
 }

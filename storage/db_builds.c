@@ -5,6 +5,7 @@
 #include "storage/db_builds.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,103 @@
 	" b.published_branch, b.published_commit, b.force, b.requested_by, b.source_url, b.source_revision," \
 	" b.log_length, b.note"
 #define BUILD_FROM " FROM builds b JOIN repos r ON r.id = b.repo_id LEFT JOIN workers w ON w.id = b.worker_id"
+/* BUILD_COLUMNS in order, and then db_build_matrices' duration. */
+enum build_column {
+	BUILD_COL_ID, BUILD_COL_REPO_ID, BUILD_COL_NS, BUILD_COL_NAME, BUILD_COL_PRIVATE, BUILD_COL_COMMIT,
+	BUILD_COL_VARIANT, BUILD_COL_STATE, BUILD_COL_ATTEMPT, BUILD_COL_MAX_ATTEMPTS, BUILD_COL_NOT_BEFORE,
+	BUILD_COL_WORKER_ID, BUILD_COL_WORKER, BUILD_COL_LEASE_EXPIRES, BUILD_COL_CREATED, BUILD_COL_STARTED,
+	BUILD_COL_FINISHED, BUILD_COL_ERROR, BUILD_COL_ABI_REPORT, BUILD_COL_BRANCH, BUILD_COL_PUBLISHED,
+	BUILD_COL_FORCE, BUILD_COL_REQUESTED_BY, BUILD_COL_SOURCE_URL, BUILD_COL_SOURCE_REVISION,
+	BUILD_COL_LOG_LENGTH, BUILD_COL_NOTE, BUILD_COL_DURATION,
+};
+
+/* Row i of BUILD_COLUMNS rows into b (zeroed before). */
+static void build_row_fill(void *item, const struct db_rows *rows, size_t i)
+{
+	struct build_row *b = item;
+	b->id = db_rows_int(rows, i, BUILD_COL_ID, 0);
+	b->repo_id = db_rows_int(rows, i, BUILD_COL_REPO_ID, 0);
+	b->worker_id = db_rows_int(rows, i, BUILD_COL_WORKER_ID, 0);
+	b->ns = xstrdup(db_rows_get(rows, i, BUILD_COL_NS));
+	b->name = xstrdup(db_rows_get(rows, i, BUILD_COL_NAME));
+	b->commit = xstrdup(db_rows_get(rows, i, BUILD_COL_COMMIT));
+	b->variant = xstrdup(db_rows_get(rows, i, BUILD_COL_VARIANT));
+	b->state = xstrdup(db_rows_get(rows, i, BUILD_COL_STATE));
+	b->private_repo = db_rows_get(rows, i, BUILD_COL_PRIVATE)[0] == 't';
+	b->force = db_rows_get(rows, i, BUILD_COL_FORCE)[0] == 't';
+	b->attempt = (long)db_rows_int(rows, i, BUILD_COL_ATTEMPT, 0);
+	b->max_attempts = (long)db_rows_int(rows, i, BUILD_COL_MAX_ATTEMPTS, 0);
+	static const struct { enum build_column col; size_t at; } text[] = {
+		{ BUILD_COL_NOT_BEFORE, offsetof(struct build_row, not_before) },
+		{ BUILD_COL_WORKER, offsetof(struct build_row, worker) },
+		{ BUILD_COL_LEASE_EXPIRES, offsetof(struct build_row, lease_expires) },
+		{ BUILD_COL_CREATED, offsetof(struct build_row, created) },
+		{ BUILD_COL_STARTED, offsetof(struct build_row, started) },
+		{ BUILD_COL_FINISHED, offsetof(struct build_row, finished) },
+		{ BUILD_COL_ERROR, offsetof(struct build_row, error) },
+		{ BUILD_COL_ABI_REPORT, offsetof(struct build_row, abi_report) },
+		{ BUILD_COL_BRANCH, offsetof(struct build_row, branch) },
+		{ BUILD_COL_PUBLISHED, offsetof(struct build_row, published) },
+		{ BUILD_COL_REQUESTED_BY, offsetof(struct build_row, requested_by) },
+		{ BUILD_COL_SOURCE_URL, offsetof(struct build_row, source_url) },
+		{ BUILD_COL_SOURCE_REVISION, offsetof(struct build_row, source_revision) },
+		{ BUILD_COL_NOTE, offsetof(struct build_row, note) },
+	};
+	for (size_t t = 0; t < sizeof(text) / sizeof(text[0]); t++)
+		*(char **)((char *)b + text[t].at) = db_rows_strdup(rows, i, text[t].col);
+	b->log_length = db_rows_int(rows, i, BUILD_COL_LOG_LENGTH, 0);
+	b->has_duration = rows->columns > BUILD_COL_DURATION && !db_rows_isnull(rows, i, BUILD_COL_DURATION);
+	b->duration = b->has_duration ? db_rows_int(rows, i, BUILD_COL_DURATION, 0) : 0;
+}
+
+void build_row_release(struct build_row *b)
+{
+	if (!b)
+		return;
+	char **strings[] = { &b->ns, &b->name, &b->commit, &b->variant, &b->state, &b->not_before, &b->worker,
+			     &b->lease_expires, &b->created, &b->started, &b->finished, &b->error, &b->abi_report,
+			     &b->branch, &b->published, &b->requested_by, &b->source_url, &b->source_revision,
+			     &b->note };
+	for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+		free(*strings[i]);
+	memset(b, 0, sizeof(*b));
+}
+
+void build_rows_release(struct build_rows *rows)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < rows->count; i++)
+		build_row_release(&rows->items[i]);
+	free(rows->items);
+	rows->items = NULL;
+	rows->count = 0;
+}
+
+/* One build row of a query into out: 0, KHUB_ENOTFOUND or KHUB_EDB. */
+static int build_query_one(struct build_row *out, const char *sql, int nparams, const char *const *params)
+{
+	struct build_rows rows = { 0 };
+	int rc = 0;
+	memset(out, 0, sizeof(*out));
+	rows.items = db_query_items(sizeof(*rows.items), build_row_fill, &rows.count, &rc, sql, nparams, params);
+	if (rc == 0 && rows.count == 0)
+		rc = KHUB_ENOTFOUND;
+	if (rc == 0) {
+		*out = rows.items[0];
+		memset(&rows.items[0], 0, sizeof(rows.items[0]));
+	}
+	build_rows_release(&rows);
+	return rc;
+}
+
+/* Build rows of a query into out: 0 or KHUB_EDB (then out is empty). */
+static int build_query(struct build_rows *out, const char *sql, int nparams, const char *const *params)
+{
+	int rc = 0;
+	out->items = db_query_items(sizeof(*out->items), build_row_fill, &out->count, &rc, sql, nparams, params);
+	return rc;
+}
 
 /* Whether worker w (a workers row) may build a job of repo r (a repos row)
  * now: not removed; a private repo only with scope_private; inside its
@@ -126,27 +224,22 @@ int db_build_queued_counts(int64_t repo_id, const char *requested_by, long *repo
 	return 0;
 }
 
-int db_build_get(int64_t id, struct db_rows *out)
+int db_build_get(int64_t id, struct build_row *out)
 {
 	char bid[24];
 	id_text(bid, id);
 	const char *params[1] = { bid };
-	int rc = db_query(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE b.id = $1", 1, params);
-	if (rc == 0 && out->count == 0) {
-		db_rows_release(out);
-		return KHUB_ENOTFOUND;
-	}
-	return rc;
+	return build_query_one(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE b.id = $1", 1, params);
 }
 
-int db_build_list(int64_t repo_id, const char *state, long limit, long offset, struct db_rows *out)
+int db_build_list(int64_t repo_id, const char *state, long limit, long offset, struct build_rows *out)
 {
 	char repo[24], lim[24], off[24];
 	id_text(repo, repo_id);
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	snprintf(off, sizeof(off), "%ld", offset);
 	const char *params[4] = { repo, state, lim, off };
-	return db_query(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE ($1::bigint = 0 OR b.repo_id = $1) AND ($2::text IS NULL OR b.state = $2)"
+	return build_query(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE ($1::bigint = 0 OR b.repo_id = $1) AND ($2::text IS NULL OR b.state = $2)"
 			     " ORDER BY b.id DESC LIMIT $3 OFFSET $4", 4, params);
 }
 
@@ -155,14 +248,14 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
 	"WITH c AS (SELECT source_commit, max(id) AS newest FROM builds WHERE repo_id = $1" \
 	" AND ($4::text IS NULL OR source_commit = $4) GROUP BY source_commit ORDER BY newest DESC LIMIT $2 OFFSET $3)"
 
-int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct db_rows *out)
+int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
 {
 	char repo[24], lim[24], off[24];
 	id_text(repo, repo_id);
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	snprintf(off, sizeof(off), "%ld", offset);
 	const char *params[4] = { repo, lim, off, commit };
-	return db_query(out, MATRIX_COMMITS " SELECT DISTINCT ON (c.newest, b.variant) " BUILD_COLUMNS ","
+	return build_query(out, MATRIX_COMMITS " SELECT DISTINCT ON (c.newest, b.variant) " BUILD_COLUMNS ","
 			     " extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)"
 			     "  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit"
 			     " WHERE b.repo_id = $1 ORDER BY c.newest DESC, b.variant, b.id DESC", 4, params);
@@ -221,12 +314,15 @@ static int log_start_attempt(const char *bid, const char *wid)
 }
 
 int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
-		   struct db_rows *out)
+		   struct build_row *out)
 {
 	struct strbuf list = STRBUF_INIT;
-	char wid[24], lease[24];
+	struct db_rows room = { 0 };
+	struct build_rows claimed = { 0 };
+	char wid[24], lease[24], bid[24];
 	id_text(wid, worker_id);
 	snprintf(lease, sizeof(lease), "%ld", lease_seconds);
+	memset(out, 0, sizeof(*out));
 	strbuf_adds(&list, "{");
 	for (size_t i = 0; i < n; i++) {
 		if (i)
@@ -245,42 +341,43 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	 * sees the jobs the one before took */
 	if ((rc = db_run("SELECT 1 FROM workers WHERE id = $1 FOR UPDATE", 1, params)) < 0)
 		goto rollback;
-	rc = db_query(out, "SELECT w.concurrency > (SELECT count(*) FROM builds b WHERE b.worker_id = w.id"
-			   "  AND b.state = 'running') FROM workers w WHERE w.id = $1", 1, params);
+	rc = db_query(&room, "SELECT w.concurrency > (SELECT count(*) FROM builds b WHERE b.worker_id = w.id"
+			     "  AND b.state = 'running') FROM workers w WHERE w.id = $1", 1, params);
 	if (rc < 0)
 		goto rollback;
-	int has_room = out->count == 1 && db_rows_get(out, 0, 0)[0] == 't';
-	db_rows_release(out);
-	memset(out, 0, sizeof(*out));
+	int has_room = room.count == 1 && db_rows_get(&room, 0, 0)[0] == 't';
 	if (has_room)
-		rc = db_query(out,
-			      "WITH c AS (SELECT b.id FROM builds b JOIN repos r ON r.id = b.repo_id, workers w"
-			      "  WHERE w.id = $1 AND b.state = 'queued' AND b.not_before <= now()"
-			      "  AND b.variant = ANY($2::text[]) AND " WORKER_MAY_BUILD("w", "r") FAIR_ORDER
-			      "  LIMIT 1 FOR UPDATE OF b SKIP LOCKED),"
-			      " u AS (UPDATE builds b SET state = 'running', attempt = b.attempt + 1, worker_id = $1,"
-			      "  lease_expires_at = now() + make_interval(secs => $3::int), started_at = now(),"
-			      "  finished_at = NULL FROM c WHERE b.id = c.id RETURNING b.*)"
-			      " SELECT " BUILD_COLUMNS " FROM u b JOIN repos r ON r.id = b.repo_id"
-			      " LEFT JOIN workers w ON w.id = b.worker_id", 3, params);
+		rc = build_query(&claimed,
+				 "WITH c AS (SELECT b.id FROM builds b JOIN repos r ON r.id = b.repo_id, workers w"
+				 "  WHERE w.id = $1 AND b.state = 'queued' AND b.not_before <= now()"
+				 "  AND b.variant = ANY($2::text[]) AND " WORKER_MAY_BUILD("w", "r") FAIR_ORDER
+				 "  LIMIT 1 FOR UPDATE OF b SKIP LOCKED),"
+				 " u AS (UPDATE builds b SET state = 'running', attempt = b.attempt + 1, worker_id = $1,"
+				 "  lease_expires_at = now() + make_interval(secs => $3::int), started_at = now(),"
+				 "  finished_at = NULL FROM c WHERE b.id = c.id RETURNING b.*)"
+				 " SELECT " BUILD_COLUMNS " FROM u b JOIN repos r ON r.id = b.repo_id"
+				 " LEFT JOIN workers w ON w.id = b.worker_id", 3, params);
 	if (rc < 0)
 		goto rollback;
 	if ((rc = db_run("UPDATE workers SET last_heartbeat = now() WHERE id = $1", 1, params)) < 0 ||
-	    (rc = db_tx_commit()) < 0) {
-		db_rows_release(out);
+	    (rc = db_tx_commit()) < 0)
 		goto rollback;	/* nothing left to roll back when the commit failed */
+	if (claimed.count == 1) {
+		id_text(bid, claimed.items[0].id);
+		if ((rc = log_start_attempt(bid, wid)) < 0)
+			goto rollback;
 	}
-	if (out->count == 1 && (rc = log_start_attempt(db_rows_get(out, 0, BUILD_COL_ID), wid)) < 0) {
-		db_rows_release(out);
-		goto rollback;
+	rc = !has_room ? 2 : claimed.count ? 0 : 1;
+	if (rc == 0) {
+		*out = claimed.items[0];
+		memset(&claimed.items[0], 0, sizeof(claimed.items[0]));
 	}
-	rc = !has_room ? 2 : out->count ? 0 : 1;
-	if (rc != 0)
-		db_rows_release(out);
 	goto cleanup;
 rollback:
 	db_tx_rollback();
 cleanup:
+	db_rows_release(&room);
+	build_rows_release(&claimed);
 	strbuf_release(&list);
 	return rc;
 }

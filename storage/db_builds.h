@@ -1,23 +1,40 @@
 /* db_builds.h -- storage: the build farm's tables (sql/0007_builds.sql):
  * build jobs with their leases and logs, and the workers that claim them.
  * Functions return 0 or a negative enum khub_err unless they say otherwise;
- * rows come back as struct db_rows with the columns of enum build_column or
- * enum worker_column (the caller releases them with db_rows_release). */
+ * rows come back as struct build_row or struct worker_row (the caller
+ * releases them with build_row_release, build_rows_release,
+ * worker_rows_release). */
 #ifndef KHUB_STORAGE_DB_BUILDS_H
 #define KHUB_STORAGE_DB_BUILDS_H
 
 #include "storage/db.h"
 
-/* Columns of a build row (db_build_get, db_build_list, db_build_claim). */
-enum build_column {
-	BUILD_COL_ID, BUILD_COL_REPO_ID, BUILD_COL_NS, BUILD_COL_NAME, BUILD_COL_PRIVATE, BUILD_COL_COMMIT,
-	BUILD_COL_VARIANT, BUILD_COL_STATE, BUILD_COL_ATTEMPT, BUILD_COL_MAX_ATTEMPTS, BUILD_COL_NOT_BEFORE,
-	BUILD_COL_WORKER_ID, BUILD_COL_WORKER, BUILD_COL_LEASE_EXPIRES, BUILD_COL_CREATED, BUILD_COL_STARTED,
-	BUILD_COL_FINISHED, BUILD_COL_ERROR, BUILD_COL_ABI_REPORT, BUILD_COL_BRANCH, BUILD_COL_PUBLISHED,
-	BUILD_COL_FORCE, BUILD_COL_REQUESTED_BY, BUILD_COL_SOURCE_URL, BUILD_COL_SOURCE_REVISION,
-	BUILD_COL_LOG_LENGTH, BUILD_COL_NOTE,
+/* One build job (db_build_get, db_build_list, db_build_claim,
+ * db_build_matrices). Strings owned; NULL where the column is NULL (ns,
+ * name, commit, variant and state never are). Times are ISO 8601 UTC text. */
+struct build_row {
+	int64_t id, repo_id;
+	int64_t worker_id;		/* 0: none */
+	char *ns, *name, *commit, *variant, *state;
+	int private_repo, force;
+	long attempt, max_attempts;
+	char *not_before, *worker, *lease_expires, *created, *started, *finished;
+	char *error, *abi_report;	/* abi_report: JSON text */
+	char *branch, *published;	/* published: the commit the output went to */
+	char *requested_by, *source_url, *source_revision, *note;
+	int64_t log_length;
+	int has_duration;		/* db_build_matrices only: */
+	int64_t duration;		/* seconds started to finished (or now) */
 };
-/* Times are ISO 8601 UTC text; NULL cells where unset. */
+/* An array of build rows (owned). */
+struct build_rows {
+	struct build_row *items;
+	size_t count;
+};
+/* Free row's strings and zero it; accepts NULL. */
+void build_row_release(struct build_row *row);
+/* Release every row and the array; accepts NULL; leaves it empty. */
+void build_rows_release(struct build_rows *rows);
 
 /* What an enqueue asks (strings borrowed). */
 struct build_request {
@@ -43,18 +60,16 @@ int db_build_queue_begin(void);
 int db_build_queued_counts(int64_t repo_id, const char *requested_by, long *repo_queued, long *requester_queued);
 
 /* One job: KHUB_ENOTFOUND when there is none. */
-int db_build_get(int64_t id, struct db_rows *out);
+int db_build_get(int64_t id, struct build_row *out);
 /* A repo's jobs (repo_id 0: every repo's), newest first; state NULL = any. */
-int db_build_list(int64_t repo_id, const char *state, long limit, long offset, struct db_rows *out);
+int db_build_list(int64_t repo_id, const char *state, long limit, long offset, struct build_rows *out);
 
 /* Build matrices (docs/build-farm.md, "The build matrix"): of repo_id's
  * commit (not NULL), or of its commits with builds newest first (the
  * commit of the newest job first; commits limit and offset), the newest
- * job of each commit and variant: rows of enum build_column and then
- * BUILD_MATRIX_COL_DURATION, grouped by commit in that order, by variant
- * within one. */
-#define BUILD_MATRIX_COL_DURATION (BUILD_COL_NOTE + 1)	/* seconds started to finished (or now); NULL */
-int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct db_rows *out);
+ * job of each commit and variant, with its duration, grouped by commit in
+ * that order, by variant within one. */
+int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out);
 /* How many commits of repo_id have builds. */
 int db_build_matrix_count(int64_t repo_id, long *commits);
 
@@ -83,10 +98,10 @@ int db_build_take_back_out_of_scope(void);
  * worker's scope covers and whose backoff is over (FOR UPDATE SKIP
  * LOCKED): of the repos with such jobs, the one whose last claim is oldest
  * (never claimed first), its oldest job; leased to worker_id for
- * lease_seconds. 0 with one row in out, 1 when none is ready, 2 when the
+ * lease_seconds. 0 with the job in out, 1 when none is ready, 2 when the
  * worker is at its concurrency, KHUB_EDB. */
 int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
-		   struct db_rows *out);
+		   struct build_row *out);
 
 /* The lease of a job, with the worker's scope checked against the job's
  * repo as it is now: 0 when worker_id holds it (running); KHUB_ECONFLICT
@@ -189,19 +204,25 @@ int db_worker_token_lookup(const char *token, struct principal *out);
 /* What it registered: capabilities (JSON text), variants (array literal). */
 int db_worker_register(int64_t id, const char *version, long concurrency, const char *capabilities,
 		       const char *variants);
-/* Columns of db_worker_list. */
-enum worker_column {
-	WORKER_COL_NAME, WORKER_COL_VERSION, WORKER_COL_CONCURRENCY, WORKER_COL_CAPABILITIES, WORKER_COL_VARIANTS,
-	WORKER_COL_CREATED, WORKER_COL_REGISTERED, WORKER_COL_HEARTBEAT, WORKER_COL_JOBS, WORKER_COL_TOKEN_PREFIX,
-	WORKER_COL_SCOPE_ORGS, WORKER_COL_SCOPE_REPOS, WORKER_COL_SCOPE_PRIVATE,
+/* A worker not removed (db_worker_list). Strings owned; variants, jobs
+ * and the scope's lists as JSON text; created, registered and heartbeat
+ * NULL when unset, the others "" at worst. */
+struct worker_row {
+	char *name, *version, *capabilities, *variants;
+	long concurrency;
+	char *created, *registered, *heartbeat;
+	char *jobs, *token_prefix, *scope_orgs, *scope_repos;
+	int scope_private;
 };
-/* Workers not removed, by name; variants, jobs and the scope's lists as
- * JSON text, WORKER_COL_SCOPE_PRIVATE "t" or "f". */
-int db_worker_list(struct db_rows *out);
-/* Every variant some worker not removed registered, sorted: (variant, live
- * 't'/'f'), live when one of its workers registered, claimed or
- * heartbeat within live_seconds. */
-int db_worker_variants(long live_seconds, struct db_rows *out);
+/* Release every row and the array (count rows); accepts NULL. */
+void worker_rows_release(struct worker_row *rows, size_t count);
+/* Workers not removed, by name: *rows (owned) and *count. */
+int db_worker_list(struct worker_row **rows, size_t *count);
+/* Every variant some worker not removed registered, sorted, split into
+ * live ones (one of its workers registered, claimed or heartbeat within
+ * live_seconds) and stale ones: NULL-terminated arrays of owned strings
+ * (free_strings them), *nlive and *nstale long. */
+int db_worker_variants(long live_seconds, char ***live, size_t *nlive, char ***stale, size_t *nstale);
 
 /* The repo's buildOnPush setting and whether it is a mirror. */
 int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored);

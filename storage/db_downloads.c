@@ -50,15 +50,41 @@ int db_downloads_add(const struct download_count *counts, size_t n)
 	return 0;
 }
 
-int db_downloads_rows(int64_t repo_id, long days, struct db_rows *out)
+static void download_row_fill(void *item, const struct db_rows *rows, size_t i)
+{
+	struct download_row *d = item;
+	char **text[] = { &d->day, &d->variant, &d->kernels_version, &d->torch_version, &d->backend };
+	for (size_t c = 0; c < sizeof(text) / sizeof(text[0]); c++)
+		*text[c] = xstrdup(db_rows_get(rows, i, c));
+	d->count = db_rows_int(rows, i, 5, 0);
+}
+
+void download_rows_release(struct download_rows *rows)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < rows->count; i++) {
+		struct download_row *d = &rows->items[i];
+		char *text[] = { d->day, d->variant, d->kernels_version, d->torch_version, d->backend };
+		for (size_t c = 0; c < sizeof(text) / sizeof(text[0]); c++)
+			free(text[c]);
+	}
+	free(rows->items);
+	rows->items = NULL;
+	rows->count = 0;
+}
+
+int db_downloads_rows(int64_t repo_id, long days, struct download_rows *out)
 {
 	char repo[24], ndays[24];
+	int rc = 0;
 	snprintf(repo, sizeof(repo), "%" PRId64, repo_id);
 	snprintf(ndays, sizeof(ndays), "%ld", days);
 	const char *params[2] = { repo, ndays };
-	return db_query(out, "SELECT to_char(day, 'YYYY-MM-DD'), variant, kernels_version, torch_version, backend, count"
+	out->items = db_query_items(sizeof(*out->items), download_row_fill, &out->count, &rc, "SELECT to_char(day, 'YYYY-MM-DD'), variant, kernels_version, torch_version, backend, count"
 		       " FROM download_counts WHERE repo_id = $1"
 		       " AND day > (now() AT TIME ZONE 'UTC')::date - $2::int"
 		       " ORDER BY day DESC, variant, count DESC, kernels_version, torch_version, backend",
 		       2, params);
+	return rc;
 }

@@ -7,6 +7,17 @@
 
 #include "storage/db.h"
 
+/* Rows of a query as text, turned into the typed rows storage/'s headers
+ * declare (nothing outside storage/ reads a column by position: t0294). */
+struct db_rows {
+	size_t count, columns;
+	char **cells;		/* count * columns, NULL for SQL NULL; owned */
+};
+/* The text of a cell, "" for NULL. */
+const char *db_rows_get(const struct db_rows *rows, size_t row, size_t column);
+int db_rows_isnull(const struct db_rows *rows, size_t row, size_t column);
+void db_rows_release(struct db_rows *rows);	/* accepts NULL; leaves it empty */
+
 /* Run a query with text parameters on this thread's connection (borrowed
  * from the pool for the call unless pinned). The caller PQclear()s. NULL on
  * failure (logged); *sqlstate (static) set when given. */

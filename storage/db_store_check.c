@@ -95,30 +95,69 @@ int db_lfs_unlink(int64_t repo_id, const char *oid)
 	return db_run("DELETE FROM lfs_repo_objects WHERE repo_id = $1 AND oid = $2", 2, params);
 }
 
-int db_kernel_commits_of(int64_t repo_id, struct db_rows *out)
+int db_kernel_commits_of(int64_t repo_id, struct strvec *out)
 {
+	struct db_rows rows;
 	char id[24];
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	const char *params[1] = { id };
-	return db_query(out, "SELECT commit_sha, index_version FROM kernel_commits WHERE repo_id = $1 ORDER BY commit_sha",
-			1, params);
+	int rc = db_query(&rows, "SELECT commit_sha FROM kernel_commits WHERE repo_id = $1 ORDER BY commit_sha", 1, params);
+	for (size_t i = 0; rc == 0 && i < rows.count; i++)
+		strvec_pushf(out, "%s", db_rows_get(&rows, i, 0));
+	db_rows_release(&rows);
+	return rc;
 }
 
-int db_kernel_heads_of(int64_t repo_id, struct db_rows *out)
+static void fill_head(void *item, const struct db_rows *rows, size_t i)
 {
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
-	return db_query(out, "SELECT ref, commit_sha FROM kernel_heads WHERE repo_id = $1 ORDER BY ref", 1, params);
+	struct kernel_head *h = item;
+	h->ref = xstrdup(db_rows_get(rows, i, 0));
+	snprintf(h->commit, sizeof(h->commit), "%s", db_rows_get(rows, i, 1));
 }
 
-int db_build_outputs_of(int64_t repo_id, struct db_rows *out)
+int db_kernel_heads_of(int64_t repo_id, struct kernel_head **heads, size_t *n)
 {
 	char id[24];
+	int rc = 0;
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	const char *params[1] = { id };
-	return db_query(out, "SELECT id, variant, published_commit FROM builds WHERE repo_id = $1 AND state = 'succeeded' "
-			"AND published_commit IS NOT NULL ORDER BY id", 1, params);
+	*heads = db_query_items(sizeof(**heads), fill_head, n, &rc,
+				"SELECT ref, commit_sha FROM kernel_heads WHERE repo_id = $1 ORDER BY ref", 1, params);
+	return rc;
+}
+
+void kernel_heads_free(struct kernel_head *heads, size_t n)
+{
+	for (size_t i = 0; heads && i < n; i++)
+		free(heads[i].ref);
+	free(heads);
+}
+
+static void fill_published(void *item, const struct db_rows *rows, size_t i)
+{
+	struct published_build *b = item;
+	b->id = db_rows_int(rows, i, 0, 0);
+	b->variant = xstrdup(db_rows_get(rows, i, 1));
+	snprintf(b->commit, sizeof(b->commit), "%s", db_rows_get(rows, i, 2));
+}
+
+int db_build_outputs_of(int64_t repo_id, struct published_build **builds, size_t *n)
+{
+	char id[24];
+	int rc = 0;
+	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[1] = { id };
+	*builds = db_query_items(sizeof(**builds), fill_published, n, &rc,
+				 "SELECT id, variant, published_commit FROM builds WHERE repo_id = $1"
+				 " AND state = 'succeeded' AND published_commit IS NOT NULL ORDER BY id", 1, params);
+	return rc;
+}
+
+void published_builds_free(struct published_build *builds, size_t n)
+{
+	for (size_t i = 0; builds && i < n; i++)
+		free(builds[i].variant);
+	free(builds);
 }
 
 int db_kernel_commit_forget(int64_t repo_id, const char *commit_sha)

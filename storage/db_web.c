@@ -67,26 +67,75 @@ int db_web_session_delete(const char *id_sha256)
 	return db_run("DELETE FROM web_sessions WHERE id_sha256 = $1", 1, params);
 }
 
-int db_org_members(int64_t org_id, struct db_rows *out)
+static void fill_member(void *item, const struct db_rows *rows, size_t i)
+{
+	struct org_member_row *m = item;
+	m->name = xstrdup(db_rows_get(rows, i, 0));
+	m->role = xstrdup(db_rows_get(rows, i, 1));
+}
+
+int db_org_members(int64_t org_id, struct org_member_row **rows, size_t *n)
 {
 	char id[24];
+	int rc = 0;
 	snprintf(id, sizeof(id), "%" PRId64, org_id);
 	const char *params[1] = { id };
-	return db_query(out, "SELECT a.name, m.role FROM memberships m JOIN accounts a ON a.id = m.user_id"
-			" WHERE m.org_id = $1 ORDER BY lower(a.name)", 1, params);
+	*rows = db_query_items(sizeof(**rows), fill_member, n, &rc,
+			       "SELECT a.name, m.role FROM memberships m JOIN accounts a ON a.id = m.user_id"
+			       " WHERE m.org_id = $1 ORDER BY lower(a.name)", 1, params);
+	return rc;
 }
 
-int db_account_rows(long limit, struct db_rows *out)
+void org_member_rows_free(struct org_member_row *rows, size_t n)
+{
+	for (size_t i = 0; rows && i < n; i++) {
+		free(rows[i].name);
+		free(rows[i].role);
+	}
+	free(rows);
+}
+
+static void fill_account(void *item, const struct db_rows *rows, size_t i)
+{
+	struct account_row *a = item;
+	a->kind = xstrdup(db_rows_get(rows, i, 0));
+	a->name = xstrdup(db_rows_get(rows, i, 1));
+	a->site_admin = db_rows_get(rows, i, 2)[0] == 't';
+	a->trusted = db_rows_get(rows, i, 3)[0] == 't';
+	snprintf(a->created, sizeof(a->created), "%s", db_rows_get(rows, i, 4));
+}
+
+int db_account_rows(long limit, struct account_row **rows, size_t *n)
 {
 	char lim[24];
+	int rc = 0;
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	const char *params[1] = { lim };
-	return db_query(out, "SELECT kind, name, is_site_admin, trusted_kernel_publisher,"
-			" to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-			" FROM accounts ORDER BY kind DESC, lower(name) LIMIT $1::int", 1, params);
+	*rows = db_query_items(sizeof(**rows), fill_account, n, &rc,
+			       "SELECT kind, name, is_site_admin, trusted_kernel_publisher,"
+			       " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+			       " FROM accounts ORDER BY kind DESC, lower(name) LIMIT $1::int", 1, params);
+	return rc;
 }
 
-int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_rows *out)
+void account_rows_free(struct account_row *rows, size_t n)
+{
+	for (size_t i = 0; rows && i < n; i++) {
+		free(rows[i].kind);
+		free(rows[i].name);
+	}
+	free(rows);
+}
+
+static void fill_download_day(void *item, const struct db_rows *rows, size_t i)
+{
+	struct download_day *d = item;
+	d->repo_id = db_rows_int(rows, i, 0, 0);
+	d->days_ago = (long)db_rows_int(rows, i, 1, 0);
+	d->count = (long)db_rows_int(rows, i, 2, 0);
+}
+
+int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct download_day **rows, size_t *nrows)
 {
 	struct strbuf ids = STRBUF_INIT;
 	char num[24], d[24];
@@ -98,18 +147,42 @@ int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct db_r
 	strbuf_adds(&ids, "}");
 	snprintf(d, sizeof(d), "%ld", days);
 	const char *params[2] = { ids.buf, d };
-	int rc = db_query(out, "SELECT repo_id, ((now() AT TIME ZONE 'UTC')::date - day), sum(count)::bigint"
-			  " FROM download_counts WHERE repo_id = ANY($1::bigint[])"
-			  " AND day > (now() AT TIME ZONE 'UTC')::date - $2::int GROUP BY 1, 2", 2, params);
+	int rc = 0;
+	*rows = db_query_items(sizeof(**rows), fill_download_day, nrows, &rc,
+			       "SELECT repo_id, ((now() AT TIME ZONE 'UTC')::date - day), sum(count)::bigint"
+			       " FROM download_counts WHERE repo_id = ANY($1::bigint[])"
+			       " AND day > (now() AT TIME ZONE 'UTC')::date - $2::int GROUP BY 1, 2", 2, params);
 	strbuf_release(&ids);
 	return rc;
 }
 
-int db_audit_recent(long limit, struct db_rows *out)
+static void fill_audit(void *item, const struct db_rows *rows, size_t i)
+{
+	struct audit_row *a = item;
+	char **text[] = { &a->at, &a->actor, &a->action, &a->target };
+	for (size_t c = 0; c < sizeof(text) / sizeof(text[0]); c++)
+		*text[c] = xstrdup(db_rows_get(rows, i, c));
+}
+
+int db_audit_recent(long limit, struct audit_row **rows, size_t *n)
 {
 	char lim[24];
+	int rc = 0;
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	const char *params[1] = { lim };
-	return db_query(out, "SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), actor_name, action, target"
-			" FROM audit_log ORDER BY id DESC LIMIT $1::int", 1, params);
+	*rows = db_query_items(sizeof(**rows), fill_audit, n, &rc,
+			       "SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), actor_name, action, target"
+			       " FROM audit_log ORDER BY id DESC LIMIT $1::int", 1, params);
+	return rc;
+}
+
+void audit_rows_free(struct audit_row *rows, size_t n)
+{
+	for (size_t i = 0; rows && i < n; i++) {
+		free(rows[i].at);
+		free(rows[i].actor);
+		free(rows[i].action);
+		free(rows[i].target);
+	}
+	free(rows);
 }

@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,9 +131,53 @@ int db_worker_register(int64_t id, const char *version, long concurrency, const 
 
 #define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
-int db_worker_list(struct db_rows *out)
+/* The columns of db_worker_list's query. */
+enum worker_column {
+	WORKER_COL_NAME, WORKER_COL_VERSION, WORKER_COL_CONCURRENCY, WORKER_COL_CAPABILITIES, WORKER_COL_VARIANTS,
+	WORKER_COL_CREATED, WORKER_COL_REGISTERED, WORKER_COL_HEARTBEAT, WORKER_COL_JOBS, WORKER_COL_TOKEN_PREFIX,
+	WORKER_COL_SCOPE_ORGS, WORKER_COL_SCOPE_REPOS, WORKER_COL_SCOPE_PRIVATE,
+};
+
+static void worker_row_fill(void *item, const struct db_rows *rows, size_t i)
 {
-	return db_query(out,
+	struct worker_row *w = item;
+	static const struct { enum worker_column col; size_t at; } text[] = {
+		{ WORKER_COL_NAME, offsetof(struct worker_row, name) },
+		{ WORKER_COL_VERSION, offsetof(struct worker_row, version) },
+		{ WORKER_COL_CAPABILITIES, offsetof(struct worker_row, capabilities) },
+		{ WORKER_COL_VARIANTS, offsetof(struct worker_row, variants) },
+		{ WORKER_COL_JOBS, offsetof(struct worker_row, jobs) },
+		{ WORKER_COL_TOKEN_PREFIX, offsetof(struct worker_row, token_prefix) },
+		{ WORKER_COL_SCOPE_ORGS, offsetof(struct worker_row, scope_orgs) },
+		{ WORKER_COL_SCOPE_REPOS, offsetof(struct worker_row, scope_repos) },
+	};
+	for (size_t t = 0; t < sizeof(text) / sizeof(text[0]); t++)
+		*(char **)((char *)w + text[t].at) = xstrdup(db_rows_get(rows, i, text[t].col));
+	w->concurrency = (long)db_rows_int(rows, i, WORKER_COL_CONCURRENCY, 0);
+	w->created = db_rows_strdup(rows, i, WORKER_COL_CREATED);
+	w->registered = db_rows_strdup(rows, i, WORKER_COL_REGISTERED);
+	w->heartbeat = db_rows_strdup(rows, i, WORKER_COL_HEARTBEAT);
+	w->scope_private = db_rows_get(rows, i, WORKER_COL_SCOPE_PRIVATE)[0] == 't';
+}
+
+void worker_rows_release(struct worker_row *rows, size_t count)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < count; i++) {
+		struct worker_row *w = &rows[i];
+		char *strings[] = { w->name, w->version, w->capabilities, w->variants, w->created, w->registered,
+				    w->heartbeat, w->jobs, w->token_prefix, w->scope_orgs, w->scope_repos };
+		for (size_t s = 0; s < sizeof(strings) / sizeof(strings[0]); s++)
+			free(strings[s]);
+	}
+	free(rows);
+}
+
+int db_worker_list(struct worker_row **rows, size_t *count)
+{
+	int rc = 0;
+	*rows = db_query_items(sizeof(**rows), worker_row_fill, count, &rc,
 			"SELECT w.name, w.version, w.concurrency, w.capabilities::text, to_json(w.variants)::text,"
 			" " ISO("w.created_at") ", " ISO("w.registered_at") ", " ISO("w.last_heartbeat") ","
 			" coalesce((SELECT json_agg(json_build_object('id', b.id, 'repo', r.namespace || '/' || r.name,"
@@ -142,16 +187,32 @@ int db_worker_list(struct db_rows *out)
 			"  WHERE b.worker_id = w.id AND b.state = 'running'), '[]')::text,"
 			" w.token_prefix, to_json(w.scope_orgs)::text, to_json(w.scope_repos)::text, w.scope_private"
 			" FROM workers w WHERE w.removed_at IS NULL ORDER BY lower(w.name)", 0, NULL);
+	return rc;
 }
 
-int db_worker_variants(long live_seconds, struct db_rows *out)
+int db_worker_variants(long live_seconds, char ***live, size_t *nlive, char ***stale, size_t *nstale)
 {
+	struct db_rows rows;
 	char secs[24];
 	snprintf(secs, sizeof(secs), "%ld", live_seconds);
 	const char *params[1] = { secs };
-	return db_query(out, "SELECT v, bool_or(coalesce(last_heartbeat > now() - make_interval(secs => $1::int), false))"
-			     " FROM workers, unnest(variants) v WHERE removed_at IS NULL GROUP BY v ORDER BY v",
-			1, params);
+	*live = *stale = NULL;
+	*nlive = *nstale = 0;
+	int rc = db_query(&rows, "SELECT v, bool_or(coalesce(last_heartbeat > now() - make_interval(secs => $1::int), false))"
+				 " FROM workers, unnest(variants) v WHERE removed_at IS NULL GROUP BY v ORDER BY v",
+			  1, params);
+	if (rc < 0)
+		return rc;
+	*live = xcalloc(rows.count + 1, sizeof(char *));
+	*stale = xcalloc(rows.count + 1, sizeof(char *));
+	for (size_t i = 0; i < rows.count; i++) {
+		if (db_rows_get(&rows, i, 1)[0] == 't')
+			(*live)[(*nlive)++] = xstrdup(db_rows_get(&rows, i, 0));
+		else
+			(*stale)[(*nstale)++] = xstrdup(db_rows_get(&rows, i, 0));
+	}
+	db_rows_release(&rows);
+	return 0;
 }
 
 int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored)

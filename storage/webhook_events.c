@@ -80,31 +80,29 @@ static const char *build_state_public(const char *state)
 	return state;
 }
 
-/* The "build" object of job row 0 in rows. */
-static json_t *build_object(int64_t job_id, const struct db_rows *rows, const char *state)
+/* The "build" object of job b. */
+static json_t *build_object(int64_t job_id, const struct build_row *b, const char *state)
 {
 	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:s?}", "id", (json_int_t)job_id, "state",
-			 build_state_public(state), "variant", db_rows_get(rows, 0, BUILD_COL_VARIANT), "commit",
-			 db_rows_get(rows, 0, BUILD_COL_COMMIT), "attempt",
-			 (json_int_t)db_rows_int(rows, 0, BUILD_COL_ATTEMPT, 0), "error",
-			 db_rows_get(rows, 0, BUILD_COL_ERROR));
+			 build_state_public(state), "variant", b->variant, "commit", b->commit, "attempt",
+			 (json_int_t)b->attempt, "error", b->error ? b->error : "");
 }
 
 void webhook_event_build(int64_t job_id, const char *state)
 {
-	struct db_rows rows = { 0 };
+	struct build_row b = { 0 };
 	json_t *repo = NULL;
-	int rc = db_build_get(job_id, &rows);
-	int64_t repo_id = rc == 0 ? db_rows_int(&rows, 0, BUILD_COL_REPO_ID, 0) : 0;
+	int rc = db_build_get(job_id, &b);
+	int64_t repo_id = rc == 0 ? b.repo_id : 0;
 	if (rc == 0)
-		rc = repo_object(repo_id, WEBHOOK_SCOPE_BUILD, db_rows_get(&rows, 0, BUILD_COL_COMMIT), &repo);
+		rc = repo_object(repo_id, WEBHOOK_SCOPE_BUILD, b.commit, &repo);
 	if (rc == 0)
 		rc = enqueue(repo_id, WEBHOOK_SCOPE_BUILD,
 			     json_pack("{s:{s:s, s:s}, s:o, s:o}", "event", "action", "update", "scope",
-				       WEBHOOK_SCOPE_BUILD, "repo", repo, "build", build_object(job_id, &rows, state)));
+				       WEBHOOK_SCOPE_BUILD, "repo", repo, "build", build_object(job_id, &b, state)));
 	if (rc < 0 && rc != KHUB_ENOTFOUND)
 		log_error("webhooks: build %" PRId64 ": the %s event is lost (database)", job_id, state);
-	db_rows_release(&rows);
+	build_row_release(&b);
 }
 
 void webhook_event_benchmark(int64_t repo_id, const char *commit_sha, int64_t run_id, json_t *regressions)

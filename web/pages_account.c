@@ -218,15 +218,16 @@ static void member_controls(struct page *pg, const char *org, const char *name, 
 
 static void members_section(struct page *pg, const struct account *org, enum role caller)
 {
-	struct db_rows rows;
-	if (db_org_members(org->id, &rows) < 0) {
+	struct org_member_row *rows;
+	size_t n;
+	if (db_org_members(org->id, &rows, &n) < 0) {
 		page_db_problem(pg);
 		return;
 	}
 	page_html(pg, "<h2>Members</h2>" SCROLL_REGION("Members table") "<table id=\"members\"><thead><tr><th scope=\"col\">Member</th><th scope=\"col\">"
 		      "Role</th></tr></thead><tbody>");
-	for (size_t i = 0; i < rows.count; i++) {
-		const char *name = db_rows_get(&rows, i, 0), *role = db_rows_get(&rows, i, 1);
+	for (size_t i = 0; i < n; i++) {
+		const char *name = rows[i].name, *role = rows[i].role;
 		page_html(pg, "<tr><th scope=\"row\">");
 		page_account_link(pg, name);
 		page_html(pg, "</th><td>");
@@ -237,7 +238,7 @@ static void members_section(struct page *pg, const struct account *org, enum rol
 		page_html(pg, "</td></tr>");
 	}
 	page_html(pg, "</tbody></table></div>");
-	db_rows_release(&rows);
+	org_member_rows_free(rows, n);
 	if (caller != ROLE_ADMIN)
 		return;
 	page_html(pg, "<h3>Add a member</h3><form method=\"post\" class=\"stack\" id=\"add-member\" action=\"/");

@@ -60,64 +60,56 @@ static void trusted_section(struct page *pg)
 	trusted_publisher_list_release(&list);
 }
 
-/* A section holding a table of rows read from the database (loaded: the
- * read's return): head opens the table up to its <tbody>, render_row writes
- * the cells of a row. Releases rows. */
-static void rows_section(struct page *pg, const char *id, const char *title, int loaded, struct db_rows *rows,
-			 const char *head, void (*render_row)(struct page *pg, const struct db_rows *rows, size_t i))
-{
-	if (section_open(pg, id, title, loaded) == 0) {
-		page_html(pg, head);
-		for (size_t i = 0; i < rows->count; i++) {
-			page_html(pg, "<tr>");
-			render_row(pg, rows, i);
-			page_html(pg, "</tr>");
-		}
-		page_html(pg, "</tbody></table></div></section>");
-	}
-	db_rows_release(rows);
-}
-
-static void activity_row(struct page *pg, const struct db_rows *rows, size_t i)
-{
-	for (size_t c = 0; c < 4; c++)
-		page_cell(pg, c == 2 ? "<td class=\"mono\">" : "<td>", db_rows_get(rows, i, c));
-}
-
 /* Who did what lately: publishes, pushes, settings, trust, tokens. */
 static void activity_section(struct page *pg)
 {
-	struct db_rows rows;
-	int loaded = db_audit_recent(ADMIN_ACTIVITY_SHOWN, &rows);
-	rows_section(pg, "activity", "Recent activity", loaded, &rows,
-		     SCROLL_REGION("Activity table") "<table id=\"activity\"><thead><tr><th scope=\"col\">When (UTC)</th>"
-		     "<th scope=\"col\">Who</th><th scope=\"col\">What</th><th scope=\"col\">On</th></tr></thead><tbody>",
-		     activity_row);
+	struct audit_row *rows = NULL;
+	size_t n = 0;
+	if (section_open(pg, "activity", "Recent activity", db_audit_recent(ADMIN_ACTIVITY_SHOWN, &rows, &n)) < 0)
+		return;
+	page_html(pg, SCROLL_REGION("Activity table") "<table id=\"activity\"><thead><tr><th scope=\"col\">When (UTC)</th>"
+		      "<th scope=\"col\">Who</th><th scope=\"col\">What</th><th scope=\"col\">On</th></tr></thead><tbody>");
+	for (size_t i = 0; i < n; i++) {
+		page_html(pg, "<tr>");
+		page_cell(pg, "<td>", rows[i].at);
+		page_cell(pg, "<td>", rows[i].actor);
+		page_cell(pg, "<td class=\"mono\">", rows[i].action);
+		page_cell(pg, "<td>", rows[i].target);
+		page_html(pg, "</tr>");
+	}
+	page_html(pg, "</tbody></table></div></section>");
+	audit_rows_free(rows, n);
 }
 
-static void account_row(struct page *pg, const struct db_rows *rows, size_t i)
+static void account_row(struct page *pg, const struct account_row *a)
 {
-	page_html(pg, "<th scope=\"row\">");
-	page_account_link(pg, db_rows_get(rows, i, 1));
+	page_html(pg, "<tr><th scope=\"row\">");
+	page_account_link(pg, a->name);
 	page_html(pg, "</th>");
-	page_cell(pg, "<td>", db_rows_get(rows, i, 0));
+	page_cell(pg, "<td>", a->kind);
 	page_html(pg, "<td>");
-	if (db_rows_get(rows, i, 2)[0] == 't')
+	if (a->site_admin)
 		page_html(pg, "<span class=\"badge\">site admin</span> ");
-	if (db_rows_get(rows, i, 3)[0] == 't')
+	if (a->trusted)
 		page_html(pg, "<span class=\"badge trusted\">trusted</span>");
 	page_html(pg, "</td>");
-	page_cell(pg, "<td>", db_rows_get(rows, i, 4));
+	page_cell(pg, "<td>", a->created);
+	page_html(pg, "</tr>");
 }
 
 static void accounts_section(struct page *pg)
 {
-	struct db_rows rows;
-	int loaded = db_account_rows(ADMIN_ACCOUNTS_SHOWN, &rows);
-	rows_section(pg, "acct", "Organizations and users", loaded, &rows,
-		     SCROLL_REGION("Accounts table") "<table id=\"accounts\"><thead><tr><th scope=\"col\">Name</th>"
-		     "<th scope=\"col\">Kind</th><th scope=\"col\">Flags</th><th scope=\"col\">Created</th></tr></thead>"
-		     "<tbody>", account_row);
+	struct account_row *rows = NULL;
+	size_t n = 0;
+	if (section_open(pg, "acct", "Organizations and users", db_account_rows(ADMIN_ACCOUNTS_SHOWN, &rows, &n)) < 0)
+		return;
+	page_html(pg, SCROLL_REGION("Accounts table") "<table id=\"accounts\"><thead><tr><th scope=\"col\">Name</th>"
+		      "<th scope=\"col\">Kind</th><th scope=\"col\">Flags</th><th scope=\"col\">Created</th></tr></thead>"
+		      "<tbody>");
+	for (size_t i = 0; i < n; i++)
+		account_row(pg, &rows[i]);
+	page_html(pg, "</tbody></table></div></section>");
+	account_rows_free(rows, n);
 }
 
 static void mirror_section(struct page *pg)
@@ -178,12 +170,13 @@ static void worker_variants_cell(struct page *pg, const char *variants)
 
 /* A build row's opening cells: the build (its log page), its repo, its
  * commit (the repo's builds page of that commit) and its variant. */
-static void build_links_cells(struct page *pg, const struct db_rows *builds, size_t i)
+static void build_links_cells(struct page *pg, const struct build_row *b)
 {
-	const char *ns = db_rows_get(builds, i, BUILD_COL_NS), *name = db_rows_get(builds, i, BUILD_COL_NAME);
-	const char *commit = db_rows_get(builds, i, BUILD_COL_COMMIT), *id = db_rows_get(builds, i, BUILD_COL_ID);
+	const char *commit = b->commit;
+	char id[24];
+	snprintf(id, sizeof(id), "%" PRId64, b->id);
 	struct strbuf repo = STRBUF_INIT;
-	strbuf_addf(&repo, "/kernels/%s/%s", ns, name);
+	strbuf_addf(&repo, "/kernels/%s/%s", b->ns, b->name);
 	page_html(pg, "<tr><th scope=\"row\" class=\"num\"><a class=\"build-log\" href=\"");
 	page_text(pg, repo.buf);
 	page_html(pg, "/builds/");
@@ -199,7 +192,7 @@ static void build_links_cells(struct page *pg, const struct db_rows *builds, siz
 	page_html(pg, "/builds?commit=");
 	page_text(pg, commit);
 	page_htmlf(pg, "\">%.12s</a></td>", commit);
-	page_cell(pg, "<td>", db_rows_get(builds, i, BUILD_COL_VARIANT));
+	page_cell(pg, "<td>", b->variant);
 	strbuf_release(&repo);
 }
 
@@ -207,14 +200,16 @@ static void build_links_cells(struct page *pg, const struct db_rows *builds, siz
  * builds of every repo (a site admin sees private repos' too). */
 static void builds_section(struct page *pg)
 {
-	struct db_rows workers = { 0 }, builds = { 0 };
+	struct worker_row *workers = NULL;
+	size_t nworkers = 0;
+	struct build_rows builds = { 0 };
 	page_html(pg, "<section aria-labelledby=\"builds-h\" id=\"builds\"><h2 id=\"builds-h\">Builds</h2>");
-	if (db_worker_list(&workers) < 0 || db_build_list(0, NULL, 30, 0, &builds) < 0) {
+	if (db_worker_list(&workers, &nworkers) < 0 || db_build_list(0, NULL, 30, 0, &builds) < 0) {
 		page_db_problem(pg);
 		page_html(pg, "</section>");
 		goto cleanup;
 	}
-	if (workers.count == 0)
+	if (nworkers == 0)
 		page_html(pg, "<p>No worker is registered: <code>khub admin worker add NAME</code> makes a worker token "
 			      "for <code>khub-worker</code> (docs/build-farm.md).</p>");
 	else
@@ -222,20 +217,18 @@ static void builds_section(struct page *pg)
 			      "<th scope=\"col\">Worker</th><th scope=\"col\">Version</th>"
 			      "<th scope=\"col\" class=\"num\">Concurrency</th><th scope=\"col\">Variants</th>"
 			      "<th scope=\"col\">Last heartbeat</th></tr></thead><tbody>");
-	static const struct { int column; const char *open; } worker_cells[] = {
-		{ WORKER_COL_NAME, "<th scope=\"row\">" }, { WORKER_COL_VERSION, "<td>" },
-		{ WORKER_COL_CONCURRENCY, "<td class=\"num\">" },
-	};
-	for (size_t i = 0; i < workers.count; i++) {
+	for (size_t i = 0; i < nworkers; i++) {
+		char concurrency[24];
+		snprintf(concurrency, sizeof(concurrency), "%ld", workers[i].concurrency);
 		page_html(pg, "<tr>");
-		for (size_t c = 0; c < sizeof(worker_cells) / sizeof(worker_cells[0]); c++)
-			page_cell(pg, worker_cells[c].open, db_rows_get(&workers, i, (size_t)worker_cells[c].column));
-		worker_variants_cell(pg, db_rows_get(&workers, i, WORKER_COL_VARIANTS));
-		page_cell(pg, "<td>", db_rows_isnull(&workers, i, WORKER_COL_HEARTBEAT) ? "never" :
-				      db_rows_get(&workers, i, WORKER_COL_HEARTBEAT));
+		page_cell(pg, "<th scope=\"row\">", workers[i].name);
+		page_cell(pg, "<td>", workers[i].version);
+		page_cell(pg, "<td class=\"num\">", concurrency);
+		worker_variants_cell(pg, workers[i].variants);
+		page_cell(pg, "<td>", workers[i].heartbeat ? workers[i].heartbeat : "never");
 		page_html(pg, "</tr>");
 	}
-	if (workers.count)
+	if (nworkers)
 		page_html(pg, "</tbody></table></div>");
 	if (builds.count == 0) {
 		page_html(pg, "<p>No build yet.</p></section>");
@@ -245,17 +238,18 @@ static void builds_section(struct page *pg)
 		      "<th scope=\"col\" class=\"num\">Build</th><th scope=\"col\">Repo</th><th scope=\"col\">Commit</th>"
 		      "<th scope=\"col\">Variant</th><th scope=\"col\">State</th><th scope=\"col\">Worker</th>"
 		      "<th scope=\"col\">Created</th><th scope=\"col\">Error</th></tr></thead><tbody>");
-	static const int text_columns[] = { BUILD_COL_STATE, BUILD_COL_WORKER, BUILD_COL_CREATED, BUILD_COL_ERROR };
 	for (size_t i = 0; i < builds.count; i++) {
-		build_links_cells(pg, &builds, i);
-		for (size_t c = 0; c < sizeof(text_columns) / sizeof(text_columns[0]); c++)
-			page_cell(pg, "<td>", db_rows_get(&builds, i, (size_t)text_columns[c]));
+		const struct build_row *b = &builds.items[i];
+		const char *text[] = { b->state, b->worker, b->created, b->error };
+		build_links_cells(pg, b);
+		for (size_t c = 0; c < sizeof(text) / sizeof(text[0]); c++)
+			page_cell(pg, "<td>", text[c] ? text[c] : "");
 		page_html(pg, "</tr>");
 	}
 	page_html(pg, "</tbody></table></div></section>");
 cleanup:
-	db_rows_release(&workers);
-	db_rows_release(&builds);
+	worker_rows_release(workers, nworkers);
+	build_rows_release(&builds);
 }
 
 /* A campaign's kernels: each linked, with its state and build's log. */

@@ -263,16 +263,16 @@ enum MHD_Result page_builds(struct request *req)
 	return page_send(&pg, 200);
 }
 
-/* The route's build of req->repo: 0 with its row in rows, or -1 answered
+/* The route's build of req->repo: 0 with its row in b, or -1 answered
  * (404 for no such build or another repo's, 503). */
-static int load_build(struct request *req, int64_t *id, struct db_rows *rows, enum MHD_Result *result)
+static int load_build(struct request *req, int64_t *id, struct build_row *b, enum MHD_Result *result)
 {
 	const char *arg = req->nargs ? req->args[0] : "";
 	char *end;
 	long long v = strtoll(arg, &end, 10);
-	int rc = !arg[0] || *end || v <= 0 ? KHUB_ENOTFOUND : db_build_get(v, rows);
-	if (rc == 0 && strtoll(db_rows_get(rows, 0, BUILD_COL_REPO_ID), NULL, 10) != req->repo->record.id) {
-		db_rows_release(rows);
+	int rc = !arg[0] || *end || v <= 0 ? KHUB_ENOTFOUND : db_build_get(v, b);
+	if (rc == 0 && b->repo_id != req->repo->record.id) {
+		build_row_release(b);
 		rc = KHUB_ENOTFOUND;
 	}
 	if (rc < 0) {
@@ -285,12 +285,12 @@ static int load_build(struct request *req, int64_t *id, struct db_rows *rows, en
 }
 
 /* The log page's heading: the build, its variant, commit and status. */
-static void log_heading(struct page *pg, const struct repo_record *r, const struct db_rows *rows, int64_t id)
+static void log_heading(struct page *pg, const struct repo_record *r, const struct build_row *b, int64_t id)
 {
-	const char *commit = db_rows_get(rows, 0, BUILD_COL_COMMIT);
-	const char *status = build_state_status(build_state_named(db_rows_get(rows, 0, BUILD_COL_STATE)));
+	const char *commit = b->commit;
+	const char *status = build_state_status(build_state_named(b->state));
 	page_htmlf(pg, "<h2>Build %" PRId64 ": <span class=\"mono\">", id);
-	page_text(pg, db_rows_get(rows, 0, BUILD_COL_VARIANT));
+	page_text(pg, b->variant);
 	page_html(pg, "</span></h2><p>Commit <a class=\"mono\" href=\"");
 	builds_path(pg, r);
 	page_html(pg, "?commit=");
@@ -302,9 +302,9 @@ static void log_heading(struct page *pg, const struct repo_record *r, const stru
 	page_html(pg, "\">");
 	page_text(pg, status);
 	page_html(pg, "</span>");
-	if (!db_rows_isnull(rows, 0, BUILD_COL_WORKER)) {
+	if (b->worker) {
 		page_html(pg, " · worker ");
-		page_text(pg, db_rows_get(rows, 0, BUILD_COL_WORKER));
+		page_text(pg, b->worker);
 	}
 	page_html(pg, "</p>");
 }
@@ -312,14 +312,14 @@ static void log_heading(struct page *pg, const struct repo_record *r, const stru
 enum MHD_Result page_build_log(struct request *req)
 {
 	struct repo_handle *h = req->repo;
-	struct db_rows rows;
+	struct build_row b;
 	struct strbuf shown = STRBUF_INIT;
 	enum MHD_Result result;
 	int64_t id, length = 0, next = 0;
-	if (load_build(req, &id, &rows, &result) < 0)
+	if (load_build(req, &id, &b, &result) < 0)
 		return result;
 	if (builds_log_text(req, id, 0, LOG_PAGE_MAX, &shown, &length, &next, &result) < 0) {
-		db_rows_release(&rows);
+		build_row_release(&b);
 		return result;
 	}
 	struct page pg;
@@ -327,13 +327,13 @@ enum MHD_Result page_build_log(struct request *req)
 	snprintf(title, sizeof(title), "Build %" PRId64 " log", id);
 	page_init(&pg, req, title);
 	kernel_page_header(&pg, h, "builds");
-	log_heading(&pg, &h->record, &rows, id);
+	log_heading(&pg, &h->record, &b, id);
 	if (next < length)
 		page_htmlf(&pg, "<p class=\"muted\">The first %" PRId64 " of %" PRId64 " bytes; GET /api/builds/%" PRId64
 			       "/log?offset=%" PRId64 " reads on.</p>", next, length, id, next);
 	/* the author's build code wrote every byte: escaped, never markup */
 	page_html(&pg, "<pre id=\"build-log\" class=\"build-log\"");
-	enum build_state state = build_state_named(db_rows_get(&rows, 0, BUILD_COL_STATE));
+	enum build_state state = build_state_named(b.state);
 	if (state == BUILD_QUEUED || state == BUILD_RUNNING) {	/* build-log.js follows it from next */
 		page_html(&pg, " data-events=\"");
 		builds_path(&pg, &h->record);
@@ -345,18 +345,18 @@ enum MHD_Result page_build_log(struct request *req)
 		html_escape_n(&pg.main, shown.buf, shown.len);
 	page_html(&pg, "</pre>");
 	strbuf_release(&shown);
-	db_rows_release(&rows);
+	build_row_release(&b);
 	return page_send(&pg, 200);
 }
 
 enum MHD_Result page_build_log_events(struct request *req)
 {
-	struct db_rows rows;
+	struct build_row b;
 	enum MHD_Result result;
 	int64_t id;
-	if (load_build(req, &id, &rows, &result) < 0)
+	if (load_build(req, &id, &b, &result) < 0)
 		return result;
-	db_rows_release(&rows);
+	build_row_release(&b);
 	/* a reconnecting EventSource sends the last event's id: the offset */
 	const char *at = request_header(req, "Last-Event-ID");
 	if (!at)
@@ -401,13 +401,13 @@ enum MHD_Result page_builds_enqueue(struct request *req)
 /* Cancel or retry the route's build (a writer's form). */
 static enum MHD_Result change_form(struct request *req, int retry)
 {
-	struct db_rows rows;
+	struct build_row b;
 	enum MHD_Result result;
 	int64_t id;
 	json_t *answer = NULL;
-	if (load_build(req, &id, &rows, &result) < 0)
+	if (load_build(req, &id, &b, &result) < 0)
 		return result;
-	db_rows_release(&rows);
+	build_row_release(&b);
 	if ((retry ? builds_retry(req, id, &answer, &result) : builds_cancel(req, id, &answer, &result)) < 0)
 		return result;
 	json_decref(answer);

@@ -139,16 +139,16 @@ static const char *str(json_t *obj, const char *key)
 /* Downloads of the last 30 days per variant name. */
 static json_t *downloads_by_variant(int64_t repo_id)
 {
-	struct db_rows rows;
+	struct download_rows rows;
 	json_t *by = json_object();
 	if (db_downloads_rows(repo_id, 30, &rows) < 0)
 		return by;
 	for (size_t i = 0; i < rows.count; i++) {
-		const char *v = db_rows_get(&rows, i, DOWNLOAD_COL_VARIANT);
-		long long n = strtoll(db_rows_get(&rows, i, DOWNLOAD_COL_COUNT), NULL, 10);
+		const char *v = rows.items[i].variant;
+		long long n = (long long)rows.items[i].count;
 		json_object_set_new(by, v, json_integer(json_integer_value(json_object_get(by, v)) + n));
 	}
-	db_rows_release(&rows);
+	download_rows_release(&rows);
 	return by;
 }
 
@@ -749,7 +749,7 @@ static void charts_section(struct page *pg, const struct repo_record *r, const s
 static void farm_section(struct page *pg, const struct repo_record *r)
 {
 	struct benchmark_filter f = { .source = "farm", .limit = 20 };
-	struct db_rows res;
+	struct benchmark_rows res;
 	page_html(pg, "<section aria-labelledby=\"farm-h\" id=\"farm-benchmarks\"><h2 id=\"farm-h\">Farm benchmarks</h2>");
 	if (db_benchmark_rows(r->id, &f, &res) < 0) {
 		page_db_problem(pg);
@@ -758,7 +758,7 @@ static void farm_section(struct page *pg, const struct repo_record *r)
 	}
 	if (res.count == 0) {
 		page_html(pg, "<p class=\"muted\">The hub has not measured this kernel yet.</p></section>");
-		db_rows_release(&res);
+		benchmark_rows_release(&res);
 		return;
 	}
 	json_t *regs = NULL;
@@ -769,21 +769,22 @@ static void farm_section(struct page *pg, const struct repo_record *r)
 		      "<div class=\"table-wrap\"><table class=\"farm-runs\"><thead><tr><th>Device</th><th>Commit</th>"
 		      "<th>Workload</th><th>Mean (ms)</th><th>Std (ms)</th><th>Worker</th></tr></thead><tbody>");
 	for (size_t i = 0; i < res.count; i++) {
+		const struct benchmark_row *b = &res.items[i];
 		char commit[13];
-		snprintf(commit, sizeof(commit), "%s", db_rows_get(&res, i, BENCH_COL_COMMIT));
+		snprintf(commit, sizeof(commit), "%s", b->commit);
 		page_html(pg, "<tr>");
-		page_cell(pg, "<td class=\"farm-device\">", db_rows_get(&res, i, BENCH_COL_GPU));
+		page_cell(pg, "<td class=\"farm-device\">", b->gpu);
 		page_html(pg, "<td><code>");
 		page_text(pg, commit);
 		page_html(pg, "</code></td>");
-		page_cell(pg, "<td>", db_rows_get(&res, i, BENCH_COL_WORKLOAD));
-		page_cell(pg, "<td>", db_rows_get(&res, i, BENCH_COL_MEAN));
-		page_cell(pg, "<td>", db_rows_get(&res, i, BENCH_COL_STD));
-		page_cell(pg, "<td>", db_rows_get(&res, i, BENCH_COL_SUBMITTER));
+		page_cell(pg, "<td>", b->workload);
+		page_cell(pg, "<td>", b->mean);
+		page_cell(pg, "<td>", b->std);
+		page_cell(pg, "<td>", b->submitter);
 		page_html(pg, "</tr>");
 	}
 	page_html(pg, "</tbody></table></div></section>");
-	db_rows_release(&res);
+	benchmark_rows_release(&res);
 }
 
 /* The build column's matrix: of main's head, else of the newest commit

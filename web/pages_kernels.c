@@ -116,22 +116,23 @@ struct sparks {
 
 static void sparks_load(struct sparks *sp, json_t *items)
 {
-	struct db_rows rows;
+	struct download_day *rows;
+	size_t nrows;
 	sp->n = json_array_size(items);
 	sp->ids = xcalloc(sp->n + 1, sizeof(*sp->ids));
 	sp->counts = xcalloc(sp->n + 1, sizeof(*sp->counts));
 	for (size_t i = 0; i < sp->n; i++)
 		sp->ids[i] = strtoll(json_string_value(json_object_get(json_array_get(items, i), "_id")), NULL, 10);
-	if (!sp->n || db_downloads_daily(sp->ids, sp->n, SPARK_DAYS, &rows) < 0)
+	if (!sp->n || db_downloads_daily(sp->ids, sp->n, SPARK_DAYS, &rows, &nrows) < 0)
 		return;	/* no sparkline is no reason to fail the listing */
-	for (size_t r = 0; r < rows.count; r++) {
-		int64_t id = strtoll(db_rows_get(&rows, r, 0), NULL, 10);
-		long ago = strtol(db_rows_get(&rows, r, 1), NULL, 10);
+	for (size_t r = 0; r < nrows; r++) {
+		int64_t id = rows[r].repo_id;
+		long ago = rows[r].days_ago;
 		for (size_t i = 0; i < sp->n && ago >= 0 && ago < SPARK_DAYS; i++)
 			if (sp->ids[i] == id)
-				sp->counts[i][SPARK_DAYS - 1 - ago] = strtol(db_rows_get(&rows, r, 2), NULL, 10);
+				sp->counts[i][SPARK_DAYS - 1 - ago] = rows[r].count;
 	}
-	db_rows_release(&rows);
+	free(rows);
 }
 
 static void sparks_release(struct sparks *sp)
