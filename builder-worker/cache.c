@@ -39,19 +39,35 @@ static void cache_environment(const struct build_cache *c, struct sandbox *sb)
 	strvec_pushf(&sb->env, "CCACHE_STATSLOG=%s", c->stats_log);
 }
 
+/* ccache as the build sees it in a toolchain's root file system (the
+ * commands run with the root as /), or NULL when the root has none. */
+static char *ccache_in_root(const char *root)
+{
+	static const char *const dirs[] = { "/usr/local/bin", "/usr/bin", "/bin" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char *host = xasprintf("%s%s/ccache", root, dirs[i]);
+		int found = access(host, X_OK) == 0;
+		free(host);
+		if (found)
+			return xasprintf("%s/ccache", dirs[i]);
+	}
+	return NULL;
+}
+
 int build_cache_prepare(struct build_cache *c, struct sandbox *sb, const char *home)
 {
 	if (!c->dir)
 		return 0;
-	char *prog = NULL;
-	for (size_t i = 0; i < sb->env.count && !prog; i++)
+	char *prog = sb->root ? ccache_in_root(sb->root) : NULL;
+	for (size_t i = 0; i < sb->env.count && !prog && !sb->root; i++)
 		if (!strncmp(sb->env.items[i], "PATH=", 5))
 			prog = spawn_find_program("ccache", sb->env.items[i] + 5);
-	if (!prog)
+	if (!prog && !sb->root)
 		prog = spawn_find_program("ccache", "/usr/local/bin:/usr/bin:/bin");
 	if (!prog) {
-		snprintf(c->why_off, sizeof(c->why_off), "ccache is not installed");
-		log_warn("khub-worker build: no build cache: ccache is not installed (apt-get install ccache)");
+		snprintf(c->why_off, sizeof(c->why_off), "ccache is not installed%s", sb->root ? " in the toolchain's root" : "");
+		log_warn("khub-worker build: no build cache: ccache is not installed%s (apt-get install ccache)",
+			 sb->root ? " in the toolchain's root" : "");
 		free(c->dir);
 		c->dir = NULL;
 		return 0;
