@@ -246,10 +246,17 @@ await test("snippets: full-width blocks in focusable, named regions that scroll 
 	}
 	if (!reached) problems.push("Tab never reaches the environment snippet");
 	const overflow = await page.$eval("pre:has(#env-snippet)", (p) => p.scrollWidth - p.clientWidth);
-	for (let i = 0; i < 5; i++) await page.keyboard.press("ArrowRight");
-	// keyboard scrolling may be animated: wait for it to move
-	const scrolled = await page.waitForFunction(() => document.querySelector("pre:has(#env-snippet)").scrollLeft > 0,
-		null, { timeout: 30000 }).then(() => true, () => false);
+	// the arrow keys scroll the focused region (smoothly, so it may take a
+	// moment; a script of the page that re-renders may take the focus: the
+	// region is focused again, by the keyboard's Tab order as above, before
+	// each try)
+	let scrolled = false;
+	for (let i = 0; i < 20 && !scrolled; i++) {
+		await page.focus("pre:has(#env-snippet)");
+		for (let k = 0; k < 5; k++) await page.keyboard.press("ArrowRight");
+		scrolled = await page.waitForFunction(() => document.querySelector("pre:has(#env-snippet)").scrollLeft > 0,
+			null, { timeout: 1500 }).then(() => true, () => false);
+	}
 	if (!(overflow > 0) || !scrolled) problems.push(`ArrowRight did not scroll the snippet (overflow ${overflow})`);
 	await shot(page, "find-kernel-390");
 	await page.goto("/kernels");
