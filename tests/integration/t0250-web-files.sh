@@ -7,7 +7,6 @@
 # rule (anonymous, non-member, member) and the routes' answers.
 # Screenshots go to tests/web/artifacts/ (git-ignored).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/node_tap.sh"
 
 command -v node >/dev/null 2>&1 || { echo "1..0 # SKIP node not installed"; exit 0; }
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
@@ -44,7 +43,7 @@ is "$(curl -s "$KHUB_URL/api/kernels/acme/files/tree/main" | jq -r '.[] | select
 
 out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ROOT_TOKEN="$ROOT" ALICE_TOKEN="$ALICE" EVE_TOKEN="$EVE" \
 	CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" timeout 600 node tests/web/web_files.mjs 2>&1)
-node_tap_relay "$out" $?
+tap_relay "$out" $?
 
 # The access rule with curl: a session of each (sign-in form, CSRF, token).
 session_of() {	# session_of TOKEN: the khub_session cookie value

@@ -32,25 +32,7 @@ mkdir -p "$HOME"
 out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ROOT_TOKEN="$ROOT" ALICE_TOKEN="$ALICE" SHAS_JSON="$TEST_DIR/shas.json" \
 	CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" timeout 600 node tests/web/web_commits.mjs 2>&1)
 rc=$?
-results=0
-plan=
-while IFS= read -r line; do
-	if [[ "$line" =~ ^ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 0 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^not\ ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 1 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^1\.\.([0-9]+) ]]; then
-		plan=${BASH_REMATCH[1]}
-	elif [[ "$line" =~ ^# ]]; then
-		echo "$line"
-	elif [ -n "$line" ]; then
-		echo "# node: $line"
-	fi
-done <<<"$out"
-is "$plan" "$results" "the node script ran its whole plan"
-[ "$rc" -ne 0 ] && diag "node exited with status $rc"
+tap_relay "$out" "$rc"
 
 # ---- a private repo's commit page: who may read the repo only ----------------
 session() {	# session TOKEN: a signed-in session id

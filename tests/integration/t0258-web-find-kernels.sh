@@ -30,25 +30,7 @@ khub_start
 out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ROOT_TOKEN="$ROOT" ALICE_TOKEN="$ALICE" EVE_TOKEN="$EVE" \
 	CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" timeout 600 node tests/web/find_kernels.mjs 2>&1)
 rc=$?
-results=0
-plan=
-while IFS= read -r line; do
-	if [[ "$line" =~ ^ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 0 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^not\ ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 1 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^1\.\.([0-9]+) ]]; then
-		plan=${BASH_REMATCH[1]}
-	elif [[ "$line" =~ ^# ]]; then
-		echo "$line"
-	elif [ -n "$line" ]; then
-		echo "# node: $line"
-	fi
-done <<<"$out"
-is "$plan" "$results" "the node script ran its whole plan"
-[ "$rc" -ne 0 ] && diag "node exited with status $rc"
+tap_relay "$out" "$rc"
 
 # A repo whose card was never read (written before cards existed, as after
 # the upgrade to 0034): the catch-up, which a listing asks for, reads it.

@@ -60,25 +60,7 @@ out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ALICE_TOKEN="$ALICE" BOB_TOKEN=
 	SECRET_SHA="$SECRET_SHA" FAILED_ID="$FAILED" CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" \
 	timeout 600 node tests/web/build_matrix.mjs 2>&1)
 rc=$?
-results=0
-plan=
-while IFS= read -r line; do
-	if [[ "$line" =~ ^ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 0 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^not\ ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 1 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^1\.\.([0-9]+) ]]; then
-		plan=${BASH_REMATCH[1]}
-	elif [[ "$line" =~ ^# ]]; then
-		echo "$line"
-	elif [ -n "$line" ]; then
-		echo "# node: $line"
-	fi
-done <<<"$out"
-is "$plan" "$results" "the node script ran its whole plan"
-[ "$rc" -ne 0 ] && diag "node exited with status $rc"
+tap_relay "$out" "$rc"
 khub_stop
 ok $(server_and_sanitizer_logs | grep -qE 'runtime error|AddressSanitizer'; [ $? -ne 0 ]; echo $?) "server log has no sanitizer reports"
 done_testing

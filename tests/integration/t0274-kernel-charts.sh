@@ -26,25 +26,7 @@ khub_start --download-stats-flush-ms 200
 out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ROOT_TOKEN="$ROOT" CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" \
 	PG_CONN="host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" timeout 600 node tests/web/kernel_charts.mjs 2>&1)
 rc=$?
-results=0
-plan=
-while IFS= read -r line; do
-	if [[ "$line" =~ ^ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 0 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^not\ ok\ [0-9]*\ *-?\ *(.*)$ ]]; then
-		results=$((results + 1))
-		ok 1 "${BASH_REMATCH[1]}"
-	elif [[ "$line" =~ ^1\.\.([0-9]+) ]]; then
-		plan=${BASH_REMATCH[1]}
-	elif [[ "$line" =~ ^# ]]; then
-		echo "$line"
-	elif [ -n "$line" ]; then
-		echo "# node: $line"
-	fi
-done <<<"$out"
-is "$plan" "$results" "the node script ran its whole plan"
-[ "$rc" -ne 0 ] && diag "node exited with status $rc"
+tap_relay "$out" "$rc"
 # The aggregate's spread and the downloads' zeros come from the API, for
 # every client, not only the page.
 agg=$(curl -s -H "Authorization: Bearer $ROOT" "$KHUB_URL/api/kernels/acme/one/benchmarks/aggregate?workload=Relu.small")

@@ -9,7 +9,6 @@
 # answers; without JavaScript the page shows the stored log. Screenshots
 # go to tests/web/artifacts/.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/node_tap.sh"
 
 command -v node >/dev/null 2>&1 || { echo "1..0 # SKIP node not installed"; exit 0; }
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
@@ -45,7 +44,7 @@ is "$st1 $st2 $ST $(jq -r .build.repo "$B")" "200 202 200 acme/secret" "w1 regis
 
 out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ALICE_TOKEN="$ALICE" WORKER_TOKEN="$W" JOB_ID="$JOB" \
 	CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" timeout 600 node tests/web/build_log_live.mjs 2>&1)
-node_tap_relay "$out" $?
+tap_relay "$out" $?
 khub_stop
 ok $(server_and_sanitizer_logs | grep -qE 'runtime error|AddressSanitizer'; [ $? -ne 0 ]; echo $?) "server log has no sanitizer reports"
 done_testing

@@ -76,9 +76,10 @@ done_testing() {
 	[ "$TAP_FAILED" -eq 0 ]
 }
 
-# tap_relay OUTPUT: a TAP script's output (a node test's) re-emitted as this
-# test's lines, its comments kept and other lines marked "# node:", then
-# one more test: it ran its whole plan.
+# tap_relay OUTPUT [RC]: a TAP script's output (a node test's) re-emitted
+# as this test's lines, its comments kept and other lines marked "# node:",
+# then one more test: it ran its whole plan; RC (the script's exit status)
+# as a diagnostic when not 0.
 tap_relay() {
 	local line plan= results=0
 	while IFS= read -r line; do
@@ -95,6 +96,8 @@ tap_relay() {
 		fi
 	done <<<"$1"
 	is "$plan" "$results" "the node script ran its whole plan"
+	[ "${2:-0}" -ne 0 ] && diag "node exited with status $2"
+	return 0
 }
 
 free_port() {
