@@ -16,95 +16,10 @@
 #
 #   bash tests/device/run_farm_ci.sh
 set -u
-
-ROOT=$(pwd)
-BUNDLE=${BUNDLE:-$ROOT/.device/bundle.tar.xz}
-SHIM=$ROOT/tests/device/kernels_data_shim
-PORT=${KHUB_CHECK_PORT:-8080}
-PY=${PYTHON:-$(command -v python3)}
-FAILS=0
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
-
-T=$(mktemp -d /tmp/kfarmci.XXXXXX)
-chmod 755 "$T"
-SERVER_PID=
-cleanup() {
-	[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
-	if [ -n "${OUT:-}" ]; then
-		cp "$T"/*.log "$T"/*.json "$OUT"/ 2>/dev/null
-	fi
-	[ -n "${KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-
-echo "== host: $(uname -m) $(. /etc/os-release; echo "$PRETTY_NAME"), $(nvidia-smi -L 2>/dev/null | head -1)"
-# Under /usr: the sandbox shows build code /usr (read-only) and not /tmp, and
-# khub-worker's measuring launcher runs inside it with the bundle's libraries.
-B=/usr/local/khub-device
-rm -rf "$B" && mkdir -p "$B" && tar -xJf "$BUNDLE" -C "$B" || { fail "unpack bundle"; exit 1; }
-chmod 755 "$B"
-# The worker's sandbox is bubblewrap (Debian's, carried in the bundle).
-if ! command -v bwrap >/dev/null; then
-	install -m 755 "$B/bin/bwrap" /usr/local/bin/bwrap
-	for so in $(ldd /usr/local/bin/bwrap | awk '/not found/{print $1}'); do install -m 644 "$B/lib/$so" /usr/local/lib/; done
-	ldconfig 2>/dev/null
-fi
-PGBIN=$B/usr/lib/postgresql/15/bin
-khub() { PATH=$PGBIN:$PATH LD_LIBRARY_PATH=$B/lib "$B/bin/khub" "$@"; }
-worker() { LD_LIBRARY_PATH=$B/lib "$B/bin/khub-worker" "$@"; }
-
-export KHUB_DATA_DIR=$T/data KHUB_PG_BINDIR=$PGBIN KHUB_LISTEN=127.0.0.1:$PORT KHUB_LOG_LEVEL=info TZ=UTC
-# Ubuntu 24.04's gcc 13 and glibc 2.39 link symbols newer than manylinux_2_28:
-# the farm publishes and keeps the report (enforce would refuse them).
-export KHUB_ABI_POLICY=warn
-unset KHUB_DATABASE_URL KHUB_CONFIG
-
-# ---- accounts, worker token -------------------------------------------------
-{ khub admin org create acme && khub admin user create alice && khub admin member set acme alice admin &&
-	khub admin trust set acme; } >"$T/admin.log" 2>&1 && pass "org acme (trusted), alice admin" ||
-	{ fail "admin: $(tail -3 "$T/admin.log")"; exit 1; }
-TOKEN=$(khub admin token create alice --scope write 2>>"$T/admin.log" | tail -n 1)
-khub admin worker add gpu-1 2>>"$T/admin.log" | tail -n 1 >"$T/worker.token"
-chmod 600 "$T/worker.token"
-[ -s "$T/worker.token" ] && pass "khub admin worker add gpu-1" || fail "worker token"
-mkdir -p "$T/readme" && printf '# relu\n' >"$T/readme/README.md"
-khub import "$T/readme" --repo acme/relu --branch main >>"$T/admin.log" 2>&1 || fail "create acme/relu"
-
-PATH=$PGBIN:$PATH LD_LIBRARY_PATH=$B/lib "$B/bin/khub" serve >"$T/server.log" 2>&1 &
-SERVER_PID=$!
-E=http://127.0.0.1:$PORT
-for _ in $(seq 1 120); do
-	curl -sf "$E/api/health" >/dev/null 2>&1 && break
-	sleep 0.25
-done
-curl -sf "$E/api/health" >/dev/null && pass "khub serve on $E" || { fail "khub serve"; tail -20 "$T/server.log"; exit 1; }
-
-api() {	# api METHOD PATH [JSON]: body on stdout
-	curl -s -X "$1" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' ${3:+-d "$3"} "$E$2"
-}
-field() { "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-
-# ---- toolchain ----------------------------------------------------------------
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-cat >"$T/toolchains.json" <<EOF
-{"toolchains": [{"name": "torch-cuda", "python": "$PY", "cxx": "g++", "nvcc": "$NVCC"}]}
-EOF
-worker --check --toolchains "$T/toolchains.json" | tee "$T/check.log"
-CUDA_VARIANT=$(grep -oE 'torch[0-9]+-cxx11-cu[0-9]+-x86_64-linux' "$T/check.log" | head -1)
-CPU_VARIANT=$(echo "$CUDA_VARIANT" | sed -E 's/-cu[0-9]+-/-cpu-/')
-[ -n "$CUDA_VARIANT" ] && pass "the toolchain builds $CUDA_VARIANT" || { fail "no CUDA variant"; exit 1; }
-run_worker() {	# one pass over the queue
-	worker --url "$E" --token-file "$T/worker.token" --toolchains "$T/toolchains.json" --name gpu-1 \
-		--work-dir "$T/work" --concurrency 2 --once 2>>"$T/worker.log"
-}
-run_worker || fail "worker registration pass"
+. tests/device/lib.sh
+device_setup relu
 
 # ---- one push: the matrix ---------------------------------------------------
-export HOME=$T/home GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0
-mkdir -p "$HOME"
-git config --global user.name khub-device && git config --global user.email device@example.com
-git clone -q "http://alice:$TOKEN@127.0.0.1:$PORT/kernels/acme/relu" "$T/clone" 2>"$T/git.log" || fail "git clone"
 api PUT /api/kernels/acme/relu/settings '{"buildOnPush": true}' >/dev/null
 cp -r "$ROOT/examples/relu/." "$T/clone/"
 (cd "$T/clone" && git add -A && git commit -qm "relu source: CPU op and CUDA kernel" && git push origin main) \
@@ -121,7 +36,7 @@ if ! field '" ".join(v["variant"] for v in d["variants"])' <"$T/matrix-planned.j
 fi
 start=$(date +%s.%N)
 run_worker
-echo "== one worker pass (concurrency 2): $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s"
+echo "== one worker pass (concurrency 2): $(seconds_since "$start") s"
 api GET "/api/kernels/acme/relu/builds?commit=$SHA" >"$T/matrix.json"
 echo "== matrix: $(field '" ".join(v["variant"] + "=" + v["status"] + "/" + str(v.get("duration_seconds")) + "s" for v in d["variants"])' <"$T/matrix.json")"
 for v in "$CUDA_VARIANT" "$CPU_VARIANT"; do
@@ -130,11 +45,7 @@ for v in "$CUDA_VARIANT" "$CPU_VARIANT"; do
 done
 
 # ---- the real loader, each variant on its backend ------------------------------------------
-export HF_ENDPOINT=$E HF_TOKEN=$TOKEN HF_HUB_DISABLE_XET=1 HF_HUB_CACHE=$T/hf-cache HF_HOME=$T/hf-home PYTHONUNBUFFERED=1
-if ! "$PY" -c 'import kernels' 2>/dev/null; then
-	export PYTHONPATH=$B/py${PYTHONPATH:+:$PYTHONPATH}
-	"$PY" -c 'import kernels_data' 2>/dev/null || export PYTHONPATH=$PYTHONPATH:$SHIM
-fi
+loader_env
 "$PY" "$ROOT/tests/integration/lib/load_kernel.py" "$E" acme/relu 1 --device cuda --expect-variant "$CUDA_VARIANT" \
 	--token "$TOKEN" >"$T/load-cuda.json" 2>&1 && pass "get_kernel(acme/relu, version=1) loads $CUDA_VARIANT; relu == torch.relu on GPU" ||
 	{ fail "loading the CUDA variant"; tail -5 "$T/load-cuda.json"; }
@@ -172,7 +83,7 @@ for jobs in 1 "$(nproc)"; do
 	start=$(date +%s.%N)
 	worker build --toolchains "$T/toolchains.json" --toolchain torch-cuda --source "$T/src" --out "$T/out-$jobs" \
 		--variant "$CUDA_VARIANT" --jobs "$jobs" >"$T/build-jobs-$jobs.log" 2>&1 || fail "khub-worker build --jobs $jobs"
-	secs=$(python3 -c "print(round($(date +%s.%N) - $start, 1))")
+	secs=$(seconds_since "$start")
 	echo "== full-capability CUDA build, --jobs $jobs: $secs s ($(grep -o -- '--threads=[0-9]*' "$T/build-jobs-$jobs.log" | sort -u | tr '\n' ' '))"
 	eval "SECS_$jobs=$secs"
 done
@@ -182,6 +93,4 @@ s1=$(find "$T/out-1" -name '*.so' -exec sha256sum {} + | awk '{print $1}' | sort
 sN=$(find "$T/out-$N" -name '*.so' -exec sha256sum {} + | awk '{print $1}' | sort | tr '\n' ' ')
 [ -n "$s1" ] && [ "$s1" = "$sN" ] && pass "the same bytes with 1 and $N nvcc threads" || echo "NOTE: bytes differ with threads ($s1 / $sN)"
 
-echo "== summary: $FAILS failures"
-[ "$FAILS" -eq 0 ] && echo "RESULT PASS" || echo "RESULT FAIL"
-[ "$FAILS" -eq 0 ]
+device_result
