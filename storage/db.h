@@ -526,6 +526,7 @@ int db_downloads_rows(int64_t repo_id, long days, struct download_rows *out);
 
 enum kernel_sort {
 	KERNEL_SORT_LAST_MODIFIED, KERNEL_SORT_DOWNLOADS, KERNEL_SORT_TRENDING, KERNEL_SORT_CREATED, KERNEL_SORT_ID,
+	KERNEL_SORT_BENCH,		/* bench_workload's farm result; kernels without one last */
 };
 
 /* Strings borrowed; NULL or "" = no filter. */
@@ -544,6 +545,8 @@ struct kernel_listing_filter {
 	enum kernel_sort sort;
 	int descending;
 	long limit, offset;
+	/* KERNEL_SORT_BENCH: the workload and a device substring (NULL: any) */
+	const char *bench_workload, *bench_device;
 };
 
 struct kernel_listing_item {
@@ -556,6 +559,8 @@ struct kernel_listing_item {
 	/* main's README card (kernel_cards), all owned: "" and "[]" when none */
 	char *description, *license;
 	char *tags;			/* JSON array of the card's tags */
+	int has_bench;			/* KERNEL_SORT_BENCH: the farm has a result */
+	double bench_ms;		/* db_benchmark_farm_result_sql's median */
 };
 
 struct kernel_listing {

@@ -395,3 +395,25 @@ int db_benchmark_compare(int64_t repo_id, const struct benchmark_filter *base, c
 		       " ORDER BY 1, 2", (int)(sizeof(params) / sizeof(params[0])), params);
 	return rc;
 }
+
+/* ---- a kernel's farm result, for the listing's sort --------------------------- */
+
+/* The farm runs of repos r's row on workload $w (and a device containing
+ * $d, unless NULL), as a WHERE clause of alias a. */
+static void farm_result_where(struct strbuf *sql, const char *a, const char *res, int p_workload, int p_device)
+{
+	strbuf_addf(sql, " WHERE %s.repo_id = r.id AND %s.source = 'farm' AND %s.workload = $%d"
+			 " AND ($%d::text IS NULL OR strpos(lower(%s.gpu), lower($%d)) > 0)",
+		    a, a, res, p_workload, p_device, a, p_device);
+}
+
+void db_benchmark_farm_result_sql(struct strbuf *sql, int p_workload, int p_device)
+{
+	strbuf_adds(sql, "(SELECT min(m.median) FROM (SELECT " MEDIAN_SQL " AS median"
+			 " FROM benchmark_runs fr JOIN benchmark_results b ON b.run_id = fr.id");
+	farm_result_where(sql, "fr", "b", p_workload, p_device);
+	strbuf_adds(sql, " AND fr.commit_sha = (SELECT lr.commit_sha FROM benchmark_runs lr"
+			 " JOIN benchmark_results lb ON lb.run_id = lr.id");
+	farm_result_where(sql, "lr", "lb", p_workload, p_device);
+	strbuf_adds(sql, " ORDER BY lr.id DESC LIMIT 1) GROUP BY fr.gpu) m)");
+}
