@@ -77,37 +77,41 @@ static void change_cell(struct page *pg, const struct benchmark_compare_row *c)
 	page_html(pg, "</td>");
 }
 
-static void compare_table(struct page *pg, const struct benchmark_compare_rows *res, const char *base,
-			  const char *head)
+/* base and head: the sides' names in the caption; columns: in the headers */
+struct compare_names {
+	const char *base, *head, *base_column, *head_column;
+};
+
+static void compare_table(struct page *pg, const struct benchmark_compare_rows *res, const struct compare_names *n)
 {
 	if (!res->count) {
 		page_html(pg, "<p class=\"muted\" id=\"bench-compare-none\">The farm has no runs of these two sides.</p>");
 		return;
 	}
-	page_html(pg, "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Farm comparison\">"
-		      "<table class=\"bench-compare-farm\"><caption>");
-	page_text(pg, base);
+	page_htmlf(pg, "<p class=\"muted\">The median of the farm runs' mean latency (ms) and their min–max; the "
+		       "change from base to head; a regression is more than %ld%% slower by more than both sides' "
+		       "spread.</p><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Farm "
+		       "comparison\"><table class=\"bench-compare-farm\"><caption>", api_ctx.benchmark_regression_pct);
+	page_text(pg, n->base);
 	page_html(pg, " against ");
-	page_text(pg, head);
-	page_htmlf(pg, ": median of the runs' mean latency (ms); a regression is more than %ld%% slower by more "
-		       "than both sides' spread</caption><thead><tr><th>Device</th><th>Workload</th><th>",
-		   api_ctx.benchmark_regression_pct);
-	page_text(pg, base);
+	page_text(pg, n->head);
+	page_html(pg, "</caption><thead><tr><th>Device</th><th>Workload</th><th>Change</th><th>");
+	page_text(pg, n->base_column);
 	page_html(pg, " median</th><th>");
-	page_text(pg, base);
+	page_text(pg, n->base_column);
 	page_html(pg, " min–max</th><th>");
-	page_text(pg, head);
+	page_text(pg, n->head_column);
 	page_html(pg, " median</th><th>");
-	page_text(pg, head);
-	page_html(pg, " min–max</th><th>Change</th></tr></thead><tbody>");
+	page_text(pg, n->head_column);
+	page_html(pg, " min–max</th></tr></thead><tbody>");
 	for (size_t i = 0; i < res->count; i++) {
 		const struct benchmark_compare_row *c = &res->items[i];
 		page_html(pg, c->regression ? "<tr class=\"regressed\">" : "<tr>");
 		page_cell(pg, "<td>", c->gpu);
 		page_cell(pg, "<td>", c->workload);
+		change_cell(pg, c);
 		stats_cells(pg, &c->base);
 		stats_cells(pg, &c->head);
-		change_cell(pg, c);
 		page_html(pg, "</tr>");
 	}
 	page_html(pg, "</tbody></table></div>");
@@ -127,7 +131,7 @@ static void compare_result(struct page *pg, struct request *req, struct repo_han
 	const char *bad;
 	int rc = benchmark_compare(req, h, ask, base_sha, head_sha, &res, &bad);
 	if (rc == KHUB_ENOTFOUND || rc == KHUB_EINVAL) {
-		page_html(pg, "<p class=\"error\" role=\"alert\">");
+		page_html(pg, "<p class=\"problem\" role=\"alert\">");
 		page_text(pg, bad);
 		page_html(pg, rc == KHUB_ENOTFOUND ? " names no revision.</p>" : " is no variant name.</p>");
 		return;
@@ -138,7 +142,11 @@ static void compare_result(struct page *pg, struct request *req, struct repo_han
 	}
 	char *base = side_label(ask->base, ask->base_variant);
 	char *head = side_label(ask->head, ask->head_variant);
-	compare_table(pg, &res, base, head);
+	/* the versions name the columns, unless the variants differ */
+	int variants = strcmp(given(ask->base_variant) ? ask->base_variant : "",
+			      given(ask->head_variant) ? ask->head_variant : "") != 0;
+	struct compare_names names = { base, head, variants ? "Base" : ask->base, variants ? "Head" : ask->head };
+	compare_table(pg, &res, &names);
 	free(base);
 	free(head);
 	benchmark_compare_rows_release(&res);

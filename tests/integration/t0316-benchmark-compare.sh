@@ -85,9 +85,9 @@ curl -s "$KHUB_URL/kernels/acme/relu" | tr -d '\n' >"$TEST_DIR/page.html"
 SECTION=$(grep -o '<section aria-labelledby="cmp-h" id="compare">.*' "$TEST_DIR/page.html" | sed 's|</section>.*||')
 like "$SECTION" '<option value="v1" selected>v1</option>' "the page compares the two newest versions by default: v1 …"
 like "$SECTION" '<select id="cmp-head" name="head"><option value="v2" selected>' "… against v2, named as versions"
-like "$SECTION" '<tr class="regressed"><td>cpu</td><td>Relu.big</td><td class="num">1.01</td><td class="num"[^>]*>1–1.02</td><td class="num">1.5</td><td class="num"[^>]*>1.5–1.5</td><td class="bench-change bench-slower bench-regression">\+48.5% slower <strong>\(regression\)</strong>' \
+like "$SECTION" '<tr class="regressed"><td>cpu</td><td>Relu.big</td><td class="bench-change bench-slower bench-regression">\+48.5% slower <strong>\(regression\)</strong></td><td class="num">1.01</td><td class="num"[^>]*>1–1.02</td><td class="num">1.5</td><td class="num"[^>]*>1.5–1.5</td>' \
 	"the server-rendered table: Relu.big on the cpu, medians, min–max, +48.5 % slower, a regression"
-like "$SECTION" '<td>NVIDIA H200</td><td>Relu.big</td><td class="num">0.1</td>.*-20.0% faster' "the H200 is 20 % faster"
+like "$SECTION" '<td>NVIDIA H200</td><td>Relu.big</td><td class="bench-change bench-faster">-20.0% faster</td><td class="num">0.1</td>' "the H200 is 20 % faster"
 curl -s "$KHUB_URL/kernels/acme/relu?base=v7" | tr -d '\n' >"$TEST_DIR/page3.html"
 like "$(grep -o '<section aria-labelledby="cmp-h".*' "$TEST_DIR/page3.html" | head -c 3000)" 'role="alert">v7 names no revision' \
 	"a revision that names nothing is said so on the page"
@@ -99,7 +99,7 @@ fb_api "" GET "$CMP?base=v2&baseVariant=$V0&headVariant=$V1&workload=Relu.big&gp
 is "$(jq -c '[.base.revision, .base.variant, .head.revision, .head.variant, [.results[] | [.base.medianMs, .head.medianMs, .changePct, .regression]]]' "$FB_BODY")" \
 	"[\"v2\",\"$V0\",\"v2\",\"$V1\",[[0.7,1.5,114.3,true]]]" "two variants of v2: torch 2.10 against torch 2.11 on the cpu"
 curl -s "$KHUB_URL/kernels/acme/relu?base=v2&baseVariant=$V0&headVariant=$V1&head=v2" | tr -d '\n' >"$TEST_DIR/page2.html"
-like "$(grep -o '<table class="bench-compare-farm">.*</table>' "$TEST_DIR/page2.html")" "<caption>v2 \\($V0\\) against v2 \\($V1\\).*<td>cpu</td><td>Relu.big</td><td class=\"num\">0.7</td>" \
+like "$(grep -o '<table class="bench-compare-farm">.*</table>' "$TEST_DIR/page2.html")" "<caption>v2 \\($V0\\) against v2 \\($V1\\).*<th>Base median</th>.*<td>cpu</td><td>Relu.big</td><td[^>]*>\\+114.3% slower <strong>\\(regression\\)</strong></td><td class=\"num\">0.7</td>" \
 	"the page's form compares two variants too"
 fb_api "" GET "$CMP?base=v1&head=v2&variant=$V1&gpu=cpu&workload=Relu.big"
 is "$(jq -c '[.results[] | [.base.medianMs, .head.medianMs, .changePct, .regression]]' "$FB_BODY")" '[[1.01,1.5,48.5,true]]' \
