@@ -6,9 +6,10 @@
 // table names the versions (never a SHA), shows both medians, min–max and
 // the change, marks the regression; the form compares other sides; the
 // table is there without JavaScript; nothing is wider than a phone's
-// screen. TAP out; screenshots under $ARTIFACTS.
+// screen; axe finds nothing in them. TAP out; screenshots under $ARTIFACTS.
 import { chromium } from "playwright-core";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { test, diag, done } from "../js/tap.mjs";
 
 const URL_ = process.env.KHUB_URL;
@@ -26,6 +27,13 @@ async function open(path, width, javaScriptEnabled = true) {
 	page.setDefaultTimeout(15000);
 	await page.goto(path);
 	return { ctx, page, errors };
+}
+const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+// axe's violations inside selector (the rest of the page is t0278's).
+async function axe(page, selector) {
+	await page.evaluate(AXE);	// not a script tag: the page's CSP allows none inline
+	const result = await page.evaluate((s) => window.axe.run(s, { resultTypes: ["violations"] }), selector);
+	return result.violations.map((v) => `axe ${v.id} (${v.impact}) x${v.nodes.length}: ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")}`);
 }
 // The comparison table as text cells, row by row (header first).
 const cells = (page) => page.$$eval("table.bench-compare-farm tr", (rows) =>
@@ -64,6 +72,7 @@ for (const width of [1366, 390]) {
 			problems.push(`the table's region does not scroll (overflow-x ${geo.overflow})`);
 		if (geo.font < 12)
 			problems.push(`cells in ${geo.font} px`);
+		problems.push(...await axe(page, "#compare"));
 		await page.locator("#compare").screenshot({ path: `${ARTIFACTS}/bench-compare-${width}.png` });
 		await ctx.close();
 		return problems;
@@ -105,6 +114,7 @@ for (const width of [1366, 390]) {
 		const wide = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
 		if (wide)
 			problems.push("the listing is wider than the window");
+		problems.push(...await axe(page, "main"));
 		await page.screenshot({ path: `${ARTIFACTS}/bench-sort-${width}.png`, fullPage: true });
 		await ctx.close();
 		return problems;
