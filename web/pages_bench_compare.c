@@ -77,6 +77,33 @@ static void change_cell(struct page *pg, const struct benchmark_compare_row *c)
 	page_html(pg, "</td>");
 }
 
+static json_t *stats_bar(const struct benchmark_stats *s)
+{
+	return s->runs ? json_pack("{s:f, s:f, s:f}", "median", s->median, "min", s->min, "max", s->max) : json_null();
+}
+
+/* What charts.js draws as grouped bars above the table (the numbers are
+ * the table's): {"base", "head", "rows": [{"group", "base", "head"}]}. */
+static void compare_chart(struct page *pg, const struct benchmark_compare_rows *res, const char *base,
+			  const char *head)
+{
+	json_t *rows = json_array();
+	for (size_t i = 0; i < res->count; i++) {
+		const struct benchmark_compare_row *c = &res->items[i];
+		char *group = xasprintf("%s · %s", c->gpu, c->workload);
+		json_array_append_new(rows, json_pack("{s:s, s:o, s:o}", "group", group, "base", stats_bar(&c->base),
+						      "head", stats_bar(&c->head)));
+		free(group);
+	}
+	json_t *doc = json_pack("{s:s, s:s, s:o}", "base", base, "head", head, "rows", rows);
+	char *text = json_dumps(doc, JSON_COMPACT);
+	page_html(pg, "<div class=\"chart\" id=\"chart-farm-compare\" data-compare=\"");
+	page_text(pg, text ? text : "");
+	page_html(pg, "\"></div>");
+	free(text);
+	json_decref(doc);
+}
+
 /* base and head: the sides' names in the caption; columns: in the headers */
 struct compare_names {
 	const char *base, *head, *base_column, *head_column;
@@ -90,8 +117,10 @@ static void compare_table(struct page *pg, const struct benchmark_compare_rows *
 	}
 	page_htmlf(pg, "<p class=\"muted\">The median of the farm runs' mean latency (ms) and their min–max; the "
 		       "change from base to head; a regression is more than %ld%% slower by more than both sides' "
-		       "spread.</p><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Farm "
-		       "comparison\"><table class=\"bench-compare-farm\"><caption>", api_ctx.benchmark_regression_pct);
+		       "spread.</p>", api_ctx.benchmark_regression_pct);
+	compare_chart(pg, res, n->base, n->head);
+	page_html(pg, "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Farm comparison\">"
+		      "<table class=\"bench-compare-farm\"><caption>");
 	page_text(pg, n->base);
 	page_html(pg, " against ");
 	page_text(pg, n->head);

@@ -6,7 +6,8 @@
 // table names the versions (never a SHA), shows both medians, min–max and
 // the change, marks the regression; the form compares other sides; the
 // table is there without JavaScript; nothing is wider than a phone's
-// screen; axe finds nothing in them. TAP out; screenshots under $ARTIFACTS.
+// screen; axe finds nothing in them; the page's JS draws the table's
+// medians and min–max as grouped bars (base and head per device and workload). TAP out; screenshots under $ARTIFACTS.
 import { chromium } from "playwright-core";
 import { mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -73,6 +74,18 @@ for (const width of [1366, 390]) {
 		if (geo.font < 12)
 			problems.push(`cells in ${geo.font} px`);
 		problems.push(...await axe(page, "#compare"));
+		// the chart: base and head bars per device and workload, the table's numbers
+		await page.waitForSelector("#chart-farm-compare[data-chart]").catch(() => problems.push("no chart drawn"));
+		const model = JSON.parse(await page.getAttribute("#chart-farm-compare", "data-chart") || "{}");
+		const series = (model.series || []).map((x) => `${x.label}:${x.bars.length}`).join(" ");
+		if (series !== "v1:4 v2:4")
+			problems.push(`chart series ${series}`);
+		const g = (model.groups || []).indexOf("cpu · Relu.big");
+		const bar = model.series?.[1]?.bars.find((b) => b.group === g);
+		if (!bar || bar.median !== 1.5 || bar.min !== 1.5 || bar.max !== 1.5)
+			problems.push(`v2's cpu · Relu.big bar: ${JSON.stringify(bar)}`);
+		if (model.y?.min !== 0)
+			problems.push(`y from ${model.y?.min}`);
 		await page.locator("#compare").screenshot({ path: `${ARTIFACTS}/bench-compare-${width}.png` });
 		await ctx.close();
 		return problems;
