@@ -68,6 +68,7 @@ extern const struct route commits_routes[];	/* api/commits.c: commit history */
 extern const struct route trusted_publishers_routes[];	/* api/trusted_publishers.c: admin API */
 extern const struct route benchmarks_routes[];	/* api/benchmarks.c: upload */
 extern const struct route benchmark_queries_routes[];	/* api/benchmark_queries.c: list, aggregate, regressions */
+extern const struct route benchmark_compare_routes[];	/* api/benchmark_compare.c: two versions or variants */
 extern const struct route downloads_routes[];	/* api/downloads.c: per-variant statistics */
 extern const struct route kernels_routes[];	/* api/kernels.c: GET /api/kernels */
 extern const struct route kernel_variants_routes[];	/* api/kernel_variants.c: variants, metadata, compliance */
@@ -217,6 +218,30 @@ void kernel_compatibility_add(json_t *body, const struct variant_rows *rows, con
  * "previousMedianMs", "spreadMs", "previousSpreadMs", "slowerPct"}, newest
  * first, in *out (owned); KHUB_EDB (api/benchmark_queries.c). */
 int benchmark_regressions_json(int64_t repo_id, const char *commit_sha, json_t **out);
+/* Which machines a variant name is for, into f's torch_key, os_family,
+ * backend_family and backend_key (strings owned by req):
+ * torch211-cxx11-cu128-x86_64-linux wants torch 2.11, CUDA 12.8 and Linux;
+ * torch-cuda any CUDA; torch-cpu the CPU; torch-universal anything. 0, or
+ * -1 when no part is understood (api/benchmark_queries.c). */
+int benchmark_variant_filter(const char *variant, struct request *req, struct benchmark_filter *f);
+/* What a comparison of farm (or other) runs is asked for, all borrowed,
+ * NULL or "" = absent: the base and head revisions (a version branch, any
+ * ref or a SHA; head absent = base's), a variant for both sides or one per
+ * side (base_variant, head_variant win over variant), the source (absent =
+ * "farm"), a GPU substring and a workload. */
+struct benchmark_compare_ask {
+	const char *base, *head, *variant, *base_variant, *head_variant, *source, *gpu, *workload;
+};
+/* The comparison of h's runs (db_benchmark_compare, judged with
+ * benchmark_regression_pct) into out (the caller releases it), the sides'
+ * commits into base_sha and head_sha: 0; KHUB_ENOTFOUND with *bad the
+ * revision that names nothing; KHUB_EINVAL with *bad the variant or source
+ * that is none; KHUB_EDB (api/benchmark_compare.c). */
+int benchmark_compare(struct request *req, struct repo_handle *h, const struct benchmark_compare_ask *ask,
+		      char base_sha[41], char head_sha[41], struct benchmark_compare_rows *out, const char **bad);
+/* "slower", "faster" or "same" for a compared row; NULL when a side has no
+ * result. */
+const char *benchmark_change_word(const struct benchmark_compare_row *c);
 /* The build matrices of req->repo (docs/build-farm.md, "The build
  * matrix"): of commit (a sha), or of the repo's newest commits with builds
  * (commit NULL; limit and offset count commits): a JSON array of

@@ -20,10 +20,8 @@
 
 /* ---- filters -------------------------------------------------------------- */
 
-/* Which machines a variant name is for: torch211-cxx11-cu128-x86_64-linux
- * wants torch 2.11, CUDA 12.8 and Linux; torch-cuda any CUDA; torch-cpu the
- * CPU; torch-universal anything. 0, or -1 when no part is understood. */
-static int variant_filter(const char *variant, struct request *req, struct benchmark_filter *f)
+/* Which machines a variant name is for (api.h). */
+int benchmark_variant_filter(const char *variant, struct request *req, struct benchmark_filter *f)
 {
 	char *copy = request_own(req, xstrdup(variant)), *save = NULL;
 	int understood = 0;
@@ -74,7 +72,7 @@ static int filter_from_query(struct request *req, struct repo_handle *h, struct 
 		}
 		f->commit_sha = sha;
 	}
-	if ((v = request_query(req, "variant")) && *v && variant_filter(v, req, f) < 0) {
+	if ((v = request_query(req, "variant")) && *v && benchmark_variant_filter(v, req, f) < 0) {
 		*result = respond_error(req, 400, NULL, "cannot read the variant name %s", v);
 		return -1;
 	}

@@ -157,7 +157,7 @@ static int variant_filters(struct request *req, struct kernel_listing_filter *f,
 }
 
 static const char *const passed_on[] = { "author", "search", "backend", "backend_version", "torch", "arch", "os",
-					  "trusted", "sort", "direction", "limit" };
+					  "trusted", "sort", "direction", "limit", "workload", "device" };
 
 static char *next_link(struct request *req, long limit, long next)
 {
@@ -193,7 +193,26 @@ static const struct {
 	{ "", KERNEL_SORT_LAST_MODIFIED }, { "lastModified", KERNEL_SORT_LAST_MODIFIED },
 	{ "downloads", KERNEL_SORT_DOWNLOADS }, { "trending", KERNEL_SORT_TRENDING },
 	{ "trendingScore", KERNEL_SORT_TRENDING }, { "createdAt", KERNEL_SORT_CREATED }, { "id", KERNEL_SORT_ID },
+	{ "bench", KERNEL_SORT_BENCH },
 };
+
+/* sort=bench: by workload='s farm result (device= narrows it), fastest
+ * first unless direction=-1. */
+static int bench_order(struct request *req, struct kernel_listing_filter *f, long *direction, const char **error)
+{
+	const char *workload = request_query(req, "workload"), *device = request_query(req, "device");
+	if (f->sort != KERNEL_SORT_BENCH)
+		return 0;
+	if (!workload || !*workload) {
+		*error = "sort=bench needs workload=, the benchmark workload (Class.method) to sort by";
+		return KHUB_EINVAL;
+	}
+	f->bench_workload = workload;
+	f->bench_device = device && *device ? device : NULL;
+	if (!request_query(req, "direction"))
+		*direction = 1;
+	return 0;
+}
 
 /* The paging and order arguments (limit, cursor, direction, sort) into f:
  * 0, or KHUB_EINVAL with *error (static). */
@@ -218,18 +237,21 @@ static int listing_order(struct request *req, struct kernel_listing_filter *f, c
 	while (i < n && strcmp(sort ? sort : "", listing_sorts[i].name) != 0)
 		i++;
 	if (i == n) {
-		*error = "sort is lastModified, downloads, trending, createdAt or id";
+		*error = "sort is lastModified, downloads, trending, createdAt, id or bench";
 		return KHUB_EINVAL;
 	}
 	f->sort = listing_sorts[i].sort;
+	if (bench_order(req, f, &direction, error) < 0)
+		return KHUB_EINVAL;
 	f->descending = direction < 0;
 	f->limit = limit;
 	f->offset = cursor;
 	return 0;
 }
 
-/* One listed repo as GET /api/kernels answers it. */
-static json_t *listing_item_json(const struct kernel_listing_item *it)
+/* One listed repo as GET /api/kernels answers it; sorted by a farm result,
+ * with "benchmark": {"workload", "device", "medianMs"} (null: none). */
+static json_t *listing_item_json(const struct kernel_listing_item *it, const struct kernel_listing_filter *f)
 {
 	const struct repo_record *rec = &it->record;
 	char id[2 * REPO_NAME_MAX + 2], rid[24], modified[32], created[32];
@@ -261,6 +283,10 @@ static json_t *listing_item_json(const struct kernel_listing_item *it)
 	json_object_set_new(item, "tags", tags);
 	json_object_set_new(item, "description", json_string(it->description));
 	json_object_set_new(item, "license", it->license[0] ? json_string(it->license) : json_null());
+	if (f->sort == KERNEL_SORT_BENCH)
+		json_object_set_new(item, "benchmark", json_pack("{s:s, s:s?, s:o}", "workload", f->bench_workload,
+								 "device", f->bench_device, "medianMs",
+								 it->has_bench ? json_real(it->bench_ms) : json_null()));
 	return item;
 }
 
@@ -299,7 +325,7 @@ int kernel_listing_query(struct request *req, const char *author, int wait_for_i
 			return KHUB_EDB;
 		}
 		if (role >= ROLE_READ)
-			json_array_append_new(list, listing_item_json(&page.items[i]));
+			json_array_append_new(list, listing_item_json(&page.items[i], &f));
 	}
 	out->items = list;
 	out->total = page.total;

@@ -9,7 +9,7 @@
 
 const struct route *const router_tables[] = {
 	orgs_routes, openapi_routes, kernels_routes, kernel_variants_routes,
-	trusted_publishers_routes, benchmarks_routes, benchmark_queries_routes, downloads_routes,
+	trusted_publishers_routes, benchmarks_routes, benchmark_queries_routes, benchmark_compare_routes, downloads_routes,
 	refs_routes, tree_routes, resolve_routes, commit_routes, preupload_routes, lfs_routes,
 	git_routes, mirror_admin_routes,
 	repos_routes, repo_settings_routes, branches_routes, commits_routes,

@@ -464,6 +464,35 @@ void benchmark_regressions_release(struct benchmark_regressions *rows);	/* accep
  * releases out. */
 int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct benchmark_regressions *out);
 
+/* One side of a comparison on a device and workload: runs = 0 when the
+ * side has none; times in milliseconds, over the runs' means (spread:
+ * db_benchmark_regressions' rule). */
+struct benchmark_stats {
+	int runs;
+	double median, min, max, p25, p75, spread;
+};
+/* A device and workload compared (db_benchmark_compare). Strings owned. */
+struct benchmark_compare_row {
+	char *gpu, *workload;
+	struct benchmark_stats base, head;
+	int has_change;			/* both sides measured */
+	double change_pct;		/* (head - base) / base in %, 1 decimal: > 0 slower */
+	int regression;			/* db_benchmark_regressions' rule at pct */
+};
+struct benchmark_compare_rows {
+	struct benchmark_compare_row *items;
+	size_t count;
+};
+void benchmark_compare_rows_release(struct benchmark_compare_rows *rows);	/* accepts NULL; leaves it empty */
+/* Base against head per device and workload (ordered so): each side is
+ * base's or head's commit_sha and variant keys; source, gpu and workload
+ * are base's and apply to both (source NULL = every source); the rest of
+ * the filters are ignored. A regression is the head slower than the base
+ * by db_benchmark_regressions' rule at pct. 0 or KHUB_EDB; the caller
+ * releases out. */
+int db_benchmark_compare(int64_t repo_id, const struct benchmark_filter *base, const struct benchmark_filter *head,
+			 long pct, struct benchmark_compare_rows *out);
+
 /* ---- download counters (storage/db_downloads.c) --------------------------- */
 
 struct download_count {
@@ -497,6 +526,7 @@ int db_downloads_rows(int64_t repo_id, long days, struct download_rows *out);
 
 enum kernel_sort {
 	KERNEL_SORT_LAST_MODIFIED, KERNEL_SORT_DOWNLOADS, KERNEL_SORT_TRENDING, KERNEL_SORT_CREATED, KERNEL_SORT_ID,
+	KERNEL_SORT_BENCH,		/* bench_workload's farm result; kernels without one last */
 };
 
 /* Strings borrowed; NULL or "" = no filter. */
@@ -515,6 +545,8 @@ struct kernel_listing_filter {
 	enum kernel_sort sort;
 	int descending;
 	long limit, offset;
+	/* KERNEL_SORT_BENCH: the workload and a device substring (NULL: any) */
+	const char *bench_workload, *bench_device;
 };
 
 struct kernel_listing_item {
@@ -527,6 +559,8 @@ struct kernel_listing_item {
 	/* main's README card (kernel_cards), all owned: "" and "[]" when none */
 	char *description, *license;
 	char *tags;			/* JSON array of the card's tags */
+	int has_bench;			/* KERNEL_SORT_BENCH: the farm has a result */
+	double bench_ms;		/* db_benchmark_farm_result_sql's median */
 };
 
 struct kernel_listing {

@@ -273,6 +273,19 @@ void benchmark_regressions_release(struct benchmark_regressions *rows)
 	rows->count = 0;
 }
 
+/* The one regression rule (db_benchmark_regressions and
+ * db_benchmark_compare): per device and workload, a side's median of the
+ * runs' means, its spread (the largest std_ms or range of means), and
+ * "slower" when the head's median is more than pct percent over the base's
+ * and the difference exceeds both spreads added. */
+#define MEDIAN_SQL "percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms)"
+#define SPREAD_SQL "greatest(max(b.std_ms), max(b.mean_ms) - min(b.mean_ms))"
+#define SLOWER_SQL(median, spread, base_median, base_spread, pct) \
+	"(" base_median " > 0 AND " median " > " base_median " * (1 + " pct "::int / 100.0)" \
+	" AND " median " - " base_median " > " spread " + " base_spread ")"
+#define CHANGE_PCT_SQL(median, base_median) \
+	"round(((" median " - " base_median ") / " base_median " * 100)::numeric, 1)"
+
 int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, struct benchmark_regressions *out)
 {
 	int rc = 0;
@@ -282,18 +295,125 @@ int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, 
 	const char *params[3] = { repo, threshold, commit_sha };
 	out->items = db_query_items(sizeof(*out->items), fill_regression, &out->count, &rc,
 				    "WITH m AS (SELECT r.commit_sha, r.gpu, b.workload, min(r.id) AS first_id,"
-		       "  percentile_cont(0.5) WITHIN GROUP (ORDER BY b.mean_ms) AS median,"
-		       "  greatest(max(b.std_ms), max(b.mean_ms) - min(b.mean_ms)) AS spread"
+		       "  " MEDIAN_SQL " AS median, " SPREAD_SQL " AS spread"
 		       "  FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id"
 		       "  WHERE r.repo_id = $1 AND r.source = 'farm' GROUP BY r.commit_sha, r.gpu, b.workload),"
 		       " p AS (SELECT m.*, lag(commit_sha) OVER w AS prev_commit, lag(median) OVER w AS prev_median,"
 		       "  lag(spread) OVER w AS prev_spread FROM m"
 		       "  WINDOW w AS (PARTITION BY gpu, workload ORDER BY first_id))"
 		       " SELECT commit_sha, gpu, workload, median, spread, prev_commit, prev_median, prev_spread,"
-		       "  round(((median - prev_median) / prev_median * 100)::numeric, 1)"
-		       " FROM p WHERE prev_median > 0 AND median > prev_median * (1 + $2::int / 100.0)"
-		       "  AND median - prev_median > spread + prev_spread"
+		       "  " CHANGE_PCT_SQL("median", "prev_median")
+		       " FROM p WHERE " SLOWER_SQL("median", "spread", "prev_median", "prev_spread", "$2")
 		       "  AND ($3::text IS NULL OR commit_sha = $3)"
 		       " ORDER BY first_id DESC, gpu, workload", 3, params);
 	return rc;
+}
+
+/* ---- comparing two sides (versions or variants) ----------------------------- */
+
+/* One side's variant filter on benchmark_runs r, parameters $c..$c+4:
+ * commit, torch key, backend family, backend key, os family. */
+#define SIDE_SQL(c, t, bf, bk, os) \
+	"($" c "::text IS NULL OR r.commit_sha = $" c ")" \
+	" AND ($" t "::text IS NULL OR r.torch_key = $" t ")" \
+	" AND ($" bf "::text IS NULL OR r.backend_family = $" bf ")" \
+	" AND ($" bk "::text IS NULL OR r.backend_key = $" bk ")" \
+	" AND ($" os "::text IS NULL OR r.os_family = $" os ")"
+
+/* Columns of one side from `runs` on: runs, median, min, max, p25, p75,
+ * spread; runs 0 and the rest unset when the side has no result. */
+static void fill_side(struct benchmark_stats *s, const struct db_rows *rows, size_t i, size_t c)
+{
+	memset(s, 0, sizeof(*s));
+	if (db_rows_isnull(rows, i, c))
+		return;
+	s->runs = db_rows_int(rows, i, c, 0);
+	double *v[] = { &s->median, &s->min, &s->max, &s->p25, &s->p75, &s->spread };
+	for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++)
+		*v[k] = cell_double(rows, i, c + 1 + k);
+}
+
+static void fill_compare(void *item, const struct db_rows *rows, size_t i)
+{
+	struct benchmark_compare_row *row = item;
+	row->gpu = xstrdup(db_rows_get(rows, i, 0));
+	row->workload = xstrdup(db_rows_get(rows, i, 1));
+	fill_side(&row->base, rows, i, 2);
+	fill_side(&row->head, rows, i, 9);
+	row->has_change = !db_rows_isnull(rows, i, 16);
+	row->change_pct = row->has_change ? cell_double(rows, i, 16) : 0;
+	row->regression = db_rows_get(rows, i, 17)[0] == 't';
+}
+
+void benchmark_compare_rows_release(struct benchmark_compare_rows *rows)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < rows->count; i++) {
+		free(rows->items[i].gpu);
+		free(rows->items[i].workload);
+	}
+	free(rows->items);
+	rows->items = NULL;
+	rows->count = 0;
+}
+
+#define SIDE_COLUMNS(s) \
+	s ".runs, " s ".median, " s ".lo, " s ".hi, " s ".p25, " s ".p75, " s ".spread"
+
+int db_benchmark_compare(int64_t repo_id, const struct benchmark_filter *base, const struct benchmark_filter *head,
+			 long pct, struct benchmark_compare_rows *out)
+{
+	int rc = 0;
+	char repo[24], threshold[24];
+	snprintf(repo, sizeof(repo), "%" PRId64, repo_id);
+	snprintf(threshold, sizeof(threshold), "%ld", pct);
+	const char *params[] = {
+		repo, base->source, base->gpu, base->workload, threshold,
+		base->commit_sha, base->torch_key, base->backend_family, base->backend_key, base->os_family,
+		head->commit_sha, head->torch_key, head->backend_family, head->backend_key, head->os_family,
+	};
+	/* A run may be on both sides (one commit, variants that overlap). */
+	out->items = db_query_items(sizeof(*out->items), fill_compare, &out->count, &rc,
+				    "WITH s AS (SELECT sd.side, r.gpu, b.workload, count(*) AS runs,"
+		       "  " MEDIAN_SQL " AS median, min(b.mean_ms) AS lo, max(b.mean_ms) AS hi,"
+		       "  percentile_cont(0.25) WITHIN GROUP (ORDER BY b.mean_ms) AS p25,"
+		       "  percentile_cont(0.75) WITHIN GROUP (ORDER BY b.mean_ms) AS p75, " SPREAD_SQL " AS spread"
+		       "  FROM benchmark_runs r JOIN benchmark_results b ON b.run_id = r.id, (VALUES (1), (2)) AS sd(side)"
+		       "  WHERE r.repo_id = $1 AND ($2::text IS NULL OR r.source = $2)"
+		       "  AND ($3::text IS NULL OR strpos(lower(r.gpu), lower($3)) > 0)"
+		       "  AND ($4::text IS NULL OR b.workload = $4)"
+		       "  AND CASE WHEN sd.side = 1 THEN " SIDE_SQL("6", "7", "8", "9", "10")
+		       "  ELSE " SIDE_SQL("11", "12", "13", "14", "15") " END"
+		       "  GROUP BY sd.side, r.gpu, b.workload)"
+		       " SELECT coalesce(x.gpu, y.gpu) AS gpu, coalesce(x.workload, y.workload) AS workload, "
+		       SIDE_COLUMNS("x") ", " SIDE_COLUMNS("y") ","
+		       "  CASE WHEN x.median > 0 THEN " CHANGE_PCT_SQL("y.median", "x.median") " END,"
+		       "  coalesce(" SLOWER_SQL("y.median", "y.spread", "x.median", "x.spread", "$5") ", false)"
+		       " FROM (SELECT * FROM s WHERE side = 1) x"
+		       " FULL JOIN (SELECT * FROM s WHERE side = 2) y ON y.gpu = x.gpu AND y.workload = x.workload"
+		       " ORDER BY 1, 2", (int)(sizeof(params) / sizeof(params[0])), params);
+	return rc;
+}
+
+/* ---- a kernel's farm result, for the listing's sort --------------------------- */
+
+/* The farm runs of repos r's row on workload $w (and a device containing
+ * $d, unless NULL), as a WHERE clause of alias a. */
+static void farm_result_where(struct strbuf *sql, const char *a, const char *res, int p_workload, int p_device)
+{
+	strbuf_addf(sql, " WHERE %s.repo_id = r.id AND %s.source = 'farm' AND %s.workload = $%d"
+			 " AND ($%d::text IS NULL OR strpos(lower(%s.gpu), lower($%d)) > 0)",
+		    a, a, res, p_workload, p_device, a, p_device);
+}
+
+void db_benchmark_farm_result_sql(struct strbuf *sql, int p_workload, int p_device)
+{
+	strbuf_adds(sql, "(SELECT min(m.median) FROM (SELECT " MEDIAN_SQL " AS median"
+			 " FROM benchmark_runs fr JOIN benchmark_results b ON b.run_id = fr.id");
+	farm_result_where(sql, "fr", "b", p_workload, p_device);
+	strbuf_adds(sql, " AND fr.commit_sha = (SELECT lr.commit_sha FROM benchmark_runs lr"
+			 " JOIN benchmark_results lb ON lb.run_id = lr.id");
+	farm_result_where(sql, "lr", "lb", p_workload, p_device);
+	strbuf_adds(sql, " ORDER BY lr.id DESC LIMIT 1) GROUP BY fr.gpu) m)");
 }

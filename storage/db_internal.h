@@ -75,5 +75,11 @@ int db_token_secret(const char *prefix, const char *alphabet, size_t len, char *
 void db_token_touch(int64_t token_id);
 /* The principal of the first row of PRINCIPAL_COLUMNS (storage/db_accounts.c). */
 void db_principal_from_row(const struct db_rows *rows, struct principal *out);
+/* A kernel's farm result on a workload, as SQL of the listing's repos r
+ * (storage/db_benchmarks.c): the median of the farm runs' means on
+ * workload $p_workload of the newest commit the farm measured it on, per
+ * device (those containing $p_device, case-insensitive, unless NULL), the
+ * fastest device's; NULL when the farm has none. */
+void db_benchmark_farm_result_sql(struct strbuf *sql, int p_workload, int p_device);
 
 #endif

@@ -86,7 +86,7 @@ static void add_variant_filters(const struct kernel_listing_filter *f, struct qu
 }
 
 enum { COL_ID, COL_NS, COL_NAME, COL_PRIVATE, COL_MODIFIED, COL_CREATED, COL_DOWNLOADS, COL_OWNER, COL_TRENDING,
-       COL_VERSIONS, COL_FAMILIES, COL_TRUSTED, COL_DESCRIPTION, COL_LICENSE, COL_TAGS, COL_TOTAL };
+       COL_VERSIONS, COL_FAMILIES, COL_TRUSTED, COL_DESCRIPTION, COL_LICENSE, COL_TAGS, COL_TOTAL, COL_BENCH };
 
 static void fill_item(const struct db_rows *rows, size_t i, struct kernel_listing_item *it)
 {
@@ -107,6 +107,36 @@ static void fill_item(const struct db_rows *rows, size_t i, struct kernel_listin
 	it->description = xstrdup(db_rows_get(rows, i, COL_DESCRIPTION));
 	it->license = xstrdup(db_rows_get(rows, i, COL_LICENSE));
 	it->tags = xstrdup(db_rows_get(rows, i, COL_TAGS));
+	it->has_bench = !db_rows_isnull(rows, i, COL_BENCH);
+	it->bench_ms = it->has_bench ? strtod(db_rows_get(rows, i, COL_BENCH), NULL) : 0;
+}
+
+/* The page's bench column (NULL unless sorting by a farm result) and the
+ * ORDER BY both selects share; kernels without a farm result come last
+ * either way. */
+static void listing_order_sql(const struct kernel_listing_filter *f, struct query *q, struct strbuf *bench,
+			      struct strbuf *order)
+{
+	static const char *const orders[] = {
+		[KERNEL_SORT_LAST_MODIFIED] = "r.last_modified", [KERNEL_SORT_DOWNLOADS] = "r.downloads",
+		[KERNEL_SORT_TRENDING] = "trending", [KERNEL_SORT_CREATED] = "r.created_at",
+		[KERNEL_SORT_BENCH] = "bench",
+	};
+	const char *dir = f->descending ? "DESC" : "ASC";
+	if (f->sort == KERNEL_SORT_BENCH) {
+		int w = query_param(q, f->bench_workload);
+		int d = query_param(q, given(f->bench_device) ? f->bench_device : NULL);
+		strbuf_adds(bench, ", ");
+		db_benchmark_farm_result_sql(bench, w, d);
+		strbuf_adds(bench, " AS bench");
+	} else {
+		strbuf_adds(bench, ", NULL::float8 AS bench");
+	}
+	if (f->sort == KERNEL_SORT_ID)
+		strbuf_addf(order, " ORDER BY lower(r.namespace) %s, lower(r.name) %s, r.id %s", dir, dir, dir);
+	else
+		strbuf_addf(order, " ORDER BY %s %s%s, r.id %s", orders[f->sort], dir,
+			    f->sort == KERNEL_SORT_BENCH ? " NULLS LAST" : "", dir);
 }
 
 /* What search= matches, the one rule of the listing (API and page): the
@@ -125,26 +155,18 @@ static void add_search(const char *search, struct query *q)
 
 int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listing *out)
 {
-	static const char *const orders[] = {
-		[KERNEL_SORT_LAST_MODIFIED] = "r.last_modified", [KERNEL_SORT_DOWNLOADS] = "r.downloads",
-		[KERNEL_SORT_TRENDING] = "trending", [KERNEL_SORT_CREATED] = "r.created_at",
-	};
 	/* trending: downloads of the last 7 UTC days */
 	static const char trending_sql[] = "(SELECT coalesce(sum(d.count), 0)::bigint FROM download_counts d"
 					   " WHERE d.repo_id = r.id AND d.day > (now() AT TIME ZONE 'UTC')::date - 7)";
 	struct query q = { STRBUF_INIT, { 0 }, { 0 }, 0 };
-	struct strbuf order = STRBUF_INIT;
+	struct strbuf order = STRBUF_INIT, bench = STRBUF_INIT;
 	memset(out, 0, sizeof(*out));
 	char uid[24];
 	snprintf(uid, sizeof(uid), "%" PRId64, f->user_id);
 	int p_uid = query_param(&q, uid);
 	int p_admin = query_param(&q, f->is_site_admin ? "true" : "false");
 	int by_trending = f->sort == KERNEL_SORT_TRENDING;
-	const char *dir = f->descending ? "DESC" : "ASC";
-	if (f->sort == KERNEL_SORT_ID)
-		strbuf_addf(&order, " ORDER BY lower(r.namespace) %s, lower(r.name) %s, r.id %s", dir, dir, dir);
-	else
-		strbuf_addf(&order, " ORDER BY %s %s, r.id %s", orders[f->sort], dir, dir);
+	listing_order_sql(f, &q, &bench, &order);
 	/* The matching page is chosen first (with the count of every match);
 	 * what each listed repo shows is worked out for that page's rows only. */
 	strbuf_addf(&q.sql,
@@ -158,12 +180,12 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 		    "  AND v.name_valid AND v.backend <> '" VARIANT_NOARCH_UNIVERSAL "'),"
 		    " (SELECT a.trusted_kernel_publisher FROM accounts a WHERE a.id = r.owner_id),"
 		    " coalesce(k.description, ''), coalesce(k.license, ''), coalesce(k.tags, '[]')::text,"
-		    " page.total"
-		    " FROM (SELECT r.id AS rid, count(*) OVER () AS total%s%s%s FROM repos r"
+		    " page.total, page.bench"
+		    " FROM (SELECT r.id AS rid, count(*) OVER () AS total%s%s%s%s FROM repos r"
 		    " WHERE r.type = 'kernel' AND (NOT r.private OR $%d::boolean OR r.owner_id = $%d::bigint"
 		    " OR r.owner_id IN (SELECT org_id FROM memberships WHERE user_id = $%d::bigint))",
 		    by_trending ? "page.trending" : trending_sql, by_trending ? ", " : "", by_trending ? trending_sql : "",
-		    by_trending ? " AS trending" : "", p_admin, p_uid, p_uid);
+		    by_trending ? " AS trending" : "", bench.buf, p_admin, p_uid, p_uid);
 	if (given(f->author))
 		strbuf_addf(&q.sql, " AND lower(r.namespace) = lower($%d)", query_param(&q, f->author));
 	if (given(f->search))
@@ -177,6 +199,7 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 			    " LEFT JOIN kernel_cards k ON k.repo_id = r.id", f->limit, f->offset);
 	strbuf_adds(&q.sql, order.buf);
 	strbuf_release(&order);
+	strbuf_release(&bench);
 
 	struct db_rows rows;
 	int rc = db_query(&rows, q.sql.buf, q.n, q.params);

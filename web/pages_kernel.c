@@ -831,6 +831,7 @@ static int kernel_sections(struct page *pg, struct request *req, struct repo_han
 	readme_section(pg, h, sha, readme, &card);
 	charts_section(pg, &h->record, versions);
 	farm_section(pg, &h->record);
+	web_benchmark_compare_section(pg, req, h, versions, rows);
 	json_decref(compliance);
 	kernel_card_release(&card);
 	free(readme);

@@ -14,7 +14,7 @@ enum MHD_Result page_home(struct request *req)
 
 /* The query arguments the listing form has, in the order links repeat them. */
 static const char *const listing_keys[] = { "search", "backend", "backend_version", "torch", "arch", "os",
-					    "trusted", "sort", "limit" };
+					    "trusted", "sort", "workload", "device", "limit" };
 
 static void option(struct page *pg, const char *value, const char *label, const char *current)
 {
@@ -66,7 +66,11 @@ static void listing_form(struct page *pg, struct request *req)
 	option(pg, "downloads", "downloads", sort);
 	option(pg, "trending", "trending", sort);
 	option(pg, "id", "name", sort);
-	page_html(pg, "</select></div><div><label><input type=\"checkbox\" name=\"trusted\" value=\"true\"");
+	option(pg, "bench", "farm benchmark, fastest first", sort);
+	page_html(pg, "</select></div>");
+	text_field(pg, "workload", "Benchmark workload", "Relu.big", request_query(req, "workload"), "text");
+	text_field(pg, "device", "Benchmark device", "H100", request_query(req, "device"), "text");
+	page_html(pg, "<div><label><input type=\"checkbox\" name=\"trusted\" value=\"true\"");
 	if (request_query_bool(req, "trusted", 0))
 		page_html(pg, " checked");
 	page_html(pg, "> Trusted publishers only</label></div><div><button type=\"submit\">Filter</button></div></form>");
@@ -185,6 +189,22 @@ static void listing_card(struct page *pg, json_t *item)
 	page_html(pg, "</p>");
 }
 
+/* Sorted by a farm result: the kernel's (the listing API's "benchmark"). */
+static void listing_bench(struct page *pg, json_t *item)
+{
+	json_t *bench = json_object_get(item, "benchmark");
+	if (!bench)
+		return;
+	json_t *median = json_object_get(bench, "medianMs");
+	page_html(pg, "<p class=\"bench-result\">");
+	page_text(pg, json_string_value(json_object_get(bench, "workload")));
+	if (json_is_number(median))
+		page_htmlf(pg, ": <strong>%.4g ms</strong> median on the farm", json_number_value(median));
+	else
+		page_html(pg, ": no farm result");
+	page_html(pg, "</p>");
+}
+
 static void listing_row(struct page *pg, json_t *item, const long spark[SPARK_DAYS])
 {
 	const char *id = json_string_value(json_object_get(item, "id"));
@@ -208,6 +228,7 @@ static void listing_row(struct page *pg, json_t *item, const long spark[SPARK_DA
 	if (json_is_true(json_object_get(item, "private")))
 		page_html(pg, "<span class=\"badge private\">private</span>");
 	listing_card(pg, item);
+	listing_bench(pg, item);
 	page_html(pg, "</td><td>");
 	badges(pg, json_object_get(item, "versions"), "");
 	page_html(pg, "</td><td>");

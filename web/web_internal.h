@@ -188,6 +188,12 @@ void build_missing_form(struct page *pg, const struct repo_record *r, const char
  * nothing when list is empty or NULL) as a list: the matrix and the kernel
  * page's Farm benchmarks section. */
 void web_benchmark_regressions(struct page *pg, json_t *list);
+/* The kernel page's "Compare on the farm" section: a form of two versions
+ * (versions, main) and two variants (of rows) and, for the query's base=,
+ * head=, baseVariant= and headVariant= (default: the two newest
+ * versions), the table of benchmark_compare (web/pages_bench_compare.c). */
+void web_benchmark_compare_section(struct page *pg, struct request *req, struct repo_handle *h,
+				   const struct ref_list *versions, const struct variant_rows *rows);
 
 /* The kernel pages' header and tabs (web/pages_kernels.c). */
 void kernel_page_header(struct page *pg, struct repo_handle *h, const char *tab);

@@ -372,5 +372,24 @@ async function downloads() {
 	await show();
 }
 
+// The kernel page's "Compare on the farm": the server-rendered table's
+// medians and min-max (data-compare) as grouped bars, base and head side by
+// side per device and workload (web/pages_bench_compare.c).
+function farmCompare() {
+	const box = document.getElementById('chart-farm-compare');
+	if (!box)
+		return;
+	let d;
+	try {
+		d = JSON.parse(box.dataset.compare);
+	} catch {
+		return;
+	}
+	groupedBars(box, { groups: d.rows.map((r) => r.group), names: [d.base, d.head], xName: 'Device · workload',
+		yLabel: 'ms (median of runs)', stats: [d.rows.map((r) => r.base), d.rows.map((r) => r.head)],
+		label: `Median latency of ${d.base} and ${d.head} per device and workload, whiskers min to max` });
+}
+
 benchmarks();
 downloads();
+farmCompare();
