@@ -69,6 +69,9 @@ int toolchain_probe(struct toolchain *tc);
 
 /* The first usable toolchain that produces variant, or NULL (borrowed). */
 const struct toolchain *toolchain_for_variant(const struct toolchain_set *set, const char *variant);
+/* The first usable toolchain that runs benchmarks ("benchmarks": true) on
+ * the device model named (as probed), or NULL (borrowed). */
+const struct toolchain *toolchain_for_benchmarks(const struct toolchain_set *set, const char *device);
 
 /* ---- command lines (options.c) ------------------------------------------------------ */
 
