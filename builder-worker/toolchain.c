@@ -697,3 +697,9 @@ const struct toolchain *toolchain_for_benchmarks(const struct toolchain_set *set
 	}
 	return NULL;
 }
+
+int toolchain_device_is_nvidia_gpu(const struct toolchain *tc)
+{
+	return tc->benchmarks && tc->device && strcmp(tc->device, "cpu") != 0 && tc->cuda_version &&
+	       *tc->cuda_version && !(tc->rocm_version && *tc->rocm_version);
+}
