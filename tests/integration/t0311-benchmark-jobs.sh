@@ -81,9 +81,15 @@ is "$?" 0 "git push of the kernel with benchmarks/"
 C1=$(git -C "$K" rev-parse HEAD)
 call "$ALICE" POST /api/kernels/acme/relu/builds '{"revision":"main","variants":["torch-cpu"]}'
 like "$ST" "^20[012]$" "torch-cpu of the pushed commit is queued (or was, by the push)"
+built_polls=0
 for _ in $(seq 1 900); do
-	[ "$(bench_jobs)" = "cpu succeeded" ] && break
-	case "$(bench_jobs)" in *failed*|*canceled*) break ;; esac
+	jobs=$(bench_jobs)
+	[ "$jobs" = "cpu succeeded" ] && break
+	case "$jobs" in *failed*|*canceled*) break ;; esac
+	# published, and still no benchmark job a minute later: none is coming
+	jq -e '.builds[] | select(.variant == "torch-cpu" and .state == "succeeded")' "$B" >/dev/null &&
+		[ -z "$jobs" ] && built_polls=$((built_polls + 1))
+	[ "$built_polls" -ge 120 ] && break
 	kill -0 "$DPID" 2>/dev/null || break
 	sleep 0.5
 done
