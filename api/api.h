@@ -79,6 +79,7 @@ extern const struct route build_worker_routes[];	/* api/builds_worker.c: registe
 extern const struct route build_source_routes[];	/* api/builds_source.c: a job's source tar */
 extern const struct route build_output_routes[];	/* api/builds_output.c: a job's output, published */
 extern const struct route webhooks_routes[];	/* api/webhooks.c: a repo's webhooks and their deliveries */
+extern const struct route benchmark_jobs_routes[];	/* api/benchmark_jobs.c: benchmark jobs run, measured */
 extern const struct route campaigns_routes[];	/* api/campaigns.c: fleet rebuilds */
 
 /* ---- access (api/repo_access.c) ------------------------------------------ */

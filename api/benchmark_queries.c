@@ -212,6 +212,8 @@ static void add_run_json(struct strbuf *sb, const struct benchmark_row *b)
 	strbuf_addf(sb, "{\"id\":%" PRId64 ",\"submittedAt\":\"%s\",\"submitter\":", b->run_id, b->submitted_at);
 	strbuf_add_json_quoted(sb, b->submitter);
 	strbuf_addf(sb, ",\"source\":\"%s\"", b->source);
+	if (b->build_id)	/* a farm run: the job that measured it */
+		strbuf_addf(sb, ",\"build\":%" PRId64, b->build_id);
 	strbuf_addf(sb, ",\"commit\":\"%s\",\"kernelCommitSha\":", b->commit);
 	strbuf_add_json_quoted(sb, b->kernel_commit);
 	strbuf_adds(sb, ",\"benchmarkScriptPath\":");

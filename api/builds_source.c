@@ -19,7 +19,9 @@ static enum MHD_Result respond_tar(struct request *req, int fd, uint64_t size, c
 	return answer_send(req, &a);
 }
 
-static enum MHD_Result handle_source(struct request *req)
+/* The tree of the job's commit (variant: a benchmark job's variant_commit,
+ * the published tree with build/<variant>/). */
+static enum MHD_Result send_tree(struct request *req, int variant)
 {
 	enum MHD_Result result;
 	int64_t id;
@@ -29,6 +31,14 @@ static enum MHD_Result handle_source(struct request *req)
 		return result;
 	if (db_build_get(id, &b) < 0)
 		return respond_db_unavailable(req);
+	if (variant && !b.variant_commit) {
+		build_row_release(&b);
+		return respond_error(req, 404, NULL, "build %" PRId64 " is no benchmark job: it has no variant tree", id);
+	}
+	if (variant) {	/* the tar of that commit, made and cached as a source's */
+		free(b.commit);
+		b.commit = xstrdup(b.variant_commit);
+	}
 	char sha[41];
 	snprintf(sha, sizeof(sha), "%s", b.commit);
 	int64_t repo_id = b.repo_id;
@@ -58,7 +68,18 @@ static enum MHD_Result handle_source(struct request *req)
 	return respond_tar(req, fd, size, sha);
 }
 
+static enum MHD_Result handle_source(struct request *req)
+{
+	return send_tree(req, 0);
+}
+
+static enum MHD_Result handle_variant(struct request *req)
+{
+	return send_tree(req, 1);
+}
+
 const struct route build_source_routes[] = {
 	{ METHOD_GET, "/api/builds/{arg}/source", handle_source, 0, 0, NULL, ACCESS_WORKER },
+	{ METHOD_GET, "/api/builds/{arg}/variant", handle_variant, 0, 0, NULL, ACCESS_WORKER },
 	{ 0, NULL, NULL, 0, 0 },
 };

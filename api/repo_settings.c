@@ -75,13 +75,33 @@ static int apply_campaign_publish(struct request *req, const struct repo_handle 
 	return 0;
 }
 
+/* "benchmarkAfterPublish": a boolean (docs/build-farm.md, "Benchmark
+ * jobs"): 0 (absent, or set and audited), -1 with the answer queued. */
+static int apply_benchmark_after_publish(struct request *req, const struct repo_handle *h, enum MHD_Result *result)
+{
+	json_t *v = json_object_get(req->json, "benchmarkAfterPublish");
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v)) {
+		*result = respond_error(req, 400, NULL, "\"benchmarkAfterPublish\" must be a boolean");
+		return -1;
+	}
+	if (db_repo_set_benchmark_after_publish(h->record.id, json_is_true(v)) < 0) {
+		*result = respond_db_unavailable(req);
+		return -1;
+	}
+	api_audit(req, "repo.settings", repo_audit_target(req, h->record.type, h->record.ns, h->record.name),
+		  json_is_true(v) ? "{\"benchmarkAfterPublish\":true}" : "{\"benchmarkAfterPublish\":false}");
+	return 0;
+}
+
 static enum MHD_Result handle_settings(struct request *req)
 {
 	enum MHD_Result result;
 	struct repo_handle h;
 	json_t *doc = NULL;
 	char *details = NULL;
-	int private = 0, private_set, build_on_push = 1, mirrored = 0;
+	int private = 0, private_set, build_on_push = 1, mirrored = 0, bench = 0;
 	json_t *bop;
 
 	h = *req->repo;
@@ -94,7 +114,7 @@ static enum MHD_Result handle_settings(struct request *req)
 				       " protected, \"gated\" false, \"auto\" or \"manual\", \"buildOnPush\" a boolean");
 		goto cleanup;
 	}
-	if (apply_campaign_publish(req, &h, &result) < 0)
+	if (apply_campaign_publish(req, &h, &result) < 0 || apply_benchmark_after_publish(req, &h, &result) < 0)
 		goto cleanup;
 	/* the build farm's trigger on commits and pushes (docs/build-farm.md) */
 	if (json_is_boolean(bop) && db_repo_set_build_on_push(h.record.id, json_is_true(bop)) < 0) {
@@ -115,12 +135,13 @@ static enum MHD_Result handle_settings(struct request *req)
 		details = xasprintf("{\"private\":%s}", private ? "true" : "false");
 		api_audit(req, "repo.settings", target, details);
 	}
-	if (db_repo_build_settings(h.record.id, &build_on_push, &mirrored) < 0) {
+	if (db_repo_build_settings(h.record.id, &build_on_push, &mirrored) < 0 ||
+	    db_repo_benchmark_after_publish(h.record.id, &bench) < 0) {
 		result = respond_db_unavailable(req);
 		goto cleanup;
 	}
-	result = respond_json(req, 200, json_pack("{s:b, s:b}", "private", h.record.private, "buildOnPush",
-						  build_on_push));
+	result = respond_json(req, 200, json_pack("{s:b, s:b, s:b}", "private", h.record.private, "buildOnPush",
+						  build_on_push, "benchmarkAfterPublish", bench));
 cleanup:
 	free(details);
 	return result;

@@ -92,6 +92,9 @@ static int run_sandboxed(const struct benchmark_options *o, const struct toolcha
 	}
 	sandbox_bind(&sb, src, 0);
 	sandbox_bind(&sb, variant, 0);
+	if (toolchain_device_is_nvidia_gpu(tc))	/* the GPU measured, and nothing else of the host's /dev */
+		log_info("khub-worker benchmark: %zu NVIDIA device node(s) passed through",
+			 sandbox_pass_nvidia_gpu(&sb, "/dev"));
 	toolchain_environment(tc, "/tmp", &sb.env);
 	sb.log_fd = 2;
 	log_info("khub-worker benchmark: sandbox %s, device %s", sandbox_mode_name(sb.mode), o->device);

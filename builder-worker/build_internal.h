@@ -58,6 +58,8 @@ struct sandbox {
 	char *cache_dir;	/* the build cache (owned; NULL: none): its growth counts in disk_mb */
 	unsigned long long cache_start;	/* its bytes when the build began */
 	int log_fd;		/* stderr of every command (and stdout unless redirected) */
+	struct sandbox_bind *devices;	/* owned: device nodes passed through (a GPU benchmark's); none for builds */
+	size_t ndevices;
 };
 
 /* Outcomes of sandbox_run besides an exit status. */
@@ -78,6 +80,15 @@ const char *sandbox_mode_name(enum sandbox_mode mode);
 /* Let the commands see path (inside the scratch) read-write or read-only;
  * a second call for the same path changes its mode. */
 void sandbox_bind(struct sandbox *sb, const char *path, int writable);
+/* Pass an NVIDIA GPU through (a benchmark job on a CUDA device, never a
+ * build): the device nodes of dev_dir ("/dev"; a test gives its own)
+ * named nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidiaN and the folder
+ * nvidia-caps, each that is there, bound at /dev/NAME with device access;
+ * nothing else of /dev beyond what builds get. How many were found. */
+size_t sandbox_pass_nvidia_gpu(struct sandbox *sb, const char *dev_dir);
+/* The command line sandbox_start runs for argv in dir (bwrap's options
+ * first in SANDBOX_BWRAP mode; argv[0] as given), appended to args. */
+void sandbox_command_line(const struct sandbox *sb, char *const *argv, const char *dir, struct strvec *args);
 /* path seen by the commands at `at` as well (a fixed name: compilers that
  * hash their input's full path, as nvcc does for its internal symbols,
  * give the same bytes whatever the scratch is called). */

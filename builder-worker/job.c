@@ -18,6 +18,8 @@
 #define LOG_TAIL_LIMIT (64 * 1024 * 1024)	/* the most of a log's tail held, whatever khub's cap */
 #define SOURCE_LIMIT_DEFAULT_MB 4096
 #define REPORT_RETRY_SECONDS 300		/* output/fail/release retried this long */
+#define BENCHMARK_PAYLOADS "payloads.json"	/* a benchmark job's farm runs, in out/ */
+#define BENCHMARK_PAYLOADS_MAX (16 * 1024 * 1024)
 
 enum job_end { END_EXITED, END_CANCELED, END_LOST, END_RELEASED, END_WALL };
 
@@ -26,6 +28,8 @@ struct job {
 	struct hub_client *hc;
 	char *id, *repo, *commit, *variant;
 	char *manylinux;	/* the claim's abi_manylinux ("2_28"), NULL when it has none */
+	int benchmark;		/* a benchmark job (kind "benchmark"): measured on device, never published */
+	char *device;
 	json_t *limits;
 	int heartbeat_seconds, attempt, max_attempts;
 	char *scratch;
@@ -423,9 +427,36 @@ static void push_limit(struct strvec *argv, json_t *limits, const char *key, con
 	}
 }
 
-static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pid_t *pid)
+/* `khub-worker benchmark` of a benchmark job: the source's benchmarks/
+ * against the published build/<variant>/, the payloads to out/. */
+static void push_benchmark_args(const struct job *j, const struct toolchain *tc, struct strvec *argv)
 {
-	struct strvec argv = STRVEC_INIT, envp = STRVEC_INIT;
+	const struct daemon_config *cfg = j->cfg;
+	strvec_pushf(argv, "%s", cfg->self_exe);
+	strvec_pushf(argv, "benchmark");
+	const char *const options[][2] = {
+		{ "--toolchains", cfg->toolchains_path }, { "--toolchain", tc->name }, { "--commit", j->commit },
+		{ "--device", j->device },
+	};
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		strvec_pushf(argv, "%s", options[i][0]);
+		strvec_pushf(argv, "%s", options[i][1]);
+	}
+	strvec_pushf(argv, "--source");
+	strvec_pushf(argv, "%s/src", j->scratch);
+	strvec_pushf(argv, "--variant-dir");
+	strvec_pushf(argv, "%s/variant/build/%s", j->scratch, j->variant);
+	strvec_pushf(argv, "--output");
+	strvec_pushf(argv, "%s/out/" BENCHMARK_PAYLOADS, j->scratch);
+	strvec_pushf(argv, "--build-user");
+	strvec_pushf(argv, "%ld:%ld", cfg->build_uid, cfg->build_gid);
+	strvec_pushf(argv, "--max-processes");
+	strvec_pushf(argv, "%ld", cfg->max_processes);
+}
+
+/* `khub-worker build` of a build job. */
+static void push_build_args(const struct job *j, const struct toolchain *tc, struct strvec *argv)
+{
 	const struct daemon_config *cfg = j->cfg;
 	char *src = xasprintf("%s/src", j->scratch), *out = xasprintf("%s/out", j->scratch);
 	char epoch[24];
@@ -439,34 +470,43 @@ static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pi
 		{ "wall_seconds", "--wall-seconds" }, { "cpu_seconds", "--cpu-seconds" },
 		{ "memory_mb", "--memory-mb" }, { "disk_mb", "--disk-mb" },
 	};
-	strvec_pushf(&argv, "%s", cfg->self_exe);
-	strvec_pushf(&argv, "build");
+	strvec_pushf(argv, "%s", cfg->self_exe);
+	strvec_pushf(argv, "build");
 	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
-		strvec_pushf(&argv, "%s", options[i][0]);
-		strvec_pushf(&argv, "%s", options[i][1]);
+		strvec_pushf(argv, "%s", options[i][0]);
+		strvec_pushf(argv, "%s", options[i][1]);
 	}
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
-		push_limit(&argv, j->limits, limits[i][0], limits[i][1]);
-	strvec_pushf(&argv, "--sandbox");
-	strvec_pushf(&argv, "bwrap");
-	strvec_pushf(&argv, "--build-user");
-	strvec_pushf(&argv, "%ld:%ld", cfg->build_uid, cfg->build_gid);
-	strvec_pushf(&argv, "--max-processes");
-	strvec_pushf(&argv, "%ld", cfg->max_processes);
-	strvec_pushf(&argv, "--jobs");
-	strvec_pushf(&argv, "%ld", cfg->build_jobs);
+		push_limit(argv, j->limits, limits[i][0], limits[i][1]);
+	strvec_pushf(argv, "--sandbox");
+	strvec_pushf(argv, "bwrap");
+	strvec_pushf(argv, "--build-user");
+	strvec_pushf(argv, "%ld:%ld", cfg->build_uid, cfg->build_gid);
+	strvec_pushf(argv, "--max-processes");
+	strvec_pushf(argv, "%ld", cfg->max_processes);
+	strvec_pushf(argv, "--jobs");
+	strvec_pushf(argv, "%ld", cfg->build_jobs);
 	if (!cfg->no_build_cache) {	/* one cache per repo and toolchain, kept across builds */
-		strvec_pushf(&argv, "--cache-root");
-		strvec_pushf(&argv, "%s/ccache", cfg->scratch_root);
-		strvec_pushf(&argv, "--cache-max-mb");
-		strvec_pushf(&argv, "%ld", cfg->build_cache_mb);
+		strvec_pushf(argv, "--cache-root");
+		strvec_pushf(argv, "%s/ccache", cfg->scratch_root);
+		strvec_pushf(argv, "--cache-max-mb");
+		strvec_pushf(argv, "%ld", cfg->build_cache_mb);
 	}
 	if (j->manylinux) {	/* the server's abi_manylinux (an older khub: the check's own default) */
-		strvec_pushf(&argv, "--manylinux");
-		strvec_pushf(&argv, "%s", j->manylinux);
+		strvec_pushf(argv, "--manylinux");
+		strvec_pushf(argv, "%s", j->manylinux);
 	}
 	free(src);
 	free(out);
+}
+
+static int spawn_build(struct job *j, const struct toolchain *tc, int out_fd, pid_t *pid)
+{
+	struct strvec argv = STRVEC_INIT, envp = STRVEC_INIT;
+	if (j->benchmark)
+		push_benchmark_args(j, tc, &argv);
+	else
+		push_build_args(j, tc, &argv);
 	/* built from nothing: the worker's token never reaches build code */
 	const char *path = getenv("PATH");
 	strvec_pushf(&envp, "PATH=%s", path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
@@ -605,11 +645,62 @@ static int give_back_misconfigured(struct job *j, const char *why)
 	return 1;
 }
 
+/* A benchmark job's payloads (out/payloads.json) each submitted as a farm
+ * run: how many khub took. */
+static int submit_payloads(struct job *j)
+{
+	char *path = xasprintf("%s/out/" BENCHMARK_PAYLOADS, j->scratch);
+	size_t len = 0;
+	char *text = read_file_limited(path, BENCHMARK_PAYLOADS_MAX, &len);
+	json_t *list = text ? json_loadb(text, len, 0, NULL) : NULL, *payload;
+	size_t i;
+	int taken = 0;
+	json_array_foreach(list, i, payload) {
+		char *body = json_dumps(payload, JSON_COMPACT);
+		struct hub_reply r = { 0 };
+		report(j, "POST", "benchmark", body ? body : "null", NULL, &r);
+		if (r.status == 200)
+			taken++;
+		else
+			log_note(j, "khub refused the farm run of %s: %s",
+				 json_string_value(json_object_get(payload, "benchmarkScriptPath")), hub_reply_error(&r));
+		hub_reply_release(&r);
+		free(body);
+	}
+	log_note(j, "%d farm run(s) submitted", taken);
+	json_decref(list);
+	free(text);
+	free(path);
+	return taken;
+}
+
+/* A benchmark job measured: its runs submitted, then POST …/measured. */
+static void report_measured(struct job *j, int runs)
+{
+	char body[48];
+	snprintf(body, sizeof(body), "{\"runs\": %d}", runs);
+	log_flush(j);
+	struct hub_reply r = { 0 };
+	report(j, "POST", "measured", body, NULL, &r);
+	if (r.status == 200)
+		log_info("measured build #%s %s %s@%.12s on %s: %d farm run(s)", j->id, j->variant, j->repo, j->commit,
+			 j->device, runs);
+	else
+		log_error("build #%s: ending the benchmark job failed (%s)", j->id, hub_reply_error(&r));
+	hub_reply_release(&r);
+}
+
 /* 1 when the worker turned out misconfigured (the job was given back). */
 static int finish(struct job *j, int status)
 {
 	char tail[256], error[512];
 	last_line(j, tail, sizeof(tail));
+	/* the scripts that ran are submitted, whether or not another failed */
+	int runs = j->benchmark && WIFEXITED(status) && WEXITSTATUS(status) <= BUILD_FAILED ? submit_payloads(j) : 0;
+	if (j->benchmark && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		report_measured(j, runs);
+		return 0;
+	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		log_note(j, "build finished; uploading the output");
 		log_flush(j);
@@ -619,6 +710,8 @@ static int finish(struct job *j, int status)
 	enum failure_kind kind = FAIL_TRANSIENT;
 	if (WIFEXITED(status)) {
 		const char *what = outcome_text(WEXITSTATUS(status), &kind);
+		if (j->benchmark && WEXITSTATUS(status) == BUILD_FAILED)
+			what = "benchmark failed: a benchmarks/ script failed";
 		snprintf(error, sizeof(error), "%s (exit %d)%s%s", what, WEXITSTATUS(status), tail[0] ? ": " : "", tail);
 	} else {
 		snprintf(error, sizeof(error), "worker internal error: the build process died of signal %d",
@@ -649,12 +742,14 @@ static char *job_string(json_t *job, const char *key)
 	return NULL;
 }
 
-/* Fetch and unpack the source into <scratch>/src; 0, or -1 after reporting. */
-static int fetch_source(struct job *j)
+/* Fetch and unpack the job's `what` tree (source: the commit's, into
+ * <scratch>/src; variant: a benchmark job's published tree, into
+ * <scratch>/variant); 0, or -1 after reporting. */
+static int fetch_tree(struct job *j, const char *what)
 {
-	char *tar = xasprintf("%s/source.tar", j->scratch);
-	char *src = xasprintf("%s/src", j->scratch);
-	char *path = job_path(j, "source");
+	char *tar = xasprintf("%s/%s.tar", j->scratch, what);
+	char *src = xasprintf("%s/%s", j->scratch, strcmp(what, "source") == 0 ? "src" : what);
+	char *path = job_path(j, what);
 	json_int_t disk_mb = json_integer_value(json_object_get(j->limits, "disk_mb"));
 	uint64_t limit = (uint64_t)(disk_mb > 0 ? disk_mb : SOURCE_LIMIT_DEFAULT_MB) * 1024 * 1024;
 	struct hub_reply r = { 0 };
@@ -709,6 +804,9 @@ static void job_init(struct job *j, const struct daemon_config *cfg, json_t *job
 	j->commit = job_string(job, "commit");
 	j->variant = job_string(job, "variant");
 	j->manylinux = json_is_string(json_object_get(job, "abi_manylinux")) ? job_string(job, "abi_manylinux") : NULL;
+	j->benchmark = json_is_string(json_object_get(job, "kind")) &&
+		       strcmp(json_string_value(json_object_get(job, "kind")), "benchmark") == 0;
+	j->device = j->benchmark ? job_string(job, "device") : NULL;
 	j->limits = json_object_get(job, "limits");
 	json_int_t hb = json_integer_value(json_object_get(job, "heartbeat_seconds"));
 	j->heartbeat_seconds = hb > 0 ? (int)hb : cfg->heartbeat_seconds;
@@ -738,10 +836,10 @@ static int job_make_scratch(struct job *j, char *why, size_t why_size)
 		return -1;
 	}
 	int root = geteuid() == 0;
-	const char *subdirs[] = { "src", "out", "tmp", "home" };
-	const mode_t modes[] = { 0700, 0700, root ? 0711 : 0700, 0700 };
+	const char *subdirs[] = { "src", "out", "tmp", "home", "variant" };
+	const mode_t modes[] = { 0700, 0700, root ? 0711 : 0700, 0700, 0700 };
 	int bad = chmod(j->scratch, root ? 0711 : 0700) < 0;
-	for (size_t i = 0; i < 4 && !bad; i++) {
+	for (size_t i = 0; i < 5 && !bad; i++) {
 		char *d = xasprintf("%s/%s", j->scratch, subdirs[i]);
 		bad = mkdir(d, 0700) < 0 || chmod(d, modes[i]) < 0;
 		free(d);
@@ -786,26 +884,27 @@ int job_run(const struct daemon_config *cfg, json_t *job)
 	int misconfigured = 0, status = 0;
 	char why[512];
 	job_init(&j, cfg, job);
-	if (!j.id || !j.repo || !j.commit || !j.variant || !j.hc) {
+	if (!j.id || !j.repo || !j.commit || !j.variant || !j.hc || (j.benchmark && !j.device)) {
 		log_error("claimed a job without id, repo, commit or variant; ignoring it (its lease will expire)");
 		goto cleanup;
 	}
 	log_set_request_id(j.id);
 	log_info("claimed build #%s %s %s@%.12s (attempt %d of %d)", j.id, j.variant, j.repo, j.commit, j.attempt,
 		 j.max_attempts);
-	const struct toolchain *tc = toolchain_for_variant(cfg->toolchains, j.variant);
+	const struct toolchain *tc = j.benchmark ? toolchain_for_benchmarks(cfg->toolchains, j.device)
+					      : toolchain_for_variant(cfg->toolchains, j.variant);
 	if (job_make_scratch(&j, why, sizeof(why)) < 0) {
 		misconfigured = give_back_misconfigured(&j, why);
 		goto cleanup;
 	}
 	if (!tc) {
-		snprintf(why, sizeof(why), "worker misconfigured: no usable toolchain for %s", j.variant);
+		snprintf(why, sizeof(why), "worker misconfigured: no usable toolchain for %s", j.benchmark ? j.device : j.variant);
 		misconfigured = give_back_misconfigured(&j, why);
 		goto cleanup;
 	}
 	log_note(&j, "build %s of %s@%s on worker %s, toolchain %s (attempt %d of %d)", j.id, j.repo, j.commit,
 		 cfg->name, tc->name, j.attempt, j.max_attempts);
-	if (fetch_source(&j) < 0)
+	if (fetch_tree(&j, "source") < 0 || (j.benchmark && fetch_tree(&j, "variant") < 0))
 		goto cleanup;
 	if (run_build(&j, tc, &status) < 0) {
 		snprintf(why, sizeof(why), "worker internal error: cannot start the build: %s", strerror(errno));
@@ -826,5 +925,6 @@ cleanup:
 	free(j.commit);
 	free(j.variant);
 	free(j.manylinux);
+	free(j.device);
 	return misconfigured;
 }

@@ -359,6 +359,11 @@ void sandbox_release(struct sandbox *sb)
 		free(sb->binds[i].at);
 	}
 	free(sb->binds);
+	for (size_t i = 0; i < sb->ndevices; i++) {
+		free(sb->devices[i].path);
+		free(sb->devices[i].at);
+	}
+	free(sb->devices);
 	strvec_release(&sb->ro_dirs);
 	strvec_release(&sb->hide);
 	strvec_release(&sb->env);
@@ -382,6 +387,47 @@ void sandbox_bind(struct sandbox *sb, const char *path, int writable)
 		if (!strcmp(sb->binds[i].path, path))
 			sb->binds[i].writable = writable;
 	sandbox_bind_at(sb, path, path, writable);
+}
+
+/* The NVIDIA device nodes a CUDA program opens (the driver's control
+ * node, unified memory, one node per GPU, the capability nodes of MIG). */
+static int nvidia_node(const char *name)
+{
+	static const char *const fixed[] = { "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps" };
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (strcmp(name, fixed[i]) == 0)
+			return 1;
+	if (strncmp(name, "nvidia", 6) != 0 || !name[6])
+		return 0;
+	for (const char *p = name + 6; *p; p++)
+		if (*p < '0' || *p > '9')
+			return 0;
+	return 1;
+}
+
+static int bind_name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct sandbox_bind *)a)->at, ((const struct sandbox_bind *)b)->at);
+}
+
+size_t sandbox_pass_nvidia_gpu(struct sandbox *sb, const char *dev_dir)
+{
+	DIR *dir = opendir(dev_dir);
+	struct dirent *de;
+	size_t found = 0;
+	while (dir && (de = readdir(dir))) {
+		if (!nvidia_node(de->d_name))
+			continue;
+		sb->devices = xrealloc(sb->devices, (sb->ndevices + 1) * sizeof(*sb->devices));
+		sb->devices[sb->ndevices++] = (struct sandbox_bind){ xasprintf("%s/%s", dev_dir, de->d_name),
+								     xasprintf("/dev/%s", de->d_name), 1 };
+		found++;
+	}
+	if (dir)
+		closedir(dir);
+	if (sb->ndevices > 1)	/* the same command line whatever readdir's order */
+		qsort(sb->devices, sb->ndevices, sizeof(*sb->devices), bind_name_cmp);
+	return found;
 }
 
 /* nftw has no context argument; the build is one thread. */
@@ -612,6 +658,8 @@ static void push_filesystem(const struct sandbox *sb, struct strvec *args, const
 	push2(args, "--tmpfs", "/tmp");
 	push2(args, "--size", size);
 	push2(args, "--tmpfs", "/dev/shm");
+	for (size_t i = 0; i < sb->ndevices; i++)	/* a GPU benchmark's nodes, nothing else of /dev */
+		push3(args, "--dev-bind", sb->devices[i].path, sb->devices[i].at);
 	for (size_t i = 0; i < sb->ro_dirs.count; i++)
 		push3(args, "--ro-bind", sb->ro_dirs.items[i], sb->ro_dirs.items[i]);
 	for (size_t i = 0; i < sb->nbinds; i++)
@@ -709,6 +757,11 @@ static void sandbox_command(const struct sandbox *sb, const char *launcher,
 	push(args, prog);
 	for (size_t i = 1; argv[i]; i++)
 		push(args, argv[i]);
+}
+
+void sandbox_command_line(const struct sandbox *sb, char *const *argv, const char *dir, struct strvec *args)
+{
+	sandbox_command(sb, NULL, argv[0], argv, dir, args);
 }
 
 int sandbox_start(struct sandbox *sb, char *const *argv, const char *dir, int out_fd, pid_t *pid_out)

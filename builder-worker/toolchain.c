@@ -687,3 +687,19 @@ const struct toolchain *toolchain_for_variant(const struct toolchain_set *set, c
 	}
 	return NULL;
 }
+
+const struct toolchain *toolchain_for_benchmarks(const struct toolchain_set *set, const char *device)
+{
+	for (size_t i = 0; i < set->count; i++) {
+		const struct toolchain *tc = &set->items[i];
+		if (tc->usable && tc->benchmarks && strcmp(tc->device ? tc->device : "cpu", device) == 0)
+			return tc;
+	}
+	return NULL;
+}
+
+int toolchain_device_is_nvidia_gpu(const struct toolchain *tc)
+{
+	return tc->benchmarks && tc->device && strcmp(tc->device, "cpu") != 0 && tc->cuda_version &&
+	       *tc->cuda_version && !(tc->rocm_version && *tc->rocm_version);
+}

@@ -69,6 +69,12 @@ int toolchain_probe(struct toolchain *tc);
 
 /* The first usable toolchain that produces variant, or NULL (borrowed). */
 const struct toolchain *toolchain_for_variant(const struct toolchain_set *set, const char *variant);
+/* The first usable toolchain that runs benchmarks ("benchmarks": true) on
+ * the device model named (as probed), or NULL (borrowed). */
+const struct toolchain *toolchain_for_benchmarks(const struct toolchain_set *set, const char *device);
+/* 1 when a benchmark toolchain's probed device is an NVIDIA GPU (a CUDA
+ * torch that found one), whose device nodes its sandbox passes through. */
+int toolchain_device_is_nvidia_gpu(const struct toolchain *tc);
 
 /* ---- command lines (options.c) ------------------------------------------------------ */
 

@@ -46,6 +46,11 @@ json_t *build_json(const struct build_row *b)
 	json_object_set_new(o, "requested_by", text_or_null(b->requested_by));
 	json_object_set_new(o, "log_length", json_integer((json_int_t)b->log_length));
 	json_object_set_new(o, "note", text_or_null(b->note));
+	json_object_set_new(o, "kind", json_string(b->benchmark ? "benchmark" : "build"));
+	if (b->benchmark) {	/* sql/0040_benchmark_jobs.sql */
+		json_object_set_new(o, "device", text_or_null(b->device));
+		json_object_set_new(o, "variant_commit", text_or_null(b->variant_commit));
+	}
 	return o;
 }
 
@@ -54,13 +59,17 @@ json_t *build_job_json(const struct build_row *b)
 	char repo[2 * REPO_NAME_MAX + 2];
 	const struct farm_settings *s = &farm_settings;
 	snprintf(repo, sizeof(repo), "%s/%s", b->ns, b->name);
-	return json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}, s:s?}", "id",
+	json_t *o = json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:{s:I, s:I, s:I, s:I}, s:s?}", "id",
 			 (json_int_t)b->id, "repo", repo, "repo_type", "kernel", "commit", b->commit, "variant",
 			 b->variant, "attempt", (json_int_t)b->attempt, "max_attempts", (json_int_t)b->max_attempts,
 			 "lease_seconds", (json_int_t)s->lease_seconds, "heartbeat_seconds",
 			 (json_int_t)s->heartbeat_seconds, "limits", "wall_seconds", (json_int_t)s->wall_seconds,
 			 "cpu_seconds", (json_int_t)s->cpu_seconds, "memory_mb", (json_int_t)s->memory_mb, "disk_mb",
 			 (json_int_t)s->disk_mb, "abi_manylinux", s->abi_manylinux);
+	if (o && b->benchmark)	/* the worker measures it on device, from variant_commit's build/<variant>/ */
+		json_object_update_new(o, json_pack("{s:s, s:s?, s:s?}", "kind", "benchmark", "device", b->device,
+						    "variant_commit", b->variant_commit));
+	return o;
 }
 
 /* WORKER of GET /api/admin/workers. */

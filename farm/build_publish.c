@@ -490,6 +490,10 @@ static int check_job_output(const struct build_publish_job *job, const struct bu
 {
 	git_repository *git = NULL;
 	memset(out, 0, sizeof(*out));
+	if (b->benchmark) {	/* it measures, it never publishes */
+		snprintf(why, size, "a benchmark job has no output to publish");
+		return 0;
+	}
 	int rc = build_open_job_source(b, &git);
 	if (rc < 0) {
 		snprintf(why, size, "the job's source is gone");
@@ -550,6 +554,8 @@ static int build_publish_checked(const struct build_publish_job *job, struct job
 	}
 	rc = finish_published(job, v, out->report_text, branch, sha, identical);
 	build_output_release(out);
+	if (rc == 0 && !on_pr)	/* the repo's benchmarkAfterPublish */
+		benchmark_jobs_after_publish(&rec, v->commit, v->variant);
 	return rc == KHUB_ECONFLICT ? 0 : rc;
 }
 

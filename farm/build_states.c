@@ -17,12 +17,14 @@
 #define OUTPUT_ROUTE "PUT /api/builds/{arg}/output"
 #define LEASE_CHECKED "GET /api/builds/{arg}/source, " WORKER_JOB_ROUTE("heartbeat") ", " WORKER_JOB_ROUTE("log") \
 	", " OUTPUT_ROUTE ", " WORKER_JOB_ROUTE("fail") ", " WORKER_JOB_ROUTE("release") ", " \
-	WORKER_JOB_ROUTE("benchmark")
+	WORKER_JOB_ROUTE("benchmark") ", " WORKER_JOB_ROUTE("measured") ", GET /api/builds/{arg}/variant"
 
 const struct build_transition build_job_transitions[] = {
 	{ BUILD_NONE, BUILD_EV_ENQUEUE, BUILD_QUEUED, BUILD_BY_OWNER | BUILD_BY_SYSTEM,
 	  "no job of the same commit and variant queued or running, none succeeded unless force; the queue's "
-	  "limits hold (a push's default variants: the system)", "POST /api/kernels/{ns}/{name}/builds" },
+	  "limits hold (a push's default variants: the system); a benchmark job: no job of the same commit, "
+	  "variant and device ever (a farm publication with benchmarkAfterPublish: the system)",
+	  "POST /api/kernels/{ns}/{name}/builds, POST /api/kernels/{ns}/{name}/benchmarks/run" },
 	{ BUILD_QUEUED, BUILD_EV_CLAIM, BUILD_RUNNING, BUILD_BY_WORKER,
 	  "a variant in the claim's list, the worker's scope covers the repo, the backoff is over, the worker runs "
 	  "fewer jobs than its concurrency: attempt + 1, leased for build_lease_seconds", "POST /api/workers/claim" },
@@ -36,6 +38,9 @@ const struct build_transition build_job_transitions[] = {
 	  "the worker that held it when it was canceled, until it stops", WORKER_JOB_ROUTE("log") },
 	{ BUILD_RUNNING, BUILD_EV_PUBLISH, BUILD_SUCCEEDED, BUILD_BY_WORKER,
 	  "the lease holder's output checked and published (or identical to what is)", OUTPUT_ROUTE },
+	{ BUILD_RUNNING, BUILD_EV_MEASURE, BUILD_SUCCEEDED, BUILD_BY_WORKER,
+	  "the lease holder of a benchmark job has submitted its farm runs (a benchmark job never publishes)",
+	  WORKER_JOB_ROUTE("measured") },
 	{ BUILD_RUNNING, BUILD_EV_REFUSE, BUILD_FAILED, BUILD_BY_WORKER,
 	  "the lease holder's output refused (too large, bad layout, not in the plan, the ABI policy)", OUTPUT_ROUTE },
 	{ BUILD_RUNNING, BUILD_EV_FAIL, BUILD_QUEUED, BUILD_BY_WORKER,
@@ -74,7 +79,7 @@ static const char *const state_statuses[BUILD_STATE_COUNT] = {
 };
 static const char *const event_names[BUILD_EVENT_COUNT] = {
 	"enqueue", "claim", "heartbeat", "log", "publish", "refuse", "fail", "release", "cancel", "retry", "lapse",
-	"take_back",
+	"take_back", "measure",
 };
 static const char *const actor_names[] = { "worker", "owner", "admin", "system" };
 
@@ -181,6 +186,15 @@ int build_job_enqueue(const struct build_request *r, const char *variant, enum b
 	return rc;
 }
 
+int build_job_enqueue_benchmark(const struct build_request *r, const char *variant, const char *variant_commit,
+				const char *device, enum build_enqueue_outcome *outcome, int64_t *id)
+{
+	int rc = db_build_enqueue_benchmark(r, variant, variant_commit, device, outcome, id);
+	if (rc == 0 && *outcome == BUILD_ENQUEUED)
+		ended_in(*id, BUILD_EV_ENQUEUE, "queued");
+	return rc;
+}
+
 int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, struct build_row *out,
 		    int64_t *head_left)
 {
@@ -251,6 +265,15 @@ int build_job_publish(int64_t id, int64_t worker_id, const char *abi_report, con
 	int rc = db_build_finish(id, worker_id, f.names, 1, NULL, abi_report, branch, commit, note);
 	if (rc == 0)
 		ended_in(id, BUILD_EV_PUBLISH, "succeeded");
+	return rc;
+}
+
+int build_job_measured(int64_t id, int64_t worker_id, const char *note)
+{
+	struct from_states f = states_from(BUILD_EV_MEASURE);
+	int rc = db_build_finish(id, worker_id, f.names, 1, NULL, NULL, NULL, NULL, note);
+	if (rc == 0)
+		ended_in(id, BUILD_EV_MEASURE, "succeeded");
 	return rc;
 }
 

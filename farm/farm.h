@@ -288,7 +288,7 @@ enum build_state {
 enum build_event {
 	BUILD_EV_ENQUEUE, BUILD_EV_CLAIM, BUILD_EV_HEARTBEAT, BUILD_EV_LOG, BUILD_EV_PUBLISH, BUILD_EV_REFUSE,
 	BUILD_EV_FAIL, BUILD_EV_RELEASE, BUILD_EV_CANCEL, BUILD_EV_RETRY, BUILD_EV_LAPSE, BUILD_EV_TAKE_BACK,
-	BUILD_EVENT_COUNT,
+	BUILD_EV_MEASURE, BUILD_EVENT_COUNT,
 };
 /* Who may trigger an event (a bit set). */
 enum build_actor {
@@ -324,6 +324,28 @@ json_t *build_states_json(void);
  * none -> queued (build_enqueue_all's one step): see db_build_enqueue. */
 int build_job_enqueue(const struct build_request *r, const char *variant, enum build_enqueue_outcome *outcome,
 		      int64_t *id);
+/* ---- benchmark jobs (farm/benchmark_jobs.c) ---- */
+
+/* What to benchmark (strings borrowed; NULL: the defaults). */
+struct benchmark_ask {
+	const char *commit;	/* NULL: the newest source commit the farm published a variant of */
+	const char *variant;	/* NULL: every variant published of it */
+	const char *device;	/* NULL: every device model of a live benchmark worker */
+	const char *requested_by;
+};
+/* Queue the benchmark jobs ask names (one per commit, variant and device,
+ * ever): each, new or not, appended to jobs as {"id", "commit", "variant",
+ * "variant_commit", "device", "queued"}. 0; FARM_EREFUSED with why
+ * (nothing published, no benchmarks/, no device); KHUB_EDB, KHUB_EIO. */
+int benchmark_jobs_queue(const struct repo_record *rec, const struct benchmark_ask *ask, json_t *jobs, char *why,
+			 size_t why_size);
+/* After the farm published variant of commit: the jobs queued when the
+ * repo's benchmarkAfterPublish is on (failures logged). */
+void benchmark_jobs_after_publish(const struct repo_record *rec, const char *commit, const char *variant);
+
+/* none -> queued, a benchmark job (see db_build_enqueue_benchmark). */
+int build_job_enqueue_benchmark(const struct build_request *r, const char *variant, const char *variant_commit,
+				const char *device, enum build_enqueue_outcome *outcome, int64_t *id);
 /* queued -> running, leased to worker_id for build_lease_seconds (see
  * db_build_claim: 0 with the row in out, 1 none ready, 2 the worker at its
  * concurrency); *head_left the bytes the log's head still keeps (-1: no
@@ -352,6 +374,9 @@ int build_job_publish(int64_t id, int64_t worker_id, const char *abi_report, con
 		      const char *note);
 /* running -> failed: the output refused for why (report kept). */
 int build_job_refuse(int64_t id, int64_t worker_id, const char *why, const char *abi_report);
+/* running -> succeeded: a benchmark job's worker submitted its farm runs
+ * (note, may be NULL, says how many). */
+int build_job_measured(int64_t id, int64_t worker_id, const char *note);
 /* queued or running -> canceled; state the new one. */
 int build_job_cancel(int64_t id, char state[16]);
 /* failed or canceled -> queued, attempts reset (KHUB_ECONFLICT also when

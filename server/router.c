@@ -16,6 +16,7 @@ const struct route *const router_tables[] = {
 	builds_routes, build_enqueue_routes, build_worker_routes, build_source_routes, build_output_routes,
 	webhooks_routes,
 	campaigns_routes,
+	benchmark_jobs_routes,
 	NULL,
 };
 

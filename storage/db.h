@@ -414,6 +414,7 @@ struct benchmark_row {
 	char *workload, *mean, *std, *min, *max, *q1, *q3, *iqr, *outliers, *iterations;
 	int verified;			/* 1, 0, or -1 when not recorded */
 	char *source;
+	int64_t build_id;		/* a farm run: the benchmark job (or build) it measured for; 0 none */
 };
 struct benchmark_rows {
 	struct benchmark_row *items;

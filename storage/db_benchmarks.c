@@ -134,6 +134,7 @@ static const struct { long at; int keep_null; } result_text[] = {
 	{ TEXT_AT(benchmark_row, source), 0 },
 };
 #define RESULT_COL_VERIFIED 23
+#define RESULT_COL_BUILD_ID 25
 
 static void fill_result(void *item, const struct db_rows *rows, size_t i)
 {
@@ -143,6 +144,7 @@ static void fill_result(void *item, const struct db_rows *rows, size_t i)
 		if (result_text[c].at >= 0)
 			*(char **)((char *)b + result_text[c].at) = result_text[c].keep_null ? db_rows_strdup(rows, i, c)
 								    : xstrdup(db_rows_get(rows, i, c));
+	b->build_id = db_rows_int(rows, i, RESULT_COL_BUILD_ID, 0);	/* a farm run's job, 0 none */
 	b->verified = db_rows_isnull(rows, i, RESULT_COL_VERIFIED) ? -1
 		      : db_rows_get(rows, i, RESULT_COL_VERIFIED)[0] == 't';
 }
@@ -205,7 +207,7 @@ int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f, struct 
 		       "  r.submitter_name, r.commit_sha, r.kernel_commit_sha, r.benchmark_script_path,"
 		       "  r.benchmark_script_sha, r.gpu, r.gpu_cores, r.backend, r.pytorch_version, r.os, r.cpu,"
 		       "  b.workload, b.mean_ms, b.std_ms, b.min_ms, b.max_ms, b.q1_ms, b.q3_ms, b.iqr_ms,"
-		       "  b.outliers, b.iterations, b.verified, r.source"
+		       "  b.outliers, b.iterations, b.verified, r.source, r.build_id"
 		       " FROM page JOIN benchmark_runs r ON r.id = page.id"
 		       " JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
 		       " ORDER BY r.id DESC, b.workload", 13, params);

@@ -20,7 +20,7 @@
 	" b.max_attempts, " ISO("b.not_before") ", b.worker_id, w.name, " ISO("b.lease_expires_at") "," \
 	" " ISO("b.created_at") ", " ISO("b.started_at") ", " ISO("b.finished_at") ", b.error, b.abi_report," \
 	" b.published_branch, b.published_commit, b.force, b.requested_by, b.source_url, b.source_revision," \
-	" b.log_length, b.note"
+	" b.log_length, b.note, b.kind, b.device, b.variant_commit"
 #define BUILD_FROM " FROM builds b JOIN repos r ON r.id = b.repo_id LEFT JOIN workers w ON w.id = b.worker_id"
 /* BUILD_COLUMNS in order, and then db_build_matrices' duration. */
 enum build_column {
@@ -29,7 +29,8 @@ enum build_column {
 	BUILD_COL_WORKER_ID, BUILD_COL_WORKER, BUILD_COL_LEASE_EXPIRES, BUILD_COL_CREATED, BUILD_COL_STARTED,
 	BUILD_COL_FINISHED, BUILD_COL_ERROR, BUILD_COL_ABI_REPORT, BUILD_COL_BRANCH, BUILD_COL_PUBLISHED,
 	BUILD_COL_FORCE, BUILD_COL_REQUESTED_BY, BUILD_COL_SOURCE_URL, BUILD_COL_SOURCE_REVISION,
-	BUILD_COL_LOG_LENGTH, BUILD_COL_NOTE, BUILD_COL_DURATION,
+	BUILD_COL_LOG_LENGTH, BUILD_COL_NOTE, BUILD_COL_KIND, BUILD_COL_DEVICE, BUILD_COL_VARIANT_COMMIT,
+	BUILD_COL_DURATION,
 };
 
 /* Row i of BUILD_COLUMNS rows into b (zeroed before). */
@@ -63,10 +64,13 @@ static void build_row_fill(void *item, const struct db_rows *rows, size_t i)
 		{ BUILD_COL_SOURCE_URL, offsetof(struct build_row, source_url) },
 		{ BUILD_COL_SOURCE_REVISION, offsetof(struct build_row, source_revision) },
 		{ BUILD_COL_NOTE, offsetof(struct build_row, note) },
+		{ BUILD_COL_DEVICE, offsetof(struct build_row, device) },
+		{ BUILD_COL_VARIANT_COMMIT, offsetof(struct build_row, variant_commit) },
 	};
 	for (size_t t = 0; t < sizeof(text) / sizeof(text[0]); t++)
 		*(char **)((char *)b + text[t].at) = db_rows_strdup(rows, i, text[t].col);
 	b->log_length = db_rows_int(rows, i, BUILD_COL_LOG_LENGTH, 0);
+	b->benchmark = strcmp(db_rows_get(rows, i, BUILD_COL_KIND), "benchmark") == 0;
 	b->has_duration = rows->columns > BUILD_COL_DURATION && !db_rows_isnull(rows, i, BUILD_COL_DURATION);
 	b->duration = b->has_duration ? db_rows_int(rows, i, BUILD_COL_DURATION, 0) : 0;
 }
@@ -78,7 +82,7 @@ void build_row_release(struct build_row *b)
 	char **strings[] = { &b->ns, &b->name, &b->commit, &b->variant, &b->state, &b->not_before, &b->worker,
 			     &b->lease_expires, &b->created, &b->started, &b->finished, &b->error, &b->abi_report,
 			     &b->branch, &b->published, &b->requested_by, &b->source_url, &b->source_revision,
-			     &b->note };
+			     &b->note, &b->device, &b->variant_commit };
 	for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
 		free(*strings[i]);
 	memset(b, 0, sizeof(*b));
@@ -173,11 +177,12 @@ int db_build_enqueue(const struct build_request *r, const char *variant, enum bu
 	 * two enqueues; a succeeded job stops it unless forced */
 	int rc = db_query(&rows,
 			  "WITH done AS (SELECT id FROM builds WHERE repo_id = $1 AND source_commit = $2 AND variant = $3"
-			  "  AND state = 'succeeded' AND NOT $4::boolean ORDER BY id DESC LIMIT 1),"
+			  "  AND kind = 'build' AND state = 'succeeded' AND NOT $4::boolean ORDER BY id DESC LIMIT 1),"
 			  " ins AS (INSERT INTO builds (repo_id, source_commit, variant, force, max_attempts, requested_by,"
 			  "  source_url, source_revision)"
 			  "  SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE NOT EXISTS (SELECT 1 FROM done)"
-			  "  ON CONFLICT (repo_id, source_commit, variant) WHERE state IN ('queued', 'running') DO NOTHING"
+			  "  ON CONFLICT (repo_id, source_commit, variant) WHERE state IN ('queued', 'running') AND kind = 'build'"
+			  "  DO NOTHING"
 			  "  RETURNING id)"
 			  " SELECT 'new', id FROM ins UNION ALL SELECT 'done', id FROM done", 8, params);
 	if (rc < 0)
@@ -191,10 +196,35 @@ int db_build_enqueue(const struct build_request *r, const char *variant, enum bu
 	db_rows_release(&rows);
 	*outcome = BUILD_SKIP_ACTIVE;
 	rc = db_query(&rows, "SELECT id FROM builds WHERE repo_id = $1 AND source_commit = $2 AND variant = $3"
-			     " AND state IN ('queued', 'running')", 3, params);
+			     " AND state IN ('queued', 'running') AND kind = 'build'", 3, params);
 	if (rc < 0)
 		return rc;
 	*id = rows.count ? strtoll(db_rows_get(&rows, 0, 0), NULL, 10) : 0;
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_build_enqueue_benchmark(const struct build_request *r, const char *variant, const char *variant_commit,
+			       const char *device, enum build_enqueue_outcome *outcome, int64_t *id)
+{
+	char repo[24], attempts[24];
+	id_text(repo, r->repo_id);
+	snprintf(attempts, sizeof(attempts), "%d", r->max_attempts > 0 ? r->max_attempts : 3);
+	const char *params[7] = { repo, r->commit, variant, device, variant_commit, attempts,
+				  r->requested_by ? r->requested_by : "" };
+	struct db_rows rows;
+	int rc = db_query(&rows,
+			  "WITH ins AS (INSERT INTO builds (repo_id, source_commit, variant, kind, device, variant_commit,"
+			  "  max_attempts, requested_by) VALUES ($1, $2, $3, 'benchmark', $4, $5, $6, $7)"
+			  "  ON CONFLICT (repo_id, source_commit, variant, device) WHERE kind = 'benchmark' DO NOTHING"
+			  "  RETURNING id)"
+			  " SELECT 'new', id FROM ins UNION ALL SELECT 'old', id FROM builds WHERE repo_id = $1"
+			  "  AND source_commit = $2 AND variant = $3 AND device = $4 AND kind = 'benchmark'"
+			  "  AND NOT EXISTS (SELECT 1 FROM ins)", 7, params);
+	if (rc < 0)
+		return rc;
+	*outcome = rows.count && strcmp(db_rows_get(&rows, 0, 0), "new") == 0 ? BUILD_ENQUEUED : BUILD_SKIP_ACTIVE;
+	*id = rows.count ? strtoll(db_rows_get(&rows, 0, 1), NULL, 10) : 0;
 	db_rows_release(&rows);
 	return 0;
 }
@@ -245,7 +275,7 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
 
 /* The commits of a matrix page: one ($4), or a page of the repo's. */
 #define MATRIX_COMMITS \
-	"WITH c AS (SELECT source_commit, max(id) AS newest FROM builds WHERE repo_id = $1" \
+	"WITH c AS (SELECT source_commit, max(id) AS newest FROM builds WHERE repo_id = $1 AND kind = 'build'" \
 	" AND ($4::text IS NULL OR source_commit = $4) GROUP BY source_commit ORDER BY newest DESC LIMIT $2 OFFSET $3)"
 
 int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
@@ -258,7 +288,7 @@ int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offs
 	return build_query(out, MATRIX_COMMITS " SELECT DISTINCT ON (c.newest, b.variant) " BUILD_COLUMNS ","
 			     " extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)"
 			     "  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit"
-			     " WHERE b.repo_id = $1 ORDER BY c.newest DESC, b.variant, b.id DESC", 4, params);
+			     " WHERE b.repo_id = $1 AND b.kind = 'build' ORDER BY c.newest DESC, b.variant, b.id DESC", 4, params);
 }
 
 int db_build_matrix_count(int64_t repo_id, long *commits)
@@ -267,7 +297,7 @@ int db_build_matrix_count(int64_t repo_id, long *commits)
 	id_text(repo, repo_id);
 	const char *params[1] = { repo };
 	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT count(DISTINCT source_commit) FROM builds WHERE repo_id = $1", 1, params);
+	int rc = db_query_one(&rows, "SELECT count(DISTINCT source_commit) FROM builds WHERE repo_id = $1 AND kind = 'build'", 1, params);
 	if (rc < 0)
 		return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
 	*commits = strtol(db_rows_get(&rows, 0, 0), NULL, 10);
@@ -291,6 +321,14 @@ int db_build_expire_leases(void)
 #define FAIR_ORDER \
 	" ORDER BY (SELECT max(x.started_at) FROM builds x WHERE x.repo_id = b.repo_id) NULLS FIRST," \
 	" b.created_at, b.id"
+
+/* A build job of a variant in the claim's list ($2); a benchmark job of a
+ * device model one of the worker's registered toolchains runs benchmarks
+ * on (sql/0040_benchmark_jobs.sql). */
+#define CLAIMABLE_KIND \
+	"((b.kind = 'build' AND b.variant = ANY($2::text[])) OR (b.kind = 'benchmark' AND EXISTS" \
+	" (SELECT 1 FROM jsonb_array_elements(CASE jsonb_typeof(w.capabilities) WHEN 'array' THEN w.capabilities" \
+	"  ELSE '[]' END) t WHERE t->>'benchmarks' = 'true' AND t->>'device' = b.device)))"
 
 int db_build_take_back_out_of_scope(void)
 {
@@ -350,7 +388,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 		rc = build_query(&claimed,
 				 "WITH c AS (SELECT b.id FROM builds b JOIN repos r ON r.id = b.repo_id, workers w"
 				 "  WHERE w.id = $1 AND b.state = 'queued' AND b.not_before <= now()"
-				 "  AND b.variant = ANY($2::text[]) AND " WORKER_MAY_BUILD("w", "r") FAIR_ORDER
+				 "  AND " CLAIMABLE_KIND " AND " WORKER_MAY_BUILD("w", "r") FAIR_ORDER
 				 "  LIMIT 1 FOR UPDATE OF b SKIP LOCKED),"
 				 " u AS (UPDATE builds b SET state = 'running', attempt = b.attempt + 1, worker_id = $1,"
 				 "  lease_expires_at = now() + make_interval(secs => $3::int), started_at = now(),"
@@ -809,7 +847,7 @@ int db_build_earlier_publication(int64_t id, char commit[41])
 	struct db_rows rows;
 	commit[0] = '\0';
 	int rc = db_query(&rows, "SELECT o.published_commit FROM builds b JOIN builds o ON o.repo_id = b.repo_id"
-				 " AND o.source_commit = b.source_commit AND o.variant = b.variant"
+				 " AND o.source_commit = b.source_commit AND o.variant = b.variant AND o.kind = 'build'"
 				 " WHERE b.id = $1 AND o.id <> b.id AND o.state = 'succeeded'"
 				 " AND o.published_commit ~ '^[0-9a-f]{40}$' ORDER BY o.id DESC LIMIT 1", 1, params);
 	if (rc < 0)
@@ -869,6 +907,31 @@ int db_build_provenance_get(int64_t id, char **envelope, char sha256[65])
 		return rc;
 	*envelope = db_rows_strdup(&rows, 0, 0);
 	snprintf(sha256, 65, "%s", db_rows_get(&rows, 0, 1));
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_benchmark_targets(int64_t repo_id, const char *commit, const char *variant, struct strvec *out)
+{
+	char repo[24];
+	id_text(repo, repo_id);
+	const char *params[3] = { repo, commit, variant };
+	struct db_rows rows;
+	/* the newest publication of each variant of the commit (by default the
+	 * newest commit the farm published a variant of) */
+	int rc = db_query(&rows,
+			  "WITH c AS (SELECT coalesce($2::text, (SELECT source_commit FROM builds WHERE repo_id = $1"
+			  "  AND kind = 'build' AND state = 'succeeded' AND published_commit ~ '^[0-9a-f]{40}$'"
+			  "  ORDER BY id DESC LIMIT 1)) AS sha)"
+			  " SELECT DISTINCT ON (b.variant) b.source_commit, b.variant, b.published_commit FROM builds b, c"
+			  " WHERE b.repo_id = $1 AND b.source_commit = c.sha AND b.kind = 'build' AND b.state = 'succeeded'"
+			  " AND b.published_commit ~ '^[0-9a-f]{40}$' AND ($3::text IS NULL OR b.variant = $3)"
+			  " ORDER BY b.variant, b.id DESC", 3, params);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < rows.count; i++)
+		for (int col = 0; col < 3; col++)
+			strvec_pushf(out, "%s", db_rows_get(&rows, i, col));
 	db_rows_release(&rows);
 	return 0;
 }

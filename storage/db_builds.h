@@ -22,6 +22,8 @@ struct build_row {
 	char *error, *abi_report;	/* abi_report: JSON text */
 	char *branch, *published;	/* published: the commit the output went to */
 	char *requested_by, *source_url, *source_revision, *note;
+	int benchmark;			/* kind 'benchmark' (sql/0040_benchmark_jobs.sql): */
+	char *device, *variant_commit;	/* its device model and the commit with build/<variant>/ */
 	int64_t log_length;
 	int has_duration;		/* db_build_matrices only: */
 	int64_t duration;		/* seconds started to finished (or now) */
@@ -52,6 +54,12 @@ enum build_enqueue_outcome { BUILD_ENQUEUED, BUILD_SKIP_ACTIVE, BUILD_SKIP_SUCCE
 int db_build_enqueue(const struct build_request *r, const char *variant, enum build_enqueue_outcome *outcome,
 		     int64_t *id);
 
+/* Queue a benchmark job of r->commit's variant (its build/<variant>/ at
+ * variant_commit) on device unless one exists, whatever its state
+ * (*outcome BUILD_SKIP_ACTIVE); *id is the new job's or the existing one's. */
+int db_build_enqueue_benchmark(const struct build_request *r, const char *variant, const char *variant_commit,
+			       const char *device, enum build_enqueue_outcome *outcome, int64_t *id);
+
 /* Open a transaction for enqueues, holding DB_LOCK_BUILD_QUEUE until it
  * ends (db_tx_commit or db_tx_rollback): counts taken inside it stay true
  * until then. */
@@ -76,7 +84,7 @@ int db_build_matrix_count(int64_t repo_id, long *commits);
 /* State changes. Only farm/build_states.c calls them (the build job's one
  * owner, whose table says which states each may start from: `from`, the
  * NULL-terminated state names an UPDATE below is limited to where it takes
- * one; t0238 checks that nothing else calls them): db_build_enqueue,
+ * one; t0238 checks that nothing else calls them): db_build_enqueue, db_build_enqueue_benchmark,
  * db_build_expire_leases, db_build_take_back_out_of_scope, db_build_claim,
  * db_build_lease_check, db_build_heartbeat, db_build_log_append,
  * db_build_fail, db_build_release, db_build_finish, db_build_cancel,
@@ -229,6 +237,18 @@ int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored);
 /* The account that owns repo_id (the push planner's fairness key). */
 int db_repo_build_owner(int64_t repo_id, int64_t *owner_id);
 int db_repo_set_build_on_push(int64_t repo_id, int on);
+/* The repo's benchmarkAfterPublish setting (sql/0040_benchmark_jobs.sql). */
+int db_repo_benchmark_after_publish(int64_t repo_id, int *on);
+int db_repo_set_benchmark_after_publish(int64_t repo_id, int on);
+/* The device models live benchmark workers (a heartbeat within
+ * live_seconds) registered toolchains with "benchmarks": true for,
+ * sorted, appended to devices (owned by the caller). */
+int db_worker_benchmark_devices(long live_seconds, struct strvec *devices);
+/* What a benchmark of repo_id may measure: for commit (NULL: the newest
+ * source commit the farm published a variant of) each variant (NULL:
+ * every one) the farm published, three strings appended to out each
+ * (source commit, variant, the commit with build/<variant>/). */
+int db_benchmark_targets(int64_t repo_id, const char *commit, const char *variant, struct strvec *out);
 
 /* ---- fleet rebuilds (storage/db_campaigns.c, sql/0039_build_campaigns.sql) ---- */
 

@@ -252,3 +252,43 @@ int db_repo_set_build_on_push(int64_t repo_id, int on)
 	const char *params[2] = { rid, on ? "true" : "false" };
 	return db_run_one("UPDATE repos SET build_on_push = $2 WHERE id = $1", 2, params);
 }
+
+int db_worker_benchmark_devices(long live_seconds, struct strvec *devices)
+{
+	struct db_rows rows;
+	char secs[24];
+	snprintf(secs, sizeof(secs), "%ld", live_seconds);
+	const char *params[1] = { secs };
+	int rc = db_query(&rows, "SELECT DISTINCT t->>'device' FROM workers w, jsonb_array_elements(CASE"
+				 " jsonb_typeof(w.capabilities) WHEN 'array' THEN w.capabilities ELSE '[]' END) t"
+				 " WHERE w.removed_at IS NULL AND w.last_heartbeat > now() - make_interval(secs => $1::int)"
+				 " AND t->>'benchmarks' = 'true' AND coalesce(t->>'device', '') <> '' ORDER BY 1", 1, params);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < rows.count; i++)
+		strvec_pushf(devices, "%s", db_rows_get(&rows, i, 0));
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_repo_benchmark_after_publish(int64_t repo_id, int *on)
+{
+	char rid[24];
+	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
+	const char *params[1] = { rid };
+	struct db_rows rows;
+	int rc = db_query_one(&rows, "SELECT benchmark_after_publish FROM repos WHERE id = $1", 1, params);
+	if (rc < 0)
+		return rc;
+	*on = db_rows_get(&rows, 0, 0)[0] == 't';
+	db_rows_release(&rows);
+	return 0;
+}
+
+int db_repo_set_benchmark_after_publish(int64_t repo_id, int on)
+{
+	char rid[24];
+	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
+	const char *params[2] = { rid, on ? "true" : "false" };
+	return db_run_one("UPDATE repos SET benchmark_after_publish = $2 WHERE id = $1", 2, params);
+}

@@ -12,7 +12,7 @@
 cd "$KHUB_SRC" || bail "no source tree"
 
 # ---- the boundary --------------------------------------------------------------------------
-CHANGERS='db_build_enqueue db_build_claim db_build_expire_leases db_build_take_back_out_of_scope
+CHANGERS='db_build_enqueue db_build_enqueue_benchmark db_build_claim db_build_expire_leases db_build_take_back_out_of_scope
 db_build_lease_check db_build_heartbeat db_build_log_append db_build_fail db_build_release db_build_finish
 db_build_cancel db_build_retry'
 for f in $CHANGERS; do
@@ -41,12 +41,12 @@ is "$?" 2 "khub builds states --bogus: usage, exit 2"
 # the routes that change a job: every POST or PUT about a build, the claim, the enqueue
 khub routes --json | jq -r '.[] | select((.methods | index("POST") or index("PUT")) and
 	((.pattern | startswith("/api/builds/")) or .pattern == "/api/workers/claim"
-	 or .pattern == "/api/kernels/{ns}/{name}/builds")) | (.methods | map(select(. == "POST" or . == "PUT"))[0])
+	 or .pattern == "/api/kernels/{ns}/{name}/builds" or .pattern == "/api/kernels/{ns}/{name}/benchmarks/run")) | (.methods | map(select(. == "POST" or . == "PUT"))[0])
 	+ " " + .pattern' | sort -u >"$TEST_DIR/changing.txt"
 jq -r '.transitions[].routes[]' "$STATES" | sort -u >"$TEST_DIR/table-routes.txt"
 khub routes --json | jq -r '.[] | .methods[] as $m | $m + " " + .pattern' | sort -u >"$TEST_DIR/all-routes.txt"
-is "$(wc -l <"$TEST_DIR/changing.txt")" 10 \
-	"10 routes change a job (claim, heartbeat, log, output, fail, release, cancel, retry, enqueue; benchmark: its lease check)"
+is "$(wc -l <"$TEST_DIR/changing.txt")" 12 \
+	"12 routes change a job (claim, heartbeat, log, output, fail, release, cancel, retry, enqueue, benchmarks/run, measured; benchmark: its lease check)"
 is "$(comm -23 "$TEST_DIR/changing.txt" "$TEST_DIR/table-routes.txt" | tr '\n' ' ')" "" \
 	"every route that changes a job is in the state table"
 is "$(comm -23 "$TEST_DIR/table-routes.txt" "$TEST_DIR/all-routes.txt" | tr '\n' ' ')" "" \

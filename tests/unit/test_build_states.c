@@ -72,7 +72,7 @@ static void test_names_and_json(void)
 	ok(json_array_size(list) == row_count(), "the JSON has every row");
 	json_t *last = json_array_get(list, row_count() - 1);
 	is_str(json_string_value(json_object_get(last, "event")), "take_back", "the last row is take_back");
-	ok(json_array_size(json_object_get(last, "routes")) == 7, "its routes are split into seven");
+	ok(json_array_size(json_object_get(last, "routes")) == 9, "its routes are split into nine");
 	json_decref(doc);
 }
 
