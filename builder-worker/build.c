@@ -407,7 +407,7 @@ static int smoke_import(struct build_plan *plan, struct sandbox *sb, const char 
 
 struct build_options {
 	const char *toolchains_path, *toolchain_name, *source, *out_dir, *variant;
-	const char *build_id, *repo, *commit, *worker, *work_dir, *cache_root;
+	const char *build_id, *repo, *commit, *worker, *work_dir, *cache_root, *probe_cache;
 	long wall, cpu, memory, disk, jobs, epoch, cache_max_mb;
 	struct strvec hide;
 	struct sandbox_options sandbox;
@@ -471,6 +471,8 @@ static const struct worker_option build_option_rows[] = {
 	  .help = "compile through ccache, its cache DIR/<sha256 of --repo and the toolchain> (none: no cache)" },
 	{ .name = "cache-max-mb", .arg = "N", .kind = WOPT_LONG, .offset = BUILD_OPT(cache_max_mb), .min = 1,
 	  .max = 1L << 30, .help = "that cache's size (ccache's max_size; 2048)" },
+	{ .name = "probe-cache", .arg = "DIR", .kind = WOPT_STRING, .offset = BUILD_OPT(probe_cache),
+	  .help = "reuse (and keep) the toolchain's Python probe there (the worker's own)" },
 	{ .name = "help", .kind = WOPT_HELP, .help = "this text" },
 	{ .name = NULL },
 };
@@ -555,7 +557,7 @@ static int step_plan(struct build_run *r)
 		return BUILD_USAGE;
 	}
 	struct toolchain *tc = r->tc;
-	toolchain_probe(tc);
+	toolchain_probe(tc, o->probe_cache);
 	r->t_probed = monotonic_usec();
 	const char *parse_why = NULL;
 	if (variant_name_parse(o->variant, &r->plan.parsed, &parse_why) < 0) {
