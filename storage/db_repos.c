@@ -131,12 +131,28 @@ int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *nam
 	return 0;
 }
 
-int db_lfs_link(int64_t repo_id, const char *oid)
+int db_lfs_link_many(int64_t repo_id, const char *const *oids, size_t n)
 {
 	char id[24];
+	struct strbuf list = STRBUF_INIT;
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[2] = { id, oid };
-	return db_run("INSERT INTO lfs_repo_objects (repo_id, oid) VALUES ($1, $2) ON CONFLICT DO NOTHING", 2, params);
+	strbuf_adds(&list, "{");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			strbuf_adds(&list, ",");
+		db_array_add(&list, oids[i]);
+	}
+	strbuf_adds(&list, "}");
+	const char *params[2] = { id, list.buf };
+	int rc = db_run("INSERT INTO lfs_repo_objects (repo_id, oid) SELECT $1, o FROM unnest($2::text[]) o "
+			"ON CONFLICT DO NOTHING", 2, params);
+	strbuf_release(&list);
+	return rc;
+}
+
+int db_lfs_link(int64_t repo_id, const char *oid)
+{
+	return db_lfs_link_many(repo_id, &oid, 1);
 }
 
 int db_lfs_links(int64_t repo_id, char ***oids, size_t *n)
