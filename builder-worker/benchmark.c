@@ -65,7 +65,7 @@ static const struct toolchain *pick_toolchain(struct toolchain_set *set, const c
 		struct toolchain *tc = &set->items[i];
 		if (name && strcmp(tc->name, name) != 0)
 			continue;
-		if (toolchain_probe(tc) == 0 && tc->usable)
+		if (toolchain_probe(tc, NULL) == 0 && tc->usable)
 			return tc;
 		log_error("khub-worker benchmark: toolchain %s: %s", tc->name, tc->why);
 		if (name)

@@ -409,7 +409,7 @@ static int smoke_import(struct build_plan *plan, struct sandbox *sb, const char 
 
 struct build_options {
 	const char *toolchains_path, *toolchain_name, *source, *out_dir, *variant;
-	const char *build_id, *repo, *commit, *worker, *work_dir, *cache_root, *manylinux;
+	const char *build_id, *repo, *commit, *worker, *work_dir, *cache_root, *manylinux, *probe_cache;
 	long wall, cpu, memory, disk, jobs, epoch, cache_max_mb;
 	struct strvec hide;
 	struct sandbox_options sandbox;
@@ -475,6 +475,8 @@ static const struct worker_option build_option_rows[] = {
 	  .max = 1L << 30, .help = "that cache's size (ccache's max_size; 2048)" },
 	{ .name = "manylinux", .arg = "2_X", .kind = WOPT_STRING, .offset = BUILD_OPT(manylinux),
 	  .help = "the manylinux target the ABI check applies (2_28; the server's abi_manylinux)" },
+	{ .name = "probe-cache", .arg = "DIR", .kind = WOPT_STRING, .offset = BUILD_OPT(probe_cache),
+	  .help = "reuse (and keep) the toolchain's Python probe there (the worker's own)" },
 	{ .name = "help", .kind = WOPT_HELP, .help = "this text" },
 	{ .name = NULL },
 };
@@ -563,7 +565,7 @@ static int step_plan(struct build_run *r)
 		return BUILD_USAGE;
 	}
 	struct toolchain *tc = r->tc;
-	toolchain_probe(tc);
+	toolchain_probe(tc, o->probe_cache);
 	r->t_probed = monotonic_usec();
 	const char *parse_why = NULL;
 	if (variant_name_parse(o->variant, &r->plan.parsed, &parse_why) < 0) {

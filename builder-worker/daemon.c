@@ -500,6 +500,7 @@ static char *daemon_token(const struct daemon *d)
  * 0, or -1 when none is usable (logged). */
 static int daemon_toolchains(struct daemon *d, char *toolchains_real, struct toolchain_set *set)
 {
+	char *cache_dir = xasprintf("%s/toolchain-probe", d->cfg.scratch_root);
 	/* absolute: `khub-worker build` runs in each job's scratch directory */
 	if (!realpath(d->cfg.toolchains_path, toolchains_real))
 		fatal("khub-worker: --toolchains %s: %s", d->cfg.toolchains_path, strerror(errno));
@@ -510,7 +511,7 @@ static int daemon_toolchains(struct daemon *d, char *toolchains_real, struct too
 	size_t usable = 0;
 	for (size_t i = 0; i < set->count; i++) {
 		struct toolchain *tc = &set->items[i];
-		if (toolchain_probe(tc) != KHUB_OK || !tc->usable) {
+		if (toolchain_probe(tc, cache_dir) != KHUB_OK || !tc->usable) {
 			log_warn("toolchain %s is not usable: %s", tc->name, tc->why);
 			continue;
 		}
@@ -523,6 +524,7 @@ static int daemon_toolchains(struct daemon *d, char *toolchains_real, struct too
 			log_warn("toolchain %s sets allow_no_sandbox: where bubblewrap is missing its builds run WITHOUT "
 				 "A SANDBOX (network, the whole machine); khub-worker --check says what it gets", tc->name);
 	}
+	free(cache_dir);
 	if (!usable) {
 		log_error("no usable toolchain in %s (khub-worker --check says why)", d->cfg.toolchains_path);
 		return -1;
@@ -628,18 +630,17 @@ int daemon_main(int argc, char **argv)
 		fatal("khub-worker: cannot find its own program: %s", strerror(errno));
 	d.cfg.self_exe = self;
 	ret = 1;
+	char *scratch_root = claim_work_dir(&d.cfg, daemon_work_dir(&d, work_buf, sizeof(work_buf)), d.cfg.name, &lock_fd);
+	d.cfg.scratch_root = scratch_root;
 	if (daemon_toolchains(&d, toolchains_real, &set) == 0) {
-		char *scratch_root = claim_work_dir(&d.cfg, daemon_work_dir(&d, work_buf, sizeof(work_buf)), d.cfg.name,
-						    &lock_fd);
-		d.cfg.scratch_root = scratch_root;
 		pthread_t sig_thread;
 		daemon_start(&d, &sig_thread);
 		ret = daemon_run(&d);
 		daemon_stop(&d, sig_thread);
-		free(scratch_root);
-		if (lock_fd >= 0)
-			close(lock_fd);
 	}
+	free(scratch_root);
+	if (lock_fd >= 0)
+		close(lock_fd);
 	toolchains_release(&set);
 	explicit_bzero(token, strlen(token));
 	free(token);

@@ -486,6 +486,8 @@ static void push_build_args(const struct job *j, const struct toolchain *tc, str
 	strvec_pushf(argv, "%ld", cfg->max_processes);
 	strvec_pushf(argv, "--jobs");
 	strvec_pushf(argv, "%ld", cfg->build_jobs);
+	strvec_pushf(argv, "--probe-cache");	/* the daemon's probe of this toolchain */
+	strvec_pushf(argv, "%s/toolchain-probe", cfg->scratch_root);
 	if (!cfg->no_build_cache) {	/* one cache per repo and toolchain, kept across builds */
 		strvec_pushf(argv, "--cache-root");
 		strvec_pushf(argv, "%s/ccache", cfg->scratch_root);

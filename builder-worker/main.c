@@ -59,7 +59,7 @@ static int check_main(int argc, char **argv)
 	size_t usable = 0;
 	for (size_t i = 0; i < set.count; i++) {
 		struct toolchain *tc = &set.items[i];
-		if (toolchain_probe(tc) != KHUB_OK || !tc->usable) {
+		if (toolchain_probe(tc, NULL) != KHUB_OK || !tc->usable) {
 			printf("%s: not usable: %s\n", tc->name, tc->why);
 			continue;
 		}

@@ -14,12 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define PROBE_TIMEOUT_S 120
 
 /* Printed as one JSON line by the toolchain's Python. */
 static const char probe_script[] =
-	"import json, os, platform, sysconfig\n"
+	"import json, os, platform, sys, sysconfig\n"
 	"r = {'python': platform.python_version(), 'machine': platform.machine(),\n"
 	"     'python_include': sysconfig.get_paths()['include']}\n"
 	"try:\n"
@@ -38,6 +39,8 @@ static const char probe_script[] =
 	"        r['driver'] = m.group(1) if m else ''\n"
 	"    except Exception:\n"
 	"        r['driver'] = ''\n"
+	"    r['torch_version_file'] = os.path.join(os.path.dirname(torch.__file__), 'version.py')\n"
+	"    r['site_dirs'] = [p for p in sys.path if os.path.isabs(p) and os.path.isdir(p)]\n"
 	"    try:\n"
 	"        from torch.utils import cpp_extension as ce\n"
 	"        r['torch_include'] = [p for p in ce.include_paths() if os.path.isdir(p)]\n"
@@ -485,31 +488,163 @@ static int unusable(struct toolchain *tc, const char *fmt, ...)
 	return KHUB_EINVAL;
 }
 
-/* Run the probe script with tc's Python; fill what it reports (torch,
- * Python, headers). 0, or KHUB_EINVAL with tc->why. */
-static int probe_python(struct toolchain *tc, char *const *env)
+/* ---- the Python probe and its cache ------------------------------------------------ */
+
+/* "path=dev:ino:size:mtime.nsec;" of path (inside root, NULL: the host's;
+ * followed) into sb; "path=absent;" and -1 when it cannot be read. */
+static int file_stamp(struct strbuf *sb, const char *root, const char *path)
+{
+	struct stat st;
+	char *full = xasprintf("%s%s", root ? root : "", path);
+	int rc = stat(full, &st);
+	free(full);
+	if (rc < 0) {
+		strbuf_addf(sb, "%s=absent;", path);
+		return -1;
+	}
+	strbuf_addf(sb, "%s=%llu:%llu:%lld:%lld.%09ld;", path, (unsigned long long)st.st_dev,
+		    (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+		    st.st_mtim.tv_nsec);
+	return 0;
+}
+
+/* A small host file's text (this boot, the NVIDIA driver) into sb, or "none". */
+static void host_file_text(struct strbuf *sb, const char *path)
+{
+	size_t len = 0;
+	char *text = read_file_limited(path, 4096, &len);
+	strbuf_addf(sb, "%s:", path);
+	if (text)
+		strbuf_add(sb, text, len);
+	else
+		strbuf_adds(sb, "none");
+	strbuf_adds(sb, "\n");
+	free(text);
+}
+
+/* What the Python probe depends on: the whole entry, the environment it
+ * runs in, the root's digest, the interpreter's file (as found on PATH and
+ * its real path, inside the root when there is one), this boot (the GPUs
+ * torch sees) and the NVIDIA driver: a change to any of them is another key. */
+static void probe_cache_key(const struct toolchain *tc, char *const *env, char out[65])
+{
+	struct strbuf sb = STRBUF_INIT;
+	const char *fields[] = { tc->name, tc->python, tc->cxx, tc->nvcc, tc->hipcc, tc->cmake, tc->ninja, tc->root,
+				 tc->root_digest };
+	strbuf_adds(&sb, "khub-toolchain-probe-2\n");
+	for (size_t i = 0; i < sizeof(fields) / sizeof(*fields); i++)
+		strbuf_addf(&sb, "%zu:%s\n", i, fields[i] ? fields[i] : "(none)");
+	strbuf_addf(&sb, "rocm_from_hipcc=%d allow_no_sandbox=%d benchmarks=%d\n", tc->rocm_from_hipcc,
+		    tc->allow_no_sandbox, tc->benchmarks);
+	const char *path = "/usr/local/bin:/usr/bin:/bin";
+	for (size_t i = 0; env[i]; i++) {
+		strbuf_addf(&sb, "env %s\n", env[i]);
+		if (!strncmp(env[i], "PATH=", 5))
+			path = env[i] + 5;
+	}
+	char *found = sandbox_find_program(tc->root, tc->python, path), host_real[PATH_MAX], *real = NULL;
+	if (found && tc->root)
+		real = sandbox_root_resolve(tc->root, found);
+	else if (found && realpath(found, host_real))
+		real = xstrdup(host_real);
+	if (!found || file_stamp(&sb, tc->root, found) < 0)
+		strbuf_adds(&sb, "python not found;");
+	if (real)
+		file_stamp(&sb, tc->root, real);
+	host_file_text(&sb, "/proc/sys/kernel/random/boot_id");
+	host_file_text(&sb, "/proc/driver/nvidia/version");
+	sha256_hex(sb.buf, sb.len, out);
+	free(found);
+	free(real);
+	strbuf_release(&sb);
+}
+
+/* The stamps of what the probe's answer came from: torch's version.py and
+ * every directory on the Python's sys.path (installing or removing a
+ * package changes its directory). -1 when the document names no torch. */
+static int probe_doc_stamp(json_t *doc, const char *root, struct strbuf *sb)
+{
+	const char *torch_file = json_string_value(json_object_get(doc, "torch_version_file"));
+	if (!torch_file || file_stamp(sb, root, torch_file) < 0)
+		return -1;
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(doc, "site_dirs"), i, v)
+		if (json_is_string(v))
+			file_stamp(sb, root, json_string_value(v));
+	return 0;
+}
+
+/* The cached probe document of key in dir, or NULL (none, unreadable, or
+ * what it was read from changed since: its stamp differs). */
+static json_t *probe_cache_read(const char *dir, const char *key, const char *root)
+{
+	char *file = xasprintf("%s/%s.json", dir, key);
+	json_t *doc = json_load_file(file, 0, NULL);
+	const char *stamp = json_string_value(json_object_get(doc, "probe_stamp"));
+	struct strbuf now = STRBUF_INIT;
+	if (!stamp || probe_doc_stamp(doc, root, &now) < 0 || strcmp(now.buf, stamp) != 0) {
+		json_decref(doc);
+		doc = NULL;
+	}
+	strbuf_release(&now);
+	free(file);
+	return doc;
+}
+
+/* Keep a successful probe's doc under dir/<key>.json (written whole, then
+ * renamed: a reader never sees half a file). Failures only cost a probe. */
+static void probe_cache_write(const char *dir, const char *key, const char *root, json_t *doc)
+{
+	struct strbuf stamp = STRBUF_INIT;
+	if (probe_doc_stamp(doc, root, &stamp) < 0 || mkdir_p(dir, 0700) < 0)
+		goto cleanup;
+	json_object_set_new(doc, "probe_stamp", json_string(stamp.buf));
+	char *file = xasprintf("%s/%s.json", dir, key), *tmp = xasprintf("%s.%ld.tmp", file, (long)getpid());
+	if (json_dump_file(doc, tmp, JSON_COMPACT) == 0 && rename(tmp, file) == 0)
+		log_info("toolchain probe cached in %s", file);
+	else
+		unlink(tmp);
+	free(file);
+	free(tmp);
+cleanup:
+	strbuf_release(&stamp);
+}
+
+/* Run the probe script with tc's Python: its JSON document, or NULL with tc->why. */
+static json_t *probe_python_run(struct toolchain *tc, char *const *env)
 {
 	char *argv[] = { tc->python, "-c", (char *)probe_script, NULL };
 	char *out = NULL;
 	json_t *doc = NULL;
 	int rc = run_capture_in_root(tc->root, argv, env, PROBE_TIMEOUT_S, &out, -1);
 	if (rc != 0) {
-		rc = unusable(tc, "%s: %s%s%s", tc->python,
-			      rc == 127 ? "not found" : rc == SANDBOX_TIMED_OUT ? "probe timed out" : "probe failed",
-			      tc->root ? " in the root " : "", tc->root ? tc->root : "");
+		unusable(tc, "%s: %s%s%s", tc->python,
+			 rc == 127 ? "not found" : rc == SANDBOX_TIMED_OUT ? "probe timed out" : "probe failed",
+			 tc->root ? " in the root " : "", tc->root ? tc->root : "");
 		goto cleanup;
 	}
 	const char *line = out ? strrchr(out, '{') : NULL;
 	doc = line ? json_loads(line, 0, NULL) : NULL;
+	if (!json_is_object(doc)) {
+		unusable(tc, "%s: probe printed no JSON", tc->python);
+		json_decref(doc);
+		doc = NULL;
+	}
+cleanup:
+	free(out);
+	return doc;
+}
+
+/* Fill what the probe document reports (torch, Python, headers). 0, or
+ * KHUB_EINVAL with tc->why. */
+static int probe_python_fill(struct toolchain *tc, json_t *doc)
+{
 	const char *err = json_string_value(json_object_get(doc, "error"));
-	if (!json_is_object(doc))
-		rc = unusable(tc, "%s: probe printed no JSON", tc->python);
-	else if (err)
-		rc = unusable(tc, "%s: %s", tc->python, err);
-	else if (!json_is_true(json_object_get(doc, "tomllib")))
-		rc = unusable(tc, "%s: no tomllib (Python >= 3.11), tomli nor toml to read build.toml", tc->python);
-	if (rc < 0)
-		goto cleanup;
+	if (err)
+		return unusable(tc, "%s: %s", tc->python, err);
+	if (!json_is_true(json_object_get(doc, "tomllib")))
+		return unusable(tc, "%s: no tomllib (Python >= 3.11) tomli nor toml to read build.toml", tc->python);
 	tc->python_version = json_str_dup(doc, "python");
 	tc->machine = json_str_dup(doc, "machine");
 	tc->python_include = json_str_dup(doc, "python_include");
@@ -529,9 +664,29 @@ static int probe_python(struct toolchain *tc, char *const *env)
 		tc->torch_includes = xrealloc(tc->torch_includes, (tc->ntorch_includes + 1) * sizeof(char *));
 		tc->torch_includes[tc->ntorch_includes++] = xstrdup(json_string_value(v));
 	}
-cleanup:
+	return 0;
+}
+
+/* The Python's report: from cache_dir when an earlier probe of the same
+ * entry, interpreter and torch left one there (importing torch takes
+ * seconds), else by running it (and caching a usable answer). */
+static int probe_python(struct toolchain *tc, char *const *env, const char *cache_dir)
+{
+	char key[65];
+	json_t *doc = NULL;
+	if (cache_dir) {
+		probe_cache_key(tc, env, key);
+		doc = probe_cache_read(cache_dir, key, tc->root);
+	}
+	int cached = doc != NULL;
+	if (cached)
+		log_info("toolchain %s: probe reused from %s/%s.json", tc->name, cache_dir, key);
+	if (!doc && !(doc = probe_python_run(tc, env)))
+		return KHUB_EINVAL;
+	int rc = probe_python_fill(tc, doc);
+	if (rc == 0 && cache_dir && !cached)
+		probe_cache_write(cache_dir, key, tc->root, doc);
 	json_decref(doc);
-	free(out);
 	return rc;
 }
 
@@ -625,14 +780,16 @@ static void probe_arch_variants(struct toolchain *tc, const struct compile_backe
 	}
 }
 
-int toolchain_probe(struct toolchain *tc)
+int toolchain_probe(struct toolchain *tc, const char *cache_dir)
 {
 	toolchain_clear_probe(tc);
 	struct strvec env = STRVEC_INIT;
 	toolchain_environment(tc, "/tmp", &env);
 	int rc = toolchain_root_check(tc);
+	if (rc == 0 && tc->root)	/* before the probe: its cache key names the root's digest */
+		rc = toolchain_root_digest(tc);
 	if (rc == 0)
-		rc = probe_python(tc, env.items);
+		rc = probe_python(tc, env.items, cache_dir);
 	if (rc < 0)
 		goto cleanup;
 	/* The torch's own build, and its version numbers. */
@@ -666,8 +823,6 @@ int toolchain_probe(struct toolchain *tc)
 		snprintf(noarch, sizeof(noarch), "torch-%s", cpu->name);
 		add_variant(tc, noarch);
 	}
-	if (tc->root && (rc = toolchain_root_digest(tc)) < 0)
-		goto cleanup;
 	tc->usable = 1;
 	rc = 0;
 cleanup:

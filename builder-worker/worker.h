@@ -64,8 +64,11 @@ int toolchains_load(const char *path, struct toolchain_set *out, char *why, size
 void toolchains_release(struct toolchain_set *set);	/* accepts NULL */
 
 /* Run the toolchain's Python and compilers to learn what it builds; sets
- * usable/why and the probe fields. 0, or a KHUB_E* error (tc->why says). */
-int toolchain_probe(struct toolchain *tc);
+ * usable/why and the probe fields. 0, or a KHUB_E* error (tc->why says).
+ * With cache_dir (may be NULL) the Python's report is kept there, keyed by
+ * the entry, its environment and the interpreter's file, and reused while
+ * none of them nor torch's version.py changed (no torch import). */
+int toolchain_probe(struct toolchain *tc, const char *cache_dir);
 
 /* The first usable toolchain that produces variant, or NULL (borrowed). */
 const struct toolchain *toolchain_for_variant(const struct toolchain_set *set, const char *variant);

@@ -204,6 +204,8 @@ int db_repo_set_private(int64_t repo_id, int private);
 
 /* LFS objects usable by a repo (the store is shared; see sql/0005). */
 int db_lfs_link(int64_t repo_id, const char *oid);
+/* n of them in one statement (one commit). */
+int db_lfs_link_many(int64_t repo_id, const char *const *oids, size_t n);
 /* 1 when linked, 0 when not, negative on a database failure. */
 int db_lfs_linked(int64_t repo_id, const char *oid);
 /* Every LFS object linked to a repo (caller frees with free_strings). */
@@ -218,6 +220,10 @@ int64_t db_lfs_object_key(const char *oid);
  * removing that object. */
 int db_lfs_inflight_begin(const char *oid, int64_t *id);
 void db_lfs_inflight_end(int64_t id);	/* id 0: nothing to end */
+/* The same for n objects in one transaction (one commit): ids[i] names
+ * oids[i]'s row (0 when the transaction failed); ended together. */
+int db_lfs_inflight_begin_many(const char *const *oids, size_t n, int64_t *ids);
+void db_lfs_inflight_end_many(const int64_t *ids, size_t n);	/* ids of 0 skipped */
 /* Every oid linked to some repo, sorted and unique: n strings in a
  * NULL-terminated array; the caller frees each and the array. */
 int db_lfs_linked_oids(char ***oids, size_t *n);

@@ -131,12 +131,27 @@ int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *nam
 	return 0;
 }
 
-int db_lfs_link(int64_t repo_id, const char *oid)
+int db_lfs_link_many(int64_t repo_id, const char *const *oids, size_t n)
 {
 	char id[24];
+	struct strbuf list;
+	const char *params[2] = { id, NULL };
 	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[2] = { id, oid };
-	return db_run("INSERT INTO lfs_repo_objects (repo_id, oid) VALUES ($1, $2) ON CONFLICT DO NOTHING", 2, params);
+	db_columns_init(&list, 1);
+	for (size_t i = 0; i < n; i++) {
+		db_columns_row(&list, 1, i);
+		db_array_add(&list, oids[i]);
+	}
+	db_columns_end(&list, 1, params + 1);
+	int rc = db_run("INSERT INTO lfs_repo_objects (repo_id, oid) SELECT $1, o FROM unnest($2::text[]) o "
+			"ON CONFLICT DO NOTHING", 2, params);
+	db_columns_release(&list, 1);
+	return rc;
+}
+
+int db_lfs_link(int64_t repo_id, const char *oid)
+{
+	return db_lfs_link_many(repo_id, &oid, 1);
 }
 
 int db_lfs_links(int64_t repo_id, char ***oids, size_t *n)

@@ -17,30 +17,69 @@ int64_t db_lfs_object_key(const char *oid)
 	return (int64_t)strtoll(head, NULL, 16);
 }
 
-int db_lfs_inflight_begin(const char *oid, int64_t *id)
+int db_lfs_inflight_begin_many(const char *const *oids, size_t n, int64_t *ids)
 {
 	struct db_rows rows = { 0 };
-	const char *params[1] = { oid };
-	*id = 0;
+	struct strbuf cols[2];
+	const char *params[3];
+	char kind[16];
+	snprintf(kind, sizeof(kind), "%d", (int)DB_LOCK_LFS_OBJECT);
+	params[0] = kind;
+	db_columns_init(cols, 2);
+	for (size_t i = 0; i < n; i++) {
+		char key[24];
+		snprintf(key, sizeof(key), "%" PRId64, db_lfs_object_key(oids[i]));
+		db_columns_row(cols, 2, i);
+		db_array_add(&cols[0], oids[i]);
+		db_array_add(&cols[1], key);
+	}
+	db_columns_end(cols, 2, params + 1);
+	memset(ids, 0, n * sizeof(*ids));
 	int rc = db_tx_begin();
 	if (rc < 0)
-		return rc;
-	/* waits while gc removes this object; gc then sees the row */
-	if ((rc = db_lock_xact_shared(DB_LOCK_LFS_OBJECT, db_lfs_object_key(oid))) < 0 ||
-	    (rc = db_query(&rows, "INSERT INTO lfs_inflight (oid) VALUES ($1) RETURNING id", 1, params)) < 0) {
+		goto cleanup;
+	/* waits while gc removes one of these objects (keys in one order: two
+	 * batches never wait for each other); gc then sees the rows */
+	if ((rc = db_run("SELECT pg_advisory_xact_lock_shared($1::int, k) FROM "
+			 "(SELECT DISTINCT unnest($2::int[]) AS k ORDER BY 1) keys",
+			 2, (const char *[]){ kind, params[2] })) < 0 ||
+	    (rc = db_query(&rows, "INSERT INTO lfs_inflight (oid) SELECT o FROM unnest($1::text[]) "
+			   "WITH ORDINALITY AS t(o, i) ORDER BY i RETURNING id", 1, params + 1)) < 0) {
 		db_tx_rollback();
-		return rc;
+		goto cleanup;
 	}
-	if ((rc = db_tx_commit()) == 0 && rows.count == 1)
-		*id = db_rows_int(&rows, 0, 0, 0);
+	if ((rc = db_tx_commit()) == 0 && rows.count == n)
+		for (size_t i = 0; i < n; i++)
+			ids[i] = db_rows_int(&rows, i, 0, 0);
+cleanup:
 	db_rows_release(&rows);
+	db_columns_release(cols, 2);
 	return rc;
+}
+
+int db_lfs_inflight_begin(const char *oid, int64_t *id)
+{
+	return db_lfs_inflight_begin_many(&oid, 1, id);
+}
+
+void db_lfs_inflight_end_many(const int64_t *ids, size_t n)
+{
+	struct strbuf list = STRBUF_INIT;
+	strbuf_adds(&list, "{");
+	size_t count = 0;
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] > 0)
+			strbuf_addf(&list, "%s%" PRId64, count++ ? "," : "", ids[i]);
+	strbuf_adds(&list, "}");
+	const char *params[1] = { list.buf };
+	if (count && db_run("DELETE FROM lfs_inflight WHERE id = ANY($1::bigint[])", 1, params) < 0)
+		log_warn("cannot end %zu in-flight LFS writes (khub gc expires them after a day)", count);
+	strbuf_release(&list);
 }
 
 void db_lfs_inflight_end(int64_t id)
 {
-	if (id > 0 && db_run_id("DELETE FROM lfs_inflight WHERE id = $1", id) < 0)
-		log_warn("cannot end the in-flight LFS write %" PRId64 " (khub gc expires it after a day)", id);
+	db_lfs_inflight_end_many(&id, 1);
 }
 
 int db_lfs_linked_oids(char ***oids, size_t *n)

@@ -132,6 +132,10 @@ void lfs_writer_abort(struct lfs_writer *w);
  * content it received out of the store until it is accepted. */
 int lfs_writer_seal(struct lfs_writer *w, char oid[65], uint64_t *size);
 int lfs_writer_install(struct lfs_writer *w);
+/* lfs_writer_install for n sealed writers of one store at once (a local
+ * store syncs each directory once, after every file of the batch): 0 or
+ * the first failure (the writers after it are aborted). Frees them all. */
+int lfs_writers_install(struct lfs_writer **w, size_t n);
 /* The sha256 of a sealed writer's content. */
 const char *lfs_writer_oid(const struct lfs_writer *w);
 /* The temp file a writer is filling (valid until commit or abort). */

@@ -15,6 +15,11 @@ struct lfs_backend {
 	/* Make the verified temp file tmp_path (open as fd) the object oid;
 	 * on success tmp_path is gone (renamed or uploaded and removed). */
 	int (*install)(void *priv, int fd, const char *tmp_path, const char *oid);
+	/* NULL, or install for n objects at once (each file made durable
+	 * before it is named, each directory synced once after): 0, or the
+	 * first failure with *done the objects installed before it. */
+	int (*install_many)(void *priv, const int *fds, char *const *tmp_paths, const char *const *oids, size_t n,
+			    size_t *done);
 	/* NULL when the backend cannot hand out URLs. */
 	int (*presign)(void *priv, const char *oid, long ttl, char **url);
 	/* Every entry under objects/ (see lfs_store_list). */

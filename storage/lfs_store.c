@@ -354,19 +354,54 @@ void lfs_writer_abort(struct lfs_writer *w)
 }
 
 /* Make a verified temp file (open as fd) the object oid: fsync, rename
- * into place, fsync the directory. 0, KHUB_ENOSPC or KHUB_EIO (errno set). */
+ * into place; its directory into *dir (the caller fsyncs and frees it).
+ * 0, KHUB_ENOSPC or KHUB_EIO (errno set). */
+static int local_place(struct lfs_store *store, int fd, const char *tmp_path, const char *oid, char **dir)
+{
+	char *final = object_path(store, oid);
+	int rc = 0;
+	*dir = object_dir(store, oid);
+	if (fsync(fd) == 0 && mkdir_p(*dir, 0755) == 0 && fchmod(fd, 0644) == 0 && rename(tmp_path, final) == 0)
+		lfs_verify_record(store->verify, oid, fd);	/* after the rename: it moves the ctime */
+	else
+		rc = khub_err_from_errno(errno);
+	free(final);
+	return rc;
+}
+
+/* local_place, then fsync the directory. */
 static int local_install(void *priv, int fd, const char *tmp_path, const char *oid)
 {
-	struct lfs_store *store = priv;
-	char *dir = object_dir(store, oid), *final = object_path(store, oid);
-	int rc = 0;
-	if (fsync(fd) == 0 && mkdir_p(dir, 0755) == 0 && fchmod(fd, 0644) == 0 && rename(tmp_path, final) == 0) {
+	char *dir = NULL;
+	int rc = local_place(priv, fd, tmp_path, oid, &dir);
+	if (rc == 0)
 		fsync_dir(dir);
-		lfs_verify_record(store->verify, oid, fd);	/* after the rename: it moves the ctime */
-	} else
-		rc = khub_err_from_errno(errno);
 	free(dir);
-	free(final);
+	return rc;
+}
+
+static int compare_dirs(const void *a, const void *b)
+{
+	const char *x = *(char *const *)a, *y = *(char *const *)b;
+	return strcmp(x ? x : "", y ? y : "");
+}
+
+/* n objects: each file fsynced and renamed, then each directory fsynced
+ * once. Stops at the first failure: *done objects were placed. */
+static int local_install_many(void *priv, const int *fds, char *const *tmp_paths, const char *const *oids, size_t n,
+			      size_t *done)
+{
+	char **dirs = xcalloc(n ? n : 1, sizeof(*dirs));
+	int rc = 0;
+	for (*done = 0; rc == 0 && *done < n; (*done)++)
+		if ((rc = local_place(priv, fds[*done], tmp_paths[*done], oids[*done], &dirs[*done])) < 0)
+			break;
+	size_t placed = *done;
+	qsort(dirs, placed, sizeof(*dirs), compare_dirs);
+	for (size_t i = 0; i < placed; i++)
+		if (i == 0 || strcmp(dirs[i], dirs[i - 1]) != 0)
+			fsync_dir(dirs[i]);
+	free_strings(dirs, n);
 	return rc;
 }
 
@@ -375,6 +410,7 @@ static const struct lfs_backend local_backend = {
 	.stat = local_stat,
 	.open_object = local_open_object,
 	.install = local_install,
+	.install_many = local_install_many,
 	.list = local_list,
 	.hash = local_hash,
 	.remove = local_remove,
@@ -411,6 +447,44 @@ int lfs_writer_install(struct lfs_writer *w)
 		unlink(w->tmp_path);
 	}
 	writer_free(w);
+	return rc;
+}
+
+int lfs_writers_install(struct lfs_writer **w, size_t n)
+{
+	if (!n)
+		return 0;
+	struct lfs_store *store = w[0]->store;
+	if (!store->backend->install_many) {
+		int rc = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (rc < 0)
+				lfs_writer_abort(w[i]);
+			else
+				rc = lfs_writer_install(w[i]);
+		}
+		return rc;
+	}
+	int *fds = xcalloc(n, sizeof(*fds));
+	char **tmp_paths = xcalloc(n, sizeof(*tmp_paths));
+	const char **oids = xcalloc(n, sizeof(*oids));
+	for (size_t i = 0; i < n; i++) {
+		fds[i] = w[i]->fd;
+		tmp_paths[i] = w[i]->tmp_path;
+		oids[i] = w[i]->oid;
+	}
+	size_t done = 0;
+	int rc = store->backend->install_many(store->priv, fds, tmp_paths, oids, n, &done);
+	if (rc < 0)
+		log_error("lfs store: cannot store object %s: %s", oids[done], strerror(errno));
+	for (size_t i = 0; i < n; i++) {
+		if (i >= done)
+			unlink(w[i]->tmp_path);
+		writer_free(w[i]);
+	}
+	free(fds);
+	free(tmp_paths);
+	free(oids);
 	return rc;
 }
 

@@ -52,9 +52,9 @@ static const struct publish_db postgres_db = {
 	.lock_try = pg_lock_try,
 	.lock_wait = pg_lock_wait,
 	.unlock = pg_unlock,
-	.lfs_inflight_begin = db_lfs_inflight_begin,
-	.lfs_inflight_end = db_lfs_inflight_end,
-	.lfs_link = db_lfs_link,
+	.lfs_inflight_begin = db_lfs_inflight_begin_many,
+	.lfs_inflight_end = db_lfs_inflight_end_many,
+	.lfs_link = db_lfs_link_many,
 	.lfs_linked = db_lfs_linked,
 	.repo_touch = db_repo_touch,
 	.variant_index_update = variant_index_update,
@@ -212,45 +212,46 @@ int publish_begin(const char *repo_root, struct lfs_store *lfs, const struct rep
 	return 0;
 }
 
-/* Store a sealed writer's object and link it to the repo, named in flight
- * in between so that khub gc cannot remove it before the link exists. */
-static int install_and_link(struct publication *pub, struct lfs_writer *w, const char *oid)
+/* Store sealed writers' objects and link them to the repo, named in
+ * flight in between so that khub gc cannot remove them before the links
+ * exist: one transaction names them all, the files are made durable (each
+ * directory synced once), one statement links them. Ends every writer. */
+static int install_and_link(struct publication *pub, struct lfs_writer **w, size_t n)
 {
-	int64_t inflight = 0;
-	int rc = db->lfs_inflight_begin(oid, &inflight);
+	const char **oids = xcalloc(n, sizeof(*oids));
+	int64_t *inflight = xcalloc(n, sizeof(*inflight));
+	for (size_t i = 0; i < n; i++)
+		oids[i] = xstrdup(lfs_writer_oid(w[i]));
+	int rc = db->lfs_inflight_begin(oids, n, inflight);
 	if (rc < 0) {
-		lfs_writer_abort(w);
-		return rc;
+		for (size_t i = 0; i < n; i++)
+			lfs_writer_abort(w[i]);
+	} else if ((rc = lfs_writers_install(w, n)) == 0) {
+		rc = db->lfs_link(pub->rec.id, oids, n);
 	}
-	if ((rc = lfs_writer_install(w)) == 0)
-		rc = db->lfs_link(pub->rec.id, oid);
-	db->lfs_inflight_end(inflight);
+	db->lfs_inflight_end(inflight, n);	/* the links keep them now (ids of 0 skipped) */
+	free_strings((char **)oids, n);
+	free(inflight);
 	return rc;
 }
 
-/* Too much LFS content to keep open: stored and linked now (never
- * referenced unless the commit lands). */
-static int store_now(void *ctx, struct lfs_writer *w, const char *oid)
-{
-	return install_and_link(ctx, w, oid);
-}
-
+/* What is held, stored and linked as one batch (PUBLISH_HELD_MAX at most). */
 static int install_held(struct publication *pub)
 {
-	int rc = 0;
-	for (size_t i = 0; i < pub->stage.nheld; i++) {
-		struct lfs_writer *w = pub->stage.held[i];
-		char oid[65];
-		pub->stage.held[i] = NULL;
-		memcpy(oid, lfs_writer_oid(w), sizeof(oid));
-		if (rc < 0) {
-			lfs_writer_abort(w);
-			continue;
-		}
-		rc = install_and_link(pub, w, oid);
-	}
+	size_t n = pub->stage.nheld;
 	pub->stage.nheld = 0;
-	return rc;
+	return n ? install_and_link(pub, pub->stage.held, n) : 0;
+}
+
+/* Too much LFS content to keep open: what is held and w stored and linked
+ * now as one batch (never referenced unless the commit lands). */
+static int store_now(void *ctx, struct lfs_writer *w, const char *oid)
+{
+	struct publication *pub = ctx;
+	(void)oid;
+	pub->stage.held = xrealloc(pub->stage.held, (pub->stage.nheld + 1) * sizeof(*pub->stage.held));
+	pub->stage.held[pub->stage.nheld++] = w;
+	return install_held(pub);
 }
 
 /* A git write that failed past the quarantine's limit failed for it. */

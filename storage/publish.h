@@ -74,9 +74,10 @@ struct publish_db {
 	int (*lock_try)(int64_t repo_id);		/* 0 taken, 1 busy, KHUB_EDB */
 	int (*lock_wait)(int64_t repo_id);
 	void (*unlock)(int64_t repo_id);
-	int (*lfs_inflight_begin)(const char *oid, int64_t *id);
-	void (*lfs_inflight_end)(int64_t id);
-	int (*lfs_link)(int64_t repo_id, const char *oid);
+	/* n objects at once (db_lfs_inflight_begin_many, db_lfs_link_many) */
+	int (*lfs_inflight_begin)(const char *const *oids, size_t n, int64_t *ids);
+	void (*lfs_inflight_end)(const int64_t *ids, size_t n);
+	int (*lfs_link)(int64_t repo_id, const char *const *oids, size_t n);
 	int (*lfs_linked)(int64_t repo_id, const char *oid);	/* 1, 0, KHUB_EDB */
 	int (*repo_touch)(int64_t repo_id);
 	int (*variant_index_update)(int64_t repo_id, git_repository *git, const char *commit_sha);

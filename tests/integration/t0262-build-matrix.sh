@@ -38,18 +38,12 @@ khub admin token revoke "$dead_id" >>"$log" 2>&1
 khub_start
 
 B=$TEST_DIR/b
-api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
-	local args=(-s -o "$B" -w '%{http_code}' -X "$2")
-	[ -n "$1" ] && args+=(-H "Authorization: Bearer $1")
-	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
-	ST=$(curl "${args[@]}" "$KHUB_URL$3")
-}
 CU=torch211-cxx11-cu130-x86_64-linux
 CPU=torch211-cxx11-cpu-x86_64-linux
-api "$W1" POST /api/workers/register "{\"name\":\"w1\",\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$CPU\"]}]}"
-st1=$ST
-api "$W2" POST /api/workers/register "{\"name\":\"w2\",\"toolchains\":[{\"name\":\"cuda13\",\"variants\":[\"$CU\"]}]}"
-is "$st1 $ST" "200 200" "two workers register two toolchains: cpu ($CPU) and CUDA 13.0 ($CU)"
+api POST /api/workers/register -H "Authorization: Bearer $W1" --json "{\"name\":\"w1\",\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$CPU\"]}]}"
+st1=$STATUS
+api POST /api/workers/register -H "Authorization: Bearer $W2" --json "{\"name\":\"w2\",\"toolchains\":[{\"name\":\"cuda13\",\"variants\":[\"$CU\"]}]}"
+is "$st1 $STATUS" "200 200" "two workers register two toolchains: cpu ($CPU) and CUDA 13.0 ($CU)"
 
 # ---- a git push plans the full matrix and says where it is ------------------------------------------
 export HOME=$TEST_DIR/home GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0
@@ -64,12 +58,12 @@ grep -qF "remote: khub: refs/heads/main: builds of ${SHA:0:12} will be planned a
 	"$TEST_DIR/push.out"
 ok $? "the push's remote: lines give the matrix URL (the builds page of the pushed commit)"
 for _ in $(seq 1 300); do
-	api "$ALICE" GET "/api/kernels/acme/relu/builds?commit=$SHA"
+	api GET "/api/kernels/acme/relu/builds?commit=$SHA" -H "Authorization: Bearer $ALICE"
 	[ "$(jq '.variants | length' "$B" 2>/dev/null)" = 2 ] && break
 	sleep 0.2
 done
 cp "$B" "$TEST_DIR/matrix.json"
-is "$ST $(jq -r '[.variants[] | .variant + ":" + .status] | join(" ")' "$B")" "200 $CPU:queued $CU:queued" \
+is "$STATUS $(jq -r '[.variants[] | .variant + ":" + .status] | join(" ")' "$B")" "200 $CPU:queued $CU:queued" \
 	"GET .../builds?commit=: the pushed commit's matrix, both toolchains' variants queued"
 is "$(jq -r '[.variants[] | (.id | type) + " " + .log + " " + .log_page + " " + (.duration_seconds | tostring)
 	+ " " + (.worker | tostring)] | unique | length' "$B")" 2 "… each with its job id, log URLs, duration and worker"
@@ -80,26 +74,26 @@ is "$(jq -r ".variants[] | select(.variant == \"$CPU\") | .log + \" \" + .log_pa
 is "$(jq -r '.unbuildable[] | select(.variant == "torch<MM>-cxx11-rocm…") | .reason' "$B")" "no live worker builds rocm" \
 	"… and rocm, which build.toml allows and no live worker builds, with the planner's reason"
 is "$(jq -r '.plan.backends | join(",")' "$B")" "cpu,cuda,rocm" "… with the plan"
-api "$ALICE" GET "/api/kernels/acme/relu/builds"
-is "$ST $(jq -r '.matrices[0].commit + " " + (.matrices[0].variants | length | tostring) + " " + (.commits_total | tostring)' "$B")" \
+api GET "/api/kernels/acme/relu/builds" -H "Authorization: Bearer $ALICE"
+is "$STATUS $(jq -r '.matrices[0].commit + " " + (.matrices[0].variants | length | tostring) + " " + (.commits_total | tostring)' "$B")" \
 	"200 $SHA 2 1" "without commit: the newest commits' matrices, newest first"
 is "$(jq -r '.builds | length' "$B")" 2 "… and the jobs, as before"
-api "$ALICE" GET "/api/kernels/acme/relu/builds?commit=nosuchbranch"
-is "$ST" 404 "?commit= of no such revision: 404"
+api GET "/api/kernels/acme/relu/builds?commit=nosuchbranch" -H "Authorization: Bearer $ALICE"
+is "$STATUS" 404 "?commit= of no such revision: 404"
 
 # ---- a private repo's matrix: the repo's rules ------------------------------------------------------
-api "$ALICE" POST /api/kernels/acme/secret/builds '{}'
-is "$ST $(jq -r '.queued | sort | join(" ")' "$B")" "202 $CPU $CU" "acme/secret (private): its writer queues the default variants"
+api POST /api/kernels/acme/secret/builds -H "Authorization: Bearer $ALICE" --json '{}'
+is "$STATUS $(jq -r '.queued | sort | join(" ")' "$B")" "202 $CPU $CU" "acme/secret (private): its writer queues the default variants"
 SECRET=$(git --git-dir="$KHUB_DATA_DIR/repos/kernels/acme/secret.git" rev-parse main)
 S_ID=$(jq -r ".builds[] | select(.variant == \"$CPU\") | .id" "$B")
 for who in "anonymous::401" "eve (no member):$EVE:404" "a revoked token:$DEAD:401" "bob (read member):$BOB:200" \
 	"alice's read-scoped token:$ALICE_READ:200"; do
 	IFS=: read -r name tok want <<<"$who"
-	api "$tok" GET "/api/kernels/acme/secret/builds?commit=$SECRET"
-	is "$ST" "$want" "GET acme/secret's matrix as $name: $want"
+	api GET "/api/kernels/acme/secret/builds?commit=$SECRET" ${tok:+-H "Authorization: Bearer $tok"}
+	is "$STATUS" "$want" "GET acme/secret's matrix as $name: $want"
 done
-api "$BOB" GET "/api/kernels/acme/secret/builds"
-is "$ST $(jq -r '.matrices[0].variants | length' "$B")" "200 2" "… its matrices list too (bob)"
+api GET "/api/kernels/acme/secret/builds" -H "Authorization: Bearer $BOB"
+is "$STATUS $(jq -r '.matrices[0].variants | length' "$B")" "200 2" "… its matrices list too (bob)"
 
 # ---- pages: sessions of each ------------------------------------------------------------------------
 session() {	# session NAME TOKEN: a browser session in $TEST_DIR/NAME.jar; its CSRF token printed
@@ -162,22 +156,22 @@ page "$TEST_DIR/bob.jar" "/kernels/acme/secret/builds/$S_ID/retry" --data-urlenc
 is "$PST $(state_of "$S_ID")" "403 canceled" "bob cannot retry: 403"
 page "$TEST_DIR/alice.jar" "/kernels/acme/secret/builds" --data-urlencode "csrf=$CSRF_ALICE" \
 	--data-urlencode "commit=$SECRET"
-api "$ALICE" GET "/api/kernels/acme/secret/builds?commit=$SECRET"
+api GET "/api/kernels/acme/secret/builds?commit=$SECRET" -H "Authorization: Bearer $ALICE"
 is "$PST $(jq -r '[.variants[] | .status] | join(" ")' "$B")" "303 queued queued" \
 	"alice's Build missing queues the canceled variant again (the matrix: both queued)"
 page "$TEST_DIR/alice.jar" "/kernels/acme/secret/builds/$S_ID/retry" --data-urlencode "csrf=$CSRF_ALICE"
 is "$PST" 409 "retrying the canceled job while its variant is queued again: 409"
 
 # ---- a hostile log, escaped ---------------------------------------------------------------------------
-api "$W1" POST /api/workers/claim "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
-is "$ST $(jq -r .build.id "$B")" "200 $CPU_ID" "w1 claims acme/relu's $CPU build"
+api POST /api/workers/claim -H "Authorization: Bearer $W1" --json "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
+is "$STATUS $(jq -r .build.id "$B")" "200 $CPU_ID" "w1 claims acme/relu's $CPU build"
 ATT=$(jq -r .build.attempt "$B")
 printf 'compiling\n<script>window.__pwned=1</script><img src=x onerror=alert(1)>\n\033[31mred\033[0m\n' >"$TEST_DIR/hostile.log"
-ST=$(curl -s -o "$B" -w '%{http_code}' -X POST -H "Authorization: Bearer $W1" --data-binary "@$TEST_DIR/hostile.log" \
+STATUS=$(curl -s -o "$B" -w '%{http_code}' -X POST -H "Authorization: Bearer $W1" --data-binary "@$TEST_DIR/hostile.log" \
 	"$KHUB_URL/api/builds/$CPU_ID/log?offset=0&attempt=$ATT")
-is "$ST" 200 "… its log says <script> and <img onerror>"
-api "$W1" POST "/api/builds/$CPU_ID/fail" '{"error":"compile error <b>x</b>","retry":false}'
-is "$ST" 200 "… and it fails"
+is "$STATUS" 200 "… its log says <script> and <img onerror>"
+api POST "/api/builds/$CPU_ID/fail" -H "Authorization: Bearer $W1" --json '{"error":"compile error <b>x</b>","retry":false}'
+is "$STATUS" 200 "… and it fails"
 page "$TEST_DIR/anon.jar" "/kernels/acme/relu/builds/$CPU_ID/log"
 is "$PST" 200 "the log page of a public repo's build"
 grep -qF '&lt;script&gt;window.__pwned=1&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;' "$B"
@@ -201,10 +195,10 @@ grep -qF "<td class=\"worker-variants\">$CPU</td>" "$B" && ! grep -q '\[&quot;' 
 ok $? "… and lists a worker's variants as text, not a JSON array"
 
 # ---- a published build ------------------------------------------------------------------------------
-api "$ALICE" POST "/api/builds/$CPU_ID/retry" '{}'
-st1=$ST
-api "$W1" POST /api/workers/claim "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
-is "$st1 $ST $(jq -r .build.id "$B")" "200 200 $CPU_ID" "the failed build retried and claimed again"
+api POST "/api/builds/$CPU_ID/retry" -H "Authorization: Bearer $ALICE" --json '{}'
+st1=$STATUS
+api POST /api/workers/claim -H "Authorization: Bearer $W1" --json "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
+is "$st1 $STATUS $(jq -r .build.id "$B")" "200 200 $CPU_ID" "the failed build retried and claimed again"
 /usr/bin/python3 - "$TEST_DIR/good.tar" "$CPU" <<'PY'
 import io, json, os, sys, tarfile
 out, variant = sys.argv[1], sys.argv[2]
@@ -219,10 +213,10 @@ with tarfile.open(out, "w", format=tarfile.GNU_FORMAT) as t:
     for n, data in files.items():
         ti = tarfile.TarInfo(n); ti.size = len(data); ti.mode = 0o644; t.addfile(ti, io.BytesIO(data))
 PY
-ST=$(curl -s -o "$B" -w '%{http_code}' -X PUT -H "Authorization: Bearer $W1" -H 'Content-Type: application/x-tar' \
+STATUS=$(curl -s -o "$B" -w '%{http_code}' -X PUT -H "Authorization: Bearer $W1" -H 'Content-Type: application/x-tar' \
 	--data-binary "@$TEST_DIR/good.tar" "$KHUB_URL/api/builds/$CPU_ID/output")
-is "$ST" 200 "w1 uploads its output: published"
-api "$ALICE" GET "/api/kernels/acme/relu/builds?commit=$SHA"
+is "$STATUS" 200 "w1 uploads its output: published"
+api GET "/api/kernels/acme/relu/builds?commit=$SHA" -H "Authorization: Bearer $ALICE"
 is "$(jq -r ".variants[] | select(.variant == \"$CPU\") | .status + \" \" + .published.branch + \" \" + .worker
 	+ \" \" + (.duration_seconds | type)" "$B")" "published v1 w1 number" \
 	"the matrix: $CPU published on v1 by w1, with its duration"

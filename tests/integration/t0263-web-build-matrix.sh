@@ -30,31 +30,26 @@ SECRET_SHA=$(khub import "$KHUB_SRC/examples/relu" --repo acme/secret --type ker
 khub_start
 
 B=$TEST_DIR/b
-api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
-	local args=(-s -o "$B" -w '%{http_code}' -X "$2" -H "Authorization: Bearer $1")
-	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
-	ST=$(curl "${args[@]}" "$KHUB_URL$3")
-}
 CU=torch211-cxx11-cu130-x86_64-linux
 CPU=torch211-cxx11-cpu-x86_64-linux
-api "$W1" POST /api/workers/register "{\"name\":\"w1\",\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$CPU\"]}]}"
-st1=$ST
-api "$W2" POST /api/workers/register "{\"name\":\"w2\",\"toolchains\":[{\"name\":\"cuda13\",\"variants\":[\"$CU\"]}]}"
-is "$st1 $ST" "200 200" "two toolchains registered: $CPU and $CU"
-api "$ALICE" POST /api/kernels/acme/relu/builds '{}'
-st1=$ST
-api "$ALICE" POST /api/kernels/acme/secret/builds '{}'
-is "$st1 $ST $(jq -r '.queued | length' "$B")" "202 202 2" "the default builds of acme/relu and acme/secret (private) queued"
-api "$W1" POST /api/workers/claim "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
+api POST /api/workers/register -H "Authorization: Bearer $W1" --json "{\"name\":\"w1\",\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$CPU\"]}]}"
+st1=$STATUS
+api POST /api/workers/register -H "Authorization: Bearer $W2" --json "{\"name\":\"w2\",\"toolchains\":[{\"name\":\"cuda13\",\"variants\":[\"$CU\"]}]}"
+is "$st1 $STATUS" "200 200" "two toolchains registered: $CPU and $CU"
+api POST /api/kernels/acme/relu/builds -H "Authorization: Bearer $ALICE" --json '{}'
+st1=$STATUS
+api POST /api/kernels/acme/secret/builds -H "Authorization: Bearer $ALICE" --json '{}'
+is "$st1 $STATUS $(jq -r '.queued | length' "$B")" "202 202 2" "the default builds of acme/relu and acme/secret (private) queued"
+api POST /api/workers/claim -H "Authorization: Bearer $W1" --json "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
 FAILED=$(jq -r .build.id "$B")
 ATT=$(jq -r .build.attempt "$B")
-is "$ST $(jq -r .build.repo "$B")" "200 acme/relu" "w1 claims acme/relu's $CPU build ($FAILED)"
+is "$STATUS $(jq -r .build.repo "$B")" "200 acme/relu" "w1 claims acme/relu's $CPU build ($FAILED)"
 printf 'compiling\n<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">\n' >"$TEST_DIR/hostile.log"
-ST=$(curl -s -o "$B" -w '%{http_code}' -X POST -H "Authorization: Bearer $W1" --data-binary "@$TEST_DIR/hostile.log" \
+STATUS=$(curl -s -o "$B" -w '%{http_code}' -X POST -H "Authorization: Bearer $W1" --data-binary "@$TEST_DIR/hostile.log" \
 	"$KHUB_URL/api/builds/$FAILED/log?offset=0&attempt=$ATT")
-st1=$ST
-api "$W1" POST "/api/builds/$FAILED/fail" '{"error":"compile error","retry":false}'
-is "$st1 $ST" "200 200" "… writes a log holding <script> and fails it"
+st1=$STATUS
+api POST "/api/builds/$FAILED/fail" -H "Authorization: Bearer $W1" --json '{"error":"compile error","retry":false}'
+is "$st1 $STATUS" "200 200" "… writes a log holding <script> and fails it"
 
 out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ALICE_TOKEN="$ALICE" BOB_TOKEN="$BOB" RELU_SHA="$RELU_SHA" \
 	SECRET_SHA="$SECRET_SHA" FAILED_ID="$FAILED" CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" \

@@ -51,13 +51,6 @@ khub_start
 
 B=$TEST_DIR/body
 H=$TEST_DIR/headers
-api() {	# api TOKEN METHOD PATH [BODY]: status in $ST, body in $B, headers in $H
-	local args=(-s -D "$H" -o "$B" -w '%{http_code}' -X "$2")
-	[ -n "$1" ] && args+=(-H "Authorization: Bearer $1")
-	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
-	ST=$(curl "${args[@]}" "$KHUB_URL$3")
-}
-header() { sed -n "s/^$1: *//Ip" "$H" | tr -d '\r'; }
 worker() {
 	"$WORKER_BIN" --url "$KHUB_URL" --token-file "$W/w1.token" --toolchains "$W/toolchains.json" --name w1 \
 		--work-dir "$W/work" --once 2>>"$W/w1.log"
@@ -65,35 +58,35 @@ worker() {
 
 # ---- a real build publishes ---------------------------------------------------------------------
 worker	# registers (nothing queued yet)
-api "$ALICE" POST /api/kernels/acme/relu/builds "{\"revision\": \"$SHA\", \"variants\": [\"$VARIANT\"]}"
+api POST /api/kernels/acme/relu/builds -H "Authorization: Bearer $ALICE" --json "{\"revision\": \"$SHA\", \"variants\": [\"$VARIANT\"]}"
 ID=$(jq -r '.builds[0].id' "$B")
-like "$ST $ID" '^20[02] [0-9]+$' "a build of $VARIANT is queued (#$ID)"
+like "$STATUS $ID" '^20[02] [0-9]+$' "a build of $VARIANT is queued (#$ID)"
 worker
 is "$?" 0 "khub-worker --once builds and uploads it"
-api "$ALICE" GET "/api/builds/$ID"
+api GET "/api/builds/$ID" -H "Authorization: Bearer $ALICE"
 is "$(jq -r .state "$B")" succeeded "build #$ID succeeded (published)" || { tail -20 "$W/w1.log" | sed 's/^/# /'; }
 
 # ---- the provenance route ---------------------------------------------------------------------------
 P=$TEST_DIR/provenance.json
-api "$ALICE" GET "/api/builds/$ID/provenance"
+api GET "/api/builds/$ID/provenance" -H "Authorization: Bearer $ALICE"
 cp "$B" "$P"
-is "$ST $(header Content-Type)" "200 application/json" "a reader gets the provenance (200, JSON)"
+is "$STATUS $(header Content-Type)" "200 application/json" "a reader gets the provenance (200, JSON)"
 PSHA=$(sha256sum "$P" | cut -c1-64)
 is "$(header X-Provenance-Sha256)" "$PSHA" "X-Provenance-Sha256 is the body's sha256"
 # refusals as the build's log route answers them (the Hub's answers for a
 # private repo: nothing says it exists)
 for route in provenance log; do
-	api "" GET "/api/builds/$ID/$route"
-	is "$ST $(header X-Error-Code)" "401 RepoNotFound" "anonymous × $route: 401 RepoNotFound (the repo is private)"
-	api "$BOB" GET "/api/builds/$ID/$route"
-	is "$ST $(header X-Error-Code)" "404 RepoNotFound" "a signed-in non-member × $route: 404 RepoNotFound"
-	api "$DEAD" GET "/api/builds/$ID/$route"
-	is "$ST $(jq -r .error "$B")" "401 Invalid credentials in Authorization header" "a revoked token × $route: 401"
+	api GET "/api/builds/$ID/$route"
+	is "$STATUS $(header X-Error-Code)" "401 RepoNotFound" "anonymous × $route: 401 RepoNotFound (the repo is private)"
+	api GET "/api/builds/$ID/$route" -H "Authorization: Bearer $BOB"
+	is "$STATUS $(header X-Error-Code)" "404 RepoNotFound" "a signed-in non-member × $route: 404 RepoNotFound"
+	api GET "/api/builds/$ID/$route" -H "Authorization: Bearer $DEAD"
+	is "$STATUS $(jq -r .error "$B")" "401 Invalid credentials in Authorization header" "a revoked token × $route: 401"
 done
-api "$ALICE" GET "/api/builds/999999/provenance"
-is "$ST" 404 "no such build: 404"
+api GET "/api/builds/999999/provenance" -H "Authorization: Bearer $ALICE"
+is "$STATUS" 404 "no such build: 404"
 
-api "$ALICE" GET "/api/kernels/acme/relu/commits/v1?limit=100"
+api GET "/api/kernels/acme/relu/commits/v1?limit=100" -H "Authorization: Bearer $ALICE"
 MSG=$(jq -r --arg t "(build #$ID)" '[.[] | select(.title | contains($t))][0].message' "$B")
 like "$MSG" "Provenance: /api/builds/$ID/provenance sha256:$PSHA" \
 	"the publishing commit names the provenance and its sha256 (a trailer)"
@@ -115,9 +108,9 @@ is "$(jq -r '.builder.builderDependencies[0] | [.name, (.annotations.sandbox | t
 like "$(jq -r '[.builder.id, .metadata.startedOn, .metadata.finishedOn] | join(" ")' <<<"$RD")" \
 	'^http://127\.0\.0\.1:[0-9]+ 20[0-9-]+T[0-9:.]+Z 20[0-9-]+T[0-9:.]+Z$' "runDetails: the hub as builder id, start and end times"
 
-api "" GET /api/signing-key
+api GET /api/signing-key
 cp "$B" "$TEST_DIR/hub.pub"
-is "$ST $(header X-Key-Id)" "200 $(jq -r '.signatures[0].keyid' "$P")" "GET /api/signing-key: the key the envelope names"
+is "$STATUS $(header X-Key-Id)" "200 $(jq -r '.signatures[0].keyid' "$P")" "GET /api/signing-key: the key the envelope names"
 # DSSE: the signature is over PAE(payloadType, payload); checked with openssl, not khub
 PT=application/vnd.in-toto+json
 { printf 'DSSEv1 %d %s %d ' ${#PT} "$PT" "$(stat -c %s "$S")"; cat "$S"; } >"$TEST_DIR/pae.bin"
@@ -129,7 +122,7 @@ ok $? "openssl verifies the Ed25519 signature over DSSE's PAE under /api/signing
 # ---- the download, file by file --------------------------------------------------------------------
 DL=$TEST_DIR/dl/$VARIANT
 mkdir -p "$DL"
-api "$ALICE" GET "/api/kernels/acme/relu/tree/v1/build/$VARIANT?recursive=true"
+api GET "/api/kernels/acme/relu/tree/v1/build/$VARIANT?recursive=true" -H "Authorization: Bearer $ALICE"
 jq -r '.[] | select(.type == "file") | .path' "$B" >"$TEST_DIR/paths"
 like "$(wc -l <"$TEST_DIR/paths")" '^[1-9][0-9]*$' "build/$VARIANT/ on v1 has $(wc -l <"$TEST_DIR/paths") files"
 while read -r path; do

@@ -21,25 +21,19 @@ recv_start
 
 H=$TEST_DIR/h
 B=$TEST_DIR/b
-api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
-	local args=(-s -D "$H" -o "$B" -w '%{http_code}' -X "$2")
-	[ -n "$1" ] && args+=(-H "Authorization: Bearer $1")
-	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
-	ST=$(curl "${args[@]}" "$KHUB_URL$3")
-}
 b64() { base64 -w0 "$@"; }
 printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' \
 	>"$TEST_DIR/build.toml"
 printf 'from ._ops import ops\n' >"$TEST_DIR/init.py"
-api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[{\"path\":\"build.toml\",\"content\":\"$(b64 "$TEST_DIR/build.toml")\",\"encoding\":\"base64\"},{\"path\":\"torch-ext/relu/__init__.py\",\"content\":\"$(b64 "$TEST_DIR/init.py")\",\"encoding\":\"base64\"}]}"
-is "$ST" 200 "acme/relu created with build.toml"
+api POST /api/repos/create -H "Authorization: Bearer $ALICE" --json "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[{\"path\":\"build.toml\",\"content\":\"$(b64 "$TEST_DIR/build.toml")\",\"encoding\":\"base64\"},{\"path\":\"torch-ext/relu/__init__.py\",\"content\":\"$(b64 "$TEST_DIR/init.py")\",\"encoding\":\"base64\"}]}"
+is "$STATUS" 200 "acme/relu created with build.toml"
 C1=$(git --git-dir="$KHUB_DATA_DIR/repos/kernels/acme/relu.git" rev-parse main)
 SECRET=build-hook-secret-$(head -c 24 /dev/urandom | base64 | tr -dc A-Za-z0-9)
-api "$ALICE" POST /api/kernels/acme/relu/webhooks "{\"url\":\"http://127.0.0.1:$RECV_PORT/builds\",\"secret\":\"$SECRET\",\"scopes\":[\"repo.build\"]}"
-is "$ST" 201 "a repo.build hook to the receiver"
+api POST /api/kernels/acme/relu/webhooks -H "Authorization: Bearer $ALICE" --json "{\"url\":\"http://127.0.0.1:$RECV_PORT/builds\",\"secret\":\"$SECRET\",\"scopes\":[\"repo.build\"]}"
+is "$STATUS" 201 "a repo.build hook to the receiver"
 HOOK=$(jq -r .webhook.id "$B")
-api "$W1" POST /api/workers/register "{\"version\":\"0.1\",\"concurrency\":1,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V1\"]}]}"
-is "$ST" 200 "w1 registers"
+api POST /api/workers/register -H "Authorization: Bearer $W1" --json "{\"version\":\"0.1\",\"concurrency\":1,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V1\"]}]}"
+is "$STATUS" 200 "w1 registers"
 
 # build_event N STATE: request N is the signed repo.build delivery of job $J in STATE
 build_event() {
@@ -52,28 +46,28 @@ build_event() {
 		"POST $1: build $J $2 ($(recv_get "$1" '.headers["x-khub-event"]'))"
 }
 
-api "$ALICE" POST /api/kernels/acme/relu/builds "{\"variants\":[\"$V1\"]}"
-is "$ST" 202 "enqueue → 202"
+api POST /api/kernels/acme/relu/builds -H "Authorization: Bearer $ALICE" --json "{\"variants\":[\"$V1\"]}"
+is "$STATUS" 202 "enqueue → 202"
 J=$(jq -r '.builds[0].id' "$B")
 build_event 1 queued
-api "$W1" POST /api/workers/claim "{\"variants\":[\"$V1\"],\"wait_seconds\":0}"
-is "$ST" 200 "w1 claims it"
+api POST /api/workers/claim -H "Authorization: Bearer $W1" --json "{\"variants\":[\"$V1\"],\"wait_seconds\":0}"
+is "$STATUS" 200 "w1 claims it"
 build_event 2 building
-api "$ALICE" POST "/api/builds/$J/cancel" '{}'
-is "$ST $(jq -r .state "$B")" "200 canceled" "alice cancels it"
+api POST "/api/builds/$J/cancel" -H "Authorization: Bearer $ALICE" --json '{}'
+is "$STATUS $(jq -r .state "$B")" "200 canceled" "alice cancels it"
 build_event 3 cancelled
-api "$W1" POST "/api/builds/$J/heartbeat" '{}'
-is "$ST" 200 "its worker's heartbeat (no state change)"
-api "$ALICE" POST /api/kernels/acme/relu/commit/main "$(printf '{"key":"header","value":{"summary":"readme"}}\n{"key":"file","value":{"content":"%s","path":"README.md","encoding":"base64"}}\n' "$(printf hi | b64)")"
-is "$ST" 200 "a commit (a repo.content event, which this hook does not take)"
+api POST "/api/builds/$J/heartbeat" -H "Authorization: Bearer $W1" --json '{}'
+is "$STATUS" 200 "its worker's heartbeat (no state change)"
+api POST /api/kernels/acme/relu/commit/main -H "Authorization: Bearer $ALICE" --json "$(printf '{"key":"header","value":{"summary":"readme"}}\n{"key":"file","value":{"content":"%s","path":"README.md","encoding":"base64"}}\n' "$(printf hi | b64)")"
+is "$STATUS" 200 "a commit (a repo.content event, which this hook does not take)"
 
 # ---- webhooks_allow_private = 0 again: refused when connecting -----------------------------------
 khub_stop
 KHUB_WEBHOOKS_ALLOW_PRIVATE=0 khub_start
-api "$ALICE" POST "/api/builds/$J/retry" '{}'
-is "$ST" 200 "alice retries the build: queued again"
+api POST "/api/builds/$J/retry" -H "Authorization: Bearer $ALICE" --json '{}'
+is "$STATUS" 200 "alice retries the build: queued again"
 for _ in $(seq 1 600); do
-	api "$ALICE" GET "/api/kernels/acme/relu/webhooks/$HOOK/deliveries"
+	api GET "/api/kernels/acme/relu/webhooks/$HOOK/deliveries" -H "Authorization: Bearer $ALICE"
 	[ "$(jq '[.deliveries[] | select(.error != null)] | length' "$B")" -ge 1 ] && break
 	sleep 0.1
 done

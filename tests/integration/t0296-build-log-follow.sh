@@ -32,20 +32,14 @@ export KHUB_BUILD_LOG_FOLLOWERS_MAX=2
 khub_start
 
 B=$TEST_DIR/b
-api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
-	local args=(-s -o "$B" -w '%{http_code}' -X "$2")
-	[ -n "$1" ] && args+=(-H "Authorization: Bearer $1")
-	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
-	ST=$(curl "${args[@]}" "$KHUB_URL$3")
-}
 CPU=torch211-cxx11-cpu-x86_64-linux
-beat() { api "$W" POST "/api/builds/$1/heartbeat" '{}'; }
+beat() { api POST "/api/builds/$1/heartbeat" -H "Authorization: Bearer $W" --json '{}'; }
 # logpost JOB FILE: the file appended at the worker's offset (kept in $TEST_DIR/at.JOB)
 logpost() {
 	local at
 	at=$(cat "$TEST_DIR/at.$1" 2>/dev/null || echo 0)
 	beat "$1"
-	ST=$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W" --data-binary "@$2" \
+	STATUS=$(curl -s -o "$B" -w '%{http_code}' -H "Authorization: Bearer $W" --data-binary "@$2" \
 		"$KHUB_URL/api/builds/$1/log?offset=$at")
 	echo $((at + $(stat -c %s "$2"))) >"$TEST_DIR/at.$1"
 }
@@ -68,21 +62,21 @@ until_done() {
 	return 1
 }
 claim() {	# claim REPO -> $JOB
-	api "$ALICE" POST "/api/kernels/$1/builds" "{\"variants\":[\"$CPU\"],\"force\":true}"
-	[ "$ST" = 202 ] || bail "$1's build was not queued: $ST $(cat "$B")"
-	api "$W" POST /api/workers/claim "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
+	api POST "/api/kernels/$1/builds" -H "Authorization: Bearer $ALICE" --json "{\"variants\":[\"$CPU\"],\"force\":true}"
+	[ "$STATUS" = 202 ] || bail "$1's build was not queued: $STATUS $(cat "$B")"
+	api POST /api/workers/claim -H "Authorization: Bearer $W" --json "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
 	JOB=$(jq -r .build.id "$B")
 	[ "$(jq -r .build.repo "$B")" = "$1" ] || bail "the claim did not give $1's build: $(cat "$B")"
 }
-api "$W" POST /api/workers/register "{\"name\":\"w1\",\"concurrency\":4,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$CPU\"]}]}"
-is "$ST" 200 "w1 registers ($CPU)"
+api POST /api/workers/register -H "Authorization: Bearer $W" --json "{\"name\":\"w1\",\"concurrency\":4,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$CPU\"]}]}"
+is "$STATUS" 200 "w1 registers ($CPU)"
 
 # ---- curl follows a running build ----------------------------------------------------------------
 claim acme/relu
 R=$JOB
 printf 'first line\n\033[31mred\033[0m <script>window.__pwned=1</script>\n' >"$TEST_DIR/c1"
 logpost "$R" "$TEST_DIR/c1"
-is "$ST" 200 "w1 claims acme/relu's build $R and posts a first chunk"
+is "$STATUS" 200 "w1 claims acme/relu's build $R and posts a first chunk"
 curl -sN -D "$TEST_DIR/f.h" -o "$TEST_DIR/f.out" "$KHUB_URL/api/builds/$R/log?follow=1" &
 F=$!
 until_in "$TEST_DIR/f.out" 'first line'
@@ -102,8 +96,8 @@ logpost "$R" "$TEST_DIR/c3"
 until_in "$TEST_DIR/f.out" 'last words'
 ok $? "a third chunk (its \\r\\n begun in the second) too"
 beat "$R"
-api "$W" POST "/api/builds/$R/fail" '{"error":"compile error","retry":false}'
-is "$ST" 200 "the worker fails the build"
+api POST "/api/builds/$R/fail" -H "Authorization: Bearer $W" --json '{"error":"compile error","retry":false}'
+is "$STATUS" 200 "the worker fails the build"
 until_done "$F"
 ok $? "the follower ends when the build ends"
 wait "$F"
@@ -144,15 +138,15 @@ claim acme/secret
 S=$JOB
 printf 'secret line\n' >"$TEST_DIR/s1"
 logpost "$S" "$TEST_DIR/s1"
-is "$ST" 200 "w1 claims acme/secret's build $S (private) and logs a line"
+is "$STATUS" 200 "w1 claims acme/secret's build $S (private) and logs a line"
 for who in anonymous: eve:$EVE dead:$DEAD; do
 	tok=${who#*:}
 	auth=()
 	[ -n "$tok" ] && auth=(-H "Authorization: Bearer $tok")
-	api "$tok" GET "/api/builds/$S/log"
-	want=$ST
-	ST=$(curl -s -o "$B" -w '%{http_code}' -m 60 "${auth[@]}" "$KHUB_URL/api/builds/$S/log?follow=1")
-	is "$ST" "$want" "?follow=1 as ${who%%:*}: $want, as the log route answers (the build running)"
+	api GET "/api/builds/$S/log" ${tok:+-H "Authorization: Bearer $tok"}
+	want=$STATUS
+	STATUS=$(curl -s -o "$B" -w '%{http_code}' -m 60 "${auth[@]}" "$KHUB_URL/api/builds/$S/log?follow=1")
+	is "$STATUS" "$want" "?follow=1 as ${who%%:*}: $want, as the log route answers (the build running)"
 	! grep -q 'secret line' "$B"
 	ok $? "… without a byte of the log"
 done
@@ -173,13 +167,13 @@ curl -sN -b "$TEST_DIR/alice.jar" -o "$TEST_DIR/g2" "$KHUB_URL/kernels/acme/secr
 G2=$!
 until_in "$TEST_DIR/g1" 'secret line' && until_in "$TEST_DIR/g2" 'data: secret line'
 ok $? "a read-scoped token follows acme/secret's log, alice's session its event stream"
-api "$ALICE" GET "/api/builds/$S/log?follow=1"
-like "$ST $(jq -r .error "$B")" '^503 too many build logs are followed now \(build_log_followers_max, 2\)' \
+api GET "/api/builds/$S/log?follow=1" -H "Authorization: Bearer $ALICE"
+like "$STATUS $(jq -r .error "$B")" '^503 too many build logs are followed now \(build_log_followers_max, 2\)' \
 	"a third follower: 503, saying why"
 page "$TEST_DIR/alice.jar" "/kernels/acme/secret/builds/$S/log/events"
 is "$PST" 503 "… a third event stream too"
 beat "$S"
-api "$W" POST "/api/builds/$S/fail" '{"error":"gave up","retry":false}'
+api POST "/api/builds/$S/fail" -H "Authorization: Bearer $W" --json '{"error":"gave up","retry":false}'
 until_done "$G1" && until_done "$G2"
 ok $? "both end when the build fails"
 tail -n 3 "$TEST_DIR/g2" | tr '\n' '|' | grep -qx 'event: end|data: failed||'
@@ -187,8 +181,8 @@ ok $? "… the event stream with end"
 curl -s -H "Authorization: Bearer $ALICE_READ" -o "$TEST_DIR/s.whole" "$KHUB_URL/api/builds/$S/log"
 cmp -s "$TEST_DIR/g1" "$TEST_DIR/s.whole"
 ok $? "… the read-scoped follower with the whole log"
-api "$ALICE_READ" GET "/api/builds/$S/log?follow=1"
-is "$ST" 200 "the followers counted are given back: a new follow is answered"
+api GET "/api/builds/$S/log?follow=1" -H "Authorization: Bearer $ALICE_READ"
+is "$STATUS" 200 "the followers counted are given back: a new follow is answered"
 cmp -s "$B" "$TEST_DIR/s.whole"
 ok $? "… with the whole log of the ended build, at once"
 

@@ -28,19 +28,14 @@ SECRET_SHA=$(khub import "$KHUB_SRC/examples/relu" --repo acme/secret --type ker
 khub_start
 
 B=$TEST_DIR/b
-api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
-	local args=(-s -o "$B" -w '%{http_code}' -X "$2" -H "Authorization: Bearer $1")
-	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
-	ST=$(curl "${args[@]}" "$KHUB_URL$3")
-}
 CPU=torch211-cxx11-cpu-x86_64-linux
-api "$W" POST /api/workers/register "{\"name\":\"w1\",\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$CPU\"]}]}"
-st1=$ST
-api "$ALICE" POST /api/kernels/acme/secret/builds "{\"variants\":[\"$CPU\"]}"
-st2=$ST
-api "$W" POST /api/workers/claim "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
+api POST /api/workers/register -H "Authorization: Bearer $W" --json "{\"name\":\"w1\",\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$CPU\"]}]}"
+st1=$STATUS
+api POST /api/kernels/acme/secret/builds -H "Authorization: Bearer $ALICE" --json "{\"variants\":[\"$CPU\"]}"
+st2=$STATUS
+api POST /api/workers/claim -H "Authorization: Bearer $W" --json "{\"variants\":[\"$CPU\"],\"wait_seconds\":0}"
 JOB=$(jq -r .build.id "$B")
-is "$st1 $st2 $ST $(jq -r .build.repo "$B")" "200 202 200 acme/secret" "w1 registers and claims acme/secret's $CPU build ($JOB)"
+is "$st1 $st2 $STATUS $(jq -r .build.repo "$B")" "200 202 200 acme/secret" "w1 registers and claims acme/secret's $CPU build ($JOB)"
 
 out=$(cd "$KHUB_SRC" && env KHUB_URL="$KHUB_URL" ALICE_TOKEN="$ALICE" WORKER_TOKEN="$W" JOB_ID="$JOB" \
 	CHROMIUM="$CHROMIUM" ARTIFACTS="$WEB_DIR/artifacts" timeout 600 node tests/web/build_log_live.mjs 2>&1)

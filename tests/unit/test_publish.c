@@ -47,17 +47,19 @@ static void mem_unlock(int64_t repo_id)
 	mem.locked = 0;
 }
 
-static int mem_inflight_begin(const char *oid, int64_t *id)
+static int mem_inflight_begin(const char *const *oids, size_t n, int64_t *ids)
 {
-	(void)oid;
-	*id = ++mem.inflight_open;
+	(void)oids;
+	for (size_t i = 0; i < n; i++)
+		ids[i] = ++mem.inflight_open;
 	return 0;
 }
 
-static void mem_inflight_end(int64_t id)
+static void mem_inflight_end(const int64_t *ids, size_t n)
 {
-	if (id)
-		mem.inflight_open--;
+	for (size_t i = 0; i < n; i++)
+		if (ids[i])
+			mem.inflight_open--;
 }
 
 static int mem_linked(int64_t repo_id, const char *oid)
@@ -68,13 +70,15 @@ static int mem_linked(int64_t repo_id, const char *oid)
 	return 0;
 }
 
-static int mem_link(int64_t repo_id, const char *oid)
+static int mem_link(int64_t repo_id, const char *const *oids, size_t n)
 {
-	if (repo_id != 1 || mem_linked(repo_id, oid))
-		return 0;
-	if (mem.nlinks == MEM_LINKS)
-		return KHUB_EDB;
-	snprintf(mem.links[mem.nlinks++], 65, "%s", oid);
+	for (size_t i = 0; i < n; i++) {
+		if (repo_id != 1 || mem_linked(repo_id, oids[i]))
+			continue;
+		if (mem.nlinks == MEM_LINKS)
+			return KHUB_EDB;
+		snprintf(mem.links[mem.nlinks++], 65, "%s", oids[i]);
+	}
 	return 0;
 }
 
@@ -255,7 +259,7 @@ static void test_put_lfs(git_repository *git)
 	struct publish_result res;
 	ok(apply_ops(git, &op, 1, PUBLISH_HUB_LFS_RULES, &res) == KHUB_EPERM && res.failed_op == 0,
 	   "put LFS of an object stored but not linked to this repo: EPERM (its sha256 gives no right)");
-	mem_link(1, ptr.oid);	/* as the batch API's upload does */
+	mem_link(1, (const char *[]){ ptr.oid }, 1);	/* as the batch API's upload does */
 	ok(apply_ops(git, &op, 1, PUBLISH_HUB_LFS_RULES, &res) == 0, "put LFS once linked");
 	struct tree_entry e;
 	ok(repo_stat_path(git, res.sha, op.path, &e) == 0 && e.is_lfs && strcmp(e.lfs_oid, ptr.oid) == 0 &&
