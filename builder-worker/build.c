@@ -969,6 +969,7 @@ static void build_run_release(struct build_run *r)
 	free(r->plan.stage);
 	strvec_release(&r->plan.archs);
 	strvec_release(&r->plan.archs_left_out);
+	strvec_release(&r->plan.hipified);
 	sandbox_release(&r->sb);
 	toolchains_release(&r->set);
 }

@@ -237,7 +237,7 @@ static int outcome(struct build_plan *p, const char *prog, int rc)
 	return BUILD_OK;
 }
 
-static int run_logged(struct build_plan *p, struct strvec *args)
+int compile_run(struct build_plan *p, struct strvec *args)
 {
 	log_command(p, args);
 	return outcome(p, args->items[0], sandbox_run(p->sb, args->items, compile_dir(p), -1));
@@ -549,7 +549,9 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 			goto cleanup;
 	}
 	strvec_pushf(&args, "-c");
-	strvec_pushf(&args, "%s", rel);	/* relative: the compilers run in p->src */
+	char *compiled = hipify_compiled_name(p, rel);	/* relative: the compilers run in p->src */
+	strvec_pushf(&args, "%s", compiled);
+	free(compiled);
 	strvec_pushf(&args, "-o");
 	/* relative too: nvcc names a translation unit's internal symbols
 	 * after its output path, scratch name included */
@@ -695,6 +697,8 @@ int compile_variant(struct build_plan *p)
 			goto cleanup;
 		}
 	}
+	if ((rc = hipify_sources(p)) != BUILD_OK)
+		goto cleanup;
 	choose_gpu_threads(p);
 	size_t index = 0;
 	size_t i;
@@ -736,7 +740,7 @@ int compile_variant(struct build_plan *p)
 	strvec_pushf(&args, "-ltorch_cpu");
 	strvec_pushf(&args, "-lc10");
 	push_gpu_libraries(p, &args);
-	rc = run_logged(p, &args);
+	rc = compile_run(p, &args);
 cleanup:
 	for (size_t c = 0; c < ncmds; c++)
 		strvec_release(&cmds[c]);

@@ -183,6 +183,14 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 							  tc->hipcc ? tc->hipcc : "hipcc"));
 		strbuf_release(&s);
 	}
+	if (p->hipified.count) {
+		json_t *files = json_array();
+		for (i = 0; i < p->hipified.count; i++)
+			json_array_append_new(files, json_string(p->hipified.items[i]));
+		json_object_set_new(b, "hipify", json_pack("{s:s,s:o}", "tool", tc->hipify_version, "sources", files));
+		json_array_append_new(notes, json_sprintf("CUDA sources hipified with %s before hipcc compiled them",
+							  tc->hipify_version));
+	}
 	if (offload_archs)
 		json_object_set(b, "offload_archs", offload_archs);
 	json_array_foreach(notes, i, v)
