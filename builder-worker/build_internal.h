@@ -267,6 +267,7 @@ struct build_plan {
 	struct strvec archs;	/* compiled archs for backend.archs (sorted, unique) */
 	struct strvec archs_left_out;	/* ROCm archs asked for that hipcc cannot compile */
 	struct strvec hipified;		/* the CUDA sources hipified (hipify.c), as build.toml names them */
+	json_t *capabilities_left_out;	/* [{"capability", "reason"}] the toolkit cannot build (owned) */
 	struct sandbox *sb;
 	int jobs;		/* compiler processes at once */
 	int gpu_threads;	/* threads of each GPU compile (nvcc --threads); 0: not given */
@@ -320,6 +321,10 @@ int compile_variant(struct build_plan *plan);
  * contract: each default takes the kernel's highest capability <= it with
  * its major. Appends "8.0", "9.0+PTX"... to out, unique. */
 void cuda_archs_select(int nvcc_major, int nvcc_minor, const char *const *caps, size_t ncaps, struct strvec *out);
+/* Each capability build.toml's kernels of v's backend ask for (their
+ * archs_key) that v's toolkit cannot build, appended to out as
+ * {"capability", "reason"}: the planner's reasons (kernel/toolkit.c). */
+void compile_capabilities_left_out(json_t *config, const struct variant_name *v, const char *archs_key, json_t *out);
 /* nvcc's --threads for one compile: the build's CPUs (jobs) shared among
  * the nvcc compiles that run at once, at most one per code target
  * (targets: its -gencode count), at least 1; 0 when nvcc major.minor is

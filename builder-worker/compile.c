@@ -587,6 +587,36 @@ static void select_archs(struct build_plan *p)
 		qsort(p->archs.items, p->archs.count, sizeof(char *), cmp_str);
 }
 
+void compile_capabilities_left_out(json_t *config, const struct variant_name *v, const char *archs_key, json_t *out)
+{
+	/* build.toml's kernels of the variant's backend as the planner's JSON
+	 * has them ("cuda-kernels"), judged by kernel/toolkit.c as the planner does */
+	char key[sizeof(v->backend) + 16];
+	snprintf(key, sizeof(key), "%s-kernels", v->backend);
+	json_t *plan = json_object(), *list = json_array(), *k;
+	const char *name;
+	json_object_foreach(json_object_get(config, "kernel"), name, k)
+		if (!strcmp(json_string_value(json_object_get(k, "backend")), v->backend) &&
+		    json_is_array(json_object_get(k, archs_key)))
+			json_array_append_new(list, json_pack("{s:O}", "capabilities", json_object_get(k, archs_key)));
+	json_object_set_new(plan, key, list);
+	kernel_toolkit_left_out(plan, v, out);
+	json_decref(plan);
+}
+
+/* The capabilities the kernel asks for that the variant's toolkit cannot
+ * build, each logged with its reason and kept for the ABI report. */
+static void note_capabilities_left_out(struct build_plan *p)
+{
+	size_t i;
+	json_t *c;
+	if (!p->capabilities_left_out)
+		p->capabilities_left_out = json_array();
+	compile_capabilities_left_out(p->config, &p->parsed, p->cb->archs_key, p->capabilities_left_out);
+	json_array_foreach(p->capabilities_left_out, i, c)
+		log_warn("khub-worker build: %s", json_string_value(json_object_get(c, "reason")));
+}
+
 /* Keep the ROCm archs this hipcc can compile for: one device-only compile
  * of an empty HIP file per arch (an unknown arch, or one without device
  * libraries, fails at once). The others are left out with a log line and
@@ -688,6 +718,7 @@ int compile_variant(struct build_plan *p)
 	int rc = BUILD_OK;
 	if (p->cb->archs_key) {
 		select_archs(p);
+		note_capabilities_left_out(p);
 		if (p->cb->probe_archs && p->archs.count && (rc = hip_archs_available(p)) != BUILD_OK)
 			goto cleanup;
 		if (p->archs.count == 0) {

@@ -183,6 +183,11 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 							  tc->hipcc ? tc->hipcc : "hipcc"));
 		strbuf_release(&s);
 	}
+	if (json_array_size(p->capabilities_left_out)) {
+		json_object_set(b, "capabilities_left_out", p->capabilities_left_out);
+		json_array_foreach(p->capabilities_left_out, i, v)
+			json_array_append(notes, json_object_get(v, "reason"));
+	}
 	if (p->hipified.count) {
 		json_t *files = json_array();
 		for (i = 0; i < p->hipified.count; i++)

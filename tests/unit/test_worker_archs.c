@@ -95,8 +95,32 @@ static void test_build_cache(void)
 	ok(e.hits == 0 && e.misses == 0 && e.uncached == 1, "no compile before the first '#', a counter read whole");
 }
 
+/* A capability the variant's CUDA cannot build is named with the
+ * planner's reason (the build log and the ABI report carry it). */
+static void test_capabilities_left_out(void)
+{
+	json_t *config = json_loads("{\"kernel\": {\"relu_cpu\": {\"backend\": \"cpu\"}, \"relu_cuda\": {\"backend\": "
+				    "\"cuda\", \"cuda-capabilities\": [\"5.0\", \"8.0\", \"9.0\"]}}}", 0, NULL);
+	struct variant_name v;
+	json_t *out = json_array();
+	variant_name_parse("torch211-cxx11-cu130-x86_64-linux", &v, NULL);
+	compile_capabilities_left_out(config, &v, "cuda-capabilities", out);
+	char *dump = json_dumps(out, JSON_SORT_KEYS | JSON_COMPACT);
+	is_str(dump, "[{\"capability\":\"5.0\",\"reason\":\"capability 5.0 left out: CUDA 13.0 cannot build it "
+	       "(oldest it builds: 7.5)\"}]", "cu130: 5.0 left out, with the planner's reason; 8.0 and 9.0 built");
+	free(dump);
+	json_decref(out);
+	out = json_array();
+	variant_name_parse("torch211-cxx11-cu126-x86_64-linux", &v, NULL);
+	compile_capabilities_left_out(config, &v, "cuda-capabilities", out);
+	ok(json_array_size(out) == 0, "cu126 builds all three: nothing left out");
+	json_decref(out);
+	json_decref(config);
+}
+
 int main(void)
 {
+	test_capabilities_left_out();
 	test_compile_backends();
 	test_nvcc_threads();
 	test_build_cache();
