@@ -308,7 +308,8 @@ char *hipify_compiled_name(const struct build_plan *plan, const char *rel);
  * [kernel.*] of backend rocm) with the toolchain's hipify tool, in the
  * sandbox, into .hip copies beside them in the scratch source; each is
  * logged and listed in plan->hipified. Without a hipify tool a CUDA
- * source fails the build, saying so. BUILD_OK or the failure. */
+ * source ends the build with BUILD_LACKS_TOOL, saying so. BUILD_OK or
+ * the failure. */
 int hipify_sources(struct build_plan *plan);
 
 /* Path B: compile [torch].src and the variant backend's [kernel.*] sources

@@ -154,7 +154,7 @@ int hipify_sources(struct build_plan *p)
 		log_error("khub-worker build: %s is a CUDA source: a ROCm build hipifies it first (as kernel-builder does) "
 			  "and toolchain %s has no hipify (toolchains.json \"hipify\", docs/worker-build.md)",
 			  cuda.items[0], p->tc->name);
-		rc = BUILD_FAILED;
+		rc = BUILD_LACKS_TOOL;
 	} else if (cuda.count) {
 		log_info("khub-worker build: hipify with %s: %zu CUDA source%s to HIP", p->tc->hipify_version,
 			 cuda.count, cuda.count == 1 ? "" : "s");

@@ -138,6 +138,8 @@ enum build_outcome {
 	BUILD_INTERNAL = 4,	/* the worker itself failed (disk, sandbox set-up) */
 	BUILD_BAD_JOB = 5,	/* the variant is not one this kernel is built as (a noarch variant of
 				 * compiled sources, a stable ABI mismatch, tvm-ffi): never retried */
+	BUILD_LACKS_TOOL = 6,	/* the toolchain lacks a tool this source needs (hipify for a ROCm
+				 * build of CUDA sources): retried, on a worker whose toolchain has it */
 	BUILD_USAGE = 64
 };
 
