@@ -485,7 +485,7 @@ static const struct worker_command build_command = {
 	.synopsis = "usage: khub-worker build --toolchains FILE --toolchain NAME --source DIR --out DIR --variant V [options]",
 	.options = build_option_rows,
 	.epilogue = "exit: 0 ok, 1 build failed, 2 bad source, 3 limit hit, 4 worker failure, 5 bad job (wrong variant\n"
-		    "      for this kernel), 64 usage\n",
+		    "      for this kernel), 6 the toolchain lacks a tool the source needs (hipify), 64 usage\n",
 };
 
 /* argv into *o, checked: BUILD_OK, 1 after --help, or BUILD_USAGE after
@@ -971,6 +971,8 @@ static void build_run_release(struct build_run *r)
 	free(r->plan.stage);
 	strvec_release(&r->plan.archs);
 	strvec_release(&r->plan.archs_left_out);
+	strvec_release(&r->plan.hipified);
+	json_decref(r->plan.capabilities_left_out);
 	sandbox_release(&r->sb);
 	toolchains_release(&r->set);
 }

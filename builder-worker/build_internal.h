@@ -164,8 +164,9 @@ int run_capture_in_root(const char *root, char *const *argv, char *const *env, i
 void toolchain_environment(const struct toolchain *tc, const char *home, struct strvec *env);
 /* The PATH of a toolchain_environment (its PATH=, else the system's). */
 const char *toolchain_env_path(const struct strvec *env);
-/* tc's programs (python, cxx, nvcc, hipcc, cmake, ninja; NULL when absent) into out. */
-#define TOOLCHAIN_PROGRAMS 6
+/* tc's programs (python, cxx, nvcc, hipcc, cmake, ninja, a hipify program;
+ * NULL when absent) into out. */
+#define TOOLCHAIN_PROGRAMS 7
 void toolchain_programs(const struct toolchain *tc, const char *out[TOOLCHAIN_PROGRAMS]);
 /* The directories a probed toolchain needs that the sandbox does not show
  * already (/usr, /lib*, /bin): the prefixes of its programs, the absolute
@@ -276,6 +277,8 @@ struct build_plan {
 	char *stage;		/* scratch/stage/<variant>: the package being made (owned) */
 	struct strvec archs;	/* compiled archs for backend.archs (sorted, unique) */
 	struct strvec archs_left_out;	/* ROCm archs asked for that hipcc cannot compile */
+	struct strvec hipified;		/* the CUDA sources hipified (hipify.c), as build.toml names them */
+	json_t *capabilities_left_out;	/* [{"capability", "reason"}] the toolkit cannot build (owned) */
 	struct sandbox *sb;
 	int jobs;		/* compiler processes at once */
 	int gpu_threads;	/* threads of each GPU compile (nvcc --threads); 0: not given */
@@ -291,6 +294,35 @@ struct build_plan {
 #define BUILD_FIXED_SRC BUILD_PREFIX_MAP_TO "/src"
 #define BUILD_FIXED_OBJ BUILD_PREFIX_MAP_TO "/obj"
 
+/* Log args on the build log and run them in the sandbox where compiles
+ * run: BUILD_OK, BUILD_FAILED, BUILD_TIMED_OUT or BUILD_INTERNAL. */
+int compile_run(struct build_plan *plan, struct strvec *args);
+
+/* ---- ROCm from CUDA sources (hipify.c) ----------------------------------------------- */
+
+/* A hipify tool, chosen by a toolchain's "hipify" value. */
+struct hipify_tool {
+	const char *name;
+	int python;	/* 1: torch.utils.hipify run by the toolchain's Python */
+	/* The command translating in (a CUDA source) into out, both relative
+	 * to the source directory, appended to args. */
+	void (*command)(const struct toolchain *tc, const char *in, const char *out, struct strvec *args);
+};
+/* The tool "hipify": value names: "torch", else a hipify-perl program. */
+const struct hipify_tool *hipify_tool_of(const char *value);
+/* 1 when rel is a CUDA source a ROCm build hipifies (.cu). */
+int hipify_wanted(const char *rel);
+/* The file hipcc compiles for rel: its hipified copy (a new string) when
+ * the build hipified it, else rel itself (a new string). */
+char *hipify_compiled_name(const struct build_plan *plan, const char *rel);
+/* A ROCm variant: translate its CUDA sources ([torch].src and its
+ * [kernel.*] of backend rocm) with the toolchain's hipify tool, in the
+ * sandbox, into .hip copies beside them in the scratch source; each is
+ * logged and listed in plan->hipified. Without a hipify tool a CUDA
+ * source ends the build with BUILD_LACKS_TOOL, saying so. BUILD_OK or
+ * the failure. */
+int hipify_sources(struct build_plan *plan);
+
 /* Path B: compile [torch].src and the variant backend's [kernel.*] sources
  * (plan->jobs at a time), link stage/<ops>.abi3.so without RPATH. BUILD_OK, BUILD_FAILED or
  * BUILD_TIMED_OUT / BUILD_INTERNAL; the log says why. */
@@ -301,6 +333,10 @@ int compile_variant(struct build_plan *plan);
  * contract: each default takes the kernel's highest capability <= it with
  * its major. Appends "8.0", "9.0+PTX"... to out, unique. */
 void cuda_archs_select(int nvcc_major, int nvcc_minor, const char *const *caps, size_t ncaps, struct strvec *out);
+/* Each capability build.toml's kernels of v's backend ask for (their
+ * archs_key) that v's toolkit cannot build, appended to out as
+ * {"capability", "reason"}: the planner's reasons (kernel/toolkit.c). */
+void compile_capabilities_left_out(json_t *config, const struct variant_name *v, const char *archs_key, json_t *out);
 /* nvcc's --threads for one compile: the build's CPUs (jobs) shared among
  * the nvcc compiles that run at once, at most one per code target
  * (targets: its -gencode count), at least 1; 0 when nvcc major.minor is

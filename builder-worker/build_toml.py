@@ -273,6 +273,10 @@ def plan(doc):
     if isinstance(stable, str):
         stable = {b: stable for b in g["backends"]}
     cuda = [k for k in kernels.values() if k["backend"] == "cuda"]
+    # a ROCm build hipifies these first (as kernel-builder does)
+    rocm_src = list(fw.get("src", [])) if framework == "torch" else []
+    for k in kernels.values():
+        rocm_src += k.get("src", []) if k["backend"] == "rocm" else []
     return {
         "name": g["name"], "version": g["version"], "framework": framework, "backends": g["backends"],
         "compiled": bool(fw.get("src")) or any(k.get("src") for k in kernels.values()),
@@ -282,6 +286,8 @@ def plan(doc):
         "cuda": {k: g.get("cuda", {})[k] for k in ("minver", "maxver") if k in g.get("cuda", {})},
         "cuda-kernels": [{"capabilities": k.get("cuda-capabilities", []), "minver": k.get("cuda-minver")}
                          for k in cuda],
+        "rocm-cuda-sources": sorted(set(s for s in rocm_src if s.endswith(".cu")))
+        if "rocm" in g["backends"] else [],
     }
 
 

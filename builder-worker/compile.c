@@ -237,7 +237,7 @@ static int outcome(struct build_plan *p, const char *prog, int rc)
 	return BUILD_OK;
 }
 
-static int run_logged(struct build_plan *p, struct strvec *args)
+int compile_run(struct build_plan *p, struct strvec *args)
 {
 	log_command(p, args);
 	return outcome(p, args->items[0], sandbox_run(p->sb, args->items, compile_dir(p), -1));
@@ -549,7 +549,9 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 			goto cleanup;
 	}
 	strvec_pushf(&args, "-c");
-	strvec_pushf(&args, "%s", rel);	/* relative: the compilers run in p->src */
+	char *compiled = hipify_compiled_name(p, rel);	/* relative: the compilers run in p->src */
+	strvec_pushf(&args, "%s", compiled);
+	free(compiled);
 	strvec_pushf(&args, "-o");
 	/* relative too: nvcc names a translation unit's internal symbols
 	 * after its output path, scratch name included */
@@ -583,6 +585,36 @@ static void select_archs(struct build_plan *p)
 	}
 	if (p->archs.count > 1)
 		qsort(p->archs.items, p->archs.count, sizeof(char *), cmp_str);
+}
+
+void compile_capabilities_left_out(json_t *config, const struct variant_name *v, const char *archs_key, json_t *out)
+{
+	/* build.toml's kernels of the variant's backend as the planner's JSON
+	 * has them ("cuda-kernels"), judged by kernel/toolkit.c as the planner does */
+	char key[sizeof(v->backend) + 16];
+	snprintf(key, sizeof(key), "%s-kernels", v->backend);
+	json_t *plan = json_object(), *list = json_array(), *k;
+	const char *name;
+	json_object_foreach(json_object_get(config, "kernel"), name, k)
+		if (!strcmp(json_string_value(json_object_get(k, "backend")), v->backend) &&
+		    json_is_array(json_object_get(k, archs_key)))
+			json_array_append_new(list, json_pack("{s:O}", "capabilities", json_object_get(k, archs_key)));
+	json_object_set_new(plan, key, list);
+	kernel_toolkit_left_out(plan, v, out);
+	json_decref(plan);
+}
+
+/* The capabilities the kernel asks for that the variant's toolkit cannot
+ * build, each logged with its reason and kept for the ABI report. */
+static void note_capabilities_left_out(struct build_plan *p)
+{
+	size_t i;
+	json_t *c;
+	if (!p->capabilities_left_out)
+		p->capabilities_left_out = json_array();
+	compile_capabilities_left_out(p->config, &p->parsed, p->cb->archs_key, p->capabilities_left_out);
+	json_array_foreach(p->capabilities_left_out, i, c)
+		log_warn("khub-worker build: %s", json_string_value(json_object_get(c, "reason")));
 }
 
 /* Keep the ROCm archs this hipcc can compile for: one device-only compile
@@ -686,6 +718,7 @@ int compile_variant(struct build_plan *p)
 	int rc = BUILD_OK;
 	if (p->cb->archs_key) {
 		select_archs(p);
+		note_capabilities_left_out(p);
 		if (p->cb->probe_archs && p->archs.count && (rc = hip_archs_available(p)) != BUILD_OK)
 			goto cleanup;
 		if (p->archs.count == 0) {
@@ -695,6 +728,8 @@ int compile_variant(struct build_plan *p)
 			goto cleanup;
 		}
 	}
+	if ((rc = hipify_sources(p)) != BUILD_OK)
+		goto cleanup;
 	choose_gpu_threads(p);
 	size_t index = 0;
 	size_t i;
@@ -736,7 +771,7 @@ int compile_variant(struct build_plan *p)
 	strvec_pushf(&args, "-ltorch_cpu");
 	strvec_pushf(&args, "-lc10");
 	push_gpu_libraries(p, &args);
-	rc = run_logged(p, &args);
+	rc = compile_run(p, &args);
 cleanup:
 	for (size_t c = 0; c < ncmds; c++)
 		strvec_release(&cmds[c]);

@@ -172,10 +172,10 @@ static json_t *register_body(struct daemon *d)
 			if (!seen)
 				json_array_append_new(d->variants, json_string(tc->variants[k]));
 		}
-		json_t *entry = json_pack("{s:s, s:o, s:s?, s:s?, s:s?, s:b, s:s?, s:s?, s:s?}", "name", tc->name, "variants",
-					  vs, "torch", tc->torch_version, "cuda", tc->cuda_version, "rocm", tc->rocm_version,
-					  "cxx11_abi", tc->cxx11_abi, "python", tc->python, "root", tc->root,
-					  "root_digest", tc->root_digest);
+		json_t *entry = json_pack("{s:s, s:o, s:s?, s:s?, s:s?, s:b, s:s?, s:s?, s:s?, s:s?}", "name", tc->name,
+					  "variants", vs, "torch", tc->torch_version, "cuda", tc->cuda_version, "rocm",
+					  tc->rocm_version, "cxx11_abi", tc->cxx11_abi, "python", tc->python, "root", tc->root,
+					  "root_digest", tc->root_digest, "hipify", tc->hipify_version);
 		if (tc->benchmarks) {	/* a farm benchmark worker: its device as probed */
 			json_object_set_new(entry, "benchmarks", json_true());
 			json_object_set_new(entry, "device", json_string(tc->device ? tc->device : "cpu"));

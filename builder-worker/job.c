@@ -622,6 +622,7 @@ static const struct {
 	{ BUILD_TIMED_OUT, FAIL_SOURCE, "build stopped: over a limit (wall clock, CPU time, memory or disk)" },
 	{ BUILD_INTERNAL, FAIL_TRANSIENT, "worker internal error" },
 	{ BUILD_BAD_JOB, FAIL_SOURCE, "bad job: the kernel is not built as this variant" },
+	{ BUILD_LACKS_TOOL, FAIL_TRANSIENT, "this worker's toolchain lacks a tool the source needs (hipify)" },
 	{ BUILD_USAGE, FAIL_WORKER, "worker misconfigured: `khub-worker build` refused its arguments or toolchains" },
 };
 

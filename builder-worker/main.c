@@ -71,6 +71,8 @@ static int check_main(int argc, char **argv)
 		       tc->cxx11_abi ? "cxx11" : "pre-cxx11");
 		if (tc->root)
 			printf("  root %s, %s\n", tc->root, tc->root_digest);
+		if (tc->hipify_version)
+			printf("  hipify %s: a ROCm variant's CUDA sources are hipified first\n", tc->hipify_version);
 		for (size_t k = 0; k < tc->nvariants; k++)
 			printf("  %s\n", tc->variants[k]);
 		if (tc->benchmarks)

@@ -183,6 +183,19 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 							  tc->hipcc ? tc->hipcc : "hipcc"));
 		strbuf_release(&s);
 	}
+	if (json_array_size(p->capabilities_left_out)) {
+		json_object_set(b, "capabilities_left_out", p->capabilities_left_out);
+		json_array_foreach(p->capabilities_left_out, i, v)
+			json_array_append(notes, json_object_get(v, "reason"));
+	}
+	if (p->hipified.count) {
+		json_t *files = json_array();
+		for (i = 0; i < p->hipified.count; i++)
+			json_array_append_new(files, json_string(p->hipified.items[i]));
+		json_object_set_new(b, "hipify", json_pack("{s:s,s:o}", "tool", tc->hipify_version, "sources", files));
+		json_array_append_new(notes, json_sprintf("CUDA sources hipified with %s before hipcc compiled them",
+							  tc->hipify_version));
+	}
 	if (offload_archs)
 		json_object_set(b, "offload_archs", offload_archs);
 	json_array_foreach(notes, i, v)

@@ -49,6 +49,11 @@ static const char probe_script[] =
 	"        base = os.path.dirname(torch.__file__)\n"
 	"        r['torch_include'] = [os.path.join(base, 'include'), os.path.join(base, 'include', 'torch', 'csrc', 'api', 'include')]\n"
 	"        r['torch_lib'] = os.path.join(base, 'lib')\n"
+	"    try:\n"
+	"        from torch.utils.hipify import version as hv\n"
+	"        r['hipify'] = hv.__version__\n"
+	"    except Exception:\n"
+	"        r['hipify'] = None\n"
 	"except Exception as e:\n"
 	"    r['error'] = 'import torch: %s' % e\n"
 	"try:\n"
@@ -72,7 +77,8 @@ static const char probe_script[] =
 	"print(json.dumps(r))\n";
 
 static const char *const toolchain_keys[] = { "name", "python", "cxx", "nvcc", "hipcc", "cmake", "ninja", "env",
-					       "allow_no_sandbox", "rocm_from_hipcc", "root", "benchmarks", NULL };
+					       "allow_no_sandbox", "rocm_from_hipcc", "root", "benchmarks", "hipify",
+					       NULL };
 
 static void toolchain_clear_probe(struct toolchain *tc)
 {
@@ -88,6 +94,8 @@ static void toolchain_clear_probe(struct toolchain *tc)
 	free(tc->cxx_version);
 	free(tc->nvcc_version);
 	free(tc->hipcc_version);
+	free(tc->hipify_version);
+	tc->hipify_version = NULL;
 	free(tc->root_digest);
 	tc->root_digest = NULL;
 	free(tc->device);
@@ -119,6 +127,7 @@ void toolchains_release(struct toolchain_set *set)
 		free(tc->cxx);
 		free(tc->nvcc);
 		free(tc->hipcc);
+		free(tc->hipify);
 		free(tc->cmake);
 		free(tc->ninja);
 		free(tc->root);
@@ -227,6 +236,7 @@ static int toolchain_entry_load(json_t *entry, size_t idx, struct toolchain_set 
 	    string_key(entry, "cxx", &tc->cxx, 0, idx, why, why_size) < 0 ||
 	    string_key(entry, "nvcc", &tc->nvcc, 0, idx, why, why_size) < 0 ||
 	    string_key(entry, "hipcc", &tc->hipcc, 0, idx, why, why_size) < 0 ||
+	    string_key(entry, "hipify", &tc->hipify, 0, idx, why, why_size) < 0 ||
 	    string_key(entry, "cmake", &tc->cmake, 0, idx, why, why_size) < 0 ||
 	    string_key(entry, "ninja", &tc->ninja, 0, idx, why, why_size) < 0)
 		return KHUB_EINVAL;
@@ -241,6 +251,10 @@ static int toolchain_entry_load(json_t *entry, size_t idx, struct toolchain_set 
 		return KHUB_EINVAL;
 	if (root_key(entry, tc, idx, why, why_size) < 0)
 		return KHUB_EINVAL;
+	if (tc->hipify && !tc->hipcc) {
+		snprintf(why, why_size, "toolchains[%zu].hipify: needs \"hipcc\" (hipified sources are compiled by it)", idx);
+		return KHUB_EINVAL;
+	}
 	if (tc->rocm_from_hipcc && !tc->hipcc) {
 		snprintf(why, why_size, "toolchains[%zu].rocm_from_hipcc: needs \"hipcc\"", idx);
 		return KHUB_EINVAL;
@@ -308,7 +322,8 @@ const char *toolchain_env_path(const struct strvec *env)
 
 void toolchain_programs(const struct toolchain *tc, const char *out[TOOLCHAIN_PROGRAMS])
 {
-	const char *all[TOOLCHAIN_PROGRAMS] = { tc->python, tc->cxx, tc->nvcc, tc->hipcc, tc->cmake, tc->ninja };
+	const char *hipify = tc->hipify && !hipify_tool_of(tc->hipify)->python ? tc->hipify : NULL;
+	const char *all[TOOLCHAIN_PROGRAMS] = { tc->python, tc->cxx, tc->nvcc, tc->hipcc, tc->cmake, tc->ninja, hipify };
 	memcpy(out, all, sizeof(all));
 }
 
@@ -654,6 +669,9 @@ static int probe_python_fill(struct toolchain *tc, json_t *doc)
 	tc->rocm_version = json_str_dup(doc, "hip");
 	tc->cxx11_abi = json_is_true(json_object_get(doc, "cxx11_abi"));
 	tc->torch_lib = json_str_dup(doc, "torch_lib");
+	if (tc->hipify && hipify_tool_of(tc->hipify)->python && json_is_string(json_object_get(doc, "hipify")))
+		tc->hipify_version = xasprintf("torch.utils.hipify %s (torch %s)", json_string_value(json_object_get(doc,
+					       "hipify")), tc->torch_version ? tc->torch_version : "?");
 	tc->device = json_str_dup(doc, "device");
 	tc->driver = json_str_dup(doc, "driver");
 	size_t i;
@@ -722,6 +740,23 @@ static const char *probe_compilers(struct toolchain *tc, char *const *env, long 
 		missing = tc->hipcc;
 	}
 	return missing;
+}
+
+/* The hipify tool's version into tc->hipify_version (torch's came with the
+ * Python probe): 0, or KHUB_EINVAL with tc->why when it gives none. */
+static int probe_hipify(struct toolchain *tc, char *const *env)
+{
+	const struct hipify_tool *tool = tc->hipify ? hipify_tool_of(tc->hipify) : NULL;
+	if (!tool || tc->hipify_version)
+		return 0;
+	if (tool->python)
+		return unusable(tc, "hipify \"%s\": %s has no torch.utils.hipify", tc->hipify, tc->python);
+	char *line = version_line(tc, tc->hipify, env);
+	if (!line)
+		return unusable(tc, "hipify: %s --version failed (not installed?)", tc->hipify);
+	tc->hipify_version = xasprintf("%s (%s)", tc->hipify, line);
+	free(line);
+	return 0;
 }
 
 /* rocm_from_hipcc: the ROCm variant of a torch that is not a ROCm build,
@@ -804,6 +839,8 @@ int toolchain_probe(struct toolchain *tc, const char *cache_dir)
 	}
 	/* Compilers: the arch variant needs cxx, and nvcc/hipcc for a GPU torch. */
 	const char *missing = probe_compilers(tc, env.items, &hmaj, &hmin);
+	if ((rc = probe_hipify(tc, env.items)) < 0)
+		goto cleanup;
 	if (tc->rocm_from_hipcc && (rc = probe_rocm_from_hipcc(tc, hmaj, hmin, &backend)) < 0)
 		goto cleanup;
 	probe_arch_variants(tc, backend, tmaj, tmin, missing);

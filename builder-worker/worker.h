@@ -21,6 +21,9 @@ struct toolchain {
 	char *root;			/* an unpacked root file system the toolchain's programs
 					 * run in (its /usr, /lib*, /opt... as /), paths inside
 					 * it; NULL: the host's (docs/build-farm.md) */
+	char *hipify;			/* "torch" (torch.utils.hipify of its Python) or a
+					 * hipify-perl program: a ROCm variant's CUDA (.cu)
+					 * sources are hipified first (hipify.c); NULL: none */
 	int rocm_from_hipcc;		/* build ROCm variants with hipcc against a torch
 					 * that is not a ROCm build (ROCm version from
 					 * `hipcc --version`); see docs/worker-build.md */
@@ -44,6 +47,7 @@ struct toolchain {
 	size_t ntorch_includes;
 	char *torch_lib;		/* libtorch*.so's directory */
 	char *cxx_version, *nvcc_version, *hipcc_version;	/* first line of --version, NULL absent */
+	char *hipify_version;		/* the hipify tool and its version, NULL without one */
 	int nvcc_major, nvcc_minor;	/* from "release X.Y"; -1 unknown */
 	int has_kernels;		/* the Python can import kernels (smoke import through it) */
 	char *root_digest;		/* with root: "sha256:..." of what toolchain_root_digest covers */
@@ -143,6 +147,8 @@ enum build_outcome {
 	BUILD_INTERNAL = 4,	/* the worker itself failed (disk, sandbox set-up) */
 	BUILD_BAD_JOB = 5,	/* the variant is not one this kernel is built as (a noarch variant of
 				 * compiled sources, a stable ABI mismatch, tvm-ffi): never retried */
+	BUILD_LACKS_TOOL = 6,	/* the toolchain lacks a tool this source needs (hipify for a ROCm
+				 * build of CUDA sources): retried, on a worker whose toolchain has it */
 	BUILD_USAGE = 64
 };
 

@@ -18,7 +18,7 @@ install_deps() {
 		want+=(nginx openssl)	# t0174-tls-proxy: deploy/nginx-khub.conf terminating TLS (self-signed)
 		want+=(haproxy)	# t0183-nodes: three khub nodes behind deploy/haproxy-khub.cfg
 		# khub-worker's tests build a kernel with Debian's torch and compile
-		# its HIP source with Debian's hipcc.
+		# its HIP source with Debian's hipcc (CUDA sources hipified by python3-torch's torch.utils.hipify).
 		want+=(python3-torch libtorch-dev hipcc)
 	fi
 	local missing=()

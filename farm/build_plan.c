@@ -472,15 +472,57 @@ static int torch_bounds_exclude_all(json_t *doc, char *const *live, size_t nlive
 	return any && len < size;
 }
 
+/* 1 when a ROCm build of the plan hipifies CUDA sources (build_toml.py's
+ * rocm-cuda-sources) and variant is a ROCm arch variant no toolchain with
+ * a hipify tool offers (hipify: the live variants such toolchains offer). */
+static int needs_hipify(json_t *doc, const char *variant, char *const *hipify, size_t nhipify)
+{
+	struct variant_name v;
+	if (!json_array_size(json_object_get(doc, "rocm-cuda-sources")) || variant_name_parse(variant, &v, NULL) < 0 ||
+	    v.framework == VARIANT_TORCH_NOARCH || !variant_implied_backend_type(&v) ||
+	    strcmp(variant_implied_backend_type(&v), "rocm") != 0)
+		return 0;
+	return !build_names_contain(hipify, nhipify, variant);
+}
+
+/* The reason a ROCm variant is not built without a hipify tool, naming
+ * the first CUDA source. */
+static void hipify_reason(json_t *doc, char *why, size_t size)
+{
+	json_t *src = json_object_get(doc, "rocm-cuda-sources");
+	snprintf(why, size, "no toolchain has hipify to build ROCm from CUDA sources (%s%s)",
+		 json_string_value(json_array_get(src, 0)), json_array_size(src) > 1 ? ", …" : "");
+}
+
+/* 1 when live workers offer backend's variants and every one judged
+ * buildable lacks hipify. */
+static int only_without_hipify(const struct build_plan *p, const char *backend, char *const *live, size_t nlive,
+			       char *const *hipify, size_t nhipify)
+{
+	char why[VARIANT_REASON_MAX + 64];
+	int any = 0;
+	for (size_t i = 0; i < nlive; i++) {
+		if (!build_plan_judge(p, live[i], why, sizeof(why)) || !backend_planned(&live[i], 1, backend))
+			continue;
+		if (!needs_hipify(p->doc, live[i], hipify, nhipify))
+			return 0;
+		any = 1;
+	}
+	return any;
+}
+
 /* Why nothing is planned for backend: the real reason (docs/build-farm.md,
  * Planning). */
-static void unserved_reason(json_t *doc, const char *backend, char *const *live, size_t nlive, int by_stale,
-			    char *why, size_t size)
+static void unserved_reason(const struct build_plan *p, const char *backend, char *const *live, size_t nlive,
+			    char *const *hipify, size_t nhipify, int by_stale, char *why, size_t size)
 {
 	char torch[128], bounds[64];
+	json_t *doc = p->doc;
 	int tvm = strcmp(json_string_value(json_object_get(doc, "framework")), "tvm-ffi") == 0;
 	const char *tvm_note = tvm ? " (khub-worker does not build [tvm-ffi] kernels)" : "";
-	if (torch_bounds_exclude_all(doc, live, nlive, backend, torch, sizeof(torch))) {
+	if (only_without_hipify(p, backend, live, nlive, hipify, nhipify)) {
+		hipify_reason(doc, why, size);
+	} else if (torch_bounds_exclude_all(doc, live, nlive, backend, torch, sizeof(torch))) {
 		kernel_torch_bounds_text(doc, bounds, sizeof(bounds));
 		snprintf(why, size, "torch %s of every live %s toolchain is outside build.toml's torch bounds %s", torch,
 			 backend, bounds);
@@ -494,8 +536,8 @@ static void unserved_reason(json_t *doc, const char *backend, char *const *live,
 }
 
 /* Every backend of general.backends that nothing is planned for. */
-static void skip_unserved_backends(const struct build_plan *p, char *const *names, size_t n, char *const *live,
-				   size_t nlive, char *const *stale, size_t nstale, json_t *skipped)
+static void skip_unserved_backends(const struct build_plan *p, char *const *names, size_t n,
+				   const struct worker_offers *w, json_t *skipped)
 {
 	size_t i;
 	json_t *b;
@@ -505,7 +547,8 @@ static void skip_unserved_backends(const struct build_plan *p, char *const *name
 			continue;
 		char pattern[96], why[VARIANT_REASON_MAX + 64];
 		backend_pattern(p->doc, backend, pattern, sizeof(pattern));
-		unserved_reason(p->doc, backend, live, nlive, backend_planned(stale, nstale, backend), why, sizeof(why));
+		unserved_reason(p, backend, w->live, w->nlive, w->hipify, w->nhipify,
+				backend_planned(w->stale, w->nstale, backend), why, sizeof(why));
 		skip(skipped, pattern, why);
 	}
 }
@@ -557,24 +600,29 @@ static void prefer_required(const struct required_variants *list, char **names, 
 	*n = kept;
 }
 
-void build_plan_default(const struct build_plan *p, char *const *live, size_t nlive, char *const *stale,
-			size_t nstale, const struct required_variants *list, char ***names, size_t *n,
-			json_t *skipped)
+void build_plan_default(const struct build_plan *p, const struct worker_offers *w,
+			const struct required_variants *list, char ***names, size_t *n, json_t *skipped)
 {
 	char why[VARIANT_REASON_MAX + 64];
-	*names = xcalloc(nlive + 1, sizeof(char *));
+	*names = xcalloc(w->nlive + 1, sizeof(char *));
 	*n = 0;
-	for (size_t i = 0; i < nlive; i++) {
-		if (build_plan_judge(p, live[i], why, sizeof(why)))
-			(*names)[(*n)++] = xstrdup(live[i]);
+	for (size_t i = 0; i < w->nlive; i++) {
+		const char *v = w->live[i];
+		int ok = build_plan_judge(p, v, why, sizeof(why));
+		if (ok && needs_hipify(p->doc, v, w->hipify, w->nhipify)) {
+			hipify_reason(p->doc, why, sizeof(why));
+			ok = 0;
+		}
+		if (ok)
+			(*names)[(*n)++] = xstrdup(v);
 		else
-			skip(skipped, live[i], why);
+			skip(skipped, v, why);
 	}
 	prefer_required(list, *names, n, skipped);
-	for (size_t i = 0; i < nstale; i++)
-		if (!build_names_contain(live, nlive, stale[i]) && build_plan_judge(p, stale[i], why, sizeof(why)))
-			skip(skipped, stale[i], "only workers not seen within build_worker_live_seconds offer it");
-	skip_unserved_backends(p, *names, *n, live, nlive, stale, nstale, skipped);
+	for (size_t i = 0; i < w->nstale; i++)
+		if (!build_names_contain(w->live, w->nlive, w->stale[i]) && build_plan_judge(p, w->stale[i], why, sizeof(why)))
+			skip(skipped, w->stale[i], "only workers not seen within build_worker_live_seconds offer it");
+	skip_unserved_backends(p, *names, *n, w, skipped);
 	(*names)[*n] = NULL;
 }
 

@@ -63,16 +63,31 @@ void build_names_free(char **names, size_t n)
 	free_strings(names, n);
 }
 
-int build_worker_offers(char ***live, size_t *nlive, char ***stale, size_t *nstale)
+void build_worker_offers_release(struct worker_offers *w)
 {
-	return db_worker_variants(farm_settings.worker_live_seconds, live, nlive, stale, nstale) < 0 ? KHUB_EDB : 0;
+	build_names_free(w->live, w->nlive);
+	build_names_free(w->stale, w->nstale);
+	build_names_free(w->hipify, w->nhipify);
+	memset(w, 0, sizeof(*w));
+}
+
+int build_worker_offers(struct worker_offers *w)
+{
+	memset(w, 0, sizeof(*w));
+	long secs = farm_settings.worker_live_seconds;
+	if (db_worker_variants(secs, &w->live, &w->nlive, &w->stale, &w->nstale) < 0 ||
+	    db_worker_hipify_variants(secs, &w->hipify, &w->nhipify) < 0) {
+		build_worker_offers_release(w);
+		return KHUB_EDB;
+	}
+	return 0;
 }
 
 int build_worker_variants(char ***names, size_t *n)
 {
 	char **stale;
 	size_t nstale;
-	int rc = build_worker_offers(names, n, &stale, &nstale);
+	int rc = db_worker_variants(farm_settings.worker_live_seconds, names, n, &stale, &nstale) < 0 ? KHUB_EDB : 0;
 	build_names_free(stale, nstale);
 	return rc;
 }
@@ -87,34 +102,32 @@ int build_names_contain(char *const *names, size_t n, const char *name)
 
 int build_default_variants(const struct build_plan *plan, char ***names, size_t *n, json_t *skipped)
 {
-	char **live, **stale;
-	size_t nlive, nstale;
-	if (build_worker_offers(&live, &nlive, &stale, &nstale) < 0)
+	struct worker_offers w;
+	if (build_worker_offers(&w) < 0)
 		return KHUB_EDB;
-	build_plan_default(plan, live, nlive, stale, nstale, build_required_list(), names, n, skipped);
-	build_names_free(live, nlive);
-	build_names_free(stale, nstale);
+	build_plan_default(plan, &w, build_required_list(), names, n, skipped);
+	build_worker_offers_release(&w);
 	return 0;
 }
 
 int build_unbuildable_variants(const struct build_plan *plan, json_t *out)
 {
-	char **live, **stale, **names;
-	size_t nlive, nstale, n, i;
+	struct worker_offers w;
+	char **names;
+	size_t n, i;
 	json_t *skipped = json_array(), *s;
-	if (build_worker_offers(&live, &nlive, &stale, &nstale) < 0) {
+	if (build_worker_offers(&w) < 0) {
 		json_decref(skipped);
 		return KHUB_EDB;
 	}
-	build_plan_default(plan, live, nlive, stale, nstale, build_required_list(), &names, &n, skipped);
+	build_plan_default(plan, &w, build_required_list(), &names, &n, skipped);
 	/* what live workers offer and build.toml refuses is no matrix cell */
 	json_array_foreach(skipped, i, s)
-		if (!build_names_contain(live, nlive, json_string_value(json_object_get(s, "variant"))))
+		if (!build_names_contain(w.live, w.nlive, json_string_value(json_object_get(s, "variant"))))
 			json_array_append(out, s);
 	json_decref(skipped);
 	build_names_free(names, n);
-	build_names_free(live, nlive);
-	build_names_free(stale, nstale);
+	build_worker_offers_release(&w);
 	return 0;
 }
 

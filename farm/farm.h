@@ -105,8 +105,15 @@ const struct required_variants *build_required_list(void);
  * can build (sorted, owned: free each and the array with
  * build_names_free). 0 or KHUB_EDB. */
 int build_worker_variants(char ***names, size_t *n);
-/* The same, and in *stale what only workers not seen lately offer. */
-int build_worker_offers(char ***live, size_t *nlive, char ***stale, size_t *nstale);
+/* What workers offer (owned, build_worker_offers_release): the live
+ * variants, those only workers not seen lately offer, and the live ones a
+ * toolchain with a hipify tool offers (it builds ROCm from CUDA sources). */
+struct worker_offers {
+	char **live, **stale, **hipify;
+	size_t nlive, nstale, nhipify;
+};
+int build_worker_offers(struct worker_offers *w);
+void build_worker_offers_release(struct worker_offers *w);
 void build_names_free(char **names, size_t n);
 /* The build variant names of a JSON array (strings, valid names, in order):
  * a new list (build_names_free), or NULL with *bad the index of the first
@@ -441,9 +448,8 @@ int build_plan_judge(const struct build_plan *plan, const char *name, char *why,
 void build_plan_filter(const struct build_plan *plan, char **names, size_t *n, json_t *skipped);
 /* The default variants of plan given what live and stale workers offer
  * (see build_default_variants). */
-void build_plan_default(const struct build_plan *plan, char *const *live, size_t nlive, char *const *stale,
-			size_t nstale, const struct required_variants *list, char ***names, size_t *n,
-			json_t *skipped);
+void build_plan_default(const struct build_plan *plan, const struct worker_offers *w,
+			const struct required_variants *list, char ***names, size_t *n, json_t *skipped);
 /* For the variants names (those planned): each capability build.toml's
  * kernels name that a variant's toolkit does not build, as
  * [{"variant", "capability", "reason"}] (the caller owns it). */

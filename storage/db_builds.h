@@ -231,6 +231,10 @@ int db_worker_list(struct worker_row **rows, size_t *count);
  * live_seconds) and stale ones: NULL-terminated arrays of owned strings
  * (free_strings them), *nlive and *nstale long. */
 int db_worker_variants(long live_seconds, char ***live, size_t *nlive, char ***stale, size_t *nstale);
+/* The live variants (as db_worker_variants) a toolchain registered with a
+ * "hipify" tool offers: it builds ROCm from CUDA sources. Sorted, owned
+ * (free_strings), NULL-terminated, *n long. */
+int db_worker_hipify_variants(long live_seconds, char ***names, size_t *n);
 
 /* The repo's buildOnPush setting and whether it is a mirror. */
 int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored);

@@ -215,6 +215,31 @@ int db_worker_variants(long live_seconds, char ***live, size_t *nlive, char ***s
 	return 0;
 }
 
+int db_worker_hipify_variants(long live_seconds, char ***names, size_t *n)
+{
+	struct db_rows rows;
+	char secs[24];
+	snprintf(secs, sizeof(secs), "%ld", live_seconds);
+	const char *params[1] = { secs };
+	*names = NULL;
+	*n = 0;
+	int rc = db_query(&rows, "SELECT DISTINCT v FROM workers w,"
+				 " jsonb_array_elements(CASE WHEN jsonb_typeof(w.capabilities) = 'array'"
+				 "  THEN w.capabilities ELSE '[]'::jsonb END) tc,"
+				 " jsonb_array_elements_text(CASE WHEN jsonb_typeof(tc->'variants') = 'array'"
+				 "  THEN tc->'variants' ELSE '[]'::jsonb END) v"
+				 " WHERE w.removed_at IS NULL AND jsonb_typeof(tc->'hipify') = 'string'"
+				 " AND coalesce(w.last_heartbeat > now() - make_interval(secs => $1::int), false)"
+				 " ORDER BY v", 1, params);
+	if (rc < 0)
+		return rc;
+	*names = xcalloc(rows.count + 1, sizeof(char *));
+	for (size_t i = 0; i < rows.count; i++)
+		(*names)[(*n)++] = xstrdup(db_rows_get(&rows, i, 0));
+	db_rows_release(&rows);
+	return 0;
+}
+
 int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored)
 {
 	char rid[24];

@@ -3,7 +3,8 @@
 # hipcc and Debian's CPU torch: a toolchain that opts in with
 # "rocm_from_hipcc" advertises torch<MM>-cxx11-rocm<MAJ><MIN>-<arch>-linux
 # (torch's version, hipcc's HIP version), one without the key does not;
-# the daemon builds examples/relu's HIP kernel for its rocm-archs, the server
+# the daemon hipifies examples/relu's kernel (the toolchain's "hipify":
+# "torch") and builds it for its rocm-archs, the server
 # publishes build/<variant>/ on v1, the build's ABI report says which torch
 # it was compiled against (a CPU build, not a ROCm one), and the published
 # library carries a HIP code object for every requested arch that this hipcc
@@ -33,7 +34,8 @@ TMM=$(echo "$TORCH" | sed -E 's/^([0-9]+)\.([0-9]+).*/\1\2/')
 ABI=$($PY -c 'import torch; print("cxx11" if torch.compiled_with_cxx11_abi() else "cxx98")')
 VARIANT=torch$TMM-$ABI-rocm$HIP-$(uname -m)-linux
 cat >"$W/toolchains.json" <<EOF
-{"toolchains": [{"name": "rocm-debian", "python": "$PY", "cxx": "g++", "hipcc": "hipcc", "rocm_from_hipcc": true}]}
+{"toolchains": [{"name": "rocm-debian", "python": "$PY", "cxx": "g++", "hipcc": "hipcc", "rocm_from_hipcc": true,
+                 "hipify": "torch"}]}
 EOF
 cat >"$W/nokey.json" <<EOF
 {"toolchains": [{"name": "hipcc-no-key", "python": "$PY", "cxx": "g++", "hipcc": "hipcc"}]}
@@ -137,8 +139,8 @@ api GET "/api/builds/$ID/log"
 cp "$B" "$TEST_DIR/build.log"
 like "$(cat "$TEST_DIR/build.log")" "against torch $TORCH, a cpu build, not a ROCm torch build \(rocm_from_hipcc\)" \
 	"the build log says the variant is compiled against a CPU torch, not a ROCm one"
-like "$(cat "$TEST_DIR/build.log")" '\+ ([^ ]*ccache )?[^ ]*hipcc .*--offload-arch=gfx1030 --offload-arch=gfx90a .*-x hip .*relu_kernel\.cu' \
-	"hipcc compiled the example's HIP kernel for the archs it can target"
+like "$(cat "$TEST_DIR/build.log")" '\+ ([^ ]*ccache )?[^ ]*hipcc .*--offload-arch=gfx1030 --offload-arch=gfx90a .*-x hip .*relu_kernel\.hip' \
+	"hipcc compiled the example's kernel, hipified (relu_kernel.hip), for the archs it can target"
 like "$(cat "$TEST_DIR/build.log")" 'linking without torch_hip and c10_hip' "and the link says why torch_hip is not linked"
 B=$TEST_DIR/build.json
 is "$(json 'd["abi_report"]["build"]["torch"]')" "$TORCH" "the ABI report (build record) names the torch compiled against"

@@ -37,16 +37,17 @@ A2=torch212-cxx11-cu130-x86_64-linux
 A3=torch210-cxx11-cu126-x86_64-linux	# not on the required list
 S1=torch-stable-abi211-cpu-x86_64-linux
 S2=torch-stable-abi211-cu130-x86_64-linux
-R1=torch212-cxx11-rocm71-x86_64-linux	# only the stale worker
+R1=torch212-cxx11-rocm71-x86_64-linux	# only the stale worker (with hipify: relu's rocm kernel is .cu)
 register() {	# register TOKEN NAME VARIANT...
 	local t=$1 n=$2; shift 2
 	local vs
 	vs=$(printf '"%s",' "$@")
-	api "$t" POST /api/workers/register "{\"name\":\"$n\",\"toolchains\":[{\"name\":\"fake\",\"variants\":[${vs%,}]}]}"
+	api "$t" POST /api/workers/register \
+		"{\"name\":\"$n\",\"toolchains\":[{\"name\":\"fake\",\"variants\":[${vs%,}]${HIPIFY_TOOL:+,\"hipify\":\"$HIPIFY_TOOL\"}}]}"
 }
 register "$WL" live $A0 $A1 $A2 $A3 torch-cpu torch-cuda $S1 $S2 tvm-ffi01-cu130-x86_64-linux
 is "$ST" 200 "the live worker registers arch, noarch, stable-ABI and tvm-ffi variants (all valid names)"
-register "$WS" stale $R1 torch-rocm
+HIPIFY_TOOL="torch.utils.hipify 1.0.0 (torch 2.12.0)" register "$WS" stale $R1 torch-rocm
 is "$ST" 200 "the stale worker registers ROCm variants"
 "${PSQL[@]}" -c "UPDATE workers SET last_heartbeat = now() - interval '1 day' WHERE name = 'stale'"
 ok $? "… and was last seen a day ago"
@@ -197,7 +198,7 @@ api "$ALICE" POST /api/kernels/acme/relu-triton/builds "{\"variants\":[\"$A2\"]}
 is "$ST" 422 "relu-triton named only $A2: nothing it builds → 422"
 
 # ---- a stale worker seen again counts again -------------------------------------------------------------------
-register "$WS" stale $R1 torch-rocm
+HIPIFY_TOOL="torch.utils.hipify 1.0.0 (torch 2.12.0)" register "$WS" stale $R1 torch-rocm
 api "$ALICE" POST /api/kernels/acme/relu/builds '{}'
 like "$(j 'd["queued"]')" "$R1" "the stale worker registers again: relu's $R1 is queued"
 

@@ -83,7 +83,8 @@ static void test_default(void)
 	char **names;
 	size_t n;
 	json_t *skipped = json_array();
-	build_plan_default(&p, live, 3, stale, 1, &list, &names, &n, skipped);
+	struct worker_offers w = { .live = live, .nlive = 3, .stale = stale, .nstale = 1 };
+	build_plan_default(&p, &w, &list, &names, &n, skipped);
 	ok(n == 1 && strcmp(names[0], "torch211-cxx11-cpu-x86_64-linux") == 0 && !names[1],
 	   "default: the required list's cpu variant only");
 	char *dump = json_dumps(skipped, JSON_SORT_KEYS);
@@ -133,7 +134,8 @@ static void test_torch_bounds_reason(void)
 	char **names;
 	size_t n;
 	json_t *skipped = json_array();
-	build_plan_default(&p, live, 2, NULL, 0, &list, &names, &n, skipped);
+	struct worker_offers w = { .live = live, .nlive = 2 };
+	build_plan_default(&p, &w, &list, &names, &n, skipped);
 	char *dump = json_dumps(skipped, JSON_SORT_KEYS);
 	ok(n == 0, "nothing planned");
 	ok(strstr(dump, "\"torch 2.11 of every live cuda toolchain is outside build.toml's torch bounds "
@@ -146,11 +148,49 @@ static void test_torch_bounds_reason(void)
 	build_plan_release(&p);
 }
 
+#define ROCM_CU "{\"framework\":\"torch\",\"backends\":[\"cpu\",\"rocm\"],\"compiled\":true," \
+		"\"kernel-backends\":[\"cpu\",\"rocm\"],\"torch\":{},\"stable-abi\":{},\"cuda\":{},\"cuda-kernels\":[]," \
+		"\"rocm-cuda-sources\":[\"relu_cuda/relu_kernel.cu\"]}"
+
+/* A ROCm build of CUDA sources needs a toolchain with hipify: without one
+ * the plan says exactly that, never "no live worker builds rocm". */
+static void test_hipify_reason(void)
+{
+	struct build_plan p = plan_of(ROCM_CU);
+	char *live[] = { "torch211-cxx11-cpu-x86_64-linux", "torch211-cxx11-rocm52-x86_64-linux", NULL };
+	char *with[] = { "torch211-cxx11-rocm52-x86_64-linux", NULL };
+	struct required_variants list = { 0 };
+	char **names;
+	size_t n;
+	json_t *skipped = json_array();
+	struct worker_offers w = { .live = live, .nlive = 2 };
+	build_plan_default(&p, &w, &list, &names, &n, skipped);
+	char *dump = json_dumps(skipped, JSON_SORT_KEYS);
+	const char *why = "no toolchain has hipify to build ROCm from CUDA sources (relu_cuda/relu_kernel.cu)";
+	ok(n == 1 && !strcmp(names[0], live[0]), "no toolchain with hipify: only the cpu variant is planned");
+	ok(strstr(dump, "{\"reason\": \"no toolchain has hipify") && strstr(dump, why), "the rocm variant: %s", why);
+	ok(strstr(dump, "\"torch<MM>-cxx11-rocm…\"") && !strstr(dump, "no live worker builds rocm"),
+	   "and the backend says so too, not \"no live worker builds rocm\"");
+	printf("# %s\n", dump);
+	free(dump);
+	json_decref(skipped);
+	build_names_free(names, n);
+	skipped = json_array();
+	w.hipify = with;
+	w.nhipify = 1;
+	build_plan_default(&p, &w, &list, &names, &n, skipped);
+	ok(n == 2 && json_array_size(skipped) == 0, "a toolchain with hipify offers it: rocm planned too");
+	json_decref(skipped);
+	build_names_free(names, n);
+	build_plan_release(&p);
+}
+
 int main(void)
 {
 	test_judge();
 	test_default();
 	test_left_out();
 	test_torch_bounds_reason();
+	test_hipify_reason();
 	return done_testing();
 }

@@ -95,8 +95,61 @@ static void test_build_cache(void)
 	ok(e.hits == 0 && e.misses == 0 && e.uncached == 1, "no compile before the first '#', a counter read whole");
 }
 
+/* A capability the variant's CUDA cannot build is named with the
+ * planner's reason (the build log and the ABI report carry it). */
+static void test_capabilities_left_out(void)
+{
+	json_t *config = json_loads("{\"kernel\": {\"relu_cpu\": {\"backend\": \"cpu\"}, \"relu_cuda\": {\"backend\": "
+				    "\"cuda\", \"cuda-capabilities\": [\"5.0\", \"8.0\", \"9.0\"]}}}", 0, NULL);
+	struct variant_name v;
+	json_t *out = json_array();
+	variant_name_parse("torch211-cxx11-cu130-x86_64-linux", &v, NULL);
+	compile_capabilities_left_out(config, &v, "cuda-capabilities", out);
+	char *dump = json_dumps(out, JSON_SORT_KEYS | JSON_COMPACT);
+	is_str(dump, "[{\"capability\":\"5.0\",\"reason\":\"capability 5.0 left out: CUDA 13.0 cannot build it "
+	       "(oldest it builds: 7.5)\"}]", "cu130: 5.0 left out, with the planner's reason; 8.0 and 9.0 built");
+	free(dump);
+	json_decref(out);
+	out = json_array();
+	variant_name_parse("torch211-cxx11-cu126-x86_64-linux", &v, NULL);
+	compile_capabilities_left_out(config, &v, "cuda-capabilities", out);
+	ok(json_array_size(out) == 0, "cu126 builds all three: nothing left out");
+	json_decref(out);
+	json_decref(config);
+}
+
+/* hipify.c's table and names: "torch" is torch.utils.hipify run by the
+ * toolchain's Python, anything else a hipify-perl program; only .cu is a
+ * CUDA source; a hipified source is compiled as its .hip copy. */
+static void test_hipify_names(void)
+{
+	struct toolchain tc = { .python = "/usr/bin/python3", .hipify = "/opt/rocm/bin/hipify-perl" };
+	struct strvec args = STRVEC_INIT;
+	ok(hipify_tool_of("torch")->python && !hipify_tool_of(tc.hipify)->python, "torch vs a hipify-perl program");
+	hipify_tool_of(tc.hipify)->command(&tc, "k/relu.cu", "k/relu.hip", &args);
+	ok(args.count == 4 && !strcmp(args.items[0], tc.hipify) && !strcmp(args.items[2], "-o=k/relu.hip") &&
+	   !strcmp(args.items[3], "k/relu.cu"), "hipify-perl -quiet-warnings -o=OUT IN");
+	strvec_release(&args);
+	hipify_tool_of("torch")->command(&tc, "k/relu.cu", "k/relu.hip", &args);
+	ok(args.count == 5 && !strcmp(args.items[0], tc.python) && !strcmp(args.items[3], "k/relu.cu") &&
+	   !strcmp(args.items[4], "k/relu.hip"), "torch: the toolchain's python, its script, IN OUT");
+	strvec_release(&args);
+	ok(hipify_wanted("relu_cuda/relu_kernel.cu") && !hipify_wanted("a.cuh") && !hipify_wanted("a.hip") &&
+	   !hipify_wanted("a.cpp") && !hipify_wanted(".cu") && !hipify_wanted(NULL), "only .cu is hipified");
+	struct build_plan p = { .hipified = STRVEC_INIT };
+	strvec_pushf(&p.hipified, "k/relu.cu");
+	char *a = hipify_compiled_name(&p, "k/relu.cu"), *b = hipify_compiled_name(&p, "k/other.cu");
+	is_str(a, "k/relu.hip", "a hipified source is compiled as its .hip copy");
+	is_str(b, "k/other.cu", "one not hipified as it is");
+	free(a);
+	free(b);
+	strvec_release(&p.hipified);
+}
+
 int main(void)
 {
+	test_hipify_names();
+	test_capabilities_left_out();
 	test_compile_backends();
 	test_nvcc_threads();
 	test_build_cache();
