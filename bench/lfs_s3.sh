@@ -19,6 +19,10 @@
 #   BENCH_ROUNDS      rounds of GETs per way (best kept)   (default 3)
 #   KHUB_BIN          the khub binary (default ./khub; a release build is made
 #                     when it is a sanitizer build, as bench/read_path.sh does)
+#   KHUB_BIN_B        a second khub binary (say main's release build) for an
+#                     A/B in the same run: the through-khub way and its probes
+#                     are measured for both, the two alternating round by round
+#                     (khub restarted between them), and B's rows added
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 FILE_MB=${BENCH_FILE_MB:-100}
@@ -95,19 +99,32 @@ gets() {
 		"$bytes" "$t1" "$t0" "$name"
 }
 
-# probes: PROBES rounds of four timings, interleaved so that khub and RGW
-# see the same load: whole-GET time to first byte and 1 KiB Range time,
-# through khub and straight from RGW; prints "name median-ms" lines.
+# probes TAG: PROBES rounds of four timings, interleaved so that khub and
+# RGW see the same load: whole-GET time to first byte and 1 KiB Range time,
+# through khub and straight from RGW; prints "name seconds" lines, the khub
+# ones named with TAG (khub, or khubB for KHUB_BIN_B).
 probes() {
-	local i t=(-s -o /dev/null -w '%{time_starttransfer}\n') r=(-s -o /dev/null -r 1048576-1049599 -w '%{time_total}\n')
+	local i tag=$1 t=(-s -o /dev/null -w '%{time_starttransfer}\n') r=(-s -o /dev/null -r 1048576-1049599 -w '%{time_total}\n')
 	for i in $(seq 1 "$PROBES"); do
-		echo "ttfb-khub $(curl "${t[@]}" "$KHUB_URL$URL_PATH")"
+		echo "ttfb-$tag $(curl "${t[@]}" "$KHUB_URL$URL_PATH")"
 		echo "ttfb-direct $(curl "${t[@]}" "$PRESIGNED")"
-		echo "range1k-khub $(curl "${r[@]}" "$KHUB_URL$URL_PATH")"
+		echo "range1k-$tag $(curl "${r[@]}" "$KHUB_URL$URL_PATH")"
 		echo "range1k-direct $(curl "${r[@]}" "$PRESIGNED")"
-	done | sort -k1,1 -k2,2n | awk '
+	done
+}
+# medians: "name seconds" lines in, "name median-ms" lines out
+medians() {
+	sort -k1,1 -k2,2n | awk '
 		{ v[$1, ++n[$1]] = $2 }
 		END { for (k in n) printf "%s %.1f\n", k, v[k, int((n[k] + 1) / 2)] * 1000 }'
+}
+# serve_with BIN: khub restarted as BIN (lfs_s3_redirect = 0), its bytes checked
+serve_with() {
+	khub_stop
+	KHUB_BIN=$1 khub_start
+	local got
+	got=$(curl -s "$KHUB_URL$URL_PATH" | sha256sum | cut -c1-64)
+	[ "$got" = "$WANT" ] || bail "through $1: bytes differ"
 }
 # best NAME URL [curl args]: the best of ROUNDS runs of gets, alternating with the others
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -130,19 +147,34 @@ nginx_hop_start
 VIA_NGINX=$NGINX_URL${PRESIGNED#"$S3_ENDPOINT"}
 got=$(curl -s "$VIA_NGINX" | sha256sum | cut -c1-64)
 [ "$got" = "$WANT" ] || bail "through nginx: bytes differ"
+BIN_A=$KHUB_BIN
+if [ -n "${KHUB_BIN_B:-}" ]; then
+	is_sanitized "$KHUB_BIN_B" && echo "# KHUB_BIN_B $KHUB_BIN_B links ASan/UBSan: its numbers are not representative"
+	echo "# A/B: through-khub = $BIN_A, through-khub-B = $KHUB_BIN_B (alternating, restarted each round)"
+fi
+LAT=
 for r in $(seq 1 "$ROUNDS"); do
+	[ -n "${KHUB_BIN_B:-}" ] && serve_with "$BIN_A"
 	RUNS+="$(gets "through-khub" "$KHUB_URL$URL_PATH")"$'\n'
+	LAT+="$(probes khub)"$'\n'
+	if [ -n "${KHUB_BIN_B:-}" ]; then
+		serve_with "$KHUB_BIN_B"
+		RUNS+="$(gets "through-khub-B" "$KHUB_URL$URL_PATH")"$'\n'
+		LAT+="$(probes khubB)"$'\n'
+	fi
 	RUNS+="$(gets "rgw-direct" "$PRESIGNED")"$'\n'
 	RUNS+="$(gets "nginx-proxy" "$VIA_NGINX")"$'\n'
 done
-LAT=$(probes)
+LAT=$(printf '%s' "$LAT" | grep . | medians)
 printf '%s' "$RUNS" | awk '$2 > best[$1] { best[$1] = $2 } END {
-	order[1] = "through-khub"; order[2] = "khub-redirect"; order[3] = "rgw-direct"; order[4] = "nginx-proxy"
+	n = split("through-khub through-khub-B khub-redirect rgw-direct nginx-proxy", order, " ")
 	printf "%-14s %10s %8s %8s\n", "way", "MB/s", "x rgw", "x nginx"
-	for (i = 1; i <= 4; i++) printf "%-14s %10.1f %8.2f %8.2f\n", order[i], best[order[i]],
-		best[order[i]] / best["rgw-direct"], best[order[i]] / best["nginx-proxy"] }'
+	for (i = 1; i <= n; i++) if (order[i] in best) printf "%-14s %10.1f %8.2f %8.2f\n", order[i], best[order[i]],
+		best[order[i]] / best["rgw-direct"], best[order[i]] / best["nginx-proxy"]
+	if ("through-khub-B" in best) printf "A/B: through-khub / through-khub-B = %.2f\n", best["through-khub"] / best["through-khub-B"] }'
 printf '%s\n' "$LAT" | awk '{ v[$1] = $2 } END {
 	printf "%-14s %10s %8s\n", "latency", "median ms", "x direct"
-	split("ttfb-khub ttfb-direct range1k-khub range1k-direct", o, " ")
-	for (i = 1; i <= 4; i++) { d = v[o[i % 2 ? i + 1 : i]]; printf "%-14s %10.1f %8.2f\n", o[i], v[o[i]], (d > 0 ? v[o[i]] / d : 0) } }'
+	n = split("ttfb-khub ttfb-khubB ttfb-direct range1k-khub range1k-khubB range1k-direct", o, " ")
+	for (i = 1; i <= n; i++) if (o[i] in v) { d = v[o[i] ~ /^ttfb/ ? "ttfb-direct" : "range1k-direct"]
+		printf "%-14s %10.1f %8.2f\n", o[i], v[o[i]], (d > 0 ? v[o[i]] / d : 0) } }'
 exit 0
