@@ -9,7 +9,9 @@
 # through-khub way). Not part of the test suite; prints MB/s per way (best of
 # BENCH_ROUNDS, the ways alternating) and the ratios to RGW direct and to the
 # nginx hop, then the median time to first byte of a whole GET and of a
-# 1 KiB Range GET, through khub and direct.
+# 1 KiB Range GET, through khub and direct. For the through-khub ways also
+# khub's CPU time per GiB served (user + system, its own threads, best
+# round): on a machine others load, the steadiest number for an A/B.
 #
 # Environment (all optional):
 #   BENCH_FILE_MB     size of the LFS file in MiB          (default 100)
@@ -87,16 +89,24 @@ khub import "$SRC" --repo bench/relu --branch main >/dev/null 2>"$TEST_DIR/impor
 URL_PATH=/kernels/bench/relu/resolve/main/build/torch-cpu/big.bin
 WANT=$(sha256sum "$SRC/build/torch-cpu/big.bin" | cut -c1-64)
 
-# gets NAME URL [curl args]: GETS downloads, PAR at once; prints "NAME MB/s"
+# khub_cpu_ticks: user + system clock ticks of the khub server so far
+khub_cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$KHUB_PID/stat"; }
+
+# gets NAME URL [curl args]: GETS downloads, PAR at once; prints "NAME MB/s
+# bytes cpu-ms-per-GiB" (the last for through-khub ways only, else -)
 gets() {
-	local name=$1 url=$2 t0 t1 bytes
+	local name=$1 url=$2 t0 t1 bytes c0=- c1=-
 	shift 2
+	[[ "$name" == through-khub* ]] && c0=$(khub_cpu_ticks)
 	t0=$(date +%s.%N)
 	bytes=$(seq 1 "$GETS" | xargs -P "$PAR" -I{} curl -s -o /dev/null -w '%{size_download}\n' "$@" "$url" |
 		awk '{ s += $1 } END { print s + 0 }')
 	t1=$(date +%s.%N)
-	python3 -c "import sys; b, t = float(sys.argv[1]), float(sys.argv[2]) - float(sys.argv[3]); print(sys.argv[4], round(b / t / 1e6, 1), int(b))" \
-		"$bytes" "$t1" "$t0" "$name"
+	[ "$c0" != - ] && c1=$(khub_cpu_ticks)
+	python3 -c "import sys; b, t = float(sys.argv[1]), float(sys.argv[2]) - float(sys.argv[3])
+cpu = '-' if sys.argv[5] == '-' else round((int(sys.argv[6]) - int(sys.argv[5])) * 1000 / int(sys.argv[7]) / (b / 2**30), 1)
+print(sys.argv[4], round(b / t / 1e6, 1), int(b), cpu)" \
+		"$bytes" "$t1" "$t0" "$name" "$c0" "$c1" "$(getconf CLK_TCK)"
 }
 
 # probes TAG: PROBES rounds of four timings, interleaved so that khub and
@@ -166,12 +176,14 @@ for r in $(seq 1 "$ROUNDS"); do
 	RUNS+="$(gets "nginx-proxy" "$VIA_NGINX")"$'\n'
 done
 LAT=$(printf '%s' "$LAT" | grep . | medians)
-printf '%s' "$RUNS" | awk '$2 > best[$1] { best[$1] = $2 } END {
+printf '%s' "$RUNS" | awk '$2 > best[$1] { best[$1] = $2 }
+	$4 != "-" && (!($1 in cpu) || $4 < cpu[$1]) { cpu[$1] = $4 } END {
 	n = split("through-khub through-khub-B khub-redirect rgw-direct nginx-proxy", order, " ")
-	printf "%-14s %10s %8s %8s\n", "way", "MB/s", "x rgw", "x nginx"
-	for (i = 1; i <= n; i++) if (order[i] in best) printf "%-14s %10.1f %8.2f %8.2f\n", order[i], best[order[i]],
-		best[order[i]] / best["rgw-direct"], best[order[i]] / best["nginx-proxy"]
-	if ("through-khub-B" in best) printf "A/B: through-khub / through-khub-B = %.2f\n", best["through-khub"] / best["through-khub-B"] }'
+	printf "%-14s %10s %8s %8s %14s\n", "way", "MB/s", "x rgw", "x nginx", "khub cpu ms/GiB"
+	for (i = 1; i <= n; i++) if (order[i] in best) printf "%-14s %10.1f %8.2f %8.2f %14s\n", order[i], best[order[i]],
+		best[order[i]] / best["rgw-direct"], best[order[i]] / best["nginx-proxy"], (order[i] in cpu ? cpu[order[i]] : "")
+	if ("through-khub-B" in best) printf "A/B: through-khub / through-khub-B = %.2f (MB/s), %.2f (khub cpu per GiB)\n",
+		best["through-khub"] / best["through-khub-B"], cpu["through-khub"] / cpu["through-khub-B"] }'
 printf '%s\n' "$LAT" | awk '{ v[$1] = $2 } END {
 	printf "%-14s %10s %8s\n", "latency", "median ms", "x direct"
 	n = split("ttfb-khub ttfb-khubB ttfb-direct range1k-khub range1k-khubB range1k-direct", o, " ")
