@@ -91,7 +91,8 @@ int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uin
  * its waker instead of blocking. A read of the whole object is hashed
  * as it goes; when it does not hash to the oid the read fails before its
  * last byte (the object is moved to quarantine/, logged and counted). A
- * range is served as the store holds it (objects are verified on write).
+ * range is served as the store holds it (objects are verified on write),
+ * complete with its last byte (no verdict to wait for).
  * 0 with *out (the caller ends it with lfs_stream_close), KHUB_EINVAL when
  * the backend has no streamed reads (local: lfs_store_open_object). */
 struct lfs_stream;

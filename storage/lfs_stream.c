@@ -4,9 +4,10 @@
  * so memory stays flat whatever the sizes and a slow client slows the
  * fetch; the consumer never blocks: it arms the stream and waits, and the
  * producer calls the consumer's waker from its own thread when there is
- * something worth a look (no thread in between, no descriptor). The last
- * byte of the body is held back until the producer gave its verdict, so a
- * read whose content does not hash to its oid never completes. Streams
+ * something worth a look (no thread in between, no descriptor). In a
+ * verified read the body's last byte is held back until the producer gave
+ * its verdict, so a read whose content does not hash to its oid never
+ * completes; any other read (a range) completes with its last byte. Streams
  * alive at once (a buffer each, and a thread for as long as it fetches)
  * are bounded per process: past the bound a new one is refused at once. */
 #include "storage/lfs_backend.h"
@@ -27,6 +28,7 @@ struct lfs_stream {
 	char *buf;			/* ring of cap bytes: len of them from head */
 	size_t cap, head, len;
 	uint64_t count, delivered;	/* the body's length, bytes handed out */
+	int verified;			/* hold the last byte back until the verdict */
 	int state;			/* 1 awaited, 0 flowing, < 0 failed */
 	int seen_state;			/* the state the consumer last saw */
 	int finished;			/* the producer ended (state: its verdict) */
@@ -48,7 +50,7 @@ static int stream_slot_take(long max)
 	return 0;
 }
 
-int lfs_stream_new(uint64_t count, size_t cap, long max, struct lfs_stream **out)
+int lfs_stream_new(uint64_t count, size_t cap, long max, int verified, struct lfs_stream **out)
 {
 	*out = NULL;
 	if (!stream_slot_take(max))
@@ -60,6 +62,7 @@ int lfs_stream_new(uint64_t count, size_t cap, long max, struct lfs_stream **out
 	s->cap = cap;
 	s->buf = xmalloc(cap);
 	s->count = count;
+	s->verified = verified;
 	s->state = s->seen_state = 1;
 	*out = s;
 	return 0;
@@ -100,7 +103,7 @@ static int worth_waking(const struct lfs_stream *s)
 	if (s->state != s->seen_state || s->finished)
 		return 1;
 	size_t n = deliverable(s);
-	return n && (n >= s->cap / 4 || monotonic_usec() - s->waits_since > WAKE_USEC);
+	return n && (n >= s->cap / 4 || s->delivered + n == s->count || monotonic_usec() - s->waits_since > WAKE_USEC);
 }
 
 /* Disarm the consumer when it waits for what is there now; under s->lock.
@@ -213,11 +216,11 @@ int lfs_stream_state(struct lfs_stream *s)
 }
 
 /* What may be handed out now: all that is buffered, less the body's last
- * byte while no verdict came. Under s->lock. */
+ * byte while a verified read has no verdict. Under s->lock. */
 static size_t deliverable(const struct lfs_stream *s)
 {
 	size_t n = s->len;
-	if (!s->finished && s->count && s->delivered + n >= s->count)
+	if (s->verified && !s->finished && s->count && s->delivered + n >= s->count)
 		n = (size_t)(s->count - 1 - s->delivered);
 	return n;
 }
@@ -230,7 +233,7 @@ ssize_t lfs_stream_read(struct lfs_stream *s, char *out, size_t max)
 	size_t n = deliverable(s), head = s->head;
 	if (s->state < 0)
 		rc = s->state;
-	else if (!n && s->finished)
+	else if (!n && (s->finished || (!s->verified && s->delivered == s->count)))
 		rc = s->delivered == s->count ? LFS_STREAM_END : KHUB_EIO;
 	else if (!n && !s->consumer_waits) {
 		s->consumer_waits = 1;
