@@ -493,6 +493,10 @@ void request_park_fd(struct request *req, int fd, short events, unsigned wait_ms
  * or -1 when it cannot wait (nothing suspended; the caller answers). */
 int park_connection(struct MHD_Connection *conn, const char *key, int fd, short events, unsigned wait_ms);
 void request_wake(const char *key);
+/* The same, resumed from the calling thread at once rather than by the
+ * parker (a producer thread waking its reader); only requests parked
+ * without a descriptor. Any thread; a key nobody waits on is a no-op. */
+void request_wake_now(const char *key);
 /* The key of what waiters wait for: "kind:n" ("work:12"). */
 #define PARK_KEY_MAX 48
 void park_key(char out[PARK_KEY_MAX], const char *kind, uint64_t n);

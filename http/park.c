@@ -3,7 +3,8 @@
  * thing it waits for is released, or when a file descriptor it waits on
  * is ready), and its handler (or its response's reader) is then called
  * again. Used for a repo's write lock, background jobs and git's pipes;
- * one thread does all the resuming. */
+ * one thread does the resuming, except request_wake_now (a producer
+ * thread resuming its reader itself: one hop fewer per wait). */
 #include "http/http.h"
 
 #include <errno.h>
@@ -31,6 +32,10 @@ static pthread_mutex_t parker_start_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int parker_running;
 static int changed_fd = -1;	/* eventfd: the list changed, look again */
 static int closing;		/* request_wake_all was called: the server stops */
+/* When the parker's poll times out at the latest (UINT64_MAX: never): a
+ * new entry due later and without a descriptor needs no poke (it is seen
+ * then), which spares the parker a wake-up per stream wait. */
+static uint64_t parker_wakes_at;
 
 /* Tell the parker the list changed; under park_lock or not. */
 static void parker_poke(void)
@@ -47,6 +52,19 @@ static void mark_ready(struct pollfd *fds, struct parked **owners, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (fds[i].revents)
 			owners[i]->wake_usec = 0;
+}
+
+/* Resume the entries of list, taken off parked_list; not under park_lock. */
+static void resume_parked(struct parked *list)
+{
+	while (list) {
+		struct parked *p = list;
+		list = p->next;
+		MHD_resume_connection(p->conn);
+		if (http_ctx.resumed)
+			http_ctx.resumed(p->conn);
+		free(p);
+	}
 }
 
 static void *parker(void *arg)
@@ -74,14 +92,7 @@ static void *parker(void *arg)
 		}
 		if (due) {
 			pthread_mutex_unlock(&park_lock);
-			while (due) {
-				struct parked *p = due;
-				due = p->next;
-				MHD_resume_connection(p->conn);
-				if (http_ctx.resumed)
-					http_ctx.resumed(p->conn);
-				free(p);
-			}
+			resume_parked(due);
 			pthread_mutex_lock(&park_lock);
 			continue;
 		}
@@ -103,6 +114,7 @@ static void *parker(void *arg)
 			}
 		uint64_t wait_ms = next == UINT64_MAX ? 0 : (next - now + 999) / 1000;
 		int timeout = next == UINT64_MAX ? -1 : wait_ms > 60000 ? 60000 : (int)wait_ms;
+		parker_wakes_at = timeout < 0 ? UINT64_MAX : now + (uint64_t)timeout * 1000u;
 		pthread_mutex_unlock(&park_lock);
 		int rc = poll(fds, n, timeout);
 		if (rc > 0 && fds[0].revents) {
@@ -157,8 +169,10 @@ int park_connection(struct MHD_Connection *conn, const char *key, int fd, short 
 	pthread_mutex_lock(&park_lock);
 	p->next = parked_list;
 	parked_list = p;
+	int poke = fd >= 0 || p->wake_usec < parker_wakes_at;
 	pthread_mutex_unlock(&park_lock);
-	parker_poke();
+	if (poke)
+		parker_poke();
 	return 0;
 }
 
@@ -204,6 +218,27 @@ void request_wake(const char *key)
 	pthread_mutex_unlock(&park_lock);
 	if (any)
 		parker_poke();
+}
+
+/* Only entries without a descriptor: the parker's poll set refers to the
+ * others while it waits. Whoever takes an entry off the list resumes it:
+ * exactly once, here or in the parker. */
+void request_wake_now(const char *key)
+{
+	struct parked *found = NULL, **pp = &parked_list;
+	pthread_mutex_lock(&park_lock);
+	while (*pp) {
+		struct parked *p = *pp;
+		if (p->fd < 0 && strcmp(p->key, key) == 0) {
+			*pp = p->next;
+			p->next = found;
+			found = p;
+		} else {
+			pp = &p->next;
+		}
+	}
+	pthread_mutex_unlock(&park_lock);
+	resume_parked(found);
 }
 
 void request_wake_all(void)

@@ -87,23 +87,34 @@ int lfs_store_open_object(struct lfs_store *store, const char *oid, int *fd, uin
 
 /* Reads that need not wait on the store before the first byte (S3): the
  * backend fetches on a thread of its own into a bounded buffer (memory
- * stays flat; a slow reader slows the fetch), and the reader polls
- * lfs_stream_fd instead of blocking. A read of the whole object is hashed
+ * stays flat; a slow reader slows the fetch), and the reader waits for
+ * its waker instead of blocking. A read of the whole object is hashed
  * as it goes; when it does not hash to the oid the read fails before its
  * last byte (the object is moved to quarantine/, logged and counted). A
- * range is served as the store holds it (objects are verified on write).
+ * range is served as the store holds it (objects are verified on write),
+ * complete with its last byte (no verdict to wait for).
  * 0 with *out (the caller ends it with lfs_stream_close), KHUB_EINVAL when
  * the backend has no streamed reads (local: lfs_store_open_object). */
 struct lfs_stream;
 int lfs_store_stream_open(struct lfs_store *store, const char *oid, uint64_t size, uint64_t from, uint64_t count,
 			  struct lfs_stream **out);
-/* Ready for reading (POLLIN) when the state or the buffer changed. */
-int lfs_stream_fd(const struct lfs_stream *s);
+/* The consumer's waker: wake(arg) is called, from the producer's thread,
+ * once after each lfs_stream_arm that answered 0, when there is something
+ * worth a look (the state changed, the fetch ended, or a good part of the
+ * buffer filled). The stream owns arg (freed with free() with the stream),
+ * so a late call after lfs_stream_close is harmless. Set it before the
+ * first wait. */
+void lfs_stream_on_ready(struct lfs_stream *s, void (*wake)(void *arg), void *arg);
+/* About to wait (after lfs_stream_state said 1, or lfs_stream_read 0):
+ * 1 when there is something to look at already (do not wait), 0 when the
+ * waker will be called. Arm after whatever the waker releases is in place
+ * (a lost wake-up is impossible: arming and waking share a lock). */
+int lfs_stream_arm(struct lfs_stream *s);
 /* 1 while the store's answer is awaited, 0 when the bytes flow,
  * KHUB_ENOTFOUND (no such object, or not khub's, or another size), KHUB_EIO. */
 int lfs_stream_state(struct lfs_stream *s);
 #define LFS_STREAM_END (-1000)
-/* Once flowing: up to max bytes (> 0), 0 when none yet (poll the fd),
+/* Once flowing: up to max bytes (> 0), 0 when none yet (arm and wait),
  * LFS_STREAM_END when every byte was handed out (and, for the whole
  * object, verified), KHUB_EINVAL (damaged) or KHUB_EIO: abort the transfer. */
 ssize_t lfs_stream_read(struct lfs_stream *s, char *buf, size_t max);

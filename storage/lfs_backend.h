@@ -45,12 +45,13 @@ uint64_t lfs_s3_damaged_count(void);
 
 /* ---- the producer's side of a stream (lfs_stream.c) -------------------------- */
 
-/* A stream of a count-byte body through a buffer of cap bytes, held by
+/* A stream of a count-byte body through a buffer of cap bytes (verified:
+ * its last byte is held back until lfs_stream_finish's verdict), held by
  * two: the producer (ends with lfs_stream_finish) and the consumer (ends
  * with lfs_stream_close); the last to let go frees it and gives back its
  * slot. 0 with *out; KHUB_EBUSY (counted) when max streams (0: no bound)
  * of this process are alive already; KHUB_EIO. */
-int lfs_stream_new(uint64_t count, size_t cap, long max, struct lfs_stream **out);
+int lfs_stream_new(uint64_t count, size_t cap, long max, int verified, struct lfs_stream **out);
 /* The store answered: 0 (bytes follow) or a negative khub_err. */
 void lfs_stream_answer(struct lfs_stream *s, int state);
 /* Append, blocking while the buffer is full: 0, or -1 when the consumer

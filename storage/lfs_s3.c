@@ -830,7 +830,8 @@ static int s3_stream(void *priv, const char *oid, uint64_t size, uint64_t from, 
 	if (!count)
 		return KHUB_EINVAL;	/* nothing to stream: open_object */
 	struct s3_stream *x = xcalloc(1, sizeof(*x));
-	int rc = lfs_stream_new(count, STREAM_BUFFER, s->streams_max, &x->st);
+	int whole = from == 0 && count == size;	/* hashed on the way: verified */
+	int rc = lfs_stream_new(count, STREAM_BUFFER, s->streams_max, whole, &x->st);
 	if (rc < 0) {
 		free(x);
 		return rc;	/* KHUB_EBUSY: the bound of reads alive, no thread started */
@@ -842,7 +843,7 @@ static int s3_stream(void *priv, const char *oid, uint64_t size, uint64_t from, 
 	call_init(&x->c, "GET", object_url(s, oid, NULL));
 	x->c.sink = stream_sink;
 	x->c.sink_arg = x;
-	if (from == 0 && count == size) {
+	if (whole) {
 		x->sha = EVP_MD_CTX_new();
 		EVP_DigestInit_ex(x->sha, EVP_sha256(), NULL);
 	} else {

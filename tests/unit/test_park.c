@@ -1,6 +1,8 @@
 /* test_park.c -- waiting without a thread (http/park.c) with real
  * libmicrohttpd connections: a parked request is resumed by a wake of its
- * key (and only its key), by its delay running out, by its file descriptor
+ * key (and only its key), by a wake from another thread that resumes it
+ * there and then (request_wake_now: once, the parker no longer holding
+ * it), by its delay running out, by its file descriptor
  * becoming ready, and by the shutdown's wake of everything, after which
  * nothing parks again. A request that cannot wait (no descriptor left for
  * the parker) is answered 503, the server lives on, and the next park
@@ -93,6 +95,33 @@ static void test_wake_by_key(void)
 	ok(b.status == 200 && strncmp(b.body, "rounds=1 ", 9) == 0, "its own wake resumes it");
 }
 
+static void *wake_now_thread(void *key)
+{
+	request_wake_now(key);
+	return NULL;
+}
+
+static void test_wake_now(void)
+{
+	struct harness_call a, b;
+	atomic_store(&parked_calls, 0);
+	harness_call_start(&a, "/key/t:7/600000");
+	harness_call_start(&b, "/key/t:8/600000");
+	harness_wait_for(atomic_load(&parked_calls) == 2);
+	pthread_t t;
+	pthread_create(&t, NULL, wake_now_thread, "t:7");
+	pthread_join(t, NULL);
+	harness_call_join(&a);
+	ok(a.status == 200 && strncmp(a.body, "rounds=1 ", 9) == 0, "a wake from another thread resumes it at once (%s)",
+	   a.body);
+	ok(!atomic_load(&b.done), "the other key's request stays parked");
+	request_wake_now("t:7");	/* nobody parked under it any more: nothing happens */
+	request_wake("t:7");
+	request_wake_now("t:8");
+	harness_call_join(&b);
+	ok(b.status == 200 && strncmp(b.body, "rounds=1 ", 9) == 0, "its own wake resumes it, once (%s)", b.body);
+}
+
 static void test_cannot_park(void)
 {
 	struct harness_call a;
@@ -154,6 +183,7 @@ int main(void)
 	ok(harness_start(handler) == 0, "a daemon on a loopback port");
 	test_cannot_park();	/* first: the parker is not running yet */
 	test_wake_by_key();
+	test_wake_now();
 	test_delay();
 	test_fd();
 	test_wake_all();
