@@ -48,7 +48,6 @@ push_and_measure() {
 		>"$T/push.log" 2>&1 &&
 		pass "git push: $1" || fail "git push: $(tail -3 "$T/push.log")"
 	SHA=$(git -C "$T/clone" rev-parse HEAD)
-	local start
 	local start pass
 	for pass in 1 2 3; do	# builds, then the benchmark jobs their publication queued
 		start=$(date +%s.%N)
