@@ -4,7 +4,7 @@
  * call. Each passes storage the states its event may start from, read
  * from the table (the UPDATE changes nothing in any other), and checks
  * the state the change ended in against the table, then tells the repo's
- * webhooks (lease lapses and take-backs, changed in bulk, do not). */
+ * webhooks (lease lapses and take-backs too, job by job, with a reason). */
 #include "farm/farm.h"
 #include "storage/webhooks.h"
 
@@ -127,9 +127,15 @@ static struct from_states states_from(enum build_event event)
 	return f;
 }
 
+/* Why the system moved a job, as its webhook says (the job's error has
+ * the details). */
+#define LAPSE_REASON "the lease lapsed: its worker stopped heartbeating"
+#define TAKE_BACK_REASON "taken back: the worker's scope no longer covers the repo"
+
 /* After event changed job id: the state it ended in must be one of the
- * table's for that event (a programmer's error otherwise). */
-static void ended_in(int64_t id, enum build_event event, const char *to)
+ * table's for that event (a programmer's error otherwise); the repo's
+ * webhooks hear of it, with reason when not NULL. */
+static void ended_in_because(int64_t id, enum build_event event, const char *to, const char *reason)
 {
 	enum build_state s = build_state_named(to);
 	int known = 0;
@@ -139,7 +145,21 @@ static void ended_in(int64_t id, enum build_event event, const char *to)
 		log_error("build %" PRId64 ": %s ended in %s, which the state table does not allow", id,
 			  build_event_name(event), to);
 	assert(known);
-	webhook_event_build(id, to);	/* the repo's hooks of scope repo.build */
+	webhook_event_build(id, to, build_event_name(event), reason);	/* the hooks of scope repo.build */
+}
+
+static void ended_in(int64_t id, enum build_event event, const char *to)
+{
+	ended_in_because(id, event, to, NULL);
+}
+
+/* Each job of a bulk change by event ended in its state; changes released. */
+static int ended_each(struct build_changes *changes, int count, enum build_event event, const char *reason)
+{
+	for (size_t i = 0; count > 0 && i < changes->count; i++)
+		ended_in_because(changes->items[i].id, event, changes->items[i].state, reason);
+	build_changes_release(changes);
+	return count;
 }
 
 json_t *build_states_json(void)
@@ -184,8 +204,10 @@ int build_job_enqueue(const struct build_request *r, const char *variant, enum b
 int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, struct build_row *out,
 		    int64_t *head_left)
 {
+	struct build_changes lapsed = { 0 };
 	*head_left = -1;
-	int rc = db_build_claim(worker_id, variants, n, farm_settings.lease_seconds, out);
+	int rc = db_build_claim(worker_id, variants, n, farm_settings.lease_seconds, out, &lapsed);
+	ended_each(&lapsed, (int)lapsed.count, BUILD_EV_LAPSE, LAPSE_REASON);
 	if (rc != 0)
 		return rc;
 	int64_t id = out->id;
@@ -200,9 +222,12 @@ int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, st
 int build_job_lease(int64_t id, int64_t worker_id, char state[16])
 {
 	/* the job's worker whose scope no longer covers it loses it first */
-	int rc = db_build_lease_check(id, worker_id, state);
-	if (rc == KHUB_EPERM && strcmp(state, "queued") == 0)
+	int taken_back = 0;
+	int rc = db_build_lease_check(id, worker_id, state, &taken_back);
+	if (rc != KHUB_EDB && taken_back) {
+		ended_in_because(id, BUILD_EV_TAKE_BACK, "queued", TAKE_BACK_REASON);
 		farm_queue_changed();
+	}
 	return rc;
 }
 
@@ -285,10 +310,12 @@ int build_job_retry(int64_t id)
 
 int build_jobs_expire_leases(void)
 {
-	return db_build_expire_leases();
+	struct build_changes lapsed = { 0 };
+	return ended_each(&lapsed, db_build_expire_leases(&lapsed), BUILD_EV_LAPSE, LAPSE_REASON);
 }
 
 int build_jobs_take_back(void)
 {
-	return db_build_take_back_out_of_scope();
+	struct build_changes back = { 0 };
+	return ended_each(&back, db_build_take_back_out_of_scope(&back), BUILD_EV_TAKE_BACK, TAKE_BACK_REASON);
 }

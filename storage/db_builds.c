@@ -275,14 +275,38 @@ int db_build_matrix_count(int64_t repo_id, long *commits)
 	return 0;
 }
 
-int db_build_expire_leases(void)
+void build_changes_release(struct build_changes *changes)
 {
-	return db_run_count("UPDATE builds b SET"
+	if (!changes)
+		return;
+	free(changes->items);
+	changes->items = NULL;
+	changes->count = 0;
+}
+
+static void build_change_fill(void *item, const struct db_rows *rows, size_t i)
+{
+	struct build_change *c = item;
+	c->id = db_rows_int(rows, i, 0, 0);
+	snprintf(c->state, sizeof(c->state), "%s", db_rows_get(rows, i, 1));
+}
+
+/* The jobs an UPDATE … RETURNING b.id, b.state changed into out: how many. */
+static int build_changes_query(struct build_changes *out, const char *sql)
+{
+	int rc = 0;
+	out->items = db_query_items(sizeof(*out->items), build_change_fill, &out->count, &rc, sql, 0, NULL);
+	return rc < 0 ? rc : (int)out->count;
+}
+
+int db_build_expire_leases(struct build_changes *out)
+{
+	return build_changes_query(out, "UPDATE builds b SET"
 			    " state = CASE WHEN b.attempt >= b.max_attempts THEN 'failed' ELSE 'queued' END,"
 			    " error = 'lease expired (attempt ' || b.attempt || ' of ' || b.max_attempts || ')',"
 			    " not_before = now() + " BACKOFF ", worker_id = NULL, lease_expires_at = NULL,"
 			    " finished_at = CASE WHEN b.attempt >= b.max_attempts THEN now() END"
-			    " WHERE b.state = 'running' AND b.lease_expires_at < now()", 0, NULL);
+			    " WHERE b.state = 'running' AND b.lease_expires_at < now() RETURNING b.id, b.state");
 }
 
 /* Round robin by repo: first the repo whose last claim is oldest (never
@@ -292,11 +316,11 @@ int db_build_expire_leases(void)
 	" ORDER BY (SELECT max(x.started_at) FROM builds x WHERE x.repo_id = b.repo_id) NULLS FIRST," \
 	" b.created_at, b.id"
 
-int db_build_take_back_out_of_scope(void)
+int db_build_take_back_out_of_scope(struct build_changes *out)
 {
-	return db_run_count("UPDATE builds b SET" TAKE_BACK_SET " FROM workers w, repos r"
-			    " WHERE b.state = 'running' AND w.id = b.worker_id AND r.id = b.repo_id"
-			    " AND NOT " WORKER_MAY_BUILD("w", "r"), 0, NULL);
+	return build_changes_query(out, "UPDATE builds b SET" TAKE_BACK_SET " FROM workers w, repos r"
+				   " WHERE b.state = 'running' AND w.id = b.worker_id AND r.id = b.repo_id"
+				   " AND NOT " WORKER_MAY_BUILD("w", "r") " RETURNING b.id, b.state");
 }
 
 /* A claimed job's log gets a line of khub's own, "[khub] attempt N of M on
@@ -314,7 +338,7 @@ static int log_start_attempt(const char *bid, const char *wid)
 }
 
 int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
-		   struct build_row *out)
+		   struct build_row *out, struct build_changes *lapsed)
 {
 	struct strbuf list = STRBUF_INIT;
 	struct db_rows room = { 0 };
@@ -323,6 +347,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	id_text(wid, worker_id);
 	snprintf(lease, sizeof(lease), "%ld", lease_seconds);
 	memset(out, 0, sizeof(*out));
+	memset(lapsed, 0, sizeof(*lapsed));
 	strbuf_adds(&list, "{");
 	for (size_t i = 0; i < n; i++) {
 		if (i)
@@ -334,7 +359,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	int rc = db_tx_begin();
 	if (rc < 0)
 		goto cleanup;
-	if ((rc = db_build_expire_leases()) < 0)
+	if ((rc = db_build_expire_leases(lapsed)) < 0)
 		goto rollback;
 	/* the worker's row locked first, in a statement of its own: its
 	 * concurrent claims take turns, and the count below (a new snapshot)
@@ -375,6 +400,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	goto cleanup;
 rollback:
 	db_tx_rollback();
+	build_changes_release(lapsed);	/* rolled back with the rest */
 cleanup:
 	db_rows_release(&room);
 	build_rows_release(&claimed);
@@ -396,7 +422,7 @@ int db_build_next_lease_expiry(long *ms)
 	return 0;
 }
 
-int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])
+int db_build_lease_check(int64_t id, int64_t worker_id, char state[16], int *taken_back)
 {
 	char bid[24], wid[24];
 	id_text(bid, id);
@@ -419,12 +445,13 @@ int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])
 		return rc;
 	int running = strcmp(db_rows_get(&rows, 0, 0), "running") == 0;
 	int leased = db_rows_get(&rows, 0, 1)[0] == 't', held = db_rows_get(&rows, 0, 2)[0] == 't';
-	int allowed = db_rows_get(&rows, 0, 3)[0] == 't', taken_back = db_rows_get(&rows, 0, 4)[0] == 't';
-	snprintf(state, 16, "%s", taken_back ? "queued" : db_rows_get(&rows, 0, 0));
+	int allowed = db_rows_get(&rows, 0, 3)[0] == 't';
+	*taken_back = db_rows_get(&rows, 0, 4)[0] == 't';
+	snprintf(state, 16, "%s", *taken_back ? "queued" : db_rows_get(&rows, 0, 0));
 	db_rows_release(&rows);
 	if (!allowed)
 		return held ? KHUB_EPERM : KHUB_ENOTFOUND;
-	return running && leased && !taken_back ? 0 : KHUB_ECONFLICT;
+	return running && leased && !*taken_back ? 0 : KHUB_ECONFLICT;
 }
 
 int db_build_heartbeat(int64_t id, int64_t worker_id, const char *const *from, long lease_seconds, char expires[40],
