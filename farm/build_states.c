@@ -15,6 +15,7 @@
 
 #define WORKER_JOB_ROUTE(verb) "POST /api/builds/{arg}/" verb
 #define OUTPUT_ROUTE "PUT /api/builds/{arg}/output"
+#define MERGE_ROUTE "POST /api/kernels/{ns}/{name}/campaigns/{arg}/merge"
 #define LEASE_CHECKED "GET /api/builds/{arg}/source, " WORKER_JOB_ROUTE("heartbeat") ", " WORKER_JOB_ROUTE("log") \
 	", " OUTPUT_ROUTE ", " WORKER_JOB_ROUTE("fail") ", " WORKER_JOB_ROUTE("release") ", " \
 	WORKER_JOB_ROUTE("benchmark")
@@ -58,6 +59,15 @@ const struct build_transition build_job_transitions[] = {
 	  "the lease lapsed with attempts left (the lease timer, or any claim): queued after the backoff", "" },
 	{ BUILD_RUNNING, BUILD_EV_LAPSE, BUILD_FAILED, BUILD_BY_SYSTEM,
 	  "the lease lapsed at the job's last attempt", "" },
+	{ BUILD_RUNNING, BUILD_EV_STAGE, BUILD_STAGED, BUILD_BY_WORKER,
+	  "the lease holder's output of a fleet rebuild checked and committed on the kernel's pull request refs/pr/N "
+	  "(the repo's campaignPublish is pr): v<N> gets it when a writer merges", OUTPUT_ROUTE },
+	{ BUILD_STAGED, BUILD_EV_MERGE, BUILD_SUCCEEDED, BUILD_BY_OWNER,
+	  "a writer of the repo merges the campaign's pull request (the API or the web's Merge button): v<N> moves to it",
+	  MERGE_ROUTE },
+	{ BUILD_STAGED, BUILD_EV_SUPERSEDE, BUILD_SUPERSEDED, BUILD_BY_SYSTEM,
+	  "a newer build of the same kernel and variant was staged or published (a newer commit, or a newer "
+	  "campaign): its pull request is never merged over the newer work", OUTPUT_ROUTE },
 	{ BUILD_RUNNING, BUILD_EV_TAKE_BACK, BUILD_QUEUED, BUILD_BY_SYSTEM | BUILD_BY_ADMIN,
 	  "the worker's scope no longer covers the repo (made private, scope narrowed, worker removed): the attempt "
 	  "not counted (the lease timer, khub admin worker, the lease check of a worker's route about the job)",
@@ -66,15 +76,15 @@ const struct build_transition build_job_transitions[] = {
 };
 
 static const char *const state_names[BUILD_STATE_COUNT] = {
-	"none", "queued", "running", "succeeded", "failed", "canceled",
+	"none", "queued", "running", "succeeded", "failed", "canceled", "staged", "superseded",
 };
 /* The word the build matrix (pages and API) shows for each state. */
 static const char *const state_statuses[BUILD_STATE_COUNT] = {
-	"not built", "queued", "building", "published", "failed", "canceled",
+	"not built", "queued", "building", "published", "failed", "canceled", "staged", "superseded",
 };
 static const char *const event_names[BUILD_EVENT_COUNT] = {
 	"enqueue", "claim", "heartbeat", "log", "publish", "refuse", "fail", "release", "cancel", "retry", "lapse",
-	"take_back",
+	"take_back", "stage", "merge", "supersede",
 };
 static const char *const actor_names[] = { "worker", "owner", "admin", "system" };
 
@@ -131,6 +141,7 @@ static struct from_states states_from(enum build_event event)
  * the details). */
 #define LAPSE_REASON "the lease lapsed: its worker stopped heartbeating"
 #define TAKE_BACK_REASON "taken back: the worker's scope no longer covers the repo"
+#define SUPERSEDE_REASON "a newer build of the kernel and variant was staged or published"
 
 /* After event changed job id: the state it ended in must be one of the
  * table's for that event (a programmer's error otherwise); the repo's
@@ -269,20 +280,55 @@ int build_job_release(int64_t id, int64_t worker_id)
 	return rc;
 }
 
+/* After job id was staged or published: the older staged jobs of its repo
+ * and variant are superseded (their pull requests never merged over it). */
+static void supersede_older(int64_t id)
+{
+	struct from_states f = states_from(BUILD_EV_SUPERSEDE);
+	struct build_changes older = { 0 };
+	int n = db_build_supersede_older(id, f.names, &older);
+	if (n < 0)
+		log_error("build %" PRId64 ": the older staged builds are not marked superseded (database)", id);
+	ended_each(&older, n, BUILD_EV_SUPERSEDE, SUPERSEDE_REASON);
+}
+
 int build_job_publish(int64_t id, int64_t worker_id, const char *abi_report, const char *branch, const char *commit,
 		      const char *note)
 {
 	struct from_states f = states_from(BUILD_EV_PUBLISH);
-	int rc = db_build_finish(id, worker_id, f.names, 1, NULL, abi_report, branch, commit, note);
-	if (rc == 0)
+	int rc = db_build_finish(id, worker_id, f.names, "succeeded", NULL, abi_report, branch, commit, note);
+	if (rc == 0) {
 		ended_in(id, BUILD_EV_PUBLISH, "succeeded");
+		supersede_older(id);
+	}
+	return rc;
+}
+
+int build_job_stage(int64_t id, int64_t worker_id, const char *abi_report, const char *pr_ref, const char *commit,
+		    const char *note)
+{
+	struct from_states f = states_from(BUILD_EV_STAGE);
+	int rc = db_build_finish(id, worker_id, f.names, "staged", NULL, abi_report, pr_ref, commit, note);
+	if (rc == 0) {
+		ended_in(id, BUILD_EV_STAGE, "staged");
+		supersede_older(id);
+	}
+	return rc;
+}
+
+int build_job_merge(int64_t id)
+{
+	struct from_states f = states_from(BUILD_EV_MERGE);
+	int rc = db_build_merged(id, f.names);
+	if (rc == 0)
+		ended_in(id, BUILD_EV_MERGE, "succeeded");
 	return rc;
 }
 
 int build_job_refuse(int64_t id, int64_t worker_id, const char *why, const char *abi_report)
 {
 	struct from_states f = states_from(BUILD_EV_REFUSE);
-	int rc = db_build_finish(id, worker_id, f.names, 0, why, abi_report, NULL, NULL, NULL);
+	int rc = db_build_finish(id, worker_id, f.names, "failed", why, abi_report, NULL, NULL, NULL);
 	if (rc == 0)
 		ended_in(id, BUILD_EV_REFUSE, "failed");
 	return rc;

@@ -173,7 +173,7 @@ int db_build_enqueue(const struct build_request *r, const char *variant, enum bu
 	 * two enqueues; a succeeded job stops it unless forced */
 	int rc = db_query(&rows,
 			  "WITH done AS (SELECT id FROM builds WHERE repo_id = $1 AND source_commit = $2 AND variant = $3"
-			  "  AND state = 'succeeded' AND NOT $4::boolean ORDER BY id DESC LIMIT 1),"
+			  "  AND state IN ('succeeded', 'staged') AND NOT $4::boolean ORDER BY id DESC LIMIT 1),"
 			  " ins AS (INSERT INTO builds (repo_id, source_commit, variant, force, max_attempts, requested_by,"
 			  "  source_url, source_revision)"
 			  "  SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE NOT EXISTS (SELECT 1 FROM done)"
@@ -813,15 +813,14 @@ int db_build_release(int64_t id, int64_t worker_id, const char *const *from)
 			   " WHERE id = $1 AND worker_id = $2 AND state = ANY($3::text[]) RETURNING state", 3, params, NULL);
 }
 
-int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, int succeeded, const char *error,
+int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, const char *to, const char *error,
 		    const char *abi_report, const char *branch, const char *commit, const char *note)
 {
 	char bid[24], wid[24], states[96];
 	id_text(bid, id);
 	id_text(wid, worker_id);
 	states_literal(from, states);
-	const char *params[9] = { bid, wid, succeeded ? "succeeded" : "failed", error, abi_report, branch, commit, note,
-				  states };
+	const char *params[9] = { bid, wid, to, error, abi_report, branch, commit, note, states };
 	return update_held("UPDATE builds SET state = $3, error = $4, abi_report = coalesce($5::jsonb, abi_report),"
 			   " published_branch = $6, published_commit = $7, note = $8, finished_at = now(),"
 			   " lease_expires_at = NULL"
@@ -845,6 +844,30 @@ int db_build_earlier_publication(int64_t id, char commit[41])
 		snprintf(commit, 41, "%s", db_rows_get(&rows, 0, 0));
 	db_rows_release(&rows);
 	return 0;
+}
+
+int db_build_merged(int64_t id, const char *const *from)
+{
+	char bid[24], states[96];
+	id_text(bid, id);
+	states_literal(from, states);
+	const char *params[2] = { bid, states };
+	return update_held("UPDATE builds SET state = 'succeeded' WHERE id = $1 AND state = ANY($2::text[])"
+			   " RETURNING state", 2, params, NULL);
+}
+
+int db_build_supersede_older(int64_t id, const char *const *from, struct build_changes *out)
+{
+	char bid[24], states[96];
+	id_text(bid, id);
+	states_literal(from, states);
+	const char *params[2] = { bid, states };
+	int rc = 0;
+	out->items = db_query_items(sizeof(*out->items), build_change_fill, &out->count, &rc,
+				    "UPDATE builds o SET state = 'superseded', error = 'superseded by build #' || b.id"
+				    " FROM builds b WHERE b.id = $1 AND o.repo_id = b.repo_id AND o.variant = b.variant"
+				    " AND o.id < b.id AND o.state = ANY($2::text[]) RETURNING o.id, o.state", 2, params);
+	return rc < 0 ? rc : (int)out->count;
 }
 
 int db_build_cancel(int64_t id, const char *const *from, char state_out[16])

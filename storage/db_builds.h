@@ -80,7 +80,7 @@ int db_build_matrix_count(int64_t repo_id, long *commits);
  * db_build_expire_leases, db_build_take_back_out_of_scope, db_build_claim,
  * db_build_lease_check, db_build_heartbeat, db_build_log_append,
  * db_build_fail, db_build_release, db_build_finish, db_build_cancel,
- * db_build_retry. */
+ * db_build_retry, db_build_merged, db_build_supersede_older. */
 
 /* Jobs a bulk change moved, each with the state it ended in (the farm
  * tells their repos' webhooks). Owned; build_changes_release frees. */
@@ -167,12 +167,20 @@ int db_build_fail(int64_t id, int64_t worker_id, const char *const *from, const 
 		  const char *abi_report, char state_out[16]);
 /* Given back without counting the attempt. KHUB_ECONFLICT without the lease. */
 int db_build_release(int64_t id, int64_t worker_id, const char *const *from);
-/* The output was published (branch and commit) or refused (error); the
- * report is kept either way; note (may be NULL) says more of a success
+/* The output was published (branch and commit: state to "succeeded", or
+ * "staged" on a pull request) or refused (error, to "failed"); the report
+ * is kept either way; note (may be NULL) says more of a success
  * ("identical to published commit X"). KHUB_ECONFLICT when the lease was
  * lost. */
-int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, int succeeded, const char *error,
+int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, const char *to, const char *error,
 		    const char *abi_report, const char *branch, const char *commit, const char *note);
+/* A staged job's pull request was merged: succeeded. KHUB_ECONFLICT when
+ * it is in none of from. */
+int db_build_merged(int64_t id, const char *const *from);
+/* The jobs of the same repo and variant older than job id in one of from
+ * become superseded (error "superseded by build #id"): into *out (released
+ * by the caller). How many, or KHUB_EDB. */
+int db_build_supersede_older(int64_t id, const char *const *from, struct build_changes *out);
 /* The commit an earlier succeeded build of the same repo, source commit
  * and variant as job id published (the newest), "" when none. */
 int db_build_earlier_publication(int64_t id, char commit[41]);
