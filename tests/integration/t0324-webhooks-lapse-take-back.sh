@@ -76,7 +76,7 @@ claim() {	# claim VARIANT: w1 claims it; the job's id in $J
 
 # ---- a lease that lapses -----------------------------------------------------------------------
 api "$ALICE" POST /api/kernels/acme/relu/builds "{\"variants\":[\"$V1\"]}"
-ok "$([ "$ST" = 202 ]; echo $?)" "enqueue $V1"
+like "$ST" "^20[02]$" "enqueue $V1 (or it was queued by the push already)"
 claim "$V1"
 is "$ST" 200 "w1 claims it (build $J) and then says nothing"
 event_of "$J" lapse
@@ -89,7 +89,7 @@ khub_stop
 export KHUB_BUILD_LEASE_SECONDS=600 KHUB_BUILD_LEASE_CHECK_MS=600000	# no lapse, and the timer idle
 khub_start
 api "$ALICE" POST /api/kernels/acme/relu/builds "{\"variants\":[\"$V2\"]}"
-ok "$([ "$ST" = 202 ]; echo $?)" "enqueue $V2"
+like "$ST" "^20[02]$" "enqueue $V2 (or it was queued by the push already)"
 claim "$V2"
 is "$ST" 200 "w1 claims it (build $J)"
 J2=$J
