@@ -262,6 +262,12 @@ int builds_matrix_commit_arg(struct request *req, const char *commit, char sha[4
  * repo's: 404): *answer is the API's 200 body (owned); audited. */
 int builds_cancel(struct request *req, int64_t id, json_t **answer, enum MHD_Result *result);
 int builds_retry(struct request *req, int64_t id, json_t **answer, enum MHD_Result *result);
+/* POST /api/kernels/{ns}/{name}/campaigns/{id}/merge for req->repo (the
+ * API and the web's Merge button): v<N> moved to the campaign's pull
+ * request, its build staged -> succeeded, audited (campaign.merge);
+ * *answer the API's 200 body (owned), else -1 with *result answered (404,
+ * 409 moved, merged or superseded) or parked. */
+int campaigns_merge(struct request *req, int64_t id, json_t **answer, enum MHD_Result *result);
 /* POST .../builds {"revision": sha}: the default variants of sha's plan
  * queued (those queued, running or published skipped): *status 202 or 422
  * (nothing to build) with *answer (owned), as the API answers them. */

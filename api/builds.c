@@ -308,16 +308,14 @@ static enum MHD_Result handle_list(struct request *req)
 	const char *state = request_query(req, "state"), *commit = request_query(req, "commit");
 	const char *limit_arg = request_query(req, "limit"), *offset_arg = request_query(req, "offset");
 	long limit = limit_arg ? atol(limit_arg) : 50, offset = offset_arg ? atol(offset_arg) : 0;
-	static const char *const states[] = { "queued", "running", "succeeded", "failed", "canceled" };
 	enum MHD_Result result;
 	if (commit)
 		return builds_matrix_answer(req, commit);
-	int known = !state;
-	for (size_t i = 0; state && i < sizeof(states) / sizeof(states[0]); i++)
-		known |= strcmp(state, states[i]) == 0;
+	enum build_state named = build_state_named(state);	/* the state machine's names */
+	int known = !state || (named != BUILD_STATE_COUNT && named != BUILD_NONE);
 	if (!known || limit < 1 || limit > 1000 || offset < 0)
-		return respond_error(req, 400, NULL, "state must be queued, running, succeeded, failed or canceled; "
-					   "limit 1 to 1000; offset from 0");
+		return respond_error(req, 400, NULL, "state must be queued, running, succeeded, failed, canceled, staged or "
+					   "superseded; limit 1 to 1000; offset from 0");
 	struct build_rows rows;
 	if (db_build_list(req->repo->record.id, state, limit, offset, &rows) < 0)
 		return respond_db_unavailable(req);

@@ -103,7 +103,7 @@ static enum MHD_Result handle_output(struct request *req)
 	if (job_rc == KHUB_EDB || db_build_get(st->id, &b) < 0)
 		return respond_db_unavailable(req);
 	const char *state = b.state;
-	if (strcmp(state, "succeeded") == 0)
+	if (strcmp(state, "succeeded") == 0 || strcmp(state, "staged") == 0)	/* staged: on a campaign's PR */
 		result = respond_json(req, 200, json_pack("{s:s, s:s, s:s, s:s?}", "state", state, "branch",
 							  b.branch ? b.branch : "", "commit",
 							  b.published ? b.published : "", "note", b.note));

@@ -1,7 +1,8 @@
 /* campaigns.c -- fleet rebuilds through the API (docs/build-farm.md, "Fleet
  * rebuilds"): site admins start a campaign of a variant or of a
  * toolchain's variants and list them; a writer of a kernel merges the
- * pull request a campaign staged on it into v<N>. The farm decides
+ * pull request a campaign staged on it into v<N> (campaigns_merge, which
+ * the web's Merge button calls too). The farm decides
  * (farm/build_campaign.c). */
 #include "api/builds.h"
 
@@ -131,29 +132,27 @@ static enum MHD_Result respond_merge_refused(struct request *req, int rc, const 
 	return respond_err(req, rc, "the merge failed");
 }
 
-static enum MHD_Result handle_merge(struct request *req)
+int campaigns_merge(struct request *req, int64_t id, json_t **answer, enum MHD_Result *result)
 {
 	struct repo_handle *h = req->repo;
 	struct db_campaign_kernel k;
-	enum MHD_Result result;
 	char branch[32] = "", sha[41] = "", why[400] = "";
-	int64_t id;
-	if (campaign_id_from_request(req, &id, &result) < 0)
-		return result;
 	int rc = db_campaign_kernel_get(id, h->record.id, &k);
 	if (rc == KHUB_ENOTFOUND)
-		return respond_error(req, 404, NULL, "campaign #%" PRId64 " did not build %s/%s", id, h->record.ns,
-				     h->record.name);
+		*result = respond_error(req, 404, NULL, "campaign #%" PRId64 " did not build %s/%s", id, h->record.ns,
+					h->record.name);
+	else if (rc < 0)
+		*result = respond_db_unavailable(req);
 	if (rc < 0)
-		return respond_db_unavailable(req);
-	if (repo_write_lock_request(req, h->record.id, &result) != 0) {
+		return -1;
+	if (repo_write_lock_request(req, h->record.id, result) != 0) {
 		db_campaign_kernel_release(&k);
-		return result;	/* parked or answered */
+		return -1;	/* parked or answered */
 	}
 	rc = build_campaign_merge(h->git, &k, branch, sha, why, sizeof(why));
 	repo_write_unlock(h->record.id);
 	if (rc < 0) {
-		result = respond_merge_refused(req, rc, why);
+		*result = respond_merge_refused(req, rc, why);
 	} else {
 		char *details = xasprintf("{\"campaign\":%" PRId64 ",\"pr\":\"%s\",\"branch\":\"%s\",\"sha\":\"%s\"}", id,
 					  k.pr_ref, branch, sha);
@@ -161,11 +160,20 @@ static enum MHD_Result handle_merge(struct request *req)
 		api_audit(req, "campaign.merge", repo_audit_target(req, h->record.type, h->record.ns, h->record.name),
 			  details);
 		free(details);
-		result = respond_json(req, 200, json_pack("{s:s, s:s, s:s}", "pr", k.pr_ref, "branch", branch,
-							  "targetCommit", sha));
+		*answer = json_pack("{s:s, s:s, s:s}", "pr", k.pr_ref, "branch", branch, "targetCommit", sha);
 	}
 	db_campaign_kernel_release(&k);
-	return result;
+	return rc < 0 ? -1 : 0;
+}
+
+static enum MHD_Result handle_merge(struct request *req)
+{
+	enum MHD_Result result;
+	json_t *answer;
+	int64_t id;
+	if (campaign_id_from_request(req, &id, &result) < 0 || campaigns_merge(req, id, &answer, &result) < 0)
+		return result;
+	return respond_json(req, 200, answer);
 }
 
 const struct route campaigns_routes[] = {

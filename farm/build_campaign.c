@@ -197,6 +197,11 @@ int build_campaign_merge(git_repository *git, const struct db_campaign_kernel *k
 		snprintf(why, why_size, "%s was merged already", k->pr_ref);
 		return KHUB_EEXIST;
 	}
+	if (strcmp(k->state, "superseded") == 0) {	/* never over newer work */
+		snprintf(why, why_size, "build #%" PRId64 " on %s was superseded by a newer build of %s: nothing merged",
+			 k->build_id, k->pr_ref, k->variant);
+		return KHUB_ECONFLICT;
+	}
 	snprintf(branch, 32, "v%ld", k->version);
 	snprintf(ref, sizeof(ref), "refs/heads/%s", branch);
 	int exists = repo_ref_read(git, ref, head) == 0;
@@ -213,7 +218,13 @@ int build_campaign_merge(git_repository *git, const struct db_campaign_kernel *k
 	}
 	if (rc < 0)
 		return KHUB_EIO;
-	return db_campaign_set_merged(k->campaign_id, k->repo_id) == KHUB_EDB ? KHUB_EDB : 0;
+	if (db_campaign_set_merged(k->campaign_id, k->repo_id) == KHUB_EDB)
+		return KHUB_EDB;
+	/* staged -> succeeded (a build staged before the state existed is
+	 * succeeded already) */
+	if (strcmp(k->state, "staged") == 0 && build_job_merge(k->build_id) == KHUB_EDB)
+		return KHUB_EDB;
+	return 0;
 }
 
 int build_toolchain_variants(const char *toolchain, char ***names, size_t *n)

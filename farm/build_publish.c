@@ -450,12 +450,14 @@ static void job_view_take_output(struct job_view *v, const struct build_output *
 
 /* End the job succeeded: published at sha, or identical to it. */
 static int finish_published(const struct build_publish_job *job, const struct job_view *v, const char *report,
-			    const char *branch, const char *sha, int identical)
+			    const char *branch, const char *sha, int identical, int staged)
 {
 	char note[96];
 	snprintf(note, sizeof(note), "identical to published commit %s", sha);
 	log_info("build %" PRId64 ": %s %s on %s at %s", job->id, v->variant,
-		 identical ? "identical to what is published" : "published", branch, sha);
+		 identical ? "identical to what is published" : staged ? "staged" : "published", branch, sha);
+	if (staged)	/* on the campaign's pull request: v<N> gets it at the merge */
+		return build_job_stage(job->id, job->worker_id, report, branch, sha, identical ? note : NULL);
 	return build_job_publish(job->id, job->worker_id, report, branch, sha, identical ? note : NULL);
 }
 
@@ -552,7 +554,7 @@ static int build_publish_checked(const struct build_publish_job *job, struct job
 		build_output_release(out);
 		return rc == KHUB_ENOSPC || end < 0 ? (end < 0 ? end : rc) : 0;
 	}
-	rc = finish_published(job, v, out->report_text, branch, sha, identical);
+	rc = finish_published(job, v, out->report_text, branch, sha, identical, on_pr > 0);
 	build_output_release(out);
 	if (rc == 0 && !on_pr)	/* the repo's benchmarkAfterPublish */
 		benchmark_jobs_after_publish(&rec, v->commit, v->variant);

@@ -4,7 +4,7 @@
  * call. Each passes storage the states its event may start from, read
  * from the table (the UPDATE changes nothing in any other), and checks
  * the state the change ended in against the table, then tells the repo's
- * webhooks (lease lapses and take-backs, changed in bulk, do not). */
+ * webhooks (lease lapses and take-backs too, job by job, with a reason). */
 #include "farm/farm.h"
 #include "storage/webhooks.h"
 
@@ -15,6 +15,7 @@
 
 #define WORKER_JOB_ROUTE(verb) "POST /api/builds/{arg}/" verb
 #define OUTPUT_ROUTE "PUT /api/builds/{arg}/output"
+#define MERGE_ROUTE "POST /api/kernels/{ns}/{name}/campaigns/{arg}/merge"
 #define LEASE_CHECKED "GET /api/builds/{arg}/source, " WORKER_JOB_ROUTE("heartbeat") ", " WORKER_JOB_ROUTE("log") \
 	", " OUTPUT_ROUTE ", " WORKER_JOB_ROUTE("fail") ", " WORKER_JOB_ROUTE("release") ", " \
 	WORKER_JOB_ROUTE("benchmark") ", " WORKER_JOB_ROUTE("measured") ", GET /api/builds/{arg}/variant"
@@ -63,6 +64,15 @@ const struct build_transition build_job_transitions[] = {
 	  "the lease lapsed with attempts left (the lease timer, or any claim): queued after the backoff", "" },
 	{ BUILD_RUNNING, BUILD_EV_LAPSE, BUILD_FAILED, BUILD_BY_SYSTEM,
 	  "the lease lapsed at the job's last attempt", "" },
+	{ BUILD_RUNNING, BUILD_EV_STAGE, BUILD_STAGED, BUILD_BY_WORKER,
+	  "the lease holder's output of a fleet rebuild checked and committed on the kernel's pull request refs/pr/N "
+	  "(the repo's campaignPublish is pr): v<N> gets it when a writer merges", OUTPUT_ROUTE },
+	{ BUILD_STAGED, BUILD_EV_MERGE, BUILD_SUCCEEDED, BUILD_BY_OWNER,
+	  "a writer of the repo merges the campaign's pull request (the API or the web's Merge button): v<N> moves to it",
+	  MERGE_ROUTE },
+	{ BUILD_STAGED, BUILD_EV_SUPERSEDE, BUILD_SUPERSEDED, BUILD_BY_SYSTEM,
+	  "a newer build of the same kernel and variant was staged or published (a newer commit, or a newer "
+	  "campaign): its pull request is never merged over the newer work", OUTPUT_ROUTE },
 	{ BUILD_RUNNING, BUILD_EV_TAKE_BACK, BUILD_QUEUED, BUILD_BY_SYSTEM | BUILD_BY_ADMIN,
 	  "the worker's scope no longer covers the repo (made private, scope narrowed, worker removed): the attempt "
 	  "not counted (the lease timer, khub admin worker, the lease check of a worker's route about the job)",
@@ -71,15 +81,15 @@ const struct build_transition build_job_transitions[] = {
 };
 
 static const char *const state_names[BUILD_STATE_COUNT] = {
-	"none", "queued", "running", "succeeded", "failed", "canceled",
+	"none", "queued", "running", "succeeded", "failed", "canceled", "staged", "superseded",
 };
 /* The word the build matrix (pages and API) shows for each state. */
 static const char *const state_statuses[BUILD_STATE_COUNT] = {
-	"not built", "queued", "building", "published", "failed", "canceled",
+	"not built", "queued", "building", "published", "failed", "canceled", "staged", "superseded",
 };
 static const char *const event_names[BUILD_EVENT_COUNT] = {
 	"enqueue", "claim", "heartbeat", "log", "publish", "refuse", "fail", "release", "cancel", "retry", "lapse",
-	"take_back", "measure",
+	"take_back", "measure", "stage", "merge", "supersede",
 };
 static const char *const actor_names[] = { "worker", "owner", "admin", "system" };
 
@@ -132,9 +142,16 @@ static struct from_states states_from(enum build_event event)
 	return f;
 }
 
+/* Why the system moved a job, as its webhook says (the job's error has
+ * the details). */
+#define LAPSE_REASON "the lease lapsed: its worker stopped heartbeating"
+#define TAKE_BACK_REASON "taken back: the worker's scope no longer covers the repo"
+#define SUPERSEDE_REASON "a newer build of the kernel and variant was staged or published"
+
 /* After event changed job id: the state it ended in must be one of the
- * table's for that event (a programmer's error otherwise). */
-static void ended_in(int64_t id, enum build_event event, const char *to)
+ * table's for that event (a programmer's error otherwise); the repo's
+ * webhooks hear of it, with reason when not NULL. */
+static void ended_in_because(int64_t id, enum build_event event, const char *to, const char *reason)
 {
 	enum build_state s = build_state_named(to);
 	int known = 0;
@@ -144,7 +161,21 @@ static void ended_in(int64_t id, enum build_event event, const char *to)
 		log_error("build %" PRId64 ": %s ended in %s, which the state table does not allow", id,
 			  build_event_name(event), to);
 	assert(known);
-	webhook_event_build(id, to);	/* the repo's hooks of scope repo.build */
+	webhook_event_build(id, to, build_event_name(event), reason);	/* the hooks of scope repo.build */
+}
+
+static void ended_in(int64_t id, enum build_event event, const char *to)
+{
+	ended_in_because(id, event, to, NULL);
+}
+
+/* Each job of a bulk change by event ended in its state; changes released. */
+static int ended_each(struct build_changes *changes, int count, enum build_event event, const char *reason)
+{
+	for (size_t i = 0; count > 0 && i < changes->count; i++)
+		ended_in_because(changes->items[i].id, event, changes->items[i].state, reason);
+	build_changes_release(changes);
+	return count;
 }
 
 json_t *build_states_json(void)
@@ -198,8 +229,10 @@ int build_job_enqueue_benchmark(const struct build_request *r, const char *varia
 int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, struct build_row *out,
 		    int64_t *head_left)
 {
+	struct build_changes lapsed = { 0 };
 	*head_left = -1;
-	int rc = db_build_claim(worker_id, variants, n, farm_settings.lease_seconds, out);
+	int rc = db_build_claim(worker_id, variants, n, farm_settings.lease_seconds, out, &lapsed);
+	ended_each(&lapsed, (int)lapsed.count, BUILD_EV_LAPSE, LAPSE_REASON);
 	if (rc != 0)
 		return rc;
 	int64_t id = out->id;
@@ -214,9 +247,12 @@ int build_job_claim(int64_t worker_id, const char *const *variants, size_t n, st
 int build_job_lease(int64_t id, int64_t worker_id, char state[16])
 {
 	/* the job's worker whose scope no longer covers it loses it first */
-	int rc = db_build_lease_check(id, worker_id, state);
-	if (rc == KHUB_EPERM && strcmp(state, "queued") == 0)
+	int taken_back = 0;
+	int rc = db_build_lease_check(id, worker_id, state, &taken_back);
+	if (rc != KHUB_EDB && taken_back) {
+		ended_in_because(id, BUILD_EV_TAKE_BACK, "queued", TAKE_BACK_REASON);
 		farm_queue_changed();
+	}
 	return rc;
 }
 
@@ -258,13 +294,48 @@ int build_job_release(int64_t id, int64_t worker_id)
 	return rc;
 }
 
+/* After job id was staged or published: the older staged jobs of its repo
+ * and variant are superseded (their pull requests never merged over it). */
+static void supersede_older(int64_t id)
+{
+	struct from_states f = states_from(BUILD_EV_SUPERSEDE);
+	struct build_changes older = { 0 };
+	int n = db_build_supersede_older(id, f.names, &older);
+	if (n < 0)
+		log_error("build %" PRId64 ": the older staged builds are not marked superseded (database)", id);
+	ended_each(&older, n, BUILD_EV_SUPERSEDE, SUPERSEDE_REASON);
+}
+
 int build_job_publish(int64_t id, int64_t worker_id, const char *abi_report, const char *branch, const char *commit,
 		      const char *note)
 {
 	struct from_states f = states_from(BUILD_EV_PUBLISH);
-	int rc = db_build_finish(id, worker_id, f.names, 1, NULL, abi_report, branch, commit, note);
-	if (rc == 0)
+	int rc = db_build_finish(id, worker_id, f.names, "succeeded", NULL, abi_report, branch, commit, note);
+	if (rc == 0) {
 		ended_in(id, BUILD_EV_PUBLISH, "succeeded");
+		supersede_older(id);
+	}
+	return rc;
+}
+
+int build_job_stage(int64_t id, int64_t worker_id, const char *abi_report, const char *pr_ref, const char *commit,
+		    const char *note)
+{
+	struct from_states f = states_from(BUILD_EV_STAGE);
+	int rc = db_build_finish(id, worker_id, f.names, "staged", NULL, abi_report, pr_ref, commit, note);
+	if (rc == 0) {
+		ended_in(id, BUILD_EV_STAGE, "staged");
+		supersede_older(id);
+	}
+	return rc;
+}
+
+int build_job_merge(int64_t id)
+{
+	struct from_states f = states_from(BUILD_EV_MERGE);
+	int rc = db_build_merged(id, f.names);
+	if (rc == 0)
+		ended_in(id, BUILD_EV_MERGE, "succeeded");
 	return rc;
 }
 
@@ -280,7 +351,7 @@ int build_job_measured(int64_t id, int64_t worker_id, const char *note)
 int build_job_refuse(int64_t id, int64_t worker_id, const char *why, const char *abi_report)
 {
 	struct from_states f = states_from(BUILD_EV_REFUSE);
-	int rc = db_build_finish(id, worker_id, f.names, 0, why, abi_report, NULL, NULL, NULL);
+	int rc = db_build_finish(id, worker_id, f.names, "failed", why, abi_report, NULL, NULL, NULL);
 	if (rc == 0)
 		ended_in(id, BUILD_EV_REFUSE, "failed");
 	return rc;
@@ -308,10 +379,12 @@ int build_job_retry(int64_t id)
 
 int build_jobs_expire_leases(void)
 {
-	return db_build_expire_leases();
+	struct build_changes lapsed = { 0 };
+	return ended_each(&lapsed, db_build_expire_leases(&lapsed), BUILD_EV_LAPSE, LAPSE_REASON);
 }
 
 int build_jobs_take_back(void)
 {
-	return db_build_take_back_out_of_scope();
+	struct build_changes back = { 0 };
+	return ended_each(&back, db_build_take_back_out_of_scope(&back), BUILD_EV_TAKE_BACK, TAKE_BACK_REASON);
 }

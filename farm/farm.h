@@ -290,12 +290,15 @@ void build_source_stats(uint64_t *made, uint64_t *hits);
 enum build_state {
 	BUILD_NONE,		/* before the enqueue */
 	BUILD_QUEUED, BUILD_RUNNING, BUILD_SUCCEEDED, BUILD_FAILED, BUILD_CANCELED,
+	BUILD_STAGED,		/* a fleet rebuild's output on the kernel's pull request, awaiting a merge */
+	BUILD_SUPERSEDED,	/* staged, then a newer build of the kernel and variant came: never merged */
 	BUILD_STATE_COUNT,
 };
 enum build_event {
 	BUILD_EV_ENQUEUE, BUILD_EV_CLAIM, BUILD_EV_HEARTBEAT, BUILD_EV_LOG, BUILD_EV_PUBLISH, BUILD_EV_REFUSE,
 	BUILD_EV_FAIL, BUILD_EV_RELEASE, BUILD_EV_CANCEL, BUILD_EV_RETRY, BUILD_EV_LAPSE, BUILD_EV_TAKE_BACK,
-	BUILD_EV_MEASURE, BUILD_EVENT_COUNT,
+	BUILD_EV_MEASURE, BUILD_EV_STAGE, BUILD_EV_MERGE, BUILD_EV_SUPERSEDE,
+	BUILD_EVENT_COUNT,
 };
 /* Who may trigger an event (a bit set). */
 enum build_actor {
@@ -376,9 +379,17 @@ int build_job_fail(int64_t id, int64_t worker_id, const char *error, int retry, 
 		   char state[16]);
 /* running -> queued, the attempt not counted. */
 int build_job_release(int64_t id, int64_t worker_id);
-/* running -> succeeded: published at commit on branch (note may be NULL). */
+/* running -> succeeded: published at commit on branch (note may be NULL);
+ * then the older staged jobs of its repo and variant -> superseded. */
 int build_job_publish(int64_t id, int64_t worker_id, const char *abi_report, const char *branch, const char *commit,
 		      const char *note);
+/* running -> staged: a fleet rebuild's output committed on the pull
+ * request pr_ref at commit; the older staged jobs -> superseded, as above. */
+int build_job_stage(int64_t id, int64_t worker_id, const char *abi_report, const char *pr_ref, const char *commit,
+		    const char *note);
+/* staged -> succeeded: its pull request was merged (KHUB_ECONFLICT when
+ * it is not staged). */
+int build_job_merge(int64_t id);
 /* running -> failed: the output refused for why (report kept). */
 int build_job_refuse(int64_t id, int64_t worker_id, const char *why, const char *abi_report);
 /* running -> succeeded: a benchmark job's worker submitted its farm runs

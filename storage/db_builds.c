@@ -177,7 +177,7 @@ int db_build_enqueue(const struct build_request *r, const char *variant, enum bu
 	 * two enqueues; a succeeded job stops it unless forced */
 	int rc = db_query(&rows,
 			  "WITH done AS (SELECT id FROM builds WHERE repo_id = $1 AND source_commit = $2 AND variant = $3"
-			  "  AND kind = 'build' AND state = 'succeeded' AND NOT $4::boolean ORDER BY id DESC LIMIT 1),"
+			  "  AND kind = 'build' AND state IN ('succeeded', 'staged') AND NOT $4::boolean ORDER BY id DESC LIMIT 1),"
 			  " ins AS (INSERT INTO builds (repo_id, source_commit, variant, force, max_attempts, requested_by,"
 			  "  source_url, source_revision)"
 			  "  SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE NOT EXISTS (SELECT 1 FROM done)"
@@ -305,14 +305,38 @@ int db_build_matrix_count(int64_t repo_id, long *commits)
 	return 0;
 }
 
-int db_build_expire_leases(void)
+void build_changes_release(struct build_changes *changes)
 {
-	return db_run_count("UPDATE builds b SET"
+	if (!changes)
+		return;
+	free(changes->items);
+	changes->items = NULL;
+	changes->count = 0;
+}
+
+static void build_change_fill(void *item, const struct db_rows *rows, size_t i)
+{
+	struct build_change *c = item;
+	c->id = db_rows_int(rows, i, 0, 0);
+	snprintf(c->state, sizeof(c->state), "%s", db_rows_get(rows, i, 1));
+}
+
+/* The jobs an UPDATE … RETURNING b.id, b.state changed into out: how many. */
+static int build_changes_query(struct build_changes *out, const char *sql)
+{
+	int rc = 0;
+	out->items = db_query_items(sizeof(*out->items), build_change_fill, &out->count, &rc, sql, 0, NULL);
+	return rc < 0 ? rc : (int)out->count;
+}
+
+int db_build_expire_leases(struct build_changes *out)
+{
+	return build_changes_query(out, "UPDATE builds b SET"
 			    " state = CASE WHEN b.attempt >= b.max_attempts THEN 'failed' ELSE 'queued' END,"
 			    " error = 'lease expired (attempt ' || b.attempt || ' of ' || b.max_attempts || ')',"
 			    " not_before = now() + " BACKOFF ", worker_id = NULL, lease_expires_at = NULL,"
 			    " finished_at = CASE WHEN b.attempt >= b.max_attempts THEN now() END"
-			    " WHERE b.state = 'running' AND b.lease_expires_at < now()", 0, NULL);
+			    " WHERE b.state = 'running' AND b.lease_expires_at < now() RETURNING b.id, b.state");
 }
 
 /* Round robin by repo: first the repo whose last claim is oldest (never
@@ -330,11 +354,11 @@ int db_build_expire_leases(void)
 	" (SELECT 1 FROM jsonb_array_elements(CASE jsonb_typeof(w.capabilities) WHEN 'array' THEN w.capabilities" \
 	"  ELSE '[]' END) t WHERE t->>'benchmarks' = 'true' AND t->>'device' = b.device)))"
 
-int db_build_take_back_out_of_scope(void)
+int db_build_take_back_out_of_scope(struct build_changes *out)
 {
-	return db_run_count("UPDATE builds b SET" TAKE_BACK_SET " FROM workers w, repos r"
-			    " WHERE b.state = 'running' AND w.id = b.worker_id AND r.id = b.repo_id"
-			    " AND NOT " WORKER_MAY_BUILD("w", "r"), 0, NULL);
+	return build_changes_query(out, "UPDATE builds b SET" TAKE_BACK_SET " FROM workers w, repos r"
+				   " WHERE b.state = 'running' AND w.id = b.worker_id AND r.id = b.repo_id"
+				   " AND NOT " WORKER_MAY_BUILD("w", "r") " RETURNING b.id, b.state");
 }
 
 /* A claimed job's log gets a line of khub's own, "[khub] attempt N of M on
@@ -352,7 +376,7 @@ static int log_start_attempt(const char *bid, const char *wid)
 }
 
 int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
-		   struct build_row *out)
+		   struct build_row *out, struct build_changes *lapsed)
 {
 	struct strbuf list = STRBUF_INIT;
 	struct db_rows room = { 0 };
@@ -361,6 +385,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	id_text(wid, worker_id);
 	snprintf(lease, sizeof(lease), "%ld", lease_seconds);
 	memset(out, 0, sizeof(*out));
+	memset(lapsed, 0, sizeof(*lapsed));
 	strbuf_adds(&list, "{");
 	for (size_t i = 0; i < n; i++) {
 		if (i)
@@ -372,7 +397,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	int rc = db_tx_begin();
 	if (rc < 0)
 		goto cleanup;
-	if ((rc = db_build_expire_leases()) < 0)
+	if ((rc = db_build_expire_leases(lapsed)) < 0)
 		goto rollback;
 	/* the worker's row locked first, in a statement of its own: its
 	 * concurrent claims take turns, and the count below (a new snapshot)
@@ -413,6 +438,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	goto cleanup;
 rollback:
 	db_tx_rollback();
+	build_changes_release(lapsed);	/* rolled back with the rest */
 cleanup:
 	db_rows_release(&room);
 	build_rows_release(&claimed);
@@ -434,7 +460,7 @@ int db_build_next_lease_expiry(long *ms)
 	return 0;
 }
 
-int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])
+int db_build_lease_check(int64_t id, int64_t worker_id, char state[16], int *taken_back)
 {
 	char bid[24], wid[24];
 	id_text(bid, id);
@@ -457,12 +483,13 @@ int db_build_lease_check(int64_t id, int64_t worker_id, char state[16])
 		return rc;
 	int running = strcmp(db_rows_get(&rows, 0, 0), "running") == 0;
 	int leased = db_rows_get(&rows, 0, 1)[0] == 't', held = db_rows_get(&rows, 0, 2)[0] == 't';
-	int allowed = db_rows_get(&rows, 0, 3)[0] == 't', taken_back = db_rows_get(&rows, 0, 4)[0] == 't';
-	snprintf(state, 16, "%s", taken_back ? "queued" : db_rows_get(&rows, 0, 0));
+	int allowed = db_rows_get(&rows, 0, 3)[0] == 't';
+	*taken_back = db_rows_get(&rows, 0, 4)[0] == 't';
+	snprintf(state, 16, "%s", *taken_back ? "queued" : db_rows_get(&rows, 0, 0));
 	db_rows_release(&rows);
 	if (!allowed)
 		return held ? KHUB_EPERM : KHUB_ENOTFOUND;
-	return running && leased && !taken_back ? 0 : KHUB_ECONFLICT;
+	return running && leased && !*taken_back ? 0 : KHUB_ECONFLICT;
 }
 
 int db_build_heartbeat(int64_t id, int64_t worker_id, const char *const *from, long lease_seconds, char expires[40],
@@ -824,15 +851,14 @@ int db_build_release(int64_t id, int64_t worker_id, const char *const *from)
 			   " WHERE id = $1 AND worker_id = $2 AND state = ANY($3::text[]) RETURNING state", 3, params, NULL);
 }
 
-int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, int succeeded, const char *error,
+int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, const char *to, const char *error,
 		    const char *abi_report, const char *branch, const char *commit, const char *note)
 {
 	char bid[24], wid[24], states[96];
 	id_text(bid, id);
 	id_text(wid, worker_id);
 	states_literal(from, states);
-	const char *params[9] = { bid, wid, succeeded ? "succeeded" : "failed", error, abi_report, branch, commit, note,
-				  states };
+	const char *params[9] = { bid, wid, to, error, abi_report, branch, commit, note, states };
 	return update_held("UPDATE builds SET state = $3, error = $4, abi_report = coalesce($5::jsonb, abi_report),"
 			   " published_branch = $6, published_commit = $7, note = $8, finished_at = now(),"
 			   " lease_expires_at = NULL"
@@ -856,6 +882,30 @@ int db_build_earlier_publication(int64_t id, char commit[41])
 		snprintf(commit, 41, "%s", db_rows_get(&rows, 0, 0));
 	db_rows_release(&rows);
 	return 0;
+}
+
+int db_build_merged(int64_t id, const char *const *from)
+{
+	char bid[24], states[96];
+	id_text(bid, id);
+	states_literal(from, states);
+	const char *params[2] = { bid, states };
+	return update_held("UPDATE builds SET state = 'succeeded' WHERE id = $1 AND state = ANY($2::text[])"
+			   " RETURNING state", 2, params, NULL);
+}
+
+int db_build_supersede_older(int64_t id, const char *const *from, struct build_changes *out)
+{
+	char bid[24], states[96];
+	id_text(bid, id);
+	states_literal(from, states);
+	const char *params[2] = { bid, states };
+	int rc = 0;
+	out->items = db_query_items(sizeof(*out->items), build_change_fill, &out->count, &rc,
+				    "UPDATE builds o SET state = 'superseded', error = 'superseded by build #' || b.id"
+				    " FROM builds b WHERE b.id = $1 AND o.repo_id = b.repo_id AND o.variant = b.variant"
+				    " AND o.id < b.id AND o.state = ANY($2::text[]) RETURNING o.id, o.state", 2, params);
+	return rc < 0 ? rc : (int)out->count;
 }
 
 int db_build_cancel(int64_t id, const char *const *from, char state_out[16])

@@ -88,20 +88,36 @@ int db_build_matrix_count(int64_t repo_id, long *commits);
  * db_build_expire_leases, db_build_take_back_out_of_scope, db_build_claim,
  * db_build_lease_check, db_build_heartbeat, db_build_log_append,
  * db_build_fail, db_build_release, db_build_finish, db_build_cancel,
- * db_build_retry. */
+ * db_build_retry, db_build_merged, db_build_supersede_older. */
+
+/* Jobs a bulk change moved, each with the state it ended in (the farm
+ * tells their repos' webhooks). Owned; build_changes_release frees. */
+struct build_change {
+	int64_t id;
+	char state[16];
+};
+struct build_changes {
+	struct build_change *items;
+	size_t count;
+};
+/* Free the array and leave it empty; accepts NULL. */
+void build_changes_release(struct build_changes *changes);
 
 /* Running jobs whose lease expired go back to the queue with a backoff of
- * 5 s × 2^(attempt-1) (at most 5 min), or fail after max_attempts. Returns
- * how many changed, or KHUB_EDB. */
-int db_build_expire_leases(void);
+ * 5 s × 2^(attempt-1) (at most 5 min), or fail after max_attempts: those
+ * jobs into *out (released by the caller). Returns how many changed, or
+ * KHUB_EDB (out empty). */
+int db_build_expire_leases(struct build_changes *out);
 /* Milliseconds until the first lease of a running job lapses (0: one has
  * lapsed), -1 when no job runs. */
 int db_build_next_lease_expiry(long *ms);
 /* Running jobs whose worker's scope no longer covers their repo (the
  * repo turned private, the scope narrowed, the worker removed) go back to
- * the queue without counting the attempt. How many, or KHUB_EDB. */
-int db_build_take_back_out_of_scope(void);
-/* In one transaction: expire leases, then, when worker_id runs fewer jobs than the concurrency it registered,
+ * the queue without counting the attempt: those jobs into *out (released by
+ * the caller). How many, or KHUB_EDB (out empty). */
+int db_build_take_back_out_of_scope(struct build_changes *out);
+/* In one transaction: expire leases (the jobs that lapsed into *lapsed,
+ * released by the caller; empty when the claim fails), then, when worker_id runs fewer jobs than the concurrency it registered,
  * take a queued job whose variant is one of variants[0..n), whose repo the
  * worker's scope covers and whose backoff is over (FOR UPDATE SKIP
  * LOCKED): of the repos with such jobs, the one whose last claim is oldest
@@ -109,15 +125,17 @@ int db_build_take_back_out_of_scope(void);
  * lease_seconds. 0 with the job in out, 1 when none is ready, 2 when the
  * worker is at its concurrency, KHUB_EDB. */
 int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, long lease_seconds,
-		   struct build_row *out);
+		   struct build_row *out, struct build_changes *lapsed);
 
 /* The lease of a job, with the worker's scope checked against the job's
  * repo as it is now: 0 when worker_id holds it (running); KHUB_ECONFLICT
  * when it does not (*state says what the job is); KHUB_EPERM when it held
  * it (running or canceled) but its scope no longer covers the repo (a
  * running job is put back in the queue: *state "queued"); KHUB_ENOTFOUND
- * when there is no such job or the worker's scope does not cover it. */
-int db_build_lease_check(int64_t id, int64_t worker_id, char state[16]);
+ * when there is no such job or the worker's scope does not cover it.
+ * *taken_back is 1 when this call took the running job back (from this
+ * worker or another). */
+int db_build_lease_check(int64_t id, int64_t worker_id, char state[16], int *taken_back);
 /* Extend the lease: *cancel 1 when the job was canceled while this worker
  * held it; KHUB_ECONFLICT when the lease is someone else's or gone. */
 int db_build_heartbeat(int64_t id, int64_t worker_id, const char *const *from, long lease_seconds, char expires[40],
@@ -157,12 +175,20 @@ int db_build_fail(int64_t id, int64_t worker_id, const char *const *from, const 
 		  const char *abi_report, char state_out[16]);
 /* Given back without counting the attempt. KHUB_ECONFLICT without the lease. */
 int db_build_release(int64_t id, int64_t worker_id, const char *const *from);
-/* The output was published (branch and commit) or refused (error); the
- * report is kept either way; note (may be NULL) says more of a success
+/* The output was published (branch and commit: state to "succeeded", or
+ * "staged" on a pull request) or refused (error, to "failed"); the report
+ * is kept either way; note (may be NULL) says more of a success
  * ("identical to published commit X"). KHUB_ECONFLICT when the lease was
  * lost. */
-int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, int succeeded, const char *error,
+int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, const char *to, const char *error,
 		    const char *abi_report, const char *branch, const char *commit, const char *note);
+/* A staged job's pull request was merged: succeeded. KHUB_ECONFLICT when
+ * it is in none of from. */
+int db_build_merged(int64_t id, const char *const *from);
+/* The jobs of the same repo and variant older than job id in one of from
+ * become superseded (error "superseded by build #id"): into *out (released
+ * by the caller). How many, or KHUB_EDB. */
+int db_build_supersede_older(int64_t id, const char *const *from, struct build_changes *out);
 /* The commit an earlier succeeded build of the same repo, source commit
  * and variant as job id published (the newest), "" when none. */
 int db_build_earlier_publication(int64_t id, char commit[41]);

@@ -46,7 +46,7 @@ int db_campaign_list(int64_t id, long limit, struct db_campaign **out, size_t *n
 	/* waiting: queued, or running (a worker holds it) */
 	*out = db_query_items(sizeof(**out), fill_campaign, n, &rc,
 			      "SELECT c.id, c.variant, c.reason, c.requested_by, " ISO("c.created_at") ","
-			      " count(k.repo_id), count(*) FILTER (WHERE b.state = 'succeeded'),"
+			      " count(k.repo_id), count(*) FILTER (WHERE b.state IN ('succeeded', 'staged', 'superseded')),"
 			      " count(*) FILTER (WHERE b.state IN ('failed', 'canceled')),"
 			      " count(*) FILTER (WHERE b.state IN ('queued', 'running')),"
 			      " count(*) FILTER (WHERE k.skipped IS NOT NULL),"

@@ -81,14 +81,16 @@ static const char *build_state_public(const char *state)
 }
 
 /* The "build" object of job b. */
-static json_t *build_object(int64_t job_id, const struct build_row *b, const char *state)
+static json_t *build_object(int64_t job_id, const struct build_row *b, const char *state, const char *transition,
+			    const char *reason)
 {
-	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:s?}", "id", (json_int_t)job_id, "state",
+	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:s?, s:s, s:s?}", "id", (json_int_t)job_id, "state",
 			 build_state_public(state), "variant", b->variant, "commit", b->commit, "attempt",
-			 (json_int_t)b->attempt, "error", b->error ? b->error : "");
+			 (json_int_t)b->attempt, "error", b->error ? b->error : "", "transition", transition, "reason",
+			 reason);
 }
 
-void webhook_event_build(int64_t job_id, const char *state)
+void webhook_event_build(int64_t job_id, const char *state, const char *transition, const char *reason)
 {
 	struct build_row b = { 0 };
 	json_t *repo = NULL;
@@ -99,7 +101,8 @@ void webhook_event_build(int64_t job_id, const char *state)
 	if (rc == 0)
 		rc = enqueue(repo_id, WEBHOOK_SCOPE_BUILD,
 			     json_pack("{s:{s:s, s:s}, s:o, s:o}", "event", "action", "update", "scope",
-				       WEBHOOK_SCOPE_BUILD, "repo", repo, "build", build_object(job_id, &b, state)));
+				       WEBHOOK_SCOPE_BUILD, "repo", repo, "build",
+				       build_object(job_id, &b, state, transition, reason)));
 	if (rc < 0 && rc != KHUB_ENOTFOUND)
 		log_error("webhooks: build %" PRId64 ": the %s event is lost (database)", job_id, state);
 	build_row_release(&b);

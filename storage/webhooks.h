@@ -59,9 +59,10 @@ int db_webhook_attempts(int64_t repo_id, int64_t id, long limit, struct db_webho
  * ref. Failures are logged, never returned: the commit has landed. */
 void webhook_event_content(int64_t repo_id, const char *ref, const char *old_sha, const char *new_sha);
 /* Build job id is now in state (its state machine's name: queued, running,
- * succeeded, failed, canceled): queue a repo.build delivery to each hook of
- * its repo. Logged, never returned. */
-void webhook_event_build(int64_t job_id, const char *state);
+ * succeeded, failed, canceled) after transition (the state machine's event:
+ * claim, lapse, take_back, …), for reason (NULL: none said): queue a
+ * repo.build delivery to each hook of its repo. Logged, never returned. */
+void webhook_event_build(int64_t job_id, const char *state, const char *transition, const char *reason);
 /* A farm run of commit_sha measured regressions (an array of objects, the
  * API's shape; borrowed): queue a repo.benchmark delivery to each hook of
  * repo_id subscribed. Logged, never returned. */

@@ -283,6 +283,8 @@ static void campaign_kernels_cell(struct page *pg, int64_t id)
 			page_html(pg, " ");
 			page_text(pg, k[i].pr_ref);
 		}
+		if (k[i].pr_ref && !k[i].merged && strcmp(k[i].state, "staged") == 0)
+			campaign_merge_form(pg, k[i].ns, k[i].name, k[i].campaign_id, "/admin#campaigns");
 	}
 	db_campaign_kernels_free(k, n);
 	page_html(pg, "</td>");

@@ -72,9 +72,36 @@ static void back_field(struct page *pg, const char *back)
 	page_html(pg, "\">");
 }
 
+void campaign_merge_form(struct page *pg, const char *ns, const char *name, int64_t campaign_id, const char *back)
+{
+	page_html(pg, "<form method=\"post\" class=\"inline campaign-merge\" action=\"/kernels/");
+	page_text(pg, ns);
+	page_html(pg, "/");
+	page_text(pg, name);
+	page_htmlf(pg, "/campaigns/%" PRId64 "/merge\">", campaign_id);
+	page_csrf_field(pg);
+	back_field(pg, back);
+	page_html(pg, "<button type=\"submit\" class=\"campaign-merge\">Merge</button></form>");
+}
+
+/* A staged build's Merge form (its campaign's pull request). */
+static void staged_actions_html(struct page *pg, const struct repo_record *r, json_t *cell, const char *back)
+{
+	struct db_campaign_kernel k;
+	if (db_campaign_of_build((int64_t)json_integer_value(json_object_get(cell, "id")), &k) < 0)
+		return;
+	if (!k.merged)
+		campaign_merge_form(pg, r->ns, r->name, k.campaign_id, back);
+	db_campaign_kernel_release(&k);
+}
+
 void build_actions_html(struct page *pg, const struct repo_record *r, json_t *cell, const char *back)
 {
 	const char *state = jstr(cell, "state");
+	if (strcmp(state, "staged") == 0) {
+		staged_actions_html(pg, r, cell, back);
+		return;
+	}
 	int cancel = strcmp(state, "queued") == 0 || strcmp(state, "running") == 0;
 	if (!cancel && strcmp(state, "failed") != 0 && strcmp(state, "canceled") != 0)
 		return;
@@ -422,4 +449,19 @@ enum MHD_Result page_build_cancel(struct request *req)
 enum MHD_Result page_build_retry(struct request *req)
 {
 	return change_form(req, 1);
+}
+
+enum MHD_Result page_campaign_merge(struct request *req)
+{
+	const char *arg = req->nargs ? req->args[req->nargs - 1] : "";
+	char *end;
+	long long id = strtoll(arg, &end, 10);
+	enum MHD_Result result;
+	json_t *answer;
+	if (!arg[0] || *end || id <= 0)
+		return web_error_page(req, 404, "No such campaign.");
+	if (campaigns_merge(req, id, &answer, &result) < 0)
+		return result;
+	json_decref(answer);
+	return form_done(req);
 }

@@ -58,6 +58,8 @@ const struct route web_routes[] = {
 	  REPO_KERNEL, NULL, ACCESS_REPO_WRITE },
 	{ METHOD_POST, "/kernels/{ns}/{name}/builds/{arg}/retry", page_build_retry, ROUTE_PAGE | ROUTE_BODY,
 	  REPO_KERNEL, NULL, ACCESS_REPO_WRITE },
+	{ METHOD_POST, "/kernels/{ns}/{name}/campaigns/{arg}/merge", page_campaign_merge, ROUTE_PAGE | ROUTE_BODY,
+	  REPO_KERNEL, NULL, ACCESS_REPO_WRITE },
 	{ METHOD_GET | METHOD_HEAD, "/settings/tokens", page_tokens, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_SIGNED_IN },
 	{ METHOD_POST, "/settings/tokens", page_tokens_create, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_SIGNED_IN },

@@ -174,6 +174,11 @@ enum MHD_Result page_build_log_events(struct request *req);
 enum MHD_Result page_builds_enqueue(struct request *req);
 enum MHD_Result page_build_cancel(struct request *req);
 enum MHD_Result page_build_retry(struct request *req);
+/* POST /kernels/{ns}/{name}/campaigns/{id}/merge: a writer's Merge button
+ * (the API's campaigns_merge), back where the form came from. */
+enum MHD_Result page_campaign_merge(struct request *req);
+/* The Merge form of campaign campaign_id's pull request on r, returning to back. */
+void campaign_merge_form(struct page *pg, const char *ns, const char *name, int64_t campaign_id, const char *back);
 
 /* The build matrix's pieces the kernel page shares (web/pages_builds.c):
  * 1 when the caller may write req->repo (the forms are shown); a cell's

@@ -14,7 +14,7 @@ cd "$KHUB_SRC" || bail "no source tree"
 # ---- the boundary --------------------------------------------------------------------------
 CHANGERS='db_build_enqueue db_build_enqueue_benchmark db_build_claim db_build_expire_leases db_build_take_back_out_of_scope
 db_build_lease_check db_build_heartbeat db_build_log_append db_build_fail db_build_release db_build_finish
-db_build_cancel db_build_retry'
+db_build_cancel db_build_retry db_build_merged db_build_supersede_older'
 for f in $CHANGERS; do
 	hits=$(grep -rnE "\\b$f *\\(" --include='*.[ch]' api http server farm mirror sync web kernel common storage builder-worker \
 		2>/dev/null | grep -v '^farm/build_states\.c:' | grep -v '^storage/db_builds\.[ch]:')
@@ -29,9 +29,11 @@ khub_setup
 STATES=$TEST_DIR/states.json
 khub builds states --json >"$STATES"
 ok $? "khub builds states --json"
-is "$(jq -c '.states' "$STATES")" '["none","queued","running","succeeded","failed","canceled"]' "the states"
-is "$(jq '[.transitions[] | select((.from | IN("none","queued","running","succeeded","failed","canceled") | not)
-	or (.to | IN("queued","running","succeeded","failed","canceled") | not) or (.actors | length) == 0
+is "$(jq -c '.states' "$STATES")" '["none","queued","running","succeeded","failed","canceled","staged","superseded"]' \
+	"the states (staged and superseded: a fleet rebuild's pull request)"
+is "$(jq '[.transitions[] | select((.from | IN("none","queued","running","succeeded","failed","canceled","staged",
+	"superseded") | not) or (.to | IN("queued","running","succeeded","failed","canceled","staged","superseded") | not)
+	or (.actors | length) == 0
 	or (.guard | length) == 0)] | length' "$STATES")" 0 "every row: known states, who may trigger it, its guard"
 khub builds states | grep -q '^running *release *queued *worker *POST /api/builds/{arg}/release'
 ok $? "khub builds states prints the table as text"

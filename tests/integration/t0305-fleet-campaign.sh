@@ -124,7 +124,7 @@ is "$(jq -r '[.total, .waiting, .built, .skipped] | map(tostring) | join(" ")' "
 	--work-dir "$W/work" --once 2>>"$W/w1.log"
 is "$?" 0 "khub-worker --once built the queue"
 api "$ALICE" GET "/api/builds/$BID"
-is "$(jq -r .state "$B")" succeeded "build #$BID succeeded" || sed 's/^/#   /' "$W/w1.log" | tail -20
+is "$(jq -r .state "$B")" staged "build #$BID staged" || sed 's/^/#   /' "$W/w1.log" | tail -20
 PR=$(kernel_field "$CID" relu pr)
 like "$PR" '^refs/pr/[0-9]+$' "the output is staged on a pull request ref ($PR)"
 PR_HEAD=$(head_of relu "$PR")
@@ -152,6 +152,8 @@ is "$(head_of relu refs/heads/v1)" "$V1" "v1 still where it was"
 api "$ALICE" POST "/api/kernels/acme/relu/campaigns/$CID/merge"
 is "$ST $(jq -r '.branch + " " + .targetCommit' "$B")" "200 v1 $PR_HEAD" "a writer merges $PR: v1 moves to its head"
 is "$(head_of relu refs/heads/v1)" "$PR_HEAD" "the refs API agrees"
+api "$ALICE" GET "/api/builds/$BID"
+is "$(jq -r .state "$B")" succeeded "build #$BID succeeded (merged)"
 ST=$(curl -s -o "$B" -w '%{http_code}' "$KHUB_URL/kernels/acme/relu/resolve/v1/$md")
 is "$ST $(jq -r .version "$B")" "200 1" "v1 now holds $md"
 api "$ALICE" POST "/api/kernels/acme/relu/campaigns/$CID/merge"

@@ -59,6 +59,21 @@ static void test_reachable(void)
 	ok(!build_transition_allowed(BUILD_SUCCEEDED, BUILD_EV_RETRY, BUILD_QUEUED), "a succeeded job is not retried");
 	ok(build_transition_allowed(BUILD_RUNNING, BUILD_EV_FAIL, BUILD_QUEUED) &&
 	   build_transition_allowed(BUILD_RUNNING, BUILD_EV_FAIL, BUILD_FAILED), "fail: queued again or failed");
+	/* a fleet rebuild's pull request: staged, then merged or superseded;
+	 * superseded is an end no event leaves, and nothing but a merge
+	 * makes a staged job succeeded */
+	int from_superseded = 0, into_succeeded_from_staged = 0;
+	for (const struct build_transition *t = rows(); t->from != BUILD_STATE_COUNT; t++) {
+		from_superseded += t->from == BUILD_SUPERSEDED;
+		into_succeeded_from_staged += t->from == BUILD_STAGED && t->to == BUILD_SUCCEEDED && t->event != BUILD_EV_MERGE;
+	}
+	ok(build_transition_allowed(BUILD_RUNNING, BUILD_EV_STAGE, BUILD_STAGED), "stage: running -> staged");
+	ok(build_transition_allowed(BUILD_STAGED, BUILD_EV_MERGE, BUILD_SUCCEEDED) &&
+	   into_succeeded_from_staged == 0, "only a merge makes a staged job succeeded");
+	ok(build_transition_allowed(BUILD_STAGED, BUILD_EV_SUPERSEDE, BUILD_SUPERSEDED) &&
+	   !build_transition_allowed(BUILD_SUCCEEDED, BUILD_EV_SUPERSEDE, BUILD_SUPERSEDED),
+	   "supersede: a staged job only (what is published stays)");
+	ok(from_superseded == 0, "a superseded job changes state no more (not even retried)");
 }
 
 static void test_names_and_json(void)
@@ -66,7 +81,7 @@ static void test_names_and_json(void)
 	for (int s = 0; s < BUILD_STATE_COUNT; s++)
 		ok(build_state_named(build_state_name((enum build_state)s)) == (enum build_state)s, "state %s by name",
 		   build_state_name((enum build_state)s));
-	ok(build_state_named("staged") == BUILD_STATE_COUNT, "an unknown state name is none of them");
+	ok(build_state_named("merged") == BUILD_STATE_COUNT, "an unknown state name is none of them");
 	json_t *doc = build_states_json();
 	json_t *list = json_object_get(doc, "transitions");
 	ok(json_array_size(list) == row_count(), "the JSON has every row");
