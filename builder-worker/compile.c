@@ -421,7 +421,7 @@ static void variant_units(const struct build_plan *p, struct strvec *units)
  * registration.h and files no compiler includes (Python, docs, config). */
 struct header_scan {
 	const struct strvec *units;
-	char *naming;	/* the first header that names the macro (owned) */
+	char *why_all;	/* "<the first header naming the macro> names it" (owned) */
 };
 
 static int scan_header(const char *rel, const char *path, const char *name, void *ctx)
@@ -429,7 +429,7 @@ static int scan_header(const char *rel, const char *path, const char *name, void
 	static const char *const not_included[] = { ".py", ".pyi", ".md", ".rst", ".txt", ".toml", ".json", NULL };
 	struct header_scan *h = ctx;
 	struct stat st;
-	if (h->naming || lstat(path, &st) < 0)
+	if (h->why_all || lstat(path, &st) < 0)
 		return 0;
 	if (S_ISDIR(st.st_mode))
 		return strcmp(name, ".git") ? DIR_WALK_ENTER : 0;
@@ -439,7 +439,7 @@ static int scan_header(const char *rel, const char *path, const char *name, void
 		if (ends_with(name, not_included[i]))
 			return 0;
 	if (file_names_namespace(path))
-		h->naming = xstrdup(rel);
+		h->why_all = xasprintf("%s names it", rel);
 	return 0;
 }
 
@@ -449,20 +449,20 @@ static void choose_namespace_units(struct build_plan *p)
 {
 	struct strvec units = STRVEC_INIT;
 	variant_units(p, &units);
-	struct header_scan h = { .units = &units, .naming = NULL };
-	if (dir_walk(p->src, scan_header, &h) < 0 && !h.naming)
-		h.naming = xstrdup("(the source tree could not be read)");
-	p->namespace_everywhere = h.naming != NULL;
+	struct header_scan h = { .units = &units, .why_all = NULL };
+	if (dir_walk(p->src, scan_header, &h) < 0 && !h.why_all)
+		h.why_all = xstrdup("the source tree could not be read");
+	p->namespace_everywhere = h.why_all != NULL;
 	struct strbuf list = STRBUF_INIT;
-	for (size_t i = 0; i < units.count && !h.naming; i++)
+	for (size_t i = 0; i < units.count && !h.why_all; i++)
 		if (names_extension(p, units.items[i]))
 			strbuf_addf(&list, " %s", units.items[i]);
-	if (h.naming)
-		log_info("khub-worker build: every unit gets -D" NAMESPACE_MACRO "=%s: %s names it", p->ops_name, h.naming);
+	if (h.why_all)
+		log_info("khub-worker build: every unit gets -D" NAMESPACE_MACRO "=%s: %s", p->ops_name, h.why_all);
 	else
 		log_info("khub-worker build: -D" NAMESPACE_MACRO "=%s only for the units that name it:%s", p->ops_name,
 			 list.buf ? list.buf : " none");
-	free(h.naming);
+	free(h.why_all);
 	strbuf_release(&list);
 	strvec_release(&units);
 }
