@@ -20,10 +20,13 @@
 #     alone) and all jobs (they queue behind builds), plus the hand-over gap
 #     from a worker's "published" line to its next "claimed" line.
 # (c) a repo of its own (acme/relucache, buildOnPush on, the worker's cache
-#     cold) and one worker with its build cache: push the source and time
-#     push -> published (cold); push a one-line change (a line of
-#     torch-ext/<module>/__init__.py: a new commit, so a new op namespace
-#     for the binding) and time it again (cached); rebuild that commit with
+#     cold) and one worker with its build cache; its kernel is
+#     bench/kernels/activations (a binding and five kernel files, as real
+#     kernels spread their code): push the source and time push ->
+#     published (cold); push a one-line change (a line of code appended to
+#     one kernel file: a new commit, so a new op namespace for the binding)
+#     and time it again (cached: the binding and that file recompile, the
+#     other units are ccache direct hits); rebuild that commit with
 #     no change (force: every compile a hit, and no new commit published:
 #     the farm publishes with PUBLISH_SKIP_UNCHANGED); then the same commit
 #     with the worker's --no-build-cache, whose bytes must be the cached
@@ -35,7 +38,10 @@
 #   BENCH_RUNS            runs of each side of (a)                 (default 3)
 #   BENCH_JOBS            jobs of (b)                              (default 20)
 #   BENCH_WORKERS         workers of (b)                           (default 4)
-#   BENCH_KERNEL_SRC      the kernel source       (default examples/relu)
+#   BENCH_KERNEL_SRC      the kernel source of (a), (b)  (default examples/relu)
+#   BENCH_CACHE_KERNEL_SRC  the kernel source of (c) (default bench/kernels/activations)
+#   BENCH_CACHE_CHANGE    the file of (c)'s one-line change (default: the first
+#                         .cpp/.cc/.cu of its [kernel.*] sources)
 #   BENCH_TOOLCHAINS      a toolchains.json  (default: Debian's python3-torch)
 #   BENCH_RELEASE_BUILD   auto|1|0, as in read_path.sh             (default auto)
 #   BENCH_PARTS           which of a b c to run                    (default "a b c")
@@ -49,6 +55,7 @@ WORKERS=${BENCH_WORKERS:-4}
 PARTS=${BENCH_PARTS:-a b c}
 part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 KSRC=${BENCH_KERNEL_SRC:-$ROOT/examples/relu}
+CSRC=${BENCH_CACHE_KERNEL_SRC:-$ROOT/bench/kernels/activations}
 export KHUB_LOG_LEVEL=${KHUB_LOG_LEVEL:-warn}
 # a Debian toolchain links symbols newer than manylinux_2_28: publish anyway
 export KHUB_ABI_POLICY=${KHUB_ABI_POLICY:-warn}
@@ -245,14 +252,19 @@ if part c; then
 CCLONE=$TEST_DIR/cclone
 git clone -q "http://alice:$ALICE@127.0.0.1:$KHUB_PORT/kernels/acme/relucache" "$CCLONE" 2>/dev/null ||
 	{ echo "git clone of acme/relucache failed" >&2; exit 1; }
-cp -r "$KSRC"/. "$CCLONE"/
+cp -r "$CSRC"/. "$CCLONE"/
 rm -rf "$CCLONE/build"
 MODULE=$(sed -n 's/^name = "\(.*\)"/\1/p' "$CCLONE/build.toml" | head -1 | tr - _)
+CHANGE=${BENCH_CACHE_CHANGE:-$(python3 -c 'import sys, tomllib
+c = tomllib.load(open(sys.argv[1], "rb"))
+print(next(s for k in c.get("kernel", {}).values() for s in k.get("src", []) if s.endswith((".cpp", ".cc", ".cu"))))' \
+	"$CCLONE/build.toml")}
+[ -f "$CCLONE/$CHANGE" ] || { echo "build_farm.sh: no kernel file $CHANGE to change in $CSRC" >&2; exit 1; }
 cat >"$TEST_DIR/c.py" <<'PY'
-# c.py URL TOKEN VARIANT CLONE MODULE cache|nocache: one line per build,
+# c.py URL TOKEN VARIANT CLONE MODULE cache|nocache CHANGE: one line per build,
 # "<what> <push or enqueue -> succeeded, s> <started -> finished, s> <hits> <misses> <.so sha256> <v1 head> <note>"
 import datetime, hashlib, json, subprocess, sys, time, urllib.request
-url, token, variant, clone, module, mode = sys.argv[1:7]
+url, token, variant, clone, module, mode, change = sys.argv[1:8]
 REPO = "acme/relucache"
 def call(method, path, body=None, raw=False):
     req = urllib.request.Request(url + path, method=method, data=json.dumps(body).encode() if body else None,
@@ -301,8 +313,8 @@ def rebuild(what, sha):
     wait(what, b["builds"][0]["id"], t0)
 if mode == "cache":
     push("cold")
-    with open(f"{clone}/torch-ext/{module}/__init__.py", "a") as f:
-        f.write("# one more line\n")
+    with open(f"{clone}/{change}", "a") as f:	# a line of code: the unit's text changes
+        f.write('static_assert(sizeof(char) == 1, "one more line");\n')
     sha = push("change")
     rebuild("nochange", sha)
     open(f"{clone}/.git/bench-sha", "w").write(sha)
@@ -312,18 +324,19 @@ PY
 rm -rf "$W/work/w1/ccache"	# cold
 start_worker w1
 C_PID=$WPID
-python3 "$TEST_DIR/c.py" "$KHUB_URL" "$ALICE" "$VARIANT" "$CCLONE" "$MODULE" cache >"$TEST_DIR/c.out" 2>"$TEST_DIR/c.err" ||
+python3 "$TEST_DIR/c.py" "$KHUB_URL" "$ALICE" "$VARIANT" "$CCLONE" "$MODULE" cache "$CHANGE" >"$TEST_DIR/c.out" 2>"$TEST_DIR/c.err" ||
 	{ echo "(c) failed:" >&2; cat "$TEST_DIR/c.out" "$TEST_DIR/c.err" >&2; exit 1; }
 stop_workers "$C_PID"
 start_worker w1 --no-build-cache
 C_PID=$WPID
-python3 "$TEST_DIR/c.py" "$KHUB_URL" "$ALICE" "$VARIANT" "$CCLONE" "$MODULE" nocache >>"$TEST_DIR/c.out" 2>"$TEST_DIR/c.err" ||
+python3 "$TEST_DIR/c.py" "$KHUB_URL" "$ALICE" "$VARIANT" "$CCLONE" "$MODULE" nocache "$CHANGE" >>"$TEST_DIR/c.out" 2>"$TEST_DIR/c.err" ||
 	{ echo "(c) failed:" >&2; cat "$TEST_DIR/c.out" "$TEST_DIR/c.err" >&2; exit 1; }
 stop_workers "$C_PID"
 fi
 
 echo "# khub: $KHUB_BUILD"
 echo "# variant $VARIANT, toolchain $TOOLCHAIN, source $KSRC"
+part c && echo "# (c): source $CSRC, one line appended to $CHANGE"
 part a && printf '%-60s %10s\n' "(a) khub-worker build by hand, median (s)" "$A_DIRECT"
 part a && printf '%-60s %10s\n' "(a) through the farm: enqueue -> published, median (s)" "$A_FARM"
 part a && printf '%-60s %10s  %s\n' "(a) farm / by hand" "$A_RATIO" \

@@ -282,6 +282,7 @@ struct build_plan {
 	struct sandbox *sb;
 	int jobs;		/* compiler processes at once */
 	int gpu_threads;	/* threads of each GPU compile (nvcc --threads); 0: not given */
+	int namespace_everywhere;	/* a header names TORCH_EXTENSION_NAME: every unit gets it (compile.c) */
 	struct build_cache cache;	/* ccache, when dir is set */
 };
 

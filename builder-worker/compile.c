@@ -4,12 +4,14 @@
  * to hipcc; then one link into <ops>.abi3.so without RPATH. */
 #include "builder-worker/build_internal.h"
 
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Default CUDA archs by nvcc version (contract 2.4). */
@@ -146,10 +148,13 @@ static char *toolkit_root(const struct toolchain *tc, const char *compiler)
 
 static const char *compile_dir(const struct build_plan *p);
 
+static int names_extension(const struct build_plan *p, const char *rel);
+
 /* Flags every C++ translation unit gets. The source's directories by the
  * name the compilers see them at (a fixed one in the sandbox): the same
- * command line whatever the scratch is called, which a cache hit needs. */
-static void push_common_defines(const struct build_plan *p, struct strvec *args)
+ * command line whatever the scratch is called, which a cache hit needs.
+ * The op namespace only for the units that name it (names_extension). */
+static void push_common_defines(const struct build_plan *p, const char *rel, struct strvec *args)
 {
 	const struct toolchain *tc = p->tc;
 	long tmaj = p->torch_major, tmin = p->torch_minor;	/* the installed torch, also for stable ABI */
@@ -163,7 +168,8 @@ static void push_common_defines(const struct build_plan *p, struct strvec *args)
 		strvec_pushf(args, "-DTORCH_TARGET_VERSION=0x%016llx", (smaj << 56) | (smin << 48));
 	}
 	strvec_pushf(args, "-D_GLIBCXX_USE_CXX11_ABI=%d", tc->cxx11_abi ? 1 : 0);
-	strvec_pushf(args, "-DTORCH_EXTENSION_NAME=%s", p->ops_name);
+	if (names_extension(p, rel))
+		strvec_pushf(args, "-DTORCH_EXTENSION_NAME=%s", p->ops_name);
 	strvec_pushf(args, "-DPy_LIMITED_API=0x03090000");
 	for (size_t i = 0; i < sizeof(p->cb->defines) / sizeof(p->cb->defines[0]) && p->cb->defines[i]; i++)
 		strvec_pushf(args, "%s", p->cb->defines[i]);
@@ -322,6 +328,145 @@ static int push_dependencies(struct build_plan *p, json_t *kernel, struct strvec
 	return BUILD_OK;
 }
 
+/* ---- which translation units get the op namespace ------------------------------------ */
+
+/* The op namespace changes with every commit. Given to every compile, it
+ * would change every compile's command line, and ccache's direct mode
+ * would miss on all of them: only the units that name it get it, unless a
+ * header (which any unit may include) names it. A unit that does not name
+ * it compiles to the same bytes with or without it. */
+#define NAMESPACE_MACRO "TORCH_EXTENSION_NAME"
+#define NAMESPACE_MACRO_LEN (sizeof(NAMESPACE_MACRO) - 1)
+
+/* The macro's name looked for in chunks: the last bytes seen are carried
+ * over, so a name cut between two chunks is found. */
+struct mention_scan {
+	char carry[2 * NAMESPACE_MACRO_LEN];
+	size_t ncarry;
+	int found;
+};
+
+static int scan_chunk(const char *buf, size_t n, void *ctx)
+{
+	struct mention_scan *m = ctx;
+	const size_t keep = NAMESPACE_MACRO_LEN - 1;
+	size_t head = n < keep ? n : keep;
+	memcpy(m->carry + m->ncarry, buf, head);
+	if (memmem(m->carry, m->ncarry + head, NAMESPACE_MACRO, NAMESPACE_MACRO_LEN) ||
+	    memmem(buf, n, NAMESPACE_MACRO, NAMESPACE_MACRO_LEN))
+		m->found = 1;
+	if (n >= keep) {
+		memcpy(m->carry, buf + n - keep, keep);
+		m->ncarry = keep;
+	} else {
+		size_t total = m->ncarry + n, drop = total > keep ? total - keep : 0;
+		memmove(m->carry, m->carry + drop, total - drop);
+		m->ncarry = total - drop;
+	}
+	return 0;
+}
+
+/* 1 when the file at path names the macro, or cannot be read (then it
+ * may: the safe answer); 0 when it does not. Never through a link. */
+static int file_names_namespace(const char *path)
+{
+	struct mention_scan m = { .ncarry = 0, .found = 0 };
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || read_chunks(fd, scan_chunk, &m) < 0)
+		m.found = 1;
+	close(fd);
+	return m.found;
+}
+
+static int names_extension(const struct build_plan *p, const char *rel)
+{
+	if (p->namespace_everywhere || !rel)
+		return 1;
+	char *path = xasprintf("%s/%s", p->src, rel);
+	int named = file_names_namespace(path);
+	free(path);
+	return named;
+}
+
+/* 1 for a file a compiler is given (the others are only listed). */
+static int compiled_source(const char *rel)
+{
+	static const char *const exts[] = { ".cu", ".hip", ".cpp", ".cc", ".cxx", ".c", NULL };
+	for (size_t i = 0; exts[i]; i++)
+		if (ends_with(rel, exts[i]))
+			return 1;
+	return 0;
+}
+
+/* The variant's compiled units: of [torch].src and its backend's [kernel.*]. */
+static void variant_units(const struct build_plan *p, struct strvec *units)
+{
+	size_t i;
+	json_t *v, *k;
+	const char *name;
+	json_array_foreach(json_object_get(json_object_get(p->config, "torch"), "src"), i, v)
+		if (json_is_string(v) && compiled_source(json_string_value(v)))
+			strvec_pushf(units, "%s", json_string_value(v));
+	json_object_foreach(json_object_get(p->config, "kernel"), name, k)
+		if (!strcmp(json_string_value(json_object_get(k, "backend")), p->backend))
+			json_array_foreach(json_object_get(k, "src"), i, v)
+				if (json_is_string(v) && compiled_source(json_string_value(v)))
+					strvec_pushf(units, "%s", json_string_value(v));
+}
+
+/* What a header may be: any file but the compiled units, khub's own
+ * registration.h and files no compiler includes (Python, docs, config). */
+struct header_scan {
+	const struct strvec *units;
+	char *why_all;	/* "<the first header naming the macro> names it" (owned) */
+};
+
+static int scan_header(const char *rel, const char *path, const char *name, void *ctx)
+{
+	static const char *const not_included[] = { ".py", ".pyi", ".md", ".rst", ".txt", ".toml", ".json", NULL };
+	struct header_scan *h = ctx;
+	struct stat st;
+	if (h->why_all || lstat(path, &st) < 0)
+		return 0;
+	if (S_ISDIR(st.st_mode))
+		return strcmp(name, ".git") ? DIR_WALK_ENTER : 0;
+	if (!S_ISREG(st.st_mode) || !strcmp(rel, "torch-ext/registration.h") || has_string(h->units, rel))
+		return 0;
+	for (size_t i = 0; not_included[i]; i++)
+		if (ends_with(name, not_included[i]))
+			return 0;
+	if (file_names_namespace(path))
+		h->why_all = xasprintf("%s names it", rel);
+	return 0;
+}
+
+/* Set p->namespace_everywhere when a header names the macro (or the tree
+ * cannot be read); log which units get the namespace. */
+static void choose_namespace_units(struct build_plan *p)
+{
+	struct strvec units = STRVEC_INIT;
+	variant_units(p, &units);
+	struct header_scan h = { .units = &units, .why_all = NULL };
+	if (dir_walk(p->src, scan_header, &h) < 0 && !h.why_all)
+		h.why_all = xstrdup("the source tree could not be read");
+	p->namespace_everywhere = h.why_all != NULL;
+	struct strbuf list = STRBUF_INIT;
+	for (size_t i = 0; i < units.count && !h.why_all; i++)
+		if (names_extension(p, units.items[i]))
+			strbuf_addf(&list, " %s", units.items[i]);
+	if (h.why_all)
+		log_info("khub-worker build: every unit gets -D" NAMESPACE_MACRO "=%s: %s", p->ops_name, h.why_all);
+	else
+		log_info("khub-worker build: -D" NAMESPACE_MACRO "=%s only for the units that name it:%s", p->ops_name,
+			 list.buf ? list.buf : " none");
+	free(h.why_all);
+	strbuf_release(&list);
+	strvec_release(&units);
+}
+
 /* ---- the backends compiled here ------------------------------------------------------- */
 
 /* nvcc for a .cu of a CUDA build. */
@@ -341,7 +486,7 @@ static void nvcc_command(struct build_plan *p, const char *rel, json_t *kernel, 
 	}
 	strvec_pushf(args, "--expt-relaxed-constexpr");
 	push_reproducible(p, args, 1, rel);
-	push_common_defines(p, args);
+	push_common_defines(p, rel, args);
 	for (size_t i = 0; i < p->archs.count; i++)
 		push_gencode(args, p->archs.items[i]);
 	push_strings(args, json_object_get(kernel, p->cb->flags_key), "", NULL);
@@ -350,13 +495,12 @@ static void nvcc_command(struct build_plan *p, const char *rel, json_t *kernel, 
 /* hipcc -x hip for a .cu or .hip of a ROCm build. */
 static void hipcc_command(struct build_plan *p, const char *rel, json_t *kernel, struct strvec *args)
 {
-	(void)rel;	/* clang (hipcc) has no -frandom-seed */
 	strvec_pushf(args, "%s", p->tc->hipcc);
 	strvec_pushf(args, "-O3");
 	strvec_pushf(args, "-DNDEBUG");
 	strvec_pushf(args, "-fPIC");
 	push_reproducible(p, args, 0, NULL);
-	push_common_defines(p, args);
+	push_common_defines(p, rel, args);
 	for (size_t i = 0; i < p->archs.count; i++)
 		strvec_pushf(args, "--offload-arch=%s", p->archs.items[i]);
 	push_strings(args, json_object_get(kernel, p->cb->flags_key), "", NULL);
@@ -509,8 +653,8 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		       struct strvec *cmd)
 {
 	const struct toolchain *tc = p->tc;
-	int is_cxx = ends_with(rel, ".cpp") || ends_with(rel, ".cc") || ends_with(rel, ".cxx") || ends_with(rel, ".c");
-	if (!ends_with(rel, ".cu") && !ends_with(rel, ".hip") && !is_cxx)
+	int is_cxx = compiled_source(rel) && !ends_with(rel, ".cu") && !ends_with(rel, ".hip");
+	if (!compiled_source(rel))
 		return BUILD_OK;	/* headers and data are only listed */
 	char *base = xstrdup(rel);
 	for (char *c = base; *c; c++)
@@ -533,7 +677,7 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		strvec_pushf(&args, "-fPIC");
 		strvec_pushf(&args, "-fno-gnu-unique");
 		push_reproducible(p, &args, 0, rel);
-		push_common_defines(p, &args);
+		push_common_defines(p, rel, &args);
 		if (kernel)
 			push_strings(&args, json_object_get(kernel, "cxx-flags"), "", NULL);
 		else
@@ -731,6 +875,7 @@ int compile_variant(struct build_plan *p)
 	if ((rc = hipify_sources(p)) != BUILD_OK)
 		goto cleanup;
 	choose_gpu_threads(p);
+	choose_namespace_units(p);
 	size_t index = 0;
 	size_t i;
 	json_t *v;

@@ -107,9 +107,13 @@ check "the variant from the cache is byte for byte the variant built without it"
 check "… and its .so is the same file (sha256)" -- bash -c \
 	"[ \"\$(sha256sum <'$T/out-a2/$VARIANT/_relu_cpu_2222222.abi3.so')\" = \"\$(sha256sum <'$T/out-a3/$VARIANT/_relu_cpu_2222222.abi3.so')\" ]"
 
-# ccache's max_size: the one given (1 MiB) made it evict, and the cache stays under it
+# ccache's max_size: the one given (1 MiB), and the cache stays under it
 like "$(cat "$T/a2.log")" 'build cache .* \(ccache, at most 1 MiB' "--cache-max-mb 1: the build says its bound"
-ok $([ "$(stat_of "$A_DIR" cleanups_performed)" -ge 1 ]; echo $?) "ccache evicted to keep under 1 MiB (cleanups: $(stat_of "$A_DIR" cleanups_performed))"
+# (whether ccache runs a cleanup is its business: since relu_cpu.cpp is a direct
+# hit, this build stores only the binding's object and updates no manifest, and
+# ccache 4.7 ran none; a preprocessed-mode hit used to update one and run one)
+ok $([ "$(stat_of "$A_DIR" cache_size_kibibyte)" -le 1024 ]; echo $?) \
+	"ccache keeps its objects under 1 MiB ($(stat_of "$A_DIR" cache_size_kibibyte) KiB, cleanups: $(stat_of "$A_DIR" cleanups_performed))"
 used_kib=$(du -sk --exclude=a-secret "$A_DIR" | cut -f1)
 ok $([ "$used_kib" -le 1200 ]; echo $?) "acme's cache takes ${used_kib} KiB (at most 1 MiB of objects and ccache's own files)"
 
