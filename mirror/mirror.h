@@ -12,6 +12,7 @@
 #include "storage/git/repo.h"
 #include "storage/lfs/lfs.h"
 #include "storage/db/db.h"
+#include "storage/publish/publish.h"
 
 /* ---- configuration (mirror/mirror_config.c) ------------------------------ */
 

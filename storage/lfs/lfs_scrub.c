@@ -5,7 +5,6 @@
  * counted for /metrics.
  * It finds what leaves the file's metadata alone (bit rot), which the
  * check before serving cannot see. */
-#include "storage/db/db.h"
 #include "storage/lfs/lfs.h"
 #include "storage/lfs/lfs_backend.h"
 

@@ -17,8 +17,9 @@
  *
  * Refs that move through objects arriving as packs (git push, the mirror,
  * air-gap sync) are followed by publish_refs_moved: the same after-move
- * steps. Functions return 0 or a negative enum khub_err unless they say
- * otherwise. */
+ * steps. Content that arrived from another hub comes in through
+ * repo_import_* (storage/publish/import.c, below). Functions return 0 or a
+ * negative enum khub_err unless they say otherwise. */
 #ifndef KHUB_PUBLISH_H
 #define KHUB_PUBLISH_H
 
@@ -219,5 +220,80 @@ int publish_import_unregistered_ref(git_repository *git, const char *ref, const 
 void publish_refs_moved(int64_t repo_id, git_repository *git, const char *new_sha, enum publish_change change,
 			const struct publish_actor *who, const char *action, const char *target,
 			const char *details);
+
+/* ---- importing what arrived from another hub (storage/publish/import.c) -- */
+
+/* The one importer for the mirror (`khub mirror`: objects fetched by
+ * libgit2 under staging refs, LFS content into temp files) and air-gap
+ * sync (`khub sync import`: packs and LFS objects staged from a bundle).
+ * Outside storage/, nothing else registers a mirrored repo, creates its
+ * store, copies its org's trust flag, moves a pack or adopts LFS content
+ * into it, or moves its refs. For one repo, in this order:
+ *
+ *   repo_import_register    registered as a mirrored repo (the org made
+ *                           when new, marked as made by an import)
+ *   repo_import_open        its store, created empty and fresh when new
+ *                           (never adopting a directory), opened
+ *   repo_import_copy_trust  its org's trustedKernelPublisher follows the
+ *                           source unless an admin set it here
+ *   repo_import_add_pack    a staged pack moved into its objects
+ *   repo_import_add_lfs     a staged LFS object adopted, linked to it
+ *   repo_import_move_ref    a ref moved by compare-and-swap under the
+ *                           repo's write lock, then the after-move steps
+ *                           (touch, index, audit entry, hook) once
+ *
+ * An air-gap import sets the refs of a repo new here before registering
+ * it (repo_import_set_fresh_ref), so that it appears whole, and runs the
+ * after-move steps once it is registered (repo_import_refs_moved). */
+
+/* Fills out. Safe inside a caller's transaction. */
+int repo_import_register(enum repo_type type, const char *ns, const char *name, int private_,
+			 struct repo_record *out);
+/* A repo's store, opened: fresh (the repo not registered here, so nothing
+ * owns its place) is made empty and new (repo_store_init_empty_fresh: a
+ * directory found there goes to the trash, *quarantined (may be NULL) its
+ * trash path, the caller frees; never adopted); otherwise the registered
+ * repo's own directory (made empty when missing). The caller holds the
+ * registry lock (DB_LOCK_REGISTRY) when fresh, and frees *out with
+ * git_repository_free. */
+int repo_import_open(const char *root, enum repo_type type, const char *ns, const char *name, int fresh,
+		     git_repository **out, char **quarantined);
+int repo_import_copy_trust(const char *ns, int trusted);
+/* staged is a pack's path without .pack/.idx (git_indexer's output): both
+ * renamed into git's objects/pack, the .idx last. KHUB_EIO with errno
+ * set when a rename fails. */
+int repo_import_add_pack(git_repository *git, const char *staged);
+/* The repo as an import would see it once a staged pack is in, for the
+ * checks a dry run makes: the repo's store (exists) or an empty
+ * in-memory one, with the staged pack (its path without .pack/.idx; NULL:
+ * none) added to its objects in memory, nothing moved. KHUB_EIO. */
+int repo_import_open_with_pack(const char *root, enum repo_type type, const char *ns, const char *name, int exists,
+			       const char *staged, git_repository **out);
+/* staged (may be NULL: stored already) is a file the caller hashed as it
+ * wrote it (its sha256 is oid): renamed into the store. Then linked to
+ * repo_id (0: not yet, the repo is not registered). KHUB_EDB. */
+int repo_import_add_lfs(struct lfs_store *lfs, int64_t repo_id, const char *staged, const char *oid);
+
+/* A ref to move: name (full), expected_old (NULL or "": must not exist),
+ * new_sha (NULL or "": delete it); strings borrowed. */
+struct repo_import_ref {
+	const char *name;
+	const char *expected_old;
+	const char *new_sha;
+	const char *log_message;
+};
+/* The objects must be in the repo (KHUB_EINVAL when new_sha is neither a
+ * commit here nor an annotated tag of one); KHUB_ECONFLICT when the ref
+ * moved meanwhile. Waits for the write lock: background work only, never
+ * a request thread. The audit entry (action, target, details JSON) is
+ * written when who and action are not NULL. */
+int repo_import_move_ref(int64_t repo_id, git_repository *git, const struct repo_import_ref *ref,
+			 const struct publish_actor *who, const char *action, const char *target, const char *details);
+/* A ref of a repo not registered yet: no lock (nobody else can reach it),
+ * no after-move steps. */
+int repo_import_set_fresh_ref(git_repository *git, const struct repo_import_ref *ref);
+/* The after-move steps for a ref moved to new_sha (NULL or "": deleted). */
+void repo_import_refs_moved(int64_t repo_id, git_repository *git, const char *new_sha,
+			    const struct publish_actor *who, const char *action, const char *target, const char *details);
 
 #endif
