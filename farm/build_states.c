@@ -342,7 +342,7 @@ int build_job_merge(int64_t id)
 int build_job_measured(int64_t id, int64_t worker_id, const char *note)
 {
 	struct from_states f = states_from(BUILD_EV_MEASURE);
-	int rc = db_build_finish(id, worker_id, f.names, 1, NULL, NULL, NULL, NULL, note);
+	int rc = db_build_finish(id, worker_id, f.names, "succeeded", NULL, NULL, NULL, NULL, note);
 	if (rc == 0)
 		ended_in(id, BUILD_EV_MEASURE, "succeeded");
 	return rc;
