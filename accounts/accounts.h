@@ -8,8 +8,8 @@
 #define KHUB_ACCOUNTS_H
 
 #include "common/common.h"
-#include "storage/db.h"
-#include "storage/db_builds.h"
+#include "storage/db/db.h"
+#include "storage/db/db_builds.h"
 
 /* Who asks for a change. principal NULL: the command line (`khub admin`),
  * which may do everything and is audited as "cli" from "local". Borrowed. */

@@ -10,12 +10,12 @@
 #include <jansson.h>
 
 #include "common/common.h"
-#include "storage/repo.h"
-#include "storage/lfs.h"
-#include "storage/db.h"
+#include "storage/git/repo.h"
+#include "storage/lfs/lfs.h"
+#include "storage/db/db.h"
 #include "accounts/accounts.h"
-#include "storage/publish.h"
-#include "storage/variant_index.h"
+#include "storage/publish/publish.h"
+#include "storage/db/variant_index.h"
 #include "http/http.h"
 
 /* What the server tells the handlers (set once at start-up). */
@@ -127,7 +127,7 @@ int namespace_role(const struct principal *p, const struct account *ns, enum rol
  * database is down or the lock stayed busy past lock_wait_ms. */
 int repo_write_lock_request(struct request *req, int64_t repo_id, enum MHD_Result *result);
 void repo_write_unlock(int64_t repo_id);
-/* The same for a publication (storage/publish.h): its lock is released by
+/* The same for a publication (storage/publish/publish.h): its lock is released by
  * publish_end. */
 int publication_lock_request(struct request *req, struct publication *pub, int64_t repo_id, enum MHD_Result *result);
 /* Registered with the publish module by the server: wake the requests

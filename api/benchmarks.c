@@ -6,7 +6,7 @@
  * worker's measurement of a job it holds is a "farm" run. */
 #include "api/builds.h"
 #include "kernel/kernel.h"
-#include "storage/webhooks.h"
+#include "storage/db/webhooks.h"
 
 #include <ctype.h>
 #include <inttypes.h>

@@ -2,7 +2,7 @@
  * register, claim (waiting parked, without a thread), heartbeat, log
  * chunks, fail and release. Every route needs a worker token; those about
  * a job need its lease and the worker's scope to cover the job's repo now
- * (storage/db_builds.c: WORKER_MAY_BUILD). */
+ * (storage/db/db_builds.c: WORKER_MAY_BUILD). */
 #include "api/builds.h"
 
 #include <inttypes.h>

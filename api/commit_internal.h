@@ -29,7 +29,7 @@ struct commit_op {
 
 struct commit_stream {
 	struct repo_handle repo;	/* opened by the server; read only */
-	struct publication *pub;	/* storage/publish.h: owns what this commit writes */
+	struct publication *pub;	/* storage/publish/publish.h: owns what this commit writes */
 	int64_t in_flight_user;		/* counted in the per-account limit */
 	int create_pr;
 	char target_ref[REF_NAME_MAX + 16];

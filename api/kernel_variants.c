@@ -6,7 +6,7 @@
 #include "api/api.h"
 #include "farm/farm.h"
 #include "kernel/kernel.h"
-#include "storage/variant_index.h"
+#include "storage/db/variant_index.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * versions block of a kernel's repo info (api/tree.c). */
 #include "api/api.h"
 #include "kernel/kernel.h"
-#include "storage/variant_index.h"
+#include "storage/db/variant_index.h"
 
 #include <inttypes.h>
 #include <pthread.h>

@@ -1,7 +1,7 @@
 /* repo_settings.c -- a repo's settings: PUT /api/{type}s/{ns}/{name}/settings
  * (visibility is kept; the Hub's other settings are checked and ignored). */
 #include "api/api.h"
-#include "storage/db_builds.h"
+#include "storage/db/db_builds.h"
 
 #include <stdlib.h>
 #include <string.h>

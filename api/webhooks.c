@@ -7,7 +7,7 @@
  * reserved address unless webhooks_allow_private (deliveries check the
  * address again when they connect: server/webhooks.c). */
 #include "api/api.h"
-#include "storage/webhooks.h"
+#include "storage/db/webhooks.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>

@@ -3,7 +3,7 @@
  * (build_queue_per_repo) and per requesting user (build_queue_per_user).
  * Enqueues take turns under one lock in one transaction and a request
  * that would pass a limit queues nothing at all; the claim's fair order
- * (storage/db_builds.c) keeps what is queued from starving other repos. */
+ * (storage/db/db_builds.c) keeps what is queued from starving other repos. */
 #include "farm/farm.h"
 
 #include <stdio.h>

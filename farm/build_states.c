@@ -6,7 +6,7 @@
  * the state the change ended in against the table, then tells the repo's
  * webhooks (lease lapses and take-backs too, job by job, with a reason). */
 #include "farm/farm.h"
-#include "storage/webhooks.h"
+#include "storage/db/webhooks.h"
 
 #include <assert.h>
 #include <inttypes.h>

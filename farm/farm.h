@@ -13,12 +13,12 @@
 
 #include "common/common.h"
 #include "kernel/kernel.h"
-#include "storage/repo.h"
-#include "storage/lfs.h"
-#include "storage/db.h"
-#include "storage/db_builds.h"
-#include "storage/publish.h"
-#include "storage/variant_index.h"
+#include "storage/git/repo.h"
+#include "storage/lfs/lfs.h"
+#include "storage/db/db.h"
+#include "storage/db/db_builds.h"
+#include "storage/publish/publish.h"
+#include "storage/db/variant_index.h"
 
 /* ---- settings and errors (farm/farm.c) ---------------------------------------- */
 
@@ -285,7 +285,7 @@ void build_source_stats(uint64_t *made, uint64_t *hits);
  * event, to state, guard, who may trigger it, the routes that do), the
  * storage calls get the states an event may start from out of it, and
  * what a change ends in is checked against it. Nothing else calls the
- * state-changing functions of storage/db_builds.h (t0238 checks it). To
+ * state-changing functions of storage/db/db_builds.h (t0238 checks it). To
  * add a state or an event is to add a value and its rows. */
 enum build_state {
 	BUILD_NONE,		/* before the enqueue */

@@ -10,8 +10,8 @@
 #include <jansson.h>
 
 #include "common/common.h"
-#include "storage/repo.h"
-#include "storage/db.h"
+#include "storage/git/repo.h"
+#include "storage/db/db.h"
 
 struct request;
 

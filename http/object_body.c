@@ -6,7 +6,7 @@
  * read that fails, or a whole object that does not hash to its oid, ends
  * the transfer before its last byte: the client sees a short body. */
 #include "http/http.h"
-#include "storage/lfs.h"
+#include "storage/lfs/lfs.h"
 
 #include <stdatomic.h>
 #include <unistd.h>

@@ -9,9 +9,10 @@
 #include <jansson.h>
 #include <stdatomic.h>
 
-#include "storage/repo.h"
-#include "storage/lfs.h"
-#include "storage/db.h"
+#include "storage/git/repo.h"
+#include "storage/lfs/lfs.h"
+#include "storage/db/db.h"
+#include "storage/publish/publish.h"
 
 /* ---- configuration (mirror/mirror_config.c) ------------------------------ */
 

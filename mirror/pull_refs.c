@@ -3,7 +3,7 @@
  * child process under a deadline: libgit2 1.5 has no network timeout),
  * then move or delete the visible refs per policy. */
 #include "mirror/pull_internal.h"
-#include "storage/publish.h"
+#include "storage/publish/publish.h"
 
 #include <errno.h>
 #include <fcntl.h>

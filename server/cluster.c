@@ -1,6 +1,6 @@
 /* cluster.c -- khub serve as one of several nodes on one database: the
  * caches each name in a NOTIFY khub_cache drops (the listener thread is
- * storage/db_listen.c), and draining (docs/operations.md). */
+ * storage/db/db_listen.c), and draining (docs/operations.md). */
 #include "server/server.h"
 
 #include <string.h>

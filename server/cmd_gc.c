@@ -3,7 +3,7 @@
  * references and no repo links (a link is kept while the repo exists: it
  * records bytes uploaded for a commit not made yet), never younger than
  * the grace period (file mtime, S3 LastModified) nor named by an in-flight write (decided
- * under the object's database lock, see storage/db_store_check.c);
+ * under the object's database lock, see storage/db/db_store_check.c);
  * partial uploads; git temp packs, stale locks and push staging dirs
  * (under the repo's write lock); what a killed sync import staged; trash
  * older than trash_keep_days. */

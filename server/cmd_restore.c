@@ -6,7 +6,7 @@
  * restored refs (a commit's index is written just after its ref moves).
  * A backup holding anything but files and directories is refused whole. */
 #include "server/server.h"
-#include "storage/variant_index.h"
+#include "storage/db/variant_index.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* jobs.c -- the scheduler of khub serve: one thread and one table of
  * periodic jobs (gc, scrub, repack, backup). A job is due when its interval
  * (schedule_NAME) has passed since its last success cluster-wide (the
- * scheduled_jobs table, storage/db_jobs.c), or when `khub jobs run` asked;
+ * scheduled_jobs table, storage/db/db_jobs.c), or when `khub jobs run` asked;
  * a node runs it under the job's DB_LOCK_JOB on the coordination session
  * and checks again under the lock, so one node runs each round, and a node
  * that dies mid-run frees the lock with its session. gc, repack and backup

@@ -344,7 +344,7 @@ void auth_cache_clear(void);
 /* ---- several nodes on one database (server/cluster.c) --------------------- */
 
 /* Keep this node's caches coherent with the other nodes' writes (the
- * storage/db_listen.c thread); cluster_stop ends it. */
+ * storage/db/db_listen.c thread); cluster_stop ends it. */
 void cluster_start(void);
 void cluster_stop(void);
 /* Drain (on = 1) or serve again: /api/health answers 503 meanwhile. */

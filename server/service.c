@@ -26,7 +26,7 @@ void service_block_signals(void)
 }
 
 /* sd_notify keeps $NOTIFY_SOCKET for the later notifications; the
- * embedded PostgreSQL is started without it (storage/db_embedded.c), so
+ * embedded PostgreSQL is started without it (storage/db/db_embedded.c), so
  * the only sender the unit hears is this process. */
 static void notify(const char *state)
 {

@@ -1,6 +1,6 @@
 /* webhooks.c -- delivering repo webhooks (docs/webhooks.md): one thread of
  * khub serve claims due deliveries from the durable queue in PostgreSQL
- * (storage/webhooks.h: one node per delivery), POSTs each body signed with
+ * (storage/db/webhooks.h: one node per delivery), POSTs each body signed with
  * its hook's secret (HMAC-SHA256) with libcurl -- short timeouts, no
  * redirects, the answer read to a bound, loopback and private addresses
  * refused when connecting unless webhooks_allow_private -- and logs the
@@ -9,7 +9,7 @@
  * thread; a delivery pending at a restart is taken up again. */
 #include "server/server.h"
 #include "config.h"
-#include "storage/webhooks.h"
+#include "storage/db/webhooks.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>

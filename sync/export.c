@@ -3,7 +3,7 @@
  * with libgit2's packbuilder holding only what the base state lacks, list
  * the wanted LFS objects, sign the manifest and stream everything out. */
 #include "sync/sync.h"
-#include "storage/db.h"
+#include "storage/db/db.h"
 #include "kernel/kernel.h"
 
 #include <errno.h>

@@ -5,11 +5,11 @@
  * libgit2's indexer into a staging directory, LFS objects into staging
  * files), and only when every entry verified: packs moved into the repos,
  * LFS objects into the store and linked, refs moved, all through
- * storage's repo_import_* (storage/repo.h). A killed import leaves
+ * storage's repo_import_* (storage/git/repo.h). A killed import leaves
  * staging and its journal of verified entries; a re-run reads the stream
  * again but skips those. */
 #include "sync/import_internal.h"
-#include "storage/db.h"
+#include "storage/db/db.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,9 +1,9 @@
 /* import_apply.c -- the hub's side of an import: the base state the
  * bundle needs (checked before anything changes), then per repo the pack,
  * the LFS objects and the refs of a repo new here (through storage's
- * repo_import_*, see storage/repo.h). */
+ * repo_import_*, see storage/git/repo.h). */
 #include "sync/import_internal.h"
-#include "storage/db.h"
+#include "storage/db/db.h"
 #include "kernel/kernel.h"
 
 

@@ -5,10 +5,10 @@
  * registers its repos (whose refs were set before, so a new repo appears
  * whole), then the ref moves of repos that were here already, each a
  * compare-and-swap, then the bundle marked applied. Every step on a repo
- * goes through storage's repo_import_* (storage/repo.h). */
+ * goes through storage's repo_import_* (storage/git/repo.h). */
 #include "sync/import_internal.h"
-#include "storage/db.h"
-#include "storage/publish.h"
+#include "storage/db/db.h"
+#include "storage/publish/publish.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -3,8 +3,8 @@
  * libgit2's indexer when importing or in a dry run, LFS objects into
  * staging files when importing). */
 #include "sync/import_internal.h"
-#include "storage/db.h"
-#include "storage/publish.h"
+#include "storage/db/db.h"
+#include "storage/publish/publish.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* state.c -- what an export starts from: this hub's state (`khub sync
  * state`, for --since) and kernels.lock files (--lock). */
 #include "sync/sync.h"
-#include "storage/db.h"
+#include "storage/db/db.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

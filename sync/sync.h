@@ -6,7 +6,7 @@
  * LFS objects named by sha256; the manifest lists the sha256 and size of
  * every other entry, and its own sha256 is signed with Ed25519. Import
  * verifies as it streams (constant memory), stages, and moves refs only
- * through storage's importer (repo_import_*, storage/repo.h). See
+ * through storage's importer (repo_import_*, storage/publish/publish.h). See
  * docs/sync.md. Functions return 0 or a negative enum khub_err unless
  * they say otherwise; err gets a message. */
 #ifndef KHUB_SYNC_H
@@ -16,8 +16,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "storage/repo.h"
-#include "storage/lfs.h"
+#include "storage/git/repo.h"
+#include "storage/lfs/lfs.h"
+#include "storage/publish/publish.h"
 
 #define SYNC_FORMAT 2		/* bundles: 2 adds exporter, sequence, current refs, deletions */
 #define SYNC_STATE_FORMAT 2	/* states: 2 adds the LFS objects a hub has; 1 is read too */

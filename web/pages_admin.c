@@ -6,7 +6,7 @@
  * kernel linked); /admin/airgap: the air-gap bundles this hub applied (khub sync history)
  * and the signing keys' scopes. */
 #include "web/web_internal.h"
-#include "storage/db_builds.h"
+#include "storage/db/db_builds.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

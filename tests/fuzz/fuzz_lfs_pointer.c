@@ -3,7 +3,7 @@
 #include <assert.h>
 #include <string.h>
 
-#include "storage/lfs.h"
+#include "storage/lfs/lfs.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 

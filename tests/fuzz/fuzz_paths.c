@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "storage/repo.h"
+#include "storage/git/repo.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 

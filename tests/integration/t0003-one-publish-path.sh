@@ -1,7 +1,7 @@
 #!/bin/bash
 # t0003-one-publish-path.sh -- the tree keeps one publish path: outside
 # storage/, nothing writes a commit, moves a ref to new content, touches a
-# repo or updates the variant index except through storage/publish.h (the
+# repo or updates the variant index except through storage/publish/publish.h (the
 # after-move steps then run once, in one place, for every writer). A new
 # writer that copies the sequence instead fails here.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
@@ -13,7 +13,7 @@ for fn in commit_builder_write repo_update_ref variant_index_update db_repo_touc
 	# background job in api/kernel_variants.c, indexes without publishing)
 	hits=$(grep -rn --include='*.c' "\b$fn(" api http server farm mirror sync common 2>/dev/null |
 		grep -v '^api/kernel_variants.c:.*variant_index_update(j->repo_id')
-	is "$hits" "" "no $fn() outside storage/ (use storage/publish.h)"
+	is "$hits" "" "no $fn() outside storage/ (use storage/publish/publish.h)"
 done
 # The tree of a change is publish's: the LFS decision, pointers and the
 # .gitattributes the Hub keeps are not taken above storage/ (preupload only
@@ -24,10 +24,10 @@ for fn in commit_builder_[a-z_]* lfs_pointer_format gitattributes_match_lfs publ
 done
 hits=$(grep -rln --include='*.c' '\blfs_should_store(' api farm server mirror sync common web 2>/dev/null | tr '\n' ' ')
 is "$hits" "api/preupload.c " "the LFS decision is taken only by publish (and foretold by preupload)"
-for f in storage/publish.c storage/publish.h; do
+for f in storage/publish/publish.c storage/publish/publish.h; do
 	check "$f exists" -- test -f "$f"
 done
-# (the mirror and air-gap sync through storage/import.c: t0156)
+# (the mirror and air-gap sync through storage/publish/import.c: t0156)
 users=$(grep -rln --include='*.c' 'publish_begin\|publish_refs_moved\|repo_import_move_ref' api http server farm mirror sync |
 	sort | tr '\n' ' ')
 like "$users" 'api/commit.c' "the commit API publishes through it"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # t0184-notify-reconnect.sh -- the cache coherence listener
-# (storage/db_listen.c) after a PostgreSQL restart: two nodes on one
+# (storage/db/db_listen.c) after a PostgreSQL restart: two nodes on one
 # embedded cluster with ten-minute cache TTLs; a token revoked behind the
 # triggers' back (a notification every node missed, as one sent while the
 # listeners were disconnected would be) stays cached on both; the postmaster

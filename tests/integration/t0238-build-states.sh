@@ -17,12 +17,12 @@ db_build_lease_check db_build_heartbeat db_build_log_append db_build_fail db_bui
 db_build_cancel db_build_retry db_build_merged db_build_supersede_older'
 for f in $CHANGERS; do
 	hits=$(grep -rnE "\\b$f *\\(" --include='*.[ch]' api http server farm mirror sync web kernel common storage builder-worker \
-		2>/dev/null | grep -v '^farm/build_states\.c:' | grep -v '^storage/db_builds\.[ch]:')
-	is "$hits" "" "$f is called from farm/build_states.c only (and defined in storage/db_builds.c)"
+		2>/dev/null | grep -v '^farm/build_states\.c:' | grep -v '^storage/db/db_builds\.[ch]:')
+	is "$hits" "" "$f is called from farm/build_states.c only (and defined in storage/db/db_builds.c)"
 done
 hits=$(grep -rn "UPDATE builds\|INSERT INTO builds\|DELETE FROM builds" --include='*.[ch]' --exclude-dir=build-deb . 2>/dev/null |
-	grep -v '^\./storage/db_builds\.c:' | grep -v '^\./tests/')
-is "$hits" "" "no SQL changes the builds table outside storage/db_builds.c"
+	grep -v '^\./storage/db/db_builds\.c:' | grep -v '^\./tests/')
+is "$hits" "" "no SQL changes the builds table outside storage/db/db_builds.c"
 
 # ---- the table -------------------------------------------------------------------------------
 khub_setup

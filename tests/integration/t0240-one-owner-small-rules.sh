@@ -1,7 +1,7 @@
 #!/bin/bash
 # t0240-one-owner-small-rules.sh -- small rules with one owner each: the
 # LFS store backend is chosen by name once, from the backend table
-# (storage/lfs_store.c), and asked for what it can do afterwards (no
+# (storage/lfs/lfs_store.c), and asked for what it can do afterwards (no
 # strcmp on "local" or "s3" anywhere else); khub has one UTF-8 decoder
 # (utf8_decode) and one JSON string quoter (strbuf_add_json_quoted). Then
 # the attack: an API answer echoing bytes that are not UTF-8 (surrogate,
@@ -14,7 +14,7 @@ SRC="api http server farm mirror sync web common storage kernel builder-worker"
 # ---- the LFS backend: one table, chosen by name once --------------------------------
 hits=$(grep -rnE --include='*.[ch]' 'str(n|case|ncase)?cmp\([^;]*"(local|s3)"' $SRC)
 is "$hits" "" "no strcmp on an LFS backend name (lfs_backend_find looks names up in the table)"
-hits=$(grep -rn --include='*.[ch]' '"s3"' $SRC | grep -v '^storage/lfs_s3\.c:')
+hits=$(grep -rn --include='*.[ch]' '"s3"' $SRC | grep -v '^storage/lfs/lfs_s3\.c:')
 is "$hits" "" "\"s3\" is spelled only by the S3 backend (its table row and SigV4 service)"
 hits=$(grep -rn --include='*.[ch]' 'config\.lfs_backend\b' $SRC | grep -v '^server/config\.c:')
 is "$hits" "" "the lfs_backend setting is read by config_load alone (then config_lfs_backend())"

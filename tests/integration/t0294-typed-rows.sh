@@ -3,7 +3,7 @@
 # issue 33 item 3): outside storage/ nothing reads a query's cells by
 # position (db_rows_get, db_rows_isnull, db_rows_int, struct db_rows) or
 # names a column constant (*_COL_*, BENCH_AGG_*); storage/ hands callers
-# structs with named fields. The raw rows live in storage/db_internal.h only.
+# structs with named fields. The raw rows live in storage/db/db_internal.h only.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 cd "$KHUB_SRC" || bail "no source tree"
 
@@ -21,8 +21,8 @@ hits=$(src 'struct db_rows\b')
 is "$hits" "" "no struct db_rows outside storage/"
 hits=$(src '[A-Z]_COL_[A-Z]\|\bBENCH_AGG_[A-Z]')
 is "$hits" "" "no column constant (*_COL_*, BENCH_AGG_*) outside storage/"
-hits=$(grep -n 'struct db_rows\b\|db_rows_get' storage/*.h | grep -v '^storage/db_internal.h:')
-is "$hits" "" "struct db_rows and db_rows_get are declared in storage/db_internal.h only"
-hits=$(grep -rln --include='*.[ch]' 'storage/db_internal.h' $C_DIRS 2>/dev/null)
-is "$hits" "" "nothing outside storage/ includes storage/db_internal.h"
+hits=$(grep -n 'struct db_rows\b\|db_rows_get' storage/*/*.h | grep -v '^storage/db/db_internal.h:')
+is "$hits" "" "struct db_rows and db_rows_get are declared in storage/db/db_internal.h only"
+hits=$(grep -rln --include='*.[ch]' 'storage/db/db_internal.h' $C_DIRS 2>/dev/null)
+is "$hits" "" "nothing outside storage/ includes storage/db/db_internal.h"
 done_testing

@@ -1,11 +1,11 @@
-/* test_commit_diff.c -- repo_commit_diff (storage/commit_diff.c) on a
+/* test_commit_diff.c -- repo_commit_diff (storage/git/commit_diff.c) on a
  * temporary bare repo: statuses (renamed included), line numbers, the
  * "no newline at end of file" marker, LFS pointers shown as sizes and oids,
  * the limits on files, lines and bytes, a line cut at DIFF_LINE_MAX, a file
  * over 1 MiB not read, the root commit against the empty tree, an unknown
  * commit. The page itself is t0254's. */
-#include "storage/repo.h"
-#include "storage/lfs.h"
+#include "storage/git/repo.h"
+#include "storage/lfs/lfs.h"
 #include "tap.h"
 
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * or transaction pins a connection to its thread, a connection that dies
  * while pinned fails every call until released and is replaced only then,
  * and a full pool makes a call wait its deadline and fail with KHUB_EDB. */
-#include "storage/db_internal.h"
+#include "storage/db/db_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* test_lfs_pointer.c -- LFS pointer parsing and formatting, and the
  * store-as-LFS decision. */
-#include "storage/lfs.h"
-#include "storage/repo.h"
+#include "storage/lfs/lfs.h"
+#include "storage/git/repo.h"
 #include "tap.h"
 
 int main(void)

@@ -1,5 +1,5 @@
 /* test_names.c -- repo names, file paths, ref names and repo types. */
-#include "storage/repo.h"
+#include "storage/git/repo.h"
 #include "tap.h"
 
 int main(void)

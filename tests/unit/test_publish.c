@@ -1,4 +1,4 @@
-/* test_publish.c -- publish_begin/apply/end (storage/publish.c) whole, on
+/* test_publish.c -- publish_begin/apply/end (storage/publish/publish.c) whole, on
  * a temporary bare repo and a local LFS store, with an in-memory table in
  * place of the database calls (publish_set_db): the operations (put, put
  * LFS, delete, copy), where a change starts (right, stale and no parent),
@@ -6,9 +6,9 @@
  * by a commit's own .gitattributes), the pointer format, the links an
  * accepted commit makes, the lock and the audit line. PostgreSQL's side of
  * the same calls is covered by t0060/t0110. */
-#include "storage/publish.h"
-#include "storage/publish_stage.h"
-#include "storage/db.h"
+#include "storage/publish/publish.h"
+#include "storage/publish/publish_stage.h"
+#include "storage/db/db.h"
 #include "tap.h"
 
 #include <fcntl.h>
