@@ -138,17 +138,25 @@ static int write_torch_script(const struct build_plan *p)
 	return ok ? BUILD_OK : BUILD_INTERNAL;
 }
 
+/* 1 when a build for the backend named name hipifies its CUDA sources
+ * (kernel/'s table: ROCm). */
+static int backend_hipifies(const char *name)
+{
+	const struct kernel_backend *kb = name ? kernel_backend_find(name) : NULL;
+	return kb && kb->hipify_cuda;
+}
+
 int hipify_sources(struct build_plan *p)
 {
 	struct strvec cuda = STRVEC_INIT;
 	const char *name;
 	json_t *k;
 	int rc = BUILD_OK;
-	if (p->noarch || strcmp(p->backend, "rocm") != 0)
+	if (p->noarch || !backend_hipifies(p->backend))
 		return BUILD_OK;
 	add_cuda_sources(json_object_get(json_object_get(p->config, "torch"), "src"), &cuda);
 	json_object_foreach(json_object_get(p->config, "kernel"), name, k)
-		if (!strcmp(json_string_value(json_object_get(k, "backend")), "rocm"))
+		if (backend_hipifies(json_string_value(json_object_get(k, "backend"))))
 			add_cuda_sources(json_object_get(k, "src"), &cuda);
 	if (cuda.count && !p->tc->hipify) {
 		log_error("khub-worker build: %s is a CUDA source: a ROCm build hipifies it first (as kernel-builder does) "

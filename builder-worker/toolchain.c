@@ -884,7 +884,7 @@ const struct toolchain *toolchain_for_benchmarks(const struct toolchain_set *set
 {
 	for (size_t i = 0; i < set->count; i++) {
 		const struct toolchain *tc = &set->items[i];
-		if (tc->usable && tc->benchmarks && strcmp(tc->device ? tc->device : "cpu", device) == 0)
+		if (tc->usable && tc->benchmarks && strcmp(tc->device ? tc->device : BENCHMARK_DEVICE_CPU, device) == 0)
 			return tc;
 	}
 	return NULL;
@@ -892,6 +892,6 @@ const struct toolchain *toolchain_for_benchmarks(const struct toolchain_set *set
 
 int toolchain_device_is_nvidia_gpu(const struct toolchain *tc)
 {
-	return tc->benchmarks && tc->device && strcmp(tc->device, "cpu") != 0 && tc->cuda_version &&
+	return tc->benchmarks && tc->device && strcmp(tc->device, BENCHMARK_DEVICE_CPU) != 0 && tc->cuda_version &&
 	       *tc->cuda_version && !(tc->rocm_version && *tc->rocm_version);
 }

@@ -56,6 +56,10 @@ struct toolchain {
 					 * driver's version ("" none) */
 };
 
+/* The device model of a benchmark toolchain without a GPU (the probe's
+ * answer; a job's "device"): a device model, not a backend's name. */
+#define BENCHMARK_DEVICE_CPU "cpu"
+
 struct toolchain_set {
 	struct toolchain *items;
 	size_t count;

@@ -479,8 +479,10 @@ static int needs_hipify(json_t *doc, const char *variant, char *const *hipify, s
 {
 	struct variant_name v;
 	if (!json_array_size(json_object_get(doc, "rocm-cuda-sources")) || variant_name_parse(variant, &v, NULL) < 0 ||
-	    v.framework == VARIANT_TORCH_NOARCH || !variant_implied_backend_type(&v) ||
-	    strcmp(variant_implied_backend_type(&v), "rocm") != 0)
+	    v.framework == VARIANT_TORCH_NOARCH || !variant_implied_backend_type(&v))
+		return 0;
+	const struct kernel_backend *kb = kernel_backend_find(variant_implied_backend_type(&v));
+	if (!kb || !kb->hipify_cuda)
 		return 0;
 	return !build_names_contain(hipify, nhipify, variant);
 }

@@ -7,16 +7,16 @@
 #include <string.h>
 
 const struct kernel_backend kernel_backends[] = {
-	/* name     title     prefix  noarch    machine words          keyed archs minor macos */
-	{ "cuda",   "CUDA",   "cu",   "cuda",   { "cuda" },            1,    1,    1,    0 },
-	{ "rocm",   "ROCm",   "rocm", "rocm",   { "rocm" },            1,    1,    0,    0 },
-	{ "xpu",    "XPU",    "xpu",  "xpu",    { "xpu" },             0,    0,    0,    0 },
-	{ "cann",   "CANN",   "cann", "npu",    { "cann", "npu" },     0,    0,    0,    0 },
-	{ "cpu",    "CPU",    NULL,   "cpu",    { "cpu" },             0,    0,    0,    0 },
-	{ "metal",  "Metal",  NULL,   "metal",  { "metal", "mps" },    0,    0,    0,    26 },
-	{ "neuron", "Neuron", NULL,   "neuron", { "neuron" },          0,    0,    0,    0 },
-	{ "tpu",    "TPU",    NULL,   "tpu",    { "tpu" },             0,    0,    0,    0 },
-	{ NULL, NULL, NULL, NULL, { NULL }, 0, 0, 0, 0 },
+	/* name     title     prefix  noarch    machine words          keyed archs minor macos hipify */
+	{ "cuda",   "CUDA",   "cu",   "cuda",   { "cuda" },            1,    1,    1,    0,     0 },
+	{ "rocm",   "ROCm",   "rocm", "rocm",   { "rocm" },            1,    1,    0,    0,     1 },
+	{ "xpu",    "XPU",    "xpu",  "xpu",    { "xpu" },             0,    0,    0,    0,     0 },
+	{ "cann",   "CANN",   "cann", "npu",    { "cann", "npu" },     0,    0,    0,    0,     0 },
+	{ "cpu",    "CPU",    NULL,   "cpu",    { "cpu" },             0,    0,    0,    0,     0 },
+	{ "metal",  "Metal",  NULL,   "metal",  { "metal", "mps" },    0,    0,    0,    26,    0 },
+	{ "neuron", "Neuron", NULL,   "neuron", { "neuron" },          0,    0,    0,    0,     0 },
+	{ "tpu",    "TPU",    NULL,   "tpu",    { "tpu" },             0,    0,    0,    0,     0 },
+	{ NULL, NULL, NULL, NULL, { NULL }, 0, 0, 0, 0, 0 },
 };
 
 const struct kernel_backend *kernel_backend_find(const char *name)

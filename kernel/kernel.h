@@ -28,6 +28,7 @@ struct kernel_backend {
 	int archs_expected;		/* metadata.json should list backend.archs (GPU archs) */
 	int minor_compatible;		/* a system x.y takes variants of x.z with z <= y (CUDA) */
 	int macos_min_major;		/* arch variants need at least this macOS (Metal: 26); 0 none */
+	int hipify_cuda;		/* its builds hipify CUDA sources first (ROCm, as kernel-builder) */
 };
 
 /* The table, versioned backends first, in the order the query keys of
