@@ -54,18 +54,31 @@ static int settings_valid(json_t *doc)
 	return 0;
 }
 
-/* "campaignPublish": "pr" or "direct" (docs/build-farm.md, "Fleet
- * rebuilds"): 0 (absent, or set and audited), -1 with the answer queued. */
-static int apply_campaign_publish(struct request *req, const struct repo_handle *h, enum MHD_Result *result)
+/* The farm's settings this server keeps, checked before any is written (a
+ * request with one bad value changes nothing): 0, or -1 with why. */
+static int farm_settings_valid(json_t *doc, const char **why)
 {
-	json_t *v = json_object_get(req->json, "campaignPublish");
-	const char *s = json_string_value(v);
-	if (!v || json_is_null(v))
-		return 0;
-	if (!s || (strcmp(s, "pr") != 0 && strcmp(s, "direct") != 0)) {
-		*result = respond_error(req, 400, NULL, "\"campaignPublish\" must be \"pr\" or \"direct\"");
+	json_t *cp = json_object_get(doc, "campaignPublish"), *bench = json_object_get(doc, "benchmarkAfterPublish");
+	const char *s = json_string_value(cp);
+	if (cp && !json_is_null(cp) && (!s || (strcmp(s, "pr") != 0 && strcmp(s, "direct") != 0))) {
+		*why = "\"campaignPublish\" must be \"pr\" or \"direct\"";
 		return -1;
 	}
+	if (bench && !json_is_null(bench) && !json_is_boolean(bench)) {
+		*why = "\"benchmarkAfterPublish\" must be a boolean";
+		return -1;
+	}
+	return 0;
+}
+
+/* "campaignPublish": "pr" or "direct" (docs/build-farm.md, "Fleet
+ * rebuilds"), already checked: 0 (absent, or set and audited), -1 with the
+ * answer queued. */
+static int apply_campaign_publish(struct request *req, const struct repo_handle *h, enum MHD_Result *result)
+{
+	const char *s = json_string_value(json_object_get(req->json, "campaignPublish"));
+	if (!s)		/* absent or null: farm_settings_valid checked the rest */
+		return 0;
 	if (db_repo_set_campaign_publish(h->record.id, strcmp(s, "direct") == 0) < 0) {
 		*result = respond_db_unavailable(req);
 		return -1;
@@ -76,16 +89,13 @@ static int apply_campaign_publish(struct request *req, const struct repo_handle 
 }
 
 /* "benchmarkAfterPublish": a boolean (docs/build-farm.md, "Benchmark
- * jobs"): 0 (absent, or set and audited), -1 with the answer queued. */
+ * jobs"), already checked: 0 (absent, or set and audited), -1 with the
+ * answer queued. */
 static int apply_benchmark_after_publish(struct request *req, const struct repo_handle *h, enum MHD_Result *result)
 {
 	json_t *v = json_object_get(req->json, "benchmarkAfterPublish");
-	if (!v || json_is_null(v))
+	if (!json_is_boolean(v))	/* absent or null: farm_settings_valid checked the rest */
 		return 0;
-	if (!json_is_boolean(v)) {
-		*result = respond_error(req, 400, NULL, "\"benchmarkAfterPublish\" must be a boolean");
-		return -1;
-	}
 	if (db_repo_set_benchmark_after_publish(h->record.id, json_is_true(v)) < 0) {
 		*result = respond_db_unavailable(req);
 		return -1;
@@ -112,6 +122,11 @@ static enum MHD_Result handle_settings(struct request *req)
 		result = respond_error(req, 400, NULL,
 				       "invalid settings: \"private\" must be a boolean, \"visibility\" public, private or"
 				       " protected, \"gated\" false, \"auto\" or \"manual\", \"buildOnPush\" a boolean");
+		goto cleanup;
+	}
+	const char *why = NULL;
+	if (farm_settings_valid(doc, &why) < 0) {
+		result = respond_error(req, 400, NULL, "%s", why);
 		goto cleanup;
 	}
 	if (apply_campaign_publish(req, &h, &result) < 0 || apply_benchmark_after_publish(req, &h, &result) < 0)

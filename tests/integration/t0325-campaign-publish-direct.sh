@@ -2,7 +2,8 @@
 # t0325-campaign-publish-direct.sh -- the repo setting that publishes a
 # fleet rebuild's results directly (docs/build-farm.md, "Fleet rebuilds";
 # PUT …/settings {"campaignPublish"}): a read member may not set it, a
-# value other than "pr" or "direct" is refused; with "direct" a campaign's
+# value other than "pr" or "direct" is refused, and so is a request with
+# one bad setting beside it, which writes nothing; with "direct" a campaign's
 # build (claimed and uploaded through the real worker routes) lands on v1
 # itself: no refs/pr/N, the campaign's kernel says publish "direct" with no
 # pull request, v1 holds the variant, and there is nothing to merge.
@@ -15,6 +16,9 @@ api "$BOB" PUT /api/kernels/acme/relu/settings '{"campaignPublish":"direct"}'
 is "$ST" 403 "a read member may not set campaignPublish"
 api "$ALICE" PUT /api/kernels/acme/relu/settings '{"campaignPublish":"sometimes"}'
 is "$ST" 400 "campaignPublish \"sometimes\" is refused: 400"
+api "$ALICE" PUT /api/kernels/acme/relu/settings '{"campaignPublish":"direct","benchmarkAfterPublish":"yes"}'
+is "$ST $(psql "host=$KHUB_DATA_DIR/pg/run dbname=khub user=khub" -tAc "SELECT campaign_publish FROM repos WHERE name = 'relu'")" \
+	"400 pr" "a request with one bad setting changes none: campaignPublish stays \"pr\""
 api "$ALICE" PUT /api/kernels/acme/relu/settings '{"campaignPublish":"direct"}'
 is "$ST" 200 "a writer sets campaignPublish to direct"
 
