@@ -8,9 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-/* One audit entry for an accepted change; details (may be NULL) is
- * consumed. A failure to record is logged: the change stands. */
-static void audit(const struct accounts_actor *who, const char *action, const char *target, json_t *details)
+void accounts_audit(const struct accounts_actor *who, const char *action, const char *target, json_t *details)
 {
 	const struct principal *p = who->principal;
 	char *text = details ? json_dumps(details, JSON_COMPACT) : NULL;
@@ -51,7 +49,7 @@ int accounts_create(const struct accounts_actor *who, enum account_kind kind, co
 		return refuse(rc, "the name is taken", why);
 	if (rc < 0)
 		return rc;
-	audit(who, kind == ACCOUNT_ORG ? "org.create" : "user.create", name,
+	accounts_audit(who, kind == ACCOUNT_ORG ? "org.create" : "user.create", name,
 	      kind == ACCOUNT_USER ? json_pack("{s:b}", "siteAdmin", site_admin) : NULL);
 	if (id)
 		*id = created;
@@ -104,7 +102,7 @@ int accounts_member_set(const struct accounts_actor *who, const char *org, const
 			      why);
 	if (rc < 0)
 		return rc;
-	audit(who, "org.member.set", o.name,
+	accounts_audit(who, "org.member.set", o.name,
 	      json_pack("{s:s, s:s, s:s}", "user", u.name, "role", role_name(role), "before", role_name(before)));
 	return 0;
 }
@@ -139,7 +137,7 @@ int accounts_token_create(const struct accounts_actor *who, const char *user, co
 		return refuse(KHUB_ENOTFOUND, "no such user", why);
 	if (rc < 0)
 		return rc;
-	audit(who, "token.create", user, json_pack("{s:I, s:s}", "token_id", (json_int_t)token_id, "scope",
+	accounts_audit(who, "token.create", user, json_pack("{s:I, s:s}", "token_id", (json_int_t)token_id, "scope",
 						    role_name(scope)));
 	if (id)
 		*id = token_id;
@@ -161,7 +159,7 @@ int accounts_token_revoke(const struct accounts_actor *who, int64_t id, char own
 		return refuse(rc, "the token was revoked before", why);
 	if (rc < 0)
 		return rc;
-	audit(who, "token.revoke", name, json_pack("{s:I}", "token_id", (json_int_t)id));
+	accounts_audit(who, "token.revoke", name, json_pack("{s:I}", "token_id", (json_int_t)id));
 	if (owner)
 		snprintf(owner, REPO_NAME_MAX + 1, "%s", name);
 	return 0;
@@ -181,7 +179,7 @@ int accounts_trust_set(const struct accounts_actor *who, const char *name, int t
 		return refuse(rc, "no user or organization of that name", why);
 	if (rc < 0)
 		return rc;
-	audit(who, trusted ? "trust.set" : "trust.unset", acct.name,
+	accounts_audit(who, trusted ? "trust.set" : "trust.unset", acct.name,
 	      json_pack("{s:b, s:b}", "before", was_changed ? !trusted : trusted, "after", trusted));
 	if (out)
 		*out = acct;
@@ -213,7 +211,7 @@ static int worker_changed(const struct accounts_actor *who, const char *verb, co
 		return rc == KHUB_ENOTFOUND ? refuse(rc, "no such worker", why) : rc;
 	}
 	char *action = xasprintf("worker.%s", verb);
-	audit(who, action, name, details);
+	accounts_audit(who, action, name, details);
 	free(action);
 	return 0;
 }

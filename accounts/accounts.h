@@ -11,6 +11,8 @@
 #include "storage/db/db.h"
 #include "storage/db/db_builds.h"
 
+#include <jansson.h>
+
 /* Who asks for a change. principal NULL: the command line (`khub admin`),
  * which may do everything and is audited as "cli" from "local". Borrowed. */
 struct accounts_actor {
@@ -77,5 +79,41 @@ int accounts_worker_scope(const struct accounts_actor *who, const char *name, co
 int accounts_worker_rotate(const struct accounts_actor *who, const char *name, char **token, const char **why);
 int accounts_worker_remove(const struct accounts_actor *who, const char *name, int *taken_back,
 			   const char **why);
+
+/* One audit entry of an accepted change by who: action on target, details
+ * (consumed; may be NULL) as compact JSON. A failure to record is logged. */
+void accounts_audit(const struct accounts_actor *who, const char *action, const char *target, json_t *details);
+
+/* ---- a repo's settings (accounts/repo_settings.c) ---------------------------
+ * The one owner of the rule: storage's table (storage/db/db.h,
+ * repo_settings_table) says what each setting is, who may change it and
+ * its audit action; the API, the web UI's form and the CLI call these. */
+
+/* The settings a request gives: the values in want of the rows whose
+ * REPO_SETTING_BIT is in set. */
+struct repo_settings_change {
+	unsigned set;
+	struct repo_settings want;
+};
+/* doc's settings, by the table's JSON keys (absent or null: left as they
+ * are; other keys ignored), checked against their rows in table order: 0,
+ * or KHUB_EINVAL with the first bad row's sentence in *why (static). */
+int accounts_repo_settings_from_json(json_t *doc, struct repo_settings_change *change, const char **why);
+/* Apply change to repo, all or nothing. role: who's role on the repo with
+ * the token's scope applied (ignored for the CLI); every changed row's
+ * `who` must allow it (KHUB_EPERM). One audit entry per setting whose
+ * value changed ({key: new value}, the row's action: docs/operations.md).
+ * *after: every setting after it. 0, KHUB_EPERM, KHUB_EINVAL,
+ * KHUB_ENOTFOUND or KHUB_EDB, with a sentence in *why (static; NULL for
+ * KHUB_EDB). */
+int accounts_repo_settings_set(const struct accounts_actor *who, const struct repo_record *repo, enum role role,
+			       const struct repo_settings_change *change, struct repo_settings *after,
+			       const char **why);
+/* Setting id's value in s as JSON (new reference). */
+json_t *accounts_repo_setting_value(enum repo_setting_id id, const struct repo_settings *s);
+/* The settings of s as a JSON object in table order (new reference):
+ * answered_only: the rows PUT …/settings answers, a kernels-only boolean
+ * false for a repo that is not a kernel. */
+json_t *accounts_repo_settings_json(const struct repo_settings *s, int answered_only);
 
 #endif

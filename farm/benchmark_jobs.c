@@ -88,9 +88,9 @@ cleanup:
 
 void benchmark_jobs_after_publish(const struct repo_record *rec, const char *commit, const char *variant)
 {
-	int on = 0;
+	struct repo_settings settings;
 	char why[256];
-	if (db_repo_benchmark_after_publish(rec->id, &on) < 0 || !on)
+	if (db_repo_settings_get(rec->id, &settings) < 0 || !settings.value[REPO_SETTING_BENCHMARK_AFTER_PUBLISH])
 		return;
 	struct benchmark_ask ask = { .commit = commit, .variant = variant, .requested_by = "benchmarkAfterPublish" };
 	json_t *jobs = json_array();

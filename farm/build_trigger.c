@@ -168,10 +168,11 @@ static void queue_planned(int64_t repo_id, git_repository *git, const char *ref,
 void builds_on_new_commit(int64_t repo_id, git_repository *git, const char *ref, const char *old_sha,
 			  const char *new_sha)
 {
-	int on = 0, mirrored = 0;
+	struct repo_settings settings;
 	if (build_publishing || strncmp(ref, "refs/heads/", 11) != 0)
 		return;
-	if (db_repo_build_settings(repo_id, &on, &mirrored) < 0 || !on || mirrored)
+	if (db_repo_settings_get(repo_id, &settings) < 0 || !settings.value[REPO_SETTING_BUILD_ON_PUSH] ||
+	    !settings.is_kernel || settings.mirrored)
 		return;
 	git_tree *to = commit_tree(git, new_sha), *from = NULL;
 	if (!to || !git_tree_entry_byname(to, "build.toml"))

@@ -193,7 +193,8 @@ static int register_repo(struct import_run *x, size_t i)
 	/* private at the source: private here; public at the source: public
 	 * when the repo is new here (an admin may have hidden it since) */
 	if (r->private_ && !rec.private) {
-		if (db_repo_set_private(rec.id, 1) < 0)
+		struct repo_settings want = { .value[REPO_SETTING_PRIVATE] = 1 }, before, after;
+		if (db_repo_settings_set(rec.id, REPO_SETTING_BIT(REPO_SETTING_PRIVATE), &want, &before, &after) < 0)
 			return import_fail(x, KHUB_EDB, "%s/%s: cannot set its visibility", r->ns, r->name);
 		x->changes++;
 	}

@@ -200,7 +200,60 @@ int db_repo_delete(int64_t repo_id);
 /* Re-register a repo under namespace ns (its owner becomes that account)
  * and name. KHUB_EEXIST when taken, KHUB_ENOTFOUND when ns is unknown. */
 int db_repo_rename(int64_t repo_id, const char *ns, const char *name, struct repo_record *out);
-int db_repo_set_private(int64_t repo_id, int private);
+
+/* ---- repo settings (storage/db/db_repo_settings.c) ---------------------------- */
+
+/* A repo's settings: one row each in repo_settings_table, which the API
+ * (PUT …/settings), the web UI's settings form and the owner of the rule,
+ * accounts/'s accounts_repo_settings_set, all read. Adding a setting is
+ * adding its id here, its row there and a migration for its column. */
+enum repo_setting_id {
+	REPO_SETTING_PRIVATE,
+	REPO_SETTING_BUILD_ON_PUSH,
+	REPO_SETTING_CAMPAIGN_PUBLISH,
+	REPO_SETTING_BENCHMARK_AFTER_PUBLISH,
+	REPO_SETTING_COUNT
+};
+#define REPO_SETTING_BIT(id) (1u << (id))
+#define REPO_SETTING_TEXT_MAX 255
+enum repo_setting_type { REPO_SETTING_BOOL, REPO_SETTING_INT, REPO_SETTING_ENUM, REPO_SETTING_TEXT };
+struct repo_setting {
+	const char *key;		/* the JSON key, as the API and the audit entry name it */
+	const char *column;		/* in repos */
+	enum repo_setting_type type;
+	const char *const *values;	/* ENUM: the allowed texts, NULL-terminated */
+	long min, max;			/* INT: the bounds; TEXT: max is the longest length */
+	enum role who;			/* the caller's role on the repo (token scope included) that may change it */
+	const char *audit_action;	/* one entry per changed setting, details {key: new value} */
+	const char *default_value;	/* the column's DEFAULT, as text */
+	int answered;			/* named in PUT …/settings's answer */
+	int kernels_only;		/* answered false for repos that are not kernels */
+	const char *why;		/* the sentence for a bad value (the API's 400) */
+};
+extern const struct repo_setting repo_settings_table[REPO_SETTING_COUNT];
+/* All settings of a repo, typed: value[id] is a BOOL's 0/1, an INT, an
+ * ENUM's index in values; text[id] a TEXT. Plus what the readers need of
+ * the repo itself. */
+struct repo_settings {
+	long value[REPO_SETTING_COUNT];
+	char text[REPO_SETTING_COUNT][REPO_SETTING_TEXT_MAX + 1];
+	int is_kernel, mirrored;
+};
+/* The row of key, or -1. */
+int repo_setting_find(const char *key);
+/* The index of text in an ENUM row's values, or -1. */
+int repo_setting_enum_index(const struct repo_setting *row, const char *text);
+/* 0 when s's value of setting id is one its row allows, else KHUB_EINVAL. */
+int repo_setting_check(enum repo_setting_id id, const struct repo_settings *s);
+/* Every setting of repo_id: 0, KHUB_ENOTFOUND or KHUB_EDB. */
+int db_repo_settings_get(int64_t repo_id, struct repo_settings *out);
+/* Write the settings whose REPO_SETTING_BIT is in set to want's values in
+ * one statement (all or nothing), each checked against its row first
+ * (KHUB_EINVAL: nothing written). *before and *after: all settings before
+ * and after, read in the same statement. 0, KHUB_EINVAL, KHUB_ENOTFOUND or
+ * KHUB_EDB. Only accounts/ (the rule's owner) and the importer call it. */
+int db_repo_settings_set(int64_t repo_id, unsigned set, const struct repo_settings *want,
+			 struct repo_settings *before, struct repo_settings *after);
 
 /* LFS objects usable by a repo (the store is shared; see sql/0005). */
 int db_lfs_link(int64_t repo_id, const char *oid);

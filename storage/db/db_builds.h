@@ -262,14 +262,8 @@ int db_worker_variants(long live_seconds, char ***live, size_t *nlive, char ***s
  * (free_strings), NULL-terminated, *n long. */
 int db_worker_hipify_variants(long live_seconds, char ***names, size_t *n);
 
-/* The repo's buildOnPush setting and whether it is a mirror. */
-int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored);
 /* The account that owns repo_id (the push planner's fairness key). */
 int db_repo_build_owner(int64_t repo_id, int64_t *owner_id);
-int db_repo_set_build_on_push(int64_t repo_id, int on);
-/* The repo's benchmarkAfterPublish setting (sql/0040_benchmark_jobs.sql). */
-int db_repo_benchmark_after_publish(int64_t repo_id, int *on);
-int db_repo_set_benchmark_after_publish(int64_t repo_id, int on);
 /* The device models live benchmark workers (a heartbeat within
  * live_seconds) registered toolchains with "benchmarks": true for,
  * sorted, appended to devices (owned by the caller). */
@@ -328,7 +322,5 @@ struct db_campaign_candidate {
 	char ns[REPO_NAME_MAX + 1], name[REPO_NAME_MAX + 1];
 };
 int db_campaign_candidates(struct db_campaign_candidate **out, size_t *n);
-/* The repo's campaign_publish ("pr" or "direct"). */
-int db_repo_set_campaign_publish(int64_t repo_id, int direct);
 
 #endif

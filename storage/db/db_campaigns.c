@@ -213,11 +213,3 @@ int db_campaign_candidates(struct db_campaign_candidate **out, size_t *n)
 			      " WHERE type = 'kernel' AND NOT mirrored ORDER BY id", 0, NULL);
 	return rc;
 }
-
-int db_repo_set_campaign_publish(int64_t repo_id, int direct)
-{
-	char rid[24];
-	id_text(rid, repo_id);
-	const char *params[2] = { rid, direct ? "direct" : "pr" };
-	return db_run_one("UPDATE repos SET campaign_publish = $2 WHERE id = $1", 2, params);
-}

@@ -93,14 +93,6 @@ int db_repo_rename(int64_t repo_id, const char *ns, const char *name, struct rep
 	return rc;
 }
 
-int db_repo_set_private(int64_t repo_id, int private)
-{
-	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[2] = { id, private ? "true" : "false" };
-	return db_run_one("UPDATE repos SET private = $2 WHERE id = $1", 2, params);
-}
-
 int db_repo_ensure_mirrored(enum repo_type type, const char *ns, const char *name, struct repo_record *out)
 {
 	int rc = db_repo_get(type, ns, name, out);

@@ -1,7 +1,7 @@
 /* db_workers.c -- build workers: identities with a token of scope
  * "worker" (rotated in place), what each may build (its scope) and
- * registered it can build, and the per-repo
- * buildOnPush setting the push trigger reads. */
+ * registered it can build (the repo's buildOnPush is read with its other
+ * settings: db_repo_settings.c). */
 #include "storage/db/db_internal.h"
 #include "storage/db/db_builds.h"
 
@@ -240,22 +240,6 @@ int db_worker_hipify_variants(long live_seconds, char ***names, size_t *n)
 	return 0;
 }
 
-int db_repo_build_settings(int64_t repo_id, int *build_on_push, int *mirrored)
-{
-	char rid[24];
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	const char *params[1] = { rid };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT build_on_push AND type = 'kernel', mirrored FROM repos WHERE id = $1", 1,
-			      params);
-	if (rc < 0)
-		return rc;
-	*build_on_push = db_rows_get(&rows, 0, 0)[0] == 't';
-	*mirrored = db_rows_get(&rows, 0, 1)[0] == 't';
-	db_rows_release(&rows);
-	return 0;
-}
-
 int db_repo_build_owner(int64_t repo_id, int64_t *owner_id)
 {
 	char rid[24];
@@ -268,14 +252,6 @@ int db_repo_build_owner(int64_t repo_id, int64_t *owner_id)
 	*owner_id = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
 	db_rows_release(&rows);
 	return 0;
-}
-
-int db_repo_set_build_on_push(int64_t repo_id, int on)
-{
-	char rid[24];
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	const char *params[2] = { rid, on ? "true" : "false" };
-	return db_run_one("UPDATE repos SET build_on_push = $2 WHERE id = $1", 2, params);
 }
 
 int db_worker_benchmark_devices(long live_seconds, struct strvec *devices)
@@ -294,26 +270,4 @@ int db_worker_benchmark_devices(long live_seconds, struct strvec *devices)
 		strvec_pushf(devices, "%s", db_rows_get(&rows, i, 0));
 	db_rows_release(&rows);
 	return 0;
-}
-
-int db_repo_benchmark_after_publish(int64_t repo_id, int *on)
-{
-	char rid[24];
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	const char *params[1] = { rid };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT benchmark_after_publish FROM repos WHERE id = $1", 1, params);
-	if (rc < 0)
-		return rc;
-	*on = db_rows_get(&rows, 0, 0)[0] == 't';
-	db_rows_release(&rows);
-	return 0;
-}
-
-int db_repo_set_benchmark_after_publish(int64_t repo_id, int on)
-{
-	char rid[24];
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	const char *params[2] = { rid, on ? "true" : "false" };
-	return db_run_one("UPDATE repos SET benchmark_after_publish = $2 WHERE id = $1", 2, params);
 }
