@@ -109,6 +109,10 @@ int accounts_repo_settings_from_json(json_t *doc, struct repo_settings_change *c
 int accounts_repo_settings_set(const struct accounts_actor *who, const struct repo_record *repo, enum role role,
 			       const struct repo_settings_change *change, struct repo_settings *after,
 			       const char **why);
+/* A form's text as setting id's JSON value (new reference): a BOOL's
+ * "true"/"false", an INT's digits; any other text stays a string, which
+ * accounts_repo_settings_from_json refuses where the row wants no string. */
+json_t *accounts_repo_setting_from_text(enum repo_setting_id id, const char *text);
 /* Setting id's value in s as JSON (new reference). */
 json_t *accounts_repo_setting_value(enum repo_setting_id id, const struct repo_settings *s);
 /* The settings of s as a JSON object in table order (new reference):

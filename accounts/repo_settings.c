@@ -54,6 +54,20 @@ int accounts_repo_settings_from_json(json_t *doc, struct repo_settings_change *c
 	return 0;
 }
 
+json_t *accounts_repo_setting_from_text(enum repo_setting_id id, const char *text)
+{
+	enum repo_setting_type type = repo_settings_table[id].type;
+	char *end;
+	if (type == REPO_SETTING_BOOL && (strcmp(text, "true") == 0 || strcmp(text, "false") == 0))
+		return json_boolean(strcmp(text, "true") == 0);
+	if (type == REPO_SETTING_INT && text[0]) {
+		long long n = strtoll(text, &end, 10);
+		if (!*end)
+			return json_integer(n);
+	}
+	return json_string(text);
+}
+
 json_t *accounts_repo_setting_value(enum repo_setting_id id, const struct repo_settings *s)
 {
 	const struct repo_setting *row = &repo_settings_table[id];

@@ -60,6 +60,11 @@ const struct route web_routes[] = {
 	  REPO_KERNEL, NULL, ACCESS_REPO_WRITE },
 	{ METHOD_POST, "/kernels/{ns}/{name}/campaigns/{arg}/merge", page_campaign_merge, ROUTE_PAGE | ROUTE_BODY,
 	  REPO_KERNEL, NULL, ACCESS_REPO_WRITE },
+	/* a writer's form of the repo's settings (the API's PUT …/settings owner) */
+	{ METHOD_GET | METHOD_HEAD, "/kernels/{ns}/{name}/settings", page_repo_settings, ROUTE_PAGE, REPO_KERNEL, NULL,
+	  ACCESS_REPO_MANAGE },
+	{ METHOD_POST, "/kernels/{ns}/{name}/settings", page_repo_settings_post, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL,
+	  NULL, ACCESS_REPO_MANAGE },
 	{ METHOD_GET | METHOD_HEAD, "/settings/tokens", page_tokens, ROUTE_PAGE, REPO_KERNEL, NULL, ACCESS_SIGNED_IN },
 	{ METHOD_POST, "/settings/tokens", page_tokens_create, ROUTE_PAGE | ROUTE_BODY, REPO_KERNEL, NULL,
 	  ACCESS_SIGNED_IN },

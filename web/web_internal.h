@@ -177,6 +177,10 @@ enum MHD_Result page_build_retry(struct request *req);
 /* POST /kernels/{ns}/{name}/campaigns/{id}/merge: a writer's Merge button
  * (the API's campaigns_merge), back where the form came from. */
 enum MHD_Result page_campaign_merge(struct request *req);
+/* /kernels/{ns}/{name}/settings: a writer's form of the repo's settings and
+ * its POST (web/pages_repo_settings.c, through accounts_repo_settings_set). */
+enum MHD_Result page_repo_settings(struct request *req);
+enum MHD_Result page_repo_settings_post(struct request *req);
 /* The Merge form of campaign campaign_id's pull request on r, returning to back. */
 void campaign_merge_form(struct page *pg, const char *ns, const char *name, int64_t campaign_id, const char *back);
 
