@@ -20,7 +20,8 @@ const char cmd_admin_usage[] =
 	"  khub admin worker add NAME [--org ORG]... [--repo NS/NAME]... [--private]\n"
 	"  khub admin worker scope NAME [--org ORG]... [--repo NS/NAME]... [--private]\n"
 	"  khub admin worker rotate|remove NAME\n"
-	"  khub admin worker list\n";
+	"  khub admin worker list\n"
+	"  khub admin repo settings NS/NAME [--type kernel|model|dataset|space] [KEY=VALUE]...\n";
 
 /* The value after flag in argv, or NULL. */
 static const char *option(int argc, char **argv, const char *flag)
@@ -172,6 +173,63 @@ static int trust(int argc, char **argv)
 	return 0;
 }
 
+/* KEY=VALUE arguments (after argv[3], --type T skipped) as the API's JSON
+ * body, each value by its row's type: 0, or 2 having said which is not a
+ * setting. */
+static int settings_body(int argc, char **argv, json_t *doc)
+{
+	for (int i = 4; i < argc; i++) {
+		if (strcmp(argv[i], "--type") == 0) {
+			i++;
+			continue;
+		}
+		char *eq = strchr(argv[i], '=');
+		char *key = eq ? xstrndup(argv[i], (size_t)(eq - argv[i])) : NULL;
+		int id = key ? repo_setting_find(key) : -1;
+		free(key);
+		if (id < 0) {
+			fprintf(stderr, "khub admin: %s: not KEY=VALUE of a repo setting\n", argv[i]);
+			return 2;
+		}
+		json_object_set_new(doc, repo_settings_table[id].key, accounts_repo_setting_from_text(id, eq + 1));
+	}
+	return 0;
+}
+
+/* khub admin repo settings NS/NAME [--type T] [KEY=VALUE]...: change the
+ * given settings through their owner (as the API and the web UI do), then
+ * print every setting as JSON. */
+static int repo_settings(int argc, char **argv)
+{
+	const char *type_text = option(argc, argv, "--type"), *slash, *why;
+	enum repo_type type = REPO_KERNEL;
+	struct repo_settings_change change;
+	struct repo_settings after;
+	struct repo_record rec;
+	if (argc < 4 || strcmp(argv[2], "settings") != 0 || !(slash = strchr(argv[3], '/')) ||
+	    (type_text && repo_type_parse(type_text, &type) < 0))
+		return fprintf(stderr, "%s", cmd_admin_usage), 2;
+	char *ns = xstrndup(argv[3], (size_t)(slash - argv[3]));
+	int rc = db_repo_get(type, ns, slash + 1, &rec);
+	free(ns);
+	if (report(rc, argv[3], rc == KHUB_ENOTFOUND ? "no such repo" : NULL))
+		return 1;
+	json_t *doc = json_object();
+	rc = settings_body(argc, argv, doc);
+	if (rc == 0 && (report(accounts_repo_settings_from_json(doc, &change, &why), argv[3], why) ||
+			report(accounts_repo_settings_set(&cli, &rec, ROLE_ADMIN, &change, &after, &why), argv[3], why)))
+		rc = 1;
+	json_decref(doc);
+	if (rc)
+		return rc;
+	json_t *out = accounts_repo_settings_json(&after, 0);
+	char *text = json_dumps(out, JSON_COMPACT);
+	printf("%s\n", text);
+	free(text);
+	json_decref(out);
+	return 0;
+}
+
 int cmd_admin(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -197,6 +255,8 @@ int cmd_admin(int argc, char **argv)
 		rc = trust(argc, argv);
 	else if (strcmp(what, "worker") == 0)
 		rc = admin_worker(argc, argv);
+	else if (strcmp(what, "repo") == 0)
+		rc = repo_settings(argc, argv);
 	else {
 		fprintf(stderr, "%s", cmd_admin_usage);
 		rc = 2;

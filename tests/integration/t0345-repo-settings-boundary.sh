@@ -5,7 +5,8 @@
 # repos SET private / build_on_push / campaign_publish /
 # benchmark_after_publish), its setter called only by the owner of the rule
 # (accounts/repo_settings.c) and the air-gap importer, and the front ends
-# (api/repo_settings.c, web/pages_repo_settings.c) calling that owner rather
+# (api/repo_settings.c, web/pages_repo_settings.c, server/cmd_admin.c's
+# `khub admin repo settings`) calling that owner rather
 # than checking, storing and auditing each setting themselves. A per-setting
 # writer added beside the table fails here. (The live half, the API and the
 # web UI writing the same entry: t0346.)
@@ -45,7 +46,7 @@ done
 hits=$(grep -n '"private"' accounts/repo_settings.c web/pages_repo_settings.c 2>/dev/null)
 is "$hits" "" "nor does the owner or the web form name \"private\""
 # the front ends call the owner; nothing above storage writes repo.settings
-for f in api/repo_settings.c web/pages_repo_settings.c; do
+for f in api/repo_settings.c web/pages_repo_settings.c server/cmd_admin.c; do
 	check "$f calls accounts_repo_settings_set" -- grep -q '\baccounts_repo_settings_set(' "$f"
 done
 hits=$(grep -rn --include='*.c' '"repo\.settings"' accounts api http server farm mirror sync web common kernel 2>/dev/null)

@@ -1,9 +1,9 @@
 #!/bin/bash
 # t0346-repo-settings-one-owner.sh -- a repo's settings change through one
 # owner (accounts_repo_settings_set, storage's table of settings), whether
-# the API (PUT …/settings) or the web UI's settings form asks: the same
-# change writes the same audit entry (repo.settings, {key: value}) through
-# both; a bad value of each type (bool, enum) is a 400 (JSON from the API,
+# the API (PUT …/settings), the web UI's settings form or `khub admin repo
+# settings` asks: the same change writes the same audit entry
+# (repo.settings, {key: value}) through each; a bad value of each type (bool, enum) is a 400 (JSON from the API,
 # the form's page from the web UI) that changes nothing, also when a valid
 # value of another setting comes with it; anonymous callers, non-members,
 # read members, read-scoped tokens and revoked tokens are refused as they
@@ -72,6 +72,17 @@ check_same benchmarkAfterPublish true true false
 check_same campaignPublish '"direct"' direct '"pr"'
 check_same private true true false
 is "$(state)" "t|f|direct|t" "both front ends changed the same columns"
+# … and through the command line (khub admin repo settings), as "cli"
+put "$ALICE" '{"buildOnPush":true}'
+api=$(last)
+put "$ALICE" '{"buildOnPush":false}'
+out=$(khub admin repo settings acme/relu buildOnPush=true 2>&1)
+is "$? $(last)" "0 ${api/#alice/cli}" "CLI: buildOnPush=true writes the API's entry, as cli"
+is "$out" '{"private":true,"buildOnPush":true,"campaignPublish":"direct","benchmarkAfterPublish":true}' \
+	"CLI: prints every setting after the change"
+n=$(entries)
+khub admin repo settings acme/relu campaignPublish=pr buildOnPush=perhaps >/dev/null 2>&1
+is "$? $(state) $(entries)" "1 t|t|direct|t $n" "CLI: a bad value exits 1, nothing changed"
 put "$ALICE" '{"private":false,"buildOnPush":true,"campaignPublish":"pr","benchmarkAfterPublish":false}'
 is "$ST $(jq -c . "$B")" '200 {"private":false,"buildOnPush":true,"benchmarkAfterPublish":false}' \
 	"PUT answers the settings it always answered, in the same order"
