@@ -322,12 +322,16 @@ void kernel_page_header_at(struct page *pg, struct repo_handle *h, const char *t
 	if (r->mirrored)
 		page_html(pg, "<span class=\"badge\">mirror</span>");
 	page_htmlf(pg, "<span class=\"muted\">%lld downloads</span></div>", (long long)r->downloads);
-	static const struct { const char *tab, *label, *what, *suffix; } tabs[] = {
-		{ "overview", "Overview", NULL, "" }, { "files", "Files", "tree", NULL },
-		{ "commits", "Commits", "commits", NULL }, { "builds", "Builds", NULL, "/builds" },
+	static const struct { const char *tab, *label, *what, *suffix; int writers; } tabs[] = {
+		{ "overview", "Overview", NULL, "", 0 }, { "files", "Files", "tree", NULL, 0 },
+		{ "commits", "Commits", "commits", NULL, 0 }, { "builds", "Builds", NULL, "/builds", 0 },
+		{ "settings", "Settings", NULL, "/settings", 1 },	/* the settings form's own rule */
 	};
+	int writer = web_caller_writes(pg->req);
 	page_html(pg, "<nav class=\"tabs\" aria-label=\"Kernel\">");
 	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++) {
+		if (tabs[i].writers && !writer)
+			continue;
 		page_html(pg, "<a href=\"");
 		if (tabs[i].what) {	/* Files and Commits stay on the ref being viewed */
 			repo_page_link(pg, r, tabs[i].what, rev ? rev : "main", "");

@@ -55,6 +55,12 @@ for key in private buildOnPush campaignPublish benchmarkAfterPublish; do
 done
 like "$(tr -d '\n' <"$B" | grep -o 'name="buildOnPush">.\{0,60\}')" '<option selected>true<' "… buildOnPush shows its value (on)"
 
+# the kernel page's tabs link the form for a writer only
+curl -s -b "$TEST_DIR/alice.jar" -o "$B" "$KHUB_URL/kernels/acme/relu"
+like "$(grep -o '<a href="/kernels/acme/relu/settings"[^>]*>Settings</a>' "$B")" 'Settings</a>' "alice (writer): the kernel page has a Settings tab"
+curl -s -b "$TEST_DIR/bob.jar" -o "$B" "$KHUB_URL/kernels/acme/relu"
+is "$(grep -c 'href="/kernels/acme/relu/settings"' "$B")" 0 "bob (read member): no Settings tab"
+
 # ---- the same change through the API and the web UI: the same entry -----------------------------
 check_same() {	# check_same KEY JSON-VALUE FORM-VALUE RESET-JSON-VALUE
 	local before api web

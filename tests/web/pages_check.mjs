@@ -60,6 +60,7 @@ const SAMPLES = {
 	"/kernels/{ns}/{name}/-/benchmarks/aggregate": { notHtml: "JSON", url: "/kernels/acme/relu/-/benchmarks/aggregate" },
 	"/kernels/{ns}/{name}/-/downloads": { notHtml: "JSON", url: "/kernels/acme/relu/-/downloads" },
 	"/kernels/{ns}/{name}/-/resolve/{rev}/{path*}": { notHtml: "a repo file", url: "/kernels/acme/relu/-/resolve/main/README.md" },
+	"/kernels/{ns}/{name}/settings": [{ kind: "repo-settings", url: "/kernels/acme/relu/settings" }],
 	"/settings/tokens": [{ kind: "tokens", url: "/settings/tokens" }],
 	"/settings/tokens/revoke": [{ kind: "token-revoke", url: async (page) => {
 		await page.goto("/settings/tokens");
