@@ -95,6 +95,12 @@ void db_rows_read(const struct db_rows *rows, size_t row, const struct db_field 
 /* db_query_one read into fields: 0, KHUB_ENOTFOUND when it answered no row
  * (the fields untouched), or KHUB_EDB. */
 int db_query_row(const char *sql, int nparams, const char *const *params, const struct db_field *fields, size_t n);
+/* Whether a query answered any row: 1, 0, or KHUB_EDB. */
+int db_query_exists(const char *sql, int nparams, const char *const *params);
+/* The first column of every row of a query as owned copies ("" for NULL):
+ * 0 with *texts (NULL-terminated; the caller frees each and the array) and
+ * *n, or KHUB_EDB with *texts NULL and *n 0. */
+int db_query_texts(char ***texts, size_t *n, const char *sql, int nparams, const char *const *params);
 /* v in base 10 into buf, for a query's text parameter: buf. */
 const char *db_param_int(char buf[24], int64_t v);
 

@@ -61,6 +61,33 @@ int db_query_row(const char *sql, int nparams, const char *const *params, const 
 	return 0;
 }
 
+int db_query_exists(const char *sql, int nparams, const char *const *params)
+{
+	struct db_rows rows;
+	int rc = db_query(&rows, sql, nparams, params);
+	if (rc < 0)
+		return rc;
+	rc = rows.count > 0;
+	db_rows_release(&rows);
+	return rc;
+}
+
+int db_query_texts(char ***texts, size_t *n, const char *sql, int nparams, const char *const *params)
+{
+	struct db_rows rows;
+	*texts = NULL;
+	*n = 0;
+	int rc = db_query(&rows, sql, nparams, params);
+	if (rc < 0)
+		return rc;
+	*texts = xcalloc(rows.count + 1, sizeof(char *));
+	for (size_t i = 0; i < rows.count; i++)
+		(*texts)[i] = xstrdup(db_rows_get(&rows, i, 0));
+	*n = rows.count;
+	db_rows_release(&rows);
+	return 0;
+}
+
 const char *db_param_int(char buf[24], int64_t v)
 {
 	snprintf(buf, 24, "%" PRId64, v);
