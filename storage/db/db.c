@@ -401,8 +401,7 @@ int db_run_one(const char *sql, int nparams, const char *const *params)
 int db_run_id(const char *sql, int64_t id)
 {
 	char text[24];
-	snprintf(text, sizeof(text), "%" PRId64, id);
-	const char *params[1] = { text };
+	const char *params[1] = { db_param_int(text, id) };
 	return db_run_count(sql, 1, params);
 }
 
@@ -523,7 +522,7 @@ int db_migrate(void)
 
 static int lock_query(const char *fn, enum db_lock kind, int64_t id, int *got)
 {
-	char k[16], i[24], sql[80];
+	char k[24], i[24], sql[80];
 	const char *params[2] = { k, i };
 	int nparams = 2;
 	if (kind == DB_LOCK_MIGRATIONS) {
@@ -531,8 +530,8 @@ static int lock_query(const char *fn, enum db_lock kind, int64_t id, int *got)
 		params[0] = MIGRATION_LOCK_KEY;
 		nparams = 1;
 	} else {
-		snprintf(k, sizeof(k), "%d", (int)kind);
-		snprintf(i, sizeof(i), "%" PRId64, id);
+		db_param_int(k, kind);
+		db_param_int(i, id);
 		snprintf(sql, sizeof(sql), "SELECT %s($1::int, $2::int)", fn);
 	}
 	PGresult *res = db_exec(sql, nparams, params, NULL);

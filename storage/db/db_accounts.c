@@ -2,7 +2,6 @@
 #include "storage/db/db_internal.h"
 #include "storage/db/db_builds.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,11 +27,6 @@ static int64_t parse_i64(const char *s)
 	return strtoll(s, NULL, 10);
 }
 
-static void copy_field(char *dst, size_t size, const char *src)
-{
-	snprintf(dst, size, "%s", src ? src : "");
-}
-
 int db_account_get(const char *name, struct account *out)
 {
 	const char *params[1] = { name };
@@ -42,13 +36,10 @@ int db_account_get(const char *name, struct account *out)
 			      1, params);
 	if (rc < 0)
 		return rc;
-	out->id = parse_i64(db_rows_get(&rows, 0, 0));
 	out->kind = strcmp(db_rows_get(&rows, 0, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
-	copy_field(out->name, sizeof(out->name), db_rows_get(&rows, 0, 2));
-	copy_field(out->fullname, sizeof(out->fullname), db_rows_get(&rows, 0, 3));
-	out->is_site_admin = db_rows_get(&rows, 0, 4)[0] == 't';
-	out->trusted_kernel_publisher = db_rows_get(&rows, 0, 5)[0] == 't';
-	out->created_at = (time_t)parse_i64(db_rows_get(&rows, 0, 6));
+	db_rows_read(&rows, 0, DB_FIELDS(DB_I64(0, &out->id), DB_TEXT(2, out->name, sizeof(out->name)),
+					 DB_TEXT(3, out->fullname, sizeof(out->fullname)), DB_BOOL(4, &out->is_site_admin),
+					 DB_BOOL(5, &out->trusted_kernel_publisher), DB_TIME(6, &out->created_at)));
 	db_rows_release(&rows);
 	return 0;
 }
@@ -111,8 +102,8 @@ int db_membership_set(const char *org, const char *user, enum role role, enum ro
 	if (o.kind != ACCOUNT_ORG || u.kind != ACCOUNT_USER)
 		return KHUB_EINVAL;
 	char oid[24], uid[24];
-	snprintf(oid, sizeof(oid), "%" PRId64, o.id);
-	snprintf(uid, sizeof(uid), "%" PRId64, u.id);
+	db_param_int(oid, o.id);
+	db_param_int(uid, u.id);
 	if ((rc = db_tx_begin()) < 0)
 		return rc;
 	if ((rc = db_membership_role(o.id, u.id, before)) == 0)
@@ -126,9 +117,7 @@ int db_membership_set(const char *org, const char *user, enum role role, enum ro
 int db_membership_role(int64_t org_id, int64_t user_id, enum role *out)
 {
 	char oid[24], uid[24];
-	snprintf(oid, sizeof(oid), "%" PRId64, org_id);
-	snprintf(uid, sizeof(uid), "%" PRId64, user_id);
-	const char *params[2] = { oid, uid };
+	const char *params[2] = { db_param_int(oid, org_id), db_param_int(uid, user_id) };
 	PGresult *res = db_exec("SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2",
 				2, params, NULL);
 	*out = ROLE_NONE;
@@ -153,12 +142,10 @@ int db_token_create(const char *user, const char *name, enum role scope, time_t 
 		return KHUB_EINVAL;
 	if (db_token_secret("hf_", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz", 34, secret, hash) < 0)
 		return KHUB_EIO;
-	snprintf(uid, sizeof(uid), "%" PRId64, acct.id);
-	snprintf(expires, sizeof(expires), "%lld", (long long)expires_at);
 	char prefix[8];
 	snprintf(prefix, sizeof(prefix), "%.7s", secret);
-	const char *params[6] = { uid, name ? name : "", hash, prefix, role_name(scope),
-				  expires_at ? expires : NULL };
+	const char *params[6] = { db_param_int(uid, acct.id), name ? name : "", hash, prefix, role_name(scope),
+				  expires_at ? db_param_int(expires, expires_at) : NULL };
 	PGresult *res = db_exec("INSERT INTO tokens (user_id, name, token_sha256, token_prefix, scope, expires_at)"
 				" VALUES ($1, $2, $3, $4, $5, to_timestamp($6::bigint)) RETURNING id",
 				6, params, NULL);
@@ -174,14 +161,11 @@ int db_token_create(const char *user, const char *name, enum role scope, time_t 
 void db_principal_from_row(const struct db_rows *rows, struct principal *out)
 {
 	memset(out, 0, sizeof(*out));
-	out->token_id = parse_i64(db_rows_get(rows, 0, 0));
-	out->user_id = parse_i64(db_rows_get(rows, 0, 1));
-	copy_field(out->name, sizeof(out->name), db_rows_get(rows, 0, 2));
-	out->is_site_admin = db_rows_get(rows, 0, 3)[0] == 't';
+	db_rows_read(rows, 0, DB_FIELDS(DB_I64(0, &out->token_id), DB_I64(1, &out->user_id),
+					DB_TEXT(2, out->name, sizeof(out->name)), DB_BOOL(3, &out->is_site_admin),
+					DB_TEXT(5, out->token_name, sizeof(out->token_name)),
+					DB_TIME(6, &out->token_created_at), DB_TIME(7, &out->token_expires_at)));
 	role_parse(db_rows_get(rows, 0, 4), &out->scope);
-	copy_field(out->token_name, sizeof(out->token_name), db_rows_get(rows, 0, 5));
-	out->token_created_at = (time_t)parse_i64(db_rows_get(rows, 0, 6));
-	out->token_expires_at = (time_t)parse_i64(db_rows_get(rows, 0, 7));
 }
 
 int db_token_lookup(const char *token, struct principal *out)
@@ -205,8 +189,7 @@ int db_token_lookup(const char *token, struct principal *out)
 void db_token_touch(int64_t token_id)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, token_id);
-	const char *params[1] = { id };
+	const char *params[1] = { db_param_int(id, token_id) };
 	/* lookups are cached (auth.c) and this is throttled: a write a minute
 	 * per token at most, never one per request */
 	if (db_run("UPDATE tokens SET last_used_at = now() WHERE id = $1"
@@ -217,8 +200,7 @@ void db_token_touch(int64_t token_id)
 int db_token_revoke(int64_t token_id, const char *owner, char owner_out[REPO_NAME_MAX + 1])
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, token_id);
-	const char *params[2] = { id, owner };
+	const char *params[2] = { db_param_int(id, token_id), owner };
 	struct db_rows rows;
 	/* the row is locked, so of two revocations one finds it revoked */
 	int rc = db_query_one(&rows, "WITH t AS (SELECT t.id, a.name, t.revoked_at IS NULL AS live FROM tokens t"
@@ -229,7 +211,7 @@ int db_token_revoke(int64_t token_id, const char *owner, char owner_out[REPO_NAM
 			      " SELECT name, (SELECT count(*) FROM u) FROM t", 2, params);
 	if (rc < 0)
 		return rc;
-	copy_field(owner_out, REPO_NAME_MAX + 1, db_rows_get(&rows, 0, 0));
+	db_rows_read(&rows, 0, DB_FIELDS(DB_TEXT(0, owner_out, REPO_NAME_MAX + 1)));
 	rc = strcmp(db_rows_get(&rows, 0, 1), "0") == 0 ? KHUB_EEXIST : 0;
 	db_rows_release(&rows);
 	return rc;
@@ -238,24 +220,16 @@ int db_token_revoke(int64_t token_id, const char *owner, char owner_out[REPO_NAM
 int db_audit_count_recent(int64_t actor_id, const char *action, long seconds, long *count)
 {
 	char id[24], secs[24];
-	snprintf(id, sizeof(id), "%" PRId64, actor_id);
-	snprintf(secs, sizeof(secs), "%ld", seconds);
-	const char *params[3] = { id, action, secs };
-	PGresult *res = db_exec("SELECT count(*) FROM audit_log WHERE actor_id = $1 AND action = $2"
-				" AND at > now() - make_interval(secs => $3::int)", 3, params, NULL);
-	if (!res)
-		return KHUB_EDB;
-	*count = strtol(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	return 0;
+	const char *params[3] = { db_param_int(id, actor_id), action, db_param_int(secs, seconds) };
+	return db_query_row("SELECT count(*) FROM audit_log WHERE actor_id = $1 AND action = $2"
+			    " AND at > now() - make_interval(secs => $3::int)", 3, params, DB_FIELDS(DB_LONG(0, count)));
 }
 
 int db_audit(int64_t actor_id, const char *actor_name, const char *action, const char *target,
 	     const char *details, const char *remote_addr)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, actor_id);
-	const char *params[6] = { actor_id ? id : NULL, actor_name ? actor_name : "anonymous", action,
+	const char *params[6] = { actor_id ? db_param_int(id, actor_id) : NULL, actor_name ? actor_name : "anonymous", action,
 				  target, details, remote_addr };
 	return db_run("INSERT INTO audit_log (actor_id, actor_name, action, target, details, remote_addr)"
 		      " VALUES ($1, $2, $3, $4, $5::jsonb, $6)", 6, params);
@@ -288,10 +262,9 @@ int db_trusted_publisher_set(const char *name, int trusted, const char *changed_
 static void fill_trusted_publisher(void *item, const struct db_rows *rows, size_t i)
 {
 	struct trusted_publisher *t = item;
-	snprintf(t->name, sizeof(t->name), "%s", db_rows_get(rows, i, 0));
 	t->kind = strcmp(db_rows_get(rows, i, 1), "org") == 0 ? ACCOUNT_ORG : ACCOUNT_USER;
-	t->since = (time_t)db_rows_int(rows, i, 2, 0);
-	t->changed_by = db_rows_strdup(rows, i, 3);
+	db_rows_read(rows, i, DB_FIELDS(DB_TEXT(0, t->name, sizeof(t->name)), DB_TIME(2, &t->since),
+					DB_STR_OR_NULL(3, &t->changed_by)));
 }
 
 int db_trusted_publisher_list(struct trusted_publisher_list *out)
@@ -327,23 +300,18 @@ int db_account_copy_upstream_trust(const char *name, int trusted)
 int db_org_member_count(int64_t org_id, int64_t *count)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, org_id);
-	const char *params[1] = { id };
-	struct db_rows rows;
+	const char *params[1] = { db_param_int(id, org_id) };
 	*count = 0;
-	int rc = db_query(&rows, "SELECT count(*) FROM memberships WHERE org_id = $1", 1, params);
-	if (rc == 0 && rows.count == 1)
-		*count = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-	db_rows_release(&rows);
-	return rc;
+	int rc = db_query_row("SELECT count(*) FROM memberships WHERE org_id = $1", 1, params,
+			      DB_FIELDS(DB_I64(0, count)));
+	return rc == KHUB_ENOTFOUND ? 0 : rc;
 }
 
 static void fill_org_membership(void *item, const struct db_rows *rows, size_t i)
 {
 	struct org_membership *m = item;
-	m->org_id = strtoll(db_rows_get(rows, i, 0), NULL, 10);
-	snprintf(m->name, sizeof(m->name), "%s", db_rows_get(rows, i, 1));
-	snprintf(m->fullname, sizeof(m->fullname), "%s", db_rows_get(rows, i, 2));
+	db_rows_read(rows, i, DB_FIELDS(DB_I64(0, &m->org_id), DB_TEXT(1, m->name, sizeof(m->name)),
+					DB_TEXT(2, m->fullname, sizeof(m->fullname))));
 	m->role = ROLE_NONE;
 	role_parse(db_rows_get(rows, i, 3), &m->role);
 }
@@ -351,8 +319,7 @@ static void fill_org_membership(void *item, const struct db_rows *rows, size_t i
 int db_user_orgs(int64_t user_id, struct org_membership_list *out)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, user_id);
-	const char *params[1] = { id };
+	const char *params[1] = { db_param_int(id, user_id) };
 	int rc;
 	out->items = db_query_items(sizeof(*out->items), fill_org_membership, &out->count, &rc,
 				    "SELECT a.id, a.name, a.fullname, m.role FROM memberships m"
@@ -372,16 +339,12 @@ void org_membership_list_release(struct org_membership_list *list)
 static void fill_token_info(void *item, const struct db_rows *rows, size_t i)
 {
 	struct token_info *t = item;
-	t->id = strtoll(db_rows_get(rows, i, 0), NULL, 10);
-	snprintf(t->prefix, sizeof(t->prefix), "%s", db_rows_get(rows, i, 1));
-	snprintf(t->name, sizeof(t->name), "%s", db_rows_get(rows, i, 2));
+	db_rows_read(rows, i, DB_FIELDS(DB_I64(0, &t->id), DB_TEXT(1, t->prefix, sizeof(t->prefix)),
+					DB_TEXT(2, t->name, sizeof(t->name)), DB_TIME(4, &t->created_at),
+					DB_TIME(5, &t->expires_at), DB_BOOL(6, &t->revoked), DB_BOOL(7, &t->expired),
+					DB_TIME(8, &t->last_used_at)));
 	t->scope = ROLE_NONE;
 	role_parse(db_rows_get(rows, i, 3), &t->scope);
-	t->created_at = (time_t)strtoll(db_rows_get(rows, i, 4), NULL, 10);
-	t->expires_at = (time_t)db_rows_int(rows, i, 5, 0);
-	t->revoked = db_rows_get(rows, i, 6)[0] == 't';
-	t->expired = db_rows_get(rows, i, 7)[0] == 't';
-	t->last_used_at = (time_t)db_rows_int(rows, i, 8, 0);
 }
 
 int db_token_list(const char *user, struct token_list *out)

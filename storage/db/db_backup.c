@@ -19,7 +19,7 @@ int db_snapshot_export(char *snapshot, size_t size)
 		db_tx_rollback();
 		return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
 	}
-	snprintf(snapshot, size, "%s", db_rows_get(&rows, 0, 0));
+	db_rows_read(&rows, 0, DB_FIELDS(DB_TEXT(0, snapshot, size)));
 	db_rows_release(&rows);
 	return 0;
 }
@@ -31,13 +31,9 @@ void db_snapshot_release(void)
 
 int db_server_major(int *major)
 {
-	struct db_rows rows = { 0 };
-	int rc = db_query_one(&rows, "SELECT current_setting('server_version_num')::int / 10000", 0, NULL);
-	if (rc < 0)
-		return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
-	*major = (int)db_rows_int(&rows, 0, 0, 0);
-	db_rows_release(&rows);
-	return 0;
+	int rc = db_query_row("SELECT current_setting('server_version_num')::int / 10000", 0, NULL,
+			      DB_FIELDS(DB_INT(0, major)));
+	return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
 }
 
 int db_is_empty(void)

@@ -2,7 +2,6 @@
  * an upload in one statement, filtered listings and per-GPU aggregates. */
 #include "storage/db/db_internal.h"
 
-#include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +16,7 @@ static void add_double(struct strbuf *sb, double v)
 static void add_i64(struct strbuf *sb, int64_t v)
 {
 	char num[24];
-	snprintf(num, sizeof(num), "%" PRId64, v);
-	db_array_add(sb, num);
+	db_array_add(sb, db_param_int(num, v));
 }
 
 int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
@@ -45,20 +43,17 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 	db_columns_end(arrays, NARRAYS, NULL);
 
 	char repo[24], cores[24], submitter[24], worker[24], build[24];
-	snprintf(repo, sizeof(repo), "%" PRId64, run->repo_id);
-	snprintf(worker, sizeof(worker), "%" PRId64, run->worker_id);
-	snprintf(build, sizeof(build), "%" PRId64, run->build_id);
-	snprintf(cores, sizeof(cores), "%" PRId64, run->gpu_cores);
-	snprintf(submitter, sizeof(submitter), "%" PRId64, run->submitter_id);
 	const char *params[] = {
-		repo, run->commit_sha, run->kernel_commit_sha, run->benchmark_script_path,
-		run->benchmark_script_sha, run->gpu, run->gpu_cores >= 0 ? cores : NULL, run->backend,
-		run->backend_family, run->backend_key, run->pytorch_version, run->torch_key, run->os,
-		run->os_family, run->cpu, run->submitter_id ? submitter : NULL, run->submitter_name,
+		db_param_int(repo, run->repo_id), run->commit_sha, run->kernel_commit_sha, run->benchmark_script_path,
+		run->benchmark_script_sha, run->gpu, run->gpu_cores >= 0 ? db_param_int(cores, run->gpu_cores) : NULL,
+		run->backend, run->backend_family, run->backend_key, run->pytorch_version, run->torch_key, run->os,
+		run->os_family, run->cpu, run->submitter_id ? db_param_int(submitter, run->submitter_id) : NULL,
+		run->submitter_name,
 		run->payload, run->source,
 		arrays[WORKLOAD].buf, arrays[MEAN].buf, arrays[STD].buf, arrays[MIN].buf, arrays[MAX].buf,
 		arrays[Q1].buf, arrays[Q3].buf, arrays[IQR].buf, arrays[OUTLIERS].buf, arrays[ITERATIONS].buf,
-		arrays[VERIFIED].buf, run->worker_id ? worker : NULL, run->build_id ? build : NULL,
+		arrays[VERIFIED].buf, run->worker_id ? db_param_int(worker, run->worker_id) : NULL,
+		run->build_id ? db_param_int(build, run->build_id) : NULL,
 	};
 	PGresult *res = db_exec(
 		"WITH run AS (INSERT INTO benchmark_runs (repo_id, commit_sha, kernel_commit_sha,"
@@ -101,9 +96,7 @@ int db_benchmark_insert(const struct benchmark_run *run, int64_t *id)
 static void filter_params(int64_t repo_id, const struct benchmark_filter *f, char repo[24], char run[24],
 			  const char *params[11])
 {
-	snprintf(repo, 24, "%" PRId64, repo_id);
-	snprintf(run, 24, "%" PRId64, f->run_id);
-	params[0] = repo;
+	params[0] = db_param_int(repo, repo_id);
 	params[1] = f->commit_sha;
 	params[2] = f->backend;
 	params[3] = f->torch_key;
@@ -112,7 +105,7 @@ static void filter_params(int64_t repo_id, const struct benchmark_filter *f, cha
 	params[6] = f->os_family;
 	params[7] = f->gpu;
 	params[8] = f->workload;
-	params[9] = f->run_id > 0 ? run : NULL;
+	params[9] = f->run_id > 0 ? db_param_int(run, f->run_id) : NULL;
 	params[10] = f->source;
 }
 
@@ -196,10 +189,8 @@ int db_benchmark_rows(int64_t repo_id, const struct benchmark_filter *f, struct 
 	char repo[24], run[24], before[24], limit[24];
 	const char *params[13];
 	filter_params(repo_id, f, repo, run, params);
-	snprintf(before, sizeof(before), "%" PRId64, f->before_id);
-	snprintf(limit, sizeof(limit), "%ld", f->limit + 1);
-	params[11] = f->before_id > 0 ? before : NULL;
-	params[12] = f->limit > 0 ? limit : NULL;
+	params[11] = f->before_id > 0 ? db_param_int(before, f->before_id) : NULL;
+	params[12] = f->limit > 0 ? db_param_int(limit, f->limit + 1) : NULL;
 	out->items = db_query_items(sizeof(*out->items), fill_result, &out->count, &rc, "WITH page AS (SELECT DISTINCT r.id FROM benchmark_runs r"
 		       "  JOIN benchmark_results b ON b.run_id = r.id WHERE" FILTER_SQL
 		       "  AND ($12::bigint IS NULL OR r.id < $12) ORDER BY r.id DESC LIMIT $13::bigint)"
@@ -248,15 +239,10 @@ static double cell_double(const struct db_rows *rows, size_t i, size_t c)
 static void fill_regression(void *item, const struct db_rows *rows, size_t i)
 {
 	struct benchmark_regression *g = item;
-	g->commit = xstrdup(db_rows_get(rows, i, 0));
-	g->gpu = xstrdup(db_rows_get(rows, i, 1));
-	g->workload = xstrdup(db_rows_get(rows, i, 2));
-	g->median = cell_double(rows, i, 3);
-	g->spread = cell_double(rows, i, 4);
-	g->prev_commit = xstrdup(db_rows_get(rows, i, 5));
-	g->prev_median = cell_double(rows, i, 6);
-	g->prev_spread = cell_double(rows, i, 7);
-	g->slower_pct = cell_double(rows, i, 8);
+	db_rows_read(rows, i, DB_FIELDS(DB_STR(0, &g->commit), DB_STR(1, &g->gpu), DB_STR(2, &g->workload),
+					DB_DOUBLE(3, &g->median), DB_DOUBLE(4, &g->spread), DB_STR(5, &g->prev_commit),
+					DB_DOUBLE(6, &g->prev_median), DB_DOUBLE(7, &g->prev_spread),
+					DB_DOUBLE(8, &g->slower_pct)));
 }
 
 void benchmark_regressions_release(struct benchmark_regressions *rows)
@@ -292,9 +278,7 @@ int db_benchmark_regressions(int64_t repo_id, long pct, const char *commit_sha, 
 {
 	int rc = 0;
 	char repo[24], threshold[24];
-	snprintf(repo, sizeof(repo), "%" PRId64, repo_id);
-	snprintf(threshold, sizeof(threshold), "%ld", pct);
-	const char *params[3] = { repo, threshold, commit_sha };
+	const char *params[3] = { db_param_int(repo, repo_id), db_param_int(threshold, pct), commit_sha };
 	out->items = db_query_items(sizeof(*out->items), fill_regression, &out->count, &rc,
 				    "WITH m AS (SELECT r.commit_sha, r.gpu, b.workload, min(r.id) AS first_id,"
 		       "  " MEDIAN_SQL " AS median, " SPREAD_SQL " AS spread"
@@ -338,13 +322,11 @@ static void fill_side(struct benchmark_stats *s, const struct db_rows *rows, siz
 static void fill_compare(void *item, const struct db_rows *rows, size_t i)
 {
 	struct benchmark_compare_row *row = item;
-	row->gpu = xstrdup(db_rows_get(rows, i, 0));
-	row->workload = xstrdup(db_rows_get(rows, i, 1));
 	fill_side(&row->base, rows, i, 2);
 	fill_side(&row->head, rows, i, 9);
 	row->has_change = !db_rows_isnull(rows, i, 16);
-	row->change_pct = row->has_change ? cell_double(rows, i, 16) : 0;
-	row->regression = db_rows_get(rows, i, 17)[0] == 't';
+	db_rows_read(rows, i, DB_FIELDS(DB_STR(0, &row->gpu), DB_STR(1, &row->workload),
+					DB_DOUBLE(16, &row->change_pct), DB_BOOL(17, &row->regression)));	/* 0 for NULL */
 }
 
 void benchmark_compare_rows_release(struct benchmark_compare_rows *rows)
@@ -368,10 +350,8 @@ int db_benchmark_compare(int64_t repo_id, const struct benchmark_filter *base, c
 {
 	int rc = 0;
 	char repo[24], threshold[24];
-	snprintf(repo, sizeof(repo), "%" PRId64, repo_id);
-	snprintf(threshold, sizeof(threshold), "%ld", pct);
 	const char *params[] = {
-		repo, base->source, base->gpu, base->workload, threshold,
+		db_param_int(repo, repo_id), base->source, base->gpu, base->workload, db_param_int(threshold, pct),
 		base->commit_sha, base->torch_key, base->backend_family, base->backend_key, base->os_family,
 		head->commit_sha, head->torch_key, head->backend_family, head->backend_key, head->os_family,
 	};

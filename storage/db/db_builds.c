@@ -5,7 +5,6 @@
 #include "storage/db/db_builds.h"
 
 #include <inttypes.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,39 +36,24 @@ enum build_column {
 static void build_row_fill(void *item, const struct db_rows *rows, size_t i)
 {
 	struct build_row *b = item;
-	b->id = db_rows_int(rows, i, BUILD_COL_ID, 0);
-	b->repo_id = db_rows_int(rows, i, BUILD_COL_REPO_ID, 0);
-	b->worker_id = db_rows_int(rows, i, BUILD_COL_WORKER_ID, 0);
-	b->ns = xstrdup(db_rows_get(rows, i, BUILD_COL_NS));
-	b->name = xstrdup(db_rows_get(rows, i, BUILD_COL_NAME));
-	b->commit = xstrdup(db_rows_get(rows, i, BUILD_COL_COMMIT));
-	b->variant = xstrdup(db_rows_get(rows, i, BUILD_COL_VARIANT));
-	b->state = xstrdup(db_rows_get(rows, i, BUILD_COL_STATE));
-	b->private_repo = db_rows_get(rows, i, BUILD_COL_PRIVATE)[0] == 't';
-	b->force = db_rows_get(rows, i, BUILD_COL_FORCE)[0] == 't';
-	b->attempt = (long)db_rows_int(rows, i, BUILD_COL_ATTEMPT, 0);
-	b->max_attempts = (long)db_rows_int(rows, i, BUILD_COL_MAX_ATTEMPTS, 0);
-	static const struct { enum build_column col; size_t at; } text[] = {
-		{ BUILD_COL_NOT_BEFORE, offsetof(struct build_row, not_before) },
-		{ BUILD_COL_WORKER, offsetof(struct build_row, worker) },
-		{ BUILD_COL_LEASE_EXPIRES, offsetof(struct build_row, lease_expires) },
-		{ BUILD_COL_CREATED, offsetof(struct build_row, created) },
-		{ BUILD_COL_STARTED, offsetof(struct build_row, started) },
-		{ BUILD_COL_FINISHED, offsetof(struct build_row, finished) },
-		{ BUILD_COL_ERROR, offsetof(struct build_row, error) },
-		{ BUILD_COL_ABI_REPORT, offsetof(struct build_row, abi_report) },
-		{ BUILD_COL_BRANCH, offsetof(struct build_row, branch) },
-		{ BUILD_COL_PUBLISHED, offsetof(struct build_row, published) },
-		{ BUILD_COL_REQUESTED_BY, offsetof(struct build_row, requested_by) },
-		{ BUILD_COL_SOURCE_URL, offsetof(struct build_row, source_url) },
-		{ BUILD_COL_SOURCE_REVISION, offsetof(struct build_row, source_revision) },
-		{ BUILD_COL_NOTE, offsetof(struct build_row, note) },
-		{ BUILD_COL_DEVICE, offsetof(struct build_row, device) },
-		{ BUILD_COL_VARIANT_COMMIT, offsetof(struct build_row, variant_commit) },
-	};
-	for (size_t t = 0; t < sizeof(text) / sizeof(text[0]); t++)
-		*(char **)((char *)b + text[t].at) = db_rows_strdup(rows, i, text[t].col);
-	b->log_length = db_rows_int(rows, i, BUILD_COL_LOG_LENGTH, 0);
+	db_rows_read(rows, i, DB_FIELDS(
+		DB_I64(BUILD_COL_ID, &b->id), DB_I64(BUILD_COL_REPO_ID, &b->repo_id),
+		DB_I64(BUILD_COL_WORKER_ID, &b->worker_id), DB_STR(BUILD_COL_NS, &b->ns), DB_STR(BUILD_COL_NAME, &b->name),
+		DB_STR(BUILD_COL_COMMIT, &b->commit), DB_STR(BUILD_COL_VARIANT, &b->variant),
+		DB_STR(BUILD_COL_STATE, &b->state), DB_BOOL(BUILD_COL_PRIVATE, &b->private_repo),
+		DB_BOOL(BUILD_COL_FORCE, &b->force), DB_LONG(BUILD_COL_ATTEMPT, &b->attempt),
+		DB_LONG(BUILD_COL_MAX_ATTEMPTS, &b->max_attempts), DB_STR_OR_NULL(BUILD_COL_NOT_BEFORE, &b->not_before),
+		DB_STR_OR_NULL(BUILD_COL_WORKER, &b->worker), DB_STR_OR_NULL(BUILD_COL_LEASE_EXPIRES, &b->lease_expires),
+		DB_STR_OR_NULL(BUILD_COL_CREATED, &b->created), DB_STR_OR_NULL(BUILD_COL_STARTED, &b->started),
+		DB_STR_OR_NULL(BUILD_COL_FINISHED, &b->finished), DB_STR_OR_NULL(BUILD_COL_ERROR, &b->error),
+		DB_STR_OR_NULL(BUILD_COL_ABI_REPORT, &b->abi_report), DB_STR_OR_NULL(BUILD_COL_BRANCH, &b->branch),
+		DB_STR_OR_NULL(BUILD_COL_PUBLISHED, &b->published),
+		DB_STR_OR_NULL(BUILD_COL_REQUESTED_BY, &b->requested_by),
+		DB_STR_OR_NULL(BUILD_COL_SOURCE_URL, &b->source_url),
+		DB_STR_OR_NULL(BUILD_COL_SOURCE_REVISION, &b->source_revision),
+		DB_STR_OR_NULL(BUILD_COL_NOTE, &b->note), DB_STR_OR_NULL(BUILD_COL_DEVICE, &b->device),
+		DB_STR_OR_NULL(BUILD_COL_VARIANT_COMMIT, &b->variant_commit),
+		DB_I64(BUILD_COL_LOG_LENGTH, &b->log_length)));
 	b->benchmark = strcmp(db_rows_get(rows, i, BUILD_COL_KIND), "benchmark") == 0;
 	b->has_duration = rows->columns > BUILD_COL_DURATION && !db_rows_isnull(rows, i, BUILD_COL_DURATION);
 	b->duration = b->has_duration ? db_rows_int(rows, i, BUILD_COL_DURATION, 0) : 0;
@@ -143,11 +127,6 @@ static int build_query(struct build_rows *out, const char *sql, int nparams, con
 /* Seconds a retried attempt waits: 5 s × 2^(attempt-1), at most 5 min. */
 #define BACKOFF "make_interval(secs => least(300, 5 * power(2, greatest(b.attempt, 1) - 1)))"
 
-static void id_text(char buf[24], int64_t id)
-{
-	snprintf(buf, 24, "%" PRId64, id);
-}
-
 /* The states a transition may start from (NULL-terminated, from the farm's
  * table) as an array literal for "state = ANY($n::text[])". */
 static void states_literal(const char *const *from, char out[96])
@@ -168,9 +147,8 @@ int db_build_enqueue(const struct build_request *r, const char *variant, enum bu
 		     int64_t *id)
 {
 	char repo[24], attempts[24];
-	id_text(repo, r->repo_id);
-	snprintf(attempts, sizeof(attempts), "%d", r->max_attempts > 0 ? r->max_attempts : 3);
-	const char *params[8] = { repo, r->commit, variant, r->force ? "true" : "false", attempts,
+	const char *params[8] = { db_param_int(repo, r->repo_id), r->commit, variant, r->force ? "true" : "false",
+				  db_param_int(attempts, r->max_attempts > 0 ? r->max_attempts : 3),
 				  r->requested_by ? r->requested_by : "", r->source_url, r->source_revision };
 	struct db_rows rows;
 	/* one statement: the partial unique index settles races between
@@ -189,7 +167,7 @@ int db_build_enqueue(const struct build_request *r, const char *variant, enum bu
 		return rc;
 	if (rows.count > 0) {
 		*outcome = strcmp(db_rows_get(&rows, 0, 0), "new") == 0 ? BUILD_ENQUEUED : BUILD_SKIP_SUCCEEDED;
-		*id = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
+		*id = db_rows_int(&rows, 0, 1, 0);
 		db_rows_release(&rows);
 		return 0;
 	}
@@ -199,7 +177,7 @@ int db_build_enqueue(const struct build_request *r, const char *variant, enum bu
 			     " AND state IN ('queued', 'running') AND kind = 'build'", 3, params);
 	if (rc < 0)
 		return rc;
-	*id = rows.count ? strtoll(db_rows_get(&rows, 0, 0), NULL, 10) : 0;
+	*id = rows.count ? db_rows_int(&rows, 0, 0, 0) : 0;
 	db_rows_release(&rows);
 	return 0;
 }
@@ -208,9 +186,8 @@ int db_build_enqueue_benchmark(const struct build_request *r, const char *varian
 			       const char *device, enum build_enqueue_outcome *outcome, int64_t *id)
 {
 	char repo[24], attempts[24];
-	id_text(repo, r->repo_id);
-	snprintf(attempts, sizeof(attempts), "%d", r->max_attempts > 0 ? r->max_attempts : 3);
-	const char *params[7] = { repo, r->commit, variant, device, variant_commit, attempts,
+	const char *params[7] = { db_param_int(repo, r->repo_id), r->commit, variant, device, variant_commit,
+				  db_param_int(attempts, r->max_attempts > 0 ? r->max_attempts : 3),
 				  r->requested_by ? r->requested_by : "" };
 	struct db_rows rows;
 	int rc = db_query(&rows,
@@ -224,7 +201,7 @@ int db_build_enqueue_benchmark(const struct build_request *r, const char *varian
 	if (rc < 0)
 		return rc;
 	*outcome = rows.count && strcmp(db_rows_get(&rows, 0, 0), "new") == 0 ? BUILD_ENQUEUED : BUILD_SKIP_ACTIVE;
-	*id = rows.count ? strtoll(db_rows_get(&rows, 0, 1), NULL, 10) : 0;
+	*id = rows.count ? db_rows_int(&rows, 0, 1, 0) : 0;
 	db_rows_release(&rows);
 	return 0;
 }
@@ -240,35 +217,24 @@ int db_build_queue_begin(void)
 int db_build_queued_counts(int64_t repo_id, const char *requested_by, long *repo_queued, long *requester_queued)
 {
 	char repo[24];
-	id_text(repo, repo_id);
-	const char *params[2] = { repo, requested_by ? requested_by : "" };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT (SELECT count(*) FROM builds WHERE state = 'queued' AND repo_id = $1),"
-				     " (SELECT count(*) FROM builds WHERE state = 'queued' AND requested_by = $2)",
-			      2, params);
-	if (rc < 0)
-		return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
-	*repo_queued = strtol(db_rows_get(&rows, 0, 0), NULL, 10);
-	*requester_queued = strtol(db_rows_get(&rows, 0, 1), NULL, 10);
-	db_rows_release(&rows);
-	return 0;
+	const char *params[2] = { db_param_int(repo, repo_id), requested_by ? requested_by : "" };
+	int rc = db_query_row("SELECT (SELECT count(*) FROM builds WHERE state = 'queued' AND repo_id = $1),"
+			      " (SELECT count(*) FROM builds WHERE state = 'queued' AND requested_by = $2)", 2, params,
+			      DB_FIELDS(DB_LONG(0, repo_queued), DB_LONG(1, requester_queued)));
+	return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
 }
 
 int db_build_get(int64_t id, struct build_row *out)
 {
 	char bid[24];
-	id_text(bid, id);
-	const char *params[1] = { bid };
+	const char *params[1] = { db_param_int(bid, id) };
 	return build_query_one(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE b.id = $1", 1, params);
 }
 
 int db_build_list(int64_t repo_id, const char *state, long limit, long offset, struct build_rows *out)
 {
 	char repo[24], lim[24], off[24];
-	id_text(repo, repo_id);
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	snprintf(off, sizeof(off), "%ld", offset);
-	const char *params[4] = { repo, state, lim, off };
+	const char *params[4] = { db_param_int(repo, repo_id), state, db_param_int(lim, limit), db_param_int(off, offset) };
 	return build_query(out, "SELECT " BUILD_COLUMNS BUILD_FROM " WHERE ($1::bigint = 0 OR b.repo_id = $1) AND ($2::text IS NULL OR b.state = $2)"
 			     " ORDER BY b.id DESC LIMIT $3 OFFSET $4", 4, params);
 }
@@ -281,10 +247,7 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
 int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
 {
 	char repo[24], lim[24], off[24];
-	id_text(repo, repo_id);
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	snprintf(off, sizeof(off), "%ld", offset);
-	const char *params[4] = { repo, lim, off, commit };
+	const char *params[4] = { db_param_int(repo, repo_id), db_param_int(lim, limit), db_param_int(off, offset), commit };
 	return build_query(out, MATRIX_COMMITS " SELECT DISTINCT ON (c.newest, b.variant) " BUILD_COLUMNS ","
 			     " extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)"
 			     "  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit"
@@ -294,15 +257,10 @@ int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offs
 int db_build_matrix_count(int64_t repo_id, long *commits)
 {
 	char repo[24];
-	id_text(repo, repo_id);
-	const char *params[1] = { repo };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT count(DISTINCT source_commit) FROM builds WHERE repo_id = $1 AND kind = 'build'", 1, params);
-	if (rc < 0)
-		return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
-	*commits = strtol(db_rows_get(&rows, 0, 0), NULL, 10);
-	db_rows_release(&rows);
-	return 0;
+	const char *params[1] = { db_param_int(repo, repo_id) };
+	int rc = db_query_row("SELECT count(DISTINCT source_commit) FROM builds WHERE repo_id = $1 AND kind = 'build'", 1,
+			      params, DB_FIELDS(DB_LONG(0, commits)));
+	return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
 }
 
 void build_changes_release(struct build_changes *changes)
@@ -317,8 +275,7 @@ void build_changes_release(struct build_changes *changes)
 static void build_change_fill(void *item, const struct db_rows *rows, size_t i)
 {
 	struct build_change *c = item;
-	c->id = db_rows_int(rows, i, 0, 0);
-	snprintf(c->state, sizeof(c->state), "%s", db_rows_get(rows, i, 1));
+	db_rows_read(rows, i, DB_FIELDS(DB_I64(0, &c->id), DB_TEXT(1, c->state, sizeof(c->state))));
 }
 
 /* The jobs an UPDATE … RETURNING b.id, b.state changed into out: how many. */
@@ -382,8 +339,8 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	struct db_rows room = { 0 };
 	struct build_rows claimed = { 0 };
 	char wid[24], lease[24], bid[24];
-	id_text(wid, worker_id);
-	snprintf(lease, sizeof(lease), "%ld", lease_seconds);
+	db_param_int(wid, worker_id);
+	db_param_int(lease, lease_seconds);
 	memset(out, 0, sizeof(*out));
 	memset(lapsed, 0, sizeof(*lapsed));
 	strbuf_adds(&list, "{");
@@ -426,8 +383,7 @@ int db_build_claim(int64_t worker_id, const char *const *variants, size_t n, lon
 	    (rc = db_tx_commit()) < 0)
 		goto rollback;	/* nothing left to roll back when the commit failed */
 	if (claimed.count == 1) {
-		id_text(bid, claimed.items[0].id);
-		if ((rc = log_start_attempt(bid, wid)) < 0)
+		if ((rc = log_start_attempt(db_param_int(bid, claimed.items[0].id), wid)) < 0)
 			goto rollback;
 	}
 	rc = !has_room ? 2 : claimed.count ? 0 : 1;
@@ -453,7 +409,7 @@ int db_build_next_lease_expiry(long *ms)
 				 " FROM builds WHERE state = 'running'", 0, NULL);
 	if (rc < 0)
 		return rc;
-	*ms = rows.count && !db_rows_isnull(&rows, 0, 0) ? strtol(db_rows_get(&rows, 0, 0), NULL, 10) : -1;
+	*ms = rows.count ? (long)db_rows_int(&rows, 0, 0, -1) : -1;
 	if (*ms < -1)
 		*ms = 0;	/* lapsed already */
 	db_rows_release(&rows);
@@ -463,30 +419,25 @@ int db_build_next_lease_expiry(long *ms)
 int db_build_lease_check(int64_t id, int64_t worker_id, char state[16], int *taken_back)
 {
 	char bid[24], wid[24];
-	id_text(bid, id);
-	id_text(wid, worker_id);
-	const char *params[2] = { bid, wid };
-	struct db_rows rows;
+	const char *params[2] = { db_param_int(bid, id), db_param_int(wid, worker_id) };
+	int leased, held, allowed;
 	state[0] = '\0';
 	/* the job's worker (this one or another) that may no longer build it
 	 * loses it first; the SELECT sees the rows as they were before */
-	int rc = db_query_one(&rows,
-			      "WITH back AS (UPDATE builds b SET" TAKE_BACK_SET " FROM workers w, repos r"
+	int rc = db_query_row("WITH back AS (UPDATE builds b SET" TAKE_BACK_SET " FROM workers w, repos r"
 			      "  WHERE b.id = $1 AND b.state = 'running' AND w.id = b.worker_id AND r.id = b.repo_id"
 			      "  AND NOT " WORKER_MAY_BUILD("w", "r") " RETURNING b.id)"
 			      " SELECT b.state, b.worker_id = $2 AND b.lease_expires_at >= now(),"
 			      "  b.worker_id = $2 AND b.state IN ('running', 'canceled'),"
 			      "  " WORKER_MAY_BUILD("w", "r") ", EXISTS (SELECT 1 FROM back)"
 			      " FROM builds b JOIN repos r ON r.id = b.repo_id, workers w WHERE b.id = $1 AND w.id = $2",
-			      2, params);
+			      2, params, DB_FIELDS(DB_TEXT(0, state, 16), DB_BOOL(1, &leased), DB_BOOL(2, &held),
+						   DB_BOOL(3, &allowed), DB_BOOL(4, taken_back)));
 	if (rc < 0)
 		return rc;
-	int running = strcmp(db_rows_get(&rows, 0, 0), "running") == 0;
-	int leased = db_rows_get(&rows, 0, 1)[0] == 't', held = db_rows_get(&rows, 0, 2)[0] == 't';
-	int allowed = db_rows_get(&rows, 0, 3)[0] == 't';
-	*taken_back = db_rows_get(&rows, 0, 4)[0] == 't';
-	snprintf(state, 16, "%s", *taken_back ? "queued" : db_rows_get(&rows, 0, 0));
-	db_rows_release(&rows);
+	int running = strcmp(state, "running") == 0;
+	if (*taken_back)
+		snprintf(state, 16, "queued");
 	if (!allowed)
 		return held ? KHUB_EPERM : KHUB_ENOTFOUND;
 	return running && leased && !*taken_back ? 0 : KHUB_ECONFLICT;
@@ -496,26 +447,20 @@ int db_build_heartbeat(int64_t id, int64_t worker_id, const char *const *from, l
 		       int *cancel)
 {
 	char bid[24], wid[24], lease[24], states[96];
-	id_text(bid, id);
-	id_text(wid, worker_id);
-	snprintf(lease, sizeof(lease), "%ld", lease_seconds);
 	states_literal(from, states);
-	const char *params[4] = { bid, wid, lease, states };
-	struct db_rows rows;
+	const char *params[4] = { db_param_int(bid, id), db_param_int(wid, worker_id), db_param_int(lease, lease_seconds),
+				  states };
 	/* a canceled job stays its worker's until it stops: the answer says
 	 * cancel; an expired lease is lost even when nobody took it yet */
-	int rc = db_query_one(&rows,
-			  "UPDATE builds SET lease_expires_at = CASE WHEN state = 'running'"
+	int rc = db_query_row("UPDATE builds SET lease_expires_at = CASE WHEN state = 'running'"
 			  "  THEN now() + make_interval(secs => $3::int) ELSE lease_expires_at END"
 			  " WHERE id = $1 AND worker_id = $2 AND state = ANY($4::text[]) AND"
 			  "  (state <> 'running' OR lease_expires_at >= now())"
 			  " RETURNING state = 'canceled', "
-			  ISO("coalesce(lease_expires_at, now())"), 4, params);
+			  ISO("coalesce(lease_expires_at, now())"), 4, params,
+			  DB_FIELDS(DB_BOOL(0, cancel), DB_TEXT(1, expires, 40)));
 	if (rc < 0)
 		return rc == KHUB_ENOTFOUND ? KHUB_ECONFLICT : rc;
-	*cancel = db_rows_get(&rows, 0, 0)[0] == 't';
-	snprintf(expires, 40, "%s", db_rows_get(&rows, 0, 1));
-	db_rows_release(&rows);
 	return db_run("UPDATE workers SET last_heartbeat = now() WHERE id = $1", 1, params + 1);
 }
 
@@ -528,14 +473,13 @@ static int log_store(const char *bid, int64_t at, const unsigned char *data, siz
 	for (; from < to; from += LOG_PIECE) {
 		size_t end = to - from > LOG_PIECE ? from + LOG_PIECE : to;
 		char at_text[24];
-		snprintf(at_text, sizeof(at_text), "%" PRId64, at + (int64_t)from);
 		struct strbuf hex = STRBUF_INIT;
 		strbuf_adds(&hex, "\\x");
 		for (size_t i = from; i < end; i++) {
 			char two[2] = { digits[data[i] >> 4], digits[data[i] & 15] };
 			strbuf_add(&hex, two, 2);
 		}
-		const char *p3[3] = { bid, at_text, hex.buf };
+		const char *p3[3] = { bid, db_param_int(at_text, at + (int64_t)from), hex.buf };
 		int rc = db_run("INSERT INTO build_log_chunks (build_id, at, data) VALUES ($1, $2, $3::bytea)", 3, p3);
 		strbuf_release(&hex);
 		if (rc < 0)
@@ -549,9 +493,7 @@ static int log_store(const char *bid, int64_t at, const unsigned char *data, siz
 static int log_trim_tail(const char *bid, int64_t head, int64_t keep_from)
 {
 	char head_text[24], keep_text[24];
-	snprintf(head_text, sizeof(head_text), "%" PRId64, head);
-	snprintf(keep_text, sizeof(keep_text), "%" PRId64, keep_from);
-	const char *p3[3] = { bid, head_text, keep_text };
+	const char *p3[3] = { bid, db_param_int(head_text, head), db_param_int(keep_text, keep_from) };
 	int rc = db_run("DELETE FROM build_log_chunks WHERE build_id = $1 AND at >= $2::bigint"
 			" AND at + length(data) <= $3::bigint", 3, p3);
 	if (rc == 0)
@@ -565,18 +507,11 @@ static int log_trim_tail(const char *bid, int64_t head, int64_t keep_from)
 static int log_stored(const char *bid, int64_t tail_from, int64_t *stored_end, int64_t *tail_stored)
 {
 	char from_text[24];
-	snprintf(from_text, sizeof(from_text), "%" PRId64, tail_from);
-	const char *p2[2] = { bid, from_text };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT coalesce(max(at + length(data)), 0),"
-				     " coalesce(sum(length(data)) FILTER (WHERE at >= $2::bigint), 0)"
-				     " FROM build_log_chunks WHERE build_id = $1", 2, p2);
-	if (rc < 0)
-		return rc;
-	*stored_end = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-	*tail_stored = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
-	db_rows_release(&rows);
-	return 0;
+	const char *p2[2] = { bid, db_param_int(from_text, tail_from) };
+	return db_query_row("SELECT coalesce(max(at + length(data)), 0),"
+			    " coalesce(sum(length(data)) FILTER (WHERE at >= $2::bigint), 0)"
+			    " FROM build_log_chunks WHERE build_id = $1", 2, p2,
+			    DB_FIELDS(DB_I64(0, stored_end), DB_I64(1, tail_stored)));
 }
 
 /* Store a tail chunk [at, at + len) of the attempt starting at base: the
@@ -631,31 +566,27 @@ int db_build_log_append(int64_t id, int64_t worker_id, const char *const *from, 
 			const void *data, size_t len, int tail, int64_t max_bytes, int64_t *length)
 {
 	char bid[24], wid[24], att[24], states[96];
-	id_text(bid, id);
-	id_text(wid, worker_id);
-	snprintf(att, sizeof(att), "%d", attempt);
 	states_literal(from, states);
 	int rc = db_tx_begin();
 	if (rc < 0)
 		return rc;
-	const char *params[4] = { bid, wid, att, states };
-	struct db_rows rows;
-	rc = db_query_one(&rows, "SELECT log_length, log_base, $3::int >= 0 AND attempt <> $3::int FROM builds"
-				 " WHERE id = $1 AND worker_id = $2 AND state = ANY($4::text[]) FOR UPDATE",
-			  4, params);
+	const char *params[4] = { db_param_int(bid, id), db_param_int(wid, worker_id), db_param_int(att, attempt),
+				  states };
+	int64_t end, base;
+	int earlier;
+	rc = db_query_row("SELECT log_length, log_base, $3::int >= 0 AND attempt <> $3::int FROM builds"
+			  " WHERE id = $1 AND worker_id = $2 AND state = ANY($4::text[]) FOR UPDATE", 4, params,
+			  DB_FIELDS(DB_I64(0, &end), DB_I64(1, &base), DB_BOOL(2, &earlier)));
 	if (rc == KHUB_ENOTFOUND)
 		rc = KHUB_ECONFLICT;
 	if (rc < 0)
 		goto rollback;
-	if (db_rows_get(&rows, 0, 2)[0] == 't') {
-		db_rows_release(&rows);	/* a chunk of an earlier attempt: never mixed in */
+	if (earlier) {	/* a chunk of an earlier attempt: never mixed in */
 		db_tx_rollback();
 		return 2;
 	}
 	/* offsets count from the attempt's first byte */
-	int64_t base = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
-	int64_t have = strtoll(db_rows_get(&rows, 0, 0), NULL, 10) - base;
-	db_rows_release(&rows);
+	int64_t have = end - base;
 	*length = have;
 	/* stored at the log's own offsets (the attempt's base added), capped
 	 * over the whole log */
@@ -667,8 +598,7 @@ int db_build_log_append(int64_t id, int64_t worker_id, const char *const *from, 
 	}
 	if (at + (int64_t)len > have) {
 		char newlen[24];
-		snprintf(newlen, sizeof(newlen), "%" PRId64, base + at + (int64_t)len);
-		const char *p2[2] = { bid, newlen };
+		const char *p2[2] = { bid, db_param_int(newlen, base + at + (int64_t)len) };
 		if ((rc = db_run("UPDATE builds SET log_length = $2 WHERE id = $1", 2, p2)) < 0)
 			goto rollback;
 		*length = at + (int64_t)len;
@@ -682,14 +612,11 @@ rollback:
 int db_build_log_head_left(int64_t id, int64_t max_bytes, int64_t *left)
 {
 	char bid[24];
-	id_text(bid, id);
-	const char *params[1] = { bid };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT log_base FROM builds WHERE id = $1", 1, params);
+	const char *params[1] = { db_param_int(bid, id) };
+	int64_t base;
+	int rc = db_query_row("SELECT log_base FROM builds WHERE id = $1", 1, params, DB_FIELDS(DB_I64(0, &base)));
 	if (rc < 0)
 		return rc;
-	int64_t base = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-	db_rows_release(&rows);
 	*left = max_bytes <= 0 ? -1 : max_bytes / 2 > base ? max_bytes / 2 - base : 0;
 	return 0;
 }
@@ -699,10 +626,8 @@ int db_build_log_head_left(int64_t id, int64_t max_bytes, int64_t *left)
 static int log_read_range(const char *bid, int64_t from, int64_t max, struct strbuf *out)
 {
 	char from_text[24], max_text[24], piece[24];
-	snprintf(from_text, sizeof(from_text), "%" PRId64, from);
-	snprintf(max_text, sizeof(max_text), "%" PRId64, max);
-	snprintf(piece, sizeof(piece), "%d", LOG_PIECE);
-	const char *p4[4] = { bid, from_text, max_text, piece };
+	const char *p4[4] = { bid, db_param_int(from_text, from), db_param_int(max_text, max),
+			      db_param_int(piece, LOG_PIECE) };
 	struct db_rows rows;
 	/* the chunks reaching past `from`, cut to [from, from + max) */
 	int rc = db_query(&rows,
@@ -727,19 +652,11 @@ static int log_read_range(const char *bid, int64_t from, int64_t max, struct str
 static int log_find_cut(const char *bid, int64_t *cut_from, int64_t *cut_to)
 {
 	const char *p1[1] = { bid };
-	struct db_rows rows;
 	*cut_from = *cut_to = 0;
-	int rc = db_query(&rows,
-			  "SELECT e, n FROM (SELECT at + length(data) AS e, lead(at) OVER (ORDER BY at) AS n"
-			  "  FROM build_log_chunks WHERE build_id = $1) g WHERE n > e ORDER BY e LIMIT 1", 1, p1);
-	if (rc < 0)
-		return rc;
-	if (rows.count) {
-		*cut_from = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-		*cut_to = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
-	}
-	db_rows_release(&rows);
-	return 0;
+	int rc = db_query_row("SELECT e, n FROM (SELECT at + length(data) AS e, lead(at) OVER (ORDER BY at) AS n"
+			      "  FROM build_log_chunks WHERE build_id = $1) g WHERE n > e ORDER BY e LIMIT 1", 1, p1,
+			      DB_FIELDS(DB_I64(0, cut_from), DB_I64(1, cut_to)));
+	return rc == KHUB_ENOTFOUND ? 0 : rc;
 }
 
 /* "[khub: 55.1 MB cut from this log]" for n bytes. */
@@ -756,14 +673,10 @@ static void log_cut_line(struct strbuf *out, int64_t n)
 int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, int64_t *length, int64_t *next)
 {
 	char bid[24];
-	id_text(bid, id);
-	const char *params[1] = { bid };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT log_length FROM builds WHERE id = $1", 1, params);
+	const char *params[1] = { db_param_int(bid, id) };
+	int rc = db_query_row("SELECT log_length FROM builds WHERE id = $1", 1, params, DB_FIELDS(DB_I64(0, length)));
 	if (rc < 0)
 		return rc;
-	*length = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-	db_rows_release(&rows);
 	*next = from > *length ? from : *length;
 	if (from >= *length)
 		return 0;
@@ -794,16 +707,9 @@ int db_build_log_read(int64_t id, int64_t from, size_t max, struct strbuf *out, 
 int db_build_log_progress(int64_t id, char state[16], int64_t *length)
 {
 	char bid[24];
-	id_text(bid, id);
-	const char *params[1] = { bid };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT state, log_length FROM builds WHERE id = $1", 1, params);
-	if (rc < 0)
-		return rc;
-	snprintf(state, 16, "%s", db_rows_get(&rows, 0, 0));
-	*length = strtoll(db_rows_get(&rows, 0, 1), NULL, 10);
-	db_rows_release(&rows);
-	return 0;
+	const char *params[1] = { db_param_int(bid, id) };
+	return db_query_row("SELECT state, log_length FROM builds WHERE id = $1", 1, params,
+			    DB_FIELDS(DB_TEXT(0, state, 16), DB_I64(1, length)));
 }
 
 /* Run an UPDATE of one job held by worker_id: KHUB_ECONFLICT when it
@@ -816,7 +722,7 @@ static int update_held(const char *sql, int nparams, const char *const *params, 
 		return rc;
 	rc = rows.count ? 0 : KHUB_ECONFLICT;
 	if (rows.count && state_out)
-		snprintf(state_out, 16, "%s", db_rows_get(&rows, 0, 0));
+		db_rows_read(&rows, 0, DB_FIELDS(DB_TEXT(0, state_out, 16)));
 	db_rows_release(&rows);
 	return rc;
 }
@@ -825,10 +731,9 @@ int db_build_fail(int64_t id, int64_t worker_id, const char *const *from, const 
 		  const char *abi_report, char state_out[16])
 {
 	char bid[24], wid[24], states[96];
-	id_text(bid, id);
-	id_text(wid, worker_id);
 	states_literal(from, states);
-	const char *params[6] = { bid, wid, error, retry ? "true" : "false", abi_report, states };
+	const char *params[6] = { db_param_int(bid, id), db_param_int(wid, worker_id), error, retry ? "true" : "false",
+				  abi_report, states };
 	return update_held("UPDATE builds b SET"
 			   " state = CASE WHEN $4::boolean AND b.attempt < b.max_attempts THEN 'queued' ELSE 'failed' END,"
 			   " error = $3, abi_report = coalesce($5::jsonb, b.abi_report),"
@@ -842,10 +747,8 @@ int db_build_fail(int64_t id, int64_t worker_id, const char *const *from, const 
 int db_build_release(int64_t id, int64_t worker_id, const char *const *from)
 {
 	char bid[24], wid[24], states[96];
-	id_text(bid, id);
-	id_text(wid, worker_id);
 	states_literal(from, states);
-	const char *params[3] = { bid, wid, states };
+	const char *params[3] = { db_param_int(bid, id), db_param_int(wid, worker_id), states };
 	return update_held("UPDATE builds SET state = 'queued', attempt = greatest(attempt - 1, 0), worker_id = NULL,"
 			   " lease_expires_at = NULL, not_before = now()"
 			   " WHERE id = $1 AND worker_id = $2 AND state = ANY($3::text[]) RETURNING state", 3, params, NULL);
@@ -855,10 +758,9 @@ int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, cons
 		    const char *abi_report, const char *branch, const char *commit, const char *note)
 {
 	char bid[24], wid[24], states[96];
-	id_text(bid, id);
-	id_text(wid, worker_id);
 	states_literal(from, states);
-	const char *params[9] = { bid, wid, to, error, abi_report, branch, commit, note, states };
+	const char *params[9] = { db_param_int(bid, id), db_param_int(wid, worker_id), to, error, abi_report, branch,
+				  commit, note, states };
 	return update_held("UPDATE builds SET state = $3, error = $4, abi_report = coalesce($5::jsonb, abi_report),"
 			   " published_branch = $6, published_commit = $7, note = $8, finished_at = now(),"
 			   " lease_expires_at = NULL"
@@ -868,28 +770,21 @@ int db_build_finish(int64_t id, int64_t worker_id, const char *const *from, cons
 int db_build_earlier_publication(int64_t id, char commit[41])
 {
 	char bid[24];
-	id_text(bid, id);
-	const char *params[1] = { bid };
-	struct db_rows rows;
+	const char *params[1] = { db_param_int(bid, id) };
 	commit[0] = '\0';
-	int rc = db_query(&rows, "SELECT o.published_commit FROM builds b JOIN builds o ON o.repo_id = b.repo_id"
-				 " AND o.source_commit = b.source_commit AND o.variant = b.variant AND o.kind = 'build'"
-				 " WHERE b.id = $1 AND o.id <> b.id AND o.state = 'succeeded'"
-				 " AND o.published_commit ~ '^[0-9a-f]{40}$' ORDER BY o.id DESC LIMIT 1", 1, params);
-	if (rc < 0)
-		return rc;
-	if (rows.count)
-		snprintf(commit, 41, "%s", db_rows_get(&rows, 0, 0));
-	db_rows_release(&rows);
-	return 0;
+	int rc = db_query_row("SELECT o.published_commit FROM builds b JOIN builds o ON o.repo_id = b.repo_id"
+			      " AND o.source_commit = b.source_commit AND o.variant = b.variant AND o.kind = 'build'"
+			      " WHERE b.id = $1 AND o.id <> b.id AND o.state = 'succeeded'"
+			      " AND o.published_commit ~ '^[0-9a-f]{40}$' ORDER BY o.id DESC LIMIT 1", 1, params,
+			      DB_FIELDS(DB_TEXT(0, commit, 41)));
+	return rc == KHUB_ENOTFOUND ? 0 : rc;
 }
 
 int db_build_merged(int64_t id, const char *const *from)
 {
 	char bid[24], states[96];
-	id_text(bid, id);
 	states_literal(from, states);
-	const char *params[2] = { bid, states };
+	const char *params[2] = { db_param_int(bid, id), states };
 	return update_held("UPDATE builds SET state = 'succeeded' WHERE id = $1 AND state = ANY($2::text[])"
 			   " RETURNING state", 2, params, NULL);
 }
@@ -897,9 +792,8 @@ int db_build_merged(int64_t id, const char *const *from)
 int db_build_supersede_older(int64_t id, const char *const *from, struct build_changes *out)
 {
 	char bid[24], states[96];
-	id_text(bid, id);
 	states_literal(from, states);
-	const char *params[2] = { bid, states };
+	const char *params[2] = { db_param_int(bid, id), states };
 	int rc = 0;
 	out->items = db_query_items(sizeof(*out->items), build_change_fill, &out->count, &rc,
 				    "UPDATE builds o SET state = 'superseded', error = 'superseded by build #' || b.id"
@@ -911,9 +805,8 @@ int db_build_supersede_older(int64_t id, const char *const *from, struct build_c
 int db_build_cancel(int64_t id, const char *const *from, char state_out[16])
 {
 	char bid[24], states[96];
-	id_text(bid, id);
 	states_literal(from, states);
-	const char *params[2] = { bid, states };
+	const char *params[2] = { db_param_int(bid, id), states };
 	return update_held("UPDATE builds SET state = 'canceled', finished_at = now(),"
 			   " error = coalesce(error, 'canceled')"
 			   " WHERE id = $1 AND state = ANY($2::text[]) RETURNING state", 2, params, state_out);
@@ -922,9 +815,8 @@ int db_build_cancel(int64_t id, const char *const *from, char state_out[16])
 int db_build_retry(int64_t id, const char *const *from)
 {
 	char bid[24], states[96];
-	id_text(bid, id);
 	states_literal(from, states);
-	const char *params[2] = { bid, states };
+	const char *params[2] = { db_param_int(bid, id), states };
 	const char *sqlstate = NULL;
 	PGresult *res = db_exec("UPDATE builds SET state = 'queued', attempt = 0, worker_id = NULL, lease_expires_at = NULL,"
 				" not_before = now(), started_at = NULL, finished_at = NULL, error = NULL"
@@ -939,8 +831,7 @@ int db_build_retry(int64_t id, const char *const *from)
 int db_build_provenance_put(int64_t id, const char *envelope, const char *sha256, const char *key_id)
 {
 	char bid[24];
-	id_text(bid, id);
-	const char *params[4] = { bid, envelope, sha256, key_id };
+	const char *params[4] = { db_param_int(bid, id), envelope, sha256, key_id };
 	return db_run("INSERT INTO build_provenance (build_id, envelope, sha256, key_id) VALUES ($1, $2, $3, $4)"
 		      " ON CONFLICT (build_id) DO UPDATE SET envelope = $2, sha256 = $3, key_id = $4,"
 		      " created_at = now()", 4, params);
@@ -949,23 +840,15 @@ int db_build_provenance_put(int64_t id, const char *envelope, const char *sha256
 int db_build_provenance_get(int64_t id, char **envelope, char sha256[65])
 {
 	char bid[24];
-	id_text(bid, id);
-	const char *params[1] = { bid };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT envelope, sha256 FROM build_provenance WHERE build_id = $1", 1, params);
-	if (rc < 0)
-		return rc;
-	*envelope = db_rows_strdup(&rows, 0, 0);
-	snprintf(sha256, 65, "%s", db_rows_get(&rows, 0, 1));
-	db_rows_release(&rows);
-	return 0;
+	const char *params[1] = { db_param_int(bid, id) };
+	return db_query_row("SELECT envelope, sha256 FROM build_provenance WHERE build_id = $1", 1, params,
+			    DB_FIELDS(DB_STR_OR_NULL(0, envelope), DB_TEXT(1, sha256, 65)));
 }
 
 int db_benchmark_targets(int64_t repo_id, const char *commit, const char *variant, struct strvec *out)
 {
 	char repo[24];
-	id_text(repo, repo_id);
-	const char *params[3] = { repo, commit, variant };
+	const char *params[3] = { db_param_int(repo, repo_id), commit, variant };
 	struct db_rows rows;
 	/* the newest publication of each variant of the commit (by default the
 	 * newest commit the farm published a variant of) */

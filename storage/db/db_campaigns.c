@@ -27,11 +27,9 @@ static void fill_campaign(void *item, const struct db_rows *rows, size_t row)
 {
 	struct db_campaign *c = item;
 	long *counts[] = { &c->kernels, &c->built, &c->failed, &c->waiting, &c->skipped, &c->merged };
-	c->id = db_rows_int(rows, row, 0, 0);
-	snprintf(c->variant, sizeof(c->variant), "%s", db_rows_get(rows, row, 1));
-	c->reason = db_rows_strdup(rows, row, 2);
-	c->requested_by = db_rows_strdup(rows, row, 3);
-	snprintf(c->created, sizeof(c->created), "%s", db_rows_get(rows, row, 4));
+	db_rows_read(rows, row, DB_FIELDS(DB_I64(0, &c->id), DB_TEXT(1, c->variant, sizeof(c->variant)),
+					  DB_STR_OR_NULL(2, &c->reason), DB_STR_OR_NULL(3, &c->requested_by),
+					  DB_TEXT(4, c->created, sizeof(c->created))));
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
 		*counts[i] = (long)db_rows_int(rows, row, 5 + i, 0);
 }
@@ -60,14 +58,9 @@ int db_campaign_list(int64_t id, long limit, struct db_campaign **out, size_t *n
 int db_campaign_create(const char *variant, const char *reason, const char *requested_by, int64_t *id)
 {
 	const char *params[3] = { variant, reason, requested_by };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "INSERT INTO build_campaigns (variant, reason, requested_by) VALUES ($1, $2, $3)"
-			      " RETURNING id", 3, params);
-	if (rc < 0)
-		return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
-	*id = db_rows_int(&rows, 0, 0, 0);
-	db_rows_release(&rows);
-	return 0;
+	int rc = db_query_row("INSERT INTO build_campaigns (variant, reason, requested_by) VALUES ($1, $2, $3)"
+			      " RETURNING id", 3, params, DB_FIELDS(DB_I64(0, id)));
+	return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
 }
 
 void db_campaign_kernel_release(struct db_campaign_kernel *k)
@@ -97,19 +90,12 @@ void db_campaign_kernels_free(struct db_campaign_kernel *k, size_t n)
 static void fill_kernel(void *item, const struct db_rows *rows, size_t row)
 {
 	struct db_campaign_kernel *k = item;
-	k->campaign_id = db_rows_int(rows, row, 0, 0);
-	k->repo_id = db_rows_int(rows, row, 1, 0);
-	k->build_id = db_rows_int(rows, row, 2, 0);
-	k->version = db_rows_int(rows, row, 3, -1);
-	snprintf(k->ns, sizeof(k->ns), "%s", db_rows_get(rows, row, 4));
-	snprintf(k->name, sizeof(k->name), "%s", db_rows_get(rows, row, 5));
-	snprintf(k->commit, sizeof(k->commit), "%s", db_rows_get(rows, row, 6));
-	snprintf(k->variant, sizeof(k->variant), "%s", db_rows_get(rows, row, 7));
-	snprintf(k->state, sizeof(k->state), "%s", db_rows_get(rows, row, 8));
-	k->skipped = db_rows_strdup(rows, row, 9);
-	k->pr_ref = db_rows_strdup(rows, row, 10);
-	k->pr_base = db_rows_strdup(rows, row, 11);
-	k->description = db_rows_strdup(rows, row, 12);
+	db_rows_read(rows, row, DB_FIELDS(DB_I64(0, &k->campaign_id), DB_I64(1, &k->repo_id), DB_I64(2, &k->build_id),
+					  DB_I64_OR(3, &k->version, -1), DB_TEXT(4, k->ns, sizeof(k->ns)),
+					  DB_TEXT(5, k->name, sizeof(k->name)), DB_TEXT(6, k->commit, sizeof(k->commit)),
+					  DB_TEXT(7, k->variant, sizeof(k->variant)), DB_TEXT(8, k->state, sizeof(k->state)),
+					  DB_STR_OR_NULL(9, &k->skipped), DB_STR_OR_NULL(10, &k->pr_ref),
+					  DB_STR_OR_NULL(11, &k->pr_base), DB_STR_OR_NULL(12, &k->description)));
 	k->merged = db_rows_int(rows, row, 13, 0) != 0;
 	k->publish_direct = db_rows_int(rows, row, 14, 0) != 0;
 }
@@ -200,10 +186,8 @@ int db_campaign_set_merged(int64_t campaign_id, int64_t repo_id)
 static void fill_candidate(void *item, const struct db_rows *rows, size_t row)
 {
 	struct db_campaign_candidate *c = item;
-	c->id = db_rows_int(rows, row, 0, 0);
-	c->owner_id = db_rows_int(rows, row, 1, 0);
-	snprintf(c->ns, sizeof(c->ns), "%s", db_rows_get(rows, row, 2));
-	snprintf(c->name, sizeof(c->name), "%s", db_rows_get(rows, row, 3));
+	db_rows_read(rows, row, DB_FIELDS(DB_I64(0, &c->id), DB_I64(1, &c->owner_id),
+					  DB_TEXT(2, c->ns, sizeof(c->ns)), DB_TEXT(3, c->name, sizeof(c->name))));
 }
 
 int db_campaign_candidates(struct db_campaign_candidate **out, size_t *n)

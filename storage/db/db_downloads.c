@@ -2,7 +2,6 @@
  * in-memory counts, and the per-variant, per-day breakdown. */
 #include "storage/db/db_internal.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,15 +16,13 @@ int db_downloads_add(const struct download_count *counts, size_t n)
 		const struct download_count *c = &counts[i];
 		char num[24];
 		db_columns_row(arrays, NARRAYS, i);
-		snprintf(num, sizeof(num), "%" PRId64, c->repo_id);
-		db_array_add(&arrays[REPO], num);
+		db_array_add(&arrays[REPO], db_param_int(num, c->repo_id));
 		db_array_add(&arrays[DAY], c->day);
 		db_array_add(&arrays[VARIANT], c->variant);
 		db_array_add(&arrays[KERNELS], c->kernels_version);
 		db_array_add(&arrays[TORCH], c->torch_version);
 		db_array_add(&arrays[BACKEND], c->backend);
-		snprintf(num, sizeof(num), "%" PRId64, c->count);
-		db_array_add(&arrays[COUNT], num);
+		db_array_add(&arrays[COUNT], db_param_int(num, c->count));
 	}
 	const char *params[NARRAYS];
 	db_columns_end(arrays, NARRAYS, params);
@@ -53,10 +50,8 @@ int db_downloads_add(const struct download_count *counts, size_t n)
 static void download_row_fill(void *item, const struct db_rows *rows, size_t i)
 {
 	struct download_row *d = item;
-	char **text[] = { &d->day, &d->variant, &d->kernels_version, &d->torch_version, &d->backend };
-	for (size_t c = 0; c < sizeof(text) / sizeof(text[0]); c++)
-		*text[c] = xstrdup(db_rows_get(rows, i, c));
-	d->count = db_rows_int(rows, i, 5, 0);
+	db_rows_read(rows, i, DB_FIELDS(DB_STR(0, &d->day), DB_STR(1, &d->variant), DB_STR(2, &d->kernels_version),
+					DB_STR(3, &d->torch_version), DB_STR(4, &d->backend), DB_I64(5, &d->count)));
 }
 
 void download_rows_release(struct download_rows *rows)
@@ -78,9 +73,7 @@ int db_downloads_rows(int64_t repo_id, long days, struct download_rows *out)
 {
 	char repo[24], ndays[24];
 	int rc = 0;
-	snprintf(repo, sizeof(repo), "%" PRId64, repo_id);
-	snprintf(ndays, sizeof(ndays), "%ld", days);
-	const char *params[2] = { repo, ndays };
+	const char *params[2] = { db_param_int(repo, repo_id), db_param_int(ndays, days) };
 	out->items = db_query_items(sizeof(*out->items), download_row_fill, &out->count, &rc, "SELECT to_char(day, 'YYYY-MM-DD'), variant, kernels_version, torch_version, backend, count"
 		       " FROM download_counts WHERE repo_id = $1"
 		       " AND day > (now() AT TIME ZONE 'UTC')::date - $2::int"

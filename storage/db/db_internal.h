@@ -4,6 +4,8 @@
 #define KHUB_STORAGE_DB_INTERNAL_H
 
 #include <libpq-fe.h>
+#include <stdint.h>
+#include <time.h>
 
 #include "storage/db/db.h"
 
@@ -46,6 +48,62 @@ void db_columns_release(struct strbuf *cols, int n);
 char *db_rows_strdup(const struct db_rows *rows, size_t row, size_t column);
 /* A cell of db_query's rows as an integer, or null_value for SQL NULL. */
 int64_t db_rows_int(const struct db_rows *rows, size_t row, size_t column, int64_t null_value);
+/* Typed reads of a row (storage/db/db_row_read.c): a table of fields, each
+ * a column and where its value goes, filled by one call. A cell is read as
+ * its text, SQL NULL as "" (so 0, false, "" or a copy of "") except where a
+ * field says otherwise: DB_I64_OR's null value, DB_STR_OR_NULL's NULL. */
+enum db_field_type {
+	DB_FIELD_I64, DB_FIELD_LONG, DB_FIELD_INT, DB_FIELD_TIME, DB_FIELD_BOOL, DB_FIELD_DOUBLE,
+	DB_FIELD_TEXT, DB_FIELD_STR, DB_FIELD_STR_OR_NULL,
+};
+struct db_field {
+	size_t column;
+	enum db_field_type type;
+	union {
+		int64_t *i64;
+		long *l;
+		int *i;		/* DB_FIELD_INT, DB_FIELD_BOOL */
+		time_t *t;
+		double *d;
+		char *text;	/* DB_FIELD_TEXT: size bytes */
+		char **str;	/* an owned copy (the caller frees it) */
+	} to;
+	size_t size;
+	int64_t null_value;	/* DB_FIELD_I64 */
+};
+/* Integers in base 10 (strtoll), NULL 0; DB_I64_OR: null for NULL. */
+#define DB_I64(col, p) { .column = (col), .type = DB_FIELD_I64, .to.i64 = (p) }
+#define DB_I64_OR(col, p, null) { .column = (col), .type = DB_FIELD_I64, .to.i64 = (p), .null_value = (null) }
+#define DB_LONG(col, p) { .column = (col), .type = DB_FIELD_LONG, .to.l = (p) }
+#define DB_INT(col, p) { .column = (col), .type = DB_FIELD_INT, .to.i = (p) }
+/* Seconds since the epoch (an extract(epoch ...)::bigint column). */
+#define DB_TIME(col, p) { .column = (col), .type = DB_FIELD_TIME, .to.t = (p) }
+/* 1 when the text starts with 't' (PostgreSQL's true), else 0 (NULL too). */
+#define DB_BOOL(col, p) { .column = (col), .type = DB_FIELD_BOOL, .to.i = (p) }
+/* strtod of the text, NULL 0. */
+#define DB_DOUBLE(col, p) { .column = (col), .type = DB_FIELD_DOUBLE, .to.d = (p) }
+/* The text into buf of size bytes, cut to size - 1 bytes, NULL "". */
+#define DB_TEXT(col, buf, n) { .column = (col), .type = DB_FIELD_TEXT, .to.text = (buf), .size = (n) }
+/* An owned copy of the text: NULL read as "" (DB_STR) or as NULL. */
+#define DB_STR(col, p) { .column = (col), .type = DB_FIELD_STR, .to.str = (p) }
+#define DB_STR_OR_NULL(col, p) { .column = (col), .type = DB_FIELD_STR_OR_NULL, .to.str = (p) }
+/* A table of fields as the two arguments (fields, n) of the calls below. */
+#define DB_FIELDS(...) (const struct db_field[]){ __VA_ARGS__ }, \
+	(sizeof((const struct db_field[]){ __VA_ARGS__ }) / sizeof(struct db_field))
+/* Row `row` of rows into the n fields (each column < rows->columns). */
+void db_rows_read(const struct db_rows *rows, size_t row, const struct db_field *fields, size_t n);
+/* db_query_one read into fields: 0, KHUB_ENOTFOUND when it answered no row
+ * (the fields untouched), or KHUB_EDB. */
+int db_query_row(const char *sql, int nparams, const char *const *params, const struct db_field *fields, size_t n);
+/* Whether a query answered any row: 1, 0, or KHUB_EDB. */
+int db_query_exists(const char *sql, int nparams, const char *const *params);
+/* The first column of every row of a query as owned copies ("" for NULL):
+ * 0 with *texts (NULL-terminated; the caller frees each and the array) and
+ * *n, or KHUB_EDB with *texts NULL and *n 0. */
+int db_query_texts(char ***texts, size_t *n, const char *sql, int nparams, const char *const *params);
+/* v in base 10 into buf, for a query's text parameter: buf. */
+const char *db_param_int(char buf[24], int64_t v);
+
 /* db_exec into out (released by the caller with db_rows_release): 0 or
  * KHUB_EDB (then out is empty). */
 int db_query(struct db_rows *out, const char *sql, int nparams, const char *const *params);

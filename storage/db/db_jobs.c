@@ -3,7 +3,6 @@
  * same rows, so the interval runs from the last success cluster-wide. */
 #include "storage/db/db_internal.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,18 +16,12 @@
 static void fill_job(void *item, const struct db_rows *rows, size_t row)
 {
 	struct db_sched_job *j = item;
-	snprintf(j->name, sizeof(j->name), "%s", db_rows_get(rows, row, 0));
-	j->requested_at = strtod(db_rows_get(rows, row, 1), NULL);
-	j->last_started_at = strtod(db_rows_get(rows, row, 2), NULL);
-	j->last_success_at = strtod(db_rows_get(rows, row, 3), NULL);
-	j->last_failure_at = strtod(db_rows_get(rows, row, 4), NULL);
-	j->last_duration_ms = db_rows_int(rows, row, 5, -1);
-	j->successes = db_rows_int(rows, row, 6, 0);
-	j->failures = db_rows_int(rows, row, 7, 0);
-	j->running = db_rows_get(rows, row, 8)[0] == 't';
-	snprintf(j->last_node, sizeof(j->last_node), "%s", db_rows_get(rows, row, 9));
-	snprintf(j->last_error, sizeof(j->last_error), "%s", db_rows_get(rows, row, 10));
-	j->db_now = strtod(db_rows_get(rows, row, 11), NULL);
+	db_rows_read(rows, row, DB_FIELDS(DB_TEXT(0, j->name, sizeof(j->name)), DB_DOUBLE(1, &j->requested_at),
+					  DB_DOUBLE(2, &j->last_started_at), DB_DOUBLE(3, &j->last_success_at),
+					  DB_DOUBLE(4, &j->last_failure_at), DB_I64_OR(5, &j->last_duration_ms, -1),
+					  DB_I64(6, &j->successes), DB_I64(7, &j->failures), DB_BOOL(8, &j->running),
+					  DB_TEXT(9, j->last_node, sizeof(j->last_node)),
+					  DB_TEXT(10, j->last_error, sizeof(j->last_error)), DB_DOUBLE(11, &j->db_now)));
 }
 
 int db_sched_jobs_ensure(const char *const *names, size_t n)
@@ -65,7 +58,6 @@ int db_sched_job_get(const char *name, struct db_sched_job *out)
 int db_sched_job_started(const char *name, const char *node, int64_t *run_id)
 {
 	const char *params[2] = { name, node };
-	struct db_rows rows;
 	/* the job's lock is ours: a run still open is one whose node died */
 	int abandoned = db_run_count("UPDATE scheduled_job_runs SET finished_at = now(), ok = false,"
 				     " detail = 'abandoned: its node stopped mid-run'"
@@ -84,24 +76,20 @@ int db_sched_job_started(const char *name, const char *node, int64_t *run_id)
 			    params);
 	if (rc < 0)
 		return rc;
-	rc = db_query_one(&rows, "INSERT INTO scheduled_job_runs (job, node) VALUES ($1, $2) RETURNING id", 2, params);
-	if (rc == 0)
-		*run_id = db_rows_int(&rows, 0, 0, 0);
-	db_rows_release(&rows);
+	rc = db_query_row("INSERT INTO scheduled_job_runs (job, node) VALUES ($1, $2) RETURNING id", 2, params,
+			  DB_FIELDS(DB_I64(0, run_id)));
 	return rc < 0 ? KHUB_EDB : 0;
 }
 
 int db_sched_job_finished(const char *name, int64_t run_id, int ok, int64_t duration_ms, const char *detail)
 {
 	char id[24], ms[24];
-	snprintf(id, sizeof(id), "%" PRId64, run_id);
-	snprintf(ms, sizeof(ms), "%" PRId64, duration_ms);
-	const char *run[4] = { name, id, ok ? "t" : "f", detail ? detail : "" };
+	const char *run[4] = { name, db_param_int(id, run_id), ok ? "t" : "f", detail ? detail : "" };
 	int rc = db_run("UPDATE scheduled_job_runs SET finished_at = now(), ok = $3::boolean, detail = $4"
 			" WHERE id = $2::bigint AND job = $1", 4, run);
 	if (rc < 0)
 		return rc;
-	const char *job[3] = { name, ms, detail && *detail ? detail : "failed" };
+	const char *job[3] = { name, db_param_int(ms, duration_ms), detail && *detail ? detail : "failed" };
 	if (ok)
 		return db_run("UPDATE scheduled_jobs SET last_success_at = now(), successes = successes + 1,"
 			      " last_duration_ms = $2::bigint, last_error = NULL WHERE name = $1", 2, job);
@@ -112,11 +100,6 @@ int db_sched_job_finished(const char *name, int64_t run_id, int ok, int64_t dura
 int db_sched_job_request(const char *name, double *at)
 {
 	const char *params[1] = { name };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "UPDATE scheduled_jobs SET requested_at = now() WHERE name = $1"
-			      " RETURNING extract(epoch FROM requested_at)", 1, params);
-	if (rc == 0)
-		*at = strtod(db_rows_get(&rows, 0, 0), NULL);
-	db_rows_release(&rows);
-	return rc;
+	return db_query_row("UPDATE scheduled_jobs SET requested_at = now() WHERE name = $1"
+			    " RETURNING extract(epoch FROM requested_at)", 1, params, DB_FIELDS(DB_DOUBLE(0, at)));
 }

@@ -5,7 +5,6 @@
 #include "storage/db/db_internal.h"
 #include "kernel/kernel.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,24 +90,17 @@ enum { COL_ID, COL_NS, COL_NAME, COL_PRIVATE, COL_MODIFIED, COL_CREATED, COL_DOW
 static void fill_item(const struct db_rows *rows, size_t i, struct kernel_listing_item *it)
 {
 	struct repo_record *rec = &it->record;
-	rec->id = strtoll(db_rows_get(rows, i, COL_ID), NULL, 10);
 	rec->type = REPO_KERNEL;
-	rec->owner_id = strtoll(db_rows_get(rows, i, COL_OWNER), NULL, 10);
-	snprintf(rec->ns, sizeof(rec->ns), "%s", db_rows_get(rows, i, COL_NS));
-	snprintf(rec->name, sizeof(rec->name), "%s", db_rows_get(rows, i, COL_NAME));
-	rec->private = db_rows_get(rows, i, COL_PRIVATE)[0] == 't';
-	rec->last_modified = (time_t)strtoll(db_rows_get(rows, i, COL_MODIFIED), NULL, 10);
-	rec->downloads = strtoll(db_rows_get(rows, i, COL_DOWNLOADS), NULL, 10);
-	it->created_at = (time_t)strtoll(db_rows_get(rows, i, COL_CREATED), NULL, 10);
-	it->trending = strtoll(db_rows_get(rows, i, COL_TRENDING), NULL, 10);
-	it->versions = xstrdup(db_rows_get(rows, i, COL_VERSIONS));
-	it->backends = xstrdup(db_rows_get(rows, i, COL_FAMILIES));
-	it->trusted_publisher = db_rows_get(rows, i, COL_TRUSTED)[0] == 't';
-	it->description = xstrdup(db_rows_get(rows, i, COL_DESCRIPTION));
-	it->license = xstrdup(db_rows_get(rows, i, COL_LICENSE));
-	it->tags = xstrdup(db_rows_get(rows, i, COL_TAGS));
+	db_rows_read(rows, i, DB_FIELDS(
+		DB_I64(COL_ID, &rec->id), DB_I64(COL_OWNER, &rec->owner_id), DB_TEXT(COL_NS, rec->ns, sizeof(rec->ns)),
+		DB_TEXT(COL_NAME, rec->name, sizeof(rec->name)), DB_BOOL(COL_PRIVATE, &rec->private),
+		DB_TIME(COL_MODIFIED, &rec->last_modified), DB_I64(COL_DOWNLOADS, &rec->downloads),
+		DB_TIME(COL_CREATED, &it->created_at), DB_I64(COL_TRENDING, &it->trending),
+		DB_STR(COL_VERSIONS, &it->versions), DB_STR(COL_FAMILIES, &it->backends),
+		DB_BOOL(COL_TRUSTED, &it->trusted_publisher), DB_STR(COL_DESCRIPTION, &it->description),
+		DB_STR(COL_LICENSE, &it->license), DB_STR(COL_TAGS, &it->tags),
+		DB_DOUBLE(COL_BENCH, &it->bench_ms)));	/* 0 for NULL */
 	it->has_bench = !db_rows_isnull(rows, i, COL_BENCH);
-	it->bench_ms = it->has_bench ? strtod(db_rows_get(rows, i, COL_BENCH), NULL) : 0;
 }
 
 /* The page's bench column (NULL unless sorting by a farm result) and the
@@ -162,8 +154,7 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 	struct strbuf order = STRBUF_INIT, bench = STRBUF_INIT;
 	memset(out, 0, sizeof(*out));
 	char uid[24];
-	snprintf(uid, sizeof(uid), "%" PRId64, f->user_id);
-	int p_uid = query_param(&q, uid);
+	int p_uid = query_param(&q, db_param_int(uid, f->user_id));
 	int p_admin = query_param(&q, f->is_site_admin ? "true" : "false");
 	int by_trending = f->sort == KERNEL_SORT_TRENDING;
 	listing_order_sql(f, &q, &bench, &order);
@@ -207,7 +198,7 @@ int db_kernel_listing(const struct kernel_listing_filter *f, struct kernel_listi
 	if (rc < 0)
 		return rc;
 	out->items = xcalloc(rows.count + 1, sizeof(*out->items));
-	out->total = rows.count ? strtol(db_rows_get(&rows, 0, COL_TOTAL), NULL, 10) : 0;
+	out->total = rows.count ? (long)db_rows_int(&rows, 0, COL_TOTAL, 0) : 0;
 	for (size_t i = 0; i < rows.count; i++)
 		fill_item(&rows, i, &out->items[i]);
 	out->count = rows.count;

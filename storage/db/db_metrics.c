@@ -8,45 +8,27 @@
 /* The oldest queued job is the first of the builds_queue index. */
 static int read_builds(struct db_metrics *out)
 {
-	struct db_rows rows;
-	int rc = db_query_one(&rows,
-			      "SELECT (SELECT count(*) FROM builds WHERE state = 'queued'),"
-			      " (SELECT extract(epoch FROM now() - min(created_at)) FROM builds WHERE state = 'queued'),"
-			      " (SELECT count(*) FROM builds WHERE state = 'running'),"
-			      " (SELECT extract(epoch FROM now() - min(started_at)) FROM builds WHERE state = 'running')",
-			      0, NULL);
-	if (rc < 0)
-		return rc;
-	out->builds_queued = db_rows_int(&rows, 0, 0, 0);
-	out->build_queued_oldest_s = strtod(db_rows_get(&rows, 0, 1), NULL);
-	out->builds_running = db_rows_int(&rows, 0, 2, 0);
-	out->build_running_oldest_s = strtod(db_rows_get(&rows, 0, 3), NULL);
-	db_rows_release(&rows);
-	return 0;
+	return db_query_row("SELECT (SELECT count(*) FROM builds WHERE state = 'queued'),"
+			    " (SELECT extract(epoch FROM now() - min(created_at)) FROM builds WHERE state = 'queued'),"
+			    " (SELECT count(*) FROM builds WHERE state = 'running'),"
+			    " (SELECT extract(epoch FROM now() - min(started_at)) FROM builds WHERE state = 'running')",
+			    0, NULL, DB_FIELDS(DB_I64(0, &out->builds_queued), DB_DOUBLE(1, &out->build_queued_oldest_s),
+					       DB_I64(2, &out->builds_running), DB_DOUBLE(3, &out->build_running_oldest_s)));
 }
 
 static int read_sync_imports(struct db_metrics *out)
 {
-	struct db_rows rows;
-	int rc = db_query_one(&rows,
-			      "SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'applying'),"
-			      " extract(epoch FROM max(finished_at)) FROM sync_imports",
-			      0, NULL);
-	if (rc < 0)
-		return rc;
-	out->sync_imports_done = db_rows_int(&rows, 0, 0, 0);
-	out->sync_imports_applying = db_rows_int(&rows, 0, 1, 0);
-	out->sync_import_last = strtod(db_rows_get(&rows, 0, 2), NULL);
-	db_rows_release(&rows);
-	return 0;
+	return db_query_row("SELECT count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'applying'),"
+			    " extract(epoch FROM max(finished_at)) FROM sync_imports", 0, NULL,
+			    DB_FIELDS(DB_I64(0, &out->sync_imports_done), DB_I64(1, &out->sync_imports_applying),
+				      DB_DOUBLE(2, &out->sync_import_last)));
 }
 
 static void fill_mirror_lag(void *item, const struct db_rows *rows, size_t i)
 {
 	struct db_mirror_lag *m = item;
-	m->repo = db_rows_strdup(rows, i, 0);
-	m->selection = db_rows_strdup(rows, i, 1);
-	m->lag_s = strtod(db_rows_get(rows, i, 2), NULL);
+	db_rows_read(rows, i, DB_FIELDS(DB_STR_OR_NULL(0, &m->repo), DB_STR_OR_NULL(1, &m->selection),
+					DB_DOUBLE(2, &m->lag_s)));
 }
 
 int db_metrics_read(struct db_metrics *out)

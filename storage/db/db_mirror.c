@@ -10,24 +10,15 @@
 static void fill_mirror_status(void *item, const struct db_rows *rows, size_t i)
 {
 	struct mirror_status *m = item;
-	m->repo = xstrdup(db_rows_get(rows, i, 0));
 	m->type = REPO_KERNEL;
 	repo_type_parse(db_rows_get(rows, i, 1), &m->type);
-	m->selection = xstrdup(db_rows_get(rows, i, 2));
-	m->upstream_name = xstrdup(db_rows_get(rows, i, 3));
-	m->upstream_url = xstrdup(db_rows_get(rows, i, 4));
-	m->upstream_repo = xstrdup(db_rows_get(rows, i, 5));
-	m->last_sync_started = (time_t)db_rows_int(rows, i, 6, 0);
-	m->last_sync_finished = (time_t)db_rows_int(rows, i, 7, 0);
-	m->last_success = (time_t)db_rows_int(rows, i, 8, 0);
-	m->lag_seconds = db_rows_int(rows, i, 9, -1);
-	m->refs_behind = db_rows_int(rows, i, 10, 0);
-	m->last_error = db_rows_strdup(rows, i, 11);
-	m->warnings = db_rows_strdup(rows, i, 12);
-	m->bytes = db_rows_int(rows, i, 13, 0);
-	m->objects = db_rows_int(rows, i, 14, 0);
-	m->syncs = db_rows_int(rows, i, 15, 0);
-	m->lazy = db_rows_get(rows, i, 16)[0] == 't';
+	db_rows_read(rows, i, DB_FIELDS(DB_STR(0, &m->repo), DB_STR(2, &m->selection), DB_STR(3, &m->upstream_name),
+					DB_STR(4, &m->upstream_url), DB_STR(5, &m->upstream_repo),
+					DB_TIME(6, &m->last_sync_started), DB_TIME(7, &m->last_sync_finished),
+					DB_TIME(8, &m->last_success), DB_I64_OR(9, &m->lag_seconds, -1),
+					DB_I64(10, &m->refs_behind), DB_STR_OR_NULL(11, &m->last_error),
+					DB_STR_OR_NULL(12, &m->warnings), DB_I64(13, &m->bytes), DB_I64(14, &m->objects),
+					DB_I64(15, &m->syncs), DB_BOOL(16, &m->lazy)));
 }
 
 int db_mirror_status_list(struct mirror_status_list *out)
@@ -65,8 +56,7 @@ void mirror_status_list_release(struct mirror_status_list *list)
 int db_mirror_pull_started(const struct mirror_pull_start *s)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, s->repo_id);
-	const char *params[8] = { id, s->selection, s->upstream_name, s->upstream_url, s->upstream_repo,
+	const char *params[8] = { db_param_int(id, s->repo_id), s->selection, s->upstream_name, s->upstream_url, s->upstream_repo,
 				  s->token_env, s->token_file, s->lazy ? "true" : "false" };
 	return db_run("INSERT INTO mirror_repos (repo_id, selection, upstream_name, upstream_url, upstream_repo,"
 		      " token_env, token_file, lazy, last_sync_started) VALUES ($1,$2,$3,$4,$5,$6,$7,$8, now())"
@@ -78,12 +68,11 @@ int db_mirror_pull_started(const struct mirror_pull_start *s)
 int db_mirror_pull_finished(int64_t repo_id, int ok, const char *error, const char *warnings, uint64_t bytes,
 			    uint64_t objects, int refs_behind)
 {
-	char id[24], b[24], o[24], behind[16];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	char id[24], b[24], o[24], behind[24];
 	snprintf(b, sizeof(b), "%" PRIu64, bytes);
 	snprintf(o, sizeof(o), "%" PRIu64, objects);
-	snprintf(behind, sizeof(behind), "%d", refs_behind);
-	const char *params[7] = { id, ok ? "true" : "false", error, warnings, b, o, behind };
+	const char *params[7] = { db_param_int(id, repo_id), ok ? "true" : "false", error, warnings, b, o,
+				  db_param_int(behind, refs_behind) };
 	return db_run("UPDATE mirror_repos SET last_sync_finished = now(),"
 		      " last_success = CASE WHEN $2::boolean THEN now() ELSE last_success END,"
 		      " last_error = $3, warnings = $4, bytes_total = bytes_total + $5::bigint,"
@@ -94,10 +83,9 @@ int db_mirror_pull_finished(int64_t repo_id, int ok, const char *error, const ch
 int db_mirror_count_transfer(int64_t repo_id, uint64_t bytes, uint64_t objects)
 {
 	char id[24], b[24], o[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	snprintf(b, sizeof(b), "%" PRIu64, bytes);
 	snprintf(o, sizeof(o), "%" PRIu64, objects);
-	const char *params[3] = { id, b, o };
+	const char *params[3] = { db_param_int(id, repo_id), b, o };
 	return db_run("UPDATE mirror_repos SET bytes_total = bytes_total + $2::bigint,"
 		      " objects_total = objects_total + $3::bigint WHERE repo_id = $1", 3, params);
 }
@@ -106,18 +94,15 @@ int db_mirror_lazy_source(int64_t repo_id, struct mirror_lazy_source *out)
 {
 	memset(out, 0, sizeof(*out));
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
+	const char *params[1] = { db_param_int(id, repo_id) };
 	struct db_rows rows;
 	int rc = db_query_one(&rows, "SELECT m.upstream_url, m.upstream_repo, m.token_env, m.token_file, r.type"
 			      " FROM mirror_repos m JOIN repos r ON r.id = m.repo_id WHERE m.repo_id = $1 AND m.lazy",
 			      1, params);
 	if (rc < 0)
 		return rc;
-	out->upstream_url = xstrdup(db_rows_get(&rows, 0, 0));
-	out->upstream_repo = xstrdup(db_rows_get(&rows, 0, 1));
-	out->token_env = db_rows_strdup(&rows, 0, 2);
-	out->token_file = db_rows_strdup(&rows, 0, 3);
+	db_rows_read(&rows, 0, DB_FIELDS(DB_STR(0, &out->upstream_url), DB_STR(1, &out->upstream_repo),
+					 DB_STR_OR_NULL(2, &out->token_env), DB_STR_OR_NULL(3, &out->token_file)));
 	out->type = REPO_KERNEL;
 	repo_type_parse(db_rows_get(&rows, 0, 4), &out->type);
 	db_rows_release(&rows);
@@ -143,7 +128,7 @@ int db_mirror_trigger_add(const char *selection, const char *requested_by, int64
 			  2, params);
 	if (rc < 0)
 		return rc;
-	*id = rows.count == 1 ? strtoll(db_rows_get(&rows, 0, 0), NULL, 10) : 0;
+	*id = rows.count == 1 ? db_rows_int(&rows, 0, 0, 0) : 0;
 	db_rows_release(&rows);
 	return 0;
 }
@@ -152,35 +137,24 @@ int db_mirror_trigger_claim(int64_t *id, char **selection)
 {
 	*id = 0;
 	*selection = NULL;
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "UPDATE mirror_triggers SET started_at = now() WHERE id = ("
+	int rc = db_query_row("UPDATE mirror_triggers SET started_at = now() WHERE id = ("
 			      " SELECT id FROM mirror_triggers WHERE started_at IS NULL ORDER BY id"
-			      " FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, coalesce(selection, '')", 0, NULL);
-	if (rc == 0) {
-		*id = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-		*selection = xstrdup(db_rows_get(&rows, 0, 1));
-	}
-	db_rows_release(&rows);
+			      " FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, coalesce(selection, '')", 0, NULL,
+			      DB_FIELDS(DB_I64(0, id), DB_STR(1, selection)));
 	return rc == KHUB_ENOTFOUND ? 1 : rc;
 }
 
 int db_mirror_trigger_finish(int64_t id)
 {
 	char s[24];
-	snprintf(s, sizeof(s), "%" PRId64, id);
-	const char *params[1] = { s };
+	const char *params[1] = { db_param_int(s, id) };
 	return db_run("UPDATE mirror_triggers SET finished_at = now() WHERE id = $1", 1, params);
 }
 
 int db_mirror_config_get(char **json)
 {
 	*json = NULL;
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL);
-	if (rc == 0)
-		*json = xstrdup(db_rows_get(&rows, 0, 0));
-	db_rows_release(&rows);
-	return rc;
+	return db_query_row("SELECT config::text FROM mirror_config WHERE id = 1", 0, NULL, DB_FIELDS(DB_STR(0, json)));
 }
 
 int db_mirror_config_put(const char *json, const char *updated_by)

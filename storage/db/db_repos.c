@@ -46,8 +46,8 @@ int db_repo_insert(enum repo_type type, const char *ns, const char *name, int pr
 	if (rc < 0)
 		return rc;
 	char owner_id[24];
-	snprintf(owner_id, sizeof(owner_id), "%" PRId64, owner.id);
-	const char *params[5] = { repo_type_name(type), owner_id, owner.name, name, private ? "true" : "false" };
+	const char *params[5] = { repo_type_name(type), db_param_int(owner_id, owner.id), owner.name, name,
+				  private ? "true" : "false" };
 	const char *state = NULL;
 	PGresult *res = db_exec("INSERT INTO repos (type, owner_id, namespace, name, private)"
 				" VALUES ($1, $2, $3, $4, $5) RETURNING " REPO_COLUMNS, 5, params, &state);
@@ -78,9 +78,7 @@ int db_repo_rename(int64_t repo_id, const char *ns, const char *name, struct rep
 	if (rc < 0)
 		return rc;
 	char id[24], owner_id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	snprintf(owner_id, sizeof(owner_id), "%" PRId64, owner.id);
-	const char *params[4] = { id, owner_id, owner.name, name };
+	const char *params[4] = { db_param_int(id, repo_id), db_param_int(owner_id, owner.id), owner.name, name };
 	const char *state = NULL;
 	PGresult *res = db_exec("UPDATE repos SET owner_id = $2, namespace = $3, name = $4, last_modified = now()"
 				" WHERE id = $1 RETURNING " REPO_COLUMNS, 4, params, &state);
@@ -127,8 +125,7 @@ int db_lfs_link_many(int64_t repo_id, const char *const *oids, size_t n)
 {
 	char id[24];
 	struct strbuf list;
-	const char *params[2] = { id, NULL };
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
+	const char *params[2] = { db_param_int(id, repo_id), NULL };
 	db_columns_init(&list, 1);
 	for (size_t i = 0; i < n; i++) {
 		db_columns_row(&list, 1, i);
@@ -149,27 +146,14 @@ int db_lfs_link(int64_t repo_id, const char *oid)
 int db_lfs_links(int64_t repo_id, char ***oids, size_t *n)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
-	struct db_rows rows;
-	*oids = NULL;
-	*n = 0;
-	int rc = db_query(&rows, "SELECT oid FROM lfs_repo_objects WHERE repo_id = $1 ORDER BY oid", 1, params);
-	if (rc < 0)
-		return rc;
-	*oids = xcalloc(rows.count + 1, sizeof(char *));
-	for (size_t i = 0; i < rows.count; i++)
-		(*oids)[i] = xstrdup(db_rows_get(&rows, i, 0));
-	*n = rows.count;
-	db_rows_release(&rows);
-	return 0;
+	const char *params[1] = { db_param_int(id, repo_id) };
+	return db_query_texts(oids, n, "SELECT oid FROM lfs_repo_objects WHERE repo_id = $1 ORDER BY oid", 1, params);
 }
 
 int db_lfs_linked(int64_t repo_id, const char *oid)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[2] = { id, oid };
+	const char *params[2] = { db_param_int(id, repo_id), oid };
 	PGresult *res = db_exec("SELECT 1 FROM lfs_repo_objects WHERE repo_id = $1 AND oid = $2", 2, params, NULL);
 	if (!res)
 		return KHUB_EDB;
@@ -181,16 +165,11 @@ int db_lfs_linked(int64_t repo_id, const char *oid)
 int db_repo_count_owned(int64_t owner_id, enum repo_type type, int include_private, int64_t *count)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, owner_id);
-	const char *params[3] = { id, repo_type_name(type), include_private ? "true" : "false" };
-	struct db_rows rows;
+	const char *params[3] = { db_param_int(id, owner_id), repo_type_name(type), include_private ? "true" : "false" };
 	*count = 0;
-	int rc = db_query(&rows, "SELECT count(*) FROM repos WHERE owner_id = $1 AND type = $2"
-			  " AND (NOT private OR $3::boolean)", 3, params);
-	if (rc == 0 && rows.count == 1)
-		*count = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-	db_rows_release(&rows);
-	return rc;
+	int rc = db_query_row("SELECT count(*) FROM repos WHERE owner_id = $1 AND type = $2"
+			      " AND (NOT private OR $3::boolean)", 3, params, DB_FIELDS(DB_I64(0, count)));
+	return rc == KHUB_ENOTFOUND ? 0 : rc;
 }
 
 int db_repo_count_by_type(int include_private, int64_t counts[REPO_TYPE_COUNT])
@@ -204,7 +183,7 @@ int db_repo_count_by_type(int include_private, int64_t counts[REPO_TYPE_COUNT])
 	for (size_t i = 0; rc == 0 && i < rows.count; i++) {
 		enum repo_type type;
 		if (repo_type_parse(db_rows_get(&rows, i, 0), &type) == 0)
-			counts[type] = strtoll(db_rows_get(&rows, i, 1), NULL, 10);
+			counts[type] = db_rows_int(&rows, i, 1, 0);
 	}
 	db_rows_release(&rows);
 	return rc;

@@ -22,16 +22,14 @@ int db_lfs_inflight_begin_many(const char *const *oids, size_t n, int64_t *ids)
 	struct db_rows rows = { 0 };
 	struct strbuf cols[2];
 	const char *params[3];
-	char kind[16];
-	snprintf(kind, sizeof(kind), "%d", (int)DB_LOCK_LFS_OBJECT);
-	params[0] = kind;
+	char kind[24];
+	params[0] = db_param_int(kind, DB_LOCK_LFS_OBJECT);
 	db_columns_init(cols, 2);
 	for (size_t i = 0; i < n; i++) {
 		char key[24];
-		snprintf(key, sizeof(key), "%" PRId64, db_lfs_object_key(oids[i]));
 		db_columns_row(cols, 2, i);
 		db_array_add(&cols[0], oids[i]);
-		db_array_add(&cols[1], key);
+		db_array_add(&cols[1], db_param_int(key, db_lfs_object_key(oids[i])));
 	}
 	db_columns_end(cols, 2, params + 1);
 	memset(ids, 0, n * sizeof(*ids));
@@ -84,18 +82,7 @@ void db_lfs_inflight_end(int64_t id)
 
 int db_lfs_linked_oids(char ***oids, size_t *n)
 {
-	struct db_rows rows;
-	*oids = NULL;
-	*n = 0;
-	int rc = db_query(&rows, "SELECT DISTINCT oid FROM lfs_repo_objects ORDER BY oid", 0, NULL);
-	if (rc < 0)
-		return rc;
-	*oids = xcalloc(rows.count + 1, sizeof(char *));
-	for (size_t i = 0; i < rows.count; i++)
-		(*oids)[i] = xstrdup(db_rows_get(&rows, i, 0));
-	*n = rows.count;
-	db_rows_release(&rows);
-	return 0;
+	return db_query_texts(oids, n, "SELECT DISTINCT oid FROM lfs_repo_objects ORDER BY oid", 0, NULL);
 }
 
 int db_lfs_collect(const char *oid, int (*remove)(const char *oid, void *arg), void *arg)
@@ -129,8 +116,7 @@ int db_lfs_inflight_expire(void)
 int db_lfs_unlink(int64_t repo_id, const char *oid)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[2] = { id, oid };
+	const char *params[2] = { db_param_int(id, repo_id), oid };
 	return db_run("DELETE FROM lfs_repo_objects WHERE repo_id = $1 AND oid = $2", 2, params);
 }
 
@@ -138,8 +124,7 @@ int db_kernel_commits_of(int64_t repo_id, struct strvec *out)
 {
 	struct db_rows rows;
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
+	const char *params[1] = { db_param_int(id, repo_id) };
 	int rc = db_query(&rows, "SELECT commit_sha FROM kernel_commits WHERE repo_id = $1 ORDER BY commit_sha", 1, params);
 	for (size_t i = 0; rc == 0 && i < rows.count; i++)
 		strvec_pushf(out, "%s", db_rows_get(&rows, i, 0));
@@ -150,16 +135,14 @@ int db_kernel_commits_of(int64_t repo_id, struct strvec *out)
 static void fill_head(void *item, const struct db_rows *rows, size_t i)
 {
 	struct kernel_head *h = item;
-	h->ref = xstrdup(db_rows_get(rows, i, 0));
-	snprintf(h->commit, sizeof(h->commit), "%s", db_rows_get(rows, i, 1));
+	db_rows_read(rows, i, DB_FIELDS(DB_STR(0, &h->ref), DB_TEXT(1, h->commit, sizeof(h->commit))));
 }
 
 int db_kernel_heads_of(int64_t repo_id, struct kernel_head **heads, size_t *n)
 {
 	char id[24];
 	int rc = 0;
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
+	const char *params[1] = { db_param_int(id, repo_id) };
 	*heads = db_query_items(sizeof(**heads), fill_head, n, &rc,
 				"SELECT ref, commit_sha FROM kernel_heads WHERE repo_id = $1 ORDER BY ref", 1, params);
 	return rc;
@@ -175,17 +158,15 @@ void kernel_heads_free(struct kernel_head *heads, size_t n)
 static void fill_published(void *item, const struct db_rows *rows, size_t i)
 {
 	struct published_build *b = item;
-	b->id = db_rows_int(rows, i, 0, 0);
-	b->variant = xstrdup(db_rows_get(rows, i, 1));
-	snprintf(b->commit, sizeof(b->commit), "%s", db_rows_get(rows, i, 2));
+	db_rows_read(rows, i, DB_FIELDS(DB_I64(0, &b->id), DB_STR(1, &b->variant),
+					DB_TEXT(2, b->commit, sizeof(b->commit))));
 }
 
 int db_build_outputs_of(int64_t repo_id, struct published_build **builds, size_t *n)
 {
 	char id[24];
 	int rc = 0;
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[1] = { id };
+	const char *params[1] = { db_param_int(id, repo_id) };
 	*builds = db_query_items(sizeof(**builds), fill_published, n, &rc,
 				 "SELECT id, variant, published_commit FROM builds WHERE repo_id = $1"
 				 " AND state = 'succeeded' AND published_commit IS NOT NULL ORDER BY id", 1, params);
@@ -202,8 +183,7 @@ void published_builds_free(struct published_build *builds, size_t n)
 int db_kernel_commit_forget(int64_t repo_id, const char *commit_sha)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	const char *params[2] = { id, commit_sha };
+	const char *params[2] = { db_param_int(id, repo_id), commit_sha };
 	int rc = db_tx_begin();
 	if (rc < 0)
 		return rc;

@@ -5,23 +5,17 @@
  * conflict, which would abort the transaction). */
 #include "storage/db/db_internal.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 int db_sync_next_sequence(const char *candidate, char exporter[37], int64_t *seq)
 {
 	const char *params[1] = { candidate };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "INSERT INTO sync_exporter (id, exporter, sequence) VALUES (1, $1, 1)"
+	int rc = db_query_row("INSERT INTO sync_exporter (id, exporter, sequence) VALUES (1, $1, 1)"
 			      " ON CONFLICT (id) DO UPDATE SET sequence = sync_exporter.sequence + 1"
-			      " RETURNING exporter, sequence", 1, params);
-	if (rc < 0)
-		return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
-	snprintf(exporter, 37, "%s", db_rows_get(&rows, 0, 0));
-	*seq = db_rows_int(&rows, 0, 1, 0);
-	db_rows_release(&rows);
-	return 0;
+			      " RETURNING exporter, sequence", 1, params,
+			      DB_FIELDS(DB_TEXT(0, exporter, 37), DB_I64(1, seq)));
+	return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
 }
 
 int db_sync_exported_add(enum repo_type type, const char *ns, const char *name)
@@ -55,8 +49,7 @@ int db_sync_import_last(const char *exporter, struct sync_import_record *out)
 			      " WHERE i.exporter = $1 ORDER BY i.sequence DESC, i.id DESC LIMIT 1", 1, params);
 	if (rc < 0)
 		return rc;
-	snprintf(out->bundle, sizeof(out->bundle), "%s", db_rows_get(&rows, 0, 0));
-	out->sequence = db_rows_int(&rows, 0, 1, 0);
+	db_rows_read(&rows, 0, DB_FIELDS(DB_TEXT(0, out->bundle, sizeof(out->bundle)), DB_I64(1, &out->sequence)));
 	out->done = strcmp(db_rows_get(&rows, 0, 2), "t") == 0;
 	db_rows_release(&rows);
 	return 0;
@@ -65,31 +58,20 @@ int db_sync_import_last(const char *exporter, struct sync_import_record *out)
 int db_sync_exporter_key_get(const char *exporter, char key_id[17])
 {
 	const char *params[1] = { exporter };
-	struct db_rows rows;
 	key_id[0] = '\0';
-	int rc = db_query_one(&rows, "SELECT key_id FROM sync_exporter_keys WHERE exporter = $1", 1, params);
-	if (rc < 0)
-		return rc;
-	snprintf(key_id, 17, "%s", db_rows_get(&rows, 0, 0));
-	db_rows_release(&rows);
-	return 0;
+	return db_query_row("SELECT key_id FROM sync_exporter_keys WHERE exporter = $1", 1, params,
+			    DB_FIELDS(DB_TEXT(0, key_id, 17)));
 }
 
 int db_sync_exporter_key_set(const char *exporter, const char *key_id, const char *bound_by, int replace)
 {
 	const char *params[3] = { exporter, key_id, bound_by };
-	struct db_rows rows;
-	int rc = db_query(&rows, replace ? "INSERT INTO sync_exporter_keys (exporter, key_id, bound_by) VALUES ($1, $2, $3)"
-					   " ON CONFLICT (exporter) DO UPDATE SET key_id = excluded.key_id,"
-					   " bound_by = excluded.bound_by, bound_at = now() RETURNING 1"
-					 : "INSERT INTO sync_exporter_keys (exporter, key_id, bound_by) VALUES ($1, $2, $3)"
-					   " ON CONFLICT (exporter) DO NOTHING RETURNING 1",
-			  3, params);
-	if (rc < 0)
-		return rc;
-	rc = rows.count > 0;
-	db_rows_release(&rows);
-	return rc;
+	return db_query_exists(replace ? "INSERT INTO sync_exporter_keys (exporter, key_id, bound_by) VALUES ($1, $2, $3)"
+					 " ON CONFLICT (exporter) DO UPDATE SET key_id = excluded.key_id,"
+					 " bound_by = excluded.bound_by, bound_at = now() RETURNING 1"
+				       : "INSERT INTO sync_exporter_keys (exporter, key_id, bound_by) VALUES ($1, $2, $3)"
+					 " ON CONFLICT (exporter) DO NOTHING RETURNING 1",
+			       3, params);
 }
 
 /* Each row of a four-column listing (sql, no parameters) told to cb, in
@@ -121,8 +103,7 @@ int db_sync_import_begin(const char *exporter, int64_t seq, const char *bundle, 
 			 const char *hub, const char *operator_)
 {
 	char s[24];
-	snprintf(s, sizeof(s), "%" PRId64, seq);
-	const char *params[6] = { exporter, s, bundle, key_id, hub, operator_ };
+	const char *params[6] = { exporter, db_param_int(s, seq), bundle, key_id, hub, operator_ };
 	return db_run("INSERT INTO sync_imports (exporter, sequence, bundle, key_id, hub, operator, state)"
 		      " VALUES ($1, $2, $3, $4, $5, $6, 'applying') ON CONFLICT (bundle) DO NOTHING", 6, params);
 }
@@ -130,8 +111,7 @@ int db_sync_import_begin(const char *exporter, int64_t seq, const char *bundle, 
 int db_sync_import_done(const char *bundle, long refs_moved)
 {
 	char n[24];
-	snprintf(n, sizeof(n), "%ld", refs_moved);
-	const char *params[2] = { bundle, n };
+	const char *params[2] = { bundle, db_param_int(n, refs_moved) };
 	return db_run("UPDATE sync_imports SET state = 'done', finished_at = now(), refs_moved = refs_moved + $2"
 		      " WHERE bundle = $1 AND state = 'applying'", 2, params);
 }
@@ -164,15 +144,11 @@ int db_sync_register_repo(enum repo_type type, const char *ns, const char *name,
 static void fill_history(void *item, const struct db_rows *rows, size_t i)
 {
 	struct sync_import_record *r = item;
-	snprintf(r->bundle, sizeof(r->bundle), "%s", db_rows_get(rows, i, 0));
-	r->sequence = db_rows_int(rows, i, 1, 0);
+	db_rows_read(rows, i, DB_FIELDS(DB_TEXT(0, r->bundle, sizeof(r->bundle)), DB_I64(1, &r->sequence),
+					DB_TEXT(3, r->exporter, sizeof(r->exporter)), DB_TEXT(4, r->key_id, sizeof(r->key_id)),
+					DB_STR_OR_NULL(5, &r->hub), DB_STR_OR_NULL(6, &r->operator_),
+					DB_I64(7, &r->refs_moved), DB_STR_OR_NULL(8, &r->started)));
 	r->done = strcmp(db_rows_get(rows, i, 2), "done") == 0;
-	snprintf(r->exporter, sizeof(r->exporter), "%s", db_rows_get(rows, i, 3));
-	snprintf(r->key_id, sizeof(r->key_id), "%s", db_rows_get(rows, i, 4));
-	r->hub = db_rows_strdup(rows, i, 5);
-	r->operator_ = db_rows_strdup(rows, i, 6);
-	r->refs_moved = db_rows_int(rows, i, 7, 0);
-	r->started = db_rows_strdup(rows, i, 8);
 }
 
 struct sync_import_record *db_sync_history(size_t *count, int *rc)
@@ -196,14 +172,8 @@ void db_sync_history_free(struct sync_import_record *items, size_t count)
 int db_sync_trust_differs(const char *name, int trusted)
 {
 	const char *params[2] = { name, trusted ? "true" : "false" };
-	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT 1 FROM accounts WHERE lower(name) = lower($1) AND mirrored"
-			  " AND trust_override IS NULL AND trusted_kernel_publisher <> $2::boolean", 2, params);
-	if (rc < 0)
-		return rc;
-	rc = rows.count > 0;
-	db_rows_release(&rows);
-	return rc;
+	return db_query_exists("SELECT 1 FROM accounts WHERE lower(name) = lower($1) AND mirrored"
+			       " AND trust_override IS NULL AND trusted_kernel_publisher <> $2::boolean", 2, params);
 }
 
 int db_sync_deletable(enum repo_type type, const char *ns, const char *name, int64_t *repo_id)
@@ -225,15 +195,9 @@ int db_sync_deletable(enum repo_type type, const char *ns, const char *name, int
 int db_sync_key_scope_get(const char *key_id, char **orgs)
 {
 	const char *params[1] = { key_id };
-	struct db_rows rows;
 	*orgs = NULL;
-	int rc = db_query_one(&rows, "SELECT array_to_string(orgs, ',') FROM sync_key_scopes WHERE key_id = $1", 1,
-			      params);
-	if (rc < 0)
-		return rc;
-	*orgs = db_rows_strdup(&rows, 0, 0);
-	db_rows_release(&rows);
-	return 0;
+	return db_query_row("SELECT array_to_string(orgs, ',') FROM sync_key_scopes WHERE key_id = $1", 1, params,
+			    DB_FIELDS(DB_STR_OR_NULL(0, orgs)));
 }
 
 int db_sync_key_scope_set(const char *key_id, const char *orgs, const char *set_by)

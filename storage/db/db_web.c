@@ -9,9 +9,7 @@
 int db_web_session_create(const char *id_sha256, int64_t token_id, long ttl_seconds)
 {
 	char tid[24], ttl[24];
-	snprintf(tid, sizeof(tid), "%" PRId64, token_id);
-	snprintf(ttl, sizeof(ttl), "%ld", ttl_seconds);
-	const char *params[3] = { id_sha256, tid, ttl };
+	const char *params[3] = { id_sha256, db_param_int(tid, token_id), db_param_int(ttl, ttl_seconds) };
 	/* a sign-in also sweeps sessions that expired long ago */
 	int rc = db_run("DELETE FROM web_sessions WHERE expires_at < now() - interval '1 day'", 0, NULL);
 	if (rc < 0)
@@ -44,21 +42,14 @@ int db_web_session_flash_set(const char *id_sha256, const char *flash)
 int db_web_session_flash_take(const char *id_sha256, char **out)
 {
 	const char *params[1] = { id_sha256 };
-	struct db_rows rows;
 	*out = NULL;
 	/* the old value, cleared in the same statement: two loads of the page
 	 * cannot both show it */
-	int rc = db_query_one(&rows, "WITH old AS (SELECT id_sha256, flash FROM web_sessions WHERE id_sha256 = $1"
+	int rc = db_query_row("WITH old AS (SELECT id_sha256, flash FROM web_sessions WHERE id_sha256 = $1"
 			      " AND flash IS NOT NULL FOR UPDATE)"
 			      " UPDATE web_sessions s SET flash = NULL FROM old WHERE s.id_sha256 = old.id_sha256"
-			      " RETURNING old.flash", 1, params);
-	if (rc == KHUB_ENOTFOUND)
-		return 0;
-	if (rc < 0)
-		return rc;
-	*out = xstrdup(db_rows_get(&rows, 0, 0));
-	db_rows_release(&rows);
-	return 0;
+			      " RETURNING old.flash", 1, params, DB_FIELDS(DB_STR(0, out)));
+	return rc == KHUB_ENOTFOUND ? 0 : rc;
 }
 
 int db_web_session_delete(const char *id_sha256)
@@ -70,16 +61,14 @@ int db_web_session_delete(const char *id_sha256)
 static void fill_member(void *item, const struct db_rows *rows, size_t i)
 {
 	struct org_member_row *m = item;
-	m->name = xstrdup(db_rows_get(rows, i, 0));
-	m->role = xstrdup(db_rows_get(rows, i, 1));
+	db_rows_read(rows, i, DB_FIELDS(DB_STR(0, &m->name), DB_STR(1, &m->role)));
 }
 
 int db_org_members(int64_t org_id, struct org_member_row **rows, size_t *n)
 {
 	char id[24];
 	int rc = 0;
-	snprintf(id, sizeof(id), "%" PRId64, org_id);
-	const char *params[1] = { id };
+	const char *params[1] = { db_param_int(id, org_id) };
 	*rows = db_query_items(sizeof(**rows), fill_member, n, &rc,
 			       "SELECT a.name, m.role FROM memberships m JOIN accounts a ON a.id = m.user_id"
 			       " WHERE m.org_id = $1 ORDER BY lower(a.name)", 1, params);
@@ -98,19 +87,15 @@ void org_member_rows_free(struct org_member_row *rows, size_t n)
 static void fill_account(void *item, const struct db_rows *rows, size_t i)
 {
 	struct account_row *a = item;
-	a->kind = xstrdup(db_rows_get(rows, i, 0));
-	a->name = xstrdup(db_rows_get(rows, i, 1));
-	a->site_admin = db_rows_get(rows, i, 2)[0] == 't';
-	a->trusted = db_rows_get(rows, i, 3)[0] == 't';
-	snprintf(a->created, sizeof(a->created), "%s", db_rows_get(rows, i, 4));
+	db_rows_read(rows, i, DB_FIELDS(DB_STR(0, &a->kind), DB_STR(1, &a->name), DB_BOOL(2, &a->site_admin),
+					DB_BOOL(3, &a->trusted), DB_TEXT(4, a->created, sizeof(a->created))));
 }
 
 int db_account_rows(long limit, struct account_row **rows, size_t *n)
 {
 	char lim[24];
 	int rc = 0;
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	const char *params[1] = { lim };
+	const char *params[1] = { db_param_int(lim, limit) };
 	*rows = db_query_items(sizeof(**rows), fill_account, n, &rc,
 			       "SELECT kind, name, is_site_admin, trusted_kernel_publisher,"
 			       " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
@@ -130,9 +115,7 @@ void account_rows_free(struct account_row *rows, size_t n)
 static void fill_download_day(void *item, const struct db_rows *rows, size_t i)
 {
 	struct download_day *d = item;
-	d->repo_id = db_rows_int(rows, i, 0, 0);
-	d->days_ago = (long)db_rows_int(rows, i, 1, 0);
-	d->count = (long)db_rows_int(rows, i, 2, 0);
+	db_rows_read(rows, i, DB_FIELDS(DB_I64(0, &d->repo_id), DB_LONG(1, &d->days_ago), DB_LONG(2, &d->count)));
 }
 
 int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct download_day **rows, size_t *nrows)
@@ -145,8 +128,7 @@ int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct down
 		strbuf_adds(&ids, num);
 	}
 	strbuf_adds(&ids, "}");
-	snprintf(d, sizeof(d), "%ld", days);
-	const char *params[2] = { ids.buf, d };
+	const char *params[2] = { ids.buf, db_param_int(d, days) };
 	int rc = 0;
 	*rows = db_query_items(sizeof(**rows), fill_download_day, nrows, &rc,
 			       "SELECT repo_id, ((now() AT TIME ZONE 'UTC')::date - day), sum(count)::bigint"
@@ -159,17 +141,15 @@ int db_downloads_daily(const int64_t *repo_ids, size_t n, long days, struct down
 static void fill_audit(void *item, const struct db_rows *rows, size_t i)
 {
 	struct audit_row *a = item;
-	char **text[] = { &a->at, &a->actor, &a->action, &a->target };
-	for (size_t c = 0; c < sizeof(text) / sizeof(text[0]); c++)
-		*text[c] = xstrdup(db_rows_get(rows, i, c));
+	db_rows_read(rows, i, DB_FIELDS(DB_STR(0, &a->at), DB_STR(1, &a->actor), DB_STR(2, &a->action),
+					DB_STR(3, &a->target)));
 }
 
 int db_audit_recent(long limit, struct audit_row **rows, size_t *n)
 {
 	char lim[24];
 	int rc = 0;
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	const char *params[1] = { lim };
+	const char *params[1] = { db_param_int(lim, limit) };
 	*rows = db_query_items(sizeof(**rows), fill_audit, n, &rc,
 			       "SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS'), actor_name, action, target"
 			       " FROM audit_log ORDER BY id DESC LIMIT $1::int", 1, params);

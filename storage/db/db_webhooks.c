@@ -3,7 +3,6 @@
 #include "storage/db/db_internal.h"
 #include "storage/db/webhooks.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,29 +14,23 @@ int db_webhook_create(int64_t repo_id, const char *url, const char *secret, int 
 		      int benchmark, const char *created_by, int64_t *id)
 {
 	char rid[24], scopes[96];
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
 	snprintf(scopes, sizeof(scopes), "{%s%s%s%s%s}", content ? WEBHOOK_SCOPE_CONTENT : "",
 		 content && build ? "," : "", build ? WEBHOOK_SCOPE_BUILD : "",
 		 (content || build) && benchmark ? "," : "", benchmark ? WEBHOOK_SCOPE_BENCHMARK : "");
-	const char *params[5] = { rid, url, secret, scopes, created_by };
-	struct db_rows rows;
-	int rc = db_query_one(&rows, "INSERT INTO webhooks (repo_id, url, secret, scopes, created_by)"
-			      " VALUES ($1, $2, $3, $4::text[], $5) RETURNING id", 5, params);
-	if (rc == 0)
-		*id = db_rows_int(&rows, 0, 0, 0);
-	db_rows_release(&rows);
+	const char *params[5] = { db_param_int(rid, repo_id), url, secret, scopes, created_by };
+	int rc = db_query_row("INSERT INTO webhooks (repo_id, url, secret, scopes, created_by)"
+			      " VALUES ($1, $2, $3, $4::text[], $5) RETURNING id", 5, params, DB_FIELDS(DB_I64(0, id)));
 	return rc == KHUB_ENOTFOUND ? KHUB_EDB : rc;
 }
 
 static void fill_hook(void *item, const struct db_rows *rows, size_t row)
 {
 	struct db_webhook *w = item;
-	w->id = db_rows_int(rows, row, 0, 0);
-	w->url = db_rows_strdup(rows, row, 1);
+	db_rows_read(rows, row, DB_FIELDS(DB_I64(0, &w->id), DB_STR_OR_NULL(1, &w->url),
+					  DB_TEXT(4, w->created_by, sizeof(w->created_by)),
+					  DB_TEXT(5, w->created_at, sizeof(w->created_at))));
 	w->content = db_rows_int(rows, row, 2, 0) != 0;
 	w->build = db_rows_int(rows, row, 3, 0) != 0;
-	snprintf(w->created_by, sizeof(w->created_by), "%s", db_rows_get(rows, row, 4));
-	snprintf(w->created_at, sizeof(w->created_at), "%s", db_rows_get(rows, row, 5));
 	w->benchmark = db_rows_int(rows, row, 6, 0) != 0;
 }
 
@@ -52,8 +45,7 @@ int db_webhook_list(int64_t repo_id, struct db_webhook **out, size_t *n)
 {
 	char rid[24];
 	int rc;
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	const char *params[1] = { rid };
+	const char *params[1] = { db_param_int(rid, repo_id) };
 	*out = db_query_items(sizeof(**out), fill_hook, n, &rc,
 			      "SELECT id, url, ('" WEBHOOK_SCOPE_CONTENT "' = ANY(scopes))::int,"
 			      " ('" WEBHOOK_SCOPE_BUILD "' = ANY(scopes))::int, created_by, " ISO("created_at") ","
@@ -64,9 +56,7 @@ int db_webhook_list(int64_t repo_id, struct db_webhook **out, size_t *n)
 int db_webhook_delete(int64_t repo_id, int64_t id)
 {
 	char rid[24], wid[24];
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	snprintf(wid, sizeof(wid), "%" PRId64, id);
-	const char *params[2] = { rid, wid };
+	const char *params[2] = { db_param_int(rid, repo_id), db_param_int(wid, id) };
 	return db_run_one("DELETE FROM webhooks WHERE repo_id = $1 AND id = $2", 2, params);
 }
 
@@ -75,14 +65,10 @@ int db_webhook_delete(int64_t repo_id, int64_t id)
 static void fill_attempt(void *item, const struct db_rows *rows, size_t row)
 {
 	struct db_webhook_attempt *a = item;
-	a->delivery_id = db_rows_int(rows, row, 0, 0);
-	snprintf(a->event, sizeof(a->event), "%s", db_rows_get(rows, row, 1));
-	snprintf(a->state, sizeof(a->state), "%s", db_rows_get(rows, row, 2));
-	a->attempt = (int)db_rows_int(rows, row, 3, 0);
-	snprintf(a->at, sizeof(a->at), "%s", db_rows_get(rows, row, 4));
-	a->status_code = (int)db_rows_int(rows, row, 5, 0);
-	a->duration_ms = db_rows_int(rows, row, 6, 0);
-	a->error = db_rows_strdup(rows, row, 7);
+	db_rows_read(rows, row, DB_FIELDS(DB_I64(0, &a->delivery_id), DB_TEXT(1, a->event, sizeof(a->event)),
+					  DB_TEXT(2, a->state, sizeof(a->state)), DB_INT(3, &a->attempt),
+					  DB_TEXT(4, a->at, sizeof(a->at)), DB_INT(5, &a->status_code),
+					  DB_I64(6, &a->duration_ms), DB_STR_OR_NULL(7, &a->error)));
 }
 
 void db_webhook_attempts_free(struct db_webhook_attempt *a, size_t n)
@@ -97,10 +83,7 @@ int db_webhook_attempts(int64_t repo_id, int64_t id, long limit, struct db_webho
 	char rid[24], wid[24], lim[24];
 	struct db_rows rows;
 	int rc;
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	snprintf(wid, sizeof(wid), "%" PRId64, id);
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	const char *params[3] = { rid, wid, lim };
+	const char *params[3] = { db_param_int(rid, repo_id), db_param_int(wid, id), db_param_int(lim, limit) };
 	*out = NULL;
 	*n = 0;
 	rc = db_query_one(&rows, "SELECT 1 FROM webhooks WHERE repo_id = $1 AND id = $2", 2, params);
@@ -127,46 +110,31 @@ void db_webhook_delivery_release(struct db_webhook_delivery *d)
 int db_webhook_claim(long lease_s, struct db_webhook_delivery *out)
 {
 	char lease[24];
-	struct db_rows rows;
-	snprintf(lease, sizeof(lease), "%ld", lease_s);
-	const char *params[1] = { lease };
+	const char *params[1] = { db_param_int(lease, lease_s) };
 	memset(out, 0, sizeof(*out));
-	int rc = db_query_one(&rows,
-			      "UPDATE webhook_deliveries d SET attempts = d.attempts + 1,"
-			      " next_attempt_at = now() + make_interval(secs => $1::int)"
-			      " FROM webhooks w WHERE w.id = d.webhook_id AND d.id = ("
-			      "  SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= now()"
-			      "  ORDER BY next_attempt_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
-			      " RETURNING d.id, d.webhook_id, d.attempts, d.event, d.payload, w.url, w.secret", 1, params);
-	if (rc == 0) {
-		out->id = db_rows_int(&rows, 0, 0, 0);
-		out->webhook_id = db_rows_int(&rows, 0, 1, 0);
-		out->attempt = (int)db_rows_int(&rows, 0, 2, 0);
-		snprintf(out->event, sizeof(out->event), "%s", db_rows_get(&rows, 0, 3));
-		out->payload = db_rows_strdup(&rows, 0, 4);
-		out->url = db_rows_strdup(&rows, 0, 5);
-		out->secret = db_rows_strdup(&rows, 0, 6);
-	}
-	db_rows_release(&rows);
-	return rc;
+	return db_query_row("UPDATE webhook_deliveries d SET attempts = d.attempts + 1,"
+			    " next_attempt_at = now() + make_interval(secs => $1::int)"
+			    " FROM webhooks w WHERE w.id = d.webhook_id AND d.id = ("
+			    "  SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at <= now()"
+			    "  ORDER BY next_attempt_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+			    " RETURNING d.id, d.webhook_id, d.attempts, d.event, d.payload, w.url, w.secret", 1, params,
+			    DB_FIELDS(DB_I64(0, &out->id), DB_I64(1, &out->webhook_id), DB_INT(2, &out->attempt),
+				      DB_TEXT(3, out->event, sizeof(out->event)), DB_STR_OR_NULL(4, &out->payload),
+				      DB_STR_OR_NULL(5, &out->url), DB_STR_OR_NULL(6, &out->secret)));
 }
 
 int db_webhook_attempt_done(const struct db_webhook_delivery *d, int ok, int status_code, int64_t duration_ms,
 			    const char *error, long retry_s)
 {
-	char did[24], attempt[16], status[16], ms[24], retry[24];
-	snprintf(did, sizeof(did), "%" PRId64, d->id);
-	snprintf(attempt, sizeof(attempt), "%d", d->attempt);
-	snprintf(status, sizeof(status), "%d", status_code);
-	snprintf(ms, sizeof(ms), "%" PRId64, duration_ms);
-	snprintf(retry, sizeof(retry), "%ld", retry_s);
-	const char *log[5] = { did, attempt, status_code ? status : NULL, ms, error };
+	char did[24], attempt[24], status[24], ms[24], retry[24];
+	const char *log[5] = { db_param_int(did, d->id), db_param_int(attempt, d->attempt),
+			       status_code ? db_param_int(status, status_code) : NULL, db_param_int(ms, duration_ms), error };
 	int rc = db_run("INSERT INTO webhook_attempts (delivery_id, attempt, status_code, duration_ms, error)"
 			" VALUES ($1, $2, $3, $4, $5)", 5, log);
 	if (rc < 0)
 		return rc;
 	const char *state = ok ? "delivered" : retry_s < 0 ? "failed" : "pending";
-	const char *params[3] = { did, state, retry };
+	const char *params[3] = { did, state, db_param_int(retry, retry_s) };
 	return db_run("UPDATE webhook_deliveries SET state = $2,"
 		      " next_attempt_at = now() + make_interval(secs => greatest($3::int, 0)) WHERE id = $1", 3, params);
 }
@@ -174,8 +142,7 @@ int db_webhook_attempt_done(const struct db_webhook_delivery *d, int ok, int sta
 int db_webhook_prune(long days)
 {
 	char d[24];
-	snprintf(d, sizeof(d), "%ld", days);
-	const char *params[1] = { d };
+	const char *params[1] = { db_param_int(d, days) };
 	return db_run_count("DELETE FROM webhook_deliveries WHERE state <> 'pending'"
 			    " AND next_attempt_at < now() - make_interval(days => $1::int)", 1, params);
 }

@@ -108,10 +108,9 @@ int db_worker_token_lookup(const char *token, struct principal *out)
 	if (rc < 0)
 		return rc;
 	memset(out, 0, sizeof(*out));
-	out->worker_id = strtoll(db_rows_get(&rows, 0, 0), NULL, 10);
-	snprintf(out->name, sizeof(out->name), "%s", db_rows_get(&rows, 0, 1));
+	db_rows_read(&rows, 0, DB_FIELDS(DB_I64(0, &out->worker_id), DB_TEXT(1, out->name, sizeof(out->name)),
+					 DB_TIME(2, &out->token_created_at)));
 	snprintf(out->token_name, sizeof(out->token_name), "worker");
-	out->token_created_at = (time_t)strtoll(db_rows_get(&rows, 0, 2), NULL, 10);
 	out->scope = ROLE_NONE;
 	db_rows_release(&rows);
 	return 0;
@@ -121,9 +120,7 @@ int db_worker_register(int64_t id, const char *version, long concurrency, const 
 		       const char *variants)
 {
 	char wid[24], conc[24];
-	snprintf(wid, sizeof(wid), "%" PRId64, id);
-	snprintf(conc, sizeof(conc), "%ld", concurrency);
-	const char *params[5] = { wid, version, conc, capabilities, variants };
+	const char *params[5] = { db_param_int(wid, id), version, db_param_int(conc, concurrency), capabilities, variants };
 	return db_run_one("UPDATE workers SET version = $2, concurrency = $3, capabilities = $4::jsonb,"
 			  " variants = $5::text[], registered_at = now(), last_heartbeat = now()"
 			  " WHERE id = $1 AND removed_at IS NULL", 5, params);
@@ -141,23 +138,14 @@ enum worker_column {
 static void worker_row_fill(void *item, const struct db_rows *rows, size_t i)
 {
 	struct worker_row *w = item;
-	static const struct { enum worker_column col; size_t at; } text[] = {
-		{ WORKER_COL_NAME, offsetof(struct worker_row, name) },
-		{ WORKER_COL_VERSION, offsetof(struct worker_row, version) },
-		{ WORKER_COL_CAPABILITIES, offsetof(struct worker_row, capabilities) },
-		{ WORKER_COL_VARIANTS, offsetof(struct worker_row, variants) },
-		{ WORKER_COL_JOBS, offsetof(struct worker_row, jobs) },
-		{ WORKER_COL_TOKEN_PREFIX, offsetof(struct worker_row, token_prefix) },
-		{ WORKER_COL_SCOPE_ORGS, offsetof(struct worker_row, scope_orgs) },
-		{ WORKER_COL_SCOPE_REPOS, offsetof(struct worker_row, scope_repos) },
-	};
-	for (size_t t = 0; t < sizeof(text) / sizeof(text[0]); t++)
-		*(char **)((char *)w + text[t].at) = xstrdup(db_rows_get(rows, i, text[t].col));
-	w->concurrency = (long)db_rows_int(rows, i, WORKER_COL_CONCURRENCY, 0);
-	w->created = db_rows_strdup(rows, i, WORKER_COL_CREATED);
-	w->registered = db_rows_strdup(rows, i, WORKER_COL_REGISTERED);
-	w->heartbeat = db_rows_strdup(rows, i, WORKER_COL_HEARTBEAT);
-	w->scope_private = db_rows_get(rows, i, WORKER_COL_SCOPE_PRIVATE)[0] == 't';
+	db_rows_read(rows, i, DB_FIELDS(
+		DB_STR(WORKER_COL_NAME, &w->name), DB_STR(WORKER_COL_VERSION, &w->version),
+		DB_STR(WORKER_COL_CAPABILITIES, &w->capabilities), DB_STR(WORKER_COL_VARIANTS, &w->variants),
+		DB_STR(WORKER_COL_JOBS, &w->jobs), DB_STR(WORKER_COL_TOKEN_PREFIX, &w->token_prefix),
+		DB_STR(WORKER_COL_SCOPE_ORGS, &w->scope_orgs), DB_STR(WORKER_COL_SCOPE_REPOS, &w->scope_repos),
+		DB_LONG(WORKER_COL_CONCURRENCY, &w->concurrency), DB_STR_OR_NULL(WORKER_COL_CREATED, &w->created),
+		DB_STR_OR_NULL(WORKER_COL_REGISTERED, &w->registered), DB_STR_OR_NULL(WORKER_COL_HEARTBEAT, &w->heartbeat),
+		DB_BOOL(WORKER_COL_SCOPE_PRIVATE, &w->scope_private)));
 }
 
 void worker_rows_release(struct worker_row *rows, size_t count)
@@ -194,8 +182,7 @@ int db_worker_variants(long live_seconds, char ***live, size_t *nlive, char ***s
 {
 	struct db_rows rows;
 	char secs[24];
-	snprintf(secs, sizeof(secs), "%ld", live_seconds);
-	const char *params[1] = { secs };
+	const char *params[1] = { db_param_int(secs, live_seconds) };
 	*live = *stale = NULL;
 	*nlive = *nstale = 0;
 	int rc = db_query(&rows, "SELECT v, bool_or(coalesce(last_heartbeat > now() - make_interval(secs => $1::int), false))"
@@ -217,27 +204,16 @@ int db_worker_variants(long live_seconds, char ***live, size_t *nlive, char ***s
 
 int db_worker_hipify_variants(long live_seconds, char ***names, size_t *n)
 {
-	struct db_rows rows;
 	char secs[24];
-	snprintf(secs, sizeof(secs), "%ld", live_seconds);
-	const char *params[1] = { secs };
-	*names = NULL;
-	*n = 0;
-	int rc = db_query(&rows, "SELECT DISTINCT v FROM workers w,"
-				 " jsonb_array_elements(CASE WHEN jsonb_typeof(w.capabilities) = 'array'"
-				 "  THEN w.capabilities ELSE '[]'::jsonb END) tc,"
-				 " jsonb_array_elements_text(CASE WHEN jsonb_typeof(tc->'variants') = 'array'"
-				 "  THEN tc->'variants' ELSE '[]'::jsonb END) v"
-				 " WHERE w.removed_at IS NULL AND jsonb_typeof(tc->'hipify') = 'string'"
-				 " AND coalesce(w.last_heartbeat > now() - make_interval(secs => $1::int), false)"
-				 " ORDER BY v", 1, params);
-	if (rc < 0)
-		return rc;
-	*names = xcalloc(rows.count + 1, sizeof(char *));
-	for (size_t i = 0; i < rows.count; i++)
-		(*names)[(*n)++] = xstrdup(db_rows_get(&rows, i, 0));
-	db_rows_release(&rows);
-	return 0;
+	const char *params[1] = { db_param_int(secs, live_seconds) };
+	return db_query_texts(names, n, "SELECT DISTINCT v FROM workers w,"
+			      " jsonb_array_elements(CASE WHEN jsonb_typeof(w.capabilities) = 'array'"
+			      "  THEN w.capabilities ELSE '[]'::jsonb END) tc,"
+			      " jsonb_array_elements_text(CASE WHEN jsonb_typeof(tc->'variants') = 'array'"
+			      "  THEN tc->'variants' ELSE '[]'::jsonb END) v"
+			      " WHERE w.removed_at IS NULL AND jsonb_typeof(tc->'hipify') = 'string'"
+			      " AND coalesce(w.last_heartbeat > now() - make_interval(secs => $1::int), false)"
+			      " ORDER BY v", 1, params);
 }
 
 int db_repo_build_owner(int64_t repo_id, int64_t *owner_id)

@@ -6,7 +6,6 @@
 #include "storage/db/db_internal.h"
 #include "kernel/kernel.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,13 +32,12 @@ static char *card_words(const struct kernel_card *c)
 
 static int store_card(int64_t repo_id, const char *sha, const struct kernel_card *c)
 {
-	char id[24], version[16];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	snprintf(version, sizeof(version), "%d", KERNEL_CARD_INDEX_VERSION);
+	char id[24], version[24];
 	json_t *tags = tags_json(c);
 	char *tags_text = json_dumps(tags, JSON_COMPACT), *words = card_words(c);
-	const char *params[9] = { id, sha, version, c->license, c->library_name, tags_text,
-				  c->description ? c->description : "", words, c->body_text ? c->body_text : "" };
+	const char *params[9] = { db_param_int(id, repo_id), sha, db_param_int(version, KERNEL_CARD_INDEX_VERSION),
+				  c->license, c->library_name, tags_text, c->description ? c->description : "", words,
+				  c->body_text ? c->body_text : "" };
 	int rc = db_run("INSERT INTO kernel_cards (repo_id, commit_sha, card_version, license, library_name, tags,"
 			" description, words, body) VALUES ($1, $2, $3::int, $4, $5, $6::jsonb, $7, $8, $9)"
 			" ON CONFLICT (repo_id) DO UPDATE SET commit_sha = EXCLUDED.commit_sha,"
@@ -56,18 +54,10 @@ static int store_card(int64_t repo_id, const char *sha, const struct kernel_card
 /* 1 when the stored card is of sha at the current version, 0 when not. */
 static int card_current(int64_t repo_id, const char *sha)
 {
-	char id[24], version[16];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	snprintf(version, sizeof(version), "%d", KERNEL_CARD_INDEX_VERSION);
-	const char *params[3] = { id, sha, version };
-	struct db_rows rows;
-	int rc = db_query(&rows, "SELECT 1 FROM kernel_cards WHERE repo_id = $1 AND commit_sha = $2"
-			  " AND card_version >= $3::int", 3, params);
-	if (rc < 0)
-		return rc;
-	rc = rows.count > 0;
-	db_rows_release(&rows);
-	return rc;
+	char id[24], version[24];
+	const char *params[3] = { db_param_int(id, repo_id), sha, db_param_int(version, KERNEL_CARD_INDEX_VERSION) };
+	return db_query_exists("SELECT 1 FROM kernel_cards WHERE repo_id = $1 AND commit_sha = $2"
+			       " AND card_version >= $3::int", 3, params);
 }
 
 int kernel_card_index(int64_t repo_id, git_repository *git)

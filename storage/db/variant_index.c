@@ -163,10 +163,9 @@ static int collect_variants(git_repository *git, const char *sha, struct pending
  * says whether commit_sha (may be NULL) is indexed at the current version. */
 static int kernel_repo_state(int64_t repo_id, const char *commit_sha, int *indexed)
 {
-	char id[24], version[16];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
-	const char *params[3] = { id, commit_sha ? commit_sha : "", version };
+	char id[24], version[24];
+	const char *params[3] = { db_param_int(id, repo_id), commit_sha ? commit_sha : "",
+				  db_param_int(version, VARIANT_INDEX_VERSION) };
 	PGresult *res = db_exec("SELECT r.type, EXISTS (SELECT 1 FROM kernel_commits c WHERE c.repo_id = r.id"
 				" AND c.commit_sha = $2 AND c.index_version >= $3::int) FROM repos r WHERE r.id = $1",
 				3, params, NULL);
@@ -197,12 +196,10 @@ static const char insert_variants_sql[] =
 
 static int store_commit(int64_t repo_id, const char *sha, json_t *records)
 {
-	char id[24], version[16], count[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
+	char id[24], version[24], count[24];
 	snprintf(count, sizeof(count), "%zu", json_array_size(records));
 	char *doc = json_dumps(records, JSON_COMPACT);
-	const char *params[4] = { id, sha, doc, NULL };
+	const char *params[4] = { db_param_int(id, repo_id), sha, doc, NULL };
 	int rc = db_tx_begin();
 	if (rc < 0)
 		goto cleanup;
@@ -219,7 +216,7 @@ static int store_commit(int64_t repo_id, const char *sha, json_t *records)
 	}
 	if (res) {
 		PQclear(res);
-		params[2] = version;
+		params[2] = db_param_int(version, VARIANT_INDEX_VERSION);
 		params[3] = count;
 		res = db_exec("INSERT INTO kernel_commits (repo_id, commit_sha, index_version, variant_count)"
 			      " VALUES ($1, $2, $3::int, $4::int) ON CONFLICT (repo_id, commit_sha) DO UPDATE"
@@ -298,9 +295,8 @@ static json_t *branch_heads(git_repository *git)
 static int sync_heads(int64_t repo_id, json_t *heads)
 {
 	char id[24];
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
 	char *doc = json_dumps(heads, JSON_COMPACT);
-	const char *params[2] = { id, doc };
+	const char *params[2] = { db_param_int(id, repo_id), doc };
 	int rc = db_run("WITH x AS (SELECT * FROM jsonb_to_recordset($2::jsonb) AS x(ref text, sha text)),"
 			" gone AS (DELETE FROM kernel_heads h WHERE h.repo_id = $1"
 			" AND h.ref NOT IN (SELECT ref FROM x))"
@@ -367,11 +363,9 @@ int variant_index_catch_up_repo(int64_t repo_id, git_repository *git)
 
 int variant_index_catch_up(const char *repo_root, long limit)
 {
-	char version[16], lim[24], card_version[16];
-	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	snprintf(card_version, sizeof(card_version), "%d", KERNEL_CARD_INDEX_VERSION);
-	const char *params[3] = { version, lim, card_version };
+	char version[24], lim[24], card_version[24];
+	const char *params[3] = { db_param_int(version, VARIANT_INDEX_VERSION), db_param_int(lim, limit),
+				  db_param_int(card_version, KERNEL_CARD_INDEX_VERSION) };
 	/* also repos whose README card is not of main's recorded head (those
 	 * from before cards were read, at start-up) */
 	PGresult *res = db_exec("SELECT r.id, r.namespace, r.name FROM repos r WHERE r.type = 'kernel' AND ("
@@ -403,12 +397,10 @@ int variant_index_catch_up(const char *repo_root, long limit)
 
 int variant_index_load(int64_t repo_id, const char *commit_sha, struct variant_rows *out)
 {
-	char id[24], version[16];
+	char id[24], version[24];
 	struct db_rows rows;
 	memset(out, 0, sizeof(*out));
-	snprintf(id, sizeof(id), "%" PRId64, repo_id);
-	snprintf(version, sizeof(version), "%d", VARIANT_INDEX_VERSION);
-	const char *params[3] = { id, commit_sha, version };
+	const char *params[3] = { db_param_int(id, repo_id), commit_sha, db_param_int(version, VARIANT_INDEX_VERSION) };
 	int rc = db_query_one(&rows, "SELECT v.variant, v.name_valid, v.name_error, v.file_count, v.total_size,"
 			      " v.metadata_status, v.metadata_error, v.metadata::text, v.warnings::text"
 			      " FROM kernel_commits c LEFT JOIN kernel_variants v"
@@ -422,17 +414,13 @@ int variant_index_load(int64_t repo_id, const char *commit_sha, struct variant_r
 		if (db_rows_isnull(&rows, i, 0))
 			continue;	/* the commit has no variant */
 		struct variant_row *r = &out->items[out->count++];
-		r->name = xstrdup(db_rows_get(&rows, i, 0));
-		r->name_valid = db_rows_get(&rows, i, 1)[0] == 't';
-		r->name_error = db_rows_strdup(&rows, i, 2);
-		r->file_count = strtoll(db_rows_get(&rows, i, 3), NULL, 10);
-		r->total_size = strtoll(db_rows_get(&rows, i, 4), NULL, 10);
+		db_rows_read(&rows, i, DB_FIELDS(DB_STR(0, &r->name), DB_BOOL(1, &r->name_valid),
+						 DB_STR_OR_NULL(2, &r->name_error), DB_I64(3, &r->file_count),
+						 DB_I64(4, &r->total_size), DB_STR_OR_NULL(6, &r->metadata_error),
+						 DB_STR_OR_NULL(7, &r->metadata), DB_STR_OR_NULL(8, &r->warnings)));
 		const char *status = db_rows_get(&rows, i, 5);
 		r->metadata_status = strcmp(status, "ok") == 0 ? VARIANT_METADATA_OK
 				   : strcmp(status, "missing") == 0 ? VARIANT_METADATA_MISSING : VARIANT_METADATA_INVALID;
-		r->metadata_error = db_rows_strdup(&rows, i, 6);
-		r->metadata = db_rows_strdup(&rows, i, 7);
-		r->warnings = db_rows_strdup(&rows, i, 8);
 	}
 	db_rows_release(&rows);
 	return 0;

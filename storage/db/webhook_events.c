@@ -20,8 +20,7 @@ static int repo_object(int64_t repo_id, const char *scope, const char *head_sha,
 {
 	char rid[24];
 	struct db_rows rows;
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	const char *params[2] = { rid, scope };
+	const char *params[2] = { db_param_int(rid, repo_id), scope };
 	int rc = db_query_one(&rows, "SELECT r.type, r.namespace || '/' || r.name, r.private::int FROM repos r"
 			      " WHERE r.id = $1 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.repo_id = r.id"
 			      " AND $2 = ANY(w.scopes))", 2, params);
@@ -37,13 +36,12 @@ static int repo_object(int64_t repo_id, const char *scope, const char *head_sha,
 static int enqueue(int64_t repo_id, const char *scope, json_t *payload)
 {
 	char rid[24], event[64];
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
 	snprintf(event, sizeof(event), "%s.update", scope);
 	char *text = json_dumps(payload, JSON_COMPACT);
 	json_decref(payload);
 	if (!text)
 		return KHUB_EIO;
-	const char *params[4] = { rid, event, text, scope };
+	const char *params[4] = { db_param_int(rid, repo_id), event, text, scope };
 	int rc = db_run("INSERT INTO webhook_deliveries (webhook_id, event, payload)"
 			" SELECT id, $2, $3 FROM webhooks WHERE repo_id = $1 AND $4 = ANY(scopes)", 4, params);
 	free(text);
