@@ -320,6 +320,9 @@ const char *build_state_name(enum build_state s);
 /* What the build matrix shows for a state: "queued", "building",
  * "published", "failed", "canceled" ("not built" for none; static). */
 const char *build_state_status(enum build_state s);
+/* The same for a job of either kind: a benchmark job's succeeded is
+ * "measured" (it never publishes); static. */
+const char *build_state_status_of_kind(enum build_state s, int benchmark);
 const char *build_event_name(enum build_event e);
 /* The state named name (as stored: "queued"...), BUILD_STATE_COUNT for none. */
 enum build_state build_state_named(const char *name);

@@ -187,6 +187,9 @@ void campaign_merge_form(struct page *pg, const char *ns, const char *name, int6
  * form's answer returns to. */
 int web_caller_writes(struct request *req);
 void build_status_html(struct page *pg, json_t *cell);
+/* A benchmark job's label (docs/build-farm.md, "Benchmark jobs"): a
+ * "benchmark" badge and its device (nothing for a build). */
+void build_kind_html(struct page *pg, int benchmark, const char *device);
 void build_actions_html(struct page *pg, const struct repo_record *r, json_t *cell, const char *back);
 void build_missing_form(struct page *pg, const struct repo_record *r, const char *commit, const char *back);
 /* The farm benchmarks' regressions (rows of benchmark_regressions_json;

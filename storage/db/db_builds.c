@@ -291,6 +291,20 @@ int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offs
 			     " WHERE b.repo_id = $1 AND b.kind = 'build' ORDER BY c.newest DESC, b.variant, b.id DESC", 4, params);
 }
 
+int db_build_matrix_benchmarks(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
+{
+	char repo[24], lim[24], off[24];
+	id_text(repo, repo_id);
+	snprintf(lim, sizeof(lim), "%ld", limit);
+	snprintf(off, sizeof(off), "%ld", offset);
+	const char *params[4] = { repo, lim, off, commit };
+	return build_query(out, MATRIX_COMMITS " SELECT " BUILD_COLUMNS ","
+			     " extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)"
+			     "  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit"
+			     " WHERE b.repo_id = $1 AND b.kind = 'benchmark' ORDER BY c.newest DESC, b.variant, b.device, b.id",
+			   4, params);
+}
+
 int db_build_matrix_count(int64_t repo_id, long *commits)
 {
 	char repo[24];

@@ -78,6 +78,10 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
  * job of each commit and variant, with its duration, grouped by commit in
  * that order, by variant within one. */
 int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out);
+/* The benchmark jobs (kind 'benchmark') of the same commits as
+ * db_build_matrices with the same arguments, grouped by commit in the same
+ * order, every job (one per variant and device), with the duration. */
+int db_build_matrix_benchmarks(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out);
 /* How many commits of repo_id have builds. */
 int db_build_matrix_count(int64_t repo_id, long *commits);
 
