@@ -653,8 +653,14 @@ void build_campaign_policy(char *const *before, size_t nbefore, char *const *off
  * "built", "failed", "waiting", "skipped", "merged"} of c (owned). */
 json_t *build_campaign_json(const struct db_campaign *c);
 /* The kernels of campaign id as [{"kernel", "commit", "version", "build",
- * "state", "skipped", "pr", "description", "merged"}] (owned); NULL: KHUB_EDB. */
+ * "state", "skipped", "pr", "pr_status", "superseded_by", "description",
+ * "merged"}] (owned); NULL: KHUB_EDB. */
 json_t *build_campaign_kernels_json(int64_t id);
+/* What k's pull request reads as (static): "open" (staged, mergeable),
+ * "merged", "closed" (its build was superseded by k->superseded_by: never
+ * merged, the ref kept), NULL when the campaign opened none. The API, the
+ * refs list and the pages all say this. */
+const char *build_campaign_pr_status(const struct db_campaign_kernel *k);
 /* Merge the campaign's pull request of the kernel in git (the caller holds
  * the repo's write lock): v<N> moves to the PR's head when it is still
  * where the PR started (created when there was none). 0 with branch and

@@ -284,10 +284,8 @@ static void campaign_kernels_cell(struct page *pg, int64_t id)
 			page_text(pg, k[i].skipped ? "skipped: " : "planning");
 			page_text(pg, k[i].skipped ? k[i].skipped : "");
 		}
-		if (k[i].pr_ref && !k[i].merged) {
-			page_html(pg, " ");
-			page_text(pg, k[i].pr_ref);
-		}
+		if (!k[i].merged)
+			campaign_pr_html(pg, &k[i]);
 		if (k[i].pr_ref && !k[i].merged && strcmp(k[i].state, "staged") == 0)
 			campaign_merge_form(pg, k[i].ns, k[i].name, k[i].campaign_id, "/admin#campaigns");
 	}

@@ -49,6 +49,38 @@ static void format_duration(json_t *seconds, char out[32])
 		snprintf(out, 32, "%lld s", s);
 }
 
+void campaign_pr_html(struct page *pg, const struct db_campaign_kernel *k)
+{
+	const char *status = build_campaign_pr_status(k);
+	if (!status)
+		return;
+	page_htmlf(pg, " <span class=\"campaign-pr\" data-pr-status=\"%s\">pull request <code>", status);
+	page_text(pg, k->pr_ref);
+	page_htmlf(pg, "</code> %s", status);
+	if (k->superseded_by) {
+		page_html(pg, ": superseded by <a class=\"superseded-by\" href=\"/kernels/");
+		page_text(pg, k->ns);
+		page_html(pg, "/");
+		page_text(pg, k->name);
+		page_htmlf(pg, "/builds/%" PRId64 "/log\">build #%" PRId64 "</a>", k->superseded_by, k->superseded_by);
+	}
+	page_html(pg, "</span>");
+}
+
+/* A campaign build's pull request (staged: open; superseded: closed, with
+ * the newer build). */
+static void cell_pr_html(struct page *pg, json_t *cell)
+{
+	struct db_campaign_kernel k;
+	const char *state = jstr(cell, "state");
+	if (strcmp(state, "staged") != 0 && strcmp(state, "superseded") != 0)
+		return;
+	if (db_campaign_of_build((int64_t)json_integer_value(json_object_get(cell, "id")), &k) < 0)
+		return;
+	campaign_pr_html(pg, &k);
+	db_campaign_kernel_release(&k);
+}
+
 void build_status_html(struct page *pg, json_t *cell)
 {
 	const char *status = jstr(cell, "status");
@@ -57,6 +89,7 @@ void build_status_html(struct page *pg, json_t *cell)
 	page_html(pg, "\">");
 	page_text(pg, status);
 	page_html(pg, "</span>");
+	cell_pr_html(pg, cell);
 	if (json_integer_value(json_object_get(cell, "log_length")) > 0 || strcmp(status, "failed") == 0) {
 		page_html(pg, " <a class=\"build-log\" href=\"");
 		page_text(pg, jstr(cell, "log_page"));

@@ -20,7 +20,7 @@
 	" b.max_attempts, " ISO("b.not_before") ", b.worker_id, w.name, " ISO("b.lease_expires_at") "," \
 	" " ISO("b.created_at") ", " ISO("b.started_at") ", " ISO("b.finished_at") ", b.error, b.abi_report," \
 	" b.published_branch, b.published_commit, b.force, b.requested_by, b.source_url, b.source_revision," \
-	" b.log_length, b.note, b.kind, b.device, b.variant_commit"
+	" b.log_length, b.note, b.kind, b.device, b.variant_commit, coalesce(b.superseded_by, 0)"
 #define BUILD_FROM " FROM builds b JOIN repos r ON r.id = b.repo_id LEFT JOIN workers w ON w.id = b.worker_id"
 /* BUILD_COLUMNS in order, and then db_build_matrices' duration. */
 enum build_column {
@@ -30,6 +30,7 @@ enum build_column {
 	BUILD_COL_FINISHED, BUILD_COL_ERROR, BUILD_COL_ABI_REPORT, BUILD_COL_BRANCH, BUILD_COL_PUBLISHED,
 	BUILD_COL_FORCE, BUILD_COL_REQUESTED_BY, BUILD_COL_SOURCE_URL, BUILD_COL_SOURCE_REVISION,
 	BUILD_COL_LOG_LENGTH, BUILD_COL_NOTE, BUILD_COL_KIND, BUILD_COL_DEVICE, BUILD_COL_VARIANT_COMMIT,
+	BUILD_COL_SUPERSEDED_BY,
 	BUILD_COL_DURATION,
 };
 
@@ -40,6 +41,7 @@ static void build_row_fill(void *item, const struct db_rows *rows, size_t i)
 	b->id = db_rows_int(rows, i, BUILD_COL_ID, 0);
 	b->repo_id = db_rows_int(rows, i, BUILD_COL_REPO_ID, 0);
 	b->worker_id = db_rows_int(rows, i, BUILD_COL_WORKER_ID, 0);
+	b->superseded_by = db_rows_int(rows, i, BUILD_COL_SUPERSEDED_BY, 0);
 	b->ns = xstrdup(db_rows_get(rows, i, BUILD_COL_NS));
 	b->name = xstrdup(db_rows_get(rows, i, BUILD_COL_NAME));
 	b->commit = xstrdup(db_rows_get(rows, i, BUILD_COL_COMMIT));
@@ -916,7 +918,7 @@ int db_build_supersede_older(int64_t id, const char *const *from, struct build_c
 	const char *params[2] = { bid, states };
 	int rc = 0;
 	out->items = db_query_items(sizeof(*out->items), build_change_fill, &out->count, &rc,
-				    "UPDATE builds o SET state = 'superseded', error = 'superseded by build #' || b.id"
+				    "UPDATE builds o SET state = 'superseded', error = 'superseded by build #' || b.id, superseded_by = b.id"
 				    " FROM builds b WHERE b.id = $1 AND o.repo_id = b.repo_id AND o.variant = b.variant"
 				    " AND o.id < b.id AND o.state = ANY($2::text[]) RETURNING o.id, o.state", 2, params);
 	return rc < 0 ? rc : (int)out->count;

@@ -90,7 +90,7 @@ void db_campaign_kernels_free(struct db_campaign_kernel *k, size_t n)
 
 #define KERNEL_COLUMNS "k.campaign_id, k.repo_id, coalesce(k.build_id, 0), coalesce(k.version, -1), r.namespace," \
 	" r.name, k.source_commit, c.variant, coalesce(b.state, ''), k.skipped, k.pr_ref, k.pr_base, k.description," \
-	" (k.merged_at IS NOT NULL)::int, (r.campaign_publish = 'direct')::int" \
+	" (k.merged_at IS NOT NULL)::int, (r.campaign_publish = 'direct')::int, coalesce(b.superseded_by, 0)" \
 	" FROM build_campaign_kernels k JOIN build_campaigns c ON c.id = k.campaign_id" \
 	" JOIN repos r ON r.id = k.repo_id LEFT JOIN builds b ON b.id = k.build_id"
 
@@ -112,6 +112,7 @@ static void fill_kernel(void *item, const struct db_rows *rows, size_t row)
 	k->description = db_rows_strdup(rows, row, 12);
 	k->merged = db_rows_int(rows, row, 13, 0) != 0;
 	k->publish_direct = db_rows_int(rows, row, 14, 0) != 0;
+	k->superseded_by = db_rows_int(rows, row, 15, 0);
 }
 
 int db_campaign_kernels(int64_t id, struct db_campaign_kernel **out, size_t *n)
@@ -122,6 +123,18 @@ int db_campaign_kernels(int64_t id, struct db_campaign_kernel **out, size_t *n)
 	const char *params[1] = { cid };
 	*out = db_query_items(sizeof(**out), fill_kernel, n, &rc,
 			      "SELECT " KERNEL_COLUMNS " WHERE k.campaign_id = $1 ORDER BY k.position", 1, params);
+	return rc;
+}
+
+int db_campaign_prs_of_repo(int64_t repo_id, struct db_campaign_kernel **out, size_t *n)
+{
+	char rid[24];
+	int rc;
+	id_text(rid, repo_id);
+	const char *params[1] = { rid };
+	*out = db_query_items(sizeof(**out), fill_kernel, n, &rc,
+			      "SELECT " KERNEL_COLUMNS " WHERE k.repo_id = $1 AND k.pr_ref IS NOT NULL ORDER BY k.campaign_id DESC",
+			      1, params);
 	return rc;
 }
 
