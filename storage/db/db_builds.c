@@ -280,31 +280,35 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
 	"WITH c AS (SELECT source_commit, max(id) AS newest FROM builds WHERE repo_id = $1 AND kind = 'build'" \
 	" AND ($4::text IS NULL OR source_commit = $4) GROUP BY source_commit ORDER BY newest DESC LIMIT $2 OFFSET $3)"
 
-int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
+/* The jobs of kind (and what picks them: DISTINCT ON, ORDER BY) of the
+ * commits MATRIX_COMMITS picks, with their duration. */
+#define MATRIX_JOBS(distinct, kind, order) \
+	MATRIX_COMMITS " SELECT " distinct BUILD_COLUMNS "," \
+	" extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)" \
+	"  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit" \
+	" WHERE b.repo_id = $1 AND b.kind = '" kind "' ORDER BY c.newest DESC, " order
+
+static int matrix_query(const char *sql, int64_t repo_id, const char *commit, long limit, long offset,
+			struct build_rows *out)
 {
 	char repo[24], lim[24], off[24];
 	id_text(repo, repo_id);
 	snprintf(lim, sizeof(lim), "%ld", limit);
 	snprintf(off, sizeof(off), "%ld", offset);
 	const char *params[4] = { repo, lim, off, commit };
-	return build_query(out, MATRIX_COMMITS " SELECT DISTINCT ON (c.newest, b.variant) " BUILD_COLUMNS ","
-			     " extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)"
-			     "  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit"
-			     " WHERE b.repo_id = $1 AND b.kind = 'build' ORDER BY c.newest DESC, b.variant, b.id DESC", 4, params);
+	return build_query(out, sql, 4, params);
+}
+
+int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
+{
+	return matrix_query(MATRIX_JOBS("DISTINCT ON (c.newest, b.variant) ", "build", "b.variant, b.id DESC"), repo_id,
+			    commit, limit, offset, out);
 }
 
 int db_build_matrix_benchmarks(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
 {
-	char repo[24], lim[24], off[24];
-	id_text(repo, repo_id);
-	snprintf(lim, sizeof(lim), "%ld", limit);
-	snprintf(off, sizeof(off), "%ld", offset);
-	const char *params[4] = { repo, lim, off, commit };
-	return build_query(out, MATRIX_COMMITS " SELECT " BUILD_COLUMNS ","
-			     " extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)"
-			     "  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit"
-			     " WHERE b.repo_id = $1 AND b.kind = 'benchmark' ORDER BY c.newest DESC, b.variant, b.device, b.id",
-			   4, params);
+	return matrix_query(MATRIX_JOBS("", "benchmark", "b.variant, b.device, b.id"), repo_id, commit, limit, offset,
+			    out);
 }
 
 int db_build_matrix_count(int64_t repo_id, long *commits)

@@ -12,9 +12,9 @@
 # device (escaped), the variant's row stays published; anonymous callers get
 # the private repo's pages as 404.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
+. "$KHUB_SRC/tests/lib/campaign.sh"	# api, build_it (w1's claim and made-up output), state_of, $V1
 khub_setup
 B=$TEST_DIR/b
-V1=torch211-cxx11-cpu-x86_64-linux
 export KHUB_ABI_POLICY=warn
 log=$TEST_DIR/setup.log
 khub_accounts	# alice, admin of acme, $ALICE
@@ -22,63 +22,41 @@ khub admin user create root --site-admin >>"$log" 2>&1 || bail "no site admin"
 ROOT=$(khub admin token create root --scope write 2>>"$log" | tail -n 1)
 W1=$(khub admin worker add w1 --private 2>>"$log" | tail -n 1)
 khub_start
-call() {	# call TOKEN METHOD PATH [BODY] -> $ST, body in $B
-	local args=(-s -o "$B" -w '%{http_code}' -X "$2")
-	[ -n "$1" ] && args+=(-H "Authorization: Bearer $1")
-	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
-	ST=$(curl "${args[@]}" "$KHUB_URL$3")
-}
-b64() { printf '%s' "$1" | base64 -w0; }
+b64s() { printf '%s' "$1" | base64 -w0; }
 
 # ---- a private kernel with benchmarks/, v1 published by the farm ------------------------------
 TOML=$(printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n')
-call "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"private\":true,\"files\":[{\"path\":\"build.toml\",\"content\":\"$(b64 "$TOML")\",\"encoding\":\"base64\"},{\"path\":\"torch-ext/relu/__init__.py\",\"content\":\"$(b64 'from ._ops import ops')\",\"encoding\":\"base64\"},{\"path\":\"benchmarks/benchmark_relu.py\",\"content\":\"$(b64 'import torch')\",\"encoding\":\"base64\"}]}"
+api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"private\":true,\"files\":[{\"path\":\"build.toml\",\"content\":\"$(b64s "$TOML")\",\"encoding\":\"base64\"},{\"path\":\"torch-ext/relu/__init__.py\",\"content\":\"$(b64s 'from ._ops import ops')\",\"encoding\":\"base64\"},{\"path\":\"benchmarks/benchmark_relu.py\",\"content\":\"$(b64s 'import torch')\",\"encoding\":\"base64\"}]}"
 is "$ST" 200 "acme/relu (private, with benchmarks/) created"
 C1=$(git --git-dir="$KHUB_DATA_DIR/repos/kernels/acme/relu.git" rev-parse main)
-call "$W1" POST /api/workers/register "{\"version\":\"0.1\",\"concurrency\":1,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V1\"]}]}"
+api "$W1" POST /api/workers/register "{\"version\":\"0.1\",\"concurrency\":1,\"toolchains\":[{\"name\":\"cpu\",\"variants\":[\"$V1\"]}]}"
 is "$ST" 200 "w1 registers $V1"
-call "$ALICE" POST /api/kernels/acme/relu/builds "{\"revision\":\"$C1\",\"variants\":[\"$V1\"]}"
-like "$ST" "^20[02]$" "$V1 of $C1 queued"
-call "$W1" POST /api/workers/claim "{\"variants\":[\"$V1\"],\"wait_seconds\":30}"
-J=$(jq -r .build.id "$B")
-is "$ST $(jq -r .build.commit "$B")" "200 $C1" "w1 claims build #$J"
-/usr/bin/python3 - "$TEST_DIR/good.tar" "$V1" <<'PY'
-import io, json, os, sys, tarfile
-out, variant = sys.argv[1], sys.argv[2]
-meta = {"id": "_relu_cpu_0", "name": "relu", "version": 1, "license": "apache-2.0", "python-depends": [],
-        "backend": {"type": "cpu"}, "provenance": {"build": 1}, "digest": "sha256:0"}
-report = {"ok": True, "manylinux": "manylinux_2_28", "python_abi": "3.9", "text": "ok", "files": []}
-files = {f"{variant}/__init__.py": b"from ._ops import ops\n", f"{variant}/_ops.py": b"ops = None\n",
-         f"{variant}/_relu_cpu.abi3.so": b"\x7fELF" + os.urandom(2000),
-         f"{variant}/metadata.json": json.dumps(meta).encode(), "abi-report.json": json.dumps(report).encode()}
-with tarfile.open(out, "w", format=tarfile.GNU_FORMAT) as t:
-    d = tarfile.TarInfo(variant); d.type = tarfile.DIRTYPE; d.mode = 0o755; t.addfile(d)
-    for n, data in files.items():
-        ti = tarfile.TarInfo(n); ti.size = len(data); ti.mode = 0o644; t.addfile(ti, io.BytesIO(data))
-PY
-ST=$(curl -s -o "$B" -w '%{http_code}' -X PUT -H "Authorization: Bearer $W1" -H 'Content-Type: application/x-tar' \
-	--data-binary "@$TEST_DIR/good.tar" "$KHUB_URL/api/builds/$J/output")
-is "$ST $(jq -r .state "$B")" "200 succeeded" "w1's output of #$J is published" || diag "$(cat "$B")"
+api "$ALICE" POST /api/kernels/acme/relu/builds "{\"revision\":\"$C1\",\"variants\":[\"$V1\"]}"
+like "$ST" "^20[02]$" "$V1 of $C1 queued (by this request or by the push)"
+api "$ALICE" GET "/api/kernels/acme/relu/builds?state=queued"
+J=$(jq -r --arg v "$V1" '[.builds[] | select(.variant == $v and .kind == "build")][0].id' "$B")
+build_it
+is "$(state_of "$J")" succeeded "build #$J is published"
 
 # ---- two benchmark jobs of the same commit and variant ------------------------------------------
 DEV1="NVIDIA H100 80GB HBM3"
 DEV2='<b id="pwn">MI300X</b>'
-call "$ALICE" POST /api/kernels/acme/relu/benchmarks/run "$(jq -nc --arg d "$DEV1" --arg c "$C1" '{commit: $c, device: $d}')"
+api "$ALICE" POST /api/kernels/acme/relu/benchmarks/run "$(jq -nc --arg d "$DEV1" --arg c "$C1" '{commit: $c, device: $d}')"
 BJ1=$(jq -r '.jobs[0].id' "$B")
 is "$ST $(jq -r '.jobs | length' "$B")" "200 1" "a benchmark job of $V1 on $DEV1 queued (#$BJ1)"
-call "$ALICE" POST /api/kernels/acme/relu/benchmarks/run "$(jq -nc --arg d "$DEV2" --arg c "$C1" '{commit: $c, device: $d}')"
+api "$ALICE" POST /api/kernels/acme/relu/benchmarks/run "$(jq -nc --arg d "$DEV2" --arg c "$C1" '{commit: $c, device: $d}')"
 BJ2=$(jq -r '.jobs[0].id' "$B")
 is "$ST" 200 "a second one on a device named with markup (#$BJ2)"
 
 # ---- the API ---------------------------------------------------------------------------------------
-call "$ALICE" GET "/api/kernels/acme/relu/builds?commit=$C1"
+api "$ALICE" GET "/api/kernels/acme/relu/builds?commit=$C1"
 is "$ST $(jq -c '[.variants[] | [.id, .variant, .kind, .status]]' "$B")" "200 [[$J,\"$V1\",\"build\",\"published\"]]" \
 	"GET …/builds?commit=: variants holds the build only, still published (no benchmark job is its state)"
 is "$(jq -c '[.benchmarks[] | [.id, .kind, .variant, .device, .status]]' "$B")" \
 	"$(jq -nc --argjson a "$BJ1" --argjson b "$BJ2" --arg v "$V1" --arg d1 "$DEV1" --arg d2 "$DEV2" \
 		'[[$b, "benchmark", $v, $d2, "queued"], [$a, "benchmark", $v, $d1, "queued"]]')" \
 	"… benchmarks lists both jobs with kind, variant and device"
-call "$ALICE" GET "/api/kernels/acme/relu/builds"
+api "$ALICE" GET "/api/kernels/acme/relu/builds"
 is "$(jq -c '[.builds[] | [.id, .kind]] | sort' "$B")" "[[$J,\"build\"],[$BJ1,\"benchmark\"],[$BJ2,\"benchmark\"]]" \
 	"GET …/builds: every job has its kind"
 is "$(jq -c '[.matrices[0].variants[].id, (.matrices[0].benchmarks | length)]' "$B")" "[$J,2]" \
