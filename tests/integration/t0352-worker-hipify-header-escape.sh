@@ -11,31 +11,12 @@
 # translated with why, lists none of them in the ABI report, writes nothing
 # next to the outside files and leaves them unread.
 . "$(dirname "$0")/../lib/khub-test.sh"
-
-command -v hipcc >/dev/null 2>&1 || { echo "1..0 # SKIP hipcc not installed (apt-get install hipcc)"; exit 0; }
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
-PY=/usr/bin/python3
-$PY -c 'from torch.utils.hipify import version' 2>/dev/null ||
-	{ echo "1..0 # SKIP $PY has no torch.utils.hipify (apt-get install python3-torch)"; exit 0; }
-command -v jq >/dev/null 2>&1 || { echo "1..0 # SKIP jq not installed"; exit 0; }
-khub_setup
-W=$TEST_DIR
-cat >"$W/toolchains.json" <<EOF
-{"toolchains": [{"name": "rocm-hipify", "python": "$PY", "cxx": "g++", "hipcc": "hipcc", "rocm_from_hipcc": true,
-                 "hipify": "torch"}]}
-EOF
-"$WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1
-VARIANT=$(grep -oE 'torch[0-9]+-cxx11-rocm[0-9]+-[a-z0-9_]+-linux' "$W/check.out" | head -1)
-[ -n "$VARIANT" ] || bail "no ROCm variant in --check: $(cat "$W/check.out")"
-
+. "$KHUB_SRC/tests/lib/hipify.sh"
+hipify_setup
 OUT=$W/outside
 mkdir -p "$OUT/dir"
 mkfifo "$OUT/hostile.h" "$OUT/abs.h" "$OUT/dir/inner.h"
 UP=$(printf '../%.0s' $(seq 1 40))	# past / whatever the scratch's depth: $OUT/hostile.h
-SRC=$W/src
-cp -r "$KHUB_SRC/examples/relu" "$SRC"
-sed -i 's/^rocm-archs = .*/rocm-archs = ["gfx90a"]/' "$SRC/build.toml"
 ln -s "$OUT/hostile.h" "$SRC/relu_cuda/evil.h"
 ln -s "$OUT/dir" "$SRC/relu_cuda/linked"
 cat >"$SRC/relu_cuda/relu_errors.cuh" <<'EOF'
