@@ -19,7 +19,7 @@ static json_t *matrix_cell(const struct repo_record *r, const struct build_row *
 	json_t *c = build_json(b);
 	long long id = (long long)b->id;
 	json_object_del(c, "abi_report");
-	json_object_set_new(c, "status", json_string(build_state_status(build_state_named(b->state))));
+	json_object_set_new(c, "status", json_string(build_state_status_of_kind(build_state_named(b->state), b->benchmark)));
 	json_object_set_new(c, "duration_seconds", b->has_duration ? json_integer((json_int_t)b->duration)
 				: json_null());
 	json_object_set_new(c, "log", json_sprintf("/api/builds/%lld/log", id));
@@ -27,11 +27,32 @@ static json_t *matrix_cell(const struct repo_record *r, const struct build_row *
 	return c;
 }
 
-/* {"commit", "url" (its builds page), "variants": []} */
+/* {"commit", "url" (its builds page), "variants": [], "benchmarks": []} */
 static json_t *matrix_empty(const struct repo_record *r, const char *commit)
 {
-	return json_pack("{s:s, s:o, s:[]}", "commit", commit, "url",
-			 json_sprintf("/kernels/%s/%s/builds?commit=%s", r->ns, r->name, commit), "variants");
+	return json_pack("{s:s, s:o, s:[], s:[]}", "commit", commit, "url",
+			 json_sprintf("/kernels/%s/%s/builds?commit=%s", r->ns, r->name, commit), "variants",
+			 "benchmarks");
+}
+
+/* Each matrix of list gets its commit's benchmark jobs in "benchmarks"
+ * (kind "benchmark", with "device"): they are no variant's build state. */
+static int attach_benchmark_jobs(const struct repo_record *r, const char *commit, long limit, long offset,
+				 json_t *list)
+{
+	struct build_rows rows;
+	json_t *m;
+	size_t i;
+	if (db_build_matrix_benchmarks(r->id, commit, limit, offset, &rows) < 0)
+		return KHUB_EDB;
+	json_array_foreach(list, i, m) {
+		const char *c = json_string_value(json_object_get(m, "commit"));
+		for (size_t k = 0; k < rows.count; k++)
+			if (strcmp(rows.items[k].commit, c) == 0)
+				json_array_append_new(json_object_get(m, "benchmarks"), matrix_cell(r, &rows.items[k]));
+	}
+	build_rows_release(&rows);
+	return 0;
 }
 
 /* Each matrix of list whose commit a farm benchmark run found slower than
@@ -76,7 +97,8 @@ int builds_matrices(struct request *req, const char *commit, long limit, long of
 		json_array_append_new(json_object_get(m, "variants"), matrix_cell(r, &rows.items[i]));
 	}
 	build_rows_release(&rows);
-	if (json_array_size(*out) && attach_regressions(r, commit, *out) < 0) {
+	if (json_array_size(*out) &&
+	    (attach_benchmark_jobs(r, commit, limit, offset, *out) < 0 || attach_regressions(r, commit, *out) < 0)) {
 		json_decref(*out);
 		*out = NULL;
 		return KHUB_EDB;

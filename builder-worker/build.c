@@ -972,6 +972,7 @@ static void build_run_release(struct build_run *r)
 	strvec_release(&r->plan.archs);
 	strvec_release(&r->plan.archs_left_out);
 	strvec_release(&r->plan.hipified);
+	strvec_release(&r->plan.hipified_headers);
 	json_decref(r->plan.capabilities_left_out);
 	sandbox_release(&r->sb);
 	toolchains_release(&r->set);

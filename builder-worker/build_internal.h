@@ -278,6 +278,7 @@ struct build_plan {
 	struct strvec archs;	/* compiled archs for backend.archs (sorted, unique) */
 	struct strvec archs_left_out;	/* ROCm archs asked for that hipcc cannot compile */
 	struct strvec hipified;		/* the CUDA sources hipified (hipify.c), as build.toml names them */
+	struct strvec hipified_headers;	/* the project headers they include, translated too */
 	json_t *capabilities_left_out;	/* [{"capability", "reason"}] the toolkit cannot build (owned) */
 	struct sandbox *sb;
 	int jobs;		/* compiler processes at once */
@@ -319,7 +320,11 @@ char *hipify_compiled_name(const struct build_plan *plan, const char *rel);
 /* A ROCm variant: translate its CUDA sources ([torch].src and its
  * [kernel.*] of backend rocm) with the toolchain's hipify tool, in the
  * sandbox, into .hip copies beside them in the scratch source; each is
- * logged and listed in plan->hipified. Without a hipify tool a CUDA
+ * logged and listed in plan->hipified. The project headers they include
+ * (quoted, found in the scratch copy beside the including file, never
+ * through a link or outside it; transitively, bounded) are translated into
+ * <name>_hip<ext> beside them and listed in plan->hipified_headers, and the
+ * translations' includes point at them. Without a hipify tool a CUDA
  * source ends the build with BUILD_LACKS_TOOL, saying so. BUILD_OK or
  * the failure. */
 int hipify_sources(struct build_plan *plan);

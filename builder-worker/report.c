@@ -189,10 +189,13 @@ void report_add_build(json_t *report, const struct build_plan *p, json_t *offloa
 			json_array_append(notes, json_object_get(v, "reason"));
 	}
 	if (p->hipified.count) {
-		json_t *files = json_array();
+		json_t *files = json_array(), *headers = json_array();
 		for (i = 0; i < p->hipified.count; i++)
 			json_array_append_new(files, json_string(p->hipified.items[i]));
-		json_object_set_new(b, "hipify", json_pack("{s:s,s:o}", "tool", tc->hipify_version, "sources", files));
+		for (i = 0; i < p->hipified_headers.count; i++)
+			json_array_append_new(headers, json_string(p->hipified_headers.items[i]));
+		json_object_set_new(b, "hipify", json_pack("{s:s,s:o,s:o}", "tool", tc->hipify_version, "sources", files,
+							   "headers", headers));
 		json_array_append_new(notes, json_sprintf("CUDA sources hipified with %s before hipcc compiled them",
 							  tc->hipify_version));
 	}

@@ -159,6 +159,15 @@ json_t *build_campaign_json(const struct db_campaign *c)
 			 (json_int_t)c->waiting, "skipped", (json_int_t)c->skipped, "merged", (json_int_t)c->merged);
 }
 
+const char *build_campaign_pr_status(const struct db_campaign_kernel *k)
+{
+	if (!k->pr_ref)
+		return NULL;
+	if (k->merged)
+		return "merged";
+	return strcmp(k->state, "superseded") == 0 ? "closed" : "open";
+}
+
 json_t *build_campaign_kernels_json(int64_t id)
 {
 	struct db_campaign_kernel *k = NULL;
@@ -176,6 +185,9 @@ json_t *build_campaign_kernels_json(int64_t id)
 							   : k[i].skipped ? "skipped" : "planning"));
 		json_object_set_new(o, "skipped", k[i].skipped ? json_string(k[i].skipped) : json_null());
 		json_object_set_new(o, "pr", k[i].pr_ref ? json_string(k[i].pr_ref) : json_null());
+		const char *pr_status = build_campaign_pr_status(&k[i]);
+		json_object_set_new(o, "pr_status", pr_status ? json_string(pr_status) : json_null());
+		json_object_set_new(o, "superseded_by", k[i].superseded_by ? json_integer(k[i].superseded_by) : json_null());
 		json_object_set_new(o, "description", k[i].description ? json_string(k[i].description) : json_null());
 		json_object_set_new(o, "publish", json_string(k[i].publish_direct ? "direct" : "pr"));
 		json_array_append_new(list, o);

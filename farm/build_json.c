@@ -47,6 +47,7 @@ json_t *build_json(const struct build_row *b)
 	json_object_set_new(o, "log_length", json_integer((json_int_t)b->log_length));
 	json_object_set_new(o, "note", text_or_null(b->note));
 	json_object_set_new(o, "kind", json_string(b->benchmark ? "benchmark" : "build"));
+	json_object_set_new(o, "superseded_by", b->superseded_by ? json_integer(b->superseded_by) : json_null());
 	if (b->benchmark) {	/* sql/0040_benchmark_jobs.sql */
 		json_object_set_new(o, "device", text_or_null(b->device));
 		json_object_set_new(o, "variant_commit", text_or_null(b->variant_commit));

@@ -103,6 +103,12 @@ const char *build_state_status(enum build_state s)
 	return (unsigned)s < BUILD_STATE_COUNT ? state_statuses[s] : "?";
 }
 
+const char *build_state_status_of_kind(enum build_state s, int benchmark)
+{
+	/* a benchmark job ends with measure: it publishes nothing */
+	return benchmark && s == BUILD_SUCCEEDED ? "measured" : build_state_status(s);
+}
+
 const char *build_event_name(enum build_event e)
 {
 	return (unsigned)e < BUILD_EVENT_COUNT ? event_names[e] : "?";

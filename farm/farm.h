@@ -320,6 +320,9 @@ const char *build_state_name(enum build_state s);
 /* What the build matrix shows for a state: "queued", "building",
  * "published", "failed", "canceled" ("not built" for none; static). */
 const char *build_state_status(enum build_state s);
+/* The same for a job of either kind: a benchmark job's succeeded is
+ * "measured" (it never publishes); static. */
+const char *build_state_status_of_kind(enum build_state s, int benchmark);
 const char *build_event_name(enum build_event e);
 /* The state named name (as stored: "queued"...), BUILD_STATE_COUNT for none. */
 enum build_state build_state_named(const char *name);
@@ -650,8 +653,14 @@ void build_campaign_policy(char *const *before, size_t nbefore, char *const *off
  * "built", "failed", "waiting", "skipped", "merged"} of c (owned). */
 json_t *build_campaign_json(const struct db_campaign *c);
 /* The kernels of campaign id as [{"kernel", "commit", "version", "build",
- * "state", "skipped", "pr", "description", "merged"}] (owned); NULL: KHUB_EDB. */
+ * "state", "skipped", "pr", "pr_status", "superseded_by", "description",
+ * "merged"}] (owned); NULL: KHUB_EDB. */
 json_t *build_campaign_kernels_json(int64_t id);
+/* What k's pull request reads as (static): "open" (staged, mergeable),
+ * "merged", "closed" (its build was superseded by k->superseded_by: never
+ * merged, the ref kept), NULL when the campaign opened none. The API, the
+ * refs list and the pages all say this. */
+const char *build_campaign_pr_status(const struct db_campaign_kernel *k);
 /* Merge the campaign's pull request of the kernel in git (the caller holds
  * the repo's write lock): v<N> moves to the PR's head when it is still
  * where the PR started (created when there was none). 0 with branch and

@@ -177,7 +177,8 @@ static void build_links_cells(struct page *pg, const struct build_row *b)
 	snprintf(id, sizeof(id), "%" PRId64, b->id);
 	struct strbuf repo = STRBUF_INIT;
 	strbuf_addf(&repo, "/kernels/%s/%s", b->ns, b->name);
-	page_html(pg, "<tr><th scope=\"row\" class=\"num\"><a class=\"build-log\" href=\"");
+	page_htmlf(pg, "<tr data-kind=\"%s\"><th scope=\"row\" class=\"num\"><a class=\"build-log\" href=\"",
+		   b->benchmark ? "benchmark" : "build");
 	page_text(pg, repo.buf);
 	page_html(pg, "/builds/");
 	page_text(pg, id);
@@ -191,8 +192,12 @@ static void build_links_cells(struct page *pg, const struct build_row *b)
 	page_text(pg, repo.buf);
 	page_html(pg, "/builds?commit=");
 	page_text(pg, commit);
-	page_htmlf(pg, "\">%.12s</a></td>", commit);
-	page_cell(pg, "<td>", b->variant);
+	page_htmlf(pg, "\">%.12s</a></td><td>", commit);
+	page_text(pg, b->variant);
+	if (b->benchmark)
+		page_html(pg, " ");
+	build_kind_html(pg, b->benchmark, b->device);
+	page_html(pg, "</td>");
 	strbuf_release(&repo);
 }
 
@@ -279,10 +284,8 @@ static void campaign_kernels_cell(struct page *pg, int64_t id)
 			page_text(pg, k[i].skipped ? "skipped: " : "planning");
 			page_text(pg, k[i].skipped ? k[i].skipped : "");
 		}
-		if (k[i].pr_ref && !k[i].merged) {
-			page_html(pg, " ");
-			page_text(pg, k[i].pr_ref);
-		}
+		if (!k[i].merged)
+			campaign_pr_html(pg, &k[i]);
 		if (k[i].pr_ref && !k[i].merged && strcmp(k[i].state, "staged") == 0)
 			campaign_merge_form(pg, k[i].ns, k[i].name, k[i].campaign_id, "/admin#campaigns");
 	}

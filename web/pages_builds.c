@@ -49,6 +49,38 @@ static void format_duration(json_t *seconds, char out[32])
 		snprintf(out, 32, "%lld s", s);
 }
 
+void campaign_pr_html(struct page *pg, const struct db_campaign_kernel *k)
+{
+	const char *status = build_campaign_pr_status(k);
+	if (!status)
+		return;
+	page_htmlf(pg, " <span class=\"campaign-pr\" data-pr-status=\"%s\">pull request <code>", status);
+	page_text(pg, k->pr_ref);
+	page_htmlf(pg, "</code> %s", status);
+	if (k->superseded_by) {
+		page_html(pg, ": superseded by <a class=\"superseded-by\" href=\"/kernels/");
+		page_text(pg, k->ns);
+		page_html(pg, "/");
+		page_text(pg, k->name);
+		page_htmlf(pg, "/builds/%" PRId64 "/log\">build #%" PRId64 "</a>", k->superseded_by, k->superseded_by);
+	}
+	page_html(pg, "</span>");
+}
+
+/* A campaign build's pull request (staged: open; superseded: closed, with
+ * the newer build). */
+static void cell_pr_html(struct page *pg, json_t *cell)
+{
+	struct db_campaign_kernel k;
+	const char *state = jstr(cell, "state");
+	if (strcmp(state, "staged") != 0 && strcmp(state, "superseded") != 0)
+		return;
+	if (db_campaign_of_build((int64_t)json_integer_value(json_object_get(cell, "id")), &k) < 0)
+		return;
+	campaign_pr_html(pg, &k);
+	db_campaign_kernel_release(&k);
+}
+
 void build_status_html(struct page *pg, json_t *cell)
 {
 	const char *status = jstr(cell, "status");
@@ -57,10 +89,23 @@ void build_status_html(struct page *pg, json_t *cell)
 	page_html(pg, "\">");
 	page_text(pg, status);
 	page_html(pg, "</span>");
+	cell_pr_html(pg, cell);
 	if (json_integer_value(json_object_get(cell, "log_length")) > 0 || strcmp(status, "failed") == 0) {
 		page_html(pg, " <a class=\"build-log\" href=\"");
 		page_text(pg, jstr(cell, "log_page"));
 		page_html(pg, "\">log</a>");
+	}
+}
+
+void build_kind_html(struct page *pg, int benchmark, const char *device)
+{
+	if (!benchmark)
+		return;
+	page_html(pg, "<span class=\"badge build-kind\" data-kind=\"benchmark\">benchmark</span>");
+	if (device && device[0]) {
+		page_html(pg, " on <span class=\"build-device\">");
+		page_text(pg, device);
+		page_html(pg, "</span>");
 	}
 }
 
@@ -151,6 +196,41 @@ static void matrix_row(struct page *pg, const struct repo_record *r, json_t *cel
 	page_html(pg, "</td></tr>");
 }
 
+/* A commit's benchmark jobs (the matrix's "benchmarks"): labelled, with
+ * their variant and device, apart from the variants' build states. */
+static void benchmark_jobs_table(struct page *pg, json_t *m)
+{
+	json_t *list = json_object_get(m, "benchmarks"), *cell;
+	size_t i;
+	char duration[32];
+	if (!json_array_size(list))
+		return;
+	page_htmlf(pg, "<h3>Benchmark jobs</h3><div class=\"table-wrap\" tabindex=\"0\" role=\"region\" "
+		       "aria-label=\"Benchmark jobs of %.12s\"><table class=\"benchmark-jobs\"><thead><tr>"
+		       "<th scope=\"col\">Variant</th><th scope=\"col\">Kind</th><th scope=\"col\">Status</th>"
+		       "<th scope=\"col\" class=\"num\">Duration</th><th scope=\"col\">Worker</th>"
+		       "<th scope=\"col\">Error</th></tr></thead><tbody>", jstr(m, "commit"));
+	json_array_foreach(list, i, cell) {
+		format_duration(json_object_get(cell, "duration_seconds"), duration);
+		page_html(pg, "<tr data-kind=\"benchmark\" data-variant=\"");
+		page_text(pg, jstr(cell, "variant"));
+		page_html(pg, "\" data-device=\"");
+		page_text(pg, jstr(cell, "device"));
+		page_htmlf(pg, "\" data-build=\"%lld\">", (long long)json_integer_value(json_object_get(cell, "id")));
+		page_cell(pg, "<th scope=\"row\" class=\"mono\">", jstr(cell, "variant"));
+		page_html(pg, "<td>");
+		build_kind_html(pg, 1, jstr(cell, "device"));
+		page_html(pg, "</td><td>");
+		build_status_html(pg, cell);
+		page_html(pg, "</td>");
+		page_cell(pg, "<td class=\"num\">", duration);
+		page_cell(pg, "<td>", jstr(cell, "worker"));
+		page_cell(pg, "<td class=\"muted\">", jstr(cell, "error"));
+		page_html(pg, "</tr>");
+	}
+	page_html(pg, "</tbody></table></div>");
+}
+
 /* What build.toml allows that no live toolchain builds, or why there is
  * no plan. */
 static void unbuildable_list(struct page *pg, json_t *m)
@@ -219,6 +299,7 @@ static void matrix_table(struct page *pg, const struct repo_record *r, json_t *m
 		matrix_row(pg, r, cell, writer, back);
 	if (json_array_size(json_object_get(m, "variants")))
 		page_html(pg, "</tbody></table></div>");
+	benchmark_jobs_table(pg, m);
 	unbuildable_list(pg, m);
 	web_benchmark_regressions(pg, json_object_get(m, "benchmark_regressions"));
 	if (writer && json_is_object(json_object_get(m, "plan")))	/* a commit page with a plan */
@@ -315,10 +396,12 @@ static int load_build(struct request *req, int64_t *id, struct build_row *b, enu
 static void log_heading(struct page *pg, const struct repo_record *r, const struct build_row *b, int64_t id)
 {
 	const char *commit = b->commit;
-	const char *status = build_state_status(build_state_named(b->state));
-	page_htmlf(pg, "<h2>Build %" PRId64 ": <span class=\"mono\">", id);
+	const char *status = build_state_status_of_kind(build_state_named(b->state), b->benchmark);
+	page_htmlf(pg, "<h2>%s %" PRId64 ": <span class=\"mono\">", b->benchmark ? "Benchmark job" : "Build", id);
 	page_text(pg, b->variant);
-	page_html(pg, "</span></h2><p>Commit <a class=\"mono\" href=\"");
+	page_html(pg, "</span> ");
+	build_kind_html(pg, b->benchmark, b->device);
+	page_html(pg, "</h2><p>Commit <a class=\"mono\" href=\"");
 	builds_path(pg, r);
 	page_html(pg, "?commit=");
 	page_text(pg, commit);
@@ -351,7 +434,7 @@ enum MHD_Result page_build_log(struct request *req)
 	}
 	struct page pg;
 	char title[64];
-	snprintf(title, sizeof(title), "Build %" PRId64 " log", id);
+	snprintf(title, sizeof(title), "%s %" PRId64 " log", b.benchmark ? "Benchmark job" : "Build", id);
 	page_init(&pg, req, title);
 	kernel_page_header(&pg, h, "builds");
 	log_heading(&pg, &h->record, &b, id);

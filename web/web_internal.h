@@ -191,6 +191,13 @@ void campaign_merge_form(struct page *pg, const char *ns, const char *name, int6
  * form's answer returns to. */
 int web_caller_writes(struct request *req);
 void build_status_html(struct page *pg, json_t *cell);
+/* A campaign kernel's pull request and what it reads as
+ * (build_campaign_pr_status): open, merged, or closed with a link to the
+ * build that superseded it. Nothing when the campaign opened none. */
+void campaign_pr_html(struct page *pg, const struct db_campaign_kernel *k);
+/* A benchmark job's label (docs/build-farm.md, "Benchmark jobs"): a
+ * "benchmark" badge and its device (nothing for a build). */
+void build_kind_html(struct page *pg, int benchmark, const char *device);
 void build_actions_html(struct page *pg, const struct repo_record *r, json_t *cell, const char *back);
 void build_missing_form(struct page *pg, const struct repo_record *r, const char *commit, const char *back);
 /* The farm benchmarks' regressions (rows of benchmark_regressions_json;

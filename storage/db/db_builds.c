@@ -19,7 +19,7 @@
 	" b.max_attempts, " ISO("b.not_before") ", b.worker_id, w.name, " ISO("b.lease_expires_at") "," \
 	" " ISO("b.created_at") ", " ISO("b.started_at") ", " ISO("b.finished_at") ", b.error, b.abi_report," \
 	" b.published_branch, b.published_commit, b.force, b.requested_by, b.source_url, b.source_revision," \
-	" b.log_length, b.note, b.kind, b.device, b.variant_commit"
+	" b.log_length, b.note, b.kind, b.device, b.variant_commit, coalesce(b.superseded_by, 0)"
 #define BUILD_FROM " FROM builds b JOIN repos r ON r.id = b.repo_id LEFT JOIN workers w ON w.id = b.worker_id"
 /* BUILD_COLUMNS in order, and then db_build_matrices' duration. */
 enum build_column {
@@ -29,6 +29,7 @@ enum build_column {
 	BUILD_COL_FINISHED, BUILD_COL_ERROR, BUILD_COL_ABI_REPORT, BUILD_COL_BRANCH, BUILD_COL_PUBLISHED,
 	BUILD_COL_FORCE, BUILD_COL_REQUESTED_BY, BUILD_COL_SOURCE_URL, BUILD_COL_SOURCE_REVISION,
 	BUILD_COL_LOG_LENGTH, BUILD_COL_NOTE, BUILD_COL_KIND, BUILD_COL_DEVICE, BUILD_COL_VARIANT_COMMIT,
+	BUILD_COL_SUPERSEDED_BY,
 	BUILD_COL_DURATION,
 };
 
@@ -38,7 +39,8 @@ static void build_row_fill(void *item, const struct db_rows *rows, size_t i)
 	struct build_row *b = item;
 	db_rows_read(rows, i, DB_FIELDS(
 		DB_I64(BUILD_COL_ID, &b->id), DB_I64(BUILD_COL_REPO_ID, &b->repo_id),
-		DB_I64(BUILD_COL_WORKER_ID, &b->worker_id), DB_STR(BUILD_COL_NS, &b->ns), DB_STR(BUILD_COL_NAME, &b->name),
+		DB_I64(BUILD_COL_WORKER_ID, &b->worker_id),
+		DB_I64(BUILD_COL_SUPERSEDED_BY, &b->superseded_by), DB_STR(BUILD_COL_NS, &b->ns), DB_STR(BUILD_COL_NAME, &b->name),
 		DB_STR(BUILD_COL_COMMIT, &b->commit), DB_STR(BUILD_COL_VARIANT, &b->variant),
 		DB_STR(BUILD_COL_STATE, &b->state), DB_BOOL(BUILD_COL_PRIVATE, &b->private_repo),
 		DB_BOOL(BUILD_COL_FORCE, &b->force), DB_LONG(BUILD_COL_ATTEMPT, &b->attempt),
@@ -244,14 +246,32 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
 	"WITH c AS (SELECT source_commit, max(id) AS newest FROM builds WHERE repo_id = $1 AND kind = 'build'" \
 	" AND ($4::text IS NULL OR source_commit = $4) GROUP BY source_commit ORDER BY newest DESC LIMIT $2 OFFSET $3)"
 
-int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
+/* The jobs of kind (and what picks them: DISTINCT ON, ORDER BY) of the
+ * commits MATRIX_COMMITS picks, with their duration. */
+#define MATRIX_JOBS(distinct, kind, order) \
+	MATRIX_COMMITS " SELECT " distinct BUILD_COLUMNS "," \
+	" extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)" \
+	"  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit" \
+	" WHERE b.repo_id = $1 AND b.kind = '" kind "' ORDER BY c.newest DESC, " order
+
+static int matrix_query(const char *sql, int64_t repo_id, const char *commit, long limit, long offset,
+			struct build_rows *out)
 {
 	char repo[24], lim[24], off[24];
 	const char *params[4] = { db_param_int(repo, repo_id), db_param_int(lim, limit), db_param_int(off, offset), commit };
-	return build_query(out, MATRIX_COMMITS " SELECT DISTINCT ON (c.newest, b.variant) " BUILD_COLUMNS ","
-			     " extract(epoch FROM coalesce(b.finished_at, CASE WHEN b.state = 'running' THEN now() END)"
-			     "  - b.started_at)::bigint" BUILD_FROM " JOIN c ON c.source_commit = b.source_commit"
-			     " WHERE b.repo_id = $1 AND b.kind = 'build' ORDER BY c.newest DESC, b.variant, b.id DESC", 4, params);
+	return build_query(out, sql, 4, params);
+}
+
+int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
+{
+	return matrix_query(MATRIX_JOBS("DISTINCT ON (c.newest, b.variant) ", "build", "b.variant, b.id DESC"), repo_id,
+			    commit, limit, offset, out);
+}
+
+int db_build_matrix_benchmarks(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out)
+{
+	return matrix_query(MATRIX_JOBS("", "benchmark", "b.variant, b.device, b.id"), repo_id, commit, limit, offset,
+			    out);
 }
 
 int db_build_matrix_count(int64_t repo_id, long *commits)
@@ -796,7 +816,7 @@ int db_build_supersede_older(int64_t id, const char *const *from, struct build_c
 	const char *params[2] = { db_param_int(bid, id), states };
 	int rc = 0;
 	out->items = db_query_items(sizeof(*out->items), build_change_fill, &out->count, &rc,
-				    "UPDATE builds o SET state = 'superseded', error = 'superseded by build #' || b.id"
+				    "UPDATE builds o SET state = 'superseded', error = 'superseded by build #' || b.id, superseded_by = b.id"
 				    " FROM builds b WHERE b.id = $1 AND o.repo_id = b.repo_id AND o.variant = b.variant"
 				    " AND o.id < b.id AND o.state = ANY($2::text[]) RETURNING o.id, o.state", 2, params);
 	return rc < 0 ? rc : (int)out->count;

@@ -15,6 +15,7 @@
 struct build_row {
 	int64_t id, repo_id;
 	int64_t worker_id;		/* 0: none */
+	int64_t superseded_by;		/* a superseded build: the newer one (sql/0042); else 0 */
 	char *ns, *name, *commit, *variant, *state;
 	int private_repo, force;
 	long attempt, max_attempts;
@@ -78,6 +79,10 @@ int db_build_list(int64_t repo_id, const char *state, long limit, long offset, s
  * job of each commit and variant, with its duration, grouped by commit in
  * that order, by variant within one. */
 int db_build_matrices(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out);
+/* The benchmark jobs (kind 'benchmark') of the same commits as
+ * db_build_matrices with the same arguments, grouped by commit in the same
+ * order, every job (one per variant and device), with the duration. */
+int db_build_matrix_benchmarks(int64_t repo_id, const char *commit, long limit, long offset, struct build_rows *out);
 /* How many commits of repo_id have builds. */
 int db_build_matrix_count(int64_t repo_id, long *commits);
 
@@ -298,6 +303,7 @@ struct db_campaign_kernel {
 	char state[16];		/* the build's state, "" none */
 	char *skipped, *pr_ref, *pr_base, *description;
 	int merged, publish_direct;	/* the repo's campaign_publish = direct */
+	int64_t superseded_by;		/* its build superseded: by that build; else 0 */
 };
 void db_campaign_kernels_free(struct db_campaign_kernel *k, size_t n);	/* accepts NULL */
 /* The kernels of campaign id in its order. */
@@ -305,6 +311,9 @@ int db_campaign_kernels(int64_t id, struct db_campaign_kernel **out, size_t *n);
 /* The campaign kernel build_id belongs to: 0 with *out (release it with
  * db_campaign_kernel_release), KHUB_ENOTFOUND when it is no campaign's. */
 int db_campaign_of_build(int64_t build_id, struct db_campaign_kernel *out);
+/* The campaign kernels of repo_id that opened a pull request, the newest
+ * campaign first (*out owned: db_campaign_kernels_free). */
+int db_campaign_prs_of_repo(int64_t repo_id, struct db_campaign_kernel **out, size_t *n);
 /* The same by campaign and repo. */
 int db_campaign_kernel_get(int64_t campaign_id, int64_t repo_id, struct db_campaign_kernel *out);
 void db_campaign_kernel_release(struct db_campaign_kernel *k);	/* accepts NULL */

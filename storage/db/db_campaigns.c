@@ -9,10 +9,6 @@
 
 #define ISO(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 
-static void id_text(char buf[24], int64_t id)
-{
-	snprintf(buf, 24, "%" PRId64, id);
-}
 
 void db_campaigns_free(struct db_campaign *c, size_t n)
 {
@@ -38,9 +34,8 @@ int db_campaign_list(int64_t id, long limit, struct db_campaign **out, size_t *n
 {
 	char cid[24], lim[24];
 	int rc;
-	id_text(cid, id);
 	snprintf(lim, sizeof(lim), "%ld", limit);
-	const char *params[2] = { cid, lim };
+	const char *params[2] = { db_param_int(cid, id), lim };
 	/* waiting: queued, or running (a worker holds it) */
 	*out = db_query_items(sizeof(**out), fill_campaign, n, &rc,
 			      "SELECT c.id, c.variant, c.reason, c.requested_by, " ISO("c.created_at") ","
@@ -83,7 +78,7 @@ void db_campaign_kernels_free(struct db_campaign_kernel *k, size_t n)
 
 #define KERNEL_COLUMNS "k.campaign_id, k.repo_id, coalesce(k.build_id, 0), coalesce(k.version, -1), r.namespace," \
 	" r.name, k.source_commit, c.variant, coalesce(b.state, ''), k.skipped, k.pr_ref, k.pr_base, k.description," \
-	" (k.merged_at IS NOT NULL)::int, (r.campaign_publish = 'direct')::int" \
+	" (k.merged_at IS NOT NULL)::int, (r.campaign_publish = 'direct')::int, coalesce(b.superseded_by, 0)" \
 	" FROM build_campaign_kernels k JOIN build_campaigns c ON c.id = k.campaign_id" \
 	" JOIN repos r ON r.id = k.repo_id LEFT JOIN builds b ON b.id = k.build_id"
 
@@ -98,16 +93,27 @@ static void fill_kernel(void *item, const struct db_rows *rows, size_t row)
 					  DB_STR_OR_NULL(11, &k->pr_base), DB_STR_OR_NULL(12, &k->description)));
 	k->merged = db_rows_int(rows, row, 13, 0) != 0;
 	k->publish_direct = db_rows_int(rows, row, 14, 0) != 0;
+	k->superseded_by = db_rows_int(rows, row, 15, 0);
 }
 
 int db_campaign_kernels(int64_t id, struct db_campaign_kernel **out, size_t *n)
 {
 	char cid[24];
 	int rc;
-	id_text(cid, id);
-	const char *params[1] = { cid };
+	const char *params[1] = { db_param_int(cid, id) };
 	*out = db_query_items(sizeof(**out), fill_kernel, n, &rc,
 			      "SELECT " KERNEL_COLUMNS " WHERE k.campaign_id = $1 ORDER BY k.position", 1, params);
+	return rc;
+}
+
+int db_campaign_prs_of_repo(int64_t repo_id, struct db_campaign_kernel **out, size_t *n)
+{
+	char rid[24];
+	int rc;
+	const char *params[1] = { db_param_int(rid, repo_id) };
+	*out = db_query_items(sizeof(**out), fill_kernel, n, &rc,
+			      "SELECT " KERNEL_COLUMNS " WHERE k.repo_id = $1 AND k.pr_ref IS NOT NULL ORDER BY k.campaign_id DESC",
+			      1, params);
 	return rc;
 }
 
@@ -131,8 +137,7 @@ static int kernel_one(struct db_campaign_kernel *out, const char *sql, int npara
 int db_campaign_of_build(int64_t build_id, struct db_campaign_kernel *out)
 {
 	char bid[24];
-	id_text(bid, build_id);
-	const char *params[1] = { bid };
+	const char *params[1] = { db_param_int(bid, build_id) };
 	return kernel_one(out, "SELECT " KERNEL_COLUMNS " WHERE k.build_id = $1 ORDER BY k.campaign_id DESC LIMIT 1",
 			  1, params);
 }
@@ -140,9 +145,7 @@ int db_campaign_of_build(int64_t build_id, struct db_campaign_kernel *out)
 int db_campaign_kernel_get(int64_t campaign_id, int64_t repo_id, struct db_campaign_kernel *out)
 {
 	char cid[24], rid[24];
-	id_text(cid, campaign_id);
-	id_text(rid, repo_id);
-	const char *params[2] = { cid, rid };
+	const char *params[2] = { db_param_int(cid, campaign_id), db_param_int(rid, repo_id) };
 	return kernel_one(out, "SELECT " KERNEL_COLUMNS " WHERE k.campaign_id = $1 AND k.repo_id = $2", 2, params);
 }
 
@@ -150,12 +153,9 @@ int db_campaign_kernel_add(int64_t campaign_id, int64_t repo_id, int position, c
 			   int64_t build_id, const char *skipped)
 {
 	char cid[24], rid[24], pos[24], ver[24], bid[24];
-	id_text(cid, campaign_id);
-	id_text(rid, repo_id);
-	snprintf(pos, sizeof(pos), "%d", position);
-	snprintf(ver, sizeof(ver), "%ld", version);
-	id_text(bid, build_id);
-	const char *params[7] = { cid, rid, pos, commit, version >= 0 ? ver : NULL, build_id > 0 ? bid : NULL, skipped };
+	const char *params[7] = { db_param_int(cid, campaign_id), db_param_int(rid, repo_id), db_param_int(pos, position),
+				  commit, version >= 0 ? db_param_int(ver, version) : NULL,
+				  build_id > 0 ? db_param_int(bid, build_id) : NULL, skipped };
 	return db_run("INSERT INTO build_campaign_kernels (campaign_id, repo_id, position, source_commit, version,"
 		      " build_id, skipped) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (campaign_id, repo_id) DO UPDATE"
 		      " SET build_id = EXCLUDED.build_id, skipped = EXCLUDED.skipped", 7, params);
@@ -165,10 +165,8 @@ int db_campaign_set_pr(int64_t campaign_id, int64_t repo_id, const char *pr_ref,
 		       long version, const char *description)
 {
 	char cid[24], rid[24], ver[24];
-	id_text(cid, campaign_id);
-	id_text(rid, repo_id);
 	snprintf(ver, sizeof(ver), "%ld", version);
-	const char *params[6] = { cid, rid, pr_ref, pr_base, description, ver };
+	const char *params[6] = { db_param_int(cid, campaign_id), db_param_int(rid, repo_id), pr_ref, pr_base, description, ver };
 	return db_run_one("UPDATE build_campaign_kernels SET pr_ref = $3, pr_base = $4, description = $5, version = $6"
 			  " WHERE campaign_id = $1 AND repo_id = $2", 6, params);
 }
@@ -176,9 +174,7 @@ int db_campaign_set_pr(int64_t campaign_id, int64_t repo_id, const char *pr_ref,
 int db_campaign_set_merged(int64_t campaign_id, int64_t repo_id)
 {
 	char cid[24], rid[24];
-	id_text(cid, campaign_id);
-	id_text(rid, repo_id);
-	const char *params[2] = { cid, rid };
+	const char *params[2] = { db_param_int(cid, campaign_id), db_param_int(rid, repo_id) };
 	return db_run_one("UPDATE build_campaign_kernels SET merged_at = now() WHERE campaign_id = $1 AND repo_id = $2"
 			  " AND merged_at IS NULL", 2, params);
 }
