@@ -2,8 +2,9 @@
 # suite_times.sh [-n N] [DIR...] -- what the last `make check` spent: reads
 # the NAME.time files that tests/tools/timed-test.sh wrote (default DIR:
 # tests/integration) and prints the N slowest tests (default 25) by wall
-# seconds with their CPU seconds (user+sys of the test and the processes it
-# waited for) and TAP checks (from NAME.trs), then the totals and the
+# seconds with their CPU seconds (of the test's cgroup; marked ~ where only
+# bash's time of the waited-for processes was had, which misses daemons and
+# sandboxed builds) and TAP checks (from NAME.trs), then the totals and the
 # critical path: the suite's span (first start to last end), the longest
 # test (no -jN runs the suite faster), the bound sum/jobs at the observed
 # concurrency, and the tests still running once the last one had started.
@@ -17,13 +18,16 @@ rows=$(for d in "$@"; do
 		sed "s/\$/ checks=${checks:-?}/" "$f"
 	done
 done | awk '{
+	delete v
 	for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-	printf "%s %s %s %s %s %s %s %s\n", v["test"], v["wall"], v["user"] + v["sys"], v["start"], v["end"], v["exit"], v["checks"], v["user"]
+	# the cgroup'"'"'s CPU seconds, else (marked ~) what bash'"'"'s time saw
+	cpu = ("cpu" in v) ? v["cpu"] : v["user"] + v["sys"]
+	printf "%s %s %s %s %s %s %s %s\n", v["test"], v["wall"], cpu, v["start"], v["end"], v["exit"], v["checks"], ("cpu" in v) ? "" : "~"
 }')
 [ -n "$rows" ] || { echo "suite_times.sh: no .time files under $* (run make check first)" >&2; exit 1; }
 printf '%-44s %8s %8s %6s %7s\n' test wall_s cpu_s cpu% checks
 sort -k2,2nr <<<"$rows" | head -n "$n" | awk '{
-	printf "%-44s %8.1f %8.1f %5.0f%% %7s%s\n", $1, $2, $3, ($2 > 0 ? 100 * $3 / $2 : 0), $7, ($6 != 0 ? "  exit " $6 : "")
+	printf "%-44s %8.1f %7.1f%1s %5.0f%% %7s%s\n", $1, $2, $3, $8, ($2 > 0 ? 100 * $3 / $2 : 0), $7, ($6 != 0 ? "  exit " $6 : "")
 }'
 awk '
 	{ wall += $2; cpu += $3; k++
