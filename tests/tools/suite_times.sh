@@ -7,7 +7,8 @@
 # sandboxed builds) and TAP checks (from NAME.trs), then the totals and the
 # critical path: the suite's span (first start to last end), the longest
 # test (no -jN runs the suite faster), the bound sum/jobs at the observed
-# concurrency, and the tests still running once the last one had started.
+# concurrency, the CPU seconds over the machine's cores (the bound at any
+# -jN), and the tests still running once the last one had started.
 n=25
 [ "${1:-}" = -n ] && { n=$2; shift 2; }
 [ $# -gt 0 ] || set -- tests/integration
@@ -29,7 +30,7 @@ printf '%-44s %8s %8s %6s %7s\n' test wall_s cpu_s cpu% checks
 sort -k2,2nr <<<"$rows" | head -n "$n" | awk '{
 	printf "%-44s %8.1f %7.1f%1s %5.0f%% %7s%s\n", $1, $2, $3, $8, ($2 > 0 ? 100 * $3 / $2 : 0), $7, ($6 != 0 ? "  exit " $6 : "")
 }'
-awk '
+awk -v cores="$(nproc 2>/dev/null || echo 1)" '
 	{ wall += $2; cpu += $3; k++
 	  if (min == "" || $4 < min) min = $4
 	  if (max == "" || $5 > max) { max = $5 }
@@ -45,6 +46,7 @@ awk '
 		printf "\n%d tests: %.0f s of wall time, %.0f s of CPU (%.0f%%)\n", k, wall, cpu, (wall > 0 ? 100 * cpu / wall : 0)
 		printf "span %.0f s with up to %d at once; no schedule beats %.0f s (the longest test, %s: %.0f s; sum/%d: %.0f s)\n",
 			span, jobs, bound, longname, long, jobs, wall / jobs
+		printf "the CPU seconds alone take %.0f s on this machine'"'"'s %d cores, at any -j\n", cpu / cores, cores
 		printf "after the last test started (%.0f s before the end), still running:\n", max - laststart
 		for (i = 1; i <= k; i++) if (e[i] > laststart) printf "  %-42s started at +%.0f s, ran %.0f s\n", name[i], s[i] - min, e[i] - s[i]
 	}' <<<"$rows"
