@@ -46,6 +46,10 @@ cg_seconds() {	# the cgroup's CPU seconds so far
 	esac 2>/dev/null
 }
 cg_make
+# the cgroups of wrappers that were killed (their process gone, nothing left in them)
+for d in "${CG%/*}"/khub-test.*; do
+	[ -n "$CG" ] && [ "$d" != "$CG" ] && ! kill -0 "${d##*.}" 2>/dev/null && rmdir "$d" 2>/dev/null
+done
 
 start=${EPOCHREALTIME:-$(date +%s.%N)}
 TIMEFORMAT='%3R %3U %3S'
