@@ -31,7 +31,12 @@ make -s -j"$(nproc)" khub
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# each integration test's wall and CPU seconds (tests/integration/NAME.time)
+# are summed up after the run, passed or failed: the slowest tests, the
+# totals and the critical path (tests/tools/suite_times.sh)
+suite_times() { echo "==> where the time went"; bash tests/tools/suite_times.sh -n 20 || true; }
 make -j"$(nproc)" check VERBOSE=1 || {
+	suite_times
 	echo "==> failed test logs:"
 	for f in $(grep -l -E '^(FAIL|ERROR)' tests/unit/*.trs tests/integration/*.trs 2>/dev/null); do
 		echo "---- ${f%.trs}.log"
@@ -39,3 +44,4 @@ make -j"$(nproc)" check VERBOSE=1 || {
 	done
 	exit 1
 }
+suite_times

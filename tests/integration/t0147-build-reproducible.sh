@@ -47,12 +47,12 @@ api() {	# api METHOD PATH [curl args]: status in $STATUS, body in $B
 	STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' -H "Authorization: Bearer $ALICE" "$@" \
 		"$KHUB_URL$path")
 }
-json() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$B" 2>/dev/null; }
+json() { jq -r "$@" "$B" 2>/dev/null; }	# json JQ-FILTER [jq args]: on the last body
 build_field() { api GET "/api/builds/$1"; json "$2"; }
 wait_state() {	# wait_state ID SECONDS STATE...: 0 once the build is in one of STATEs (polled, bounded)
 	local id=$1 secs=$2 i st; shift 2
 	for i in $(seq 1 $((secs * 2))); do
-		st=$(build_field "$id" 'd["state"]')
+		st=$(build_field "$id" '.state')
 		for want in "$@"; do [ "$st" = "$want" ] && return 0; done
 		sleep 0.5
 	done
@@ -60,7 +60,7 @@ wait_state() {	# wait_state ID SECONDS STATE...: 0 once the build is in one of S
 }
 v1_head() { git ls-remote "$REMOTE" refs/heads/v1 | cut -f1; }
 now() { date +%s.%N; }
-secs() { /usr/bin/python3 -c "print(round($2 - $1, 1))"; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f\n", b - a }'; }
 build_seconds() {	# build_seconds ID: what `khub-worker build` said it took, from the build's log
 	api GET "/api/builds/$1/log"
 	sed -n 's/.*khub-worker build: ok: .* in \([0-9.]*\) s (.*/\1/p' "$B" | tail -1
@@ -81,7 +81,7 @@ EPOCH=$(git log -1 --format=%ct)
 # ---- the first build: push → published ----------------------------------------------------------
 # the worker waits for work before the push, so the figure is push to published
 "$WORKER_BIN" --url "$KHUB_URL" --token-file "$W/w1.token" --toolchains "$W/toolchains.json" --name w1 \
-	--work-dir "$W/work-a" --poll-seconds 5 2>>"$W/w1.log" &
+	--work-dir "$W/work-a" --poll-seconds 1 2>>"$W/w1.log" &
 WPID=$!
 for _ in $(seq 1 600); do grep -q 'registered with' "$W/w1.log" && break; sleep 0.5; done
 like "$(cat "$W/w1.log")" "registered with $KHUB_URL as w1" "w1 is up and waiting for work"
@@ -91,19 +91,19 @@ ok $? "git push of examples/relu" || sed 's/^/#   /' "$TEST_DIR/git.err"
 ID1=
 for _ in $(seq 1 600); do
 	api GET "/api/kernels/acme/relu/builds?limit=100"
-	ID1=$(json "[b['id'] for b in d['builds'] if b['commit'] == '$SHA' and b['variant'] == '$VARIANT'][0]")
+	ID1=$(json --arg c "$SHA" --arg v "$VARIANT" '[.builds[] | select(.commit == $c and .variant == $v) | .id][0] // empty')
 	[ -n "$ID1" ] && break
 	sleep 0.5
 done
 like "$ID1" '^[0-9]+$' "the push queued build #$ID1"
 wait_state "$ID1" 1800 succeeded failed
 t_published=$(now)
-is "$(build_field "$ID1" 'd["state"]')" succeeded "build #$ID1 succeeded"
+is "$(build_field "$ID1" '.state')" succeeded "build #$ID1 succeeded"
 kill -TERM "$WPID"; wait "$WPID"
 diag "first build: push → published $(secs "$t_push" "$t_published") s; khub-worker build $(build_seconds "$ID1") s"
 HEAD1=$(v1_head)
 like "$HEAD1" '^[0-9a-f]{40}$' "v1 is at $HEAD1"
-is "$(build_field "$ID1" 'd["published"]["commit"]')" "$HEAD1" "build #$ID1 published it"
+is "$(build_field "$ID1" '.published.commit')" "$HEAD1" "build #$ID1 published it"
 api GET "/api/builds/$ID1/log"
 like "$(head -1 "$B")" "^\[khub\] attempt 1 of [0-9]+ on worker w1$" "its log starts with khub's line for attempt 1"
 SO=_relu_cpu_${SHA:0:7}.abi3.so
@@ -111,9 +111,8 @@ curl -s -o "$TEST_DIR/published.so" -H "Authorization: Bearer $ALICE" \
 	"$KHUB_URL/kernels/acme/relu/resolve/v1/build/$VARIANT/$SO"
 curl -s -o "$TEST_DIR/published.json" -H "Authorization: Bearer $ALICE" \
 	"$KHUB_URL/kernels/acme/relu/resolve/v1/build/$VARIANT/metadata.json"
-meta=$(/usr/bin/python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); k=m["khub"]
-print(k["worker"], k["commit"], k["source-date"], "built-at" in k)' "$TEST_DIR/published.json")
-is "$meta" "w1 $SHA $(date -u -d "@$EPOCH" +%Y-%m-%dT%H:%M:%S.000Z) False" \
+meta=$(jq -r '.khub | "\(.worker) \(.commit) \(.["source-date"]) \(has("built-at"))"' "$TEST_DIR/published.json")
+is "$meta" "w1 $SHA $(date -u -d "@$EPOCH" +%Y-%m-%dT%H:%M:%S.000Z) false" \
 	"metadata.json: khub.worker names the worker, khub.source-date is the commit's time, no build time"
 ok $(strings "$TEST_DIR/published.so" | grep -qE 'khub-build-|/work-a/'; [ $? -ne 0 ]; echo $?) \
 	"the published .so holds no scratch path"
@@ -121,7 +120,7 @@ ok $(strings "$TEST_DIR/published.so" | grep -qE 'khub-build-|/work-a/'; [ $? -n
 # ---- a forced rebuild of the same commit, another scratch dir, relative paths ------------------------------
 api POST /api/kernels/acme/relu/builds -H 'Content-Type: application/json' \
 	-d "{\"revision\": \"$SHA\", \"variants\": [\"$VARIANT\"], \"force\": true}"
-ID2=$(json 'd["builds"][0]["id"]')
+ID2=$(json '.builds[0].id')
 like "$ID2" '^[0-9]+$' "a forced rebuild of $SHA queued as build #$ID2"
 mkdir -p "$W/elsewhere/a/much/longer/work/dir/name"
 t0=$(now)
@@ -130,12 +129,12 @@ t0=$(now)
 is "$?" 0 "w2 (relative --toolchains and --work-dir) ran the queue dry"
 t1=$(now)
 diag "rebuild: claimed → done $(secs "$t0" "$t1") s; khub-worker build $(build_seconds "$ID2") s"
-is "$(build_field "$ID2" 'd["state"]')" succeeded "build #$ID2 succeeded (no exit 64 from a relative toolchains path)"
-is "$(build_field "$ID2" 'd["note"]')" "identical to published commit $HEAD1" "it says it is identical to the published commit"
-is "$(build_field "$ID2" 'd["published"]["commit"]')" "$HEAD1" "and names that commit as its publication"
+is "$(build_field "$ID2" '.state')" succeeded "build #$ID2 succeeded (no exit 64 from a relative toolchains path)"
+is "$(build_field "$ID2" '.note')" "identical to published commit $HEAD1" "it says it is identical to the published commit"
+is "$(build_field "$ID2" '.published.commit')" "$HEAD1" "and names that commit as its publication"
 is "$(v1_head)" "$HEAD1" "v1 did not move: no new commit"
 api GET "/api/kernels/acme/relu/commits/v1?limit=1000"
-is "$(json "sum(1 for c in d if '(build #$ID2)' in c['title'])")" 0 "no commit names build #$ID2"
+is "$(json --arg t "(build #$ID2)" '[.[] | select(.title | contains($t))] | length')" 0 "no commit names build #$ID2"
 like "$(cat "$W/w2.log")" "published build #$ID2 .*identical to published commit $HEAD1" "the worker logs it too"
 
 # ---- the same .so by hand, in yet another scratch dir --------------------------------------------------
@@ -145,27 +144,27 @@ like "$(cat "$W/w2.log")" "published build #$ID2 .*identical to published commit
 is "$?" 0 "khub-worker build of the clone by hand"
 cmp "$TEST_DIR/by-hand/$VARIANT/$SO" "$TEST_DIR/published.so"
 ok $? "its $SO is byte-identical to the one published on v1"
-dig() { /usr/bin/python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["digest"], sort_keys=True))' "$1"; }
+dig() { jq -cS '.digest' "$1"; }
 is "$(dig "$TEST_DIR/by-hand/$VARIANT/metadata.json")" "$(dig "$TEST_DIR/published.json")" "and its digest is the published one"
 
 # ---- a misconfigured worker gives the job back and stops -----------------------------------------------
 cp "$W/toolchains.json" "$W/w3-toolchains.json"
 "$WORKER_BIN" --url "$KHUB_URL" --token-file "$W/w3.token" --toolchains "$W/w3-toolchains.json" --name w3 \
-	--work-dir "$W/work-c" --poll-seconds 2 2>>"$W/w3.log" &
+	--work-dir "$W/work-c" --poll-seconds 1 2>>"$W/w3.log" &
 WPID=$!
 for _ in $(seq 1 600); do grep -q 'registered with' "$W/w3.log" && break; sleep 0.5; done
 like "$(cat "$W/w3.log")" "registered with" "w3 is up"
 rm "$W/w3-toolchains.json"	# what `khub-worker build` reads: it will exit 64
 api POST /api/kernels/acme/relu/builds -H 'Content-Type: application/json' \
 	-d "{\"revision\": \"$SHA\", \"variants\": [\"$VARIANT\"], \"force\": true}"
-ID3=$(json 'd["builds"][0]["id"]')
+ID3=$(json '.builds[0].id')
 stopped=1
 for _ in $(seq 1 600); do kill -0 "$WPID" 2>/dev/null || { stopped=0; break; }; sleep 0.5; done
 is "$stopped" 0 "w3 stopped by itself after claiming build #$ID3"
 wait "$WPID"
 is "$?" 1 "with exit status 1"
 like "$(cat "$W/w3.log")" "misconfigured" "its log says it is misconfigured"
-is "$(build_field "$ID3" 'd["state"]') $(build_field "$ID3" 'd["attempt"]')" "queued 0" \
+is "$(build_field "$ID3" '.state') $(build_field "$ID3" '.attempt')" "queued 0" \
 	"build #$ID3 is queued again, no attempt spent (not the author's failure)"
 api GET "/api/builds/$ID3/log"
 like "$(cat "$B")" "worker misconfigured: .*exit 64.*the job goes back to the queue and worker w3 stops" \

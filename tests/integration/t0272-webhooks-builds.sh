@@ -7,27 +7,11 @@
 # a delivery to the hook's loopback URL is refused when it connects (the
 # attempt logged with the reason, nothing received).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
-khub_setup
+. "$KHUB_SRC/tests/lib/farm_hooks.sh"
 V1=torch211-cxx11-cpu-x86_64-linux
-printf '{"x86_64-linux": {"cpu": ["%s"]}}\n' "$V1" >"$TEST_DIR/variants.json"
-export KHUB_BUILD_VARIANTS=$TEST_DIR/variants.json KHUB_WEBHOOKS_ALLOW_PRIVATE=1 KHUB_WEBHOOK_POLL_MS=100 \
-	KHUB_WEBHOOK_RETRY_DELAYS=1h
-log=$TEST_DIR/setup.log
-khub_accounts	# alice, admin of acme, $ALICE
-W1=$(khub admin worker add w1 2>>"$log" | tail -n 1)
-khub_start
-. "$KHUB_SRC/tests/lib/webhooks.sh"
-recv_start
-
-H=$TEST_DIR/h
-B=$TEST_DIR/b
-b64() { base64 -w0 "$@"; }
-printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' \
-	>"$TEST_DIR/build.toml"
-printf 'from ._ops import ops\n' >"$TEST_DIR/init.py"
-api POST /api/repos/create -H "Authorization: Bearer $ALICE" --json "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[{\"path\":\"build.toml\",\"content\":\"$(b64 "$TEST_DIR/build.toml")\",\"encoding\":\"base64\"},{\"path\":\"torch-ext/relu/__init__.py\",\"content\":\"$(b64 "$TEST_DIR/init.py")\",\"encoding\":\"base64\"}]}"
-is "$STATUS" 200 "acme/relu created with build.toml"
-C1=$(git --git-dir="$KHUB_DATA_DIR/repos/kernels/acme/relu.git" rev-parse main)
+farm_hooks_hub w1 1h "$V1"	# $ALICE, worker w1 ($W1), the receiver ($RECV_PORT)
+farm_hooks_kernel $'from ._ops import ops\n'	# acme/relu at $C1
+is "$CREATE_STATUS" 200 "acme/relu created with build.toml"
 SECRET=build-hook-secret-$(head -c 24 /dev/urandom | base64 | tr -dc A-Za-z0-9)
 api POST /api/kernels/acme/relu/webhooks -H "Authorization: Bearer $ALICE" --json "{\"url\":\"http://127.0.0.1:$RECV_PORT/builds\",\"secret\":\"$SECRET\",\"scopes\":[\"repo.build\"]}"
 is "$STATUS" 201 "a repo.build hook to the receiver"

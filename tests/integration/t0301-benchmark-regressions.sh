@@ -9,34 +9,18 @@
 # a slowdown under the threshold, one within the spread, another device
 # and the users' own runs are not regressions.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
-khub_setup
+. "$KHUB_SRC/tests/lib/farm_hooks.sh"
 V1=torch211-cxx11-cpu-x86_64-linux
-printf '{"x86_64-linux": {"cpu": ["%s"]}}\n' "$V1" >"$TEST_DIR/variants.json"
-export KHUB_BUILD_VARIANTS=$TEST_DIR/variants.json KHUB_WEBHOOKS_ALLOW_PRIVATE=1 KHUB_WEBHOOK_POLL_MS=100 \
-	KHUB_WEBHOOK_RETRY_DELAYS=1h
-log=$TEST_DIR/setup.log
-khub_accounts	# alice, admin of acme, $ALICE
-W1=$(khub admin worker add bench1 2>>"$log" | tail -n 1)
-khub_start
-. "$KHUB_SRC/tests/lib/webhooks.sh"
-recv_start
-
-H=$TEST_DIR/h
-B=$TEST_DIR/b
+farm_hooks_hub bench1 1h "$V1"	# $ALICE, worker bench1 ($W1), the receiver ($RECV_PORT)
 api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
 	local args=(-s -D "$H" -o "$B" -w '%{http_code}' -X "$2")
 	[ -n "$1" ] && args+=(-H "Authorization: Bearer $1")
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-b64() { base64 -w0 "$@"; }
-printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' \
-	>"$TEST_DIR/build.toml"
-printf 'import torch\n\ndef relu(x):\n    return torch.relu(x)\n' >"$TEST_DIR/init.py"
-api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[{\"path\":\"build.toml\",\"content\":\"$(b64 "$TEST_DIR/build.toml")\",\"encoding\":\"base64\"},{\"path\":\"torch-ext/relu/__init__.py\",\"content\":\"$(b64 "$TEST_DIR/init.py")\",\"encoding\":\"base64\"}]}"
-is "$ST" 200 "acme/relu created"
+farm_hooks_kernel $'import torch\n\ndef relu(x):\n    return torch.relu(x)\n'	# acme/relu at $C1
+is "$CREATE_STATUS" 200 "acme/relu created"
 GD=$KHUB_DATA_DIR/repos/kernels/acme/relu.git
-C1=$(git --git-dir="$GD" rev-parse main)
 # the second commit: the wrapper sleeps before each call
 printf 'import time\nimport torch\n\ndef relu(x):\n    time.sleep(0.0005)\n    return torch.relu(x)\n' >"$TEST_DIR/init2.py"
 api "$ALICE" POST /api/kernels/acme/relu/commit/main "$(printf '{"key":"header","value":{"summary":"slower"}}\n{"key":"file","value":{"content":"%s","path":"torch-ext/relu/__init__.py","encoding":"base64"}}\n' "$(b64 "$TEST_DIR/init2.py")")"

@@ -10,12 +10,8 @@
 # has its device probed (torch.cuda.get_device_name, else "cpu"): --check
 # says it and the daemon registers it.
 . "$(dirname "$0")/../lib/khub-test.sh"
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
-PY=/usr/bin/python3
-$PY -c 'import torch' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
-command -v bwrap >/dev/null || { echo "1..0 # SKIP bubblewrap is not installed"; exit 0; }
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP the test runs the worker as root"; exit 0; }
+. "$KHUB_SRC/tests/lib/bench_kernel.sh"
+bench_needs	# $WORKER_BIN, $PY, or a skip
 khub_setup
 V1=torch211-cxx11-cpu-x86_64-linux
 printf '{"x86_64-linux": {"cpu": ["%s"]}}\n' "$V1" >"$TEST_DIR/variants.json"
@@ -44,37 +40,8 @@ api() {
 K=$TEST_DIR/kernel
 mkdir -p "$K/src/benchmarks" "$K/variant"
 printf 'import torch\n\ndef relu(x):\n    return torch.relu(x)\n' >"$K/variant/__init__.py"
-cat >"$K/src/benchmarks/benchmark_relu.py" <<'PY'
-import torch
-from kernels.benchmark import Benchmark
-
-
-class ReluBenchmark(Benchmark):
-    def setup(self):
-        self.x = torch.randn(128, 128, device=self.device)
-
-    def benchmark_big(self):
-        self.out = self.kernel.relu(self.x)
-
-    def verify_big(self):
-        return torch.relu(self.x)
-PY
-cat >"$K/src/benchmarks/benchmark_attack.py" <<PY
-import socket, traceback
-from kernels.benchmark import Benchmark
-
-def attempt(what, fn):
-    try:
-        got = fn()
-        print("ATTACK SUCCEEDED " + what + ": " + repr(got), flush=True)
-    except Exception as e:
-        print("attack refused " + what + ": " + type(e).__name__ + ": " + str(e), flush=True)
-
-attempt("token-file", lambda: open("$W/token").read())
-attempt("network", lambda: socket.create_connection(("1.1.1.1", 80), timeout=5))
-attempt("hub-url", lambda: socket.create_connection(("127.0.0.1", $HUB_PORT), timeout=5))
-raise SystemExit("the attack script stops here")
-PY
+bench_relu_script "$K/src/benchmarks/benchmark_relu.py" 128 big verify
+bench_attack_script "$K/src/benchmarks/benchmark_attack.py" "$W/token" "$HUB_PORT" hub-url
 printf '{"toolchains": [{"name": "cpu-debian", "python": "%s", "cxx": "g++"}]}\n' "$PY" >"$W/toolchains.json"
 chmod -R a+rX "$K"
 

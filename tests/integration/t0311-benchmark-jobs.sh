@@ -11,12 +11,8 @@
 # device, however often asked); a device no worker has gets a job of its
 # own that the daemon never claims.
 . "$(dirname "$0")/../lib/khub-test.sh"
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
-PY=/usr/bin/python3
-$PY -c 'import torch' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
-command -v bwrap >/dev/null || { echo "1..0 # SKIP bubblewrap is not installed"; exit 0; }
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP the test runs the worker as root"; exit 0; }
+. "$KHUB_SRC/tests/lib/bench_kernel.sh"
+bench_needs	# $WORKER_BIN, $PY, or a skip
 khub_setup
 khub_accounts	# alice, admin of acme, $ALICE
 W=$TEST_DIR/worker
@@ -46,25 +42,8 @@ call "$ALICE" PUT /api/kernels/acme/relu/settings '{"benchmarkAfterPublish": tru
 is "$ST $(jq -r .benchmarkAfterPublish "$B")" "200 true" "benchmarkAfterPublish is on"
 K=$TEST_DIR/relu
 git clone -q "http://x:$ALICE@127.0.0.1:$KHUB_PORT/kernels/acme/relu" "$K" 2>>"$TEST_DIR/setup.log"
-mkdir -p "$K/torch-ext/relu" "$K/benchmarks"
-printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch-noarch]\n' \
-	>"$K/build.toml"
-printf 'import torch\n\n\ndef relu(x):\n    return torch.relu(x)\n' >"$K/torch-ext/relu/__init__.py"
-cat >"$K/benchmarks/benchmark_relu.py" <<'PY'
-import torch
-from kernels.benchmark import Benchmark
-
-
-class ReluBenchmark(Benchmark):
-    def setup(self):
-        self.x = torch.randn(64, 64, device=self.device)
-
-    def benchmark_small(self):
-        self.out = self.kernel.relu(self.x)
-
-    def verify_small(self):
-        return torch.relu(self.x)
-PY
+bench_noarch_tree "$K"
+bench_relu_script "$K/benchmarks/benchmark_relu.py" 64 small verify
 
 # ---- the daemon: builds, publishes, benchmarks ------------------------------------------------
 "$WORKER_BIN" --url "$KHUB_URL" --token-file "$W/token" --toolchains "$W/toolchains.json" --name bench1 \

@@ -8,12 +8,8 @@
 # A worker whose toolchains run no benchmarks, or run them on another
 # device model, never claims the job.
 . "$(dirname "$0")/../lib/khub-test.sh"
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
-PY=/usr/bin/python3
-$PY -c 'import torch' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
-command -v bwrap >/dev/null || { echo "1..0 # SKIP bubblewrap is not installed"; exit 0; }
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP the test runs the worker as root"; exit 0; }
+. "$KHUB_SRC/tests/lib/bench_kernel.sh"
+bench_needs	# $WORKER_BIN, $PY, or a skip
 khub_setup
 khub_accounts	# alice, admin of acme, $ALICE
 W=$TEST_DIR/worker
@@ -45,38 +41,9 @@ call "$ALICE" POST /api/repos/create '{"name":"relu","organization":"acme","type
 is "$ST" 200 "acme/relu created"
 K=$TEST_DIR/relu
 git clone -q "http://x:$ALICE@127.0.0.1:$KHUB_PORT/kernels/acme/relu" "$K" 2>>"$TEST_DIR/setup.log"
-mkdir -p "$K/torch-ext/relu" "$K/benchmarks"
-printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch-noarch]\n' \
-	>"$K/build.toml"
-printf 'import torch\n\n\ndef relu(x):\n    return torch.relu(x)\n' >"$K/torch-ext/relu/__init__.py"
-cat >"$K/benchmarks/benchmark_relu.py" <<'PY'
-import torch
-from kernels.benchmark import Benchmark
-
-
-class ReluBenchmark(Benchmark):
-    def setup(self):
-        self.x = torch.randn(64, 64, device=self.device)
-
-    def benchmark_small(self):
-        self.out = self.kernel.relu(self.x)
-PY
-cat >"$K/benchmarks/benchmark_attack.py" <<PY
-import socket
-from kernels.benchmark import Benchmark
-
-def attempt(what, fn):
-    try:
-        got = fn()
-        print("ATTACK SUCCEEDED " + what + ": " + repr(got), flush=True)
-    except Exception as e:
-        print("attack refused " + what + ": " + type(e).__name__ + ": " + str(e), flush=True)
-
-attempt("token-file", lambda: open("$W/bench1.token").read())
-attempt("network", lambda: socket.create_connection(("1.1.1.1", 80), timeout=5))
-attempt("hub-port", lambda: socket.create_connection(("127.0.0.1", $HUB_PORT), timeout=5))
-raise SystemExit("the attack script stops here")
-PY
+bench_noarch_tree "$K"
+bench_relu_script "$K/benchmarks/benchmark_relu.py" 64 small
+bench_attack_script "$K/benchmarks/benchmark_attack.py" "$W/bench1.token" "$HUB_PORT" hub-port
 git -C "$K" add -A && git -C "$K" -c user.name=a -c user.email=a@x commit -qm "relu with benchmarks"
 git -C "$K" push -q origin main 2>>"$TEST_DIR/setup.log"
 is "$?" 0 "git push of the kernel with benchmarks/"

@@ -8,35 +8,20 @@
 # under a running job is taken back by the worker's own next request (the
 # lease check) with the same event. Each delivery is signed (openssl).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
-khub_setup
+. "$KHUB_SRC/tests/lib/farm_hooks.sh"
 V1=torch211-cxx11-cpu-x86_64-linux
 V2=torch212-cxx11-cpu-x86_64-linux
-printf '{"x86_64-linux": {"cpu": ["%s", "%s"]}}\n' "$V1" "$V2" >"$TEST_DIR/variants.json"
-export KHUB_BUILD_VARIANTS=$TEST_DIR/variants.json KHUB_WEBHOOKS_ALLOW_PRIVATE=1 KHUB_WEBHOOK_POLL_MS=100 \
-	KHUB_WEBHOOK_RETRY_DELAYS=1s
-log=$TEST_DIR/setup.log
-khub_accounts	# alice, admin of acme, $ALICE
-khub admin org create other >>"$log" 2>&1
-W1=$(khub admin worker add w1 2>>"$log" | tail -n 1)
 # a short lease first: the worker below never heartbeats
-KHUB_BUILD_LEASE_SECONDS=2 KHUB_BUILD_HEARTBEAT_SECONDS=1 khub_start
-. "$KHUB_SRC/tests/lib/webhooks.sh"
-recv_start
-
-H=$TEST_DIR/h
-B=$TEST_DIR/b
+KHUB_BUILD_LEASE_SECONDS=2 KHUB_BUILD_HEARTBEAT_SECONDS=1 farm_hooks_hub w1 1s "$V1" "$V2"	# $ALICE, w1 ($W1), $RECV_PORT
+khub admin org create other >>"$log" 2>&1
 api() {	# api TOKEN METHOD PATH [BODY] -> $ST, body in $B
 	local args=(-s -D "$H" -o "$B" -w '%{http_code}' -X "$2")
 	[ -n "$1" ] && args+=(-H "Authorization: Bearer $1")
 	[ -n "${4-}" ] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
 	ST=$(curl "${args[@]}" "$KHUB_URL$3")
 }
-b64() { base64 -w0 "$@"; }
-printf '[general]\nname = "relu"\nversion = 1\nedition = 5\nlicense = "MIT"\nbackends = ["cpu"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n' \
-	>"$TEST_DIR/build.toml"
-printf 'from ._ops import ops\n' >"$TEST_DIR/init.py"
-api "$ALICE" POST /api/repos/create "{\"name\":\"relu\",\"organization\":\"acme\",\"type\":\"kernel\",\"files\":[{\"path\":\"build.toml\",\"content\":\"$(b64 "$TEST_DIR/build.toml")\",\"encoding\":\"base64\"},{\"path\":\"torch-ext/relu/__init__.py\",\"content\":\"$(b64 "$TEST_DIR/init.py")\",\"encoding\":\"base64\"}]}"
-is "$ST" 200 "acme/relu created with build.toml"
+farm_hooks_kernel $'from ._ops import ops\n'	# acme/relu
+is "$CREATE_STATUS" 200 "acme/relu created with build.toml"
 SECRET=lapse-hook-secret-$(head -c 24 /dev/urandom | base64 | tr -dc A-Za-z0-9)
 api "$ALICE" POST /api/kernels/acme/relu/webhooks "{\"url\":\"http://127.0.0.1:$RECV_PORT/builds\",\"secret\":\"$SECRET\",\"scopes\":[\"repo.build\"]}"
 is "$ST" 201 "a repo.build hook to the receiver"
