@@ -35,7 +35,8 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # are summed up after the run, passed or failed: the slowest tests, the
 # totals and the critical path (tests/tools/suite_times.sh)
 suite_times() { echo "==> where the time went"; bash tests/tools/suite_times.sh -n 20 || true; }
-make -j"$(nproc)" check VERBOSE=1 || {
+# KHUB_TEST_JOBS: how many test programs run at once (default: one per core)
+make -j"${KHUB_TEST_JOBS:-$(nproc)}" check VERBOSE=1 || {
 	suite_times
 	echo "==> failed test logs:"
 	for f in $(grep -l -E '^(FAIL|ERROR)' tests/unit/*.trs tests/integration/*.trs 2>/dev/null); do
