@@ -537,7 +537,7 @@ static const char *object_hides_names(const unsigned char *b, size_t n)
 	for (uint64_t i = 0; i < shnum; i++) {
 		const unsigned char *h = b + shoff + i * entsize;
 		uint64_t name = le_bytes(h, 4), left = name < strsize ? strsize - name : 0;
-		const char *s = (const char *)b + stroff + name;
+		const char *s = (const char *)b + stroff + (left ? name : 0);
 		if (le_bytes(h + 8, 8) & 0x800)	/* SHF_COMPRESSED */
 			return "it has a compressed section";
 		if ((left >= 9 && !memcmp(s, ".gnu.lto_", 9)) || (left >= 7 && !memcmp(s, ".zdebug", 7)))
