@@ -4,6 +4,8 @@
  * to hipcc; then one link into <ops>.abi3.so without RPATH. */
 #include "builder-worker/build_internal.h"
 
+#include <assert.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
@@ -153,8 +155,10 @@ static int names_extension(const struct build_plan *p, const char *rel);
 /* Flags every C++ translation unit gets. The source's directories by the
  * name the compilers see them at (a fixed one in the sandbox): the same
  * command line whatever the scratch is called, which a cache hit needs.
- * The op namespace only for the units that name it (names_extension). */
-static void push_common_defines(const struct build_plan *p, const char *rel, struct strvec *args)
+ * The op namespace only for the units that name it (names_extension); to
+ * a host_cxx unit (the host C++ compiler's) as its placeholder when the
+ * build has one (place_namespace). */
+static void push_common_defines(const struct build_plan *p, const char *rel, int host_cxx, struct strvec *args)
 {
 	const struct toolchain *tc = p->tc;
 	long tmaj = p->torch_major, tmin = p->torch_minor;	/* the installed torch, also for stable ABI */
@@ -169,7 +173,8 @@ static void push_common_defines(const struct build_plan *p, const char *rel, str
 	}
 	strvec_pushf(args, "-D_GLIBCXX_USE_CXX11_ABI=%d", tc->cxx11_abi ? 1 : 0);
 	if (names_extension(p, rel))
-		strvec_pushf(args, "-DTORCH_EXTENSION_NAME=%s", p->ops_name);
+		strvec_pushf(args, "-DTORCH_EXTENSION_NAME=%s",
+			     host_cxx && p->ops_placeholder ? p->ops_placeholder : p->ops_name);
 	strvec_pushf(args, "-DPy_LIMITED_API=0x03090000");
 	for (size_t i = 0; i < sizeof(p->cb->defines) / sizeof(p->cb->defines[0]) && p->cb->defines[i]; i++)
 		strvec_pushf(args, "%s", p->cb->defines[i]);
@@ -249,13 +254,21 @@ int compile_run(struct build_plan *p, struct strvec *args)
 	return outcome(p, args->items[0], sandbox_run(p->sb, args->items, compile_dir(p), -1));
 }
 
+/* The unit a compile command compiles (its argument before -o OBJECT). */
+static const char *command_unit(const struct strvec *cmd)
+{
+	return cmd->count >= 3 ? cmd->items[cmd->count - 3] : "?";
+}
+
 /* Run cmds[0..n) at most p->jobs at a time; the first failure stops the
- * rest (killed) and is the result. */
+ * rest (killed) and is the result. Each unit's time is logged ("compiled
+ * cpu/silu.cpp in 3.2 s"): which unit is slow, nvcc's apart. */
 static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
 {
 	size_t jobs = p->jobs > 0 ? (size_t)p->jobs : 1;
 	pid_t *pids = xcalloc(jobs, sizeof(*pids));
 	size_t *which = xcalloc(jobs, sizeof(*which));
+	uint64_t *started = xcalloc(jobs, sizeof(*started));
 	size_t next = 0, running = 0;
 	int rc = BUILD_OK;
 	for (;;) {
@@ -271,6 +284,7 @@ static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
 				break;
 			}
 			which[slot] = next++;
+			started[slot] = monotonic_usec();
 			running++;
 		}
 		if (running == 0 || rc != BUILD_OK)
@@ -285,12 +299,16 @@ static int run_all(struct build_plan *p, struct strvec *cmds, size_t n)
 		running--;
 		rc = outcome(p, cmds[which[slot]].items[0], r);
 		if (rc != BUILD_OK)
-			log_error("khub-worker: while compiling %s", cmds[which[slot]].items[cmds[which[slot]].count - 3]);
+			log_error("khub-worker: while compiling %s", command_unit(&cmds[which[slot]]));
+		else
+			dprintf(p->sb->log_fd, "compiled %s in %.1f s\n", command_unit(&cmds[which[slot]]),
+				(double)(monotonic_usec() - started[slot]) / 1e6);
 	}
 	if (running)
 		sandbox_kill_all(pids, jobs);
 	free(pids);
 	free(which);
+	free(started);
 	return rc;
 }
 
@@ -336,12 +354,13 @@ static int push_dependencies(struct build_plan *p, json_t *kernel, struct strvec
  * header (which any unit may include) names it. A unit that does not name
  * it compiles to the same bytes with or without it. */
 #define NAMESPACE_MACRO "TORCH_EXTENSION_NAME"
-#define NAMESPACE_MACRO_LEN (sizeof(NAMESPACE_MACRO) - 1)
 
-/* The macro's name looked for in chunks: the last bytes seen are carried
- * over, so a name cut between two chunks is found. */
+/* Bytes looked for in chunks: the last bytes seen are carried over, so a
+ * needle cut between two chunks is found. */
 struct mention_scan {
-	char carry[2 * NAMESPACE_MACRO_LEN];
+	const char *needle;
+	size_t len;
+	char *carry;		/* 2 * len bytes (owned) */
 	size_t ncarry;
 	int found;
 };
@@ -349,11 +368,10 @@ struct mention_scan {
 static int scan_chunk(const char *buf, size_t n, void *ctx)
 {
 	struct mention_scan *m = ctx;
-	const size_t keep = NAMESPACE_MACRO_LEN - 1;
+	const size_t keep = m->len - 1;
 	size_t head = n < keep ? n : keep;
 	memcpy(m->carry + m->ncarry, buf, head);
-	if (memmem(m->carry, m->ncarry + head, NAMESPACE_MACRO, NAMESPACE_MACRO_LEN) ||
-	    memmem(buf, n, NAMESPACE_MACRO, NAMESPACE_MACRO_LEN))
+	if (memmem(m->carry, m->ncarry + head, m->needle, m->len) || memmem(buf, n, m->needle, m->len))
 		m->found = 1;
 	if (n >= keep) {
 		memcpy(m->carry, buf + n - keep, keep);
@@ -366,19 +384,27 @@ static int scan_chunk(const char *buf, size_t n, void *ctx)
 	return 0;
 }
 
-/* 1 when the file at path names the macro, or cannot be read (then it
- * may: the safe answer); 0 when it does not. Never through a link. */
-static int file_names_namespace(const char *path)
+/* 1 when the file at path holds needle (at least 2 bytes), or cannot be
+ * read (then it may: the safe answer); 0 when it does not. Never through
+ * a link. */
+static int file_contains(const char *path, const char *needle)
 {
-	struct mention_scan m = { .ncarry = 0, .found = 0 };
+	struct mention_scan m = { .needle = needle, .len = strlen(needle), .ncarry = 0, .found = 0 };
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 1;
+	m.carry = xmalloc(2 * m.len);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || read_chunks(fd, scan_chunk, &m) < 0)
 		m.found = 1;
 	close(fd);
+	free(m.carry);
 	return m.found;
+}
+
+static int file_names_namespace(const char *path)
+{
+	return file_contains(path, NAMESPACE_MACRO);
 }
 
 static int names_extension(const struct build_plan *p, const char *rel)
@@ -467,6 +493,222 @@ static void choose_namespace_units(struct build_plan *p)
 	strvec_release(&units);
 }
 
+/* ---- the op namespace placed in the objects before the link ----------------------------- */
+
+/* A unit the host C++ compiler compiles is given a placeholder of the op
+ * namespace's length that is the same on every commit (the namespace with
+ * its 7-character uid replaced by NAMESPACE_MARKER): its command line stays
+ * the same and ccache's direct mode hits. Its object then gets the real
+ * namespace byte for byte in place of the placeholder (same length: the
+ * ELF layout does not move). nvcc and hipcc objects embed device code that
+ * may be compressed: those units get the namespace itself. */
+#define NAMESPACE_MARKER "kHnsPH0"
+#define OBJECT_PATCH_MAX (1024UL * 1024 * 1024)	/* an object read whole, at most */
+
+static uint64_t le_bytes(const unsigned char *b, size_t n)
+{
+	uint64_t v = 0;
+	for (size_t i = n; i-- > 0;)
+		v = v << 8 | b[i];
+	return v;
+}
+
+/* Why some names of the ELF object b[0..n) may not be plain bytes (a
+ * compressed section, LTO IR, a section .zdebug*), or NULL when every
+ * section is plain. Anything but a little-endian ELF64 object is refused. */
+static const char *object_hides_names(const unsigned char *b, size_t n)
+{
+	if (n < 64 || memcmp(b, "\177ELF", 4) || b[4] != 2 || b[5] != 1)
+		return "not a little-endian ELF64 object";
+	uint64_t shoff = le_bytes(b + 0x28, 8), entsize = le_bytes(b + 0x3a, 2);
+	uint64_t shnum = le_bytes(b + 0x3c, 2), strndx = le_bytes(b + 0x3e, 2);
+	if (entsize < 64 || shoff > n || n - shoff < entsize)
+		return "its section headers lie outside it";
+	if (shnum == 0)		/* more than 0xff00 sections: the count is in section 0 */
+		shnum = le_bytes(b + shoff + 0x20, 8);
+	if (strndx == 0xffff)
+		strndx = le_bytes(b + shoff + 0x28, 4);
+	if (shnum > (n - shoff) / entsize || strndx >= shnum)
+		return "its section headers lie outside it";
+	const unsigned char *strh = b + shoff + strndx * entsize;
+	uint64_t stroff = le_bytes(strh + 0x18, 8), strsize = le_bytes(strh + 0x20, 8);
+	if (stroff > n || strsize > n - stroff)
+		return "its section names lie outside it";
+	for (uint64_t i = 0; i < shnum; i++) {
+		const unsigned char *h = b + shoff + i * entsize;
+		uint64_t name = le_bytes(h, 4), left = name < strsize ? strsize - name : 0;
+		const char *s = (const char *)b + stroff + (left ? name : 0);
+		if (le_bytes(h + 8, 8) & 0x800)	/* SHF_COMPRESSED */
+			return "it has a compressed section";
+		if ((left >= 9 && !memcmp(s, ".gnu.lto_", 9)) || (left >= 7 && !memcmp(s, ".zdebug", 7)))
+			return "it has LTO IR or compressed debug sections (-flto, -gz)";
+	}
+	return NULL;
+}
+
+/* The regular file path (never through a symbolic link, nor one with a
+ * second name) whole into *buf (the caller frees), its stat in *st. */
+static int read_object(const char *path, unsigned char **buf, size_t *n, struct stat *st, const char **why)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), rc = KHUB_EINVAL;
+	*buf = NULL;
+	if (fd < 0) {
+		*why = errno == ELOOP ? "it is a symbolic link" : "it cannot be opened";
+		return errno == ELOOP ? KHUB_EINVAL : KHUB_EIO;
+	}
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || st->st_nlink != 1 || (uint64_t)st->st_size > OBJECT_PATCH_MAX) {
+		*why = "it is not a regular file of one name, or is over 1 GiB";
+		goto cleanup;
+	}
+	*n = (size_t)st->st_size;
+	*buf = xmalloc(*n + 1);
+	size_t got = 0;
+	while (got < *n) {
+		ssize_t r = read(fd, *buf + got, *n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	rc = got == *n ? 0 : KHUB_EIO;
+	if (rc)
+		*why = "it could not be read";
+cleanup:
+	close(fd);
+	return rc;
+}
+
+/* b[0..n) into a new file beside path (its mode and owner) renamed over it:
+ * a second name of the old file (a cache's copy) keeps the old bytes. */
+static int write_beside(const char *path, const unsigned char *b, size_t n, const struct stat *st)
+{
+	char *tmp = xasprintf("%s.khub-patch-XXXXXX", path);
+	int fd = mkostemp(tmp, O_CLOEXEC), rc = KHUB_EIO;
+	if (fd < 0)
+		goto cleanup;
+	if (fchmod(fd, st->st_mode & 0777) == 0 && (geteuid() != 0 || fchown(fd, st->st_uid, st->st_gid) == 0) &&
+	    write_all(fd, b, n) == 0)
+		rc = 0;
+	if (close(fd) != 0)
+		rc = KHUB_EIO;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = KHUB_EIO;
+	if (rc != 0)
+		unlink(tmp);
+cleanup:
+	free(tmp);
+	return rc;
+}
+
+int compile_object_replace(const char *path, const char *from, const char *to, size_t *count, const char **why)
+{
+	size_t len = strlen(from), n = 0;
+	unsigned char *b = NULL;
+	struct stat st;
+	*count = 0;
+	*why = NULL;
+	assert(len == strlen(to) && len > 0);
+	int rc = read_object(path, &b, &n, &st, why);
+	if (rc == 0 && (*why = object_hides_names(b, n)) != NULL)
+		rc = KHUB_EINVAL;
+	for (unsigned char *at = b; rc == 0 && (at = memmem(at, n - (size_t)(at - b), from, len)) != NULL; at += len) {
+		memcpy(at, to, len);
+		(*count)++;
+	}
+	if (rc == 0 && memmem(b, n, from, len)) {	/* made anew across a replacement's edge */
+		*why = "the placeholder is still there after replacing it";
+		rc = KHUB_EINVAL;
+	}
+	if (rc == 0 && *count && (rc = write_beside(path, b, n, &st)) != 0)
+		*why = "the patched copy could not be written";
+	free(b);
+	return rc;
+}
+
+struct placeholder_scan {
+	const char *placeholder;
+	char *found;		/* the first file holding it (owned) */
+};
+
+static int scan_placeholder(const char *rel, const char *path, const char *name, void *ctx)
+{
+	struct placeholder_scan *s = ctx;
+	struct stat st;
+	if (s->found || lstat(path, &st) < 0)
+		return 0;
+	if (S_ISDIR(st.st_mode))
+		return strcmp(name, ".git") ? DIR_WALK_ENTER : 0;
+	if (S_ISREG(st.st_mode) && file_contains(path, s->placeholder))
+		s->found = xstrdup(rel);
+	return 0;
+}
+
+/* p->ops_placeholder, unless a header names the macro (every unit gets the
+ * namespace as it is) or a file of the source holds the placeholder (the
+ * patch would rewrite an author's text): logged either way. */
+static void choose_placeholder(struct build_plan *p)
+{
+	size_t n = strlen(p->ops_name), m = strlen(NAMESPACE_MARKER);
+	if (p->namespace_everywhere || n <= m) {
+		log_info("khub-worker build: every unit compiled with the op namespace itself (no placeholder)");
+		return;
+	}
+	char *placeholder = xstrdup(p->ops_name);
+	memcpy(placeholder + n - m, NAMESPACE_MARKER, m);
+	struct placeholder_scan s = { .placeholder = placeholder, .found = NULL };
+	if (dir_walk(p->src, scan_placeholder, &s) < 0 && !s.found)
+		s.found = xstrdup("(the source tree could not be read)");
+	if (s.found) {
+		log_info("khub-worker build: the op namespace compiled in as it is, no placeholder: %s holds %s",
+			 s.found, placeholder);
+		free(placeholder);
+	} else {
+		p->ops_placeholder = placeholder;
+		log_info("khub-worker build: C++ units compiled with the placeholder %s, replaced by %s in their objects",
+			 placeholder, p->ops_name);
+	}
+	free(s.found);
+}
+
+/* Each object compiled with the placeholder (cmds[i] -> objects[i]) gets
+ * the op namespace in its place; one that cannot (its names not plain
+ * bytes, no placeholder in it, a failed patch) is compiled again with the
+ * namespace itself, logged with why. BUILD_OK or that compile's failure. */
+static int place_namespace(struct build_plan *p, struct strvec *cmds, size_t n, const struct strvec *objects)
+{
+	if (!p->ops_placeholder)
+		return BUILD_OK;
+	char *define = xasprintf("-D" NAMESPACE_MACRO "=%s", p->ops_placeholder);
+	int rc = BUILD_OK;
+	for (size_t i = 0; i < n && rc == BUILD_OK; i++) {
+		size_t at = 0, count = 0;
+		while (at < cmds[i].count && strcmp(cmds[i].items[at], define) != 0)
+			at++;
+		if (at == cmds[i].count)
+			continue;
+		const char *why = NULL;
+		if (compile_object_replace(objects->items[i], p->ops_placeholder, p->ops_name, &count, &why) == 0 &&
+		    count == 0)
+			why = "the object does not hold the placeholder in plain bytes";
+		if (!why) {
+			dprintf(p->sb->log_fd, "khub-worker build: %s: op namespace %s placed (%zu places)\n",
+				command_unit(&cmds[i]), p->ops_name, count);
+			continue;
+		}
+		dprintf(p->sb->log_fd, "khub-worker build: %s: compiled again with -D" NAMESPACE_MACRO "=%s: %s\n",
+			command_unit(&cmds[i]), p->ops_name, why);
+		free(cmds[i].items[at]);
+		cmds[i].items[at] = xasprintf("-D" NAMESPACE_MACRO "=%s", p->ops_name);
+		uint64_t t0 = monotonic_usec();
+		if ((rc = compile_run(p, &cmds[i])) == BUILD_OK)
+			dprintf(p->sb->log_fd, "compiled %s in %.1f s\n", command_unit(&cmds[i]),
+				(double)(monotonic_usec() - t0) / 1e6);
+	}
+	free(define);
+	return rc;
+}
+
 /* ---- the backends compiled here ------------------------------------------------------- */
 
 /* nvcc for a .cu of a CUDA build. */
@@ -486,7 +728,7 @@ static void nvcc_command(struct build_plan *p, const char *rel, json_t *kernel, 
 	}
 	strvec_pushf(args, "--expt-relaxed-constexpr");
 	push_reproducible(p, args, 1, rel);
-	push_common_defines(p, rel, args);
+	push_common_defines(p, rel, 0, args);
 	for (size_t i = 0; i < p->archs.count; i++)
 		push_gencode(args, p->archs.items[i]);
 	push_strings(args, json_object_get(kernel, p->cb->flags_key), "", NULL);
@@ -500,7 +742,7 @@ static void hipcc_command(struct build_plan *p, const char *rel, json_t *kernel,
 	strvec_pushf(args, "-DNDEBUG");
 	strvec_pushf(args, "-fPIC");
 	push_reproducible(p, args, 0, NULL);
-	push_common_defines(p, rel, args);
+	push_common_defines(p, rel, 0, args);
 	for (size_t i = 0; i < p->archs.count; i++)
 		strvec_pushf(args, "--offload-arch=%s", p->archs.items[i]);
 	push_strings(args, json_object_get(kernel, p->cb->flags_key), "", NULL);
@@ -677,7 +919,7 @@ static int compile_one(struct build_plan *p, const char *rel, json_t *kernel, si
 		strvec_pushf(&args, "-fPIC");
 		strvec_pushf(&args, "-fno-gnu-unique");
 		push_reproducible(p, &args, 0, rel);
-		push_common_defines(p, rel, &args);
+		push_common_defines(p, rel, 1, &args);
 		if (kernel)
 			push_strings(&args, json_object_get(kernel, "cxx-flags"), "", NULL);
 		else
@@ -876,6 +1118,7 @@ int compile_variant(struct build_plan *p)
 		goto cleanup;
 	choose_gpu_threads(p);
 	choose_namespace_units(p);
+	choose_placeholder(p);
 	size_t index = 0;
 	size_t i;
 	json_t *v;
@@ -896,7 +1139,7 @@ int compile_variant(struct build_plan *p)
 		rc = BUILD_BAD_SOURCE;
 		goto cleanup;
 	}
-	if ((rc = run_all(p, cmds, ncmds)) != BUILD_OK)
+	if ((rc = run_all(p, cmds, ncmds)) != BUILD_OK || (rc = place_namespace(p, cmds, ncmds, &objects)) != BUILD_OK)
 		goto cleanup;
 	/* The link: torch's libraries, no RPATH (the loader finds them through
 	 * the already imported torch). */

@@ -2,12 +2,17 @@
  * each nvcc version, and the contract's loose intersection of a kernel's
  * cuda-capabilities with them; the compile-backend table against kernel/'s
  * backend table; nvcc's --threads; the build cache's directory per repo and
- * toolchain and its count of ccache's stats log. */
+ * toolchain and its count of ccache's stats log; the op namespace placed
+ * in an object compiled with its placeholder. */
 #include "builder-worker/build_internal.h"
 #include "tests/unit/tap.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char *select_joined(int major, int minor, const char *const *caps, size_t ncaps)
 {
@@ -146,6 +151,97 @@ static void test_hipify_names(void)
 	strvec_release(&p.hipified);
 }
 
+/* cc -c of a unit naming the op namespace (as a symbol and a string),
+ * with NAME defined as name, into dir/out.o, with flags. 0 when compiled. */
+static int compile_named(const char *dir, const char *out, const char *name, const char *flags)
+{
+	char *c = xasprintf("%s/unit.c", dir);
+	FILE *f = fopen(c, "w");
+	if (f) {
+		fputs("#define STR2(x) #x\n#define STR(x) STR2(x)\n#define CAT2(a, b) a##b\n#define CAT(a, b) CAT2(a, b)\n"
+		      "const char *ops_name = STR(NAME);\nint CAT(PyInit_, NAME)(void) { return 1; }\n"
+		      "const char *edge = \"abb\";\n", f);
+		fclose(f);
+	}
+	char *cmd = xasprintf("cd %s && cc -O2 -fPIC -DNAME=%s %s -c unit.c -o %s 2>&1", dir, name, flags, out);
+	int rc = f ? system(cmd) : -1;
+	free(cmd);
+	free(c);
+	return rc;
+}
+
+static int same_file_bytes(const char *a, const char *b)
+{
+	size_t na = 0, nb = 0;
+	char *x = read_file_limited(a, 1 << 24, &na), *y = read_file_limited(b, 1 << 24, &nb);
+	int same = x && y && na == nb && memcmp(x, y, na) == 0;
+	free(x);
+	free(y);
+	return same;
+}
+
+/* The op namespace placed in an object compiled with its placeholder:
+ * the bytes of an object compiled with the namespace itself; a symbolic
+ * link, a second name, LTO IR, compressed sections, a file that is not
+ * ELF are refused untouched; the patched file is a new one (an open copy,
+ * as ccache's, keeps the old bytes). */
+static void test_object_replace(void)
+{
+	char dir[] = "/tmp/khub-objpatch-XXXXXX";
+	const char *ph = "_relu_cpu_kHnsPH0", *ns = "_relu_cpu_1234abc", *why = NULL;
+	size_t count = 0;
+	struct stat before, after;
+	if (!mkdtemp(dir) || compile_named(dir, "p.o", ph, "") || compile_named(dir, "n.o", ns, "")) {
+		ok(0, "compiled the test unit with cc");
+		return;
+	}
+	char *p = xasprintf("%s/p.o", dir), *n = xasprintf("%s/n.o", dir), *sym = xasprintf("%s/link.o", dir);
+	char *hard = xasprintf("%s/hard.o", dir), *lto = xasprintf("%s/lto.o", dir), *gz = xasprintf("%s/gz.o", dir);
+	ok(!same_file_bytes(p, n), "compiled with the placeholder, the object differs");
+	int old = open(p, O_RDONLY);
+	stat(p, &before);
+	ok(symlink(p, sym) == 0 && compile_object_replace(sym, ph, ns, &count, &why) == KHUB_EINVAL && why,
+	   "a symbolic link is refused (%s)", why ? why : "");
+	ok(link(p, hard) == 0 && compile_object_replace(p, ph, ns, &count, &why) == KHUB_EINVAL,
+	   "a file with a second name is refused (%s)", why ? why : "");
+	unlink(hard);
+	ok(compile_object_replace(p, ph, ns, &count, &why) == 0, "the placeholder replaced");
+	ok(count >= 2, "in the symbol and the string (%zu places)", count);
+	ok(same_file_bytes(p, n), "the object's bytes are those of a compile with the namespace itself");
+	stat(p, &after);
+	static char old_bytes[1 << 16];
+	ssize_t got = old >= 0 ? pread(old, old_bytes, sizeof(old_bytes), 0) : -1;
+	ok(after.st_ino != before.st_ino && (after.st_mode & 0777) == (before.st_mode & 0777),
+	   "written to a new file renamed over it, the mode kept");
+	ok(got > 0 && memmem(old_bytes, (size_t)got, ph, strlen(ph)), "the old file, still open (a cache's copy), keeps its bytes");
+	if (old >= 0)
+		close(old);
+	ok(compile_object_replace(p, ph, ns, &count, &why) == 0, "patching again: nothing to replace");
+	ok(count == 0, "… 0 places, nothing written");
+	ok(compile_object_replace(p, "ab", "aa", &count, &why) == KHUB_EINVAL, "a replacement that makes the text anew: refused");
+	ok(compile_object_replace(n, "ab", "aa", &count, &why) != 0 && same_file_bytes(p, n), "… the file untouched");
+	if (compile_named(dir, "lto.o", ph, "-flto") == 0) {
+		ok(compile_object_replace(lto, ph, ns, &count, &why) == KHUB_EINVAL, "an object with LTO IR: refused (%s)",
+		       why ? why : "");
+	}
+	if (compile_named(dir, "gz.o", ph, "-g -gz=zlib") == 0)
+		ok(compile_object_replace(gz, ph, ns, &count, &why) == KHUB_EINVAL, "compressed debug sections: refused (%s)",
+		       why ? why : "");
+	char *c = xasprintf("%s/unit.c", dir);
+	ok(compile_object_replace(c, "NAME", "EMAN", &count, &why) == KHUB_EINVAL, "not ELF: refused (%s)", why ? why : "");
+	char *rm = xasprintf("rm -rf %s", dir);
+	if (system(rm) != 0)
+		printf("# could not remove %s\n", dir);
+	free(rm);
+	free(c);
+	free(p);
+	free(n);
+	free(sym);
+	free(hard);
+	free(lto);
+	free(gz);
+}
+
 int main(void)
 {
 	test_hipify_names();
@@ -153,6 +249,7 @@ int main(void)
 	test_compile_backends();
 	test_nvcc_threads();
 	test_build_cache();
+	test_object_replace();
 	char *s;
 	s = select_joined(13, 0, NULL, 0);
 	is_str(s, "7.5;8.0;8.6;8.7;8.9;9.0;10.0;11.0;12.0;12.1+PTX", "nvcc 13.0 defaults");
