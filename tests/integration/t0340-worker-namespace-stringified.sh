@@ -43,7 +43,7 @@ import ctypes, sys, torch
 torch.ops.load_library(sys.argv[1])
 f = ctypes.CDLL(sys.argv[1]).t0340_namespace
 f.restype = ctypes.c_char_p
-ops = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("_relu_cpu_"))
+ops = sorted(n for n in [s.name for s in torch._C._jit_get_all_schemas()] if n.startswith("_relu_cpu_"))
 print(f().decode(), " ".join(ops))
 PY
 )" "_relu_cpu_1111111 _relu_cpu_1111111::relu" "at runtime its string is the namespace, and relu is registered under it"

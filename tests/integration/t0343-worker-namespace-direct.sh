@@ -29,7 +29,7 @@ oplist() {	# oplist SO NS: the ops registered under NS by loading SO
 	$PY - "$1" "$2" <<'PY' 2>&1
 import sys, torch
 torch.ops.load_library(sys.argv[1])
-names = torch._C._dispatch_get_all_op_names()
+names = [s.name for s in torch._C._jit_get_all_schemas()]
 print(" ".join(sorted(n for n in names if n.startswith(sys.argv[2] + "::"))) or "none",
       "khub_ops" if any(n.startswith("khub_ops") for n in names) else "")
 PY
