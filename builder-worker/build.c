@@ -966,7 +966,7 @@ static void build_run_release(struct build_run *r)
 	json_decref(r->plan.config);
 	free(r->plan.module);
 	free(r->plan.ops_name);
-	free(r->plan.ops_placeholder);
+	strvec_release(&r->plan.runtime_units);
 	free(r->plan.src);
 	free(r->plan.obj);
 	free(r->plan.stage);

@@ -271,7 +271,8 @@ struct build_plan {
 	int noarch;		/* a torch-<backend> or torch-universal variant */
 	char *module;		/* name with - as _ (owned) */
 	char *ops_name;		/* _<module>_<backend>_<uid> (owned) */
-	char *ops_placeholder;	/* what C++ units are compiled with in its place (compile.c); NULL: none (owned) */
+	struct strvec runtime_units;	/* C++ units that register under khub_op_namespace (compile.c) */
+	int runtime_module;	/* one of them has REGISTER_EXTENSION: PyInit_ goes to the namespace file */
 	const char *scratch;	/* the build's scratch directory (borrowed) */
 	char *src;		/* scratch copy of the source (owned) */
 	char *obj;		/* scratch object directory (owned) */
@@ -301,16 +302,18 @@ struct build_plan {
  * run: BUILD_OK, BUILD_FAILED, BUILD_TIMED_OUT or BUILD_INTERNAL. */
 int compile_run(struct build_plan *plan, struct strvec *args);
 
-/* Replace every occurrence of from with to (as long) in the object file
- * path, as the op namespace is placed in an object compiled with its
- * placeholder. Refused (KHUB_EINVAL, *why says why, the file untouched):
- * a symbolic link, a file with a second name or not regular, over 1 GiB,
- * anything but a little-endian ELF64 object, one with a compressed or LTO
- * section (names there are not plain bytes), from still there afterwards.
- * The new bytes go to a temporary file beside it renamed over it (a cache's
- * copy of the old file keeps its bytes); nothing is written when from is
- * not there. *count: the replacements. 0, KHUB_EINVAL or KHUB_EIO. */
-int compile_object_replace(const char *path, const char *from, const char *to, size_t *count, const char **why);
+/* What a C++ unit's text does with TORCH_EXTENSION_NAME, comments and
+ * string literals aside: how often it is the whole first argument of
+ * TORCH_LIBRARY_EXPAND(, TORCH_LIBRARY_IMPL_EXPAND( or REGISTER_EXTENSION(,
+ * whether one of those is REGISTER_EXTENSION, and the first other use (its
+ * line and what it is; "" when none). A unit with registrations and no
+ * other use registers under the runtime namespace (docs/worker-build.md). */
+struct namespace_use {
+	size_t registrations;
+	int registers_module;
+	char why[160];
+};
+void compile_namespace_use(const char *text, size_t n, struct namespace_use *u);
 
 /* ---- ROCm from CUDA sources (hipify.c) ----------------------------------------------- */
 

@@ -4,7 +4,6 @@
  * to hipcc; then one link into <ops>.abi3.so without RPATH. */
 #include "builder-worker/build_internal.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -148,16 +147,25 @@ static char *toolkit_root(const struct toolchain *tc, const char *compiler)
 	return root;
 }
 
+/* The macro naming the op namespace; what a unit registering under the
+ * runtime namespace is given instead of its value; the namespace file. */
+#define NAMESPACE_MACRO "TORCH_EXTENSION_NAME"
+#define RUNTIME_NAMESPACE_DEFINE "-DKHUB_RUNTIME_NAMESPACE"
+#define RUNTIME_NAMESPACE_ID "khub_ops"
+#define NAMESPACE_FILE "khub_op_namespace"
+
 static const char *compile_dir(const struct build_plan *p);
 
 static int names_extension(const struct build_plan *p, const char *rel);
+static int gpu_source(const struct compile_backend *b, const char *rel);
+static void choose_runtime_units(struct build_plan *p, const struct strvec *units);
 
 /* Flags every C++ translation unit gets. The source's directories by the
  * name the compilers see them at (a fixed one in the sandbox): the same
  * command line whatever the scratch is called, which a cache hit needs.
- * The op namespace only for the units that name it (names_extension); to
- * a host_cxx unit (the host C++ compiler's) as its placeholder when the
- * build has one (place_namespace). */
+ * The op namespace only for the units that name it (names_extension); a
+ * host_cxx unit (the host C++ compiler's) that registers under the runtime
+ * namespace gets a fixed identifier instead (choose_runtime_units). */
 static void push_common_defines(const struct build_plan *p, const char *rel, int host_cxx, struct strvec *args)
 {
 	const struct toolchain *tc = p->tc;
@@ -172,9 +180,11 @@ static void push_common_defines(const struct build_plan *p, const char *rel, int
 		strvec_pushf(args, "-DTORCH_TARGET_VERSION=0x%016llx", (smaj << 56) | (smin << 48));
 	}
 	strvec_pushf(args, "-D_GLIBCXX_USE_CXX11_ABI=%d", tc->cxx11_abi ? 1 : 0);
-	if (names_extension(p, rel))
-		strvec_pushf(args, "-DTORCH_EXTENSION_NAME=%s",
-			     host_cxx && p->ops_placeholder ? p->ops_placeholder : p->ops_name);
+	if (host_cxx && rel && has_string(&p->runtime_units, rel)) {
+		strvec_pushf(args, RUNTIME_NAMESPACE_DEFINE);
+		strvec_pushf(args, "-D" NAMESPACE_MACRO "=" RUNTIME_NAMESPACE_ID);
+	} else if (names_extension(p, rel))
+		strvec_pushf(args, "-D" NAMESPACE_MACRO "=%s", p->ops_name);
 	strvec_pushf(args, "-DPy_LIMITED_API=0x03090000");
 	for (size_t i = 0; i < sizeof(p->cb->defines) / sizeof(p->cb->defines[0]) && p->cb->defines[i]; i++)
 		strvec_pushf(args, "%s", p->cb->defines[i]);
@@ -353,7 +363,6 @@ static int push_dependencies(struct build_plan *p, json_t *kernel, struct strvec
  * would miss on all of them: only the units that name it get it, unless a
  * header (which any unit may include) names it. A unit that does not name
  * it compiles to the same bytes with or without it. */
-#define NAMESPACE_MACRO "TORCH_EXTENSION_NAME"
 
 /* Bytes looked for in chunks: the last bytes seen are carried over, so a
  * needle cut between two chunks is found. */
@@ -488,224 +497,245 @@ static void choose_namespace_units(struct build_plan *p)
 	else
 		log_info("khub-worker build: -D" NAMESPACE_MACRO "=%s only for the units that name it:%s", p->ops_name,
 			 list.buf ? list.buf : " none");
+	if (!h.why_all)
+		choose_runtime_units(p, &units);
 	free(h.why_all);
 	strbuf_release(&list);
 	strvec_release(&units);
 }
 
-/* ---- the op namespace placed in the objects before the link ----------------------------- */
+/* ---- which C++ units register under the runtime namespace --------------------------- */
 
-/* A unit the host C++ compiler compiles is given a placeholder of the op
- * namespace's length that is the same on every commit (the namespace with
- * its 7-character uid replaced by NAMESPACE_MARKER): its command line stays
- * the same and ccache's direct mode hits. Its object then gets the real
- * namespace byte for byte in place of the placeholder (same length: the
- * ELF layout does not move). nvcc and hipcc objects embed device code that
- * may be compressed: those units get the namespace itself. */
-#define NAMESPACE_MARKER "kHnsPH0"
-#define OBJECT_PATCH_MAX (1024UL * 1024 * 1024)	/* an object read whole, at most */
+/* A unit whose every mention of the macro is the first argument of one of
+ * these registers through khub's registration.h: compiled with
+ * -DKHUB_RUNTIME_NAMESPACE, its command line names no commit (a ccache hit
+ * on every commit), and the op namespace comes from khub_op_namespace, a
+ * string of the namespace file linked in (write_namespace_file). */
+static const char *const registration_macros[] = { "TORCH_LIBRARY_EXPAND", "TORCH_LIBRARY_IMPL_EXPAND",
+						   "REGISTER_EXTENSION", NULL };
 
-static uint64_t le_bytes(const unsigned char *b, size_t n)
-{
-	uint64_t v = 0;
-	for (size_t i = n; i-- > 0;)
-		v = v << 8 | b[i];
-	return v;
-}
-
-/* Why some names of the ELF object b[0..n) may not be plain bytes (a
- * compressed section, LTO IR, a section .zdebug*), or NULL when every
- * section is plain. Anything but a little-endian ELF64 object is refused. */
-static const char *object_hides_names(const unsigned char *b, size_t n)
-{
-	if (n < 64 || memcmp(b, "\177ELF", 4) || b[4] != 2 || b[5] != 1)
-		return "not a little-endian ELF64 object";
-	uint64_t shoff = le_bytes(b + 0x28, 8), entsize = le_bytes(b + 0x3a, 2);
-	uint64_t shnum = le_bytes(b + 0x3c, 2), strndx = le_bytes(b + 0x3e, 2);
-	if (entsize < 64 || shoff > n || n - shoff < entsize)
-		return "its section headers lie outside it";
-	if (shnum == 0)		/* more than 0xff00 sections: the count is in section 0 */
-		shnum = le_bytes(b + shoff + 0x20, 8);
-	if (strndx == 0xffff)
-		strndx = le_bytes(b + shoff + 0x28, 4);
-	if (shnum > (n - shoff) / entsize || strndx >= shnum)
-		return "its section headers lie outside it";
-	const unsigned char *strh = b + shoff + strndx * entsize;
-	uint64_t stroff = le_bytes(strh + 0x18, 8), strsize = le_bytes(strh + 0x20, 8);
-	if (stroff > n || strsize > n - stroff)
-		return "its section names lie outside it";
-	for (uint64_t i = 0; i < shnum; i++) {
-		const unsigned char *h = b + shoff + i * entsize;
-		uint64_t name = le_bytes(h, 4), left = name < strsize ? strsize - name : 0;
-		const char *s = (const char *)b + stroff + (left ? name : 0);
-		if (le_bytes(h + 8, 8) & 0x800)	/* SHF_COMPRESSED */
-			return "it has a compressed section";
-		if ((left >= 9 && !memcmp(s, ".gnu.lto_", 9)) || (left >= 7 && !memcmp(s, ".zdebug", 7)))
-			return "it has LTO IR or compressed debug sections (-flto, -gz)";
-	}
-	return NULL;
-}
-
-/* The regular file path (never through a symbolic link, nor one with a
- * second name) whole into *buf (the caller frees), its stat in *st. */
-static int read_object(const char *path, unsigned char **buf, size_t *n, struct stat *st, const char **why)
-{
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), rc = KHUB_EINVAL;
-	*buf = NULL;
-	if (fd < 0) {
-		*why = errno == ELOOP ? "it is a symbolic link" : "it cannot be opened";
-		return errno == ELOOP ? KHUB_EINVAL : KHUB_EIO;
-	}
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || st->st_nlink != 1 || (uint64_t)st->st_size > OBJECT_PATCH_MAX) {
-		*why = "it is not a regular file of one name, or is over 1 GiB";
-		goto cleanup;
-	}
-	*n = (size_t)st->st_size;
-	*buf = xmalloc(*n + 1);
-	size_t got = 0;
-	while (got < *n) {
-		ssize_t r = read(fd, *buf + got, *n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	rc = got == *n ? 0 : KHUB_EIO;
-	if (rc)
-		*why = "it could not be read";
-cleanup:
-	close(fd);
-	return rc;
-}
-
-/* b[0..n) into a new file beside path (its mode and owner) renamed over it:
- * a second name of the old file (a cache's copy) keeps the old bytes. */
-static int write_beside(const char *path, const unsigned char *b, size_t n, const struct stat *st)
-{
-	char *tmp = xasprintf("%s.khub-patch-XXXXXX", path);
-	int fd = mkostemp(tmp, O_CLOEXEC), rc = KHUB_EIO;
-	if (fd < 0)
-		goto cleanup;
-	if (fchmod(fd, st->st_mode & 0777) == 0 && (geteuid() != 0 || fchown(fd, st->st_uid, st->st_gid) == 0) &&
-	    write_all(fd, b, n) == 0)
-		rc = 0;
-	if (close(fd) != 0)
-		rc = KHUB_EIO;
-	if (rc == 0 && rename(tmp, path) != 0)
-		rc = KHUB_EIO;
-	if (rc != 0)
-		unlink(tmp);
-cleanup:
-	free(tmp);
-	return rc;
-}
-
-int compile_object_replace(const char *path, const char *from, const char *to, size_t *count, const char **why)
-{
-	size_t len = strlen(from), n = 0;
-	unsigned char *b = NULL;
-	struct stat st;
-	*count = 0;
-	*why = NULL;
-	assert(len == strlen(to) && len > 0);
-	int rc = read_object(path, &b, &n, &st, why);
-	if (rc == 0 && (*why = object_hides_names(b, n)) != NULL)
-		rc = KHUB_EINVAL;
-	for (unsigned char *at = b; rc == 0 && (at = memmem(at, n - (size_t)(at - b), from, len)) != NULL; at += len) {
-		memcpy(at, to, len);
-		(*count)++;
-	}
-	if (rc == 0 && memmem(b, n, from, len)) {	/* made anew across a replacement's edge */
-		*why = "the placeholder is still there after replacing it";
-		rc = KHUB_EINVAL;
-	}
-	if (rc == 0 && *count && (rc = write_beside(path, b, n, &st)) != 0)
-		*why = "the patched copy could not be written";
-	free(b);
-	return rc;
-}
-
-struct placeholder_scan {
-	const char *placeholder;
-	char *found;		/* the first file holding it (owned) */
+struct cxx_token {
+	const char *at;
+	size_t len;
 };
 
-static int scan_placeholder(const char *rel, const char *path, const char *name, void *ctx)
+static int is_ident(int c)
 {
-	struct placeholder_scan *s = ctx;
-	struct stat st;
-	if (s->found || lstat(path, &st) < 0)
-		return 0;
-	if (S_ISDIR(st.st_mode))
-		return strcmp(name, ".git") ? DIR_WALK_ENTER : 0;
-	if (S_ISREG(st.st_mode) && file_contains(path, s->placeholder))
-		s->found = xstrdup(rel);
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* Past the comment or (raw) string or character literal at s, or s when
+ * none begins there. prefix: the identifier just before s (R"...( raw). */
+static const char *skip_opaque(const char *s, const char *end, const struct cxx_token *prefix)
+{
+	if (end - s >= 2 && s[0] == '/' && (s[1] == '/' || s[1] == '*')) {
+		if (s[1] == '*') {
+			const char *e = memmem(s + 2, (size_t)(end - s - 2), "*/", 2);
+			return e ? e + 2 : end;
+		}
+		for (; s < end && *s != '\n'; s++)
+			if (*s == '\\' && s + 1 < end)
+				s++;
+		return s;
+	}
+	if (*s == '"' && prefix && prefix->at + prefix->len == s && prefix->at[prefix->len - 1] == 'R') {
+		const char *open = memchr(s, '(', (size_t)(end - s));
+		if (!open || open - s > 17)
+			return end;
+		char close[20];
+		int n = snprintf(close, sizeof(close), ")%.*s\"", (int)(open - s - 1), s + 1);
+		const char *e = memmem(open, (size_t)(end - open), close, (size_t)n);
+		return e ? e + n : end;
+	}
+	if (*s == '"' || *s == '\'') {
+		char q = *s++;
+		for (; s < end && *s != q && *s != '\n'; s++)
+			if (*s == '\\' && s + 1 < end)
+				s++;
+		return s < end ? s + 1 : end;
+	}
+	return s;
+}
+
+/* The tokens of text[0..n) that matter here: identifiers (and numbers),
+ * punctuation one byte each, a literal as a token "\"". */
+static struct cxx_token *cxx_tokens(const char *text, size_t n, size_t *count)
+{
+	const char *s = text, *end = text + n;
+	struct cxx_token *t = NULL;
+	size_t cap = 0;
+	*count = 0;
+	while (s < end) {
+		const struct cxx_token *last = *count ? &t[*count - 1] : NULL;
+		const char *past = skip_opaque(s, end, last);
+		if (past == s && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f' || *s == '\v')) {
+			s++;
+			continue;
+		}
+		if (*count == cap)
+			t = xrealloc(t, (cap = cap ? 2 * cap : 256) * sizeof(*t));
+		if (past != s) {
+			int literal = *s == '"' || *s == '\'';
+			if (literal && last && last->at + last->len == s)
+				(*count)--;	/* a prefix (u8, L, R) and its literal: one token */
+			if (literal)
+				t[(*count)++] = (struct cxx_token){ "\"", 1 };
+			s = past;
+			continue;
+		}
+		const char *b = s;
+		if (is_ident((unsigned char)*s))
+			while (s < end && is_ident((unsigned char)*s))
+				s++;
+		else
+			s++;
+		t[(*count)++] = (struct cxx_token){ b, (size_t)(s - b) };
+	}
+	return t;
+}
+
+static int token_is(const struct cxx_token *t, const char *s)
+{
+	return t->len == strlen(s) && !memcmp(t->at, s, t->len);
+}
+
+static int registration_macro(const struct cxx_token *t)
+{
+	for (size_t i = 0; registration_macros[i]; i++)
+		if (token_is(t, registration_macros[i]))
+			return (int)i + 1;
 	return 0;
 }
 
-/* p->ops_placeholder, unless a header names the macro (every unit gets the
- * namespace as it is) or a file of the source holds the placeholder (the
- * patch would rewrite an author's text): logged either way. */
-static void choose_placeholder(struct build_plan *p)
+/* Why the mention t[i] is not a registration's first argument, or NULL. */
+static const char *other_use(const struct cxx_token *t, size_t n, size_t i)
 {
-	size_t n = strlen(p->ops_name), m = strlen(NAMESPACE_MARKER);
-	if (p->namespace_everywhere || n <= m) {
-		log_info("khub-worker build: every unit compiled with the op namespace itself (no placeholder)");
-		return;
-	}
-	char *placeholder = xstrdup(p->ops_name);
-	memcpy(placeholder + n - m, NAMESPACE_MARKER, m);
-	struct placeholder_scan s = { .placeholder = placeholder, .found = NULL };
-	if (dir_walk(p->src, scan_placeholder, &s) < 0 && !s.found)
-		s.found = xstrdup("(the source tree could not be read)");
-	if (s.found) {
-		log_info("khub-worker build: the op namespace compiled in as it is, no placeholder: %s holds %s",
-			 s.found, placeholder);
-		free(placeholder);
-	} else {
-		p->ops_placeholder = placeholder;
-		log_info("khub-worker build: C++ units compiled with the placeholder %s, replaced by %s in their objects",
-			 placeholder, p->ops_name);
-	}
-	free(s.found);
+	int m = i >= 2 && token_is(&t[i - 1], "(") ? registration_macro(&t[i - 2]) : 0;
+	if (!m)
+		return "not the first argument of TORCH_LIBRARY_EXPAND, TORCH_LIBRARY_IMPL_EXPAND or REGISTER_EXTENSION";
+	if (i + 1 >= n || !(token_is(&t[i + 1], ")") || (m < 3 && token_is(&t[i + 1], ","))))
+		return "part of a longer argument";
+	if (i >= 3 && (token_is(&t[i - 3], "define") || token_is(&t[i - 3], "undef")))
+		return "in a #define of its own";
+	return NULL;
 }
 
-/* Each object compiled with the placeholder (cmds[i] -> objects[i]) gets
- * the op namespace in its place; one that cannot (its names not plain
- * bytes, no placeholder in it, a failed patch) is compiled again with the
- * namespace itself, logged with why. BUILD_OK or that compile's failure. */
-static int place_namespace(struct build_plan *p, struct strvec *cmds, size_t n, const struct strvec *objects)
+void compile_namespace_use(const char *text, size_t n, struct namespace_use *u)
 {
-	if (!p->ops_placeholder)
-		return BUILD_OK;
-	char *define = xasprintf("-D" NAMESPACE_MACRO "=%s", p->ops_placeholder);
-	int rc = BUILD_OK;
-	for (size_t i = 0; i < n && rc == BUILD_OK; i++) {
-		size_t at = 0, count = 0;
-		while (at < cmds[i].count && strcmp(cmds[i].items[at], define) != 0)
-			at++;
-		if (at == cmds[i].count)
-			continue;
-		const char *why = NULL;
-		if (compile_object_replace(objects->items[i], p->ops_placeholder, p->ops_name, &count, &why) == 0 &&
-		    count == 0)
-			why = "the object does not hold the placeholder in plain bytes";
-		if (!why) {
-			dprintf(p->sb->log_fd, "khub-worker build: %s: op namespace %s placed (%zu places)\n",
-				command_unit(&cmds[i]), p->ops_name, count);
-			continue;
+	size_t count;
+	struct cxx_token *t = cxx_tokens(text, n, &count);
+	memset(u, 0, sizeof(*u));
+	for (size_t i = 0; i < count && !u->why[0]; i++) {
+		if (registration_macro(&t[i]) && i >= 1 && (token_is(&t[i - 1], "define") || token_is(&t[i - 1], "undef"))) {
+			snprintf(u->why, sizeof(u->why), "it defines %.*s itself", (int)t[i].len, t[i].at);
+			break;
 		}
-		dprintf(p->sb->log_fd, "khub-worker build: %s: compiled again with -D" NAMESPACE_MACRO "=%s: %s\n",
-			command_unit(&cmds[i]), p->ops_name, why);
-		free(cmds[i].items[at]);
-		cmds[i].items[at] = xasprintf("-D" NAMESPACE_MACRO "=%s", p->ops_name);
-		uint64_t t0 = monotonic_usec();
-		if ((rc = compile_run(p, &cmds[i])) == BUILD_OK)
-			dprintf(p->sb->log_fd, "compiled %s in %.1f s\n", command_unit(&cmds[i]),
-				(double)(monotonic_usec() - t0) / 1e6);
+		if (!token_is(&t[i], NAMESPACE_MACRO))
+			continue;
+		const char *why = other_use(t, count, i);
+		if (why) {
+			size_t line = 1;
+			for (const char *c = text; c < t[i].at; c++)
+				line += *c == '\n';
+			snprintf(u->why, sizeof(u->why), "line %zu: " NAMESPACE_MACRO " %s", line, why);
+		} else {
+			u->registrations++;
+			u->registers_module |= token_is(&t[i - 2], "REGISTER_EXTENSION");
+		}
 	}
-	free(define);
+	free(t);
+}
+
+static int append_chunk(const char *buf, size_t n, void *text)
+{
+	strbuf_add(text, buf, n);
+	return 0;
+}
+
+/* The unit's use of the macro, read whole (one that cannot be read: an
+ * other use, the safe answer). */
+static void unit_namespace_use(const struct build_plan *p, const char *rel, struct namespace_use *u)
+{
+	char *path = xasprintf("%s/%s", p->src, rel);
+	struct strbuf text = STRBUF_INIT;
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < 64L * 1024 * 1024 &&
+	    read_chunks(fd, append_chunk, &text) == 0) {
+		compile_namespace_use(text.buf ? text.buf : "", text.len, u);
+	} else {
+		memset(u, 0, sizeof(*u));
+		snprintf(u->why, sizeof(u->why), "it could not be read");
+	}
+	if (fd >= 0)
+		close(fd);
+	strbuf_release(&text);
+	free(path);
+}
+
+/* Each host C++ unit naming the macro: into p->runtime_units, or logged
+ * with why it gets the namespace itself. */
+static void choose_runtime_units(struct build_plan *p, const struct strvec *units)
+{
+	for (size_t i = 0; i < units->count; i++) {
+		const char *rel = units->items[i];
+		if (gpu_source(p->cb, rel) || !names_extension(p, rel))
+			continue;
+		struct namespace_use u;
+		unit_namespace_use(p, rel, &u);
+		if (u.registrations && !u.why[0]) {
+			strvec_pushf(&p->runtime_units, "%s", rel);
+			p->runtime_module |= u.registers_module;
+			dprintf(p->sb->log_fd, "khub-worker build: %s: registers under the runtime op namespace %s ("
+				RUNTIME_NAMESPACE_DEFINE ")\n", rel, p->ops_name);
+		} else {
+			dprintf(p->sb->log_fd, "khub-worker build: %s: compiled with -D" NAMESPACE_MACRO "=%s: %s\n",
+				rel, p->ops_name, u.why[0] ? u.why : "no registration names it");
+		}
+	}
+}
+
+/* The namespace file: khub_op_namespace (and the module's PyInit_ when a
+ * runtime unit has REGISTER_EXTENSION), written under the scratch's obj/
+ * and compiled as C; its object goes to objects. */
+static int write_namespace_file(struct build_plan *p, struct strvec *objects)
+{
+	if (!p->runtime_units.count)
+		return BUILD_OK;
+	struct strbuf c = STRBUF_INIT;
+	strbuf_addf(&c, "/* written by khub-worker: the op namespace of this build */\n"
+			"const char khub_op_namespace[] = \"%s\";\n", p->ops_name);
+	if (p->runtime_module)
+		strbuf_addf(&c, "#include <Python.h>\n"
+				"PyMODINIT_FUNC PyInit_%s(void)\n{\n"
+				"\tstatic struct PyModuleDef khub_module = { PyModuleDef_HEAD_INIT, \"%s\", NULL, 0, NULL };\n"
+				"\treturn PyModule_Create(&khub_module);\n}\n", p->ops_name, p->ops_name);
+	char *path = xasprintf("%s/" NAMESPACE_FILE ".c", p->obj);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	int rc = fd >= 0 && write_all(fd, c.buf, c.len) == 0 ? BUILD_OK : BUILD_INTERNAL;
+	if (fd >= 0 && close(fd) != 0)
+		rc = BUILD_INTERNAL;
+	if (rc != BUILD_OK)
+		log_error("khub-worker: %s could not be written", path);
+	struct strvec args = STRVEC_INIT;
+	strvec_pushf(&args, "%s", p->tc->cxx);
+	strvec_pushf(&args, "-x");
+	strvec_pushf(&args, "c");
+	strvec_pushf(&args, "-O2");
+	strvec_pushf(&args, "-fPIC");
+	push_reproducible(p, &args, 0, NAMESPACE_FILE ".c");
+	strvec_pushf(&args, "-DPy_LIMITED_API=0x03090000");
+	if (p->tc->python_include)
+		strvec_pushf(&args, "-I%s", p->tc->python_include);
+	strvec_pushf(&args, "-c");
+	strvec_pushf(&args, "../obj/" NAMESPACE_FILE ".c");
+	strvec_pushf(&args, "-o");
+	strvec_pushf(&args, "../obj/" NAMESPACE_FILE ".o");
+	if (rc == BUILD_OK && (rc = compile_run(p, &args)) == BUILD_OK)
+		strvec_pushf(objects, "%s/" NAMESPACE_FILE ".o", p->obj);
+	strvec_release(&args);
+	strbuf_release(&c);
+	free(path);
 	return rc;
 }
 
@@ -1118,7 +1148,6 @@ int compile_variant(struct build_plan *p)
 		goto cleanup;
 	choose_gpu_threads(p);
 	choose_namespace_units(p);
-	choose_placeholder(p);
 	size_t index = 0;
 	size_t i;
 	json_t *v;
@@ -1139,7 +1168,7 @@ int compile_variant(struct build_plan *p)
 		rc = BUILD_BAD_SOURCE;
 		goto cleanup;
 	}
-	if ((rc = run_all(p, cmds, ncmds)) != BUILD_OK || (rc = place_namespace(p, cmds, ncmds, &objects)) != BUILD_OK)
+	if ((rc = run_all(p, cmds, ncmds)) != BUILD_OK || (rc = write_namespace_file(p, &objects)) != BUILD_OK)
 		goto cleanup;
 	/* The link: torch's libraries, no RPATH (the loader finds them through
 	 * the already imported torch). */

@@ -17,7 +17,11 @@
 /* Our own wording of the macros the kernel-builder contract describes:
  * TORCH_LIBRARY needs a literal namespace, so these expand NAME (the
  * TORCH_EXTENSION_NAME macro) one level first; REGISTER_EXTENSION gives
- * the library the PyInit_ function that makes it importable. */
+ * the library the PyInit_ function that makes it importable. A unit
+ * compiled with KHUB_RUNTIME_NAMESPACE (compile.c: its every mention of
+ * the macro is a registration's first argument) registers under the string
+ * khub_op_namespace instead, defined with PyInit_ in the namespace file the
+ * worker links in: its command line is the same on every commit. */
 const char registration_header[] =
 	"// registration.h -- written by khub-worker before compiling. Registers\n"
 	"// ops under this build's namespace (TORCH_EXTENSION_NAME, a macro) and\n"
@@ -31,17 +35,37 @@ const char registration_header[] =
 	"#define KHUB_TEXT_(x) #x\n"
 	"#define KHUB_TEXT(x) KHUB_TEXT_(x)\n"
 	"\n"
+	"#ifdef KHUB_RUNTIME_NAMESPACE\n"
+	"// The namespace is khub_op_namespace, linked in by khub-worker; NAME is not used.\n"
+	"extern \"C\" const char khub_op_namespace[];\n"
+	"#define KHUB_LIBRARY(id, m)                                                       \\\n"
+	"  static void KHUB_JOIN(id, _init)(torch::Library &);                            \\\n"
+	"  static const torch::detail::TorchLibraryInit KHUB_JOIN(id, _static)(          \\\n"
+	"      torch::Library::DEF, &KHUB_JOIN(id, _init), khub_op_namespace, {},         \\\n"
+	"      __FILE__, __LINE__);                                                       \\\n"
+	"  void KHUB_JOIN(id, _init)(torch::Library & m)\n"
+	"#define KHUB_LIBRARY_IMPL(id, k, m)                                               \\\n"
+	"  static void KHUB_JOIN(id, _init)(torch::Library &);                            \\\n"
+	"  static const torch::detail::TorchLibraryInit KHUB_JOIN(id, _static)(          \\\n"
+	"      torch::Library::IMPL, &KHUB_JOIN(id, _init), khub_op_namespace,            \\\n"
+	"      c10::DispatchKey::k, __FILE__, __LINE__);                                  \\\n"
+	"  void KHUB_JOIN(id, _init)(torch::Library & m)\n"
+	"#define TORCH_LIBRARY_EXPAND(NAME, MODULE) KHUB_LIBRARY(KHUB_JOIN(khub_def_, __COUNTER__), MODULE)\n"
+	"#define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) \\\n"
+	"  KHUB_LIBRARY_IMPL(KHUB_JOIN(khub_impl_, __COUNTER__), DEVICE, MODULE)\n"
+	"#define REGISTER_EXTENSION(NAME) extern \"C\" { extern const char khub_op_namespace[]; }\n"
+	"#else\n"
 	"#define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)\n"
 	"#define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)\n"
-	"#define STABLE_TORCH_LIBRARY_EXPAND(NAME, MODULE) STABLE_TORCH_LIBRARY(NAME, MODULE)\n"
-	"#define STABLE_TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) STABLE_TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)\n"
-	"\n"
 	"#define REGISTER_EXTENSION(NAME)                                                  \\\n"
 	"  PyMODINIT_FUNC KHUB_JOIN(PyInit_, NAME)(void) {                                \\\n"
 	"    static struct PyModuleDef khub_module = {PyModuleDef_HEAD_INIT, KHUB_TEXT(NAME), \\\n"
 	"                                             nullptr, 0, nullptr};               \\\n"
 	"    return PyModule_Create(&khub_module);                                       \\\n"
-	"  }\n";
+	"  }\n"
+	"#endif\n"
+	"#define STABLE_TORCH_LIBRARY_EXPAND(NAME, MODULE) STABLE_TORCH_LIBRARY(NAME, MODULE)\n"
+	"#define STABLE_TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) STABLE_TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)\n";
 
 static int write_file(const char *path, const char *data, size_t len)
 {

@@ -3,8 +3,8 @@
 # and toolchain), with `khub-worker build` by hand as the daemon runs it:
 # a cold build of examples/relu misses; the build of a changed commit (a new
 # op namespace, one line of build.toml changed) is served from the cache for
-# both translation units (the binding's op namespace placed in its object
-# after the compile), and gives byte for byte the
+# both translation units (the binding registers under the runtime op
+# namespace, linked in: its command line names no commit), and gives byte for byte the
 # variant a build without the cache gives; ccache's max_size is the one
 # given. A hostile repo's build (evil/relu, whose smoke import walks and
 # fills its cache mount and reaches for acme/relu's cache by its path on the
@@ -73,7 +73,7 @@ wait
 
 is "$(cat "$T/a2.rc")" 0 "the changed commit's build with the cache exits 0"
 is "$(cache_field a2 hits)/$(cache_field a2 misses)" "2/0" \
-	"the changed commit: relu_cpu.cpp and the binding (a new op namespace, compiled as the same placeholder) served from the cache"
+	"the changed commit: relu_cpu.cpp and the binding (a new op namespace, compiled for the runtime namespace) served from the cache"
 like "$(cat "$T/a2.log")" 'build cache: 2 hits, 0 misses, 0 not cacheable' "the build log says so"
 is "$(cat "$T/a3.rc")/$(cache_field a3 used)" "0/false" "the same build without the cache: exit 0, cache not used"
 check "the variant from the cache is byte for byte the variant built without it" -- \

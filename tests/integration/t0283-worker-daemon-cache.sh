@@ -3,7 +3,7 @@
 # cache: the daemon keeps a ccache per (repo, toolchain) under its work
 # directory; a pushed source builds cold (misses), the build of a changed
 # commit pushed after it is served from the cache (hits, the binding too:
-# its op namespace is placed after the compile; in the report the server
+# it registers under the runtime op namespace, linked in; in the report the server
 # stores and the build log, which gives each unit's compile time), and a rebuild of that commit with --no-build-cache gives
 # the same bytes (the farm finds it identical to what it published, and
 # publishes nothing new).
@@ -82,12 +82,12 @@ like "$ID2" '^[0-9]+$' "the push queued build #$ID2"
 worker
 is "$(build "$ID2" .state)" succeeded "build #$ID2 (the changed commit) succeeded"
 is "$(build "$ID2" '.abi_report.build.cache | "\(.used) \(.hits) \(.misses)"')" "true 2 0" \
-	"its report: 2 hits (relu_cpu.cpp, and the binding: a new op namespace placed in the object compiled with its placeholder)"
+	"its report: 2 hits (relu_cpu.cpp, and the binding: a new op namespace, the same command line: the runtime namespace)"
 curl -s -H "Authorization: Bearer $ALICE" "$KHUB_URL/api/builds/$ID2/log" >"$TEST_DIR/log2"
 like "$(cat "$TEST_DIR/log2")" "build cache .*/w1/ccache/[0-9a-f]{64} \(ccache, at most 2048 MiB" "its log names the cache"
 like "$(cat "$TEST_DIR/log2")" 'build cache: 2 hits, 0 misses' "and counts what it served"
 like "$(cat "$TEST_DIR/log2")" 'compiled torch-ext/torch_binding.cpp in [0-9]+\.[0-9] s' "and gives each unit's compile time"
-like "$(cat "$TEST_DIR/log2")" "torch-ext/torch_binding.cpp: op namespace _relu_cpu_${SHA2:0:7} placed" \
+like "$(cat "$TEST_DIR/log2")" "torch-ext/torch_binding.cpp: registers under the runtime op namespace _relu_cpu_${SHA2:0:7}" \
 	"and says the binding got the commit's op namespace"
 
 # the same commit without the cache: the same bytes, nothing published again

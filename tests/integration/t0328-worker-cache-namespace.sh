@@ -1,12 +1,14 @@
 #!/bin/bash
 # t0328-worker-cache-namespace.sh -- the build cache across commits: the op
 # namespace (-DTORCH_EXTENSION_NAME, new with every commit) goes only to the
-# translation units that name it, and to those the host C++ compiler compiles
-# as a placeholder of its length that is the same on every commit, replaced
-# by the namespace in the object before the link. So a new commit with one
+# translation units that name it, and a host C++ unit that names it only as
+# the first argument of khub's registration macros is compiled with
+# -DKHUB_RUNTIME_NAMESPACE -DTORCH_EXTENSION_NAME=khub_ops (the same on every
+# commit): it registers under khub_op_namespace, a string of a small C file
+# the worker compiles and links in. So a new commit with one
 # line of one kernel file changed recompiles that file only: ccache's direct
 # mode serves the other four units of bench/kernels/activations and the
-# binding (no preprocessor run); the binding's object gets the new commit's
+# binding (no preprocessor run); the ops register under the new commit's
 # namespace; the rebuilt variant loads and computes what torch does; its
 # files are byte for byte those of a cold build of the same commit in a
 # cache of its own, and of a build without the cache. A kernel whose header
@@ -34,10 +36,12 @@ is "$(cache_field k1 hits)/$(cache_field k1 misses)" "0/6" "it misses on all six
 is "$(units_with_namespace k1)" "torch-ext/torch_binding.cpp " \
 	"only the binding, the unit that names it, is given -DTORCH_EXTENSION_NAME"
 like "$(cat "$T/k1.log")" 'only for the units that name it: torch-ext/torch_binding.cpp' "the build log says so"
-like "$(cat "$T/k1.log")" 'C\+\+ units compiled with the placeholder _activations_cpu_kHnsPH0, replaced by _activations_cpu_1111111' \
-	"the binding is compiled with a placeholder of the namespace that is the same on every commit"
-like "$(cat "$T/k1.log")" 'torch-ext/torch_binding.cpp: op namespace _activations_cpu_1111111 placed' \
-	"… and its object gets the namespace in the placeholder's place"
+like "$(cat "$T/k1.log")" 'torch-ext/torch_binding.cpp: registers under the runtime op namespace _activations_cpu_1111111 \(-DKHUB_RUNTIME_NAMESPACE\)' \
+	"the binding registers under the runtime namespace"
+like "$(grep -- ' -c torch-ext/torch_binding.cpp ' "$T/k1.log")" '-DKHUB_RUNTIME_NAMESPACE -DTORCH_EXTENSION_NAME=khub_ops ' \
+	"… compiled with a fixed identifier in place of the namespace (the same on every commit)"
+like "$(cat "$T/k1.log")" '-c \.\./obj/khub_op_namespace\.c -o \.\./obj/khub_op_namespace\.o' \
+	"… and the namespace file is compiled (and linked in)"
 
 # ---- commit 2: one line of one kernel file changed ------------------------------------------------------
 cp -r "$T/k1" "$T/k2"
@@ -49,8 +53,8 @@ is "$(cache_field k2 hits)/$(cache_field k2 misses)" "5/1" \
 	"five units served from the cache, the binding too (a new namespace, the same command line); cpu/silu.cpp compiled"
 is "$(( $(stat_of "$A_DIR" direct_cache_hit) - direct0 ))/$(( $(stat_of "$A_DIR" preprocessed_cache_hit) - pre0 ))" "5/0" \
 	"all five hits in ccache's direct mode (the same command line), none needing the preprocessor"
-like "$(cat "$T/k2.log")" 'torch-ext/torch_binding.cpp: op namespace _activations_cpu_2222222 placed' \
-	"the binding's cached object gets commit 2's namespace"
+like "$(cat "$T/k2.log")" 'torch-ext/torch_binding.cpp: registers under the runtime op namespace _activations_cpu_2222222' \
+	"the binding's cached object registers under commit 2's namespace"
 is "$(variant_loads k2 $ALL_OPS)" equal "the rebuilt variant loads as the loader does and its five ops equal torch's"
 
 # ---- commit 2 cold in a cache of its own, and without a cache; a header naming the macro -------------------
@@ -77,12 +81,13 @@ check "the variant served from the cache is byte for byte the cold build's" -- \
 check "… and the build without the cache's" -- diff -r "$T/out-k2/$VARIANT" "$T/out-k2none/$VARIANT"
 so=$VARIANT/_activations_cpu_2222222.abi3.so
 is "$(sha256sum <"$T/out-k2/$so")" "$(sha256sum <"$T/out-k2cold/$so")" "the .so's sha256: cached = cold"
-check "commit 2's .so holds neither commit 1's namespace nor the placeholder" -- \
-	bash -c "! grep -aq -e _activations_cpu_1111111 -e kHnsPH0 '$T/out-k2/$so'"
+check "commit 2's .so holds neither commit 1's namespace nor the fixed identifier" -- \
+	bash -c "! grep -aq -e _activations_cpu_1111111 -e khub_ops '$T/out-k2/$so'"
 is "$(cat "$T/k3.rc")" 0 "a kernel whose header names TORCH_EXTENSION_NAME builds"
 like "$(cat "$T/k3.log")" 'every unit gets -DTORCH_EXTENSION_NAME=_activations_cpu_3333333: cpu/elementwise.h names it' \
 	"every unit gets the namespace: a header names it"
 is "$(units_with_namespace k3 | wc -w)" 6 "all six compiles are given it"
-like "$(cat "$T/k3.log")" 'every unit compiled with the op namespace itself \(no placeholder\)' "… as it is, no placeholder"
+check "… as it is: no unit registers under the runtime namespace" -- \
+	bash -c "! grep -q -e 'registers under the runtime' -e KHUB_RUNTIME_NAMESPACE '$T/k3.log'"
 is "$(variant_loads k3 $ALL_OPS)" equal "… and silu, registered from its kernel file, is found in the build's namespace"
 done_testing

@@ -1,12 +1,12 @@
 #!/bin/bash
 # t0342-worker-namespace-apart.sh -- with the binding served from the build
-# cache (compiled once with the placeholder), each commit and each repo
+# cache (compiled once for the runtime namespace), each commit and each repo
 # still gets its own op namespace: acme/relu builds commit 1, then commit 2
 # (one line of build.toml changed: every unit a cache hit), then commit 1
 # again (every unit a hit, after commit 2 went through the same cached
 # objects); other/relu, a repo with the same module in the same cache root,
 # builds commit 3. Each library names its own namespace only (never another
-# commit's, never the placeholder); commit 1 rebuilt is byte for byte commit
+# commit's, never the fixed identifier khub_ops); commit 1 rebuilt is byte for byte commit
 # 1's first build; the three variants load in one Python process, each
 # registering its op under its own namespace, and compute relu.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
@@ -29,8 +29,8 @@ is "$(cat "$T/a1.rc")/$(cat "$T/a2.rc")/$(cat "$T/a1again.rc")/$(cat "$T/b3.rc")
 is "$(cache_field a2 hits)/$(cache_field a2 misses)" "2/0" "acme commit 2: both units (the binding too) from the cache"
 is "$(cache_field a1again hits)/$(cache_field a1again misses)" "2/0" "acme commit 1 again: both units from the cache"
 is "$(cache_field b3 hits)/$(cache_field b3 misses)" "0/2" "other/relu: nothing from acme's cache (a cache of its own)"
-names() {	# names BUILD NS: the namespaces of relu builds found in build BUILD's .so, and the placeholder
-	grep -aoE '_relu_cpu_(1111111|2222222|3333333|kHnsPH0)' "$T/out-$1/$VARIANT/$2.abi3.so" | sort -u | tr '\n' ' '
+names() {	# names BUILD NS: the namespaces of relu builds found in build BUILD's .so, and khub_ops
+	grep -aoE '(_relu_cpu_(1111111|2222222|3333333)|khub_ops)' "$T/out-$1/$VARIANT/$2.abi3.so" | sort -u | tr '\n' ' '
 }
 is "$(names a1 _relu_cpu_1111111)" "_relu_cpu_1111111 " "commit 1's library names its namespace only"
 is "$(names a2 _relu_cpu_2222222)" "_relu_cpu_2222222 " "commit 2's, from commit 1's cached objects, its own only"

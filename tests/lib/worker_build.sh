@@ -60,12 +60,13 @@ PY
 
 # hand_build NAME SOURCE DIR: build NAME's logged compiles and link (its
 # "+ " lines) run again by hand in DIR, outside the sandbox and without
-# ccache, with the op namespace itself where the worker gave a placeholder:
-# DIR/stage/<variant>/<ops>.abi3.so is what compiling with
-# -DTORCH_EXTENSION_NAME=<ops> directly gives. registration.h is the
+# ccache, with the op namespace itself where the worker compiled a unit
+# for the runtime namespace (and without the namespace file): DIR/stage/
+# <variant>/<ops>.abi3.so is what compiling with -DTORCH_EXTENSION_NAME=<ops>
+# directly gives. registration.h is the
 # worker's own text (read from its binary). Failed commands in DIR/hand.log.
 hand_build() {
-	local log=$T/$1.log src=$2 S=$3 scratch ph ns line argv
+	local log=$T/$1.log src=$2 S=$3 scratch ns line argv
 	mkdir -p "$S/obj"
 	cp -r "$src" "$S/src"
 	$PY - "$WORKER" >"$S/src/torch-ext/registration.h" <<'PY'
@@ -75,14 +76,14 @@ i = b.index(b"// registration.h -- written by khub-worker")
 sys.stdout.write(b[i:b.index(b"\0", i)].decode())
 PY
 	scratch=$(sed -n 's/^+ .* -ffile-prefix-map=\([^= ]*\)=\/khub\/build .*/\1/p' "$log" | head -1)
-	ph=$(sed -n 's/.*C++ units compiled with the placeholder \([^ ]*\), replaced by \([^ ]*\) .*/\1/p' "$log")
-	ns=$(sed -n 's/.*C++ units compiled with the placeholder \([^ ]*\), replaced by \([^ ]*\) .*/\2/p' "$log")
-	grep '^+ ' "$log" | while read -r line; do
+	ns=$(sed -n 's/.*: registers under the runtime op namespace \([^ ]*\) .*/\1/p' "$log" | head -1)
+	grep '^+ ' "$log" | grep -v ' -c \.\./obj/khub_op_namespace\.c ' | while read -r line; do
 		line=${line#+ }
 		line=${line#/*/ccache }
-		[ -n "$ph" ] && line=${line//=$ph /=$ns }
+		[ -n "$ns" ] && line=${line//-DKHUB_RUNTIME_NAMESPACE -DTORCH_EXTENSION_NAME=khub_ops /-DTORCH_EXTENSION_NAME=$ns }
 		line=${line//\/khub\/build\/src/$S/src}
 		line=${line//$scratch/$S}
+		line=${line// $S\/obj\/khub_op_namespace.o/}
 		read -ra argv <<<"$line"
 		case " $line " in *" -shared "*) mkdir -p "$(dirname "${argv[3]}")" ;; esac
 		(cd "$S/src" && "${argv[@]}") >>"$S/hand.log" 2>&1 || echo "FAILED: $line" >>"$S/hand.log"

@@ -2,8 +2,8 @@
  * each nvcc version, and the contract's loose intersection of a kernel's
  * cuda-capabilities with them; the compile-backend table against kernel/'s
  * backend table; nvcc's --threads; the build cache's directory per repo and
- * toolchain and its count of ccache's stats log; the op namespace placed
- * in an object compiled with its placeholder. */
+ * toolchain and its count of ccache's stats log; which units register under
+ * the runtime op namespace (compile_namespace_use). */
 #include "builder-worker/build_internal.h"
 #include "tests/unit/tap.h"
 
@@ -151,95 +151,50 @@ static void test_hipify_names(void)
 	strvec_release(&p.hipified);
 }
 
-/* cc -c of a unit naming the op namespace (as a symbol and a string),
- * with NAME defined as name, into dir/out.o, with flags. 0 when compiled. */
-static int compile_named(const char *dir, const char *out, const char *name, const char *flags)
+/* One unit's text: its registrations, module flag and other use. */
+static void use_of(const char *text, size_t *regs, int *module, const char **why)
 {
-	char *c = xasprintf("%s/unit.c", dir);
-	FILE *f = fopen(c, "w");
-	if (f) {
-		fputs("#define STR2(x) #x\n#define STR(x) STR2(x)\n#define CAT2(a, b) a##b\n#define CAT(a, b) CAT2(a, b)\n"
-		      "const char *ops_name = STR(NAME);\nint CAT(PyInit_, NAME)(void) { return 1; }\n"
-		      "const char *edge = \"abb\";\n", f);
-		fclose(f);
-	}
-	char *cmd = xasprintf("cd %s && cc -O2 -fPIC -DNAME=%s %s -c unit.c -o %s 2>&1", dir, name, flags, out);
-	int rc = f ? system(cmd) : -1;
-	free(cmd);
-	free(c);
-	return rc;
+	static struct namespace_use u;
+	compile_namespace_use(text, strlen(text), &u);
+	*regs = u.registrations;
+	*module = u.registers_module;
+	*why = u.why;
 }
 
-static int same_file_bytes(const char *a, const char *b)
+/* Which mentions of TORCH_EXTENSION_NAME make a unit take the namespace
+ * itself: comments and literals do not count, whitespace is allowed, any
+ * other use (stringified, PYBIND11_MODULE, a macro of its own, STABLE_*)
+ * does. */
+static void test_namespace_use(void)
 {
-	size_t na = 0, nb = 0;
-	char *x = read_file_limited(a, 1 << 24, &na), *y = read_file_limited(b, 1 << 24, &nb);
-	int same = x && y && na == nb && memcmp(x, y, na) == 0;
-	free(x);
-	free(y);
-	return same;
-}
-
-/* The op namespace placed in an object compiled with its placeholder:
- * the bytes of an object compiled with the namespace itself; a symbolic
- * link, a second name, LTO IR, compressed sections, a file that is not
- * ELF are refused untouched; the patched file is a new one (an open copy,
- * as ccache's, keeps the old bytes). */
-static void test_object_replace(void)
-{
-	char dir[] = "/tmp/khub-objpatch-XXXXXX";
-	const char *ph = "_relu_cpu_kHnsPH0", *ns = "_relu_cpu_1234abc", *why = NULL;
-	size_t count = 0;
-	struct stat before, after;
-	if (!mkdtemp(dir) || compile_named(dir, "p.o", ph, "") || compile_named(dir, "n.o", ns, "")) {
-		ok(0, "compiled the test unit with cc");
-		return;
-	}
-	char *p = xasprintf("%s/p.o", dir), *n = xasprintf("%s/n.o", dir), *sym = xasprintf("%s/link.o", dir);
-	char *hard = xasprintf("%s/hard.o", dir), *lto = xasprintf("%s/lto.o", dir), *gz = xasprintf("%s/gz.o", dir);
-	ok(!same_file_bytes(p, n), "compiled with the placeholder, the object differs");
-	int old = open(p, O_RDONLY);
-	stat(p, &before);
-	ok(symlink(p, sym) == 0 && compile_object_replace(sym, ph, ns, &count, &why) == KHUB_EINVAL && why,
-	   "a symbolic link is refused (%s)", why ? why : "");
-	ok(link(p, hard) == 0 && compile_object_replace(p, ph, ns, &count, &why) == KHUB_EINVAL,
-	   "a file with a second name is refused (%s)", why ? why : "");
-	unlink(hard);
-	ok(compile_object_replace(p, ph, ns, &count, &why) == 0, "the placeholder replaced");
-	ok(count >= 2, "in the symbol and the string (%zu places)", count);
-	ok(same_file_bytes(p, n), "the object's bytes are those of a compile with the namespace itself");
-	stat(p, &after);
-	static char old_bytes[1 << 16];
-	ssize_t got = old >= 0 ? pread(old, old_bytes, sizeof(old_bytes), 0) : -1;
-	ok(after.st_ino != before.st_ino && (after.st_mode & 0777) == (before.st_mode & 0777),
-	   "written to a new file renamed over it, the mode kept");
-	ok(got > 0 && memmem(old_bytes, (size_t)got, ph, strlen(ph)), "the old file, still open (a cache's copy), keeps its bytes");
-	if (old >= 0)
-		close(old);
-	ok(compile_object_replace(p, ph, ns, &count, &why) == 0, "patching again: nothing to replace");
-	ok(count == 0, "… 0 places, nothing written");
-	ok(compile_object_replace(p, "ab", "aa", &count, &why) == KHUB_EINVAL, "a replacement that makes the text anew: refused");
-	ok(compile_object_replace(n, "ab", "aa", &count, &why) != 0 && same_file_bytes(p, n), "… the file untouched");
-	if (compile_named(dir, "lto.o", ph, "-flto") == 0) {
-		ok(compile_object_replace(lto, ph, ns, &count, &why) == KHUB_EINVAL, "an object with LTO IR: refused (%s)",
-		       why ? why : "");
-	}
-	if (compile_named(dir, "gz.o", ph, "-g -gz=zlib") == 0)
-		ok(compile_object_replace(gz, ph, ns, &count, &why) == KHUB_EINVAL, "compressed debug sections: refused (%s)",
-		       why ? why : "");
-	char *c = xasprintf("%s/unit.c", dir);
-	ok(compile_object_replace(c, "NAME", "EMAN", &count, &why) == KHUB_EINVAL, "not ELF: refused (%s)", why ? why : "");
-	char *rm = xasprintf("rm -rf %s", dir);
-	if (system(rm) != 0)
-		printf("# could not remove %s\n", dir);
-	free(rm);
-	free(c);
-	free(p);
-	free(n);
-	free(sym);
-	free(hard);
-	free(lto);
-	free(gz);
+	size_t regs;
+	int module;
+	const char *why;
+	use_of("// under TORCH_EXTENSION_NAME\n#include \"registration.h\"\n"
+	       "TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) { ops.def(\"f(Tensor x) -> ()\"); }\n"
+	       "TORCH_LIBRARY_IMPL_EXPAND( TORCH_EXTENSION_NAME , CPU, ops) {}\n"
+	       "/* TORCH_EXTENSION_NAME\n TORCH_EXTENSION_NAME */\nREGISTER_EXTENSION(\n\tTORCH_EXTENSION_NAME\n)\n",
+	       &regs, &module, &why);
+	ok(regs == 3 && module && !*why, "registrations only (comments, whitespace): runtime, with the module (%s)", why);
+	use_of("TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {}\n"
+	       "const char *s = \"TORCH_EXTENSION_NAME\"; char c = '\"'; const char *r = R\"x(TORCH_EXTENSION_NAME)\")x\";\n"
+	       "// a comment \\\n TORCH_EXTENSION_NAME continued\n", &regs, &module, &why);
+	ok(regs == 1 && !module && !*why, "in string literals, a raw string and a continued comment: not a use (%s)", why);
+	use_of("TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {}\nconst char *n = KHUB_TEXT(TORCH_EXTENSION_NAME);\n",
+	       &regs, &module, &why);
+	ok(*why && strstr(why, "line 2:"), "stringified for a schema lookup: the namespace itself (%s)", why);
+	use_of("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {}\n", &regs, &module, &why);
+	ok(*why != 0, "PYBIND11_MODULE: the namespace itself (%s)", why);
+	use_of("#define MY_NS TORCH_EXTENSION_NAME\nTORCH_LIBRARY_EXPAND(MY_NS, ops) {}\n", &regs, &module, &why);
+	ok(*why != 0, "a macro of its own: the namespace itself (%s)", why);
+	use_of("STABLE_TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {}\n", &regs, &module, &why);
+	ok(*why != 0, "STABLE_*: the namespace itself (%s)", why);
+	use_of("TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME##_x, ops) {}\n", &regs, &module, &why);
+	ok(*why != 0, "part of a longer argument: the namespace itself (%s)", why);
+	use_of("#define REGISTER_EXTENSION(N) int x\nREGISTER_EXTENSION(TORCH_EXTENSION_NAME)\n", &regs, &module, &why);
+	ok(*why != 0, "REGISTER_EXTENSION defined by the unit: the namespace itself (%s)", why);
+	use_of("int TORCH_EXTENSION_NAMES; // TORCH_EXTENSION_NAME\n", &regs, &module, &why);
+	ok(regs == 0 && !*why, "a longer identifier is not a mention");
 }
 
 int main(void)
@@ -249,7 +204,7 @@ int main(void)
 	test_compile_backends();
 	test_nvcc_threads();
 	test_build_cache();
-	test_object_replace();
+	test_namespace_use();
 	char *s;
 	s = select_joined(13, 0, NULL, 0);
 	is_str(s, "7.5;8.0;8.6;8.7;8.9;9.0;10.0;11.0;12.0;12.1+PTX", "nvcc 13.0 defaults");
