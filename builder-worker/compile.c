@@ -572,8 +572,10 @@ static struct cxx_token *cxx_tokens(const char *text, size_t n, size_t *count)
 			s++;
 			continue;
 		}
-		if (*count == cap)
+		if (*count == cap) {
 			t = xrealloc(t, (cap = cap ? 2 * cap : 256) * sizeof(*t));
+			last = *count ? &t[*count - 1] : NULL;	/* t moved */
+		}
 		if (past != s) {
 			int literal = *s == '"' || *s == '\'';
 			if (literal && last && last->at + last->len == s)

@@ -195,6 +195,22 @@ static void test_namespace_use(void)
 	ok(*why != 0, "REGISTER_EXTENSION defined by the unit: the namespace itself (%s)", why);
 	use_of("int TORCH_EXTENSION_NAMES; // TORCH_EXTENSION_NAME\n", &regs, &module, &why);
 	ok(regs == 0 && !*why, "a longer identifier is not a mention");
+	/* a prefix and its literal where the token array grows (256, 512, ...
+	 * tokens): the prefix is read after the array moved (t0204 in a
+	 * clean-clone run: heap-use-after-free under ASan) */
+	for (size_t before = 250; before <= 260; before++) {
+		struct strbuf text = STRBUF_INIT;
+		for (size_t i = 0; i < before; i++)
+			strbuf_adds(&text, "a ");
+		strbuf_adds(&text, "u8\"x\" L'y' R\"(z)\"\nTORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {}\n");
+		use_of(text.buf, &regs, &module, &why);
+		strbuf_release(&text);
+		if (regs != 1 || *why) {
+			ok(0, "prefixed literals where the token array grows (%zu tokens before): %s", before, why);
+			return;
+		}
+	}
+	ok(1, "prefixed literals where the token array grows: one registration, no other use");
 }
 
 int main(void)
