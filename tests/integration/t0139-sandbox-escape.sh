@@ -13,6 +13,8 @@
 # and through the daemon, where the uploaded build log and the worker's
 # own log never hold the token (build code printing it, whole or cut in
 # two, is scrubbed to [worker token]).
+# suite: runs alone (its 10,000 processes spend uid 65534's process limit,
+# which every concurrent build's sandbox shares: tests/tools/timed-test.sh)
 . "$(dirname "$0")/../lib/khub-test.sh"
 
 WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}

@@ -51,11 +51,20 @@ for d in "${CG%/*}"/khub-test.*; do
 	[ -n "$CG" ] && [ "$d" != "$CG" ] && ! kill -0 "${d##*.}" 2>/dev/null && rmdir "$d" 2>/dev/null
 done
 
+# A test whose attack spends a resource every sandboxed build shares (t0139's
+# 10,000 processes exhaust uid 65534's process limit, under which every
+# concurrent build's bubblewrap then fails to start) says so with a line
+# "# suite: runs alone" and holds the suite's lock exclusively; every other
+# test holds it shared. The test itself never holds the lock (fd 9 is closed
+# for it), so a daemon it leaves behind cannot keep it.
+exec 9>"${TMPDIR:-/tmp}/khub-suite.lock"
+if grep -q '^# suite: runs alone' "$1"; then flock -x 9; else flock -s 9; fi
+
 start=${EPOCHREALTIME:-$(date +%s.%N)}
 TIMEFORMAT='%3R %3U %3S'
 exec 3>&2
 # the test's shell enters the cgroup before it starts the script
-{ time ( [ -z "$CG" ] || echo "$BASHPID" >"$CG/cgroup.procs" 2>/dev/null; bash "$@" 2>&3 3>&- ); } 2>"$out.tmp"
+{ time ( [ -z "$CG" ] || echo "$BASHPID" >"$CG/cgroup.procs" 2>/dev/null; bash "$@" 2>&3 3>&- 9>&- ); } 2>"$out.tmp"
 rc=$?
 end=${EPOCHREALTIME:-$(date +%s.%N)}
 exec 3>&-
