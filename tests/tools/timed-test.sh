@@ -56,15 +56,18 @@ done
 # concurrent build's bubblewrap then fails to start) says so with a line
 # "# suite: runs alone" and holds the suite's lock exclusively; every other
 # test holds it shared. The test itself never holds the lock (fd 9 is closed
-# for it), so a daemon it leaves behind cannot keep it.
-exec 9>"${TMPDIR:-/tmp}/khub-suite.lock"
+# for it), so a daemon it leaves behind cannot keep it. A turnstile taken
+# before the lock keeps tests from starting while one waits to run alone.
+exec 8>"${TMPDIR:-/tmp}/khub-suite.turnstile" 9>"${TMPDIR:-/tmp}/khub-suite.lock"
+flock -x 8
 if grep -q '^# suite: runs alone' "$1"; then flock -x 9; else flock -s 9; fi
+flock -u 8
 
 start=${EPOCHREALTIME:-$(date +%s.%N)}
 TIMEFORMAT='%3R %3U %3S'
 exec 3>&2
 # the test's shell enters the cgroup before it starts the script
-{ time ( [ -z "$CG" ] || echo "$BASHPID" >"$CG/cgroup.procs" 2>/dev/null; bash "$@" 2>&3 3>&- 9>&- ); } 2>"$out.tmp"
+{ time ( [ -z "$CG" ] || echo "$BASHPID" >"$CG/cgroup.procs" 2>/dev/null; bash "$@" 2>&3 3>&- 8>&- 9>&- ); } 2>"$out.tmp"
 rc=$?
 end=${EPOCHREALTIME:-$(date +%s.%N)}
 exec 3>&-
