@@ -4,7 +4,6 @@
  * statement (storage/db/db.h). Nothing else writes these columns (t0345). */
 #include "storage/db/db_internal.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,8 +87,7 @@ static const char *setting_text(enum repo_setting_id id, const struct repo_setti
 	case REPO_SETTING_TEXT:
 		return s->text[id];
 	default:
-		snprintf(buf, 24, "%ld", s->value[id]);
-		return buf;
+		return db_param_int(buf, s->value[id]);
 	}
 }
 
@@ -126,8 +124,7 @@ static void settings_columns(struct strbuf *sql, const char *alias)
 int db_repo_settings_get(int64_t repo_id, struct repo_settings *out)
 {
 	char rid[24];
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	const char *params[1] = { rid };
+	const char *params[1] = { db_param_int(rid, repo_id) };
 	struct strbuf sql = STRBUF_INIT;
 	struct db_rows rows;
 	strbuf_adds(&sql, "SELECT ");
@@ -150,8 +147,7 @@ static int settings_write(int64_t repo_id, unsigned set, const struct repo_setti
 	const char *params[REPO_SETTING_COUNT + 1];
 	struct strbuf sql = STRBUF_INIT;
 	int n = 1;
-	snprintf(rid, sizeof(rid), "%" PRId64, repo_id);
-	params[0] = rid;
+	params[0] = db_param_int(rid, repo_id);
 	strbuf_adds(&sql, "UPDATE repos AS r SET ");
 	for (int i = 0; i < REPO_SETTING_COUNT; i++) {
 		if (!(set & REPO_SETTING_BIT(i)))
