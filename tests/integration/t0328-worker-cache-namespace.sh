@@ -7,7 +7,8 @@
 # commit): it registers under khub_op_namespace, a string of a small C file
 # the worker compiles and links in. So a new commit with one
 # line of one kernel file changed recompiles that file only: ccache's direct
-# mode serves the other four units of bench/kernels/activations and the
+# mode serves the other four units of bench/kernels/activations (with
+# ATen's headers: activations_kernel) and the
 # binding (no preprocessor run); the ops register under the new commit's
 # namespace; the rebuilt variant loads and computes what torch does; its
 # files are byte for byte those of a cold build of the same commit in a
@@ -28,8 +29,7 @@ units_with_namespace() {	# the compiled units of build NAME's log given -DTORCH_
 ALL_OPS=relu,silu,gelu,sigmoid,softplus
 
 # ---- a cold build of commit 1 ----------------------------------------------------------------------
-cp -r "$KHUB_SRC/bench/kernels/activations" "$T/k1"
-chmod -R a+rX "$T/k1"
+activations_kernel "$T/k1"
 wbuild k1 "$T/k1" $C1 --repo acme/activations --cache-root "$T/ccache"
 is "$(cat "$T/k1.rc")" 0 "a cold build of the six-unit kernel exits 0"
 is "$(cache_field k1 hits)/$(cache_field k1 misses)" "0/6" "it misses on all six units"
@@ -62,6 +62,7 @@ cp -r "$T/k1" "$T/k3"
 cat >>"$T/k3/cpu/elementwise.h" <<'EOF'
 
 // A kernel file registers its own implementation through this macro.
+#include <torch/library.h>
 #include "registration.h"
 #define ACTIVATION_CPU_IMPL(op, fn) \
   TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) { m.impl(op, fn); }

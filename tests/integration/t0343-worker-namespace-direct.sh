@@ -12,11 +12,9 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/worker_build.sh"
 
 worker_build_setup t0343
-for k in relu activations; do
-	case $k in relu) src=$KHUB_SRC/examples/relu ;; *) src=$KHUB_SRC/bench/kernels/$k ;; esac
-	cp -r "$src" "$T/$k"
-	chmod -R a+rX "$T/$k"
-done
+cp -r "$KHUB_SRC/examples/relu" "$T/relu"
+chmod -R a+rX "$T/relu"
+activations_kernel "$T/activations"
 C=4444444444444444444444444444444444444444
 wbuild relu "$T/relu" $C --repo acme/relu --cache-root "$T/ccache" &
 wbuild activations "$T/activations" $C --repo acme/activations --cache-root "$T/ccache" &

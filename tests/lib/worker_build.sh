@@ -21,6 +21,21 @@ JSON
 print("torch%s%s-cxx%s-cpu-x86_64-linux" % (v[0], v[1], "11" if torch.compiled_with_cxx11_abi() else "98"))')
 }
 
+# activations_kernel DIR: bench/kernels/activations (a binding and five
+# kernel files) copied to DIR with ATen's headers in place of <torch/torch.h>,
+# the whole C++ frontend, which none of its units uses: the same code and
+# ops at a third of the compile time. The bench keeps the kernel as authors
+# write it; what the tests check (which units the cache serves, namespaces,
+# bytes, the ops) does not depend on which torch header a unit includes.
+activations_kernel() {
+	cp -r "$KHUB_SRC/bench/kernels/activations" "$1"
+	sed -i 's|#include <torch/torch.h>|#include <ATen/ATen.h>|' "$1/cpu/elementwise.h"
+	sed -i 's|#include <torch/torch.h>|#include <ATen/core/Tensor.h>|' "$1/torch-ext/torch_binding.h"
+	sed -i 's/torch::/at::/g' "$1/cpu/"*.h "$1/cpu/"*.cpp "$1/torch-ext/"*.h "$1/torch-ext/"*.cpp
+	! grep -rq -e 'torch/torch.h' -e 'torch::' "$1" || bail "activations_kernel: $1 still names torch's C++ frontend"
+	chmod -R a+rX "$1"
+}
+
 wbuild() {	# wbuild NAME SOURCE COMMIT [ARGS...]: exit status in $T/NAME.rc, log in $T/NAME.log
 	local name=$1 src=$2 commit=$3; shift 3
 	"$WORKER" build --toolchains "$T/toolchains.json" --toolchain cpu-debian --source "$src" \

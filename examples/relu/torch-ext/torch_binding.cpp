@@ -9,10 +9,10 @@
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("relu(Tensor! out, Tensor input) -> ()");
 #if defined(CPU_KERNEL)
-  ops.impl("relu", torch::kCPU, &relu_cpu);
+  ops.impl("relu", at::kCPU, &relu_cpu);
 #elif defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
   // ROCm torch also dispatches HIP tensors under the CUDA key.
-  ops.impl("relu", torch::kCUDA, &relu_gpu);
+  ops.impl("relu", at::kCUDA, &relu_gpu);
 #endif
 }
 
