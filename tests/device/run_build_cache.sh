@@ -33,11 +33,19 @@ build() {
 	start=$(date +%s.%N)
 	worker build --toolchains "$T/toolchains.json" --toolchain torch-cuda --source "$SRC" --out "$T/out-$1" \
 		--variant "$CUDA_VARIANT" --repo acme/relu --commit "$2" --jobs "$(nproc)" --cache-root "$T/cache" \
-		--cache-max-mb 2048 >"$T/build-$1.log" 2>&1 && pass "build $1" || { fail "build $1"; tail -20 "$T/build-$1.log"; }
+		--cache-max-mb 2048 --probe-cache "$T/probe" >"$T/build-$1.log" 2>&1 && pass "build $1" || { fail "build $1"; tail -20 "$T/build-$1.log"; }
 	eval "SECS_$1=$(seconds_since "$start")"
 	echo "== $1: $(eval echo \$SECS_$1) s; $(grep -io 'cache[^,;]*hit[^;]*' "$T/build-$1.log" | tail -1)"
 	grep '^compiled .* in [0-9.]* s$' "$T/build-$1.log" | sed 's/^/   /'	# each unit's time, nvcc's apart
 }
+# The farm's builds do not probe the toolchain: the daemon probes it once
+# when it starts (daemon.c) and gives every build that probe (job.c,
+# --probe-cache). So here: one probe first, which the builds then reuse (a
+# build with no build.toml probes, then stops).
+mkdir -p "$T/empty" "$T/probe"
+worker build --toolchains "$T/toolchains.json" --toolchain torch-cuda --source "$T/empty" --out "$T/out-probe" \
+	--variant "$CUDA_VARIANT" --commit 1111111111111111111111111111111111111111 --probe-cache "$T/probe" >"$T/probe.log" 2>&1
+[ -n "$(ls "$T/probe" 2>/dev/null)" ] && pass "the toolchain probed once, as the daemon does" || fail "no probe in $T/probe"
 build cold 1111111111111111111111111111111111111111
 echo 'int relu_cpu_bench_line(void) { return 1; }' >>"$SRC/relu_cpu/relu_cpu.cpp"
 build cpu_line 2222222222222222222222222222222222222222
@@ -47,8 +55,8 @@ build no_change 3333333333333333333333333333333333333333
 for b in cpu_line cuda_line no_change; do
 	"$PY" -c "print('== $b / cold: %.2f' % ($(eval echo \$SECS_$b) / $SECS_cold))"
 done
-"$PY" -c "import sys; sys.exit(0 if $SECS_cpu_line / $SECS_cold <= 0.3 else 1)" &&
-	pass "a one-line change in a C++ source rebuilds in <= 0.3 of cold" || fail "one-line C++ change over 0.3 of cold"
+"$PY" -c "import sys; sys.exit(0 if $SECS_cuda_line / $SECS_cold <= 0.3 else 1)" &&
+	pass "a one-line change in the CUDA kernel rebuilds in <= 0.3 of cold" || fail "a one-line change in the CUDA kernel: over 0.3 of cold"
 CCACHE_DIR=$(find "$T/cache" -name ccache.conf -printf '%h\n' 2>/dev/null | head -1)
 [ -n "$CCACHE_DIR" ] && CCACHE_DIR=$CCACHE_DIR ccache -s 2>/dev/null | sed 's/^/   /' | head -12
 device_result
