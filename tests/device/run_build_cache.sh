@@ -16,11 +16,7 @@ T=$(mktemp -d /tmp/kcache.XXXXXX)
 chmod 755 "$T"
 trap device_cleanup EXIT
 device_bundle
-if ! command -v ccache >/dev/null; then
-	install -m 755 "$ROOT/.device/ccache/ccache" /usr/local/bin/ccache
-	install -m 644 "$ROOT/.device/ccache/libhiredis.so.0.14" /usr/local/lib/ && ldconfig
-fi
-ccache --version | head -1 && pass "ccache runs here" || { fail "no ccache"; exit 1; }
+device_ccache
 device_toolchain >/dev/null
 
 SRC=$T/src

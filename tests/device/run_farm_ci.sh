@@ -17,6 +17,7 @@
 #   bash tests/device/run_farm_ci.sh
 set -u
 . tests/device/lib.sh
+device_ccache	# before the worker starts: its builds use the cache
 device_setup relu
 
 # ---- one push: the matrix ---------------------------------------------------
@@ -75,6 +76,27 @@ for v in "$CUDA_VARIANT" "$CPU_VARIANT"; do
 			fail "a flipped byte was not caught"
 	fi
 done
+
+# ---- a one-line change through the farm: push to published, the cache -------------------------
+# The first push built cold (an empty cache); now one line of the CUDA
+# kernel changes: the worker's cache (per repo and toolchain) serves the
+# other units. Each variant's build time is the matrix's, claim to finish.
+dur() { field "[x.get('duration_seconds') for x in d['variants'] if x['variant'] == '$2'][0]" <"$1"; }
+git -C "$T/clone" pull -q --rebase origin main >>"$T/push.log" 2>&1 || fail "git pull (the published builds' commit)"
+echo '__device__ int relu_cuda_ci_line(void) { return 1; }' >>"$T/clone/relu_cuda/relu_kernel.cu"
+(cd "$T/clone" && git commit -qam "one line in the CUDA kernel" && git push origin main) >>"$T/push.log" 2>&1 ||
+	{ fail "git push of the one-line change"; tail -5 "$T/push.log"; }
+SHA2=$(git -C "$T/clone" rev-parse HEAD)
+start=$(date +%s.%N)
+run_worker
+echo "== one worker pass after a one-line change: $(seconds_since "$start") s"
+api GET "/api/kernels/acme/relu/builds?commit=$SHA2" >"$T/matrix2.json"
+echo "== matrix: $(field '" ".join(v["variant"] + "=" + v["status"] + "/" + str(v.get("duration_seconds")) + "s" for v in d["variants"])' <"$T/matrix2.json")"
+grep -h 'build cache: [0-9]* hits' "$T"/work/*/*.log 2>/dev/null | sed 's/^/   /' | tail -2
+D1=$(dur "$T/matrix.json" "$CUDA_VARIANT") D2=$(dur "$T/matrix2.json" "$CUDA_VARIANT")
+python3 -c "import sys; a, b = float('$D1'), float('$D2'); print(f'== {sys.argv[1]}: one-line change {b:.1f} s / cold {a:.1f} s = {b / a:.2f}'); sys.exit(0 if b / a <= 0.3 else 1)" \
+	"$CUDA_VARIANT" && pass "through the farm, a one-line change in the CUDA kernel builds in <= 0.3 of cold" ||
+	fail "through the farm, a one-line change: over 0.3 of cold ($D2 s / $D1 s)"
 
 # ---- nvcc: one thread against the machine's cores ------------------------------------------
 git -C "$T/clone" archive HEAD | (mkdir -p "$T/src" && tar -x -C "$T/src")
