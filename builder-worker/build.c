@@ -966,6 +966,7 @@ static void build_run_release(struct build_run *r)
 	json_decref(r->plan.config);
 	free(r->plan.module);
 	free(r->plan.ops_name);
+	strvec_release(&r->plan.namespace_units);
 	strvec_release(&r->plan.runtime_units);
 	free(r->plan.src);
 	free(r->plan.obj);

@@ -271,6 +271,7 @@ struct build_plan {
 	int noarch;		/* a torch-<backend> or torch-universal variant */
 	char *module;		/* name with - as _ (owned) */
 	char *ops_name;		/* _<module>_<backend>_<uid> (owned) */
+	struct strvec namespace_units;	/* units whose text names TORCH_EXTENSION_NAME (compile.c, read once) */
 	struct strvec runtime_units;	/* C++ units that register under khub_op_namespace (compile.c) */
 	int runtime_module;	/* one of them has REGISTER_EXTENSION: PyInit_ goes to the namespace file */
 	const char *scratch;	/* the build's scratch directory (borrowed) */

@@ -158,7 +158,8 @@ static const char *compile_dir(const struct build_plan *p);
 
 static int names_extension(const struct build_plan *p, const char *rel);
 static int gpu_source(const struct compile_backend *b, const char *rel);
-static void choose_runtime_units(struct build_plan *p, const struct strvec *units);
+static int scan_unit(const struct build_plan *p, const char *rel, struct namespace_use *u);
+static void choose_runtime_units(struct build_plan *p, const struct strvec *units, const struct namespace_use *uses);
 
 /* Flags every C++ translation unit gets. The source's directories by the
  * name the compilers see them at (a fixed one in the sandbox): the same
@@ -393,22 +394,28 @@ static int scan_chunk(const char *buf, size_t n, void *ctx)
 	return 0;
 }
 
-/* 1 when the file at path holds needle (at least 2 bytes), or cannot be
- * read (then it may: the safe answer); 0 when it does not. Never through
- * a link. */
-static int file_contains(const char *path, const char *needle)
+/* 1 when the open fd holds needle (at least 2 bytes), or cannot be read
+ * (then it may: the safe answer); 0 when it does not. */
+static int fd_contains(int fd, const char *needle)
 {
 	struct mention_scan m = { .needle = needle, .len = strlen(needle), .ncarry = 0, .found = 0 };
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return 1;
 	m.carry = xmalloc(2 * m.len);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || read_chunks(fd, scan_chunk, &m) < 0)
 		m.found = 1;
-	close(fd);
 	free(m.carry);
 	return m.found;
+}
+
+/* fd_contains of the file at path, never through a link. */
+static int file_contains(const char *path, const char *needle)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	int found = fd_contains(fd, needle);
+	close(fd);
+	return found;
 }
 
 static int file_names_namespace(const char *path)
@@ -416,14 +423,11 @@ static int file_names_namespace(const char *path)
 	return file_contains(path, NAMESPACE_MACRO);
 }
 
+/* Whether unit rel gets -DTORCH_EXTENSION_NAME: every unit when a header
+ * names it, else the units choose_namespace_units found naming it. */
 static int names_extension(const struct build_plan *p, const char *rel)
 {
-	if (p->namespace_everywhere || !rel)
-		return 1;
-	char *path = xasprintf("%s/%s", p->src, rel);
-	int named = file_names_namespace(path);
-	free(path);
-	return named;
+	return p->namespace_everywhere || !rel || has_string(&p->namespace_units, rel);
 }
 
 /* 1 for a file a compiler is given (the others are only listed). */
@@ -489,16 +493,20 @@ static void choose_namespace_units(struct build_plan *p)
 		h.why_all = xstrdup("the source tree could not be read");
 	p->namespace_everywhere = h.why_all != NULL;
 	struct strbuf list = STRBUF_INIT;
+	struct namespace_use *uses = xcalloc(units.count ? units.count : 1, sizeof(*uses));
 	for (size_t i = 0; i < units.count && !h.why_all; i++)
-		if (names_extension(p, units.items[i]))
+		if (scan_unit(p, units.items[i], &uses[i])) {
+			strvec_pushf(&p->namespace_units, "%s", units.items[i]);
 			strbuf_addf(&list, " %s", units.items[i]);
+		}
 	if (h.why_all)
 		log_info("khub-worker build: every unit gets -D" NAMESPACE_MACRO "=%s: %s", p->ops_name, h.why_all);
 	else
 		log_info("khub-worker build: -D" NAMESPACE_MACRO "=%s only for the units that name it:%s", p->ops_name,
 			 list.buf ? list.buf : " none");
 	if (!h.why_all)
-		choose_runtime_units(p, &units);
+		choose_runtime_units(p, &units, uses);
+	free(uses);
 	free(h.why_all);
 	strbuf_release(&list);
 	strvec_release(&units);
@@ -654,45 +662,54 @@ static int append_chunk(const char *buf, size_t n, void *text)
 	return 0;
 }
 
-/* The unit's use of the macro, read whole (one that cannot be read: an
- * other use, the safe answer). */
-static void unit_namespace_use(const struct build_plan *p, const char *rel, struct namespace_use *u)
+#define UNIT_TEXT_MAX (64L * 1024 * 1024)
+
+/* Unit rel read once: 1 when it names the macro (or cannot be read: it
+ * may, the safe answer), else 0; for a host C++ unit naming it, its use
+ * of the macro in u (one that cannot be read whole: an other use, the
+ * safe answer). A unit over UNIT_TEXT_MAX bytes is scanned in chunks. */
+static int scan_unit(const struct build_plan *p, const char *rel, struct namespace_use *u)
 {
 	char *path = xasprintf("%s/%s", p->src, rel);
 	struct strbuf text = STRBUF_INIT;
 	struct stat st;
+	int named = 1;
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < 64L * 1024 * 1024 &&
-	    read_chunks(fd, append_chunk, &text) == 0) {
-		compile_namespace_use(text.buf ? text.buf : "", text.len, u);
-	} else {
-		memset(u, 0, sizeof(*u));
-		snprintf(u->why, sizeof(u->why), "it could not be read");
+	memset(u, 0, sizeof(*u));
+	snprintf(u->why, sizeof(u->why), "it could not be read");
+	int regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	if (regular && st.st_size >= UNIT_TEXT_MAX) {
+		named = fd_contains(fd, NAMESPACE_MACRO);
+	} else if (regular && read_chunks(fd, append_chunk, &text) == 0) {
+		const char *buf = text.buf ? text.buf : "";
+		named = memmem(buf, text.len, NAMESPACE_MACRO, strlen(NAMESPACE_MACRO)) != NULL;
+		if (named && !gpu_source(p->cb, rel))
+			compile_namespace_use(buf, text.len, u);
 	}
 	if (fd >= 0)
 		close(fd);
 	strbuf_release(&text);
 	free(path);
+	return named;
 }
 
 /* Each host C++ unit naming the macro: into p->runtime_units, or logged
  * with why it gets the namespace itself. */
-static void choose_runtime_units(struct build_plan *p, const struct strvec *units)
+static void choose_runtime_units(struct build_plan *p, const struct strvec *units, const struct namespace_use *uses)
 {
 	for (size_t i = 0; i < units->count; i++) {
 		const char *rel = units->items[i];
 		if (gpu_source(p->cb, rel) || !names_extension(p, rel))
 			continue;
-		struct namespace_use u;
-		unit_namespace_use(p, rel, &u);
-		if (u.registrations && !u.why[0]) {
+		const struct namespace_use *u = &uses[i];
+		if (u->registrations && !u->why[0]) {
 			strvec_pushf(&p->runtime_units, "%s", rel);
-			p->runtime_module |= u.registers_module;
+			p->runtime_module |= u->registers_module;
 			dprintf(p->sb->log_fd, "khub-worker build: %s: registers under the runtime op namespace %s ("
 				RUNTIME_NAMESPACE_DEFINE ")\n", rel, p->ops_name);
 		} else {
 			dprintf(p->sb->log_fd, "khub-worker build: %s: compiled with -D" NAMESPACE_MACRO "=%s: %s\n",
-				rel, p->ops_name, u.why[0] ? u.why : "no registration names it");
+				rel, p->ops_name, u->why[0] ? u->why : "no registration names it");
 		}
 	}
 }

@@ -91,25 +91,59 @@ static const char *setting_text(enum repo_setting_id id, const struct repo_setti
 	}
 }
 
-/* Cell col.. of rows (the settings as text, in table order, then the
- * repo's type and mirror flag) into out. */
-static void settings_from_row(const struct db_rows *rows, size_t col, struct repo_settings *out)
+/* The typed read of the settings' columns (settings_columns) from column
+ * col on: the fields and the cells they are read into. */
+struct settings_read {
+	struct db_field fields[REPO_SETTING_COUNT + 2];
+	int flag[REPO_SETTING_COUNT];			/* BOOL */
+	char word[REPO_SETTING_COUNT][32];		/* ENUM: its text */
+	long value[REPO_SETTING_COUNT];			/* INT */
+	char text[REPO_SETTING_COUNT][REPO_SETTING_TEXT_MAX + 1];	/* TEXT */
+	char type[16];
+	int mirrored;
+};
+
+static void settings_fields(struct settings_read *r, size_t col)
+{
+	memset(r, 0, sizeof(*r));
+	for (int i = 0; i < REPO_SETTING_COUNT; i++) {
+		size_t c = col + (size_t)i;
+		switch (repo_settings_table[i].type) {
+		case REPO_SETTING_BOOL:
+			r->fields[i] = (struct db_field)DB_BOOL(c, &r->flag[i]);
+			break;
+		case REPO_SETTING_ENUM:
+			r->fields[i] = (struct db_field)DB_TEXT(c, r->word[i], sizeof(r->word[i]));
+			break;
+		case REPO_SETTING_INT:
+			r->fields[i] = (struct db_field)DB_LONG(c, &r->value[i]);
+			break;
+		case REPO_SETTING_TEXT:
+			r->fields[i] = (struct db_field)DB_TEXT(c, r->text[i], sizeof(r->text[i]));
+			break;
+		}
+	}
+	r->fields[REPO_SETTING_COUNT] = (struct db_field)DB_TEXT(col + REPO_SETTING_COUNT, r->type, sizeof(r->type));
+	r->fields[REPO_SETTING_COUNT + 1] = (struct db_field)DB_BOOL(col + REPO_SETTING_COUNT + 1, &r->mirrored);
+}
+
+/* The cells r read into out. */
+static void settings_from_read(const struct settings_read *r, struct repo_settings *out)
 {
 	memset(out, 0, sizeof(*out));
 	for (int i = 0; i < REPO_SETTING_COUNT; i++) {
 		const struct repo_setting *row = &repo_settings_table[i];
-		const char *text = db_rows_get(rows, 0, col + (size_t)i);
 		if (row->type == REPO_SETTING_BOOL)
-			out->value[i] = text[0] == 't';
+			out->value[i] = r->flag[i];
 		else if (row->type == REPO_SETTING_ENUM)
-			out->value[i] = repo_setting_enum_index(row, text);
+			out->value[i] = repo_setting_enum_index(row, r->word[i]);
 		else if (row->type == REPO_SETTING_INT)
-			out->value[i] = strtol(text, NULL, 10);
+			out->value[i] = r->value[i];
 		else
-			snprintf(out->text[i], sizeof(out->text[i]), "%s", text);
+			memcpy(out->text[i], r->text[i], sizeof(out->text[i]));
 	}
-	out->is_kernel = strcmp(db_rows_get(rows, 0, col + REPO_SETTING_COUNT), "kernel") == 0;
-	out->mirrored = db_rows_get(rows, 0, col + REPO_SETTING_COUNT + 1)[0] == 't';
+	out->is_kernel = strcmp(r->type, "kernel") == 0;
+	out->mirrored = r->mirrored;
 }
 
 /* The columns of the table as text, each prefixed by alias, then the
@@ -126,16 +160,16 @@ int db_repo_settings_get(int64_t repo_id, struct repo_settings *out)
 	char rid[24];
 	const char *params[1] = { db_param_int(rid, repo_id) };
 	struct strbuf sql = STRBUF_INIT;
-	struct db_rows rows;
+	struct settings_read r;
+	settings_fields(&r, 0);
 	strbuf_adds(&sql, "SELECT ");
 	settings_columns(&sql, "r");
 	strbuf_adds(&sql, " FROM repos r WHERE r.id = $1");
-	int rc = db_query_one(&rows, sql.buf, 1, params);
+	int rc = db_query_row(sql.buf, 1, params, r.fields, REPO_SETTING_COUNT + 2);
 	strbuf_release(&sql);
 	if (rc < 0)
 		return rc;
-	settings_from_row(&rows, 0, out);
-	db_rows_release(&rows);
+	settings_from_read(&r, out);
 	return 0;
 }
 
@@ -182,8 +216,13 @@ int db_repo_settings_set(int64_t repo_id, unsigned set, const struct repo_settin
 			*after = *before;
 		return rc;
 	}
-	settings_from_row(&rows, 0, before);
-	settings_from_row(&rows, REPO_SETTING_COUNT + 2, after);
+	struct settings_read r;
+	settings_fields(&r, 0);
+	db_rows_read(&rows, 0, r.fields, REPO_SETTING_COUNT + 2);
+	settings_from_read(&r, before);
+	settings_fields(&r, REPO_SETTING_COUNT + 2);
+	db_rows_read(&rows, 0, r.fields, REPO_SETTING_COUNT + 2);
+	settings_from_read(&r, after);
 	db_rows_release(&rows);
 	return 0;
 }

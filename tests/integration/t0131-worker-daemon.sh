@@ -15,8 +15,8 @@
 . "$(dirname "$0")/../lib/khub-test.sh"
 
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0; }
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
+. "$KHUB_SRC/tests/lib/worker_env.sh"
+worker_needs	# $WORKER_BIN
 KSRC=${KHUB_TEST_KERNEL_SRC:-$KHUB_SRC/examples/relu}
 # examples/relu comes with the build (worker-build); without it there is nothing to build
 [ -f "$KSRC/build.toml" ] || { echo "1..0 # SKIP no kernel source with build.toml at $KSRC"; exit 0; }
@@ -31,15 +31,10 @@ mkdir -p "$W/work" "$TEST_DIR/readme"
 if [ -n "${KHUB_TEST_TOOLCHAINS:-}" ]; then
 	cp "$KHUB_TEST_TOOLCHAINS" "$W/toolchains.json"
 else
-	cat >"$W/toolchains.json" <<EOF
-{"toolchains": [{"name": "cpu-debian", "python": "/usr/bin/python3", "cxx": "g++",
-                 "cmake": "cmake", "ninja": "ninja", "env": {}}]}
-EOF
+	worker_toolchain "$W/toolchains.json" ', "cmake": "cmake", "ninja": "ninja", "env": {}'
 fi
-"$WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1 ||
-	{ sed 's/^/# /' "$W/check.out"; echo "1..0 # SKIP no usable toolchain on this machine"; exit 0; }
 # the variant to build: the toolchain's CPU arch variant, else its first
-VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out" | head -1)
+worker_check "$W/toolchains.json"
 [ -n "$VARIANT" ] || VARIANT=$(grep -oE '\btorch[0-9a-z_-]*' "$W/check.out" | grep -v '^torch$' | head -1)
 diag "building $VARIANT"
 

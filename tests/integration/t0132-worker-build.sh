@@ -8,10 +8,8 @@
 # Debian's hipcc (skipped where absent).
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-WORKER=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER" ] || bail "no khub-worker at $WORKER"
-PY=/usr/bin/python3
-$PY -c 'import torch, tomllib' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
+. "$KHUB_SRC/tests/lib/worker_env.sh"
+worker_needs torch	# $WORKER, $PY, or a skip
 
 T=$(mktemp -d /tmp/khub-t0132-XXXXXX)
 chmod 755 "$T"	# run as root, the build runs as uid 65534, which must reach its scratch below
@@ -24,11 +22,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat > "$T/toolchains.json" <<EOF
-{"toolchains": [{"name": "cpu-debian", "python": "$PY", "cxx": "g++"}]}
-EOF
-VARIANT=$($PY -c 'import torch; v = torch.__version__.split(".")
-print("torch%s%s-cxx%s-cpu-x86_64-linux" % (v[0], v[1], "11" if torch.compiled_with_cxx11_abi() else "98"))')
+worker_toolchain "$T/toolchains.json"
+VARIANT=$(worker_torch_variant)
 COMMIT=0123456789abcdef0123456789abcdef01234567
 
 wbuild() {	# wbuild NAME SOURCE VARIANT [ARGS...]: exit status in $RC, log in $T/NAME.log

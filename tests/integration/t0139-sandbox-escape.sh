@@ -17,21 +17,15 @@
 # which every concurrent build's sandbox shares: tests/tools/timed-test.sh)
 . "$(dirname "$0")/../lib/khub-test.sh"
 
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
-PY=/usr/bin/python3
-$PY -c 'import torch, tomllib' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
-command -v bwrap >/dev/null || { echo "1..0 # SKIP bubblewrap is not installed"; exit 0; }
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP the test runs the worker as root and as another user"; exit 0; }
+. "$KHUB_SRC/tests/lib/worker_env.sh"
+worker_needs torch bwrap root	# $WORKER_BIN, $PY, or a skip (it runs the worker as root and as another user)
 ATTACKS=$KHUB_SRC/tests/integration/lib/sandbox_attacks.py
 UNPRIV=4242	# the unprivileged worker's uid (no account needed)
 
 khub_setup
 W=$TEST_DIR/worker
 mkdir -p "$W"
-cat >"$W/toolchains.json" <<EOF
-{"toolchains": [{"name": "cpu-debian", "python": "$PY", "cxx": "g++"}]}
-EOF
+worker_toolchain "$W/toolchains.json"
 # what build code must never read: a token file, another build's scratch
 printf 'khw_sandbox_test_token_%s\n' "$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$W/token"
 chmod 600 "$W/token"

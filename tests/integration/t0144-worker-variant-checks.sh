@@ -14,10 +14,8 @@
 # kernel and publishes nothing; the daemon fails such a job for good.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/khub-test.sh"
 
-WORKER=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER" ] || bail "no khub-worker at $WORKER"
-PY=/usr/bin/python3
-$PY -c 'import torch, tomllib' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
+. "$KHUB_SRC/tests/lib/worker_env.sh"
+worker_needs torch	# $WORKER, $PY, or a skip
 KERNELS=$KHUB_SRC/tests/integration/kernels
 
 # Under /opt: the fake toolchain Python below must be visible inside the
@@ -29,11 +27,8 @@ chmod 755 "$T"
 khub_setup
 trap 'rm -rf "$T"; khub_teardown' EXIT
 
-cat > "$T/toolchains.json" <<JSON
-{"toolchains": [{"name": "cpu-debian", "python": "$PY", "cxx": "g++"}]}
-JSON
-VARIANT=$($PY -c 'import torch; v = torch.__version__.split(".")
-print("torch%s%s-cxx%s-cpu-x86_64-linux" % (v[0], v[1], "11" if torch.compiled_with_cxx11_abi() else "98"))')
+worker_toolchain "$T/toolchains.json"
+VARIANT=$(worker_torch_variant)
 TORCH_MM=$($PY -c 'import torch; v = torch.__version__.split("."); print(int(v[0]) * 100 + int(v[1]))')
 COMMIT=0123456789abcdef0123456789abcdef01234567
 

@@ -14,21 +14,16 @@
 . "$(dirname "$0")/../lib/khub-test.sh"
 
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0; }
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
+. "$KHUB_SRC/tests/lib/worker_env.sh"
+worker_needs torch	# $WORKER_BIN, or a skip
 KSRC=$KHUB_SRC/examples/relu
-/usr/bin/python3 -c 'import torch, tomllib' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
 
 khub_setup
 export KHUB_ABI_POLICY=warn	# Debian's toolchain links a GLIBC_2.32 symbol
 W=$TEST_DIR/worker
 mkdir -p "$W" "$TEST_DIR/readme"
-cat >"$W/toolchains.json" <<EOF
-{"toolchains": [{"name": "cpu-debian", "python": "/usr/bin/python3", "cxx": "g++"}]}
-EOF
-"$WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1 ||
-	{ sed 's/^/# /' "$W/check.out"; echo "1..0 # SKIP no usable toolchain on this machine"; exit 0; }
-VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out" | head -1)
+worker_toolchain "$W/toolchains.json"
+worker_check "$W/toolchains.json"	# $VARIANT, or a skip
 diag "building $VARIANT"
 
 khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)

@@ -18,21 +18,15 @@
 . "$(dirname "$0")/../lib/khub-test.sh"
 
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0; }
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
-PY=/usr/bin/python3
-$PY -c 'import torch, tomllib' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
-command -v bwrap >/dev/null || { echo "1..0 # SKIP bubblewrap is not installed"; exit 0; }
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP the worker runs as root here (builds as uid 65534)"; exit 0; }
+. "$KHUB_SRC/tests/lib/worker_env.sh"
+worker_needs torch bwrap root	# $WORKER_BIN, $PY, or a skip (root: builds run as uid 65534)
 
 khub_setup
 export KHUB_ABI_POLICY=warn	# Debian's toolchain links a GLIBC_2.32 symbol
 W=$TEST_DIR/worker
 mkdir -p "$W" "$TEST_DIR/readme"
-printf '{"toolchains": [{"name": "cpu-debian", "python": "%s", "cxx": "g++"}]}\n' "$PY" >"$W/toolchains.json"
-"$WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1 ||
-	{ sed 's/^/# /' "$W/check.out"; echo "1..0 # SKIP no usable toolchain on this machine"; exit 0; }
-VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out" | head -1)
+worker_toolchain "$W/toolchains.json"
+worker_check "$W/toolchains.json"	# $VARIANT, or a skip
 
 khub admin org create acme >/dev/null 2>&1
 khub admin org create bravo >/dev/null 2>&1

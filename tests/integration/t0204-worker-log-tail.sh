@@ -12,8 +12,8 @@
 . "$(dirname "$0")/../lib/khub-test.sh"
 
 command -v psql >/dev/null 2>&1 || { echo "1..0 # SKIP psql not installed"; exit 0; }
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
+. "$KHUB_SRC/tests/lib/worker_env.sh"
+worker_needs	# $WORKER_BIN
 KSRC=$KHUB_SRC/examples/relu
 [ -f "$KSRC/build.toml" ] || { echo "1..0 # SKIP no kernel source with build.toml at $KSRC"; exit 0; }
 
@@ -25,14 +25,9 @@ mkdir -p "$W/work"
 if [ -n "${KHUB_TEST_TOOLCHAINS:-}" ]; then
 	cp "$KHUB_TEST_TOOLCHAINS" "$W/toolchains.json"
 else
-	cat >"$W/toolchains.json" <<EOF2
-{"toolchains": [{"name": "cpu-debian", "python": "/usr/bin/python3", "cxx": "g++",
-                 "cmake": "cmake", "ninja": "ninja", "env": {}}]}
-EOF2
+	worker_toolchain "$W/toolchains.json" ', "cmake": "cmake", "ninja": "ninja", "env": {}'
 fi
-"$WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1 ||
-	{ sed 's/^/# /' "$W/check.out"; echo "1..0 # SKIP no usable toolchain on this machine"; exit 0; }
-VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out" | head -1)
+worker_check "$W/toolchains.json"	# $VARIANT, or a skip
 [ -n "$VARIANT" ] || { echo "1..0 # SKIP no CPU variant in the toolchain"; exit 0; }
 
 khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)

@@ -15,8 +15,8 @@
 . "$(dirname "$0")/../lib/khub-test.sh"
 
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0; }
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
+. "$KHUB_SRC/tests/lib/worker_env.sh"
+worker_needs	# $WORKER_BIN
 KSRC=${KHUB_TEST_KERNEL_SRC:-$KHUB_SRC/examples/relu}
 [ -f "$KSRC/build.toml" ] || { echo "1..0 # SKIP no kernel source with build.toml at $KSRC"; exit 0; }
 
@@ -24,13 +24,8 @@ khub_setup
 export KHUB_ABI_POLICY=warn	# a Debian toolchain links symbols newer than manylinux allows (t0131)
 W=$TEST_DIR/worker
 mkdir -p "$W/work"
-cat >"$W/toolchains.json" <<EOF
-{"toolchains": [{"name": "cpu-debian", "python": "/usr/bin/python3", "cxx": "g++",
-                 "cmake": "cmake", "ninja": "ninja", "env": {}}]}
-EOF
-"$WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1 ||
-	{ sed 's/^/# /' "$W/check.out"; echo "1..0 # SKIP no usable toolchain on this machine"; exit 0; }
-VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out" | head -1)
+worker_toolchain "$W/toolchains.json" ', "cmake": "cmake", "ninja": "ninja", "env": {}'
+worker_check "$W/toolchains.json"	# $VARIANT, or a skip
 [ -n "$VARIANT" ] || { echo "1..0 # SKIP the toolchain builds no cpu variant"; exit 0; }
 diag "building $VARIANT"
 

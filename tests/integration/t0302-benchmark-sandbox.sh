@@ -42,7 +42,7 @@ mkdir -p "$K/src/benchmarks" "$K/variant"
 printf 'import torch\n\ndef relu(x):\n    return torch.relu(x)\n' >"$K/variant/__init__.py"
 bench_relu_script "$K/src/benchmarks/benchmark_relu.py" 128 big verify
 bench_attack_script "$K/src/benchmarks/benchmark_attack.py" "$W/token" "$HUB_PORT" hub-url
-printf '{"toolchains": [{"name": "cpu-debian", "python": "%s", "cxx": "g++"}]}\n' "$PY" >"$W/toolchains.json"
+worker_toolchain "$W/toolchains.json"
 chmod -R a+rX "$K"
 
 # ---- a job of the kernel's commit held by the worker -----------------------------------------

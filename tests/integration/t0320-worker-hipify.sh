@@ -13,15 +13,10 @@
 # same build with a toolchain without hipify fails saying exactly why; a
 # hipify program that does not answer makes its toolchain unusable, named.
 . "$(dirname "$0")/../lib/khub-test.sh"
+. "$KHUB_SRC/tests/lib/hipify.sh"
 
-command -v hipcc >/dev/null 2>&1 || { echo "1..0 # SKIP hipcc not installed (apt-get install hipcc)"; exit 0; }
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
-PY=/usr/bin/python3
-HIPIFY=$($PY -c 'from torch.utils.hipify import version; print(version.__version__)' 2>/dev/null) ||
-	{ echo "1..0 # SKIP $PY has no torch.utils.hipify (apt-get install python3-torch)"; exit 0; }
+hipify_needs	# $WORKER_BIN, $PY, $HIPIFY, or a skip
 TORCH=$($PY -c 'import torch; print(torch.__version__.split("+")[0])')
-command -v jq >/dev/null 2>&1 || { echo "1..0 # SKIP jq not installed"; exit 0; }
 khub_setup	# TEST_DIR (0755: the build uid reaches the scratch under it), sanitizer logs there
 W=$TEST_DIR
 
@@ -46,33 +41,15 @@ printf '{"toolchains": [{"name": "x", "python": "%s", "cxx": "g++", "hipify": "t
 like "$(cat "$W/nohipcc.out")" 'toolchains\[0\]\.hipify: needs "hipcc"' "hipify without hipcc: refused, naming the key"
 
 # ---- the source: examples/relu, its kernel CUDA only ----------------------------------------------
-SRC=$W/src
-cp -r "$KHUB_SRC/examples/relu" "$SRC"
-cat >"$SRC/relu_cuda/relu_kernel.cu" <<'EOF'
-// ReLU written for CUDA only: a ROCm build hipifies it first.
-#include <cuda_runtime.h>
-#include "relu_kernel.h"
-
-__global__ void relu_kernel_f32(float *__restrict__ out, const float *__restrict__ in, int64_t n) {
-  int64_t stride = (int64_t)blockDim.x * gridDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = in[i] > 0.0f ? in[i] : 0.0f;
-}
-
-int relu_launch_f32(float *out, const float *in, int64_t n, void *stream) {
-  if (n == 0)
-    return 0;
-  int64_t blocks = (n + 255) / 256;
+hipify_source
+hipify_cuda_kernel "$SRC/relu_cuda/relu_kernel.cu" "ReLU written for CUDA only: a ROCm build hipifies it first." "" \
+	'  int64_t blocks = (n + 255) / 256;
   if (blocks > 65535)
     blocks = 65535;
   relu_kernel_f32<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(out, in, n);
   cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? 0 : (int)err;
-}
-EOF
-sed -i 's/^rocm-archs = .*/rocm-archs = ["gfx90a"]/' "$SRC/build.toml"
+  return err == cudaSuccess ? 0 : (int)err;'
 cp "$SRC/relu_cuda/relu_kernel.cu" "$W/relu_kernel.cu.orig"
-grep -q '^rocm-archs = \["gfx90a"\]' "$SRC/build.toml" || bail "examples/relu/build.toml has no rocm-archs line"
 build() {	# build TOOLCHAIN NAME: khub-worker build of $SRC into $W/NAME, its log $W/NAME.log
 	"$WORKER_BIN" build --toolchains "$W/toolchains.json" --toolchain "$1" --source "$SRC" --out "$W/$2" \
 		--variant "$VARIANT" --work-dir "$W/work-$2" >"$W/$2.log" 2>&1

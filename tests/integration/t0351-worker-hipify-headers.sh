@@ -15,25 +15,10 @@
 . "$KHUB_SRC/tests/lib/hipify.sh"
 hipify_setup
 mkdir -p "$SRC/relu_cuda/detail"
-cat >"$SRC/relu_cuda/relu_kernel.cu" <<'EOF'
-// ReLU written for CUDA only; its launch checks live in a CUDA header.
-#include <cuda_runtime.h>
-#include "relu_kernel.h"
-#include "detail/relu_launch.cuh"
-
-__global__ void relu_kernel_f32(float *__restrict__ out, const float *__restrict__ in, int64_t n) {
-  int64_t stride = (int64_t)blockDim.x * gridDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = in[i] > 0.0f ? in[i] : 0.0f;
-}
-
-int relu_launch_f32(float *out, const float *in, int64_t n, void *stream) {
-  if (n == 0)
-    return 0;
-  relu_kernel_f32<<<relu_blocks(n), 256, 0, (cudaStream_t)stream>>>(out, in, n);
-  return relu_check_last_error();
-}
-EOF
+hipify_cuda_kernel "$SRC/relu_cuda/relu_kernel.cu" "ReLU written for CUDA only; its launch checks live in a CUDA header." \
+	'#include "detail/relu_launch.cuh"' \
+	'  relu_kernel_f32<<<relu_blocks(n), 256, 0, (cudaStream_t)stream>>>(out, in, n);
+  return relu_check_last_error();'
 cat >"$SRC/relu_cuda/detail/relu_launch.cuh" <<'EOF'
 // CUDA launch helpers (a header hipify must translate).
 #pragma once

@@ -24,32 +24,17 @@ cat >"$SRC/relu_cuda/relu_errors.cuh" <<'EOF'
 #include <cuda_runtime.h>
 static inline int relu_error_code(cudaError_t err) { return err == cudaSuccess ? 0 : (int)err; }
 EOF
-cat >"$SRC/relu_cuda/relu_kernel.cu" <<EOF
-// CUDA only; the includes under #if 0 are never compiled, only scanned.
-#include <cuda_runtime.h>
-#include "relu_kernel.h"
-#include "relu_errors.cuh"
+hipify_cuda_kernel "$SRC/relu_cuda/relu_kernel.cu" "CUDA only; the includes under #if 0 are never compiled, only scanned." \
+	"#include \"relu_errors.cuh\"
 #if 0
-#include "${UP}${OUT#/}/hostile.h"
-#include "$OUT/abs.h"
-#include "evil.h"
-#include "linked/inner.h"
-#include "../../../../../../../../../../../../etc/passwd"
-#endif
-
-__global__ void relu_kernel_f32(float *__restrict__ out, const float *__restrict__ in, int64_t n) {
-  int64_t stride = (int64_t)blockDim.x * gridDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    out[i] = in[i] > 0.0f ? in[i] : 0.0f;
-}
-
-int relu_launch_f32(float *out, const float *in, int64_t n, void *stream) {
-  if (n == 0)
-    return 0;
-  relu_kernel_f32<<<(unsigned)((n + 255) / 256 > 65535 ? 65535 : (n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(out, in, n);
-  return relu_error_code(cudaGetLastError());
-}
-EOF
+#include \"${UP}${OUT#/}/hostile.h\"
+#include \"$OUT/abs.h\"
+#include \"evil.h\"
+#include \"linked/inner.h\"
+#include \"../../../../../../../../../../../../etc/passwd\"
+#endif" \
+	'  relu_kernel_f32<<<(unsigned)((n + 255) / 256 > 65535 ? 65535 : (n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(out, in, n);
+  return relu_error_code(cudaGetLastError());'
 ls -lAR --time-style=full-iso "$OUT" >"$W/outside.before"
 
 timeout 900 "$WORKER_BIN" build --toolchains "$W/toolchains.json" --toolchain rocm-hipify --source "$SRC" --out "$W/out" \

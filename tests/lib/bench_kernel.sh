@@ -4,13 +4,9 @@
 
 # bench_needs: $WORKER_BIN (the khub-worker built with khub) and $PY
 # (Debian's python3 with torch), bubblewrap and root, or the test skips.
+. "$KHUB_SRC/tests/lib/worker_env.sh"
 bench_needs() {
-	WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-	[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
-	PY=/usr/bin/python3
-	$PY -c 'import torch' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
-	command -v bwrap >/dev/null || { echo "1..0 # SKIP bubblewrap is not installed"; exit 0; }
-	[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP the test runs the worker as root"; exit 0; }
+	worker_needs torch bwrap root
 }
 
 # bench_noarch_tree DIR: DIR/build.toml (noarch, the cpu backend) and

@@ -2,23 +2,16 @@
 # with Debian's python3-torch (after khub-test.sh): the worker, skips without
 # torch, ccache or bubblewrap, a scratch $T, the cpu-debian toolchain, the
 # variant's name, and helpers to build, read the report and load the result.
-# worker_build_setup NAME: sets WORKER, PY, T (/tmp/khub-NAME-*, removed at
-# exit) and VARIANT; writes $T/toolchains.json.
+# worker_build_setup NAME: sets WORKER, PY (tests/lib/worker_env.sh), T
+# (/tmp/khub-NAME-*, removed at exit) and VARIANT; writes $T/toolchains.json.
+. "$KHUB_SRC/tests/lib/worker_env.sh"
 worker_build_setup() {
-	WORKER=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-	[ -x "$WORKER" ] || bail "no khub-worker at $WORKER"
-	PY=/usr/bin/python3
-	$PY -c 'import torch, tomllib' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
-	command -v ccache >/dev/null || { echo "1..0 # SKIP ccache is not installed"; exit 0; }
-	command -v bwrap >/dev/null || { echo "1..0 # SKIP bubblewrap is not installed"; exit 0; }
+	worker_needs torch ccache bwrap
 	T=$(mktemp -d "/tmp/khub-$1-XXXXXX")
 	chmod 755 "$T"	# run as root, the build runs as uid 65534, which must reach its scratch below
 	trap 'rm -rf "$T"' EXIT
-	cat >"$T/toolchains.json" <<JSON
-{"toolchains": [{"name": "cpu-debian", "python": "$PY", "cxx": "g++"}]}
-JSON
-	VARIANT=$($PY -c 'import torch; v = torch.__version__.split(".")
-print("torch%s%s-cxx%s-cpu-x86_64-linux" % (v[0], v[1], "11" if torch.compiled_with_cxx11_abi() else "98"))')
+	worker_toolchain "$T/toolchains.json"
+	VARIANT=$(worker_torch_variant)
 }
 
 # activations_kernel DIR: bench/kernels/activations (a binding and five
