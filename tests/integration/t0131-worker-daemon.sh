@@ -182,19 +182,27 @@ like "$ID2" '^[0-9]+$' "build #$ID2 enqueued"
 	--work-dir "$W/work" --poll-seconds 1 2>>"$W/w1.log" &
 WPID=$!
 CHILD=
-for _ in $(seq 1 1200); do	# the daemon probes its toolchain (imports torch) first: slow on a busy machine
-	CHILD=$(pgrep -P "$WPID" | head -1)
-	[ -n "$CHILD" ] && [ "$(build_field "$ID2" '.state')" = running ] && break
-	sleep 0.25
+for _ in $(seq 1 6000); do	# the daemon probes its toolchain (imports torch) first: slow on a busy machine
+	CHILD=$(pgrep -P "$WPID" -f -- ' build .*--source ' | head -1)	# the build, not the probe
+	[ -n "$CHILD" ] && break
+	sleep 0.05
 done
-ok $([ -n "$CHILD" ]; echo $?) "w1 claimed build #$ID2 and started its build process"
+# Stopped as soon as it is seen: this build is all cache hits (seconds), and
+# stopped it cannot finish before the kill below, however slow this test is.
+[ -n "$CHILD" ] && kill -STOP "$CHILD"
+ok $([ -n "$CHILD" ] && [ "$(build_field "$ID2" '.state')" = running ]; echo $?) \
+	"w1 claimed build #$ID2 and started its build process"
 if [ -n "$CHILD" ]; then
 	ENV=$(tr '\0' '\n' <"/proc/$CHILD/environ" 2>/dev/null)
 	ok $(! grep -qF "$T1" <<<"$ENV" && ! grep -q '^KHUB_' <<<"$ENV"; echo $?) \
 		"the build process's environment has no token and no KHUB_ variable"
 	is "$(ps -o pgid= -p "$CHILD" | tr -d ' ')" "$CHILD" "the build process leads its own process group"
 fi
-sleep 1
+for _ in $(seq 1 1500); do	# the daemon's first line of this attempt uploaded (it flushes its log as it goes)
+	api GET "/api/builds/$ID2/log"
+	grep -q "^\[khub-worker\] build $ID2 of " "$B" && break
+	sleep 0.2
+done
 kill -KILL "$WPID"
 wait "$WPID" 2>/dev/null
 gone=1
