@@ -29,11 +29,14 @@ activations_kernel() {
 	chmod -R a+rX "$1"
 }
 
-wbuild() {	# wbuild NAME SOURCE COMMIT [ARGS...]: exit status in $T/NAME.rc, log in $T/NAME.log
+# wbuild NAME SOURCE COMMIT [ARGS...]: exit status in $T/NAME.rc, log in
+# $T/NAME.log. The toolchain is probed once per test and the probe reused
+# (--probe-cache), as the daemon gives its builds its own probe.
+wbuild() {
 	local name=$1 src=$2 commit=$3; shift 3
 	"$WORKER" build --toolchains "$T/toolchains.json" --toolchain cpu-debian --source "$src" \
 		--out "$T/out-$name" --variant "$VARIANT" --work-dir "$T/work-$name" --commit "$commit" \
-		--source-date-epoch 1700000000 "$@" >"$T/$name.log" 2>&1
+		--probe-cache "$T/probe" --source-date-epoch 1700000000 "$@" >"$T/$name.log" 2>&1
 	echo $? >"$T/$name.rc"
 }
 
