@@ -26,10 +26,10 @@ worker_toolchain "$T/toolchains.json"
 VARIANT=$(worker_torch_variant)
 COMMIT=0123456789abcdef0123456789abcdef01234567
 
-wbuild() {	# wbuild NAME SOURCE VARIANT [ARGS...]: exit status in $RC, log in $T/NAME.log
+wbuild() {	# wbuild NAME SOURCE VARIANT [ARGS...]: exit status in $RC, log in $T/NAME.log (one probe reused)
 	local name=$1 src=$2 variant=$3; shift 3
 	"$WORKER" build --toolchains "$T/toolchains.json" --toolchain cpu-debian --source "$src" \
-		--out "$T/out-$name" --variant "$variant" --work-dir "$T/work" "$@" >"$T/$name.log" 2>&1
+		--out "$T/out-$name" --variant "$variant" --work-dir "$T/work" --probe-cache "$T/probe" "$@" >"$T/$name.log" 2>&1
 	RC=$?
 }
 out_empty() {	# out_empty NAME: OUT is missing or empty
