@@ -35,7 +35,8 @@ COMMIT=0123456789abcdef0123456789abcdef01234567
 wbuild() {	# wbuild NAME SOURCE VARIANT [ARGS...]: exit status in $RC, log in $T/NAME.log
 	local name=$1 src=$2 variant=$3; shift 3
 	"$WORKER" build --toolchains "${TOOLCHAINS:-$T/toolchains.json}" --toolchain "${TOOLCHAIN:-cpu-debian}" \
-		--source "$src" --out "$T/out-$name" --variant "$variant" --work-dir "$T/work" "$@" >"$T/$name.log" 2>&1
+		--source "$src" --out "$T/out-$name" --variant "$variant" --work-dir "$T/work" --probe-cache "$T/probe" \
+		"$@" >"$T/$name.log" 2>&1	# each toolchain probed once, as the daemon does
 	RC=$?
 }
 out_empty() { [ -z "$(ls -A "$T/out-$1" 2>/dev/null)" ]; }

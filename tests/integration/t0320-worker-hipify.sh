@@ -52,7 +52,7 @@ hipify_cuda_kernel "$SRC/relu_cuda/relu_kernel.cu" "ReLU written for CUDA only: 
 cp "$SRC/relu_cuda/relu_kernel.cu" "$W/relu_kernel.cu.orig"
 build() {	# build TOOLCHAIN NAME: khub-worker build of $SRC into $W/NAME, its log $W/NAME.log
 	"$WORKER_BIN" build --toolchains "$W/toolchains.json" --toolchain "$1" --source "$SRC" --out "$W/$2" \
-		--variant "$VARIANT" --work-dir "$W/work-$2" >"$W/$2.log" 2>&1
+		--variant "$VARIANT" --work-dir "$W/work-$2" --probe-cache "$W/probe" >"$W/$2.log" 2>&1	# one probe per toolchain
 }
 
 # ---- with hipify ------------------------------------------------------------------------------------
