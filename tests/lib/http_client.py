@@ -14,9 +14,11 @@ REQBODY is a file whose bytes are the request body, or "-" for none;
 each HEADER is "Name: value". METHOD HEAD reads no body: BFILE gets the
 headers, as with curl -I.
 stdout, one line per request: the status (000 when no answer came, as
-curl's %{http_code}).
+curl's %{http_code}). KHUB_HTTP_TIMEOUT (seconds, as curl --max-time): a
+request that takes longer has no answer.
 """
 import http.client
+import os
 import subprocess
 import sys
 import urllib.parse
@@ -40,7 +42,8 @@ def request(method, url, hfile, bfile, reqbody, headers):
     target = u.path or "/"
     if u.query:
         target += "?" + u.query
-    conn = http.client.HTTPConnection(u.hostname, u.port or 80)
+    timeout = float(os.environ["KHUB_HTTP_TIMEOUT"]) if os.environ.get("KHUB_HTTP_TIMEOUT") else None
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
     try:
         conn.putrequest(method, target, skip_accept_encoding=True)
         for name, value in hdrs.items():

@@ -321,7 +321,8 @@ api() {
 # (tests/lib/http_client.py, a coprocess started by the first call; one that
 # a subshell started ends with it): a test of thousands of requests starts no
 # curl per request, whose start costs more CPU than the request. Arguments
-# hold no tab or newline.
+# hold no tab or newline; KHUB_HTTP_TIMEOUT (s) when the client starts is
+# curl's --max-time. A bare `wait` waits for the client too: name the pids.
 HTTPC_PID=
 http_request() {
 	local a
