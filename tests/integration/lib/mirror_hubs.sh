@@ -3,7 +3,8 @@
 # data dir and embedded database (khub_setup/khub_start manage only one),
 # and the fault-injecting proxy (tests/integration/lib/fault_proxy.py).
 #
-#   hub_init NAME          data dir $TEST_DIR/NAME/data, a free port
+#   hub_init NAME          data dir $TEST_DIR/NAME/data (its embedded cluster a copy
+#                          of khub_seed_cluster's unless KHUB_TEST_FRESH_CLUSTER), a free port
 #   hub NAME ARGS...       run khub with NAME's KHUB_DATA_DIR/KHUB_LISTEN
 #   hub_bg NAME OUT ERR ARGS...  the same in the background (BG_PID = khub's pid)
 #   hub_start NAME [ARGS]  khub serve in the background, wait for /api/health
@@ -26,6 +27,8 @@ hub_init() {
 	local name=$1
 	mkdir -p "$TEST_DIR/$name"
 	chmod 755 "$TEST_DIR/$name"
+	# a copy of the ready cluster, as khub_setup's (no initdb and migrations per hub)
+	[ -n "${KHUB_TEST_FRESH_CLUSTER:-}" ] || khub_seed_cluster "$(hub_data "$name")"
 	HUB_PORT[$name]=$(free_port)
 	HUB_NAMES+=("$name")
 }
@@ -51,7 +54,7 @@ hub_spawn() {	# hub_spawn NAME [serve args]: start khub serve, do not wait
 	HUB_PID[$name]=$!
 }
 
-hub_wait() {	# hub_wait NAME: until /api/health answers (an initdb takes seconds)
+hub_wait() {	# hub_wait NAME: until /api/health answers (an initdb, where one runs, takes seconds)
 	local name=$1 url
 	url=$(hub_url "$name")
 	for _ in $(seq 1 900); do
