@@ -18,7 +18,9 @@
 # each test paying initdb and the migrations; a test of that path sets
 # KHUB_TEST_FRESH_CLUSTER=1 before khub_setup. Helpers for the usual test: khub_fixture (a hub with a
 # user, a token, an org and a kernel, started once per test file), api (one
-# HTTP request: status, headers and body in files) and jget (jq on a file).
+# HTTP request: status, headers and body in files), http_request (the same
+# through one client process for a test's thousands of requests: no curl
+# start per request) and jget (jq on a file).
 
 KHUB_BIN=${KHUB_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/khub}
 KHUB_SRC=${KHUB_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
