@@ -472,7 +472,7 @@ is "$STATUS/$(json 'd["total"]')/$(json 'd["downloads"]')" "200/0/0" "no downloa
 wait_total() {	# wait_total URL WANT: poll until the endpoint's total is WANT (10 s at most)
 	local got
 	for _ in $(seq 1 100); do
-		got=$(curl -s "$1" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
+		got=$(curl -s "$1" | jq -r '.total')
 		[ "$got" = "$2" ] && break
 		sleep 0.1
 	done
@@ -483,20 +483,33 @@ wait_total() {	# wait_total URL WANT: poll until the endpoint's total is WANT (1
 # comes from distinct loopback addresses (all of 127.0.0.0/8 is local):
 # client FROM..TO prints one 127.x.y.z per line.
 clients() { seq "$1" "$2" | awk '{ printf "127.%d.%d.%d\n", 1 + int($1 / 62500), int($1 / 250) % 250, 1 + $1 % 250 }'; }
+# curl_each PARALLEL CONFIG: one curl makes a transfer per line of stdin,
+# PARALLEL at a time (curl -Z), each with CONFIG (curl -K lines, {} the
+# line): what `xargs -P PARALLEL -I{} curl -s ...` did, without starting
+# a curl per transfer (its start cost more CPU than the request).
+curl_each() {
+	local par=(-Z --parallel-max "$1")
+	[ "$1" -gt 1 ] || par=()
+	CFG=$2 awk 'NR > 1 { print "next" } { c = ENVIRON["CFG"]; gsub(/\{\}/, $0, c); print c }' | curl -s --no-progress-meter "${par[@]}" -K -
+}
 N1=1500 N2=500
 LOAD=()
-clients 1 $N1 | xargs -P 16 -I{} curl -s -o /dev/null -w '%{http_code}\n' --interface {} -A "$UA1" "$META" >"$TEST_DIR/codes1" &
+get() {	# get URL UA [CONFIG-LINE...]: curl_each's CONFIG for a GET of URL as UA, its body dropped
+	printf 'url = "%s"\noutput = "/dev/null"\nuser-agent = "%s"\n' "$1" "$2"
+	[ $# -gt 2 ] && printf '%s\n' "${@:3}"
+}
+clients 1 $N1 | curl_each 16 "$(get "$META" "$UA1" 'interface = "{}"' 'write-out = "%{http_code}\n"')" >"$TEST_DIR/codes1" &
 LOAD+=($!)
-clients 10001 $((10000 + N2)) | xargs -P 16 -I{} curl -s -o /dev/null -w '%{http_code}\n' --interface {} -A "$UA2" "$META" >"$TEST_DIR/codes2" &
+clients 10001 $((10000 + N2)) | curl_each 16 "$(get "$META" "$UA2" 'interface = "{}"' 'write-out = "%{http_code}\n"')" >"$TEST_DIR/codes2" &
 LOAD+=($!)
 # Not downloads: HEAD, ranged GET, __init__.py of a variant that has metadata.json, other files.
-seq 1 100 | xargs -P 8 -I{} curl -s -o /dev/null -I -A "$UA1" "$META" &
+seq 1 100 | curl_each 8 "$(get "$META" "$UA1" head)" &
 LOAD+=($!)
-seq 1 50 | xargs -P 8 -I{} curl -s -o /dev/null -H 'Range: bytes=0-0' -A "$UA1" "$META" &
+seq 1 50 | curl_each 8 "$(get "$META" "$UA1" 'header = "Range: bytes=0-0"')" &
 LOAD+=($!)
-seq 1 50 | xargs -P 8 -I{} curl -s -o /dev/null -A "$UA1" "$INIT" &
+seq 1 50 | curl_each 8 "$(get "$INIT" "$UA1")" &
 LOAD+=($!)
-seq 1 50 | xargs -P 8 -I{} curl -s -o /dev/null -A "$UA1" "$KHUB_URL/kernels/acme/relu/resolve/$V1/README.md" &
+seq 1 50 | curl_each 8 "$(get "$KHUB_URL/kernels/acme/relu/resolve/$V1/README.md" "$UA1")" &
 LOAD+=($!)
 wait "${LOAD[@]}"	# not the server, which runs in the background too
 is "$(cat "$TEST_DIR/codes1" "$TEST_DIR/codes2" | sort | uniq -c | sed 's/^ *//')" "$((N1 + N2)) 200" \
@@ -523,7 +536,7 @@ curl -s -o /dev/null --interface 127.3.0.1 -A 'Mozilla/5.0 (X11; Linux x86_64) C
 curl -s -o /dev/null --interface 127.3.0.2 -A '' "$CU128"
 curl -s -o /dev/null --interface 127.3.0.3 -A 'curl/7.88.1' "$CU128"
 curl -s -o /dev/null -A 'unknown/None; hf_hub/1.29.0; python/3.11.2' "$CU128"
-clients 20001 20007 | xargs -P 4 -I{} curl -s -o /dev/null --interface {} -A "$UA1" "$KHUB_URL/kernels/acme/legacy/resolve/main/build/torch-universal/__init__.py"
+clients 20001 20007 | curl_each 4 "$(get "$KHUB_URL/kernels/acme/legacy/resolve/main/build/torch-universal/__init__.py" "$UA1" 'interface = "{}"')"
 is "$(wait_total "$KHUB_URL/api/kernels/acme/legacy/downloads" 7)" 7 "a variant without metadata.json counts its __init__.py"
 is "$(wait_total "$DL" $((N1 + N2 + 1)))" $((N1 + N2 + 1)) \
 	"another variant's metadata.json counts for huggingface_hub alone (no kernels/ part), not for a browser, curl or no User-Agent"
@@ -540,7 +553,7 @@ is "$STATUS" 200 "and visible to members"
 # A clean stop loses nothing: counts held in memory are stored at shutdown.
 khub_stop
 khub_start --download-stats-flush-ms 3600000
-clients 30001 30300 | xargs -P 16 -I{} curl -s -o /dev/null --interface {} -A "$UA1" "$META"
+clients 30001 30300 | curl_each 16 "$(get "$META" "$UA1" 'interface = "{}"')"
 khub_stop
 khub_start --download-stats-flush-ms 200
 is "$(wait_total "$DL" $((N1 + N2 + 301)))" $((N1 + N2 + 301)) "300 downloads counted just before SIGTERM survive the restart"
@@ -555,7 +568,7 @@ api DELETE "$KHUB_URL/api/repos/delete" -H "Authorization: Bearer $ROOT" --data-
 is "$STATUS" 200 "a repo with benchmarks and download counts can be deleted"
 
 # ---- latency with and without counting (diagnostics, no timed assertions) ------------------------
-latency() {	# latency LABEL: wrk (or a curl loop) against metadata.json
+latency() {	# latency LABEL: wrk (or one curl's 500 sequential GETs) against metadata.json
 	if command -v wrk >/dev/null 2>&1; then
 		wrk -t2 -c16 -d3s --latency -H "User-Agent: $UA1" "$META" >"$TEST_DIR/wrk.txt" 2>&1
 		diag "$1: $(awk '/Requests\/sec/ {print $2 " req/s"}' "$TEST_DIR/wrk.txt"), latency" \
@@ -566,7 +579,7 @@ latency() {	# latency LABEL: wrk (or a curl loop) against metadata.json
 	else
 		local start end
 		start=$(date +%s%N)
-		for _ in $(seq 1 500); do curl -s -o /dev/null -A "$UA1" "$META"; done
+		seq 1 500 | curl_each 1 "$(get "$META" "$UA1")"
 		end=$(date +%s%N)
 		diag "$1: $(( (end - start) / 500000 )) us per sequential GET (500 GETs)"
 	fi
@@ -574,7 +587,7 @@ latency() {	# latency LABEL: wrk (or a curl loop) against metadata.json
 latency "counting on "
 khub_stop	# stores what that run counted
 khub_start --download-stats 0
-BEFORE=$(curl -s "$DL" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])')
+BEFORE=$(curl -s "$DL" | jq -r '.total')
 latency "counting off"
 khub_stop
 khub_start --download-stats-flush-ms 200

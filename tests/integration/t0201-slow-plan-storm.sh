@@ -78,4 +78,17 @@ diag "slow plans ended before bob's was made: $ended_at_plan of 16"
 ok "$([ "$ended_at_plan" -lt 16 ] && echo 0 || echo 1)" "… before the 16th slow plan"
 ok "$([ "$ended_at_plan" -le 4 ] && echo 0 || echo 1)" "… after at most one slow plan per planner thread beyond those running (2 threads: ≤ 4)"
 like "$(grep -m1 'reading it was stopped' "$TEST_DIR/server.log")" "stopped at" "the slow plans were stopped at a limit (the attack is real)"
+
+# The checks are done. A stop waits for the plans the server is running
+# (its planners' python3 children, up to their 10 s kill, a CPU each) and
+# then drops the queued ones: stop it, ending the plans it still runs.
+kill -TERM "$KHUB_PID"
+for _ in $(seq 1 600); do
+	planners=$(pgrep -P "$KHUB_PID" -x python3)
+	[ -n "$planners" ] && kill -KILL $planners 2>/dev/null
+	state=$(ps -o stat= -p "$KHUB_PID")
+	[ -z "$state" ] || [[ "$state" == Z* ]] && break
+	sleep 0.1
+done
+khub_stop	# reaps it
 done_testing

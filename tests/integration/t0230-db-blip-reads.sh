@@ -44,10 +44,11 @@ GONE_ID=$(sed -n 's/^token id \([0-9]*\) .*/\1/p' "$TEST_DIR/gone.err")
 ROOT=$(khub admin token create root --scope write 2>>"$log" | tail -n 1)
 UNSEEN=$(khub admin token create alice --scope read 2>>"$log" | tail -n 1)
 
-wait_health() {	# wait_health URL WANT_STATUS [BODY_REGEX]
+wait_health() {	# wait_health URL WANT_STATUS [BODY_REGEX] (polls through http_request, no curl each)
 	local body
 	for _ in $(seq 1 600); do
-		body=$(curl -s -w ' %{http_code}' "$1/api/health")
+		http_request GET "$1/api/health" "$TEST_DIR/health.h" "$TEST_DIR/health.b" -
+		body="$(<"$TEST_DIR/health.b") $HTTP_STATUS"
 		[ "${body##* }" = "$2" ] && [[ "$body" =~ ${3:-.} ]] && return 0
 		sleep 0.1
 	done
@@ -130,15 +131,20 @@ is "$(req "$(node 3)" "$ROOT" GET /api/whoami-v2)" 200 "the site admin's token i
 # ---- the load: 3 loops through HAProxy, bounded in count -----------------------------------
 STOP=$TEST_DIR/stop-load
 load_loop() {	# load_loop N: "STATUS PATH" lines in $TEST_DIR/load-N
-	local n=0 r tok args
+	local n=0 r tok hdrs
+	HTTPC_PID=	# a client process of this loop's own (http_request), not the test's
+	export KHUB_HTTP_TIMEOUT=30	# as curl --max-time 30
 	while [ ! -e "$STOP" ] && [ $n -lt 4000 ]; do
 		r=${READS[$(( (n + $1) % ${#READS[@]} ))]}
 		tok=${r%% *}
-		args=(-s -o /dev/null -w "%{http_code} ${r#* }\n" --max-time 30)
-		[ "$tok" != - ] && args+=(-H "Authorization: Bearer $tok")
-		curl "${args[@]}" "$LB${r#* }" >>"$TEST_DIR/load-$1"
+		hdrs=()
+		[ "$tok" != - ] && hdrs+=("Authorization: Bearer $tok")
+		http_request GET "$LB${r#* }" /dev/null /dev/null - "${hdrs[@]}"
+		echo "$HTTP_STATUS ${r#* }" >>"$TEST_DIR/load-$1"
 		n=$((n + 1))
+		sleep 0.05	# a read load, bounded in rate as a curl's start bounded it
 	done
+	kill "$HTTPC_PID"
 }
 for l in 1 2 3; do
 	: >"$TEST_DIR/load-$l"

@@ -18,7 +18,9 @@
 # each test paying initdb and the migrations; a test of that path sets
 # KHUB_TEST_FRESH_CLUSTER=1 before khub_setup. Helpers for the usual test: khub_fixture (a hub with a
 # user, a token, an org and a kernel, started once per test file), api (one
-# HTTP request: status, headers and body in files) and jget (jq on a file).
+# HTTP request: status, headers and body in files), http_request (the same
+# through one client process for a test's thousands of requests: no curl
+# start per request) and jget (jq on a file).
 
 KHUB_BIN=${KHUB_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/khub}
 KHUB_SRC=${KHUB_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -190,6 +192,7 @@ khub_stop_lingering() {
 
 khub_teardown() {
 	local clean=0
+	[ -n "$HTTPC_PID" ] && kill "$HTTPC_PID" 2>/dev/null
 	khub_stop
 	khub_stop_lingering
 	sanitizer_reports || clean=1
@@ -311,6 +314,27 @@ api() {
 	else
 		STATUS=$(curl -s -X "$method" -D "$H" -o "$B" -w '%{http_code}' "$@" "$url")
 	fi
+}
+
+# http_request METHOD URL HFILE BFILE REQBODY [HEADER...]: one request as
+# `curl -s -X METHOD -D HFILE -o BFILE [-H HEADER]... [--data-binary @REQBODY]`
+# sends it (REQBODY "-": no body; HEAD as curl -I), its status (000: no
+# answer) in $HTTP_STATUS, through one client process per test
+# (tests/lib/http_client.py, a coprocess started by the first call; one that
+# a subshell started ends with it): a test of thousands of requests starts no
+# curl per request, whose start costs more CPU than the request. Arguments
+# hold no tab or newline; KHUB_HTTP_TIMEOUT (s) when the client starts is
+# curl's --max-time. A bare `wait` waits for the client too: name the pids.
+HTTPC_PID=
+http_request() {
+	local a
+	for a in "$@"; do [[ "$a" != *[$'\t\n']* ]] || bail "http_request: a tab or newline in '$a'"; done
+	if [ -z "$HTTPC_PID" ] || ! kill -0 "$HTTPC_PID" 2>/dev/null; then
+		coproc HTTPC { exec /usr/bin/python3 "$KHUB_SRC/tests/lib/http_client.py"; }
+	fi
+	local IFS=$'\t'
+	printf '%s\n' "$*" >&"${HTTPC[1]}" && IFS= read -r HTTP_STATUS <&"${HTTPC[0]}" ||
+		bail "http_request: tests/lib/http_client.py is gone"
 }
 
 # header NAME: the value of that header in $H, the last api response's

@@ -181,8 +181,11 @@ for (const vp of VIEWPORTS)
 	for (const scheme of SCHEMES) {
 		const anon = await browser.newContext({ baseURL: URL_, viewport: vp, colorScheme: scheme });
 		const user = await browser.newContext({ baseURL: URL_, viewport: vp, colorScheme: scheme, storageState: signedIn });
+		// one tab per context, navigated from kind to kind: a new tab per
+		// kind started a renderer process for each (most of the run's CPU)
+		const tabs = { anon: await anon.newPage(), user: await user.newPage() };
 		for (const k of kinds) {
-			const page = await (k.anonymous ? anon : user).newPage();
+			const page = k.anonymous ? tabs.anon : tabs.user;
 			await test(`${k.kind} at ${vp.width}px, ${scheme}: axe finds no violation, no horizontal scroll`, async () => {
 				const url = typeof k.url === "function" ? await k.url(page) : k.url;
 				if (!url) return ["no sample URL found"];
@@ -192,7 +195,6 @@ for (const vp of VIEWPORTS)
 				await page.screenshot({ path: `${ARTIFACTS}/${k.kind}-${vp.width}-${scheme}.png`, fullPage: true });
 				return problems;
 			});
-			await page.close();
 		}
 		await anon.close();
 		await user.close();

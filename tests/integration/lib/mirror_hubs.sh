@@ -3,7 +3,8 @@
 # data dir and embedded database (khub_setup/khub_start manage only one),
 # and the fault-injecting proxy (tests/integration/lib/fault_proxy.py).
 #
-#   hub_init NAME          data dir $TEST_DIR/NAME/data, a free port
+#   hub_init NAME          data dir $TEST_DIR/NAME/data (made at NAME's first khub with a
+#                          copy of khub_seed_cluster's cluster: hub_seed), a free port
 #   hub NAME ARGS...       run khub with NAME's KHUB_DATA_DIR/KHUB_LISTEN
 #   hub_bg NAME OUT ERR ARGS...  the same in the background (BG_PID = khub's pid)
 #   hub_start NAME [ARGS]  khub serve in the background, wait for /api/health
@@ -32,13 +33,21 @@ hub_init() {
 hub_data() { echo "$TEST_DIR/$1/data"; }
 hub_url() { echo "http://127.0.0.1:${HUB_PORT[$1]}"; }
 hub_log() { echo "$TEST_DIR/$1/server.log"; }
+# hub_seed NAME: before NAME's first khub, a data dir that does not exist yet
+# (a test may link it to another hub's) gets a copy of the ready cluster, as
+# khub_setup's does (no initdb and migrations per hub), unless KHUB_TEST_FRESH_CLUSTER.
+hub_seed() {
+	[ -e "$TEST_DIR/$1/data" ] || [ -n "${KHUB_TEST_FRESH_CLUSTER:-}" ] || khub_seed_cluster "$TEST_DIR/$1/data"
+}
 hub() {
 	local name=$1; shift
+	hub_seed "$name"
 	KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" "$KHUB_BIN" "$@"
 }
 
 hub_bg() {	# hub_bg NAME OUT ERR ARGS...: khub in the background; BG_PID is khub itself
 	local name=$1 out=$2 err=$3; shift 3
+	hub_seed "$name"
 	KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" \
 		"$KHUB_BIN" "$@" >"$out" 2>"$err" &
 	BG_PID=$!
@@ -46,12 +55,13 @@ hub_bg() {	# hub_bg NAME OUT ERR ARGS...: khub in the background; BG_PID is khub
 
 hub_spawn() {	# hub_spawn NAME [serve args]: start khub serve, do not wait
 	local name=$1; shift
+	hub_seed "$name"
 	KHUB_EMBEDDED_DB_LINGER_S=$KHUB_TEST_LINGER_S KHUB_DATA_DIR="$TEST_DIR/$name/data" KHUB_LISTEN="127.0.0.1:${HUB_PORT[$name]}" \
 		"$KHUB_BIN" serve "$@" >>"$TEST_DIR/$name/server.log" 2>&1 &
 	HUB_PID[$name]=$!
 }
 
-hub_wait() {	# hub_wait NAME: until /api/health answers (an initdb takes seconds)
+hub_wait() {	# hub_wait NAME: until /api/health answers (an initdb, where one runs, takes seconds)
 	local name=$1 url
 	url=$(hub_url "$name")
 	for _ in $(seq 1 900); do
