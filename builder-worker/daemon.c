@@ -116,10 +116,8 @@ static int start_job(struct daemon *d, json_t *job)
 	pthread_mutex_lock(&d->lock);
 	struct slot *s = NULL;
 	for (int i = 0; i < d->concurrency && !s; i++)
-		if (!d->slots[i].busy) {
+		if (!d->slots[i].busy)
 			s = &d->slots[i];
-			s->index = i;
-		}
 	int ret = -1;
 	if (s) {
 		s->job = json_incref(job);
@@ -349,8 +347,10 @@ static char *read_token(const char *path)
 	return t;
 }
 
-/* <work-dir>/<name>, locked for this process; leftovers of a killed run removed. */
-static char *claim_work_dir(const struct daemon_config *cfg, const char *work_dir, const char *name, int *lock_fd)
+/* <work-dir>/<name>, locked for this process; leftovers of a killed run removed.
+ * A root worker's slots (the first `slots` uids of --build-user) must reach it. */
+static char *claim_work_dir(const struct daemon_config *cfg, int slots, const char *work_dir, const char *name,
+			    int *lock_fd)
 {
 	char *root = xasprintf("%s/%s", work_dir, name);
 	/* a root worker's builds run as the build uid, which must reach its
@@ -363,7 +363,7 @@ static char *claim_work_dir(const struct daemon_config *cfg, const char *work_di
 		fatal("khub-worker: %s: %s", root, strerror(errno));
 	free(root);
 	root = xstrdup(real);	/* builds run elsewhere: no relative path may reach them */
-	for (int slot = 0; geteuid() == 0 && slot <= cfg->build_users.last - cfg->build_users.uid; slot++) {
+	for (int slot = 0; geteuid() == 0 && slot < slots; slot++) {
 		long uid, gid;
 		build_users_slot(&cfg->build_users, slot, &uid, &gid);
 		if (!sandbox_reachable(root, (uid_t)uid, (gid_t)gid, 1))
@@ -436,7 +436,8 @@ static const struct worker_option daemon_option_rows[] = {
 	{ .name = "kill-grace-seconds", .arg = "N", .kind = WOPT_INT, .offset = DAEMON_OPT(cfg.kill_grace_seconds),
 	  .min = 0, .max = 3600, .help = "between SIGTERM and SIGKILL of a build's processes (10)" },
 	{ .name = "build-user", .arg = "UID[-LAST][:GID]", .kind = WOPT_CALL, .offset = DAEMON_OPT(cfg.build_users),
-	  .parse = worker_option_build_users, .help = "who build code runs as when the worker is root: the i-th build at once as UID+i, at least "
+	  .parse = worker_option_build_users,
+	  .help = "who build code runs as when the worker is root: the i-th build at once as UID+i, at least "
 		  "--concurrency uids (65534:65534; with --concurrency N over 1, 2000000000 to 2000000000+N-1)" },
 	{ .name = "max-processes", .arg = "N", .kind = WOPT_LONG, .offset = DAEMON_OPT(cfg.max_processes), .min = 0,
 	  .max = 1 << 22, .help = "processes (and threads) of each build's uid at once (512)" },
@@ -609,6 +610,8 @@ static void daemon_start(struct daemon *d, pthread_t *sig_thread)
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&d->lock, NULL);
 	d->slots = xcalloc((size_t)d->concurrency, sizeof(*d->slots));
+	for (int i = 0; i < d->concurrency; i++)
+		d->slots[i].index = i;
 	if (hub_global_init() < 0)
 		fatal("khub-worker: libcurl initialisation failed");
 	if (pthread_create(sig_thread, NULL, signal_thread, d) != 0)
@@ -675,7 +678,8 @@ int daemon_main(int argc, char **argv)
 		fatal("khub-worker: cannot find its own program: %s", strerror(errno));
 	d.cfg.self_exe = self;
 	ret = 1;
-	char *scratch_root = claim_work_dir(&d.cfg, daemon_work_dir(&d, work_buf, sizeof(work_buf)), d.cfg.name, &lock_fd);
+	char *scratch_root = claim_work_dir(&d.cfg, d.concurrency, daemon_work_dir(&d, work_buf, sizeof(work_buf)),
+					    d.cfg.name, &lock_fd);
 	d.cfg.scratch_root = scratch_root;
 	log_build_users(&d);
 	if (daemon_toolchains(&d, toolchains_real, &set) == 0) {
