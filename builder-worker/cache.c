@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,6 +55,30 @@ static char *ccache_in_root(const char *root)
 	return NULL;
 }
 
+/* The cache for this build alone: its lock (<dir>.lock, beside it in the
+ * root no build sees) taken, or 0 after dropping the cache when another
+ * build holds it. A daemon's builds at once run as different uids, and each
+ * build hands the whole cache to its own: two at once would take it from
+ * each other mid-compile. -1 when the lock cannot be made. */
+static int cache_lock(struct build_cache *c)
+{
+	char *path = xasprintf("%s.lock", c->dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	free(path);
+	if (fd < 0)
+		return -1;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		c->lock_fd = fd;
+		return 1;
+	}
+	close(fd);
+	snprintf(c->why_off, sizeof(c->why_off), "in use by another build of this repo and toolchain");
+	log_info("khub-worker build: no build cache: another build of this repo and toolchain is using it");
+	free(c->dir);
+	c->dir = NULL;
+	return 0;
+}
+
 int build_cache_prepare(struct build_cache *c, struct sandbox *sb, const char *home)
 {
 	if (!c->dir)
@@ -78,8 +103,11 @@ int build_cache_prepare(struct build_cache *c, struct sandbox *sb, const char *h
 	 * repo's directory that uid's alone */
 	char *root = xstrdup(c->dir), real[PATH_MAX];
 	*strrchr(root, '/') = 0;
-	int made = mkdir_p(root, 0711) == 0 && mkdir_p(c->dir, 0700) == 0 && realpath(c->dir, real);
+	int made = mkdir_p(root, 0711) == 0, locked = made ? cache_lock(c) : -1;
 	free(root);
+	if (locked == 0)
+		return 0;
+	made = locked > 0 && mkdir_p(c->dir, 0700) == 0 && realpath(c->dir, real);
 	struct stat st;
 	if (!made || lstat(real, &st) < 0 || !S_ISDIR(st.st_mode) || chmod(real, 0700) < 0 || sandbox_give(sb, real) < 0) {
 		log_error("khub-worker build: cannot make the build cache %s: %s", c->dir, strerror(errno));
@@ -175,6 +203,8 @@ void build_cache_release(struct build_cache *c)
 {
 	if (!c)
 		return;
+	if (c->lock_fd > 0)
+		close(c->lock_fd);
 	free(c->dir);
 	free(c->program);
 	free(c->stats_log);

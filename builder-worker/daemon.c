@@ -21,6 +21,7 @@
 struct slot {
 	pthread_t thread;
 	json_t *job;
+	int index;	/* in d->slots: its build uid (build_users_slot) */
 	int busy, done;
 	struct daemon *d;
 };
@@ -83,7 +84,7 @@ static void *signal_thread(void *arg)
 static void *job_thread(void *arg)
 {
 	struct slot *s = arg;
-	int misconfigured = job_run(&s->d->cfg, s->job);
+	int misconfigured = job_run(&s->d->cfg, s->index, s->job);
 	pthread_mutex_lock(&s->d->lock);
 	if (misconfigured) {
 		s->d->misconfigured = 1;
@@ -346,8 +347,10 @@ static char *read_token(const char *path)
 	return t;
 }
 
-/* <work-dir>/<name>, locked for this process; leftovers of a killed run removed. */
-static char *claim_work_dir(const struct daemon_config *cfg, const char *work_dir, const char *name, int *lock_fd)
+/* <work-dir>/<name>, locked for this process; leftovers of a killed run removed.
+ * A root worker's slots (the first `slots` uids of --build-user) must reach it. */
+static char *claim_work_dir(const struct daemon_config *cfg, int slots, const char *work_dir, const char *name,
+			    int *lock_fd)
 {
 	char *root = xasprintf("%s/%s", work_dir, name);
 	/* a root worker's builds run as the build uid, which must reach its
@@ -360,9 +363,13 @@ static char *claim_work_dir(const struct daemon_config *cfg, const char *work_di
 		fatal("khub-worker: %s: %s", root, strerror(errno));
 	free(root);
 	root = xstrdup(real);	/* builds run elsewhere: no relative path may reach them */
-	if (geteuid() == 0 && !sandbox_reachable(root, (uid_t)cfg->build_uid, (gid_t)cfg->build_gid, 1))
-		fatal("khub-worker: the build uid %ld cannot reach %s: every directory above it must be searchable by "
-		      "that uid (chmod o+x), or choose another --work-dir", cfg->build_uid, root);
+	for (int slot = 0; geteuid() == 0 && slot < slots; slot++) {
+		long uid, gid;
+		build_users_slot(&cfg->build_users, slot, &uid, &gid);
+		if (!sandbox_reachable(root, (uid_t)uid, (gid_t)gid, 1))
+			fatal("khub-worker: the build uid %ld cannot reach %s: every directory above it must be "
+			      "searchable by that uid (chmod o+x), or choose another --work-dir", uid, root);
+	}
 	char *lock = xasprintf("%s/.lock", root);
 	*lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX | LOCK_NB) < 0)
@@ -428,10 +435,12 @@ static const struct worker_option daemon_option_rows[] = {
 	  .max = 7 * 24 * 3600, .help = "after SIGTERM, how long running builds may go on (0: to their end)" },
 	{ .name = "kill-grace-seconds", .arg = "N", .kind = WOPT_INT, .offset = DAEMON_OPT(cfg.kill_grace_seconds),
 	  .min = 0, .max = 3600, .help = "between SIGTERM and SIGKILL of a build's processes (10)" },
-	{ .name = "build-user", .arg = "UID[:GID]", .kind = WOPT_CALL, .offset = DAEMON_OPT(cfg.build_uid),
-	  .parse = worker_option_build_user, .help = "who build code runs as when the worker is root (65534:65534)" },
+	{ .name = "build-user", .arg = "UID[-LAST][:GID]", .kind = WOPT_CALL, .offset = DAEMON_OPT(cfg.build_users),
+	  .parse = worker_option_build_users,
+	  .help = "who build code runs as when the worker is root: the i-th build at once as UID+i, at least "
+		  "--concurrency uids (65534:65534; with --concurrency N over 1, 2000000000 to 2000000000+N-1)" },
 	{ .name = "max-processes", .arg = "N", .kind = WOPT_LONG, .offset = DAEMON_OPT(cfg.max_processes), .min = 0,
-	  .max = 1 << 22, .help = "processes (and threads) of that uid at once, builds together (512)" },
+	  .max = 1 << 22, .help = "processes (and threads) of each build's uid at once (512)" },
 	{ .name = "no-build-cache", .kind = WOPT_FLAG, .offset = DAEMON_OPT(cfg.no_build_cache),
 	  .help = "compile without the build cache (ccache per repo and toolchain under the work dir)" },
 	{ .name = "build-cache-mb", .arg = "N", .kind = WOPT_LONG, .offset = DAEMON_OPT(cfg.build_cache_mb), .min = 1,
@@ -451,13 +460,31 @@ static const struct worker_command daemon_command = {
 		    "       khub-worker build --help\n",
 };
 
+/* --build-user's default, or a refusal of too few uids for --concurrency:
+ * 0, or -1 after saying why on stderr. */
+static int daemon_build_users(struct daemon *d)
+{
+	struct build_users *u = &d->cfg.build_users;
+	if (!u->uid) {	/* not given */
+		long first = d->concurrency > 1 ? SANDBOX_BUILD_UIDS_DEFAULT : SANDBOX_BUILD_UID_DEFAULT;
+		*u = (struct build_users){ .uid = first, .last = first + d->concurrency - 1 };
+		return 0;
+	}
+	if (u->last - u->uid + 1 >= d->concurrency)
+		return 0;
+	fprintf(stderr, "khub-worker: --build-user %ld-%ld has %ld uid(s) for --concurrency %d: each build at once "
+		"needs a uid of its own (a uid's process limit counts all its processes, so one build's fork "
+		"bomb would stop the others'): give a range UID-LAST of at least %d uids\n", u->uid, u->last,
+		u->last - u->uid + 1, d->concurrency, d->concurrency);
+	return -1;
+}
+
 /* The command line into d: 0 to go on, else the exit status (0 after --help). */
 static int daemon_parse(struct daemon *d, int argc, char **argv)
 {
 	d->concurrency = 1;
 	d->poll_seconds = 20;
 	d->cfg.kill_grace_seconds = 10;
-	d->cfg.build_uid = d->cfg.build_gid = SANDBOX_BUILD_UID_DEFAULT;
 	d->cfg.max_processes = SANDBOX_MAX_PROCESSES_DEFAULT;
 	d->cfg.build_cache_mb = BUILD_CACHE_MAX_MB_DEFAULT;
 	d->cfg.url = getenv("KHUB_URL");
@@ -472,6 +499,8 @@ static int daemon_parse(struct daemon *d, int argc, char **argv)
 		worker_options_usage(&daemon_command, stderr);
 		return 64;
 	}
+	if (daemon_build_users(d) < 0)
+		return 64;
 	long cpus = usable_cpus(NULL, 0);	/* shared by the builds that run at once */
 	d->cfg.build_jobs = cpus / d->concurrency > 0 ? cpus / d->concurrency : 1;
 	return 0;
@@ -545,6 +574,23 @@ static const char *daemon_work_dir(const struct daemon *d, char *buf, size_t siz
 	return buf;
 }
 
+/* Who the builds run as, logged: a root worker's slots each their own uid;
+ * an unprivileged worker's builds all its own uid, whose process limit they
+ * share (a warning when several run at once). */
+static void log_build_users(const struct daemon *d)
+{
+	const struct build_users *u = &d->cfg.build_users;
+	if (geteuid() == 0 && d->concurrency > 1)
+		log_info("builds run as uids %ld to %ld (the i-th build at once as %ld+i), %s", u->uid,
+			 u->uid + d->concurrency - 1, u->uid, u->gid ? "one group" : "each its own group");
+	else if (geteuid() == 0)
+		log_info("builds run as uid %ld", u->uid);
+	else if (d->concurrency > 1)
+		log_warn("not root: the %d builds at once all run as this worker's uid %ld and share its process limit "
+			 "(one build's fork bomb stops the others' sandboxes); as root each gets a uid of its own "
+			 "(--build-user)", d->concurrency, (long)getuid());
+}
+
 /* Signals to one thread (every other thread, curl's and the jobs', has
  * them blocked), the lock and condition, the slots, libcurl: the signal
  * thread started into *sig_thread. */
@@ -564,6 +610,8 @@ static void daemon_start(struct daemon *d, pthread_t *sig_thread)
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&d->lock, NULL);
 	d->slots = xcalloc((size_t)d->concurrency, sizeof(*d->slots));
+	for (int i = 0; i < d->concurrency; i++)
+		d->slots[i].index = i;
 	if (hub_global_init() < 0)
 		fatal("khub-worker: libcurl initialisation failed");
 	if (pthread_create(sig_thread, NULL, signal_thread, d) != 0)
@@ -630,8 +678,10 @@ int daemon_main(int argc, char **argv)
 		fatal("khub-worker: cannot find its own program: %s", strerror(errno));
 	d.cfg.self_exe = self;
 	ret = 1;
-	char *scratch_root = claim_work_dir(&d.cfg, daemon_work_dir(&d, work_buf, sizeof(work_buf)), d.cfg.name, &lock_fd);
+	char *scratch_root = claim_work_dir(&d.cfg, d.concurrency, daemon_work_dir(&d, work_buf, sizeof(work_buf)),
+					    d.cfg.name, &lock_fd);
 	d.cfg.scratch_root = scratch_root;
+	log_build_users(&d);
 	if (daemon_toolchains(&d, toolchains_real, &set) == 0) {
 		pthread_t sig_thread;
 		daemon_start(&d, &sig_thread);

@@ -94,7 +94,7 @@ struct daemon_config {
 	const struct toolchain_set *toolchains;
 	int heartbeat_seconds, lease_seconds;
 	int kill_grace_seconds;
-	long build_uid, build_gid;	/* who builds when the worker is root (--build-user) */
+	struct build_users build_users;	/* who builds when the worker is root (--build-user): slot i as uid + i */
 	long max_processes;		/* the builds' RLIMIT_NPROC (--max-processes) */
 	int no_build_cache;		/* --no-build-cache: compile without ccache */
 	long build_cache_mb;		/* each (repo, toolchain) cache's size (--build-cache-mb) */
@@ -103,13 +103,14 @@ struct daemon_config {
 	volatile sig_atomic_t stopping, releasing;
 };
 
-/* Build the claimed job (a JSON object, borrowed) to the end: scratch dir,
+/* Build the claimed job (a JSON object, borrowed) in the daemon's slot
+ * (its build uid, build_users_slot) to the end: scratch dir,
  * source, `khub-worker build` in its own process group, log streaming,
  * heartbeats, then output or fail (or release when cfg->releasing); the
  * scratch dir is removed whatever happened. Returns when the job is no
  * longer this worker's: 0, or 1 when the worker proved misconfigured (no
  * scratch, no toolchain, `khub-worker build` refusing its arguments): the
  * job was given back, not failed, and the daemon must stop. */
-int job_run(const struct daemon_config *cfg, json_t *job);
+int job_run(const struct daemon_config *cfg, int slot, json_t *job);
 
 #endif

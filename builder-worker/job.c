@@ -25,6 +25,7 @@ enum job_end { END_EXITED, END_CANCELED, END_LOST, END_RELEASED, END_WALL };
 
 struct job {
 	const struct daemon_config *cfg;
+	long build_uid, build_gid;	/* its slot's (build_users_slot): no other build at once has them */
 	struct hub_client *hc;
 	char *id, *repo, *commit, *variant;
 	char *manylinux;	/* the claim's abi_manylinux ("2_28"), NULL when it has none */
@@ -449,7 +450,7 @@ static void push_benchmark_args(const struct job *j, const struct toolchain *tc,
 	strvec_pushf(argv, "--output");
 	strvec_pushf(argv, "%s/out/" BENCHMARK_PAYLOADS, j->scratch);
 	strvec_pushf(argv, "--build-user");
-	strvec_pushf(argv, "%ld:%ld", cfg->build_uid, cfg->build_gid);
+	strvec_pushf(argv, "%ld:%ld", j->build_uid, j->build_gid);
 	strvec_pushf(argv, "--max-processes");
 	strvec_pushf(argv, "%ld", cfg->max_processes);
 }
@@ -481,7 +482,7 @@ static void push_build_args(const struct job *j, const struct toolchain *tc, str
 	strvec_pushf(argv, "--sandbox");
 	strvec_pushf(argv, "bwrap");
 	strvec_pushf(argv, "--build-user");
-	strvec_pushf(argv, "%ld:%ld", cfg->build_uid, cfg->build_gid);
+	strvec_pushf(argv, "%ld:%ld", j->build_uid, j->build_gid);
 	strvec_pushf(argv, "--max-processes");
 	strvec_pushf(argv, "%ld", cfg->max_processes);
 	strvec_pushf(argv, "--jobs");
@@ -881,12 +882,13 @@ static int job_end(struct job *j, int status)
 	return 0;
 }
 
-int job_run(const struct daemon_config *cfg, json_t *job)
+int job_run(const struct daemon_config *cfg, int slot, json_t *job)
 {
 	struct job j = { .cfg = cfg, .pending = STRBUF_INIT, .tail_hold = STRBUF_INIT, .end = END_EXITED };
 	int misconfigured = 0, status = 0;
 	char why[512];
 	job_init(&j, cfg, job);
+	build_users_slot(&cfg->build_users, slot, &j.build_uid, &j.build_gid);
 	if (!j.id || !j.repo || !j.commit || !j.variant || !j.hc || (j.benchmark && !j.device)) {
 		log_error("claimed a job without id, repo, commit or variant; ignoring it (its lease will expire)");
 		goto cleanup;

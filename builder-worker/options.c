@@ -4,6 +4,8 @@
 #include "builder-worker/worker.h"
 #include "common/common.h"
 
+#include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -24,19 +26,68 @@ int worker_parse_number(const char *s, const char *flag, long lo, long hi, long 
 	return 0;
 }
 
-int worker_parse_build_user(const char *s, long *uid, long *gid)
+/* A decimal id of --build-user at *p (digits only, 1 to 0x7fffffff): 0
+ * with *p past it, or -1. */
+static int parse_id(const char **p, long *out)
 {
 	char *end;
+	if (!isdigit((unsigned char)**p))
+		return -1;
 	errno = 0;
-	long u = strtol(s, &end, 10), g = u;
-	if (!errno && *end == ':')
-		g = strtol(end + 1, &end, 10);
-	if (errno || *end || end == s || u <= 0 || g <= 0 || u > 0x7fffffffL || g > 0x7fffffffL) {
-		fprintf(stderr, "khub-worker: --build-user wants UID or UID:GID (not 0, root)\n");
+	long v = strtol(*p, &end, 10);
+	if (errno || v <= 0 || v > 0x7fffffffL)
+		return -1;
+	*out = v;
+	*p = end;
+	return 0;
+}
+
+int worker_parse_build_users(const char *s, struct build_users *u)
+{
+	const char *p = s;
+	struct build_users v = { 0 };
+	int bad = parse_id(&p, &v.uid) < 0;
+	v.last = v.uid;
+	if (!bad && *p == '-') {
+		p++;
+		bad = parse_id(&p, &v.last) < 0 || v.last < v.uid;
+	}
+	if (!bad && *p == ':') {
+		p++;
+		bad = parse_id(&p, &v.gid) < 0;
+	}
+	if (bad || *p) {
+		fprintf(stderr, "khub-worker: --build-user wants UID[-LAST][:GID]: numbers, LAST not below UID, "
+			"none 0 (root)\n");
 		return -1;
 	}
-	*uid = u;
-	*gid = g;
+	*u = v;
+	return 0;
+}
+
+int worker_option_build_users(const char *arg, void *field)
+{
+	return worker_parse_build_users(arg, field);
+}
+
+void build_users_slot(const struct build_users *u, int slot, long *uid, long *gid)
+{
+	assert(slot >= 0 && u->uid + slot <= u->last);
+	*uid = u->uid + slot;
+	*gid = u->gid ? u->gid : *uid;
+}
+
+int worker_parse_build_user(const char *s, long *uid, long *gid)
+{
+	struct build_users u;
+	if (worker_parse_build_users(s, &u) < 0)
+		return -1;
+	if (u.last != u.uid) {
+		fprintf(stderr, "khub-worker: --build-user of one build wants UID or UID:GID, not a range (the "
+			"daemon takes UID-LAST: a uid per build at once)\n");
+		return -1;
+	}
+	build_users_slot(&u, 0, uid, gid);
 	return 0;
 }
 

@@ -140,6 +140,20 @@ int worker_parse_build_user(const char *s, long *uid, long *gid);
 /* WOPT_CALL for --build-user: field is a long uid followed by a long gid. */
 int worker_option_build_user(const char *arg, void *field);
 
+/* The daemon's build uids, --build-user UID[-LAST][:GID]: slot i (the i-th
+ * build at once) builds as UID+i, so that no build shares its uid's
+ * process limit (RLIMIT_NPROC counts all of a uid's processes) with
+ * another. gid 0: each uid's group is the same number; else every slot's. */
+struct build_users {
+	long uid, last, gid;
+};
+/* 0, or -1 after saying so on stderr. */
+int worker_parse_build_users(const char *s, struct build_users *u);
+/* WOPT_CALL for the daemon's --build-user: field is a struct build_users. */
+int worker_option_build_users(const char *arg, void *field);
+/* The uid and gid slot builds as (slot <= u->last - u->uid). */
+void build_users_slot(const struct build_users *u, int slot, long *uid, long *gid);
+
 /* ---- one build (build.c and friends) ----------------------------------------------- */
 
 /* Exit codes of `khub-worker build`. */
@@ -170,6 +184,12 @@ int benchmark_main(int argc, char **argv);
 
 
 #define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */
+/* A root daemon's first build uid when --concurrency is over 1 and no
+ * --build-user is given (slot i: this + i, gid the same): in the range
+ * 1879048192-2147352575 that systemd's UID table leaves unused (above the
+ * container ranges, below the foreign range), so no account, service or
+ * container shares it; the sandbox writes its own passwd, none is needed. */
+#define SANDBOX_BUILD_UIDS_DEFAULT 2000000000L
 #define SANDBOX_MAX_PROCESSES_DEFAULT 512	/* --max-processes */
 #define BUILD_CACHE_MAX_MB_DEFAULT 2048	/* --cache-max-mb, --build-cache-mb */
 

@@ -9,18 +9,20 @@
 # /proc, unshare, setns, ptrace, keyctl, bpf, pivot_root, userfaultfd; see
 # the host's processes; reach the network; start 10,000 processes; fill
 # the disk. Every attempt must be refused, with `khub-worker build` run as
-# root (build code then runs as uid 65534) and as an unprivileged user,
-# and through the daemon, where the uploaded build log and the worker's
-# own log never hold the token (build code printing it, whole or cut in
-# two, is scrubbed to [worker token]).
-# suite: runs alone (its 10,000 processes spend uid 65534's process limit,
-# which every concurrent build's sandbox shares: tests/tools/timed-test.sh)
+# root (build code then runs as --build-user 4139) and as an unprivileged
+# user, and through the daemon, where the uploaded build log and the
+# worker's own log never hold the token (build code printing it, whole or
+# cut in two, is scrubbed to [worker token]). The 10,000 processes spend
+# the process limit of the uid they run as: 4139 and 4242 are this test's
+# own, so other tests' builds (uid 65534 and the daemon's defaults) run
+# beside it unharmed.
 . "$(dirname "$0")/../lib/khub-test.sh"
 
 . "$KHUB_SRC/tests/lib/worker_env.sh"
 worker_needs torch bwrap root	# $WORKER_BIN, $PY, or a skip (it runs the worker as root and as another user)
 ATTACKS=$KHUB_SRC/tests/integration/lib/sandbox_attacks.py
 UNPRIV=4242	# the unprivileged worker's uid (no account needed)
+BUILD_UID=4139	# the root worker's build uid: this test's own (no account needed)
 
 khub_setup
 W=$TEST_DIR/worker
@@ -91,7 +93,7 @@ run_build() {
 	local cmd=("$WORKER_BIN" build --toolchains "$W/toolchains.json" --toolchain cpu-debian --source "$EVIL"
 		--out "$out" --variant torch-cpu --work-dir "$work" --wall-seconds 600 "$@")
 	if [ "$as" = 0 ]; then
-		"${cmd[@]}" >"$TEST_DIR/$label.log" 2>&1
+		"${cmd[@]}" --build-user "$BUILD_UID" >"$TEST_DIR/$label.log" 2>&1
 	else
 		mkdir -p "$out" && chown "$as:$as" "$out"
 		setpriv --reuid "$as" --regid "$as" --clear-groups "${cmd[@]}" >"$TEST_DIR/$label.log" 2>&1
@@ -112,7 +114,7 @@ attack_round() {
 	run_build "$label" "$as" "$work" --cpu-seconds 600
 	is "$RC" 0 "$label: the hostile kernel's build ends normally (its attacks failed, its import ran)"
 	like "$(grep -m1 'sandbox bubblewrap:' "$TEST_DIR/$label.log")" \
-		"uid 1000 in its own user namespace \($( [ "$as" = 0 ] && echo 65534 || echo "$as") outside\), no capabilities, no_new_privs, seccomp filter on; namespaces: user own, pid own, net own \(no network\), ipc own, mount own; limits: processes 512" \
+		"uid 1000 in its own user namespace \($( [ "$as" = 0 ] && echo "$BUILD_UID" || echo "$as") outside\), no capabilities, no_new_privs, seccomp filter on; namespaces: user own, pid own, net own \(no network\), ipc own, mount own; limits: processes 512" \
 		"$label: the build log says what isolation it got"
 	check_attacks "$TEST_DIR/$label.log" "$work" "$label"
 	[ "$(grep -c 'ATTACKS DONE' "$TEST_DIR/$label.log")" = 1 ] || sed 's/^/#   /' "$TEST_DIR/$label.log" | grep -v SECRET | tail -20
@@ -130,7 +132,7 @@ attack_round() {
 	is "$(ls "$work" | grep -c '^khub-build-[^o]')" 0 "$label: both scratch directories are gone"
 }
 
-# ---- `khub-worker build` as root: build code runs as uid 65534 -------------------------------------
+# ---- `khub-worker build` as root: build code runs as uid 4139 -------------------------------------
 attack_round root 0
 
 # ---- as an unprivileged worker user ----------------------------------------------------------------
@@ -145,9 +147,9 @@ EVIL=$TEST_DIR/evil-root
 run_build unshare 0 "$TEST_DIR/work-root" --sandbox unshare
 is "$RC" 64 "--sandbox unshare (no user namespace, / visible) is refused"
 like "$(cat "$TEST_DIR/unshare.log")" 'unshare is refused: it cannot hide the machine' "saying why"
-"$WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$TEST_DIR/check.out" 2>&1
+"$WORKER_BIN" --check --toolchains "$W/toolchains.json" --build-user "$BUILD_UID" >"$TEST_DIR/check.out" 2>&1
 like "$(grep sandbox "$TEST_DIR/check.out" | head -1)" \
-	'sandbox bubblewrap: uid 1000 in its own user namespace \(65534 outside\), no capabilities, no_new_privs, seccomp filter on; namespaces: user own, pid own, net own' \
+	"sandbox bubblewrap: uid 1000 in its own user namespace \\($BUILD_UID outside\\), no capabilities, no_new_privs, seccomp filter on; namespaces: user own, pid own, net own" \
 	"--check says what isolation the toolchain's builds get"
 cat >"$W/home-toolchain.json" <<EOF
 {"toolchains": [{"name": "in-root", "python": "$PY", "env": {"EXTRA": "/root"}}]}
@@ -169,14 +171,14 @@ khub import "$TEST_DIR/readme" --repo acme/evil --branch main >/dev/null 2>>"$TE
 khub_start
 worker() {
 	"$WORKER_BIN" --url "$KHUB_URL" --token-file "$W/w1.token" --toolchains "$W/toolchains.json" \
-		--name w1 --work-dir "$W/work" "$@" 2>>"$W/w1.log"
+		--name w1 --work-dir "$W/work" --build-user "$BUILD_UID" "$@" 2>>"$W/w1.log"
 }
 worker --once
 is "$?" 0 "the worker registers"
 mkdir -m 700 "$TEST_DIR/private"
 worker --once --work-dir "$TEST_DIR/private/work"
 ok $([ $? -ne 0 ]; echo $?) "a root worker whose work dir the build uid cannot reach does not start"
-like "$(tail -1 "$W/w1.log")" "build uid 65534 cannot reach $TEST_DIR/private/work/w1: every directory above it must be searchable" \
+like "$(tail -1 "$W/w1.log")" "build uid $BUILD_UID cannot reach $TEST_DIR/private/work/w1: every directory above it must be searchable" \
 	"saying why"
 
 export HOME=$TEST_DIR/home GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_ASKPASS=/bin/false

@@ -51,9 +51,10 @@ for d in "${CG%/*}"/khub-test.*; do
 	[ -n "$CG" ] && [ "$d" != "$CG" ] && ! kill -0 "${d##*.}" 2>/dev/null && rmdir "$d" 2>/dev/null
 done
 
-# A test whose attack spends a resource every sandboxed build shares (t0139's
-# 10,000 processes exhaust uid 65534's process limit, under which every
-# concurrent build's bubblewrap then fails to start) says so with a line
+# A test whose attack spends a resource every sandboxed build shares (a fork
+# bomb exhausting the process limit of a build uid other tests' builds use,
+# under which their bubblewrap then fails to start; t0139 and t0354 build
+# as uids of their own instead, so they need not) says so with a line
 # "# suite: runs alone" and holds the suite's lock exclusively; every other
 # test holds it shared. The test itself never holds the lock (fd 9 is closed
 # for it), so a daemon it leaves behind cannot keep it. A turnstile taken

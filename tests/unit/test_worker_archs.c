@@ -2,8 +2,9 @@
  * each nvcc version, and the contract's loose intersection of a kernel's
  * cuda-capabilities with them; the compile-backend table against kernel/'s
  * backend table; nvcc's --threads; the build cache's directory per repo and
- * toolchain and its count of ccache's stats log; which units register under
- * the runtime op namespace (compile_namespace_use). */
+ * toolchain, held by one build at a time, and its count of ccache's stats
+ * log; which units register under the runtime op namespace
+ * (compile_namespace_use). */
 #include "builder-worker/build_internal.h"
 #include "tests/unit/tap.h"
 
@@ -98,6 +99,39 @@ static void test_build_cache(void)
 	build_cache_count(&e, "");
 	build_cache_count(&e, "direct_cache_hit\ncache_miss_bogus\n#");
 	ok(e.hits == 0 && e.misses == 0 && e.uncached == 1, "no compile before the first '#', a counter read whole");
+}
+
+/* One build at a time holds a repo's cache: a second build's prepare
+ * finds it locked and goes on without it, saying why; once the first has
+ * released it, the next build gets it. (A daemon's builds at once run as
+ * different uids, and each hands the cache to its own.) */
+static void test_build_cache_one_build(void)
+{
+	if (access("/usr/bin/ccache", X_OK) != 0) {
+		ok(1, "# SKIP ccache is not installed");
+		return;
+	}
+	char root[] = "/tmp/khub-test-cache-XXXXXX";
+	if (!mkdtemp(root)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	struct sandbox sa = { .mode = SANDBOX_NONE }, sb = { .mode = SANDBOX_NONE }, sc = { .mode = SANDBOX_NONE };
+	struct build_cache a = { .dir = build_cache_dir(root, "acme/relu", "cpu-debian"), .max_mb = 8 };
+	struct build_cache b = { .dir = build_cache_dir(root, "acme/relu", "cpu-debian"), .max_mb = 8 };
+	struct build_cache c = { .dir = build_cache_dir(root, "acme/relu", "cpu-debian"), .max_mb = 8 };
+	ok(build_cache_prepare(&a, &sa, root) == 0 && a.dir && a.lock_fd > 0, "the first build gets the cache");
+	ok(build_cache_prepare(&b, &sb, root) == 0 && !b.dir && !sb.cache_dir,
+	   "a second build of the same repo and toolchain at once goes on without it");
+	ok(strstr(b.why_off, "in use by another build") != NULL, "… saying why (%s)", b.why_off);
+	build_cache_release(&a);
+	ok(build_cache_prepare(&c, &sc, root) == 0 && c.dir, "once the first is done, the next build gets it");
+	build_cache_release(&b);
+	build_cache_release(&c);
+	sandbox_release(&sa);
+	sandbox_release(&sb);
+	sandbox_release(&sc);
+	tree_remove(root);
 }
 
 /* A capability the variant's CUDA cannot build is named with the
@@ -220,6 +254,7 @@ int main(void)
 	test_compile_backends();
 	test_nvcc_threads();
 	test_build_cache();
+	test_build_cache_one_build();
 	test_namespace_use();
 	char *s;
 	s = select_joined(13, 0, NULL, 0);
