@@ -235,18 +235,18 @@ struct build_cache {
 	long max_mb;		/* ccache's max_size */
 	long hits, misses, uncached;	/* compiles served from it, compiled and stored, not cacheable */
 	char why_off[160];	/* why there is none, when dir is NULL ("" when none was asked) */
-	int lock_fd;		/* its lock, held for the build (0: none; stdin is never it) */
 };
 
 /* The cache directory of repo built with toolchain under root:
  * root/<sha256 hex of "repo\ntoolchain">: one per repo and toolchain,
  * never shared between repos (caller frees). */
 char *build_cache_dir(const char *root, const char *repo, const char *toolchain);
-/* Set the cache up for this build: locked for it, the directory made
- * (0700, the build uid's), bound at BUILD_CACHE_AT read-write, ccache's
- * environment (its bound, no hash of the scratch's name) in sb->env.
- * Without ccache, or while another build holds the cache, the build goes
- * on uncached (c->dir NULL, c->why_off says why). 0 or KHUB_EIO. */
+/* Set the cache up for this build: the directory made (02770, the build
+ * uid's and its group's, every file group-writable: the builds at once of
+ * one repo and toolchain share it), bound at BUILD_CACHE_AT read-write,
+ * ccache's environment (its bound, umask 007, no hash of the scratch's
+ * name) in sb->env. Without ccache the build goes on uncached (c->dir
+ * NULL, c->why_off says why). 0 or KHUB_EIO. */
 int build_cache_prepare(struct build_cache *c, struct sandbox *sb, const char *home);
 /* Count the compiles of ccache's stats log text (hits, misses, uncached). */
 void build_cache_count(struct build_cache *c, const char *text);

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +37,7 @@ static void cache_environment(const struct build_cache *c, struct sandbox *sb)
 	strvec_pushf(&sb->env, "CCACHE_IGNOREOPTIONS=-ffile-prefix-map=* --threads=*");	/* nvcc's: same output */
 	strvec_pushf(&sb->env, "CCACHE_SLOPPINESS=include_file_mtime,include_file_ctime");
 	strvec_pushf(&sb->env, "CCACHE_NOHASHDIR=1");
+	strvec_pushf(&sb->env, "CCACHE_UMASK=007");	/* the build group's: share_one */
 	strvec_pushf(&sb->env, "CCACHE_STATSLOG=%s", c->stats_log);
 }
 
@@ -55,27 +56,16 @@ static char *ccache_in_root(const char *root)
 	return NULL;
 }
 
-/* The cache for this build alone: its lock (<dir>.lock, beside it in the
- * root no build sees) taken, or 0 after dropping the cache when another
- * build holds it. A daemon's builds at once run as different uids, and each
- * build hands the whole cache to its own: two at once would take it from
- * each other mid-compile. -1 when the lock cannot be made. */
-static int cache_lock(struct build_cache *c)
+/* Every file of the cache readable and writable by the build group as by
+ * its owner: a daemon's builds at once run as different uids of one group
+ * (build_users_slot), and two builds of one repo and toolchain share its
+ * cache, as ccache is made to be (CCACHE_UMASK keeps what they add so). */
+static int share_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-	char *path = xasprintf("%s.lock", c->dir);
-	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	free(path);
-	if (fd < 0)
-		return -1;
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-		c->lock_fd = fd;
-		return 1;
-	}
-	close(fd);
-	snprintf(c->why_off, sizeof(c->why_off), "in use by another build of this repo and toolchain");
-	log_info("khub-worker build: no build cache: another build of this repo and toolchain is using it");
-	free(c->dir);
-	c->dir = NULL;
+	(void)flag, (void)ftw;
+	mode_t want = (st->st_mode & 07777) | ((st->st_mode & 0700) >> 3);
+	if (!S_ISLNK(st->st_mode) && want != (st->st_mode & 07777))
+		(void)chmod(path, want);	/* a file ccache removes meanwhile: nothing to share */
 	return 0;
 }
 
@@ -100,16 +90,14 @@ int build_cache_prepare(struct build_cache *c, struct sandbox *sb, const char *h
 	c->program = prog;
 	c->stats_log = xasprintf("%s/ccache-stats.log", home);
 	/* the root searchable by the build uid (bwrap binds as that uid), each
-	 * repo's directory that uid's alone */
+	 * repo's directory the build group's alone */
 	char *root = xstrdup(c->dir), real[PATH_MAX];
 	*strrchr(root, '/') = 0;
-	int made = mkdir_p(root, 0711) == 0, locked = made ? cache_lock(c) : -1;
+	int made = mkdir_p(root, 0711) == 0 && mkdir_p(c->dir, 02770) == 0 && realpath(c->dir, real);
 	free(root);
-	if (locked == 0)
-		return 0;
-	made = locked > 0 && mkdir_p(c->dir, 0700) == 0 && realpath(c->dir, real);
 	struct stat st;
-	if (!made || lstat(real, &st) < 0 || !S_ISDIR(st.st_mode) || chmod(real, 0700) < 0 || sandbox_give(sb, real) < 0) {
+	if (!made || lstat(real, &st) < 0 || !S_ISDIR(st.st_mode) || chmod(real, 02770) < 0 || sandbox_give(sb, real) < 0 ||
+	    nftw(real, share_one, 32, FTW_PHYS | FTW_MOUNT) < 0) {
 		log_error("khub-worker build: cannot make the build cache %s: %s", c->dir, strerror(errno));
 		return KHUB_EIO;
 	}
@@ -203,8 +191,6 @@ void build_cache_release(struct build_cache *c)
 {
 	if (!c)
 		return;
-	if (c->lock_fd > 0)
-		close(c->lock_fd);
 	free(c->dir);
 	free(c->program);
 	free(c->stats_log);

@@ -581,8 +581,8 @@ static void log_build_users(const struct daemon *d)
 {
 	const struct build_users *u = &d->cfg.build_users;
 	if (geteuid() == 0 && d->concurrency > 1)
-		log_info("builds run as uids %ld to %ld (the i-th build at once as %ld+i), %s", u->uid,
-			 u->uid + d->concurrency - 1, u->uid, u->gid ? "one group" : "each its own group");
+		log_info("builds run as uids %ld to %ld (the i-th build at once as %ld+i), group %ld", u->uid,
+			 u->uid + d->concurrency - 1, u->uid, u->gid ? u->gid : u->uid);
 	else if (geteuid() == 0)
 		log_info("builds run as uid %ld", u->uid);
 	else if (d->concurrency > 1)

@@ -74,7 +74,7 @@ void build_users_slot(const struct build_users *u, int slot, long *uid, long *gi
 {
 	assert(slot >= 0 && u->uid + slot <= u->last);
 	*uid = u->uid + slot;
-	*gid = u->gid ? u->gid : *uid;
+	*gid = u->gid ? u->gid : u->uid;	/* one group: their builds share a repo's cache */
 }
 
 int worker_parse_build_user(const char *s, long *uid, long *gid)

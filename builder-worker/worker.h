@@ -143,7 +143,8 @@ int worker_option_build_user(const char *arg, void *field);
 /* The daemon's build uids, --build-user UID[-LAST][:GID]: slot i (the i-th
  * build at once) builds as UID+i, so that no build shares its uid's
  * process limit (RLIMIT_NPROC counts all of a uid's processes) with
- * another. gid 0: each uid's group is the same number; else every slot's. */
+ * another. gid 0: the first uid's number is every slot's group (their
+ * builds share a repo's cache); else GID is. */
 struct build_users {
 	long uid, last, gid;
 };

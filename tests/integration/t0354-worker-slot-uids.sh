@@ -173,6 +173,18 @@ for _ in $(seq 1 300); do
 	sleep 0.2
 done
 is "$left" 0 "no process of either build uid is left"
+
+# ---- the build cache is the repo's, whichever slot: a build on the bomb's slot hits what relu's left --------------
+printf '\n# one more line\n' >>"$R/build.toml"
+(cd "$R" && git commit -qam "relu 2" && git pull -q --rebase origin main 2>/dev/null; git push -q origin main 2>"$TEST_DIR/git.err")
+RID2=$(build_id acme/relu "$(git -C "$R" rev-parse HEAD)" "$VARIANT")
+wait_for "$RID2" succeeded failed
+is "$(build_state "$RID2")" succeeded "relu's next commit (build #$RID2) builds on the freed slot"
+build_log "$RID2" >"$TEST_DIR/relu2.log"
+R2UID=$(outside "$TEST_DIR/relu2.log")
+ok $([ -n "$R2UID" ] && [ "$R2UID" != "$RUID" ]; echo $?) "… as the other uid ($R2UID; relu's first build: $RUID)"
+like "$(grep -m1 'build cache: [0-9]* hits' "$TEST_DIR/relu2.log")" 'build cache: [1-9][0-9]* hits, 0 misses' \
+	"… and every unit is a hit in the repo's cache that the other uid filled (one group, group-writable)"
 kill -TERM "$WPID"
 wait "$WPID"
 is "$?" 0 "the daemon stops cleanly on SIGTERM"
