@@ -64,7 +64,7 @@ is "$(build "$ID1" '.abi_report.build.cache | "\(.used) \(.hits) \(.misses)"')" 
 	"its report: the cache used, 0 hits, 2 misses"
 CACHE=$W/work/w1/ccache/$(printf 'acme/relu\ncpu-debian' | sha256sum | cut -d' ' -f1)
 ok $([ -d "$CACHE" ]; echo $?) "the worker keeps acme/relu's cache in WORKDIR/w1/ccache/<sha256 of repo and toolchain>"
-is "$(stat -c %a "$CACHE")" 700 "mode 0700"
+is "$(stat -c %a "$CACHE")" 2770 "mode 02770: the build group's (its builds at once share it), no one else's"
 
 git pull -q --rebase origin main >/dev/null 2>&1	# the farm published README.md on main
 printf '\n# a changed line\n' >>build.toml
