@@ -96,6 +96,10 @@ void sandbox_bind_at(struct sandbox *sb, const char *path, const char *at, int w
 /* Hand path (a tree inside the scratch) to the build uid (lchown; only
  * when the worker is root). 0 or KHUB_EIO. */
 int sandbox_give(struct sandbox *sb, const char *path);
+/* The same, and every entry readable and writable by the build group as by
+ * its owner (in the same walk, root or not): a tree the builds at once of
+ * a daemon's slots (uids of one group) share, the build cache. */
+int sandbox_give_shared(struct sandbox *sb, const char *path);
 /* Take path back from build code before the worker uses it: remove every
  * entry that is not a regular file or a directory (links, fifos...), give
  * the rest to the worker's uid and the build's gid, 0750/0640 (build code

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +36,7 @@ static void cache_environment(const struct build_cache *c, struct sandbox *sb)
 	strvec_pushf(&sb->env, "CCACHE_IGNOREOPTIONS=-ffile-prefix-map=* --threads=*");	/* nvcc's: same output */
 	strvec_pushf(&sb->env, "CCACHE_SLOPPINESS=include_file_mtime,include_file_ctime");
 	strvec_pushf(&sb->env, "CCACHE_NOHASHDIR=1");
-	strvec_pushf(&sb->env, "CCACHE_UMASK=007");	/* the build group's: share_one */
+	strvec_pushf(&sb->env, "CCACHE_UMASK=007");	/* the build group's: sandbox_give_shared */
 	strvec_pushf(&sb->env, "CCACHE_STATSLOG=%s", c->stats_log);
 }
 
@@ -54,19 +53,6 @@ static char *ccache_in_root(const char *root)
 			return xasprintf("%s/ccache", dirs[i]);
 	}
 	return NULL;
-}
-
-/* Every file of the cache readable and writable by the build group as by
- * its owner: a daemon's builds at once run as different uids of one group
- * (build_users_slot), and two builds of one repo and toolchain share its
- * cache, as ccache is made to be (CCACHE_UMASK keeps what they add so). */
-static int share_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)flag, (void)ftw;
-	mode_t want = (st->st_mode & 07777) | ((st->st_mode & 0700) >> 3);
-	if (!S_ISLNK(st->st_mode) && want != (st->st_mode & 07777))
-		(void)chmod(path, want);	/* a file ccache removes meanwhile: nothing to share */
-	return 0;
 }
 
 int build_cache_prepare(struct build_cache *c, struct sandbox *sb, const char *home)
@@ -96,8 +82,8 @@ int build_cache_prepare(struct build_cache *c, struct sandbox *sb, const char *h
 	int made = mkdir_p(root, 0711) == 0 && mkdir_p(c->dir, 02770) == 0 && realpath(c->dir, real);
 	free(root);
 	struct stat st;
-	if (!made || lstat(real, &st) < 0 || !S_ISDIR(st.st_mode) || chmod(real, 02770) < 0 || sandbox_give(sb, real) < 0 ||
-	    nftw(real, share_one, 32, FTW_PHYS | FTW_MOUNT) < 0) {
+	if (!made || lstat(real, &st) < 0 || !S_ISDIR(st.st_mode) || chmod(real, 02770) < 0 ||
+	    sandbox_give_shared(sb, real) < 0) {
 		log_error("khub-worker build: cannot make the build cache %s: %s", c->dir, strerror(errno));
 		return KHUB_EIO;
 	}

@@ -433,19 +433,26 @@ size_t sandbox_pass_nvidia_gpu(struct sandbox *sb, const char *dev_dir)
 /* nftw has no context argument; the build is one thread. */
 static uid_t walk_uid;
 static gid_t walk_gid;
-static int walk_failed;
+static int walk_failed, walk_chown, walk_share;
 
 static int give_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-	(void)st, (void)flag, (void)ftw;
-	if (lchown(path, walk_uid, walk_gid) < 0)
+	(void)flag, (void)ftw;
+	if (walk_chown && lchown(path, walk_uid, walk_gid) < 0)
 		walk_failed = 1;
+	mode_t want = (st->st_mode & 07777) | ((st->st_mode & 0700) >> 3);	/* the group as the owner */
+	if (walk_share && !S_ISLNK(st->st_mode) && want != (st->st_mode & 07777))
+		(void)chmod(path, want);	/* a file removed meanwhile (by a build sharing it): nothing to share */
 	return 0;
 }
 
-int sandbox_give(struct sandbox *sb, const char *path)
+/* One walk of path: lchown to the build uid when the worker drops to it;
+ * with share, every entry's group bits made its owner's. */
+static int give_walk(struct sandbox *sb, const char *path, int share)
 {
-	if (!sb->drop)
+	walk_chown = sb->drop;
+	walk_share = share;
+	if (!walk_chown && !walk_share)
 		return 0;
 	walk_uid = sb->uid;
 	walk_gid = sb->gid;
@@ -453,6 +460,16 @@ int sandbox_give(struct sandbox *sb, const char *path)
 	if (nftw(path, give_one, 32, FTW_PHYS | FTW_MOUNT) < 0 || walk_failed)
 		return KHUB_EIO;
 	return 0;
+}
+
+int sandbox_give(struct sandbox *sb, const char *path)
+{
+	return give_walk(sb, path, 0);
+}
+
+int sandbox_give_shared(struct sandbox *sb, const char *path)
+{
+	return give_walk(sb, path, 1);
 }
 
 static int take_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -186,7 +186,7 @@ int benchmark_main(int argc, char **argv);
 
 #define SANDBOX_BUILD_UID_DEFAULT 65534	/* nobody/nogroup: who builds when the worker is root */
 /* A root daemon's first build uid when --concurrency is over 1 and no
- * --build-user is given (slot i: this + i, gid the same): in the range
+ * --build-user is given (slot i: this + i, all in group this): in the range
  * 1879048192-2147352575 that systemd's UID table leaves unused (above the
  * container ranges, below the foreign range), so no account, service or
  * container shares it; the sandbox writes its own passwd, none is needed. */
