@@ -12,21 +12,17 @@
 # the repo's, not a uid's: relu's next commit, built as another uid, is all
 # hits.
 . "$(dirname "$0")/../lib/khub-test.sh"
+. "$KHUB_SRC/tests/lib/worker_env.sh"
 
 command -v git >/dev/null 2>&1 || { echo "1..0 # SKIP git not installed"; exit 0; }
-WORKER_BIN=${KHUB_WORKER_BIN:-$(dirname "$KHUB_BIN")/khub-worker}
-[ -x "$WORKER_BIN" ] || bail "khub-worker not built ($WORKER_BIN)"
-PY=/usr/bin/python3
-$PY -c 'import torch, tomllib' 2>/dev/null || { echo "1..0 # SKIP Debian's python3-torch is not installed"; exit 0; }
-command -v bwrap >/dev/null || { echo "1..0 # SKIP bubblewrap is not installed"; exit 0; }
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP the daemon must be root to build as uids of its own"; exit 0; }
+worker_needs torch bwrap root	# root: only a root daemon builds as uids of its own
 UIDS=4354-4355	# this test's build uids (no account needed): no other test's builds share their limit
 
 khub_setup
 export KHUB_ABI_POLICY=warn	# Debian's toolchain links a GLIBC_2.32 symbol
 W=$TEST_DIR/worker
 mkdir -p "$W" "$TEST_DIR/readme"
-printf '{"toolchains": [{"name": "cpu-debian", "python": "%s", "cxx": "g++"}]}\n' "$PY" >"$W/toolchains.json"
+worker_toolchain "$W/toolchains.json"
 
 # ---- too few uids for --concurrency: refused at start, saying why -------------------------------------
 out=$("$WORKER_BIN" --url http://127.0.0.1:1 --toolchains "$W/toolchains.json" --concurrency 3 \
@@ -35,9 +31,7 @@ is "$?" 64 "--concurrency 3 with --build-user $UIDS (two uids): refused"
 like "$out" "--build-user 4354-4355 has 2 uid\(s\) for --concurrency 3: each build at once needs a uid of its own" \
 	"… saying each build at once needs a uid of its own"
 
-"$WORKER_BIN" --check --toolchains "$W/toolchains.json" >"$W/check.out" 2>&1 ||
-	{ sed 's/^/# /' "$W/check.out"; echo "1..0 # SKIP no usable toolchain on this machine"; exit 0; }
-VARIANT=$(grep -oE 'torch[0-9]+-cxx[0-9a-z]+-cpu-[a-z0-9_]+-linux' "$W/check.out" | head -1)
+worker_check "$W/toolchains.json"
 
 khub_accounts	# alice, acme (her org), $ALICE (tests/lib/khub-test.sh)
 khub admin worker add w1 2>/dev/null | tail -n 1 >"$W/w1.token"
